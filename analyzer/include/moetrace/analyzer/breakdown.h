@@ -1,0 +1,100 @@
+// Where the time of each rank goes, per MoE layer x iteration x phase.
+//
+// Definitions (also in README "Reading a report"):
+// - An op's time is the union of the GPU activities attributed to it (kernels,
+//   copies; see projection) or, where none are, its own [start, end) range.
+// - The MoE-layer window of (rank, layer, iteration, phase) is the union over
+//   micro-batches of the span from the first to the last MoE op of that layer
+//   on that rank; its length is the "MoE-layer time".
+// - category_ns[c]: time during which at least one of the layer's ops of
+//   category c ran (union over streams); exclusive_ns[c]: time during which c
+//   was the only category of the layer's ops running.
+// - Communication is hidden where it overlaps computation of any op on the
+//   same rank, exposed elsewhere; idle is window time in which nothing at all
+//   ran on the rank.
+// - all-to-all share = category_ns[all_to_all] / window; likewise all-reduce.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "moetrace/analyzer/trace.h"
+
+namespace moetrace::analyzer {
+
+using CategoryNs = std::array<std::int64_t, kNumCategories>;
+
+inline double ratio(std::int64_t num, std::int64_t den) {
+  return den > 0 ? static_cast<double>(num) / static_cast<double>(den) : 0.0;
+}
+
+struct TimeSplit {
+  std::int64_t window_ns = 0;
+  CategoryNs category_ns{};
+  CategoryNs exclusive_ns{};
+  std::int64_t busy_ns = 0;  // union of every op counted in this split
+  std::int64_t idle_ns = 0;
+  std::int64_t comm_ns = 0, comm_hidden_ns = 0, comm_exposed_ns = 0;
+
+  std::int64_t at(Category c) const { return category_ns[static_cast<std::size_t>(c)]; }
+  double share(Category c) const { return ratio(at(c), window_ns); }
+  double all_to_all_share() const { return share(Category::kAllToAll); }
+  double all_reduce_share() const { return share(Category::kAllReduce); }
+  double hidden_fraction() const { return ratio(comm_hidden_ns, comm_ns); }
+  TimeSplit& operator+=(const TimeSplit& o);
+};
+
+struct LayerRow {
+  std::int32_t rank = 0, layer = 0, iteration = 0;
+  Phase phase = Phase::kForward;
+  TimeSplit t;
+};
+
+struct IterationRow {
+  std::int32_t rank = 0, iteration = 0;
+  TimeSplit t;                   // window: the iteration on this rank
+  std::int64_t moe_layer_ns = 0; // sum of the MoE-layer windows in it
+  double moe_share() const { return ratio(moe_layer_ns, t.window_ns); }
+};
+
+// One MoE layer over all ranks, iterations and both phases.
+struct LayerSummary {
+  std::int32_t layer = 0;
+  int ranks = 0, iterations = 0;
+  TimeSplit total;                     // sums; shares of sums
+  TimeSplit forward, backward;
+  std::int64_t mean_window_ns = 0;     // per rank and iteration, fwd + bwd
+  std::int64_t max_window_ns = 0;      // slowest rank-iteration
+  std::int32_t slowest_rank = -1;
+};
+
+struct RankSummary {
+  std::int32_t rank = 0;
+  TimeSplit t;                         // window: the rank's whole run
+  std::int64_t unattributed_ns = 0;    // activity that no op range claims
+};
+
+struct Breakdown {
+  std::vector<LayerRow> rows;           // sorted by (layer, iteration, phase, rank)
+  std::vector<IterationRow> iterations; // sorted by (iteration, rank)
+  std::vector<LayerSummary> layers;     // sorted by layer
+  std::vector<RankSummary> ranks;
+  TimeSplit iteration_total;            // sum over iteration rows
+  std::int64_t moe_layer_total_ns = 0;
+  bool has_op_ranges = false;           // false: kernels classified by name only
+
+  double all_to_all_share_of_iteration() const { return iteration_total.all_to_all_share(); }
+  double all_reduce_share_of_iteration() const { return iteration_total.all_reduce_share(); }
+  double moe_share_of_iteration() const { return ratio(moe_layer_total_ns, iteration_total.window_ns); }
+};
+
+Breakdown compute_breakdown(const Trace& trace);
+
+// Category of a kernel that no op range claims, from its name (NCCL kernels
+// are communication: AllToAll/SendRecv -> all-to-all, AllReduce ->
+// all-reduce, others -> other communication; copies are memcpy; the rest is
+// other compute).
+Category classify_activity(const Trace& trace, const Activity& a);
+
+}  // namespace moetrace::analyzer

@@ -1,0 +1,78 @@
+// Interval algebra on half-open nanosecond intervals [start, end).
+// An IntervalSet is sorted and disjoint (touching intervals are merged), so
+// union, intersection and difference are linear merges; building one from
+// arbitrary intervals is a sort plus a sweep, O(n log n).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace moetrace::analyzer {
+
+struct Interval {
+  std::int64_t start = 0, end = 0;
+  std::int64_t length() const { return end - start; }
+  friend bool operator==(const Interval&, const Interval&) = default;
+};
+
+class IntervalSet {
+ public:
+  IntervalSet() = default;
+  // Union of arbitrary (unsorted, overlapping, empty) intervals.
+  static IntervalSet from(std::vector<Interval> intervals);
+  static IntervalSet from_sorted_disjoint(std::vector<Interval> intervals);
+
+  std::span<const Interval> intervals() const { return v_; }
+  bool empty() const { return v_.empty(); }
+  std::int64_t length() const;  // total covered time
+
+  IntervalSet unite(const IntervalSet& other) const;
+  IntervalSet intersect(const IntervalSet& other) const;
+  IntervalSet subtract(const IntervalSet& other) const;
+  IntervalSet clip(Interval window) const;
+  // Covered time inside a window, without building the clipped set.
+  std::int64_t length_within(Interval window) const;
+
+  friend bool operator==(const IntervalSet&, const IntervalSet&) = default;
+
+ private:
+  std::vector<Interval> v_;
+};
+
+// Sweep over labelled intervals (label < 32): +1 at every start and -1 at
+// every end yields, for every combination of labels active at once, the time
+// it was active. From that one table follow the union of each label, its
+// exclusive time (no other label active), and pairwise overlaps.
+struct LabelledInterval {
+  std::int64_t start = 0, end = 0;
+  std::uint32_t label = 0;
+};
+
+class Coverage {
+ public:
+  static Coverage sweep(std::vector<LabelledInterval> intervals);
+
+  // Time during which exactly the labels in `mask` were active.
+  std::int64_t time_with_mask(std::uint32_t mask) const;
+  // Time during which label `l` was active (its union).
+  std::int64_t active(std::uint32_t l) const;
+  // Time during which `l` was the only active label.
+  std::int64_t exclusive(std::uint32_t l) const;
+  // Time during which some label of `a` and some label of `b` were both active.
+  std::int64_t overlap(std::uint32_t mask_a, std::uint32_t mask_b) const;
+  // Time during which any label of `mask` was active.
+  std::int64_t any(std::uint32_t mask) const;
+
+  struct Entry {
+    std::uint32_t mask;
+    std::int64_t ns;
+  };
+  std::span<const Entry> entries() const { return entries_; }
+
+ private:
+  std::vector<Entry> entries_;  // sorted by mask, masks non-zero
+};
+
+}  // namespace moetrace::analyzer

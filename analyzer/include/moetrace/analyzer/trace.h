@@ -1,0 +1,235 @@
+// The in-memory trace model: one run loaded from a moetrace trace database
+// into per-track sorted arrays. The analyses, the reports and the GUI all read
+// this model; none of them touches SQLite.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "moetrace/schema/ids.h"
+#include "moetrace/schema/op_kind.h"
+#include "moetrace/schema/schema.h"
+
+namespace moetrace::analyzer {
+
+struct RunInfo {
+  std::string path;
+  std::string name, backend, variant, host, moetrace_version, config_json;
+  bool simulated = false;
+  bool finalized = false;  // false: the writer never closed (killed run); no indexes
+  int world_size = 1;
+  std::int64_t created_unix_s = 0;
+  std::int64_t start_ns = 0, end_ns = 0;
+  std::int64_t dropped_records = 0;
+  int schema_version = 0;
+  std::vector<std::pair<std::string, std::string>> config;  // run_config
+};
+
+struct Device {
+  DeviceId id;
+  std::string name, uuid;
+  int compute_major = -1, compute_minor = -1, sm_count = -1;
+  std::int64_t memory_bytes = -1;
+  bool simulated = false;
+};
+
+struct Rank {
+  RankId rank;
+  DeviceId device;
+  int local_rank = -1;
+  std::string host;
+  std::int64_t pid = -1;
+};
+
+struct Stream {
+  StreamId id;
+  RankId rank;
+  DeviceId device;
+  std::int64_t native_id = -1;
+  std::string role;  // "compute", "comm", "copy", "other"
+  std::string name;
+};
+
+struct Layer {
+  int layer = 0;
+  std::string kind;
+  int num_experts = -1, top_k = -1;
+  std::int64_t model_dim = -1, hidden_dim = -1, tokens = -1;
+};
+
+enum class ActivityType : std::uint8_t { kKernel, kMemcpy, kMemset };
+
+// A kernel, memcpy or memset on a device stream.
+struct Activity {
+  std::int64_t start_ns = 0, end_ns = 0;
+  std::int64_t correlation_id = 0;  // 0: none
+  std::int64_t bytes = 0;           // memcpy/memset
+  StringId name;                    // kernels
+  std::int32_t op = -1;             // index into Trace::ops of the op that launched it; -1: none
+  std::int32_t stream = -1;         // index into Trace::streams
+  RankId rank;
+  ActivityType type = ActivityType::kKernel;
+  std::uint8_t copy_kind = 0;       // schema::CopyKind
+  std::int16_t registers = -1;
+  std::int32_t shared_bytes = -1;
+  std::int32_t grid[3] = {-1, -1, -1};
+  std::int32_t block[3] = {-1, -1, -1};
+  std::int64_t duration() const { return end_ns - start_ns; }
+};
+
+// An op of the plan as executed, with its MoE coordinates.
+struct OpRange {
+  OpId id;
+  std::int64_t start_ns = 0, end_ns = 0;
+  std::int64_t launch_start_ns = -1, launch_end_ns = -1;
+  double flops = -1;
+  std::int64_t bytes = -1;
+  std::int32_t stream = -1;  // index into Trace::streams
+  RankId rank;
+  RankId peer;
+  std::int32_t layer = -1, iteration = -1, micro_batch = -1, chunk = -1;
+  StringId name;
+  OpKind kind = OpKind::kOtherOp;
+  Phase phase = Phase::kForward;
+  std::int64_t nvtx_id = -1;
+  std::int64_t duration() const { return end_ns - start_ns; }
+};
+
+struct ApiCall {
+  std::int64_t start_ns = 0, end_ns = 0;
+  std::int64_t correlation_id = 0;
+  std::int64_t thread_id = 0;
+  RankId rank;
+  StringId name;
+  schema::ApiKind api = schema::ApiKind::kRuntime;
+  std::int32_t return_code = 0;
+};
+
+struct NvtxRange {
+  std::int64_t id = 0;
+  std::int64_t start_ns = 0, end_ns = -1;
+  std::int64_t thread_id = 0;
+  RankId rank;
+  StringId domain, name;
+  std::int64_t payload_int = 0;
+  bool has_payload_int = false;
+};
+
+struct MemoryEvent {
+  std::int64_t ts_ns = 0;
+  std::uint64_t address = 0;
+  std::int64_t bytes = 0;
+  BufferId buffer;
+  RankId rank;
+  bool alloc = true;
+  schema::MemoryKind memory_kind = schema::MemoryKind::kDevice;
+};
+
+struct Buffer {
+  BufferId id;
+  RankId rank;
+  std::string tag;
+  std::int64_t bytes = 0;
+  schema::MemoryKind memory_kind = schema::MemoryKind::kDevice;
+  std::int32_t layer = -1, chunk = -1;
+  std::int64_t alloc_ns = -1, free_ns = -1;
+};
+
+struct OpBuffer {
+  OpId op;
+  BufferId buffer;
+  schema::Access access = schema::Access::kRead;
+};
+
+struct OpDep {
+  OpId op, dep;
+};
+
+struct ExpertLoad {
+  std::int32_t iteration = 0, layer = 0, src_rank = 0, expert = 0;
+  std::int64_t tokens = 0;
+};
+
+struct ExpertPlacement {
+  std::int32_t iteration = 0, layer = 0, expert = 0, rank = 0;
+  std::string role;
+};
+
+class Trace {
+ public:
+  RunInfo run;
+  std::vector<std::string> strings;
+  std::vector<Device> devices;
+  std::vector<Rank> ranks;
+  std::vector<Stream> streams;  // sorted by (rank, id)
+  std::vector<Layer> layers;
+  // Sorted by (stream index, start); track t is [activity_track_begin[t], [t+1]).
+  std::vector<Activity> activities;
+  std::vector<std::size_t> activity_track_begin;
+  // Sorted by (stream index, start, -end); same track layout.
+  std::vector<OpRange> ops;
+  std::vector<std::size_t> op_track_begin;
+  std::vector<ApiCall> api_calls;          // sorted by correlation id
+  std::vector<NvtxRange> nvtx;             // sorted by (rank, thread, start)
+  std::vector<MemoryEvent> memory_events;  // sorted by (rank, ts)
+  std::vector<Buffer> buffers;
+  std::vector<OpBuffer> op_buffers;
+  std::vector<OpDep> op_deps;
+  std::vector<ExpertLoad> expert_load;     // sorted by (iteration, layer, src_rank, expert)
+  std::vector<ExpertPlacement> placements;
+
+  std::string_view str(StringId id) const {
+    return id.valid() && static_cast<std::size_t>(id.value) < strings.size()
+               ? std::string_view(strings[static_cast<std::size_t>(id.value)])
+               : std::string_view();
+  }
+  std::span<const Activity> track_activities(std::size_t stream_index) const {
+    return {activities.data() + activity_track_begin[stream_index],
+            activities.data() + activity_track_begin[stream_index + 1]};
+  }
+  std::span<const OpRange> track_ops(std::size_t stream_index) const {
+    return {ops.data() + op_track_begin[stream_index], ops.data() + op_track_begin[stream_index + 1]};
+  }
+  // Index into streams of a stream id, or -1.
+  int stream_index(StreamId id) const;
+  // Index into ops of an op id, or -1.
+  int op_index(OpId id) const;
+  // The API call with this correlation id, or nullptr.
+  const ApiCall* api_call(std::int64_t correlation_id) const;
+  // Number of timed events (activities, ops, API calls, NVTX ranges, memory events).
+  std::int64_t event_count() const;
+  std::vector<RankId> rank_ids() const;  // every rank that appears, sorted
+
+ private:
+  friend class TraceLoader;
+  std::vector<std::pair<std::int64_t, std::int32_t>> op_index_;      // (op id, index), sorted
+  std::vector<std::pair<std::int32_t, std::int32_t>> stream_index_;  // (stream id, index), sorted
+};
+
+struct LoadOptions {
+  bool api_calls = true;
+  bool nvtx = true;
+  bool memory = true;
+  // Stage name and fraction done in [0, 1]; called from the loading thread.
+  std::function<void(std::string_view stage, double fraction)> progress;
+};
+
+// Loads and validates a trace. Throws moetrace::Error("<path>: <problem>") for
+// a missing file, a non-SQLite file, a foreign database, a newer schema, a
+// damaged file, or a trace that holds no events.
+Trace load_trace(const std::string& path, const LoadOptions& options = {});
+
+// Trace metadata and per-table row counts without loading the events.
+struct TraceSummary {
+  RunInfo run;
+  std::vector<std::pair<std::string, std::int64_t>> table_rows;
+  int ranks = 0, streams = 0, layers = 0, iterations = 0;
+};
+TraceSummary summarize_trace(const std::string& path);
+
+}  // namespace moetrace::analyzer

@@ -1,0 +1,243 @@
+#include "moetrace/analyzer/breakdown.h"
+
+#include <algorithm>
+#include <map>
+#include <string_view>
+#include <tuple>
+
+#include "moetrace/analyzer/interval.h"
+
+namespace moetrace::analyzer {
+
+TimeSplit& TimeSplit::operator+=(const TimeSplit& o) {
+  window_ns += o.window_ns;
+  for (int c = 0; c < kNumCategories; ++c) {
+    category_ns[static_cast<std::size_t>(c)] += o.category_ns[static_cast<std::size_t>(c)];
+    exclusive_ns[static_cast<std::size_t>(c)] += o.exclusive_ns[static_cast<std::size_t>(c)];
+  }
+  busy_ns += o.busy_ns;
+  idle_ns += o.idle_ns;
+  comm_ns += o.comm_ns;
+  comm_hidden_ns += o.comm_hidden_ns;
+  comm_exposed_ns += o.comm_exposed_ns;
+  return *this;
+}
+
+Category classify_activity(const Trace& trace, const Activity& a) {
+  if (a.type != ActivityType::kKernel) return Category::kMemcpy;
+  const std::string_view name = trace.str(a.name);
+  const bool nccl = name.find("nccl") != std::string_view::npos ||
+                    name.find("NCCL") != std::string_view::npos;
+  if (nccl) {
+    if (name.find("AllToAll") != std::string_view::npos ||
+        name.find("SendRecv") != std::string_view::npos ||
+        name.find("alltoall") != std::string_view::npos)
+      return Category::kAllToAll;
+    if (name.find("AllReduce") != std::string_view::npos) return Category::kAllReduce;
+    return Category::kOtherComm;
+  }
+  return Category::kOtherCompute;
+}
+
+namespace {
+
+// The intervals of every op: its attributed activities, else its own range.
+struct OpIntervals {
+  std::vector<std::size_t> begin;  // CSR over ops
+  std::vector<Interval> iv;
+
+  explicit OpIntervals(const Trace& t) {
+    std::vector<std::size_t> count(t.ops.size() + 1, 0);
+    for (const auto& a : t.activities)
+      if (a.op >= 0) ++count[static_cast<std::size_t>(a.op) + 1];
+    for (std::size_t i = 0; i < t.ops.size(); ++i)
+      if (count[i + 1] == 0) count[i + 1] = 1;  // the op's own range
+    begin.assign(t.ops.size() + 1, 0);
+    for (std::size_t i = 0; i < t.ops.size(); ++i) begin[i + 1] = begin[i] + count[i + 1];
+    iv.resize(begin.back());
+    std::vector<std::size_t> fill(begin.begin(), begin.end() - 1);
+    std::vector<bool> has_activity(t.ops.size(), false);
+    for (const auto& a : t.activities)
+      if (a.op >= 0) {
+        auto o = static_cast<std::size_t>(a.op);
+        has_activity[o] = true;
+        iv[fill[o]++] = {a.start_ns, a.end_ns};
+      }
+    for (std::size_t i = 0; i < t.ops.size(); ++i)
+      if (!has_activity[i]) iv[begin[i]] = {t.ops[i].start_ns, t.ops[i].end_ns};
+  }
+  std::span<const Interval> of(std::size_t op) const {
+    return {iv.data() + begin[op], iv.data() + begin[op + 1]};
+  }
+};
+
+struct RankSets {
+  IntervalSet compute;  // computation of any op or unattributed kernel
+  IntervalSet all;      // anything at all
+};
+
+// Fills `t` from the given ops within the window set `windows`.
+void split_time(const Trace& trace, const OpIntervals& oi, const std::vector<std::size_t>& ops,
+                const IntervalSet& windows, const RankSets& rank, TimeSplit& t) {
+  std::vector<LabelledInterval> labelled;
+  std::vector<Interval> comm;
+  for (auto o : ops) {
+    const auto c = op_category(trace.ops[o].kind);
+    for (const auto& i : oi.of(o)) {
+      labelled.push_back({i.start, i.end, static_cast<std::uint32_t>(c)});
+      if (is_communication(c)) comm.push_back(i);
+    }
+  }
+  const auto cov = Coverage::sweep(std::move(labelled));
+  t.window_ns = windows.length();
+  for (int c = 0; c < kNumCategories; ++c) {
+    t.category_ns[static_cast<std::size_t>(c)] = cov.active(static_cast<std::uint32_t>(c));
+    t.exclusive_ns[static_cast<std::size_t>(c)] = cov.exclusive(static_cast<std::uint32_t>(c));
+  }
+  t.busy_ns = cov.any(~0u);
+  const auto comm_set = IntervalSet::from(std::move(comm));
+  t.comm_ns = comm_set.length();
+  t.comm_hidden_ns = comm_set.intersect(rank.compute).length();
+  t.comm_exposed_ns = t.comm_ns - t.comm_hidden_ns;
+  t.idle_ns = windows.subtract(rank.all).length();
+}
+
+Interval envelope(const OpIntervals& oi, const std::vector<std::size_t>& ops) {
+  Interval e{INT64_MAX, INT64_MIN};
+  for (auto o : ops)
+    for (const auto& i : oi.of(o)) {
+      e.start = std::min(e.start, i.start);
+      e.end = std::max(e.end, i.end);
+    }
+  return e.start <= e.end ? e : Interval{};
+}
+
+}  // namespace
+
+Breakdown compute_breakdown(const Trace& trace) {
+  Breakdown b;
+  b.has_op_ranges = !trace.ops.empty();
+  const OpIntervals oi(trace);
+
+  // Rank-wide sets, and unattributed activity per rank.
+  std::map<std::int32_t, std::vector<Interval>> compute_iv, all_iv;
+  std::map<std::int32_t, std::vector<LabelledInterval>> rank_labelled;
+  std::map<std::int32_t, std::vector<Interval>> unattributed;
+  for (std::size_t o = 0; o < trace.ops.size(); ++o) {
+    const auto r = trace.ops[o].rank.value;
+    const auto c = op_category(trace.ops[o].kind);
+    for (const auto& i : oi.of(o)) {
+      all_iv[r].push_back(i);
+      if (is_computation(c)) compute_iv[r].push_back(i);
+      rank_labelled[r].push_back({i.start, i.end, static_cast<std::uint32_t>(c)});
+    }
+  }
+  for (const auto& a : trace.activities) {
+    if (a.op >= 0) continue;
+    const auto r = a.rank.value;
+    const auto c = classify_activity(trace, a);
+    const Interval i{a.start_ns, a.end_ns};
+    all_iv[r].push_back(i);
+    unattributed[r].push_back(i);
+    if (is_computation(c)) compute_iv[r].push_back(i);
+    rank_labelled[r].push_back({i.start, i.end, static_cast<std::uint32_t>(c)});
+  }
+  std::map<std::int32_t, RankSets> rank_sets;
+  for (auto& [r, iv] : all_iv) {
+    auto& s = rank_sets[r];
+    s.all = IntervalSet::from(std::move(iv));
+    s.compute = IntervalSet::from(std::move(compute_iv[r]));
+  }
+
+  // Whole-run split per rank (works without op ranges too).
+  for (auto& [r, labelled] : rank_labelled) {
+    const auto& sets = rank_sets[r];
+    RankSummary rs;
+    rs.rank = r;
+    const auto span = sets.all.empty() ? Interval{}
+                                       : Interval{sets.all.intervals().front().start,
+                                                  sets.all.intervals().back().end};
+    std::vector<Interval> comm;
+    for (const auto& l : labelled)
+      if (is_communication(static_cast<Category>(l.label))) comm.push_back({l.start, l.end});
+    const auto cov = Coverage::sweep(std::move(labelled));
+    rs.t.window_ns = span.length();
+    for (int c = 0; c < kNumCategories; ++c) {
+      rs.t.category_ns[static_cast<std::size_t>(c)] = cov.active(static_cast<std::uint32_t>(c));
+      rs.t.exclusive_ns[static_cast<std::size_t>(c)] = cov.exclusive(static_cast<std::uint32_t>(c));
+    }
+    rs.t.busy_ns = sets.all.length();
+    rs.t.idle_ns = rs.t.window_ns - rs.t.busy_ns;
+    const auto comm_set = IntervalSet::from(std::move(comm));
+    rs.t.comm_ns = comm_set.length();
+    rs.t.comm_hidden_ns = comm_set.intersect(sets.compute).length();
+    rs.t.comm_exposed_ns = rs.t.comm_ns - rs.t.comm_hidden_ns;
+    rs.unattributed_ns = IntervalSet::from(std::move(unattributed[r])).length();
+    b.ranks.push_back(rs);
+  }
+
+  // Group ops: MoE-layer rows and iteration rows.
+  std::map<std::tuple<std::int32_t, std::int32_t, Phase, std::int32_t>, std::map<std::int32_t, std::vector<std::size_t>>>
+      layer_ops;  // (layer, iteration, phase, rank) -> micro-batch -> ops
+  std::map<std::pair<std::int32_t, std::int32_t>, std::vector<std::size_t>> iter_ops;  // (iteration, rank)
+  for (std::size_t o = 0; o < trace.ops.size(); ++o) {
+    const auto& op = trace.ops[o];
+    if (op.iteration < 0) continue;
+    iter_ops[{op.iteration, op.rank.value}].push_back(o);
+    if (op.layer >= 0 && op_kind_info(op.kind).moe_layer)
+      layer_ops[{op.layer, op.iteration, op.phase, op.rank.value}][op.micro_batch].push_back(o);
+  }
+
+  std::map<std::pair<std::int32_t, std::int32_t>, std::int64_t> moe_ns_per_iter;
+  for (const auto& [key, by_mb] : layer_ops) {
+    const auto& [layer, iteration, phase, rank] = key;
+    std::vector<Interval> windows;
+    std::vector<std::size_t> ops;
+    for (const auto& [mb, list] : by_mb) {
+      windows.push_back(envelope(oi, list));
+      ops.insert(ops.end(), list.begin(), list.end());
+    }
+    LayerRow row{rank, layer, iteration, phase, {}};
+    split_time(trace, oi, ops, IntervalSet::from(std::move(windows)), rank_sets[rank], row.t);
+    moe_ns_per_iter[{iteration, rank}] += row.t.window_ns;
+    b.rows.push_back(row);
+  }
+  for (const auto& [key, ops] : iter_ops) {
+    const auto& [iteration, rank] = key;
+    IterationRow row{rank, iteration, {}, moe_ns_per_iter[key]};
+    split_time(trace, oi, ops, IntervalSet::from({envelope(oi, ops)}), rank_sets[rank], row.t);
+    b.iteration_total += row.t;
+    b.moe_layer_total_ns += row.moe_layer_ns;
+    b.iterations.push_back(row);
+  }
+
+  // Per-layer summaries.
+  std::map<std::int32_t, LayerSummary> layers;
+  std::map<std::int32_t, std::map<std::pair<std::int32_t, std::int32_t>, std::int64_t>> per_rank_iter;
+  for (const auto& row : b.rows) {
+    auto& s = layers[row.layer];
+    s.layer = row.layer;
+    s.total += row.t;
+    (row.phase == Phase::kBackward ? s.backward : s.forward) += row.t;
+    per_rank_iter[row.layer][{row.rank, row.iteration}] += row.t.window_ns;
+  }
+  for (auto& [layer, s] : layers) {
+    const auto& m = per_rank_iter[layer];
+    std::map<std::int32_t, int> ranks, iters;
+    for (const auto& [ri, ns] : m) {
+      ranks[ri.first] = 1;
+      iters[ri.second] = 1;
+      if (ns > s.max_window_ns) {
+        s.max_window_ns = ns;
+        s.slowest_rank = ri.first;
+      }
+    }
+    s.ranks = static_cast<int>(ranks.size());
+    s.iterations = static_cast<int>(iters.size());
+    s.mean_window_ns = m.empty() ? 0 : s.total.window_ns / static_cast<std::int64_t>(m.size());
+    b.layers.push_back(s);
+  }
+  return b;
+}
+
+}  // namespace moetrace::analyzer

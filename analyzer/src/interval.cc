@@ -1,0 +1,151 @@
+#include "moetrace/analyzer/interval.h"
+
+#include <algorithm>
+#include <map>
+
+namespace moetrace::analyzer {
+
+IntervalSet IntervalSet::from(std::vector<Interval> intervals) {
+  std::erase_if(intervals, [](const Interval& i) { return i.end <= i.start; });
+  std::sort(intervals.begin(), intervals.end(),
+            [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  IntervalSet s;
+  for (const auto& i : intervals) {
+    if (!s.v_.empty() && i.start <= s.v_.back().end)
+      s.v_.back().end = std::max(s.v_.back().end, i.end);
+    else
+      s.v_.push_back(i);
+  }
+  return s;
+}
+
+IntervalSet IntervalSet::from_sorted_disjoint(std::vector<Interval> intervals) {
+  IntervalSet s;
+  s.v_ = std::move(intervals);
+  return s;
+}
+
+std::int64_t IntervalSet::length() const {
+  std::int64_t total = 0;
+  for (const auto& i : v_) total += i.length();
+  return total;
+}
+
+IntervalSet IntervalSet::unite(const IntervalSet& other) const {
+  std::vector<Interval> all;
+  all.reserve(v_.size() + other.v_.size());
+  std::merge(v_.begin(), v_.end(), other.v_.begin(), other.v_.end(), std::back_inserter(all),
+             [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  IntervalSet s;
+  for (const auto& i : all) {
+    if (!s.v_.empty() && i.start <= s.v_.back().end)
+      s.v_.back().end = std::max(s.v_.back().end, i.end);
+    else
+      s.v_.push_back(i);
+  }
+  return s;
+}
+
+IntervalSet IntervalSet::intersect(const IntervalSet& other) const {
+  IntervalSet s;
+  std::size_t i = 0, j = 0;
+  while (i < v_.size() && j < other.v_.size()) {
+    const auto lo = std::max(v_[i].start, other.v_[j].start);
+    const auto hi = std::min(v_[i].end, other.v_[j].end);
+    if (lo < hi) s.v_.push_back({lo, hi});
+    if (v_[i].end < other.v_[j].end) ++i; else ++j;
+  }
+  return s;
+}
+
+IntervalSet IntervalSet::subtract(const IntervalSet& other) const {
+  IntervalSet s;
+  std::size_t j = 0;
+  for (auto cur : v_) {
+    while (j < other.v_.size() && other.v_[j].end <= cur.start) ++j;
+    std::size_t k = j;
+    while (k < other.v_.size() && other.v_[k].start < cur.end) {
+      if (other.v_[k].start > cur.start) s.v_.push_back({cur.start, other.v_[k].start});
+      cur.start = std::max(cur.start, other.v_[k].end);
+      if (cur.start >= cur.end) break;
+      ++k;
+    }
+    if (cur.start < cur.end) s.v_.push_back(cur);
+  }
+  return s;
+}
+
+IntervalSet IntervalSet::clip(Interval w) const {
+  IntervalSet s;
+  auto it = std::lower_bound(v_.begin(), v_.end(), w.start,
+                             [](const Interval& i, std::int64_t t) { return i.end <= t; });
+  for (; it != v_.end() && it->start < w.end; ++it) {
+    Interval c{std::max(it->start, w.start), std::min(it->end, w.end)};
+    if (c.start < c.end) s.v_.push_back(c);
+  }
+  return s;
+}
+
+std::int64_t IntervalSet::length_within(Interval w) const {
+  std::int64_t total = 0;
+  auto it = std::lower_bound(v_.begin(), v_.end(), w.start,
+                             [](const Interval& i, std::int64_t t) { return i.end <= t; });
+  for (; it != v_.end() && it->start < w.end; ++it)
+    total += std::max<std::int64_t>(0, std::min(it->end, w.end) - std::max(it->start, w.start));
+  return total;
+}
+
+Coverage Coverage::sweep(std::vector<LabelledInterval> intervals) {
+  struct Edge {
+    std::int64_t t;
+    int delta;
+    std::uint32_t label;
+  };
+  std::vector<Edge> edges;
+  edges.reserve(intervals.size() * 2);
+  for (const auto& i : intervals) {
+    if (i.end <= i.start || i.label >= 32) continue;
+    edges.push_back({i.start, +1, i.label});
+    edges.push_back({i.end, -1, i.label});
+  }
+  std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.t < b.t; });
+  std::array<int, 32> count{};
+  std::uint32_t mask = 0;
+  std::map<std::uint32_t, std::int64_t> acc;
+  std::int64_t prev = edges.empty() ? 0 : edges.front().t;
+  for (const auto& e : edges) {
+    if (e.t > prev && mask != 0) acc[mask] += e.t - prev;
+    prev = e.t;
+    count[e.label] += e.delta;
+    if (count[e.label] > 0) mask |= 1u << e.label; else mask &= ~(1u << e.label);
+  }
+  Coverage c;
+  for (const auto& [m, ns] : acc) c.entries_.push_back({m, ns});
+  return c;
+}
+
+std::int64_t Coverage::time_with_mask(std::uint32_t mask) const {
+  for (const auto& e : entries_)
+    if (e.mask == mask) return e.ns;
+  return 0;
+}
+
+std::int64_t Coverage::active(std::uint32_t l) const { return any(1u << l); }
+
+std::int64_t Coverage::exclusive(std::uint32_t l) const { return time_with_mask(1u << l); }
+
+std::int64_t Coverage::overlap(std::uint32_t a, std::uint32_t b) const {
+  std::int64_t t = 0;
+  for (const auto& e : entries_)
+    if ((e.mask & a) && (e.mask & b)) t += e.ns;
+  return t;
+}
+
+std::int64_t Coverage::any(std::uint32_t mask) const {
+  std::int64_t t = 0;
+  for (const auto& e : entries_)
+    if (e.mask & mask) t += e.ns;
+  return t;
+}
+
+}  // namespace moetrace::analyzer

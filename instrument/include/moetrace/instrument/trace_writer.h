@@ -1,0 +1,118 @@
+// The trace writer: the only code that creates moetrace traces. It has no CUDA
+// dependency; the CUPTI collector, the simulator and the synthetic generator
+// all write through it.
+//
+// Rows are buffered in memory and written in batched transactions (WAL mode).
+// A background thread flushes every `flush_interval`, and sooner once
+// `flush_rows` rows are pending, so a process killed with SIGKILL leaves a
+// valid database holding everything up to its last flush. All methods are
+// safe to call from several threads.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "moetrace/instrument/records.h"
+#include "moetrace/schema/sqlite.h"
+
+namespace moetrace::instrument {
+
+struct WriterOptions {
+  std::chrono::milliseconds flush_interval{1000};
+  std::size_t flush_rows = 1 << 18;  // pending rows that trigger an early flush
+  bool overwrite = true;             // replace an existing file at the path
+};
+
+struct WriterStats {
+  std::int64_t rows_written = 0;
+  std::int64_t flushes = 0;
+};
+
+class TraceWriter {
+ public:
+  // Creates a new trace at `path` with the schema, the op-kind table and the
+  // run row. Throws moetrace::Error where the file cannot be created.
+  TraceWriter(const std::string& path, const RunRecord& run, WriterOptions options = {});
+  ~TraceWriter();  // close()s; errors there are swallowed (call close() to see them)
+  TraceWriter(const TraceWriter&) = delete;
+  TraceWriter& operator=(const TraceWriter&) = delete;
+
+  // Interns a string (kernel names, NVTX names and domains); ids are stable
+  // for the life of the writer.
+  StringId intern(std::string_view s);
+
+  void add(const DeviceRecord& r);
+  void add(const RankRecord& r);
+  void add(const StreamRecord& r);
+  void add(const LayerRecord& r);
+  void add(const KernelRecord& r);
+  void add(const MemcpyRecord& r);
+  void add(const MemsetRecord& r);
+  void add(const MemoryEventRecord& r);
+  void add(const ApiCallRecord& r);
+  void add(const SyncRecord& r);
+  void add(const OverheadRecord& r);
+  void add(const NvtxRangeRecord& r);
+  // Returns the op's id (r.id where given, else a fresh one).
+  OpId add(const OpRangeRecord& r);
+  void add(const OpDepRecord& r);
+  void add(const BufferRecord& r);
+  void add(const OpBufferRecord& r);
+  void add(const ExpertLoadRecord& r);
+  void add(const ExpertPlacementRecord& r);
+
+  // Sets a flattened configuration entry (run_config table).
+  void set_config(std::string_view key, std::string_view value);
+  // Activity records the producer lost (e.g. CUPTI buffers dropped); stored in
+  // run.dropped_records and shown by `moetrace info`.
+  void add_dropped_records(std::int64_t n);
+
+  // Writes everything pending in one transaction; returns when it is on disk
+  // (as far as WAL with synchronous=NORMAL goes: safe against a process kill).
+  void flush();
+  // Final flush, the run's time range, indexes, and a single-file database
+  // (journal back to DELETE mode). Idempotent; throws on I/O errors.
+  void close();
+
+  WriterStats stats() const;
+  const std::string& path() const { return path_; }
+
+ private:
+  struct Pending;
+  struct Statements;
+  void note_time(std::int64_t start, std::int64_t end);
+  void maybe_wake_flusher();
+  void flusher_loop();
+  void write_batch(Pending& batch);
+
+  std::string path_;
+  WriterOptions options_;
+  sqlite::Database db_;
+  std::unique_ptr<Statements> stmts_;
+
+  mutable std::mutex mu_;             // guards pending_, strings_, time range
+  std::unique_ptr<Pending> pending_;
+  std::unordered_map<std::string, StringId> strings_;
+  std::int64_t next_op_id_ = 0;
+  std::int64_t min_ts_ = INT64_MAX, max_ts_ = INT64_MIN;
+  std::int64_t dropped_ = 0;
+
+  std::mutex flush_mu_;               // serializes writes to the database
+  std::condition_variable cv_;
+  bool stop_ = false;
+  bool wake_ = false;
+  bool closed_ = false;
+  std::atomic<std::int64_t> rows_written_{0};
+  std::atomic<std::int64_t> flushes_{0};
+  std::thread flusher_;
+};
+
+}  // namespace moetrace::instrument

@@ -1,0 +1,31 @@
+// The SQLite trace schema (schemas/trace_schema_v1.sql) compiled into the
+// binaries, and the constants that identify a moetrace trace.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace moetrace::schema {
+
+inline constexpr std::int32_t kApplicationId = 0x4D4F4554;  // 'MOET'
+inline constexpr std::int32_t kVersion = 1;
+
+// CREATE TABLE statements of the current version.
+std::string_view tables_sql();
+// CREATE INDEX statements; created when a writer closes a trace.
+std::string_view indexes_sql();
+
+// memcpy.copy_kind / src_kind / dst_kind follow CUPTI's enums.
+enum class CopyKind : std::int32_t {
+  kUnknown = 0, kHostToDevice = 1, kDeviceToHost = 2, kHostToArray = 3, kArrayToHost = 4,
+  kArrayToArray = 5, kArrayToDevice = 6, kDeviceToArray = 7, kDeviceToDevice = 8,
+  kHostToHost = 9, kPeerToPeer = 10,
+};
+// memory_events.memory_kind, buffers.memory_kind
+enum class MemoryKind : std::int32_t { kUnknown = 0, kDevice = 1, kPinnedHost = 2, kManaged = 3, kPageableHost = 4 };
+// api_calls.api
+enum class ApiKind : std::int32_t { kRuntime = 1, kDriver = 2 };
+// op_buffers.access
+enum class Access : std::int32_t { kRead = 1, kWrite = 2, kReadWrite = 3 };
+
+}  // namespace moetrace::schema

@@ -1,0 +1,84 @@
+// Thin RAII wrapper over the SQLite C API, used by the trace writer and the
+// trace reader. Every failure throws moetrace::Error naming the file.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace moetrace::sqlite {
+
+class Statement;
+
+class Database {
+ public:
+  enum class Mode { kReadOnly, kReadWrite, kCreate };
+
+  Database() = default;
+  Database(const std::string& path, Mode mode);
+  ~Database();
+  Database(Database&& other) noexcept
+      : db_(std::exchange(other.db_, nullptr)), path_(std::move(other.path_)) {}
+  Database& operator=(Database&& other) noexcept;
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+
+  void exec(std::string_view sql);
+  Statement prepare(std::string_view sql);
+  // Value of "PRAGMA name", or nullopt where it yields no row.
+  std::optional<std::int64_t> pragma_int(std::string_view name);
+  bool has_table(std::string_view name);
+  // First column of the first row of a query, or nullopt where there is none.
+  std::optional<std::int64_t> query_int(std::string_view sql);
+  const std::string& path() const { return path_; }
+  sqlite3* handle() const { return db_; }
+  [[noreturn]] void fail(std::string_view what) const;
+
+ private:
+  sqlite3* db_ = nullptr;
+  std::string path_;
+};
+
+class Statement {
+ public:
+  Statement(Database& db, std::string_view sql);
+  ~Statement();
+  Statement(Statement&& other) noexcept
+      : db_(other.db_), stmt_(std::exchange(other.stmt_, nullptr)) {}
+  Statement& operator=(Statement&&) = delete;
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  // Parameters are numbered from 1, as in SQLite.
+  void bind(int i, std::int64_t v);
+  void bind(int i, double v);
+  void bind(int i, std::string_view v);
+  void bind_null(int i);
+  // Binds NULL where the value is negative (the writer's "absent" sentinel).
+  void bind_id(int i, std::int64_t v) {
+    if (v < 0) bind_null(i); else bind(i, v);
+  }
+  // Steps once: true while a row is available.
+  bool step();
+  // Steps a statement that returns no rows, then resets it for reuse.
+  void run();
+  void reset();
+
+  std::int64_t int64(int col) const;
+  double real(int col) const;
+  std::string_view text(int col) const;
+  bool is_null(int col) const;
+  // int64 where the column is not NULL, else the given default.
+  std::int64_t int64_or(int col, std::int64_t dflt) const { return is_null(col) ? dflt : int64(col); }
+
+ private:
+  Database* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+}  // namespace moetrace::sqlite

@@ -1,0 +1,49 @@
+#include "moetrace/schema/trace_file.h"
+
+#include <array>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "moetrace/schema/error.h"
+#include "moetrace/schema/schema.h"
+
+namespace moetrace::schema {
+
+sqlite::Database open_trace(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  auto status = fs::status(path, ec);
+  if (ec || !fs::exists(status)) throw Error(path + ": no such file");
+  if (fs::is_directory(status)) throw Error(path + ": is a directory, not a trace file");
+  if (!fs::is_regular_file(status)) throw Error(path + ": not a regular file");
+
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot read the file (permission denied?)");
+  std::array<char, 16> header{};
+  in.read(header.data(), header.size());
+  if (in.gcount() == 0) throw Error(path + ": empty file, not a moetrace trace");
+  if (in.gcount() < 16 || std::memcmp(header.data(), "SQLite format 3", 16) != 0)
+    throw Error(path + ": not a SQLite database, so not a moetrace trace");
+
+  sqlite::Database db(path, sqlite::Database::Mode::kReadOnly);
+  const auto app_id = db.pragma_int("application_id").value_or(0);
+  if (app_id != kApplicationId) {
+    if (db.has_table("StringIds") || db.has_table("TARGET_INFO_GPU") ||
+        db.has_table("CUPTI_ACTIVITY_KIND_KERNEL"))
+      throw Error(path + ": an Nsight Systems export, not a moetrace trace");
+    throw Error(path + ": a SQLite database but not a moetrace trace");
+  }
+  const auto version = db.pragma_int("user_version").value_or(0);
+  if (version > kVersion)
+    throw Error(path + ": trace schema version " + std::to_string(version) +
+                " is newer than this moetrace reads (up to " + std::to_string(kVersion) +
+                "); upgrade moetrace");
+  if (version < 1)
+    throw Error(path + ": trace schema version " + std::to_string(version) + " is not supported");
+  if (!db.has_table("run") || !db.has_table("op_ranges"))
+    throw Error(path + ": a moetrace trace with missing tables (damaged file?)");
+  return db;
+}
+
+}  // namespace moetrace::schema

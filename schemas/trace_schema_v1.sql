@@ -1,0 +1,247 @@
+-- moetrace trace schema, version 1.
+-- One database holds one run (all its ranks). Timestamps are integer
+-- nanoseconds on one clock per run (CUPTI's for GPU runs, simulated time for
+-- the simulator). Every table and column is documented in schemas/README.md.
+-- The writer sets PRAGMA application_id = 1297040724 ('MOET') and
+-- PRAGMA user_version = 1; readers refuse anything else.
+
+CREATE TABLE meta (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE run (
+  id               INTEGER PRIMARY KEY CHECK (id = 1),
+  name             TEXT,
+  backend          TEXT NOT NULL,
+  variant          TEXT,
+  simulated        INTEGER NOT NULL DEFAULT 0,
+  world_size       INTEGER NOT NULL,
+  host             TEXT,
+  moetrace_version TEXT NOT NULL,
+  created_unix_s   INTEGER NOT NULL,
+  start_ns         INTEGER,
+  end_ns           INTEGER,
+  config_json      TEXT,
+  dropped_records  INTEGER NOT NULL DEFAULT 0
+);
+
+CREATE TABLE run_config (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE strings (
+  id    INTEGER PRIMARY KEY,
+  value TEXT NOT NULL
+);
+
+CREATE TABLE devices (
+  id            INTEGER PRIMARY KEY,
+  name          TEXT NOT NULL,
+  uuid          TEXT,
+  compute_major INTEGER,
+  compute_minor INTEGER,
+  sm_count      INTEGER,
+  memory_bytes  INTEGER,
+  simulated     INTEGER NOT NULL DEFAULT 0
+);
+
+CREATE TABLE ranks (
+  rank       INTEGER PRIMARY KEY,
+  device_id  INTEGER NOT NULL REFERENCES devices(id),
+  local_rank INTEGER,
+  host       TEXT,
+  pid        INTEGER
+);
+
+CREATE TABLE streams (
+  id            INTEGER PRIMARY KEY,
+  rank          INTEGER NOT NULL,
+  device_id     INTEGER,
+  native_id     INTEGER,
+  role          TEXT NOT NULL CHECK (role IN ('compute', 'comm', 'copy', 'other')),
+  name          TEXT,
+  priority      INTEGER
+);
+
+CREATE TABLE kernels (
+  id             INTEGER PRIMARY KEY,
+  rank           INTEGER NOT NULL,
+  stream_id      INTEGER NOT NULL,
+  start_ns       INTEGER NOT NULL,
+  end_ns         INTEGER NOT NULL,
+  name_id        INTEGER NOT NULL,
+  correlation_id INTEGER,
+  grid_x INTEGER, grid_y INTEGER, grid_z INTEGER,
+  block_x INTEGER, block_y INTEGER, block_z INTEGER,
+  shared_bytes   INTEGER,
+  registers      INTEGER,
+  op_id          INTEGER
+);
+
+CREATE TABLE memcpy (
+  id             INTEGER PRIMARY KEY,
+  rank           INTEGER NOT NULL,
+  stream_id      INTEGER NOT NULL,
+  start_ns       INTEGER NOT NULL,
+  end_ns         INTEGER NOT NULL,
+  bytes          INTEGER NOT NULL,
+  copy_kind      INTEGER NOT NULL,
+  src_kind       INTEGER,
+  dst_kind       INTEGER,
+  correlation_id INTEGER,
+  op_id          INTEGER
+);
+
+CREATE TABLE memset (
+  id             INTEGER PRIMARY KEY,
+  rank           INTEGER NOT NULL,
+  stream_id      INTEGER NOT NULL,
+  start_ns       INTEGER NOT NULL,
+  end_ns         INTEGER NOT NULL,
+  bytes          INTEGER NOT NULL,
+  value          INTEGER,
+  correlation_id INTEGER,
+  op_id          INTEGER
+);
+
+CREATE TABLE memory_events (
+  id             INTEGER PRIMARY KEY,
+  rank           INTEGER NOT NULL,
+  ts_ns          INTEGER NOT NULL,
+  kind           INTEGER NOT NULL CHECK (kind IN (0, 1)),
+  address        INTEGER NOT NULL,
+  bytes          INTEGER NOT NULL,
+  memory_kind    INTEGER NOT NULL,
+  stream_id      INTEGER,
+  correlation_id INTEGER,
+  buffer_id      INTEGER
+);
+
+CREATE TABLE api_calls (
+  id             INTEGER PRIMARY KEY,
+  rank           INTEGER NOT NULL,
+  thread_id      INTEGER NOT NULL,
+  start_ns       INTEGER NOT NULL,
+  end_ns         INTEGER NOT NULL,
+  api            INTEGER NOT NULL CHECK (api IN (1, 2)),
+  callback_id    INTEGER,
+  name_id        INTEGER NOT NULL,
+  correlation_id INTEGER NOT NULL,
+  return_code    INTEGER
+);
+
+CREATE TABLE sync_events (
+  id             INTEGER PRIMARY KEY,
+  rank           INTEGER NOT NULL,
+  stream_id      INTEGER,
+  start_ns       INTEGER NOT NULL,
+  end_ns         INTEGER NOT NULL,
+  kind           INTEGER NOT NULL,
+  correlation_id INTEGER
+);
+
+CREATE TABLE overhead (
+  id        INTEGER PRIMARY KEY,
+  rank      INTEGER NOT NULL,
+  thread_id INTEGER,
+  start_ns  INTEGER NOT NULL,
+  end_ns    INTEGER NOT NULL,
+  kind      TEXT NOT NULL
+);
+
+CREATE TABLE nvtx_ranges (
+  id             INTEGER PRIMARY KEY,
+  rank           INTEGER NOT NULL,
+  thread_id      INTEGER NOT NULL,
+  start_ns       INTEGER NOT NULL,
+  end_ns         INTEGER,
+  domain_id      INTEGER,
+  name_id        INTEGER NOT NULL,
+  category       INTEGER,
+  color          INTEGER,
+  payload_int    INTEGER,
+  payload_double REAL
+);
+
+CREATE TABLE op_kinds (
+  id       INTEGER PRIMARY KEY,
+  name     TEXT NOT NULL UNIQUE,
+  category TEXT NOT NULL
+);
+
+CREATE TABLE layers (
+  layer       INTEGER PRIMARY KEY,
+  kind        TEXT NOT NULL,
+  num_experts INTEGER,
+  top_k       INTEGER,
+  model_dim   INTEGER,
+  hidden_dim  INTEGER,
+  tokens      INTEGER
+);
+
+CREATE TABLE op_ranges (
+  id              INTEGER PRIMARY KEY,
+  rank            INTEGER NOT NULL,
+  stream_id       INTEGER NOT NULL,
+  kind            INTEGER NOT NULL REFERENCES op_kinds(id),
+  name_id         INTEGER,
+  layer           INTEGER,
+  iteration       INTEGER,
+  micro_batch     INTEGER,
+  chunk           INTEGER,
+  phase           INTEGER NOT NULL CHECK (phase IN (0, 1, 2)),
+  start_ns        INTEGER NOT NULL,
+  end_ns          INTEGER NOT NULL,
+  launch_start_ns INTEGER,
+  launch_end_ns   INTEGER,
+  flops           REAL,
+  bytes           INTEGER,
+  peer_rank       INTEGER,
+  nvtx_id         INTEGER
+);
+
+CREATE TABLE op_deps (
+  op_id     INTEGER NOT NULL,
+  dep_op_id INTEGER NOT NULL,
+  PRIMARY KEY (op_id, dep_op_id)
+) WITHOUT ROWID;
+
+CREATE TABLE buffers (
+  id          INTEGER PRIMARY KEY,
+  rank        INTEGER NOT NULL,
+  tag         TEXT NOT NULL,
+  bytes       INTEGER NOT NULL,
+  memory_kind INTEGER NOT NULL DEFAULT 1,
+  layer       INTEGER,
+  chunk       INTEGER,
+  alloc_ns    INTEGER,
+  free_ns     INTEGER,
+  address     INTEGER
+);
+
+CREATE TABLE op_buffers (
+  op_id     INTEGER NOT NULL,
+  buffer_id INTEGER NOT NULL,
+  access    INTEGER NOT NULL CHECK (access IN (1, 2, 3)),
+  PRIMARY KEY (op_id, buffer_id)
+) WITHOUT ROWID;
+
+CREATE TABLE expert_load (
+  iteration INTEGER NOT NULL,
+  layer     INTEGER NOT NULL,
+  src_rank  INTEGER NOT NULL,
+  expert    INTEGER NOT NULL,
+  tokens    INTEGER NOT NULL,
+  PRIMARY KEY (iteration, layer, src_rank, expert)
+) WITHOUT ROWID;
+
+CREATE TABLE expert_placement (
+  iteration INTEGER NOT NULL,
+  layer     INTEGER NOT NULL,
+  expert    INTEGER NOT NULL,
+  rank      INTEGER NOT NULL,
+  role      TEXT NOT NULL CHECK (role IN ('home', 'replica', 'shadow')),
+  PRIMARY KEY (iteration, layer, expert, rank)
+) WITHOUT ROWID;
