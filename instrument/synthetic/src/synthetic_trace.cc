@@ -47,9 +47,12 @@ class Generator {
       emit_expert_load(it);
       if (progress) progress(static_cast<double>(it + 1) / c_.iterations);
     }
+    writer_.flush();  // everything on disk: the writer's sustained rate ends here
+    const auto t_close = std::chrono::steady_clock::now();
     writer_.close();
     const auto t1 = std::chrono::steady_clock::now();
-    return {events_, std::chrono::duration<double>(t1 - t0).count()};
+    return {events_, std::chrono::duration<double>(t1 - t0).count(),
+            std::chrono::duration<double>(t1 - t_close).count()};
   }
 
  private:
@@ -167,7 +170,7 @@ class Generator {
       t = emit_op(rank, 0, OpKind::kGate, 0, t, jitter(kGateNs), s, it, layer, -1, phase, -1);
       t = emit_op(rank, 0, OpKind::kPermute, 1, t, jitter(kPermuteNs), s, it, layer, -1, phase, -1);
       ready[static_cast<std::size_t>(rank)] = t;
-      alloc_buffer(rank, layer, t, s);
+      alloc_buffer(rank, layer, t);
     }
     std::int64_t dispatch_ready = *std::max_element(ready.begin(), ready.end());
     std::vector<std::int64_t> combine_end(static_cast<std::size_t>(c_.ranks), 0);
@@ -215,7 +218,7 @@ class Generator {
     }
   }
 
-  void alloc_buffer(int rank, int layer, std::int64_t t, RankState&) {
+  void alloc_buffer(int rank, int layer, std::int64_t t) {
     instrument::MemoryEventRecord e;
     e.rank = RankId(rank);
     e.ts_ns = t;

@@ -33,7 +33,8 @@ int iterations_for_events(SyntheticConfig config, std::int64_t events);
 
 struct SyntheticResult {
   std::int64_t events = 0;
-  double seconds = 0;  // wall time spent in the writer calls and close()
+  double seconds = 0;        // wall time from the first event to a closed trace
+  double close_seconds = 0;  // of which finalizing after the last flush: indexes, checkpoint
 };
 
 // Writes the trace to `path` (replacing it). `progress(fraction)` is called
