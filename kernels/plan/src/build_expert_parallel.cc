@@ -584,6 +584,9 @@ void EpBuilder::forward(int j, int l) {
         cr.t_di = add_buffer(b_, RankId(q), BufferTag::kTDI, op_name(cc, "T_DI"), cr.rows, M, m_.elem_bytes, cc);
         cr.t_m = add_buffer(b_, RankId(q), BufferTag::kTM, op_name(cc, "T_M"), cr.rows, m_.expert_hidden, m_.elem_bytes, cc);
         cr.t_do = add_buffer(b_, RankId(q), BufferTag::kTDO, op_name(cc, "T_DO"), cr.rows, M, m_.elem_bytes, cc);
+        // Chunks are views of one T_DO tensor (mpipemoe Eq. 2/4): it lives
+        // until the layer's output is combined.
+        L.fwd_slots[static_cast<std::size_t>(q)].push_back(cr.t_do);
         continue;
       }
       std::int64_t max2 = 0, max1 = 0;
@@ -644,7 +647,6 @@ void EpBuilder::forward(int j, int l) {
     for (int r = 0; r < P_; ++r) {
       src.push_back(L.chunk[static_cast<std::size_t>(c)][static_cast<std::size_t>(r)].t_do);
       dst.push_back(L.rank[static_cast<std::size_t>(r)].t_o);
-      if (!reuse()) frees[static_cast<std::size_t>(r)].push_back(L.chunk[static_cast<std::size_t>(c)][static_cast<std::size_t>(r)].t_do);
     }
     all_to_all(OpKind::kCombineAllToAll, coords(l, j, -1, chunk_coord(c), Phase::kForward), false, c, src, dst, frees);
   };
