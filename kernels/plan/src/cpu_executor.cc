@@ -493,7 +493,12 @@ CpuExecutionResult CpuExecutor::run() {
   for (const Op& op : plan_.ops)
     if (const Collective* c = op.collective()) collectives[c->id.value].push_back(&op);
   std::vector<char> done(n, 0);
+  // Random priority list scheduling: a low-priority op stays unpicked while
+  // anything else can run, which exposes missing dependencies far better
+  // than a fresh coin at every step.
   SplitMix64 rng(options_.schedule_seed);
+  std::vector<std::uint64_t> priority(n);
+  for (auto& p : priority) p = rng.next();
 
   auto at_head = [&](const Op& op) {
     const auto s = static_cast<std::size_t>(op.stream.value);
@@ -532,7 +537,9 @@ CpuExecutionResult CpuExecutor::run() {
                               executed, n, waiting));
     }
     std::size_t pick = *std::min_element(ready.begin(), ready.end());
-    if (options_.schedule_seed != 0) pick = ready[static_cast<std::size_t>(rng.below(ready.size()))];
+    if (options_.schedule_seed != 0)
+      pick = *std::max_element(ready.begin(), ready.end(),
+                               [&](std::size_t x, std::size_t y) { return priority[x] < priority[y]; });
     const Op& op = plan_.ops[pick];
     if (const Collective* c = op.collective()) {
       const auto& members = collectives[c->id.value];

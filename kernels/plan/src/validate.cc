@@ -10,60 +10,58 @@
 namespace moetrace::plan {
 namespace {
 
-std::int64_t index(OpId id) { return id.value; }
-
-// Predecessor lists: dependencies plus the previous op on the same stream.
-std::vector<std::vector<std::int64_t>> predecessors(const Plan& plan) {
-  std::vector<std::vector<std::int64_t>> pred(plan.ops.size());
-  std::vector<std::int64_t> last_on_stream(plan.streams.size(), -1);
-  for (std::size_t i = 0; i < plan.ops.size(); ++i) {
-    const Op& op = plan.ops[i];
-    for (OpId d : op.deps) pred[i].push_back(index(d));
-    const auto s = static_cast<std::size_t>(op.stream.value);
-    if (s < last_on_stream.size()) {
-      if (last_on_stream[s] >= 0) pred[i].push_back(last_on_stream[s]);
-      last_on_stream[s] = static_cast<std::int64_t>(i);
+// Reachability over dependencies plus stream order (rule 3), with stamped
+// visit marks so that many bounded walks cost no allocation.
+class Reach {
+ public:
+  explicit Reach(const Plan& plan) : pred_(plan.ops.size()), succ_(plan.ops.size()), stamp_(plan.ops.size(), 0) {
+    std::vector<std::int64_t> last_on_stream(plan.streams.size(), -1);
+    for (std::size_t i = 0; i < plan.ops.size(); ++i) {
+      const Op& op = plan.ops[i];
+      for (OpId d : op.deps)
+        if (d.value >= 0 && d.value < static_cast<std::int64_t>(i)) pred_[i].push_back(d.value);
+      const auto s = static_cast<std::size_t>(op.stream.value);
+      if (s < last_on_stream.size()) {
+        if (last_on_stream[s] >= 0) pred_[i].push_back(last_on_stream[s]);
+        last_on_stream[s] = static_cast<std::int64_t>(i);
+      }
+      for (std::int64_t p : pred_[i]) succ_[static_cast<std::size_t>(p)].push_back(static_cast<std::int64_t>(i));
     }
   }
-  return pred;
-}
-
-// All ancestors of `from` (inclusive) with index >= floor.
-std::vector<char> ancestors(const std::vector<std::vector<std::int64_t>>& pred, std::int64_t from,
-                            std::int64_t floor) {
-  std::vector<char> seen(pred.size(), 0);
-  std::vector<std::int64_t> stack{from};
-  seen[static_cast<std::size_t>(from)] = 1;
-  while (!stack.empty()) {
-    const std::int64_t x = stack.back();
-    stack.pop_back();
-    for (std::int64_t p : pred[static_cast<std::size_t>(x)])
-      if (p >= floor && p >= 0 && p < static_cast<std::int64_t>(pred.size()) &&
-          !seen[static_cast<std::size_t>(p)]) {
-        seen[static_cast<std::size_t>(p)] = 1;
-        stack.push_back(p);
-      }
+  // Marks the ancestors of `from` (inclusive) with index >= floor.
+  void mark_ancestors(std::int64_t from, std::int64_t floor) { walk(pred_, from, [&](std::int64_t x) { return x >= floor; }); }
+  // Marks the descendants of `from` (inclusive) with index <= ceiling.
+  void mark_descendants(std::int64_t from, std::int64_t ceiling) { walk(succ_, from, [&](std::int64_t x) { return x <= ceiling; }); }
+  bool marked(std::int64_t x) const { return stamp_[static_cast<std::size_t>(x)] == current_; }
+  // Whether op x is op y or must finish before it starts.
+  bool precedes(std::int64_t x, std::int64_t y) {
+    if (x == y) return true;
+    if (x > y) return false;
+    mark_ancestors(y, x);
+    return marked(x);
   }
-  return seen;
-}
 
-// All descendants of `from` (inclusive) with index <= ceiling.
-std::vector<char> descendants(const std::vector<std::vector<std::int64_t>>& succ, std::int64_t from,
-                              std::int64_t ceiling) {
-  std::vector<char> seen(succ.size(), 0);
-  std::vector<std::int64_t> stack{from};
-  seen[static_cast<std::size_t>(from)] = 1;
-  while (!stack.empty()) {
-    const std::int64_t x = stack.back();
-    stack.pop_back();
-    for (std::int64_t s : succ[static_cast<std::size_t>(x)])
-      if (s <= ceiling && !seen[static_cast<std::size_t>(s)]) {
-        seen[static_cast<std::size_t>(s)] = 1;
-        stack.push_back(s);
-      }
+ private:
+  template <class Keep>
+  void walk(const std::vector<std::vector<std::int64_t>>& edges, std::int64_t from, Keep keep) {
+    ++current_;
+    stack_.assign(1, from);
+    stamp_[static_cast<std::size_t>(from)] = current_;
+    while (!stack_.empty()) {
+      const std::int64_t x = stack_.back();
+      stack_.pop_back();
+      for (std::int64_t n : edges[static_cast<std::size_t>(x)])
+        if (keep(n) && stamp_[static_cast<std::size_t>(n)] != current_) {
+          stamp_[static_cast<std::size_t>(n)] = current_;
+          stack_.push_back(n);
+        }
+    }
   }
-  return seen;
-}
+  std::vector<std::vector<std::int64_t>> pred_, succ_;
+  std::vector<std::uint32_t> stamp_;
+  std::uint32_t current_ = 0;
+  std::vector<std::int64_t> stack_;
+};
 
 void check_view(const Plan& plan, const Op& op, const View& v, const char* what,
                 std::vector<std::string>& out) {
@@ -216,11 +214,7 @@ std::vector<std::string> check_plan(const Plan& plan) {
     for (BufferId b : op.alloc_before) life[static_cast<std::size_t>(b.value)].alloc.push_back(static_cast<std::int64_t>(i));
     for (BufferId b : op.free_after) life[static_cast<std::size_t>(b.value)].free.push_back(static_cast<std::int64_t>(i));
   }
-  const auto pred = predecessors(plan);
-  std::vector<std::vector<std::int64_t>> succ(pred.size());
-  for (std::size_t i = 0; i < pred.size(); ++i)
-    for (std::int64_t p : pred[i])
-      if (p >= 0 && p < static_cast<std::int64_t>(pred.size())) succ[static_cast<std::size_t>(p)].push_back(static_cast<std::int64_t>(i));
+  Reach reach(plan);
   for (std::size_t bi = 0; bi < plan.buffers.size(); ++bi) {
     const Buffer& b = plan.buffers[bi];
     const Life& l = life[bi];
@@ -236,17 +230,50 @@ std::vector<std::string> check_plan(const Plan& plan) {
       continue;
     }
     const std::int64_t a = l.alloc.front(), f = l.free.front();
-    const auto before_free = ancestors(pred, f, a);
-    if (!before_free[static_cast<std::size_t>(a)])
-      out.push_back(fmt::format("buffer {} (rank {}) is freed by op {} that does not follow its allocation", b.name, b.rank.value, f));
-    const auto after_alloc = descendants(succ, a, f);
-    for (std::int64_t t : l.touch) {
-      if (!after_alloc[static_cast<std::size_t>(t)])
+    reach.mark_descendants(a, f);
+    for (std::int64_t t : l.touch)
+      if (!reach.marked(t))
         out.push_back(fmt::format("buffer {} (rank {}): op {} ({}) touches it without following its allocation by op {}",
                                   b.name, b.rank.value, t, plan.ops[static_cast<std::size_t>(t)].name, a));
-      else if (!before_free[static_cast<std::size_t>(t)])
+    if (!reach.marked(f))
+      out.push_back(fmt::format("buffer {} (rank {}) is freed by op {} that does not follow its allocation", b.name, b.rank.value, f));
+    reach.mark_ancestors(f, a);
+    for (std::int64_t t : l.touch)
+      if (!reach.marked(t))
         out.push_back(fmt::format("buffer {} (rank {}): op {} ({}) touches it without preceding its release by op {}",
                                   b.name, b.rank.value, t, plan.ops[static_cast<std::size_t>(t)].name, f));
+  }
+
+  // Data hazards (rule 6): each access must follow the buffer's previous
+  // write, and each write every read since that write. By transitivity every
+  // pair of conflicting accesses is then ordered.
+  struct Hazard {
+    std::int64_t last_write = -1;
+    std::vector<std::int64_t> reads;
+  };
+  std::vector<Hazard> hz(plan.buffers.size());
+  std::size_t races = 0;
+  for (std::size_t i = 0; i < plan.ops.size() && races < 20; ++i) {
+    const Op& op = plan.ops[i];
+    const auto me = static_cast<std::int64_t>(i);
+    for (const auto& acc : op.buffers) {
+      if (acc.buffer.value < 0 || acc.buffer.value >= static_cast<std::int64_t>(plan.buffers.size())) continue;
+      Hazard& h = hz[static_cast<std::size_t>(acc.buffer.value)];
+      auto require = [&](std::int64_t before, const char* what) {
+        if (before < 0 || reach.precedes(before, me)) return;
+        ++races;
+        out.push_back(fmt::format("race on buffer {} (rank {}): op {} ({}) {} op {} ({}) without being ordered after it",
+                                  plan.buffer(acc.buffer).name, op.rank.value, i, op.name, what, before,
+                                  plan.ops[static_cast<std::size_t>(before)].name));
+      };
+      require(h.last_write, "accesses what was written by");
+      if (acc.access == schema::Access::kRead) {
+        h.reads.push_back(me);
+      } else {
+        for (std::int64_t r : h.reads) require(r, "overwrites what is read by");
+        h.last_write = me;
+        h.reads.clear();
+      }
     }
   }
   return out;

@@ -29,8 +29,9 @@ inline Matrix grad_slice(const ModelWeights& grads, const ParamSlice& slice) {
 }
 
 struct CpuExecutionOptions {
-  // 0: run ops in plan order. Otherwise, at each step, run a random op (or
-  // collective) among those ready by the execution rules, seeded by this.
+  // 0: run ops in plan order. Otherwise give every op a random priority
+  // (seeded by this) and always run the ready op (or collective) of highest
+  // priority: a valid but adversarial order.
   std::uint64_t schedule_seed = 0;
 };
 
