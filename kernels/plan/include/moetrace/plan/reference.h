@@ -76,7 +76,7 @@ struct TrainingData {
 };
 
 // tokens[b] tokens in block b (the same in every iteration).
-TrainingData random_data(const ModelShape& shape, int iterations,
+TrainingData random_training_data(const ModelShape& shape, int iterations,
                          const std::vector<std::int64_t>& tokens, std::uint64_t seed);
 
 double gelu(double z);
