@@ -78,9 +78,20 @@ std::pair<std::int64_t, std::int64_t> all_to_all_traffic(const Op& op, const Cos
   return {send, recv};
 }
 
+// The message size of a non-all-to-all collective seen from one member.
+// Broadcast and reduce are pipelined (NCCL rings/trees): they take as long as
+// one copy of the message crossing a link, however many ranks receive it, so
+// their volume is the largest single transfer, not the root's total. This
+// makes pro-prophet Eq. 4/5 exact for n = 0 (an expert sent to every device).
 std::int64_t collective_op_bytes(const Plan& plan, const Op& op) {
-  if (op.bytes > 0) return op.bytes;
   const Collective& c = *op.collective();
+  if (c.kind == CollectiveKind::kBroadcast || c.kind == CollectiveKind::kReduce) {
+    std::int64_t b = 0;
+    for (const auto& t : c.sends) b = std::max(b, t.bytes);
+    for (const auto& t : c.recvs) b = std::max(b, t.bytes);
+    return b > 0 ? b : op.bytes;
+  }
+  if (op.bytes > 0) return op.bytes;
   if (c.kind == CollectiveKind::kAllReduce) return view_bytes(plan, c.inout);
   std::int64_t b = 0;
   for (const auto& t : c.sends) b += t.bytes;
