@@ -65,7 +65,7 @@ void add_run_command(CLI::App& app) {
     std::string variant, preset, config, cost_model, output;
     bool list = false, dump_config = false, quiet = false, short_names = false;
     int iterations = 0, ranks = 0, layers = 0, experts = 0, top_k = 0, r = 0;
-    std::string strategy, routing;
+    std::string strategy, routing, plan_builder;
     std::int64_t tokens = 0, memory_budget = 0;
     std::uint64_t seed = 0;
     double skew = 0, locality = 0;
@@ -98,6 +98,8 @@ void add_run_command(CLI::App& app) {
   auto* o_seed = cmd->add_option("--seed", opt->seed, "Seed of the routing load");
   auto* o_routing = cmd->add_option("--routing", opt->routing, "Routing load: balanced, zipf, drifting");
   auto* o_skew = cmd->add_option("--skew", opt->skew, "Zipf skew s of the expert popularity (zipf, drifting)");
+  auto* o_builder = cmd->add_option("--plan-builder", opt->plan_builder,
+                                    "auto, full (kernels/plan) or timing (aggregated all-to-alls; dpmoe, pipemoe)");
   auto* o_locality = cmd->add_option("--locality", opt->locality,
                                      "drifting: locality between consecutive iterations, in [0, 1]");
 
@@ -161,6 +163,7 @@ void add_run_command(CLI::App& app) {
     }
     if (o_skew->count()) spec.routing.zipf_skew = opt->skew;
     if (o_locality->count()) spec.routing.locality = opt->locality;
+    if (o_builder->count()) spec.plan_builder = opt->plan_builder;
     spec.validate();
     if (opt->dump_config) {
       write_output("", spec.to_json() + "\n");

@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "moetrace/schema/error.h"
+#include "moetrace/sim/timing_plan.h"
 
 namespace moetrace::sim {
 
@@ -379,13 +380,23 @@ void RunSpec::validate() const {
     c.shadow_experts = shadow_experts;
     c.validate();
   }
+  if (plan_builder != "auto" && plan_builder != "full" && plan_builder != "timing")
+    fail(fmt::format("plan_builder \"{}\" is not one of auto, full, timing", plan_builder));
+  if (plan_builder == "timing" && !timing_plan_supported(*this))
+    fail(fmt::format("plan_builder \"timing\" supports dpmoe and pipemoe, not {}", variant));
   resolved_cost_model().validate();
   load_config().validate();
+}
+
+bool uses_timing_plan(const RunSpec& s) {
+  if (s.plan_builder == "timing") return true;
+  return s.plan_builder == "auto" && timing_plan_supported(s) && s.common.ranks > 128;
 }
 
 plan::Plan build_plan(const RunSpec& s) {
   s.validate();
   const plan::ExpertLoad load = plan::synthetic_load(s.load_config());
+  if (uses_timing_plan(s)) return build_timing_plan(s, load);
   if (s.variant == "dpmoe") return plan::build_dpmoe(plan::DpMoeConfig{s.common}, load);
   if (s.variant == "pipemoe") return plan::build_pipemoe(plan::PipeMoeConfig{s.common, s.pipeline_degree}, load);
   if (s.variant == "mpipemoe")
@@ -560,6 +571,8 @@ RunSpec run_spec_from_json(std::string_view text, RunSpec s) {
         }
         return true;
       });
+    } else if (k == "plan_builder") {
+      s.plan_builder = get_string(v, f);
     } else if (k == "cost_model") {
       if (v.is_string()) {
         s.cost_model_name = v.get<std::string>();
@@ -612,6 +625,7 @@ std::string RunSpec::to_json() const {
     j["fastermoe"] = {{"shadow_experts", shadow_experts}};
     if (planner_model) j["fastermoe"]["model"] = planner_json(*planner_model);
   }
+  j["plan_builder"] = plan_builder;
   if (cost_model) j["cost_model"] = json::parse(sim::to_json(*cost_model));
   else j["cost_model"] = cost_model_name;
   return j.dump(2);

@@ -19,6 +19,7 @@
 //   "ppmoe": {"tensor_parallel", "pipeline_stages", "micro_batches"},
 //   "pro_prophet": {"n", "alpha", "block_schedule", "model": {...}},
 //   "fastermoe": {"shadow_experts": [...], "model": {...}},
+//   "plan_builder": "auto" | "full" | "timing",
 //   "cost_model": "<hardware preset>" | { cost model JSON, see cost_model.h }
 // }
 #pragma once
@@ -58,6 +59,11 @@ struct RunSpec {
   // (derive_planner_model) unless the configuration gives it.
   std::optional<plan::ProProphetModel> planner_model;
   std::vector<int> shadow_experts;
+  // Which plan builder: "full" (kernels/plan, executable by every executor),
+  // "timing" (timing_plan.h: aggregated all-to-alls, simulator only, scales
+  // to 1024+ ranks; dpmoe and pipemoe), "auto" (timing above 128 ranks where
+  // supported).
+  std::string plan_builder = "auto";
   std::string cost_model_name = "h100-nvlink-ib";
   std::optional<CostModel> cost_model;  // set: overrides cost_model_name
 
@@ -94,7 +100,9 @@ RunSpec run_spec_from_json(std::string_view json_text, RunSpec base = {});
 // T_BNEC from attention and dense FFN of one block.
 plan::ProProphetModel derive_planner_model(const RunSpec& spec, const CostModel& model);
 
-// The plan of the spec (builds the routing load, then the variant's builder).
+// The plan of the spec (builds the routing load, then the variant's builder,
+// or the timing-only builder per plan_builder).
 plan::Plan build_plan(const RunSpec& spec);
+bool uses_timing_plan(const RunSpec& spec);
 
 }  // namespace moetrace::sim
