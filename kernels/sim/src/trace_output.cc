@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <tuple>
@@ -193,6 +194,7 @@ TraceOutputStats write_trace(const std::string& path, const Plan& plan, const Co
     for (BufferId b : op.free_after) free_stream[static_cast<std::size_t>(b.value)] = op.stream;
   }
 
+  const bool full = options.detail == TraceDetail::kFull;
   std::vector<OpId> deps;
   std::vector<std::pair<BufferId, int>> accesses;  // kRead = 1, kWrite = 2, kReadWrite = 3
   const std::size_t n = plan.ops.size();
@@ -227,7 +229,8 @@ TraceOutputStats write_trace(const std::string& path, const Plan& plan, const Co
     deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
     for (OpId d : deps) w.add(instrument::OpDepRecord{op.id, d});
     accesses.clear();
-    for (const auto& a : op.buffers) accesses.emplace_back(a.buffer, static_cast<int>(a.access));
+    if (full)
+      for (const auto& a : op.buffers) accesses.emplace_back(a.buffer, static_cast<int>(a.access));
     std::sort(accesses.begin(), accesses.end());
     for (std::size_t k = 0; k < accesses.size();) {
       int access = 0;
@@ -237,7 +240,7 @@ TraceOutputStats write_trace(const std::string& path, const Plan& plan, const Co
       k = e;
     }
 
-    if (options.kernels) {
+    if (full) {
       if (is_copy(op)) {
         const auto dir = copy_direction(plan, op);
         instrument::MemcpyRecord m;
@@ -310,14 +313,24 @@ TraceOutputStats write_trace(const std::string& path, const Plan& plan, const Co
     }
   }
 
-  for (const auto& l : plan.loads)
+  bool per_expert_totals = false;
+  for (const auto& l : plan.loads) {
     w.add(instrument::ExpertLoadRecord{l.iteration, l.layer, l.source, l.expert, l.tokens});
+    per_expert_totals = per_expert_totals || l.source < 0;
+  }
+  if (per_expert_totals)
+    w.set_config("sim.expert_load",
+                 "per-expert totals (src_rank = -1): the plan was built timing-only at a scale where the "
+                 "per-source table would dominate the trace");
   for (const auto& p : plan.placements)
     w.add(instrument::ExpertPlacementRecord{p.iteration, p.layer, p.expert, p.rank.value, p.role});
 
+  w.set_config("sim.trace_detail", full ? "full" : "lean");
+  const auto t_close = std::chrono::steady_clock::now();
   w.close();
+  const double close_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_close).count();
   if (options.progress) options.progress(1.0);
-  return {w.stats().rows_written};
+  return {w.stats().rows_written, close_seconds};
 }
 
 }  // namespace moetrace::sim

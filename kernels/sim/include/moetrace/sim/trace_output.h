@@ -17,6 +17,13 @@
 
 namespace moetrace::sim {
 
+// How much of the schema a trace gets. kFull: everything a GPU run has.
+// kLean (large what-ifs): op ranges, op deps, buffers and memory events, but
+// no synthesized kernels and no op_buffers rows; every analysis of op time,
+// overlap and memory still works (an op's time is its own range where no
+// kernel claims it).
+enum class TraceDetail : std::uint8_t { kFull = 0, kLean = 1 };
+
 struct TraceOutputOptions {
   std::string run_name;     // default: "<variant> (simulated)"
   std::string config_json;  // RunRecord.config_json; default: plan.config_json
@@ -24,12 +31,13 @@ struct TraceOutputOptions {
   // or, where false, the op kind's name (fewer strings in very large traces;
   // the coordinates are columns either way).
   bool full_op_names = true;
-  bool kernels = true;  // one synthesized kernel / memcpy per op
+  TraceDetail detail = TraceDetail::kFull;
   std::function<void(double)> progress;
 };
 
 struct TraceOutputStats {
   std::int64_t rows = 0;
+  double close_seconds = 0;  // the writer's final flush and index build
 };
 
 // Replaces any file at `path`. Throws moetrace::Error where it cannot write.
