@@ -5,6 +5,7 @@
 // anything runs.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -126,7 +127,13 @@ void add_run_command(CLI::App& app) {
 
     sim::RunSpec spec;
     if (!opt->preset.empty()) spec = sim::run_preset(opt->preset);
-    else if (!opt->variant.empty()) spec = sim::run_preset(opt->variant);
+    else if (!opt->variant.empty()) {
+      if (std::find(std::begin(sim::kVariants), std::end(sim::kVariants), opt->variant) == std::end(sim::kVariants)) {
+        spec.variant = opt->variant;
+        spec.validate();  // names the variant field
+      }
+      spec = sim::run_preset(opt->variant);
+    }
     if (!opt->config.empty()) spec = sim::run_spec_from_json(slurp(opt->config, "the configuration"), spec);
     if (opt->preset.empty() && opt->config.empty() && opt->variant.empty())
       throw ConfigError("nothing to run: give --preset, --variant or --config (see --list-presets)");
