@@ -10,6 +10,10 @@
 #include "test_util.h"
 
 namespace moetrace::plan {
+
+// Test names show "S1", not the enum's bytes.
+void PrintTo(ReuseStrategy s, std::ostream* os) { *os << reuse_strategy_name(s); }
+
 namespace {
 
 using testing::expect_matches_reference;
@@ -114,7 +118,7 @@ TEST(Equivalence, PpMoePipelineTensorAndDataParallel) {
 
 TEST(Equivalence, PpMoeWholeTensorParallelGroup) {
   PpMoeConfig c;
-  c.common = common(shape(2, 8, 2), 4, 1);
+  c.common = common(shape(2, 8, 2, 0, true), 4, 1);
   c.tensor_parallel = 4;
   const auto f = make_fixture(c.common.model, 1, {9}, 61, /*silent_expert=*/6);
   expect_uneven_with_silent_expert(f, 6);

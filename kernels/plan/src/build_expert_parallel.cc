@@ -103,8 +103,7 @@ class EpBuilder {
   void restore_t_m(int j, int l, int c);
   BufferId expert_params(int l, int q, int e);
   BufferId expert_grads(int j, int l, int q, int e);
-  void trans(int j, int l, std::int64_t row_begin, std::int64_t row_end, const char* what,
-             bool last_part);
+  void trans(int j, int l, std::int64_t row_begin, std::int64_t row_end, const char* what);
   void agg(int j, int l, std::int64_t row_begin, std::int64_t row_end, const char* what,
            bool last_part, Phase phase);
   std::int64_t trans_split(int j, int l) const;
@@ -407,8 +406,7 @@ std::int64_t EpBuilder::agg_split(int j, int l) const {
   return static_cast<std::int64_t>(std::llround(share * 2.0 * static_cast<double>(m_.model_dim)));
 }
 
-void EpBuilder::trans(int j, int l, std::int64_t row_begin, std::int64_t row_end, const char* what,
-                      bool /*last_part*/) {
+void EpBuilder::trans(int j, int l, std::int64_t row_begin, std::int64_t row_end, const char* what) {
   if (row_end <= row_begin) return;
   LayerState& L = layers_[static_cast<std::size_t>(l)];
   const ExpertPlacement& pl = placement(j, l);
@@ -505,7 +503,7 @@ void EpBuilder::forward(int j, int l) {
   const int n = spec_.chunks;
 
   // Pro-Prophet Alg. 2: block 0 has no earlier block to hide its Trans.
-  if (scheduled() && l == 0) trans(j, 0, 0, 2 * M, "trans", true);
+  if (scheduled() && l == 0) trans(j, 0, 0, 2 * M, "trans");
 
   for (int p = 0; p < P_; ++p) {
     RankState& s = L.rank[static_cast<std::size_t>(p)];
@@ -551,9 +549,9 @@ void EpBuilder::forward(int j, int l) {
       plan_ops_[static_cast<std::size_t>(j)][static_cast<std::size_t>(l)][static_cast<std::size_t>(p)] =
           plan_now[static_cast<std::size_t>(p)];
     }
-    trans(j, l, 0, 2 * M, "trans", true);
+    trans(j, l, 0, 2 * M, "trans");
   } else if (spec_.balance == Balance::kFasterMoe) {
-    trans(j, l, 0, 2 * M, "shadow_broadcast", true);
+    trans(j, l, 0, 2 * M, "shadow_broadcast");
   }
 
   for (int p = 0; p < P_; ++p) {
@@ -667,7 +665,7 @@ void EpBuilder::forward(int j, int l) {
         plan_ops_[static_cast<std::size_t>(j + 1)][static_cast<std::size_t>(l)][static_cast<std::size_t>(p)] = b_.add(std::move(a));
       }
     // Alg. 2 line 8: SubTrans1 of block l+1 beside FEC of block l.
-    if (l + 1 < m_.num_layers) trans(j, l + 1, 0, trans_split(j, l + 1), "sub_trans1", false);
+    if (l + 1 < m_.num_layers) trans(j, l + 1, 0, trans_split(j, l + 1), "sub_trans1");
   };
 
   if (spec_.alternate) {
@@ -710,7 +708,7 @@ void EpBuilder::forward(int j, int l) {
   }
 
   // Alg. 2 line 10: SubTrans2 of block l+1 beside FNEC of block l.
-  if (scheduled() && l + 1 < m_.num_layers) trans(j, l + 1, trans_split(j, l + 1), 2 * M, "sub_trans2", true);
+  if (scheduled() && l + 1 < m_.num_layers) trans(j, l + 1, trans_split(j, l + 1), 2 * M, "sub_trans2");
 
   for (int p = 0; p < P_; ++p) {
     RankState& s = L.rank[static_cast<std::size_t>(p)];

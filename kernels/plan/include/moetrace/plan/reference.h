@@ -13,7 +13,8 @@
 //    biases. The dense FFN of a block has the same form with A, B.
 //  - no capacity limit: every routed token is computed (the papers' plans
 //    drop none either; capacity padding is a GShard/Tutel detail).
-//  - a block is MoE layer then dense FFN (if dense_hidden > 0); the model
+//  - a block is MoE layer then dense FFN (if dense_hidden > 0); the plans'
+//    attention ops are timing only and carry no math here either; the model
 //    output is the last block's output; the loss is sum(output * output_grad)
 //    so the given output_grad is d(loss)/d(output).
 #pragma once
