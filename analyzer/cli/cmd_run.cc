@@ -65,6 +65,7 @@ void add_run_command(CLI::App& app) {
     std::string backend;
     std::string variant, preset, config, cost_model, output;
     bool list = false, dump_config = false, quiet = false, short_names = false;
+    std::string detail = "full";
     int iterations = 0, ranks = 0, layers = 0, experts = 0, top_k = 0, r = 0;
     std::string strategy, routing, plan_builder;
     std::int64_t tokens = 0, memory_budget = 0;
@@ -86,6 +87,11 @@ void add_run_command(CLI::App& app) {
   cmd->add_flag("--quiet,-q", opt->quiet, "No summary line");
   cmd->add_flag("--short-op-names", opt->short_names,
                 "Name op ranges by kind, not per op (fewer strings in very large traces)");
+  cmd->add_option("--trace-detail", opt->detail,
+                  "full (op ranges, kernels, deps, buffers, op_buffers, memory) or lean (no synthesized kernels, "
+                  "no op_buffers: for very large what-ifs)")
+      ->check(CLI::IsMember({"full", "lean"}))
+      ->capture_default_str();
   auto* o_iter = cmd->add_option("--iterations,-i", opt->iterations, "Training iterations");
   auto* o_ranks = cmd->add_option("--ranks", opt->ranks, "World size P");
   auto* o_layers = cmd->add_option("--layers", opt->layers, "MoE layers (blocks)");
@@ -183,6 +189,7 @@ void add_run_command(CLI::App& app) {
                          ? opt->output
                          : fmt::format("{}-{}.db", spec.preset.empty() ? spec.variant : spec.preset, backend->name);
     request.full_op_names = !opt->short_names;
+    request.lean = opt->detail == "lean";
     request.quiet = opt->quiet;
     backend->run(request);
   });

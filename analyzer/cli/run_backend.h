@@ -15,6 +15,7 @@ struct RunRequest {
   sim::RunSpec spec;
   std::string output;      // trace database to write (replaced if it exists)
   bool full_op_names = true;
+  bool lean = false;       // sim: TraceDetail::kLean
   bool quiet = false;      // no summary on stderr
 };
 

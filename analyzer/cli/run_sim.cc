@@ -32,6 +32,7 @@ void run_sim_backend(const RunRequest& request) {
   out.run_name = fmt::format("{} (simulated, {})", spec.preset.empty() ? spec.variant : spec.preset, model.name);
   out.config_json = spec.to_json();
   out.full_op_names = request.full_op_names;
+  out.detail = request.lean ? sim::TraceDetail::kLean : sim::TraceDetail::kFull;
   out.progress = [&](double f) { progress.update("writing trace", 0.5 + 0.5 * f); };
   sim::write_trace(request.output, plan, model, result, out);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
