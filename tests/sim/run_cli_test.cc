@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "moetrace/analyzer/trace.h"
+#include "text_trace.h"
 
 namespace moetrace {
 namespace {
@@ -18,9 +19,8 @@ struct Result {
   std::string out, err;
 };
 
-std::string temp(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("moetrace_run_" + name)).string();
-}
+// Per test process (ctest runs tests in parallel): never a shared fixed path.
+std::string temp(const std::string& name) { return testing::temp_path("run_" + name); }
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
