@@ -87,7 +87,9 @@ std::vector<CounterColumn> CounterTrack::columns(const TimeAxis& axis) const {
   int col = 0;
   while (col < axis.width_px) {
     if (it != items.end() && column_of(it->t_first) <= col) {
-      std::int64_t lo = carry, hi = carry;
+      // The carried value shows only where the column starts before its first sample.
+      const bool carried = axis.x(static_cast<double>(it->t_first)) > col;
+      std::int64_t lo = carried ? carry : it->min, hi = carried ? carry : it->max;
       while (it != items.end() && column_of(it->t_first) <= col) {
         lo = std::min(lo, it->min);
         hi = std::max(hi, it->max);

@@ -44,7 +44,7 @@ std::string format_time(double ns, double step_ns) {
   static constexpr Unit kUnits[] = {{1e9, "s"}, {1e6, "ms"}, {1e3, kMicro}, {1, "ns"}};
   const Unit* unit = &kUnits[3];
   for (const auto& u : kUnits)
-    if (step_ns >= u.ns / 10) {
+    if (step_ns >= u.ns / 2) {
       unit = &u;
       break;
     }

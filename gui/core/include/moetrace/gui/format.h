@@ -10,8 +10,9 @@ namespace moetrace::gui {
 
 // "850 ns", "12.5 us", "3.21 ms", "1.50 s": three significant digits.
 std::string format_duration(double ns);
-// A time on the ruler with the precision a step of step_ns needs:
-// format_time(1'500'000, 500'000) == "1.5 ms".
+// A time on the ruler with the precision a step of step_ns needs, in the
+// largest unit that is at most twice the step:
+// format_time(1'500'000, 500'000) == "1.5 ms", format_time(300, 100) == "300 ns".
 std::string format_time(double ns, double step_ns);
 // "512 B", "1.5 KiB", "3.00 GiB".
 std::string format_bytes(double bytes);
