@@ -105,6 +105,18 @@ TEST(Format, UnitsAndPrecision) {
   EXPECT_EQ(format_timestamp(1'234'567), "1.234567 ms");
 }
 
+TEST(Format, ParsesDurationsWithUnits) {
+  EXPECT_EQ(parse_duration("1500"), 1500.0);
+  EXPECT_EQ(parse_duration(" 250ns "), 250.0);
+  EXPECT_EQ(parse_duration("12.5us"), 12500.0);
+  EXPECT_EQ(parse_duration("12.5 \xC2\xB5s"), 12500.0);
+  EXPECT_EQ(parse_duration("3ms"), 3e6);
+  EXPECT_EQ(parse_duration("1.5 s"), 1.5e9);
+  EXPECT_FALSE(parse_duration(""));
+  EXPECT_FALSE(parse_duration("ms"));
+  EXPECT_FALSE(parse_duration("3 parsecs"));
+}
+
 // --- level of detail ----------------------------------------------------------
 
 TEST(Lod, FoldsRunsOfNarrowItemsOnly) {

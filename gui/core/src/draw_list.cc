@@ -58,7 +58,7 @@ class RowPreparer {
     }
     out_.rects.push_back({x0, x1, row_, count, colour});
     if (count == 1 && x1 - x0 >= opt_.min_label_px)
-      out_.labels.push_back({std::max(x0, 0.0f), std::min(x1, w), row_, m_.item_label(item)});
+      out_.labels.push_back({std::max(x0, 0.0f), std::min(x1, w), row_, colour, m_.item_label(item)});
   }
 
   const TimelineModel& m_;

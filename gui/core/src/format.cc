@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
 namespace moetrace::gui {
 namespace {
@@ -84,6 +86,28 @@ std::string format_count(std::int64_t n) {
 std::string format_percent(double fraction) {
   if (!std::isfinite(fraction)) return "?";
   return printf_string("%.1f %s", fraction * 100, "%");
+}
+
+std::optional<double> parse_duration(std::string_view text) {
+  std::string t(text);
+  auto trim = [](std::string& s) {
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.pop_back();
+    std::size_t i = 0;
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
+    s.erase(0, i);
+  };
+  trim(t);
+  if (t.empty()) return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(t.c_str(), &end);
+  if (end == t.c_str() || !std::isfinite(v)) return std::nullopt;
+  std::string unit(end);
+  trim(unit);
+  if (unit.empty() || unit == "ns") return v;
+  if (unit == "us" || unit == "\xC2\xB5s") return v * 1e3;
+  if (unit == "ms") return v * 1e6;
+  if (unit == "s") return v * 1e9;
+  return std::nullopt;
 }
 
 }  // namespace moetrace::gui

@@ -39,8 +39,13 @@ int role_order(std::string_view role) {
 
 std::string stream_label(const analyzer::Stream& s) {
   const std::string role = s.role == "comm" ? "communication" : s.role;
-  if (!s.name.empty()) return s.name + " (" + role + ")";
-  return role + " stream " + std::to_string(s.id.value);
+  if (s.name.empty()) return role + " stream " + std::to_string(s.id.value);
+  if (s.name == s.role || s.name == role) return s.name;
+  return s.name + " (" + role + ")";
+}
+
+std::string activity_row_label(const analyzer::Stream& s) {
+  return stream_label(s) + (s.role == "copy" ? " \xC2\xB7 copies" : " \xC2\xB7 kernels");
 }
 
 // Greedy interval packing: each item (sorted by start, then longest first)
@@ -256,12 +261,13 @@ class TimelineModelBuilder {
         if (!tracks_ok) break;
         const auto su = static_cast<std::size_t>(s);
         const std::string label = stream_label(t.streams[su]);
+        const std::string activity_label = activity_row_label(t.streams[su]);
         if (options_.op_rows) {
           const auto b = static_cast<std::uint32_t>(t.op_track_begin[su]);
           const auto e = static_cast<std::uint32_t>(t.op_track_begin[su + 1]);
           std::vector<std::uint32_t> order(e - b);
           for (std::uint32_t i = b; i < e; ++i) order[i - b] = i;
-          if (!order.empty()) add_packed_rows(RowKind::kOps, rank, s, label + " ops", ItemSource::kOp, order, 16);
+          if (!order.empty()) add_packed_rows(RowKind::kOps, rank, s, label + " \xC2\xB7 op ranges", ItemSource::kOp, order, 16);
         }
         const auto b = static_cast<std::uint32_t>(t.activity_track_begin[su]);
         const auto e = static_cast<std::uint32_t>(t.activity_track_begin[su + 1]);
@@ -278,13 +284,13 @@ class TimelineModelBuilder {
           row.rank = rank;
           row.stream = s;
           row.height_px = 20;
-          row.label = label;
+          row.label = activity_label;
           row.items = RowItems::contiguous(ItemSource::kActivity, b, e - b);
           m_.rows_.push_back(std::move(row));
         } else {
           std::vector<std::uint32_t> order(e - b);
           for (std::uint32_t i = b; i < e; ++i) order[i - b] = i;
-          add_packed_rows(RowKind::kActivities, rank, s, label, ItemSource::kActivity, order, 20);
+          add_packed_rows(RowKind::kActivities, rank, s, activity_label, ItemSource::kActivity, order, 20);
         }
       }
       for (std::size_t c = 0; c < m_.counters_.size(); ++c) {

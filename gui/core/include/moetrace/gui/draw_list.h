@@ -25,6 +25,7 @@ struct DrawRect {
 struct DrawLabel {
   float x0 = 0, x1 = 0;
   std::int32_t row = 0;
+  ColourClass colour = ColourClass::kOtherCompute;  // of the item under it
   std::string text;
 };
 

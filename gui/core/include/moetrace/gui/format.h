@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace moetrace::gui {
 
@@ -20,5 +22,8 @@ std::string format_bytes(double bytes);
 std::string format_count(std::int64_t n);
 // "12.3 %" from a fraction.
 std::string format_percent(double fraction);
+// A duration typed by a user: "1500", "250ns", "12.5us", "12.5\u00B5s", "3ms",
+// "1.5 s" (no unit: ns). nullopt where it is not one.
+std::optional<double> parse_duration(std::string_view text);
 
 }  // namespace moetrace::gui
