@@ -1,18 +1,17 @@
 -- Indexes of schema v1. The writer creates them when it closes a trace (so
 -- that inserting stays fast); a trace whose writer was killed lacks them and
--- is still a valid, readable trace. Each serves a named analysis.
+-- is still a valid, readable trace. Each serves a named analysis done in SQL;
+-- the analyzer itself loads whole tables and sorts in memory, so it needs none
+-- (tables are kept narrow and indexes few: both cost writer throughput).
 -- NVTX-to-GPU projection: activity -> launching API call by correlation id.
 CREATE INDEX IF NOT EXISTS kernels_by_correlation ON kernels(correlation_id);
 CREATE INDEX IF NOT EXISTS memcpy_by_correlation  ON memcpy(correlation_id);
 CREATE INDEX IF NOT EXISTS memset_by_correlation  ON memset(correlation_id);
 CREATE INDEX IF NOT EXISTS api_calls_by_correlation ON api_calls(correlation_id);
--- Per-track sorted loading (timeline, interval algebra).
-CREATE INDEX IF NOT EXISTS kernels_by_track ON kernels(stream_id, start_ns);
-CREATE INDEX IF NOT EXISTS memcpy_by_track  ON memcpy(stream_id, start_ns);
+-- NVTX range enclosing an API call on the same thread.
 CREATE INDEX IF NOT EXISTS nvtx_by_thread   ON nvtx_ranges(rank, thread_id, start_ns);
 -- Breakdowns per rank x layer x iteration x phase.
-CREATE INDEX IF NOT EXISTS op_ranges_by_moe_coords ON op_ranges(rank, layer, iteration, phase);
-CREATE INDEX IF NOT EXISTS op_ranges_by_track      ON op_ranges(stream_id, start_ns);
+CREATE INDEX IF NOT EXISTS op_ranges_by_moe_coords ON op_ranges(layer, iteration, phase, rank);
 -- Memory timeline per rank and memory bubbles per buffer.
 CREATE INDEX IF NOT EXISTS memory_events_by_rank ON memory_events(rank, ts_ns);
 CREATE INDEX IF NOT EXISTS op_buffers_by_buffer  ON op_buffers(buffer_id);

@@ -65,6 +65,18 @@ CREATE TABLE streams (
   priority      INTEGER
 );
 
+CREATE TABLE launch_configs (
+  id           INTEGER PRIMARY KEY,
+  grid_x       INTEGER NOT NULL,
+  grid_y       INTEGER NOT NULL,
+  grid_z       INTEGER NOT NULL,
+  block_x      INTEGER NOT NULL,
+  block_y      INTEGER NOT NULL,
+  block_z      INTEGER NOT NULL,
+  shared_bytes INTEGER,
+  registers    INTEGER
+);
+
 CREATE TABLE kernels (
   id             INTEGER PRIMARY KEY,
   rank           INTEGER NOT NULL,
@@ -73,10 +85,7 @@ CREATE TABLE kernels (
   end_ns         INTEGER NOT NULL,
   name_id        INTEGER NOT NULL,
   correlation_id INTEGER,
-  grid_x INTEGER, grid_y INTEGER, grid_z INTEGER,
-  block_x INTEGER, block_y INTEGER, block_z INTEGER,
-  shared_bytes   INTEGER,
-  registers      INTEGER,
+  launch_id      INTEGER,
   op_id          INTEGER
 );
 
@@ -126,7 +135,6 @@ CREATE TABLE api_calls (
   start_ns       INTEGER NOT NULL,
   end_ns         INTEGER NOT NULL,
   api            INTEGER NOT NULL CHECK (api IN (1, 2)),
-  callback_id    INTEGER,
   name_id        INTEGER NOT NULL,
   correlation_id INTEGER NOT NULL,
   return_code    INTEGER

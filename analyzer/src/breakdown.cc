@@ -200,6 +200,7 @@ Breakdown compute_breakdown(const Trace& trace) {
     LayerRow row{rank, layer, iteration, phase, {}};
     split_time(trace, oi, ops, IntervalSet::from(std::move(windows)), rank_sets[rank], row.t);
     moe_ns_per_iter[{iteration, rank}] += row.t.window_ns;
+    b.moe_total += row.t;
     b.rows.push_back(row);
   }
   for (const auto& [key, ops] : iter_ops) {
@@ -207,7 +208,6 @@ Breakdown compute_breakdown(const Trace& trace) {
     IterationRow row{rank, iteration, {}, moe_ns_per_iter[key]};
     split_time(trace, oi, ops, IntervalSet::from({envelope(oi, ops)}), rank_sets[rank], row.t);
     b.iteration_total += row.t;
-    b.moe_layer_total_ns += row.moe_layer_ns;
     b.iterations.push_back(row);
   }
 

@@ -214,9 +214,22 @@ class TraceLoader {
                            " + (SELECT count(*) FROM memset)")
                  .value_or(0);
     trace_.activities.reserve(static_cast<std::size_t>(n));
+    std::map<std::int64_t, std::int32_t> launch_index;
+    auto lc = db_.prepare(
+        "SELECT id, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes, registers "
+        "FROM launch_configs");
+    while (lc.step()) {
+      LaunchConfig c;
+      for (int i = 0; i < 3; ++i) c.grid[i] = static_cast<std::int32_t>(lc.int64(1 + i));
+      for (int i = 0; i < 3; ++i) c.block[i] = static_cast<std::int32_t>(lc.int64(4 + i));
+      c.shared_bytes = static_cast<std::int32_t>(lc.int64_or(7, -1));
+      c.registers = static_cast<std::int32_t>(lc.int64_or(8, -1));
+      launch_index.emplace(lc.int64(0), static_cast<std::int32_t>(trace_.launch_configs.size()));
+      trace_.launch_configs.push_back(c);
+    }
     auto k = db_.prepare(
-        "SELECT rank, stream_id, start_ns, end_ns, name_id, correlation_id, grid_x, grid_y, "
-        "grid_z, block_x, block_y, block_z, shared_bytes, registers, op_id FROM kernels");
+        "SELECT rank, stream_id, start_ns, end_ns, name_id, correlation_id, launch_id, op_id "
+        "FROM kernels");
     while (k.step()) {
       Activity a;
       a.type = ActivityType::kKernel;
@@ -227,11 +240,14 @@ class TraceLoader {
       check_times(a.start_ns, a.end_ns, "kernels");
       a.name = StringId(static_cast<std::int32_t>(k.int64(4)));
       a.correlation_id = k.int64_or(5, 0);
-      for (int i = 0; i < 3; ++i) a.grid[i] = static_cast<std::int32_t>(k.int64_or(6 + i, -1));
-      for (int i = 0; i < 3; ++i) a.block[i] = static_cast<std::int32_t>(k.int64_or(9 + i, -1));
-      a.shared_bytes = static_cast<std::int32_t>(k.int64_or(12, -1));
-      a.registers = static_cast<std::int16_t>(k.int64_or(13, -1));
-      activity_op_ids_.push_back(k.int64_or(14, -1));
+      if (!k.is_null(6)) {
+        auto it = launch_index.find(k.int64(6));
+        if (it == launch_index.end())
+          throw Error(trace_.run.path + ": kernels names launch config " +
+                      std::to_string(k.int64(6)) + " that launch_configs lacks; damaged trace");
+        a.launch = it->second;
+      }
+      activity_op_ids_.push_back(k.int64_or(7, -1));
       trace_.activities.push_back(a);
       step_progress("kernels");
     }

@@ -6,20 +6,27 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <map>
 
 #include "moetrace/schema/error.h"
 #include "moetrace/schema/schema.h"
 
 namespace moetrace::instrument {
 
+struct PendingKernel {
+  KernelRecord k;
+  std::int64_t launch_id;  // -1: unknown
+};
+
 struct TraceWriter::Pending {
   std::vector<std::pair<StringId, std::string>> strings;
+  std::vector<std::pair<std::int32_t, TraceWriter::LaunchConfig>> launches;
   std::vector<std::pair<std::string, std::string>> config;
   std::vector<DeviceRecord> devices;
   std::vector<RankRecord> ranks;
   std::vector<StreamRecord> streams;
   std::vector<LayerRecord> layers;
-  std::vector<KernelRecord> kernels;
+  std::vector<PendingKernel> kernels;
   std::vector<MemcpyRecord> memcpys;
   std::vector<MemsetRecord> memsets;
   std::vector<MemoryEventRecord> memory_events;
@@ -34,73 +41,127 @@ struct TraceWriter::Pending {
   std::vector<ExpertLoadRecord> expert_load;
   std::vector<ExpertPlacementRecord> placements;
   std::size_t rows = 0;
+
+  // Empties every list but keeps its capacity: the writer swaps two Pending
+  // buffers, so steady-state tracing allocates nothing.
+  void clear() {
+    auto c = [](auto&... v) { (v.clear(), ...); };
+    c(strings, launches, config, devices, ranks, streams, layers, kernels, memcpys, memsets,
+      memory_events, api_calls, syncs, overheads, nvtx, ops, op_deps, buffers, op_buffers,
+      expert_load, placements);
+    rows = 0;
+  }
 };
+
+namespace {
+
+// Inserts rows into one table, kBatch rows per statement where it can: SQLite's
+// cost per row is mostly per statement step, so multi-row VALUES lists double
+// the insert rate of narrow tables (see BENCHMARKS.md).
+class Inserter {
+ public:
+  static constexpr std::size_t kBatch = 64;
+
+  Inserter(sqlite::Database& db, std::string_view table, std::initializer_list<const char*> columns,
+           std::string_view verb = "INSERT")
+      : cols_(static_cast<int>(columns.size())),
+        single_(db, sql(table, columns, verb, 1)),
+        batch_(db, sql(table, columns, verb, kBatch)) {}
+
+  // bind(statement, first parameter index minus one, row)
+  template <class Rows, class Bind>
+  void insert(const Rows& rows, Bind&& bind) {
+    std::size_t i = 0;
+    for (; i + kBatch <= rows.size(); i += kBatch) {
+      for (std::size_t b = 0; b < kBatch; ++b) bind(batch_, static_cast<int>(b) * cols_, rows[i + b]);
+      batch_.run();
+    }
+    for (; i < rows.size(); ++i) {
+      bind(single_, 0, rows[i]);
+      single_.run();
+    }
+  }
+
+ private:
+  static std::string sql(std::string_view table, std::initializer_list<const char*> columns,
+                         std::string_view verb, std::size_t rows) {
+    std::string s = std::string(verb) + " INTO " + std::string(table) + "(";
+    bool first = true;
+    for (const char* c : columns) {
+      s += first ? "" : ", ";
+      s += c;
+      first = false;
+    }
+    s += ") VALUES ";
+    int p = 1;
+    for (std::size_t r = 0; r < rows; ++r) {
+      s += r ? ", (" : "(";
+      for (std::size_t c = 0; c < columns.size(); ++c) s += (c ? ", ?" : "?") + std::to_string(p++);
+      s += ")";
+    }
+    return s;
+  }
+
+  int cols_;
+  sqlite::Statement single_, batch_;
+};
+
+}  // namespace
 
 struct TraceWriter::Statements {
   explicit Statements(sqlite::Database& db)
-      : string(db, "INSERT INTO strings(id, value) VALUES (?1, ?2)"),
-        config(db, "INSERT OR REPLACE INTO run_config(key, value) VALUES (?1, ?2)"),
-        device(db,
-               "INSERT OR REPLACE INTO devices(id, name, uuid, compute_major, compute_minor, "
-               "sm_count, memory_bytes, simulated) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
-        rank(db,
-             "INSERT OR REPLACE INTO ranks(rank, device_id, local_rank, host, pid) "
-             "VALUES (?1, ?2, ?3, ?4, ?5)"),
-        stream(db,
-               "INSERT OR REPLACE INTO streams(id, rank, device_id, native_id, role, name, "
-               "priority) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
-        layer(db,
-              "INSERT OR REPLACE INTO layers(layer, kind, num_experts, top_k, model_dim, "
-              "hidden_dim, tokens) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
-        kernel(db,
-               "INSERT INTO kernels(rank, stream_id, start_ns, end_ns, name_id, correlation_id, "
-               "grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes, registers, "
-               "op_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"),
-        memcpy(db,
-               "INSERT INTO memcpy(rank, stream_id, start_ns, end_ns, bytes, copy_kind, "
-               "src_kind, dst_kind, correlation_id, op_id) "
-               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
-        memset(db,
-               "INSERT INTO memset(rank, stream_id, start_ns, end_ns, bytes, value, "
-               "correlation_id, op_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
-        memory_event(db,
-                     "INSERT INTO memory_events(rank, ts_ns, kind, address, bytes, memory_kind, "
-                     "stream_id, correlation_id, buffer_id) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
-        api_call(db,
-                 "INSERT INTO api_calls(rank, thread_id, start_ns, end_ns, api, callback_id, "
-                 "name_id, correlation_id, return_code) "
-                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
-        sync(db,
-             "INSERT INTO sync_events(rank, stream_id, start_ns, end_ns, kind, correlation_id) "
-             "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"),
-        overhead(db,
-                 "INSERT INTO overhead(rank, thread_id, start_ns, end_ns, kind) "
-                 "VALUES (?1, ?2, ?3, ?4, ?5)"),
-        nvtx(db,
-             "INSERT INTO nvtx_ranges(rank, thread_id, start_ns, end_ns, domain_id, name_id, "
-             "category, color, payload_int, payload_double) "
-             "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
-        op(db,
-           "INSERT INTO op_ranges(id, rank, stream_id, kind, name_id, layer, iteration, "
-           "micro_batch, chunk, phase, start_ns, end_ns, launch_start_ns, launch_end_ns, flops, "
-           "bytes, peer_rank, nvtx_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
-           "?12, ?13, ?14, ?15, ?16, ?17, ?18)"),
-        op_dep(db, "INSERT OR IGNORE INTO op_deps(op_id, dep_op_id) VALUES (?1, ?2)"),
-        buffer(db,
-               "INSERT OR REPLACE INTO buffers(id, rank, tag, bytes, memory_kind, layer, chunk, "
-               "alloc_ns, free_ns, address) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
-        op_buffer(db,
-                  "INSERT OR REPLACE INTO op_buffers(op_id, buffer_id, access) "
-                  "VALUES (?1, ?2, ?3)"),
-        expert_load(db,
-                    "INSERT OR REPLACE INTO expert_load(iteration, layer, src_rank, expert, "
-                    "tokens) VALUES (?1, ?2, ?3, ?4, ?5)"),
-        placement(db,
-                  "INSERT OR REPLACE INTO expert_placement(iteration, layer, expert, rank, role) "
-                  "VALUES (?1, ?2, ?3, ?4, ?5)") {}
+      : string(db, "strings", {"id", "value"}),
+        config(db, "run_config", {"key", "value"}, "INSERT OR REPLACE"),
+        launch(db, "launch_configs",
+               {"id", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
+                "shared_bytes", "registers"}),
+        device(db, "devices",
+               {"id", "name", "uuid", "compute_major", "compute_minor", "sm_count",
+                "memory_bytes", "simulated"},
+               "INSERT OR REPLACE"),
+        rank(db, "ranks", {"rank", "device_id", "local_rank", "host", "pid"}, "INSERT OR REPLACE"),
+        stream(db, "streams", {"id", "rank", "device_id", "native_id", "role", "name", "priority"},
+               "INSERT OR REPLACE"),
+        layer(db, "layers",
+              {"layer", "kind", "num_experts", "top_k", "model_dim", "hidden_dim", "tokens"},
+              "INSERT OR REPLACE"),
+        kernel(db, "kernels",
+               {"rank", "stream_id", "start_ns", "end_ns", "name_id", "correlation_id",
+                "launch_id", "op_id"}),
+        memcpy(db, "memcpy",
+               {"rank", "stream_id", "start_ns", "end_ns", "bytes", "copy_kind", "src_kind",
+                "dst_kind", "correlation_id", "op_id"}),
+        memset(db, "memset",
+               {"rank", "stream_id", "start_ns", "end_ns", "bytes", "value", "correlation_id",
+                "op_id"}),
+        memory_event(db, "memory_events",
+                     {"rank", "ts_ns", "kind", "address", "bytes", "memory_kind", "stream_id",
+                      "correlation_id", "buffer_id"}),
+        api_call(db, "api_calls",
+                 {"rank", "thread_id", "start_ns", "end_ns", "api", "name_id", "correlation_id",
+                  "return_code"}),
+        sync(db, "sync_events",
+             {"rank", "stream_id", "start_ns", "end_ns", "kind", "correlation_id"}),
+        overhead(db, "overhead", {"rank", "thread_id", "start_ns", "end_ns", "kind"}),
+        nvtx(db, "nvtx_ranges",
+             {"rank", "thread_id", "start_ns", "end_ns", "domain_id", "name_id", "category",
+              "color", "payload_int", "payload_double"}),
+        op(db, "op_ranges",
+           {"id", "rank", "stream_id", "kind", "name_id", "layer", "iteration", "micro_batch",
+            "chunk", "phase", "start_ns", "end_ns", "launch_start_ns", "launch_end_ns", "flops",
+            "bytes", "peer_rank", "nvtx_id"}),
+        op_dep(db, "op_deps", {"op_id", "dep_op_id"}, "INSERT OR IGNORE"),
+        buffer(db, "buffers",
+               {"id", "rank", "tag", "bytes", "memory_kind", "layer", "chunk", "alloc_ns",
+                "free_ns", "address"},
+               "INSERT OR REPLACE"),
+        op_buffer(db, "op_buffers", {"op_id", "buffer_id", "access"}, "INSERT OR REPLACE"),
+        expert_load(db, "expert_load", {"iteration", "layer", "src_rank", "expert", "tokens"},
+                    "INSERT OR REPLACE"),
+        placement(db, "expert_placement", {"iteration", "layer", "expert", "rank", "role"},
+                  "INSERT OR REPLACE") {}
 
-  sqlite::Statement string, config, device, rank, stream, layer, kernel, memcpy, memset,
+  Inserter string, config, launch, device, rank, stream, layer, kernel, memcpy, memset,
       memory_event, api_call, sync, overhead, nvtx, op, op_dep, buffer, op_buffer, expert_load,
       placement;
 };
@@ -120,7 +181,10 @@ void bind_text_or_null(sqlite::Statement& st, int i, std::string_view s) {
 }  // namespace
 
 TraceWriter::TraceWriter(const std::string& path, const RunRecord& run, WriterOptions options)
-    : path_(path), options_(options), pending_(std::make_unique<Pending>()) {
+    : path_(path),
+      options_(options),
+      pending_(std::make_unique<Pending>()),
+      spare_(std::make_unique<Pending>()) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::exists(path, ec)) {
@@ -129,6 +193,8 @@ TraceWriter::TraceWriter(const std::string& path, const RunRecord& run, WriterOp
   }
   if (run.world_size < 1) throw Error(path + ": world size must be at least 1");
   db_ = sqlite::Database(path, sqlite::Database::Mode::kCreate);
+  // Large pages: fewer b-tree pages per row inserted (see BENCHMARKS.md).
+  db_.exec("PRAGMA page_size=65536");
   db_.exec("PRAGMA journal_mode=WAL");
   db_.exec("PRAGMA synchronous=NORMAL");
   db_.exec("PRAGMA temp_store=MEMORY");
@@ -231,7 +297,6 @@ MOETRACE_ADD(DeviceRecord, devices)
 MOETRACE_ADD(RankRecord, ranks)
 MOETRACE_ADD(StreamRecord, streams)
 MOETRACE_ADD(LayerRecord, layers)
-MOETRACE_ADD_TIMED(KernelRecord, kernels)
 MOETRACE_ADD_TIMED(MemcpyRecord, memcpys)
 MOETRACE_ADD_TIMED(MemsetRecord, memsets)
 MOETRACE_ADD_TIMED(ApiCallRecord, api_calls)
@@ -244,6 +309,21 @@ MOETRACE_ADD(ExpertLoadRecord, expert_load)
 MOETRACE_ADD(ExpertPlacementRecord, placements)
 #undef MOETRACE_ADD
 #undef MOETRACE_ADD_TIMED
+
+void TraceWriter::add(const KernelRecord& r) {
+  std::lock_guard lock(mu_);
+  std::int64_t launch_id = -1;
+  if (r.grid[0] >= 0) {
+    const LaunchConfig lc{r.grid, r.block, r.shared_bytes, r.registers};
+    auto [it, inserted] = launches_.try_emplace(lc, static_cast<std::int32_t>(launches_.size()));
+    if (inserted) pending_->launches.emplace_back(it->second, lc);
+    launch_id = it->second;
+  }
+  pending_->kernels.push_back({r, launch_id});
+  ++pending_->rows;
+  note_time(r.start_ns, r.end_ns);
+  maybe_wake_flusher();
+}
 
 void TraceWriter::add(const MemoryEventRecord& r) {
   std::lock_guard lock(mu_);
@@ -302,11 +382,14 @@ void TraceWriter::flusher_loop() {
 
 void TraceWriter::flush() {
   std::lock_guard flush_lock(flush_mu_);
-  auto batch = std::make_unique<Pending>();
+  auto batch = std::move(spare_);
   std::int64_t dropped = 0, min_ts = 0, max_ts = 0;
   {
     std::lock_guard lock(mu_);
-    if (closed_) return;
+    if (closed_) {
+      spare_ = std::move(batch);
+      return;
+    }
     std::swap(batch, pending_);
     dropped = dropped_;
     min_ts = min_ts_;
@@ -328,232 +411,207 @@ void TraceWriter::flush() {
     db_.exec("COMMIT");
   } catch (...) {
     try { db_.exec("ROLLBACK"); } catch (...) {}
+    batch->clear();
+    spare_ = std::move(batch);
     throw;
   }
   rows_written_ += static_cast<std::int64_t>(batch->rows);
   ++flushes_;
+  batch->clear();
+  spare_ = std::move(batch);
 }
 
 void TraceWriter::write_batch(Pending& b) {
+  using sqlite::Statement;
   auto& s = *stmts_;
-  for (const auto& [id, value] : b.strings) {
-    s.string.bind(1, std::int64_t{id.value});
-    s.string.bind(2, value);
-    s.string.run();
-  }
-  for (const auto& [k, v] : b.config) {
-    s.config.bind(1, k);
-    s.config.bind(2, v);
-    s.config.run();
-  }
-  for (const auto& r : b.devices) {
-    auto& st = s.device;
-    st.bind(1, std::int64_t{r.id.value});
-    st.bind(2, r.name);
-    bind_text_or_null(st, 3, r.uuid);
-    st.bind_id(4, r.compute_major);
-    st.bind_id(5, r.compute_minor);
-    st.bind_id(6, r.sm_count);
-    st.bind_id(7, r.memory_bytes);
-    st.bind(8, std::int64_t{r.simulated ? 1 : 0});
-    st.run();
-  }
-  for (const auto& r : b.ranks) {
-    auto& st = s.rank;
-    st.bind(1, std::int64_t{r.rank.value});
-    st.bind(2, std::int64_t{r.device.value});
-    st.bind_id(3, r.local_rank);
-    bind_text_or_null(st, 4, r.host);
-    st.bind_id(5, r.pid);
-    st.run();
-  }
-  for (const auto& r : b.streams) {
-    auto& st = s.stream;
-    st.bind(1, std::int64_t{r.id.value});
-    st.bind(2, std::int64_t{r.rank.value});
-    st.bind_id(3, r.device.value);
-    st.bind_id(4, r.native_id);
-    st.bind(5, r.role);
-    bind_text_or_null(st, 6, r.name);
-    st.bind(7, std::int64_t{r.priority});
-    st.run();
-  }
-  for (const auto& r : b.layers) {
-    auto& st = s.layer;
-    st.bind(1, std::int64_t{r.layer});
-    st.bind(2, r.kind);
-    st.bind_id(3, r.num_experts);
-    st.bind_id(4, r.top_k);
-    st.bind_id(5, r.model_dim);
-    st.bind_id(6, r.hidden_dim);
-    st.bind_id(7, r.tokens);
-    st.run();
-  }
-  for (const auto& r : b.kernels) {
-    auto& st = s.kernel;
-    st.bind(1, std::int64_t{r.rank.value});
-    st.bind(2, std::int64_t{r.stream.value});
-    st.bind(3, r.start_ns);
-    st.bind(4, r.end_ns);
-    st.bind(5, std::int64_t{r.name.value});
-    if (r.correlation_id > 0) st.bind(6, r.correlation_id); else st.bind_null(6);
-    for (int i = 0; i < 3; ++i) st.bind_id(7 + i, r.grid[i]);
-    for (int i = 0; i < 3; ++i) st.bind_id(10 + i, r.block[i]);
-    st.bind_id(13, r.shared_bytes);
-    st.bind_id(14, r.registers);
-    st.bind_id(15, r.op.value);
-    st.run();
-  }
-  for (const auto& r : b.memcpys) {
-    auto& st = s.memcpy;
-    st.bind(1, std::int64_t{r.rank.value});
-    st.bind(2, std::int64_t{r.stream.value});
-    st.bind(3, r.start_ns);
-    st.bind(4, r.end_ns);
-    st.bind(5, r.bytes);
-    st.bind(6, static_cast<std::int64_t>(r.copy_kind));
-    st.bind(7, static_cast<std::int64_t>(r.src_kind));
-    st.bind(8, static_cast<std::int64_t>(r.dst_kind));
-    if (r.correlation_id > 0) st.bind(9, r.correlation_id); else st.bind_null(9);
-    st.bind_id(10, r.op.value);
-    st.run();
-  }
-  for (const auto& r : b.memsets) {
-    auto& st = s.memset;
-    st.bind(1, std::int64_t{r.rank.value});
-    st.bind(2, std::int64_t{r.stream.value});
-    st.bind(3, r.start_ns);
-    st.bind(4, r.end_ns);
-    st.bind(5, r.bytes);
-    st.bind(6, std::int64_t{r.value});
-    if (r.correlation_id > 0) st.bind(7, r.correlation_id); else st.bind_null(7);
-    st.bind_id(8, r.op.value);
-    st.run();
-  }
-  for (const auto& r : b.memory_events) {
-    auto& st = s.memory_event;
-    st.bind(1, std::int64_t{r.rank.value});
-    st.bind(2, r.ts_ns);
-    st.bind(3, std::int64_t{r.alloc ? 1 : 0});
-    st.bind(4, static_cast<std::int64_t>(r.address));
-    st.bind(5, r.bytes);
-    st.bind(6, static_cast<std::int64_t>(r.memory_kind));
-    st.bind_id(7, r.stream.value);
-    if (r.correlation_id > 0) st.bind(8, r.correlation_id); else st.bind_null(8);
-    st.bind_id(9, r.buffer.value);
-    st.run();
-  }
-  for (const auto& r : b.api_calls) {
-    auto& st = s.api_call;
-    st.bind(1, std::int64_t{r.rank.value});
-    st.bind(2, r.thread_id);
-    st.bind(3, r.start_ns);
-    st.bind(4, r.end_ns);
-    st.bind(5, static_cast<std::int64_t>(r.api));
-    st.bind_id(6, r.callback_id);
-    st.bind(7, std::int64_t{r.name.value});
-    st.bind(8, r.correlation_id);
-    st.bind(9, std::int64_t{r.return_code});
-    st.run();
-  }
-  for (const auto& r : b.syncs) {
-    auto& st = s.sync;
-    st.bind(1, std::int64_t{r.rank.value});
-    st.bind_id(2, r.stream.value);
-    st.bind(3, r.start_ns);
-    st.bind(4, r.end_ns);
-    st.bind(5, std::int64_t{r.kind});
-    if (r.correlation_id > 0) st.bind(6, r.correlation_id); else st.bind_null(6);
-    st.run();
-  }
-  for (const auto& r : b.overheads) {
-    auto& st = s.overhead;
-    st.bind(1, std::int64_t{r.rank.value});
-    st.bind_id(2, r.thread_id);
-    st.bind(3, r.start_ns);
-    st.bind(4, r.end_ns);
-    st.bind(5, r.kind);
-    st.run();
-  }
-  for (const auto& r : b.nvtx) {
-    auto& st = s.nvtx;
-    st.bind(1, std::int64_t{r.rank.value});
-    st.bind(2, r.thread_id);
-    st.bind(3, r.start_ns);
-    st.bind_id(4, r.end_ns);
-    st.bind_id(5, r.domain.value);
-    st.bind(6, std::int64_t{r.name.value});
-    st.bind_id(7, r.category);
-    st.bind_id(8, r.color);
-    if (r.payload_int) st.bind(9, *r.payload_int); else st.bind_null(9);
-    if (r.payload_double) st.bind(10, *r.payload_double); else st.bind_null(10);
-    st.run();
-  }
-  for (const auto& r : b.ops) {
-    auto& st = s.op;
-    st.bind(1, r.id.value);
-    st.bind(2, std::int64_t{r.rank.value});
-    st.bind(3, std::int64_t{r.stream.value});
-    st.bind(4, static_cast<std::int64_t>(r.kind));
-    st.bind_id(5, r.name.value);
-    st.bind_id(6, r.layer);
-    st.bind_id(7, r.iteration);
-    st.bind_id(8, r.micro_batch);
-    st.bind_id(9, r.chunk);
-    st.bind(10, static_cast<std::int64_t>(r.phase));
-    st.bind(11, r.start_ns);
-    st.bind(12, r.end_ns);
-    st.bind_id(13, r.launch_start_ns);
-    st.bind_id(14, r.launch_end_ns);
-    if (r.flops >= 0) st.bind(15, r.flops); else st.bind_null(15);
-    st.bind_id(16, r.bytes);
-    st.bind_id(17, r.peer.value);
-    st.bind_id(18, r.nvtx_id);
-    st.run();
-  }
-  for (const auto& r : b.op_deps) {
-    s.op_dep.bind(1, r.op.value);
-    s.op_dep.bind(2, r.dep.value);
-    s.op_dep.run();
-  }
-  for (const auto& r : b.buffers) {
-    auto& st = s.buffer;
-    st.bind(1, r.id.value);
-    st.bind(2, std::int64_t{r.rank.value});
-    st.bind(3, r.tag);
-    st.bind(4, r.bytes);
-    st.bind(5, static_cast<std::int64_t>(r.memory_kind));
-    st.bind_id(6, r.layer);
-    st.bind_id(7, r.chunk);
-    st.bind_id(8, r.alloc_ns);
-    st.bind_id(9, r.free_ns);
-    if (r.address != 0) st.bind(10, static_cast<std::int64_t>(r.address)); else st.bind_null(10);
-    st.run();
-  }
-  for (const auto& r : b.op_buffers) {
-    s.op_buffer.bind(1, r.op.value);
-    s.op_buffer.bind(2, r.buffer.value);
-    s.op_buffer.bind(3, static_cast<std::int64_t>(r.access));
-    s.op_buffer.run();
-  }
-  for (const auto& r : b.expert_load) {
-    auto& st = s.expert_load;
-    st.bind(1, std::int64_t{r.iteration});
-    st.bind(2, std::int64_t{r.layer});
-    st.bind(3, std::int64_t{r.src_rank});
-    st.bind(4, std::int64_t{r.expert});
-    st.bind(5, r.tokens);
-    st.run();
-  }
-  for (const auto& r : b.placements) {
-    auto& st = s.placement;
-    st.bind(1, std::int64_t{r.iteration});
-    st.bind(2, std::int64_t{r.layer});
-    st.bind(3, std::int64_t{r.expert});
-    st.bind(4, std::int64_t{r.rank});
-    st.bind(5, r.role);
-    st.run();
-  }
+  auto corr = [](Statement& st, int i, std::int64_t c) {
+    if (c > 0) st.bind(i, c); else st.bind_null(i);
+  };
+  s.string.insert(b.strings, [](Statement& st, int o, const auto& r) {
+    st.bind(o + 1, std::int64_t{r.first.value});
+    st.bind(o + 2, r.second);
+  });
+  s.config.insert(b.config, [](Statement& st, int o, const auto& r) {
+    st.bind(o + 1, r.first);
+    st.bind(o + 2, r.second);
+  });
+  s.launch.insert(b.launches, [](Statement& st, int o, const auto& r) {
+    st.bind(o + 1, std::int64_t{r.first});
+    for (int i = 0; i < 3; ++i) st.bind(o + 2 + i, std::int64_t{r.second.grid[static_cast<std::size_t>(i)]});
+    for (int i = 0; i < 3; ++i) st.bind(o + 5 + i, std::int64_t{r.second.block[static_cast<std::size_t>(i)]});
+    st.bind_id(o + 8, r.second.shared_bytes);
+    st.bind_id(o + 9, r.second.registers);
+  });
+  s.device.insert(b.devices, [](Statement& st, int o, const DeviceRecord& r) {
+    st.bind(o + 1, std::int64_t{r.id.value});
+    st.bind(o + 2, r.name);
+    bind_text_or_null(st, o + 3, r.uuid);
+    st.bind_id(o + 4, r.compute_major);
+    st.bind_id(o + 5, r.compute_minor);
+    st.bind_id(o + 6, r.sm_count);
+    st.bind_id(o + 7, r.memory_bytes);
+    st.bind(o + 8, std::int64_t{r.simulated ? 1 : 0});
+  });
+  s.rank.insert(b.ranks, [](Statement& st, int o, const RankRecord& r) {
+    st.bind(o + 1, std::int64_t{r.rank.value});
+    st.bind(o + 2, std::int64_t{r.device.value});
+    st.bind_id(o + 3, r.local_rank);
+    bind_text_or_null(st, o + 4, r.host);
+    st.bind_id(o + 5, r.pid);
+  });
+  s.stream.insert(b.streams, [](Statement& st, int o, const StreamRecord& r) {
+    st.bind(o + 1, std::int64_t{r.id.value});
+    st.bind(o + 2, std::int64_t{r.rank.value});
+    st.bind_id(o + 3, r.device.value);
+    st.bind_id(o + 4, r.native_id);
+    st.bind(o + 5, r.role);
+    bind_text_or_null(st, o + 6, r.name);
+    st.bind(o + 7, std::int64_t{r.priority});
+  });
+  s.layer.insert(b.layers, [](Statement& st, int o, const LayerRecord& r) {
+    st.bind(o + 1, std::int64_t{r.layer});
+    st.bind(o + 2, r.kind);
+    st.bind_id(o + 3, r.num_experts);
+    st.bind_id(o + 4, r.top_k);
+    st.bind_id(o + 5, r.model_dim);
+    st.bind_id(o + 6, r.hidden_dim);
+    st.bind_id(o + 7, r.tokens);
+  });
+  s.kernel.insert(b.kernels, [&](Statement& st, int o, const PendingKernel& r) {
+    st.bind(o + 1, std::int64_t{r.k.rank.value});
+    st.bind(o + 2, std::int64_t{r.k.stream.value});
+    st.bind(o + 3, r.k.start_ns);
+    st.bind(o + 4, r.k.end_ns);
+    st.bind(o + 5, std::int64_t{r.k.name.value});
+    corr(st, o + 6, r.k.correlation_id);
+    st.bind_id(o + 7, r.launch_id);
+    st.bind_id(o + 8, r.k.op.value);
+  });
+  s.memcpy.insert(b.memcpys, [&](Statement& st, int o, const MemcpyRecord& r) {
+    st.bind(o + 1, std::int64_t{r.rank.value});
+    st.bind(o + 2, std::int64_t{r.stream.value});
+    st.bind(o + 3, r.start_ns);
+    st.bind(o + 4, r.end_ns);
+    st.bind(o + 5, r.bytes);
+    st.bind(o + 6, static_cast<std::int64_t>(r.copy_kind));
+    st.bind(o + 7, static_cast<std::int64_t>(r.src_kind));
+    st.bind(o + 8, static_cast<std::int64_t>(r.dst_kind));
+    corr(st, o + 9, r.correlation_id);
+    st.bind_id(o + 10, r.op.value);
+  });
+  s.memset.insert(b.memsets, [&](Statement& st, int o, const MemsetRecord& r) {
+    st.bind(o + 1, std::int64_t{r.rank.value});
+    st.bind(o + 2, std::int64_t{r.stream.value});
+    st.bind(o + 3, r.start_ns);
+    st.bind(o + 4, r.end_ns);
+    st.bind(o + 5, r.bytes);
+    st.bind(o + 6, std::int64_t{r.value});
+    corr(st, o + 7, r.correlation_id);
+    st.bind_id(o + 8, r.op.value);
+  });
+  s.memory_event.insert(b.memory_events, [&](Statement& st, int o, const MemoryEventRecord& r) {
+    st.bind(o + 1, std::int64_t{r.rank.value});
+    st.bind(o + 2, r.ts_ns);
+    st.bind(o + 3, std::int64_t{r.alloc ? 1 : 0});
+    st.bind(o + 4, static_cast<std::int64_t>(r.address));
+    st.bind(o + 5, r.bytes);
+    st.bind(o + 6, static_cast<std::int64_t>(r.memory_kind));
+    st.bind_id(o + 7, r.stream.value);
+    corr(st, o + 8, r.correlation_id);
+    st.bind_id(o + 9, r.buffer.value);
+  });
+  s.api_call.insert(b.api_calls, [](Statement& st, int o, const ApiCallRecord& r) {
+    st.bind(o + 1, std::int64_t{r.rank.value});
+    st.bind(o + 2, r.thread_id);
+    st.bind(o + 3, r.start_ns);
+    st.bind(o + 4, r.end_ns);
+    st.bind(o + 5, static_cast<std::int64_t>(r.api));
+    st.bind(o + 6, std::int64_t{r.name.value});
+    st.bind(o + 7, r.correlation_id);
+    st.bind(o + 8, std::int64_t{r.return_code});
+  });
+  s.sync.insert(b.syncs, [&](Statement& st, int o, const SyncRecord& r) {
+    st.bind(o + 1, std::int64_t{r.rank.value});
+    st.bind_id(o + 2, r.stream.value);
+    st.bind(o + 3, r.start_ns);
+    st.bind(o + 4, r.end_ns);
+    st.bind(o + 5, std::int64_t{r.kind});
+    corr(st, o + 6, r.correlation_id);
+  });
+  s.overhead.insert(b.overheads, [](Statement& st, int o, const OverheadRecord& r) {
+    st.bind(o + 1, std::int64_t{r.rank.value});
+    st.bind_id(o + 2, r.thread_id);
+    st.bind(o + 3, r.start_ns);
+    st.bind(o + 4, r.end_ns);
+    st.bind(o + 5, r.kind);
+  });
+  s.nvtx.insert(b.nvtx, [](Statement& st, int o, const NvtxRangeRecord& r) {
+    st.bind(o + 1, std::int64_t{r.rank.value});
+    st.bind(o + 2, r.thread_id);
+    st.bind(o + 3, r.start_ns);
+    st.bind_id(o + 4, r.end_ns);
+    st.bind_id(o + 5, r.domain.value);
+    st.bind(o + 6, std::int64_t{r.name.value});
+    st.bind_id(o + 7, r.category);
+    st.bind_id(o + 8, r.color);
+    if (r.payload_int) st.bind(o + 9, *r.payload_int); else st.bind_null(o + 9);
+    if (r.payload_double) st.bind(o + 10, *r.payload_double); else st.bind_null(o + 10);
+  });
+  s.op.insert(b.ops, [](Statement& st, int o, const OpRangeRecord& r) {
+    st.bind(o + 1, r.id.value);
+    st.bind(o + 2, std::int64_t{r.rank.value});
+    st.bind(o + 3, std::int64_t{r.stream.value});
+    st.bind(o + 4, static_cast<std::int64_t>(r.kind));
+    st.bind_id(o + 5, r.name.value);
+    st.bind_id(o + 6, r.layer);
+    st.bind_id(o + 7, r.iteration);
+    st.bind_id(o + 8, r.micro_batch);
+    st.bind_id(o + 9, r.chunk);
+    st.bind(o + 10, static_cast<std::int64_t>(r.phase));
+    st.bind(o + 11, r.start_ns);
+    st.bind(o + 12, r.end_ns);
+    st.bind_id(o + 13, r.launch_start_ns);
+    st.bind_id(o + 14, r.launch_end_ns);
+    if (r.flops >= 0) st.bind(o + 15, r.flops); else st.bind_null(o + 15);
+    st.bind_id(o + 16, r.bytes);
+    st.bind_id(o + 17, r.peer.value);
+    st.bind_id(o + 18, r.nvtx_id);
+  });
+  s.op_dep.insert(b.op_deps, [](Statement& st, int o, const OpDepRecord& r) {
+    st.bind(o + 1, r.op.value);
+    st.bind(o + 2, r.dep.value);
+  });
+  s.buffer.insert(b.buffers, [](Statement& st, int o, const BufferRecord& r) {
+    st.bind(o + 1, r.id.value);
+    st.bind(o + 2, std::int64_t{r.rank.value});
+    st.bind(o + 3, r.tag);
+    st.bind(o + 4, r.bytes);
+    st.bind(o + 5, static_cast<std::int64_t>(r.memory_kind));
+    st.bind_id(o + 6, r.layer);
+    st.bind_id(o + 7, r.chunk);
+    st.bind_id(o + 8, r.alloc_ns);
+    st.bind_id(o + 9, r.free_ns);
+    if (r.address != 0) st.bind(o + 10, static_cast<std::int64_t>(r.address)); else st.bind_null(o + 10);
+  });
+  s.op_buffer.insert(b.op_buffers, [](Statement& st, int o, const OpBufferRecord& r) {
+    st.bind(o + 1, r.op.value);
+    st.bind(o + 2, r.buffer.value);
+    st.bind(o + 3, static_cast<std::int64_t>(r.access));
+  });
+  s.expert_load.insert(b.expert_load, [](Statement& st, int o, const ExpertLoadRecord& r) {
+    st.bind(o + 1, std::int64_t{r.iteration});
+    st.bind(o + 2, std::int64_t{r.layer});
+    st.bind(o + 3, std::int64_t{r.src_rank});
+    st.bind(o + 4, std::int64_t{r.expert});
+    st.bind(o + 5, r.tokens);
+  });
+  s.placement.insert(b.placements, [](Statement& st, int o, const ExpertPlacementRecord& r) {
+    st.bind(o + 1, std::int64_t{r.iteration});
+    st.bind(o + 2, std::int64_t{r.layer});
+    st.bind(o + 3, std::int64_t{r.expert});
+    st.bind(o + 4, std::int64_t{r.rank});
+    st.bind(o + 5, r.role);
+  });
 }
 
 void TraceWriter::close() {

@@ -81,12 +81,14 @@ struct Breakdown {
   std::vector<LayerSummary> layers;     // sorted by layer
   std::vector<RankSummary> ranks;
   TimeSplit iteration_total;            // sum over iteration rows
-  std::int64_t moe_layer_total_ns = 0;
+  TimeSplit moe_total;                  // sum over MoE-layer rows
   bool has_op_ranges = false;           // false: kernels classified by name only
 
   double all_to_all_share_of_iteration() const { return iteration_total.all_to_all_share(); }
   double all_reduce_share_of_iteration() const { return iteration_total.all_reduce_share(); }
-  double moe_share_of_iteration() const { return ratio(moe_layer_total_ns, iteration_total.window_ns); }
+  double all_to_all_share_of_moe() const { return moe_total.all_to_all_share(); }
+  double all_reduce_share_of_moe() const { return moe_total.all_reduce_share(); }
+  double moe_share_of_iteration() const { return ratio(moe_total.window_ns, iteration_total.window_ns); }
 };
 
 Breakdown compute_breakdown(const Trace& trace);

@@ -73,13 +73,16 @@ struct Activity {
   std::int32_t op = -1;             // index into Trace::ops of the op that launched it; -1: none
   std::int32_t stream = -1;         // index into Trace::streams
   RankId rank;
+  std::int32_t launch = -1;         // index into Trace::launch_configs; -1: unknown
   ActivityType type = ActivityType::kKernel;
   std::uint8_t copy_kind = 0;       // schema::CopyKind
-  std::int16_t registers = -1;
-  std::int32_t shared_bytes = -1;
+  std::int64_t duration() const { return end_ns - start_ns; }
+};
+
+struct LaunchConfig {
   std::int32_t grid[3] = {-1, -1, -1};
   std::int32_t block[3] = {-1, -1, -1};
-  std::int64_t duration() const { return end_ns - start_ns; }
+  std::int32_t shared_bytes = -1, registers = -1;
 };
 
 // An op of the plan as executed, with its MoE coordinates.
@@ -168,6 +171,7 @@ class Trace {
   std::vector<Rank> ranks;
   std::vector<Stream> streams;  // sorted by (rank, id)
   std::vector<Layer> layers;
+  std::vector<LaunchConfig> launch_configs;
   // Sorted by (stream index, start); track t is [activity_track_begin[t], [t+1]).
   std::vector<Activity> activities;
   std::vector<std::size_t> activity_track_begin;
@@ -194,6 +198,11 @@ class Trace {
   }
   std::span<const OpRange> track_ops(std::size_t stream_index) const {
     return {ops.data() + op_track_begin[stream_index], ops.data() + op_track_begin[stream_index + 1]};
+  }
+  const LaunchConfig* launch_config(const Activity& a) const {
+    return a.launch >= 0 && static_cast<std::size_t>(a.launch) < launch_configs.size()
+               ? &launch_configs[static_cast<std::size_t>(a.launch)]
+               : nullptr;
   }
   // Index into streams of a stream id, or -1.
   int stream_index(StreamId id) const;

@@ -70,6 +70,8 @@ struct KernelRecord {
   std::int64_t start_ns = 0, end_ns = 0;
   StringId name;
   std::int64_t correlation_id = 0;
+  // Launch configuration; interned by the writer into launch_configs. A
+  // negative grid[0] means unknown.
   std::array<std::int32_t, 3> grid{-1, -1, -1};
   std::array<std::int32_t, 3> block{-1, -1, -1};
   std::int32_t shared_bytes = -1;
@@ -116,7 +118,6 @@ struct ApiCallRecord {
   std::int64_t thread_id = 0;
   std::int64_t start_ns = 0, end_ns = 0;
   schema::ApiKind api = schema::ApiKind::kRuntime;
-  std::int32_t callback_id = -1;
   StringId name;
   std::int64_t correlation_id = 0;
   std::int32_t return_code = 0;

@@ -9,9 +9,11 @@
 // safe to call from several threads.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -101,11 +103,18 @@ class TraceWriter {
   mutable std::mutex mu_;             // guards pending_, strings_, time range
   std::unique_ptr<Pending> pending_;
   std::unordered_map<std::string, StringId> strings_;
+  struct LaunchConfig {
+    std::array<std::int32_t, 3> grid, block;
+    std::int32_t shared_bytes, registers;
+    auto operator<=>(const LaunchConfig&) const = default;
+  };
+  std::map<LaunchConfig, std::int32_t> launches_;  // interned launch configurations
   std::int64_t next_op_id_ = 0;
   std::int64_t min_ts_ = INT64_MAX, max_ts_ = INT64_MIN;
   std::int64_t dropped_ = 0;
 
-  std::mutex flush_mu_;               // serializes writes to the database
+  std::mutex flush_mu_;               // serializes writes to the database; guards spare_
+  std::unique_ptr<Pending> spare_;
   std::condition_variable cv_;
   bool stop_ = false;
   bool wake_ = false;

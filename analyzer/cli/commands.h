@@ -1,0 +1,46 @@
+// Subcommands of the `moetrace` CLI. Each adds itself to the app; its callback
+// throws moetrace::Error for bad input, which main() prints as one line.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "moetrace/analyzer/trace.h"
+
+namespace moetrace::cli {
+
+void add_info_command(CLI::App& app);
+void add_report_command(CLI::App& app);
+void add_synth_command(CLI::App& app);
+
+// Progress for long work: a self-overwriting line on stderr when it is a
+// terminal, nothing otherwise.
+class Progress {
+ public:
+  explicit Progress(std::string what);
+  ~Progress();
+  void update(std::string_view stage, double fraction);
+  std::function<void(std::string_view, double)> callback() {
+    return [this](std::string_view s, double f) { update(s, f); };
+  }
+
+ private:
+  std::string what_;
+  bool tty_;
+  int last_percent_ = -1;
+};
+
+// Loads a trace with progress on a terminal.
+analyzer::Trace load_with_progress(const std::string& path, analyzer::LoadOptions options = {});
+
+// Writes `text` to `path`, or to stdout where path is empty or "-".
+void write_output(const std::string& path, const std::string& text);
+
+// Adds the common --format option; `allowed` lists the accepted values.
+CLI::Option* add_format_option(CLI::App* cmd, std::string& format,
+                               std::initializer_list<std::string> allowed);
+
+}  // namespace moetrace::cli

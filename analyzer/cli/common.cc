@@ -1,0 +1,56 @@
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "commands.h"
+#include "moetrace/schema/error.h"
+
+namespace moetrace::cli {
+
+Progress::Progress(std::string what) : what_(std::move(what)), tty_(isatty(STDERR_FILENO) != 0) {}
+
+Progress::~Progress() {
+  if (tty_ && last_percent_ >= 0) std::fprintf(stderr, "\r\033[K");
+}
+
+void Progress::update(std::string_view stage, double fraction) {
+  if (!tty_) return;
+  const int percent = static_cast<int>(fraction * 100.0);
+  if (percent == last_percent_) return;
+  last_percent_ = percent;
+  std::fprintf(stderr, "\r\033[K%s: %.*s %d%%", what_.c_str(), static_cast<int>(stage.size()),
+               stage.data(), percent);
+  std::fflush(stderr);
+}
+
+analyzer::Trace load_with_progress(const std::string& path, analyzer::LoadOptions options) {
+  Progress progress("loading " + path);
+  options.progress = progress.callback();
+  return analyzer::load_trace(path, options);
+}
+
+void write_output(const std::string& path, const std::string& text) {
+  if (path.empty() || path == "-") {
+    std::cout << text;
+    std::cout.flush();
+    return;
+  }
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw Error(path + ": cannot open for writing");
+  out << text;
+  out.close();
+  if (!out) throw Error(path + ": write failed (disk full?)");
+}
+
+CLI::Option* add_format_option(CLI::App* cmd, std::string& format,
+                               std::initializer_list<std::string> allowed) {
+  std::string list;
+  for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+  return cmd->add_option("--format,-f", format, "Output format: " + list)
+      ->check(CLI::IsMember(std::vector<std::string>(allowed)))
+      ->capture_default_str();
+}
+
+}  // namespace moetrace::cli

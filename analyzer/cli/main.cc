@@ -1,0 +1,31 @@
+// moetrace: profile and analyze Mixture-of-Experts training traces.
+#include <cstdio>
+#include <exception>
+
+#include "commands.h"
+#include "moetrace/schema/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"moetrace: profile and analyze Mixture-of-Experts (MoE) training traces"};
+  app.set_version_flag("--version", std::string("moetrace ") + MOETRACE_VERSION);
+  app.require_subcommand(1);
+  moetrace::cli::add_info_command(app);
+  moetrace::cli::add_report_command(app);
+  moetrace::cli::add_synth_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; every usage error exits 2.
+    return app.exit(e) == 0 ? 0 : 2;
+  } catch (const moetrace::ConfigError& e) {
+    std::fprintf(stderr, "moetrace: invalid configuration: %s\n", e.what());
+    return 2;
+  } catch (const moetrace::Error& e) {
+    std::fprintf(stderr, "moetrace: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "moetrace: internal error: %s\n", e.what());
+    return 3;
+  }
+  return 0;
+}

@@ -1,0 +1,96 @@
+// Benchmark of the trace pipeline (issue #2): writes synthetic traces of the
+// given event counts through the trace writer, then runs `moetrace report` on
+// each in a child process and reports its wall time and peak RSS.
+//
+//   trace_bench [--events N ...] [--dir DIR] [--keep]
+//
+// Targets on a 2-core CI machine: writer >= 1 M events/s; report on 1 M
+// events within 2 s; peak memory <= 150 bytes per event.
+#include <fmt/format.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "moetrace/synthetic/synthetic_trace.h"
+
+namespace {
+
+struct ChildResult {
+  double seconds = 0;
+  long max_rss_kib = 0;
+  int status = 0;
+};
+
+ChildResult run_child(const std::vector<std::string>& argv) {
+  std::fflush(stdout);
+  const auto t0 = std::chrono::steady_clock::now();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    if (!freopen("/dev/null", "w", stdout)) _exit(126);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  rusage ru{};
+  wait4(pid, &status, 0, &ru);
+  const auto t1 = std::chrono::steady_clock::now();
+  return {std::chrono::duration<double>(t1 - t0).count(), ru.ru_maxrss, status};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::int64_t> sizes;
+  std::string dir = std::filesystem::temp_directory_path().string();
+  bool keep = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--events") && i + 1 < argc) sizes.push_back(std::stoll(argv[++i]));
+    else if (!std::strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
+    else if (!std::strcmp(argv[i], "--keep")) keep = true;
+    else {
+      std::fprintf(stderr, "usage: trace_bench [--events N ...] [--dir DIR] [--keep]\n");
+      return 2;
+    }
+  }
+  if (sizes.empty()) sizes = {1'000'000, 10'000'000};
+
+  // write ev/s: events over the whole writer life, closing included;
+  // sustained ev/s: until every event is flushed to disk (the rate the writer
+  // keeps up with while tracing); close s: then indexes and WAL checkpoint.
+  fmt::print("{:>10} {:>9} {:>9} {:>12} {:>14} {:>9} {:>9} {:>12} {:>12}\n", "events", "write s",
+             "close s", "write ev/s", "sustained ev/s", "trace MB", "report s", "peak RSS MB",
+             "bytes/event");
+  for (const auto target : sizes) {
+    moetrace::synthetic::SyntheticConfig c;
+    c.ranks = 8;
+    c.layers = 8;
+    c.chunks = 4;
+    c.iterations = moetrace::synthetic::iterations_for_events(c, target);
+    const auto path = fmt::format("{}/trace_bench_{}.db", dir, target);
+    const auto w = moetrace::synthetic::write_synthetic_trace(path, c);
+    const auto mb = static_cast<double>(std::filesystem::file_size(path)) / 1e6;
+    const auto r = run_child({MOETRACE_CLI, "report", path});
+    if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0) {
+      std::fprintf(stderr, "moetrace report failed on %s\n", path.c_str());
+      return 1;
+    }
+    fmt::print("{:>10} {:>9.2f} {:>9.2f} {:>12.0f} {:>14.0f} {:>9.1f} {:>9.2f} {:>12.1f} {:>12.1f}\n",
+               w.events, w.seconds, w.close_seconds, static_cast<double>(w.events) / w.seconds,
+               static_cast<double>(w.events) / (w.seconds - w.close_seconds), mb, r.seconds,
+               static_cast<double>(r.max_rss_kib) / 1024.0,
+               static_cast<double>(r.max_rss_kib) * 1024.0 / static_cast<double>(w.events));
+    std::fflush(stdout);
+    if (!keep) std::filesystem::remove(path);
+  }
+  return 0;
+}

@@ -1,0 +1,207 @@
+// Golden breakdowns of small hand-built traces. Every expected number is
+// derived by hand in the comment above it.
+#include <gtest/gtest.h>
+
+#include "moetrace/analyzer/breakdown.h"
+#include "text_trace.h"
+
+namespace moetrace::analyzer {
+namespace {
+
+Breakdown breakdown_of(const std::string& name, std::string_view text) {
+  const auto path = testing::temp_path(name);
+  testing::write_text_trace(path, text);
+  return compute_breakdown(load_trace(path));
+}
+
+const LayerRow& row(const Breakdown& b, int rank, int layer, int iteration, Phase phase) {
+  for (const auto& r : b.rows)
+    if (r.rank == rank && r.layer == layer && r.iteration == iteration && r.phase == phase) return r;
+  throw std::runtime_error("no such row");
+}
+
+constexpr auto A2A = Category::kAllToAll;
+
+// One MoE layer on one rank, window [0, 1000):
+//   gate      [0, 100)    compute   gating 100
+//   dispatch  [100, 300)  comm      all-to-all
+//   expert    [300, 700)  compute   expert 400
+//   combine   [600, 800)  comm      all-to-all, overlaps expert on [600, 700)
+//   unpermute [800, 1000) compute   other compute 200
+// all-to-all = 200 + 200 = 400 -> 40 % of the 1000 ns layer.
+// communication = 400, hidden under the expert = 100 -> a quarter hidden.
+constexpr std::string_view kFortyPercent = R"(
+  stream id=0 rank=0 role=compute
+  stream id=1 rank=0 role=comm
+  op rank=0 stream=0 kind=gate layer=0 iteration=0 start=0 end=100
+  op rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 start=100 end=300
+  op rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 start=300 end=700
+  op rank=0 stream=1 kind=combine_all_to_all layer=0 iteration=0 start=600 end=800
+  op rank=0 stream=0 kind=unpermute layer=0 iteration=0 start=800 end=1000
+)";
+
+TEST(Breakdown, AllToAllIsFortyPercentAndAQuarterOfCommIsHidden) {
+  const auto b = breakdown_of("forty.db", kFortyPercent);
+  ASSERT_EQ(b.rows.size(), 1u);
+  const auto& t = row(b, 0, 0, 0, Phase::kForward).t;
+  EXPECT_EQ(t.window_ns, 1000);
+  EXPECT_EQ(t.at(A2A), 400);
+  EXPECT_DOUBLE_EQ(t.all_to_all_share(), 0.40);
+  EXPECT_EQ(t.comm_ns, 400);
+  EXPECT_EQ(t.comm_hidden_ns, 100);
+  EXPECT_EQ(t.comm_exposed_ns, 300);
+  EXPECT_DOUBLE_EQ(t.hidden_fraction(), 0.25);
+  EXPECT_EQ(t.at(Category::kExpertCompute), 400);
+  EXPECT_EQ(t.at(Category::kGating), 100);
+  EXPECT_EQ(t.at(Category::kOtherCompute), 200);
+  EXPECT_EQ(t.at(Category::kAllReduce), 0);
+  // Exclusive: all-to-all alone on [100,300) and [700,800); expert alone on [300,600).
+  EXPECT_EQ(t.exclusive_ns[static_cast<std::size_t>(A2A)], 300);
+  EXPECT_EQ(t.exclusive_ns[static_cast<std::size_t>(Category::kExpertCompute)], 300);
+  EXPECT_EQ(t.idle_ns, 0);
+  EXPECT_EQ(t.busy_ns, 1000);
+  ASSERT_EQ(b.layers.size(), 1u);
+  EXPECT_DOUBLE_EQ(b.layers[0].total.all_to_all_share(), 0.40);
+}
+
+// The same layer after 500 ns of attention (not part of the MoE layer), with
+// the unpermute 100 ns late: layer window [500, 1600) = 1100 ns with 100 ns
+// idle ([1300, 1400)); iteration window [0, 1600).
+//   a2a share of the layer     = 400 / 1100
+//   a2a share of the iteration = 400 / 1600 = 25 %
+//   MoE share of the iteration = 1100 / 1600
+TEST(Breakdown, IdleTimeAndSharesOfTheIteration) {
+  const auto b = breakdown_of("iteration.db", R"(
+    stream id=0 rank=0 role=compute
+    stream id=1 rank=0 role=comm
+    op rank=0 stream=0 kind=attention iteration=0 start=0 end=500
+    op rank=0 stream=0 kind=gate layer=0 iteration=0 start=500 end=600
+    op rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 start=600 end=800
+    op rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 start=800 end=1200
+    op rank=0 stream=1 kind=combine_all_to_all layer=0 iteration=0 start=1100 end=1300
+    op rank=0 stream=0 kind=unpermute layer=0 iteration=0 start=1400 end=1600
+  )");
+  const auto& t = row(b, 0, 0, 0, Phase::kForward).t;
+  EXPECT_EQ(t.window_ns, 1100);
+  EXPECT_EQ(t.idle_ns, 100);
+  EXPECT_DOUBLE_EQ(t.all_to_all_share(), 400.0 / 1100.0);
+  ASSERT_EQ(b.iterations.size(), 1u);
+  EXPECT_EQ(b.iterations[0].t.window_ns, 1600);
+  EXPECT_EQ(b.iterations[0].moe_layer_ns, 1100);
+  EXPECT_EQ(b.iterations[0].t.at(Category::kOtherCompute), 500 + 200);
+  EXPECT_DOUBLE_EQ(b.all_to_all_share_of_iteration(), 0.25);
+  EXPECT_DOUBLE_EQ(b.moe_share_of_iteration(), 1100.0 / 1600.0);
+  EXPECT_DOUBLE_EQ(b.all_to_all_share_of_moe(), 400.0 / 1100.0);
+}
+
+// GPU time, not the op's range: the expert op spans [300, 700) but its two
+// kernels ran on [300, 400) and [500, 700). Expert time is 300, and [400, 500)
+// is idle (nothing else runs then).
+TEST(Breakdown, AttributedKernelsReplaceTheOpRange) {
+  const auto b = breakdown_of("kernels.db", R"(
+    stream id=0 rank=0 role=compute
+    stream id=1 rank=0 role=comm
+    op id=1 rank=0 stream=0 kind=gate layer=0 iteration=0 start=0 end=100
+    op id=2 rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 start=100 end=300
+    op id=3 rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 start=300 end=700
+    kernel rank=0 stream=0 start=300 end=400 op=3 name=gemm1
+    kernel rank=0 stream=0 start=500 end=700 op=3 name=gemm2
+  )");
+  const auto& t = row(b, 0, 0, 0, Phase::kForward).t;
+  EXPECT_EQ(t.window_ns, 700);
+  EXPECT_EQ(t.at(Category::kExpertCompute), 300);
+  EXPECT_EQ(t.idle_ns, 100);
+  EXPECT_EQ(b.ranks[0].unattributed_ns, 0);
+}
+
+// Communication of layer 0 hidden by computation of another op (here the
+// attention of the same iteration on the same rank) counts as hidden.
+// dispatch [0, 200) overlaps attention [100, 300): hidden 100 of 200.
+TEST(Breakdown, HiddenByAnyComputationOnTheRank) {
+  const auto b = breakdown_of("hidden.db", R"(
+    stream id=0 rank=0 role=compute
+    stream id=1 rank=0 role=comm
+    op rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 start=0 end=200
+    op rank=0 stream=0 kind=attention iteration=0 start=100 end=300
+  )");
+  const auto& t = row(b, 0, 0, 0, Phase::kForward).t;
+  EXPECT_EQ(t.comm_ns, 200);
+  EXPECT_EQ(t.comm_hidden_ns, 100);
+  EXPECT_EQ(t.window_ns, 200);
+}
+
+// Two micro-batches of layer 0 (1F1B) with another layer's work between
+// them: the layer's window is the union of the per-micro-batch spans,
+// [0, 100) and [300, 400) = 200 ns, not the 400 ns envelope.
+TEST(Breakdown, MicroBatchWindowsAreUnited) {
+  const auto b = breakdown_of("microbatch.db", R"(
+    stream id=0 rank=0 role=compute
+    stream id=1 rank=0 role=comm
+    op rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 micro_batch=0 start=0 end=100
+    op rank=0 stream=0 kind=expert_ffn layer=1 iteration=0 micro_batch=0 start=100 end=300
+    op rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 micro_batch=1 start=300 end=400
+  )");
+  const auto& t = row(b, 0, 0, 0, Phase::kForward).t;
+  EXPECT_EQ(t.window_ns, 200);
+  EXPECT_EQ(t.at(A2A), 200);
+  EXPECT_DOUBLE_EQ(t.all_to_all_share(), 1.0);
+}
+
+// Forward and backward rows, two ranks; the per-layer summary sums them.
+// rank 0: fwd window 1000 (the 40 % layer), bwd window [2000, 3000) with a
+//         2x expert: a2a 400 of 1000 again.
+// rank 1: fwd only, a2a [0, 600) on a 600 ns window (slowest? no: 600 < 2000).
+// Layer 0 total: windows 1000 + 1000 + 600 = 2600, a2a 400 + 400 + 600 = 1400.
+// Per rank-iteration: rank 0 = 2000, rank 1 = 600 -> mean 1300, max 2000 on rank 0.
+TEST(Breakdown, LayerSummaryOverRanksAndPhases) {
+  const auto b = breakdown_of("summary.db", R"(
+    stream id=0 rank=0 role=compute
+    stream id=1 rank=0 role=comm
+    stream id=2 rank=1 role=comm
+    op rank=0 stream=0 kind=gate layer=0 iteration=0 start=0 end=100
+    op rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 start=100 end=300
+    op rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 start=300 end=700
+    op rank=0 stream=1 kind=combine_all_to_all layer=0 iteration=0 start=600 end=800
+    op rank=0 stream=0 kind=unpermute layer=0 iteration=0 start=800 end=1000
+    op rank=0 stream=1 kind=combine_all_to_all layer=0 iteration=0 phase=bwd start=2000 end=2200
+    op rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 phase=bwd start=2200 end=2800
+    op rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 phase=bwd start=2800 end=3000
+    op rank=1 stream=2 kind=dispatch_all_to_all layer=0 iteration=0 start=0 end=600
+  )");
+  ASSERT_EQ(b.layers.size(), 1u);
+  const auto& l = b.layers[0];
+  EXPECT_EQ(l.ranks, 2);
+  EXPECT_EQ(l.iterations, 1);
+  EXPECT_EQ(l.total.window_ns, 2600);
+  EXPECT_EQ(l.total.at(A2A), 1400);
+  EXPECT_EQ(l.forward.window_ns, 1600);
+  EXPECT_EQ(l.backward.window_ns, 1000);
+  EXPECT_DOUBLE_EQ(l.backward.all_to_all_share(), 0.4);
+  EXPECT_EQ(l.mean_window_ns, 1300);
+  EXPECT_EQ(l.max_window_ns, 2000);
+  EXPECT_EQ(l.slowest_rank, 0);
+}
+
+// No op ranges (e.g. a foreign trace): kernels are classified by name and
+// summed per rank. NCCL all-to-all [0, 300), GEMM [200, 1000) on another
+// stream: window 1000, a2a 300, hidden 100.
+TEST(Breakdown, WithoutOpRangesKernelsAreClassifiedByName) {
+  const auto b = breakdown_of("noops.db", R"(
+    stream id=0 rank=0 role=compute
+    stream id=1 rank=0 role=comm
+    kernel rank=0 stream=1 start=0 end=300 name=ncclDevKernel_AllToAll_RING_LL
+    kernel rank=0 stream=0 start=200 end=1000 name=sm90_gemm
+  )");
+  EXPECT_FALSE(b.has_op_ranges);
+  EXPECT_TRUE(b.rows.empty());
+  ASSERT_EQ(b.ranks.size(), 1u);
+  const auto& t = b.ranks[0].t;
+  EXPECT_EQ(t.window_ns, 1000);
+  EXPECT_EQ(t.at(A2A), 300);
+  EXPECT_EQ(t.at(Category::kOtherCompute), 800);
+  EXPECT_EQ(t.comm_hidden_ns, 100);
+  EXPECT_EQ(b.ranks[0].unattributed_ns, 1000);
+}
+
+}  // namespace
+}  // namespace moetrace::analyzer

@@ -1,0 +1,89 @@
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "moetrace/analyzer/interval.h"
+
+namespace moetrace::analyzer {
+namespace {
+
+std::vector<Interval> iv(std::initializer_list<Interval> l) { return l; }
+
+TEST(IntervalSet, UnionMergesOverlappingAndTouching) {
+  auto s = IntervalSet::from(iv({{5, 10}, {0, 3}, {3, 4}, {8, 12}, {20, 20}, {15, 14}}));
+  EXPECT_EQ(std::vector<Interval>(s.intervals().begin(), s.intervals().end()),
+            iv({{0, 4}, {5, 12}}));
+  EXPECT_EQ(s.length(), 11);
+}
+
+TEST(IntervalSet, IntersectSubtractClip) {
+  auto a = IntervalSet::from(iv({{0, 10}, {20, 30}}));
+  auto b = IntervalSet::from(iv({{5, 25}}));
+  EXPECT_EQ(a.intersect(b), IntervalSet::from(iv({{5, 10}, {20, 25}})));
+  EXPECT_EQ(a.subtract(b), IntervalSet::from(iv({{0, 5}, {25, 30}})));
+  EXPECT_EQ(b.subtract(a), IntervalSet::from(iv({{10, 20}})));
+  EXPECT_EQ(a.unite(b), IntervalSet::from(iv({{0, 30}})));
+  EXPECT_EQ(a.clip({8, 22}), IntervalSet::from(iv({{8, 10}, {20, 22}})));
+  EXPECT_EQ(a.length_within({8, 22}), 4);
+  EXPECT_TRUE(a.subtract(a).empty());
+}
+
+// Brute force on a small time domain: every unit cell covered or not.
+std::vector<bool> cells(const IntervalSet& s, int n) {
+  std::vector<bool> c(static_cast<std::size_t>(n), false);
+  for (const auto& i : s.intervals())
+    for (auto t = i.start; t < i.end; ++t) c[static_cast<std::size_t>(t)] = true;
+  return c;
+}
+
+TEST(IntervalSet, AgreesWithBruteForceOnRandomSets) {
+  std::mt19937 rng(42);
+  constexpr int kDomain = 200;
+  std::uniform_int_distribution<int> pos(0, kDomain), len(0, 30), count(0, 12);
+  auto random_set = [&](std::vector<Interval>* raw) {
+    const int n = count(rng);
+    for (int i = 0; i < n; ++i) {
+      const int s = pos(rng);
+      raw->push_back({s, std::min(kDomain, s + len(rng))});
+    }
+    return IntervalSet::from(*raw);
+  };
+  for (int trial = 0; trial < 500; ++trial) {
+    std::vector<Interval> ra, rb;
+    auto a = random_set(&ra), b = random_set(&rb);
+    std::vector<bool> ca(kDomain, false), cb(kDomain, false);
+    for (const auto& i : ra) for (auto t = i.start; t < i.end; ++t) ca[static_cast<std::size_t>(t)] = true;
+    for (const auto& i : rb) for (auto t = i.start; t < i.end; ++t) cb[static_cast<std::size_t>(t)] = true;
+    std::vector<bool> u(kDomain), x(kDomain), d(kDomain);
+    for (std::size_t t = 0; t < kDomain; ++t) {
+      u[t] = ca[t] || cb[t];
+      x[t] = ca[t] && cb[t];
+      d[t] = ca[t] && !cb[t];
+    }
+    ASSERT_EQ(cells(a, kDomain), ca);
+    ASSERT_EQ(cells(a.unite(b), kDomain), u);
+    ASSERT_EQ(cells(a.intersect(b), kDomain), x);
+    ASSERT_EQ(cells(a.subtract(b), kDomain), d);
+    // Sets stay sorted and disjoint with gaps between neighbours.
+    for (const auto& s : {a.unite(b), a.intersect(b), a.subtract(b)}) {
+      const auto v = s.intervals();
+      for (std::size_t i = 1; i < v.size(); ++i) ASSERT_LT(v[i - 1].end, v[i].start);
+    }
+  }
+}
+
+TEST(Coverage, SweepGivesUnionsExclusiveTimeAndOverlap) {
+  // label 0: [0,10) [5,15) -> union 15; label 1: [10,20); label 2: [30,40)
+  auto c = Coverage::sweep({{0, 10, 0}, {5, 15, 0}, {10, 20, 1}, {30, 40, 2}});
+  EXPECT_EQ(c.active(0), 15);
+  EXPECT_EQ(c.active(1), 10);
+  EXPECT_EQ(c.active(2), 10);
+  EXPECT_EQ(c.exclusive(0), 10);  // [0,10)
+  EXPECT_EQ(c.exclusive(1), 5);   // [15,20)
+  EXPECT_EQ(c.overlap(1u << 0, 1u << 1), 5);  // [10,15)
+  EXPECT_EQ(c.time_with_mask(0b011), 5);
+  EXPECT_EQ(c.any(~0u), 30);
+}
+
+}  // namespace
+}  // namespace moetrace::analyzer

@@ -1,0 +1,131 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "moetrace/analyzer/trace.h"
+#include "moetrace/instrument/trace_writer.h"
+#include "moetrace/schema/error.h"
+#include "moetrace/schema/sqlite.h"
+#include "text_trace.h"
+
+namespace moetrace::analyzer {
+namespace {
+
+std::string error_of(const std::string& path) {
+  try {
+    load_trace(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(TraceLoader, SortsActivitiesAndOpsPerTrack) {
+  const auto path = testing::temp_path("tracks.db");
+  testing::write_text_trace(path, R"(
+    stream id=5 rank=1 role=compute
+    stream id=2 rank=0 role=comm
+    stream id=1 rank=0 role=compute
+    kernel rank=1 stream=5 start=300 end=400
+    kernel rank=0 stream=1 start=200 end=250
+    kernel rank=0 stream=1 start=100 end=150
+    op id=7 rank=0 stream=2 kind=combine_all_to_all start=50 end=60
+    op id=3 rank=0 stream=2 kind=dispatch_all_to_all start=10 end=20
+  )");
+  const auto t = load_trace(path);
+  ASSERT_EQ(t.streams.size(), 3u);
+  // Streams ordered by (rank, id).
+  EXPECT_EQ(t.streams[0].id, StreamId(1));
+  EXPECT_EQ(t.streams[1].id, StreamId(2));
+  EXPECT_EQ(t.streams[2].id, StreamId(5));
+  EXPECT_EQ(t.stream_index(StreamId(5)), 2);
+  EXPECT_EQ(t.stream_index(StreamId(9)), -1);
+  auto k0 = t.track_activities(0);
+  ASSERT_EQ(k0.size(), 2u);
+  EXPECT_EQ(k0[0].start_ns, 100);
+  EXPECT_EQ(k0[1].start_ns, 200);
+  EXPECT_EQ(t.track_activities(1).size(), 0u);
+  EXPECT_EQ(t.track_activities(2).size(), 1u);
+  auto ops = t.track_ops(1);
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0].id, OpId(3));
+  EXPECT_EQ(ops[1].id, OpId(7));
+  EXPECT_EQ(t.event_count(), 5);
+}
+
+TEST(TraceLoader, MissingFile) {
+  EXPECT_EQ(error_of("/nonexistent/x.db"), "/nonexistent/x.db: no such file");
+}
+
+TEST(TraceLoader, NotSqlite) {
+  const auto path = testing::temp_path("text.db");
+  std::ofstream(path) << "this is not a database, it is a long enough line of text\n";
+  EXPECT_EQ(error_of(path), path + ": not a SQLite database, so not a moetrace trace");
+}
+
+TEST(TraceLoader, ForeignSqlite) {
+  const auto path = testing::temp_path("foreign.db");
+  std::filesystem::remove(path);
+  {
+    sqlite::Database db(path, sqlite::Database::Mode::kCreate);
+    db.exec("CREATE TABLE t (x)");
+  }
+  EXPECT_EQ(error_of(path), path + ": a SQLite database but not a moetrace trace");
+}
+
+TEST(TraceLoader, NsightExportIsNamed) {
+  const std::string path = std::string(MOETRACE_SHARED_DATA) + "/external/nsys/nsys-ai-mock.sqlite";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "shared data absent: " << path;
+  EXPECT_EQ(error_of(path), path + ": an Nsight Systems export, not a moetrace trace");
+}
+
+TEST(TraceLoader, NewerSchema) {
+  const auto path = testing::temp_path("newer.db");
+  testing::write_text_trace(path, "kernel rank=0 stream=0 start=0 end=1\n");
+  {
+    sqlite::Database db(path, sqlite::Database::Mode::kReadWrite);
+    db.exec("PRAGMA user_version=2");
+  }
+  EXPECT_EQ(error_of(path),
+            path + ": trace schema version 2 is newer than this moetrace reads (up to 1); upgrade moetrace");
+}
+
+TEST(TraceLoader, EmptyTrace) {
+  const auto path = testing::temp_path("empty.db");
+  testing::write_text_trace(path, "");
+  EXPECT_EQ(error_of(path), path +
+                                ": the trace holds no events (was the run empty, or killed before "
+                                "its first flush?)");
+}
+
+TEST(TraceLoader, TruncatedTrace) {
+  const auto path = testing::temp_path("truncated.db");
+  {
+    instrument::RunRecord run;
+    run.backend = "test";
+    instrument::TraceWriter w(path, run);
+    for (int i = 0; i < 20000; ++i) {
+      instrument::KernelRecord k;
+      k.rank = RankId(0);
+      k.stream = StreamId(0);
+      k.start_ns = i * 10;
+      k.end_ns = i * 10 + 5;
+      k.name = w.intern("kernel");
+      w.add(k);
+    }
+  }
+  const auto size = std::filesystem::file_size(path);
+  std::filesystem::resize_file(path, size / 2);
+  const auto msg = error_of(path);
+  EXPECT_EQ(msg.rfind(path + ": the file is damaged or truncated", 0), 0u) << msg;
+}
+
+TEST(TraceLoader, ReversedIntervalIsDamage) {
+  const auto path = testing::temp_path("reversed.db");
+  testing::write_text_trace(path, "kernel rank=0 stream=0 start=10 end=5\n");
+  EXPECT_EQ(error_of(path), path + ": kernels has an event that ends before it starts (10 > 5 ns); damaged trace");
+}
+
+}  // namespace
+}  // namespace moetrace::analyzer

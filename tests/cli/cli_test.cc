@@ -1,0 +1,133 @@
+// The CLI on bad input: one clear line on stderr naming the file and the
+// problem, nothing on stdout, a non-zero exit; never a crash.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "moetrace/schema/sqlite.h"
+#include "text_trace.h"
+
+namespace moetrace {
+namespace {
+
+struct Result {
+  int exit_code;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+Result run_cli(const std::string& args) {
+  const auto out = testing::temp_path("cli.out"), err = testing::temp_path("cli.err");
+  const auto cmd = std::string(MOETRACE_CLI) + " " + args + " >" + out + " 2>" + err;
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(out), slurp(err)};
+}
+
+class CliErrors : public ::testing::TestWithParam<std::string> {};
+
+void expect_one_line_error(const Result& r, const std::string& line, int code = 1) {
+  EXPECT_EQ(r.exit_code, code);
+  EXPECT_EQ(r.err, "moetrace: " + line + "\n");
+  EXPECT_EQ(r.out, "");
+}
+
+TEST_P(CliErrors, MissingFile) {
+  expect_one_line_error(run_cli(GetParam() + " /nonexistent/run.db"),
+                        "/nonexistent/run.db: no such file");
+}
+
+TEST_P(CliErrors, NotASqliteFile) {
+  const auto path = testing::temp_path("notes.txt");
+  std::ofstream(path) << "just some text that is clearly not a SQLite database\n";
+  expect_one_line_error(run_cli(GetParam() + " " + path),
+                        path + ": not a SQLite database, so not a moetrace trace");
+}
+
+TEST_P(CliErrors, SqliteButNotATrace) {
+  const auto path = testing::temp_path("other.sqlite");
+  std::filesystem::remove(path);
+  { sqlite::Database(path, sqlite::Database::Mode::kCreate).exec("CREATE TABLE x (a)"); }
+  expect_one_line_error(run_cli(GetParam() + " " + path),
+                        path + ": a SQLite database but not a moetrace trace");
+}
+
+TEST_P(CliErrors, NewerSchemaVersion) {
+  const auto path = testing::temp_path("future.db");
+  testing::write_text_trace(path, "kernel rank=0 stream=0 start=0 end=1\n");
+  { sqlite::Database(path, sqlite::Database::Mode::kReadWrite).exec("PRAGMA user_version=7"); }
+  expect_one_line_error(
+      run_cli(GetParam() + " " + path),
+      path + ": trace schema version 7 is newer than this moetrace reads (up to 1); upgrade moetrace");
+}
+
+TEST_P(CliErrors, EmptyTrace) {
+  const auto path = testing::temp_path("nothing.db");
+  testing::write_text_trace(path, "");
+  expect_one_line_error(
+      run_cli(GetParam() + " " + path),
+      path + ": the trace holds no events (was the run empty, or killed before its first flush?)");
+}
+
+TEST_P(CliErrors, Directory) {
+  const auto dir = testing::temp_path("a-directory");
+  std::filesystem::create_directories(dir);
+  expect_one_line_error(run_cli(GetParam() + " " + dir), dir + ": is a directory, not a trace file");
+}
+
+INSTANTIATE_TEST_SUITE_P(InfoAndReport, CliErrors, ::testing::Values("info", "report"));
+
+TEST(Cli, UsageErrorsExitTwo) {
+  EXPECT_EQ(run_cli("").exit_code, 2);
+  EXPECT_EQ(run_cli("frobnicate").exit_code, 2);
+  const auto r = run_cli("report x.db --format yaml");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--format"), std::string::npos) << r.err;
+}
+
+TEST(Cli, HelpListsTheSubcommands) {
+  const auto r = run_cli("--help");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* sub : {"info", "report", "synth"})
+    EXPECT_NE(r.out.find(sub), std::string::npos) << sub;
+}
+
+TEST(Cli, ReportJsonAndText) {
+  const auto path = testing::temp_path("ok.db");
+  testing::write_text_trace(path, R"(
+    stream id=0 rank=0 role=compute
+    stream id=1 rank=0 role=comm
+    op rank=0 stream=0 kind=gate layer=0 iteration=0 start=0 end=100
+    op rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 start=100 end=300
+    op rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 start=300 end=700
+    op rank=0 stream=1 kind=combine_all_to_all layer=0 iteration=0 start=600 end=800
+    op rank=0 stream=0 kind=unpermute layer=0 iteration=0 start=800 end=1000
+  )");
+  auto r = run_cli("report " + path + " --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"all_to_all_share\": 0.4"), std::string::npos);
+  r = run_cli("report " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("all-to-all: 40.0% of MoE-layer time"), std::string::npos) << r.out;
+  r = run_cli("info " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("op_ranges"), std::string::npos) << r.out;
+}
+
+TEST(Cli, SynthRejectsImpossibleConfigNamingTheField) {
+  const auto r = run_cli("synth " + testing::temp_path("bad.db") + " --chunks 0");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "moetrace: invalid configuration: chunks (0) must be at least 1\n");
+}
+
+}  // namespace
+}  // namespace moetrace

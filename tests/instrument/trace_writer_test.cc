@@ -1,0 +1,222 @@
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <thread>
+
+#include "moetrace/analyzer/trace.h"
+#include "moetrace/instrument/trace_writer.h"
+#include "moetrace/schema/error.h"
+#include "moetrace/schema/sqlite.h"
+#include "moetrace/schema/trace_file.h"
+#include "text_trace.h"
+
+namespace moetrace {
+namespace {
+
+using instrument::TraceWriter;
+
+instrument::RunRecord test_run(int world = 1) {
+  instrument::RunRecord r;
+  r.backend = "test";
+  r.world_size = world;
+  return r;
+}
+
+instrument::KernelRecord kernel(TraceWriter& w, int rank, std::int64_t start, std::int64_t corr) {
+  instrument::KernelRecord k;
+  k.rank = RankId(rank);
+  k.stream = StreamId(rank);
+  k.start_ns = start;
+  k.end_ns = start + 10;
+  k.name = w.intern("k" + std::to_string(corr % 7));
+  k.correlation_id = corr;
+  return k;
+}
+
+std::int64_t count_rows(const std::string& path, const std::string& table) {
+  sqlite::Database db(path, sqlite::Database::Mode::kReadOnly);
+  return db.query_int("SELECT count(*) FROM " + table).value_or(-1);
+}
+
+TEST(TraceWriter, CreatesAVersionedTraceThatReadersAccept) {
+  const auto path = testing::temp_path("versioned.db");
+  {
+    TraceWriter w(path, test_run());
+    w.add(kernel(w, 0, 100, 1));
+  }
+  auto db = schema::open_trace(path);  // throws if not a v1 moetrace trace
+  EXPECT_EQ(db.pragma_int("application_id"), schema::kApplicationId);
+  EXPECT_EQ(db.pragma_int("user_version"), 1);
+  // Closed traces are single files with indexes and the finalized mark.
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = "
+                         "'kernels_by_correlation'"),
+            1);
+  auto st = db.prepare("SELECT value FROM meta WHERE key = 'finalized'");
+  ASSERT_TRUE(st.step());
+  EXPECT_EQ(st.text(0), "1");
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM op_kinds"),
+            static_cast<std::int64_t>(all_op_kinds().size()));
+}
+
+TEST(TraceWriter, RoundTripsEveryRecordType) {
+  const auto path = testing::temp_path("roundtrip.db");
+  testing::write_text_trace(path, R"(
+    run world_size=2 backend=sim variant=pipemoe simulated=1
+    stream id=0 rank=0 role=compute
+    stream id=1 rank=0 role=comm
+    stream id=2 rank=1 role=compute
+    op id=10 rank=0 stream=0 kind=expert_ffn layer=3 iteration=2 micro_batch=1 chunk=0 phase=bwd start=100 end=400
+    op id=11 rank=0 stream=1 kind=dispatch_all_to_all layer=3 iteration=2 chunk=1 start=0 end=90 bytes=4096 peer=1
+    kernel rank=0 stream=0 start=120 end=380 name=gemm corr=5 op=10
+    memcpy rank=1 stream=2 start=10 end=20 bytes=64 copy_kind=2 corr=6
+    api rank=0 thread=7 start=90 end=95 name=cudaLaunchKernel corr=5
+    alloc rank=0 ts=1 address=4096 bytes=1024 buffer=3
+    free rank=0 ts=500 address=4096 bytes=1024 buffer=3
+    buffer id=3 rank=0 tag=T_DI bytes=1024 layer=3 chunk=1 alloc=1 free=500
+    use op=10 buffer=3 access=rw
+    load iteration=2 layer=3 src=1 expert=5 tokens=77
+    place iteration=2 layer=3 expert=5 rank=1 role=replica
+    dep op=10 on=11
+  )");
+  const auto t = analyzer::load_trace(path);
+  EXPECT_EQ(t.run.backend, "sim");
+  EXPECT_EQ(t.run.variant, "pipemoe");
+  EXPECT_TRUE(t.run.simulated);
+  EXPECT_EQ(t.run.world_size, 2);
+  EXPECT_EQ(t.run.start_ns, 0);
+  EXPECT_EQ(t.run.end_ns, 500);
+  ASSERT_EQ(t.streams.size(), 3u);
+  ASSERT_EQ(t.ops.size(), 2u);
+  const auto& op = t.ops[static_cast<std::size_t>(t.op_index(OpId(10)))];
+  EXPECT_EQ(op.kind, OpKind::kExpertFfn);
+  EXPECT_EQ(op.layer, 3);
+  EXPECT_EQ(op.iteration, 2);
+  EXPECT_EQ(op.micro_batch, 1);
+  EXPECT_EQ(op.chunk, 0);
+  EXPECT_EQ(op.phase, Phase::kBackward);
+  EXPECT_EQ(op.start_ns, 100);
+  EXPECT_EQ(op.end_ns, 400);
+  const auto& a2a = t.ops[static_cast<std::size_t>(t.op_index(OpId(11)))];
+  EXPECT_EQ(a2a.bytes, 4096);
+  EXPECT_EQ(a2a.peer, RankId(1));
+  ASSERT_EQ(t.activities.size(), 2u);
+  const analyzer::Activity* k = nullptr;
+  for (const auto& a : t.activities)
+    if (a.type == analyzer::ActivityType::kKernel) k = &a;
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(t.str(k->name), "gemm");
+  EXPECT_EQ(k->op, t.op_index(OpId(10)));
+  ASSERT_NE(t.api_call(5), nullptr);
+  EXPECT_EQ(t.str(t.api_call(5)->name), "cudaLaunchKernel");
+  EXPECT_EQ(t.api_call(5)->thread_id, 7);
+  ASSERT_EQ(t.memory_events.size(), 2u);
+  EXPECT_TRUE(t.memory_events[0].alloc);
+  EXPECT_FALSE(t.memory_events[1].alloc);
+  ASSERT_EQ(t.buffers.size(), 1u);
+  EXPECT_EQ(t.buffers[0].tag, "T_DI");
+  ASSERT_EQ(t.op_buffers.size(), 1u);
+  EXPECT_EQ(t.op_buffers[0].access, schema::Access::kReadWrite);
+  ASSERT_EQ(t.expert_load.size(), 1u);
+  EXPECT_EQ(t.expert_load[0].tokens, 77);
+  ASSERT_EQ(t.placements.size(), 1u);
+  EXPECT_EQ(t.placements[0].role, "replica");
+  ASSERT_EQ(t.op_deps.size(), 1u);
+  EXPECT_EQ(t.op_deps[0].dep, OpId(11));
+}
+
+TEST(TraceWriter, ManyThreadsWriteEverythingOnce) {
+  const auto path = testing::temp_path("threads.db");
+  constexpr int kThreads = 4, kPerThread = 25'000;
+  {
+    instrument::WriterOptions o;
+    o.flush_rows = 10'000;  // force many concurrent flushes
+    TraceWriter w(path, test_run(kThreads), o);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+      threads.emplace_back([&w, t] {
+        for (int i = 0; i < kPerThread; ++i) w.add(kernel(w, t, i * 20, t * kPerThread + i + 1));
+      });
+    for (auto& th : threads) th.join();
+    w.close();
+    EXPECT_GT(w.stats().flushes, 1);
+  }
+  EXPECT_EQ(count_rows(path, "kernels"), kThreads * kPerThread);
+  // Interned once each, whichever thread came first.
+  EXPECT_EQ(count_rows(path, "strings"), 7);
+  sqlite::Database db(path, sqlite::Database::Mode::kReadOnly);
+  EXPECT_EQ(db.query_int("SELECT count(DISTINCT correlation_id) FROM kernels"), kThreads * kPerThread);
+}
+
+TEST(TraceWriter, PeriodicFlushMakesRowsVisibleBeforeClose) {
+  const auto path = testing::temp_path("periodic.db");
+  instrument::WriterOptions o;
+  o.flush_interval = std::chrono::milliseconds(20);
+  TraceWriter w(path, test_run(), o);
+  for (int i = 0; i < 100; ++i) w.add(kernel(w, 0, i * 20, i + 1));
+  std::int64_t seen = 0;
+  for (int tries = 0; tries < 200 && seen < 100; ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    seen = count_rows(path, "kernels");
+  }
+  EXPECT_EQ(seen, 100);
+  w.close();
+}
+
+// A process killed with SIGKILL leaves a valid trace holding everything up to
+// its last flush, and nothing after it.
+TEST(TraceWriter, SigkillLeavesValidTraceUpToLastFlush) {
+  const auto path = testing::temp_path("killed.db");
+  constexpr int kFlushed = 5000, kUnflushed = 3000;
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    instrument::WriterOptions o;
+    o.flush_interval = std::chrono::hours(1);  // only the explicit flush below
+    o.flush_rows = 1u << 30;
+    TraceWriter w(path, test_run(), o);
+    for (int i = 0; i < kFlushed; ++i) w.add(kernel(w, 0, i * 20, i + 1));
+    w.flush();
+    for (int i = 0; i < kUnflushed; ++i) w.add(kernel(w, 0, 1'000'000 + i * 20, kFlushed + i + 1));
+    raise(SIGKILL);
+    _exit(0);  // not reached
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  ASSERT_EQ(WTERMSIG(status), SIGKILL);
+
+  auto db = schema::open_trace(path);
+  auto check = db.prepare("PRAGMA integrity_check");
+  ASSERT_TRUE(check.step());
+  EXPECT_EQ(check.text(0), "ok");
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM kernels"), kFlushed);
+  EXPECT_EQ(db.query_int("SELECT max(correlation_id) FROM kernels"), kFlushed);
+  // The analyzer reads it, and says it was not finalized.
+  const auto t = analyzer::load_trace(path);
+  EXPECT_FALSE(t.run.finalized);
+  EXPECT_EQ(t.activities.size(), static_cast<std::size_t>(kFlushed));
+}
+
+TEST(TraceWriter, RefusesToOverwriteWhenAsked) {
+  const auto path = testing::temp_path("keep.db");
+  { TraceWriter w(path, test_run()); }
+  instrument::WriterOptions o;
+  o.overwrite = false;
+  EXPECT_THROW(TraceWriter(path, test_run(), o), Error);
+}
+
+TEST(TraceWriter, RecordsDroppedRecords) {
+  const auto path = testing::temp_path("dropped.db");
+  {
+    TraceWriter w(path, test_run());
+    w.add(kernel(w, 0, 0, 1));
+    w.add_dropped_records(12);
+    w.add_dropped_records(30);
+  }
+  EXPECT_EQ(analyzer::load_trace(path).run.dropped_records, 42);
+}
+
+}  // namespace
+}  // namespace moetrace

@@ -1,0 +1,207 @@
+#include "text_trace.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+#include "moetrace/instrument/trace_writer.h"
+
+namespace moetrace::testing {
+namespace {
+
+using Fields = std::map<std::string, std::string>;
+
+struct Line {
+  std::string type;
+  Fields fields;
+  int number;
+
+  std::string take(const std::string& key, const std::string& dflt = "\x01") {
+    auto it = fields.find(key);
+    if (it == fields.end()) {
+      if (dflt == "\x01")
+        throw std::runtime_error("text trace line " + std::to_string(number) + ": missing " + key);
+      return dflt;
+    }
+    auto v = it->second;
+    fields.erase(it);
+    return v;
+  }
+  std::int64_t num(const std::string& key, std::int64_t dflt = INT64_MIN) {
+    auto v = take(key, dflt == INT64_MIN ? "\x01" : std::to_string(dflt));
+    return std::stoll(v, nullptr, 0);
+  }
+  void done() const {
+    if (!fields.empty())
+      throw std::runtime_error("text trace line " + std::to_string(number) + ": unknown key " +
+                               fields.begin()->first);
+  }
+};
+
+}  // namespace
+
+std::string temp_path(std::string_view name) {
+  static const auto dir = [] {
+    auto d = std::filesystem::temp_directory_path() / ("moetrace-test-" + std::to_string(getpid()));
+    std::filesystem::create_directories(d);
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(std::filesystem::temp_directory_path() /
+                                      ("moetrace-test-" + std::to_string(getpid())),
+                                  ec);
+    });
+    return d;
+  }();
+  return (dir / std::string(name)).string();
+}
+
+void write_text_trace(const std::string& path, std::string_view text) {
+  std::vector<Line> lines;
+  std::istringstream in{std::string(text)};
+  std::string raw;
+  int number = 0;
+  instrument::RunRecord run;
+  run.backend = "test";
+  while (std::getline(in, raw)) {
+    ++number;
+    if (auto hash = raw.find('#'); hash != std::string::npos) raw.resize(hash);
+    std::istringstream words(raw);
+    Line line{{}, {}, number};
+    if (!(words >> line.type)) continue;
+    std::string kv;
+    while (words >> kv) {
+      auto eq = kv.find('=');
+      if (eq == std::string::npos)
+        throw std::runtime_error("text trace line " + std::to_string(number) + ": expected key=value, got " + kv);
+      line.fields[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    if (line.type == "run") {
+      run.world_size = static_cast<int>(line.num("world_size", 1));
+      run.backend = line.take("backend", "test");
+      run.variant = line.take("variant", "");
+      run.name = line.take("name", "");
+      run.simulated = line.num("simulated", 0) != 0;
+      line.done();
+    } else {
+      lines.push_back(std::move(line));
+    }
+  }
+  instrument::TraceWriter w(path, run, {});
+  for (auto& l : lines) {
+    if (l.type == "stream") {
+      instrument::StreamRecord s;
+      s.id = StreamId(static_cast<std::int32_t>(l.num("id")));
+      s.rank = RankId(static_cast<std::int32_t>(l.num("rank")));
+      s.device = DeviceId(static_cast<std::int32_t>(l.num("device", s.rank.value)));
+      s.role = l.take("role", "compute");
+      s.name = l.take("name", s.role);
+      w.add(s);
+    } else if (l.type == "op") {
+      instrument::OpRangeRecord op;
+      op.id = OpId(l.num("id", -1));
+      op.rank = RankId(static_cast<std::int32_t>(l.num("rank")));
+      op.stream = StreamId(static_cast<std::int32_t>(l.num("stream")));
+      const auto kind = l.take("kind");
+      auto k = parse_op_kind(kind);
+      if (!k) throw std::runtime_error("text trace line " + std::to_string(l.number) + ": unknown op kind " + kind);
+      op.kind = *k;
+      op.name = w.intern(l.take("name", kind));
+      op.layer = static_cast<std::int32_t>(l.num("layer", -1));
+      op.iteration = static_cast<std::int32_t>(l.num("iteration", -1));
+      op.micro_batch = static_cast<std::int32_t>(l.num("micro_batch", -1));
+      op.chunk = static_cast<std::int32_t>(l.num("chunk", -1));
+      auto phase = parse_phase(l.take("phase", "fwd"));
+      if (!phase) throw std::runtime_error("text trace line " + std::to_string(l.number) + ": bad phase");
+      op.phase = *phase;
+      op.start_ns = l.num("start");
+      op.end_ns = l.num("end");
+      op.bytes = l.num("bytes", -1);
+      op.peer = RankId(static_cast<std::int32_t>(l.num("peer", -1)));
+      w.add(op);
+    } else if (l.type == "kernel") {
+      instrument::KernelRecord k;
+      k.rank = RankId(static_cast<std::int32_t>(l.num("rank")));
+      k.stream = StreamId(static_cast<std::int32_t>(l.num("stream")));
+      k.start_ns = l.num("start");
+      k.end_ns = l.num("end");
+      k.name = w.intern(l.take("name", "kernel"));
+      k.correlation_id = l.num("corr", 0);
+      k.op = OpId(l.num("op", -1));
+      w.add(k);
+    } else if (l.type == "memcpy") {
+      instrument::MemcpyRecord m;
+      m.rank = RankId(static_cast<std::int32_t>(l.num("rank")));
+      m.stream = StreamId(static_cast<std::int32_t>(l.num("stream")));
+      m.start_ns = l.num("start");
+      m.end_ns = l.num("end");
+      m.bytes = l.num("bytes", 0);
+      m.copy_kind = static_cast<schema::CopyKind>(l.num("copy_kind", 8));
+      m.correlation_id = l.num("corr", 0);
+      m.op = OpId(l.num("op", -1));
+      w.add(m);
+    } else if (l.type == "api") {
+      instrument::ApiCallRecord a;
+      a.rank = RankId(static_cast<std::int32_t>(l.num("rank")));
+      a.thread_id = l.num("thread", 1);
+      a.start_ns = l.num("start");
+      a.end_ns = l.num("end");
+      a.name = w.intern(l.take("name", "cudaLaunchKernel"));
+      a.correlation_id = l.num("corr");
+      w.add(a);
+    } else if (l.type == "alloc" || l.type == "free") {
+      instrument::MemoryEventRecord e;
+      e.rank = RankId(static_cast<std::int32_t>(l.num("rank")));
+      e.ts_ns = l.num("ts");
+      e.alloc = l.type == "alloc";
+      e.address = static_cast<std::uint64_t>(l.num("address"));
+      e.bytes = l.num("bytes");
+      e.buffer = BufferId(l.num("buffer", -1));
+      w.add(e);
+    } else if (l.type == "buffer") {
+      instrument::BufferRecord b;
+      b.id = BufferId(l.num("id"));
+      b.rank = RankId(static_cast<std::int32_t>(l.num("rank")));
+      b.tag = l.take("tag");
+      b.bytes = l.num("bytes");
+      b.layer = static_cast<std::int32_t>(l.num("layer", -1));
+      b.chunk = static_cast<std::int32_t>(l.num("chunk", -1));
+      b.alloc_ns = l.num("alloc", -1);
+      b.free_ns = l.num("free", -1);
+      w.add(b);
+    } else if (l.type == "use") {
+      instrument::OpBufferRecord u;
+      u.op = OpId(l.num("op"));
+      u.buffer = BufferId(l.num("buffer"));
+      const auto access = l.take("access", "r");
+      u.access = access == "w" ? schema::Access::kWrite
+                 : access == "rw" ? schema::Access::kReadWrite
+                                  : schema::Access::kRead;
+      w.add(u);
+    } else if (l.type == "load") {
+      w.add(instrument::ExpertLoadRecord{static_cast<std::int32_t>(l.num("iteration")),
+                                         static_cast<std::int32_t>(l.num("layer")),
+                                         static_cast<std::int32_t>(l.num("src")),
+                                         static_cast<std::int32_t>(l.num("expert")), l.num("tokens")});
+    } else if (l.type == "place") {
+      instrument::ExpertPlacementRecord p;
+      p.iteration = static_cast<std::int32_t>(l.num("iteration"));
+      p.layer = static_cast<std::int32_t>(l.num("layer"));
+      p.expert = static_cast<std::int32_t>(l.num("expert"));
+      p.rank = static_cast<std::int32_t>(l.num("rank"));
+      p.role = l.take("role", "home");
+      w.add(p);
+    } else if (l.type == "dep") {
+      w.add(instrument::OpDepRecord{OpId(l.num("op")), OpId(l.num("on"))});
+    } else {
+      throw std::runtime_error("text trace line " + std::to_string(l.number) + ": unknown record " + l.type);
+    }
+    l.done();
+  }
+  w.close();
+}
+
+}  // namespace moetrace::testing

@@ -1,0 +1,30 @@
+// Small traces described as text, for golden tests. One record per line:
+//
+//   run    world_size=2 backend=test variant=dpmoe
+//   stream id=0 rank=0 role=compute
+//   op     id=1 rank=0 stream=0 kind=gate layer=0 iteration=0 phase=fwd start=0 end=100
+//   kernel rank=0 stream=0 start=0 end=50 name=gemm corr=7 op=1
+//   memcpy rank=0 stream=2 start=0 end=50 bytes=4096 copy_kind=2
+//   api    rank=0 thread=1 start=0 end=5 name=cudaLaunchKernel corr=7
+//   alloc  rank=0 ts=0 address=4096 bytes=1024      (free: same keys)
+//   buffer id=1 rank=0 tag=T_DI bytes=1024 layer=0 alloc=0 free=500
+//   use    op=1 buffer=1 access=rw
+//   load   iteration=0 layer=0 src=0 expert=1 tokens=30
+//   place  iteration=0 layer=0 expert=1 rank=0 role=home
+//   dep    op=2 on=1
+//
+// '#' starts a comment. Unknown record types or keys throw, so a typo in a
+// fixture fails the test instead of silently changing it.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace moetrace::testing {
+
+void write_text_trace(const std::string& path, std::string_view text);
+
+// A fresh path in the test's temporary directory (removed with it).
+std::string temp_path(std::string_view name);
+
+}  // namespace moetrace::testing
