@@ -79,13 +79,16 @@ void describe_activity(Writer& w, const TimelineModel& m, std::uint32_t i) {
     if (a.duration() > 0)
       w.add("Bandwidth", format_bytes(static_cast<double>(a.bytes) * 1e9 / static_cast<double>(a.duration())) + "/s");
   } else {
-    if (a.grid[0] >= 0)
-      w.add("Grid", std::to_string(a.grid[0]) + " x " + std::to_string(a.grid[1]) + " x " + std::to_string(a.grid[2]));
-    if (a.block[0] >= 0)
-      w.add("Block",
-            std::to_string(a.block[0]) + " x " + std::to_string(a.block[1]) + " x " + std::to_string(a.block[2]));
-    if (a.registers >= 0) w.add("Registers / thread", std::to_string(a.registers));
-    if (a.shared_bytes >= 0) w.add("Shared memory", format_bytes(a.shared_bytes));
+    if (const auto* lc = t.launch_config(a)) {
+      if (lc->grid[0] >= 0)
+        w.add("Grid", std::to_string(lc->grid[0]) + " x " + std::to_string(lc->grid[1]) + " x " +
+                          std::to_string(lc->grid[2]));
+      if (lc->block[0] >= 0)
+        w.add("Block", std::to_string(lc->block[0]) + " x " + std::to_string(lc->block[1]) + " x " +
+                           std::to_string(lc->block[2]));
+      if (lc->registers >= 0) w.add("Registers / thread", std::to_string(lc->registers));
+      if (lc->shared_bytes >= 0) w.add("Shared memory", format_bytes(lc->shared_bytes));
+    }
   }
   if (a.op >= 0 && static_cast<std::size_t>(a.op) < t.ops.size()) {
     const auto& o = t.ops[static_cast<std::size_t>(a.op)];
