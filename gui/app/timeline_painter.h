@@ -5,9 +5,14 @@
 #pragma once
 
 #include <QColor>
+#include <QImage>
+#include <QPen>
 #include <QPainter>
 #include <QRect>
+#include <QStaticText>
 #include <array>
+#include <string>
+#include <unordered_map>
 
 #include "moetrace/gui/draw_list.h"
 #include "moetrace/gui/timeline_model.h"
@@ -25,17 +30,35 @@ struct PaintInput {
   QRect canvas;         // widget pixels of the event area
 };
 
+// Laid-out text by content: names repeat from frame to frame, and drawing
+// a QStaticText skips the shaping that dominates drawText.
+class TextCache {
+ public:
+  const QStaticText& get(const std::string& text, int max_chars, const QFont& font);
+  const QStaticText& get(const QString& text, const QFont& font);
+
+ private:
+  static constexpr std::size_t kMaxEntries = 8192;
+  std::unordered_map<std::string, QStaticText> cache_;
+};
+
 class TimelinePainter {
  public:
   TimelinePainter();
-  // Backgrounds of the visible rows and the list's contents, clipped to the canvas.
-  void paint(QPainter& p, const PaintInput& in) const;
+  // The whole canvas: backgrounds of the visible rows (white below the last
+  // one) and the list's contents.
+  void paint(QPainter& p, const PaintInput& in);
+  TextCache& text_cache() { return text_; }
 
  private:
   struct ClassColours {
-    QColor fill, folded, edge, text;
+    QRgb fill = 0, folded = 0, edge = 0;
   };
   std::array<ClassColours, kNumColourClasses> colours_;
+  std::array<QPen, kNumColourClasses> text_pens_;
+  QRgb memory_ = 0, memory_band_ = 0;
+  QImage layer_;  // the canvas, rasterized here and drawn in one blit
+  TextCache text_;
 };
 
 }  // namespace moetrace::gui

@@ -78,6 +78,7 @@ void TimelineView::set_model(std::shared_ptr<const TimelineModel> model) {
 }
 
 void TimelineView::relayout() {
+  ++layout_generation_;
   layout_ = model_ ? std::make_shared<const RowLayout>(RowLayout::compute(*model_, collapsed_))
                    : std::make_shared<const RowLayout>();
   update_scrollbar();
@@ -287,9 +288,9 @@ void TimelineView::paintEvent(QPaintEvent*) {
   QElapsedTimer timer;
   timer.start();
   QPainter p(this);
-  p.fillRect(rect(), QColor(0xFF, 0xFF, 0xFF));
   const QRect canvas = canvas_rect();
   if (!model_) {
+    p.fillRect(rect(), QColor(0xFF, 0xFF, 0xFF));
     p.setPen(QColor(0x60, 0x60, 0x60));
     p.drawText(rect(), Qt::AlignCenter, tr("No trace"));
     return;
@@ -364,6 +365,21 @@ void TimelineView::paint_overlays(QPainter& p, const QRect& canvas) {
 }
 
 void TimelineView::paint_gutter(QPainter& p, const QRect& canvas) {
+  const GutterKey key{scroll_y_, canvas.height(), layout_generation_};
+  const qreal dpr = devicePixelRatioF();
+  if (!(key == gutter_key_) || gutter_cache_.isNull() || gutter_cache_.devicePixelRatio() != dpr) {
+    gutter_cache_ = QPixmap(QSize(kGutterWidth, canvas.height()) * dpr);
+    gutter_cache_.setDevicePixelRatio(dpr);
+    QPainter gp(&gutter_cache_);
+    gp.setFont(p.font());
+    gp.translate(0, -canvas.top());
+    render_gutter(gp, canvas);
+    gutter_key_ = key;
+  }
+  p.drawPixmap(0, canvas.top(), gutter_cache_);
+}
+
+void TimelineView::render_gutter(QPainter& p, const QRect& canvas) {
   const QRect gutter(0, canvas.top(), kGutterWidth, canvas.height());
   p.save();
   p.setClipRect(gutter);
@@ -387,7 +403,7 @@ void TimelineView::paint_gutter(QPainter& p, const QRect& canvas) {
       p.drawText(QRect(6, y, kGutterWidth - 8, h), Qt::AlignVCenter | Qt::AlignLeft,
                  arrow + QStringLiteral(" ") + QString::fromStdString(row.label));
       p.setPen(QColor(0xB0, 0xB6, 0xBE));
-      p.drawLine(0, y, width(), y);
+      p.drawLine(0, y, kGutterWidth, y);
       continue;
     }
     if (row.label.empty()) continue;
@@ -420,8 +436,8 @@ void TimelineView::paint_ruler(QPainter& p, const QRect& canvas) {
     if (tick.major) {
       p.setPen(QColor(0x40, 0x40, 0x40));
       p.drawLine(x, kRulerHeight - 12, x, kRulerHeight);
-      p.drawText(QRect(x + 3, 0, 120, kRulerHeight - 6), Qt::AlignBottom | Qt::AlignLeft,
-                 QString::fromStdString(tick.label));
+      const QStaticText& text = painter_.text_cache().get(tick.label, 64, p.font());
+      p.drawStaticText(QPointF(x + 3, kRulerHeight - 6 - text.size().height()), text);
     } else {
       p.setPen(QColor(0x90, 0x90, 0x90));
       p.drawLine(x, kRulerHeight - 5, x, kRulerHeight);

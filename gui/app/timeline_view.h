@@ -9,6 +9,7 @@
 #pragma once
 
 #include <QFutureWatcher>
+#include <QPixmap>
 #include <QScrollBar>
 #include <QWidget>
 #include <memory>
@@ -100,12 +101,14 @@ class TimelineView : public QWidget {
   QString tooltip_for(const Hit& hit) const;
   void reveal_row(int row);
   void paint_gutter(QPainter& p, const QRect& canvas);
+  void render_gutter(QPainter& p, const QRect& canvas);
   void paint_ruler(QPainter& p, const QRect& canvas);
   void paint_overlays(QPainter& p, const QRect& canvas);
   QRect item_rect(int row, ItemRef item, const QRect& canvas) const;
 
   std::shared_ptr<const TimelineModel> model_;
   std::shared_ptr<const RowLayout> layout_;
+  std::uint64_t layout_generation_ = 0;
   std::vector<bool> collapsed_;
   TimeAxis axis_;
   int scroll_y_ = 0;
@@ -132,6 +135,15 @@ class TimelineView : public QWidget {
   double range_anchor_ns_ = 0;
   std::optional<QPoint> mouse_;
   double last_paint_ms_ = 0;
+
+  // The gutter changes only with scrolling and collapsing, not with pan or
+  // zoom: it is painted once into a pixmap and reused.
+  QPixmap gutter_cache_;
+  struct GutterKey {
+    int scroll_y = -1, height = -1;
+    std::uint64_t layout = 0;
+    bool operator==(const GutterKey&) const = default;
+  } gutter_key_;
 };
 
 }  // namespace moetrace::gui
