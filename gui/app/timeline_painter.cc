@@ -71,10 +71,13 @@ class Raster {
  public:
   Raster(QImage& img, qreal dpr) : img_(img), dpr_(dpr), w_(img.width()), h_(img.height()) {}
   void fill(double x, double y, double w, double h, QRgb c) {
-    const int x0 = std::max(0, static_cast<int>(std::floor(x * dpr_)));
-    const int x1 = std::min(w_, static_cast<int>(std::ceil((x + w) * dpr_)));
-    const int y0 = std::max(0, static_cast<int>(std::floor(y * dpr_)));
-    const int y1 = std::min(h_, static_cast<int>(std::ceil((y + h) * dpr_)));
+    // Clamp in double first: a list drawn under a much deeper zoom maps to
+    // coordinates far outside int.
+    auto dev = [this](double v, int limit) { return std::clamp(v * dpr_, -1.0, limit + 1.0); };
+    const int x0 = std::max(0, static_cast<int>(std::floor(dev(x, w_))));
+    const int x1 = std::min(w_, static_cast<int>(std::ceil(dev(x + w, w_))));
+    const int y0 = std::max(0, static_cast<int>(std::floor(dev(y, h_))));
+    const int y1 = std::min(h_, static_cast<int>(std::ceil(dev(y + h, h_))));
     if (x1 <= x0 || y1 <= y0) return;
     for (int yy = y0; yy < y1; ++yy) {
       auto* line = reinterpret_cast<QRgb*>(img_.scanLine(yy));

@@ -348,8 +348,8 @@ void TimelineView::paint_overlays(QPainter& p, const QRect& canvas) {
     }
   }
   if (range_) {
-    const double x0 = canvas.left() + axis_.x(range_->first);
-    const double x1 = canvas.left() + axis_.x(range_->second);
+    const double x0 = canvas.left() + std::clamp(axis_.x(range_->first), -2.0, canvas.width() + 2.0);
+    const double x1 = canvas.left() + std::clamp(axis_.x(range_->second), -2.0, canvas.width() + 2.0);
     const QRectF band(QPointF(std::max<double>(x0, canvas.left() - 1), canvas.top()),
                       QPointF(std::min<double>(x1, canvas.right() + 1), canvas.bottom()));
     p.fillRect(band, QColor(0x1E, 0x78, 0xFF, 40));
@@ -444,8 +444,8 @@ void TimelineView::paint_ruler(QPainter& p, const QRect& canvas) {
     }
   }
   if (range_) {
-    const double x0 = canvas.left() + axis_.x(range_->first);
-    const double x1 = canvas.left() + axis_.x(range_->second);
+    const double x0 = canvas.left() + std::clamp(axis_.x(range_->first), -2.0, canvas.width() + 2.0);
+    const double x1 = canvas.left() + std::clamp(axis_.x(range_->second), -2.0, canvas.width() + 2.0);
     p.fillRect(QRectF(QPointF(x0, 0), QPointF(x1, kRulerHeight)), QColor(0x1E, 0x78, 0xFF, 60));
     const QString d = QString::fromStdString(format_duration(range_->second - range_->first));
     p.setPen(QColor(0x0B, 0x3D, 0x91));

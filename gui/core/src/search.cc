@@ -36,6 +36,7 @@ SearchResult search_items(const TimelineModel& model, std::string_view query, st
   std::vector<bool> kind_matches;
   for (const auto& k : all_op_kinds()) kind_matches.push_back(contains(k.name, q));
   const bool memset_match = std::string("memset").find(q) != std::string::npos;
+  const bool unnamed_kernel_match = std::string("kernel").find(q) != std::string::npos;  // shown as "kernel"
   std::array<std::int8_t, 256> copy_match;  // by copy kind; -1: not decided yet
   copy_match.fill(-1);
 
@@ -51,7 +52,9 @@ SearchResult search_items(const TimelineModel& model, std::string_view query, st
     if ((i & 0xFFFF) == 0 && cancel && cancel->load()) return r;
     const auto& a = t.activities[i];
     bool match;
-    if (a.type == analyzer::ActivityType::kKernel) match = string_match(a.name);
+    if (a.type == analyzer::ActivityType::kKernel)
+      match = a.name.valid() && static_cast<std::size_t>(a.name.value) < name_matches.size() ? string_match(a.name)
+                                                                                              : unnamed_kernel_match;
     else if (a.type == analyzer::ActivityType::kMemset) match = memset_match;
     else {
       auto& m = copy_match[a.copy_kind];
