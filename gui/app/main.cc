@@ -80,7 +80,10 @@ int main(int argc, char** argv) {
                            QStringLiteral("start:end"));
   QCommandLineOption layer(QStringLiteral("layer"), QStringLiteral("Outline this MoE layer and zoom to its first pass."),
                            QStringLiteral("n"));
-  parser.addOptions({shot, size, window, range, layer});
+  QCommandLineOption find(QStringLiteral("find"),
+                          QStringLiteral("Search names for <text> and select the first match (its details show)."),
+                          QStringLiteral("text"));
+  parser.addOptions({shot, size, window, range, layer, find});
   parser.process(*app);
   if (info_only) return 0;  // process() has printed and exited already
 
@@ -112,6 +115,8 @@ int main(int argc, char** argv) {
     if (!v->model()) return;
     const double origin = v->origin_ns();
     if (layer_value >= 0) v->select_layer(layer_value);
+    if (parser.isSet(find) && w.search_now(parser.value(find)) == 0)
+      fail(QStringLiteral("--find: no name matches \"%1\"").arg(parser.value(find)));
     if (parser.isSet(window)) v->zoom_to(origin + w0, origin + w1);
     if (parser.isSet(range)) v->select_range(origin + r0, origin + r1);
   };

@@ -14,6 +14,13 @@ QString duration(std::int64_t ns) { return qs(format_duration(static_cast<double
 QString percent(double f) { return qs(format_percent(f)); }
 using analyzer::ratio;
 
+// "all-to-all", "expert compute": the breakdown's category names as headers.
+QString category_title(int c) {
+  QString n = qs(std::string(category_name(static_cast<Category>(c))));
+  if (n.startsWith(QStringLiteral("all_"))) return n.replace(QLatin1Char('_'), QLatin1Char('-'));
+  return n.replace(QLatin1Char('_'), QLatin1Char(' '));
+}
+
 }  // namespace
 
 // --- DetailsModel ------------------------------------------------------------------
@@ -109,7 +116,7 @@ QVariant BreakdownModel::data(const QModelIndex& index, int role) const {
                           .arg(duration(t.window_ns));
         for (int c = 0; c < kNumCategories; ++c)
           tip += tr("%1: %2 (alone %3)<br>")
-                     .arg(qs(std::string(category_name(static_cast<Category>(c)))),
+                     .arg(category_title(c),
                           percent(t.share(static_cast<Category>(c))),
                           percent(ratio(t.exclusive_ns[static_cast<std::size_t>(c)], t.window_ns)));
         tip += tr("idle: %1; communication hidden: %2").arg(percent(ratio(t.idle_ns, t.window_ns)), percent(t.hidden_fraction()));
@@ -208,7 +215,7 @@ QVariant RangeModel::data(const QModelIndex& index, int role) const {
 QVariant RangeModel::headerData(int section, Qt::Orientation o, int role) const {
   if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
   if (section >= kFirstCategory && section < kFirstCategory + kNumCategories)
-    return qs(std::string(category_name(static_cast<Category>(section - kFirstCategory))));
+    return category_title(section - kFirstCategory);
   switch (section) {
     case kRank: return tr("Rank");
     case kBusy: return tr("Busy");

@@ -11,6 +11,7 @@
 #include <QSignalSpy>
 #include <QTableView>
 #include <QTest>
+#include <QToolTip>
 #include <QUrl>
 
 #include "fixture_trace.h"
@@ -339,6 +340,32 @@ class GuiWidgetsTest : public QObject {
       const int y = point_of(v, compute, 0).y();
       for (int x = c.left(); x < c.right(); ++x) QVERIFY(img.pixelColor(x, y) != a2a);
     }
+  }
+
+  void hover_shows_a_tooltip() {
+    auto w = loaded_window();
+    QVERIFY(w);
+    auto* v = w->timeline();
+    const int row = find_row(*v->model(), RankId(0), RowKind::kActivities, "compute");
+    const QPoint p = point_of(v, row, static_cast<double>(us(50)));
+    QMouseEvent move(QEvent::MouseMove, p, v->mapToGlobal(p), Qt::NoButton, Qt::NoButton, Qt::NoModifier);
+    QCoreApplication::sendEvent(v, &move);
+    QTRY_VERIFY(QToolTip::text().contains(QStringLiteral("expert_gemm2")));
+    QVERIFY(QToolTip::text().contains(QStringLiteral("layer 0")));
+  }
+
+  void memory_panel_draws_memory_in_use() {
+    auto w = loaded_window();
+    QVERIFY(w);
+    auto* panel = w->memory_panel();
+    QVERIFY(!panel->showing_message());
+    panel->resize(600, 200);
+    const QImage img = panel->grab().toImage();
+    const QColor mem = to_qcolor(ColourClass::kMemory);
+    int count = 0;
+    for (int y = 0; y < img.height(); ++y)
+      for (int x = 0; x < img.width(); ++x) count += img.pixelColor(x, y) == mem;
+    QVERIFY(count > 100);
   }
 
   void shortcuts_are_listed() {
