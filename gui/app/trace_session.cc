@@ -1,5 +1,6 @@
 #include "trace_session.h"
 
+#include <QCoreApplication>
 #include <QPointer>
 #include <QtConcurrent/QtConcurrentRun>
 #include <chrono>
@@ -75,12 +76,13 @@ void TraceSession::open(const QString& path) {
   emit loading_started(path);
   QPointer<TraceSession> self(this);
   auto generation = generation_;
-  // The progress callback runs on the loader thread: post, never touch widgets.
+  // The callbacks run on the loader thread: post to the GUI thread (the
+  // application object outlives any window) and check `self` there.
   auto report = [self, generation, gen](std::string_view stage, double f) {
     if (generation->load() != gen) return;
     const QString s = QString::fromUtf8(stage.data(), static_cast<qsizetype>(stage.size()));
     QMetaObject::invokeMethod(
-        self.data(),
+        QCoreApplication::instance(),
         [self, gen, generation, s, f] {
           if (self && generation->load() == gen) emit self->progress(s, f);
         },
@@ -98,7 +100,7 @@ void TraceSession::open(const QString& path) {
     }
     if (generation->load() != gen) return;
     QMetaObject::invokeMethod(
-        self.data(),
+        QCoreApplication::instance(),
         [self, gen, result, error, path] {
           if (!self) return;
           if (result) self->deliver_loaded(gen, result, true);
@@ -147,7 +149,7 @@ void TraceSession::start_analyses(std::uint64_t gen) {
     auto a = analyse(*loaded);
     if (generation->load() != gen) return;
     QMetaObject::invokeMethod(
-        self.data(),
+        QCoreApplication::instance(),
         [self, gen, generation, a] {
           if (!self || generation->load() != gen) return;
           self->analyses_ = a;
