@@ -223,13 +223,17 @@ TEST_F(Fixture, RowsAreGroupedByRankWithStreamsInRoleOrder) {
   using K = RowKind;
   const std::vector<K> rank0{K::kRankHeader, K::kIterations, K::kLayers, K::kChunks, K::kChunks,
                              K::kOps,        K::kActivities, K::kOps,    K::kActivities, K::kOps,
-                             K::kActivities, K::kMemory};
+                             K::kActivities, K::kMemory,
+                             // the launching thread: two launches at 116 us (dispatch c1, expert c0) overlap
+                             K::kApiCalls, K::kApiCalls};
   EXPECT_EQ(kinds(0), rank0);
   auto rank1 = rank0;
-  rank1.pop_back();  // no memory events on rank 1
+  rank1.erase(rank1.end() - 3);  // no memory events on rank 1
   EXPECT_EQ(kinds(1), rank1);
   EXPECT_EQ(model_->groups()[0].label, "Rank 0 \xC2\xB7 Test GPU");
-  EXPECT_EQ(model_->start_ns(), us(0));
+  EXPECT_EQ(model_->rows()[static_cast<std::size_t>(model_->groups()[0].end_row - 2)].label,
+            "thread 1000 \xC2\xB7 API calls");
+  EXPECT_EQ(model_->start_ns(), us(-4));  // the first launch
   EXPECT_EQ(model_->end_ns(), us(310));
 }
 
@@ -358,7 +362,7 @@ TEST_F(Fixture, DetailsNameTheOpAndTheApiCall) {
   };
   EXPECT_EQ(value("Name"), "expert_gemm2");
   EXPECT_EQ(value("Duration"), std::string("15.0 ") + kMu + "s");
-  EXPECT_EQ(value("Start"), std::string("45.000 ") + kMu + "s");
+  EXPECT_EQ(value("Start"), std::string("49.000 ") + kMu + "s");  // from the first launch at -4 us
   EXPECT_EQ(value("Op kind"), "expert_ffn");
   EXPECT_EQ(value("Layer"), "0");
   EXPECT_EQ(value("Iteration"), "0");
@@ -370,6 +374,23 @@ TEST_F(Fixture, DetailsNameTheOpAndTheApiCall) {
   bool has_bytes = false;
   for (const auto& f : cf) has_bytes |= f.key == "Bytes" && f.value == "1.00 MiB (1,048,576 B)";
   EXPECT_TRUE(has_bytes);
+}
+
+TEST_F(Fixture, ApiCallsFindTheKernelTheyLaunched) {
+  const auto& g = model_->groups()[0];
+  const auto& api_row = model_->rows()[static_cast<std::size_t>(g.end_row - 2)];
+  ASSERT_EQ(api_row.kind, RowKind::kApiCalls);
+  // The third launch on rank 0's thread is expert_gemm1 at 30 us.
+  const auto fields = describe_item(*model_, model_->row_item(api_row, 2));
+  auto value = [&](const std::string& key) {
+    for (const auto& f : fields)
+      if (f.key == key) return f.value;
+    return std::string("<missing>");
+  };
+  EXPECT_EQ(value("Name"), "cudaLaunchKernel");
+  EXPECT_EQ(value("Activity"), "expert_gemm1");
+  EXPECT_EQ(value("Launch to start"), std::string("4.00 ") + kMu + "s");
+  EXPECT_EQ(search_items(*model_, "cudaLaunch").hits.size(), 2u * 14u + 1u);  // 14 kernels per rank, + 1 on rank 0
 }
 
 TEST_F(Fixture, RangeSummaryOfLayerOneForward) {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "moetrace/gui/format.h"
 
@@ -171,6 +172,59 @@ void describe_span(Writer& w, const TimelineModel& m, std::uint32_t i) {
   w.add("Op ranges", format_count(s.ops));
 }
 
+void describe_api_call(Writer& w, const TimelineModel& m, std::uint32_t i) {
+  const auto& t = m.trace();
+  const auto& a = t.api_calls[i];
+  w.add("Name", m.item_name({ItemSource::kApiCall, i}));
+  w.add("API", a.api == schema::ApiKind::kDriver ? "driver" : "runtime");
+  add_time(w, m, a.start_ns, a.end_ns);
+  w.add("Rank", std::to_string(a.rank.value));
+  w.add("Thread", std::to_string(a.thread_id));
+  w.add("Correlation id", std::to_string(a.correlation_id));
+  if (a.return_code != 0) w.add("Return code", std::to_string(a.return_code));
+  // What it launched: the activity with its correlation id, looked for on
+  // the rank in the second after the call (launches run ahead of the GPU).
+  constexpr std::int64_t kHorizonNs = 1'000'000'000;
+  constexpr std::size_t kScanLimit = 200'000;
+  std::size_t scanned = 0;
+  std::optional<std::uint32_t> launched;
+  for (const auto& row : m.rows()) {
+    if (row.kind != RowKind::kActivities || row.rank != a.rank || launched || a.correlation_id == 0) continue;
+    auto [first, last] = m.visible_range(row, static_cast<double>(a.start_ns), static_cast<double>(a.start_ns + kHorizonNs));
+    for (std::size_t p = first; p < last && scanned < kScanLimit; ++p, ++scanned)
+      if (t.activities[row.items[p]].correlation_id == a.correlation_id) {
+        launched = row.items[p];
+        break;
+      }
+  }
+  w.heading("Launched");
+  if (launched) {
+    const auto& act = t.activities[*launched];
+    w.add("Activity", m.item_name({ItemSource::kActivity, *launched}));
+    w.add("Activity start", format_timestamp(static_cast<double>(act.start_ns - m.start_ns())));
+    w.add("Launch to start", format_duration(static_cast<double>(act.start_ns - a.start_ns)));
+    w.add("Activity duration", format_duration(static_cast<double>(act.duration())));
+  } else {
+    w.add("Activity", a.correlation_id == 0 ? "none" : "none found in the second after the call");
+  }
+}
+
+void describe_nvtx(Writer& w, const TimelineModel& m, std::uint32_t i) {
+  const auto& t = m.trace();
+  const auto& n = t.nvtx[i];
+  w.add("Name", m.item_name({ItemSource::kNvtx, i}));
+  if (n.domain.valid()) w.add("Domain", std::string(t.str(n.domain)));
+  if (n.end_ns >= n.start_ns) {
+    add_time(w, m, n.start_ns, n.end_ns);
+  } else {
+    w.add("Start", format_timestamp(static_cast<double>(n.start_ns - m.start_ns())));
+    w.add("End", "never closed (the process ended inside it)");
+  }
+  w.add("Rank", std::to_string(n.rank.value));
+  w.add("Thread", std::to_string(n.thread_id));
+  if (n.has_payload_int) w.add("Payload", std::to_string(n.payload_int));
+}
+
 }  // namespace
 
 std::vector<DetailField> describe_item(const TimelineModel& model, ItemRef item) {
@@ -185,6 +239,12 @@ std::vector<DetailField> describe_item(const TimelineModel& model, ItemRef item)
       break;
     case ItemSource::kSpan:
       if (item.index < model.spans().size()) describe_span(w, model, item.index);
+      break;
+    case ItemSource::kApiCall:
+      if (item.index < model.trace().api_calls.size()) describe_api_call(w, model, item.index);
+      break;
+    case ItemSource::kNvtx:
+      if (item.index < model.trace().nvtx.size()) describe_nvtx(w, model, item.index);
       break;
     case ItemSource::kNone: break;
   }

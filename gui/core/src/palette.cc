@@ -28,6 +28,8 @@ constexpr std::array<ClassInfo, kNumColourClasses> kClasses{{
     {{0xE7, 0xC9, 0xA9}, "backward span"},
     {{0xD0, 0xD0, 0xD0}, "iteration span"},
     {{0x4C, 0xAF, 0x50}, "memory in use"},
+    {{0xB3, 0x9D, 0xDB}, "API call"},
+    {{0xC5, 0xCA, 0x8C}, "NVTX range"},
 }};
 
 constexpr std::array<LegendEntry, kNumColourClasses> kLegend{{
@@ -44,6 +46,8 @@ constexpr std::array<LegendEntry, kNumColourClasses> kLegend{{
     {ColourClass::kBackwardSpan, "bwd span"},
     {ColourClass::kOtherSpan, "iteration"},
     {ColourClass::kMemory, "memory in use"},
+    {ColourClass::kApiCall, "API call"},
+    {ColourClass::kNvtx, "NVTX"},
 }};
 
 ColourClass from_category(Category c) {

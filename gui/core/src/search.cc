@@ -71,6 +71,15 @@ SearchResult search_items(const TimelineModel& model, std::string_view query, st
         !add({ItemSource::kOp, static_cast<std::uint32_t>(i)}))
       break;
   }
+  // Host side: only where the timeline shows it.
+  bool host_rows = false;
+  for (const auto& row : model.rows()) host_rows |= row.kind == RowKind::kApiCalls || row.kind == RowKind::kNvtx;
+  for (std::size_t i = 0; host_rows && i < t.api_calls.size() && !r.truncated; ++i) {
+    if ((i & 0xFFFF) == 0 && cancel && cancel->load()) return r;
+    if (string_match(t.api_calls[i].name) && !add({ItemSource::kApiCall, static_cast<std::uint32_t>(i)})) break;
+  }
+  for (std::size_t i = 0; host_rows && i < t.nvtx.size() && !r.truncated; ++i)
+    if (string_match(t.nvtx[i].name) && !add({ItemSource::kNvtx, static_cast<std::uint32_t>(i)})) break;
   for (std::size_t i = 0; i < model.spans().size() && !r.truncated; ++i)
     if (contains(model.item_label({ItemSource::kSpan, static_cast<std::uint32_t>(i)}), q) &&
         !add({ItemSource::kSpan, static_cast<std::uint32_t>(i)}))

@@ -94,7 +94,9 @@ class TimelineModelBuilder {
     colour_activities();
     if (options_.span_rows) derive_spans();
     if (options_.memory_rows) m_.counters_ = memory_counters(t);
+    if (options_.host_rows) order_api_calls();
     lay_out_rows();
+    std::vector<std::uint32_t>().swap(api_order_);
     build_pyramids();
     progress("level of detail", 1.0);
     return std::shared_ptr<const TimelineModel>(new TimelineModel(std::move(m_)));
@@ -139,6 +141,10 @@ class TimelineModelBuilder {
     }
     for (const auto& o : t.ops) take(o.start_ns, o.end_ns);
     for (const auto& e : t.memory_events) take(e.ts_ns, e.ts_ns);
+    if (options_.host_rows) {
+      for (const auto& a : t.api_calls) take(a.start_ns, a.end_ns);
+      for (const auto& n : t.nvtx) take(n.start_ns, std::max(n.start_ns, n.end_ns));
+    }
     if (lo > hi) {
       lo = t.run.start_ns;
       hi = t.run.end_ns;
@@ -214,6 +220,10 @@ class TimelineModelBuilder {
     std::vector<RankId> ranks = t.rank_ids();
     for (const auto& c : m_.counters_) ranks.push_back(c.rank());
     for (const auto& s : m_.spans_) ranks.push_back(s.rank);
+    if (options_.host_rows) {
+      for (const auto& a : t.api_calls) ranks.push_back(a.rank);
+      for (const auto& n : t.nvtx) ranks.push_back(n.rank);
+    }
     std::sort(ranks.begin(), ranks.end());
     ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
 
@@ -303,10 +313,61 @@ class TimelineModelBuilder {
         row.counter = static_cast<std::int32_t>(c);
         m_.rows_.push_back(std::move(row));
       }
+      if (options_.host_rows) add_host_rows(rank);
       g.end_row = static_cast<int>(m_.rows_.size());
       for (int r = g.first_row; r < g.end_row; ++r) m_.rows_[static_cast<std::size_t>(r)].group = group;
       m_.groups_.push_back(std::move(g));
     }
+  }
+
+  // Per CPU thread of the rank: its NVTX ranges (nested ranges one sub-row
+  // deeper), then its API calls.
+  void add_host_rows(RankId rank) {
+    const auto& t = *m_.trace_;
+    // nvtx is sorted by (rank, thread, start).
+    auto nb = std::lower_bound(t.nvtx.begin(), t.nvtx.end(), rank,
+                               [](const analyzer::NvtxRange& n, RankId r) { return n.rank < r; });
+    std::map<std::int64_t, std::vector<std::uint32_t>> nvtx_by_thread;
+    for (auto it = nb; it != t.nvtx.end() && it->rank == rank; ++it)
+      nvtx_by_thread[it->thread_id].push_back(static_cast<std::uint32_t>(it - t.nvtx.begin()));
+    std::map<std::int64_t, std::vector<std::uint32_t>> api_by_thread;
+    for (auto it = api_order_lower(rank); it < api_order_.size() && t.api_calls[api_order_[it]].rank == rank; ++it)
+      api_by_thread[t.api_calls[api_order_[it]].thread_id].push_back(api_order_[it]);
+    std::vector<std::int64_t> threads;
+    for (const auto& [th, v] : nvtx_by_thread) threads.push_back(th);
+    for (const auto& [th, v] : api_by_thread) threads.push_back(th);
+    std::sort(threads.begin(), threads.end());
+    threads.erase(std::unique(threads.begin(), threads.end()), threads.end());
+    for (auto th : threads) {
+      const std::size_t first = m_.rows_.size();
+      if (auto it = nvtx_by_thread.find(th); it != nvtx_by_thread.end())
+        add_packed_rows(RowKind::kNvtx, rank, -1, "thread " + std::to_string(th) + " \xC2\xB7 NVTX", ItemSource::kNvtx,
+                        it->second, 16);
+      if (auto it = api_by_thread.find(th); it != api_by_thread.end())
+        add_packed_rows(RowKind::kApiCalls, rank, -1, "thread " + std::to_string(th) + " \xC2\xB7 API calls",
+                        ItemSource::kApiCall, it->second, 16);
+      for (std::size_t r = first; r < m_.rows_.size(); ++r) m_.rows_[r].thread = th;
+    }
+  }
+
+  // API calls are stored by correlation id; the rows want them by (rank,
+  // thread, start).
+  void order_api_calls() {
+    const auto& t = *m_.trace_;
+    api_order_.resize(t.api_calls.size());
+    for (std::size_t i = 0; i < api_order_.size(); ++i) api_order_[i] = static_cast<std::uint32_t>(i);
+    std::sort(api_order_.begin(), api_order_.end(), [&](std::uint32_t a, std::uint32_t b) {
+      const auto& x = t.api_calls[a];
+      const auto& y = t.api_calls[b];
+      return std::tie(x.rank, x.thread_id, x.start_ns, y.end_ns) < std::tie(y.rank, y.thread_id, y.start_ns, x.end_ns);
+    });
+  }
+  std::size_t api_order_lower(RankId rank) const {
+    const auto& t = *m_.trace_;
+    return static_cast<std::size_t>(
+        std::lower_bound(api_order_.begin(), api_order_.end(), rank,
+                         [&](std::uint32_t i, RankId r) { return t.api_calls[i].rank < r; }) -
+        api_order_.begin());
   }
 
   void build_pyramid(Row& row) {
@@ -357,6 +418,7 @@ class TimelineModelBuilder {
 
   BuildOptions options_;
   TimelineModel m_;
+  std::vector<std::uint32_t> api_order_;
 };
 
 std::shared_ptr<const TimelineModel> TimelineModel::build(std::shared_ptr<const analyzer::Trace> trace,
@@ -369,6 +431,8 @@ std::int64_t TimelineModel::item_start(ItemRef r) const {
     case ItemSource::kActivity: return trace_->activities[r.index].start_ns;
     case ItemSource::kOp: return trace_->ops[r.index].start_ns;
     case ItemSource::kSpan: return spans_[r.index].start_ns;
+    case ItemSource::kApiCall: return trace_->api_calls[r.index].start_ns;
+    case ItemSource::kNvtx: return trace_->nvtx[r.index].start_ns;
     case ItemSource::kNone: break;
   }
   return 0;
@@ -379,6 +443,12 @@ std::int64_t TimelineModel::item_end(ItemRef r) const {
     case ItemSource::kActivity: return trace_->activities[r.index].end_ns;
     case ItemSource::kOp: return trace_->ops[r.index].end_ns;
     case ItemSource::kSpan: return spans_[r.index].end_ns;
+    case ItemSource::kApiCall: return trace_->api_calls[r.index].end_ns;
+    case ItemSource::kNvtx: {
+      // A range never closed (the process ended inside it) runs to the end.
+      const auto& n = trace_->nvtx[r.index];
+      return n.end_ns >= n.start_ns ? n.end_ns : std::max(n.start_ns, end_ns_);
+    }
     case ItemSource::kNone: break;
   }
   return 0;
@@ -394,6 +464,8 @@ ColourClass TimelineModel::item_colour(ItemRef r) const {
       const auto& s = spans_[r.index];
       return span_colour_class(s.phase, s.level != SpanLevel::kIteration);
     }
+    case ItemSource::kApiCall: return ColourClass::kApiCall;
+    case ItemSource::kNvtx: return ColourClass::kNvtx;
     case ItemSource::kNone: break;
   }
   return ColourClass::kOtherCompute;
@@ -432,6 +504,14 @@ std::string TimelineModel::item_name(ItemRef r) const {
       return n.empty() ? std::string(op_kind_name(o.kind)) : std::string(n);
     }
     case ItemSource::kSpan: return item_label(r);
+    case ItemSource::kApiCall: {
+      auto n = trace_->str(trace_->api_calls[r.index].name);
+      return n.empty() ? std::string("API call") : std::string(n);
+    }
+    case ItemSource::kNvtx: {
+      auto n = trace_->str(trace_->nvtx[r.index].name);
+      return n.empty() ? std::string("NVTX range") : std::string(n);
+    }
     case ItemSource::kNone: break;
   }
   return {};
@@ -439,7 +519,9 @@ std::string TimelineModel::item_name(ItemRef r) const {
 
 std::string TimelineModel::item_label(ItemRef r) const {
   switch (r.source) {
-    case ItemSource::kActivity: return item_name(r);
+    case ItemSource::kActivity:
+    case ItemSource::kApiCall:
+    case ItemSource::kNvtx: return item_name(r);
     case ItemSource::kOp: {
       const auto& o = trace_->ops[r.index];
       std::string s = item_name(r);
@@ -508,6 +590,7 @@ std::optional<std::size_t> TimelineModel::hit_test(int row_index, double t, doub
 std::optional<TimelineModel::Place> TimelineModel::place_of(ItemRef r) const {
   if (!r.valid()) return std::nullopt;
   std::int32_t stream = -1;
+  std::int64_t thread = -1;
   RowKind kind = RowKind::kActivities;
   RankId rank;
   switch (r.source) {
@@ -529,13 +612,28 @@ std::optional<TimelineModel::Place> TimelineModel::place_of(ItemRef r) const {
                                               : RowKind::kChunks;
       break;
     }
+    case ItemSource::kApiCall:
+      if (r.index >= trace_->api_calls.size()) return std::nullopt;
+      rank = trace_->api_calls[r.index].rank;
+      thread = trace_->api_calls[r.index].thread_id;
+      kind = RowKind::kApiCalls;
+      break;
+    case ItemSource::kNvtx:
+      if (r.index >= trace_->nvtx.size()) return std::nullopt;
+      rank = trace_->nvtx[r.index].rank;
+      thread = trace_->nvtx[r.index].thread_id;
+      kind = RowKind::kNvtx;
+      break;
     case ItemSource::kNone: return std::nullopt;
   }
   const std::int64_t start = item_start(r);
   for (std::size_t i = 0; i < rows_.size(); ++i) {
     const Row& row = rows_[i];
     if (row.kind != kind || row.items.source() != r.source) continue;
-    if (r.source == ItemSource::kSpan ? row.rank != rank : row.stream != stream) continue;
+    if (r.source == ItemSource::kSpan && row.rank != rank) continue;
+    if ((r.source == ItemSource::kApiCall || r.source == ItemSource::kNvtx) && (row.rank != rank || row.thread != thread))
+      continue;
+    if ((r.source == ItemSource::kActivity || r.source == ItemSource::kOp) && row.stream != stream) continue;
     std::size_t lo = 0, hi = row.items.size();
     while (lo < hi) {
       const std::size_t mid = lo + (hi - lo) / 2;

@@ -27,6 +27,8 @@ enum class ColourClass : std::uint8_t {
   kBackwardSpan,     // ... of the backward pass
   kOtherSpan,        // spans with no phase (a whole iteration)
   kMemory,           // the memory counter
+  kApiCall,          // CUDA runtime / driver calls on a CPU thread
+  kNvtx,             // NVTX ranges on a CPU thread
   kCount
 };
 inline constexpr int kNumColourClasses = static_cast<int>(ColourClass::kCount);

@@ -1,6 +1,7 @@
 // The timeline as data: which rows there are (a group per rank; in it the
 // iteration / layer / chunk spans, then per stream its op ranges and its
-// kernels and copies, then the memory counter), which items each row holds
+// kernels and copies, then the memory counter, then per CPU thread its NVTX
+// ranges and runtime/driver API calls), which items each row holds
 // (packed so that items of one row never overlap), and each row's
 // level-of-detail pyramid. Built once per trace off the GUI thread and then
 // only read, from any thread; the GUI never owns data (as Tracy's Worker).
@@ -23,7 +24,7 @@
 namespace moetrace::gui {
 
 // Where a row's items live.
-enum class ItemSource : std::uint8_t { kNone, kActivity, kOp, kSpan };
+enum class ItemSource : std::uint8_t { kNone, kActivity, kOp, kSpan, kApiCall, kNvtx };
 
 enum class SpanLevel : std::uint8_t { kIteration, kLayer, kChunk };
 
@@ -38,7 +39,10 @@ struct Span {
   std::uint32_t ops = 0;  // op ranges inside
 };
 
-enum class RowKind : std::uint8_t { kRankHeader, kIterations, kLayers, kChunks, kOps, kActivities, kMemory };
+enum class RowKind : std::uint8_t {
+  kRankHeader, kIterations, kLayers, kChunks, kOps, kActivities, kMemory,
+  kNvtx, kApiCalls,  // host side, per CPU thread
+};
 
 // The items of a row, as positions into the trace's arrays (or the model's
 // spans), sorted by start. Activity rows of a stream whose kernels never
@@ -67,6 +71,7 @@ struct Row {
   RowKind kind = RowKind::kActivities;
   RankId rank;
   std::int32_t stream = -1;   // index into Trace::streams
+  std::int64_t thread = -1;   // kNvtx, kApiCalls: the CPU thread
   int sub_row = 0;            // packing depth within its (stream, kind)
   int group = 0;              // index into TimelineModel::groups
   int height_px = 18;
@@ -96,6 +101,7 @@ struct BuildOptions {
   bool span_rows = true;
   bool op_rows = true;
   bool memory_rows = true;
+  bool host_rows = true;      // NVTX ranges and API calls per CPU thread
   int max_sub_rows = 16;      // deeper nesting shares the last sub-row
   unsigned threads = 0;       // for the pyramids; 0: hardware concurrency
   std::function<void(std::string_view stage, double fraction)> progress;
