@@ -1,6 +1,7 @@
 #include "moetrace/gui/timeline_model.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -8,6 +9,7 @@
 #include <mutex>
 #include <thread>
 #include <tuple>
+#include <unordered_map>
 
 namespace moetrace::gui {
 
@@ -76,6 +78,13 @@ std::vector<std::vector<std::uint32_t>> pack_rows(std::span<const std::uint32_t>
 }
 
 }  // namespace
+
+// Orders spans by (rank, level) against a (rank, level) key, either way round.
+struct SpanKeyLess {
+  using Key = std::pair<RankId, SpanLevel>;
+  bool operator()(const Span& s, const Key& k) const { return std::pair(s.rank, s.level) < k; }
+  bool operator()(const Key& k, const Span& s) const { return k < std::pair(s.rank, s.level); }
+};
 
 class TimelineModelBuilder {
  public:
@@ -157,10 +166,28 @@ class TimelineModelBuilder {
   void derive_spans() {
     const auto& t = *m_.trace_;
     using Key = std::tuple<std::int32_t, int, std::int32_t, int, std::int32_t, std::int32_t, std::int32_t>;
-    std::map<Key, Span> spans;
+    struct KeyHash {
+      std::size_t operator()(const Key& k) const {
+        std::uint64_t h = 0xcbf29ce484222325ull;
+        auto mix = [&h](std::int64_t v) { h = (h ^ static_cast<std::uint64_t>(v)) * 0x100000001b3ull; };
+        std::apply([&](auto... v) { (mix(v), ...); }, k);
+        return static_cast<std::size_t>(h ^ (h >> 29));
+      }
+    };
+    std::unordered_map<Key, Span, KeyHash> spans;
+    // Neighbouring ops on a stream mostly share their keys: remember the last
+    // span of each level and skip the hash lookup for a repeat.
+    std::array<std::pair<Key, Span*>, 3> last{};
+    for (auto& l : last) std::get<0>(l.first) = -2;
     auto add = [&](const Key& key, const analyzer::OpRange& op, SpanLevel level) {
-      auto [it, fresh] = spans.try_emplace(key);
-      Span& s = it->second;
+      auto& cached = last[static_cast<std::size_t>(level)];
+      bool fresh = false;
+      if (cached.second == nullptr || cached.first != key) {
+        auto [it, inserted] = spans.try_emplace(key);
+        fresh = inserted;
+        cached = {key, &it->second};
+      }
+      Span& s = *cached.second;
       if (fresh) {
         s.start_ns = op.start_ns;
         s.end_ns = op.end_ns;
@@ -218,11 +245,14 @@ class TimelineModelBuilder {
   void lay_out_rows() {
     const auto& t = *m_.trace_;
     std::vector<RankId> ranks = t.rank_ids();
-    for (const auto& c : m_.counters_) ranks.push_back(c.rank());
-    for (const auto& s : m_.spans_) ranks.push_back(s.rank);
+    auto note = [&ranks](RankId r) {
+      if (ranks.empty() || ranks.back() != r) ranks.push_back(r);
+    };
+    for (const auto& c : m_.counters_) note(c.rank());
+    for (const auto& s : m_.spans_) note(s.rank);
     if (options_.host_rows) {
-      for (const auto& a : t.api_calls) ranks.push_back(a.rank);
-      for (const auto& n : t.nvtx) ranks.push_back(n.rank);
+      for (const auto& a : t.api_calls) note(a.rank);
+      for (const auto& n : t.nvtx) note(n.rank);
     }
     std::sort(ranks.begin(), ranks.end());
     ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
@@ -248,9 +278,11 @@ class TimelineModelBuilder {
 
       // Spans of this rank, by level (spans_ is sorted by rank, level, start).
       for (auto level : {SpanLevel::kIteration, SpanLevel::kLayer, SpanLevel::kChunk}) {
+        const auto range = std::equal_range(m_.spans_.begin(), m_.spans_.end(), std::pair(rank, level),
+                                            SpanKeyLess{});
         std::vector<std::uint32_t> order;
-        for (std::size_t i = 0; i < m_.spans_.size(); ++i)
-          if (m_.spans_[i].rank == rank && m_.spans_[i].level == level) order.push_back(static_cast<std::uint32_t>(i));
+        for (auto it = range.first; it != range.second; ++it)
+          order.push_back(static_cast<std::uint32_t>(it - m_.spans_.begin()));
         if (order.empty()) continue;
         const RowKind kind = level == SpanLevel::kIteration ? RowKind::kIterations
                              : level == SpanLevel::kLayer   ? RowKind::kLayers
@@ -351,16 +383,38 @@ class TimelineModelBuilder {
   }
 
   // API calls are stored by correlation id; the rows want them by (rank,
-  // thread, start).
+  // thread, start). Bucket by thread first (stable, so each bucket stays in
+  // correlation order, which on one thread is nearly always time order), and
+  // sort only the buckets that are not already in order.
   void order_api_calls() {
     const auto& t = *m_.trace_;
+    std::map<std::pair<RankId, std::int64_t>, std::size_t> bucket_of;
+    std::vector<std::uint32_t> bucket(t.api_calls.size());
+    for (std::size_t i = 0; i < t.api_calls.size(); ++i) {
+      const auto key = std::pair(t.api_calls[i].rank, t.api_calls[i].thread_id);
+      auto it = bucket_of.find(key);
+      if (it == bucket_of.end()) it = bucket_of.emplace(key, bucket_of.size()).first;
+      bucket[i] = static_cast<std::uint32_t>(it->second);
+    }
+    // Buckets in (rank, thread) order; counting sort of the calls into them.
+    std::vector<std::size_t> rank_of_bucket(bucket_of.size()), begin(bucket_of.size() + 1, 0);
+    std::size_t order = 0;
+    for (auto& [key, b] : bucket_of) rank_of_bucket[b] = order++;
+    for (auto b : bucket) ++begin[rank_of_bucket[b] + 1];
+    for (std::size_t k = 1; k < begin.size(); ++k) begin[k] += begin[k - 1];
     api_order_.resize(t.api_calls.size());
-    for (std::size_t i = 0; i < api_order_.size(); ++i) api_order_[i] = static_cast<std::uint32_t>(i);
-    std::sort(api_order_.begin(), api_order_.end(), [&](std::uint32_t a, std::uint32_t b) {
+    std::vector<std::size_t> fill(begin.begin(), begin.end() - 1);
+    for (std::size_t i = 0; i < bucket.size(); ++i) api_order_[fill[rank_of_bucket[bucket[i]]]++] = static_cast<std::uint32_t>(i);
+    auto before = [&](std::uint32_t a, std::uint32_t b) {
       const auto& x = t.api_calls[a];
       const auto& y = t.api_calls[b];
-      return std::tie(x.rank, x.thread_id, x.start_ns, y.end_ns) < std::tie(y.rank, y.thread_id, y.start_ns, x.end_ns);
-    });
+      return x.start_ns != y.start_ns ? x.start_ns < y.start_ns : x.end_ns > y.end_ns;
+    };
+    for (std::size_t k = 0; k + 1 < begin.size(); ++k) {
+      auto b = api_order_.begin() + static_cast<std::ptrdiff_t>(begin[k]);
+      auto e = api_order_.begin() + static_cast<std::ptrdiff_t>(begin[k + 1]);
+      if (!std::is_sorted(b, e, before)) std::stable_sort(b, e, before);
+    }
   }
   std::size_t api_order_lower(RankId rank) const {
     const auto& t = *m_.trace_;
