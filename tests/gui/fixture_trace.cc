@@ -1,5 +1,7 @@
 #include "fixture_trace.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "moetrace/instrument/trace_writer.h"
@@ -9,9 +11,18 @@ namespace moetrace::gui::testing {
 using namespace moetrace::instrument;
 
 std::string temp_path(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / "moetrace_gui_tests";
-  std::filesystem::create_directories(dir);
-  return (dir / name).string();
+  // Per process: test runs of several checkouts share the machine's /tmp.
+  struct Dir {
+    std::filesystem::path path =
+        std::filesystem::temp_directory_path() / ("moetrace_gui_tests_" + std::to_string(::getpid()));
+    Dir() { std::filesystem::create_directories(path); }
+    ~Dir() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  };
+  static const Dir dir;
+  return (dir.path / name).string();
 }
 
 void write_fixture_trace(const std::string& path) {

@@ -38,7 +38,7 @@ inline constexpr std::int64_t us(double v) { return kBaseNs + static_cast<std::i
 // Writes the fixture to `path` (overwriting it).
 void write_fixture_trace(const std::string& path);
 
-// A fresh path in the test's temporary directory.
+// A path in this process's temporary directory.
 std::string temp_path(const std::string& name);
 
 }  // namespace moetrace::gui::testing

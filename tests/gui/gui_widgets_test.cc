@@ -7,6 +7,7 @@
 #include <QDir>
 #include <QDropEvent>
 #include <QFile>
+#include <QFileInfo>
 #include <QMimeData>
 #include <QSignalSpy>
 #include <QTableView>
@@ -142,8 +143,7 @@ class GuiWidgetsTest : public QObject {
   }
 
   void bad_files_show_the_analyzer_message_in_the_window() {
-    const QString dir = QDir::tempPath() + QStringLiteral("/moetrace_gui_tests");
-    QDir().mkpath(dir);
+    const QString dir = QFileInfo(QString::fromStdString(moetrace::gui::testing::temp_path("x"))).path();
     const QString text = dir + QStringLiteral("/not_a_trace.txt");
     {
       QFile f(text);
