@@ -44,6 +44,10 @@ class TimelineView : public QWidget {
 
   // Prepares the draw list on this thread (screenshots, tests, benchmarks).
   void prepare_now();
+  // Whether the shown draw list answers the latest view change (false while
+  // a worker prepares a newer one).
+  bool draw_list_current() const { return shown_model_ == model_.get() && shown_.generation == generation_; }
+  const DrawList& shown_draw_list() const { return shown_; }
   // Paint time of the last frame, ms.
   double last_paint_ms() const { return last_paint_ms_; }
 

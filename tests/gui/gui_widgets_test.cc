@@ -233,6 +233,21 @@ class GuiWidgetsTest : public QObject {
     QVERIFY(v->axis().t1_ns() >= static_cast<double>(us(310)));
   }
 
+  void draw_lists_are_prepared_off_the_gui_thread() {
+    auto w = loaded_window();
+    QVERIFY(w);
+    auto* v = w->timeline();
+    QVERIFY(v->draw_list_current());
+    const TimeAxis before = v->shown_draw_list().axis;
+    v->zoom_in();
+    v->pan_right();
+    // The request returns at once; the worker's list arrives through the event loop.
+    QTRY_VERIFY(v->draw_list_current());
+    QCOMPARE(v->shown_draw_list().axis, v->axis());
+    QVERIFY(!(v->shown_draw_list().axis == before));
+    QVERIFY(!v->shown_draw_list().rects.empty());
+  }
+
   void click_selects_and_details_show_the_kernel() {
     auto w = loaded_window();
     QVERIFY(w);
