@@ -383,6 +383,33 @@ class GuiWidgetsTest : public QObject {
     QVERIFY(count > 100);
   }
 
+  // What the issue-5 analyses will hand over, injected: the panels show it
+  // and a recommendation's layer is outlined on the timeline.
+  void analysis_panels_show_data_once_it_exists() {
+    auto w = loaded_window();
+    QVERIFY(w);
+    RecommendationData recs;
+    recs.items.push_back({1, "pipeline degree", "r = 4", "all-to-all is 31 % of layer 1", 0.12});
+    w->recommendations_panel()->set_data(recs);
+    QVERIFY(!w->recommendations_panel()->showing_message());
+    auto* view = w->recommendations_panel()->view();
+    emit view->clicked(view->model()->index(0, RecommendationsModel::kAction));
+    QCOMPARE(w->timeline()->highlighted_layer(), 1);
+    w->recommendations_panel()->set_data(RecommendationData{});
+    QVERIFY(w->recommendations_panel()->message().contains(QStringLiteral("no recommendation")));
+
+    LocalityData loc;
+    loc.metric = "cosine similarity";
+    loc.curves.push_back({-1, {{1, 0.9}, {2, 0.8}, {3, 0.75}}});
+    w->locality_panel()->set_data(loc);
+    QVERIFY(!w->locality_panel()->showing_message());
+
+    MemoryBubbleData bubbles;
+    bubbles.bubbles.push_back({RankId(0), us(100), us(200), 2 << 20, BufferId(1), "T_DI", 1, 0});
+    w->memory_panel()->set_bubbles(bubbles);
+    QVERIFY(w->memory_panel()->note().contains(QStringLiteral("hatched: 1")));
+  }
+
   void shortcuts_are_listed() {
     const QString html = MainWindow::shortcuts_html();
     for (const char* key : {"W / S", "A / D", "Ctrl + F", "Shift + drag"}) QVERIFY(html.contains(QLatin1String(key)));
