@@ -4,6 +4,7 @@
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <future>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -97,13 +98,20 @@ class TimelineModelBuilder {
     const auto& t = *m_.trace_;
     progress("layout", 0.0);
     extent();
+    // Independent passes over different tables: two at a time.
+    auto side = [this] {
+      colour_activities();
+      if (options_.host_rows) order_api_calls();
+    };
+    std::future<void> side_done;
+    if (options_.threads == 1) side();
+    else side_done = std::async(std::launch::async, side);
     m_.op_has_activity_.assign(t.ops.size(), false);
     for (const auto& a : t.activities)
       if (a.op >= 0 && static_cast<std::size_t>(a.op) < t.ops.size()) m_.op_has_activity_[static_cast<std::size_t>(a.op)] = true;
-    colour_activities();
     if (options_.span_rows) derive_spans();
     if (options_.memory_rows) m_.counters_ = memory_counters(t);
-    if (options_.host_rows) order_api_calls();
+    if (side_done.valid()) side_done.get();  // rethrows what the other thread threw
     lay_out_rows();
     std::vector<std::uint32_t>().swap(api_order_);
     build_pyramids();
