@@ -607,6 +607,39 @@ TEST(TimelineModel, RandomTracesDrawWithinTheCanvas) {
   }
 }
 
+TEST(TimelineModel, NvtxRangesNestPerThreadAndUnclosedOnesRunToTheEnd) {
+  auto base = make_trace(1, {kernel(0, 0, 1000)}, {});
+  auto t = std::make_shared<analyzer::Trace>(*base);
+  t->strings = {"step", "forward", "never closed"};
+  auto range = [](std::int64_t thread, std::int64_t s, std::int64_t e, int name) {
+    analyzer::NvtxRange n;
+    n.rank = RankId(0);
+    n.thread_id = thread;
+    n.start_ns = s;
+    n.end_ns = e;
+    n.name = StringId(name);
+    return n;
+  };
+  // Sorted by (rank, thread, start), as the loader leaves them.
+  t->nvtx = {range(7, 0, 900, 0), range(7, 100, 400, 1), range(9, 500, -1, 2)};
+  auto m = TimelineModel::build(t);
+  std::vector<const Row*> rows;
+  for (const auto& r : m->rows())
+    if (r.kind == RowKind::kNvtx) rows.push_back(&r);
+  ASSERT_EQ(rows.size(), 3u);  // thread 7: two levels; thread 9: one
+  EXPECT_EQ(rows[0]->thread, 7);
+  EXPECT_EQ(rows[0]->label, "thread 7 \xC2\xB7 NVTX");
+  EXPECT_EQ(rows[1]->thread, 7);
+  EXPECT_EQ(m->item_name(m->row_item(*rows[1], 0)), "forward");
+  EXPECT_EQ(rows[2]->thread, 9);
+  EXPECT_EQ(m->item_end(m->row_item(*rows[2], 0)), m->end_ns());
+  bool never = false;
+  for (const auto& f : describe_item(*m, m->row_item(*rows[2], 0))) never |= f.value.find("never closed") == 0;
+  EXPECT_TRUE(never);
+  EXPECT_EQ(search_items(*m, "forward").hits.size(), 1u);
+  for (std::uint32_t i = 0; i < 3; ++i) EXPECT_TRUE(m->place_of({ItemSource::kNvtx, i}));
+}
+
 TEST(TimelineModel, EmptyTraceBuildsNoRows) {
   auto t = std::make_shared<const analyzer::Trace>();
   auto m = TimelineModel::build(t);
