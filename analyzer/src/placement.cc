@@ -1,0 +1,49 @@
+#include "moetrace/analyzer/placement.h"
+
+#include <limits>
+
+#include "moetrace/plan/routing.h"
+
+namespace moetrace::analyzer {
+
+PlacementAdvice recommend_placement(const PlacementInputs& in) {
+  PlacementAdvice a;
+  const int D = in.routing.devices;
+  const auto home = plan::ExpertPlacement::none(in.routing.experts);
+  const auto load_before = plan::placement_load(in.routing, home);
+  a.before = plan::estimate_layer_time(load_before, D, 0, 0, in.model, in.sizes);
+  a.computed_before = load_before.computed;
+  a.received_before = load_before.received;
+
+  std::vector<int> ns;
+  if (in.n >= 0) ns.push_back(in.n);
+  else
+    for (int n = D - 1; n >= 0; --n) ns.push_back(n);  // larger n first: ties keep fewer transfers
+  double best = std::numeric_limits<double>::infinity();
+  for (int n : ns) {
+    auto p = plan::pro_prophet_greedy(in.routing, n, in.alpha, in.model, in.sizes);
+    const auto load = plan::placement_load(in.routing, p);
+    const auto t = plan::estimate_layer_time(load, D, static_cast<int>(p.selected.size()), n, in.model, in.sizes);
+    if (t.total < best) {
+      best = t.total;
+      a.placement = std::move(p);
+      a.n = n;
+      a.after = t;
+      a.computed_after = load.computed;
+      a.received_after = load.received;
+    }
+  }
+  plan::ProProphetModel unhidden = in.model;
+  unhidden.hide_under_computation = false;
+  a.after_unhidden = plan::estimate_layer_time(plan::placement_load(in.routing, a.placement), D,
+                                               static_cast<int>(a.placement.selected.size()), a.n, unhidden,
+                                               in.sizes);
+  a.balance_degree_before = plan::balance_degree(a.computed_before);
+  a.balance_degree_after = plan::balance_degree(a.computed_after);
+  a.rb = a.balance_degree_after > 0 ? a.balance_degree_before / a.balance_degree_after
+                                    : (a.balance_degree_before > 0 ? std::numeric_limits<double>::infinity() : 1.0);
+  a.gain = a.before.total > 0 ? (a.before.total - a.after.total) / a.before.total : 0;
+  return a;
+}
+
+}  // namespace moetrace::analyzer
