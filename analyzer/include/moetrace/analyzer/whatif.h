@@ -1,0 +1,120 @@
+// One MoE layer as the recommenders see it (shape, devices, measured routing)
+// and the bridges from a hardware model to their inputs: pipemoe's terms,
+// mpipemoe's Eq. 10 speeds, pro-prophet's planner model, ppmoe's layout
+// inputs; plus simulator what-ifs that build the layer's plan at another
+// pipeline degree, reuse strategy or placement and run it.
+//
+// The hardware model is the simulator's CostModel (kernels/sim cost_model.h):
+// a fitted model (the analyses' `moetrace fit` writes that format), the one a
+// simulated trace was run with, or a preset. Where a term comes from:
+//   alpha_gemm, seconds per FLOP   compute_by_kind[expert_ffn] (or compute)
+//   all-to-all alpha(P), beta(P)    collectives.all_to_all_v at P ranks
+//   all-reduce alpha(T), beta(T)    collectives.all_reduce at T ranks
+//   copies                          copy.d2h / copy.h2d
+//   sigma, mu, eta                  interference
+// Volumes of the all-to-all follow the model's own rule (all_to_all_volume,
+// all_to_all_counts_local), computed from the measured routing, so the terms
+// charge what the simulator (and the fit behind it) charges.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "moetrace/analyzer/memory_reuse.h"
+#include "moetrace/analyzer/pipeline_degree.h"
+#include "moetrace/analyzer/placement.h"
+#include "moetrace/analyzer/ppmoe_layout.h"
+#include "moetrace/plan/config.h"
+#include "moetrace/plan/pro_prophet.h"
+#include "moetrace/sim/cost_model.h"
+
+namespace moetrace::analyzer {
+
+struct MoeLayerWorkload {
+  int layer = 0;
+  int ranks = 0;     // P (devices; expert e lives on rank e / (E / P))
+  int experts = 0;   // E
+  int top_k = 1;
+  std::int64_t model_dim = 0;  // M (h)
+  std::int64_t hidden = 0;     // H of an expert
+  int elem_bytes = 2;
+  plan::LayerRouting routing;  // tokens [source rank][expert] of one iteration
+  int iteration = 0;           // the iteration `routing` is from
+
+  int experts_per_rank() const { return ranks > 0 ? experts / ranks : 0; }
+  // Tokens of source rank q (its routed rows / top_k).
+  std::int64_t tokens_of(int source) const;
+  std::int64_t max_tokens_per_rank() const;
+  // Rows expert rank q computes (received, its own included).
+  std::int64_t rows_computed(int rank) const;
+};
+
+// A balanced routing: every source sends tokens x top_k / E rows to each
+// expert (pipemoe's and mpipemoe's models assume it).
+plan::LayerRouting balanced_routing(int ranks, int experts, int top_k, std::int64_t tokens_per_rank);
+
+// The all-to-all volume (bytes) that sets the dispatch's and the combine's
+// time under the model's rule: the busiest rank.
+struct AllToAllVolumes {
+  double dispatch = 0, combine = 0;
+};
+AllToAllVolumes all_to_all_volumes(const MoeLayerWorkload& w, const sim::CostModel& m);
+
+// pipemoe Eq. 15-18 for the layer: alpha_a, beta_a at P; beta_a n_d with n_d
+// the mean of the dispatch and combine volumes (Eq. 25/33/40 count them in
+// pairs); alpha_e = (E/P) x 2 alpha_gemm forward (one FFN op of 2 GEMMs per
+// local expert and chunk, as the builders emit), x 2 backward; beta_e n_e =
+// seconds per FLOP x the busiest rank's expert FLOPs (4 M H per row
+// forward, twice that backward).
+LayerPipelineTerms pipeline_terms(const MoeLayerWorkload& w, const sim::CostModel& m);
+
+// mpipemoe Eq. 10's inputs for the layer at n partitions.
+ReuseInputs reuse_inputs(const MoeLayerWorkload& w, const sim::CostModel& m, int partitions);
+
+// pro-prophet's planner model (Eq. 1-8) for the layer: B-bar = 1 / beta of
+// the all-to-all at P, t = 1 / (seconds per FLOP x 4 M H), T_FNEC / T_BNEC
+// as given (measured non-MoE time of the block).
+PlacementInputs placement_inputs(const MoeLayerWorkload& w, const sim::CostModel& m, double fnec_s,
+                                 double bnec_s, bool block_schedule);
+
+// ppmoe's comparison for the layer with a tensor-parallel group of T.
+LayoutInputs layout_inputs(const MoeLayerWorkload& w, const sim::CostModel& m, int tensor_parallel);
+
+// ---------------------------------------------------------------------------
+// What-ifs: the layer alone (one iteration, one block, no attention or dense
+// part) built by the plan builders with the measured routing and simulated.
+
+// Which ops make up the time compared.
+enum class LayerWindow : std::uint8_t {
+  // pipemoe Eq. 12: first dispatch to last combine, with the restore ops of
+  // mpipemoe (offload, prefetch, recompute, re-communicate): the pipelined part.
+  kPipeline = 0,
+  // Every op of the MoE layer (gate, permute, ..., Plan, Trans, Agg).
+  kMoeLayer = 1,
+};
+
+struct WhatIfResult {
+  bool ok = false;
+  std::string error;          // why it could not be simulated
+  double forward_s = 0, backward_s = 0;  // per pass: the slowest rank's window
+  double layer_s() const { return forward_s + backward_s; }
+  double makespan_s = 0;
+  std::int64_t peak_bytes = 0;  // device memory, the highest rank
+};
+
+struct WhatIf {
+  std::string variant = "pipemoe";  // "dpmoe", "pipemoe", "mpipemoe", "pro_prophet"
+  int partitions = 1;               // pipemoe r / mpipemoe n
+  plan::ReuseStrategy strategy = plan::ReuseStrategy::kNone;
+  int pro_prophet_n = 0;
+  double pro_prophet_alpha = 0.25;
+  std::optional<plan::ProProphetModel> planner;  // pro_prophet: the model Alg. 1 plans with
+  LayerWindow window = LayerWindow::kPipeline;
+};
+
+// Never throws for a configuration the builders refuse: ok = false, error says why.
+WhatIfResult simulate_layer(const MoeLayerWorkload& w, const sim::CostModel& m, const WhatIf& what);
+
+}  // namespace moetrace::analyzer
