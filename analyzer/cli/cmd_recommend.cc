@@ -1,0 +1,118 @@
+// `moetrace recommend TRACE [MORE...]`: per-MoE-layer advice (pipeline
+// degree, memory-reuse strategy, expert placement, PPMoE layout) with its
+// evidence and predicted gain (analyzer/recommend.h). Further traces of the
+// same model at other granularities feed mpipemoe's range search.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "commands.h"
+#include "moetrace/analyzer/recommend.h"
+#include "moetrace/schema/error.h"
+#include "moetrace/sim/cost_model.h"
+
+namespace moetrace::cli {
+
+namespace {
+
+std::vector<int> parse_int_list(const std::string& s, const char* what) {
+  std::vector<int> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    try {
+      std::size_t used = 0;
+      const int v = std::stoi(item, &used);
+      if (used != item.size() || v < 1) throw std::invalid_argument(item);
+      out.push_back(v);
+    } catch (const std::exception&) {
+      throw ConfigError(fmt::format("{} \"{}\" is not a list of positive integers (e.g. 1,2,4,8)", what, s));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+sim::CostModel load_cost_model_arg(const std::string& arg) {
+  if (std::filesystem::exists(arg)) {
+    std::ifstream in(arg, std::ios::binary);
+    if (!in) throw Error(fmt::format("{}: cannot read the cost model", arg));
+    std::stringstream s;
+    s << in.rdbuf();
+    try {
+      return sim::cost_model_from_json(s.str());
+    } catch (const ConfigError& e) {
+      throw ConfigError(fmt::format("{}: {}", arg, e.what()));
+    }
+  }
+  return sim::cost_model_preset(arg);  // an unknown name fails, listing the presets
+}
+
+void add_recommend_command(CLI::App& app) {
+  struct Options {
+    std::vector<std::string> paths;
+    std::string format = "text";
+    std::string output, cost_model, r_candidates;
+    std::int64_t memory_budget = -1;
+    int r_max = 64, tensor_parallel = -1, max_sim_ranks = 256;
+    double alpha = 0.25;
+    bool no_simulate = false;
+  };
+  auto opt = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand(
+      "recommend",
+      "Advise per MoE layer: pipeline degree, memory-reuse strategy, expert placement, PPMoE layout");
+  cmd->add_option("trace", opt->paths,
+                  "Trace database; further traces of the same model at other pipeline degrees or token counts "
+                  "feed mpipemoe's range search")
+      ->required();
+  add_format_option(cmd, opt->format, {"text", "json", "markdown"});
+  cmd->add_option("--output,-o", opt->output, "Write to this file instead of stdout");
+  cmd->add_option("--cost-model", opt->cost_model,
+                  "Hardware model: a simulator preset name or a cost-model JSON file (e.g. from `moetrace fit`); "
+                  "default: the model a simulated trace ran with, else a preset");
+  cmd->add_option("--memory-budget", opt->memory_budget,
+                  "Device memory budget in bytes (default: run_config memory_budget_bytes, else device memory)");
+  cmd->add_option("--r-max", opt->r_max, "Largest pipeline degree considered")->capture_default_str();
+  cmd->add_option("--r-candidates", opt->r_candidates, "Only these pipeline degrees, e.g. 1,2,4,8 (pipemoe's set)");
+  cmd->add_option("--tensor-parallel", opt->tensor_parallel,
+                  "Tensor-parallel size T of the PPMoE layout considered (default: GPUs per node, <= 8)");
+  cmd->add_option("--alpha", opt->alpha, "pro-prophet's balance coefficient alpha (Eq. 7)")->capture_default_str();
+  cmd->add_flag("--no-simulate", opt->no_simulate, "Closed forms only: no simulator what-ifs");
+  cmd->add_option("--max-simulated-ranks", opt->max_sim_ranks, "No what-ifs above this many ranks")
+      ->capture_default_str();
+  cmd->callback([opt] {
+    if (opt->r_max < 1) throw ConfigError(fmt::format("--r-max ({}) must be at least 1", opt->r_max));
+    if (!(opt->alpha > 0)) throw ConfigError(fmt::format("--alpha ({}) must be positive", opt->alpha));
+    analyzer::RecommendOptions ro;
+    if (!opt->cost_model.empty()) {
+      ro.cost_model = load_cost_model_arg(opt->cost_model);
+      ro.cost_model_source = fmt::format("cost model {} (--cost-model {})", ro.cost_model->name, opt->cost_model);
+    }
+    ro.memory_budget_bytes = opt->memory_budget;
+    ro.r_max = opt->r_max;
+    if (!opt->r_candidates.empty()) ro.r_candidates = parse_int_list(opt->r_candidates, "--r-candidates");
+    ro.tensor_parallel = opt->tensor_parallel;
+    ro.simulate = !opt->no_simulate;
+    ro.max_simulated_ranks = opt->max_sim_ranks;
+    ro.pro_prophet_alpha = opt->alpha;
+    std::vector<analyzer::Trace> traces;
+    traces.reserve(opt->paths.size());
+    for (const auto& p : opt->paths) traces.push_back(load_with_progress(p));
+    for (std::size_t i = 1; i < traces.size(); ++i) ro.other_runs.push_back(&traces[i]);
+    Progress progress("recommend " + opt->paths.front());
+    ro.progress = progress.callback();
+    const auto rec = analyzer::recommend(traces.front(), ro);
+    std::ostringstream out;
+    if (opt->format == "json") out << analyzer::recommendations_to_json(rec).dump(2) << "\n";
+    else if (opt->format == "markdown") analyzer::write_recommendations_markdown(out, rec);
+    else analyzer::write_recommendations_text(out, rec);
+    write_output(opt->output, out.str());
+  });
+}
+
+}  // namespace moetrace::cli

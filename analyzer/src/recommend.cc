@@ -1,0 +1,661 @@
+#include "moetrace/analyzer/recommend.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "moetrace/analyzer/breakdown.h"
+#include "moetrace/analyzer/report.h"
+#include "moetrace/schema/error.h"
+#include "moetrace/sim/cost_model.h"
+
+namespace moetrace::analyzer {
+
+namespace {
+
+// run_config value of `key`, or of the first key ending in "." + key
+// (simulated traces flatten their JSON config: "model.elem_bytes").
+std::string_view config(const Trace& t, std::string_view key) {
+  for (const auto& [k, v] : t.run.config)
+    if (k == key) return v;
+  for (const auto& [k, v] : t.run.config)
+    if (k.size() > key.size() && k.compare(k.size() - key.size(), key.size(), key) == 0 &&
+        k[k.size() - key.size() - 1] == '.')
+      return v;
+  return {};
+}
+
+template <typename T>
+std::optional<T> config_number(const Trace& t, std::string_view key) {
+  const auto s = config(t, key);
+  if (s.empty()) return std::nullopt;
+  T v{};
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+std::string ms(double s) { return fmt::format("{:.3f} ms", s * 1e3); }
+std::string pct(double f) { return fmt::format("{:.1f} %", f * 100.0); }
+std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024 * 1024)); }
+
+std::string strategy_action(plan::ReuseStrategy s) {
+  switch (s) {
+    case plan::ReuseStrategy::kNone: return "none (no memory reuse)";
+    case plan::ReuseStrategy::kS1: return "S1: offload T_DI, offload T_M";
+    case plan::ReuseStrategy::kS2: return "S2: re-communicate T_DI, offload T_M";
+    case plan::ReuseStrategy::kS3: return "S3: offload T_DI, recompute T_M";
+    case plan::ReuseStrategy::kS4: return "S4: re-communicate T_DI, recompute T_M";
+  }
+  return "none";
+}
+
+// Device memory peak of each rank from the allocation events, else from the
+// buffers' lifetimes; the highest rank's. -1 where the trace has neither.
+std::int64_t measured_peak(const Trace& t) {
+  std::map<std::int32_t, std::vector<std::pair<std::int64_t, std::int64_t>>> deltas;
+  auto device = [](schema::MemoryKind k) {
+    return k != schema::MemoryKind::kPinnedHost && k != schema::MemoryKind::kPageableHost;
+  };
+  if (!t.memory_events.empty()) {
+    for (const auto& e : t.memory_events)
+      if (device(e.memory_kind)) deltas[e.rank.value].push_back({e.ts_ns, e.alloc ? e.bytes : -e.bytes});
+  } else {
+    for (const auto& b : t.buffers) {
+      if (!device(b.memory_kind) || b.bytes <= 0) continue;
+      const std::int64_t from = b.alloc_ns >= 0 ? b.alloc_ns : t.run.start_ns;
+      deltas[b.rank.value].push_back({from, b.bytes});
+      if (b.free_ns >= 0) deltas[b.rank.value].push_back({b.free_ns, -b.bytes});
+    }
+  }
+  if (deltas.empty()) return -1;
+  std::int64_t peak = 0;
+  for (auto& [rank, d] : deltas) {
+    std::sort(d.begin(), d.end());  // frees (negative) before allocations at one instant
+    std::int64_t now = 0;
+    for (const auto& [ts, b] : d) {
+      now += b;
+      peak = std::max(peak, now);
+    }
+  }
+  return peak;
+}
+
+struct LayerMeasures {
+  double layer_s = -1;
+  int iterations = 0;
+  int chunks = 1;
+  double fnec_s = 0, bnec_s = 0;
+};
+
+// From the breakdown rows and the ops of the layer.
+std::map<int, LayerMeasures> layer_measures(const Trace& t, const Breakdown& b) {
+  std::map<int, LayerMeasures> out;
+  std::map<int, std::map<std::pair<int, int>, std::int64_t>> win;  // layer -> (iteration, phase) -> max window
+  for (const auto& row : b.rows) {
+    auto& w = win[row.layer][{row.iteration, static_cast<int>(row.phase)}];
+    w = std::max(w, row.t.window_ns);
+  }
+  for (const auto& [layer, by] : win) {
+    std::map<int, std::int64_t> per_iteration;
+    for (const auto& [key, ns] : by) per_iteration[key.first] += ns;
+    double sum = 0;
+    for (const auto& [it, ns] : per_iteration) sum += static_cast<double>(ns);
+    auto& m = out[layer];
+    m.iterations = static_cast<int>(per_iteration.size());
+    m.layer_s = per_iteration.empty() ? -1 : sum * 1e-9 / static_cast<double>(per_iteration.size());
+  }
+  // Chunks, and the block's non-MoE compute (attention, dense FFN and its
+  // tensor-parallel all-reduce): per (iteration, phase) the slowest rank.
+  std::map<int, std::map<std::tuple<int, int, int>, std::int64_t>> nonmoe;  // layer -> (it, phase, rank) -> ns
+  for (const auto& op : t.ops) {
+    if (op.layer < 0) continue;
+    if (op.kind == OpKind::kDispatchAllToAll) out[op.layer].chunks = std::max(out[op.layer].chunks, op.chunk + 1);
+    if (op.kind == OpKind::kAttention || op.kind == OpKind::kDenseFfn || op.kind == OpKind::kTensorParallelAllReduce)
+      nonmoe[op.layer][{op.iteration, static_cast<int>(op.phase), op.rank.value}] += op.duration();
+  }
+  for (const auto& [layer, by] : nonmoe) {
+    std::map<std::pair<int, int>, std::int64_t> slowest;
+    for (const auto& [key, ns] : by) {
+      auto& s = slowest[{std::get<0>(key), std::get<1>(key)}];
+      s = std::max(s, ns);
+    }
+    std::map<int, std::pair<double, int>> per_phase;  // phase -> (sum, iterations)
+    for (const auto& [key, ns] : slowest) {
+      per_phase[key.second].first += static_cast<double>(ns) * 1e-9;
+      per_phase[key.second].second += 1;
+    }
+    auto mean = [&](Phase p) {
+      auto it = per_phase.find(static_cast<int>(p));
+      return it == per_phase.end() ? 0.0 : it->second.first / it->second.second;
+    };
+    out[layer].fnec_s = mean(Phase::kForward);
+    out[layer].bnec_s = mean(Phase::kBackward);
+  }
+  return out;
+}
+
+HardwareModelInfo resolve_hardware(const Trace& t, const RecommendOptions& o, std::vector<std::string>& notes) {
+  HardwareModelInfo h;
+  if (o.cost_model) {
+    h.source = "given";
+    h.model = *o.cost_model;
+    h.description = o.cost_model_source.empty() ? fmt::format("cost model {} (given)", h.model.name)
+                                                : o.cost_model_source;
+    return h;
+  }
+  if (const auto json = config(t, "sim.cost_model_json"); !json.empty()) {
+    try {
+      h.model = sim::cost_model_from_json(json);
+      h.source = "trace";
+      h.description = fmt::format("the cost model this simulated trace ran with ({})", h.model.name);
+      return h;
+    } catch (const Error& e) {
+      notes.push_back(fmt::format("the trace's sim.cost_model_json is unreadable ({}); using a preset", e.what()));
+    }
+  }
+  h.model = sim::cost_model_preset("h100-nvlink-ib");
+  h.source = "preset";
+  h.description = "preset h100-nvlink-ib (nothing measured: give --cost-model, e.g. the output of `moetrace fit`)";
+  notes.push_back("no cost model measured for this trace: the recommendations use the h100-nvlink-ib preset; "
+                  "pass --cost-model with a fitted model for advice about this hardware");
+  return h;
+}
+
+int tensor_parallel_for(const Trace& t, const MoeLayerWorkload& w, int requested) {
+  if (requested > 0) return requested;
+  // GPUs per node: ranks sharing a host, at most 8 (PPMoE keeps TP inside a node).
+  std::map<std::string, int> per_host;
+  for (const auto& r : t.ranks) ++per_host[r.host];
+  int gpn = 0;
+  for (const auto& [host, n] : per_host) gpn = std::max(gpn, n);
+  if (gpn <= 1) gpn = 8;
+  for (int T = std::min({gpn, 8, w.ranks}); T > 1; --T)
+    if (w.experts % T == 0) return T;
+  return 0;
+}
+
+}  // namespace
+
+std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vector<std::string>* notes) {
+  std::vector<MoeLayerWorkload> out;
+  auto note = [&](std::string s) {
+    if (notes) notes->push_back(std::move(s));
+  };
+  if (trace.expert_load.empty()) {
+    note("the trace has no expert_load rows: no MoE layer to advise on");
+    return out;
+  }
+  if (trace.run.variant == "ppmoe") {
+    note("the trace runs PPMoE (tokens routed per micro-batch block, not per rank): the expert-parallel "
+         "recommenders do not apply");
+    return out;
+  }
+  int P = std::max(1, trace.run.world_size);
+  for (const auto& e : trace.expert_load) P = std::max(P, e.src_rank + 1);
+  std::map<int, int> last_iteration;
+  std::map<int, int> max_expert;
+  bool aggregated = false;
+  for (const auto& e : trace.expert_load) {
+    last_iteration[e.layer] = std::max(last_iteration.count(e.layer) ? last_iteration[e.layer] : -1, e.iteration);
+    max_expert[e.layer] = std::max(max_expert.count(e.layer) ? max_expert[e.layer] : -1, e.expert);
+    if (e.src_rank < 0) aggregated = true;
+  }
+  if (aggregated)
+    note("expert_load holds per-expert totals only (large trace): each expert's tokens are spread evenly over "
+         "the source ranks");
+  const auto cfg_experts = config_number<int>(trace, "num_experts");
+  const auto cfg_top_k = config_number<int>(trace, "top_k");
+  const auto cfg_m = config_number<std::int64_t>(trace, "model_dim");
+  const auto cfg_h = config_number<std::int64_t>(trace, "expert_hidden");
+  const auto cfg_elem = config_number<int>(trace, "elem_bytes");
+  for (const auto& [layer, iteration] : last_iteration) {
+    MoeLayerWorkload w;
+    w.layer = layer;
+    w.iteration = iteration;
+    w.ranks = P;
+    const Layer* meta = nullptr;
+    for (const auto& l : trace.layers)
+      if (l.layer == layer) meta = &l;
+    w.experts = meta && meta->num_experts > 0 ? meta->num_experts : cfg_experts.value_or(max_expert[layer] + 1);
+    w.top_k = meta && meta->top_k > 0 ? meta->top_k : cfg_top_k.value_or(1);
+    w.model_dim = meta && meta->model_dim > 0 ? meta->model_dim : cfg_m.value_or(0);
+    w.hidden = meta && meta->hidden_dim > 0 ? meta->hidden_dim : cfg_h.value_or(0);
+    if (w.model_dim <= 0 || w.hidden <= 0) {
+      note(fmt::format("layer {}: model_dim or hidden size unknown (layers table and run_config lack them); skipped", layer));
+      continue;
+    }
+    if (w.experts < P || w.experts % P != 0) {
+      note(fmt::format("layer {}: {} experts on {} ranks is not expert parallelism with E/P experts per rank; "
+                       "skipped",
+                       layer, w.experts, P));
+      continue;
+    }
+    w.routing = plan::LayerRouting{P, w.experts, std::vector<std::int64_t>(static_cast<std::size_t>(P * w.experts), 0)};
+    for (const auto& e : trace.expert_load) {
+      if (e.layer != layer || e.iteration != iteration || e.expert < 0 || e.expert >= w.experts) continue;
+      if (e.src_rank >= 0) {
+        w.routing.counts[static_cast<std::size_t>(e.src_rank * w.experts + e.expert)] += e.tokens;
+      } else {
+        for (int s = 0; s < P; ++s)
+          w.routing.counts[static_cast<std::size_t>(s * w.experts + e.expert)] += e.tokens / P + (s < e.tokens % P ? 1 : 0);
+      }
+    }
+    // Element size: run_config, else the dispatch bytes over the rows it sent
+    // to other ranks, else 2 (bf16).
+    w.elem_bytes = cfg_elem.value_or(0);
+    if (w.elem_bytes <= 0) {
+      double bytes = 0, rows = 0;
+      for (const auto& op : trace.ops)
+        if (op.kind == OpKind::kDispatchAllToAll && op.layer == layer && op.iteration == iteration &&
+            op.phase == Phase::kForward && op.bytes > 0)
+          bytes += static_cast<double>(op.bytes);
+      for (int s = 0; s < P; ++s)
+        for (int e = 0; e < w.experts; ++e)
+          if (w.routing.home(e) != s) rows += static_cast<double>(w.routing.count(s, e));
+      const double per_elem = rows > 0 ? bytes / (rows * static_cast<double>(w.model_dim)) : 0;
+      w.elem_bytes = 2;
+      for (int b : {1, 2, 4, 8})
+        if (per_elem > 0 && std::fabs(per_elem - b) < 0.25 * b) w.elem_bytes = b;
+    }
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+namespace {
+
+void advise_pipeline(const Trace& trace, const RecommendOptions& o, const HardwareModelInfo& hw, const LayerMeasures& meas,
+                     LayerRecommendation& L) {
+  auto& a = L.pipeline;
+  const auto& w = L.workload;
+  a.variant = L.variant.empty() ? "pipemoe" : L.variant;
+  if (a.variant == "pro_prophet" || a.variant == "fastermoe") a.variant = "dpmoe";
+  a.current_r = meas.chunks;
+  if (L.variant == "pipemoe") a.current_r = config_number<int>(trace, "pipeline_degree").value_or(a.current_r);
+  if (L.variant == "mpipemoe") a.current_r = config_number<int>(trace, "partitions").value_or(a.current_r);
+  const int r_max = std::max(1, o.r_max);
+  a.terms = pipeline_terms(w, hw.model);
+  a.choice = choose_pipeline_degree(a.terms, std::max(r_max, a.current_r), o.r_candidates);
+  a.closed_form_current_s = a.choice.t_by_r[static_cast<std::size_t>(a.current_r - 1)];
+  a.recommended_r = a.choice.r;
+  a.basis = "closed_form";
+  a.predicted_current_s = a.closed_form_current_s;
+  a.predicted_s = a.choice.t;
+  a.computed = true;
+  if (o.simulate && w.ranks <= o.max_simulated_ranks) {
+    std::set<int> rs;
+    if (o.r_candidates.empty())
+      for (int r = 1; r <= std::min(r_max, 16); ++r) rs.insert(r);
+    else
+      for (int r : o.r_candidates)
+        if (r >= 1 && r <= r_max) rs.insert(r);
+    rs.insert(a.current_r);
+    rs.insert(a.choice.r);
+    // The what-if runs the layer's own schedule: MPipeMoE's alternating
+    // order for an mpipemoe trace (with its strategy), pipemoe's otherwise.
+    WhatIf what;
+    what.variant = L.variant == "mpipemoe" ? "mpipemoe" : "pipemoe";
+    if (what.variant == "mpipemoe")
+      what.strategy = plan::parse_reuse_strategy(config(trace, "strategy").empty() ? "none" : config(trace, "strategy"));
+    double best = 0;
+    for (int r : rs) {
+      what.partitions = r;
+      if (what.variant == "mpipemoe" && r < 2 && what.strategy != plan::ReuseStrategy::kNone) continue;
+      auto res = simulate_layer(w, hw.model, what);
+      if (res.ok && (a.simulated_best_r < 0 || res.layer_s() < best)) {
+        best = res.layer_s();
+        a.simulated_best_r = r;
+      }
+      a.simulated.push_back({r, std::move(res)});
+    }
+    if (a.simulated_best_r > 0) {
+      a.recommended_r = a.simulated_best_r;
+      a.basis = "simulation";
+      a.predicted_s = best;
+      for (const auto& [r, res] : a.simulated)
+        if (r == a.current_r && res.ok) a.predicted_current_s = res.layer_s();
+    }
+  }
+}
+
+void advise_memory(const Trace& trace, const RecommendOptions& o, const HardwareModelInfo& hw, std::int64_t peak,
+                   LayerRecommendation& L) {
+  auto& a = L.memory;
+  const auto& w = L.workload;
+  // At the pipeline degree the layer would run after the pipeline advice
+  // (reuse needs n >= 2 partitions).
+  a.partitions = std::max(2, L.pipeline.computed ? L.pipeline.recommended_r : 2);
+  if (L.variant == "mpipemoe")
+    a.current = plan::parse_reuse_strategy(config(trace, "strategy").empty() ? "none" : config(trace, "strategy"));
+  a.measured_peak_bytes = peak;
+  if (o.memory_budget_bytes >= 0) {
+    a.budget_bytes = o.memory_budget_bytes;
+    a.budget_source = "option";
+  } else if (auto b = config_number<std::int64_t>(trace, "memory_budget_bytes"); b && *b > 0) {
+    a.budget_bytes = *b;
+    a.budget_source = "run_config memory_budget_bytes";
+  } else {
+    for (const auto& d : trace.devices)
+      if (d.memory_bytes > 0) a.budget_bytes = a.budget_bytes > 0 ? std::min(a.budget_bytes, d.memory_bytes) : d.memory_bytes;
+    a.budget_source = a.budget_bytes > 0 ? "device memory" : "none";
+  }
+  ReuseInputs in = reuse_inputs(w, hw.model, a.partitions);
+  in.budget_bytes = a.budget_bytes;
+  in.measured_peak_bytes = peak;
+  in.current = a.current;
+  // The measured peak is the whole run's; a candidate moves it by the change
+  // of this layer's Eq. 1-5 memory (Eq. 2 = Eq. 4 for an unpipelined layer).
+  a.choice = choose_reuse_strategy(in);
+  a.computed = true;
+  if (o.simulate && w.ranks <= o.max_simulated_ranks) {
+    for (int s = 0; s < 5; ++s) {
+      WhatIf what;
+      what.variant = "mpipemoe";
+      what.partitions = a.partitions;
+      what.strategy = static_cast<plan::ReuseStrategy>(s);
+      a.simulated[static_cast<std::size_t>(s)] = simulate_layer(w, hw.model, what);
+    }
+  }
+}
+
+void advise_placement(const RecommendOptions& o, const HardwareModelInfo& hw, const LayerMeasures& meas,
+                      LayerRecommendation& L) {
+  auto& a = L.placement;
+  const auto& w = L.workload;
+  a.iteration = w.iteration;
+  a.fnec_s = meas.fnec_s;
+  a.bnec_s = meas.bnec_s;
+  PlacementInputs in = placement_inputs(w, hw.model, a.fnec_s, a.bnec_s, true);
+  in.alpha = o.pro_prophet_alpha;
+  a.model = in.model;
+  a.alpha = in.alpha;
+  a.advice = recommend_placement(in);
+  a.computed = true;
+  if (o.simulate && w.ranks <= o.max_simulated_ranks) {
+    WhatIf home;
+    home.variant = "dpmoe";
+    home.window = LayerWindow::kMoeLayer;
+    a.simulated_home = simulate_layer(w, hw.model, home);
+    if (a.advice.placement.selected.empty()) return;  // nothing to compare
+    WhatIf placed = home;
+    placed.variant = "pro_prophet";
+    placed.pro_prophet_n = a.advice.n;
+    placed.pro_prophet_alpha = o.pro_prophet_alpha;
+    plan::ProProphetModel planner = in.model;
+    planner.hide_under_computation = false;  // unscheduled in the what-if (one iteration)
+    placed.planner = planner;
+    a.simulated_placed = simulate_layer(w, hw.model, placed);
+  }
+}
+
+void advise_layout(const Trace& trace, const RecommendOptions& o, const HardwareModelInfo& hw, LayerRecommendation& L) {
+  auto& a = L.layout;
+  const auto& w = L.workload;
+  a.tensor_parallel = tensor_parallel_for(trace, w, o.tensor_parallel);
+  if (a.tensor_parallel < 2) {
+    a.skipped = fmt::format("no tensor-parallel size in [2, 8] divides {} experts on {} ranks", w.experts, w.ranks);
+    return;
+  }
+  a.comparison = compare_ppmoe_layout(layout_inputs(w, hw.model, a.tensor_parallel));
+  a.computed = a.comparison.applicable;
+  if (!a.computed)
+    a.skipped = fmt::format("PPMoE with T = {} does not apply ({} experts, {} ranks)", a.tensor_parallel, w.experts, w.ranks);
+}
+
+// ---------------------------------------------------------------------------
+// Items: one per recommender and layer.
+
+double layer_time(const LayerRecommendation& L, double model_time) {
+  return L.measured_layer_s > 0 ? L.measured_layer_s : model_time;
+}
+
+RecommendationItem pipeline_item(const LayerRecommendation& L, const HardwareModelInfo& hw) {
+  const auto& a = L.pipeline;
+  RecommendationItem it;
+  it.layer = L.layer;
+  it.subject = "pipeline degree";
+  if (!a.computed) {
+    it.action = "not computed";
+    it.evidence = a.skipped;
+    return it;
+  }
+  const bool mp = L.variant == "mpipemoe";
+  const char* sym = mp ? "n" : "r";
+  it.change = a.recommended_r != a.current_r;
+  it.action = it.change ? fmt::format("{} = {}", sym, a.recommended_r) : fmt::format("keep {} = {}", sym, a.current_r);
+  const auto& f = a.choice.forward;
+  const PipelineTerms& t = a.terms.forward;
+  std::string e = fmt::format(
+      "pipemoe Theorem 1 on {}: alpha_a = {}, beta_a n_d = {}, alpha_e = {}, beta_e n_e = {} (forward; backward "
+      "doubles the expert terms). Forward alone (Algorithm 1): r = {} ({}, {}); forward + backward: r = {}, {} vs "
+      "{} at the current {} = {}.",
+      hw.model.name, ms(t.alpha_a), ms(t.comm_s), ms(t.alpha_e), ms(t.comp_s), f.r, pipeline_regime_name(f.regime),
+      pipeline_regime_equation(f.regime), a.choice.r, ms(a.choice.t), ms(a.closed_form_current_s), sym, a.current_r);
+  if (a.simulated_best_r > 0) {
+    double at_rec = 0;
+    for (const auto& [r, res] : a.simulated)
+      if (r == a.choice.r && res.ok) at_rec = res.layer_s();
+    e += fmt::format(" Simulated with the measured routing ({} what-ifs, r = {}..{}): best r = {} at {}, current {}",
+                     a.simulated.size(), a.simulated.front().first, a.simulated.back().first, a.simulated_best_r,
+                     ms(a.predicted_s), ms(a.predicted_current_s));
+    if (a.simulated_best_r != a.choice.r && at_rec > 0)
+      e += fmt::format(" (the closed form's r = {} simulates at {}, {} slower)", a.choice.r, ms(at_rec),
+                       pct(at_rec / a.predicted_s - 1));
+    e += ".";
+  }
+  if (L.measured_layer_s > 0) e += fmt::format(" Measured MoE-layer time {} per iteration.", ms(L.measured_layer_s));
+  if (a.measured) {
+    std::string ranges;
+    for (const auto& r : a.measured->ranges)
+      ranges += fmt::format("{}n = {}: B in [{}, {}]", ranges.empty() ? "" : "; ", r.partitions, r.lower, r.upper);
+    e += fmt::format(" mpipemoe Algorithm 1 on {} measured runs: {}; {} -> n = {}.", a.runs.size(), ranges,
+                     a.measured->note, a.measured->partitions);
+  }
+  it.evidence = e;
+  const double saved = a.predicted_current_s - a.predicted_s;
+  it.predicted_gain = saved / layer_time(L, a.predicted_current_s);
+  it.gain_known = true;
+  return it;
+}
+
+RecommendationItem memory_item(const LayerRecommendation& L) {
+  const auto& a = L.memory;
+  RecommendationItem it;
+  it.layer = L.layer;
+  it.subject = "memory reuse";
+  if (!a.computed) {
+    it.action = "not computed";
+    it.evidence = a.skipped;
+    return it;
+  }
+  const auto& c = a.choice;
+  it.change = c.strategy != a.current;
+  it.action = it.change ? strategy_action(c.strategy) : "keep " + strategy_action(a.current);
+  std::string costs, sims;
+  for (const auto& cand : c.candidates) {
+    costs += fmt::format("{}{} {}{}", costs.empty() ? "" : ", ", plan::reuse_strategy_name(cand.strategy),
+                         ms(cand.eq10_s()), cand.fits ? "" : " (does not fit)");
+    const auto& s = a.simulated[static_cast<std::size_t>(cand.strategy)];
+    if (s.ok)
+      sims += fmt::format("{}{} {} / peak {}", sims.empty() ? "" : ", ", plan::reuse_strategy_name(cand.strategy),
+                          ms(s.layer_s()), gib(static_cast<double>(s.peak_bytes)));
+  }
+  const auto& none = c.candidates[0];
+  const auto& reuse = c.candidates[static_cast<std::size_t>(c.strategy == plan::ReuseStrategy::kNone ? 4 : static_cast<int>(c.strategy))];
+  std::string e = fmt::format(
+      "mpipemoe at n = {}: Eq. 1 model states {}, Eq. 4 activations and buffers {} each, Eq. 5 saves {} of each "
+      "(Eq. 6 ratio {}). Budget {} ({}){}; predicted peak without reuse {}, with reuse {}. Eq. 10 (forward + "
+      "backward, sigma {:.2f}/{:.2f}, mu {:.2f}/{:.2f}, eta {:.2f}): {}. {}.",
+      a.partitions, gib(c.memory.model_states), gib(c.memory.activations), gib(c.memory.saving),
+      pct(c.memory.saving_ratio), a.budget_bytes > 0 ? gib(static_cast<double>(a.budget_bytes)) : "none",
+      a.budget_source, a.measured_peak_bytes >= 0 ? fmt::format(", measured peak {}", gib(static_cast<double>(a.measured_peak_bytes))) : "",
+      gib(none.predicted_peak_bytes), gib(reuse.predicted_peak_bytes), none.sigma, reuse.sigma, none.mu, reuse.mu, reuse.eta,
+      costs, c.reason);
+  if (!sims.empty()) e += fmt::format(" Simulated (mpipemoe, n = {}): {}.", a.partitions, sims);
+  it.evidence = e;
+  const auto& chosen = c.candidates[static_cast<std::size_t>(c.strategy)];
+  const auto& cur = c.candidates[static_cast<std::size_t>(a.current)];
+  const auto& s_chosen = a.simulated[static_cast<std::size_t>(c.strategy)];
+  const auto& s_cur = a.simulated[static_cast<std::size_t>(a.current)];
+  if (s_chosen.ok && s_cur.ok) {
+    it.predicted_gain = (s_cur.layer_s() - s_chosen.layer_s()) / layer_time(L, s_cur.layer_s());
+  } else {
+    it.predicted_gain = (cur.alpha_s() - chosen.alpha_s()) / layer_time(L, cur.alpha_s());
+  }
+  it.gain_known = true;
+  return it;
+}
+
+RecommendationItem placement_item(const LayerRecommendation& L) {
+  const auto& a = L.placement;
+  RecommendationItem it;
+  it.layer = L.layer;
+  it.subject = "expert placement";
+  if (!a.computed) {
+    it.action = "not computed";
+    it.evidence = a.skipped;
+    return it;
+  }
+  const auto& p = a.advice;
+  const auto& w = L.workload;
+  it.change = !p.placement.selected.empty();
+  if (!it.change) {
+    it.action = "keep the home placement";
+  } else {
+    std::string s;
+    const std::size_t shown = std::min<std::size_t>(p.placement.selected.size(), 4);
+    for (std::size_t i = 0; i < shown; ++i) {
+      const int e = p.placement.selected[i];
+      const auto& reps = p.placement.replicas[static_cast<std::size_t>(e)];
+      s += fmt::format("{}expert {} (home rank {}) to {} rank{}", i ? "; " : "", e, w.routing.home(e), reps.size(),
+                       reps.size() == 1 ? "" : "s");
+    }
+    if (p.placement.selected.size() > shown) s += fmt::format("; {} more", p.placement.selected.size() - shown);
+    it.action = fmt::format("replicate {} (pro-prophet, n = {})", s, p.n);
+  }
+  auto list = [](const std::vector<double>& v) {
+    std::string s;
+    const std::size_t n = std::min<std::size_t>(v.size(), 8);
+    for (std::size_t i = 0; i < n; ++i) s += fmt::format("{}{:.0f}", i ? ", " : "", v[i]);
+    if (v.size() > n) s += ", ...";
+    return "[" + s + "]";
+  };
+  const double max_before = p.computed_before.empty() ? 0 : *std::max_element(p.computed_before.begin(), p.computed_before.end());
+  std::string e = fmt::format(
+      "Load of iteration {}: tokens computed per rank H = {} (max {:.0f}, balance degree {:.1f}). pro-prophet "
+      "Algorithm 1 (alpha = {}, B-bar {:.3g} GB/s, t {:.3g} tokens/s, T_FNEC {}, T_BNEC {}): {} expert{} "
+      "selected; Eq. 8 layer time {} -> {} (4 T_A2A {} -> {}, 3 T_FEC {} -> {}, unhidden Trans + Agg {}); "
+      "without the block-wise schedule (Eq. 6) {}; H after = {}, balance degree {:.1f} (RB {}).",
+      a.iteration, list(p.computed_before), max_before, p.balance_degree_before, a.alpha,
+      a.model.bandwidth_bytes_per_s * 1e-9, a.model.expert_tokens_per_s, ms(a.fnec_s), ms(a.bnec_s),
+      p.placement.selected.size(), p.placement.selected.size() == 1 ? "" : "s", ms(p.before.total), ms(p.after.total),
+      ms(4 * p.before.a2a), ms(4 * p.after.a2a), ms(3 * p.before.fec), ms(3 * p.after.fec), ms(p.after.trans + p.after.agg),
+      ms(p.after_unhidden.total), list(p.computed_after), p.balance_degree_after,
+      std::isfinite(p.rb) ? fmt::format("{:.2f}", p.rb) : "inf");
+  if (a.simulated_home.ok && a.simulated_placed.ok)
+    e += fmt::format(" Simulated MoE layer with the measured load: DPMoE {} vs Pro-Prophet (n = {}, unscheduled) {}.",
+                     ms(a.simulated_home.layer_s()), p.n, ms(a.simulated_placed.layer_s()));
+  it.evidence = e;
+  it.predicted_gain = (p.before.total - p.after.total) / layer_time(L, p.before.total);
+  it.gain_known = true;
+  return it;
+}
+
+RecommendationItem layout_item(const LayerRecommendation& L) {
+  const auto& a = L.layout;
+  RecommendationItem it;
+  it.layer = L.layer;
+  it.subject = "layout";
+  if (!a.computed) {
+    it.action = "not computed";
+    it.evidence = a.skipped;
+    return it;
+  }
+  const auto& c = a.comparison;
+  it.change = c.ppmoe_better;
+  it.action = c.ppmoe_better ? fmt::format("PPMoE layout (experts over tensor-parallel groups of {})", a.tensor_parallel)
+                             : "keep expert parallelism";
+  it.evidence = fmt::format(
+      "ppmoe Eq. 2: t_a2a / t_FFN = {:.3g} (F = {:.3g} TFLOP/s, B = {:.3g} GB/s from the all-to-all at P = {}); Eq. 5: "
+      "t_allreduce / t_cal = {:.3g} (all-reduce at T = {}: {:.3g} GB/s). With alpha terms, per device and iteration "
+      "(forward + backward): expert parallelism 4 all-to-alls of {} + experts {} = {}; PPMoE experts {} + 2 "
+      "all-reduces of {} = {}.",
+      c.eq2_ratio, c.flops_per_s * 1e-12, c.a2a_bandwidth * 1e-9, L.workload.ranks, c.eq5_ratio, a.tensor_parallel,
+      c.ar_bandwidth * 1e-9, ms(c.t_a2a), ms(3 * c.t_expert_ep), ms(c.ep_s), ms(3 * c.t_expert_pp), ms(c.t_allreduce),
+      ms(c.ppmoe_s));
+  it.predicted_gain = it.change ? (c.ep_s - c.ppmoe_s) / layer_time(L, c.ep_s) : 0.0;
+  it.gain_known = true;
+  return it;
+}
+
+}  // namespace
+
+Recommendations recommend(const Trace& trace, const RecommendOptions& o) {
+  Recommendations out;
+  out.trace = trace.run.path;
+  auto progress = [&](std::string_view stage, double f) {
+    if (o.progress) o.progress(stage, f);
+  };
+  out.hardware = resolve_hardware(trace, o, out.notes);
+  out.hardware.model.validate();
+  const auto workloads = moe_layer_workloads(trace, &out.notes);
+  if (workloads.empty()) return out;
+  progress("breakdown", 0.0);
+  const Breakdown b = compute_breakdown(trace);
+  const auto measures = layer_measures(trace, b);
+  const std::int64_t peak = measured_peak(trace);
+
+  // mpipemoe's range search: (B, n, time) of this trace and the others.
+  std::map<int, std::vector<GranularityRun>> runs;
+  std::vector<const Trace*> all = {&trace};
+  for (const Trace* t : o.other_runs)
+    if (t) all.push_back(t);
+  if (all.size() > 1) {
+    for (const Trace* t : all) {
+      const auto ws = moe_layer_workloads(*t);
+      const auto ms_ = layer_measures(*t, t == &trace ? b : compute_breakdown(*t));
+      for (const auto& w : ws) {
+        auto it = ms_.find(w.layer);
+        if (it == ms_.end() || it->second.layer_s <= 0) continue;
+        int n = it->second.chunks;
+        if (t->run.variant == "pipemoe") n = config_number<int>(*t, "pipeline_degree").value_or(n);
+        if (t->run.variant == "mpipemoe") n = config_number<int>(*t, "partitions").value_or(n);
+        runs[w.layer].push_back({w.max_tokens_per_rank(), n, it->second.layer_s, t->run.path});
+      }
+    }
+  }
+
+  for (std::size_t i = 0; i < workloads.size(); ++i) {
+    progress("recommending", static_cast<double>(i) / static_cast<double>(workloads.size()));
+    LayerRecommendation L;
+    L.workload = workloads[i];
+    L.layer = L.workload.layer;
+    L.variant = trace.run.variant;
+    LayerMeasures meas;
+    if (auto it = measures.find(L.layer); it != measures.end()) meas = it->second;
+    L.measured_layer_s = meas.layer_s;
+    L.iterations = meas.iterations;
+    advise_pipeline(trace, o, out.hardware, meas, L);
+    if (auto r = runs.find(L.layer); r != runs.end() && r->second.size() > 1) {
+      L.pipeline.runs = r->second;
+      L.pipeline.measured = mpipemoe_range_search(r->second, L.workload.max_tokens_per_rank());
+    }
+    advise_memory(trace, o, out.hardware, peak, L);
+    advise_placement(o, out.hardware, meas, L);
+    advise_layout(trace, o, out.hardware, L);
+    out.items.push_back(pipeline_item(L, out.hardware));
+    out.items.push_back(memory_item(L));
+    out.items.push_back(placement_item(L));
+    out.items.push_back(layout_item(L));
+    out.layers.push_back(std::move(L));
+  }
+  progress("recommending", 1.0);
+  return out;
+}
+
+}  // namespace moetrace::analyzer

@@ -1,0 +1,312 @@
+// Recommendations as JSON (schemas/recommendations.schema.json), text and
+// Markdown.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <ostream>
+
+#include "moetrace/analyzer/recommend.h"
+#include "moetrace/plan/config.h"
+
+namespace moetrace::analyzer {
+
+namespace {
+
+using nlohmann::json;
+
+// Finite numbers only (JSON has no infinity): null otherwise.
+json num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+json terms_json(const PipelineTerms& t) {
+  return {{"alpha_a_s", t.alpha_a}, {"beta_a_n_d_s", t.comm_s}, {"alpha_e_s", t.alpha_e}, {"beta_e_n_e_s", t.comp_s}};
+}
+
+json candidate_json(const PipelineCandidate& c) {
+  json j = {{"feasible", c.feasible}};
+  if (c.feasible) {
+    j["r"] = c.r;
+    j["t_s"] = c.t;
+  }
+  return j;
+}
+
+json theorem1_json(const Theorem1Result& t) {
+  return {{"r", t.r},
+          {"t_s", t.t},
+          {"regime", std::string(pipeline_regime_name(t.regime))},
+          {"equation", std::string(pipeline_regime_equation(t.regime))},
+          {"t1_s", t.t1},
+          {"case2", candidate_json(t.case2)},
+          {"case3", candidate_json(t.case3)},
+          {"case4", candidate_json(t.case4)}};
+}
+
+json whatif_json(const WhatIfResult& r) {
+  if (!r.ok) return {{"ok", false}, {"error", r.error}};
+  return {{"ok", true},
+          {"forward_s", r.forward_s},
+          {"backward_s", r.backward_s},
+          {"layer_s", r.layer_s()},
+          {"makespan_s", r.makespan_s},
+          {"peak_bytes", r.peak_bytes}};
+}
+
+json pipeline_json(const PipelineDegreeAdvice& a) {
+  if (!a.computed) return {{"computed", false}, {"skipped", a.skipped}};
+  json sims = json::array();
+  for (const auto& [r, res] : a.simulated) {
+    json s = whatif_json(res);
+    s["r"] = r;
+    sims.push_back(s);
+  }
+  json j = {{"computed", true},
+            {"variant", a.variant},
+            {"current_r", a.current_r},
+            {"recommended_r", a.recommended_r},
+            {"basis", a.basis},
+            {"predicted_current_s", a.predicted_current_s},
+            {"predicted_s", a.predicted_s},
+            {"forward_terms", terms_json(a.terms.forward)},
+            {"backward_terms", terms_json(a.terms.backward)},
+            {"closed_form",
+             {{"r", a.choice.r},
+              {"t_s", a.choice.t},
+              {"current_t_s", a.closed_form_current_s},
+              {"t_by_r_s", a.choice.t_by_r},
+              {"forward", theorem1_json(a.choice.forward)},
+              {"backward", theorem1_json(a.choice.backward)}}},
+            {"simulated", sims},
+            {"simulated_best_r", a.simulated_best_r}};
+  if (a.measured) {
+    json runs = json::array();
+    for (const auto& r : a.runs)
+      runs.push_back({{"tokens", r.tokens}, {"partitions", r.partitions}, {"time_s", r.time_s}, {"trace", r.source}});
+    json ranges = json::array();
+    for (const auto& r : a.measured->ranges)
+      ranges.push_back({{"partitions", r.partitions}, {"lower", r.lower}, {"upper", r.upper}});
+    j["range_search"] = {{"runs", runs},
+                         {"ranges", ranges},
+                         {"monotone", a.measured->monotone},
+                         {"partitions", a.measured->partitions},
+                         {"measured", a.measured->measured},
+                         {"note", a.measured->note}};
+  }
+  return j;
+}
+
+json memory_json_(const MemoryReuseAdvice& a) {
+  if (!a.computed) return {{"computed", false}, {"skipped", a.skipped}};
+  json cands = json::array();
+  for (const auto& c : a.choice.candidates) {
+    auto q = [](const ReuseQ& x) { return json::array({x.gemms, x.all_to_alls, x.copies_di, x.copies_m}); };
+    cands.push_back({{"strategy", std::string(plan::reuse_strategy_name(c.strategy))},
+                     {"q_forward", q(c.q_forward)},
+                     {"q_backward", q(c.q_backward)},
+                     {"sigma", c.sigma},
+                     {"mu", c.mu},
+                     {"eta", c.eta},
+                     {"eq10_forward_s", c.eq10_forward_s},
+                     {"eq10_backward_s", c.eq10_backward_s},
+                     {"eq10_s", c.eq10_s()},
+                     {"with_alpha_s", c.alpha_s()},
+                     {"bound", c.bound},
+                     {"layer_memory_bytes", c.layer_memory_bytes},
+                     {"predicted_peak_bytes", c.predicted_peak_bytes},
+                     {"fits", c.fits},
+                     {"simulated", whatif_json(a.simulated[static_cast<std::size_t>(c.strategy)])}});
+  }
+  const auto& m = a.choice.memory;
+  return {{"computed", true},
+          {"partitions", a.partitions},
+          {"budget_bytes", a.budget_bytes},
+          {"budget_source", a.budget_source},
+          {"measured_peak_bytes", a.measured_peak_bytes},
+          {"current", std::string(plan::reuse_strategy_name(a.current))},
+          {"recommended", std::string(plan::reuse_strategy_name(a.choice.strategy))},
+          {"fits", a.choice.fits},
+          {"reason", a.choice.reason},
+          {"eq1_model_states_bytes", m.model_states},
+          {"eq4_activations_bytes", m.activations},
+          {"eq4_buffers_bytes", m.buffers},
+          {"eq5_saving_bytes", m.saving},
+          {"eq6_saving_ratio", m.saving_ratio},
+          {"candidates", cands}};
+}
+
+json estimate_json(const plan::LayerTimeEstimate& t) {
+  return {{"a2a_s", t.a2a}, {"fec_s", t.fec}, {"bec_s", t.bec}, {"trans_s", t.trans}, {"agg_s", t.agg}, {"total_s", t.total}};
+}
+
+json placement_json(const PlacementAdviceInfo& a, const MoeLayerWorkload& w) {
+  if (!a.computed) return {{"computed", false}, {"skipped", a.skipped}};
+  const auto& p = a.advice;
+  json sel = json::array();
+  for (int e : p.placement.selected)
+    sel.push_back({{"expert", e}, {"home", w.routing.home(e)}, {"replicas", p.placement.replicas[static_cast<std::size_t>(e)]}});
+  return {{"computed", true},
+          {"iteration", a.iteration},
+          {"n", p.n},
+          {"alpha", a.alpha},
+          {"bandwidth_bytes_per_s", a.model.bandwidth_bytes_per_s},
+          {"expert_tokens_per_s", a.model.expert_tokens_per_s},
+          {"fnec_s", a.fnec_s},
+          {"bnec_s", a.bnec_s},
+          {"selected", sel},
+          {"before", estimate_json(p.before)},
+          {"after", estimate_json(p.after)},
+          {"after_unscheduled", estimate_json(p.after_unhidden)},
+          {"computed_before", p.computed_before},
+          {"computed_after", p.computed_after},
+          {"received_before", p.received_before},
+          {"received_after", p.received_after},
+          {"balance_degree_before", p.balance_degree_before},
+          {"balance_degree_after", p.balance_degree_after},
+          {"rb", num(p.rb)},
+          {"model_gain", p.gain},
+          {"simulated_home", whatif_json(a.simulated_home)},
+          {"simulated_placed", whatif_json(a.simulated_placed)}};
+}
+
+json layout_json(const LayoutAdvice& a) {
+  if (!a.computed) return {{"computed", false}, {"skipped", a.skipped}};
+  const auto& c = a.comparison;
+  return {{"computed", true},
+          {"tensor_parallel", a.tensor_parallel},
+          {"flops_per_s", c.flops_per_s},
+          {"a2a_bandwidth_bytes_per_s", c.a2a_bandwidth},
+          {"allreduce_bandwidth_bytes_per_s", c.ar_bandwidth},
+          {"eq2_ratio", c.eq2_ratio},
+          {"eq5_ratio", c.eq5_ratio},
+          {"t_a2a_s", c.t_a2a},
+          {"t_expert_ep_s", c.t_expert_ep},
+          {"t_allreduce_s", c.t_allreduce},
+          {"t_expert_ppmoe_s", c.t_expert_pp},
+          {"expert_parallel_s", c.ep_s},
+          {"ppmoe_s", c.ppmoe_s},
+          {"ppmoe_better", c.ppmoe_better},
+          {"gain", c.gain}};
+}
+
+json hardware_json(const HardwareModelInfo& h, int ranks) {
+  const auto& m = h.model;
+  const auto& ex = m.compute_cost(OpKind::kExpertFfn);
+  const auto a2a = m.collective(plan::CollectiveKind::kAllToAllV).at(std::max(2, ranks));
+  return {{"source", h.source},
+          {"description", h.description},
+          {"name", m.name},
+          {"expert_alpha_per_gemm_s", ex.alpha_s},
+          {"expert_seconds_per_flop", ex.seconds_per_flop},
+          {"all_to_all", {{"ranks", ranks}, {"alpha_s", a2a.alpha_s}, {"beta_s_per_byte", a2a.beta_s}}},
+          {"link_sharing", std::string(sim::link_sharing_name(m.link_sharing))},
+          {"all_to_all_volume", std::string(sim::all_to_all_volume_name(m.all_to_all_volume))},
+          {"interference",
+           {{"sigma_comm", m.interference.sigma_comm},
+            {"sigma_all", m.interference.sigma_all},
+            {"mu_comp", m.interference.mu_comp},
+            {"mu_all", m.interference.mu_all},
+            {"eta_all", m.interference.eta_all}}}};
+}
+
+std::string gain_text(const RecommendationItem& it) {
+  if (!it.gain_known) return "-";
+  return fmt::format("{:+.1f} %", it.predicted_gain * 100.0);
+}
+
+}  // namespace
+
+json recommendations_to_json(const Recommendations& r) {
+  json items = json::array();
+  for (const auto& it : r.items) {
+    json j = {{"layer", it.layer}, {"subject", it.subject}, {"action", it.action}, {"evidence", it.evidence},
+              {"change", it.change}};
+    if (it.gain_known) j["predicted_gain"] = num(it.predicted_gain);
+    items.push_back(j);
+  }
+  json layers = json::array();
+  for (const auto& L : r.layers) {
+    const auto& w = L.workload;
+    layers.push_back({{"layer", L.layer},
+                      {"variant", L.variant},
+                      {"workload",
+                       {{"ranks", w.ranks},
+                        {"experts", w.experts},
+                        {"top_k", w.top_k},
+                        {"model_dim", w.model_dim},
+                        {"hidden", w.hidden},
+                        {"elem_bytes", w.elem_bytes},
+                        {"iteration", w.iteration},
+                        {"max_tokens_per_rank", w.max_tokens_per_rank()}}},
+                      {"measured_layer_s", L.measured_layer_s},
+                      {"iterations", L.iterations},
+                      {"pipeline_degree", pipeline_json(L.pipeline)},
+                      {"memory_reuse", memory_json_(L.memory)},
+                      {"expert_placement", placement_json(L.placement, w)},
+                      {"layout", layout_json(L.layout)}});
+  }
+  const int ranks = r.layers.empty() ? 2 : r.layers.front().workload.ranks;
+  return {{"recommendations_version", kRecommendationsVersion},
+          {"status", "computed"},
+          {"trace", r.trace},
+          {"hardware_model", hardware_json(r.hardware, ranks)},
+          {"notes", r.notes},
+          {"items", items},
+          {"layers", layers}};
+}
+
+void write_recommendations_text(std::ostream& out, const Recommendations& r) {
+  out << "moetrace recommend: " << r.trace << "\n";
+  out << "hardware model: " << r.hardware.description << "\n";
+  for (const auto& n : r.notes) out << "note: " << n << "\n";
+  if (r.items.empty()) {
+    out << "\nNo recommendations (no MoE layer with expert load).\n";
+    return;
+  }
+  int layer = -2;
+  for (const auto& it : r.items) {
+    if (it.layer != layer) {
+      layer = it.layer;
+      const LayerRecommendation* L = nullptr;
+      for (const auto& l : r.layers)
+        if (l.layer == layer) L = &l;
+      out << fmt::format("\nLayer {}", layer);
+      if (L) {
+        const auto& w = L->workload;
+        out << fmt::format(" ({} ranks, {} experts, top-{}, M = {}, H = {}, {}-byte elements{})", w.ranks, w.experts,
+                           w.top_k, w.model_dim, w.hidden, w.elem_bytes,
+                           L->measured_layer_s > 0 ? fmt::format("; measured {:.3f} ms per iteration", L->measured_layer_s * 1e3)
+                                                   : "");
+      }
+      out << "\n";
+    }
+    out << fmt::format("  {:<17} {}   [gain {}]\n", it.subject + ":", it.action, gain_text(it));
+    out << "      " << it.evidence << "\n";
+  }
+  out << "\ngain: predicted time saved per iteration as a share of the layer's time (negative: the change costs "
+         "time, e.g. memory reuse buys memory)\n";
+}
+
+void write_recommendations_markdown(std::ostream& out, const Recommendations& r) {
+  out << "# moetrace recommendations\n\n";
+  out << "Trace: `" << r.trace << "`  \nHardware model: " << r.hardware.description << "\n\n";
+  for (const auto& n : r.notes) out << "> " << n << "\n\n";
+  if (r.items.empty()) {
+    out << "No recommendations (no MoE layer with expert load).\n";
+    return;
+  }
+  out << "| layer | subject | action | predicted gain |\n|---:|---|---|---:|\n";
+  for (const auto& it : r.items)
+    out << fmt::format("| {} | {} | {} | {} |\n", it.layer, it.subject, it.action, gain_text(it));
+  out << "\n## Evidence\n";
+  int layer = -2;
+  for (const auto& it : r.items) {
+    if (it.layer != layer) {
+      layer = it.layer;
+      out << fmt::format("\n### Layer {}\n\n", layer);
+    }
+    out << fmt::format("- **{}: {}** — {}\n", it.subject, it.action, it.evidence);
+  }
+  out << "\nPredicted gain: time saved per iteration as a share of the layer's time (negative: the change "
+         "costs time).\n";
+}
+
+}  // namespace moetrace::analyzer

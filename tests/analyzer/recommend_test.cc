@@ -1,0 +1,228 @@
+// recommend() on simulated traces: what the recommenders read from a trace
+// reproduces the simulator (pipemoe's closed forms equal the simulated
+// what-ifs where chunks divide evenly), the pipeline degree is the best of
+// an exhaustive search of the full preset, a skewed load gets a placement
+// that the simulator confirms, a tight budget gets a reuse strategy whose
+// simulated peak is lower, and the JSON matches its schema.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include <valijson/adapters/nlohmann_json_adapter.hpp>
+#include <valijson/schema.hpp>
+#include <valijson/schema_parser.hpp>
+#include <valijson/validator.hpp>
+
+#include "moetrace/analyzer/recommend.h"
+#include "moetrace/sim/run_spec.h"
+#include "moetrace/sim/simulator.h"
+#include "moetrace/sim/trace_output.h"
+#include "moetrace/synthetic/synthetic_trace.h"
+#include "text_trace.h"
+
+namespace moetrace::analyzer {
+namespace {
+
+Trace simulated_trace(const sim::RunSpec& spec, const std::string& name) {
+  const auto model = spec.resolved_cost_model();
+  const auto plan = sim::build_plan(spec);
+  const auto result = sim::simulate(plan, model);
+  const auto path = testing::temp_path("rec_" + name + ".db");
+  sim::TraceOutputOptions o;
+  o.config_json = spec.to_json();
+  sim::write_trace(path, plan, model, result, o);
+  return load_trace(path);
+}
+
+const LayerRecommendation& layer0(const Recommendations& r) {
+  EXPECT_FALSE(r.layers.empty());
+  return r.layers.front();
+}
+
+TEST(Recommend, ReadsTheLayerAsTheSimulatorRanIt) {
+  // pipemoe Table IV, two experts per GPU, r = 2 in the trace.
+  sim::RunSpec spec = sim::run_preset("pipemoe-t4-p16-b2-l1024-h4096-m2048-e2");
+  spec.common.iterations = 2;
+  const Trace t = simulated_trace(spec, "t4");
+  RecommendOptions o;
+  o.r_max = 16;
+  const auto rec = recommend(t, o);
+  EXPECT_EQ(rec.hardware.source, "trace");
+  const auto& L = layer0(rec);
+  EXPECT_EQ(L.workload.ranks, 16);
+  EXPECT_EQ(L.workload.experts, 32);
+  EXPECT_EQ(L.workload.top_k, 2);
+  EXPECT_EQ(L.workload.elem_bytes, 4);
+  EXPECT_EQ(L.pipeline.current_r, 2);
+  EXPECT_EQ(L.iterations, 2);
+  // Closed form = simulated what-if where the chunks split every
+  // (source, expert) block evenly (C k / E = 128 rows: r | 128).
+  for (const auto& [r, res] : L.pipeline.simulated) {
+    ASSERT_TRUE(res.ok) << res.error;
+    if (128 % r != 0) continue;
+    EXPECT_NEAR(L.pipeline.choice.t_by_r[static_cast<std::size_t>(r - 1)], res.layer_s(), 1e-9 * res.layer_s()) << "r=" << r;
+  }
+  // With one serial link and a balanced load Theorem 1 is exact: the closed
+  // form's r is the simulated best.
+  EXPECT_EQ(L.pipeline.choice.r, L.pipeline.simulated_best_r);
+  EXPECT_EQ(L.pipeline.recommended_r, L.pipeline.simulated_best_r);
+
+  // An exhaustive search of the full preset (its own plan builder, gate,
+  // permute, optimizer and all) agrees.
+  double best = 0;
+  int best_r = 0;
+  for (int r = 1; r <= 16; ++r) {
+    sim::RunSpec s = spec;
+    s.common.iterations = 1;
+    s.pipeline_degree = r;
+    const double t_r = sim::simulate(sim::build_plan(s), s.resolved_cost_model()).makespan_s;
+    if (best_r == 0 || t_r < best) {
+      best = t_r;
+      best_r = r;
+    }
+  }
+  EXPECT_EQ(L.pipeline.recommended_r, best_r);
+  // The item says so.
+  const auto& item = rec.items.front();
+  EXPECT_EQ(item.subject, "pipeline degree");
+  EXPECT_EQ(item.change, best_r != 2);
+  EXPECT_GT(item.predicted_gain, 0);
+}
+
+TEST(Recommend, PlacementOnASkewedLoadIsConfirmedBySimulation) {
+  sim::RunSpec spec = sim::run_preset("dpmoe");
+  spec.common.iterations = 1;
+  spec.common.model.num_layers = 1;
+  spec.common.model.attention = false;
+  spec.routing.pattern = plan::LoadPattern::kZipf;
+  spec.routing.zipf_skew = 1.5;
+  const Trace t = simulated_trace(spec, "zipf");
+  const auto rec = recommend(t);
+  const auto& p = layer0(rec).placement;
+  ASSERT_TRUE(p.computed);
+  ASSERT_FALSE(p.advice.placement.selected.empty());
+  EXPECT_LT(p.advice.after.total, p.advice.before.total);
+  EXPECT_LT(p.advice.balance_degree_after, p.advice.balance_degree_before);
+  ASSERT_TRUE(p.simulated_home.ok && p.simulated_placed.ok);
+  EXPECT_LT(p.simulated_placed.layer_s(), p.simulated_home.layer_s());
+  // Algorithm 1 starts on the heaviest device (line 16).
+  const auto& h = p.advice.computed_before;
+  const int heaviest = static_cast<int>(std::max_element(h.begin(), h.end()) - h.begin());
+  EXPECT_EQ(layer0(rec).workload.routing.home(p.advice.placement.selected.front()), heaviest);
+}
+
+TEST(Recommend, TightBudgetGetsReuse) {
+  sim::RunSpec spec = sim::run_preset("mpipemoe-gpt3-s");
+  spec.common.iterations = 1;
+  spec.common.ranks = 8;
+  spec.common.model.num_experts = 8;
+  spec.routing.tokens_per_source = 4096;
+  spec.strategy = plan::ReuseStrategy::kNone;
+  const Trace t = simulated_trace(spec, "mpipe");
+  RecommendOptions o;
+  o.r_max = 8;
+  const auto loose = recommend(t, o);
+  const auto& m0 = layer0(loose).memory;
+  ASSERT_TRUE(m0.computed);
+  const double none_peak = m0.choice.candidates[0].predicted_peak_bytes;
+  const double reuse_peak = m0.choice.candidates[4].predicted_peak_bytes;
+  ASSERT_LT(reuse_peak, none_peak);
+  EXPECT_EQ(m0.choice.strategy, plan::ReuseStrategy::kNone);  // mpipemoe's 40 GiB: no reuse needed
+  o.memory_budget_bytes = static_cast<std::int64_t>(0.5 * (none_peak + reuse_peak));
+  const auto tight = recommend(t, o);
+  const auto& m = layer0(tight).memory;
+  EXPECT_NE(m.choice.strategy, plan::ReuseStrategy::kNone);
+  EXPECT_TRUE(m.choice.fits);
+  EXPECT_EQ(m.budget_source, "option");
+  const auto& s_none = m.simulated[0];
+  const auto& s_chosen = m.simulated[static_cast<std::size_t>(m.choice.strategy)];
+  ASSERT_TRUE(s_none.ok && s_chosen.ok);
+  EXPECT_LT(s_chosen.peak_bytes, s_none.peak_bytes);  // the simulator sees the saving too
+  // Reuse costs time: the item's gain is not positive.
+  for (const auto& it : tight.items)
+    if (it.subject == "memory reuse") {
+      EXPECT_LE(it.predicted_gain, 0.0);
+    }
+}
+
+TEST(Recommend, OtherRunsFeedTheRangeSearch) {
+  std::vector<Trace> traces;
+  for (int r : {1, 2, 4}) {
+    sim::RunSpec spec = sim::run_preset("pipemoe-t4-p16-b4-l1024-h4096-m4096-e1");
+    spec.common.iterations = 1;
+    spec.pipeline_degree = r;
+    traces.push_back(simulated_trace(spec, "range" + std::to_string(r)));
+  }
+  RecommendOptions o;
+  o.simulate = false;
+  for (std::size_t i = 1; i < traces.size(); ++i) o.other_runs.push_back(&traces[i]);
+  const auto rec = recommend(traces[0], o);
+  const auto& a = layer0(rec).pipeline;
+  ASSERT_TRUE(a.measured.has_value());
+  ASSERT_EQ(a.runs.size(), 3u);
+  int best = 0;
+  for (std::size_t i = 0; i < a.runs.size(); ++i)
+    if (a.runs[i].time_s < a.runs[static_cast<std::size_t>(best)].time_s) best = static_cast<int>(i);
+  EXPECT_EQ(a.measured->partitions, a.runs[static_cast<std::size_t>(best)].partitions);
+  EXPECT_TRUE(a.measured->measured);
+  EXPECT_EQ(a.basis, "closed_form");
+}
+
+std::vector<std::string> schema_errors(const nlohmann::json& doc) {
+  std::ifstream in(std::string(MOETRACE_SOURCE_DIR) + "/schemas/recommendations.schema.json");
+  const auto schema_doc = nlohmann::json::parse(in);
+  valijson::Schema schema;
+  valijson::SchemaParser parser;
+  valijson::adapters::NlohmannJsonAdapter schema_adapter(schema_doc);
+  parser.populateSchema(schema_adapter, schema);
+  valijson::Validator validator;
+  valijson::ValidationResults results;
+  valijson::adapters::NlohmannJsonAdapter doc_adapter(doc);
+  std::vector<std::string> errors;
+  if (!validator.validate(schema, doc_adapter, &results)) {
+    valijson::ValidationResults::Error e;
+    while (results.popError(e)) {
+      std::string where;
+      for (const auto& c : e.context) where += c;
+      errors.push_back(where + ": " + e.description);
+    }
+  }
+  return errors;
+}
+
+TEST(Recommend, JsonMatchesTheSchema) {
+  sim::RunSpec spec = sim::run_preset("mpipemoe");
+  spec.common.iterations = 2;
+  const Trace t = simulated_trace(spec, "schema");
+  RecommendOptions o;
+  o.r_max = 8;
+  const auto rec = recommend(t, o);
+  const auto j = recommendations_to_json(rec);
+  EXPECT_EQ(schema_errors(j), std::vector<std::string>{});
+  EXPECT_EQ(j["items"].size(), 4u * rec.layers.size());
+  EXPECT_EQ(rec.layers.size(), 2u);
+  std::ostringstream text, md;
+  write_recommendations_text(text, rec);
+  write_recommendations_markdown(md, rec);
+  EXPECT_NE(text.str().find("pipeline degree"), std::string::npos);
+  EXPECT_NE(md.str().find("| layer | subject |"), std::string::npos);
+}
+
+TEST(Recommend, TraceWithoutLoadSaysSo) {
+  const auto path = testing::temp_path("rec_noload.db");
+  testing::write_text_trace(path, R"(
+run    world_size=1 backend=test variant=dpmoe
+stream id=0 rank=0 role=compute
+op     id=1 rank=0 stream=0 kind=gate layer=0 iteration=0 phase=fwd start=0 end=100
+)");
+  const auto rec = recommend(load_trace(path));
+  EXPECT_TRUE(rec.items.empty());
+  ASSERT_FALSE(rec.notes.empty());
+  EXPECT_NE(rec.notes.back().find("expert_load"), std::string::npos);
+  EXPECT_EQ(schema_errors(recommendations_to_json(rec)), std::vector<std::string>{});
+}
+
+}  // namespace
+}  // namespace moetrace::analyzer
