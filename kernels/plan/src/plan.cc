@@ -87,3 +87,70 @@ int RoutedLayout::index_of(int expert) const {
 }
 
 }  // namespace moetrace::plan
+
+namespace moetrace::plan {
+namespace {
+
+using schema::Access;
+
+struct AccessList {
+  std::vector<BufferAccess> list;
+  void add(BufferId b, Access a) {
+    if (!b.valid()) return;
+    for (auto& x : list)
+      if (x.buffer == b) {
+        if (x.access != a) x.access = Access::kReadWrite;
+        return;
+      }
+    list.push_back({b, a});
+  }
+  void read(BufferId b) { add(b, Access::kRead); }
+  void write(BufferId b) { add(b, Access::kWrite); }
+  void update(BufferId b) { add(b, Access::kReadWrite); }
+};
+
+}  // namespace
+
+std::vector<BufferAccess> data_accesses(const OpData& data) {
+  AccessList a;
+  std::visit(
+      [&](const auto& d) {
+        using T = std::decay_t<decltype(d)>;
+        if constexpr (std::is_same_v<T, GateForward>) {
+          a.read(d.x.buffer); a.read(d.weight); a.write(d.probs); a.write(d.routing);
+        } else if constexpr (std::is_same_v<T, GateBackward>) {
+          a.read(d.x.buffer); a.read(d.weight); a.update(d.grad); a.read(d.probs);
+          a.read(d.routing); a.read(d.d_weights); a.update(d.dx.buffer);
+        } else if constexpr (std::is_same_v<T, Permute>) {
+          a.read(d.x.buffer); a.read(d.routing); a.write(d.out.buffer);
+        } else if constexpr (std::is_same_v<T, PermuteBackward>) {
+          a.read(d.routing); a.read(d.d_permuted.buffer); a.update(d.dx.buffer);
+        } else if constexpr (std::is_same_v<T, Unpermute>) {
+          a.read(d.routing); a.read(d.combined.buffer); a.write(d.y.buffer);
+        } else if constexpr (std::is_same_v<T, UnpermuteBackward>) {
+          a.read(d.routing); a.read(d.dy.buffer); a.read(d.combined.buffer);
+          a.write(d.d_combined.buffer); a.write(d.d_weights);
+        } else if constexpr (std::is_same_v<T, FfnForward>) {
+          a.read(d.params); a.read(d.input); a.write(d.middle); a.write(d.output);
+        } else if constexpr (std::is_same_v<T, FfnBackward>) {
+          a.read(d.params); a.update(d.grads); a.read(d.input); a.read(d.middle);
+          a.read(d.d_output); a.write(d.d_input);
+        } else if constexpr (std::is_same_v<T, FfnRecompute>) {
+          a.read(d.params); a.read(d.input); a.write(d.middle);
+        } else if constexpr (std::is_same_v<T, Collective>) {
+          if (!d.moves_data) return;
+          for (const auto& s : d.sends) a.read(s.view.buffer);
+          for (const auto& r : d.recvs)
+            a.add(r.view.buffer, d.kind == CollectiveKind::kReduce ? Access::kReadWrite : Access::kWrite);
+          if (d.kind == CollectiveKind::kAllReduce) a.update(d.inout.buffer);
+        } else if constexpr (std::is_same_v<T, Copy>) {
+          a.read(d.src.buffer); a.write(d.dst.buffer);
+        } else if constexpr (std::is_same_v<T, SgdStep>) {
+          a.update(d.params); a.update(d.grads);
+        }
+      },
+      data);
+  return std::move(a.list);
+}
+
+}  // namespace moetrace::plan

@@ -135,8 +135,8 @@ struct BufferBinding {
     kOptimizerState = 4,
     kModelInput = 5,   // input tokens of (iteration, block)
     kOutputGrad = 6,   // d(loss)/d(model output) of (iteration, block)
-    kModelOutput = 7,  // reported: the model output of (iteration, block)
-    kInputGrad = 8,    // reported: d(loss)/d(model input) of (iteration, block)
+    kModelOutput = 7,  // the model output of (iteration, block): zero-filled, reported when freed
+    kInputGrad = 8,    // d(loss)/d(model input) of (iteration, block): zero-filled, reported when freed
   };
   Kind kind = Kind::kNone;
   ParamSlice param;      // kParam, kGrad, kOptimizerState
@@ -373,6 +373,16 @@ using OpData = std::variant<TimingOnly, GateForward, GateBackward, Permute, Perm
                             Unpermute, UnpermuteBackward, FfnForward, FfnBackward, FfnRecompute,
                             Collective, Copy, SgdStep>;
 
+struct BufferAccess {
+  BufferId buffer;
+  schema::Access access = schema::Access::kRead;
+};
+
+// The buffers an op's data semantics read and write (a buffer both read and
+// written, or accumulated into, is kReadWrite). Op::buffers holds these plus
+// what timing-only ops declare to be ordered.
+std::vector<BufferAccess> data_accesses(const OpData& data);
+
 // ---------------------------------------------------------------------------
 // Ops
 
@@ -385,11 +395,6 @@ struct Coords {
   Phase phase = Phase::kForward;
 };
 
-struct BufferAccess {
-  BufferId buffer;
-  schema::Access access = schema::Access::kRead;
-};
-
 struct Op {
   OpId id;
   OpKind kind = OpKind::kOtherOp;
@@ -398,7 +403,8 @@ struct Op {
   StreamId stream;
   std::vector<OpId> deps;
   // Work: FLOPs of compute ops (2 per multiply-add); bytes of copies and, for
-  // collectives, the bytes this rank sends (all-reduce: the reduced size).
+  // collectives, the bytes this rank sends (all-reduce: the reduced size);
+  // memory-bound compute ops (permute, unpermute) carry the bytes they move.
   double flops = 0;
   std::int64_t bytes = 0;
   std::vector<BufferAccess> buffers;  // what it reads and writes (the trace's op_buffers)
