@@ -119,10 +119,12 @@ TEST(GateSource, ExpertParallelSourcesAreRanks) {
   int gates = 0;
   for (const auto& op : p.ops) {
     if (std::holds_alternative<plan::GateForward>(op.data)) {
-      EXPECT_EQ(gate_source(p, op), op.rank.value);
+      EXPECT_EQ(gate_source(p, op).block, op.rank.value);
+      EXPECT_TRUE(gate_source(p, op).counted);
       ++gates;
     } else {
-      EXPECT_EQ(gate_source(p, op), -1);
+      EXPECT_EQ(gate_source(p, op).block, -1);
+      EXPECT_FALSE(gate_source(p, op).counted);
     }
   }
   EXPECT_EQ(gates, 2);

@@ -2,6 +2,7 @@
 
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 
@@ -70,8 +71,9 @@ void ActivityConverter::note_op(const OpLabel& label, std::int64_t launch_start,
   auto [it, inserted] = ops_.try_emplace(label.op.value);
   if (!inserted && it->second.from_nvtx) return;
   it->second.label = label;
-  it->second.launch_start = launch_start;
-  it->second.launch_end = launch_end;
+  // An op issued in several pieces (a collective's phases): its launch range spans them.
+  it->second.launch_start = inserted ? launch_start : std::min(it->second.launch_start, launch_start);
+  it->second.launch_end = std::max(it->second.launch_end, launch_end);
 }
 
 RankId ActivityConverter::rank_of_device(std::uint32_t device) const {
@@ -393,9 +395,10 @@ void ActivityConverter::close_marker(std::uint32_t id, std::int64_t end) {
   if (label) {
     r.rank = label->rank;
     SeenOp& seen = ops_[label->op.value];
+    const bool first = !seen.from_nvtx;
     seen.label = *label;
-    seen.launch_start = o.start;
-    seen.launch_end = end;
+    seen.launch_start = first ? o.start : std::min(seen.launch_start, o.start);
+    seen.launch_end = first ? end : std::max(seen.launch_end, end);
     seen.from_nvtx = true;
   }
   r.thread_id = o.thread;

@@ -73,9 +73,9 @@ std::vector<std::int32_t> planned_assignment(const std::vector<std::int64_t>& co
   return ids;
 }
 
-int gate_source(const plan::Plan& plan, const plan::Op& op) {
-  if (!std::holds_alternative<plan::GateForward>(op.data)) return -1;
-  if (plan.variant != "ppmoe") return op.rank.value;
+GateSource gate_source(const plan::Plan& plan, const plan::Op& op) {
+  if (!std::holds_alternative<plan::GateForward>(op.data)) return {};
+  if (plan.variant != "ppmoe") return {op.rank.value, true};
   // ppmoe rank = (dp_group * pipeline_stages + stage) * tensor_parallel + tp_rank;
   // its blocks are dp_group * micro_batches + micro_batch (builders.h).
   int tp = 1, stages = 1, micro_batches = 1;
@@ -85,13 +85,12 @@ int gate_source(const plan::Plan& plan, const plan::Op& op) {
     stages = j.value("pipeline_stages", 1);
     micro_batches = j.value("micro_batches", 1);
   } catch (const nlohmann::json::exception&) {
-    return -1;
+    return {};
   }
-  if (tp < 1 || stages < 1 || micro_batches < 1) return -1;
+  if (tp < 1 || stages < 1 || micro_batches < 1) return {};
   const int r = op.rank.value;
-  if (r % tp != 0) return -1;
   const int dp_group = r / tp / stages;
-  return dp_group * micro_batches + std::max(0, op.coords.micro_batch);
+  return {dp_group * micro_batches + std::max(0, op.coords.micro_batch), r % tp == 0};
 }
 
 std::int64_t span_rows(const std::vector<plan::RowSpan>& spans) {

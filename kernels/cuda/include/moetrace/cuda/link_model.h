@@ -12,11 +12,7 @@
 #include <string>
 #include <string_view>
 
-#if defined(__CUDACC__)
-#define MOETRACE_HD __host__ __device__
-#else
-#define MOETRACE_HD
-#endif
+#include "moetrace/cuda/device_math.h"
 
 namespace moetrace::cuda {
 
@@ -38,38 +34,8 @@ struct LinkModel {
 LinkModel parse_link_model(std::string_view spec);
 std::string to_string(const LinkModel& m);
 
-// What one launch of the pacing copy kernel needs: the pieces of a rank's
-// paced bytes are dealt round-robin to `blocks` blocks; each block, having
-// copied `done` bytes, waits until latency_ns + done * ns_per_byte_per_block
-// after its own start. Together the blocks then move the bytes at the
-// modelled bandwidth; a block that starts late (its SM busy with an expert
-// GEMM) finishes late, which is the contention we want to see.
-struct PaceParams {
-  std::int64_t latency_ns = 0;
-  double ns_per_byte_per_block = 0;  // blocks / bandwidth
-  std::int64_t piece_bytes = 65536;
-  int blocks = 1;
-};
-
+// The pacing of one rank's paced bytes under model m (device_math.h).
 PaceParams pace_params(const LinkModel& m, std::int64_t paced_bytes);
-
-MOETRACE_HD inline std::int64_t pace_deadline_ns(const PaceParams& p, std::int64_t block_done) {
-  return p.latency_ns + static_cast<std::int64_t>(static_cast<double>(block_done) *
-                                                  p.ns_per_byte_per_block);
-}
-
-// Bytes block b copies out of `total` when pieces are dealt round-robin.
-MOETRACE_HD inline std::int64_t block_share(std::int64_t total, std::int64_t piece, int blocks,
-                                            int b) {
-  const std::int64_t pieces = (total + piece - 1) / piece;
-  std::int64_t share = 0;
-  for (std::int64_t i = b; i < pieces; i += blocks) {
-    const std::int64_t begin = i * piece;
-    const std::int64_t end = begin + piece < total ? begin + piece : total;
-    share += end - begin;
-  }
-  return share;
-}
 
 // The modelled finish time (ns after the start) of a paced transfer: the
 // slowest block's last deadline.

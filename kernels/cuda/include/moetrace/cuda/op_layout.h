@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "moetrace/cuda/link_model.h"  // MOETRACE_HD
+#include "moetrace/cuda/device_math.h"
 #include "moetrace/plan/plan.h"
 
 namespace moetrace::cuda {
@@ -18,11 +18,9 @@ namespace moetrace::cuda {
 // accumulating in fp32 (cuBLAS compute type 32F), gradients and routing in
 // fp32. fp32: everything in fp32, no TF32.
 enum class Precision : std::uint8_t { kBf16 = 0, kFp32 = 1 };
-enum class DType : std::uint8_t { kBf16 = 0, kFp32 = 1 };
 
 const char* precision_name(Precision p);  // "bf16", "fp32"
 Precision parse_precision(std::string_view s);  // throws ConfigError
-inline int dtype_bytes(DType t) { return t == DType::kBf16 ? 2 : 4; }
 
 // Routing (probabilities, expert ids, weights), gradients and optimizer
 // states are fp32 whatever the precision: ids must be exact, and gradients
@@ -32,25 +30,8 @@ inline std::int64_t buffer_bytes(const plan::Buffer& b, Precision p) {
   return b.rows * b.cols * dtype_bytes(buffer_dtype(b, p));
 }
 
-// A RoutedLayout as the permute kernels read it: per listed expert i, a row
-// of layout_stride(num_chunks) int64 values
-//   [expert, n, offset(0, i), chunk_begin(n, 0), ..., offset(C-1, i), chunk_begin(n, C-1)]
-// (pipemoe Eq. 5 chunking: chunk c of expert i holds its rows q with
-// chunk_begin(n, c) <= q < chunk_begin(n, c + 1)).
-MOETRACE_HD inline int layout_stride(int num_chunks) { return 2 + 2 * num_chunks; }
+// The device table of a routed layout (device_math.h: layout_stride, layout_row).
 std::vector<std::int64_t> layout_table(const plan::RoutedLayout& layout);
-
-// Row of the permuted buffer that holds the q-th token (in token order)
-// routed to the expert of `entry`; -1 where the plan reserved fewer rows
-// (the gate routed more tokens there than the plan was built for).
-MOETRACE_HD inline std::int64_t layout_row(const std::int64_t* entry, int num_chunks,
-                                           std::int64_t q) {
-  const std::int64_t n = entry[1];
-  if (q < 0 || q >= n) return -1;
-  int c = num_chunks - 1;
-  while (c > 0 && entry[2 + 2 * c + 1] > q) --c;
-  return entry[2 + 2 * c] + (q - entry[2 + 2 * c + 1]);
-}
 
 // When the plan was built from a synthetic load the gate cannot choose the
 // experts (its choice would not match the plan's layout): the executor's
@@ -63,16 +44,19 @@ MOETRACE_HD inline std::int64_t layout_row(const std::int64_t* entry, int num_ch
 std::vector<std::int32_t> planned_assignment(const std::vector<std::int64_t>& counts,
                                              std::int64_t tokens, int top_k);
 
-// The load source whose tokens a GateForward op routes (the trace's
-// expert_load.src_rank): the rank for the expert-parallel variants (one block
-// per rank), the block dp_group * micro_batches + micro_batch for PPMoE,
-// counted on the first tensor-parallel rank only (the others gate the same
-// tokens); -1 where the op's tokens are not counted.
-int gate_source(const plan::Plan& plan, const plan::Op& op);
+// The token block a GateForward op routes (the trace's expert_load.src_rank
+// and the key of planned routing): the rank for the expert-parallel variants
+// (one block per rank), the block dp_group * micro_batches + micro_batch for
+// PPMoE, whose gate runs on every tensor-parallel rank of a stage on the same
+// tokens: only the first one counts them. block = -1 for other ops.
+struct GateSource {
+  int block = -1;
+  bool counted = false;
+};
+GateSource gate_source(const plan::Plan& plan, const plan::Op& op);
 
 // Per-op scratch, carved from its stream's workspace (a stream runs one op at
 // a time, so one workspace per stream suffices). Offsets in bytes, 256-aligned.
-inline constexpr int kMaxGemmGroups = 64;  // spans per grouped GEMM call
 
 struct OpWorkspace {
   std::int64_t logits = -1;     // gate: tokens x E fp32 logits / d_logits
