@@ -103,8 +103,7 @@ class EpBuilder {
   void restore_t_m(int j, int l, int c);
   BufferId expert_params(int l, int q, int e);
   BufferId expert_grads(int j, int l, int q, int e);
-  void trans(int j, int l, std::int64_t row_begin, std::int64_t row_end, const char* what,
-             bool last_part);
+  void trans(int j, int l, std::int64_t row_begin, std::int64_t row_end, const char* what);
   void agg(int j, int l, std::int64_t row_begin, std::int64_t row_end, const char* what,
            bool last_part, Phase phase);
   std::int64_t trans_split(int j, int l) const;
@@ -407,8 +406,7 @@ std::int64_t EpBuilder::agg_split(int j, int l) const {
   return static_cast<std::int64_t>(std::llround(share * 2.0 * static_cast<double>(m_.model_dim)));
 }
 
-void EpBuilder::trans(int j, int l, std::int64_t row_begin, std::int64_t row_end, const char* what,
-                      bool /*last_part*/) {
+void EpBuilder::trans(int j, int l, std::int64_t row_begin, std::int64_t row_end, const char* what) {
   if (row_end <= row_begin) return;
   LayerState& L = layers_[static_cast<std::size_t>(l)];
   const ExpertPlacement& pl = placement(j, l);
@@ -505,7 +503,7 @@ void EpBuilder::forward(int j, int l) {
   const int n = spec_.chunks;
 
   // Pro-Prophet Alg. 2: block 0 has no earlier block to hide its Trans.
-  if (scheduled() && l == 0) trans(j, 0, 0, 2 * M, "trans", true);
+  if (scheduled() && l == 0) trans(j, 0, 0, 2 * M, "trans");
 
   for (int p = 0; p < P_; ++p) {
     RankState& s = L.rank[static_cast<std::size_t>(p)];
@@ -551,9 +549,9 @@ void EpBuilder::forward(int j, int l) {
       plan_ops_[static_cast<std::size_t>(j)][static_cast<std::size_t>(l)][static_cast<std::size_t>(p)] =
           plan_now[static_cast<std::size_t>(p)];
     }
-    trans(j, l, 0, 2 * M, "trans", true);
+    trans(j, l, 0, 2 * M, "trans");
   } else if (spec_.balance == Balance::kFasterMoe) {
-    trans(j, l, 0, 2 * M, "shadow_broadcast", true);
+    trans(j, l, 0, 2 * M, "shadow_broadcast");
   }
 
   for (int p = 0; p < P_; ++p) {
@@ -584,6 +582,9 @@ void EpBuilder::forward(int j, int l) {
         cr.t_di = add_buffer(b_, RankId(q), BufferTag::kTDI, op_name(cc, "T_DI"), cr.rows, M, m_.elem_bytes, cc);
         cr.t_m = add_buffer(b_, RankId(q), BufferTag::kTM, op_name(cc, "T_M"), cr.rows, m_.expert_hidden, m_.elem_bytes, cc);
         cr.t_do = add_buffer(b_, RankId(q), BufferTag::kTDO, op_name(cc, "T_DO"), cr.rows, M, m_.elem_bytes, cc);
+        // Chunks are views of one T_DO tensor (mpipemoe Eq. 2/4): it lives
+        // until the layer's output is combined.
+        L.fwd_slots[static_cast<std::size_t>(q)].push_back(cr.t_do);
         continue;
       }
       std::int64_t max2 = 0, max1 = 0;
@@ -644,7 +645,6 @@ void EpBuilder::forward(int j, int l) {
     for (int r = 0; r < P_; ++r) {
       src.push_back(L.chunk[static_cast<std::size_t>(c)][static_cast<std::size_t>(r)].t_do);
       dst.push_back(L.rank[static_cast<std::size_t>(r)].t_o);
-      if (!reuse()) frees[static_cast<std::size_t>(r)].push_back(L.chunk[static_cast<std::size_t>(c)][static_cast<std::size_t>(r)].t_do);
     }
     all_to_all(OpKind::kCombineAllToAll, coords(l, j, -1, chunk_coord(c), Phase::kForward), false, c, src, dst, frees);
   };
@@ -665,7 +665,7 @@ void EpBuilder::forward(int j, int l) {
         plan_ops_[static_cast<std::size_t>(j + 1)][static_cast<std::size_t>(l)][static_cast<std::size_t>(p)] = b_.add(std::move(a));
       }
     // Alg. 2 line 8: SubTrans1 of block l+1 beside FEC of block l.
-    if (l + 1 < m_.num_layers) trans(j, l + 1, 0, trans_split(j, l + 1), "sub_trans1", false);
+    if (l + 1 < m_.num_layers) trans(j, l + 1, 0, trans_split(j, l + 1), "sub_trans1");
   };
 
   if (spec_.alternate) {
@@ -708,7 +708,7 @@ void EpBuilder::forward(int j, int l) {
   }
 
   // Alg. 2 line 10: SubTrans2 of block l+1 beside FNEC of block l.
-  if (scheduled() && l + 1 < m_.num_layers) trans(j, l + 1, trans_split(j, l + 1), 2 * M, "sub_trans2", true);
+  if (scheduled() && l + 1 < m_.num_layers) trans(j, l + 1, trans_split(j, l + 1), 2 * M, "sub_trans2");
 
   for (int p = 0; p < P_; ++p) {
     RankState& s = L.rank[static_cast<std::size_t>(p)];

@@ -143,7 +143,7 @@ ModelWeights zero_like(const ModelWeights& w) {
   return z;
 }
 
-TrainingData random_data(const ModelShape& s, int iterations,
+TrainingData random_training_data(const ModelShape& s, int iterations,
                          const std::vector<std::int64_t>& tokens, std::uint64_t seed) {
   SplitMix64 rng(seed);
   TrainingData d;

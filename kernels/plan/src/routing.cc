@@ -29,6 +29,34 @@ std::vector<double> zipf_shares(int experts, double skew, SplitMix64& rng) {
   return p;
 }
 
+// Caps every share at 1/top_k (a token picks top_k distinct experts, so no
+// expert can take more than one row per token), handing the excess to the
+// others in proportion: the nearest distribution a routing can realise.
+std::vector<double> feasible(std::vector<double> p, int top_k) {
+  const double cap = 1.0 / top_k;
+  std::vector<bool> capped(p.size(), false);
+  for (;;) {
+    double excess = 0, free_share = 0;
+    for (std::size_t e = 0; e < p.size(); ++e) {
+      if (!capped[e] && p[e] > cap) {
+        excess += p[e] - cap;
+        p[e] = cap;
+        capped[e] = true;
+      }
+      if (!capped[e]) free_share += p[e];
+    }
+    if (excess <= 0) return p;
+    for (std::size_t e = 0; e < p.size(); ++e)
+      if (!capped[e]) p[e] += free_share > 0 ? excess * p[e] / free_share : 0.0;
+    if (free_share <= 0) {
+      std::size_t open = 0;
+      for (bool c : capped) open += !c;
+      for (std::size_t e = 0; e < p.size(); ++e)
+        if (!capped[e]) p[e] += excess / static_cast<double>(open);
+    }
+  }
+}
+
 double total_variation(const std::vector<double>& a, const std::vector<double>& b) {
   return 1.0 - load_locality(a, b);
 }
@@ -36,16 +64,21 @@ double total_variation(const std::vector<double>& a, const std::vector<double>& 
 // The next iteration's distribution: moves from p towards a fresh Zipf draw q
 // by the step that leaves exactly `locality` (1 - TV(p, p') = locality, since
 // TV(p, p + t (q - p)) = t TV(p, q)). Where q is too close, it moves towards
-// the point mass on p's least popular expert, the farthest distribution.
-std::vector<double> drift(const std::vector<double>& p, double locality, double skew,
+// a distribution on p's least popular experts. Both stay realisable (shares
+// at most 1/top_k), so the counts keep the locality up to rounding.
+std::vector<double> drift(const std::vector<double>& p, double locality, double skew, int top_k,
                           SplitMix64& rng) {
-  std::vector<double> q = zipf_shares(static_cast<int>(p.size()), skew, rng);
+  std::vector<double> q = feasible(zipf_shares(static_cast<int>(p.size()), skew, rng), top_k);
   const double want = 1.0 - locality;
   double tv = total_variation(p, q);
   if (tv < want) {
-    const auto least = std::min_element(p.begin(), p.end()) - p.begin();
+    // The feasible distribution farthest from p that we know: all rows on
+    // p's top_k least popular experts.
+    std::vector<std::size_t> order(p.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return p[a] < p[b]; });
     std::fill(q.begin(), q.end(), 0.0);
-    q[static_cast<std::size_t>(least)] = 1.0;
+    for (int i = 0; i < top_k; ++i) q[order[static_cast<std::size_t>(i)]] = 1.0 / top_k;
     tv = total_variation(p, q);
   }
   const double t = tv > 0 ? std::min(1.0, want / tv) : 0.0;
@@ -197,8 +230,9 @@ ExpertLoad synthetic_load(const SyntheticLoadConfig& c) {
       p.assign(static_cast<std::size_t>(c.experts), 1.0 / c.experts);
     else
       p = zipf_shares(c.experts, c.zipf_skew, rng);
+    if (c.pattern == LoadPattern::kDrifting) p = feasible(p, c.top_k);
     for (int it = 0; it < c.iterations; ++it) {
-      if (it > 0 && c.pattern == LoadPattern::kDrifting) p = drift(p, c.locality, c.zipf_skew, rng);
+      if (it > 0 && c.pattern == LoadPattern::kDrifting) p = drift(p, c.locality, c.zipf_skew, c.top_k, rng);
       for (int s = 0; s < c.sources; ++s) {
         std::vector<double> share = p;
         if (c.source_noise > 0) {

@@ -403,7 +403,9 @@ struct Op {
   StreamId stream;
   std::vector<OpId> deps;
   // Work: FLOPs of compute ops (2 per multiply-add); bytes of copies and, for
-  // collectives, the bytes this rank sends (all-reduce: the reduced size);
+  // collectives, the bytes this rank sends to other ranks (its segment to
+  // itself is a local copy; all-reduce: the reduced size; per-peer bytes are
+  // in Collective::sends/recvs);
   // memory-bound compute ops (permute, unpermute) carry the bytes they move.
   double flops = 0;
   std::int64_t bytes = 0;

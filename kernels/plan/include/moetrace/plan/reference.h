@@ -13,7 +13,8 @@
 //    biases. The dense FFN of a block has the same form with A, B.
 //  - no capacity limit: every routed token is computed (the papers' plans
 //    drop none either; capacity padding is a GShard/Tutel detail).
-//  - a block is MoE layer then dense FFN (if dense_hidden > 0); the model
+//  - a block is MoE layer then dense FFN (if dense_hidden > 0); the plans'
+//    attention ops are timing only and carry no math here either; the model
 //    output is the last block's output; the loss is sum(output * output_grad)
 //    so the given output_grad is d(loss)/d(output).
 #pragma once
@@ -76,7 +77,7 @@ struct TrainingData {
 };
 
 // tokens[b] tokens in block b (the same in every iteration).
-TrainingData random_data(const ModelShape& shape, int iterations,
+TrainingData random_training_data(const ModelShape& shape, int iterations,
                          const std::vector<std::int64_t>& tokens, std::uint64_t seed);
 
 double gelu(double z);
