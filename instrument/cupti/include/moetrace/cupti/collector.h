@@ -94,7 +94,7 @@ class OpScope {
   OpScope& operator=(const OpScope&) = delete;
 
  private:
-  const OpLabel& label_;
+  OpLabel label_;
   bool correlated_ = false;
   std::int64_t start_ = 0;
 };
