@@ -25,6 +25,7 @@
 #include "moetrace/cuda/host_data.h"
 #include "moetrace/cuda/schedule.h"
 #include "moetrace/cupti/collector.h"
+#include "moetrace/plan/cpu_executor.h"
 #include "moetrace/schema/error.h"
 
 namespace moetrace::cuda {
@@ -73,6 +74,15 @@ cupti::OpLabel label_of(const plan::Op& op) {
     else if (!c->recvs.empty()) l.peer = c->recvs.front().peer;
   }
   return l;
+}
+
+// A parameter buffer's initial values (plan::param_slice), checked against its shape.
+plan::Matrix checked_param_slice(const plan::ModelWeights& w, const plan::Buffer& b) {
+  plan::Matrix m = plan::param_slice(w, b.binding.param);
+  if (m.rows != b.rows || m.cols != b.cols)
+    throw Error(fmt::format("buffer {} is {} x {} but its parameter slice is {} x {}", b.name, b.rows, b.cols,
+                            m.rows, m.cols));
+  return m;
 }
 
 // Pinned host memory that frees itself.
@@ -436,6 +446,7 @@ struct Executor::Impl final : ExecContext {
     collect_captures(result);
     if (opt_.capture_results) read_back_params(result);
     result.device_bytes_peak = fixed_bytes_ + persistent_bytes + peak_bytes_;
+    result.transient_bytes_peak = peak_bytes_;
     result.pinned_arena_bytes = arena_.bytes;
     if (collector_ != nullptr) write_buffers(result);
     for (std::size_t b = 0; b < nb; ++b)
@@ -458,7 +469,7 @@ struct Executor::Impl final : ExecContext {
     address_[i] = reinterpret_cast<std::uint64_t>(ptr_[i]);
     if (collector_ != nullptr) collector_->note_allocation(reinterpret_cast<std::uint64_t>(ptr_[i]), b.id);
     if (b.binding.kind == plan::BufferBinding::Kind::kParam) {
-      const plan::Matrix m = param_slice_values(weights, b.binding.param, b.rows);
+      const plan::Matrix m = checked_param_slice(weights, b);
       std::vector<char> host(static_cast<std::size_t>(bytes_[i]));
       to_device_type(m.data.data(), b.elements(), dtype_[i], host.data());
       MOETRACE_CUDA_CHECK(cudaMemcpy(ptr_[i], host.data(), host.size(), cudaMemcpyDefault));
@@ -487,7 +498,7 @@ struct Executor::Impl final : ExecContext {
       char* dst = static_cast<char*>(staging_.ptr) + off;
       const K k = b.binding.kind;
       if (k == K::kParam) {
-        const plan::Matrix m = param_slice_values(weights, b.binding.param, b.rows);
+        const plan::Matrix m = checked_param_slice(weights, b);
         to_device_type(m.data.data(), b.elements(), dtype_[at(b.id)], dst);
         continue;
       }

@@ -86,6 +86,7 @@ struct RunResult {
   std::vector<plan::ExpertLoadEntry> measured_load;  // what the gates routed
   std::int64_t routing_mismatches = 0;  // (gate, expert) pairs whose count differs from the plan
   std::int64_t device_bytes_peak = 0;   // plan buffers and workspaces allocated by the executor
+  std::int64_t transient_bytes_peak = 0;  // peak of the plan's non-persistent device buffers
   std::int64_t pinned_arena_bytes = 0;
   std::int64_t host_waits = 0;          // cross-stream event waits enqueued
   double wall_ms = 0;                   // first op enqueued -> device idle
