@@ -110,47 +110,60 @@ std::vector<IssueStep> issue_order(const plan::Plan& plan, const RankFilter& run
 WaitPlan plan_waits(const plan::Plan& plan, const std::vector<IssueStep>& order,
                     bool barrier_collectives) {
   const std::size_t n = plan.ops.size();
-  const std::size_t S = plan.streams.size();
   WaitPlan w;
   w.waits.assign(n, {});
   w.needs_event.assign(n, false);
-  // pos[op]: 1-based position of op on its stream among executed ops; 0: not executed.
-  std::vector<std::int32_t> pos(n, 0);
-  std::vector<std::int32_t> count(S, 0);
+  // Dense indices over what this process executes: its streams (S) and ops,
+  // so one rank of a large NCCL job keeps clocks of 3 streams, not 3 P.
+  std::vector<std::int32_t> sid(plan.streams.size(), -1);
+  std::vector<std::int32_t> oid(n, -1);
+  std::int32_t S = 0, executed = 0;
   for (const IssueStep& step : order)
-    for (OpId x : step.ops) pos[idx(x)] = ++count[idx(plan.op(x).stream)];
-  std::vector<std::vector<std::int32_t>> clock(S, std::vector<std::int32_t>(S, 0));
-  std::vector<std::int32_t> snapshot(n * S, 0);
+    for (OpId x : step.ops) {
+      const std::size_t s = idx(plan.op(x).stream);
+      if (sid[s] < 0) sid[s] = S++;
+      oid[idx(x)] = executed++;
+    }
+  const auto SS = static_cast<std::size_t>(S);
+  // pos[op]: 1-based position of op on its stream among executed ops.
+  std::vector<std::int32_t> pos(n, 0);
+  std::vector<std::int32_t> count(SS, 0);
+  for (const IssueStep& step : order)
+    for (OpId x : step.ops) pos[idx(x)] = ++count[static_cast<std::size_t>(sid[idx(plan.op(x).stream)])];
+  std::vector<std::vector<std::int32_t>> clock(SS, std::vector<std::int32_t>(SS, 0));
+  std::vector<std::int32_t> snapshot(static_cast<std::size_t>(executed) * SS, 0);
   auto join = [&](std::vector<std::int32_t>& into, const std::int32_t* other) {
-    for (std::size_t s = 0; s < S; ++s) into[s] = std::max(into[s], other[s]);
+    for (std::size_t s = 0; s < SS; ++s) into[s] = std::max(into[s], other[s]);
   };
+  auto stream_of = [&](OpId x) { return static_cast<std::size_t>(sid[idx(plan.op(x).stream)]); };
   for (const IssueStep& step : order) {
     for (OpId x : step.ops) {
       const plan::Op& op = plan.op(x);
-      const std::size_t s = idx(op.stream);
+      const std::size_t s = stream_of(x);
       auto& c = clock[s];
       // Latest dependencies first: waiting on them often covers the earlier ones.
       std::vector<OpId> deps = op.deps;
       std::sort(deps.begin(), deps.end(), [](OpId a, OpId b) { return a.value > b.value; });
       for (OpId d : deps) {
-        if (pos[idx(d)] == 0) continue;  // not executed by this process
-        const std::size_t sd = idx(plan.op(d).stream);
+        if (oid[idx(d)] < 0) continue;  // not executed by this process
+        const std::size_t sd = stream_of(d);
         if (sd == s || c[sd] >= pos[idx(d)]) continue;
         w.waits[idx(x)].push_back(d);
         w.needs_event[idx(d)] = true;
         ++w.total_waits;
-        join(c, &snapshot[idx(d) * S]);
+        join(c, &snapshot[static_cast<std::size_t>(oid[idx(d)]) * SS]);
       }
       c[s] = pos[idx(x)];
     }
     if (step.collective && barrier_collectives && step.ops.size() > 1) {
-      std::vector<std::int32_t> all(S, 0);
-      for (OpId x : step.ops) join(all, clock[idx(plan.op(x).stream)].data());
-      for (OpId x : step.ops) clock[idx(plan.op(x).stream)] = all;
+      std::vector<std::int32_t> all(SS, 0);
+      for (OpId x : step.ops) join(all, clock[stream_of(x)].data());
+      for (OpId x : step.ops) clock[stream_of(x)] = all;
     }
     for (OpId x : step.ops) {
-      const auto& c = clock[idx(plan.op(x).stream)];
-      std::copy(c.begin(), c.end(), snapshot.begin() + static_cast<std::ptrdiff_t>(idx(x) * S));
+      const auto& c = clock[stream_of(x)];
+      std::copy(c.begin(), c.end(),
+                snapshot.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(oid[idx(x)]) * SS));
     }
   }
   return w;
