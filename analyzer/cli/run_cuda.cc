@@ -21,6 +21,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "moetrace/cuda/device_probe.h"
 #include "moetrace/cuda/run.h"
 #include "moetrace/schema/error.h"
 #include "moetrace/sim/run_spec.h"
@@ -37,6 +38,8 @@ std::string env(const char* name) {
 std::string gib(std::int64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1 << 30)); }
 
 }  // namespace
+
+bool cuda_backend_is_default() { return cuda::gpu_available(); }
 
 void run_cuda_backend(const RunRequest& request) {
   sim::RunSpec spec = request.spec;
