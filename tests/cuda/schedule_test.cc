@@ -79,6 +79,23 @@ TEST(IssueOrder, EveryOpOnceInStreamOrderAfterItsDeps) {
   }
 }
 
+TEST(IssueOrder, OrderedCollectivesGoOutInPlanOrderOnEveryRank) {
+  for (const auto& [name, p] : plans()) {
+    SCOPED_TRACE(name);
+    for (int r = -1; r < 4; ++r) {  // -1: all ranks (emulated)
+      const auto order = issue_order(p, [r](RankId x) { return r < 0 || x.value == r; }, true);
+      std::int64_t last = -1;
+      for (const IssueStep& step : order) {
+        if (!step.collective) continue;
+        std::int64_t first = INT64_MAX;
+        for (OpId x : step.ops) first = std::min(first, x.value);
+        EXPECT_GT(first, last) << p.op(step.ops.front()).name;
+        last = first;
+      }
+    }
+  }
+}
+
 TEST(IssueOrder, OneRankIssuesOnlyItsOps) {
   const auto all = plans();
   const plan::Plan& p = all.front().plan;

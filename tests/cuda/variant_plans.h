@@ -24,7 +24,9 @@ inline plan::CommonConfig common_config(const plan::ModelShape& shape, int ranks
 
 // dpmoe, pipemoe (r = 2), mpipemoe with n = 3 and every reuse strategy,
 // pro_prophet with and without the block-wise schedule, fastermoe shadowing
-// expert 0. (ppmoe joins once its builder lands.)
+// expert 0; ppmoe with 2 tensor-parallel ranks x 2 pipeline stages and 4
+// micro-batches where ranks is a multiple of 4 (then its blocks are the load's
+// sources: ranks / 4 data-parallel groups x 4 micro-batches).
 inline std::vector<NamedPlan> variant_plans(const plan::ModelShape& shape, int ranks, int iterations,
                                             const plan::ExpertLoad& load) {
   using namespace plan;
@@ -58,6 +60,14 @@ inline std::vector<NamedPlan> variant_plans(const plan::ModelShape& shape, int r
     c.model.bnec_seconds = 2e-4;
     out.push_back({scheduled ? "pro_prophet_scheduled" : "pro_prophet_unscheduled",
                    build_pro_prophet(c, load)});
+  }
+  if (ranks % 4 == 0 && shape.num_layers % 2 == 0) {
+    PpMoeConfig c;
+    c.common = common;
+    c.tensor_parallel = 2;
+    c.pipeline_stages = 2;
+    c.micro_batches = 4;
+    out.push_back({"ppmoe_t2_s2_mb4", build_ppmoe(c, load)});
   }
   {
     FasterMoeConfig c;

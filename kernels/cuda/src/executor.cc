@@ -227,7 +227,7 @@ struct Executor::Impl final : ExecContext {
     else
       comm_ = make_emulated_communicator(plan_, opt_.link);
     const RankFilter filter = [this](RankId r) { return runs(r); };
-    order_ = issue_order(plan_, filter);
+    order_ = issue_order(plan_, filter, /*ordered_collectives=*/!comm_->barriers());
     waits_ = plan_waits(plan_, order_, comm_->barriers());
 
     const std::size_t nb = plan_.buffers.size();

@@ -17,7 +17,8 @@ std::size_t idx(BufferId id) { return static_cast<std::size_t>(id.value); }
 
 }  // namespace
 
-std::vector<IssueStep> issue_order(const plan::Plan& plan, const RankFilter& runs) {
+std::vector<IssueStep> issue_order(const plan::Plan& plan, const RankFilter& runs,
+                                   bool ordered_collectives) {
   const std::size_t n = plan.ops.size();
   const std::size_t S = plan.streams.size();
   std::vector<std::vector<OpId>> queue(S);
@@ -37,6 +38,16 @@ std::vector<IssueStep> issue_order(const plan::Plan& plan, const RankFilter& run
   }
   std::vector<std::size_t> head(S, 0);
   std::vector<char> issued(n, 0);
+  // Collectives go out in plan order (their first op's index): the builders
+  // emit a collective's ops together and in the same order for every rank,
+  // so every process enqueues its collectives in one global order, which
+  // NCCL needs (operations on a communicator, and sends/receives between a
+  // pair of ranks, must be issued in the same order everywhere).
+  std::vector<OpId> collective_ops;
+  if (ordered_collectives)
+    for (const plan::Op& op : plan.ops)
+      if (runs_op[idx(op.id)] && op.collective() != nullptr) collective_ops.push_back(op.id);
+  std::size_t next_collective = 0;
   auto deps_done = [&](const plan::Op& op) {
     for (OpId d : op.deps) {
       if (d.value < 0 || idx(d) >= n)
@@ -74,7 +85,12 @@ std::vector<IssueStep> issue_order(const plan::Plan& plan, const RankFilter& run
           }
           key = std::min(key, x.value);
         }
+        while (next_collective < collective_ops.size() && issued[idx(collective_ops[next_collective])])
+          ++next_collective;
         if (!ready) continue;
+        if (ordered_collectives &&
+            (next_collective >= collective_ops.size() || collective_ops[next_collective].value != key))
+          continue;
         if (best_key < 0 || key < best_key) {
           best_key = key;
           best.ops = m;

@@ -6,6 +6,8 @@
 //    collective start together) mean a collective can only be enqueued once
 //    every participating rank's stream has reached it, so the host walks the
 //    streams like a scheduler and enqueues a collective's ops as one step.
+//    With ordered_collectives (NCCL: one process per rank) collectives are
+//    enqueued in plan order, so every process issues them in the same order.
 //  - plan_waits: which cudaEvent each op waits on (cudaStreamWaitEvent)
 //    before it starts. Every dependency on another stream becomes a wait
 //    unless an earlier wait already implies it (vector clocks over streams),
@@ -35,7 +37,8 @@ struct IssueStep {
 
 // Throws moetrace::Error where the plan cannot be issued (a cycle, or
 // collectives issued in different orders on different ranks).
-std::vector<IssueStep> issue_order(const plan::Plan& plan, const RankFilter& runs);
+std::vector<IssueStep> issue_order(const plan::Plan& plan, const RankFilter& runs,
+                                   bool ordered_collectives = false);
 
 struct WaitPlan {
   // waits[op]: ops on other streams whose completion event op must wait for.
