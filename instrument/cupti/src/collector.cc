@@ -143,6 +143,13 @@ Collector::Collector(std::unique_ptr<instrument::TraceWriter> writer, CollectorO
   if (!g_active.compare_exchange_strong(expected, this))
     throw Error("CUPTI collector: another collector is already active in this process");
   try {
+    // CUPTI without a usable device fails with CUPTI_ERROR_UNKNOWN; say why instead.
+    int devices = 0;
+    const cudaError_t probe = cudaGetDeviceCount(&devices);
+    if (probe != cudaSuccess) {
+      cudaGetLastError();
+      throw Error(fmt::format("CUPTI collector: no usable GPU ({})", detail::cuda_error_text(probe)));
+    }
     impl_ = std::make_unique<Impl>(std::move(writer), options);
     if (options.nvtx) hook_nvtx_into_cupti();
     g_impl.store(impl_.get());
@@ -150,7 +157,7 @@ Collector::Collector(std::unique_ptr<instrument::TraceWriter> writer, CollectorO
     if (reg == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
       throw Error("CUPTI is already in use by another profiler (Nsight Systems or Compute?); "
                   "run without it to record a moetrace trace");
-    MOETRACE_CUPTI_CHECK(reg);
+    detail::check_cupti(reg, "cuptiActivityRegisterCallbacks", __FILE__, __LINE__);
     std::vector<CUpti_ActivityKind> kinds{CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
                                           CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
                                           CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
@@ -166,7 +173,8 @@ Collector::Collector(std::unique_ptr<instrument::TraceWriter> writer, CollectorO
     for (CUpti_ActivityKind k : kinds) {
       const CUptiResult r = cuptiActivityEnable(k);
       if (r == CUPTI_ERROR_NOT_COMPATIBLE || r == CUPTI_ERROR_NOT_SUPPORTED) continue;
-      MOETRACE_CUPTI_CHECK(r);
+      detail::check_cupti(r, fmt::format("cuptiActivityEnable(activity kind {})", static_cast<int>(k)).c_str(),
+                          __FILE__, __LINE__);
       impl_->enabled.push_back(k);
     }
     std::call_once(g_atexit_once, [] { std::atexit(close_at_exit); });
@@ -235,16 +243,22 @@ void Collector::close() {
   impl_->closed = true;
   // Flush before and after disabling: records of the last kernels may still be
   // in flight when the first flush runs.
-  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  for (CUpti_ActivityKind k : impl_->enabled) cuptiActivityDisable(k);
-  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  const CUptiResult first = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  CUptiResult disabled = CUPTI_SUCCESS;
+  for (CUpti_ActivityKind k : impl_->enabled)
+    if (const CUptiResult r = cuptiActivityDisable(k); r != CUPTI_SUCCESS) disabled = r;
+  const CUptiResult second = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   {
     std::lock_guard lock(impl_->mu);
     impl_->converter.finish();
   }
   g_impl.store(nullptr);
   g_active.store(nullptr);
+  // The trace is written whatever CUPTI said; then report what went wrong.
   impl_->writer->close();
+  detail::check_cupti(first, "cuptiActivityFlushAll", __FILE__, __LINE__);
+  detail::check_cupti(disabled, "cuptiActivityDisable", __FILE__, __LINE__);
+  detail::check_cupti(second, "cuptiActivityFlushAll (after disabling)", __FILE__, __LINE__);
 }
 
 CollectorStats Collector::stats() const {
