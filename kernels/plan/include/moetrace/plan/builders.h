@@ -32,7 +32,10 @@ Plan build_pipemoe(const PipeMoeConfig& config, const ExpertLoad& load);
 // (Fig. 7a: S1 S2 R1 S3 R2 ...). With a reuse strategy, T_DI and T_DO use two
 // ring buffers and T_M one (Eq. 5), and the backward pass restores T_DI by
 // prefetch (offloaded in forward) or re-communication and T_M by prefetch or
-// recompute (Table II, S1-S4).
+// recompute (Table II, S1-S4). Partitions split every (source, expert) row
+// block evenly, as pipemoe Eq. 5 does (interpretation of Fig. 5(b): each
+// partition is a fine-grained all-to-all over all peers, as there, and the
+// partitions stay equal-sized under skewed routing).
 Plan build_mpipemoe(const MPipeMoeConfig& config, const ExpertLoad& load);
 
 // ppmoe Sec. 3.3: per stage, a tensor-parallel group of T ranks holds E/T
