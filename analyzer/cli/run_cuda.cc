@@ -1,7 +1,7 @@
 // `moetrace run --backend cuda`: the spec's plan on the GPU(s) with the CUDA
 // executor and the CUPTI collector (kernels/cuda/include/moetrace/cuda/run.h),
 // the same variants, presets and configuration errors as the simulator.
-// Built only with MOETRACE_CUDA (and once `run` exists: kernels/sim's RunSpec).
+// Built only with MOETRACE_CUDA.
 //
 // Run options stay shared with the simulator; what only the GPU path needs
 // comes from the environment:
