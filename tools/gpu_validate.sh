@@ -72,6 +72,15 @@ for t in cuda_host_tests cupti_convert_tests cuda_probe_tests; do
 done
 log=$build/gpu_tests.log
 ctest --test-dir "$build" -L gpu --output-on-failure --timeout 900 -V 2>&1 | tee "$log" || status=1
+# End to end: a small PipeMoE through `moetrace run --backend cuda`, then its trace.
+smoke=$build/gpu_smoke.db
+if "$build/bin/moetrace" run --backend cuda --variant pipemoe --ranks 4 --experts 8 --layers 2 \
+     --iterations 2 --tokens 512 -r 2 -o "$smoke"; then
+  "$build/bin/moetrace" info "$smoke" || status=1
+  "$build/bin/moetrace" report "$smoke" | head -40 || status=1
+else
+  status=1
+fi
 # A gpu test skipped for want of a GPU means none was usable: a failure here.
 # (Others may skip by design: the NCCL test needs two GPUs.)
 if grep -q "needs a CUDA GPU and driver" "$log"; then
