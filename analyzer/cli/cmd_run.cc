@@ -64,7 +64,7 @@ void add_run_command(CLI::App& app) {
   struct Options {
     std::string backend;
     std::string variant, preset, config, cost_model, output;
-    bool list = false, dump_config = false, quiet = false, short_names = false;
+    bool list = false, dump_config = false, quiet = false, short_names = false, calibrate = false;
     std::string detail = "full";
     int iterations = 0, ranks = 0, layers = 0, experts = 0, top_k = 0, r = 0;
     std::string strategy, routing, plan_builder;
@@ -85,6 +85,10 @@ void add_run_command(CLI::App& app) {
   cmd->add_flag("--list-presets", opt->list, "List workload presets and hardware cost models, then exit");
   cmd->add_flag("--dump-config", opt->dump_config, "Print the resolved configuration as JSON, then exit");
   cmd->add_flag("--quiet,-q", opt->quiet, "No summary line");
+  cmd->add_flag("--calibrate", opt->calibrate,
+                "Run the calibration sweep instead of a workload: isolated GEMMs, all-to-alls and all-reduces "
+                "(every group size), copies, and overlapped pairs, at the workload's model size and ranks "
+                "(default: 8 ranks, M = 1024, H = 4096); fit it with `moetrace fit`");
   cmd->add_flag("--short-op-names", opt->short_names,
                 "Name op ranges by kind, not per op (fewer strings in very large traces)");
   cmd->add_option("--trace-detail", opt->detail,
@@ -145,8 +149,11 @@ void add_run_command(CLI::App& app) {
       spec = sim::run_preset(opt->variant);
     }
     if (!opt->config.empty()) spec = sim::run_spec_from_json(slurp(opt->config, "the configuration"), spec);
-    if (opt->preset.empty() && opt->config.empty() && opt->variant.empty())
-      throw ConfigError("nothing to run: give --preset, --variant or --config (see --list-presets)");
+    if (opt->preset.empty() && opt->config.empty() && opt->variant.empty()) {
+      if (!opt->calibrate)
+        throw ConfigError("nothing to run: give --preset, --variant or --config (see --list-presets)");
+      spec = sim::run_preset("dpmoe");  // the default shape and hardware for a calibration sweep
+    }
     if (!opt->variant.empty()) spec.variant = opt->variant;
     if (!opt->cost_model.empty()) {
       if (std::filesystem::exists(opt->cost_model)) {
@@ -189,9 +196,19 @@ void add_run_command(CLI::App& app) {
 
     RunRequest request;
     request.spec = spec;
-    request.output = !opt->output.empty()
-                         ? opt->output
-                         : fmt::format("{}-{}.db", spec.preset.empty() ? spec.variant : spec.preset, backend->name);
+    if (opt->calibrate) {
+      plan::CalibrationConfig c;
+      c.ranks = spec.common.ranks;
+      c.model_dim = m.model_dim;
+      c.expert_hidden = m.expert_hidden;
+      c.elem_bytes = m.elem_bytes;
+      c.validate();
+      request.calibration = c;
+    }
+    request.output = !opt->output.empty() ? opt->output
+                     : opt->calibrate     ? fmt::format("calibration-{}.db", backend->name)
+                                          : fmt::format("{}-{}.db", spec.preset.empty() ? spec.variant : spec.preset,
+                                                        backend->name);
     request.full_op_names = !opt->short_names;
     request.lean = opt->detail == "lean";
     request.quiet = opt->quiet;

@@ -7,6 +7,9 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
+#include "moetrace/plan/calibration.h"
 #include "moetrace/sim/run_spec.h"
 
 namespace moetrace::cli {
@@ -17,6 +20,9 @@ struct RunRequest {
   bool full_op_names = true;
   bool lean = false;       // sim: TraceDetail::kLean
   bool quiet = false;      // no summary on stderr
+  // `--calibrate`: run this sweep (plan/calibration.h) instead of the spec's
+  // workload; the spec still gives the cost model (sim) and the device.
+  std::optional<plan::CalibrationConfig> calibration;
 };
 
 struct RunBackend {

@@ -72,7 +72,16 @@ void run_cuda_backend(const RunRequest& request) {
 
   Progress progress("running " + what + " on the GPU");
   progress.update("building plan", 0.0);
-  const plan::Plan plan = sim::build_plan(spec);
+  // `--calibrate`: the same sweep the simulator runs (plan/calibration.h);
+  // its interference pairs are sized from CalibrationConfig's default
+  // estimates (or a previous fit the caller put there).
+  const plan::Plan plan = request.calibration ? plan::build_calibration(*request.calibration) : sim::build_plan(spec);
+  if (request.calibration) {
+    o.shape = plan::calibration_model_shape(*request.calibration);
+    o.run.name = "calibration (cuda)";
+    o.run.variant = "calibration";
+    o.run.config_json = plan.config_json;
+  }
   progress.update("running", 0.1);
   const cuda::CudaRunSummary s = cuda::run_plan(plan, o);
   progress.update("done", 1.0);

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "moetrace/analyzer/trace.h"
@@ -154,6 +156,33 @@ TEST(RunCli, NothingToRun) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "moetrace: invalid configuration: nothing to run: give --preset, --variant or --config (see "
                    "--list-presets)\n");
+}
+
+}  // namespace
+}  // namespace moetrace
+
+namespace moetrace {
+namespace {
+
+TEST(RunCli, CalibrateWritesTheSweep) {
+  const auto db = temp("calibrate.db");
+  auto r = run_cli("run --backend sim --calibrate --ranks 4 --cost-model pipemoe-2080ti-ib100 -o " + db);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("calibration sweep on 4 ranks"), std::string::npos) << r.err;
+  const auto t = analyzer::load_trace(db);
+  EXPECT_EQ(t.run.variant, "calibration");
+  EXPECT_NE(t.run.config_json.find("\"calibration\""), std::string::npos);
+  std::set<std::int32_t> groups;
+  std::map<std::int32_t, int> members;
+  for (const auto& op : t.ops)
+    if (op.kind == OpKind::kDispatchAllToAll) ++members[op.chunk];
+  for (const auto& [sample, n] : members) groups.insert(n);
+  EXPECT_EQ(groups, (std::set<std::int32_t>{2, 4}));  // every group size swept
+  // A bad size is one line naming the field.
+  r = run_cli("run --backend sim --calibrate --ranks 0 -o " + db);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("ranks"), std::string::npos) << r.err;
+  std::filesystem::remove(db);
 }
 
 }  // namespace

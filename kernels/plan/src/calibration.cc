@@ -1,0 +1,374 @@
+#include "moetrace/plan/calibration.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "build_common.h"
+#include "moetrace/schema/error.h"
+
+namespace moetrace::plan {
+
+using detail::OpArgs;
+using detail::PlanBuilder;
+
+void CalibrationConfig::validate() const {
+  auto fail = [](const std::string& m) { throw ConfigError(m); };
+  if (ranks < 1) fail(fmt::format("calibration.ranks ({}) must be at least 1", ranks));
+  if (model_dim < 1) fail(fmt::format("calibration.model_dim ({}) must be at least 1", model_dim));
+  if (expert_hidden < 1) fail(fmt::format("calibration.expert_hidden ({}) must be at least 1", expert_hidden));
+  if (elem_bytes < 1) fail(fmt::format("calibration.elem_bytes ({}) must be at least 1", elem_bytes));
+  if (min_rows < 1 || max_rows < min_rows)
+    fail(fmt::format("calibration rows [{}, {}] must satisfy 1 <= min_rows <= max_rows", min_rows, max_rows));
+  if (min_peer_rows < 1 || max_peer_rows < min_peer_rows)
+    fail(fmt::format("calibration peer rows [{}, {}] must satisfy 1 <= min_peer_rows <= max_peer_rows",
+                     min_peer_rows, max_peer_rows));
+  if (repeats < 1) fail(fmt::format("calibration.repeats ({}) must be at least 1", repeats));
+  for (int g : group_sizes)
+    if (g < 2 || g > ranks) fail(fmt::format("calibration group size {} must be in [2, ranks = {}]", g, ranks));
+}
+
+std::vector<int> CalibrationConfig::groups() const {
+  if (!group_sizes.empty()) {
+    auto g = group_sizes;
+    std::sort(g.begin(), g.end());
+    g.erase(std::unique(g.begin(), g.end()), g.end());
+    return g;
+  }
+  std::vector<int> g;
+  for (int s = 2; s <= ranks; s *= 2) g.push_back(s);
+  if (ranks >= 2 && (g.empty() || g.back() != ranks)) g.push_back(ranks);
+  return g;
+}
+
+ModelShape calibration_model_shape(const CalibrationConfig& c) {
+  ModelShape m;
+  m.num_layers = 1;
+  m.num_experts = std::max(1, c.ranks);
+  m.top_k = 1;
+  m.model_dim = c.model_dim;
+  m.expert_hidden = c.expert_hidden;
+  m.elem_bytes = c.elem_bytes;
+  return m;
+}
+
+namespace {
+
+std::vector<std::int64_t> doubling(std::int64_t lo, std::int64_t hi) {
+  std::vector<std::int64_t> v;
+  for (std::int64_t x = lo; x <= hi; x *= 2) v.push_back(x);
+  if (v.back() != hi) v.push_back(hi);
+  return v;
+}
+
+class CalibrationBuilder {
+ public:
+  explicit CalibrationBuilder(const CalibrationConfig& c) : c_(c), b_("calibration", c.ranks) {
+    const std::int64_t M = c.model_dim, H = c.expert_hidden;
+    const int P = c.ranks;
+    peer_slots_ = P;
+    ar_rows_ = std::max<std::int64_t>(c.max_peer_rows * std::max(1, P - 1), 1);
+    last_.resize(static_cast<std::size_t>(P));
+    for (int q = 0; q < P; ++q) {
+      Rank r;
+      r.compute = b_.stream(RankId(q), StreamRole::kCompute);
+      r.comm = b_.stream(RankId(q), StreamRole::kComm);
+      r.copy = b_.stream(RankId(q), StreamRole::kCopy);
+      const ParamSlice slice{ParamKind::kExpert, 0, q, 0, H};
+      const auto p = detail::add_param(b_, RankId(q), slice, 2 * M, c.elem_bytes, fmt::format("calib.rank{}.expert", q));
+      r.params = p.params;
+      r.grads = p.grads;
+      r.x = persistent(q, BufferTag::kTDI, "x", c.max_rows, M);
+      r.mid = persistent(q, BufferTag::kTM, "mid", c.max_rows, H);
+      r.y = persistent(q, BufferTag::kTDO, "y", c.max_rows, M);
+      r.dy = persistent(q, BufferTag::kGradTDO, "dy", c.max_rows, M);
+      r.dx = persistent(q, BufferTag::kGradTDI, "dx", c.max_rows, M);
+      r.send = persistent(q, BufferTag::kTI, "send", peer_slots_ * c.max_peer_rows, M);
+      r.recv = persistent(q, BufferTag::kTO, "recv", peer_slots_ * c.max_peer_rows, M);
+      r.ar = persistent(q, BufferTag::kWorkspace, "all_reduce", ar_rows_, M);
+      r.dev = persistent(q, BufferTag::kWorkspace, "copy", c.max_rows, M);
+      r.host = persistent(q, BufferTag::kHostOffload, "host", c.max_rows, M, schema::MemoryKind::kPinnedHost);
+      ranks_.push_back(r);
+    }
+  }
+
+  Plan build() {
+    const int P = c_.ranks;
+    for (int rep = 0; rep < c_.repeats; ++rep)
+      for (std::int64_t rows : doubling(c_.min_rows, c_.max_rows)) {
+        for (int q = 0; q < P; ++q) join(q, {ffn(q, rows, Phase::kForward)});
+        if (c_.backward)
+          for (int q = 0; q < P; ++q) join(q, {ffn(q, rows, Phase::kBackward)});
+      }
+    for (int g : c_.groups())
+      for (int rep = 0; rep < c_.repeats; ++rep)
+        for (std::int64_t rows : doubling(c_.min_peer_rows, c_.max_peer_rows)) {
+          join_group(g, all_to_all(g, rows));
+          if (c_.all_reduce) join_group(g, all_reduce(g, std::min(ar_rows_, rows * (g - 1))));
+        }
+    if (c_.copies)
+      for (int rep = 0; rep < c_.repeats; ++rep)
+        for (std::int64_t rows : doubling(c_.min_rows, c_.max_rows))
+          for (int q = 0; q < P; ++q) {
+            join(q, {copy(q, rows, true)});
+            join(q, {copy(q, rows, false)});
+          }
+    if (c_.interference && P >= 2) interference();
+    Plan& plan = b_.plan();
+    plan.iterations = 1;
+    plan.blocks = P;
+    plan.dims = {1, P, 1, c_.model_dim, c_.expert_hidden, 0, c_.elem_bytes};
+    plan.config_json = fmt::format(
+        R"({{"calibration":{{"ranks":{},"model_dim":{},"expert_hidden":{},"elem_bytes":{},"rows":[{},{}],"peer_rows":[{},{}],"repeats":{}}}}})",
+        P, c_.model_dim, c_.expert_hidden, c_.elem_bytes, c_.min_rows, c_.max_rows, c_.min_peer_rows,
+        c_.max_peer_rows, c_.repeats);
+    for (int q = 0; q < P; ++q) plan.placements.push_back({0, 0, q, RankId(q), "home"});
+    return b_.finish();
+  }
+
+ private:
+  struct Rank {
+    StreamId compute, comm, copy;
+    BufferId params, grads, x, mid, y, dy, dx, send, recv, ar, dev, host;
+  };
+  enum Class { kComp = 0, kComm = 1, kMem = 2 };
+
+  BufferId persistent(int q, BufferTag tag, const char* what, std::int64_t rows, std::int64_t cols,
+                      schema::MemoryKind kind = schema::MemoryKind::kDevice) {
+    Buffer buf;
+    buf.rank = RankId(q);
+    buf.tag = tag;
+    buf.name = fmt::format("calib.rank{}.{}", q, what);
+    buf.rows = rows;
+    buf.cols = cols;
+    buf.elem_bytes = c_.elem_bytes;
+    buf.memory = kind;
+    buf.persistent = true;
+    buf.binding.kind = BufferBinding::Kind::kZero;
+    return b_.add_buffer(std::move(buf));
+  }
+
+  Coords sample() {
+    Coords c;
+    c.layer = -1;
+    c.iteration = 0;
+    c.chunk = next_sample_++;
+    c.phase = Phase::kForward;
+    return c;
+  }
+
+  // Ops of rank q wait for everything the rank ran before.
+  void join(int q, std::vector<OpId> ops) { last_[static_cast<std::size_t>(q)] = std::move(ops); }
+  void join_group(int g, const std::vector<OpId>& per_rank) {
+    for (int q = 0; q < g; ++q) join(q, {per_rank[static_cast<std::size_t>(q)]});
+  }
+  std::vector<OpId> after(int q) const { return last_[static_cast<std::size_t>(q)]; }
+
+  OpId ffn(int q, std::int64_t rows, Phase phase, std::vector<OpId> deps = {}, bool chain = true) {
+    const Rank& r = ranks_[static_cast<std::size_t>(q)];
+    Coords co = sample();
+    co.phase = phase;
+    OpArgs a;
+    a.kind = OpKind::kExpertFfn;
+    a.coords = co;
+    a.rank = RankId(q);
+    a.stream = r.compute;
+    const std::vector<RowSpan> spans = {RowSpan{0, rows}};
+    if (phase == Phase::kForward) {
+      a.name = fmt::format("calib.ffn.rows{}.s{}", rows, co.chunk);
+      a.flops = detail::ffn_forward_flops(rows, c_.model_dim, c_.expert_hidden);
+      a.data = FfnForward{q, r.params, r.x, r.mid, r.y, spans};
+    } else {
+      a.name = fmt::format("calib.ffn.rows{}.s{}.bwd", rows, co.chunk);
+      a.flops = detail::ffn_backward_flops(rows, c_.model_dim, c_.expert_hidden);
+      a.data = FfnBackward{q, r.params, r.grads, r.x, r.mid, r.dy, r.dx, spans};
+    }
+    a.extra_deps = chain ? after(q) : std::vector<OpId>{};
+    for (OpId d : deps) a.extra_deps.push_back(d);
+    return b_.add(std::move(a));
+  }
+
+  // All-to-all among ranks [0, g): `rows` rows of M elements to every other member.
+  std::vector<OpId> all_to_all(int g, std::int64_t rows, const std::vector<std::vector<OpId>>& deps = {}) {
+    const CollectiveId id = b_.next_collective();
+    const Coords co = sample();
+    std::vector<RankId> group;
+    for (int q = 0; q < g; ++q) group.push_back(RankId(q));
+    const std::int64_t row_bytes = c_.model_dim * c_.elem_bytes;
+    std::vector<OpId> out;
+    for (int q = 0; q < g; ++q) {
+      const Rank& r = ranks_[static_cast<std::size_t>(q)];
+      Collective col;
+      col.id = id;
+      col.kind = CollectiveKind::kAllToAllV;
+      col.group = group;
+      for (int p = 0; p < g; ++p) {
+        if (p == q) continue;
+        col.sends.push_back({RankId(p), View{r.send, p * c_.max_peer_rows, rows}, rows * row_bytes});
+        col.recvs.push_back({RankId(p), View{r.recv, p * c_.max_peer_rows, rows}, rows * row_bytes});
+      }
+      OpArgs a;
+      a.kind = OpKind::kDispatchAllToAll;
+      a.coords = co;
+      a.name = fmt::format("calib.all_to_all.g{}.rows{}.s{}", g, rows, co.chunk);
+      a.rank = RankId(q);
+      a.stream = r.comm;
+      a.bytes = (g - 1) * rows * row_bytes;
+      a.data = std::move(col);
+      a.extra_deps = deps.empty() ? after(q) : deps[static_cast<std::size_t>(q)];
+      out.push_back(b_.add(std::move(a)));
+    }
+    return out;
+  }
+
+  std::vector<OpId> all_reduce(int g, std::int64_t rows) {
+    const CollectiveId id = b_.next_collective();
+    const Coords co = sample();
+    std::vector<RankId> group;
+    for (int q = 0; q < g; ++q) group.push_back(RankId(q));
+    std::vector<OpId> out;
+    for (int q = 0; q < g; ++q) {
+      const Rank& r = ranks_[static_cast<std::size_t>(q)];
+      Collective col;
+      col.id = id;
+      col.kind = CollectiveKind::kAllReduce;
+      col.group = group;
+      col.inout = View{r.ar, 0, rows};
+      OpArgs a;
+      a.kind = OpKind::kGradAllReduce;
+      a.coords = co;
+      a.name = fmt::format("calib.all_reduce.g{}.rows{}.s{}", g, rows, co.chunk);
+      a.rank = RankId(q);
+      a.stream = r.comm;
+      a.bytes = rows * c_.model_dim * c_.elem_bytes;
+      a.data = std::move(col);
+      a.extra_deps = after(q);
+      out.push_back(b_.add(std::move(a)));
+    }
+    return out;
+  }
+
+  OpId copy(int q, std::int64_t rows, bool offload, std::vector<OpId> deps = {}, bool chain = true) {
+    const Rank& r = ranks_[static_cast<std::size_t>(q)];
+    const Coords co = sample();
+    OpArgs a;
+    a.kind = offload ? OpKind::kOffload : OpKind::kPrefetch;
+    a.coords = co;
+    a.name = fmt::format("calib.{}.rows{}.s{}", offload ? "offload" : "prefetch", rows, co.chunk);
+    a.rank = RankId(q);
+    a.stream = r.copy;
+    a.bytes = rows * c_.model_dim * c_.elem_bytes;
+    a.data = offload ? Copy{View{r.dev, 0, rows}, View{r.host, 0, rows}} : Copy{View{r.host, 0, rows}, View{r.dev, 0, rows}};
+    a.extra_deps = chain ? after(q) : std::vector<OpId>{};
+    for (OpId d : deps) a.extra_deps.push_back(d);
+    return b_.add(std::move(a));
+  }
+
+  // --- interference -------------------------------------------------------
+
+  double flops_per_row() const { return 4.0 * static_cast<double>(c_.model_dim * c_.expert_hidden); }
+  double row_bytes() const { return static_cast<double>(c_.model_dim * c_.elem_bytes); }
+
+  // Estimated seconds of one op of a class at its largest size.
+  double longest(Class k) const {
+    const auto& e = c_.estimates;
+    switch (k) {
+      case kComp: return 2 * e.gemm_alpha_s + e.gemm_seconds_per_flop * flops_per_row() * static_cast<double>(c_.max_rows);
+      case kComm:
+        return e.all_to_all_alpha_s + e.all_to_all_seconds_per_byte * row_bytes() * static_cast<double>(c_.max_peer_rows) *
+                                          (c_.ranks - 1);
+      case kMem: return e.copy_alpha_s + e.copy_seconds_per_byte * row_bytes() * static_cast<double>(c_.max_rows);
+    }
+    return 0;
+  }
+
+  // Size (rows; rows per peer for all-to-alls) of an op of class k lasting about `seconds`.
+  std::int64_t rows_for(Class k, double seconds) const {
+    const auto& e = c_.estimates;
+    double rows = 1;
+    std::int64_t lo = 1, hi = c_.max_rows;
+    switch (k) {
+      case kComp: rows = (seconds - 2 * e.gemm_alpha_s) / (e.gemm_seconds_per_flop * flops_per_row()); break;
+      case kComm:
+        rows = (seconds - e.all_to_all_alpha_s) / (e.all_to_all_seconds_per_byte * row_bytes() * (c_.ranks - 1));
+        hi = c_.max_peer_rows;
+        break;
+      case kMem: rows = (seconds - e.copy_alpha_s) / (e.copy_seconds_per_byte * row_bytes()); break;
+    }
+    if (!std::isfinite(rows)) rows = static_cast<double>(hi);
+    return std::clamp(static_cast<std::int64_t>(rows), lo, hi);
+  }
+
+  // One op of class k on every rank (collectives over all ranks), each
+  // waiting for deps[q]; returns the ops per rank.
+  std::vector<OpId> op_of(Class k, std::int64_t rows, const std::vector<std::vector<OpId>>& deps) {
+    const int P = c_.ranks;
+    std::vector<OpId> out;
+    if (k == kComm) return all_to_all(P, rows, deps);
+    for (int q = 0; q < P; ++q)
+      out.push_back(k == kComp ? ffn(q, rows, Phase::kForward, deps[static_cast<std::size_t>(q)], false)
+                               : copy(q, rows, true, deps[static_cast<std::size_t>(q)], false));
+    return out;
+  }
+
+  // A long op of class `target`'s partner... : long op of class L, and K
+  // ops of each class in `shorts` back to back on their streams, all
+  // starting after the rank's previous work.
+  void scenario(Class long_class, const std::vector<Class>& shorts) {
+    constexpr int K = 4;
+    const int P = c_.ranks;
+    std::vector<std::vector<OpId>> start(static_cast<std::size_t>(P));
+    for (int q = 0; q < P; ++q) start[static_cast<std::size_t>(q)] = after(q);
+    const double D = longest(long_class);
+    const auto long_rows = long_class == kComm ? c_.max_peer_rows : c_.max_rows;
+    std::vector<std::vector<OpId>> ends(static_cast<std::size_t>(P));
+    auto add_end = [&](const std::vector<OpId>& ops) {
+      for (int q = 0; q < P; ++q) ends[static_cast<std::size_t>(q)].push_back(ops[static_cast<std::size_t>(q)]);
+    };
+    add_end(op_of(long_class, long_rows, start));
+    for (Class s : shorts) {
+      const auto rows = rows_for(s, 0.9 * D / K);
+      std::vector<std::vector<OpId>> prev = start;
+      for (int i = 0; i < K; ++i) {
+        auto ops = op_of(s, rows, prev);
+        for (int q = 0; q < P; ++q) prev[static_cast<std::size_t>(q)] = {ops[static_cast<std::size_t>(q)]};
+        if (i == K - 1) add_end(ops);
+      }
+    }
+    for (int q = 0; q < P; ++q) join(q, ends[static_cast<std::size_t>(q)]);
+  }
+
+  void interference() {
+    for (int rep = 0; rep < c_.repeats; ++rep) {
+      scenario(kComp, {kComm});
+      scenario(kComm, {kComp});
+      if (c_.copies) {
+        scenario(kComp, {kMem});
+        scenario(kMem, {kComp});
+        scenario(kComm, {kMem});
+        scenario(kMem, {kComm});
+        scenario(kComp, {kComm, kMem});
+        scenario(kComm, {kComp, kMem});
+        scenario(kMem, {kComp, kComm});
+      }
+    }
+  }
+
+  const CalibrationConfig& c_;
+  PlanBuilder b_;
+  std::vector<Rank> ranks_;
+  std::vector<std::vector<OpId>> last_;
+  int peer_slots_ = 1;
+  std::int64_t ar_rows_ = 1;
+  int next_sample_ = 0;
+};
+
+}  // namespace
+
+Plan build_calibration(const CalibrationConfig& c) {
+  c.validate();
+  return CalibrationBuilder(c).build();
+}
+
+}  // namespace moetrace::plan

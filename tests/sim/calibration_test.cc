@@ -1,0 +1,216 @@
+// The calibration sweep of `moetrace run --calibrate` (plan/calibration.h):
+// a valid plan; simulated and written as a trace, least-squares fits of its
+// lone ops recover the simulator's own alpha and beta (GEMMs per launch and
+// per FLOP, all-to-all and all-reduce per group size, copies), and its
+// overlapped ops run at the interference factors the model sets — a round
+// trip through the trace writer and loader that fails if the sweep, the
+// simulator or the trace lose a term.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+
+#include "moetrace/analyzer/trace.h"
+#include "moetrace/plan/calibration.h"
+#include "moetrace/plan/validate.h"
+#include "moetrace/schema/error.h"
+#include "moetrace/sim/cost_model.h"
+#include "moetrace/sim/simulator.h"
+#include "moetrace/sim/trace_output.h"
+#include "text_trace.h"
+
+namespace moetrace::sim {
+namespace {
+
+plan::CalibrationConfig small_config() {
+  plan::CalibrationConfig c;
+  c.ranks = 8;
+  c.model_dim = 512;
+  c.expert_hidden = 2048;
+  c.min_rows = 64;
+  c.max_rows = 4096;
+  c.min_peer_rows = 4;
+  c.max_peer_rows = 1024;
+  return c;
+}
+
+CostModel model_with_interference() {
+  CostModel m = cost_model_preset("h100-nvlink-ib");
+  m.interference.sigma_comm = 0.9;
+  m.interference.sigma_mem = 0.97;
+  m.interference.mu_comp = 0.8;
+  m.interference.mu_mem = 0.85;
+  m.interference.eta_comp = 0.95;
+  m.interference.eta_comm = 0.75;
+  return m;
+}
+
+struct Ls {
+  double alpha = 0, beta = 0;
+};
+
+// t = alpha + beta x.
+Ls fit(const std::vector<double>& x, const std::vector<double>& t) {
+  double sx = 0, st = 0, sxx = 0, sxt = 0;
+  const double n = static_cast<double>(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    sx += x[i];
+    st += t[i];
+  }
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    sxx += (x[i] - sx / n) * (x[i] - sx / n);
+    sxt += (x[i] - sx / n) * (t[i] - st / n);
+  }
+  Ls f;
+  f.beta = sxt / sxx;
+  f.alpha = st / n - f.beta * sx / n;
+  return f;
+}
+
+// t = a L + b x (no intercept): the simulator's compute form with L launches.
+Ls fit_launches(const std::vector<double>& l, const std::vector<double>& x, const std::vector<double>& t) {
+  double sll = 0, slx = 0, sxx = 0, slt = 0, sxt = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    sll += l[i] * l[i];
+    slx += l[i] * x[i];
+    sxx += x[i] * x[i];
+    slt += l[i] * t[i];
+    sxt += x[i] * t[i];
+  }
+  const double det = sll * sxx - slx * slx;
+  return {(slt * sxx - sxt * slx) / det, (sll * sxt - slx * slt) / det};
+}
+
+TEST(Calibration, PlanIsValid) {
+  const auto c = small_config();
+  const plan::Plan p = plan::build_calibration(c);
+  EXPECT_EQ(plan::check_plan(p), std::vector<std::string>{});
+  EXPECT_EQ(p.variant, "calibration");
+  EXPECT_EQ(c.groups(), (std::vector<int>{2, 4, 8}));
+  plan::CalibrationConfig bad = c;
+  bad.group_sizes = {9};
+  EXPECT_THROW(plan::build_calibration(bad), ConfigError);
+  bad = c;
+  bad.max_rows = 1;
+  EXPECT_THROW(plan::build_calibration(bad), ConfigError);
+}
+
+TEST(Calibration, FitsOfTheSimulatedTraceRecoverTheModel) {
+  const CostModel model = model_with_interference();
+  plan::CalibrationConfig c = small_config();
+  const auto& ffn = model.compute_cost(OpKind::kExpertFfn);
+  const auto a2a8 = model.collective(plan::CollectiveKind::kAllToAllV).at(8);
+  c.estimates = {ffn.alpha_s, ffn.seconds_per_flop, a2a8.alpha_s, a2a8.beta_s, model.copy_d2h.alpha_s,
+                 model.copy_d2h.beta_s};
+  const plan::Plan p = plan::build_calibration(c);
+  const SimResult r = simulate(p, model);
+  const auto path = moetrace::testing::temp_path("calibration.db");
+  write_trace(path, p, model, r);
+  const analyzer::Trace t = analyzer::load_trace(path);
+  std::filesystem::remove(path);
+  ASSERT_EQ(t.ops.size(), p.ops.size());
+
+  // Lone ops (nothing else on their rank meanwhile), by what they measure.
+  std::map<std::int32_t, std::vector<std::pair<std::int64_t, std::int64_t>>> busy;  // rank -> spans
+  for (const auto& op : t.ops) busy[op.rank.value].push_back({op.start_ns, op.end_ns});
+  auto lone = [&](const analyzer::OpRange& op) {
+    for (const auto& [s, e] : busy[op.rank.value])
+      if (s < op.end_ns && e > op.start_ns && !(s == op.start_ns && e == op.end_ns)) return false;
+    return true;
+  };
+  // Participants of each collective instance (chunk = sample number).
+  std::map<std::int32_t, int> members;
+  for (const auto& op : t.ops)
+    if (op.kind == OpKind::kDispatchAllToAll || op.kind == OpKind::kGradAllReduce) ++members[op.chunk];
+
+  std::vector<double> fl, fx, ft;
+  std::map<int, std::pair<std::vector<double>, std::vector<double>>> a2a, ar;
+  std::vector<double> d2h_x, d2h_t, h2d_x, h2d_t;
+  int lone_ops = 0;
+  for (const auto& op : t.ops) {
+    if (!lone(op)) continue;
+    ++lone_ops;
+    const double secs = static_cast<double>(op.duration()) * 1e-9;
+    switch (op.kind) {
+      case OpKind::kExpertFfn:
+        fl.push_back(op.phase == Phase::kBackward ? 4 : 2);
+        fx.push_back(op.flops);
+        ft.push_back(secs);
+        break;
+      case OpKind::kDispatchAllToAll:
+        a2a[members[op.chunk]].first.push_back(static_cast<double>(op.bytes));
+        a2a[members[op.chunk]].second.push_back(secs);
+        break;
+      case OpKind::kGradAllReduce:
+        ar[members[op.chunk]].first.push_back(static_cast<double>(op.bytes));
+        ar[members[op.chunk]].second.push_back(secs);
+        break;
+      case OpKind::kOffload:
+        d2h_x.push_back(static_cast<double>(op.bytes));
+        d2h_t.push_back(secs);
+        break;
+      case OpKind::kPrefetch:
+        h2d_x.push_back(static_cast<double>(op.bytes));
+        h2d_t.push_back(secs);
+        break;
+      default: break;
+    }
+  }
+  ASSERT_GT(lone_ops, 500);
+  // Nanosecond timestamps: alphas within a few ns, betas within 1e-4.
+  const Ls g = fit_launches(fl, fx, ft);
+  EXPECT_NEAR(g.alpha, ffn.alpha_s, 2e-9);
+  EXPECT_NEAR(g.beta, ffn.seconds_per_flop, 1e-4 * ffn.seconds_per_flop);
+  ASSERT_EQ(a2a.size(), 3u);
+  for (const auto& [group, xt] : a2a) {
+    const auto want = model.collective(plan::CollectiveKind::kAllToAllV).at(group);
+    const Ls f = fit(xt.first, xt.second);
+    EXPECT_NEAR(f.alpha, want.alpha_s, 2e-9) << "P=" << group;
+    EXPECT_NEAR(f.beta, want.beta_s, 1e-4 * want.beta_s) << "P=" << group;
+  }
+  for (const auto& [group, xt] : ar) {
+    const auto want = model.collective(plan::CollectiveKind::kAllReduce).at(group);
+    const Ls f = fit(xt.first, xt.second);
+    EXPECT_NEAR(f.alpha, want.alpha_s, 2e-9) << "P=" << group;
+    EXPECT_NEAR(f.beta, want.beta_s, 1e-4 * want.beta_s) << "P=" << group;
+  }
+  const Ls d2h = fit(d2h_x, d2h_t), h2d = fit(h2d_x, h2d_t);
+  EXPECT_NEAR(d2h.alpha, model.copy_d2h.alpha_s, 2e-9);
+  EXPECT_NEAR(d2h.beta, model.copy_d2h.beta_s, 1e-4 * model.copy_d2h.beta_s);
+  EXPECT_NEAR(h2d.alpha, model.copy_h2d.alpha_s, 2e-9);
+  EXPECT_NEAR(h2d.beta, model.copy_h2d.beta_s, 1e-4 * model.copy_h2d.beta_s);
+
+  // Interference: an op overlapped for its whole life by exactly one other
+  // class runs at that factor x its nominal speed (mpipemoe Sec. II-C).
+  auto cls = [](OpKind k) { return k == OpKind::kExpertFfn ? 0 : (k == OpKind::kOffload || k == OpKind::kPrefetch) ? 2 : 1; };
+  std::map<std::pair<int, int>, std::vector<double>> ratio;  // (target, interferer) -> nominal / actual
+  for (std::size_t i = 0; i < p.ops.size(); ++i) {
+    const auto& op = p.ops[i];
+    const int me = cls(op.kind);
+    int covering = -1;
+    bool clean = true;
+    for (const auto& other : p.ops) {
+      if (other.rank != op.rank || other.id == op.id) continue;
+      const auto j = static_cast<std::size_t>(other.id.value);
+      if (r.start_s[j] >= r.end_s[i] || r.end_s[j] <= r.start_s[i]) continue;
+      const int oc = cls(other.kind);
+      const bool covers = r.start_s[j] <= r.start_s[i] && r.end_s[j] >= r.end_s[i];
+      if (covers && (covering == -1 || covering == oc)) covering = oc;
+      else clean = false;
+    }
+    if (!clean || covering < 0 || covering == me) continue;
+    ratio[{me, covering}].push_back(r.nominal_s[i] / (r.end_s[i] - r.start_s[i]));
+  }
+  const auto& f = model.interference;
+  const std::map<std::pair<int, int>, double> want = {{{0, 1}, f.sigma_comm}, {{0, 2}, f.sigma_mem},
+                                                      {{1, 0}, f.mu_comp},    {{1, 2}, f.mu_mem},
+                                                      {{2, 0}, f.eta_comp},   {{2, 1}, f.eta_comm}};
+  for (const auto& [key, value] : want) {
+    ASSERT_FALSE(ratio[key].empty()) << "no clean sample of target " << key.first << " under " << key.second;
+    for (double v : ratio[key]) EXPECT_NEAR(v, value, 1e-9) << key.first << " under " << key.second;
+  }
+}
+
+}  // namespace
+}  // namespace moetrace::sim
