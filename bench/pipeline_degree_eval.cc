@@ -18,7 +18,10 @@
 // form ignores both, so it is not exact).
 //
 // Usage: pipeline_degree_eval [--r-max 16] [--models serial,interference]
-//                              [--csv FILE] [--limit N]
+//                              [--csv FILE] [--limit N] [--full-plans]
+// The what-ifs use the timing-only plan builder (kernels/sim timing_plan.h:
+// op for op the plan of build_pipemoe, simulated to identical times, without
+// per-peer transfers); --full-plans uses build_pipemoe itself (slower).
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -97,6 +100,7 @@ sim::CostModel model_named(const std::string& name) {
 
 int main(int argc, char** argv) {
   int r_max = 16, limit = 0;
+  bool timing = true;
   std::string csv_path, models_arg = "serial,interference";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -111,9 +115,10 @@ int main(int argc, char** argv) {
     else if (a == "--csv") csv_path = next();
     else if (a == "--models") models_arg = next();
     else if (a == "--limit") limit = std::stoi(next());
+    else if (a == "--full-plans") timing = false;
     else {
       std::fprintf(stderr, "usage: pipeline_degree_eval [--r-max 16] [--models serial,interference,fair_share] "
-                           "[--csv FILE] [--limit N]\n");
+                           "[--csv FILE] [--limit N] [--full-plans]\n");
       return 2;
     }
   }
@@ -182,6 +187,7 @@ int main(int argc, char** argv) {
         analyzer::WhatIf what;
         what.variant = "pipemoe";
         what.partitions = r;
+        what.timing_plan = timing;
         const auto res = analyzer::simulate_layer(w, model, what);
         if (!res.ok) {
           std::fprintf(stderr, "\n%s r=%d: %s\n", c.name().c_str(), r, res.error.c_str());

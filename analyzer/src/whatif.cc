@@ -219,7 +219,7 @@ WhatIfResult simulate_layer(const MoeLayerWorkload& w, const sim::CostModel& m, 
       spec.pipeline_degree = what.partitions;
       // Full plans carry P x P transfers per all-to-all; beyond 64 ranks the
       // timing-only builder (same ops, same simulated times) is used.
-      p = w.ranks > 64 ? sim::build_timing_plan(spec, load)
+      p = w.ranks > 64 || what.timing_plan ? sim::build_timing_plan(spec, load)
                        : plan::build_pipemoe(plan::PipeMoeConfig{common, what.partitions}, load);
     } else if (what.variant == "mpipemoe") {
       p = plan::build_mpipemoe(plan::MPipeMoeConfig{common, what.partitions, what.strategy}, load);

@@ -112,6 +112,10 @@ struct WhatIf {
   double pro_prophet_alpha = 0.25;
   std::optional<plan::ProProphetModel> planner;  // pro_prophet: the model Alg. 1 plans with
   LayerWindow window = LayerWindow::kPipeline;
+  // pipemoe: the timing-only builder (sim/timing_plan.h; the same ops and
+  // simulated times, without per-peer transfers) at any size, not only
+  // above 64 ranks. For large sweeps.
+  bool timing_plan = false;
 };
 
 // Never throws for a configuration the builders refuse: ok = false, error says why.
