@@ -449,7 +449,13 @@ TEST_F(Fixture, IssueFiveAnalysesAreReportedMissing) {
   const auto a = compute_analysis_results(*trace_);
   EXPECT_FALSE(a.locality);
   EXPECT_FALSE(a.memory_bubbles);
-  EXPECT_FALSE(a.recommendations);
+  // The recommenders are in (analyzer/recommend.h): present, one item per
+  // MoE layer with expert load and subject.
+  ASSERT_TRUE(a.recommendations);
+  for (const auto& r : a.recommendations->items) {
+    EXPECT_FALSE(r.subject.empty());
+    EXPECT_FALSE(r.evidence.empty());
+  }
 }
 
 // --- traces built in memory: overlap, deep nesting, random input -------------
