@@ -11,6 +11,8 @@
 #include <set>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "moetrace/analyzer/trace.h"
 #include "text_trace.h"
 
@@ -183,6 +185,42 @@ TEST(RunCli, CalibrateWritesTheSweep) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("ranks"), std::string::npos) << r.err;
   std::filesystem::remove(db);
+}
+
+}  // namespace
+}  // namespace moetrace
+
+namespace moetrace {
+namespace {
+
+TEST(RecommendCli, FormatsAndErrors) {
+  const auto db = temp("rec.db"), db4 = temp("rec4.db");
+  ASSERT_EQ(run_cli("run --backend sim --preset pipemoe-t4-p16-b2-l512-h2048-m1024-e1 -i 1 -q -o " + db).exit_code, 0);
+  ASSERT_EQ(run_cli("run --backend sim --preset pipemoe-t4-p16-b2-l512-h2048-m1024-e1 -i 1 -r 4 -q -o " + db4).exit_code, 0);
+  auto r = run_cli("recommend " + db);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* s : {"pipeline degree:", "memory reuse:", "expert placement:", "layout:", "Theorem 1"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  r = run_cli("recommend --format json " + db + " " + db4);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["items"].size(), 4u);
+  EXPECT_EQ(j["layers"][0]["pipeline_degree"]["range_search"]["runs"].size(), 2u);
+  r = run_cli("recommend --format markdown --r-candidates 1,2,4,8 --no-simulate " + db);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("| layer | subject | action | predicted gain |"), std::string::npos);
+  // Bad input: one line, non-zero.
+  r = run_cli("recommend " + temp("missing.db"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  r = run_cli("recommend --r-candidates 1,x " + db);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--r-candidates"), std::string::npos) << r.err;
+  r = run_cli("recommend --cost-model no-such-model " + db);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no-such-model"), std::string::npos) << r.err;
+  std::filesystem::remove(db);
+  std::filesystem::remove(db4);
 }
 
 }  // namespace
