@@ -363,8 +363,34 @@ void advise_memory(const Trace& trace, const RecommendOptions& o, const Hardware
   }
 }
 
-void advise_placement(const RecommendOptions& o, const HardwareModelInfo& hw, const LayerMeasures& meas,
-                      LayerRecommendation& L) {
+// The placement a trace ran for (iteration, layer): experts with replica or
+// shadow rows, their ranks other than home.
+bool trace_placement(const Trace& t, const MoeLayerWorkload& w, plan::ExpertPlacement& p, int& n) {
+  p = plan::ExpertPlacement::none(w.experts);
+  for (const auto& row : t.placements) {
+    if (row.iteration != w.iteration || row.layer != w.layer || row.role == "home") continue;
+    if (row.expert < 0 || row.expert >= w.experts || row.rank < 0 || row.rank >= w.ranks) continue;
+    if (row.rank == w.routing.home(row.expert)) continue;
+    auto& reps = p.replicas[static_cast<std::size_t>(row.expert)];
+    if (std::find(reps.begin(), reps.end(), row.rank) == reps.end()) reps.push_back(row.rank);
+  }
+  double copies = 0;
+  for (int e = 0; e < w.experts; ++e) {
+    auto& reps = p.replicas[static_cast<std::size_t>(e)];
+    if (reps.empty()) continue;
+    std::sort(reps.begin(), reps.end());
+    p.selected.push_back(e);
+    copies += static_cast<double>(reps.size());
+  }
+  if (p.selected.empty()) return false;
+  // Eq. 4/5 take one n for all selected experts: the mean number of devices
+  // an expert is not sent to.
+  n = static_cast<int>(std::lround(w.ranks - 1 - copies / static_cast<double>(p.selected.size())));
+  return true;
+}
+
+void advise_placement(const Trace& trace, const RecommendOptions& o, const HardwareModelInfo& hw,
+                      const LayerMeasures& meas, LayerRecommendation& L) {
   auto& a = L.placement;
   const auto& w = L.workload;
   a.iteration = w.iteration;
@@ -376,6 +402,12 @@ void advise_placement(const RecommendOptions& o, const HardwareModelInfo& hw, co
   a.alpha = in.alpha;
   a.advice = recommend_placement(in);
   a.computed = true;
+  a.has_current = trace_placement(trace, w, a.current, a.current_n);
+  a.current_estimate = a.has_current
+                           ? plan::estimate_layer_time(plan::placement_load(w.routing, a.current), w.ranks,
+                                                       static_cast<int>(a.current.selected.size()), a.current_n,
+                                                       in.model, in.sizes)
+                           : a.advice.before;
   if (o.simulate && w.ranks <= o.max_simulated_ranks) {
     WhatIf home;
     home.variant = "dpmoe";
@@ -523,9 +555,15 @@ RecommendationItem placement_item(const LayerRecommendation& L) {
   }
   const auto& p = a.advice;
   const auto& w = L.workload;
-  it.change = !p.placement.selected.empty();
+  auto same = [&](const plan::ExpertPlacement& x, const plan::ExpertPlacement& y) {
+    std::vector<int> sx = x.selected, sy = y.selected;
+    std::sort(sx.begin(), sx.end());
+    std::sort(sy.begin(), sy.end());
+    return sx == sy && x.replicas == y.replicas;
+  };
+  it.change = a.has_current ? !same(p.placement, a.current) : !p.placement.selected.empty();
   if (!it.change) {
-    it.action = "keep the home placement";
+    it.action = a.has_current ? "keep the trace's placement" : "keep the home placement";
   } else {
     std::string s;
     const std::size_t shown = std::min<std::size_t>(p.placement.selected.size(), 4);
@@ -557,11 +595,16 @@ RecommendationItem placement_item(const LayerRecommendation& L) {
       ms(4 * p.before.a2a), ms(4 * p.after.a2a), ms(3 * p.before.fec), ms(3 * p.after.fec), ms(p.after.trans + p.after.agg),
       ms(p.after_unhidden.total), list(p.computed_after), p.balance_degree_after,
       std::isfinite(p.rb) ? fmt::format("{:.2f}", p.rb) : "inf");
+  if (a.has_current)
+    e += fmt::format(" The trace ran {} replicated expert{} in iteration {} (n = {} on average): Eq. 8 {} on this "
+                     "load.",
+                     a.current.selected.size(), a.current.selected.size() == 1 ? "" : "s", a.iteration, a.current_n,
+                     ms(a.current_estimate.total));
   if (a.simulated_home.ok && a.simulated_placed.ok)
     e += fmt::format(" Simulated MoE layer with the measured load: DPMoE {} vs Pro-Prophet (n = {}, unscheduled) {}.",
                      ms(a.simulated_home.layer_s()), p.n, ms(a.simulated_placed.layer_s()));
   it.evidence = e;
-  it.predicted_gain = (p.before.total - p.after.total) / layer_time(L, p.before.total);
+  it.predicted_gain = it.change ? (a.current_estimate.total - p.after.total) / layer_time(L, a.current_estimate.total) : 0.0;
   it.gain_known = true;
   return it;
 }
@@ -646,7 +689,7 @@ Recommendations recommend(const Trace& trace, const RecommendOptions& o) {
       L.pipeline.measured = mpipemoe_range_search(r->second, L.workload.max_tokens_per_rank());
     }
     advise_memory(trace, o, out.hardware, peak, L);
-    advise_placement(o, out.hardware, meas, L);
+    advise_placement(trace, o, out.hardware, meas, L);
     advise_layout(trace, o, out.hardware, L);
     out.items.push_back(pipeline_item(L, out.hardware));
     out.items.push_back(memory_item(L));

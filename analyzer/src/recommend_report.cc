@@ -163,6 +163,10 @@ json placement_json(const PlacementAdviceInfo& a, const MoeLayerWorkload& w) {
           {"balance_degree_after", p.balance_degree_after},
           {"rb", num(p.rb)},
           {"model_gain", p.gain},
+          {"current", a.has_current ? json{{"n", a.current_n},
+                                          {"estimate", estimate_json(a.current_estimate)},
+                                          {"experts", a.current.selected}}
+                                    : json(nullptr)},
           {"simulated_home", whatif_json(a.simulated_home)},
           {"simulated_placed", whatif_json(a.simulated_placed)}};
 }

@@ -113,6 +113,12 @@ struct PlacementAdviceInfo {
   plan::ProProphetModel model;    // what Algorithm 1 planned with (Eq. 1-8)
   double alpha = 0.25;            // Eq. 7
   PlacementAdvice advice;
+  // The placement the trace ran for that iteration (expert_placement rows of
+  // role replica / shadow), if any, and Eq. 6/8 for it on the same load.
+  bool has_current = false;
+  plan::ExpertPlacement current;
+  int current_n = 0;
+  plan::LayerTimeEstimate current_estimate;
   WhatIfResult simulated_home, simulated_placed;  // DPMoE vs Pro-Prophet (unscheduled) on the load
 };
 
