@@ -34,8 +34,10 @@ ReuseQ reuse_q_backward(ReuseStrategy s) {
 ReuseMemory mpipemoe_memory(const ReuseInputs& in) {
   ReuseMemory m;
   const double B = in.tokens, M = in.model_dim, H = in.hidden, e = in.elem_bytes;
+  const double B_own = in.own_tokens >= 0 ? in.own_tokens : B;
   m.model_states = 4.0 * (in.experts * M + in.experts_per_device * 2.0 * H * M) * e;  // Eq. 1
-  m.activations = (4.0 * B * M + B * H) * e;                                            // Eq. 2 / 4
+  // Eq. 2 / 4: T_I, T_O of the device's own rows; T_DI, T_DO, T_M of its experts'.
+  m.activations = (2.0 * B_own * M + 2.0 * B * M + B * H) * e;
   m.buffers = m.activations;                                                            // Eq. 4
   const double n = in.partitions;
   if (in.partitions >= 2) m.saving = B * (2.0 * M * (n - 2) / n + H * (n - 1) / n) * e;  // Eq. 5
@@ -83,7 +85,6 @@ ReuseChoice choose_reuse_strategy(const ReuseInputs& in) {
     return out.memory.model_states + out.memory.activations + out.memory.buffers -
            (s == ReuseStrategy::kNone ? 0.0 : 2 * out.memory.saving);
   };
-  const double current_memory = layer_memory(in.current);
   for (int i = 0; i < 5; ++i) {
     const auto s = static_cast<ReuseStrategy>(i);
     ReuseCandidate& c = out.candidates[static_cast<std::size_t>(i)];
@@ -101,9 +102,12 @@ ReuseChoice choose_reuse_strategy(const ReuseInputs& in) {
     c.alpha_backward_s = bw.with_alpha;
     c.bound = bw.bound;
     c.layer_memory_bytes = layer_memory(s);
-    c.predicted_peak_bytes = in.measured_peak_bytes >= 0
-                                 ? static_cast<double>(in.measured_peak_bytes) + c.layer_memory_bytes - current_memory
-                                 : c.layer_memory_bytes;
+    const bool reuse = s != ReuseStrategy::kNone, reused = in.current != ReuseStrategy::kNone;
+    c.predicted_peak_bytes =
+        in.measured_peak_bytes >= 0
+            ? std::max(0.0, static_cast<double>(in.measured_peak_bytes) -
+                                (reuse == reused ? 0.0 : reuse ? out.memory.saving : -out.memory.saving))
+            : c.layer_memory_bytes;
     c.fits = in.budget_bytes <= 0 || c.predicted_peak_bytes <= static_cast<double>(in.budget_bytes);
   }
   const ReuseCandidate* best = nullptr;

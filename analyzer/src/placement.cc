@@ -15,10 +15,17 @@ PlacementAdvice recommend_placement(const PlacementInputs& in) {
   a.computed_before = load_before.computed;
   a.received_before = load_before.received;
 
+  // Larger n first: ties keep fewer transfers. Up to 16 devices every n;
+  // beyond, the n whose copy count D - 1 - n is 0, 1, 2, 4, ..., D - 1.
   std::vector<int> ns;
-  if (in.n >= 0) ns.push_back(in.n);
-  else
-    for (int n = D - 1; n >= 0; --n) ns.push_back(n);  // larger n first: ties keep fewer transfers
+  if (in.n >= 0) {
+    ns.push_back(in.n);
+  } else if (D <= 16) {
+    for (int n = D - 1; n >= 0; --n) ns.push_back(n);
+  } else {
+    for (int copies = 0; copies < D - 1; copies = copies == 0 ? 1 : 2 * copies) ns.push_back(D - 1 - copies);
+    ns.push_back(0);
+  }
   double best = std::numeric_limits<double>::infinity();
   for (int n : ns) {
     auto p = plan::pro_prophet_greedy(in.routing, n, in.alpha, in.model, in.sizes);

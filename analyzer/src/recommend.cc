@@ -604,7 +604,11 @@ RecommendationItem placement_item(const LayerRecommendation& L) {
     e += fmt::format(" Simulated MoE layer with the measured load: DPMoE {} vs Pro-Prophet (n = {}, unscheduled) {}.",
                      ms(a.simulated_home.layer_s()), p.n, ms(a.simulated_placed.layer_s()));
   it.evidence = e;
-  it.predicted_gain = it.change ? (a.current_estimate.total - p.after.total) / layer_time(L, a.current_estimate.total) : 0.0;
+  // Eq. 6/8 leave out startups and the rest of the layer: their relative
+  // saving, not their seconds, is the prediction.
+  it.predicted_gain = it.change && a.current_estimate.total > 0
+                          ? (a.current_estimate.total - p.after.total) / a.current_estimate.total
+                          : 0.0;
   it.gain_known = true;
   return it;
 }
@@ -631,7 +635,7 @@ RecommendationItem layout_item(const LayerRecommendation& L) {
       c.eq2_ratio, c.flops_per_s * 1e-12, c.a2a_bandwidth * 1e-9, L.workload.ranks, c.eq5_ratio, a.tensor_parallel,
       c.ar_bandwidth * 1e-9, ms(c.t_a2a), ms(3 * c.t_expert_ep), ms(c.ep_s), ms(3 * c.t_expert_pp), ms(c.t_allreduce),
       ms(c.ppmoe_s));
-  it.predicted_gain = it.change ? (c.ep_s - c.ppmoe_s) / layer_time(L, c.ep_s) : 0.0;
+  it.predicted_gain = it.change && c.ep_s > 0 ? (c.ep_s - c.ppmoe_s) / c.ep_s : 0.0;
   it.gain_known = true;
   return it;
 }

@@ -28,13 +28,26 @@ std::int64_t MoeLayerWorkload::max_tokens_per_rank() const {
   return best;
 }
 
-std::int64_t MoeLayerWorkload::rows_computed(int rank) const {
-  std::int64_t rows = 0;
-  for (int e = 0; e < routing.experts; ++e) {
-    if (routing.home(e) != rank) continue;
-    for (int src = 0; src < routing.devices; ++src) rows += routing.count(src, e);
-  }
+std::vector<std::int64_t> MoeLayerWorkload::rows_computed() const {
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(std::max(routing.devices, 0)), 0);
+  for (int src = 0; src < routing.devices; ++src)
+    for (int e = 0; e < routing.experts; ++e) rows[static_cast<std::size_t>(routing.home(e))] += routing.count(src, e);
   return rows;
+}
+
+std::int64_t MoeLayerWorkload::max_rows_computed() const {
+  const auto rows = rows_computed();
+  return rows.empty() ? 0 : *std::max_element(rows.begin(), rows.end());
+}
+
+std::int64_t MoeLayerWorkload::max_rows_routed() const {
+  std::int64_t best = 0;
+  for (int src = 0; src < routing.devices; ++src) {
+    std::int64_t rows = 0;
+    for (int e = 0; e < routing.experts; ++e) rows += routing.count(src, e);
+    best = std::max(best, rows);
+  }
+  return best;
 }
 
 plan::LayerRouting balanced_routing(int ranks, int experts, int top_k, std::int64_t tokens_per_rank) {
@@ -77,8 +90,7 @@ LayerPipelineTerms pipeline_terms(const MoeLayerWorkload& w, const sim::CostMode
   const sim::LinearCost a2a = m.collective(plan::CollectiveKind::kAllToAllV).at(std::max(2, w.ranks));
   const auto vol = all_to_all_volumes(w, m);
   const auto& expert = m.compute_cost(OpKind::kExpertFfn);
-  std::int64_t rows = 0;
-  for (int q = 0; q < w.ranks; ++q) rows = std::max(rows, w.rows_computed(q));
+  const std::int64_t rows = w.max_rows_computed();
   const double flops_fw = 4.0 * static_cast<double>(rows) * static_cast<double>(w.model_dim) *
                           static_cast<double>(w.hidden);
   const double l = std::max(1, w.experts_per_rank());
@@ -95,9 +107,11 @@ LayerPipelineTerms pipeline_terms(const MoeLayerWorkload& w, const sim::CostMode
 
 ReuseInputs reuse_inputs(const MoeLayerWorkload& w, const sim::CostModel& m, int partitions) {
   ReuseInputs in;
-  std::int64_t rows = 0;
-  for (int q = 0; q < w.ranks; ++q) rows = std::max(rows, w.rows_computed(q));
-  in.tokens = static_cast<double>(rows);  // B: rows an expert device holds (tokens x top_k)
+  // B of mpipemoe Table I is one number (balanced routing); here the
+  // busiest expert device's rows for T_DI, T_M, T_DO and the busiest
+  // source's rows for T_I, T_O (the permuted input and combined output).
+  in.tokens = static_cast<double>(w.max_rows_computed());
+  in.own_tokens = static_cast<double>(w.max_rows_routed());
   in.model_dim = static_cast<double>(w.model_dim);
   in.hidden = static_cast<double>(w.hidden);
   in.experts = w.experts;

@@ -212,15 +212,30 @@ TEST(MpipemoeEq10, BudgetExcludesNoReuse) {
   EXPECT_NE(tight.strategy, plan::ReuseStrategy::kNone);
 }
 
-TEST(MpipemoeEq10, MeasuredPeakShiftsByTheLayerChange) {
+TEST(MpipemoeEq10, MeasuredPeakShiftsByTheActivationSaving) {
+  // The peak (end of the forward pass) loses Eq. 5's dM_act = 400,000 once.
   auto in = reuse_inputs();
   in.measured_peak_bytes = 2'000'000;
   in.current = plan::ReuseStrategy::kNone;
-  in.budget_bytes = 1'500'000;
-  const auto c = choose_reuse_strategy(in);
+  in.budget_bytes = 1'700'000;
+  auto c = choose_reuse_strategy(in);
   EXPECT_DOUBLE_EQ(c.candidates[0].predicted_peak_bytes, 2'000'000);
-  EXPECT_DOUBLE_EQ(c.candidates[3].predicted_peak_bytes, 1'200'000);  // - 2 x Eq. 5
+  EXPECT_DOUBLE_EQ(c.candidates[3].predicted_peak_bytes, 1'600'000);
   EXPECT_EQ(c.strategy, plan::ReuseStrategy::kS4);
+  // A trace that ran S1: none would add dM_act back.
+  in.current = plan::ReuseStrategy::kS1;
+  c = choose_reuse_strategy(in);
+  EXPECT_DOUBLE_EQ(c.candidates[0].predicted_peak_bytes, 2'400'000);
+  EXPECT_DOUBLE_EQ(c.candidates[2].predicted_peak_bytes, 2'000'000);
+}
+
+TEST(MpipemoeEq10, UnevenRoutingSplitsEq2) {
+  // T_I and T_O hold the device's own 500 rows, T_DI, T_DO and T_M the
+  // 1000 its expert computes: 2 x 500 x 100 + 2 x 1000 x 100 + 1000 x 400.
+  auto in = reuse_inputs();
+  in.own_tokens = 500;
+  EXPECT_DOUBLE_EQ(mpipemoe_memory(in).activations, 100000 + 200000 + 400000);
+  EXPECT_DOUBLE_EQ(mpipemoe_memory(in).saving, 400000);  // Eq. 5 on the expert side
 }
 
 TEST(MpipemoeEq10, StartupsBreakTies) {

@@ -107,9 +107,17 @@ ExpertPlacement pro_prophet_greedy(const LayerRouting& routing, int n, double al
     std::vector<int> replicas(others.begin() + std::min<std::ptrdiff_t>(n, static_cast<std::ptrdiff_t>(others.size())),
                               others.end());
     std::sort(replicas.begin(), replicas.end());
+    // Line 30, Replace_Inputs, incrementally (placement_load's rule): each
+    // replica device now computes its own inputs for the expert, which its
+    // home device no longer receives. O(D) instead of O(D E) per step.
+    for (int d : replicas) {
+      const auto c = static_cast<double>(routing.count(d, expert));
+      load.computed[static_cast<std::size_t>(d)] += c;
+      load.computed[static_cast<std::size_t>(device)] -= c;
+      load.received[static_cast<std::size_t>(device)] -= c;
+    }
     current.selected.push_back(expert);
     current.replicas[static_cast<std::size_t>(expert)] = std::move(replicas);
-    load = placement_load(routing, current);  // line 30
     const int s = static_cast<int>(current.selected.size());
     const double changed = estimate_layer_time(load, devices, s, n, model, sizes).total;
     if (changed < best) {  // lines 33-36

@@ -39,7 +39,8 @@ ReuseQ reuse_q_backward(plan::ReuseStrategy s);
 // Everything Eq. 1-10 need for one MoE layer on one device.
 struct ReuseInputs {
   // Shape (mpipemoe Table I): B = tokens per device routed to experts (x top_k).
-  double tokens = 0;            // B
+  double tokens = 0;            // B: rows of T_DI, T_M, T_DO (the rows a device's experts compute)
+  double own_tokens = -1;       // rows of T_I, T_O (the device's own routed rows); < 0: = tokens
   double model_dim = 0;         // M
   double hidden = 0;            // H
   double experts = 0;           // E (the gate's parameters, Eq. 1)
@@ -67,7 +68,7 @@ struct ReuseInputs {
 // mpipemoe Eq. 1-6 in bytes (elements x elem_bytes).
 struct ReuseMemory {
   double model_states = 0;  // Eq. 1: 4 (E M + (E/P) 2 H M)
-  double activations = 0;   // Eq. 4: M_act^pipe = 4 B M + B H
+  double activations = 0;   // Eq. 4: M_act^pipe = 4 B M + B H (2 B_own M + 2 B M + B H where the routing is uneven)
   double buffers = 0;       // Eq. 4: M_buf^pipe = M_act^pipe
   double saving = 0;        // Eq. 5: dM_act = dM_buf = B (2M (n-2)/n + H (n-1)/n); 0 for n < 2
   double saving_ratio = 0;  // Eq. 6
@@ -86,8 +87,13 @@ struct ReuseCandidate {
   double alpha_forward_s = 0, alpha_backward_s = 0;
   double alpha_s() const { return alpha_forward_s + alpha_backward_s; }
   const char* bound = "";            // the stream that sets Eq. 10 in backward: "comp", "comm", "mem"
-  double layer_memory_bytes = 0;     // Eq. 1 + Eq. 4 (act + buf) - 2 Eq. 5 (reuse)
-  double predicted_peak_bytes = 0;   // measured peak shifted by the change of layer memory, else layer memory
+  double layer_memory_bytes = 0;     // Eq. 1 + Eq. 4 (act + buf) - 2 Eq. 5 (reuse): Eq. 6's accounting
+  // The measured peak minus Eq. 5's dM_act where this candidate reuses and
+  // the trace did not (plus it in the opposite case): the peak sits at the
+  // end of the forward pass, where the activations are all alive and the
+  // temporaries of Eq. 3 are not yet, so one dM counts there, not two.
+  // Without a measured peak: layer_memory_bytes (an upper bound).
+  double predicted_peak_bytes = 0;
   bool fits = true;                  // predicted peak within the budget (or no budget)
 };
 
@@ -100,11 +106,8 @@ struct ReuseChoice {
 };
 
 // Evaluates the five candidates and chooses the one with the lowest Eq. 10
-// cost among those that fit the budget (ties: the lower alpha-aware cost,
-// then the lower index). The predicted peak of a candidate is the measured
-// peak plus its change of the layer's memory (first order: the peak is where
-// this layer's buffers are alive), or the layer memory alone without a
-// measured peak.
+// cost among those whose predicted peak fits the budget (ties: the lower
+// alpha-aware cost, then the lower index).
 ReuseChoice choose_reuse_strategy(const ReuseInputs& in);
 
 }  // namespace moetrace::analyzer

@@ -5,8 +5,9 @@
 //
 // Algorithm 1 takes n (the devices a selected expert is NOT sent to) as an
 // input; where the caller does not fix it we run it for every n in
-// [0, D - 1] and keep the fastest prediction (ties: the larger n, fewer
-// transfers). With several experts per device the planner takes the
+// [0, D - 1] (above 16 devices: the n that send an expert to 0, 1, 2, 4, ...,
+// D - 1 other devices) and keep the fastest prediction (ties: the larger n,
+// fewer transfers). With several experts per device the planner takes the
 // heaviest expert of the heaviest device (NOTES.md).
 #pragma once
 

@@ -28,10 +28,14 @@
 //                    and after (placement.h); what-if DPMoE vs Pro-Prophet
 //   layout           ppmoe Eq. 2/5 and the alpha-beta comparison (ppmoe_layout.h)
 //
-// predicted_gain of an item = predicted seconds saved per iteration of the
-// layer / the layer's current time (measured where the trace has it,
-// otherwise the model's); negative: the change costs time (memory reuse
-// trades time for memory).
+// predicted_gain of an item: the share of the layer's time per iteration the
+// change saves; negative: it costs time (memory reuse trades time for
+// memory); 0 for "keep". Pipeline degree and memory reuse: seconds saved by
+// the simulated what-ifs (else the closed form / Eq. 10 with startups) over
+// the layer's measured MoE-layer time (else the model's current time).
+// Placement and layout: the relative saving of their own model (pro-prophet
+// Eq. 6/8; the alpha-beta layer times of ppmoe_layout.h), whose absolute
+// seconds leave out parts of the layer.
 #pragma once
 
 #include <array>

@@ -47,8 +47,12 @@ struct MoeLayerWorkload {
   // Tokens of source rank q (its routed rows / top_k).
   std::int64_t tokens_of(int source) const;
   std::int64_t max_tokens_per_rank() const;
-  // Rows expert rank q computes (received, its own included).
-  std::int64_t rows_computed(int rank) const;
+  // Rows each expert rank computes (received, its own included), and the
+  // most any rank computes; one pass over the routing.
+  std::vector<std::int64_t> rows_computed() const;
+  std::int64_t max_rows_computed() const;
+  // Rows (tokens x top_k) each source routes, and the most of any source.
+  std::int64_t max_rows_routed() const;
 };
 
 // A balanced routing: every source sends tokens x top_k / E rows to each
