@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 
+#include "moetrace/analyzer/projection.h"
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/schema/error.h"
 #include "moetrace/schema/sqlite.h"
@@ -49,6 +50,37 @@ std::vector<RankId> Trace::rank_ids() const {
   return {ids.begin(), ids.end()};
 }
 
+std::string_view Trace::config_value(std::string_view key) const {
+  for (const auto& [k, v] : run.config)
+    if (k == key) return v;
+  for (const auto& [k, v] : run.config)
+    if (k.size() > key.size() && k.ends_with(key) && k[k.size() - key.size() - 1] == '.') return v;
+  return {};
+}
+
+void Trace::sort_ops() {
+  std::vector<std::int32_t> order(ops.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int32_t>(i);
+  std::stable_sort(order.begin(), order.end(), [&](std::int32_t x, std::int32_t y) {
+    const auto& a = ops[static_cast<std::size_t>(x)];
+    const auto& b = ops[static_cast<std::size_t>(y)];
+    if (a.stream != b.stream) return a.stream < b.stream;
+    if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+    return a.end_ns > b.end_ns;
+  });
+  std::vector<std::int32_t> new_index(ops.size());
+  std::vector<OpRange> sorted;
+  sorted.reserve(ops.size());
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    new_index[static_cast<std::size_t>(order[i])] = static_cast<std::int32_t>(i);
+    sorted.push_back(ops[static_cast<std::size_t>(order[i])]);
+  }
+  ops = std::move(sorted);
+  for (auto& a : activities)
+    if (a.op >= 0) a.op = new_index[static_cast<std::size_t>(a.op)];
+  for (auto& [id, index] : op_index_) index = new_index[static_cast<std::size_t>(index)];
+}
+
 class TraceLoader {
  public:
   TraceLoader(const std::string& path, const LoadOptions& options)
@@ -68,6 +100,10 @@ class TraceLoader {
     if (options_.memory) load_memory();
     load_moe_tables();
     build_tracks();
+    if (options_.project) {
+      progress("projecting", 0.995);
+      project_activities(trace_);
+    }
     if (trace_.activities.empty() && trace_.ops.empty() && trace_.api_calls.empty() &&
         trace_.nvtx.empty() && trace_.memory_events.empty())
       throw_empty_trace(trace_.run.path);
