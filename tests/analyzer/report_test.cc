@@ -3,43 +3,15 @@
 #include <fstream>
 #include <sstream>
 
-#include <valijson/adapters/nlohmann_json_adapter.hpp>
-#include <valijson/schema.hpp>
-#include <valijson/schema_parser.hpp>
-#include <valijson/validator.hpp>
-
 #include "moetrace/analyzer/report.h"
 #include "moetrace/synthetic/synthetic_trace.h"
+#include "json_schema.h"
 #include "text_trace.h"
 
 namespace moetrace::analyzer {
 namespace {
 
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in);
-}
-
-std::vector<std::string> schema_errors(const nlohmann::json& doc, const std::string& schema_path) {
-  const auto schema_doc = read_json(schema_path);
-  valijson::Schema schema;
-  valijson::SchemaParser parser;
-  valijson::adapters::NlohmannJsonAdapter schema_adapter(schema_doc);
-  parser.populateSchema(schema_adapter, schema);
-  valijson::Validator validator;
-  valijson::ValidationResults results;
-  valijson::adapters::NlohmannJsonAdapter doc_adapter(doc);
-  std::vector<std::string> errors;
-  if (!validator.validate(schema, doc_adapter, &results)) {
-    valijson::ValidationResults::Error e;
-    while (results.popError(e)) {
-      std::string where;
-      for (const auto& c : e.context) where += c;
-      errors.push_back(where + ": " + e.description);
-    }
-  }
-  return errors;
-}
+using testing::schema_errors;
 
 const std::string kSchema = std::string(MOETRACE_SOURCE_DIR) + "/schemas/report.schema.json";
 
