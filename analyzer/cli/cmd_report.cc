@@ -1,12 +1,25 @@
-// `moetrace report TRACE`: the MoE breakdown of a trace.
+// `moetrace report TRACE`: every analysis of a trace (breakdown, memory,
+// expert load, locality, fitted models) as text, JSON, Markdown or HTML.
 #include <memory>
 #include <sstream>
 
 #include "commands.h"
-#include "moetrace/analyzer/breakdown.h"
+#include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/report.h"
 
 namespace moetrace::cli {
+
+analyzer::ReportFormat parse_report_format(const std::string& f) {
+  if (f == "json") return analyzer::ReportFormat::kJson;
+  if (f == "markdown" || f == "md") return analyzer::ReportFormat::kMarkdown;
+  if (f == "html") return analyzer::ReportFormat::kHtml;
+  return analyzer::ReportFormat::kText;
+}
+
+analyzer::Analyses analyze_with_progress(const analyzer::Trace& trace) {
+  Progress progress("analyzing " + trace.run.path);
+  return analyzer::analyze(trace, progress.callback());
+}
 
 void add_report_command(CLI::App& app) {
   struct Options {
@@ -18,25 +31,25 @@ void add_report_command(CLI::App& app) {
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
-      "report", "Break down where the time goes per MoE layer, iteration, rank and phase");
+      "report",
+      "Where the time goes per MoE layer, iteration, rank and phase; memory and memory bubbles; expert "
+      "load imbalance and locality; fitted performance models");
   cmd->add_option("trace", opt->path, "Trace database (.db)")->required();
-  add_format_option(cmd, opt->format, {"text", "json"});
+  add_format_option(cmd, opt->format, {"text", "json", "markdown", "html"});
   cmd->add_option("--output,-o", opt->output, "Write the report to this file instead of stdout");
   cmd->add_flag("--per-rank", opt->per_rank, "Also list every rank x layer x iteration x phase");
-  cmd->add_flag("--per-iteration", opt->per_iteration, "Also list every rank x iteration");
+  cmd->add_flag("--per-iteration", opt->per_iteration,
+                "Also list every rank x iteration, and expert load and locality per iteration");
   cmd->callback([opt] {
     const auto trace = load_with_progress(opt->path);
-    const auto breakdown = analyzer::compute_breakdown(trace);
+    const auto analyses = analyze_with_progress(trace);
     analyzer::ReportOptions ro;
+    ro.format = parse_report_format(opt->format);
     ro.per_rank = opt->per_rank;
     ro.per_iteration = opt->per_iteration;
-    if (opt->format == "json") {
-      write_output(opt->output, analyzer::report_json(trace, breakdown, ro).dump(2) + "\n");
-    } else {
-      std::ostringstream out;
-      analyzer::write_text_report(out, trace, breakdown, ro);
-      write_output(opt->output, out.str());
-    }
+    std::ostringstream out;
+    analyzer::write_report(out, trace, analyses, ro);
+    write_output(opt->output, out.str());
   });
 }
 

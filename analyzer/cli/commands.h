@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "moetrace/analyzer/analyses.h"
+#include "moetrace/analyzer/report.h"
 #include "moetrace/analyzer/trace.h"
 
 namespace moetrace::cli {
@@ -15,6 +17,13 @@ namespace moetrace::cli {
 void add_info_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
+void add_fit_command(CLI::App& app);
+void add_diff_command(CLI::App& app);
+
+// Thrown by a command that ran fine but must exit non-zero (diff thresholds).
+struct ExitStatus {
+  int code;
+};
 
 // Progress for long work: a self-overwriting line on stderr when it is a
 // terminal, nothing otherwise.
@@ -35,6 +44,10 @@ class Progress {
 
 // Loads a trace with progress on a terminal.
 analyzer::Trace load_with_progress(const std::string& path, analyzer::LoadOptions options = {});
+
+// Runs every analysis with progress on a terminal.
+analyzer::Analyses analyze_with_progress(const analyzer::Trace& trace);
+analyzer::ReportFormat parse_report_format(const std::string& format);
 
 // Writes `text` to `path`, or to stdout where path is empty or "-".
 void write_output(const std::string& path, const std::string& text);

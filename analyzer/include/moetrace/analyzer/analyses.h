@@ -1,0 +1,29 @@
+// Every analysis of a trace, run once and shared by the reports, `diff` and
+// the GUI. Each member is a plain struct documented in its own header.
+#pragma once
+
+#include <functional>
+#include <string_view>
+
+#include "moetrace/analyzer/breakdown.h"
+#include "moetrace/analyzer/cost_model.h"
+#include "moetrace/analyzer/expert_load.h"
+#include "moetrace/analyzer/locality.h"
+#include "moetrace/analyzer/memory.h"
+#include "moetrace/analyzer/trace.h"
+
+namespace moetrace::analyzer {
+
+struct Analyses {
+  Breakdown breakdown;             // breakdown.h (GPU time after the projection, projection.h)
+  MemoryAnalysis memory;           // memory.h
+  ExpertLoadAnalysis expert_load;  // expert_load.h
+  LocalityAnalysis locality;       // locality.h
+  CostModel cost_model;            // cost_model.h
+};
+
+// Runs them all; `progress(stage, fraction)` is called between analyses.
+Analyses analyze(const Trace& trace,
+                 const std::function<void(std::string_view stage, double fraction)>& progress = {});
+
+}  // namespace moetrace::analyzer
