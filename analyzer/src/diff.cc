@@ -319,12 +319,17 @@ std::string format_metric(double value, std::string_view unit) {
 
 namespace {
 
+// With a relative tolerance, so that a change of exactly the bound counts
+// as equal despite rounding (0.5 - 0.4 is not 0.1 in binary).
 bool compare(double lhs, Threshold::Op op, double rhs) {
+  const double eps = std::isfinite(lhs) && std::isfinite(rhs)
+                         ? 1e-9 * std::max({std::fabs(lhs), std::fabs(rhs), 1e-300})
+                         : 0.0;
   switch (op) {
-    case Threshold::Op::kGreater: return lhs > rhs;
-    case Threshold::Op::kGreaterEqual: return lhs >= rhs;
-    case Threshold::Op::kLess: return lhs < rhs;
-    case Threshold::Op::kLessEqual: return lhs <= rhs;
+    case Threshold::Op::kGreater: return lhs > rhs + eps;
+    case Threshold::Op::kGreaterEqual: return lhs >= rhs - eps;
+    case Threshold::Op::kLess: return lhs < rhs - eps;
+    case Threshold::Op::kLessEqual: return lhs <= rhs + eps;
   }
   return false;
 }

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "moetrace/schema/sqlite.h"
 #include "text_trace.h"
 
@@ -84,7 +86,7 @@ TEST_P(CliErrors, Directory) {
   expect_one_line_error(run_cli(GetParam() + " " + dir), dir + ": is a directory, not a trace file");
 }
 
-INSTANTIATE_TEST_SUITE_P(InfoAndReport, CliErrors, ::testing::Values("info", "report"));
+INSTANTIATE_TEST_SUITE_P(InfoReportFit, CliErrors, ::testing::Values("info", "report", "fit"));
 
 TEST(Cli, UsageErrorsExitTwo) {
   EXPECT_EQ(run_cli("").exit_code, 2);
@@ -97,7 +99,7 @@ TEST(Cli, UsageErrorsExitTwo) {
 TEST(Cli, HelpListsTheSubcommands) {
   const auto r = run_cli("--help");
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* sub : {"info", "report", "synth"})
+  for (const char* sub : {"info", "report", "synth", "fit", "diff"})
     EXPECT_NE(r.out.find(sub), std::string::npos) << sub;
 }
 
@@ -127,6 +129,89 @@ TEST(Cli, SynthRejectsImpossibleConfigNamingTheField) {
   const auto r = run_cli("synth " + testing::temp_path("bad.db") + " --chunks 0");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "moetrace: invalid configuration: chunks (0) must be at least 1\n");
+}
+
+// One MoE layer, all-to-all = (dispatch 200 + combine) of the window; the
+// combine ends at `combine_end`, the unpermute 200 ns later.
+std::string forty_percent_layer(int combine_end) {
+  return "stream id=0 rank=0 role=compute\nstream id=1 rank=0 role=comm\n"
+         "op rank=0 stream=0 kind=gate layer=0 iteration=0 start=0 end=100\n"
+         "op rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 start=100 end=300 bytes=1000\n"
+         "op rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 start=300 end=700 flops=1e6\n"
+         "op rank=0 stream=1 kind=combine_all_to_all layer=0 iteration=0 start=600 end=" +
+         std::to_string(combine_end) + " bytes=1000\n" +
+         "op rank=0 stream=0 kind=unpermute layer=0 iteration=0 start=" + std::to_string(combine_end) +
+         " end=" + std::to_string(combine_end + 200) + "\n";
+}
+
+// a2a share 40 % (base) -> 50 % (new): +25 % relative, +10 points.
+TEST(CliDiff, ThresholdsGateWithExitFourAndOneLinePerViolation) {
+  const auto base = testing::temp_path("diff-base.db"), next = testing::temp_path("diff-new.db");
+  testing::write_text_trace(base, forty_percent_layer(800));
+  testing::write_text_trace(next, forty_percent_layer(1000));
+  auto r = run_cli("diff " + base + " " + next + " --fail-if 'a2a_share > +5%' --fail-if 'a2a_share > +30%'" +
+                   " --fail-if 'layer0.time > +100ns'");
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  EXPECT_EQ(r.err,
+            "moetrace: threshold violated: a2a_share > +5%: 40.0% -> 50.0% (+10.0pp, +25.0%)\n"
+            "moetrace: threshold violated: layer0.time > +100ns: 1 us -> 1.2 us (+200 ns, +20.0%)\n");
+  EXPECT_NE(r.out.find("a2a_share"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("VIOLATED  a2a_share > +5%"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ok        a2a_share > +30%"), std::string::npos) << r.out;
+  // Within every threshold: exit 0, nothing on stderr.
+  r = run_cli("diff " + base + " " + next + " --fail-if 'a2a_share > +30%' --format json");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["violations"], 0);
+  EXPECT_EQ(j["thresholds"][0]["violated"], false);
+  // The same trace twice changes nothing.
+  r = run_cli("diff " + base + " " + base + " --fail-if 'a2a_share > +0%'");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST(CliDiff, BadThresholdIsAUsageError) {
+  const auto base = testing::temp_path("diff-base2.db");
+  testing::write_text_trace(base, forty_percent_layer(800));
+  const auto r = run_cli("diff " + base + " " + base + " --fail-if 'a2a_shar > +5%'");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown metric \"a2a_shar\""), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(CliDiff, MissingTraceIsOneLine) {
+  const auto base = testing::temp_path("diff-base3.db");
+  testing::write_text_trace(base, forty_percent_layer(800));
+  expect_one_line_error(run_cli("diff " + base + " /nonexistent/new.db"), "/nonexistent/new.db: no such file");
+}
+
+TEST(Cli, FitWritesTheCostModel) {
+  const auto path = testing::temp_path("fit.db");
+  testing::write_text_trace(path, forty_percent_layer(800));
+  const auto out = testing::temp_path("cost_model.json");
+  auto r = run_cli("fit " + path + " -o " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(slurp(out));
+  EXPECT_EQ(j["cost_model_version"], 1);
+  EXPECT_EQ(j["compute"][0]["op_kind"], "expert_ffn");
+  EXPECT_EQ(j["collectives"][0]["collective"], "all_to_all");
+  r = run_cli("fit " + path + " --format text");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Fitted models"), std::string::npos) << r.out;
+}
+
+TEST(Cli, ReportMarkdownAndHtml) {
+  const auto path = testing::temp_path("formats.db");
+  testing::write_text_trace(path, forty_percent_layer(800));
+  auto r = run_cli("report " + path + " --format markdown");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("## Where the time goes"), std::string::npos) << r.out;
+  const auto html = testing::temp_path("report.html");
+  r = run_cli("report " + path + " --format html -o " + html);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto h = slurp(html);
+  EXPECT_EQ(h.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_EQ(h.find("http"), std::string::npos);
 }
 
 }  // namespace
