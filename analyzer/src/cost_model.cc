@@ -112,16 +112,6 @@ Class class_of(Category c) {
   return kNoClass;
 }
 
-std::vector<Interval> merged(std::span<const Interval> sorted) {
-  std::vector<Interval> out;
-  for (const auto& i : sorted) {
-    if (i.end <= i.start) continue;
-    if (!out.empty() && i.start <= out.back().end) out.back().end = std::max(out.back().end, i.end);
-    else out.push_back(i);
-  }
-  return out;
-}
-
 // Spans in which at least two of the given (per-op merged) intervals are active.
 IntervalSet depth_two(const std::vector<Interval>& intervals) {
   std::vector<std::pair<std::int64_t, int>> edges;
@@ -190,14 +180,27 @@ CostModel fit_cost_model(const Trace& trace) {
 
   // Per rank and class: every interval of that class, and per-op merged ones.
   std::map<std::int32_t, std::array<std::vector<Interval>, 3>> per_class;
-  std::vector<std::vector<Interval>> op_union(ops.size());
+  // Per-op merged intervals, CSR over ops.
+  std::vector<std::size_t> union_begin(ops.size() + 1, 0);
+  std::vector<Interval> union_iv;
+  union_iv.reserve(oi.iv.size());
   for (std::size_t o = 0; o < ops.size(); ++o) {
-    op_union[o] = merged(oi.of(o));
+    for (const auto& i : oi.of(o)) {
+      if (i.end <= i.start) continue;
+      if (union_iv.size() > union_begin[o] && i.start <= union_iv.back().end)
+        union_iv.back().end = std::max(union_iv.back().end, i.end);
+      else
+        union_iv.push_back(i);
+    }
+    union_begin[o + 1] = union_iv.size();
     const auto c = class_of(op_category(ops[o].kind));
     if (c == kNoClass) continue;
     auto& v = per_class[ops[o].rank.value][c];
-    v.insert(v.end(), op_union[o].begin(), op_union[o].end());
+    v.insert(v.end(), union_iv.begin() + static_cast<std::ptrdiff_t>(union_begin[o]), union_iv.end());
   }
+  auto op_union = [&](std::size_t o) {
+    return std::span<const Interval>(union_iv.data() + union_begin[o], union_iv.data() + union_begin[o + 1]);
+  };
   // Unattributed GPU work interferes too.
   for (const auto& a : trace.activities) {
     if (a.op >= 0) continue;
@@ -218,11 +221,30 @@ CostModel fit_cost_model(const Trace& trace) {
 
   // Collective group sizes: ranks that run the same collective instance.
   const auto tensor_parallel = parse_int(trace.config_value("tensor_parallel"), 0);
-  std::map<std::tuple<OpKind, std::int32_t, std::int32_t, std::int32_t, std::int32_t, Phase>, std::set<std::int32_t>>
-      participants;
+  // One collective instance = same kind, layer, iteration, micro-batch,
+  // chunk and phase; packed into integers so sorting is cheap.
+  struct InstanceKey {
+    std::uint64_t a, b, c;  // (layer, iteration), (micro-batch, chunk), (kind, phase)
+    auto operator<=>(const InstanceKey&) const = default;
+  };
+  auto key_of = [](const OpRange& op) {
+    auto pack = [](std::int32_t hi, std::int32_t lo) {
+      return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(hi)) << 32) | static_cast<std::uint32_t>(lo);
+    };
+    return InstanceKey{pack(op.layer, op.iteration), pack(op.micro_batch, op.chunk),
+                       pack(static_cast<std::int32_t>(op.kind), static_cast<std::int32_t>(op.phase))};
+  };
+  std::vector<std::pair<InstanceKey, std::int32_t>> instance_ranks;
   for (const auto& op : ops)
-    if (!collective_kind(op.kind).empty())
-      participants[{op.kind, op.layer, op.iteration, op.micro_batch, op.chunk, op.phase}].insert(op.rank.value);
+    if (!collective_kind(op.kind).empty()) instance_ranks.push_back({key_of(op), op.rank.value});
+  std::sort(instance_ranks.begin(), instance_ranks.end());
+  instance_ranks.erase(std::unique(instance_ranks.begin(), instance_ranks.end()), instance_ranks.end());
+  auto participants = [&](const OpRange& op) {
+    const auto key = key_of(op);
+    auto lo = std::lower_bound(instance_ranks.begin(), instance_ranks.end(), std::pair{key, INT32_MIN});
+    auto hi = std::lower_bound(lo, instance_ranks.end(), std::pair{key, INT32_MAX});
+    return static_cast<int>(hi - lo);
+  };
 
   // Bytes of the copies attributed to each op (copy ops without op bytes).
   std::vector<double> copy_bytes(ops.size(), 0.0);
@@ -239,14 +261,14 @@ CostModel fit_cost_model(const Trace& trace) {
     double work = c == kComp ? op.flops : static_cast<double>(op.bytes);
     if (c == kMem && work <= 0) work = copy_bytes[o];
     std::int64_t busy = 0;
-    for (const auto& i : op_union[o]) busy += i.length();
+    for (const auto& i : op_union(o)) busy += i.length();
     if (busy <= 0) continue;
     // Overlap with each class, the op itself excluded (same class: depth 2).
     std::array<std::int64_t, 3> ov{};
     auto it = sets.find(op.rank.value);
     for (int x = 0; x < 3 && it != sets.end(); ++x) {
       const auto& set = x == c ? it->second.two[static_cast<std::size_t>(x)] : it->second.any[static_cast<std::size_t>(x)];
-      for (const auto& i : op_union[o]) ov[static_cast<std::size_t>(x)] += set.length_within(i);
+      for (const auto& i : op_union(o)) ov[static_cast<std::size_t>(x)] += set.length_within(i);
     }
     const double b = static_cast<double>(busy);
     auto frac = [&](int x) { return static_cast<double>(ov[static_cast<std::size_t>(x)]) / b; };
@@ -275,8 +297,7 @@ CostModel fit_cost_model(const Trace& trace) {
     } else if (c == kMem) {
       g = &copies[kind];
     } else if (auto ck = collective_kind(op.kind); !ck.empty()) {
-      int group = static_cast<int>(
-          participants[{op.kind, op.layer, op.iteration, op.micro_batch, op.chunk, op.phase}].size());
+      int group = participants(op);
       if ((op.kind == OpKind::kMoeAllReduce || op.kind == OpKind::kTensorParallelAllReduce) && tensor_parallel > 0)
         group = static_cast<int>(tensor_parallel);
       if (ck == "send_recv") group = 2;

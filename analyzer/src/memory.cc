@@ -66,9 +66,18 @@ std::vector<MemoryPoint> steps(std::vector<std::pair<std::int64_t, std::int64_t>
 
 }  // namespace
 
-int pipeline_degree(const Trace& trace, std::int32_t layer) {
+namespace {
+
+int configured_pipeline_degree(const Trace& trace) {
   for (const char* key : {"partitions", "pipeline_degree"})
     if (auto v = parse_int(trace.config_value(key), 0); v >= 1) return static_cast<int>(v);
+  return 0;
+}
+
+}  // namespace
+
+int pipeline_degree(const Trace& trace, std::int32_t layer) {
+  if (const int n = configured_pipeline_degree(trace); n > 0) return n;
   std::int32_t max_chunk = -1;
   for (const auto& op : trace.ops)
     if (op.layer == layer) max_chunk = std::max(max_chunk, op.chunk);
@@ -252,6 +261,13 @@ MemoryAnalysis analyze_memory(const Trace& trace) {
   // mpipemoe Eq. 1-6 per MoE layer, next to what the trace shows.
   const int elem_bytes = static_cast<int>(std::max<std::int64_t>(1, parse_int(trace.config_value("elem_bytes"), 2)));
   const int world = std::max(1, trace.run.world_size);
+  std::map<std::int32_t, std::int32_t> max_chunk;  // per layer, for the pipeline degree
+  if (configured_pipeline_degree(trace) == 0)
+    for (const auto& op : trace.ops)
+      if (op.layer >= 0) {
+        auto [it, fresh] = max_chunk.emplace(op.layer, op.chunk);
+        if (!fresh) it->second = std::max(it->second, op.chunk);
+      }
   for (const auto& l : trace.layers) {
     if (l.kind != "moe" || l.model_dim <= 0 || l.hidden_dim <= 0 || l.tokens <= 0 || l.num_experts <= 0)
       continue;
@@ -262,7 +278,8 @@ MemoryAnalysis analyze_memory(const Trace& trace) {
     lm.model_dim = l.model_dim;
     lm.hidden_dim = l.hidden_dim;
     lm.tokens = l.tokens * std::max(1, l.top_k);
-    lm.partitions = pipeline_degree(trace, l.layer);
+    if (const int n = configured_pipeline_degree(trace); n > 0) lm.partitions = n;
+    else if (auto it = max_chunk.find(l.layer); it != max_chunk.end()) lm.partitions = std::max(1, it->second + 1);
     lm.elem_bytes = elem_bytes;
     const double E = static_cast<double>(lm.experts), M = static_cast<double>(lm.model_dim),
                  H = static_cast<double>(lm.hidden_dim), B = static_cast<double>(lm.tokens),

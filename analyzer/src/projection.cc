@@ -50,12 +50,66 @@ const HostRange* inner(const HostRange* a, const HostRange* b) {
   return a->end <= b->end ? a : b;
 }
 
+// GPU runs: an op's time is the span of the GPU work it launched.
+void retime_gpu_ops(Trace& trace, ProjectionStats& stats) {
+  if (trace.run.simulated) return;
+  std::vector<std::pair<std::int64_t, std::int64_t>> span(trace.ops.size(), {INT64_MAX, INT64_MIN});
+  for (const auto& a : trace.activities)
+    if (a.op >= 0) {
+      auto& s = span[static_cast<std::size_t>(a.op)];
+      s.first = std::min(s.first, a.start_ns);
+      s.second = std::max(s.second, a.end_ns);
+    }
+  for (std::size_t o = 0; o < trace.ops.size(); ++o) {
+    const auto& s = span[o];
+    auto& op = trace.ops[o];
+    if (s.first > s.second || (op.start_ns == s.first && op.end_ns == s.second)) continue;
+    op.start_ns = s.first;
+    op.end_ns = s.second;
+    ++stats.ops_retimed;
+  }
+  if (stats.ops_retimed > 0) trace.sort_ops();
+}
+
 }  // namespace
 
 ProjectionStats project_activities(Trace& trace) {
   ProjectionStats stats;
   stats.ran = true;
   stats.activities = static_cast<std::int64_t>(trace.activities.size());
+
+  // Queries: every unattributed activity's launching API call.
+  std::vector<Query> queries;
+  for (std::size_t i = 0; i < trace.activities.size(); ++i) {
+    const auto& a = trace.activities[i];
+    if (a.op >= 0) {
+      ++stats.attributed_in_trace;
+      continue;
+    }
+    if (a.correlation_id == 0) {
+      ++stats.no_correlation;
+      continue;
+    }
+    const ApiCall* call = nullptr;
+    for (auto it = std::lower_bound(trace.api_calls.begin(), trace.api_calls.end(), a.correlation_id,
+                                    [](const ApiCall& c, std::int64_t v) { return c.correlation_id < v; });
+         it != trace.api_calls.end() && it->correlation_id == a.correlation_id; ++it)
+      if (it->rank == a.rank) {
+        call = &*it;
+        break;
+      }
+    if (!call) {
+      ++stats.no_api_call;
+      continue;
+    }
+    queries.push_back({a.rank.value, call->thread_id, call->start_ns, i});
+  }
+  if (queries.empty()) {
+    // Nothing to project (every activity attributed or uncorrelated).
+    retime_gpu_ops(trace, stats);
+    trace.projection = stats;
+    return stats;
+  }
 
   // Host ranges of ops, per (rank, thread); kAnyThread where the thread is unknown.
   std::unordered_map<std::int64_t, std::size_t> nvtx_by_id;
@@ -93,32 +147,6 @@ ProjectionStats project_activities(Trace& trace) {
       return a.start != b.start ? a.start < b.start : a.end > b.end;
     });
 
-  // Queries: every unattributed activity's launching API call.
-  std::vector<Query> queries;
-  for (std::size_t i = 0; i < trace.activities.size(); ++i) {
-    const auto& a = trace.activities[i];
-    if (a.op >= 0) {
-      ++stats.attributed_in_trace;
-      continue;
-    }
-    if (a.correlation_id == 0) {
-      ++stats.no_correlation;
-      continue;
-    }
-    const ApiCall* call = nullptr;
-    for (auto it = std::lower_bound(trace.api_calls.begin(), trace.api_calls.end(), a.correlation_id,
-                                    [](const ApiCall& c, std::int64_t v) { return c.correlation_id < v; });
-         it != trace.api_calls.end() && it->correlation_id == a.correlation_id; ++it)
-      if (it->rank == a.rank) {
-        call = &*it;
-        break;
-      }
-    if (!call) {
-      ++stats.no_api_call;
-      continue;
-    }
-    queries.push_back({a.rank.value, call->thread_id, call->start_ns, i});
-  }
   std::sort(queries.begin(), queries.end(), [](const Query& a, const Query& b) {
     return std::tie(a.rank, a.thread, a.t) < std::tie(b.rank, b.thread, b.t);
   });
@@ -143,26 +171,7 @@ ProjectionStats project_activities(Trace& trace) {
     }
   }
 
-  // GPU runs: an op's time is the span of the GPU work it launched.
-  if (!trace.run.simulated) {
-    std::vector<std::pair<std::int64_t, std::int64_t>> span(
-        trace.ops.size(), {INT64_MAX, INT64_MIN});
-    for (const auto& a : trace.activities)
-      if (a.op >= 0) {
-        auto& s = span[static_cast<std::size_t>(a.op)];
-        s.first = std::min(s.first, a.start_ns);
-        s.second = std::max(s.second, a.end_ns);
-      }
-    for (std::size_t o = 0; o < trace.ops.size(); ++o) {
-      const auto& s = span[o];
-      auto& op = trace.ops[o];
-      if (s.first > s.second || (op.start_ns == s.first && op.end_ns == s.second)) continue;
-      op.start_ns = s.first;
-      op.end_ns = s.second;
-      ++stats.ops_retimed;
-    }
-    if (stats.ops_retimed > 0) trace.sort_ops();
-  }
+  retime_gpu_ops(trace, stats);
   trace.projection = stats;
   return stats;
 }
