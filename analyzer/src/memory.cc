@@ -76,6 +76,18 @@ int configured_pipeline_degree(const Trace& trace) {
 
 }  // namespace
 
+std::vector<const BufferUse*> largest_bubbles(const MemoryAnalysis& m, std::size_t n) {
+  std::vector<const BufferUse*> top;
+  top.reserve(m.buffers.size());
+  for (const auto& b : m.buffers) top.push_back(&b);
+  auto key = [](const BufferUse* b) { return std::tuple(-b->memory_bubble_bytes_ns(), b->rank, b->buffer, b->alloc_ns); };
+  const auto keep = std::min(n, top.size());
+  std::partial_sort(top.begin(), top.begin() + static_cast<std::ptrdiff_t>(keep), top.end(),
+                    [&](const BufferUse* a, const BufferUse* b) { return key(a) < key(b); });
+  top.resize(keep);
+  return top;
+}
+
 int pipeline_degree(const Trace& trace, std::int32_t layer) {
   if (const int n = configured_pipeline_degree(trace); n > 0) return n;
   std::int32_t max_chunk = -1;

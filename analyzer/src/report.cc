@@ -239,13 +239,7 @@ nlohmann::json memory_json(const MemoryAnalysis& m, const ReportOptions& options
                     {"allocated_bytes_ns", t.allocated_bytes_ns},
                     {"memory_bubble_bytes_ns", t.memory_bubble_bytes_ns},
                     {"bubble_fraction", t.bubble_fraction()}});
-  std::vector<const BufferUse*> top;
-  for (const auto& b : m.buffers) top.push_back(&b);
-  std::sort(top.begin(), top.end(), [](const BufferUse* a, const BufferUse* b) {
-    return a->memory_bubble_bytes_ns() > b->memory_bubble_bytes_ns();
-  });
-  if (top.size() > static_cast<std::size_t>(std::max(0, options.top_buffers)))
-    top.resize(static_cast<std::size_t>(std::max(0, options.top_buffers)));
+  const auto top = largest_bubbles(m, static_cast<std::size_t>(std::max(0, options.top_buffers)));
   auto& buffers = j["top_buffers"] = nlohmann::json::array();
   for (const auto* b : top)
     buffers.push_back({{"buffer", b->buffer.value},

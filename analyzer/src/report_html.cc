@@ -213,7 +213,7 @@ std::string locality_plot(const LocalityAnalysis& a) {
     const auto color = kLayerColors[static_cast<std::size_t>(li++) % std::size(kLayerColors)];
     s += curve(l.curve, "layer", color, fmt::format("layer {}", l.layer));
     if (!l.curve.empty())
-      s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" fill=\"{}\">layer {}</text>", left + w + 10,
+      s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" style=\"fill:{}\">layer {}</text>", left + w + 10,
                        top + 14.0 * li, color, l.layer);
   }
   s += curve(a.curve, "all", "#000", "all layers");

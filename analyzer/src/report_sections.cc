@@ -117,12 +117,7 @@ Section memory_section(const MemoryAnalysis& m, const ReportOptions& o) {
                            format_bytes(t.max_bytes), format_bytes_ms(t.allocated_bytes_ns),
                            format_bytes_ms(t.memory_bubble_bytes_ns), pct(t.bubble_fraction())});
     s.table("Per buffer tag:", std::move(tags));
-    std::vector<const BufferUse*> top;
-    for (const auto& b : m.buffers) top.push_back(&b);
-    std::sort(top.begin(), top.end(), [](const BufferUse* a, const BufferUse* b) {
-      return a->memory_bubble_bytes_ns() > b->memory_bubble_bytes_ns();
-    });
-    if (top.size() > static_cast<std::size_t>(std::max(0, o.top_buffers))) top.resize(static_cast<std::size_t>(std::max(0, o.top_buffers)));
+    const auto top = largest_bubbles(m, static_cast<std::size_t>(std::max(0, o.top_buffers)));
     Table buffers{{"buffer", "rank", "tag", "layer", "chunk", "bytes", "allocated", "used", "bubble"}, {}};
     for (const auto* b : top)
       buffers.rows.push_back({std::to_string(b->buffer.value), std::to_string(b->rank.value), b->tag,

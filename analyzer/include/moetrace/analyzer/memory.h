@@ -146,6 +146,10 @@ struct MemoryAnalysis {
 
 MemoryAnalysis analyze_memory(const Trace& trace);
 
+// The n allocations with the largest memory_bubble_bytes_ns (ties: by rank,
+// buffer id, allocation time).
+std::vector<const BufferUse*> largest_bubbles(const MemoryAnalysis& m, std::size_t n);
+
 // Pipeline degree of a layer: run_config "partitions" (mpipemoe n) or
 // "pipeline_degree" (pipemoe r), else the number of chunks its ops carry.
 int pipeline_degree(const Trace& trace, std::int32_t layer);
