@@ -48,6 +48,7 @@ struct Alloc {
   std::int32_t rank;
   std::int64_t start, end, bytes;
   const Buffer* buffer;  // nullptr: raw allocation of no known buffer
+  bool in_timeline = true;  // false: a buffer analysed for bubbles only (its rank's timeline comes from events)
 };
 
 // Step function of the summed bytes of intervals: one point per change.
@@ -146,14 +147,19 @@ MemoryAnalysis analyze_memory(const Trace& trace) {
         allocs.push_back({a->rank.value, a->ts_ns, std::max(run_end, a->ts_ns), a->bytes,
                           it == buffer_by_id.end() ? nullptr : it->second});
       }
+    std::unordered_map<std::int64_t, bool> named_by_event;
+    for (const auto& a : allocs)
+      if (a.buffer) named_by_event[a.buffer->id.value] = true;
     for (const auto& b : trace.buffers) {
-      if (!on_device(b.memory_kind)) continue;
+      if (!on_device(b.memory_kind) || named_by_event.count(b.id.value)) continue;
       auto it = ranks.find(b.rank.value);
-      if (it != ranks.end() && it->second.from_events) continue;
-      ranks[b.rank.value].from_events = false;
+      const bool events = it != ranks.end() && it->second.from_events;
+      if (!events) ranks[b.rank.value].from_events = false;
       const auto start = b.alloc_ns >= 0 ? b.alloc_ns : run_start;
       const auto end = b.free_ns >= 0 ? b.free_ns : std::max(run_end, start);
-      allocs.push_back({b.rank.value, start, std::max(start, end), b.bytes, &b});
+      // On a rank with raw events the buffer is already inside some raw
+      // allocation: it counts for bubbles, not again for the timeline.
+      allocs.push_back({b.rank.value, start, std::max(start, end), b.bytes, &b, !events});
     }
   }
   m.has_allocations = !allocs.empty();
@@ -181,14 +187,16 @@ MemoryAnalysis analyze_memory(const Trace& trace) {
   for (const auto& a : allocs) {
     const auto cls = a.buffer ? memory_class(a.buffer->tag) : MemoryClass::kUnattributed;
     const auto c = static_cast<int>(cls);
-    alloc_deltas[a.rank].push_back({a.start, a.bytes});
-    alloc_deltas[a.rank].push_back({a.end, -a.bytes});
-    class_deltas[a.rank].push_back({a.start, c, a.bytes});
-    class_deltas[a.rank].push_back({a.end, c, -a.bytes});
     const double allocated_bytes_ns = static_cast<double>(a.bytes) * static_cast<double>(a.end - a.start);
     auto& rm = ranks[a.rank];
-    rm.allocated_bytes_ns += allocated_bytes_ns;
-    m.allocated_bytes_ns += allocated_bytes_ns;
+    if (a.in_timeline) {
+      alloc_deltas[a.rank].push_back({a.start, a.bytes});
+      alloc_deltas[a.rank].push_back({a.end, -a.bytes});
+      class_deltas[a.rank].push_back({a.start, c, a.bytes});
+      class_deltas[a.rank].push_back({a.end, c, -a.bytes});
+      rm.allocated_bytes_ns += allocated_bytes_ns;
+      m.allocated_bytes_ns += allocated_bytes_ns;
+    }
     if (!a.buffer) continue;
     if (a.buffer->layer >= 0) {
       layer_class_deltas[{a.buffer->layer, c, a.rank}].push_back({a.start, a.bytes});
@@ -232,7 +240,9 @@ MemoryAnalysis analyze_memory(const Trace& trace) {
     t.allocated_bytes_ns += allocated_bytes_ns;
     t.memory_bubble_bytes_ns += bubble;
     rm.memory_bubble_bytes_ns += bubble;
+    rm.buffer_bytes_ns += allocated_bytes_ns;
     m.memory_bubble_bytes_ns += bubble;
+    m.buffer_bytes_ns += allocated_bytes_ns;
     if (use.layer >= 0) layer_bubbles[use.layer] += bubble;
     m.buffers.push_back(std::move(use));
   }

@@ -212,6 +212,7 @@ nlohmann::json memory_json(const MemoryAnalysis& m, const ReportOptions& options
                       {"peak_rank", m.peak_rank},
                       {"memory_bubble_bytes_ns", m.memory_bubble_bytes_ns},
                       {"allocated_bytes_ns", m.allocated_bytes_ns},
+                      {"buffer_bytes_ns", m.buffer_bytes_ns},
                       {"bubble_fraction", m.bubble_fraction()}};
   auto& ranks = j["ranks"] = nlohmann::json::array();
   for (const auto& r : m.ranks) {
@@ -223,6 +224,7 @@ nlohmann::json memory_json(const MemoryAnalysis& m, const ReportOptions& options
                      {"peak_ns", r.peak_ns},
                      {"peak_by_class", class_bytes_json(r.peak_by_class, false)},
                      {"allocated_bytes_ns", r.allocated_bytes_ns},
+                     {"buffer_bytes_ns", r.buffer_bytes_ns},
                      {"memory_bubble_bytes_ns", r.memory_bubble_bytes_ns},
                      {"unmatched_frees", r.unmatched_frees},
                      {"timeline",

@@ -103,13 +103,13 @@ Section memory_section(const MemoryAnalysis& m, const ReportOptions& o) {
                           format_bytes(r.peak_bytes), format_bytes(r.peak_by_class[0]),
                           format_bytes(r.peak_by_class[1]), format_bytes(r.peak_by_class[2]),
                           format_bytes(r.peak_by_class[3]), format_bytes_ms(r.memory_bubble_bytes_ns),
-                          pct(r.allocated_bytes_ns > 0 ? r.memory_bubble_bytes_ns / r.allocated_bytes_ns : 0.0)});
+                          pct(r.bubble_fraction())});
   s.table("Per rank (peak and its composition; bubbles as byte-time):", std::move(ranks));
   if (!m.has_buffer_usage) {
     s.para("Memory bubbles need allocations linked to buffers and op_buffers rows; this trace has none.");
   } else {
     s.para(fmt::format("Memory bubbles (allocated while no op using the buffer runs; mpipemoe Fig. 6): {} "
-                       "in all, {} of the allocated byte-time.",
+                       "in all, {} of the buffers' allocated byte-time.",
                        format_bytes_ms(m.memory_bubble_bytes_ns), pct(m.bubble_fraction())));
     Table tags{{"tag", "class", "allocations", "largest", "allocated B*ms", "bubble B*ms", "bubble %"}, {}};
     for (const auto& t : m.tags)

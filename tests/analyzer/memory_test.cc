@@ -52,6 +52,8 @@ TEST(Memory, BubbleIsBytesTimesUnusedTime) {
   EXPECT_DOUBLE_EQ(tag(m, "dT_M").memory_bubble_bytes_ns, 600'000.0);
   EXPECT_DOUBLE_EQ(m.memory_bubble_bytes_ns, 4'500'000.0);
   EXPECT_DOUBLE_EQ(m.allocated_bytes_ns, 6'600'000.0);
+  EXPECT_DOUBLE_EQ(m.buffer_bytes_ns, 6'600'000.0);
+  EXPECT_DOUBLE_EQ(m.bubble_fraction(), 4'500'000.0 / 6'600'000.0);
   EXPECT_DOUBLE_EQ(tag(m, "T_DI").bubble_fraction(), 0.4);
   // The three T_DI gaps are listed as bubbles.
   std::vector<std::pair<std::int64_t, std::int64_t>> gaps;
@@ -92,7 +94,8 @@ TEST(Memory, TimelineAndPeakComposition) {
 // [200, 300)); address 0x20 (8192 B, buffer 7 = T_M) from 50 and never
 // freed, so it lives to the end of the run (300, the latest event); a free
 // of 0x30 that was never allocated is counted; host memory (kind 2) is not
-// device memory. Peak: 4096 + 8192 = 12288 B on [50, 100).
+// device memory. Peak: 4096 + 8192 = 12288 B on [50, 100) (buffer 8 comes
+// from the buffers table and is not counted again on a rank with events).
 TEST(Memory, RawEventsPairAllocationsByAddress) {
   const auto m = memory_of("raw.db", R"(
     stream id=0 rank=0 role=compute
@@ -118,7 +121,10 @@ TEST(Memory, RawEventsPairAllocationsByAddress) {
   EXPECT_EQ(r.peak_by_class[static_cast<std::size_t>(MemoryClass::kUnattributed)], 4096);
   // T_M alive [50, 300), used [60, 80) -> bubble 230 ns x 8192 B.
   EXPECT_DOUBLE_EQ(tag(m, "T_M").memory_bubble_bytes_ns, 8192.0 * 230);
-  EXPECT_EQ(m.tags.size(), 1u);  // params comes from the buffers table, not used on this rank
+  // Buffer 8 (params, 99999 B on [0, 300)) is named by no event: it gets
+  // its bubble (no op uses it: 300 ns) but does not enter the timeline again.
+  EXPECT_DOUBLE_EQ(tag(m, "params").memory_bubble_bytes_ns, 99999.0 * 300);
+  EXPECT_EQ(m.tags.size(), 2u);
 }
 
 // mpipemoe Eq. 1-6 for E = 4 experts on P = 2 ranks (2 per rank), M = 8,

@@ -5,7 +5,9 @@
 //   allocation lives from its alloc to the free of the same address (or to
 //   the end of the run); otherwise each `buffers` row lives from alloc_ns to
 //   free_ns (NULL alloc_ns: from the start of the run, NULL free_ns: to its
-//   end). Only device memory counts (device, managed and unknown kinds; host
+//   end). Buffers that no raw event names still get their bubbles computed
+//   from alloc_ns/free_ns on ranks with raw events, without being counted
+//   twice in the timeline. Only device memory counts (device, managed and unknown kinds; host
 //   memory such as offload targets does not).
 // - Memory timeline: bytes allocated on a rank, a step function.
 // - Memory bubble (mpipemoe Fig. 6): a span of time in which a buffer is
@@ -99,9 +101,11 @@ struct RankMemory {
   std::vector<MemoryPoint> idle;       // bytes in a bubble (allocated, unused), step function
   std::int64_t peak_bytes = 0, peak_ns = 0;
   MemoryClassBytes peak_by_class{};    // composition of the peak
-  double allocated_bytes_ns = 0;
+  double allocated_bytes_ns = 0;      // integral of the timeline
+  double buffer_bytes_ns = 0;         // byte-time of the buffers analysed for bubbles
   double memory_bubble_bytes_ns = 0;
   std::int64_t unmatched_frees = 0;    // frees of addresses the trace never allocated
+  double bubble_fraction() const { return buffer_bytes_ns > 0 ? memory_bubble_bytes_ns / buffer_bytes_ns : 0.0; }
 };
 
 // mpipemoe Eq. 1-6 for one MoE layer of one device, in bytes, and what the
@@ -138,10 +142,10 @@ struct MemoryAnalysis {
   std::int64_t peak_bytes = 0;    // max over ranks
   std::int32_t peak_rank = -1;
   double memory_bubble_bytes_ns = 0;  // all ranks
-  double allocated_bytes_ns = 0;
-  double bubble_fraction() const {
-    return allocated_bytes_ns > 0 ? memory_bubble_bytes_ns / allocated_bytes_ns : 0.0;
-  }
+  double allocated_bytes_ns = 0;      // integral of the timelines, all ranks
+  double buffer_bytes_ns = 0;         // byte-time of the buffers analysed for bubbles
+  // Share of the buffers' byte-time spent in bubbles.
+  double bubble_fraction() const { return buffer_bytes_ns > 0 ? memory_bubble_bytes_ns / buffer_bytes_ns : 0.0; }
 };
 
 MemoryAnalysis analyze_memory(const Trace& trace);
