@@ -1,5 +1,7 @@
 #include "moetrace/analyzer/cost_model.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <charconv>
@@ -61,6 +63,15 @@ LinearFit fit_linear(std::span<const double> x, std::span<const double> t) {
   if (stt > tiny) f.r2 = 1.0 - ss_res / stt;
   else f.r2 = ss_res <= tiny ? 1.0 : 0.0;
   return f;
+}
+
+int sim_launches(OpKind kind, Phase phase) {
+  switch (kind) {
+    case OpKind::kExpertFfn: return phase == Phase::kBackward ? 4 : 2;
+    case OpKind::kRecompute: return 1;
+    case OpKind::kGate: return phase == Phase::kBackward ? 2 : 1;
+    default: return 1;
+  }
 }
 
 std::string_view collective_kind(OpKind k) {
@@ -149,9 +160,41 @@ struct OpSample {
 };
 
 struct Group {
-  std::vector<double> x, t, lone_x, lone_t;
+  std::vector<double> x, t, l, lone_x, lone_t, lone_l;  // l: simulator launches
   std::set<std::string> kinds;
 };
+
+// t = a L + b x without intercept (the simulator's compute form).
+LaunchFit fit_launches(const std::vector<double>& l, const std::vector<double>& x, const std::vector<double>& t) {
+  LaunchFit f;
+  if (x.empty()) return f;
+  f.usable = true;
+  if (std::all_of(l.begin(), l.end(), [&](double v) { return v == l.front(); })) {
+    const auto lf = fit_linear(x, t);
+    f.alpha_per_launch = lf.alpha / l.front();
+    f.beta = lf.beta;
+    return f;
+  }
+  double sll = 0, slx = 0, sxx = 0, slt = 0, sxt = 0, st = 0, sx = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    sll += l[i] * l[i];
+    slx += l[i] * x[i];
+    sxx += x[i] * x[i];
+    slt += l[i] * t[i];
+    sxt += x[i] * t[i];
+    st += t[i];
+    sx += x[i];
+  }
+  const double det = sll * sxx - slx * slx;
+  if (std::fabs(det) > 1e-12 * sll * sxx) {
+    f.alpha_per_launch = (slt * sxx - sxt * slx) / det;
+    f.beta = (sll * sxt - slx * slt) / det;
+  } else {
+    f.alpha_per_launch = 0;
+    f.beta = sx > 0 ? st / sx : 0;
+  }
+  return f;
+}
 
 CostModelFit make_fit(std::string subject, std::string kind, int group_size, std::string x, Group& g) {
   CostModelFit f;
@@ -164,9 +207,11 @@ CostModelFit make_fit(std::string subject, std::string kind, int group_size, std
   if (g.lone_x.size() >= 3 && lone_sizes.size() >= 2) {
     f.sample = "lone";
     f.fit = fit_linear(g.lone_x, g.lone_t);
+    if (f.subject == "compute") f.launch_fit = fit_launches(g.lone_l, g.lone_x, g.lone_t);
   } else {
     f.sample = "all";
     f.fit = fit_linear(g.x, g.t);
+    if (f.subject == "compute") f.launch_fit = fit_launches(g.l, g.x, g.t);
   }
   return f;
 }
@@ -252,13 +297,17 @@ CostModel fit_cost_model(const Trace& trace) {
     if (a.op >= 0 && a.type != ActivityType::kKernel) copy_bytes[static_cast<std::size_t>(a.op)] += static_cast<double>(a.bytes);
 
   std::vector<OpSample> samples;
-  std::map<std::string, Group> compute, copies;
+  std::map<std::pair<std::string, std::string>, Group> compute;  // (op kind, x)
+  std::map<std::string, Group> copies;
   std::map<std::pair<std::string, int>, Group> collectives;
   for (std::size_t o = 0; o < ops.size(); ++o) {
     const auto& op = ops[o];
     const auto c = class_of(op_category(op.kind));
     if (c == kNoClass) continue;
-    double work = c == kComp ? op.flops : static_cast<double>(op.bytes);
+    // Work: FLOPs of computation (bytes for memory-bound kernels without
+    // FLOPs), bytes of communication and copies.
+    const bool by_bytes = c != kComp || !(op.flops > 0);
+    double work = by_bytes ? static_cast<double>(op.bytes) : op.flops;
     if (c == kMem && work <= 0) work = copy_bytes[o];
     std::int64_t busy = 0;
     for (const auto& i : op_union(o)) busy += i.length();
@@ -293,7 +342,7 @@ CostModel fit_cost_model(const Trace& trace) {
     const std::string kind(op_kind_name(op.kind));
     Group* g = nullptr;
     if (c == kComp) {
-      g = &compute[kind];
+      g = &compute[{kind, by_bytes ? "bytes" : "flops"}];
     } else if (c == kMem) {
       g = &copies[kind];
     } else if (auto ck = collective_kind(op.kind); !ck.empty()) {
@@ -305,14 +354,17 @@ CostModel fit_cost_model(const Trace& trace) {
     }
     if (!g) continue;
     g->kinds.insert(kind);
+    const double launches = sim_launches(op.kind, op.phase);
     g->x.push_back(work);
     g->t.push_back(s.seconds);
+    g->l.push_back(launches);
     if (s.lone) {
       g->lone_x.push_back(work);
       g->lone_t.push_back(s.seconds);
+      g->lone_l.push_back(launches);
     }
   }
-  for (auto& [kind, g] : compute) model.compute.push_back(make_fit("compute", kind, 1, "flops", g));
+  for (auto& [key, g] : compute) model.compute.push_back(make_fit("compute", key.first, 1, key.second, g));
   for (auto& [key, g] : collectives)
     model.collectives.push_back(make_fit("collective", key.first, key.second, "bytes", g));
   for (auto& [kind, g] : copies) model.copies.push_back(make_fit("copy", kind, 1, "bytes", g));
@@ -377,12 +429,16 @@ nlohmann::json fit_json(const CostModelFit& f) {
   } else {
     j["op_kind"] = f.kind;
   }
+  if (f.launch_fit.usable) {
+    j["sim_alpha_per_launch_s"] = f.launch_fit.alpha_per_launch;
+    j["sim_beta_s"] = f.launch_fit.beta;
+  }
   return j;
 }
 
 CostModelFit fit_from_json(const nlohmann::json& j, const std::string& subject, const std::string& where) {
   auto need = [&](const char* key) -> const nlohmann::json& {
-    if (!j.is_object() || !j.contains(key)) throw Error("cost model: " + where + " lacks \"" + key + "\"");
+    if (!j.is_object() || !j.contains(key)) throw Error("fitted models: " + where + " lacks \"" + key + "\"");
     return j.at(key);
   };
   try {
@@ -406,15 +462,20 @@ CostModelFit fit_from_json(const nlohmann::json& j, const std::string& subject, 
     f.fit.x_max = j.value("x_max", 0.0);
     f.fit.mean_time = j.value("mean_time_s", 0.0);
     if (j.contains("op_kinds")) f.op_kinds = j.at("op_kinds").get<std::vector<std::string>>();
+    if (j.contains("sim_alpha_per_launch_s")) {
+      f.launch_fit.usable = true;
+      f.launch_fit.alpha_per_launch = j.at("sim_alpha_per_launch_s").get<double>();
+      f.launch_fit.beta = j.value("sim_beta_s", 0.0);
+    }
     return f;
   } catch (const nlohmann::json::exception& e) {
-    throw Error("cost model: " + where + ": " + e.what());
+    throw Error("fitted models: " + where + ": " + e.what());
   }
 }
 
 }  // namespace
 
-nlohmann::json cost_model_json(const Trace& trace, const CostModel& model) {
+nlohmann::json fitted_models_json(const Trace& trace, const CostModel& model) {
   std::string device;
   for (const auto& d : trace.devices)
     if (!d.name.empty()) {
@@ -444,18 +505,18 @@ nlohmann::json cost_model_json(const Trace& trace, const CostModel& model) {
   return j;
 }
 
-CostModel cost_model_from_json(const nlohmann::json& j) {
-  if (!j.is_object()) throw Error("cost model: not a JSON object");
+CostModel fitted_models_from_json(const nlohmann::json& j) {
+  if (!j.is_object()) throw Error("fitted models: not a JSON object");
   if (!j.contains("cost_model_version") || !j.at("cost_model_version").is_number_integer())
-    throw Error("cost model: lacks \"cost_model_version\"");
+    throw Error("fitted models: lacks \"cost_model_version\"");
   const int version = j.at("cost_model_version").get<int>();
   if (version > kCostModelVersion)
-    throw Error("cost model: version " + std::to_string(version) + " is newer than this moetrace reads (" +
+    throw Error("fitted models: version " + std::to_string(version) + " is newer than this moetrace reads (" +
                 std::to_string(kCostModelVersion) + ")");
   CostModel m;
   auto list = [&](const char* key) {
     if (!j.contains(key)) return nlohmann::json::array();
-    if (!j.at(key).is_array()) throw Error(std::string("cost model: \"") + key + "\" is not an array");
+    if (!j.at(key).is_array()) throw Error(std::string("fitted models: \"") + key + "\" is not an array");
     return j.at(key);
   };
   int n = 0;
@@ -478,10 +539,102 @@ CostModel cost_model_from_json(const nlohmann::json& j) {
       x.overlapped_ops = f.value("overlapped_ops", 0);
       m.interference.push_back(x);
     } catch (const nlohmann::json::exception& e) {
-      throw Error("cost model: " + where + ": " + e.what());
+      throw Error("fitted models: " + where + ": " + e.what());
     }
   }
   return m;
+}
+
+nlohmann::json sim_cost_model_json(const Trace& trace, const CostModel& model, std::string_view base) {
+  std::vector<std::string> clamped;
+  auto non_negative = [&](double v, const std::string& what) {
+    if (v >= 0 && std::isfinite(v)) return v;
+    clamped.push_back(what);
+    return 0.0;
+  };
+  nlohmann::json j;
+  std::string file = trace.run.path;
+  if (auto slash = file.rfind('/'); slash != std::string::npos) file = file.substr(slash + 1);
+  j["name"] = "fitted:" + file;
+  if (!base.empty()) j["base"] = std::string(base);
+
+  nlohmann::json by_kind = nlohmann::json::object();
+  for (const auto& f : model.compute) {
+    if (!f.launch_fit.usable || !parse_op_kind(f.kind)) continue;
+    const auto where = "compute_by_kind." + f.kind;
+    const double alpha = non_negative(f.launch_fit.alpha_per_launch, where + ".alpha_s");
+    const double beta = non_negative(f.launch_fit.beta, where + (f.x == "flops" ? ".seconds_per_flop" : ".seconds_per_byte"));
+    // The unmeasured term is set to 0 so that it does not add a preset's cost.
+    by_kind[f.kind] = {{"alpha_s", alpha},
+                       {"seconds_per_flop", f.x == "flops" ? beta : 0.0},
+                       {"seconds_per_byte", f.x == "bytes" ? beta : 0.0}};
+  }
+  if (!by_kind.empty()) j["compute_by_kind"] = by_kind;
+
+  // Simulator collective kinds: plan::CollectiveKind names.
+  std::map<std::string, std::vector<const CostModelFit*>> coll;
+  for (const auto& f : model.collectives)
+    if (f.fit.usable()) coll[f.kind == "all_to_all" ? "all_to_all_v" : f.kind].push_back(&f);
+  if (!coll.empty()) {
+    nlohmann::json c = nlohmann::json::object();
+    for (auto& [kind, fits] : coll) {
+      std::sort(fits.begin(), fits.end(), [](const CostModelFit* a, const CostModelFit* b) {
+        return a->group_size < b->group_size;
+      });
+      nlohmann::json points = nlohmann::json::array();
+      for (const auto* f : fits) {
+        const auto where = fmt::format("collectives.{}[ranks={}]", kind, f->group_size);
+        points.push_back({{"ranks", f->group_size},
+                          {"alpha_s", non_negative(f->fit.alpha, where + ".alpha_s")},
+                          {"beta_s", non_negative(f->fit.beta, where + ".beta_s")}});
+      }
+      c[kind] = points;
+    }
+    j["collectives"] = c;
+    // x of the fits is the bytes a rank sends to other ranks (op_ranges.bytes).
+    j["all_to_all_volume"] = "max_send";
+    j["all_to_all_counts_local"] = false;
+  }
+
+  nlohmann::json copy = nlohmann::json::object();
+  for (const auto& f : model.copies) {
+    const char* dir = f.kind == "offload" ? "d2h" : f.kind == "prefetch" ? "h2d" : f.kind == "memcpy" ? "d2d" : nullptr;
+    if (!dir || !f.fit.usable()) continue;
+    copy[dir] = {{"alpha_s", non_negative(f.fit.alpha, std::string("copy.") + dir + ".alpha_s")},
+                 {"beta_s", non_negative(f.fit.beta, std::string("copy.") + dir + ".beta_s")}};
+  }
+  if (!copy.empty()) j["copy"] = copy;
+
+  nlohmann::json inter = nlohmann::json::object();
+  for (const auto& f : model.interference) {
+    const auto name = f.factor + "_" + f.interferer;
+    static constexpr const char* kSimFactors[] = {"sigma_comm", "sigma_mem", "sigma_all", "mu_comp", "mu_mem",
+                                                  "mu_all",     "eta_comp",  "eta_comm",  "eta_all"};
+    if (std::find(std::begin(kSimFactors), std::end(kSimFactors), name) != std::end(kSimFactors) && f.value > 0)
+      inter[name] = f.value;
+  }
+  if (!inter.empty()) j["interference"] = inter;
+
+  std::string device;
+  for (const auto& d : trace.devices)
+    if (!d.name.empty()) {
+      device = d.name;
+      break;
+    }
+  std::string description = fmt::format(
+      "Fitted by moetrace fit from {} (backend {}{}, world size {}{}): compute t = launches x alpha + "
+      "beta x work per op kind, collectives t = alpha + beta x bytes sent per group size, copies per "
+      "direction, interference factors where measurable; everything else from the {}.",
+      trace.run.path, trace.run.backend, trace.run.variant.empty() ? "" : ", variant " + trace.run.variant,
+      trace.run.world_size, device.empty() ? "" : ", device " + device,
+      base.empty() ? "simulator's default preset" : "preset " + std::string(base));
+  if (!clamped.empty()) {
+    description += " Negative fits written as 0:";
+    for (const auto& c : clamped) description += " " + c;
+    description += ".";
+  }
+  j["description"] = description;
+  return j;
 }
 
 }  // namespace moetrace::analyzer

@@ -371,7 +371,7 @@ nlohmann::json report_json(const Trace& trace, const Analyses& a, const ReportOp
       {"memory", memory_json(a.memory, options)},
       {"expert_load", expert_load_json(a.expert_load, options)},
       {"locality", locality_json(a.locality, options)},
-      {"fitted_models", cost_model_json(trace, a.cost_model)},
+      {"fitted_models", fitted_models_json(trace, a.cost_model)},
       {"recommendations", recommendations_json()},
   };
 }

@@ -245,7 +245,8 @@ Section fitted_models_section(const CostModel& m) {
   Section s{"fitted_models", "Fitted models", {}};
   s.para("t(x) = alpha + beta x by least squares over the ops' GPU times (pipemoe Eq. 13 for computation, "
          "Eq. 16 for collectives); 'lone' fits use only ops nothing overlapped. `moetrace fit` writes these "
-         "as a cost model for the simulator (schemas/cost_model.schema.json).");
+         "as the simulator's cost model (schemas/cost_model.schema.json) or with their goodness of fit "
+         "(--format fits).");
   const std::vector<std::string> header{"", "sample", "method", "points", "x range", "alpha", "beta (s/x)",
                                         "1/beta", "R^2", "residual RMS"};
   auto table_of = [&](const std::vector<CostModelFit>& fits, const std::string& first, bool group) {

@@ -19,7 +19,8 @@ Trace trace_of(const std::string& name, std::string_view text) {
   return load_trace(path);
 }
 
-const std::string kSchema = std::string(MOETRACE_SOURCE_DIR) + "/schemas/cost_model.schema.json";
+const std::string kSchema = std::string(MOETRACE_SOURCE_DIR) + "/schemas/fitted_models.schema.json";
+const std::string kSimSchema = std::string(MOETRACE_SOURCE_DIR) + "/schemas/cost_model.schema.json";
 
 // Exactly linear points t = 2 + 3 x: alpha 2, beta 3, R^2 = 1, no residual.
 TEST(LinearFit, ExactlyLinearPoints) {
@@ -124,24 +125,80 @@ TEST(CostModel, InterferenceFactorOfAnOpOneAndAHalfTimesSlower) {
 TEST(CostModel, JsonMatchesTheSchemaAndReadsBack) {
   const auto t = trace_of("json.db", kLinearTrace);
   const auto m = fit_cost_model(t);
-  const auto j = cost_model_json(t, m);
+  const auto j = fitted_models_json(t, m);
   EXPECT_EQ(testing::schema_errors(j, kSchema), std::vector<std::string>{});
-  const auto back = cost_model_from_json(nlohmann::json::parse(j.dump()));
+  const auto back = fitted_models_from_json(nlohmann::json::parse(j.dump()));
   ASSERT_EQ(back.compute.size(), m.compute.size());
   EXPECT_DOUBLE_EQ(back.compute[0].fit.beta, m.compute[0].fit.beta);
   ASSERT_NE(back.find_collective("all_to_all", 2), nullptr);
   EXPECT_DOUBLE_EQ(back.find_collective("all_to_all", 2)->fit.alpha, m.find_collective("all_to_all", 2)->fit.alpha);
 }
 
+// The simulator's cost model from the same fits. Every expert FFN is a
+// forward (2 GEMM launches): t = 100 ns + 1e-12 s/FLOP x F = 2 x 50 ns + ...
+// -> alpha per launch 5e-8 s. All-to-all at 2 ranks: alpha 10 ns, beta 1 ns/B.
+TEST(CostModel, SimulatorCostModelFromTheFits) {
+  const auto t = trace_of("sim-export.db", kLinearTrace);
+  const auto j = sim_cost_model_json(t, fit_cost_model(t), "h100-nvlink-ib");
+  EXPECT_EQ(testing::schema_errors(j, kSimSchema), std::vector<std::string>{});
+  EXPECT_EQ(j["base"], "h100-nvlink-ib");
+  EXPECT_EQ(j["name"], "fitted:sim-export.db");
+  const auto& ffn = j["compute_by_kind"]["expert_ffn"];
+  EXPECT_NEAR(ffn["alpha_s"].get<double>(), 5e-8, 1e-15);
+  EXPECT_NEAR(ffn["seconds_per_flop"].get<double>(), 1e-12, 1e-20);
+  EXPECT_EQ(ffn["seconds_per_byte"].get<double>(), 0.0);
+  const auto& a2a = j["collectives"]["all_to_all_v"];
+  ASSERT_EQ(a2a.size(), 1u);
+  EXPECT_EQ(a2a[0]["ranks"], 2);
+  EXPECT_NEAR(a2a[0]["alpha_s"].get<double>(), 1e-8, 1e-15);
+  EXPECT_NEAR(a2a[0]["beta_s"].get<double>(), 1e-9, 1e-18);
+  EXPECT_EQ(j["all_to_all_volume"], "max_send");
+  EXPECT_FALSE(j.contains("copy"));  // nothing measured: the preset's values stay
+}
+
+// Forward and backward FFNs together: launches 2 and 4. Forward 1 MFLOP in
+// 2 x 50 + 1000 = 1100 ns, forward 2 MFLOP in 2100 ns, backward 2 MFLOP in
+// 4 x 50 + 2000 = 2200 ns: t = 50 ns x launches + 1 ns/kFLOP exactly.
+TEST(CostModel, LaunchAwareFitSeparatesForwardAndBackward) {
+  const auto m = fit_cost_model(trace_of("launches.db", R"(
+    stream id=0 rank=0 role=compute
+    op rank=0 stream=0 kind=expert_ffn iteration=0 start=0 end=1100 flops=1e6
+    op rank=0 stream=0 kind=expert_ffn iteration=1 start=5000 end=7100 flops=2e6
+    op rank=0 stream=0 kind=expert_ffn iteration=1 phase=bwd start=10000 end=12200 flops=2e6
+  )"));
+  const auto* f = m.find_compute("expert_ffn");
+  ASSERT_NE(f, nullptr);
+  ASSERT_TRUE(f->launch_fit.usable);
+  EXPECT_NEAR(f->launch_fit.alpha_per_launch, 50e-9, 1e-15);
+  EXPECT_NEAR(f->launch_fit.beta, 1e-12, 1e-20);
+}
+
+// A fit that comes out negative is clamped for the simulator (which refuses
+// negative costs) and named in the description: dispatches of 1000 and 2000
+// bytes taking 1000 and 3000 ns -> alpha = -1000 ns.
+TEST(CostModel, NegativeFitsAreClampedAndNamed) {
+  const auto t = trace_of("negative.db", R"(
+    stream id=1 rank=0 role=comm
+    op rank=0 stream=1 kind=dispatch_all_to_all iteration=0 start=0 end=1000 bytes=1000
+    op rank=0 stream=1 kind=dispatch_all_to_all iteration=1 start=5000 end=8000 bytes=2000
+  )");
+  const auto j = sim_cost_model_json(t, fit_cost_model(t));
+  EXPECT_EQ(testing::schema_errors(j, kSimSchema), std::vector<std::string>{});
+  EXPECT_EQ(j["collectives"]["all_to_all_v"][0]["alpha_s"].get<double>(), 0.0);
+  EXPECT_NE(j["description"].get<std::string>().find("collectives.all_to_all_v[ranks=1].alpha_s"), std::string::npos)
+      << j["description"];
+  EXPECT_FALSE(j.contains("base"));
+}
+
 TEST(CostModel, MalformedJsonNamesTheField) {
   nlohmann::json j = {{"cost_model_version", 1}, {"compute", {{{"op_kind", "gate"}}}}};
   try {
-    cost_model_from_json(j);
+    fitted_models_from_json(j);
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "cost model: compute[0] lacks \"x\"");
+    EXPECT_EQ(std::string(e.what()), "fitted models: compute[0] lacks \"x\"");
   }
-  EXPECT_THROW(cost_model_from_json(nlohmann::json{{"cost_model_version", 99}}), Error);
+  EXPECT_THROW(fitted_models_from_json(nlohmann::json{{"cost_model_version", 99}}), Error);
   // The schema rejects a model without its sections.
   EXPECT_FALSE(testing::schema_errors(nlohmann::json{{"cost_model_version", 1}}, kSchema).empty());
 }

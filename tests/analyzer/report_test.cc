@@ -81,7 +81,7 @@ TEST(Report, EverySectionOfARichTraceMatchesTheSchemas) {
   o.per_rank = o.per_iteration = true;
   const auto j = report_json(trace, analyses_of(trace), o);
   EXPECT_EQ(schema_errors(j, kSchema), std::vector<std::string>{});
-  EXPECT_EQ(schema_errors(j["fitted_models"], std::string(MOETRACE_SOURCE_DIR) + "/schemas/cost_model.schema.json"),
+  EXPECT_EQ(schema_errors(j["fitted_models"], std::string(MOETRACE_SOURCE_DIR) + "/schemas/fitted_models.schema.json"),
             std::vector<std::string>{});
   EXPECT_TRUE(j["memory"]["has_buffer_usage"].get<bool>());
   EXPECT_EQ(j["memory"]["tags"].size(), 3u);

@@ -191,7 +191,12 @@ TEST(Cli, FitWritesTheCostModel) {
   const auto out = testing::temp_path("cost_model.json");
   auto r = run_cli("fit " + path + " -o " + out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto j = nlohmann::json::parse(slurp(out));
+  const auto sim = nlohmann::json::parse(slurp(out));
+  EXPECT_TRUE(sim["compute_by_kind"].contains("expert_ffn"));
+  EXPECT_TRUE(sim["collectives"].contains("all_to_all_v"));
+  r = run_cli("fit " + path + " --format fits");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["cost_model_version"], 1);
   EXPECT_EQ(j["compute"][0]["op_kind"], "expert_ffn");
   EXPECT_EQ(j["collectives"][0]["collective"], "all_to_all");

@@ -1,8 +1,10 @@
 // Performance models fitted from a trace: alpha-beta models of computation,
 // collectives and copies (pipemoe Eq. 13 and 16), and the interference
-// factors sigma, mu, eta of mpipemoe Sec. II-C. The simulator loads them as a
-// cost model (schemas/cost_model.schema.json); the recommenders read them
-// here.
+// factors sigma, mu, eta of mpipemoe Sec. II-C. Two JSON forms: the fits with
+// their goodness of fit (schemas/fitted_models.schema.json; the report's
+// fitted_models section), and the simulator's cost model
+// (schemas/cost_model.schema.json, the format of kernels/sim's
+// cost_model_from_json, `moetrace run --backend sim --cost-model FILE`).
 //
 // Definitions:
 // - An op's time is its GPU time: the union of its attributed activities,
@@ -11,9 +13,14 @@
 //   R^2 = 1 - SS_res / SS_tot, the residual RMS, the number of points and the
 //   range of x. Units: seconds, and seconds per FLOP / per byte.
 //   * compute (pipemoe Eq. 13): per op kind of the computation categories
-//     with recorded FLOPs (expert_ffn, gate, recompute, dense ops), x = FLOPs.
-//     pipemoe's n_e counts N M H elements; an expert FFN forward does
-//     4 N M H FLOPs (two GEMMs), so its beta_e = 4 beta here.
+//     with recorded FLOPs (expert_ffn, gate, recompute, dense ops), x = FLOPs;
+//     kinds without FLOPs but with bytes (permute, unpermute: memory-bound),
+//     x = bytes. pipemoe's n_e counts N M H elements; an expert FFN forward
+//     does 4 N M H FLOPs (two GEMMs), so its beta_e = 4 beta here. For the
+//     simulator the same points are also fitted as t = launches x alpha +
+//     beta x (no free intercept), launches = the simulator's GEMM count of
+//     the op (expert_ffn forward 2, backward 4, recompute 1, gate backward
+//     2, else 1; pipemoe Eq. 14: alpha_e = 2 alpha_gemm).
 //   * collectives (pipemoe Eq. 16): per collective kind and group size,
 //     x = bytes this rank sends (op_ranges.bytes). Kinds: all_to_all
 //     (dispatch, combine, re-communicate), all_reduce (MoE, tensor-parallel,
@@ -69,6 +76,16 @@ struct LinearFit {
 
 LinearFit fit_linear(std::span<const double> x, std::span<const double> t);
 
+// t = launches x alpha_per_launch + beta x, the simulator's compute form.
+struct LaunchFit {
+  bool usable = false;
+  double alpha_per_launch = 0;  // s
+  double beta = 0;              // s per unit of x
+};
+
+// GEMM launches the simulator charges alpha for (kernels/sim simulator.cc).
+int sim_launches(OpKind kind, Phase phase);
+
 struct CostModelFit {
   std::string subject;                // "compute", "collective", "copy"
   std::string kind;                   // op kind (compute, copy) or collective kind
@@ -77,6 +94,7 @@ struct CostModelFit {
   std::string x;                      // "flops" or "bytes"
   std::string sample;                 // "lone" or "all"
   LinearFit fit;
+  LaunchFit launch_fit;               // compute only
 };
 
 struct InterferenceFactor {
@@ -104,9 +122,15 @@ CostModel fit_cost_model(const Trace& trace);
 std::string_view collective_kind(OpKind k);
 
 inline constexpr int kCostModelVersion = 1;
-// The cost-model JSON (schemas/cost_model.schema.json).
-nlohmann::json cost_model_json(const Trace& trace, const CostModel& model);
+// The fits with goodness of fit (schemas/fitted_models.schema.json).
+nlohmann::json fitted_models_json(const Trace& trace, const CostModel& model);
 // Reads it back; throws moetrace::Error naming the field on a malformed document.
-CostModel cost_model_from_json(const nlohmann::json& j);
+CostModel fitted_models_from_json(const nlohmann::json& j);
+
+// The simulator's cost model (schemas/cost_model.schema.json): only what the
+// trace measured, so every other field keeps the value of `base` (a
+// simulator preset name; empty: the simulator's default). Negative fitted
+// alpha or beta (noise) are written as 0 and named in "description".
+nlohmann::json sim_cost_model_json(const Trace& trace, const CostModel& model, std::string_view base = {});
 
 }  // namespace moetrace::analyzer
