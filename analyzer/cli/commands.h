@@ -17,6 +17,7 @@ namespace moetrace::cli {
 void add_info_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
+void add_run_command(CLI::App& app);
 void add_fit_command(CLI::App& app);
 void add_diff_command(CLI::App& app);
 
