@@ -8,6 +8,7 @@
 #include "json_schema.h"
 #include "moetrace/analyzer/cost_model.h"
 #include "moetrace/schema/error.h"
+#include "moetrace/sim/cost_model.h"
 #include "text_trace.h"
 
 namespace moetrace::analyzer {
@@ -154,6 +155,21 @@ TEST(CostModel, SimulatorCostModelFromTheFits) {
   EXPECT_NEAR(a2a[0]["beta_s"].get<double>(), 1e-9, 1e-18);
   EXPECT_EQ(j["all_to_all_volume"], "max_send");
   EXPECT_FALSE(j.contains("copy"));  // nothing measured: the preset's values stay
+}
+
+// The simulator reads what `moetrace fit` writes (its own parser, which
+// refuses unknown keys and negative costs), with the fitted numbers in place.
+TEST(CostModel, TheSimulatorLoadsTheFittedCostModel) {
+  const auto t = trace_of("sim-load.db", kLinearTrace);
+  const auto j = sim_cost_model_json(t, fit_cost_model(t), "h100-nvlink-ib");
+  const auto m = sim::cost_model_from_json(j.dump());
+  EXPECT_NEAR(m.compute_cost(OpKind::kExpertFfn).alpha_s, 5e-8, 1e-15);
+  EXPECT_NEAR(m.compute_cost(OpKind::kExpertFfn).seconds_per_flop, 1e-12, 1e-20);
+  const auto a2a = m.collective(plan::CollectiveKind::kAllToAllV).at(2);
+  EXPECT_NEAR(a2a.alpha_s, 1e-8, 1e-15);
+  EXPECT_NEAR(a2a.beta_s, 1e-9, 1e-18);
+  EXPECT_EQ(m.all_to_all_volume, sim::AllToAllVolume::kMaxSend);
+  EXPECT_FALSE(m.all_to_all_counts_local);
 }
 
 // Forward and backward FFNs together: launches 2 and 4. Forward 1 MFLOP in
