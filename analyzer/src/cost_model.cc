@@ -298,6 +298,18 @@ CostModel fit_cost_model(const Trace& trace) {
 
   std::vector<OpSample> samples;
   std::map<std::pair<std::string, std::string>, Group> compute;  // (op kind, x)
+  // A collective instance: its participants' ops. The busiest participant
+  // sets its time (pro-prophet Eq. 1), and every participant but the last
+  // to arrive also waits for the others, so a point is (the largest bytes
+  // any participant sends, the shortest participant's time).
+  struct Instance {
+    Group* group = nullptr;
+    std::string kind;
+    double max_bytes = 0;
+    double min_seconds = INFINITY;
+    bool lone = true;
+  };
+  std::map<InstanceKey, Instance> instances;
   std::map<std::string, Group> copies;
   std::map<std::pair<std::string, int>, Group> collectives;
   for (std::size_t o = 0; o < ops.size(); ++o) {
@@ -350,7 +362,14 @@ CostModel fit_cost_model(const Trace& trace) {
       if ((op.kind == OpKind::kMoeAllReduce || op.kind == OpKind::kTensorParallelAllReduce) && tensor_parallel > 0)
         group = static_cast<int>(tensor_parallel);
       if (ck == "send_recv") group = 2;
-      g = &collectives[{std::string(ck), group}];
+      // One point per collective instance, gathered below.
+      auto& inst = instances[key_of(op)];
+      inst.group = &collectives[{std::string(ck), group}];
+      inst.kind = kind;
+      inst.max_bytes = std::max(inst.max_bytes, work);
+      inst.min_seconds = std::min(inst.min_seconds, s.seconds);
+      inst.lone = inst.lone && s.lone;
+      continue;
     }
     if (!g) continue;
     g->kinds.insert(kind);
@@ -362,6 +381,18 @@ CostModel fit_cost_model(const Trace& trace) {
       g->lone_x.push_back(work);
       g->lone_t.push_back(s.seconds);
       g->lone_l.push_back(launches);
+    }
+  }
+  for (auto& [key, inst] : instances) {
+    auto& g = *inst.group;
+    g.kinds.insert(inst.kind);
+    g.x.push_back(inst.max_bytes);
+    g.t.push_back(inst.min_seconds);
+    g.l.push_back(1);
+    if (inst.lone) {
+      g.lone_x.push_back(inst.max_bytes);
+      g.lone_t.push_back(inst.min_seconds);
+      g.lone_l.push_back(1);
     }
   }
   for (auto& [key, g] : compute) model.compute.push_back(make_fit("compute", key.first, 1, key.second, g));

@@ -118,18 +118,14 @@ std::vector<Metric> diff_metrics(const Trace& trace, const Analyses& a) {
   }
   const auto& load = a.expert_load;
   if (load.has_load && !load.layers.empty()) {
-    double bd = 0, bdh = 0, rb = 0, emm = 0, dmm = 0, cv = 0, imb = 0;
-    int rb_n = 0, imb_n = 0;
+    double bd = 0, bdh = 0, emm = 0, dmm = 0, cv = 0, imb = 0;
+    int imb_n = 0;
     for (const auto& l : load.layers) {
       bd += l.balance_degree;
       bdh += l.balance_degree_home;
       emm += l.expert_max_over_mean;
       dmm += l.device_max_over_mean;
       cv += l.expert_cv;
-      if (std::isfinite(l.rb)) {
-        rb += l.rb;
-        ++rb_n;
-      }
       if (l.imbalance_ns >= 0) {
         imb += static_cast<double>(l.imbalance_ns);
         ++imb_n;
@@ -138,7 +134,9 @@ std::vector<Metric> diff_metrics(const Trace& trace, const Analyses& a) {
     const double n = static_cast<double>(load.layers.size());
     add("balance_degree", bd / n);
     add("balance_degree_home", bdh / n);
-    if (rb_n > 0) add("rb", rb / rb_n);
+    // RB of the means (pro-prophet Sec. VI-C); absent when infinite.
+    if (bd > 0) add("rb", bdh / bd);
+    else if (bdh == 0) add("rb", 1.0);
     add("expert_max_over_mean", emm / n);
     add("device_max_over_mean", dmm / n);
     add("expert_cv", cv / n);

@@ -167,8 +167,7 @@ ExpertLoadAnalysis analyze_expert_load(const Trace& trace, const Breakdown& brea
     s.experts = static_cast<int>(rows[i].tokens_per_expert.size());
     s.devices = devices;
     s.tokens_per_expert.assign(rows[i].tokens_per_expert.size(), 0);
-    double rb_sum = 0;
-    int rb_n = 0, timed = 0;
+    int timed = 0;
     std::int64_t imbalance = 0, busiest = 0, mean_expert = 0;
     std::size_t j = i;
     for (; j < rows.size() && rows[j].layer == s.layer; ++j) {
@@ -183,10 +182,6 @@ ExpertLoadAnalysis analyze_expert_load(const Trace& trace, const Breakdown& brea
       s.balance_degree_home += r.balance_degree_home;
       s.balance_degree += r.balance_degree;
       s.has_placement = s.has_placement || r.has_placement;
-      if (std::isfinite(r.rb)) {
-        rb_sum += r.rb;
-        ++rb_n;
-      }
       if (r.slowest_window_ns >= 0) {
         ++timed;
         imbalance += r.imbalance_ns();
@@ -201,7 +196,7 @@ ExpertLoadAnalysis analyze_expert_load(const Trace& trace, const Breakdown& brea
     s.device_max_over_mean /= n;
     s.balance_degree_home /= n;
     s.balance_degree /= n;
-    s.rb = rb_n > 0 ? rb_sum / rb_n : std::numeric_limits<double>::infinity();
+    s.rb = rb_of(s.balance_degree_home, s.balance_degree);
     if (timed > 0) {
       s.imbalance_ns = imbalance / timed;
       s.busiest_expert_compute_ns = busiest / timed;

@@ -33,6 +33,7 @@ std::string si(double v, const char* unit) {
 
 std::string seconds(double s) {
   const double a = std::fabs(s);
+  if (a < 1e-12) return "0 ns";  // rounding noise of a fit
   if (a >= 1) return fmt::format("{:.3g} s", s);
   if (a >= 1e-3) return fmt::format("{:.3g} ms", s * 1e3);
   if (a >= 1e-6) return fmt::format("{:.3g} us", s * 1e6);
@@ -259,7 +260,7 @@ Section fitted_models_section(const CostModel& m) {
     s.para("No op carries FLOPs or bytes, so nothing could be fitted.");
   if (!m.compute.empty()) s.table("Computation (x = FLOPs):", table_of(m.compute, "op kind", false));
   if (!m.collectives.empty())
-    s.table("Collectives (x = bytes sent per rank; 'x N' = group size):",
+    s.table("Collectives (one point per instance: x = bytes the busiest participant sends, t = the shortest participant's time; 'x N' = group size):",
             table_of(m.collectives, "collective", true));
   if (!m.copies.empty()) s.table("Copies (x = bytes):", table_of(m.copies, "op kind", false));
   if (m.interference.empty()) {

@@ -62,8 +62,9 @@ TEST(LinearFit, OneSizeGivesAMeanRate) {
 
 // Three lone expert FFNs of 1, 2, 3 MFLOP taking 1100, 2100, 3100 ns:
 // t = 100 ns + 1 ns/kFLOP -> alpha = 1e-7 s, beta = 1e-12 s/FLOP, R^2 = 1.
-// All-to-all on 2 ranks: dispatches of 1000 and 3000 bytes on both ranks
-// taking 1010 and 3010 ns -> alpha = 10 ns, beta = 1 ns/byte, group size 2.
+// All-to-all on 2 ranks: two instances (chunks) of 1000 and 3000 bytes on
+// both ranks taking 1010 and 3010 ns -> alpha = 10 ns, beta = 1 ns/byte,
+// group size 2, one point per instance.
 constexpr std::string_view kLinearTrace = R"(
   run world_size=2
   stream id=0 rank=0 role=compute
@@ -91,7 +92,7 @@ TEST(CostModel, AlphaBetaOfGemmsAndCollectives) {
   const auto* a2a = m.find_collective("all_to_all", 2);
   ASSERT_NE(a2a, nullptr);
   EXPECT_EQ(a2a->op_kinds, std::vector<std::string>{"dispatch_all_to_all"});
-  EXPECT_EQ(a2a->fit.points, 4);
+  EXPECT_EQ(a2a->fit.points, 2);
   EXPECT_NEAR(a2a->fit.alpha, 10e-9, 1e-15);
   EXPECT_NEAR(a2a->fit.beta, 1e-9, 1e-18);
   EXPECT_NEAR(a2a->fit.r2, 1.0, 1e-9);
@@ -103,6 +104,27 @@ TEST(CostModel, AlphaBetaOfGemmsAndCollectives) {
 // The overlapping FFN (1 MFLOP, [2000, 4000)) is under the dispatch for
 // 1500 of its 2000 ns (75 % >= half) and takes as long as the lone FFN at
 // [5000, 7000): sigma_comm = 1.
+// An uneven all-to-all: rank 0 sends 1000 bytes, rank 1 sends 3000; both
+// ops end together, rank 0's started early and waited. The point is (3000
+// bytes, rank 1's 3010 ns). A second instance (1000 / 500 bytes; rank 0's op
+// 1010 ns, rank 1's 1500 ns) gives (1000, 1010 ns): alpha 10 ns, beta 1 ns/B.
+TEST(CostModel, CollectivePointIsTheBusiestRankAndTheShortestTime) {
+  const auto m = fit_cost_model(trace_of("uneven.db", R"(
+    run world_size=2
+    stream id=1 rank=0 role=comm
+    stream id=2 rank=1 role=comm
+    op rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 start=0 end=5010 bytes=1000
+    op rank=1 stream=2 kind=dispatch_all_to_all layer=0 iteration=0 start=2000 end=5010 bytes=3000
+    op rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=1 start=10000 end=11010 bytes=1000
+    op rank=1 stream=2 kind=dispatch_all_to_all layer=0 iteration=1 start=9510 end=11010 bytes=500
+  )"));
+  const auto* a2a = m.find_collective("all_to_all", 2);
+  ASSERT_NE(a2a, nullptr);
+  EXPECT_EQ(a2a->fit.points, 2);
+  EXPECT_NEAR(a2a->fit.alpha, 10e-9, 1e-15);
+  EXPECT_NEAR(a2a->fit.beta, 1e-9, 1e-18);
+}
+
 TEST(CostModel, InterferenceFactorOfAnOpOneAndAHalfTimesSlower) {
   const auto m = fit_cost_model(trace_of("interference.db", R"(
     stream id=0 rank=0 role=compute

@@ -22,7 +22,11 @@
 //     the op (expert_ffn forward 2, backward 4, recompute 1, gate backward
 //     2, else 1; pipemoe Eq. 14: alpha_e = 2 alpha_gemm).
 //   * collectives (pipemoe Eq. 16): per collective kind and group size,
-//     x = bytes this rank sends (op_ranges.bytes). Kinds: all_to_all
+//     one point per collective instance (its ops on every participant):
+//     x = the largest bytes a participant sends to the others
+//     (op_ranges.bytes; the busiest rank sets the time, pro-prophet Eq. 1),
+//     t = the shortest participant's time (the others also wait for the
+//     last to arrive); "lone" when no participant overlapped. Kinds: all_to_all
 //     (dispatch, combine, re-communicate), all_reduce (MoE, tensor-parallel,
 //     gradient), broadcast (Trans), reduce (Agg), send_recv (pipeline).
 //     Group size: the number of ranks running the same collective (same

@@ -74,7 +74,7 @@ struct LayerLoadSummary {
   double expert_max_over_mean = 0, expert_cv = 0;
   double device_max_over_mean_home = 0, device_max_over_mean = 0;
   double balance_degree_home = 0, balance_degree = 0;
-  double rb = 1;  // mean of the finite per-iteration RBs; +infinity if none is finite
+  double rb = 1;  // balance_degree_home / balance_degree of the means (+infinity: balanced after)
   bool has_placement = false;
   // Means over iterations with breakdown rows; -1 where none.
   std::int64_t imbalance_ns = -1;
