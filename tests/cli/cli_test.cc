@@ -205,6 +205,33 @@ TEST(Cli, FitWritesTheCostModel) {
   EXPECT_NE(r.out.find("Fitted models"), std::string::npos) << r.out;
 }
 
+// Calibration round trip on the simulator: a run on the h100-nvlink-ib
+// preset (GEMMs: 5 us per launch, 600 TFLOP/s), fitted, gives back those
+// numbers, and re-simulating with the fitted model gives the same run time
+// within 2 %.
+TEST(Cli, FitRecoversTheSimulatorsCostModel) {
+  const auto run = testing::temp_path("sim-fit.db"), model = testing::temp_path("sim-fit.json"),
+             rerun = testing::temp_path("sim-refit.db");
+  const std::string workload =
+      " --variant mpipemoe --ranks 4 --experts 4 -r 4 --strategy S1 --layers 2 -i 3 --routing zipf --skew 1.0 -q";
+  auto r = run_cli("run" + workload + " --cost-model h100-nvlink-ib -o " + run);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_cli("fit " + run + " -o " + model);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(slurp(model));
+  const auto& ffn = j["compute_by_kind"]["expert_ffn"];
+  EXPECT_NEAR(ffn["alpha_s"].get<double>(), 5e-6, 5e-8);
+  EXPECT_NEAR(ffn["seconds_per_flop"].get<double>(), 1.0 / 600e12, 0.01 / 600e12);
+  EXPECT_NEAR(j["copy"]["d2h"]["beta_s"].get<double>(), 1.0 / 50e9, 0.01 / 50e9);
+  r = run_cli("run" + workload + " --cost-model " + model + " -o " + rerun);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto span = [&](const std::string& path) {
+    const auto info = nlohmann::json::parse(run_cli("info --format json " + path).out);
+    return info["run"]["end_ns"].get<double>() - info["run"]["start_ns"].get<double>();
+  };
+  EXPECT_NEAR(span(rerun) / span(run), 1.0, 0.02);
+}
+
 TEST(Cli, ReportMarkdownAndHtml) {
   const auto path = testing::temp_path("formats.db");
   testing::write_text_trace(path, forty_percent_layer(800));
