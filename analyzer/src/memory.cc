@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <map>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 
@@ -283,6 +285,16 @@ MemoryAnalysis analyze_memory(const Trace& trace) {
   // mpipemoe Eq. 1-6 per MoE layer, next to what the trace shows.
   const int elem_bytes = static_cast<int>(std::max<std::int64_t>(1, parse_int(trace.config_value("elem_bytes"), 2)));
   const int world = std::max(1, trace.run.world_size);
+  // Routed tokens per layer: (sum over iterations, iterations).
+  std::map<std::int32_t, std::pair<double, int>> routed;
+  {
+    std::map<std::int32_t, std::set<std::int32_t>> iterations;
+    for (const auto& e : trace.expert_load) {
+      routed[e.layer].first += static_cast<double>(e.tokens);
+      iterations[e.layer].insert(e.iteration);
+    }
+    for (auto& [layer, its] : iterations) routed[layer].second = static_cast<int>(its.size());
+  }
   std::map<std::int32_t, std::int32_t> max_chunk;  // per layer, for the pipeline degree
   if (configured_pipeline_degree(trace) == 0)
     for (const auto& op : trace.ops)
@@ -291,7 +303,14 @@ MemoryAnalysis analyze_memory(const Trace& trace) {
         if (!fresh) it->second = std::max(it->second, op.chunk);
       }
   for (const auto& l : trace.layers) {
-    if (l.kind != "moe" || l.model_dim <= 0 || l.hidden_dim <= 0 || l.tokens <= 0 || l.num_experts <= 0)
+    // B: tokens a device processes per iteration. Measured where the trace
+    // has expert load (routed tokens, top-k included, over the devices);
+    // else the layers table's tokens per rank times top_k.
+    double routed_per_device = 0;
+    if (auto it = routed.find(l.layer); it != routed.end() && it->second.second > 0)
+      routed_per_device = it->second.first / static_cast<double>(it->second.second) / world;
+    if (l.kind != "moe" || l.model_dim <= 0 || l.hidden_dim <= 0 || l.num_experts <= 0 ||
+        (l.tokens <= 0 && routed_per_device <= 0))
       continue;
     LayerMemoryModel lm;
     lm.layer = l.layer;
@@ -299,7 +318,8 @@ MemoryAnalysis analyze_memory(const Trace& trace) {
     lm.experts_per_rank = std::max(1.0, static_cast<double>(l.num_experts) / world);
     lm.model_dim = l.model_dim;
     lm.hidden_dim = l.hidden_dim;
-    lm.tokens = l.tokens * std::max(1, l.top_k);
+    lm.tokens = routed_per_device > 0 ? static_cast<std::int64_t>(std::llround(routed_per_device))
+                                      : l.tokens * std::max(1, l.top_k);
     if (const int n = configured_pipeline_degree(trace); n > 0) lm.partitions = n;
     else if (auto it = max_chunk.find(l.layer); it != max_chunk.end()) lm.partitions = std::max(1, it->second + 1);
     lm.elem_bytes = elem_bytes;

@@ -139,8 +139,8 @@ Section memory_section(const MemoryAnalysis& m, const ReportOptions& o) {
                             bytes_or_dash(l.measured_peak_bytes[1]), format_bytes(l.temporary_buffers_bytes),
                             bytes_or_dash(l.measured_peak_bytes[2]), format_bytes(l.reuse_saving_bytes),
                             pct(l.saving_ratio)});
-    s.table("mpipemoe memory model per MoE layer and device (Eq. 1-6 in elements x elem_bytes; B = tokens x "
-            "top_k, n = partitions; 'trace' = the layer's buffers of that class alive at once, max over ranks):",
+    s.table("mpipemoe memory model per MoE layer and device (Eq. 1-6 in elements x elem_bytes; B = routed tokens "
+            "per device, top-k included; n = partitions; 'trace' = the layer's buffers of that class alive at once, max over ranks):",
             std::move(model));
   }
   return s;

@@ -161,6 +161,23 @@ TEST(Memory, MpipemoeModelOfALayer) {
   EXPECT_EQ(l.measured_peak_bytes[static_cast<std::size_t>(MemoryClass::kModelStates)], -1);
 }
 
+// With expert load in the trace, B is measured: iterations 0 and 1 route 40
+// and 60 tokens (top-k included) over P = 2 devices -> B = 50 / 2 = 25,
+// whatever layers.tokens says (here 999).
+TEST(Memory, TokensOfTheModelComeFromTheExpertLoad) {
+  const auto m = memory_of("model-load.db", R"(
+    run world_size=2
+    layer layer=0 experts=2 top_k=2 model_dim=8 hidden_dim=32 tokens=999
+    stream id=0 rank=0 role=compute
+    buffer id=1 rank=0 tag=T_DI bytes=200 layer=0 alloc=0 free=20
+    load iteration=0 layer=0 src=0 expert=0 tokens=30
+    load iteration=0 layer=0 src=1 expert=1 tokens=10
+    load iteration=1 layer=0 src=0 expert=1 tokens=60
+  )");
+  ASSERT_EQ(m.layers.size(), 1u);
+  EXPECT_EQ(m.layers[0].tokens, 25);
+}
+
 TEST(Memory, ClassesOfTags) {
   EXPECT_EQ(memory_class("optimizer"), MemoryClass::kModelStates);
   EXPECT_EQ(memory_class("routing"), MemoryClass::kActivations);

@@ -21,9 +21,12 @@
 //   of each memory class of mpipemoe Sec. II-B (buffer tags mapped by
 //   memory_class(); allocations without a buffer are "unattributed").
 // - The mpipemoe model (Eq. 1-6, in elements, here times elem_bytes) per MoE
-//   layer from the layers table (E, M = model_dim, H = hidden_dim, tokens) and
+//   layer from the layers table (E, M = model_dim, H = hidden_dim) and
 //   run_config (elem_bytes, partitions or pipeline_degree), next to the peak
-//   bytes the trace shows for that layer's buffers of each class.
+//   bytes the trace shows for that layer's buffers of each class. B, the
+//   tokens a device processes, is measured from expert_load where present
+//   (routed tokens per iteration over the devices, top-k included), else
+//   layers.tokens (per rank) x top_k.
 #pragma once
 
 #include <array>
@@ -116,7 +119,7 @@ struct LayerMemoryModel {
   double experts_per_rank = 1;       // E / P (the paper: 1)
   std::int64_t model_dim = 0;        // M
   std::int64_t hidden_dim = 0;       // H
-  std::int64_t tokens = 0;           // B = tokens per rank x top_k (top-k multiplies B, Sec. IV-A)
+  std::int64_t tokens = 0;           // B: routed tokens per device, top-k included (Sec. IV-A: k multiplies B)
   int partitions = 1;                // n
   int elem_bytes = 2;
   std::int64_t model_states_bytes = 0;       // Eq. 1: 4 (E M + (E/P) 2 H M)
