@@ -169,6 +169,7 @@ TEST(Memory, TokensOfTheModelComeFromTheExpertLoad) {
     run world_size=2
     layer layer=0 experts=2 top_k=2 model_dim=8 hidden_dim=32 tokens=999
     stream id=0 rank=0 role=compute
+    op id=1 rank=0 stream=0 kind=expert_ffn layer=0 start=0 end=30
     buffer id=1 rank=0 tag=T_DI bytes=200 layer=0 alloc=0 free=20
     load iteration=0 layer=0 src=0 expert=0 tokens=30
     load iteration=0 layer=0 src=1 expert=1 tokens=10
