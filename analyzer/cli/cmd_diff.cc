@@ -22,7 +22,7 @@ Metrics (see analyzer/include/moetrace/analyzer/diff.h and README):
   expert_cv imbalance_time locality_cosine prediction_error
   layerL.{time,a2a_share,allreduce_share,expert_share,gating_share,idle_share,
           hidden_fraction,balance_degree,expert_max_over_mean,device_max_over_mean,
-          imbalance_time,locality_cosine,bubble}
+          imbalance_time,locality_cosine,bubble,activation_memory}
   op.KIND.{time,total,count}   (KIND: an op kind, e.g. dispatch_all_to_all)
 Thresholds: METRIC OP VALUE with OP in > >= < <=. A signed VALUE bounds the
 change from BASE: +5% relative, +2pp percentage points, +100us / +1GiB / +0.05

@@ -54,6 +54,7 @@ constexpr Known kLayer[] = {
     {"imbalance_time", "ns"},
     {"locality_cosine", "ratio"},
     {"bubble", "byte_ns"},
+    {"activation_memory", "bytes"},
 };
 
 constexpr Known kOp[] = {{"time", "ns"}, {"total", "ns"}, {"count", "count"}};
@@ -182,6 +183,9 @@ std::vector<Metric> diff_metrics(const Trace& trace, const Analyses& a) {
       }
     for (const auto& l : a.locality.layers)
       if (l.layer == layer && l.consecutive.pairs > 0) add(p + "locality_cosine", l.consecutive.cosine_similarity);
+    for (const auto& l : a.memory.layers)
+      if (l.layer == layer && l.measured_peak_bytes[1] >= 0)
+        add(p + "activation_memory", static_cast<double>(l.measured_peak_bytes[1]));
     if (a.memory.has_buffer_usage) {
       double bubble = 0;
       for (const auto& u : a.memory.buffers)
@@ -335,9 +339,10 @@ bool compare(double lhs, Threshold::Op op, double rhs) {
 std::string change_text(const DiffEntry& e) {
   const auto c = e.change();
   if (!c) return "-";
-  std::string s = e.unit == "fraction" ? fmt::format("{:+.1f}pp", *c * 100.0)
-                                       : (*c >= 0 ? "+" : "-") + format_metric(std::fabs(*c), e.unit);
-  return s;
+  if (e.unit == "fraction") return fmt::format("{:+.1f}pp", *c * 100.0);
+  const auto magnitude = format_metric(std::fabs(*c), e.unit);
+  const bool zero = magnitude.starts_with("0 ") || magnitude == "0";
+  return (*c < 0 && !zero ? "-" : "+") + magnitude;
 }
 
 std::string relative_text(const DiffEntry& e) {

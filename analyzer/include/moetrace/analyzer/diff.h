@@ -23,7 +23,8 @@
 //     iteration, fwd+bwd), a2a_share, allreduce_share, expert_share,
 //     gating_share, idle_share, hidden_fraction, balance_degree,
 //     expert_max_over_mean, device_max_over_mean, imbalance_time [ns],
-//     locality_cosine, bubble [byte_ns]
+//     locality_cosine, bubble [byte_ns], activation_memory [bytes] (the
+//     layer's activation buffers alive at once, max over ranks)
 //   per op kind K (e.g. dispatch_all_to_all): op.K.time [ns] mean GPU time of
 //     one op, op.K.total [ns] GPU time of all of them per rank and iteration,
 //     op.K.count ops per rank and iteration
