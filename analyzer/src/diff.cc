@@ -348,7 +348,7 @@ std::string change_text(const DiffEntry& e) {
 std::string relative_text(const DiffEntry& e) {
   const auto r = e.relative_change();
   if (!r) return e.base && e.next ? "new" : "-";
-  return fmt::format("{:+.1f}%", *r * 100.0);
+  return fmt::format("{:+.1f}%", std::fabs(*r) < 0.0005 ? 0.0 : *r * 100.0);
 }
 
 }  // namespace

@@ -6,10 +6,10 @@
 // activities were attributed to ops), breakdown, memory (timeline, peak and
 // its composition, memory bubbles, mpipemoe Eq. 1-6), expert_load
 // (imbalance, balance degree, RB), locality (load across iterations),
-// fitted_models (the cost model of cost_model.h, the same object `moetrace
-// fit` writes), and recommendations: reserved for the recommenders (pipeline
-// degree, memory reuse, placement); this version writes it with status
-// "not_computed" and no items.
+// fitted_models (the fits of cost_model.h with their goodness of fit, as
+// `moetrace fit --format fits` writes them), and recommendations: reserved
+// for the recommenders (pipeline degree, memory reuse, placement); this
+// version writes it with status "not_computed" and no items.
 #pragma once
 
 #include <iosfwd>
