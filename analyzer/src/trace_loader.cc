@@ -208,7 +208,7 @@ class TraceLoader {
       Layer layer;
       layer.layer = static_cast<int>(l.int64(0));
       layer.kind = l.text(1);
-      layer.num_experts = static_cast<int>(l.int64_or(2, -1));
+      layer.num_experts = static_cast<int>(std::clamp<std::int64_t>(l.int64_or(2, -1), -1, 1 << 20));
       layer.top_k = static_cast<int>(l.int64_or(3, -1));
       layer.model_dim = l.int64_or(4, -1);
       layer.hidden_dim = l.int64_or(5, -1);
@@ -238,6 +238,15 @@ class TraceLoader {
     stream_slots_.emplace(stream_id, slot);
     return slot;
   }
+
+  // Expert and rank indices size the analyses' vectors: a damaged value must
+  // not become a huge allocation.
+  void check_index(std::int64_t v, const char* table, const char* column) {
+    if (v < 0 || v >= kMaxIndex)
+      throw Error(trace_.run.path + ": " + table + " has " + column + " " + std::to_string(v) +
+                  " (expected 0 .. " + std::to_string(kMaxIndex - 1) + "); damaged trace");
+  }
+  static constexpr std::int64_t kMaxIndex = 1 << 20;
 
   void check_times(std::int64_t start, std::int64_t end, const char* table) {
     if (end < start)
@@ -462,16 +471,21 @@ class TraceLoader {
       e.expert = static_cast<std::int32_t>(l.int64(3));
       e.tokens = l.int64(4);
       if (e.tokens < 0) throw Error(trace_.run.path + ": expert_load has a negative token count");
+      check_index(e.expert, "expert_load", "expert");
+      check_index(e.src_rank, "expert_load", "src_rank");
       trace_.expert_load.push_back(e);
     }
     auto p = db_.prepare(
         "SELECT iteration, layer, expert, rank, role FROM expert_placement "
         "ORDER BY iteration, layer, expert, rank");
-    while (p.step())
+    while (p.step()) {
+      check_index(p.int64(2), "expert_placement", "expert");
+      check_index(p.int64(3), "expert_placement", "rank");
       trace_.placements.push_back({static_cast<std::int32_t>(p.int64(0)),
                                    static_cast<std::int32_t>(p.int64(1)),
                                    static_cast<std::int32_t>(p.int64(2)),
                                    static_cast<std::int32_t>(p.int64(3)), std::string(p.text(4))});
+    }
   }
 
   // Sorts activities and ops into per-stream tracks, resolves op ids to indices.

@@ -127,5 +127,15 @@ TEST(TraceLoader, ReversedIntervalIsDamage) {
   EXPECT_EQ(error_of(path), path + ": kernels has an event that ends before it starts (10 > 5 ns); damaged trace");
 }
 
+TEST(TraceLoader, HugeExpertIndexIsADamagedTraceNotAnAllocation) {
+  const auto path = testing::temp_path("huge-expert.db");
+  testing::write_text_trace(path, R"(
+    stream id=0 rank=0
+    op rank=0 stream=0 kind=gate start=0 end=1
+    load iteration=0 layer=0 src=0 expert=2000000000 tokens=1
+  )");
+  EXPECT_EQ(error_of(path), path + ": expert_load has expert 2000000000 (expected 0 .. 1048575); damaged trace");
+}
+
 }  // namespace
 }  // namespace moetrace::analyzer
