@@ -63,6 +63,7 @@ class TraceWriter {
   void add(const SyncRecord& r);
   void add(const OverheadRecord& r);
   void add(const NvtxRangeRecord& r);
+  void add(const CollectiveRecord& r);
   // Returns the op's id (r.id where given, else a fresh one).
   OpId add(const OpRangeRecord& r);
   void add(const OpDepRecord& r);
