@@ -15,6 +15,8 @@ namespace moetrace::cli {
 void add_info_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
+void add_import_command(CLI::App& app);
+void add_export_command(CLI::App& app);
 
 // Progress for long work: a self-overwriting line on stderr when it is a
 // terminal, nothing otherwise.

@@ -201,7 +201,7 @@ TraceWriter::TraceWriter(const std::string& path, const RunRecord& run, WriterOp
   // Large pages: fewer b-tree pages per row inserted (see BENCHMARKS.md).
   db_.exec("PRAGMA page_size=65536");
   db_.exec("PRAGMA journal_mode=WAL");
-  db_.exec("PRAGMA synchronous=NORMAL");
+  db_.exec(options_.durable ? "PRAGMA synchronous=NORMAL" : "PRAGMA synchronous=OFF");
   db_.exec("PRAGMA temp_store=MEMORY");
   db_.exec("PRAGMA cache_size=-65536");
   db_.exec("BEGIN");

@@ -84,6 +84,22 @@ TEST_P(CliErrors, Directory) {
   expect_one_line_error(run_cli(GetParam() + " " + dir), dir + ": is a directory, not a trace file");
 }
 
+TEST_P(CliErrors, NsightExportPointsToImport) {
+  const std::string path = std::string(MOETRACE_SHARED_DATA) + "/external/nsys/nsys-ai-mock.sqlite";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "shared data absent: " << path;
+  expect_one_line_error(
+      run_cli(GetParam() + " " + path),
+      path + ": an Nsight Systems export, not a moetrace trace; convert it with `moetrace import`");
+}
+
+TEST_P(CliErrors, JsonFilePointsToImport) {
+  const auto path = testing::temp_path("trace.json");
+  std::ofstream(path) << "{\"traceEvents\": []}\n";
+  expect_one_line_error(run_cli(GetParam() + " " + path),
+                        path + ": a JSON or gzip file, not a moetrace trace; if it is a "
+                               "PyTorch-profiler trace, convert it with `moetrace import`");
+}
+
 INSTANTIATE_TEST_SUITE_P(InfoAndReport, CliErrors, ::testing::Values("info", "report"));
 
 TEST(Cli, UsageErrorsExitTwo) {
@@ -97,7 +113,7 @@ TEST(Cli, UsageErrorsExitTwo) {
 TEST(Cli, HelpListsTheSubcommands) {
   const auto r = run_cli("--help");
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* sub : {"info", "report", "synth"})
+  for (const char* sub : {"info", "report", "synth", "import", "export"})
     EXPECT_NE(r.out.find(sub), std::string::npos) << sub;
 }
 

@@ -48,7 +48,11 @@ TraceBuilder::TraceBuilder(const std::string& output, Format format,
       format_(format),
       inputs_(inputs),
       progress_(std::move(progress)) {
-  writer_ = std::make_unique<instrument::TraceWriter>(temp_, run_record(format, inputs));
+  // Not durable: the trace appears (by rename) only once complete, so a crash
+  // mid-import loses only a temporary file, and imports skip disk syncs.
+  instrument::WriterOptions options;
+  options.durable = false;
+  writer_ = std::make_unique<instrument::TraceWriter>(temp_, run_record(format, inputs), options);
   config("import.format", std::string(format_name(format)));
   for (std::size_t i = 0; i < inputs.size(); ++i)
     config("import.source." + std::to_string(i), inputs[i]);

@@ -490,7 +490,12 @@ class Handler : public nlohmann::json_sax<nlohmann::json> {
         out_.skip("malformed_event");
         return;
       }
-      const std::int64_t start = *e.ts_ns, end = *e.ts_ns + *e.dur_ns;
+      const std::int64_t start = *e.ts_ns;
+      std::int64_t end = 0;
+      if (__builtin_add_overflow(start, *e.dur_ns, &end)) {
+        out_.skip("malformed_event");
+        return;
+      }
       if (cat == "kernel" || cat == "gpu_memcpy" || cat == "memcpy" || cat == "gpu_memset" ||
           cat == "memset") {
         gpu_activity(cat, start, end);

@@ -24,7 +24,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <set>
 #include <unordered_map>
 
@@ -290,11 +289,17 @@ std::set<std::int64_t> nvtx_pids(ExportFile& f) {
 // and NVTX thread-name events); that is the only rank number an export holds.
 std::map<std::int64_t, int> mpi_rank_names(ExportFile& f) {
   std::map<std::int64_t, int> ranks;
-  static const std::regex re("^MPI Rank ([0-9]{1,7})$");
   auto note = [&](std::int64_t global_tid, std::string_view name) {
-    const std::string s(name);
-    std::smatch m;
-    if (std::regex_match(s, m, re)) ranks[pid_of(global_tid)] = std::atoi(m[1].str().c_str());
+    constexpr std::string_view prefix = "MPI Rank ";
+    if (name.substr(0, prefix.size()) != prefix) return;
+    const auto digits = name.substr(prefix.size());
+    if (digits.empty() || digits.size() > 7) return;
+    int rank = 0;
+    for (char c : digits) {
+      if (c < '0' || c > '9') return;
+      rank = rank * 10 + (c - '0');
+    }
+    ranks[pid_of(global_tid)] = rank;
   };
   if (f.has("ThreadNames", "nameId") && f.has("ThreadNames", "globalTid")) {
     auto st = f.db().prepare("SELECT globalTid, nameId FROM ThreadNames WHERE globalTid IS NOT NULL");
@@ -351,6 +356,14 @@ class FileImporter {
       b_.progress("reading " + f_.label(),
                   progress_base_ + progress_span_ * static_cast<double>(rows_done_) /
                                        static_cast<double>(total_rows_));
+  }
+
+  // A timestamp of this file on the run's clock (saturating: damaged files
+  // may hold any value).
+  std::int64_t at(std::int64_t t) const {
+    std::int64_t r = 0;
+    if (__builtin_add_overflow(t, offset_, &r)) return t > 0 ? INT64_MAX : INT64_MIN;
+    return r;
   }
 
   // The rank of a globalPid/globalTid; files without pids (hand-trimmed
@@ -446,8 +459,8 @@ class FileImporter {
       }
       instrument::KernelRecord k;
       k.rank = *rank;
-      k.start_ns = st.int64(0) + offset_;
-      k.end_ns = st.int64(1) + offset_;
+      k.start_ns = at(st.int64(0));
+      k.end_ns = at(st.int64(1));
       k.stream = stream(*rank, st.int64_or(2, 0), st.int64(3));
       k.correlation_id = st.int64_or(4, 0);
       // demangledName, else shortName, else mangledName (demangled here).
@@ -491,8 +504,8 @@ class FileImporter {
       }
       instrument::MemcpyRecord m;
       m.rank = *rank;
-      m.start_ns = st.int64(0) + offset_;
-      m.end_ns = st.int64(1) + offset_;
+      m.start_ns = at(st.int64(0));
+      m.end_ns = at(st.int64(1));
       m.stream = stream(*rank, st.int64_or(2, 0), st.int64(3));
       m.correlation_id = st.int64_or(4, 0);
       m.bytes = st.int64(6);
@@ -519,8 +532,8 @@ class FileImporter {
       }
       instrument::MemsetRecord m;
       m.rank = *rank;
-      m.start_ns = st.int64(0) + offset_;
-      m.end_ns = st.int64(1) + offset_;
+      m.start_ns = at(st.int64(0));
+      m.end_ns = at(st.int64(1));
       m.stream = stream(*rank, st.int64_or(2, 0), st.int64(3));
       m.correlation_id = st.int64_or(4, 0);
       m.bytes = st.int64(6);
@@ -556,8 +569,8 @@ class FileImporter {
       instrument::ApiCallRecord a;
       a.rank = *rank;
       a.thread_id = tid_of(st.int64(3));
-      a.start_ns = st.int64(0) + offset_;
-      a.end_ns = st.int64(1) + offset_;
+      a.start_ns = at(st.int64(0));
+      a.end_ns = at(st.int64(1));
       a.api = cls == kClassDriver ? schema::ApiKind::kDriver : schema::ApiKind::kRuntime;
       const auto name_id = st.int64(5);
       auto it = names.find(name_id);
@@ -585,8 +598,8 @@ class FileImporter {
       }
       instrument::SyncRecord s;
       s.rank = *rank;
-      s.start_ns = st.int64(0) + offset_;
-      s.end_ns = st.int64(1) + offset_;
+      s.start_ns = at(st.int64(0));
+      s.end_ns = at(st.int64(1));
       // Context-wide waits carry stream id 0xFFFFFFFF (or none).
       const auto stream_id = st.int64_or(3, -1);
       if (stream_id >= 0 && stream_id < 0xFFFFFFFFll) s.stream = stream(*rank, st.int64_or(2, 0), stream_id);
@@ -612,8 +625,8 @@ class FileImporter {
       instrument::OverheadRecord o;
       o.rank = *rank;
       o.thread_id = has_tid && !st.is_null(2) ? tid_of(st.int64(2)) : -1;
-      o.start_ns = st.int64(0) + offset_;
-      o.end_ns = st.int64(1) + offset_;
+      o.start_ns = at(st.int64(0));
+      o.end_ns = at(st.int64(1));
       o.kind = overhead_kind(st.int64_or(3, 1));
       b_.add(o);
     }
@@ -659,8 +672,8 @@ class FileImporter {
       instrument::NvtxRangeRecord r;
       r.rank = *rank;
       r.thread_id = tid_of(st.int64_or(3, 0));
-      r.start_ns = st.int64(0) + offset_;
-      r.end_ns = st.is_null(1) ? -1 : st.int64(1) + offset_;
+      r.start_ns = at(st.int64(0));
+      r.end_ns = st.is_null(1) ? -1 : at(st.int64(1));
       if (!st.is_null(4)) {
         r.name = b_.intern(st.text(4));
       } else {
@@ -712,7 +725,7 @@ class FileImporter {
       }
       instrument::MemoryEventRecord m;
       m.rank = *rank;
-      m.ts_ns = st.int64(0) + offset_;
+      m.ts_ns = at(st.int64(0));
       m.alloc = op == 0;
       m.address = static_cast<std::uint64_t>(st.int64(2));
       m.bytes = st.int64(3);
