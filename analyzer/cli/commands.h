@@ -15,6 +15,7 @@ namespace moetrace::cli {
 void add_info_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
+void add_run_command(CLI::App& app);
 void add_import_command(CLI::App& app);
 void add_export_command(CLI::App& app);
 

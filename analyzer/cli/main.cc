@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   moetrace::cli::add_info_command(app);
   moetrace::cli::add_report_command(app);
   moetrace::cli::add_synth_command(app);
+  moetrace::cli::add_run_command(app);
   moetrace::cli::add_import_command(app);
   moetrace::cli::add_export_command(app);
   try {

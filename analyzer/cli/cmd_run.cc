@@ -1,0 +1,198 @@
+// `moetrace run`: runs one MoE variant (a paper preset, a JSON config, command
+// line overrides) on a backend and writes its trace. Resolution order: the
+// preset (or the variant's default workload), then the config file, then the
+// overrides; the result is validated (one line naming the field) before
+// anything runs.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "commands.h"
+#include "moetrace/schema/error.h"
+#include "moetrace/sim/run_spec.h"
+#include "run_backend.h"
+
+namespace moetrace::cli {
+
+std::vector<RunBackend> run_backends() {
+  std::vector<RunBackend> b;
+  b.push_back({"sim", "discrete-event simulator with a hardware cost model (no GPU needed)", run_sim_backend, ""});
+#ifdef MOETRACE_HAVE_CUDA_BACKEND
+  b.push_back({"cuda", "real kernels on the GPU(s) (CUDA executor)", run_cuda_backend, ""});
+#else
+  b.push_back({"cuda", "real kernels on the GPU(s) (CUDA executor)", nullptr,
+               "this build has no CUDA backend yet; use --backend sim"});
+#endif
+  return b;
+}
+
+namespace {
+
+std::string slurp(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(fmt::format("{}: cannot read {}", path, what));
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string list_presets() {
+  std::string out = "Workload presets (moetrace run --preset NAME):\n";
+  std::size_t width = 0;
+  const auto presets = sim::run_presets();
+  for (const auto& p : presets) width = std::max(width, p.name.size());
+  for (const auto& p : presets) out += fmt::format("  {:<{}}  {}\n", p.name, width, p.summary);
+  out += fmt::format("  {}\n      pipemoe Table IV grid (e.g. pipemoe-t4-p16-b4-l1024-h4096-m4096-e1)\n",
+                     sim::pipemoe_table4_pattern());
+  out += "  dpmoe, ppmoe, pipemoe, mpipemoe, pro_prophet, fastermoe\n"
+         "      the variant's default workload (8 ranks, H100 cost model)\n";
+  out += "\nHardware cost models (--cost-model NAME, or a JSON file):\n";
+  width = 0;
+  for (const auto& c : sim::cost_model_presets()) width = std::max(width, c.name.size());
+  for (const auto& c : sim::cost_model_presets()) out += fmt::format("  {:<{}}  {}\n", c.name, width, c.summary);
+  return out;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  struct Options {
+    std::string backend;
+    std::string variant, preset, config, cost_model, output;
+    bool list = false, dump_config = false, quiet = false, short_names = false;
+    std::string detail = "full";
+    int iterations = 0, ranks = 0, layers = 0, experts = 0, top_k = 0, r = 0;
+    std::string strategy, routing, plan_builder;
+    std::int64_t tokens = 0, memory_budget = 0;
+    std::uint64_t seed = 0;
+    double skew = 0, locality = 0;
+  };
+  auto opt = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand("run", "Run an MoE variant (simulated, or on GPUs) and write its trace");
+  std::string backends;
+  for (const auto& b : run_backends()) backends += fmt::format("{}{} ({})", backends.empty() ? "" : ", ", b.name, b.help);
+  cmd->add_option("--backend,-b", opt->backend, "Where to run: " + backends + "; default: the first available");
+  cmd->add_option("--variant,-v", opt->variant, "dpmoe, ppmoe, pipemoe, mpipemoe, pro_prophet, fastermoe");
+  cmd->add_option("--preset,-p", opt->preset, "A workload from the papers' tables (see --list-presets)");
+  cmd->add_option("--config,-c", opt->config, "JSON configuration (see kernels/sim/.../run_spec.h)");
+  cmd->add_option("--cost-model", opt->cost_model, "Hardware cost model: a preset name or a JSON file");
+  cmd->add_option("--output,-o", opt->output, "Trace database to write (default: <preset or variant>-sim.db)");
+  cmd->add_flag("--list-presets", opt->list, "List workload presets and hardware cost models, then exit");
+  cmd->add_flag("--dump-config", opt->dump_config, "Print the resolved configuration as JSON, then exit");
+  cmd->add_flag("--quiet,-q", opt->quiet, "No summary line");
+  cmd->add_flag("--short-op-names", opt->short_names,
+                "Name op ranges by kind, not per op (fewer strings in very large traces)");
+  cmd->add_option("--trace-detail", opt->detail,
+                  "full (op ranges, kernels, deps, buffers, op_buffers, memory) or lean (no synthesized kernels, "
+                  "no op_buffers: for very large what-ifs)")
+      ->check(CLI::IsMember({"full", "lean"}))
+      ->capture_default_str();
+  auto* o_iter = cmd->add_option("--iterations,-i", opt->iterations, "Training iterations");
+  auto* o_ranks = cmd->add_option("--ranks", opt->ranks, "World size P");
+  auto* o_layers = cmd->add_option("--layers", opt->layers, "MoE layers (blocks)");
+  auto* o_experts = cmd->add_option("--experts", opt->experts, "Experts per MoE layer E");
+  auto* o_topk = cmd->add_option("--top-k", opt->top_k, "Experts per token k");
+  auto* o_tokens = cmd->add_option("--tokens", opt->tokens,
+                                   "Tokens per source block (a rank's batch; a micro-batch for ppmoe)");
+  auto* o_r = cmd->add_option("-r,--pipeline-degree", opt->r, "pipemoe pipeline degree r / mpipemoe partitions n");
+  auto* o_strategy = cmd->add_option("--strategy", opt->strategy, "mpipemoe memory reuse: none, S1, S2, S3, S4");
+  auto* o_budget = cmd->add_option("--memory-budget", opt->memory_budget, "Memory budget per rank, bytes (0: none)");
+  auto* o_seed = cmd->add_option("--seed", opt->seed, "Seed of the routing load");
+  auto* o_routing = cmd->add_option("--routing", opt->routing, "Routing load: balanced, zipf, drifting");
+  auto* o_skew = cmd->add_option("--skew", opt->skew, "Zipf skew s of the expert popularity (zipf, drifting)");
+  auto* o_builder = cmd->add_option("--plan-builder", opt->plan_builder,
+                                    "auto, full (kernels/plan) or timing (aggregated all-to-alls; dpmoe, pipemoe)");
+  auto* o_locality = cmd->add_option("--locality", opt->locality,
+                                     "drifting: locality between consecutive iterations, in [0, 1]");
+
+  cmd->callback([=] {
+    if (opt->list) {
+      write_output("", list_presets());
+      return;
+    }
+    // Backend first: asking for one this build lacks is answered plainly.
+    const auto backends_list = run_backends();
+    const RunBackend* backend = nullptr;
+    for (const auto& b : backends_list) {
+      if (!opt->backend.empty() ? b.name == opt->backend : b.run != nullptr) {
+        backend = &b;
+        break;
+      }
+    }
+    if (!backend) {
+      std::string names;
+      for (const auto& b : backends_list) names += (names.empty() ? "" : ", ") + b.name;
+      throw ConfigError(fmt::format("backend \"{}\" is not one of {}", opt->backend, names));
+    }
+    if (!backend->run) throw Error(fmt::format("--backend {}: {}", backend->name, backend->unavailable));
+
+    sim::RunSpec spec;
+    if (!opt->preset.empty()) spec = sim::run_preset(opt->preset);
+    else if (!opt->variant.empty()) {
+      if (std::find(std::begin(sim::kVariants), std::end(sim::kVariants), opt->variant) == std::end(sim::kVariants)) {
+        spec.variant = opt->variant;
+        spec.validate();  // names the variant field
+      }
+      spec = sim::run_preset(opt->variant);
+    }
+    if (!opt->config.empty()) spec = sim::run_spec_from_json(slurp(opt->config, "the configuration"), spec);
+    if (opt->preset.empty() && opt->config.empty() && opt->variant.empty())
+      throw ConfigError("nothing to run: give --preset, --variant or --config (see --list-presets)");
+    if (!opt->variant.empty()) spec.variant = opt->variant;
+    if (!opt->cost_model.empty()) {
+      if (std::filesystem::exists(opt->cost_model)) {
+        spec.cost_model = sim::cost_model_from_json(slurp(opt->cost_model, "the cost model"));
+      } else {
+        sim::cost_model_preset(opt->cost_model);  // an unknown name fails here, listing the known ones
+        spec.cost_model_name = opt->cost_model;
+        spec.cost_model.reset();
+      }
+    }
+    auto& m = spec.common.model;
+    if (o_iter->count()) spec.common.iterations = opt->iterations;
+    if (o_ranks->count()) spec.common.ranks = opt->ranks;
+    if (o_layers->count()) m.num_layers = opt->layers;
+    if (o_experts->count()) m.num_experts = opt->experts;
+    if (o_topk->count()) m.top_k = opt->top_k;
+    if (o_tokens->count()) spec.routing.tokens_per_source = opt->tokens;
+    if (o_r->count()) {
+      if (opt->r < 1) throw ConfigError(fmt::format("r ({}) must be at least 1", opt->r));
+      spec.pipeline_degree = opt->r;
+      spec.partitions = opt->r;
+    }
+    if (o_strategy->count()) spec.strategy = plan::parse_reuse_strategy(opt->strategy);
+    if (o_budget->count()) spec.common.memory_budget_bytes = opt->memory_budget;
+    if (o_seed->count()) spec.routing.seed = opt->seed;
+    if (o_routing->count()) {
+      if (opt->routing == "balanced") spec.routing.pattern = plan::LoadPattern::kBalanced;
+      else if (opt->routing == "zipf") spec.routing.pattern = plan::LoadPattern::kZipf;
+      else if (opt->routing == "drifting") spec.routing.pattern = plan::LoadPattern::kDrifting;
+      else throw ConfigError(fmt::format("routing \"{}\" is not one of balanced, zipf, drifting", opt->routing));
+    }
+    if (o_skew->count()) spec.routing.zipf_skew = opt->skew;
+    if (o_locality->count()) spec.routing.locality = opt->locality;
+    if (o_builder->count()) spec.plan_builder = opt->plan_builder;
+    spec.validate();
+    if (opt->dump_config) {
+      write_output("", spec.to_json() + "\n");
+      return;
+    }
+
+    RunRequest request;
+    request.spec = spec;
+    request.output = !opt->output.empty()
+                         ? opt->output
+                         : fmt::format("{}-{}.db", spec.preset.empty() ? spec.variant : spec.preset, backend->name);
+    request.full_op_names = !opt->short_names;
+    request.lean = opt->detail == "lean";
+    request.quiet = opt->quiet;
+    backend->run(request);
+  });
+}
+
+}  // namespace moetrace::cli

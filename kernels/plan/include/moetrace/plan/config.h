@@ -1,0 +1,139 @@
+// Configurations of the MoE variants. validate() throws moetrace::ConfigError
+// with one line that names the offending field, e.g.
+// "num_experts (6) is not divisible by ranks (4)".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace moetrace::plan {
+
+// The model: num_layers MoE blocks. A block is an MoE layer followed by its
+// non-MoE part (Pro-Prophet Sec. V-A "MoE block"): an optional attention op
+// (timing only) and an optional dense FFN of hidden size dense_hidden.
+struct ModelShape {
+  int num_layers = 1;
+  int num_experts = 4;             // E
+  int top_k = 1;                   // k
+  std::int64_t model_dim = 8;      // M (pipemoe/mpipemoe), h (ppmoe)
+  std::int64_t expert_hidden = 16; // H
+  std::int64_t dense_hidden = 0;   // F of the block's dense FFN; 0: none
+  bool attention = false;          // timing-only attention op in each block
+  std::int64_t sequence_length = 1024;  // attention FLOPs only
+  int elem_bytes = 2;              // bytes per element of activations and parameters
+  double learning_rate = 0.01;     // SGD step of the executors
+
+  void validate() const;
+};
+
+// What every variant shares.
+struct CommonConfig {
+  ModelShape model;
+  int ranks = 4;                       // world size P (D in pro-prophet)
+  int iterations = 1;
+  std::int64_t memory_budget_bytes = 0;  // per rank; 0: unlimited
+
+  void validate() const;
+};
+
+// GShard-style expert parallelism: E/P experts per rank, one dispatch and one
+// combine all-to-all per layer and pass.
+struct DpMoeConfig {
+  CommonConfig common;
+  void validate() const;
+};
+
+// pipemoe: input split into r chunks whose dispatch, expert and combine
+// overlap (Eq. 5-12).
+struct PipeMoeConfig {
+  CommonConfig common;
+  int pipeline_degree = 2;  // r
+  void validate() const;
+};
+
+// mpipemoe Table II: restore strategy of T_DI and T_M after memory reuse.
+enum class ReuseStrategy : std::uint8_t {
+  kNone = 0,  // no reuse: every partition keeps its T_DI, T_M, T_DO
+  kS1 = 1,    // T_DI offload, T_M offload
+  kS2 = 2,    // T_DI re-communicate, T_M offload
+  kS3 = 3,    // T_DI offload, T_M recompute
+  kS4 = 4,    // T_DI re-communicate, T_M recompute
+};
+std::string_view reuse_strategy_name(ReuseStrategy s);  // "none", "S1".."S4"
+ReuseStrategy parse_reuse_strategy(std::string_view name);  // throws ConfigError
+
+// mpipemoe: n partitions pipelined, T_DI/T_M/T_DO buffers reused (Sec. III-D).
+struct MPipeMoeConfig {
+  CommonConfig common;
+  int partitions = 2;  // n
+  ReuseStrategy strategy = ReuseStrategy::kNone;
+  void validate() const;
+};
+
+// ppmoe Sec. 3.3: experts spread over a tensor-parallel group of T ranks,
+// pipeline stages (1F1B), data-parallel replicas.
+// ranks = data_parallel x pipeline_stages x tensor_parallel; rank index
+// = (dp_group * pipeline_stages + stage) * tensor_parallel + tp_rank.
+struct PpMoeConfig {
+  CommonConfig common;
+  int tensor_parallel = 2;   // T
+  int pipeline_stages = 1;
+  int micro_batches = 1;     // per iteration and data-parallel group
+  int data_parallel() const;
+  void validate() const;
+};
+
+// The performance model of pro-prophet Sec. IV-B (Eq. 1-8); also used for the
+// FasterMoE-style shadowing decision.
+struct ProProphetModel {
+  double bandwidth_bytes_per_s = 12.5e9;  // B-bar
+  double expert_tokens_per_s = 1e6;       // t: inputs an expert computes per second (forward)
+  double fnec_seconds = 0;                // T_FNEC: forward of the non-MoE layer (static estimate)
+  double bnec_seconds = 0;                // T_BNEC
+  bool hide_under_computation = true;     // Eq. 8 (T_PTrans, T_PAgg) instead of Eq. 6
+  double plan_flops = 1e6;                // work of one Plan search, for the timeline
+};
+
+// pro-prophet: lightweight expert placement, greedy planner (Alg. 1) and the
+// block-wise schedule (Alg. 2).
+struct ProProphetConfig {
+  CommonConfig common;
+  int n = 0;            // devices a selected expert is NOT sent to (Eq. 4/5)
+  double alpha = 0.25;  // balance condition, Eq. 7
+  ProProphetModel model;
+  // Alg. 2: Plan of iteration j+1 under the all-to-all of iteration j, Trans
+  // under the previous block's forward, Agg under its backward. false: the
+  // unscheduled order of Fig. 7 (Plan, Trans before the dispatch; Agg after
+  // the expert backward), planned on the iteration's own load.
+  bool block_schedule = true;
+  void validate() const;
+};
+
+// FasterMoE-style shadowing: popular experts are broadcast to every rank,
+// which computes its own tokens for them; gradients are reduced back.
+struct FasterMoeConfig {
+  CommonConfig common;
+  ProProphetModel model;  // performance model of the shadowing decision
+  // Empty: decide per (iteration, layer) with the performance model.
+  // Otherwise the experts to shadow in every layer and iteration.
+  std::vector<int> shadow_experts;
+  void validate() const;
+};
+
+// Model states of one rank in bytes, mpipemoe Eq. 1 generalised: 4 copies
+// (parameter, gradient, two Adam moments) of the gate, the rank's experts and
+// its slice of the dense FFN.
+std::int64_t model_state_bytes(const ModelShape& m, double experts_per_rank,
+                               int dense_tensor_parallel);
+
+// Serialised configurations (Plan::config_json, RunRecord.config_json).
+std::string to_json(const DpMoeConfig& c);
+std::string to_json(const PipeMoeConfig& c);
+std::string to_json(const MPipeMoeConfig& c);
+std::string to_json(const PpMoeConfig& c);
+std::string to_json(const ProProphetConfig& c);
+std::string to_json(const FasterMoeConfig& c);
+
+}  // namespace moetrace::plan

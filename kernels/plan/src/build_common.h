@@ -1,0 +1,104 @@
+// Pieces every builder shares: parameter buffers, the gate, the dense part of
+// a block, the optimizer step, FLOP counts and op names.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
+
+#include "moetrace/plan/config.h"
+#include "moetrace/plan/routing.h"
+#include "plan_builder.h"
+
+namespace moetrace::plan::detail {
+
+// FLOPs (2 per multiply-add). Backward of a GEMM is two GEMMs of the same
+// size (data and weight gradients), as in mpipemoe's Q vectors (Table II:
+// 2 GEMMs forward, 4 backward) and pro-prophet Eq. 3.
+inline double ffn_forward_flops(std::int64_t rows, std::int64_t m, std::int64_t h) {
+  return 4.0 * static_cast<double>(rows) * static_cast<double>(m) * static_cast<double>(h);
+}
+inline double ffn_backward_flops(std::int64_t rows, std::int64_t m, std::int64_t h) {
+  return 2.0 * ffn_forward_flops(rows, m, h);
+}
+inline double ffn_recompute_flops(std::int64_t rows, std::int64_t m, std::int64_t h) {
+  return 0.5 * ffn_forward_flops(rows, m, h);
+}
+inline double gate_forward_flops(std::int64_t tokens, std::int64_t m, int experts) {
+  return 2.0 * static_cast<double>(tokens) * static_cast<double>(m) * experts;
+}
+// Attention of one block per token: QKV and output projections (8 M^2) plus
+// scores and context (4 S M), divided over tensor-parallel ranks.
+inline double attention_forward_flops(std::int64_t tokens, std::int64_t m, std::int64_t seq,
+                                      int tp) {
+  return static_cast<double>(tokens) *
+         (8.0 * static_cast<double>(m) * static_cast<double>(m) +
+          4.0 * static_cast<double>(seq) * static_cast<double>(m)) /
+         tp;
+}
+// Adam touches each parameter about a dozen times; the executors apply SGD.
+inline double optimizer_flops(std::int64_t elements) { return 12.0 * static_cast<double>(elements); }
+
+inline Coords coords(int layer, int iteration, int micro_batch, int chunk, Phase phase) {
+  Coords c;
+  c.layer = layer;
+  c.iteration = iteration;
+  c.micro_batch = micro_batch;
+  c.chunk = chunk;
+  c.phase = phase;
+  return c;
+}
+
+// "L1.it0.mb2.dispatch_all_to_all.c1.bwd"
+inline std::string op_name(const Coords& c, std::string_view what) {
+  std::string s = fmt::format("L{}.it{}", c.layer, c.iteration);
+  if (c.micro_batch >= 0) s += fmt::format(".mb{}", c.micro_batch);
+  s += ".";
+  s += what;
+  if (c.chunk >= 0) s += fmt::format(".c{}", c.chunk);
+  if (c.phase == Phase::kBackward) s += ".bwd";
+  return s;
+}
+
+inline View whole(const PlanBuilder& b, BufferId id) {
+  const Buffer& buf = const_cast<PlanBuilder&>(b).buffer(id);
+  return View{id, 0, buf.rows};
+}
+
+struct ParamBuffers {
+  BufferId params;
+  BufferId grads;
+  ParamSlice slice;
+};
+
+// A parameter tensor (slice) on a rank: parameters, gradients and two Adam
+// moments, all persistent (mpipemoe Eq. 1: 4 copies).
+ParamBuffers add_param(PlanBuilder& b, RankId rank, const ParamSlice& slice, std::int64_t rows,
+                       int elem_bytes, const std::string& name);
+
+// A transient buffer of a rank.
+BufferId add_buffer(PlanBuilder& b, RankId rank, BufferTag tag, const std::string& name,
+                    std::int64_t rows, std::int64_t cols, int elem_bytes, const Coords& c,
+                    BufferBinding binding = {},
+                    schema::MemoryKind memory = schema::MemoryKind::kDevice);
+
+// Per-token buffers of one gate invocation.
+struct GateBuffers {
+  BufferId probs, routing;
+};
+
+// The three streams every rank uses.
+struct RankStreams {
+  StreamId compute, comm, copy;
+};
+
+// Emits SGD steps for a list of parameters of one rank at the end of an iteration.
+void add_sgd(PlanBuilder& b, RankId rank, StreamId stream, const ParamBuffers& p, int iteration,
+             double learning_rate);
+
+// Checks that `load` matches the configuration; throws ConfigError naming the field.
+void check_load(const ExpertLoad& load, const ModelShape& m, int iterations, int sources,
+                const char* sources_field);
+
+}  // namespace moetrace::plan::detail

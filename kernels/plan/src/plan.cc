@@ -1,0 +1,156 @@
+#include "moetrace/plan/plan.h"
+
+#include <numeric>
+
+namespace moetrace::plan {
+
+std::string_view stream_role_name(StreamRole r) {
+  switch (r) {
+    case StreamRole::kCompute: return "compute";
+    case StreamRole::kComm: return "comm";
+    case StreamRole::kCopy: return "copy";
+  }
+  return "other";
+}
+
+std::string_view buffer_tag_name(BufferTag t) {
+  switch (t) {
+    case BufferTag::kTI: return "T_I";
+    case BufferTag::kTDI: return "T_DI";
+    case BufferTag::kTM: return "T_M";
+    case BufferTag::kTDO: return "T_DO";
+    case BufferTag::kTO: return "T_O";
+    case BufferTag::kGradTI: return "dT_I";
+    case BufferTag::kGradTDI: return "dT_DI";
+    case BufferTag::kGradTM: return "dT_M";
+    case BufferTag::kGradTDO: return "dT_DO";
+    case BufferTag::kGradTO: return "dT_O";
+    case BufferTag::kActivation: return "activation";
+    case BufferTag::kActivationGrad: return "activation_grad";
+    case BufferTag::kRouting: return "routing";
+    case BufferTag::kParams: return "params";
+    case BufferTag::kGrads: return "grads";
+    case BufferTag::kOptimizer: return "optimizer";
+    case BufferTag::kWorkspace: return "workspace";
+    case BufferTag::kHostOffload: return "host_offload";
+  }
+  return "workspace";
+}
+
+std::string_view param_kind_name(ParamKind k) {
+  switch (k) {
+    case ParamKind::kGate: return "gate";
+    case ParamKind::kExpert: return "expert";
+    case ParamKind::kDense: return "dense";
+  }
+  return "gate";
+}
+
+std::string_view collective_kind_name(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::kAllToAllV: return "all_to_all_v";
+    case CollectiveKind::kAllReduce: return "all_reduce";
+    case CollectiveKind::kBroadcast: return "broadcast";
+    case CollectiveKind::kReduce: return "reduce";
+    case CollectiveKind::kSendRecv: return "send_recv";
+  }
+  return "all_to_all_v";
+}
+
+std::int64_t RoutedLayout::chunk_total(int c) const {
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < experts.size(); ++i) total += rows_in_chunk(c, i);
+  return total;
+}
+
+std::int64_t RoutedLayout::chunk_offset(int c) const {
+  // Chunks 0..c-1 hold, per expert, rows [0, chunk_begin(n, c)).
+  std::int64_t total = 0;
+  for (std::int64_t n : expert_rows) total += chunk_begin(n, c);
+  return total;
+}
+
+std::int64_t RoutedLayout::offset(int c, std::size_t i) const {
+  std::int64_t off = chunk_offset(c);
+  for (std::size_t j = 0; j < i; ++j) off += rows_in_chunk(c, j);
+  return off;
+}
+
+std::int64_t RoutedLayout::total_rows() const {
+  return std::accumulate(expert_rows.begin(), expert_rows.end(), std::int64_t{0});
+}
+
+int RoutedLayout::index_of(int expert) const {
+  for (std::size_t i = 0; i < experts.size(); ++i)
+    if (experts[i] == expert) return static_cast<int>(i);
+  return -1;
+}
+
+}  // namespace moetrace::plan
+
+namespace moetrace::plan {
+namespace {
+
+using schema::Access;
+
+struct AccessList {
+  std::vector<BufferAccess> list;
+  void add(BufferId b, Access a) {
+    if (!b.valid()) return;
+    for (auto& x : list)
+      if (x.buffer == b) {
+        if (x.access != a) x.access = Access::kReadWrite;
+        return;
+      }
+    list.push_back({b, a});
+  }
+  void read(BufferId b) { add(b, Access::kRead); }
+  void write(BufferId b) { add(b, Access::kWrite); }
+  void update(BufferId b) { add(b, Access::kReadWrite); }
+};
+
+}  // namespace
+
+std::vector<BufferAccess> data_accesses(const OpData& data) {
+  AccessList a;
+  std::visit(
+      [&](const auto& d) {
+        using T = std::decay_t<decltype(d)>;
+        if constexpr (std::is_same_v<T, GateForward>) {
+          a.read(d.x.buffer); a.read(d.weight); a.write(d.probs); a.write(d.routing);
+        } else if constexpr (std::is_same_v<T, GateBackward>) {
+          a.read(d.x.buffer); a.read(d.weight); a.update(d.grad); a.read(d.probs);
+          a.read(d.routing); a.read(d.d_weights); a.update(d.dx.buffer);
+        } else if constexpr (std::is_same_v<T, Permute>) {
+          a.read(d.x.buffer); a.read(d.routing); a.write(d.out.buffer);
+        } else if constexpr (std::is_same_v<T, PermuteBackward>) {
+          a.read(d.routing); a.read(d.d_permuted.buffer); a.update(d.dx.buffer);
+        } else if constexpr (std::is_same_v<T, Unpermute>) {
+          a.read(d.routing); a.read(d.combined.buffer); a.write(d.y.buffer);
+        } else if constexpr (std::is_same_v<T, UnpermuteBackward>) {
+          a.read(d.routing); a.read(d.dy.buffer); a.read(d.combined.buffer);
+          a.write(d.d_combined.buffer); a.write(d.d_weights);
+        } else if constexpr (std::is_same_v<T, FfnForward>) {
+          a.read(d.params); a.read(d.input); a.write(d.middle); a.write(d.output);
+        } else if constexpr (std::is_same_v<T, FfnBackward>) {
+          a.read(d.params); a.update(d.grads); a.read(d.input); a.read(d.middle);
+          a.read(d.d_output); a.write(d.d_input);
+        } else if constexpr (std::is_same_v<T, FfnRecompute>) {
+          a.read(d.params); a.read(d.input); a.write(d.middle);
+        } else if constexpr (std::is_same_v<T, Collective>) {
+          if (!d.moves_data) return;
+          for (const auto& s : d.sends) a.read(s.view.buffer);
+          for (const auto& r : d.recvs)
+            a.add(r.view.buffer, d.kind == CollectiveKind::kReduce ? Access::kReadWrite : Access::kWrite);
+          if (d.kind == CollectiveKind::kAllReduce) a.update(d.inout.buffer);
+        } else if constexpr (std::is_same_v<T, Copy>) {
+          a.read(d.src.buffer); a.write(d.dst.buffer);
+        } else if constexpr (std::is_same_v<T, SgdStep>) {
+          a.update(d.params); a.update(d.grads);
+        }
+      },
+      data);
+  return std::move(a.list);
+}
+
+}  // namespace moetrace::plan

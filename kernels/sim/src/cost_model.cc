@@ -1,0 +1,574 @@
+#include "moetrace/sim/cost_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "moetrace/schema/error.h"
+
+namespace moetrace::sim {
+
+using plan::CollectiveKind;
+
+std::string_view link_sharing_name(LinkSharing s) {
+  switch (s) {
+    case LinkSharing::kSerial: return "serial";
+    case LinkSharing::kFairShare: return "fair_share";
+    case LinkSharing::kIndependent: return "independent";
+  }
+  return "serial";
+}
+
+LinkSharing parse_link_sharing(std::string_view name) {
+  for (auto s : {LinkSharing::kSerial, LinkSharing::kFairShare, LinkSharing::kIndependent})
+    if (link_sharing_name(s) == name) return s;
+  throw ConfigError(fmt::format(
+      "link_sharing \"{}\" is not one of serial, fair_share, independent", name));
+}
+
+std::string_view all_to_all_volume_name(AllToAllVolume v) {
+  switch (v) {
+    case AllToAllVolume::kMaxSendRecv: return "max_send_recv";
+    case AllToAllVolume::kMaxRecv: return "max_recv";
+    case AllToAllVolume::kMaxSend: return "max_send";
+  }
+  return "max_send_recv";
+}
+
+AllToAllVolume parse_all_to_all_volume(std::string_view name) {
+  for (auto v : {AllToAllVolume::kMaxSendRecv, AllToAllVolume::kMaxRecv, AllToAllVolume::kMaxSend})
+    if (all_to_all_volume_name(v) == name) return v;
+  throw ConfigError(fmt::format(
+      "all_to_all_volume \"{}\" is not one of max_send_recv, max_recv, max_send", name));
+}
+
+LinearCost CollectiveCost::at(int ranks) const {
+  if (points.empty()) return {};
+  if (ranks <= points.front().ranks) return {points.front().alpha_s, points.front().beta_s};
+  if (ranks >= points.back().ranks) return {points.back().alpha_s, points.back().beta_s};
+  for (std::size_t i = 1; i < points.size(); ++i) {
+    const auto& hi = points[i];
+    if (ranks > hi.ranks) continue;
+    const auto& lo = points[i - 1];
+    if (ranks == hi.ranks) return {hi.alpha_s, hi.beta_s};
+    // alpha and beta of all-to-all algorithms grow like P or P^2 (pipemoe
+    // Table II); between measured scales, interpolate in log2(P).
+    const double f = (std::log2(ranks) - std::log2(lo.ranks)) / (std::log2(hi.ranks) - std::log2(lo.ranks));
+    return {lo.alpha_s + f * (hi.alpha_s - lo.alpha_s), lo.beta_s + f * (hi.beta_s - lo.beta_s)};
+  }
+  return {points.back().alpha_s, points.back().beta_s};
+}
+
+bool Interference::none() const {
+  for (double f : {sigma_comm, sigma_mem, sigma_all, mu_comp, mu_mem, mu_all, eta_comp, eta_comm, eta_all})
+    if (f != 1.0) return false;
+  return true;
+}
+
+const ComputeCost& CostModel::compute_cost(OpKind k) const {
+  auto it = compute_by_kind.find(k);
+  return it == compute_by_kind.end() ? compute : it->second;
+}
+
+namespace {
+
+constexpr std::array<CollectiveKind, 5> kCollectiveKinds = {
+    CollectiveKind::kAllToAllV, CollectiveKind::kAllReduce, CollectiveKind::kBroadcast,
+    CollectiveKind::kReduce, CollectiveKind::kSendRecv};
+
+void check_non_negative(std::string_view field, double v) {
+  if (!(v >= 0) || !std::isfinite(v))
+    throw ConfigError(fmt::format("cost_model.{} ({}) must be a finite number >= 0", field, v));
+}
+
+void check_factor(std::string_view field, double v) {
+  if (!(v > 0) || v > 1e6 || !std::isfinite(v))
+    throw ConfigError(fmt::format("cost_model.interference.{} ({}) must be > 0", field, v));
+}
+
+void validate_compute(std::string_view where, const ComputeCost& c) {
+  check_non_negative(fmt::format("{}.alpha_s", where), c.alpha_s);
+  check_non_negative(fmt::format("{}.seconds_per_flop", where), c.seconds_per_flop);
+  check_non_negative(fmt::format("{}.seconds_per_byte", where), c.seconds_per_byte);
+}
+
+}  // namespace
+
+void CostModel::validate() const {
+  validate_compute("compute", compute);
+  for (const auto& [kind, c] : compute_by_kind)
+    validate_compute(fmt::format("compute_by_kind.{}", op_kind_name(kind)), c);
+  for (auto k : kCollectiveKinds) {
+    const auto& pts = collective(k).points;
+    const auto kind_name = plan::collective_kind_name(k);
+    if (pts.empty())
+      throw ConfigError(fmt::format("cost_model.collectives.{} has no scale points", kind_name));
+    for (std::size_t i = 0; i < pts.size(); ++i) {
+      if (pts[i].ranks < 1)
+        throw ConfigError(fmt::format("cost_model.collectives.{}[{}].ranks ({}) must be at least 1",
+                                      kind_name, i, pts[i].ranks));
+      if (i > 0 && pts[i].ranks <= pts[i - 1].ranks)
+        throw ConfigError(fmt::format("cost_model.collectives.{}[{}].ranks ({}) must be larger than "
+                                      "the previous point's ({})",
+                                      kind_name, i, pts[i].ranks, pts[i - 1].ranks));
+      check_non_negative(fmt::format("collectives.{}[{}].alpha_s", kind_name, i), pts[i].alpha_s);
+      check_non_negative(fmt::format("collectives.{}[{}].beta_s", kind_name, i), pts[i].beta_s);
+    }
+  }
+  for (auto [field, c] : {std::pair{"copy.h2d", &copy_h2d}, std::pair{"copy.d2h", &copy_d2h},
+                          std::pair{"copy.d2d", &copy_d2d}}) {
+    check_non_negative(fmt::format("{}.alpha_s", field), c->alpha_s);
+    check_non_negative(fmt::format("{}.beta_s", field), c->beta_s);
+  }
+  const auto& f = interference;
+  for (auto [field, v] : {std::pair{"sigma_comm", f.sigma_comm}, std::pair{"sigma_mem", f.sigma_mem},
+                          std::pair{"sigma_all", f.sigma_all}, std::pair{"mu_comp", f.mu_comp},
+                          std::pair{"mu_mem", f.mu_mem}, std::pair{"mu_all", f.mu_all},
+                          std::pair{"eta_comp", f.eta_comp}, std::pair{"eta_comm", f.eta_comm},
+                          std::pair{"eta_all", f.eta_all}})
+    check_factor(field, v);
+  if (device.gpus_per_node < 1)
+    throw ConfigError(fmt::format("cost_model.device.gpus_per_node ({}) must be at least 1",
+                                  device.gpus_per_node));
+  if (device.memory_bytes <= 0)
+    throw ConfigError(fmt::format("cost_model.device.memory_bytes ({}) must be positive",
+                                  device.memory_bytes));
+}
+
+// ---------------------------------------------------------------------------
+// Presets
+
+namespace {
+
+// Compute ops that are not GEMMs: memory-bound kernels (permute, unpermute,
+// index_slice carry the bytes they move) with a launch cost of their own.
+void set_memory_bound(CostModel& m, double launch_s, double seconds_per_byte) {
+  for (OpKind k : {OpKind::kPermute, OpKind::kUnpermute, OpKind::kIndexSlice})
+    m.compute_by_kind[k] = {launch_s, m.compute.seconds_per_flop, seconds_per_byte};
+}
+
+// pipemoe's testbed (Sec. V-A): 16 nodes x 4 RTX 2080 Ti on PCIe 3.0 x16,
+// 100 Gb/s InfiniBand. All-to-all alpha/beta from the released solver.py
+// (NOTES.md), which applies beta to bytes (NBYTES_PER_ELEMENT = 4).
+CostModel pipemoe_cluster(std::string name, double alpha_gemm, double beta_gemm_per_4mnk,
+                          std::vector<CollectiveScalePoint> all_to_all) {
+  CostModel m;
+  m.name = std::move(name);
+  m.device = {"NVIDIA GeForce RTX 2080 Ti (simulated)", 7, 5, 68, 11LL << 30, "turing", 4};
+  // solver.py: t_gemm = alpha + beta x (m n k x 4); a GEMM of m n k
+  // multiply-adds is 2 m n k FLOPs, so seconds per FLOP = 2 beta. For
+  // solver.py's 3.73e-14 this is 13.4 TFLOP/s, the card's FP32 peak.
+  m.compute = {alpha_gemm, 2.0 * beta_gemm_per_4mnk, 0.0};
+  // 616 GB/s GDDR6, about 80 % achievable; each moved byte is read and written.
+  set_memory_bound(m, 1e-5, 2.0 / (0.8 * 616e9));
+  m.collective(CollectiveKind::kAllToAllV).points = all_to_all;
+  // Not measured by the paper. Ring all-reduce moves 2 (P-1)/P of the data
+  // per rank at the all-to-all's per-byte rate; broadcast and reduce move it
+  // once; startup as the all-to-all's.
+  std::vector<CollectiveScalePoint> ar, once;
+  for (const auto& p : all_to_all) {
+    ar.push_back({p.ranks, p.alpha_s, 2.0 * (p.ranks - 1) / p.ranks * p.beta_s});
+    once.push_back({p.ranks, p.alpha_s, p.beta_s});
+  }
+  m.collective(CollectiveKind::kAllReduce).points = ar;
+  m.collective(CollectiveKind::kBroadcast).points = once;
+  m.collective(CollectiveKind::kReduce).points = once;
+  // Point-to-point over one 100 Gb/s link (12.5 GB/s), ~20 us startup.
+  m.collective(CollectiveKind::kSendRecv).points = {{2, 2e-5, 1.0 / 12.5e9}};
+  // PCIe 3.0 x16: ~12 GB/s pinned host copies.
+  m.copy_h2d = m.copy_d2h = {1e-5, 1.0 / 12e9};
+  m.copy_d2d = {5e-6, 2.0 / (0.8 * 616e9)};
+  // pipemoe's timing model (Eq. 9-12) assumes one network resource and no
+  // slowdown between computation and communication.
+  m.link_sharing = LinkSharing::kSerial;
+  m.all_to_all_volume = AllToAllVolume::kMaxSend;
+  m.all_to_all_counts_local = true;
+  return m;
+}
+
+CostModel preset_pipemoe_solver() {
+  auto m = pipemoe_cluster("pipemoe-2080ti-ib100", 1.5e-4, 3.73e-14,
+                           {{16, 5.70e-4, 2.96e-10}, {32, 2.09e-4, 3.55e-10}, {64, 7.83e-4, 3.84e-10}});
+  m.description =
+      "pipemoe testbed (RTX 2080 Ti, 100 Gb/s InfiniBand); GEMM and all-to-all alpha/beta as "
+      "hard-coded in the released solver.py (github Fragile-azalea/PipeMoE); other collectives, "
+      "copies and memory-bound kernels derived from link and memory bandwidths";
+  return m;
+}
+
+CostModel preset_pipemoe_fig6() {
+  auto m = pipemoe_cluster("pipemoe-fig6", 6.19e-5, 4.1e-14,
+                           {{16, 1.72e-5, 2.96e-10}, {32, 2.09e-4, 3.54e-10}, {64, 7.83e-4, 3.84e-10}});
+  m.description =
+      "pipemoe testbed with the fits reported in the paper's Fig. 6 (alpha_gemm 6.19e-5 s, "
+      "beta_gemm 4.1e-14 in solver.py's units; all-to-all at P = 16, 32, 64)";
+  return m;
+}
+
+// A modern default: H100 SXM 80 GB, 8 per node on NVLink 4 / NVSwitch, one
+// 400 Gb/s NDR InfiniBand NIC per GPU between nodes (DGX H100 layout).
+CostModel preset_h100() {
+  CostModel m;
+  m.name = "h100-nvlink-ib";
+  m.description =
+      "H100 SXM 80 GB, 8 GPUs per node on NVLink 4 (450 GB/s per direction, ~350 GB/s achieved "
+      "by NCCL), one 400 Gb/s NDR NIC per GPU (50 GB/s, ~45 GB/s achieved); GEMMs at 600 of the "
+      "989 dense BF16 TFLOP/s, memory-bound kernels at 2.6 of 3.35 TB/s HBM3; latencies are "
+      "typical NCCL values. Estimates, to be replaced by a model fitted from traces";
+  m.device = {"NVIDIA H100 80GB HBM3 (simulated)", 9, 0, 132, 80LL << 30, "sm90", 8};
+  m.compute = {5e-6, 1.0 / 600e12, 0.0};
+  set_memory_bound(m, 3e-6, 2.0 / 2.6e12);
+  // All-to-all: the share (P-1)/P of the input leaves the GPU, over NVLink
+  // inside a node; beyond 8 GPUs the share (P-8)/P crosses the NIC, which is
+  // the bottleneck. The volume counts the whole input (local segment too).
+  m.collective(CollectiveKind::kAllToAllV).points = {
+      {2, 8e-6, 0.5 / 350e9},        {8, 15e-6, 0.875 / 350e9},     {16, 30e-6, 0.5 / 45e9},
+      {64, 60e-6, 0.875 / 45e9},     {256, 150e-6, 0.96875 / 45e9}, {1024, 500e-6, 0.9921875 / 45e9}};
+  // Ring all-reduce: 2 (P-1)/P of the data per rank at the bus bandwidth.
+  m.collective(CollectiveKind::kAllReduce).points = {
+      {2, 10e-6, 1.0 / 350e9},     {8, 20e-6, 1.75 / 350e9},        {16, 40e-6, 1.875 / 45e9},
+      {64, 80e-6, 1.96875 / 45e9}, {1024, 400e-6, 1.998046875 / 45e9}};
+  m.collective(CollectiveKind::kBroadcast).points = {
+      {2, 8e-6, 1.0 / 350e9}, {8, 15e-6, 1.0 / 350e9}, {16, 30e-6, 1.0 / 45e9}, {1024, 200e-6, 1.0 / 45e9}};
+  m.collective(CollectiveKind::kReduce).points = m.collective(CollectiveKind::kBroadcast).points;
+  // Pipeline stages usually sit on different nodes: one NIC.
+  m.collective(CollectiveKind::kSendRecv).points = {{2, 10e-6, 1.0 / 45e9}};
+  // PCIe 5.0 x16, ~50 GB/s pinned.
+  m.copy_h2d = m.copy_d2h = {8e-6, 1.0 / 50e9};
+  m.copy_d2d = {3e-6, 2.0 / 2.6e12};
+  // Concurrent NCCL operations share the NIC.
+  m.link_sharing = LinkSharing::kFairShare;
+  return m;
+}
+
+// mpipemoe's cluster (Sec. V-A): DGX A100, 8 x A100 SXM 40 GB per node on
+// NVLink 3 / NVSwitch; the paper gives 200 Gb/s HDR per node in one sentence
+// and 1,600 Gb/s per node in the next; we take 8 x 200 Gb/s (one HDR NIC per
+// GPU, as in a DGX A100).
+CostModel preset_a100() {
+  CostModel m;
+  m.name = "a100-nvlink-ib200";
+  m.description =
+      "mpipemoe cluster: DGX A100 (A100 SXM 40 GB, NVLink 3 ~230 GB/s achieved all-to-all, one "
+      "200 Gb/s HDR NIC per GPU ~22 GB/s achieved); GEMMs at 200 of 312 BF16 TFLOP/s; "
+      "interference factors illustrative (sigma = 1 as the paper sets; mu, eta < 1 where its "
+      "Fig. 3 shows a slowdown)";
+  m.device = {"NVIDIA A100-SXM4-40GB (simulated)", 8, 0, 108, 40LL << 30, "sm80", 8};
+  m.compute = {6e-6, 1.0 / 200e12, 0.0};
+  set_memory_bound(m, 4e-6, 2.0 / 1.3e12);
+  m.collective(CollectiveKind::kAllToAllV).points = {
+      {2, 10e-6, 0.5 / 230e9}, {8, 18e-6, 0.875 / 230e9}, {16, 35e-6, 0.5 / 22e9}, {64, 70e-6, 0.875 / 22e9}};
+  m.collective(CollectiveKind::kAllReduce).points = {
+      {2, 12e-6, 1.0 / 230e9}, {8, 25e-6, 1.75 / 230e9}, {16, 45e-6, 1.875 / 22e9}, {64, 90e-6, 1.96875 / 22e9}};
+  m.collective(CollectiveKind::kBroadcast).points = {
+      {2, 10e-6, 1.0 / 230e9}, {8, 18e-6, 1.0 / 230e9}, {16, 35e-6, 1.0 / 22e9}, {64, 60e-6, 1.0 / 22e9}};
+  m.collective(CollectiveKind::kReduce).points = m.collective(CollectiveKind::kBroadcast).points;
+  m.collective(CollectiveKind::kSendRecv).points = {{2, 12e-6, 1.0 / 22e9}};
+  // PCIe 4.0 x16, ~24 GB/s pinned.
+  m.copy_h2d = m.copy_d2h = {1e-5, 1.0 / 24e9};
+  m.copy_d2d = {4e-6, 2.0 / 1.3e12};
+  m.interference = {1.0, 1.0, 1.0, 0.85, 0.8, 0.7, 0.95, 0.8, 0.7};
+  m.link_sharing = LinkSharing::kSerial;
+  return m;
+}
+
+// ppmoe's cluster (Sec. 4.2-4.3): V100 nodes of 8 GPUs (NVLink 2). The paper
+// does not give the network; we assume 4 x 100 Gb/s EDR per node (DGX-1),
+// i.e. 6.25 GB/s per GPU, ~5.5 GB/s achieved.
+CostModel preset_v100() {
+  CostModel m;
+  m.name = "v100-nvlink-ib100";
+  m.description =
+      "ppmoe cluster: V100 SXM2 32 GB, 8 per node on NVLink 2 (~130 GB/s achieved), 4 x 100 Gb/s "
+      "EDR per node (assumed; ~5.5 GB/s per GPU); fp16 GEMMs at 80 of 125 TFLOP/s";
+  m.device = {"Tesla V100-SXM2-32GB (simulated)", 7, 0, 80, 32LL << 30, "volta", 8};
+  m.compute = {7e-6, 1.0 / 80e12, 0.0};
+  set_memory_bound(m, 5e-6, 2.0 / 750e9);
+  m.collective(CollectiveKind::kAllToAllV).points = {
+      {2, 12e-6, 0.5 / 130e9}, {8, 25e-6, 0.875 / 130e9}, {16, 50e-6, 0.5 / 5.5e9}, {64, 120e-6, 0.875 / 5.5e9},
+      {256, 300e-6, 0.96875 / 5.5e9}};
+  m.collective(CollectiveKind::kAllReduce).points = {
+      {2, 12e-6, 1.0 / 130e9}, {8, 30e-6, 1.75 / 130e9}, {16, 60e-6, 1.875 / 5.5e9}, {256, 400e-6, 1.9921875 / 5.5e9}};
+  m.collective(CollectiveKind::kBroadcast).points = {
+      {2, 12e-6, 1.0 / 130e9}, {8, 25e-6, 1.0 / 130e9}, {16, 50e-6, 1.0 / 5.5e9}, {256, 250e-6, 1.0 / 5.5e9}};
+  m.collective(CollectiveKind::kReduce).points = m.collective(CollectiveKind::kBroadcast).points;
+  m.collective(CollectiveKind::kSendRecv).points = {{2, 15e-6, 1.0 / 5.5e9}};
+  m.copy_h2d = m.copy_d2h = {1e-5, 1.0 / 12e9};
+  m.copy_d2d = {5e-6, 2.0 / 750e9};
+  m.link_sharing = LinkSharing::kFairShare;
+  return m;
+}
+
+// pro-prophet's HPWNV nodes (Sec. VI): 4 x RTX 3090 24 GB on PCIe 3.0 (no
+// NVLink), 100 Gb/s InfiniBand between nodes. Its own model (Eq. 1) uses one
+// average bandwidth B-bar and counts received inputs only.
+CostModel preset_rtx3090() {
+  CostModel m;
+  m.name = "rtx3090-pcie-ib100";
+  m.description =
+      "pro-prophet HPWNV nodes: 4 x RTX 3090 24 GB on PCIe 3.0 (~10 GB/s between GPUs), "
+      "100 Gb/s InfiniBand per node (~3 GB/s per GPU); fp16 GEMMs at 50 of 71 TFLOP/s; "
+      "all-to-all volume = inputs received from other devices (pro-prophet Eq. 1)";
+  m.device = {"NVIDIA GeForce RTX 3090 (simulated)", 8, 6, 82, 24LL << 30, "sm86", 4};
+  m.compute = {6e-6, 1.0 / 50e12, 0.0};
+  set_memory_bound(m, 4e-6, 2.0 / 800e9);
+  m.collective(CollectiveKind::kAllToAllV).points = {
+      {2, 15e-6, 1.0 / 10e9}, {4, 25e-6, 1.0 / 10e9}, {8, 50e-6, 1.0 / 3e9}, {32, 120e-6, 1.0 / 3e9}};
+  m.collective(CollectiveKind::kAllReduce).points = {
+      {2, 15e-6, 1.0 / 10e9}, {4, 30e-6, 1.5 / 10e9}, {8, 60e-6, 1.75 / 3e9}, {32, 150e-6, 1.9375 / 3e9}};
+  m.collective(CollectiveKind::kBroadcast).points = {
+      {2, 15e-6, 1.0 / 10e9}, {4, 25e-6, 1.0 / 10e9}, {8, 50e-6, 1.0 / 3e9}, {32, 100e-6, 1.0 / 3e9}};
+  m.collective(CollectiveKind::kReduce).points = m.collective(CollectiveKind::kBroadcast).points;
+  m.collective(CollectiveKind::kSendRecv).points = {{2, 15e-6, 1.0 / 10e9}};
+  m.copy_h2d = m.copy_d2h = {1e-5, 1.0 / 11e9};
+  m.copy_d2d = {4e-6, 2.0 / 800e9};
+  m.link_sharing = LinkSharing::kSerial;
+  m.all_to_all_volume = AllToAllVolume::kMaxRecv;
+  m.all_to_all_counts_local = false;
+  return m;
+}
+
+struct PresetEntry {
+  const char* name;
+  const char* summary;
+  CostModel (*make)();
+};
+
+constexpr PresetEntry kPresets[] = {
+    {"h100-nvlink-ib", "default: H100 SXM, NVLink 4 in 8-GPU nodes, 400 Gb/s NDR per GPU",
+     preset_h100},
+    {"pipemoe-2080ti-ib100", "pipemoe solver.py: RTX 2080 Ti GEMM, all-to-all at P=16/32/64 on 100 Gb/s IB",
+     preset_pipemoe_solver},
+    {"pipemoe-fig6", "pipemoe Fig. 6 fits (GEMM and all-to-all at P=16/32/64)", preset_pipemoe_fig6},
+    {"a100-nvlink-ib200", "mpipemoe cluster: DGX A100 40 GB, HDR 200 Gb/s per GPU", preset_a100},
+    {"v100-nvlink-ib100", "ppmoe cluster: V100 32 GB, NVLink 2, EDR (assumed)", preset_v100},
+    {"rtx3090-pcie-ib100", "pro-prophet HPWNV: RTX 3090 on PCIe 3.0, 100 Gb/s IB", preset_rtx3090},
+};
+
+}  // namespace
+
+std::vector<CostModelPreset> cost_model_presets() {
+  std::vector<CostModelPreset> out;
+  for (const auto& p : kPresets) out.push_back({p.name, p.summary});
+  return out;
+}
+
+CostModel cost_model_preset(std::string_view name) {
+  for (const auto& p : kPresets)
+    if (name == p.name) return p.make();
+  std::string known;
+  for (const auto& p : kPresets) known += (known.empty() ? "" : ", ") + std::string(p.name);
+  throw ConfigError(fmt::format("cost_model \"{}\" is not a known preset ({})", name, known));
+}
+
+// ---------------------------------------------------------------------------
+// JSON
+
+namespace {
+
+using nlohmann::json;
+
+double number(const json& j, std::string_view field) {
+  if (!j.is_number()) throw ConfigError(fmt::format("cost_model.{} must be a number", field));
+  return j.get<double>();
+}
+
+template <class F>
+void for_each_key(const json& obj, std::string_view where, F&& f) {
+  if (!obj.is_object()) throw ConfigError(fmt::format("cost_model.{} must be an object", where));
+  for (auto it = obj.begin(); it != obj.end(); ++it) f(it.key(), it.value());
+}
+
+void read_compute(const json& j, std::string_view where, ComputeCost& c) {
+  for_each_key(j, where, [&](const std::string& k, const json& v) {
+    const auto field = fmt::format("{}.{}", where, k);
+    if (k == "alpha_s") c.alpha_s = number(v, field);
+    else if (k == "seconds_per_flop") c.seconds_per_flop = number(v, field);
+    else if (k == "seconds_per_byte") c.seconds_per_byte = number(v, field);
+    else if (k == "flops_per_s") c.seconds_per_flop = 1.0 / number(v, field);
+    else if (k == "bytes_per_s") c.seconds_per_byte = 1.0 / number(v, field);
+    else throw ConfigError(fmt::format("cost_model.{} is not a known field", field));
+  });
+}
+
+void read_linear(const json& j, std::string_view where, LinearCost& c) {
+  for_each_key(j, where, [&](const std::string& k, const json& v) {
+    const auto field = fmt::format("{}.{}", where, k);
+    if (k == "alpha_s") c.alpha_s = number(v, field);
+    else if (k == "beta_s") c.beta_s = number(v, field);
+    else if (k == "bytes_per_s") c.beta_s = 1.0 / number(v, field);
+    else throw ConfigError(fmt::format("cost_model.{} is not a known field", field));
+  });
+}
+
+void read_points(const json& j, std::string_view where, CollectiveCost& c) {
+  if (!j.is_array()) throw ConfigError(fmt::format("cost_model.{} must be an array of points", where));
+  c.points.clear();
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    CollectiveScalePoint p;
+    const auto at = fmt::format("{}[{}]", where, i);
+    for_each_key(j[i], at, [&](const std::string& k, const json& v) {
+      const auto field = fmt::format("{}.{}", at, k);
+      if (k == "ranks") {
+        if (!v.is_number_integer()) throw ConfigError(fmt::format("cost_model.{} must be an integer", field));
+        p.ranks = v.get<int>();
+      } else if (k == "alpha_s") {
+        p.alpha_s = number(v, field);
+      } else if (k == "beta_s") {
+        p.beta_s = number(v, field);
+      } else if (k == "bytes_per_s") {
+        p.beta_s = 1.0 / number(v, field);
+      } else {
+        throw ConfigError(fmt::format("cost_model.{} is not a known field", field));
+      }
+    });
+    c.points.push_back(p);
+  }
+}
+
+bool boolean(const json& j, std::string_view field) {
+  if (!j.is_boolean()) throw ConfigError(fmt::format("cost_model.{} must be true or false", field));
+  return j.get<bool>();
+}
+
+std::string string(const json& j, std::string_view field) {
+  if (!j.is_string()) throw ConfigError(fmt::format("cost_model.{} must be a string", field));
+  return j.get<std::string>();
+}
+
+}  // namespace
+
+CostModel cost_model_from_json(std::string_view json_text) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    throw ConfigError(fmt::format("cost model is not valid JSON: {}", e.what()));
+  }
+  if (!j.is_object()) throw ConfigError("cost model must be a JSON object");
+  CostModel m = cost_model_preset(j.contains("base") ? string(j["base"], "base") : "h100-nvlink-ib");
+  if (!j.contains("base")) m.name = "custom";
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const json& v = it.value();
+    if (k == "base") continue;
+    if (k == "name") m.name = string(v, k);
+    else if (k == "description") m.description = string(v, k);
+    else if (k == "compute") read_compute(v, "compute", m.compute);
+    else if (k == "compute_by_kind") {
+      for_each_key(v, k, [&](const std::string& kind_name, const json& c) {
+        const auto kind = parse_op_kind(kind_name);
+        if (!kind)
+          throw ConfigError(fmt::format("cost_model.compute_by_kind.{} is not an op kind", kind_name));
+        ComputeCost cost = m.compute_cost(*kind);
+        read_compute(c, "compute_by_kind." + kind_name, cost);
+        m.compute_by_kind[*kind] = cost;
+      });
+    } else if (k == "collectives") {
+      for_each_key(v, k, [&](const std::string& name, const json& pts) {
+        bool found = false;
+        for (auto ck : kCollectiveKinds)
+          if (plan::collective_kind_name(ck) == name) {
+            read_points(pts, "collectives." + name, m.collective(ck));
+            found = true;
+          }
+        if (!found)
+          throw ConfigError(fmt::format("cost_model.collectives.{} is not a collective kind "
+                                        "(all_to_all_v, all_reduce, broadcast, reduce, send_recv)",
+                                        name));
+      });
+    } else if (k == "copy") {
+      for_each_key(v, k, [&](const std::string& dir, const json& c) {
+        if (dir == "h2d") read_linear(c, "copy.h2d", m.copy_h2d);
+        else if (dir == "d2h") read_linear(c, "copy.d2h", m.copy_d2h);
+        else if (dir == "d2d") read_linear(c, "copy.d2d", m.copy_d2d);
+        else throw ConfigError(fmt::format("cost_model.copy.{} is not one of h2d, d2h, d2d", dir));
+      });
+    } else if (k == "interference") {
+      auto& f = m.interference;
+      for_each_key(v, k, [&](const std::string& name, const json& x) {
+        const auto field = "interference." + name;
+        double* target = name == "sigma_comm"  ? &f.sigma_comm
+                         : name == "sigma_mem" ? &f.sigma_mem
+                         : name == "sigma_all" ? &f.sigma_all
+                         : name == "mu_comp"   ? &f.mu_comp
+                         : name == "mu_mem"    ? &f.mu_mem
+                         : name == "mu_all"    ? &f.mu_all
+                         : name == "eta_comp"  ? &f.eta_comp
+                         : name == "eta_comm"  ? &f.eta_comm
+                         : name == "eta_all"   ? &f.eta_all
+                                               : nullptr;
+        if (!target) throw ConfigError(fmt::format("cost_model.{} is not a known factor", field));
+        *target = number(x, field);
+      });
+    } else if (k == "link_sharing") {
+      m.link_sharing = parse_link_sharing(string(v, k));
+    } else if (k == "all_to_all_volume") {
+      m.all_to_all_volume = parse_all_to_all_volume(string(v, k));
+    } else if (k == "all_to_all_counts_local") {
+      m.all_to_all_counts_local = boolean(v, k);
+    } else if (k == "share_compute") {
+      m.share_compute = boolean(v, k);
+    } else if (k == "device") {
+      for_each_key(v, k, [&](const std::string& f, const json& x) {
+        const auto field = "device." + f;
+        if (f == "name") m.device.name = string(x, field);
+        else if (f == "kernel_arch") m.device.kernel_arch = string(x, field);
+        else if (f == "compute_major") m.device.compute_major = static_cast<int>(number(x, field));
+        else if (f == "compute_minor") m.device.compute_minor = static_cast<int>(number(x, field));
+        else if (f == "sm_count") m.device.sm_count = static_cast<int>(number(x, field));
+        else if (f == "memory_bytes") m.device.memory_bytes = static_cast<std::int64_t>(number(x, field));
+        else if (f == "gpus_per_node") m.device.gpus_per_node = static_cast<int>(number(x, field));
+        else throw ConfigError(fmt::format("cost_model.{} is not a known field", field));
+      });
+    } else {
+      throw ConfigError(fmt::format("cost_model.{} is not a known field", k));
+    }
+  }
+  m.validate();
+  return m;
+}
+
+std::string to_json(const CostModel& m) {
+  json j;
+  j["name"] = m.name;
+  j["description"] = m.description;
+  auto compute = [](const ComputeCost& c) {
+    return json{{"alpha_s", c.alpha_s}, {"seconds_per_flop", c.seconds_per_flop},
+                {"seconds_per_byte", c.seconds_per_byte}};
+  };
+  j["compute"] = compute(m.compute);
+  json by_kind = json::object();
+  for (const auto& [kind, c] : m.compute_by_kind) by_kind[std::string(op_kind_name(kind))] = compute(c);
+  j["compute_by_kind"] = by_kind;
+  json coll = json::object();
+  for (auto k : kCollectiveKinds) {
+    json pts = json::array();
+    for (const auto& p : m.collective(k).points)
+      pts.push_back({{"ranks", p.ranks}, {"alpha_s", p.alpha_s}, {"beta_s", p.beta_s}});
+    coll[std::string(plan::collective_kind_name(k))] = pts;
+  }
+  j["collectives"] = coll;
+  auto lin = [](const LinearCost& c) { return json{{"alpha_s", c.alpha_s}, {"beta_s", c.beta_s}}; };
+  j["copy"] = {{"h2d", lin(m.copy_h2d)}, {"d2h", lin(m.copy_d2h)}, {"d2d", lin(m.copy_d2d)}};
+  const auto& f = m.interference;
+  j["interference"] = {{"sigma_comm", f.sigma_comm}, {"sigma_mem", f.sigma_mem}, {"sigma_all", f.sigma_all},
+                       {"mu_comp", f.mu_comp},       {"mu_mem", f.mu_mem},       {"mu_all", f.mu_all},
+                       {"eta_comp", f.eta_comp},     {"eta_comm", f.eta_comm},   {"eta_all", f.eta_all}};
+  j["link_sharing"] = std::string(link_sharing_name(m.link_sharing));
+  j["all_to_all_volume"] = std::string(all_to_all_volume_name(m.all_to_all_volume));
+  j["all_to_all_counts_local"] = m.all_to_all_counts_local;
+  j["share_compute"] = m.share_compute;
+  j["device"] = {{"name", m.device.name},
+                 {"compute_major", m.device.compute_major},
+                 {"compute_minor", m.device.compute_minor},
+                 {"sm_count", m.device.sm_count},
+                 {"memory_bytes", m.device.memory_bytes},
+                 {"kernel_arch", m.device.kernel_arch},
+                 {"gpus_per_node", m.device.gpus_per_node}};
+  return j.dump(2);
+}
+
+}  // namespace moetrace::sim

@@ -1,0 +1,336 @@
+#include "moetrace/sim/trace_output.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <tuple>
+
+#include "moetrace/instrument/trace_writer.h"
+#include "moetrace/schema/error.h"
+
+namespace moetrace::sim {
+
+using plan::CollectiveKind;
+using plan::Op;
+using plan::Plan;
+
+namespace {
+
+std::string nccl_dtype(int elem_bytes) {
+  return elem_bytes == 4 ? "f32" : elem_bytes == 8 ? "f64" : elem_bytes == 1 ? "u8" : "bf16";
+}
+
+// GEMM kernel names as cuBLAS shows them in Nsight Systems on each family.
+std::string gemm_name(const DeviceSpec& d, int elem_bytes) {
+  const std::string& arch = d.kernel_arch;
+  if (arch.rfind("sm", 0) == 0) {
+    const std::string t = elem_bytes == 4 ? "f32" : "bf16";
+    return fmt::format("{}_xmma_gemm_{}{}_{}f32_f32_tn_n_tilesize128x128x64", arch, t, t, t);
+  }
+  if (elem_bytes == 4) return fmt::format("{}_sgemm_128x128_tn", arch);
+  return fmt::format("{}_fp16_s884gemm_fp16_128x128_ldg8_f2f_tn", arch);
+}
+
+}  // namespace
+
+std::string kernel_name(const Plan& plan, const Op& op, const DeviceSpec& device) {
+  const bool bwd = op.coords.phase == Phase::kBackward;
+  const int eb = plan.dims.elem_bytes;
+  if (const auto* c = op.collective()) {
+    constexpr const char* kArgs = "(ncclDevComm*, unsigned long, ncclWork*)";
+    switch (c->kind) {
+      case CollectiveKind::kAllToAllV:
+      case CollectiveKind::kSendRecv: return fmt::format("ncclDevKernel_SendRecv{}", kArgs);
+      case CollectiveKind::kAllReduce:
+        return fmt::format("ncclDevKernel_AllReduce_Sum_{}_RING_LL{}", nccl_dtype(eb), kArgs);
+      case CollectiveKind::kBroadcast: return fmt::format("ncclDevKernel_Broadcast_RING_LL{}", kArgs);
+      case CollectiveKind::kReduce:
+        return fmt::format("ncclDevKernel_Reduce_Sum_{}_RING_LL{}", nccl_dtype(eb), kArgs);
+    }
+  }
+  switch (op.kind) {
+    case OpKind::kGate: return bwd ? "moe_gate_softmax_topk_backward_kernel" : "moe_gate_softmax_topk_kernel";
+    case OpKind::kPermute: return bwd ? "moe_permute_tokens_backward_kernel" : "moe_permute_tokens_kernel";
+    case OpKind::kUnpermute: return bwd ? "moe_unpermute_combine_backward_kernel" : "moe_unpermute_combine_kernel";
+    case OpKind::kIndexSlice: return "index_select_large_index_kernel";
+    case OpKind::kExpertFfn:
+    case OpKind::kRecompute:
+    case OpKind::kDenseFfn: return gemm_name(device, eb);
+    case OpKind::kAttention:
+      return bwd ? "flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel" : "flash_fwd_kernel";
+    case OpKind::kOptimizer: return "multi_tensor_apply_kernel<AdamFunctor<float>>";
+    case OpKind::kPlan: return "pro_prophet_plan_search";
+    default: break;
+  }
+  return fmt::format("moetrace_{}_kernel", op_kind_name(op.kind));
+}
+
+namespace {
+
+void flatten(const nlohmann::json& j, const std::string& prefix, instrument::TraceWriter& w) {
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it)
+      flatten(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), w);
+  } else if (j.is_string()) {
+    w.set_config(prefix, j.get<std::string>());
+  } else {
+    w.set_config(prefix, j.dump());
+  }
+}
+
+struct CopyDirection {
+  schema::CopyKind kind;
+  schema::MemoryKind src, dst;
+};
+
+CopyDirection copy_direction(const Plan& plan, const Op& op) {
+  schema::MemoryKind src = schema::MemoryKind::kDevice, dst = schema::MemoryKind::kDevice;
+  if (const auto* c = std::get_if<plan::Copy>(&op.data)) {
+    if (c->src.buffer.valid()) src = plan.buffer(c->src.buffer).memory;
+    if (c->dst.buffer.valid()) dst = plan.buffer(c->dst.buffer).memory;
+  } else if (op.kind == OpKind::kOffload) {
+    dst = schema::MemoryKind::kPinnedHost;
+  } else if (op.kind == OpKind::kPrefetch) {
+    src = schema::MemoryKind::kPinnedHost;
+  }
+  const bool sd = src == schema::MemoryKind::kDevice, dd = dst == schema::MemoryKind::kDevice;
+  const auto kind = sd && dd ? schema::CopyKind::kDeviceToDevice
+                    : sd     ? schema::CopyKind::kDeviceToHost
+                    : dd     ? schema::CopyKind::kHostToDevice
+                             : schema::CopyKind::kHostToHost;
+  return {kind, src, dst};
+}
+
+bool is_copy(const Op& op) {
+  return !op.collective() && (std::holds_alternative<plan::Copy>(op.data) || op.category() == Category::kMemcpy);
+}
+
+// Plausible launch shapes: GEMMs one CTA wave over the SMs, NCCL one block
+// per channel, elementwise kernels enough 256-thread blocks for the bytes.
+void launch_shape(const Op& op, const DeviceSpec& d, instrument::KernelRecord& k) {
+  if (op.collective()) {
+    k.grid = {16, 1, 1};
+    k.block = {512, 1, 1};
+    k.shared_bytes = 0;
+  } else if (op.kind == OpKind::kExpertFfn || op.kind == OpKind::kRecompute || op.kind == OpKind::kDenseFfn ||
+             op.kind == OpKind::kAttention) {
+    k.grid = {std::max(1, d.sm_count), 1, 1};
+    k.block = {384, 1, 1};
+    k.shared_bytes = 200 * 1024;
+  } else {
+    const std::int64_t blocks = std::clamp<std::int64_t>(std::max<std::int64_t>(op.bytes, 0) / 4096, 1, 65535);
+    k.grid = {static_cast<std::int32_t>(blocks), 1, 1};
+    k.block = {256, 1, 1};
+    k.shared_bytes = 0;
+  }
+}
+
+}  // namespace
+
+TraceOutputStats write_trace(const std::string& path, const Plan& plan, const CostModel& model,
+                             const SimResult& result, const TraceOutputOptions& options) {
+  if (result.start_s.size() != plan.ops.size() || result.alloc_s.size() != plan.buffers.size())
+    throw Error("write_trace: the simulation result does not belong to this plan");
+  instrument::RunRecord run;
+  run.name = options.run_name.empty() ? plan.variant + " (simulated)" : options.run_name;
+  run.backend = "sim";
+  run.variant = plan.variant;
+  run.simulated = true;
+  run.world_size = plan.world_size;
+  run.host = "simulator";
+  run.config_json = options.config_json.empty() ? plan.config_json : options.config_json;
+  instrument::TraceWriter w(path, run);
+
+  // run_config: the configuration flattened to dotted keys, and the cost model.
+  if (!run.config_json.empty()) {
+    try {
+      flatten(nlohmann::json::parse(run.config_json), "", w);
+    } catch (const nlohmann::json::exception&) {
+      w.set_config("config_json", run.config_json);  // not JSON: kept whole
+    }
+  }
+  w.set_config("sim.cost_model", model.name);
+  w.set_config("sim.cost_model_json", to_json(model));
+  w.set_config("sim.makespan_s", fmt::format("{:.9g}", result.makespan_s));
+
+  const DeviceSpec& dev = model.device;
+  for (int r = 0; r < plan.world_size; ++r) {
+    w.add(instrument::DeviceRecord{DeviceId(r), dev.name, fmt::format("SIM-GPU-{}", r), dev.compute_major,
+                                   dev.compute_minor, dev.sm_count, dev.memory_bytes, true});
+    w.add(instrument::RankRecord{RankId(r), DeviceId(r), r % dev.gpus_per_node,
+                                 fmt::format("sim-node{}", r / dev.gpus_per_node), -1});
+  }
+  for (const auto& s : plan.streams)
+    w.add(instrument::StreamRecord{s.id, s.rank, DeviceId(s.rank.value), s.id.value,
+                                   std::string(plan::stream_role_name(s.role)), s.name, s.priority});
+
+  // Layers: tokens of a layer = tokens routed in iteration 0 / top_k.
+  for (int l = 0; l < plan.dims.num_layers; ++l) {
+    std::int64_t routed = 0;
+    for (const auto& e : plan.loads)
+      if (e.iteration == 0 && e.layer == l) routed += e.tokens;
+    instrument::LayerRecord lr;
+    lr.layer = l;
+    lr.kind = "moe";
+    lr.num_experts = plan.dims.num_experts;
+    lr.top_k = plan.dims.top_k;
+    lr.model_dim = plan.dims.model_dim;
+    lr.hidden_dim = plan.dims.expert_hidden;
+    lr.tokens = plan.loads.empty() ? -1 : routed / std::max(1, plan.dims.top_k);
+    w.add(lr);
+  }
+
+  std::vector<StringId> kind_names;
+  for (const auto& info : all_op_kinds()) kind_names.push_back(w.intern(info.name));
+  std::map<std::tuple<int, int, int>, StringId> kernel_names;  // (kind, phase, collective kind)
+
+  // The op that allocates each buffer (its stream goes on the memory event).
+  std::vector<StreamId> alloc_stream(plan.buffers.size()), free_stream(plan.buffers.size());
+  for (const auto& op : plan.ops) {
+    for (BufferId b : op.alloc_before) alloc_stream[static_cast<std::size_t>(b.value)] = op.stream;
+    for (BufferId b : op.free_after) free_stream[static_cast<std::size_t>(b.value)] = op.stream;
+  }
+
+  const bool full = options.detail == TraceDetail::kFull;
+  std::vector<OpId> deps;
+  std::vector<std::pair<BufferId, int>> accesses;  // kRead = 1, kWrite = 2, kReadWrite = 3
+  const std::size_t n = plan.ops.size();
+  const std::size_t report_every = std::max<std::size_t>(1, n / 100);
+  for (std::size_t i = 0; i < n; ++i) {
+    const Op& op = plan.ops[i];
+    instrument::OpRangeRecord r;
+    r.id = op.id;
+    r.rank = op.rank;
+    r.stream = op.stream;
+    r.kind = op.kind;
+    r.name = options.full_op_names && !op.name.empty() ? w.intern(op.name)
+                                                       : kind_names[static_cast<std::size_t>(op.kind)];
+    r.layer = op.coords.layer;
+    r.iteration = op.coords.iteration;
+    r.micro_batch = op.coords.micro_batch;
+    r.chunk = op.coords.chunk;
+    r.phase = op.coords.phase;
+    r.start_ns = to_ns(result.start_s[i]);
+    r.end_ns = to_ns(result.end_s[i]);
+    r.flops = op.flops > 0 ? op.flops : -1;
+    r.bytes = op.bytes > 0 ? op.bytes : -1;
+    if (const auto* c = op.collective(); c && c->kind == CollectiveKind::kSendRecv) {
+      if (!c->sends.empty()) r.peer = c->sends.front().peer;
+      else if (!c->recvs.empty()) r.peer = c->recvs.front().peer;
+    }
+    w.add(r);
+    // op_deps and op_buffers have (op, other) primary keys: one row per
+    // pair, a buffer both read and written listed once as read-write.
+    deps.assign(op.deps.begin(), op.deps.end());
+    std::sort(deps.begin(), deps.end());
+    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+    for (OpId d : deps) w.add(instrument::OpDepRecord{op.id, d});
+    accesses.clear();
+    if (full)
+      for (const auto& a : op.buffers) accesses.emplace_back(a.buffer, static_cast<int>(a.access));
+    std::sort(accesses.begin(), accesses.end());
+    for (std::size_t k = 0; k < accesses.size();) {
+      int access = 0;
+      std::size_t e = k;
+      for (; e < accesses.size() && accesses[e].first == accesses[k].first; ++e) access |= accesses[e].second;
+      w.add(instrument::OpBufferRecord{op.id, accesses[k].first, static_cast<schema::Access>(access)});
+      k = e;
+    }
+
+    if (full) {
+      if (is_copy(op)) {
+        const auto dir = copy_direction(plan, op);
+        instrument::MemcpyRecord m;
+        m.rank = op.rank;
+        m.stream = op.stream;
+        m.start_ns = r.start_ns;
+        m.end_ns = r.end_ns;
+        m.bytes = std::max<std::int64_t>(op.bytes, 0);
+        m.copy_kind = dir.kind;
+        m.src_kind = dir.src;
+        m.dst_kind = dir.dst;
+        m.op = op.id;
+        w.add(m);
+      } else {
+        const auto* c = op.collective();
+        const auto key = std::tuple{static_cast<int>(op.kind), static_cast<int>(op.coords.phase),
+                                    c ? static_cast<int>(c->kind) : -1};
+        auto it = kernel_names.find(key);
+        if (it == kernel_names.end()) it = kernel_names.emplace(key, w.intern(kernel_name(plan, op, dev))).first;
+        instrument::KernelRecord k;
+        k.rank = op.rank;
+        k.stream = op.stream;
+        k.start_ns = r.start_ns;
+        k.end_ns = r.end_ns;
+        k.name = it->second;
+        launch_shape(op, dev, k);
+        k.op = op.id;
+        w.add(k);
+      }
+    }
+    if (options.progress && i % report_every == 0) options.progress(0.9 * static_cast<double>(i) / static_cast<double>(n));
+  }
+
+  // Buffers and their memory events (the analyzer's memory timeline).
+  std::vector<std::uint64_t> next_address(static_cast<std::size_t>(std::max(plan.world_size, 0)));
+  for (std::size_t r = 0; r < next_address.size(); ++r)
+    next_address[r] = 0x7f0000000000ULL + (static_cast<std::uint64_t>(r) << 36);
+  for (std::size_t i = 0; i < plan.buffers.size(); ++i) {
+    const plan::Buffer& b = plan.buffers[i];
+    if (result.alloc_s[i] < 0) continue;  // never used by any op
+    auto& addr = next_address[static_cast<std::size_t>(b.rank.value)];
+    instrument::BufferRecord br;
+    br.id = b.id;
+    br.rank = b.rank;
+    br.tag = std::string(plan::buffer_tag_name(b.tag));
+    br.bytes = b.bytes();
+    br.memory_kind = b.memory;
+    br.layer = b.layer;
+    br.chunk = b.chunk;
+    br.alloc_ns = to_ns(result.alloc_s[i]);
+    br.free_ns = result.free_s[i] >= 0 ? to_ns(result.free_s[i]) : -1;
+    br.address = addr;
+    addr += static_cast<std::uint64_t>((b.bytes() + 511) / 512 * 512 + 512);
+    w.add(br);
+    instrument::MemoryEventRecord e;
+    e.rank = b.rank;
+    e.ts_ns = br.alloc_ns;
+    e.alloc = true;
+    e.address = br.address;
+    e.bytes = br.bytes;
+    e.memory_kind = b.memory;
+    e.stream = alloc_stream[i];
+    e.buffer = b.id;
+    w.add(e);
+    if (br.free_ns >= 0) {
+      e.ts_ns = br.free_ns;
+      e.alloc = false;
+      e.stream = free_stream[i];
+      w.add(e);
+    }
+  }
+
+  bool per_expert_totals = false;
+  for (const auto& l : plan.loads) {
+    w.add(instrument::ExpertLoadRecord{l.iteration, l.layer, l.source, l.expert, l.tokens});
+    per_expert_totals = per_expert_totals || l.source < 0;
+  }
+  if (per_expert_totals)
+    w.set_config("sim.expert_load",
+                 "per-expert totals (src_rank = -1): the plan was built timing-only at a scale where the "
+                 "per-source table would dominate the trace");
+  for (const auto& p : plan.placements)
+    w.add(instrument::ExpertPlacementRecord{p.iteration, p.layer, p.expert, p.rank.value, p.role});
+
+  w.set_config("sim.trace_detail", full ? "full" : "lean");
+  const auto t_close = std::chrono::steady_clock::now();
+  w.close();
+  const double close_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_close).count();
+  if (options.progress) options.progress(1.0);
+  return {w.stats().rows_written, close_seconds};
+}
+
+}  // namespace moetrace::sim

@@ -1,0 +1,131 @@
+// Impossible configurations are refused with one line that names the field.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+
+#include "moetrace/plan/builders.h"
+#include "moetrace/plan/config.h"
+#include "moetrace/plan/routing.h"
+#include "moetrace/schema/error.h"
+
+namespace moetrace::plan {
+namespace {
+
+// The ConfigError message of f, or "" where it does not throw one.
+std::string config_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+CommonConfig common() {
+  CommonConfig c;
+  c.model.num_experts = 4;
+  c.ranks = 4;
+  return c;
+}
+
+TEST(ConfigErrors, ExpertsNotDivisibleByRanks) {
+  DpMoeConfig c;
+  c.common = common();
+  c.common.model.num_experts = 6;
+  EXPECT_EQ(config_error([&] { c.validate(); }), "num_experts (6) is not divisible by ranks (4)");
+}
+
+TEST(ConfigErrors, PipelineDegreeBelowOne) {
+  PipeMoeConfig c;
+  c.common = common();
+  c.pipeline_degree = 0;
+  EXPECT_EQ(config_error([&] { c.validate(); }), "pipeline_degree (0) must be at least 1");
+}
+
+TEST(ConfigErrors, TopKAboveExperts) {
+  DpMoeConfig c;
+  c.common = common();
+  c.common.model.top_k = 5;
+  EXPECT_EQ(config_error([&] { c.validate(); }), "top_k (5) is greater than num_experts (4)");
+}
+
+TEST(ConfigErrors, TensorParallelNotDividingRanks) {
+  PpMoeConfig c;
+  c.common = common();
+  c.tensor_parallel = 3;
+  EXPECT_EQ(config_error([&] { c.validate(); }), "tensor_parallel (3) does not divide ranks (4)");
+}
+
+TEST(ConfigErrors, LayersNotDivisibleByStages) {
+  PpMoeConfig c;
+  c.common = common();
+  c.common.model.num_layers = 3;
+  c.tensor_parallel = 2;
+  c.pipeline_stages = 2;
+  EXPECT_EQ(config_error([&] { c.validate(); }), "num_layers (3) is not divisible by pipeline_stages (2)");
+}
+
+TEST(ConfigErrors, MemoryBudgetBelowModelStates) {
+  DpMoeConfig c;
+  c.common = common();  // M 8, H 16, E 4, 1 expert per rank, 1 layer, 2-byte elements
+  // Eq. 1: 4 x (E M + 2 H M) elements = 4 x (32 + 256) = 1152 elements = 2304 bytes.
+  EXPECT_EQ(model_state_bytes(c.common.model, 1.0, 1), 2304);
+  c.common.memory_budget_bytes = 2303;
+  const std::string msg = config_error([&] { c.validate(); });
+  EXPECT_EQ(msg.rfind("memory_budget_bytes (2303) is below the model states", 0), 0u) << msg;
+  c.common.memory_budget_bytes = 2304;
+  EXPECT_EQ(config_error([&] { c.validate(); }), "");
+}
+
+TEST(ConfigErrors, ReuseNeedsTwoPartitions) {
+  MPipeMoeConfig c;
+  c.common = common();
+  c.partitions = 1;
+  c.strategy = ReuseStrategy::kS2;
+  EXPECT_EQ(config_error([&] { c.validate(); }), "partitions (1) must be at least 2 for memory reuse strategy S2");
+  EXPECT_EQ(config_error([] { parse_reuse_strategy("S5"); }), "strategy (S5) is not one of none, S1, S2, S3, S4");
+  EXPECT_EQ(parse_reuse_strategy("S3"), ReuseStrategy::kS3);
+}
+
+TEST(ConfigErrors, ProProphetNOutOfRange) {
+  ProProphetConfig c;
+  c.common = common();
+  c.n = 4;
+  EXPECT_EQ(config_error([&] { c.validate(); }), "n (4) must be between 0 and ranks - 1 (3)");
+}
+
+TEST(ConfigErrors, ShadowExpertOutOfRange) {
+  FasterMoeConfig c;
+  c.common = common();
+  c.shadow_experts = {9};
+  EXPECT_EQ(config_error([&] { c.validate(); }),
+            "shadow_experts entry (9) is not an expert index below num_experts (4)");
+}
+
+TEST(ConfigErrors, LoadDoesNotMatchConfig) {
+  DpMoeConfig c;
+  c.common = common();
+  c.common.model.num_layers = 2;
+  SyntheticLoadConfig s;
+  s.layers = 3;
+  s.sources = 4;
+  s.experts = 4;
+  const ExpertLoad load = synthetic_load(s);
+  EXPECT_EQ(config_error([&] { build_dpmoe(c, load); }), "expert load has 3 layers, but num_layers is 2");
+  s.layers = 2;
+  s.sources = 3;
+  EXPECT_EQ(config_error([&] { build_dpmoe(c, synthetic_load(s)); }), "expert load has 3 sources, but ranks is 4");
+}
+
+TEST(ConfigErrors, InconsistentLoad) {
+  ExpertLoad l = ExpertLoad::zeros(1, 1, 1, 2, 1);
+  l.tokens_of(0, 0) = 3;
+  l.count(0, 0, 0, 0) = 2;
+  l.count(0, 0, 0, 1) = 2;
+  EXPECT_EQ(config_error([&] { l.validate(); }),
+            "expert load counts of (iteration 0, layer 0, source 0) sum to 4, not tokens (3) x top_k (1)");
+}
+
+}  // namespace
+}  // namespace moetrace::plan

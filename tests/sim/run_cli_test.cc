@@ -1,0 +1,152 @@
+// `moetrace run` end to end: presets, config files, overrides, the trace it
+// writes, and one clear line (naming the field) for every impossible input.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "moetrace/analyzer/trace.h"
+
+namespace moetrace {
+namespace {
+
+struct Result {
+  int exit_code;
+  std::string out, err;
+};
+
+std::string temp(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("moetrace_run_" + name)).string();
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+Result run_cli(const std::string& args) {
+  const auto out = temp("out.txt"), err = temp("err.txt");
+  const auto cmd = std::string(MOETRACE_CLI) + " " + args + " >" + out + " 2>" + err;
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(out), slurp(err)};
+}
+
+TEST(RunCli, PresetWritesASimulatedTrace) {
+  const auto db = temp("preset.db");
+  const auto r = run_cli("run --preset pipemoe-tm1-p16 --iterations 1 -o " + db);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("simulated pipemoe on 16 ranks"), std::string::npos) << r.err;
+  const auto t = analyzer::load_trace(db);
+  EXPECT_TRUE(t.run.simulated);
+  EXPECT_EQ(t.run.backend, "sim");
+  EXPECT_EQ(t.run.variant, "pipemoe");
+  EXPECT_EQ(t.run.world_size, 16);
+  EXPECT_EQ(t.devices.size(), 16u);
+  EXPECT_NE(t.run.config_json.find("\"preset\": \"pipemoe-tm1-p16\""), std::string::npos);
+  // The report runs on it like on any trace.
+  const auto rep = run_cli("report " + db);
+  EXPECT_EQ(rep.exit_code, 0) << rep.err;
+  EXPECT_NE(rep.out.find("all-to-all"), std::string::npos);
+  std::filesystem::remove(db);
+}
+
+TEST(RunCli, ConfigFileAndOverrides) {
+  const auto cfg = temp("config.json"), db = temp("config.db");
+  std::ofstream(cfg) << R"({"preset": "pipemoe-tm2-p16", "iterations": 1,
+                            "pipemoe": {"pipeline_degree": 4},
+                            "routing": {"pattern": "zipf", "zipf_skew": 1.1, "seed": 7}})";
+  const auto r = run_cli("run -c " + cfg + " --ranks 8 --experts 16 --seed 9 -q -o " + db);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  const auto t = analyzer::load_trace(db);
+  EXPECT_EQ(t.run.world_size, 8);
+  int max_chunk = -1;
+  for (const auto& o : t.ops) max_chunk = std::max(max_chunk, o.chunk);
+  EXPECT_EQ(max_chunk, 3);  // r = 4 from the file
+  EXPECT_NE(t.run.config_json.find("\"seed\": 9"), std::string::npos);
+  EXPECT_NE(t.run.config_json.find("\"pattern\": \"zipf\""), std::string::npos);
+  std::filesystem::remove(db);
+}
+
+TEST(RunCli, EveryVariantRuns) {
+  for (const char* v : {"dpmoe", "ppmoe", "pipemoe", "mpipemoe", "pro_prophet", "fastermoe"}) {
+    const auto db = temp(std::string(v) + ".db");
+    const auto r = run_cli(std::string("run --variant ") + v + " --iterations 1 -q -o " + db);
+    EXPECT_EQ(r.exit_code, 0) << v << ": " << r.err;
+    EXPECT_EQ(analyzer::load_trace(db).run.variant, v);
+    std::filesystem::remove(db);
+  }
+}
+
+TEST(RunCli, ListsPresetsAndDumpsConfig) {
+  const auto l = run_cli("run --list-presets");
+  ASSERT_EQ(l.exit_code, 0);
+  for (const char* name : {"pipemoe-t4-p{16,32,64}", "pipemoe-rm2-p64", "mpipemoe-gpt3-xl", "pro-prophet-gpt-dm",
+                           "ppmoe-large", "h100-nvlink-ib", "pipemoe-2080ti-ib100"})
+    EXPECT_NE(l.out.find(name), std::string::npos) << name;
+  const auto d = run_cli("run --preset pipemoe-t4-p32-b2-l512-h2048-m1024-e2 --dump-config");
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  EXPECT_NE(d.out.find("\"num_experts\": 64"), std::string::npos) << d.out;
+  // What --dump-config prints reads back as a config file.
+  const auto cfg = temp("dumped.json");
+  std::ofstream(cfg) << d.out;
+  const auto again = run_cli("run -c " + cfg + " --dump-config");
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out, d.out);
+}
+
+void expect_config_error(const std::string& args, const std::string& message) {
+  const auto r = run_cli("run " + args + " -o " + temp("never.db"));
+  EXPECT_EQ(r.exit_code, 2) << args;
+  EXPECT_EQ(r.err, "moetrace: invalid configuration: " + message + "\n") << args;
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(RunCli, ImpossibleConfigsNameTheField) {
+  expect_config_error("--variant dpmoe --ranks 4 --experts 6", "num_experts (6) is not divisible by ranks (4)");
+  expect_config_error("--variant pipemoe -r 0", "r (0) must be at least 1");
+  expect_config_error("--variant pipemoe --iterations 0", "iterations (0) must be at least 1");
+  expect_config_error("--variant mpipemoe -r 1 --strategy S2",
+                      "partitions (1) must be at least 2 for memory reuse strategy S2");
+  expect_config_error("--variant dpmoe --routing uniform", "routing \"uniform\" is not one of balanced, zipf, drifting");
+  expect_config_error("--variant zigzag", "variant \"zigzag\" is not one of dpmoe, ppmoe, pipemoe, mpipemoe, "
+                                          "pro_prophet, fastermoe");
+  expect_config_error("--preset pipemoe-t4-p16-b3-l512-h1024-m1024-e1",
+                      "preset pipemoe-t4-p16-b3-l512-h1024-m1024-e1: B (3) is not in pipemoe Table IV (2, 4, 8)");
+  expect_config_error("--variant ppmoe --ranks 6",
+                      "pipeline_stages (2) x tensor_parallel (2) does not divide ranks (6)");
+  expect_config_error("--variant dpmoe --tokens 0", "routing.tokens_per_source (0) must be at least 1");
+  const auto r = run_cli("run --variant dpmoe --memory-budget 1000 -o " + temp("never.db"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.rfind("moetrace: invalid configuration: memory_budget_bytes (1000) is below the model states", 0),
+            0u)
+      << r.err;
+  const auto cfg = temp("typo.json");
+  std::ofstream(cfg) << R"({"variant": "dpmoe", "model": {"num_expert": 8}})";
+  expect_config_error("-c " + cfg, "model.num_expert is not a known configuration key");
+  std::ofstream(cfg, std::ios::trunc) << R"({"variant": "dpmoe", "cost_model": "tpu-v5"})";
+  const auto c = run_cli("run -c " + cfg);
+  EXPECT_EQ(c.exit_code, 2);
+  EXPECT_EQ(c.err.rfind("moetrace: invalid configuration: cost_model \"tpu-v5\" is not a known preset", 0), 0u) << c.err;
+}
+
+TEST(RunCli, CudaBackendSaysItIsNotInThisBuild) {
+  const auto r = run_cli("run --backend cuda --variant dpmoe");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "moetrace: --backend cuda: this build has no CUDA backend yet; use --backend sim\n");
+}
+
+TEST(RunCli, NothingToRun) {
+  const auto r = run_cli("run");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "moetrace: invalid configuration: nothing to run: give --preset, --variant or --config (see "
+                   "--list-presets)\n");
+}
+
+}  // namespace
+}  // namespace moetrace

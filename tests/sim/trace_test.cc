@@ -1,0 +1,159 @@
+// A simulated run written as a trace: the analyzer loads it, every op of the
+// plan appears once with its coordinates, dependencies hold in the written
+// times, memory events pair up, and the breakdown agrees with the closed
+// form (pipemoe Eq. 19 at r = 1: the MoE layer is dispatch + expert + combine).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "moetrace/analyzer/breakdown.h"
+#include "moetrace/analyzer/trace.h"
+#include "moetrace/plan/builders.h"
+#include "moetrace/sim/run_spec.h"
+#include "moetrace/sim/simulator.h"
+#include "moetrace/sim/trace_output.h"
+
+namespace moetrace::sim {
+namespace {
+
+std::string temp_db(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("moetrace_sim_" + name + ".db")).string();
+}
+
+struct Written {
+  plan::Plan plan;
+  SimResult result;
+  analyzer::Trace trace;
+};
+
+Written write_and_load(const RunSpec& spec, const CostModel& model, const std::string& name,
+                       TraceDetail detail = TraceDetail::kFull) {
+  Written w{build_plan(spec), {}, {}};
+  w.result = simulate(w.plan, model);
+  const auto path = temp_db(name);
+  TraceOutputOptions o;
+  o.detail = detail;
+  write_trace(path, w.plan, model, w.result, o);
+  w.trace = analyzer::load_trace(path);
+  std::filesystem::remove(path);
+  return w;
+}
+
+RunSpec pipemoe_spec(int r) {
+  RunSpec s = run_preset("pipemoe-solver-example");
+  s.common.iterations = 2;
+  s.routing.tokens_per_source = 2048;
+  s.pipeline_degree = r;
+  return s;
+}
+
+TEST(SimTrace, EveryPlanOpOnceWithItsCoordinates) {
+  for (const char* variant : {"dpmoe", "pipemoe", "mpipemoe", "ppmoe", "pro_prophet", "fastermoe"}) {
+    SCOPED_TRACE(variant);
+    RunSpec spec = run_preset(variant);
+    spec.common.model.model_dim = 256;
+    spec.common.model.expert_hidden = 512;
+    if (spec.common.model.dense_hidden > 0) spec.common.model.dense_hidden = 512;
+    const auto w = write_and_load(spec, spec.resolved_cost_model(), variant);
+    const auto& t = w.trace;
+    EXPECT_TRUE(t.run.simulated);
+    EXPECT_EQ(t.run.backend, "sim");
+    EXPECT_EQ(t.run.variant, variant);
+    EXPECT_EQ(t.run.world_size, w.plan.world_size);
+    ASSERT_EQ(t.ops.size(), w.plan.ops.size());
+    std::set<std::int64_t> seen;
+    for (const auto& o : t.ops) {
+      ASSERT_TRUE(seen.insert(o.id.value).second) << "op " << o.id.value << " twice";
+      const auto& p = w.plan.op(o.id);
+      EXPECT_EQ(o.kind, p.kind);
+      EXPECT_EQ(o.rank, p.rank);
+      EXPECT_EQ(o.layer, p.coords.layer);
+      EXPECT_EQ(o.iteration, p.coords.iteration);
+      EXPECT_EQ(o.chunk, p.coords.chunk);
+      EXPECT_EQ(o.micro_batch, p.coords.micro_batch);
+      EXPECT_EQ(o.phase, p.coords.phase);
+      EXPECT_EQ(t.streams[static_cast<std::size_t>(o.stream)].id, p.stream);
+      EXPECT_EQ(t.str(o.name), p.name);
+      EXPECT_EQ(o.start_ns, to_ns(w.result.start_s[static_cast<std::size_t>(o.id.value)]));
+    }
+    // One synthesized kernel or memcpy per op, attributed to it.
+    EXPECT_EQ(t.activities.size(), t.ops.size());
+    for (const auto& a : t.activities) {
+      ASSERT_GE(a.op, 0);
+      const auto& o = t.ops[static_cast<std::size_t>(a.op)];
+      EXPECT_EQ(a.start_ns, o.start_ns);
+      EXPECT_EQ(a.end_ns, o.end_ns);
+      if (o.kind == OpKind::kOffload || o.kind == OpKind::kPrefetch) {
+        EXPECT_EQ(a.type, analyzer::ActivityType::kMemcpy);
+      }
+    }
+    // Dependencies hold in the written times.
+    std::map<std::int64_t, const analyzer::OpRange*> by_id;
+    for (const auto& o : t.ops) by_id[o.id.value] = &o;
+    std::size_t deps = 0;
+    for (const auto& d : t.op_deps) {
+      EXPECT_GE(by_id.at(d.op.value)->start_ns, by_id.at(d.dep.value)->end_ns);
+      ++deps;
+    }
+    EXPECT_GT(deps, 0u);
+    // Memory: every buffer allocated before it is freed, one alloc and at
+    // most one free per buffer; the expert load is the plan's.
+    std::map<std::int64_t, int> allocs, frees;
+    for (const auto& e : t.memory_events) (e.alloc ? allocs : frees)[e.buffer.value]++;
+    for (const auto& b : t.buffers) {
+      EXPECT_EQ(allocs[b.id.value], 1) << b.id.value;
+      EXPECT_LE(frees[b.id.value], 1) << b.id.value;
+      EXPECT_LE(b.alloc_ns, b.free_ns);
+    }
+    EXPECT_EQ(t.expert_load.size(), w.plan.loads.size());
+    EXPECT_FALSE(t.placements.empty());
+  }
+}
+
+TEST(SimTrace, BreakdownOfPipeMoeWithoutPipeliningIsDispatchExpertCombine) {
+  // Gate, permute and unpermute cost nothing here, so the analyzer's
+  // MoE-layer window is exactly pipemoe's t_moe of Eq. 12 at r = 1, i.e.
+  // Eq. 19: 2 (alpha_a + beta_a n_d) + alpha_e + beta_e n_e.
+  CostModel m = cost_model_preset("pipemoe-2080ti-ib100");
+  for (OpKind k : {OpKind::kGate, OpKind::kPermute, OpKind::kUnpermute}) m.compute_by_kind[k] = {};
+  const RunSpec spec = pipemoe_spec(1);
+  const auto w = write_and_load(spec, m, "breakdown");
+  const auto b = analyzer::compute_breakdown(w.trace);
+  const double N = 2048, M = 4096, H = 4096, k = 2;  // 2048 tokens, top-2: 4096 routed rows
+  const double n_d = 4 * N * k * M, n_e = 4 * N * k * M * H;  // solver.py's byte-scaled sizes
+  const double eq19 = 2 * (5.70e-4 + 2.96e-10 * n_d) + 2 * 1.5e-4 + 2 * 3.73e-14 * n_e;
+  int rows = 0;
+  for (const auto& row : b.rows) {
+    if (row.phase != Phase::kForward) continue;
+    ++rows;
+    EXPECT_NEAR(static_cast<double>(row.t.window_ns), eq19 * 1e9, 3.0) << "rank " << row.rank;
+    // All-to-all = the two collectives, expert compute = the FFN; no overlap at r = 1.
+    EXPECT_NEAR(static_cast<double>(row.t.at(Category::kAllToAll)), 2 * (5.70e-4 + 2.96e-10 * n_d) * 1e9, 3.0);
+    EXPECT_NEAR(static_cast<double>(row.t.at(Category::kExpertCompute)), (2 * 1.5e-4 + 2 * 3.73e-14 * n_e) * 1e9, 3.0);
+    EXPECT_EQ(row.t.comm_hidden_ns, 0);
+  }
+  EXPECT_EQ(rows, 16 * 2);  // ranks x iterations
+}
+
+TEST(SimTrace, PipeliningHidesCommunicationInTheBreakdown) {
+  const auto w = write_and_load(pipemoe_spec(4), cost_model_preset("pipemoe-2080ti-ib100"), "hidden");
+  const auto b = analyzer::compute_breakdown(w.trace);
+  EXPECT_GT(b.moe_total.hidden_fraction(), 0.2);
+}
+
+TEST(SimTrace, LeanTracesKeepOpsDepsAndMemory) {
+  RunSpec spec = run_preset("dpmoe");
+  const auto w = write_and_load(spec, spec.resolved_cost_model(), "lean", TraceDetail::kLean);
+  EXPECT_EQ(w.trace.ops.size(), w.plan.ops.size());
+  EXPECT_TRUE(w.trace.activities.empty());
+  EXPECT_TRUE(w.trace.op_buffers.empty());
+  EXPECT_FALSE(w.trace.op_deps.empty());
+  EXPECT_FALSE(w.trace.memory_events.empty());
+  const auto b = analyzer::compute_breakdown(w.trace);
+  EXPECT_GT(b.moe_total.window_ns, 0);
+}
+
+}  // namespace
+}  // namespace moetrace::sim
