@@ -1,12 +1,16 @@
 // Robustness of the parsers, fuzz-style: random truncations and mutations of
 // small valid inputs (Kineto JSON, plain and gzipped, and an Nsight Systems
 // export) either import or fail with one moetrace::Error line; nothing else
-// escapes and nothing crashes. Seeds are fixed so a failure reproduces.
+// escapes and nothing crashes. Seeds are fixed so a failure reproduces; for a
+// deeper run (e.g. in the dev-asan build) set MOETRACE_FUZZ_SCALE=10 (10x the
+// iterations) and MOETRACE_FUZZ_SEED=N (other mutations).
 #include <gtest/gtest.h>
 #include <zlib.h>
 
 #include <cstring>
 
+#include <algorithm>
+#include <cstdlib>
 #include <random>
 
 #include "import_test_util.h"
@@ -34,6 +38,16 @@ const char* kJson = R"json({"schemaVersion": 1,
    "args": {"Device Type": 1, "Bytes": 256, "Addr": 4096}},
   {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7"}}
  ]})json";
+
+int scaled(int iterations) {
+  const char* scale = std::getenv("MOETRACE_FUZZ_SCALE");
+  return iterations * std::max(1, scale ? std::atoi(scale) : 1);
+}
+
+std::uint32_t seed(std::uint32_t base) {
+  const char* s = std::getenv("MOETRACE_FUZZ_SEED");
+  return base + static_cast<std::uint32_t>(s ? std::atoi(s) : 0);
+}
 
 std::string mutate(std::string s, std::mt19937& rng) {
   std::uniform_int_distribution<int> op(0, 5);
@@ -75,9 +89,9 @@ TEST(ImportFuzz, KinetoJsonMutations) {
   const auto path = temp_path("fuzz.json");
   write_file(path, kJson);
   ASSERT_TRUE(import_or_error(path, importers::Format::kAuto));
-  std::mt19937 rng(20240521);
+  std::mt19937 rng(seed(20240521));
   int ok = 0, errors = 0;
-  for (int i = 0; i < 300; ++i) {
+  for (int i = 0; i < scaled(300); ++i) {
     write_file(path, mutate(kJson, rng));
     (import_or_error(path, importers::Format::kKineto) ? ok : errors)++;
   }
@@ -88,8 +102,8 @@ TEST(ImportFuzz, KinetoJsonMutations) {
 
 TEST(ImportFuzz, GzipMutations) {
   const auto path = temp_path("fuzz.json.gz");
-  std::mt19937 rng(7);
-  for (int i = 0; i < 100; ++i) {
+  std::mt19937 rng(seed(7));
+  for (int i = 0; i < scaled(100); ++i) {
     {
       gzFile f = gzopen(path.c_str(), "wb");
       ASSERT_NE(f, nullptr);
@@ -146,10 +160,10 @@ TEST(ImportFuzz, NsysExportMutations) {
     bytes.assign(std::istreambuf_iterator<char>(in), {});
   }
   ASSERT_TRUE(import_or_error(clean, importers::Format::kAuto));
-  std::mt19937 rng(99);
+  std::mt19937 rng(seed(99));
   std::uniform_int_distribution<std::size_t> at(100, bytes.size() - 1);
   std::uniform_int_distribution<int> byte(0, 255), count(1, 16);
-  for (int i = 0; i < 150; ++i) {
+  for (int i = 0; i < scaled(150); ++i) {
     std::string b = bytes;
     if (i % 10 == 9) {
       b.resize(at(rng));  // truncated database
