@@ -76,7 +76,7 @@ void add_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Run an MoE variant (simulated, or on GPUs) and write its trace");
   std::string backends;
   for (const auto& b : run_backends()) backends += fmt::format("{}{} ({})", backends.empty() ? "" : ", ", b.name, b.help);
-  cmd->add_option("--backend,-b", opt->backend, "Where to run: " + backends + "; default: the first available");
+  cmd->add_option("--backend,-b", opt->backend, "Where to run: " + backends + "; default: cuda where a GPU is present (and this build has it), else sim");
   cmd->add_option("--variant,-v", opt->variant, "dpmoe, ppmoe, pipemoe, mpipemoe, pro_prophet, fastermoe");
   cmd->add_option("--preset,-p", opt->preset, "A workload from the papers' tables (see --list-presets)");
   cmd->add_option("--config,-c", opt->config, "JSON configuration (see kernels/sim/.../run_spec.h)");
@@ -117,9 +117,13 @@ void add_run_command(CLI::App& app) {
     }
     // Backend first: asking for one this build lacks is answered plainly.
     const auto backends_list = run_backends();
+    std::string wanted = opt->backend;
+#ifdef MOETRACE_HAVE_CUDA_BACKEND
+    if (wanted.empty() && cuda_backend_is_default()) wanted = "cuda";
+#endif
     const RunBackend* backend = nullptr;
     for (const auto& b : backends_list) {
-      if (!opt->backend.empty() ? b.name == opt->backend : b.run != nullptr) {
+      if (!wanted.empty() ? b.name == wanted : b.run != nullptr) {
         backend = &b;
         break;
       }

@@ -33,4 +33,11 @@ std::vector<RunBackend> run_backends();
 // The discrete-event simulator (kernels/sim).
 void run_sim_backend(const RunRequest& request);
 
+#ifdef MOETRACE_HAVE_CUDA_BACKEND
+// The CUDA executor with the CUPTI collector (run_cuda.cc); the default
+// backend where a GPU is present (cuda_backend_is_default probes for one).
+void run_cuda_backend(const RunRequest& request);
+bool cuda_backend_is_default();
+#endif
+
 }  // namespace moetrace::cli

@@ -3,12 +3,14 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "moetrace/analyzer/trace.h"
+#include "text_trace.h"
 
 namespace moetrace {
 namespace {
@@ -18,9 +20,8 @@ struct Result {
   std::string out, err;
 };
 
-std::string temp(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("moetrace_run_" + name)).string();
-}
+// Per test process (ctest runs tests in parallel): never a shared fixed path.
+std::string temp(const std::string& name) { return testing::temp_path("run_" + name); }
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
@@ -135,10 +136,17 @@ TEST(RunCli, ImpossibleConfigsNameTheField) {
   EXPECT_EQ(c.err.rfind("moetrace: invalid configuration: cost_model \"tpu-v5\" is not a known preset", 0), 0u) << c.err;
 }
 
-TEST(RunCli, CudaBackendSaysItIsNotInThisBuild) {
-  const auto r = run_cli("run --backend cuda --variant dpmoe");
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err, "moetrace: --backend cuda: this build has no CUDA backend yet; use --backend sim\n");
+TEST(RunCli, CudaBackendRunsOrSaysWhyNotInOneLine) {
+  const auto db = temp("cuda.db");
+  const auto r = run_cli("run --backend cuda --variant dpmoe --ranks 2 --experts 4 --layers 1 --iterations 1 "
+                         "--tokens 64 -o " + db);
+  std::filesystem::remove(db);
+  if (r.exit_code == 0) return;  // a GPU ran it
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const bool no_backend = r.err == "moetrace: --backend cuda: this build has no CUDA backend yet; use --backend sim\n";
+  const bool no_gpu = r.err.rfind("moetrace: no NVIDIA driver (", 0) == 0 || r.err.rfind("moetrace: no CUDA GPU found (", 0) == 0;
+  EXPECT_TRUE(no_backend || no_gpu) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 TEST(RunCli, NothingToRun) {

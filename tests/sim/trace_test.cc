@@ -14,13 +14,12 @@
 #include "moetrace/sim/run_spec.h"
 #include "moetrace/sim/simulator.h"
 #include "moetrace/sim/trace_output.h"
+#include "text_trace.h"
 
 namespace moetrace::sim {
 namespace {
 
-std::string temp_db(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("moetrace_sim_" + name + ".db")).string();
-}
+std::string temp_db(const std::string& name) { return moetrace::testing::temp_path("sim_" + name + ".db"); }
 
 struct Written {
   plan::Plan plan;

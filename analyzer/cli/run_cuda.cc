@@ -1,0 +1,95 @@
+// `moetrace run --backend cuda`: the spec's plan on the GPU(s) with the CUDA
+// executor and the CUPTI collector (kernels/cuda/include/moetrace/cuda/run.h),
+// the same variants, presets and configuration errors as the simulator.
+// Built only with MOETRACE_CUDA.
+//
+// Run options stay shared with the simulator; what only the GPU path needs
+// comes from the environment:
+//   MOETRACE_CUDA_PRECISION     bf16 (default) | fp32
+//   MOETRACE_CUDA_COMMUNICATOR  emulated | nccl; default: nccl where a launcher
+//                               (mpirun, torchrun-style RANK/WORLD_SIZE) started
+//                               several processes, else emulated (all ranks on one GPU)
+//   MOETRACE_CUDA_LINK          emulated link model, e.g. "latency_us=10,bandwidth_gb_s=50,sms=8"
+//   MOETRACE_CUDA_DEVICE        device index (default: local rank, or 0)
+//   MOETRACE_NCCL_ID_FILE       NCCL unique-id file every rank can read
+// The routing follows the spec's synthetic load (planned routing): the gate
+// computes its softmax, tokens go where the load says.
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <iostream>
+
+#include "commands.h"
+#include "moetrace/cuda/device_probe.h"
+#include "moetrace/cuda/run.h"
+#include "moetrace/schema/error.h"
+#include "moetrace/sim/run_spec.h"
+#include "run_backend.h"
+
+namespace moetrace::cli {
+namespace {
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::string(v) : std::string();
+}
+
+std::string gib(std::int64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1 << 30)); }
+
+}  // namespace
+
+bool cuda_backend_is_default() { return cuda::gpu_available(); }
+
+void run_cuda_backend(const RunRequest& request) {
+  sim::RunSpec spec = request.spec;
+  if (spec.plan_builder == "timing")
+    throw ConfigError("plan_builder \"timing\" is simulator-only: the CUDA backend executes the full plan");
+  spec.plan_builder = "full";
+
+  cuda::CudaRunOptions o;
+  if (const std::string p = env("MOETRACE_CUDA_PRECISION"); !p.empty()) o.executor.precision = cuda::parse_precision(p);
+  const auto launch = cuda::launch_env_from_process();
+  o.executor.communicator = launch && launch->world_size > 1 ? cuda::CommunicatorKind::kNccl
+                                                             : cuda::CommunicatorKind::kEmulated;
+  if (const std::string c = env("MOETRACE_CUDA_COMMUNICATOR"); !c.empty())
+    o.executor.communicator = cuda::parse_communicator(c);
+  if (const std::string l = env("MOETRACE_CUDA_LINK"); !l.empty()) o.executor.link = cuda::parse_link_model(l);
+  if (const std::string d = env("MOETRACE_CUDA_DEVICE"); !d.empty()) {
+    auto [p, ec] = std::from_chars(d.data(), d.data() + d.size(), o.executor.device);
+    if (ec != std::errc() || p != d.data() + d.size() || o.executor.device < 0)
+      throw ConfigError(fmt::format("MOETRACE_CUDA_DEVICE ({}) is not a device index", d));
+  }
+  o.executor.launch = launch;
+  o.executor.routing = cuda::RoutingMode::kPlanned;
+  o.shape = spec.common.model;
+  o.seed = spec.routing.seed;
+  o.trace_path = request.output;
+  const std::string what = spec.preset.empty() ? spec.variant : spec.preset;
+  o.run.name = fmt::format("{} (cuda)", what);
+  o.run.variant = spec.variant;
+  o.run.config_json = spec.to_json();
+
+  Progress progress("running " + what + " on the GPU");
+  progress.update("building plan", 0.0);
+  const plan::Plan plan = sim::build_plan(spec);
+  progress.update("running", 0.1);
+  const cuda::CudaRunSummary s = cuda::run_plan(plan, o);
+  progress.update("done", 1.0);
+  const cuda::RunResult& r = s.result;
+  if (!request.quiet)
+    std::cerr << fmt::format(
+        "ran {} on {} ({} ranks, {} communicator, {}): {:.3f} ms wall, {} kernels, {} op ranges, {} "
+        "dropped records; peak device memory {}; wrote {}\n",
+        spec.variant, s.device_name, plan.world_size, cuda::communicator_name(o.executor.communicator),
+        cuda::precision_name(o.executor.precision), r.wall_ms, s.kernels, s.op_ranges, s.dropped_records,
+        gib(r.device_bytes_peak), s.trace_path);
+  if (s.dropped_records > 0)
+    std::cerr << fmt::format("moetrace: warning: CUPTI dropped {} activity records (see `moetrace info`)\n",
+                             s.dropped_records);
+  if (r.routing_mismatches > 0)
+    std::cerr << fmt::format("moetrace: warning: {} gate outputs did not match the plan's routing\n",
+                             r.routing_mismatches);
+}
+
+}  // namespace moetrace::cli

@@ -1,0 +1,106 @@
+// The viewer's window: the timeline with its legend and search bar in the
+// centre, the panels in docks around it, loading with progress, errors
+// shown in the window in the same words as the CLI.
+#pragma once
+
+#include <QFutureWatcher>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMainWindow>
+#include <QProgressBar>
+#include <QStackedWidget>
+#include <memory>
+
+#include "moetrace/gui/search.h"
+#include "panels.h"
+#include "timeline_view.h"
+#include "trace_session.h"
+
+namespace moetrace::gui {
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+ public:
+  explicit MainWindow(QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  void open(const QString& path);
+  bool open_blocking(const QString& path);
+  bool save_screenshot(const QString& png_path);
+
+  TraceSession* session() const { return session_; }
+  TimelineView* timeline() const { return view_; }
+  DetailsPanel* details_panel() const { return details_; }
+  BreakdownPanel* breakdown_panel() const { return breakdown_; }
+  RangePanel* range_panel() const { return range_; }
+  ExpertLoadPanel* expert_load_panel() const { return expert_; }
+  LocalityPanel* locality_panel() const { return locality_; }
+  MemoryPanel* memory_panel() const { return memory_; }
+  RecommendationsPanel* recommendations_panel() const { return recommendations_; }
+  QLineEdit* search_field() const { return search_; }
+  // The text of the error page (empty unless it shows).
+  QString error_text() const;
+  bool showing_timeline() const;
+  // Runs the search synchronously (tests); returns the number of hits.
+  std::size_t search_now(const QString& query);
+  const SearchResult& search_result() const { return hits_; }
+
+  static QString shortcuts_html();
+
+ public slots:
+  void open_dialog();
+  void find_next();
+  void find_previous();
+  void show_shortcuts();
+  void save_screenshot_dialog();
+
+ protected:
+  void dragEnterEvent(QDragEnterEvent*) override;
+  void dropEvent(QDropEvent*) override;
+
+ private:
+  void build_pages();
+  void build_docks();
+  void build_menus();
+  void on_loading_started(const QString& path);
+  void on_progress(const QString& stage, double fraction);
+  void on_loaded(std::shared_ptr<const LoadedTrace> t);
+  void on_failed(const QString& path, const QString& message);
+  void on_analyses(std::shared_ptr<const TraceAnalyses> a);
+  void run_search(bool forward);
+  void go_to_hit(std::size_t i);
+  QDockWidget* add_dock(const QString& title, QWidget* w, Qt::DockWidgetArea area);
+
+  TraceSession* session_;
+  QStackedWidget* pages_;
+  QLabel* welcome_;
+  QWidget* loading_page_;
+  QLabel* loading_label_;
+  QProgressBar* loading_bar_;
+  QWidget* error_page_;
+  QLabel* error_label_;
+  QWidget* timeline_page_;
+  TimelineView* view_;
+  LegendWidget* legend_;
+  QLineEdit* search_;
+  QLabel* search_status_;
+  QLabel* status_trace_;
+
+  DetailsPanel* details_;
+  BreakdownPanel* breakdown_;
+  RangePanel* range_;
+  ExpertLoadPanel* expert_;
+  LocalityPanel* locality_;
+  MemoryPanel* memory_;
+  RecommendationsPanel* recommendations_;
+  QDockWidget* range_dock_ = nullptr;
+  QDockWidget* breakdown_dock_ = nullptr;
+  QMenu* panels_menu_ = nullptr;
+
+  QFutureWatcher<SearchResult>* search_watcher_;
+  SearchResult hits_;
+  std::size_t hit_pos_ = 0;
+  bool search_forward_ = true;
+};
+
+}  // namespace moetrace::gui

@@ -1,0 +1,124 @@
+// Qt item models over the plain data of the panels (hotspot's pattern: the
+// views are stock Qt views, the models are thin adapters, and every model runs
+// under QAbstractItemModelTester in the tests).
+#pragma once
+
+#include <QAbstractTableModel>
+#include <QColor>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "moetrace/analyzer/breakdown.h"
+#include "moetrace/gui/analysis_results.h"
+#include "moetrace/gui/expert_load_matrix.h"
+#include "moetrace/gui/item_details.h"
+#include "moetrace/gui/range_summary.h"
+
+namespace moetrace::gui {
+
+// Roles beyond Qt's.
+enum PanelRole {
+  kLayerRole = Qt::UserRole + 1,  // int: the MoE layer of a row (-1: none)
+  kSplitRole,                     // QVariantList of doubles: the stacked-bar segments
+  kTokensRole,                    // qint64: tokens of a heatmap cell (-1: no record)
+  kSortRole,                      // a number to sort by
+};
+
+// Key/value rows of the selected item; section headings are bold.
+class DetailsModel : public QAbstractTableModel {
+  Q_OBJECT
+ public:
+  using QAbstractTableModel::QAbstractTableModel;
+  void set_fields(std::vector<DetailField> fields);
+  bool is_heading(int row) const;
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role) const override;
+  QVariant headerData(int section, Qt::Orientation o, int role) const override;
+
+ private:
+  std::vector<DetailField> fields_;
+};
+
+// One row per MoE layer (analyzer::LayerSummary, all ranks and iterations).
+// The split bar shows where the layer's window went: the time each category
+// ran alone, time with several categories at once, and idle time.
+class BreakdownModel : public QAbstractTableModel {
+  Q_OBJECT
+ public:
+  enum Column { kLayer, kMeanTime, kSplit, kAllToAll, kAllReduce, kExpert, kGating, kHidden, kSlowestRank, kColumns };
+  // Segment order of kSplitRole: the categories' exclusive time, then overlap, then idle.
+  static constexpr int kOverlapSegment = kNumCategories;
+  static constexpr int kIdleSegment = kNumCategories + 1;
+
+  using QAbstractTableModel::QAbstractTableModel;
+  void set_breakdown(std::shared_ptr<const analyzer::Breakdown> b);
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role) const override;
+  QVariant headerData(int section, Qt::Orientation o, int role) const override;
+
+ private:
+  std::shared_ptr<const analyzer::Breakdown> b_;
+};
+
+// One row per rank plus "all ranks": the range summary of a time selection.
+class RangeModel : public QAbstractTableModel {
+  Q_OBJECT
+ public:
+  enum Column { kRank, kBusy, kIdle, kFirstCategory, kHidden = kFirstCategory + kNumCategories, kEvents, kColumns };
+  using QAbstractTableModel::QAbstractTableModel;
+  void set_summary(std::optional<RangeSummary> s);
+  const std::optional<RangeSummary>& summary() const { return s_; }
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role) const override;
+  QVariant headerData(int section, Qt::Orientation o, int role) const override;
+
+ private:
+  const RangeRankSummary& row_data(int row) const;
+  std::optional<RangeSummary> s_;
+};
+
+// Layers x experts of one iteration; the cell colour is the token count on
+// one scale for every iteration, so moving the slider compares like with like.
+class ExpertLoadModel : public QAbstractTableModel {
+  Q_OBJECT
+ public:
+  using QAbstractTableModel::QAbstractTableModel;
+  void set_index(std::shared_ptr<const analyzer::Trace> trace, std::shared_ptr<const ExpertLoadIndex> index);
+  void set_iteration_position(int pos);
+  int iteration_position() const { return pos_; }
+  int iteration_count() const;
+  int iteration_at(int pos) const;
+  static QColor heat_colour(double fraction);
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role) const override;
+  QVariant headerData(int section, Qt::Orientation o, int role) const override;
+
+ private:
+  std::shared_ptr<const analyzer::Trace> trace_;
+  std::shared_ptr<const ExpertLoadIndex> index_;
+  ExpertLoadGrid grid_;
+  int pos_ = 0;
+};
+
+class RecommendationsModel : public QAbstractTableModel {
+  Q_OBJECT
+ public:
+  enum Column { kLayer, kSubject, kAction, kGain, kEvidence, kColumns };
+  using QAbstractTableModel::QAbstractTableModel;
+  void set_data(std::optional<RecommendationData> d);
+  bool available() const { return d_.has_value(); }
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role) const override;
+  QVariant headerData(int section, Qt::Orientation o, int role) const override;
+
+ private:
+  std::optional<RecommendationData> d_;
+};
+
+}  // namespace moetrace::gui

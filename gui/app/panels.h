@@ -1,0 +1,218 @@
+// The panels docked around the timeline. Each shows a plain message when it
+// has nothing to show: still computing, nothing in this trace, or — for the
+// issue-5 analyses that are not in the analyzer yet — "analysis not
+// available yet". None of them ever shows made-up data.
+#pragma once
+
+#include <QFutureWatcher>
+#include <QLabel>
+#include <QSlider>
+#include <QSortFilterProxyModel>
+#include <QStackedWidget>
+#include <QStyledItemDelegate>
+#include <QTableView>
+#include <memory>
+#include <optional>
+
+#include "moetrace/gui/analysis_results.h"
+#include "moetrace/gui/time_axis.h"
+#include "moetrace/gui/timeline_model.h"
+#include "panel_models.h"
+
+namespace moetrace::gui {
+
+inline const char* kNotAvailableYet = "analysis not available yet";
+
+// A message page and a content page.
+class PanelFrame : public QStackedWidget {
+  Q_OBJECT
+ public:
+  explicit PanelFrame(QWidget* parent = nullptr);
+  void set_content(QWidget* content);
+  void show_message(const QString& text);
+  void show_content();
+  bool showing_message() const { return currentIndex() == 0; }
+  QString message() const { return message_->text(); }
+
+ private:
+  QLabel* message_;
+};
+
+class DetailsPanel : public PanelFrame {
+  Q_OBJECT
+ public:
+  explicit DetailsPanel(QWidget* parent = nullptr);
+  void show_item(const TimelineModel* model, ItemRef item);
+  DetailsModel* model() const { return model_; }
+
+ private:
+  DetailsModel* model_;
+  QTableView* view_;
+};
+
+// Paints kSplitRole as a stacked bar in the breakdown's colours.
+class SplitBarDelegate : public QStyledItemDelegate {
+  Q_OBJECT
+ public:
+  using QStyledItemDelegate::QStyledItemDelegate;
+  void paint(QPainter* p, const QStyleOptionViewItem& option, const QModelIndex& index) const override;
+};
+
+class BreakdownPanel : public PanelFrame {
+  Q_OBJECT
+ public:
+  explicit BreakdownPanel(QWidget* parent = nullptr);
+  void set_computing();
+  // null breakdown with an error: the analysis failed; the message says why.
+  void set_breakdown(std::shared_ptr<const analyzer::Breakdown> b, const QString& error = {});
+  BreakdownModel* model() const { return model_; }
+  QTableView* view() const { return view_; }
+
+ signals:
+  void layer_activated(int layer);
+
+ private:
+  BreakdownModel* model_;
+  QSortFilterProxyModel* proxy_;
+  QTableView* view_;
+  QLabel* summary_;
+};
+
+class RangePanel : public PanelFrame {
+  Q_OBJECT
+ public:
+  explicit RangePanel(QWidget* parent = nullptr);
+  void set_model(std::shared_ptr<const TimelineModel> model);
+  void set_range(double t0_ns, double t1_ns);
+  void clear_range();
+  RangeModel* model() const { return model_; }
+  // Waits for a pending computation (tests).
+  void wait();
+
+ private:
+  std::shared_ptr<const TimelineModel> timeline_;
+  RangeModel* model_;
+  QSortFilterProxyModel* proxy_;
+  QTableView* view_;
+  QLabel* title_;
+  QFutureWatcher<RangeSummary>* watcher_;
+};
+
+class ExpertLoadPanel : public PanelFrame {
+  Q_OBJECT
+ public:
+  explicit ExpertLoadPanel(QWidget* parent = nullptr);
+  void set_computing();
+  void set_index(std::shared_ptr<const analyzer::Trace> trace, std::shared_ptr<const ExpertLoadIndex> index);
+  void set_iteration(int iteration);  // selects it on the slider where present
+  ExpertLoadModel* model() const { return model_; }
+  QSlider* slider() const { return slider_; }
+
+ signals:
+  void layer_activated(int layer);
+
+ private:
+  void update_label();
+  ExpertLoadModel* model_;
+  QTableView* view_;
+  QSlider* slider_;
+  QLabel* label_;
+  QLabel* scale_;
+};
+
+class RecommendationsPanel : public PanelFrame {
+  Q_OBJECT
+ public:
+  explicit RecommendationsPanel(QWidget* parent = nullptr);
+  void set_computing();
+  void set_data(const std::optional<RecommendationData>& d);
+  RecommendationsModel* model() const { return model_; }
+  QTableView* view() const { return view_; }
+
+ signals:
+  void layer_activated(int layer);
+
+ private:
+  RecommendationsModel* model_;
+  QTableView* view_;
+};
+
+// Locality of expert load across iterations: one curve per layer.
+class LocalityChart : public QWidget {
+  Q_OBJECT
+ public:
+  using QWidget::QWidget;
+  void set_data(LocalityData d);
+  QSize sizeHint() const override { return {400, 220}; }
+
+ protected:
+  void paintEvent(QPaintEvent*) override;
+
+ private:
+  LocalityData d_;
+};
+
+class LocalityPanel : public PanelFrame {
+  Q_OBJECT
+ public:
+  explicit LocalityPanel(QWidget* parent = nullptr);
+  void set_computing();
+  void set_data(const std::optional<LocalityData>& d);
+
+ private:
+  LocalityChart* chart_;
+};
+
+// Memory in use per rank over the timeline's visible window, with the
+// bubbles of the memory analysis shaded once it exists.
+class MemoryChart : public QWidget {
+  Q_OBJECT
+ public:
+  using QWidget::QWidget;
+  void set_model(std::shared_ptr<const TimelineModel> model);
+  void set_axis(const TimeAxis& axis);
+  void set_bubbles(std::optional<MemoryBubbleData> b);
+  QSize sizeHint() const override { return {500, 240}; }
+
+ protected:
+  void paintEvent(QPaintEvent*) override;
+
+ private:
+  std::shared_ptr<const TimelineModel> model_;
+  TimeAxis axis_;
+  std::optional<MemoryBubbleData> bubbles_;
+};
+
+class MemoryPanel : public PanelFrame {
+  Q_OBJECT
+ public:
+  explicit MemoryPanel(QWidget* parent = nullptr);
+  void set_model(std::shared_ptr<const TimelineModel> model);
+  void set_axis(const TimeAxis& axis);
+  void set_computing();
+  void set_bubbles(const std::optional<MemoryBubbleData>& b);
+  QString note() const { return note_->text(); }
+
+ private:
+  MemoryChart* chart_;
+  QLabel* note_;
+  bool has_counters_ = false;
+};
+
+// The colour legend, laid out in one wrapping line of swatches.
+class LegendWidget : public QWidget {
+  Q_OBJECT
+ public:
+  explicit LegendWidget(QWidget* parent = nullptr);
+  QSize sizeHint() const override;
+  bool hasHeightForWidth() const override { return true; }
+  int heightForWidth(int w) const override;
+
+ protected:
+  void paintEvent(QPaintEvent*) override;
+
+ private:
+  int layout_items(int width, QPainter* p) const;
+};
+
+}  // namespace moetrace::gui

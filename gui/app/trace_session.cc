@@ -1,0 +1,162 @@
+#include "trace_session.h"
+
+#include <QCoreApplication>
+#include <QPointer>
+#include <QtConcurrent/QtConcurrentRun>
+#include <chrono>
+
+#include "moetrace/schema/error.h"
+
+namespace moetrace::gui {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Every failure becomes one line. moetrace::Error already is one ("<path>:
+// not a SQLite database, so not a moetrace trace"), exactly as the CLI prints it.
+QString message_of(const QString& path, const std::exception& e) {
+  if (dynamic_cast<const Error*>(&e)) return QString::fromStdString(e.what());
+  if (dynamic_cast<const std::bad_alloc*>(&e))
+    return path + QStringLiteral(": not enough memory to load this trace");
+  return path + QStringLiteral(": ") + QString::fromStdString(e.what());
+}
+
+}  // namespace
+
+TraceSession::TraceSession(QObject* parent)
+    : QObject(parent), generation_(std::make_shared<std::atomic<std::uint64_t>>(0)) {
+  qRegisterMetaType<std::shared_ptr<const LoadedTrace>>();
+  qRegisterMetaType<std::shared_ptr<const TraceAnalyses>>();
+}
+
+TraceSession::~TraceSession() {
+  // Late results of running jobs find a newer generation and are dropped.
+  generation_->fetch_add(1);
+}
+
+std::shared_ptr<const LoadedTrace> TraceSession::load(const QString& path,
+                                                      const std::function<void(std::string_view, double)>& progress) {
+  auto out = std::make_shared<LoadedTrace>();
+  out->path = path;
+  const auto t0 = std::chrono::steady_clock::now();
+  analyzer::LoadOptions lo;
+  // Loading is most of the time; model building the rest.
+  lo.progress = [&](std::string_view stage, double f) {
+    if (progress) progress(stage, 0.85 * f);
+  };
+  out->trace = std::make_shared<const analyzer::Trace>(analyzer::load_trace(path.toStdString(), lo));
+  out->load_seconds = seconds_since(t0);
+  const auto t1 = std::chrono::steady_clock::now();
+  BuildOptions bo;
+  bo.progress = [&](std::string_view stage, double f) {
+    if (progress) progress(stage, 0.85 + 0.15 * f);
+  };
+  out->model = TimelineModel::build(out->trace, bo);
+  out->model_seconds = seconds_since(t1);
+  return out;
+}
+
+std::shared_ptr<const TraceAnalyses> TraceSession::analyse(const LoadedTrace& loaded) {
+  auto out = std::make_shared<TraceAnalyses>();
+  try {
+    out->breakdown = std::make_shared<const analyzer::Breakdown>(analyzer::compute_breakdown(*loaded.trace));
+  } catch (const std::exception& e) {
+    out->breakdown_error = message_of(loaded.path, e);
+  }
+  out->expert_load = std::make_shared<const ExpertLoadIndex>(ExpertLoadIndex::from_trace(*loaded.trace));
+  out->results = std::make_shared<const AnalysisResults>(compute_analysis_results(*loaded.trace));
+  return out;
+}
+
+void TraceSession::open(const QString& path) {
+  const std::uint64_t gen = generation_->fetch_add(1) + 1;
+  loading_ = true;
+  emit loading_started(path);
+  QPointer<TraceSession> self(this);
+  auto generation = generation_;
+  // The callbacks run on the loader thread: post to the GUI thread (the
+  // application object outlives any window) and check `self` there.
+  auto report = [self, generation, gen](std::string_view stage, double f) {
+    if (generation->load() != gen) return;
+    const QString s = QString::fromUtf8(stage.data(), static_cast<qsizetype>(stage.size()));
+    QMetaObject::invokeMethod(
+        QCoreApplication::instance(),
+        [self, gen, generation, s, f] {
+          if (self && generation->load() == gen) emit self->progress(s, f);
+        },
+        Qt::QueuedConnection);
+  };
+  (void)QtConcurrent::run([self, generation, gen, path, report] {
+    std::shared_ptr<const LoadedTrace> result;
+    QString error;
+    try {
+      result = load(path, report);
+    } catch (const std::exception& e) {
+      error = message_of(path, e);
+    } catch (...) {
+      error = path + QStringLiteral(": unexpected failure while loading");
+    }
+    if (generation->load() != gen) return;
+    QMetaObject::invokeMethod(
+        QCoreApplication::instance(),
+        [self, gen, result, error, path] {
+          if (!self) return;
+          if (result) self->deliver_loaded(gen, result, true);
+          else self->deliver_failed(gen, path, error);
+        },
+        Qt::QueuedConnection);
+  });
+}
+
+bool TraceSession::open_blocking(const QString& path) {
+  const std::uint64_t gen = generation_->fetch_add(1) + 1;
+  loading_ = true;
+  emit loading_started(path);
+  try {
+    deliver_loaded(gen, load(path, {}), false);
+  } catch (const std::exception& e) {
+    deliver_failed(gen, path, message_of(path, e));
+    return false;
+  }
+  auto a = analyse(*current_);
+  analyses_ = a;
+  emit analyses_ready(a);
+  return true;
+}
+
+void TraceSession::deliver_loaded(std::uint64_t gen, std::shared_ptr<const LoadedTrace> t, bool analyse_async) {
+  if (generation_->load() != gen) return;
+  loading_ = false;
+  current_ = std::move(t);
+  analyses_.reset();
+  emit loaded(current_);
+  if (analyse_async) start_analyses(gen);
+}
+
+void TraceSession::deliver_failed(std::uint64_t gen, const QString& path, const QString& message) {
+  if (generation_->load() != gen) return;
+  loading_ = false;
+  emit failed(path, message);
+}
+
+void TraceSession::start_analyses(std::uint64_t gen) {
+  QPointer<TraceSession> self(this);
+  auto generation = generation_;
+  auto loaded = current_;
+  (void)QtConcurrent::run([self, generation, gen, loaded] {
+    auto a = analyse(*loaded);
+    if (generation->load() != gen) return;
+    QMetaObject::invokeMethod(
+        QCoreApplication::instance(),
+        [self, gen, generation, a] {
+          if (!self || generation->load() != gen) return;
+          self->analyses_ = a;
+          emit self->analyses_ready(a);
+        },
+        Qt::QueuedConnection);
+  });
+}
+
+}  // namespace moetrace::gui

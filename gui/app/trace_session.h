@@ -1,0 +1,77 @@
+// Loading a trace off the GUI thread. Stage one loads the trace and builds
+// the timeline model (the window can draw as soon as it is done); stage two
+// computes the per-layer breakdown, the expert-load index and whatever
+// issue-5 analyses this build has, and fills the panels when it finishes.
+// Opening another file while one loads discards the older result.
+#pragma once
+
+#include <QObject>
+#include <QString>
+#include <atomic>
+#include <functional>
+#include <memory>
+
+#include "moetrace/analyzer/breakdown.h"
+#include "moetrace/analyzer/trace.h"
+#include "moetrace/gui/analysis_results.h"
+#include "moetrace/gui/expert_load_matrix.h"
+#include "moetrace/gui/timeline_model.h"
+
+namespace moetrace::gui {
+
+struct LoadedTrace {
+  QString path;
+  std::shared_ptr<const analyzer::Trace> trace;
+  std::shared_ptr<const TimelineModel> model;
+  double load_seconds = 0;    // load_trace
+  double model_seconds = 0;   // timeline model and pyramids
+};
+
+struct TraceAnalyses {
+  std::shared_ptr<const analyzer::Breakdown> breakdown;
+  std::shared_ptr<const ExpertLoadIndex> expert_load;
+  std::shared_ptr<const AnalysisResults> results;
+  QString breakdown_error;    // a failed analysis leaves the timeline usable
+};
+
+class TraceSession : public QObject {
+  Q_OBJECT
+ public:
+  explicit TraceSession(QObject* parent = nullptr);
+  ~TraceSession() override;
+
+  // Starts loading; returns at once.
+  void open(const QString& path);
+  // Loads on the calling thread (headless screenshots, tests); true on success.
+  bool open_blocking(const QString& path);
+  bool loading() const { return loading_; }
+  const std::shared_ptr<const LoadedTrace>& current() const { return current_; }
+  const std::shared_ptr<const TraceAnalyses>& analyses() const { return analyses_; }
+
+  // The two stages as plain functions; they throw moetrace::Error.
+  static std::shared_ptr<const LoadedTrace> load(const QString& path,
+                                                 const std::function<void(std::string_view, double)>& progress);
+  static std::shared_ptr<const TraceAnalyses> analyse(const LoadedTrace& loaded);
+
+ signals:
+  void loading_started(const QString& path);
+  void progress(const QString& stage, double fraction);
+  void loaded(std::shared_ptr<const moetrace::gui::LoadedTrace> trace);
+  void failed(const QString& path, const QString& message);
+  void analyses_ready(std::shared_ptr<const moetrace::gui::TraceAnalyses> analyses);
+
+ private:
+  void deliver_loaded(std::uint64_t generation, std::shared_ptr<const LoadedTrace> t, bool analyse_async);
+  void deliver_failed(std::uint64_t generation, const QString& path, const QString& message);
+  void start_analyses(std::uint64_t generation);
+
+  std::shared_ptr<std::atomic<std::uint64_t>> generation_;
+  std::shared_ptr<const LoadedTrace> current_;
+  std::shared_ptr<const TraceAnalyses> analyses_;
+  bool loading_ = false;
+};
+
+}  // namespace moetrace::gui
+
+Q_DECLARE_METATYPE(std::shared_ptr<const moetrace::gui::LoadedTrace>)
+Q_DECLARE_METATYPE(std::shared_ptr<const moetrace::gui::TraceAnalyses>)

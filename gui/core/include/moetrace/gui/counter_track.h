@@ -1,0 +1,65 @@
+// A counter drawn as a step function (memory in use on a rank), with a
+// min/max pyramid so a zoomed-out frame reads one bucket per pixel column
+// instead of every sample.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "moetrace/analyzer/trace.h"
+#include "moetrace/gui/time_axis.h"
+
+namespace moetrace::gui {
+
+struct CounterSample {
+  std::int64_t t_ns = 0;
+  std::int64_t value = 0;  // holds from t_ns until the next sample
+};
+
+struct CounterBucket {
+  std::int64_t t_first = 0;           // time of its first sample
+  std::int64_t min = 0, max = 0, last = 0;
+};
+
+// One column run of a drawn counter: over [x0, x1) the value ranged over [lo, hi].
+struct CounterColumn {
+  float x0 = 0, x1 = 0;
+  std::int64_t lo = 0, hi = 0;
+};
+
+class CounterTrack {
+ public:
+  CounterTrack() = default;
+  CounterTrack(RankId rank, std::string name, std::vector<CounterSample> samples);
+
+  RankId rank() const { return rank_; }
+  const std::string& name() const { return name_; }
+  std::span<const CounterSample> samples() const { return samples_; }
+  std::int64_t max_value() const { return max_; }
+  // The value in force at time t (0 before the first sample).
+  std::int64_t value_at(std::int64_t t_ns) const;
+  // Column runs across the axis; equal neighbouring columns are merged.
+  std::vector<CounterColumn> columns(const TimeAxis& axis) const;
+  std::size_t memory_bytes() const;
+
+ private:
+  struct Level {
+    std::int64_t bucket_ns = 0;
+    std::vector<CounterBucket> buckets;
+  };
+  RankId rank_;
+  std::string name_;
+  std::vector<CounterSample> samples_;
+  std::vector<Level> levels_;  // bucket_ns increasing; each at most half the previous
+  std::int64_t max_ = 0;
+};
+
+// Memory in use per rank, from the trace's alloc/free events (device and
+// managed memory); where a rank has no events but its buffers carry their
+// alloc/free times, from those. Frees of unknown size are matched to their
+// allocation by address. Ranks with no memory information get no track.
+std::vector<CounterTrack> memory_counters(const analyzer::Trace& trace);
+
+}  // namespace moetrace::gui

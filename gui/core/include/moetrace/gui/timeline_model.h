@@ -1,0 +1,184 @@
+// The timeline as data: which rows there are (a group per rank; in it the
+// iteration / layer / chunk spans, then per stream its op ranges and its
+// kernels and copies, then the memory counter, then per CPU thread its NVTX
+// ranges and runtime/driver API calls), which items each row holds
+// (packed so that items of one row never overlap), and each row's
+// level-of-detail pyramid. Built once per trace off the GUI thread and then
+// only read, from any thread; the GUI never owns data (as Tracy's Worker).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "moetrace/analyzer/trace.h"
+#include "moetrace/gui/counter_track.h"
+#include "moetrace/gui/lod.h"
+#include "moetrace/gui/palette.h"
+
+namespace moetrace::gui {
+
+// Where a row's items live.
+enum class ItemSource : std::uint8_t { kNone, kActivity, kOp, kSpan, kApiCall, kNvtx };
+
+enum class SpanLevel : std::uint8_t { kIteration, kLayer, kChunk };
+
+// An iteration, a MoE layer pass or one of its chunks on one rank: the
+// envelope of the op ranges that carry those coordinates.
+struct Span {
+  std::int64_t start_ns = 0, end_ns = 0;
+  RankId rank;
+  SpanLevel level = SpanLevel::kIteration;
+  Phase phase = Phase::kOther;
+  std::int32_t iteration = -1, layer = -1, micro_batch = -1, chunk = -1;
+  std::uint32_t ops = 0;  // op ranges inside
+};
+
+enum class RowKind : std::uint8_t {
+  kRankHeader, kIterations, kLayers, kChunks, kOps, kActivities, kMemory,
+  kNvtx, kApiCalls,  // host side, per CPU thread
+};
+
+// The items of a row, as positions into the trace's arrays (or the model's
+// spans), sorted by start. Activity rows of a stream whose kernels never
+// overlap are the stream's contiguous track and store no index at all.
+class RowItems {
+ public:
+  RowItems() = default;
+  static RowItems contiguous(ItemSource s, std::uint32_t base, std::uint32_t count);
+  static RowItems indexed(ItemSource s, std::vector<std::uint32_t> index);
+  ItemSource source() const { return source_; }
+  std::size_t size() const { return contiguous_ ? count_ : index_.size(); }
+  bool empty() const { return size() == 0; }
+  std::uint32_t operator[](std::size_t pos) const {
+    return contiguous_ ? base_ + static_cast<std::uint32_t>(pos) : index_[pos];
+  }
+  std::size_t memory_bytes() const { return index_.capacity() * sizeof(std::uint32_t); }
+
+ private:
+  ItemSource source_ = ItemSource::kNone;
+  bool contiguous_ = true;
+  std::uint32_t base_ = 0, count_ = 0;
+  std::vector<std::uint32_t> index_;
+};
+
+struct Row {
+  RowKind kind = RowKind::kActivities;
+  RankId rank;
+  std::int32_t stream = -1;   // index into Trace::streams
+  std::int64_t thread = -1;   // kNvtx, kApiCalls: the CPU thread
+  int sub_row = 0;            // packing depth within its (stream, kind)
+  int group = 0;              // index into TimelineModel::groups
+  int height_px = 18;
+  std::string label;          // empty on sub-rows after the first
+  RowItems items;
+  bool monotone = true;       // items do not overlap (false only on an overflow row)
+  std::int64_t max_extent = 0;
+  LodPyramid lod;
+  std::int32_t counter = -1;  // kMemory: index into TimelineModel::counters
+};
+
+struct RankGroup {
+  RankId rank;
+  std::string label;
+  int first_row = 0, end_row = 0;  // [first, end) in rows; first is the header
+};
+
+// An item on the timeline.
+struct ItemRef {
+  ItemSource source = ItemSource::kNone;
+  std::uint32_t index = 0;
+  bool valid() const { return source != ItemSource::kNone; }
+  friend bool operator==(const ItemRef&, const ItemRef&) = default;
+};
+
+struct BuildOptions {
+  bool span_rows = true;
+  bool op_rows = true;
+  bool memory_rows = true;
+  bool host_rows = true;      // NVTX ranges and API calls per CPU thread
+  int max_sub_rows = 16;      // deeper nesting shares the last sub-row
+  unsigned threads = 0;       // for the pyramids; 0: hardware concurrency
+  std::function<void(std::string_view stage, double fraction)> progress;
+};
+
+class TimelineModel {
+ public:
+  static std::shared_ptr<const TimelineModel> build(std::shared_ptr<const analyzer::Trace> trace,
+                                                    const BuildOptions& options = {});
+
+  const analyzer::Trace& trace() const { return *trace_; }
+  const std::shared_ptr<const analyzer::Trace>& trace_ptr() const { return trace_; }
+  std::span<const Row> rows() const { return rows_; }
+  std::span<const RankGroup> groups() const { return groups_; }
+  std::span<const Span> spans() const { return spans_; }
+  std::span<const CounterTrack> counters() const { return counters_; }
+  // Extent of everything drawn; end > start always.
+  std::int64_t start_ns() const { return start_ns_; }
+  std::int64_t end_ns() const { return end_ns_; }
+
+  std::int64_t item_start(ItemRef r) const;
+  std::int64_t item_end(ItemRef r) const;
+  ColourClass item_colour(ItemRef r) const;
+  // Short label drawn inside a block: kernel name, op kind and chunk, "L3 fwd".
+  std::string item_label(ItemRef r) const;
+  // Name matched by search: kernel or op name, op kind, "memcpy HtoD".
+  std::string item_name(ItemRef r) const;
+
+  ItemRef row_item(const Row& row, std::size_t pos) const { return {row.items.source(), row.items[pos]}; }
+  // The item of `row` under time t, or the nearest within tolerance_ns.
+  std::optional<std::size_t> hit_test(int row, double t_ns, double tolerance_ns) const;
+  // The row showing an item and its position in it.
+  struct Place {
+    int row = -1;
+    std::size_t pos = 0;
+  };
+  std::optional<Place> place_of(ItemRef r) const;
+  // Positions [first, last) of a row's items intersecting [t0, t1].
+  std::pair<std::size_t, std::size_t> visible_range(const Row& row, double t0, double t1) const;
+
+  // Whether an op has GPU activities attributed to it (else its own range counts).
+  bool op_has_activity(std::size_t op) const { return op < op_has_activity_.size() && op_has_activity_[op]; }
+  std::size_t memory_bytes() const;
+
+ private:
+  TimelineModel() = default;
+  std::shared_ptr<const analyzer::Trace> trace_;
+  std::vector<Row> rows_;
+  std::vector<RankGroup> groups_;
+  std::vector<Span> spans_;
+  std::vector<CounterTrack> counters_;
+  std::vector<bool> op_has_activity_;
+  std::vector<ColourClass> activity_colour_;
+  std::int64_t start_ns_ = 0, end_ns_ = 1;
+  friend class TimelineModelBuilder;
+};
+
+// Vertical placement of rows given which rank groups are collapsed (a
+// collapsed group shows its header only).
+class RowLayout {
+ public:
+  static constexpr int kHeaderHeight = 22;
+  static RowLayout compute(const TimelineModel& model, const std::vector<bool>& collapsed = {});
+  int y(int row) const { return y_[static_cast<std::size_t>(row)]; }   // -1: hidden
+  int height(int row) const { return h_[static_cast<std::size_t>(row)]; }
+  bool visible(int row) const { return y_[static_cast<std::size_t>(row)] >= 0; }
+  int total_height() const { return total_; }
+  // The visible row at y, or -1.
+  int row_at(int y) const;
+  // Visible rows intersecting [y0, y1), in order.
+  std::vector<int> rows_in(int y0, int y1) const;
+  std::size_t size() const { return y_.size(); }
+
+ private:
+  std::vector<int> y_, h_;
+  std::vector<int> order_;  // visible rows, by y
+  int total_ = 0;
+};
+
+}  // namespace moetrace::gui

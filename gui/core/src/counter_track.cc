@@ -1,0 +1,170 @@
+#include "moetrace/gui/counter_track.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <unordered_map>
+
+namespace moetrace::gui {
+
+CounterTrack::CounterTrack(RankId rank, std::string name, std::vector<CounterSample> samples)
+    : rank_(rank), name_(std::move(name)), samples_(std::move(samples)) {
+  std::stable_sort(samples_.begin(), samples_.end(),
+                   [](const CounterSample& a, const CounterSample& b) { return a.t_ns < b.t_ns; });
+  for (const auto& s : samples_) max_ = std::max(max_, s.value);
+  // Bucket pyramid: buckets of 2^k ns aligned on multiples of 2^k.
+  std::vector<CounterBucket> cur;
+  cur.reserve(samples_.size());
+  for (const auto& s : samples_) cur.push_back({s.t_ns, s.value, s.value, s.value});
+  std::size_t stored = cur.size();
+  for (int k = 1; k < 62 && cur.size() > 1; ++k) {
+    const std::int64_t w = std::int64_t{1} << k;
+    std::vector<CounterBucket> next;
+    next.reserve(cur.size() / 2 + 1);
+    auto bucket_of = [w](std::int64_t t) { return t >= 0 ? t / w : -((-t + w - 1) / w); };
+    for (const auto& b : cur) {
+      if (!next.empty() && bucket_of(next.back().t_first) == bucket_of(b.t_first)) {
+        auto& n = next.back();
+        n.min = std::min(n.min, b.min);
+        n.max = std::max(n.max, b.max);
+        n.last = b.last;
+      } else {
+        next.push_back(b);
+      }
+    }
+    if (next.size() * 2 <= stored) {
+      stored = next.size();
+      levels_.push_back({w, next});
+    }
+    cur = std::move(next);
+  }
+}
+
+std::int64_t CounterTrack::value_at(std::int64_t t_ns) const {
+  auto it = std::upper_bound(samples_.begin(), samples_.end(), t_ns,
+                             [](std::int64_t t, const CounterSample& s) { return t < s.t_ns; });
+  return it == samples_.begin() ? 0 : std::prev(it)->value;
+}
+
+std::vector<CounterColumn> CounterTrack::columns(const TimeAxis& axis) const {
+  std::vector<CounterColumn> out;
+  if (samples_.empty() || axis.width_px <= 0) return out;
+  // The coarsest buckets still no wider than a pixel; raw samples otherwise,
+  // seen as one-sample buckets over the visible window only.
+  const Level* level = nullptr;
+  for (const auto& l : levels_)
+    if (static_cast<double>(l.bucket_ns) <= axis.ns_per_px) level = &l;
+  std::vector<CounterBucket> raw_view;
+  std::span<const CounterBucket> items;
+  if (level) {
+    items = level->buckets;
+  } else {
+    auto lo = std::lower_bound(samples_.begin(), samples_.end(), axis.t0_ns,
+                               [](const CounterSample& s, double t) { return static_cast<double>(s.t_ns) < t; });
+    if (lo != samples_.begin()) --lo;
+    for (auto it = lo; it != samples_.end() && static_cast<double>(it->t_ns) <= axis.t1_ns(); ++it)
+      raw_view.push_back({it->t_ns, it->value, it->value, it->value});
+    items = raw_view;
+  }
+  auto it = std::lower_bound(items.begin(), items.end(), axis.t0_ns, [](const CounterBucket& b, double t) {
+    return static_cast<double>(b.t_first) < t;
+  });
+  // Before the first sample nothing is allocated.
+  std::int64_t carry = it == items.begin() ? 0 : std::prev(it)->last;
+  auto column_of = [&](std::int64_t t) {
+    const double x = std::floor(axis.x(static_cast<double>(t)));
+    return x;
+  };
+  auto emit = [&](int c0, int c1, std::int64_t lo, std::int64_t hi) {
+    if (c1 <= c0) return;
+    if (!out.empty() && out.back().lo == lo && out.back().hi == hi &&
+        out.back().x1 == static_cast<float>(c0)) {
+      out.back().x1 = static_cast<float>(c1);
+      return;
+    }
+    out.push_back({static_cast<float>(c0), static_cast<float>(c1), lo, hi});
+  };
+  int col = 0;
+  while (col < axis.width_px) {
+    if (it != items.end() && column_of(it->t_first) <= col) {
+      // The carried value shows only where the column starts before its first sample.
+      const bool carried = axis.x(static_cast<double>(it->t_first)) > col;
+      std::int64_t lo = carried ? carry : it->min, hi = carried ? carry : it->max;
+      while (it != items.end() && column_of(it->t_first) <= col) {
+        lo = std::min(lo, it->min);
+        hi = std::max(hi, it->max);
+        carry = it->last;
+        ++it;
+      }
+      emit(col, col + 1, lo, hi);
+      ++col;
+      continue;
+    }
+    // No sample in this column: the carried value holds until the next one.
+    int next = axis.width_px;
+    if (it != items.end()) next = static_cast<int>(std::clamp(column_of(it->t_first), col + 1.0, double(axis.width_px)));
+    emit(col, next, carry, carry);
+    col = next;
+  }
+  return out;
+}
+
+std::size_t CounterTrack::memory_bytes() const {
+  std::size_t b = sizeof(*this) + samples_.capacity() * sizeof(CounterSample);
+  for (const auto& l : levels_) b += l.buckets.capacity() * sizeof(CounterBucket);
+  return b;
+}
+
+std::vector<CounterTrack> memory_counters(const analyzer::Trace& trace) {
+  std::map<RankId, std::vector<CounterSample>> per_rank;
+  // memory_events are sorted by (rank, ts).
+  std::unordered_map<std::uint64_t, std::int64_t> live;  // address -> bytes, per rank
+  RankId current;
+  std::int64_t in_use = 0;
+  for (const auto& e : trace.memory_events) {
+    if (e.memory_kind != schema::MemoryKind::kDevice && e.memory_kind != schema::MemoryKind::kManaged &&
+        e.memory_kind != schema::MemoryKind::kUnknown)
+      continue;
+    if (e.rank != current) {
+      current = e.rank;
+      in_use = 0;
+      live.clear();
+    }
+    std::int64_t bytes = std::max<std::int64_t>(0, e.bytes);
+    if (e.alloc) {
+      live[e.address] = bytes;
+      in_use += bytes;
+    } else {
+      auto it = live.find(e.address);
+      if (bytes == 0 && it != live.end()) bytes = it->second;
+      if (it != live.end()) live.erase(it);
+      in_use = std::max<std::int64_t>(0, in_use - bytes);
+    }
+    per_rank[e.rank].push_back({e.ts_ns, in_use});
+  }
+  // Buffers with their lifetimes, for ranks without alloc/free events.
+  std::map<RankId, std::vector<std::pair<std::int64_t, std::int64_t>>> deltas;
+  for (const auto& b : trace.buffers) {
+    if (per_rank.count(b.rank) || b.alloc_ns < 0 || b.memory_kind == schema::MemoryKind::kPinnedHost ||
+        b.memory_kind == schema::MemoryKind::kPageableHost)
+      continue;
+    deltas[b.rank].push_back({b.alloc_ns, b.bytes});
+    if (b.free_ns >= b.alloc_ns) deltas[b.rank].push_back({b.free_ns, -b.bytes});
+  }
+  for (auto& [rank, d] : deltas) {
+    std::stable_sort(d.begin(), d.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::int64_t v = 0;
+    auto& out = per_rank[rank];
+    for (const auto& [t, delta] : d) {
+      v = std::max<std::int64_t>(0, v + delta);
+      if (!out.empty() && out.back().t_ns == t) out.back().value = v;
+      else out.push_back({t, v});
+    }
+  }
+  std::vector<CounterTrack> tracks;
+  for (auto& [rank, samples] : per_rank)
+    if (!samples.empty()) tracks.emplace_back(rank, "memory in use", std::move(samples));
+  return tracks;
+}
+
+}  // namespace moetrace::gui

@@ -1,0 +1,478 @@
+#include "moetrace/cupti/activity_converter.h"
+
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+
+namespace moetrace::cupti {
+namespace {
+
+std::int64_t ns(std::uint64_t t) { return static_cast<std::int64_t>(t); }
+
+}  // namespace
+
+schema::MemoryKind memory_kind_from_cupti(std::uint32_t kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE: return schema::MemoryKind::kPageableHost;
+    case CUPTI_ACTIVITY_MEMORY_KIND_PINNED: return schema::MemoryKind::kPinnedHost;
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE:
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC:
+    case CUPTI_ACTIVITY_MEMORY_KIND_ARRAY: return schema::MemoryKind::kDevice;
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED:
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC: return schema::MemoryKind::kManaged;
+    default: return schema::MemoryKind::kUnknown;
+  }
+}
+
+std::string overhead_kind_name(CUpti_ActivityOverheadKind kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_OVERHEAD_DRIVER_COMPILER: return "driver_compiler";
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH: return "cupti_buffer_flush";
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_INSTRUMENTATION: return "cupti_instrumentation";
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_RESOURCE: return "cupti_resource";
+    case CUPTI_ACTIVITY_OVERHEAD_RUNTIME_TRIGGERED_MODULE_LOADING: return "module_loading";
+    case CUPTI_ACTIVITY_OVERHEAD_LAZY_FUNCTION_LOADING: return "lazy_function_loading";
+    case CUPTI_ACTIVITY_OVERHEAD_COMMAND_BUFFER_FULL: return "command_buffer_full";
+    case CUPTI_ACTIVITY_OVERHEAD_ACTIVITY_BUFFER_REQUEST: return "cupti_buffer_request";
+    case CUPTI_ACTIVITY_OVERHEAD_UVM_ACTIVITY_INIT: return "uvm_activity_init";
+    default: return "unknown";
+  }
+}
+
+std::string demangle(const char* name) {
+  if (name == nullptr) return "<unnamed>";
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> out(abi::__cxa_demangle(name, nullptr, nullptr, &status),
+                                             std::free);
+  return status == 0 && out ? std::string(out.get()) : std::string(name);
+}
+
+ActivityConverter::ActivityConverter(RecordSink& sink, ConverterOptions options)
+    : sink_(sink), options_(std::move(options)) {}
+
+void ActivityConverter::map_stream(std::uint32_t context, std::uint32_t stream,
+                                   const instrument::StreamRecord& record) {
+  streams_[{context, stream}] = {record.id, record.rank};
+  instrument::StreamRecord r = record;
+  r.native_id = stream;
+  sink_.add(r);
+}
+
+void ActivityConverter::map_device(std::uint32_t device, RankId rank) { devices_[device] = rank; }
+
+void ActivityConverter::note_allocation(std::uint64_t address, BufferId buffer) {
+  announced_[address].push_back(buffer);
+}
+
+void ActivityConverter::note_op(const OpLabel& label, std::int64_t launch_start,
+                                std::int64_t launch_end) {
+  auto [it, inserted] = ops_.try_emplace(label.op.value);
+  if (!inserted && it->second.from_nvtx) return;
+  it->second.label = label;
+  // An op issued in several pieces (a collective's phases): its launch range spans them.
+  it->second.launch_start = inserted ? launch_start : std::min(it->second.launch_start, launch_start);
+  it->second.launch_end = std::max(it->second.launch_end, launch_end);
+}
+
+RankId ActivityConverter::rank_of_device(std::uint32_t device) const {
+  auto it = devices_.find(device);
+  return it != devices_.end() ? it->second : options_.default_rank;
+}
+
+ActivityConverter::StreamInfo ActivityConverter::stream_of(std::uint32_t device,
+                                                           std::uint32_t context,
+                                                           std::uint32_t stream) {
+  auto it = streams_.find({context, stream});
+  if (it != streams_.end()) return it->second;
+  StreamInfo info{StreamId(next_auto_stream_++), rank_of_device(device)};
+  streams_[{context, stream}] = info;
+  instrument::StreamRecord r;
+  r.id = info.id;
+  r.rank = info.rank;
+  r.device = DeviceId(static_cast<std::int32_t>(device));
+  r.native_id = stream;
+  r.role = instrument::kRoleOther;
+  r.name = "ctx" + std::to_string(context) + ".stream" + std::to_string(stream);
+  sink_.add(r);
+  return info;
+}
+
+OpId ActivityConverter::op_of(std::uint32_t correlation) const {
+  if (correlation == 0) return OpId();
+  auto it = correlation_op_.find(correlation);
+  return it != correlation_op_.end() ? it->second : OpId();
+}
+
+void ActivityConverter::note_op_time(OpId op, std::int64_t start, std::int64_t end) {
+  if (!op.valid() || (start == 0 && end == 0)) return;
+  OpTimes& t = op_times_[op.value];
+  t.start = std::min(t.start, start);
+  t.end = std::max(t.end, end);
+}
+
+void ActivityConverter::emit(Pending& p, OpId op) {
+  if (!op.valid()) ++stats_.activities_without_op;
+  switch (p.kind) {
+    case 0:
+      p.kernel.op = op;
+      note_op_time(op, p.kernel.start_ns, p.kernel.end_ns);
+      sink_.add(p.kernel);
+      ++stats_.kernels;
+      break;
+    case 1:
+      p.memcpy.op = op;
+      note_op_time(op, p.memcpy.start_ns, p.memcpy.end_ns);
+      sink_.add(p.memcpy);
+      ++stats_.memcpys;
+      break;
+    default:
+      p.memset.op = op;
+      note_op_time(op, p.memset.start_ns, p.memset.end_ns);
+      sink_.add(p.memset);
+      ++stats_.memsets;
+      break;
+  }
+}
+
+void ActivityConverter::resolve_pending(std::uint32_t correlation) {
+  auto range = pending_by_corr_.equal_range(correlation);
+  for (auto it = range.first; it != range.second; ++it) {
+    const std::size_t i = it->second;
+    if (pending_done_[i]) continue;
+    pending_done_[i] = 1;
+    emit(pending_[i], op_of(correlation));
+  }
+  pending_by_corr_.erase(correlation);
+}
+
+void ActivityConverter::convert(const CUpti_Activity* record) {
+  if (record == nullptr) return;
+  switch (record->kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+      const auto& k = *reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+      const StreamInfo s = stream_of(k.deviceId, k.contextId, k.streamId);
+      Pending p;
+      p.kind = 0;
+      p.correlation = k.correlationId;
+      p.kernel.rank = s.rank;
+      p.kernel.stream = s.id;
+      p.kernel.start_ns = ns(k.start);
+      p.kernel.end_ns = ns(k.end);
+      p.kernel.name = sink_.intern(demangle(k.name));
+      p.kernel.correlation_id = k.correlationId;
+      p.kernel.grid = {k.gridX, k.gridY, k.gridZ};
+      p.kernel.block = {k.blockX, k.blockY, k.blockZ};
+      p.kernel.shared_bytes = k.staticSharedMemory + k.dynamicSharedMemory;
+      p.kernel.registers = k.registersPerThread;
+      const OpId op = op_of(k.correlationId);
+      if (op.valid()) {
+        emit(p, op);
+      } else {
+        pending_by_corr_.emplace(p.correlation, pending_.size());
+        pending_.push_back(std::move(p));
+        pending_done_.push_back(0);
+      }
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY: {
+      const auto& m = *reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+      const StreamInfo s = stream_of(m.deviceId, m.contextId, m.streamId);
+      Pending p;
+      p.kind = 1;
+      p.correlation = m.correlationId;
+      p.runtime_correlation = m.runtimeCorrelationId;
+      p.memcpy.rank = s.rank;
+      p.memcpy.stream = s.id;
+      p.memcpy.start_ns = ns(m.start);
+      p.memcpy.end_ns = ns(m.end);
+      p.memcpy.bytes = static_cast<std::int64_t>(m.bytes);
+      p.memcpy.copy_kind = m.copyKind <= 10 ? static_cast<schema::CopyKind>(m.copyKind)
+                                            : schema::CopyKind::kUnknown;
+      p.memcpy.src_kind = memory_kind_from_cupti(m.srcKind);
+      p.memcpy.dst_kind = memory_kind_from_cupti(m.dstKind);
+      p.memcpy.correlation_id = m.correlationId;
+      OpId op = op_of(m.correlationId);
+      if (!op.valid()) op = op_of(m.runtimeCorrelationId);
+      if (op.valid()) {
+        emit(p, op);
+      } else {
+        pending_by_corr_.emplace(p.correlation, pending_.size());
+        if (p.runtime_correlation != 0 && p.runtime_correlation != p.correlation)
+          pending_by_corr_.emplace(p.runtime_correlation, pending_.size());
+        pending_.push_back(std::move(p));
+        pending_done_.push_back(0);
+      }
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMSET: {
+      const auto& m = *reinterpret_cast<const CUpti_ActivityMemset4*>(record);
+      const StreamInfo s = stream_of(m.deviceId, m.contextId, m.streamId);
+      Pending p;
+      p.kind = 2;
+      p.correlation = m.correlationId;
+      p.memset.rank = s.rank;
+      p.memset.stream = s.id;
+      p.memset.start_ns = ns(m.start);
+      p.memset.end_ns = ns(m.end);
+      p.memset.bytes = static_cast<std::int64_t>(m.bytes);
+      p.memset.value = static_cast<std::int32_t>(m.value);
+      p.memset.correlation_id = m.correlationId;
+      const OpId op = op_of(m.correlationId);
+      if (op.valid()) {
+        emit(p, op);
+      } else {
+        pending_by_corr_.emplace(p.correlation, pending_.size());
+        pending_.push_back(std::move(p));
+        pending_done_.push_back(0);
+      }
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMORY2: {
+      const auto& m = *reinterpret_cast<const CUpti_ActivityMemory4*>(record);
+      instrument::MemoryEventRecord r;
+      const bool alloc = m.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+      if (!alloc && m.memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) {
+        ++stats_.unknown_kinds;
+        return;
+      }
+      r.rank = rank_of_device(m.deviceId);
+      if (m.isAsync != 0) {
+        const StreamInfo s = stream_of(m.deviceId, m.contextId, m.streamId);
+        r.stream = s.id;
+        r.rank = s.rank;
+      }
+      r.ts_ns = ns(m.timestamp);
+      r.alloc = alloc;
+      r.address = m.address;
+      r.bytes = static_cast<std::int64_t>(m.bytes);
+      r.memory_kind = memory_kind_from_cupti(static_cast<std::uint32_t>(m.memoryKind));
+      r.correlation_id = m.correlationId;
+      if (alloc) {
+        auto it = announced_.find(m.address);
+        if (it != announced_.end() && !it->second.empty()) {
+          r.buffer = it->second.front();
+          it->second.erase(it->second.begin());
+          if (it->second.empty()) announced_.erase(it);
+          live_[m.address] = r.buffer;
+        }
+      } else {
+        auto it = live_.find(m.address);
+        if (it != live_.end()) {
+          r.buffer = it->second;
+          live_.erase(it);
+        }
+      }
+      sink_.add(r);
+      ++stats_.memory_events;
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER: {
+      const auto& a = *reinterpret_cast<const CUpti_ActivityAPI*>(record);
+      instrument::ApiCallRecord r;
+      r.api = record->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? schema::ApiKind::kRuntime
+                                                          : schema::ApiKind::kDriver;
+      r.rank = options_.default_rank;
+      const OpId op = op_of(a.correlationId);
+      if (op.valid()) {
+        auto it = ops_.find(op.value);
+        if (it != ops_.end()) r.rank = it->second.label.rank;
+      }
+      r.thread_id = a.threadId;
+      r.start_ns = ns(a.start);
+      r.end_ns = ns(a.end);
+      std::string name = options_.api_name
+                             ? options_.api_name(r.api, static_cast<std::uint32_t>(a.cbid))
+                             : std::string();
+      if (name.empty())
+        name = (r.api == schema::ApiKind::kRuntime ? "runtime_cbid_" : "driver_cbid_") +
+               std::to_string(static_cast<std::uint32_t>(a.cbid));
+      r.name = sink_.intern(name);
+      r.correlation_id = a.correlationId;
+      r.return_code = static_cast<std::int32_t>(a.returnValue);
+      sink_.add(r);
+      ++stats_.api_calls;
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+      const auto& s = *reinterpret_cast<const CUpti_ActivitySynchronization2*>(record);
+      instrument::SyncRecord r;
+      r.rank = options_.default_rank;
+      if (s.streamId != CUPTI_SYNCHRONIZATION_INVALID_VALUE &&
+          s.contextId != CUPTI_SYNCHRONIZATION_INVALID_VALUE) {
+        auto it = streams_.find({s.contextId, s.streamId});
+        if (it != streams_.end()) {
+          r.stream = it->second.id;
+          r.rank = it->second.rank;
+        }
+      }
+      r.start_ns = ns(s.start);
+      r.end_ns = ns(s.end);
+      r.kind = static_cast<std::int32_t>(s.type);
+      r.correlation_id = s.correlationId;
+      sink_.add(r);
+      ++stats_.syncs;
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_OVERHEAD: {
+      const auto& o = *reinterpret_cast<const CUpti_ActivityOverhead3*>(record);
+      instrument::OverheadRecord r;
+      r.rank = options_.default_rank;
+      if (o.objectKind == CUPTI_ACTIVITY_OBJECT_THREAD || o.objectKind == CUPTI_ACTIVITY_OBJECT_PROCESS)
+        r.thread_id = o.objectId.pt.threadId;
+      else if (o.objectKind == CUPTI_ACTIVITY_OBJECT_DEVICE)
+        r.rank = rank_of_device(o.objectId.dcs.deviceId);
+      r.start_ns = ns(o.start);
+      r.end_ns = ns(o.end);
+      r.kind = overhead_kind_name(o.overheadKind);
+      sink_.add(r);
+      ++stats_.overheads;
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_MARKER:
+      convert_marker(*reinterpret_cast<const CUpti_ActivityMarker2*>(record));
+      return;
+    case CUPTI_ACTIVITY_KIND_MARKER_DATA:
+      convert_marker_data(*reinterpret_cast<const CUpti_ActivityMarkerData2*>(record));
+      return;
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+      const auto& e = *reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
+      if (e.externalKind != CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) return;
+      correlation_op_[e.correlationId] = OpId(static_cast<std::int64_t>(e.externalId));
+      ++stats_.correlations;
+      resolve_pending(e.correlationId);
+      return;
+    }
+    default:
+      ++stats_.unknown_kinds;
+      return;
+  }
+}
+
+void ActivityConverter::convert_marker(const CUpti_ActivityMarker2& m) {
+  const auto flags = static_cast<std::uint32_t>(m.flags);
+  if ((flags & CUPTI_ACTIVITY_FLAG_MARKER_END) != 0) {
+    close_marker(m.id, ns(m.timestamp));
+    return;
+  }
+  OpenMarker& o = markers_[m.id];
+  o.start = ns(m.timestamp);
+  o.name = m.name != nullptr ? m.name : "";
+  o.domain = m.domain != nullptr ? m.domain : "";
+  o.thread = m.objectKind == CUPTI_ACTIVITY_OBJECT_THREAD ? m.objectId.pt.threadId : 0;
+  o.have_start = true;
+  if ((flags & CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS) != 0) close_marker(m.id, o.start);
+}
+
+void ActivityConverter::convert_marker_data(const CUpti_ActivityMarkerData2& d) {
+  OpenMarker& o = markers_[d.id];
+  switch (d.payloadKind) {
+    case CUPTI_METRIC_VALUE_KIND_INT64: o.payload_int = d.payload.metricValueInt64; break;
+    case CUPTI_METRIC_VALUE_KIND_UINT64:
+      o.payload_int = static_cast<std::int64_t>(d.payload.metricValueUint64);
+      break;
+    case CUPTI_METRIC_VALUE_KIND_DOUBLE: o.payload_double = d.payload.metricValueDouble; break;
+    default: break;
+  }
+  if ((static_cast<std::uint32_t>(d.flags) & CUPTI_ACTIVITY_FLAG_MARKER_COLOR_ARGB) != 0)
+    o.color = d.color;
+  o.category = static_cast<std::int32_t>(d.category);
+}
+
+void ActivityConverter::close_marker(std::uint32_t id, std::int64_t end) {
+  auto it = markers_.find(id);
+  if (it == markers_.end()) return;
+  OpenMarker o = std::move(it->second);
+  markers_.erase(it);
+  if (!o.have_start) return;
+  instrument::NvtxRangeRecord r;
+  r.rank = options_.default_rank;
+  std::optional<OpLabel> label;
+  if (o.domain == kNvtxDomain) label = parse_op_message(o.name);
+  if (label) {
+    r.rank = label->rank;
+    SeenOp& seen = ops_[label->op.value];
+    const bool first = !seen.from_nvtx;
+    seen.label = *label;
+    seen.launch_start = first ? o.start : std::min(seen.launch_start, o.start);
+    seen.launch_end = first ? end : std::max(seen.launch_end, end);
+    seen.from_nvtx = true;
+  }
+  r.thread_id = o.thread;
+  r.start_ns = o.start;
+  r.end_ns = end;
+  r.domain = sink_.intern(o.domain);
+  r.name = sink_.intern(o.name);
+  r.category = o.category;
+  r.color = o.color;
+  r.payload_int = o.payload_int;
+  r.payload_double = o.payload_double;
+  sink_.add(r);
+  ++stats_.nvtx_ranges;
+}
+
+void ActivityConverter::finish() {
+  if (finished_) return;
+  finished_ = true;
+  for (std::size_t i = 0; i < pending_.size(); ++i) {
+    if (pending_done_[i]) continue;
+    pending_done_[i] = 1;
+    OpId op = op_of(pending_[i].correlation);
+    if (!op.valid()) op = op_of(pending_[i].runtime_correlation);
+    emit(pending_[i], op);
+  }
+  pending_.clear();
+  pending_done_.clear();
+  pending_by_corr_.clear();
+  for (const auto& [id, seen] : ops_) {
+    const OpLabel& l = seen.label;
+    instrument::OpRangeRecord r;
+    r.id = l.op;
+    r.rank = l.rank;
+    r.stream = l.stream;
+    r.kind = l.kind;
+    r.name = sink_.intern(l.name);
+    r.layer = l.layer;
+    r.iteration = l.iteration;
+    r.micro_batch = l.micro_batch;
+    r.chunk = l.chunk;
+    r.phase = l.phase;
+    auto t = op_times_.find(id);
+    if (t != op_times_.end()) {
+      r.start_ns = t->second.start;
+      r.end_ns = t->second.end;
+    } else {
+      // Nothing ran on the device (an empty op): a point at its launch.
+      r.start_ns = r.end_ns = std::max<std::int64_t>(seen.launch_end, 0);
+    }
+    r.launch_start_ns = seen.launch_start;
+    r.launch_end_ns = seen.launch_end;
+    r.flops = l.flops;
+    r.bytes = l.bytes;
+    r.peer = l.peer;
+    sink_.add(r);
+    ++stats_.op_ranges;
+  }
+  for (auto& [id, o] : markers_) {
+    if (!o.have_start) continue;
+    instrument::NvtxRangeRecord r;
+    r.rank = options_.default_rank;
+    r.thread_id = o.thread;
+    r.start_ns = o.start;
+    r.end_ns = -1;
+    r.domain = sink_.intern(o.domain);
+    r.name = sink_.intern(o.name);
+    r.category = o.category;
+    r.color = o.color;
+    r.payload_int = o.payload_int;
+    r.payload_double = o.payload_double;
+    sink_.add(r);
+    ++stats_.nvtx_ranges;
+  }
+  markers_.clear();
+}
+
+}  // namespace moetrace::cupti

@@ -1,0 +1,318 @@
+#include "moetrace/cupti/collector.h"
+
+#include <cuda.h>
+#include <cupti.h>
+#include <dlfcn.h>
+#include <fmt/format.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "moetrace/cupti/activity_converter.h"
+#include "moetrace/cupti/buffer_pool.h"
+#include "moetrace/cupti/check.h"
+#include "moetrace/schema/error.h"
+
+namespace moetrace::cupti {
+
+namespace {
+std::atomic<Collector*> g_active{nullptr};
+std::atomic<Collector::Impl*> g_impl{nullptr};
+std::once_flag g_atexit_once;
+
+void close_at_exit() {
+  if (Collector* c = g_active.load()) {
+    try {
+      c->close();
+    } catch (...) {
+      // Exiting: nothing left to report to.
+    }
+  }
+}
+
+// NVTX ranges reach CUPTI only through NVTX's injection hook, read once at the
+// first NVTX call of the process: point it at the CUPTI library we run with.
+void hook_nvtx_into_cupti() {
+  if (std::getenv("NVTX_INJECTION64_PATH") != nullptr) return;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&cuptiActivityEnable), &info) != 0 && info.dli_fname != nullptr)
+    setenv("NVTX_INJECTION64_PATH", info.dli_fname, 0);
+}
+
+nvtxDomainHandle_t moetrace_domain() {
+  static nvtxDomainHandle_t d = nvtxDomainCreateA(kNvtxDomain);
+  return d;
+}
+
+std::uint32_t category_color(Category c) {
+  switch (c) {
+    case Category::kAllToAll: return 0xFFE6550D;
+    case Category::kAllReduce: return 0xFFFD8D3C;
+    case Category::kOtherComm: return 0xFFFDAE6B;
+    case Category::kExpertCompute: return 0xFF3182BD;
+    case Category::kGating: return 0xFF31A354;
+    case Category::kOtherCompute: return 0xFF6BAED6;
+    case Category::kMemcpy: return 0xFF756BB1;
+  }
+  return 0xFF969696;
+}
+
+}  // namespace
+
+struct Collector::Impl {
+  std::unique_ptr<instrument::TraceWriter> writer;
+  CollectorOptions options;
+  WriterSink sink;
+  std::mutex mu;  // guards converter and api_names
+  std::unordered_map<std::uint64_t, std::string> api_names;
+  ActivityConverter converter;
+  ActivityBufferPool pool;
+  std::vector<CUpti_ActivityKind> enabled;
+  std::atomic<std::int64_t> buffers_completed{0}, records{0}, dropped{0};
+  bool closed = false;
+  std::mutex close_mu;
+
+  Impl(std::unique_ptr<instrument::TraceWriter> w, CollectorOptions o)
+      : writer(std::move(w)),
+        options(o),
+        sink(*writer),
+        converter(sink, ConverterOptions{o.default_rank,
+                                         [this](schema::ApiKind kind, std::uint32_t cbid) {
+                                           return api_name(kind, cbid);
+                                         }}),
+        pool(o.buffer_bytes, o.max_buffers) {}
+
+  // Called with mu held (from the converter).
+  std::string api_name(schema::ApiKind kind, std::uint32_t cbid) {
+    const std::uint64_t key = (static_cast<std::uint64_t>(kind) << 32) | cbid;
+    auto it = api_names.find(key);
+    if (it != api_names.end()) return it->second;
+    const char* name = nullptr;
+    const auto domain = kind == schema::ApiKind::kRuntime ? CUPTI_CB_DOMAIN_RUNTIME_API
+                                                          : CUPTI_CB_DOMAIN_DRIVER_API;
+    std::string s = cuptiGetCallbackName(domain, cbid, &name) == CUPTI_SUCCESS && name != nullptr
+                        ? std::string(name)
+                        : std::string();
+    api_names.emplace(key, s);
+    return s;
+  }
+
+  static void CUPTIAPI buffer_requested(std::uint8_t** buffer, std::size_t* size,
+                                        std::size_t* max_records) {
+    Impl* self = g_impl.load();
+    *max_records = 0;
+    *buffer = self != nullptr ? self->pool.acquire() : nullptr;
+    *size = *buffer != nullptr ? self->pool.buffer_bytes() : 0;
+  }
+
+  static void CUPTIAPI buffer_completed(CUcontext ctx, std::uint32_t stream_id, std::uint8_t* buffer,
+                                        std::size_t /*size*/, std::size_t valid) {
+    Impl* self = g_impl.load();
+    if (self == nullptr || buffer == nullptr) return;
+    std::int64_t n = 0;
+    {
+      std::lock_guard lock(self->mu);
+      CUpti_Activity* record = nullptr;
+      while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+        try {
+          self->converter.convert(record);
+        } catch (...) {
+          // A record we cannot write must not take the traced process down.
+        }
+        ++n;
+      }
+    }
+    std::size_t dropped = 0;
+    if (cuptiActivityGetNumDroppedRecords(ctx, stream_id, &dropped) == CUPTI_SUCCESS && dropped > 0) {
+      self->dropped += static_cast<std::int64_t>(dropped);
+      self->writer->add_dropped_records(static_cast<std::int64_t>(dropped));
+    }
+    self->records += n;
+    ++self->buffers_completed;
+    self->pool.release(buffer);
+  }
+};
+
+Collector::Collector(std::unique_ptr<instrument::TraceWriter> writer, CollectorOptions options) {
+  if (!writer) throw Error("CUPTI collector: no trace writer");
+  Collector* expected = nullptr;
+  if (!g_active.compare_exchange_strong(expected, this))
+    throw Error("CUPTI collector: another collector is already active in this process");
+  try {
+    // CUPTI without a usable device fails with CUPTI_ERROR_UNKNOWN; say why instead.
+    int devices = 0;
+    const cudaError_t probe = cudaGetDeviceCount(&devices);
+    if (probe != cudaSuccess) {
+      cudaGetLastError();
+      throw Error(fmt::format("CUPTI collector: no usable GPU ({})", detail::cuda_error_text(probe)));
+    }
+    impl_ = std::make_unique<Impl>(std::move(writer), options);
+    if (options.nvtx) hook_nvtx_into_cupti();
+    g_impl.store(impl_.get());
+    const CUptiResult reg = cuptiActivityRegisterCallbacks(&Impl::buffer_requested, &Impl::buffer_completed);
+    if (reg == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+      throw Error("CUPTI is already in use by another profiler (Nsight Systems or Compute?); "
+                  "run without it to record a moetrace trace");
+    detail::check_cupti(reg, "cuptiActivityRegisterCallbacks", __FILE__, __LINE__);
+    std::vector<CUpti_ActivityKind> kinds{CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                          CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
+                                          CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+    if (options.runtime_api) kinds.push_back(CUPTI_ACTIVITY_KIND_RUNTIME);
+    if (options.driver_api) kinds.push_back(CUPTI_ACTIVITY_KIND_DRIVER);
+    if (options.memory) kinds.push_back(CUPTI_ACTIVITY_KIND_MEMORY2);
+    if (options.synchronization) kinds.push_back(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
+    if (options.overhead) kinds.push_back(CUPTI_ACTIVITY_KIND_OVERHEAD);
+    if (options.nvtx) {
+      kinds.push_back(CUPTI_ACTIVITY_KIND_MARKER);
+      kinds.push_back(CUPTI_ACTIVITY_KIND_MARKER_DATA);
+    }
+    for (CUpti_ActivityKind k : kinds) {
+      const CUptiResult r = cuptiActivityEnable(k);
+      if (r == CUPTI_ERROR_NOT_COMPATIBLE || r == CUPTI_ERROR_NOT_SUPPORTED) continue;
+      detail::check_cupti(r, fmt::format("cuptiActivityEnable(activity kind {})", static_cast<int>(k)).c_str(),
+                          __FILE__, __LINE__);
+      impl_->enabled.push_back(k);
+    }
+    std::call_once(g_atexit_once, [] { std::atexit(close_at_exit); });
+  } catch (...) {
+    if (impl_)
+      for (CUpti_ActivityKind k : impl_->enabled) cuptiActivityDisable(k);
+    g_impl.store(nullptr);
+    g_active.store(nullptr);
+    throw;
+  }
+}
+
+Collector::~Collector() {
+  try {
+    close();
+  } catch (...) {
+    // Errors are reported by an explicit close().
+  }
+}
+
+instrument::TraceWriter& Collector::writer() { return *impl_->writer; }
+
+void Collector::map_stream(void* cuda_stream, const instrument::StreamRecord& record) {
+  using GetCtx = CUresult (*)(CUstream, CUcontext*);
+  static GetCtx get_ctx = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult status{};
+    if (cudaGetDriverEntryPointByVersion("cuStreamGetCtx", &fn, 12000, cudaEnableDefault, &status) !=
+            cudaSuccess ||
+        status != cudaDriverEntryPointSuccess)
+      fn = nullptr;
+    return reinterpret_cast<GetCtx>(fn);
+  }();
+  if (get_ctx == nullptr) throw Error("CUPTI collector: cuStreamGetCtx is not available from the driver");
+  auto stream = static_cast<CUstream>(cuda_stream);
+  CUcontext ctx = nullptr;
+  if (get_ctx(stream, &ctx) != CUDA_SUCCESS)
+    throw Error(fmt::format("CUPTI collector: cannot find the context of stream {}", record.name));
+  std::uint32_t ctx_id = 0, stream_id = 0;
+  MOETRACE_CUPTI_CHECK(cuptiGetContextId(ctx, &ctx_id));
+  MOETRACE_CUPTI_CHECK(cuptiGetStreamIdEx(nullptr, stream, 0, &stream_id));
+  std::lock_guard lock(impl_->mu);
+  impl_->converter.map_stream(ctx_id, stream_id, record);
+}
+
+void Collector::map_device(int device, RankId rank) {
+  std::lock_guard lock(impl_->mu);
+  impl_->converter.map_device(static_cast<std::uint32_t>(device), rank);
+}
+
+void Collector::note_allocation(std::uint64_t address, BufferId buffer) {
+  std::lock_guard lock(impl_->mu);
+  impl_->converter.note_allocation(address, buffer);
+}
+
+void Collector::note_op(const OpLabel& label, std::int64_t launch_start, std::int64_t launch_end) {
+  std::lock_guard lock(impl_->mu);
+  impl_->converter.note_op(label, launch_start, launch_end);
+}
+
+void Collector::flush() { MOETRACE_CUPTI_CHECK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)); }
+
+void Collector::close() {
+  std::lock_guard close_lock(impl_->close_mu);
+  if (impl_->closed) return;
+  impl_->closed = true;
+  // Flush before and after disabling: records of the last kernels may still be
+  // in flight when the first flush runs.
+  const CUptiResult first = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  CUptiResult disabled = CUPTI_SUCCESS;
+  for (CUpti_ActivityKind k : impl_->enabled)
+    if (const CUptiResult r = cuptiActivityDisable(k); r != CUPTI_SUCCESS) disabled = r;
+  const CUptiResult second = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->converter.finish();
+  }
+  g_impl.store(nullptr);
+  g_active.store(nullptr);
+  // The trace is written whatever CUPTI said; then report what went wrong.
+  impl_->writer->close();
+  detail::check_cupti(first, "cuptiActivityFlushAll", __FILE__, __LINE__);
+  detail::check_cupti(disabled, "cuptiActivityDisable", __FILE__, __LINE__);
+  detail::check_cupti(second, "cuptiActivityFlushAll (after disabling)", __FILE__, __LINE__);
+}
+
+CollectorStats Collector::stats() const {
+  CollectorStats s;
+  s.buffers_completed = impl_->buffers_completed.load();
+  s.records = impl_->records.load();
+  s.dropped_records = impl_->dropped.load();
+  s.buffers_refused = static_cast<std::int64_t>(impl_->pool.stats().refused);
+  std::lock_guard lock(impl_->mu);
+  const ConverterStats& c = impl_->converter.stats();
+  s.kernels = c.kernels;
+  s.memcpys = c.memcpys;
+  s.op_ranges = c.op_ranges;
+  s.nvtx_ranges = c.nvtx_ranges;
+  s.activities_without_op = c.activities_without_op;
+  return s;
+}
+
+std::int64_t Collector::timestamp_ns() {
+  std::uint64_t t = 0;
+  if (cuptiGetTimestamp(&t) != CUPTI_SUCCESS) return 0;
+  return static_cast<std::int64_t>(t);
+}
+
+Collector* Collector::active() { return g_active.load(); }
+
+OpScope::OpScope(const OpLabel& label) : label_(label) {
+  const std::string message = format_op_message(label);
+  nvtxEventAttributes_t a{};
+  a.version = NVTX_VERSION;
+  a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  a.category = static_cast<std::uint32_t>(label.kind);
+  a.colorType = NVTX_COLOR_ARGB;
+  a.color = category_color(op_category(label.kind));
+  a.payloadType = NVTX_PAYLOAD_TYPE_INT64;
+  a.payload.llValue = label.op.value;
+  a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+  a.message.ascii = message.c_str();
+  nvtxDomainRangePushEx(moetrace_domain(), &a);
+  if (Collector::active() != nullptr) {
+    start_ = Collector::timestamp_ns();
+    correlated_ = cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0,
+                                                         static_cast<std::uint64_t>(label.op.value)) ==
+                  CUPTI_SUCCESS;
+  }
+}
+
+OpScope::~OpScope() {
+  if (correlated_) {
+    std::uint64_t last = 0;
+    cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+  }
+  nvtxDomainRangePop(moetrace_domain());
+  if (Collector* c = Collector::active()) c->note_op(label_, start_, Collector::timestamp_ns());
+}
+
+}  // namespace moetrace::cupti

@@ -1,0 +1,66 @@
+// How a process of a multi-GPU run learns its place (no CUDA here, so it is
+// unit-tested on any machine): the launcher's environment (mpirun's
+// OMPI_COMM_WORLD_*, or torchrun-style RANK / WORLD_SIZE / LOCAL_RANK) and
+// the NCCL unique id handshake through a file that rank 0 writes and the
+// other ranks poll.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace moetrace::cuda {
+
+struct LaunchEnv {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  std::string launcher;  // "mpirun" or "env" (RANK/WORLD_SIZE/LOCAL_RANK)
+  // Identifies this job so a unique-id file left by an earlier run is not
+  // taken for this one: MOETRACE_JOB_ID, else the launcher's job id
+  // (OMPI_MCA_ess_base_jobid, TORCHELASTIC_RUN_ID, SLURM_JOB_ID); may be empty.
+  std::string job_id;
+};
+
+using GetEnv = std::function<const char*(const char*)>;
+
+// The launch environment, or nullopt where no launcher variable is set (a
+// single-process run). mpirun's variables win over RANK/WORLD_SIZE. Throws
+// moetrace::ConfigError naming the variable where one is malformed or out of
+// range (e.g. "RANK (4) must be below WORLD_SIZE (4)"). LOCAL_RANK defaults
+// to RANK where absent.
+std::optional<LaunchEnv> parse_launch_env(const GetEnv& getenv);
+std::optional<LaunchEnv> launch_env_from_process();
+
+// The unique-id file: one text line "moetrace-nccl-id v1 <job> <hex bytes>".
+// Written to `path + ".tmp.<pid>"` and renamed, so a reader never sees half a
+// file. Throws moetrace::Error where the file cannot be written.
+void write_unique_id_file(const std::string& path, const std::string& job_id,
+                          const std::vector<std::uint8_t>& id);
+
+struct IdFileWait {
+  std::chrono::milliseconds timeout{60000};
+  std::chrono::milliseconds poll{20};
+};
+
+// Polls `path` until it holds an id of `size` bytes for `job_id` (a file of
+// another job is ignored as stale, a malformed one too, until the timeout).
+// Throws moetrace::Error on timeout: "timed out after 60 s waiting for rank 0
+// to write the NCCL unique id to <path> (...)".
+std::vector<std::uint8_t> read_unique_id_file(const std::string& path, const std::string& job_id,
+                                              std::size_t size, IdFileWait wait = {});
+
+// Parses one id line; nullopt where it is not a well-formed line of `job_id`.
+std::optional<std::vector<std::uint8_t>> parse_unique_id_line(const std::string& line,
+                                                              const std::string& job_id,
+                                                              std::size_t size);
+std::string format_unique_id_line(const std::string& job_id, const std::vector<std::uint8_t>& id);
+
+// Where the id file goes: `option` where given, else $MOETRACE_NCCL_ID_FILE,
+// else empty (the caller reports that it is needed for world_size > 1).
+std::string unique_id_path(const std::string& option, const GetEnv& getenv);
+
+}  // namespace moetrace::cuda

@@ -1,0 +1,43 @@
+// One run of a plan on the GPU(s), recorded: the CUDA backend of
+// `moetrace run`. Writes the trace (run, devices, ranks, layers, op
+// dependencies and buffers, placements) and lets the CUPTI collector record
+// what the GPU did while the executor runs the plan once. With NCCL and more
+// than one process, every rank writes its own trace ("out.rank3.db").
+// CUDA-free header.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "moetrace/cuda/executor.h"
+#include "moetrace/instrument/records.h"
+#include "moetrace/plan/plan.h"
+
+namespace moetrace::cuda {
+
+struct CudaRunOptions {
+  ExecutorOptions executor;
+  std::string trace_path;
+  plan::ModelShape shape;        // model the weights and data are drawn for (plan.dims must match)
+  std::uint64_t seed = 1;        // weights from seed, training data from seed + 1
+  instrument::RunRecord run;     // name, variant, config_json; backend/host/world_size are filled in
+  bool collect = true;           // the CUPTI collector (off: the executor runs unobserved)
+  std::size_t cupti_buffer_bytes = 8u << 20;
+  std::size_t cupti_max_buffers = 128;
+};
+
+struct CudaRunSummary {
+  RunResult result;
+  std::string trace_path;
+  std::string device_name;
+  std::int64_t kernels = 0, op_ranges = 0, dropped_records = 0, activities_without_op = 0;
+};
+
+// The trace of rank r where every process writes its own: "a/out.db" -> "a/out.rank3.db".
+std::string rank_trace_path(const std::string& path, int rank);
+
+// Throws moetrace::Error ("no CUDA GPU found (...)" where there is none),
+// moetrace::ConfigError for options that do not fit the plan.
+CudaRunSummary run_plan(const plan::Plan& plan, const CudaRunOptions& options);
+
+}  // namespace moetrace::cuda

@@ -1,0 +1,581 @@
+// The executor's own kernels: gating softmax/top-k and its backward, the
+// routing index maps, permute/unpermute and their backward, GeLU over row
+// spans, SGD, and the emulated link's paced copy/reduce. GEMMs are cuBLAS
+// (gemm.cc). Row-wise kernels put rows on grid.y (strided past 65535) and
+// columns on grid.x, so a row's index data is read once per block.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cmath>
+
+#include "kernels.h"
+#include "moetrace/cupti/check.h"
+
+namespace moetrace::cuda::kernels {
+namespace {
+
+constexpr unsigned kFull = 0xffffffffu;
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ float load(const float* p) { return *p; }
+__device__ __forceinline__ float load(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+__device__ __forceinline__ void store(float* p, float v) { *p = v; }
+__device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+
+__device__ __forceinline__ unsigned long long globaltimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Thread 0 waits until the global timer passes `deadline`; the block follows.
+__device__ __forceinline__ void wait_until(unsigned long long deadline) {
+  if (threadIdx.x == 0)
+    while (globaltimer() < deadline) __nanosleep(256);
+  __syncthreads();
+}
+
+// exact GeLU z Phi(z) and its derivative Phi(z) + z phi(z) (reference.h).
+__device__ __forceinline__ float gelu(float z) { return 0.5f * z * (1.0f + erff(z * 0.70710678118654752f)); }
+__device__ __forceinline__ float gelu_grad(float z) {
+  return 0.5f * (1.0f + erff(z * 0.70710678118654752f)) + z * 0.39894228040143268f * expf(-0.5f * z * z);
+}
+
+unsigned grid_for(long long n, int threads = kThreads) {
+  long long b = (n + threads - 1) / threads;
+  if (b < 1) b = 1;
+  if (b > 65535LL * 16) b = 65535LL * 16;
+  return static_cast<unsigned>(b);
+}
+
+dim3 row_grid(long long rows, long long cols) {
+  long long x = (cols + kThreads - 1) / kThreads;
+  if (x < 1) x = 1;
+  long long y = rows < 1 ? 1 : (rows > 65535 ? 65535 : rows);
+  return dim3(static_cast<unsigned>(x), static_cast<unsigned>(y));
+}
+
+void check_launch(const char* what) {
+  ::moetrace::cupti::detail::check_cuda(cudaGetLastError(), what, __FILE__, __LINE__);
+}
+
+// ---------------------------------------------------------------------------
+// Gate
+
+__global__ void gate_softmax_topk_kernel(const float* __restrict__ logits, long long tokens, int E,
+                                         int k, float* __restrict__ probs,
+                                         float* __restrict__ routing,
+                                         const int* __restrict__ planned,
+                                         unsigned long long* __restrict__ counts) {
+  const long long token = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (token >= tokens) return;  // the whole warp leaves together
+  const float* l = logits + token * E;
+  float mx = -INFINITY;
+  for (int e = lane; e < E; e += 32) mx = fmaxf(mx, l[e]);
+  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, o));
+  float sum = 0.0f;
+  for (int e = lane; e < E; e += 32) sum += expf(l[e] - mx);
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(kFull, sum, o);
+  const float inv = 1.0f / sum;
+  float* p = probs + token * E;
+  for (int e = lane; e < E; e += 32) p[e] = expf(l[e] - mx) * inv;
+  int chosen[kMaxTopK];
+  for (int slot = 0; slot < k; ++slot) {
+    int id = 0;
+    if (planned != nullptr) {
+      id = planned[token * k + slot];
+    } else {
+      float bv = -1.0f;
+      int bi = INT_MAX;
+      for (int e = lane; e < E; e += 32) {
+        bool taken = false;
+        for (int j = 0; j < slot; ++j) taken = taken || chosen[j] == e;
+        if (taken) continue;
+        const float v = expf(l[e] - mx) * inv;
+        if (v > bv || (v == bv && e < bi)) {
+          bv = v;
+          bi = e;
+        }
+      }
+      for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(kFull, bv, o);
+        const int oi = __shfl_xor_sync(kFull, bi, o);
+        if (ov > bv || (ov == bv && oi < bi)) {
+          bv = ov;
+          bi = oi;
+        }
+      }
+      id = bi;
+    }
+    chosen[slot] = id;
+    if (lane == 0) {
+      float* r = routing + token * 2 * k;
+      r[slot] = static_cast<float>(id);
+      r[k + slot] = expf(l[id] - mx) * inv;
+      if (counts != nullptr) atomicAdd(counts + id, 1ULL);
+    }
+  }
+}
+
+template <class T>
+__global__ void gate_backward_kernel(const float* __restrict__ probs, const float* __restrict__ routing,
+                                     const float* __restrict__ d_weights, long long tokens, int E,
+                                     int k, T* __restrict__ d_logits) {
+  const long long token = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (token >= tokens) return;
+  const float* p = probs + token * E;
+  const float* r = routing + token * 2 * k;
+  const float* dw = d_weights + token * k;
+  float dot = 0.0f;
+  for (int s = 0; s < k; ++s) dot += p[__float2int_rn(r[s])] * dw[s];
+  for (int e = lane; e < E; e += 32) {
+    float dp = 0.0f;
+    for (int s = 0; s < k; ++s)
+      if (__float2int_rn(r[s]) == e) dp = dw[s];
+    store(d_logits + token * E + e, p[e] * (dp - dot));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Routing maps: one block per listed expert scans the tokens in order; the
+// q-th token routed to the expert goes to layout_row(entry, q).
+
+__global__ void routing_maps_kernel(const float* __restrict__ routing, long long tokens, int k,
+                                    const long long* __restrict__ table, int chunks,
+                                    int* __restrict__ positions, int* __restrict__ inverse,
+                                    unsigned long long* __restrict__ mismatches) {
+  __shared__ int warp_offset[32];
+  __shared__ int tile_total;
+  const long long* entry = table + static_cast<long long>(blockIdx.x) * layout_stride(chunks);
+  const int expert = static_cast<int>(entry[0]);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  long long base = 0;
+  for (long long t0 = 0; t0 < tokens; t0 += blockDim.x) {
+    const long long t = t0 + threadIdx.x;
+    int slot = -1;
+    if (t < tokens)
+      for (int s = 0; s < k; ++s)
+        if (__float2int_rn(routing[t * 2 * k + s]) == expert) slot = s;
+    const unsigned ballot = __ballot_sync(kFull, slot >= 0);
+    const int within = __popc(ballot & ((1u << lane) - 1u));
+    if (lane == 0) warp_offset[warp] = __popc(ballot);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int acc = 0;
+      for (int w = 0; w < warps; ++w) {
+        const int v = warp_offset[w];
+        warp_offset[w] = acc;
+        acc += v;
+      }
+      tile_total = acc;
+    }
+    __syncthreads();
+    if (slot >= 0) {
+      const long long q = base + warp_offset[warp] + within;
+      const long long row = layout_row(reinterpret_cast<const std::int64_t*>(entry), chunks, q);
+      if (row >= 0) {
+        positions[t * k + slot] = static_cast<int>(row);
+        inverse[row] = static_cast<int>(t * k + slot);
+      }
+    }
+    base += tile_total;
+    __syncthreads();
+  }
+  if (threadIdx.x == 0 && mismatches != nullptr && base != entry[1]) atomicAdd(mismatches, 1ULL);
+}
+
+// ---------------------------------------------------------------------------
+// Permute family
+
+template <class T>
+__global__ void permute_rows_kernel(const T* __restrict__ x, long long cols, int k,
+                                    const int* __restrict__ inverse, long long rows, T* __restrict__ out) {
+  const long long c = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  if (c >= cols) return;
+  for (long long r = blockIdx.y; r < rows; r += gridDim.y) {
+    const int src = inverse[r];
+    if (src >= 0)
+      out[r * cols + c] = x[static_cast<long long>(src / k) * cols + c];
+    else
+      store(out + r * cols + c, 0.0f);
+  }
+}
+
+template <class T>
+__global__ void permute_backward_kernel(const T* __restrict__ d_permuted, long long cols,
+                                        const int* __restrict__ positions, long long tokens, int k,
+                                        T* __restrict__ dx) {
+  const long long c = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  if (c >= cols) return;
+  for (long long t = blockIdx.y; t < tokens; t += gridDim.y) {
+    float acc = load(dx + t * cols + c);
+    for (int s = 0; s < k; ++s) {
+      const int pos = positions[t * k + s];
+      if (pos >= 0) acc += load(d_permuted + static_cast<long long>(pos) * cols + c);
+    }
+    store(dx + t * cols + c, acc);
+  }
+}
+
+template <class T>
+__global__ void unpermute_kernel(const T* __restrict__ combined, const float* __restrict__ routing,
+                                 const int* __restrict__ positions, long long tokens, int k,
+                                 long long cols, T* __restrict__ y) {
+  const long long c = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  if (c >= cols) return;
+  for (long long t = blockIdx.y; t < tokens; t += gridDim.y) {
+    float acc = 0.0f;
+    for (int s = 0; s < k; ++s) {
+      const int pos = positions[t * k + s];
+      if (pos >= 0) acc += routing[t * 2 * k + k + s] * load(combined + static_cast<long long>(pos) * cols + c);
+    }
+    store(y + t * cols + c, acc);
+  }
+}
+
+template <class T>
+__global__ void unpermute_backward_rows_kernel(const T* __restrict__ dy, const float* __restrict__ routing,
+                                               const int* __restrict__ inverse, int k, long long rows,
+                                               long long cols, T* __restrict__ d_combined) {
+  const long long c = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  if (c >= cols) return;
+  for (long long r = blockIdx.y; r < rows; r += gridDim.y) {
+    const int src = inverse[r];
+    float v = 0.0f;
+    if (src >= 0) {
+      const long long t = src / k;
+      v = routing[t * 2 * k + k + src % k] * load(dy + t * cols + c);
+    }
+    store(d_combined + r * cols + c, v);
+  }
+}
+
+// One block per (token, slot): <dy[t], combined[row]>.
+template <class T>
+__global__ void unpermute_backward_weights_kernel(const T* __restrict__ dy, const T* __restrict__ combined,
+                                                  const int* __restrict__ positions, long long pairs,
+                                                  int k, long long cols, float* __restrict__ d_weights) {
+  __shared__ float partial[32];
+  for (long long i = blockIdx.x; i < pairs; i += gridDim.x) {
+    const int pos = positions[i];
+    const long long t = i / k;
+    float acc = 0.0f;
+    if (pos >= 0)
+      for (long long c = threadIdx.x; c < cols; c += blockDim.x)
+        acc += load(dy + t * cols + c) * load(combined + static_cast<long long>(pos) * cols + c);
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(kFull, acc, o);
+    if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float sum = 0.0f;
+      for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) sum += partial[w];
+      d_weights[i] = sum;
+    }
+    __syncthreads();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// GeLU over row spans, SGD, pointer arrays
+
+template <class T>
+__global__ void gelu_forward_kernel(const T* __restrict__ middle, long long hidden, SpanBatch spans,
+                                    T* __restrict__ a) {
+  const int s = blockIdx.y;
+  const long long n = spans.count[s] * hidden;
+  const T* m = middle + spans.begin[s] * hidden;
+  T* out = a + spans.prefix[s] * hidden;
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x)
+    store(out + i, gelu(load(m + i)));
+}
+
+template <class T>
+__global__ void gelu_backward_kernel(const T* __restrict__ middle, long long hidden, SpanBatch spans,
+                                     T* __restrict__ a, T* __restrict__ g) {
+  const int s = blockIdx.y;
+  const long long n = spans.count[s] * hidden;
+  const T* m = middle + spans.begin[s] * hidden;
+  T* ao = a + spans.prefix[s] * hidden;
+  T* go = g + spans.prefix[s] * hidden;
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const float z = load(m + i);
+    store(ao + i, gelu(z));
+    store(go + i, load(go + i) * gelu_grad(z));
+  }
+}
+
+template <class T>
+__global__ void sgd_kernel(T* __restrict__ params, float* __restrict__ grads, long long n, float lr) {
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    store(params + i, load(params + i) - lr * grads[i]);
+    grads[i] = 0.0f;
+  }
+}
+
+__global__ void fill_pointers_kernel(PointerBatch batch, const void** out) {
+  const int i = threadIdx.x;
+  if (i < batch.n) out[i] = batch.p[i];
+}
+
+// ---------------------------------------------------------------------------
+// Emulated link
+
+// src == nullptr: the bytes leave this rank (the sender's side of a
+// transfer the receiver copies): paced, not copied.
+__device__ void copy_bytes(const char* __restrict__ src, char* __restrict__ dst, long long bytes) {
+  if (src == nullptr) return;
+  const auto a = reinterpret_cast<unsigned long long>(src) | reinterpret_cast<unsigned long long>(dst) |
+                 static_cast<unsigned long long>(bytes);
+  if ((a & 15) == 0) {
+    const auto* s = reinterpret_cast<const uint4*>(src);
+    auto* d = reinterpret_cast<uint4*>(dst);
+    for (long long i = threadIdx.x; i < bytes / 16; i += blockDim.x) d[i] = s[i];
+  } else if ((a & 3) == 0) {
+    const auto* s = reinterpret_cast<const unsigned*>(src);
+    auto* d = reinterpret_cast<unsigned*>(dst);
+    for (long long i = threadIdx.x; i < bytes / 4; i += blockDim.x) d[i] = s[i];
+  } else {
+    for (long long i = threadIdx.x; i < bytes; i += blockDim.x) dst[i] = src[i];
+  }
+}
+
+__global__ void paced_copy_kernel(SegmentBatch batch, PaceParams pace) {
+  __shared__ unsigned long long t0;
+  if (threadIdx.x == 0) t0 = globaltimer();
+  __syncthreads();
+  const long long piece = pace.piece_bytes;
+  // A rank's segment to itself is a local copy (as in NCCL): not paced.
+  long long index = 0;
+  for (int i = 0; i < batch.n; ++i) {
+    const CopySegment& sg = batch.seg[i];
+    if (sg.paced) continue;
+    for (long long off = 0; off < sg.bytes; off += piece, ++index)
+      if (index % static_cast<long long>(gridDim.x) == static_cast<long long>(blockIdx.x))
+        copy_bytes(static_cast<const char*>(sg.src) + off, static_cast<char*>(sg.dst) + off,
+                   sg.bytes - off < piece ? sg.bytes - off : piece);
+  }
+  __syncthreads();
+  wait_until(t0 + static_cast<unsigned long long>(pace.latency_ns));
+  long long done = 0;
+  index = 0;
+  for (int i = 0; i < batch.n; ++i) {
+    const CopySegment& sg = batch.seg[i];
+    if (!sg.paced) continue;
+    for (long long off = 0; off < sg.bytes; off += piece, ++index) {
+      if (index % pace.blocks != static_cast<long long>(blockIdx.x)) continue;
+      const long long len = sg.bytes - off < piece ? sg.bytes - off : piece;
+      copy_bytes(static_cast<const char*>(sg.src) + off, static_cast<char*>(sg.dst) + off, len);
+      done += len;
+      __syncthreads();
+      wait_until(t0 + static_cast<unsigned long long>(pace_deadline_ns(pace, done)));
+    }
+  }
+}
+
+template <class T>
+__global__ void paced_reduce_kernel(SourceBatch srcs, T* __restrict__ dst, long long n, PaceParams pace) {
+  __shared__ unsigned long long t0;
+  if (threadIdx.x == 0) t0 = globaltimer();
+  __syncthreads();
+  wait_until(t0 + static_cast<unsigned long long>(pace.latency_ns));
+  const long long piece = pace.piece_bytes / static_cast<long long>(sizeof(T));
+  const long long remote = srcs.n > 1 ? srcs.n - 1 : 0;
+  long long done = 0;
+  for (long long p = blockIdx.x; p * piece < n; p += static_cast<long long>(gridDim.x)) {
+    const long long begin = p * piece;
+    const long long end = begin + piece < n ? begin + piece : n;
+    for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) {
+      float acc = 0.0f;
+      for (int j = 0; j < srcs.n; ++j) acc += load(static_cast<const T*>(srcs.src[j]) + i);
+      store(dst + i, acc);
+    }
+    done += (end - begin) * static_cast<long long>(sizeof(T)) * remote;
+    __syncthreads();
+    wait_until(t0 + static_cast<unsigned long long>(pace_deadline_ns(pace, done)));
+  }
+}
+
+template <class T>
+T* as(void* p) {
+  return static_cast<T*>(p);
+}
+template <class T>
+const T* as(const void* p) {
+  return static_cast<const T*>(p);
+}
+
+}  // namespace
+
+void gate_softmax_topk(cudaStream_t s, const float* logits, std::int64_t tokens, int experts,
+                       int top_k, float* probs, float* routing, const std::int32_t* planned,
+                       unsigned long long* counts) {
+  if (tokens <= 0) return;
+  gate_softmax_topk_kernel<<<grid_for(tokens * 32), kThreads, 0, s>>>(logits, tokens, experts, top_k,
+                                                                      probs, routing, planned, counts);
+  check_launch("gate_softmax_topk");
+}
+
+void gate_backward_logits(cudaStream_t s, const float* probs, const float* routing,
+                          const float* d_weights, std::int64_t tokens, int experts, int top_k,
+                          void* d_logits, DType out) {
+  if (tokens <= 0) return;
+  if (out == DType::kBf16)
+    gate_backward_kernel<<<grid_for(tokens * 32), kThreads, 0, s>>>(probs, routing, d_weights, tokens, experts,
+                                                                     top_k, as<__nv_bfloat16>(d_logits));
+  else
+    gate_backward_kernel<<<grid_for(tokens * 32), kThreads, 0, s>>>(probs, routing, d_weights, tokens, experts,
+                                                                     top_k, as<float>(d_logits));
+  check_launch("gate_backward_logits");
+}
+
+void routing_maps(cudaStream_t s, const float* routing, std::int64_t tokens, int top_k,
+                  const std::int64_t* table, int listed, int chunks, std::int32_t* positions,
+                  std::int32_t* inverse, std::int64_t rows, unsigned long long* mismatches) {
+  if (tokens > 0)
+    ::moetrace::cupti::detail::check_cuda(
+        cudaMemsetAsync(positions, 0xFF, static_cast<std::size_t>(tokens * top_k) * 4, s),
+        "cudaMemsetAsync(positions)", __FILE__, __LINE__);
+  if (rows > 0)
+    ::moetrace::cupti::detail::check_cuda(cudaMemsetAsync(inverse, 0xFF, static_cast<std::size_t>(rows) * 4, s),
+                                          "cudaMemsetAsync(inverse)", __FILE__, __LINE__);
+  if (listed <= 0) return;
+  routing_maps_kernel<<<static_cast<unsigned>(listed), kThreads, 0, s>>>(
+      routing, tokens, top_k, reinterpret_cast<const long long*>(table), chunks, positions, inverse,
+      mismatches);
+  check_launch("routing_maps");
+}
+
+void permute_rows(cudaStream_t s, DType t, const void* x, std::int64_t cols, int top_k,
+                  const std::int32_t* inverse, std::int64_t rows, void* out) {
+  if (rows <= 0 || cols <= 0) return;
+  const dim3 g = row_grid(rows, cols);
+  if (t == DType::kBf16)
+    permute_rows_kernel<<<g, kThreads, 0, s>>>(as<__nv_bfloat16>(x), cols, top_k, inverse, rows,
+                                               as<__nv_bfloat16>(out));
+  else
+    permute_rows_kernel<<<g, kThreads, 0, s>>>(as<float>(x), cols, top_k, inverse, rows, as<float>(out));
+  check_launch("permute_rows");
+}
+
+void permute_backward(cudaStream_t s, DType t, const void* d_permuted, std::int64_t cols,
+                      const std::int32_t* positions, std::int64_t tokens, int top_k, void* dx) {
+  if (tokens <= 0 || cols <= 0) return;
+  const dim3 g = row_grid(tokens, cols);
+  if (t == DType::kBf16)
+    permute_backward_kernel<<<g, kThreads, 0, s>>>(as<__nv_bfloat16>(d_permuted), cols, positions, tokens,
+                                                   top_k, as<__nv_bfloat16>(dx));
+  else
+    permute_backward_kernel<<<g, kThreads, 0, s>>>(as<float>(d_permuted), cols, positions, tokens, top_k,
+                                                   as<float>(dx));
+  check_launch("permute_backward");
+}
+
+void unpermute(cudaStream_t s, DType t, const void* combined, const float* routing,
+               const std::int32_t* positions, std::int64_t tokens, int top_k, std::int64_t cols,
+               void* y) {
+  if (tokens <= 0 || cols <= 0) return;
+  const dim3 g = row_grid(tokens, cols);
+  if (t == DType::kBf16)
+    unpermute_kernel<<<g, kThreads, 0, s>>>(as<__nv_bfloat16>(combined), routing, positions, tokens, top_k,
+                                            cols, as<__nv_bfloat16>(y));
+  else
+    unpermute_kernel<<<g, kThreads, 0, s>>>(as<float>(combined), routing, positions, tokens, top_k, cols,
+                                            as<float>(y));
+  check_launch("unpermute");
+}
+
+void unpermute_backward(cudaStream_t s, DType t, const void* dy, const void* combined,
+                        const float* routing, const std::int32_t* positions,
+                        const std::int32_t* inverse, std::int64_t tokens, int top_k,
+                        std::int64_t rows, std::int64_t cols, void* d_combined, float* d_weights) {
+  if (rows > 0 && cols > 0) {
+    const dim3 g = row_grid(rows, cols);
+    if (t == DType::kBf16)
+      unpermute_backward_rows_kernel<<<g, kThreads, 0, s>>>(as<__nv_bfloat16>(dy), routing, inverse, top_k,
+                                                            rows, cols, as<__nv_bfloat16>(d_combined));
+    else
+      unpermute_backward_rows_kernel<<<g, kThreads, 0, s>>>(as<float>(dy), routing, inverse, top_k, rows,
+                                                            cols, as<float>(d_combined));
+    check_launch("unpermute_backward_rows");
+  }
+  const long long pairs = tokens * top_k;
+  if (pairs <= 0) return;
+  const unsigned blocks = static_cast<unsigned>(pairs < 65535 * 4 ? pairs : 65535 * 4);
+  if (t == DType::kBf16)
+    unpermute_backward_weights_kernel<<<blocks, 128, 0, s>>>(as<__nv_bfloat16>(dy), as<__nv_bfloat16>(combined),
+                                                             positions, pairs, top_k, cols, d_weights);
+  else
+    unpermute_backward_weights_kernel<<<blocks, 128, 0, s>>>(as<float>(dy), as<float>(combined), positions,
+                                                             pairs, top_k, cols, d_weights);
+  check_launch("unpermute_backward_weights");
+}
+
+void gelu_forward(cudaStream_t s, DType t, const void* middle, std::int64_t hidden,
+                  const SpanBatch& spans, void* a) {
+  if (spans.n <= 0) return;
+  long long longest = 0;
+  for (int i = 0; i < spans.n; ++i) longest = longest > spans.count[i] ? longest : spans.count[i];
+  if (longest <= 0) return;
+  const dim3 g(grid_for(longest * hidden) > 1024 ? 1024 : grid_for(longest * hidden), static_cast<unsigned>(spans.n));
+  if (t == DType::kBf16)
+    gelu_forward_kernel<<<g, kThreads, 0, s>>>(as<__nv_bfloat16>(middle), hidden, spans, as<__nv_bfloat16>(a));
+  else
+    gelu_forward_kernel<<<g, kThreads, 0, s>>>(as<float>(middle), hidden, spans, as<float>(a));
+  check_launch("gelu_forward");
+}
+
+void gelu_backward(cudaStream_t s, DType t, const void* middle, std::int64_t hidden,
+                   const SpanBatch& spans, void* a, void* g) {
+  if (spans.n <= 0) return;
+  long long longest = 0;
+  for (int i = 0; i < spans.n; ++i) longest = longest > spans.count[i] ? longest : spans.count[i];
+  if (longest <= 0) return;
+  const dim3 grid(grid_for(longest * hidden) > 1024 ? 1024 : grid_for(longest * hidden), static_cast<unsigned>(spans.n));
+  if (t == DType::kBf16)
+    gelu_backward_kernel<<<grid, kThreads, 0, s>>>(as<__nv_bfloat16>(middle), hidden, spans,
+                                                   as<__nv_bfloat16>(a), as<__nv_bfloat16>(g));
+  else
+    gelu_backward_kernel<<<grid, kThreads, 0, s>>>(as<float>(middle), hidden, spans, as<float>(a), as<float>(g));
+  check_launch("gelu_backward");
+}
+
+void sgd_step(cudaStream_t s, DType t, void* params, float* grads, std::int64_t n, float lr) {
+  if (n <= 0) return;
+  if (t == DType::kBf16)
+    sgd_kernel<<<grid_for(n), kThreads, 0, s>>>(as<__nv_bfloat16>(params), grads, n, lr);
+  else
+    sgd_kernel<<<grid_for(n), kThreads, 0, s>>>(as<float>(params), grads, n, lr);
+  check_launch("sgd_step");
+}
+
+void fill_pointers(cudaStream_t s, const PointerBatch& batch, const void** device_array) {
+  if (batch.n <= 0) return;
+  fill_pointers_kernel<<<1, 3 * kMaxSpans, 0, s>>>(batch, device_array);
+  check_launch("fill_pointers");
+}
+
+void paced_copy(cudaStream_t s, const SegmentBatch& batch, const PaceParams& pace) {
+  // With nothing to move a transfer still costs its latency (alpha).
+  if (batch.n <= 0 && pace.latency_ns <= 0) return;
+  paced_copy_kernel<<<static_cast<unsigned>(pace.blocks < 1 ? 1 : pace.blocks), kThreads, 0, s>>>(batch, pace);
+  check_launch("paced_copy");
+}
+
+void paced_reduce(cudaStream_t s, DType t, const SourceBatch& srcs, void* dst, std::int64_t n,
+                  const PaceParams& pace) {
+  if (n <= 0 || srcs.n <= 0) return;
+  const unsigned blocks = static_cast<unsigned>(pace.blocks < 1 ? 1 : pace.blocks);
+  if (t == DType::kBf16)
+    paced_reduce_kernel<<<blocks, kThreads, 0, s>>>(srcs, as<__nv_bfloat16>(dst), n, pace);
+  else
+    paced_reduce_kernel<<<blocks, kThreads, 0, s>>>(srcs, as<float>(dst), n, pace);
+  check_launch("paced_reduce");
+}
+
+}  // namespace moetrace::cuda::kernels

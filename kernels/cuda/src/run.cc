@@ -1,0 +1,152 @@
+#include "moetrace/cuda/run.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+
+#include "moetrace/cuda/device_probe.h"
+#include "moetrace/cupti/collector.h"
+#include "moetrace/instrument/trace_writer.h"
+#include "moetrace/plan/reference.h"
+#include "moetrace/schema/error.h"
+
+namespace moetrace::cuda {
+namespace {
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "";
+  return buf;
+}
+
+// Tokens of every block, from the plan's load (iteration 0).
+std::vector<std::int64_t> block_tokens(const plan::Plan& plan) {
+  std::vector<std::int64_t> tokens(static_cast<std::size_t>(std::max(plan.blocks, 1)), 0);
+  for (const auto& e : plan.loads)
+    if (e.iteration == 0 && e.layer == 0 && e.source >= 0 && e.source < plan.blocks)
+      tokens[static_cast<std::size_t>(e.source)] += e.tokens;
+  for (auto& t : tokens) t /= std::max(plan.dims.top_k, 1);
+  return tokens;
+}
+
+void write_plan_tables(instrument::TraceWriter& w, const plan::Plan& plan, const Executor& ex,
+                       const std::vector<DeviceInfo>& devices, const std::vector<std::int64_t>& tokens) {
+  const DeviceInfo& d = devices.at(static_cast<std::size_t>(ex.device()));
+  instrument::DeviceRecord dev;
+  dev.id = DeviceId(d.index);
+  dev.name = d.name;
+  dev.uuid = d.uuid;
+  dev.compute_major = d.compute_major;
+  dev.compute_minor = d.compute_minor;
+  dev.sm_count = d.sm_count;
+  dev.memory_bytes = d.memory_bytes;
+  w.add(dev);
+  const auto pid = static_cast<std::int64_t>(getpid());
+  for (int r = 0; r < plan.world_size; ++r) {
+    if (!ex.runs_rank(RankId(r))) continue;
+    instrument::RankRecord rr;
+    rr.rank = RankId(r);
+    rr.device = DeviceId(d.index);
+    rr.local_rank = d.index;
+    rr.host = host_name();
+    rr.pid = pid;
+    w.add(rr);
+  }
+  std::int64_t total_tokens = 0;
+  for (auto t : tokens) total_tokens += t;
+  for (int l = 0; l < plan.dims.num_layers; ++l) {
+    instrument::LayerRecord lr;
+    lr.layer = l;
+    lr.num_experts = plan.dims.num_experts;
+    lr.top_k = plan.dims.top_k;
+    lr.model_dim = plan.dims.model_dim;
+    lr.hidden_dim = plan.dims.expert_hidden;
+    lr.tokens = total_tokens;
+    w.add(lr);
+  }
+  for (const plan::Op& op : plan.ops) {
+    if (!ex.runs_rank(op.rank)) continue;
+    for (OpId dep : op.deps) w.add(instrument::OpDepRecord{op.id, dep});
+    for (const auto& b : op.buffers) w.add(instrument::OpBufferRecord{op.id, b.buffer, b.access});
+  }
+  for (const auto& p : plan.placements) {
+    instrument::ExpertPlacementRecord r;
+    r.iteration = p.iteration;
+    r.layer = p.layer;
+    r.expert = p.expert;
+    r.rank = p.rank.value;
+    r.role = p.role;
+    w.add(r);
+  }
+}
+
+}  // namespace
+
+std::string rank_trace_path(const std::string& path, int rank) {
+  const std::filesystem::path p(path);
+  return (p.parent_path() / fmt::format("{}.rank{}{}", p.stem().string(), rank, p.extension().string())).string();
+}
+
+CudaRunSummary run_plan(const plan::Plan& plan, const CudaRunOptions& options) {
+  const auto devices = probe_devices();  // one clear line where there is no GPU
+  const plan::ModelShape& m = options.shape;
+  if (m.num_layers != plan.dims.num_layers || m.num_experts != plan.dims.num_experts ||
+      m.top_k != plan.dims.top_k || m.model_dim != plan.dims.model_dim ||
+      m.expert_hidden != plan.dims.expert_hidden || m.dense_hidden != plan.dims.dense_hidden)
+    throw ConfigError("the model shape does not match the plan's dimensions");
+  Executor ex(plan, options.executor);
+  CudaRunSummary summary;
+  summary.device_name = devices.at(static_cast<std::size_t>(ex.device())).name;
+  summary.trace_path = options.trace_path;
+  const bool per_rank = options.executor.communicator == CommunicatorKind::kNccl && plan.world_size > 1;
+  if (per_rank) {
+    for (int r = 0; r < plan.world_size; ++r)
+      if (ex.runs_rank(RankId(r))) summary.trace_path = rank_trace_path(options.trace_path, r);
+  }
+  const std::vector<std::int64_t> tokens = block_tokens(plan);
+  const plan::ModelWeights weights = plan::random_weights(m, options.seed);
+  const plan::TrainingData data = plan::random_training_data(m, plan.iterations, tokens, options.seed + 1);
+
+  instrument::RunRecord run = options.run;
+  run.backend = "cuda";
+  run.simulated = false;
+  run.world_size = plan.world_size;
+  if (run.variant.empty()) run.variant = plan.variant;
+  if (run.config_json.empty()) run.config_json = plan.config_json;
+  run.host = host_name();
+  auto writer = std::make_unique<instrument::TraceWriter>(summary.trace_path, run);
+  writer->set_config("cuda.precision", precision_name(options.executor.precision));
+  writer->set_config("cuda.communicator", communicator_name(options.executor.communicator));
+  writer->set_config("cuda.routing", options.executor.routing == RoutingMode::kPlanned ? "planned" : "computed");
+  if (options.executor.communicator == CommunicatorKind::kEmulated)
+    writer->set_config("cuda.link", to_string(options.executor.link));
+  writer->set_config("cuda.device", summary.device_name);
+  write_plan_tables(*writer, plan, ex, devices, tokens);
+
+  if (!options.collect) {
+    summary.result = ex.run(weights, data, nullptr);
+    writer->close();
+    return summary;
+  }
+  cupti::CollectorOptions co;
+  co.buffer_bytes = options.cupti_buffer_bytes;
+  co.max_buffers = options.cupti_max_buffers;
+  for (int r = 0; r < plan.world_size; ++r)
+    if (ex.runs_rank(RankId(r))) {
+      co.default_rank = RankId(r);
+      break;
+    }
+  cupti::Collector collector(std::move(writer), co);
+  summary.result = ex.run(weights, data, &collector);
+  collector.close();
+  const cupti::CollectorStats s = collector.stats();
+  summary.kernels = s.kernels;
+  summary.op_ranges = s.op_ranges;
+  summary.dropped_records = s.dropped_records;
+  summary.activities_without_op = s.activities_without_op;
+  return summary;
+}
+
+}  // namespace moetrace::cuda

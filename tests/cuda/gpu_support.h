@@ -1,0 +1,96 @@
+// Shared by the GPU tests: skip without a GPU, the reference fixtures of the
+// plan tests, and the per-token routing the float64 reference chose.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "moetrace/cuda/device_probe.h"
+#include "moetrace/cuda/executor.h"
+#include "moetrace/plan/cpu_executor.h"
+#include "moetrace/plan/reference.h"
+#include "moetrace/schema/error.h"
+
+namespace moetrace::testing {
+
+// Empty where a GPU is usable, else why not (the probe's one line).
+inline std::string no_gpu_reason() {
+  try {
+    cuda::probe_devices();
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+#define MOETRACE_REQUIRE_GPU()                                                   \
+  do {                                                                           \
+    const std::string why = ::moetrace::testing::no_gpu_reason();                \
+    if (!why.empty()) GTEST_SKIP() << "needs a CUDA GPU and driver: " << why;    \
+  } while (0)
+
+struct GpuFixture {
+  plan::ModelShape shape;
+  plan::ModelWeights weights;
+  plan::TrainingData data;
+  plan::ReferenceResult ref;
+};
+
+inline GpuFixture make_gpu_fixture(const plan::ModelShape& shape, int iterations,
+                                   const std::vector<std::int64_t>& tokens, std::uint64_t seed) {
+  GpuFixture f;
+  f.shape = shape;
+  f.weights = plan::random_weights(shape, seed);
+  f.data = plan::random_training_data(shape, iterations, tokens, seed + 1);
+  f.ref = plan::reference_train(shape, f.weights, f.data);
+  return f;
+}
+
+// The experts the reference's gates chose for every token, by (iteration,
+// layer, block): the weights of iteration j are the initial ones minus the
+// learning rate times the gradients of the earlier iterations (reference.h),
+// the layer inputs follow from the forward pass. bf16 runs use this as their
+// planned routing: rounding must not flip a top-k choice and so change which
+// tokens an expert sees, which no tolerance could absorb.
+inline cuda::RoutingTable reference_routing(const GpuFixture& f) {
+  cuda::RoutingTable table;
+  plan::ModelWeights w = f.weights;
+  for (int j = 0; j < f.data.iterations; ++j) {
+    for (int b = 0; b < f.data.blocks; ++b) {
+      plan::Matrix x = f.data.input(j, b);
+      for (int l = 0; l < f.shape.num_layers; ++l) {
+        const plan::LayerWeights& L = w.layers[static_cast<std::size_t>(l)];
+        plan::MoeLayerCache cache;
+        plan::Matrix y = plan::moe_layer_forward(L, f.shape.top_k, x, &cache);
+        std::vector<std::int32_t>& ids = table[{j, l, b}];
+        for (const auto& token : cache.experts)
+          for (int e : token) ids.push_back(e);
+        if (f.shape.dense_hidden > 0) {
+          plan::Matrix hidden;
+          x = plan::dense_ffn_forward(L.dense, y, &hidden);
+        } else {
+          x = std::move(y);
+        }
+      }
+    }
+    // SGD, as reference_train applies it after every iteration.
+    const plan::ModelWeights& g = f.ref.grads[static_cast<std::size_t>(j)];
+    const double lr = f.shape.learning_rate;
+    auto step = [lr](plan::Matrix& p, const plan::Matrix& d) {
+      for (std::size_t i = 0; i < p.data.size(); ++i) p.data[i] -= lr * d.data[i];
+    };
+    for (std::size_t l = 0; l < w.layers.size(); ++l) {
+      step(w.layers[l].gate, g.layers[l].gate);
+      for (std::size_t e = 0; e < w.layers[l].experts.size(); ++e) {
+        step(w.layers[l].experts[e].w1, g.layers[l].experts[e].w1);
+        step(w.layers[l].experts[e].w2, g.layers[l].experts[e].w2);
+      }
+      step(w.layers[l].dense.w1, g.layers[l].dense.w1);
+      step(w.layers[l].dense.w2, g.layers[l].dense.w2);
+    }
+  }
+  return table;
+}
+
+}  // namespace moetrace::testing

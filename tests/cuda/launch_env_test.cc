@@ -1,0 +1,164 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "moetrace/cuda/device_probe.h"
+#include "moetrace/cuda/launch_env.h"
+#include "moetrace/schema/error.h"
+
+namespace moetrace::cuda {
+namespace {
+
+GetEnv env(std::map<std::string, std::string> vars) {
+  auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
+  return [shared](const char* name) -> const char* {
+    auto it = shared->find(name);
+    return it == shared->end() ? nullptr : it->second.c_str();
+  };
+}
+
+std::string config_error(const GetEnv& e) {
+  try {
+    parse_launch_env(e);
+  } catch (const ConfigError& x) {
+    return x.what();
+  }
+  return "no error";
+}
+
+TEST(LaunchEnv, NoLauncherIsASingleProcess) { EXPECT_FALSE(parse_launch_env(env({})).has_value()); }
+
+TEST(LaunchEnv, MpirunVariables) {
+  auto e = parse_launch_env(env({{"OMPI_COMM_WORLD_RANK", "3"},
+                                 {"OMPI_COMM_WORLD_SIZE", "8"},
+                                 {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                                 {"OMPI_MCA_ess_base_jobid", "4242"},
+                                 {"RANK", "0"},
+                                 {"WORLD_SIZE", "2"}}));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->rank, 3);
+  EXPECT_EQ(e->world_size, 8);
+  EXPECT_EQ(e->local_rank, 1);
+  EXPECT_EQ(e->launcher, "mpirun");
+  EXPECT_EQ(e->job_id, "4242");
+}
+
+TEST(LaunchEnv, TorchrunStyleVariables) {
+  auto e = parse_launch_env(env({{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"MOETRACE_JOB_ID", "run 7"}}));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->rank, 2);
+  EXPECT_EQ(e->world_size, 4);
+  EXPECT_EQ(e->local_rank, 2);  // defaults to RANK
+  EXPECT_EQ(e->launcher, "env");
+  EXPECT_EQ(e->job_id, "run 7");
+}
+
+TEST(LaunchEnv, BadValuesNameTheVariable) {
+  EXPECT_EQ(config_error(env({{"RANK", "x"}, {"WORLD_SIZE", "2"}})), "RANK (x) is not an integer");
+  EXPECT_EQ(config_error(env({{"RANK", "2"}, {"WORLD_SIZE", "2"}})),
+            "RANK (2) must be in [0, 2) (WORLD_SIZE is 2)");
+  EXPECT_EQ(config_error(env({{"RANK", "0"}})), "WORLD_SIZE is not set");
+  EXPECT_EQ(config_error(env({{"RANK", "0"}, {"WORLD_SIZE", "0"}})), "WORLD_SIZE (0) must be at least 1");
+  EXPECT_EQ(config_error(env({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"},
+                              {"OMPI_COMM_WORLD_LOCAL_RANK", "-1"}})),
+            "OMPI_COMM_WORLD_LOCAL_RANK (-1) must not be negative");
+}
+
+std::vector<std::uint8_t> some_id() {
+  std::vector<std::uint8_t> id(128);
+  for (std::size_t i = 0; i < id.size(); ++i) id[i] = static_cast<std::uint8_t>(i * 37 + 1);
+  return id;
+}
+
+TEST(UniqueIdFile, LineRoundTripsAndChecksTheJob) {
+  const auto id = some_id();
+  const std::string line = format_unique_id_line("job 1", id);
+  EXPECT_EQ(parse_unique_id_line(line, "job 1", 128), id);
+  EXPECT_FALSE(parse_unique_id_line(line, "job 2", 128).has_value());
+  EXPECT_FALSE(parse_unique_id_line(line, "job 1", 64).has_value());
+  EXPECT_FALSE(parse_unique_id_line("moetrace-nccl-id v1 - zz", "", 1).has_value());
+  EXPECT_FALSE(parse_unique_id_line("garbage", "", 1).has_value());
+  EXPECT_TRUE(parse_unique_id_line(format_unique_id_line("", {7}), "", 1).has_value());
+}
+
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    path = std::filesystem::temp_directory_path() /
+           ("moetrace_id_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+TEST(UniqueIdFile, ReaderWaitsForTheWriter) {
+  TempDir dir;
+  const std::string path = (dir.path / "nccl.id").string();
+  const auto id = some_id();
+  std::thread writer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    write_unique_id_file(path, "j", id);
+  });
+  const auto got = read_unique_id_file(path, "j", 128, {std::chrono::milliseconds(10000), std::chrono::milliseconds(5)});
+  writer.join();
+  EXPECT_EQ(got, id);
+  // No temporary file left behind.
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path)) {
+    (void)e;
+    ++files;
+  }
+  EXPECT_EQ(files, 1);
+}
+
+TEST(UniqueIdFile, TimeoutIsOneClearError) {
+  TempDir dir;
+  const std::string path = (dir.path / "missing.id").string();
+  try {
+    read_unique_id_file(path, "j", 128, {std::chrono::milliseconds(60), std::chrono::milliseconds(10)});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("timed out after 0.06 s waiting for rank 0"), std::string::npos) << m;
+    EXPECT_NE(m.find("no such file"), std::string::npos) << m;
+    EXPECT_NE(m.find("MOETRACE_NCCL_ID_FILE"), std::string::npos) << m;
+  }
+}
+
+TEST(UniqueIdFile, StaleFileOfAnotherJobIsIgnored) {
+  TempDir dir;
+  const std::string path = (dir.path / "nccl.id").string();
+  write_unique_id_file(path, "old-job", some_id());
+  try {
+    read_unique_id_file(path, "new-job", 128, {std::chrono::milliseconds(50), std::chrono::milliseconds(10)});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not one of job 'new-job'"), std::string::npos) << e.what();
+  }
+  write_unique_id_file(path, "new-job", some_id());
+  EXPECT_EQ(read_unique_id_file(path, "new-job", 128), some_id());
+}
+
+TEST(UniqueIdFile, PathFromOptionOrEnvironment) {
+  EXPECT_EQ(unique_id_path("/a", env({{"MOETRACE_NCCL_ID_FILE", "/b"}})), "/a");
+  EXPECT_EQ(unique_id_path("", env({{"MOETRACE_NCCL_ID_FILE", "/b"}})), "/b");
+  EXPECT_EQ(unique_id_path("", env({})), "");
+}
+
+TEST(DeviceError, OneLinePerCause) {
+  EXPECT_EQ(describe_device_error(100, "cudaErrorNoDevice", "no CUDA-capable device is detected"),
+            "no CUDA GPU found (cudaErrorNoDevice: no CUDA-capable device is detected)");
+  EXPECT_EQ(describe_device_error(35, "cudaErrorInsufficientDriver", "CUDA driver version is insufficient"),
+            "no NVIDIA driver (cudaErrorInsufficientDriver: CUDA driver version is insufficient)");
+  EXPECT_NE(describe_device_error(803, "cudaErrorSystemDriverMismatch", "x").find("does not match"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace moetrace::cuda

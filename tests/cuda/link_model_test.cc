@@ -1,0 +1,77 @@
+#include <gtest/gtest.h>
+
+#include "moetrace/cuda/link_model.h"
+#include "moetrace/schema/error.h"
+
+namespace moetrace::cuda {
+namespace {
+
+TEST(LinkModel, ParsesKeysAndKeepsDefaults) {
+  const LinkModel d;
+  const LinkModel m = parse_link_model("latency_us=2.5,sms=4");
+  EXPECT_DOUBLE_EQ(m.latency_us, 2.5);
+  EXPECT_EQ(m.sms, 4);
+  EXPECT_DOUBLE_EQ(m.bandwidth_gb_s, d.bandwidth_gb_s);
+  EXPECT_EQ(m.piece_bytes, d.piece_bytes);
+  const LinkModel r = parse_link_model(to_string(parse_link_model("bandwidth_gb_s=12.5,piece_bytes=4096")));
+  EXPECT_DOUBLE_EQ(r.bandwidth_gb_s, 12.5);
+  EXPECT_EQ(r.piece_bytes, 4096);
+  EXPECT_NO_THROW(parse_link_model(""));
+}
+
+TEST(LinkModel, ErrorsNameTheKey) {
+  auto message = [](const char* spec) {
+    try {
+      parse_link_model(spec);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("bandwidth=3").find("unknown key 'bandwidth'"), std::string::npos);
+  EXPECT_NE(message("sms=many").find("link sms (many) is not an integer"), std::string::npos);
+  EXPECT_NE(message("bandwidth_gb_s=0").find("bandwidth_gb_s (0) must be positive"), std::string::npos);
+  EXPECT_NE(message("latency_us=-1").find("latency_us"), std::string::npos);
+  EXPECT_NE(message("piece_bytes=10").find("multiple of 16"), std::string::npos);
+  EXPECT_NE(message("sms").find("not key=value"), std::string::npos);
+}
+
+TEST(LinkModel, TransferTimeIsAlphaPlusBytesOverBandwidth) {
+  LinkModel m;
+  m.latency_us = 5;
+  m.bandwidth_gb_s = 100;  // 100 bytes per ns
+  EXPECT_DOUBLE_EQ(m.transfer_ns(0), 5000);
+  EXPECT_DOUBLE_EQ(m.transfer_ns(1'000'000), 5000 + 10'000);
+}
+
+TEST(Pacing, BlocksShareTheBytesAndFinishAtTheModelledTime) {
+  LinkModel m;
+  m.latency_us = 3;
+  m.bandwidth_gb_s = 25;
+  m.sms = 6;
+  m.piece_bytes = 4096;
+  for (std::int64_t bytes : {std::int64_t{1}, std::int64_t{4096}, std::int64_t{100'000},
+                             std::int64_t{10'000'000}}) {
+    const PaceParams p = pace_params(m, bytes);
+    EXPECT_GE(p.blocks, 1);
+    EXPECT_LE(p.blocks, m.sms);
+    std::int64_t sum = 0;
+    for (int b = 0; b < p.blocks; ++b) sum += block_share(bytes, p.piece_bytes, p.blocks, b);
+    EXPECT_EQ(sum, bytes);
+    const double modelled = m.transfer_ns(bytes);
+    const auto finish = static_cast<double>(paced_finish_ns(p, bytes));
+    // Round-robin pieces: the busiest block has at most one piece more than its share.
+    EXPECT_GE(finish, modelled - 1);
+    EXPECT_LE(finish, modelled + static_cast<double>(m.piece_bytes) * p.blocks / m.bandwidth_gb_s + 1);
+  }
+  EXPECT_EQ(pace_params(m, 100).blocks, 1);  // one piece: one block
+}
+
+TEST(Pacing, AllReducePhasesMoveRingTraffic) {
+  EXPECT_EQ(all_reduce_phase_bytes(1000, 1), 0);
+  EXPECT_EQ(all_reduce_phase_bytes(1000, 2), 500);
+  EXPECT_EQ(all_reduce_phase_bytes(1000, 4), 750);
+}
+
+}  // namespace
+}  // namespace moetrace::cuda

@@ -1,0 +1,399 @@
+// The CUPTI -> trace conversion, fed with synthetic activity records built by
+// hand (only the CUPTI headers are needed, no GPU or driver).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+
+#include "moetrace/cupti/activity_converter.h"
+
+namespace moetrace::cupti {
+namespace {
+
+struct VectorSink final : RecordSink {
+  std::map<std::string, StringId> ids;
+  std::vector<std::string> strings;
+  std::vector<instrument::StreamRecord> streams;
+  std::vector<instrument::KernelRecord> kernels;
+  std::vector<instrument::MemcpyRecord> memcpys;
+  std::vector<instrument::MemsetRecord> memsets;
+  std::vector<instrument::MemoryEventRecord> memory;
+  std::vector<instrument::ApiCallRecord> apis;
+  std::vector<instrument::SyncRecord> syncs;
+  std::vector<instrument::OverheadRecord> overheads;
+  std::vector<instrument::NvtxRangeRecord> nvtx;
+  std::vector<instrument::OpRangeRecord> ops;
+
+  StringId intern(std::string_view s) override {
+    auto [it, inserted] = ids.try_emplace(std::string(s), StringId(static_cast<std::int32_t>(strings.size())));
+    if (inserted) strings.emplace_back(s);
+    return it->second;
+  }
+  const std::string& str(StringId id) const { return strings.at(static_cast<std::size_t>(id.value)); }
+  void add(const instrument::StreamRecord& r) override { streams.push_back(r); }
+  void add(const instrument::KernelRecord& r) override { kernels.push_back(r); }
+  void add(const instrument::MemcpyRecord& r) override { memcpys.push_back(r); }
+  void add(const instrument::MemsetRecord& r) override { memsets.push_back(r); }
+  void add(const instrument::MemoryEventRecord& r) override { memory.push_back(r); }
+  void add(const instrument::ApiCallRecord& r) override { apis.push_back(r); }
+  void add(const instrument::SyncRecord& r) override { syncs.push_back(r); }
+  void add(const instrument::OverheadRecord& r) override { overheads.push_back(r); }
+  void add(const instrument::NvtxRangeRecord& r) override { nvtx.push_back(r); }
+  void add(const instrument::OpRangeRecord& r) override { ops.push_back(r); }
+};
+
+template <class T>
+T record(CUpti_ActivityKind kind) {
+  T r;
+  std::memset(&r, 0, sizeof r);
+  r.kind = kind;
+  return r;
+}
+
+const CUpti_Activity* as_activity(const void* r) { return static_cast<const CUpti_Activity*>(r); }
+
+CUpti_ActivityKernel10 kernel(std::uint32_t ctx, std::uint32_t stream, std::uint32_t corr,
+                              std::uint64_t start, std::uint64_t end, const char* name) {
+  auto k = record<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  k.contextId = ctx;
+  k.streamId = stream;
+  k.correlationId = corr;
+  k.start = start;
+  k.end = end;
+  k.name = name;
+  k.gridX = 8;
+  k.gridY = k.gridZ = 1;
+  k.blockX = 256;
+  k.blockY = k.blockZ = 1;
+  k.staticSharedMemory = 1024;
+  k.dynamicSharedMemory = 2048;
+  k.registersPerThread = 32;
+  return k;
+}
+
+CUpti_ActivityExternalCorrelation correlation(std::uint32_t corr, std::uint64_t op) {
+  auto e = record<CUpti_ActivityExternalCorrelation>(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+  e.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
+  e.externalId = op;
+  e.correlationId = corr;
+  return e;
+}
+
+CUpti_ActivityMarker2 marker(std::uint32_t id, CUpti_ActivityFlag flag, std::uint64_t ts,
+                             const char* name, const char* domain) {
+  auto m = record<CUpti_ActivityMarker2>(CUPTI_ACTIVITY_KIND_MARKER);
+  m.flags = flag;
+  m.id = id;
+  m.timestamp = ts;
+  m.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+  m.objectId.pt.processId = 10;
+  m.objectId.pt.threadId = 77;
+  m.name = name;
+  m.domain = domain;
+  return m;
+}
+
+instrument::StreamRecord stream_record(int id, int rank, const char* role) {
+  instrument::StreamRecord s;
+  s.id = StreamId(id);
+  s.rank = RankId(rank);
+  s.role = role;
+  s.name = "rank" + std::to_string(rank) + "." + role;
+  return s;
+}
+
+OpLabel gate_label() {
+  OpLabel l;
+  l.name = "L0.it1.gate";
+  l.op = OpId(5);
+  l.rank = RankId(1);
+  l.stream = StreamId(3);
+  l.kind = OpKind::kGate;
+  l.layer = 0;
+  l.iteration = 1;
+  l.flops = 1e6;
+  return l;
+}
+
+struct ConverterTest : ::testing::Test {
+  VectorSink sink;
+  ActivityConverter conv{sink, ConverterOptions{RankId(0), [](schema::ApiKind k, std::uint32_t cbid) {
+                                                  return std::string(k == schema::ApiKind::kRuntime ? "cuda" : "cu") +
+                                                         "Call" + std::to_string(cbid);
+                                                }}};
+  void feed(const void* r) { conv.convert(as_activity(r)); }
+};
+
+TEST_F(ConverterTest, KernelsGetTheirOpAndTheOpGetsDeviceTimes) {
+  conv.map_stream(1, 7, stream_record(3, 1, "compute"));
+  ASSERT_EQ(sink.streams.size(), 1u);
+  EXPECT_EQ(sink.streams[0].native_id, 7);
+
+  // The kernel's record arrives before the correlation record: it waits.
+  const auto k1 = kernel(1, 7, 42, 1000, 1500, "_Z12gate_softmaxPfi");
+  feed(&k1);
+  EXPECT_TRUE(sink.kernels.empty());
+  const auto c1 = correlation(42, 5);
+  feed(&c1);
+  ASSERT_EQ(sink.kernels.size(), 1u);
+  EXPECT_EQ(sink.kernels[0].op.value, 5);
+  EXPECT_EQ(sink.kernels[0].stream.value, 3);
+  EXPECT_EQ(sink.kernels[0].rank.value, 1);
+  EXPECT_EQ(sink.str(sink.kernels[0].name), "gate_softmax(float*, int)");
+  EXPECT_EQ(sink.kernels[0].shared_bytes, 3072);
+  EXPECT_EQ(sink.kernels[0].grid[0], 8);
+  EXPECT_EQ(sink.kernels[0].block[0], 256);
+  EXPECT_EQ(sink.kernels[0].registers, 32);
+
+  // A second kernel of the same op, correlation known first.
+  const auto c2 = correlation(43, 5);
+  feed(&c2);
+  const auto k2 = kernel(1, 7, 43, 1600, 2100, "gemm");
+  feed(&k2);
+  ASSERT_EQ(sink.kernels.size(), 2u);
+
+  // The op's NVTX range, with its payload.
+  const std::string msg = format_op_message(gate_label());
+  const auto start = marker(9, CUPTI_ACTIVITY_FLAG_MARKER_START, 900, msg.c_str(), kNvtxDomain);
+  feed(&start);
+  auto data = record<CUpti_ActivityMarkerData2>(CUPTI_ACTIVITY_KIND_MARKER_DATA);
+  data.id = 9;
+  data.payloadKind = CUPTI_METRIC_VALUE_KIND_INT64;
+  data.payload.metricValueInt64 = 5;
+  data.flags = CUPTI_ACTIVITY_FLAG_MARKER_COLOR_ARGB;
+  data.color = 0xFF31A354;
+  data.category = 4;
+  feed(&data);
+  const auto end = marker(9, CUPTI_ACTIVITY_FLAG_MARKER_END, 950, nullptr, nullptr);
+  feed(&end);
+  ASSERT_EQ(sink.nvtx.size(), 1u);
+  const auto& r = sink.nvtx[0];
+  EXPECT_EQ(r.start_ns, 900);
+  EXPECT_EQ(r.end_ns, 950);
+  EXPECT_EQ(r.thread_id, 77);
+  EXPECT_EQ(r.rank.value, 1);
+  EXPECT_EQ(sink.str(r.domain), "moetrace");
+  EXPECT_EQ(sink.str(r.name), msg);
+  EXPECT_EQ(r.payload_int, 5);
+  EXPECT_EQ(r.color, 0xFF31A354);
+  EXPECT_EQ(r.category, 4);
+
+  EXPECT_TRUE(sink.ops.empty());  // op ranges wait for every buffer
+  conv.finish();
+  ASSERT_EQ(sink.ops.size(), 1u);
+  const auto& op = sink.ops[0];
+  EXPECT_EQ(op.id.value, 5);
+  EXPECT_EQ(op.kind, OpKind::kGate);
+  EXPECT_EQ(op.rank.value, 1);
+  EXPECT_EQ(op.stream.value, 3);
+  EXPECT_EQ(op.layer, 0);
+  EXPECT_EQ(op.iteration, 1);
+  EXPECT_EQ(op.start_ns, 1000);
+  EXPECT_EQ(op.end_ns, 2100);
+  EXPECT_EQ(op.launch_start_ns, 900);
+  EXPECT_EQ(op.launch_end_ns, 950);
+  EXPECT_DOUBLE_EQ(op.flops, 1e6);
+  EXPECT_EQ(sink.str(op.name), "L0.it1.gate");
+  conv.finish();  // idempotent
+  EXPECT_EQ(sink.ops.size(), 1u);
+}
+
+TEST_F(ConverterTest, UnmappedStreamsGetFreshIdsAndTheirDevicesRank) {
+  conv.map_device(2, RankId(6));
+  auto k = kernel(4, 13, 0, 10, 20, "k");
+  k.deviceId = 2;
+  feed(&k);
+  conv.finish();
+  ASSERT_EQ(sink.streams.size(), 1u);
+  EXPECT_EQ(sink.streams[0].id.value, ActivityConverter::kFirstAutoStream);
+  EXPECT_EQ(sink.streams[0].role, instrument::kRoleOther);
+  EXPECT_EQ(sink.streams[0].rank.value, 6);
+  ASSERT_EQ(sink.kernels.size(), 1u);
+  EXPECT_FALSE(sink.kernels[0].op.valid());
+  EXPECT_EQ(sink.kernels[0].rank.value, 6);
+  EXPECT_EQ(conv.stats().activities_without_op, 1);
+}
+
+TEST_F(ConverterTest, MemcpyMatchesTheRuntimeCorrelationToo) {
+  conv.map_stream(1, 2, stream_record(0, 0, "copy"));
+  auto m = record<CUpti_ActivityMemcpy6>(CUPTI_ACTIVITY_KIND_MEMCPY);
+  m.contextId = 1;
+  m.streamId = 2;
+  m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+  m.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  m.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
+  m.bytes = 4096;
+  m.start = 50;
+  m.end = 80;
+  m.correlationId = 900;
+  m.runtimeCorrelationId = 901;
+  feed(&m);
+  const auto c = correlation(901, 12);
+  feed(&c);
+  ASSERT_EQ(sink.memcpys.size(), 1u);
+  const auto& r = sink.memcpys[0];
+  EXPECT_EQ(r.op.value, 12);
+  EXPECT_EQ(r.copy_kind, schema::CopyKind::kDeviceToHost);
+  EXPECT_EQ(r.src_kind, schema::MemoryKind::kDevice);
+  EXPECT_EQ(r.dst_kind, schema::MemoryKind::kPinnedHost);
+  EXPECT_EQ(r.bytes, 4096);
+
+  auto s = record<CUpti_ActivityMemset4>(CUPTI_ACTIVITY_KIND_MEMSET);
+  s.contextId = 1;
+  s.streamId = 2;
+  s.bytes = 64;
+  s.value = 0;
+  s.correlationId = 902;
+  s.start = 90;
+  s.end = 95;
+  feed(&s);
+  conv.finish();  // never correlated: written without an op
+  ASSERT_EQ(sink.memsets.size(), 1u);
+  EXPECT_FALSE(sink.memsets[0].op.valid());
+}
+
+TEST_F(ConverterTest, MemoryEventsGetAnnouncedBuffers) {
+  conv.map_stream(1, 5, stream_record(4, 2, "compute"));
+  conv.note_allocation(0x1000, BufferId(30));
+  conv.note_allocation(0x1000, BufferId(31));  // the address is reused later
+  auto alloc = record<CUpti_ActivityMemory4>(CUPTI_ACTIVITY_KIND_MEMORY2);
+  alloc.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+  alloc.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  alloc.address = 0x1000;
+  alloc.bytes = 512;
+  alloc.timestamp = 100;
+  alloc.contextId = 1;
+  alloc.streamId = 5;
+  alloc.isAsync = 1;
+  alloc.correlationId = 7;
+  auto release = alloc;
+  release.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
+  release.timestamp = 200;
+  for (auto* r : {&alloc, &release, &alloc}) feed(r);
+  auto unknown = alloc;
+  unknown.address = 0x9000;
+  unknown.isAsync = 0;
+  feed(&unknown);
+  ASSERT_EQ(sink.memory.size(), 4u);
+  EXPECT_TRUE(sink.memory[0].alloc);
+  EXPECT_EQ(sink.memory[0].buffer.value, 30);
+  EXPECT_EQ(sink.memory[0].stream.value, 4);
+  EXPECT_EQ(sink.memory[0].rank.value, 2);
+  EXPECT_EQ(sink.memory[0].memory_kind, schema::MemoryKind::kDevice);
+  EXPECT_FALSE(sink.memory[1].alloc);
+  EXPECT_EQ(sink.memory[1].buffer.value, 30);
+  EXPECT_EQ(sink.memory[1].ts_ns, 200);
+  EXPECT_EQ(sink.memory[2].buffer.value, 31);
+  EXPECT_FALSE(sink.memory[3].buffer.valid());
+  EXPECT_FALSE(sink.memory[3].stream.valid());
+}
+
+TEST_F(ConverterTest, ApiCallsSyncAndOverhead) {
+  auto rt = record<CUpti_ActivityAPI>(CUPTI_ACTIVITY_KIND_RUNTIME);
+  rt.cbid = 211;
+  rt.start = 1;
+  rt.end = 9;
+  rt.threadId = 55;
+  rt.correlationId = 3;
+  rt.returnValue = 0;
+  auto drv = rt;
+  drv.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+  drv.cbid = 307;
+  drv.returnValue = 2;
+  feed(&rt);
+  feed(&drv);
+  ASSERT_EQ(sink.apis.size(), 2u);
+  EXPECT_EQ(sink.apis[0].api, schema::ApiKind::kRuntime);
+  EXPECT_EQ(sink.str(sink.apis[0].name), "cudaCall211");
+  EXPECT_EQ(sink.apis[0].correlation_id, 3);
+  EXPECT_EQ(sink.apis[0].thread_id, 55);
+  EXPECT_EQ(sink.apis[1].api, schema::ApiKind::kDriver);
+  EXPECT_EQ(sink.str(sink.apis[1].name), "cuCall307");
+  EXPECT_EQ(sink.apis[1].return_code, 2);
+
+  conv.map_stream(1, 7, stream_record(2, 3, "comm"));
+  auto sync = record<CUpti_ActivitySynchronization2>(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
+  sync.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+  sync.contextId = 1;
+  sync.streamId = 7;
+  sync.start = 10;
+  sync.end = 30;
+  sync.correlationId = 4;
+  auto ctx_sync = sync;
+  ctx_sync.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE;
+  ctx_sync.streamId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+  feed(&sync);
+  feed(&ctx_sync);
+  ASSERT_EQ(sink.syncs.size(), 2u);
+  EXPECT_EQ(sink.syncs[0].stream.value, 2);
+  EXPECT_EQ(sink.syncs[0].rank.value, 3);
+  EXPECT_EQ(sink.syncs[0].kind, static_cast<int>(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE));
+  EXPECT_FALSE(sink.syncs[1].stream.valid());
+
+  auto ov = record<CUpti_ActivityOverhead3>(CUPTI_ACTIVITY_KIND_OVERHEAD);
+  ov.overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH;
+  ov.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+  ov.objectId.pt.threadId = 99;
+  ov.start = 5;
+  ov.end = 6;
+  feed(&ov);
+  ASSERT_EQ(sink.overheads.size(), 1u);
+  EXPECT_EQ(sink.overheads[0].kind, "cupti_buffer_flush");
+  EXPECT_EQ(sink.overheads[0].thread_id, 99);
+}
+
+TEST_F(ConverterTest, UserRangesInstantMarkersAndUnclosedRanges) {
+  const auto user = marker(1, CUPTI_ACTIVITY_FLAG_MARKER_START, 10, "forward", nullptr);
+  feed(&user);
+  const auto user_end = marker(1, CUPTI_ACTIVITY_FLAG_MARKER_END, 20, nullptr, nullptr);
+  feed(&user_end);
+  const auto instant = marker(2, CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS, 15, "tick", "app");
+  feed(&instant);
+  const auto open = marker(3, CUPTI_ACTIVITY_FLAG_MARKER_START, 30, "never closed", "app");
+  feed(&open);
+  const auto stray_end = marker(4, CUPTI_ACTIVITY_FLAG_MARKER_END, 40, nullptr, nullptr);
+  feed(&stray_end);
+  conv.finish();
+  ASSERT_EQ(sink.nvtx.size(), 3u);
+  EXPECT_EQ(sink.str(sink.nvtx[0].name), "forward");
+  EXPECT_EQ(sink.str(sink.nvtx[0].domain), "");
+  EXPECT_EQ(sink.nvtx[1].start_ns, 15);
+  EXPECT_EQ(sink.nvtx[1].end_ns, 15);
+  EXPECT_EQ(sink.nvtx[2].end_ns, -1);
+  EXPECT_TRUE(sink.ops.empty());  // no moetrace ranges: no ops
+}
+
+TEST_F(ConverterTest, OpsAnnouncedWithoutNvtxStillGetRanges) {
+  OpLabel l = gate_label();
+  conv.note_op(l, 100, 110);
+  const auto c = correlation(8, 5);
+  feed(&c);
+  const auto k = kernel(1, 1, 8, 300, 400, "k");
+  feed(&k);
+  OpLabel empty = gate_label();
+  empty.op = OpId(6);
+  conv.note_op(empty, 120, 130);
+  conv.finish();
+  ASSERT_EQ(sink.ops.size(), 2u);
+  EXPECT_EQ(sink.ops[0].start_ns, 300);
+  EXPECT_EQ(sink.ops[0].end_ns, 400);
+  EXPECT_EQ(sink.ops[0].launch_start_ns, 100);
+  EXPECT_EQ(sink.ops[1].start_ns, 130);  // nothing ran: a point at its launch end
+  EXPECT_EQ(sink.ops[1].end_ns, 130);
+}
+
+TEST_F(ConverterTest, OtherKindsAreCountedNotConverted) {
+  auto r = record<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CDP_KERNEL);
+  feed(&r);
+  conv.convert(nullptr);
+  EXPECT_EQ(conv.stats().unknown_kinds, 1);
+}
+
+TEST(Demangle, PlainNamesPassThrough) {
+  EXPECT_EQ(demangle("_Z3fooi"), "foo(int)");
+  EXPECT_EQ(demangle("ampere_sgemm_128x64_nn"), "ampere_sgemm_128x64_nn");
+  EXPECT_EQ(demangle(nullptr), "<unnamed>");
+}
+
+}  // namespace
+}  // namespace moetrace::cupti

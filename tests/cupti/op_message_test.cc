@@ -1,0 +1,79 @@
+#include <gtest/gtest.h>
+
+#include "moetrace/cupti/buffer_pool.h"
+#include "moetrace/cupti/op_message.h"
+
+namespace moetrace::cupti {
+namespace {
+
+OpLabel label() {
+  OpLabel l;
+  l.name = "L1.it0.dispatch_all_to_all.c1.bwd";
+  l.op = OpId(17);
+  l.rank = RankId(3);
+  l.stream = StreamId(10);
+  l.kind = OpKind::kDispatchAllToAll;
+  l.layer = 1;
+  l.iteration = 0;
+  l.micro_batch = -1;
+  l.chunk = 1;
+  l.phase = Phase::kBackward;
+  l.flops = 0.1 + 1e9 / 3.0;
+  l.bytes = 4096;
+  l.peer = RankId(2);
+  return l;
+}
+
+TEST(OpMessage, RoundTrips) {
+  const OpLabel l = label();
+  const std::string m = format_op_message(l);
+  EXPECT_EQ(m.rfind("L1.it0.dispatch_all_to_all.c1.bwd {op=17 rank=3 stream=10 kind=dispatch_all_to_all", 0), 0u) << m;
+  auto back = parse_op_message(m);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(*back, l);
+}
+
+TEST(OpMessage, NamesWithSpacesAndBracesSurvive) {
+  OpLabel l = label();
+  l.name = "odd {name} with spaces";
+  auto back = parse_op_message(format_op_message(l));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->name, l.name);
+}
+
+TEST(OpMessage, ForeignRangesAreNotOps) {
+  EXPECT_FALSE(parse_op_message("forward").has_value());
+  EXPECT_FALSE(parse_op_message("x {rank=1}").has_value());           // no op id
+  EXPECT_FALSE(parse_op_message("x {op=1 kind=nonsense}").has_value());
+  EXPECT_FALSE(parse_op_message("x {op=1 phase}").has_value());
+  auto minimal = parse_op_message("x {op=5 future_key=1}");
+  ASSERT_TRUE(minimal.has_value());
+  EXPECT_EQ(minimal->op.value, 5);
+  EXPECT_EQ(minimal->kind, OpKind::kOtherOp);
+}
+
+TEST(BufferPool, RecyclesAndBounds) {
+  ActivityBufferPool pool(5000, 2);
+  EXPECT_EQ(pool.buffer_bytes() % ActivityBufferPool::kAlignment, 0u);
+  EXPECT_GE(pool.buffer_bytes(), 5000u);
+  std::uint8_t* a = pool.acquire();
+  std::uint8_t* b = pool.acquire();
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a) % 8, 0u);
+  EXPECT_EQ(pool.acquire(), nullptr);  // bounded: CUPTI drops, the collector counts
+  pool.release(a);
+  EXPECT_EQ(pool.acquire(), a);        // recycled, not reallocated
+  pool.release(nullptr);
+  const PoolStats s = pool.stats();
+  EXPECT_EQ(s.allocated, 2u);
+  EXPECT_EQ(s.refused, 1u);
+  EXPECT_EQ(s.acquired, 3u);
+  EXPECT_EQ(s.in_use, 2u);
+  EXPECT_EQ(s.peak_in_use, 2u);
+  pool.release(a);
+  pool.release(b);
+}
+
+}  // namespace
+}  // namespace moetrace::cupti

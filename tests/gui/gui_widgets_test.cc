@@ -1,0 +1,420 @@
+// Headless tests of the Qt front end (QT_QPA_PLATFORM=offscreen): every item
+// model under QAbstractItemModelTester, the window's handling of good and bad
+// files, keyboard and mouse, search, linking between panels and timeline,
+// and a screenshot of the fixture trace checked pixel by pixel.
+#include <QAbstractItemModelTester>
+#include <QApplication>
+#include <QDir>
+#include <QDropEvent>
+#include <QFile>
+#include <QFileInfo>
+#include <QMimeData>
+#include <QSignalSpy>
+#include <QTableView>
+#include <QTest>
+#include <QToolTip>
+#include <QUrl>
+
+#include "fixture_trace.h"
+#include "main_window.h"
+#include "moetrace/analyzer/breakdown.h"
+#include "moetrace/gui/palette.h"
+#include "moetrace/schema/error.h"
+#include "moetrace/schema/sqlite.h"
+#include "panel_models.h"
+#include "timeline_painter.h"
+
+using namespace moetrace;
+using namespace moetrace::gui;
+using moetrace::gui::testing::us;
+
+namespace {
+
+QString fixture_path() {
+  static const QString path = [] {
+    const auto p = moetrace::gui::testing::temp_path("widgets_fixture.db");
+    moetrace::gui::testing::write_fixture_trace(p);
+    return QString::fromStdString(p);
+  }();
+  return path;
+}
+
+// The message the analyzer (and so the CLI) gives for a file.
+QString analyzer_message(const QString& path) {
+  try {
+    analyzer::load_trace(path.toStdString());
+  } catch (const Error& e) {
+    return QString::fromStdString(e.what());
+  }
+  return {};
+}
+
+int find_row(const TimelineModel& m, RankId rank, RowKind kind, const char* role) {
+  for (std::size_t i = 0; i < m.rows().size(); ++i) {
+    const auto& r = m.rows()[i];
+    if (r.rank == rank && r.kind == kind && r.sub_row == 0 && r.stream >= 0 &&
+        m.trace().streams[static_cast<std::size_t>(r.stream)].role == role)
+      return static_cast<int>(i);
+  }
+  return -1;
+}
+
+}  // namespace
+
+class GuiWidgetsTest : public QObject {
+  Q_OBJECT
+
+ private:
+  std::unique_ptr<MainWindow> loaded_window() {
+    auto w = std::make_unique<MainWindow>();
+    w->resize(1400, 900);
+    w->show();
+    QCoreApplication::processEvents();
+    if (!w->open_blocking(fixture_path())) return nullptr;
+    QCoreApplication::processEvents();
+    w->timeline()->prepare_now();
+    return w;
+  }
+
+  // Centre of the item at time t in a row, in timeline widget pixels.
+  static QPoint point_of(TimelineView* v, int row, double t_ns) {
+    const QRect c = v->canvas_rect();
+    const int x = c.left() + static_cast<int>(v->axis().x(t_ns));
+    const int y = c.top() + v->layout().y(row) - v->scroll_y() + v->layout().height(row) / 2;
+    return {x, y};
+  }
+
+ private slots:
+  void item_models_pass_the_model_tester() {
+    const auto path = fixture_path().toStdString();
+    auto trace = std::make_shared<const analyzer::Trace>(analyzer::load_trace(path));
+    auto model = TimelineModel::build(trace);
+
+    DetailsModel details;
+    QAbstractItemModelTester t1(&details, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    details.set_fields(describe_item(*model, {ItemSource::kActivity, 0}));
+    QVERIFY(details.rowCount() > 5);
+    details.set_fields({});
+
+    BreakdownModel breakdown;
+    QAbstractItemModelTester t2(&breakdown, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    breakdown.set_breakdown(std::make_shared<const analyzer::Breakdown>(analyzer::compute_breakdown(*trace)));
+    QCOMPARE(breakdown.rowCount(), 2);
+    QCOMPARE(breakdown.index(1, BreakdownModel::kLayer).data(kLayerRole).toInt(), 1);
+    const QVariantList split = breakdown.index(0, BreakdownModel::kSplit).data(kSplitRole).toList();
+    QCOMPARE(split.size(), kNumCategories + 2);
+    double sum = 0;
+    for (const auto& v : split) sum += v.toDouble();
+    QVERIFY(std::abs(sum - 1.0) < 1e-9);  // exclusive + overlap + idle = the window
+
+    RangeModel range;
+    QAbstractItemModelTester t3(&range, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    range.set_summary(summarize_range(*model, us(100), us(200)));
+    QCOMPARE(range.rowCount(), 3);  // two ranks and the total
+    QCOMPARE(range.index(2, RangeModel::kRank).data().toString(), QStringLiteral("all ranks"));
+    QCOMPARE(range.index(0, RangeModel::kBusy).data(kSortRole).toLongLong(), 70'000LL);
+    range.set_summary(std::nullopt);
+    QCOMPARE(range.rowCount(), 0);
+
+    ExpertLoadModel load;
+    QAbstractItemModelTester t4(&load, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    load.set_index(trace, std::make_shared<const ExpertLoadIndex>(ExpertLoadIndex::from_trace(*trace)));
+    QCOMPARE(load.rowCount(), 2);
+    QCOMPARE(load.columnCount(), 4);
+    QCOMPARE(load.index(1, 2).data(kTokensRole).toLongLong(), 103LL);
+    QCOMPARE(load.index(1, 2).data(Qt::BackgroundRole).value<QColor>(), ExpertLoadModel::heat_colour(1.0));
+    load.set_iteration_position(1);
+    QCOMPARE(load.index(0, 0).data().toString(), QStringLiteral("1"));
+    QCOMPARE(load.index(1, 0).data(kTokensRole).toLongLong(), -1LL);
+    QVERIFY(load.index(1, 0).data(Qt::ToolTipRole).toString().contains(QStringLiteral("no record")));
+    load.set_index(nullptr, nullptr);
+    QCOMPARE(load.rowCount(), 0);
+
+    RecommendationsModel recs;
+    QAbstractItemModelTester t5(&recs, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QVERIFY(!recs.available());
+    RecommendationData d;
+    d.items.push_back({1, "pipeline degree", "r = 4", "all-to-all is 31 % of layer 1", 0.12});
+    recs.set_data(d);
+    QCOMPARE(recs.rowCount(), 1);
+    QCOMPARE(recs.index(0, RecommendationsModel::kGain).data().toString(), QStringLiteral("12.0 %"));
+    QCOMPARE(recs.index(0, 0).data(kLayerRole).toInt(), 1);
+    recs.set_data(std::nullopt);
+  }
+
+  void bad_files_show_the_analyzer_message_in_the_window() {
+    const QString dir = QFileInfo(QString::fromStdString(moetrace::gui::testing::temp_path("x"))).path();
+    const QString text = dir + QStringLiteral("/not_a_trace.txt");
+    {
+      QFile f(text);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write("this is not a database\n");
+    }
+    const QString empty = dir + QStringLiteral("/empty.db");
+    QFile(empty).remove();
+    QFile(empty).open(QIODevice::WriteOnly);
+    const QString foreign = dir + QStringLiteral("/foreign.db");
+    QFile(foreign).remove();
+    {
+      sqlite::Database db(foreign.toStdString(), sqlite::Database::Mode::kCreate);
+      db.exec("CREATE TABLE t(x INTEGER)");
+    }
+    const QString missing = dir + QStringLiteral("/does_not_exist.db");
+    for (const QString& path : {text, empty, foreign, missing, dir}) {
+      MainWindow w;
+      QVERIFY(!w.open_blocking(path));
+      const QString expected = analyzer_message(path);
+      QVERIFY2(!expected.isEmpty(), qPrintable(path));
+      QCOMPARE(w.error_text(), expected);
+      QVERIFY(!w.showing_timeline());
+    }
+  }
+
+  void loads_off_the_gui_thread_with_progress() {
+    MainWindow w;
+    QSignalSpy loaded(w.session(), &TraceSession::loaded);
+    QSignalSpy analysed(w.session(), &TraceSession::analyses_ready);
+    QSignalSpy progress(w.session(), &TraceSession::progress);
+    w.open(fixture_path());
+    QVERIFY(w.session()->loading());
+    QVERIFY(loaded.wait(10000));
+    QVERIFY(analysed.count() > 0 || analysed.wait(10000));
+    QVERIFY(progress.count() > 0);
+    QVERIFY(w.showing_timeline());
+    QVERIFY(!w.breakdown_panel()->showing_message());
+    QVERIFY(!w.expert_load_panel()->showing_message());
+    // The issue-5 panels say plainly that their analysis is missing.
+    QVERIFY(w.locality_panel()->showing_message());
+    QVERIFY(w.locality_panel()->message().contains(QLatin1String(kNotAvailableYet)));
+    QVERIFY(w.recommendations_panel()->message().contains(QLatin1String(kNotAvailableYet)));
+    QVERIFY(w.memory_panel()->note().contains(QLatin1String(kNotAvailableYet)));
+    // An async failure lands on the error page.
+    QSignalSpy failed(w.session(), &TraceSession::failed);
+    w.open(QStringLiteral("/nonexistent/trace.db"));
+    QVERIFY(failed.wait(10000));
+    QCOMPARE(w.error_text(), analyzer_message(QStringLiteral("/nonexistent/trace.db")));
+  }
+
+  void opens_a_dropped_file() {
+    MainWindow w;
+    w.show();
+    QSignalSpy loaded(w.session(), &TraceSession::loaded);
+    QMimeData mime;
+    mime.setUrls({QUrl::fromLocalFile(fixture_path())});
+    QDragEnterEvent enter(QPoint(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QCoreApplication::sendEvent(&w, &enter);
+    QVERIFY(enter.isAccepted());
+    QDropEvent drop(QPointF(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QCoreApplication::sendEvent(&w, &drop);
+    QVERIFY(loaded.wait(10000));
+    QVERIFY(w.showing_timeline());
+  }
+
+  void keyboard_zooms_and_pans_like_perfetto() {
+    auto w = loaded_window();
+    QVERIFY(w);
+    auto* v = w->timeline();
+    v->setFocus();
+    const TimeAxis a0 = v->axis();
+    QTest::keyClick(v, Qt::Key_W);
+    QVERIFY(std::abs(v->axis().ns_per_px - a0.ns_per_px / TimelineView::kZoomStep) < 1e-9);
+    QTest::keyClick(v, Qt::Key_S);
+    QVERIFY(std::abs(v->axis().ns_per_px - a0.ns_per_px) < 1e-9);
+    QTest::keyClick(v, Qt::Key_W);
+    QTest::keyClick(v, Qt::Key_W);
+    const double t0 = v->axis().t0_ns;
+    QTest::keyClick(v, Qt::Key_D);
+    QVERIFY(v->axis().t0_ns > t0);
+    QTest::keyClick(v, Qt::Key_A);
+    QTest::keyClick(v, Qt::Key_A);
+    QVERIFY(v->axis().t0_ns < t0);
+    QTest::keyClick(v, Qt::Key_Home);
+    QVERIFY(v->axis().t0_ns <= static_cast<double>(us(0)));
+    QVERIFY(v->axis().t1_ns() >= static_cast<double>(us(310)));
+  }
+
+  void draw_lists_are_prepared_off_the_gui_thread() {
+    auto w = loaded_window();
+    QVERIFY(w);
+    auto* v = w->timeline();
+    QVERIFY(v->draw_list_current());
+    const TimeAxis before = v->shown_draw_list().axis;
+    v->zoom_in();
+    v->pan_right();
+    // The request returns at once; the worker's list arrives through the event loop.
+    QTRY_VERIFY(v->draw_list_current());
+    QCOMPARE(v->shown_draw_list().axis, v->axis());
+    QVERIFY(!(v->shown_draw_list().axis == before));
+    QVERIFY(!v->shown_draw_list().rects.empty());
+  }
+
+  void click_selects_and_details_show_the_kernel() {
+    auto w = loaded_window();
+    QVERIFY(w);
+    auto* v = w->timeline();
+    const auto& m = *v->model();
+    const int row = find_row(m, RankId(0), RowKind::kActivities, "compute");
+    QVERIFY(row >= 0);
+    QSignalSpy selected(v, &TimelineView::item_selected);
+    QTest::mouseClick(v, Qt::LeftButton, Qt::NoModifier, point_of(v, row, static_cast<double>(us(50))));
+    QCOMPARE(selected.count(), 1);
+    QCOMPARE(m.item_name(v->selected()), std::string("expert_gemm2"));
+    auto* details = w->details_panel()->model();
+    QVERIFY(details->rowCount() > 0);
+    QCOMPARE(details->index(0, 1).data().toString(), QStringLiteral("expert_gemm2"));
+    bool api = false;
+    for (int r = 0; r < details->rowCount(); ++r)
+      api |= details->index(r, 1).data().toString() == QStringLiteral("cudaLaunchKernel");
+    QVERIFY(api);
+    // A click on empty space clears the selection.
+    QTest::mouseClick(v, Qt::LeftButton, Qt::NoModifier, point_of(v, row, static_cast<double>(us(280))));
+    QVERIFY(!v->selected().valid());
+  }
+
+  void shift_drag_selects_a_range_and_shows_its_breakdown() {
+    auto w = loaded_window();
+    QVERIFY(w);
+    auto* v = w->timeline();
+    const int row = find_row(*v->model(), RankId(0), RowKind::kActivities, "compute");
+    QSignalSpy ranged(v, &TimelineView::range_selected);
+    const QPoint a = point_of(v, row, static_cast<double>(us(100)));
+    const QPoint b = point_of(v, row, static_cast<double>(us(200)));
+    QTest::mousePress(v, Qt::LeftButton, Qt::ShiftModifier, a);
+    QMouseEvent move(QEvent::MouseMove, b, v->mapToGlobal(b), Qt::NoButton, Qt::LeftButton, Qt::ShiftModifier);
+    QCoreApplication::sendEvent(v, &move);
+    QTest::mouseRelease(v, Qt::LeftButton, Qt::ShiftModifier, b);
+    QCOMPARE(ranged.count(), 1);
+    w->range_panel()->wait();
+    QCoreApplication::processEvents();
+    const auto& s = w->range_panel()->model()->summary();
+    QVERIFY(s.has_value());
+    QCOMPARE(s->ranks.size(), std::size_t{2});
+    // Pixel-rounded ends: within one pixel of the hand-derived 70 us busy.
+    QVERIFY(std::abs(s->ranks[0].busy_ns - 70'000) <= 2 * v->axis().ns_per_px);
+  }
+
+  void search_steps_through_matches() {
+    auto w = loaded_window();
+    QVERIFY(w);
+    QCOMPARE(w->search_now(QStringLiteral("expert_gemm")), std::size_t{10});
+    auto* v = w->timeline();
+    QVERIFY(v->selected().valid());
+    const auto first = v->selected();
+    w->find_next();
+    QVERIFY(!(v->selected() == first));
+    w->find_previous();
+    QVERIFY(v->selected() == first);
+    QCOMPARE(w->search_now(QStringLiteral("no such kernel")), std::size_t{0});
+  }
+
+  void panels_select_their_layer_on_the_timeline() {
+    auto w = loaded_window();
+    QVERIFY(w);
+    auto* view = w->breakdown_panel()->view();
+    const QModelIndex l1 = view->model()->index(1, BreakdownModel::kLayer);
+    QCOMPARE(l1.data(kLayerRole).toInt(), 1);
+    emit view->clicked(l1);
+    auto* v = w->timeline();
+    QCOMPARE(v->highlighted_layer(), 1);
+    // Zoomed onto layer 1's forward pass [100, 170) us on both ranks.
+    QVERIFY(v->axis().t0_ns < static_cast<double>(us(100)));
+    QVERIFY(v->axis().t1_ns() > static_cast<double>(us(170)));
+    QVERIFY(v->axis().t1_ns() < static_cast<double>(us(200)));
+  }
+
+  // The screenshot: the fixture rendered headless, and the colours where the
+  // description puts them.
+  void screenshot_shows_each_op_kind_in_its_lane() {
+    auto w = loaded_window();
+    QVERIFY(w);
+    auto* v = w->timeline();
+    const QString png = QDir::currentPath() + QStringLiteral("/gui_fixture_screenshot.png");
+    QVERIFY(w->save_screenshot(png));
+    QVERIFY(QFile(png).size() > 10000);
+    const QImage img = v->grab().toImage();
+    const auto& m = *v->model();
+    const QColor a2a = to_qcolor(ColourClass::kAllToAll), expert = to_qcolor(ColourClass::kExpertCompute);
+    const QColor offload = to_qcolor(ColourClass::kOffloadPrefetch), allreduce = to_qcolor(ColourClass::kAllReduce);
+    // Just inside the top of the block, above any label text.
+    auto pixel = [&](int row, double t_us) {
+      const QPoint p = point_of(v, row, static_cast<double>(us(t_us)));
+      return img.pixelColor(p.x(), p.y() - v->layout().height(row) / 2 + 3);
+    };
+    for (int rank = 0; rank < 2; ++rank) {
+      const int compute = find_row(m, RankId(rank), RowKind::kActivities, "compute");
+      const int comm = find_row(m, RankId(rank), RowKind::kActivities, "comm");
+      const int copy = find_row(m, RankId(rank), RowKind::kActivities, "copy");
+      QCOMPARE(pixel(comm, 20), a2a);         // dispatch [10, 30)
+      QCOMPARE(pixel(comm, 70), a2a);         // combine [60, 80)
+      QCOMPARE(pixel(comm, 215), allreduce);  // moe_all_reduce [200, 230)
+      QCOMPARE(pixel(compute, 40), expert);   // expert_gemm1 [30, 45)
+      QCOMPARE(pixel(copy, 75), offload);     // offload [60, 90)
+      QVERIFY(pixel(comm, 90) != a2a);        // idle between layers
+      // No all-to-all anywhere in the compute lane.
+      const QRect c = v->canvas_rect();
+      const int y = point_of(v, compute, 0).y();
+      for (int x = c.left(); x < c.right(); ++x) QVERIFY(img.pixelColor(x, y) != a2a);
+    }
+  }
+
+  void hover_shows_a_tooltip() {
+    auto w = loaded_window();
+    QVERIFY(w);
+    auto* v = w->timeline();
+    const int row = find_row(*v->model(), RankId(0), RowKind::kActivities, "compute");
+    const QPoint p = point_of(v, row, static_cast<double>(us(50)));
+    QMouseEvent move(QEvent::MouseMove, p, v->mapToGlobal(p), Qt::NoButton, Qt::NoButton, Qt::NoModifier);
+    QCoreApplication::sendEvent(v, &move);
+    QTRY_VERIFY(QToolTip::text().contains(QStringLiteral("expert_gemm2")));
+    QVERIFY(QToolTip::text().contains(QStringLiteral("layer 0")));
+  }
+
+  void memory_panel_draws_memory_in_use() {
+    auto w = loaded_window();
+    QVERIFY(w);
+    auto* panel = w->memory_panel();
+    QVERIFY(!panel->showing_message());
+    panel->resize(600, 200);
+    const QImage img = panel->grab().toImage();
+    const QColor mem = to_qcolor(ColourClass::kMemory);
+    int count = 0;
+    for (int y = 0; y < img.height(); ++y)
+      for (int x = 0; x < img.width(); ++x) count += img.pixelColor(x, y) == mem;
+    QVERIFY(count > 100);
+  }
+
+  // What the issue-5 analyses will hand over, injected: the panels show it
+  // and a recommendation's layer is outlined on the timeline.
+  void analysis_panels_show_data_once_it_exists() {
+    auto w = loaded_window();
+    QVERIFY(w);
+    RecommendationData recs;
+    recs.items.push_back({1, "pipeline degree", "r = 4", "all-to-all is 31 % of layer 1", 0.12});
+    w->recommendations_panel()->set_data(recs);
+    QVERIFY(!w->recommendations_panel()->showing_message());
+    auto* view = w->recommendations_panel()->view();
+    emit view->clicked(view->model()->index(0, RecommendationsModel::kAction));
+    QCOMPARE(w->timeline()->highlighted_layer(), 1);
+    w->recommendations_panel()->set_data(RecommendationData{});
+    QVERIFY(w->recommendations_panel()->message().contains(QStringLiteral("no recommendation")));
+
+    LocalityData loc;
+    loc.metric = "cosine similarity";
+    loc.curves.push_back({-1, {{1, 0.9}, {2, 0.8}, {3, 0.75}}});
+    w->locality_panel()->set_data(loc);
+    QVERIFY(!w->locality_panel()->showing_message());
+
+    MemoryBubbleData bubbles;
+    bubbles.bubbles.push_back({RankId(0), us(100), us(200), 2 << 20, BufferId(1), "T_DI", 1, 0});
+    w->memory_panel()->set_bubbles(bubbles);
+    QVERIFY(w->memory_panel()->note().contains(QStringLiteral("hatched: 1")));
+  }
+
+  void shortcuts_are_listed() {
+    const QString html = MainWindow::shortcuts_html();
+    for (const char* key : {"W / S", "A / D", "Ctrl + F", "Shift + drag"}) QVERIFY(html.contains(QLatin1String(key)));
+  }
+};
+
+QTEST_MAIN(GuiWidgetsTest)
+#include "gui_widgets_test.moc"
