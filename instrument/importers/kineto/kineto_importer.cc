@@ -18,6 +18,7 @@
 #include "kineto_importer.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <filesystem>
