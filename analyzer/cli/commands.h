@@ -18,6 +18,8 @@ void add_info_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
 void add_run_command(CLI::App& app);
+void add_import_command(CLI::App& app);
+void add_export_command(CLI::App& app);
 void add_fit_command(CLI::App& app);
 void add_diff_command(CLI::App& app);
 

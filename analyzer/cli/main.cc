@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   moetrace::cli::add_run_command(app);
   moetrace::cli::add_fit_command(app);
   moetrace::cli::add_diff_command(app);
+  moetrace::cli::add_import_command(app);
+  moetrace::cli::add_export_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -567,8 +567,10 @@ TraceSummary summarize_trace(const std::string& path) {
   TraceLoader::load_run(db, s.run);
   for (const char* t : {"kernels", "memcpy", "memset", "memory_events", "api_calls", "sync_events",
                         "overhead", "nvtx_ranges", "op_ranges", "op_deps", "buffers", "op_buffers",
-                        "expert_load", "expert_placement", "strings"})
-    s.table_rows.emplace_back(t, db.query_int(std::string("SELECT count(*) FROM ") + t).value_or(0));
+                        "expert_load", "expert_placement", "collectives", "strings"})
+    // collectives came later within schema version 1; older traces lack it.
+    if (db.has_table(t))
+      s.table_rows.emplace_back(t, db.query_int(std::string("SELECT count(*) FROM ") + t).value_or(0));
   s.ranks = static_cast<int>(db.query_int("SELECT count(DISTINCT rank) FROM (SELECT rank FROM ranks "
                                           "UNION SELECT rank FROM streams)")
                                  .value_or(0));
@@ -580,7 +582,8 @@ TraceSummary summarize_trace(const std::string& path) {
           .value_or(0));
   std::int64_t events = 0;
   for (const auto& [table, rows] : s.table_rows)
-    if (table != "strings" && table != "op_deps" && table != "op_buffers") events += rows;
+    if (table != "strings" && table != "op_deps" && table != "op_buffers" && table != "collectives")
+      events += rows;
   if (events == 0)
     throw_empty_trace(path);
   return s;

@@ -77,7 +77,8 @@ TEST(TraceLoader, ForeignSqlite) {
 TEST(TraceLoader, NsightExportIsNamed) {
   const std::string path = std::string(MOETRACE_SHARED_DATA) + "/external/nsys/nsys-ai-mock.sqlite";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "shared data absent: " << path;
-  EXPECT_EQ(error_of(path), path + ": an Nsight Systems export, not a moetrace trace");
+  EXPECT_EQ(error_of(path),
+            path + ": an Nsight Systems export, not a moetrace trace; convert it with `moetrace import`");
 }
 
 TEST(TraceLoader, NewerSchema) {

@@ -86,6 +86,22 @@ TEST_P(CliErrors, Directory) {
   expect_one_line_error(run_cli(GetParam() + " " + dir), dir + ": is a directory, not a trace file");
 }
 
+TEST_P(CliErrors, NsightExportPointsToImport) {
+  const std::string path = std::string(MOETRACE_SHARED_DATA) + "/external/nsys/nsys-ai-mock.sqlite";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "shared data absent: " << path;
+  expect_one_line_error(
+      run_cli(GetParam() + " " + path),
+      path + ": an Nsight Systems export, not a moetrace trace; convert it with `moetrace import`");
+}
+
+TEST_P(CliErrors, JsonFilePointsToImport) {
+  const auto path = testing::temp_path("trace.json");
+  std::ofstream(path) << "{\"traceEvents\": []}\n";
+  expect_one_line_error(run_cli(GetParam() + " " + path),
+                        path + ": a JSON or gzip file, not a moetrace trace; if it is a "
+                               "PyTorch-profiler trace, convert it with `moetrace import`");
+}
+
 INSTANTIATE_TEST_SUITE_P(InfoReportFit, CliErrors, ::testing::Values("info", "report", "fit"));
 
 TEST(Cli, UsageErrorsExitTwo) {
@@ -99,7 +115,7 @@ TEST(Cli, UsageErrorsExitTwo) {
 TEST(Cli, HelpListsTheSubcommands) {
   const auto r = run_cli("--help");
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* sub : {"info", "report", "synth", "fit", "diff"})
+  for (const char* sub : {"info", "report", "synth", "fit", "diff", "import", "export"})
     EXPECT_NE(r.out.find(sub), std::string::npos) << sub;
 }
 
@@ -123,6 +139,56 @@ TEST(Cli, ReportJsonAndText) {
   r = run_cli("info " + path);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("op_ranges"), std::string::npos) << r.out;
+}
+
+TEST(Cli, ImportThenInfoReportAndExport) {
+  const auto json = testing::temp_path("cli-kineto.json"), db = testing::temp_path("cli-imported.db"),
+             chrome = testing::temp_path("cli-chrome.json");
+  std::ofstream(json) << R"json({"distributedInfo": {"rank": 0, "world_size": 2}, "traceEvents": [
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1, "dur": 1,
+     "args": {"correlation": 3}},
+    {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_SendRecv(x)", "pid": 0, "tid": 9, "ts": 2, "dur": 4,
+     "args": {"correlation": 3}},
+    {"ph": "X", "cat": "gpu_user_annotation", "name": "a", "pid": 0, "tid": 9, "ts": 2, "dur": 4}]})json";
+  auto r = run_cli("import " + json + " -o " + db);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "imported 1 kineto file into " + db +
+                       ": 1 rank, 2 events (1 api_calls, 1 kernels); 1 source records not imported "
+                       "(see `moetrace info`)\n");
+  r = run_cli("info " + db);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("backend:    kineto"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("import.skipped.gpu_user_annotation = 1"), std::string::npos) << r.out;
+  r = run_cli("report " + db + " --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_cli("export chrome " + db + " -o " + chrome);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(slurp(chrome).find("\"name\":\"ncclDevKernel_SendRecv(x)\""), std::string::npos);
+  EXPECT_NE(r.err.find("1 launch flows"), std::string::npos) << r.err;
+}
+
+TEST(Cli, ImportErrorsAreOneLine) {
+  expect_one_line_error(run_cli("import /nonexistent/a.json -o " + testing::temp_path("x.db")),
+                        "/nonexistent/a.json: no such file");
+  const auto text = testing::temp_path("notes.txt");
+  std::ofstream(text) << "plain text\n";
+  expect_one_line_error(run_cli("import " + text + " -o " + testing::temp_path("x.db")),
+                        text + ": not a format moetrace imports (Nsight Systems SQLite export, or "
+                               "PyTorch-profiler/Kineto JSON, optionally gzipped)");
+  const auto rep = testing::temp_path("profile.nsys-rep");
+  std::ofstream(rep) << "binary";
+  expect_one_line_error(run_cli("import " + rep + " -o " + testing::temp_path("x.db")),
+                        rep + ": an Nsight Systems report; export it to SQLite first (nsys export "
+                              "--type sqlite " + rep + ")");
+  const auto trace = testing::temp_path("already.db");
+  testing::write_text_trace(trace, "kernel rank=0 stream=0 start=0 end=1\n");
+  expect_one_line_error(run_cli("import " + trace + " -o " + testing::temp_path("x.db")),
+                        trace + ": already a moetrace trace; nothing to import");
+  EXPECT_EQ(run_cli("import " + text + " -o x.db --format yaml").exit_code, 2);
+  EXPECT_EQ(run_cli("import " + text).exit_code, 2);  // -o is required
+  expect_one_line_error(run_cli("export chrome /nonexistent/run.db -o " + testing::temp_path("x.json")),
+                        "/nonexistent/run.db: no such file");
 }
 
 TEST(Cli, SynthRejectsImpossibleConfigNamingTheField) {
