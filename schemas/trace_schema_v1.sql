@@ -173,6 +173,28 @@ CREATE TABLE nvtx_ranges (
   payload_double REAL
 );
 
+-- NCCL collectives as the source tool described them (Kineto's kernel args):
+-- one row per collective kernel, linked to it by (rank, correlation_id). Added
+-- within version 1: readers that predate it ignore it, and readers of it must
+-- allow for its absence in older traces.
+CREATE TABLE collectives (
+  id             INTEGER PRIMARY KEY,
+  rank           INTEGER NOT NULL,
+  stream_id      INTEGER,
+  start_ns       INTEGER NOT NULL,
+  end_ns         INTEGER NOT NULL,
+  correlation_id INTEGER,
+  name           TEXT NOT NULL,
+  in_nelems      INTEGER,
+  out_nelems     INTEGER,
+  dtype          TEXT,
+  group_size     INTEGER,
+  group_ranks    TEXT,
+  process_group  TEXT,
+  in_splits      TEXT,
+  out_splits     TEXT
+);
+
 CREATE TABLE op_kinds (
   id       INTEGER PRIMARY KEY,
   name     TEXT NOT NULL UNIQUE,

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/recommend.h"
 #include "moetrace/schema/error.h"
 #include "moetrace/sim/cost_model.h"
@@ -52,6 +53,16 @@ sim::CostModel load_cost_model_arg(const std::string& arg) {
   return sim::cost_model_preset(arg);  // an unknown name fails, listing the presets
 }
 
+void apply_cost_model_arg(const std::string& arg, analyzer::RecommendOptions& ro) {
+  if (arg.empty()) return;
+  if (arg == "fitted") {
+    ro.prefer_fitted = true;
+    return;
+  }
+  ro.cost_model = load_cost_model_arg(arg);
+  ro.cost_model_source = fmt::format("cost model {} (--cost-model {})", ro.cost_model->name, arg);
+}
+
 void add_recommend_command(CLI::App& app) {
   struct Options {
     std::vector<std::string> paths;
@@ -73,8 +84,9 @@ void add_recommend_command(CLI::App& app) {
   add_format_option(cmd, opt->format, {"text", "json", "markdown"});
   cmd->add_option("--output,-o", opt->output, "Write to this file instead of stdout");
   cmd->add_option("--cost-model", opt->cost_model,
-                  "Hardware model: a simulator preset name or a cost-model JSON file (e.g. from `moetrace fit`); "
-                  "default: the model a simulated trace ran with, else a preset");
+                  "Hardware model: a simulator preset name, a cost-model JSON file (e.g. from `moetrace fit`), or "
+                  "\"fitted\" (fit it from the trace); default: the model a simulated trace ran with, else the "
+                  "fit, else a preset");
   cmd->add_option("--memory-budget", opt->memory_budget,
                   "Device memory budget in bytes (default: run_config memory_budget_bytes, else device memory)");
   cmd->add_option("--r-max", opt->r_max, "Largest pipeline degree considered")->capture_default_str();
@@ -89,10 +101,7 @@ void add_recommend_command(CLI::App& app) {
     if (opt->r_max < 1) throw ConfigError(fmt::format("--r-max ({}) must be at least 1", opt->r_max));
     if (!(opt->alpha > 0)) throw ConfigError(fmt::format("--alpha ({}) must be positive", opt->alpha));
     analyzer::RecommendOptions ro;
-    if (!opt->cost_model.empty()) {
-      ro.cost_model = load_cost_model_arg(opt->cost_model);
-      ro.cost_model_source = fmt::format("cost model {} (--cost-model {})", ro.cost_model->name, opt->cost_model);
-    }
+    apply_cost_model_arg(opt->cost_model, ro);
     ro.memory_budget_bytes = opt->memory_budget;
     ro.r_max = opt->r_max;
     if (!opt->r_candidates.empty()) ro.r_candidates = parse_int_list(opt->r_candidates, "--r-candidates");
@@ -106,7 +115,8 @@ void add_recommend_command(CLI::App& app) {
     for (std::size_t i = 1; i < traces.size(); ++i) ro.other_runs.push_back(&traces[i]);
     Progress progress("recommend " + opt->paths.front());
     ro.progress = progress.callback();
-    const auto rec = analyzer::recommend(traces.front(), ro);
+    const auto analyses = analyzer::analyze(traces.front(), progress.callback());
+    const auto rec = analyzer::recommend(traces.front(), analyses, ro);
     std::ostringstream out;
     if (opt->format == "json") out << analyzer::recommendations_to_json(rec).dump(2) << "\n";
     else if (opt->format == "markdown") analyzer::write_recommendations_markdown(out, rec);

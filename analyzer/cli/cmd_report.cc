@@ -1,12 +1,26 @@
-// `moetrace report TRACE`: the MoE breakdown of a trace.
+// `moetrace report TRACE`: every analysis of a trace (breakdown, memory,
+// expert load, locality, fitted models, recommendations) as text, JSON,
+// Markdown or HTML.
 #include <memory>
 #include <sstream>
 
 #include "commands.h"
-#include "moetrace/analyzer/breakdown.h"
+#include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/report.h"
 
 namespace moetrace::cli {
+
+analyzer::ReportFormat parse_report_format(const std::string& f) {
+  if (f == "json") return analyzer::ReportFormat::kJson;
+  if (f == "markdown" || f == "md") return analyzer::ReportFormat::kMarkdown;
+  if (f == "html") return analyzer::ReportFormat::kHtml;
+  return analyzer::ReportFormat::kText;
+}
+
+analyzer::Analyses analyze_with_progress(const analyzer::Trace& trace) {
+  Progress progress("analyzing " + trace.run.path);
+  return analyzer::analyze(trace, progress.callback());
+}
 
 void add_report_command(CLI::App& app) {
   struct Options {
@@ -15,28 +29,42 @@ void add_report_command(CLI::App& app) {
     std::string output;
     bool per_rank = false;
     bool per_iteration = false;
+    bool no_recommendations = false;
+    std::string cost_model;
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
-      "report", "Break down where the time goes per MoE layer, iteration, rank and phase");
+      "report",
+      "Where the time goes per MoE layer, iteration, rank and phase; memory and memory bubbles; expert "
+      "load imbalance and locality; fitted performance models; per-layer recommendations");
   cmd->add_option("trace", opt->path, "Trace database (.db)")->required();
-  add_format_option(cmd, opt->format, {"text", "json"});
+  add_format_option(cmd, opt->format, {"text", "json", "markdown", "html"});
   cmd->add_option("--output,-o", opt->output, "Write the report to this file instead of stdout");
   cmd->add_flag("--per-rank", opt->per_rank, "Also list every rank x layer x iteration x phase");
-  cmd->add_flag("--per-iteration", opt->per_iteration, "Also list every rank x iteration");
+  cmd->add_flag("--per-iteration", opt->per_iteration,
+                "Also list every rank x iteration, and expert load and locality per iteration");
+  cmd->add_flag("--no-recommendations", opt->no_recommendations,
+                "Leave out the recommendations (they simulate what-ifs; see `moetrace recommend`)");
+  cmd->add_option("--cost-model", opt->cost_model,
+                  "Hardware model of the recommendations: a simulator preset, a cost-model JSON file, or "
+                  "\"fitted\" (default: see `moetrace recommend --help`)");
   cmd->callback([opt] {
     const auto trace = load_with_progress(opt->path);
-    const auto breakdown = analyzer::compute_breakdown(trace);
+    auto analyses = analyze_with_progress(trace);
+    if (!opt->no_recommendations) {
+      analyzer::RecommendOptions ro;
+      apply_cost_model_arg(opt->cost_model, ro);
+      Progress progress("recommending " + opt->path);
+      ro.progress = progress.callback();
+      analyzer::add_recommendations(trace, analyses, ro);
+    }
     analyzer::ReportOptions ro;
+    ro.format = parse_report_format(opt->format);
     ro.per_rank = opt->per_rank;
     ro.per_iteration = opt->per_iteration;
-    if (opt->format == "json") {
-      write_output(opt->output, analyzer::report_json(trace, breakdown, ro).dump(2) + "\n");
-    } else {
-      std::ostringstream out;
-      analyzer::write_text_report(out, trace, breakdown, ro);
-      write_output(opt->output, out.str());
-    }
+    std::ostringstream out;
+    analyzer::write_report(out, trace, analyses, ro);
+    write_output(opt->output, out.str());
   });
 }
 

@@ -8,6 +8,9 @@
 #include <string>
 #include <string_view>
 
+#include "moetrace/analyzer/analyses.h"
+#include "moetrace/analyzer/report.h"
+#include "moetrace/analyzer/recommend.h"
 #include "moetrace/analyzer/trace.h"
 
 namespace moetrace::cli {
@@ -17,6 +20,19 @@ void add_report_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_recommend_command(CLI::App& app);
+
+// --cost-model of `recommend` and `report`: a preset name, a cost-model JSON
+// file, or "fitted" (cmd_recommend.cc).
+void apply_cost_model_arg(const std::string& arg, analyzer::RecommendOptions& options);
+void add_import_command(CLI::App& app);
+void add_export_command(CLI::App& app);
+void add_fit_command(CLI::App& app);
+void add_diff_command(CLI::App& app);
+
+// Thrown by a command that ran fine but must exit non-zero (diff thresholds).
+struct ExitStatus {
+  int code;
+};
 
 // Progress for long work: a self-overwriting line on stderr when it is a
 // terminal, nothing otherwise.
@@ -37,6 +53,10 @@ class Progress {
 
 // Loads a trace with progress on a terminal.
 analyzer::Trace load_with_progress(const std::string& path, analyzer::LoadOptions options = {});
+
+// Runs every analysis with progress on a terminal.
+analyzer::Analyses analyze_with_progress(const analyzer::Trace& trace);
+analyzer::ReportFormat parse_report_format(const std::string& format);
 
 // Writes `text` to `path`, or to stdout where path is empty or "-".
 void write_output(const std::string& path, const std::string& text);

@@ -13,12 +13,18 @@ int main(int argc, char** argv) {
   moetrace::cli::add_report_command(app);
   moetrace::cli::add_synth_command(app);
   moetrace::cli::add_run_command(app);
+  moetrace::cli::add_fit_command(app);
+  moetrace::cli::add_diff_command(app);
+  moetrace::cli::add_import_command(app);
+  moetrace::cli::add_export_command(app);
   moetrace::cli::add_recommend_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // --help and --version exit 0; every usage error exits 2.
     return app.exit(e) == 0 ? 0 : 2;
+  } catch (const moetrace::cli::ExitStatus& e) {
+    return e.code;
   } catch (const moetrace::ConfigError& e) {
     std::fprintf(stderr, "moetrace: invalid configuration: %s\n", e.what());
     return 2;

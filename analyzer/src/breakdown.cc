@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "moetrace/analyzer/interval.h"
+#include "op_intervals.h"
 
 namespace moetrace::analyzer {
 
@@ -40,36 +41,6 @@ Category classify_activity(const Trace& trace, const Activity& a) {
 }
 
 namespace {
-
-// The intervals of every op: its attributed activities, else its own range.
-struct OpIntervals {
-  std::vector<std::size_t> begin;  // CSR over ops
-  std::vector<Interval> iv;
-
-  explicit OpIntervals(const Trace& t) {
-    std::vector<std::size_t> count(t.ops.size() + 1, 0);
-    for (const auto& a : t.activities)
-      if (a.op >= 0) ++count[static_cast<std::size_t>(a.op) + 1];
-    for (std::size_t i = 0; i < t.ops.size(); ++i)
-      if (count[i + 1] == 0) count[i + 1] = 1;  // the op's own range
-    begin.assign(t.ops.size() + 1, 0);
-    for (std::size_t i = 0; i < t.ops.size(); ++i) begin[i + 1] = begin[i] + count[i + 1];
-    iv.resize(begin.back());
-    std::vector<std::size_t> fill(begin.begin(), begin.end() - 1);
-    std::vector<bool> has_activity(t.ops.size(), false);
-    for (const auto& a : t.activities)
-      if (a.op >= 0) {
-        auto o = static_cast<std::size_t>(a.op);
-        has_activity[o] = true;
-        iv[fill[o]++] = {a.start_ns, a.end_ns};
-      }
-    for (std::size_t i = 0; i < t.ops.size(); ++i)
-      if (!has_activity[i]) iv[begin[i]] = {t.ops[i].start_ns, t.ops[i].end_ns};
-  }
-  std::span<const Interval> of(std::size_t op) const {
-    return {iv.data() + begin[op], iv.data() + begin[op + 1]};
-  }
-};
 
 struct RankSets {
   IntervalSet compute;  // computation of any op or unattributed kernel

@@ -8,7 +8,9 @@
 #include <map>
 #include <set>
 
+#include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/breakdown.h"
+#include "moetrace/analyzer/cost_model.h"
 #include "moetrace/analyzer/report.h"
 #include "moetrace/schema/error.h"
 #include "moetrace/sim/cost_model.h"
@@ -139,7 +141,48 @@ std::map<int, LayerMeasures> layer_measures(const Trace& t, const Breakdown& b) 
   return out;
 }
 
-HardwareModelInfo resolve_hardware(const Trace& t, const RecommendOptions& o, std::vector<std::string>& notes) {
+// The fitted model as the simulator's CostModel, where the trace measured
+// what the recommenders need most: the expert GEMMs (per launch and per
+// FLOP) and the all-to-all at the run's P.
+std::optional<HardwareModelInfo> fitted_hardware(const Trace& t, const CostModel& fits, std::vector<std::string>& notes) {
+  int P = std::max(1, t.run.world_size);
+  for (const auto& e : t.expert_load) P = std::max(P, e.src_rank + 1);
+  const CostModelFit* ffn = fits.find_compute("expert_ffn");
+  const CostModelFit* a2a = fits.find_collective("all_to_all", P);
+  if (!ffn || !ffn->launch_fit.usable || !a2a || !a2a->fit.usable()) return std::nullopt;
+  // Startups (alpha) decide the pipeline degree: a fit that cannot separate
+  // them from the per-byte / per-FLOP terms (one size only: "mean_rate", or
+  // GEMM counts proportional to FLOPs, as forward and backward of one layer
+  // are) would make every split look free.
+  const bool gemm_separable = ffn->fit.method == "least_squares" && ffn->fit.x_max > 2.0 * ffn->fit.x_min;
+  if (!gemm_separable || a2a->fit.method != "least_squares") {
+    notes.push_back(fmt::format(
+        "the trace's own ops cannot separate startup from throughput ({} expert-FFN sizes from {:.3g} to {:.3g} "
+        "FLOPs, all-to-all at P = {} fitted by {}): its fit is not used; calibrate the hardware with `moetrace run "
+        "--calibrate`, fit that trace with `moetrace fit`, and pass the result with --cost-model",
+        ffn->fit.points, ffn->fit.x_min, ffn->fit.x_max, P, a2a->fit.method));
+    return std::nullopt;
+  }
+  HardwareModelInfo h;
+  try {
+    h.model = sim::cost_model_from_json(sim_cost_model_json(t, fits, "h100-nvlink-ib").dump());
+  } catch (const Error& e) {
+    notes.push_back(fmt::format("the fitted cost model is unusable ({}); not used", e.what()));
+    return std::nullopt;
+  }
+  h.source = "fitted";
+  h.description = fmt::format(
+      "fitted from the trace (moetrace fit): expert GEMMs {:.3g} us per GEMM + {:.3g} TFLOP/s ({} points, "
+      "R^2 {:.3f}), all-to-all at P = {}: {:.3g} us + {:.3g} GB/s ({} points, R^2 {:.3f}); everything not measured "
+      "from the h100-nvlink-ib preset",
+      ffn->launch_fit.alpha_per_launch * 1e6, ffn->launch_fit.beta > 0 ? 1e-12 / ffn->launch_fit.beta : 0.0,
+      ffn->fit.points, ffn->fit.r2, P, a2a->fit.alpha * 1e6, a2a->fit.beta > 0 ? 1e-9 / a2a->fit.beta : 0.0,
+      a2a->fit.points, a2a->fit.r2);
+  return h;
+}
+
+HardwareModelInfo resolve_hardware(const Trace& t, const RecommendOptions& o, const CostModel* fits,
+                                   std::vector<std::string>& notes) {
   HardwareModelInfo h;
   if (o.cost_model) {
     h.source = "given";
@@ -147,6 +190,19 @@ HardwareModelInfo resolve_hardware(const Trace& t, const RecommendOptions& o, st
     h.description = o.cost_model_source.empty() ? fmt::format("cost model {} (given)", h.model.name)
                                                 : o.cost_model_source;
     return h;
+  }
+  CostModel fitted_here;
+  auto fitted = [&]() -> std::optional<HardwareModelInfo> {
+    if (!fits) {
+      fitted_here = fit_cost_model(t);
+      fits = &fitted_here;
+    }
+    return fitted_hardware(t, *fits, notes);
+  };
+  if (o.prefer_fitted) {
+    if (auto f = fitted()) return *f;
+    notes.push_back("--cost-model fitted: the trace does not measure the expert GEMMs and the all-to-all at its P "
+                    "well enough to fit them");
   }
   if (const auto json = config(t, "sim.cost_model_json"); !json.empty()) {
     try {
@@ -158,6 +214,8 @@ HardwareModelInfo resolve_hardware(const Trace& t, const RecommendOptions& o, st
       notes.push_back(fmt::format("the trace's sim.cost_model_json is unreadable ({}); using a preset", e.what()));
     }
   }
+  if (!o.prefer_fitted)
+    if (auto f = fitted()) return *f;
   h.model = sim::cost_model_preset("h100-nvlink-ib");
   h.source = "preset";
   h.description = "preset h100-nvlink-ib (nothing measured: give --cost-model, e.g. the output of `moetrace fit`)";
@@ -642,20 +700,33 @@ RecommendationItem layout_item(const LayerRecommendation& L) {
 
 }  // namespace
 
-Recommendations recommend(const Trace& trace, const RecommendOptions& o) {
+namespace {
+
+Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, const Breakdown* breakdown,
+                               std::int64_t peak, const CostModel* fits) {
   Recommendations out;
   out.trace = trace.run.path;
   auto progress = [&](std::string_view stage, double f) {
     if (o.progress) o.progress(stage, f);
   };
-  out.hardware = resolve_hardware(trace, o, out.notes);
-  out.hardware.model.validate();
   const auto workloads = moe_layer_workloads(trace, &out.notes);
-  if (workloads.empty()) return out;
-  progress("breakdown", 0.0);
-  const Breakdown b = compute_breakdown(trace);
+  if (workloads.empty()) {
+    out.hardware.source = "preset";
+    out.hardware.model = o.cost_model ? *o.cost_model : sim::cost_model_preset("h100-nvlink-ib");
+    out.hardware.description = "none needed (no MoE layer to advise on)";
+    return out;
+  }
+  progress("fitting", 0.0);
+  out.hardware = resolve_hardware(trace, o, fits, out.notes);
+  out.hardware.model.validate();
+  Breakdown computed;
+  if (!breakdown) {
+    progress("breakdown", 0.0);
+    computed = compute_breakdown(trace);
+    breakdown = &computed;
+  }
+  const Breakdown& b = *breakdown;
   const auto measures = layer_measures(trace, b);
-  const std::int64_t peak = measured_peak(trace);
 
   // mpipemoe's range search: (B, n, time) of this trace and the others.
   std::map<int, std::vector<GranularityRun>> runs;
@@ -703,6 +774,16 @@ Recommendations recommend(const Trace& trace, const RecommendOptions& o) {
   }
   progress("recommending", 1.0);
   return out;
+}
+
+}  // namespace
+
+Recommendations recommend(const Trace& trace, const RecommendOptions& o) {
+  return recommend_impl(trace, o, nullptr, measured_peak(trace), nullptr);
+}
+
+Recommendations recommend(const Trace& trace, const Analyses& a, const RecommendOptions& o) {
+  return recommend_impl(trace, o, &a.breakdown, a.memory.has_allocations ? a.memory.peak_bytes : -1, &a.cost_model);
 }
 
 }  // namespace moetrace::analyzer

@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <ostream>
+
+#include "report_sections.h"
 
 namespace moetrace::analyzer {
 
@@ -25,6 +28,37 @@ std::string format_bytes(std::int64_t bytes) {
 }
 
 std::string format_percent(double fraction) { return fmt::format("{:.1f}%", fraction * 100.0); }
+
+std::string format_bytes_ms(double bytes_ns) {
+  const double v = bytes_ns / 1e6;  // byte-milliseconds
+  const double a = std::fabs(v);
+  if (a >= 1024.0 * 1024 * 1024) return fmt::format("{:.3g} GiB*ms", v / (1024.0 * 1024 * 1024));
+  if (a >= 1024.0 * 1024) return fmt::format("{:.3g} MiB*ms", v / (1024.0 * 1024));
+  if (a >= 1024.0) return fmt::format("{:.3g} KiB*ms", v / 1024.0);
+  return fmt::format("{:.3g} B*ms", v);
+}
+
+std::vector<MemoryPoint> downsample_max(const std::vector<MemoryPoint>& points, int max_points) {
+  if (max_points < 2 || points.size() <= static_cast<std::size_t>(max_points)) return points;
+  const auto t0 = points.front().ts_ns, t1 = points.back().ts_ns;
+  const auto buckets = static_cast<std::int64_t>(max_points - 1);
+  const double width = static_cast<double>(t1 - t0) / static_cast<double>(buckets);
+  std::vector<MemoryPoint> out;
+  std::int64_t carried = 0;  // the step value entering the bucket
+  std::size_t i = 0;
+  for (std::int64_t b = 0; b < buckets && i + 1 < points.size(); ++b) {
+    const auto end = b + 1 == buckets ? t1 : t0 + static_cast<std::int64_t>(width * static_cast<double>(b + 1));
+    if (points[i].ts_ns >= end) continue;
+    MemoryPoint p{points[i].ts_ns, carried};
+    for (; i + 1 < points.size() && points[i].ts_ns < end; ++i) {
+      p.bytes = std::max(p.bytes, points[i].bytes);
+      carried = points[i].bytes;
+    }
+    out.push_back(p);
+  }
+  out.push_back(points.back());
+  return out;
+}
 
 nlohmann::json run_json(const RunInfo& run) {
   nlohmann::json config = nlohmann::json::object();
@@ -127,11 +161,219 @@ nlohmann::json breakdown_json(const Breakdown& b, const ReportOptions& options) 
   return j;
 }
 
-nlohmann::json report_json(const Trace& trace, const Breakdown& b, const ReportOptions& options) {
+nlohmann::json projection_json(const ProjectionStats& p) {
+  return {{"ran", p.ran},
+          {"activities", p.activities},
+          {"attributed_in_trace", p.attributed_in_trace},
+          {"projected", p.projected},
+          {"unattributed", p.unattributed()},
+          {"no_correlation", p.no_correlation},
+          {"no_api_call", p.no_api_call},
+          {"outside_ranges", p.outside_ranges},
+          {"ops_retimed", p.ops_retimed}};
+}
+
+namespace {
+
+// JSON has no infinity: an unbounded ratio is written as null.
+nlohmann::json finite_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+nlohmann::json class_bytes_json(const MemoryClassBytes& c, bool missing_as_null) {
+  nlohmann::json j = nlohmann::json::object();
+  for (int i = 0; i < kNumMemoryClasses; ++i) {
+    const auto v = c[static_cast<std::size_t>(i)];
+    j[std::string(memory_class_name(static_cast<MemoryClass>(i)))] =
+        missing_as_null && v < 0 ? nlohmann::json(nullptr) : nlohmann::json(v);
+  }
+  return j;
+}
+
+nlohmann::json points_json(const std::vector<MemoryPoint>& p) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& x : p) a.push_back({x.ts_ns, x.bytes});
+  return a;
+}
+
+nlohmann::json locality_point_json(const LocalityPoint& p) {
+  return {{"distance", p.distance},
+          {"pairs", p.pairs},
+          {"cosine_similarity", p.cosine_similarity},
+          {"l1_distance", p.l1_distance},
+          {"relative_l1_error", p.relative_l1_error},
+          {"heaviest_predicted", p.heaviest_predicted}};
+}
+
+}  // namespace
+
+nlohmann::json memory_json(const MemoryAnalysis& m, const ReportOptions& options) {
+  nlohmann::json j = {{"has_allocations", m.has_allocations},
+                      {"has_buffer_usage", m.has_buffer_usage},
+                      {"peak_bytes", m.peak_bytes},
+                      {"peak_rank", m.peak_rank},
+                      {"memory_bubble_bytes_ns", m.memory_bubble_bytes_ns},
+                      {"allocated_bytes_ns", m.allocated_bytes_ns},
+                      {"buffer_bytes_ns", m.buffer_bytes_ns},
+                      {"bubble_fraction", m.bubble_fraction()}};
+  auto& ranks = j["ranks"] = nlohmann::json::array();
+  for (const auto& r : m.ranks) {
+    const auto alloc = downsample_max(r.allocated, options.timeline_points);
+    const auto idle = downsample_max(r.idle, options.timeline_points);
+    ranks.push_back({{"rank", r.rank},
+                     {"from_events", r.from_events},
+                     {"peak_bytes", r.peak_bytes},
+                     {"peak_ns", r.peak_ns},
+                     {"peak_by_class", class_bytes_json(r.peak_by_class, false)},
+                     {"allocated_bytes_ns", r.allocated_bytes_ns},
+                     {"buffer_bytes_ns", r.buffer_bytes_ns},
+                     {"memory_bubble_bytes_ns", r.memory_bubble_bytes_ns},
+                     {"unmatched_frees", r.unmatched_frees},
+                     {"timeline",
+                      {{"downsampled", alloc.size() < r.allocated.size() || idle.size() < r.idle.size()},
+                       {"allocated", points_json(alloc)},
+                       {"idle", points_json(idle)}}}});
+  }
+  auto& tags = j["tags"] = nlohmann::json::array();
+  for (const auto& t : m.tags)
+    tags.push_back({{"tag", t.tag},
+                    {"memory_class", memory_class_name(t.memory_class)},
+                    {"buffers", t.buffers},
+                    {"max_bytes", t.max_bytes},
+                    {"allocated_bytes_ns", t.allocated_bytes_ns},
+                    {"memory_bubble_bytes_ns", t.memory_bubble_bytes_ns},
+                    {"bubble_fraction", t.bubble_fraction()}});
+  const auto top = largest_bubbles(m, static_cast<std::size_t>(std::max(0, options.top_buffers)));
+  auto& buffers = j["top_buffers"] = nlohmann::json::array();
+  for (const auto* b : top)
+    buffers.push_back({{"buffer", b->buffer.value},
+                       {"rank", b->rank.value},
+                       {"tag", b->tag},
+                       {"memory_class", memory_class_name(b->memory_class)},
+                       {"layer", b->layer},
+                       {"chunk", b->chunk},
+                       {"bytes", b->bytes},
+                       {"alloc_ns", b->alloc_ns},
+                       {"free_ns", b->free_ns},
+                       {"ops", b->ops},
+                       {"used_ns", b->used_ns},
+                       {"bubble_ns", b->bubble_ns},
+                       {"memory_bubble_bytes_ns", b->memory_bubble_bytes_ns()}});
+  auto& layers = j["layers"] = nlohmann::json::array();
+  for (const auto& l : m.layers)
+    layers.push_back({{"layer", l.layer},
+                      {"experts", l.experts},
+                      {"experts_per_rank", l.experts_per_rank},
+                      {"model_dim", l.model_dim},
+                      {"hidden_dim", l.hidden_dim},
+                      {"tokens", l.tokens},
+                      {"partitions", l.partitions},
+                      {"elem_bytes", l.elem_bytes},
+                      {"model_states_bytes", l.model_states_bytes},
+                      {"activations_bytes", l.activations_bytes},
+                      {"temporary_buffers_bytes", l.temporary_buffers_bytes},
+                      {"pipelined_buffers_bytes", l.pipelined_buffers_bytes},
+                      {"reuse_saving_bytes", l.reuse_saving_bytes},
+                      {"saving_ratio", l.saving_ratio},
+                      {"measured_peak_bytes", class_bytes_json(l.measured_peak_bytes, true)},
+                      {"memory_bubble_bytes_ns", l.memory_bubble_bytes_ns}});
+  return j;
+}
+
+nlohmann::json expert_load_json(const ExpertLoadAnalysis& a, const ReportOptions& options) {
+  nlohmann::json j = {{"has_load", a.has_load}, {"experts", a.experts}, {"devices", a.devices}};
+  auto& layers = j["layers"] = nlohmann::json::array();
+  for (const auto& l : a.layers)
+    layers.push_back({{"layer", l.layer},
+                      {"iterations", l.iterations},
+                      {"experts", l.experts},
+                      {"devices", l.devices},
+                      {"tokens_per_expert", l.tokens_per_expert},
+                      {"expert_max_over_mean", l.expert_max_over_mean},
+                      {"expert_cv", l.expert_cv},
+                      {"device_max_over_mean_home", l.device_max_over_mean_home},
+                      {"device_max_over_mean", l.device_max_over_mean},
+                      {"balance_degree_home", l.balance_degree_home},
+                      {"balance_degree", l.balance_degree},
+                      {"rb", finite_or_null(l.rb)},
+                      {"has_placement", l.has_placement},
+                      {"imbalance_ns", l.imbalance_ns},
+                      {"busiest_expert_compute_ns", l.busiest_expert_compute_ns},
+                      {"mean_expert_compute_ns", l.mean_expert_compute_ns}});
+  if (options.per_iteration) {
+    auto& rows = j["rows"] = nlohmann::json::array();
+    for (const auto& r : a.rows)
+      rows.push_back({{"layer", r.layer},
+                      {"iteration", r.iteration},
+                      {"tokens_per_expert", r.tokens_per_expert},
+                      {"tokens_per_device_home", r.tokens_per_device_home},
+                      {"tokens_per_device", r.tokens_per_device},
+                      {"received_per_device", r.received_per_device},
+                      {"has_placement", r.has_placement},
+                      {"copies", r.copies},
+                      {"total_tokens", r.total_tokens},
+                      {"heaviest_expert", r.heaviest_expert},
+                      {"expert_max_over_mean", r.expert_max_over_mean},
+                      {"expert_cv", r.expert_cv},
+                      {"busiest_rank", r.busiest_rank},
+                      {"device_max_over_mean_home", r.device_max_over_mean_home},
+                      {"device_max_over_mean", r.device_max_over_mean},
+                      {"balance_degree_home", r.balance_degree_home},
+                      {"balance_degree", r.balance_degree},
+                      {"rb", finite_or_null(r.rb)},
+                      {"slowest_rank", r.slowest_rank},
+                      {"slowest_window_ns", r.slowest_window_ns},
+                      {"mean_window_ns", r.mean_window_ns},
+                      {"imbalance_ns", r.imbalance_ns()},
+                      {"busiest_expert_compute_ns", r.busiest_expert_compute_ns},
+                      {"mean_expert_compute_ns", r.mean_expert_compute_ns}});
+  }
+  return j;
+}
+
+nlohmann::json locality_json(const LocalityAnalysis& a, const ReportOptions& options) {
+  nlohmann::json j = {{"has_load", a.has_load}, {"max_distance", a.max_distance}};
+  auto& layers = j["layers"] = nlohmann::json::array();
+  for (const auto& l : a.layers) {
+    nlohmann::json curve = nlohmann::json::array();
+    for (const auto& p : l.curve) curve.push_back(locality_point_json(p));
+    layers.push_back({{"layer", l.layer},
+                      {"iterations", l.iterations},
+                      {"consecutive", locality_point_json(l.consecutive)},
+                      {"min_cosine_similarity", l.min_cosine_similarity},
+                      {"curve", curve}});
+  }
+  auto& curve = j["curve"] = nlohmann::json::array();
+  for (const auto& p : a.curve) curve.push_back(locality_point_json(p));
+  if (options.per_iteration) {
+    auto& pairs = j["pairs"] = nlohmann::json::array();
+    for (const auto& p : a.pairs)
+      pairs.push_back({{"layer", p.layer},
+                       {"from_iteration", p.from_iteration},
+                       {"to_iteration", p.to_iteration},
+                       {"cosine_similarity", p.cosine_similarity},
+                       {"l1_distance", p.l1_distance},
+                       {"relative_l1_error", p.relative_l1_error},
+                       {"heaviest_from", p.heaviest_from},
+                       {"heaviest_to", p.heaviest_to}});
+  }
+  return j;
+}
+
+nlohmann::json recommendations_json(const Analyses& a) {
+  if (a.recommendations) return recommendations_to_json(*a.recommendations);
+  return {{"status", "not_computed"}, {"items", nlohmann::json::array()}};
+}
+
+nlohmann::json report_json(const Trace& trace, const Analyses& a, const ReportOptions& options) {
   return {
       {"report_version", kReportVersion},
       {"run", run_json(trace.run)},
-      {"breakdown", breakdown_json(b, options)},
+      {"projection", projection_json(trace.projection)},
+      {"breakdown", breakdown_json(a.breakdown, options)},
+      {"memory", memory_json(a.memory, options)},
+      {"expert_load", expert_load_json(a.expert_load, options)},
+      {"locality", locality_json(a.locality, options)},
+      {"fitted_models", fitted_models_json(trace, a.cost_model)},
+      {"recommendations", recommendations_json(a)},
   };
 }
 
@@ -155,8 +397,9 @@ void write_split(std::ostream& out, const std::string& first, std::int64_t time,
 
 }  // namespace
 
-void write_text_report(std::ostream& out, const Trace& trace, const Breakdown& b,
+void write_text_report(std::ostream& out, const Trace& trace, const Analyses& a,
                        const ReportOptions& options) {
+  const auto& b = a.breakdown;
   const auto& run = trace.run;
   out << "moetrace report: " << run.path << "\n";
   out << fmt::format("run: {}  backend {}{}  variant {}  {} rank{}{}\n",
@@ -168,25 +411,9 @@ void write_text_report(std::ostream& out, const Trace& trace, const Breakdown& b
     out << fmt::format("warning: {} activity records were dropped while tracing; times may be "
                        "incomplete\n",
                        run.dropped_records);
-  if (!b.has_op_ranges) {
-    out << "\nThis trace has no MoE op ranges; activity classified by kernel name.\n";
-  } else if (!b.iterations.empty()) {
-    const auto n = static_cast<std::int64_t>(b.iterations.size());
-    const auto& it = b.iteration_total;
-    out << fmt::format(
-        "\n{} iteration row{} (rank x iteration), mean iteration {}; MoE layers are {} of it\n",
-        n, n == 1 ? "" : "s", format_duration(it.window_ns / n),
-        format_percent(b.moe_share_of_iteration()));
-    out << fmt::format("all-to-all: {} of MoE-layer time, {} of iteration time\n",
-                       format_percent(b.all_to_all_share_of_moe()),
-                       format_percent(b.all_to_all_share_of_iteration()));
-    out << fmt::format("all-reduce: {} of MoE-layer time, {} of iteration time\n",
-                       format_percent(b.all_reduce_share_of_moe()),
-                       format_percent(b.all_reduce_share_of_iteration()));
-    out << fmt::format("communication hidden by computation: {} ({} exposed per iteration)\n",
-                       format_percent(it.hidden_fraction()),
-                       format_duration(it.comm_exposed_ns / n));
-  }
+  const auto summary = report_detail::breakdown_summary(b);
+  if (!summary.empty()) out << "\n";
+  for (const auto& line : summary) out << line << "\n";
   if (!b.layers.empty()) {
     out << "\nPer MoE layer (time per rank and iteration, fwd+bwd; columns are % of that time;\n"
            "hidden is % of the layer's communication overlapped by computation):\n";
@@ -213,6 +440,35 @@ void write_text_report(std::ostream& out, const Trace& trace, const Breakdown& b
     for (const auto& r : b.rows)
       write_split(out, fmt::format("{}/{}/{}/{}", r.rank, r.layer, r.iteration, phase_name(r.phase)),
                   r.t.window_ns, r.t);
+  }
+  for (const auto& s : report_detail::analysis_sections(trace, a, options)) report_detail::render_text(out, s);
+}
+
+void write_markdown_report(std::ostream& out, const Trace& trace, const Analyses& a,
+                           const ReportOptions& options) {
+  const auto& run = trace.run;
+  out << "# moetrace report: " << run.path << "\n\n";
+  out << fmt::format("Run **{}**, backend `{}`{}, variant `{}`, {} rank{}.{}\n",
+                     run.name.empty() ? "(unnamed)" : run.name, run.backend, run.simulated ? " (simulated)" : "",
+                     run.variant.empty() ? "-" : run.variant, run.world_size, run.world_size == 1 ? "" : "s",
+                     run.finalized ? "" : " Not finalized: the writer did not close.");
+  if (run.dropped_records > 0)
+    out << fmt::format("\n**Warning:** {} activity records were dropped while tracing; times may be incomplete.\n",
+                       run.dropped_records);
+  report_detail::render_markdown(out, report_detail::breakdown_section(a.breakdown, options));
+  for (const auto& s : report_detail::analysis_sections(trace, a, options)) report_detail::render_markdown(out, s);
+}
+
+void write_fitted_models_text(std::ostream& out, const CostModel& model) {
+  report_detail::render_text(out, report_detail::fitted_models_section(model));
+}
+
+void write_report(std::ostream& out, const Trace& trace, const Analyses& a, const ReportOptions& options) {
+  switch (options.format) {
+    case ReportFormat::kText: write_text_report(out, trace, a, options); break;
+    case ReportFormat::kJson: out << report_json(trace, a, options).dump(2) << "\n"; break;
+    case ReportFormat::kMarkdown: write_markdown_report(out, trace, a, options); break;
+    case ReportFormat::kHtml: write_html_report(out, trace, a, options); break;
   }
 }
 

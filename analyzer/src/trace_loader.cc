@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 
+#include "moetrace/analyzer/projection.h"
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/schema/error.h"
 #include "moetrace/schema/sqlite.h"
@@ -49,6 +50,37 @@ std::vector<RankId> Trace::rank_ids() const {
   return {ids.begin(), ids.end()};
 }
 
+std::string_view Trace::config_value(std::string_view key) const {
+  for (const auto& [k, v] : run.config)
+    if (k == key) return v;
+  for (const auto& [k, v] : run.config)
+    if (k.size() > key.size() && k.ends_with(key) && k[k.size() - key.size() - 1] == '.') return v;
+  return {};
+}
+
+void Trace::sort_ops() {
+  std::vector<std::int32_t> order(ops.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int32_t>(i);
+  std::stable_sort(order.begin(), order.end(), [&](std::int32_t x, std::int32_t y) {
+    const auto& a = ops[static_cast<std::size_t>(x)];
+    const auto& b = ops[static_cast<std::size_t>(y)];
+    if (a.stream != b.stream) return a.stream < b.stream;
+    if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+    return a.end_ns > b.end_ns;
+  });
+  std::vector<std::int32_t> new_index(ops.size());
+  std::vector<OpRange> sorted;
+  sorted.reserve(ops.size());
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    new_index[static_cast<std::size_t>(order[i])] = static_cast<std::int32_t>(i);
+    sorted.push_back(ops[static_cast<std::size_t>(order[i])]);
+  }
+  ops = std::move(sorted);
+  for (auto& a : activities)
+    if (a.op >= 0) a.op = new_index[static_cast<std::size_t>(a.op)];
+  for (auto& [id, index] : op_index_) index = new_index[static_cast<std::size_t>(index)];
+}
+
 class TraceLoader {
  public:
   TraceLoader(const std::string& path, const LoadOptions& options)
@@ -68,6 +100,10 @@ class TraceLoader {
     if (options_.memory) load_memory();
     load_moe_tables();
     build_tracks();
+    if (options_.project) {
+      progress("projecting", 0.995);
+      project_activities(trace_);
+    }
     if (trace_.activities.empty() && trace_.ops.empty() && trace_.api_calls.empty() &&
         trace_.nvtx.empty() && trace_.memory_events.empty())
       throw_empty_trace(trace_.run.path);
@@ -172,7 +208,7 @@ class TraceLoader {
       Layer layer;
       layer.layer = static_cast<int>(l.int64(0));
       layer.kind = l.text(1);
-      layer.num_experts = static_cast<int>(l.int64_or(2, -1));
+      layer.num_experts = static_cast<int>(std::clamp<std::int64_t>(l.int64_or(2, -1), -1, 1 << 20));
       layer.top_k = static_cast<int>(l.int64_or(3, -1));
       layer.model_dim = l.int64_or(4, -1);
       layer.hidden_dim = l.int64_or(5, -1);
@@ -202,6 +238,15 @@ class TraceLoader {
     stream_slots_.emplace(stream_id, slot);
     return slot;
   }
+
+  // Expert and rank indices size the analyses' vectors: a damaged value must
+  // not become a huge allocation.
+  void check_index(std::int64_t v, const char* table, const char* column) {
+    if (v < 0 || v >= kMaxIndex)
+      throw Error(trace_.run.path + ": " + table + " has " + column + " " + std::to_string(v) +
+                  " (expected 0 .. " + std::to_string(kMaxIndex - 1) + "); damaged trace");
+  }
+  static constexpr std::int64_t kMaxIndex = 1 << 20;
 
   void check_times(std::int64_t start, std::int64_t end, const char* table) {
     if (end < start)
@@ -426,16 +471,21 @@ class TraceLoader {
       e.expert = static_cast<std::int32_t>(l.int64(3));
       e.tokens = l.int64(4);
       if (e.tokens < 0) throw Error(trace_.run.path + ": expert_load has a negative token count");
+      check_index(e.expert, "expert_load", "expert");
+      check_index(e.src_rank, "expert_load", "src_rank");
       trace_.expert_load.push_back(e);
     }
     auto p = db_.prepare(
         "SELECT iteration, layer, expert, rank, role FROM expert_placement "
         "ORDER BY iteration, layer, expert, rank");
-    while (p.step())
+    while (p.step()) {
+      check_index(p.int64(2), "expert_placement", "expert");
+      check_index(p.int64(3), "expert_placement", "rank");
       trace_.placements.push_back({static_cast<std::int32_t>(p.int64(0)),
                                    static_cast<std::int32_t>(p.int64(1)),
                                    static_cast<std::int32_t>(p.int64(2)),
                                    static_cast<std::int32_t>(p.int64(3)), std::string(p.text(4))});
+    }
   }
 
   // Sorts activities and ops into per-stream tracks, resolves op ids to indices.
@@ -517,8 +567,10 @@ TraceSummary summarize_trace(const std::string& path) {
   TraceLoader::load_run(db, s.run);
   for (const char* t : {"kernels", "memcpy", "memset", "memory_events", "api_calls", "sync_events",
                         "overhead", "nvtx_ranges", "op_ranges", "op_deps", "buffers", "op_buffers",
-                        "expert_load", "expert_placement", "strings"})
-    s.table_rows.emplace_back(t, db.query_int(std::string("SELECT count(*) FROM ") + t).value_or(0));
+                        "expert_load", "expert_placement", "collectives", "strings"})
+    // collectives came later within schema version 1; older traces lack it.
+    if (db.has_table(t))
+      s.table_rows.emplace_back(t, db.query_int(std::string("SELECT count(*) FROM ") + t).value_or(0));
   s.ranks = static_cast<int>(db.query_int("SELECT count(DISTINCT rank) FROM (SELECT rank FROM ranks "
                                           "UNION SELECT rank FROM streams)")
                                  .value_or(0));
@@ -530,7 +582,8 @@ TraceSummary summarize_trace(const std::string& path) {
           .value_or(0));
   std::int64_t events = 0;
   for (const auto& [table, rows] : s.table_rows)
-    if (table != "strings" && table != "op_deps" && table != "op_buffers") events += rows;
+    if (table != "strings" && table != "op_deps" && table != "op_buffers" && table != "collectives")
+      events += rows;
   if (events == 0)
     throw_empty_trace(path);
   return s;

@@ -34,6 +34,7 @@ struct TraceWriter::Pending {
   std::vector<SyncRecord> syncs;
   std::vector<OverheadRecord> overheads;
   std::vector<NvtxRangeRecord> nvtx;
+  std::vector<CollectiveRecord> collectives;
   std::vector<OpRangeRecord> ops;
   std::vector<OpDepRecord> op_deps;
   std::vector<BufferRecord> buffers;
@@ -47,7 +48,7 @@ struct TraceWriter::Pending {
   void clear() {
     auto c = [](auto&... v) { (v.clear(), ...); };
     c(strings, launches, config, devices, ranks, streams, layers, kernels, memcpys, memsets,
-      memory_events, api_calls, syncs, overheads, nvtx, ops, op_deps, buffers, op_buffers,
+      memory_events, api_calls, syncs, overheads, nvtx, collectives, ops, op_deps, buffers, op_buffers,
       expert_load, placements);
     rows = 0;
   }
@@ -146,6 +147,10 @@ struct TraceWriter::Statements {
         nvtx(db, "nvtx_ranges",
              {"rank", "thread_id", "start_ns", "end_ns", "domain_id", "name_id", "category",
               "color", "payload_int", "payload_double"}),
+        collective(db, "collectives",
+                   {"rank", "stream_id", "start_ns", "end_ns", "correlation_id", "name",
+                    "in_nelems", "out_nelems", "dtype", "group_size", "group_ranks",
+                    "process_group", "in_splits", "out_splits"}),
         op(db, "op_ranges",
            {"id", "rank", "stream_id", "kind", "name_id", "layer", "iteration", "micro_batch",
             "chunk", "phase", "start_ns", "end_ns", "launch_start_ns", "launch_end_ns", "flops",
@@ -162,7 +167,7 @@ struct TraceWriter::Statements {
                   "INSERT OR REPLACE") {}
 
   Inserter string, config, launch, device, rank, stream, layer, kernel, memcpy, memset,
-      memory_event, api_call, sync, overhead, nvtx, op, op_dep, buffer, op_buffer, expert_load,
+      memory_event, api_call, sync, overhead, nvtx, collective, op, op_dep, buffer, op_buffer, expert_load,
       placement;
 };
 
@@ -196,7 +201,7 @@ TraceWriter::TraceWriter(const std::string& path, const RunRecord& run, WriterOp
   // Large pages: fewer b-tree pages per row inserted (see BENCHMARKS.md).
   db_.exec("PRAGMA page_size=65536");
   db_.exec("PRAGMA journal_mode=WAL");
-  db_.exec("PRAGMA synchronous=NORMAL");
+  db_.exec(options_.durable ? "PRAGMA synchronous=NORMAL" : "PRAGMA synchronous=OFF");
   db_.exec("PRAGMA temp_store=MEMORY");
   db_.exec("PRAGMA cache_size=-65536");
   db_.exec("BEGIN");
@@ -302,6 +307,7 @@ MOETRACE_ADD_TIMED(MemsetRecord, memsets)
 MOETRACE_ADD_TIMED(ApiCallRecord, api_calls)
 MOETRACE_ADD_TIMED(SyncRecord, syncs)
 MOETRACE_ADD_TIMED(OverheadRecord, overheads)
+MOETRACE_ADD_TIMED(CollectiveRecord, collectives)
 MOETRACE_ADD(OpDepRecord, op_deps)
 MOETRACE_ADD(BufferRecord, buffers)
 MOETRACE_ADD(OpBufferRecord, op_buffers)
@@ -505,7 +511,7 @@ void TraceWriter::write_batch(Pending& b) {
     st.bind(o + 3, r.start_ns);
     st.bind(o + 4, r.end_ns);
     st.bind(o + 5, r.bytes);
-    st.bind(o + 6, std::int64_t{r.value});
+    if (r.value) st.bind(o + 6, std::int64_t{*r.value}); else st.bind_null(o + 6);
     corr(st, o + 7, r.correlation_id);
     st.bind_id(o + 8, r.op.value);
   });
@@ -556,6 +562,22 @@ void TraceWriter::write_batch(Pending& b) {
     st.bind_id(o + 8, r.color);
     if (r.payload_int) st.bind(o + 9, *r.payload_int); else st.bind_null(o + 9);
     if (r.payload_double) st.bind(o + 10, *r.payload_double); else st.bind_null(o + 10);
+  });
+  s.collective.insert(b.collectives, [&](Statement& st, int o, const CollectiveRecord& r) {
+    st.bind(o + 1, std::int64_t{r.rank.value});
+    st.bind_id(o + 2, r.stream.value);
+    st.bind(o + 3, r.start_ns);
+    st.bind(o + 4, r.end_ns);
+    corr(st, o + 5, r.correlation_id);
+    st.bind(o + 6, r.name);
+    st.bind_id(o + 7, r.in_nelems);
+    st.bind_id(o + 8, r.out_nelems);
+    bind_text_or_null(st, o + 9, r.dtype);
+    st.bind_id(o + 10, r.group_size);
+    bind_text_or_null(st, o + 11, r.group_ranks);
+    bind_text_or_null(st, o + 12, r.process_group);
+    bind_text_or_null(st, o + 13, r.in_splits);
+    bind_text_or_null(st, o + 14, r.out_splits);
   });
   s.op.insert(b.ops, [](Statement& st, int o, const OpRangeRecord& r) {
     st.bind(o + 1, r.id.value);

@@ -23,15 +23,22 @@ sqlite::Database open_trace(const std::string& path) {
   std::array<char, 16> header{};
   in.read(header.data(), header.size());
   if (in.gcount() == 0) throw Error(path + ": empty file, not a moetrace trace");
-  if (in.gcount() < 16 || std::memcmp(header.data(), "SQLite format 3", 16) != 0)
+  if (in.gcount() < 16 || std::memcmp(header.data(), "SQLite format 3", 16) != 0) {
+    // JSON or gzip: most likely a PyTorch-profiler (Kineto) trace, which the
+    // importer converts.
+    const auto first = static_cast<unsigned char>(header[0]);
+    if (first == '{' || first == '[' || (first == 0x1f && static_cast<unsigned char>(header[1]) == 0x8b))
+      throw Error(path + ": a JSON or gzip file, not a moetrace trace; if it is a PyTorch-profiler "
+                         "trace, convert it with `moetrace import`");
     throw Error(path + ": not a SQLite database, so not a moetrace trace");
+  }
 
   sqlite::Database db(path, sqlite::Database::Mode::kReadOnly);
   const auto app_id = db.pragma_int("application_id").value_or(0);
   if (app_id != kApplicationId) {
     if (db.has_table("StringIds") || db.has_table("TARGET_INFO_GPU") ||
         db.has_table("CUPTI_ACTIVITY_KIND_KERNEL"))
-      throw Error(path + ": an Nsight Systems export, not a moetrace trace");
+      throw Error(path + ": an Nsight Systems export, not a moetrace trace; convert it with `moetrace import`");
     throw Error(path + ": a SQLite database but not a moetrace trace");
   }
   const auto version = db.pragma_int("user_version").value_or(0);

@@ -9,13 +9,14 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
-#include <valijson/adapters/nlohmann_json_adapter.hpp>
-#include <valijson/schema.hpp>
-#include <valijson/schema_parser.hpp>
-#include <valijson/validator.hpp>
-
+#include "json_schema.h"
+#include "moetrace/analyzer/analyses.h"
+#include "moetrace/analyzer/cost_model.h"
+#include "moetrace/plan/calibration.h"
 #include "moetrace/analyzer/recommend.h"
+#include "moetrace/analyzer/report.h"
 #include "moetrace/sim/run_spec.h"
 #include "moetrace/sim/simulator.h"
 #include "moetrace/sim/trace_output.h"
@@ -170,26 +171,9 @@ TEST(Recommend, OtherRunsFeedTheRangeSearch) {
   EXPECT_EQ(a.basis, "closed_form");
 }
 
-std::vector<std::string> schema_errors(const nlohmann::json& doc) {
-  std::ifstream in(std::string(MOETRACE_SOURCE_DIR) + "/schemas/recommendations.schema.json");
-  const auto schema_doc = nlohmann::json::parse(in);
-  valijson::Schema schema;
-  valijson::SchemaParser parser;
-  valijson::adapters::NlohmannJsonAdapter schema_adapter(schema_doc);
-  parser.populateSchema(schema_adapter, schema);
-  valijson::Validator validator;
-  valijson::ValidationResults results;
-  valijson::adapters::NlohmannJsonAdapter doc_adapter(doc);
-  std::vector<std::string> errors;
-  if (!validator.validate(schema, doc_adapter, &results)) {
-    valijson::ValidationResults::Error e;
-    while (results.popError(e)) {
-      std::string where;
-      for (const auto& c : e.context) where += c;
-      errors.push_back(where + ": " + e.description);
-    }
-  }
-  return errors;
+std::vector<std::string> schema_errors(const nlohmann::json& doc,
+                                       const std::string& schema = "recommendations.schema.json") {
+  return testing::schema_errors(doc, std::string(MOETRACE_SOURCE_DIR) + "/schemas/" + schema);
 }
 
 TEST(Recommend, JsonMatchesTheSchema) {
@@ -222,6 +206,92 @@ op     id=1 rank=0 stream=0 kind=gate layer=0 iteration=0 phase=fwd start=0 end=
   ASSERT_FALSE(rec.notes.empty());
   EXPECT_NE(rec.notes.back().find("expert_load"), std::string::npos);
   EXPECT_EQ(schema_errors(recommendations_to_json(rec)), std::vector<std::string>{});
+}
+
+TEST(Recommend, ReportCarriesTheSection) {
+  sim::RunSpec spec = sim::run_preset("pro_prophet");
+  spec.common.iterations = 2;
+  const Trace t = simulated_trace(spec, "report");
+  Analyses a = analyze(t);
+  EXPECT_EQ(recommendations_json(a)["status"], "not_computed");
+  add_recommendations(t, a);
+  ASSERT_TRUE(a.recommendations.has_value());
+  const auto j = report_json(t, a, ReportOptions{});
+  EXPECT_EQ(schema_errors(j, "report.schema.json"), std::vector<std::string>{});
+  EXPECT_EQ(schema_errors(j["recommendations"]), std::vector<std::string>{});
+  EXPECT_EQ(j["recommendations"]["status"], "computed");
+  EXPECT_EQ(j["recommendations"]["items"].size(), 8u);  // 2 layers x 4 subjects
+  for (auto format : {ReportFormat::kText, ReportFormat::kMarkdown, ReportFormat::kHtml}) {
+    std::ostringstream out;
+    ReportOptions o;
+    o.format = format;
+    write_report(out, t, a, o);
+    EXPECT_NE(out.str().find("expert placement"), std::string::npos) << static_cast<int>(format);
+    if (format == ReportFormat::kHtml) {
+      EXPECT_NE(out.str().find("<section id=\"recommendations\" data-status=\"computed\">"), std::string::npos);
+    }
+  }
+}
+
+TEST(Recommend, AFitThatCannotSeparateStartupsIsNotUsed) {
+  // One all-to-all size and GEMM counts proportional to FLOPs: alpha and
+  // beta are not separable, so the fit would make every split look free.
+  sim::RunSpec spec = sim::run_preset("pipemoe-t4-p16-b4-l1024-h4096-m4096-e1");
+  spec.common.iterations = 2;
+  const Trace t = simulated_trace(spec, "fitted");
+  RecommendOptions o;
+  o.prefer_fitted = true;
+  o.simulate = false;
+  const auto r = recommend(t, analyze(t), o);
+  EXPECT_EQ(r.hardware.source, "trace");
+  ASSERT_FALSE(r.notes.empty());
+  EXPECT_NE(r.notes.front().find("--calibrate"), std::string::npos) << r.notes.front();
+}
+
+TEST(Recommend, CalibratedFitGivesTheSameAdvice) {
+  // The issue-5 loop: calibrate the hardware (run --calibrate), fit that
+  // trace (moetrace fit), recommend for a workload with the fitted model.
+  const sim::CostModel truth = sim::cost_model_preset("pipemoe-2080ti-ib100");
+  plan::CalibrationConfig c;
+  c.ranks = 16;
+  c.model_dim = 1024;
+  c.expert_hidden = 4096;
+  c.elem_bytes = 4;
+  c.max_peer_rows = 2048;
+  c.interference = false;
+  const auto cal_plan = plan::build_calibration(c);
+  const auto cal_path = testing::temp_path("rec_calibration.db");
+  sim::write_trace(cal_path, cal_plan, truth, sim::simulate(cal_plan, truth));
+  const Trace cal = load_trace(cal_path);
+  const auto fits = fit_cost_model(cal);
+  const sim::CostModel fitted =
+      sim::cost_model_from_json(sim_cost_model_json(cal, fits, "pipemoe-2080ti-ib100").dump());
+
+  sim::RunSpec spec = sim::run_preset("pipemoe-t4-p16-b4-l1024-h4096-m4096-e1");
+  spec.common.iterations = 1;
+  const Trace t = simulated_trace(spec, "workload");
+  RecommendOptions own, given;
+  own.r_max = given.r_max = 16;
+  given.cost_model = fitted;
+  given.simulate = false;
+  const auto r_own = recommend(t, own), r_fit = recommend(t, given);
+  const auto& p_own = layer0(r_own).pipeline;
+  const auto& p_fit = layer0(r_fit).pipeline;
+  // The GEMM terms come back exactly; the all-to-all's by 15/16: the fit
+  // counts the bytes a rank sends to others (op_ranges.bytes), the preset
+  // charges its whole input (pipemoe's y), local segment included.
+  EXPECT_NEAR(p_fit.terms.forward.alpha_e, p_own.terms.forward.alpha_e, 1e-3 * p_own.terms.forward.alpha_e);
+  EXPECT_NEAR(p_fit.terms.forward.comp_s, p_own.terms.forward.comp_s, 1e-3 * p_own.terms.forward.comp_s);
+  EXPECT_NEAR(p_fit.terms.forward.alpha_a, p_own.terms.forward.alpha_a, 1e-3 * p_own.terms.forward.alpha_a);
+  EXPECT_NEAR(p_fit.terms.forward.comm_s, 15.0 / 16 * p_own.terms.forward.comm_s, 1e-3 * p_own.terms.forward.comm_s);
+  // The degree it picks is within 1 % of the simulated best (the truth's what-ifs).
+  double best = 0, at_fit = 0;
+  for (const auto& [r, res] : p_own.simulated) {
+    if (best == 0 || res.layer_s() < best) best = res.layer_s();
+    if (r == p_fit.choice.r) at_fit = res.layer_s();
+  }
+  ASSERT_GT(at_fit, 0);
+  EXPECT_LT(at_fit / best - 1, 0.01) << "fitted r = " << p_fit.choice.r << ", own r = " << p_own.choice.r;
 }
 
 }  // namespace

@@ -1,47 +1,22 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
-#include <valijson/adapters/nlohmann_json_adapter.hpp>
-#include <valijson/schema.hpp>
-#include <valijson/schema_parser.hpp>
-#include <valijson/validator.hpp>
-
 #include "moetrace/analyzer/report.h"
 #include "moetrace/synthetic/synthetic_trace.h"
+#include "json_schema.h"
 #include "text_trace.h"
 
 namespace moetrace::analyzer {
 namespace {
 
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in);
-}
-
-std::vector<std::string> schema_errors(const nlohmann::json& doc, const std::string& schema_path) {
-  const auto schema_doc = read_json(schema_path);
-  valijson::Schema schema;
-  valijson::SchemaParser parser;
-  valijson::adapters::NlohmannJsonAdapter schema_adapter(schema_doc);
-  parser.populateSchema(schema_adapter, schema);
-  valijson::Validator validator;
-  valijson::ValidationResults results;
-  valijson::adapters::NlohmannJsonAdapter doc_adapter(doc);
-  std::vector<std::string> errors;
-  if (!validator.validate(schema, doc_adapter, &results)) {
-    valijson::ValidationResults::Error e;
-    while (results.popError(e)) {
-      std::string where;
-      for (const auto& c : e.context) where += c;
-      errors.push_back(where + ": " + e.description);
-    }
-  }
-  return errors;
-}
+using testing::schema_errors;
 
 const std::string kSchema = std::string(MOETRACE_SOURCE_DIR) + "/schemas/report.schema.json";
+
+Analyses analyses_of(const Trace& t) { return analyze(t); }
 
 TEST(Report, JsonMatchesTheSchema) {
   const auto path = testing::temp_path("report-synth.db");
@@ -53,15 +28,72 @@ TEST(Report, JsonMatchesTheSchema) {
   const auto trace = load_trace(path);
   ReportOptions o;
   o.per_rank = o.per_iteration = true;
-  const auto j = report_json(trace, compute_breakdown(trace), o);
+  const auto j = report_json(trace, analyses_of(trace), o);
   EXPECT_EQ(schema_errors(j, kSchema), std::vector<std::string>{});
   EXPECT_EQ(j["breakdown"]["layers"].size(), 2u);
   EXPECT_EQ(j["breakdown"]["rows"].size(), 2u * 2u * 2u * 2u);  // ranks x layers x iterations x phases
+  EXPECT_EQ(j["recommendations"]["status"], "not_computed");
 }
 
-TEST(Report, SchemaRejectsAReportWithoutItsBreakdown) {
+// A small run that feeds every section: two ranks, one MoE layer over three
+// iterations, FLOPs and bytes on the ops, buffers used by ops, expert load
+// with a replica in iteration 2, the layer's shape and the run's config.
+constexpr std::string_view kRich = R"(
+  run world_size=2 variant=pipemoe
+  config model.elem_bytes=2 pipeline_degree=2
+  layer layer=0 experts=4 top_k=1 model_dim=64 hidden_dim=256 tokens=128
+  stream id=0 rank=0 role=compute
+  stream id=1 rank=0 role=comm
+  stream id=2 rank=1 role=compute
+  stream id=3 rank=1 role=comm
+  op id=1 rank=0 stream=0 kind=gate layer=0 iteration=0 chunk=0 start=0 end=100 flops=1e5
+  op id=2 rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 chunk=0 start=100 end=300 bytes=4096
+  op id=3 rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 chunk=0 start=300 end=700 flops=4e6
+  op id=4 rank=0 stream=1 kind=combine_all_to_all layer=0 iteration=0 chunk=1 start=600 end=800 bytes=8192
+  op id=5 rank=1 stream=2 kind=gate layer=0 iteration=0 chunk=0 start=0 end=120 flops=1e5
+  op id=6 rank=1 stream=3 kind=dispatch_all_to_all layer=0 iteration=0 chunk=0 start=120 end=320 bytes=4096
+  op id=7 rank=1 stream=2 kind=expert_ffn layer=0 iteration=0 chunk=0 start=320 end=1000 flops=8e6
+  op id=8 rank=1 stream=3 kind=combine_all_to_all layer=0 iteration=0 chunk=1 start=1000 end=1200 bytes=8192
+  op id=9 rank=0 stream=0 kind=expert_ffn layer=0 iteration=1 start=2000 end=2600 flops=6e6
+  buffer id=1 rank=0 tag=T_DI bytes=4096 layer=0 chunk=0 alloc=100 free=900
+  buffer id=2 rank=0 tag=T_M bytes=16384 layer=0 chunk=0 alloc=300 free=2700
+  buffer id=3 rank=1 tag=params bytes=65536 alloc=0 free=2700
+  use op=2 buffer=1 access=w
+  use op=3 buffer=1 access=r
+  use op=3 buffer=2 access=w
+  use op=9 buffer=2 access=r
+  use op=7 buffer=3 access=r
+  load iteration=0 layer=0 src=0 expert=0 tokens=10
+  load iteration=0 layer=0 src=0 expert=3 tokens=40
+  load iteration=0 layer=0 src=1 expert=2 tokens=30
+  load iteration=1 layer=0 src=0 expert=0 tokens=12
+  load iteration=1 layer=0 src=1 expert=3 tokens=38
+  load iteration=2 layer=0 src=0 expert=3 tokens=20
+  load iteration=2 layer=0 src=1 expert=1 tokens=30
+  place iteration=2 layer=0 expert=3 rank=0 role=replica
+)";
+
+TEST(Report, EverySectionOfARichTraceMatchesTheSchemas) {
+  const auto path = testing::temp_path("report-rich.db");
+  testing::write_text_trace(path, kRich);
+  const auto trace = load_trace(path);
+  ReportOptions o;
+  o.per_rank = o.per_iteration = true;
+  const auto j = report_json(trace, analyses_of(trace), o);
+  EXPECT_EQ(schema_errors(j, kSchema), std::vector<std::string>{});
+  EXPECT_EQ(schema_errors(j["fitted_models"], std::string(MOETRACE_SOURCE_DIR) + "/schemas/fitted_models.schema.json"),
+            std::vector<std::string>{});
+  EXPECT_TRUE(j["memory"]["has_buffer_usage"].get<bool>());
+  EXPECT_EQ(j["memory"]["tags"].size(), 3u);
+  EXPECT_EQ(j["memory"]["layers"].size(), 1u);
+  EXPECT_EQ(j["expert_load"]["rows"].size(), 3u);
+  EXPECT_EQ(j["locality"]["pairs"].size(), 2u);
+  EXPECT_FALSE(j["fitted_models"]["compute"].empty());
+}
+
+TEST(Report, SchemaRejectsAReportWithoutItsSections) {
   // The schema has teeth: dropping a required section fails validation.
-  nlohmann::json j = {{"report_version", 1}, {"run", nlohmann::json::object()}};
+  nlohmann::json j = {{"report_version", 2}, {"run", nlohmann::json::object()}};
   EXPECT_FALSE(schema_errors(j, kSchema).empty());
 }
 
@@ -78,10 +110,66 @@ TEST(Report, TextNamesTheSharesOfTheFortyPercentLayer) {
   )");
   const auto trace = load_trace(path);
   std::ostringstream out;
-  write_text_report(out, trace, compute_breakdown(trace), {});
+  write_text_report(out, trace, analyses_of(trace), {});
   const auto text = out.str();
   EXPECT_NE(text.find("all-to-all: 40.0% of MoE-layer time"), std::string::npos) << text;
   EXPECT_NE(text.find("communication hidden by computation: 25.0%"), std::string::npos) << text;
+  for (const char* title : {"\nMemory\n", "\nExpert load\n", "\nLocality of expert load", "\nFitted models\n",
+                            "\nRecommendations\n"})
+    EXPECT_NE(text.find(title), std::string::npos) << title;
+}
+
+TEST(Report, TextAndMarkdownOfTheRichTrace) {
+  const auto path = testing::temp_path("report-rich-md.db");
+  testing::write_text_trace(path, kRich);
+  const auto trace = load_trace(path);
+  const auto a = analyses_of(trace);
+  std::ostringstream text, md;
+  write_text_report(text, trace, a, {});
+  EXPECT_NE(text.str().find("Memory bubbles (allocated while no op using the buffer runs"), std::string::npos)
+      << text.str();
+  EXPECT_NE(text.str().find("mpipemoe memory model per MoE layer"), std::string::npos);
+  write_markdown_report(md, trace, a, {});
+  const auto m = md.str();
+  EXPECT_EQ(m.rfind("# moetrace report: ", 0), 0u);
+  for (const char* h : {"## Where the time goes", "## Memory", "## Expert load", "## Locality of expert load",
+                        "## Fitted models", "## Recommendations", "| layer | time | a2a % |", "| --- |"})
+    EXPECT_NE(m.find(h), std::string::npos) << h;
+}
+
+TEST(Report, HtmlIsSelfContainedAndHasItsPlots) {
+  const auto path = testing::temp_path("report-rich-html.db");
+  testing::write_text_trace(path, kRich);
+  const auto trace = load_trace(path);
+  std::ostringstream out;
+  write_html_report(out, trace, analyses_of(trace), {});
+  const auto h = out.str();
+  EXPECT_EQ(h.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_NE(h.find("</html>"), std::string::npos);
+  // Nothing from the network, no external file.
+  for (const char* forbidden : {"http://", "https://", "<link", " src=", "@import", "url("})
+    EXPECT_EQ(h.find(forbidden), std::string::npos) << forbidden;
+  for (const char* expected :
+       {"<style>", "id=\"plot-breakdown\"", "class=\"seg\"", "id=\"plot-load-heatmap\"", "class=\"cell\"",
+        "id=\"plot-locality\"", "class=\"curve all\"", "id=\"plot-memory\"", "class=\"bubble\"", "class=\"alloc\"",
+        "<section id=\"recommendations\" data-status=\"not_computed\">", "<table>"})
+    EXPECT_NE(h.find(expected), std::string::npos) << expected;
+  // One heatmap cell per expert of the layer.
+  std::size_t cells = 0;
+  for (auto p = h.find("class=\"cell\""); p != std::string::npos; p = h.find("class=\"cell\"", p + 1)) ++cells;
+  EXPECT_EQ(cells, 4u);
+}
+
+TEST(Report, DownsamplingKeepsThePeak) {
+  std::vector<MemoryPoint> p;
+  for (int i = 0; i < 1000; ++i) p.push_back({i, i == 537 ? 1'000'000 : i % 7});
+  const auto d = downsample_max(p, 50);
+  EXPECT_LE(d.size(), 50u);
+  std::int64_t peak = 0;
+  for (const auto& x : d) peak = std::max(peak, x.bytes);
+  EXPECT_EQ(peak, 1'000'000);
+  EXPECT_EQ(d.back().ts_ns, 999);
+  EXPECT_EQ(downsample_max(p, 5000).size(), p.size());
 }
 
 TEST(Report, Durations) {

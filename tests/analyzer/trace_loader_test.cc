@@ -77,7 +77,8 @@ TEST(TraceLoader, ForeignSqlite) {
 TEST(TraceLoader, NsightExportIsNamed) {
   const std::string path = std::string(MOETRACE_SHARED_DATA) + "/external/nsys/nsys-ai-mock.sqlite";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "shared data absent: " << path;
-  EXPECT_EQ(error_of(path), path + ": an Nsight Systems export, not a moetrace trace");
+  EXPECT_EQ(error_of(path),
+            path + ": an Nsight Systems export, not a moetrace trace; convert it with `moetrace import`");
 }
 
 TEST(TraceLoader, NewerSchema) {
@@ -125,6 +126,16 @@ TEST(TraceLoader, ReversedIntervalIsDamage) {
   const auto path = testing::temp_path("reversed.db");
   testing::write_text_trace(path, "kernel rank=0 stream=0 start=10 end=5\n");
   EXPECT_EQ(error_of(path), path + ": kernels has an event that ends before it starts (10 > 5 ns); damaged trace");
+}
+
+TEST(TraceLoader, HugeExpertIndexIsADamagedTraceNotAnAllocation) {
+  const auto path = testing::temp_path("huge-expert.db");
+  testing::write_text_trace(path, R"(
+    stream id=0 rank=0
+    op rank=0 stream=0 kind=gate start=0 end=1
+    load iteration=0 layer=0 src=0 expert=2000000000 tokens=1
+  )");
+  EXPECT_EQ(error_of(path), path + ": expert_load has expert 2000000000 (expected 0 .. 1048575); damaged trace");
 }
 
 }  // namespace

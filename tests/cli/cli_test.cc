@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "moetrace/schema/sqlite.h"
 #include "text_trace.h"
 
@@ -84,7 +86,23 @@ TEST_P(CliErrors, Directory) {
   expect_one_line_error(run_cli(GetParam() + " " + dir), dir + ": is a directory, not a trace file");
 }
 
-INSTANTIATE_TEST_SUITE_P(InfoAndReport, CliErrors, ::testing::Values("info", "report"));
+TEST_P(CliErrors, NsightExportPointsToImport) {
+  const std::string path = std::string(MOETRACE_SHARED_DATA) + "/external/nsys/nsys-ai-mock.sqlite";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "shared data absent: " << path;
+  expect_one_line_error(
+      run_cli(GetParam() + " " + path),
+      path + ": an Nsight Systems export, not a moetrace trace; convert it with `moetrace import`");
+}
+
+TEST_P(CliErrors, JsonFilePointsToImport) {
+  const auto path = testing::temp_path("trace.json");
+  std::ofstream(path) << "{\"traceEvents\": []}\n";
+  expect_one_line_error(run_cli(GetParam() + " " + path),
+                        path + ": a JSON or gzip file, not a moetrace trace; if it is a "
+                               "PyTorch-profiler trace, convert it with `moetrace import`");
+}
+
+INSTANTIATE_TEST_SUITE_P(InfoReportFit, CliErrors, ::testing::Values("info", "report", "fit"));
 
 TEST(Cli, UsageErrorsExitTwo) {
   EXPECT_EQ(run_cli("").exit_code, 2);
@@ -97,7 +115,7 @@ TEST(Cli, UsageErrorsExitTwo) {
 TEST(Cli, HelpListsTheSubcommands) {
   const auto r = run_cli("--help");
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* sub : {"info", "report", "synth"})
+  for (const char* sub : {"info", "report", "synth", "fit", "diff", "import", "export"})
     EXPECT_NE(r.out.find(sub), std::string::npos) << sub;
 }
 
@@ -123,10 +141,175 @@ TEST(Cli, ReportJsonAndText) {
   EXPECT_NE(r.out.find("op_ranges"), std::string::npos) << r.out;
 }
 
+TEST(Cli, ImportThenInfoReportAndExport) {
+  const auto json = testing::temp_path("cli-kineto.json"), db = testing::temp_path("cli-imported.db"),
+             chrome = testing::temp_path("cli-chrome.json");
+  std::ofstream(json) << R"json({"distributedInfo": {"rank": 0, "world_size": 2}, "traceEvents": [
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1, "dur": 1,
+     "args": {"correlation": 3}},
+    {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_SendRecv(x)", "pid": 0, "tid": 9, "ts": 2, "dur": 4,
+     "args": {"correlation": 3}},
+    {"ph": "X", "cat": "gpu_user_annotation", "name": "a", "pid": 0, "tid": 9, "ts": 2, "dur": 4}]})json";
+  auto r = run_cli("import " + json + " -o " + db);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "imported 1 kineto file into " + db +
+                       ": 1 rank, 2 events (1 api_calls, 1 kernels); 1 source records not imported "
+                       "(see `moetrace info`)\n");
+  r = run_cli("info " + db);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("backend:    kineto"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("import.skipped.gpu_user_annotation = 1"), std::string::npos) << r.out;
+  r = run_cli("report " + db + " --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_cli("export chrome " + db + " -o " + chrome);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(slurp(chrome).find("\"name\":\"ncclDevKernel_SendRecv(x)\""), std::string::npos);
+  EXPECT_NE(r.err.find("1 launch flows"), std::string::npos) << r.err;
+}
+
+TEST(Cli, ImportErrorsAreOneLine) {
+  expect_one_line_error(run_cli("import /nonexistent/a.json -o " + testing::temp_path("x.db")),
+                        "/nonexistent/a.json: no such file");
+  const auto text = testing::temp_path("notes.txt");
+  std::ofstream(text) << "plain text\n";
+  expect_one_line_error(run_cli("import " + text + " -o " + testing::temp_path("x.db")),
+                        text + ": not a format moetrace imports (Nsight Systems SQLite export, or "
+                               "PyTorch-profiler/Kineto JSON, optionally gzipped)");
+  const auto rep = testing::temp_path("profile.nsys-rep");
+  std::ofstream(rep) << "binary";
+  expect_one_line_error(run_cli("import " + rep + " -o " + testing::temp_path("x.db")),
+                        rep + ": an Nsight Systems report; export it to SQLite first (nsys export "
+                              "--type sqlite " + rep + ")");
+  const auto trace = testing::temp_path("already.db");
+  testing::write_text_trace(trace, "kernel rank=0 stream=0 start=0 end=1\n");
+  expect_one_line_error(run_cli("import " + trace + " -o " + testing::temp_path("x.db")),
+                        trace + ": already a moetrace trace; nothing to import");
+  EXPECT_EQ(run_cli("import " + text + " -o x.db --format yaml").exit_code, 2);
+  EXPECT_EQ(run_cli("import " + text).exit_code, 2);  // -o is required
+  expect_one_line_error(run_cli("export chrome /nonexistent/run.db -o " + testing::temp_path("x.json")),
+                        "/nonexistent/run.db: no such file");
+}
+
 TEST(Cli, SynthRejectsImpossibleConfigNamingTheField) {
   const auto r = run_cli("synth " + testing::temp_path("bad.db") + " --chunks 0");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "moetrace: invalid configuration: chunks (0) must be at least 1\n");
+}
+
+// One MoE layer, all-to-all = (dispatch 200 + combine) of the window; the
+// combine ends at `combine_end`, the unpermute 200 ns later.
+std::string forty_percent_layer(int combine_end) {
+  return "stream id=0 rank=0 role=compute\nstream id=1 rank=0 role=comm\n"
+         "op rank=0 stream=0 kind=gate layer=0 iteration=0 start=0 end=100\n"
+         "op rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 start=100 end=300 bytes=1000\n"
+         "op rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 start=300 end=700 flops=1e6\n"
+         "op rank=0 stream=1 kind=combine_all_to_all layer=0 iteration=0 start=600 end=" +
+         std::to_string(combine_end) + " bytes=1000\n" +
+         "op rank=0 stream=0 kind=unpermute layer=0 iteration=0 start=" + std::to_string(combine_end) +
+         " end=" + std::to_string(combine_end + 200) + "\n";
+}
+
+// a2a share 40 % (base) -> 50 % (new): +25 % relative, +10 points.
+TEST(CliDiff, ThresholdsGateWithExitFourAndOneLinePerViolation) {
+  const auto base = testing::temp_path("diff-base.db"), next = testing::temp_path("diff-new.db");
+  testing::write_text_trace(base, forty_percent_layer(800));
+  testing::write_text_trace(next, forty_percent_layer(1000));
+  auto r = run_cli("diff " + base + " " + next + " --fail-if 'a2a_share > +5%' --fail-if 'a2a_share > +30%'" +
+                   " --fail-if 'layer0.time > +100ns'");
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  EXPECT_EQ(r.err,
+            "moetrace: threshold violated: a2a_share > +5%: 40.0% -> 50.0% (+10.0pp, +25.0%)\n"
+            "moetrace: threshold violated: layer0.time > +100ns: 1 us -> 1.2 us (+200 ns, +20.0%)\n");
+  EXPECT_NE(r.out.find("a2a_share"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("VIOLATED  a2a_share > +5%"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ok        a2a_share > +30%"), std::string::npos) << r.out;
+  // Within every threshold: exit 0, nothing on stderr.
+  r = run_cli("diff " + base + " " + next + " --fail-if 'a2a_share > +30%' --format json");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["violations"], 0);
+  EXPECT_EQ(j["thresholds"][0]["violated"], false);
+  // The same trace twice changes nothing.
+  r = run_cli("diff " + base + " " + base + " --fail-if 'a2a_share > +0%'");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST(CliDiff, BadThresholdIsAUsageError) {
+  const auto base = testing::temp_path("diff-base2.db");
+  testing::write_text_trace(base, forty_percent_layer(800));
+  const auto r = run_cli("diff " + base + " " + base + " --fail-if 'a2a_shar > +5%'");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown metric \"a2a_shar\""), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(CliDiff, MissingTraceIsOneLine) {
+  const auto base = testing::temp_path("diff-base3.db");
+  testing::write_text_trace(base, forty_percent_layer(800));
+  expect_one_line_error(run_cli("diff " + base + " /nonexistent/new.db"), "/nonexistent/new.db: no such file");
+}
+
+TEST(Cli, FitWritesTheCostModel) {
+  const auto path = testing::temp_path("fit.db");
+  testing::write_text_trace(path, forty_percent_layer(800));
+  const auto out = testing::temp_path("cost_model.json");
+  auto r = run_cli("fit " + path + " -o " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto sim = nlohmann::json::parse(slurp(out));
+  EXPECT_TRUE(sim["compute_by_kind"].contains("expert_ffn"));
+  EXPECT_TRUE(sim["collectives"].contains("all_to_all_v"));
+  r = run_cli("fit " + path + " --format fits");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["cost_model_version"], 1);
+  EXPECT_EQ(j["compute"][0]["op_kind"], "expert_ffn");
+  EXPECT_EQ(j["collectives"][0]["collective"], "all_to_all");
+  r = run_cli("fit " + path + " --format text");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Fitted models"), std::string::npos) << r.out;
+}
+
+// Calibration round trip on the simulator: a run on the h100-nvlink-ib
+// preset (GEMMs: 5 us per launch, 600 TFLOP/s), fitted, gives back those
+// numbers, and re-simulating with the fitted model gives the same run time
+// within 2 %.
+TEST(Cli, FitRecoversTheSimulatorsCostModel) {
+  const auto run = testing::temp_path("sim-fit.db"), model = testing::temp_path("sim-fit.json"),
+             rerun = testing::temp_path("sim-refit.db");
+  const std::string workload =
+      " --variant mpipemoe --ranks 4 --experts 4 -r 4 --strategy S1 --layers 2 -i 3 --routing zipf --skew 1.0 -q";
+  auto r = run_cli("run" + workload + " --cost-model h100-nvlink-ib -o " + run);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_cli("fit " + run + " -o " + model);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(slurp(model));
+  const auto& ffn = j["compute_by_kind"]["expert_ffn"];
+  EXPECT_NEAR(ffn["alpha_s"].get<double>(), 5e-6, 5e-8);
+  EXPECT_NEAR(ffn["seconds_per_flop"].get<double>(), 1.0 / 600e12, 0.01 / 600e12);
+  EXPECT_NEAR(j["copy"]["d2h"]["beta_s"].get<double>(), 1.0 / 50e9, 0.01 / 50e9);
+  r = run_cli("run" + workload + " --cost-model " + model + " -o " + rerun);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto span = [&](const std::string& path) {
+    const auto info = nlohmann::json::parse(run_cli("info --format json " + path).out);
+    return info["run"]["end_ns"].get<double>() - info["run"]["start_ns"].get<double>();
+  };
+  EXPECT_NEAR(span(rerun) / span(run), 1.0, 0.02);
+}
+
+TEST(Cli, ReportMarkdownAndHtml) {
+  const auto path = testing::temp_path("formats.db");
+  testing::write_text_trace(path, forty_percent_layer(800));
+  auto r = run_cli("report " + path + " --format markdown");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("## Where the time goes"), std::string::npos) << r.out;
+  const auto html = testing::temp_path("report.html");
+  r = run_cli("report " + path + " --format html -o " + html);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto h = slurp(html);
+  EXPECT_EQ(h.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_EQ(h.find("http"), std::string::npos);
 }
 
 }  // namespace

@@ -120,6 +120,10 @@ void write_text_trace(const std::string& path, std::string_view text) {
       op.start_ns = l.num("start");
       op.end_ns = l.num("end");
       op.bytes = l.num("bytes", -1);
+      op.launch_start_ns = l.num("launch_start", -1);
+      op.launch_end_ns = l.num("launch_end", -1);
+      op.flops = std::stod(l.take("flops", "-1"));
+      op.nvtx_id = l.num("nvtx", -1);
       op.peer = RankId(static_cast<std::int32_t>(l.num("peer", -1)));
       w.add(op);
     } else if (l.type == "kernel") {
@@ -143,6 +147,41 @@ void write_text_trace(const std::string& path, std::string_view text) {
       m.correlation_id = l.num("corr", 0);
       m.op = OpId(l.num("op", -1));
       w.add(m);
+    } else if (l.type == "memset") {
+      instrument::MemsetRecord m;
+      m.rank = RankId(static_cast<std::int32_t>(l.num("rank")));
+      m.stream = StreamId(static_cast<std::int32_t>(l.num("stream")));
+      m.start_ns = l.num("start");
+      m.end_ns = l.num("end");
+      m.bytes = l.num("bytes", 0);
+      m.correlation_id = l.num("corr", 0);
+      m.op = OpId(l.num("op", -1));
+      w.add(m);
+    } else if (l.type == "nvtx") {
+      instrument::NvtxRangeRecord n;
+      n.rank = RankId(static_cast<std::int32_t>(l.num("rank")));
+      n.thread_id = l.num("thread", 1);
+      n.start_ns = l.num("start");
+      n.end_ns = l.num("end", -1);
+      n.domain = w.intern(l.take("domain", "moetrace"));
+      n.name = w.intern(l.take("name", "range"));
+      if (auto p = l.take("payload", ""); !p.empty()) n.payload_int = std::stoll(p, nullptr, 0);
+      w.add(n);
+    } else if (l.type == "layer") {
+      instrument::LayerRecord r;
+      r.layer = static_cast<int>(l.num("layer"));
+      r.kind = l.take("kind", "moe");
+      r.num_experts = static_cast<int>(l.num("experts", -1));
+      r.top_k = static_cast<int>(l.num("top_k", -1));
+      r.model_dim = l.num("model_dim", -1);
+      r.hidden_dim = l.num("hidden_dim", -1);
+      r.tokens = l.num("tokens", -1);
+      w.add(r);
+    } else if (l.type == "config") {
+      for (auto it = l.fields.begin(); it != l.fields.end();) {
+        w.set_config(it->first, it->second);
+        it = l.fields.erase(it);
+      }
     } else if (l.type == "api") {
       instrument::ApiCallRecord a;
       a.rank = RankId(static_cast<std::int32_t>(l.num("rank")));
@@ -160,6 +199,7 @@ void write_text_trace(const std::string& path, std::string_view text) {
       e.address = static_cast<std::uint64_t>(l.num("address"));
       e.bytes = l.num("bytes");
       e.buffer = BufferId(l.num("buffer", -1));
+      e.memory_kind = static_cast<schema::MemoryKind>(l.num("memory_kind", 1));
       w.add(e);
     } else if (l.type == "buffer") {
       instrument::BufferRecord b;
@@ -171,6 +211,7 @@ void write_text_trace(const std::string& path, std::string_view text) {
       b.chunk = static_cast<std::int32_t>(l.num("chunk", -1));
       b.alloc_ns = l.num("alloc", -1);
       b.free_ns = l.num("free", -1);
+      b.memory_kind = static_cast<schema::MemoryKind>(l.num("memory_kind", 1));
       w.add(b);
     } else if (l.type == "use") {
       instrument::OpBufferRecord u;

@@ -3,10 +3,16 @@
 //   run    world_size=2 backend=test variant=dpmoe
 //   stream id=0 rank=0 role=compute
 //   op     id=1 rank=0 stream=0 kind=gate layer=0 iteration=0 phase=fwd start=0 end=100
+//          (optional: micro_batch chunk bytes flops peer launch_start launch_end nvtx)
 //   kernel rank=0 stream=0 start=0 end=50 name=gemm corr=7 op=1
 //   memcpy rank=0 stream=2 start=0 end=50 bytes=4096 copy_kind=2
+//   memset rank=0 stream=0 start=0 end=10 bytes=64 corr=9
 //   api    rank=0 thread=1 start=0 end=5 name=cudaLaunchKernel corr=7
-//   alloc  rank=0 ts=0 address=4096 bytes=1024      (free: same keys)
+//   nvtx   rank=0 thread=1 start=0 end=90 domain=moetrace name=L0.gate payload=1
+//          (ids are 1, 2, ... in file order; an op names one with nvtx=ID)
+//   layer  layer=0 experts=4 top_k=1 model_dim=1024 hidden_dim=4096 tokens=8192
+//   config model.elem_bytes=2 partitions=4      (run_config entries)
+//   alloc  rank=0 ts=0 address=4096 bytes=1024 buffer=1 memory_kind=1  (free: same keys)
 //   buffer id=1 rank=0 tag=T_DI bytes=1024 layer=0 alloc=0 free=500
 //   use    op=1 buffer=1 access=rw
 //   load   iteration=0 layer=0 src=0 expert=1 tokens=30

@@ -36,8 +36,8 @@ RecommendationData recommendations(const analyzer::Trace& trace) {
 }  // namespace
 
 AnalysisResults compute_analysis_results(const analyzer::Trace& trace) {
-  // Locality and memory bubbles are issue-5 analyses that are not in the
-  // analyzer yet: they stay nullopt and their panels say so.
+  // Locality and memory bubbles (analyzer/locality.h, memory.h) are not
+  // connected here yet: they stay nullopt and their panels say so.
   AnalysisResults r;
   try {
     r.recommendations = recommendations(trace);

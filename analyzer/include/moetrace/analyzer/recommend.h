@@ -12,9 +12,13 @@
 //               (chunks of its ops or run_config), strategy, peak memory,
 //               time of the block's non-MoE ops (T_FNEC, T_BNEC)
 //   hardware    a sim::CostModel, in this order: the one given
-//               (RecommendOptions::cost_model, `--cost-model`), the one a
-//               simulated trace ran with (run_config sim.cost_model_json), a
-//               preset (with a note that nothing was measured)
+//               (RecommendOptions::cost_model, `--cost-model FILE|PRESET`),
+//               the one a simulated trace ran with (run_config
+//               sim.cost_model_json), the one fitted from the trace
+//               (cost_model.h: expert GEMMs and the all-to-all at P measured;
+//               everything else from the h100-nvlink-ib preset; first where
+//               prefer_fitted, `--cost-model fitted`), a preset (with a note
+//               that nothing was measured)
 //
 // The recommenders (headers alongside):
 //   pipeline degree  pipemoe Theorem 1 on both passes (pipeline_degree.h);
@@ -55,9 +59,14 @@
 
 namespace moetrace::analyzer {
 
+struct Analyses;  // analyses.h
+
 struct RecommendOptions {
   std::optional<sim::CostModel> cost_model;  // overrides the trace's own model
   std::string cost_model_source;             // how it was obtained, for the evidence
+  // Use the model fitted from the trace (cost_model.h) even where the trace
+  // is simulated and names the model it ran with.
+  bool prefer_fitted = false;
   int r_max = 64;                            // pipeline degrees considered: [1, r_max]
   std::vector<int> r_candidates;             // non-empty: only these (e.g. the paper's 1, 2, 4, 8)
   std::int64_t memory_budget_bytes = -1;     // -1: run_config memory_budget_bytes, else device memory
@@ -167,6 +176,8 @@ struct Recommendations {
 // Throws moetrace::Error only for an unusable option (a bad cost model);
 // a trace without MoE layers or loads gives no layers and a note.
 Recommendations recommend(const Trace& trace, const RecommendOptions& options = {});
+// The same reusing what analyze() computed (breakdown, memory peak, fits).
+Recommendations recommend(const Trace& trace, const Analyses& analyses, const RecommendOptions& options = {});
 
 // The layers of a trace as the recommenders see them (also used by tests).
 std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vector<std::string>* notes = nullptr);

@@ -1,7 +1,16 @@
-// Reports: the breakdown of a trace rendered as text (for people) or JSON (for
-// programs; described by schemas/report.schema.json). The CLI and CI gates use
-// these; later sections (memory, load, recommendations) add to the same JSON
-// object under their own keys.
+// Reports: the analyses of a trace rendered for people (text, Markdown, one
+// self-contained HTML file with plots) and for programs (JSON, described by
+// schemas/report.schema.json). The CLI and CI gates use these.
+//
+// Sections, in order, with their JSON keys: run, projection (how GPU
+// activities were attributed to ops), breakdown, memory (timeline, peak and
+// its composition, memory bubbles, mpipemoe Eq. 1-6), expert_load
+// (imbalance, balance degree, RB), locality (load across iterations),
+// fitted_models (the fits of cost_model.h with their goodness of fit, as
+// `moetrace fit --format fits` writes them), and recommendations (per MoE
+// layer: pipeline degree, memory reuse, expert placement, PPMoE layout;
+// recommend.h), present where add_recommendations ran on the analyses, else
+// status "not_computed" and no items.
 #pragma once
 
 #include <iosfwd>
@@ -9,32 +18,59 @@
 
 #include <nlohmann/json.hpp>
 
-#include "moetrace/analyzer/breakdown.h"
+#include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/trace.h"
 
 namespace moetrace::analyzer {
 
-enum class ReportFormat { kText, kJson };
+enum class ReportFormat { kText, kJson, kMarkdown, kHtml };
 
 struct ReportOptions {
   ReportFormat format = ReportFormat::kText;
   bool per_rank = false;       // one row per rank x layer x iteration x phase
-  bool per_iteration = false;  // one row per rank x iteration
+  bool per_iteration = false;  // one row per rank x iteration; load and locality per iteration
+  int timeline_points = 512;   // memory timeline points per rank in JSON/HTML (max-preserving)
+  int top_buffers = 10;        // buffers with the largest bubbles, listed
 };
 
-inline constexpr int kReportVersion = 1;
+inline constexpr int kReportVersion = 2;
 
 nlohmann::json run_json(const RunInfo& run);
 nlohmann::json time_split_json(const TimeSplit& t);
+nlohmann::json projection_json(const ProjectionStats& p);
 nlohmann::json breakdown_json(const Breakdown& b, const ReportOptions& options);
+nlohmann::json memory_json(const MemoryAnalysis& m, const ReportOptions& options);
+nlohmann::json expert_load_json(const ExpertLoadAnalysis& a, const ReportOptions& options);
+nlohmann::json locality_json(const LocalityAnalysis& a, const ReportOptions& options);
+// The recommendations section: recommend.h's JSON (status "computed",
+// schemas/recommendations.schema.json) where add_recommendations ran, else
+// {"status": "not_computed", "items": []}.
+nlohmann::json recommendations_json(const Analyses& a);
+
 // The whole report as one JSON document.
-nlohmann::json report_json(const Trace& trace, const Breakdown& b, const ReportOptions& options);
-void write_text_report(std::ostream& out, const Trace& trace, const Breakdown& b,
+nlohmann::json report_json(const Trace& trace, const Analyses& a, const ReportOptions& options);
+void write_text_report(std::ostream& out, const Trace& trace, const Analyses& a,
                        const ReportOptions& options);
+void write_markdown_report(std::ostream& out, const Trace& trace, const Analyses& a,
+                           const ReportOptions& options);
+// One HTML file, no external resource: inline CSS and SVG plots (breakdown
+// bars per layer, expert-load heatmap, locality curve, memory timeline with
+// bubbles shaded).
+void write_html_report(std::ostream& out, const Trace& trace, const Analyses& a,
+                       const ReportOptions& options);
+// The fitted-models section alone, as text (`moetrace fit --format text`).
+void write_fitted_models_text(std::ostream& out, const CostModel& model);
+void write_report(std::ostream& out, const Trace& trace, const Analyses& a, const ReportOptions& options);
+
+// A step function reduced to at most `max_points` points, keeping the
+// largest value of every bucket (peaks survive).
+std::vector<MemoryPoint> downsample_max(const std::vector<MemoryPoint>& points, int max_points);
 
 // "1.23 ms", "456 us", "12.0 s": durations for people.
 std::string format_duration(std::int64_t ns);
 std::string format_bytes(std::int64_t bytes);
 std::string format_percent(double fraction);
+// bytes x ns as "1.2 GiB ms" style: bytes scaled, time in ms.
+std::string format_bytes_ms(double bytes_ns);
 
 }  // namespace moetrace::analyzer

@@ -163,6 +163,19 @@ struct ExpertPlacement {
   std::string role;
 };
 
+// What the NVTX-to-GPU projection (projection.h) did to a trace's activities.
+struct ProjectionStats {
+  bool ran = false;                      // false: the trace was loaded without it
+  std::int64_t activities = 0;           // kernels, memcpy and memset rows
+  std::int64_t attributed_in_trace = 0;  // carried an op_id already (kept)
+  std::int64_t projected = 0;            // attributed here through their correlation id
+  std::int64_t no_correlation = 0;       // unattributed, no correlation id
+  std::int64_t no_api_call = 0;          // unattributed, no API call with that id on the rank
+  std::int64_t outside_ranges = 0;       // unattributed, API call outside every op range
+  std::int64_t ops_retimed = 0;          // GPU-run op ranges given their GPU start/end
+  std::int64_t unattributed() const { return no_correlation + no_api_call + outside_ranges; }
+};
+
 class Trace {
  public:
   RunInfo run;
@@ -186,6 +199,7 @@ class Trace {
   std::vector<OpDep> op_deps;
   std::vector<ExpertLoad> expert_load;     // sorted by (iteration, layer, src_rank, expert)
   std::vector<ExpertPlacement> placements;
+  ProjectionStats projection;
 
   std::string_view str(StringId id) const {
     return id.valid() && static_cast<std::size_t>(id.value) < strings.size()
@@ -213,6 +227,13 @@ class Trace {
   // Number of timed events (activities, ops, API calls, NVTX ranges, memory events).
   std::int64_t event_count() const;
   std::vector<RankId> rank_ids() const;  // every rank that appears, sorted
+  // Value of a run_config key, or of the first key that ends in "." + key
+  // (run_config flattens nested JSON: "model.elem_bytes"); empty if none.
+  std::string_view config_value(std::string_view key) const;
+
+  // Re-sorts ops into track order after their times changed, and remaps
+  // Activity::op and the op-id index accordingly.
+  void sort_ops();
 
  private:
   friend class TraceLoader;
@@ -225,6 +246,8 @@ struct LoadOptions {
   bool nvtx = true;
   bool memory = true;
   // Stage name and fraction done in [0, 1]; called from the loading thread.
+  // Attribute activities to the op ranges that launched them (projection.h).
+  bool project = true;
   std::function<void(std::string_view stage, double fraction)> progress;
 };
 

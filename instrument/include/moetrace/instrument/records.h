@@ -96,7 +96,7 @@ struct MemsetRecord {
   StreamId stream;
   std::int64_t start_ns = 0, end_ns = 0;
   std::int64_t bytes = 0;
-  std::int32_t value = 0;
+  std::optional<std::int32_t> value = 0;  // nullopt: unknown (stored as NULL)
   std::int64_t correlation_id = 0;
   OpId op;
 };
@@ -149,6 +149,23 @@ struct NvtxRangeRecord {
   std::int64_t color = -1;
   std::optional<std::int64_t> payload_int;
   std::optional<double> payload_double;
+};
+
+// An NCCL collective as the source tool described its kernel (Kineto's kernel
+// args); linked to the kernel by (rank, correlation_id). Empty strings and
+// negative counts are stored as NULL.
+struct CollectiveRecord {
+  RankId rank;
+  StreamId stream;
+  std::int64_t start_ns = 0, end_ns = 0;
+  std::int64_t correlation_id = 0;
+  std::string name;              // as the source names it: "allreduce", "all_to_all", ...
+  std::int64_t in_nelems = -1, out_nelems = -1;
+  std::string dtype;
+  std::int32_t group_size = -1;
+  std::string group_ranks;       // e.g. "[0, 1]"
+  std::string process_group;     // process group name and description
+  std::string in_splits, out_splits;
 };
 
 // An op of a plan as executed: its MoE coordinates and its time on its stream.

@@ -31,6 +31,10 @@ struct WriterOptions {
   std::chrono::milliseconds flush_interval{1000};
   std::size_t flush_rows = 1 << 18;  // pending rows that trigger an early flush
   bool overwrite = true;             // replace an existing file at the path
+  // false: never fsync (PRAGMA synchronous=OFF). For writers whose output is
+  // used only once complete (an import renames it into place at the end), a
+  // crash loses nothing that matters and each flush skips a disk sync.
+  bool durable = true;
 };
 
 struct WriterStats {
@@ -63,6 +67,7 @@ class TraceWriter {
   void add(const SyncRecord& r);
   void add(const OverheadRecord& r);
   void add(const NvtxRangeRecord& r);
+  void add(const CollectiveRecord& r);
   // Returns the op's id (r.id where given, else a fresh one).
   OpId add(const OpRangeRecord& r);
   void add(const OpDepRecord& r);

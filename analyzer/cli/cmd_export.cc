@@ -1,0 +1,63 @@
+// `moetrace export chrome TRACE -o OUT.json`: Chrome trace-event JSON that
+// Perfetto and chrome://tracing open.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "commands.h"
+#include "moetrace/export/chrome_trace.h"
+#include "moetrace/schema/error.h"
+
+namespace moetrace::cli {
+
+void add_export_command(CLI::App& app) {
+  struct Options {
+    std::string path;
+    std::string output;
+  };
+  auto opt = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand("export", "Write a trace in another tool's format");
+  cmd->require_subcommand(1);
+  auto* chrome = cmd->add_subcommand(
+      "chrome", "Chrome trace-event JSON for Perfetto (ui.perfetto.dev) and chrome://tracing");
+  chrome->add_option("trace", opt->path, "Trace database (.db)")->required();
+  chrome->add_option("--output,-o", opt->output, "JSON file to write (- for stdout)")->required();
+  chrome->callback([opt] {
+    const auto trace = load_with_progress(opt->path);
+    exporters::ChromeExportStats stats;
+    if (opt->output == "-") {
+      stats = exporters::write_chrome_trace(trace, opt->path, std::cout);
+      std::cout.flush();
+    } else {
+      // Written beside the output and renamed, so a failed export leaves no half file.
+      const std::string temp = opt->output + ".partial";
+      {
+        std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+        if (!out) throw Error(opt->output + ": cannot open for writing");
+        try {
+          stats = exporters::write_chrome_trace(trace, opt->path, out);
+          out.close();
+          if (!out) throw Error(opt->output + ": write failed (disk full?)");
+        } catch (...) {
+          std::remove(temp.c_str());
+          throw;
+        }
+      }
+      if (std::rename(temp.c_str(), opt->output.c_str()) != 0) {
+        std::remove(temp.c_str());
+        throw Error(opt->output + ": cannot write the file");
+      }
+    }
+    std::cerr << fmt::format(
+        "wrote {} slices ({} kernels/copies, {} ops, {} API calls, {} NVTX ranges), {} launch flows, "
+        "{} memory counter events to {}\n",
+        stats.activity_slices + stats.op_slices + stats.api_slices + stats.nvtx_slices,
+        stats.activity_slices, stats.op_slices, stats.api_slices, stats.nvtx_slices, stats.flows,
+        stats.counter_events, opt->output);
+  });
+}
+
+}  // namespace moetrace::cli

@@ -1,0 +1,37 @@
+// Every analysis of a trace, run once and shared by the reports, `diff` and
+// the GUI. Each member is a plain struct documented in its own header.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string_view>
+
+#include "moetrace/analyzer/breakdown.h"
+#include "moetrace/analyzer/cost_model.h"
+#include "moetrace/analyzer/expert_load.h"
+#include "moetrace/analyzer/locality.h"
+#include "moetrace/analyzer/memory.h"
+#include "moetrace/analyzer/recommend.h"
+#include "moetrace/analyzer/trace.h"
+
+namespace moetrace::analyzer {
+
+struct Analyses {
+  Breakdown breakdown;             // breakdown.h (GPU time after the projection, projection.h)
+  MemoryAnalysis memory;           // memory.h
+  ExpertLoadAnalysis expert_load;  // expert_load.h
+  LocalityAnalysis locality;       // locality.h
+  CostModel cost_model;            // cost_model.h
+  // recommend.h; set by add_recommendations (it simulates what-ifs, so
+  // analyze() leaves it out); the report's recommendations section.
+  std::optional<Recommendations> recommendations;
+};
+
+// Runs them all; `progress(stage, fraction)` is called between analyses.
+Analyses analyze(const Trace& trace,
+                 const std::function<void(std::string_view stage, double fraction)>& progress = {});
+
+// Runs the recommenders on the analyses (recommend.h) and stores them.
+void add_recommendations(const Trace& trace, Analyses& a, const RecommendOptions& options = {});
+
+}  // namespace moetrace::analyzer

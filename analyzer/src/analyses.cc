@@ -1,0 +1,29 @@
+#include "moetrace/analyzer/analyses.h"
+
+namespace moetrace::analyzer {
+
+Analyses analyze(const Trace& trace,
+                 const std::function<void(std::string_view stage, double fraction)>& progress) {
+  auto step = [&](std::string_view stage, double f) {
+    if (progress) progress(stage, f);
+  };
+  Analyses a;
+  step("breakdown", 0.0);
+  a.breakdown = compute_breakdown(trace);
+  step("memory", 0.4);
+  a.memory = analyze_memory(trace);
+  step("expert load", 0.55);
+  a.expert_load = analyze_expert_load(trace, a.breakdown);
+  step("locality", 0.6);
+  a.locality = analyze_locality(trace);
+  step("fitting models", 0.65);
+  a.cost_model = fit_cost_model(trace);
+  step("done", 1.0);
+  return a;
+}
+
+void add_recommendations(const Trace& trace, Analyses& a, const RecommendOptions& options) {
+  a.recommendations = recommend(trace, a, options);
+}
+
+}  // namespace moetrace::analyzer

@@ -1,0 +1,671 @@
+#include "moetrace/analyzer/cost_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "moetrace/analyzer/breakdown.h"
+#include "moetrace/analyzer/interval.h"
+#include "moetrace/schema/error.h"
+#include "op_intervals.h"
+
+namespace moetrace::analyzer {
+
+LinearFit fit_linear(std::span<const double> x, std::span<const double> t) {
+  LinearFit f;
+  const std::size_t n = std::min(x.size(), t.size());
+  f.points = static_cast<int>(n);
+  if (n == 0) return f;
+  double sx = 0, st = 0;
+  f.x_min = f.x_max = x[0];
+  for (std::size_t i = 0; i < n; ++i) {
+    sx += x[i];
+    st += t[i];
+    f.x_min = std::min(f.x_min, x[i]);
+    f.x_max = std::max(f.x_max, x[i]);
+  }
+  const double mx = sx / static_cast<double>(n), mt = st / static_cast<double>(n);
+  f.mean_time = mt;
+  double sxx = 0, sxt = 0, stt = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    sxx += (x[i] - mx) * (x[i] - mx);
+    sxt += (x[i] - mx) * (t[i] - mt);
+    stt += (t[i] - mt) * (t[i] - mt);
+  }
+  if (f.x_max > f.x_min && sxx > 0) {
+    f.method = "least_squares";
+    f.beta = sxt / sxx;
+    f.alpha = mt - f.beta * mx;
+  } else if (mx != 0) {
+    // One size only: alpha and beta are not separable; a pure rate model.
+    f.method = "mean_rate";
+    f.alpha = 0;
+    f.beta = mt / mx;
+  } else {
+    f.method = "mean_rate";
+    f.alpha = mt;
+    f.beta = 0;
+  }
+  double ss_res = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double r = t[i] - f.predict(x[i]);
+    ss_res += r * r;
+  }
+  f.residual_rms = std::sqrt(ss_res / static_cast<double>(n));
+  // Relative tolerance: an exact line leaves rounding noise in SS_res.
+  const double tiny = 1e-24 * std::max(1.0, st * st);
+  if (stt > tiny) f.r2 = 1.0 - ss_res / stt;
+  else f.r2 = ss_res <= tiny ? 1.0 : 0.0;
+  return f;
+}
+
+int sim_launches(OpKind kind, Phase phase) {
+  switch (kind) {
+    case OpKind::kExpertFfn: return phase == Phase::kBackward ? 4 : 2;
+    case OpKind::kRecompute: return 1;
+    case OpKind::kGate: return phase == Phase::kBackward ? 2 : 1;
+    default: return 1;
+  }
+}
+
+std::string_view collective_kind(OpKind k) {
+  switch (k) {
+    case OpKind::kDispatchAllToAll:
+    case OpKind::kCombineAllToAll:
+    case OpKind::kRecommunicate: return "all_to_all";
+    case OpKind::kMoeAllReduce:
+    case OpKind::kTensorParallelAllReduce:
+    case OpKind::kGradAllReduce: return "all_reduce";
+    case OpKind::kTrans: return "broadcast";
+    case OpKind::kAgg: return "reduce";
+    case OpKind::kPipelineSend:
+    case OpKind::kPipelineRecv: return "send_recv";
+    default: return {};
+  }
+}
+
+const CostModelFit* CostModel::find_compute(std::string_view op_kind) const {
+  for (const auto& f : compute)
+    if (f.kind == op_kind) return &f;
+  return nullptr;
+}
+
+const CostModelFit* CostModel::find_collective(std::string_view kind, int group_size) const {
+  for (const auto& f : collectives)
+    if (f.kind == kind && f.group_size == group_size) return &f;
+  return nullptr;
+}
+
+const InterferenceFactor* CostModel::find_factor(std::string_view factor, std::string_view interferer) const {
+  for (const auto& f : interference)
+    if (f.factor == factor && f.interferer == interferer) return &f;
+  return nullptr;
+}
+
+namespace {
+
+enum Class { kComp = 0, kComm = 1, kMem = 2, kNoClass = 3 };
+constexpr const char* kClassNames[] = {"comp", "comm", "mem", "all"};
+constexpr const char* kFactorNames[] = {"sigma", "mu", "eta"};
+constexpr double kLoneTolerance = 0.01;  // overlap below 1 % of an op counts as none
+constexpr double kOverlapped = 0.5;      // overlap of at least half of it counts as overlapped
+
+Class class_of(Category c) {
+  if (is_computation(c)) return kComp;
+  if (is_communication(c)) return kComm;
+  if (c == Category::kMemcpy) return kMem;
+  return kNoClass;
+}
+
+// Spans in which at least two of the given (per-op merged) intervals are active.
+IntervalSet depth_two(const std::vector<Interval>& intervals) {
+  std::vector<std::pair<std::int64_t, int>> edges;
+  edges.reserve(intervals.size() * 2);
+  for (const auto& i : intervals) {
+    edges.push_back({i.start, +1});
+    edges.push_back({i.end, -1});
+  }
+  std::sort(edges.begin(), edges.end());
+  std::vector<Interval> out;
+  int depth = 0;
+  std::int64_t since = 0;
+  for (const auto& [t, d] : edges) {
+    const int before = depth;
+    depth += d;
+    if (before < 2 && depth >= 2) since = t;
+    if (before >= 2 && depth < 2 && t > since) out.push_back({since, t});
+  }
+  return IntervalSet::from(std::move(out));
+}
+
+std::int64_t parse_int(std::string_view s, std::int64_t dflt) {
+  std::int64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  return ec == std::errc() && p == s.data() + s.size() ? v : dflt;
+}
+
+struct OpSample {
+  std::size_t op;
+  Class cls;
+  double work;      // FLOPs or bytes; <= 0: unknown
+  double seconds;   // GPU time
+  bool lone;
+  int overlapped_by = -1;  // kComp/kComm/kMem, 3 = all, -1 = neither
+};
+
+struct Group {
+  std::vector<double> x, t, l, lone_x, lone_t, lone_l;  // l: simulator launches
+  std::set<std::string> kinds;
+};
+
+// t = a L + b x without intercept (the simulator's compute form).
+LaunchFit fit_launches(const std::vector<double>& l, const std::vector<double>& x, const std::vector<double>& t) {
+  LaunchFit f;
+  if (x.empty()) return f;
+  f.usable = true;
+  if (std::all_of(l.begin(), l.end(), [&](double v) { return v == l.front(); })) {
+    const auto lf = fit_linear(x, t);
+    f.alpha_per_launch = lf.alpha / l.front();
+    f.beta = lf.beta;
+    return f;
+  }
+  double sll = 0, slx = 0, sxx = 0, slt = 0, sxt = 0, st = 0, sx = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    sll += l[i] * l[i];
+    slx += l[i] * x[i];
+    sxx += x[i] * x[i];
+    slt += l[i] * t[i];
+    sxt += x[i] * t[i];
+    st += t[i];
+    sx += x[i];
+  }
+  const double det = sll * sxx - slx * slx;
+  if (std::fabs(det) > 1e-12 * sll * sxx) {
+    f.alpha_per_launch = (slt * sxx - sxt * slx) / det;
+    f.beta = (sll * sxt - slx * slt) / det;
+  } else {
+    f.alpha_per_launch = 0;
+    f.beta = sx > 0 ? st / sx : 0;
+  }
+  return f;
+}
+
+CostModelFit make_fit(std::string subject, std::string kind, int group_size, std::string x, Group& g) {
+  CostModelFit f;
+  f.subject = std::move(subject);
+  f.kind = std::move(kind);
+  f.group_size = group_size;
+  f.x = std::move(x);
+  f.op_kinds.assign(g.kinds.begin(), g.kinds.end());
+  std::set<double> lone_sizes(g.lone_x.begin(), g.lone_x.end());
+  if (g.lone_x.size() >= 3 && lone_sizes.size() >= 2) {
+    f.sample = "lone";
+    f.fit = fit_linear(g.lone_x, g.lone_t);
+    if (f.subject == "compute") f.launch_fit = fit_launches(g.lone_l, g.lone_x, g.lone_t);
+  } else {
+    f.sample = "all";
+    f.fit = fit_linear(g.x, g.t);
+    if (f.subject == "compute") f.launch_fit = fit_launches(g.l, g.x, g.t);
+  }
+  return f;
+}
+
+}  // namespace
+
+CostModel fit_cost_model(const Trace& trace) {
+  CostModel model;
+  const OpIntervals oi(trace);
+  const auto& ops = trace.ops;
+
+  // Per rank and class: every interval of that class, and per-op merged ones.
+  std::map<std::int32_t, std::array<std::vector<Interval>, 3>> per_class;
+  // Per-op merged intervals, CSR over ops.
+  std::vector<std::size_t> union_begin(ops.size() + 1, 0);
+  std::vector<Interval> union_iv;
+  union_iv.reserve(oi.iv.size());
+  for (std::size_t o = 0; o < ops.size(); ++o) {
+    for (const auto& i : oi.of(o)) {
+      if (i.end <= i.start) continue;
+      if (union_iv.size() > union_begin[o] && i.start <= union_iv.back().end)
+        union_iv.back().end = std::max(union_iv.back().end, i.end);
+      else
+        union_iv.push_back(i);
+    }
+    union_begin[o + 1] = union_iv.size();
+    const auto c = class_of(op_category(ops[o].kind));
+    if (c == kNoClass) continue;
+    auto& v = per_class[ops[o].rank.value][c];
+    v.insert(v.end(), union_iv.begin() + static_cast<std::ptrdiff_t>(union_begin[o]), union_iv.end());
+  }
+  auto op_union = [&](std::size_t o) {
+    return std::span<const Interval>(union_iv.data() + union_begin[o], union_iv.data() + union_begin[o + 1]);
+  };
+  // Unattributed GPU work interferes too.
+  for (const auto& a : trace.activities) {
+    if (a.op >= 0) continue;
+    const auto c = class_of(classify_activity(trace, a));
+    if (c != kNoClass && a.end_ns > a.start_ns) per_class[a.rank.value][c].push_back({a.start_ns, a.end_ns});
+  }
+  struct RankSets {
+    std::array<IntervalSet, 3> any, two;
+  };
+  std::map<std::int32_t, RankSets> sets;
+  for (auto& [rank, classes] : per_class) {
+    auto& s = sets[rank];
+    for (int c = 0; c < 3; ++c) {
+      s.two[static_cast<std::size_t>(c)] = depth_two(classes[static_cast<std::size_t>(c)]);
+      s.any[static_cast<std::size_t>(c)] = IntervalSet::from(std::move(classes[static_cast<std::size_t>(c)]));
+    }
+  }
+
+  // Collective group sizes: ranks that run the same collective instance.
+  const auto tensor_parallel = parse_int(trace.config_value("tensor_parallel"), 0);
+  // One collective instance = same kind, layer, iteration, micro-batch,
+  // chunk and phase; packed into integers so sorting is cheap.
+  struct InstanceKey {
+    std::uint64_t a, b, c;  // (layer, iteration), (micro-batch, chunk), (kind, phase)
+    auto operator<=>(const InstanceKey&) const = default;
+  };
+  auto key_of = [](const OpRange& op) {
+    auto pack = [](std::int32_t hi, std::int32_t lo) {
+      return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(hi)) << 32) | static_cast<std::uint32_t>(lo);
+    };
+    return InstanceKey{pack(op.layer, op.iteration), pack(op.micro_batch, op.chunk),
+                       pack(static_cast<std::int32_t>(op.kind), static_cast<std::int32_t>(op.phase))};
+  };
+  std::vector<std::pair<InstanceKey, std::int32_t>> instance_ranks;
+  for (const auto& op : ops)
+    if (!collective_kind(op.kind).empty()) instance_ranks.push_back({key_of(op), op.rank.value});
+  std::sort(instance_ranks.begin(), instance_ranks.end());
+  instance_ranks.erase(std::unique(instance_ranks.begin(), instance_ranks.end()), instance_ranks.end());
+  auto participants = [&](const OpRange& op) {
+    const auto key = key_of(op);
+    auto lo = std::lower_bound(instance_ranks.begin(), instance_ranks.end(), std::pair{key, INT32_MIN});
+    auto hi = std::lower_bound(lo, instance_ranks.end(), std::pair{key, INT32_MAX});
+    return static_cast<int>(hi - lo);
+  };
+
+  // Bytes of the copies attributed to each op (copy ops without op bytes).
+  std::vector<double> copy_bytes(ops.size(), 0.0);
+  for (const auto& a : trace.activities)
+    if (a.op >= 0 && a.type != ActivityType::kKernel) copy_bytes[static_cast<std::size_t>(a.op)] += static_cast<double>(a.bytes);
+
+  std::vector<OpSample> samples;
+  std::map<std::pair<std::string, std::string>, Group> compute;  // (op kind, x)
+  // A collective instance: its participants' ops. The busiest participant
+  // sets its time (pro-prophet Eq. 1), and every participant but the last
+  // to arrive also waits for the others, so a point is (the largest bytes
+  // any participant sends, the shortest participant's time).
+  struct Instance {
+    Group* group = nullptr;
+    std::string kind;
+    double max_bytes = 0;
+    double min_seconds = INFINITY;
+    bool lone = true;
+  };
+  std::map<InstanceKey, Instance> instances;
+  std::map<std::string, Group> copies;
+  std::map<std::pair<std::string, int>, Group> collectives;
+  for (std::size_t o = 0; o < ops.size(); ++o) {
+    const auto& op = ops[o];
+    const auto c = class_of(op_category(op.kind));
+    if (c == kNoClass) continue;
+    // Work: FLOPs of computation (bytes for memory-bound kernels without
+    // FLOPs), bytes of communication and copies.
+    const bool by_bytes = c != kComp || !(op.flops > 0);
+    double work = by_bytes ? static_cast<double>(op.bytes) : op.flops;
+    if (c == kMem && work <= 0) work = copy_bytes[o];
+    std::int64_t busy = 0;
+    for (const auto& i : op_union(o)) busy += i.length();
+    if (busy <= 0) continue;
+    // Overlap with each class, the op itself excluded (same class: depth 2).
+    std::array<std::int64_t, 3> ov{};
+    auto it = sets.find(op.rank.value);
+    for (int x = 0; x < 3 && it != sets.end(); ++x) {
+      const auto& set = x == c ? it->second.two[static_cast<std::size_t>(x)] : it->second.any[static_cast<std::size_t>(x)];
+      for (const auto& i : op_union(o)) ov[static_cast<std::size_t>(x)] += set.length_within(i);
+    }
+    const double b = static_cast<double>(busy);
+    auto frac = [&](int x) { return static_cast<double>(ov[static_cast<std::size_t>(x)]) / b; };
+    OpSample s{o, c, work, b * 1e-9, true, -1};
+    for (int x = 0; x < 3; ++x) s.lone = s.lone && frac(x) <= kLoneTolerance;
+    for (int x = 0; x < 3; ++x) {
+      if (frac(x) < kOverlapped) continue;
+      bool clean = true;
+      for (int y = 0; y < 3; ++y)
+        if (y != x && frac(y) > kLoneTolerance) clean = false;
+      if (clean) s.overlapped_by = x;
+    }
+    {
+      int others = 0;
+      for (int y = 0; y < 3; ++y)
+        if (y != c && frac(y) >= kOverlapped) ++others;
+      if (others == 2) s.overlapped_by = 3;
+    }
+    samples.push_back(s);
+    if (work <= 0) continue;
+
+    const std::string kind(op_kind_name(op.kind));
+    Group* g = nullptr;
+    if (c == kComp) {
+      g = &compute[{kind, by_bytes ? "bytes" : "flops"}];
+    } else if (c == kMem) {
+      g = &copies[kind];
+    } else if (auto ck = collective_kind(op.kind); !ck.empty()) {
+      int group = participants(op);
+      if ((op.kind == OpKind::kMoeAllReduce || op.kind == OpKind::kTensorParallelAllReduce) && tensor_parallel > 0)
+        group = static_cast<int>(tensor_parallel);
+      if (ck == "send_recv") group = 2;
+      // One point per collective instance, gathered below.
+      auto& inst = instances[key_of(op)];
+      inst.group = &collectives[{std::string(ck), group}];
+      inst.kind = kind;
+      inst.max_bytes = std::max(inst.max_bytes, work);
+      inst.min_seconds = std::min(inst.min_seconds, s.seconds);
+      inst.lone = inst.lone && s.lone;
+      continue;
+    }
+    if (!g) continue;
+    g->kinds.insert(kind);
+    const double launches = sim_launches(op.kind, op.phase);
+    g->x.push_back(work);
+    g->t.push_back(s.seconds);
+    g->l.push_back(launches);
+    if (s.lone) {
+      g->lone_x.push_back(work);
+      g->lone_t.push_back(s.seconds);
+      g->lone_l.push_back(launches);
+    }
+  }
+  for (auto& [key, inst] : instances) {
+    auto& g = *inst.group;
+    g.kinds.insert(inst.kind);
+    g.x.push_back(inst.max_bytes);
+    g.t.push_back(inst.min_seconds);
+    g.l.push_back(1);
+    if (inst.lone) {
+      g.lone_x.push_back(inst.max_bytes);
+      g.lone_t.push_back(inst.min_seconds);
+      g.lone_l.push_back(1);
+    }
+  }
+  for (auto& [key, g] : compute) model.compute.push_back(make_fit("compute", key.first, 1, key.second, g));
+  for (auto& [key, g] : collectives)
+    model.collectives.push_back(make_fit("collective", key.first, key.second, "bytes", g));
+  for (auto& [kind, g] : copies) model.copies.push_back(make_fit("copy", kind, 1, "bytes", g));
+
+  // Interference: per target class and interferer, per op kind rate ratios.
+  for (int c = 0; c < 3; ++c)
+    for (int x = 0; x < 4; ++x) {
+      std::map<OpKind, std::array<double, 4>> rates;  // lone time, lone work, overlapped time, work
+      std::map<OpKind, int> lone_n, over_n;
+      for (const auto& s : samples) {
+        if (s.cls != c || s.work <= 0) continue;
+        const auto k = ops[s.op].kind;
+        if (s.lone) {
+          rates[k][0] += s.seconds;
+          rates[k][1] += s.work;
+          ++lone_n[k];
+        } else if (s.overlapped_by == x) {
+          rates[k][2] += s.seconds;
+          rates[k][3] += s.work;
+          ++over_n[k];
+        }
+      }
+      InterferenceFactor f;
+      f.factor = kFactorNames[c];
+      f.target = kClassNames[c];
+      f.interferer = kClassNames[x];
+      double weighted = 0;
+      for (const auto& [k, r] : rates) {
+        if (lone_n[k] == 0 || over_n[k] == 0 || r[2] <= 0) continue;
+        const double lone_rate = r[0] / r[1], over_rate = r[2] / r[3];
+        weighted += over_n[k] * (lone_rate / over_rate);
+        f.lone_ops += lone_n[k];
+        f.overlapped_ops += over_n[k];
+      }
+      if (f.overlapped_ops == 0) continue;
+      f.value = weighted / f.overlapped_ops;
+      model.interference.push_back(f);
+    }
+  return model;
+}
+
+namespace {
+
+nlohmann::json fit_json(const CostModelFit& f) {
+  nlohmann::json j = {
+      {"x", f.x},
+      {"sample", f.sample},
+      {"method", f.fit.method},
+      {"alpha_s", f.fit.alpha},
+      {"beta_s", f.fit.beta},
+      {"r2", f.fit.r2},
+      {"residual_rms_s", f.fit.residual_rms},
+      {"points", f.fit.points},
+      {"x_min", f.fit.x_min},
+      {"x_max", f.fit.x_max},
+      {"mean_time_s", f.fit.mean_time},
+      {"op_kinds", f.op_kinds},
+  };
+  if (f.subject == "collective") {
+    j["collective"] = f.kind;
+    j["group_size"] = f.group_size;
+  } else {
+    j["op_kind"] = f.kind;
+  }
+  if (f.launch_fit.usable) {
+    j["sim_alpha_per_launch_s"] = f.launch_fit.alpha_per_launch;
+    j["sim_beta_s"] = f.launch_fit.beta;
+  }
+  return j;
+}
+
+CostModelFit fit_from_json(const nlohmann::json& j, const std::string& subject, const std::string& where) {
+  auto need = [&](const char* key) -> const nlohmann::json& {
+    if (!j.is_object() || !j.contains(key)) throw Error("fitted models: " + where + " lacks \"" + key + "\"");
+    return j.at(key);
+  };
+  try {
+    CostModelFit f;
+    f.subject = subject;
+    if (subject == "collective") {
+      f.kind = need("collective").get<std::string>();
+      f.group_size = need("group_size").get<int>();
+    } else {
+      f.kind = need("op_kind").get<std::string>();
+    }
+    f.x = need("x").get<std::string>();
+    f.sample = j.value("sample", "all");
+    f.fit.method = need("method").get<std::string>();
+    f.fit.alpha = need("alpha_s").get<double>();
+    f.fit.beta = need("beta_s").get<double>();
+    f.fit.r2 = j.value("r2", 0.0);
+    f.fit.residual_rms = j.value("residual_rms_s", 0.0);
+    f.fit.points = j.value("points", 0);
+    f.fit.x_min = j.value("x_min", 0.0);
+    f.fit.x_max = j.value("x_max", 0.0);
+    f.fit.mean_time = j.value("mean_time_s", 0.0);
+    if (j.contains("op_kinds")) f.op_kinds = j.at("op_kinds").get<std::vector<std::string>>();
+    if (j.contains("sim_alpha_per_launch_s")) {
+      f.launch_fit.usable = true;
+      f.launch_fit.alpha_per_launch = j.at("sim_alpha_per_launch_s").get<double>();
+      f.launch_fit.beta = j.value("sim_beta_s", 0.0);
+    }
+    return f;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("fitted models: " + where + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+nlohmann::json fitted_models_json(const Trace& trace, const CostModel& model) {
+  std::string device;
+  for (const auto& d : trace.devices)
+    if (!d.name.empty()) {
+      device = d.name;
+      break;
+    }
+  nlohmann::json j;
+  j["cost_model_version"] = kCostModelVersion;
+  j["source"] = {{"trace", trace.run.path},     {"backend", trace.run.backend},
+                 {"variant", trace.run.variant}, {"simulated", trace.run.simulated},
+                 {"world_size", trace.run.world_size}, {"device", device}};
+  j["units"] = {{"time", "s"}, {"compute_x", "flops"}, {"collective_x", "bytes"}, {"copy_x", "bytes"}};
+  auto& c = j["compute"] = nlohmann::json::array();
+  for (const auto& f : model.compute) c.push_back(fit_json(f));
+  auto& k = j["collectives"] = nlohmann::json::array();
+  for (const auto& f : model.collectives) k.push_back(fit_json(f));
+  auto& m = j["copies"] = nlohmann::json::array();
+  for (const auto& f : model.copies) m.push_back(fit_json(f));
+  auto& i = j["interference"] = nlohmann::json::array();
+  for (const auto& f : model.interference)
+    i.push_back({{"factor", f.factor},
+                 {"target", f.target},
+                 {"interferer", f.interferer},
+                 {"value", f.value},
+                 {"lone_ops", f.lone_ops},
+                 {"overlapped_ops", f.overlapped_ops}});
+  return j;
+}
+
+CostModel fitted_models_from_json(const nlohmann::json& j) {
+  if (!j.is_object()) throw Error("fitted models: not a JSON object");
+  if (!j.contains("cost_model_version") || !j.at("cost_model_version").is_number_integer())
+    throw Error("fitted models: lacks \"cost_model_version\"");
+  const int version = j.at("cost_model_version").get<int>();
+  if (version > kCostModelVersion)
+    throw Error("fitted models: version " + std::to_string(version) + " is newer than this moetrace reads (" +
+                std::to_string(kCostModelVersion) + ")");
+  CostModel m;
+  auto list = [&](const char* key) {
+    if (!j.contains(key)) return nlohmann::json::array();
+    if (!j.at(key).is_array()) throw Error(std::string("fitted models: \"") + key + "\" is not an array");
+    return j.at(key);
+  };
+  int n = 0;
+  for (const auto& f : list("compute")) m.compute.push_back(fit_from_json(f, "compute", "compute[" + std::to_string(n++) + "]"));
+  n = 0;
+  for (const auto& f : list("collectives"))
+    m.collectives.push_back(fit_from_json(f, "collective", "collectives[" + std::to_string(n++) + "]"));
+  n = 0;
+  for (const auto& f : list("copies")) m.copies.push_back(fit_from_json(f, "copy", "copies[" + std::to_string(n++) + "]"));
+  n = 0;
+  for (const auto& f : list("interference")) {
+    const auto where = "interference[" + std::to_string(n++) + "]";
+    try {
+      InterferenceFactor x;
+      x.factor = f.at("factor").get<std::string>();
+      x.target = f.value("target", "");
+      x.interferer = f.at("interferer").get<std::string>();
+      x.value = f.at("value").get<double>();
+      x.lone_ops = f.value("lone_ops", 0);
+      x.overlapped_ops = f.value("overlapped_ops", 0);
+      m.interference.push_back(x);
+    } catch (const nlohmann::json::exception& e) {
+      throw Error("fitted models: " + where + ": " + e.what());
+    }
+  }
+  return m;
+}
+
+nlohmann::json sim_cost_model_json(const Trace& trace, const CostModel& model, std::string_view base) {
+  std::vector<std::string> clamped;
+  auto non_negative = [&](double v, const std::string& what) {
+    if (v >= 0 && std::isfinite(v)) return v;
+    clamped.push_back(what);
+    return 0.0;
+  };
+  nlohmann::json j;
+  std::string file = trace.run.path;
+  if (auto slash = file.rfind('/'); slash != std::string::npos) file = file.substr(slash + 1);
+  j["name"] = "fitted:" + file;
+  if (!base.empty()) j["base"] = std::string(base);
+
+  nlohmann::json by_kind = nlohmann::json::object();
+  for (const auto& f : model.compute) {
+    if (!f.launch_fit.usable || !parse_op_kind(f.kind)) continue;
+    const auto where = "compute_by_kind." + f.kind;
+    const double alpha = non_negative(f.launch_fit.alpha_per_launch, where + ".alpha_s");
+    const double beta = non_negative(f.launch_fit.beta, where + (f.x == "flops" ? ".seconds_per_flop" : ".seconds_per_byte"));
+    // The unmeasured term is set to 0 so that it does not add a preset's cost.
+    by_kind[f.kind] = {{"alpha_s", alpha},
+                       {"seconds_per_flop", f.x == "flops" ? beta : 0.0},
+                       {"seconds_per_byte", f.x == "bytes" ? beta : 0.0}};
+  }
+  if (!by_kind.empty()) j["compute_by_kind"] = by_kind;
+
+  // Simulator collective kinds: plan::CollectiveKind names.
+  std::map<std::string, std::vector<const CostModelFit*>> coll;
+  for (const auto& f : model.collectives)
+    if (f.fit.usable()) coll[f.kind == "all_to_all" ? "all_to_all_v" : f.kind].push_back(&f);
+  if (!coll.empty()) {
+    nlohmann::json c = nlohmann::json::object();
+    for (auto& [kind, fits] : coll) {
+      std::sort(fits.begin(), fits.end(), [](const CostModelFit* a, const CostModelFit* b) {
+        return a->group_size < b->group_size;
+      });
+      nlohmann::json points = nlohmann::json::array();
+      for (const auto* f : fits) {
+        const auto where = fmt::format("collectives.{}[ranks={}]", kind, f->group_size);
+        points.push_back({{"ranks", f->group_size},
+                          {"alpha_s", non_negative(f->fit.alpha, where + ".alpha_s")},
+                          {"beta_s", non_negative(f->fit.beta, where + ".beta_s")}});
+      }
+      c[kind] = points;
+    }
+    j["collectives"] = c;
+    // x of the fits is the bytes a rank sends to other ranks (op_ranges.bytes).
+    j["all_to_all_volume"] = "max_send";
+    j["all_to_all_counts_local"] = false;
+  }
+
+  nlohmann::json copy = nlohmann::json::object();
+  for (const auto& f : model.copies) {
+    const char* dir = f.kind == "offload" ? "d2h" : f.kind == "prefetch" ? "h2d" : f.kind == "memcpy" ? "d2d" : nullptr;
+    if (!dir || !f.fit.usable()) continue;
+    copy[dir] = {{"alpha_s", non_negative(f.fit.alpha, std::string("copy.") + dir + ".alpha_s")},
+                 {"beta_s", non_negative(f.fit.beta, std::string("copy.") + dir + ".beta_s")}};
+  }
+  if (!copy.empty()) j["copy"] = copy;
+
+  nlohmann::json inter = nlohmann::json::object();
+  for (const auto& f : model.interference) {
+    const auto name = f.factor + "_" + f.interferer;
+    static constexpr const char* kSimFactors[] = {"sigma_comm", "sigma_mem", "sigma_all", "mu_comp", "mu_mem",
+                                                  "mu_all",     "eta_comp",  "eta_comm",  "eta_all"};
+    if (std::find(std::begin(kSimFactors), std::end(kSimFactors), name) != std::end(kSimFactors) && f.value > 0)
+      inter[name] = f.value;
+  }
+  if (!inter.empty()) j["interference"] = inter;
+
+  std::string device;
+  for (const auto& d : trace.devices)
+    if (!d.name.empty()) {
+      device = d.name;
+      break;
+    }
+  std::string description = fmt::format(
+      "Fitted by moetrace fit from {} (backend {}{}, world size {}{}): compute t = launches x alpha + "
+      "beta x work per op kind, collectives t = alpha + beta x bytes sent per group size, copies per "
+      "direction, interference factors where measurable; everything else from the {}.",
+      trace.run.path, trace.run.backend, trace.run.variant.empty() ? "" : ", variant " + trace.run.variant,
+      trace.run.world_size, device.empty() ? "" : ", device " + device,
+      base.empty() ? "simulator's default preset" : "preset " + std::string(base));
+  if (!clamped.empty()) {
+    description += " Negative fits written as 0:";
+    for (const auto& c : clamped) description += " " + c;
+    description += ".";
+  }
+  j["description"] = description;
+  return j;
+}
+
+}  // namespace moetrace::analyzer

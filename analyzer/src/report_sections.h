@@ -1,0 +1,49 @@
+// Report sections as neutral blocks (paragraphs and tables) that the text,
+// Markdown and HTML writers render alike (private to the analyzer).
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "moetrace/analyzer/analyses.h"
+#include "moetrace/analyzer/report.h"
+
+namespace moetrace::analyzer::report_detail {
+
+struct Table {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+};
+
+struct Block {
+  std::string text;  // a paragraph (no table) or the caption of `table`
+  bool has_table = false;
+  Table table;
+};
+
+struct Section {
+  std::string id;     // JSON key and HTML anchor: "memory", "expert_load", ...
+  std::string title;
+  std::vector<Block> blocks;
+  std::string status = {};  // HTML data-status where set (recommendations: computed / not_computed)
+  void para(std::string text) { blocks.push_back({std::move(text), false, {}}); }
+  void table(std::string caption, Table t) { blocks.push_back({std::move(caption), true, std::move(t)}); }
+};
+
+// Summary lines of the breakdown (the text report's opening).
+std::vector<std::string> breakdown_summary(const Breakdown& b);
+// The breakdown as tables (Markdown and HTML; the text report keeps its
+// fixed-width layout).
+Section breakdown_section(const Breakdown& b, const ReportOptions& options);
+Section fitted_models_section(const CostModel& m);
+Section recommendations_section(const Analyses& a);
+// projection, memory, expert_load, locality, fitted_models, recommendations.
+std::vector<Section> analysis_sections(const Trace& trace, const Analyses& a, const ReportOptions& options);
+
+void render_text(std::ostream& out, const Section& s);
+void render_markdown(std::ostream& out, const Section& s);
+
+std::string fmt_double(double v, int digits = 3);  // "0.123", "1.5e-12", "inf"
+
+}  // namespace moetrace::analyzer::report_detail

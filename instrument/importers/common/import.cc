@@ -1,0 +1,104 @@
+// Format detection and the import entry point: picks the format's folder and
+// runs it against one shared TraceBuilder.
+#include <array>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "../kineto/kineto_importer.h"
+#include "../nsys/nsys_importer.h"
+#include "moetrace/importers/import.h"
+#include "moetrace/schema/error.h"
+#include "moetrace/schema/schema.h"
+#include "moetrace/schema/sqlite.h"
+#include "trace_builder.h"
+
+namespace moetrace::importers {
+
+std::string_view format_name(Format f) {
+  switch (f) {
+    case Format::kNsys: return "nsys";
+    case Format::kKineto: return "kineto";
+    case Format::kAuto: break;
+  }
+  return "auto";
+}
+
+std::optional<Format> parse_format(std::string_view name) {
+  if (name == "nsys") return Format::kNsys;
+  if (name == "kineto") return Format::kKineto;
+  if (name == "auto") return Format::kAuto;
+  return std::nullopt;
+}
+
+namespace {
+
+void check_readable(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (ec || !fs::exists(status)) throw Error(path + ": no such file");
+  if (fs::is_directory(status)) throw Error(path + ": is a directory, not a trace file");
+  if (!fs::is_regular_file(status)) throw Error(path + ": not a regular file");
+}
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+}  // namespace
+
+Format detect_format(const std::string& path) {
+  check_readable(path);
+  if (ends_with(path, ".nsys-rep") || ends_with(path, ".qdrep"))
+    throw Error(path + ": an Nsight Systems report; export it to SQLite first "
+                       "(nsys export --type sqlite " + path + ")");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot read the file (permission denied?)");
+  std::array<char, 256> head{};
+  in.read(head.data(), head.size());
+  const auto n = static_cast<std::size_t>(in.gcount());
+  if (n == 0) throw Error(path + ": empty file, not a trace");
+  if (n >= 16 && std::memcmp(head.data(), "SQLite format 3", 16) == 0) {
+    sqlite::Database db(path, sqlite::Database::Mode::kReadOnly);
+    if (db.pragma_int("application_id").value_or(0) == schema::kApplicationId)
+      throw Error(path + ": already a moetrace trace; nothing to import");
+    return Format::kNsys;  // the importer says so if it is some other SQLite file
+  }
+  if (n >= 2 && static_cast<unsigned char>(head[0]) == 0x1f && static_cast<unsigned char>(head[1]) == 0x8b)
+    return Format::kKineto;  // gzip; the parser tells whether it holds a trace
+  for (std::size_t i = 0; i < n; ++i) {
+    const char c = head[i];
+    if (c == ' ' || c == '\t' || c == '\r' || c == '\n') continue;
+    if (c == '{' || c == '[') return Format::kKineto;
+    break;
+  }
+  throw Error(path + ": not a format moetrace imports (Nsight Systems SQLite export, or "
+                     "PyTorch-profiler/Kineto JSON, optionally gzipped)");
+}
+
+ImportSummary import_traces(const std::vector<std::string>& inputs, const std::string& output,
+                            const ImportOptions& options) {
+  if (inputs.empty()) throw Error("no input files to import");
+  Format format = options.format;
+  for (const auto& in : inputs) {
+    check_readable(in);
+    if (options.format != Format::kAuto) continue;
+    const Format f = detect_format(in);
+    if (format == Format::kAuto) format = f;
+    else if (f != format)
+      throw Error(in + ": a " + std::string(format_name(f)) + " trace among " +
+                  std::string(format_name(format)) + " traces; import one format at a time");
+  }
+  for (const auto& in : inputs) {
+    std::error_code ec;
+    if (std::filesystem::equivalent(in, output, ec))
+      throw Error(output + ": the output would overwrite an input");
+  }
+  TraceBuilder builder(output, format, inputs, options.progress);
+  if (format == Format::kNsys) nsys::import_files(inputs, builder);
+  else kineto::import_files(inputs, builder);
+  return builder.finish();
+}
+
+}  // namespace moetrace::importers

@@ -1,0 +1,282 @@
+#include "trace_builder.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "moetrace/schema/error.h"
+#include "moetrace/schema/sqlite.h"
+
+namespace moetrace::importers {
+
+bool is_nccl_kernel(std::string_view name) {
+  // Kineto names kernels as launched ("ncclKernel_AllReduce_..."), nsys may
+  // prefix "void "; NCCL's own kernels all start with "nccl" after that.
+  if (name.substr(0, 5) == "void ") name.remove_prefix(5);
+  if (name.size() < 4) return false;
+  std::string head(name.substr(0, 4));
+  for (auto& c : head) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return head == "nccl";
+}
+
+namespace {
+
+instrument::RunRecord run_record(Format format, const std::vector<std::string>& inputs) {
+  instrument::RunRecord run;
+  run.backend = std::string(format_name(format));
+  run.simulated = false;
+  run.world_size = 1;  // corrected by finish() once the ranks are known
+  std::vector<std::string> names;
+  for (const auto& in : inputs) names.push_back(std::filesystem::path(in).filename().string());
+  run.name = names.empty() ? "" : names.front();
+  if (names.size() > 1) run.name += " (+" + std::to_string(names.size() - 1) + " more)";
+  nlohmann::json cfg = {{"import", {{"format", std::string(format_name(format))}, {"sources", inputs}}}};
+  run.config_json = cfg.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return run;
+}
+
+}  // namespace
+
+TraceBuilder::TraceBuilder(const std::string& output, Format format,
+                           const std::vector<std::string>& inputs, ProgressFn progress)
+    : output_(output),
+      temp_(output + ".importing-" + std::to_string(getpid())),
+      format_(format),
+      inputs_(inputs),
+      progress_(std::move(progress)) {
+  // Not durable: the trace appears (by rename) only once complete, so a crash
+  // mid-import loses only a temporary file, and imports skip disk syncs.
+  instrument::WriterOptions options;
+  options.durable = false;
+  writer_ = std::make_unique<instrument::TraceWriter>(temp_, run_record(format, inputs), options);
+  config("import.format", std::string(format_name(format)));
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    config("import.source." + std::to_string(i), inputs[i]);
+}
+
+TraceBuilder::~TraceBuilder() {
+  if (finished_) return;
+  try {
+    writer_.reset();
+  } catch (...) {
+  }
+  std::error_code ec;
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+    std::filesystem::remove(temp_ + suffix, ec);
+}
+
+RankId TraceBuilder::add_rank(int number, std::int64_t pid, std::string host,
+                              const std::string& label) {
+  if (number < 0) throw Error(label + ": negative rank " + std::to_string(number));
+  auto [it, inserted] = ranks_.try_emplace(number);
+  if (!inserted)
+    throw Error(label + ": rank " + std::to_string(number) + " is also " + it->second.label +
+                "; each input must be a different rank");
+  it->second.pid = pid;
+  it->second.host = std::move(host);
+  it->second.label = label;
+  config("import.rank." + std::to_string(number), label);
+  return RankId(number);
+}
+
+DeviceId TraceBuilder::add_device(instrument::DeviceRecord r, const std::string& key) {
+  auto it = devices_.find(key);
+  if (it != devices_.end()) return it->second;
+  r.id = DeviceId(static_cast<std::int32_t>(device_records_.size()));
+  devices_.emplace(key, r.id);
+  device_records_.push_back(r);
+  return r.id;
+}
+
+StreamId TraceBuilder::stream(RankId rank, DeviceId device, std::int64_t native_id) {
+  auto key = std::make_tuple(rank.value, device.value, native_id);
+  auto it = stream_index_.find(key);
+  if (it != stream_index_.end()) return streams_[it->second].id;
+  StreamState s;
+  s.id = StreamId(static_cast<std::int32_t>(streams_.size()));
+  s.rank = rank;
+  s.device = device;
+  s.native_id = native_id;
+  stream_index_.emplace(key, streams_.size());
+  streams_.push_back(s);
+  return s.id;
+}
+
+void TraceBuilder::set_stream_priority(StreamId s, int priority) {
+  if (s.valid() && static_cast<std::size_t>(s.value) < streams_.size())
+    streams_[static_cast<std::size_t>(s.value)].priority = priority;
+}
+
+void TraceBuilder::set_default_device(RankId rank, DeviceId device) {
+  auto it = ranks_.find(rank.value);
+  if (it != ranks_.end()) it->second.default_device = device;
+}
+
+bool TraceBuilder::valid_interval(std::int64_t start, std::int64_t end) {
+  if (end >= start) return true;
+  skip("negative_duration");
+  return false;
+}
+
+void TraceBuilder::note_activity(StreamId s, bool kernel, bool nccl) {
+  auto& st = streams_.at(static_cast<std::size_t>(s.value));
+  if (kernel) {
+    ++st.kernels;
+    if (nccl) ++st.nccl_kernels;
+  } else {
+    ++st.copies;
+  }
+  auto r = ranks_.find(st.rank.value);
+  if (r != ranks_.end()) ++r->second.device_use[st.device.value];
+}
+
+void TraceBuilder::add(const instrument::KernelRecord& r) {
+  if (!valid_interval(r.start_ns, r.end_ns)) return;
+  // Importers intern kernel names through kernel_name(), which notes NCCL ones.
+  note_activity(r.stream, true, nccl_names_.count(r.name.value) != 0);
+  writer_->add(r);
+  count("kernels");
+}
+
+void TraceBuilder::add(const instrument::MemcpyRecord& r) {
+  if (!valid_interval(r.start_ns, r.end_ns)) return;
+  note_activity(r.stream, false, false);
+  writer_->add(r);
+  count("memcpy");
+}
+
+void TraceBuilder::add(const instrument::MemsetRecord& r) {
+  if (!valid_interval(r.start_ns, r.end_ns)) return;
+  note_activity(r.stream, false, false);
+  writer_->add(r);
+  count("memset");
+}
+
+void TraceBuilder::add(const instrument::ApiCallRecord& r) {
+  if (!valid_interval(r.start_ns, r.end_ns)) return;
+  writer_->add(r);
+  count("api_calls");
+}
+
+void TraceBuilder::add(const instrument::SyncRecord& r) {
+  if (!valid_interval(r.start_ns, r.end_ns)) return;
+  writer_->add(r);
+  count("sync_events");
+}
+
+void TraceBuilder::add(const instrument::OverheadRecord& r) {
+  if (!valid_interval(r.start_ns, r.end_ns)) return;
+  writer_->add(r);
+  count("overhead");
+}
+
+void TraceBuilder::add(const instrument::NvtxRangeRecord& r) {
+  if (r.end_ns >= 0 && !valid_interval(r.start_ns, r.end_ns)) return;
+  writer_->add(r);
+  count("nvtx_ranges");
+}
+
+void TraceBuilder::add(const instrument::MemoryEventRecord& r) {
+  writer_->add(r);
+  count("memory_events");
+}
+
+void TraceBuilder::add(const instrument::CollectiveRecord& r) {
+  if (!valid_interval(r.start_ns, r.end_ns)) return;
+  writer_->add(r);
+  count("collectives");
+}
+
+void TraceBuilder::skip(std::string_view reason, std::int64_t n) {
+  if (n > 0) skipped_[std::string(reason)] += n;
+}
+
+void TraceBuilder::config(const std::string& key, const std::string& value) {
+  writer_->set_config(key, value);
+}
+
+ImportSummary TraceBuilder::finish() {
+  std::int64_t events = 0;
+  for (const auto& [table, n] : rows_) events += n;
+  if (events == 0) {
+    std::string what = inputs_.size() == 1 ? inputs_.front() : std::to_string(inputs_.size()) + " inputs";
+    throw Error(what + ": no events to import (no kernels, copies, API calls or ranges)");
+  }
+  // Ranks run on the device they used most; a rank with no GPU activity keeps
+  // the device its importer named, else a placeholder "unknown" device.
+  std::optional<DeviceId> unknown_device;
+  for (auto& [number, rank] : ranks_) {
+    DeviceId device = rank.default_device;
+    std::int64_t best = -1;
+    for (const auto& [dev, n] : rank.device_use)
+      if (n > best) {
+        best = n;
+        device = DeviceId(dev);
+      }
+    if (!device.valid()) {
+      if (!unknown_device) {
+        instrument::DeviceRecord d;
+        d.name = "unknown";
+        unknown_device = add_device(d, "\x01unknown");
+      }
+      device = *unknown_device;
+    }
+    instrument::RankRecord r;
+    r.rank = RankId(number);
+    r.device = device;
+    r.host = rank.host;
+    r.pid = rank.pid;
+    writer_->add(r);
+  }
+  for (const auto& d : device_records_) writer_->add(d);
+  // A stream that ran an NCCL kernel is communication; one that only copied is
+  // a copy engine lane; any other kernel makes it compute.
+  for (const auto& s : streams_) {
+    instrument::StreamRecord r;
+    r.id = s.id;
+    r.rank = s.rank;
+    r.device = s.device;
+    r.native_id = s.native_id;
+    r.role = s.nccl_kernels > 0 ? instrument::kRoleComm
+             : s.kernels > 0    ? instrument::kRoleCompute
+             : s.copies > 0     ? instrument::kRoleCopy
+                                : instrument::kRoleOther;
+    r.name = s.native_id >= 0 ? "stream " + std::to_string(s.native_id) : "stream";
+    r.priority = s.priority;
+    writer_->add(r);
+  }
+  for (const auto& [reason, n] : skipped_) config("import.skipped." + reason, std::to_string(n));
+  progress("writing indexes", 0.99);
+  writer_->close();
+  writer_.reset();
+
+  const int world = std::max(world_size_, static_cast<int>(ranks_.size()));
+  {
+    // The writer fixes the run row when it opens; the world size is known only now.
+    sqlite::Database db(temp_, sqlite::Database::Mode::kReadWrite);
+    auto st = db.prepare("UPDATE run SET world_size = ?1 WHERE id = 1");
+    st.bind(1, std::int64_t{std::max(world, 1)});
+    st.run();
+  }
+  std::error_code ec;
+  // A stale WAL beside the output would be replayed into the new database.
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) std::filesystem::remove(output_ + suffix, ec);
+  std::filesystem::rename(temp_, output_, ec);
+  if (ec) throw Error(output_ + ": cannot write the trace: " + ec.message());
+  finished_ = true;
+
+  ImportSummary summary;
+  summary.output = output_;
+  summary.format = format_;
+  summary.ranks = static_cast<int>(ranks_.size());
+  summary.world_size = std::max(world, 1);
+  summary.rows = rows_;
+  summary.skipped = skipped_;
+  return summary;
+}
+
+}  // namespace moetrace::importers

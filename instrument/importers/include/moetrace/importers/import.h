@@ -1,0 +1,55 @@
+// Importers: traces recorded by other tools, converted into one moetrace trace
+// (schemas/trace_schema_v1.sql) so that every analysis, report and the GUI
+// work on them. Each format is a folder (nsys/, kineto/) that parses its files
+// and hands records to one shared TraceBuilder (common/), which owns ranks,
+// devices, streams and their roles, and writes through instrument::TraceWriter.
+//
+// What each importer maps and drops is documented in README.md ("Importing
+// traces from other tools") and in the run_config keys it writes
+// (schemas/README.md, "import.*").
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace moetrace::importers {
+
+enum class Format { kAuto, kNsys, kKineto };
+
+std::string_view format_name(Format f);  // "auto", "nsys", "kineto"
+std::optional<Format> parse_format(std::string_view name);
+
+// The format of one input file, from its first bytes: an Nsight Systems SQLite
+// export, or Chrome-trace JSON from the PyTorch profiler (Kineto), plain or
+// gzipped. Throws moetrace::Error("<path>: <problem>") for a missing file, a
+// moetrace trace, an .nsys-rep report, or anything else.
+Format detect_format(const std::string& path);
+
+struct ImportOptions {
+  Format format = Format::kAuto;  // kAuto: detect_format() on each file
+  // Stage name and fraction done in [0, 1]; called from the importing thread.
+  std::function<void(std::string_view stage, double fraction)> progress;
+};
+
+struct ImportSummary {
+  std::string output;
+  Format format = Format::kAuto;
+  int ranks = 0;
+  int world_size = 0;
+  std::map<std::string, std::int64_t> rows;     // rows written per trace table
+  std::map<std::string, std::int64_t> skipped;  // source records dropped, by reason (import.skipped.*)
+};
+
+// Imports `inputs` (all of one format; several files are several ranks of one
+// run, put on one clock) into a new trace at `output`, replacing it. The trace
+// appears only when the import succeeded. Throws moetrace::Error with one line
+// naming the file and the problem on bad input.
+ImportSummary import_traces(const std::vector<std::string>& inputs, const std::string& output,
+                            const ImportOptions& options = {});
+
+}  // namespace moetrace::importers

@@ -1,0 +1,40 @@
+// A std::streambuf over zlib's gzFile: reads .json.gz and plain .json alike
+// (gzread passes uncompressed data through), so the JSON parser streams either
+// without holding the file in memory.
+#pragma once
+
+#include <zlib.h>
+
+#include <array>
+#include <cstdint>
+#include <streambuf>
+#include <string>
+
+namespace moetrace::importers::kineto {
+
+class GzipInput : public std::streambuf {
+ public:
+  // Throws moetrace::Error where the file cannot be opened.
+  explicit GzipInput(const std::string& path);
+  ~GzipInput() override;
+  GzipInput(const GzipInput&) = delete;
+  GzipInput& operator=(const GzipInput&) = delete;
+
+  // Fraction of the file (compressed bytes) consumed so far, for progress.
+  double fraction() const;
+  std::int64_t bytes_out() const { return bytes_out_; }
+
+ protected:
+  // Throws moetrace::Error for damaged or truncated gzip data; the exception
+  // passes through the JSON parser to the importer.
+  int_type underflow() override;
+
+ private:
+  std::string path_;
+  gzFile file_ = nullptr;
+  std::int64_t size_ = 0;
+  std::int64_t bytes_out_ = 0;
+  std::array<char, 1 << 16> buffer_{};
+};
+
+}  // namespace moetrace::importers::kineto

@@ -1,0 +1,846 @@
+// PyTorch-profiler (Kineto) Chrome-trace JSON -> moetrace trace.
+//
+// Facts about the format this relies on (checked on the HolisticTraceAnalysis
+// test traces, see tests/importers/kineto_importer_test.cc):
+// - `ts`/`dur` are microseconds, fractional; with `baseTimeNanoseconds` at the
+//   top level, ts counts from that base (absolute ns = base + ts * 1000);
+// - GPU events have pid = device and tid = stream (args.device, args.stream);
+//   kernels, copies and memsets carry args.correlation, the id of the
+//   cuda_runtime call that launched them; `ac2g` flows (id = correlation id)
+//   link the same two events and stand in where args.correlation is missing;
+// - NCCL kernels (ncclKernel_*, ncclDevKernel_*) carry "Collective name",
+//   "In/Out msg nelems", "Group size", "dtype", "Process Group *" args;
+// - `distributedInfo` (rank, world_size) and `deviceProperties` may come
+//   before or after `traceEvents`, so a file is parsed whole before any of it
+//   is written (in compact records; see BENCHMARKS.md for memory).
+//
+// The file is read with a SAX parser: a 100 MB trace never becomes a DOM.
+#include "kineto_importer.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <istream>
+#include <map>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "../common/trace_builder.h"
+#include "gzip_input.h"
+#include "moetrace/schema/error.h"
+
+namespace moetrace::importers::kineto {
+
+std::optional<std::int64_t> micros_to_ns(std::string_view text) {
+  // value = digits x 10^(exponent - decimals) us = digits x 10^shift ns.
+  std::size_t i = 0;
+  bool negative = false;
+  if (i < text.size() && (text[i] == '-' || text[i] == '+')) negative = text[i++] == '-';
+  std::string digits;
+  long decimals = 0;
+  bool point = false;
+  for (; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '.' && !point) {
+      point = true;
+    } else if (c >= '0' && c <= '9') {
+      if (digits.size() > 400) return std::nullopt;
+      if (!(digits.empty() && c == '0')) digits += c;  // leading zeros carry no value
+      if (point) ++decimals;
+    } else {
+      break;
+    }
+  }
+  if (i == 0 || (i == 1 && (text[0] == '-' || text[0] == '+'))) return std::nullopt;
+  long exponent = 0;
+  if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    bool exp_negative = false;
+    if (i < text.size() && (text[i] == '-' || text[i] == '+')) exp_negative = text[i++] == '-';
+    if (i >= text.size()) return std::nullopt;
+    for (; i < text.size(); ++i) {
+      if (text[i] < '0' || text[i] > '9' || exponent > 100000) return std::nullopt;
+      exponent = exponent * 10 + (text[i] - '0');
+    }
+    if (exp_negative) exponent = -exponent;
+  }
+  if (i != text.size()) return std::nullopt;
+  const long shift = 3 + exponent - decimals;
+  // Integer digits of the ns value, then the first dropped digit for rounding.
+  const long keep = static_cast<long>(digits.size()) + shift;
+  std::int64_t ns = 0;
+  for (long d = 0; d < keep; ++d) {
+    const int digit = d < static_cast<long>(digits.size()) ? digits[static_cast<std::size_t>(d)] - '0' : 0;
+    if (__builtin_mul_overflow(ns, std::int64_t{10}, &ns) || __builtin_add_overflow(ns, digit, &ns))
+      return std::nullopt;
+  }
+  // Round half up: the sub-ns digits of a timestamp.
+  if (keep >= 0 && keep < static_cast<long>(digits.size()) && digits[static_cast<std::size_t>(keep)] >= '5' &&
+      __builtin_add_overflow(ns, std::int64_t{1}, &ns))
+    return std::nullopt;
+  return negative ? -ns : ns;
+}
+
+namespace {
+
+std::string file_name(const std::string& path) {
+  return std::filesystem::path(path).filename().string();
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// A category or phase as part of a run_config key: lower case, [a-z0-9_].
+std::string key_part(std::string_view s) {
+  std::string out;
+  for (char c : s.substr(0, 40)) {
+    const auto u = static_cast<unsigned char>(c);
+    out += std::isalnum(u) ? static_cast<char>(std::tolower(u)) : '_';
+  }
+  return out.empty() ? "none" : out;
+}
+
+// A JSON scalar as the parser handed it.
+struct Number {
+  bool present = false;
+  bool integral = false;
+  std::int64_t i = 0;
+  double d = 0;
+  std::string text;  // raw token of floats (exact decimals)
+};
+
+// The args we read; all others are ignored.
+struct Args {
+  std::optional<std::int64_t> correlation, device, stream, bytes, registers, shared;
+  std::vector<std::int64_t> grid, block;
+  std::string collective, dtype, pg_name, pg_desc, pg_ranks, in_splits, out_splits;
+  std::optional<std::int64_t> in_nelems, out_nelems, group_size;
+  // Memory instant events ("[memory]").
+  std::optional<std::int64_t> mem_bytes, mem_addr, mem_device_type, mem_device_id;
+  std::vector<std::int64_t>* array_for(const std::string& key) {
+    if (key == "grid") return &grid;
+    if (key == "block") return &block;
+    return nullptr;
+  }
+};
+
+struct RawEvent {
+  std::string ph, cat, name, bp;
+  std::optional<std::int64_t> pid, tid;  // nullopt: absent or not an integer
+  std::optional<std::int64_t> ts_ns, dur_ns;
+  std::optional<std::int64_t> id;
+  bool bad_time = false;
+  Args args;
+  void reset() { *this = RawEvent{}; }
+};
+
+enum class ActivityType : std::uint8_t { kKernel, kMemcpy, kMemset };
+
+// Compact records of one parsed file, written once the file's rank is known.
+struct GpuActivity {
+  std::int64_t start = 0, end = 0, correlation = 0, bytes = 0, stream = 0;
+  std::int32_t name = -1, device = 0;
+  std::int32_t collective = -1;  // index into ParsedFile::collectives
+  std::array<std::int32_t, 6> launch{-1, -1, -1, -1, -1, -1};
+  std::int32_t registers = -1, shared = -1;
+  ActivityType type = ActivityType::kKernel;
+  std::uint8_t copy_kind = 0, src_kind = 0, dst_kind = 0;
+};
+
+struct CpuRange {
+  std::int64_t start = 0, end = 0, tid = 0;
+  std::int32_t name = -1;
+  std::int32_t category = 0;
+};
+
+struct ApiCall {
+  std::int64_t start = 0, end = 0, pid = 0, tid = 0, correlation = 0;
+  std::int32_t name = -1;
+  bool driver = false;
+};
+
+struct MemoryEvent {
+  std::int64_t ts = 0, bytes = 0, address = 0;
+};
+
+struct Collective {
+  std::string name, dtype, group_ranks, process_group, in_splits, out_splits;
+  std::int64_t in_nelems = -1, out_nelems = -1;
+  std::int32_t group_size = -1;
+};
+
+struct Flow {
+  std::int64_t pid = 0, tid = 0, ts = 0, id = 0;
+};
+
+struct DeviceProps {
+  std::int64_t id = 0;
+  std::string name;
+  std::int64_t memory = -1;
+  int major = -1, minor = -1, sms = -1;
+};
+
+// nvtx_ranges.category of imported host ranges (NVTX categories are the
+// user's numbers; these are ours, documented in schemas/README.md).
+constexpr std::int32_t kCategoryCpuOp = 1;
+constexpr std::int32_t kCategoryUserAnnotation = 2;
+constexpr std::int32_t kCategoryPythonFunction = 3;
+
+struct ParsedFile {
+  std::vector<std::string> strings;
+  std::unordered_map<std::string, std::int32_t> string_index;
+  std::vector<GpuActivity> gpu;
+  std::vector<CpuRange> ranges;
+  std::vector<ApiCall> api;
+  std::vector<MemoryEvent> memory;
+  std::vector<Collective> collectives;
+  std::vector<Flow> flows;
+  std::vector<DeviceProps> devices;
+  std::optional<std::int64_t> rank, world_size;
+  std::string backend, nccl_version;
+  std::int64_t base_time_ns = 0;
+  std::map<std::string, std::int64_t> skipped;
+  bool root_seen = false, has_trace_events = false;
+
+  std::int32_t intern(const std::string& s) {
+    auto it = string_index.find(s);
+    if (it != string_index.end()) return it->second;
+    const auto id = static_cast<std::int32_t>(strings.size());
+    strings.push_back(s);
+    string_index.emplace(s, id);
+    return id;
+  }
+  void skip(const std::string& reason) { ++skipped[reason]; }
+};
+
+// "Memcpy HtoD (Pageable -> Device)": direction and the two memory kinds.
+void parse_memcpy_name(std::string_view name, GpuActivity& a) {
+  static const std::pair<std::string_view, schema::CopyKind> kinds[] = {
+      {"HtoD", schema::CopyKind::kHostToDevice}, {"DtoH", schema::CopyKind::kDeviceToHost},
+      {"DtoD", schema::CopyKind::kDeviceToDevice}, {"HtoH", schema::CopyKind::kHostToHost},
+      {"PtoP", schema::CopyKind::kPeerToPeer}, {"HtoA", schema::CopyKind::kHostToArray},
+      {"AtoH", schema::CopyKind::kArrayToHost}, {"AtoA", schema::CopyKind::kArrayToArray},
+      {"AtoD", schema::CopyKind::kArrayToDevice}, {"DtoA", schema::CopyKind::kDeviceToArray}};
+  for (const auto& [text, kind] : kinds)
+    if (name.find(text) != std::string_view::npos) {
+      a.copy_kind = static_cast<std::uint8_t>(kind);
+      break;
+    }
+  auto mem = [](std::string_view w) {
+    if (w == "Pageable") return schema::MemoryKind::kPageableHost;
+    if (w == "Pinned") return schema::MemoryKind::kPinnedHost;
+    if (w == "Device") return schema::MemoryKind::kDevice;
+    if (w == "Managed") return schema::MemoryKind::kManaged;
+    return schema::MemoryKind::kUnknown;
+  };
+  const auto open = name.find('('), arrow = name.find(" -> "), close = name.find(')');
+  if (open != std::string_view::npos && arrow != std::string_view::npos && close != std::string_view::npos &&
+      open < arrow && arrow < close) {
+    a.src_kind = static_cast<std::uint8_t>(mem(name.substr(open + 1, arrow - open - 1)));
+    a.dst_kind = static_cast<std::uint8_t>(mem(name.substr(arrow + 4, close - arrow - 4)));
+  }
+}
+
+// The SAX handler: a stack of frames, each knowing what its container is.
+class Handler : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  Handler(ParsedFile& out, GzipInput& in, TraceBuilder& builder, std::string label)
+      : out_(out), in_(in), builder_(builder), label_(std::move(label)) {}
+
+  const std::string& error() const { return error_; }
+
+  bool null() override { return scalar(Number{}, nullptr); }
+  bool boolean(bool) override { return scalar(Number{}, nullptr); }
+  bool number_integer(number_integer_t v) override {
+    Number n;
+    n.present = n.integral = true;
+    n.i = v;
+    n.d = static_cast<double>(v);
+    return scalar(n, nullptr);
+  }
+  bool number_unsigned(number_unsigned_t v) override {
+    Number n;
+    n.present = true;
+    n.integral = v <= static_cast<number_unsigned_t>(INT64_MAX);
+    n.i = n.integral ? static_cast<std::int64_t>(v) : 0;
+    n.d = static_cast<double>(v);
+    n.text = std::to_string(v);
+    return scalar(n, nullptr);
+  }
+  bool number_float(number_float_t v, const string_t& s) override {
+    Number n;
+    n.present = true;
+    n.d = v;
+    n.text = s;
+    return scalar(n, nullptr);
+  }
+  bool string(string_t& s) override { return scalar(Number{}, &s); }
+  bool binary(binary_t&) override { return scalar(Number{}, nullptr); }
+
+  bool key(string_t& k) override {
+    key_ = std::move(k);
+    return true;
+  }
+
+  bool start_object(std::size_t) override {
+    Role role = Role::kSkip;
+    if (frames_.empty()) {
+      role = Role::kRoot;
+      out_.root_seen = true;
+    } else {
+      switch (frames_.back()) {
+        case Role::kRoot:
+          if (key_ == "distributedInfo") role = Role::kDistInfo;
+          break;
+        case Role::kEvents: role = Role::kEvent; event_.reset(); break;
+        case Role::kEvent:
+          if (key_ == "args") role = Role::kArgs;
+          break;
+        case Role::kDeviceList: role = Role::kDevice; device_ = DeviceProps{}; break;
+        default: break;
+      }
+    }
+    frames_.push_back(role);
+    return true;
+  }
+
+  bool end_object() override {
+    const Role role = frames_.back();
+    frames_.pop_back();
+    if (role == Role::kEvent) finish_event();
+    if (role == Role::kDevice) out_.devices.push_back(device_);
+    return true;
+  }
+
+  bool start_array(std::size_t) override {
+    Role role = Role::kSkip;
+    if (frames_.empty()) {
+      // A bare array of events is the other Chrome trace form.
+      role = Role::kEvents;
+      out_.root_seen = out_.has_trace_events = true;
+    } else {
+      switch (frames_.back()) {
+        case Role::kRoot:
+          if (key_ == "traceEvents") {
+            role = Role::kEvents;
+            out_.has_trace_events = true;
+          } else if (key_ == "deviceProperties") {
+            role = Role::kDeviceList;
+          }
+          break;
+        case Role::kArgs:
+          array_ = event_.args.array_for(key_);
+          if (array_) role = Role::kArgArray;
+          break;
+        default: break;
+      }
+    }
+    frames_.push_back(role);
+    return true;
+  }
+
+  bool end_array() override {
+    frames_.pop_back();
+    return true;
+  }
+
+  bool parse_error(std::size_t position, const std::string&,
+                   const nlohmann::detail::exception& ex) override {
+    std::string what = ex.what();
+    // "[json.exception.parse_error.101] parse error at line 1, column 7: ..."
+    if (auto pos = what.find("] "); what.rfind("[json.exception", 0) == 0 && pos != std::string::npos)
+      what = what.substr(pos + 2);
+    for (auto& c : what)
+      if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+    error_ = "invalid JSON at byte " + std::to_string(position) + ": " + what;
+    if (what.find("unexpected end of input") != std::string::npos) error_ += " (truncated file?)";
+    return false;
+  }
+
+ private:
+  enum class Role : std::uint8_t {
+    kRoot, kEvents, kEvent, kArgs, kArgArray, kDeviceList, kDevice, kDistInfo, kSkip
+  };
+
+  static std::optional<std::int64_t> as_int(const Number& n) {
+    if (!n.present) return std::nullopt;
+    if (n.integral) return n.i;
+    if (std::isfinite(n.d) && std::fabs(n.d) < 9.2e18) return static_cast<std::int64_t>(std::llround(n.d));
+    return std::nullopt;
+  }
+
+  static std::optional<std::int64_t> as_ns(const Number& n, bool& bad) {
+    if (!n.present) {
+      bad = true;
+      return std::nullopt;
+    }
+    if (n.integral) {
+      std::int64_t ns = 0;
+      if (__builtin_mul_overflow(n.i, std::int64_t{1000}, &ns)) {
+        bad = true;
+        return std::nullopt;
+      }
+      return ns;
+    }
+    auto ns = micros_to_ns(n.text);
+    if (!ns) bad = true;
+    return ns;
+  }
+
+  bool scalar(const Number& n, std::string* s) {
+    if (frames_.empty()) return true;
+    switch (frames_.back()) {
+      case Role::kRoot:
+        if (key_ == "baseTimeNanoseconds") out_.base_time_ns = as_int(n).value_or(0);
+        break;
+      case Role::kEvent: event_field(n, s); break;
+      case Role::kArgs: arg_field(n, s); break;
+      case Role::kArgArray:
+        if (array_ && array_->size() < 8) array_->push_back(as_int(n).value_or(-1));
+        break;
+      case Role::kDevice:
+        if (key_ == "id") device_.id = as_int(n).value_or(0);
+        else if (key_ == "name" && s) device_.name = *s;
+        else if (key_ == "totalGlobalMem") device_.memory = as_int(n).value_or(-1);
+        else if (key_ == "computeMajor") device_.major = static_cast<int>(as_int(n).value_or(-1));
+        else if (key_ == "computeMinor") device_.minor = static_cast<int>(as_int(n).value_or(-1));
+        else if (key_ == "numSms") device_.sms = static_cast<int>(as_int(n).value_or(-1));
+        break;
+      case Role::kDistInfo:
+        if (key_ == "rank") out_.rank = as_int(n);
+        else if (key_ == "world_size") out_.world_size = as_int(n);
+        else if (key_ == "backend" && s) out_.backend = *s;
+        else if (key_ == "nccl_version" && s) out_.nccl_version = *s;
+        break;
+      case Role::kEvents:
+        out_.skip("malformed_event");  // a scalar where an event object belongs
+        break;
+      default: break;
+    }
+    return true;
+  }
+
+  void event_field(const Number& n, std::string* s) {
+    if (key_ == "ph") {
+      if (s) event_.ph = *s;
+    } else if (key_ == "cat") {
+      if (s) event_.cat = std::move(*s);
+    } else if (key_ == "name") {
+      if (s) event_.name = std::move(*s);
+    } else if (key_ == "pid") {
+      event_.pid = as_int(n);  // string pids ("Spans") are not processes or devices
+    } else if (key_ == "tid") {
+      event_.tid = as_int(n);
+    } else if (key_ == "ts") {
+      event_.ts_ns = as_ns(n, event_.bad_time);
+    } else if (key_ == "dur") {
+      event_.dur_ns = as_ns(n, event_.bad_time);
+    } else if (key_ == "id") {
+      event_.id = as_int(n);
+    } else if (key_ == "bp") {
+      if (s) event_.bp = *s;
+    }
+  }
+
+  void arg_field(const Number& n, std::string* s) {
+    auto& a = event_.args;
+    const auto& k = key_;
+    if (k == "correlation") a.correlation = as_int(n);
+    else if (k == "device") a.device = as_int(n);
+    else if (k == "stream") a.stream = as_int(n);
+    else if (k == "bytes") a.bytes = as_int(n);
+    else if (k == "registers per thread") a.registers = as_int(n);
+    else if (k == "shared memory") a.shared = as_int(n);
+    else if (k == "Collective name") { if (s) a.collective = *s; }
+    else if (k == "In msg nelems") a.in_nelems = as_int(n);
+    else if (k == "Out msg nelems") a.out_nelems = as_int(n);
+    else if (k == "Group size") a.group_size = as_int(n);
+    else if (k == "dtype") { if (s) a.dtype = *s; }
+    else if (k == "Process Group Name") { if (s) a.pg_name = *s; }
+    else if (k == "Process Group Description") { if (s) a.pg_desc = *s; }
+    else if (k == "Process Group Ranks") { if (s) a.pg_ranks = *s; }
+    else if (k == "In split size") { if (s) a.in_splits = *s; }
+    else if (k == "Out split size") { if (s) a.out_splits = *s; }
+    else if (k == "Bytes") a.mem_bytes = as_int(n);
+    else if (k == "Addr") a.mem_addr = as_int(n);
+    else if (k == "Device Type") a.mem_device_type = as_int(n);
+    else if (k == "Device Id") a.mem_device_id = as_int(n);
+  }
+
+  void finish_event() {
+    if ((++events_ & 0x3FFF) == 0) builder_.progress("reading " + label_, in_.fraction());
+    const auto& e = event_;
+    if (e.ph.empty()) {
+      out_.skip("malformed_event");
+      return;
+    }
+    if (e.ph == "M") return;  // process/thread names and sort order: display only
+    if (e.bad_time || !e.ts_ns) {
+      out_.skip("malformed_event");
+      return;
+    }
+    const std::string cat = lower(e.cat);
+    if (e.ph == "X") {
+      if (!e.dur_ns) {
+        out_.skip("malformed_event");
+        return;
+      }
+      const std::int64_t start = *e.ts_ns;
+      std::int64_t end = 0;
+      if (__builtin_add_overflow(start, *e.dur_ns, &end)) {
+        out_.skip("malformed_event");
+        return;
+      }
+      if (cat == "kernel" || cat == "gpu_memcpy" || cat == "memcpy" || cat == "gpu_memset" ||
+          cat == "memset") {
+        gpu_activity(cat, start, end);
+      } else if (cat == "cuda_runtime" || cat == "runtime" || cat == "cuda_driver") {
+        if (!e.tid) {
+          out_.skip("malformed_event");
+          return;
+        }
+        ApiCall a;
+        a.start = start;
+        a.end = end;
+        a.pid = e.pid.value_or(-1);
+        a.tid = *e.tid;
+        a.name = out_.intern(e.name);
+        a.correlation = e.args.correlation.value_or(0);
+        a.driver = cat == "cuda_driver";
+        out_.api.push_back(a);
+      } else if (cat == "cpu_op" || cat == "operator" || cat == "user_annotation" ||
+                 cat == "python_function") {
+        if (!e.tid) {
+          out_.skip("malformed_event");
+          return;
+        }
+        CpuRange r;
+        r.start = start;
+        r.end = end;
+        r.tid = *e.tid;
+        r.name = out_.intern(e.name);
+        r.category = cat == "user_annotation"   ? kCategoryUserAnnotation
+                     : cat == "python_function" ? kCategoryPythonFunction
+                                                : kCategoryCpuOp;
+        out_.ranges.push_back(r);
+      } else {
+        // gpu_user_annotation (ranges projected onto a stream), profiler
+        // spans ("Trace"), and whatever else a newer PyTorch emits.
+        out_.skip(key_part(cat.empty() ? "uncategorized" : cat));
+      }
+      return;
+    }
+    if (e.ph == "s" || e.ph == "f" || e.ph == "t") {
+      if (cat == "ac2g" && e.id && e.pid && e.tid) {
+        out_.flows.push_back({*e.pid, *e.tid, *e.ts_ns, *e.id});
+      } else {
+        out_.skip("flow_" + key_part(cat));
+      }
+      return;
+    }
+    if ((e.ph == "i" || e.ph == "I") && e.name == "[memory]") {
+      memory_event();
+      return;
+    }
+    out_.skip(e.ph == "i" || e.ph == "I" ? "instant_event" : "phase_" + key_part(e.ph));
+  }
+
+  void gpu_activity(const std::string& cat, std::int64_t start, std::int64_t end) {
+    const auto& e = event_;
+    const auto device = e.args.device ? e.args.device : e.pid;
+    const auto stream = e.args.stream ? e.args.stream : e.tid;
+    if (!device || !stream || *device < 0 || *device > 1 << 20) {
+      out_.skip("malformed_event");
+      return;
+    }
+    GpuActivity a;
+    a.start = start;
+    a.end = end;
+    a.device = static_cast<std::int32_t>(*device);
+    a.stream = *stream;
+    a.correlation = e.args.correlation.value_or(0);
+    if (cat == "kernel") {
+      a.type = ActivityType::kKernel;
+      a.name = out_.intern(e.name);
+      if (e.args.grid.size() == 3 && e.args.block.size() == 3) {
+        for (std::size_t i = 0; i < 3; ++i) {
+          a.launch[i] = static_cast<std::int32_t>(e.args.grid[i]);
+          a.launch[3 + i] = static_cast<std::int32_t>(e.args.block[i]);
+        }
+        a.registers = static_cast<std::int32_t>(e.args.registers.value_or(-1));
+        a.shared = static_cast<std::int32_t>(e.args.shared.value_or(-1));
+      }
+      if (!e.args.collective.empty()) {
+        Collective c;
+        c.name = e.args.collective;
+        c.in_nelems = e.args.in_nelems.value_or(-1);
+        c.out_nelems = e.args.out_nelems.value_or(-1);
+        c.group_size = static_cast<std::int32_t>(e.args.group_size.value_or(-1));
+        c.dtype = e.args.dtype;
+        c.group_ranks = e.args.pg_ranks;
+        c.process_group = e.args.pg_name;
+        if (!e.args.pg_desc.empty())
+          c.process_group += c.process_group.empty() ? e.args.pg_desc : " (" + e.args.pg_desc + ")";
+        c.in_splits = e.args.in_splits;
+        c.out_splits = e.args.out_splits;
+        a.collective = static_cast<std::int32_t>(out_.collectives.size());
+        out_.collectives.push_back(std::move(c));
+      }
+    } else if (cat.find("memcpy") != std::string::npos) {
+      a.type = ActivityType::kMemcpy;
+      a.bytes = e.args.bytes.value_or(0);
+      parse_memcpy_name(e.name, a);
+    } else {
+      a.type = ActivityType::kMemset;
+      a.bytes = e.args.bytes.value_or(0);
+    }
+    out_.gpu.push_back(a);
+  }
+
+  // profile_memory=True: "[memory]" instant events, Bytes > 0 an allocation,
+  // < 0 a free; Device Type 1 is CUDA (0 CPU, whose memory we do not track).
+  void memory_event() {
+    const auto& a = event_.args;
+    if (!a.mem_bytes || a.mem_device_type.value_or(-1) != 1) {
+      out_.skip(a.mem_device_type.value_or(-1) == 0 ? "cpu_memory_event" : "malformed_event");
+      return;
+    }
+    MemoryEvent m;
+    m.ts = *event_.ts_ns;
+    m.bytes = *a.mem_bytes;
+    m.address = a.mem_addr.value_or(0);
+    out_.memory.push_back(m);
+  }
+
+  ParsedFile& out_;
+  GzipInput& in_;
+  TraceBuilder& builder_;
+  std::string label_;
+  std::vector<Role> frames_;
+  std::string key_;
+  RawEvent event_;
+  DeviceProps device_;
+  std::vector<std::int64_t>* array_ = nullptr;
+  std::string error_;
+  std::int64_t events_ = 0;
+};
+
+ParsedFile parse(const std::string& path, TraceBuilder& builder) {
+  ParsedFile out;
+  GzipInput input(path);
+  std::istream stream(&input);
+  Handler handler(out, input, builder, file_name(path));
+  bool ok = false;
+  try {
+    ok = nlohmann::json::sax_parse(stream, &handler);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path + ": invalid JSON (" + std::string(e.what()) + ")");
+  }
+  if (!ok) throw Error(path + ": " + (handler.error().empty() ? "invalid JSON" : handler.error()));
+  if (input.bytes_out() == 0) throw Error(path + ": empty file, not a Chrome/Kineto trace");
+  if (!out.has_trace_events)
+    throw Error(path + ": JSON without traceEvents, not a Chrome/Kineto trace");
+  return out;
+}
+
+struct FlowKey {
+  std::int64_t pid, tid, ts;
+  bool operator==(const FlowKey&) const = default;
+};
+struct FlowKeyHash {
+  std::size_t operator()(const FlowKey& k) const noexcept {
+    return std::hash<std::int64_t>{}(k.pid * 1000003 ^ k.tid * 7919 ^ k.ts);
+  }
+};
+
+void emit(ParsedFile& p, const std::string& path, std::size_t file_index, TraceBuilder& b) {
+  const std::string label = file_name(path);
+  if (p.rank && (*p.rank < 0 || *p.rank > (1 << 24)))
+    throw Error(path + ": distributedInfo has rank " + std::to_string(*p.rank) + ", out of range");
+  const int number = p.rank ? static_cast<int>(*p.rank) : static_cast<int>(file_index);
+  const RankId rank = b.add_rank(number, -1, "",
+                                 label + (p.rank ? " (distributedInfo rank)" : " (file order)"));
+  if (p.world_size && *p.world_size > 0 && *p.world_size <= (1 << 24))
+    b.note_world_size(static_cast<int>(*p.world_size));
+  const auto idx = std::to_string(file_index);
+  if (p.world_size) b.config("import.kineto.world_size." + idx, std::to_string(*p.world_size));
+  if (!p.backend.empty()) b.config("import.kineto.backend." + idx, p.backend);
+  if (!p.nccl_version.empty()) b.config("import.kineto.nccl_version." + idx, p.nccl_version);
+  b.config("import.kineto.base_time_ns." + idx, std::to_string(p.base_time_ns));
+
+  // Devices: those the file's GPU events ran on, described by deviceProperties.
+  std::map<std::int32_t, DeviceId> devices;
+  auto device = [&](std::int32_t id) {
+    auto it = devices.find(id);
+    if (it != devices.end()) return it->second;
+    instrument::DeviceRecord d;
+    d.name = "GPU " + std::to_string(id);
+    for (const auto& props : p.devices)
+      if (props.id == id) {
+        if (!props.name.empty()) d.name = props.name;
+        d.compute_major = props.major;
+        d.compute_minor = props.minor;
+        d.sm_count = props.sms;
+        d.memory_bytes = props.memory;
+      }
+    auto dev = b.add_device(d, path + "#gpu" + std::to_string(id));
+    devices.emplace(id, dev);
+    return dev;
+  };
+  if (p.gpu.empty() && p.devices.size() == 1)
+    b.set_default_device(rank, device(static_cast<std::int32_t>(p.devices.front().id)));
+
+  const auto base = p.base_time_ns;
+  auto shift = [&](std::int64_t t) {
+    std::int64_t out = 0;
+    if (__builtin_add_overflow(t, base, &out)) return t;
+    return out;
+  };
+
+  // Correlation ids from ac2g flows, for events whose args lack one.
+  std::unordered_map<FlowKey, std::int64_t, FlowKeyHash> flow_at;
+  const bool need_flows =
+      std::any_of(p.gpu.begin(), p.gpu.end(), [](const GpuActivity& a) { return a.correlation == 0; }) ||
+      std::any_of(p.api.begin(), p.api.end(), [](const ApiCall& a) { return a.correlation == 0; });
+  if (need_flows)
+    for (const auto& f : p.flows) flow_at.emplace(FlowKey{f.pid, f.tid, f.ts}, f.id);
+  auto flow_id = [&](std::int64_t pid, std::int64_t tid, std::int64_t ts) -> std::int64_t {
+    auto it = flow_at.find({pid, tid, ts});
+    return it == flow_at.end() ? 0 : it->second;
+  };
+
+  std::vector<StringId> names(p.strings.size());
+  std::vector<bool> named(p.strings.size(), false);
+  auto name = [&](std::int32_t i, bool kernel) {
+    const auto u = static_cast<std::size_t>(i);
+    if (!named[u]) {
+      names[u] = kernel ? b.kernel_name(p.strings[u]) : b.intern(p.strings[u]);
+      named[u] = true;
+    }
+    return names[u];
+  };
+
+  std::int64_t done = 0;
+  const auto total = static_cast<double>(p.gpu.size() + p.api.size() + p.ranges.size() + 1);
+  auto step = [&] {
+    if ((++done & 0x3FFF) == 0) b.progress("writing " + label, static_cast<double>(done) / total);
+  };
+
+  for (const auto& a : p.gpu) {
+    step();
+    const auto stream = b.stream(rank, device(a.device), a.stream);
+    const auto corr = a.correlation != 0 ? a.correlation : flow_id(a.device, a.stream, a.start);
+    if (a.type == ActivityType::kKernel) {
+      instrument::KernelRecord k;
+      k.rank = rank;
+      k.stream = stream;
+      k.start_ns = shift(a.start);
+      k.end_ns = shift(a.end);
+      k.name = name(a.name, true);
+      k.correlation_id = corr;
+      if (a.launch[0] >= 0) {
+        for (std::size_t i = 0; i < 3; ++i) {
+          k.grid[i] = a.launch[i];
+          k.block[i] = a.launch[3 + i];
+        }
+        k.registers = a.registers;
+        k.shared_bytes = a.shared;
+      }
+      b.add(k);
+      if (a.collective >= 0) {
+        const auto& c = p.collectives[static_cast<std::size_t>(a.collective)];
+        instrument::CollectiveRecord r;
+        r.rank = rank;
+        r.stream = stream;
+        r.start_ns = k.start_ns;
+        r.end_ns = k.end_ns;
+        r.correlation_id = corr;
+        r.name = c.name;
+        r.in_nelems = c.in_nelems;
+        r.out_nelems = c.out_nelems;
+        r.dtype = c.dtype;
+        r.group_size = c.group_size;
+        r.group_ranks = c.group_ranks;
+        r.process_group = c.process_group;
+        r.in_splits = c.in_splits;
+        r.out_splits = c.out_splits;
+        b.add(r);
+      }
+    } else if (a.type == ActivityType::kMemcpy) {
+      instrument::MemcpyRecord m;
+      m.rank = rank;
+      m.stream = stream;
+      m.start_ns = shift(a.start);
+      m.end_ns = shift(a.end);
+      m.bytes = a.bytes;
+      m.copy_kind = static_cast<schema::CopyKind>(a.copy_kind);
+      m.src_kind = static_cast<schema::MemoryKind>(a.src_kind);
+      m.dst_kind = static_cast<schema::MemoryKind>(a.dst_kind);
+      m.correlation_id = corr;
+      b.add(m);
+    } else {
+      instrument::MemsetRecord m;
+      m.rank = rank;
+      m.stream = stream;
+      m.start_ns = shift(a.start);
+      m.end_ns = shift(a.end);
+      m.bytes = a.bytes;
+      m.value.reset();  // Kineto does not record the value
+      m.correlation_id = corr;
+      b.add(m);
+    }
+  }
+  for (const auto& a : p.api) {
+    step();
+    instrument::ApiCallRecord r;
+    r.rank = rank;
+    r.thread_id = a.tid;
+    r.start_ns = shift(a.start);
+    r.end_ns = shift(a.end);
+    r.api = a.driver ? schema::ApiKind::kDriver : schema::ApiKind::kRuntime;
+    r.name = name(a.name, false);
+    r.correlation_id = a.correlation != 0 ? a.correlation : flow_id(a.pid, a.tid, a.start);
+    b.add(r);
+  }
+  const StringId domain = b.intern("pytorch");
+  for (const auto& a : p.ranges) {
+    step();
+    instrument::NvtxRangeRecord r;
+    r.rank = rank;
+    r.thread_id = a.tid;
+    r.start_ns = shift(a.start);
+    r.end_ns = shift(a.end);
+    r.domain = domain;
+    r.name = name(a.name, false);
+    r.category = a.category;
+    b.add(r);
+  }
+  for (const auto& m : p.memory) {
+    instrument::MemoryEventRecord r;
+    r.rank = rank;
+    r.ts_ns = shift(m.ts);
+    r.alloc = m.bytes > 0;
+    r.bytes = m.bytes < 0 ? -m.bytes : m.bytes;
+    r.address = static_cast<std::uint64_t>(m.address);
+    r.memory_kind = schema::MemoryKind::kDevice;
+    b.add(r);
+  }
+  for (const auto& [reason, n] : p.skipped) b.skip(reason, n);
+}
+
+}  // namespace
+
+void import_files(const std::vector<std::string>& paths, TraceBuilder& builder) {
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    auto parsed = parse(paths[i], builder);
+    emit(parsed, paths[i], i, builder);
+  }
+}
+
+}  // namespace moetrace::importers::kineto

@@ -1,0 +1,28 @@
+// PyTorch-profiler (Kineto) Chrome-trace JSON (.json or .json.gz) -> moetrace.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace moetrace::importers {
+
+class TraceBuilder;
+
+namespace kineto {
+
+// Imports every file (one rank each) into `builder`. Throws moetrace::Error
+// naming the file for invalid or truncated JSON or gzip data and for JSON that
+// is not a Chrome trace.
+void import_files(const std::vector<std::string>& paths, TraceBuilder& builder);
+
+// A JSON number of microseconds ("1682725898236567", "4458676522690.655",
+// "1.5e3") as integer nanoseconds, exactly where the text has at most three
+// decimals, rounded otherwise; nullopt where it does not fit in 64 bits.
+// Kineto timestamps need 19 significant digits in ns, more than a double holds.
+std::optional<std::int64_t> micros_to_ns(std::string_view text);
+
+}  // namespace kineto
+}  // namespace moetrace::importers

@@ -1,0 +1,288 @@
+// The Kineto (PyTorch profiler) importer on the HolisticTraceAnalysis traces
+// in ../shared/data (facts checked with `zcat FILE | python3 -c 'import json
+// ...'`, quoted beside each assertion) and on small hand-made JSON.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <cstring>
+
+#include "kineto/kineto_importer.h"
+#include "import_test_util.h"
+#include "moetrace/analyzer/breakdown.h"
+#include "moetrace/analyzer/trace.h"
+
+namespace moetrace::testing {
+namespace {
+
+using importers::import_traces;
+
+const std::string kNccl = "kineto/hta-nccl_data.json.gz";
+const std::string kRank0 = "kineto/hta-sampled_rank-0.json.gz";
+const std::string kRank1 = "kineto/hta-sampled_rank-1.json.gz";
+
+TEST(KinetoImporter, NcclData) {
+  const auto in = shared_data(kNccl);
+  MOETRACE_NEED_SHARED(in);
+  const auto out = temp_path("nccl.db");
+  const auto s = import_traces({in}, out);
+  EXPECT_EQ(s.format, importers::Format::kKineto);
+  // traceEvents: 2700 kernel, 960 gpu_memcpy (all "Memcpy DtoD"), 114
+  // gpu_memset, 8740 cuda_runtime, 14346 cpu_op + 42 user_annotation.
+  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM kernels"), 2700);
+  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM memcpy WHERE copy_kind = 8 AND src_kind = 1 AND dst_kind = 1"), 960);
+  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM memset WHERE value IS NULL"), 114);
+  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM api_calls"), 8740);
+  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM nvtx_ranges n JOIN strings d ON d.id = n.domain_id "
+                         "WHERE d.value = 'pytorch'"),
+            14388);
+  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM nvtx_ranges WHERE category = 2"), 42);
+  // Every GPU event has args.correlation, and each matches one cuda_runtime call.
+  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM kernels k JOIN api_calls a USING (correlation_id)"), 2700);
+  // 21 NCCL kernels on stream 40: 15 ncclKernel_AllReduce (Collective name
+  // "allreduce") and 6 ncclKernel_Broadcast ("broadcast").
+  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM kernels k JOIN strings s ON s.id = k.name_id "
+                         "WHERE s.value LIKE 'ncclKernel%'"),
+            21);
+  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM collectives WHERE name = 'allreduce'"), 15);
+  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM collectives WHERE name = 'broadcast'"), 6);
+  // correlation 60047: In/Out msg nelems 6637568, Group size 2, dtype Float.
+  EXPECT_EQ(sql_text(out, "SELECT in_nelems || ',' || out_nelems || ',' || group_size || ',' || dtype || ',' || "
+                          "group_ranks || ',' || process_group FROM collectives WHERE correlation_id = 60047"),
+            "6637568,6637568,2,Float,[0, 1],0 (default_pg)");
+  EXPECT_EQ(sql_text(out, "SELECT role FROM streams WHERE native_id = 40"), "comm");
+  EXPECT_EQ(sql_text(out, "SELECT role FROM streams WHERE native_id = 7"), "compute");
+  // First kernel: ts 4458676983543.183 us + baseTimeNanoseconds 1711964646000000000.
+  EXPECT_EQ(sql_int(out, "SELECT start_ns FROM kernels WHERE correlation_id = 57541"), 1716423322983543183LL);
+  EXPECT_EQ(sql_int(out, "SELECT end_ns - start_ns FROM kernels WHERE correlation_id = 57541"), 41407);
+  // distributedInfo: rank 0 of world_size 2; device 0 from deviceProperties.
+  EXPECT_EQ(sql_int(out, "SELECT world_size FROM run"), 2);
+  EXPECT_EQ(sql_text(out, "SELECT name || ',' || sm_count || ',' || memory_bytes FROM devices"),
+            "NVIDIA A100-PG509-200,108,42297524224");
+  // Skipped: 1086 fwdbwd flow events, 30 gpu_user_annotation, 1 "Trace" span, 2 instant events.
+  EXPECT_EQ(s.skipped.at("flow_fwdbwd"), 1086);
+  EXPECT_EQ(s.skipped.at("gpu_user_annotation"), 30);
+  EXPECT_EQ(config_value(out, "import.kineto.nccl_version.0"), "2.17.1");
+  // The analyzer sees all-reduce time and no all-to-all.
+  const auto t = analyzer::load_trace(out);
+  const auto b = analyzer::compute_breakdown(t);
+  ASSERT_EQ(b.ranks.size(), 1u);
+  EXPECT_GT(b.ranks[0].t.at(Category::kAllReduce), 0);
+  EXPECT_EQ(b.ranks[0].t.at(Category::kAllToAll), 0);
+}
+
+TEST(KinetoImporter, SampledRanksHaveAllToAll) {
+  const auto r0 = shared_data(kRank0), r1 = shared_data(kRank1);
+  MOETRACE_NEED_SHARED(r0);
+  MOETRACE_NEED_SHARED(r1);
+  const auto out = temp_path("sampled.db");
+  // Given in reverse order: ranks come from distributedInfo, not the order.
+  const auto s = import_traces({r1, r0}, out);
+  EXPECT_EQ(s.ranks, 2);
+  // distributedInfo: world_size 128 (two of its ranks sampled).
+  EXPECT_EQ(sql_int(out, "SELECT world_size FROM run"), 128);
+  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM kernels WHERE rank = 0"), 1154);
+  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM kernels WHERE rank = 1"), 1104);
+  EXPECT_EQ(config_value(out, "import.rank.0"), "hta-sampled_rank-0.json.gz (distributedInfo rank)");
+  // Streams: 7 and 23 compute, 25 only copies, 84 and 203 run ncclKernel_SendRecv.
+  for (int rank : {0, 1}) {
+    const auto where = " FROM streams WHERE rank = " + std::to_string(rank);
+    EXPECT_EQ(sql_text(out, "SELECT group_concat(native_id || ':' || role) FROM (SELECT native_id, role" + where +
+                                " ORDER BY native_id)"),
+              "7:compute,23:compute,25:copy,84:comm,203:comm");
+  }
+  // Copies of rank 0: 16 HtoD pageable->device, 8 HtoD pinned->device, 8 DtoH, 8 DtoD.
+  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM memcpy WHERE rank = 0 AND copy_kind = 1 AND src_kind = 4"), 16);
+  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM memcpy WHERE rank = 0 AND copy_kind = 1 AND src_kind = 2"), 8);
+  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM memcpy WHERE rank = 0 AND copy_kind = 2"), 8);
+  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM memcpy WHERE rank = 0 AND copy_kind = 8"), 8);
+  // First kernel of rank 0: ts 1682725898082228 us (no base time), correlation 6935929.
+  EXPECT_EQ(sql_int(out, "SELECT start_ns FROM kernels WHERE rank = 0 AND correlation_id = 6935929"),
+            1682725898082228000LL);
+  // The breakdown: all-to-all time is the union of the SendRecv kernels,
+  // 396199000 ns on rank 0 and 379053000 ns on rank 1 (computed in Python).
+  const auto t = analyzer::load_trace(out);
+  const auto b = analyzer::compute_breakdown(t);
+  ASSERT_EQ(b.ranks.size(), 2u);
+  EXPECT_FALSE(b.has_op_ranges);
+  EXPECT_EQ(b.ranks[0].t.at(Category::kAllToAll), 396199000);
+  EXPECT_EQ(b.ranks[1].t.at(Category::kAllToAll), 379053000);
+}
+
+// --- hand-made JSON -----------------------------------------------------------
+
+// One of everything the importer maps, in the order Kineto does not promise:
+// distributedInfo after the events.
+const char* kSmallTrace = R"json({
+  "schemaVersion": 1,
+  "deviceProperties": [{"id": 0, "name": "Test GPU", "totalGlobalMem": 1000, "computeMajor": 9,
+                        "computeMinor": 0, "numSms": 132}],
+  "traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 10, "tid": 11, "ts": 100.5, "dur": 50},
+    {"ph": "X", "cat": "user_annotation", "name": "## forward ##", "pid": 10, "tid": 11, "ts": 90, "dur": 200},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 11, "ts": 110, "dur": 5,
+     "args": {"correlation": 7, "cbid": 211}},
+    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 120.001, "dur": 10.5,
+     "args": {"device": 0, "stream": 7, "correlation": 7, "grid": [4, 2, 1], "block": [128, 1, 1],
+              "registers per thread": 64, "shared memory": 1024}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 11, "ts": 140, "dur": 5,
+     "args": {"correlation": 8}},
+    {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllToAll(ncclDevComm*)", "pid": 0, "tid": 9,
+     "ts": 150, "dur": 20, "args": {"device": 0, "stream": 9, "correlation": 8, "Collective name": "all_to_all",
+     "In msg nelems": 64, "Out msg nelems": 64, "Group size": 2, "dtype": "Float",
+     "In split size": "[32, 32]", "Out split size": "[32, 32]", "Process Group Ranks": "[0, 1]"}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 10, "tid": 11, "ts": 180, "dur": 2},
+    {"ph": "s", "id": 9, "pid": 10, "tid": 11, "ts": 180, "cat": "ac2g", "name": "ac2g"},
+    {"ph": "f", "id": 9, "pid": 0, "tid": 5, "ts": 185, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "pid": 0, "tid": 5, "ts": 185,
+     "dur": 0, "args": {"device": 0, "stream": 5, "bytes": 4096}},
+    {"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "pid": 0, "tid": 5, "ts": 190, "dur": 1,
+     "args": {"device": 0, "stream": 5, "correlation": 11, "bytes": 8}},
+    {"ph": "i", "s": "t", "name": "[memory]", "pid": 10, "tid": 11, "ts": 95,
+     "args": {"Device Type": 1, "Device Id": 0, "Addr": 4096, "Bytes": 512, "Total Allocated": 512}},
+    {"ph": "i", "s": "t", "name": "[memory]", "pid": 10, "tid": 11, "ts": 250,
+     "args": {"Device Type": 1, "Device Id": 0, "Addr": 4096, "Bytes": -512, "Total Allocated": 0}},
+    {"ph": "i", "s": "t", "name": "[memory]", "pid": 10, "tid": 11, "ts": 251,
+     "args": {"Device Type": 0, "Device Id": -1, "Addr": 8, "Bytes": 64}},
+    {"ph": "X", "cat": "gpu_user_annotation", "name": "## forward ##", "pid": 0, "tid": 7, "ts": 120, "dur": 10},
+    {"ph": "X", "cat": "kernel", "name": "backwards", "pid": 0, "tid": 7, "ts": 300, "dur": -5,
+     "args": {"correlation": 12}},
+    {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7 "}},
+    {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler",
+     "ts": 0, "dur": 400}
+  ],
+  "distributedInfo": {"backend": "nccl", "rank": 3, "world_size": 4},
+  "baseTimeNanoseconds": 1000000000
+})json";
+
+TEST(KinetoImporter, HandMadeTrace) {
+  const auto in = temp_path("small.json"), out = temp_path("small.db");
+  write_file(in, kSmallTrace);
+  const auto s = import_traces({in}, out);
+  EXPECT_EQ(sql_int(out, "SELECT rank FROM ranks"), 3);
+  EXPECT_EQ(sql_int(out, "SELECT world_size FROM run"), 4);
+  // Times: base 1 s + ts in us, exact to the ns.
+  EXPECT_EQ(sql_int(out, "SELECT start_ns FROM kernels WHERE correlation_id = 7"), 1000120001);
+  EXPECT_EQ(sql_int(out, "SELECT end_ns FROM kernels WHERE correlation_id = 7"), 1000130501);
+  EXPECT_EQ(sql_int(out, "SELECT start_ns FROM nvtx_ranges n JOIN strings s ON s.id = n.name_id "
+                         "WHERE s.value = 'aten::mm'"),
+            1000100500);
+  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM kernels k JOIN launch_configs l ON l.id = k.launch_id "
+                         "WHERE grid_x = 4 AND grid_y = 2 AND block_x = 128 AND registers = 64 AND shared_bytes = 1024"),
+            1);
+  // The kernel with a negative duration is dropped and counted.
+  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM kernels"), 2);
+  EXPECT_EQ(s.skipped.at("negative_duration"), 1);
+  // NCCL args kept in collectives; the kernel makes its stream comm.
+  EXPECT_EQ(sql_text(out, "SELECT name || ' ' || in_splits || ' ' || group_size FROM collectives"),
+            "all_to_all [32, 32] 2");
+  EXPECT_EQ(sql_text(out, "SELECT role FROM streams WHERE native_id = 9"), "comm");
+  EXPECT_EQ(sql_text(out, "SELECT role FROM streams WHERE native_id = 5"), "copy");
+  // The copy has no args.correlation: the ac2g flow (id 9) gives it, and the
+  // cudaMemcpyAsync at the flow's start gets the same id.
+  EXPECT_EQ(sql_int(out, "SELECT correlation_id FROM memcpy"), 9);
+  EXPECT_EQ(sql_int(out, "SELECT correlation_id FROM api_calls a JOIN strings s ON s.id = a.name_id "
+                         "WHERE s.value = 'cudaMemcpyAsync'"),
+            9);
+  // Zero-length copy kept.
+  EXPECT_EQ(sql_int(out, "SELECT end_ns - start_ns FROM memcpy"), 0);
+  EXPECT_EQ(sql_int(out, "SELECT copy_kind * 100 + src_kind * 10 + dst_kind FROM memcpy"), 121);
+  // [memory]: a CUDA allocation and its free; the CPU one is counted.
+  EXPECT_EQ(sql_text(out, "SELECT group_concat(kind || ':' || bytes) FROM memory_events"), "1:512,0:512");
+  EXPECT_EQ(s.skipped.at("cpu_memory_event"), 1);
+  EXPECT_EQ(s.skipped.at("gpu_user_annotation"), 1);
+  EXPECT_EQ(s.skipped.at("trace"), 1);
+  EXPECT_EQ(sql_text(out, "SELECT name || ',' || sm_count FROM devices"), "Test GPU,132");
+  // The analyzer reads it and finds the all-to-all kernel.
+  const auto t = analyzer::load_trace(out);
+  EXPECT_EQ(analyzer::compute_breakdown(t).ranks.at(0).t.at(Category::kAllToAll), 20000);
+}
+
+TEST(KinetoImporter, BareEventArrayAndFileOrderRanks) {
+  const auto a = temp_path("bare-a.json"), b = temp_path("bare-b.json"), out = temp_path("bare.db");
+  const std::string events =
+      R"([{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2, "args": {"correlation": 1}}])";
+  write_file(a, events);
+  write_file(b, events);
+  const auto s = import_traces({a, b}, out);
+  EXPECT_EQ(s.ranks, 2);
+  EXPECT_EQ(config_value(out, "import.rank.1"), "bare-b.json (file order)");
+  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM kernels WHERE rank = 1"), 1);
+}
+
+TEST(KinetoImporter, Gzipped) {
+  const auto in = temp_path("small.json.gz"), out = temp_path("small-gz.db");
+  gzFile f = gzopen(in.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  gzwrite(f, kSmallTrace, static_cast<unsigned>(std::strlen(kSmallTrace)));
+  gzclose(f);
+  EXPECT_EQ(importers::detect_format(in), importers::Format::kKineto);
+  import_traces({in}, out);
+  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM kernels"), 2);
+}
+
+std::string one_line(const std::string& msg) {
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  return msg;
+}
+
+TEST(KinetoImporter, BadInputGetsOneLine) {
+  const auto truncated = temp_path("truncated.json");
+  write_file(truncated, std::string(kSmallTrace).substr(0, 700));
+  const auto msg = one_line(import_error({truncated}));
+  EXPECT_EQ(msg.rfind(truncated + ": invalid JSON at byte 70", 0), 0u) << msg;
+  EXPECT_NE(msg.find("(truncated file?)"), std::string::npos) << msg;
+
+  const auto garbage = temp_path("garbage.json");
+  write_file(garbage, "{\"traceEvents\": [1, 2,, 3]}");
+  EXPECT_EQ(one_line(import_error({garbage})).rfind(garbage + ": invalid JSON at byte 23: ", 0), 0u);
+
+  const auto not_trace = temp_path("config.json");
+  write_file(not_trace, R"({"lr": 0.1, "layers": [1, 2]})");
+  EXPECT_EQ(import_error({not_trace}), not_trace + ": JSON without traceEvents, not a Chrome/Kineto trace");
+
+  const auto empty_events = temp_path("no-events.json");
+  write_file(empty_events, R"({"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1}]})");
+  EXPECT_EQ(import_error({empty_events}),
+            empty_events + ": no events to import (no kernels, copies, API calls or ranges)");
+
+  // A gzip stream cut in half.
+  const auto gz = temp_path("cut.json.gz");
+  {
+    std::string big = "{\"traceEvents\": [";
+    for (int i = 0; i < 20000; ++i)
+      big += "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k" + std::to_string(i) +
+             "\", \"pid\": 0, \"tid\": 7, \"ts\": " + std::to_string(i * 10) + ", \"dur\": 5},";
+    big += "{}]}";
+    gzFile f = gzopen(gz.c_str(), "wb");
+    gzwrite(f, big.data(), static_cast<unsigned>(big.size()));
+    gzclose(f);
+    std::filesystem::resize_file(gz, std::filesystem::file_size(gz) / 2);
+  }
+  EXPECT_EQ(import_error({gz}), gz + ": the gzip data is truncated (unexpected end of file)");
+
+  const auto dup_a = temp_path("dup-a.json"), dup_b = temp_path("dup-b.json");
+  write_file(dup_a, kSmallTrace);
+  write_file(dup_b, kSmallTrace);
+  EXPECT_EQ(import_error({dup_a, dup_b}),
+            "dup-b.json (distributedInfo rank): rank 3 is also dup-a.json (distributedInfo rank); each input "
+            "must be a different rank");
+}
+
+TEST(KinetoImporter, MicrosToNs) {
+  using importers::kineto::micros_to_ns;
+  EXPECT_EQ(micros_to_ns("1682725898236567"), 1682725898236567000LL);
+  EXPECT_EQ(micros_to_ns("4458676522690.655"), 4458676522690655LL);
+  EXPECT_EQ(micros_to_ns("0.0005"), 1);     // rounds half up
+  EXPECT_EQ(micros_to_ns("0.0004"), 0);
+  EXPECT_EQ(micros_to_ns("1.5e3"), 1500000);
+  EXPECT_EQ(micros_to_ns("2E-3"), 2);
+  EXPECT_EQ(micros_to_ns("-1.25"), -1250);
+  EXPECT_EQ(micros_to_ns("9223372036854775.807"), INT64_MAX);
+  EXPECT_EQ(micros_to_ns("9223372036854775.808"), std::nullopt);
+  EXPECT_EQ(micros_to_ns("1e400"), std::nullopt);
+  EXPECT_EQ(micros_to_ns("12x"), std::nullopt);
+  EXPECT_EQ(micros_to_ns(""), std::nullopt);
+}
+
+}  // namespace
+}  // namespace moetrace::testing
