@@ -150,6 +150,8 @@ std::int64_t parse_int(std::string_view s, std::int64_t dflt) {
   return ec == std::errc() && p == s.data() + s.size() ? v : dflt;
 }
 
+struct Group;
+
 struct OpSample {
   std::size_t op;
   Class cls;
@@ -157,6 +159,8 @@ struct OpSample {
   double seconds;   // GPU time
   bool lone;
   int overlapped_by = -1;  // kComp/kComm/kMem, 3 = all, -1 = neither
+  const Group* group = nullptr;  // the fit group it belongs to
+  double launches = 1;           // the simulator's GEMM count (compute)
 };
 
 struct Group {
@@ -365,6 +369,7 @@ CostModel fit_cost_model(const Trace& trace) {
       // One point per collective instance, gathered below.
       auto& inst = instances[key_of(op)];
       inst.group = &collectives[{std::string(ck), group}];
+      samples.back().group = inst.group;
       inst.kind = kind;
       inst.max_bytes = std::max(inst.max_bytes, work);
       inst.min_seconds = std::min(inst.min_seconds, s.seconds);
@@ -374,6 +379,8 @@ CostModel fit_cost_model(const Trace& trace) {
     if (!g) continue;
     g->kinds.insert(kind);
     const double launches = sim_launches(op.kind, op.phase);
+    samples.back().group = g;
+    samples.back().launches = launches;
     g->x.push_back(work);
     g->t.push_back(s.seconds);
     g->l.push_back(launches);
@@ -395,16 +402,29 @@ CostModel fit_cost_model(const Trace& trace) {
       g.lone_l.push_back(1);
     }
   }
-  for (auto& [key, g] : compute) model.compute.push_back(make_fit("compute", key.first, 1, key.second, g));
+  std::map<const Group*, CostModelFit> fit_of;
+  for (auto& [key, g] : compute) model.compute.push_back(fit_of[&g] = make_fit("compute", key.first, 1, key.second, g));
   for (auto& [key, g] : collectives)
-    model.collectives.push_back(make_fit("collective", key.first, key.second, "bytes", g));
-  for (auto& [kind, g] : copies) model.copies.push_back(make_fit("copy", kind, 1, "bytes", g));
+    model.collectives.push_back(fit_of[&g] = make_fit("collective", key.first, key.second, "bytes", g));
+  for (auto& [kind, g] : copies) model.copies.push_back(fit_of[&g] = make_fit("copy", kind, 1, "bytes", g));
+  // What an overlapped op would have taken alone, by its group's fit of lone
+  // ops where there is one (startups included, so ops of another size than
+  // the lone ones compare fairly); < 0: none.
+  auto alone_seconds = [&](const OpSample& s) {
+    auto it = s.group ? fit_of.find(s.group) : fit_of.end();
+    if (it == fit_of.end() || it->second.sample != "lone" || it->second.fit.method != "least_squares") return -1.0;
+    const auto& f = it->second;
+    if (f.subject == "compute" && f.launch_fit.usable)
+      return s.launches * f.launch_fit.alpha_per_launch + f.launch_fit.beta * s.work;
+    return f.fit.predict(s.work);
+  };
 
   // Interference: per target class and interferer, per op kind rate ratios.
   for (int c = 0; c < 3; ++c)
     for (int x = 0; x < 4; ++x) {
       std::map<OpKind, std::array<double, 4>> rates;  // lone time, lone work, overlapped time, work
-      std::map<OpKind, int> lone_n, over_n;
+      std::map<OpKind, std::array<double, 2>> modelled;  // overlapped: time alone by the fit, time
+      std::map<OpKind, int> lone_n, over_n, modelled_n;
       for (const auto& s : samples) {
         if (s.cls != c || s.work <= 0) continue;
         const auto k = ops[s.op].kind;
@@ -416,6 +436,11 @@ CostModel fit_cost_model(const Trace& trace) {
           rates[k][2] += s.seconds;
           rates[k][3] += s.work;
           ++over_n[k];
+          if (const double alone = alone_seconds(s); alone > 0) {
+            modelled[k][0] += alone;
+            modelled[k][1] += s.seconds;
+            ++modelled_n[k];
+          }
         }
       }
       InterferenceFactor f;
@@ -426,7 +451,11 @@ CostModel fit_cost_model(const Trace& trace) {
       for (const auto& [k, r] : rates) {
         if (lone_n[k] == 0 || over_n[k] == 0 || r[2] <= 0) continue;
         const double lone_rate = r[0] / r[1], over_rate = r[2] / r[3];
-        weighted += over_n[k] * (lone_rate / over_rate);
+        // Every overlapped op of the kind has a time-alone from a lone fit:
+        // compare with that (a pooled rate counts startups as throughput,
+        // which biases the factor when the sizes differ); else the rates.
+        const bool by_fit = modelled_n[k] == over_n[k] && modelled[k][1] > 0;
+        weighted += over_n[k] * (by_fit ? modelled[k][0] / modelled[k][1] : lone_rate / over_rate);
         f.lone_ops += lone_n[k];
         f.overlapped_ops += over_n[k];
       }

@@ -10,7 +10,9 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <tuple>
 
+#include "moetrace/analyzer/cost_model.h"
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/plan/calibration.h"
 #include "moetrace/plan/validate.h"
@@ -209,6 +211,61 @@ TEST(Calibration, FitsOfTheSimulatedTraceRecoverTheModel) {
   for (const auto& [key, value] : want) {
     ASSERT_FALSE(ratio[key].empty()) << "no clean sample of target " << key.first << " under " << key.second;
     for (double v : ratio[key]) EXPECT_NEAR(v, value, 1e-9) << key.first << " under " << key.second;
+  }
+}
+
+// The same round trip through the analyzer's fitter (`moetrace fit`):
+// alpha/beta per op kind and group size come back, and the interference
+// factors within 5 % (an op half overlapped counts as overlapped, which
+// dilutes the factor of the long ops of the pairs a little).
+TEST(Calibration, MoetraceFitRecoversTheModel) {
+  const CostModel model = model_with_interference();
+  plan::CalibrationConfig c = small_config();
+  const auto& ffn = model.compute_cost(OpKind::kExpertFfn);
+  const auto a2a8 = model.collective(plan::CollectiveKind::kAllToAllV).at(8);
+  c.estimates = {ffn.alpha_s, ffn.seconds_per_flop, a2a8.alpha_s, a2a8.beta_s, model.copy_d2h.alpha_s,
+                 model.copy_d2h.beta_s};
+  const plan::Plan p = plan::build_calibration(c);
+  const auto path = moetrace::testing::temp_path("calibration_fit.db");
+  write_trace(path, p, model, simulate(p, model));
+  const analyzer::Trace t = analyzer::load_trace(path);
+  std::filesystem::remove(path);
+  const analyzer::CostModel fits = analyzer::fit_cost_model(t);
+
+  const auto* gemm = fits.find_compute("expert_ffn");
+  ASSERT_NE(gemm, nullptr);
+  EXPECT_EQ(gemm->sample, "lone");
+  ASSERT_TRUE(gemm->launch_fit.usable);
+  EXPECT_NEAR(gemm->launch_fit.alpha_per_launch, ffn.alpha_s, 1e-3 * ffn.alpha_s);
+  EXPECT_NEAR(gemm->launch_fit.beta, ffn.seconds_per_flop, 1e-4 * ffn.seconds_per_flop);
+  for (int g : {2, 4, 8}) {
+    for (auto [kind, ck] : {std::pair{"all_to_all", plan::CollectiveKind::kAllToAllV},
+                            std::pair{"all_reduce", plan::CollectiveKind::kAllReduce}}) {
+      const auto* f = fits.find_collective(kind, g);
+      ASSERT_NE(f, nullptr) << kind << " P=" << g;
+      EXPECT_EQ(f->fit.method, "least_squares");
+      const auto want = model.collective(ck).at(g);
+      EXPECT_NEAR(f->fit.alpha, want.alpha_s, 1e-3 * want.alpha_s) << kind << " P=" << g;
+      EXPECT_NEAR(f->fit.beta, want.beta_s, 1e-4 * want.beta_s) << kind << " P=" << g;
+      EXPECT_GT(f->fit.r2, 0.9999);
+    }
+  }
+  for (auto [kind, want] : {std::pair{"offload", model.copy_d2h}, std::pair{"prefetch", model.copy_h2d}}) {
+    const analyzer::CostModelFit* f = nullptr;
+    for (const auto& x : fits.copies)
+      if (x.kind == kind) f = &x;
+    ASSERT_NE(f, nullptr) << kind;
+    EXPECT_NEAR(f->fit.alpha, want.alpha_s, 1e-3 * want.alpha_s) << kind;
+    EXPECT_NEAR(f->fit.beta, want.beta_s, 1e-4 * want.beta_s) << kind;
+  }
+  const auto& x = model.interference;
+  for (auto [factor, interferer, want] :
+       {std::tuple{"sigma", "comm", x.sigma_comm}, std::tuple{"sigma", "mem", x.sigma_mem},
+        std::tuple{"mu", "comp", x.mu_comp}, std::tuple{"mu", "mem", x.mu_mem},
+        std::tuple{"eta", "comp", x.eta_comp}, std::tuple{"eta", "comm", x.eta_comm}}) {
+    const auto* f = fits.find_factor(factor, interferer);
+    ASSERT_NE(f, nullptr) << factor << "_" << interferer;
+    EXPECT_NEAR(f->value, want, 0.05 * want) << factor << "_" << interferer;
   }
 }
 

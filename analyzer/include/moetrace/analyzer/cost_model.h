@@ -46,10 +46,13 @@
 //   or all: the two other classes at once). An op is "overlapped by x" when
 //   ops of class x ran during at least half of it and no other class during
 //   more than 1 % of it ("all": both other classes during at least half).
-//   Per op kind, factor = (lone time / lone work) / (overlapped time /
-//   overlapped work), work being FLOPs or bytes; kinds are averaged weighted
-//   by their overlapped ops. 1 means no slowdown; an op 1.5x slower when
-//   overlapped gives 1/1.5.
+//   Per op kind, factor = (time alone) / (overlapped time), summed over its
+//   overlapped ops, where time alone is the prediction of the lone fit of
+//   the op's group (startups included: ops of other sizes compare fairly;
+//   where every overlapped op of the kind has one), else (lone time / lone
+//   work) / (overlapped time / overlapped work), work being FLOPs or bytes;
+//   kinds are averaged weighted by their overlapped ops. 1 means no
+//   slowdown; an op 1.5x slower when overlapped gives 1/1.5.
 #pragma once
 
 #include <cstdint>
