@@ -379,6 +379,12 @@ void advise_pipeline(const Trace& trace, const RecommendOptions& o, const Hardwa
         if (r == a.current_r && res.ok) a.predicted_current_s = res.layer_s();
     }
   }
+  a.best_r = a.recommended_r;
+  const double layer = L.measured_layer_s > 0 ? L.measured_layer_s : a.predicted_current_s;
+  if (a.recommended_r != a.current_r && layer > 0 && (a.predicted_current_s - a.predicted_s) < o.min_gain * layer) {
+    a.recommended_r = a.current_r;
+    a.predicted_s = a.predicted_current_s;
+  }
 }
 
 void advise_memory(const Trace& trace, const RecommendOptions& o, const HardwareModelInfo& hw, std::int64_t peak,
@@ -504,7 +510,7 @@ double layer_time(const LayerRecommendation& L, double model_time) {
   return L.measured_layer_s > 0 ? L.measured_layer_s : model_time;
 }
 
-RecommendationItem pipeline_item(const LayerRecommendation& L, const HardwareModelInfo& hw) {
+RecommendationItem pipeline_item(const LayerRecommendation& L, const HardwareModelInfo& hw, double min_gain) {
   const auto& a = L.pipeline;
   RecommendationItem it;
   it.layer = L.layer;
@@ -518,6 +524,7 @@ RecommendationItem pipeline_item(const LayerRecommendation& L, const HardwareMod
   const char* sym = mp ? "n" : "r";
   it.change = a.recommended_r != a.current_r;
   it.action = it.change ? fmt::format("{} = {}", sym, a.recommended_r) : fmt::format("keep {} = {}", sym, a.current_r);
+  const bool below_threshold = a.best_r != a.recommended_r;
   const auto& f = a.choice.forward;
   const PipelineTerms& t = a.terms.forward;
   std::string e = fmt::format(
@@ -539,6 +546,8 @@ RecommendationItem pipeline_item(const LayerRecommendation& L, const HardwareMod
     e += ".";
   }
   if (L.measured_layer_s > 0) e += fmt::format(" Measured MoE-layer time {} per iteration.", ms(L.measured_layer_s));
+  if (below_threshold)
+    e += fmt::format(" The best r = {} would save less than the {} threshold: kept.", a.best_r, pct(min_gain));
   if (a.measured) {
     std::string ranges;
     for (const auto& r : a.measured->ranges)
@@ -601,7 +610,7 @@ RecommendationItem memory_item(const LayerRecommendation& L) {
   return it;
 }
 
-RecommendationItem placement_item(const LayerRecommendation& L) {
+RecommendationItem placement_item(const LayerRecommendation& L, double min_gain) {
   const auto& a = L.placement;
   RecommendationItem it;
   it.layer = L.layer;
@@ -620,6 +629,9 @@ RecommendationItem placement_item(const LayerRecommendation& L) {
     return sx == sy && x.replicas == y.replicas;
   };
   it.change = a.has_current ? !same(p.placement, a.current) : !p.placement.selected.empty();
+  const double model_gain = a.current_estimate.total > 0 ? (a.current_estimate.total - p.after.total) / a.current_estimate.total : 0.0;
+  const bool below_threshold = it.change && model_gain < min_gain;
+  if (below_threshold) it.change = false;
   if (!it.change) {
     it.action = a.has_current ? "keep the trace's placement" : "keep the home placement";
   } else {
@@ -661,17 +673,18 @@ RecommendationItem placement_item(const LayerRecommendation& L) {
   if (a.simulated_home.ok && a.simulated_placed.ok)
     e += fmt::format(" Simulated MoE layer with the measured load: DPMoE {} vs Pro-Prophet (n = {}, unscheduled) {}.",
                      ms(a.simulated_home.layer_s()), p.n, ms(a.simulated_placed.layer_s()));
+  if (below_threshold)
+    e += fmt::format(" The planned placement would save {} by Eq. 8, below the {} threshold: kept.", pct(model_gain),
+                     pct(min_gain));
   it.evidence = e;
   // Eq. 6/8 leave out startups and the rest of the layer: their relative
   // saving, not their seconds, is the prediction.
-  it.predicted_gain = it.change && a.current_estimate.total > 0
-                          ? (a.current_estimate.total - p.after.total) / a.current_estimate.total
-                          : 0.0;
+  it.predicted_gain = it.change ? model_gain : 0.0;
   it.gain_known = true;
   return it;
 }
 
-RecommendationItem layout_item(const LayerRecommendation& L) {
+RecommendationItem layout_item(const LayerRecommendation& L, double min_gain) {
   const auto& a = L.layout;
   RecommendationItem it;
   it.layer = L.layer;
@@ -682,8 +695,8 @@ RecommendationItem layout_item(const LayerRecommendation& L) {
     return it;
   }
   const auto& c = a.comparison;
-  it.change = c.ppmoe_better;
-  it.action = c.ppmoe_better ? fmt::format("PPMoE layout (experts over tensor-parallel groups of {})", a.tensor_parallel)
+  it.change = c.ppmoe_better && c.gain >= min_gain;
+  it.action = it.change ? fmt::format("PPMoE layout (experts over tensor-parallel groups of {})", a.tensor_parallel)
                              : "keep expert parallelism";
   it.evidence = fmt::format(
       "ppmoe Eq. 2: t_a2a / t_FFN = {:.3g} (F = {:.3g} TFLOP/s, B = {:.3g} GB/s from the all-to-all at P = {}); Eq. 5: "
@@ -766,10 +779,10 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
     advise_memory(trace, o, out.hardware, peak, L);
     advise_placement(trace, o, out.hardware, meas, L);
     advise_layout(trace, o, out.hardware, L);
-    out.items.push_back(pipeline_item(L, out.hardware));
+    out.items.push_back(pipeline_item(L, out.hardware, o.min_gain));
     out.items.push_back(memory_item(L));
-    out.items.push_back(placement_item(L));
-    out.items.push_back(layout_item(L));
+    out.items.push_back(placement_item(L, o.min_gain));
+    out.items.push_back(layout_item(L, o.min_gain));
     out.layers.push_back(std::move(L));
   }
   progress("recommending", 1.0);

@@ -63,6 +63,7 @@ json pipeline_json(const PipelineDegreeAdvice& a) {
             {"variant", a.variant},
             {"current_r", a.current_r},
             {"recommended_r", a.recommended_r},
+            {"best_r", a.best_r},
             {"basis", a.basis},
             {"predicted_current_s", a.predicted_current_s},
             {"predicted_s", a.predicted_s},

@@ -348,13 +348,17 @@ Section recommendations_section(const Analyses& a) {
     return rec;
   }
   Table t{{"layer", "subject", "action", "predicted gain"}, {}};
+  // Long actions (placements) are cut in the table; the paragraphs below
+  // give them whole with their evidence.
+  auto cut = [](const std::string& action) { return action.size() <= 60 ? action : action.substr(0, 57) + "..."; };
   for (const auto& it : r.items)
-    t.rows.push_back({std::to_string(it.layer), it.subject, it.action,
+    t.rows.push_back({std::to_string(it.layer), it.subject, cut(it.action),
                       it.gain_known ? fmt::format("{:+.1f}%", 100.0 * it.predicted_gain) : "-"});
   rec.table("Per MoE layer (predicted gain: share of the layer's time per iteration saved; negative: the change "
             "costs time):",
             std::move(t));
-  for (const auto& it : r.items) rec.para(fmt::format("layer {}, {}: {}", it.layer, it.subject, it.evidence));
+  for (const auto& it : r.items)
+    rec.para(fmt::format("layer {}, {}: {}. {}", it.layer, it.subject, it.action, it.evidence));
   return rec;
 }
 

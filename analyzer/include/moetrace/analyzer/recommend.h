@@ -74,6 +74,10 @@ struct RecommendOptions {
   bool simulate = true;                      // run the what-ifs
   int max_simulated_ranks = 256;             // above: no what-ifs (their cost grows with P^2)
   double pro_prophet_alpha = 0.25;           // Eq. 7
+  // A pipeline degree, placement or layout change predicted to save less
+  // than this share of the layer's time is not recommended (noise of the
+  // models; every change has a cost of its own).
+  double min_gain = 0.01;
   // Further traces of the same model at other granularities or token counts
   // (mpipemoe's range search, its Algorithm 1).
   std::vector<const Trace*> other_runs;
@@ -98,7 +102,9 @@ struct PipelineDegreeAdvice {
   // What-ifs: r -> simulated layer (pipeline window, forward + backward).
   std::vector<std::pair<int, WhatIfResult>> simulated;
   int simulated_best_r = -1;
-  int recommended_r = 1;             // the simulated best where simulated, else the closed form
+  int recommended_r = 1;             // the simulated best where simulated, else the closed form;
+                                     // the current r where that saves less than min_gain
+  int best_r = 1;                    // that best, before the min_gain rule
   std::string basis;                 // "simulation" or "closed_form"
   double predicted_current_s = 0, predicted_s = 0;  // on that basis
   // mpipemoe range search over the measured runs (this trace and the others).
