@@ -3,6 +3,7 @@
 // preset (or the variant's default workload), then the config file, then the
 // overrides; the result is validated (one line naming the field) before
 // anything runs.
+#include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -19,16 +20,71 @@
 
 namespace moetrace::cli {
 
+void run_cuda_backend(const RunRequest& request);
+
 std::vector<RunBackend> run_backends() {
   std::vector<RunBackend> b;
   b.push_back({"sim", "discrete-event simulator with a hardware cost model (no GPU needed)", run_sim_backend, ""});
-#ifdef MOETRACE_HAVE_CUDA_BACKEND
+  // Listing the CUDA backend must not load it (see run_backend.h): the
+  // plugin opens when a run asks for it.
+#ifdef MOETRACE_CUDA_BACKEND_MODULE
   b.push_back({"cuda", "real kernels on the GPU(s) (CUDA executor)", run_cuda_backend, ""});
 #else
   b.push_back({"cuda", "real kernels on the GPU(s) (CUDA executor)", nullptr,
-               "this build has no CUDA backend yet; use --backend sim"});
+               "this build has no CUDA backend; use --backend sim"});
 #endif
   return b;
+}
+
+void run_cuda_backend(const RunRequest& request) {
+  std::string why;
+  const auto* plugin = load_cuda_backend(&why);
+  if (!plugin) throw Error(why);
+  std::string error;
+  switch (plugin->run(request, &error)) {
+    case 0: return;
+    case 2: throw ConfigError(error);
+    default: throw Error(error);
+  }
+}
+
+bool nvidia_device_present() {
+  std::error_code ec;
+  return std::filesystem::exists("/dev/nvidiactl", ec) || std::filesystem::exists("/dev/nvidia0", ec);
+}
+
+const CudaBackendPlugin* load_cuda_backend(std::string* why) {
+#ifndef MOETRACE_CUDA_BACKEND_MODULE
+  *why = "this build has no CUDA backend; use --backend sim";
+  return nullptr;
+#else
+  static std::string error;
+  static const CudaBackendPlugin* plugin = [] () -> const CudaBackendPlugin* {
+    std::error_code ec;
+    const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    const auto path = (ec ? std::filesystem::path(".") : exe.parent_path()) / MOETRACE_CUDA_BACKEND_MODULE;
+    if (!std::filesystem::exists(path, ec)) {
+      error = fmt::format("this installation lacks the CUDA backend ({}); use --backend sim", path.string());
+      return nullptr;
+    }
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      const char* e = dlerror();
+      error = fmt::format("the CUDA backend cannot load ({}); use --backend sim", e ? e : path.string());
+      return nullptr;
+    }
+    using Entry = const CudaBackendPlugin* (*)();
+    auto entry = reinterpret_cast<Entry>(dlsym(handle, "moetrace_cuda_backend"));
+    const CudaBackendPlugin* p = entry ? entry() : nullptr;
+    if (!p || p->abi != kCudaBackendAbi) {
+      error = fmt::format("{} is not a CUDA backend of this moetrace; reinstall", path.string());
+      return nullptr;
+    }
+    return p;
+  }();
+  if (!plugin) *why = error;
+  return plugin;
+#endif
 }
 
 namespace {
@@ -122,9 +178,10 @@ void add_run_command(CLI::App& app) {
     // Backend first: asking for one this build lacks is answered plainly.
     const auto backends_list = run_backends();
     std::string wanted = opt->backend;
-#ifdef MOETRACE_HAVE_CUDA_BACKEND
-    if (wanted.empty() && cuda_backend_is_default()) wanted = "cuda";
-#endif
+    if (wanted.empty() && nvidia_device_present()) {
+      std::string why;
+      if (const auto* cuda = load_cuda_backend(&why); cuda && cuda->gpu_available()) wanted = "cuda";
+    }
     const RunBackend* backend = nullptr;
     for (const auto& b : backends_list) {
       if (!wanted.empty() ? b.name == wanted : b.run != nullptr) {

@@ -39,9 +39,7 @@ std::string gib(std::int64_t bytes) { return fmt::format("{:.2f} GiB", static_ca
 
 }  // namespace
 
-bool cuda_backend_is_default() { return cuda::gpu_available(); }
-
-void run_cuda_backend(const RunRequest& request) {
+void run_cuda(const RunRequest& request) {
   sim::RunSpec spec = request.spec;
   if (spec.plan_builder == "timing")
     throw ConfigError("plan_builder \"timing\" is simulator-only: the CUDA backend executes the full plan");
@@ -101,4 +99,25 @@ void run_cuda_backend(const RunRequest& request) {
                              r.routing_mismatches);
 }
 
+int run_cuda_catching(const RunRequest& request, std::string* error) {
+  try {
+    run_cuda(request);
+    return 0;
+  } catch (const ConfigError& e) {
+    *error = e.what();
+    return 2;
+  } catch (const std::exception& e) {
+    *error = e.what();
+    return 1;
+  }
+}
+
 }  // namespace moetrace::cli
+
+// The plugin's entry point (see run_backend.h).
+extern "C" const moetrace::cli::CudaBackendPlugin* moetrace_cuda_backend() {
+  static const moetrace::cli::CudaBackendPlugin plugin{
+      moetrace::cli::kCudaBackendAbi, [] { return moetrace::cuda::gpu_available(); },
+      moetrace::cli::run_cuda_catching};
+  return &plugin;
+}

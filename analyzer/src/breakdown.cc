@@ -159,7 +159,10 @@ Breakdown compute_breakdown(const Trace& trace) {
       layer_ops[{op.layer, op.iteration, op.phase, op.rank.value}][op.micro_batch].push_back(o);
   }
 
-  std::map<std::pair<std::int32_t, std::int32_t>, std::int64_t> moe_ns_per_iter;
+  // MoE-layer windows per (iteration, rank): their union is the iteration's
+  // MoE time (layers can overlap, e.g. an offload of layer l running into
+  // layer l+1, and must not be counted twice).
+  std::map<std::pair<std::int32_t, std::int32_t>, std::vector<Interval>> moe_windows_per_iter;
   for (const auto& [key, by_mb] : layer_ops) {
     const auto& [layer, iteration, phase, rank] = key;
     std::vector<Interval> windows;
@@ -169,16 +172,20 @@ Breakdown compute_breakdown(const Trace& trace) {
       ops.insert(ops.end(), list.begin(), list.end());
     }
     LayerRow row{rank, layer, iteration, phase, {}};
-    split_time(trace, oi, ops, IntervalSet::from(std::move(windows)), rank_sets[rank], row.t);
-    moe_ns_per_iter[{iteration, rank}] += row.t.window_ns;
+    auto window_set = IntervalSet::from(std::move(windows));
+    auto& iter_windows = moe_windows_per_iter[{iteration, rank}];
+    for (const auto& w : window_set.intervals()) iter_windows.push_back(w);
+    split_time(trace, oi, ops, window_set, rank_sets[rank], row.t);
     b.moe_total += row.t;
     b.rows.push_back(row);
   }
   for (const auto& [key, ops] : iter_ops) {
     const auto& [iteration, rank] = key;
-    IterationRow row{rank, iteration, {}, moe_ns_per_iter[key]};
+    IterationRow row{rank, iteration, {},
+                     IntervalSet::from(std::move(moe_windows_per_iter[key])).length()};
     split_time(trace, oi, ops, IntervalSet::from({envelope(oi, ops)}), rank_sets[rank], row.t);
     b.iteration_total += row.t;
+    b.moe_union_ns += row.moe_layer_ns;
     b.iterations.push_back(row);
   }
 

@@ -377,26 +377,6 @@ nlohmann::json report_json(const Trace& trace, const Analyses& a, const ReportOp
   };
 }
 
-namespace {
-
-void write_split_header(std::ostream& out, const char* first) {
-  out << fmt::format("{:>8} {:>10} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>7}\n", first,
-                     "time", "a2a", "allred", "comm", "expert", "gate", "other", "copy", "idle",
-                     "hidden");
-}
-
-void write_split(std::ostream& out, const std::string& first, std::int64_t time, const TimeSplit& t) {
-  auto pct = [&](std::int64_t ns) { return fmt::format("{:.1f}", 100.0 * ratio(ns, t.window_ns)); };
-  out << fmt::format("{:>8} {:>10} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>7}\n", first,
-                     format_duration(time), pct(t.at(Category::kAllToAll)),
-                     pct(t.at(Category::kAllReduce)), pct(t.at(Category::kOtherComm)),
-                     pct(t.at(Category::kExpertCompute)), pct(t.at(Category::kGating)),
-                     pct(t.at(Category::kOtherCompute)), pct(t.at(Category::kMemcpy)),
-                     pct(t.idle_ns), fmt::format("{:.1f}", 100.0 * t.hidden_fraction()));
-}
-
-}  // namespace
-
 void write_text_report(std::ostream& out, const Trace& trace, const Analyses& a,
                        const ReportOptions& options) {
   const auto& b = a.breakdown;
@@ -411,36 +391,7 @@ void write_text_report(std::ostream& out, const Trace& trace, const Analyses& a,
     out << fmt::format("warning: {} activity records were dropped while tracing; times may be "
                        "incomplete\n",
                        run.dropped_records);
-  const auto summary = report_detail::breakdown_summary(b);
-  if (!summary.empty()) out << "\n";
-  for (const auto& line : summary) out << line << "\n";
-  if (!b.layers.empty()) {
-    out << "\nPer MoE layer (time per rank and iteration, fwd+bwd; columns are % of that time;\n"
-           "hidden is % of the layer's communication overlapped by computation):\n";
-    write_split_header(out, "layer");
-    for (const auto& l : b.layers) write_split(out, std::to_string(l.layer), l.mean_window_ns, l.total);
-    for (const auto& l : b.layers)
-      if (l.ranks > 1 && l.max_window_ns > l.mean_window_ns * 11 / 10)
-        out << fmt::format("layer {}: slowest rank {} takes {} ({} above the mean)\n", l.layer,
-                           l.slowest_rank, format_duration(l.max_window_ns),
-                           format_percent(ratio(l.max_window_ns - l.mean_window_ns, l.mean_window_ns)));
-  }
-  out << "\nPer rank (whole run):\n";
-  write_split_header(out, "rank");
-  for (const auto& r : b.ranks) write_split(out, std::to_string(r.rank), r.t.window_ns, r.t);
-  if (options.per_iteration) {
-    out << "\nPer rank and iteration:\n";
-    write_split_header(out, "rank/it");
-    for (const auto& it : b.iterations)
-      write_split(out, fmt::format("{}/{}", it.rank, it.iteration), it.t.window_ns, it.t);
-  }
-  if (options.per_rank) {
-    out << "\nPer rank, layer, iteration and phase:\n";
-    write_split_header(out, "r/l/i/p");
-    for (const auto& r : b.rows)
-      write_split(out, fmt::format("{}/{}/{}/{}", r.rank, r.layer, r.iteration, phase_name(r.phase)),
-                  r.t.window_ns, r.t);
-  }
+  report_detail::render_text(out, report_detail::breakdown_section(b, options));
   for (const auto& s : report_detail::analysis_sections(trace, a, options)) report_detail::render_text(out, s);
 }
 

@@ -31,19 +31,6 @@ QTableView* make_table(QWidget* parent) {
   return v;
 }
 
-ColourClass category_colour(int c) {
-  switch (static_cast<Category>(c)) {
-    case Category::kAllToAll: return ColourClass::kAllToAll;
-    case Category::kAllReduce: return ColourClass::kAllReduce;
-    case Category::kOtherComm: return ColourClass::kOtherComm;
-    case Category::kExpertCompute: return ColourClass::kExpertCompute;
-    case Category::kGating: return ColourClass::kGating;
-    case Category::kOtherCompute: return ColourClass::kOtherCompute;
-    case Category::kMemcpy: return ColourClass::kCopy;
-  }
-  return ColourClass::kOtherCompute;
-}
-
 }  // namespace
 
 // --- PanelFrame -------------------------------------------------------------------
@@ -114,7 +101,7 @@ void SplitBarDelegate::paint(QPainter* p, const QStyleOptionViewItem& option, co
     const double w = std::max(0.0, seg[i].toDouble()) * r.width();
     const QRectF box(x, r.top(), w, r.height());
     if (i < kNumCategories) {
-      p->fillRect(box, to_qcolor(category_colour(i)));
+      p->fillRect(box, to_qcolor(colour_class(static_cast<Category>(i))));
     } else if (i == BreakdownModel::kOverlapSegment) {
       p->fillRect(box, QColor(0xB8, 0xBC, 0xC2));
       p->fillRect(box, QBrush(QColor(0x80, 0x84, 0x8A), Qt::BDiagPattern));

@@ -2,25 +2,11 @@
 
 #include <sqlite3.h>
 
-#include <mutex>
-
 #include "moetrace/schema/error.h"
 
 namespace moetrace::sqlite {
 
-namespace {
-
-// Before SQLite initialises: without memory statistics, every allocation
-// skips a global mutex (about 10 % of the writer's time).
-void configure_sqlite_once() {
-  static std::once_flag once;
-  std::call_once(once, [] { sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); });
-}
-
-}  // namespace
-
 Database::Database(const std::string& path, Mode mode) : path_(path) {
-  configure_sqlite_once();
   int flags = SQLITE_OPEN_NOMUTEX;
   switch (mode) {
     case Mode::kReadOnly: flags |= SQLITE_OPEN_READONLY; break;

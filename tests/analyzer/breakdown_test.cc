@@ -94,6 +94,28 @@ TEST(Breakdown, IdleTimeAndSharesOfTheIteration) {
   EXPECT_DOUBLE_EQ(b.all_to_all_share_of_moe(), 400.0 / 1100.0);
 }
 
+// Overlapping layer windows count once in the iteration's MoE share: layer
+// 0's offload [300, 600) on the copy stream runs into layer 1 [400, 1000).
+// Windows: layer 0 = [0, 600) = 600, layer 1 = [400, 1000) = 600; their sum
+// (1200) exceeds the 1000 ns iteration, their union is [0, 1000) = 1000.
+TEST(Breakdown, OverlappingLayerWindowsCountOnceInTheMoeShare) {
+  const auto b = breakdown_of("overlap.db", R"(
+    stream id=0 rank=0 role=compute
+    stream id=1 rank=0 role=comm
+    stream id=2 rank=0 role=copy
+    op rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 start=0 end=300
+    op rank=0 stream=2 kind=offload layer=0 iteration=0 start=300 end=600
+    op rank=0 stream=0 kind=expert_ffn layer=1 iteration=0 start=400 end=1000
+  )");
+  EXPECT_EQ(row(b, 0, 0, 0, Phase::kForward).t.window_ns, 600);
+  EXPECT_EQ(row(b, 0, 1, 0, Phase::kForward).t.window_ns, 600);
+  ASSERT_EQ(b.iterations.size(), 1u);
+  EXPECT_EQ(b.iterations[0].t.window_ns, 1000);
+  EXPECT_EQ(b.iterations[0].moe_layer_ns, 1000);
+  EXPECT_DOUBLE_EQ(b.moe_share_of_iteration(), 1.0);
+  EXPECT_EQ(b.moe_total.window_ns, 1200);
+}
+
 // GPU time, not the op's range: the expert op spans [300, 700) but its two
 // kernels ran on [300, 400) and [500, 700). Expert time is 300, and [400, 500)
 // is idle (nothing else runs then).

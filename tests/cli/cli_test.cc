@@ -104,6 +104,33 @@ TEST_P(CliErrors, JsonFilePointsToImport) {
 
 INSTANTIATE_TEST_SUITE_P(InfoReportFit, CliErrors, ::testing::Values("info", "report", "fit"));
 
+// Many ranks: the per-rank table lists the least busy, the median and the
+// busiest rank (the straggler) unless --per-rank asks for all. Rank r is busy
+// for 100 (r + 1) ns, so rank 0 is the least busy, rank 19 the busiest and
+// rank 10 the median of 20.
+TEST(Cli, ReportListsThreeOfManyRanks) {
+  std::string text;
+  for (int r = 0; r < 20; ++r)
+    text += "stream id=" + std::to_string(r) + " rank=" + std::to_string(r) + " role=comm\n" +
+            "op rank=" + std::to_string(r) + " stream=" + std::to_string(r) +
+            " kind=dispatch_all_to_all layer=0 iteration=0 start=0 end=" + std::to_string(100 * (r + 1)) + "\n";
+  const auto path = testing::temp_path("ranks.db");
+  testing::write_text_trace(path, text);
+  auto r = run_cli("report " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto table = r.out.substr(r.out.find("Per rank (whole run):"));
+  const auto listed = table.substr(0, table.find("20 ranks: listing the lowest, the median and the highest by busy time"));
+  ASSERT_NE(listed.size(), table.size()) << r.out;
+  auto has_row = [&](int rank) { return listed.find("\n  " + std::to_string(rank) + " ") != std::string::npos; };
+  EXPECT_TRUE(has_row(0));
+  EXPECT_TRUE(has_row(10));
+  EXPECT_TRUE(has_row(19));
+  EXPECT_FALSE(has_row(5));
+  r = run_cli("report --per-rank " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("20 ranks: listing"), std::string::npos);
+}
+
 TEST(Cli, UsageErrorsExitTwo) {
   EXPECT_EQ(run_cli("").exit_code, 2);
   EXPECT_EQ(run_cli("frobnicate").exit_code, 2);

@@ -50,7 +50,9 @@ constexpr std::array<LegendEntry, kNumColourClasses> kLegend{{
     {ColourClass::kNvtx, "NVTX"},
 }};
 
-ColourClass from_category(Category c) {
+}  // namespace
+
+ColourClass colour_class(Category c) {
   switch (c) {
     case Category::kAllToAll: return ColourClass::kAllToAll;
     case Category::kAllReduce: return ColourClass::kAllReduce;
@@ -62,8 +64,6 @@ ColourClass from_category(Category c) {
   }
   return ColourClass::kOtherCompute;
 }
-
-}  // namespace
 
 Rgb colour_of(ColourClass c) {
   const auto i = static_cast<std::size_t>(c);
@@ -81,7 +81,7 @@ ColourClass colour_class(OpKind kind) {
     case OpKind::kAgg: return ColourClass::kTransAgg;
     case OpKind::kOffload:
     case OpKind::kPrefetch: return ColourClass::kOffloadPrefetch;
-    default: return from_category(op_category(kind));
+    default: return colour_class(op_category(kind));
   }
 }
 
@@ -96,7 +96,7 @@ ColourClass colour_class(const analyzer::Trace& trace, const analyzer::Activity&
       return ColourClass::kCopy;
     return c;
   }
-  return from_category(analyzer::classify_activity(trace, a));
+  return colour_class(analyzer::classify_activity(trace, a));
 }
 
 ColourClass span_colour_class(Phase phase, bool has_phase) {

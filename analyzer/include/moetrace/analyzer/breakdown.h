@@ -54,7 +54,7 @@ struct LayerRow {
 struct IterationRow {
   std::int32_t rank = 0, iteration = 0;
   TimeSplit t;                   // window: the iteration on this rank
-  std::int64_t moe_layer_ns = 0; // sum of the MoE-layer windows in it
+  std::int64_t moe_layer_ns = 0; // time in which some MoE layer's window is open (union)
   double moe_share() const { return ratio(moe_layer_ns, t.window_ns); }
 };
 
@@ -82,13 +82,16 @@ struct Breakdown {
   std::vector<RankSummary> ranks;
   TimeSplit iteration_total;            // sum over iteration rows
   TimeSplit moe_total;                  // sum over MoE-layer rows
+  std::int64_t moe_union_ns = 0;        // sum over iteration rows of moe_layer_ns
   bool has_op_ranges = false;           // false: kernels classified by name only
 
   double all_to_all_share_of_iteration() const { return iteration_total.all_to_all_share(); }
   double all_reduce_share_of_iteration() const { return iteration_total.all_reduce_share(); }
   double all_to_all_share_of_moe() const { return moe_total.all_to_all_share(); }
   double all_reduce_share_of_moe() const { return moe_total.all_reduce_share(); }
-  double moe_share_of_iteration() const { return ratio(moe_total.window_ns, iteration_total.window_ns); }
+  // Share of the iteration in which some MoE layer is active (overlapping
+  // layer windows count once, so this never exceeds 1).
+  double moe_share_of_iteration() const { return ratio(moe_union_ns, iteration_total.window_ns); }
 };
 
 Breakdown compute_breakdown(const Trace& trace);

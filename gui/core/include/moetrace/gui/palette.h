@@ -42,6 +42,8 @@ Rgb colour_of(ColourClass c);
 std::string_view colour_class_name(ColourClass c);
 
 ColourClass colour_class(OpKind kind);
+// The colour of a breakdown category (bars, legends).
+ColourClass colour_class(Category category);
 // An activity takes the colour of the op that launched it; a kernel no op
 // claims is classified by its name (analyzer::classify_activity).
 ColourClass colour_class(const analyzer::Trace& trace, const analyzer::Activity& a);
