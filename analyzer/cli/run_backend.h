@@ -6,10 +6,9 @@
 // 0.1 s, which every other subcommand should not pay.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
-
-#include <optional>
 
 #include "moetrace/plan/calibration.h"
 #include "moetrace/sim/run_spec.h"
