@@ -147,7 +147,7 @@ TEST(RunCli, CudaBackendRunsOrSaysWhyNotInOneLine) {
   std::filesystem::remove(db);
   if (r.exit_code == 0) return;  // a GPU ran it
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  const bool no_backend = r.err == "moetrace: --backend cuda: this build has no CUDA backend yet; use --backend sim\n";
+  const bool no_backend = r.err == "moetrace: --backend cuda: this build has no CUDA backend; use --backend sim\n";
   const bool no_gpu = r.err.rfind("moetrace: no NVIDIA driver (", 0) == 0 || r.err.rfind("moetrace: no CUDA GPU found (", 0) == 0;
   EXPECT_TRUE(no_backend || no_gpu) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
