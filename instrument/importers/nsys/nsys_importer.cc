@@ -437,19 +437,16 @@ class FileImporter {
     }
   }
 
-  void read_kernels() {
-    if (!f_.has(kKernel)) return;
-    const char* t = kKernel;
+  // Rows of a GPU activity table: the columns kernels, copies and memsets
+  // share (0-5: start, end, deviceId, streamId, correlationId, globalPid),
+  // then `extra` from column 6 on, which fill(statement, record) reads.
+  template <class Record, class Fill>
+  void read_gpu_activity(const char* t, const std::string& extra, Fill fill) {
+    if (!f_.has(t)) return;
     const bool has_pid = f_.has(t, "globalPid");
-    auto st = f_.db().prepare(
-        "SELECT start, \"end\", " + f_.col(t, "deviceId") + ", streamId, " +
-        f_.col(t, "correlationId") + ", " + f_.col(t, "globalPid") + ", " +
-        f_.col(t, "demangledName") + ", " + f_.col(t, "shortName") + ", " + f_.col(t, "mangledName") +
-        ", " + f_.col(t, "gridX") + ", " + f_.col(t, "gridY") + ", " + f_.col(t, "gridZ") + ", " +
-        f_.col(t, "blockX") + ", " + f_.col(t, "blockY") + ", " + f_.col(t, "blockZ") + ", " +
-        f_.col(t, "staticSharedMemory") + ", " + f_.col(t, "dynamicSharedMemory") + ", " +
-        f_.col(t, "registersPerThread") + " FROM " + t);
-    std::unordered_map<std::int64_t, StringId> names;  // StringIds id -> interned demangled name
+    auto st = f_.db().prepare("SELECT start, \"end\", " + f_.col(t, "deviceId") + ", streamId, " +
+                              f_.col(t, "correlationId") + ", " + f_.col(t, "globalPid") + ", " +
+                              extra + " FROM " + t);
     while (st.step()) {
       step();
       auto rank = rank_of(has_pid, st.int64(5));
@@ -457,12 +454,28 @@ class FileImporter {
         b_.skip("unknown_process");
         continue;
       }
-      instrument::KernelRecord k;
-      k.rank = *rank;
-      k.start_ns = at(st.int64(0));
-      k.end_ns = at(st.int64(1));
-      k.stream = stream(*rank, st.int64_or(2, 0), st.int64(3));
-      k.correlation_id = st.int64_or(4, 0);
+      Record r;
+      r.rank = *rank;
+      r.start_ns = at(st.int64(0));
+      r.end_ns = at(st.int64(1));
+      r.stream = stream(*rank, st.int64_or(2, 0), st.int64(3));
+      r.correlation_id = st.int64_or(4, 0);
+      fill(st, r);
+      b_.add(r);
+    }
+  }
+
+  void read_kernels() {
+    const char* t = kKernel;
+    if (!f_.has(t)) return;
+    const std::string extra =
+        f_.col(t, "demangledName") + ", " + f_.col(t, "shortName") + ", " + f_.col(t, "mangledName") +
+        ", " + f_.col(t, "gridX") + ", " + f_.col(t, "gridY") + ", " + f_.col(t, "gridZ") + ", " +
+        f_.col(t, "blockX") + ", " + f_.col(t, "blockY") + ", " + f_.col(t, "blockZ") + ", " +
+        f_.col(t, "staticSharedMemory") + ", " + f_.col(t, "dynamicSharedMemory") + ", " +
+        f_.col(t, "registersPerThread");
+    std::unordered_map<std::int64_t, StringId> names;  // StringIds id -> interned demangled name
+    read_gpu_activity<instrument::KernelRecord>(t, extra, [&](auto& st, instrument::KernelRecord& k) {
       // demangledName, else shortName, else mangledName (demangled here).
       const int name_col = !st.is_null(6) ? 6 : !st.is_null(7) ? 7 : 8;
       const auto name_id = st.int64_or(name_col, -1);
@@ -483,63 +496,30 @@ class FileImporter {
           k.shared_bytes = static_cast<std::int32_t>(st.int64_or(15, 0) + st.int64_or(16, 0));
         k.registers = static_cast<std::int32_t>(st.int64_or(17, -1));
       }
-      b_.add(k);
-    }
+    });
   }
 
   void read_memcpy() {
-    if (!f_.has(kMemcpy)) return;
     const char* t = kMemcpy;
-    const bool has_pid = f_.has(t, "globalPid");
-    auto st = f_.db().prepare("SELECT start, \"end\", " + f_.col(t, "deviceId") + ", streamId, " +
-                              f_.col(t, "correlationId") + ", " + f_.col(t, "globalPid") +
-                              ", bytes, copyKind, " + f_.col(t, "srcKind") + ", " +
-                              f_.col(t, "dstKind") + " FROM " + t);
-    while (st.step()) {
-      step();
-      auto rank = rank_of(has_pid, st.int64(5));
-      if (!rank) {
-        b_.skip("unknown_process");
-        continue;
-      }
-      instrument::MemcpyRecord m;
-      m.rank = *rank;
-      m.start_ns = at(st.int64(0));
-      m.end_ns = at(st.int64(1));
-      m.stream = stream(*rank, st.int64_or(2, 0), st.int64(3));
-      m.correlation_id = st.int64_or(4, 0);
-      m.bytes = st.int64(6);
-      m.copy_kind = copy_kind(st.int64(7));
-      m.src_kind = st.is_null(8) ? schema::MemoryKind::kUnknown : memory_kind(st.int64(8));
-      m.dst_kind = st.is_null(9) ? schema::MemoryKind::kUnknown : memory_kind(st.int64(9));
-      b_.add(m);
-    }
+    if (!f_.has(t)) return;
+    read_gpu_activity<instrument::MemcpyRecord>(
+        t, "bytes, copyKind, " + f_.col(t, "srcKind") + ", " + f_.col(t, "dstKind"),
+        [&](auto& st, instrument::MemcpyRecord& m) {
+          m.bytes = st.int64(6);
+          m.copy_kind = copy_kind(st.int64(7));
+          m.src_kind = st.is_null(8) ? schema::MemoryKind::kUnknown : memory_kind(st.int64(8));
+          m.dst_kind = st.is_null(9) ? schema::MemoryKind::kUnknown : memory_kind(st.int64(9));
+        });
   }
 
   void read_memset() {
-    if (!f_.has(kMemset)) return;
     const char* t = kMemset;
-    const bool has_pid = f_.has(t, "globalPid");
-    auto st = f_.db().prepare("SELECT start, \"end\", " + f_.col(t, "deviceId") + ", streamId, " +
-                              f_.col(t, "correlationId") + ", " + f_.col(t, "globalPid") +
-                              ", bytes, " + f_.col(t, "value") + " FROM " + t);
-    while (st.step()) {
-      step();
-      auto rank = rank_of(has_pid, st.int64(5));
-      if (!rank) {
-        b_.skip("unknown_process");
-        continue;
-      }
-      instrument::MemsetRecord m;
-      m.rank = *rank;
-      m.start_ns = at(st.int64(0));
-      m.end_ns = at(st.int64(1));
-      m.stream = stream(*rank, st.int64_or(2, 0), st.int64(3));
-      m.correlation_id = st.int64_or(4, 0);
-      m.bytes = st.int64(6);
-      if (st.is_null(7)) m.value.reset(); else m.value = static_cast<std::int32_t>(st.int64(7));
-      b_.add(m);
-    }
+    if (!f_.has(t)) return;
+    read_gpu_activity<instrument::MemsetRecord>(
+        t, "bytes, " + f_.col(t, "value"), [&](auto& st, instrument::MemsetRecord& m) {
+          m.bytes = st.int64(6);
+          if (st.is_null(7)) m.value.reset(); else m.value = static_cast<std::int32_t>(st.int64(7));
+        });
   }
 
   void read_runtime() {
