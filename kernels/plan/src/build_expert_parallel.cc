@@ -104,6 +104,12 @@ class EpBuilder {
   BufferId expert_params(int l, int q, int e);
   BufferId expert_grads(int j, int l, int q, int e);
   void trans(int j, int l, std::int64_t row_begin, std::int64_t row_end, const char* what);
+  // One collective per replicated expert over its home rank and replicas, an
+  // op per member rank; per_rank(e, replicas, rank, collective, op) fills in
+  // the data and the op's bytes before the op is added.
+  template <class PerRank>
+  void replica_collectives(int j, int l, const Coords& co, CollectiveKind kind, OpKind op_kind,
+                           const char* what, PerRank&& per_rank);
   void agg(int j, int l, std::int64_t row_begin, std::int64_t row_end, const char* what,
            bool last_part, Phase phase);
   std::int64_t trans_split(int j, int l) const;
@@ -406,12 +412,10 @@ std::int64_t EpBuilder::agg_split(int j, int l) const {
   return static_cast<std::int64_t>(std::llround(share * 2.0 * static_cast<double>(m_.model_dim)));
 }
 
-void EpBuilder::trans(int j, int l, std::int64_t row_begin, std::int64_t row_end, const char* what) {
-  if (row_end <= row_begin) return;
-  LayerState& L = layers_[static_cast<std::size_t>(l)];
+template <class PerRank>
+void EpBuilder::replica_collectives(int j, int l, const Coords& co, CollectiveKind kind, OpKind op_kind,
+                                    const char* what, PerRank&& per_rank) {
   const ExpertPlacement& pl = placement(j, l);
-  const Coords co = coords(l, j, -1, -1, Phase::kForward);
-  const std::int64_t bytes = (row_end - row_begin) * m_.expert_hidden * m_.elem_bytes;
   for (int e = 0; e < E_; ++e) {
     const auto& replicas = pl.replicas[static_cast<std::size_t>(e)];
     if (replicas.empty()) continue;
@@ -422,76 +426,66 @@ void EpBuilder::trans(int j, int l, std::int64_t row_begin, std::int64_t row_end
     for (RankId r : group) {
       Collective col;
       col.id = id;
-      col.kind = CollectiveKind::kBroadcast;
+      col.kind = kind;
       col.group = group;
       col.root = RankId(home(e));
       OpArgs a;
-      a.kind = OpKind::kTrans;
+      a.kind = op_kind;
       a.coords = co;
       a.name = op_name(co, fmt::format("{}.e{}", what, e));
       a.rank = r;
       a.stream = streams(r.value).comm;
-      if (r.value == home(e)) {
-        for (int rep : replicas)
-          col.sends.push_back({RankId(rep), View{experts_[static_cast<std::size_t>(l)][static_cast<std::size_t>(e)].params, row_begin, row_end - row_begin}, bytes});
-        a.bytes = bytes * static_cast<std::int64_t>(replicas.size());
-      } else {
-        BufferId& buf = L.replica_params[static_cast<std::size_t>(e)][static_cast<std::size_t>(r.value)];
-        if (!buf.valid())
-          buf = add_buffer(b_, r, BufferTag::kParams, fmt::format("L{}.it{}.expert{}.replica.params", l, j, e),
-                           2 * m_.model_dim, m_.expert_hidden, m_.elem_bytes, co);
-        col.recvs.push_back({RankId(home(e)), View{buf, row_begin, row_end - row_begin}, bytes});
-      }
-      // The placement was decided by this rank's Plan (pro-prophet Fig. 7).
-      if (spec_.balance == Balance::kProProphet) {
-        const OpId plan = plan_ops_[static_cast<std::size_t>(j)][static_cast<std::size_t>(l)][static_cast<std::size_t>(r.value)];
-        if (plan.valid()) a.extra_deps.push_back(plan);
-      }
+      per_rank(e, replicas, r, col, a);
       a.data = std::move(col);
       b_.add(std::move(a));
     }
   }
 }
 
+void EpBuilder::trans(int j, int l, std::int64_t row_begin, std::int64_t row_end, const char* what) {
+  if (row_end <= row_begin) return;
+  LayerState& L = layers_[static_cast<std::size_t>(l)];
+  const Coords co = coords(l, j, -1, -1, Phase::kForward);
+  const std::int64_t bytes = (row_end - row_begin) * m_.expert_hidden * m_.elem_bytes;
+  replica_collectives(j, l, co, CollectiveKind::kBroadcast, OpKind::kTrans, what,
+                      [&](int e, const std::vector<int>& replicas, RankId r, Collective& col, OpArgs& a) {
+    if (r.value == home(e)) {
+      for (int rep : replicas)
+        col.sends.push_back({RankId(rep), View{experts_[static_cast<std::size_t>(l)][static_cast<std::size_t>(e)].params, row_begin, row_end - row_begin}, bytes});
+      a.bytes = bytes * static_cast<std::int64_t>(replicas.size());
+    } else {
+      BufferId& buf = L.replica_params[static_cast<std::size_t>(e)][static_cast<std::size_t>(r.value)];
+      if (!buf.valid())
+        buf = add_buffer(b_, r, BufferTag::kParams, fmt::format("L{}.it{}.expert{}.replica.params", l, j, e),
+                         2 * m_.model_dim, m_.expert_hidden, m_.elem_bytes, co);
+      col.recvs.push_back({RankId(home(e)), View{buf, row_begin, row_end - row_begin}, bytes});
+    }
+    // The placement was decided by this rank's Plan (pro-prophet Fig. 7).
+    if (spec_.balance == Balance::kProProphet) {
+      const OpId plan = plan_ops_[static_cast<std::size_t>(j)][static_cast<std::size_t>(l)][static_cast<std::size_t>(r.value)];
+      if (plan.valid()) a.extra_deps.push_back(plan);
+    }
+  });
+}
+
 void EpBuilder::agg(int j, int l, std::int64_t row_begin, std::int64_t row_end, const char* what,
                     bool last_part, Phase phase) {
   if (row_end <= row_begin) return;
   LayerState& L = layers_[static_cast<std::size_t>(l)];
-  const ExpertPlacement& pl = placement(j, l);
   const Coords co = coords(l, j, -1, -1, phase);
   const std::int64_t bytes = (row_end - row_begin) * m_.expert_hidden * m_.elem_bytes;
-  for (int e = 0; e < E_; ++e) {
-    const auto& replicas = pl.replicas[static_cast<std::size_t>(e)];
-    if (replicas.empty()) continue;
-    std::vector<RankId> group{RankId(home(e))};
-    for (int r : replicas) group.push_back(RankId(r));
-    std::sort(group.begin(), group.end());
-    const CollectiveId id = b_.next_collective();
-    for (RankId r : group) {
-      Collective col;
-      col.id = id;
-      col.kind = CollectiveKind::kReduce;
-      col.group = group;
-      col.root = RankId(home(e));
-      OpArgs a;
-      a.kind = OpKind::kAgg;
-      a.coords = co;
-      a.name = op_name(co, fmt::format("{}.e{}", what, e));
-      a.rank = r;
-      a.stream = streams(r.value).comm;
-      if (r.value == home(e)) {
-        for (int rep : replicas)
-          col.recvs.push_back({RankId(rep), View{experts_[static_cast<std::size_t>(l)][static_cast<std::size_t>(e)].grads, row_begin, row_end - row_begin}, bytes});
-      } else {
-        const BufferId g = L.replica_grads[static_cast<std::size_t>(e)][static_cast<std::size_t>(r.value)];
-        col.sends.push_back({RankId(home(e)), View{g, row_begin, row_end - row_begin}, bytes});
-        a.bytes = bytes;
-        if (last_part) a.free = {g};
-      }
-      a.data = std::move(col);
-      b_.add(std::move(a));
+  replica_collectives(j, l, co, CollectiveKind::kReduce, OpKind::kAgg, what,
+                      [&](int e, const std::vector<int>& replicas, RankId r, Collective& col, OpArgs& a) {
+    if (r.value == home(e)) {
+      for (int rep : replicas)
+        col.recvs.push_back({RankId(rep), View{experts_[static_cast<std::size_t>(l)][static_cast<std::size_t>(e)].grads, row_begin, row_end - row_begin}, bytes});
+    } else {
+      const BufferId g = L.replica_grads[static_cast<std::size_t>(e)][static_cast<std::size_t>(r.value)];
+      col.sends.push_back({RankId(home(e)), View{g, row_begin, row_end - row_begin}, bytes});
+      a.bytes = bytes;
+      if (last_part) a.free = {g};
     }
-  }
+  });
 }
 
 void EpBuilder::forward(int j, int l) {
