@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "moetrace/analyzer/interval.h"
+#include "moetrace/analyzer/kernel_classes.h"
 #include "op_intervals.h"
 
 namespace moetrace::analyzer {
@@ -26,18 +27,10 @@ TimeSplit& TimeSplit::operator+=(const TimeSplit& o) {
 
 Category classify_activity(const Trace& trace, const Activity& a) {
   if (a.type != ActivityType::kKernel) return Category::kMemcpy;
-  const std::string_view name = trace.str(a.name);
-  const bool nccl = name.find("nccl") != std::string_view::npos ||
-                    name.find("NCCL") != std::string_view::npos;
-  if (nccl) {
-    if (name.find("AllToAll") != std::string_view::npos ||
-        name.find("SendRecv") != std::string_view::npos ||
-        name.find("alltoall") != std::string_view::npos)
-      return Category::kAllToAll;
-    if (name.find("AllReduce") != std::string_view::npos) return Category::kAllReduce;
-    return Category::kOtherComm;
-  }
-  return Category::kOtherCompute;
+  const auto id = static_cast<std::size_t>(a.name.value);
+  if (a.name.valid() && id < trace.kernel_category.size() && trace.kernel_category[id] >= 0)
+    return static_cast<Category>(trace.kernel_category[id]);
+  return classify_kernel_name(trace.str(a.name));
 }
 
 namespace {

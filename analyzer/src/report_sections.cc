@@ -305,7 +305,10 @@ Section fitted_models_section(const CostModel& m) {
 std::vector<std::string> breakdown_summary(const Breakdown& b) {
   std::vector<std::string> lines;
   if (!b.has_op_ranges) {
-    lines.push_back("This trace has no MoE op ranges; activity classified by kernel name.");
+    lines.push_back(
+        "This trace has no MoE op ranges (an imported or uninstrumented run): time is split per rank by "
+        "kernel name, with the rules of analyzer/data/kernel_classes.json; the per-layer, per-iteration and "
+        "per-phase breakdown and the MoE-layer shares cannot be computed from it.");
     return lines;
   }
   if (b.iterations.empty()) return lines;

@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 
+#include "moetrace/analyzer/kernel_classes.h"
 #include "moetrace/analyzer/projection.h"
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/schema/error.h"
@@ -58,6 +59,16 @@ std::string_view Trace::config_value(std::string_view key) const {
   return {};
 }
 
+void Trace::classify_kernel_names() {
+  kernel_category.assign(strings.size(), -1);
+  for (const auto& a : activities) {
+    if (a.type != ActivityType::kKernel || !a.name.valid()) continue;
+    const auto id = static_cast<std::size_t>(a.name.value);
+    if (id < kernel_category.size() && kernel_category[id] < 0)
+      kernel_category[id] = static_cast<std::int8_t>(classify_kernel_name(strings[id]));
+  }
+}
+
 void Trace::sort_ops() {
   std::vector<std::int32_t> order(ops.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int32_t>(i);
@@ -94,6 +105,7 @@ class TraceLoader {
     load_devices_ranks_streams();
     count_rows();
     load_activities();
+    trace_.classify_kernel_names();
     load_ops();
     if (options_.api_calls) load_api_calls();
     if (options_.nvtx) load_nvtx();

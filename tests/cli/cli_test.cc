@@ -195,6 +195,37 @@ TEST(Cli, ImportThenInfoReportAndExport) {
   EXPECT_NE(r.err.find("1 launch flows"), std::string::npos) << r.err;
 }
 
+// A real PyTorch-profiler trace (HTA's NCCL test trace, one rank): its NCCL
+// kernels are classified by name (analyzer/data/kernel_classes.json). The
+// expected times were computed from the JSON with Python's decimal module
+// (exact ns, union of each kind's intervals): 15 ncclKernel_AllReduce_* ->
+// 46,762,159 ns all-reduce; 6 ncclKernel_Broadcast_* -> 114,334 ns other
+// communication; no all-to-all. The report says which sections it cannot fill.
+TEST(Cli, ImportedKinetoTraceClassifiesItsNcclKernels) {
+  const std::string path = std::string(MOETRACE_SHARED_DATA) + "/external/kineto/hta-nccl_data.json.gz";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "shared data absent: " << path;
+  const auto db = testing::temp_path("cli-hta-nccl.db");
+  std::filesystem::remove(db);
+  auto r = run_cli("import " + path + " -o " + db);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_cli("report " + db + " --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["breakdown"]["ranks"].size(), 1u);
+  const auto& ns = j["breakdown"]["ranks"][0]["category_ns"];
+  EXPECT_EQ(ns["all_reduce"].get<std::int64_t>(), 46762159);
+  EXPECT_EQ(ns["other_comm"].get<std::int64_t>(), 114334);
+  EXPECT_EQ(ns["all_to_all"].get<std::int64_t>(), 0);
+  EXPECT_FALSE(j["breakdown"]["has_op_ranges"].get<bool>());
+  r = run_cli("report " + db);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("the per-layer, per-iteration and per-phase breakdown and the MoE-layer shares cannot be "
+                       "computed from it"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("No expert load in the trace."), std::string::npos) << r.out;
+}
+
 TEST(Cli, ImportErrorsAreOneLine) {
   expect_one_line_error(run_cli("import /nonexistent/a.json -o " + testing::temp_path("x.db")),
                         "/nonexistent/a.json: no such file");

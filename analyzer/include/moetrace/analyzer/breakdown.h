@@ -96,10 +96,12 @@ struct Breakdown {
 
 Breakdown compute_breakdown(const Trace& trace);
 
-// Category of a kernel that no op range claims, from its name (NCCL kernels
-// are communication: AllToAll/SendRecv -> all-to-all, AllReduce ->
-// all-reduce, others -> other communication; copies are memcpy; the rest is
-// other compute).
+// Category of an activity that no op range claims: copies and memsets are
+// memcpy; a kernel is classified by its name with the rules of
+// analyzer/data/kernel_classes.json (kernel_classes.h): NCCL all-to-all and
+// send/recv -> all-to-all, all-reduce -> all-reduce, other NCCL -> other
+// communication, grouped/MoE GEMMs -> expert compute, top-k routers ->
+// gating, the rest (permutes included) -> other compute.
 Category classify_activity(const Trace& trace, const Activity& a);
 
 }  // namespace moetrace::analyzer

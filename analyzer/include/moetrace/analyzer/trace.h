@@ -200,6 +200,11 @@ class Trace {
   std::vector<ExpertLoad> expert_load;     // sorted by (iteration, layer, src_rank, expert)
   std::vector<ExpertPlacement> placements;
   ProjectionStats projection;
+  // By string id: the Category (as int) of each kernel name by the rules of
+  // analyzer/data/kernel_classes.json; -1 where not a kernel name. Filled by
+  // classify_kernel_names() (the loader calls it); classify_activity falls
+  // back to matching the name where it is missing.
+  std::vector<std::int8_t> kernel_category;
 
   std::string_view str(StringId id) const {
     return id.valid() && static_cast<std::size_t>(id.value) < strings.size()
@@ -230,6 +235,9 @@ class Trace {
   // Value of a run_config key, or of the first key that ends in "." + key
   // (run_config flattens nested JSON: "model.elem_bytes"); empty if none.
   std::string_view config_value(std::string_view key) const;
+
+  // Fills kernel_category for the names of every kernel in activities.
+  void classify_kernel_names();
 
   // Re-sorts ops into track order after their times changed, and remaps
   // Activity::op and the op-id index accordingly.
