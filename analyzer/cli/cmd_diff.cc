@@ -20,6 +20,8 @@ Metrics (see analyzer/include/moetrace/analyzer/diff.h and README):
   idle_share hidden_fraction exposed_comm_time peak_memory bubble bubble_fraction
   balance_degree balance_degree_home rb expert_max_over_mean device_max_over_mean
   expert_cv imbalance_time locality_cosine prediction_error
+  run_time run_a2a_share run_allreduce_share run_comm_share run_expert_share
+  run_idle_share run_hidden_fraction   (whole run; also traces without op ranges)
   layerL.{time,a2a_share,allreduce_share,expert_share,gating_share,idle_share,
           hidden_fraction,balance_degree,expert_max_over_mean,device_max_over_mean,
           imbalance_time,locality_cosine,bubble,activation_memory}

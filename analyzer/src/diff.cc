@@ -38,6 +38,10 @@ constexpr Known kGlobal[] = {
     {"device_max_over_mean", "ratio"}, {"expert_cv", "ratio"},
     {"imbalance_time", "ns"},         {"locality_cosine", "ratio"},
     {"prediction_error", "fraction"},
+    {"run_time", "ns"},               {"run_a2a_share", "fraction"},
+    {"run_allreduce_share", "fraction"}, {"run_comm_share", "fraction"},
+    {"run_expert_share", "fraction"}, {"run_idle_share", "fraction"},
+    {"run_hidden_fraction", "fraction"},
 };
 
 constexpr Known kLayer[] = {
@@ -93,6 +97,19 @@ std::vector<Metric> diff_metrics(const Trace& trace, const Analyses& a) {
     m.push_back({std::move(name), std::move(unit), v});
   };
   const auto& b = a.breakdown;
+  // Whole run, every rank's span summed: these exist for every trace, also
+  // imported ones without op ranges (kernels classified by name).
+  if (!b.ranks.empty()) {
+    TimeSplit run;
+    for (const auto& r : b.ranks) run += r.t;
+    add("run_time", static_cast<double>(run.window_ns) / static_cast<double>(b.ranks.size()));
+    add("run_a2a_share", run.all_to_all_share());
+    add("run_allreduce_share", run.share(Category::kAllReduce));
+    add("run_comm_share", ratio(run.comm_ns, run.window_ns));
+    add("run_expert_share", run.share(Category::kExpertCompute));
+    add("run_idle_share", ratio(run.idle_ns, run.window_ns));
+    add("run_hidden_fraction", run.hidden_fraction());
+  }
   const double rank_iterations = std::max<double>(1.0, static_cast<double>(b.iterations.size()));
   if (!b.iterations.empty()) {
     const auto& it = b.iteration_total;

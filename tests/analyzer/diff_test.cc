@@ -60,6 +60,33 @@ TEST(Diff, SharesTimesAndOpKinds) {
   EXPECT_DOUBLE_EQ(*entry(d, "op.gate.count").next, 1);
 }
 
+// Traces without op ranges (imports) still diff over the whole run, kernels
+// classified by name. Base: NCCL all-to-all [0, 300) beside a grouped GEMM
+// [200, 1000): span 1000, a2a 300 (30 %), expert 800, comm hidden 100 of 300.
+// New: the all-to-all grows to [0, 500): a2a 50 %, hidden 300 of 500.
+TEST(Diff, TracesWithoutOpRangesDiffOverTheWholeRun) {
+  auto text = [](int a2a_end) {
+    return "stream id=0 rank=0 role=compute\nstream id=1 rank=0 role=comm\n"
+           "kernel rank=0 stream=1 start=0 end=" + std::to_string(a2a_end) +
+           " name=ncclDevKernel_SendRecv\n"
+           "kernel rank=0 stream=0 start=200 end=1000 name=cutlass_GemmGrouped_kernel\n";
+  };
+  auto p = pair_of(text(300), text(500));
+  const auto d = diff_traces(p.base, p.ba, p.next, p.na, {});
+  EXPECT_DOUBLE_EQ(*entry(d, "run_time").base, 1000);
+  EXPECT_DOUBLE_EQ(*entry(d, "run_a2a_share").base, 0.3);
+  EXPECT_DOUBLE_EQ(*entry(d, "run_a2a_share").next, 0.5);
+  EXPECT_DOUBLE_EQ(*entry(d, "run_expert_share").base, 0.8);
+  EXPECT_DOUBLE_EQ(*entry(d, "run_comm_share").next, 0.5);
+  EXPECT_DOUBLE_EQ(*entry(d, "run_hidden_fraction").base, 100.0 / 300.0);
+  EXPECT_DOUBLE_EQ(*entry(d, "run_hidden_fraction").next, 300.0 / 500.0);
+  EXPECT_DOUBLE_EQ(*entry(d, "run_idle_share").base, 0.0);
+  EXPECT_THROW(entry(d, "a2a_share"), std::runtime_error);  // no MoE layers: no MoE shares
+  const auto gated = diff_traces(p.base, p.ba, p.next, p.na, {parse_threshold("run_a2a_share > +10pp")});
+  ASSERT_EQ(gated.thresholds.size(), 1u);
+  EXPECT_TRUE(gated.thresholds[0].violated);
+}
+
 TEST(Diff, ThresholdsRelativeAbsoluteAndOnTheNewValue) {
   auto p = pair_of(layer(800, 1000), layer(1000, 1200));
   const std::vector<Threshold> t{

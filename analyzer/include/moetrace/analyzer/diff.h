@@ -19,6 +19,12 @@
 //     imbalance_time [ns]        slowest rank's MoE-layer time minus the mean (mean over layers and iterations)
 //     locality_cosine            cosine similarity of consecutive iterations' load (mean over layers)
 //     prediction_error           relative L1 error of predicting j+1's load by j's (mean over layers)
+//   whole run from each rank's first to last activity, all ranks summed (also
+//   for traces without op ranges, such as imports):
+//     run_time [ns]              mean span per rank
+//     run_a2a_share, run_allreduce_share, run_comm_share, run_expert_share,
+//     run_idle_share             ... / span
+//     run_hidden_fraction        communication overlapped by computation / communication
 //   per MoE layer L: layerL.<m> with <m> one of time [ns] (mean per rank and
 //     iteration, fwd+bwd), a2a_share, allreduce_share, expert_share,
 //     gating_share, idle_share, hidden_fraction, balance_degree,
