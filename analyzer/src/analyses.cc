@@ -18,6 +18,8 @@ Analyses analyze(const Trace& trace,
   a.locality = analyze_locality(trace);
   step("fitting models", 0.65);
   a.cost_model = fit_cost_model(trace);
+  step("nvtx ranges", 0.9);
+  a.nvtx = analyze_nvtx(trace);
   step("done", 1.0);
   return a;
 }

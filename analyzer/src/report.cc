@@ -358,6 +358,18 @@ nlohmann::json locality_json(const LocalityAnalysis& a, const ReportOptions& opt
   return j;
 }
 
+nlohmann::json nvtx_json(const NvtxAnalysis& n) {
+  auto names = nlohmann::json::array();
+  for (const auto& e : n.names)
+    names.push_back({{"domain", e.domain},
+                     {"name", e.name},
+                     {"ranges", e.ranges},
+                     {"host_ns", e.host_ns},
+                     {"activities", e.activities},
+                     {"gpu_busy_ns", e.gpu_busy_ns}});
+  return {{"ranges", n.ranges}, {"ranges_with_gpu", n.ranges_with_gpu}, {"names", std::move(names)}};
+}
+
 nlohmann::json recommendations_json(const Analyses& a) {
   if (a.recommendations) return recommendations_to_json(*a.recommendations);
   return {{"status", "not_computed"}, {"items", nlohmann::json::array()}};
@@ -368,6 +380,7 @@ nlohmann::json report_json(const Trace& trace, const Analyses& a, const ReportOp
       {"report_version", kReportVersion},
       {"run", run_json(trace.run)},
       {"projection", projection_json(trace.projection)},
+      {"nvtx", nvtx_json(a.nvtx)},
       {"breakdown", breakdown_json(a.breakdown, options)},
       {"memory", memory_json(a.memory, options)},
       {"expert_load", expert_load_json(a.expert_load, options)},

@@ -100,6 +100,30 @@ Section projection_section(const Trace& trace) {
   return s;
 }
 
+Section nvtx_section(const NvtxAnalysis& n, const ReportOptions& o) {
+  Section s{"nvtx", "NVTX ranges on the GPU", {}};
+  s.para(fmt::format(
+      "{} NVTX range{} from outside moetrace (e.g. PyTorch operators and annotations), {} of them launched GPU "
+      "work. GPU time: the union of the kernels, copies and memsets launched by API calls inside a range (same "
+      "rank and thread); a range includes the work of the ranges nested in it.",
+      n.ranges, n.ranges == 1 ? "" : "s", n.ranges_with_gpu));
+  Table t;
+  t.header = {"domain", "name", "ranges", "host time", "GPU activities", "GPU time"};
+  const std::size_t shown = o.per_rank ? n.names.size() : std::min<std::size_t>(n.names.size(), 15);
+  for (std::size_t i = 0; i < shown; ++i) {
+    const auto& e = n.names[i];
+    std::string name = e.name.size() > 60 ? e.name.substr(0, 57) + "..." : e.name;
+    t.rows.push_back({e.domain.empty() ? "-" : e.domain, name, std::to_string(e.ranges), format_duration(e.host_ns),
+                      std::to_string(e.activities), format_duration(e.gpu_busy_ns)});
+  }
+  s.table(shown < n.names.size()
+              ? fmt::format("By name, most GPU time first ({} of {} names; --per-rank lists all):", shown,
+                            n.names.size())
+              : std::string("By name, most GPU time first:"),
+          std::move(t));
+  return s;
+}
+
 Section memory_section(const MemoryAnalysis& m, const ReportOptions& o) {
   Section s{"memory", "Memory", {}};
   if (!m.has_allocations) {
@@ -397,6 +421,7 @@ Section recommendations_section(const Analyses& a) {
 std::vector<Section> analysis_sections(const Trace& trace, const Analyses& a, const ReportOptions& options) {
   std::vector<Section> s;
   s.push_back(projection_section(trace));
+  if (a.nvtx.ranges > 0) s.push_back(nvtx_section(a.nvtx, options));
   s.push_back(memory_section(a.memory, options));
   s.push_back(expert_load_section(a.expert_load, options));
   s.push_back(locality_section(a.locality, options));

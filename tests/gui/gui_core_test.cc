@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <random>
 
 #include "fixture_trace.h"
@@ -628,6 +629,15 @@ TEST(TimelineModel, NvtxRangesNestPerThreadAndUnclosedOnesRunToTheEnd) {
   };
   // Sorted by (rank, thread, start), as the loader leaves them.
   t->nvtx = {range(7, 0, 900, 0), range(7, 100, 400, 1), range(9, 500, -1, 2)};
+  // "forward" launched the kernel [0, 1000) by a call at 150 on its thread.
+  t->activities[0].correlation_id = 5;
+  analyzer::ApiCall call;
+  call.rank = RankId(0);
+  call.thread_id = 7;
+  call.start_ns = 150;
+  call.end_ns = 160;
+  call.correlation_id = 5;
+  t->api_calls = {call};
   auto m = TimelineModel::build(t);
   std::vector<const Row*> rows;
   for (const auto& r : m->rows())
@@ -637,6 +647,10 @@ TEST(TimelineModel, NvtxRangesNestPerThreadAndUnclosedOnesRunToTheEnd) {
   EXPECT_EQ(rows[0]->label, "thread 7 \xC2\xB7 NVTX");
   EXPECT_EQ(rows[1]->thread, 7);
   EXPECT_EQ(m->item_name(m->row_item(*rows[1], 0)), "forward");
+  std::map<std::string, std::string> fwd;
+  for (const auto& f : describe_item(*m, m->row_item(*rows[1], 0))) fwd[f.key] = f.value;
+  EXPECT_EQ(fwd["GPU projection"], "1 activity from 1 API call");
+  EXPECT_EQ(fwd["GPU busy"], format_duration(1000.0));
   EXPECT_EQ(rows[2]->thread, 9);
   EXPECT_EQ(m->item_end(m->row_item(*rows[2], 0)), m->end_ns());
   bool never = false;

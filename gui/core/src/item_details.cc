@@ -223,6 +223,17 @@ void describe_nvtx(Writer& w, const TimelineModel& m, std::uint32_t i) {
   w.add("Rank", std::to_string(n.rank.value));
   w.add("Thread", std::to_string(n.thread_id));
   if (n.has_payload_int) w.add("Payload", std::to_string(n.payload_int));
+  // GPU projection: the work launched from inside the range on its thread.
+  const auto p = m.nvtx_projector().project(n);
+  if (p.activities == 0) {
+    w.add("GPU projection", p.api_calls == 0 ? "no API call inside the range" : "no GPU activity launched");
+  } else {
+    w.add("GPU projection", std::to_string(p.activities) + " activit" + (p.activities == 1 ? "y" : "ies") +
+                                " from " + std::to_string(p.api_calls) + " API call" + (p.api_calls == 1 ? "" : "s"));
+    w.add("GPU span", format_timestamp(static_cast<double>(p.gpu_start_ns - m.start_ns())) + " - " +
+                          format_timestamp(static_cast<double>(p.gpu_end_ns - m.start_ns())));
+    w.add("GPU busy", format_duration(static_cast<double>(p.gpu_busy_ns)));
+  }
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "moetrace/analyzer/expert_load.h"
 #include "moetrace/analyzer/locality.h"
 #include "moetrace/analyzer/memory.h"
+#include "moetrace/analyzer/nvtx_projection.h"
 #include "moetrace/analyzer/recommend.h"
 #include "moetrace/analyzer/trace.h"
 
@@ -22,6 +23,7 @@ struct Analyses {
   ExpertLoadAnalysis expert_load;  // expert_load.h
   LocalityAnalysis locality;       // locality.h
   CostModel cost_model;            // cost_model.h
+  NvtxAnalysis nvtx;               // nvtx_projection.h (NVTX ranges from outside moetrace)
   // recommend.h; set by add_recommendations (it simulates what-ifs, so
   // analyze() leaves it out); the report's recommendations section.
   std::optional<Recommendations> recommendations;
