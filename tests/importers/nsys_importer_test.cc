@@ -236,6 +236,56 @@ TEST(NsysImporter, HandMadeExport) {
   EXPECT_EQ(b.ranks[0].t.at(Category::kAllToAll), 100);
 }
 
+// NCCL's NVTX payloads (nvtx_payload.h): schemas in NVTX_PAYLOAD_SCHEMAS /
+// _ENTRIES, values in binaryData behind a 32-byte header (domain 3, schema id
+// at byte 8, payload size, total size). Blobs written by hand, little-endian:
+//   schema 100 (collective): comm id uint64 @0 = 0xdeadbeef, size_t @8 = 65536
+//   schema 102 (p2p): comm id @0, size_t @8 = 4096, int "Peer rank" @16 = 3
+//   schema 101 (init): comm id @0, int "No. of ranks" @8 = 8 -- listed last:
+//     the group size still reaches the calls before it.
+// A 10-byte blob and one of an unknown schema (999) are counted, not guessed.
+TEST(NsysImporter, NcclPayloadsGiveMessageSizesAndGroupSizes) {
+  const auto in = temp_path("nccl-payload.sqlite"), out = temp_path("nccl-payload.db");
+  make_export(in, std::string(kMinimalExport) + R"(
+    INSERT INTO StringIds VALUES (7, 'ncclAllReduce'), (8, 'ncclCommInitRank'), (9, 'ncclSend');
+    ALTER TABLE NVTX_EVENTS ADD COLUMN binaryData BLOB;
+    CREATE TABLE NVTX_PAYLOAD_SCHEMAS (domainId INTEGER, schemaId INTEGER, name TEXT, payloadSize INTEGER);
+    INSERT INTO NVTX_PAYLOAD_SCHEMAS VALUES (3, 100, 'NCCL collective', 16), (3, 101, 'NCCL init', 16),
+                                            (3, 102, 'NCCL p2p', 24);
+    CREATE TABLE NVTX_PAYLOAD_SCHEMA_ENTRIES (domainId INTEGER, schemaId INTEGER, idx INTEGER, flags INTEGER,
+                                              type INTEGER, name TEXT, description TEXT, "offset" INTEGER);
+    INSERT INTO NVTX_PAYLOAD_SCHEMA_ENTRIES VALUES
+      (3, 100, 0, 0, 18, 'NCCL communicator ID', NULL, NULL), (3, 100, 1, 0, 22, 'Message size [bytes]', NULL, 8),
+      (3, 101, 0, 0, 18, 'NCCL communicator ID', NULL, NULL), (3, 101, 1, 0, 5, 'No. of ranks', NULL, 8),
+      (3, 101, 2, 0, 5, 'Rank', NULL, 12),
+      (3, 102, 0, 0, 18, 'NCCL communicator ID', NULL, NULL), (3, 102, 1, 0, 22, 'Message size [bytes]', NULL, 8),
+      (3, 102, 2, 0, 5, 'Peer rank', NULL, 16);
+    INSERT INTO NVTX_EVENTS (start, "end", eventType, globalTid, text, textId, domainId, binaryData) VALUES
+      (600, 700, 59, 704643115, NULL, 7, 3,
+       X'0300000000000000640000000000000010000000000000003000000000000000EFBEADDE000000000000010000000000'),
+      (710, 720, 59, 704643115, NULL, 9, 3,
+       X'0300000000000000660000000000000018000000000000003800000000000000EFBEADDE00000000001000000000000003000000FFFFFFFF'),
+      (730, 740, 59, 704643115, NULL, 7, 3, X'03000000000000006400'),
+      (750, 760, 59, 704643115, NULL, 7, 3,
+       X'0300000000000000E7030000000000000000000000000000200000000000000000'),
+      (5, 9, 59, 704643115, NULL, 8, 3,
+       X'0300000000000000650000000000000010000000000000003000000000000000EFBEADDE000000000800000000000000');
+  )");
+  import_traces({in}, out);
+  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM collectives"), 2);
+  EXPECT_EQ(sql_int(out, "SELECT in_nelems FROM collectives WHERE name = 'ncclAllReduce'"), 65536);
+  EXPECT_EQ(sql_text(out, "SELECT dtype FROM collectives WHERE name = 'ncclAllReduce'"), "uint8");
+  EXPECT_EQ(sql_int(out, "SELECT start_ns FROM collectives WHERE name = 'ncclAllReduce'"), 600);
+  EXPECT_EQ(sql_int(out, "SELECT group_size FROM collectives WHERE name = 'ncclAllReduce'"), 8);
+  EXPECT_EQ(sql_text(out, "SELECT process_group FROM collectives WHERE name = 'ncclSend'"),
+            "NCCL communicator 0xdeadbeef");
+  EXPECT_EQ(sql_int(out, "SELECT in_nelems FROM collectives WHERE name = 'ncclSend'"), 4096);
+  EXPECT_EQ(sql_text(out, "SELECT group_ranks FROM collectives WHERE name = 'ncclSend'"), "peer 3");
+  // The range keeps its message size as its payload.
+  EXPECT_EQ(sql_int(out, "SELECT payload_int FROM nvtx_ranges WHERE start_ns = 600"), 65536);
+  EXPECT_EQ(config_value(out, "import.skipped.nvtx_binary_payload"), "2");
+}
+
 TEST(NsysImporter, MissingTablesAreFine) {
   const auto in = temp_path("runtime-only.sqlite"), out = temp_path("runtime-only.db");
   make_export(in, R"(

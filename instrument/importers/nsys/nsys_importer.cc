@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <cstdlib>
@@ -28,6 +29,7 @@
 #include <unordered_map>
 
 #include "../common/trace_builder.h"
+#include "nvtx_payload.h"
 #include "moetrace/schema/error.h"
 #include "moetrace/schema/schema.h"
 #include "moetrace/schema/sqlite.h"
@@ -634,6 +636,9 @@ class FileImporter {
         ", " + f_.col(t, "floatValue") + ", " + f_.col(t, "jsonText") + ", " + f_.col(t, "jsonTextId") +
         ", " + f_.col(t, "binaryData") + " FROM NVTX_EVENTS");
     std::unordered_map<std::int64_t, StringId> text_ids;
+    const PayloadSchemas schemas = read_payload_schemas();
+    std::vector<NcclCall> nccl_calls;
+    std::map<std::int64_t, std::int32_t> comm_sizes;
     while (st.step()) {
       step();
       const auto type = st.int64(2);
@@ -654,12 +659,13 @@ class FileImporter {
       r.thread_id = tid_of(st.int64_or(3, 0));
       r.start_ns = at(st.int64(0));
       r.end_ns = st.is_null(1) ? -1 : at(st.int64(1));
+      const std::string_view name_text = !st.is_null(4) ? st.text(4) : f_.str(st.int64_or(5, -1));
       if (!st.is_null(4)) {
-        r.name = b_.intern(st.text(4));
+        r.name = b_.intern(name_text);
       } else {
         const auto id = st.int64_or(5, -1);
         auto it = text_ids.find(id);
-        if (it == text_ids.end()) it = text_ids.emplace(id, b_.intern(f_.str(id))).first;
+        if (it == text_ids.end()) it = text_ids.emplace(id, b_.intern(name_text)).first;
         r.name = it->second;
       }
       const auto domain = st.int64_or(6, 0);
@@ -677,9 +683,82 @@ class FileImporter {
       if (!st.is_null(13)) r.payload_double = st.real(13);
       else if (!st.is_null(14)) r.payload_double = st.real(14);
       if (!st.is_null(15) || !st.is_null(16)) b_.skip("nvtx_json_payload");
-      if (!st.is_null(17)) b_.skip("nvtx_binary_payload");
+      if (!st.is_null(17)) {
+        const auto decoded = decode_payload(st.text(17), schemas);
+        if (!decoded) {
+          b_.skip("nvtx_binary_payload");
+        } else {
+          nccl_payload(r, name_text, *decoded, nccl_calls, comm_sizes);
+        }
+      }
       b_.add(r);
     }
+    // Group sizes come from the communicator's init range, which an export
+    // need not list first.
+    for (auto& c : nccl_calls) {
+      if (auto it = comm_sizes.find(c.comm); it != comm_sizes.end()) c.record.group_size = it->second;
+      b_.add(c.record);
+    }
+  }
+
+  // NVTX payload schemas (nvtx_payload.h), where the export has them.
+  PayloadSchemas read_payload_schemas() {
+    PayloadSchemas schemas;
+    const char* s = "NVTX_PAYLOAD_SCHEMAS";
+    const char* e = "NVTX_PAYLOAD_SCHEMA_ENTRIES";
+    if (!f_.has(s, "schemaId") || !f_.has(s, "payloadSize") || !f_.has(e, "schemaId") || !f_.has(e, "name") ||
+        !f_.has(e, "type"))
+      return schemas;
+    auto st = f_.db().prepare(std::string("SELECT DISTINCT schemaId, payloadSize FROM ") + s);
+    while (st.step())
+      if (!st.is_null(0)) schemas.emplace(st.int64(0), PayloadSchema{st.int64_or(1, 0), {}});
+    auto en = f_.db().prepare("SELECT DISTINCT schemaId, " + f_.col(e, "idx") + ", \"type\", name, " +
+                              f_.col(e, "offset") + " FROM " + e + " ORDER BY schemaId, 2");
+    while (en.step()) {
+      auto it = schemas.find(en.int64_or(0, -1));
+      if (it == schemas.end()) continue;
+      it->second.fields.push_back({std::string(en.text(3)), static_cast<int>(en.int64_or(2, 0)), en.int64_or(4, 0)});
+    }
+    return schemas;
+  }
+
+  struct NcclCall {
+    instrument::CollectiveRecord record;
+    std::int64_t comm = 0;
+  };
+
+  // NCCL's payload fields: a range with a message size is a collective or
+  // point-to-point call (a row of `collectives`, host times, the size as
+  // bytes: dtype uint8); one with "No. of ranks" initialises a communicator.
+  void nccl_payload(instrument::NvtxRangeRecord& r, std::string_view name, const DecodedPayload& p,
+                    std::vector<NcclCall>& calls,
+                    std::map<std::int64_t, std::int32_t>& comm_sizes) {
+    const auto& v = p.integers;
+    auto field = [&](const char* key) -> std::optional<std::int64_t> {
+      auto it = v.find(key);
+      return it == v.end() ? std::nullopt : std::optional(it->second);
+    };
+    const auto comm = field("NCCL communicator ID");
+    if (const auto n = field("No. of ranks"); n && comm) comm_sizes[*comm] = static_cast<std::int32_t>(*n);
+    const auto bytes = field("Message size [bytes]");
+    if (!bytes) return;
+    r.payload_int = *bytes;
+    NcclCall c;
+    c.comm = comm.value_or(0);
+    auto& k = c.record;
+    k.rank = r.rank;
+    k.start_ns = r.start_ns;
+    k.end_ns = r.end_ns < r.start_ns ? r.start_ns : r.end_ns;
+    k.name = std::string(name);
+    k.in_nelems = k.out_nelems = *bytes;
+    k.dtype = "uint8";
+    if (comm) {
+      char hex[32];
+      std::snprintf(hex, sizeof hex, "%#llx", static_cast<unsigned long long>(*comm));
+      k.process_group = std::string("NCCL communicator ") + hex;
+    }
+    if (const auto peer = field("Peer rank")) k.group_ranks = "peer " + std::to_string(*peer);
+    calls.push_back(std::move(c));
   }
 
   void read_memory() {
