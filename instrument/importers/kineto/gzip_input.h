@@ -6,6 +6,7 @@
 #include <zlib.h>
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <streambuf>
 #include <string>
@@ -23,6 +24,11 @@ class GzipInput : public std::streambuf {
   // Fraction of the file (compressed bytes) consumed so far, for progress.
   double fraction() const;
   std::int64_t bytes_out() const { return bytes_out_; }
+
+  // Reads up to `n` decompressed bytes straight into `dst` (not through the
+  // streambuf's buffer; do not mix with istream reads); 0 at the end of the
+  // data. Throws moetrace::Error like underflow().
+  std::size_t read(char* dst, std::size_t n);
 
  protected:
   // Throws moetrace::Error for damaged or truncated gzip data; the exception

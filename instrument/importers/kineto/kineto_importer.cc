@@ -14,7 +14,9 @@
 //   before or after `traceEvents`, so a file is parsed whole before any of it
 //   is written (in compact records; see BENCHMARKS.md for memory).
 //
-// The file is read with a SAX parser: a 100 MB trace never becomes a DOM.
+// The file is streamed: JsonSplitter cuts it into the top-level members and
+// the single events, simdjson parses each piece, and the pieces are replayed
+// as SAX events into the Handler, so a 1 GB trace never becomes a DOM.
 #include "kineto_importer.h"
 
 #include <algorithm>
@@ -22,14 +24,15 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
-#include <istream>
+#include <cstdlib>
 #include <map>
 #include <unordered_map>
 
-#include <nlohmann/json.hpp>
+#include <simdjson.h>
 
 #include "../common/trace_builder.h"
 #include "gzip_input.h"
+#include "json_splitter.h"
 #include "moetrace/schema/error.h"
 
 namespace moetrace::importers::kineto {
@@ -248,23 +251,27 @@ void parse_memcpy_name(std::string_view name, GpuActivity& a) {
 }
 
 // The SAX handler: a stack of frames, each knowing what its container is.
-class Handler : public nlohmann::json_sax<nlohmann::json> {
+// (The SAX interface of nlohmann::json, which the file used to be read with.)
+class Handler {
  public:
+  using number_integer_t = std::int64_t;
+  using number_unsigned_t = std::uint64_t;
+  using number_float_t = double;
+  using string_t = std::string;
+
   Handler(ParsedFile& out, GzipInput& in, TraceBuilder& builder, std::string label)
       : out_(out), in_(in), builder_(builder), label_(std::move(label)) {}
 
-  const std::string& error() const { return error_; }
-
-  bool null() override { return scalar(Number{}, nullptr); }
-  bool boolean(bool) override { return scalar(Number{}, nullptr); }
-  bool number_integer(number_integer_t v) override {
+  bool null() { return scalar(Number{}, nullptr); }
+  bool boolean(bool) { return scalar(Number{}, nullptr); }
+  bool number_integer(number_integer_t v) {
     Number n;
     n.present = n.integral = true;
     n.i = v;
     n.d = static_cast<double>(v);
     return scalar(n, nullptr);
   }
-  bool number_unsigned(number_unsigned_t v) override {
+  bool number_unsigned(number_unsigned_t v) {
     Number n;
     n.present = true;
     n.integral = v <= static_cast<number_unsigned_t>(INT64_MAX);
@@ -273,22 +280,21 @@ class Handler : public nlohmann::json_sax<nlohmann::json> {
     n.text = std::to_string(v);
     return scalar(n, nullptr);
   }
-  bool number_float(number_float_t v, const string_t& s) override {
+  bool number_float(number_float_t v, std::string_view s) {
     Number n;
     n.present = true;
     n.d = v;
     n.text = s;
     return scalar(n, nullptr);
   }
-  bool string(string_t& s) override { return scalar(Number{}, &s); }
-  bool binary(binary_t&) override { return scalar(Number{}, nullptr); }
+  bool string(string_t& s) { return scalar(Number{}, &s); }
 
-  bool key(string_t& k) override {
+  bool key(string_t& k) {
     key_ = std::move(k);
     return true;
   }
 
-  bool start_object(std::size_t) override {
+  bool start_object(std::size_t) {
     Role role = Role::kSkip;
     if (frames_.empty()) {
       role = Role::kRoot;
@@ -310,7 +316,7 @@ class Handler : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
 
-  bool end_object() override {
+  bool end_object() {
     const Role role = frames_.back();
     frames_.pop_back();
     if (role == Role::kEvent) finish_event();
@@ -318,7 +324,7 @@ class Handler : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
 
-  bool start_array(std::size_t) override {
+  bool start_array(std::size_t) {
     Role role = Role::kSkip;
     if (frames_.empty()) {
       // A bare array of events is the other Chrome trace form.
@@ -345,22 +351,9 @@ class Handler : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
 
-  bool end_array() override {
+  bool end_array() {
     frames_.pop_back();
     return true;
-  }
-
-  bool parse_error(std::size_t position, const std::string&,
-                   const nlohmann::detail::exception& ex) override {
-    std::string what = ex.what();
-    // "[json.exception.parse_error.101] parse error at line 1, column 7: ..."
-    if (auto pos = what.find("] "); what.rfind("[json.exception", 0) == 0 && pos != std::string::npos)
-      what = what.substr(pos + 2);
-    for (auto& c : what)
-      if (static_cast<unsigned char>(c) < 0x20) c = ' ';
-    error_ = "invalid JSON at byte " + std::to_string(position) + ": " + what;
-    if (what.find("unexpected end of input") != std::string::npos) error_ += " (truncated file?)";
-    return false;
   }
 
  private:
@@ -627,23 +620,189 @@ class Handler : public nlohmann::json_sax<nlohmann::json> {
   RawEvent event_;
   DeviceProps device_;
   std::vector<std::int64_t>* array_ = nullptr;
-  std::string error_;
   std::int64_t events_ = 0;
+};
+
+// Parses the pieces JsonSplitter cuts with simdjson and replays them into the
+// Handler, with the events of the containers around them.
+class Replay : public JsonSplitter::Visitor {
+ public:
+  explicit Replay(Handler& handler) : h_(handler) {}
+
+  void root_begin(bool array) override {
+    if (array) h_.start_array(kUnknownSize);
+    else h_.start_object(kUnknownSize);
+  }
+  void root_end(bool array) override {
+    if (array) h_.end_array();
+    else h_.end_object();
+  }
+  void member(const std::string& key, std::string_view value, std::int64_t offset) override {
+    text_ = key;
+    h_.key(text_);
+    piece(value, offset);
+  }
+  void events_begin() override {
+    text_ = "traceEvents";
+    h_.key(text_);
+    h_.start_array(kUnknownSize);
+  }
+  void events_end() override { h_.end_array(); }
+  void event(std::string_view value, std::int64_t offset) override { piece(value, offset); }
+  void root_scalar(std::string_view value, std::int64_t offset) override { piece(value, offset); }
+
+ private:
+  static constexpr std::size_t kUnknownSize = static_cast<std::size_t>(-1);
+  static_assert(simdjson::SIMDJSON_PADDING <= JsonSplitter::kPadding);
+
+  [[noreturn]] static void fail(simdjson::error_code e, std::int64_t offset) {
+    throw JsonSplitError(offset + 1, std::string(simdjson::error_message(e)) + " (in the value starting there)");
+  }
+
+  void piece(std::string_view text, std::int64_t offset) {
+    simdjson::ondemand::document doc;
+    auto e = parser_.iterate(text.data(), text.size(), text.size() + JsonSplitter::kPadding).get(doc);
+    // JsonSplitter cut exactly one value, so nothing can follow it.
+    if (!e) e = document(doc);
+    if (e) fail(e, offset);
+  }
+
+  simdjson::error_code document(simdjson::ondemand::document& doc) {
+    bool scalar = false;
+    if (auto e = doc.is_scalar().get(scalar)) return e;
+    if (!scalar) {
+      simdjson::ondemand::value v;
+      if (auto e = doc.get_value().get(v)) return e;
+      return value(v);
+    }
+    return scalar_value(doc);
+  }
+
+  template <typename V>
+  simdjson::error_code scalar_value(V& v) {
+    simdjson::ondemand::json_type type;
+    if (auto e = v.type().get(type)) return e;
+    switch (type) {
+      case simdjson::ondemand::json_type::string: {
+        std::string_view s;
+        if (auto e = v.get_string().get(s)) return e;
+        text_.assign(s);
+        h_.string(text_);
+        return simdjson::SUCCESS;
+      }
+      case simdjson::ondemand::json_type::number: return number(v);
+      case simdjson::ondemand::json_type::boolean: {
+        bool b = false;
+        if (auto e = v.get_bool().get(b)) return e;
+        h_.boolean(b);
+        return simdjson::SUCCESS;
+      }
+      case simdjson::ondemand::json_type::null: {
+        bool null = false;
+        if (auto e = v.is_null().get(null)) return e;
+        if (!null) return simdjson::N_ATOM_ERROR;
+        h_.null();
+        return simdjson::SUCCESS;
+      }
+      default: return simdjson::INCORRECT_TYPE;
+    }
+  }
+
+  static simdjson::error_code raw_token(simdjson::ondemand::value& v, std::string_view& raw) {
+    raw = v.raw_json_token();
+    return simdjson::SUCCESS;
+  }
+  static simdjson::error_code raw_token(simdjson::ondemand::document& d, std::string_view& raw) {
+    return d.raw_json_token().get(raw);
+  }
+
+  template <typename V>
+  simdjson::error_code number(V& v) {
+    simdjson::ondemand::number_type type;
+    auto e = v.get_number_type().get(type);
+    if (!e && type == simdjson::ondemand::number_type::signed_integer) {
+      std::int64_t i = 0;
+      if (auto e2 = v.get_int64().get(i)) return e2;
+      h_.number_integer(i);
+      return simdjson::SUCCESS;
+    }
+    if (!e && type == simdjson::ondemand::number_type::unsigned_integer) {
+      std::uint64_t u = 0;
+      if (auto e2 = v.get_uint64().get(u)) return e2;
+      h_.number_unsigned(u);
+      return simdjson::SUCCESS;
+    }
+    // A float, or an integer too big for 64 bits (a float, as nlohmann::json had it).
+    std::string_view raw;
+    if (auto e2 = raw_token(v, raw)) return e2;
+    while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' || raw.back() == '\t'))
+      raw.remove_suffix(1);
+    double d = 0;
+    if (!e) {
+      if (auto e2 = v.get_double().get(d)) return e2;
+    } else if (e == simdjson::NUMBER_ERROR) {
+      // Digits only (simdjson rejects these), parsed the slow way.
+      if (raw.empty() || raw.find_first_not_of("-0123456789") != std::string_view::npos) return e;
+      text_.assign(raw);
+      d = std::strtod(text_.c_str(), nullptr);
+    } else {
+      return e;
+    }
+    h_.number_float(d, raw);
+    return simdjson::SUCCESS;
+  }
+
+  simdjson::error_code value(simdjson::ondemand::value& v) {
+    simdjson::ondemand::json_type type;
+    if (auto e = v.type().get(type)) return e;
+    if (type == simdjson::ondemand::json_type::object) {
+      simdjson::ondemand::object object;
+      if (auto e = v.get_object().get(object)) return e;
+      h_.start_object(kUnknownSize);
+      for (auto field : object) {
+        std::string_view key;
+        if (auto e = field.unescaped_key().get(key)) return e;
+        text_.assign(key);
+        h_.key(text_);
+        simdjson::ondemand::value child;
+        if (auto e = field.value().get(child)) return e;
+        if (auto e = value(child)) return e;
+      }
+      h_.end_object();
+      return simdjson::SUCCESS;
+    }
+    if (type == simdjson::ondemand::json_type::array) {
+      simdjson::ondemand::array array;
+      if (auto e = v.get_array().get(array)) return e;
+      h_.start_array(kUnknownSize);
+      for (auto element : array) {
+        simdjson::ondemand::value child;
+        if (auto e = element.get(child)) return e;
+        if (auto e = value(child)) return e;
+      }
+      h_.end_array();
+      return simdjson::SUCCESS;
+    }
+    return scalar_value(v);
+  }
+
+  Handler& h_;
+  simdjson::ondemand::parser parser_;
+  std::string text_;
 };
 
 ParsedFile parse(const std::string& path, TraceBuilder& builder) {
   ParsedFile out;
   GzipInput input(path);
-  std::istream stream(&input);
   Handler handler(out, input, builder, file_name(path));
-  bool ok = false;
+  Replay replay(handler);
+  JsonSplitter splitter([&input](char* dst, std::size_t n) { return input.read(dst, n); });
   try {
-    ok = nlohmann::json::sax_parse(stream, &handler);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path + ": invalid JSON (" + std::string(e.what()) + ")");
+    splitter.run(replay);
+  } catch (const JsonSplitError& e) {
+    if (input.bytes_out() == 0) throw Error(path + ": empty file, not a Chrome/Kineto trace");
+    throw Error(path + ": invalid JSON at byte " + std::to_string(e.byte()) + ": " + e.what());
   }
-  if (!ok) throw Error(path + ": " + (handler.error().empty() ? "invalid JSON" : handler.error()));
-  if (input.bytes_out() == 0) throw Error(path + ": empty file, not a Chrome/Kineto trace");
   if (!out.has_trace_events)
     throw Error(path + ": JSON without traceEvents, not a Chrome/Kineto trace");
   return out;
