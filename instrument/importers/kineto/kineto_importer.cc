@@ -37,12 +37,22 @@
 
 namespace moetrace::importers::kineto {
 
+using namespace std::string_view_literals;
+
 std::optional<std::int64_t> micros_to_ns(std::string_view text) {
   // value = digits x 10^(exponent - decimals) us = digits x 10^shift ns.
   std::size_t i = 0;
   bool negative = false;
   if (i < text.size() && (text[i] == '-' || text[i] == '+')) negative = text[i++] == '-';
-  std::string digits;
+  // The significant digits (at most 401, as before: longer is refused).
+  struct Digits {
+    std::array<char, 402> d;
+    std::size_t n = 0;
+    std::size_t size() const { return n; }
+    bool empty() const { return n == 0; }
+    void push(char c) { d[n++] = c; }
+    char operator[](std::size_t k) const { return d[k]; }
+  } digits;
   long decimals = 0;
   bool point = false;
   for (; i < text.size(); ++i) {
@@ -51,7 +61,7 @@ std::optional<std::int64_t> micros_to_ns(std::string_view text) {
       point = true;
     } else if (c >= '0' && c <= '9') {
       if (digits.size() > 400) return std::nullopt;
-      if (!(digits.empty() && c == '0')) digits += c;  // leading zeros carry no value
+      if (!(digits.empty() && c == '0')) digits.push(c);  // leading zeros carry no value
       if (point) ++decimals;
     } else {
       break;
@@ -115,7 +125,7 @@ struct Number {
   bool integral = false;
   std::int64_t i = 0;
   double d = 0;
-  std::string text;  // raw token of floats (exact decimals)
+  std::string_view text;  // raw token of floats (exact decimals), valid during the call
 };
 
 // The args we read; all others are ignored.
@@ -126,10 +136,18 @@ struct Args {
   std::optional<std::int64_t> in_nelems, out_nelems, group_size;
   // Memory instant events ("[memory]").
   std::optional<std::int64_t> mem_bytes, mem_addr, mem_device_type, mem_device_id;
-  std::vector<std::int64_t>* array_for(const std::string& key) {
+  std::vector<std::int64_t>* array_for(std::string_view key) {
     if (key == "grid") return &grid;
     if (key == "block") return &block;
     return nullptr;
+  }
+  void clear() {
+    correlation.reset(), device.reset(), stream.reset(), bytes.reset(), registers.reset(), shared.reset();
+    grid.clear(), block.clear();
+    collective.clear(), dtype.clear(), pg_name.clear(), pg_desc.clear(), pg_ranks.clear();
+    in_splits.clear(), out_splits.clear();
+    in_nelems.reset(), out_nelems.reset(), group_size.reset();
+    mem_bytes.reset(), mem_addr.reset(), mem_device_type.reset(), mem_device_id.reset();
   }
 };
 
@@ -140,7 +158,13 @@ struct RawEvent {
   std::optional<std::int64_t> id;
   bool bad_time = false;
   Args args;
-  void reset() { *this = RawEvent{}; }
+  // Empties the event, keeping the strings' and vectors' memory.
+  void reset() {
+    ph.clear(), cat.clear(), name.clear(), bp.clear();
+    pid.reset(), tid.reset(), ts_ns.reset(), dur_ns.reset(), id.reset();
+    bad_time = false;
+    args.clear();
+  }
 };
 
 enum class ActivityType : std::uint8_t { kKernel, kMemcpy, kMemset };
@@ -277,7 +301,8 @@ class Handler {
     n.integral = v <= static_cast<number_unsigned_t>(INT64_MAX);
     n.i = n.integral ? static_cast<std::int64_t>(v) : 0;
     n.d = static_cast<double>(v);
-    n.text = std::to_string(v);
+    unsigned_text_ = std::to_string(v);
+    n.text = unsigned_text_;
     return scalar(n, nullptr);
   }
   bool number_float(number_float_t v, std::string_view s) {
@@ -302,11 +327,11 @@ class Handler {
     } else {
       switch (frames_.back()) {
         case Role::kRoot:
-          if (key_ == "distributedInfo") role = Role::kDistInfo;
+          if (key_ == "distributedInfo"sv) role = Role::kDistInfo;
           break;
         case Role::kEvents: role = Role::kEvent; event_.reset(); break;
         case Role::kEvent:
-          if (key_ == "args") role = Role::kArgs;
+          if (key_ == "args"sv) role = Role::kArgs;
           break;
         case Role::kDeviceList: role = Role::kDevice; device_ = DeviceProps{}; break;
         default: break;
@@ -333,10 +358,10 @@ class Handler {
     } else {
       switch (frames_.back()) {
         case Role::kRoot:
-          if (key_ == "traceEvents") {
+          if (key_ == "traceEvents"sv) {
             role = Role::kEvents;
             out_.has_trace_events = true;
-          } else if (key_ == "deviceProperties") {
+          } else if (key_ == "deviceProperties"sv) {
             role = Role::kDeviceList;
           }
           break;
@@ -390,7 +415,7 @@ class Handler {
     if (frames_.empty()) return true;
     switch (frames_.back()) {
       case Role::kRoot:
-        if (key_ == "baseTimeNanoseconds") out_.base_time_ns = as_int(n).value_or(0);
+        if (key_ == "baseTimeNanoseconds"sv) out_.base_time_ns = as_int(n).value_or(0);
         break;
       case Role::kEvent: event_field(n, s); break;
       case Role::kArgs: arg_field(n, s); break;
@@ -398,18 +423,18 @@ class Handler {
         if (array_ && array_->size() < 8) array_->push_back(as_int(n).value_or(-1));
         break;
       case Role::kDevice:
-        if (key_ == "id") device_.id = as_int(n).value_or(0);
-        else if (key_ == "name" && s) device_.name = *s;
-        else if (key_ == "totalGlobalMem") device_.memory = as_int(n).value_or(-1);
-        else if (key_ == "computeMajor") device_.major = static_cast<int>(as_int(n).value_or(-1));
-        else if (key_ == "computeMinor") device_.minor = static_cast<int>(as_int(n).value_or(-1));
-        else if (key_ == "numSms") device_.sms = static_cast<int>(as_int(n).value_or(-1));
+        if (key_ == "id"sv) device_.id = as_int(n).value_or(0);
+        else if (key_ == "name"sv && s) device_.name = *s;
+        else if (key_ == "totalGlobalMem"sv) device_.memory = as_int(n).value_or(-1);
+        else if (key_ == "computeMajor"sv) device_.major = static_cast<int>(as_int(n).value_or(-1));
+        else if (key_ == "computeMinor"sv) device_.minor = static_cast<int>(as_int(n).value_or(-1));
+        else if (key_ == "numSms"sv) device_.sms = static_cast<int>(as_int(n).value_or(-1));
         break;
       case Role::kDistInfo:
-        if (key_ == "rank") out_.rank = as_int(n);
-        else if (key_ == "world_size") out_.world_size = as_int(n);
-        else if (key_ == "backend" && s) out_.backend = *s;
-        else if (key_ == "nccl_version" && s) out_.nccl_version = *s;
+        if (key_ == "rank"sv) out_.rank = as_int(n);
+        else if (key_ == "world_size"sv) out_.world_size = as_int(n);
+        else if (key_ == "backend"sv && s) out_.backend = *s;
+        else if (key_ == "nccl_version"sv && s) out_.nccl_version = *s;
         break;
       case Role::kEvents:
         out_.skip("malformed_event");  // a scalar where an event object belongs
@@ -420,50 +445,50 @@ class Handler {
   }
 
   void event_field(const Number& n, std::string* s) {
-    if (key_ == "ph") {
+    if (key_ == "ph"sv) {
       if (s) event_.ph = *s;
-    } else if (key_ == "cat") {
+    } else if (key_ == "cat"sv) {
       if (s) event_.cat = std::move(*s);
-    } else if (key_ == "name") {
+    } else if (key_ == "name"sv) {
       if (s) event_.name = std::move(*s);
-    } else if (key_ == "pid") {
+    } else if (key_ == "pid"sv) {
       event_.pid = as_int(n);  // string pids ("Spans") are not processes or devices
-    } else if (key_ == "tid") {
+    } else if (key_ == "tid"sv) {
       event_.tid = as_int(n);
-    } else if (key_ == "ts") {
+    } else if (key_ == "ts"sv) {
       event_.ts_ns = as_ns(n, event_.bad_time);
-    } else if (key_ == "dur") {
+    } else if (key_ == "dur"sv) {
       event_.dur_ns = as_ns(n, event_.bad_time);
-    } else if (key_ == "id") {
+    } else if (key_ == "id"sv) {
       event_.id = as_int(n);
-    } else if (key_ == "bp") {
+    } else if (key_ == "bp"sv) {
       if (s) event_.bp = *s;
     }
   }
 
   void arg_field(const Number& n, std::string* s) {
     auto& a = event_.args;
-    const auto& k = key_;
-    if (k == "correlation") a.correlation = as_int(n);
-    else if (k == "device") a.device = as_int(n);
-    else if (k == "stream") a.stream = as_int(n);
-    else if (k == "bytes") a.bytes = as_int(n);
-    else if (k == "registers per thread") a.registers = as_int(n);
-    else if (k == "shared memory") a.shared = as_int(n);
-    else if (k == "Collective name") { if (s) a.collective = *s; }
-    else if (k == "In msg nelems") a.in_nelems = as_int(n);
-    else if (k == "Out msg nelems") a.out_nelems = as_int(n);
-    else if (k == "Group size") a.group_size = as_int(n);
-    else if (k == "dtype") { if (s) a.dtype = *s; }
-    else if (k == "Process Group Name") { if (s) a.pg_name = *s; }
-    else if (k == "Process Group Description") { if (s) a.pg_desc = *s; }
-    else if (k == "Process Group Ranks") { if (s) a.pg_ranks = *s; }
-    else if (k == "In split size") { if (s) a.in_splits = *s; }
-    else if (k == "Out split size") { if (s) a.out_splits = *s; }
-    else if (k == "Bytes") a.mem_bytes = as_int(n);
-    else if (k == "Addr") a.mem_addr = as_int(n);
-    else if (k == "Device Type") a.mem_device_type = as_int(n);
-    else if (k == "Device Id") a.mem_device_id = as_int(n);
+    const std::string_view k = key_;
+    if (k == "correlation"sv) a.correlation = as_int(n);
+    else if (k == "device"sv) a.device = as_int(n);
+    else if (k == "stream"sv) a.stream = as_int(n);
+    else if (k == "bytes"sv) a.bytes = as_int(n);
+    else if (k == "registers per thread"sv) a.registers = as_int(n);
+    else if (k == "shared memory"sv) a.shared = as_int(n);
+    else if (k == "Collective name"sv) { if (s) a.collective = *s; }
+    else if (k == "In msg nelems"sv) a.in_nelems = as_int(n);
+    else if (k == "Out msg nelems"sv) a.out_nelems = as_int(n);
+    else if (k == "Group size"sv) a.group_size = as_int(n);
+    else if (k == "dtype"sv) { if (s) a.dtype = *s; }
+    else if (k == "Process Group Name"sv) { if (s) a.pg_name = *s; }
+    else if (k == "Process Group Description"sv) { if (s) a.pg_desc = *s; }
+    else if (k == "Process Group Ranks"sv) { if (s) a.pg_ranks = *s; }
+    else if (k == "In split size"sv) { if (s) a.in_splits = *s; }
+    else if (k == "Out split size"sv) { if (s) a.out_splits = *s; }
+    else if (k == "Bytes"sv) a.mem_bytes = as_int(n);
+    else if (k == "Addr"sv) a.mem_addr = as_int(n);
+    else if (k == "Device Type"sv) a.mem_device_type = as_int(n);
+    else if (k == "Device Id"sv) a.mem_device_id = as_int(n);
   }
 
   void finish_event() {
@@ -620,6 +645,7 @@ class Handler {
   RawEvent event_;
   DeviceProps device_;
   std::vector<std::int64_t>* array_ = nullptr;
+  std::string unsigned_text_;
   std::int64_t events_ = 0;
 };
 
