@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -143,6 +144,36 @@ TEST(JsonSplitter, LargePieceAcrossManyChunks) {
     EXPECT_EQ(calls[2], "event @17 " + event);
     EXPECT_EQ(calls[3], "event @" + std::to_string(19 + event.size()) + " " + event);
   }
+}
+
+// Random events whose strings are full of quotes, backslashes and brackets,
+// so escapes fall on every position of the splitter's 16-byte blocks.
+TEST(JsonSplitter, RandomEscapesAtEveryAlignment) {
+  std::mt19937 rng(12345);
+  const std::string alphabet = "ab\"\\[]{},: x";
+  std::vector<std::string> events;
+  std::string text = "{\"traceEvents\": [";
+  std::vector<std::string> expected = {"{", "events ["};
+  for (int e = 0; e < 300; ++e) {
+    std::string str;
+    const auto len = rng() % 40;
+    for (std::size_t i = 0; i < len; ++i) {
+      const char c = alphabet[rng() % alphabet.size()];
+      if (c == '"' || c == '\\') str += '\\';
+      str += c;
+    }
+    const std::string event = "{\"name\": \"" + str + "\", \"args\": {\"a\": [[\"" + str + "\"], {}]}}";
+    if (e) text += ",";
+    expected.push_back("event @" + std::to_string(text.size()) + " " + event);
+    text += event;
+  }
+  text += "]}";
+  expected.push_back("events ]");
+  expected.push_back("}");
+  EXPECT_EQ(split(text, 1 << 16), expected);
+  for (std::size_t chunk : {std::size_t{1}, std::size_t{3}, std::size_t{15}, std::size_t{16}, std::size_t{17},
+                            std::size_t{31}, std::size_t{100}})
+    EXPECT_EQ(split(text, chunk), expected) << "chunk " << chunk;
 }
 
 TEST(JsonSplitter, Errors) {

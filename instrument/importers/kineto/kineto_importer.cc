@@ -822,7 +822,8 @@ ParsedFile parse(const std::string& path, TraceBuilder& builder) {
   GzipInput input(path);
   Handler handler(out, input, builder, file_name(path));
   Replay replay(handler);
-  JsonSplitter splitter([&input](char* dst, std::size_t n) { return input.read(dst, n); });
+  ReadAhead ahead(input);  // decompresses on a second thread
+  JsonSplitter splitter([&ahead](char* dst, std::size_t n) { return ahead.read(dst, n); });
   try {
     splitter.run(replay);
   } catch (const JsonSplitError& e) {
