@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <cstring>
+#include <random>
 
 #include "kineto/kineto_importer.h"
 #include "import_test_util.h"
@@ -282,6 +283,19 @@ TEST(KinetoImporter, MicrosToNs) {
   EXPECT_EQ(micros_to_ns("1e400"), std::nullopt);
   EXPECT_EQ(micros_to_ns("12x"), std::nullopt);
   EXPECT_EQ(micros_to_ns(""), std::nullopt);
+  EXPECT_EQ(micros_to_ns("1."), 1000);  // not JSON, but the general path takes it
+  EXPECT_EQ(micros_to_ns("-"), std::nullopt);
+  // The fast path for [-]d{1,15}[.d+] agrees with the general one (which an
+  // exponent forces) on random timestamps.
+  std::mt19937_64 rng(99);
+  for (int i = 0; i < 20000; ++i) {
+    std::string t = (rng() % 4 == 0 ? "-" : "") + std::to_string(rng() % 1000000000000000ULL);
+    if (const auto decimals = rng() % 9; decimals > 0) {
+      t += '.';
+      for (std::uint64_t d = 0; d < decimals; ++d) t += static_cast<char>('0' + rng() % 10);
+    }
+    ASSERT_EQ(micros_to_ns(t), micros_to_ns(t + "e0")) << t;
+  }
 }
 
 }  // namespace

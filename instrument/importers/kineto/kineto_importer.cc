@@ -39,7 +39,40 @@ namespace moetrace::importers::kineto {
 
 using namespace std::string_view_literals;
 
+namespace {
+
+// The common form, [-]d{1,15}[.d+]: integer arithmetic, no digit buffer.
+// nullopt where the general path below must decide.
+std::optional<std::int64_t> micros_to_ns_fast(std::string_view text) {
+  std::size_t i = 0;
+  const bool negative = !text.empty() && text[0] == '-';
+  if (negative) ++i;
+  std::int64_t whole = 0;
+  const std::size_t first = i;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) whole = whole * 10 + (text[i] - '0');
+  if (i == first || i - first > 15) return std::nullopt;
+  std::int64_t frac = 0;
+  int decimals = 0;
+  bool round_up = false;
+  if (i < text.size() && text[i] == '.') {
+    const std::size_t point = ++i;
+    for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+      if (decimals < 3) frac = frac * 10 + (text[i] - '0');
+      else if (decimals == 3) round_up = text[i] >= '5';
+      ++decimals;
+    }
+    if (i == point) return std::nullopt;
+  }
+  if (i != text.size()) return std::nullopt;  // an exponent, or junk
+  for (int d = decimals; d < 3; ++d) frac *= 10;
+  const std::int64_t ns = whole * 1000 + frac + (round_up ? 1 : 0);
+  return negative ? -ns : ns;
+}
+
+}  // namespace
+
 std::optional<std::int64_t> micros_to_ns(std::string_view text) {
+  if (auto ns = micros_to_ns_fast(text)) return ns;
   // value = digits x 10^(exponent - decimals) us = digits x 10^shift ns.
   std::size_t i = 0;
   bool negative = false;
@@ -101,12 +134,6 @@ namespace {
 
 std::string file_name(const std::string& path) {
   return std::filesystem::path(path).filename().string();
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
 }
 
 // A category or phase as part of a run_config key: lower case, [a-z0-9_].
@@ -312,10 +339,12 @@ class Handler {
     n.text = s;
     return scalar(n, nullptr);
   }
-  bool string(string_t& s) { return scalar(Number{}, &s); }
+  // Strings and keys are views, valid during the call (the handler copies
+  // what it keeps).
+  bool string(std::string_view s) { return scalar(Number{}, &s); }
 
-  bool key(string_t& k) {
-    key_ = std::move(k);
+  bool key(std::string_view k) {
+    key_.assign(k);
     return true;
   }
 
@@ -411,7 +440,7 @@ class Handler {
     return ns;
   }
 
-  bool scalar(const Number& n, std::string* s) {
+  bool scalar(const Number& n, const std::string_view* s) {
     if (frames_.empty()) return true;
     switch (frames_.back()) {
       case Role::kRoot:
@@ -444,13 +473,13 @@ class Handler {
     return true;
   }
 
-  void event_field(const Number& n, std::string* s) {
+  void event_field(const Number& n, const std::string_view* s) {
     if (key_ == "ph"sv) {
       if (s) event_.ph = *s;
     } else if (key_ == "cat"sv) {
-      if (s) event_.cat = std::move(*s);
+      if (s) event_.cat = *s;
     } else if (key_ == "name"sv) {
-      if (s) event_.name = std::move(*s);
+      if (s) event_.name = *s;
     } else if (key_ == "pid"sv) {
       event_.pid = as_int(n);  // string pids ("Spans") are not processes or devices
     } else if (key_ == "tid"sv) {
@@ -466,7 +495,7 @@ class Handler {
     }
   }
 
-  void arg_field(const Number& n, std::string* s) {
+  void arg_field(const Number& n, const std::string_view* s) {
     auto& a = event_.args;
     const std::string_view k = key_;
     if (k == "correlation"sv) a.correlation = as_int(n);
@@ -503,7 +532,9 @@ class Handler {
       out_.skip("malformed_event");
       return;
     }
-    const std::string cat = lower(e.cat);
+    cat_.assign(e.cat);
+    for (auto& c : cat_) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const std::string_view cat = cat_;
     if (e.ph == "X") {
       if (!e.dur_ns) {
         out_.skip("malformed_event");
@@ -569,7 +600,7 @@ class Handler {
     out_.skip(e.ph == "i" || e.ph == "I" ? "instant_event" : "phase_" + key_part(e.ph));
   }
 
-  void gpu_activity(const std::string& cat, std::int64_t start, std::int64_t end) {
+  void gpu_activity(std::string_view cat, std::int64_t start, std::int64_t end) {
     const auto& e = event_;
     const auto device = e.args.device ? e.args.device : e.pid;
     const auto stream = e.args.stream ? e.args.stream : e.tid;
@@ -645,7 +676,7 @@ class Handler {
   RawEvent event_;
   DeviceProps device_;
   std::vector<std::int64_t>* array_ = nullptr;
-  std::string unsigned_text_;
+  std::string unsigned_text_, cat_;
   std::int64_t events_ = 0;
 };
 
@@ -664,13 +695,11 @@ class Replay : public JsonSplitter::Visitor {
     else h_.end_object();
   }
   void member(const std::string& key, std::string_view value, std::int64_t offset) override {
-    text_ = key;
-    h_.key(text_);
+    h_.key(key);
     piece(value, offset);
   }
   void events_begin() override {
-    text_ = "traceEvents";
-    h_.key(text_);
+    h_.key("traceEvents");
     h_.start_array(kUnknownSize);
   }
   void events_end() override { h_.end_array(); }
@@ -712,8 +741,7 @@ class Replay : public JsonSplitter::Visitor {
       case simdjson::ondemand::json_type::string: {
         std::string_view s;
         if (auto e = v.get_string().get(s)) return e;
-        text_.assign(s);
-        h_.string(text_);
+        h_.string(s);
         return simdjson::SUCCESS;
       }
       case simdjson::ondemand::json_type::number: return number(v);
@@ -788,8 +816,7 @@ class Replay : public JsonSplitter::Visitor {
       for (auto field : object) {
         std::string_view key;
         if (auto e = field.unescaped_key().get(key)) return e;
-        text_.assign(key);
-        h_.key(text_);
+        h_.key(key);
         simdjson::ondemand::value child;
         if (auto e = field.value().get(child)) return e;
         if (auto e = value(child)) return e;
