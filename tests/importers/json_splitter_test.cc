@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <stdexcept>
 #include <random>
 #include <string>
 #include <vector>
@@ -41,6 +43,16 @@ struct Recorder : JsonSplitter::Visitor {
     for (std::size_t i = 0; i < JsonSplitter::kPadding; ++i) sink = sink ^ v.data()[v.size() + i];
   }
 };
+
+// Reads `text`, at most `chunk` bytes a call.
+JsonSplitter::Read reader(const std::string& text, std::shared_ptr<std::size_t> at = std::make_shared<std::size_t>(0)) {
+  return [&text, at](char* dst, std::size_t n) {
+    n = std::min(n, text.size() - *at);
+    std::memcpy(dst, text.data() + *at, n);
+    *at += n;
+    return n;
+  };
+}
 
 // Splits `text`, read `chunk` bytes at a time.
 std::vector<std::string> split(const std::string& text, std::size_t chunk) {
@@ -195,6 +207,43 @@ TEST(JsonSplitter, Errors) {
   EXPECT_EQ(error_of("{\"traceEvents\": []} x"), "byte 21: unexpected 'x' after the top-level value");
   EXPECT_EQ(error_of("[] []"), "byte 4: unexpected '[' after the top-level value");
   EXPECT_EQ(error_of("{\"traceEvents\": []}\x01"), "byte 20: unexpected byte 0x01 after the top-level value");
+}
+
+TEST(JsonSplitter, ThreadedSameCallsAndErrors) {
+  std::string text = "{\"deviceProperties\": [{\"id\": 0}], \"traceEvents\": [";
+  for (int i = 0; i < 2000; ++i)
+    text += (i ? ", " : "") + std::string("{\"ph\": \"X\", \"name\": \"k\\\"[") + std::to_string(i) + "\", \"ts\": " +
+            std::to_string(i) + ".5}";
+  text += "], \"distributedInfo\": {\"rank\": 3}}";
+  const auto expected = split(text, 1 << 16);
+  for (std::size_t batch : {std::size_t{1}, std::size_t{100}, std::size_t{1} << 20}) {
+    importers::kineto::ThreadedSplitter threaded(reader(text), 7, batch, 2);
+    Recorder r;
+    threaded.run(r);
+    EXPECT_EQ(r.calls, expected) << "batch " << batch;
+  }
+  // An error comes after the calls before it, as the plain splitter has it.
+  const std::string bad = text.substr(0, text.size() / 2) + "}}";
+  importers::kineto::ThreadedSplitter threaded(reader(bad), 64, 256, 2);
+  Recorder r;
+  try {
+    threaded.run(r);
+    ADD_FAILURE() << "no error";
+  } catch (const JsonSplitError& e) {
+    EXPECT_EQ("byte " + std::to_string(e.byte()) + ": " + e.what(), error_of(bad));
+  }
+  Recorder plain;
+  JsonSplitter splitter(reader(bad), 64);
+  EXPECT_THROW(splitter.run(plain), JsonSplitError);
+  ASSERT_GE(plain.calls.size(), 900u);
+  EXPECT_EQ(r.calls, plain.calls);
+
+  // The visitor's exception stops the reading thread.
+  struct Throws : Recorder {
+    void event(std::string_view, std::int64_t) override { throw std::runtime_error("visitor"); }
+  } t;
+  importers::kineto::ThreadedSplitter stopped(reader(text), 64, 256, 1);
+  EXPECT_THROW(stopped.run(t), std::runtime_error);
 }
 
 TEST(JsonSplitter, Unescape) {

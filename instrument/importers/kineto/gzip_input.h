@@ -7,15 +7,10 @@
 
 #include <array>
 #include <atomic>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <exception>
-#include <mutex>
 #include <streambuf>
 #include <string>
-#include <thread>
-#include <vector>
 
 namespace moetrace::importers::kineto {
 
@@ -34,7 +29,8 @@ class GzipInput : public std::streambuf {
 
   // Reads up to `n` decompressed bytes straight into `dst` (not through the
   // streambuf's buffer; do not mix with istream reads); 0 at the end of the
-  // data. Throws moetrace::Error like underflow().
+  // data. Throws moetrace::Error like underflow(). One reading thread at a
+  // time; fraction() and bytes_out() may be called from any.
   std::size_t read(char* dst, std::size_t n);
 
  protected:
@@ -48,36 +44,6 @@ class GzipInput : public std::streambuf {
   std::int64_t size_ = 0;
   std::atomic<std::int64_t> bytes_out_{0}, offset_{0};
   std::array<char, 1 << 16> buffer_{};
-};
-
-// Reads a GzipInput on a thread of its own, a few blocks ahead of the
-// consumer, so decompression (or the read syscalls) overlap the parsing.
-class ReadAhead {
- public:
-  explicit ReadAhead(GzipInput& in, std::size_t block = std::size_t{1} << 20, std::size_t blocks = 4);
-  ~ReadAhead();  // stops the thread (it may be inside one read) and joins it
-  ReadAhead(const ReadAhead&) = delete;
-  ReadAhead& operator=(const ReadAhead&) = delete;
-
-  // GzipInput::read on the consumer's side: up to `n` bytes, 0 at the end;
-  // rethrows the reader's exception once the data before it is consumed.
-  std::size_t read(char* dst, std::size_t n);
-
- private:
-  struct Block {
-    std::vector<char> data;
-    std::size_t size = 0;
-  };
-  void run();
-
-  GzipInput& in_;
-  std::vector<Block> blocks_;
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::size_t head_ = 0, filled_ = 0, offset_ = 0;  // consumer at blocks_[head_] + offset_
-  bool done_ = false, stop_ = false;
-  std::exception_ptr error_;
-  std::thread thread_;
 };
 
 }  // namespace moetrace::importers::kineto

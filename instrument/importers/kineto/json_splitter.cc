@@ -1,6 +1,11 @@
 #include "json_splitter.h"
 
 #include <array>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <cstring>
 #include <utility>
 
@@ -360,6 +365,217 @@ void JsonSplitter::run(Visitor& visitor) {
   }
   c = peek_non_ws();
   if (c >= 0) fail("unexpected " + describe(c) + " after the top-level value");
+}
+
+namespace {
+
+enum class CallKind : std::uint8_t { kRootBegin, kRootEnd, kMember, kEventsBegin, kEventsEnd, kEvent, kRootScalar };
+
+struct Call {
+  CallKind kind;
+  bool array = false;
+  std::size_t pos = 0, len = 0;          // the piece in Batch::text
+  std::size_t key_pos = 0, key_len = 0;  // a member's name in Batch::text
+  std::int64_t offset = 0;
+};
+
+struct Batch {
+  std::vector<char> text;  // pieces back to back, kPadding spare bytes at the end
+  std::size_t used = 0;
+  std::vector<Call> calls;
+  void clear() {
+    used = 0;
+    calls.clear();
+  }
+};
+
+// The hand-over between the two threads.
+class Channel {
+ public:
+  explicit Channel(std::size_t capacity) : capacity_(capacity) {}
+
+  struct Stopped {};  // thrown on the reading thread once the consumer quit
+
+  // Reading thread: a batch to fill (recycled where possible).
+  Batch take_empty() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [this] { return stop_ || full_.size() < capacity_; });
+    if (stop_) throw Stopped{};
+    if (free_.empty()) return Batch{};
+    Batch b = std::move(free_.back());
+    free_.pop_back();
+    return b;
+  }
+  void push(Batch&& b) {
+    {
+      std::lock_guard lock(mutex_);
+      full_.push_back(std::move(b));
+    }
+    changed_.notify_all();
+  }
+  void finish(std::exception_ptr error) {
+    {
+      std::lock_guard lock(mutex_);
+      done_ = true;
+      error_ = std::move(error);
+    }
+    changed_.notify_all();
+  }
+  // Consumer: the next batch, or false at the end (after rethrowing an error).
+  bool pop(Batch& b) {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [this] { return !full_.empty() || done_; });
+    if (full_.empty()) {
+      if (error_) std::rethrow_exception(error_);
+      return false;
+    }
+    b = std::move(full_.front());
+    full_.pop_front();
+    lock.unlock();
+    changed_.notify_all();
+    return true;
+  }
+  void recycle(Batch&& b) {
+    b.clear();
+    std::lock_guard lock(mutex_);
+    free_.push_back(std::move(b));
+  }
+  void stop() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    changed_.notify_all();
+  }
+
+ private:
+  std::size_t capacity_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Batch> full_;
+  std::vector<Batch> free_;
+  bool done_ = false, stop_ = false;
+  std::exception_ptr error_;
+};
+
+// The reading thread's visitor: copies the calls into batches.
+class Batcher : public JsonSplitter::Visitor {
+ public:
+  Batcher(Channel& channel, std::size_t batch_bytes)
+      : channel_(channel), batch_bytes_(batch_bytes), batch_(channel.take_empty()) {}
+
+  void root_begin(bool array) override { add({CallKind::kRootBegin, array}, {}, {}); }
+  void root_end(bool array) override { add({CallKind::kRootEnd, array}, {}, {}); }
+  void member(const std::string& key, std::string_view value, std::int64_t offset) override {
+    Call c{CallKind::kMember};
+    c.offset = offset;
+    add(c, value, key);
+  }
+  void events_begin() override { add({CallKind::kEventsBegin}, {}, {}); }
+  void events_end() override { add({CallKind::kEventsEnd}, {}, {}); }
+  void event(std::string_view value, std::int64_t offset) override {
+    Call c{CallKind::kEvent};
+    c.offset = offset;
+    add(c, value, {});
+  }
+  void root_scalar(std::string_view value, std::int64_t offset) override {
+    Call c{CallKind::kRootScalar};
+    c.offset = offset;
+    add(c, value, {});
+  }
+
+  void flush() {
+    if (!batch_.calls.empty()) channel_.push(std::move(batch_));
+    batch_ = Batch{};
+  }
+
+ private:
+  void add(Call c, std::string_view piece, std::string_view key) {
+    const std::size_t need = piece.size() + key.size();
+    if (!batch_.calls.empty() && batch_.used + need > batch_bytes_) {
+      channel_.push(std::move(batch_));
+      batch_ = channel_.take_empty();
+    }
+    if (batch_.text.size() < batch_.used + need + JsonSplitter::kPadding)
+      batch_.text.resize(std::max(batch_.used + need + JsonSplitter::kPadding, batch_bytes_ + JsonSplitter::kPadding));
+    char* at = batch_.text.data() + batch_.used;
+    if (!piece.empty()) std::memcpy(at, piece.data(), piece.size());
+    if (!key.empty()) std::memcpy(at + piece.size(), key.data(), key.size());
+    c.pos = batch_.used;
+    c.len = piece.size();
+    c.key_pos = batch_.used + piece.size();
+    c.key_len = key.size();
+    batch_.used += need;
+    batch_.calls.push_back(c);
+  }
+
+  Channel& channel_;
+  std::size_t batch_bytes_;
+  Batch batch_;
+};
+
+void replay(const Batch& b, JsonSplitter::Visitor& v, std::string& key) {
+  const char* text = b.text.data();
+  for (const auto& c : b.calls) {
+    const std::string_view piece(text + c.pos, c.len);
+    switch (c.kind) {
+      case CallKind::kRootBegin: v.root_begin(c.array); break;
+      case CallKind::kRootEnd: v.root_end(c.array); break;
+      case CallKind::kMember:
+        key.assign(text + c.key_pos, c.key_len);
+        v.member(key, piece, c.offset);
+        break;
+      case CallKind::kEventsBegin: v.events_begin(); break;
+      case CallKind::kEventsEnd: v.events_end(); break;
+      case CallKind::kEvent: v.event(piece, c.offset); break;
+      case CallKind::kRootScalar: v.root_scalar(piece, c.offset); break;
+    }
+  }
+}
+
+}  // namespace
+
+ThreadedSplitter::ThreadedSplitter(JsonSplitter::Read read, std::size_t chunk, std::size_t batch_bytes,
+                                   std::size_t batches)
+    : read_(std::move(read)), chunk_(chunk), batch_bytes_(std::max<std::size_t>(batch_bytes, 1)),
+      batches_(std::max<std::size_t>(batches, 1)) {}
+
+void ThreadedSplitter::run(JsonSplitter::Visitor& visitor) {
+  Channel channel(batches_);
+  std::thread reader([&] {
+    std::exception_ptr error;
+    try {
+      Batcher batcher(channel, batch_bytes_);
+      JsonSplitter splitter(read_, chunk_);
+      try {
+        splitter.run(batcher);
+      } catch (const Channel::Stopped&) {
+        throw;
+      } catch (...) {
+        error = std::current_exception();
+      }
+      batcher.flush();  // the calls before an error come first
+    } catch (const Channel::Stopped&) {
+      // The consumer quit; nobody reads what is left.
+    } catch (...) {
+      error = std::current_exception();
+    }
+    channel.finish(error);
+  });
+  struct Join {
+    Channel& channel;
+    std::thread& thread;
+    ~Join() {
+      channel.stop();
+      thread.join();
+    }
+  } join{channel, reader};
+  Batch batch;
+  std::string key;
+  while (channel.pop(batch)) {
+    replay(batch, visitor, key);
+    channel.recycle(std::move(batch));
+  }
 }
 
 }  // namespace moetrace::importers::kineto

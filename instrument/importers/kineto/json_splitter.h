@@ -89,6 +89,23 @@ class JsonSplitter {
   bool eof_ = false;
 };
 
+// A JsonSplitter on a thread of its own: that thread reads and cuts the
+// input, copying the pieces into batches (about `batch_bytes` each, at most
+// `batches` waiting); run() replays the visitor calls on the calling thread,
+// in order. Errors of the reading thread (JsonSplitError, the read's own)
+// are rethrown by run() after the calls before them; an exception of the
+// visitor stops the reading thread. Memory: the batches plus the splitter's.
+class ThreadedSplitter {
+ public:
+  explicit ThreadedSplitter(JsonSplitter::Read read, std::size_t chunk = std::size_t{1} << 18,
+                            std::size_t batch_bytes = std::size_t{1} << 20, std::size_t batches = 4);
+  void run(JsonSplitter::Visitor& visitor);
+
+ private:
+  JsonSplitter::Read read_;
+  std::size_t chunk_, batch_bytes_, batches_;
+};
+
 // The value of a JSON string's text between its quotes; false on a bad escape.
 bool unescape_json_string(std::string_view raw, std::string& out);
 

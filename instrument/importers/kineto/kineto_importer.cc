@@ -14,9 +14,10 @@
 //   before or after `traceEvents`, so a file is parsed whole before any of it
 //   is written (in compact records; see BENCHMARKS.md for memory).
 //
-// The file is streamed: JsonSplitter cuts it into the top-level members and
-// the single events, simdjson parses each piece, and the pieces are replayed
-// as SAX events into the Handler, so a 1 GB trace never becomes a DOM.
+// The file is streamed: on a second thread, GzipInput reads (inflates) it and
+// JsonSplitter cuts it into the top-level members and the single events; on
+// this thread simdjson parses each piece and Replay feeds it as SAX events to
+// the Handler, so a 1 GB trace never becomes a DOM.
 #include "kineto_importer.h"
 
 #include <algorithm>
@@ -849,8 +850,8 @@ ParsedFile parse(const std::string& path, TraceBuilder& builder) {
   GzipInput input(path);
   Handler handler(out, input, builder, file_name(path));
   Replay replay(handler);
-  ReadAhead ahead(input);  // decompresses on a second thread
-  JsonSplitter splitter([&ahead](char* dst, std::size_t n) { return ahead.read(dst, n); });
+  // Reading, decompressing and cutting run on a second thread.
+  ThreadedSplitter splitter([&input](char* dst, std::size_t n) { return input.read(dst, n); });
   try {
     splitter.run(replay);
   } catch (const JsonSplitError& e) {
