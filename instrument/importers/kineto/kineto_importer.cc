@@ -711,16 +711,24 @@ class Replay : public JsonSplitter::Visitor {
   static constexpr std::size_t kUnknownSize = static_cast<std::size_t>(-1);
   static_assert(simdjson::SIMDJSON_PADDING <= JsonSplitter::kPadding);
 
-  [[noreturn]] static void fail(simdjson::error_code e, std::int64_t offset) {
-    throw JsonSplitError(offset + 1, std::string(simdjson::error_message(e)) + " (in the value starting there)");
+  // A simdjson error, at the byte where the parser stopped where it says,
+  // else at the start of the piece.
+  [[noreturn]] static void fail(simdjson::error_code e, std::int64_t offset, std::string_view text,
+                                simdjson::ondemand::document* doc) {
+    std::string what = simdjson::error_message(e);
+    if (!what.empty() && what.back() == '.') what.pop_back();
+    const char* at = nullptr;
+    if (doc && !doc->current_location().get(at) && at >= text.data() && at < text.data() + text.size())
+      throw JsonSplitError(offset + (at - text.data()) + 1, what);
+    throw JsonSplitError(offset + 1, what + " (in the value starting there)");
   }
 
   void piece(std::string_view text, std::int64_t offset) {
     simdjson::ondemand::document doc;
-    auto e = parser_.iterate(text.data(), text.size(), text.size() + JsonSplitter::kPadding).get(doc);
+    if (auto e = parser_.iterate(text.data(), text.size(), text.size() + JsonSplitter::kPadding).get(doc))
+      fail(e, offset, text, nullptr);
     // JsonSplitter cut exactly one value, so nothing can follow it.
-    if (!e) e = document(doc);
-    if (e) fail(e, offset);
+    if (auto e = document(doc)) fail(e, offset, text, &doc);
   }
 
   simdjson::error_code document(simdjson::ondemand::document& doc) {
@@ -748,14 +756,16 @@ class Replay : public JsonSplitter::Visitor {
       case simdjson::ondemand::json_type::number: return number(v);
       case simdjson::ondemand::json_type::boolean: {
         bool b = false;
-        if (auto e = v.get_bool().get(b)) return e;
+        if (v.get_bool().get(b)) {  // "tru", "fals"
+          std::string_view raw;
+          return !raw_token(v, raw) && !raw.empty() && raw[0] == 'f' ? simdjson::F_ATOM_ERROR : simdjson::T_ATOM_ERROR;
+        }
         h_.boolean(b);
         return simdjson::SUCCESS;
       }
       case simdjson::ondemand::json_type::null: {
         bool null = false;
-        if (auto e = v.is_null().get(null)) return e;
-        if (!null) return simdjson::N_ATOM_ERROR;
+        if (v.is_null().get(null) || !null) return simdjson::N_ATOM_ERROR;  // "nul"
         h_.null();
         return simdjson::SUCCESS;
       }
@@ -773,37 +783,25 @@ class Replay : public JsonSplitter::Visitor {
 
   template <typename V>
   simdjson::error_code number(V& v) {
-    simdjson::ondemand::number_type type;
-    auto e = v.get_number_type().get(type);
-    if (!e && type == simdjson::ondemand::number_type::signed_integer) {
-      std::int64_t i = 0;
-      if (auto e2 = v.get_int64().get(i)) return e2;
-      h_.number_integer(i);
-      return simdjson::SUCCESS;
-    }
-    if (!e && type == simdjson::ondemand::number_type::unsigned_integer) {
-      std::uint64_t u = 0;
-      if (auto e2 = v.get_uint64().get(u)) return e2;
-      h_.number_unsigned(u);
-      return simdjson::SUCCESS;
-    }
-    // A float, or an integer too big for 64 bits (a float, as nlohmann::json had it).
-    std::string_view raw;
-    if (auto e2 = raw_token(v, raw)) return e2;
+    std::string_view raw;  // before get_number(), which consumes the value
+    if (auto e = raw_token(v, raw)) return e;
     while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' || raw.back() == '\t'))
       raw.remove_suffix(1);
-    double d = 0;
+    simdjson::ondemand::number num;
+    auto e = v.get_number().get(num);
     if (!e) {
-      if (auto e2 = v.get_double().get(d)) return e2;
-    } else if (e == simdjson::NUMBER_ERROR) {
-      // Digits only (simdjson rejects these), parsed the slow way.
-      if (raw.empty() || raw.find_first_not_of("-0123456789") != std::string_view::npos) return e;
-      text_.assign(raw);
-      d = std::strtod(text_.c_str(), nullptr);
-    } else {
-      return e;
+      switch (num.get_number_type()) {
+        case simdjson::ondemand::number_type::signed_integer: h_.number_integer(num.get_int64()); break;
+        case simdjson::ondemand::number_type::unsigned_integer: h_.number_unsigned(num.get_uint64()); break;
+        case simdjson::ondemand::number_type::floating_point_number: h_.number_float(num.get_double(), raw); break;
+      }
+      return simdjson::SUCCESS;
     }
-    h_.number_float(d, raw);
+    // An integer too big for 64 bits: a float, as nlohmann::json had it.
+    if (e != simdjson::NUMBER_ERROR || raw.empty() || raw.find_first_not_of("-0123456789") != std::string_view::npos)
+      return e;
+    text_.assign(raw);
+    h_.number_float(std::strtod(text_.c_str(), nullptr), raw);
     return simdjson::SUCCESS;
   }
 
