@@ -309,7 +309,6 @@ class Handler {
   using number_integer_t = std::int64_t;
   using number_unsigned_t = std::uint64_t;
   using number_float_t = double;
-  using string_t = std::string;
 
   Handler(ParsedFile& out, GzipInput& in, TraceBuilder& builder, std::string label)
       : out_(out), in_(in), builder_(builder), label_(std::move(label)) {}
