@@ -14,5 +14,6 @@ apt-get download \
   libfmt-dev libfmt9 \
   nlohmann-json3-dev \
   libcli11-dev \
+  libsimdjson-dev libsimdjson14 \
   libgtest-dev libgmock-dev
 ls -l

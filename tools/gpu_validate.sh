@@ -7,7 +7,8 @@
 # files (tools/fetch_gpu_debs.sh downloads them into .debs/ elsewhere) and are
 # unpacked here with `dpkg -x` into a private prefix; nothing is installed.
 # Packages: libsqlite3-dev (+ libsqlite3-0), libfmt-dev (+ libfmt9),
-# nlohmann-json3-dev, libcli11-dev, libgtest-dev (+ libgmock-dev). Qt is not
+# nlohmann-json3-dev, libsimdjson-dev (+ libsimdjson14), libcli11-dev,
+# libgtest-dev (+ libgmock-dev). Qt is not
 # needed (-DMOETRACE_GUI=OFF). Where a package is already installed, the
 # system copy is used.
 #
@@ -30,7 +31,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader ||
 echo "== dependencies"
 have_header() { echo "#include <$1>" | g++ -std=c++20 -x c++ -fsyntax-only - 2>/dev/null; }
 missing=${MOETRACE_FORCE_DEBS:-0}
-for h in sqlite3.h fmt/format.h nlohmann/json.hpp CLI/CLI.hpp gtest/gtest.h; do
+for h in sqlite3.h fmt/format.h nlohmann/json.hpp simdjson.h CLI/CLI.hpp gtest/gtest.h; do
   have_header "$h" || missing=1
 done
 cmake_prefix=""

@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <cstring>
+#include <random>
 
 #include "kineto/kineto_importer.h"
 #include "import_test_util.h"
@@ -236,6 +237,22 @@ TEST(KinetoImporter, BadInputGetsOneLine) {
   write_file(garbage, "{\"traceEvents\": [1, 2,, 3]}");
   EXPECT_EQ(one_line(import_error({garbage})).rfind(garbage + ": invalid JSON at byte 23: ", 0), 0u);
 
+  // Errors inside an event (simdjson's) point at the byte where it stopped.
+  const auto bad_atom = temp_path("bad-atom.json");
+  write_file(bad_atom, R"({"traceEvents": [{"ph": "X", "ts": tru}]})");
+  EXPECT_EQ(one_line(import_error({bad_atom})),
+            bad_atom + ": invalid JSON at byte 36: Problem while parsing an atom starting with the letter 't'");
+  const auto bad_comma = temp_path("bad-comma.json");
+  write_file(bad_comma, R"({"traceEvents": [{"ph": "X", "ts": 1,}]})");
+  EXPECT_EQ(one_line(import_error({bad_comma})).rfind(bad_comma + ": invalid JSON at byte 38: ", 0), 0u);
+  const auto bad_utf8 = temp_path("bad-utf8.json");
+  write_file(bad_utf8, "{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"\xff\"}]}");
+  EXPECT_EQ(one_line(import_error({bad_utf8})),
+            bad_utf8 + ": invalid JSON at byte 18: The input is not valid UTF-8 (in the value starting there)");
+  const auto after = temp_path("after.json");
+  write_file(after, R"({"traceEvents": []} x)");
+  EXPECT_EQ(one_line(import_error({after})), after + ": invalid JSON at byte 21: unexpected 'x' after the top-level value");
+
   const auto not_trace = temp_path("config.json");
   write_file(not_trace, R"({"lr": 0.1, "layers": [1, 2]})");
   EXPECT_EQ(import_error({not_trace}), not_trace + ": JSON without traceEvents, not a Chrome/Kineto trace");
@@ -282,6 +299,19 @@ TEST(KinetoImporter, MicrosToNs) {
   EXPECT_EQ(micros_to_ns("1e400"), std::nullopt);
   EXPECT_EQ(micros_to_ns("12x"), std::nullopt);
   EXPECT_EQ(micros_to_ns(""), std::nullopt);
+  EXPECT_EQ(micros_to_ns("1."), 1000);  // not JSON, but the general path takes it
+  EXPECT_EQ(micros_to_ns("-"), std::nullopt);
+  // The fast path for [-]d{1,15}[.d+] agrees with the general one (which an
+  // exponent forces) on random timestamps.
+  std::mt19937_64 rng(99);
+  for (int i = 0; i < 20000; ++i) {
+    std::string t = (rng() % 4 == 0 ? "-" : "") + std::to_string(rng() % 1000000000000000ULL);
+    if (const auto decimals = rng() % 9; decimals > 0) {
+      t += '.';
+      for (std::uint64_t d = 0; d < decimals; ++d) t += static_cast<char>('0' + rng() % 10);
+    }
+    ASSERT_EQ(micros_to_ns(t), micros_to_ns(t + "e0")) << t;
+  }
 }
 
 }  // namespace

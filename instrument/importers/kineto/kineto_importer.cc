@@ -14,7 +14,10 @@
 //   before or after `traceEvents`, so a file is parsed whole before any of it
 //   is written (in compact records; see BENCHMARKS.md for memory).
 //
-// The file is read with a SAX parser: a 100 MB trace never becomes a DOM.
+// The file is streamed: on a second thread, GzipInput reads (inflates) it and
+// JsonSplitter cuts it into the top-level members and the single events; on
+// this thread simdjson parses each piece and Replay feeds it as SAX events to
+// the Handler, so a 1 GB trace never becomes a DOM.
 #include "kineto_importer.h"
 
 #include <algorithm>
@@ -22,24 +25,68 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
-#include <istream>
+#include <cstdlib>
 #include <map>
 #include <unordered_map>
 
-#include <nlohmann/json.hpp>
+#include <simdjson.h>
 
 #include "../common/trace_builder.h"
 #include "gzip_input.h"
+#include "json_splitter.h"
 #include "moetrace/schema/error.h"
 
 namespace moetrace::importers::kineto {
 
+using namespace std::string_view_literals;
+
+namespace {
+
+// The common form, [-]d{1,15}[.d+]: integer arithmetic, no digit buffer.
+// nullopt where the general path below must decide.
+std::optional<std::int64_t> micros_to_ns_fast(std::string_view text) {
+  std::size_t i = 0;
+  const bool negative = !text.empty() && text[0] == '-';
+  if (negative) ++i;
+  std::int64_t whole = 0;
+  const std::size_t first = i;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) whole = whole * 10 + (text[i] - '0');
+  if (i == first || i - first > 15) return std::nullopt;
+  std::int64_t frac = 0;
+  int decimals = 0;
+  bool round_up = false;
+  if (i < text.size() && text[i] == '.') {
+    const std::size_t point = ++i;
+    for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+      if (decimals < 3) frac = frac * 10 + (text[i] - '0');
+      else if (decimals == 3) round_up = text[i] >= '5';
+      ++decimals;
+    }
+    if (i == point) return std::nullopt;
+  }
+  if (i != text.size()) return std::nullopt;  // an exponent, or junk
+  for (int d = decimals; d < 3; ++d) frac *= 10;
+  const std::int64_t ns = whole * 1000 + frac + (round_up ? 1 : 0);
+  return negative ? -ns : ns;
+}
+
+}  // namespace
+
 std::optional<std::int64_t> micros_to_ns(std::string_view text) {
+  if (auto ns = micros_to_ns_fast(text)) return ns;
   // value = digits x 10^(exponent - decimals) us = digits x 10^shift ns.
   std::size_t i = 0;
   bool negative = false;
   if (i < text.size() && (text[i] == '-' || text[i] == '+')) negative = text[i++] == '-';
-  std::string digits;
+  // The significant digits (at most 401, as before: longer is refused).
+  struct Digits {
+    std::array<char, 402> d;
+    std::size_t n = 0;
+    std::size_t size() const { return n; }
+    bool empty() const { return n == 0; }
+    void push(char c) { d[n++] = c; }
+    char operator[](std::size_t k) const { return d[k]; }
+  } digits;
   long decimals = 0;
   bool point = false;
   for (; i < text.size(); ++i) {
@@ -48,7 +95,7 @@ std::optional<std::int64_t> micros_to_ns(std::string_view text) {
       point = true;
     } else if (c >= '0' && c <= '9') {
       if (digits.size() > 400) return std::nullopt;
-      if (!(digits.empty() && c == '0')) digits += c;  // leading zeros carry no value
+      if (!(digits.empty() && c == '0')) digits.push(c);  // leading zeros carry no value
       if (point) ++decimals;
     } else {
       break;
@@ -90,12 +137,6 @@ std::string file_name(const std::string& path) {
   return std::filesystem::path(path).filename().string();
 }
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 // A category or phase as part of a run_config key: lower case, [a-z0-9_].
 std::string key_part(std::string_view s) {
   std::string out;
@@ -112,7 +153,7 @@ struct Number {
   bool integral = false;
   std::int64_t i = 0;
   double d = 0;
-  std::string text;  // raw token of floats (exact decimals)
+  std::string_view text;  // raw token of floats (exact decimals), valid during the call
 };
 
 // The args we read; all others are ignored.
@@ -123,10 +164,18 @@ struct Args {
   std::optional<std::int64_t> in_nelems, out_nelems, group_size;
   // Memory instant events ("[memory]").
   std::optional<std::int64_t> mem_bytes, mem_addr, mem_device_type, mem_device_id;
-  std::vector<std::int64_t>* array_for(const std::string& key) {
+  std::vector<std::int64_t>* array_for(std::string_view key) {
     if (key == "grid") return &grid;
     if (key == "block") return &block;
     return nullptr;
+  }
+  void clear() {
+    correlation.reset(), device.reset(), stream.reset(), bytes.reset(), registers.reset(), shared.reset();
+    grid.clear(), block.clear();
+    collective.clear(), dtype.clear(), pg_name.clear(), pg_desc.clear(), pg_ranks.clear();
+    in_splits.clear(), out_splits.clear();
+    in_nelems.reset(), out_nelems.reset(), group_size.reset();
+    mem_bytes.reset(), mem_addr.reset(), mem_device_type.reset(), mem_device_id.reset();
   }
 };
 
@@ -137,7 +186,13 @@ struct RawEvent {
   std::optional<std::int64_t> id;
   bool bad_time = false;
   Args args;
-  void reset() { *this = RawEvent{}; }
+  // Empties the event, keeping the strings' and vectors' memory.
+  void reset() {
+    ph.clear(), cat.clear(), name.clear(), bp.clear();
+    pid.reset(), tid.reset(), ts_ns.reset(), dur_ns.reset(), id.reset();
+    bad_time = false;
+    args.clear();
+  }
 };
 
 enum class ActivityType : std::uint8_t { kKernel, kMemcpy, kMemset };
@@ -248,47 +303,52 @@ void parse_memcpy_name(std::string_view name, GpuActivity& a) {
 }
 
 // The SAX handler: a stack of frames, each knowing what its container is.
-class Handler : public nlohmann::json_sax<nlohmann::json> {
+// (The SAX interface of nlohmann::json, which the file used to be read with.)
+class Handler {
  public:
+  using number_integer_t = std::int64_t;
+  using number_unsigned_t = std::uint64_t;
+  using number_float_t = double;
+
   Handler(ParsedFile& out, GzipInput& in, TraceBuilder& builder, std::string label)
       : out_(out), in_(in), builder_(builder), label_(std::move(label)) {}
 
-  const std::string& error() const { return error_; }
-
-  bool null() override { return scalar(Number{}, nullptr); }
-  bool boolean(bool) override { return scalar(Number{}, nullptr); }
-  bool number_integer(number_integer_t v) override {
+  bool null() { return scalar(Number{}, nullptr); }
+  bool boolean(bool) { return scalar(Number{}, nullptr); }
+  bool number_integer(number_integer_t v) {
     Number n;
     n.present = n.integral = true;
     n.i = v;
     n.d = static_cast<double>(v);
     return scalar(n, nullptr);
   }
-  bool number_unsigned(number_unsigned_t v) override {
+  bool number_unsigned(number_unsigned_t v) {
     Number n;
     n.present = true;
     n.integral = v <= static_cast<number_unsigned_t>(INT64_MAX);
     n.i = n.integral ? static_cast<std::int64_t>(v) : 0;
     n.d = static_cast<double>(v);
-    n.text = std::to_string(v);
+    unsigned_text_ = std::to_string(v);
+    n.text = unsigned_text_;
     return scalar(n, nullptr);
   }
-  bool number_float(number_float_t v, const string_t& s) override {
+  bool number_float(number_float_t v, std::string_view s) {
     Number n;
     n.present = true;
     n.d = v;
     n.text = s;
     return scalar(n, nullptr);
   }
-  bool string(string_t& s) override { return scalar(Number{}, &s); }
-  bool binary(binary_t&) override { return scalar(Number{}, nullptr); }
+  // Strings and keys are views, valid during the call (the handler copies
+  // what it keeps).
+  bool string(std::string_view s) { return scalar(Number{}, &s); }
 
-  bool key(string_t& k) override {
-    key_ = std::move(k);
+  bool key(std::string_view k) {
+    key_.assign(k);
     return true;
   }
 
-  bool start_object(std::size_t) override {
+  bool start_object(std::size_t) {
     Role role = Role::kSkip;
     if (frames_.empty()) {
       role = Role::kRoot;
@@ -296,11 +356,11 @@ class Handler : public nlohmann::json_sax<nlohmann::json> {
     } else {
       switch (frames_.back()) {
         case Role::kRoot:
-          if (key_ == "distributedInfo") role = Role::kDistInfo;
+          if (key_ == "distributedInfo"sv) role = Role::kDistInfo;
           break;
         case Role::kEvents: role = Role::kEvent; event_.reset(); break;
         case Role::kEvent:
-          if (key_ == "args") role = Role::kArgs;
+          if (key_ == "args"sv) role = Role::kArgs;
           break;
         case Role::kDeviceList: role = Role::kDevice; device_ = DeviceProps{}; break;
         default: break;
@@ -310,7 +370,7 @@ class Handler : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
 
-  bool end_object() override {
+  bool end_object() {
     const Role role = frames_.back();
     frames_.pop_back();
     if (role == Role::kEvent) finish_event();
@@ -318,7 +378,7 @@ class Handler : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
 
-  bool start_array(std::size_t) override {
+  bool start_array(std::size_t) {
     Role role = Role::kSkip;
     if (frames_.empty()) {
       // A bare array of events is the other Chrome trace form.
@@ -327,10 +387,10 @@ class Handler : public nlohmann::json_sax<nlohmann::json> {
     } else {
       switch (frames_.back()) {
         case Role::kRoot:
-          if (key_ == "traceEvents") {
+          if (key_ == "traceEvents"sv) {
             role = Role::kEvents;
             out_.has_trace_events = true;
-          } else if (key_ == "deviceProperties") {
+          } else if (key_ == "deviceProperties"sv) {
             role = Role::kDeviceList;
           }
           break;
@@ -345,22 +405,9 @@ class Handler : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
 
-  bool end_array() override {
+  bool end_array() {
     frames_.pop_back();
     return true;
-  }
-
-  bool parse_error(std::size_t position, const std::string&,
-                   const nlohmann::detail::exception& ex) override {
-    std::string what = ex.what();
-    // "[json.exception.parse_error.101] parse error at line 1, column 7: ..."
-    if (auto pos = what.find("] "); what.rfind("[json.exception", 0) == 0 && pos != std::string::npos)
-      what = what.substr(pos + 2);
-    for (auto& c : what)
-      if (static_cast<unsigned char>(c) < 0x20) c = ' ';
-    error_ = "invalid JSON at byte " + std::to_string(position) + ": " + what;
-    if (what.find("unexpected end of input") != std::string::npos) error_ += " (truncated file?)";
-    return false;
   }
 
  private:
@@ -393,11 +440,11 @@ class Handler : public nlohmann::json_sax<nlohmann::json> {
     return ns;
   }
 
-  bool scalar(const Number& n, std::string* s) {
+  bool scalar(const Number& n, const std::string_view* s) {
     if (frames_.empty()) return true;
     switch (frames_.back()) {
       case Role::kRoot:
-        if (key_ == "baseTimeNanoseconds") out_.base_time_ns = as_int(n).value_or(0);
+        if (key_ == "baseTimeNanoseconds"sv) out_.base_time_ns = as_int(n).value_or(0);
         break;
       case Role::kEvent: event_field(n, s); break;
       case Role::kArgs: arg_field(n, s); break;
@@ -405,18 +452,18 @@ class Handler : public nlohmann::json_sax<nlohmann::json> {
         if (array_ && array_->size() < 8) array_->push_back(as_int(n).value_or(-1));
         break;
       case Role::kDevice:
-        if (key_ == "id") device_.id = as_int(n).value_or(0);
-        else if (key_ == "name" && s) device_.name = *s;
-        else if (key_ == "totalGlobalMem") device_.memory = as_int(n).value_or(-1);
-        else if (key_ == "computeMajor") device_.major = static_cast<int>(as_int(n).value_or(-1));
-        else if (key_ == "computeMinor") device_.minor = static_cast<int>(as_int(n).value_or(-1));
-        else if (key_ == "numSms") device_.sms = static_cast<int>(as_int(n).value_or(-1));
+        if (key_ == "id"sv) device_.id = as_int(n).value_or(0);
+        else if (key_ == "name"sv && s) device_.name = *s;
+        else if (key_ == "totalGlobalMem"sv) device_.memory = as_int(n).value_or(-1);
+        else if (key_ == "computeMajor"sv) device_.major = static_cast<int>(as_int(n).value_or(-1));
+        else if (key_ == "computeMinor"sv) device_.minor = static_cast<int>(as_int(n).value_or(-1));
+        else if (key_ == "numSms"sv) device_.sms = static_cast<int>(as_int(n).value_or(-1));
         break;
       case Role::kDistInfo:
-        if (key_ == "rank") out_.rank = as_int(n);
-        else if (key_ == "world_size") out_.world_size = as_int(n);
-        else if (key_ == "backend" && s) out_.backend = *s;
-        else if (key_ == "nccl_version" && s) out_.nccl_version = *s;
+        if (key_ == "rank"sv) out_.rank = as_int(n);
+        else if (key_ == "world_size"sv) out_.world_size = as_int(n);
+        else if (key_ == "backend"sv && s) out_.backend = *s;
+        else if (key_ == "nccl_version"sv && s) out_.nccl_version = *s;
         break;
       case Role::kEvents:
         out_.skip("malformed_event");  // a scalar where an event object belongs
@@ -426,51 +473,51 @@ class Handler : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
 
-  void event_field(const Number& n, std::string* s) {
-    if (key_ == "ph") {
+  void event_field(const Number& n, const std::string_view* s) {
+    if (key_ == "ph"sv) {
       if (s) event_.ph = *s;
-    } else if (key_ == "cat") {
-      if (s) event_.cat = std::move(*s);
-    } else if (key_ == "name") {
-      if (s) event_.name = std::move(*s);
-    } else if (key_ == "pid") {
+    } else if (key_ == "cat"sv) {
+      if (s) event_.cat = *s;
+    } else if (key_ == "name"sv) {
+      if (s) event_.name = *s;
+    } else if (key_ == "pid"sv) {
       event_.pid = as_int(n);  // string pids ("Spans") are not processes or devices
-    } else if (key_ == "tid") {
+    } else if (key_ == "tid"sv) {
       event_.tid = as_int(n);
-    } else if (key_ == "ts") {
+    } else if (key_ == "ts"sv) {
       event_.ts_ns = as_ns(n, event_.bad_time);
-    } else if (key_ == "dur") {
+    } else if (key_ == "dur"sv) {
       event_.dur_ns = as_ns(n, event_.bad_time);
-    } else if (key_ == "id") {
+    } else if (key_ == "id"sv) {
       event_.id = as_int(n);
-    } else if (key_ == "bp") {
+    } else if (key_ == "bp"sv) {
       if (s) event_.bp = *s;
     }
   }
 
-  void arg_field(const Number& n, std::string* s) {
+  void arg_field(const Number& n, const std::string_view* s) {
     auto& a = event_.args;
-    const auto& k = key_;
-    if (k == "correlation") a.correlation = as_int(n);
-    else if (k == "device") a.device = as_int(n);
-    else if (k == "stream") a.stream = as_int(n);
-    else if (k == "bytes") a.bytes = as_int(n);
-    else if (k == "registers per thread") a.registers = as_int(n);
-    else if (k == "shared memory") a.shared = as_int(n);
-    else if (k == "Collective name") { if (s) a.collective = *s; }
-    else if (k == "In msg nelems") a.in_nelems = as_int(n);
-    else if (k == "Out msg nelems") a.out_nelems = as_int(n);
-    else if (k == "Group size") a.group_size = as_int(n);
-    else if (k == "dtype") { if (s) a.dtype = *s; }
-    else if (k == "Process Group Name") { if (s) a.pg_name = *s; }
-    else if (k == "Process Group Description") { if (s) a.pg_desc = *s; }
-    else if (k == "Process Group Ranks") { if (s) a.pg_ranks = *s; }
-    else if (k == "In split size") { if (s) a.in_splits = *s; }
-    else if (k == "Out split size") { if (s) a.out_splits = *s; }
-    else if (k == "Bytes") a.mem_bytes = as_int(n);
-    else if (k == "Addr") a.mem_addr = as_int(n);
-    else if (k == "Device Type") a.mem_device_type = as_int(n);
-    else if (k == "Device Id") a.mem_device_id = as_int(n);
+    const std::string_view k = key_;
+    if (k == "correlation"sv) a.correlation = as_int(n);
+    else if (k == "device"sv) a.device = as_int(n);
+    else if (k == "stream"sv) a.stream = as_int(n);
+    else if (k == "bytes"sv) a.bytes = as_int(n);
+    else if (k == "registers per thread"sv) a.registers = as_int(n);
+    else if (k == "shared memory"sv) a.shared = as_int(n);
+    else if (k == "Collective name"sv) { if (s) a.collective = *s; }
+    else if (k == "In msg nelems"sv) a.in_nelems = as_int(n);
+    else if (k == "Out msg nelems"sv) a.out_nelems = as_int(n);
+    else if (k == "Group size"sv) a.group_size = as_int(n);
+    else if (k == "dtype"sv) { if (s) a.dtype = *s; }
+    else if (k == "Process Group Name"sv) { if (s) a.pg_name = *s; }
+    else if (k == "Process Group Description"sv) { if (s) a.pg_desc = *s; }
+    else if (k == "Process Group Ranks"sv) { if (s) a.pg_ranks = *s; }
+    else if (k == "In split size"sv) { if (s) a.in_splits = *s; }
+    else if (k == "Out split size"sv) { if (s) a.out_splits = *s; }
+    else if (k == "Bytes"sv) a.mem_bytes = as_int(n);
+    else if (k == "Addr"sv) a.mem_addr = as_int(n);
+    else if (k == "Device Type"sv) a.mem_device_type = as_int(n);
+    else if (k == "Device Id"sv) a.mem_device_id = as_int(n);
   }
 
   void finish_event() {
@@ -485,7 +532,9 @@ class Handler : public nlohmann::json_sax<nlohmann::json> {
       out_.skip("malformed_event");
       return;
     }
-    const std::string cat = lower(e.cat);
+    cat_.assign(e.cat);
+    for (auto& c : cat_) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const std::string_view cat = cat_;
     if (e.ph == "X") {
       if (!e.dur_ns) {
         out_.skip("malformed_event");
@@ -551,7 +600,7 @@ class Handler : public nlohmann::json_sax<nlohmann::json> {
     out_.skip(e.ph == "i" || e.ph == "I" ? "instant_event" : "phase_" + key_part(e.ph));
   }
 
-  void gpu_activity(const std::string& cat, std::int64_t start, std::int64_t end) {
+  void gpu_activity(std::string_view cat, std::int64_t start, std::int64_t end) {
     const auto& e = event_;
     const auto device = e.args.device ? e.args.device : e.pid;
     const auto stream = e.args.stream ? e.args.stream : e.tid;
@@ -627,23 +676,185 @@ class Handler : public nlohmann::json_sax<nlohmann::json> {
   RawEvent event_;
   DeviceProps device_;
   std::vector<std::int64_t>* array_ = nullptr;
-  std::string error_;
+  std::string unsigned_text_, cat_;
   std::int64_t events_ = 0;
+};
+
+// Parses the pieces JsonSplitter cuts with simdjson and replays them into the
+// Handler, with the events of the containers around them.
+class Replay : public JsonSplitter::Visitor {
+ public:
+  explicit Replay(Handler& handler) : h_(handler) {}
+
+  void root_begin(bool array) override {
+    if (array) h_.start_array(kUnknownSize);
+    else h_.start_object(kUnknownSize);
+  }
+  void root_end(bool array) override {
+    if (array) h_.end_array();
+    else h_.end_object();
+  }
+  void member(const std::string& key, std::string_view value, std::int64_t offset) override {
+    h_.key(key);
+    piece(value, offset);
+  }
+  void events_begin() override {
+    h_.key("traceEvents");
+    h_.start_array(kUnknownSize);
+  }
+  void events_end() override { h_.end_array(); }
+  void event(std::string_view value, std::int64_t offset) override { piece(value, offset); }
+  void root_scalar(std::string_view value, std::int64_t offset) override { piece(value, offset); }
+
+ private:
+  static constexpr std::size_t kUnknownSize = static_cast<std::size_t>(-1);
+  static_assert(simdjson::SIMDJSON_PADDING <= JsonSplitter::kPadding);
+
+  // A simdjson error, at the byte where the parser stopped where it says,
+  // else at the start of the piece.
+  [[noreturn]] static void fail(simdjson::error_code e, std::int64_t offset, std::string_view text,
+                                simdjson::ondemand::document* doc) {
+    std::string what = simdjson::error_message(e);
+    if (!what.empty() && what.back() == '.') what.pop_back();
+    const char* at = nullptr;
+    if (doc && !doc->current_location().get(at) && at >= text.data() && at < text.data() + text.size())
+      throw JsonSplitError(offset + (at - text.data()) + 1, what);
+    throw JsonSplitError(offset + 1, what + " (in the value starting there)");
+  }
+
+  void piece(std::string_view text, std::int64_t offset) {
+    simdjson::ondemand::document doc;
+    if (auto e = parser_.iterate(text.data(), text.size(), text.size() + JsonSplitter::kPadding).get(doc))
+      fail(e, offset, text, nullptr);
+    // JsonSplitter cut exactly one value, so nothing can follow it.
+    if (auto e = document(doc)) fail(e, offset, text, &doc);
+  }
+
+  simdjson::error_code document(simdjson::ondemand::document& doc) {
+    bool scalar = false;
+    if (auto e = doc.is_scalar().get(scalar)) return e;
+    if (!scalar) {
+      simdjson::ondemand::value v;
+      if (auto e = doc.get_value().get(v)) return e;
+      return value(v);
+    }
+    return scalar_value(doc);
+  }
+
+  template <typename V>
+  simdjson::error_code scalar_value(V& v) {
+    simdjson::ondemand::json_type type;
+    if (auto e = v.type().get(type)) return e;
+    switch (type) {
+      case simdjson::ondemand::json_type::string: {
+        std::string_view s;
+        if (auto e = v.get_string().get(s)) return e;
+        h_.string(s);
+        return simdjson::SUCCESS;
+      }
+      case simdjson::ondemand::json_type::number: return number(v);
+      case simdjson::ondemand::json_type::boolean: {
+        bool b = false;
+        if (v.get_bool().get(b)) {  // "tru", "fals"
+          std::string_view raw;
+          return !raw_token(v, raw) && !raw.empty() && raw[0] == 'f' ? simdjson::F_ATOM_ERROR : simdjson::T_ATOM_ERROR;
+        }
+        h_.boolean(b);
+        return simdjson::SUCCESS;
+      }
+      case simdjson::ondemand::json_type::null: {
+        bool null = false;
+        if (v.is_null().get(null) || !null) return simdjson::N_ATOM_ERROR;  // "nul"
+        h_.null();
+        return simdjson::SUCCESS;
+      }
+      default: return simdjson::INCORRECT_TYPE;
+    }
+  }
+
+  static simdjson::error_code raw_token(simdjson::ondemand::value& v, std::string_view& raw) {
+    raw = v.raw_json_token();
+    return simdjson::SUCCESS;
+  }
+  static simdjson::error_code raw_token(simdjson::ondemand::document& d, std::string_view& raw) {
+    return d.raw_json_token().get(raw);
+  }
+
+  template <typename V>
+  simdjson::error_code number(V& v) {
+    std::string_view raw;  // before get_number(), which consumes the value
+    if (auto e = raw_token(v, raw)) return e;
+    while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' || raw.back() == '\t'))
+      raw.remove_suffix(1);
+    simdjson::ondemand::number num;
+    auto e = v.get_number().get(num);
+    if (!e) {
+      switch (num.get_number_type()) {
+        case simdjson::ondemand::number_type::signed_integer: h_.number_integer(num.get_int64()); break;
+        case simdjson::ondemand::number_type::unsigned_integer: h_.number_unsigned(num.get_uint64()); break;
+        case simdjson::ondemand::number_type::floating_point_number: h_.number_float(num.get_double(), raw); break;
+      }
+      return simdjson::SUCCESS;
+    }
+    // An integer too big for 64 bits: a float, as nlohmann::json had it.
+    if (e != simdjson::NUMBER_ERROR || raw.empty() || raw.find_first_not_of("-0123456789") != std::string_view::npos)
+      return e;
+    text_.assign(raw);
+    h_.number_float(std::strtod(text_.c_str(), nullptr), raw);
+    return simdjson::SUCCESS;
+  }
+
+  simdjson::error_code value(simdjson::ondemand::value& v) {
+    simdjson::ondemand::json_type type;
+    if (auto e = v.type().get(type)) return e;
+    if (type == simdjson::ondemand::json_type::object) {
+      simdjson::ondemand::object object;
+      if (auto e = v.get_object().get(object)) return e;
+      h_.start_object(kUnknownSize);
+      for (auto field : object) {
+        std::string_view key;
+        if (auto e = field.unescaped_key().get(key)) return e;
+        h_.key(key);
+        simdjson::ondemand::value child;
+        if (auto e = field.value().get(child)) return e;
+        if (auto e = value(child)) return e;
+      }
+      h_.end_object();
+      return simdjson::SUCCESS;
+    }
+    if (type == simdjson::ondemand::json_type::array) {
+      simdjson::ondemand::array array;
+      if (auto e = v.get_array().get(array)) return e;
+      h_.start_array(kUnknownSize);
+      for (auto element : array) {
+        simdjson::ondemand::value child;
+        if (auto e = element.get(child)) return e;
+        if (auto e = value(child)) return e;
+      }
+      h_.end_array();
+      return simdjson::SUCCESS;
+    }
+    return scalar_value(v);
+  }
+
+  Handler& h_;
+  simdjson::ondemand::parser parser_;
+  std::string text_;
 };
 
 ParsedFile parse(const std::string& path, TraceBuilder& builder) {
   ParsedFile out;
   GzipInput input(path);
-  std::istream stream(&input);
   Handler handler(out, input, builder, file_name(path));
-  bool ok = false;
+  Replay replay(handler);
+  // Reading, decompressing and cutting run on a second thread.
+  ThreadedSplitter splitter([&input](char* dst, std::size_t n) { return input.read(dst, n); });
   try {
-    ok = nlohmann::json::sax_parse(stream, &handler);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path + ": invalid JSON (" + std::string(e.what()) + ")");
+    splitter.run(replay);
+  } catch (const JsonSplitError& e) {
+    if (input.bytes_out() == 0) throw Error(path + ": empty file, not a Chrome/Kineto trace");
+    throw Error(path + ": invalid JSON at byte " + std::to_string(e.byte()) + ": " + e.what());
   }
-  if (!ok) throw Error(path + ": " + (handler.error().empty() ? "invalid JSON" : handler.error()));
-  if (input.bytes_out() == 0) throw Error(path + ": empty file, not a Chrome/Kineto trace");
   if (!out.has_trace_events)
     throw Error(path + ": JSON without traceEvents, not a Chrome/Kineto trace");
   return out;

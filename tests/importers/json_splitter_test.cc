@@ -1,0 +1,259 @@
+// JsonSplitter (the streaming cutter in front of the Kineto importer's
+// simdjson parsing) on hand-made JSON, read in chunks as small as one byte.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kineto/json_splitter.h"
+
+namespace moetrace::testing {
+namespace {
+
+using importers::kineto::JsonSplitError;
+using importers::kineto::JsonSplitter;
+using importers::kineto::unescape_json_string;
+
+// Records what the splitter hands over, as one line per call.
+struct Recorder : JsonSplitter::Visitor {
+  std::vector<std::string> calls;
+  void root_begin(bool array) override { calls.push_back(array ? "[" : "{"); }
+  void root_end(bool array) override { calls.push_back(array ? "]" : "}"); }
+  void member(const std::string& key, std::string_view value, std::int64_t offset) override {
+    check_padding(value);
+    calls.push_back("member " + key + " @" + std::to_string(offset) + " " + std::string(value));
+  }
+  void events_begin() override { calls.push_back("events ["); }
+  void events_end() override { calls.push_back("events ]"); }
+  void event(std::string_view value, std::int64_t offset) override {
+    check_padding(value);
+    calls.push_back("event @" + std::to_string(offset) + " " + std::string(value));
+  }
+  void root_scalar(std::string_view value, std::int64_t) override {
+    calls.push_back("scalar " + std::string(value));
+  }
+  // The padding after a piece must be readable (ASan/valgrind would notice).
+  static void check_padding(std::string_view v) {
+    volatile char sink = 0;
+    for (std::size_t i = 0; i < JsonSplitter::kPadding; ++i) sink = sink ^ v.data()[v.size() + i];
+  }
+};
+
+// Reads `text`, at most `chunk` bytes a call.
+JsonSplitter::Read reader(const std::string& text, std::shared_ptr<std::size_t> at = std::make_shared<std::size_t>(0)) {
+  return [&text, at](char* dst, std::size_t n) {
+    n = std::min(n, text.size() - *at);
+    std::memcpy(dst, text.data() + *at, n);
+    *at += n;
+    return n;
+  };
+}
+
+// Splits `text`, read `chunk` bytes at a time.
+std::vector<std::string> split(const std::string& text, std::size_t chunk) {
+  std::size_t at = 0;
+  JsonSplitter splitter(
+      [&](char* dst, std::size_t n) {
+        n = std::min(n, text.size() - at);
+        std::memcpy(dst, text.data() + at, n);
+        at += n;
+        return n;
+      },
+      chunk);
+  Recorder r;
+  splitter.run(r);
+  EXPECT_EQ(splitter.bytes_read(), static_cast<std::int64_t>(text.size()));
+  return r.calls;
+}
+
+// The same calls for every chunk size from 1 to 40 bytes and a large one.
+std::vector<std::string> split_all_chunks(const std::string& text) {
+  const auto expected = split(text, 1 << 16);
+  for (std::size_t chunk = 1; chunk <= 40; ++chunk) EXPECT_EQ(split(text, chunk), expected) << "chunk " << chunk;
+  return expected;
+}
+
+std::string error_of(const std::string& text, std::size_t chunk = 7) {
+  try {
+    split(text, chunk);
+  } catch (const JsonSplitError& e) {
+    return "byte " + std::to_string(e.byte()) + ": " + e.what();
+  }
+  return "no error";
+}
+
+TEST(JsonSplitter, MembersAndEvents) {
+  const std::string text =
+      "{\"schemaVersion\": 1, \"deviceProperties\": [{\"id\": 0, \"name\": \"H100\"}],\n"
+      " \"traceEvents\": [{\"ph\": \"X\", \"ts\": 1.5}, {\"ph\": \"i\"} ],\n"
+      " \"baseTimeNanoseconds\": 1700000000000000000}";
+  const std::vector<std::string> expected = {
+      "{",
+      "member schemaVersion @18 1",
+      "member deviceProperties @41 [{\"id\": 0, \"name\": \"H100\"}]",
+      "events [",
+      "event @87 {\"ph\": \"X\", \"ts\": 1.5}",
+      "event @111 {\"ph\": \"i\"}",
+      "events ]",
+      "member baseTimeNanoseconds @150 1700000000000000000",
+      "}",
+  };
+  EXPECT_EQ(split_all_chunks(text), expected);
+}
+
+TEST(JsonSplitter, StringsWithBracketsQuotesAndBackslashes) {
+  const std::string e1 = R"({"name": "a]}[{,\"q\" \\", "args": {"s": "\\\\"}})";
+  const std::string e2 = R"({"name": "\\\"}]"})";
+  const std::string text = "{\"traceEvents\": [" + e1 + "," + e2 + "]}";
+  const auto calls = split_all_chunks(text);
+  ASSERT_EQ(calls.size(), 6u);
+  EXPECT_EQ(calls[2], "event @17 " + e1);
+  EXPECT_EQ(calls[3], "event @" + std::to_string(18 + e1.size()) + " " + e2);
+}
+
+TEST(JsonSplitter, NestedArraysAndWhitespace) {
+  const std::string e1 = "{\"args\": {\"grid\": [1, [2, [3]], {\"x\": [[]]}], \"block\": [4,5,6]}}";
+  const std::string text = " \n\t{ \r\n \"traceEvents\" \n : \n [ \n " + e1 + " \n , \n 7 \n , \"s\" , true ] \n } \n\n";
+  const auto calls = split_all_chunks(text);
+  ASSERT_EQ(calls.size(), 8u);
+  EXPECT_EQ(calls[2].substr(calls[2].find(' ', 7) + 1), e1);
+  EXPECT_EQ(calls[3].substr(calls[3].find(' ', 7) + 1), "7");
+  EXPECT_EQ(calls[4].substr(calls[4].find(' ', 7) + 1), "\"s\"");
+  EXPECT_EQ(calls[5].substr(calls[5].find(' ', 7) + 1), "true");
+}
+
+TEST(JsonSplitter, BareArrayEmptyContainersAndScalars) {
+  EXPECT_EQ(split_all_chunks("[{\"a\": 1}, {}]"),
+            (std::vector<std::string>{"[", "event @1 {\"a\": 1}", "event @11 {}", "]"}));
+  EXPECT_EQ(split_all_chunks("[]"), (std::vector<std::string>{"[", "]"}));
+  EXPECT_EQ(split_all_chunks("{}"), (std::vector<std::string>{"{", "}"}));
+  EXPECT_EQ(split_all_chunks("{\"traceEvents\": []}"), (std::vector<std::string>{"{", "events [", "events ]", "}"}));
+  // traceEvents that is not an array is an ordinary member.
+  EXPECT_EQ(split_all_chunks("{\"traceEvents\": {\"a\": []}}"),
+            (std::vector<std::string>{"{", "member traceEvents @16 {\"a\": []}", "}"}));
+  EXPECT_EQ(split_all_chunks(" 42 "), (std::vector<std::string>{"scalar 42"}));
+  // Escaped member names are compared unescaped.
+  EXPECT_EQ(split_all_chunks("{\"trace\\u0045vents\": [1]}"),
+            (std::vector<std::string>{"{", "events [", "event @22 1", "events ]", "}"}));
+}
+
+TEST(JsonSplitter, LargePieceAcrossManyChunks) {
+  std::string name(100000, 'x');
+  name[5000] = '[';
+  name[7000] = '"';  // escaped below
+  std::string escaped;
+  for (char c : name) escaped += c == '"' ? std::string("\\\"") : std::string(1, c);
+  const std::string event = "{\"name\": \"" + escaped + "\", \"args\": {\"a\": [[1], [2]]}}";
+  const std::string text = "{\"traceEvents\": [" + event + ", " + event + "]}";
+  for (std::size_t chunk : {std::size_t{7}, std::size_t{4096}, std::size_t{1} << 20}) {
+    const auto calls = split(text, chunk);
+    ASSERT_EQ(calls.size(), 6u);
+    EXPECT_EQ(calls[2], "event @17 " + event);
+    EXPECT_EQ(calls[3], "event @" + std::to_string(19 + event.size()) + " " + event);
+  }
+}
+
+// Random events whose strings are full of quotes, backslashes and brackets,
+// so escapes fall on every position of the splitter's 16-byte blocks.
+TEST(JsonSplitter, RandomEscapesAtEveryAlignment) {
+  std::mt19937 rng(12345);
+  const std::string alphabet = "ab\"\\[]{},: x";
+  std::vector<std::string> events;
+  std::string text = "{\"traceEvents\": [";
+  std::vector<std::string> expected = {"{", "events ["};
+  for (int e = 0; e < 300; ++e) {
+    std::string str;
+    const auto len = rng() % 40;
+    for (std::size_t i = 0; i < len; ++i) {
+      const char c = alphabet[rng() % alphabet.size()];
+      if (c == '"' || c == '\\') str += '\\';
+      str += c;
+    }
+    const std::string event = "{\"name\": \"" + str + "\", \"args\": {\"a\": [[\"" + str + "\"], {}]}}";
+    if (e) text += ",";
+    expected.push_back("event @" + std::to_string(text.size()) + " " + event);
+    text += event;
+  }
+  text += "]}";
+  expected.push_back("events ]");
+  expected.push_back("}");
+  EXPECT_EQ(split(text, 1 << 16), expected);
+  for (std::size_t chunk : {std::size_t{1}, std::size_t{3}, std::size_t{15}, std::size_t{16}, std::size_t{17},
+                            std::size_t{31}, std::size_t{100}})
+    EXPECT_EQ(split(text, chunk), expected) << "chunk " << chunk;
+}
+
+TEST(JsonSplitter, Errors) {
+  // Truncated: inside an event, inside a string, between events, after a key.
+  for (const std::string text : {"{\"traceEvents\": [{\"ph\": \"X\"", "{\"traceEvents\": [{\"ph\": \"X",
+                                 "{\"traceEvents\": [{}, ", "{\"traceEvents\"", "{\"traceEvents\": [{}]",
+                                 "{\"a\": 1,", "[", ""})
+    for (std::size_t chunk : {std::size_t{1}, std::size_t{7}, std::size_t{1000}})
+      EXPECT_EQ(error_of(text, chunk),
+                "byte " + std::to_string(text.size() + 1) + ": unexpected end of input (truncated file?)")
+          << text;
+  EXPECT_EQ(error_of("{\"traceEvents\": [1, 2,, 3]}"), "byte 23: expected a value, not ','");
+  EXPECT_EQ(error_of("{\"traceEvents\": [{}}"), "byte 20: expected ',' or ']' after an array element, not '}'");
+  EXPECT_EQ(error_of("{\"a\": 1 \"b\": 2}"), "byte 9: expected ',' or '}' after an object member, not '\"'");
+  EXPECT_EQ(error_of("{\"a\" 1}"), "byte 6: expected ':' after a member name, not '1'");
+  EXPECT_EQ(error_of("{a: 1}"), "byte 2: expected a member name (a string), not 'a'");
+  EXPECT_EQ(error_of("{\"a\\x\": 1}"), "byte 2: invalid string in a member name");
+  // Trailing garbage after the root.
+  EXPECT_EQ(error_of("{\"traceEvents\": []} x"), "byte 21: unexpected 'x' after the top-level value");
+  EXPECT_EQ(error_of("[] []"), "byte 4: unexpected '[' after the top-level value");
+  EXPECT_EQ(error_of("{\"traceEvents\": []}\x01"), "byte 20: unexpected byte 0x01 after the top-level value");
+}
+
+TEST(JsonSplitter, ThreadedSameCallsAndErrors) {
+  std::string text = "{\"deviceProperties\": [{\"id\": 0}], \"traceEvents\": [";
+  for (int i = 0; i < 2000; ++i)
+    text += (i ? ", " : "") + std::string("{\"ph\": \"X\", \"name\": \"k\\\"[") + std::to_string(i) + "\", \"ts\": " +
+            std::to_string(i) + ".5}";
+  text += "], \"distributedInfo\": {\"rank\": 3}}";
+  const auto expected = split(text, 1 << 16);
+  for (std::size_t batch : {std::size_t{1}, std::size_t{100}, std::size_t{1} << 20}) {
+    importers::kineto::ThreadedSplitter threaded(reader(text), 7, batch, 2);
+    Recorder r;
+    threaded.run(r);
+    EXPECT_EQ(r.calls, expected) << "batch " << batch;
+  }
+  // An error comes after the calls before it, as the plain splitter has it.
+  const std::string bad = text.substr(0, text.size() / 2) + "}}";
+  importers::kineto::ThreadedSplitter threaded(reader(bad), 64, 256, 2);
+  Recorder r;
+  try {
+    threaded.run(r);
+    ADD_FAILURE() << "no error";
+  } catch (const JsonSplitError& e) {
+    EXPECT_EQ("byte " + std::to_string(e.byte()) + ": " + e.what(), error_of(bad));
+  }
+  Recorder plain;
+  JsonSplitter splitter(reader(bad), 64);
+  EXPECT_THROW(splitter.run(plain), JsonSplitError);
+  ASSERT_GE(plain.calls.size(), 900u);
+  EXPECT_EQ(r.calls, plain.calls);
+
+  // The visitor's exception stops the reading thread.
+  struct Throws : Recorder {
+    void event(std::string_view, std::int64_t) override { throw std::runtime_error("visitor"); }
+  } t;
+  importers::kineto::ThreadedSplitter stopped(reader(text), 64, 256, 1);
+  EXPECT_THROW(stopped.run(t), std::runtime_error);
+}
+
+TEST(JsonSplitter, Unescape) {
+  std::string out;
+  ASSERT_TRUE(unescape_json_string(R"(a\"b\\c\/\n\u00e9\ud83d\ude00)", out));
+  EXPECT_EQ(out, "a\"b\\c/\n\xc3\xa9\xf0\x9f\x98\x80");
+  EXPECT_FALSE(unescape_json_string(R"(\ud83d)", out));
+  EXPECT_FALSE(unescape_json_string(R"(\q)", out));
+  EXPECT_FALSE(unescape_json_string("a\\", out));
+}
+
+}  // namespace
+}  // namespace moetrace::testing
