@@ -129,7 +129,10 @@ class Exporter {
     quote(buf_, path_);
     buf_ += fmt::format(",\"backend\":");
     quote(buf_, t_.run.backend);
-    buf_ += fmt::format(",\"time_origin_ns\":{}}},\n\"traceEvents\":[", origin_);
+    // baseTimeNanoseconds (Kineto's key): `moetrace import` of this file
+    // puts every event back at its absolute ns time.
+    buf_ += fmt::format(",\"time_origin_ns\":{}}},\"baseTimeNanoseconds\":{},\n\"traceEvents\":[", origin_,
+                        origin_);
     write_metadata();
     write_slices();
     write_nvtx_instants();
@@ -384,6 +387,10 @@ class Exporter {
           ++stats_.api_slices;
           slice_head(s, t_.str(a.name), "cuda_api");
           opt_int(buf_, "correlation", a.correlation_id, first);
+          if (a.api == schema::ApiKind::kDriver) {
+            buf_ += first ? "\"api\":\"driver\"" : ",\"api\":\"driver\"";
+            first = false;
+          }
           if (a.return_code != 0) buf_ += fmt::format(",\"return_code\":{}", a.return_code);
           break;
         }

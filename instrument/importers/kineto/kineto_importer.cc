@@ -164,6 +164,9 @@ struct Args {
   std::optional<std::int64_t> in_nelems, out_nelems, group_size;
   // Memory instant events ("[memory]").
   std::optional<std::int64_t> mem_bytes, mem_addr, mem_device_type, mem_device_id;
+  // moetrace's own Chrome export (`moetrace export chrome`).
+  std::string api, domain;
+  std::optional<std::int64_t> payload;
   std::vector<std::int64_t>* array_for(std::string_view key) {
     if (key == "grid") return &grid;
     if (key == "block") return &block;
@@ -176,6 +179,7 @@ struct Args {
     in_splits.clear(), out_splits.clear();
     in_nelems.reset(), out_nelems.reset(), group_size.reset();
     mem_bytes.reset(), mem_addr.reset(), mem_device_type.reset(), mem_device_id.reset();
+    api.clear(), domain.clear(), payload.reset();
   }
 };
 
@@ -212,6 +216,8 @@ struct CpuRange {
   std::int64_t start = 0, end = 0, tid = 0;
   std::int32_t name = -1;
   std::int32_t category = 0;
+  std::int32_t domain = -1;  // moetrace's own Chrome export: the NVTX domain; -1: "pytorch", -2: none
+  std::optional<std::int64_t> payload;
 };
 
 struct ApiCall {
@@ -518,6 +524,17 @@ class Handler {
     else if (k == "Addr"sv) a.mem_addr = as_int(n);
     else if (k == "Device Type"sv) a.mem_device_type = as_int(n);
     else if (k == "Device Id"sv) a.mem_device_id = as_int(n);
+    // The same fields as moetrace's own Chrome export names them.
+    else if (k == "registers"sv) a.registers = as_int(n);
+    else if (k == "shared_bytes"sv) a.shared = as_int(n);
+    else if (k == "collective"sv) { if (s) a.collective = *s; }
+    else if (k == "in_nelems"sv) a.in_nelems = as_int(n);
+    else if (k == "out_nelems"sv) a.out_nelems = as_int(n);
+    else if (k == "group_size"sv) a.group_size = as_int(n);
+    else if (k == "group_ranks"sv) { if (s) a.pg_ranks = *s; }
+    else if (k == "api"sv) { if (s) a.api = *s; }
+    else if (k == "domain"sv) { if (s) a.domain = *s; }
+    else if (k == "payload"sv) a.payload = as_int(n);
   }
 
   void finish_event() {
@@ -549,7 +566,7 @@ class Handler {
       if (cat == "kernel" || cat == "gpu_memcpy" || cat == "memcpy" || cat == "gpu_memset" ||
           cat == "memset") {
         gpu_activity(cat, start, end);
-      } else if (cat == "cuda_runtime" || cat == "runtime" || cat == "cuda_driver") {
+      } else if (cat == "cuda_runtime" || cat == "runtime" || cat == "cuda_driver" || cat == "cuda_api") {
         if (!e.tid) {
           out_.skip("malformed_event");
           return;
@@ -561,10 +578,10 @@ class Handler {
         a.tid = *e.tid;
         a.name = out_.intern(e.name);
         a.correlation = e.args.correlation.value_or(0);
-        a.driver = cat == "cuda_driver";
+        a.driver = cat == "cuda_driver" || e.args.api == "driver";
         out_.api.push_back(a);
       } else if (cat == "cpu_op" || cat == "operator" || cat == "user_annotation" ||
-                 cat == "python_function") {
+                 cat == "python_function" || cat == "nvtx") {
         if (!e.tid) {
           out_.skip("malformed_event");
           return;
@@ -576,7 +593,12 @@ class Handler {
         r.name = out_.intern(e.name);
         r.category = cat == "user_annotation"   ? kCategoryUserAnnotation
                      : cat == "python_function" ? kCategoryPythonFunction
+                     : cat == "nvtx"            ? -1
                                                 : kCategoryCpuOp;
+        if (cat == "nvtx") {  // moetrace's export of an NVTX range
+          r.domain = e.args.domain.empty() ? -2 : out_.intern(e.args.domain);
+          r.payload = e.args.payload;
+        }
         out_.ranges.push_back(r);
       } else {
         // gpu_user_annotation (ranges projected onto a stream), profiler
@@ -1027,9 +1049,10 @@ void emit(ParsedFile& p, const std::string& path, std::size_t file_index, TraceB
     r.thread_id = a.tid;
     r.start_ns = shift(a.start);
     r.end_ns = shift(a.end);
-    r.domain = domain;
+    if (a.domain != -2) r.domain = a.domain >= 0 ? name(a.domain, false) : domain;
     r.name = name(a.name, false);
     r.category = a.category;
+    if (a.payload) r.payload_int = *a.payload;
     b.add(r);
   }
   for (const auto& m : p.memory) {
