@@ -48,6 +48,16 @@ RunSpec pipemoe_spec(int r) {
   return s;
 }
 
+// layers.tokens is per rank (schemas/README.md): 2048 tokens from each of
+// the preset's 16 ranks, not 16 x 2048.
+TEST(SimTrace, LayerTokensArePerRank) {
+  const auto spec = pipemoe_spec(2);
+  const auto w = write_and_load(spec, spec.resolved_cost_model(), "layer-tokens");
+  ASSERT_EQ(w.plan.world_size, 16);
+  ASSERT_FALSE(w.trace.layers.empty());
+  for (const auto& l : w.trace.layers) EXPECT_EQ(l.tokens, 2048) << "layer " << l.layer;
+}
+
 TEST(SimTrace, EveryPlanOpOnceWithItsCoordinates) {
   for (const char* variant : {"dpmoe", "pipemoe", "mpipemoe", "ppmoe", "pro_prophet", "fastermoe"}) {
     SCOPED_TRACE(variant);

@@ -167,7 +167,8 @@ TraceOutputStats write_trace(const std::string& path, const Plan& plan, const Co
     w.add(instrument::StreamRecord{s.id, s.rank, DeviceId(s.rank.value), s.id.value,
                                    std::string(plan::stream_role_name(s.role)), s.name, s.priority});
 
-  // Layers: tokens of a layer = tokens routed in iteration 0 / top_k.
+  // Layers: tokens per rank (schemas/README.md) = tokens routed in
+  // iteration 0 / top_k / ranks.
   for (int l = 0; l < plan.dims.num_layers; ++l) {
     std::int64_t routed = 0;
     for (const auto& e : plan.loads)
@@ -179,7 +180,8 @@ TraceOutputStats write_trace(const std::string& path, const Plan& plan, const Co
     lr.top_k = plan.dims.top_k;
     lr.model_dim = plan.dims.model_dim;
     lr.hidden_dim = plan.dims.expert_hidden;
-    lr.tokens = plan.loads.empty() ? -1 : routed / std::max(1, plan.dims.top_k);
+    lr.tokens = plan.loads.empty() ? -1
+                                   : routed / std::max(1, plan.dims.top_k) / std::max(1, plan.world_size);
     w.add(lr);
   }
 
