@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <tuple>
+#include <unordered_set>
 
 #include "moetrace/analyzer/interval.h"
 
@@ -46,6 +47,29 @@ NvtxGpuProjection NvtxProjector::project(const NvtxRange& range) const {
       p.gpu_end_ns = std::max(p.gpu_end_ns, a.end_ns);
       gpu.push_back({a.start_ns, a.end_ns});
     }
+  }
+  p.gpu_busy_ns = IntervalSet::from(std::move(gpu)).length();
+  return p;
+}
+
+NvtxGpuProjection project_nvtx_range(const Trace& trace, const NvtxRange& range) {
+  NvtxGpuProjection p;
+  const std::int64_t end = range.end_ns < range.start_ns ? INT64_MAX : range.end_ns;
+  std::unordered_set<std::int64_t> correlations;
+  for (const auto& c : trace.api_calls)
+    if (c.rank == range.rank && c.thread_id == range.thread_id && c.correlation_id != 0 &&
+        c.start_ns >= range.start_ns && c.start_ns <= end) {
+      ++p.api_calls;
+      correlations.insert(c.correlation_id);
+    }
+  if (correlations.empty()) return p;
+  std::vector<Interval> gpu;
+  for (const auto& a : trace.activities) {
+    if (a.rank != range.rank || a.correlation_id == 0 || !correlations.count(a.correlation_id)) continue;
+    ++p.activities;
+    p.gpu_start_ns = p.gpu_start_ns < 0 ? a.start_ns : std::min(p.gpu_start_ns, a.start_ns);
+    p.gpu_end_ns = std::max(p.gpu_end_ns, a.end_ns);
+    gpu.push_back({a.start_ns, a.end_ns});
   }
   p.gpu_busy_ns = IntervalSet::from(std::move(gpu)).length();
   return p;

@@ -57,6 +57,15 @@ TEST(NvtxProjection, RangesProjectTheWorkTheirThreadLaunched) {
   EXPECT_EQ(p.gpu_start_ns, 1000);
   EXPECT_EQ(p.gpu_end_ns, 1500);
   EXPECT_EQ(p.gpu_busy_ns, 500);
+  // The index-free projection of one range (the viewer's) agrees, range by range.
+  for (const auto& r : t.nvtx) {
+    const auto a = projector.project(r), b = project_nvtx_range(t, r);
+    EXPECT_EQ(a.api_calls, b.api_calls) << t.str(r.name);
+    EXPECT_EQ(a.activities, b.activities) << t.str(r.name);
+    EXPECT_EQ(a.gpu_start_ns, b.gpu_start_ns) << t.str(r.name);
+    EXPECT_EQ(a.gpu_end_ns, b.gpu_end_ns) << t.str(r.name);
+    EXPECT_EQ(a.gpu_busy_ns, b.gpu_busy_ns) << t.str(r.name);
+  }
 
   const auto n = analyze(t).nvtx;
   EXPECT_EQ(n.ranges, 3);  // the moetrace-domain range is not counted

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "moetrace/analyzer/nvtx_projection.h"
 #include "moetrace/gui/format.h"
 
 namespace moetrace::gui {
@@ -224,7 +225,7 @@ void describe_nvtx(Writer& w, const TimelineModel& m, std::uint32_t i) {
   w.add("Thread", std::to_string(n.thread_id));
   if (n.has_payload_int) w.add("Payload", std::to_string(n.payload_int));
   // GPU projection: the work launched from inside the range on its thread.
-  const auto p = m.nvtx_projector().project(n);
+  const auto p = analyzer::project_nvtx_range(t, n);
   if (p.activities == 0) {
     w.add("GPU projection", p.api_calls == 0 ? "no API call inside the range" : "no GPU activity launched");
   } else {

@@ -707,11 +707,6 @@ std::optional<TimelineModel::Place> TimelineModel::place_of(ItemRef r) const {
   return std::nullopt;
 }
 
-const analyzer::NvtxProjector& TimelineModel::nvtx_projector() const {
-  std::call_once(nvtx_->once, [&] { nvtx_->projector = std::make_unique<analyzer::NvtxProjector>(*trace_); });
-  return *nvtx_->projector;
-}
-
 std::size_t TimelineModel::memory_bytes() const {
   std::size_t b = sizeof(*this) + spans_.capacity() * sizeof(Span) + op_has_activity_.capacity() / 8;
   for (const auto& r : rows_) b += sizeof(Row) + r.items.memory_bytes() + r.lod.memory_bytes();

@@ -47,6 +47,11 @@ class NvtxProjector {
   std::vector<Launch> launches_;
 };
 
+// One range without an index: linear scans of the API calls and activities
+// (tens of ms on 10 M events), for a viewer projecting the range a user
+// clicked; NvtxProjector is for projecting many.
+NvtxGpuProjection project_nvtx_range(const Trace& trace, const NvtxRange& range);
+
 // Per range name (and domain), over all ranks: the report's table for traces
 // with NVTX ranges from outside moetrace.
 struct NvtxNameSummary {

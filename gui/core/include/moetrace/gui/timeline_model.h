@@ -10,14 +10,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "moetrace/analyzer/nvtx_projection.h"
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/gui/counter_track.h"
 #include "moetrace/gui/lod.h"
@@ -147,8 +145,6 @@ class TimelineModel {
   // Whether an op has GPU activities attributed to it (else its own range counts).
   bool op_has_activity(std::size_t op) const { return op < op_has_activity_.size() && op_has_activity_[op]; }
   std::size_t memory_bytes() const;
-  // The GPU projection of NVTX ranges, built on first use (thread-safe).
-  const analyzer::NvtxProjector& nvtx_projector() const;
 
  private:
   TimelineModel() = default;
@@ -160,11 +156,6 @@ class TimelineModel {
   std::vector<bool> op_has_activity_;
   std::vector<ColourClass> activity_colour_;
   std::int64_t start_ns_ = 0, end_ns_ = 1;
-  struct LazyNvtxProjector {
-    std::once_flag once;
-    std::unique_ptr<analyzer::NvtxProjector> projector;
-  };
-  std::shared_ptr<LazyNvtxProjector> nvtx_ = std::make_shared<LazyNvtxProjector>();
   friend class TimelineModelBuilder;
 };
 
