@@ -158,8 +158,9 @@ TEST(ChromeExport, ImportedKinetoTrace) {
 // import -> export -> import keeps every event: the exported JSON is read back
 // by the Kineto importer (baseTimeNanoseconds restores absolute times; the
 // `cuda_api` and `nvtx` slices, driver calls, NVTX domains and payloads, launch
-// configurations and NCCL args come back as they left). Per table: the count,
-// the first start, the last end and the summed duration are identical.
+// configurations and NCCL args come back as they left; the processes of
+// moetrace's export are ranks). Per table: the count, the first start, the
+// last end and the summed duration are identical, and per rank the counts.
 void expect_round_trip(const std::vector<std::string>& inputs, const std::string& tag) {
   const auto first = temp_path(tag + "-1.db"), json = temp_path(tag + ".json"), second = temp_path(tag + "-2.db");
   importers::import_traces(inputs, first);
@@ -185,6 +186,13 @@ void expect_round_trip(const std::vector<std::string>& inputs, const std::string
                              "ON s.id = n.domain_id"),
             sql_text(first, "SELECT group_concat(DISTINCT s.value) FROM nvtx_ranges n JOIN strings s "
                             "ON s.id = n.domain_id"));
+  // Ranks survive: the export's processes are ranks.
+  EXPECT_EQ(sql_int(second, "SELECT count(*) FROM ranks"), sql_int(first, "SELECT count(*) FROM ranks"));
+  for (const std::string table : {"kernels", "api_calls", "nvtx_ranges"}) {
+    const std::string q = "SELECT group_concat(rank || ':' || n) FROM (SELECT rank, count(*) AS n FROM " + table +
+                          " GROUP BY rank ORDER BY rank)";
+    EXPECT_EQ(sql_text(second, q), sql_text(first, q)) << tag << " " << table << " per rank";
+  }
   EXPECT_GT(sql_int(second, "SELECT count(*) FROM kernels"), 0);
 }
 
@@ -192,8 +200,7 @@ TEST(ChromeExport, RoundTripKeepsEveryEventOfARealTrace) {
   const auto in = shared_data("kineto/hta-nccl_data.json.gz");
   MOETRACE_NEED_SHARED(in);
   expect_round_trip({in}, "rt-nccl");
-  // Two ranks exported into one file come back with every event (as one
-  // rank with both devices: the importer reads one rank per file).
+  // Two ranks exported into one file come back as two ranks.
   const auto r0 = shared_data("kineto/hta-sampled_rank-0.json.gz"), r1 = shared_data("kineto/hta-sampled_rank-1.json.gz");
   MOETRACE_NEED_SHARED(r0);
   expect_round_trip({r0, r1}, "rt-sampled");

@@ -213,7 +213,7 @@ struct GpuActivity {
 };
 
 struct CpuRange {
-  std::int64_t start = 0, end = 0, tid = 0;
+  std::int64_t start = 0, end = 0, tid = 0, pid = 0;
   std::int32_t name = -1;
   std::int32_t category = 0;
   std::int32_t domain = -1;  // moetrace's own Chrome export: the NVTX domain; -1: "pytorch", -2: none
@@ -268,6 +268,7 @@ struct ParsedFile {
   std::int64_t base_time_ns = 0;
   std::map<std::string, std::int64_t> skipped;
   bool root_seen = false, has_trace_events = false;
+  bool moetrace_export = false;  // written by `moetrace export chrome`: one process per rank
 
   std::int32_t intern(const std::string& s) {
     auto it = string_index.find(s);
@@ -363,6 +364,7 @@ class Handler {
       switch (frames_.back()) {
         case Role::kRoot:
           if (key_ == "distributedInfo"sv) role = Role::kDistInfo;
+          else if (key_ == "otherData"sv) role = Role::kOtherData;
           break;
         case Role::kEvents: role = Role::kEvent; event_.reset(); break;
         case Role::kEvent:
@@ -418,7 +420,7 @@ class Handler {
 
  private:
   enum class Role : std::uint8_t {
-    kRoot, kEvents, kEvent, kArgs, kArgArray, kDeviceList, kDevice, kDistInfo, kSkip
+    kRoot, kEvents, kEvent, kArgs, kArgArray, kDeviceList, kDevice, kDistInfo, kOtherData, kSkip
   };
 
   static std::optional<std::int64_t> as_int(const Number& n) {
@@ -470,6 +472,10 @@ class Handler {
         else if (key_ == "world_size"sv) out_.world_size = as_int(n);
         else if (key_ == "backend"sv && s) out_.backend = *s;
         else if (key_ == "nccl_version"sv && s) out_.nccl_version = *s;
+        break;
+      case Role::kOtherData:
+        // `moetrace export chrome` names its source trace here; its pids are ranks.
+        if (key_ == "moetrace_trace"sv) out_.moetrace_export = true;
         break;
       case Role::kEvents:
         out_.skip("malformed_event");  // a scalar where an event object belongs
@@ -590,6 +596,7 @@ class Handler {
         r.start = start;
         r.end = end;
         r.tid = *e.tid;
+        r.pid = e.pid.value_or(0);
         r.name = out_.intern(e.name);
         r.category = cat == "user_annotation"   ? kCategoryUserAnnotation
                      : cat == "python_function" ? kCategoryPythonFunction
@@ -897,8 +904,22 @@ void emit(ParsedFile& p, const std::string& path, std::size_t file_index, TraceB
   if (p.rank && (*p.rank < 0 || *p.rank > (1 << 24)))
     throw Error(path + ": distributedInfo has rank " + std::to_string(*p.rank) + ", out of range");
   const int number = p.rank ? static_cast<int>(*p.rank) : static_cast<int>(file_index);
-  const RankId rank = b.add_rank(number, -1, "",
-                                 label + (p.rank ? " (distributedInfo rank)" : " (file order)"));
+  // A file is one rank, except moetrace's own export, whose processes are
+  // the ranks of the trace it came from (pid = rank).
+  std::map<std::int64_t, RankId> export_ranks;
+  const RankId file_rank =
+      p.moetrace_export ? RankId()
+                        : b.add_rank(number, -1, "", label + (p.rank ? " (distributedInfo rank)" : " (file order)"));
+  auto rank_of = [&](std::int64_t pid) {
+    if (!p.moetrace_export) return file_rank;
+    auto it = export_ranks.find(pid);
+    if (it == export_ranks.end())
+      it = export_ranks
+               .emplace(pid, b.add_rank(static_cast<int>(std::clamp<std::int64_t>(pid, 0, 1 << 24)), -1, "",
+                                        label + " (process " + std::to_string(pid) + " of a moetrace export)"))
+               .first;
+    return it->second;
+  };
   if (p.world_size && *p.world_size > 0 && *p.world_size <= (1 << 24))
     b.note_world_size(static_cast<int>(*p.world_size));
   const auto idx = std::to_string(file_index);
@@ -926,8 +947,8 @@ void emit(ParsedFile& p, const std::string& path, std::size_t file_index, TraceB
     devices.emplace(id, dev);
     return dev;
   };
-  if (p.gpu.empty() && p.devices.size() == 1)
-    b.set_default_device(rank, device(static_cast<std::int32_t>(p.devices.front().id)));
+  if (p.gpu.empty() && p.devices.size() == 1 && !p.moetrace_export)
+    b.set_default_device(file_rank, device(static_cast<std::int32_t>(p.devices.front().id)));
 
   const auto base = p.base_time_ns;
   auto shift = [&](std::int64_t t) {
@@ -967,6 +988,7 @@ void emit(ParsedFile& p, const std::string& path, std::size_t file_index, TraceB
 
   for (const auto& a : p.gpu) {
     step();
+    const RankId rank = rank_of(a.device);  // the export's GPU events have pid = rank, no device arg
     const auto stream = b.stream(rank, device(a.device), a.stream);
     const auto corr = a.correlation != 0 ? a.correlation : flow_id(a.device, a.stream, a.start);
     if (a.type == ActivityType::kKernel) {
@@ -1032,7 +1054,7 @@ void emit(ParsedFile& p, const std::string& path, std::size_t file_index, TraceB
   for (const auto& a : p.api) {
     step();
     instrument::ApiCallRecord r;
-    r.rank = rank;
+    r.rank = rank_of(a.pid);
     r.thread_id = a.tid;
     r.start_ns = shift(a.start);
     r.end_ns = shift(a.end);
@@ -1045,7 +1067,7 @@ void emit(ParsedFile& p, const std::string& path, std::size_t file_index, TraceB
   for (const auto& a : p.ranges) {
     step();
     instrument::NvtxRangeRecord r;
-    r.rank = rank;
+    r.rank = rank_of(a.pid);
     r.thread_id = a.tid;
     r.start_ns = shift(a.start);
     r.end_ns = shift(a.end);
@@ -1057,7 +1079,7 @@ void emit(ParsedFile& p, const std::string& path, std::size_t file_index, TraceB
   }
   for (const auto& m : p.memory) {
     instrument::MemoryEventRecord r;
-    r.rank = rank;
+    r.rank = file_rank.valid() ? file_rank : rank_of(0);
     r.ts_ns = shift(m.ts);
     r.alloc = m.bytes > 0;
     r.bytes = m.bytes < 0 ? -m.bytes : m.bytes;
