@@ -53,10 +53,10 @@ void add_export_command(CLI::App& app) {
     }
     std::cerr << fmt::format(
         "wrote {} slices ({} kernels/copies, {} ops, {} API calls, {} NVTX ranges), {} launch flows, "
-        "{} memory counter events to {}\n",
+        "{} memory counter events ({} allocations and frees as instants) to {}\n",
         stats.activity_slices + stats.op_slices + stats.api_slices + stats.nvtx_slices,
         stats.activity_slices, stats.op_slices, stats.api_slices, stats.nvtx_slices, stats.flows,
-        stats.counter_events, opt->output);
+        stats.counter_events, stats.memory_instants, opt->output);
   });
 }
 

@@ -206,6 +206,44 @@ TEST(ChromeExport, RoundTripKeepsEveryEventOfARealTrace) {
   expect_round_trip({r0, r1}, "rt-sampled");
 }
 
+// A moetrace trace (two ranks, device allocations and frees): kernels,
+// copies, API calls and memory events come back, on their ranks, at their ns
+// times; op ranges do not (a Chrome slice carries their coordinates as args
+// only) and the import says nothing else was lost.
+TEST(ChromeExport, RoundTripOfAMoetraceTraceKeepsMemoryEvents) {
+  const auto first = temp_path("rt-moe.db"), json = temp_path("rt-moe.json"), second = temp_path("rt-moe-2.db");
+  write_text_trace(first, R"(
+    run world_size=2
+    stream id=0 rank=0 role=compute
+    stream id=2 rank=1 role=compute
+    op id=1 rank=0 stream=0 kind=gate layer=0 iteration=0 start=1000 end=2000
+    kernel rank=0 stream=0 start=1000 end=1500 name=gate_gemm corr=7 op=1
+    kernel rank=1 stream=2 start=1200 end=1800 name=expert corr=9
+    api rank=0 thread=77 start=900 end=950 name=cudaLaunchKernel corr=7
+    api rank=1 thread=78 start=1100 end=1150 name=cudaLaunchKernel corr=9
+    alloc rank=0 ts=500 address=4096 bytes=1024
+    alloc rank=1 ts=600 address=8192 bytes=2048
+    free rank=0 ts=5000 address=4096 bytes=1024
+  )");
+  {
+    const auto t = analyzer::load_trace(first);
+    std::ofstream out(json);
+    const auto stats = exporters::write_chrome_trace(t, first, out);
+    EXPECT_EQ(stats.memory_instants, 3);
+  }
+  importers::import_traces({json}, second);
+  for (const std::string q :
+       {"SELECT group_concat(rank || '/' || start_ns || '/' || end_ns) FROM (SELECT * FROM kernels ORDER BY start_ns)",
+        "SELECT group_concat(rank || '/' || start_ns || '/' || correlation_id) FROM (SELECT * FROM api_calls ORDER BY "
+        "start_ns)",
+        "SELECT group_concat(rank || '/' || ts_ns || '/' || kind || '/' || bytes || '/' || address) FROM (SELECT * "
+        "FROM memory_events ORDER BY ts_ns)"})
+    EXPECT_EQ(sql_text(second, q), sql_text(first, q)) << q;
+  EXPECT_EQ(sql_int(second, "SELECT count(*) FROM memory_events"), 3);
+  EXPECT_EQ(sql_int(second, "SELECT count(*) FROM op_ranges"), 0);
+  EXPECT_EQ(config_value(second, "import.skipped.op"), "1");
+}
+
 TEST(ChromeExport, RoundTripOfAnNsysExport) {
   const auto in = shared_data("nsys/saxpy-mpi-cuda_nsys_perlmutter0.sqlite");
   MOETRACE_NEED_SHARED(in);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include "moetrace/schema/error.h"
@@ -275,6 +276,15 @@ class Exporter {
                           "\"args\":{{\"sort_index\":{}}}}}",
                           pid, pid);
     }
+    std::set<std::int32_t> memory_pids;
+    for (const auto& m : t_.memory_events)
+      if (m.memory_kind == schema::MemoryKind::kDevice) memory_pids.insert(m.rank.value);
+    for (const auto pid : memory_pids) {
+      next_event();
+      buf_ += fmt::format("{{\"ph\":\"M\",\"pid\":{},\"tid\":{},\"name\":\"thread_name\","
+                          "\"args\":{{\"name\":\"memory events\"}}}}",
+                          pid, kMemoryTid);
+    }
     for (const auto& tr : tracks_)
       for (std::size_t lane = 0; lane < tr.lane_tids.size(); ++lane) {
         next_event();
@@ -437,7 +447,12 @@ class Exporter {
     }
   }
 
+  // The thread of a rank's "[memory]" instants, above every stream lane.
+  static constexpr std::int32_t kMemoryTid = 1 << 30;
+
   // Memory in use per rank and memory kind: allocations minus frees so far.
+  // Device allocations and frees also as "[memory]" instants in Kineto's form
+  // (args Bytes, signed; Addr; Device Type 1 = CUDA), which the importer reads.
   void write_counters() {
     std::map<std::pair<std::int32_t, schema::MemoryKind>, std::int64_t> in_use;
     for (const auto& m : t_.memory_events) {
@@ -450,6 +465,16 @@ class Exporter {
       buf_ += fmt::format(",\"pid\":{},\"ts\":", m.rank.value);
       micros(buf_, m.ts_ns - origin_);
       buf_ += fmt::format(",\"args\":{{\"bytes\":{}}}}}", v);
+      flush();
+      if (m.memory_kind != schema::MemoryKind::kDevice) continue;
+      ++stats_.memory_instants;
+      next_event();
+      buf_ += fmt::format("{{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"memory\",\"name\":\"[memory]\",\"pid\":{},\"tid\":{},"
+                          "\"ts\":",
+                          m.rank.value, kMemoryTid);
+      micros(buf_, m.ts_ns - origin_);
+      buf_ += fmt::format(",\"args\":{{\"Bytes\":{},\"Addr\":{},\"Device Type\":1}}}}",
+                          m.alloc ? m.bytes : -m.bytes, m.address);
       flush();
     }
   }

@@ -227,7 +227,7 @@ struct ApiCall {
 };
 
 struct MemoryEvent {
-  std::int64_t ts = 0, bytes = 0, address = 0;
+  std::int64_t ts = 0, bytes = 0, address = 0, pid = 0;
 };
 
 struct Collective {
@@ -693,6 +693,7 @@ class Handler {
     m.ts = *event_.ts_ns;
     m.bytes = *a.mem_bytes;
     m.address = a.mem_addr.value_or(0);
+    m.pid = event_.pid.value_or(0);
     out_.memory.push_back(m);
   }
 
@@ -1079,7 +1080,7 @@ void emit(ParsedFile& p, const std::string& path, std::size_t file_index, TraceB
   }
   for (const auto& m : p.memory) {
     instrument::MemoryEventRecord r;
-    r.rank = file_rank.valid() ? file_rank : rank_of(0);
+    r.rank = rank_of(m.pid);
     r.ts_ns = shift(m.ts);
     r.alloc = m.bytes > 0;
     r.bytes = m.bytes < 0 ? -m.bytes : m.bytes;

@@ -5,7 +5,9 @@
 //   their MoE coordinates in args; host threads for API calls and for NVTX;
 // - kernels, copies, memsets, op ranges, API calls and closed NVTX ranges as
 //   complete slices (ph X); NVTX ranges never closed as instant events;
-// - device memory in use per rank as a counter track (from memory_events);
+// - device memory in use per rank as a counter track (from memory_events),
+//   and each device allocation and free as a Kineto-style "[memory]" instant
+//   on a "memory events" thread (so `moetrace import` reads them back);
 // - flow arrows from each API call to the activities it launched (same rank,
 //   same correlation id).
 // Timestamps are microseconds with three decimals (ns precision), counted from
@@ -29,6 +31,7 @@ struct ChromeExportStats {
   std::int64_t nvtx_slices = 0;      // closed NVTX ranges
   std::int64_t nvtx_instants = 0;    // NVTX ranges never closed
   std::int64_t counter_events = 0;
+  std::int64_t memory_instants = 0;  // "[memory]" instants (device allocations and frees)
   std::int64_t flows = 0;            // launch arrows (each one "s" and one "f" event)
   std::int64_t extra_lanes = 0;      // threads added for non-nesting overlaps
 };
