@@ -8,6 +8,17 @@
 
 namespace moetrace::analyzer {
 
+namespace {
+
+void add_activity(NvtxGpuProjection& p, const Activity& a, std::vector<Interval>& gpu) {
+  ++p.activities;
+  p.gpu_start_ns = p.gpu_start_ns < 0 ? a.start_ns : std::min(p.gpu_start_ns, a.start_ns);
+  p.gpu_end_ns = std::max(p.gpu_end_ns, a.end_ns);
+  gpu.push_back({a.start_ns, a.end_ns});
+}
+
+}  // namespace
+
 NvtxProjector::NvtxProjector(const Trace& trace) : trace_(trace) {
   for (std::size_t i = 0; i < trace.api_calls.size(); ++i) {
     const auto& c = trace.api_calls[i];
@@ -41,11 +52,7 @@ NvtxGpuProjection NvtxProjector::project(const NvtxRange& range) const {
     const Launch lo{call.rank.value, call.correlation_id, 0};
     for (auto l = std::lower_bound(launches_.begin(), launches_.end(), lo);
          l != launches_.end() && l->rank == call.rank.value && l->correlation_id == call.correlation_id; ++l) {
-      const auto& a = trace_.activities[l->activity];
-      ++p.activities;
-      p.gpu_start_ns = p.gpu_start_ns < 0 ? a.start_ns : std::min(p.gpu_start_ns, a.start_ns);
-      p.gpu_end_ns = std::max(p.gpu_end_ns, a.end_ns);
-      gpu.push_back({a.start_ns, a.end_ns});
+      add_activity(p, trace_.activities[l->activity], gpu);
     }
   }
   p.gpu_busy_ns = IntervalSet::from(std::move(gpu)).length();
@@ -65,11 +72,8 @@ NvtxGpuProjection project_nvtx_range(const Trace& trace, const NvtxRange& range)
   if (correlations.empty()) return p;
   std::vector<Interval> gpu;
   for (const auto& a : trace.activities) {
-    if (a.rank != range.rank || a.correlation_id == 0 || !correlations.count(a.correlation_id)) continue;
-    ++p.activities;
-    p.gpu_start_ns = p.gpu_start_ns < 0 ? a.start_ns : std::min(p.gpu_start_ns, a.start_ns);
-    p.gpu_end_ns = std::max(p.gpu_end_ns, a.end_ns);
-    gpu.push_back({a.start_ns, a.end_ns});
+    if (a.rank == range.rank && a.correlation_id != 0 && correlations.count(a.correlation_id))
+      add_activity(p, a, gpu);
   }
   p.gpu_busy_ns = IntervalSet::from(std::move(gpu)).length();
   return p;
