@@ -510,16 +510,24 @@ double layer_time(const LayerRecommendation& L, double model_time) {
   return L.measured_layer_s > 0 ? L.measured_layer_s : model_time;
 }
 
-RecommendationItem pipeline_item(const LayerRecommendation& L, const HardwareModelInfo& hw, double min_gain) {
-  const auto& a = L.pipeline;
+// An item's layer and subject; complete ("not computed", with the reason)
+// where its analysis did not run.
+template <class Analysis>
+RecommendationItem item_head(const LayerRecommendation& L, const char* subject, const Analysis& a) {
   RecommendationItem it;
   it.layer = L.layer;
-  it.subject = "pipeline degree";
+  it.subject = subject;
   if (!a.computed) {
     it.action = "not computed";
     it.evidence = a.skipped;
-    return it;
   }
+  return it;
+}
+
+RecommendationItem pipeline_item(const LayerRecommendation& L, const HardwareModelInfo& hw, double min_gain) {
+  const auto& a = L.pipeline;
+  RecommendationItem it = item_head(L, "pipeline degree", a);
+  if (!a.computed) return it;
   const bool mp = L.variant == "mpipemoe";
   const char* sym = mp ? "n" : "r";
   it.change = a.recommended_r != a.current_r;
@@ -564,14 +572,8 @@ RecommendationItem pipeline_item(const LayerRecommendation& L, const HardwareMod
 
 RecommendationItem memory_item(const LayerRecommendation& L) {
   const auto& a = L.memory;
-  RecommendationItem it;
-  it.layer = L.layer;
-  it.subject = "memory reuse";
-  if (!a.computed) {
-    it.action = "not computed";
-    it.evidence = a.skipped;
-    return it;
-  }
+  RecommendationItem it = item_head(L, "memory reuse", a);
+  if (!a.computed) return it;
   const auto& c = a.choice;
   it.change = c.strategy != a.current;
   it.action = it.change ? strategy_action(c.strategy) : "keep " + strategy_action(a.current);
@@ -612,14 +614,8 @@ RecommendationItem memory_item(const LayerRecommendation& L) {
 
 RecommendationItem placement_item(const LayerRecommendation& L, double min_gain) {
   const auto& a = L.placement;
-  RecommendationItem it;
-  it.layer = L.layer;
-  it.subject = "expert placement";
-  if (!a.computed) {
-    it.action = "not computed";
-    it.evidence = a.skipped;
-    return it;
-  }
+  RecommendationItem it = item_head(L, "expert placement", a);
+  if (!a.computed) return it;
   const auto& p = a.advice;
   const auto& w = L.workload;
   auto same = [&](const plan::ExpertPlacement& x, const plan::ExpertPlacement& y) {
@@ -686,14 +682,8 @@ RecommendationItem placement_item(const LayerRecommendation& L, double min_gain)
 
 RecommendationItem layout_item(const LayerRecommendation& L, double min_gain) {
   const auto& a = L.layout;
-  RecommendationItem it;
-  it.layer = L.layer;
-  it.subject = "layout";
-  if (!a.computed) {
-    it.action = "not computed";
-    it.evidence = a.skipped;
-    return it;
-  }
+  RecommendationItem it = item_head(L, "layout", a);
+  if (!a.computed) return it;
   const auto& c = a.comparison;
   it.change = c.ppmoe_better && c.gain >= min_gain;
   it.action = it.change ? fmt::format("PPMoE layout (experts over tensor-parallel groups of {})", a.tensor_parallel)
