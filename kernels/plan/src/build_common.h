@@ -61,6 +61,18 @@ inline std::string op_name(const Coords& c, std::string_view what) {
   return s;
 }
 
+// An op's identity: kind, MoE coordinates, name (op_name of the coordinates
+// and `what`), rank and stream; the caller adds work, data and buffers.
+inline OpArgs op_at(OpKind kind, const Coords& co, std::string_view what, RankId rank, StreamId stream) {
+  OpArgs a;
+  a.kind = kind;
+  a.coords = co;
+  a.name = op_name(co, what);
+  a.rank = rank;
+  a.stream = stream;
+  return a;
+}
+
 inline View whole(const PlanBuilder& b, BufferId id) {
   const Buffer& buf = const_cast<PlanBuilder&>(b).buffer(id);
   return View{id, 0, buf.rows};

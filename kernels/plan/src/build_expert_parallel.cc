@@ -251,12 +251,7 @@ void EpBuilder::all_to_all(OpKind kind, const Coords& c, bool to_experts, int ch
       col.recvs.push_back({RankId(peer), View{dst[static_cast<std::size_t>(r)], d.row, d.rows}, d.rows * row_bytes});
       if (peer != r) bytes += s.rows * row_bytes;
     }
-    OpArgs a;
-    a.kind = kind;
-    a.coords = c;
-    a.name = op_name(c, what);
-    a.rank = RankId(r);
-    a.stream = streams(r).comm;
+    OpArgs a = op_at(kind, c, what, RankId(r), streams(r).comm);
     a.bytes = bytes;
     a.data = std::move(col);
     if (!frees.empty()) a.free = frees[static_cast<std::size_t>(r)];
@@ -271,23 +266,13 @@ void EpBuilder::expert_forward(int j, int l, int c) {
     ChunkRank& cr = L.chunk[static_cast<std::size_t>(c)][static_cast<std::size_t>(q)];
     for (std::size_t i = 0; i < cr.experts.size(); ++i) {
       const int e = cr.experts[i];
-      OpArgs a;
-      a.kind = OpKind::kExpertFfn;
-      a.coords = co;
-      a.name = op_name(co, fmt::format("expert_ffn.e{}", e));
-      a.rank = RankId(q);
-      a.stream = streams(q).compute;
+      OpArgs a = op_at(OpKind::kExpertFfn, co, fmt::format("expert_ffn.e{}", e), RankId(q), streams(q).compute);
       a.flops = ffn_forward_flops(cr.expert_rows[i], m_.model_dim, m_.expert_hidden);
       a.data = FfnForward{e, expert_params(l, q, e), cr.t_di, cr.t_m, cr.t_do, cr.spans[i]};
       b_.add(std::move(a));
     }
     if (offload_t_m()) {
-      OpArgs a;
-      a.kind = OpKind::kOffload;
-      a.coords = co;
-      a.name = op_name(co, "offload.T_M");
-      a.rank = RankId(q);
-      a.stream = copy_stream(q);
+      OpArgs a = op_at(OpKind::kOffload, co, "offload.T_M", RankId(q), copy_stream(q));
       a.bytes = cr.rows * m_.expert_hidden * m_.elem_bytes;
       a.data = Copy{View{cr.t_m, 0, cr.rows}, View{cr.host_m, 0, cr.rows}};
       b_.add(std::move(a));
@@ -313,12 +298,7 @@ void EpBuilder::restore_t_di(int j, int l, int c) {
   }
   for (int q = 0; q < P_; ++q) {
     ChunkRank& cr = L.chunk[static_cast<std::size_t>(c)][static_cast<std::size_t>(q)];
-    OpArgs a;
-    a.kind = OpKind::kPrefetch;
-    a.coords = co;
-    a.name = op_name(co, "prefetch.T_DI");
-    a.rank = RankId(q);
-    a.stream = copy_stream(q);
+    OpArgs a = op_at(OpKind::kPrefetch, co, "prefetch.T_DI", RankId(q), copy_stream(q));
     a.bytes = cr.rows * m_.model_dim * m_.elem_bytes;
     a.data = Copy{View{cr.host_di, 0, cr.rows}, View{cr.r_di, 0, cr.rows}};
     a.free = {cr.host_di};
@@ -333,12 +313,7 @@ void EpBuilder::restore_t_m(int j, int l, int c) {
   for (int q = 0; q < P_; ++q) {
     ChunkRank& cr = L.chunk[static_cast<std::size_t>(c)][static_cast<std::size_t>(q)];
     if (offload_t_m()) {
-      OpArgs a;
-      a.kind = OpKind::kPrefetch;
-      a.coords = co;
-      a.name = op_name(co, "prefetch.T_M");
-      a.rank = RankId(q);
-      a.stream = copy_stream(q);
+      OpArgs a = op_at(OpKind::kPrefetch, co, "prefetch.T_M", RankId(q), copy_stream(q));
       a.bytes = cr.rows * m_.expert_hidden * m_.elem_bytes;
       a.data = Copy{View{cr.host_m, 0, cr.rows}, View{cr.r_m, 0, cr.rows}};
       a.free = {cr.host_m};
@@ -348,12 +323,7 @@ void EpBuilder::restore_t_m(int j, int l, int c) {
     // mpipemoe S3/S4: T_M recomputed from the restored T_DI (one GEMM).
     for (std::size_t i = 0; i < cr.experts.size(); ++i) {
       const int e = cr.experts[i];
-      OpArgs a;
-      a.kind = OpKind::kRecompute;
-      a.coords = co;
-      a.name = op_name(co, fmt::format("recompute.T_M.e{}", e));
-      a.rank = RankId(q);
-      a.stream = streams(q).compute;
+      OpArgs a = op_at(OpKind::kRecompute, co, fmt::format("recompute.T_M.e{}", e), RankId(q), streams(q).compute);
       a.flops = ffn_recompute_flops(cr.expert_rows[i], m_.model_dim, m_.expert_hidden);
       a.data = FfnRecompute{e, expert_params(l, q, e), cr.r_di, cr.r_m, cr.spans[i]};
       b_.add(std::move(a));
@@ -368,12 +338,7 @@ void EpBuilder::expert_backward(int j, int l, int c) {
     ChunkRank& cr = L.chunk[static_cast<std::size_t>(c)][static_cast<std::size_t>(q)];
     for (std::size_t i = 0; i < cr.experts.size(); ++i) {
       const int e = cr.experts[i];
-      OpArgs a;
-      a.kind = OpKind::kExpertFfn;
-      a.coords = co;
-      a.name = op_name(co, fmt::format("expert_ffn.e{}", e));
-      a.rank = RankId(q);
-      a.stream = streams(q).compute;
+      OpArgs a = op_at(OpKind::kExpertFfn, co, fmt::format("expert_ffn.e{}", e), RankId(q), streams(q).compute);
       a.flops = ffn_backward_flops(cr.expert_rows[i], m_.model_dim, m_.expert_hidden);
       const BufferId input = reuse() ? cr.r_di : cr.t_di;
       const BufferId middle = reuse() ? cr.r_m : cr.t_m;
@@ -429,12 +394,7 @@ void EpBuilder::replica_collectives(int j, int l, const Coords& co, CollectiveKi
       col.kind = kind;
       col.group = group;
       col.root = RankId(home(e));
-      OpArgs a;
-      a.kind = op_kind;
-      a.coords = co;
-      a.name = op_name(co, fmt::format("{}.e{}", what, e));
-      a.rank = r;
-      a.stream = streams(r.value).comm;
+      OpArgs a = op_at(op_kind, co, fmt::format("{}.e{}", what, e), r, streams(r.value).comm);
       per_rank(e, replicas, r, col, a);
       a.data = std::move(col);
       b_.add(std::move(a));
@@ -515,12 +475,7 @@ void EpBuilder::forward(int j, int l) {
     s.probs = add_buffer(b_, RankId(p), BufferTag::kRouting, op_name(co, "probs"), tokens, E_, 4, co);
     s.routing = add_buffer(b_, RankId(p), BufferTag::kRouting, op_name(co, "routing"), tokens,
                            2 * m_.top_k, 4, co);
-    OpArgs a;
-    a.kind = OpKind::kGate;
-    a.coords = co;
-    a.name = op_name(co, "gate");
-    a.rank = RankId(p);
-    a.stream = streams(p).compute;
+    OpArgs a = op_at(OpKind::kGate, co, "gate", RankId(p), streams(p).compute);
     a.flops = gate_forward_flops(tokens, M, E_);
     a.data = GateForward{View{s.x, 0, tokens}, gate_[static_cast<std::size_t>(l)][static_cast<std::size_t>(p)].params,
                          s.probs, s.routing, m_.top_k};
@@ -531,12 +486,7 @@ void EpBuilder::forward(int j, int l) {
   if (spec_.balance == Balance::kProProphet && !spec_.block_schedule) {
     // Unscheduled (Fig. 7): Plan on this iteration's gate output, then Trans.
     for (int p = 0; p < P_; ++p) {
-      OpArgs a;
-      a.kind = OpKind::kPlan;
-      a.coords = co;
-      a.name = op_name(co, "plan");
-      a.rank = RankId(p);
-      a.stream = streams(p).compute;
+      OpArgs a = op_at(OpKind::kPlan, co, "plan", RankId(p), streams(p).compute);
       a.flops = spec_.perf.plan_flops;
       a.extra_access = {{L.rank[static_cast<std::size_t>(p)].routing, schema::Access::kRead}};
       plan_now[static_cast<std::size_t>(p)] = b_.add(std::move(a));
@@ -553,12 +503,7 @@ void EpBuilder::forward(int j, int l) {
     const std::int64_t rows = s.layout.total_rows();
     s.t_i = add_buffer(b_, RankId(p), BufferTag::kTI, op_name(co, "T_I"), rows, M, m_.elem_bytes, co);
     s.t_o = add_buffer(b_, RankId(p), BufferTag::kTO, op_name(co, "T_O"), rows, M, m_.elem_bytes, co);
-    OpArgs a;
-    a.kind = OpKind::kPermute;
-    a.coords = co;
-    a.name = op_name(co, "permute");
-    a.rank = RankId(p);
-    a.stream = streams(p).compute;
+    OpArgs a = op_at(OpKind::kPermute, co, "permute", RankId(p), streams(p).compute);
     a.bytes = rows * M * m_.elem_bytes;
     a.data = Permute{View{s.x, 0, s.layout.tokens}, s.routing, s.layout, View{s.t_i, 0, rows}};
     if (plan_now[static_cast<std::size_t>(p)].valid()) a.extra_deps.push_back(plan_now[static_cast<std::size_t>(p)]);
@@ -622,12 +567,7 @@ void EpBuilder::forward(int j, int l) {
       for (int q = 0; q < P_; ++q) {
         ChunkRank& cr = L.chunk[static_cast<std::size_t>(c)][static_cast<std::size_t>(q)];
         const Coords cc = coords(l, j, -1, chunk_coord(c), Phase::kForward);
-        OpArgs a;
-        a.kind = OpKind::kOffload;
-        a.coords = cc;
-        a.name = op_name(cc, "offload.T_DI");
-        a.rank = RankId(q);
-        a.stream = copy_stream(q);
+        OpArgs a = op_at(OpKind::kOffload, cc, "offload.T_DI", RankId(q), copy_stream(q));
         a.bytes = cr.rows * M * m_.elem_bytes;
         a.data = Copy{View{cr.t_di, 0, cr.rows}, View{cr.host_di, 0, cr.rows}};
         b_.add(std::move(a));
@@ -648,12 +588,7 @@ void EpBuilder::forward(int j, int l) {
     // on this iteration's distribution (the locality of Sec. II-B).
     if (j + 1 < spec_.common.iterations)
       for (int p = 0; p < P_; ++p) {
-        OpArgs a;
-        a.kind = OpKind::kPlan;
-        a.coords = co;
-        a.name = op_name(co, fmt::format("plan.for_it{}", j + 1));
-        a.rank = RankId(p);
-        a.stream = streams(p).compute;
+        OpArgs a = op_at(OpKind::kPlan, co, fmt::format("plan.for_it{}", j + 1), RankId(p), streams(p).compute);
         a.flops = spec_.perf.plan_flops;
         a.extra_access = {{L.rank[static_cast<std::size_t>(p)].routing, schema::Access::kRead}};
         plan_ops_[static_cast<std::size_t>(j + 1)][static_cast<std::size_t>(l)][static_cast<std::size_t>(p)] = b_.add(std::move(a));
@@ -688,12 +623,7 @@ void EpBuilder::forward(int j, int l) {
       out.block = p;
     }
     s.y = add_buffer(b_, RankId(p), BufferTag::kActivation, op_name(co, "moe_out"), tokens, M, m_.elem_bytes, co, out);
-    OpArgs a;
-    a.kind = OpKind::kUnpermute;
-    a.coords = co;
-    a.name = op_name(co, "unpermute");
-    a.rank = RankId(p);
-    a.stream = streams(p).compute;
+    OpArgs a = op_at(OpKind::kUnpermute, co, "unpermute", RankId(p), streams(p).compute);
     a.bytes = s.layout.total_rows() * M * m_.elem_bytes;
     a.data = Unpermute{s.routing, s.layout, View{s.t_o, 0, s.layout.total_rows()}, View{s.y, 0, tokens}};
     a.free = L.fwd_slots[static_cast<std::size_t>(p)];
@@ -708,12 +638,7 @@ void EpBuilder::forward(int j, int l) {
     RankState& s = L.rank[static_cast<std::size_t>(p)];
     const std::int64_t tokens = s.layout.tokens;
     if (m_.attention) {
-      OpArgs a;
-      a.kind = OpKind::kAttention;
-      a.coords = co;
-      a.name = op_name(co, "attention");
-      a.rank = RankId(p);
-      a.stream = streams(p).compute;
+      OpArgs a = op_at(OpKind::kAttention, co, "attention", RankId(p), streams(p).compute);
       a.flops = attention_forward_flops(tokens, M, m_.sequence_length, 1);
       a.extra_access = {{s.y, schema::Access::kReadWrite}};
       if (last && !dense) a.free = {s.y};
@@ -728,12 +653,7 @@ void EpBuilder::forward(int j, int l) {
       }
       s.mid = add_buffer(b_, RankId(p), BufferTag::kActivation, op_name(co, "dense_hidden"), tokens, m_.dense_hidden, m_.elem_bytes, co);
       s.z = add_buffer(b_, RankId(p), BufferTag::kActivation, op_name(co, "block_out"), tokens, M, m_.elem_bytes, co, out);
-      OpArgs a;
-      a.kind = OpKind::kDenseFfn;
-      a.coords = co;
-      a.name = op_name(co, "dense_ffn");
-      a.rank = RankId(p);
-      a.stream = streams(p).compute;
+      OpArgs a = op_at(OpKind::kDenseFfn, co, "dense_ffn", RankId(p), streams(p).compute);
       a.flops = ffn_forward_flops(tokens, M, m_.dense_hidden);
       a.data = FfnForward{-1, dense_[static_cast<std::size_t>(l)][static_cast<std::size_t>(p)].params, s.y, s.mid, s.z, {RowSpan{0, tokens}}};
       if (last) a.free = {s.z};
@@ -773,12 +693,7 @@ void EpBuilder::backward(int j, int l) {
     BufferId d = dz;
     if (dense) {
       d = add_buffer(b_, RankId(p), BufferTag::kActivationGrad, op_name(co, "d_moe_out"), tokens, M, m_.elem_bytes, co);
-      OpArgs a;
-      a.kind = OpKind::kDenseFfn;
-      a.coords = co;
-      a.name = op_name(co, "dense_ffn");
-      a.rank = RankId(p);
-      a.stream = streams(p).compute;
+      OpArgs a = op_at(OpKind::kDenseFfn, co, "dense_ffn", RankId(p), streams(p).compute);
       a.flops = ffn_backward_flops(tokens, M, m_.dense_hidden);
       const auto& pb = dense_[static_cast<std::size_t>(l)][static_cast<std::size_t>(p)];
       a.data = FfnBackward{-1, pb.params, pb.grads, s.y, s.mid, dz, d, {RowSpan{0, tokens}}};
@@ -786,12 +701,7 @@ void EpBuilder::backward(int j, int l) {
       b_.add(std::move(a));
     }
     if (m_.attention) {
-      OpArgs a;
-      a.kind = OpKind::kAttention;
-      a.coords = co;
-      a.name = op_name(co, "attention");
-      a.rank = RankId(p);
-      a.stream = streams(p).compute;
+      OpArgs a = op_at(OpKind::kAttention, co, "attention", RankId(p), streams(p).compute);
       a.flops = 2.0 * attention_forward_flops(tokens, M, m_.sequence_length, 1);
       a.extra_access = {{d, schema::Access::kReadWrite}};
       b_.add(std::move(a));
@@ -805,12 +715,7 @@ void EpBuilder::backward(int j, int l) {
     s.d_t_o = add_buffer(b_, RankId(p), BufferTag::kGradTO, op_name(co, "dT_O"), rows, M, m_.elem_bytes, co);
     s.d_t_i = add_buffer(b_, RankId(p), BufferTag::kGradTI, op_name(co, "dT_I"), rows, M, m_.elem_bytes, co);
     s.d_weights = add_buffer(b_, RankId(p), BufferTag::kRouting, op_name(co, "d_weights"), tokens, m_.top_k, 4, co);
-    OpArgs a;
-    a.kind = OpKind::kUnpermute;
-    a.coords = co;
-    a.name = op_name(co, "unpermute");
-    a.rank = RankId(p);
-    a.stream = streams(p).compute;
+    OpArgs a = op_at(OpKind::kUnpermute, co, "unpermute", RankId(p), streams(p).compute);
     a.bytes = 2 * rows * M * m_.elem_bytes;
     a.data = UnpermuteBackward{s.routing, s.layout, View{dy[static_cast<std::size_t>(p)], 0, tokens},
                                View{s.t_o, 0, rows}, View{s.d_t_o, 0, rows}, s.d_weights};
@@ -909,12 +814,7 @@ void EpBuilder::backward(int j, int l) {
     g.block = l == 0 ? p : -1;
     s.dx = add_buffer(b_, RankId(p), BufferTag::kActivationGrad, l == 0 ? fmt::format("it{}.input_grad", j) : op_name(co, "dx"),
                       tokens, M, m_.elem_bytes, co, g);
-    OpArgs a;
-    a.kind = OpKind::kPermute;
-    a.coords = co;
-    a.name = op_name(co, "permute");
-    a.rank = RankId(p);
-    a.stream = streams(p).compute;
+    OpArgs a = op_at(OpKind::kPermute, co, "permute", RankId(p), streams(p).compute);
     a.bytes = rows * M * m_.elem_bytes;
     a.data = PermuteBackward{s.routing, s.layout, View{s.d_t_i, 0, rows}, View{s.dx, 0, tokens}};
     a.free = L.bwd_slots[static_cast<std::size_t>(p)];
@@ -925,12 +825,7 @@ void EpBuilder::backward(int j, int l) {
     RankState& s = L.rank[static_cast<std::size_t>(p)];
     const std::int64_t tokens = s.layout.tokens;
     const auto& gp = gate_[static_cast<std::size_t>(l)][static_cast<std::size_t>(p)];
-    OpArgs a;
-    a.kind = OpKind::kGate;
-    a.coords = co;
-    a.name = op_name(co, "gate");
-    a.rank = RankId(p);
-    a.stream = streams(p).compute;
+    OpArgs a = op_at(OpKind::kGate, co, "gate", RankId(p), streams(p).compute);
     a.flops = 2.0 * gate_forward_flops(tokens, M, E_);
     a.data = GateBackward{View{s.x, 0, tokens}, gp.params, gp.grads, s.probs, s.routing, s.d_weights, View{s.dx, 0, tokens}};
     a.free = {s.x, s.probs, s.routing, s.d_weights};

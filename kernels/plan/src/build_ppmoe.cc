@@ -84,12 +84,7 @@ void PpMoeBuilder::all_reduce(OpKind kind, const Coords& co, const std::string& 
     col.group = group;
     col.moves_data = moves_data;
     if (moves_data) col.inout = whole(b_, views[i]);
-    OpArgs a;
-    a.kind = kind;
-    a.coords = co;
-    a.name = op_name(co, what);
-    a.rank = group[i];
-    a.stream = streams(group[i].value).comm;
+    OpArgs a = op_at(kind, co, what, group[i], streams(group[i].value).comm);
     a.bytes = bytes;
     a.data = std::move(col);
     if (!frees.empty()) a.free = frees[i];
@@ -158,12 +153,7 @@ void PpMoeBuilder::forward(int j, int d, int s, int m) {
       // Every TP rank gates the same tokens identically (Sec. 3.3.1).
       a.probs = add_buffer(b_, RankId(r), BufferTag::kRouting, op_name(co, "probs"), tokens, E_, 4, co);
       a.routing = add_buffer(b_, RankId(r), BufferTag::kRouting, op_name(co, "routing"), tokens, 2 * m_.top_k, 4, co);
-      OpArgs g;
-      g.kind = OpKind::kGate;
-      g.coords = co;
-      g.name = op_name(co, "gate");
-      g.rank = RankId(r);
-      g.stream = streams(r).compute;
+      OpArgs g = op_at(OpKind::kGate, co, "gate", RankId(r), streams(r).compute);
       g.flops = gate_forward_flops(tokens, M, E_);
       g.data = GateForward{View{a.x, 0, tokens}, gate_[static_cast<std::size_t>(l)][static_cast<std::size_t>(r)].params,
                            a.probs, a.routing, m_.top_k};
@@ -181,12 +171,7 @@ void PpMoeBuilder::forward(int j, int d, int s, int m) {
       a.t_m = add_buffer(b_, RankId(r), BufferTag::kTM, op_name(co, "T_M"), rows, m_.expert_hidden, m_.elem_bytes, co);
       a.t_do = add_buffer(b_, RankId(r), BufferTag::kTDO, op_name(co, "T_DO"), rows, M, m_.elem_bytes, co);
       // Alg. 1: index_select of the tokens of each local expert.
-      OpArgs p;
-      p.kind = OpKind::kIndexSlice;
-      p.coords = co;
-      p.name = op_name(co, "index_slice");
-      p.rank = RankId(r);
-      p.stream = streams(r).compute;
+      OpArgs p = op_at(OpKind::kIndexSlice, co, "index_slice", RankId(r), streams(r).compute);
       p.bytes = rows * M * m_.elem_bytes;
       p.data = Permute{View{a.x, 0, tokens}, a.routing, a.layout, View{a.t_di, 0, rows}};
       b_.add(std::move(p));
@@ -195,12 +180,7 @@ void PpMoeBuilder::forward(int j, int d, int s, int m) {
         const std::int64_t n = a.layout.expert_rows[static_cast<std::size_t>(i)];
         std::vector<RowSpan> spans;
         if (n > 0) spans.push_back({a.layout.offset(0, static_cast<std::size_t>(i)), n});
-        OpArgs x;
-        x.kind = OpKind::kExpertFfn;
-        x.coords = co;
-        x.name = op_name(co, fmt::format("expert_ffn.e{}", e));
-        x.rank = RankId(r);
-        x.stream = streams(r).compute;
+        OpArgs x = op_at(OpKind::kExpertFfn, co, fmt::format("expert_ffn.e{}", e), RankId(r), streams(r).compute);
         x.flops = ffn_forward_flops(n, M, m_.expert_hidden);
         x.data = FfnForward{e, experts_[static_cast<std::size_t>(l)][static_cast<std::size_t>(r)][static_cast<std::size_t>(i)].params,
                             a.t_di, a.t_m, a.t_do, spans};
@@ -215,12 +195,7 @@ void PpMoeBuilder::forward(int j, int d, int s, int m) {
       a.y = add_buffer(b_, RankId(r), BufferTag::kActivation, op_name(co, "moe_out"), tokens, M, m_.elem_bytes, co, out);
       // Alg. 1: output_hidden_states[indices] = expert_outputs (weighted),
       // zeros for the other ranks' experts; the all-reduce sums them.
-      OpArgs u;
-      u.kind = OpKind::kUnpermute;
-      u.coords = co;
-      u.name = op_name(co, "index_assign");
-      u.rank = RankId(r);
-      u.stream = streams(r).compute;
+      OpArgs u = op_at(OpKind::kUnpermute, co, "index_assign", RankId(r), streams(r).compute);
       u.bytes = rows * M * m_.elem_bytes;
       u.data = Unpermute{a.routing, a.layout, View{a.t_do, 0, rows}, View{a.y, 0, tokens}};
       if (last && !dense && !m_.attention && T_ == 1) u.free = {a.y};
@@ -237,12 +212,7 @@ void PpMoeBuilder::forward(int j, int d, int s, int m) {
     if (m_.attention) {
       for (int t = 0; t < T_; ++t) {
         const int r = rank(d, s, t);
-        OpArgs a;
-        a.kind = OpKind::kAttention;
-        a.coords = co;
-        a.name = op_name(co, "attention");
-        a.rank = RankId(r);
-        a.stream = streams(r).compute;
+        OpArgs a = op_at(OpKind::kAttention, co, "attention", RankId(r), streams(r).compute);
         a.flops = attention_forward_flops(tokens, M, m_.sequence_length, T_);
         a.extra_access = {{acts[static_cast<std::size_t>(t)].y, schema::Access::kReadWrite}};
         if (last && !dense) a.free = {acts[static_cast<std::size_t>(t)].y};
@@ -268,12 +238,7 @@ void PpMoeBuilder::forward(int j, int d, int s, int m) {
       a.mid = add_buffer(b_, RankId(r), BufferTag::kActivation, op_name(co, "dense_hidden"), tokens, F, m_.elem_bytes, co);
       a.z = add_buffer(b_, RankId(r), BufferTag::kActivation, op_name(co, "block_out"), tokens, M, m_.elem_bytes, co, out);
       // Megatron column/row split (ppmoe 3.1.3): partial output, then g's all-reduce.
-      OpArgs x;
-      x.kind = OpKind::kDenseFfn;
-      x.coords = co;
-      x.name = op_name(co, "dense_ffn");
-      x.rank = RankId(r);
-      x.stream = streams(r).compute;
+      OpArgs x = op_at(OpKind::kDenseFfn, co, "dense_ffn", RankId(r), streams(r).compute);
       x.flops = ffn_forward_flops(tokens, M, F);
       x.data = FfnForward{-1, dense_[static_cast<std::size_t>(l)][static_cast<std::size_t>(r)].params, a.y, a.mid, a.z, {RowSpan{0, tokens}}};
       if (last && T_ == 1) x.free = {a.z};
@@ -333,12 +298,7 @@ void PpMoeBuilder::backward(int j, int d, int s, int m) {
       dy[static_cast<std::size_t>(t)] =
           add_buffer(b_, RankId(r), BufferTag::kActivationGrad, op_name(co, "d_moe_out"), tokens, M, m_.elem_bytes, co);
       const auto& pb = dense_[static_cast<std::size_t>(l)][static_cast<std::size_t>(r)];
-      OpArgs x;
-      x.kind = OpKind::kDenseFfn;
-      x.coords = co;
-      x.name = op_name(co, "dense_ffn");
-      x.rank = RankId(r);
-      x.stream = streams(r).compute;
+      OpArgs x = op_at(OpKind::kDenseFfn, co, "dense_ffn", RankId(r), streams(r).compute);
       x.flops = ffn_backward_flops(tokens, M, F);
       x.data = FfnBackward{-1, pb.params, pb.grads, a.y, a.mid, dz, dy[static_cast<std::size_t>(t)], {RowSpan{0, tokens}}};
       x.free = {a.y, a.mid, dz};
@@ -351,12 +311,7 @@ void PpMoeBuilder::backward(int j, int d, int s, int m) {
     if (m_.attention) {
       for (int t = 0; t < T_; ++t) {
         const int r = rank(d, s, t);
-        OpArgs a;
-        a.kind = OpKind::kAttention;
-        a.coords = co;
-        a.name = op_name(co, "attention");
-        a.rank = RankId(r);
-        a.stream = streams(r).compute;
+        OpArgs a = op_at(OpKind::kAttention, co, "attention", RankId(r), streams(r).compute);
         a.flops = 2.0 * attention_forward_flops(tokens, M, m_.sequence_length, T_);
         a.extra_access = {{dy[static_cast<std::size_t>(t)], schema::Access::kReadWrite}};
         b_.add(std::move(a));
@@ -371,12 +326,7 @@ void PpMoeBuilder::backward(int j, int d, int s, int m) {
       const BufferId d_t_do = add_buffer(b_, RankId(r), BufferTag::kGradTDO, op_name(co, "dT_DO"), rows, M, m_.elem_bytes, co);
       const BufferId d_t_di = add_buffer(b_, RankId(r), BufferTag::kGradTDI, op_name(co, "dT_DI"), rows, M, m_.elem_bytes, co);
       const BufferId d_weights = add_buffer(b_, RankId(r), BufferTag::kRouting, op_name(co, "d_weights"), tokens, m_.top_k, 4, co);
-      OpArgs u;
-      u.kind = OpKind::kUnpermute;
-      u.coords = co;
-      u.name = op_name(co, "index_assign");
-      u.rank = RankId(r);
-      u.stream = streams(r).compute;
+      OpArgs u = op_at(OpKind::kUnpermute, co, "index_assign", RankId(r), streams(r).compute);
       u.bytes = 2 * rows * M * m_.elem_bytes;
       u.data = UnpermuteBackward{a.routing, a.layout, View{dy[static_cast<std::size_t>(t)], 0, tokens},
                                  View{a.t_do, 0, rows}, View{d_t_do, 0, rows}, d_weights};
@@ -388,12 +338,7 @@ void PpMoeBuilder::backward(int j, int d, int s, int m) {
         std::vector<RowSpan> spans;
         if (n > 0) spans.push_back({a.layout.offset(0, static_cast<std::size_t>(i)), n});
         const auto& pb = experts_[static_cast<std::size_t>(l)][static_cast<std::size_t>(r)][static_cast<std::size_t>(i)];
-        OpArgs x;
-        x.kind = OpKind::kExpertFfn;
-        x.coords = co;
-        x.name = op_name(co, fmt::format("expert_ffn.e{}", e));
-        x.rank = RankId(r);
-        x.stream = streams(r).compute;
+        OpArgs x = op_at(OpKind::kExpertFfn, co, fmt::format("expert_ffn.e{}", e), RankId(r), streams(r).compute);
         x.flops = ffn_backward_flops(n, M, m_.expert_hidden);
         x.data = FfnBackward{e, pb.params, pb.grads, a.t_di, a.t_m, d_t_do, d_t_di, spans};
         if (i + 1 == local_) x.free = {a.t_di, a.t_m, d_t_do};
@@ -405,23 +350,13 @@ void PpMoeBuilder::backward(int j, int d, int s, int m) {
       g.block = l == 0 ? block(d, m) : -1;
       a.dx = add_buffer(b_, RankId(r), BufferTag::kActivationGrad,
                         l == 0 ? fmt::format("it{}.mb{}.input_grad", j, m) : op_name(co, "dx"), tokens, M, m_.elem_bytes, co, g);
-      OpArgs p;
-      p.kind = OpKind::kIndexSlice;
-      p.coords = co;
-      p.name = op_name(co, "index_slice");
-      p.rank = RankId(r);
-      p.stream = streams(r).compute;
+      OpArgs p = op_at(OpKind::kIndexSlice, co, "index_slice", RankId(r), streams(r).compute);
       p.bytes = rows * M * m_.elem_bytes;
       p.data = PermuteBackward{a.routing, a.layout, View{d_t_di, 0, rows}, View{a.dx, 0, tokens}};
       p.free = {d_t_di};
       b_.add(std::move(p));
       const auto& gp = gate_[static_cast<std::size_t>(l)][static_cast<std::size_t>(r)];
-      OpArgs gb;
-      gb.kind = OpKind::kGate;
-      gb.coords = co;
-      gb.name = op_name(co, "gate");
-      gb.rank = RankId(r);
-      gb.stream = streams(r).compute;
+      OpArgs gb = op_at(OpKind::kGate, co, "gate", RankId(r), streams(r).compute);
       gb.flops = 2.0 * gate_forward_flops(tokens, M, E_);
       // d_weights holds only this rank's experts: partial gate gradients,
       // completed by the all-reduces below.
