@@ -4,9 +4,11 @@
 -- the analyzer itself loads whole tables and sorts in memory, so it needs none
 -- (tables are kept narrow and indexes few: both cost writer throughput).
 -- NVTX-to-GPU projection: activity -> launching API call by correlation id.
-CREATE INDEX IF NOT EXISTS kernels_by_correlation ON kernels(correlation_id);
-CREATE INDEX IF NOT EXISTS memcpy_by_correlation  ON memcpy(correlation_id);
-CREATE INDEX IF NOT EXISTS memset_by_correlation  ON memset(correlation_id);
+-- Partial: simulated activity has no correlation id, and any comparison on
+-- correlation_id (a join included) lets SQLite use these.
+CREATE INDEX IF NOT EXISTS kernels_by_correlation ON kernels(correlation_id) WHERE correlation_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS memcpy_by_correlation  ON memcpy(correlation_id) WHERE correlation_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS memset_by_correlation  ON memset(correlation_id) WHERE correlation_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS api_calls_by_correlation ON api_calls(correlation_id);
 -- NVTX range enclosing an API call on the same thread.
 CREATE INDEX IF NOT EXISTS nvtx_by_thread   ON nvtx_ranges(rank, thread_id, start_ns);

@@ -4,6 +4,12 @@
 -- the simulator). Every table and column is documented in schemas/README.md.
 -- The writer sets PRAGMA application_id = 1297040724 ('MOET') and
 -- PRAGMA user_version = 1; readers refuse anything else.
+--
+-- CHECK constraints spell value lists as `x = a OR x = b`, not `x IN (a, b)`:
+-- SQLite evaluates a CHECK's IN list of three or more values through an
+-- ephemeral table built for every row, which made inserting op_buffers 2.5x
+-- slower (see BENCHMARKS.md, simulator section). The accepted values are the
+-- same.
 
 CREATE TABLE meta (
   key   TEXT PRIMARY KEY,
@@ -60,7 +66,7 @@ CREATE TABLE streams (
   rank          INTEGER NOT NULL,
   device_id     INTEGER,
   native_id     INTEGER,
-  role          TEXT NOT NULL CHECK (role IN ('compute', 'comm', 'copy', 'other')),
+  role          TEXT NOT NULL CHECK (role = 'compute' OR role = 'comm' OR role = 'copy' OR role = 'other'),
   name          TEXT,
   priority      INTEGER
 );
@@ -119,7 +125,7 @@ CREATE TABLE memory_events (
   id             INTEGER PRIMARY KEY,
   rank           INTEGER NOT NULL,
   ts_ns          INTEGER NOT NULL,
-  kind           INTEGER NOT NULL CHECK (kind IN (0, 1)),
+  kind           INTEGER NOT NULL CHECK (kind = 0 OR kind = 1),
   address        INTEGER NOT NULL,
   bytes          INTEGER NOT NULL,
   memory_kind    INTEGER NOT NULL,
@@ -134,7 +140,7 @@ CREATE TABLE api_calls (
   thread_id      INTEGER NOT NULL,
   start_ns       INTEGER NOT NULL,
   end_ns         INTEGER NOT NULL,
-  api            INTEGER NOT NULL CHECK (api IN (1, 2)),
+  api            INTEGER NOT NULL CHECK (api = 1 OR api = 2),
   name_id        INTEGER NOT NULL,
   correlation_id INTEGER NOT NULL,
   return_code    INTEGER
@@ -221,7 +227,7 @@ CREATE TABLE op_ranges (
   iteration       INTEGER,
   micro_batch     INTEGER,
   chunk           INTEGER,
-  phase           INTEGER NOT NULL CHECK (phase IN (0, 1, 2)),
+  phase           INTEGER NOT NULL CHECK (phase = 0 OR phase = 1 OR phase = 2),
   start_ns        INTEGER NOT NULL,
   end_ns          INTEGER NOT NULL,
   launch_start_ns INTEGER,
@@ -254,7 +260,7 @@ CREATE TABLE buffers (
 CREATE TABLE op_buffers (
   op_id     INTEGER NOT NULL,
   buffer_id INTEGER NOT NULL,
-  access    INTEGER NOT NULL CHECK (access IN (1, 2, 3)),
+  access    INTEGER NOT NULL CHECK (access = 1 OR access = 2 OR access = 3),
   PRIMARY KEY (op_id, buffer_id)
 ) WITHOUT ROWID;
 
@@ -272,6 +278,6 @@ CREATE TABLE expert_placement (
   layer     INTEGER NOT NULL,
   expert    INTEGER NOT NULL,
   rank      INTEGER NOT NULL,
-  role      TEXT NOT NULL CHECK (role IN ('home', 'replica', 'shadow')),
+  role      TEXT NOT NULL CHECK (role = 'home' OR role = 'replica' OR role = 'shadow'),
   PRIMARY KEY (iteration, layer, expert, rank)
 ) WITHOUT ROWID;

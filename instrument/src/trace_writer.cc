@@ -185,23 +185,46 @@ void bind_text_or_null(sqlite::Statement& st, int i, std::string_view s) {
 
 }  // namespace
 
+namespace {
+
+constexpr const char* kSideFiles[] = {"-wal", "-shm", "-journal"};
+
+void remove_with_side_files(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+  for (const char* suffix : kSideFiles) std::filesystem::remove(path + suffix, ec);
+}
+
+}  // namespace
+
 TraceWriter::TraceWriter(const std::string& path, const RunRecord& run, WriterOptions options)
     : path_(path),
+      db_path_(options.durable ? path : path + ".partial-" + std::to_string(getpid())),
       options_(options),
       pending_(std::make_unique<Pending>()),
       spare_(std::make_unique<Pending>()) {
-  namespace fs = std::filesystem;
   std::error_code ec;
-  if (fs::exists(path, ec)) {
+  if (std::filesystem::exists(path, ec)) {
     if (!options_.overwrite) throw Error(path + ": already exists (not overwriting)");
-    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(path + suffix, ec);
+    // A non-durable writer replaces the old trace only when its own is
+    // complete (close() renames over it).
+    if (options_.durable) remove_with_side_files(path);
   }
   if (run.world_size < 1) throw Error(path + ": world size must be at least 1");
-  db_ = sqlite::Database(path, sqlite::Database::Mode::kCreate);
+  if (!options_.durable) remove_with_side_files(db_path_);
+  db_ = sqlite::Database(db_path_, sqlite::Database::Mode::kCreate);
   // Large pages: fewer b-tree pages per row inserted (see BENCHMARKS.md).
   db_.exec("PRAGMA page_size=65536");
-  db_.exec("PRAGMA journal_mode=WAL");
-  db_.exec(options_.durable ? "PRAGMA synchronous=NORMAL" : "PRAGMA synchronous=OFF");
+  if (options_.durable) {
+    db_.exec("PRAGMA journal_mode=WAL");
+    db_.exec("PRAGMA synchronous=NORMAL");
+  } else {
+    // Nothing to recover: the file is deleted or renamed whole. No journal
+    // halves the pages written (WAL writes each twice, once at checkpoint).
+    db_.exec("PRAGMA journal_mode=OFF");
+    db_.exec("PRAGMA synchronous=OFF");
+    db_.exec("PRAGMA locking_mode=EXCLUSIVE");
+  }
   db_.exec("PRAGMA temp_store=MEMORY");
   db_.exec("PRAGMA cache_size=-65536");
   db_.exec("BEGIN");
@@ -253,11 +276,35 @@ TraceWriter::TraceWriter(const std::string& path, const RunRecord& run, WriterOp
 }
 
 TraceWriter::~TraceWriter() {
+  if (!options_.durable) {
+    if (!published_) {
+      stop_flusher();
+      stmts_.reset();
+      db_ = sqlite::Database();
+      remove_with_side_files(db_path_);
+    }
+    return;
+  }
   try {
     close();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "moetrace: %s\n", e.what());
   }
+}
+
+void TraceWriter::stop_flusher() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (flusher_.joinable()) flusher_.join();
+}
+
+void TraceWriter::set_world_size(int world_size) {
+  if (world_size < 1) throw Error(path_ + ": world size must be at least 1");
+  std::lock_guard lock(mu_);
+  world_size_ = world_size;
 }
 
 StringId TraceWriter::intern(std::string_view s) {
@@ -390,6 +437,7 @@ void TraceWriter::flush() {
   std::lock_guard flush_lock(flush_mu_);
   auto batch = std::move(spare_);
   std::int64_t dropped = 0, min_ts = 0, max_ts = 0;
+  int world_size = 0;
   {
     std::lock_guard lock(mu_);
     if (closed_) {
@@ -400,11 +448,14 @@ void TraceWriter::flush() {
     dropped = dropped_;
     min_ts = min_ts_;
     max_ts = max_ts_;
+    world_size = world_size_;
   }
   db_.exec("BEGIN");
   try {
     write_batch(*batch);
-    auto st = db_.prepare("UPDATE run SET dropped_records = ?1, start_ns = ?2, end_ns = ?3");
+    auto st = db_.prepare(
+        "UPDATE run SET dropped_records = ?1, start_ns = ?2, end_ns = ?3, "
+        "world_size = coalesce(?4, world_size)");
     st.bind(1, dropped);
     if (min_ts <= max_ts) {
       st.bind(2, min_ts);
@@ -413,6 +464,7 @@ void TraceWriter::flush() {
       st.bind_null(2);
       st.bind_null(3);
     }
+    st.bind_id(4, world_size > 0 ? world_size : -1);
     st.run();
     db_.exec("COMMIT");
   } catch (...) {
@@ -640,24 +692,41 @@ void TraceWriter::close() {
   {
     std::lock_guard lock(mu_);
     if (closed_) return;
-    stop_ = true;
   }
-  cv_.notify_all();
-  if (flusher_.joinable()) flusher_.join();
+  stop_flusher();
   flush();
   std::lock_guard flush_lock(flush_mu_);
   {
     std::lock_guard lock(mu_);
     closed_ = true;
   }
+  // The producer is done, so its core is free: let SQLite's sorter use it
+  // for the index builds.
+  db_.exec("PRAGMA threads=" + std::to_string(std::clamp(std::thread::hardware_concurrency(), 1u, 4u)));
   db_.exec("BEGIN");
   db_.exec(schema::indexes_sql());
   db_.exec("UPDATE meta SET value = '1' WHERE key = 'finalized'");
   db_.exec("COMMIT");
   stmts_.reset();
-  // One self-contained file: fold the WAL back in.
-  db_.exec("PRAGMA wal_checkpoint(TRUNCATE)");
-  db_.exec("PRAGMA journal_mode=DELETE");
+  if (options_.durable) {
+    // One self-contained file: fold the WAL back in.
+    db_.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    db_.exec("PRAGMA journal_mode=DELETE");
+    return;
+  }
+  db_ = sqlite::Database();  // closes the file
+  // A stale WAL beside the output would be replayed into the new trace.
+  for (const char* suffix : kSideFiles) {
+    std::error_code ec;
+    std::filesystem::remove(path_ + suffix, ec);
+  }
+  std::error_code ec;
+  std::filesystem::rename(db_path_, path_, ec);
+  if (ec) {
+    remove_with_side_files(db_path_);
+    throw Error(path_ + ": cannot write the trace: " + ec.message());
+  }
+  published_ = true;
 }
 
 WriterStats TraceWriter::stats() const { return {rows_written_.load(), flushes_.load()}; }

@@ -356,7 +356,7 @@ TEST(NsysImporter, FailedImportLeavesNoOutput) {
   EXPECT_NE(import_error({in}), "(no error)");
   EXPECT_FALSE(std::filesystem::exists(out));
   for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(out).parent_path()))
-    EXPECT_EQ(e.path().string().find(".importing-"), std::string::npos) << e.path();
+    EXPECT_EQ(e.path().string().find(".partial-"), std::string::npos) << e.path();
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <filesystem>
 #include <thread>
 
 #include "moetrace/analyzer/trace.h"
@@ -197,6 +198,49 @@ TEST(TraceWriter, SigkillLeavesValidTraceUpToLastFlush) {
   const auto t = analyzer::load_trace(path);
   EXPECT_FALSE(t.run.finalized);
   EXPECT_EQ(t.activities.size(), static_cast<std::size_t>(kFlushed));
+}
+
+// A non-durable writer (import, simulator) publishes its trace only when
+// close() succeeds: until then an older trace at the path stays as it was,
+// and a writer destroyed without close() leaves no file behind.
+TEST(TraceWriter, NonDurableWriterPublishesOnlyACompleteTrace) {
+  const auto path = testing::temp_path("nondurable.db");
+  {
+    TraceWriter old(path, test_run());
+    old.add(kernel(old, 0, 0, 1));
+  }
+  instrument::WriterOptions o;
+  o.durable = false;
+  const auto partial = path + ".partial-" + std::to_string(getpid());
+  {
+    TraceWriter w(path, test_run(), o);
+    for (int i = 0; i < 10; ++i) w.add(kernel(w, 0, i * 20, i + 1));
+    w.set_world_size(3);
+    w.flush();
+    EXPECT_TRUE(std::filesystem::exists(partial));
+    EXPECT_EQ(count_rows(path, "kernels"), 1);  // still the old trace
+    w.close();
+    EXPECT_FALSE(std::filesystem::exists(partial));
+  }
+  auto db = schema::open_trace(path);
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM kernels"), 10);
+  EXPECT_EQ(db.query_int("SELECT world_size FROM run"), 3);
+  EXPECT_EQ(db.query_int("SELECT value FROM meta WHERE key = 'finalized'"), 1);
+  auto check = db.prepare("PRAGMA integrity_check");
+  ASSERT_TRUE(check.step());
+  EXPECT_EQ(check.text(0), "ok");
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM sqlite_master WHERE name = 'op_ranges_by_moe_coords'"), 1);
+  EXPECT_FALSE(std::filesystem::exists(path + "-wal"));
+
+  const auto abandoned = testing::temp_path("abandoned.db");
+  std::filesystem::remove(abandoned);
+  {
+    TraceWriter w(abandoned, test_run(), o);
+    w.add(kernel(w, 0, 0, 1));
+    w.flush();
+  }  // no close(): an error on the way
+  EXPECT_FALSE(std::filesystem::exists(abandoned));
+  EXPECT_FALSE(std::filesystem::exists(abandoned + ".partial-" + std::to_string(getpid())));
 }
 
 TEST(TraceWriter, RefusesToOverwriteWhenAsked) {

@@ -1,7 +1,5 @@
 #include "trace_builder.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -9,7 +7,6 @@
 #include <nlohmann/json.hpp>
 
 #include "moetrace/schema/error.h"
-#include "moetrace/schema/sqlite.h"
 
 namespace moetrace::importers {
 
@@ -44,30 +41,20 @@ instrument::RunRecord run_record(Format format, const std::vector<std::string>& 
 TraceBuilder::TraceBuilder(const std::string& output, Format format,
                            const std::vector<std::string>& inputs, ProgressFn progress)
     : output_(output),
-      temp_(output + ".importing-" + std::to_string(getpid())),
       format_(format),
       inputs_(inputs),
       progress_(std::move(progress)) {
   // Not durable: the trace appears (by rename) only once complete, so a crash
-  // mid-import loses only a temporary file, and imports skip disk syncs.
+  // or an error mid-import leaves no half trace, and imports skip disk syncs.
   instrument::WriterOptions options;
   options.durable = false;
-  writer_ = std::make_unique<instrument::TraceWriter>(temp_, run_record(format, inputs), options);
+  writer_ = std::make_unique<instrument::TraceWriter>(output_, run_record(format, inputs), options);
   config("import.format", std::string(format_name(format)));
   for (std::size_t i = 0; i < inputs.size(); ++i)
     config("import.source." + std::to_string(i), inputs[i]);
 }
 
-TraceBuilder::~TraceBuilder() {
-  if (finished_) return;
-  try {
-    writer_.reset();
-  } catch (...) {
-  }
-  std::error_code ec;
-  for (const char* suffix : {"", "-wal", "-shm", "-journal"})
-    std::filesystem::remove(temp_ + suffix, ec);
-}
+TraceBuilder::~TraceBuilder() = default;  // an unfinished writer discards its file
 
 RankId TraceBuilder::add_rank(int number, std::int64_t pid, std::string host,
                               const std::string& label) {
@@ -250,24 +237,12 @@ ImportSummary TraceBuilder::finish() {
     writer_->add(r);
   }
   for (const auto& [reason, n] : skipped_) config("import.skipped." + reason, std::to_string(n));
+  // The writer fixes the run row when it opens; the world size is known only now.
+  const int world = std::max(world_size_, static_cast<int>(ranks_.size()));
+  writer_->set_world_size(std::max(world, 1));
   progress("writing indexes", 0.99);
   writer_->close();
   writer_.reset();
-
-  const int world = std::max(world_size_, static_cast<int>(ranks_.size()));
-  {
-    // The writer fixes the run row when it opens; the world size is known only now.
-    sqlite::Database db(temp_, sqlite::Database::Mode::kReadWrite);
-    auto st = db.prepare("UPDATE run SET world_size = ?1 WHERE id = 1");
-    st.bind(1, std::int64_t{std::max(world, 1)});
-    st.run();
-  }
-  std::error_code ec;
-  // A stale WAL beside the output would be replayed into the new database.
-  for (const char* suffix : {"-wal", "-shm", "-journal"}) std::filesystem::remove(output_ + suffix, ec);
-  std::filesystem::rename(temp_, output_, ec);
-  if (ec) throw Error(output_ + ": cannot write the trace: " + ec.message());
-  finished_ = true;
 
   ImportSummary summary;
   summary.output = output_;

@@ -105,7 +105,7 @@ class TraceBuilder {
   void note_activity(StreamId s, bool kernel, bool nccl);
   void count(const char* table) { ++rows_[table]; }
 
-  std::string output_, temp_;
+  std::string output_;
   Format format_;
   std::vector<std::string> inputs_;
   ProgressFn progress_;
@@ -119,7 +119,6 @@ class TraceBuilder {
   std::map<std::string, std::int64_t> rows_;
   std::unordered_set<std::int32_t> nccl_names_;  // kernel name ids of NCCL kernels
   int world_size_ = 0;
-  bool finished_ = false;
 };
 
 }  // namespace moetrace::importers

@@ -142,7 +142,11 @@ TraceOutputStats write_trace(const std::string& path, const Plan& plan, const Co
   run.world_size = plan.world_size;
   run.host = "simulator";
   run.config_json = options.config_json.empty() ? plan.config_json : options.config_json;
-  instrument::TraceWriter w(path, run);
+  // Not durable: a simulated trace is useful only whole, so it is written
+  // without a journal and appears at `path` (by rename) once complete.
+  instrument::WriterOptions writer_options;
+  writer_options.durable = false;
+  instrument::TraceWriter w(path, run, writer_options);
 
   // run_config: the configuration flattened to dotted keys, and the cost model.
   if (!run.config_json.empty()) {

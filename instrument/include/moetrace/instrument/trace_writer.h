@@ -31,9 +31,13 @@ struct WriterOptions {
   std::chrono::milliseconds flush_interval{1000};
   std::size_t flush_rows = 1 << 18;  // pending rows that trigger an early flush
   bool overwrite = true;             // replace an existing file at the path
-  // false: never fsync (PRAGMA synchronous=OFF). For writers whose output is
-  // used only once complete (an import renames it into place at the end), a
-  // crash loses nothing that matters and each flush skips a disk sync.
+  // true: WAL journal, a valid trace on disk after every flush (the CUPTI
+  // collector: a killed process keeps what it flushed).
+  // false: for producers whose trace is useful only once complete (import,
+  // simulator). Rows go to `<path>.partial-<pid>` with no journal and no disk
+  // syncs, and close() renames that file to `path`; a writer destroyed
+  // without close() (an error on the way) deletes it. So `path` never holds
+  // half a trace, and writing skips the WAL's second copy of every page.
   bool durable = true;
 };
 
@@ -47,7 +51,9 @@ class TraceWriter {
   // Creates a new trace at `path` with the schema, the op-kind table and the
   // run row. Throws moetrace::Error where the file cannot be created.
   TraceWriter(const std::string& path, const RunRecord& run, WriterOptions options = {});
-  ~TraceWriter();  // close()s; errors there are swallowed (call close() to see them)
+  // A durable writer close()s (errors there are swallowed: call close() to
+  // see them); a non-durable one that was not closed discards its file.
+  ~TraceWriter();
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
 
@@ -89,6 +95,10 @@ class TraceWriter {
   // (journal back to DELETE mode). Idempotent; throws on I/O errors.
   void close();
 
+  // Sets run.world_size (where it is known only after the rows, as in an
+  // import); written with the next flush.
+  void set_world_size(int world_size);
+
   WriterStats stats() const;
   const std::string& path() const { return path_; }
 
@@ -100,7 +110,10 @@ class TraceWriter {
   void flusher_loop();
   void write_batch(Pending& batch);
 
-  std::string path_;
+  void stop_flusher();
+
+  std::string path_;       // where the trace appears
+  std::string db_path_;    // where it is written (path_ unless non-durable)
   WriterOptions options_;
   sqlite::Database db_;
   std::unique_ptr<Statements> stmts_;
@@ -117,6 +130,7 @@ class TraceWriter {
   std::int64_t next_op_id_ = 0;
   std::int64_t min_ts_ = INT64_MAX, max_ts_ = INT64_MIN;
   std::int64_t dropped_ = 0;
+  int world_size_ = 0;
 
   std::mutex flush_mu_;               // serializes writes to the database; guards spare_
   std::unique_ptr<Pending> spare_;
@@ -124,6 +138,7 @@ class TraceWriter {
   bool stop_ = false;
   bool wake_ = false;
   bool closed_ = false;
+  bool published_ = false;  // non-durable: renamed into place by close()
   std::atomic<std::int64_t> rows_written_{0};
   std::atomic<std::int64_t> flushes_{0};
   std::thread flusher_;
