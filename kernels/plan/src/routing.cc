@@ -131,12 +131,26 @@ std::vector<std::int64_t> apportion(const std::vector<double>& share, std::int64
     counts[e] = static_cast<std::int64_t>(std::floor(target[e] + 1e-9));
     assigned += counts[e];
   }
+  // Largest remainders first, ties to the lower expert: a strict order, so
+  // selecting the first `head` by it gives exactly what a stable sort would.
+  std::vector<double> remainder(n);
+  for (std::size_t e = 0; e < n; ++e) remainder[e] = target[e] - std::floor(target[e]);
+  const auto before = [&](std::size_t a, std::size_t b) {
+    return remainder[a] > remainder[b] || (remainder[a] == remainder[b] && a < b);
+  };
+  const auto want = static_cast<std::int64_t>(std::llround(total));
+  // One pass over the order hands out a row to every expert it meets that is
+  // not full, so the first (rows missing + experts already full) of the order
+  // suffice; only where that is all of them can a second pass be needed. The
+  // order within those matters only if some expert in them is full.
+  std::size_t full = 0;
+  for (std::size_t e = 0; e < n; ++e) full += counts[e] >= tokens ? 1 : 0;
+  const std::size_t head =
+      std::min(n, static_cast<std::size_t>(std::max<std::int64_t>(want - assigned, 0)) + full);
   std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return target[a] - std::floor(target[a]) > target[b] - std::floor(target[b]);
-  });
-  const auto want = static_cast<std::int64_t>(std::llround(total));
+  if (head < n) std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(head), order.end(), before);
+  if (full > 0 || head == n) std::sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(head), before);
   for (std::size_t i = 0; assigned < want; i = (i + 1) % n) {
     const std::size_t e = order[i];
     if (counts[e] < tokens) {
