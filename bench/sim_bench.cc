@@ -5,6 +5,7 @@
 //   sim_bench [--variant dpmoe|pipemoe] [--ranks 1024] [--layers 8]
 //             [--iterations 4] [-r 4] [--experts-per-rank 1] [--tokens 4096]
 //             [--out FILE] [--short-op-names] [--lean] [--plan-builder B] [--keep]
+//             [--no-write]   (load, build and simulate only: for profiling those)
 //
 // Target (issue 3) on the 2-core CI machine: 1024 ranks x 8 layers x 4
 // iterations of DPMoE and of PipeMoE with r = 4 in at most 10 s and 4 GB.
@@ -48,7 +49,7 @@ int main(int argc, char** argv) {
   std::string variant = "pipemoe", out, plan_builder = "auto";
   int ranks = 1024, layers = 8, iterations = 4, r = 4, experts_per_rank = 1;
   std::int64_t tokens = 4096;
-  bool keep = false, short_names = false, lean = false;
+  bool keep = false, short_names = false, lean = false, no_write = false;
   for (int i = 1; i < argc; ++i) {
     auto next = [&] {
       if (i + 1 >= argc) {
@@ -69,10 +70,11 @@ int main(int argc, char** argv) {
     else if (a == "--keep") keep = true;
     else if (a == "--short-op-names") short_names = true;
     else if (a == "--lean") lean = true;
+    else if (a == "--no-write") no_write = true;
     else if (a == "--plan-builder") plan_builder = next();
     else {
       fmt::print(stderr, "usage: sim_bench [--variant V] [--ranks N] [--layers N] [--iterations N] [-r N] "
-                         "[--experts-per-rank N] [--tokens N] [--out FILE] [--short-op-names] [--lean] [--plan-builder auto|full|timing] [--keep]\n");
+                         "[--experts-per-rank N] [--tokens N] [--out FILE] [--short-op-names] [--lean] [--no-write] [--plan-builder auto|full|timing] [--keep]\n");
       return 2;
     }
   }
@@ -106,6 +108,11 @@ int main(int argc, char** argv) {
     const auto result = moetrace::sim::simulate(plan, model);
     const double t_sim = seconds_since(t1), c_sim = cpu_seconds() - c1;
 
+    if (no_write) {
+      fmt::print("load {:.2f} s, build {:.2f} s, simulate {:.2f} s ({} ops); peak RSS {} MiB\n", t_load, t_build,
+                 t_sim, plan.ops.size(), peak_rss_mib());
+      return 0;
+    }
     const auto t2 = std::chrono::steady_clock::now();
     const double c2 = cpu_seconds();
     moetrace::sim::TraceOutputOptions options;

@@ -87,8 +87,11 @@ class Builder {
 
   BufferId add_buffer(Buffer b) {
     b.id = BufferId(static_cast<std::int64_t>(plan_.buffers.size()));
+    Hazard h;
+    h.persistent = b.persistent;
+    h.bound = b.binding.kind != BufferBinding::Kind::kNone;
+    hazards_.push_back(std::move(h));
     plan_.buffers.push_back(std::move(b));
-    hazards_.emplace_back();
     return plan_.buffers.back().id;
   }
   const Buffer& buffer(BufferId id) const { return plan_.buffers[static_cast<std::size_t>(id.value)]; }
@@ -116,17 +119,18 @@ class Builder {
       if (d.valid()) deps.push_back(d);
     };
     for (const auto& acc : op.buffers) {
+      // Only the (small) hazard record is read here: the Buffer itself is
+      // cold, and touching it cost a cache miss per access.
       Hazard& h = hazards_[static_cast<std::size_t>(acc.buffer.value)];
-      const Buffer& b = buffer(acc.buffer);
       const bool writes = acc.access != schema::Access::kRead;
       depend_on(h.last_writer);
       if (writes)
         for (OpId r : h.readers) depend_on(r);
       bool acts_as_writer = writes;
-      if (!b.persistent && !h.allocated) {
+      if (!h.persistent && !h.allocated) {
         h.allocated = true;
-        op.alloc_before.push_back(b.id);
-        if (b.binding.kind != BufferBinding::Kind::kNone) acts_as_writer = true;
+        op.alloc_before.push_back(acc.buffer);
+        if (h.bound) acts_as_writer = true;
       }
       if (acts_as_writer) {
         h.last_writer = op.id;
@@ -158,6 +162,8 @@ class Builder {
     std::vector<OpId> readers;
     bool allocated = false;
     bool freed = false;
+    bool persistent = false;  // copies of the buffer's flags
+    bool bound = false;
   };
   Plan plan_;
   std::vector<Hazard> hazards_;
@@ -227,6 +233,10 @@ class TimingPlanBuilder {
   const ModelShape& m_;
   const int P_, E_, local_, n_;
   const std::int64_t max_load_entries_;
+  // split_[cnt * n_ + c]: rows of chunk c of a (source, expert) pair with cnt
+  // rows (pipemoe Eq. 5), for cnt below the tokens of a source.
+  std::vector<std::int64_t> split_;
+  std::vector<int> expert_rank_;  // [expert]: the rank that hosts it
   std::int64_t next_collective_ = 0;
   Builder b_;
   std::vector<StreamId> compute_, comm_;
@@ -281,29 +291,62 @@ void TimingPlanBuilder::prepare(int j, int l) {
   L.fwd_slots.assign(static_cast<std::size_t>(P_), {});
   for (int c = 0; c < n_; ++c)
     for (auto& cr : L.chunk[static_cast<std::size_t>(c)]) cr.expert_rows.assign(static_cast<std::size_t>(local_), 0);
+  // This loop visits every (source, expert, chunk): 134 M times at 1024 ranks
+  // with r = 4. It accumulates into flat arrays indexed [x * n + c] (a few
+  // tens of KB, cache resident), takes chunk sizes from a table rather than
+  // two divisions each, and fills the ChunkRank structs once at the end.
+  const auto chunk_rows = [this](std::int64_t cnt, int c) {
+    if (cnt < static_cast<std::int64_t>(split_.size()) / n_) return split_[static_cast<std::size_t>(cnt * n_ + c)];
+    return cnt * (c + 1) / n_ - cnt * c / n_;
+  };
+  const auto n = static_cast<std::size_t>(n_);
+  std::vector<std::int64_t> expert_rows(static_cast<std::size_t>(E_) * n, 0), recv_remote(static_cast<std::size_t>(P_) * n, 0);
+  std::vector<std::int64_t> send_local(n), send_remote(n);
   for (int p = 0; p < P_; ++p) {
     RankState& s = L.rank[static_cast<std::size_t>(p)];
     s.tokens = load_.tokens_of(j, p);
+    const std::int64_t* counts = load_.source_counts(j, l, p);
+    std::fill(send_local.begin(), send_local.end(), 0);
+    std::fill(send_remote.begin(), send_remote.end(), 0);
     for (int e = 0; e < E_; ++e) {
-      const std::int64_t cnt = load_.count(j, l, p, e);
+      const std::int64_t cnt = counts[e];
       if (cnt == 0) continue;
       s.rows += cnt;
-      const int q = e / local_;
-      for (int c = 0; c < n_; ++c) {
-        const std::int64_t rows = cnt * (c + 1) / n_ - cnt * c / n_;
-        ChunkRank& to = L.chunk[static_cast<std::size_t>(c)][static_cast<std::size_t>(q)];
-        ChunkRank& from = L.chunk[static_cast<std::size_t>(c)][static_cast<std::size_t>(p)];
-        to.rows += rows;
-        to.expert_rows[static_cast<std::size_t>(e - q * local_)] += rows;
-        if (q == p) {
-          from.send_local += rows;
-        } else {
-          from.send_remote += rows;
-          to.recv_remote += rows;
+      const int q = expert_rank_[static_cast<std::size_t>(e)];
+      std::int64_t* to_expert = &expert_rows[static_cast<std::size_t>(e) * n];
+      if (q == p) {
+        for (std::size_t c = 0; c < n; ++c) {
+          const std::int64_t rows = chunk_rows(cnt, static_cast<int>(c));
+          to_expert[c] += rows;
+          send_local[c] += rows;
+        }
+      } else {
+        std::int64_t* to_rank = &recv_remote[static_cast<std::size_t>(q) * n];
+        for (std::size_t c = 0; c < n; ++c) {
+          const std::int64_t rows = chunk_rows(cnt, static_cast<int>(c));
+          to_expert[c] += rows;
+          to_rank[c] += rows;
+          send_remote[c] += rows;
         }
       }
     }
+    for (std::size_t c = 0; c < n; ++c) {
+      ChunkRank& from = L.chunk[c][static_cast<std::size_t>(p)];
+      from.send_local = send_local[c];
+      from.send_remote = send_remote[c];
+    }
   }
+  for (std::size_t c = 0; c < n; ++c)
+    for (int q = 0; q < P_; ++q) {
+      ChunkRank& to = L.chunk[c][static_cast<std::size_t>(q)];
+      to.recv_remote = recv_remote[static_cast<std::size_t>(q) * n + c];
+      to.rows = 0;
+      for (int i = 0; i < local_; ++i) {
+        const std::int64_t rows = expert_rows[static_cast<std::size_t>(q * local_ + i) * n + c];
+        to.expert_rows[static_cast<std::size_t>(i)] = rows;
+        to.rows += rows;
+      }
+    }
 }
 
 void TimingPlanBuilder::all_to_all(OpKind kind, const Coords& c, bool to_experts, int chunk,
@@ -699,6 +742,13 @@ Plan TimingPlanBuilder::build() {
                                           2 * m_.model_dim, fmt::format("L{}.expert{}", l, e)));
   }
   layers_.resize(R(m_.num_layers));
+  for (int e = 0; e < E_; ++e) expert_rank_.push_back(e / local_);
+  std::int64_t most = 0;  // a pair's count is at most its source's tokens
+  for (int j = 0; j < load_.iterations; ++j)
+    for (int p = 0; p < load_.sources; ++p) most = std::max(most, load_.tokens_of(j, p));
+  most = std::min<std::int64_t>(most, 1 << 16);
+  for (std::int64_t cnt = 0; cnt <= most; ++cnt)
+    for (int c = 0; c < n_; ++c) split_.push_back(cnt * (c + 1) / n_ - cnt * c / n_);
   for (int j = 0; j < spec_.common.iterations; ++j) {
     for (int l = 0; l < m_.num_layers; ++l) {
       prepare(j, l);

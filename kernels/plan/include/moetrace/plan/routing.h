@@ -34,6 +34,10 @@ struct ExpertLoad {
   std::int64_t count(int iteration, int layer, int source, int expert) const {
     return counts[index(iteration, layer, source, expert)];
   }
+  // The `experts` counts of one source, contiguous.
+  const std::int64_t* source_counts(int iteration, int layer, int source) const {
+    return counts.data() + index(iteration, layer, source, 0);
+  }
   // Tokens each expert receives from all sources.
   std::vector<std::int64_t> expert_totals(int iteration, int layer) const;
 
@@ -43,8 +47,8 @@ struct ExpertLoad {
 
  private:
   std::size_t index(int iteration, int layer, int source, int expert) const {
-    return static_cast<std::size_t>(((iteration * layers + layer) * sources + source) * experts +
-                                    expert);
+    const auto z = [](int v) { return static_cast<std::size_t>(v); };
+    return ((z(iteration) * z(layers) + z(layer)) * z(sources) + z(source)) * z(experts) + z(expert);
   }
 };
 
