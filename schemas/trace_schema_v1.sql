@@ -1,4 +1,6 @@
--- moetrace trace schema, version 1.
+-- moetrace trace schema, version 1: superseded by trace_schema_v2.sql, kept
+-- as the definition of the version-1 traces that readers still accept (and
+-- that the loader's compatibility test builds).
 -- One database holds one run (all its ranks). Timestamps are integer
 -- nanoseconds on one clock per run (CUPTI's for GPU runs, simulated time for
 -- the simulator). Every table and column is documented in schemas/README.md.

@@ -1,3 +1,5 @@
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -7,6 +9,7 @@
 #include "moetrace/analyzer/projection.h"
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/schema/error.h"
+#include "moetrace/schema/op_links.h"
 #include "moetrace/schema/sqlite.h"
 #include "moetrace/schema/trace_file.h"
 
@@ -463,15 +466,47 @@ class TraceLoader {
       buf.free_ns = b.int64_or(8, -1);
       trace_.buffers.push_back(std::move(buf));
     }
-    auto ob = db_.prepare("SELECT op_id, buffer_id, access FROM op_buffers");
-    while (ob.step())
-      trace_.op_buffers.push_back(
-          {OpId(ob.int64(0)), BufferId(ob.int64(1)), static_cast<schema::Access>(ob.int64(2))});
+  }
+
+  // Plan dependencies and (with the memory tables) op buffer accesses: the
+  // op_deps and op_buffers tables of version 1, the JSON columns of
+  // op_ranges since version 2 (schema/op_links.h).
+  void load_op_links() {
+    const bool buffers = options_.memory;
+    if (trace_.run.schema_version < 2) {
+      auto d = db_.prepare("SELECT op_id, dep_op_id FROM op_deps");
+      while (d.step()) trace_.op_deps.push_back({OpId(d.int64(0)), OpId(d.int64(1))});
+      if (!buffers) return;
+      auto ob = db_.prepare("SELECT op_id, buffer_id, access FROM op_buffers");
+      while (ob.step())
+        trace_.op_buffers.push_back(
+            {OpId(ob.int64(0)), BufferId(ob.int64(1)), static_cast<schema::Access>(ob.int64(2))});
+      return;
+    }
+    auto st = db_.prepare(buffers ? "SELECT id, deps, buffers FROM op_ranges "
+                                    "WHERE deps IS NOT NULL OR buffers IS NOT NULL ORDER BY id"
+                                  : "SELECT id, deps, NULL FROM op_ranges WHERE deps IS NOT NULL ORDER BY id");
+    std::vector<std::int64_t> deps;
+    std::vector<schema::BufferLink> links;
+    while (st.step()) {
+      const OpId op(st.int64(0));
+      deps.clear();
+      links.clear();
+      if (!schema::parse_deps(st.is_null(1) ? "[]" : st.text(1), deps))
+        throw Error(fmt::format("{}: op_ranges.deps of op {} is not a JSON array of op ids (damaged trace)",
+                                trace_.run.path, op.value));
+      if (!schema::parse_buffers(st.is_null(2) ? "[]" : st.text(2), links))
+        throw Error(fmt::format("{}: op_ranges.buffers of op {} is not a JSON array of [buffer, access] "
+                                "pairs (damaged trace)",
+                                trace_.run.path, op.value));
+      for (std::int64_t d : deps) trace_.op_deps.push_back({op, OpId(d)});
+      for (const auto& l : links)
+        trace_.op_buffers.push_back({op, BufferId(l.buffer), static_cast<schema::Access>(l.access)});
+    }
   }
 
   void load_moe_tables() {
-    auto d = db_.prepare("SELECT op_id, dep_op_id FROM op_deps");
-    while (d.step()) trace_.op_deps.push_back({OpId(d.int64(0)), OpId(d.int64(1))});
+    load_op_links();
     auto l = db_.prepare(
         "SELECT iteration, layer, src_rank, expert, tokens FROM expert_load "
         "ORDER BY iteration, layer, src_rank, expert");
@@ -579,10 +614,17 @@ TraceSummary summarize_trace(const std::string& path) {
   TraceLoader::load_run(db, s.run);
   for (const char* t : {"kernels", "memcpy", "memset", "memory_events", "api_calls", "sync_events",
                         "overhead", "nvtx_ranges", "op_ranges", "op_deps", "buffers", "op_buffers",
-                        "expert_load", "expert_placement", "collectives", "strings"})
-    // collectives came later within schema version 1; older traces lack it.
-    if (db.has_table(t))
+                        "expert_load", "expert_placement", "collectives", "strings"}) {
+    const std::string_view table(t);
+    if (s.run.schema_version >= 2 && (table == "op_deps" || table == "op_buffers")) {
+      // Views over op_ranges' JSON columns since version 2: count the arrays.
+      const std::string column = table == "op_deps" ? "deps" : "buffers";
+      s.table_rows.emplace_back(
+          t, db.query_int("SELECT coalesce(sum(json_array_length(" + column + ")), 0) FROM op_ranges").value_or(0));
+    } else if (db.has_table(t)) {  // collectives came later within version 1; older traces lack it
       s.table_rows.emplace_back(t, db.query_int(std::string("SELECT count(*) FROM ") + t).value_or(0));
+    }
+  }
   s.ranks = static_cast<int>(db.query_int("SELECT count(DISTINCT rank) FROM (SELECT rank FROM ranks "
                                           "UNION SELECT rank FROM streams)")
                                  .value_or(0));

@@ -7,8 +7,10 @@
 #include <ctime>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include "moetrace/schema/error.h"
+#include "moetrace/schema/op_links.h"
 #include "moetrace/schema/schema.h"
 
 namespace moetrace::instrument {
@@ -16,6 +18,20 @@ namespace moetrace::instrument {
 struct PendingKernel {
   KernelRecord k;
   std::int64_t launch_id;  // -1: unknown
+};
+
+// An op row with its links encoded (schema v2's op_ranges.deps / .buffers).
+struct PendingOp {
+  OpRangeRecord r;
+  std::string deps, buffers;  // JSON arrays; "" for none
+};
+
+// A dependency or a buffer access added on its own (not with its op).
+struct TraceWriter::Link {
+  OpId op;
+  std::int64_t other;   // the op waited for, or the buffer
+  std::int32_t access;  // 0: a dependency; 1-3: a buffer access
+  auto operator<=>(const Link&) const = default;
 };
 
 struct TraceWriter::Pending {
@@ -35,10 +51,9 @@ struct TraceWriter::Pending {
   std::vector<OverheadRecord> overheads;
   std::vector<NvtxRangeRecord> nvtx;
   std::vector<CollectiveRecord> collectives;
-  std::vector<OpRangeRecord> ops;
-  std::vector<OpDepRecord> op_deps;
+  std::vector<PendingOp> ops;
+  std::vector<TraceWriter::Link> links;
   std::vector<BufferRecord> buffers;
-  std::vector<OpBufferRecord> op_buffers;
   std::vector<ExpertLoadRecord> expert_load;
   std::vector<ExpertPlacementRecord> placements;
   std::size_t rows = 0;
@@ -48,8 +63,8 @@ struct TraceWriter::Pending {
   void clear() {
     auto c = [](auto&... v) { (v.clear(), ...); };
     c(strings, launches, config, devices, ranks, streams, layers, kernels, memcpys, memsets,
-      memory_events, api_calls, syncs, overheads, nvtx, collectives, ops, op_deps, buffers, op_buffers,
-      expert_load, placements);
+      memory_events, api_calls, syncs, overheads, nvtx, collectives, ops, links, buffers, expert_load,
+      placements);
     rows = 0;
   }
 };
@@ -154,21 +169,18 @@ struct TraceWriter::Statements {
         op(db, "op_ranges",
            {"id", "rank", "stream_id", "kind", "name_id", "layer", "iteration", "micro_batch",
             "chunk", "phase", "start_ns", "end_ns", "launch_start_ns", "launch_end_ns", "flops",
-            "bytes", "peer_rank", "nvtx_id"}),
-        op_dep(db, "op_deps", {"op_id", "dep_op_id"}, "INSERT OR IGNORE"),
+            "bytes", "peer_rank", "nvtx_id", "deps", "buffers"}),
         buffer(db, "buffers",
                {"id", "rank", "tag", "bytes", "memory_kind", "layer", "chunk", "alloc_ns",
                 "free_ns", "address"},
                "INSERT OR REPLACE"),
-        op_buffer(db, "op_buffers", {"op_id", "buffer_id", "access"}, "INSERT OR REPLACE"),
         expert_load(db, "expert_load", {"iteration", "layer", "src_rank", "expert", "tokens"},
                     "INSERT OR REPLACE"),
         placement(db, "expert_placement", {"iteration", "layer", "expert", "rank", "role"},
                   "INSERT OR REPLACE") {}
 
   Inserter string, config, launch, device, rank, stream, layer, kernel, memcpy, memset,
-      memory_event, api_call, sync, overhead, nvtx, collective, op, op_dep, buffer, op_buffer, expert_load,
-      placement;
+      memory_event, api_call, sync, overhead, nvtx, collective, op, buffer, expert_load, placement;
 };
 
 namespace {
@@ -355,9 +367,7 @@ MOETRACE_ADD_TIMED(ApiCallRecord, api_calls)
 MOETRACE_ADD_TIMED(SyncRecord, syncs)
 MOETRACE_ADD_TIMED(OverheadRecord, overheads)
 MOETRACE_ADD_TIMED(CollectiveRecord, collectives)
-MOETRACE_ADD(OpDepRecord, op_deps)
 MOETRACE_ADD(BufferRecord, buffers)
-MOETRACE_ADD(OpBufferRecord, op_buffers)
 MOETRACE_ADD(ExpertLoadRecord, expert_load)
 MOETRACE_ADD(ExpertPlacementRecord, placements)
 #undef MOETRACE_ADD
@@ -394,15 +404,46 @@ void TraceWriter::add(const NvtxRangeRecord& r) {
   maybe_wake_flusher();
 }
 
-OpId TraceWriter::add(const OpRangeRecord& r) {
+OpId TraceWriter::add(const OpRangeRecord& r) { return add(r, {}, {}); }
+
+OpId TraceWriter::add(const OpRangeRecord& r, std::span<const OpId> deps,
+                      std::span<const OpBufferRecord> buffers) {
+  PendingOp op{r, {}, {}};
+  if (!deps.empty()) {
+    std::vector<std::int64_t> ids;
+    ids.reserve(deps.size());
+    for (OpId d : deps) ids.push_back(d.value);
+    op.deps = schema::encode_deps(ids);
+  }
+  if (!buffers.empty()) {
+    std::vector<schema::BufferLink> links;
+    links.reserve(buffers.size());
+    for (const auto& b : buffers) links.push_back({b.buffer.value, static_cast<std::int32_t>(b.access)});
+    op.buffers = schema::encode_buffers(links);
+  }
   std::lock_guard lock(mu_);
-  auto& op = pending_->ops.emplace_back(r);
-  if (!op.id.valid()) op.id = OpId(next_op_id_);
-  next_op_id_ = std::max(next_op_id_, op.id.value + 1);
+  if (!op.r.id.valid()) op.r.id = OpId(next_op_id_);
+  next_op_id_ = std::max(next_op_id_, op.r.id.value + 1);
+  const OpId id = op.r.id;
+  pending_->ops.push_back(std::move(op));
   ++pending_->rows;
   note_time(r.start_ns, r.end_ns);
   maybe_wake_flusher();
-  return op.id;
+  return id;
+}
+
+void TraceWriter::add(const OpDepRecord& r) {
+  std::lock_guard lock(mu_);
+  pending_->links.push_back({r.op, r.dep.value, 0});
+  ++pending_->rows;
+  maybe_wake_flusher();
+}
+
+void TraceWriter::add(const OpBufferRecord& r) {
+  std::lock_guard lock(mu_);
+  pending_->links.push_back({r.op, r.buffer.value, static_cast<std::int32_t>(r.access)});
+  ++pending_->rows;
+  maybe_wake_flusher();
 }
 
 void TraceWriter::set_config(std::string_view key, std::string_view value) {
@@ -477,6 +518,73 @@ void TraceWriter::flush() {
   ++flushes_;
   batch->clear();
   spare_ = std::move(batch);
+}
+
+// Joins links added on their own to their op's row: to an op of this batch
+// before it is inserted, else to a row an earlier flush wrote (read, merged,
+// updated), else they wait for a later flush (orphans_).
+void TraceWriter::join_links(Pending& b) {
+  if (b.links.empty() && orphans_.empty()) return;
+  std::vector<Link> links = std::move(orphans_);
+  orphans_.clear();
+  links.insert(links.end(), b.links.begin(), b.links.end());
+  std::sort(links.begin(), links.end());
+  const auto by_op = [](const Link& l, OpId op) { return l.op < op; };
+
+  std::vector<std::int64_t> deps;
+  std::vector<schema::BufferLink> buffers;
+  // Merges links [lo, hi) into the encoded arrays `dj` and `bj`.
+  const auto merge = [&](std::size_t lo, std::size_t hi, std::string& dj, std::string& bj) {
+    deps.clear();
+    buffers.clear();
+    if (!dj.empty() && !schema::parse_deps(dj, deps)) throw Error(path_ + ": op_ranges.deps is damaged: " + dj);
+    if (!bj.empty() && !schema::parse_buffers(bj, buffers))
+      throw Error(path_ + ": op_ranges.buffers is damaged: " + bj);
+    for (std::size_t k = lo; k < hi; ++k) {
+      if (links[k].access == 0) deps.push_back(links[k].other);
+      else buffers.push_back({links[k].other, links[k].access});
+    }
+    dj = schema::encode_deps(deps);
+    bj = schema::encode_buffers(buffers);
+  };
+
+  std::vector<char> joined(links.size(), 0);
+  for (auto& op : b.ops) {
+    const auto lo = std::lower_bound(links.begin(), links.end(), op.r.id, by_op);
+    auto hi = lo;
+    while (hi != links.end() && hi->op == op.r.id) ++hi;
+    if (lo == hi) continue;
+    const auto first = static_cast<std::size_t>(lo - links.begin()), last = static_cast<std::size_t>(hi - links.begin());
+    merge(first, last, op.deps, op.buffers);
+    std::fill(joined.begin() + static_cast<std::ptrdiff_t>(first), joined.begin() + static_cast<std::ptrdiff_t>(last), 1);
+  }
+
+  std::optional<sqlite::Statement> read, update;
+  for (std::size_t first = 0; first < links.size();) {
+    std::size_t last = first;
+    while (last < links.size() && links[last].op == links[first].op) ++last;
+    if (!joined[first]) {
+      if (!read) {
+        read.emplace(db_, "SELECT deps, buffers FROM op_ranges WHERE id = ?1");
+        update.emplace(db_, "UPDATE op_ranges SET deps = ?2, buffers = ?3 WHERE id = ?1");
+      }
+      read->bind(1, links[first].op.value);
+      if (read->step()) {
+        std::string dj(read->text(0)), bj(read->text(1));
+        read->reset();
+        merge(first, last, dj, bj);
+        update->bind(1, links[first].op.value);
+        bind_text_or_null(*update, 2, dj);
+        bind_text_or_null(*update, 3, bj);
+        update->run();
+      } else {
+        read->reset();
+        orphans_.insert(orphans_.end(), links.begin() + static_cast<std::ptrdiff_t>(first),
+                        links.begin() + static_cast<std::ptrdiff_t>(last));
+      }
+    }
+    first = last;
+  }
 }
 
 void TraceWriter::write_batch(Pending& b) {
@@ -631,7 +739,9 @@ void TraceWriter::write_batch(Pending& b) {
     bind_text_or_null(st, o + 13, r.in_splits);
     bind_text_or_null(st, o + 14, r.out_splits);
   });
-  s.op.insert(b.ops, [](Statement& st, int o, const OpRangeRecord& r) {
+  join_links(b);
+  s.op.insert(b.ops, [](Statement& st, int o, const PendingOp& p) {
+    const OpRangeRecord& r = p.r;
     st.bind(o + 1, r.id.value);
     st.bind(o + 2, std::int64_t{r.rank.value});
     st.bind(o + 3, std::int64_t{r.stream.value});
@@ -650,10 +760,8 @@ void TraceWriter::write_batch(Pending& b) {
     st.bind_id(o + 16, r.bytes);
     st.bind_id(o + 17, r.peer.value);
     st.bind_id(o + 18, r.nvtx_id);
-  });
-  s.op_dep.insert(b.op_deps, [](Statement& st, int o, const OpDepRecord& r) {
-    st.bind(o + 1, r.op.value);
-    st.bind(o + 2, r.dep.value);
+    bind_text_or_null(st, o + 19, p.deps);
+    bind_text_or_null(st, o + 20, p.buffers);
   });
   s.buffer.insert(b.buffers, [](Statement& st, int o, const BufferRecord& r) {
     st.bind(o + 1, r.id.value);
@@ -666,11 +774,6 @@ void TraceWriter::write_batch(Pending& b) {
     st.bind_id(o + 8, r.alloc_ns);
     st.bind_id(o + 9, r.free_ns);
     if (r.address != 0) st.bind(o + 10, static_cast<std::int64_t>(r.address)); else st.bind_null(o + 10);
-  });
-  s.op_buffer.insert(b.op_buffers, [](Statement& st, int o, const OpBufferRecord& r) {
-    st.bind(o + 1, r.op.value);
-    st.bind(o + 2, r.buffer.value);
-    st.bind(o + 3, static_cast<std::int64_t>(r.access));
   });
   s.expert_load.insert(b.expert_load, [](Statement& st, int o, const ExpertLoadRecord& r) {
     st.bind(o + 1, std::int64_t{r.iteration});
@@ -704,6 +807,13 @@ void TraceWriter::close() {
   // for the index builds.
   db_.exec("PRAGMA threads=" + std::to_string(std::clamp(std::thread::hardware_concurrency(), 1u, 4u)));
   db_.exec("BEGIN");
+  if (!orphans_.empty()) {
+    // Links of ops that never came: nothing to attach them to.
+    auto st = db_.prepare("INSERT OR REPLACE INTO run_config(key, value) VALUES ('trace.op_links_without_op', ?1)");
+    st.bind(1, std::to_string(orphans_.size()));
+    st.run();
+    orphans_.clear();
+  }
   db_.exec(schema::indexes_sql());
   db_.exec("UPDATE meta SET value = '1' WHERE key = 'finalized'");
   db_.exec("COMMIT");

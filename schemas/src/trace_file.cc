@@ -46,7 +46,7 @@ sqlite::Database open_trace(const std::string& path) {
     throw Error(path + ": trace schema version " + std::to_string(version) +
                 " is newer than this moetrace reads (up to " + std::to_string(kVersion) +
                 "); upgrade moetrace");
-  if (version < 1)
+  if (version < kOldestVersion)
     throw Error(path + ": trace schema version " + std::to_string(version) + " is not supported");
   if (!db.has_table("run") || !db.has_table("op_ranges"))
     throw Error(path + ": a moetrace trace with missing tables (damaged file?)");

@@ -86,10 +86,71 @@ TEST(TraceLoader, NewerSchema) {
   testing::write_text_trace(path, "kernel rank=0 stream=0 start=0 end=1\n");
   {
     sqlite::Database db(path, sqlite::Database::Mode::kReadWrite);
-    db.exec("PRAGMA user_version=2");
+    db.exec("PRAGMA user_version=3");
   }
   EXPECT_EQ(error_of(path),
-            path + ": trace schema version 2 is newer than this moetrace reads (up to 1); upgrade moetrace");
+            path + ": trace schema version 3 is newer than this moetrace reads (up to 2); upgrade moetrace");
+}
+
+// Version-1 traces (op_deps and op_buffers as tables) stay readable: one is
+// built from schemas/trace_schema_v1.sql by hand, as an old writer left it.
+TEST(TraceLoader, ReadsVersion1Traces) {
+  const auto path = testing::temp_path("v1.db");
+  std::filesystem::remove(path);
+  std::ifstream sql_file(std::string(MOETRACE_SOURCE_DIR) + "/schemas/trace_schema_v1.sql");
+  ASSERT_TRUE(sql_file.good());
+  const std::string sql((std::istreambuf_iterator<char>(sql_file)), std::istreambuf_iterator<char>());
+  {
+    sqlite::Database db(path, sqlite::Database::Mode::kCreate);
+    db.exec(sql);
+    db.exec("PRAGMA application_id=1297040724");
+    db.exec("PRAGMA user_version=1");
+    db.exec(R"(
+      INSERT INTO meta VALUES ('format', 'moetrace'), ('finalized', '1');
+      INSERT INTO run(id, backend, world_size, moetrace_version, created_unix_s) VALUES (1, 'sim', 1, '0.1.0', 0);
+      INSERT INTO streams(id, rank, role) VALUES (0, 0, 'compute');
+      INSERT INTO op_ranges(id, rank, stream_id, kind, phase, start_ns, end_ns) VALUES
+        (1, 0, 0, 0, 0, 0, 10), (2, 0, 0, 0, 0, 10, 20), (3, 0, 0, 0, 0, 20, 30);
+      INSERT INTO op_deps VALUES (2, 1), (3, 1), (3, 2);
+      INSERT INTO buffers(id, rank, tag, bytes, alloc_ns, free_ns) VALUES (9, 0, 'T_DI', 64, 0, 30);
+      INSERT INTO op_buffers VALUES (1, 9, 2), (3, 9, 1);
+    )");
+  }
+  const auto t = load_trace(path);
+  EXPECT_EQ(t.run.schema_version, 1);
+  ASSERT_EQ(t.ops.size(), 3u);
+  ASSERT_EQ(t.op_deps.size(), 3u);
+  EXPECT_EQ(t.op_deps[2].op, OpId(3));
+  EXPECT_EQ(t.op_deps[2].dep, OpId(2));
+  ASSERT_EQ(t.op_buffers.size(), 2u);
+  EXPECT_EQ(t.op_buffers[0].access, schema::Access::kWrite);
+  EXPECT_EQ(t.op_buffers[1].op, OpId(3));
+  const auto summary = summarize_trace(path);
+  for (const auto& [table, rows] : summary.table_rows) {
+    if (table == "op_deps") {
+      EXPECT_EQ(rows, 3);
+    } else if (table == "op_buffers") {
+      EXPECT_EQ(rows, 2);
+    }
+  }
+}
+
+// Since version 2 an op's links are JSON arrays on its row; a damaged one is
+// named, not misread.
+TEST(TraceLoader, DamagedOpLinksAreNamed) {
+  const auto path = testing::temp_path("badlinks.db");
+  testing::write_text_trace(path, R"(
+    stream id=0 rank=0 role=compute
+    op id=1 rank=0 stream=0 kind=gate start=0 end=10
+    op id=2 rank=0 stream=0 kind=gate start=10 end=20
+    dep op=2 on=1
+  )");
+  {
+    sqlite::Database db(path, sqlite::Database::Mode::kReadWrite);
+    EXPECT_EQ(db.query_int("SELECT count(*) FROM op_deps WHERE op_id = 2 AND dep_op_id = 1"), 1);  // the view
+    db.exec("UPDATE op_ranges SET deps = '[1,' WHERE id = 2");
+  }
+  EXPECT_EQ(error_of(path), path + ": op_ranges.deps of op 2 is not a JSON array of op ids (damaged trace)");
 }
 
 TEST(TraceLoader, EmptyTrace) {

@@ -69,7 +69,7 @@ TEST_P(CliErrors, NewerSchemaVersion) {
   { sqlite::Database(path, sqlite::Database::Mode::kReadWrite).exec("PRAGMA user_version=7"); }
   expect_one_line_error(
       run_cli(GetParam() + " " + path),
-      path + ": trace schema version 7 is newer than this moetrace reads (up to 1); upgrade moetrace");
+      path + ": trace schema version 7 is newer than this moetrace reads (up to 2); upgrade moetrace");
 }
 
 TEST_P(CliErrors, EmptyTrace) {

@@ -9,6 +9,7 @@
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/instrument/trace_writer.h"
 #include "moetrace/schema/error.h"
+#include "moetrace/schema/op_links.h"
 #include "moetrace/schema/sqlite.h"
 #include "moetrace/schema/trace_file.h"
 #include "text_trace.h"
@@ -47,9 +48,9 @@ TEST(TraceWriter, CreatesAVersionedTraceThatReadersAccept) {
     TraceWriter w(path, test_run());
     w.add(kernel(w, 0, 100, 1));
   }
-  auto db = schema::open_trace(path);  // throws if not a v1 moetrace trace
+  auto db = schema::open_trace(path);  // throws if not a moetrace trace
   EXPECT_EQ(db.pragma_int("application_id"), schema::kApplicationId);
-  EXPECT_EQ(db.pragma_int("user_version"), 1);
+  EXPECT_EQ(db.pragma_int("user_version"), 2);
   // Closed traces are single files with indexes and the finalized mark.
   EXPECT_EQ(db.query_int("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = "
                          "'kernels_by_correlation'"),
@@ -125,6 +126,93 @@ TEST(TraceWriter, RoundTripsEveryRecordType) {
   EXPECT_EQ(t.placements[0].role, "replica");
   ASSERT_EQ(t.op_deps.size(), 1u);
   EXPECT_EQ(t.op_deps[0].dep, OpId(11));
+}
+
+instrument::OpRangeRecord op_record(std::int64_t id) {
+  instrument::OpRangeRecord r;
+  r.id = OpId(id);
+  r.rank = RankId(0);
+  r.stream = StreamId(0);
+  r.kind = OpKind::kGate;
+  r.start_ns = id * 10;
+  r.end_ns = id * 10 + 5;
+  return r;
+}
+
+// Schema v2 keeps an op's deps and buffer accesses on its row. Links added
+// on their own reach that row whether they come before the op, with it, or
+// after a flush wrote it; duplicates merge; links of an op that never comes
+// are counted, not lost silently.
+TEST(TraceWriter, OpLinksJoinTheirOpsRowWheneverTheyCome) {
+  const auto path = testing::temp_path("links.db");
+  {
+    TraceWriter w(path, test_run());
+    using instrument::OpBufferRecord;
+    using instrument::OpDepRecord;
+    w.add(OpDepRecord{OpId(5), OpId(3)});  // before its op
+    w.add(op_record(3));
+    w.add(op_record(5));
+    w.flush();
+    w.add(op_record(6));
+    w.flush();
+    // After their op's row is on disk; buffer 40 read then written: read-write.
+    w.add(OpDepRecord{OpId(6), OpId(5)});
+    w.add(OpDepRecord{OpId(6), OpId(3)});
+    w.add(OpDepRecord{OpId(6), OpId(5)});
+    w.add(OpBufferRecord{OpId(6), BufferId(40), schema::Access::kRead});
+    w.add(OpBufferRecord{OpId(6), BufferId(40), schema::Access::kWrite});
+    w.add(OpBufferRecord{OpId(6), BufferId(7), schema::Access::kRead});
+    // The bulk path, plus a link of the same op on its own.
+    const OpId deps[] = {OpId(6), OpId(3), OpId(6)};
+    const OpBufferRecord uses[] = {{OpId(8), BufferId(7), schema::Access::kWrite}};
+    w.add(op_record(8), deps, uses);
+    w.add(OpBufferRecord{OpId(8), BufferId(7), schema::Access::kRead});
+    w.add(OpDepRecord{OpId(99), OpId(3)});  // op 99 never comes
+    w.close();
+  }
+  sqlite::Database db(path, sqlite::Database::Mode::kReadOnly);
+  auto text = [&](const std::string& sql) {
+    auto st = db.prepare(sql);
+    return st.step() && !st.is_null(0) ? std::string(st.text(0)) : std::string("NULL");
+  };
+  EXPECT_EQ(text("SELECT deps FROM op_ranges WHERE id = 3"), "NULL");
+  EXPECT_EQ(text("SELECT deps FROM op_ranges WHERE id = 5"), "[3]");
+  EXPECT_EQ(text("SELECT deps FROM op_ranges WHERE id = 6"), "[3,5]");
+  EXPECT_EQ(text("SELECT buffers FROM op_ranges WHERE id = 6"), "[[7,1],[40,3]]");
+  EXPECT_EQ(text("SELECT deps FROM op_ranges WHERE id = 8"), "[3,6]");
+  EXPECT_EQ(text("SELECT buffers FROM op_ranges WHERE id = 8"), "[[7,3]]");
+  EXPECT_EQ(text("SELECT value FROM run_config WHERE key = 'trace.op_links_without_op'"), "1");
+  // The views give version 1's rows.
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM op_deps"), 5);
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM op_buffers"), 3);
+  EXPECT_EQ(db.query_int("SELECT access FROM op_buffers WHERE op_id = 6 AND buffer_id = 40"), 3);
+  EXPECT_EQ(db.query_int("SELECT sum(dep_op_id) FROM op_deps WHERE op_id = 6"), 8);
+  // And so does the loader.
+  const auto t = analyzer::load_trace(path);
+  EXPECT_EQ(t.op_deps.size(), 5u);
+  EXPECT_EQ(t.op_buffers.size(), 3u);
+}
+
+TEST(OpLinks, EncodeSortsMergesAndParsesBack) {
+  std::vector<std::int64_t> deps = {9, -1, 4, 9};
+  EXPECT_EQ(schema::encode_deps(deps), "[-1,4,9]");
+  std::vector<std::int64_t> none;
+  EXPECT_EQ(schema::encode_deps(none), "");
+  std::vector<schema::BufferLink> links = {{5, 2}, {1, 1}, {5, 1}};
+  EXPECT_EQ(schema::encode_buffers(links), "[[1,1],[5,3]]");
+  std::vector<std::int64_t> d;
+  EXPECT_TRUE(schema::parse_deps(" [ 1, 2 ,3 ] ", d));
+  EXPECT_EQ(d, (std::vector<std::int64_t>{1, 2, 3}));
+  EXPECT_TRUE(schema::parse_deps("[]", d));
+  std::vector<schema::BufferLink> b;
+  EXPECT_TRUE(schema::parse_buffers("[[1,1],[5,3]]", b));
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[1].buffer, 5);
+  EXPECT_EQ(b[1].access, 3);
+  for (const char* bad : {"", "[", "[1,]", "1", "[1 2]", "[1]x", "[\"1\"]", "[1.5]"})
+    EXPECT_FALSE(schema::parse_deps(bad, d)) << bad;
+  for (const char* bad : {"[[1]]", "[[1,4]]", "[[1,0]]", "[1,2]", "[[1,2]"})
+    EXPECT_FALSE(schema::parse_buffers(bad, b)) << bad;
 }
 
 TEST(TraceWriter, ManyThreadsWriteEverythingOnce) {

@@ -201,8 +201,7 @@ TraceOutputStats write_trace(const std::string& path, const Plan& plan, const Co
   }
 
   const bool full = options.detail == TraceDetail::kFull;
-  std::vector<OpId> deps;
-  std::vector<std::pair<BufferId, int>> accesses;  // kRead = 1, kWrite = 2, kReadWrite = 3
+  std::vector<instrument::OpBufferRecord> accesses;
   const std::size_t n = plan.ops.size();
   const std::size_t report_every = std::max<std::size_t>(1, n / 100);
   for (std::size_t i = 0; i < n; ++i) {
@@ -227,24 +226,12 @@ TraceOutputStats write_trace(const std::string& path, const Plan& plan, const Co
       if (!c->sends.empty()) r.peer = c->sends.front().peer;
       else if (!c->recvs.empty()) r.peer = c->recvs.front().peer;
     }
-    w.add(r);
-    // op_deps and op_buffers have (op, other) primary keys: one row per
-    // pair, a buffer both read and written listed once as read-write.
-    deps.assign(op.deps.begin(), op.deps.end());
-    std::sort(deps.begin(), deps.end());
-    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
-    for (OpId d : deps) w.add(instrument::OpDepRecord{op.id, d});
+    // The op's deps and buffer accesses go on its row (the writer merges
+    // duplicates: a buffer both read and written becomes read-write).
     accesses.clear();
     if (full)
-      for (const auto& a : op.buffers) accesses.emplace_back(a.buffer, static_cast<int>(a.access));
-    std::sort(accesses.begin(), accesses.end());
-    for (std::size_t k = 0; k < accesses.size();) {
-      int access = 0;
-      std::size_t e = k;
-      for (; e < accesses.size() && accesses[e].first == accesses[k].first; ++e) access |= accesses[e].second;
-      w.add(instrument::OpBufferRecord{op.id, accesses[k].first, static_cast<schema::Access>(access)});
-      k = e;
-    }
+      for (const auto& a : op.buffers) accesses.push_back({op.id, a.buffer, a.access});
+    w.add(r, op.deps, accesses);
 
     if (full) {
       if (is_copy(op)) {

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -76,6 +77,14 @@ class TraceWriter {
   void add(const CollectiveRecord& r);
   // Returns the op's id (r.id where given, else a fresh one).
   OpId add(const OpRangeRecord& r);
+  // The same with the op's dependencies and buffer accesses (schema v2 keeps
+  // them on the op's row): the bulk path of producers that have them at hand
+  // (the simulator). Duplicates are merged; the encoding happens here, on the
+  // caller's thread, not on the writer's.
+  OpId add(const OpRangeRecord& r, std::span<const OpId> deps, std::span<const OpBufferRecord> buffers);
+  // Links added on their own (before or after their op, in any flush) are
+  // joined to the op's row by the writer. Links whose op never comes are
+  // dropped at close() and counted in run_config `trace.op_links_without_op`.
   void add(const OpDepRecord& r);
   void add(const BufferRecord& r);
   void add(const OpBufferRecord& r);
@@ -109,6 +118,7 @@ class TraceWriter {
   void maybe_wake_flusher();
   void flusher_loop();
   void write_batch(Pending& batch);
+  void join_links(Pending& batch);
 
   void stop_flusher();
 
@@ -132,8 +142,10 @@ class TraceWriter {
   std::int64_t dropped_ = 0;
   int world_size_ = 0;
 
-  std::mutex flush_mu_;               // serializes writes to the database; guards spare_
+  std::mutex flush_mu_;               // serializes writes to the database; guards spare_, orphans_
   std::unique_ptr<Pending> spare_;
+  struct Link;
+  std::vector<Link> orphans_;         // op links whose op row is not written yet
   std::condition_variable cv_;
   bool stop_ = false;
   bool wake_ = false;

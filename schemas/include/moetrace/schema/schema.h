@@ -1,4 +1,4 @@
-// The SQLite trace schema (schemas/trace_schema_v1.sql) compiled into the
+// The SQLite trace schema (schemas/trace_schema_v2.sql) compiled into the
 // binaries, and the constants that identify a moetrace trace.
 #pragma once
 
@@ -8,7 +8,8 @@
 namespace moetrace::schema {
 
 inline constexpr std::int32_t kApplicationId = 0x4D4F4554;  // 'MOET'
-inline constexpr std::int32_t kVersion = 1;
+inline constexpr std::int32_t kVersion = 2;     // what writers write
+inline constexpr std::int32_t kOldestVersion = 1;  // what readers still read
 
 // CREATE TABLE statements of the current version.
 std::string_view tables_sql();

@@ -1,5 +1,6 @@
--- Indexes of schema v1. The writer creates them when it closes a trace (so
--- that inserting stays fast); a trace whose writer was killed lacks them and
+-- Indexes of schema v2 (v1's, less op_buffers_by_buffer: op_buffers is now a
+-- view). The writer creates them when it closes a trace (so that inserting
+-- stays fast); a trace whose writer was killed lacks them and
 -- is still a valid, readable trace. Each serves a named analysis done in SQL;
 -- the analyzer itself loads whole tables and sorts in memory, so it needs none
 -- (tables are kept narrow and indexes few: both cost writer throughput).
@@ -14,7 +15,6 @@ CREATE INDEX IF NOT EXISTS api_calls_by_correlation ON api_calls(correlation_id)
 CREATE INDEX IF NOT EXISTS nvtx_by_thread   ON nvtx_ranges(rank, thread_id, start_ns);
 -- Breakdowns per rank x layer x iteration x phase.
 CREATE INDEX IF NOT EXISTS op_ranges_by_moe_coords ON op_ranges(layer, iteration, phase, rank);
--- Memory timeline per rank and memory bubbles per buffer.
+-- Memory timeline per rank, and buffers by tag.
 CREATE INDEX IF NOT EXISTS memory_events_by_rank ON memory_events(rank, ts_ns);
-CREATE INDEX IF NOT EXISTS op_buffers_by_buffer  ON op_buffers(buffer_id);
 CREATE INDEX IF NOT EXISTS buffers_by_rank_tag   ON buffers(rank, tag);
