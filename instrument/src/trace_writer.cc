@@ -191,8 +191,10 @@ std::string host_name() {
   return buf;
 }
 
+// Every text the writer binds lives in its pending batch (or the caller's
+// frame) until the statement has stepped: bound without a copy.
 void bind_text_or_null(sqlite::Statement& st, int i, std::string_view s) {
-  if (s.empty()) st.bind_null(i); else st.bind(i, s);
+  if (s.empty()) st.bind_null(i); else st.bind_static(i, s);
 }
 
 }  // namespace
@@ -276,7 +278,8 @@ TraceWriter::TraceWriter(const std::string& path, const RunRecord& run, WriterOp
     bind_text_or_null(st, 3, run.variant);
     st.bind(4, std::int64_t{run.simulated ? 1 : 0});
     st.bind(5, std::int64_t{run.world_size});
-    bind_text_or_null(st, 6, run.host.empty() ? host_name() : run.host);
+    const std::string host = run.host.empty() ? host_name() : run.host;  // outlives run()
+    bind_text_or_null(st, 6, host);
     st.bind(7, std::string_view(MOETRACE_VERSION));
     st.bind(8, static_cast<std::int64_t>(std::time(nullptr)));
     bind_text_or_null(st, 9, run.config_json);
@@ -595,7 +598,7 @@ void TraceWriter::write_batch(Pending& b) {
   };
   s.string.insert(b.strings, [](Statement& st, int o, const auto& r) {
     st.bind(o + 1, std::int64_t{r.first.value});
-    st.bind(o + 2, r.second);
+    st.bind_static(o + 2, r.second);
   });
   s.config.insert(b.config, [](Statement& st, int o, const auto& r) {
     st.bind(o + 1, r.first);
@@ -766,7 +769,7 @@ void TraceWriter::write_batch(Pending& b) {
   s.buffer.insert(b.buffers, [](Statement& st, int o, const BufferRecord& r) {
     st.bind(o + 1, r.id.value);
     st.bind(o + 2, std::int64_t{r.rank.value});
-    st.bind(o + 3, r.tag);
+    st.bind_static(o + 3, r.tag);
     st.bind(o + 4, r.bytes);
     st.bind(o + 5, static_cast<std::int64_t>(r.memory_kind));
     st.bind_id(o + 6, r.layer);
@@ -803,9 +806,6 @@ void TraceWriter::close() {
     std::lock_guard lock(mu_);
     closed_ = true;
   }
-  // The producer is done, so its core is free: let SQLite's sorter use it
-  // for the index builds.
-  db_.exec("PRAGMA threads=" + std::to_string(std::clamp(std::thread::hardware_concurrency(), 1u, 4u)));
   db_.exec("BEGIN");
   if (!orphans_.empty()) {
     // Links of ops that never came: nothing to attach them to.

@@ -96,6 +96,10 @@ void Statement::bind(int i, std::string_view v) {
       SQLITE_OK)
     db_->fail("bind");
 }
+void Statement::bind_static(int i, std::string_view v) {
+  if (sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC) != SQLITE_OK)
+    db_->fail("bind");
+}
 void Statement::bind_null(int i) {
   if (sqlite3_bind_null(stmt_, i) != SQLITE_OK) db_->fail("bind");
 }

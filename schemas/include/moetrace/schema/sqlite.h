@@ -58,6 +58,9 @@ class Statement {
   void bind(int i, std::int64_t v);
   void bind(int i, double v);
   void bind(int i, std::string_view v);
+  // Binds text without copying it: `v` must outlive the statement's next
+  // step (the writer binds rows of its pending batch and steps at once).
+  void bind_static(int i, std::string_view v);
   void bind_null(int i);
   // Binds NULL where the value is negative (the writer's "absent" sentinel).
   void bind_id(int i, std::int64_t v) {
