@@ -1,4 +1,4 @@
-// One struct per trace table (schemas/trace_schema_v1.sql). Negative ids and
+// One struct per trace table (schemas/trace_schema_v2.sql). Negative ids and
 // sizes mean "absent" and are stored as NULL; so are correlation ids of 0.
 #pragma once
 

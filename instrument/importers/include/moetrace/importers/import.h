@@ -1,5 +1,5 @@
 // Importers: traces recorded by other tools, converted into one moetrace trace
-// (schemas/trace_schema_v1.sql) so that every analysis, report and the GUI
+// (schemas/trace_schema_v2.sql) so that every analysis, report and the GUI
 // work on them. Each format is a folder (nsys/, kineto/) that parses its files
 // and hands records to one shared TraceBuilder (common/), which owns ranks,
 // devices, streams and their roles, and writes through instrument::TraceWriter.

@@ -1,4 +1,4 @@
-// Writes a simulated run as a moetrace trace (schemas/trace_schema_v1.sql)
+// Writes a simulated run as a moetrace trace (schemas/trace_schema_v2.sql)
 // through the TraceWriter: the same tables a GPU run fills — devices, ranks,
 // streams, layers, op ranges with their MoE coordinates, op deps, buffers,
 // op buffers, memory events, expert load and placement — plus one synthesized
@@ -19,7 +19,7 @@ namespace moetrace::sim {
 
 // How much of the schema a trace gets. kFull: everything a GPU run has.
 // kLean (large what-ifs): op ranges, op deps, buffers and memory events, but
-// no synthesized kernels and no op_buffers rows; every analysis of op time,
+// no synthesized kernels and no op buffer accesses; every analysis of op time,
 // overlap and memory still works (an op's time is its own range where no
 // kernel claims it).
 enum class TraceDetail : std::uint8_t { kFull = 0, kLean = 1 };
