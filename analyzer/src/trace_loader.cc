@@ -519,7 +519,7 @@ class TraceLoader {
       e.tokens = l.int64(4);
       if (e.tokens < 0) throw Error(trace_.run.path + ": expert_load has a negative token count");
       check_index(e.expert, "expert_load", "expert");
-      check_index(e.src_rank, "expert_load", "src_rank");
+      if (e.src_rank != -1) check_index(e.src_rank, "expert_load", "src_rank");  // -1: per-expert totals
       trace_.expert_load.push_back(e);
     }
     auto p = db_.prepare(

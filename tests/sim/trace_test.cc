@@ -8,11 +8,13 @@
 #include <map>
 #include <set>
 
+#include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/plan/builders.h"
 #include "moetrace/sim/run_spec.h"
 #include "moetrace/sim/simulator.h"
+#include "moetrace/sim/timing_plan.h"
 #include "moetrace/sim/trace_output.h"
 #include "text_trace.h"
 
@@ -162,6 +164,34 @@ TEST(SimTrace, LeanTracesKeepOpsDepsAndMemory) {
   EXPECT_FALSE(w.trace.memory_events.empty());
   const auto b = analyzer::compute_breakdown(w.trace);
   EXPECT_GT(b.moe_total.window_ns, 0);
+}
+
+// At the scale where the timing-only plan keeps per-expert totals
+// (src_rank = -1), the trace still loads and analyzes, and each expert's
+// load is its total over the sources.
+TEST(SimTrace, PerExpertTotalsLoadAndAnalyze) {
+  RunSpec spec = run_preset("dpmoe");
+  spec.common.ranks = 4;
+  spec.common.iterations = 1;
+  spec.common.model.num_layers = 1;
+  spec.common.model.num_experts = 8;
+  spec.common.model.top_k = 2;
+  spec.routing.tokens_per_source = 64;
+  const auto load = plan::synthetic_load(spec.load_config());
+  const plan::Plan plan = build_timing_plan(spec, load, /*max_load_entries=*/10);
+  const auto model = spec.resolved_cost_model();
+  const auto path = temp_db("totals");
+  write_trace(path, plan, model, simulate(plan, model), {});
+  const auto trace = analyzer::load_trace(path);
+  std::filesystem::remove(path);
+  ASSERT_EQ(trace.expert_load.size(), 8u);
+  for (const auto& e : trace.expert_load) EXPECT_EQ(e.src_rank, -1);
+  const auto a = analyzer::analyze(trace);
+  ASSERT_TRUE(a.expert_load.has_load);
+  ASSERT_EQ(a.expert_load.rows.size(), 1u);
+  const auto totals = load.expert_totals(0, 0);
+  EXPECT_EQ(a.expert_load.rows[0].tokens_per_expert, totals);
+  EXPECT_EQ(a.expert_load.rows[0].total_tokens, 4 * 64 * 2);  // ranks x tokens x top_k
 }
 
 }  // namespace
