@@ -74,6 +74,11 @@ class Builder {
   }
   Plan& plan() { return plan_; }
   Plan finish_plan() { return std::move(plan_); }
+  void reserve(std::size_t ops, std::size_t buffers) {
+    plan_.ops.reserve(ops);
+    plan_.buffers.reserve(buffers);
+    hazards_.reserve(buffers);
+  }
 
   StreamId add_stream(RankId rank, StreamRole role) {
     Stream s;
@@ -742,6 +747,7 @@ Plan TimingPlanBuilder::build() {
                                           2 * m_.model_dim, fmt::format("L{}.expert{}", l, e)));
   }
   layers_.resize(R(m_.num_layers));
+  const std::size_t params = plan.buffers.size();  // persistent; the rest is per iteration
   for (int e = 0; e < E_; ++e) expert_rank_.push_back(e / local_);
   std::int64_t most = 0;  // a pair's count is at most its source's tokens
   for (int j = 0; j < load_.iterations; ++j)
@@ -762,6 +768,12 @@ Plan TimingPlanBuilder::build() {
         if (m_.dense_hidden > 0) add_sgd(RankId(r), dense_[R(l)][R(r)], j);
         for (int e = r * local_; e < (r + 1) * local_; ++e) add_sgd(RankId(r), experts_[R(l)][R(e)], j);
       }
+    if (j == 0) {
+      // Every iteration adds as many ops and buffers as the first: size the
+      // plan once rather than grow it (moving a million ops) by doubling.
+      const auto iterations = static_cast<std::size_t>(spec_.common.iterations);
+      b_.reserve(plan.ops.size() * iterations, params + (plan.buffers.size() - params) * iterations);
+    }
   }
   const std::int64_t entries = static_cast<std::int64_t>(load_.iterations) * load_.layers * load_.sources * load_.experts;
   for (int j = 0; j < load_.iterations; ++j)
