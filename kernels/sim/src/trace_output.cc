@@ -276,7 +276,7 @@ TraceOutputStats write_trace(const std::string& path, const Plan& plan, const Co
   struct Event {
     std::int32_t rank;
     std::int64_t ts_ns;
-    std::uint32_t buffer;  // index into plan.buffers
+    std::size_t buffer;  // index into plan.buffers
     bool alloc;
   };
   std::vector<Event> events;
@@ -300,8 +300,8 @@ TraceOutputStats write_trace(const std::string& path, const Plan& plan, const Co
     address[i] = addr;
     addr += static_cast<std::uint64_t>((b.bytes() + 511) / 512 * 512 + 512);
     w.add(br);
-    events.push_back({b.rank.value, br.alloc_ns, static_cast<std::uint32_t>(i), true});
-    if (br.free_ns >= 0) events.push_back({b.rank.value, br.free_ns, static_cast<std::uint32_t>(i), false});
+    events.push_back({b.rank.value, br.alloc_ns, i, true});
+    if (br.free_ns >= 0) events.push_back({b.rank.value, br.free_ns, i, false});
   }
   std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
     return a.rank != b.rank ? a.rank < b.rank : a.ts_ns < b.ts_ns;
