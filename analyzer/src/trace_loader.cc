@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "moetrace/analyzer/kernel_classes.h"
@@ -350,11 +351,16 @@ class TraceLoader {
   void load_ops() {
     auto n = db_.query_int("SELECT count(*) FROM op_ranges").value_or(0);
     trace_.ops.reserve(static_cast<std::size_t>(n));
+    // Since version 2 an op's deps and buffer accesses are on its row: read
+    // them in this same pass (load_v1_op_links reads version 1's tables).
+    const bool links = trace_.run.schema_version >= 2;
     auto st = db_.prepare(
-        "SELECT id, rank, stream_id, kind, name_id, layer, iteration, micro_batch, chunk, phase, "
-        "start_ns, end_ns, launch_start_ns, launch_end_ns, flops, bytes, peer_rank, nvtx_id "
-        "FROM op_ranges");
+        std::string("SELECT id, rank, stream_id, kind, name_id, layer, iteration, micro_batch, chunk, phase, "
+                    "start_ns, end_ns, launch_start_ns, launch_end_ns, flops, bytes, peer_rank, nvtx_id") +
+        (links ? ", deps, buffers" : "") + " FROM op_ranges");
     const auto kinds = all_op_kinds().size();
+    std::vector<std::int64_t> deps;
+    std::vector<schema::BufferLink> accesses;
     while (st.step()) {
       OpRange op;
       op.id = OpId(st.int64(0));
@@ -380,9 +386,35 @@ class TraceLoader {
       op.bytes = st.int64_or(15, -1);
       op.peer = RankId(static_cast<std::int32_t>(st.int64_or(16, -1)));
       op.nvtx_id = st.int64_or(17, -1);
+      if (links) {
+        const auto column = [&st](int i) {
+          return st.is_null(i) ? std::nullopt : std::optional<std::string_view>(st.text(i));
+        };
+        add_op_links(op.id, column(18), column(19), deps, accesses);
+      }
       trace_.ops.push_back(op);
       step_progress("op ranges");
     }
+  }
+
+  // One op's JSON arrays (schema/op_links.h) into op_deps and, with the
+  // memory tables, op_buffers.
+  void add_op_links(OpId op, std::optional<std::string_view> deps_json,
+                    std::optional<std::string_view> buffers_json, std::vector<std::int64_t>& deps,
+                    std::vector<schema::BufferLink>& accesses) {
+    deps.clear();
+    accesses.clear();
+    if (deps_json && !schema::parse_deps(*deps_json, deps))
+      throw Error(fmt::format("{}: op_ranges.deps of op {} is not a JSON array of op ids (damaged trace)",
+                              trace_.run.path, op.value));
+    for (std::int64_t d : deps) trace_.op_deps.push_back({op, OpId(d)});
+    if (!options_.memory || !buffers_json) return;
+    if (!schema::parse_buffers(*buffers_json, accesses))
+      throw Error(fmt::format("{}: op_ranges.buffers of op {} is not a JSON array of [buffer, access] "
+                              "pairs (damaged trace)",
+                              trace_.run.path, op.value));
+    for (const auto& l : accesses)
+      trace_.op_buffers.push_back({op, BufferId(l.buffer), static_cast<schema::Access>(l.access)});
   }
 
   void load_api_calls() {
@@ -468,45 +500,20 @@ class TraceLoader {
     }
   }
 
-  // Plan dependencies and (with the memory tables) op buffer accesses: the
-  // op_deps and op_buffers tables of version 1, the JSON columns of
-  // op_ranges since version 2 (schema/op_links.h).
-  void load_op_links() {
-    const bool buffers = options_.memory;
-    if (trace_.run.schema_version < 2) {
-      auto d = db_.prepare("SELECT op_id, dep_op_id FROM op_deps");
-      while (d.step()) trace_.op_deps.push_back({OpId(d.int64(0)), OpId(d.int64(1))});
-      if (!buffers) return;
-      auto ob = db_.prepare("SELECT op_id, buffer_id, access FROM op_buffers");
-      while (ob.step())
-        trace_.op_buffers.push_back(
-            {OpId(ob.int64(0)), BufferId(ob.int64(1)), static_cast<schema::Access>(ob.int64(2))});
-      return;
-    }
-    auto st = db_.prepare(buffers ? "SELECT id, deps, buffers FROM op_ranges "
-                                    "WHERE deps IS NOT NULL OR buffers IS NOT NULL ORDER BY id"
-                                  : "SELECT id, deps, NULL FROM op_ranges WHERE deps IS NOT NULL ORDER BY id");
-    std::vector<std::int64_t> deps;
-    std::vector<schema::BufferLink> links;
-    while (st.step()) {
-      const OpId op(st.int64(0));
-      deps.clear();
-      links.clear();
-      if (!schema::parse_deps(st.is_null(1) ? "[]" : st.text(1), deps))
-        throw Error(fmt::format("{}: op_ranges.deps of op {} is not a JSON array of op ids (damaged trace)",
-                                trace_.run.path, op.value));
-      if (!schema::parse_buffers(st.is_null(2) ? "[]" : st.text(2), links))
-        throw Error(fmt::format("{}: op_ranges.buffers of op {} is not a JSON array of [buffer, access] "
-                                "pairs (damaged trace)",
-                                trace_.run.path, op.value));
-      for (std::int64_t d : deps) trace_.op_deps.push_back({op, OpId(d)});
-      for (const auto& l : links)
-        trace_.op_buffers.push_back({op, BufferId(l.buffer), static_cast<schema::Access>(l.access)});
-    }
+  // Plan dependencies and (with the memory tables) op buffer accesses of a
+  // version-1 trace, which kept them in tables of their own.
+  void load_v1_op_links() {
+    auto d = db_.prepare("SELECT op_id, dep_op_id FROM op_deps");
+    while (d.step()) trace_.op_deps.push_back({OpId(d.int64(0)), OpId(d.int64(1))});
+    if (!options_.memory) return;
+    auto ob = db_.prepare("SELECT op_id, buffer_id, access FROM op_buffers");
+    while (ob.step())
+      trace_.op_buffers.push_back(
+          {OpId(ob.int64(0)), BufferId(ob.int64(1)), static_cast<schema::Access>(ob.int64(2))});
   }
 
   void load_moe_tables() {
-    load_op_links();
+    if (trace_.run.schema_version < 2) load_v1_op_links();
     auto l = db_.prepare(
         "SELECT iteration, layer, src_rank, expert, tokens FROM expert_load "
         "ORDER BY iteration, layer, src_rank, expert");
