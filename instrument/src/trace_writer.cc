@@ -197,16 +197,16 @@ void bind_text_or_null(sqlite::Statement& st, int i, std::string_view s) {
   if (s.empty()) st.bind_null(i); else st.bind_static(i, s);
 }
 
-}  // namespace
-
-namespace {
-
-constexpr const char* kSideFiles[] = {"-wal", "-shm", "-journal"};
+// SQLite's journal files beside a database.
+void remove_side_files(const std::string& path) {
+  std::error_code ec;
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) std::filesystem::remove(path + suffix, ec);
+}
 
 void remove_with_side_files(const std::string& path) {
   std::error_code ec;
   std::filesystem::remove(path, ec);
-  for (const char* suffix : kSideFiles) std::filesystem::remove(path + suffix, ec);
+  remove_side_files(path);
 }
 
 }  // namespace
@@ -826,10 +826,7 @@ void TraceWriter::close() {
   }
   db_ = sqlite::Database();  // closes the file
   // A stale WAL beside the output would be replayed into the new trace.
-  for (const char* suffix : kSideFiles) {
-    std::error_code ec;
-    std::filesystem::remove(path_ + suffix, ec);
-  }
+  remove_side_files(path_);
   std::error_code ec;
   std::filesystem::rename(db_path_, path_, ec);
   if (ec) {
