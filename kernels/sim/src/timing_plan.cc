@@ -300,9 +300,9 @@ void TimingPlanBuilder::prepare(int j, int l) {
   // with r = 4. It accumulates into flat arrays indexed [x * n + c] (a few
   // tens of KB, cache resident), takes chunk sizes from a table rather than
   // two divisions each, and fills the ChunkRank structs once at the end.
-  const auto chunk_rows = [this](std::int64_t cnt, int c) {
+  const auto rows_of_chunk = [this](std::int64_t cnt, int c) {
     if (cnt < static_cast<std::int64_t>(split_.size()) / n_) return split_[static_cast<std::size_t>(cnt * n_ + c)];
-    return cnt * (c + 1) / n_ - cnt * c / n_;
+    return chunk_rows(cnt, c, n_);
   };
   const auto n = static_cast<std::size_t>(n_);
   std::vector<std::int64_t> expert_rows(static_cast<std::size_t>(E_) * n, 0), recv_remote(static_cast<std::size_t>(P_) * n, 0);
@@ -321,14 +321,14 @@ void TimingPlanBuilder::prepare(int j, int l) {
       std::int64_t* to_expert = &expert_rows[static_cast<std::size_t>(e) * n];
       if (q == p) {
         for (std::size_t c = 0; c < n; ++c) {
-          const std::int64_t rows = chunk_rows(cnt, static_cast<int>(c));
+          const std::int64_t rows = rows_of_chunk(cnt, static_cast<int>(c));
           to_expert[c] += rows;
           send_local[c] += rows;
         }
       } else {
         std::int64_t* to_rank = &recv_remote[static_cast<std::size_t>(q) * n];
         for (std::size_t c = 0; c < n; ++c) {
-          const std::int64_t rows = chunk_rows(cnt, static_cast<int>(c));
+          const std::int64_t rows = rows_of_chunk(cnt, static_cast<int>(c));
           to_expert[c] += rows;
           to_rank[c] += rows;
           send_remote[c] += rows;
@@ -754,7 +754,7 @@ Plan TimingPlanBuilder::build() {
     for (int p = 0; p < load_.sources; ++p) most = std::max(most, load_.tokens_of(j, p));
   most = std::min<std::int64_t>(most, 1 << 16);
   for (std::int64_t cnt = 0; cnt <= most; ++cnt)
-    for (int c = 0; c < n_; ++c) split_.push_back(cnt * (c + 1) / n_ - cnt * c / n_);
+    for (int c = 0; c < n_; ++c) split_.push_back(chunk_rows(cnt, c, n_));
   for (int j = 0; j < spec_.common.iterations; ++j) {
     for (int l = 0; l < m_.num_layers; ++l) {
       prepare(j, l);

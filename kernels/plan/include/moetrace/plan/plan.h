@@ -174,6 +174,14 @@ struct RowSpan {
   std::int64_t count = 0;
 };
 
+// pipemoe Eq. 5: floor(n * c / chunks), the first of the n rows of an
+// (expert, source) pair that chunk c holds.
+inline std::int64_t chunk_begin(std::int64_t n, int c, int chunks) { return n * c / chunks; }
+// Rows of those n that chunk c holds.
+inline std::int64_t chunk_rows(std::int64_t n, int c, int chunks) {
+  return chunk_begin(n, c + 1, chunks) - chunk_begin(n, c, chunks);
+}
+
 // ---------------------------------------------------------------------------
 // Routing layout: where each routed token row sits in a permuted buffer.
 //
@@ -193,12 +201,10 @@ struct RoutedLayout {
   std::vector<int> experts;                // global expert indices, in layout order
   std::vector<std::int64_t> expert_rows;   // [i]: rows this source routes to experts[i]
 
-  // floor(n * c / num_chunks): first row (within one expert) of chunk c.
-  std::int64_t chunk_begin(std::int64_t n, int c) const {
-    return n * c / num_chunks;
-  }
+  // First row (within one expert) of chunk c: plan::chunk_begin.
+  std::int64_t chunk_begin(std::int64_t n, int c) const { return plan::chunk_begin(n, c, num_chunks); }
   std::int64_t rows_in_chunk(int c, std::size_t i) const {
-    return chunk_begin(expert_rows[i], c + 1) - chunk_begin(expert_rows[i], c);
+    return plan::chunk_rows(expert_rows[i], c, num_chunks);
   }
   // First row of chunk c, and of experts[i] within chunk c.
   std::int64_t chunk_offset(int c) const;
