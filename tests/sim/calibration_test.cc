@@ -48,6 +48,17 @@ CostModel model_with_interference() {
   return m;
 }
 
+// small_config() with the sweep sized by `model`'s own costs (what
+// `run --calibrate` estimates from a preset).
+plan::CalibrationConfig config_sized_by(const CostModel& model) {
+  plan::CalibrationConfig c = small_config();
+  const auto& ffn = model.compute_cost(OpKind::kExpertFfn);
+  const auto a2a8 = model.collective(plan::CollectiveKind::kAllToAllV).at(8);
+  c.estimates = {ffn.alpha_s, ffn.seconds_per_flop, a2a8.alpha_s, a2a8.beta_s, model.copy_d2h.alpha_s,
+                 model.copy_d2h.beta_s};
+  return c;
+}
+
 struct Ls {
   double alpha = 0, beta = 0;
 };
@@ -100,12 +111,8 @@ TEST(Calibration, PlanIsValid) {
 
 TEST(Calibration, FitsOfTheSimulatedTraceRecoverTheModel) {
   const CostModel model = model_with_interference();
-  plan::CalibrationConfig c = small_config();
   const auto& ffn = model.compute_cost(OpKind::kExpertFfn);
-  const auto a2a8 = model.collective(plan::CollectiveKind::kAllToAllV).at(8);
-  c.estimates = {ffn.alpha_s, ffn.seconds_per_flop, a2a8.alpha_s, a2a8.beta_s, model.copy_d2h.alpha_s,
-                 model.copy_d2h.beta_s};
-  const plan::Plan p = plan::build_calibration(c);
+  const plan::Plan p = plan::build_calibration(config_sized_by(model));
   const SimResult r = simulate(p, model);
   const auto path = moetrace::testing::temp_path("calibration.db");
   write_trace(path, p, model, r);
@@ -220,12 +227,8 @@ TEST(Calibration, FitsOfTheSimulatedTraceRecoverTheModel) {
 // dilutes the factor of the long ops of the pairs a little).
 TEST(Calibration, MoetraceFitRecoversTheModel) {
   const CostModel model = model_with_interference();
-  plan::CalibrationConfig c = small_config();
   const auto& ffn = model.compute_cost(OpKind::kExpertFfn);
-  const auto a2a8 = model.collective(plan::CollectiveKind::kAllToAllV).at(8);
-  c.estimates = {ffn.alpha_s, ffn.seconds_per_flop, a2a8.alpha_s, a2a8.beta_s, model.copy_d2h.alpha_s,
-                 model.copy_d2h.beta_s};
-  const plan::Plan p = plan::build_calibration(c);
+  const plan::Plan p = plan::build_calibration(config_sized_by(model));
   const auto path = moetrace::testing::temp_path("calibration_fit.db");
   write_trace(path, p, model, simulate(p, model));
   const analyzer::Trace t = analyzer::load_trace(path);
