@@ -65,6 +65,26 @@ TEST(Routing, TopKCapsExpertsAtOneRowPerToken) {
   EXPECT_EQ(*std::max_element(counts.begin(), counts.end()), 4 * 1000);
 }
 
+// Sources split over threads draw their noise from where one thread would
+// be in the seeded stream: the counts are the same for any thread count (and
+// differ between sources, so a thread that restarted the stream would show).
+TEST(Routing, ThreadCountDoesNotChangeTheLoad) {
+  SyntheticLoadConfig c = base(LoadPattern::kDrifting);
+  c.sources = 7;
+  c.source_noise = 0.5;
+  c.threads = 1;
+  const ExpertLoad one = synthetic_load(c);
+  bool sources_differ = false;
+  for (int e = 0; e < c.experts; ++e) sources_differ = sources_differ || one.count(1, 0, 5, e) != one.count(1, 0, 0, e);
+  EXPECT_TRUE(sources_differ);
+  for (int threads : {2, 3, 7}) {
+    c.threads = threads;
+    EXPECT_EQ(synthetic_load(c).counts, one.counts) << threads << " threads";
+  }
+  c.threads = -1;
+  EXPECT_THROW(synthetic_load(c), ConfigError);
+}
+
 TEST(Routing, DriftingLocalityIsAchieved) {
   for (double locality : {0.95, 0.8, 0.5, 0.2}) {
     SyntheticLoadConfig c = base(LoadPattern::kDrifting);

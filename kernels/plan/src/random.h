@@ -31,6 +31,8 @@ class SplitMix64 {
     return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
   }
   std::uint64_t below(std::uint64_t n) { return n == 0 ? 0 : next() % n; }
+  // Skips n draws of next() (the state is a counter: O(1)); normal() is two.
+  void discard(std::uint64_t n) { state_ += n * 0x9E3779B97F4A7C15ull; }
   template <class T>
   void shuffle(std::vector<T>& v) {
     for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[below(i)]);

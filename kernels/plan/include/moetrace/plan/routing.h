@@ -74,6 +74,9 @@ struct SyntheticLoadConfig {
   // in the same proportions).
   double source_noise = 0.0;
   std::uint64_t seed = 1;
+  // Threads that split the sources (0: as many as the work and the machine
+  // allow); the counts do not depend on it.
+  int threads = 0;
 
   void validate() const;  // throws ConfigError naming the field
 };
