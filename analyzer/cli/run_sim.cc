@@ -38,16 +38,17 @@ void run_sim_backend(const RunRequest& request) {
     plan = sim::build_plan(spec);
   }
   const std::string what = request.calibration ? "calibration" : spec.preset.empty() ? spec.variant : spec.preset;
+  const int world_size = plan.world_size, iterations = plan.iterations;
   sim::SimOptions sim_options;
   sim_options.progress = [&](double f) { progress.update("simulating", 0.05 + 0.45 * f); };
-  const sim::SimResult result = sim::simulate(plan, model, sim_options);
   sim::TraceOutputOptions out;
   out.run_name = fmt::format("{} (simulated, {})", what, model.name);
   out.config_json = request.calibration ? plan.config_json : spec.to_json();
   out.full_op_names = request.full_op_names;
   out.detail = request.lean ? sim::TraceDetail::kLean : sim::TraceDetail::kFull;
   out.progress = [&](double f) { progress.update("writing trace", 0.5 + 0.5 * f); };
-  sim::write_trace(request.output, plan, model, result, out);
+  const auto traced = sim::simulate_to_trace(request.output, std::move(plan), model, sim_options, out);
+  const sim::SimResult& result = traced.result;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   // Peak memory against the budget (pipemoe Table IV's "valid" rule: the
@@ -60,7 +61,7 @@ void run_sim_backend(const RunRequest& request) {
     std::cerr << fmt::format(
         "simulated {} on {} ranks ({} iterations, {} ops) with cost model {}: {:.3f} ms; peak memory {} "
         "(rank {}); wrote {} in {:.2f} s\n",
-        request.calibration ? "calibration sweep" : spec.variant, plan.world_size, plan.iterations, plan.ops.size(), model.name, result.makespan_s * 1e3,
+        request.calibration ? "calibration sweep" : spec.variant, world_size, iterations, traced.ops, model.name, result.makespan_s * 1e3,
         gib(peak), worst, request.output, seconds);
   }
   const std::int64_t budget = spec.common.memory_budget_bytes;

@@ -12,6 +12,8 @@
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/plan/builders.h"
+#include "moetrace/schema/error.h"
+#include "moetrace/schema/sqlite.h"
 #include "moetrace/sim/run_spec.h"
 #include "moetrace/sim/simulator.h"
 #include "moetrace/sim/timing_plan.h"
@@ -192,6 +194,85 @@ TEST(SimTrace, PerExpertTotalsLoadAndAnalyze) {
   const auto totals = load.expert_totals(0, 0);
   EXPECT_EQ(a.expert_load.rows[0].tokens_per_expert, totals);
   EXPECT_EQ(a.expert_load.rows[0].total_tokens, 4 * 64 * 2);  // ranks x tokens x top_k
+}
+
+// Rows of a one-column query, in its order.
+std::vector<std::string> rows(const std::string& path, const std::string& sql) {
+  sqlite::Database db(path, sqlite::Database::Mode::kReadOnly);
+  auto st = db.prepare(sql);
+  std::vector<std::string> out;
+  while (st.step()) out.emplace_back(st.text(0));
+  return out;
+}
+
+// simulate_to_trace writes kernels while the simulation runs and frees the
+// plan before the writer closes: the trace holds what simulate() followed by
+// write_trace() writes, row for row (kernels compared in op order: they are
+// written in the order ops end).
+// Returns the number of memcpy rows.
+std::size_t expect_same_trace(const RunSpec& spec) {
+  const auto model = spec.resolved_cost_model();
+  const auto a = temp_db("two-step"), b = temp_db("streamed");
+  const plan::Plan plan = build_plan(spec);
+  const SimResult result = simulate(plan, model);
+  write_trace(a, plan, model, result);
+  const auto t = simulate_to_trace(b, build_plan(spec), model);
+  EXPECT_EQ(t.ops, plan.ops.size());
+  EXPECT_EQ(t.buffers, plan.buffers.size());
+  EXPECT_EQ(t.result.end_s, result.end_s);
+  EXPECT_GT(t.stats.rows, 0);
+  const char* queries[] = {
+      "SELECT o.id || ' ' || rank || ' ' || stream_id || ' ' || kind || ' ' || s.value || ' ' || layer || ' ' || "
+      "iteration || ' ' || chunk || ' ' || phase || ' ' || start_ns || ' ' || end_ns || ' ' || ifnull(flops, '') || "
+      "' ' || ifnull(bytes, '') || ' ' || ifnull(deps, '') || ' ' || ifnull(buffers, '') "
+      "FROM op_ranges o JOIN strings s ON s.id = o.name_id ORDER BY o.id",
+      "SELECT k.op_id || ' ' || rank || ' ' || stream_id || ' ' || start_ns || ' ' || end_ns || ' ' || s.value "
+      "FROM kernels k JOIN strings s ON s.id = k.name_id ORDER BY k.op_id",
+      "SELECT op_id || ' ' || start_ns || ' ' || end_ns || ' ' || bytes || ' ' || copy_kind FROM memcpy ORDER BY op_id",
+      "SELECT id || ' ' || rank || ' ' || tag || ' ' || bytes || ' ' || alloc_ns || ' ' || ifnull(free_ns, '') || ' ' "
+      "|| address FROM buffers ORDER BY id",
+      "SELECT rank || ' ' || ts_ns || ' ' || kind || ' ' || address || ' ' || bytes || ' ' || ifnull(stream_id, '') "
+      "|| ' ' || buffer_id FROM memory_events ORDER BY id",
+      "SELECT iteration || ' ' || layer || ' ' || src_rank || ' ' || expert || ' ' || tokens FROM expert_load "
+      "ORDER BY 1",
+      "SELECT key || '=' || value FROM run_config ORDER BY key",
+      "SELECT id || ' ' || rank || ' ' || name FROM streams ORDER BY id",
+  };
+  std::size_t copies = 0;
+  for (const char* q : queries) {
+    const auto x = rows(a, q), y = rows(b, q);
+    if (std::string_view(q).find("FROM memcpy") != std::string_view::npos) copies = x.size();
+    else EXPECT_FALSE(x.empty()) << q;
+    EXPECT_EQ(x, y) << q;
+  }
+  std::filesystem::remove(a);
+  std::filesystem::remove(b);
+  return copies;
+}
+
+TEST(SimTrace, SimulateToTraceWritesWhatWriteTraceWrites) {
+  // Kernels (pipemoe) and memcpy records (mpipemoe's offload and restore).
+  EXPECT_EQ(expect_same_trace(pipemoe_spec(2)), 0u);
+  RunSpec m = run_preset("mpipemoe-gpt3-s");
+  m.common.ranks = 4;
+  m.common.iterations = 1;
+  m.common.model.num_layers = 2;
+  m.common.model.num_experts = 4;
+  m.routing.tokens_per_source = 256;
+  m.strategy = plan::ReuseStrategy::kS1;
+  EXPECT_GT(expect_same_trace(m), 0u);
+}
+
+// A plan that stalls leaves no file behind.
+TEST(SimTrace, SimulateToTraceLeavesNoFileWhenTheSimulationFails) {
+  const auto spec = pipemoe_spec(1);
+  plan::Plan plan = build_plan(spec);
+  ASSERT_GT(plan.ops.size(), 2u);
+  plan.ops[0].deps.push_back(plan.ops[1].id);  // a dep on a later op
+  const auto path = temp_db("stalled");
+  std::filesystem::remove(path);
+  EXPECT_THROW(simulate_to_trace(path, std::move(plan), spec.resolved_cost_model()), moetrace::Error);
+  EXPECT_FALSE(std::filesystem::exists(path));
 }
 
 }  // namespace

@@ -506,6 +506,7 @@ void Engine::finish(int ti) {
     r_.end_s[op] = now_;
     const Op& o = plan_.ops[op];
     for (BufferId b : o.free_after) release(o, b);
+    if (options_.op_ended) options_.op_ended(o, r_.start_s[op], now_);
   }
   for (std::size_t k = t.ops_begin; k < t.ops_end; ++k) op_ended(task_ops_[k]);
 }

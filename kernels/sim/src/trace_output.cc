@@ -130,10 +130,34 @@ void launch_shape(const Op& op, const DeviceSpec& d, instrument::KernelRecord& k
 
 }  // namespace
 
-TraceOutputStats write_trace(const std::string& path, const Plan& plan, const CostModel& model,
-                             const SimResult& result, const TraceOutputOptions& options) {
-  if (result.start_s.size() != plan.ops.size() || result.alloc_s.size() != plan.buffers.size())
-    throw Error("write_trace: the simulation result does not belong to this plan");
+namespace {
+
+// One trace being written: what does not depend on simulated times at
+// construction, each op's kernel (or memcpy) record as it ends, the rest in
+// finish().
+class TraceOutput {
+ public:
+  TraceOutput(const std::string& path, const Plan& plan, const CostModel& model, const TraceOutputOptions& options);
+  void op_ended(const Op& op, double start_s, double end_s);
+  // Op ranges, buffers and memory events, then publishes the file.
+  // `before_close` runs once every row is with the writer, while its thread
+  // still inserts them (a caller frees the plan there: off the critical
+  // path); the plan is not used after it.
+  TraceOutputStats finish(const SimResult& result, const std::function<void()>& before_close = {});
+
+ private:
+  static instrument::RunRecord run_record(const Plan& plan, const TraceOutputOptions& options);
+
+  const Plan& plan_;
+  const CostModel& model_;
+  const TraceOutputOptions& options_;
+  const bool full_;
+  instrument::TraceWriter w_;
+  std::vector<StringId> kind_names_;
+  std::map<std::tuple<int, int, int>, StringId> kernel_names_;  // (kind, phase, collective kind)
+};
+
+instrument::RunRecord TraceOutput::run_record(const Plan& plan, const TraceOutputOptions& options) {
   instrument::RunRecord run;
   run.name = options.run_name.empty() ? plan.variant + " (simulated)" : options.run_name;
   run.backend = "sim";
@@ -142,23 +166,31 @@ TraceOutputStats write_trace(const std::string& path, const Plan& plan, const Co
   run.world_size = plan.world_size;
   run.host = "simulator";
   run.config_json = options.config_json.empty() ? plan.config_json : options.config_json;
-  // Not durable: a simulated trace is useful only whole, so it is written
-  // without a journal and appears at `path` (by rename) once complete.
-  instrument::WriterOptions writer_options;
-  writer_options.durable = false;
-  instrument::TraceWriter w(path, run, writer_options);
+  return run;
+}
 
+// Not durable: a simulated trace is useful only whole, so it is written
+// without a journal and appears at `path` (by rename) once complete.
+TraceOutput::TraceOutput(const std::string& path, const Plan& plan, const CostModel& model,
+                         const TraceOutputOptions& options)
+    : plan_(plan),
+      model_(model),
+      options_(options),
+      full_(options.detail == TraceDetail::kFull),
+      w_(path, run_record(plan, options), instrument::WriterOptions{.durable = false}) {
+  auto& w = w_;
   // run_config: the configuration flattened to dotted keys, and the cost model.
-  if (!run.config_json.empty()) {
+  const std::string config_json = options.config_json.empty() ? plan.config_json : options.config_json;
+  if (!config_json.empty()) {
     try {
-      flatten(nlohmann::json::parse(run.config_json), "", w);
+      flatten(nlohmann::json::parse(config_json), "", w);
     } catch (const nlohmann::json::exception&) {
-      w.set_config("config_json", run.config_json);  // not JSON: kept whole
+      w.set_config("config_json", config_json);  // not JSON: kept whole
     }
   }
   w.set_config("sim.cost_model", model.name);
   w.set_config("sim.cost_model_json", to_json(model));
-  w.set_config("sim.makespan_s", fmt::format("{:.9g}", result.makespan_s));
+  w.set_config("sim.trace_detail", full_ ? "full" : "lean");
 
   const DeviceSpec& dev = model.device;
   for (int r = 0; r < plan.world_size; ++r) {
@@ -189,9 +221,61 @@ TraceOutputStats write_trace(const std::string& path, const Plan& plan, const Co
     w.add(lr);
   }
 
-  std::vector<StringId> kind_names;
-  for (const auto& info : all_op_kinds()) kind_names.push_back(w.intern(info.name));
-  std::map<std::tuple<int, int, int>, StringId> kernel_names;  // (kind, phase, collective kind)
+  bool per_expert_totals = false;
+  for (const auto& l : plan.loads) {
+    w.add(instrument::ExpertLoadRecord{l.iteration, l.layer, l.source, l.expert, l.tokens});
+    per_expert_totals = per_expert_totals || l.source < 0;
+  }
+  if (per_expert_totals)
+    w.set_config("sim.expert_load",
+                 "per-expert totals (src_rank = -1): the plan was built timing-only at a scale where the "
+                 "per-source table would dominate the trace");
+  for (const auto& p : plan.placements)
+    w.add(instrument::ExpertPlacementRecord{p.iteration, p.layer, p.expert, p.rank.value, p.role});
+
+  for (const auto& info : all_op_kinds()) kind_names_.push_back(w.intern(info.name));
+}
+
+// One synthesized kernel per op (a memcpy record for copies), attributed to
+// the op, so the GPU-oriented views are populated.
+void TraceOutput::op_ended(const Op& op, double start_s, double end_s) {
+  if (!full_) return;
+  if (is_copy(op)) {
+    const auto dir = copy_direction(plan_, op);
+    instrument::MemcpyRecord m;
+    m.rank = op.rank;
+    m.stream = op.stream;
+    m.start_ns = to_ns(start_s);
+    m.end_ns = to_ns(end_s);
+    m.bytes = std::max<std::int64_t>(op.bytes, 0);
+    m.copy_kind = dir.kind;
+    m.src_kind = dir.src;
+    m.dst_kind = dir.dst;
+    m.op = op.id;
+    w_.add(m);
+    return;
+  }
+  const auto* c = op.collective();
+  const auto key = std::tuple{static_cast<int>(op.kind), static_cast<int>(op.coords.phase),
+                              c ? static_cast<int>(c->kind) : -1};
+  auto it = kernel_names_.find(key);
+  if (it == kernel_names_.end())
+    it = kernel_names_.emplace(key, w_.intern(kernel_name(plan_, op, model_.device))).first;
+  instrument::KernelRecord k;
+  k.rank = op.rank;
+  k.stream = op.stream;
+  k.start_ns = to_ns(start_s);
+  k.end_ns = to_ns(end_s);
+  k.name = it->second;
+  launch_shape(op, model_.device, k);
+  k.op = op.id;
+  w_.add(k);
+}
+
+TraceOutputStats TraceOutput::finish(const SimResult& result, const std::function<void()>& before_close) {
+  const Plan& plan = plan_;
+  auto& w = w_;
+  w.set_config("sim.makespan_s", fmt::format("{:.9g}", result.makespan_s));
 
   // The op that allocates each buffer (its stream goes on the memory event).
   std::vector<StreamId> alloc_stream(plan.buffers.size()), free_stream(plan.buffers.size());
@@ -200,7 +284,6 @@ TraceOutputStats write_trace(const std::string& path, const Plan& plan, const Co
     for (BufferId b : op.free_after) free_stream[static_cast<std::size_t>(b.value)] = op.stream;
   }
 
-  const bool full = options.detail == TraceDetail::kFull;
   std::vector<instrument::OpBufferRecord> accesses;
   const std::size_t n = plan.ops.size();
   const std::size_t report_every = std::max<std::size_t>(1, n / 100);
@@ -211,8 +294,8 @@ TraceOutputStats write_trace(const std::string& path, const Plan& plan, const Co
     r.rank = op.rank;
     r.stream = op.stream;
     r.kind = op.kind;
-    r.name = options.full_op_names && !op.name.empty() ? w.intern(op.name)
-                                                       : kind_names[static_cast<std::size_t>(op.kind)];
+    r.name = options_.full_op_names && !op.name.empty() ? w.intern(op.name)
+                                                        : kind_names_[static_cast<std::size_t>(op.kind)];
     r.layer = op.coords.layer;
     r.iteration = op.coords.iteration;
     r.micro_batch = op.coords.micro_batch;
@@ -229,42 +312,11 @@ TraceOutputStats write_trace(const std::string& path, const Plan& plan, const Co
     // The op's deps and buffer accesses go on its row (the writer merges
     // duplicates: a buffer both read and written becomes read-write).
     accesses.clear();
-    if (full)
+    if (full_)
       for (const auto& a : op.buffers) accesses.push_back({op.id, a.buffer, a.access});
     w.add(r, op.deps, accesses);
-
-    if (full) {
-      if (is_copy(op)) {
-        const auto dir = copy_direction(plan, op);
-        instrument::MemcpyRecord m;
-        m.rank = op.rank;
-        m.stream = op.stream;
-        m.start_ns = r.start_ns;
-        m.end_ns = r.end_ns;
-        m.bytes = std::max<std::int64_t>(op.bytes, 0);
-        m.copy_kind = dir.kind;
-        m.src_kind = dir.src;
-        m.dst_kind = dir.dst;
-        m.op = op.id;
-        w.add(m);
-      } else {
-        const auto* c = op.collective();
-        const auto key = std::tuple{static_cast<int>(op.kind), static_cast<int>(op.coords.phase),
-                                    c ? static_cast<int>(c->kind) : -1};
-        auto it = kernel_names.find(key);
-        if (it == kernel_names.end()) it = kernel_names.emplace(key, w.intern(kernel_name(plan, op, dev))).first;
-        instrument::KernelRecord k;
-        k.rank = op.rank;
-        k.stream = op.stream;
-        k.start_ns = r.start_ns;
-        k.end_ns = r.end_ns;
-        k.name = it->second;
-        launch_shape(op, dev, k);
-        k.op = op.id;
-        w.add(k);
-      }
-    }
-    if (options.progress && i % report_every == 0) options.progress(0.9 * static_cast<double>(i) / static_cast<double>(n));
+    if (options_.progress && i % report_every == 0)
+      options_.progress(0.9 * static_cast<double>(i) / static_cast<double>(n));
   }
 
   // Buffers and their memory events (the analyzer's memory timeline). The
@@ -321,24 +373,39 @@ TraceOutputStats write_trace(const std::string& path, const Plan& plan, const Co
   }
   std::vector<Event>().swap(events);
 
-  bool per_expert_totals = false;
-  for (const auto& l : plan.loads) {
-    w.add(instrument::ExpertLoadRecord{l.iteration, l.layer, l.source, l.expert, l.tokens});
-    per_expert_totals = per_expert_totals || l.source < 0;
-  }
-  if (per_expert_totals)
-    w.set_config("sim.expert_load",
-                 "per-expert totals (src_rank = -1): the plan was built timing-only at a scale where the "
-                 "per-source table would dominate the trace");
-  for (const auto& p : plan.placements)
-    w.add(instrument::ExpertPlacementRecord{p.iteration, p.layer, p.expert, p.rank.value, p.role});
-
-  w.set_config("sim.trace_detail", full ? "full" : "lean");
+  if (before_close) before_close();
   const auto t_close = std::chrono::steady_clock::now();
   w.close();
   const double close_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_close).count();
-  if (options.progress) options.progress(1.0);
+  if (options_.progress) options_.progress(1.0);
   return {w.stats().rows_written, close_seconds};
+}
+
+}  // namespace
+
+TraceOutputStats write_trace(const std::string& path, const Plan& plan, const CostModel& model,
+                             const SimResult& result, const TraceOutputOptions& options) {
+  if (result.start_s.size() != plan.ops.size() || result.alloc_s.size() != plan.buffers.size())
+    throw Error("write_trace: the simulation result does not belong to this plan");
+  TraceOutput out(path, plan, model, options);
+  for (std::size_t i = 0; i < plan.ops.size(); ++i) out.op_ended(plan.ops[i], result.start_s[i], result.end_s[i]);
+  return out.finish(result);
+}
+
+SimulatedTrace simulate_to_trace(const std::string& path, Plan plan, const CostModel& model,
+                                 const SimOptions& sim_options, const TraceOutputOptions& options) {
+  model.validate();
+  SimulatedTrace t;
+  t.ops = plan.ops.size();
+  t.buffers = plan.buffers.size();
+  TraceOutput out(path, plan, model, options);
+  SimOptions so = sim_options;
+  so.op_ended = [&out](const Op& op, double start_s, double end_s) { out.op_ended(op, start_s, end_s); };
+  const auto t0 = std::chrono::steady_clock::now();
+  t.result = simulate(plan, model, so);
+  t.simulate_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  t.stats = out.finish(t.result, [&plan] { plan = Plan(); });
+  return t;
 }
 
 }  // namespace moetrace::sim

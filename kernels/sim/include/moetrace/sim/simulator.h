@@ -27,6 +27,9 @@ namespace moetrace::sim {
 struct SimOptions {
   // Fraction of ops finished, in [0, 1]; called now and then.
   std::function<void(double)> progress;
+  // Called as each op ends, in the order they end (ops of a collective in
+  // plan order), with its simulated start and end in seconds.
+  std::function<void(const plan::Op& op, double start_s, double end_s)> op_ended;
 };
 
 // Peak memory of one rank (device memory; pinned host memory separately).

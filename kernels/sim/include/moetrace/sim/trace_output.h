@@ -44,6 +44,23 @@ struct TraceOutputStats {
 TraceOutputStats write_trace(const std::string& path, const plan::Plan& plan, const CostModel& model,
                              const SimResult& result, const TraceOutputOptions& options = {});
 
+struct SimulatedTrace {
+  SimResult result;
+  TraceOutputStats stats;
+  double simulate_seconds = 0;       // of the wall time, the simulation's
+  std::size_t ops = 0, buffers = 0;  // the plan's
+};
+
+// simulate() then write_trace(), with the writer's thread busy from the
+// start: the rows that do not wait for the simulation to end (run
+// configuration, devices, ranks, streams, layers, expert load and placement;
+// each op's kernel as the op ends) are inserted on another core while it
+// runs, and the plan, taken by value, is freed while the last rows are. The
+// trace is write_trace()'s but for the order of kernel rows (the order the
+// ops end in, as CUPTI delivers them).
+SimulatedTrace simulate_to_trace(const std::string& path, plan::Plan plan, const CostModel& model,
+                                 const SimOptions& sim_options = {}, const TraceOutputOptions& options = {});
+
 // The synthesized kernel name of a (non-copy) op, e.g.
 // "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64" for an expert
 // FFN, "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)" for an
