@@ -15,6 +15,5 @@ CREATE INDEX IF NOT EXISTS api_calls_by_correlation ON api_calls(correlation_id)
 CREATE INDEX IF NOT EXISTS nvtx_by_thread   ON nvtx_ranges(rank, thread_id, start_ns);
 -- Breakdowns per rank x layer x iteration x phase.
 CREATE INDEX IF NOT EXISTS op_ranges_by_moe_coords ON op_ranges(layer, iteration, phase, rank);
--- Memory timeline per rank, and buffers by tag.
-CREATE INDEX IF NOT EXISTS memory_events_by_rank ON memory_events(rank, ts_ns);
+-- Buffers by tag (the memory timeline per rank is memory_events' own order).
 CREATE INDEX IF NOT EXISTS buffers_by_rank_tag   ON buffers(rank, tag);

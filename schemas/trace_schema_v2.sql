@@ -123,8 +123,11 @@ CREATE TABLE memset (
   op_id          INTEGER
 );
 
+-- Clustered by (rank, ts_ns): a rank's memory timeline is one range of the
+-- table, in time order, with no index to build beside it. `id` (unique,
+-- in the order the writer received the events) breaks ties.
 CREATE TABLE memory_events (
-  id             INTEGER PRIMARY KEY,
+  id             INTEGER NOT NULL,
   rank           INTEGER NOT NULL,
   ts_ns          INTEGER NOT NULL,
   kind           INTEGER NOT NULL CHECK (kind = 0 OR kind = 1),
@@ -133,8 +136,9 @@ CREATE TABLE memory_events (
   memory_kind    INTEGER NOT NULL,
   stream_id      INTEGER,
   correlation_id INTEGER,
-  buffer_id      INTEGER
-);
+  buffer_id      INTEGER,
+  PRIMARY KEY (rank, ts_ns, id)
+) WITHOUT ROWID;
 
 CREATE TABLE api_calls (
   id             INTEGER PRIMARY KEY,

@@ -152,7 +152,7 @@ struct TraceWriter::Statements {
                 "op_id"}),
         memory_event(db, "memory_events",
                      {"rank", "ts_ns", "kind", "address", "bytes", "memory_kind", "stream_id",
-                      "correlation_id", "buffer_id"}),
+                      "correlation_id", "buffer_id", "id"}),
         api_call(db, "api_calls",
                  {"rank", "thread_id", "start_ns", "end_ns", "api", "name_id", "correlation_id",
                   "return_code"}),
@@ -688,6 +688,7 @@ void TraceWriter::write_batch(Pending& b) {
     st.bind_id(o + 7, r.stream.value);
     corr(st, o + 8, r.correlation_id);
     st.bind_id(o + 9, r.buffer.value);
+    st.bind(o + 10, next_memory_event_id_++);  // memory_events has no rowid to number it
   });
   s.api_call.insert(b.api_calls, [](Statement& st, int o, const ApiCallRecord& r) {
     st.bind(o + 1, std::int64_t{r.rank.value});

@@ -320,8 +320,8 @@ TraceOutputStats TraceOutput::finish(const SimResult& result, const std::functio
   }
 
   // Buffers and their memory events (the analyzer's memory timeline). The
-  // events go in (rank, time) order, the order of their index
-  // (memory_events_by_rank), which makes building it at close cheaper.
+  // events go in (rank, time) order, memory_events' key order, so each
+  // insert appends to the table.
   std::vector<std::uint64_t> next_address(static_cast<std::size_t>(std::max(plan.world_size, 0)));
   for (std::size_t r = 0; r < next_address.size(); ++r)
     next_address[r] = 0x7f0000000000ULL + (static_cast<std::uint64_t>(r) << 36);

@@ -146,6 +146,7 @@ class TraceWriter {
   std::unique_ptr<Pending> spare_;
   struct Link;
   std::vector<Link> orphans_;         // op links whose op row is not written yet
+  std::int64_t next_memory_event_id_ = 1;
   std::condition_variable cv_;
   bool stop_ = false;
   bool wake_ = false;
