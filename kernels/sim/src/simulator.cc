@@ -278,6 +278,9 @@ void Engine::build_tasks() {
   task_of_op_.assign(n, -1);
   std::unordered_map<std::int64_t, int> by_collective;
   std::vector<int> members_count;
+  // At most one task per op; capacity never touched costs no memory.
+  tasks_.reserve(n);
+  members_count.reserve(n);
   for (std::size_t i = 0; i < n; ++i) {
     const Op& op = plan_.ops[i];
     if (op.id.value != static_cast<std::int64_t>(i))
