@@ -121,6 +121,8 @@ class TraceWriter {
   void join_links(Pending& batch);
 
   void stop_flusher();
+  // close()'s database work: the last flush, the indexes, the finalized mark.
+  void finalize();
 
   std::string path_;       // where the trace appears
   std::string db_path_;    // where it is written (path_ unless non-durable)
