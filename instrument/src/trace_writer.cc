@@ -3,9 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <exception>
 #include <cstdio>
 #include <ctime>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <optional>
