@@ -209,10 +209,10 @@ class Builder {
       if (h.last_writer != op.id) depend_on(h.last_writer);
       for (OpId r : h.readers) depend_on(r);
       h.freed = true;
-      op.free_after.push_back(f);
       // A freed buffer is never touched again: drop its bookkeeping.
       std::vector<OpId>().swap(h.readers);
     }
+    op.free_after = std::move(a.free);
     std::sort(deps.begin(), deps.end());
     deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
     deps.erase(std::remove(deps.begin(), deps.end(), op.id), deps.end());
@@ -270,12 +270,12 @@ class TimingPlanBuilder {
   };
 
   int chunk_coord(int c) const { return n_ > 1 ? c : -1; }
-  BufferId add_buffer(RankId rank, BufferTag tag, const std::string& name, std::int64_t rows,
-                      std::int64_t cols, int elem_bytes, const Coords& c, BufferBinding binding = {}) {
+  BufferId add_buffer(RankId rank, BufferTag tag, std::string name, std::int64_t rows, std::int64_t cols,
+                      int elem_bytes, const Coords& c, BufferBinding binding = {}) {
     Buffer buf;
     buf.rank = rank;
     buf.tag = tag;
-    buf.name = name;
+    buf.name = std::move(name);
     buf.rows = rows;
     buf.cols = cols;
     buf.elem_bytes = elem_bytes;
