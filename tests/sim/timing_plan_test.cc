@@ -3,6 +3,8 @@
 // simulator gives both the same times.
 #include <gtest/gtest.h>
 
+#include <ostream>
+
 #include "moetrace/plan/builders.h"
 #include "moetrace/schema/error.h"
 #include "moetrace/sim/run_spec.h"
@@ -91,6 +93,10 @@ struct Case {
   int r;
   bool dense;
 };
+
+// gtest would otherwise print the struct's bytes, padding included
+// (uninitialised under valgrind).
+void PrintTo(const Case& c, std::ostream* os) { *os << c.variant << " r=" << c.r << (c.dense ? " dense" : ""); }
 
 class TimingPlan : public ::testing::TestWithParam<Case> {};
 
