@@ -101,7 +101,9 @@ class TraceWriter {
   // (as far as WAL with synchronous=NORMAL goes: safe against a process kill).
   void flush();
   // Final flush, the run's time range, indexes, and a single-file database
-  // (journal back to DELETE mode). Idempotent; throws on I/O errors.
+  // (journal back to DELETE mode). Idempotent; throws on I/O errors. The
+  // database work runs on a short-lived thread of its own (its own malloc
+  // arena: see finalize()); close() waits for it.
   void close();
 
   // Sets run.world_size (where it is known only after the rows, as in an
