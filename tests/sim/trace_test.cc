@@ -216,7 +216,11 @@ std::size_t expect_same_trace(const RunSpec& spec) {
   const plan::Plan plan = build_plan(spec);
   const SimResult result = simulate(plan, model);
   write_trace(a, plan, model, result);
-  const auto t = simulate_to_trace(b, build_plan(spec), model);
+  std::size_t ended = 0;  // a caller's own op_ended is still called
+  SimOptions so;
+  so.op_ended = [&ended](const plan::Op&, double, double) { ++ended; };
+  const auto t = simulate_to_trace(b, build_plan(spec), model, so);
+  EXPECT_EQ(ended, plan.ops.size());
   EXPECT_EQ(t.ops, plan.ops.size());
   EXPECT_EQ(t.buffers, plan.buffers.size());
   EXPECT_EQ(t.result.end_s, result.end_s);

@@ -400,7 +400,10 @@ SimulatedTrace simulate_to_trace(const std::string& path, Plan plan, const CostM
   t.buffers = plan.buffers.size();
   TraceOutput out(path, plan, model, options);
   SimOptions so = sim_options;
-  so.op_ended = [&out](const Op& op, double start_s, double end_s) { out.op_ended(op, start_s, end_s); };
+  so.op_ended = [&out, caller = sim_options.op_ended](const Op& op, double start_s, double end_s) {
+    out.op_ended(op, start_s, end_s);
+    if (caller) caller(op, start_s, end_s);
+  };
   const auto t0 = std::chrono::steady_clock::now();
   t.result = simulate(plan, model, so);
   t.simulate_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
