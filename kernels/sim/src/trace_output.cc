@@ -128,10 +128,6 @@ void launch_shape(const Op& op, const DeviceSpec& d, instrument::KernelRecord& k
   }
 }
 
-}  // namespace
-
-namespace {
-
 // One trace being written: what does not depend on simulated times at
 // construction, each op's kernel (or memcpy) record as it ends, the rest in
 // finish().
@@ -157,6 +153,11 @@ class TraceOutput {
   std::map<std::tuple<int, int, int>, StringId> kernel_names_;  // (kind, phase, collective kind)
 };
 
+// The configuration the trace records: the caller's, else the plan's.
+const std::string& config_json_of(const Plan& plan, const TraceOutputOptions& options) {
+  return options.config_json.empty() ? plan.config_json : options.config_json;
+}
+
 instrument::RunRecord TraceOutput::run_record(const Plan& plan, const TraceOutputOptions& options) {
   instrument::RunRecord run;
   run.name = options.run_name.empty() ? plan.variant + " (simulated)" : options.run_name;
@@ -165,7 +166,7 @@ instrument::RunRecord TraceOutput::run_record(const Plan& plan, const TraceOutpu
   run.simulated = true;
   run.world_size = plan.world_size;
   run.host = "simulator";
-  run.config_json = options.config_json.empty() ? plan.config_json : options.config_json;
+  run.config_json = config_json_of(plan, options);
   return run;
 }
 
@@ -180,7 +181,7 @@ TraceOutput::TraceOutput(const std::string& path, const Plan& plan, const CostMo
       w_(path, run_record(plan, options), instrument::WriterOptions{.durable = false}) {
   auto& w = w_;
   // run_config: the configuration flattened to dotted keys, and the cost model.
-  const std::string config_json = options.config_json.empty() ? plan.config_json : options.config_json;
+  const std::string& config_json = config_json_of(plan, options);
   if (!config_json.empty()) {
     try {
       flatten(nlohmann::json::parse(config_json), "", w);
@@ -277,18 +278,16 @@ TraceOutputStats TraceOutput::finish(const SimResult& result, const std::functio
   auto& w = w_;
   w.set_config("sim.makespan_s", fmt::format("{:.9g}", result.makespan_s));
 
-  // The op that allocates each buffer (its stream goes on the memory event).
+  // The streams of the ops that allocate and free each buffer (they go on
+  // its memory events), gathered in the pass over the ops.
   std::vector<StreamId> alloc_stream(plan.buffers.size()), free_stream(plan.buffers.size());
-  for (const auto& op : plan.ops) {
-    for (BufferId b : op.alloc_before) alloc_stream[static_cast<std::size_t>(b.value)] = op.stream;
-    for (BufferId b : op.free_after) free_stream[static_cast<std::size_t>(b.value)] = op.stream;
-  }
-
   std::vector<instrument::OpBufferRecord> accesses;
   const std::size_t n = plan.ops.size();
   const std::size_t report_every = std::max<std::size_t>(1, n / 100);
   for (std::size_t i = 0; i < n; ++i) {
     const Op& op = plan.ops[i];
+    for (BufferId b : op.alloc_before) alloc_stream[static_cast<std::size_t>(b.value)] = op.stream;
+    for (BufferId b : op.free_after) free_stream[static_cast<std::size_t>(b.value)] = op.stream;
     instrument::OpRangeRecord r;
     r.id = op.id;
     r.rank = op.rank;
