@@ -10,6 +10,7 @@ packages=(
   libfmt-dev nlohmann-json3-dev libcli11-dev libsimdjson-dev
   libgtest-dev libgmock-dev libvalijson-dev
   qt6-base-dev
+  python3
 )
 
 missing=()
