@@ -54,6 +54,11 @@ class Progress {
 // Loads a trace with progress on a terminal.
 analyzer::Trace load_with_progress(const std::string& path, analyzer::LoadOptions options = {});
 
+// --moe-rules FILE of the commands that read traces: MoE recognition rules
+// for traces of other tools (moe_recognition.h), and the load options of it.
+void add_moe_rules_option(CLI::App* cmd, std::string& path);
+analyzer::LoadOptions moe_rules_options(const std::string& path);
+
 // Runs every analysis with progress on a terminal.
 analyzer::Analyses analyze_with_progress(const analyzer::Trace& trace);
 analyzer::ReportFormat parse_report_format(const std::string& format);

@@ -31,6 +31,18 @@ analyzer::Trace load_with_progress(const std::string& path, analyzer::LoadOption
   return analyzer::load_trace(path, options);
 }
 
+void add_moe_rules_option(CLI::App* cmd, std::string& path) {
+  cmd->add_option("--moe-rules", path,
+                  "MoE recognition rules (JSON, schemas/moe_rules.schema.json) for traces of other tools, tried "
+                  "before the built-in framework presets; see docs/annotations.md");
+}
+
+analyzer::LoadOptions moe_rules_options(const std::string& path) {
+  analyzer::LoadOptions o;
+  o.moe_rules = path;
+  return o;
+}
+
 void write_output(const std::string& path, const std::string& text) {
   if (path.empty() || path == "-") {
     std::cout << text;

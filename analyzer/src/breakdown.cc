@@ -189,7 +189,7 @@ Breakdown compute_breakdown(const Trace& trace) {
     auto& s = layers[row.layer];
     s.layer = row.layer;
     s.total += row.t;
-    (row.phase == Phase::kBackward ? s.backward : s.forward) += row.t;
+    (is_backward(row.phase) ? s.backward : s.forward) += row.t;
     per_rank_iter[row.layer][{row.rank, row.iteration}] += row.t.window_ns;
   }
   for (auto& [layer, s] : layers) {

@@ -46,6 +46,7 @@ ExpertLoadAnalysis analyze_expert_load(const Trace& trace, const Breakdown& brea
   ExpertLoadAnalysis a;
   if (trace.expert_load.empty()) return a;
   a.has_load = true;
+  a.origin = trace.expert_load_origin;
 
   // Experts per layer: the layers table, or the highest expert index seen.
   std::map<std::int32_t, int> experts;

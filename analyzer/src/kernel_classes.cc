@@ -50,6 +50,12 @@ std::vector<KernelRule> parse_kernel_rules(std::string_view json, const std::str
       throw Error(where + ": unknown kernel category \"" + category + "\"");
     rule.category = *c;
     rule.label = r.value("label", std::string());
+    rule.source = r.value("source", std::string());
+    if (r.contains("kind")) {
+      const auto name = r["kind"].is_string() ? r["kind"].get<std::string>() : std::string();
+      rule.kind = parse_moe_kind(name);
+      if (!rule.kind) throw Error(where + ": unknown op kind \"" + name + "\"");
+    }
     rules.push_back(std::move(rule));
   }
   return rules;
@@ -61,9 +67,25 @@ const std::vector<KernelRule>& kernel_rules() {
   return rules;
 }
 
-int match_kernel_rule(std::string_view kernel_name) {
+std::optional<OpKind> parse_moe_kind(std::string_view name) {
+  static constexpr std::pair<std::string_view, OpKind> kKinds[] = {
+      {"dispatch", OpKind::kDispatchAllToAll}, {"combine", OpKind::kCombineAllToAll},
+      {"expert", OpKind::kExpertFfn},          {"gate", OpKind::kGate},
+      {"permute", OpKind::kPermute},           {"unpermute", OpKind::kUnpermute},
+      {"all_reduce", OpKind::kMoeAllReduce},   {"offload", OpKind::kOffload},
+      {"prefetch", OpKind::kPrefetch},         {"recompute", OpKind::kRecompute},
+      {"plan", OpKind::kPlan},                 {"trans", OpKind::kTrans},
+      {"agg", OpKind::kAgg},                   {"attention", OpKind::kAttention},
+      {"other", OpKind::kOtherOp}};
+  for (const auto& [n, k] : kKinds)
+    if (n == name) return k;
+  return std::nullopt;
+}
+
+namespace {
+
+int first_match(const std::vector<KernelRule>& rules, std::string_view kernel_name) {
   const std::string name = lower(kernel_name);
-  const auto& rules = kernel_rules();
   for (std::size_t i = 0; i < rules.size(); ++i) {
     const auto& all = rules[i].all_of;
     if (std::all_of(all.begin(), all.end(),
@@ -71,6 +93,15 @@ int match_kernel_rule(std::string_view kernel_name) {
       return static_cast<int>(i);
   }
   return -1;
+}
+
+}  // namespace
+
+int match_kernel_rule(std::string_view kernel_name) { return first_match(kernel_rules(), kernel_name); }
+
+const KernelRule* match_kernel_rule(const std::vector<KernelRule>& rules, std::string_view kernel_name) {
+  const int i = first_match(rules, kernel_name);
+  return i < 0 ? nullptr : &rules[static_cast<std::size_t>(i)];
 }
 
 Category classify_kernel_name(std::string_view kernel_name) {

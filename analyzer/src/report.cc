@@ -380,6 +380,7 @@ nlohmann::json report_json(const Trace& trace, const Analyses& a, const ReportOp
       {"report_version", kReportVersion},
       {"run", run_json(trace.run)},
       {"projection", projection_json(trace.projection)},
+      {"recognition", report_detail::recognition_json(trace)},
       {"nvtx", nvtx_json(a.nvtx)},
       {"breakdown", breakdown_json(a.breakdown, options)},
       {"memory", memory_json(a.memory, options)},

@@ -89,10 +89,12 @@ Section projection_section(const Trace& trace) {
     s.para("The trace holds no GPU activities (kernels, copies); op times are their ranges.");
   } else {
     s.para(fmt::format(
-        "{} GPU activities: {} attributed to an op in the trace, {} through their correlation id to the "
+        "{} GPU activities: {} attributed to an op {}, {} through their correlation id to the "
         "op range that launched them; {} unattributed ({} without correlation id, {} without a launching "
         "API call on their rank, {} launched outside every op range).",
-        p.activities, p.attributed_in_trace, p.projected, p.unattributed(), p.no_correlation, p.no_api_call,
+        p.activities, p.attributed_in_trace,
+        trace.recognition.activities_placed > 0 ? "by MoE recognition" : "in the trace", p.projected,
+        p.unattributed(), p.no_correlation, p.no_api_call,
         p.outside_ranges));
     if (p.ops_retimed > 0)
       s.para(fmt::format("{} op ranges took the GPU span of their activities as their time.", p.ops_retimed));
@@ -207,6 +209,7 @@ Section expert_load_section(const ExpertLoadAnalysis& a, const ReportOptions& o)
       "deviation of the tokens per device (pro-prophet Sec. VI-C); RB = balance degree home / actual "
       "placement; imbalance = slowest rank's MoE-layer time minus the mean (fwd + bwd per iteration).",
       a.experts, a.devices));
+  if (!a.origin.empty()) s.para("Load from " + a.origin + ".");
   Table t{{"layer", "its", "expert max/mean", "expert CV", "device max/mean", "balance degree", "RB",
            "imbalance", "busiest expert time", "mean expert time"},
           {}};
@@ -338,15 +341,23 @@ std::vector<std::string> breakdown_summary(const Breakdown& b) {
   if (b.iterations.empty()) return lines;
   const auto n = static_cast<std::int64_t>(b.iterations.size());
   const auto& it = b.iteration_total;
-  lines.push_back(fmt::format("{} iteration row{} (rank x iteration), mean iteration {}; MoE layers are {} of it",
-                              n, n == 1 ? "" : "s", format_duration(it.window_ns / n),
-                              format_percent(b.moe_share_of_iteration())));
-  lines.push_back(fmt::format("all-to-all: {} of MoE-layer time, {} of iteration time",
-                              format_percent(b.all_to_all_share_of_moe()),
-                              format_percent(b.all_to_all_share_of_iteration())));
-  lines.push_back(fmt::format("all-reduce: {} of MoE-layer time, {} of iteration time",
-                              format_percent(b.all_reduce_share_of_moe()),
-                              format_percent(b.all_reduce_share_of_iteration())));
+  if (b.layers.empty()) {
+    lines.push_back(fmt::format("{} iteration row{} (rank x iteration), mean iteration {}; no MoE layer in the trace",
+                                n, n == 1 ? "" : "s", format_duration(it.window_ns / n)));
+    lines.push_back(fmt::format("all-to-all: {} of iteration time; all-reduce: {} of iteration time",
+                                format_percent(b.all_to_all_share_of_iteration()),
+                                format_percent(b.all_reduce_share_of_iteration())));
+  } else {
+    lines.push_back(fmt::format("{} iteration row{} (rank x iteration), mean iteration {}; MoE layers are {} of it",
+                                n, n == 1 ? "" : "s", format_duration(it.window_ns / n),
+                                format_percent(b.moe_share_of_iteration())));
+    lines.push_back(fmt::format("all-to-all: {} of MoE-layer time, {} of iteration time",
+                                format_percent(b.all_to_all_share_of_moe()),
+                                format_percent(b.all_to_all_share_of_iteration())));
+    lines.push_back(fmt::format("all-reduce: {} of MoE-layer time, {} of iteration time",
+                                format_percent(b.all_reduce_share_of_moe()),
+                                format_percent(b.all_reduce_share_of_iteration())));
+  }
   lines.push_back(fmt::format("communication hidden by computation: {} ({} exposed per iteration)",
                               format_percent(it.hidden_fraction()), format_duration(it.comm_exposed_ns / n)));
   return lines;
@@ -420,6 +431,7 @@ Section recommendations_section(const Analyses& a) {
 
 std::vector<Section> analysis_sections(const Trace& trace, const Analyses& a, const ReportOptions& options) {
   std::vector<Section> s;
+  if (trace.recognition.ran) s.push_back(recognition_section(trace));
   s.push_back(projection_section(trace));
   if (a.nvtx.ranges > 0) s.push_back(nvtx_section(a.nvtx, options));
   s.push_back(memory_section(a.memory, options));

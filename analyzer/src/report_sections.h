@@ -3,6 +3,8 @@
 #pragma once
 
 #include <iosfwd>
+
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -40,6 +42,10 @@ Section fitted_models_section(const CostModel& m);
 Section recommendations_section(const Analyses& a);
 // projection, memory, expert_load, locality, fitted_models, recommendations.
 std::vector<Section> analysis_sections(const Trace& trace, const Analyses& a, const ReportOptions& options);
+
+// MoE recognition of a trace from another tool (report_recognition.cc).
+Section recognition_section(const Trace& trace);
+nlohmann::json recognition_json(const Trace& trace);
 
 void render_text(std::ostream& out, const Section& s);
 void render_markdown(std::ostream& out, const Section& s);

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "moetrace/analyzer/kernel_classes.h"
+#include "moetrace/analyzer/moe_recognition.h"
 #include "moetrace/analyzer/projection.h"
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/schema/error.h"
@@ -96,6 +97,25 @@ void Trace::sort_ops() {
   for (auto& [id, index] : op_index_) index = new_index[static_cast<std::size_t>(index)];
 }
 
+void Trace::index_ops() {
+  std::vector<std::int64_t> activity_op_ids(activities.size(), -1);
+  for (std::size_t i = 0; i < activities.size(); ++i)
+    if (activities[i].op >= 0) activity_op_ids[i] = ops[static_cast<std::size_t>(activities[i].op)].id.value;
+  std::sort(ops.begin(), ops.end(), [](const OpRange& a, const OpRange& b) {
+    if (a.stream != b.stream) return a.stream < b.stream;
+    if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+    return a.end_ns > b.end_ns;
+  });
+  op_index_.resize(ops.size());
+  for (std::size_t i = 0; i < ops.size(); ++i) op_index_[i] = {ops[i].id.value, static_cast<std::int32_t>(i)};
+  std::sort(op_index_.begin(), op_index_.end());
+  for (std::size_t i = 0; i < activities.size(); ++i)
+    activities[i].op = activity_op_ids[i] >= 0 ? op_index(OpId(activity_op_ids[i])) : -1;
+  op_track_begin.assign(streams.size() + 1, 0);
+  for (const auto& op : ops) ++op_track_begin[static_cast<std::size_t>(op.stream) + 1];
+  for (std::size_t i = 0; i < streams.size(); ++i) op_track_begin[i + 1] += op_track_begin[i];
+}
+
 class TraceLoader {
  public:
   TraceLoader(const std::string& path, const LoadOptions& options)
@@ -115,7 +135,17 @@ class TraceLoader {
     if (options_.nvtx) load_nvtx();
     if (options_.memory) load_memory();
     load_moe_tables();
+    load_collectives();
     build_tracks();
+    if (options_.recognize && trace_.ops.empty()) {
+      progress("recognising MoE ops", 0.993);
+      if (options_.moe_rules.empty()) {
+        recognize_moe(trace_, builtin_moe_rules());
+      } else {
+        const auto user = load_moe_rules(options_.moe_rules);
+        recognize_moe(trace_, combine_moe_rules(&user));
+      }
+    }
     if (options_.project) {
       progress("projecting", 0.995);
       project_activities(trace_);
@@ -540,6 +570,48 @@ class TraceLoader {
                                    static_cast<std::int32_t>(p.int64(2)),
                                    static_cast<std::int32_t>(p.int64(3)), std::string(p.text(4))});
     }
+  }
+
+  // The collectives table (absent from traces older than it), for MoE
+  // recognition: all-to-all split sizes give the load per destination rank.
+  void load_collectives() {
+    if (!db_.has_table("collectives")) return;
+    auto st = db_.prepare(
+        "SELECT rank, correlation_id, name, in_nelems, out_nelems, group_size, dtype, in_splits, "
+        "out_splits FROM collectives ORDER BY rank, correlation_id");
+    while (st.step()) {
+      Collective c;
+      c.rank = RankId(static_cast<std::int32_t>(st.int64(0)));
+      c.correlation_id = st.int64_or(1, 0);
+      c.name = st.text(2);
+      c.in_nelems = st.int64_or(3, -1);
+      c.out_nelems = st.int64_or(4, -1);
+      c.group_size = static_cast<std::int32_t>(st.int64_or(5, -1));
+      c.dtype = st.text(6);
+      c.in_splits = parse_splits(st.text(7));
+      c.out_splits = parse_splits(st.text(8));
+      trace_.collectives.push_back(std::move(c));
+    }
+  }
+
+  // "[12, 0, 7]" (Kineto's split sizes) -> {12, 0, 7}; anything that is not a
+  // list of non-negative integers -> {} (no load is derived from it).
+  static std::vector<std::int64_t> parse_splits(std::string_view text) {
+    std::vector<std::int64_t> out;
+    std::int64_t v = -1;
+    for (char ch : text) {
+      if (ch >= '0' && ch <= '9') {
+        if (v > (INT64_MAX - 9) / 10) return {};
+        v = (v < 0 ? 0 : v * 10) + (ch - '0');
+      } else if (ch == ',' || ch == ']') {
+        if (v >= 0) out.push_back(v);
+        v = -1;
+      } else if (ch != '[' && ch != ' ') {
+        return {};
+      }
+    }
+    if (v >= 0) out.push_back(v);
+    return out;
   }
 
   // Sorts activities and ops into per-stream tracks, resolves op ids to indices.

@@ -4,6 +4,7 @@
 #include <QPointer>
 #include <QtConcurrent/QtConcurrentRun>
 #include <chrono>
+#include <cstdlib>
 
 #include "moetrace/schema/error.h"
 
@@ -42,6 +43,9 @@ std::shared_ptr<const LoadedTrace> TraceSession::load(const QString& path,
   out->path = path;
   const auto t0 = std::chrono::steady_clock::now();
   analyzer::LoadOptions lo;
+  // MoE recognition rules of the user for traces of other tools (as
+  // `moetrace report --moe-rules FILE`).
+  if (const char* rules = std::getenv("MOETRACE_MOE_RULES"); rules && *rules) lo.moe_rules = rules;
   // Loading is most of the time; model building the rest.
   lo.progress = [&](std::string_view stage, double f) {
     if (progress) progress(stage, 0.85 * f);

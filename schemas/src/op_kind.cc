@@ -29,6 +29,7 @@ std::string_view phase_name(Phase p) {
     case Phase::kForward: return "fwd";
     case Phase::kBackward: return "bwd";
     case Phase::kOther: return "other";
+    case Phase::kWeightGradient: return "wgrad";
   }
   return "other";
 }
@@ -37,6 +38,7 @@ std::optional<Phase> parse_phase(std::string_view name) {
   if (name == "fwd") return Phase::kForward;
   if (name == "bwd") return Phase::kBackward;
   if (name == "other") return Phase::kOther;
+  if (name == "wgrad") return Phase::kWeightGradient;
   return std::nullopt;
 }
 

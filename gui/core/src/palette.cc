@@ -103,7 +103,8 @@ ColourClass span_colour_class(Phase phase, bool has_phase) {
   if (!has_phase) return ColourClass::kOtherSpan;
   switch (phase) {
     case Phase::kForward: return ColourClass::kForwardSpan;
-    case Phase::kBackward: return ColourClass::kBackwardSpan;
+    case Phase::kBackward:
+    case Phase::kWeightGradient: return ColourClass::kBackwardSpan;
     case Phase::kOther: return ColourClass::kOtherSpan;
   }
   return ColourClass::kOtherSpan;

@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "moetrace/analyzer/breakdown.h"
@@ -83,6 +84,7 @@ struct LayerLoadSummary {
 
 struct ExpertLoadAnalysis {
   bool has_load = false;
+  std::string origin;  // Trace::expert_load_origin: empty for the trace's own expert_load table
   int experts = 0;  // max over layers
   int devices = 0;
   std::vector<LoadRow> rows;              // by (layer, iteration)

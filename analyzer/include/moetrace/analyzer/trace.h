@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <span>
 #include <string>
 #include <string_view>
@@ -163,6 +164,18 @@ struct ExpertPlacement {
   std::string role;
 };
 
+// A collective as the source tool described it (the collectives table:
+// Kineto's NCCL kernel args), linked to its kernel by (rank, correlation id).
+struct Collective {
+  RankId rank;
+  std::int64_t correlation_id = 0;  // 0: none
+  std::string name;                 // "all_to_all", "allreduce", ... as recorded
+  std::int64_t in_nelems = -1, out_nelems = -1;
+  std::int32_t group_size = -1;
+  std::string dtype;
+  std::vector<std::int64_t> in_splits, out_splits;  // all-to-all(v): elements per peer
+};
+
 // What the NVTX-to-GPU projection (projection.h) did to a trace's activities.
 struct ProjectionStats {
   bool ran = false;                      // false: the trace was loaded without it
@@ -174,6 +187,29 @@ struct ProjectionStats {
   std::int64_t outside_ranges = 0;       // unattributed, API call outside every op range
   std::int64_t ops_retimed = 0;          // GPU-run op ranges given their GPU start/end
   std::int64_t unattributed() const { return no_correlation + no_api_call + outside_ranges; }
+};
+
+// What MoE recognition (moe_recognition.h) found and derived, for the
+// report's "derived from" lines.
+struct RecognitionStats {
+  bool ran = false;                    // false: the trace has op ranges of its own
+  bool moe = false;                    // MoE evidence found: op ranges were materialised
+  std::int64_t ranges_matched = 0;     // host ranges that became contexts
+  std::int64_t annotations = 0;        // of them, by the annotation convention
+  std::int64_t annotations_malformed = 0;
+  std::string first_malformed;         // name and reason of the first malformed one
+  std::int64_t activities_placed = 0;  // activities that became op ranges
+  std::int64_t activities_total = 0;
+  std::int64_t kernels_by_name = 0;    // of the placed, kind from a kernel rule
+  std::int64_t layers_by_order = 0;    // ops whose layer was inferred by order
+  std::int64_t directions_by_order = 0;  // all-to-all ops whose direction was inferred by order
+  std::int64_t a2a_assumed_moe = 0;    // all-to-alls outside MoE ranges taken as MoE dispatch/combine
+  bool iterations_marked = false;      // some range gave iterations
+  bool phases_marked = false;          // some range gave backward phases
+  bool layers_marked = false;          // some range gave layers (numbered or not)
+  std::vector<std::string> ambiguities;  // one line each
+  std::map<std::string, std::int64_t> rules_used;  // "preset: label" -> ranges or kernels matched
+  std::int64_t load_collectives = 0;   // all-to-all(v) calls whose split sizes gave load
 };
 
 class Trace {
@@ -199,7 +235,13 @@ class Trace {
   std::vector<OpDep> op_deps;
   std::vector<ExpertLoad> expert_load;     // sorted by (iteration, layer, src_rank, expert)
   std::vector<ExpertPlacement> placements;
+  std::vector<Collective> collectives;     // sorted by (rank, correlation id)
+  // Where expert_load came from when not from the trace's own table (MoE
+  // recognition fills it from all-to-all split sizes: one "expert" per
+  // destination rank); empty: the trace's expert_load table.
+  std::string expert_load_origin;
   ProjectionStats projection;
+  RecognitionStats recognition;
   // By string id: the Category (as int) of each kernel name by the rules of
   // analyzer/data/kernel_classes.json; -1 where not a kernel name. Filled by
   // classify_kernel_names() (the loader calls it); classify_activity falls
@@ -242,6 +284,9 @@ class Trace {
   // Re-sorts ops into track order after their times changed, and remaps
   // Activity::op and the op-id index accordingly.
   void sort_ops();
+  // After ops were added: sorts them into tracks and rebuilds the op-id
+  // index and the track offsets (ops' ids must be unique).
+  void index_ops();
 
  private:
   friend class TraceLoader;
@@ -253,9 +298,13 @@ struct LoadOptions {
   bool api_calls = true;
   bool nvtx = true;
   bool memory = true;
-  // Stage name and fraction done in [0, 1]; called from the loading thread.
   // Attribute activities to the op ranges that launched them (projection.h).
   bool project = true;
+  // MoE recognition (moe_recognition.h) on traces without op ranges of their
+  // own; `moe_rules`: a user's rules file, tried before the built-in presets.
+  bool recognize = true;
+  std::string moe_rules;
+  // Stage name and fraction done in [0, 1]; called from the loading thread.
   std::function<void(std::string_view stage, double fraction)> progress;
 };
 

@@ -32,8 +32,12 @@ constexpr bool is_computation(Category c) {
   return c == Category::kExpertCompute || c == Category::kGating || c == Category::kOtherCompute;
 }
 
-enum class Phase : std::uint8_t { kForward = 0, kBackward = 1, kOther = 2 };
-std::string_view phase_name(Phase p);  // "fwd", "bwd", "other"
+// kWeightGradient: the weight-gradient half of a backward pass that is split
+// in two (DualPipe and zero-bubble schedules: backward for inputs, then for
+// weights); the reports count it with the backward.
+enum class Phase : std::uint8_t { kForward = 0, kBackward = 1, kOther = 2, kWeightGradient = 3 };
+std::string_view phase_name(Phase p);  // "fwd", "bwd", "other", "wgrad"
+constexpr bool is_backward(Phase p) { return p == Phase::kBackward || p == Phase::kWeightGradient; }
 std::optional<Phase> parse_phase(std::string_view name);
 
 // X(enumerator, trace name, category, part of the MoE layer)
@@ -61,7 +65,12 @@ std::optional<Phase> parse_phase(std::string_view name);
   X(kPipelineRecv, "pipeline_recv", kOtherComm, false)                       \
   X(kOptimizer, "optimizer", kOtherCompute, false)                           \
   X(kMemcpy, "memcpy", kMemcpy, false)                                       \
-  X(kOtherOp, "other", kOtherCompute, false)
+  X(kOtherOp, "other", kOtherCompute, false)                                 \
+  X(kAllToAll, "all_to_all", kAllToAll, false)                               \
+  X(kAllReduce, "all_reduce", kAllReduce, false)                             \
+  X(kOtherComm, "other_comm", kOtherComm, false)                             \
+  X(kMoeOther, "moe_other", kOtherCompute, true)                             \
+  X(kMoeMemcpy, "moe_memcpy", kMemcpy, true)
 
 enum class OpKind : std::uint8_t {
 #define MOETRACE_X(e, name, cat, moe) e,

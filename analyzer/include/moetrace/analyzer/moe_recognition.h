@@ -1,0 +1,144 @@
+// MoE semantics for traces recorded by other tools.
+//
+// moetrace's own traces carry op ranges with MoE coordinates. A trace
+// imported from Nsight Systems or the PyTorch profiler carries the same facts
+// implicitly: annotation ranges (our convention, docs/annotations.md), module
+// and function ranges of the framework (Megatron-Core, DeepSpeed, Tutel,
+// torchtitan, ...), `ProfilerStep#N`, and kernel names (DeepEP, NCCL, grouped
+// GEMMs). Recognition turns them into op ranges, so that every analysis, the
+// reports and the GUI work on such a trace unchanged.
+//
+// Rules are data: the built-in presets (analyzer/data/moe_rules.json, kernel
+// names in analyzer/data/kernel_classes.json) and a user's own file
+// (`--moe-rules FILE`, schemas/moe_rules.schema.json), tried first.
+//
+// What recognition does, per rank:
+// 1. Context ranges. Every host range (NVTX, PyTorch `user_annotation`,
+//    `cpu_op`, `python_function`) that the convention or a range rule
+//    recognises becomes a context: an op kind (dispatch, combine, expert FFN,
+//    ...) or a structural role (MoE layer, iteration, micro-batch), with
+//    whatever coordinates it names. A context covers the API calls made on
+//    its own thread during its span; an iteration context (ProfilerStep#N,
+//    `moetrace:iteration`) covers every thread of its process, since
+//    PyTorch's backward runs on a thread of its own.
+// 2. Each GPU activity (kernel, copy, memset) is placed by its launching API
+//    call (correlation id): the contexts open at that moment give its
+//    coordinates, the innermost first. Its kind: a kernel rule's op kind
+//    where the kernel's name is specific (DeepEP dispatch, an NCCL
+//    all-to-all, a grouped GEMM, a permute kernel), else the innermost op
+//    context's kind, else "moe_other" inside an MoE layer, else a kind by
+//    its kernel category (outside MoE layers). Each placed activity becomes
+//    one op range with its own GPU interval.
+// 3. What the ranges did not say is inferred, and marked as inferred:
+//    - all-to-all direction inside an MoE layer (an NCCL all-to-all is the
+//      layer's dispatch or its combine): by order, the first half of the
+//      layer's all-to-all kernels on the rank dispatch, the second half
+//      combine (backward: the other way round, as the backward of the
+//      combine runs first);
+//    - the layer where no range names it: the k-th MoE layer instance of a
+//      (rank, iteration) in the forward pass is layer k; backward instances
+//      count down from the last forward layer. Without layer ranges, an
+//      instance starts at a dispatch that follows a combine (or at a gate);
+//    - the iteration where no range names it: iteration 0 for the whole
+//      trace;
+//    - the phase where no range names it: forward.
+//    Inferences that cannot be made consistently (an odd number of
+//    all-to-all kernels in a layer, different layer counts per iteration)
+//    are reported as ambiguous.
+// Recognition runs only on traces without op ranges of their own.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "moetrace/analyzer/kernel_classes.h"
+#include "moetrace/analyzer/trace.h"
+#include "moetrace/schema/op_kind.h"
+
+namespace moetrace::analyzer {
+
+// What a recognised range is.
+enum class RangeRole : std::uint8_t { kOp, kLayer, kIteration, kMicroBatch, kPhase };
+
+// The annotation convention (docs/annotations.md): "moetrace:<kind>[ key=value]..."
+// in any domain, or "<kind>[ key=value]..." in the NVTX domain "moetrace".
+struct Annotation {
+  RangeRole role = RangeRole::kOp;
+  std::optional<OpKind> kind;  // role kOp
+  std::int32_t layer = -1, iteration = -1, micro_batch = -1, chunk = -1;
+  std::optional<Phase> phase;
+};
+
+enum class AnnotationParse : std::uint8_t { kNotAnnotation, kMalformed, kOk };
+
+// Parses one range name; `domain` is the NVTX domain ("" for none). On
+// kMalformed, `why` says what is wrong.
+AnnotationParse parse_annotation(std::string_view domain, std::string_view name, Annotation& out,
+                                 std::string* why = nullptr);
+
+// A coordinate a range rule sets: a fixed value, or a capture group of its
+// name pattern (1-based); neither: not set.
+struct RuleCoordinate {
+  std::int32_t value = -1;
+  int group = 0;
+  bool set() const { return value >= 0 || group > 0; }
+};
+
+struct RangeRule {
+  std::string preset;            // "user" for a user's file
+  std::string label, source;     // what it recognises; where the name comes from
+  std::string domain;            // NVTX domain the range must have; empty: any
+  std::string pattern;           // ECMAScript regex searched in the range's name
+  std::regex regex;
+  RangeRole role = RangeRole::kOp;
+  std::optional<OpKind> kind;
+  RuleCoordinate layer, iteration, micro_batch, chunk;
+  std::optional<Phase> phase;
+  bool process_scope = false;    // covers every thread of the rank (iterations, phases)
+};
+
+struct MoeRules {
+  std::vector<RangeRule> ranges;       // tried in order; the first match wins
+  std::vector<KernelRule> kernels;     // user kernel rules (tried before kernel_rules())
+  std::vector<std::string> origins;    // files the rules came from
+};
+
+// The built-in presets of analyzer/data/moe_rules.json.
+const MoeRules& builtin_moe_rules();
+
+// Parses a rules document: validated against schemas/moe_rules.schema.json,
+// then each pattern compiled; throws moetrace::Error("<source>: <rule>: ...")
+// naming the rule (index and label) on a bad one.
+MoeRules parse_moe_rules(std::string_view json, const std::string& source);
+
+// Reads a user's rules file and puts its rules before the built-in ones.
+MoeRules load_moe_rules(const std::string& path);
+
+// The combined rules of a run: a user's file (if any) before the presets.
+MoeRules combine_moe_rules(const MoeRules* user);
+
+
+// Kernels no rule classifies (no kernel rule, and no recognised range gave
+// them a specific kind), largest GPU time first: what to write a rule for.
+struct UnclassifiedKernel {
+  std::string name;
+  std::int64_t count = 0, gpu_ns = 0;
+};
+std::vector<UnclassifiedKernel> largest_unclassified_kernels(const Trace& trace, std::size_t n);
+
+// For a trace recognition ran on: one line per part of the report that is
+// missing, naming the annotation or rule that would unlock it.
+std::vector<std::string> recognition_unlocks(const Trace& trace);
+
+// Materialises op ranges from the rules (see above) in a trace that has none;
+// leaves a trace with op ranges of its own untouched (stats.ran = false).
+// Also fills expert_load from all-to-all split sizes (Trace::collectives)
+// where the recognised dispatches carry them.
+RecognitionStats recognize_moe(Trace& trace, const MoeRules& rules);
+
+}  // namespace moetrace::analyzer

@@ -1,0 +1,565 @@
+// MoE recognition: op ranges materialised from annotations, range rules and
+// kernel names (moe_recognition.h has the rules of the game).
+#include "moetrace/analyzer/moe_recognition.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+
+namespace moetrace::analyzer {
+namespace {
+
+// A recognised host range.
+struct Context {
+  std::int64_t start = 0, end = 0;
+  std::int64_t thread = 0;
+  std::int32_t rank = 0;
+  bool process = false;
+  Annotation a;
+  std::int64_t nvtx = -1;  // NvtxRange::id
+  std::size_t index = 0;   // position in the context list (layer instances)
+};
+
+// Coordinates gathered for one activity from the contexts open at its launch.
+struct Placement {
+  std::optional<OpKind> kind;            // innermost op context's kind
+  std::int64_t kind_nvtx = -1;           // that context's range
+  StringId kind_name;
+  std::int32_t layer = -1, iteration = -1, micro_batch = -1, chunk = -1;
+  std::optional<Phase> phase;
+  std::int64_t layer_instance = -1;      // the layer context (numbered or not)
+  bool in_layer = false;
+  bool any = false;                      // some context covered it
+};
+
+void merge(const Context& c, Placement& p, StringId name) {
+  p.any = true;
+  const auto& a = c.a;
+  if (a.role == RangeRole::kOp && !p.kind) {
+    p.kind = a.kind;
+    p.kind_nvtx = c.nvtx;
+    p.kind_name = name;
+  }
+  if (a.role == RangeRole::kLayer) {
+    p.in_layer = true;
+    if (p.layer_instance < 0) p.layer_instance = static_cast<std::int64_t>(c.index);
+  }
+  if (p.layer < 0) p.layer = a.layer;
+  if (p.iteration < 0) p.iteration = a.iteration;
+  if (p.micro_batch < 0) p.micro_batch = a.micro_batch;
+  if (p.chunk < 0) p.chunk = a.chunk;
+  if (!p.phase) p.phase = a.phase;
+}
+
+// The kind of work outside MoE layers, by its category.
+OpKind generic(Category c) {
+  switch (c) {
+    case Category::kAllToAll: return OpKind::kAllToAll;
+    case Category::kAllReduce: return OpKind::kAllReduce;
+    case Category::kOtherComm: return OpKind::kOtherComm;
+    case Category::kMemcpy: return OpKind::kMemcpy;
+    default: return OpKind::kOtherOp;
+  }
+}
+
+bool is_moe_comm(OpKind k) {
+  return k == OpKind::kDispatchAllToAll || k == OpKind::kCombineAllToAll ||
+         k == OpKind::kRecommunicate || k == OpKind::kMoeAllReduce || k == OpKind::kTrans ||
+         k == OpKind::kAgg;
+}
+
+// Elements -> bytes for the dtypes PyTorch's collectives report.
+std::int64_t dtype_bytes(std::string_view dtype) {
+  std::string d(dtype);
+  std::transform(d.begin(), d.end(), d.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (d == "float" || d == "float32" || d == "int" || d == "int32") return 4;
+  if (d == "half" || d == "float16" || d == "bfloat16" || d == "short" || d == "int16") return 2;
+  if (d == "double" || d == "float64" || d == "long" || d == "int64") return 8;
+  if (d == "byte" || d == "char" || d == "uint8" || d == "int8" || d == "bool" || d.starts_with("float8"))
+    return 1;
+  return 0;
+}
+
+class Recognizer {
+ public:
+  Recognizer(Trace& t, const MoeRules& rules) : t_(t), rules_(rules) {}
+
+  RecognitionStats run() {
+    s_.ran = true;
+    s_.activities_total = static_cast<std::int64_t>(t_.activities.size());
+    collect_contexts();
+    place_activities();
+    // Without MoE evidence or iterations there is nothing to materialise
+    // (a phase alone gives no row of the breakdown): the trace stays as it is.
+    if (!s_.moe && !s_.iterations_marked) return s_;
+    infer_layers_and_directions();
+    materialise();
+    load_from_splits();
+    return s_;
+  }
+
+ private:
+  // 1. Contexts from the host ranges.
+  std::optional<Annotation> recognise(const NvtxRange& r) {
+    const auto key = std::pair{r.domain.value, r.name.value};
+    if (auto it = cache_.find(key); it != cache_.end()) {
+      if (it->second.second >= 0) ++s_.rules_used[rule_name(it->second.second)];
+      else if (it->second.first) ++s_.annotations;
+      return it->second.first;
+    }
+    const auto domain = t_.str(r.domain), name = t_.str(r.name);
+    Annotation a;
+    std::string why;
+    switch (parse_annotation(domain, name, a, &why)) {
+      case AnnotationParse::kOk:
+        ++s_.annotations;
+        cache_[key] = {a, -1};
+        return a;
+      case AnnotationParse::kMalformed:
+        ++s_.annotations_malformed;
+        if (s_.first_malformed.empty()) s_.first_malformed = fmt::format("\"{}\": {}", name, why);
+        return std::nullopt;  // not cached: each malformed range counts
+      case AnnotationParse::kNotAnnotation: break;
+    }
+    const std::string text(name);
+    for (std::size_t i = 0; i < rules_.ranges.size(); ++i) {
+      const auto& rule = rules_.ranges[i];
+      if (!rule.domain.empty() && rule.domain != domain) continue;
+      std::smatch m;
+      if (!std::regex_search(text, m, rule.regex)) continue;
+      Annotation out;
+      out.role = rule.role;
+      out.kind = rule.kind;
+      out.phase = rule.phase;
+      auto coord = [&](const RuleCoordinate& c) -> std::int32_t {
+        if (c.value >= 0) return c.value;
+        if (c.group <= 0 || static_cast<std::size_t>(c.group) >= m.size() || !m[static_cast<std::size_t>(c.group)].matched)
+          return -1;
+        const auto digits = m[static_cast<std::size_t>(c.group)].str();
+        std::int32_t v = -1;
+        if (!digits.empty() && digits.size() <= 9 && std::all_of(digits.begin(), digits.end(), [](unsigned char ch) { return std::isdigit(ch) != 0; }))
+          v = std::stoi(digits);
+        return v;
+      };
+      out.layer = coord(rule.layer);
+      out.iteration = coord(rule.iteration);
+      out.micro_batch = coord(rule.micro_batch);
+      out.chunk = coord(rule.chunk);
+      cache_[key] = {out, static_cast<std::int32_t>(i)};
+      process_rule_[key] = rule.process_scope;
+      ++s_.rules_used[rule_name(static_cast<std::int32_t>(i))];
+      return out;
+    }
+    cache_[key] = {std::nullopt, -1};
+    return std::nullopt;
+  }
+
+  std::string rule_name(std::int32_t i) const {
+    const auto& r = rules_.ranges[static_cast<std::size_t>(i)];
+    return r.preset + ": " + r.label;
+  }
+
+  void collect_contexts() {
+    for (const auto& r : t_.nvtx) {
+      auto a = recognise(r);
+      if (!a) continue;
+      ++s_.ranges_matched;
+      Context c;
+      c.start = r.start_ns;
+      c.end = r.end_ns < 0 ? INT64_MAX : r.end_ns;
+      c.thread = r.thread_id;
+      c.rank = r.rank.value;
+      c.a = *a;
+      c.nvtx = r.id;
+      c.index = contexts_.size();
+      const auto key = std::pair{r.domain.value, r.name.value};
+      c.process = a->role == RangeRole::kIteration ||
+                  (process_rule_.count(key) && process_rule_[key]);
+      if (a->role == RangeRole::kIteration || a->iteration >= 0) s_.iterations_marked = true;
+      if (a->phase && is_backward(*a->phase)) s_.phases_marked = true;
+      if (a->role == RangeRole::kLayer || a->layer >= 0) s_.layers_marked = true;
+      if ((a->kind && op_kind_info(*a->kind).moe_layer) || a->role == RangeRole::kLayer) s_.moe = true;
+      context_names_.push_back(r.name);
+      contexts_.push_back(c);
+    }
+    for (const auto& c : contexts_)
+      (c.process ? by_rank_[c.rank] : by_thread_[{c.rank, c.thread}]).push_back(c.index);
+    auto by_start = [&](std::size_t x, std::size_t y) {
+      return contexts_[x].start != contexts_[y].start ? contexts_[x].start < contexts_[y].start
+                                                      : contexts_[x].end > contexts_[y].end;
+    };
+    for (auto& [k, v] : by_thread_) std::sort(v.begin(), v.end(), by_start);
+    for (auto& [k, v] : by_rank_) std::sort(v.begin(), v.end(), by_start);
+  }
+
+  // 2. Each activity's placement and kind.
+  struct Query {
+    std::int32_t rank;
+    std::int64_t thread, t;
+    std::size_t activity;
+    bool has_call;
+  };
+
+  void place_activities() {
+    placed_.assign(t_.activities.size(), Placement{});
+    launch_t_.assign(t_.activities.size(), 0);
+    kind_.assign(t_.activities.size(), std::nullopt);
+    fallback_.assign(t_.activities.size(), std::nullopt);
+    pending_direction_.assign(t_.activities.size(), false);
+    loose_a2a_.assign(t_.activities.size(), false);
+    std::vector<Query> queries;
+    queries.reserve(t_.activities.size());
+    for (std::size_t i = 0; i < t_.activities.size(); ++i) {
+      const auto& a = t_.activities[i];
+      const ApiCall* call = nullptr;
+      if (a.correlation_id != 0)
+        for (auto it = std::lower_bound(t_.api_calls.begin(), t_.api_calls.end(), a.correlation_id,
+                                        [](const ApiCall& c, std::int64_t v) { return c.correlation_id < v; });
+             it != t_.api_calls.end() && it->correlation_id == a.correlation_id; ++it)
+          if (it->rank == a.rank) {
+            call = &*it;
+            break;
+          }
+      launch_t_[i] = call ? call->start_ns : a.start_ns;
+      queries.push_back({a.rank.value, call ? call->thread_id : INT64_MIN, launch_t_[i], i, call != nullptr});
+    }
+    std::sort(queries.begin(), queries.end(), [](const Query& a, const Query& b) {
+      return std::tie(a.rank, a.thread, a.t) < std::tie(b.rank, b.thread, b.t);
+    });
+    static const std::vector<std::size_t> kNone;
+    for (std::size_t q = 0; q < queries.size();) {
+      const auto rank = queries[q].rank;
+      const auto thread = queries[q].thread;
+      const auto it = queries[q].has_call ? by_thread_.find({rank, thread}) : by_thread_.end();
+      const auto& list = it == by_thread_.end() ? kNone : it->second;
+      const auto pit = by_rank_.find(rank);
+      const auto& plist = pit == by_rank_.end() ? kNone : pit->second;
+      std::size_t next = 0;
+      std::vector<std::size_t> open;  // contexts open on this thread, in start order
+      for (; q < queries.size() && queries[q].rank == rank && queries[q].thread == thread; ++q) {
+        const auto tq = queries[q].t;
+        while (next < list.size() && contexts_[list[next]].start <= tq) open.push_back(list[next++]);
+        std::erase_if(open, [&](std::size_t c) { return contexts_[c].end < tq; });
+        Placement p;
+        for (auto c = open.rbegin(); c != open.rend(); ++c) merge(contexts_[*c], p, context_names_[*c]);
+        // Process-wide contexts (iterations), innermost (latest start) first.
+        for (auto c = plist.rbegin(); c != plist.rend(); ++c) {
+          const auto& ctx = contexts_[*c];
+          if (ctx.start <= tq && tq <= ctx.end) merge(ctx, p, context_names_[*c]);
+        }
+        decide_kind(queries[q].activity, p);
+        placed_[queries[q].activity] = p;
+      }
+    }
+  }
+
+  const KernelRule* kernel_rule(const Activity& a) {
+    if (a.type != ActivityType::kKernel || !a.name.valid()) return nullptr;
+    auto [it, fresh] = kernel_rule_cache_.try_emplace(a.name.value, nullptr);
+    if (fresh) {
+      const auto name = t_.str(a.name);
+      it->second = match_kernel_rule(rules_.kernels, name);
+      if (!it->second) it->second = match_kernel_rule(kernel_rules(), name);
+    }
+    return it->second;
+  }
+
+  void decide_kind(std::size_t i, Placement& p) {
+    const auto& a = t_.activities[i];
+    const KernelRule* rule = kernel_rule(a);
+    const bool copy = a.type != ActivityType::kKernel;
+    const Category cat = copy ? Category::kMemcpy : rule ? rule->category : Category::kOtherCompute;
+    const bool in_moe = p.in_layer || (p.kind && op_kind_info(*p.kind).moe_layer);
+    std::optional<OpKind> kind;
+    if (copy) {
+      if (p.kind && (*p.kind == OpKind::kOffload || *p.kind == OpKind::kPrefetch)) kind = p.kind;
+      else kind = in_moe ? OpKind::kMoeMemcpy : OpKind::kMemcpy;
+    } else if (rule && rule->kind) {
+      kind = rule->kind;
+      ++s_.kernels_by_name;
+      s_.moe = true;
+      ++s_.rules_used["kernel: " + (rule->label.empty() ? rule->all_of.front() : rule->label)];
+    } else if (is_communication(cat) && p.kind && is_communication(op_category(*p.kind))) {
+      kind = p.kind;
+    } else if (cat == Category::kAllToAll && in_moe) {
+      kind = OpKind::kDispatchAllToAll;
+      pending_direction_[i] = true;
+    } else if (cat == Category::kAllReduce && in_moe) {
+      kind = OpKind::kMoeAllReduce;
+    } else if (is_communication(cat)) {
+      kind = generic(cat);
+      loose_a2a_[i] = cat == Category::kAllToAll;
+    } else if (p.kind) {
+      // Communication is decided by what ran, the rest by where it ran: the
+      // compute inside a dispatch is its token permutation.
+      switch (*p.kind) {
+        case OpKind::kDispatchAllToAll:
+        case OpKind::kRecommunicate: kind = OpKind::kPermute; break;
+        case OpKind::kCombineAllToAll: kind = OpKind::kUnpermute; break;
+        default: kind = is_moe_comm(*p.kind) ? OpKind::kMoeOther
+                        : is_communication(op_category(*p.kind)) ? OpKind::kOtherOp
+                                                                 : *p.kind;
+      }
+    } else if (in_moe) {
+      kind = cat == Category::kGating ? OpKind::kGate
+             : cat == Category::kExpertCompute ? OpKind::kExpertFfn
+                                               : OpKind::kMoeOther;
+    } else if (p.any) {
+      kind = generic(cat);
+    } else {
+      fallback_[i] = generic(cat);  // taken when the whole trace is one iteration of an MoE job
+    }
+    kind_[i] = kind;
+  }
+
+  // 3. Layers and all-to-all directions inferred by order.
+  void infer_layers_and_directions() {
+    // Dispatch-direction kernels in the backward are the backward of the
+    // combine (its gradient flows from tokens to experts), and vice versa.
+    for (std::size_t i = 0; i < placed_.size(); ++i) {
+      auto& k = kind_[i];
+      const auto& p = placed_[i];
+      if (!k || pending_direction_[i] || !p.phase || !is_backward(*p.phase)) continue;
+      const auto* rule = kernel_rule(t_.activities[i]);
+      if (!rule || !rule->kind) continue;
+      if (*k == OpKind::kDispatchAllToAll) k = OpKind::kCombineAllToAll;
+      else if (*k == OpKind::kCombineAllToAll) k = OpKind::kDispatchAllToAll;
+    }
+    if (s_.moe) {
+      for (std::size_t i = 0; i < placed_.size(); ++i) {
+        // The whole trace is one iteration where no range marks them.
+        if (!s_.iterations_marked) {
+          placed_[i].iteration = std::max(placed_[i].iteration, 0);
+          if (!kind_[i]) kind_[i] = fallback_[i];
+        }
+        // In an MoE job, an all-to-all outside the ranges is an MoE layer's
+        // dispatch or combine.
+        if (kind_[i] && loose_a2a_[i]) {
+          kind_[i] = OpKind::kDispatchAllToAll;
+          pending_direction_[i] = true;
+          ++s_.a2a_assumed_moe;
+        }
+      }
+    }
+    // Group MoE activities by (rank, iteration, backward?) in launch order.
+    std::map<std::tuple<std::int32_t, std::int32_t, bool>, std::vector<std::size_t>> groups;
+    for (std::size_t i = 0; i < placed_.size(); ++i) {
+      if (!kind_[i] || !op_kind_info(*kind_[i]).moe_layer) continue;
+      const auto& p = placed_[i];
+      groups[{t_.activities[i].rank.value, p.iteration, p.phase && is_backward(*p.phase)}].push_back(i);
+    }
+    std::map<std::pair<std::int32_t, std::int32_t>, std::int32_t> forward_layers;  // (rank, iteration)
+    std::set<std::int32_t> layer_counts;
+    for (auto& [key, list] : groups) {
+      std::stable_sort(list.begin(), list.end(), [&](std::size_t x, std::size_t y) { return launch_t_[x] < launch_t_[y]; });
+      const auto& [rank, iteration, backward] = key;
+      auto instances = number_instances(list, backward);
+      if (!backward) {
+        forward_layers[{rank, iteration}] = instances;
+        if (iteration >= 0) layer_counts.insert(instances);
+      }
+    }
+    for (auto& [key, list] : groups) {
+      const auto& [rank, iteration, backward] = key;
+      if (!backward) continue;
+      const auto f = forward_layers.find({rank, iteration});
+      const std::int32_t n = f == forward_layers.end() ? -1 : f->second;
+      for (auto i : list) {
+        auto& p = placed_[i];
+        if (p.layer >= 0 || instance_[i] < 0) continue;
+        if (n > 0 && instance_[i] < n) p.layer = n - 1 - instance_[i];
+        else p.layer = instance_[i];  // no forward seen: count in backward order
+        ++s_.layers_by_order;
+      }
+    }
+    for (auto& [key, list] : groups) {
+      if (std::get<2>(key)) continue;
+      for (auto i : list)
+        if (placed_[i].layer < 0 && instance_[i] >= 0) {
+          placed_[i].layer = instance_[i];
+          ++s_.layers_by_order;
+        }
+    }
+    if (layer_counts.size() > 1)
+      s_.ambiguities.push_back(fmt::format(
+          "layers by order: the number of MoE layer instances per iteration and rank differs ({} to {}), so "
+          "the k-th instance is not the same layer everywhere",
+          *layer_counts.begin(), *layer_counts.rbegin()));
+  }
+
+  // Numbers the MoE layer instances of one (rank, iteration, phase) group
+  // and resolves pending all-to-all directions; returns the instance count.
+  std::int32_t number_instances(const std::vector<std::size_t>& list, bool backward) {
+    instance_.resize(placed_.size(), -1);
+    // Instances from layer contexts (numbered or not), in order of appearance.
+    std::map<std::int64_t, std::int32_t> from_context;
+    std::int32_t next = 0;
+    // Without layer contexts: a new instance starts at a gate, a permute or
+    // an opening all-to-all that follows a closing one.
+    const OpKind opening = backward ? OpKind::kCombineAllToAll : OpKind::kDispatchAllToAll;
+    const OpKind closing = backward ? OpKind::kDispatchAllToAll : OpKind::kCombineAllToAll;
+    std::int32_t current = -1;
+    bool closed = false, seen_non_gate = false;
+    // Pending directions per instance, resolved after: first half opening.
+    std::map<std::int32_t, std::vector<std::size_t>> pending;
+    for (auto i : list) {
+      const auto& p = placed_[i];
+      auto& k = *kind_[i];
+      if (p.layer_instance >= 0) {
+        auto [it, fresh] = from_context.try_emplace(p.layer_instance, next);
+        if (fresh) ++next;
+        instance_[i] = it->second;
+        if (pending_direction_[i]) pending[instance_[i]].push_back(i);
+        continue;
+      }
+      if (p.layer >= 0) continue;  // named by a range: nothing to infer
+      const bool starts = current < 0 ||
+                          (closed && (k == OpKind::kGate || k == OpKind::kPermute || k == opening ||
+                                      pending_direction_[i])) ||
+                          (k == OpKind::kGate && seen_non_gate && !backward);
+      if (starts) {
+        current = next++;
+        closed = false;
+        seen_non_gate = false;
+      }
+      if (k != OpKind::kGate) seen_non_gate = true;
+      instance_[i] = current;
+      if (pending_direction_[i]) {
+        // Alternate within the instance: opening, then closing.
+        auto& pend = pending[current];
+        pend.push_back(i);
+        if (pend.size() % 2 == 0) closed = true;
+      } else if (k == closing) {
+        closed = true;
+      }
+    }
+    for (auto& [inst, ids] : pending) {
+      if (ids.size() % 2 != 0 && ambiguous_directions_++ == 0)
+        s_.ambiguities.push_back(
+            "all-to-all direction by order: a layer instance has an odd number of all-to-all kernels, so "
+            "which are its dispatch and which its combine is a guess");
+      const std::size_t half = (ids.size() + 1) / 2;
+      for (std::size_t j = 0; j < ids.size(); ++j) {
+        *kind_[ids[j]] = j < half ? opening : closing;
+        ++s_.directions_by_order;
+      }
+    }
+    return next;
+  }
+
+  // 4. One op range per placed activity.
+  void materialise() {
+    std::int64_t id = 1;
+    std::map<std::string, StringId> interned;
+    auto intern = [&](std::string text) {
+      auto [it, fresh] = interned.try_emplace(text, StringId(static_cast<std::int64_t>(t_.strings.size())));
+      if (fresh) t_.strings.push_back(std::move(text));
+      return it->second;
+    };
+    for (std::size_t i = 0; i < t_.activities.size(); ++i) {
+      if (!kind_[i]) continue;
+      auto& a = t_.activities[i];
+      const auto& p = placed_[i];
+      OpRange op;
+      op.id = OpId(id++);
+      op.start_ns = a.start_ns;
+      op.end_ns = a.end_ns;
+      op.stream = a.stream;
+      op.rank = a.rank;
+      op.kind = *kind_[i];
+      op.layer = op_kind_info(op.kind).moe_layer ? p.layer : -1;
+      op.iteration = p.iteration;
+      op.micro_batch = p.micro_batch;
+      op.chunk = p.chunk;
+      op.phase = p.phase.value_or(Phase::kForward);
+      op.name = a.type == ActivityType::kKernel && a.name.valid() ? a.name
+                                                                  : intern(std::string(op_kind_name(op.kind)));
+      if (a.type != ActivityType::kKernel) op.bytes = a.bytes;
+      if (const auto* c = collective(a)) {
+        const auto eb = dtype_bytes(c->dtype);
+        if (eb > 0 && c->in_nelems >= 0) op.bytes = c->in_nelems * eb;
+      }
+      a.op = static_cast<std::int32_t>(t_.ops.size());
+      t_.ops.push_back(op);
+      ++s_.activities_placed;
+    }
+    t_.index_ops();
+    t_.kernel_category.assign(t_.strings.size(), -1);
+    t_.classify_kernel_names();
+    if (!rules_.kernels.empty())
+      for (const auto& a : t_.activities)
+        if (a.type == ActivityType::kKernel && a.name.valid())
+          if (const auto* r = match_kernel_rule(rules_.kernels, t_.str(a.name)))
+            t_.kernel_category[static_cast<std::size_t>(a.name.value)] = static_cast<std::int8_t>(r->category);
+  }
+
+  const Collective* collective(const Activity& a) const {
+    if (a.correlation_id == 0) return nullptr;
+    auto it = std::lower_bound(t_.collectives.begin(), t_.collectives.end(), std::pair{a.rank, a.correlation_id},
+                               [](const Collective& c, const std::pair<RankId, std::int64_t>& k) {
+                                 return std::tie(c.rank, c.correlation_id) < std::tie(k.first, k.second);
+                               });
+    return it != t_.collectives.end() && it->rank == a.rank && it->correlation_id == a.correlation_id ? &*it
+                                                                                                      : nullptr;
+  }
+
+  // Load per destination rank from the forward dispatches' split sizes.
+  void load_from_splits() {
+    if (!t_.expert_load.empty()) return;
+    std::map<std::tuple<std::int32_t, std::int32_t, std::int32_t, std::int32_t>, std::int64_t> load;
+    for (const auto& a : t_.activities) {
+      if (a.op < 0) continue;
+      const auto& op = t_.ops[static_cast<std::size_t>(a.op)];
+      if (op.kind != OpKind::kDispatchAllToAll || op.phase != Phase::kForward || op.layer < 0 || op.iteration < 0)
+        continue;
+      const auto* c = collective(a);
+      if (!c || c->in_splits.empty()) continue;
+      ++s_.load_collectives;
+      for (std::size_t j = 0; j < c->in_splits.size(); ++j)
+        load[{op.iteration, op.layer, op.rank.value, static_cast<std::int32_t>(j)}] += c->in_splits[j];
+    }
+    for (const auto& [k, tokens] : load)
+      t_.expert_load.push_back({std::get<0>(k), std::get<1>(k), std::get<2>(k), std::get<3>(k), tokens});
+    if (!load.empty())
+      t_.expert_load_origin =
+          "all-to-all split sizes of the forward dispatches (elements sent to each destination rank, one "
+          "\"expert\" per rank: the load of ranks, not of single experts)";
+  }
+
+  Trace& t_;
+  const MoeRules& rules_;
+  RecognitionStats s_;
+  std::map<std::pair<std::int64_t, std::int64_t>, std::pair<std::optional<Annotation>, std::int32_t>> cache_;
+  std::map<std::pair<std::int64_t, std::int64_t>, bool> process_rule_;
+  std::vector<Context> contexts_;
+  std::vector<StringId> context_names_;
+  std::map<std::pair<std::int32_t, std::int64_t>, std::vector<std::size_t>> by_thread_;
+  std::map<std::int32_t, std::vector<std::size_t>> by_rank_;
+  std::vector<Placement> placed_;
+  std::vector<std::int64_t> launch_t_;
+  std::vector<std::optional<OpKind>> kind_;
+  std::vector<std::optional<OpKind>> fallback_;  // kind of an activity no context covers
+  std::vector<bool> pending_direction_;          // an MoE all-to-all whose direction comes by order
+  std::vector<bool> loose_a2a_;                  // an all-to-all outside every MoE range
+  std::vector<std::int32_t> instance_;
+  std::unordered_map<std::int64_t, const KernelRule*> kernel_rule_cache_;
+  int ambiguous_directions_ = 0;
+};
+
+}  // namespace
+
+RecognitionStats recognize_moe(Trace& trace, const MoeRules& rules) {
+  if (!trace.ops.empty()) {
+    trace.recognition = RecognitionStats{};
+    return trace.recognition;
+  }
+  trace.recognition = Recognizer(trace, rules).run();
+  return trace.recognition;
+}
+
+}  // namespace moetrace::analyzer

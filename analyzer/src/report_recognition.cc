@@ -1,0 +1,167 @@
+// The report's "MoE semantics" section: what MoE recognition derived, from
+// what, what was missing and what would unlock it; and the largest kernels no
+// rule classifies.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "moetrace/analyzer/kernel_classes.h"
+#include "moetrace/analyzer/moe_recognition.h"
+#include "moetrace/analyzer/report.h"
+#include "report_sections.h"
+
+namespace moetrace::analyzer {
+
+std::vector<UnclassifiedKernel> largest_unclassified_kernels(const Trace& trace, std::size_t n) {
+  std::map<std::int64_t, UnclassifiedKernel> by_name;
+  for (const auto& a : trace.activities) {
+    if (a.type != ActivityType::kKernel || !a.name.valid()) continue;
+    if (a.op >= 0) {
+      const auto kind = trace.ops[static_cast<std::size_t>(a.op)].kind;
+      if (kind != OpKind::kOtherOp && kind != OpKind::kMoeOther) continue;
+    }
+    const auto id = static_cast<std::size_t>(a.name.value);
+    const bool classified = id < trace.kernel_category.size() && trace.kernel_category[id] >= 0 &&
+                            static_cast<Category>(trace.kernel_category[id]) != Category::kOtherCompute;
+    if (classified || match_kernel_rule(trace.str(a.name)) >= 0) continue;
+    auto& k = by_name[a.name.value];
+    k.name = std::string(trace.str(a.name));
+    ++k.count;
+    k.gpu_ns += a.duration();
+  }
+  std::vector<UnclassifiedKernel> out;
+  for (auto& [id, k] : by_name) out.push_back(std::move(k));
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.gpu_ns != b.gpu_ns ? a.gpu_ns > b.gpu_ns : a.name < b.name;
+  });
+  if (out.size() > n) out.resize(n);
+  return out;
+}
+
+std::vector<std::string> recognition_unlocks(const Trace& trace) {
+  const auto& r = trace.recognition;
+  std::vector<std::string> u;
+  if (!r.ran) return u;
+  if (!r.moe)
+    u.push_back(
+        "MoE layers (per-layer breakdown, all-to-all share and hidden communication per layer, recommendations): "
+        "annotate dispatch, combine, experts and layers with moetrace:<kind> ranges (docs/annotations.md; "
+        "python/moetrace_annotate.py), or record module ranges of a supported framework (torch.profiler with "
+        "with_modules=True: Megatron-Core, DeepSpeed, Tutel, FastMoE, torchtitan), or describe your own names "
+        "with --moe-rules FILE (schemas/moe_rules.schema.json)");
+  if (!r.iterations_marked)
+    u.push_back(
+        "iterations (per-iteration rows, locality across iterations): call prof.step() each step so the trace has "
+        "ProfilerStep#N, or wrap each step in a moetrace:iteration iter=N range");
+  if (r.moe && !r.phases_marked)
+    u.push_back(
+        "backward rows: a trace of the PyTorch profiler marks backward work (autograd::engine::evaluate_function "
+        "ranges); elsewhere add phase=bwd to the annotations");
+  if (trace.expert_load.empty())
+    u.push_back(
+        "expert load and locality: all-to-all(v) split sizes (the PyTorch profiler records them as 'In split "
+        "size' of NCCL all-to-all kernels when the dispatch passes split sizes to all_to_all_single)");
+  return u;
+}
+
+namespace report_detail {
+
+Section recognition_section(const Trace& trace) {
+  Section s{"recognition", "MoE semantics of a trace from another tool", {}};
+  const auto& r = trace.recognition;
+  if (!r.moe && !r.iterations_marked) {
+    s.para(
+        "This trace carries no MoE semantics that moetrace recognises, so it is split per rank by kernel names "
+        "only. What would unlock each part of the report:");
+  } else {
+    std::vector<std::string> from;
+    if (r.annotations > 0) from.push_back(fmt::format("{} moetrace annotation ranges", r.annotations));
+    if (r.ranges_matched > r.annotations)
+      from.push_back(fmt::format("{} framework ranges matched by rules", r.ranges_matched - r.annotations));
+    if (r.kernels_by_name > 0) from.push_back(fmt::format("{} kernels named by kernel rules", r.kernels_by_name));
+    s.para(fmt::format(
+        "{} of {} GPU activities became op ranges (kind, iteration, phase; layer, micro-batch and chunk inside MoE layers), derived from {}. Each activity is one op: "
+        "its kind from its kernel's name where that is specific (NCCL, DeepEP, grouped GEMMs), else from the "
+        "innermost recognised range that launched it; communication kernels keep their kind inside compute "
+        "ranges, and compute inside a dispatch range counts as its permutation.",
+        r.activities_placed, r.activities_total, from.empty() ? std::string("iteration ranges only") : fmt::format("{}", fmt::join(from, ", "))));
+    std::vector<std::string> derived;
+    derived.push_back(r.iterations_marked ? "iterations from ranges (ProfilerStep#N or annotations)"
+                                          : "no iteration ranges: the whole trace is iteration 0");
+    if (r.moe) {
+      derived.push_back(r.layers_by_order > 0
+                            ? fmt::format("layers of {} ops inferred by order (the k-th MoE layer instance of an "
+                                          "iteration in the forward pass is layer k; backward counts down)",
+                                          r.layers_by_order)
+                            : std::string("layers named by ranges"));
+      if (r.directions_by_order > 0)
+        derived.push_back(fmt::format(
+            "dispatch or combine of {} all-to-all kernels inferred by order within their layer (first half "
+            "dispatch, second half combine; the reverse in the backward)",
+            r.directions_by_order));
+      if (r.a2a_assumed_moe > 0)
+        derived.push_back(fmt::format(
+            "{} all-to-all kernels outside every MoE range taken as MoE dispatch or combine (the trace has MoE "
+            "kernels or ranges)",
+            r.a2a_assumed_moe));
+      derived.push_back(r.phases_marked ? "backward phase from ranges" : "no backward ranges: all work is forward");
+    }
+    if (!trace.expert_load_origin.empty()) derived.push_back("load from " + trace.expert_load_origin);
+    s.para(fmt::format("Derived: {}.", fmt::join(derived, "; ")));
+    for (const auto& a : r.ambiguities) s.para("Ambiguous: " + a + ".");
+    if (!r.rules_used.empty()) {
+      Table t{{"rule", "matches"}, {}};
+      for (const auto& [rule, count] : r.rules_used) t.rows.push_back({rule, std::to_string(count)});
+      s.table("Rules that matched (preset: label; ranges or kernels matched):",
+              std::move(t));
+    }
+    if (!recognition_unlocks(trace).empty()) s.para("Missing, and what would unlock it:");
+  }
+  for (const auto& u : recognition_unlocks(trace)) s.para("- " + u + ".");
+  if (r.annotations_malformed > 0)
+    s.para(fmt::format("{} malformed moetrace annotations were ignored; the first: {}.", r.annotations_malformed,
+                       r.first_malformed));
+  const auto unclassified = largest_unclassified_kernels(trace, 10);
+  if (!unclassified.empty()) {
+    Table t{{"kernel", "count", "GPU time"}, {}};
+    for (const auto& k : unclassified)
+      t.rows.push_back({k.name.size() > 90 ? k.name.substr(0, 87) + "..." : k.name, std::to_string(k.count),
+                        format_duration(k.gpu_ns)});
+    s.table("Largest kernels no rule classifies (counted as other compute; a kernel rule in a --moe-rules file "
+            "can name them):",
+            std::move(t));
+  }
+  return s;
+}
+
+nlohmann::json recognition_json(const Trace& trace) {
+  const auto& r = trace.recognition;
+  nlohmann::json rules = nlohmann::json::object();
+  for (const auto& [rule, count] : r.rules_used) rules[rule] = count;
+  nlohmann::json unclassified = nlohmann::json::array();
+  if (r.ran)
+    for (const auto& k : largest_unclassified_kernels(trace, 10))
+      unclassified.push_back({{"name", k.name}, {"count", k.count}, {"gpu_ns", k.gpu_ns}});
+  return {{"ran", r.ran},
+          {"moe", r.moe},
+          {"activities", r.activities_total},
+          {"activities_placed", r.activities_placed},
+          {"annotations", r.annotations},
+          {"annotations_malformed", r.annotations_malformed},
+          {"ranges_matched", r.ranges_matched},
+          {"kernels_by_name", r.kernels_by_name},
+          {"layers_by_order", r.layers_by_order},
+          {"directions_by_order", r.directions_by_order},
+          {"a2a_assumed_moe", r.a2a_assumed_moe},
+          {"iterations_marked", r.iterations_marked},
+          {"phases_marked", r.phases_marked},
+          {"load_origin", trace.expert_load_origin},
+          {"ambiguities", r.ambiguities},
+          {"rules_used", rules},
+          {"missing", recognition_unlocks(trace)},
+          {"unclassified_kernels", unclassified}};
+}
+
+}  // namespace report_detail
+}  // namespace moetrace::analyzer

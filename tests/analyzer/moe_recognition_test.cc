@@ -1,0 +1,442 @@
+// MoE recognition on traces recorded by other tools: the annotation
+// convention (shared vectors with the Python helper), rule files, and
+// hand-built Kineto and Nsight Systems traces whose per-layer numbers are
+// derived by hand beside each assertion.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "import_test_util.h"
+#include "moetrace/analyzer/analyses.h"
+#include "moetrace/analyzer/breakdown.h"
+#include "moetrace/analyzer/moe_recognition.h"
+#include "moetrace/analyzer/trace.h"
+
+namespace moetrace::testing {
+namespace {
+
+using analyzer::Annotation;
+using analyzer::AnnotationParse;
+using analyzer::parse_annotation;
+
+nlohmann::json vectors() {
+  std::ifstream in(std::string(MOETRACE_SOURCE_DIR) + "/tests/data/annotation_names.json");
+  return nlohmann::json::parse(in);
+}
+
+TEST(Annotation, SharedVectorsParseAsThePythonHelperFormatsThem) {
+  const auto v = vectors();
+  ASSERT_GE(v["valid"].size(), 12u);
+  for (const auto& e : v["valid"]) {
+    const auto name = e["name"].get<std::string>();
+    Annotation a;
+    std::string why;
+    ASSERT_EQ(parse_annotation("pytorch", name, a, &why), AnnotationParse::kOk) << name << ": " << why;
+    const auto kind = e["kind"].get<std::string>();
+    if (kind == "layer") EXPECT_EQ(a.role, analyzer::RangeRole::kLayer) << name;
+    else if (kind == "iteration") EXPECT_EQ(a.role, analyzer::RangeRole::kIteration) << name;
+    else if (kind == "microbatch") EXPECT_EQ(a.role, analyzer::RangeRole::kMicroBatch) << name;
+    else {
+      ASSERT_TRUE(a.kind) << name;
+      EXPECT_EQ(a.kind, analyzer::parse_moe_kind(kind)) << name;
+    }
+    EXPECT_EQ(a.layer, e.value("layer", -1)) << name;
+    EXPECT_EQ(a.iteration, e.value("iteration", -1)) << name;
+    EXPECT_EQ(a.micro_batch, e.value("micro_batch", -1)) << name;
+    EXPECT_EQ(a.chunk, e.value("chunk", -1)) << name;
+    if (e.contains("phase")) EXPECT_EQ(a.phase, parse_phase(e["phase"].get<std::string>())) << name;
+    else EXPECT_FALSE(a.phase) << name;
+  }
+  for (const auto& e : v["malformed"]) {
+    Annotation a;
+    std::string why;
+    EXPECT_EQ(parse_annotation("", e.get<std::string>(), a, &why), AnnotationParse::kMalformed) << e;
+    EXPECT_FALSE(why.empty()) << e;
+  }
+  for (const auto& e : v["not_annotations"]) {
+    Annotation a;
+    EXPECT_EQ(parse_annotation("pytorch", e.get<std::string>(), a), AnnotationParse::kNotAnnotation) << e;
+  }
+}
+
+TEST(Annotation, NvtxDomainMoetraceNeedsNoPrefix) {
+  Annotation a;
+  EXPECT_EQ(parse_annotation("moetrace", "dispatch layer=2 phase=bwd", a), AnnotationParse::kOk);
+  EXPECT_EQ(a.kind, OpKind::kDispatchAllToAll);
+  EXPECT_EQ(a.layer, 2);
+  EXPECT_EQ(a.phase, Phase::kBackward);
+  // moetrace's own op ranges (domain moetrace, names like L0.it0.gate) are not annotations.
+  EXPECT_EQ(parse_annotation("moetrace", "L0.it0.gate", a), AnnotationParse::kNotAnnotation);
+  // Without the domain, the prefix is needed.
+  EXPECT_EQ(parse_annotation("NCCL", "dispatch layer=2", a), AnnotationParse::kNotAnnotation);
+}
+
+TEST(MoeRules, BuiltInPresetsParseAndCiteTheirSources) {
+  const auto& r = analyzer::builtin_moe_rules();
+  ASSERT_FALSE(r.ranges.empty());
+  std::set<std::string> presets;
+  for (const auto& rule : r.ranges) {
+    presets.insert(rule.preset);
+    EXPECT_FALSE(rule.source.empty()) << rule.preset << ": " << rule.label;
+  }
+  for (const char* p : {"pytorch", "megatron-core", "deepspeed", "tutel", "fastmoe", "torchtitan"})
+    EXPECT_TRUE(presets.count(p)) << p;
+}
+
+std::string rules_error(const std::string& json) {
+  return error_of([&] { analyzer::parse_moe_rules(json, "my_rules.json"); });
+}
+
+TEST(MoeRules, BadRulesAreNamed) {
+  EXPECT_EQ(rules_error("{not json"), rules_error("{not json"));
+  EXPECT_EQ(rules_error("{not json").rfind("my_rules.json: invalid JSON", 0), 0u);
+  // A schema violation names the rule by index and label.
+  const auto role = rules_error(R"({"version": 1, "ranges": [
+      {"label": "fine", "name": "x", "role": "layer"},
+      {"label": "my dispatch", "name": "^disp", "role": "dispatcher"}]})");
+  EXPECT_NE(role.find("my_rules.json: "), std::string::npos) << role;
+  EXPECT_NE(role.find("[1]"), std::string::npos) << role;
+  EXPECT_NE(role.find("\"my dispatch\""), std::string::npos) << role;
+  // A pattern that is no regular expression.
+  const auto regex = rules_error(R"({"version": 1, "ranges": [{"label": "broken", "name": "([a-", "role": "layer"}]})");
+  EXPECT_EQ(regex.rfind("my_rules.json: ranges[0] (\"broken\"): invalid regular expression", 0), 0u) << regex;
+  // A capture group the pattern lacks.
+  const auto group = rules_error(
+      R"({"version": 1, "ranges": [{"label": "step", "name": "^Step", "role": "iteration", "iteration": "$1"}]})");
+  EXPECT_NE(group.find("capture group $1 does not exist"), std::string::npos) << group;
+  // An op rule without its kind.
+  const auto kind = rules_error(R"({"version": 1, "ranges": [{"label": "k", "name": "x", "role": "op"}]})");
+  EXPECT_NE(kind.find("needs a \"kind\""), std::string::npos) << kind;
+  // A newer rules version.
+  EXPECT_NE(rules_error(R"({"version": 2})"), "(no error)");
+}
+
+// --- hand-built Kineto traces --------------------------------------------------
+
+// Kineto Chrome-trace JSON, timestamps in microseconds.
+class Kineto {
+ public:
+  void range(const std::string& name, double ts, double dur, int tid = 1, const char* cat = "user_annotation") {
+    events_.push_back({{"ph", "X"}, {"cat", cat}, {"name", name}, {"pid", 1}, {"tid", tid}, {"ts", ts}, {"dur", dur}});
+  }
+  // A kernel on `stream` launched at host time `launch` from thread `tid`.
+  void kernel(const std::string& name, int stream, double ts, double dur, double launch, int tid = 1,
+              nlohmann::json extra = nlohmann::json::object()) {
+    const int corr = next_corr_++;
+    events_.push_back({{"ph", "X"}, {"cat", "cuda_runtime"}, {"name", "cudaLaunchKernel"}, {"pid", 1}, {"tid", tid},
+                       {"ts", launch}, {"dur", 1}, {"args", {{"correlation", corr}}}});
+    nlohmann::json args = {{"correlation", corr}, {"stream", stream}, {"device", 0}};
+    args.update(extra);
+    events_.push_back({{"ph", "X"}, {"cat", "kernel"}, {"name", name}, {"pid", 0}, {"tid", stream}, {"ts", ts},
+                       {"dur", dur}, {"args", args}});
+  }
+  std::string write(const std::string& file, int rank = 0, int world = 1) const {
+    const auto path = temp_path(file);
+    nlohmann::json doc = {{"traceEvents", events_},
+                          {"distributedInfo", {{"rank", rank}, {"world_size", world}, {"backend", "nccl"}}}};
+    write_file(path, doc.dump());
+    return path;
+  }
+
+ private:
+  nlohmann::json events_ = nlohmann::json::array();
+  int next_corr_ = 1;
+};
+
+analyzer::Trace import_and_load(const std::vector<std::string>& inputs, const std::string& out,
+                                const std::string& rules = "") {
+  importers::import_traces(inputs, out);
+  analyzer::LoadOptions o;
+  o.moe_rules = rules;
+  return analyzer::load_trace(out, o);
+}
+
+const analyzer::OpRange& op_of_kernel(const analyzer::Trace& t, std::string_view kernel, double start_us) {
+  for (const auto& a : t.activities)
+    if (t.str(a.name) == kernel && a.start_ns == static_cast<std::int64_t>(start_us * 1000)) {
+      EXPECT_GE(a.op, 0) << kernel;
+      return t.ops.at(static_cast<std::size_t>(a.op));
+    }
+  ADD_FAILURE() << "no kernel " << kernel << " at " << start_us;
+  static analyzer::OpRange none;
+  return none;
+}
+
+const char* kA2a = "ncclDevKernel_AllToAll_RING_LL(ncclDevComm*, unsigned long, ncclWork*)";
+
+// DualPipe-style overlap, annotated with the convention: the forward
+// dispatch and combine of micro-batch 0 of layer 0 run on the comm stream
+// while the backward expert GEMMs of micro-batch 1 (and the forward expert
+// GEMM of micro-batch 0) run on the compute stream.
+//   comm stream 13:    dispatch mb0 [100,200]           combine mb0 [300,400]
+//   compute stream 7:  bwd mb1 [120,180]  fwd mb0 [200,300]  bwd mb1 [320,350]
+// Forward row of layer 0 (mb0): window [100,400] = 300 us; all-to-all
+// [100,200]+[300,400] = 200 us; expert 100 us. Hidden communication: the
+// all-to-all under any computation of the rank = [120,180] + [320,350] =
+// 90 us, so hidden fraction 0.45, exposed 110 us. Backward row (mb1): window
+// [120,350] = 230 us, expert 60 + 30 = 90 us, no communication; idle
+// [180,320] minus what ran ([180,200] comm, [200,300] fwd expert, [300,320]
+// comm) = 0.
+TEST(MoeRecognition, DualPipeOverlapHiddenFractionPerLayer) {
+  Kineto k;
+  k.range("ProfilerStep#3", 0, 1000);
+  k.range("moetrace:layer layer=0", 5, 60);
+  k.range("moetrace:dispatch mb=0 phase=fwd", 10, 5);
+  k.kernel(kA2a, 13, 100, 100, 11);
+  k.range("moetrace:expert mb=1 phase=bwd", 20, 5);
+  k.kernel("sm90_xmma_gemm_bf16_bwd", 7, 120, 60, 21);
+  k.range("moetrace:expert mb=0 phase=fwd", 30, 5);
+  k.kernel("sm90_xmma_gemm_bf16_fwd", 7, 200, 100, 31);
+  k.range("moetrace:combine mb=0 phase=fwd", 40, 5);
+  k.kernel(kA2a, 13, 300, 100, 41);
+  k.range("moetrace:expert mb=1 phase=bwd", 50, 5);
+  k.kernel("sm90_xmma_gemm_bf16_bwd", 7, 320, 30, 51);
+  const auto t = import_and_load({k.write("dualpipe.json")}, temp_path("dualpipe.db"));
+  ASSERT_TRUE(t.recognition.ran);
+  EXPECT_TRUE(t.recognition.moe);
+  EXPECT_EQ(t.recognition.activities_placed, 5);
+  EXPECT_EQ(t.recognition.annotations, 6);
+  EXPECT_EQ(op_of_kernel(t, kA2a, 100).kind, OpKind::kDispatchAllToAll);
+  EXPECT_EQ(op_of_kernel(t, kA2a, 300).kind, OpKind::kCombineAllToAll);
+  const auto& bwd = op_of_kernel(t, "sm90_xmma_gemm_bf16_bwd", 320);
+  EXPECT_EQ(bwd.kind, OpKind::kExpertFfn);
+  EXPECT_EQ(bwd.phase, Phase::kBackward);
+  EXPECT_EQ(bwd.micro_batch, 1);
+  EXPECT_EQ(bwd.layer, 0);
+  EXPECT_EQ(bwd.iteration, 3);
+
+  const auto b = analyzer::compute_breakdown(t);
+  ASSERT_EQ(b.layers.size(), 1u);
+  const auto& f = b.layers[0].forward;
+  EXPECT_EQ(f.window_ns, 300'000);
+  EXPECT_EQ(f.at(Category::kAllToAll), 200'000);
+  EXPECT_EQ(f.at(Category::kExpertCompute), 100'000);
+  EXPECT_EQ(f.comm_hidden_ns, 90'000);
+  EXPECT_EQ(f.comm_exposed_ns, 110'000);
+  EXPECT_DOUBLE_EQ(f.hidden_fraction(), 0.45);
+  const auto& bw = b.layers[0].backward;
+  EXPECT_EQ(bw.window_ns, 230'000);
+  EXPECT_EQ(bw.at(Category::kExpertCompute), 90'000);
+  EXPECT_EQ(bw.comm_ns, 0);
+  EXPECT_EQ(bw.idle_ns, 0);
+}
+
+// Megatron-Core with with_modules=True: module ranges only, an NCCL
+// all-to-all pair per MoE layer that no range names (the token dispatcher is
+// no module), backward on the autograd thread (tid 2). Two MoE layers.
+//   forward, layer instance 0 (MoELayer_0 [10,40]):  router gemm [100,110],
+//     a2a [110,130] (split sizes [3,5]), experts gemm [130,170], a2a [170,190]
+//   forward, layer instance 1 (MoELayer_1 [50,80]):  router [200,210],
+//     a2a [210,220] ([6,2]), experts [220,240], a2a [240,250]
+//   backward (tid 2, evaluate_function ranges): a2a [300,310], gemm [310,330],
+//     a2a [330,340] (the last forward layer first), then a2a [350,360],
+//     gemm [360,380], a2a [380,390].
+// By hand: in each forward instance the first all-to-all is the dispatch and
+// the second the combine; backward instance 0 is layer 1 (the last forward
+// layer), its first all-to-all the backward of the combine. Rank load of
+// layer 0: [3,5] elements to ranks 0 and 1; layer 1: [6,2].
+TEST(MoeRecognition, MegatronModulesOrderGivesLayersAndDirections) {
+  Kineto k;
+  k.range("ProfilerStep#7", 0, 1000);
+  k.range("nn.Module: MoELayer_0", 10, 30, 1, "python_function");
+  k.range("nn.Module: TopKRouter_0", 11, 3, 1, "python_function");
+  k.kernel("router_gemm", 7, 100, 10, 12);
+  k.kernel(kA2a, 13, 110, 20, 15, 1, {{"Collective name", "all_to_allv"}, {"In split size", "[3, 5]"},
+                                        {"Out split size", "[3, 4]"}, {"In msg nelems", 8}, {"dtype", "BFloat16"}});
+  k.range("nn.Module: TEGroupedMLP_0", 20, 10, 1, "python_function");
+  k.kernel("cutlass_grouped_gemm_kernel", 7, 130, 40, 21);
+  k.kernel(kA2a, 13, 170, 20, 35);
+  k.range("nn.Module: MoELayer_1", 50, 30, 1, "python_function");
+  k.range("nn.Module: TopKRouter_1", 51, 3, 1, "python_function");
+  k.kernel("router_gemm", 7, 200, 10, 52);
+  k.kernel(kA2a, 13, 210, 10, 55, 1, {{"Collective name", "all_to_allv"}, {"In split size", "[6, 2]"},
+                                        {"Out split size", "[1, 1]"}, {"In msg nelems", 8}, {"dtype", "BFloat16"}});
+  k.range("nn.Module: TEGroupedMLP_1", 60, 10, 1, "python_function");
+  k.kernel("cutlass_grouped_gemm_kernel", 7, 220, 20, 61);
+  k.kernel(kA2a, 13, 240, 10, 75);
+  // Backward on the autograd thread.
+  k.range("autograd::engine::evaluate_function: _AllToAllBackward", 100, 5, 2, "cpu_op");
+  k.kernel(kA2a, 13, 300, 10, 101, 2);
+  k.range("autograd::engine::evaluate_function: GroupedGemmBackward", 110, 5, 2, "cpu_op");
+  k.kernel("cutlass_grouped_gemm_kernel", 7, 310, 20, 111, 2);
+  k.range("autograd::engine::evaluate_function: _AllToAllBackward", 120, 5, 2, "cpu_op");
+  k.kernel(kA2a, 13, 330, 10, 121, 2);
+  k.range("autograd::engine::evaluate_function: _AllToAllBackward", 130, 5, 2, "cpu_op");
+  k.kernel(kA2a, 13, 350, 10, 131, 2);
+  k.range("autograd::engine::evaluate_function: GroupedGemmBackward", 140, 5, 2, "cpu_op");
+  k.kernel("cutlass_grouped_gemm_kernel", 7, 360, 20, 141, 2);
+  k.range("autograd::engine::evaluate_function: _AllToAllBackward", 150, 5, 2, "cpu_op");
+  k.kernel(kA2a, 13, 380, 10, 151, 2);
+  const auto t = import_and_load({k.write("megatron.json")}, temp_path("megatron.db"));
+  ASSERT_TRUE(t.recognition.moe);
+  EXPECT_TRUE(t.recognition.ambiguities.empty()) << t.recognition.ambiguities.front();
+  const auto& d0 = op_of_kernel(t, kA2a, 110);
+  EXPECT_EQ(d0.kind, OpKind::kDispatchAllToAll);
+  EXPECT_EQ(d0.layer, 0);
+  EXPECT_EQ(d0.iteration, 7);
+  EXPECT_EQ(d0.bytes, 16);  // 8 elements x 2 bytes (BFloat16)
+  EXPECT_EQ(op_of_kernel(t, kA2a, 170).kind, OpKind::kCombineAllToAll);
+  EXPECT_EQ(op_of_kernel(t, kA2a, 210).layer, 1);
+  EXPECT_EQ(op_of_kernel(t, kA2a, 240).kind, OpKind::kCombineAllToAll);
+  EXPECT_EQ(op_of_kernel(t, "router_gemm", 200).kind, OpKind::kGate);
+  EXPECT_EQ(op_of_kernel(t, "cutlass_grouped_gemm_kernel", 220).kind, OpKind::kExpertFfn);
+  // Backward: the first instance is layer 1, its first all-to-all the combine's backward.
+  const auto& b0 = op_of_kernel(t, kA2a, 300);
+  EXPECT_EQ(b0.phase, Phase::kBackward);
+  EXPECT_EQ(b0.layer, 1);
+  EXPECT_EQ(b0.kind, OpKind::kCombineAllToAll);
+  EXPECT_EQ(op_of_kernel(t, kA2a, 330).kind, OpKind::kDispatchAllToAll);
+  EXPECT_EQ(op_of_kernel(t, "cutlass_grouped_gemm_kernel", 360).layer, 0);
+  EXPECT_EQ(op_of_kernel(t, kA2a, 380).layer, 0);
+  // Rank load from the forward dispatches' split sizes.
+  ASSERT_EQ(t.expert_load.size(), 4u);
+  EXPECT_EQ(t.expert_load[0].layer, 0);
+  EXPECT_EQ(t.expert_load[0].tokens, 3);
+  EXPECT_EQ(t.expert_load[1].tokens, 5);
+  EXPECT_EQ(t.expert_load[2].layer, 1);
+  EXPECT_EQ(t.expert_load[2].tokens, 6);
+  EXPECT_FALSE(t.expert_load_origin.empty());
+  // The breakdown per layer: layer 0 forward window [100,190] = 90 us, all-to-all 40 us.
+  const auto b = analyzer::compute_breakdown(t);
+  ASSERT_EQ(b.layers.size(), 2u);
+  EXPECT_EQ(b.layers[0].forward.window_ns, 90'000);
+  EXPECT_EQ(b.layers[0].forward.at(Category::kAllToAll), 40'000);
+  EXPECT_EQ(b.layers[0].forward.at(Category::kGating), 10'000);
+  // Layer 0 backward: [350,390] = 40 us, all-to-all 20 us.
+  EXPECT_EQ(b.layers[0].backward.window_ns, 40'000);
+  EXPECT_EQ(b.layers[0].backward.at(Category::kAllToAll), 20'000);
+}
+
+// --- hand-built Nsight Systems export ---------------------------------------------
+
+void make_export(const std::string& path, const std::string& sql) {
+  std::filesystem::remove(path);
+  sqlite::Database db(path, sqlite::Database::Mode::kCreate);
+  db.exec(sql);
+}
+
+// A DeepEP job without any annotation: only kernel names. Two layers:
+//   notify_dispatch [100,105], dispatch [105,125], grouped gemm [125,165],
+//   combine [165,185]; then notify_dispatch [200,205], dispatch [205,215],
+//   gemm [215,235], combine [235,245].
+// By hand: DeepEP kernels are all-to-all; layer 0's window [100,185] = 85 us
+// (all-to-all 5 + 20 + 20 = 45 us); layer 1 [200,245] = 45 us (all-to-all
+// 25 us); a single iteration (no markers) numbered 0.
+TEST(MoeRecognition, DeepEpKernelsWithoutAnnotationsInAnNsysExport) {
+  const auto in = temp_path("deepep.sqlite"), out = temp_path("deepep.db");
+  std::string kernels, runtime;
+  struct K { int name; int start, end; };
+  const K ks[] = {{1, 100, 105}, {2, 105, 125}, {3, 125, 165}, {4, 165, 185},
+                  {1, 200, 205}, {2, 205, 215}, {3, 215, 235}, {4, 235, 245}};
+  int corr = 1;
+  for (const auto& k : ks) {
+    kernels += fmt::format("{}({}, {}, 0, {}, {}, 704643072, {}, 1, 1, 1, 32, 1, 1)", kernels.empty() ? "" : ",",
+                           k.start * 1000, k.end * 1000, k.name == 3 ? 7 : 13, corr, k.name);
+    runtime += fmt::format("{}({}, {}, 0, 704643115, {}, 5, 0)", runtime.empty() ? "" : ",", k.start * 10,
+                           k.start * 10 + 5, corr);
+    ++corr;
+  }
+  make_export(in, R"(
+    CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT);
+    INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION', '3.24.14');
+    CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);
+    INSERT INTO StringIds VALUES
+      (1, 'void deep_ep::intranode::notify_dispatch<8>(int const*, int*, int, int const*, int*, int, int, int const*, int*, int*, int, int, void**, int**, int)'),
+      (2, 'void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*, int*, long*, float*)'),
+      (3, 'void cutlass::Kernel<cutlass_80_tensorop_bf16_s16816gemm_grouped_bf16_256x128_64x3_tn_align8>(Params)'),
+      (4, 'void deep_ep::intranode::combine<__nv_bfloat16, 8, 768, 4096>(__nv_bfloat16*, float*, int*)'),
+      (5, 'cudaLaunchKernel_v7000');
+    CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, "end" INTEGER, deviceId INTEGER, streamId INTEGER,
+      correlationId INTEGER, globalPid INTEGER, demangledName INTEGER, gridX INTEGER, gridY INTEGER, gridZ INTEGER,
+      blockX INTEGER, blockY INTEGER, blockZ INTEGER);
+    INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES )" + kernels + R"(;
+    CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER, "end" INTEGER, eventClass INTEGER, globalTid INTEGER,
+      correlationId INTEGER, nameId INTEGER, returnValue INTEGER);
+    INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES )" + runtime + ";");
+  const auto t = import_and_load({in}, out);
+  ASSERT_TRUE(t.recognition.moe);
+  EXPECT_EQ(t.recognition.kernels_by_name, 8);  // DeepEP kernels and the grouped GEMM
+  EXPECT_FALSE(t.recognition.iterations_marked);
+  for (const auto& a : t.activities) {
+    if (t.str(a.name).find("notify_dispatch") != std::string_view::npos) {
+      EXPECT_EQ(t.ops.at(static_cast<std::size_t>(a.op)).kind, OpKind::kDispatchAllToAll);
+    }
+  }
+  const auto b = analyzer::compute_breakdown(t);
+  ASSERT_EQ(b.layers.size(), 2u);
+  EXPECT_EQ(b.layers[0].forward.window_ns, 85'000);
+  EXPECT_EQ(b.layers[0].forward.at(Category::kAllToAll), 45'000);
+  EXPECT_EQ(b.layers[0].forward.at(Category::kExpertCompute), 40'000);
+  EXPECT_EQ(b.layers[1].forward.window_ns, 45'000);
+  EXPECT_EQ(b.layers[1].forward.at(Category::kAllToAll), 25'000);
+  ASSERT_EQ(b.iterations.size(), 1u);
+  EXPECT_EQ(b.iterations[0].iteration, 0);
+}
+
+// A user's rules file: their own range names for dispatch and combine and a
+// custom all-to-all kernel, tried before the presets.
+TEST(MoeRecognition, UserRulesFile) {
+  Kineto k;
+  k.range("step 4", 0, 1000);
+  k.range("my_moe[2]", 5, 50);
+  k.range("send_tokens", 10, 5);
+  k.kernel("my_a2a_kernel", 13, 100, 30, 11);
+  k.kernel("index_select_kernel", 7, 90, 10, 12);
+  k.range("recv_tokens", 20, 5);
+  k.kernel("my_a2a_kernel", 13, 200, 30, 21);
+  const auto rules = temp_path("rules.json");
+  write_file(rules, R"({"version": 1, "name": "ours",
+    "ranges": [
+      {"label": "step", "name": "^step ([0-9]+)$", "role": "iteration", "iteration": "$1", "scope": "process"},
+      {"label": "layer", "name": "^my_moe\\[([0-9]+)\\]$", "role": "layer", "layer": "$1"},
+      {"label": "dispatch", "name": "^send_tokens$", "role": "op", "kind": "dispatch"},
+      {"label": "combine", "name": "^recv_tokens$", "role": "op", "kind": "combine"}],
+    "kernels": [{"all_of": ["my_a2a"], "category": "all_to_all", "label": "our all-to-all"}]})");
+  const auto t = import_and_load({k.write("user.json")}, temp_path("user.db"), rules);
+  const auto& d = op_of_kernel(t, "my_a2a_kernel", 100);
+  EXPECT_EQ(d.kind, OpKind::kDispatchAllToAll);
+  EXPECT_EQ(d.layer, 2);
+  EXPECT_EQ(d.iteration, 4);
+  EXPECT_EQ(op_of_kernel(t, "my_a2a_kernel", 200).kind, OpKind::kCombineAllToAll);
+  // Compute inside the dispatch range is its permutation.
+  EXPECT_EQ(op_of_kernel(t, "index_select_kernel", 90).kind, OpKind::kPermute);
+  EXPECT_EQ(t.recognition.rules_used.count("ours: dispatch"), 1u);
+  // Without the file nothing is recognised: no MoE op ranges.
+  const auto plain = analyzer::load_trace(temp_path("user.db"));
+  EXPECT_FALSE(plain.recognition.moe);
+  EXPECT_TRUE(plain.ops.empty());
+}
+
+// Malformed annotations are counted and named, not guessed at.
+TEST(MoeRecognition, MalformedAnnotationsAreCounted) {
+  Kineto k;
+  k.range("moetrace:dispatch layer=x", 10, 5);
+  k.kernel(kA2a, 13, 100, 10, 11);
+  const auto t = import_and_load({k.write("bad.json")}, temp_path("bad.db"));
+  EXPECT_EQ(t.recognition.annotations_malformed, 1);
+  EXPECT_NE(t.recognition.first_malformed.find("layer=\"x\""), std::string::npos) << t.recognition.first_malformed;
+  EXPECT_TRUE(t.ops.empty());
+}
+
+// Traces in ../shared/data: ProfilerStep#N gives iterations on the HTA ranks.
+TEST(MoeRecognition, SharedKinetoTraceIterations) {
+  const auto in = shared_data("kineto/hta-sampled_rank-0.json.gz");
+  MOETRACE_NEED_SHARED(in);
+  const auto t = import_and_load({in}, temp_path("hta0.db"));
+  // zcat | grep: ProfilerStep#551 and ProfilerStep#552 (user_annotation, tid 4037).
+  EXPECT_TRUE(t.recognition.iterations_marked);
+  EXPECT_FALSE(t.recognition.moe);  // a recommendation model: no MoE layer
+  const auto b = analyzer::compute_breakdown(t);
+  ASSERT_EQ(b.iterations.size(), 2u);
+  EXPECT_EQ(b.iterations[0].iteration, 551);
+  EXPECT_EQ(b.iterations[1].iteration, 552);
+  EXPECT_TRUE(b.layers.empty());
+}
+
+}  // namespace
+}  // namespace moetrace::testing
