@@ -36,7 +36,7 @@ evaluated), 1 for a bad trace, 2 for a usage error.)";
 
 void add_diff_command(CLI::App& app) {
   struct Options {
-    std::string moe_rules;
+    MoeArgs moe;
     std::string base, next;
     std::string format = "text";
     std::string output;
@@ -47,7 +47,7 @@ void add_diff_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("diff", "Compare two traces per layer and op kind; gate CI with thresholds");
   cmd->footer(kMetricsHelp);
   cmd->add_option("base", opt->base, "Baseline trace (.db)")->required();
-  add_moe_rules_option(cmd, opt->moe_rules);
+  add_moe_rules_option(cmd, opt->moe);
   cmd->add_option("new", opt->next, "New trace (.db)")->required();
   add_format_option(cmd, opt->format, {"text", "json"});
   cmd->add_option("--output,-o", opt->output, "Write the comparison to this file instead of stdout");
@@ -65,9 +65,9 @@ void add_diff_command(CLI::App& app) {
   cmd->callback([opt] {
     std::vector<analyzer::Threshold> thresholds;
     for (const auto& e : opt->fail_if) thresholds.push_back(analyzer::parse_threshold(e));
-    const auto base = load_with_progress(opt->base, moe_rules_options(opt->moe_rules));
+    const auto base = load_with_progress(opt->base, moe_rules_options(opt->moe));
     const auto base_analyses = analyze_with_progress(base);
-    const auto next = load_with_progress(opt->next, moe_rules_options(opt->moe_rules));
+    const auto next = load_with_progress(opt->next, moe_rules_options(opt->moe));
     const auto next_analyses = analyze_with_progress(next);
     const auto d = analyzer::diff_traces(base, base_analyses, next, next_analyses, thresholds);
     if (opt->format == "json") {

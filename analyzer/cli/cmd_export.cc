@@ -15,7 +15,7 @@ namespace moetrace::cli {
 
 void add_export_command(CLI::App& app) {
   struct Options {
-    std::string moe_rules;
+    MoeArgs moe;
     std::string path;
     std::string output;
   };
@@ -25,10 +25,10 @@ void add_export_command(CLI::App& app) {
   auto* chrome = cmd->add_subcommand(
       "chrome", "Chrome trace-event JSON for Perfetto (ui.perfetto.dev) and chrome://tracing");
   chrome->add_option("trace", opt->path, "Trace database (.db)")->required();
-  add_moe_rules_option(chrome, opt->moe_rules);
+  add_moe_rules_option(chrome, opt->moe);
   chrome->add_option("--output,-o", opt->output, "JSON file to write (- for stdout)")->required();
   chrome->callback([opt] {
-    const auto trace = load_with_progress(opt->path, moe_rules_options(opt->moe_rules));
+    const auto trace = load_with_progress(opt->path, moe_rules_options(opt->moe));
     exporters::ChromeExportStats stats;
     if (opt->output == "-") {
       stats = exporters::write_chrome_trace(trace, opt->path, std::cout);

@@ -14,7 +14,7 @@ namespace moetrace::cli {
 
 void add_fit_command(CLI::App& app) {
   struct Options {
-    std::string moe_rules;
+    MoeArgs moe;
     std::string path;
     std::string format = "sim";
     std::string output;
@@ -24,7 +24,7 @@ void add_fit_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "fit", "Fit alpha/beta performance models and interference factors from a trace (simulator cost model)");
   cmd->add_option("trace", opt->path, "Trace database (.db)")->required();
-  add_moe_rules_option(cmd, opt->moe_rules);
+  add_moe_rules_option(cmd, opt->moe);
   cmd->add_option("--format,-f", opt->format,
                   "sim: the simulator's cost-model JSON; fits: every fit with R^2, residual RMS, points, "
                   "x range (JSON); text: the same for people")
@@ -35,7 +35,7 @@ void add_fit_command(CLI::App& app) {
                   "(default: the simulator's default preset)");
   cmd->add_option("--output,-o", opt->output, "Write the models to this file instead of stdout");
   cmd->callback([opt] {
-    const auto trace = load_with_progress(opt->path, moe_rules_options(opt->moe_rules));
+    const auto trace = load_with_progress(opt->path, moe_rules_options(opt->moe));
     analyzer::CostModel model;
     {
       Progress progress("fitting " + opt->path);

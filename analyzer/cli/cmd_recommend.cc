@@ -65,7 +65,7 @@ void apply_cost_model_arg(const std::string& arg, analyzer::RecommendOptions& ro
 
 void add_recommend_command(CLI::App& app) {
   struct Options {
-    std::string moe_rules;
+    MoeArgs moe;
     std::vector<std::string> paths;
     std::string format = "text";
     std::string output, cost_model, r_candidates;
@@ -83,7 +83,7 @@ void add_recommend_command(CLI::App& app) {
                   "feed mpipemoe's range search")
       ->required();
   add_format_option(cmd, opt->format, {"text", "json", "markdown"});
-  add_moe_rules_option(cmd, opt->moe_rules);
+  add_moe_rules_option(cmd, opt->moe);
   cmd->add_option("--output,-o", opt->output, "Write to this file instead of stdout");
   cmd->add_option("--cost-model", opt->cost_model,
                   "Hardware model: a simulator preset name, a cost-model JSON file (e.g. from `moetrace fit`), or "
@@ -113,7 +113,7 @@ void add_recommend_command(CLI::App& app) {
     ro.pro_prophet_alpha = opt->alpha;
     std::vector<analyzer::Trace> traces;
     traces.reserve(opt->paths.size());
-    for (const auto& p : opt->paths) traces.push_back(load_with_progress(p, moe_rules_options(opt->moe_rules)));
+    for (const auto& p : opt->paths) traces.push_back(load_with_progress(p, moe_rules_options(opt->moe)));
     for (std::size_t i = 1; i < traces.size(); ++i) ro.other_runs.push_back(&traces[i]);
     Progress progress("recommend " + opt->paths.front());
     ro.progress = progress.callback();

@@ -24,7 +24,7 @@ analyzer::Analyses analyze_with_progress(const analyzer::Trace& trace) {
 
 void add_report_command(CLI::App& app) {
   struct Options {
-    std::string moe_rules;
+    MoeArgs moe;
     std::string path;
     std::string format = "text";
     std::string output;
@@ -39,7 +39,7 @@ void add_report_command(CLI::App& app) {
       "Where the time goes per MoE layer, iteration, rank and phase; memory and memory bubbles; expert "
       "load imbalance and locality; fitted performance models; per-layer recommendations");
   cmd->add_option("trace", opt->path, "Trace database (.db)")->required();
-  add_moe_rules_option(cmd, opt->moe_rules);
+  add_moe_rules_option(cmd, opt->moe);
   add_format_option(cmd, opt->format, {"text", "json", "markdown", "html"});
   cmd->add_option("--output,-o", opt->output, "Write the report to this file instead of stdout");
   cmd->add_flag("--per-rank", opt->per_rank, "Also list every rank x layer x iteration x phase");
@@ -51,7 +51,7 @@ void add_report_command(CLI::App& app) {
                   "Hardware model of the recommendations: a simulator preset, a cost-model JSON file, or "
                   "\"fitted\" (default: see `moetrace recommend --help`)");
   cmd->callback([opt] {
-    const auto trace = load_with_progress(opt->path, moe_rules_options(opt->moe_rules));
+    const auto trace = load_with_progress(opt->path, moe_rules_options(opt->moe));
     auto analyses = analyze_with_progress(trace);
     if (!opt->no_recommendations) {
       analyzer::RecommendOptions ro;

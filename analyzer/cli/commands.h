@@ -54,10 +54,15 @@ class Progress {
 // Loads a trace with progress on a terminal.
 analyzer::Trace load_with_progress(const std::string& path, analyzer::LoadOptions options = {});
 
-// --moe-rules FILE of the commands that read traces: MoE recognition rules
-// for traces of other tools (moe_recognition.h), and the load options of it.
-void add_moe_rules_option(CLI::App* cmd, std::string& path);
-analyzer::LoadOptions moe_rules_options(const std::string& path);
+// --moe-rules FILE and --no-moe-recognition of the commands that read traces
+// (MoE recognition of traces of other tools, moe_recognition.h), and the load
+// options they give.
+struct MoeArgs {
+  std::string rules;
+  bool off = false;
+};
+void add_moe_rules_option(CLI::App* cmd, MoeArgs& args);
+analyzer::LoadOptions moe_rules_options(const MoeArgs& args);
 
 // Runs every analysis with progress on a terminal.
 analyzer::Analyses analyze_with_progress(const analyzer::Trace& trace);

@@ -31,15 +31,20 @@ analyzer::Trace load_with_progress(const std::string& path, analyzer::LoadOption
   return analyzer::load_trace(path, options);
 }
 
-void add_moe_rules_option(CLI::App* cmd, std::string& path) {
-  cmd->add_option("--moe-rules", path,
-                  "MoE recognition rules (JSON, schemas/moe_rules.schema.json) for traces of other tools, tried "
-                  "before the built-in framework presets; see docs/annotations.md");
+void add_moe_rules_option(CLI::App* cmd, MoeArgs& args) {
+  auto* rules = cmd->add_option("--moe-rules", args.rules,
+                                "MoE recognition rules (JSON, schemas/moe_rules.schema.json) for traces of other "
+                                "tools, tried before the built-in framework presets; see docs/annotations.md");
+  cmd->add_flag("--no-moe-recognition", args.off,
+                "Read a trace of another tool as it is: no op ranges derived from annotations, framework ranges "
+                "or kernel names")
+      ->excludes(rules);
 }
 
-analyzer::LoadOptions moe_rules_options(const std::string& path) {
+analyzer::LoadOptions moe_rules_options(const MoeArgs& args) {
   analyzer::LoadOptions o;
-  o.moe_rules = path;
+  o.moe_rules = args.rules;
+  o.recognize = !args.off;
   return o;
 }
 

@@ -232,6 +232,29 @@ TEST(Cli, ImportedKinetoTraceClassifiesItsNcclKernels) {
   EXPECT_NE(r.out.find("No expert load in the trace."), std::string::npos) << r.out;
 }
 
+TEST(Cli, MoeRulesErrorsAreOneLine) {
+  const std::string path = std::string(MOETRACE_SHARED_DATA) + "/external/kineto/hta-sampled_rank-0.json.gz";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "shared data absent: " << path;
+  const auto db = testing::temp_path("cli-rules.db");
+  std::filesystem::remove(db);
+  ASSERT_EQ(run_cli("import " + path + " -o " + db).exit_code, 0);
+  expect_one_line_error(run_cli("report " + db + " --moe-rules /nonexistent/rules.json"),
+                        "/nonexistent/rules.json: cannot open the rules file");
+  const auto rules = testing::temp_path("bad-rules.json");
+  std::ofstream(rules) << R"({"version": 1, "ranges": [{"label": "my layer", "name": "(", "role": "layer"}]})";
+  const auto bad = run_cli("report " + db + " --moe-rules " + rules);
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_EQ(bad.err.rfind("moetrace: " + rules + ": ranges[0] (\"my layer\"): invalid regular expression", 0), 0u)
+      << bad.err;
+  EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1);
+  // --no-moe-recognition reads the trace as it is: no op ranges.
+  const auto r = run_cli("report " + db + " --no-moe-recognition --format json --no-recommendations");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_FALSE(j["breakdown"]["has_op_ranges"].get<bool>());
+  EXPECT_FALSE(j["recognition"]["ran"].get<bool>());
+}
+
 TEST(Cli, ImportErrorsAreOneLine) {
   expect_one_line_error(run_cli("import /nonexistent/a.json -o " + testing::temp_path("x.db")),
                         "/nonexistent/a.json: no such file");
