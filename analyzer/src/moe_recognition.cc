@@ -130,6 +130,7 @@ class Recognizer {
     for (std::size_t i = 0; i < rules_.ranges.size(); ++i) {
       const auto& rule = rules_.ranges[i];
       if (!rule.domain.empty() && rule.domain != domain) continue;
+      if (!rule.required_prefix.empty() && !name.starts_with(rule.required_prefix)) continue;
       std::smatch m;
       if (!std::regex_search(text, m, rule.regex)) continue;
       Annotation out;
@@ -489,8 +490,7 @@ class Recognizer {
       ++s_.activities_placed;
     }
     t_.index_ops();
-    t_.kernel_category.assign(t_.strings.size(), -1);
-    t_.classify_kernel_names();
+    t_.kernel_category.resize(t_.strings.size(), -1);  // the loader classified the kernel names
     if (!rules_.kernels.empty())
       for (const auto& a : t_.activities)
         if (a.type == ActivityType::kKernel && a.name.valid())

@@ -2,6 +2,7 @@
 // (moe_recognition.h): the built-in presets, a user's file, their validation.
 #include <fmt/format.h>
 
+#include <cctype>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
@@ -115,6 +116,39 @@ RuleCoordinate coordinate(const nlohmann::json& r, const char* key) {
   return c;
 }
 
+// The literal a pattern anchored with ^ starts with, up to its first
+// metacharacter; empty where the pattern is not anchored, starts with a
+// group or class, or has an alternation outside groups (which could match
+// without the prefix). A literal followed by a quantifier is dropped.
+std::string required_prefix(std::string_view pattern) {
+  if (pattern.empty() || pattern[0] != '^') return {};
+  int depth = 0;
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\') ++i;
+    else if (c == '(') ++depth;
+    else if (c == ')') --depth;
+    else if (c == '|' && depth == 0) return {};
+  }
+  std::string out;
+  for (std::size_t i = 1; i < pattern.size(); ++i) {
+    char c = pattern[i];
+    if (c == '\\') {
+      if (i + 1 >= pattern.size()) break;
+      const char e = pattern[i + 1];
+      if (std::isalnum(static_cast<unsigned char>(e))) break;  // \d, \w, \b, ...: a class or assertion
+      c = e;
+      ++i;
+    } else if (std::string_view(".[](){}*+?|$^").find(c) != std::string_view::npos) {
+      if ((c == '*' || c == '?' || c == '{') && !out.empty()) out.pop_back();
+      break;
+    }
+    if (i + 1 < pattern.size() && std::string_view("*?{").find(pattern[i + 1]) != std::string_view::npos) break;
+    out += c;
+  }
+  return out;
+}
+
 RangeRule parse_range_rule(const nlohmann::json& r, const std::string& preset, const std::string& where) {
   RangeRule rule;
   rule.preset = preset;
@@ -128,6 +162,7 @@ RangeRule parse_range_rule(const nlohmann::json& r, const std::string& preset, c
   } catch (const std::regex_error& e) {
     throw Error(fmt::format("{}: invalid regular expression \"{}\" ({})", named, rule.pattern, e.what()));
   }
+  rule.required_prefix = required_prefix(rule.pattern);
   const auto role = r.at("role").get<std::string>();
   rule.role = role == "op"          ? RangeRole::kOp
               : role == "layer"     ? RangeRole::kLayer

@@ -15,6 +15,7 @@ namespace moetrace::analyzer {
 
 std::vector<UnclassifiedKernel> largest_unclassified_kernels(const Trace& trace, std::size_t n) {
   std::map<std::int64_t, UnclassifiedKernel> by_name;
+  std::map<std::int64_t, bool> has_rule;  // by name id: some kernel rule matches
   for (const auto& a : trace.activities) {
     if (a.type != ActivityType::kKernel || !a.name.valid()) continue;
     if (a.op >= 0) {
@@ -24,7 +25,10 @@ std::vector<UnclassifiedKernel> largest_unclassified_kernels(const Trace& trace,
     const auto id = static_cast<std::size_t>(a.name.value);
     const bool classified = id < trace.kernel_category.size() && trace.kernel_category[id] >= 0 &&
                             static_cast<Category>(trace.kernel_category[id]) != Category::kOtherCompute;
-    if (classified || match_kernel_rule(trace.str(a.name)) >= 0) continue;
+    if (classified) continue;
+    auto [rule, fresh] = has_rule.try_emplace(a.name.value, false);
+    if (fresh) rule->second = match_kernel_rule(trace.str(a.name)) >= 0;
+    if (rule->second) continue;
     auto& k = by_name[a.name.value];
     k.name = std::string(trace.str(a.name));
     ++k.count;

@@ -88,6 +88,26 @@ TEST(MoeRules, BuiltInPresetsParseAndCiteTheirSources) {
     EXPECT_TRUE(presets.count(p)) << p;
 }
 
+// The literal prefix that lets names skip a rule's regex must never skip a
+// name the regex would match.
+TEST(MoeRules, RequiredPrefixIsSafe) {
+  auto prefix = [](const std::string& pattern) {
+    const auto r = analyzer::parse_moe_rules(
+        nlohmann::json({{"version", 1}, {"ranges", {{{"label", "x"}, {"name", pattern}, {"role", "layer"}}}}}).dump(),
+        "t");
+    return r.ranges.at(0).required_prefix;
+  };
+  EXPECT_EQ(prefix("^nn\\.Module: MoELayer_[0-9]+$"), "nn.Module: MoELayer_");
+  EXPECT_EQ(prefix("^autograd::engine::evaluate_function: "), "autograd::engine::evaluate_function: ");
+  EXPECT_EQ(prefix("^a|b"), "");           // top-level alternation: "b" matches without "a"
+  EXPECT_EQ(prefix("^(x|y)z"), "");        // starts with a group
+  EXPECT_EQ(prefix("^abc*d"), "ab");       // c is optional
+  EXPECT_EQ(prefix("^ab?"), "a");
+  EXPECT_EQ(prefix("^x\\d+"), "x");       // \d is a class, not a literal
+  EXPECT_EQ(prefix("MoELayer"), "");       // not anchored
+  EXPECT_EQ(prefix("^moe_(dispatch|combine) forward$"), "moe_");
+}
+
 std::string rules_error(const std::string& json) {
   return error_of([&] { analyzer::parse_moe_rules(json, "my_rules.json"); });
 }

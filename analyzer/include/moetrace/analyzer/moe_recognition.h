@@ -95,6 +95,9 @@ struct RangeRule {
   std::string domain;            // NVTX domain the range must have; empty: any
   std::string pattern;           // ECMAScript regex searched in the range's name
   std::regex regex;
+  // A literal every match must start with ("^nn\\.Module: " -> "nn.Module: "):
+  // names without it skip the regex. Empty: none could be derived.
+  std::string required_prefix;
   RangeRole role = RangeRole::kOp;
   std::optional<OpKind> kind;
   RuleCoordinate layer, iteration, micro_batch, chunk;
