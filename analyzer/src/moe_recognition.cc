@@ -481,7 +481,7 @@ class Recognizer {
       op.name = a.type == ActivityType::kKernel && a.name.valid() ? a.name
                                                                   : intern(std::string(op_kind_name(op.kind)));
       if (a.type != ActivityType::kKernel) op.bytes = a.bytes;
-      if (const auto* c = collective(a)) {
+      if (const auto* c = collective(a, is_communication(op_category(op.kind)) ? launch_t_[i] : -1)) {
         const auto eb = dtype_bytes(c->dtype);
         if (eb > 0 && c->in_nelems >= 0) op.bytes = c->in_nelems * eb;
       }
@@ -498,7 +498,29 @@ class Recognizer {
             t_.kernel_category[static_cast<std::size_t>(a.name.value)] = static_cast<std::int8_t>(r->category);
   }
 
-  const Collective* collective(const Activity& a) const {
+  // The collective a kernel ran: by correlation id (Kineto's kernel args),
+  // else, for a communication kernel, the NCCL call whose host range holds
+  // its launch (nsys's NCCL payloads have no correlation id).
+  const Collective* collective(const Activity& a, std::int64_t launch_ns = -1) {
+    if (a.type == ActivityType::kKernel && launch_ns >= 0) {
+      if (host_calls_.empty() && !t_.collectives.empty()) {
+        for (const auto& c : t_.collectives)
+          if (c.correlation_id == 0) host_calls_.push_back(&c);
+        std::sort(host_calls_.begin(), host_calls_.end(), [](const Collective* x, const Collective* y) {
+          return std::tie(x->rank, x->start_ns) < std::tie(y->rank, y->start_ns);
+        });
+      }
+      // The call of the rank that started last before the launch (NCCL calls
+      // of a thread do not nest).
+      auto after = std::upper_bound(host_calls_.begin(), host_calls_.end(), std::pair{a.rank, launch_ns},
+                                    [](const std::pair<RankId, std::int64_t>& k, const Collective* c) {
+                                      return std::tie(k.first, k.second) < std::tie(c->rank, c->start_ns);
+                                    });
+      if (after != host_calls_.begin()) {
+        const auto* c = *std::prev(after);
+        if (c->rank == a.rank && launch_ns <= c->end_ns) return c;
+      }
+    }
     if (a.correlation_id == 0) return nullptr;
     auto it = std::lower_bound(t_.collectives.begin(), t_.collectives.end(), std::pair{a.rank, a.correlation_id},
                                [](const Collective& c, const std::pair<RankId, std::int64_t>& k) {
@@ -549,6 +571,7 @@ class Recognizer {
   std::vector<std::int32_t> instance_;
   std::unordered_map<std::int64_t, const KernelRule*> kernel_rule_cache_;
   int ambiguous_directions_ = 0;
+  std::vector<const Collective*> host_calls_;  // collectives without correlation id, by (rank, start)
 };
 
 }  // namespace

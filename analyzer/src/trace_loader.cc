@@ -578,7 +578,7 @@ class TraceLoader {
     if (!db_.has_table("collectives")) return;
     auto st = db_.prepare(
         "SELECT rank, correlation_id, name, in_nelems, out_nelems, group_size, dtype, in_splits, "
-        "out_splits FROM collectives ORDER BY rank, correlation_id");
+        "out_splits, start_ns, end_ns FROM collectives ORDER BY rank, correlation_id, start_ns");
     while (st.step()) {
       Collective c;
       c.rank = RankId(static_cast<std::int32_t>(st.int64(0)));
@@ -590,6 +590,8 @@ class TraceLoader {
       c.dtype = st.text(6);
       c.in_splits = parse_splits(st.text(7));
       c.out_splits = parse_splits(st.text(8));
+      c.start_ns = st.int64(9);
+      c.end_ns = st.int64(10);
       trace_.collectives.push_back(std::move(c));
     }
   }

@@ -575,9 +575,21 @@ TEST(MoeRecognition, ConventionInAnNsysExport) {
       (30000, 33000, 59, 704643115, 'moe_combine forward', NULL, 0, NULL, NULL, NULL),
       (60000, 63000, 59, 704643115, 'moetrace:combine layer=0 phase=bwd', NULL, 0, NULL, NULL, NULL);
   )");
-  const auto t = import_and_load({in}, out);
+  importers::import_traces({in}, out);
+  {
+    // What the importer writes for an NCCL call with a message size in its
+    // NVTX payload (NcclPayloadsGiveMessageSizesAndGroupSizes in the importer
+    // tests): host times, no correlation id. The dispatch kernel was launched
+    // at 16 us, inside it.
+    sqlite::Database db(out, sqlite::Database::Mode::kReadWrite);
+    db.exec("INSERT INTO collectives (rank, start_ns, end_ns, correlation_id, name, in_nelems, out_nelems, dtype) "
+            "VALUES (0, 15500, 17000, NULL, 'ncclAllToAll', 4096, 4096, 'uint8')");
+  }
+  const auto t = analyzer::load_trace(out);
   ASSERT_TRUE(t.recognition.moe);
   EXPECT_EQ(t.recognition.annotations, 5);  // iteration, layer, gate, expert, the prefixed combine
+  EXPECT_EQ(op_of_kernel(t, kA2a, 110).bytes, 4096);  // the NCCL call's message size
+  EXPECT_EQ(op_of_kernel(t, kA2a, 170).bytes, -1);    // launched outside any recorded call
   EXPECT_EQ(op_of_kernel(t, "router_logits_gemm", 100).kind, OpKind::kGate);
   EXPECT_EQ(op_of_kernel(t, kA2a, 110).kind, OpKind::kDispatchAllToAll);
   EXPECT_EQ(op_of_kernel(t, kA2a, 170).kind, OpKind::kCombineAllToAll);

@@ -168,7 +168,8 @@ struct ExpertPlacement {
 // Kineto's NCCL kernel args), linked to its kernel by (rank, correlation id).
 struct Collective {
   RankId rank;
-  std::int64_t correlation_id = 0;  // 0: none
+  std::int64_t start_ns = 0, end_ns = 0;  // host times where the tool recorded the call (nsys), else the kernel's
+  std::int64_t correlation_id = 0;  // 0: none (nsys: the NCCL call's NVTX range, matched by host time)
   std::string name;                 // "all_to_all", "allreduce", ... as recorded
   std::int64_t in_nelems = -1, out_nelems = -1;
   std::int32_t group_size = -1;
