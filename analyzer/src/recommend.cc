@@ -716,7 +716,8 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
   if (workloads.empty()) {
     out.hardware.source = "preset";
     out.hardware.model = o.cost_model ? *o.cost_model : sim::cost_model_preset("h100-nvlink-ib");
-    out.hardware.description = "none needed (no MoE layer to advise on)";
+    out.hardware.description = out.notes.empty() ? "none needed (no MoE layer to advise on)"
+                                                  : "none needed (no MoE layer could be advised on; see the notes)";
     return out;
   }
   progress("fitting", 0.0);
