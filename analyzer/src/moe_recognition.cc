@@ -217,15 +217,7 @@ class Recognizer {
     queries.reserve(t_.activities.size());
     for (std::size_t i = 0; i < t_.activities.size(); ++i) {
       const auto& a = t_.activities[i];
-      const ApiCall* call = nullptr;
-      if (a.correlation_id != 0)
-        for (auto it = std::lower_bound(t_.api_calls.begin(), t_.api_calls.end(), a.correlation_id,
-                                        [](const ApiCall& c, std::int64_t v) { return c.correlation_id < v; });
-             it != t_.api_calls.end() && it->correlation_id == a.correlation_id; ++it)
-          if (it->rank == a.rank) {
-            call = &*it;
-            break;
-          }
+      const ApiCall* call = t_.launching_call(a);
       launch_t_[i] = call ? call->start_ns : a.start_ns;
       queries.push_back({a.rank.value, call ? call->thread_id : INT64_MIN, launch_t_[i], i, call != nullptr});
     }

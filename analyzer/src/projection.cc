@@ -90,14 +90,7 @@ ProjectionStats project_activities(Trace& trace) {
       ++stats.no_correlation;
       continue;
     }
-    const ApiCall* call = nullptr;
-    for (auto it = std::lower_bound(trace.api_calls.begin(), trace.api_calls.end(), a.correlation_id,
-                                    [](const ApiCall& c, std::int64_t v) { return c.correlation_id < v; });
-         it != trace.api_calls.end() && it->correlation_id == a.correlation_id; ++it)
-      if (it->rank == a.rank) {
-        call = &*it;
-        break;
-      }
+    const ApiCall* call = trace.launching_call(a);
     if (!call) {
       ++stats.no_api_call;
       continue;

@@ -44,6 +44,15 @@ const ApiCall* Trace::api_call(std::int64_t correlation_id) const {
   return it != api_calls.end() && it->correlation_id == correlation_id ? &*it : nullptr;
 }
 
+const ApiCall* Trace::launching_call(const Activity& a) const {
+  if (a.correlation_id == 0) return nullptr;
+  for (auto it = std::lower_bound(api_calls.begin(), api_calls.end(), a.correlation_id,
+                                  [](const ApiCall& c, std::int64_t v) { return c.correlation_id < v; });
+       it != api_calls.end() && it->correlation_id == a.correlation_id; ++it)
+    if (it->rank == a.rank) return &*it;
+  return nullptr;
+}
+
 std::int64_t Trace::event_count() const {
   return static_cast<std::int64_t>(activities.size() + ops.size() + api_calls.size() + nvtx.size() +
                                    memory_events.size());

@@ -272,6 +272,9 @@ class Trace {
   int op_index(OpId id) const;
   // The API call with this correlation id, or nullptr.
   const ApiCall* api_call(std::int64_t correlation_id) const;
+  // The API call that launched an activity: its correlation id on its rank
+  // (ids repeat across ranks), or nullptr.
+  const ApiCall* launching_call(const Activity& a) const;
   // Number of timed events (activities, ops, API calls, NVTX ranges, memory events).
   std::int64_t event_count() const;
   std::vector<RankId> rank_ids() const;  // every rank that appears, sorted
