@@ -373,9 +373,11 @@ void MainWindow::on_analyses(std::shared_ptr<const TraceAnalyses> a) {
   if (!current) return;
   breakdown_->set_breakdown(a->breakdown, a->breakdown_error);
   expert_->set_index(current->trace, a->expert_load);
-  locality_->set_data(a->results ? a->results->locality : std::nullopt);
-  memory_->set_bubbles(a->results ? a->results->memory_bubbles : std::nullopt);
-  recommendations_->set_data(a->results ? a->results->recommendations : std::nullopt);
+  static const AnalysisResults kNone;
+  const auto& r = a->results ? *a->results : kNone;
+  locality_->set_data(r.locality, r.locality_error);
+  memory_->set_bubbles(r.memory_bubbles, r.memory_error);
+  recommendations_->set_data(r.recommendations, r.recommendations_error);
 }
 
 // --- search ---------------------------------------------------------------------------

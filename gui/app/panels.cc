@@ -348,12 +348,11 @@ RecommendationsPanel::RecommendationsPanel(QWidget* parent) : PanelFrame(parent)
 
 void RecommendationsPanel::set_computing() { show_message(tr("Computing recommendations\u2026")); }
 
-void RecommendationsPanel::set_data(const std::optional<RecommendationData>& d) {
+void RecommendationsPanel::set_data(const std::optional<RecommendationData>& d, const std::string& error) {
   model_->set_data(d);
   if (!d) {
-    show_message(tr("Recommendations: %1.\n(Per-layer pipeline degree, memory-reuse strategy and expert placement "
-                    "come with the analyses of issue 5.)")
-                     .arg(QString::fromLatin1(kNotAvailableYet)));
+    show_message(error.empty() ? tr("No recommendations were computed for this trace.")
+                               : tr("The recommenders failed: %1").arg(QString::fromStdString(error)));
     return;
   }
   if (d->items.empty()) {
@@ -409,10 +408,13 @@ LocalityPanel::LocalityPanel(QWidget* parent) : PanelFrame(parent) {
 
 void LocalityPanel::set_computing() { show_message(tr("Computing locality\u2026")); }
 
-void LocalityPanel::set_data(const std::optional<LocalityData>& d) {
+void LocalityPanel::set_data(const std::optional<LocalityData>& d, const std::string& error) {
   if (!d) {
-    show_message(tr("Locality of expert load across iterations: %1.\n(It comes with the analyses of issue 5.)")
-                     .arg(QString::fromLatin1(kNotAvailableYet)));
+    show_message(error.empty()
+                     ? tr("No expert load in this trace, so no locality of it across iterations. (moetrace's own "
+                          "runs record it; traces of other tools give the load of ranks where the dispatch's "
+                          "all-to-all split sizes were recorded.)")
+                     : tr("The locality analysis failed: %1").arg(QString::fromStdString(error)));
     return;
   }
   if (d->curves.empty()) {
@@ -514,12 +516,15 @@ void MemoryPanel::set_computing() {
   if (has_counters_) note_->setText(tr("Memory in use per rank over the timeline's visible window. Memory bubbles: computing\u2026"));
 }
 
-void MemoryPanel::set_bubbles(const std::optional<MemoryBubbleData>& b) {
+void MemoryPanel::set_bubbles(const std::optional<MemoryBubbleData>& b, const std::string& error) {
   chart_->set_bubbles(b);
   if (!has_counters_) return;
   if (!b)
-    note_->setText(tr("Memory in use per rank over the timeline's visible window. Memory bubbles (allocated but idle): %1.")
-                       .arg(QString::fromLatin1(kNotAvailableYet)));
+    note_->setText(error.empty()
+                       ? tr("Memory in use per rank over the timeline's visible window. Memory bubbles (allocated but "
+                            "idle) need buffers linked to the ops that use them, which this trace does not have.")
+                       : tr("Memory in use per rank over the timeline's visible window. The memory-bubble analysis "
+                            "failed: %1").arg(QString::fromStdString(error)));
   else
     note_->setText(tr("Memory in use per rank over the timeline's visible window; memory bubbles (allocated but idle) hatched: %1.")
                        .arg(b->bubbles.size()));

@@ -21,7 +21,6 @@
 
 namespace moetrace::gui {
 
-inline const char* kNotAvailableYet = "analysis not available yet";
 
 // A message page and a content page.
 class PanelFrame : public QStackedWidget {
@@ -125,7 +124,8 @@ class RecommendationsPanel : public PanelFrame {
  public:
   explicit RecommendationsPanel(QWidget* parent = nullptr);
   void set_computing();
-  void set_data(const std::optional<RecommendationData>& d);
+  // `error`: why the recommenders failed, shown where `d` is nullopt.
+  void set_data(const std::optional<RecommendationData>& d, const std::string& error = {});
   RecommendationsModel* model() const { return model_; }
   QTableView* view() const { return view_; }
 
@@ -157,7 +157,8 @@ class LocalityPanel : public PanelFrame {
  public:
   explicit LocalityPanel(QWidget* parent = nullptr);
   void set_computing();
-  void set_data(const std::optional<LocalityData>& d);
+  // `error`: why the analysis failed; empty with nullopt: no expert load.
+  void set_data(const std::optional<LocalityData>& d, const std::string& error = {});
 
  private:
   LocalityChart* chart_;
@@ -190,7 +191,8 @@ class MemoryPanel : public PanelFrame {
   void set_model(std::shared_ptr<const TimelineModel> model);
   void set_axis(const TimeAxis& axis);
   void set_computing();
-  void set_bubbles(const std::optional<MemoryBubbleData>& b);
+  // `error`: why the analysis failed; empty with nullopt: no buffers linked to ops.
+  void set_bubbles(const std::optional<MemoryBubbleData>& b, const std::string& error = {});
   QString note() const { return note_->text(); }
 
  private:

@@ -7,6 +7,8 @@
 #include <random>
 
 #include "fixture_trace.h"
+#include "moetrace/analyzer/locality.h"
+#include "moetrace/analyzer/memory.h"
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/gui/analysis_results.h"
 #include "moetrace/gui/draw_list.h"
@@ -446,10 +448,30 @@ TEST_F(Fixture, DrawListPutsEachColourInItsLane) {
   EXPECT_EQ(collapsed.row_at(1), model_->groups()[0].first_row);
 }
 
-TEST_F(Fixture, IssueFiveAnalysesAreReportedMissing) {
+TEST_F(Fixture, PanelsGetTheAnalyzersResults) {
   const auto a = compute_analysis_results(*trace_);
-  EXPECT_FALSE(a.locality);
-  EXPECT_FALSE(a.memory_bubbles);
+  // The same analyses as the report's (locality.h, memory.h): present where
+  // the trace has what they need, else nullopt without an error.
+  const auto loc = analyzer::analyze_locality(*trace_);
+  ASSERT_TRUE(loc.has_load);  // the fixture's load has iterations 0 and 1
+  EXPECT_EQ(a.locality.has_value(), loc.has_load);
+  EXPECT_TRUE(a.locality_error.empty());
+  if (a.locality) {
+    // One curve over all layers (-1) first, then one per layer with points.
+    ASSERT_FALSE(a.locality->curves.empty());
+    EXPECT_EQ(a.locality->curves.front().layer, -1);
+    for (const auto& c : a.locality->curves)
+      for (const auto& p : c.points) {
+        EXPECT_GE(p.value, a.locality->min_value);
+        EXPECT_LE(p.value, 1.0 + 1e-9);
+      }
+  }
+  const auto mem = analyzer::analyze_memory(*trace_);
+  EXPECT_EQ(a.memory_bubbles.has_value(), mem.has_buffer_usage);
+  if (a.memory_bubbles) {
+    EXPECT_EQ(a.memory_bubbles->bubbles.size(), mem.bubbles.size());
+  }
+  EXPECT_TRUE(a.memory_error.empty());
   // The recommenders are in (analyzer/recommend.h): present, one item per
   // MoE layer with expert load and subject.
   ASSERT_TRUE(a.recommendations);

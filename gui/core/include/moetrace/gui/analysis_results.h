@@ -1,11 +1,10 @@
-// The data the issue-5 panels show, as plain structs: the analyses fill
-// them, the panels only draw them. Each is optional in AnalysisResults, and
-// nullopt means "this build has no such analysis yet" — the panel says so
-// instead of showing anything made up. An analysis that ran and found
-// nothing (no buffers, no recommendations) is a present, empty value.
-//
-// To connect an analysis once it lands in analyzer/, fill its field in
-// compute_analysis_results() (analysis_results.cc); the panels need no change.
+// The data the locality, memory-bubble and recommendation panels show, as
+// plain structs: the analyzer's analyses fill them (compute_analysis_results),
+// the panels only draw them. A field is nullopt where its analysis found
+// nothing to work on (no expert load across iterations, no buffers linked to
+// ops) or failed; `*_error` then says why it failed, and empty means it had
+// nothing to work on. An analysis that ran and found nothing to show (no
+// recommendations) is a present, empty value.
 #pragma once
 
 #include <cstdint>
@@ -74,9 +73,11 @@ struct AnalysisResults {
   std::optional<LocalityData> locality;
   std::optional<MemoryBubbleData> memory_bubbles;
   std::optional<RecommendationData> recommendations;
+  std::string locality_error, memory_error, recommendations_error;  // the failed analysis's message
 };
 
-// Runs the analyses this build has on a loaded trace (off the GUI thread).
+// Runs the analyses on a loaded trace (off the GUI thread): locality.h,
+// memory.h and recommend.h of the analyzer, as `moetrace report` does.
 AnalysisResults compute_analysis_results(const analyzer::Trace& trace);
 
 }  // namespace moetrace::gui
