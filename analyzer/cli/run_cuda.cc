@@ -7,11 +7,13 @@
 // comes from the environment:
 //   MOETRACE_CUDA_PRECISION     bf16 (default) | fp32
 //   MOETRACE_CUDA_COMMUNICATOR  emulated | nccl; default: nccl where a launcher
-//                               (mpirun, torchrun-style RANK/WORLD_SIZE) started
+//                               (mpirun, torchrun-style RANK/WORLD_SIZE, srun,
+//                               PMI, PMIx: cuda/launch_env.h) started
 //                               several processes, else emulated (all ranks on one GPU)
 //   MOETRACE_CUDA_LINK          emulated link model, e.g. "latency_us=10,bandwidth_gb_s=50,sms=8"
 //   MOETRACE_CUDA_DEVICE        device index (default: local rank, or 0)
 //   MOETRACE_NCCL_ID_FILE       NCCL unique-id file every rank can read
+//   MOETRACE_JOB_ID             this run's id, where the launcher sets none
 // The routing follows the spec's synthetic load (planned routing): the gate
 // computes its softmax, tokens go where the load says.
 #include <fmt/format.h>
