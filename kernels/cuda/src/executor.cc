@@ -204,6 +204,10 @@ struct Executor::Impl final : ExecContext {
     if (plan_.dims.top_k > kernels::kMaxTopK)
       throw ConfigError(fmt::format("top_k ({}) is above the executor's limit of {}", plan_.dims.top_k,
                                     kernels::kMaxTopK));
+    // The gate picks top_k distinct experts (its kernel relies on it).
+    if (plan_.dims.top_k > plan_.dims.num_experts)
+      throw ConfigError(fmt::format("top_k ({}) is greater than num_experts ({})", plan_.dims.top_k,
+                                    plan_.dims.num_experts));
     if (opt_.communicator == CommunicatorKind::kNccl) {
       env_ = opt_.launch ? opt_.launch : launch_env_from_process();
       if (!env_) env_ = LaunchEnv{0, 1, 0, "none", ""};
@@ -216,8 +220,18 @@ struct Executor::Impl final : ExecContext {
     MOETRACE_CUDA_CHECK(cudaFree(nullptr));  // create the context now, not inside the first op
     cudaMemPool_t pool = nullptr;
     MOETRACE_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_));
-    std::uint64_t keep = UINT64_MAX;  // freed blocks stay in the pool for reuse
-    MOETRACE_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    const MemPoolPolicy policy = mem_pool_policy();
+    if (policy.keep_freed_blocks) {
+      std::uint64_t keep = UINT64_MAX;  // freed blocks stay in the pool for reuse
+      MOETRACE_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    }
+    auto reuse = [&](cudaMemPoolAttr attr, bool on) {
+      int v = on ? 1 : 0;
+      MOETRACE_CUDA_CHECK(cudaMemPoolSetAttribute(pool, attr, &v));
+    };
+    reuse(cudaMemPoolReuseFollowEventDependencies, policy.follow_event_dependencies);
+    reuse(cudaMemPoolReuseAllowOpportunistic, policy.allow_opportunistic);
+    reuse(cudaMemPoolReuseAllowInternalDependencies, policy.allow_internal_dependencies);
 
     if (opt_.communicator == CommunicatorKind::kNccl)
       comm_ = make_nccl_communicator(plan_, *env_, unique_id_path(opt_.nccl_id_file, [](const char* n) {

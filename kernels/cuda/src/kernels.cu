@@ -68,53 +68,58 @@ __global__ void gate_softmax_topk_kernel(const float* __restrict__ logits, long 
                                          float* __restrict__ routing,
                                          const int* __restrict__ planned,
                                          unsigned long long* __restrict__ counts) {
-  const long long token = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
-  if (token >= tokens) return;  // the whole warp leaves together
-  const float* l = logits + token * E;
-  float mx = -INFINITY;
-  for (int e = lane; e < E; e += 32) mx = fmaxf(mx, l[e]);
-  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, o));
-  float sum = 0.0f;
-  for (int e = lane; e < E; e += 32) sum += expf(l[e] - mx);
-  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(kFull, sum, o);
-  const float inv = 1.0f / sum;
-  float* p = probs + token * E;
-  for (int e = lane; e < E; e += 32) p[e] = expf(l[e] - mx) * inv;
-  int chosen[kMaxTopK];
-  for (int slot = 0; slot < k; ++slot) {
-    int id = 0;
-    if (planned != nullptr) {
-      id = planned[token * k + slot];
-    } else {
-      float bv = -1.0f;
-      int bi = INT_MAX;
-      for (int e = lane; e < E; e += 32) {
-        bool taken = false;
-        for (int j = 0; j < slot; ++j) taken = taken || chosen[j] == e;
-        if (taken) continue;
-        const float v = expf(l[e] - mx) * inv;
-        if (v > bv || (v == bv && e < bi)) {
-          bv = v;
-          bi = e;
+  // A warp per token, grid-stride: the grid is capped (grid_for), the tokens
+  // are not. The loop bound is the same for the whole warp.
+  const long long warps = static_cast<long long>(gridDim.x) * (blockDim.x / 32);
+  for (long long token = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) / 32; token < tokens;
+       token += warps) {
+    const float* l = logits + token * E;
+    float mx = -INFINITY;
+    for (int e = lane; e < E; e += 32) mx = fmaxf(mx, l[e]);
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, o));
+    float sum = 0.0f;
+    for (int e = lane; e < E; e += 32) sum += expf(l[e] - mx);
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(kFull, sum, o);
+    const float inv = 1.0f / sum;
+    float* p = probs + token * E;
+    for (int e = lane; e < E; e += 32) p[e] = expf(l[e] - mx) * inv;
+    int chosen[kMaxTopK];
+    for (int slot = 0; slot < k; ++slot) {
+      int id = 0;
+      if (planned != nullptr) {
+        id = planned[token * k + slot];
+      } else {
+        float bv = 0.0f;
+        int bi = -1;  // no candidate yet
+        for (int e = lane; e < E; e += 32) {
+          bool taken = false;
+          for (int j = 0; j < slot; ++j) taken = taken || chosen[j] == e;
+          if (taken) continue;
+          const float v = expf(l[e] - mx) * inv;
+          if (gate_prefers(v, e, bv, bi)) {
+            bv = v;
+            bi = e;
+          }
         }
-      }
-      for (int o = 16; o > 0; o >>= 1) {
-        const float ov = __shfl_xor_sync(kFull, bv, o);
-        const int oi = __shfl_xor_sync(kFull, bi, o);
-        if (ov > bv || (ov == bv && oi < bi)) {
-          bv = ov;
-          bi = oi;
+        for (int o = 16; o > 0; o >>= 1) {
+          const float ov = __shfl_xor_sync(kFull, bv, o);
+          const int oi = __shfl_xor_sync(kFull, bi, o);
+          if (gate_prefers(ov, oi, bv, bi)) {
+            bv = ov;
+            bi = oi;
+          }
         }
+        // k <= E (checked on the host), so some expert was free: bi is in [0, E).
+        id = bi;
       }
-      id = bi;
-    }
-    chosen[slot] = id;
-    if (lane == 0) {
-      float* r = routing + token * 2 * k;
-      r[slot] = static_cast<float>(id);
-      r[k + slot] = expf(l[id] - mx) * inv;
-      if (counts != nullptr) atomicAdd(counts + id, 1ULL);
+      chosen[slot] = id;
+      if (lane == 0) {
+        float* r = routing + token * 2 * k;
+        r[slot] = static_cast<float>(id);
+        r[k + slot] = expf(l[id] - mx) * inv;
+        if (counts != nullptr) atomicAdd(counts + id, 1ULL);
+      }
     }
   }
 }
@@ -123,19 +128,21 @@ template <class T>
 __global__ void gate_backward_kernel(const float* __restrict__ probs, const float* __restrict__ routing,
                                      const float* __restrict__ d_weights, long long tokens, int E,
                                      int k, T* __restrict__ d_logits) {
-  const long long token = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
-  if (token >= tokens) return;
-  const float* p = probs + token * E;
-  const float* r = routing + token * 2 * k;
-  const float* dw = d_weights + token * k;
-  float dot = 0.0f;
-  for (int s = 0; s < k; ++s) dot += p[__float2int_rn(r[s])] * dw[s];
-  for (int e = lane; e < E; e += 32) {
-    float dp = 0.0f;
-    for (int s = 0; s < k; ++s)
-      if (__float2int_rn(r[s]) == e) dp = dw[s];
-    store(d_logits + token * E + e, p[e] * (dp - dot));
+  const long long warps = static_cast<long long>(gridDim.x) * (blockDim.x / 32);
+  for (long long token = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) / 32; token < tokens;
+       token += warps) {
+    const float* p = probs + token * E;
+    const float* r = routing + token * 2 * k;
+    const float* dw = d_weights + token * k;
+    float dot = 0.0f;
+    for (int s = 0; s < k; ++s) dot += p[__float2int_rn(r[s])] * dw[s];
+    for (int e = lane; e < E; e += 32) {
+      float dp = 0.0f;
+      for (int s = 0; s < k; ++s)
+        if (__float2int_rn(r[s]) == e) dp = dw[s];
+      store(d_logits + token * E + e, p[e] * (dp - dot));
+    }
   }
 }
 

@@ -37,6 +37,19 @@ MOETRACE_HD inline std::int64_t layout_row(const std::int64_t* entry, int num_ch
   return entry[2 + 2 * c] + (q - entry[2 + 2 * c + 1]);
 }
 
+// The gate's top-k order (gate_softmax_topk_kernel): a higher probability
+// first, ties to the lower expert; a NaN probability (from NaN or infinite
+// logits) ranks below every number, so every slot names an expert in
+// [0, E) whatever the logits hold. `e` or `best` < 0: no candidate.
+MOETRACE_HD inline bool gate_prefers(float v, int e, float best_v, int best) {
+  if (e < 0) return false;
+  if (best < 0) return true;
+  const bool v_nan = v != v, best_nan = best_v != best_v;
+  if (v_nan != best_nan) return best_nan;
+  if (!v_nan && v != best_v) return v > best_v;
+  return e < best;
+}
+
 // Pacing of the emulated link (link_model.h): the pieces of a rank's paced
 // bytes are dealt round-robin to `blocks` blocks; each block, having copied
 // `done` bytes, waits until latency_ns + done * ns_per_byte_per_block after
