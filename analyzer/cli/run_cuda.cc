@@ -65,6 +65,8 @@ void run_cuda(const RunRequest& request) {
   o.shape = spec.common.model;
   o.seed = spec.routing.seed;
   o.trace_path = request.output;
+  o.collect = request.collect;
+  o.warmup_runs = request.warmup_runs;
   const std::string what = spec.preset.empty() ? spec.variant : spec.preset;
   o.run.name = fmt::format("{} (cuda)", what);
   o.run.variant = spec.variant;
@@ -88,10 +90,15 @@ void run_cuda(const RunRequest& request) {
   const cuda::RunResult& r = s.result;
   if (!request.quiet)
     std::cerr << fmt::format(
-        "ran {} on {} ({} ranks, {} communicator, {}): {:.3f} ms wall, {} kernels, {} op ranges, {} "
-        "dropped records; peak device memory {}; wrote {}\n",
+        "ran {} on {} ({} ranks, {} communicator, {}{}): {:.3f} ms wall, {}; peak device memory {}; wrote {}\n",
         spec.variant, s.device_name, plan.world_size, cuda::communicator_name(o.executor.communicator),
-        cuda::precision_name(o.executor.precision), r.wall_ms, s.kernels, s.op_ranges, s.dropped_records,
+        cuda::precision_name(o.executor.precision),
+        o.warmup_runs > 0 ? fmt::format(", after {} warm-up run{}", o.warmup_runs, o.warmup_runs == 1 ? "" : "s")
+                          : std::string(),
+        r.wall_ms,
+        o.collect ? fmt::format("{} kernels, {} op ranges, {} dropped records", s.kernels, s.op_ranges,
+                                s.dropped_records)
+                  : std::string("collector off"),
         gib(r.device_bytes_peak), s.trace_path);
   if (s.dropped_records > 0)
     std::cerr << fmt::format("moetrace: warning: CUPTI dropped {} activity records (see `moetrace info`)\n",
