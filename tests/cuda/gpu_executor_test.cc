@@ -182,6 +182,29 @@ TEST(GpuExecutor, PlannedRoutingFollowsASyntheticLoad) {
     for (double v : out.data) ASSERT_TRUE(std::isfinite(v));
 }
 
+TEST(GpuExecutor, DataDrawnOnTheDeviceIsTheHostsRandomTrainingData) {
+  MOETRACE_REQUIRE_GPU();
+  const plan::ModelShape s = small_shape(2, 8, 2, 0, false);
+  plan::PipeMoeConfig c;
+  c.common = testing::common_config(s, 4, 2);
+  c.pipeline_degree = 2;
+  const plan::Plan p = plan::build_pipemoe(c, synthetic(4, 8, 2, 2, 2, 40));
+  ExecutorOptions o = options(Precision::kFp32);
+  o.routing = RoutingMode::kPlanned;
+  Executor ex(p, o);
+  const plan::ModelWeights w = plan::random_weights(s, 1);
+  const std::vector<std::int64_t> tokens{40, 40, 40, 40};
+  const RunResult staged = ex.run(w, plan::random_training_data(s, 2, tokens, 2));
+  const RunResult drawn = ex.run(w, RandomTrainingData{2, tokens, s.model_dim, 2});
+  ASSERT_EQ(staged.outputs.size(), drawn.outputs.size());
+  // The device's double log/cos may differ from the host's in the last bit
+  // of a double, not of the float it is rounded to (except rarely by one ulp).
+  for (std::size_t i = 0; i < staged.outputs.size(); ++i) {
+    EXPECT_LE(plan::relative_error(drawn.outputs[i], staged.outputs[i]), kFp32Tolerance) << "output " << i;
+    EXPECT_LE(plan::relative_error(drawn.input_grads[i], staged.input_grads[i]), kFp32Tolerance) << i;
+  }
+}
+
 TEST(GpuExecutor, ComputedRoutingAgainstAWrongPlanIsCountedNotACrash) {
   MOETRACE_REQUIRE_GPU();
   const plan::ModelShape s = small_shape(1, 8, 2, 0, false);

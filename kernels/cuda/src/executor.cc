@@ -141,6 +141,8 @@ struct Executor::Impl final : ExecContext {
   cupti::Collector* collector_ = nullptr;
   PinnedBlock staging_;
   std::vector<std::int64_t> staging_offset_;
+  std::vector<std::int64_t> draw_first_;  // drawn inputs: index of the first normal, else -1
+  std::uint64_t draw_seed_ = 0;
   PinnedBlock capture_;
   std::vector<std::int64_t> capture_offset_;
 
@@ -397,7 +399,9 @@ struct Executor::Impl final : ExecContext {
   }
 
   // ---- run
-  RunResult run(const plan::ModelWeights& weights, const plan::TrainingData& data, cupti::Collector* collector) {
+  // Exactly one of `data` (host matrices, staged) and `drawn` (drawn on the device) is given.
+  RunResult run(const plan::ModelWeights& weights, const plan::TrainingData* data, const RandomTrainingData* drawn,
+                cupti::Collector* collector) {
     collector_ = collector;
     RunResult result;
     const std::size_t nb = plan_.buffers.size();
@@ -433,7 +437,7 @@ struct Executor::Impl final : ExecContext {
       allocate_persistent(b, weights);
       persistent_bytes += bytes_[at(b.id)];
     }
-    stage_inputs(data, weights);
+    stage_inputs(data, drawn, weights);
     prepare_capture();
     MOETRACE_CUDA_CHECK(cudaDeviceSynchronize());
 
@@ -493,15 +497,30 @@ struct Executor::Impl final : ExecContext {
   }
 
   // Inputs, output gradients (and any transient parameter copy) of this
-  // process, converted to their device type in pinned memory once.
-  void stage_inputs(const plan::TrainingData& data, const plan::ModelWeights& weights) {
+  // process, converted to their device type in pinned memory once; with
+  // `drawn`, inputs and output gradients are not staged but drawn on the
+  // device at allocation (draw_first_: their first normal's index).
+  void stage_inputs(const plan::TrainingData* data, const RandomTrainingData* drawn,
+                    const plan::ModelWeights& weights) {
     staging_offset_.assign(plan_.buffers.size(), -1);
+    draw_first_.assign(plan_.buffers.size(), -1);
+    draw_seed_ = drawn != nullptr ? drawn->seed : 0;
     std::int64_t total = 0;
     using K = plan::BufferBinding::Kind;
     for (const plan::Buffer& b : plan_.buffers) {
       if (b.persistent || !runs(b.rank)) continue;
       const K k = b.binding.kind;
       if (k != K::kModelInput && k != K::kOutputGrad && k != K::kParam) continue;
+      if (drawn != nullptr && k != K::kParam) {
+        const int block = b.binding.block;
+        if (block < 0 || block >= static_cast<int>(drawn->tokens.size()) ||
+            b.rows != drawn->tokens[static_cast<std::size_t>(block)] || b.cols != drawn->model_dim)
+          throw Error(fmt::format("buffer {} is {} x {} but its data of block {} is not", b.name, b.rows, b.cols,
+                                  block));
+        draw_first_[at(b.id)] = static_cast<std::int64_t>(
+            training_normal_offset(*drawn, k == K::kOutputGrad, b.binding.iteration, block));
+        continue;
+      }
       staging_offset_[at(b.id)] = total;
       total += (bytes_[at(b.id)] + 255) / 256 * 256;
     }
@@ -517,10 +536,10 @@ struct Executor::Impl final : ExecContext {
         continue;
       }
       const int it = b.binding.iteration, block = b.binding.block;
-      if (it < 0 || it >= data.iterations || block < 0 || block >= data.blocks)
+      if (it < 0 || it >= data->iterations || block < 0 || block >= data->blocks)
         throw Error(fmt::format("buffer {} wants data of iteration {} block {}, the training data has {} x {}",
-                                b.name, it, block, data.iterations, data.blocks));
-      const plan::Matrix& m = k == K::kModelInput ? data.input(it, block) : data.output_grad(it, block);
+                                b.name, it, block, data->iterations, data->blocks));
+      const plan::Matrix& m = k == K::kModelInput ? data->input(it, block) : data->output_grad(it, block);
       if (m.rows != b.rows || m.cols != b.cols)
         throw Error(fmt::format("buffer {} is {} x {} but its data is {} x {}", b.name, b.rows, b.cols, m.rows,
                                 m.cols));
@@ -619,6 +638,11 @@ struct Executor::Impl final : ExecContext {
         case K::kModelInput:
         case K::kOutputGrad:
         case K::kParam:
+          if (draw_first_[b] >= 0) {
+            kernels::fill_normal(s, dtype_[b], ptr_[b], buf.elements(), draw_seed_,
+                                 static_cast<std::uint64_t>(draw_first_[b]));
+            break;
+          }
           MOETRACE_CUDA_CHECK(cudaMemcpyAsync(ptr_[b], static_cast<char*>(staging_.ptr) + staging_offset_[b],
                                               static_cast<std::size_t>(bytes_[b]), cudaMemcpyHostToDevice, s));
           break;
@@ -1025,17 +1049,31 @@ Executor::~Executor() = default;
 bool Executor::runs_rank(RankId r) const { return impl_->runs(r); }
 int Executor::device() const { return impl_->device_; }
 
-RunResult Executor::run(const plan::ModelWeights& weights, const plan::TrainingData& data,
-                        cupti::Collector* collector) {
+namespace {
+
+template <class F>
+RunResult run_guarded(Executor::Impl& impl, F&& f) {
   try {
-    return impl_->run(weights, data, collector);
+    return f();
   } catch (...) {
     // Leave the device usable for the caller: drain, then drop what this run held.
     cudaDeviceSynchronize();
-    for (std::size_t b = 0; b < impl_->ptr_.size(); ++b) impl_->release_buffer(b);
-    impl_->collector_ = nullptr;
+    for (std::size_t b = 0; b < impl.ptr_.size(); ++b) impl.release_buffer(b);
+    impl.collector_ = nullptr;
     throw;
   }
+}
+
+}  // namespace
+
+RunResult Executor::run(const plan::ModelWeights& weights, const plan::TrainingData& data,
+                        cupti::Collector* collector) {
+  return run_guarded(*impl_, [&] { return impl_->run(weights, &data, nullptr, collector); });
+}
+
+RunResult Executor::run(const plan::ModelWeights& weights, const RandomTrainingData& data,
+                        cupti::Collector* collector) {
+  return run_guarded(*impl_, [&] { return impl_->run(weights, nullptr, &data, collector); });
 }
 
 }  // namespace moetrace::cuda

@@ -325,6 +325,14 @@ __global__ void sgd_kernel(T* __restrict__ params, float* __restrict__ grads, lo
   }
 }
 
+template <class T>
+__global__ void fill_normal_kernel(T* __restrict__ dst, long long n, unsigned long long seed,
+                                   unsigned long long first) {
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x)
+    store(dst + i, static_cast<float>(splitmix64_normal(seed, first + static_cast<unsigned long long>(i))));
+}
+
 __global__ void fill_pointers_kernel(PointerBatch batch, const void** out) {
   const int i = threadIdx.x;
   if (i < batch.n) out[i] = batch.p[i];
@@ -572,6 +580,15 @@ void paced_copy(cudaStream_t s, const SegmentBatch& batch, const PaceParams& pac
   if (batch.n <= 0 && pace.latency_ns <= 0) return;
   paced_copy_kernel<<<static_cast<unsigned>(pace.blocks < 1 ? 1 : pace.blocks), kThreads, 0, s>>>(batch, pace);
   check_launch("paced_copy");
+}
+
+void fill_normal(cudaStream_t s, DType t, void* dst, std::int64_t n, std::uint64_t seed, std::uint64_t first) {
+  if (n <= 0) return;
+  if (t == DType::kBf16)
+    fill_normal_kernel<<<grid_for(n), kThreads, 0, s>>>(as<__nv_bfloat16>(dst), n, seed, first);
+  else
+    fill_normal_kernel<<<grid_for(n), kThreads, 0, s>>>(as<float>(dst), n, seed, first);
+  check_launch("fill_normal");
 }
 
 void paced_reduce(cudaStream_t s, DType t, const SourceBatch& srcs, void* dst, std::int64_t n,

@@ -68,6 +68,11 @@ void gelu_forward(cudaStream_t s, DType t, const void* middle, std::int64_t hidd
 void gelu_backward(cudaStream_t s, DType t, const void* middle, std::int64_t hidden,
                    const SpanBatch& spans, void* a, void* g);
 
+// dst[i] = the (first + i)-th normal of plan's SplitMix64 seeded `seed`
+// (device_math.h splitmix64_normal), rounded to `t` as the host rounds it:
+// random_training_data's values, drawn where they are used.
+void fill_normal(cudaStream_t s, DType t, void* dst, std::int64_t n, std::uint64_t seed, std::uint64_t first);
+
 // params -= lr * grads; grads = 0 (plan.h SgdStep).
 void sgd_step(cudaStream_t s, DType t, void* params, float* grads, std::int64_t n, float lr);
 

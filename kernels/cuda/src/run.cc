@@ -109,7 +109,9 @@ CudaRunSummary run_plan(const plan::Plan& plan, const CudaRunOptions& options) {
   }
   const std::vector<std::int64_t> tokens = block_tokens(plan);
   const plan::ModelWeights weights = plan::random_weights(m, options.seed);
-  const plan::TrainingData data = plan::random_training_data(m, plan.iterations, tokens, options.seed + 1);
+  // Drawn on the device buffer by buffer (host_data.h): made here, a large
+  // preset's inputs and output gradients filled the host's memory.
+  const RandomTrainingData data{plan.iterations, tokens, m.model_dim, options.seed + 1};
 
   instrument::RunRecord run = options.run;
   run.backend = "cuda";

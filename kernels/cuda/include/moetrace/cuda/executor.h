@@ -31,6 +31,7 @@
 #include <tuple>
 #include <vector>
 
+#include "moetrace/cuda/host_data.h"
 #include "moetrace/cuda/launch_env.h"
 #include "moetrace/cuda/link_model.h"
 #include "moetrace/cuda/op_layout.h"
@@ -110,6 +111,10 @@ class Executor {
   // Runs the whole plan once from `weights` and `data`. With a collector, its
   // streams, ops (NVTX + external correlation) and buffers are recorded.
   RunResult run(const plan::ModelWeights& weights, const plan::TrainingData& data,
+                cupti::Collector* collector = nullptr);
+  // The same with random_training_data's values drawn on the device as each
+  // input and output-gradient buffer is allocated: no host copy of them.
+  RunResult run(const plan::ModelWeights& weights, const RandomTrainingData& data,
                 cupti::Collector* collector = nullptr);
 
   struct Impl;
