@@ -46,13 +46,23 @@ std::size_t at(StreamId id) { return static_cast<std::size_t>(id.value); }
 
 constexpr std::size_t kBlasWorkspace = 32u << 20;  // cuBLAS's recommendation for Hopper
 
+// A timing-only op known only by its FLOPs: busy GEMMs stand in for it.
+bool busy_fallback(const plan::Op& op) {
+  const auto* t = std::get_if<plan::TimingOnly>(&op.data);
+  if (t == nullptr || t->attention) return false;
+  if (t->plan_search && t->plan_search->experts + t->plan_search->devices <= kernels::kPlanSearchMaxSlots)
+    return false;
+  return op.flops > 0;
+}
+
 bool uses_blas(const plan::Op& op, bool busy) {
   return std::holds_alternative<plan::GateForward>(op.data) ||
          std::holds_alternative<plan::GateBackward>(op.data) ||
          std::holds_alternative<plan::FfnForward>(op.data) ||
          std::holds_alternative<plan::FfnBackward>(op.data) ||
          std::holds_alternative<plan::FfnRecompute>(op.data) ||
-         (busy && std::holds_alternative<plan::TimingOnly>(op.data) && op.flops > 0);
+         (busy && (busy_fallback(op) || (std::holds_alternative<plan::TimingOnly>(op.data) &&
+                                         std::get<plan::TimingOnly>(op.data).attention)));
 }
 
 cupti::OpLabel label_of(const plan::Op& op) {
@@ -273,13 +283,16 @@ struct Executor::Impl final : ExecContext {
     workspace_bytes_.assign(plan_.streams.size(), 0);
     std::vector<bool> blas(plan_.streams.size(), false);
     bool busy = false;
+    std::vector<bool> attention(plan_.streams.size(), false);
     for (const IssueStep& step : order_)
       for (OpId x : step.ops) {
         const plan::Op& op = plan_.op(x);
         workspace_bytes_[at(op.stream)] =
             std::max(workspace_bytes_[at(op.stream)], op_workspace(plan_, op, opt_.precision).bytes);
         if (uses_blas(op, opt_.busy_timing_only)) blas[at(op.stream)] = true;
-        busy = busy || (opt_.busy_timing_only && std::holds_alternative<plan::TimingOnly>(op.data) && op.flops > 0);
+        busy = busy || (opt_.busy_timing_only && busy_fallback(op));
+        if (const auto* t = std::get_if<plan::TimingOnly>(&op.data); t != nullptr && t->attention)
+          attention[at(op.stream)] = true;
       }
     workspace_.assign(plan_.streams.size(), nullptr);
     blas_.assign(plan_.streams.size(), nullptr);
@@ -289,6 +302,10 @@ struct Executor::Impl final : ExecContext {
       if (workspace_bytes_[s] > 0) {
         MOETRACE_CUDA_CHECK(cudaMalloc(&workspace_[s], static_cast<std::size_t>(workspace_bytes_[s])));
         fixed_bytes_ += workspace_bytes_[s];
+        // Attention reads weights and activations from scratch: finite
+        // values, not whatever the allocation held.
+        if (attention[s] && opt_.busy_timing_only)
+          kernels::fill_normal(streams_[s], DType::kBf16, workspace_[s], workspace_bytes_[s] / 2, 1, 0);
       }
       if (!blas[s]) continue;
       MOETRACE_CUBLAS_CHECK(cublasCreate(&blas_[s]));
@@ -694,14 +711,57 @@ struct Executor::Impl final : ExecContext {
     std::visit([&](const auto& d) { run_op(op, d); }, op.data);
   }
 
-  void run_op(const plan::Op& op, const plan::TimingOnly&) {
-    if (!opt_.busy_timing_only || !(op.flops > 0)) return;
-    const BusyGemm b = busy_gemm(op.flops);
+  void run_op(const plan::Op& op, const plan::TimingOnly& d) {
+    if (!opt_.busy_timing_only) return;
     const OpWorkspace w = op_workspace(plan_, op, opt_.precision);
+    if (d.attention) {
+      run_attention(op, *d.attention, w);
+      return;
+    }
+    if (d.plan_search && d.plan_search->experts + d.plan_search->devices <= kernels::kPlanSearchMaxSlots) {
+      const plan::PlanSearchWork& p = *d.plan_search;
+      kernels::plan_search(stream(op.stream), reinterpret_cast<const float*>(view_ptr(p.routing)), p.routing.rows,
+                           p.top_k, p.experts, p.devices, reinterpret_cast<int*>(ws(op, w.plan_search)));
+      return;
+    }
+    if (!(op.flops > 0) || w.busy < 0) return;
+    const BusyGemm b = busy_gemm(op.flops);
     const DType t = opt_.precision == Precision::kBf16 ? DType::kBf16 : DType::kFp32;
     for (std::int64_t r = 0; r < b.reps; ++r)
       gemm(blas(op), row_major(false, false, kBusyTile, kBusyTile, b.k), busy_a_, busy_b_, ws(op, w.busy), t,
            DType::kFp32, 1.0f, 0.0f);
+  }
+
+  // Unfused attention of the op's shape (op_layout.h plan_attention) on its
+  // input view and workspace; nothing of the plan is written.
+  void run_attention(const plan::Op& op, const plan::AttentionWork& a, const OpWorkspace& w) {
+    const DType t = dtype(a.input.buffer);
+    const std::int64_t e = dtype_bytes(t);
+    const AttentionPlan p = plan_attention(a, static_cast<int>(e));
+    char* area = ws(op, w.attention);
+    auto ptr = [&](const AttentionOperand& o) -> char* {
+      char* base = o.region == AttentionRegion::kInput ? static_cast<char*>(view_ptr(a.input))
+                                                       : area + p.region_offset[static_cast<int>(o.region)];
+      return base + o.offset * e;
+    };
+    const cudaStream_t s = stream(op.stream);
+    for (const AttentionStep& st : p.steps) {
+      switch (st.kind) {
+        case AttentionStep::Kind::kGemm:
+          if (st.batch == 1)
+            gemm(blas(op), st.gemm, ptr(st.a), ptr(st.b), ptr(st.c), t, t, st.alpha, 0.0f);
+          else
+            gemm_strided_batched(blas(op), st.gemm, ptr(st.a), st.a.stride, ptr(st.b), st.b.stride, ptr(st.c),
+                                 st.c.stride, st.batch, t, t, st.alpha, 0.0f);
+          break;
+        case AttentionStep::Kind::kSoftmax:
+          kernels::softmax_rows(s, t, ptr(st.c), st.rows, st.cols);
+          break;
+        case AttentionStep::Kind::kSoftmaxBackward:
+          kernels::softmax_rows_backward(s, t, ptr(st.b), ptr(st.c), st.rows, st.cols);
+          break;
+      }
+    }
   }
 
   void run_op(const plan::Op& op, const plan::GateForward& g) {

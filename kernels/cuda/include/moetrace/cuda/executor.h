@@ -13,8 +13,9 @@
 //  - Compute: cuBLAS GEMMs (bf16 inputs with fp32 accumulation, or fp32
 //    without TF32); experts' row spans go through cublasGemmGroupedBatchedEx
 //    (one group per span); gate softmax/top-k, permute/unpermute by index,
-//    GeLU, SGD are our kernels. Timing-only ops (attention, Plan search) keep
-//    their stream busy with GEMMs of their FLOPs.
+//    GeLU, SGD are our kernels. Timing-only ops run work of their shape on
+//    scratch: attention as unfused multi-head attention (cuBLAS batched
+//    GEMMs and a softmax kernel), the Plan search as a one-block kernel.
 //  - Communication: the emulated communicator (P virtual ranks on one GPU,
 //    paced copy/reduce kernels under a link model) or NCCL (one process per
 //    GPU).
@@ -70,7 +71,7 @@ struct ExecutorOptions {
   std::string nccl_id_file;          // NCCL: unique-id file (else $MOETRACE_NCCL_ID_FILE)
   std::chrono::milliseconds nccl_id_timeout{120000};
   int device = -1;                   // -1: the local rank (NCCL) or device 0
-  bool busy_timing_only = true;      // timing-only ops run GEMMs of their FLOPs
+  bool busy_timing_only = true;      // timing-only ops run work of their shape (else nothing)
   bool capture_results = false;      // model outputs, input grads, final parameters to the host
 };
 
