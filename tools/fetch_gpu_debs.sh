@@ -15,5 +15,6 @@ apt-get download \
   nlohmann-json3-dev \
   libcli11-dev \
   libsimdjson-dev libsimdjson14 \
-  libgtest-dev libgmock-dev
+  libgtest-dev libgmock-dev \
+  zlib1g-dev zlib1g
 ls -l

@@ -121,6 +121,8 @@ void add_run_command(CLI::App& app) {
     std::string backend;
     std::string variant, preset, config, cost_model, output;
     bool list = false, dump_config = false, quiet = false, short_names = false, calibrate = false;
+    bool no_trace = false;
+    int warmup = 0;
     std::string detail = "full";
     int iterations = 0, ranks = 0, layers = 0, experts = 0, top_k = 0, r = 0;
     std::string strategy, routing, plan_builder;
@@ -145,6 +147,12 @@ void add_run_command(CLI::App& app) {
                 "Run the calibration sweep instead of a workload: isolated GEMMs, all-to-alls and all-reduces "
                 "(every group size), copies, and overlapped pairs, at the workload's model size and ranks "
                 "(default: 8 ranks, M = 1024, H = 4096); fit it with `moetrace fit`");
+  cmd->add_flag("--no-trace", opt->no_trace,
+                "cuda: run without the CUPTI collector (the trace keeps the run, the plan's tables and the wall "
+                "time, no GPU activity): the baseline of the collector's overhead");
+  auto* o_warmup = cmd->add_option("--warmup", opt->warmup,
+                                   "cuda: run the whole plan this many times first, unrecorded and left out of the "
+                                   "trace (cold start: module loading, cuBLAS, memory pool, clocks)");
   cmd->add_flag("--short-op-names", opt->short_names,
                 "Name op ranges by kind, not per op (fewer strings in very large traces)");
   cmd->add_option("--trace-detail", opt->detail,
@@ -194,6 +202,11 @@ void add_run_command(CLI::App& app) {
       for (const auto& b : backends_list) names += (names.empty() ? "" : ", ") + b.name;
       throw ConfigError(fmt::format("backend \"{}\" is not one of {}", opt->backend, names));
     }
+    if (backend->name != "cuda") {
+      if (opt->no_trace) throw ConfigError(fmt::format("--no-trace is for --backend cuda (not {})", backend->name));
+      if (o_warmup->count()) throw ConfigError(fmt::format("--warmup is for --backend cuda (not {})", backend->name));
+    }
+    if (opt->warmup < 0) throw ConfigError(fmt::format("--warmup ({}) must be at least 0", opt->warmup));
     if (!backend->run) throw Error(fmt::format("--backend {}: {}", backend->name, backend->unavailable));
 
     sim::RunSpec spec;
@@ -269,6 +282,8 @@ void add_run_command(CLI::App& app) {
     request.full_op_names = !opt->short_names;
     request.lean = opt->detail == "lean";
     request.quiet = opt->quiet;
+    request.collect = !opt->no_trace;
+    request.warmup_runs = opt->warmup;
     backend->run(request);
   });
 }

@@ -7,11 +7,13 @@
 // comes from the environment:
 //   MOETRACE_CUDA_PRECISION     bf16 (default) | fp32
 //   MOETRACE_CUDA_COMMUNICATOR  emulated | nccl; default: nccl where a launcher
-//                               (mpirun, torchrun-style RANK/WORLD_SIZE) started
+//                               (mpirun, torchrun-style RANK/WORLD_SIZE, srun,
+//                               PMI, PMIx: cuda/launch_env.h) started
 //                               several processes, else emulated (all ranks on one GPU)
 //   MOETRACE_CUDA_LINK          emulated link model, e.g. "latency_us=10,bandwidth_gb_s=50,sms=8"
 //   MOETRACE_CUDA_DEVICE        device index (default: local rank, or 0)
 //   MOETRACE_NCCL_ID_FILE       NCCL unique-id file every rank can read
+//   MOETRACE_JOB_ID             this run's id, where the launcher sets none
 // The routing follows the spec's synthetic load (planned routing): the gate
 // computes its softmax, tokens go where the load says.
 #include <fmt/format.h>
@@ -63,6 +65,8 @@ void run_cuda(const RunRequest& request) {
   o.shape = spec.common.model;
   o.seed = spec.routing.seed;
   o.trace_path = request.output;
+  o.collect = request.collect;
+  o.warmup_runs = request.warmup_runs;
   const std::string what = spec.preset.empty() ? spec.variant : spec.preset;
   o.run.name = fmt::format("{} (cuda)", what);
   o.run.variant = spec.variant;
@@ -86,10 +90,15 @@ void run_cuda(const RunRequest& request) {
   const cuda::RunResult& r = s.result;
   if (!request.quiet)
     std::cerr << fmt::format(
-        "ran {} on {} ({} ranks, {} communicator, {}): {:.3f} ms wall, {} kernels, {} op ranges, {} "
-        "dropped records; peak device memory {}; wrote {}\n",
+        "ran {} on {} ({} ranks, {} communicator, {}{}): {:.3f} ms wall, {}; peak device memory {}; wrote {}\n",
         spec.variant, s.device_name, plan.world_size, cuda::communicator_name(o.executor.communicator),
-        cuda::precision_name(o.executor.precision), r.wall_ms, s.kernels, s.op_ranges, s.dropped_records,
+        cuda::precision_name(o.executor.precision),
+        o.warmup_runs > 0 ? fmt::format(", after {} warm-up run{}", o.warmup_runs, o.warmup_runs == 1 ? "" : "s")
+                          : std::string(),
+        r.wall_ms,
+        o.collect ? fmt::format("{} kernels, {} op ranges, {} dropped records", s.kernels, s.op_ranges,
+                                s.dropped_records)
+                  : std::string("collector off"),
         gib(r.device_bytes_peak), s.trace_path);
   if (s.dropped_records > 0)
     std::cerr << fmt::format("moetrace: warning: CUPTI dropped {} activity records (see `moetrace info`)\n",

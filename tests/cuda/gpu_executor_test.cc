@@ -182,6 +182,29 @@ TEST(GpuExecutor, PlannedRoutingFollowsASyntheticLoad) {
     for (double v : out.data) ASSERT_TRUE(std::isfinite(v));
 }
 
+TEST(GpuExecutor, DataDrawnOnTheDeviceIsTheHostsRandomTrainingData) {
+  MOETRACE_REQUIRE_GPU();
+  const plan::ModelShape s = small_shape(2, 8, 2, 0, false);
+  plan::PipeMoeConfig c;
+  c.common = testing::common_config(s, 4, 2);
+  c.pipeline_degree = 2;
+  const plan::Plan p = plan::build_pipemoe(c, synthetic(4, 8, 2, 2, 2, 40));
+  ExecutorOptions o = options(Precision::kFp32);
+  o.routing = RoutingMode::kPlanned;
+  Executor ex(p, o);
+  const plan::ModelWeights w = plan::random_weights(s, 1);
+  const std::vector<std::int64_t> tokens{40, 40, 40, 40};
+  const RunResult staged = ex.run(w, plan::random_training_data(s, 2, tokens, 2));
+  const RunResult drawn = ex.run(w, RandomTrainingData{2, tokens, s.model_dim, 2});
+  ASSERT_EQ(staged.outputs.size(), drawn.outputs.size());
+  // The device's double log/cos may differ from the host's in the last bit
+  // of a double, not of the float it is rounded to (except rarely by one ulp).
+  for (std::size_t i = 0; i < staged.outputs.size(); ++i) {
+    EXPECT_LE(plan::relative_error(drawn.outputs[i], staged.outputs[i]), kFp32Tolerance) << "output " << i;
+    EXPECT_LE(plan::relative_error(drawn.input_grads[i], staged.input_grads[i]), kFp32Tolerance) << i;
+  }
+}
+
 TEST(GpuExecutor, ComputedRoutingAgainstAWrongPlanIsCountedNotACrash) {
   MOETRACE_REQUIRE_GPU();
   const plan::ModelShape s = small_shape(1, 8, 2, 0, false);
@@ -287,6 +310,50 @@ TEST(GpuCollector, TraceHoldsKernelsOpRangesWithDeviceTimesAndTheExpertLoad) {
   EXPECT_EQ(count_rows(db, "SELECT dropped_records FROM run"), 0);
   sqlite3_close(db);
   std::filesystem::remove(o.trace_path);
+}
+
+std::string config_value(sqlite3* db, const char* key) {
+  sqlite3_stmt* st = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db, "SELECT value FROM run_config WHERE key = ?", -1, &st, nullptr), SQLITE_OK);
+  sqlite3_bind_text(st, 1, key, -1, SQLITE_TRANSIENT);
+  std::string v;
+  if (sqlite3_step(st) == SQLITE_ROW) v = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  return v;
+}
+
+TEST(GpuCollector, WarmupRunsAreLeftOutAndTheCollectorCanBeOff) {
+  MOETRACE_REQUIRE_GPU();
+  const plan::ModelShape s = small_shape(1, 4, 2, 0, false);
+  plan::DpMoeConfig c;
+  c.common = testing::common_config(s, 2, 1);
+  const plan::Plan p = plan::build_dpmoe(c, synthetic(2, 4, 1, 2, 1, 64));
+  for (bool collect : {true, false}) {
+    CudaRunOptions o;
+    o.executor = options(Precision::kBf16);
+    o.executor.routing = RoutingMode::kPlanned;
+    o.executor.capture_results = false;
+    o.shape = s;
+    o.collect = collect;
+    o.warmup_runs = 2;
+    o.trace_path = (std::filesystem::temp_directory_path() / "moetrace_gpu_warmup_test.db").string();
+    const CudaRunSummary sum = run_plan(p, o);
+    EXPECT_GT(sum.result.wall_ms, 0.0);
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open_v2(o.trace_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    EXPECT_EQ(config_value(db, "cuda.collector"), collect ? "on" : "off");
+    EXPECT_EQ(config_value(db, "cuda.warmup_runs"), "2");
+    EXPECT_FALSE(config_value(db, "cuda.wall_ms").empty());
+    if (collect) {
+      // One run's ops, not three: the warm-up ran before the collector started.
+      EXPECT_EQ(count_rows(db, "SELECT COUNT(*) FROM op_ranges"), static_cast<std::int64_t>(p.ops.size()));
+      EXPECT_GT(count_rows(db, "SELECT COUNT(*) FROM kernels"), 0);
+    } else {
+      EXPECT_EQ(count_rows(db, "SELECT COUNT(*) FROM kernels"), 0);
+    }
+    sqlite3_close(db);
+    std::filesystem::remove(o.trace_path);
+  }
 }
 
 }  // namespace

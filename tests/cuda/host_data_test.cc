@@ -4,7 +4,10 @@
 #include <limits>
 #include <vector>
 
+#include "moetrace/cuda/device_math.h"
 #include "moetrace/cuda/host_data.h"
+#include "moetrace/plan/reference.h"
+#include "moetrace/schema/error.h"
 
 namespace moetrace::cuda {
 namespace {
@@ -38,6 +41,26 @@ TEST(DeviceTypes, ConvertBothWays) {
     for (std::size_t i = 0; i < in.size(); ++i)
       EXPECT_NEAR(out[i], in[i], t == DType::kFp32 ? 1e-7 : std::abs(in[i]) * 4e-3) << i;
   }
+}
+
+TEST(RandomTrainingData, DrawnByIndexAsRandomTrainingDataMakesThem) {
+  plan::ModelShape shape;
+  shape.model_dim = 5;
+  const std::vector<std::int64_t> tokens{3, 0, 4};
+  const int iterations = 3;
+  const std::uint64_t seed = 77;
+  const plan::TrainingData made = plan::random_training_data(shape, iterations, tokens, seed);
+  const RandomTrainingData d{iterations, tokens, shape.model_dim, seed};
+  for (int it = 0; it < iterations; ++it)
+    for (int b = 0; b < 3; ++b)
+      for (bool grad : {false, true}) {
+        const plan::Matrix& m = grad ? made.output_grad(it, b) : made.input(it, b);
+        const std::uint64_t first = training_normal_offset(d, grad, it, b);
+        for (std::size_t j = 0; j < m.data.size(); ++j)
+          ASSERT_EQ(splitmix64_normal(seed, first + j), m.data[j]) << it << " " << b << " " << grad << " " << j;
+      }
+  EXPECT_THROW(training_normal_offset(d, false, 3, 0), Error);
+  EXPECT_THROW(training_normal_offset(d, true, 0, 3), Error);
 }
 
 }  // namespace

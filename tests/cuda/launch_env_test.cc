@@ -68,6 +68,105 @@ TEST(LaunchEnv, BadValuesNameTheVariable) {
             "OMPI_COMM_WORLD_LOCAL_RANK (-1) must not be negative");
 }
 
+TEST(LaunchEnv, SrunTaskVariables) {
+  auto e = parse_launch_env(env({{"SLURM_PROCID", "5"},
+                                 {"SLURM_NTASKS", "8"},
+                                 {"SLURM_LOCALID", "1"},
+                                 {"SLURM_JOB_ID", "123"},
+                                 {"SLURM_STEP_ID", "2"}}));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->launcher, "slurm");
+  EXPECT_EQ(e->rank, 5);
+  EXPECT_EQ(e->world_size, 8);
+  EXPECT_EQ(e->local_rank, 1);
+  EXPECT_EQ(e->job_id, "123.2");  // two sruns of one job are two jobs here
+}
+
+TEST(LaunchEnv, SlurmBatchScriptIsASingleProcess) {
+  // sbatch's script sees SLURM_PROCID=0 and the job's task count but is no
+  // task of a step: it must not wait for seven other ranks.
+  EXPECT_FALSE(parse_launch_env(env({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "0"},
+                                     {"SLURM_JOB_ID", "123"}}))
+                   .has_value());
+}
+
+TEST(LaunchEnv, TorchrunUnderSrunIsTheWorker) {
+  // srun starts one torchrun agent per node; its workers carry RANK.
+  auto e = parse_launch_env(env({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"},
+                                 {"SLURM_JOB_ID", "9"}, {"RANK", "6"}, {"WORLD_SIZE", "8"},
+                                 {"LOCAL_RANK", "2"}}));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->launcher, "env");
+  EXPECT_EQ(e->rank, 6);
+  EXPECT_EQ(e->world_size, 8);
+  EXPECT_EQ(e->local_rank, 2);
+}
+
+TEST(LaunchEnv, PmiVariables) {
+  // MPICH / Intel MPI hydra.
+  auto e = parse_launch_env(env({{"PMI_RANK", "3"}, {"PMI_SIZE", "4"}, {"MPI_LOCALRANKID", "3"}}));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->launcher, "pmi");
+  EXPECT_EQ(e->rank, 3);
+  EXPECT_EQ(e->world_size, 4);
+  EXPECT_EQ(e->local_rank, 3);
+  EXPECT_EQ(e->job_id, "");  // hydra names no job
+  // Cray PALS.
+  e = parse_launch_env(env({{"PMI_RANK", "5"}, {"PMI_SIZE", "8"}, {"PMI_LOCAL_RANK", "1"}}));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->local_rank, 1);
+  // PMI wins over the Slurm step that started it.
+  e = parse_launch_env(env({{"PMI_RANK", "2"}, {"PMI_SIZE", "4"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"},
+                            {"SLURM_STEP_ID", "0"}, {"SLURM_LOCALID", "0"}}));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->launcher, "pmi");
+  EXPECT_EQ(e->rank, 2);
+  EXPECT_EQ(config_error(env({{"PMI_RANK", "2"}})), "PMI_SIZE is not set");
+}
+
+TEST(LaunchEnv, PmixVariables) {
+  auto e = parse_launch_env(env({{"PMIX_RANK", "7"}, {"PMIX_NAMESPACE", "slurm.pmix.55.0"}, {"SLURM_NTASKS", "16"},
+                                 {"SLURM_LOCALID", "3"}, {"SLURM_PROCID", "7"}, {"SLURM_STEP_ID", "0"}}));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->launcher, "pmix");
+  EXPECT_EQ(e->rank, 7);
+  EXPECT_EQ(e->world_size, 16);
+  EXPECT_EQ(e->local_rank, 3);
+  EXPECT_EQ(e->job_id, "slurm.pmix.55.0");
+  EXPECT_EQ(config_error(env({{"PMIX_RANK", "0"}})),
+            "PMIX_RANK is set, but neither SLURM_NTASKS nor PMI_SIZE gives the world size");
+  EXPECT_EQ(config_error(env({{"PMIX_RANK", "x"}, {"PMI_SIZE", "2"}})), "PMIX_RANK (x) is not an integer");
+}
+
+TEST(LaunchEnv, JobIdNamesOneRunOnly) {
+  EXPECT_EQ(launch_job_id(env({{"MOETRACE_JOB_ID", "mine"}, {"SLURM_JOB_ID", "1"}})), "mine");
+  // torchrun's default rendezvous id is the same for every run.
+  EXPECT_EQ(launch_job_id(env({{"TORCHELASTIC_RUN_ID", "none"}, {"TORCHELASTIC_RESTART_COUNT", "0"}})), "");
+  // A restarted worker group keeps the run id.
+  EXPECT_EQ(launch_job_id(env({{"TORCHELASTIC_RUN_ID", "4f2a"}, {"TORCHELASTIC_RESTART_COUNT", "1"}})),
+            "4f2a.r1");
+  EXPECT_EQ(launch_job_id(env({{"SLURM_JOB_ID", "77"}})), "77");
+  EXPECT_EQ(launch_job_id(env({{"PMIX_NAMESPACE", "prterun-host-1234@1"}})), "prterun-host-1234@1");
+}
+
+TEST(UniqueIdFile, SeveralRanksNeedAJobId) {
+  LaunchEnv e;
+  e.world_size = 1;
+  EXPECT_NO_THROW(check_unique_id_job(e));  // one rank writes no file
+  e.world_size = 4;
+  e.launcher = "pmi";
+  try {
+    check_unique_id_job(e);
+    FAIL() << "no error";
+  } catch (const ConfigError& x) {
+    const std::string m = x.what();
+    EXPECT_NE(m.find("MOETRACE_JOB_ID"), std::string::npos) << m;
+    EXPECT_NE(m.find("(pmi)"), std::string::npos) << m;
+  }
+  e.job_id = "j";
+  EXPECT_NO_THROW(check_unique_id_job(e));
+}
+
 std::vector<std::uint8_t> some_id() {
   std::vector<std::uint8_t> id(128);
   for (std::size_t i = 0; i < id.size(); ++i) id[i] = static_cast<std::uint8_t>(i * 37 + 1);

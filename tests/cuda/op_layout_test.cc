@@ -157,6 +157,127 @@ TEST(OpWorkspace, SizesCoverEveryScratchAndAreAligned) {
   }
 }
 
+// Every variant with attention, in shapes where the sequences and heads
+// divide evenly: 256-wide model (2 heads of 128), 16-token sequences.
+std::vector<testing::NamedPlan> attention_plans() {
+  plan::ModelShape s;
+  s.num_layers = 2;
+  s.num_experts = 8;
+  s.top_k = 2;
+  s.model_dim = 256;
+  s.expert_hidden = 64;
+  s.dense_hidden = 32;
+  s.attention = true;
+  s.sequence_length = 16;
+  plan::SyntheticLoadConfig lc;
+  lc.iterations = 2;
+  lc.layers = 2;
+  lc.sources = 4;
+  lc.experts = 8;
+  lc.top_k = 2;
+  lc.tokens_per_source = 64;
+  return testing::variant_plans(s, 4, 2, plan::synthetic_load(lc));
+}
+
+// Elements an operand spans: its last batch item's rows x leading dimension.
+std::int64_t extent(const AttentionOperand& o, bool trans, std::int64_t rows, std::int64_t cols, std::int64_t ld,
+                    std::int64_t batch) {
+  const std::int64_t stored_rows = trans ? cols : rows;
+  return o.offset + (batch - 1) * o.stride + stored_rows * ld;
+}
+
+TEST(AttentionPlan, RunsTheOpsFlopsInGemmsOfItsShape) {
+  int checked = 0;
+  for (const auto& [name, p] : attention_plans()) {
+    for (const plan::Op& op : p.ops) {
+      if (op.kind != OpKind::kAttention) continue;
+      const auto* t = std::get_if<plan::TimingOnly>(&op.data);
+      ASSERT_NE(t, nullptr) << name;
+      ASSERT_TRUE(t->attention.has_value()) << name << " " << op.name;
+      const plan::AttentionWork& w = *t->attention;
+      EXPECT_EQ(w.head_dim, 128) << name;
+      EXPECT_EQ(w.sequence_length, 16) << name;
+      EXPECT_EQ(w.sequences * w.sequence_length, w.input.rows) << name;
+      const plan::Buffer& in = p.buffer(w.input.buffer);
+      EXPECT_EQ(in.rank, op.rank) << name;
+      EXPECT_EQ(in.cols, w.model_dim) << name;
+      EXPECT_LE(w.input.row + w.input.rows, in.rows) << name;
+      EXPECT_TRUE(std::any_of(op.buffers.begin(), op.buffers.end(),
+                              [&](const auto& b) { return b.buffer == w.input.buffer; }))
+          << name << ": the op reads a buffer it does not declare";
+      const AttentionPlan a = plan_attention(w, 2);
+      EXPECT_NEAR(a.flops(), op.flops, 1e-9 * op.flops) << name << " " << op.name;
+      // The batched GEMMs are (sequence, head) problems of S x S x d and S x d x S.
+      bool batched = false;
+      for (const AttentionStep& st : a.steps) {
+        if (st.kind != AttentionStep::Kind::kGemm) {
+          EXPECT_EQ(st.cols, w.sequence_length);
+          continue;
+        }
+        const RowMajorGemm& g = st.gemm;
+        const auto elems = [&](AttentionRegion r) { return a.region_elems[static_cast<int>(r)]; };
+        EXPECT_LE(extent(st.a, g.trans_a, g.m, g.k, g.lda, st.batch), elems(st.a.region)) << name;
+        EXPECT_LE(extent(st.b, g.trans_b, g.k, g.n, g.ldb, st.batch), elems(st.b.region)) << name;
+        EXPECT_LE(extent(st.c, false, g.m, g.n, g.ldc, st.batch), elems(st.c.region)) << name;
+        EXPECT_NE(st.c.region, AttentionRegion::kInput) << "attention writes no tensor of the plan";
+        if (st.batch > 1 || g.m == w.sequence_length) {
+          batched = true;
+          EXPECT_EQ(std::min({g.m, g.n, g.k}), std::min(w.sequence_length, w.head_dim));
+        }
+      }
+      EXPECT_TRUE(batched);
+      const OpWorkspace ws = op_workspace(p, op, Precision::kBf16);
+      EXPECT_GE(ws.bytes - ws.attention, a.bytes);
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 8);
+}
+
+TEST(AttentionPlan, ScoresAreMadeInSlicesOfBoundedScratch) {
+  plan::AttentionWork w;
+  w.input = plan::View{BufferId(0), 0, 8 * 2048};
+  w.sequences = 8;
+  w.sequence_length = 2048;
+  w.model_dim = 4096;
+  w.heads = 32;
+  w.head_dim = 128;
+  for (bool backward : {false, true}) {
+    w.backward = backward;
+    const AttentionPlan a = plan_attention(w, 2);
+    EXPECT_LE(a.region_elems[static_cast<int>(AttentionRegion::kScores)] * 2, kAttentionScoresBytes);
+    std::int64_t items = 0;
+    for (const AttentionStep& st : a.steps)
+      if (st.kind == AttentionStep::Kind::kGemm && st.c.region == AttentionRegion::kScores) items += st.batch;
+    EXPECT_EQ(items, w.sequences * w.heads);  // every (sequence, head) once
+    const double forward = 8.0 * 16384 * 4096.0 * 4096 + 4.0 * 16384 * 2048.0 * 4096;
+    EXPECT_NEAR(a.flops(), (backward ? 2 : 1) * forward, 1e-9 * forward);
+  }
+}
+
+TEST(PlanSearch, ReadsItsRanksRoutingAndFitsTheKernel) {
+  int checked = 0;
+  for (const auto& [name, p] : attention_plans()) {
+    for (const plan::Op& op : p.ops) {
+      if (op.kind != OpKind::kPlan) continue;
+      const auto& t = std::get<plan::TimingOnly>(op.data);
+      ASSERT_TRUE(t.plan_search.has_value()) << name << " " << op.name;
+      const plan::PlanSearchWork& s = *t.plan_search;
+      const plan::Buffer& routing = p.buffer(s.routing.buffer);
+      EXPECT_EQ(routing.rank, op.rank);
+      EXPECT_EQ(routing.cols, 2 * s.top_k);
+      EXPECT_EQ(s.routing.rows, routing.rows);
+      EXPECT_EQ(s.experts, 8);
+      EXPECT_EQ(s.devices, 4);
+      const OpWorkspace ws = op_workspace(p, op, Precision::kBf16);
+      EXPECT_GE(ws.bytes - ws.plan_search, s.experts * 4);
+      EXPECT_LT(ws.busy, 0);
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
 TEST(BusyGemm, CoversTheFlops) {
   for (double flops : {1.0, 1e6, 3.3e9, 1e12}) {
     const BusyGemm b = busy_gemm(flops);

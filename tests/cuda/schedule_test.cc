@@ -289,5 +289,15 @@ TEST(HostArena, OffloadBuffersGetDisjointLiveRegionsAndReuseWaits) {
   }
 }
 
+TEST(MemPoolPolicy, NoReuseMakesAStreamWaitOnItsOwn) {
+  // Every dependency between the ranks' streams is a wait the executor
+  // issued from the plan (and so in the trace); the pool adds none.
+  const MemPoolPolicy p = mem_pool_policy();
+  EXPECT_FALSE(p.allow_internal_dependencies);
+  EXPECT_TRUE(p.follow_event_dependencies);  // reuse behind the executor's own waits
+  EXPECT_TRUE(p.allow_opportunistic);        // reuse of a completed free waits for nothing
+  EXPECT_TRUE(p.keep_freed_blocks);
+}
+
 }  // namespace
 }  // namespace moetrace::cuda

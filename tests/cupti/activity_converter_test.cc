@@ -2,10 +2,16 @@
 // hand (only the CUPTI headers are needed, no GPU or driver).
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <cstring>
+#include <future>
 #include <map>
+#include <mutex>
+#include <thread>
 
 #include "moetrace/cupti/activity_converter.h"
+#include "moetrace/cupti/callback_gate.h"
+#include "moetrace/cupti/converter_intake.h"
 
 namespace moetrace::cupti {
 namespace {
@@ -393,6 +399,157 @@ TEST(Demangle, PlainNamesPassThrough) {
   EXPECT_EQ(demangle("_Z3fooi"), "foo(int)");
   EXPECT_EQ(demangle("ampere_sgemm_128x64_nn"), "ampere_sgemm_128x64_nn");
   EXPECT_EQ(demangle(nullptr), "<unnamed>");
+}
+
+TEST(KernelNames, DemangledOncePerDistinctName) {
+  VectorSink sink;
+  int interned_before = 0;
+  ActivityConverter conv{sink, ConverterOptions{}};
+  const auto c = correlation(1, 9);
+  conv.convert(as_activity(&c));
+  interned_before = static_cast<int>(sink.strings.size());
+  for (int i = 0; i < 5; ++i) {
+    const auto k = kernel(1, 7, 1, 100 + i, 110 + i, i == 2 ? "_Z3barv" : "_Z3fooi");
+    conv.convert(as_activity(&k));
+  }
+  ASSERT_EQ(sink.kernels.size(), 5u);
+  EXPECT_EQ(sink.str(sink.kernels[0].name), "foo(int)");
+  EXPECT_EQ(sink.str(sink.kernels[2].name), "bar()");
+  EXPECT_EQ(sink.kernels[4].name, sink.kernels[0].name);
+  EXPECT_EQ(conv.stats().kernel_names, 2);
+  // The two names, not one string per kernel.
+  EXPECT_EQ(static_cast<int>(sink.strings.size()) - interned_before, 2);
+}
+
+TEST(ApiNames, AskedOncePerCallbackId) {
+  VectorSink sink;
+  int asked = 0;
+  ActivityConverter conv{sink, ConverterOptions{RankId(0), [&](schema::ApiKind, std::uint32_t cbid) {
+                                                  ++asked;
+                                                  return "call" + std::to_string(cbid);
+                                                }}};
+  for (int i = 0; i < 4; ++i) {
+    auto a = record<CUpti_ActivityAPI>(i == 3 ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME);
+    a.cbid = 211;
+    a.correlationId = static_cast<std::uint32_t>(i + 1);
+    conv.convert(as_activity(&a));
+  }
+  ASSERT_EQ(sink.apis.size(), 4u);
+  EXPECT_EQ(sink.str(sink.apis[1].name), "call211");
+  EXPECT_EQ(asked, 2);  // runtime 211 and driver 211
+}
+
+// A sink whose first kernel blocks until released: a conversion in progress.
+struct BlockingSink final : RecordSink {
+  VectorSink inner;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool entered = false, released = false;
+  StringId intern(std::string_view s) override { return inner.intern(s); }
+  void add(const instrument::StreamRecord& r) override { inner.add(r); }
+  void add(const instrument::KernelRecord& r) override {
+    std::unique_lock lock(mu);
+    entered = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return released; });
+    inner.add(r);
+  }
+  void add(const instrument::MemcpyRecord& r) override { inner.add(r); }
+  void add(const instrument::MemsetRecord& r) override { inner.add(r); }
+  void add(const instrument::MemoryEventRecord& r) override { inner.add(r); }
+  void add(const instrument::ApiCallRecord& r) override { inner.add(r); }
+  void add(const instrument::SyncRecord& r) override { inner.add(r); }
+  void add(const instrument::OverheadRecord& r) override { inner.add(r); }
+  void add(const instrument::NvtxRangeRecord& r) override { inner.add(r); }
+  void add(const instrument::OpRangeRecord& r) override { inner.add(r); }
+};
+
+TEST(ConverterIntake, IssuerDoesNotWaitForAConversion) {
+  BlockingSink sink;
+  ConverterIntake intake(sink, ConverterOptions{});
+  const auto c = correlation(42, 5);
+  const auto k = kernel(1, 7, 42, 1000, 1500, "_Z3fooi");
+  // CUPTI's thread: converts a buffer whose kernel write blocks.
+  std::thread converter([&] {
+    intake.with_converter([&](ActivityConverter& conv) {
+      conv.convert(as_activity(&c));
+      conv.convert(as_activity(&k));
+    });
+  });
+  {
+    std::unique_lock lock(sink.mu);
+    sink.cv.wait(lock, [&] { return sink.entered; });
+  }
+  // The issuing thread, meanwhile: every announcement returns at once.
+  auto issued = std::async(std::launch::async, [&] {
+    intake.map_stream(1, 7, stream_record(3, 1, "compute"));
+    intake.note_allocation(0x1000, BufferId(4));
+    intake.note_op(gate_label(), 900, 950);
+  });
+  EXPECT_EQ(issued.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(intake.waiting(), 3u);
+  {
+    std::lock_guard lock(sink.mu);
+    sink.released = true;
+  }
+  sink.cv.notify_all();
+  converter.join();
+  // The next use of the converter applies them first, in order.
+  intake.with_converter([](ActivityConverter& conv) { conv.finish(); });
+  EXPECT_EQ(intake.waiting(), 0u);
+  ASSERT_EQ(sink.inner.streams.size(), 2u);  // the kernel's unmapped stream, then the announced one
+  ASSERT_EQ(sink.inner.ops.size(), 1u);
+  EXPECT_EQ(sink.inner.ops[0].id.value, 5);
+  EXPECT_EQ(sink.inner.ops[0].start_ns, 1000);
+  EXPECT_EQ(sink.inner.ops[0].launch_start_ns, 900);
+}
+
+TEST(ConverterIntake, AnnouncementsReachTheConverterBeforeLaterBuffers) {
+  VectorSink sink;
+  ConverterIntake intake(sink, ConverterOptions{});
+  intake.map_stream(1, 7, stream_record(3, 1, "compute"));
+  intake.map_device(0, RankId(2));
+  const auto c = correlation(42, 5);
+  const auto k = kernel(1, 7, 42, 1000, 1500, "_Z3fooi");
+  intake.with_converter([&](ActivityConverter& conv) {
+    conv.convert(as_activity(&c));
+    conv.convert(as_activity(&k));
+  });
+  ASSERT_EQ(sink.kernels.size(), 1u);
+  EXPECT_EQ(sink.kernels[0].stream.value, 3);
+  EXPECT_EQ(sink.kernels[0].rank.value, 1);
+}
+
+TEST(CallbackGate, ShutWaitsForCallbacksInFlight) {
+  int state = 7;
+  CallbackGate<int> gate;
+  gate.open(&state);
+  std::promise<void> inside, leave;
+  std::thread callback([&] {
+    const auto pass = gate.enter();
+    ASSERT_TRUE(pass);
+    inside.set_value();
+    leave.get_future().wait();
+    *pass.get() = 8;  // still valid: shut() has not returned
+  });
+  inside.get_future().wait();
+  auto shut = std::async(std::launch::async, [&] { gate.shut(); });
+  EXPECT_EQ(shut.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  leave.set_value();
+  shut.wait();
+  callback.join();
+  EXPECT_EQ(state, 8);
+  EXPECT_FALSE(gate.enter());  // a late callback sees no collector
+}
+
+TEST(CallbackGate, CallbacksDoNotWaitForEachOther) {
+  int state = 0;
+  CallbackGate<int> gate;
+  gate.open(&state);
+  const auto held = gate.enter();
+  auto other = std::async(std::launch::async, [&] { return gate.enter().get(); });
+  ASSERT_EQ(other.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(other.get(), &state);
 }
 
 }  // namespace

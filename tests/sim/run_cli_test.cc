@@ -153,6 +153,32 @@ TEST(RunCli, CudaBackendRunsOrSaysWhyNotInOneLine) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
+TEST(RunCli, CollectorSwitchAndWarmupAreForTheCudaBackend) {
+  auto r = run_cli("run --backend sim --variant dpmoe --no-trace -o " + temp("nt.db"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "moetrace: invalid configuration: --no-trace is for --backend cuda (not sim)\n");
+  r = run_cli("run --backend sim --variant dpmoe --warmup 1 -o " + temp("wu.db"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "moetrace: invalid configuration: --warmup is for --backend cuda (not sim)\n");
+  r = run_cli("run --backend cuda --variant dpmoe --warmup -1 -o " + temp("wu.db"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "moetrace: invalid configuration: --warmup (-1) must be at least 0\n");
+  // Accepted by the CUDA backend: it runs, or says in one line why it cannot.
+  const auto db = temp("cuda_nt.db");
+  r = run_cli("run --backend cuda --variant dpmoe --ranks 2 --experts 4 --layers 1 --iterations 1 --tokens 64 "
+              "--no-trace --warmup 1 -o " + db);
+  if (r.exit_code == 0) {
+    EXPECT_NE(r.err.find("after 1 warm-up run, "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("collector off"), std::string::npos) << r.err;
+    const auto t = analyzer::load_trace(db);
+    EXPECT_TRUE(t.activities.empty());
+  } else {
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  std::filesystem::remove(db);
+}
+
 TEST(RunCli, NothingToRun) {
   const auto r = run_cli("run");
   EXPECT_EQ(r.exit_code, 2);

@@ -147,6 +147,15 @@ void ActivityConverter::resolve_pending(std::uint32_t correlation) {
   pending_by_corr_.erase(correlation);
 }
 
+StringId ActivityConverter::kernel_name(const char* mangled) {
+  const std::string_view key = mangled != nullptr ? std::string_view(mangled) : std::string_view();
+  if (auto it = kernel_names_.find(key); it != kernel_names_.end()) return it->second;
+  const StringId id = sink_.intern(demangle(mangled));
+  kernel_names_.emplace(std::string(key), id);
+  ++stats_.kernel_names;
+  return id;
+}
+
 void ActivityConverter::convert(const CUpti_Activity* record) {
   if (record == nullptr) return;
   switch (record->kind) {
@@ -161,7 +170,7 @@ void ActivityConverter::convert(const CUpti_Activity* record) {
       p.kernel.stream = s.id;
       p.kernel.start_ns = ns(k.start);
       p.kernel.end_ns = ns(k.end);
-      p.kernel.name = sink_.intern(demangle(k.name));
+      p.kernel.name = kernel_name(k.name);
       p.kernel.correlation_id = k.correlationId;
       p.kernel.grid = {k.gridX, k.gridY, k.gridZ};
       p.kernel.block = {k.blockX, k.blockY, k.blockZ};
@@ -284,13 +293,16 @@ void ActivityConverter::convert(const CUpti_Activity* record) {
       r.thread_id = a.threadId;
       r.start_ns = ns(a.start);
       r.end_ns = ns(a.end);
-      std::string name = options_.api_name
-                             ? options_.api_name(r.api, static_cast<std::uint32_t>(a.cbid))
-                             : std::string();
-      if (name.empty())
-        name = (r.api == schema::ApiKind::kRuntime ? "runtime_cbid_" : "driver_cbid_") +
-               std::to_string(static_cast<std::uint32_t>(a.cbid));
-      r.name = sink_.intern(name);
+      const auto cbid = static_cast<std::uint32_t>(a.cbid);
+      const std::uint64_t key = (static_cast<std::uint64_t>(r.api) << 32) | cbid;
+      auto named = api_names_.find(key);
+      if (named == api_names_.end()) {
+        std::string name = options_.api_name ? options_.api_name(r.api, cbid) : std::string();
+        if (name.empty())
+          name = (r.api == schema::ApiKind::kRuntime ? "runtime_cbid_" : "driver_cbid_") + std::to_string(cbid);
+        named = api_names_.emplace(key, sink_.intern(name)).first;
+      }
+      r.name = named->second;
       r.correlation_id = a.correlationId;
       r.return_code = static_cast<std::int32_t>(a.returnValue);
       sink_.add(r);

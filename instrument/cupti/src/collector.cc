@@ -14,14 +14,16 @@
 
 #include "moetrace/cupti/activity_converter.h"
 #include "moetrace/cupti/buffer_pool.h"
+#include "moetrace/cupti/callback_gate.h"
 #include "moetrace/cupti/check.h"
+#include "moetrace/cupti/converter_intake.h"
 #include "moetrace/schema/error.h"
 
 namespace moetrace::cupti {
 
 namespace {
 std::atomic<Collector*> g_active{nullptr};
-std::atomic<Collector::Impl*> g_impl{nullptr};
+CallbackGate<Collector::Impl> g_gate;
 std::once_flag g_atexit_once;
 
 void close_at_exit() {
@@ -67,9 +69,9 @@ struct Collector::Impl {
   std::unique_ptr<instrument::TraceWriter> writer;
   CollectorOptions options;
   WriterSink sink;
-  std::mutex mu;  // guards converter and api_names
-  std::unordered_map<std::uint64_t, std::string> api_names;
-  ActivityConverter converter;
+  // The issuing thread announces into it without waiting for conversions;
+  // buffers are converted under its own lock (converter_intake.h).
+  ConverterIntake intake;
   ActivityBufferPool pool;
   std::vector<CUpti_ActivityKind> enabled;
   std::atomic<std::int64_t> buffers_completed{0}, records{0}, dropped{0};
@@ -80,30 +82,22 @@ struct Collector::Impl {
       : writer(std::move(w)),
         options(o),
         sink(*writer),
-        converter(sink, ConverterOptions{o.default_rank,
-                                         [this](schema::ApiKind kind, std::uint32_t cbid) {
-                                           return api_name(kind, cbid);
-                                         }}),
+        intake(sink, ConverterOptions{o.default_rank, &api_name}),
         pool(o.buffer_bytes, o.max_buffers) {}
 
-  // Called with mu held (from the converter).
-  std::string api_name(schema::ApiKind kind, std::uint32_t cbid) {
-    const std::uint64_t key = (static_cast<std::uint64_t>(kind) << 32) | cbid;
-    auto it = api_names.find(key);
-    if (it != api_names.end()) return it->second;
+  // Called once per (kind, callback id): the converter keeps the names.
+  static std::string api_name(schema::ApiKind kind, std::uint32_t cbid) {
     const char* name = nullptr;
     const auto domain = kind == schema::ApiKind::kRuntime ? CUPTI_CB_DOMAIN_RUNTIME_API
                                                           : CUPTI_CB_DOMAIN_DRIVER_API;
-    std::string s = cuptiGetCallbackName(domain, cbid, &name) == CUPTI_SUCCESS && name != nullptr
-                        ? std::string(name)
-                        : std::string();
-    api_names.emplace(key, s);
-    return s;
+    return cuptiGetCallbackName(domain, cbid, &name) == CUPTI_SUCCESS && name != nullptr ? std::string(name)
+                                                                                         : std::string();
   }
 
   static void CUPTIAPI buffer_requested(std::uint8_t** buffer, std::size_t* size,
                                         std::size_t* max_records) {
-    Impl* self = g_impl.load();
+    const auto pass = g_gate.enter();
+    Impl* self = pass.get();
     *max_records = 0;
     *buffer = self != nullptr ? self->pool.acquire() : nullptr;
     *size = *buffer != nullptr ? self->pool.buffer_bytes() : 0;
@@ -111,21 +105,25 @@ struct Collector::Impl {
 
   static void CUPTIAPI buffer_completed(CUcontext ctx, std::uint32_t stream_id, std::uint8_t* buffer,
                                         std::size_t /*size*/, std::size_t valid) {
-    Impl* self = g_impl.load();
+    // The pass is held to the end, so close() cannot finish the trace, close
+    // the writer or free the pool under this callback. A buffer completed
+    // after close() belonged to the pool and is left alone.
+    const auto pass = g_gate.enter();
+    Impl* self = pass.get();
     if (self == nullptr || buffer == nullptr) return;
-    std::int64_t n = 0;
-    {
-      std::lock_guard lock(self->mu);
+    const std::int64_t n = self->intake.with_converter([&](ActivityConverter& converter) {
+      std::int64_t count = 0;
       CUpti_Activity* record = nullptr;
       while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
         try {
-          self->converter.convert(record);
+          converter.convert(record);
         } catch (...) {
           // A record we cannot write must not take the traced process down.
         }
-        ++n;
+        ++count;
       }
-    }
+      return count;
+    });
     std::size_t dropped = 0;
     if (cuptiActivityGetNumDroppedRecords(ctx, stream_id, &dropped) == CUPTI_SUCCESS && dropped > 0) {
       self->dropped += static_cast<std::int64_t>(dropped);
@@ -152,7 +150,7 @@ Collector::Collector(std::unique_ptr<instrument::TraceWriter> writer, CollectorO
     }
     impl_ = std::make_unique<Impl>(std::move(writer), options);
     if (options.nvtx) hook_nvtx_into_cupti();
-    g_impl.store(impl_.get());
+    g_gate.open(impl_.get());
     const CUptiResult reg = cuptiActivityRegisterCallbacks(&Impl::buffer_requested, &Impl::buffer_completed);
     if (reg == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
       throw Error("CUPTI is already in use by another profiler (Nsight Systems or Compute?); "
@@ -181,7 +179,7 @@ Collector::Collector(std::unique_ptr<instrument::TraceWriter> writer, CollectorO
   } catch (...) {
     if (impl_)
       for (CUpti_ActivityKind k : impl_->enabled) cuptiActivityDisable(k);
-    g_impl.store(nullptr);
+    g_gate.shut();
     g_active.store(nullptr);
     throw;
   }
@@ -216,23 +214,19 @@ void Collector::map_stream(void* cuda_stream, const instrument::StreamRecord& re
   std::uint32_t ctx_id = 0, stream_id = 0;
   MOETRACE_CUPTI_CHECK(cuptiGetContextId(ctx, &ctx_id));
   MOETRACE_CUPTI_CHECK(cuptiGetStreamIdEx(nullptr, stream, 0, &stream_id));
-  std::lock_guard lock(impl_->mu);
-  impl_->converter.map_stream(ctx_id, stream_id, record);
+  impl_->intake.map_stream(ctx_id, stream_id, record);
 }
 
 void Collector::map_device(int device, RankId rank) {
-  std::lock_guard lock(impl_->mu);
-  impl_->converter.map_device(static_cast<std::uint32_t>(device), rank);
+  impl_->intake.map_device(static_cast<std::uint32_t>(device), rank);
 }
 
 void Collector::note_allocation(std::uint64_t address, BufferId buffer) {
-  std::lock_guard lock(impl_->mu);
-  impl_->converter.note_allocation(address, buffer);
+  impl_->intake.note_allocation(address, buffer);
 }
 
 void Collector::note_op(const OpLabel& label, std::int64_t launch_start, std::int64_t launch_end) {
-  std::lock_guard lock(impl_->mu);
-  impl_->converter.note_op(label, launch_start, launch_end);
+  impl_->intake.note_op(label, launch_start, launch_end);
 }
 
 void Collector::flush() { MOETRACE_CUPTI_CHECK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)); }
@@ -248,12 +242,11 @@ void Collector::close() {
   for (CUpti_ActivityKind k : impl_->enabled)
     if (const CUptiResult r = cuptiActivityDisable(k); r != CUPTI_SUCCESS) disabled = r;
   const CUptiResult second = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  {
-    std::lock_guard lock(impl_->mu);
-    impl_->converter.finish();
-  }
-  g_impl.store(nullptr);
+  // Waits for a callback still converting on CUPTI's thread; later ones see
+  // no collector. Only then is the trace finished and the writer closed.
+  g_gate.shut();
   g_active.store(nullptr);
+  impl_->intake.with_converter([](ActivityConverter& c) { c.finish(); });
   // The trace is written whatever CUPTI said; then report what went wrong.
   impl_->writer->close();
   detail::check_cupti(first, "cuptiActivityFlushAll", __FILE__, __LINE__);
@@ -267,8 +260,7 @@ CollectorStats Collector::stats() const {
   s.records = impl_->records.load();
   s.dropped_records = impl_->dropped.load();
   s.buffers_refused = static_cast<std::int64_t>(impl_->pool.stats().refused);
-  std::lock_guard lock(impl_->mu);
-  const ConverterStats& c = impl_->converter.stats();
+  const ConverterStats c = impl_->intake.with_converter([](ActivityConverter& conv) { return conv.stats(); });
   s.kernels = c.kernels;
   s.memcpys = c.memcpys;
   s.op_ranges = c.op_ranges;

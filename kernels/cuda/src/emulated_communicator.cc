@@ -33,7 +33,7 @@ class EmulatedCommunicator final : public Communicator {
   bool barriers() const override { return true; }
 
   void prepare(const ExecContext& ctx) override {
-    events_.resize(by_rank_.size());
+    events_.resize(by_rank_.size() + 1);  // one per rank and the first stream's (barrier_steps)
     for (cudaEvent_t& e : events_) MOETRACE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     (void)ctx;
   }
@@ -60,12 +60,14 @@ class EmulatedCommunicator final : public Communicator {
   }
 
   void barrier(const ExecContext& ctx, const std::vector<const plan::Op*>& step) override {
-    if (step.size() < 2) return;
-    for (std::size_t i = 0; i < step.size(); ++i)
-      MOETRACE_CUDA_CHECK(cudaEventRecord(events_.at(i), ctx.stream(step[i]->stream)));
-    for (std::size_t i = 0; i < step.size(); ++i)
-      for (std::size_t j = 0; j < step.size(); ++j)
-        if (i != j) MOETRACE_CUDA_CHECK(cudaStreamWaitEvent(ctx.stream(step[i]->stream), events_.at(j), 0));
+    for (const BarrierStep& b : barrier_steps(static_cast<int>(step.size()))) {
+      const cudaStream_t stream = ctx.stream(step.at(static_cast<std::size_t>(b.stream))->stream);
+      const cudaEvent_t event = events_.at(static_cast<std::size_t>(b.event));
+      if (b.kind == BarrierStep::Kind::kRecord)
+        MOETRACE_CUDA_CHECK(cudaEventRecord(event, stream));
+      else
+        MOETRACE_CUDA_CHECK(cudaStreamWaitEvent(stream, event, 0));
+    }
   }
 
   void end(const ExecContext& ctx, const std::vector<const plan::Op*>& step) override {
@@ -169,7 +171,7 @@ class EmulatedCommunicator final : public Communicator {
       srcs.src[0] = ctx.view_ptr(r.view);
       srcs.src[1] = ctx.view_ptr(snd.view);
       const std::int64_t bytes = view_bytes(ctx, r.view);
-      kernels::paced_reduce(s, t, srcs, ctx.view_ptr(r.view), bytes / dtype_bytes(t), pace_params(link_, bytes));
+      kernels::paced_reduce(s, t, srcs, ctx.view_ptr(r.view), bytes / dtype_bytes(t), reduce_pace_params(link_, bytes));
     }
     kernels::SegmentBatch batch;
     std::int64_t paced = 0;
@@ -214,8 +216,9 @@ class EmulatedCommunicator final : public Communicator {
           throw Error(fmt::format("emulated communicator: all-reduce over more than {} ranks", kernels::kMaxSegments));
         srcs.src[srcs.n++] = static_cast<const char*>(ctx.view_ptr(v)) + b * elem;
       }
-      kernels::paced_reduce(s, t, srcs, scratch + b * elem, len,
-                            pace_params(link_, all_reduce_phase_bytes(view_bytes(ctx, c.inout), P)));
+      // Paced by the rank's own slice: its (P - 1) remote copies are the
+      // reduce-scatter's (P - 1) / P of the buffer (all_reduce_phase_bytes).
+      kernels::paced_reduce(s, t, srcs, scratch + b * elem, len, reduce_pace_params(link_, len * elem));
       return;
     }
     kernels::SegmentBatch batch;

@@ -46,13 +46,23 @@ std::size_t at(StreamId id) { return static_cast<std::size_t>(id.value); }
 
 constexpr std::size_t kBlasWorkspace = 32u << 20;  // cuBLAS's recommendation for Hopper
 
+// A timing-only op known only by its FLOPs: busy GEMMs stand in for it.
+bool busy_fallback(const plan::Op& op) {
+  const auto* t = std::get_if<plan::TimingOnly>(&op.data);
+  if (t == nullptr || t->attention) return false;
+  if (t->plan_search && t->plan_search->experts + t->plan_search->devices <= kernels::kPlanSearchMaxSlots)
+    return false;
+  return op.flops > 0;
+}
+
 bool uses_blas(const plan::Op& op, bool busy) {
   return std::holds_alternative<plan::GateForward>(op.data) ||
          std::holds_alternative<plan::GateBackward>(op.data) ||
          std::holds_alternative<plan::FfnForward>(op.data) ||
          std::holds_alternative<plan::FfnBackward>(op.data) ||
          std::holds_alternative<plan::FfnRecompute>(op.data) ||
-         (busy && std::holds_alternative<plan::TimingOnly>(op.data) && op.flops > 0);
+         (busy && (busy_fallback(op) || (std::holds_alternative<plan::TimingOnly>(op.data) &&
+                                         std::get<plan::TimingOnly>(op.data).attention)));
 }
 
 cupti::OpLabel label_of(const plan::Op& op) {
@@ -141,6 +151,8 @@ struct Executor::Impl final : ExecContext {
   cupti::Collector* collector_ = nullptr;
   PinnedBlock staging_;
   std::vector<std::int64_t> staging_offset_;
+  std::vector<std::int64_t> draw_first_;  // drawn inputs: index of the first normal, else -1
+  std::uint64_t draw_seed_ = 0;
   PinnedBlock capture_;
   std::vector<std::int64_t> capture_offset_;
 
@@ -204,6 +216,10 @@ struct Executor::Impl final : ExecContext {
     if (plan_.dims.top_k > kernels::kMaxTopK)
       throw ConfigError(fmt::format("top_k ({}) is above the executor's limit of {}", plan_.dims.top_k,
                                     kernels::kMaxTopK));
+    // The gate picks top_k distinct experts (its kernel relies on it).
+    if (plan_.dims.top_k > plan_.dims.num_experts)
+      throw ConfigError(fmt::format("top_k ({}) is greater than num_experts ({})", plan_.dims.top_k,
+                                    plan_.dims.num_experts));
     if (opt_.communicator == CommunicatorKind::kNccl) {
       env_ = opt_.launch ? opt_.launch : launch_env_from_process();
       if (!env_) env_ = LaunchEnv{0, 1, 0, "none", ""};
@@ -216,8 +232,18 @@ struct Executor::Impl final : ExecContext {
     MOETRACE_CUDA_CHECK(cudaFree(nullptr));  // create the context now, not inside the first op
     cudaMemPool_t pool = nullptr;
     MOETRACE_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_));
-    std::uint64_t keep = UINT64_MAX;  // freed blocks stay in the pool for reuse
-    MOETRACE_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    const MemPoolPolicy policy = mem_pool_policy();
+    if (policy.keep_freed_blocks) {
+      std::uint64_t keep = UINT64_MAX;  // freed blocks stay in the pool for reuse
+      MOETRACE_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    }
+    auto reuse = [&](cudaMemPoolAttr attr, bool on) {
+      int v = on ? 1 : 0;
+      MOETRACE_CUDA_CHECK(cudaMemPoolSetAttribute(pool, attr, &v));
+    };
+    reuse(cudaMemPoolReuseFollowEventDependencies, policy.follow_event_dependencies);
+    reuse(cudaMemPoolReuseAllowOpportunistic, policy.allow_opportunistic);
+    reuse(cudaMemPoolReuseAllowInternalDependencies, policy.allow_internal_dependencies);
 
     if (opt_.communicator == CommunicatorKind::kNccl)
       comm_ = make_nccl_communicator(plan_, *env_, unique_id_path(opt_.nccl_id_file, [](const char* n) {
@@ -257,13 +283,16 @@ struct Executor::Impl final : ExecContext {
     workspace_bytes_.assign(plan_.streams.size(), 0);
     std::vector<bool> blas(plan_.streams.size(), false);
     bool busy = false;
+    std::vector<bool> attention(plan_.streams.size(), false);
     for (const IssueStep& step : order_)
       for (OpId x : step.ops) {
         const plan::Op& op = plan_.op(x);
         workspace_bytes_[at(op.stream)] =
             std::max(workspace_bytes_[at(op.stream)], op_workspace(plan_, op, opt_.precision).bytes);
         if (uses_blas(op, opt_.busy_timing_only)) blas[at(op.stream)] = true;
-        busy = busy || (opt_.busy_timing_only && std::holds_alternative<plan::TimingOnly>(op.data) && op.flops > 0);
+        busy = busy || (opt_.busy_timing_only && busy_fallback(op));
+        if (const auto* t = std::get_if<plan::TimingOnly>(&op.data); t != nullptr && t->attention)
+          attention[at(op.stream)] = true;
       }
     workspace_.assign(plan_.streams.size(), nullptr);
     blas_.assign(plan_.streams.size(), nullptr);
@@ -273,6 +302,10 @@ struct Executor::Impl final : ExecContext {
       if (workspace_bytes_[s] > 0) {
         MOETRACE_CUDA_CHECK(cudaMalloc(&workspace_[s], static_cast<std::size_t>(workspace_bytes_[s])));
         fixed_bytes_ += workspace_bytes_[s];
+        // Attention reads weights and activations from scratch: finite
+        // values, not whatever the allocation held.
+        if (attention[s] && opt_.busy_timing_only)
+          kernels::fill_normal(streams_[s], DType::kBf16, workspace_[s], workspace_bytes_[s] / 2, 1, 0);
       }
       if (!blas[s]) continue;
       MOETRACE_CUBLAS_CHECK(cublasCreate(&blas_[s]));
@@ -383,7 +416,9 @@ struct Executor::Impl final : ExecContext {
   }
 
   // ---- run
-  RunResult run(const plan::ModelWeights& weights, const plan::TrainingData& data, cupti::Collector* collector) {
+  // Exactly one of `data` (host matrices, staged) and `drawn` (drawn on the device) is given.
+  RunResult run(const plan::ModelWeights& weights, const plan::TrainingData* data, const RandomTrainingData* drawn,
+                cupti::Collector* collector) {
     collector_ = collector;
     RunResult result;
     const std::size_t nb = plan_.buffers.size();
@@ -419,7 +454,7 @@ struct Executor::Impl final : ExecContext {
       allocate_persistent(b, weights);
       persistent_bytes += bytes_[at(b.id)];
     }
-    stage_inputs(data, weights);
+    stage_inputs(data, drawn, weights);
     prepare_capture();
     MOETRACE_CUDA_CHECK(cudaDeviceSynchronize());
 
@@ -479,15 +514,30 @@ struct Executor::Impl final : ExecContext {
   }
 
   // Inputs, output gradients (and any transient parameter copy) of this
-  // process, converted to their device type in pinned memory once.
-  void stage_inputs(const plan::TrainingData& data, const plan::ModelWeights& weights) {
+  // process, converted to their device type in pinned memory once; with
+  // `drawn`, inputs and output gradients are not staged but drawn on the
+  // device at allocation (draw_first_: their first normal's index).
+  void stage_inputs(const plan::TrainingData* data, const RandomTrainingData* drawn,
+                    const plan::ModelWeights& weights) {
     staging_offset_.assign(plan_.buffers.size(), -1);
+    draw_first_.assign(plan_.buffers.size(), -1);
+    draw_seed_ = drawn != nullptr ? drawn->seed : 0;
     std::int64_t total = 0;
     using K = plan::BufferBinding::Kind;
     for (const plan::Buffer& b : plan_.buffers) {
       if (b.persistent || !runs(b.rank)) continue;
       const K k = b.binding.kind;
       if (k != K::kModelInput && k != K::kOutputGrad && k != K::kParam) continue;
+      if (drawn != nullptr && k != K::kParam) {
+        const int block = b.binding.block;
+        if (block < 0 || block >= static_cast<int>(drawn->tokens.size()) ||
+            b.rows != drawn->tokens[static_cast<std::size_t>(block)] || b.cols != drawn->model_dim)
+          throw Error(fmt::format("buffer {} is {} x {} but its data of block {} is not", b.name, b.rows, b.cols,
+                                  block));
+        draw_first_[at(b.id)] = static_cast<std::int64_t>(
+            training_normal_offset(*drawn, k == K::kOutputGrad, b.binding.iteration, block));
+        continue;
+      }
       staging_offset_[at(b.id)] = total;
       total += (bytes_[at(b.id)] + 255) / 256 * 256;
     }
@@ -503,10 +553,10 @@ struct Executor::Impl final : ExecContext {
         continue;
       }
       const int it = b.binding.iteration, block = b.binding.block;
-      if (it < 0 || it >= data.iterations || block < 0 || block >= data.blocks)
+      if (it < 0 || it >= data->iterations || block < 0 || block >= data->blocks)
         throw Error(fmt::format("buffer {} wants data of iteration {} block {}, the training data has {} x {}",
-                                b.name, it, block, data.iterations, data.blocks));
-      const plan::Matrix& m = k == K::kModelInput ? data.input(it, block) : data.output_grad(it, block);
+                                b.name, it, block, data->iterations, data->blocks));
+      const plan::Matrix& m = k == K::kModelInput ? data->input(it, block) : data->output_grad(it, block);
       if (m.rows != b.rows || m.cols != b.cols)
         throw Error(fmt::format("buffer {} is {} x {} but its data is {} x {}", b.name, b.rows, b.cols, m.rows,
                                 m.cols));
@@ -605,6 +655,11 @@ struct Executor::Impl final : ExecContext {
         case K::kModelInput:
         case K::kOutputGrad:
         case K::kParam:
+          if (draw_first_[b] >= 0) {
+            kernels::fill_normal(s, dtype_[b], ptr_[b], buf.elements(), draw_seed_,
+                                 static_cast<std::uint64_t>(draw_first_[b]));
+            break;
+          }
           MOETRACE_CUDA_CHECK(cudaMemcpyAsync(ptr_[b], static_cast<char*>(staging_.ptr) + staging_offset_[b],
                                               static_cast<std::size_t>(bytes_[b]), cudaMemcpyHostToDevice, s));
           break;
@@ -656,14 +711,57 @@ struct Executor::Impl final : ExecContext {
     std::visit([&](const auto& d) { run_op(op, d); }, op.data);
   }
 
-  void run_op(const plan::Op& op, const plan::TimingOnly&) {
-    if (!opt_.busy_timing_only || !(op.flops > 0)) return;
-    const BusyGemm b = busy_gemm(op.flops);
+  void run_op(const plan::Op& op, const plan::TimingOnly& d) {
+    if (!opt_.busy_timing_only) return;
     const OpWorkspace w = op_workspace(plan_, op, opt_.precision);
+    if (d.attention) {
+      run_attention(op, *d.attention, w);
+      return;
+    }
+    if (d.plan_search && d.plan_search->experts + d.plan_search->devices <= kernels::kPlanSearchMaxSlots) {
+      const plan::PlanSearchWork& p = *d.plan_search;
+      kernels::plan_search(stream(op.stream), reinterpret_cast<const float*>(view_ptr(p.routing)), p.routing.rows,
+                           p.top_k, p.experts, p.devices, reinterpret_cast<int*>(ws(op, w.plan_search)));
+      return;
+    }
+    if (!(op.flops > 0) || w.busy < 0) return;
+    const BusyGemm b = busy_gemm(op.flops);
     const DType t = opt_.precision == Precision::kBf16 ? DType::kBf16 : DType::kFp32;
     for (std::int64_t r = 0; r < b.reps; ++r)
       gemm(blas(op), row_major(false, false, kBusyTile, kBusyTile, b.k), busy_a_, busy_b_, ws(op, w.busy), t,
            DType::kFp32, 1.0f, 0.0f);
+  }
+
+  // Unfused attention of the op's shape (op_layout.h plan_attention) on its
+  // input view and workspace; nothing of the plan is written.
+  void run_attention(const plan::Op& op, const plan::AttentionWork& a, const OpWorkspace& w) {
+    const DType t = dtype(a.input.buffer);
+    const std::int64_t e = dtype_bytes(t);
+    const AttentionPlan p = plan_attention(a, static_cast<int>(e));
+    char* area = ws(op, w.attention);
+    auto ptr = [&](const AttentionOperand& o) -> char* {
+      char* base = o.region == AttentionRegion::kInput ? static_cast<char*>(view_ptr(a.input))
+                                                       : area + p.region_offset[static_cast<int>(o.region)];
+      return base + o.offset * e;
+    };
+    const cudaStream_t s = stream(op.stream);
+    for (const AttentionStep& st : p.steps) {
+      switch (st.kind) {
+        case AttentionStep::Kind::kGemm:
+          if (st.batch == 1)
+            gemm(blas(op), st.gemm, ptr(st.a), ptr(st.b), ptr(st.c), t, t, st.alpha, 0.0f);
+          else
+            gemm_strided_batched(blas(op), st.gemm, ptr(st.a), st.a.stride, ptr(st.b), st.b.stride, ptr(st.c),
+                                 st.c.stride, st.batch, t, t, st.alpha, 0.0f);
+          break;
+        case AttentionStep::Kind::kSoftmax:
+          kernels::softmax_rows(s, t, ptr(st.c), st.rows, st.cols);
+          break;
+        case AttentionStep::Kind::kSoftmaxBackward:
+          kernels::softmax_rows_backward(s, t, ptr(st.b), ptr(st.c), st.rows, st.cols);
+          break;
+      }
+    }
   }
 
   void run_op(const plan::Op& op, const plan::GateForward& g) {
@@ -1011,17 +1109,31 @@ Executor::~Executor() = default;
 bool Executor::runs_rank(RankId r) const { return impl_->runs(r); }
 int Executor::device() const { return impl_->device_; }
 
-RunResult Executor::run(const plan::ModelWeights& weights, const plan::TrainingData& data,
-                        cupti::Collector* collector) {
+namespace {
+
+template <class F>
+RunResult run_guarded(Executor::Impl& impl, F&& f) {
   try {
-    return impl_->run(weights, data, collector);
+    return f();
   } catch (...) {
     // Leave the device usable for the caller: drain, then drop what this run held.
     cudaDeviceSynchronize();
-    for (std::size_t b = 0; b < impl_->ptr_.size(); ++b) impl_->release_buffer(b);
-    impl_->collector_ = nullptr;
+    for (std::size_t b = 0; b < impl.ptr_.size(); ++b) impl.release_buffer(b);
+    impl.collector_ = nullptr;
     throw;
   }
+}
+
+}  // namespace
+
+RunResult Executor::run(const plan::ModelWeights& weights, const plan::TrainingData& data,
+                        cupti::Collector* collector) {
+  return run_guarded(*impl_, [&] { return impl_->run(weights, &data, nullptr, collector); });
+}
+
+RunResult Executor::run(const plan::ModelWeights& weights, const RandomTrainingData& data,
+                        cupti::Collector* collector) {
+  return run_guarded(*impl_, [&] { return impl_->run(weights, nullptr, &data, collector); });
 }
 
 }  // namespace moetrace::cuda

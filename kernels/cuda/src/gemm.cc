@@ -37,6 +37,18 @@ void gemm(cublasHandle_t h, const RowMajorGemm& g, const void* A, const void* B,
                                      narrow(cm.ldc, "ldc"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+void gemm_strided_batched(cublasHandle_t h, const RowMajorGemm& g, const void* A, std::int64_t stride_a,
+                          const void* B, std::int64_t stride_b, void* C, std::int64_t stride_c, std::int64_t batch,
+                          DType ab, DType c, float alpha, float beta) {
+  if (g.m == 0 || g.n == 0 || batch <= 0) return;
+  const ColumnMajorGemm cm = to_column_major(g);
+  MOETRACE_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+      h, op(cm.trans_first), op(cm.trans_second), narrow(cm.m, "m"), narrow(cm.n, "n"), narrow(cm.k, "k"), &alpha, B,
+      cuda_type(ab), narrow(cm.ld_first, "ldb"), stride_b, A, cuda_type(ab), narrow(cm.ld_second, "lda"), stride_a,
+      &beta, C, cuda_type(c), narrow(cm.ldc, "ldc"), stride_c, narrow(batch, "batch"), CUBLAS_COMPUTE_32F,
+      CUBLAS_GEMM_DEFAULT));
+}
+
 void grouped_gemm(cublasHandle_t h, cudaStream_t s, RowMajorGemm shape,
                   const std::vector<GroupedProblem>& problems, DType t, float alpha, float beta,
                   void** device_ptrs) {

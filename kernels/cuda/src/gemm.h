@@ -17,6 +17,12 @@ namespace moetrace::cuda {
 void gemm(cublasHandle_t h, const RowMajorGemm& g, const void* A, const void* B, void* C, DType ab,
           DType c, float alpha, float beta);
 
+// `batch` GEMMs of one shape, operand i at A + i strideA etc. (strides in
+// elements): one cublasGemmStridedBatchedEx call.
+void gemm_strided_batched(cublasHandle_t h, const RowMajorGemm& g, const void* A, std::int64_t stride_a,
+                          const void* B, std::int64_t stride_b, void* C, std::int64_t stride_c, std::int64_t batch,
+                          DType ab, DType c, float alpha, float beta);
+
 // Problems with the same n, k, transposition and leading dimensions and
 // their own m (an expert's row spans): one cublasGemmGroupedBatchedEx call
 // with a group per problem (the pointer arrays are written to `device_ptrs`,

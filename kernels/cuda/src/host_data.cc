@@ -1,8 +1,11 @@
 #include "moetrace/cuda/host_data.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstring>
 
+#include "moetrace/schema/error.h"
 
 namespace moetrace::cuda {
 
@@ -39,6 +42,22 @@ void from_device_type(const void* src, std::int64_t n, DType t, double* dst) {
     const auto* s = static_cast<const std::uint16_t*>(src);
     for (std::int64_t i = 0; i < n; ++i) dst[i] = bf16_value(s[i]);
   }
+}
+
+std::uint64_t training_normal_offset(const RandomTrainingData& d, bool output_grad, int iteration, int block) {
+  const int blocks = static_cast<int>(d.tokens.size());
+  if (iteration < 0 || iteration >= d.iterations || block < 0 || block >= blocks)
+    throw Error(fmt::format("training data of iteration {} block {} asked of data of {} iterations x {} blocks",
+                            iteration, block, d.iterations, blocks));
+  std::uint64_t per_iteration = 0, before_block = 0;
+  for (int b = 0; b < blocks; ++b) {
+    const auto n = static_cast<std::uint64_t>(d.tokens[static_cast<std::size_t>(b)]) *
+                   static_cast<std::uint64_t>(d.model_dim);
+    if (b < block) before_block += n;
+    per_iteration += n;
+  }
+  const std::uint64_t inputs = per_iteration * static_cast<std::uint64_t>(d.iterations);
+  return (output_grad ? inputs : 0) + per_iteration * static_cast<std::uint64_t>(iteration) + before_block;
 }
 
 }  // namespace moetrace::cuda

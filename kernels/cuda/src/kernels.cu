@@ -68,53 +68,58 @@ __global__ void gate_softmax_topk_kernel(const float* __restrict__ logits, long 
                                          float* __restrict__ routing,
                                          const int* __restrict__ planned,
                                          unsigned long long* __restrict__ counts) {
-  const long long token = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
-  if (token >= tokens) return;  // the whole warp leaves together
-  const float* l = logits + token * E;
-  float mx = -INFINITY;
-  for (int e = lane; e < E; e += 32) mx = fmaxf(mx, l[e]);
-  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, o));
-  float sum = 0.0f;
-  for (int e = lane; e < E; e += 32) sum += expf(l[e] - mx);
-  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(kFull, sum, o);
-  const float inv = 1.0f / sum;
-  float* p = probs + token * E;
-  for (int e = lane; e < E; e += 32) p[e] = expf(l[e] - mx) * inv;
-  int chosen[kMaxTopK];
-  for (int slot = 0; slot < k; ++slot) {
-    int id = 0;
-    if (planned != nullptr) {
-      id = planned[token * k + slot];
-    } else {
-      float bv = -1.0f;
-      int bi = INT_MAX;
-      for (int e = lane; e < E; e += 32) {
-        bool taken = false;
-        for (int j = 0; j < slot; ++j) taken = taken || chosen[j] == e;
-        if (taken) continue;
-        const float v = expf(l[e] - mx) * inv;
-        if (v > bv || (v == bv && e < bi)) {
-          bv = v;
-          bi = e;
+  // A warp per token, grid-stride: the grid is capped (grid_for), the tokens
+  // are not. The loop bound is the same for the whole warp.
+  const long long warps = static_cast<long long>(gridDim.x) * (blockDim.x / 32);
+  for (long long token = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) / 32; token < tokens;
+       token += warps) {
+    const float* l = logits + token * E;
+    float mx = -INFINITY;
+    for (int e = lane; e < E; e += 32) mx = fmaxf(mx, l[e]);
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, o));
+    float sum = 0.0f;
+    for (int e = lane; e < E; e += 32) sum += expf(l[e] - mx);
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(kFull, sum, o);
+    const float inv = 1.0f / sum;
+    float* p = probs + token * E;
+    for (int e = lane; e < E; e += 32) p[e] = expf(l[e] - mx) * inv;
+    int chosen[kMaxTopK];
+    for (int slot = 0; slot < k; ++slot) {
+      int id = 0;
+      if (planned != nullptr) {
+        id = planned[token * k + slot];
+      } else {
+        float bv = 0.0f;
+        int bi = -1;  // no candidate yet
+        for (int e = lane; e < E; e += 32) {
+          bool taken = false;
+          for (int j = 0; j < slot; ++j) taken = taken || chosen[j] == e;
+          if (taken) continue;
+          const float v = expf(l[e] - mx) * inv;
+          if (gate_prefers(v, e, bv, bi)) {
+            bv = v;
+            bi = e;
+          }
         }
-      }
-      for (int o = 16; o > 0; o >>= 1) {
-        const float ov = __shfl_xor_sync(kFull, bv, o);
-        const int oi = __shfl_xor_sync(kFull, bi, o);
-        if (ov > bv || (ov == bv && oi < bi)) {
-          bv = ov;
-          bi = oi;
+        for (int o = 16; o > 0; o >>= 1) {
+          const float ov = __shfl_xor_sync(kFull, bv, o);
+          const int oi = __shfl_xor_sync(kFull, bi, o);
+          if (gate_prefers(ov, oi, bv, bi)) {
+            bv = ov;
+            bi = oi;
+          }
         }
+        // k <= E (checked on the host), so some expert was free: bi is in [0, E).
+        id = bi;
       }
-      id = bi;
-    }
-    chosen[slot] = id;
-    if (lane == 0) {
-      float* r = routing + token * 2 * k;
-      r[slot] = static_cast<float>(id);
-      r[k + slot] = expf(l[id] - mx) * inv;
-      if (counts != nullptr) atomicAdd(counts + id, 1ULL);
+      chosen[slot] = id;
+      if (lane == 0) {
+        float* r = routing + token * 2 * k;
+        r[slot] = static_cast<float>(id);
+        r[k + slot] = expf(l[id] - mx) * inv;
+        if (counts != nullptr) atomicAdd(counts + id, 1ULL);
+      }
     }
   }
 }
@@ -123,19 +128,21 @@ template <class T>
 __global__ void gate_backward_kernel(const float* __restrict__ probs, const float* __restrict__ routing,
                                      const float* __restrict__ d_weights, long long tokens, int E,
                                      int k, T* __restrict__ d_logits) {
-  const long long token = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
-  if (token >= tokens) return;
-  const float* p = probs + token * E;
-  const float* r = routing + token * 2 * k;
-  const float* dw = d_weights + token * k;
-  float dot = 0.0f;
-  for (int s = 0; s < k; ++s) dot += p[__float2int_rn(r[s])] * dw[s];
-  for (int e = lane; e < E; e += 32) {
-    float dp = 0.0f;
-    for (int s = 0; s < k; ++s)
-      if (__float2int_rn(r[s]) == e) dp = dw[s];
-    store(d_logits + token * E + e, p[e] * (dp - dot));
+  const long long warps = static_cast<long long>(gridDim.x) * (blockDim.x / 32);
+  for (long long token = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) / 32; token < tokens;
+       token += warps) {
+    const float* p = probs + token * E;
+    const float* r = routing + token * 2 * k;
+    const float* dw = d_weights + token * k;
+    float dot = 0.0f;
+    for (int s = 0; s < k; ++s) dot += p[__float2int_rn(r[s])] * dw[s];
+    for (int e = lane; e < E; e += 32) {
+      float dp = 0.0f;
+      for (int s = 0; s < k; ++s)
+        if (__float2int_rn(r[s]) == e) dp = dw[s];
+      store(d_logits + token * E + e, p[e] * (dp - dot));
+    }
   }
 }
 
@@ -316,6 +323,90 @@ __global__ void sgd_kernel(T* __restrict__ params, float* __restrict__ grads, lo
     store(params + i, load(params + i) - lr * grads[i]);
     grads[i] = 0.0f;
   }
+}
+
+// A warp per row, grid-stride over rows.
+template <class T>
+__global__ void softmax_rows_kernel(T* __restrict__ data, long long rows, long long cols) {
+  const int lane = threadIdx.x & 31;
+  const long long warps = static_cast<long long>(gridDim.x) * (blockDim.x / 32);
+  for (long long r = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) / 32; r < rows; r += warps) {
+    T* row = data + r * cols;
+    float mx = -INFINITY;
+    for (long long c = lane; c < cols; c += 32) mx = fmaxf(mx, load(row + c));
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, o));
+    float sum = 0.0f;
+    for (long long c = lane; c < cols; c += 32) sum += expf(load(row + c) - mx);
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(kFull, sum, o);
+    const float inv = 1.0f / sum;
+    for (long long c = lane; c < cols; c += 32) store(row + c, expf(load(row + c) - mx) * inv);
+  }
+}
+
+template <class T>
+__global__ void softmax_rows_backward_kernel(const T* __restrict__ probs, T* __restrict__ grad, long long rows,
+                                             long long cols) {
+  const int lane = threadIdx.x & 31;
+  const long long warps = static_cast<long long>(gridDim.x) * (blockDim.x / 32);
+  for (long long r = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) / 32; r < rows; r += warps) {
+    const T* p = probs + r * cols;
+    T* g = grad + r * cols;
+    float dot = 0.0f;
+    for (long long c = lane; c < cols; c += 32) dot += load(g + c) * load(p + c);
+    for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(kFull, dot, o);
+    for (long long c = lane; c < cols; c += 32) store(g + c, load(p + c) * (load(g + c) - dot));
+  }
+}
+
+// One block: the load histogram in global scratch, then thread 0's greedy
+// loop over shared copies of the loads (Algorithm 1 walks experts one by one).
+__global__ void plan_search_kernel(const float* __restrict__ routing, long long tokens, int k, int E, int D,
+                                   int* __restrict__ counts) {
+  extern __shared__ long long slots[];  // E expert loads, then D device loads
+  for (int e = threadIdx.x; e < E; e += blockDim.x) counts[e] = 0;
+  __syncthreads();
+  for (long long i = threadIdx.x; i < tokens * k; i += blockDim.x) {
+    const long long t = i / k, slot = i % k;
+    const int id = __float2int_rn(routing[t * 2 * k + slot]);
+    if (id >= 0 && id < E) atomicAdd(counts + id, 1);
+  }
+  __syncthreads();
+  long long* expert = slots;
+  long long* device = slots + E;
+  const int local = E / D > 0 ? E / D : 1;
+  for (int d = threadIdx.x; d < D; d += blockDim.x) device[d] = 0;
+  __syncthreads();
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    expert[e] = counts[e];
+    atomicAdd(reinterpret_cast<unsigned long long*>(device + min(e / local, D - 1)),
+              static_cast<unsigned long long>(counts[e]));
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  for (int step = 0; step < E; ++step) {
+    int heavy = 0, light = 0;
+    for (int d = 1; d < D; ++d) {
+      if (device[d] > device[heavy]) heavy = d;
+      if (device[d] < device[light]) light = d;
+    }
+    int pick = -1;
+    for (int e = heavy * local; e < (heavy + 1) * local && e < E; ++e)
+      if (expert[e] >= 0 && (pick < 0 || expert[e] > expert[pick])) pick = e;
+    if (pick < 0) break;  // the heaviest device has no expert left to choose
+    const long long moved = expert[pick] / 2;
+    device[heavy] -= moved;
+    device[light] += moved;
+    expert[pick] = -1;  // chosen
+  }
+  counts[0] = static_cast<int>(device[0]);  // keep the loop's result observable
+}
+
+template <class T>
+__global__ void fill_normal_kernel(T* __restrict__ dst, long long n, unsigned long long seed,
+                                   unsigned long long first) {
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x)
+    store(dst + i, static_cast<float>(splitmix64_normal(seed, first + static_cast<unsigned long long>(i))));
 }
 
 __global__ void fill_pointers_kernel(PointerBatch batch, const void** out) {
@@ -565,6 +656,44 @@ void paced_copy(cudaStream_t s, const SegmentBatch& batch, const PaceParams& pac
   if (batch.n <= 0 && pace.latency_ns <= 0) return;
   paced_copy_kernel<<<static_cast<unsigned>(pace.blocks < 1 ? 1 : pace.blocks), kThreads, 0, s>>>(batch, pace);
   check_launch("paced_copy");
+}
+
+void softmax_rows(cudaStream_t s, DType t, void* data, std::int64_t rows, std::int64_t cols) {
+  if (rows <= 0 || cols <= 0) return;
+  if (t == DType::kBf16)
+    softmax_rows_kernel<<<grid_for(rows * 32), kThreads, 0, s>>>(as<__nv_bfloat16>(data), rows, cols);
+  else
+    softmax_rows_kernel<<<grid_for(rows * 32), kThreads, 0, s>>>(as<float>(data), rows, cols);
+  check_launch("softmax_rows");
+}
+
+void softmax_rows_backward(cudaStream_t s, DType t, const void* probs, void* grad, std::int64_t rows,
+                           std::int64_t cols) {
+  if (rows <= 0 || cols <= 0) return;
+  if (t == DType::kBf16)
+    softmax_rows_backward_kernel<<<grid_for(rows * 32), kThreads, 0, s>>>(as<__nv_bfloat16>(probs),
+                                                                           as<__nv_bfloat16>(grad), rows, cols);
+  else
+    softmax_rows_backward_kernel<<<grid_for(rows * 32), kThreads, 0, s>>>(as<float>(probs), as<float>(grad), rows,
+                                                                           cols);
+  check_launch("softmax_rows_backward");
+}
+
+void plan_search(cudaStream_t s, const float* routing, std::int64_t tokens, int top_k, int experts, int devices,
+                 int* counts) {
+  if (experts <= 0 || devices <= 0 || experts + devices > kPlanSearchMaxSlots) return;
+  const std::size_t shared = static_cast<std::size_t>(experts + devices) * sizeof(long long);
+  plan_search_kernel<<<1, kThreads, shared, s>>>(routing, tokens, top_k, experts, devices, counts);
+  check_launch("plan_search");
+}
+
+void fill_normal(cudaStream_t s, DType t, void* dst, std::int64_t n, std::uint64_t seed, std::uint64_t first) {
+  if (n <= 0) return;
+  if (t == DType::kBf16)
+    fill_normal_kernel<<<grid_for(n), kThreads, 0, s>>>(as<__nv_bfloat16>(dst), n, seed, first);
+  else
+    fill_normal_kernel<<<grid_for(n), kThreads, 0, s>>>(as<float>(dst), n, seed, first);
+  check_launch("fill_normal");
 }
 
 void paced_reduce(cudaStream_t s, DType t, const SourceBatch& srcs, void* dst, std::int64_t n,

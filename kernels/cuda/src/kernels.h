@@ -68,6 +68,26 @@ void gelu_forward(cudaStream_t s, DType t, const void* middle, std::int64_t hidd
 void gelu_backward(cudaStream_t s, DType t, const void* middle, std::int64_t hidden,
                    const SpanBatch& spans, void* a, void* g);
 
+// dst[i] = the (first + i)-th normal of plan's SplitMix64 seeded `seed`
+// (device_math.h splitmix64_normal), rounded to `t` as the host rounds it:
+// random_training_data's values, drawn where they are used.
+void fill_normal(cudaStream_t s, DType t, void* dst, std::int64_t n, std::uint64_t seed, std::uint64_t first);
+
+// Attention (op_layout.h AttentionPlan): softmax of every row of `data`
+// (rows x cols) in place; its backward, grad = p (grad - <grad, p>) per row.
+void softmax_rows(cudaStream_t s, DType t, void* data, std::int64_t rows, std::int64_t cols);
+void softmax_rows_backward(cudaStream_t s, DType t, const void* probs, void* grad, std::int64_t rows,
+                           std::int64_t cols);
+
+// Pro-Prophet's Plan search of Algorithm 1's shape on one SM: the expert
+// load of a gate's routing (tokens x 2 top_k; counts: `experts` int32 of
+// scratch), then the greedy loop: the heaviest device gives half the load
+// of its heaviest expert not yet chosen to the lightest device, until every
+// expert was chosen. Its placement is not used (the plan fixed them).
+void plan_search(cudaStream_t s, const float* routing, std::int64_t tokens, int top_k, int experts, int devices,
+                 int* counts);
+inline constexpr int kPlanSearchMaxSlots = 6144;  // experts + devices in 48 KiB of shared memory (int64 loads)
+
 // params -= lr * grads; grads = 0 (plan.h SgdStep).
 void sgd_step(cudaStream_t s, DType t, void* params, float* grads, std::int64_t n, float lr);
 

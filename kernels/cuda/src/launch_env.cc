@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "moetrace/schema/error.h"
@@ -36,28 +37,104 @@ std::string token(std::string s) {
   return s.empty() ? std::string("-") : s;
 }
 
+// One launcher's variables. The first launcher whose rank variable (or, for
+// mpirun and torchrun, size variable) is set describes the process.
+struct Launcher {
+  const char* name;
+  const char* rank_var;
+  std::vector<const char*> size_vars;   // the first one set
+  std::vector<const char*> local_vars;  // the first one set; else the rank
+  bool size_detects;                    // a set size variable alone selects it
+};
+
+const char* first_set(const GetEnv& getenv, const std::vector<const char*>& vars) {
+  for (const char* v : vars) {
+    const char* x = getenv(v);
+    if (x != nullptr && *x != '\0') return v;
+  }
+  return nullptr;
+}
+
+// Order: mpirun's variables win over torchrun's (a stale RANK in a shell must
+// not override mpirun); torchrun's win over PMIx, PMI and Slurm, which then
+// describe the torchrun agent, not its workers; PMIx and PMI win over Slurm,
+// whose SLURM_PROCID under `srun --mpi=...` or a hydra proxy started by srun
+// numbers nodes or agrees with them.
+const std::vector<Launcher>& launchers() {
+  static const std::vector<Launcher> all = {
+      {"mpirun", "OMPI_COMM_WORLD_RANK", {"OMPI_COMM_WORLD_SIZE"}, {"OMPI_COMM_WORLD_LOCAL_RANK"}, true},
+      {"env", "RANK", {"WORLD_SIZE"}, {"LOCAL_RANK"}, true},
+      // PMIx puts only the rank (and namespace) in the environment; the size
+      // comes from the resource manager that started it.
+      {"pmix", "PMIX_RANK", {"SLURM_NTASKS", "PMI_SIZE"}, {"SLURM_LOCALID", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"}, false},
+      // PMI-1/PMI-2: MPICH and Intel MPI's hydra (MPI_LOCALRANKID), Cray PALS
+      // (PMI_LOCAL_RANK), `srun --mpi=pmi2` (SLURM_LOCALID).
+      {"pmi", "PMI_RANK", {"PMI_SIZE"}, {"MPI_LOCALRANKID", "PMI_LOCAL_RANK", "SLURM_LOCALID"}, false},
+      {"slurm", "SLURM_PROCID", {"SLURM_NTASKS"}, {"SLURM_LOCALID"}, false},
+  };
+  return all;
+}
+
+bool set(const GetEnv& getenv, const char* name) {
+  const char* v = getenv(name);
+  return v != nullptr && *v != '\0';
+}
+
+// Slurm's variables count only in a task that srun started: the batch script
+// itself also sees SLURM_PROCID=0 and the job's SLURM_NTASKS, but is no task
+// of a step (srun sets SLURM_STEP_ID for its tasks).
+bool applies(const Launcher& l, const GetEnv& getenv) {
+  if (std::string_view(l.name) == "slurm" && !set(getenv, "SLURM_STEP_ID")) return false;
+  if (getenv(l.rank_var) != nullptr) return true;
+  return l.size_detects && getenv(l.size_vars.front()) != nullptr;
+}
+
 }  // namespace
 
-std::optional<LaunchEnv> parse_launch_env(const GetEnv& getenv) {
-  const char* rank_var = nullptr;
-  const char* size_var = nullptr;
-  const char* local_var = nullptr;
-  LaunchEnv env;
-  if (getenv("OMPI_COMM_WORLD_RANK") != nullptr || getenv("OMPI_COMM_WORLD_SIZE") != nullptr) {
-    rank_var = "OMPI_COMM_WORLD_RANK";
-    size_var = "OMPI_COMM_WORLD_SIZE";
-    local_var = "OMPI_COMM_WORLD_LOCAL_RANK";
-    env.launcher = "mpirun";
-  } else if (getenv("RANK") != nullptr || getenv("WORLD_SIZE") != nullptr) {
-    rank_var = "RANK";
-    size_var = "WORLD_SIZE";
-    local_var = "LOCAL_RANK";
-    env.launcher = "env";
-  } else {
-    return std::nullopt;
+std::string launch_job_id(const GetEnv& getenv) {
+  auto get = [&](const char* name) -> std::string {
+    const char* v = getenv(name);
+    return v != nullptr ? std::string(v) : std::string();
+  };
+  if (std::string v = get("MOETRACE_JOB_ID"); !v.empty()) return v;
+  if (std::string v = get("OMPI_MCA_ess_base_jobid"); !v.empty()) return v;
+  if (std::string v = get("PMIX_NAMESPACE"); !v.empty()) return v;
+  // torchrun: the rendezvous id (its default, "none", names no job), and the
+  // restart count, since a restarted group keeps the run id.
+  if (std::string v = get("TORCHELASTIC_RUN_ID"); !v.empty() && v != "none") {
+    const std::string restart = get("TORCHELASTIC_RESTART_COUNT");
+    return restart.empty() ? v : v + ".r" + restart;
   }
+  // Slurm: the job and the step (several sruns of one job share the job id).
+  if (std::string v = get("SLURM_JOB_ID"); !v.empty()) {
+    const std::string step = get("SLURM_STEP_ID");
+    return step.empty() ? v : v + "." + step;
+  }
+  return {};
+}
+
+std::optional<LaunchEnv> parse_launch_env(const GetEnv& getenv) {
+  const Launcher* launcher = nullptr;
+  for (const Launcher& l : launchers())
+    if (applies(l, getenv)) {
+      launcher = &l;
+      break;
+    }
+  if (launcher == nullptr) return std::nullopt;
+  LaunchEnv env;
+  env.launcher = launcher->name;
+  const char* size_var = first_set(getenv, launcher->size_vars);
+  if (size_var == nullptr) {
+    if (launcher->size_vars.size() == 1) throw ConfigError(fmt::format("{} is not set", launcher->size_vars.front()));
+    std::string names;
+    for (const char* v : launcher->size_vars) names += names.empty() ? v : std::string(" nor ") + v;
+    throw ConfigError(fmt::format("{} is set, but neither {} gives the world size", launcher->rank_var, names));
+  }
+  const char* rank_var = launcher->rank_var;
   env.rank = *get_int(getenv, rank_var, true);
   env.world_size = *get_int(getenv, size_var, true);
+  const char* local_var = first_set(getenv, launcher->local_vars);
+  if (local_var == nullptr) local_var = launcher->local_vars.front();
   env.local_rank = get_int(getenv, local_var, false).value_or(env.rank);
   if (env.world_size < 1)
     throw ConfigError(fmt::format("{} ({}) must be at least 1", size_var, env.world_size));
@@ -66,15 +143,17 @@ std::optional<LaunchEnv> parse_launch_env(const GetEnv& getenv) {
                                   env.world_size, size_var, env.world_size));
   if (env.local_rank < 0)
     throw ConfigError(fmt::format("{} ({}) must not be negative", local_var, env.local_rank));
-  for (const char* job : {"MOETRACE_JOB_ID", "OMPI_MCA_ess_base_jobid", "TORCHELASTIC_RUN_ID",
-                          "SLURM_JOB_ID"}) {
-    const char* v = getenv(job);
-    if (v != nullptr && *v != '\0') {
-      env.job_id = v;
-      break;
-    }
-  }
+  env.job_id = launch_job_id(getenv);
   return env;
+}
+
+void check_unique_id_job(const LaunchEnv& env) {
+  if (env.world_size > 1 && env.job_id.empty())
+    throw ConfigError(fmt::format(
+        "NCCL with {} ranks needs an id of this job, so that a unique-id file left by an earlier run "
+        "is not taken for this one's, and the launcher ({}) sets none: set MOETRACE_JOB_ID to a value "
+        "unique to this run in every rank's environment",
+        env.world_size, env.launcher));
 }
 
 std::optional<LaunchEnv> launch_env_from_process() {

@@ -86,4 +86,24 @@ std::int64_t all_reduce_phase_bytes(std::int64_t bytes, int ranks) {
   return bytes * (ranks - 1) / ranks;
 }
 
+PaceParams reduce_pace_params(const LinkModel& m, std::int64_t slice_bytes) { return pace_params(m, slice_bytes); }
+
+std::int64_t paced_reduce_finish_ns(const PaceParams& p, std::int64_t slice_bytes, int remote) {
+  std::int64_t finish = p.latency_ns;
+  for (int b = 0; b < p.blocks; ++b)
+    finish = std::max(finish, pace_deadline_ns(p, block_share(slice_bytes, p.piece_bytes, p.blocks, b) * remote));
+  return finish;
+}
+
+std::vector<BarrierStep> barrier_steps(int streams) {
+  std::vector<BarrierStep> steps;
+  if (streams < 2) return steps;
+  using K = BarrierStep::Kind;
+  for (int i = 1; i < streams; ++i) steps.push_back({K::kRecord, i, i});
+  for (int i = 1; i < streams; ++i) steps.push_back({K::kWait, 0, i});
+  steps.push_back({K::kRecord, 0, streams});
+  for (int i = 1; i < streams; ++i) steps.push_back({K::kWait, i, streams});
+  return steps;
+}
+
 }  // namespace moetrace::cuda

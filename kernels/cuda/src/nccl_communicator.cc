@@ -39,6 +39,7 @@ class NcclCommunicator final : public Communicator {
             "NCCL with {} ranks needs a unique-id file every rank can read: set --nccl-id-file or "
             "MOETRACE_NCCL_ID_FILE",
             env.world_size));
+      check_unique_id_job(env);
       if (env.rank == 0) {
         MOETRACE_NCCL_CHECK(ncclGetUniqueId(&id));
         std::vector<std::uint8_t> bytes(sizeof id.internal);
@@ -52,16 +53,16 @@ class NcclCommunicator final : public Communicator {
       }
     }
     MOETRACE_NCCL_CHECK(ncclCommInitRank(&world_, env.world_size, id, env.rank));
+    // Init is collective: every rank has read the id by now, so the file goes
+    // at once rather than at exit (a crash later must not leave it behind).
+    remove_id_file();
   }
 
   ~NcclCommunicator() override {
     if (scratch_ != nullptr) cudaFree(scratch_);
     for (auto& [group, comm] : groups_) ncclCommDestroy(comm);
     if (world_ != nullptr) ncclCommDestroy(world_);
-    if (wrote_id_) {
-      std::error_code ec;
-      std::filesystem::remove(id_file_, ec);
-    }
+    remove_id_file();
   }
 
   const char* name() const override { return "nccl"; }
@@ -173,6 +174,13 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
+  void remove_id_file() {
+    if (!wrote_id_) return;
+    std::error_code ec;
+    std::filesystem::remove(id_file_, ec);
+    wrote_id_ = false;
+  }
+
   LaunchEnv env_;
   std::string id_file_;
   bool wrote_id_ = false;

@@ -136,12 +136,127 @@ OpWorkspace op_workspace(const plan::Plan& plan, const plan::Op& op, Precision p
         } else if constexpr (std::is_same_v<T, plan::FfnRecompute>) {
           take(w.pointers, 3 * kMaxGemmGroups * 8);
         } else if constexpr (std::is_same_v<T, plan::TimingOnly>) {
-          if (op.flops > 0) take(w.busy, kBusyTile * kBusyTile * 4);
+          if (d.attention) {
+            take(w.attention, plan_attention(*d.attention, dtype_bytes(buffer_dtype(plan.buffer(d.attention->input.buffer), p))).bytes);
+          } else if (d.plan_search) {
+            take(w.plan_search, static_cast<std::int64_t>(d.plan_search->experts) * 4);
+          } else if (op.flops > 0) {
+            take(w.busy, kBusyTile * kBusyTile * 4);
+          }
         }
       },
       op.data);
   w.bytes = at;
   return w;
+}
+
+double AttentionPlan::flops() const {
+  double f = 0;
+  for (const AttentionStep& s : steps)
+    if (s.kind == AttentionStep::Kind::kGemm)
+      f += 2.0 * static_cast<double>(s.gemm.m) * static_cast<double>(s.gemm.n) * static_cast<double>(s.gemm.k) *
+           static_cast<double>(s.batch);
+  return f;
+}
+
+AttentionPlan plan_attention(const plan::AttentionWork& w, int elem_bytes) {
+  using R = AttentionRegion;
+  using K = AttentionStep::Kind;
+  AttentionPlan p;
+  const std::int64_t S = w.sequence_length, d = w.head_dim, M = w.model_dim;
+  const std::int64_t hd = w.heads * d;
+  const std::int64_t tokens = w.input.rows;
+  const std::int64_t items = w.sequences * w.heads;  // (sequence, head) pairs
+  const std::int64_t total = w.sequences * S * hd;   // elements of Q (or K, V, context)
+  if (S <= 0 || d <= 0 || w.heads <= 0 || tokens <= 0 || items <= 0) return p;
+  const std::int64_t slice =
+      std::clamp<std::int64_t>(kAttentionScoresBytes / std::max<std::int64_t>(S * S * elem_bytes, 1), 1, items);
+
+  std::int64_t elems[static_cast<int>(R::kCount)] = {};
+  auto need = [&](R r, std::int64_t n) { elems[static_cast<int>(r)] = n; };
+  need(R::kWqkv, M * 3 * hd);
+  need(R::kQkv, 3 * total);
+  need(R::kScores, slice * S * S);
+  need(R::kContext, total);
+  need(R::kWo, hd * M);
+  if (!w.backward) {
+    need(R::kOut, tokens * M);
+  } else {
+    need(R::kX, tokens * M);
+    need(R::kProbs, slice * S * S);
+    need(R::kDContext, total);
+    need(R::kDQkv, 3 * total);
+    need(R::kDWo, hd * M);
+    need(R::kDWqkv, M * 3 * hd);
+    need(R::kDX, tokens * M);
+  }
+  elems[static_cast<int>(R::kInput)] = tokens * M;
+  for (int r = 0; r < static_cast<int>(R::kCount); ++r) p.region_elems[r] = elems[r];
+  for (int r = 1; r < static_cast<int>(R::kCount); ++r) {
+    if (elems[r] == 0) continue;
+    p.region_offset[r] = p.bytes;
+    p.bytes += align(elems[r] * elem_bytes);
+  }
+
+  auto gemm = [&](RowMajorGemm g, AttentionOperand a, AttentionOperand b, AttentionOperand c,
+                  std::int64_t batch = 1, float alpha = 1.0f) {
+    AttentionStep s;
+    s.kind = K::kGemm;
+    s.gemm = g;
+    s.a = a;
+    s.b = b;
+    s.c = c;
+    s.batch = batch;
+    s.alpha = alpha;
+    p.steps.push_back(s);
+  };
+  auto at = [](R r, std::int64_t offset = 0, std::int64_t stride = 0) { return AttentionOperand{r, offset, stride}; };
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const std::int64_t q = 0, k = total, v = 2 * total;  // Q, K, V in kQkv and dQ, dK, dV in kDQkv
+  const std::int64_t sd = S * d, ss = S * S;
+  if (!w.backward) {
+    gemm(row_major(false, false, tokens, 3 * hd, M), at(R::kInput), at(R::kWqkv), at(R::kQkv));
+    for (std::int64_t i = 0; i < items; i += slice) {
+      const std::int64_t n = std::min(slice, items - i);
+      gemm(row_major(false, true, S, S, d), at(R::kQkv, q + i * sd, sd), at(R::kQkv, k + i * sd, sd),
+           at(R::kScores, 0, ss), n, scale);
+      AttentionStep sm;
+      sm.kind = K::kSoftmax;
+      sm.c = at(R::kScores);
+      sm.rows = n * S;
+      sm.cols = S;
+      p.steps.push_back(sm);
+      gemm(row_major(false, false, S, d, S), at(R::kScores, 0, ss), at(R::kQkv, v + i * sd, sd),
+           at(R::kContext, i * sd, sd), n);
+    }
+    gemm(row_major(false, false, tokens, M, hd), at(R::kContext), at(R::kWo), at(R::kOut));
+    return p;
+  }
+  // Backward, from the output projection down: dContext, dWo; per slice dP,
+  // dV, the softmax's backward, dQ, dK; then dX and dWqkv.
+  gemm(row_major(false, true, tokens, hd, M), at(R::kInput), at(R::kWo), at(R::kDContext));
+  gemm(row_major(true, false, hd, M, tokens), at(R::kContext), at(R::kInput), at(R::kDWo));
+  for (std::int64_t i = 0; i < items; i += slice) {
+    const std::int64_t n = std::min(slice, items - i);
+    gemm(row_major(false, true, S, S, d), at(R::kDContext, i * sd, sd), at(R::kQkv, v + i * sd, sd),
+         at(R::kScores, 0, ss), n);
+    gemm(row_major(true, false, S, d, S), at(R::kProbs, 0, ss), at(R::kDContext, i * sd, sd),
+         at(R::kDQkv, v + i * sd, sd), n);
+    AttentionStep sb;
+    sb.kind = K::kSoftmaxBackward;
+    sb.b = at(R::kProbs);
+    sb.c = at(R::kScores);
+    sb.rows = n * S;
+    sb.cols = S;
+    p.steps.push_back(sb);
+    gemm(row_major(false, false, S, d, S), at(R::kScores, 0, ss), at(R::kQkv, k + i * sd, sd),
+         at(R::kDQkv, q + i * sd, sd), n, scale);
+    gemm(row_major(true, false, S, d, S), at(R::kScores, 0, ss), at(R::kQkv, q + i * sd, sd),
+         at(R::kDQkv, k + i * sd, sd), n, scale);
+  }
+  gemm(row_major(false, true, tokens, M, 3 * hd), at(R::kDQkv), at(R::kWqkv), at(R::kDX));
+  gemm(row_major(true, false, M, 3 * hd, tokens), at(R::kX), at(R::kDQkv), at(R::kDWqkv));
+  return p;
 }
 
 BusyGemm busy_gemm(double flops) {

@@ -90,6 +90,8 @@ std::string rank_trace_path(const std::string& path, int rank) {
 }
 
 CudaRunSummary run_plan(const plan::Plan& plan, const CudaRunOptions& options) {
+  if (options.warmup_runs < 0)
+    throw ConfigError(fmt::format("warmup runs ({}) must be at least 0", options.warmup_runs));
   const auto devices = probe_devices();  // one clear line where there is no GPU
   const plan::ModelShape& m = options.shape;
   if (m.num_layers != plan.dims.num_layers || m.num_experts != plan.dims.num_experts ||
@@ -107,7 +109,9 @@ CudaRunSummary run_plan(const plan::Plan& plan, const CudaRunOptions& options) {
   }
   const std::vector<std::int64_t> tokens = block_tokens(plan);
   const plan::ModelWeights weights = plan::random_weights(m, options.seed);
-  const plan::TrainingData data = plan::random_training_data(m, plan.iterations, tokens, options.seed + 1);
+  // Drawn on the device buffer by buffer (host_data.h): made here, a large
+  // preset's inputs and output gradients filled the host's memory.
+  const RandomTrainingData data{plan.iterations, tokens, m.model_dim, options.seed + 1};
 
   instrument::RunRecord run = options.run;
   run.backend = "cuda";
@@ -123,10 +127,15 @@ CudaRunSummary run_plan(const plan::Plan& plan, const CudaRunOptions& options) {
   if (options.executor.communicator == CommunicatorKind::kEmulated)
     writer->set_config("cuda.link", to_string(options.executor.link));
   writer->set_config("cuda.device", summary.device_name);
+  writer->set_config("cuda.collector", options.collect ? "on" : "off");
+  writer->set_config("cuda.warmup_runs", std::to_string(options.warmup_runs));
   write_plan_tables(*writer, plan, ex, devices, tokens);
+
+  for (int i = 0; i < options.warmup_runs; ++i) ex.run(weights, data, nullptr);
 
   if (!options.collect) {
     summary.result = ex.run(weights, data, nullptr);
+    writer->set_config("cuda.wall_ms", fmt::format("{:.3f}", summary.result.wall_ms));
     writer->close();
     return summary;
   }
@@ -140,6 +149,7 @@ CudaRunSummary run_plan(const plan::Plan& plan, const CudaRunOptions& options) {
     }
   cupti::Collector collector(std::move(writer), co);
   summary.result = ex.run(weights, data, &collector);
+  collector.writer().set_config("cuda.wall_ms", fmt::format("{:.3f}", summary.result.wall_ms));
   collector.close();
   const cupti::CollectorStats s = collector.stats();
   summary.kernels = s.kernels;

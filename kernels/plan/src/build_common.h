@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,31 @@ inline double attention_forward_flops(std::int64_t tokens, std::int64_t m, std::
          (8.0 * static_cast<double>(m) * static_cast<double>(m) +
           4.0 * static_cast<double>(seq) * static_cast<double>(m)) /
          tp;
+}
+// Attention heads of a model of width m: head dimension 128 where m allows
+// it (GPT-3 175B: 12288 / 96 heads; LLaMA 2 7B: 4096 / 32), else 64 (GPT-2
+// and BERT-base: 768 / 12), else one head of width m.
+inline int attention_heads(std::int64_t m) {
+  if (m >= 128 && m % 128 == 0) return static_cast<int>(m / 128);
+  if (m >= 64 && m % 64 == 0) return static_cast<int>(m / 64);
+  return 1;
+}
+// The attention op's work (plan.h AttentionWork) on `tokens` tokens of
+// `input`: sequences of the model's length (one shorter sequence where the
+// block has fewer tokens), this rank's share of the heads under tensor
+// parallelism of degree tp. Its FLOPs are attention_forward_flops (x2 backward).
+inline AttentionWork attention_work(View input, std::int64_t tokens, std::int64_t m, std::int64_t seq, int tp,
+                                    bool backward) {
+  AttentionWork w;
+  w.input = input;
+  w.model_dim = m;
+  w.sequence_length = std::max<std::int64_t>(1, std::min(seq, tokens));
+  w.sequences = (tokens + w.sequence_length - 1) / w.sequence_length;
+  const int heads = attention_heads(m);
+  w.head_dim = m / heads;
+  w.heads = std::max(1, heads / std::max(tp, 1));
+  w.backward = backward;
+  return w;
 }
 // Adam touches each parameter about a dozen times; the executors apply SGD.
 inline double optimizer_flops(std::int64_t elements) { return 12.0 * static_cast<double>(elements); }

@@ -69,6 +69,13 @@ class EpBuilder {
     std::vector<std::vector<BufferId>> fwd_slots, bwd_slots;  // [q]
   };
 
+  // Pro-Prophet's Plan search on rank state s's gate output.
+  TimingOnly plan_search(const RankState& s) const {
+    TimingOnly t;
+    t.plan_search = PlanSearchWork{View{s.routing, 0, s.layout.tokens}, m_.top_k, E_, P_};
+    return t;
+  }
+
   int home(int e) const { return e / local_; }
   bool reuse() const { return spec_.strategy != ReuseStrategy::kNone; }
   int chunk_coord(int c) const { return spec_.chunks > 1 ? c : -1; }
@@ -488,6 +495,7 @@ void EpBuilder::forward(int j, int l) {
     for (int p = 0; p < P_; ++p) {
       OpArgs a = op_at(OpKind::kPlan, co, "plan", RankId(p), streams(p).compute);
       a.flops = spec_.perf.plan_flops;
+      a.data = plan_search(L.rank[static_cast<std::size_t>(p)]);
       a.extra_access = {{L.rank[static_cast<std::size_t>(p)].routing, schema::Access::kRead}};
       plan_now[static_cast<std::size_t>(p)] = b_.add(std::move(a));
       plan_ops_[static_cast<std::size_t>(j)][static_cast<std::size_t>(l)][static_cast<std::size_t>(p)] =
@@ -590,6 +598,7 @@ void EpBuilder::forward(int j, int l) {
       for (int p = 0; p < P_; ++p) {
         OpArgs a = op_at(OpKind::kPlan, co, fmt::format("plan.for_it{}", j + 1), RankId(p), streams(p).compute);
         a.flops = spec_.perf.plan_flops;
+        a.data = plan_search(L.rank[static_cast<std::size_t>(p)]);
         a.extra_access = {{L.rank[static_cast<std::size_t>(p)].routing, schema::Access::kRead}};
         plan_ops_[static_cast<std::size_t>(j + 1)][static_cast<std::size_t>(l)][static_cast<std::size_t>(p)] = b_.add(std::move(a));
       }
@@ -640,6 +649,7 @@ void EpBuilder::forward(int j, int l) {
     if (m_.attention) {
       OpArgs a = op_at(OpKind::kAttention, co, "attention", RankId(p), streams(p).compute);
       a.flops = attention_forward_flops(tokens, M, m_.sequence_length, 1);
+      a.data = TimingOnly{attention_work(View{s.y, 0, tokens}, tokens, M, m_.sequence_length, 1, false), {}};
       a.extra_access = {{s.y, schema::Access::kReadWrite}};
       if (last && !dense) a.free = {s.y};
       b_.add(std::move(a));
@@ -703,6 +713,7 @@ void EpBuilder::backward(int j, int l) {
     if (m_.attention) {
       OpArgs a = op_at(OpKind::kAttention, co, "attention", RankId(p), streams(p).compute);
       a.flops = 2.0 * attention_forward_flops(tokens, M, m_.sequence_length, 1);
+      a.data = TimingOnly{attention_work(View{d, 0, tokens}, tokens, M, m_.sequence_length, 1, true), {}};
       a.extra_access = {{d, schema::Access::kReadWrite}};
       b_.add(std::move(a));
     }

@@ -214,6 +214,9 @@ void PpMoeBuilder::forward(int j, int d, int s, int m) {
         const int r = rank(d, s, t);
         OpArgs a = op_at(OpKind::kAttention, co, "attention", RankId(r), streams(r).compute);
         a.flops = attention_forward_flops(tokens, M, m_.sequence_length, T_);
+        a.data = TimingOnly{attention_work(View{acts[static_cast<std::size_t>(t)].y, 0, tokens}, tokens, M,
+                                           m_.sequence_length, T_, false),
+                            {}};
         a.extra_access = {{acts[static_cast<std::size_t>(t)].y, schema::Access::kReadWrite}};
         if (last && !dense) a.free = {acts[static_cast<std::size_t>(t)].y};
         b_.add(std::move(a));
@@ -313,6 +316,9 @@ void PpMoeBuilder::backward(int j, int d, int s, int m) {
         const int r = rank(d, s, t);
         OpArgs a = op_at(OpKind::kAttention, co, "attention", RankId(r), streams(r).compute);
         a.flops = 2.0 * attention_forward_flops(tokens, M, m_.sequence_length, T_);
+        a.data = TimingOnly{attention_work(View{dy[static_cast<std::size_t>(t)], 0, tokens}, tokens, M,
+                                           m_.sequence_length, T_, true),
+                            {}};
         a.extra_access = {{dy[static_cast<std::size_t>(t)], schema::Access::kReadWrite}};
         b_.add(std::move(a));
       }

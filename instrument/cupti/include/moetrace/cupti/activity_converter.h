@@ -29,6 +29,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -49,6 +50,7 @@ struct ConverterStats {
                syncs = 0, overheads = 0, nvtx_ranges = 0, op_ranges = 0, correlations = 0;
   std::int64_t unknown_kinds = 0;           // records of kinds we do not convert
   std::int64_t activities_without_op = 0;   // device activities outside any op scope
+  std::int64_t kernel_names = 0;            // distinct kernel names demangled (once each)
 };
 
 class ActivityConverter {
@@ -113,6 +115,7 @@ class ActivityConverter {
   void convert_marker_data(const CUpti_ActivityMarkerData2& d);
   void close_marker(std::uint32_t id, std::int64_t end);
   void resolve_pending(std::uint32_t correlation);
+  StringId kernel_name(const char* mangled);
 
   RecordSink& sink_;
   ConverterOptions options_;
@@ -129,7 +132,15 @@ class ActivityConverter {
   std::vector<char> pending_done_;
   std::unordered_map<std::uint64_t, std::vector<BufferId>> announced_;  // address -> FIFO
   std::unordered_map<std::uint64_t, BufferId> live_;
-  std::unordered_map<std::string, StringId> api_names_;
+  std::unordered_map<std::uint64_t, StringId> api_names_;  // (kind << 32 | cbid) -> name
+  // Mangled kernel name -> its demangled, interned name: a run launches a few
+  // hundred distinct kernels millions of times, and __cxa_demangle costs
+  // microseconds per call.
+  struct NameHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, StringId, NameHash, std::equal_to<>> kernel_names_;
   bool finished_ = false;
 };
 

@@ -3,6 +3,7 @@
 // check: routed-layout rows (op_layout.h) and link pacing (link_model.h).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #if defined(__CUDACC__)
@@ -35,6 +36,36 @@ MOETRACE_HD inline std::int64_t layout_row(const std::int64_t* entry, int num_ch
   int c = num_chunks - 1;
   while (c > 0 && entry[2 + 2 * c + 1] > q) --c;
   return entry[2 + 2 * c] + (q - entry[2 + 2 * c + 1]);
+}
+
+// plan's SplitMix64 (kernels/plan/src/random.h) as a counter: its state
+// after k draws is seed + k * gamma, so the k-th draw (k >= 1) and the n-th
+// normal() (0-based; two draws each, Box-Muller) come without the draws
+// before them. The device fills an input of iteration 9 with exactly the
+// values random_training_data gives it, without the host making them.
+MOETRACE_HD inline std::uint64_t splitmix64_draw(std::uint64_t seed, std::uint64_t k) {
+  std::uint64_t z = seed + k * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+MOETRACE_HD inline double splitmix64_normal(std::uint64_t seed, std::uint64_t n) {
+  const double u1 = 1.0 - static_cast<double>(splitmix64_draw(seed, 2 * n + 1) >> 11) * 0x1.0p-53;
+  const double u2 = static_cast<double>(splitmix64_draw(seed, 2 * n + 2) >> 11) * 0x1.0p-53;
+  return ::sqrt(-2.0 * ::log(u1)) * ::cos(6.283185307179586 * u2);
+}
+
+// The gate's top-k order (gate_softmax_topk_kernel): a higher probability
+// first, ties to the lower expert; a NaN probability (from NaN or infinite
+// logits) ranks below every number, so every slot names an expert in
+// [0, E) whatever the logits hold. `e` or `best` < 0: no candidate.
+MOETRACE_HD inline bool gate_prefers(float v, int e, float best_v, int best) {
+  if (e < 0) return false;
+  if (best < 0) return true;
+  const bool v_nan = v != v, best_nan = best_v != best_v;
+  if (v_nan != best_nan) return best_nan;
+  if (!v_nan && v != best_v) return v > best_v;
+  return e < best;
 }
 
 // Pacing of the emulated link (link_model.h): the pieces of a rank's paced

@@ -13,8 +13,9 @@
 //  - Compute: cuBLAS GEMMs (bf16 inputs with fp32 accumulation, or fp32
 //    without TF32); experts' row spans go through cublasGemmGroupedBatchedEx
 //    (one group per span); gate softmax/top-k, permute/unpermute by index,
-//    GeLU, SGD are our kernels. Timing-only ops (attention, Plan search) keep
-//    their stream busy with GEMMs of their FLOPs.
+//    GeLU, SGD are our kernels. Timing-only ops run work of their shape on
+//    scratch: attention as unfused multi-head attention (cuBLAS batched
+//    GEMMs and a softmax kernel), the Plan search as a one-block kernel.
 //  - Communication: the emulated communicator (P virtual ranks on one GPU,
 //    paced copy/reduce kernels under a link model) or NCCL (one process per
 //    GPU).
@@ -31,6 +32,7 @@
 #include <tuple>
 #include <vector>
 
+#include "moetrace/cuda/host_data.h"
 #include "moetrace/cuda/launch_env.h"
 #include "moetrace/cuda/link_model.h"
 #include "moetrace/cuda/op_layout.h"
@@ -69,7 +71,7 @@ struct ExecutorOptions {
   std::string nccl_id_file;          // NCCL: unique-id file (else $MOETRACE_NCCL_ID_FILE)
   std::chrono::milliseconds nccl_id_timeout{120000};
   int device = -1;                   // -1: the local rank (NCCL) or device 0
-  bool busy_timing_only = true;      // timing-only ops run GEMMs of their FLOPs
+  bool busy_timing_only = true;      // timing-only ops run work of their shape (else nothing)
   bool capture_results = false;      // model outputs, input grads, final parameters to the host
 };
 
@@ -110,6 +112,10 @@ class Executor {
   // Runs the whole plan once from `weights` and `data`. With a collector, its
   // streams, ops (NVTX + external correlation) and buffers are recorded.
   RunResult run(const plan::ModelWeights& weights, const plan::TrainingData& data,
+                cupti::Collector* collector = nullptr);
+  // The same with random_training_data's values drawn on the device as each
+  // input and output-gradient buffer is allocated: no host copy of them.
+  RunResult run(const plan::ModelWeights& weights, const RandomTrainingData& data,
                 cupti::Collector* collector = nullptr);
 
   struct Impl;

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "moetrace/cuda/device_math.h"
 
@@ -45,5 +46,29 @@ std::int64_t paced_finish_ns(const PaceParams& p, std::int64_t paced_bytes);
 // (reduce-scatter, then all-gather, as a ring all-reduce moves them):
 // (P - 1) / P of the buffer per phase.
 std::int64_t all_reduce_phase_bytes(std::int64_t bytes, int ranks);
+
+// The pacing of a paced reduce that sums `slice_bytes` of its own with the
+// same slice of `remote` peers (paced_reduce_kernel): the blocks share the
+// slice's pieces and each piece paces its bytes from every remote peer, so
+// the blocks are sized by the slice, not by the remote x slice bytes paced
+// (sized by those, most blocks of a reduce-scatter had no piece and the
+// others paced at their fraction of the bandwidth).
+PaceParams reduce_pace_params(const LinkModel& m, std::int64_t slice_bytes);
+// Its modelled finish time (ns after the start), as the kernel's blocks
+// reach their deadlines: alpha + remote x slice_bytes / beta, up to a piece.
+std::int64_t paced_reduce_finish_ns(const PaceParams& p, std::int64_t slice_bytes, int remote);
+
+// The barrier the emulated ranks' streams pass before and after a
+// collective: every stream records an event, the first stream waits for all
+// others and records one more, which the others wait for. 2 (n - 1) waits,
+// not n (n - 1) (4,032 per barrier at 64 ranks), with the same ordering:
+// each stream's later work follows every stream's earlier work.
+struct BarrierStep {
+  enum class Kind : std::uint8_t { kRecord, kWait };
+  Kind kind;
+  int stream;  // index into the collective's ops
+  int event;   // index into the communicator's events; n + 1 of them
+};
+std::vector<BarrierStep> barrier_steps(int streams);
 
 }  // namespace moetrace::cuda

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "moetrace/cuda/device_math.h"
+#include "moetrace/cuda/row_major_gemm.h"
 #include "moetrace/plan/plan.h"
 
 namespace moetrace::cuda {
@@ -65,15 +66,69 @@ struct OpWorkspace {
   std::int64_t activation = -1; // FFN: rows x hidden gelu(middle)
   std::int64_t gradient = -1;   // FFN backward: rows x hidden d(middle)
   std::int64_t pointers = -1;   // FFN: 3 x kMaxGemmGroups device pointers
-  std::int64_t busy = -1;       // timing-only ops: 256 x 256 fp32 output
+  std::int64_t busy = -1;       // timing-only ops of FLOPs alone: 256 x 256 fp32 output
+  std::int64_t attention = -1;  // attention: the regions of its AttentionPlan
+  std::int64_t plan_search = -1;  // Plan search: the expert counts (E int32)
   std::int64_t bytes = 0;
 };
 
 OpWorkspace op_workspace(const plan::Plan& plan, const plan::Op& op, Precision p);
 std::int64_t span_rows(const std::vector<plan::RowSpan>& spans);
 
-// A timing-only op (attention, Pro-Prophet's Plan search) keeps its stream
-// busy for about its FLOPs: `reps` GEMMs of 256 x 256 x k on scratch inputs.
+// The work of a timing-only attention op (plan.h AttentionWork) as the
+// executor runs it: unfused attention, as PyTorch's math path computes it
+// (a fused FlashAttention kernel would move less memory), in GEMMs (cuBLAS,
+// plain or strided-batched over (sequence, head)) and row softmax kernels on
+// regions of the op's workspace and its input view, in the input's type.
+// Q, K and V are consecutive [sequences x heads, S, head_dim] blocks of the
+// QKV region. The scores are made for a slice of the (sequence, head) batch
+// at a time, so that their scratch stays under kAttentionScoresBytes.
+enum class AttentionRegion : std::uint8_t {
+  kInput,      // the op's view: activation (forward) or its gradient (backward), tokens x M
+  kX,          // backward: the activation the weight gradient needs, tokens x M
+  kWqkv,       // M x 3 h d
+  kQkv,        // Q, K, V: 3 x S_total x h d
+  kScores,     // slice x S x S
+  kProbs,      // backward: the saved probabilities of the slice, slice x S x S
+  kContext,    // S_total x h d
+  kWo,         // h d x M
+  kOut,        // forward: tokens x M
+  kDContext,   // backward: S_total x h d
+  kDQkv,       // backward: 3 x S_total x h d
+  kDWo,        // backward: h d x M
+  kDWqkv,      // backward: M x 3 h d
+  kDX,         // backward: tokens x M
+  kCount
+};
+struct AttentionOperand {
+  AttentionRegion region = AttentionRegion::kInput;
+  std::int64_t offset = 0;  // elements
+  std::int64_t stride = 0;  // elements between batch items
+};
+struct AttentionStep {
+  enum class Kind : std::uint8_t { kGemm, kSoftmax, kSoftmaxBackward };
+  Kind kind = Kind::kGemm;
+  RowMajorGemm gemm;         // kGemm: C = alpha op(A) op(B)
+  std::int64_t batch = 1;    // kGemm: strided-batched count
+  float alpha = 1.0f;
+  AttentionOperand a, b, c;  // kSoftmax: rows of c in place; kSoftmaxBackward: c = p (dP - <dP, p>), p = b
+  std::int64_t rows = 0, cols = 0;  // softmax
+};
+struct AttentionPlan {
+  std::vector<AttentionStep> steps;
+  std::int64_t region_offset[static_cast<int>(AttentionRegion::kCount)] = {};  // bytes in the op's area
+  std::int64_t region_elems[static_cast<int>(AttentionRegion::kCount)] = {};   // 0: unused (kInput: the view)
+  std::int64_t bytes = 0;  // the workspace area
+  double flops() const;    // 2 per multiply-add of the GEMMs
+};
+// Scratch for one slice of attention scores: 256 MiB, so that 16 emulated
+// ranks' attention scores take at most 4 GiB of an 80 GB H100 (the
+// unsliced scores of 8 sequences of 2048 tokens x 32 heads are 2 GiB each).
+inline constexpr std::int64_t kAttentionScoresBytes = std::int64_t{256} << 20;
+AttentionPlan plan_attention(const plan::AttentionWork& w, int elem_bytes);
+
+// A timing-only op known only by its FLOPs keeps its stream busy for about
+// them: `reps` GEMMs of 256 x 256 x k on scratch inputs.
 struct BusyGemm {
   std::int64_t k = 0;
   std::int64_t reps = 0;

@@ -1,7 +1,9 @@
 // One run of a plan on the GPU(s), recorded: the CUDA backend of
 // `moetrace run`. Writes the trace (run, devices, ranks, layers, op
 // dependencies and buffers, placements) and lets the CUPTI collector record
-// what the GPU did while the executor runs the plan once. With NCCL and more
+// what the GPU did while the executor runs the plan once (after
+// `warmup_runs` unrecorded runs). The run_config keys cuda.collector,
+// cuda.warmup_runs and cuda.wall_ms say how it ran and how long it took. With NCCL and more
 // than one process, every rank writes its own trace ("out.rank3.db").
 // CUDA-free header.
 #pragma once
@@ -22,6 +24,11 @@ struct CudaRunOptions {
   std::uint64_t seed = 1;        // weights from seed, training data from seed + 1
   instrument::RunRecord run;     // name, variant, config_json; backend/host/world_size are filled in
   bool collect = true;           // the CUPTI collector (off: the executor runs unobserved)
+  // Executions of the whole plan before the recorded one, unrecorded and
+  // left out of the trace: CUDA's lazy module loading, cuBLAS's first
+  // calls, the memory pool's growth and the clocks' ramp happen there, so
+  // the recorded run's wall time compares with and without the collector.
+  int warmup_runs = 0;
   std::size_t cupti_buffer_bytes = 8u << 20;
   std::size_t cupti_max_buffers = 128;
 };

@@ -63,6 +63,22 @@ struct HostArenaPlan {
   std::vector<std::vector<BufferId>> reuse_waits;
 };
 
+// How the device memory pool behind cudaMallocAsync (the transient buffers
+// of every rank's streams) may reuse freed memory. Each reuse the driver
+// allows either needs no wait or follows one the executor issued, never one
+// of its own: with cudaMemPoolReuseAllowInternalDependencies the driver may
+// hand a block freed on one rank's stream to another's allocation and make
+// that stream wait for the free, a cross-stream dependency the plan does not
+// have and the trace cannot show (it looks like a slow op). Without it, such
+// an allocation takes fresh memory instead (the pool keeps what it has).
+struct MemPoolPolicy {
+  bool keep_freed_blocks = true;             // release threshold UINT64_MAX: no trimming mid-run
+  bool follow_event_dependencies = true;     // reuse across a wait the executor issued
+  bool allow_opportunistic = true;           // reuse of a free already complete: nothing to wait for
+  bool allow_internal_dependencies = false;  // reuse by inserting a wait of the driver's own
+};
+MemPoolPolicy mem_pool_policy();
+
 // Pinned-host buffers of the executed ranks; `bytes_of` gives each buffer's
 // size as allocated (after the dtype choice). First fit, 256-byte aligned.
 HostArenaPlan plan_host_arena(const plan::Plan& plan, const std::vector<IssueStep>& order,

@@ -31,10 +31,11 @@
 // `data`, so the CPU and CUDA executors run it on real tensors. A buffer is a
 // row-major 2-D array (rows x cols); ops address whole rows (View). Ops whose
 // `data` is TimingOnly (attention, the Pro-Prophet Plan search) model time
-// only: the executors do not touch tensors for them.
+// only: the executors write no tensor of the plan for them.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -218,8 +219,39 @@ struct RoutedLayout {
 // ---------------------------------------------------------------------------
 // Op data semantics (Op::data). The executors implement exactly these.
 
-// Models time only; no tensor is read or written (attention, Plan search).
-struct TimingOnly {};
+// What a timing-only attention op stands for, so that an executor can run
+// work of its shape: unfused multi-head self-attention of this rank's heads
+// over `sequences` sequences of `sequence_length` tokens (forward: QKV
+// projection, scores, softmax, context, output projection; backward: their
+// gradients, twice the FLOPs), reading `input` (the block's activation, or
+// its gradient) and writing only scratch.
+struct AttentionWork {
+  View input;                        // tokens x model_dim
+  std::int64_t sequences = 0;        // ceil(tokens / sequence_length)
+  std::int64_t sequence_length = 0;  // min(the model's, tokens)
+  std::int64_t model_dim = 0;
+  int heads = 0;                     // this rank's: the model's over the tensor-parallel degree
+  std::int64_t head_dim = 0;
+  bool backward = false;
+};
+
+// What Pro-Prophet's Plan search stands for: the expert load of this rank's
+// gate output (`routing`, tokens x 2 top_k) and Algorithm 1's greedy
+// placement of `experts` experts on `devices` devices.
+struct PlanSearchWork {
+  View routing;
+  int top_k = 1;
+  int experts = 0;
+  int devices = 0;
+};
+
+// Models time only: no tensor of the plan is written (attention, Plan
+// search). Where the work's shape is known, an executor may run work of that
+// shape on scratch (reading the views named); else it only has the FLOPs.
+struct TimingOnly {
+  std::optional<AttentionWork> attention;
+  std::optional<PlanSearchWork> plan_search;
+};
 
 // mpipemoe/pipemoe gating: logits = x W_g; probs = softmax(logits); the
 // top_k largest probabilities (ties: lower expert index) are the token's
