@@ -1,0 +1,171 @@
+// Simulator fidelity: the comparisons of bench/paper_bench.cc that hold, as
+// regression tests. Each asserts that a simulated quantity stays within 15 %
+// of the value the paper measured (and that the paper's ordering holds), so
+// a change to the cost models, presets or builders that breaks the agreement
+// fails here. Paper values are the papers' (../shared/papers), cited beside
+// each; none comes from the simulator's own output. BENCHMARKS.md
+// ("Simulator fidelity against the papers") has the full table, including
+// the comparisons that do not hold yet and why.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "moetrace/analyzer/trace.h"
+#include "moetrace/plan/builders.h"
+#include "moetrace/sim/run_spec.h"
+#include "moetrace/sim/simulator.h"
+#include "moetrace/sim/trace_output.h"
+
+namespace moetrace::sim {
+namespace {
+
+constexpr double kBand = 0.15;  // issue target: within 15 % of the paper's value
+
+void expect_within(double simulated, double paper, const std::string& what) {
+  EXPECT_LE(std::abs(simulated / paper - 1.0), kBand) << what << ": simulated " << simulated << ", paper " << paper;
+}
+
+// Mean iteration time from iteration `from` on (as paper_bench times it).
+double iteration_time(const RunSpec& spec, int from) {
+  const plan::Plan p = build_plan(spec);
+  const SimResult r = simulate(p, spec.resolved_cost_model());
+  std::vector<double> last(static_cast<std::size_t>(spec.common.iterations), 0.0);
+  for (std::size_t i = 0; i < p.ops.size(); ++i) {
+    const int j = p.ops[i].coords.iteration;
+    if (j >= 0 && j < spec.common.iterations) last[static_cast<std::size_t>(j)] = std::max(last[static_cast<std::size_t>(j)], r.end_s[i]);
+  }
+  double prev = 0, sum = 0;
+  int n = 0;
+  for (int j = 0; j < spec.common.iterations; ++j) {
+    if (j >= from) {
+      sum += last[static_cast<std::size_t>(j)] - prev;
+      ++n;
+    }
+    prev = std::max(prev, last[static_cast<std::size_t>(j)]);
+  }
+  return sum / n;
+}
+
+// ppmoe Sec. 4.4 (DPMoE, small setting, DP 32 + EP 64 on 32 V100): the MoE
+// forward is 82.6 % of the forward time, the two all-to-alls 65.5 % of it
+// and 79.2 % of the MoE forward. Read as moetrace reads a trace: the op
+// ranges of the simulated trace, forward phase, one rank.
+TEST(PaperFidelity, PpmoeDpmoeForwardSplitSec44) {
+  const RunSpec spec = run_preset("dpmoe-ppmoe-small");
+  const auto dir = std::filesystem::temp_directory_path() / ("paper_fidelity." + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "dpmoe.db").string();
+  simulate_to_trace(path, build_plan(spec), spec.resolved_cost_model());
+  const analyzer::Trace trace = analyzer::load_trace(path);
+  std::map<OpKind, double> by_kind;
+  double total = 0;
+  for (const auto& op : trace.ops) {
+    if (op.rank.value != 0 || op.phase != Phase::kForward) continue;
+    by_kind[op.kind] += static_cast<double>(op.duration());
+    total += static_cast<double>(op.duration());
+  }
+  std::filesystem::remove_all(dir);
+  const double a2a = by_kind[OpKind::kDispatchAllToAll] + by_kind[OpKind::kCombineAllToAll];
+  const double moe = a2a + by_kind[OpKind::kGate] + by_kind[OpKind::kPermute] + by_kind[OpKind::kExpertFfn] +
+                     by_kind[OpKind::kUnpermute];
+  ASSERT_GT(total, 0);
+  expect_within(moe / total, 0.826, "MoE forward share of forward");
+  expect_within(a2a / total, 0.655, "all-to-all share of forward");
+  expect_within(a2a / moe, 0.792, "all-to-all share of MoE forward");
+  // The paper's point: all-to-all dominates the DPMoE forward.
+  EXPECT_GT(a2a / moe, 0.5);
+}
+
+// ppmoe Table 3 (PPMoE small, TP 8 x PP 4): the dense FFN's forward 27.4 %
+// and its tensor-parallel all-reduce 18.8 % of the forward time.
+TEST(PaperFidelity, PpmoeDenseFfnSharesTable3) {
+  const RunSpec spec = run_preset("ppmoe-small");
+  const plan::Plan p = build_plan(spec);
+  const SimResult r = simulate(p, spec.resolved_cost_model());
+  double total = 0, ffn = 0, ffn_ar = 0;
+  for (std::size_t i = 0; i < p.ops.size(); ++i) {
+    const auto& op = p.ops[i];
+    if (op.rank.value != 0 || op.coords.phase != Phase::kForward) continue;
+    const double d = r.end_s[i] - r.start_s[i];
+    total += d;
+    if (op.kind == OpKind::kDenseFfn) ffn += d;
+    if (op.kind == OpKind::kTensorParallelAllReduce) {
+      ffn += d;
+      ffn_ar += d;
+    }
+  }
+  ASSERT_GT(total, 0);
+  expect_within(ffn / total, 0.274, "dense FFN forward share");
+  expect_within(ffn_ar / total, 0.188, "dense FFN all-reduce share");
+}
+
+// pro-prophet Fig. 10c/10d (4 and 8 HPWNV nodes, top-2): Pro-Prophet is
+// 1.36-2.37x faster than DeepSpeed-MoE (Sec. VI-A). Checked on MoE-GPT-M and
+// MoE-GPT-L, steady state (iterations 1-3; iteration 0 has no earlier
+// distribution to plan on).
+TEST(PaperFidelity, ProProphetOverDeepSpeedTopTwoFig10) {
+  for (const char* model : {"gpt-m", "gpt-l"})
+    for (int ranks : {16, 32}) {
+      double t[2] = {0, 0};
+      int i = 0;
+      for (const char* v : {"dpmoe", "pro-prophet"}) {
+        RunSpec spec = run_preset(std::string(v) + "-" + model);
+        spec.common.model.top_k = 2;
+        spec.common.ranks = ranks;
+        spec.common.model.num_experts = ranks;  // one expert per GPU (pro-prophet Sec. VI)
+        t[i++] = iteration_time(spec, 1);
+      }
+      const double speedup = t[0] / t[1];
+      const std::string what = std::string(model) + " on " + std::to_string(ranks) + " GPUs";
+      EXPECT_GT(speedup, 1.0) << what << ": Pro-Prophet must beat DeepSpeed-MoE";
+      EXPECT_GE(speedup, 1.36 / (1 + kBand)) << what;
+      EXPECT_LE(speedup, 2.37 * (1 + kBand)) << what;
+    }
+}
+
+// mpipemoe Sec. V-D: MPipeMoE's memory footprint is on average 27 % and at
+// most 47 % below FasterMoE's (Fig. 9). The models of Table III on 64 GPUs,
+// 4k-32k tokens per GPU, n by Fig. 12, the fastest reuse strategy of S1-S4;
+// FasterMoE = the fastermoe builder.
+TEST(PaperFidelity, MpipemoeMemoryReductionSecVD) {
+  double sum = 0, most = 0;
+  int n = 0;
+  for (const char* name : {"mpipemoe-gpt3-s", "mpipemoe-gpt3-xl", "mpipemoe-bert-l"})
+    for (std::int64_t tokens : {4096, 8192, 16384, 32768}) {
+      RunSpec spec = run_preset(name);
+      spec.routing.tokens_per_source = tokens;
+      spec.partitions = tokens < 8192 ? 2 : tokens <= 22528 ? 4 : 8;  // Fig. 12
+      spec.common.memory_budget_bytes = 0;
+      auto peak_and_time = [](const RunSpec& s) {
+        const plan::Plan p = build_plan(s);
+        const SimResult r = simulate(p, s.resolved_cost_model());
+        std::int64_t peak = 0;
+        for (const auto& m : r.memory) peak = std::max(peak, m.peak_bytes);
+        return std::pair{peak, r.makespan_s};
+      };
+      std::pair<std::int64_t, double> best{0, 1e30};
+      for (auto s : {plan::ReuseStrategy::kS1, plan::ReuseStrategy::kS2, plan::ReuseStrategy::kS3,
+                     plan::ReuseStrategy::kS4}) {
+        spec.strategy = s;
+        const auto pt = peak_and_time(spec);
+        if (pt.second < best.second) best = pt;
+      }
+      spec.strategy = plan::ReuseStrategy::kNone;
+      spec.variant = "fastermoe";
+      const auto faster = peak_and_time(spec);
+      const double reduction = 1 - static_cast<double>(best.first) / static_cast<double>(faster.first);
+      EXPECT_GT(reduction, 0) << name << " " << tokens;
+      sum += reduction;
+      most = std::max(most, reduction);
+      ++n;
+    }
+  expect_within(sum / n, 0.27, "mean memory reduction vs FasterMoE");
+  expect_within(most, 0.47, "highest memory reduction vs FasterMoE");
+}
+
+}  // namespace
+}  // namespace moetrace::sim
