@@ -109,7 +109,7 @@ PY
     shrink_db "$tmp/$db.db"
     cp "$tmp/$db.db" "$build/corpus/trace_loader/$db.db"
   done
-  sqlite3 "$tmp/sim.db" "SELECT config_json FROM runs" > "$build/corpus/run_spec/sim-pipemoe.json"
+  sqlite3 "$tmp/sim.db" "SELECT config_json FROM run" > "$build/corpus/run_spec/sim-pipemoe.json"
   "$cli" fit "$tmp/sim.db" -o "$build/corpus/cost_model/fitted.json" >/dev/null 2>&1
   cp "$root/analyzer/data/moe_rules.json" "$build/corpus/moe_rules/builtin.json"
   python3 - "$root/tests/data/annotation_names.json" "$build/corpus/annotation" <<'PY'
