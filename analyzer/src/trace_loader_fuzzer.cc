@@ -1,6 +1,6 @@
 // libFuzzer target: a moetrace trace database (after a crash, a copy, a disk
 // error) through the loader and every analysis behind `moetrace report`, with
-// the text and JSON reports rendered. Bad input must end in one
+// the report rendered in each format. Bad input must end in one
 // moetrace::Error line. Seeds: tools/fuzz.sh (small simulated and synthetic
 // traces, imported ones).
 #include <cstddef>
@@ -18,10 +18,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     const auto trace = analyzer::load_trace(path);
     const auto analyses = analyzer::analyze(trace);
-    std::ostringstream out;
-    analyzer::ReportOptions options;
-    analyzer::write_text_report(out, trace, analyses, options);
-    out << analyzer::report_json(trace, analyses, options).dump();
+    for (const auto format : {analyzer::ReportFormat::kText, analyzer::ReportFormat::kJson,
+                              analyzer::ReportFormat::kMarkdown, analyzer::ReportFormat::kHtml}) {
+      std::ostringstream out;
+      analyzer::ReportOptions options;
+      options.format = format;
+      analyzer::write_report(out, trace, analyses, options);
+    }
   } catch (const Error& e) {
     fuzz::check_error_message(e);
   }
