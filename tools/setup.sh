@@ -11,6 +11,8 @@ packages=(
   libgtest-dev libgmock-dev libvalijson-dev
   qt6-base-dev
   python3
+  # libFuzzer and the sanitizer runtimes (the fuzz preset, tools/fuzz.sh)
+  clang libclang-rt-14-dev
 )
 
 missing=()

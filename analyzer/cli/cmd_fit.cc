@@ -43,9 +43,9 @@ void add_fit_command(CLI::App& app) {
       model = analyzer::fit_cost_model(trace);
     }
     if (opt->format == "sim") {
-      write_output(opt->output, analyzer::sim_cost_model_json(trace, model, opt->base).dump(2) + "\n");
+      write_output(opt->output, analyzer::sim_cost_model_json(trace, model, opt->base).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     } else if (opt->format == "fits") {
-      write_output(opt->output, analyzer::fitted_models_json(trace, model).dump(2) + "\n");
+      write_output(opt->output, analyzer::fitted_models_json(trace, model).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     } else {
       std::ostringstream out;
       analyzer::write_fitted_models_text(out, model);

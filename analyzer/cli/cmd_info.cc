@@ -31,7 +31,7 @@ void add_info_command(CLI::App& app) {
                           {"layers", s.layers},
                           {"iterations", s.iterations},
                           {"tables", tables}};
-      write_output("", j.dump(2) + "\n");
+      write_output("", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
       return;
     }
     const auto& r = s.run;

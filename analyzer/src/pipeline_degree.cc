@@ -229,7 +229,8 @@ GranularitySearch mpipemoe_range_search(const std::vector<GranularityRun>& runs,
                                          r->partitions, n));
       continue;
     }
-    auto it = std::find_if(s.ranges.begin(), s.ranges.end(), [&](const auto& r) { return r.partitions == n; });
+    // An init-capture, not [&]: clang before 16 cannot capture structured bindings.
+    auto it = std::find_if(s.ranges.begin(), s.ranges.end(), [best = n](const auto& r) { return r.partitions == best; });
     if (it == s.ranges.end()) {
       s.ranges.push_back({n, b, b});  // lines 10-12
     } else {

@@ -431,7 +431,11 @@ void write_fitted_models_text(std::ostream& out, const CostModel& model) {
 void write_report(std::ostream& out, const Trace& trace, const Analyses& a, const ReportOptions& options) {
   switch (options.format) {
     case ReportFormat::kText: write_text_report(out, trace, a, options); break;
-    case ReportFormat::kJson: out << report_json(trace, a, options).dump(2) << "\n"; break;
+    case ReportFormat::kJson:
+      // Names come from the trace as recorded and need not be UTF-8: invalid
+      // bytes become U+FFFD rather than an exception.
+      out << report_json(trace, a, options).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      break;
     case ReportFormat::kMarkdown: write_markdown_report(out, trace, a, options); break;
     case ReportFormat::kHtml: write_html_report(out, trace, a, options); break;
   }

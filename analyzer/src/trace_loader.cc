@@ -214,6 +214,10 @@ class TraceLoader {
     auto st = db_.prepare("SELECT id, value FROM strings");
     while (st.step()) {
       auto id = st.int64(0);
+      // max(id) above may disagree with the rows of a damaged file (an id
+      // stored as text sorts after every integer).
+      if (id >= static_cast<std::int64_t>(trace_.strings.size()))
+        throw Error(trace_.run.path + ": string table is damaged");
       if (id >= 0) trace_.strings[static_cast<std::size_t>(id)] = st.text(1);
     }
   }

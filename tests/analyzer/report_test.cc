@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "moetrace/analyzer/report.h"
+#include "moetrace/instrument/trace_writer.h"
 #include "moetrace/synthetic/synthetic_trace.h"
 #include "json_schema.h"
 #include "text_trace.h"
@@ -179,6 +180,31 @@ TEST(Report, Durations) {
   EXPECT_EQ(format_duration(12'000'000'000), "12 s");
   EXPECT_EQ(format_bytes(3 * 1024 * 1024), "3 MiB");
   EXPECT_EQ(format_percent(0.4), "40.0%");
+}
+
+// Names are stored as the tool recorded them, not necessarily UTF-8: the JSON
+// report writes an invalid byte as U+FFFD instead of throwing (found by
+// trace_loader_fuzzer: nlohmann's type_error 316 ended the program).
+TEST(Report, JsonOfNamesThatAreNotUtf8) {
+  const auto path = testing::temp_path("not-utf8.db");
+  {
+    instrument::RunRecord run;
+    run.backend = "test";
+    instrument::TraceWriter w(path, run);
+    instrument::KernelRecord k;
+    k.rank = RankId(0);
+    k.stream = StreamId(0);
+    k.start_ns = 0;
+    k.end_ns = 100;
+    k.name = w.intern("gemm\x96kernel");
+    w.add(k);
+  }
+  const auto t = load_trace(path);
+  std::ostringstream out;
+  ReportOptions options;
+  options.format = ReportFormat::kJson;
+  ASSERT_NO_THROW(write_report(out, t, analyses_of(t), options));
+  EXPECT_NE(out.str().find("gemm\xef\xbf\xbdkernel"), std::string::npos);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "import_test_util.h"
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/trace.h"
+#include "nsys/nvtx_payload.h"
 
 namespace moetrace::testing {
 namespace {
@@ -284,6 +285,21 @@ TEST(NsysImporter, NcclPayloadsGiveMessageSizesAndGroupSizes) {
   // The range keeps its message size as its payload.
   EXPECT_EQ(sql_int(out, "SELECT payload_int FROM nvtx_ranges WHERE start_ns = 600"), 65536);
   EXPECT_EQ(config_value(out, "import.skipped.nvtx_binary_payload"), "2");
+}
+
+// An entry offset near INT64_MAX (NVTX_PAYLOAD_SCHEMA_ENTRIES holds any
+// integer) is outside the payload: skipped, not added to its width (found by
+// nvtx_payload_fuzzer as a signed overflow).
+TEST(NsysImporter, PayloadEntryOffsetsNearInt64MaxAreSkipped) {
+  importers::nsys::PayloadSchemas schemas;
+  schemas[1] = {16, {{"huge", 18, INT64_MAX}, {"near", 22, INT64_MAX - 4}, {"fine", 5, 8}}};
+  std::string blob(importers::nsys::kPayloadHeaderBytes + 16, '\0');
+  blob[8] = 1;                                   // schema id
+  blob[importers::nsys::kPayloadHeaderBytes + 8] = 7;  // "fine" = 7
+  const auto d = importers::nsys::decode_payload(blob, schemas);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->integers.size(), 1u);
+  EXPECT_EQ(d->integers.at("fine"), 7);
 }
 
 TEST(NsysImporter, MissingTablesAreFine) {

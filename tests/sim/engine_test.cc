@@ -6,6 +6,7 @@
 
 #include "moetrace/schema/error.h"
 #include "moetrace/sim/cost_model.h"
+#include "moetrace/sim/run_spec.h"
 #include "moetrace/sim/simulator.h"
 
 namespace moetrace::sim {
@@ -287,6 +288,24 @@ TEST(CostModel, JsonRoundTripAndFieldNamingErrors) {
   EXPECT_EQ(message(R"({"link_sharing": "shared"})"),
             "link_sharing \"shared\" is not one of serial, fair_share, independent");
   EXPECT_EQ(message(R"({"base": "tpu"})").rfind("cost_model \"tpu\" is not a known preset", 0), 0u);
+}
+
+// A number too large for a double (1e999) is bad JSON like any other: a
+// ConfigError, not nlohmann's out_of_range escaping the reader (found by
+// cost_model_fuzzer).
+TEST(CostModel, NumbersBeyondDoubleAreConfigErrors) {
+  auto message = [](auto&& read) {
+    try {
+      read();
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const auto cost = message([] { cost_model_from_json(R"({"compute": {"alpha_s": 2e111112}})"); });
+  EXPECT_EQ(cost.rfind("cost model is not valid JSON", 0), 0u) << cost;
+  const auto spec = message([] { run_spec_from_json(R"({"iterations": 1e999})"); });
+  EXPECT_NE(spec.find("the configuration is not valid JSON"), std::string::npos) << spec;
 }
 
 }  // namespace

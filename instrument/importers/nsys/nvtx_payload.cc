@@ -44,7 +44,9 @@ std::optional<DecodedPayload> decode_payload(std::string_view blob, const Payloa
   if (schema.payload_size < 0 || payload.size() < static_cast<std::size_t>(schema.payload_size)) return std::nullopt;
   for (const auto& f : schema.fields) {
     const int width = payload_integer_width(f.type);
-    if (width == 0 || f.offset < 0 || f.offset + width > schema.payload_size) continue;
+    // offset and payload_size come from the export as any int64: compared
+    // without adding, so an offset near INT64_MAX cannot overflow.
+    if (width == 0 || f.offset < 0 || f.offset > schema.payload_size - width) continue;
     const std::uint64_t raw = read_le(payload, static_cast<std::size_t>(f.offset), width);
     std::int64_t value = 0;
     if (payload_integer_signed(f.type)) {

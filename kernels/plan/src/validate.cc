@@ -97,8 +97,9 @@ void check_collectives(const Plan& plan, std::vector<std::string>& out) {
                                 ops.front()->name, ops.size(), group.size()));
       continue;
     }
-    auto op_of = [&](RankId r) -> const Op* {
-      for (const Op* op : ops)
+    // An init-capture, not [&]: clang before 16 cannot capture structured bindings.
+    auto op_of = [&group_ops = ops](RankId r) -> const Op* {
+      for (const Op* op : group_ops)
         if (op->rank == r) return op;
       return nullptr;
     };

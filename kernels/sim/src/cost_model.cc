@@ -444,7 +444,7 @@ CostModel cost_model_from_json(std::string_view json_text) {
   json j;
   try {
     j = json::parse(json_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e999
     throw ConfigError(fmt::format("cost model is not valid JSON: {}", e.what()));
   }
   if (!j.is_object()) throw ConfigError("cost model must be a JSON object");

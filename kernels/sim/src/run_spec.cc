@@ -480,7 +480,7 @@ RunSpec run_spec_from_json(std::string_view text, RunSpec s) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e999
     fail(fmt::format("the configuration is not valid JSON ({})", e.what()));
   }
   if (!j.is_object()) fail("the configuration must be a JSON object");
