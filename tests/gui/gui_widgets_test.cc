@@ -330,7 +330,7 @@ class GuiWidgetsTest : public QObject {
     auto w = loaded_window();
     QVERIFY(w);
     auto* v = w->timeline();
-    const QString png = QDir::currentPath() + QStringLiteral("/gui_fixture_screenshot.png");
+    const QString png = QDir::tempPath() + QStringLiteral("/moetrace_gui_fixture_screenshot.png");
     QVERIFY(w->save_screenshot(png));
     QVERIFY(QFile(png).size() > 10000);
     const QImage img = v->grab().toImage();
