@@ -49,6 +49,9 @@ void add_info_command(CLI::App& app) {
                        r.finalized ? "" : "; NOT finalized (writer killed?): no indexes");
     out += fmt::format("dropped:    {} activity records{}\n", r.dropped_records,
                        r.dropped_records > 0 ? " (the trace is incomplete)" : "");
+    out += fmt::format("integrity:  {}\n", r.integrity == "not recorded"
+                                              ? "no record of the writer's (checked by references and ranges)"
+                                              : "row counts match the writer's record");
     out += "tables:\n";
     for (const auto& [t, n] : s.table_rows)
       if (n > 0) out += fmt::format("  {:<18} {:>12}\n", t, n);

@@ -77,6 +77,8 @@ nlohmann::json run_json(const RunInfo& run) {
       {"start_ns", run.start_ns},
       {"end_ns", run.end_ns},
       {"dropped_records", run.dropped_records},
+      {"integrity", run.integrity},
+      {"damage", run.damage},
       {"config", config},
   };
 }
@@ -405,6 +407,7 @@ void write_text_report(std::ostream& out, const Trace& trace, const Analyses& a,
     out << fmt::format("warning: {} activity records were dropped while tracing; times may be "
                        "incomplete\n",
                        run.dropped_records);
+  for (const auto& d : run.damage) out << "warning: damaged trace: " << d << "\n";
   report_detail::render_text(out, report_detail::breakdown_section(b, options));
   for (const auto& s : report_detail::analysis_sections(trace, a, options)) report_detail::render_text(out, s);
 }
@@ -420,6 +423,7 @@ void write_markdown_report(std::ostream& out, const Trace& trace, const Analyses
   if (run.dropped_records > 0)
     out << fmt::format("\n**Warning:** {} activity records were dropped while tracing; times may be incomplete.\n",
                        run.dropped_records);
+  for (const auto& d : run.damage) out << "\n**Warning:** damaged trace: " << d << "\n";
   report_detail::render_markdown(out, report_detail::breakdown_section(a.breakdown, options));
   for (const auto& s : report_detail::analysis_sections(trace, a, options)) report_detail::render_markdown(out, s);
 }

@@ -10,119 +10,16 @@
 #include "moetrace/analyzer/moe_recognition.h"
 #include "moetrace/analyzer/projection.h"
 #include "moetrace/analyzer/trace.h"
+#include "trace_loader_internal.h"
 #include "moetrace/schema/error.h"
+#include "moetrace/schema/integrity.h"
 #include "moetrace/schema/op_links.h"
 #include "moetrace/schema/sqlite.h"
 #include "moetrace/schema/trace_file.h"
 
 namespace moetrace::analyzer {
-namespace {
-
-[[noreturn]] void throw_empty_trace(const std::string& path) {
+void throw_empty_trace(const std::string& path) {
   throw Error(path + ": the trace holds no events (was the run empty, or killed before its first flush?)");
-}
-
-}  // namespace
-
-int Trace::stream_index(StreamId id) const {
-  auto it = std::lower_bound(stream_index_.begin(), stream_index_.end(),
-                             std::pair{id.value, INT32_MIN});
-  if (it == stream_index_.end() || it->first != id.value) return -1;
-  return it->second;
-}
-
-int Trace::op_index(OpId id) const {
-  auto it = std::lower_bound(op_index_.begin(), op_index_.end(), std::pair{id.value, INT32_MIN});
-  if (it == op_index_.end() || it->first != id.value) return -1;
-  return it->second;
-}
-
-const ApiCall* Trace::api_call(std::int64_t correlation_id) const {
-  auto it = std::lower_bound(
-      api_calls.begin(), api_calls.end(), correlation_id,
-      [](const ApiCall& a, std::int64_t v) { return a.correlation_id < v; });
-  return it != api_calls.end() && it->correlation_id == correlation_id ? &*it : nullptr;
-}
-
-const ApiCall* Trace::launching_call(const Activity& a) const {
-  if (a.correlation_id == 0) return nullptr;
-  for (auto it = std::lower_bound(api_calls.begin(), api_calls.end(), a.correlation_id,
-                                  [](const ApiCall& c, std::int64_t v) { return c.correlation_id < v; });
-       it != api_calls.end() && it->correlation_id == a.correlation_id; ++it)
-    if (it->rank == a.rank) return &*it;
-  return nullptr;
-}
-
-std::int64_t Trace::event_count() const {
-  return static_cast<std::int64_t>(activities.size() + ops.size() + api_calls.size() + nvtx.size() +
-                                   memory_events.size());
-}
-
-std::vector<RankId> Trace::rank_ids() const {
-  std::set<RankId> ids;
-  for (const auto& r : ranks) ids.insert(r.rank);
-  for (const auto& s : streams) ids.insert(s.rank);
-  return {ids.begin(), ids.end()};
-}
-
-std::string_view Trace::config_value(std::string_view key) const {
-  for (const auto& [k, v] : run.config)
-    if (k == key) return v;
-  for (const auto& [k, v] : run.config)
-    if (k.size() > key.size() && k.ends_with(key) && k[k.size() - key.size() - 1] == '.') return v;
-  return {};
-}
-
-void Trace::classify_kernel_names() {
-  kernel_category.assign(strings.size(), -1);
-  for (const auto& a : activities) {
-    if (a.type != ActivityType::kKernel || !a.name.valid()) continue;
-    const auto id = static_cast<std::size_t>(a.name.value);
-    if (id < kernel_category.size() && kernel_category[id] < 0)
-      kernel_category[id] = static_cast<std::int8_t>(classify_kernel_name(strings[id]));
-  }
-}
-
-void Trace::sort_ops() {
-  std::vector<std::int32_t> order(ops.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int32_t>(i);
-  std::stable_sort(order.begin(), order.end(), [&](std::int32_t x, std::int32_t y) {
-    const auto& a = ops[static_cast<std::size_t>(x)];
-    const auto& b = ops[static_cast<std::size_t>(y)];
-    if (a.stream != b.stream) return a.stream < b.stream;
-    if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
-    return a.end_ns > b.end_ns;
-  });
-  std::vector<std::int32_t> new_index(ops.size());
-  std::vector<OpRange> sorted;
-  sorted.reserve(ops.size());
-  for (std::size_t i = 0; i < order.size(); ++i) {
-    new_index[static_cast<std::size_t>(order[i])] = static_cast<std::int32_t>(i);
-    sorted.push_back(ops[static_cast<std::size_t>(order[i])]);
-  }
-  ops = std::move(sorted);
-  for (auto& a : activities)
-    if (a.op >= 0) a.op = new_index[static_cast<std::size_t>(a.op)];
-  for (auto& [id, index] : op_index_) index = new_index[static_cast<std::size_t>(index)];
-}
-
-void Trace::index_ops() {
-  std::vector<std::int64_t> activity_op_ids(activities.size(), -1);
-  for (std::size_t i = 0; i < activities.size(); ++i)
-    if (activities[i].op >= 0) activity_op_ids[i] = ops[static_cast<std::size_t>(activities[i].op)].id.value;
-  std::sort(ops.begin(), ops.end(), [](const OpRange& a, const OpRange& b) {
-    if (a.stream != b.stream) return a.stream < b.stream;
-    if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
-    return a.end_ns > b.end_ns;
-  });
-  op_index_.resize(ops.size());
-  for (std::size_t i = 0; i < ops.size(); ++i) op_index_[i] = {ops[i].id.value, static_cast<std::int32_t>(i)};
-  std::sort(op_index_.begin(), op_index_.end());
-  for (std::size_t i = 0; i < activities.size(); ++i)
-    activities[i].op = activity_op_ids[i] >= 0 ? op_index(OpId(activity_op_ids[i])) : -1;
-  op_track_begin.assign(streams.size() + 1, 0);
-  for (const auto& op : ops) ++op_track_begin[static_cast<std::size_t>(op.stream) + 1];
-  for (std::size_t i = 0; i < streams.size(); ++i) op_track_begin[i + 1] += op_track_begin[i];
 }
 
 class TraceLoader {
@@ -133,7 +30,11 @@ class TraceLoader {
   }
 
   Trace load() {
-    load_run(db_, trace_.run);
+    load_run(db_, trace_.run, &read_);
+    load_integrity_record();
+    verify("run");
+    verify("run_config");
+    verify("meta");
     load_strings();
     load_devices_ranks_streams();
     count_rows();
@@ -155,6 +56,7 @@ class TraceLoader {
         recognize_moe(trace_, combine_moe_rules(&user));
       }
     }
+    check_references();
     if (options_.project) {
       progress("projecting", 0.995);
       project_activities(trace_);
@@ -166,12 +68,12 @@ class TraceLoader {
     return std::move(trace_);
   }
 
-  static void load_run(sqlite::Database& db, RunInfo& run) {
+  // `digests`: where to add the digests of the run row, run_config and meta.
+  static void load_run(sqlite::Database& db, RunInfo& run, schema::IntegrityRecord* digests = nullptr) {
     run.schema_version = static_cast<int>(db.pragma_int("user_version").value_or(0));
-    auto st = db.prepare(
-        "SELECT name, backend, variant, simulated, world_size, host, moetrace_version, "
-        "created_unix_s, start_ns, end_ns, config_json, dropped_records FROM run WHERE id = 1");
+    auto st = db.prepare("SELECT " + std::string(schema::kRunDigestColumns) + " FROM run WHERE id = 1");
     if (!st.step()) throw Error(run.path + ": the trace has no run record (damaged file?)");
+    if (digests) (*digests)["run"].add_row(st, schema::kRunDigestColumnCount);
     run.name = st.text(0);
     run.backend = st.text(1);
     run.variant = st.text(2);
@@ -184,10 +86,16 @@ class TraceLoader {
     run.end_ns = st.int64_or(9, 0);
     run.config_json = st.text(10);
     run.dropped_records = st.int64(11);
-    auto fin = db.prepare("SELECT value FROM meta WHERE key = 'finalized'");
-    run.finalized = fin.step() && fin.text(0) == "1";
+    auto meta = db.prepare(std::string(schema::kMetaDigestQuery));
+    while (meta.step()) {
+      if (digests) (*digests)["meta"].add_row(meta, 2);
+      if (meta.text(0) == "finalized") run.finalized = meta.text(1) == "1";
+    }
     auto cfg = db.prepare("SELECT key, value FROM run_config ORDER BY key");
-    while (cfg.step()) run.config.emplace_back(std::string(cfg.text(0)), std::string(cfg.text(1)));
+    while (cfg.step()) {
+      if (digests) (*digests)["run_config"].add_row(cfg, 2);
+      run.config.emplace_back(std::string(cfg.text(0)), std::string(cfg.text(1)));
+    }
   }
 
  private:
@@ -212,7 +120,9 @@ class TraceLoader {
     if (n < -1 || n > (1 << 30)) throw Error(trace_.run.path + ": string table is damaged");
     trace_.strings.resize(static_cast<std::size_t>(n + 1));
     auto st = db_.prepare("SELECT id, value FROM strings");
+    auto& digest = read_["strings"];
     while (st.step()) {
+      digest.add_row(st, 2);
       auto id = st.int64(0);
       // max(id) above may disagree with the rows of a damaged file (an id
       // stored as text sorts after every integer).
@@ -220,6 +130,7 @@ class TraceLoader {
         throw Error(trace_.run.path + ": string table is damaged");
       if (id >= 0) trace_.strings[static_cast<std::size_t>(id)] = st.text(1);
     }
+    verify("strings");
   }
 
   void load_devices_ranks_streams() {
@@ -227,6 +138,7 @@ class TraceLoader {
         "SELECT id, name, uuid, compute_major, compute_minor, sm_count, memory_bytes, simulated "
         "FROM devices ORDER BY id");
     while (d.step()) {
+      read_["devices"].add_row(d, 8);
       Device dev;
       dev.id = DeviceId(static_cast<std::int32_t>(d.int64(0)));
       dev.name = d.text(1);
@@ -240,8 +152,11 @@ class TraceLoader {
     }
     auto r = db_.prepare("SELECT rank, device_id, local_rank, host, pid FROM ranks ORDER BY rank");
     while (r.step()) {
+      read_["ranks"].add_row(r, 5);
       Rank rank;
+      check_index(r.int64(0), "ranks", "rank");
       rank.rank = RankId(static_cast<std::int32_t>(r.int64(0)));
+      rank_limit_ = std::max(rank_limit_, std::int64_t{rank.rank.value} + 1);
       rank.device = DeviceId(static_cast<std::int32_t>(r.int64(1)));
       rank.local_rank = static_cast<int>(r.int64_or(2, -1));
       rank.host = r.text(3);
@@ -249,11 +164,14 @@ class TraceLoader {
       trace_.ranks.push_back(std::move(rank));
     }
     auto s = db_.prepare(
-        "SELECT id, rank, device_id, native_id, role, name FROM streams ORDER BY rank, id");
+        "SELECT id, rank, device_id, native_id, role, name, priority FROM streams ORDER BY rank, id");
     while (s.step()) {
+      read_["streams"].add_row(s, 7);
       Stream st;
       st.id = StreamId(static_cast<std::int32_t>(s.int64(0)));
+      check_index(s.int64(1), "streams", "rank");
       st.rank = RankId(static_cast<std::int32_t>(s.int64(1)));
+      rank_limit_ = std::max(rank_limit_, std::int64_t{st.rank.value} + 1);
       st.device = DeviceId(static_cast<std::int32_t>(s.int64_or(2, -1)));
       st.native_id = s.int64_or(3, -1);
       st.role = s.text(4);
@@ -264,6 +182,7 @@ class TraceLoader {
         "SELECT layer, kind, num_experts, top_k, model_dim, hidden_dim, tokens FROM layers "
         "ORDER BY layer");
     while (l.step()) {
+      read_["layers"].add_row(l, 7);
       Layer layer;
       layer.layer = static_cast<int>(l.int64(0));
       layer.kind = l.text(1);
@@ -274,6 +193,7 @@ class TraceLoader {
       layer.tokens = l.int64_or(6, -1);
       trace_.layers.push_back(std::move(layer));
     }
+    for (const char* t : {"devices", "ranks", "streams", "layers"}) verify(t);
   }
 
   // Index of a stream id, registering streams that events name but the
@@ -287,6 +207,7 @@ class TraceLoader {
       it = stream_slots_.find(stream_id);
       if (it != stream_slots_.end()) return it->second;
     }
+    unknown_streams_.push_back(stream_id);
     Stream s;
     s.id = StreamId(static_cast<std::int32_t>(stream_id));
     s.rank = rank;
@@ -307,6 +228,111 @@ class TraceLoader {
   }
   static constexpr std::int64_t kMaxIndex = 1 << 20;
 
+  // The writer's integrity record in meta (schemas/README.md), if any.
+  void load_integrity_record() {
+    auto st = db_.prepare("SELECT value FROM meta WHERE key = 'integrity'");
+    if (!st.step()) {
+      trace_.run.integrity = "not recorded";
+      return;
+    }
+    record_ = schema::parse_integrity(st.text(0));
+    if (!record_) throw Error(trace_.run.path + ": the integrity record in meta is damaged; damaged trace");
+    trace_.run.integrity = "verified";
+  }
+
+  // A table read whole against the integrity record.
+  void verify(std::string_view table) {
+    if (!record_) return;
+    const auto& got = read_[std::string(table)];
+    const auto it = record_->find(table);
+    if (it == record_->end())
+      throw Error(fmt::format("{}: the integrity record lacks table {}; damaged trace", trace_.run.path, table));
+    if (it->second.rows != got.rows)
+      throw Error(fmt::format("{}: table {} is damaged: {} rows read, the writer recorded {}", trace_.run.path,
+                              table, got.rows, it->second.rows));
+    if (it->second.sum != got.sum)
+      throw Error(fmt::format("{}: table {} is damaged: its rows differ from those the writer recorded",
+                              trace_.run.path, table));
+  }
+
+  // A rank of the run: below its world size and the ranks that the ranks and
+  // streams tables name.
+  RankId checked_rank(std::int64_t v, const char* table) {
+    const auto limit = std::max<std::int64_t>(trace_.run.world_size, rank_limit_);
+    if (v < 0 || v >= limit)
+      throw Error(fmt::format("{}: {} has rank {} but the run has {} ranks; damaged trace", trace_.run.path, table,
+                              v, limit));
+    return RankId(static_cast<std::int32_t>(v));
+  }
+
+  StringId checked_string(std::int64_t v, const char* table) {
+    if (v < 0 || v >= static_cast<std::int64_t>(trace_.strings.size()))
+      throw Error(fmt::format("{}: {} names string {} that the strings table lacks; damaged trace",
+                              trace_.run.path, table, v));
+    return StringId(static_cast<std::int32_t>(v));
+  }
+
+  std::int64_t checked_enum(std::int64_t v, std::int64_t lo, std::int64_t hi, const char* table,
+                            const char* column) {
+    if (v < lo || v > hi)
+      throw Error(fmt::format("{}: {} has {} {} (expected {} .. {}); damaged trace", trace_.run.path, table, column,
+                              v, lo, hi));
+    return v;
+  }
+
+  void note_damage(std::int64_t n, std::string_view what) {
+    if (n > 0) trace_.run.damage.push_back(fmt::format("{} {}", n, what));
+  }
+
+  // References between tables that the analyses follow: those that point
+  // nowhere are left out, and the report says so.
+  void check_references() {
+    auto& t = trace_;
+    std::sort(unknown_streams_.begin(), unknown_streams_.end());
+    note_damage(static_cast<std::int64_t>(unknown_streams_.size()),
+                "stream id(s) named by events are missing from table streams (the events are shown on "
+                "streams named \"stream <id>\")");
+    std::vector<std::int64_t> buffer_ids;
+    for (const auto& b : t.buffers) buffer_ids.push_back(b.id.value);
+    std::sort(buffer_ids.begin(), buffer_ids.end());
+    const auto has_buffer = [&](BufferId b) { return std::binary_search(buffer_ids.begin(), buffer_ids.end(), b.value); };
+    const auto dangling_deps = std::erase_if(t.op_deps, [&](const OpDep& d) {
+      return t.op_index(d.op) < 0 || t.op_index(d.dep) < 0;
+    });
+    note_damage(static_cast<std::int64_t>(dangling_deps),
+                "dependencies in op_ranges.deps name ops that op_ranges lacks (left out)");
+    for (const auto& l : t.op_buffers)
+      checked_enum(static_cast<std::int64_t>(l.access), 1, 3, "op_ranges.buffers", "access");
+    if (options_.memory) {
+      const auto dangling = std::erase_if(t.op_buffers, [&](const OpBuffer& l) {
+        return t.op_index(l.op) < 0 || !has_buffer(l.buffer);
+      });
+      note_damage(static_cast<std::int64_t>(dangling),
+                  "buffer accesses in op_ranges.buffers name buffers or ops that the trace lacks (left out)");
+      std::int64_t events = 0;
+      for (auto& e : t.memory_events)
+        if (e.buffer.valid() && !has_buffer(e.buffer)) {
+          e.buffer = BufferId();
+          ++events;
+        }
+      note_damage(events, "memory_events rows name buffers that table buffers lacks (their buffer left out)");
+    }
+    if (options_.nvtx) {
+      std::vector<std::int64_t> ids;
+      for (const auto& r : t.nvtx) ids.push_back(r.id);
+      std::sort(ids.begin(), ids.end());
+      std::int64_t ops = 0;
+      for (auto& op : t.ops)
+        if (op.nvtx_id >= 0 && !std::binary_search(ids.begin(), ids.end(), op.nvtx_id)) {
+          op.nvtx_id = -1;
+          ++ops;
+        }
+      note_damage(ops, "op_ranges rows name NVTX ranges that nvtx_ranges lacks (their range left out)");
+    }
+    note_damage(activities_without_op_,
+                "kernels, memcpy or memset rows name ops that op_ranges lacks (left unattributed)");
+  }
+
   void check_times(std::int64_t start, std::int64_t end, const char* table) {
     if (end < start)
       throw Error(trace_.run.path + ": " + table + " has an event that ends before it starts (" +
@@ -323,6 +349,7 @@ class TraceLoader {
         "SELECT id, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes, registers "
         "FROM launch_configs");
     while (lc.step()) {
+      read_["launch_configs"].add_row(lc, 9);
       LaunchConfig c;
       for (int i = 0; i < 3; ++i) c.grid[i] = static_cast<std::int32_t>(lc.int64(1 + i));
       for (int i = 0; i < 3; ++i) c.block[i] = static_cast<std::int32_t>(lc.int64(4 + i));
@@ -334,15 +361,17 @@ class TraceLoader {
     auto k = db_.prepare(
         "SELECT rank, stream_id, start_ns, end_ns, name_id, correlation_id, launch_id, op_id "
         "FROM kernels");
+    verify("launch_configs");
     while (k.step()) {
+      read_["kernels"].add_row(k, 8);
       Activity a;
       a.type = ActivityType::kKernel;
-      a.rank = RankId(static_cast<std::int32_t>(k.int64(0)));
+      a.rank = checked_rank(k.int64(0), "kernels");
       a.stream = stream_slot(k.int64(1), a.rank);
       a.start_ns = k.int64(2);
       a.end_ns = k.int64(3);
       check_times(a.start_ns, a.end_ns, "kernels");
-      a.name = StringId(static_cast<std::int32_t>(k.int64(4)));
+      a.name = checked_string(k.int64(4), "kernels");
       a.correlation_id = k.int64_or(5, 0);
       if (!k.is_null(6)) {
         auto it = launch_index.find(k.int64(6));
@@ -356,39 +385,44 @@ class TraceLoader {
       step_progress("kernels");
     }
     auto m = db_.prepare(
-        "SELECT rank, stream_id, start_ns, end_ns, bytes, copy_kind, correlation_id, op_id "
-        "FROM memcpy");
+        "SELECT rank, stream_id, start_ns, end_ns, bytes, copy_kind, src_kind, dst_kind, correlation_id, "
+        "op_id FROM memcpy");
+    verify("kernels");
     while (m.step()) {
+      read_["memcpy"].add_row(m, 10);
       Activity a;
       a.type = ActivityType::kMemcpy;
-      a.rank = RankId(static_cast<std::int32_t>(m.int64(0)));
+      a.rank = checked_rank(m.int64(0), "memcpy");
       a.stream = stream_slot(m.int64(1), a.rank);
       a.start_ns = m.int64(2);
       a.end_ns = m.int64(3);
       check_times(a.start_ns, a.end_ns, "memcpy");
       a.bytes = m.int64(4);
-      a.copy_kind = static_cast<std::uint8_t>(m.int64(5));
-      a.correlation_id = m.int64_or(6, 0);
-      activity_op_ids_.push_back(m.int64_or(7, -1));
+      a.copy_kind = static_cast<std::uint8_t>(checked_enum(m.int64(5), 0, 10, "memcpy", "copy_kind"));
+      a.correlation_id = m.int64_or(8, 0);
+      activity_op_ids_.push_back(m.int64_or(9, -1));
       trace_.activities.push_back(a);
       step_progress("memcpy");
     }
     auto s = db_.prepare(
-        "SELECT rank, stream_id, start_ns, end_ns, bytes, correlation_id, op_id FROM memset");
+        "SELECT rank, stream_id, start_ns, end_ns, bytes, value, correlation_id, op_id FROM memset");
+    verify("memcpy");
     while (s.step()) {
+      read_["memset"].add_row(s, 8);
       Activity a;
       a.type = ActivityType::kMemset;
-      a.rank = RankId(static_cast<std::int32_t>(s.int64(0)));
+      a.rank = checked_rank(s.int64(0), "memset");
       a.stream = stream_slot(s.int64(1), a.rank);
       a.start_ns = s.int64(2);
       a.end_ns = s.int64(3);
       check_times(a.start_ns, a.end_ns, "memset");
       a.bytes = s.int64(4);
-      a.correlation_id = s.int64_or(5, 0);
-      activity_op_ids_.push_back(s.int64_or(6, -1));
+      a.correlation_id = s.int64_or(6, 0);
+      activity_op_ids_.push_back(s.int64_or(7, -1));
       trace_.activities.push_back(a);
       step_progress("memset");
     }
+    verify("memset");
   }
 
   void load_ops() {
@@ -404,22 +438,33 @@ class TraceLoader {
     const auto kinds = all_op_kinds().size();
     std::vector<std::int64_t> deps;
     std::vector<schema::BufferLink> accesses;
+    auto& digest = read_["op_ranges"];
+    auto& links_digest = read_["op_links"];
     while (st.step()) {
+      if (links) {
+        schema::RowHash h, l;
+        for (int c = 0; c < schema::kOpLinkColumn; ++c) h.add_column(st, c, c);
+        digest.add(h.value());
+        l.add_column(st, 0, 0);
+        l.add_column(st, schema::kOpLinkColumn, 1);
+        l.add_column(st, schema::kOpLinkColumn + 1, 2);
+        links_digest.add(l.value());
+      }
       OpRange op;
       op.id = OpId(st.int64(0));
-      op.rank = RankId(static_cast<std::int32_t>(st.int64(1)));
+      op.rank = checked_rank(st.int64(1), "op_ranges");
       op.stream = stream_slot(st.int64(2), op.rank);
       auto kind = st.int64(3);
       if (kind < 0 || static_cast<std::size_t>(kind) >= kinds)
         throw Error(trace_.run.path + ": op_ranges has unknown op kind " + std::to_string(kind) +
                     " (written by a newer moetrace?)");
       op.kind = static_cast<OpKind>(kind);
-      op.name = StringId(static_cast<std::int32_t>(st.int64_or(4, -1)));
+      op.name = st.is_null(4) ? StringId() : checked_string(st.int64(4), "op_ranges");
       op.layer = static_cast<std::int32_t>(st.int64_or(5, -1));
       op.iteration = static_cast<std::int32_t>(st.int64_or(6, -1));
       op.micro_batch = static_cast<std::int32_t>(st.int64_or(7, -1));
       op.chunk = static_cast<std::int32_t>(st.int64_or(8, -1));
-      op.phase = static_cast<Phase>(std::clamp<std::int64_t>(st.int64(9), 0, 2));
+      op.phase = static_cast<Phase>(checked_enum(st.int64(9), 0, 2, "op_ranges", "phase"));
       op.start_ns = st.int64(10);
       op.end_ns = st.int64(11);
       check_times(op.start_ns, op.end_ns, "op_ranges");
@@ -437,6 +482,10 @@ class TraceLoader {
       }
       trace_.ops.push_back(op);
       step_progress("op ranges");
+    }
+    if (links) {
+      verify("op_ranges");
+      verify("op_links");
     }
   }
 
@@ -465,42 +514,46 @@ class TraceLoader {
         "SELECT rank, thread_id, start_ns, end_ns, api, name_id, correlation_id, return_code "
         "FROM api_calls");
     while (st.step()) {
+      read_["api_calls"].add_row(st, 8);
       ApiCall a;
-      a.rank = RankId(static_cast<std::int32_t>(st.int64(0)));
+      a.rank = checked_rank(st.int64(0), "api_calls");
       a.thread_id = st.int64(1);
       a.start_ns = st.int64(2);
       a.end_ns = st.int64(3);
       check_times(a.start_ns, a.end_ns, "api_calls");
-      a.api = static_cast<schema::ApiKind>(st.int64(4));
-      a.name = StringId(static_cast<std::int32_t>(st.int64(5)));
+      a.api = static_cast<schema::ApiKind>(checked_enum(st.int64(4), 1, 2, "api_calls", "api"));
+      a.name = checked_string(st.int64(5), "api_calls");
       a.correlation_id = st.int64(6);
       a.return_code = static_cast<std::int32_t>(st.int64_or(7, 0));
       trace_.api_calls.push_back(a);
       step_progress("api calls");
     }
+    verify("api_calls");
     std::stable_sort(trace_.api_calls.begin(), trace_.api_calls.end(),
                      [](const ApiCall& a, const ApiCall& b) { return a.correlation_id < b.correlation_id; });
   }
 
   void load_nvtx() {
     auto st = db_.prepare(
-        "SELECT id, rank, thread_id, start_ns, end_ns, domain_id, name_id, payload_int "
-        "FROM nvtx_ranges");
+        "SELECT rank, thread_id, start_ns, end_ns, domain_id, name_id, category, color, payload_int, "
+        "payload_double, id FROM nvtx_ranges");
     while (st.step()) {
+      read_["nvtx_ranges"].add_row(st, 11);  // the rowid last, as the writer hashes it
       NvtxRange r;
-      r.id = st.int64(0);
-      r.rank = RankId(static_cast<std::int32_t>(st.int64(1)));
-      r.thread_id = st.int64(2);
-      r.start_ns = st.int64(3);
-      r.end_ns = st.int64_or(4, -1);
+      r.id = st.int64(10);
+      r.rank = checked_rank(st.int64(0), "nvtx_ranges");
+      r.thread_id = st.int64(1);
+      r.start_ns = st.int64(2);
+      r.end_ns = st.int64_or(3, -1);
       if (r.end_ns >= 0) check_times(r.start_ns, r.end_ns, "nvtx_ranges");
-      r.domain = StringId(static_cast<std::int32_t>(st.int64_or(5, -1)));
-      r.name = StringId(static_cast<std::int32_t>(st.int64(6)));
-      r.has_payload_int = !st.is_null(7);
-      r.payload_int = st.int64_or(7, 0);
+      r.domain = st.is_null(4) ? StringId() : checked_string(st.int64(4), "nvtx_ranges");
+      r.name = checked_string(st.int64(5), "nvtx_ranges");
+      r.has_payload_int = !st.is_null(8);
+      r.payload_int = st.int64_or(8, 0);
       trace_.nvtx.push_back(r);
       step_progress("nvtx");
     }
+    verify("nvtx_ranges");
     std::sort(trace_.nvtx.begin(), trace_.nvtx.end(), [](const NvtxRange& a, const NvtxRange& b) {
       return std::tie(a.rank, a.thread_id, a.start_ns) < std::tie(b.rank, b.thread_id, b.start_ns);
     });
@@ -508,16 +561,18 @@ class TraceLoader {
 
   void load_memory() {
     auto st = db_.prepare(
-        "SELECT rank, ts_ns, kind, address, bytes, memory_kind, buffer_id FROM memory_events");
+        "SELECT rank, ts_ns, kind, address, bytes, memory_kind, stream_id, correlation_id, buffer_id, id "
+        "FROM memory_events");
     while (st.step()) {
+      read_["memory_events"].add_row(st, 10);
       MemoryEvent e;
-      e.rank = RankId(static_cast<std::int32_t>(st.int64(0)));
+      e.rank = checked_rank(st.int64(0), "memory_events");
       e.ts_ns = st.int64(1);
-      e.alloc = st.int64(2) != 0;
+      e.alloc = checked_enum(st.int64(2), 0, 1, "memory_events", "kind") != 0;
       e.address = static_cast<std::uint64_t>(st.int64(3));
       e.bytes = st.int64(4);
-      e.memory_kind = static_cast<schema::MemoryKind>(st.int64(5));
-      e.buffer = BufferId(st.int64_or(6, -1));
+      e.memory_kind = static_cast<schema::MemoryKind>(checked_enum(st.int64(5), 0, 4, "memory_events", "memory_kind"));
+      e.buffer = BufferId(st.int64_or(8, -1));
       trace_.memory_events.push_back(e);
       step_progress("memory");
     }
@@ -526,21 +581,24 @@ class TraceLoader {
                        return std::tie(a.rank, a.ts_ns) < std::tie(b.rank, b.ts_ns);
                      });
     auto b = db_.prepare(
-        "SELECT id, rank, tag, bytes, memory_kind, layer, chunk, alloc_ns, free_ns FROM buffers "
+        "SELECT id, rank, tag, bytes, memory_kind, layer, chunk, alloc_ns, free_ns, address FROM buffers "
         "ORDER BY id");
+    verify("memory_events");
     while (b.step()) {
+      read_["buffers"].add_row(b, 10);
       Buffer buf;
       buf.id = BufferId(b.int64(0));
-      buf.rank = RankId(static_cast<std::int32_t>(b.int64(1)));
+      buf.rank = checked_rank(b.int64(1), "buffers");
       buf.tag = b.text(2);
       buf.bytes = b.int64(3);
-      buf.memory_kind = static_cast<schema::MemoryKind>(b.int64(4));
+      buf.memory_kind = static_cast<schema::MemoryKind>(checked_enum(b.int64(4), 0, 4, "buffers", "memory_kind"));
       buf.layer = static_cast<std::int32_t>(b.int64_or(5, -1));
       buf.chunk = static_cast<std::int32_t>(b.int64_or(6, -1));
       buf.alloc_ns = b.int64_or(7, -1);
       buf.free_ns = b.int64_or(8, -1);
       trace_.buffers.push_back(std::move(buf));
     }
+    verify("buffers");
   }
 
   // Plan dependencies and (with the memory tables) op buffer accesses of a
@@ -561,6 +619,7 @@ class TraceLoader {
         "SELECT iteration, layer, src_rank, expert, tokens FROM expert_load "
         "ORDER BY iteration, layer, src_rank, expert");
     while (l.step()) {
+      read_["expert_load"].add_row(l, 5);
       ExpertLoad e;
       e.iteration = static_cast<std::int32_t>(l.int64(0));
       e.layer = static_cast<std::int32_t>(l.int64(1));
@@ -575,7 +634,9 @@ class TraceLoader {
     auto p = db_.prepare(
         "SELECT iteration, layer, expert, rank, role FROM expert_placement "
         "ORDER BY iteration, layer, expert, rank");
+    verify("expert_load");
     while (p.step()) {
+      read_["expert_placement"].add_row(p, 5);
       check_index(p.int64(2), "expert_placement", "expert");
       check_index(p.int64(3), "expert_placement", "rank");
       trace_.placements.push_back({static_cast<std::int32_t>(p.int64(0)),
@@ -583,6 +644,7 @@ class TraceLoader {
                                    static_cast<std::int32_t>(p.int64(2)),
                                    static_cast<std::int32_t>(p.int64(3)), std::string(p.text(4))});
     }
+    verify("expert_placement");
   }
 
   // The collectives table (absent from traces older than it), for MoE
@@ -590,23 +652,27 @@ class TraceLoader {
   void load_collectives() {
     if (!db_.has_table("collectives")) return;
     auto st = db_.prepare(
-        "SELECT rank, correlation_id, name, in_nelems, out_nelems, group_size, dtype, in_splits, "
-        "out_splits, start_ns, end_ns FROM collectives ORDER BY rank, correlation_id, start_ns");
+        "SELECT rank, stream_id, start_ns, end_ns, correlation_id, name, in_nelems, out_nelems, dtype, "
+        "group_size, group_ranks, process_group, in_splits, out_splits FROM collectives "
+        "ORDER BY rank, correlation_id, start_ns");
     while (st.step()) {
+      read_["collectives"].add_row(st, 14);
       Collective c;
-      c.rank = RankId(static_cast<std::int32_t>(st.int64(0)));
-      c.correlation_id = st.int64_or(1, 0);
-      c.name = st.text(2);
-      c.in_nelems = st.int64_or(3, -1);
-      c.out_nelems = st.int64_or(4, -1);
-      c.group_size = static_cast<std::int32_t>(st.int64_or(5, -1));
-      c.dtype = st.text(6);
-      c.in_splits = parse_splits(st.text(7));
-      c.out_splits = parse_splits(st.text(8));
-      c.start_ns = st.int64(9);
-      c.end_ns = st.int64(10);
+      c.rank = checked_rank(st.int64(0), "collectives");
+      c.correlation_id = st.int64_or(4, 0);
+      c.name = st.text(5);
+      c.in_nelems = st.int64_or(6, -1);
+      c.out_nelems = st.int64_or(7, -1);
+      c.group_size = static_cast<std::int32_t>(st.int64_or(9, -1));
+      c.dtype = st.text(8);
+      c.in_splits = parse_splits(st.text(12));
+      c.out_splits = parse_splits(st.text(13));
+      c.start_ns = st.int64(2);
+      c.end_ns = st.int64(3);
+      check_times(c.start_ns, c.end_ns, "collectives");
       trace_.collectives.push_back(std::move(c));
     }
+    verify("collectives");
   }
 
   // "[12, 0, 7]" (Kineto's split sizes) -> {12, 0, 7}; anything that is not a
@@ -673,6 +739,7 @@ class TraceLoader {
       auto& a = t.activities[i];
       a.stream = new_slot[static_cast<std::size_t>(a.stream)];
       a.op = activity_op_ids_[i] >= 0 ? t.op_index(OpId(activity_op_ids_[i])) : -1;
+      if (activity_op_ids_[i] >= 0 && a.op < 0) ++activities_without_op_;
     }
     std::vector<std::int64_t>().swap(activity_op_ids_);
     std::sort(t.activities.begin(), t.activities.end(), [](const Activity& a, const Activity& b) {
@@ -695,46 +762,17 @@ class TraceLoader {
   std::map<std::int64_t, std::int32_t> stream_slots_;
   std::vector<std::int64_t> activity_op_ids_;
   std::int64_t rows_total_ = 0, rows_done_ = 0;
+  std::optional<schema::IntegrityRecord> record_;  // the writer's; nullopt: none
+  schema::IntegrityRecord read_;                   // of the rows read
+  std::int64_t rank_limit_ = 0;                    // 1 + the highest rank of tables ranks and streams
+  std::vector<std::int64_t> unknown_streams_;
+  std::int64_t activities_without_op_ = 0;
 };
+
+void load_run_record(sqlite::Database& db, RunInfo& run) { TraceLoader::load_run(db, run); }
 
 Trace load_trace(const std::string& path, const LoadOptions& options) {
   return TraceLoader(path, options).load();
-}
-
-TraceSummary summarize_trace(const std::string& path) {
-  auto db = schema::open_trace(path);
-  TraceSummary s;
-  s.run.path = path;
-  TraceLoader::load_run(db, s.run);
-  for (const char* t : {"kernels", "memcpy", "memset", "memory_events", "api_calls", "sync_events",
-                        "overhead", "nvtx_ranges", "op_ranges", "op_deps", "buffers", "op_buffers",
-                        "expert_load", "expert_placement", "collectives", "strings"}) {
-    const std::string_view table(t);
-    if (s.run.schema_version >= 2 && (table == "op_deps" || table == "op_buffers")) {
-      // Views over op_ranges' JSON columns since version 2: count the arrays.
-      const std::string column = table == "op_deps" ? "deps" : "buffers";
-      s.table_rows.emplace_back(
-          t, db.query_int("SELECT coalesce(sum(json_array_length(" + column + ")), 0) FROM op_ranges").value_or(0));
-    } else if (db.has_table(t)) {  // collectives came later within version 1; older traces lack it
-      s.table_rows.emplace_back(t, db.query_int(std::string("SELECT count(*) FROM ") + t).value_or(0));
-    }
-  }
-  s.ranks = static_cast<int>(db.query_int("SELECT count(DISTINCT rank) FROM (SELECT rank FROM ranks "
-                                          "UNION SELECT rank FROM streams)")
-                                 .value_or(0));
-  s.streams = static_cast<int>(db.query_int("SELECT count(*) FROM streams").value_or(0));
-  s.layers = static_cast<int>(
-      db.query_int("SELECT count(DISTINCT layer) FROM op_ranges WHERE layer IS NOT NULL").value_or(0));
-  s.iterations = static_cast<int>(
-      db.query_int("SELECT count(DISTINCT iteration) FROM op_ranges WHERE iteration IS NOT NULL")
-          .value_or(0));
-  std::int64_t events = 0;
-  for (const auto& [table, rows] : s.table_rows)
-    if (table != "strings" && table != "op_deps" && table != "op_buffers" && table != "collectives")
-      events += rows;
-  if (events == 0)
-    throw_empty_trace(path);
-  return s;
 }
 
 }  // namespace moetrace::analyzer

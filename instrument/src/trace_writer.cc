@@ -11,8 +11,10 @@
 #include <optional>
 
 #include "moetrace/schema/error.h"
+#include "moetrace/schema/integrity.h"
 #include "moetrace/schema/op_links.h"
 #include "moetrace/schema/schema.h"
+#include "row_inserter.h"
 
 namespace moetrace::instrument {
 
@@ -70,78 +72,28 @@ struct TraceWriter::Pending {
   }
 };
 
-namespace {
 
-// Inserts rows into one table, kBatch rows per statement where it can: SQLite's
-// cost per row is mostly per statement step, so multi-row VALUES lists double
-// the insert rate of narrow tables (see BENCHMARKS.md).
-class Inserter {
- public:
-  static constexpr std::size_t kBatch = 64;
-
-  Inserter(sqlite::Database& db, std::string_view table, std::initializer_list<const char*> columns,
-           std::string_view verb = "INSERT")
-      : cols_(static_cast<int>(columns.size())),
-        single_(db, sql(table, columns, verb, 1)),
-        batch_(db, sql(table, columns, verb, kBatch)) {}
-
-  // bind(statement, first parameter index minus one, row)
-  template <class Rows, class Bind>
-  void insert(const Rows& rows, Bind&& bind) {
-    std::size_t i = 0;
-    for (; i + kBatch <= rows.size(); i += kBatch) {
-      for (std::size_t b = 0; b < kBatch; ++b) bind(batch_, static_cast<int>(b) * cols_, rows[i + b]);
-      batch_.run();
-    }
-    for (; i < rows.size(); ++i) {
-      bind(single_, 0, rows[i]);
-      single_.run();
-    }
-  }
-
- private:
-  static std::string sql(std::string_view table, std::initializer_list<const char*> columns,
-                         std::string_view verb, std::size_t rows) {
-    std::string s = std::string(verb) + " INTO " + std::string(table) + "(";
-    bool first = true;
-    for (const char* c : columns) {
-      s += first ? "" : ", ";
-      s += c;
-      first = false;
-    }
-    s += ") VALUES ";
-    int p = 1;
-    for (std::size_t r = 0; r < rows; ++r) {
-      s += r ? ", (" : "(";
-      for (std::size_t c = 0; c < columns.size(); ++c) s += (c ? ", ?" : "?") + std::to_string(p++);
-      s += ")";
-    }
-    return s;
-  }
-
-  int cols_;
-  sqlite::Statement single_, batch_;
-};
-
-}  // namespace
+// op_ranges columns before deps and buffers: the digest "op_ranges" covers
+// them, "op_links" the two others (the writer updates them after the row).
+constexpr int kOpLinkColumn = schema::kOpLinkColumn;
 
 struct TraceWriter::Statements {
   explicit Statements(sqlite::Database& db)
       : string(db, "strings", {"id", "value"}),
-        config(db, "run_config", {"key", "value"}, "INSERT OR REPLACE"),
+        config(db, "run_config", {"key", "value"}, "INSERT OR REPLACE", Digest::kReadBack),
         launch(db, "launch_configs",
                {"id", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
                 "shared_bytes", "registers"}),
         device(db, "devices",
                {"id", "name", "uuid", "compute_major", "compute_minor", "sm_count",
                 "memory_bytes", "simulated"},
-               "INSERT OR REPLACE"),
-        rank(db, "ranks", {"rank", "device_id", "local_rank", "host", "pid"}, "INSERT OR REPLACE"),
+               "INSERT OR REPLACE", Digest::kReadBack),
+        rank(db, "ranks", {"rank", "device_id", "local_rank", "host", "pid"}, "INSERT OR REPLACE", Digest::kReadBack),
         stream(db, "streams", {"id", "rank", "device_id", "native_id", "role", "name", "priority"},
-               "INSERT OR REPLACE"),
+               "INSERT OR REPLACE", Digest::kReadBack),
         layer(db, "layers",
               {"layer", "kind", "num_experts", "top_k", "model_dim", "hidden_dim", "tokens"},
-              "INSERT OR REPLACE"),
+              "INSERT OR REPLACE", Digest::kReadBack),
         kernel(db, "kernels",
                {"rank", "stream_id", "start_ns", "end_ns", "name_id", "correlation_id",
                 "launch_id", "op_id"}),
@@ -170,19 +122,40 @@ struct TraceWriter::Statements {
         op(db, "op_ranges",
            {"id", "rank", "stream_id", "kind", "name_id", "layer", "iteration", "micro_batch",
             "chunk", "phase", "start_ns", "end_ns", "launch_start_ns", "launch_end_ns", "flops",
-            "bytes", "peer_rank", "nvtx_id", "deps", "buffers"}),
+            "bytes", "peer_rank", "nvtx_id", "deps", "buffers"},
+           "INSERT", Digest::kWhileBinding, kOpLinkColumn),
         buffer(db, "buffers",
                {"id", "rank", "tag", "bytes", "memory_kind", "layer", "chunk", "alloc_ns",
                 "free_ns", "address"},
-               "INSERT OR REPLACE"),
+               "INSERT OR REPLACE", Digest::kReadBack),
         expert_load(db, "expert_load", {"iteration", "layer", "src_rank", "expert", "tokens"},
-                    "INSERT OR REPLACE"),
+                    "INSERT OR REPLACE", Digest::kReadBack),
         placement(db, "expert_placement", {"iteration", "layer", "expert", "rank", "role"},
-                  "INSERT OR REPLACE") {}
+                  "INSERT OR REPLACE", Digest::kReadBack) {}
 
   Inserter string, config, launch, device, rank, stream, layer, kernel, memcpy, memset,
       memory_event, api_call, sync, overhead, nvtx, collective, op, buffer, expert_load, placement;
+
+  std::array<const Inserter*, 20> all() const {
+    return {&string, &config, &launch, &device, &rank, &stream, &layer, &kernel, &memcpy, &memset,
+            &memory_event, &api_call, &sync, &overhead, &nvtx, &collective, &op, &buffer, &expert_load,
+            &placement};
+  }
 };
+
+namespace {
+
+// op_ranges.deps and .buffers of one op, hashed for the digest "op_links"
+// (schema/integrity.h); "" is NULL in the table.
+std::uint64_t op_link_hash(std::int64_t op, std::string_view deps, std::string_view buffers) {
+  schema::RowHash h;
+  h.add_int(0, op);
+  if (deps.empty()) h.add_null(1); else h.add_text(1, deps);
+  if (buffers.empty()) h.add_null(2); else h.add_text(2, buffers);
+  return h.value();
+}
+
+}  // namespace
 
 namespace {
 
@@ -190,12 +163,6 @@ std::string host_name() {
   char buf[256] = {};
   if (gethostname(buf, sizeof(buf) - 1) != 0) return {};
   return buf;
-}
-
-// Every text the writer binds lives in its pending batch (or the caller's
-// frame) until the statement has stepped: bound without a copy.
-void bind_text_or_null(sqlite::Statement& st, int i, std::string_view s) {
-  if (s.empty()) st.bind_null(i); else st.bind_static(i, s);
 }
 
 // SQLite's journal files beside a database.
@@ -576,7 +543,9 @@ void TraceWriter::join_links(Pending& b) {
       if (read->step()) {
         std::string dj(read->text(0)), bj(read->text(1));
         read->reset();
+        op_links_digest_.remove(op_link_hash(links[first].op.value, dj, bj));
         merge(first, last, dj, bj);
+        op_links_digest_.add(op_link_hash(links[first].op.value, dj, bj));
         update->bind(1, links[first].op.value);
         bind_text_or_null(*update, 2, dj);
         bind_text_or_null(*update, 3, bj);
@@ -592,7 +561,7 @@ void TraceWriter::join_links(Pending& b) {
 }
 
 void TraceWriter::write_batch(Pending& b) {
-  using sqlite::Statement;
+  using Statement = RowBinder;  // binds and hashes (row_inserter.h)
   auto& s = *stmts_;
   auto corr = [](Statement& st, int i, std::int64_t c) {
     if (c > 0) st.bind(i, c); else st.bind_null(i);
@@ -716,7 +685,8 @@ void TraceWriter::write_batch(Pending& b) {
     st.bind(o + 4, r.end_ns);
     st.bind(o + 5, r.kind);
   });
-  s.nvtx.insert(b.nvtx, [](Statement& st, int o, const NvtxRangeRecord& r) {
+  s.nvtx.insert(b.nvtx, [this](Statement& st, int o, const NvtxRangeRecord& r) {
+    st.hash_only(o + 11, next_nvtx_id_++);  // the rowid SQLite gives the row: the loader reads it
     st.bind(o + 1, std::int64_t{r.rank.value});
     st.bind(o + 2, r.thread_id);
     st.bind(o + 3, r.start_ns);
@@ -745,6 +715,7 @@ void TraceWriter::write_batch(Pending& b) {
     bind_text_or_null(st, o + 14, r.out_splits);
   });
   join_links(b);
+  for (const auto& op : b.ops) op_links_digest_.add(op_link_hash(op.r.id.value, op.deps, op.buffers));
   s.op.insert(b.ops, [](Statement& st, int o, const PendingOp& p) {
     const OpRangeRecord& r = p.r;
     st.bind(o + 1, r.id.value);
@@ -843,8 +814,9 @@ void TraceWriter::finalize() {
     st.run();
     orphans_.clear();
   }
-  db_.exec(schema::indexes_sql());
   db_.exec("UPDATE meta SET value = '1' WHERE key = 'finalized'");
+  write_integrity_record();
+  db_.exec(schema::indexes_sql());
   db_.exec("COMMIT");
   stmts_.reset();
   if (options_.durable) {
@@ -852,6 +824,27 @@ void TraceWriter::finalize() {
     db_.exec("PRAGMA wal_checkpoint(TRUNCATE)");
     db_.exec("PRAGMA journal_mode=DELETE");
   }
+}
+
+// Per table its rows and digest (schema/integrity.h), in meta, for the loader
+// to check what it reads against.
+void TraceWriter::write_integrity_record() {
+  schema::IntegrityRecord record;
+  for (const Inserter* i : stmts_->all()) record[i->table()] = i->digest(db_);
+  record["op_links"] = op_links_digest_;
+  const auto read_back = [this](const std::string& query, int columns) {
+    auto st = db_.prepare(query);
+    schema::TableDigest d;
+    while (st.step()) d.add_row(st, columns);
+    return d;
+  };
+  record["run"] = read_back("SELECT " + std::string(schema::kRunDigestColumns) + " FROM run WHERE id = 1",
+                            schema::kRunDigestColumnCount);
+  record["meta"] = read_back(std::string(schema::kMetaDigestQuery), 2);
+  auto st = db_.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)");
+  st.bind(1, schema::kIntegrityKey);
+  st.bind(2, schema::encode_integrity(record));
+  st.run();
 }
 
 WriterStats TraceWriter::stats() const { return {rows_written_.load(), flushes_.load()}; }

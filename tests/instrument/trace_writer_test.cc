@@ -168,6 +168,17 @@ TEST(TraceWriter, OpLinksJoinTheirOpsRowWheneverTheyCome) {
     w.add(op_record(8), deps, uses);
     w.add(OpBufferRecord{OpId(8), BufferId(7), schema::Access::kRead});
     w.add(OpDepRecord{OpId(99), OpId(3)});  // op 99 never comes
+    for (int b : {7, 40}) {
+      instrument::BufferRecord buffer;
+      buffer.id = BufferId(b);
+      buffer.rank = RankId(0);
+      buffer.tag = "activation";
+      w.add(buffer);
+    }
+    instrument::StreamRecord stream;
+    stream.id = StreamId(0);
+    stream.rank = RankId(0);
+    w.add(stream);
     w.close();
   }
   sqlite::Database db(path, sqlite::Database::Mode::kReadOnly);
@@ -191,6 +202,8 @@ TEST(TraceWriter, OpLinksJoinTheirOpsRowWheneverTheyCome) {
   const auto t = analyzer::load_trace(path);
   EXPECT_EQ(t.op_deps.size(), 5u);
   EXPECT_EQ(t.op_buffers.size(), 3u);
+  EXPECT_EQ(t.run.integrity, "verified");
+  EXPECT_EQ(t.run.damage, std::vector<std::string>{});
 }
 
 TEST(OpLinks, EncodeSortsMergesAndParsesBack) {

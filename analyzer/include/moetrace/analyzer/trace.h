@@ -29,6 +29,14 @@ struct RunInfo {
   std::int64_t dropped_records = 0;
   int schema_version = 0;
   std::vector<std::pair<std::string, std::string>> config;  // run_config
+  // The loader's check against the writer's integrity record (schemas/README.md,
+  // "Integrity record"): "verified" (every table read matched it), or
+  // "not recorded" (traces of older writers and of runs killed before close:
+  // checked by references and value ranges only).
+  std::string integrity;
+  // One line per table whose references were damaged: the table and what the
+  // loader left out of it. Reports show each as a warning.
+  std::vector<std::string> damage;
 };
 
 struct Device {

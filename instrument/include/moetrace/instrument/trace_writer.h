@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "moetrace/instrument/records.h"
+#include "moetrace/schema/integrity.h"
 #include "moetrace/schema/sqlite.h"
 
 namespace moetrace::instrument {
@@ -125,6 +126,7 @@ class TraceWriter {
   void stop_flusher();
   // close()'s database work: the last flush, the indexes, the finalized mark.
   void finalize();
+  void write_integrity_record();
 
   std::string path_;       // where the trace appears
   std::string db_path_;    // where it is written (path_ unless non-durable)
@@ -151,6 +153,8 @@ class TraceWriter {
   struct Link;
   std::vector<Link> orphans_;         // op links whose op row is not written yet
   std::int64_t next_memory_event_id_ = 1;
+  std::int64_t next_nvtx_id_ = 1;          // nvtx_ranges rowids, as SQLite assigns them
+  schema::TableDigest op_links_digest_;    // of op_ranges (id, deps, buffers): schema/integrity.h
   std::condition_variable cv_;
   bool stop_ = false;
   bool wake_ = false;

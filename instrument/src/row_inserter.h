@@ -1,0 +1,143 @@
+// The trace writer's batched inserts and the integrity digests it keeps of
+// them (schema/integrity.h). Private to trace_writer.cc.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "moetrace/schema/integrity.h"
+#include "moetrace/schema/sqlite.h"
+
+namespace moetrace::instrument {
+
+// Binds one row's values into a statement (parameters offset + 1 ...) and
+// hashes them at their column positions, the first `hashed` columns.
+class RowBinder {
+ public:
+  RowBinder(sqlite::Statement& st, int offset, int hashed) : st_(st), offset_(offset), hashed_(hashed) {}
+
+  void bind(int i, std::int64_t v) {
+    st_.bind(i, v);
+    if (hashes(i)) hash_.add_int(i - 1 - offset_, v);
+  }
+  void bind(int i, double v) {
+    st_.bind(i, v);
+    if (hashes(i)) hash_.add_real(i - 1 - offset_, v);
+  }
+  void bind(int i, std::string_view v) {
+    st_.bind(i, v);
+    if (hashes(i)) hash_.add_text(i - 1 - offset_, v);
+  }
+  void bind_static(int i, std::string_view v) {
+    st_.bind_static(i, v);
+    if (hashes(i)) hash_.add_text(i - 1 - offset_, v);
+  }
+  void bind_null(int i) {
+    st_.bind_null(i);
+    if (hashes(i)) hash_.add_null(i - 1 - offset_);
+  }
+  void bind_id(int i, std::int64_t v) {
+    if (v < 0) bind_null(i); else bind(i, v);
+  }
+  // A value of the row that SQLite assigns (a rowid), at parameter position i.
+  void hash_only(int i, std::int64_t v) { hash_.add_int(i - 1 - offset_, v); }
+  std::uint64_t hash() const { return hash_.value(); }
+
+ private:
+  bool hashes(int i) const { return i - 1 - offset_ < hashed_; }
+  sqlite::Statement& st_;
+  int offset_, hashed_;
+  schema::RowHash hash_;
+};
+
+// Text, or NULL for "" (the writer's "absent").
+template <class St>
+void bind_text_or_null(St& st, int i, std::string_view s) {
+  if (s.empty()) st.bind_null(i); else st.bind_static(i, s);
+}
+
+// How an Inserter keeps its table's digest: while binding (tables only ever
+// appended to), or not (tables with INSERT OR REPLACE, read back at close).
+enum class Digest { kWhileBinding, kReadBack };
+
+// Inserts rows into one table, kBatch rows per statement where it can: SQLite's
+// cost per row is mostly per statement step, so multi-row VALUES lists double
+// the insert rate of narrow tables (see BENCHMARKS.md).
+class Inserter {
+ public:
+  static constexpr std::size_t kBatch = 64;
+
+  Inserter(sqlite::Database& db, std::string_view table, std::initializer_list<const char*> columns,
+           std::string_view verb = "INSERT", Digest digest = Digest::kWhileBinding, int hashed_columns = -1)
+      : table_(table),
+        columns_(columns),
+        cols_(static_cast<int>(columns.size())),
+        hashed_(hashed_columns < 0 ? cols_ : hashed_columns),
+        digest_mode_(digest),
+        single_(db, sql(table, columns, verb, 1)),
+        batch_(db, sql(table, columns, verb, kBatch)) {}
+
+  // bind(binder, first parameter index minus one, row)
+  template <class Rows, class Bind>
+  void insert(const Rows& rows, Bind&& bind) {
+    std::size_t i = 0;
+    for (; i + kBatch <= rows.size(); i += kBatch) {
+      for (std::size_t b = 0; b < kBatch; ++b) bind_row(batch_, static_cast<int>(b) * cols_, rows[i + b], bind);
+      batch_.run();
+    }
+    for (; i < rows.size(); ++i) {
+      bind_row(single_, 0, rows[i], bind);
+      single_.run();
+    }
+  }
+
+  const std::string& table() const { return table_; }
+  // The table's digest: as bound, or (kReadBack) read from the database now.
+  schema::TableDigest digest(sqlite::Database& db) const {
+    if (digest_mode_ == Digest::kWhileBinding) return digest_;
+    std::string q = "SELECT ";
+    for (std::size_t c = 0; c < columns_.size(); ++c) q += (c ? ", " : "") + std::string(columns_[c]);
+    auto st = db.prepare(q + " FROM " + table_);
+    schema::TableDigest d;
+    while (st.step()) d.add_row(st, hashed_);
+    return d;
+  }
+
+ private:
+  template <class Row, class Bind>
+  void bind_row(sqlite::Statement& st, int offset, const Row& row, Bind& bind) {
+    RowBinder binder(st, offset, digest_mode_ == Digest::kWhileBinding ? hashed_ : 0);
+    bind(binder, offset, row);
+    if (digest_mode_ == Digest::kWhileBinding) digest_.add(binder.hash());
+  }
+
+  static std::string sql(std::string_view table, std::initializer_list<const char*> columns,
+                         std::string_view verb, std::size_t rows) {
+    std::string s = std::string(verb) + " INTO " + std::string(table) + "(";
+    bool first = true;
+    for (const char* c : columns) {
+      s += first ? "" : ", ";
+      s += c;
+      first = false;
+    }
+    s += ") VALUES ";
+    int p = 1;
+    for (std::size_t r = 0; r < rows; ++r) {
+      s += r ? ", (" : "(";
+      for (std::size_t c = 0; c < columns.size(); ++c) s += (c ? ", ?" : "?") + std::to_string(p++);
+      s += ")";
+    }
+    return s;
+  }
+
+  std::string table_;
+  std::vector<const char*> columns_;
+  int cols_, hashed_;
+  Digest digest_mode_;
+  schema::TableDigest digest_;
+  sqlite::Statement single_, batch_;
+};
+
+}  // namespace moetrace::instrument

@@ -1,0 +1,76 @@
+// The integrity record of a trace: per table, the number of rows the writer
+// stored and an order-independent digest of their values (the sum of a
+// 64-bit hash of each row), kept in `meta` under the key `integrity`
+// (schemas/README.md, "Integrity record"). The writer computes it while it
+// binds rows (append-only tables) or by reading the table back at close
+// (tables whose rows may be replaced); the loader hashes the rows it reads
+// and refuses a table whose count or digest differs.
+//
+// A row's hash depends on each column's value, its SQLite type (integer,
+// real, text, NULL) and its position in the column list, not on the order in
+// which the columns are hashed: writer and reader must use the same column
+// positions (the writer's INSERT column lists).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace moetrace::sqlite {
+class Statement;
+}
+
+namespace moetrace::schema {
+
+// meta key of the record.
+inline constexpr std::string_view kIntegrityKey = "integrity";
+// Columns of the run row that the digest "run" covers, as the loader selects
+// them.
+inline constexpr std::string_view kRunDigestColumns =
+    "name, backend, variant, simulated, world_size, host, moetrace_version, created_unix_s, start_ns, "
+    "end_ns, config_json, dropped_records";
+inline constexpr int kRunDigestColumnCount = 12;
+// The meta rows that the digest "meta" covers.
+inline constexpr std::string_view kMetaDigestQuery =
+    "SELECT key, value FROM meta WHERE key <> 'integrity'";
+// Pseudo-table "op_links": per op_ranges row, the hash of (id, deps, buffers)
+// at positions 0, 1, 2 (the writer updates these columns after the row is
+// written); the digest "op_ranges" covers its columns before them, the
+// writer's positions 0 .. kOpLinkColumn - 1.
+inline constexpr int kOpLinkColumn = 18;
+
+class RowHash {
+ public:
+  void add_int(int column, std::int64_t v);
+  void add_real(int column, double v);
+  void add_text(int column, std::string_view v);
+  void add_null(int column);
+  // Column `column` of the statement's current row, by its SQLite type, at
+  // position `position`. Call before reading the column otherwise (a typed
+  // read may convert it).
+  void add_column(const sqlite::Statement& st, int column, int position);
+  std::uint64_t value() const;
+
+ private:
+  std::uint64_t sum_ = 0;
+};
+
+struct TableDigest {
+  std::int64_t rows = 0;
+  std::uint64_t sum = 0;
+  void add(std::uint64_t row_hash) { ++rows; sum += row_hash; }
+  void remove(std::uint64_t row_hash) { --rows; sum -= row_hash; }
+  // Hashes columns [0, columns) of the statement's current row and adds it.
+  void add_row(const sqlite::Statement& st, int columns);
+  bool operator==(const TableDigest&) const = default;
+};
+
+using IntegrityRecord = std::map<std::string, TableDigest, std::less<>>;
+
+// "v1 table=rows:hex table=rows:hex ..." and back; nullopt: not a record.
+std::string encode_integrity(const IntegrityRecord& record);
+std::optional<IntegrityRecord> parse_integrity(std::string_view text);
+
+}  // namespace moetrace::schema
