@@ -2,7 +2,10 @@
 // given event counts through the trace writer, then runs `moetrace report` on
 // each in a child process and reports its wall time and peak RSS.
 //
-//   trace_bench [--events N ...] [--dir DIR] [--keep]
+//   trace_bench [--events N ...] [--dir DIR] [--keep] [--integrity both|on|off]
+//
+// --integrity both: each size twice, with the writer's integrity record
+// (the default; `report` checks every row against it) and without.
 //
 // Targets on a 2-core CI machine: writer >= 1 M events/s; report on 1 M
 // events within 2 s; peak memory <= 150 bytes per event.
@@ -53,12 +56,14 @@ int main(int argc, char** argv) {
   std::vector<std::int64_t> sizes;
   std::string dir = std::filesystem::temp_directory_path().string();
   bool keep = false;
+  std::string integrity = "on";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--events") && i + 1 < argc) sizes.push_back(std::stoll(argv[++i]));
     else if (!std::strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
     else if (!std::strcmp(argv[i], "--keep")) keep = true;
+    else if (!std::strcmp(argv[i], "--integrity") && i + 1 < argc) integrity = argv[++i];
     else {
-      std::fprintf(stderr, "usage: trace_bench [--events N ...] [--dir DIR] [--keep]\n");
+      std::fprintf(stderr, "usage: trace_bench [--events N ...] [--dir DIR] [--keep] [--integrity both|on|off]\n");
       return 2;
     }
   }
@@ -67,11 +72,17 @@ int main(int argc, char** argv) {
   // write ev/s: events over the whole writer life, closing included;
   // sustained ev/s: until every event is flushed to disk (the rate the writer
   // keeps up with while tracing); close s: then indexes and WAL checkpoint.
-  fmt::print("{:>10} {:>9} {:>9} {:>12} {:>14} {:>9} {:>9} {:>12} {:>12}\n", "events", "write s",
-             "close s", "write ev/s", "sustained ev/s", "trace MB", "report s", "peak RSS MB",
+  fmt::print("{:>10} {:>6} {:>9} {:>9} {:>12} {:>14} {:>9} {:>9} {:>12} {:>12}\n", "events", "record",
+             "write s", "close s", "write ev/s", "sustained ev/s", "trace MB", "report s", "peak RSS MB",
              "bytes/event");
+  std::vector<std::pair<std::int64_t, bool>> runs;  // (events, integrity record)
   for (const auto target : sizes) {
+    if (integrity != "off") runs.emplace_back(target, true);
+    if (integrity != "on") runs.emplace_back(target, false);
+  }
+  for (const auto& [target, record] : runs) {
     moetrace::synthetic::SyntheticConfig c;
+    c.integrity_record = record;
     c.ranks = 8;
     c.layers = 8;
     c.chunks = 4;
@@ -84,8 +95,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "moetrace report failed on %s\n", path.c_str());
       return 1;
     }
-    fmt::print("{:>10} {:>9.2f} {:>9.2f} {:>12.0f} {:>14.0f} {:>9.1f} {:>9.2f} {:>12.1f} {:>12.1f}\n",
-               w.events, w.seconds, w.close_seconds, static_cast<double>(w.events) / w.seconds,
+    fmt::print("{:>10} {:>6} {:>9.2f} {:>9.2f} {:>12.0f} {:>14.0f} {:>9.1f} {:>9.2f} {:>12.1f} {:>12.1f}\n",
+               w.events, record ? "yes" : "no", w.seconds, w.close_seconds, static_cast<double>(w.events) / w.seconds,
                static_cast<double>(w.events) / (w.seconds - w.close_seconds), mb, r.seconds,
                static_cast<double>(r.max_rss_kib) / 1024.0,
                static_cast<double>(r.max_rss_kib) * 1024.0 / static_cast<double>(w.events));

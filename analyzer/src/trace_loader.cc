@@ -120,9 +120,9 @@ class TraceLoader {
     if (n < -1 || n > (1 << 30)) throw Error(trace_.run.path + ": string table is damaged");
     trace_.strings.resize(static_cast<std::size_t>(n + 1));
     auto st = db_.prepare("SELECT id, value FROM strings");
-    auto& digest = read_["strings"];
+    auto* strings_digest = digest("strings");
     while (st.step()) {
-      digest.add_row(st, 2);
+      if (strings_digest) strings_digest->add_row(st, 2);
       auto id = st.int64(0);
       // max(id) above may disagree with the rows of a damaged file (an id
       // stored as text sorts after every integer).
@@ -137,8 +137,9 @@ class TraceLoader {
     auto d = db_.prepare(
         "SELECT id, name, uuid, compute_major, compute_minor, sm_count, memory_bytes, simulated "
         "FROM devices ORDER BY id");
+    auto* devices_digest = digest("devices");
     while (d.step()) {
-      read_["devices"].add_row(d, 8);
+      if (devices_digest) devices_digest->add_row(d, 8);
       Device dev;
       dev.id = DeviceId(static_cast<std::int32_t>(d.int64(0)));
       dev.name = d.text(1);
@@ -151,8 +152,9 @@ class TraceLoader {
       trace_.devices.push_back(std::move(dev));
     }
     auto r = db_.prepare("SELECT rank, device_id, local_rank, host, pid FROM ranks ORDER BY rank");
+    auto* ranks_digest = digest("ranks");
     while (r.step()) {
-      read_["ranks"].add_row(r, 5);
+      if (ranks_digest) ranks_digest->add_row(r, 5);
       Rank rank;
       check_index(r.int64(0), "ranks", "rank");
       rank.rank = RankId(static_cast<std::int32_t>(r.int64(0)));
@@ -165,8 +167,9 @@ class TraceLoader {
     }
     auto s = db_.prepare(
         "SELECT id, rank, device_id, native_id, role, name, priority FROM streams ORDER BY rank, id");
+    auto* streams_digest = digest("streams");
     while (s.step()) {
-      read_["streams"].add_row(s, 7);
+      if (streams_digest) streams_digest->add_row(s, 7);
       Stream st;
       st.id = StreamId(static_cast<std::int32_t>(s.int64(0)));
       check_index(s.int64(1), "streams", "rank");
@@ -181,8 +184,9 @@ class TraceLoader {
     auto l = db_.prepare(
         "SELECT layer, kind, num_experts, top_k, model_dim, hidden_dim, tokens FROM layers "
         "ORDER BY layer");
+    auto* layers_digest = digest("layers");
     while (l.step()) {
-      read_["layers"].add_row(l, 7);
+      if (layers_digest) layers_digest->add_row(l, 7);
       Layer layer;
       layer.layer = static_cast<int>(l.int64(0));
       layer.kind = l.text(1);
@@ -239,6 +243,10 @@ class TraceLoader {
     if (!record_) throw Error(trace_.run.path + ": the integrity record in meta is damaged; damaged trace");
     trace_.run.integrity = "verified";
   }
+
+  // Where to add the hashes of a table's rows; nullptr without a record
+  // (nothing to check them against).
+  schema::TableDigest* digest(const std::string& table) { return record_ ? &read_[table] : nullptr; }
 
   // A table read whole against the integrity record.
   void verify(std::string_view table) {
@@ -348,8 +356,9 @@ class TraceLoader {
     auto lc = db_.prepare(
         "SELECT id, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes, registers "
         "FROM launch_configs");
+    auto* launch_configs_digest = digest("launch_configs");
     while (lc.step()) {
-      read_["launch_configs"].add_row(lc, 9);
+      if (launch_configs_digest) launch_configs_digest->add_row(lc, 9);
       LaunchConfig c;
       for (int i = 0; i < 3; ++i) c.grid[i] = static_cast<std::int32_t>(lc.int64(1 + i));
       for (int i = 0; i < 3; ++i) c.block[i] = static_cast<std::int32_t>(lc.int64(4 + i));
@@ -362,8 +371,9 @@ class TraceLoader {
         "SELECT rank, stream_id, start_ns, end_ns, name_id, correlation_id, launch_id, op_id "
         "FROM kernels");
     verify("launch_configs");
+    auto* kernels_digest = digest("kernels");
     while (k.step()) {
-      read_["kernels"].add_row(k, 8);
+      if (kernels_digest) kernels_digest->add_row(k, 8);
       Activity a;
       a.type = ActivityType::kKernel;
       a.rank = checked_rank(k.int64(0), "kernels");
@@ -388,8 +398,9 @@ class TraceLoader {
         "SELECT rank, stream_id, start_ns, end_ns, bytes, copy_kind, src_kind, dst_kind, correlation_id, "
         "op_id FROM memcpy");
     verify("kernels");
+    auto* memcpy_digest = digest("memcpy");
     while (m.step()) {
-      read_["memcpy"].add_row(m, 10);
+      if (memcpy_digest) memcpy_digest->add_row(m, 10);
       Activity a;
       a.type = ActivityType::kMemcpy;
       a.rank = checked_rank(m.int64(0), "memcpy");
@@ -407,8 +418,9 @@ class TraceLoader {
     auto s = db_.prepare(
         "SELECT rank, stream_id, start_ns, end_ns, bytes, value, correlation_id, op_id FROM memset");
     verify("memcpy");
+    auto* memset_digest = digest("memset");
     while (s.step()) {
-      read_["memset"].add_row(s, 8);
+      if (memset_digest) memset_digest->add_row(s, 8);
       Activity a;
       a.type = ActivityType::kMemset;
       a.rank = checked_rank(s.int64(0), "memset");
@@ -438,17 +450,17 @@ class TraceLoader {
     const auto kinds = all_op_kinds().size();
     std::vector<std::int64_t> deps;
     std::vector<schema::BufferLink> accesses;
-    auto& digest = read_["op_ranges"];
-    auto& links_digest = read_["op_links"];
+    auto* ops_digest = links ? digest("op_ranges") : nullptr;
+    auto* links_digest = links ? digest("op_links") : nullptr;
     while (st.step()) {
-      if (links) {
+      if (ops_digest) {
         schema::RowHash h, l;
         for (int c = 0; c < schema::kOpLinkColumn; ++c) h.add_column(st, c, c);
-        digest.add(h.value());
+        ops_digest->add(h.value());
         l.add_column(st, 0, 0);
         l.add_column(st, schema::kOpLinkColumn, 1);
         l.add_column(st, schema::kOpLinkColumn + 1, 2);
-        links_digest.add(l.value());
+        links_digest->add(l.value());
       }
       OpRange op;
       op.id = OpId(st.int64(0));
@@ -513,8 +525,9 @@ class TraceLoader {
     auto st = db_.prepare(
         "SELECT rank, thread_id, start_ns, end_ns, api, name_id, correlation_id, return_code "
         "FROM api_calls");
+    auto* api_calls_digest = digest("api_calls");
     while (st.step()) {
-      read_["api_calls"].add_row(st, 8);
+      if (api_calls_digest) api_calls_digest->add_row(st, 8);
       ApiCall a;
       a.rank = checked_rank(st.int64(0), "api_calls");
       a.thread_id = st.int64(1);
@@ -537,8 +550,9 @@ class TraceLoader {
     auto st = db_.prepare(
         "SELECT rank, thread_id, start_ns, end_ns, domain_id, name_id, category, color, payload_int, "
         "payload_double, id FROM nvtx_ranges");
+    auto* nvtx_ranges_digest = digest("nvtx_ranges");
     while (st.step()) {
-      read_["nvtx_ranges"].add_row(st, 11);  // the rowid last, as the writer hashes it
+      if (nvtx_ranges_digest) nvtx_ranges_digest->add_row(st, 11);  // the rowid last, as the writer hashes it
       NvtxRange r;
       r.id = st.int64(10);
       r.rank = checked_rank(st.int64(0), "nvtx_ranges");
@@ -563,8 +577,9 @@ class TraceLoader {
     auto st = db_.prepare(
         "SELECT rank, ts_ns, kind, address, bytes, memory_kind, stream_id, correlation_id, buffer_id, id "
         "FROM memory_events");
+    auto* memory_events_digest = digest("memory_events");
     while (st.step()) {
-      read_["memory_events"].add_row(st, 10);
+      if (memory_events_digest) memory_events_digest->add_row(st, 10);
       MemoryEvent e;
       e.rank = checked_rank(st.int64(0), "memory_events");
       e.ts_ns = st.int64(1);
@@ -584,8 +599,9 @@ class TraceLoader {
         "SELECT id, rank, tag, bytes, memory_kind, layer, chunk, alloc_ns, free_ns, address FROM buffers "
         "ORDER BY id");
     verify("memory_events");
+    auto* buffers_digest = digest("buffers");
     while (b.step()) {
-      read_["buffers"].add_row(b, 10);
+      if (buffers_digest) buffers_digest->add_row(b, 10);
       Buffer buf;
       buf.id = BufferId(b.int64(0));
       buf.rank = checked_rank(b.int64(1), "buffers");
@@ -618,8 +634,9 @@ class TraceLoader {
     auto l = db_.prepare(
         "SELECT iteration, layer, src_rank, expert, tokens FROM expert_load "
         "ORDER BY iteration, layer, src_rank, expert");
+    auto* expert_load_digest = digest("expert_load");
     while (l.step()) {
-      read_["expert_load"].add_row(l, 5);
+      if (expert_load_digest) expert_load_digest->add_row(l, 5);
       ExpertLoad e;
       e.iteration = static_cast<std::int32_t>(l.int64(0));
       e.layer = static_cast<std::int32_t>(l.int64(1));
@@ -635,8 +652,9 @@ class TraceLoader {
         "SELECT iteration, layer, expert, rank, role FROM expert_placement "
         "ORDER BY iteration, layer, expert, rank");
     verify("expert_load");
+    auto* expert_placement_digest = digest("expert_placement");
     while (p.step()) {
-      read_["expert_placement"].add_row(p, 5);
+      if (expert_placement_digest) expert_placement_digest->add_row(p, 5);
       check_index(p.int64(2), "expert_placement", "expert");
       check_index(p.int64(3), "expert_placement", "rank");
       trace_.placements.push_back({static_cast<std::int32_t>(p.int64(0)),
@@ -655,8 +673,9 @@ class TraceLoader {
         "SELECT rank, stream_id, start_ns, end_ns, correlation_id, name, in_nelems, out_nelems, dtype, "
         "group_size, group_ranks, process_group, in_splits, out_splits FROM collectives "
         "ORDER BY rank, correlation_id, start_ns");
+    auto* collectives_digest = digest("collectives");
     while (st.step()) {
-      read_["collectives"].add_row(st, 14);
+      if (collectives_digest) collectives_digest->add_row(st, 14);
       Collective c;
       c.rank = checked_rank(st.int64(0), "collectives");
       c.correlation_id = st.int64_or(4, 0);

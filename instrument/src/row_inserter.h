@@ -60,7 +60,8 @@ void bind_text_or_null(St& st, int i, std::string_view s) {
 
 // How an Inserter keeps its table's digest: while binding (tables only ever
 // appended to), or not (tables with INSERT OR REPLACE, read back at close).
-enum class Digest { kWhileBinding, kReadBack };
+// kNone: no digest (a writer without the integrity record).
+enum class Digest { kWhileBinding, kReadBack, kNone };
 
 // Inserts rows into one table, kBatch rows per statement where it can: SQLite's
 // cost per row is mostly per statement step, so multi-row VALUES lists double
@@ -94,6 +95,7 @@ class Inserter {
   }
 
   const std::string& table() const { return table_; }
+  void disable_digest() { digest_mode_ = Digest::kNone; }
   // The table's digest: as bound, or (kReadBack) read from the database now.
   schema::TableDigest digest(sqlite::Database& db) const {
     if (digest_mode_ == Digest::kWhileBinding) return digest_;

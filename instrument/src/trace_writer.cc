@@ -136,7 +136,7 @@ struct TraceWriter::Statements {
   Inserter string, config, launch, device, rank, stream, layer, kernel, memcpy, memset,
       memory_event, api_call, sync, overhead, nvtx, collective, op, buffer, expert_load, placement;
 
-  std::array<const Inserter*, 20> all() const {
+  std::array<Inserter*, 20> all() {
     return {&string, &config, &launch, &device, &rank, &stream, &layer, &kernel, &memcpy, &memset,
             &memory_event, &api_call, &sync, &overhead, &nvtx, &collective, &op, &buffer, &expert_load,
             &placement};
@@ -255,6 +255,8 @@ TraceWriter::TraceWriter(const std::string& path, const RunRecord& run, WriterOp
   }
   db_.exec("COMMIT");
   stmts_ = std::make_unique<Statements>(db_);
+  if (!options_.integrity_record)
+    for (Inserter* i : stmts_->all()) i->disable_digest();
   flusher_ = std::thread([this] { flusher_loop(); });
 }
 
@@ -715,7 +717,8 @@ void TraceWriter::write_batch(Pending& b) {
     bind_text_or_null(st, o + 14, r.out_splits);
   });
   join_links(b);
-  for (const auto& op : b.ops) op_links_digest_.add(op_link_hash(op.r.id.value, op.deps, op.buffers));
+  if (options_.integrity_record)
+    for (const auto& op : b.ops) op_links_digest_.add(op_link_hash(op.r.id.value, op.deps, op.buffers));
   s.op.insert(b.ops, [](Statement& st, int o, const PendingOp& p) {
     const OpRangeRecord& r = p.r;
     st.bind(o + 1, r.id.value);
@@ -815,7 +818,7 @@ void TraceWriter::finalize() {
     orphans_.clear();
   }
   db_.exec("UPDATE meta SET value = '1' WHERE key = 'finalized'");
-  write_integrity_record();
+  if (options_.integrity_record) write_integrity_record();
   db_.exec(schema::indexes_sql());
   db_.exec("COMMIT");
   stmts_.reset();

@@ -29,11 +29,17 @@ struct RankState {
   std::int64_t compute_free = 0, comm_free = 0, cpu_free = 0;
 };
 
+instrument::WriterOptions writer_options(const SyntheticConfig& c) {
+  instrument::WriterOptions o;
+  o.integrity_record = c.integrity_record;
+  return o;
+}
+
 class Generator {
  public:
   Generator(const std::string& path, const SyntheticConfig& c)
       : c_(c), rng_(c.seed),
-        writer_(path, run_record(c), instrument::WriterOptions{}) {}
+        writer_(path, run_record(c), writer_options(c)) {}
 
   SyntheticResult run(const std::function<void(double)>& progress) {
     const auto t0 = std::chrono::steady_clock::now();

@@ -41,6 +41,9 @@ struct WriterOptions {
   // without close() (an error on the way) deletes it. So `path` never holds
   // half a trace, and writing skips the WAL's second copy of every page.
   bool durable = true;
+  // Keep the integrity record (schema/integrity.h) that the loader checks
+  // every row against; false only to measure what it costs (trace_bench).
+  bool integrity_record = true;
 };
 
 struct WriterStats {

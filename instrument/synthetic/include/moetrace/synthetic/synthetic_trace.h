@@ -23,6 +23,7 @@ struct SyntheticConfig {
   bool api_calls = true;
   double zipf_skew = 0.8;      // expert-load skew
   std::uint64_t seed = 1;
+  bool integrity_record = true;  // WriterOptions::integrity_record
 };
 
 // Number of timed events (ops, kernels, API calls, memory events) that
