@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <sqlite3.h>
+
 #include <bit>
 #include <charconv>
 #include <cstring>
@@ -40,31 +42,36 @@ std::uint64_t hash_bytes(std::string_view s, std::uint64_t tag) {
   return h;
 }
 
-// A column's term: its value's hash moved by its position (a bijection of the
-// value hash for a given position).
-std::uint64_t term(int column, std::uint64_t value_hash) {
-  return mix64(value_hash ^ (static_cast<std::uint64_t>(column) + 1) * 0xd6e8feb86659fd93ULL);
+// A column's term: one mix of its value (or its text's hash) and a salt of
+// its position and type, a bijection of the value for a given salt.
+std::uint64_t term(int column, std::uint64_t tag, std::uint64_t value) {
+  return mix64(value ^ ((static_cast<std::uint64_t>(column) + 1) * 0xd6e8feb86659fd93ULL + tag * 0x9e3779b97f4a7c15ULL));
 }
 
 }  // namespace
 
-void RowHash::add_int(int column, std::int64_t v) {
-  sum_ += term(column, mix64(static_cast<std::uint64_t>(v) + kInt));
-}
-void RowHash::add_real(int column, double v) {
-  sum_ += term(column, mix64(std::bit_cast<std::uint64_t>(v) ^ (kReal << 60)));
-}
-void RowHash::add_text(int column, std::string_view v) { sum_ += term(column, hash_bytes(v, kText)); }
-void RowHash::add_null(int column) { sum_ += term(column, mix64(kNull << 56)); }
+void RowHash::add_int(int column, std::int64_t v) { sum_ += term(column, kInt, static_cast<std::uint64_t>(v)); }
+void RowHash::add_real(int column, double v) { sum_ += term(column, kReal, std::bit_cast<std::uint64_t>(v)); }
+void RowHash::add_text(int column, std::string_view v) { sum_ += term(column, kText, hash_bytes(v, kText)); }
+void RowHash::add_null(int column) { sum_ += term(column, kNull, 0); }
 
 void RowHash::add_column(const sqlite::Statement& st, int column, int position) {
-  using T = sqlite::Statement::Type;
-  switch (st.type(column)) {
-    case T::kInteger: add_int(position, st.int64(column)); break;
-    case T::kReal: add_real(position, st.real(column)); break;
-    case T::kText: add_text(position, st.text(column)); break;
-    case T::kBlob: sum_ += term(position, hash_bytes(st.blob(column), kBlob)); break;
-    case T::kNull: add_null(position); break;
+  // One sqlite3_column_value per column, then its type and value from it
+  // (half the calls of sqlite3_column_type and a typed sqlite3_column_*).
+  sqlite3_value* v = sqlite3_column_value(st.handle(), column);
+  switch (sqlite3_value_type(v)) {
+    case SQLITE_INTEGER: add_int(position, sqlite3_value_int64(v)); break;
+    case SQLITE_FLOAT: add_real(position, sqlite3_value_double(v)); break;
+    case SQLITE_TEXT:
+    case SQLITE_BLOB: {
+      const bool text = sqlite3_value_type(v) == SQLITE_TEXT;
+      const auto* p = static_cast<const char*>(text ? static_cast<const void*>(sqlite3_value_text(v)) : sqlite3_value_blob(v));
+      const std::string_view bytes(p ? p : "", static_cast<std::size_t>(sqlite3_value_bytes(v)));
+      if (text) add_text(position, bytes);
+      else sum_ += term(position, kBlob, hash_bytes(bytes, kBlob));
+      break;
+    }
+    default: add_null(position); break;
   }
 }
 

@@ -131,13 +131,5 @@ std::string_view Statement::text(int col) const {
            : std::string_view();
 }
 bool Statement::is_null(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
-Statement::Type Statement::type(int col) const {
-  static_assert(SQLITE_INTEGER == 1 && SQLITE_FLOAT == 2 && SQLITE_TEXT == 3 && SQLITE_BLOB == 4 && SQLITE_NULL == 5);
-  return static_cast<Type>(sqlite3_column_type(stmt_, col));
-}
-std::string_view Statement::blob(int col) const {
-  const auto* p = static_cast<const char*>(sqlite3_column_blob(stmt_, col));
-  return p ? std::string_view(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col))) : std::string_view();
-}
 
 }  // namespace moetrace::sqlite

@@ -76,11 +76,7 @@ class Statement {
   double real(int col) const;
   std::string_view text(int col) const;
   bool is_null(int col) const;
-  // The column's SQLite storage class, before any typed read converts it.
-  enum class Type { kInteger = 1, kReal = 2, kText = 3, kBlob = 4, kNull = 5 };
-  Type type(int col) const;
-  // A BLOB (or any value) as bytes, without conversion to text.
-  std::string_view blob(int col) const;
+  sqlite3_stmt* handle() const { return stmt_; }
   // int64 where the column is not NULL, else the given default.
   std::int64_t int64_or(int col, std::int64_t dflt) const { return is_null(col) ? dflt : int64(col); }
 
