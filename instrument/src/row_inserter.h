@@ -1,5 +1,5 @@
-// The trace writer's batched inserts and the integrity digests it keeps of
-// them (schema/integrity.h). Private to trace_writer.cc.
+// The trace writer's batched inserts, one per table, and the integrity
+// digests it keeps of them (schema/integrity.h). Private to trace_writer.cc.
 #pragma once
 
 #include <initializer_list>
@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "moetrace/instrument/trace_writer.h"
 #include "moetrace/schema/integrity.h"
 #include "moetrace/schema/sqlite.h"
 
@@ -141,5 +142,85 @@ class Inserter {
   schema::TableDigest digest_;
   sqlite::Statement single_, batch_;
 };
+
+// op_ranges columns before deps and buffers: the digest "op_ranges" covers
+// them, "op_links" the two others (the writer updates them after the row).
+constexpr int kOpLinkColumn = schema::kOpLinkColumn;
+
+struct TraceWriter::Statements {
+  explicit Statements(sqlite::Database& db)
+      : string(db, "strings", {"id", "value"}),
+        config(db, "run_config", {"key", "value"}, "INSERT OR REPLACE", Digest::kReadBack),
+        launch(db, "launch_configs",
+               {"id", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
+                "shared_bytes", "registers"}),
+        device(db, "devices",
+               {"id", "name", "uuid", "compute_major", "compute_minor", "sm_count",
+                "memory_bytes", "simulated"},
+               "INSERT OR REPLACE", Digest::kReadBack),
+        rank(db, "ranks", {"rank", "device_id", "local_rank", "host", "pid"}, "INSERT OR REPLACE", Digest::kReadBack),
+        stream(db, "streams", {"id", "rank", "device_id", "native_id", "role", "name", "priority"},
+               "INSERT OR REPLACE", Digest::kReadBack),
+        layer(db, "layers",
+              {"layer", "kind", "num_experts", "top_k", "model_dim", "hidden_dim", "tokens"},
+              "INSERT OR REPLACE", Digest::kReadBack),
+        kernel(db, "kernels",
+               {"rank", "stream_id", "start_ns", "end_ns", "name_id", "correlation_id",
+                "launch_id", "op_id"}),
+        memcpy(db, "memcpy",
+               {"rank", "stream_id", "start_ns", "end_ns", "bytes", "copy_kind", "src_kind",
+                "dst_kind", "correlation_id", "op_id"}),
+        memset(db, "memset",
+               {"rank", "stream_id", "start_ns", "end_ns", "bytes", "value", "correlation_id",
+                "op_id"}),
+        memory_event(db, "memory_events",
+                     {"rank", "ts_ns", "kind", "address", "bytes", "memory_kind", "stream_id",
+                      "correlation_id", "buffer_id", "id"}),
+        api_call(db, "api_calls",
+                 {"rank", "thread_id", "start_ns", "end_ns", "api", "name_id", "correlation_id",
+                  "return_code"}),
+        sync(db, "sync_events",
+             {"rank", "stream_id", "start_ns", "end_ns", "kind", "correlation_id"}),
+        overhead(db, "overhead", {"rank", "thread_id", "start_ns", "end_ns", "kind"}),
+        nvtx(db, "nvtx_ranges",
+             {"rank", "thread_id", "start_ns", "end_ns", "domain_id", "name_id", "category",
+              "color", "payload_int", "payload_double"}),
+        collective(db, "collectives",
+                   {"rank", "stream_id", "start_ns", "end_ns", "correlation_id", "name",
+                    "in_nelems", "out_nelems", "dtype", "group_size", "group_ranks",
+                    "process_group", "in_splits", "out_splits"}),
+        op(db, "op_ranges",
+           {"id", "rank", "stream_id", "kind", "name_id", "layer", "iteration", "micro_batch",
+            "chunk", "phase", "start_ns", "end_ns", "launch_start_ns", "launch_end_ns", "flops",
+            "bytes", "peer_rank", "nvtx_id", "deps", "buffers"},
+           "INSERT", Digest::kWhileBinding, kOpLinkColumn),
+        buffer(db, "buffers",
+               {"id", "rank", "tag", "bytes", "memory_kind", "layer", "chunk", "alloc_ns",
+                "free_ns", "address"},
+               "INSERT OR REPLACE", Digest::kReadBack),
+        expert_load(db, "expert_load", {"iteration", "layer", "src_rank", "expert", "tokens"},
+                    "INSERT OR REPLACE", Digest::kReadBack),
+        placement(db, "expert_placement", {"iteration", "layer", "expert", "rank", "role"},
+                  "INSERT OR REPLACE", Digest::kReadBack) {}
+
+  Inserter string, config, launch, device, rank, stream, layer, kernel, memcpy, memset,
+      memory_event, api_call, sync, overhead, nvtx, collective, op, buffer, expert_load, placement;
+
+  std::array<Inserter*, 20> all() {
+    return {&string, &config, &launch, &device, &rank, &stream, &layer, &kernel, &memcpy, &memset,
+            &memory_event, &api_call, &sync, &overhead, &nvtx, &collective, &op, &buffer, &expert_load,
+            &placement};
+  }
+};
+
+// op_ranges.deps and .buffers of one op, hashed for the digest "op_links"
+// (schema/integrity.h); "" is NULL in the table.
+inline std::uint64_t op_link_hash(std::int64_t op, std::string_view deps, std::string_view buffers) {
+  schema::RowHash h;
+  h.add_int(0, op);
+  if (deps.empty()) h.add_null(1); else h.add_text(1, deps);
+  if (buffers.empty()) h.add_null(2); else h.add_text(2, buffers);
+  return h.value();
+}
 
 }  // namespace moetrace::instrument
