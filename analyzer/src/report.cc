@@ -95,6 +95,7 @@ nlohmann::json time_split_json(const TimeSplit& t) {
       {"exclusive_ns", exclusive},
       {"busy_ns", t.busy_ns},
       {"idle_ns", t.idle_ns},
+      {"outside_ns", t.outside_ns()},
       {"comm_ns", t.comm_ns},
       {"comm_hidden_ns", t.comm_hidden_ns},
       {"comm_exposed_ns", t.comm_exposed_ns},
