@@ -1,6 +1,7 @@
 // `moetrace info TRACE`: what a trace holds, without analysing it.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <ctime>
 #include <map>
 #include <memory>
@@ -34,15 +35,16 @@ std::string run_info(const analyzer::Trace& t, bool json) {
   out += fmt::format("world size: {} ({} ranks in {} files, {} streams)\n", f.world_size, t.rank_ids().size(),
                      f.files.size(), t.streams.size());
   out += fmt::format("events:     {}\n", t.event_count());
-  if (!f.missing_ranks.empty()) {
-    std::string m;
-    for (auto x : f.missing_ranks) m += (m.empty() ? "" : " ") + std::to_string(x);
-    out += fmt::format("missing:    rank{} {}\n", f.missing_ranks.size() == 1 ? "" : "s", m);
-  }
+  if (!f.missing_ranks.empty())
+    out += fmt::format("missing:    rank{} {}\n", f.missing_ranks.size() == 1 ? "" : "s",
+                       analyzer::rank_ranges(f.missing_ranks));
   for (const auto& [path, why] : f.left_out) out += fmt::format("left out:   {}\n", why);
   const auto& c = f.clocks;
-  out += fmt::format("clocks:     {} against rank {} (from the collectives; offset at the first one)\n",
-                     c.applied ? "aligned" : "NOT aligned (--no-align)", c.reference_rank);
+  out += fmt::format("clocks:     {} against rank {} (from the collectives; offset at the first one{})\n",
+                     c.applied ? "aligned" : "NOT aligned (--no-align)", c.reference_rank,
+                     std::all_of(c.ranks.begin(), c.ranks.end(), [](const auto& k) { return k.usable() || !k.estimated; })
+                         ? ""
+                         : fmt::format("; ?: too uncertain to apply, above {:.0f} us", analyzer::kMaxClockUncertaintyNs / 1e3));
   out += fmt::format("  {:>6}  {:>14}  {:>10}  {:>13}  {:>11}  {}\n", "rank", "offset", "drift ppm", "uncertainty",
                      "collectives", "file");
   std::map<std::int32_t, std::string> file_of;
@@ -50,7 +52,7 @@ std::string run_info(const analyzer::Trace& t, bool json) {
     for (auto x : file.ranks) file_of[x] = file.path;
   for (const auto& k : c.ranks)
     out += fmt::format("  {:>6}  {:>14}  {:>10}  {:>13}  {:>11}  {}\n", k.rank,
-                       k.estimated ? fmt::format("{:+.3f} us", k.offset_ns / 1e3) : "-",
+                       k.estimated ? fmt::format("{:+.3f} us{}", k.offset_ns / 1e3, k.usable() ? "" : "?") : "-",
                        k.estimated ? fmt::format("{:+.3f}", k.drift_ppm) : "-",
                        !k.estimated ? "-" : k.uncertainty_ns < 0 ? "unknown" : fmt::format("{:.3f} us", k.uncertainty_ns / 1e3),
                        k.collectives, file_of[k.rank]);

@@ -206,7 +206,7 @@ ClockAlignment estimate_clock_alignment(const Trace& trace) {
 void apply_clock_alignment(Trace& trace, ClockAlignment& a) {
   std::unordered_map<std::int32_t, std::pair<double, double>> fix;  // rank -> (offset, drift)
   for (const auto& r : a.ranks)
-    if (r.estimated && (r.offset_ns != 0 || r.drift_ppm != 0)) fix.emplace(r.rank, std::pair{r.offset_ns, r.drift_ppm * 1e-6});
+    if (r.usable() && (r.offset_ns != 0 || r.drift_ppm != 0)) fix.emplace(r.rank, std::pair{r.offset_ns, r.drift_ppm * 1e-6});
   a.applied = true;
   if (fix.empty()) return;
   const std::int64_t t0 = a.t0_ns;

@@ -37,19 +37,12 @@ std::pair<std::vector<std::size_t>, std::string> summarize(const Rows& rows, boo
 }
 
 std::string ranks_text(const std::vector<std::int32_t>& ranks) {
-  std::string out;
-  for (std::size_t i = 0; i < ranks.size();) {
-    std::size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    out += (out.empty() ? "" : ", ") + (j == i ? std::to_string(ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]));
-    i = j + 1;
-  }
-  return out.empty() ? "-" : out;
+  return ranks.empty() ? "-" : rank_ranges(ranks);
 }
 
 std::string offset_text(const RankClock& c) {
   if (!c.estimated) return "-";
-  return fmt::format("{:+.3f} us", c.offset_ns / 1e3);
+  return fmt::format("{:+.3f} us{}", c.offset_ns / 1e3, c.usable() ? "" : " (not applied)");
 }
 
 std::string uncertainty_text(const RankClock& c) {
@@ -161,7 +154,8 @@ nlohmann::json rank_files_json(const RunFiles& f) {
                       {"rejected", r.rejected},
                       {"offset_ns", r.offset_ns},
                       {"drift_ppm", r.drift_ppm},
-                      {"uncertainty_ns", r.uncertainty_ns}});
+                      {"uncertainty_ns", r.uncertainty_ns},
+                      {"usable", r.usable()}});
   return {{"files", files},
           {"left_out", left},
           {"world_size", f.world_size},

@@ -70,18 +70,6 @@ std::string other_run(const RunInfo& a, const RunInfo& b) {
   return "";
 }
 
-std::string rank_list(const std::vector<std::int32_t>& ranks) {
-  std::string out;
-  for (std::size_t i = 0; i < ranks.size();) {
-    std::size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    out += (out.empty() ? "" : ", ") +
-           (j == i ? std::to_string(ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]));
-    i = j + 1;
-  }
-  return out;
-}
-
 struct Loaded {
   std::optional<Trace> trace;
   std::string error;
@@ -182,6 +170,17 @@ std::vector<std::vector<std::string>> group_runs(const std::vector<std::string>&
   return groups;
 }
 
+std::string rank_ranges(const std::vector<std::int32_t>& ranks) {
+  std::string out;
+  for (std::size_t i = 0; i < ranks.size();) {
+    std::size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    out += (out.empty() ? "" : ", ") + (j == i ? std::to_string(ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]));
+    i = j + 1;
+  }
+  return out;
+}
+
 std::string describe_paths(const std::vector<std::string>& paths) {
   if (paths.empty()) return "";
   if (paths.size() == 1) return paths.front();
@@ -194,13 +193,20 @@ std::vector<std::string> RunFiles::warnings() const {
   for (const auto& [path, why] : left_out) w.push_back(why + "; left out, the other files are analysed");
   if (!missing_ranks.empty())
     w.push_back(fmt::format("rank{} {} of {} missing: no file given holds {}", missing_ranks.size() == 1 ? "" : "s",
-                            rank_list(missing_ranks), world_size, missing_ranks.size() == 1 ? "it" : "them"));
-  std::vector<std::int32_t> unaligned;
-  for (const auto& r : clocks.ranks)
+                            rank_ranges(missing_ranks), world_size, missing_ranks.size() == 1 ? "it" : "them"));
+  std::vector<std::int32_t> unaligned, uncertain;
+  for (const auto& r : clocks.ranks) {
     if (!r.estimated) unaligned.push_back(r.rank);
+    else if (!r.usable()) uncertain.push_back(r.rank);
+  }
   if (align_requested && !unaligned.empty())
     w.push_back(fmt::format("rank{} {}: no collective shared with rank {}; clock not aligned",
-                            unaligned.size() == 1 ? "" : "s", rank_list(unaligned), clocks.reference_rank));
+                            unaligned.size() == 1 ? "" : "s", rank_ranges(unaligned), clocks.reference_rank));
+  if (align_requested && !uncertain.empty())
+    w.push_back(fmt::format("rank{} {}: the collectives do not agree on a clock offset against rank {} (uncertainty "
+                            "above {:.0f} us); clock not aligned",
+                            uncertain.size() == 1 ? "" : "s", rank_ranges(uncertain), clocks.reference_rank,
+                            kMaxClockUncertaintyNs / 1e3));
   return w;
 }
 
@@ -245,7 +251,7 @@ Trace load_run(const std::vector<std::string>& paths, const RunLoadOptions& opti
       duplicates.insert(clash.begin(), clash.end());
       files->left_out.emplace_back(
           paths[i], fmt::format("{}: holds rank{} {}, which {} holds too", paths[i], clash.size() == 1 ? "" : "s",
-                                rank_list(clash), paths[owner[clash.front()]]));
+                                rank_ranges(clash), paths[owner[clash.front()]]));
       loaded[i].trace.reset();
       continue;
     }

@@ -12,7 +12,10 @@
 // with outliers (collectives of sub-groups, stragglers) rejected beyond
 // 4 robust standard deviations. The drift is kept where it is significant
 // (|drift| > 2 standard errors, at least 3 collectives); the uncertainty is
-// the standard error of the fitted correction at the ends of the run.
+// the standard error of the fitted correction at the ends of the run. A rank
+// whose collectives disagree (uncertainty above kMaxClockUncertaintyNs:
+// they were not the same instances, or no instance lets its participants
+// leave together) is left on its own clock.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +40,8 @@ struct CollectiveCall {
 // name where the trace has no op ranges), sorted by (key, rank).
 std::vector<CollectiveCall> collective_calls(const Trace& trace);
 
+inline constexpr double kMaxClockUncertaintyNs = 100e3;
+
 struct RankClock {
   std::int32_t rank = 0;
   bool estimated = false;      // false: no collective shared with the reference (not corrected)
@@ -45,6 +50,8 @@ struct RankClock {
   double offset_ns = 0;        // rank clock - reference clock at t0
   double drift_ppm = 0;        // rank clock rate - reference rate, parts per million
   double uncertainty_ns = -1;  // standard error of the correction; -1: unknown (one instance)
+  // Estimated and consistent enough to correct the rank's times with.
+  bool usable() const { return estimated && uncertainty_ns <= kMaxClockUncertaintyNs; }
 };
 
 struct ClockAlignment {
@@ -57,7 +64,7 @@ struct ClockAlignment {
 // Estimates every rank's clock against the reference rank.
 ClockAlignment estimate_clock_alignment(const Trace& trace);
 
-// Moves every timestamp of each estimated rank onto the reference clock
+// Moves every timestamp of each usable() rank onto the reference clock
 // (activities, ops, API calls, NVTX ranges, memory events, buffers,
 // collectives) and marks `a` applied. Track orders are kept (the correction
 // is monotonic within a rank).

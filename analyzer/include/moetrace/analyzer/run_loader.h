@@ -72,6 +72,9 @@ Trace load_run(const std::vector<std::string>& paths, const RunLoadOptions& opti
 // every table concatenated in its loader order. Consumes `parts`.
 Trace merge_traces(std::vector<Trace> parts);
 
+// "0-3, 7, 9-12": ranks (sorted) as ranges.
+std::string rank_ranges(const std::vector<std::int32_t>& ranks);
+
 // "a.db ... z.db (N files)": how a report names a run of several files.
 std::string describe_paths(const std::vector<std::string>& paths);
 
