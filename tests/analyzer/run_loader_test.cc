@@ -13,11 +13,13 @@
 #include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/clock_align.h"
 #include "moetrace/analyzer/rank_waits.h"
+#include "moetrace/analyzer/report.h"
 #include "moetrace/analyzer/run_loader.h"
 #include "moetrace/schema/error.h"
 #include "moetrace/sim/run_spec.h"
 #include "moetrace/sim/simulator.h"
 #include "moetrace/sim/trace_output.h"
+#include "json_schema.h"
 #include "text_trace.h"
 
 namespace moetrace::analyzer {
@@ -96,6 +98,12 @@ TEST(RunLoader, TwoRankFilesAreOneRunOnOneClock) {
   EXPECT_EQ(w.layers[0].holding_rank, 1);
   EXPECT_EQ(w.layers[0].holding_ns, 200);
   EXPECT_EQ(w.layers[1].holding_last, 1);
+  // The report's JSON carries both under "ranks", as its schema says.
+  const auto j = report_json(t, analyze(t), {});
+  EXPECT_EQ(j["ranks"]["waits"]["layers"][0]["holding_rank"], 1);
+  EXPECT_EQ(j["ranks"]["run"]["clock_alignment"]["ranks"][1]["offset_ns"], static_cast<double>(kSkew));
+  EXPECT_EQ(testing::schema_errors(j, std::string(MOETRACE_SOURCE_DIR) + "/schemas/report.schema.json"),
+            std::vector<std::string>{});
 }
 
 TEST(RunLoader, WithoutAlignmentTheSkewBecomesWaiting) {
