@@ -128,7 +128,10 @@ std::vector<std::string> expand_trace_paths(const std::vector<std::string>& args
     if (fs::is_directory(arg, ec)) {
       for (const auto& e : fs::directory_iterator(arg, ec))
         if (e.path().extension() == ".db" && e.is_regular_file(ec)) found.push_back(e.path().string());
-      if (found.empty()) throw Error(arg + ": a directory without trace files (*.db)");
+      if (found.empty()) {  // the loader says it is a directory, not a trace
+        out.push_back(arg);
+        continue;
+      }
     } else if (!fs::exists(arg, ec) && is_pattern(arg)) {
       glob_t g{};
       if (::glob(arg.c_str(), 0, nullptr, &g) == 0)

@@ -49,7 +49,8 @@ struct RunLoadOptions {
 };
 
 // The trace files named by command-line arguments: a file as it is; a
-// directory: its *.db files; a glob pattern (quoted, so the shell left it):
+// directory: its *.db files (one without any stays as it is, for the
+// loader to refuse); a glob pattern (quoted, so the shell left it):
 // its matches. Files of a directory or pattern come in natural order
 // (run.rank2.db before run.rank10.db). Throws moetrace::Error naming an
 // argument that matches nothing.
