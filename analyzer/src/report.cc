@@ -6,6 +6,7 @@
 #include <cmath>
 #include <ostream>
 
+#include "moetrace/analyzer/run_loader.h"
 #include "report_sections.h"
 
 namespace moetrace::analyzer {
@@ -377,7 +378,7 @@ nlohmann::json recommendations_json(const Analyses& a) {
 }
 
 nlohmann::json report_json(const Trace& trace, const Analyses& a, const ReportOptions& options) {
-  return {
+  nlohmann::json j = {
       {"report_version", kReportVersion},
       {"run", run_json(trace.run)},
       {"projection", projection_json(trace.projection)},
@@ -390,6 +391,11 @@ nlohmann::json report_json(const Trace& trace, const Analyses& a, const ReportOp
       {"fitted_models", fitted_models_json(trace, a.cost_model)},
       {"recommendations", recommendations_json(a)},
   };
+  if (report_detail::has_ranks_section(trace)) {
+    j["ranks"] = {{"waits", rank_waits_json(a.rank_waits)}};
+    if (trace.files) j["ranks"]["run"] = rank_files_json(*trace.files);
+  }
+  return j;
 }
 
 void write_text_report(std::ostream& out, const Trace& trace, const Analyses& a,

@@ -435,6 +435,7 @@ Section recommendations_section(const Analyses& a) {
 
 std::vector<Section> analysis_sections(const Trace& trace, const Analyses& a, const ReportOptions& options) {
   std::vector<Section> s;
+  if (has_ranks_section(trace)) s.push_back(ranks_section(trace, a, options));
   if (trace.recognition.ran) s.push_back(recognition_section(trace));
   s.push_back(projection_section(trace));
   if (a.nvtx.ranges > 0) s.push_back(nvtx_section(a.nvtx, options));
