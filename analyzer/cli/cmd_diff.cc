@@ -42,13 +42,17 @@ void add_diff_command(CLI::App& app) {
     std::string output;
     std::vector<std::string> fail_if;
     bool all = false;
+    bool no_align = false;
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("diff", "Compare two traces per layer and op kind; gate CI with thresholds");
   cmd->footer(kMetricsHelp);
-  cmd->add_option("base", opt->base, "Baseline trace (.db)")->required();
+  cmd->add_option("base", opt->base, "Baseline trace (.db), or a directory or quoted glob of its rank files")
+      ->required();
   add_moe_rules_option(cmd, opt->moe);
-  cmd->add_option("new", opt->next, "New trace (.db)")->required();
+  cmd->add_option("new", opt->next, "New trace (.db), or a directory or quoted glob of its rank files")->required();
+  cmd->add_flag("--no-align", opt->no_align,
+                "Rank files: keep each rank's clock as recorded (default: aligned from the collectives)");
   add_format_option(cmd, opt->format, {"text", "json"});
   cmd->add_option("--output,-o", opt->output, "Write the comparison to this file instead of stdout");
   cmd->add_option("--fail-if", opt->fail_if,
@@ -65,9 +69,9 @@ void add_diff_command(CLI::App& app) {
   cmd->callback([opt] {
     std::vector<analyzer::Threshold> thresholds;
     for (const auto& e : opt->fail_if) thresholds.push_back(analyzer::parse_threshold(e));
-    const auto base = load_with_progress(opt->base, moe_rules_options(opt->moe));
+    const auto base = load_traces({opt->base}, moe_rules_options(opt->moe), !opt->no_align);
     const auto base_analyses = analyze_with_progress(base);
-    const auto next = load_with_progress(opt->next, moe_rules_options(opt->moe));
+    const auto next = load_traces({opt->next}, moe_rules_options(opt->moe), !opt->no_align);
     const auto next_analyses = analyze_with_progress(next);
     const auto d = analyzer::diff_traces(base, base_analyses, next, next_analyses, thresholds);
     if (opt->format == "json") {

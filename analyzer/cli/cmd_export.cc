@@ -16,7 +16,7 @@ namespace moetrace::cli {
 void add_export_command(CLI::App& app) {
   struct Options {
     MoeArgs moe;
-    std::string path;
+    TraceArgs traces;
     std::string output;
   };
   auto opt = std::make_shared<Options>();
@@ -24,14 +24,14 @@ void add_export_command(CLI::App& app) {
   cmd->require_subcommand(1);
   auto* chrome = cmd->add_subcommand(
       "chrome", "Chrome trace-event JSON for Perfetto (ui.perfetto.dev) and chrome://tracing");
-  chrome->add_option("trace", opt->path, "Trace database (.db)")->required();
+  add_trace_args(chrome, opt->traces);
   add_moe_rules_option(chrome, opt->moe);
   chrome->add_option("--output,-o", opt->output, "JSON file to write (- for stdout)")->required();
   chrome->callback([opt] {
-    const auto trace = load_with_progress(opt->path, moe_rules_options(opt->moe));
+    const auto trace = load_traces(opt->traces, moe_rules_options(opt->moe));
     exporters::ChromeExportStats stats;
     if (opt->output == "-") {
-      stats = exporters::write_chrome_trace(trace, opt->path, std::cout);
+      stats = exporters::write_chrome_trace(trace, trace.run.path, std::cout);
       std::cout.flush();
     } else {
       // Written beside the output and renamed, so a failed export leaves no half file.
@@ -40,7 +40,7 @@ void add_export_command(CLI::App& app) {
         std::ofstream out(temp, std::ios::binary | std::ios::trunc);
         if (!out) throw Error(opt->output + ": cannot open for writing");
         try {
-          stats = exporters::write_chrome_trace(trace, opt->path, out);
+          stats = exporters::write_chrome_trace(trace, trace.run.path, out);
           out.close();
           if (!out) throw Error(opt->output + ": write failed (disk full?)");
         } catch (...) {

@@ -15,7 +15,7 @@ namespace moetrace::cli {
 void add_fit_command(CLI::App& app) {
   struct Options {
     MoeArgs moe;
-    std::string path;
+    TraceArgs traces;
     std::string format = "sim";
     std::string output;
     std::string base;
@@ -23,7 +23,7 @@ void add_fit_command(CLI::App& app) {
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
       "fit", "Fit alpha/beta performance models and interference factors from a trace (simulator cost model)");
-  cmd->add_option("trace", opt->path, "Trace database (.db)")->required();
+  add_trace_args(cmd, opt->traces);
   add_moe_rules_option(cmd, opt->moe);
   cmd->add_option("--format,-f", opt->format,
                   "sim: the simulator's cost-model JSON; fits: every fit with R^2, residual RMS, points, "
@@ -35,10 +35,10 @@ void add_fit_command(CLI::App& app) {
                   "(default: the simulator's default preset)");
   cmd->add_option("--output,-o", opt->output, "Write the models to this file instead of stdout");
   cmd->callback([opt] {
-    const auto trace = load_with_progress(opt->path, moe_rules_options(opt->moe));
+    const auto trace = load_traces(opt->traces, moe_rules_options(opt->moe));
     analyzer::CostModel model;
     {
-      Progress progress("fitting " + opt->path);
+      Progress progress("fitting " + trace.run.path);
       progress.update("", 0.0);
       model = analyzer::fit_cost_model(trace);
     }

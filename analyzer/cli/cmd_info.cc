@@ -1,27 +1,82 @@
 // `moetrace info TRACE`: what a trace holds, without analysing it.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <ctime>
+#include <map>
 #include <memory>
 
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "moetrace/analyzer/report.h"
+#include "moetrace/analyzer/run_loader.h"
 
 namespace moetrace::cli {
+namespace {
+
+// `info` of a run of several rank files: the run, its files and ranks, and
+// each rank's clock against the reference rank.
+std::string run_info(const analyzer::Trace& t, bool json) {
+  const auto& f = *t.files;
+  if (json) {
+    nlohmann::json j = {{"run", analyzer::run_json(t.run)},
+                        {"ranks", t.rank_ids().size()},
+                        {"streams", t.streams.size()},
+                        {"events", t.event_count()},
+                        {"rank_files", analyzer::rank_files_json(f)}};
+    return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  }
+  const auto& r = t.run;
+  std::string out;
+  out += fmt::format("run:        {}\n", r.name.empty() ? "(unnamed)" : r.name);
+  out += fmt::format("backend:    {}{}\n", r.backend, r.simulated ? " (simulated)" : "");
+  out += fmt::format("variant:    {}\n", r.variant.empty() ? "-" : r.variant);
+  out += fmt::format("world size: {} ({} ranks in {} files, {} streams)\n", f.world_size, t.rank_ids().size(),
+                     f.files.size(), t.streams.size());
+  out += fmt::format("events:     {}\n", t.event_count());
+  if (!f.missing_ranks.empty())
+    out += fmt::format("missing:    rank{} {}\n", f.missing_ranks.size() == 1 ? "" : "s",
+                       analyzer::rank_ranges(f.missing_ranks));
+  for (const auto& [path, why] : f.left_out) out += fmt::format("left out:   {}\n", why);
+  const auto& c = f.clocks;
+  out += fmt::format("clocks:     {} against rank {} (from the collectives; offset at the first one{})\n",
+                     c.applied ? "aligned" : "NOT aligned (--no-align)", c.reference_rank,
+                     std::all_of(c.ranks.begin(), c.ranks.end(), [](const auto& k) { return k.usable() || !k.estimated; })
+                         ? ""
+                         : fmt::format("; ?: too uncertain to apply, above {:.0f} us", analyzer::kMaxClockUncertaintyNs / 1e3));
+  out += fmt::format("  {:>6}  {:>14}  {:>10}  {:>13}  {:>11}  {}\n", "rank", "offset", "drift ppm", "uncertainty",
+                     "collectives", "file");
+  std::map<std::int32_t, std::string> file_of;
+  for (const auto& file : f.files)
+    for (auto x : file.ranks) file_of[x] = file.path;
+  for (const auto& k : c.ranks)
+    out += fmt::format("  {:>6}  {:>14}  {:>10}  {:>13}  {:>11}  {}\n", k.rank,
+                       k.estimated ? fmt::format("{:+.3f} us{}", k.offset_ns / 1e3, k.usable() ? "" : "?") : "-",
+                       k.estimated ? fmt::format("{:+.3f}", k.drift_ppm) : "-",
+                       !k.estimated ? "-" : k.uncertainty_ns < 0 ? "unknown" : fmt::format("{:.3f} us", k.uncertainty_ns / 1e3),
+                       k.collectives, file_of[k.rank]);
+  return out;
+}
+
+}  // namespace
 
 void add_info_command(CLI::App& app) {
   struct Options {
-    std::string path;
+    TraceArgs traces;
     std::string format = "text";
   };
   auto opt = std::make_shared<Options>();
-  auto* cmd = app.add_subcommand("info", "Show what a trace holds: run, ranks, tables, dropped records");
-  cmd->add_option("trace", opt->path, "Trace database (.db)")->required();
+  auto* cmd = app.add_subcommand("info", "Show what a trace holds: run, ranks, tables, dropped records; for several rank files, each rank's clock");
+  add_trace_args(cmd, opt->traces);
   add_format_option(cmd, opt->format, {"text", "json"});
   cmd->callback([opt] {
-    const auto s = analyzer::summarize_trace(opt->path);
+    const auto paths = analyzer::expand_trace_paths(opt->traces.paths);
+    if (paths.size() > 1) {
+      write_output("", run_info(load_traces(paths, {}, !opt->traces.no_align), opt->format == "json"));
+      return;
+    }
+    const auto s = analyzer::summarize_trace(paths.front());
     if (opt->format == "json") {
       nlohmann::json tables = nlohmann::json::object();
       for (const auto& [t, n] : s.table_rows) tables[t] = n;

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "moetrace/analyzer/run_loader.h"
 #include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/recommend.h"
 #include "moetrace/schema/error.h"
@@ -73,15 +74,19 @@ void add_recommend_command(CLI::App& app) {
     int r_max = 64, tensor_parallel = -1, max_sim_ranks = 256;
     double alpha = 0.25;
     bool no_simulate = false;
+    bool no_align = false;
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
       "recommend",
       "Advise per MoE layer: pipeline degree, memory-reuse strategy, expert placement, PPMoE layout");
   cmd->add_option("trace", opt->paths,
-                  "Trace database; further traces of the same model at other pipeline degrees or token counts "
-                  "feed mpipemoe's range search")
+                  "Trace database (several rank files, a directory or a quoted glob of one run are that run); "
+                  "further traces of the same model at other pipeline degrees or token counts feed mpipemoe's "
+                  "range search")
       ->required();
+  cmd->add_flag("--no-align", opt->no_align,
+                "Several rank files: keep each rank's clock as recorded (default: aligned from the collectives)");
   add_format_option(cmd, opt->format, {"text", "json", "markdown"});
   add_moe_rules_option(cmd, opt->moe);
   cmd->add_option("--output,-o", opt->output, "Write to this file instead of stdout");
@@ -112,10 +117,11 @@ void add_recommend_command(CLI::App& app) {
     ro.max_simulated_ranks = opt->max_sim_ranks;
     ro.pro_prophet_alpha = opt->alpha;
     std::vector<analyzer::Trace> traces;
-    traces.reserve(opt->paths.size());
-    for (const auto& p : opt->paths) traces.push_back(load_with_progress(p, moe_rules_options(opt->moe)));
+    const auto runs = analyzer::group_runs(analyzer::expand_trace_paths(opt->paths));
+    traces.reserve(runs.size());
+    for (const auto& run : runs) traces.push_back(load_traces(run, moe_rules_options(opt->moe), !opt->no_align));
     for (std::size_t i = 1; i < traces.size(); ++i) ro.other_runs.push_back(&traces[i]);
-    Progress progress("recommend " + opt->paths.front());
+    Progress progress("recommend " + traces.front().run.path);
     ro.progress = progress.callback();
     const auto analyses = analyzer::analyze(traces.front(), progress.callback());
     const auto rec = analyzer::recommend(traces.front(), analyses, ro);

@@ -25,7 +25,7 @@ analyzer::Analyses analyze_with_progress(const analyzer::Trace& trace) {
 void add_report_command(CLI::App& app) {
   struct Options {
     MoeArgs moe;
-    std::string path;
+    TraceArgs traces;
     std::string format = "text";
     std::string output;
     bool per_rank = false;
@@ -38,7 +38,7 @@ void add_report_command(CLI::App& app) {
       "report",
       "Where the time goes per MoE layer, iteration, rank and phase; memory and memory bubbles; expert "
       "load imbalance and locality; fitted performance models; per-layer recommendations");
-  cmd->add_option("trace", opt->path, "Trace database (.db)")->required();
+  add_trace_args(cmd, opt->traces);
   add_moe_rules_option(cmd, opt->moe);
   add_format_option(cmd, opt->format, {"text", "json", "markdown", "html"});
   cmd->add_option("--output,-o", opt->output, "Write the report to this file instead of stdout");
@@ -51,12 +51,12 @@ void add_report_command(CLI::App& app) {
                   "Hardware model of the recommendations: a simulator preset, a cost-model JSON file, or "
                   "\"fitted\" (default: see `moetrace recommend --help`)");
   cmd->callback([opt] {
-    const auto trace = load_with_progress(opt->path, moe_rules_options(opt->moe));
+    const auto trace = load_traces(opt->traces, moe_rules_options(opt->moe));
     auto analyses = analyze_with_progress(trace);
     if (!opt->no_recommendations) {
       analyzer::RecommendOptions ro;
       apply_cost_model_arg(opt->cost_model, ro);
-      Progress progress("recommending " + opt->path);
+      Progress progress("recommending " + trace.run.path);
       ro.progress = progress.callback();
       analyzer::add_recommendations(trace, analyses, ro);
     }

@@ -11,12 +11,14 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <random>
 #include <sstream>
 
 #include "commands.h"
 #include "moetrace/schema/error.h"
 #include "moetrace/sim/run_spec.h"
 #include "run_backend.h"
+#include "trace_files.h"
 
 namespace moetrace::cli {
 
@@ -116,12 +118,41 @@ std::string list_presets() {
 
 }  // namespace
 
+namespace {
+
+// The simulated run at `whole` rewritten as one file per rank beside
+// `output` (each with the run's id), then removed.
+void split_into_rank_files(const std::string& whole, const std::string& output, bool quiet) {
+  struct Remove {
+    const std::string& path;
+    ~Remove() { std::filesystem::remove(path); }
+  } remove{whole};
+  analyzer::LoadOptions lo;
+  lo.recognize = false;
+  lo.project = false;
+  const auto trace = load_with_progress(whole, lo);
+  std::random_device rd;
+  const std::string id = fmt::format("{:08x}{:08x}", rd(), rd());
+  const auto ranks = trace.rank_ids();
+  TraceFiles files(trace);
+  Progress progress("writing rank files");
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    progress.update("", static_cast<double>(i) / static_cast<double>(ranks.size()));
+    files.write(rank_file_path(output, ranks[i].value), {ranks[i].value}, {{"run.id", id}});
+  }
+  if (!quiet && !ranks.empty())
+    std::cerr << fmt::format("split into {} rank files: {} ... {}\n", ranks.size(),
+                             rank_file_path(output, ranks.front().value), rank_file_path(output, ranks.back().value));
+}
+
+}  // namespace
+
 void add_run_command(CLI::App& app) {
   struct Options {
     std::string backend;
     std::string variant, preset, config, cost_model, output;
     bool list = false, dump_config = false, quiet = false, short_names = false, calibrate = false;
-    bool no_trace = false;
+    bool no_trace = false, split_ranks = false;
     int warmup = 0;
     std::string detail = "full";
     int iterations = 0, ranks = 0, layers = 0, experts = 0, top_k = 0, r = 0;
@@ -153,6 +184,9 @@ void add_run_command(CLI::App& app) {
   auto* o_warmup = cmd->add_option("--warmup", opt->warmup,
                                    "cuda: run the whole plan this many times first, unrecorded and left out of the "
                                    "trace (cold start: module loading, cuBLAS, memory pool, clocks)");
+  cmd->add_flag("--split-ranks", opt->split_ranks,
+                "sim: one trace file per rank (OUTPUT's name with .rankN before its extension), as a multi-GPU "
+                "NCCL run writes them; every command reads them together as one run");
   cmd->add_flag("--short-op-names", opt->short_names,
                 "Name op ranges by kind, not per op (fewer strings in very large traces)");
   cmd->add_option("--trace-detail", opt->detail,
@@ -202,6 +236,9 @@ void add_run_command(CLI::App& app) {
       for (const auto& b : backends_list) names += (names.empty() ? "" : ", ") + b.name;
       throw ConfigError(fmt::format("backend \"{}\" is not one of {}", opt->backend, names));
     }
+    if (opt->split_ranks && backend->name != "sim")
+      throw ConfigError(fmt::format("--split-ranks is for --backend sim (not {}; its NCCL runs write a file per rank)",
+                                    backend->name));
     if (backend->name != "cuda") {
       if (opt->no_trace) throw ConfigError(fmt::format("--no-trace is for --backend cuda (not {})", backend->name));
       if (o_warmup->count()) throw ConfigError(fmt::format("--warmup is for --backend cuda (not {})", backend->name));
@@ -284,7 +321,14 @@ void add_run_command(CLI::App& app) {
     request.quiet = opt->quiet;
     request.collect = !opt->no_trace;
     request.warmup_runs = opt->warmup;
+    if (!opt->split_ranks) {
+      backend->run(request);
+      return;
+    }
+    const std::string output = request.output;
+    request.output = output + ".unsplit";
     backend->run(request);
+    split_into_rank_files(request.output, output, opt->quiet);
   });
 }
 

@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/report.h"
@@ -53,6 +54,21 @@ class Progress {
 
 // Loads a trace with progress on a terminal.
 analyzer::Trace load_with_progress(const std::string& path, analyzer::LoadOptions options = {});
+
+// The traces a command reads: several files, directories or (quoted) glob
+// patterns, read as one run (run_loader.h), and --no-align.
+struct TraceArgs {
+  std::vector<std::string> paths;
+  bool no_align = false;
+};
+void add_trace_args(CLI::App* cmd, TraceArgs& args);
+// Loads them with progress on a terminal; a run of several files prints its
+// warnings (files left out, missing ranks, unaligned clocks) on stderr.
+analyzer::Trace load_traces(const std::vector<std::string>& args, analyzer::LoadOptions options, bool align = true);
+inline analyzer::Trace load_traces(const TraceArgs& args, analyzer::LoadOptions options) {
+  return load_traces(args.paths, std::move(options), !args.no_align);
+}
+void add_merge_command(CLI::App& app);
 
 // --moe-rules FILE and --no-moe-recognition of the commands that read traces
 // (MoE recognition of traces of other tools, moe_recognition.h), and the load

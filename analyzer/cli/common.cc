@@ -4,7 +4,10 @@
 #include <fstream>
 #include <iostream>
 
+#include <fmt/format.h>
+
 #include "commands.h"
+#include "moetrace/analyzer/run_loader.h"
 #include "moetrace/schema/error.h"
 
 namespace moetrace::cli {
@@ -29,6 +32,32 @@ analyzer::Trace load_with_progress(const std::string& path, analyzer::LoadOption
   Progress progress("loading " + path);
   options.progress = progress.callback();
   return analyzer::load_trace(path, options);
+}
+
+void add_trace_args(CLI::App* cmd, TraceArgs& args) {
+  cmd->add_option("traces", args.paths,
+                  "Trace database(s) (.db): several files, a directory or a quoted glob (\"run.rank*.db\") are the "
+                  "ranks of one run")
+      ->required();
+  cmd->add_flag("--no-align", args.no_align,
+                "Several rank files: keep each rank's clock as recorded (default: aligned from the collectives)");
+}
+
+analyzer::Trace load_traces(const std::vector<std::string>& args, analyzer::LoadOptions options, bool align) {
+  const auto paths = analyzer::expand_trace_paths(args);
+  if (paths.size() == 1) return load_with_progress(paths.front(), std::move(options));
+  analyzer::RunLoadOptions ro;
+  ro.load = std::move(options);
+  ro.align = align;
+  analyzer::Trace trace;
+  {
+    Progress progress(fmt::format("loading {} files", paths.size()));
+    ro.progress = progress.callback();
+    trace = analyzer::load_run(paths, ro);
+  }
+  if (trace.files)
+    for (const auto& w : trace.files->warnings()) std::cerr << "moetrace: warning: " << w << "\n";
+  return trace;
 }
 
 void add_moe_rules_option(CLI::App* cmd, MoeArgs& args) {

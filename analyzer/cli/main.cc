@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   moetrace::cli::add_import_command(app);
   moetrace::cli::add_export_command(app);
   moetrace::cli::add_recommend_command(app);
+  moetrace::cli::add_merge_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <ostream>
 
+#include "moetrace/analyzer/run_loader.h"
 #include "report_sections.h"
 
 namespace moetrace::analyzer {
@@ -97,6 +98,7 @@ nlohmann::json time_split_json(const TimeSplit& t) {
       {"exclusive_ns", exclusive},
       {"busy_ns", t.busy_ns},
       {"idle_ns", t.idle_ns},
+      {"outside_ns", t.outside_ns()},
       {"comm_ns", t.comm_ns},
       {"comm_hidden_ns", t.comm_hidden_ns},
       {"comm_exposed_ns", t.comm_exposed_ns},
@@ -378,7 +380,7 @@ nlohmann::json recommendations_json(const Analyses& a) {
 }
 
 nlohmann::json report_json(const Trace& trace, const Analyses& a, const ReportOptions& options) {
-  return {
+  nlohmann::json j = {
       {"report_version", kReportVersion},
       {"run", run_json(trace.run)},
       {"projection", projection_json(trace.projection)},
@@ -391,6 +393,11 @@ nlohmann::json report_json(const Trace& trace, const Analyses& a, const ReportOp
       {"fitted_models", fitted_models_json(trace, a.cost_model)},
       {"recommendations", recommendations_json(a)},
   };
+  if (report_detail::has_ranks_section(trace)) {
+    j["ranks"] = {{"waits", rank_waits_json(a.rank_waits)}};
+    if (trace.files) j["ranks"]["run"] = rank_files_json(*trace.files);
+  }
+  return j;
 }
 
 void write_text_report(std::ostream& out, const Trace& trace, const Analyses& a,

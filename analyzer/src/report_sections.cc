@@ -71,13 +71,15 @@ std::vector<std::string> split_row(const TimeSplit& t, std::string first, std::i
           p(t.at(Category::kGating)),
           p(t.at(Category::kOtherCompute)),
           p(t.at(Category::kMemcpy)),
+          p(t.busy_ns),
+          p(t.outside_ns()),
           p(t.idle_ns),
           fmt::format("{:.1f}", 100.0 * t.hidden_fraction())};
 }
 
 std::vector<std::string> split_header(std::string first) {
   return {std::move(first), "time", "a2a %", "allred %", "comm %", "expert %", "gate %", "other %", "copy %",
-          "idle %", "hidden %"};
+          "busy %", "outside %", "idle %", "hidden %"};
 }
 
 Section projection_section(const Trace& trace) {
@@ -369,8 +371,10 @@ Section breakdown_section(const Breakdown& b, const ReportOptions& options) {
   if (!b.layers.empty()) {
     Table t{split_header("layer"), {}};
     for (const auto& l : b.layers) t.rows.push_back(split_row(l.total, std::to_string(l.layer), l.mean_window_ns));
-    s.table("Per MoE layer (time per rank and iteration, fwd+bwd; columns are % of that time; hidden is % of "
-            "the layer's communication overlapped by computation):",
+    s.table("Per MoE layer (time per rank and iteration, fwd+bwd; columns are % of that time. The category "
+            "columns overlap where the layer's ops of several categories run at once; busy is their union, "
+            "outside the time in which only other work ran (other layers, non-MoE ops), and busy + outside + "
+            "idle = 100; hidden is % of the layer's communication overlapped by computation):",
             std::move(t));
     for (const auto& l : b.layers)
       if (l.ranks > 1 && l.max_window_ns > l.mean_window_ns * 11 / 10)
@@ -431,6 +435,7 @@ Section recommendations_section(const Analyses& a) {
 
 std::vector<Section> analysis_sections(const Trace& trace, const Analyses& a, const ReportOptions& options) {
   std::vector<Section> s;
+  if (has_ranks_section(trace)) s.push_back(ranks_section(trace, a, options));
   if (trace.recognition.ran) s.push_back(recognition_section(trace));
   s.push_back(projection_section(trace));
   if (a.nvtx.ranges > 0) s.push_back(nvtx_section(a.nvtx, options));

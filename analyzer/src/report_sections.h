@@ -43,6 +43,11 @@ Section recommendations_section(const Analyses& a);
 // projection, memory, expert_load, locality, fitted_models, recommendations.
 std::vector<Section> analysis_sections(const Trace& trace, const Analyses& a, const ReportOptions& options);
 
+// A run of several rank files: files, clocks, waiting at collectives
+// (report_ranks.cc).
+bool has_ranks_section(const Trace& trace);
+Section ranks_section(const Trace& trace, const Analyses& a, const ReportOptions& options);
+
 // MoE recognition of a trace from another tool (report_recognition.cc).
 Section recognition_section(const Trace& trace);
 nlohmann::json recognition_json(const Trace& trace);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -397,6 +398,78 @@ TEST(Cli, ReportMarkdownAndHtml) {
   const auto h = slurp(html);
   EXPECT_EQ(h.rfind("<!DOCTYPE html>", 0), 0u);
   EXPECT_EQ(h.find("http"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace moetrace
+
+namespace moetrace {
+namespace {
+
+// A simulated run split by rank reads as the run written whole: the same
+// report but for its first line and the section on its ranks.
+TEST(CliRankFiles, SplitRunReportsAsTheWholeRun) {
+  const auto dir = testing::temp_path("split");
+  std::filesystem::create_directories(dir);
+  auto r = run_cli("run --preset pipemoe-solver-example -q -o " + dir + "/whole.db");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_cli("run --preset pipemoe-solver-example -q --split-ranks -o " + dir + "/run.db");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(std::filesystem::exists(dir + "/run.rank15.db"));
+  const auto whole = run_cli("report --no-recommendations " + dir + "/whole.db");
+  const auto split = run_cli("report --no-recommendations '" + dir + "/run.rank*.db'");
+  ASSERT_EQ(split.exit_code, 0) << split.err;
+  EXPECT_EQ(split.err, "");
+  auto body = [](std::string s) {
+    s = s.substr(s.find('\n'));
+    const auto a = s.find("\nRanks of the run");
+    if (a != std::string::npos) s.erase(a, s.find("\nGPU activity attributed") - a);
+    return s;
+  };
+  EXPECT_NE(split.out.find("16 files analysed as one run: ranks 0-15 of world size 16."), std::string::npos);
+  EXPECT_EQ(body(split.out), body(whole.out));
+  // merge writes the same run as one file.
+  r = run_cli("merge " + dir + "/run.rank*.db -o " + dir + "/merged.db");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto merged = run_cli("report --no-recommendations " + dir + "/merged.db");
+  EXPECT_EQ(body(merged.out), body(whole.out));
+  // A missing rank: named, the rest analysed.
+  std::filesystem::remove(dir + "/run.rank3.db");
+  r = run_cli("report --no-recommendations " + dir + "/run.rank1.db " + dir + "/run.rank3.db " + dir +
+              "/run.rank0.db");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.err, "moetrace: warning: " + dir + "/run.rank3.db: no such file; left out, the other files are analysed\n"
+                   "moetrace: warning: ranks 2-15 of 16 missing: no file given holds them\n");
+  // A rank of another run: refused in one line naming it.
+  r = run_cli("run --preset pipemoe-solver-example -q -r 4 --split-ranks -o " + dir + "/other.db");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_cli("info " + dir + "/run.rank0.db " + dir + "/run.rank1.db " + dir + "/other.rank2.db");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err.find("moetrace: " + dir + "/other.rank2.db: a rank of another run (run id "), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1);
+}
+
+// The two sampled ranks of HTA's 128-rank job, imported one file each, read
+// as one run: both ranks, 126 missing, their collectives compared.
+TEST(CliRankFiles, TwoImportedRanksOfOneJob) {
+  const std::string data = std::string(MOETRACE_SHARED_DATA) + "/external/kineto/";
+  if (!std::filesystem::exists(data + "hta-sampled_rank-0.json.gz")) GTEST_SKIP() << "no ../shared/data";
+  const auto r0 = testing::temp_path("hta0.db"), r1 = testing::temp_path("hta1.db");
+  ASSERT_EQ(run_cli("import " + data + "hta-sampled_rank-0.json.gz -o " + r0).exit_code, 0);
+  ASSERT_EQ(run_cli("import " + data + "hta-sampled_rank-1.json.gz -o " + r1).exit_code, 0);
+  const auto r = run_cli("report --no-recommendations --format json " + r0 + " " + r1);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("ranks 2-127 of 128 missing"), std::string::npos) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& run = j["ranks"]["run"];
+  EXPECT_EQ(run["files"].size(), 2u);
+  EXPECT_EQ(run["files"][1]["ranks"], nlohmann::json::array({1}));
+  EXPECT_EQ(run["missing_ranks"].size(), 126u);
+  EXPECT_EQ(j["breakdown"]["ranks"].size(), 2u);
+  // Both ranks ran NCCL send/recv kernels (10 and 10): matched in order.
+  EXPECT_GE(run["clock_alignment"]["ranks"][1]["collectives"].get<int>(), 5);
+  EXPECT_TRUE(j["ranks"]["waits"]["has_collectives"].get<bool>());
 }
 
 }  // namespace

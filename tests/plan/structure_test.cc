@@ -320,6 +320,41 @@ ExpertLoad shifting_load() {
   return l;
 }
 
+// DeepSpeed-MoE without token dropping (DpMoeConfig::capacity_padding) on
+// shifting_load's iteration 0: every source routes [14, 2, 2, 2] of its 20
+// tokens, so the capacity C = 14 (the largest count of any rank for any
+// expert). By hand, M = 4, H = 16, 2-byte elements, one expert per rank:
+// each peer segment of an all-to-all carries C rows = 14 x 4 x 2 = 112 bytes,
+// 3 peers = 336 bytes on every rank (unpadded, rank 1 sends 14 + 2 + 2 rows
+// = 144 bytes); every expert computes P C = 56 rows: forward 4 x 56 x 4 x 16
+// = 14336 FLOPs; the einsum dispatch 2 S E C M = 2 x 20 x 4 x 14 x 4 = 8960
+// FLOPs, the combine's backward twice that.
+TEST(DpMoeCapacityPadding, PadsEverySegmentToTheLargestCount) {
+  DpMoeConfig c{common(shape(2, 4, 1), 4, 2)};
+  const ExpertLoad load = shifting_load();
+  const Plan plain = build_dpmoe(c, load);
+  c.capacity_padding = true;
+  const Plan padded = build_dpmoe(c, load);
+  ASSERT_TRUE(check_plan(padded).empty()) << check_plan(padded).front();
+  auto first = [](const Plan& p, OpKind kind, int rank, Phase phase) -> const Op& {
+    for (const auto& op : p.ops)
+      if (op.kind == kind && op.rank.value == rank && op.coords.iteration == 0 && op.coords.layer == 0 &&
+          op.coords.phase == phase)
+        return op;
+    throw std::runtime_error("op not found");
+  };
+  EXPECT_EQ(first(plain, OpKind::kDispatchAllToAll, 1, Phase::kForward).bytes, 144);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(first(padded, OpKind::kDispatchAllToAll, r, Phase::kForward).bytes, 336) << r;
+    EXPECT_EQ(first(padded, OpKind::kCombineAllToAll, r, Phase::kBackward).bytes, 336) << r;
+    EXPECT_DOUBLE_EQ(first(padded, OpKind::kExpertFfn, r, Phase::kForward).flops, 14336.0) << r;
+    EXPECT_DOUBLE_EQ(first(padded, OpKind::kPermute, r, Phase::kForward).flops, 8960.0) << r;
+    EXPECT_DOUBLE_EQ(first(padded, OpKind::kUnpermute, r, Phase::kBackward).flops, 2 * 8960.0) << r;
+  }
+  // The routed rows themselves are unchanged: the plan still runs.
+  EXPECT_EQ(plain.ops.size(), padded.ops.size());
+}
+
 ProProphetConfig pro_prophet(bool scheduled) {
   ProProphetConfig c;
   c.common = common(shape(2, 4, 1), 4, 2);

@@ -129,6 +129,10 @@ CudaRunSummary run_plan(const plan::Plan& plan, const CudaRunOptions& options) {
   writer->set_config("cuda.device", summary.device_name);
   writer->set_config("cuda.collector", options.collect ? "on" : "off");
   writer->set_config("cuda.warmup_runs", std::to_string(options.warmup_runs));
+  // The launcher's job id ties the rank files of one run together (a reader
+  // refuses a rank file of another run; analyzer/run_loader.h).
+  if (per_rank && options.executor.launch && !options.executor.launch->job_id.empty())
+    writer->set_config("run.id", options.executor.launch->job_id);
   write_plan_tables(*writer, plan, ex, devices, tokens);
 
   for (int i = 0; i < options.warmup_runs; ++i) ex.run(weights, data, nullptr);

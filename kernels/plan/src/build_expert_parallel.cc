@@ -24,6 +24,7 @@ struct EpSpec {
   ReuseStrategy strategy = ReuseStrategy::kNone;
   Balance balance = Balance::kNone;
   bool block_schedule = false;
+  bool capacity_padding = false;  // DpMoeConfig::capacity_padding (DeepSpeed-MoE)
   std::vector<std::vector<ExpertPlacement>> placement;  // [iteration][layer]
   ProProphetModel perf;
 };
@@ -67,6 +68,7 @@ class EpBuilder {
     std::vector<std::vector<ChunkRank>> chunk;   // [c][q]
     std::vector<std::vector<BufferId>> replica_params, replica_grads;  // [e][q]
     std::vector<std::vector<BufferId>> fwd_slots, bwd_slots;  // [q]
+    std::int64_t capacity = 0;  // capacity padding: rows of every (rank, expert) segment
   };
 
   // Pro-Prophet's Plan search on rank state s's gate output.
@@ -77,6 +79,13 @@ class EpBuilder {
   }
 
   int home(int e) const { return e / local_; }
+  bool padded() const { return spec_.capacity_padding; }
+  // DeepSpeed-MoE's dense einsum dispatch or combine on a rank of `tokens`
+  // tokens: [S, E, C] x [S, M] -> [E, C, M], 2 S E C M FLOPs.
+  double einsum_flops(int l, std::int64_t tokens) const {
+    return 2.0 * static_cast<double>(tokens) * E_ *
+           static_cast<double>(layers_[static_cast<std::size_t>(l)].capacity) * static_cast<double>(m_.model_dim);
+  }
   bool reuse() const { return spec_.strategy != ReuseStrategy::kNone; }
   int chunk_coord(int c) const { return spec_.chunks > 1 ? c : -1; }
   bool recommunicate() const {
@@ -209,6 +218,9 @@ void EpBuilder::prepare(int j, int l) {
         }
       }
     }
+  if (padded())
+    for (int p = 0; p < P_; ++p)
+      for (int e = 0; e < E_; ++e) L.capacity = std::max(L.capacity, load_.count(j, l, p, e));
   L.replica_params.assign(static_cast<std::size_t>(E_), std::vector<BufferId>(static_cast<std::size_t>(P_)));
   L.replica_grads = L.replica_params;
   L.fwd_slots.assign(static_cast<std::size_t>(P_), {});
@@ -254,9 +266,14 @@ void EpBuilder::all_to_all(OpKind kind, const Coords& c, bool to_experts, int ch
           L.chunk[static_cast<std::size_t>(chunk)][static_cast<std::size_t>(r)].recv[static_cast<std::size_t>(peer)];
       Segment s = to_experts ? as_source : as_expert;
       Segment d = to_experts ? as_expert : as_source;
-      col.sends.push_back({RankId(peer), View{src[static_cast<std::size_t>(r)], s.row, s.rows}, s.rows * row_bytes});
-      col.recvs.push_back({RankId(peer), View{dst[static_cast<std::size_t>(r)], d.row, d.rows}, d.rows * row_bytes});
-      if (peer != r) bytes += s.rows * row_bytes;
+      // Capacity padding: the wire carries C rows per expert of the segment,
+      // whatever the rows routed (the views stay the routed rows).
+      const std::int64_t padded_bytes = local_ * L.capacity * row_bytes;
+      const std::int64_t send_bytes = padded() ? padded_bytes : s.rows * row_bytes;
+      const std::int64_t recv_bytes = padded() ? padded_bytes : d.rows * row_bytes;
+      col.sends.push_back({RankId(peer), View{src[static_cast<std::size_t>(r)], s.row, s.rows}, send_bytes});
+      col.recvs.push_back({RankId(peer), View{dst[static_cast<std::size_t>(r)], d.row, d.rows}, recv_bytes});
+      if (peer != r) bytes += send_bytes;
     }
     OpArgs a = op_at(kind, c, what, RankId(r), streams(r).comm);
     a.bytes = bytes;
@@ -274,7 +291,7 @@ void EpBuilder::expert_forward(int j, int l, int c) {
     for (std::size_t i = 0; i < cr.experts.size(); ++i) {
       const int e = cr.experts[i];
       OpArgs a = op_at(OpKind::kExpertFfn, co, fmt::format("expert_ffn.e{}", e), RankId(q), streams(q).compute);
-      a.flops = ffn_forward_flops(cr.expert_rows[i], m_.model_dim, m_.expert_hidden);
+      a.flops = ffn_forward_flops(padded() ? P_ * L.capacity : cr.expert_rows[i], m_.model_dim, m_.expert_hidden);
       a.data = FfnForward{e, expert_params(l, q, e), cr.t_di, cr.t_m, cr.t_do, cr.spans[i]};
       b_.add(std::move(a));
     }
@@ -346,7 +363,7 @@ void EpBuilder::expert_backward(int j, int l, int c) {
     for (std::size_t i = 0; i < cr.experts.size(); ++i) {
       const int e = cr.experts[i];
       OpArgs a = op_at(OpKind::kExpertFfn, co, fmt::format("expert_ffn.e{}", e), RankId(q), streams(q).compute);
-      a.flops = ffn_backward_flops(cr.expert_rows[i], m_.model_dim, m_.expert_hidden);
+      a.flops = ffn_backward_flops(padded() ? P_ * L.capacity : cr.expert_rows[i], m_.model_dim, m_.expert_hidden);
       const BufferId input = reuse() ? cr.r_di : cr.t_di;
       const BufferId middle = reuse() ? cr.r_m : cr.t_m;
       a.data = FfnBackward{e, expert_params(l, q, e), expert_grads(j, l, q, e), input, middle,
@@ -513,6 +530,7 @@ void EpBuilder::forward(int j, int l) {
     s.t_o = add_buffer(b_, RankId(p), BufferTag::kTO, op_name(co, "T_O"), rows, M, m_.elem_bytes, co);
     OpArgs a = op_at(OpKind::kPermute, co, "permute", RankId(p), streams(p).compute);
     a.bytes = rows * M * m_.elem_bytes;
+    if (padded()) a.flops = einsum_flops(l, s.layout.tokens);
     a.data = Permute{View{s.x, 0, s.layout.tokens}, s.routing, s.layout, View{s.t_i, 0, rows}};
     if (plan_now[static_cast<std::size_t>(p)].valid()) a.extra_deps.push_back(plan_now[static_cast<std::size_t>(p)]);
     b_.add(std::move(a));
@@ -634,6 +652,7 @@ void EpBuilder::forward(int j, int l) {
     s.y = add_buffer(b_, RankId(p), BufferTag::kActivation, op_name(co, "moe_out"), tokens, M, m_.elem_bytes, co, out);
     OpArgs a = op_at(OpKind::kUnpermute, co, "unpermute", RankId(p), streams(p).compute);
     a.bytes = s.layout.total_rows() * M * m_.elem_bytes;
+    if (padded()) a.flops = einsum_flops(l, tokens);
     a.data = Unpermute{s.routing, s.layout, View{s.t_o, 0, s.layout.total_rows()}, View{s.y, 0, tokens}};
     a.free = L.fwd_slots[static_cast<std::size_t>(p)];
     if (last && !dense && !m_.attention) a.free.push_back(s.y);
@@ -728,6 +747,7 @@ void EpBuilder::backward(int j, int l) {
     s.d_weights = add_buffer(b_, RankId(p), BufferTag::kRouting, op_name(co, "d_weights"), tokens, m_.top_k, 4, co);
     OpArgs a = op_at(OpKind::kUnpermute, co, "unpermute", RankId(p), streams(p).compute);
     a.bytes = 2 * rows * M * m_.elem_bytes;
+    if (padded()) a.flops = 2.0 * einsum_flops(l, tokens);  // gradients of expert output and combine weights
     a.data = UnpermuteBackward{s.routing, s.layout, View{dy[static_cast<std::size_t>(p)], 0, tokens},
                                View{s.t_o, 0, rows}, View{s.d_t_o, 0, rows}, s.d_weights};
     a.free = {s.t_o};
@@ -827,6 +847,7 @@ void EpBuilder::backward(int j, int l) {
                       tokens, M, m_.elem_bytes, co, g);
     OpArgs a = op_at(OpKind::kPermute, co, "permute", RankId(p), streams(p).compute);
     a.bytes = rows * M * m_.elem_bytes;
+    if (padded()) a.flops = einsum_flops(l, tokens);
     a.data = PermuteBackward{s.routing, s.layout, View{s.d_t_i, 0, rows}, View{s.dx, 0, tokens}};
     a.free = L.bwd_slots[static_cast<std::size_t>(p)];
     a.free.push_back(s.d_t_i);
@@ -957,6 +978,7 @@ Plan build_dpmoe(const DpMoeConfig& config, const ExpertLoad& load) {
   config.validate();
   detail::check_load(load, config.common.model, config.common.iterations, config.common.ranks, "ranks");
   EpSpec spec = detail::base_spec("dpmoe", to_json(config), config.common);
+  spec.capacity_padding = config.capacity_padding;
   return EpBuilder(spec, load).build();
 }
 

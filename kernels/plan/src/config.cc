@@ -186,7 +186,9 @@ std::int64_t model_state_bytes(const ModelShape& m, double experts_per_rank,
 }
 
 std::string to_json(const DpMoeConfig& c) {
-  return nlohmann::json{{"variant", "dpmoe"}, {"common", common_json(c.common)}}.dump();
+  nlohmann::json j{{"variant", "dpmoe"}, {"common", common_json(c.common)}};
+  if (c.capacity_padding) j["capacity_padding"] = true;
+  return j.dump();
 }
 std::string to_json(const PipeMoeConfig& c) {
   return nlohmann::json{{"variant", "pipemoe"},

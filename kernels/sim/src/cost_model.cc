@@ -152,6 +152,13 @@ void set_memory_bound(CostModel& m, double launch_s, double seconds_per_byte) {
 // pipemoe's testbed (Sec. V-A): 16 nodes x 4 RTX 2080 Ti on PCIe 3.0 x16,
 // 100 Gb/s InfiniBand. All-to-all alpha/beta from the released solver.py
 // (NOTES.md), which applies beta to bytes (NBYTES_PER_ELEMENT = 4).
+// Sources (kernels/sim/README.md, "Hardware presets"):
+//   paper     GEMM and all-to-all alpha/beta (solver.py or Fig. 6), serial link
+//             (Eq. 9-12), volume = the whole input tensor (Eq. 16's fit);
+//   datasheet 616 GB/s GDDR6, 11 GB; 100 Gb/s IB = 12.5 GB/s; PCIe 3.0 x16;
+//   assumed   80 % of memory bandwidth achieved, 10 us per memory-bound kernel,
+//             20 us send/recv startup, 12 GB/s pinned host copies, the other
+//             collectives at the all-to-all's per-byte rate.
 CostModel pipemoe_cluster(std::string name, double alpha_gemm, double beta_gemm_per_4mnk,
                           std::vector<CollectiveScalePoint> all_to_all) {
   CostModel m;
@@ -209,6 +216,10 @@ CostModel preset_pipemoe_fig6() {
 
 // A modern default: H100 SXM 80 GB, 8 per node on NVLink 4 / NVSwitch, one
 // 400 Gb/s NDR InfiniBand NIC per GPU between nodes (DGX H100 layout).
+// Sources: datasheet — 989 dense BF16 TFLOP/s, 3.35 TB/s, NVLink 4 450 GB/s
+// per direction, 400 Gb/s NDR per GPU, PCIe 5.0; assumed — the achieved
+// fractions (61 % GEMM, 78 % memory, ~78 % NVLink, 90 % NIC) and the
+// startups (typical NCCL values). No paper measures this machine.
 CostModel preset_h100() {
   CostModel m;
   m.name = "h100-nvlink-ib";
@@ -247,6 +258,11 @@ CostModel preset_h100() {
 // NVLink 3 / NVSwitch; the paper gives 200 Gb/s HDR per node in one sentence
 // and 1,600 Gb/s per node in the next; we take 8 x 200 Gb/s (one HDR NIC per
 // GPU, as in a DGX A100).
+// Sources: paper — 64 A100 40 GB, DGX A100, 200 Gb/s HDR per GPU (Sec.
+// V-A), sigma = 1 (Sec. II-C); datasheet — 312 dense FP16 TFLOP/s, 1.555
+// TB/s HBM2, NVLink 3 300 GB/s per direction, PCIe 4.0 x16; assumed — the
+// achieved fractions (64 % GEMM, 84 % memory, ~77 % NVLink, 88 % HDR), the
+// startups, and mu/eta (Fig. 3 shows slowdowns without numbers in the text).
 CostModel preset_a100() {
   CostModel m;
   m.name = "a100-nvlink-ib200";
@@ -277,6 +293,10 @@ CostModel preset_a100() {
 // ppmoe's cluster (Sec. 4.2-4.3): V100 nodes of 8 GPUs (NVLink 2). The paper
 // does not give the network; we assume 4 x 100 Gb/s EDR per node (DGX-1),
 // i.e. 6.25 GB/s per GPU, ~5.5 GB/s achieved.
+// Sources: paper — V100 nodes of 8, fp16 (Sec. 4.1-4.3); datasheet — 125
+// FP16 tensor TFLOP/s, 900 GB/s HBM2, NVLink 2; assumed — the network (4 x
+// 100 Gb/s EDR per node as in a DGX-1; the paper gives none), the achieved
+// fractions (64 % GEMM, 83 % memory, 88 % EDR) and the startups.
 CostModel preset_v100() {
   CostModel m;
   m.name = "v100-nvlink-ib100";
@@ -304,6 +324,12 @@ CostModel preset_v100() {
 // pro-prophet's HPWNV nodes (Sec. VI): 4 x RTX 3090 24 GB on PCIe 3.0 (no
 // NVLink), 100 Gb/s InfiniBand between nodes. Its own model (Eq. 1) uses one
 // average bandwidth B-bar and counts received inputs only.
+// Sources: paper — 4 RTX 3090 per node on PCIe 3.0, 100 Gb/s IB per node
+// (Sec. VI), Eq. 1's volume (received inputs only); datasheet — 71 FP16
+// tensor TFLOP/s with FP32 accumulate (GA102 whitepaper; mixed-precision
+// training accumulates in FP32), 936 GB/s GDDR6X, 12.5 GB/s per node over
+// 4 GPUs = 3.1 GB/s each; assumed — 70 % of the GEMM peak, 85 % of memory
+// bandwidth, ~10 GB/s between GPUs of a node through the host, the startups.
 CostModel preset_rtx3090() {
   CostModel m;
   m.name = "rtx3090-pcie-ib100";

@@ -175,6 +175,11 @@ RunSpec pro_prophet_model(const std::string& variant, const ProProphetModelRow& 
   s.routing.locality = 0.9;
   s.routing.tokens_per_source = 1024;
   s.pro_prophet_n = 0;
+  // The paper's DPMoE baseline is DeepSpeed-MoE (Sec. VI-A). Assumed run
+  // without dropping tokens (drop_tokens=False): the paper compares systems
+  // that leave the model's computation unchanged, and counts capacity limits
+  // among the algorithmic methods that affect convergence (Sec. II-B).
+  s.capacity_padding = variant == "dpmoe";
   s.cost_model_name = "rtx3090-pcie-ib100";
   return s;
 }
@@ -361,7 +366,7 @@ void RunSpec::validate() const {
                      variant));
   if (routing.tokens_per_source < 1)
     fail(fmt::format("routing.tokens_per_source ({}) must be at least 1", routing.tokens_per_source));
-  if (variant == "dpmoe") plan::DpMoeConfig{common}.validate();
+  if (variant == "dpmoe") plan::DpMoeConfig{common, capacity_padding}.validate();
   else if (variant == "pipemoe") plan::PipeMoeConfig{common, pipeline_degree}.validate();
   else if (variant == "mpipemoe") plan::MPipeMoeConfig{common, partitions, strategy}.validate();
   else if (variant == "ppmoe") plan::PpMoeConfig{common, tensor_parallel, pipeline_stages, micro_batches}.validate();
@@ -382,6 +387,8 @@ void RunSpec::validate() const {
   }
   if (plan_builder != "auto" && plan_builder != "full" && plan_builder != "timing")
     fail(fmt::format("plan_builder \"{}\" is not one of auto, full, timing", plan_builder));
+  if (plan_builder == "timing" && variant == "dpmoe" && capacity_padding)
+    fail("plan_builder \"timing\" does not model dpmoe.capacity_padding; use \"full\"");
   if (plan_builder == "timing" && !timing_plan_supported(*this))
     fail(fmt::format("plan_builder \"timing\" supports dpmoe and pipemoe, not {}", variant));
   resolved_cost_model().validate();
@@ -397,7 +404,7 @@ plan::Plan build_plan(const RunSpec& s) {
   s.validate();
   const plan::ExpertLoad load = plan::synthetic_load(s.load_config());
   if (uses_timing_plan(s)) return build_timing_plan(s, load);
-  if (s.variant == "dpmoe") return plan::build_dpmoe(plan::DpMoeConfig{s.common}, load);
+  if (s.variant == "dpmoe") return plan::build_dpmoe(plan::DpMoeConfig{s.common, s.capacity_padding}, load);
   if (s.variant == "pipemoe") return plan::build_pipemoe(plan::PipeMoeConfig{s.common, s.pipeline_degree}, load);
   if (s.variant == "mpipemoe")
     return plan::build_mpipemoe(plan::MPipeMoeConfig{s.common, s.partitions, s.strategy}, load);
@@ -521,6 +528,12 @@ RunSpec run_spec_from_json(std::string_view text, RunSpec s) {
         else return false;
         return true;
       });
+    } else if (k == "dpmoe") {
+      each(v, "dpmoe", [&](const std::string& pk, const json& pv, const std::string& pf) {
+        if (pk != "capacity_padding") return false;
+        s.capacity_padding = get_bool(pv, pf);
+        return true;
+      });
     } else if (k == "pipemoe") {
       each(v, "pipemoe", [&](const std::string& pk, const json& pv, const std::string& pf) {
         if (pk != "pipeline_degree") return false;
@@ -610,6 +623,7 @@ std::string RunSpec::to_json() const {
                   {"locality", routing.locality},
                   {"source_noise", routing.source_noise},
                   {"seed", routing.seed}};
+  if (variant == "dpmoe" && capacity_padding) j["dpmoe"] = {{"capacity_padding", true}};
   if (variant == "pipemoe") j["pipemoe"] = {{"pipeline_degree", pipeline_degree}};
   if (variant == "mpipemoe")
     j["mpipemoe"] = {{"partitions", partitions}, {"strategy", std::string(plan::reuse_strategy_name(strategy))}};

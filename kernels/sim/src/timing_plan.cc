@@ -780,7 +780,9 @@ void TimingPlanBuilder::backward(int j, int l) {
 
 }  // namespace
 
-bool timing_plan_supported(const RunSpec& spec) { return spec.variant == "dpmoe" || spec.variant == "pipemoe"; }
+bool timing_plan_supported(const RunSpec& spec) {
+  return (spec.variant == "dpmoe" && !spec.capacity_padding) || spec.variant == "pipemoe";
+}
 
 Plan TimingPlanBuilder::build() {
   Plan& plan = b_.plan();

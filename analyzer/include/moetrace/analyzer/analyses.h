@@ -12,6 +12,7 @@
 #include "moetrace/analyzer/locality.h"
 #include "moetrace/analyzer/memory.h"
 #include "moetrace/analyzer/nvtx_projection.h"
+#include "moetrace/analyzer/rank_waits.h"
 #include "moetrace/analyzer/recommend.h"
 #include "moetrace/analyzer/trace.h"
 
@@ -24,6 +25,7 @@ struct Analyses {
   LocalityAnalysis locality;       // locality.h
   CostModel cost_model;            // cost_model.h
   NvtxAnalysis nvtx;               // nvtx_projection.h (NVTX ranges from outside moetrace)
+  RankWaitAnalysis rank_waits;     // rank_waits.h (runs of several ranks)
   // recommend.h; set by add_recommendations (it simulates what-ifs, so
   // analyze() leaves it out); the report's recommendations section.
   std::optional<Recommendations> recommendations;

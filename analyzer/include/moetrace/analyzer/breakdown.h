@@ -11,10 +11,12 @@
 //   was the only category of the layer's ops running.
 // - Communication is hidden where it overlaps computation of any op on the
 //   same rank, exposed elsewhere; idle is window time in which nothing at all
-//   ran on the rank.
+//   ran on the rank; outside is window time in which other work ran but none
+//   of the split's ops (busy + outside + idle = window).
 // - all-to-all share = category_ns[all_to_all] / window; likewise all-reduce.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -37,6 +39,10 @@ struct TimeSplit {
   std::int64_t idle_ns = 0;
   std::int64_t comm_ns = 0, comm_hidden_ns = 0, comm_exposed_ns = 0;
 
+  // Window time in which none of this split's ops ran but other GPU work on
+  // the rank did (ops of other layers, non-MoE ops, unattributed kernels):
+  // busy + outside + idle = window.
+  std::int64_t outside_ns() const { return std::max<std::int64_t>(0, window_ns - busy_ns - idle_ns); }
   std::int64_t at(Category c) const { return category_ns[static_cast<std::size_t>(c)]; }
   double share(Category c) const { return ratio(at(c), window_ns); }
   double all_to_all_share() const { return share(Category::kAllToAll); }

@@ -47,6 +47,12 @@ nlohmann::json locality_json(const LocalityAnalysis& a, const ReportOptions& opt
 // {"status": "not_computed", "items": []}.
 nlohmann::json recommendations_json(const Analyses& a);
 
+// A run of several rank files (run_loader.h): files, gaps, clock alignment;
+// and the waiting at collectives (rank_waits.h). The report's "ranks" key,
+// present for such runs only.
+nlohmann::json rank_files_json(const RunFiles& files);
+nlohmann::json rank_waits_json(const RankWaitAnalysis& waits);
+
 // The whole report as one JSON document.
 nlohmann::json report_json(const Trace& trace, const Analyses& a, const ReportOptions& options);
 void write_text_report(std::ostream& out, const Trace& trace, const Analyses& a,

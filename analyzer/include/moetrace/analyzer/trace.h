@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -17,6 +18,8 @@
 #include "moetrace/schema/schema.h"
 
 namespace moetrace::analyzer {
+
+struct RunFiles;  // run_loader.h
 
 struct RunInfo {
   std::string path;
@@ -256,6 +259,9 @@ class Trace {
   // classify_kernel_names() (the loader calls it); classify_activity falls
   // back to matching the name where it is missing.
   std::vector<std::int8_t> kernel_category;
+  // A run read from several rank files (run_loader.h): the files, gaps and
+  // clock alignment; null for a trace read from one file.
+  std::shared_ptr<const RunFiles> files;
 
   std::string_view str(StringId id) const {
     return id.valid() && static_cast<std::size_t>(id.value) < strings.size()
@@ -302,6 +308,7 @@ class Trace {
 
  private:
   friend class TraceLoader;
+  friend class TraceMerger;  // run_loader.h
   std::vector<std::pair<std::int64_t, std::int32_t>> op_index_;      // (op id, index), sorted
   std::vector<std::pair<std::int32_t, std::int32_t>> stream_index_;  // (stream id, index), sorted
 };

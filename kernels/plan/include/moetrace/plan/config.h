@@ -42,6 +42,16 @@ struct CommonConfig {
 // combine all-to-all per layer and pass.
 struct DpMoeConfig {
   CommonConfig common;
+  // DeepSpeed-MoE's MOELayer as it trains without dropping tokens
+  // (deepspeed/moe/sharded_moe.py, top1gating/top2gating with
+  // drop_tokens=False, use_tutel=False): the capacity C is the largest count
+  // any rank has for any expert (each rank's max, all-reduced with MAX over
+  // the world); every (rank, expert) segment of the all-to-alls is padded to
+  // C rows, every expert computes P x C rows, and dispatch and combine are
+  // dense einsums "sec,sm->ecm" / "sec,ecm->sm" of 2 S E C M FLOPs each
+  // (S tokens of the rank; backward: one for dispatch, two for combine, whose
+  // weights need a gradient).
+  bool capacity_padding = false;
   void validate() const;
 };
 

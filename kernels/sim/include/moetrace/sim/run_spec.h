@@ -14,6 +14,7 @@
 //             "dense_hidden", "attention", "sequence_length", "elem_bytes"},
 //   "routing": {"pattern": "balanced" | "zipf" | "drifting", "tokens_per_source",
 //               "zipf_skew", "locality", "source_noise", "seed"},
+//   "dpmoe": {"capacity_padding": false},   // DeepSpeed-MoE without token dropping
 //   "pipemoe": {"pipeline_degree"},
 //   "mpipemoe": {"partitions", "strategy": "none" | "S1" | ... | "S4"},
 //   "ppmoe": {"tensor_parallel", "pipeline_stages", "micro_batches"},
@@ -48,6 +49,7 @@ struct RunSpec {
   // how they are routed. sources/experts/layers/iterations/top_k are set from
   // the configuration by load_config().
   plan::SyntheticLoadConfig routing;
+  bool capacity_padding = false;  // dpmoe: DeepSpeed-MoE's padding and einsums (DpMoeConfig)
   int pipeline_degree = 2;  // pipemoe r
   int partitions = 2;       // mpipemoe n
   plan::ReuseStrategy strategy = plan::ReuseStrategy::kNone;

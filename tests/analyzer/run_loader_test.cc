@@ -1,0 +1,217 @@
+// Runs of several rank files (run_loader.h): merged as one run, ranks
+// identified, a missing or damaged file left out and named, a rank of
+// another run refused, clocks aligned from the collectives (clock_align.h)
+// and the waiting at collectives (rank_waits.h), on hand-built rank files
+// whose answers are derived by hand, and on a simulated run with synthetic
+// clock offsets of +-5 ms and drifts of +-10 ppm.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "moetrace/analyzer/analyses.h"
+#include "moetrace/analyzer/clock_align.h"
+#include "moetrace/analyzer/rank_waits.h"
+#include "moetrace/analyzer/report.h"
+#include "moetrace/analyzer/run_loader.h"
+#include "moetrace/schema/error.h"
+#include "moetrace/sim/run_spec.h"
+#include "moetrace/sim/simulator.h"
+#include "moetrace/sim/trace_output.h"
+#include "json_schema.h"
+#include "text_trace.h"
+
+namespace moetrace::analyzer {
+namespace {
+
+constexpr std::int64_t kBase = 1'000'000'000;  // 1 s: times far from zero, as real clocks are
+constexpr std::int64_t kSkew = 5'000'000;      // rank 1's clock runs 5 ms ahead
+
+// One rank's file. Per (layer, iteration) a gate then a dispatch all-to-all
+// that depends on it; rank 0's gate takes 100 ns, rank 1's 200 ns, both
+// all-to-alls end at 300 ns (participants leave together). Rank 1's clock
+// reads kSkew more. Op and stream ids are the same in both files.
+std::string rank_file(int rank, int world_size, std::int64_t skew, const std::string& name) {
+  std::string t = "run world_size=" + std::to_string(world_size) + " backend=test variant=dpmoe\n";
+  t += "stream id=0 rank=" + std::to_string(rank) + " role=compute\n";
+  t += "stream id=1 rank=" + std::to_string(rank) + " role=comm\n";
+  const std::int64_t gate = rank == 0 ? 100 : 200;
+  int id = 1;
+  int n = 0;
+  for (auto [layer, iteration] : {std::pair{0, 0}, std::pair{1, 0}, std::pair{0, 1}}) {
+    const std::int64_t t0 = kBase + skew + 1000 * n++;
+    const auto coords = " layer=" + std::to_string(layer) + " iteration=" + std::to_string(iteration) + " phase=fwd";
+    t += "op id=" + std::to_string(id) + " rank=" + std::to_string(rank) + " stream=0 kind=gate" + coords +
+         " start=" + std::to_string(t0) + " end=" + std::to_string(t0 + gate) + "\n";
+    t += "op id=" + std::to_string(id + 1) + " rank=" + std::to_string(rank) + " stream=1 kind=dispatch_all_to_all" +
+         coords + " start=" + std::to_string(t0 + gate) + " end=" + std::to_string(t0 + 300) + "\n";
+    t += "dep op=" + std::to_string(id + 1) + " on=" + std::to_string(id) + "\n";
+    id += 2;
+  }
+  const auto path = testing::temp_path(name);
+  testing::write_text_trace(path, t);
+  return path;
+}
+
+const RankClock& clock_of(const Trace& t, int rank) {
+  for (const auto& c : t.files->clocks.ranks)
+    if (c.rank == rank) return c;
+  throw Error("no clock");
+}
+
+TEST(RunLoader, TwoRankFilesAreOneRunOnOneClock) {
+  const auto r0 = rank_file(0, 2, 0, "r0.db"), r1 = rank_file(1, 2, kSkew, "r1.db");
+  const Trace t = load_run({r0, r1});
+  ASSERT_TRUE(t.files);
+  EXPECT_EQ(t.files->files.size(), 2u);
+  EXPECT_EQ(t.files->world_size, 2);
+  EXPECT_TRUE(t.files->missing_ranks.empty());
+  EXPECT_TRUE(t.files->left_out.empty());
+  EXPECT_EQ(t.rank_ids().size(), 2u);
+  EXPECT_EQ(t.ops.size(), 12u);
+  EXPECT_EQ(t.streams.size(), 4u);  // ids clashed: renumbered, one per (rank, stream)
+  EXPECT_EQ(t.op_deps.size(), 6u);
+  // Three all-to-alls end exactly kSkew apart: offset kSkew, no drift, no spread.
+  const auto& c = clock_of(t, 1);
+  EXPECT_TRUE(c.estimated);
+  EXPECT_EQ(c.collectives, 3);
+  EXPECT_DOUBLE_EQ(c.offset_ns, static_cast<double>(kSkew));
+  EXPECT_DOUBLE_EQ(c.drift_ppm, 0.0);
+  EXPECT_DOUBLE_EQ(c.uncertainty_ns, 0.0);
+  EXPECT_TRUE(t.files->aligned());
+  for (const auto& op : t.ops)  // rank 1's times now read as rank 0's
+    EXPECT_LT(op.end_ns, kBase + 3000) << op.rank.value;
+  // Waits: rank 0 is ready at 100 ns, rank 1 at 200 ns: rank 0 waits
+  // 100 ns at each of the 3 all-to-alls, rank 1 holds each up by 100 ns.
+  const auto w = compute_rank_waits(t);
+  ASSERT_TRUE(w.has_collectives);
+  ASSERT_EQ(w.ranks.size(), 2u);
+  EXPECT_EQ(w.ranks[0].wait_ns, 300);
+  EXPECT_EQ(w.ranks[1].wait_ns, 0);
+  EXPECT_EQ(w.ranks[1].last, 3);
+  EXPECT_EQ(w.ranks[1].held_up_ns, 300);
+  ASSERT_EQ(w.layers.size(), 2u);
+  EXPECT_EQ(w.layers[0].layer, 0);
+  EXPECT_EQ(w.layers[0].instances, 2);
+  EXPECT_EQ(w.layers[0].wait_ns, 200);
+  EXPECT_EQ(w.layers[0].holding_rank, 1);
+  EXPECT_EQ(w.layers[0].holding_ns, 200);
+  EXPECT_EQ(w.layers[1].holding_last, 1);
+  // The report's JSON carries both under "ranks", as its schema says.
+  const auto j = report_json(t, analyze(t), {});
+  EXPECT_EQ(j["ranks"]["waits"]["layers"][0]["holding_rank"], 1);
+  EXPECT_EQ(j["ranks"]["run"]["clock_alignment"]["ranks"][1]["offset_ns"], static_cast<double>(kSkew));
+  EXPECT_EQ(testing::schema_errors(j, std::string(MOETRACE_SOURCE_DIR) + "/schemas/report.schema.json"),
+            std::vector<std::string>{});
+}
+
+TEST(RunLoader, WithoutAlignmentTheSkewBecomesWaiting) {
+  RunLoadOptions o;
+  o.align = false;
+  const Trace t = load_run({rank_file(0, 2, 0, "n0.db"), rank_file(1, 2, kSkew, "n1.db")}, o);
+  EXPECT_FALSE(t.files->aligned());
+  EXPECT_DOUBLE_EQ(clock_of(t, 1).offset_ns, static_cast<double>(kSkew));  // still estimated, shown
+  const auto w = compute_rank_waits(t);
+  EXPECT_EQ(w.ranks[0].wait_ns, 3 * (kSkew + 100));
+}
+
+TEST(RunLoader, MissingAndDamagedFilesAreNamedAndTheRestAnalysed) {
+  const auto damaged = testing::temp_path("r2.db");
+  std::ofstream(damaged) << "not a database at all\n";
+  const auto r0 = rank_file(0, 4, 0, "m0.db"), r1 = rank_file(1, 4, 0, "m1.db");
+  const Trace t = load_run({r0, "/nonexistent/m3.db", r1, damaged});
+  ASSERT_EQ(t.files->left_out.size(), 2u);
+  EXPECT_EQ(t.files->left_out[0].second, "/nonexistent/m3.db: no such file");
+  EXPECT_EQ(t.files->left_out[1].first, damaged);
+  EXPECT_EQ(t.files->missing_ranks, (std::vector<std::int32_t>{2, 3}));
+  const auto warnings = t.files->warnings();
+  ASSERT_EQ(warnings.size(), 3u);
+  EXPECT_EQ(warnings[0], "/nonexistent/m3.db: no such file; left out, the other files are analysed");
+  EXPECT_EQ(warnings[2], "ranks 2-3 of 4 missing: no file given holds them");
+  EXPECT_EQ(t.rank_ids().size(), 2u);
+}
+
+TEST(RunLoader, NoReadableFileIsTheFirstFilesError) {
+  try {
+    load_run({"/nonexistent/a.db", "/nonexistent/b.db"});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "/nonexistent/a.db: no such file");
+  }
+}
+
+TEST(RunLoader, ARankOfAnotherRunIsRefusedByName) {
+  const auto r0 = rank_file(0, 2, 0, "o0.db"), r1 = rank_file(1, 2, 0, "o1.db");
+  const auto other = rank_file(1, 3, 0, "other.db");
+  try {
+    load_run({r0, other, r1});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              other + ": a rank of another run (world size 3, not 2 as in " + r0 + "); give the files of one run");
+  }
+}
+
+TEST(RunLoader, ADuplicateRankLeavesTheLaterFileOut) {
+  const auto r0 = rank_file(0, 2, 0, "d0.db"), again = rank_file(0, 2, 0, "d0again.db");
+  const auto r1 = rank_file(1, 2, 0, "d1.db");
+  const Trace t = load_run({r0, r1, again});
+  EXPECT_EQ(t.files->duplicate_ranks, (std::vector<std::int32_t>{0}));
+  ASSERT_EQ(t.files->left_out.size(), 1u);
+  EXPECT_EQ(t.files->left_out[0].second, again + ": holds rank 0, which " + r0 + " holds too");
+  EXPECT_EQ(t.ops.size(), 12u);
+}
+
+TEST(RunLoader, ExpandsDirectoriesAndPatternsInRankOrder) {
+  const auto dir = testing::temp_path("ranks");
+  std::filesystem::create_directories(dir);
+  for (int r : {10, 2, 1}) std::ofstream(dir + "/run.rank" + std::to_string(r) + ".db") << "x";
+  std::ofstream(dir + "/notes.txt") << "x";
+  const std::vector<std::string> want{dir + "/run.rank1.db", dir + "/run.rank2.db", dir + "/run.rank10.db"};
+  EXPECT_EQ(expand_trace_paths({dir}), want);
+  EXPECT_EQ(expand_trace_paths({dir + "/run.rank*.db"}), want);
+  EXPECT_THROW(expand_trace_paths({dir + "/none*.db"}), Error);
+}
+
+// The simulator's collectives end together on every rank. Skew each rank's
+// clock by an offset of +-5 ms and a drift of +-10 ppm (rank 0, the
+// reference, keeps its own); the alignment must put every op back within
+// 5 us of its simulated time.
+TEST(ClockAlign, RecoversOffsetsAndDriftsOfASimulatedRun) {
+  sim::RunSpec spec = sim::run_preset("dpmoe");
+  spec.common.ranks = 8;
+  spec.common.iterations = 4;
+  const auto model = spec.resolved_cost_model();
+  const auto plan = sim::build_plan(spec);
+  const auto path = testing::temp_path("skew_sim.db");
+  sim::write_trace(path, plan, model, sim::simulate(plan, model));
+  const Trace truth = load_trace(path);
+  Trace t = load_trace(path);
+  const std::int64_t origin = t.ops.front().start_ns;
+  auto skew = [&](RankId rank, std::int64_t& v) {
+    const double sign = rank.value % 2 == 1 ? 1 : -1, offset = rank.value == 0 ? 0 : sign * 5e6;
+    const double drift = rank.value == 0 ? 0 : (rank.value % 4 < 2 ? 1 : -1) * 10e-6;
+    v += kBase + std::llround(offset + drift * static_cast<double>(v - origin));
+  };
+  for (auto& op : t.ops) skew(op.rank, op.start_ns), skew(op.rank, op.end_ns);
+  for (auto& a : t.activities) skew(a.rank, a.start_ns), skew(a.rank, a.end_ns);
+  auto a = estimate_clock_alignment(t);
+  ASSERT_EQ(a.ranks.size(), 8u);
+  for (const auto& c : a.ranks) {
+    EXPECT_TRUE(c.usable()) << c.rank;
+    if (c.rank == 0) continue;
+    EXPECT_NEAR(c.drift_ppm, (c.rank % 4 < 2 ? 1 : -1) * 10.0, 0.5) << c.rank;
+  }
+  apply_clock_alignment(t, a);
+  ASSERT_EQ(t.ops.size(), truth.ops.size());
+  std::int64_t worst = 0;
+  for (std::size_t i = 0; i < t.ops.size(); ++i) {
+    worst = std::max(worst, std::abs(t.ops[i].start_ns - kBase - truth.ops[i].start_ns));
+    worst = std::max(worst, std::abs(t.ops[i].end_ns - kBase - truth.ops[i].end_ns));
+  }
+  EXPECT_LE(worst, 5000) << "ns";
+}
+
+}  // namespace
+}  // namespace moetrace::analyzer
