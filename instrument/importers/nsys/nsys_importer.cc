@@ -146,6 +146,28 @@ class FileImporter {
     return std::nullopt;
   }
 
+  // The rows of table t (SELECT columns), each on the rank of its process:
+  // column id_index, a globalPid or globalTid (id_column). keep(statement)
+  // may drop a row first; rows of other processes are skipped; row(statement,
+  // rank) reads the others.
+  template <class Keep, class Row>
+  void each_row(const char* t, const char* id_column, const std::string& columns, int id_index, Keep&& keep,
+                Row&& row) {
+    const bool has_id = f_.has(t, id_column);
+    auto st = f_.db().prepare("SELECT " + columns + " FROM " + t);
+    while (st.step()) {
+      step();
+      if (!keep(st)) continue;
+      auto rank = rank_of(has_id, st.int64(id_index));
+      if (!rank) {
+        b_.skip("unknown_process");
+        continue;
+      }
+      row(st, *rank);
+    }
+  }
+  static bool every(const sqlite::Statement&) { return true; }
+
   DeviceId device(std::int64_t id) {
     auto it = devices_.find(id);
     if (it != devices_.end()) return it->second;
@@ -211,26 +233,18 @@ class FileImporter {
   template <class Record, class Fill>
   void read_gpu_activity(const char* t, const std::string& extra, Fill fill) {
     if (!f_.has(t)) return;
-    const bool has_pid = f_.has(t, "globalPid");
-    auto st = f_.db().prepare("SELECT start, \"end\", " + f_.col(t, "deviceId") + ", streamId, " +
-                              f_.col(t, "correlationId") + ", " + f_.col(t, "globalPid") + ", " +
-                              extra + " FROM " + t);
-    while (st.step()) {
-      step();
-      auto rank = rank_of(has_pid, st.int64(5));
-      if (!rank) {
-        b_.skip("unknown_process");
-        continue;
-      }
+    const std::string columns = "start, \"end\", " + f_.col(t, "deviceId") + ", streamId, " +
+                                f_.col(t, "correlationId") + ", " + f_.col(t, "globalPid") + ", " + extra;
+    each_row(t, "globalPid", columns, 5, every, [&](auto& st, RankId rank) {
       Record r;
-      r.rank = *rank;
+      r.rank = rank;
       r.start_ns = at(st.int64(0));
       r.end_ns = at(st.int64(1));
-      r.stream = stream(*rank, st.int64_or(2, 0), st.int64(3));
+      r.stream = stream(rank, st.int64_or(2, 0), st.int64(3));
       r.correlation_id = st.int64_or(4, 0);
       fill(st, r);
       b_.add(r);
-    }
+    });
   }
 
   void read_kernels() {
@@ -293,33 +307,25 @@ class FileImporter {
   void read_runtime() {
     if (!f_.has(kRuntime)) return;
     const char* t = kRuntime;
-    const bool has_tid = f_.has(t, "globalTid");
-    auto st = f_.db().prepare("SELECT start, \"end\", " + f_.col(t, "eventClass") + ", " +
-                              f_.col(t, "globalTid") + ", " + f_.col(t, "correlationId") +
-                              ", nameId, " + f_.col(t, "returnValue") + " FROM " + t);
     std::unordered_map<std::int64_t, StringId> names;
-    while (st.step()) {
-      step();
-      // Exports without eventClass hold runtime calls only. "CUDA backtrace"
-      // rows (class 67) repeat a call (same correlation id) to carry its call
-      // stack; keeping them would count the call twice.
+    // Exports without eventClass hold runtime calls only. "CUDA backtrace"
+    // rows (class 67) repeat a call (same correlation id) to carry its call
+    // stack; keeping them would count the call twice.
+    auto api_call = [&](auto& st) {
       const auto cls = st.int64_or(2, kClassRuntime);
-      if (cls != kClassRuntime && cls != kClassDriver) {
-        b_.skip(cls == kClassBacktrace ? "runtime_backtrace_duplicate"
-                                       : "runtime_event_class_" + std::to_string(cls));
-        continue;
-      }
-      auto rank = rank_of(has_tid, st.int64(3));
-      if (!rank) {
-        b_.skip("unknown_process");
-        continue;
-      }
+      if (cls == kClassRuntime || cls == kClassDriver) return true;
+      b_.skip(cls == kClassBacktrace ? "runtime_backtrace_duplicate" : "runtime_event_class_" + std::to_string(cls));
+      return false;
+    };
+    const std::string columns = "start, \"end\", " + f_.col(t, "eventClass") + ", " + f_.col(t, "globalTid") + ", " +
+                                f_.col(t, "correlationId") + ", nameId, " + f_.col(t, "returnValue");
+    each_row(t, "globalTid", columns, 3, api_call, [&](auto& st, RankId rank) {
       instrument::ApiCallRecord a;
-      a.rank = *rank;
+      a.rank = rank;
       a.thread_id = tid_of(st.int64(3));
       a.start_ns = at(st.int64(0));
       a.end_ns = at(st.int64(1));
-      a.api = cls == kClassDriver ? schema::ApiKind::kDriver : schema::ApiKind::kRuntime;
+      a.api = st.int64_or(2, kClassRuntime) == kClassDriver ? schema::ApiKind::kDriver : schema::ApiKind::kRuntime;
       const auto name_id = st.int64(5);
       auto it = names.find(name_id);
       if (it == names.end()) it = names.emplace(name_id, b_.intern(strip_api_version(f_.str(name_id)))).first;
@@ -327,57 +333,43 @@ class FileImporter {
       a.correlation_id = st.int64_or(4, 0);
       a.return_code = static_cast<std::int32_t>(st.int64_or(6, 0));
       b_.add(a);
-    }
+    });
   }
 
   void read_sync() {
     if (!f_.has(kSync)) return;
     const char* t = kSync;
-    const bool has_pid = f_.has(t, "globalPid");
-    auto st = f_.db().prepare("SELECT start, \"end\", " + f_.col(t, "deviceId") + ", " +
-                              f_.col(t, "streamId") + ", " + f_.col(t, "correlationId") + ", " +
-                              f_.col(t, "globalPid") + ", " + f_.col(t, "syncType") + " FROM " + t);
-    while (st.step()) {
-      step();
-      auto rank = rank_of(has_pid, st.int64(5));
-      if (!rank) {
-        b_.skip("unknown_process");
-        continue;
-      }
+    const std::string columns = "start, \"end\", " + f_.col(t, "deviceId") + ", " + f_.col(t, "streamId") + ", " +
+                                f_.col(t, "correlationId") + ", " + f_.col(t, "globalPid") + ", " +
+                                f_.col(t, "syncType");
+    each_row(t, "globalPid", columns, 5, every, [&](auto& st, RankId rank) {
       instrument::SyncRecord s;
-      s.rank = *rank;
+      s.rank = rank;
       s.start_ns = at(st.int64(0));
       s.end_ns = at(st.int64(1));
       // Context-wide waits carry stream id 0xFFFFFFFF (or none).
       const auto stream_id = st.int64_or(3, -1);
-      if (stream_id >= 0 && stream_id < 0xFFFFFFFFll) s.stream = stream(*rank, st.int64_or(2, 0), stream_id);
+      if (stream_id >= 0 && stream_id < 0xFFFFFFFFll) s.stream = stream(rank, st.int64_or(2, 0), stream_id);
       s.correlation_id = st.int64_or(4, 0);
       s.kind = static_cast<std::int32_t>(st.int64_or(6, 0));
       b_.add(s);
-    }
+    });
   }
 
   void read_overhead() {
     if (!f_.has(kOverhead)) return;
     const char* t = kOverhead;
     const bool has_tid = f_.has(t, "globalTid");
-    auto st = f_.db().prepare("SELECT start, \"end\", " + f_.col(t, "globalTid") + ", " +
-                              f_.col(t, "overheadType") + " FROM " + t);
-    while (st.step()) {
-      step();
-      auto rank = rank_of(has_tid, st.int64(2));
-      if (!rank) {
-        b_.skip("unknown_process");
-        continue;
-      }
+    const std::string columns = "start, \"end\", " + f_.col(t, "globalTid") + ", " + f_.col(t, "overheadType");
+    each_row(t, "globalTid", columns, 2, every, [&](auto& st, RankId rank) {
       instrument::OverheadRecord o;
-      o.rank = *rank;
+      o.rank = rank;
       o.thread_id = has_tid && !st.is_null(2) ? tid_of(st.int64(2)) : -1;
       o.start_ns = at(st.int64(0));
       o.end_ns = at(st.int64(1));
       o.kind = overhead_kind(st.int64_or(3, 1));
       b_.add(o);
-    }
+    });
   }
 
   void read_nvtx() {
@@ -530,26 +522,18 @@ class FileImporter {
   void read_memory() {
     if (!f_.has(kMemory)) return;
     const char* t = kMemory;
-    const bool has_pid = f_.has(t, "globalPid");
-    auto st = f_.db().prepare("SELECT start, " + f_.col(t, "globalPid") + ", address, bytes, " +
-                              f_.col(t, "memKind") + ", memoryOperationType, " +
-                              f_.col(t, "correlationId") + " FROM " + t);
-    while (st.step()) {
-      step();
-      auto rank = rank_of(has_pid, st.int64(1));
-      if (!rank) {
-        b_.skip("unknown_process");
-        continue;
-      }
+    const std::string columns = "start, " + f_.col(t, "globalPid") + ", address, bytes, " + f_.col(t, "memKind") +
+                                ", memoryOperationType, " + f_.col(t, "correlationId");
+    each_row(t, "globalPid", columns, 1, every, [&](auto& st, RankId rank) {
       // memoryOperationType: 0 allocation, 1 free; anything else is not an
       // allocation event we can place on the memory timeline.
       const auto op = st.int64(5);
       if (op != 0 && op != 1) {
         b_.skip("memory_operation_" + std::to_string(op));
-        continue;
+        return;
       }
       instrument::MemoryEventRecord m;
-      m.rank = *rank;
+      m.rank = rank;
       m.ts_ns = at(st.int64(0));
       m.alloc = op == 0;
       m.address = static_cast<std::uint64_t>(st.int64(2));
@@ -557,7 +541,7 @@ class FileImporter {
       m.memory_kind = st.is_null(4) ? schema::MemoryKind::kUnknown : memory_kind(st.int64(4));
       m.correlation_id = st.int64_or(6, 0);
       b_.add(m);
-    }
+    });
   }
 
   // TARGET_INFO_CUDA_STREAM: the priority each process gave its streams.

@@ -86,9 +86,7 @@ void EpBuilder::chunk_grad_buffers(int j, int l, const Coords& co) {
         cr.d_t_di = add_tensor(q, BufferTag::kGradTDI, op_name(cc, "dT_DI"), cr.rows, M, cc);
         continue;
       }
-      std::int64_t max2 = 0, max1 = 0;
-      for (int c2 = c % 2; c2 < n; c2 += 2) max2 = std::max(max2, L.chunk[at(c2)][at(q)].rows);
-      for (int c2 = 0; c2 < n; ++c2) max1 = std::max(max1, L.chunk[at(c2)][at(q)].rows);
+      const auto [max2, max1] = slot_rows(l, q, c);
       const std::size_t s = at(c % 2);
       const Coords slot = coords(l, j, -1, c % 2, Phase::kBackward);
       if (!di[s].valid()) {

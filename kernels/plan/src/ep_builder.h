@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "build_common.h"
@@ -134,6 +135,9 @@ class EpBuilder {
   void forward(int j, int l);
   void gates(int j, int l, const Coords& co);
   void chunk_buffers(int j, int l, const Coords& co);
+  // Rows of the ring slots of chunk c on rank q under reuse (mpipemoe Eq. 5):
+  // the largest chunk of c's parity (T_DI, T_DO) and the largest of all (T_M).
+  std::pair<std::int64_t, std::int64_t> slot_rows(int l, int q, int c) const;
   void expert_forward(int j, int l, int c);
   void block_output(int j, int l, const Coords& co);
 

@@ -28,6 +28,17 @@ void EpBuilder::gates(int j, int l, const Coords& co) {
   }
 }
 
+std::pair<std::int64_t, std::int64_t> EpBuilder::slot_rows(int l, int q, int c) const {
+  const auto& chunks = layers_[at(l)].chunk;
+  std::int64_t same_parity = 0, all = 0;
+  for (int c2 = 0; c2 < spec_.chunks; ++c2) {
+    const std::int64_t rows = chunks[at(c2)][at(q)].rows;
+    if (c2 % 2 == c % 2) same_parity = std::max(same_parity, rows);
+    all = std::max(all, rows);
+  }
+  return {same_parity, all};
+}
+
 // Chunk buffers: one set per chunk, or (mpipemoe reuse, Eq. 5) two ring
 // slots for T_DI and T_DO and one for T_M, sized for their largest chunk.
 void EpBuilder::chunk_buffers(int j, int l, const Coords& co) {
@@ -48,9 +59,7 @@ void EpBuilder::chunk_buffers(int j, int l, const Coords& co) {
         L.fwd_slots[at(q)].push_back(cr.t_do);
         continue;
       }
-      std::int64_t max2 = 0, max1 = 0;
-      for (int c2 = c % 2; c2 < n; c2 += 2) max2 = std::max(max2, L.chunk[at(c2)][at(q)].rows);
-      for (int c2 = 0; c2 < n; ++c2) max1 = std::max(max1, L.chunk[at(c2)][at(q)].rows);
+      const auto [max2, max1] = slot_rows(l, q, c);
       const Coords slot = coords(l, j, -1, c % 2, Phase::kForward);
       const std::size_t s = at(c % 2);
       if (!di_slot[s].valid()) {

@@ -77,6 +77,10 @@ void PlanBuilder::reserve(std::size_t ops, std::size_t buffers) {
 #endif
 }
 
+PlanBuilder::~PlanBuilder() {
+  if (prefault_.joinable()) prefault_.join();  // also where building threw
+}
+
 Plan PlanBuilder::finish() {
   if (prefault_.joinable()) prefault_.join();
   return std::move(plan_);

@@ -31,6 +31,9 @@ struct OpArgs {
 class PlanBuilder {
  public:
   PlanBuilder(std::string variant, int world_size);
+  ~PlanBuilder();
+  PlanBuilder(const PlanBuilder&) = delete;
+  PlanBuilder& operator=(const PlanBuilder&) = delete;
 
   Plan& plan() { return plan_; }
   // The rank's stream of this role and name suffix ("" for the default one),
