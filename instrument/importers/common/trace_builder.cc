@@ -10,6 +10,8 @@
 
 namespace moetrace::importers {
 
+std::string file_name(const std::string& path) { return std::filesystem::path(path).filename().string(); }
+
 bool is_nccl_kernel(std::string_view name) {
   // Kineto names kernels as launched ("ncclKernel_AllReduce_..."), nsys may
   // prefix "void "; NCCL's own kernels all start with "nccl" after that.

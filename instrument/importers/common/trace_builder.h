@@ -28,6 +28,9 @@ using ProgressFn = std::function<void(std::string_view stage, double fraction)>;
 // True for NCCL kernels (ncclKernel_*, ncclDevKernel_*): they make a stream `comm`.
 bool is_nccl_kernel(std::string_view name);
 
+// The file name of an input path, as importers label what came from it.
+std::string file_name(const std::string& path);
+
 class TraceBuilder {
  public:
   TraceBuilder(const std::string& output, Format format, const std::vector<std::string>& inputs,

@@ -16,12 +16,8 @@
 #include <cxxabi.h>
 
 #include <algorithm>
-#include <array>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -29,6 +25,7 @@
 #include <unordered_map>
 
 #include "../common/trace_builder.h"
+#include "nsys_export.h"
 #include "nvtx_payload.h"
 #include "moetrace/schema/error.h"
 #include "moetrace/schema/schema.h"
@@ -36,36 +33,6 @@
 
 namespace moetrace::importers::nsys {
 namespace {
-
-constexpr const char* kKernel = "CUPTI_ACTIVITY_KIND_KERNEL";
-constexpr const char* kMemcpy = "CUPTI_ACTIVITY_KIND_MEMCPY";
-constexpr const char* kMemset = "CUPTI_ACTIVITY_KIND_MEMSET";
-constexpr const char* kRuntime = "CUPTI_ACTIVITY_KIND_RUNTIME";
-constexpr const char* kSync = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION";
-constexpr const char* kOverhead = "CUPTI_ACTIVITY_KIND_OVERHEAD";
-constexpr const char* kNvtx = "NVTX_EVENTS";
-constexpr const char* kMemory = "CUDA_GPU_MEMORY_USAGE_EVENTS";
-
-// NVTX_EVENTS.eventType values (ENUM_NSYS_EVENT_TYPE).
-constexpr int kNvtxCategory = 33;
-constexpr int kNvtxMark = 34;
-constexpr int kNvtxThread = 39;
-constexpr int kNvtxPushPop = 59;
-constexpr int kNvtxStartEnd = 60;
-constexpr int kNvtxDomainCreate = 75;
-constexpr int kNvtxDomainDestroy = 76;
-
-// ENUM_NSYS_EVENT_CLASS of CUPTI_ACTIVITY_KIND_RUNTIME rows.
-constexpr int kClassRuntime = 0;
-constexpr int kClassDriver = 1;
-constexpr int kClassBacktrace = 67;
-
-constexpr std::int64_t pid_of(std::int64_t global_id) { return (global_id >> 24) & 0xFFFFFF; }
-constexpr std::int64_t tid_of(std::int64_t global_tid) { return global_tid & 0xFFFFFF; }
-
-std::string file_name(const std::string& path) {
-  return std::filesystem::path(path).filename().string();
-}
 
 // CUDA_MEMOPR_MEMORY_KIND -> moetrace memory kind.
 schema::MemoryKind memory_kind(std::int64_t k) {
@@ -123,207 +90,6 @@ std::string demangle(std::string_view name) {
   return status == 0 && out ? std::string(out.get()) : mangled;
 }
 
-// One export, opened read-only, with what the prescan learnt about it.
-class ExportFile {
- public:
-  explicit ExportFile(const std::string& path) : path_(path), label_(file_name(path)) {
-    {
-      std::ifstream in(path, std::ios::binary);
-      std::array<char, 16> header{};
-      in.read(header.data(), header.size());
-      if (in.gcount() < 16 || std::memcmp(header.data(), "SQLite format 3", 16) != 0)
-        throw Error(path + ": not a SQLite database, so not an Nsight Systems export");
-    }
-    db_ = sqlite::Database(path, sqlite::Database::Mode::kReadOnly);
-    if (db_.pragma_int("application_id").value_or(0) == schema::kApplicationId)
-      throw Error(path + ": already a moetrace trace; nothing to import");
-    {
-      auto st = db_.prepare("SELECT name FROM sqlite_master WHERE type = 'table'");
-      while (st.step()) tables_.emplace(std::string(st.text(0)), std::set<std::string>{});
-    }
-    for (auto& [table, cols] : tables_) {
-      auto st = db_.prepare("SELECT name FROM pragma_table_info(?1)");
-      st.bind(1, std::string_view(table));
-      while (st.step()) cols.emplace(st.text(0));
-    }
-    read_metadata();
-    check_schema();
-  }
-
-  const std::string& path() const { return path_; }
-  const std::string& label() const { return label_; }
-  sqlite::Database& db() { return db_; }
-  const std::string& schema_version() const { return schema_version_; }
-  const std::string& product_version() const { return product_version_; }
-  const std::string& host() const { return host_; }
-  std::optional<std::int64_t> session_start_utc_ns() const { return session_start_; }
-
-  bool has(const std::string& table) const { return tables_.count(table) != 0; }
-  bool has(const std::string& table, const std::string& column) const {
-    auto it = tables_.find(table);
-    return it != tables_.end() && it->second.count(column) != 0;
-  }
-  // The column, or NULL where this export lacks it; quoted ("end" is an SQL keyword).
-  std::string col(const std::string& table, const std::string& column) const {
-    return has(table, column) ? "\"" + column + "\"" : "NULL";
-  }
-
-  std::string_view str(std::int64_t id) {
-    if (!strings_loaded_) load_strings();
-    auto it = strings_.find(id);
-    return it == strings_.end() ? std::string_view() : std::string_view(it->second);
-  }
-  std::int64_t rows(const std::string& table) {
-    return has(table) ? db_.query_int("SELECT count(*) FROM \"" + table + "\"").value_or(0) : 0;
-  }
-
- private:
-  void read_metadata() {
-    for (const char* meta : {"META_DATA_EXPORT", "EXPORT_META_DATA"}) {
-      if (!has(meta, "name") || !has(meta, "value")) continue;
-      auto st = db_.prepare(std::string("SELECT name, value FROM ") + meta);
-      while (st.step()) {
-        if (st.text(0) == "EXPORT_SCHEMA_VERSION") schema_version_ = st.text(1);
-        if (st.text(0) == "EXPORT_PRODUCT_VERSION") product_version_ = st.text(1);
-      }
-    }
-    if (has("TARGET_INFO_SYSTEM_ENV", "name") && has("TARGET_INFO_SYSTEM_ENV", "value")) {
-      auto st = db_.prepare("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname'");
-      if (st.step()) host_ = st.text(0);
-    }
-    if (has("TARGET_INFO_SESSION_START_TIME", "utcEpochNs")) {
-      auto st = db_.prepare("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME");
-      if (st.step() && !st.is_null(0)) session_start_ = st.int64(0);
-    }
-  }
-
-  void check_schema() {
-    const bool nsys_tables = has("StringIds") || has(kKernel) || has(kRuntime) || has(kNvtx) ||
-                             has("TARGET_INFO_GPU");
-    if (schema_version_.empty() && !nsys_tables)
-      throw Error(path_ + ": a SQLite database but not an Nsight Systems export (no StringIds, "
-                          "CUPTI or NVTX tables)");
-    if (!schema_version_.empty()) {
-      const int major = std::atoi(schema_version_.c_str());
-      if (major != 2 && major != 3)
-        throw Error(path_ + ": Nsight Systems export schema " + schema_version_ +
-                    " is not one this importer reads (2.x and 3.x); export with a supported nsys");
-    }
-    const std::string version = schema_version_.empty() ? "unknown" : schema_version_;
-    auto need = [&](const char* table, std::initializer_list<const char*> columns) {
-      if (!has(table)) return;
-      for (const char* c : columns)
-        if (!has(table, c))
-          throw Error(path_ + ": table " + table + " lacks column " + c +
-                      "; incompatible Nsight Systems export (schema " + version + ")");
-    };
-    need(kKernel, {"start", "end", "streamId"});
-    need(kMemcpy, {"start", "end", "streamId", "bytes", "copyKind"});
-    need(kMemset, {"start", "end", "streamId", "bytes"});
-    need(kRuntime, {"start", "end", "nameId"});
-    need(kSync, {"start", "end"});
-    need(kOverhead, {"start", "end"});
-    need(kNvtx, {"start", "eventType"});
-    need(kMemory, {"start", "address", "bytes", "memoryOperationType"});
-    need("StringIds", {"id", "value"});
-    if (has(kKernel) && !has(kKernel, "demangledName") && !has(kKernel, "shortName") &&
-        !has(kKernel, "mangledName"))
-      throw Error(path_ + ": table " + std::string(kKernel) +
-                  " has no kernel name column; incompatible Nsight Systems export (schema " +
-                  version + ")");
-    if ((has(kKernel) || has(kRuntime)) && !has("StringIds"))
-      throw Error(path_ + ": no StringIds table, so kernel and API names cannot be read; "
-                          "incompatible Nsight Systems export (schema " + version + ")");
-  }
-
-  void load_strings() {
-    strings_loaded_ = true;
-    if (!has("StringIds")) return;
-    auto st = db_.prepare("SELECT id, value FROM StringIds");
-    while (st.step()) strings_.emplace(st.int64(0), std::string(st.text(1)));
-  }
-
-  std::string path_, label_;
-  sqlite::Database db_;
-  std::map<std::string, std::set<std::string>> tables_;
-  std::string schema_version_, product_version_, host_;
-  std::optional<std::int64_t> session_start_;
-  std::unordered_map<std::int64_t, std::string> strings_;
-  bool strings_loaded_ = false;
-};
-
-// What the prescan of all files decides before any event is read: the
-// processes that become ranks, their rank numbers, and each file's clock offset.
-struct ProcessInfo {
-  std::size_t file = 0;
-  std::int64_t pid = 0;
-  std::string name;
-  std::optional<int> mpi_rank;  // from an "MPI Rank N" thread name
-};
-
-std::set<std::int64_t> cuda_pids(ExportFile& f) {
-  std::set<std::int64_t> pids;
-  auto collect = [&](const char* table, const char* column) {
-    if (!f.has(table, column)) return;
-    auto st = f.db().prepare(std::string("SELECT DISTINCT ") + column + " FROM " + table +
-                             " WHERE " + column + " IS NOT NULL");
-    while (st.step()) pids.insert(pid_of(st.int64(0)));
-  };
-  collect(kKernel, "globalPid");
-  collect(kMemcpy, "globalPid");
-  collect(kMemset, "globalPid");
-  collect(kSync, "globalPid");
-  collect(kRuntime, "globalTid");
-  collect(kMemory, "globalPid");
-  return pids;
-}
-
-std::set<std::int64_t> nvtx_pids(ExportFile& f) {
-  std::set<std::int64_t> pids;
-  if (!f.has(kNvtx, "globalTid")) return pids;
-  auto st = f.db().prepare(
-      "SELECT DISTINCT globalTid FROM NVTX_EVENTS WHERE globalTid IS NOT NULL AND eventType IN (59, 60)");
-  while (st.step()) pids.insert(pid_of(st.int64(0)));
-  return pids;
-}
-
-// MPI tracing in nsys names the rank's main thread "MPI Rank N" (ThreadNames,
-// and NVTX thread-name events); that is the only rank number an export holds.
-std::map<std::int64_t, int> mpi_rank_names(ExportFile& f) {
-  std::map<std::int64_t, int> ranks;
-  auto note = [&](std::int64_t global_tid, std::string_view name) {
-    constexpr std::string_view prefix = "MPI Rank ";
-    if (name.substr(0, prefix.size()) != prefix) return;
-    const auto digits = name.substr(prefix.size());
-    if (digits.empty() || digits.size() > 7) return;
-    int rank = 0;
-    for (char c : digits) {
-      if (c < '0' || c > '9') return;
-      rank = rank * 10 + (c - '0');
-    }
-    ranks[pid_of(global_tid)] = rank;
-  };
-  if (f.has("ThreadNames", "nameId") && f.has("ThreadNames", "globalTid")) {
-    auto st = f.db().prepare("SELECT globalTid, nameId FROM ThreadNames WHERE globalTid IS NOT NULL");
-    while (st.step()) note(st.int64(0), f.str(st.int64(1)));
-  }
-  if (f.has(kNvtx, "globalTid")) {
-    auto st = f.db().prepare("SELECT globalTid, " + f.col(kNvtx, "text") + ", " +
-                             f.col(kNvtx, "textId") +
-                             " FROM NVTX_EVENTS WHERE eventType = 39 AND globalTid IS NOT NULL");
-    while (st.step()) note(st.int64(0), st.is_null(1) ? f.str(st.int64(2)) : st.text(1));
-  }
-  return ranks;
-}
-
-std::map<std::int64_t, std::string> process_names(ExportFile& f) {
-  std::map<std::int64_t, std::string> names;
-  if (!f.has("PROCESSES", "pid") || !f.has("PROCESSES", "name")) return names;
-  auto st = f.db().prepare("SELECT pid, name FROM PROCESSES WHERE pid IS NOT NULL");
-  while (st.step()) names[st.int64(0)] = st.text(1);
-  return names;
-}
-
 // Imports one file's events once its ranks are registered.
 class FileImporter {
  public:
@@ -379,6 +145,28 @@ class FileImporter {
     if (ranks_.size() == 1) return ranks_.begin()->second;
     return std::nullopt;
   }
+
+  // The rows of table t (SELECT columns), each on the rank of its process:
+  // column id_index, a globalPid or globalTid (id_column). keep(statement)
+  // may drop a row first; rows of other processes are skipped; row(statement,
+  // rank) reads the others.
+  template <class Keep, class Row>
+  void each_row(const char* t, const char* id_column, const std::string& columns, int id_index, Keep&& keep,
+                Row&& row) {
+    const bool has_id = f_.has(t, id_column);
+    auto st = f_.db().prepare("SELECT " + columns + " FROM " + t);
+    while (st.step()) {
+      step();
+      if (!keep(st)) continue;
+      auto rank = rank_of(has_id, st.int64(id_index));
+      if (!rank) {
+        b_.skip("unknown_process");
+        continue;
+      }
+      row(st, *rank);
+    }
+  }
+  static bool every(const sqlite::Statement&) { return true; }
 
   DeviceId device(std::int64_t id) {
     auto it = devices_.find(id);
@@ -445,26 +233,18 @@ class FileImporter {
   template <class Record, class Fill>
   void read_gpu_activity(const char* t, const std::string& extra, Fill fill) {
     if (!f_.has(t)) return;
-    const bool has_pid = f_.has(t, "globalPid");
-    auto st = f_.db().prepare("SELECT start, \"end\", " + f_.col(t, "deviceId") + ", streamId, " +
-                              f_.col(t, "correlationId") + ", " + f_.col(t, "globalPid") + ", " +
-                              extra + " FROM " + t);
-    while (st.step()) {
-      step();
-      auto rank = rank_of(has_pid, st.int64(5));
-      if (!rank) {
-        b_.skip("unknown_process");
-        continue;
-      }
+    const std::string columns = "start, \"end\", " + f_.col(t, "deviceId") + ", streamId, " +
+                                f_.col(t, "correlationId") + ", " + f_.col(t, "globalPid") + ", " + extra;
+    each_row(t, "globalPid", columns, 5, every, [&](auto& st, RankId rank) {
       Record r;
-      r.rank = *rank;
+      r.rank = rank;
       r.start_ns = at(st.int64(0));
       r.end_ns = at(st.int64(1));
-      r.stream = stream(*rank, st.int64_or(2, 0), st.int64(3));
+      r.stream = stream(rank, st.int64_or(2, 0), st.int64(3));
       r.correlation_id = st.int64_or(4, 0);
       fill(st, r);
       b_.add(r);
-    }
+    });
   }
 
   void read_kernels() {
@@ -527,33 +307,25 @@ class FileImporter {
   void read_runtime() {
     if (!f_.has(kRuntime)) return;
     const char* t = kRuntime;
-    const bool has_tid = f_.has(t, "globalTid");
-    auto st = f_.db().prepare("SELECT start, \"end\", " + f_.col(t, "eventClass") + ", " +
-                              f_.col(t, "globalTid") + ", " + f_.col(t, "correlationId") +
-                              ", nameId, " + f_.col(t, "returnValue") + " FROM " + t);
     std::unordered_map<std::int64_t, StringId> names;
-    while (st.step()) {
-      step();
-      // Exports without eventClass hold runtime calls only. "CUDA backtrace"
-      // rows (class 67) repeat a call (same correlation id) to carry its call
-      // stack; keeping them would count the call twice.
+    // Exports without eventClass hold runtime calls only. "CUDA backtrace"
+    // rows (class 67) repeat a call (same correlation id) to carry its call
+    // stack; keeping them would count the call twice.
+    auto api_call = [&](auto& st) {
       const auto cls = st.int64_or(2, kClassRuntime);
-      if (cls != kClassRuntime && cls != kClassDriver) {
-        b_.skip(cls == kClassBacktrace ? "runtime_backtrace_duplicate"
-                                       : "runtime_event_class_" + std::to_string(cls));
-        continue;
-      }
-      auto rank = rank_of(has_tid, st.int64(3));
-      if (!rank) {
-        b_.skip("unknown_process");
-        continue;
-      }
+      if (cls == kClassRuntime || cls == kClassDriver) return true;
+      b_.skip(cls == kClassBacktrace ? "runtime_backtrace_duplicate" : "runtime_event_class_" + std::to_string(cls));
+      return false;
+    };
+    const std::string columns = "start, \"end\", " + f_.col(t, "eventClass") + ", " + f_.col(t, "globalTid") + ", " +
+                                f_.col(t, "correlationId") + ", nameId, " + f_.col(t, "returnValue");
+    each_row(t, "globalTid", columns, 3, api_call, [&](auto& st, RankId rank) {
       instrument::ApiCallRecord a;
-      a.rank = *rank;
+      a.rank = rank;
       a.thread_id = tid_of(st.int64(3));
       a.start_ns = at(st.int64(0));
       a.end_ns = at(st.int64(1));
-      a.api = cls == kClassDriver ? schema::ApiKind::kDriver : schema::ApiKind::kRuntime;
+      a.api = st.int64_or(2, kClassRuntime) == kClassDriver ? schema::ApiKind::kDriver : schema::ApiKind::kRuntime;
       const auto name_id = st.int64(5);
       auto it = names.find(name_id);
       if (it == names.end()) it = names.emplace(name_id, b_.intern(strip_api_version(f_.str(name_id)))).first;
@@ -561,57 +333,43 @@ class FileImporter {
       a.correlation_id = st.int64_or(4, 0);
       a.return_code = static_cast<std::int32_t>(st.int64_or(6, 0));
       b_.add(a);
-    }
+    });
   }
 
   void read_sync() {
     if (!f_.has(kSync)) return;
     const char* t = kSync;
-    const bool has_pid = f_.has(t, "globalPid");
-    auto st = f_.db().prepare("SELECT start, \"end\", " + f_.col(t, "deviceId") + ", " +
-                              f_.col(t, "streamId") + ", " + f_.col(t, "correlationId") + ", " +
-                              f_.col(t, "globalPid") + ", " + f_.col(t, "syncType") + " FROM " + t);
-    while (st.step()) {
-      step();
-      auto rank = rank_of(has_pid, st.int64(5));
-      if (!rank) {
-        b_.skip("unknown_process");
-        continue;
-      }
+    const std::string columns = "start, \"end\", " + f_.col(t, "deviceId") + ", " + f_.col(t, "streamId") + ", " +
+                                f_.col(t, "correlationId") + ", " + f_.col(t, "globalPid") + ", " +
+                                f_.col(t, "syncType");
+    each_row(t, "globalPid", columns, 5, every, [&](auto& st, RankId rank) {
       instrument::SyncRecord s;
-      s.rank = *rank;
+      s.rank = rank;
       s.start_ns = at(st.int64(0));
       s.end_ns = at(st.int64(1));
       // Context-wide waits carry stream id 0xFFFFFFFF (or none).
       const auto stream_id = st.int64_or(3, -1);
-      if (stream_id >= 0 && stream_id < 0xFFFFFFFFll) s.stream = stream(*rank, st.int64_or(2, 0), stream_id);
+      if (stream_id >= 0 && stream_id < 0xFFFFFFFFll) s.stream = stream(rank, st.int64_or(2, 0), stream_id);
       s.correlation_id = st.int64_or(4, 0);
       s.kind = static_cast<std::int32_t>(st.int64_or(6, 0));
       b_.add(s);
-    }
+    });
   }
 
   void read_overhead() {
     if (!f_.has(kOverhead)) return;
     const char* t = kOverhead;
     const bool has_tid = f_.has(t, "globalTid");
-    auto st = f_.db().prepare("SELECT start, \"end\", " + f_.col(t, "globalTid") + ", " +
-                              f_.col(t, "overheadType") + " FROM " + t);
-    while (st.step()) {
-      step();
-      auto rank = rank_of(has_tid, st.int64(2));
-      if (!rank) {
-        b_.skip("unknown_process");
-        continue;
-      }
+    const std::string columns = "start, \"end\", " + f_.col(t, "globalTid") + ", " + f_.col(t, "overheadType");
+    each_row(t, "globalTid", columns, 2, every, [&](auto& st, RankId rank) {
       instrument::OverheadRecord o;
-      o.rank = *rank;
+      o.rank = rank;
       o.thread_id = has_tid && !st.is_null(2) ? tid_of(st.int64(2)) : -1;
       o.start_ns = at(st.int64(0));
       o.end_ns = at(st.int64(1));
       o.kind = overhead_kind(st.int64_or(3, 1));
       b_.add(o);
-    }
+    });
   }
 
   void read_nvtx() {
@@ -764,26 +522,18 @@ class FileImporter {
   void read_memory() {
     if (!f_.has(kMemory)) return;
     const char* t = kMemory;
-    const bool has_pid = f_.has(t, "globalPid");
-    auto st = f_.db().prepare("SELECT start, " + f_.col(t, "globalPid") + ", address, bytes, " +
-                              f_.col(t, "memKind") + ", memoryOperationType, " +
-                              f_.col(t, "correlationId") + " FROM " + t);
-    while (st.step()) {
-      step();
-      auto rank = rank_of(has_pid, st.int64(1));
-      if (!rank) {
-        b_.skip("unknown_process");
-        continue;
-      }
+    const std::string columns = "start, " + f_.col(t, "globalPid") + ", address, bytes, " + f_.col(t, "memKind") +
+                                ", memoryOperationType, " + f_.col(t, "correlationId");
+    each_row(t, "globalPid", columns, 1, every, [&](auto& st, RankId rank) {
       // memoryOperationType: 0 allocation, 1 free; anything else is not an
       // allocation event we can place on the memory timeline.
       const auto op = st.int64(5);
       if (op != 0 && op != 1) {
         b_.skip("memory_operation_" + std::to_string(op));
-        continue;
+        return;
       }
       instrument::MemoryEventRecord m;
-      m.rank = *rank;
+      m.rank = rank;
       m.ts_ns = at(st.int64(0));
       m.alloc = op == 0;
       m.address = static_cast<std::uint64_t>(st.int64(2));
@@ -791,7 +541,7 @@ class FileImporter {
       m.memory_kind = st.is_null(4) ? schema::MemoryKind::kUnknown : memory_kind(st.int64(4));
       m.correlation_id = st.int64_or(6, 0);
       b_.add(m);
-    }
+    });
   }
 
   // TARGET_INFO_CUDA_STREAM: the priority each process gave its streams.

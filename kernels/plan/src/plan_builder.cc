@@ -1,8 +1,12 @@
 #include "plan_builder.h"
 
 #include <fmt/format.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <utility>
 
 #include "moetrace/schema/error.h"
 
@@ -29,9 +33,57 @@ StreamId PlanBuilder::stream(RankId rank, StreamRole role, std::string_view suff
 
 BufferId PlanBuilder::add_buffer(Buffer b) {
   b.id = BufferId(static_cast<std::int64_t>(plan_.buffers.size()));
+  Hazard& h = hazards_.emplace_back();
+  h.rank = b.rank;
+  h.persistent = b.persistent;
+  h.bound = b.binding.kind != BufferBinding::Kind::kNone;
   plan_.buffers.push_back(std::move(b));
-  hazards_.emplace_back();
   return plan_.buffers.back().id;
+}
+
+namespace {
+
+// The unused capacity of a vector, as a byte range.
+template <class T>
+std::pair<const void*, const void*> spare_capacity(const std::vector<T>& v) {
+  return {v.data() + v.size(), v.data() + v.capacity()};
+}
+
+}  // namespace
+
+void PlanBuilder::reserve(std::size_t ops, std::size_t buffers) {
+  if (prefault_.joinable()) prefault_.join();
+  plan_.ops.reserve(ops);
+  plan_.buffers.reserve(buffers);
+  hazards_.reserve(buffers);
+#ifdef MADV_POPULATE_WRITE
+  // The kernel maps the pages without writing them (Linux 5.14), so the
+  // ranges may be in use meanwhile; where it cannot, nothing happens.
+  const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  std::vector<std::pair<std::uintptr_t, std::uintptr_t>> pages;
+  std::uintptr_t total = 0;
+  for (const auto& [begin, end] : {spare_capacity(plan_.ops), spare_capacity(plan_.buffers), spare_capacity(hazards_)}) {
+    const auto first = (reinterpret_cast<std::uintptr_t>(begin) + page - 1) / page * page;
+    const auto last = reinterpret_cast<std::uintptr_t>(end) / page * page;
+    if (last > first) {
+      pages.emplace_back(first, last);
+      total += last - first;
+    }
+  }
+  if (total >= (16u << 20))  // only where it pays for a thread
+    prefault_ = std::thread([pages = std::move(pages)] {
+      for (const auto& [first, last] : pages) madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE);
+    });
+#endif
+}
+
+PlanBuilder::~PlanBuilder() {
+  if (prefault_.joinable()) prefault_.join();  // also where building threw
+}
+
+Plan PlanBuilder::finish() {
+  if (prefault_.joinable()) prefault_.join();
+  return std::move(plan_);
 }
 
 OpId PlanBuilder::add(OpArgs a) {
@@ -59,26 +111,26 @@ OpId PlanBuilder::add(OpArgs a) {
   auto depend_on = [&](OpId d) {
     if (d.valid()) deps.push_back(d);
   };
+  auto name_of = [this](BufferId id) -> const std::string& { return buffer(id).name; };
   for (const auto& acc : op.buffers) {
     Hazard& h = hazards_[static_cast<std::size_t>(acc.buffer.value)];
-    const Buffer& b = plan_.buffers[static_cast<std::size_t>(acc.buffer.value)];
-    if (b.rank != op.rank)
+    if (h.rank != op.rank)
       throw Error(fmt::format("plan builder: op {} on rank {} touches buffer {} of rank {}",
-                              op.name, op.rank.value, b.name, b.rank.value));
+                              op.name, op.rank.value, name_of(acc.buffer), h.rank.value));
     if (h.freed)
       throw Error(fmt::format("plan builder: op {} touches buffer {} after it was freed", op.name,
-                              b.name));
+                              name_of(acc.buffer)));
     const bool writes = acc.access != schema::Access::kRead;
     depend_on(h.last_writer);
     if (writes)
       for (OpId r : h.readers) depend_on(r);
     bool acts_as_writer = writes;
-    if (!b.persistent && !h.allocated) {
+    if (!h.persistent && !h.allocated) {
       h.allocated = true;
-      op.alloc_before.push_back(b.id);
+      op.alloc_before.push_back(acc.buffer);
       // Allocation fills bound buffers (inputs, zeros): later readers must
       // follow it even where this first op only reads.
-      if (b.binding.kind != BufferBinding::Kind::kNone) acts_as_writer = true;
+      if (h.bound) acts_as_writer = true;
     }
     if (acts_as_writer) {
       h.last_writer = op.id;
@@ -89,13 +141,14 @@ OpId PlanBuilder::add(OpArgs a) {
   }
   for (BufferId f : a.free) {
     Hazard& h = hazards_[static_cast<std::size_t>(f.value)];
-    const Buffer& b = plan_.buffers[static_cast<std::size_t>(f.value)];
-    if (b.persistent || !h.allocated || h.freed)
-      throw Error(fmt::format("plan builder: op {} frees buffer {} that is {}", op.name, b.name,
-                              b.persistent ? "persistent" : h.freed ? "already freed" : "not allocated"));
+    if (h.persistent || !h.allocated || h.freed)
+      throw Error(fmt::format("plan builder: op {} frees buffer {} that is {}", op.name, name_of(f),
+                              h.persistent ? "persistent" : h.freed ? "already freed" : "not allocated"));
     if (h.last_writer != op.id) depend_on(h.last_writer);
     for (OpId r : h.readers) depend_on(r);
     h.freed = true;
+    // A freed buffer is never touched again: drop its bookkeeping.
+    std::vector<OpId>().swap(h.readers);
     op.free_after.push_back(f);
   }
   std::sort(deps.begin(), deps.end());

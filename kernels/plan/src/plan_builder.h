@@ -7,6 +7,7 @@
 
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "moetrace/plan/plan.h"
@@ -30,6 +31,9 @@ struct OpArgs {
 class PlanBuilder {
  public:
   PlanBuilder(std::string variant, int world_size);
+  ~PlanBuilder();
+  PlanBuilder(const PlanBuilder&) = delete;
+  PlanBuilder& operator=(const PlanBuilder&) = delete;
 
   Plan& plan() { return plan_; }
   // The rank's stream of this role and name suffix ("" for the default one),
@@ -45,20 +49,30 @@ class PlanBuilder {
   bool touched(BufferId b) const { return state(b).allocated; }
   bool freed(BufferId b) const { return state(b).freed; }
 
-  Plan finish() { return std::move(plan_); }
+  // Room for this many ops and buffers in all; the pages of the new room are
+  // faulted in on another thread meanwhile (a plan of 1024 ranks is ~600 MB).
+  void reserve(std::size_t ops, std::size_t buffers);
+
+  Plan finish();
 
  private:
+  // What add() needs of a buffer: kept apart from the (cold) Buffer, whose
+  // cache miss per access would dominate the building of large plans.
   struct Hazard {
     OpId last_writer;
     std::vector<OpId> readers;  // since last_writer
+    RankId rank;
     bool allocated = false;
     bool freed = false;
+    bool persistent = false;
+    bool bound = false;  // binding.kind != kNone
   };
   const Hazard& state(BufferId b) const { return hazards_[static_cast<std::size_t>(b.value)]; }
 
   Plan plan_;
   std::vector<Hazard> hazards_;
   std::int64_t next_collective_ = 0;
+  std::thread prefault_;
 };
 
 }  // namespace moetrace::plan::detail

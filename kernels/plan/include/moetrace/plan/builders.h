@@ -13,6 +13,9 @@
 // stream (pipemoe's single network resource, NOTES.md).
 #pragma once
 
+#include <cstdint>
+#include <limits>
+
 #include "moetrace/plan/config.h"
 #include "moetrace/plan/plan.h"
 #include "moetrace/plan/pro_prophet.h"
@@ -20,13 +23,31 @@
 
 namespace moetrace::plan {
 
+// How much of the plan a builder writes (build_dpmoe and build_pipemoe).
+struct PlanDetail {
+  // Timing only, for the simulator at 1024 ranks and beyond: the same ops in
+  // the same order, with the same names, coordinates, streams, FLOPs, bytes,
+  // buffers, accesses, allocations, frees and dependencies, except that
+  //  - an all-to-all op lists two aggregated transfers per direction (its
+  //    segment to itself, and the rest with an invalid peer);
+  //  - collectives leave their group (every rank) implicit;
+  //  - routed layouts and the experts' row spans are empty;
+  // so a layer costs O(P E) instead of O(P^2 E) and the simulator gives it the
+  // same times. The CPU and CUDA executors cannot run such a plan. Not with
+  // DPMoE's capacity padding.
+  bool timing_only = false;
+  // Above this many (iteration, layer, source, expert) entries, Plan::loads
+  // holds per-expert totals (source -1) instead.
+  std::int64_t max_load_entries = std::numeric_limits<std::int64_t>::max();
+};
+
 // GShard-style expert parallelism, one chunk.
-Plan build_dpmoe(const DpMoeConfig& config, const ExpertLoad& load);
+Plan build_dpmoe(const DpMoeConfig& config, const ExpertLoad& load, const PlanDetail& mode = {});
 
 // pipemoe Eq. 5-12: r chunks; dispatches D_1..D_r then combines C_1..C_r on
 // the comm stream, expert computations E_1..E_r on the compute stream; each
 // chunk has its own T_DI, T_M, T_DO.
-Plan build_pipemoe(const PipeMoeConfig& config, const ExpertLoad& load);
+Plan build_pipemoe(const PipeMoeConfig& config, const ExpertLoad& load, const PlanDetail& mode = {});
 
 // mpipemoe Sec. III-B/D: n partitions, S and R alternating on the comm stream
 // (Fig. 7a: S1 S2 R1 S3 R2 ...). With a reuse strategy, T_DI and T_DO use two

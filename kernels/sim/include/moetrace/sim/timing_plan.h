@@ -1,19 +1,9 @@
-// Timing-only plans for large what-if runs (1024 GPUs and beyond).
-//
-// The plan builders (kernels/plan) give every all-to-all op its per-peer
-// views, so the CPU and CUDA executors can move real rows; that is P x P
-// transfers per collective and O(P^2 E) work per layer, too much at 1024
-// ranks. The simulator only needs each rank's send and receive totals. This
-// builder emits the same plan as build_dpmoe / build_pipemoe — the same ops
-// in the same order, with the same names, coordinates, streams, FLOPs,
-// bytes, buffers, accesses, allocations, frees and (hazard-derived)
-// dependencies — except that:
-//  - an all-to-all op lists two aggregated transfers per direction (its
-//    segment to itself, and the rest with an invalid peer) and no group;
-//  - routed layouts and row spans are empty;
-// so it runs in O(P E) per layer and the simulator gives it the same times
-// (tests/sim/timing_plan_test.cc checks op for op). It is for the simulator
-// only: the CPU and CUDA executors cannot run it.
+// Timing-only plans for large what-if runs (1024 GPUs and beyond): the
+// timing-only mode of build_dpmoe / build_pipemoe (kernels/plan builders.h
+// PlanDetail), the same ops in the same order with per-rank all-to-all
+// totals, O(P E) per layer instead of O(P^2 E). The simulator gives it the
+// same times as the full plan (tests/sim/timing_plan_test.cc); the CPU and
+// CUDA executors cannot run it.
 //
 // Loads: up to `max_load_entries` (iteration, layer, source, expert) entries
 // are kept per source; beyond that Plan::loads holds per-expert totals with

@@ -1,0 +1,37 @@
+// The body of the importers' libFuzzer targets (kineto/, nsys/): the input,
+// written to a file named `input_name`, imported as `format` into a trace that
+// is then loaded back. Bad input must end in one moetrace::Error line.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "fuzz_support.h"
+#include "moetrace/analyzer/trace.h"
+#include "moetrace/importers/import.h"
+
+namespace moetrace::fuzz {
+
+inline int import_and_load(const std::uint8_t* data, std::size_t size, const char* input_name,
+                           importers::Format format) {
+  const std::string input = write_input(input_name, data, size);
+  const std::string output = scratch_path(std::string(input_name) + ".out.db");
+  importers::ImportOptions options;
+  options.format = format;
+  try {
+    importers::import_traces({input}, output, options);
+  } catch (const Error& e) {
+    check_error_message(e);
+    return 0;
+  }
+  // What the importer wrote must be a trace the analyzer reads.
+  try {
+    analyzer::load_trace(output);
+  } catch (const Error& e) {
+    check_error_message(e);
+  }
+  return 0;
+}
+
+}  // namespace moetrace::fuzz

@@ -1,0 +1,716 @@
+// The parse of one PyTorch-profiler (Kineto) Chrome-trace JSON file into
+// compact records (kineto_records.h).
+//
+// Facts about the format this relies on (checked on the HolisticTraceAnalysis
+// test traces, see tests/importers/kineto_importer_test.cc):
+// - `ts`/`dur` are microseconds, fractional; with `baseTimeNanoseconds` at the
+//   top level, ts counts from that base (absolute ns = base + ts * 1000);
+// - GPU events have pid = device and tid = stream (args.device, args.stream);
+//   kernels, copies and memsets carry args.correlation, the id of the
+//   cuda_runtime call that launched them; `ac2g` flows (id = correlation id)
+//   link the same two events and stand in where args.correlation is missing;
+// - NCCL kernels (ncclKernel_*, ncclDevKernel_*) carry "Collective name",
+//   "In/Out msg nelems", "Group size", "dtype", "Process Group *" args;
+// - `distributedInfo` (rank, world_size) and `deviceProperties` may come
+//   before or after `traceEvents`, so a file is parsed whole before any of it
+//   is written (in compact records; see BENCHMARKS.md for memory).
+//
+// The file is streamed: on a second thread, GzipInput reads (inflates) it and
+// JsonSplitter cuts it into the top-level members and the single events; on
+// this thread simdjson parses each piece and Replay feeds it as SAX events to
+// the Handler, so a 1 GB trace never becomes a DOM.
+#include "kineto_records.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+
+#include <simdjson.h>
+
+#include "../common/trace_builder.h"
+#include "gzip_input.h"
+#include "json_splitter.h"
+#include "kineto_importer.h"
+#include "moetrace/schema/error.h"
+
+namespace moetrace::importers::kineto {
+
+using namespace std::string_view_literals;
+
+namespace {
+
+// A category or phase as part of a run_config key: lower case, [a-z0-9_].
+std::string key_part(std::string_view s) {
+  std::string out;
+  for (char c : s.substr(0, 40)) {
+    const auto u = static_cast<unsigned char>(c);
+    out += std::isalnum(u) ? static_cast<char>(std::tolower(u)) : '_';
+  }
+  return out.empty() ? "none" : out;
+}
+
+// A JSON scalar as the parser handed it.
+struct Number {
+  bool present = false;
+  bool integral = false;
+  std::int64_t i = 0;
+  double d = 0;
+  std::string_view text;  // raw token of floats (exact decimals), valid during the call
+};
+
+// The args we read; all others are ignored.
+struct Args {
+  std::optional<std::int64_t> correlation, device, stream, bytes, registers, shared;
+  std::vector<std::int64_t> grid, block;
+  std::string collective, dtype, pg_name, pg_desc, pg_ranks, in_splits, out_splits;
+  std::optional<std::int64_t> in_nelems, out_nelems, group_size;
+  // Memory instant events ("[memory]").
+  std::optional<std::int64_t> mem_bytes, mem_addr, mem_device_type, mem_device_id;
+  // moetrace's own Chrome export (`moetrace export chrome`).
+  std::string api, domain;
+  std::optional<std::int64_t> payload;
+  std::vector<std::int64_t>* array_for(std::string_view key) {
+    if (key == "grid") return &grid;
+    if (key == "block") return &block;
+    return nullptr;
+  }
+  void clear() {
+    correlation.reset(), device.reset(), stream.reset(), bytes.reset(), registers.reset(), shared.reset();
+    grid.clear(), block.clear();
+    collective.clear(), dtype.clear(), pg_name.clear(), pg_desc.clear(), pg_ranks.clear();
+    in_splits.clear(), out_splits.clear();
+    in_nelems.reset(), out_nelems.reset(), group_size.reset();
+    mem_bytes.reset(), mem_addr.reset(), mem_device_type.reset(), mem_device_id.reset();
+    api.clear(), domain.clear(), payload.reset();
+  }
+};
+
+struct RawEvent {
+  std::string ph, cat, name, bp;
+  std::optional<std::int64_t> pid, tid;  // nullopt: absent or not an integer
+  std::optional<std::int64_t> ts_ns, dur_ns;
+  std::optional<std::int64_t> id;
+  bool bad_time = false;
+  Args args;
+  // Empties the event, keeping the strings' and vectors' memory.
+  void reset() {
+    ph.clear(), cat.clear(), name.clear(), bp.clear();
+    pid.reset(), tid.reset(), ts_ns.reset(), dur_ns.reset(), id.reset();
+    bad_time = false;
+    args.clear();
+  }
+};
+
+// "Memcpy HtoD (Pageable -> Device)": direction and the two memory kinds.
+void parse_memcpy_name(std::string_view name, GpuActivity& a) {
+  static const std::pair<std::string_view, schema::CopyKind> kinds[] = {
+      {"HtoD", schema::CopyKind::kHostToDevice}, {"DtoH", schema::CopyKind::kDeviceToHost},
+      {"DtoD", schema::CopyKind::kDeviceToDevice}, {"HtoH", schema::CopyKind::kHostToHost},
+      {"PtoP", schema::CopyKind::kPeerToPeer}, {"HtoA", schema::CopyKind::kHostToArray},
+      {"AtoH", schema::CopyKind::kArrayToHost}, {"AtoA", schema::CopyKind::kArrayToArray},
+      {"AtoD", schema::CopyKind::kArrayToDevice}, {"DtoA", schema::CopyKind::kDeviceToArray}};
+  for (const auto& [text, kind] : kinds)
+    if (name.find(text) != std::string_view::npos) {
+      a.copy_kind = static_cast<std::uint8_t>(kind);
+      break;
+    }
+  auto mem = [](std::string_view w) {
+    if (w == "Pageable") return schema::MemoryKind::kPageableHost;
+    if (w == "Pinned") return schema::MemoryKind::kPinnedHost;
+    if (w == "Device") return schema::MemoryKind::kDevice;
+    if (w == "Managed") return schema::MemoryKind::kManaged;
+    return schema::MemoryKind::kUnknown;
+  };
+  const auto open = name.find('('), arrow = name.find(" -> "), close = name.find(')');
+  if (open != std::string_view::npos && arrow != std::string_view::npos && close != std::string_view::npos &&
+      open < arrow && arrow < close) {
+    a.src_kind = static_cast<std::uint8_t>(mem(name.substr(open + 1, arrow - open - 1)));
+    a.dst_kind = static_cast<std::uint8_t>(mem(name.substr(arrow + 4, close - arrow - 4)));
+  }
+}
+
+// The SAX handler: a stack of frames, each knowing what its container is.
+// (The SAX interface of nlohmann::json, which the file used to be read with.)
+class Handler {
+ public:
+  using number_integer_t = std::int64_t;
+  using number_unsigned_t = std::uint64_t;
+  using number_float_t = double;
+
+  Handler(ParsedFile& out, GzipInput& in, TraceBuilder& builder, std::string label)
+      : out_(out), in_(in), builder_(builder), label_(std::move(label)) {}
+
+  bool null() { return scalar(Number{}, nullptr); }
+  bool boolean(bool) { return scalar(Number{}, nullptr); }
+  bool number_integer(number_integer_t v) {
+    Number n;
+    n.present = n.integral = true;
+    n.i = v;
+    n.d = static_cast<double>(v);
+    return scalar(n, nullptr);
+  }
+  bool number_unsigned(number_unsigned_t v) {
+    Number n;
+    n.present = true;
+    n.integral = v <= static_cast<number_unsigned_t>(INT64_MAX);
+    n.i = n.integral ? static_cast<std::int64_t>(v) : 0;
+    n.d = static_cast<double>(v);
+    unsigned_text_ = std::to_string(v);
+    n.text = unsigned_text_;
+    return scalar(n, nullptr);
+  }
+  bool number_float(number_float_t v, std::string_view s) {
+    Number n;
+    n.present = true;
+    n.d = v;
+    n.text = s;
+    return scalar(n, nullptr);
+  }
+  // Strings and keys are views, valid during the call (the handler copies
+  // what it keeps).
+  bool string(std::string_view s) { return scalar(Number{}, &s); }
+
+  bool key(std::string_view k) {
+    key_.assign(k);
+    return true;
+  }
+
+  bool start_object(std::size_t) {
+    Role role = Role::kSkip;
+    if (frames_.empty()) {
+      role = Role::kRoot;
+      out_.root_seen = true;
+    } else {
+      switch (frames_.back()) {
+        case Role::kRoot:
+          if (key_ == "distributedInfo"sv) role = Role::kDistInfo;
+          else if (key_ == "otherData"sv) role = Role::kOtherData;
+          break;
+        case Role::kEvents: role = Role::kEvent; event_.reset(); break;
+        case Role::kEvent:
+          if (key_ == "args"sv) role = Role::kArgs;
+          break;
+        case Role::kDeviceList: role = Role::kDevice; device_ = DeviceProps{}; break;
+        default: break;
+      }
+    }
+    frames_.push_back(role);
+    return true;
+  }
+
+  bool end_object() {
+    const Role role = frames_.back();
+    frames_.pop_back();
+    if (role == Role::kEvent) finish_event();
+    if (role == Role::kDevice) out_.devices.push_back(device_);
+    return true;
+  }
+
+  bool start_array(std::size_t) {
+    Role role = Role::kSkip;
+    if (frames_.empty()) {
+      // A bare array of events is the other Chrome trace form.
+      role = Role::kEvents;
+      out_.root_seen = out_.has_trace_events = true;
+    } else {
+      switch (frames_.back()) {
+        case Role::kRoot:
+          if (key_ == "traceEvents"sv) {
+            role = Role::kEvents;
+            out_.has_trace_events = true;
+          } else if (key_ == "deviceProperties"sv) {
+            role = Role::kDeviceList;
+          }
+          break;
+        case Role::kArgs:
+          array_ = event_.args.array_for(key_);
+          if (array_) role = Role::kArgArray;
+          break;
+        default: break;
+      }
+    }
+    frames_.push_back(role);
+    return true;
+  }
+
+  bool end_array() {
+    frames_.pop_back();
+    return true;
+  }
+
+ private:
+  enum class Role : std::uint8_t {
+    kRoot, kEvents, kEvent, kArgs, kArgArray, kDeviceList, kDevice, kDistInfo, kOtherData, kSkip
+  };
+
+  static std::optional<std::int64_t> as_int(const Number& n) {
+    if (!n.present) return std::nullopt;
+    if (n.integral) return n.i;
+    if (std::isfinite(n.d) && std::fabs(n.d) < 9.2e18) return static_cast<std::int64_t>(std::llround(n.d));
+    return std::nullopt;
+  }
+
+  static std::optional<std::int64_t> as_ns(const Number& n, bool& bad) {
+    if (!n.present) {
+      bad = true;
+      return std::nullopt;
+    }
+    if (n.integral) {
+      std::int64_t ns = 0;
+      if (__builtin_mul_overflow(n.i, std::int64_t{1000}, &ns)) {
+        bad = true;
+        return std::nullopt;
+      }
+      return ns;
+    }
+    auto ns = micros_to_ns(n.text);
+    if (!ns) bad = true;
+    return ns;
+  }
+
+  bool scalar(const Number& n, const std::string_view* s) {
+    if (frames_.empty()) return true;
+    switch (frames_.back()) {
+      case Role::kRoot:
+        if (key_ == "baseTimeNanoseconds"sv) out_.base_time_ns = as_int(n).value_or(0);
+        break;
+      case Role::kEvent: event_field(n, s); break;
+      case Role::kArgs: arg_field(n, s); break;
+      case Role::kArgArray:
+        if (array_ && array_->size() < 8) array_->push_back(as_int(n).value_or(-1));
+        break;
+      case Role::kDevice:
+        if (key_ == "id"sv) device_.id = as_int(n).value_or(0);
+        else if (key_ == "name"sv && s) device_.name = *s;
+        else if (key_ == "totalGlobalMem"sv) device_.memory = as_int(n).value_or(-1);
+        else if (key_ == "computeMajor"sv) device_.major = static_cast<int>(as_int(n).value_or(-1));
+        else if (key_ == "computeMinor"sv) device_.minor = static_cast<int>(as_int(n).value_or(-1));
+        else if (key_ == "numSms"sv) device_.sms = static_cast<int>(as_int(n).value_or(-1));
+        break;
+      case Role::kDistInfo:
+        if (key_ == "rank"sv) out_.rank = as_int(n);
+        else if (key_ == "world_size"sv) out_.world_size = as_int(n);
+        else if (key_ == "backend"sv && s) out_.backend = *s;
+        else if (key_ == "nccl_version"sv && s) out_.nccl_version = *s;
+        break;
+      case Role::kOtherData:
+        // `moetrace export chrome` names its source trace here; its pids are ranks.
+        if (key_ == "moetrace_trace"sv) out_.moetrace_export = true;
+        break;
+      case Role::kEvents:
+        out_.skip("malformed_event");  // a scalar where an event object belongs
+        break;
+      default: break;
+    }
+    return true;
+  }
+
+  void event_field(const Number& n, const std::string_view* s) {
+    if (key_ == "ph"sv) {
+      if (s) event_.ph = *s;
+    } else if (key_ == "cat"sv) {
+      if (s) event_.cat = *s;
+    } else if (key_ == "name"sv) {
+      if (s) event_.name = *s;
+    } else if (key_ == "pid"sv) {
+      event_.pid = as_int(n);  // string pids ("Spans") are not processes or devices
+    } else if (key_ == "tid"sv) {
+      event_.tid = as_int(n);
+    } else if (key_ == "ts"sv) {
+      event_.ts_ns = as_ns(n, event_.bad_time);
+    } else if (key_ == "dur"sv) {
+      event_.dur_ns = as_ns(n, event_.bad_time);
+    } else if (key_ == "id"sv) {
+      event_.id = as_int(n);
+    } else if (key_ == "bp"sv) {
+      if (s) event_.bp = *s;
+    }
+  }
+
+  void arg_field(const Number& n, const std::string_view* s) {
+    auto& a = event_.args;
+    const std::string_view k = key_;
+    if (k == "correlation"sv) a.correlation = as_int(n);
+    else if (k == "device"sv) a.device = as_int(n);
+    else if (k == "stream"sv) a.stream = as_int(n);
+    else if (k == "bytes"sv) a.bytes = as_int(n);
+    else if (k == "registers per thread"sv) a.registers = as_int(n);
+    else if (k == "shared memory"sv) a.shared = as_int(n);
+    else if (k == "Collective name"sv) { if (s) a.collective = *s; }
+    else if (k == "In msg nelems"sv) a.in_nelems = as_int(n);
+    else if (k == "Out msg nelems"sv) a.out_nelems = as_int(n);
+    else if (k == "Group size"sv) a.group_size = as_int(n);
+    else if (k == "dtype"sv) { if (s) a.dtype = *s; }
+    else if (k == "Process Group Name"sv) { if (s) a.pg_name = *s; }
+    else if (k == "Process Group Description"sv) { if (s) a.pg_desc = *s; }
+    else if (k == "Process Group Ranks"sv) { if (s) a.pg_ranks = *s; }
+    else if (k == "In split size"sv) { if (s) a.in_splits = *s; }
+    else if (k == "Out split size"sv) { if (s) a.out_splits = *s; }
+    else if (k == "Bytes"sv) a.mem_bytes = as_int(n);
+    else if (k == "Addr"sv) a.mem_addr = as_int(n);
+    else if (k == "Device Type"sv) a.mem_device_type = as_int(n);
+    else if (k == "Device Id"sv) a.mem_device_id = as_int(n);
+    // The same fields as moetrace's own Chrome export names them.
+    else if (k == "registers"sv) a.registers = as_int(n);
+    else if (k == "shared_bytes"sv) a.shared = as_int(n);
+    else if (k == "collective"sv) { if (s) a.collective = *s; }
+    else if (k == "in_nelems"sv) a.in_nelems = as_int(n);
+    else if (k == "out_nelems"sv) a.out_nelems = as_int(n);
+    else if (k == "group_size"sv) a.group_size = as_int(n);
+    else if (k == "group_ranks"sv) { if (s) a.pg_ranks = *s; }
+    else if (k == "api"sv) { if (s) a.api = *s; }
+    else if (k == "domain"sv) { if (s) a.domain = *s; }
+    else if (k == "payload"sv) a.payload = as_int(n);
+  }
+
+  void finish_event() {
+    if ((++events_ & 0x3FFF) == 0) builder_.progress("reading " + label_, in_.fraction());
+    const auto& e = event_;
+    if (e.ph.empty()) {
+      out_.skip("malformed_event");
+      return;
+    }
+    if (e.ph == "M") return;  // process/thread names and sort order: display only
+    if (e.bad_time || !e.ts_ns) {
+      out_.skip("malformed_event");
+      return;
+    }
+    cat_.assign(e.cat);
+    for (auto& c : cat_) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const std::string_view cat = cat_;
+    if (e.ph == "X") {
+      if (!e.dur_ns) {
+        out_.skip("malformed_event");
+        return;
+      }
+      const std::int64_t start = *e.ts_ns;
+      std::int64_t end = 0;
+      if (__builtin_add_overflow(start, *e.dur_ns, &end)) {
+        out_.skip("malformed_event");
+        return;
+      }
+      if (cat == "kernel" || cat == "gpu_memcpy" || cat == "memcpy" || cat == "gpu_memset" ||
+          cat == "memset") {
+        gpu_activity(cat, start, end);
+      } else if (cat == "cuda_runtime" || cat == "runtime" || cat == "cuda_driver" || cat == "cuda_api") {
+        if (!e.tid) {
+          out_.skip("malformed_event");
+          return;
+        }
+        ApiCall a;
+        a.start = start;
+        a.end = end;
+        a.pid = e.pid.value_or(-1);
+        a.tid = *e.tid;
+        a.name = out_.intern(e.name);
+        a.correlation = e.args.correlation.value_or(0);
+        a.driver = cat == "cuda_driver" || e.args.api == "driver";
+        out_.api.push_back(a);
+      } else if (cat == "cpu_op" || cat == "operator" || cat == "user_annotation" ||
+                 cat == "python_function" || cat == "nvtx") {
+        if (!e.tid) {
+          out_.skip("malformed_event");
+          return;
+        }
+        CpuRange r;
+        r.start = start;
+        r.end = end;
+        r.tid = *e.tid;
+        r.pid = e.pid.value_or(0);
+        r.name = out_.intern(e.name);
+        r.category = cat == "user_annotation"   ? kCategoryUserAnnotation
+                     : cat == "python_function" ? kCategoryPythonFunction
+                     : cat == "nvtx"            ? -1
+                                                : kCategoryCpuOp;
+        if (cat == "nvtx") {  // moetrace's export of an NVTX range
+          r.domain = e.args.domain.empty() ? -2 : out_.intern(e.args.domain);
+          r.payload = e.args.payload;
+        }
+        out_.ranges.push_back(r);
+      } else {
+        // gpu_user_annotation (ranges projected onto a stream), profiler
+        // spans ("Trace"), and whatever else a newer PyTorch emits.
+        out_.skip(key_part(cat.empty() ? "uncategorized" : cat));
+      }
+      return;
+    }
+    if (e.ph == "s" || e.ph == "f" || e.ph == "t") {
+      if (cat == "ac2g" && e.id && e.pid && e.tid) {
+        out_.flows.push_back({*e.pid, *e.tid, *e.ts_ns, *e.id});
+      } else {
+        out_.skip("flow_" + key_part(cat));
+      }
+      return;
+    }
+    if ((e.ph == "i" || e.ph == "I") && e.name == "[memory]") {
+      memory_event();
+      return;
+    }
+    out_.skip(e.ph == "i" || e.ph == "I" ? "instant_event" : "phase_" + key_part(e.ph));
+  }
+
+  void gpu_activity(std::string_view cat, std::int64_t start, std::int64_t end) {
+    const auto& e = event_;
+    const auto device = e.args.device ? e.args.device : e.pid;
+    const auto stream = e.args.stream ? e.args.stream : e.tid;
+    if (!device || !stream || *device < 0 || *device > 1 << 20) {
+      out_.skip("malformed_event");
+      return;
+    }
+    GpuActivity a;
+    a.start = start;
+    a.end = end;
+    a.device = static_cast<std::int32_t>(*device);
+    a.stream = *stream;
+    a.correlation = e.args.correlation.value_or(0);
+    if (cat == "kernel") {
+      a.type = ActivityType::kKernel;
+      a.name = out_.intern(e.name);
+      if (e.args.grid.size() == 3 && e.args.block.size() == 3) {
+        for (std::size_t i = 0; i < 3; ++i) {
+          a.launch[i] = static_cast<std::int32_t>(e.args.grid[i]);
+          a.launch[3 + i] = static_cast<std::int32_t>(e.args.block[i]);
+        }
+        a.registers = static_cast<std::int32_t>(e.args.registers.value_or(-1));
+        a.shared = static_cast<std::int32_t>(e.args.shared.value_or(-1));
+      }
+      if (!e.args.collective.empty()) {
+        Collective c;
+        c.name = e.args.collective;
+        c.in_nelems = e.args.in_nelems.value_or(-1);
+        c.out_nelems = e.args.out_nelems.value_or(-1);
+        c.group_size = static_cast<std::int32_t>(e.args.group_size.value_or(-1));
+        c.dtype = e.args.dtype;
+        c.group_ranks = e.args.pg_ranks;
+        c.process_group = e.args.pg_name;
+        if (!e.args.pg_desc.empty())
+          c.process_group += c.process_group.empty() ? e.args.pg_desc : " (" + e.args.pg_desc + ")";
+        c.in_splits = e.args.in_splits;
+        c.out_splits = e.args.out_splits;
+        a.collective = static_cast<std::int32_t>(out_.collectives.size());
+        out_.collectives.push_back(std::move(c));
+      }
+    } else if (cat.find("memcpy") != std::string::npos) {
+      a.type = ActivityType::kMemcpy;
+      a.bytes = e.args.bytes.value_or(0);
+      parse_memcpy_name(e.name, a);
+    } else {
+      a.type = ActivityType::kMemset;
+      a.bytes = e.args.bytes.value_or(0);
+    }
+    out_.gpu.push_back(a);
+  }
+
+  // profile_memory=True: "[memory]" instant events, Bytes > 0 an allocation,
+  // < 0 a free; Device Type 1 is CUDA (0 CPU, whose memory we do not track).
+  void memory_event() {
+    const auto& a = event_.args;
+    if (!a.mem_bytes || a.mem_device_type.value_or(-1) != 1) {
+      out_.skip(a.mem_device_type.value_or(-1) == 0 ? "cpu_memory_event" : "malformed_event");
+      return;
+    }
+    MemoryEvent m;
+    m.ts = *event_.ts_ns;
+    m.bytes = *a.mem_bytes;
+    m.address = a.mem_addr.value_or(0);
+    m.pid = event_.pid.value_or(0);
+    out_.memory.push_back(m);
+  }
+
+  ParsedFile& out_;
+  GzipInput& in_;
+  TraceBuilder& builder_;
+  std::string label_;
+  std::vector<Role> frames_;
+  std::string key_;
+  RawEvent event_;
+  DeviceProps device_;
+  std::vector<std::int64_t>* array_ = nullptr;
+  std::string unsigned_text_, cat_;
+  std::int64_t events_ = 0;
+};
+
+// Parses the pieces JsonSplitter cuts with simdjson and replays them into the
+// Handler, with the events of the containers around them.
+class Replay : public JsonSplitter::Visitor {
+ public:
+  explicit Replay(Handler& handler) : h_(handler) {}
+
+  void root_begin(bool array) override {
+    if (array) h_.start_array(kUnknownSize);
+    else h_.start_object(kUnknownSize);
+  }
+  void root_end(bool array) override {
+    if (array) h_.end_array();
+    else h_.end_object();
+  }
+  void member(const std::string& key, std::string_view value, std::int64_t offset) override {
+    h_.key(key);
+    piece(value, offset);
+  }
+  void events_begin() override {
+    h_.key("traceEvents");
+    h_.start_array(kUnknownSize);
+  }
+  void events_end() override { h_.end_array(); }
+  void event(std::string_view value, std::int64_t offset) override { piece(value, offset); }
+  void root_scalar(std::string_view value, std::int64_t offset) override { piece(value, offset); }
+
+ private:
+  static constexpr std::size_t kUnknownSize = static_cast<std::size_t>(-1);
+  static_assert(simdjson::SIMDJSON_PADDING <= JsonSplitter::kPadding);
+
+  // A simdjson error, at the byte where the parser stopped where it says,
+  // else at the start of the piece.
+  [[noreturn]] static void fail(simdjson::error_code e, std::int64_t offset, std::string_view text,
+                                simdjson::ondemand::document* doc) {
+    std::string what = simdjson::error_message(e);
+    if (!what.empty() && what.back() == '.') what.pop_back();
+    const char* at = nullptr;
+    if (doc && !doc->current_location().get(at) && at >= text.data() && at < text.data() + text.size())
+      throw JsonSplitError(offset + (at - text.data()) + 1, what);
+    throw JsonSplitError(offset + 1, what + " (in the value starting there)");
+  }
+
+  void piece(std::string_view text, std::int64_t offset) {
+    simdjson::ondemand::document doc;
+    if (auto e = parser_.iterate(text.data(), text.size(), text.size() + JsonSplitter::kPadding).get(doc))
+      fail(e, offset, text, nullptr);
+    // JsonSplitter cut exactly one value, so nothing can follow it.
+    if (auto e = document(doc)) fail(e, offset, text, &doc);
+  }
+
+  simdjson::error_code document(simdjson::ondemand::document& doc) {
+    bool scalar = false;
+    if (auto e = doc.is_scalar().get(scalar)) return e;
+    if (!scalar) {
+      simdjson::ondemand::value v;
+      if (auto e = doc.get_value().get(v)) return e;
+      return value(v);
+    }
+    return scalar_value(doc);
+  }
+
+  template <typename V>
+  simdjson::error_code scalar_value(V& v) {
+    simdjson::ondemand::json_type type;
+    if (auto e = v.type().get(type)) return e;
+    switch (type) {
+      case simdjson::ondemand::json_type::string: {
+        std::string_view s;
+        if (auto e = v.get_string().get(s)) return e;
+        h_.string(s);
+        return simdjson::SUCCESS;
+      }
+      case simdjson::ondemand::json_type::number: return number(v);
+      case simdjson::ondemand::json_type::boolean: {
+        bool b = false;
+        if (v.get_bool().get(b)) {  // "tru", "fals"
+          std::string_view raw;
+          return !raw_token(v, raw) && !raw.empty() && raw[0] == 'f' ? simdjson::F_ATOM_ERROR : simdjson::T_ATOM_ERROR;
+        }
+        h_.boolean(b);
+        return simdjson::SUCCESS;
+      }
+      case simdjson::ondemand::json_type::null: {
+        bool null = false;
+        if (v.is_null().get(null) || !null) return simdjson::N_ATOM_ERROR;  // "nul"
+        h_.null();
+        return simdjson::SUCCESS;
+      }
+      default: return simdjson::INCORRECT_TYPE;
+    }
+  }
+
+  static simdjson::error_code raw_token(simdjson::ondemand::value& v, std::string_view& raw) {
+    raw = v.raw_json_token();
+    return simdjson::SUCCESS;
+  }
+  static simdjson::error_code raw_token(simdjson::ondemand::document& d, std::string_view& raw) {
+    return d.raw_json_token().get(raw);
+  }
+
+  template <typename V>
+  simdjson::error_code number(V& v) {
+    std::string_view raw;  // before get_number(), which consumes the value
+    if (auto e = raw_token(v, raw)) return e;
+    while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' || raw.back() == '\t'))
+      raw.remove_suffix(1);
+    simdjson::ondemand::number num;
+    auto e = v.get_number().get(num);
+    if (!e) {
+      switch (num.get_number_type()) {
+        case simdjson::ondemand::number_type::signed_integer: h_.number_integer(num.get_int64()); break;
+        case simdjson::ondemand::number_type::unsigned_integer: h_.number_unsigned(num.get_uint64()); break;
+        case simdjson::ondemand::number_type::floating_point_number: h_.number_float(num.get_double(), raw); break;
+      }
+      return simdjson::SUCCESS;
+    }
+    // An integer too big for 64 bits: a float, as nlohmann::json had it.
+    if (e != simdjson::NUMBER_ERROR || raw.empty() || raw.find_first_not_of("-0123456789") != std::string_view::npos)
+      return e;
+    text_.assign(raw);
+    h_.number_float(std::strtod(text_.c_str(), nullptr), raw);
+    return simdjson::SUCCESS;
+  }
+
+  simdjson::error_code value(simdjson::ondemand::value& v) {
+    simdjson::ondemand::json_type type;
+    if (auto e = v.type().get(type)) return e;
+    if (type == simdjson::ondemand::json_type::object) {
+      simdjson::ondemand::object object;
+      if (auto e = v.get_object().get(object)) return e;
+      h_.start_object(kUnknownSize);
+      for (auto field : object) {
+        std::string_view key;
+        if (auto e = field.unescaped_key().get(key)) return e;
+        h_.key(key);
+        simdjson::ondemand::value child;
+        if (auto e = field.value().get(child)) return e;
+        if (auto e = value(child)) return e;
+      }
+      h_.end_object();
+      return simdjson::SUCCESS;
+    }
+    if (type == simdjson::ondemand::json_type::array) {
+      simdjson::ondemand::array array;
+      if (auto e = v.get_array().get(array)) return e;
+      h_.start_array(kUnknownSize);
+      for (auto element : array) {
+        simdjson::ondemand::value child;
+        if (auto e = element.get(child)) return e;
+        if (auto e = value(child)) return e;
+      }
+      h_.end_array();
+      return simdjson::SUCCESS;
+    }
+    return scalar_value(v);
+  }
+
+  Handler& h_;
+  simdjson::ondemand::parser parser_;
+  std::string text_;
+};
+
+}  // namespace
+
+ParsedFile parse(const std::string& path, TraceBuilder& builder) {
+  ParsedFile out;
+  GzipInput input(path);
+  Handler handler(out, input, builder, file_name(path));
+  Replay replay(handler);
+  // Reading, decompressing and cutting run on a second thread.
+  ThreadedSplitter splitter([&input](char* dst, std::size_t n) { return input.read(dst, n); });
+  try {
+    splitter.run(replay);
+  } catch (const JsonSplitError& e) {
+    if (input.bytes_out() == 0) throw Error(path + ": empty file, not a Chrome/Kineto trace");
+    throw Error(path + ": invalid JSON at byte " + std::to_string(e.byte()) + ": " + e.what());
+  }
+  if (!out.has_trace_events)
+    throw Error(path + ": JSON without traceEvents, not a Chrome/Kineto trace");
+  return out;
+}
+
+}  // namespace moetrace::importers::kineto

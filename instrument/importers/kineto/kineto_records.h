@@ -1,0 +1,107 @@
+// The compact records of one parsed Kineto file (kineto_parse.cc reads the
+// JSON into them; kineto_importer.cc writes them once the file's rank is
+// known).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace moetrace::importers {
+
+class TraceBuilder;
+
+namespace kineto {
+
+enum class ActivityType : std::uint8_t { kKernel, kMemcpy, kMemset };
+
+// Compact records of one parsed file, written once the file's rank is known.
+struct GpuActivity {
+  std::int64_t start = 0, end = 0, correlation = 0, bytes = 0, stream = 0;
+  std::int32_t name = -1, device = 0;
+  std::int32_t collective = -1;  // index into ParsedFile::collectives
+  std::array<std::int32_t, 6> launch{-1, -1, -1, -1, -1, -1};
+  std::int32_t registers = -1, shared = -1;
+  ActivityType type = ActivityType::kKernel;
+  std::uint8_t copy_kind = 0, src_kind = 0, dst_kind = 0;
+};
+
+struct CpuRange {
+  std::int64_t start = 0, end = 0, tid = 0, pid = 0;
+  std::int32_t name = -1;
+  std::int32_t category = 0;
+  std::int32_t domain = -1;  // moetrace's own Chrome export: the NVTX domain; -1: "pytorch", -2: none
+  std::optional<std::int64_t> payload;
+};
+
+struct ApiCall {
+  std::int64_t start = 0, end = 0, pid = 0, tid = 0, correlation = 0;
+  std::int32_t name = -1;
+  bool driver = false;
+};
+
+struct MemoryEvent {
+  std::int64_t ts = 0, bytes = 0, address = 0, pid = 0;
+};
+
+struct Collective {
+  std::string name, dtype, group_ranks, process_group, in_splits, out_splits;
+  std::int64_t in_nelems = -1, out_nelems = -1;
+  std::int32_t group_size = -1;
+};
+
+struct Flow {
+  std::int64_t pid = 0, tid = 0, ts = 0, id = 0;
+};
+
+struct DeviceProps {
+  std::int64_t id = 0;
+  std::string name;
+  std::int64_t memory = -1;
+  int major = -1, minor = -1, sms = -1;
+};
+
+// nvtx_ranges.category of imported host ranges (NVTX categories are the
+// user's numbers; these are ours, documented in schemas/README.md).
+constexpr std::int32_t kCategoryCpuOp = 1;
+constexpr std::int32_t kCategoryUserAnnotation = 2;
+constexpr std::int32_t kCategoryPythonFunction = 3;
+
+struct ParsedFile {
+  std::vector<std::string> strings;
+  std::unordered_map<std::string, std::int32_t> string_index;
+  std::vector<GpuActivity> gpu;
+  std::vector<CpuRange> ranges;
+  std::vector<ApiCall> api;
+  std::vector<MemoryEvent> memory;
+  std::vector<Collective> collectives;
+  std::vector<Flow> flows;
+  std::vector<DeviceProps> devices;
+  std::optional<std::int64_t> rank, world_size;
+  std::string backend, nccl_version;
+  std::int64_t base_time_ns = 0;
+  std::map<std::string, std::int64_t> skipped;
+  bool root_seen = false, has_trace_events = false;
+  bool moetrace_export = false;  // written by `moetrace export chrome`: one process per rank
+
+  std::int32_t intern(const std::string& s) {
+    auto it = string_index.find(s);
+    if (it != string_index.end()) return it->second;
+    const auto id = static_cast<std::int32_t>(strings.size());
+    strings.push_back(s);
+    string_index.emplace(s, id);
+    return id;
+  }
+  void skip(const std::string& reason) { ++skipped[reason]; }
+};
+
+// Parses a whole file (plain or gzip JSON) into records; throws
+// moetrace::Error naming the file for invalid JSON or not a Chrome trace.
+ParsedFile parse(const std::string& path, TraceBuilder& builder);
+
+}  // namespace kineto
+}  // namespace moetrace::importers
