@@ -223,20 +223,22 @@ TEST(Memory, WindowedTimelineAndTheTimelineAlone) {
   EXPECT_EQ(MemoryTimeline{}.measured_peak_bytes(), -1);
 }
 
-// The layer of MpipemoeModelOfALayer in Eq. 6's accounting: without reuse
-// Eq. 1 + 2 x Eq. 4 = 8448 + 2 x 1280 = 11008 B; with reuse (any of S1-S4)
-// less 2 x Eq. 5 = 11008 - 1280 = 9728 B.
+// One layer, E = 2 experts on P = 1 device, M = 4, H = 16, B = 8, n = 2,
+// 1-byte elements, in Eq. 6's accounting:
+//   Eq. 1: 4 (E M + 2 x 2 H M) = 4 (8 + 256) = 1056 B
+//   Eq. 2 = Eq. 4: 4 B M + B H = 128 + 128 = 256 B
+//   Eq. 5: B (2M (n-2)/n + H (n-1)/n) = 8 (0 + 8) = 64 B
+// without reuse 1056 + 2 x 256 = 1568 B; with reuse (any of S1-S4) less
+// 2 x 64: 1440 B.
 TEST(Memory, LayerMemoryOfEachStrategy) {
   const auto m = memory_of("model-strategies.db", R"(
-    run world_size=2
-    config model.elem_bytes=2 partitions=4
-    layer layer=0 experts=4 top_k=1 model_dim=8 hidden_dim=32 tokens=10
-    stream id=0 rank=0 role=compute
-    op id=1 rank=0 stream=0 kind=expert_ffn layer=0 start=0 end=30
+    config elem_bytes=1 partitions=2
+    layer layer=0 experts=2 top_k=1 model_dim=4 hidden_dim=16 tokens=8
   )");
   ASSERT_EQ(m.layers.size(), 1u);
-  EXPECT_EQ(m.layers[0].layer_bytes_without_reuse, 11008);
-  EXPECT_EQ(m.layers[0].layer_bytes_with_reuse, 9728);
+  EXPECT_EQ(m.layers[0].model_states_bytes, 1056);
+  EXPECT_EQ(m.layers[0].layer_bytes_without_reuse, 1568);
+  EXPECT_EQ(m.layers[0].layer_bytes_with_reuse, 1440);
 }
 
 // The pipeline degree r (n): run_config first, else the chunks of the layer.
