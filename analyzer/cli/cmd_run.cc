@@ -202,7 +202,7 @@ void add_run_command(CLI::App& app) {
   auto* o_tokens = cmd->add_option("--tokens", opt->tokens,
                                    "Tokens per source block (a rank's batch; a micro-batch for ppmoe)");
   auto* o_r = cmd->add_option("-r,--pipeline-degree", opt->r, "pipemoe pipeline degree r / mpipemoe partitions n");
-  auto* o_strategy = cmd->add_option("--strategy", opt->strategy, "mpipemoe memory reuse: none, S1, S2, S3, S4");
+  auto* o_strategy = cmd->add_option("--strategy", opt->strategy, "mpipemoe memory reuse: " + plan::reuse_strategy_names());
   auto* o_budget = cmd->add_option("--memory-budget", opt->memory_budget, "Memory budget per rank, bytes (0: none)");
   auto* o_seed = cmd->add_option("--seed", opt->seed, "Seed of the routing load");
   auto* o_routing = cmd->add_option("--routing", opt->routing, "Routing load: balanced, zipf, drifting");

@@ -76,68 +76,112 @@ Interval envelope(const OpIntervals& oi, const std::vector<std::size_t>& ops) {
   return e.start <= e.end ? e : Interval{};
 }
 
+// A rank's GPU time: every op's intervals labelled with its category, and
+// the activity no op claims, classified (one interval per activity, and one
+// per op without any).
+struct RankTime {
+  std::vector<LabelledInterval> labelled;
+  std::vector<Interval> unattributed;
+};
+
+std::map<std::int32_t, RankTime> rank_times(const Trace& trace, const OpIntervals& oi) {
+  std::map<std::int32_t, RankTime> out;
+  for (const auto r : trace.rank_ids()) out[r.value];
+  for (std::size_t o = 0; o < trace.ops.size(); ++o) {
+    auto& rt = out[trace.ops[o].rank.value];
+    const auto c = static_cast<std::uint32_t>(op_category(trace.ops[o].kind));
+    for (const auto& i : oi.of(o)) rt.labelled.push_back({i.start, i.end, c});
+  }
+  for (const auto& a : trace.activities) {
+    if (a.op >= 0) continue;
+    auto& rt = out[a.rank.value];
+    rt.labelled.push_back({a.start_ns, a.end_ns, static_cast<std::uint32_t>(classify_activity(trace, a))});
+    rt.unattributed.push_back({a.start_ns, a.end_ns});
+  }
+  return out;
+}
+
+// The first start to the last end of a rank's non-empty intervals.
+Interval span_of(const RankTime& rt) {
+  Interval e{INT64_MAX, INT64_MIN};
+  for (const auto& l : rt.labelled)
+    if (l.end > l.start) {
+      e.start = std::min(e.start, l.start);
+      e.end = std::max(e.end, l.end);
+    }
+  return e.start <= e.end ? e : Interval{};
+}
+
+// The split of a rank's time clipped to `w`; `sets` gets the rank's
+// computation and all of its time in the window.
+RankSummary rank_split(std::int32_t rank, const RankTime& rt, Interval w, RankSets& sets) {
+  RankSummary rs;
+  rs.rank = rank;
+  std::vector<LabelledInterval> clipped;
+  std::vector<Interval> all, compute, comm, unattributed;
+  auto clip = [&](std::int64_t s, std::int64_t e) { return Interval{std::max(s, w.start), std::min(e, w.end)}; };
+  for (const auto& l : rt.labelled) {
+    if (l.start <= w.end && l.end >= w.start) ++rs.events;
+    const auto i = clip(l.start, l.end);
+    if (i.end <= i.start) continue;
+    const auto c = static_cast<Category>(l.label);
+    clipped.push_back({i.start, i.end, l.label});
+    all.push_back(i);
+    if (is_computation(c)) compute.push_back(i);
+    if (is_communication(c)) comm.push_back(i);
+  }
+  for (const auto& u : rt.unattributed) unattributed.push_back(clip(u.start, u.end));
+  const auto cov = Coverage::sweep(std::move(clipped));
+  rs.t.window_ns = w.length();
+  for (int c = 0; c < kNumCategories; ++c) {
+    rs.t.category_ns[static_cast<std::size_t>(c)] = cov.active(static_cast<std::uint32_t>(c));
+    rs.t.exclusive_ns[static_cast<std::size_t>(c)] = cov.exclusive(static_cast<std::uint32_t>(c));
+  }
+  sets.all = IntervalSet::from(std::move(all));
+  sets.compute = IntervalSet::from(std::move(compute));
+  rs.t.busy_ns = sets.all.length();
+  rs.t.idle_ns = rs.t.window_ns - rs.t.busy_ns;
+  const auto comm_set = IntervalSet::from(std::move(comm));
+  rs.t.comm_ns = comm_set.length();
+  rs.t.comm_hidden_ns = comm_set.intersect(sets.compute).length();
+  rs.t.comm_exposed_ns = rs.t.comm_ns - rs.t.comm_hidden_ns;
+  rs.unattributed_ns = IntervalSet::from(std::move(unattributed)).length();
+  return rs;
+}
+
+void add_to(RankSummary& total, const RankSummary& r) {
+  total.t += r.t;
+  total.unattributed_ns += r.unattributed_ns;
+  total.events += r.events;
+}
+
 }  // namespace
+
+WindowBreakdown breakdown_in_window(const Trace& trace, std::int64_t t0, std::int64_t t1) {
+  WindowBreakdown out;
+  out.t0_ns = std::min(t0, t1);
+  out.t1_ns = std::max(t0, t1);
+  out.total.rank = -1;
+  const OpIntervals oi(trace);
+  for (const auto& [r, rt] : rank_times(trace, oi)) {
+    RankSets sets;
+    out.ranks.push_back(rank_split(r, rt, {out.t0_ns, out.t1_ns}, sets));
+    add_to(out.total, out.ranks.back());
+  }
+  return out;
+}
 
 Breakdown compute_breakdown(const Trace& trace) {
   Breakdown b;
   b.has_op_ranges = !trace.ops.empty();
   const OpIntervals oi(trace);
 
-  // Rank-wide sets, and unattributed activity per rank.
-  std::map<std::int32_t, std::vector<Interval>> compute_iv, all_iv;
-  std::map<std::int32_t, std::vector<LabelledInterval>> rank_labelled;
-  std::map<std::int32_t, std::vector<Interval>> unattributed;
-  for (std::size_t o = 0; o < trace.ops.size(); ++o) {
-    const auto r = trace.ops[o].rank.value;
-    const auto c = op_category(trace.ops[o].kind);
-    for (const auto& i : oi.of(o)) {
-      all_iv[r].push_back(i);
-      if (is_computation(c)) compute_iv[r].push_back(i);
-      rank_labelled[r].push_back({i.start, i.end, static_cast<std::uint32_t>(c)});
-    }
-  }
-  for (const auto& a : trace.activities) {
-    if (a.op >= 0) continue;
-    const auto r = a.rank.value;
-    const auto c = classify_activity(trace, a);
-    const Interval i{a.start_ns, a.end_ns};
-    all_iv[r].push_back(i);
-    unattributed[r].push_back(i);
-    if (is_computation(c)) compute_iv[r].push_back(i);
-    rank_labelled[r].push_back({i.start, i.end, static_cast<std::uint32_t>(c)});
-  }
+  // Whole-run split per rank (works without op ranges too), and the
+  // rank-wide sets the layer and iteration rows need.
   std::map<std::int32_t, RankSets> rank_sets;
-  for (auto& [r, iv] : all_iv) {
-    auto& s = rank_sets[r];
-    s.all = IntervalSet::from(std::move(iv));
-    s.compute = IntervalSet::from(std::move(compute_iv[r]));
-  }
-
-  // Whole-run split per rank (works without op ranges too).
-  for (auto& [r, labelled] : rank_labelled) {
-    const auto& sets = rank_sets[r];
-    RankSummary rs;
-    rs.rank = r;
-    const auto span = sets.all.empty() ? Interval{}
-                                       : Interval{sets.all.intervals().front().start,
-                                                  sets.all.intervals().back().end};
-    std::vector<Interval> comm;
-    for (const auto& l : labelled)
-      if (is_communication(static_cast<Category>(l.label))) comm.push_back({l.start, l.end});
-    const auto cov = Coverage::sweep(std::move(labelled));
-    rs.t.window_ns = span.length();
-    for (int c = 0; c < kNumCategories; ++c) {
-      rs.t.category_ns[static_cast<std::size_t>(c)] = cov.active(static_cast<std::uint32_t>(c));
-      rs.t.exclusive_ns[static_cast<std::size_t>(c)] = cov.exclusive(static_cast<std::uint32_t>(c));
-    }
-    rs.t.busy_ns = sets.all.length();
-    rs.t.idle_ns = rs.t.window_ns - rs.t.busy_ns;
-    const auto comm_set = IntervalSet::from(std::move(comm));
-    rs.t.comm_ns = comm_set.length();
-    rs.t.comm_hidden_ns = comm_set.intersect(sets.compute).length();
-    rs.t.comm_exposed_ns = rs.t.comm_ns - rs.t.comm_hidden_ns;
-    rs.unattributed_ns = IntervalSet::from(std::move(unattributed[r])).length();
-    b.ranks.push_back(rs);
+  for (const auto& [r, rt] : rank_times(trace, oi)) {
+    if (rt.labelled.empty()) continue;
+    b.ranks.push_back(rank_split(r, rt, span_of(rt), rank_sets[r]));
   }
 
   // Group ops: MoE-layer rows and iteration rows.

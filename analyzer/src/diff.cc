@@ -13,6 +13,7 @@
 #include <span>
 
 #include "moetrace/analyzer/report.h"
+#include "moetrace/plan/routing.h"
 #include "moetrace/schema/error.h"
 #include "op_intervals.h"
 
@@ -153,8 +154,7 @@ std::vector<Metric> diff_metrics(const Trace& trace, const Analyses& a) {
     add("balance_degree", bd / n);
     add("balance_degree_home", bdh / n);
     // RB of the means (pro-prophet Sec. VI-C); absent when infinite.
-    if (bd > 0) add("rb", bdh / bd);
-    else if (bdh == 0) add("rb", 1.0);
+    if (const double rb = plan::rb(bdh, bd); std::isfinite(rb)) add("rb", rb);
     add("expert_max_over_mean", emm / n);
     add("device_max_over_mean", dmm / n);
     add("expert_cv", cv / n);

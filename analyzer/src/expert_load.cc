@@ -6,6 +6,8 @@
 #include <map>
 #include <set>
 
+#include "moetrace/plan/routing.h"
+
 namespace moetrace::analyzer {
 
 double load_mean(const std::vector<std::int64_t>& v) {
@@ -33,11 +35,6 @@ double max_over_mean(const std::vector<std::int64_t>& v) {
 std::int32_t argmax(const std::vector<std::int64_t>& v) {
   if (v.empty()) return -1;
   return static_cast<std::int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
-}
-
-double rb_of(double before, double after) {
-  if (after > 0) return before / after;
-  return before > 0 ? std::numeric_limits<double>::infinity() : 1.0;
 }
 
 }  // namespace
@@ -135,9 +132,9 @@ ExpertLoadAnalysis analyze_expert_load(const Trace& trace, const Breakdown& brea
     row.busiest_rank = argmax(row.tokens_per_device);
     row.device_max_over_mean_home = max_over_mean(row.tokens_per_device_home);
     row.device_max_over_mean = max_over_mean(row.tokens_per_device);
-    row.balance_degree_home = load_stddev(row.tokens_per_device_home);
-    row.balance_degree = load_stddev(row.tokens_per_device);
-    row.rb = rb_of(row.balance_degree_home, row.balance_degree);
+    row.balance_degree_home = plan::balance_degree(row.tokens_per_device_home);
+    row.balance_degree = plan::balance_degree(row.tokens_per_device);
+    row.rb = plan::rb(row.balance_degree_home, row.balance_degree);
 
     if (auto it = times.find({layer, iteration}); it != times.end() && !it->second.empty()) {
       std::int64_t sum_window = 0, sum_expert = 0;
@@ -197,7 +194,7 @@ ExpertLoadAnalysis analyze_expert_load(const Trace& trace, const Breakdown& brea
     s.device_max_over_mean /= n;
     s.balance_degree_home /= n;
     s.balance_degree /= n;
-    s.rb = rb_of(s.balance_degree_home, s.balance_degree);
+    s.rb = plan::rb(s.balance_degree_home, s.balance_degree);
     if (timed > 0) {
       s.imbalance_ns = imbalance / timed;
       s.busiest_expert_compute_ns = busiest / timed;

@@ -77,7 +77,145 @@ int configured_pipeline_degree(const Trace& trace) {
   return 0;
 }
 
+// Allocations per rank: raw events where the rank has them, else buffers
+// (the rule in memory.h); sorted by (rank, start, end). `ranks` gets every
+// rank with memory information, from_events and unmatched_frees set.
+std::vector<Alloc> collect_allocations(const Trace& trace, std::map<std::int32_t, RankMemory>& ranks) {
+  std::int64_t run_start = trace.run.start_ns, run_end = trace.run.end_ns;
+  if (run_end <= run_start) {
+    run_start = INT64_MAX;
+    run_end = INT64_MIN;
+    for (const auto& e : trace.memory_events) {
+      run_start = std::min(run_start, e.ts_ns);
+      run_end = std::max(run_end, e.ts_ns);
+    }
+    for (const auto& o : trace.ops) {
+      run_start = std::min(run_start, o.start_ns);
+      run_end = std::max(run_end, o.end_ns);
+    }
+    if (run_start > run_end) run_start = run_end = 0;
+  }
+  std::unordered_map<std::int64_t, const Buffer*> buffer_by_id;
+  for (const auto& b : trace.buffers) buffer_by_id.emplace(b.id.value, &b);
+  auto buffer_of = [&](const MemoryEvent* a) -> const Buffer* {
+    auto it = a->buffer.valid() ? buffer_by_id.find(a->buffer.value) : buffer_by_id.end();
+    return it == buffer_by_id.end() ? nullptr : it->second;
+  };
+
+  std::vector<Alloc> allocs;
+  std::map<std::pair<std::int32_t, std::uint64_t>, std::vector<const MemoryEvent*>> open;
+  for (const auto& e : trace.memory_events) {
+    if (!on_device(e.memory_kind)) continue;
+    auto& rm = ranks[e.rank.value];
+    rm.from_events = true;
+    auto& stack = open[{e.rank.value, e.address}];
+    if (e.alloc) {
+      stack.push_back(&e);
+      continue;
+    }
+    if (stack.empty()) {
+      ++rm.unmatched_frees;
+      continue;
+    }
+    const auto* a = stack.back();
+    stack.pop_back();
+    allocs.push_back({a->rank.value, a->ts_ns, e.ts_ns, a->bytes, buffer_of(a)});
+  }
+  for (const auto& [key, stack] : open)
+    for (const auto* a : stack) allocs.push_back({a->rank.value, a->ts_ns, std::max(run_end, a->ts_ns), a->bytes, buffer_of(a)});
+  std::unordered_map<std::int64_t, bool> named_by_event;
+  for (const auto& a : allocs)
+    if (a.buffer) named_by_event[a.buffer->id.value] = true;
+  for (const auto& b : trace.buffers) {
+    if (!on_device(b.memory_kind) || named_by_event.count(b.id.value)) continue;
+    auto it = ranks.find(b.rank.value);
+    const bool events = it != ranks.end() && it->second.from_events;
+    if (!events) ranks[b.rank.value].from_events = false;
+    const auto start = b.alloc_ns >= 0 ? b.alloc_ns : run_start;
+    const auto end = b.free_ns >= 0 ? b.free_ns : std::max(run_end, start);
+    // On a rank with raw events the buffer is already inside some raw
+    // allocation: it counts for bubbles, not again for the timeline.
+    allocs.push_back({b.rank.value, start, std::max(start, end), b.bytes, &b, !events});
+  }
+  std::sort(allocs.begin(), allocs.end(), [](const Alloc& a, const Alloc& b) {
+    return std::tie(a.rank, a.start, a.end) < std::tie(b.rank, b.start, b.end);
+  });
+  return allocs;
+}
+
+MemoryClass class_of(const Alloc& a) { return a.buffer ? memory_class(a.buffer->tag) : MemoryClass::kUnattributed; }
+
+// The timeline of every rank from its allocations, and the peak: the
+// largest allocated total (frees and allocations at one instant net out
+// first) and its composition by memory class.
+MemoryTimeline timeline_of(const std::vector<Alloc>& allocs, std::map<std::int32_t, RankMemory> ranks) {
+  MemoryTimeline m;
+  m.has_allocations = !allocs.empty();
+  std::map<std::int32_t, std::vector<std::pair<std::int64_t, std::int64_t>>> alloc_deltas;
+  std::map<std::int32_t, std::vector<std::tuple<std::int64_t, int, std::int64_t>>> class_deltas;
+  for (const auto& a : allocs) {
+    if (!a.in_timeline) continue;
+    const auto c = static_cast<int>(class_of(a));
+    alloc_deltas[a.rank].push_back({a.start, a.bytes});
+    alloc_deltas[a.rank].push_back({a.end, -a.bytes});
+    class_deltas[a.rank].push_back({a.start, c, a.bytes});
+    class_deltas[a.rank].push_back({a.end, c, -a.bytes});
+    const double bytes_ns = static_cast<double>(a.bytes) * static_cast<double>(a.end - a.start);
+    ranks[a.rank].allocated_bytes_ns += bytes_ns;
+    m.allocated_bytes_ns += bytes_ns;
+  }
+  for (auto& [rank, rm] : ranks) {
+    rm.rank = rank;
+    rm.allocated = steps(std::move(alloc_deltas[rank]));
+    auto& cd = class_deltas[rank];
+    std::sort(cd.begin(), cd.end());
+    MemoryClassBytes cur{};
+    std::int64_t total = 0;
+    rm.peak_bytes = 0;
+    for (std::size_t i = 0; i < cd.size();) {
+      const auto ts = std::get<0>(cd[i]);
+      for (; i < cd.size() && std::get<0>(cd[i]) == ts; ++i) {
+        cur[static_cast<std::size_t>(std::get<1>(cd[i]))] += std::get<2>(cd[i]);
+        total += std::get<2>(cd[i]);
+      }
+      if (total > rm.peak_bytes) {
+        rm.peak_bytes = total;
+        rm.peak_ns = ts;
+        rm.peak_by_class = cur;
+      }
+    }
+    if (rm.peak_bytes > m.peak_bytes || m.peak_rank < 0) {
+      m.peak_bytes = rm.peak_bytes;
+      m.peak_rank = rank;
+    }
+    m.ranks.push_back(std::move(rm));
+  }
+  return m;
+}
+
 }  // namespace
+
+std::int64_t memory_at(std::span<const MemoryPoint> timeline, std::int64_t t_ns) {
+  auto it = std::upper_bound(timeline.begin(), timeline.end(), t_ns,
+                             [](std::int64_t t, const MemoryPoint& p) { return t < p.ts_ns; });
+  return it == timeline.begin() ? 0 : std::prev(it)->bytes;
+}
+
+MemoryWindow memory_in_window(std::span<const MemoryPoint> timeline, std::int64_t t0, std::int64_t t1) {
+  MemoryWindow w;
+  w.points.push_back({t0, memory_at(timeline, t0)});
+  auto it = std::upper_bound(timeline.begin(), timeline.end(), t0,
+                             [](std::int64_t t, const MemoryPoint& p) { return t < p.ts_ns; });
+  for (; it != timeline.end() && it->ts_ns < t1; ++it) w.points.push_back(*it);
+  w.peak_bytes = w.points.front().bytes;
+  w.peak_ns = t0;
+  for (const auto& p : w.points)
+    if (p.bytes > w.peak_bytes) {
+      w.peak_bytes = p.bytes;
+      w.peak_ns = p.ts_ns;
+    }
+  return w;
+}
 
 std::vector<const BufferUse*> largest_bubbles(const MemoryAnalysis& m, std::size_t n) {
   std::vector<const BufferUse*> top;
@@ -99,75 +237,37 @@ int pipeline_degree(const Trace& trace, std::int32_t layer) {
   return std::max(1, max_chunk + 1);
 }
 
+MpipemoeMemory mpipemoe_memory(const MpipemoeShape& in) {
+  MpipemoeMemory m;
+  const double B = in.tokens, M = in.model_dim, H = in.hidden, e = in.elem_bytes;
+  const double B_own = in.own_tokens >= 0 ? in.own_tokens : B;
+  // Eq. 1 counts the gate (E x M) and one expert (2 H M) per device, four
+  // copies each (Adam); with E/P experts per device the expert term scales.
+  m.model_states = 4.0 * (in.experts * M + in.experts_per_device * 2.0 * H * M) * e;
+  // Eq. 2 / 4: T_I, T_O of the device's own rows; T_DI, T_DO, T_M of its experts'.
+  m.activations = (2.0 * B_own * M + 2.0 * B * M + B * H) * e;
+  m.temporary_buffers = (B * M + B * H) * e;  // Eq. 3
+  m.buffers = m.activations;                  // Eq. 4
+  const double n = in.partitions;
+  if (in.partitions >= 2) m.saving = B * (2.0 * M * (n - 2) / n + H * (n - 1) / n) * e;  // Eq. 5
+  const double total = m.model_states + m.activations + m.buffers;
+  m.saving_ratio = total > 0 ? 2 * m.saving / total : 0;  // Eq. 6
+  return m;
+}
+
+MemoryTimeline memory_timeline(const Trace& trace) {
+  std::map<std::int32_t, RankMemory> ranks;
+  const auto allocs = collect_allocations(trace, ranks);
+  return timeline_of(allocs, std::move(ranks));
+}
+
 MemoryAnalysis analyze_memory(const Trace& trace) {
   MemoryAnalysis m;
-  std::int64_t run_start = trace.run.start_ns, run_end = trace.run.end_ns;
-  if (run_end <= run_start) {
-    run_start = INT64_MAX;
-    run_end = INT64_MIN;
-    for (const auto& e : trace.memory_events) {
-      run_start = std::min(run_start, e.ts_ns);
-      run_end = std::max(run_end, e.ts_ns);
-    }
-    for (const auto& o : trace.ops) {
-      run_start = std::min(run_start, o.start_ns);
-      run_end = std::max(run_end, o.end_ns);
-    }
-    if (run_start > run_end) run_start = run_end = 0;
-  }
-
-  std::unordered_map<std::int64_t, const Buffer*> buffer_by_id;
-  for (const auto& b : trace.buffers) buffer_by_id.emplace(b.id.value, &b);
-
-  // Allocations per rank: raw events where the rank has them, else buffers.
-  std::map<std::int32_t, RankMemory> ranks;
-  std::vector<Alloc> allocs;
-  {
-    std::map<std::pair<std::int32_t, std::uint64_t>, std::vector<const MemoryEvent*>> open;
-    for (const auto& e : trace.memory_events) {
-      if (!on_device(e.memory_kind)) continue;
-      auto& rm = ranks[e.rank.value];
-      rm.from_events = true;
-      auto& stack = open[{e.rank.value, e.address}];
-      if (e.alloc) {
-        stack.push_back(&e);
-        continue;
-      }
-      if (stack.empty()) {
-        ++rm.unmatched_frees;
-        continue;
-      }
-      const auto* a = stack.back();
-      stack.pop_back();
-      auto it = a->buffer.valid() ? buffer_by_id.find(a->buffer.value) : buffer_by_id.end();
-      allocs.push_back({a->rank.value, a->ts_ns, e.ts_ns, a->bytes,
-                        it == buffer_by_id.end() ? nullptr : it->second});
-    }
-    for (const auto& [key, stack] : open)
-      for (const auto* a : stack) {
-        auto it = a->buffer.valid() ? buffer_by_id.find(a->buffer.value) : buffer_by_id.end();
-        allocs.push_back({a->rank.value, a->ts_ns, std::max(run_end, a->ts_ns), a->bytes,
-                          it == buffer_by_id.end() ? nullptr : it->second});
-      }
-    std::unordered_map<std::int64_t, bool> named_by_event;
-    for (const auto& a : allocs)
-      if (a.buffer) named_by_event[a.buffer->id.value] = true;
-    for (const auto& b : trace.buffers) {
-      if (!on_device(b.memory_kind) || named_by_event.count(b.id.value)) continue;
-      auto it = ranks.find(b.rank.value);
-      const bool events = it != ranks.end() && it->second.from_events;
-      if (!events) ranks[b.rank.value].from_events = false;
-      const auto start = b.alloc_ns >= 0 ? b.alloc_ns : run_start;
-      const auto end = b.free_ns >= 0 ? b.free_ns : std::max(run_end, start);
-      // On a rank with raw events the buffer is already inside some raw
-      // allocation: it counts for bubbles, not again for the timeline.
-      allocs.push_back({b.rank.value, start, std::max(start, end), b.bytes, &b, !events});
-    }
-  }
-  m.has_allocations = !allocs.empty();
-  std::sort(allocs.begin(), allocs.end(), [](const Alloc& a, const Alloc& b) {
-    return std::tie(a.rank, a.start, a.end) < std::tie(b.rank, b.start, b.end);
-  });
+  std::map<std::int32_t, RankMemory> rank_info;
+  const auto allocs = collect_allocations(trace, rank_info);
+  static_cast<MemoryTimeline&>(m) = timeline_of(allocs, std::move(rank_info));
+  std::map<std::int32_t, RankMemory*> ranks;
+  for (auto& rm : m.ranks) ranks[rm.rank] = &rm;
 
   // Which ops use each buffer, and when they ran.
   const OpIntervals oi(trace);
@@ -181,28 +281,17 @@ MemoryAnalysis analyze_memory(const Trace& trace) {
 
   std::map<std::string, TagBubbles> tags;
   std::map<std::int32_t, double> layer_bubbles;
-  std::map<std::int32_t, std::vector<std::pair<std::int64_t, std::int64_t>>> alloc_deltas, idle_deltas;
-  // Per rank: (ts, class, delta) for the peak composition; per (layer, class, rank) sweeps.
-  std::map<std::int32_t, std::vector<std::tuple<std::int64_t, int, std::int64_t>>> class_deltas;
+  std::map<std::int32_t, std::vector<std::pair<std::int64_t, std::int64_t>>> idle_deltas;
+  // Per (layer, class, rank): the layer's buffers of a class, for the model's measured peaks.
   std::map<std::tuple<std::int32_t, int, std::int32_t>, std::vector<std::pair<std::int64_t, std::int64_t>>>
       layer_class_deltas;
   for (const auto& a : allocs) {
-    const auto cls = a.buffer ? memory_class(a.buffer->tag) : MemoryClass::kUnattributed;
-    const auto c = static_cast<int>(cls);
-    const double allocated_bytes_ns = static_cast<double>(a.bytes) * static_cast<double>(a.end - a.start);
-    auto& rm = ranks[a.rank];
-    if (a.in_timeline) {
-      alloc_deltas[a.rank].push_back({a.start, a.bytes});
-      alloc_deltas[a.rank].push_back({a.end, -a.bytes});
-      class_deltas[a.rank].push_back({a.start, c, a.bytes});
-      class_deltas[a.rank].push_back({a.end, c, -a.bytes});
-      rm.allocated_bytes_ns += allocated_bytes_ns;
-      m.allocated_bytes_ns += allocated_bytes_ns;
-    }
     if (!a.buffer) continue;
+    const auto cls = class_of(a);
     if (a.buffer->layer >= 0) {
-      layer_class_deltas[{a.buffer->layer, c, a.rank}].push_back({a.start, a.bytes});
-      layer_class_deltas[{a.buffer->layer, c, a.rank}].push_back({a.end, -a.bytes});
+      auto& d = layer_class_deltas[{a.buffer->layer, static_cast<int>(cls), a.rank}];
+      d.push_back({a.start, a.bytes});
+      d.push_back({a.end, -a.bytes});
     }
     if (!m.has_buffer_usage) continue;
 
@@ -233,6 +322,7 @@ MemoryAnalysis analyze_memory(const Trace& trace) {
       idle_deltas[a.rank].push_back({gap.start, a.bytes});
       idle_deltas[a.rank].push_back({gap.end, -a.bytes});
     }
+    const double allocated_bytes_ns = static_cast<double>(a.bytes) * static_cast<double>(a.end - a.start);
     const double bubble = use.memory_bubble_bytes_ns();
     auto& t = tags[use.tag];
     t.tag = use.tag;
@@ -241,6 +331,7 @@ MemoryAnalysis analyze_memory(const Trace& trace) {
     t.max_bytes = std::max(t.max_bytes, use.bytes);
     t.allocated_bytes_ns += allocated_bytes_ns;
     t.memory_bubble_bytes_ns += bubble;
+    auto& rm = *ranks[a.rank];
     rm.memory_bubble_bytes_ns += bubble;
     rm.buffer_bytes_ns += allocated_bytes_ns;
     m.memory_bubble_bytes_ns += bubble;
@@ -248,35 +339,7 @@ MemoryAnalysis analyze_memory(const Trace& trace) {
     if (use.layer >= 0) layer_bubbles[use.layer] += bubble;
     m.buffers.push_back(std::move(use));
   }
-
-  for (auto& [rank, rm] : ranks) {
-    rm.rank = rank;
-    rm.allocated = steps(std::move(alloc_deltas[rank]));
-    rm.idle = steps(std::move(idle_deltas[rank]));
-    // Peak and its composition: sweep the class deltas in time order.
-    auto& cd = class_deltas[rank];
-    std::sort(cd.begin(), cd.end());
-    MemoryClassBytes cur{};
-    std::int64_t total = 0;
-    rm.peak_bytes = 0;
-    for (std::size_t i = 0; i < cd.size();) {
-      const auto ts = std::get<0>(cd[i]);
-      for (; i < cd.size() && std::get<0>(cd[i]) == ts; ++i) {
-        cur[static_cast<std::size_t>(std::get<1>(cd[i]))] += std::get<2>(cd[i]);
-        total += std::get<2>(cd[i]);
-      }
-      if (total > rm.peak_bytes) {
-        rm.peak_bytes = total;
-        rm.peak_ns = ts;
-        rm.peak_by_class = cur;
-      }
-    }
-    if (rm.peak_bytes > m.peak_bytes || m.peak_rank < 0) {
-      m.peak_bytes = rm.peak_bytes;
-      m.peak_rank = rank;
-    }
-    m.ranks.push_back(std::move(rm));
-  }
+  for (auto& rm : m.ranks) rm.idle = steps(std::move(idle_deltas[rm.rank]));
   for (auto& [tag, t] : tags) m.tags.push_back(std::move(t));
   std::sort(m.bubbles.begin(), m.bubbles.end(), [](const MemoryBubble& a, const MemoryBubble& b) {
     return std::tie(a.rank, a.start_ns, a.end_ns) < std::tie(b.rank, b.start_ns, b.end_ns);
@@ -295,13 +358,6 @@ MemoryAnalysis analyze_memory(const Trace& trace) {
     }
     for (auto& [layer, its] : iterations) routed[layer].second = static_cast<int>(its.size());
   }
-  std::map<std::int32_t, std::int32_t> max_chunk;  // per layer, for the pipeline degree
-  if (configured_pipeline_degree(trace) == 0)
-    for (const auto& op : trace.ops)
-      if (op.layer >= 0) {
-        auto [it, fresh] = max_chunk.emplace(op.layer, op.chunk);
-        if (!fresh) it->second = std::max(it->second, op.chunk);
-      }
   for (const auto& l : trace.layers) {
     // B: tokens a device processes per iteration. Measured where the trace
     // has expert load (routed tokens, top-k included, over the devices);
@@ -320,25 +376,25 @@ MemoryAnalysis analyze_memory(const Trace& trace) {
     lm.hidden_dim = l.hidden_dim;
     lm.tokens = routed_per_device > 0 ? static_cast<std::int64_t>(std::llround(routed_per_device))
                                       : l.tokens * std::max(1, l.top_k);
-    if (const int n = configured_pipeline_degree(trace); n > 0) lm.partitions = n;
-    else if (auto it = max_chunk.find(l.layer); it != max_chunk.end()) lm.partitions = std::max(1, it->second + 1);
+    lm.partitions = pipeline_degree(trace, l.layer);
     lm.elem_bytes = elem_bytes;
-    const double E = static_cast<double>(lm.experts), M = static_cast<double>(lm.model_dim),
-                 H = static_cast<double>(lm.hidden_dim), B = static_cast<double>(lm.tokens),
-                 n = lm.partitions, eb = elem_bytes;
-    // Eq. 1 counts the gate (E x M) and one expert (2 H M) per device, four
-    // copies each (Adam); with E/P experts per device the expert term scales.
-    const double ms = 4.0 * (E * M + lm.experts_per_rank * 2.0 * H * M);
-    const double act = 4.0 * B * M + B * H;                                    // Eq. 2
-    const double buf = B * M + B * H;                                          // Eq. 3
-    const double pipe = act;                                                   // Eq. 4
-    const double saving = n >= 2 ? B * (2.0 * M * (n - 2) / n + H * (n - 1) / n) : 0.0;  // Eq. 5
-    lm.model_states_bytes = static_cast<std::int64_t>(ms * eb);
-    lm.activations_bytes = static_cast<std::int64_t>(act * eb);
-    lm.temporary_buffers_bytes = static_cast<std::int64_t>(buf * eb);
-    lm.pipelined_buffers_bytes = static_cast<std::int64_t>(pipe * eb);
-    lm.reuse_saving_bytes = static_cast<std::int64_t>(saving * eb);
-    lm.saving_ratio = 2.0 * saving / (ms + 2.0 * pipe);                       // Eq. 6
+    MpipemoeShape shape;
+    shape.tokens = static_cast<double>(lm.tokens);
+    shape.model_dim = static_cast<double>(lm.model_dim);
+    shape.hidden = static_cast<double>(lm.hidden_dim);
+    shape.experts = static_cast<double>(lm.experts);
+    shape.experts_per_device = lm.experts_per_rank;
+    shape.partitions = lm.partitions;
+    shape.elem_bytes = elem_bytes;
+    const auto eq = mpipemoe_memory(shape);
+    lm.model_states_bytes = static_cast<std::int64_t>(eq.model_states);
+    lm.activations_bytes = static_cast<std::int64_t>(eq.activations);
+    lm.temporary_buffers_bytes = static_cast<std::int64_t>(eq.temporary_buffers);
+    lm.pipelined_buffers_bytes = static_cast<std::int64_t>(eq.buffers);
+    lm.reuse_saving_bytes = static_cast<std::int64_t>(eq.saving);
+    lm.saving_ratio = eq.saving_ratio;
+    lm.layer_bytes_without_reuse = static_cast<std::int64_t>(eq.layer_bytes(false));
+    lm.layer_bytes_with_reuse = static_cast<std::int64_t>(eq.layer_bytes(true));
     for (int c = 0; c < kNumMemoryClasses; ++c)
       for (const auto& rm : m.ranks) {
         auto it = layer_class_deltas.find({l.layer, c, rm.rank});

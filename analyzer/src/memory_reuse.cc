@@ -8,49 +8,26 @@ namespace moetrace::analyzer {
 
 using plan::ReuseStrategy;
 
-// Table II (NOTES.md): Q_fw / Q_bw; copies split into T_DI and T_M.
+// Table II (NOTES.md): Q_fw / Q_bw follow from the restore methods
+// (plan::kReuseStrategies). Forward: 2 GEMMs, 2 all-to-alls, one copy per
+// offloaded tensor (S1 [2, 2, 5], S2 [2, 2, 4], S3 [2, 2, 1] in b x M units
+// with H = 4 M). Backward: 4 GEMMs (+1 recomputing T_M), 2 all-to-alls (+1
+// re-communicating T_DI), the offloaded tensors prefetched (S1 [4, 2, 5],
+// S2 [4, 3, 4], S3 [5, 2, 1], S4 [5, 3, 0]).
 ReuseQ reuse_q_forward(ReuseStrategy s) {
-  switch (s) {
-    case ReuseStrategy::kNone: return {2, 2, 0, 0};
-    case ReuseStrategy::kS1: return {2, 2, 1, 1};  // offload T_DI and T_M: [2, 2, 5]
-    case ReuseStrategy::kS2: return {2, 2, 0, 1};  // offload T_M: [2, 2, 4]
-    case ReuseStrategy::kS3: return {2, 2, 1, 0};  // offload T_DI: [2, 2, 1]
-    case ReuseStrategy::kS4: return {2, 2, 0, 0};
-  }
-  return {2, 2, 0, 0};
+  const auto& t = plan::reuse_strategy_traits(s);
+  return {2, 2, t.t_di == plan::Restore::kOffload ? 1 : 0, t.t_m == plan::Restore::kOffload ? 1 : 0};
 }
 
 ReuseQ reuse_q_backward(ReuseStrategy s) {
-  switch (s) {
-    case ReuseStrategy::kNone: return {4, 2, 0, 0};
-    case ReuseStrategy::kS1: return {4, 2, 1, 1};  // prefetch both: [4, 2, 5]
-    case ReuseStrategy::kS2: return {4, 3, 0, 1};  // re-communicate T_DI, prefetch T_M: [4, 3, 4]
-    case ReuseStrategy::kS3: return {5, 2, 1, 0};  // prefetch T_DI, recompute T_M: [5, 2, 1]
-    case ReuseStrategy::kS4: return {5, 3, 0, 0};  // re-communicate, recompute: [5, 3, 0]
-  }
-  return {4, 2, 0, 0};
-}
-
-ReuseMemory mpipemoe_memory(const ReuseInputs& in) {
-  ReuseMemory m;
-  const double B = in.tokens, M = in.model_dim, H = in.hidden, e = in.elem_bytes;
-  const double B_own = in.own_tokens >= 0 ? in.own_tokens : B;
-  m.model_states = 4.0 * (in.experts * M + in.experts_per_device * 2.0 * H * M) * e;  // Eq. 1
-  // Eq. 2 / 4: T_I, T_O of the device's own rows; T_DI, T_DO, T_M of its experts'.
-  m.activations = (2.0 * B_own * M + 2.0 * B * M + B * H) * e;
-  m.buffers = m.activations;                                                            // Eq. 4
-  const double n = in.partitions;
-  if (in.partitions >= 2) m.saving = B * (2.0 * M * (n - 2) / n + H * (n - 1) / n) * e;  // Eq. 5
-  const double total = m.model_states + m.activations + m.buffers;
-  m.saving_ratio = total > 0 ? 2 * m.saving / total : 0;  // Eq. 6
-  return m;
+  const auto& t = plan::reuse_strategy_traits(s);
+  return {4 + (t.t_m == plan::Restore::kRecompute ? 1 : 0), 2 + (t.t_di == plan::Restore::kRecommunicate ? 1 : 0),
+          t.t_di == plan::Restore::kOffload ? 1 : 0, t.t_m == plan::Restore::kOffload ? 1 : 0};
 }
 
 namespace {
 
-bool copies(ReuseStrategy s) {
-  return s == ReuseStrategy::kS1 || s == ReuseStrategy::kS2 || s == ReuseStrategy::kS3;
-}
+bool copies(ReuseStrategy s) { return plan::reuse_strategy_traits(s).copies(); }
 
 struct PassCost {
   double eq10 = 0, with_alpha = 0;
@@ -81,10 +58,6 @@ PassCost pass_cost(const ReuseInputs& in, const ReuseQ& q, double sigma, double 
 ReuseChoice choose_reuse_strategy(const ReuseInputs& in) {
   ReuseChoice out;
   out.memory = mpipemoe_memory(in);
-  auto layer_memory = [&](ReuseStrategy s) {
-    return out.memory.model_states + out.memory.activations + out.memory.buffers -
-           (s == ReuseStrategy::kNone ? 0.0 : 2 * out.memory.saving);
-  };
   for (int i = 0; i < 5; ++i) {
     const auto s = static_cast<ReuseStrategy>(i);
     ReuseCandidate& c = out.candidates[static_cast<std::size_t>(i)];
@@ -101,7 +74,7 @@ ReuseChoice choose_reuse_strategy(const ReuseInputs& in) {
     c.alpha_forward_s = fw.with_alpha;
     c.alpha_backward_s = bw.with_alpha;
     c.bound = bw.bound;
-    c.layer_memory_bytes = layer_memory(s);
+    c.layer_memory_bytes = out.memory.layer_bytes(plan::reuse_strategy_traits(s).reuses());
     const bool reuse = s != ReuseStrategy::kNone, reused = in.current != ReuseStrategy::kNone;
     c.predicted_peak_bytes =
         in.measured_peak_bytes >= 0

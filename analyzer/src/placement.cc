@@ -47,8 +47,7 @@ PlacementAdvice recommend_placement(const PlacementInputs& in) {
                                                in.sizes);
   a.balance_degree_before = plan::balance_degree(a.computed_before);
   a.balance_degree_after = plan::balance_degree(a.computed_after);
-  a.rb = a.balance_degree_after > 0 ? a.balance_degree_before / a.balance_degree_after
-                                    : (a.balance_degree_before > 0 ? std::numeric_limits<double>::infinity() : 1.0);
+  a.rb = plan::rb(a.balance_degree_before, a.balance_degree_after);
   a.gain = a.before.total > 0 ? (a.before.total - a.after.total) / a.before.total : 0;
   return a;
 }

@@ -19,21 +19,9 @@ namespace moetrace::analyzer {
 
 namespace {
 
-// run_config value of `key`, or of the first key ending in "." + key
-// (simulated traces flatten their JSON config: "model.elem_bytes").
-std::string_view config(const Trace& t, std::string_view key) {
-  for (const auto& [k, v] : t.run.config)
-    if (k == key) return v;
-  for (const auto& [k, v] : t.run.config)
-    if (k.size() > key.size() && k.compare(k.size() - key.size(), key.size(), key) == 0 &&
-        k[k.size() - key.size() - 1] == '.')
-      return v;
-  return {};
-}
-
 template <typename T>
 std::optional<T> config_number(const Trace& t, std::string_view key) {
-  const auto s = config(t, key);
+  const auto s = t.config_value(key);
   if (s.empty()) return std::nullopt;
   T v{};
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
@@ -45,52 +33,9 @@ std::string ms(double s) { return fmt::format("{:.3f} ms", s * 1e3); }
 std::string pct(double f) { return fmt::format("{:.1f} %", f * 100.0); }
 std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024 * 1024)); }
 
-std::string strategy_action(plan::ReuseStrategy s) {
-  switch (s) {
-    case plan::ReuseStrategy::kNone: return "none (no memory reuse)";
-    case plan::ReuseStrategy::kS1: return "S1: offload T_DI, offload T_M";
-    case plan::ReuseStrategy::kS2: return "S2: re-communicate T_DI, offload T_M";
-    case plan::ReuseStrategy::kS3: return "S3: offload T_DI, recompute T_M";
-    case plan::ReuseStrategy::kS4: return "S4: re-communicate T_DI, recompute T_M";
-  }
-  return "none";
-}
-
-// Device memory peak of each rank from the allocation events, else from the
-// buffers' lifetimes; the highest rank's. -1 where the trace has neither.
-std::int64_t measured_peak(const Trace& t) {
-  std::map<std::int32_t, std::vector<std::pair<std::int64_t, std::int64_t>>> deltas;
-  auto device = [](schema::MemoryKind k) {
-    return k != schema::MemoryKind::kPinnedHost && k != schema::MemoryKind::kPageableHost;
-  };
-  if (!t.memory_events.empty()) {
-    for (const auto& e : t.memory_events)
-      if (device(e.memory_kind)) deltas[e.rank.value].push_back({e.ts_ns, e.alloc ? e.bytes : -e.bytes});
-  } else {
-    for (const auto& b : t.buffers) {
-      if (!device(b.memory_kind) || b.bytes <= 0) continue;
-      const std::int64_t from = b.alloc_ns >= 0 ? b.alloc_ns : t.run.start_ns;
-      deltas[b.rank.value].push_back({from, b.bytes});
-      if (b.free_ns >= 0) deltas[b.rank.value].push_back({b.free_ns, -b.bytes});
-    }
-  }
-  if (deltas.empty()) return -1;
-  std::int64_t peak = 0;
-  for (auto& [rank, d] : deltas) {
-    std::sort(d.begin(), d.end());  // frees (negative) before allocations at one instant
-    std::int64_t now = 0;
-    for (const auto& [ts, b] : d) {
-      now += b;
-      peak = std::max(peak, now);
-    }
-  }
-  return peak;
-}
-
 struct LayerMeasures {
   double layer_s = -1;
   int iterations = 0;
-  int chunks = 1;
   double fnec_s = 0, bnec_s = 0;
 };
 
@@ -116,7 +61,6 @@ std::map<int, LayerMeasures> layer_measures(const Trace& t, const Breakdown& b) 
   std::map<int, std::map<std::tuple<int, int, int>, std::int64_t>> nonmoe;  // layer -> (it, phase, rank) -> ns
   for (const auto& op : t.ops) {
     if (op.layer < 0) continue;
-    if (op.kind == OpKind::kDispatchAllToAll) out[op.layer].chunks = std::max(out[op.layer].chunks, op.chunk + 1);
     if (op.kind == OpKind::kAttention || op.kind == OpKind::kDenseFfn || op.kind == OpKind::kTensorParallelAllReduce)
       nonmoe[op.layer][{op.iteration, static_cast<int>(op.phase), op.rank.value}] += op.duration();
   }
@@ -204,7 +148,7 @@ HardwareModelInfo resolve_hardware(const Trace& t, const RecommendOptions& o, co
     notes.push_back("--cost-model fitted: the trace does not measure the expert GEMMs and the all-to-all at its P "
                     "well enough to fit them");
   }
-  if (const auto json = config(t, "sim.cost_model_json"); !json.empty()) {
+  if (const auto json = t.config_value("sim.cost_model_json"); !json.empty()) {
     try {
       h.model = sim::cost_model_from_json(json);
       h.source = "trace";
@@ -327,15 +271,12 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
 
 namespace {
 
-void advise_pipeline(const Trace& trace, const RecommendOptions& o, const HardwareModelInfo& hw, const LayerMeasures& meas,
-                     LayerRecommendation& L) {
+void advise_pipeline(const Trace& trace, const RecommendOptions& o, const HardwareModelInfo& hw, LayerRecommendation& L) {
   auto& a = L.pipeline;
   const auto& w = L.workload;
   a.variant = L.variant.empty() ? "pipemoe" : L.variant;
   if (a.variant == "pro_prophet" || a.variant == "fastermoe") a.variant = "dpmoe";
-  a.current_r = meas.chunks;
-  if (L.variant == "pipemoe") a.current_r = config_number<int>(trace, "pipeline_degree").value_or(a.current_r);
-  if (L.variant == "mpipemoe") a.current_r = config_number<int>(trace, "partitions").value_or(a.current_r);
+  a.current_r = pipeline_degree(trace, L.layer);
   const int r_max = std::max(1, o.r_max);
   a.terms = pipeline_terms(w, hw.model);
   a.choice = choose_pipeline_degree(a.terms, std::max(r_max, a.current_r), o.r_candidates);
@@ -359,7 +300,7 @@ void advise_pipeline(const Trace& trace, const RecommendOptions& o, const Hardwa
     WhatIf what;
     what.variant = L.variant == "mpipemoe" ? "mpipemoe" : "pipemoe";
     if (what.variant == "mpipemoe")
-      what.strategy = plan::parse_reuse_strategy(config(trace, "strategy").empty() ? "none" : config(trace, "strategy"));
+      what.strategy = plan::parse_reuse_strategy(trace.config_value("strategy").empty() ? "none" : trace.config_value("strategy"));
     double best = 0;
     for (int r : rs) {
       what.partitions = r;
@@ -395,7 +336,7 @@ void advise_memory(const Trace& trace, const RecommendOptions& o, const Hardware
   // (reuse needs n >= 2 partitions).
   a.partitions = std::max(2, L.pipeline.computed ? L.pipeline.recommended_r : 2);
   if (L.variant == "mpipemoe")
-    a.current = plan::parse_reuse_strategy(config(trace, "strategy").empty() ? "none" : config(trace, "strategy"));
+    a.current = plan::parse_reuse_strategy(trace.config_value("strategy").empty() ? "none" : trace.config_value("strategy"));
   a.measured_peak_bytes = peak;
   if (o.memory_budget_bytes >= 0) {
     a.budget_bytes = o.memory_budget_bytes;
@@ -576,7 +517,7 @@ RecommendationItem memory_item(const LayerRecommendation& L) {
   if (!a.computed) return it;
   const auto& c = a.choice;
   it.change = c.strategy != a.current;
-  it.action = it.change ? strategy_action(c.strategy) : "keep " + strategy_action(a.current);
+  it.action = it.change ? plan::reuse_strategy_action(c.strategy) : "keep " + plan::reuse_strategy_action(a.current);
   std::string costs, sims;
   for (const auto& cand : c.candidates) {
     costs += fmt::format("{}{} {}{}", costs.empty() ? "" : ", ", plan::reuse_strategy_name(cand.strategy),
@@ -744,10 +685,7 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
       for (const auto& w : ws) {
         auto it = ms_.find(w.layer);
         if (it == ms_.end() || it->second.layer_s <= 0) continue;
-        int n = it->second.chunks;
-        if (t->run.variant == "pipemoe") n = config_number<int>(*t, "pipeline_degree").value_or(n);
-        if (t->run.variant == "mpipemoe") n = config_number<int>(*t, "partitions").value_or(n);
-        runs[w.layer].push_back({w.max_tokens_per_rank(), n, it->second.layer_s, t->run.path});
+        runs[w.layer].push_back({w.max_tokens_per_rank(), pipeline_degree(*t, w.layer), it->second.layer_s, t->run.path});
       }
     }
   }
@@ -762,7 +700,7 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
     if (auto it = measures.find(L.layer); it != measures.end()) meas = it->second;
     L.measured_layer_s = meas.layer_s;
     L.iterations = meas.iterations;
-    advise_pipeline(trace, o, out.hardware, meas, L);
+    advise_pipeline(trace, o, out.hardware, L);
     if (auto r = runs.find(L.layer); r != runs.end() && r->second.size() > 1) {
       L.pipeline.runs = r->second;
       L.pipeline.measured = mpipemoe_range_search(r->second, L.workload.max_tokens_per_rank());
@@ -783,11 +721,11 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
 }  // namespace
 
 Recommendations recommend(const Trace& trace, const RecommendOptions& o) {
-  return recommend_impl(trace, o, nullptr, measured_peak(trace), nullptr);
+  return recommend_impl(trace, o, nullptr, memory_timeline(trace).measured_peak_bytes(), nullptr);
 }
 
 Recommendations recommend(const Trace& trace, const Analyses& a, const RecommendOptions& o) {
-  return recommend_impl(trace, o, &a.breakdown, a.memory.has_allocations ? a.memory.peak_bytes : -1, &a.cost_model);
+  return recommend_impl(trace, o, &a.breakdown, a.memory.measured_peak_bytes(), &a.cost_model);
 }
 
 }  // namespace moetrace::analyzer

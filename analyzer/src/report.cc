@@ -439,6 +439,10 @@ void write_fitted_models_text(std::ostream& out, const CostModel& model) {
   report_detail::render_text(out, report_detail::fitted_models_section(model));
 }
 
+std::vector<ReportSection> report_sections(const Trace& trace, const Analyses& a, const ReportOptions& options) {
+  return report_detail::analysis_sections(trace, a, options);
+}
+
 void write_report(std::ostream& out, const Trace& trace, const Analyses& a, const ReportOptions& options) {
   switch (options.format) {
     case ReportFormat::kText: write_text_report(out, trace, a, options); break;

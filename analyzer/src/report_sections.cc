@@ -183,7 +183,7 @@ Section memory_section(const MemoryAnalysis& m, const ReportOptions& o) {
   }
   if (!m.layers.empty()) {
     Table model{{"layer", "E", "M", "H", "B", "n", "Eq.1 model states", "Eq.2 activations", "trace act.",
-                 "Eq.3 temporary", "trace temp.", "Eq.5 saving", "Eq.6 ratio"},
+                 "Eq.3 temporary", "trace temp.", "Eq.5 saving", "Eq.6 ratio", "layer: none", "layer: S1-S4"},
                 {}};
     for (const auto& l : m.layers)
       model.rows.push_back({std::to_string(l.layer), std::to_string(l.experts), std::to_string(l.model_dim),
@@ -191,9 +191,11 @@ Section memory_section(const MemoryAnalysis& m, const ReportOptions& o) {
                             format_bytes(l.model_states_bytes), format_bytes(l.activations_bytes),
                             bytes_or_dash(l.measured_peak_bytes[1]), format_bytes(l.temporary_buffers_bytes),
                             bytes_or_dash(l.measured_peak_bytes[2]), format_bytes(l.reuse_saving_bytes),
-                            pct(l.saving_ratio)});
+                            pct(l.saving_ratio), format_bytes(l.layer_bytes_without_reuse),
+                            format_bytes(l.layer_bytes_with_reuse)});
     s.table("mpipemoe memory model per MoE layer and device (Eq. 1-6 in elements x elem_bytes; B = routed tokens "
-            "per device, top-k included; n = partitions; 'trace' = the layer's buffers of that class alive at once, max over ranks):",
+            "per device, top-k included; n = partitions; 'trace' = the layer's buffers of that class alive at once, max over ranks; "
+            "'layer' = Eq. 1 + Eq. 4 (M_act + M_buf), less 2 x Eq. 5 with reuse, which every strategy S1-S4 saves alike):",
             std::move(model));
   }
   return s;

@@ -13,25 +13,9 @@
 
 namespace moetrace::analyzer::report_detail {
 
-struct Table {
-  std::vector<std::string> header;
-  std::vector<std::vector<std::string>> rows;
-};
-
-struct Block {
-  std::string text;  // a paragraph (no table) or the caption of `table`
-  bool has_table = false;
-  Table table;
-};
-
-struct Section {
-  std::string id;     // JSON key and HTML anchor: "memory", "expert_load", ...
-  std::string title;
-  std::vector<Block> blocks;
-  std::string status = {};  // HTML data-status where set (recommendations: computed / not_computed)
-  void para(std::string text) { blocks.push_back({std::move(text), false, {}}); }
-  void table(std::string caption, Table t) { blocks.push_back({std::move(caption), true, std::move(t)}); }
-};
+using Table = ReportTable;
+using Block = ReportBlock;
+using Section = ReportSection;
 
 // Summary lines of the breakdown (the text report's opening).
 std::vector<std::string> breakdown_summary(const Breakdown& b);

@@ -373,11 +373,9 @@ void MainWindow::on_analyses(std::shared_ptr<const TraceAnalyses> a) {
   if (!current) return;
   breakdown_->set_breakdown(a->breakdown, a->breakdown_error);
   expert_->set_index(current->trace, a->expert_load);
-  static const AnalysisResults kNone;
-  const auto& r = a->results ? *a->results : kNone;
-  locality_->set_data(r.locality, r.locality_error);
-  memory_->set_bubbles(r.memory_bubbles, r.memory_error);
-  recommendations_->set_data(r.recommendations, r.recommendations_error);
+  locality_->set_results(a->results);
+  memory_->set_results(a->results);
+  recommendations_->set_results(a->results);
 }
 
 // --- search ---------------------------------------------------------------------------

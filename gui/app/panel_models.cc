@@ -157,7 +157,7 @@ QVariant BreakdownModel::headerData(int section, Qt::Orientation o, int role) co
 
 // --- RangeModel ---------------------------------------------------------------------
 
-void RangeModel::set_summary(std::optional<RangeSummary> s) {
+void RangeModel::set_summary(std::optional<analyzer::WindowBreakdown> s) {
   beginResetModel();
   s_ = std::move(s);
   endResetModel();
@@ -169,7 +169,7 @@ int RangeModel::rowCount(const QModelIndex& parent) const {
 
 int RangeModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : kColumns; }
 
-const RangeRankSummary& RangeModel::row_data(int row) const {
+const analyzer::RankSummary& RangeModel::row_data(int row) const {
   return static_cast<std::size_t>(row) < s_->ranks.size() ? s_->ranks[static_cast<std::size_t>(row)] : s_->total;
 }
 
@@ -180,22 +180,22 @@ QVariant RangeModel::data(const QModelIndex& index, int role) const {
   const std::int64_t window = s_->length() * (total ? std::max<std::int64_t>(1, static_cast<std::int64_t>(s_->ranks.size())) : 1);
   const int col = index.column();
   std::int64_t ns = -1;
-  if (col == kBusy) ns = r.busy_ns;
-  else if (col == kIdle) ns = r.idle_ns;
-  else if (col == kHidden) ns = r.comm_hidden_ns;
+  if (col == kBusy) ns = r.t.busy_ns;
+  else if (col == kIdle) ns = r.t.idle_ns;
+  else if (col == kHidden) ns = r.t.comm_hidden_ns;
   else if (col >= kFirstCategory && col < kFirstCategory + kNumCategories)
-    ns = r.category_ns[static_cast<std::size_t>(col - kFirstCategory)];
+    ns = r.t.category_ns[static_cast<std::size_t>(col - kFirstCategory)];
   switch (role) {
     case Qt::DisplayRole:
-      if (col == kRank) return total ? tr("all ranks") : QStringLiteral("%1").arg(r.rank.value);
+      if (col == kRank) return total ? tr("all ranks") : QStringLiteral("%1").arg(r.rank);
       if (col == kEvents) return qs(format_count(r.events));
       return duration(ns);
     case Qt::ToolTipRole:
       if (col == kRank || col == kEvents) return {};
-      if (col == kHidden) return tr("%1 of the communication overlapped computation").arg(percent(ratio(r.comm_hidden_ns, r.comm_ns)));
+      if (col == kHidden) return tr("%1 of the communication overlapped computation").arg(percent(r.t.hidden_fraction()));
       return tr("%1 of the selected range").arg(percent(ratio(ns, window)));
     case kSortRole:
-      if (col == kRank) return total ? 1 << 30 : r.rank.value;
+      if (col == kRank) return total ? 1 << 30 : r.rank;
       if (col == kEvents) return qlonglong(r.events);
       return qlonglong(ns);
     case Qt::TextAlignmentRole:
@@ -302,7 +302,7 @@ QVariant ExpertLoadModel::headerData(int section, Qt::Orientation o, int role) c
 
 // --- RecommendationsModel --------------------------------------------------------------
 
-void RecommendationsModel::set_data(std::optional<RecommendationData> d) {
+void RecommendationsModel::set_data(std::optional<analyzer::Recommendations> d) {
   beginResetModel();
   d_ = std::move(d);
   endResetModel();
@@ -323,7 +323,10 @@ QVariant RecommendationsModel::data(const QModelIndex& index, int role) const {
     case kLayer: return r.layer >= 0 ? QStringLiteral("L%1").arg(r.layer) : tr("model");
     case kSubject: return qs(r.subject);
     case kAction: return qs(r.action);
-    case kGain: return r.predicted_gain >= 0 ? percent(r.predicted_gain) : QStringLiteral("\u2014");
+    case kGain:
+      // A change that buys memory with time (memory reuse) shows its cost.
+      if (!r.gain_known) return QStringLiteral("\u2014");
+      return r.predicted_gain >= 0 ? percent(r.predicted_gain) : tr("cost %1").arg(percent(-r.predicted_gain));
     case kEvidence: return qs(r.evidence);
     default: return {};
   }

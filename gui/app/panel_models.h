@@ -13,7 +13,6 @@
 #include "moetrace/gui/analysis_results.h"
 #include "moetrace/gui/expert_load_matrix.h"
 #include "moetrace/gui/item_details.h"
-#include "moetrace/gui/range_summary.h"
 
 namespace moetrace::gui {
 
@@ -63,22 +62,23 @@ class BreakdownModel : public QAbstractTableModel {
   std::shared_ptr<const analyzer::Breakdown> b_;
 };
 
-// One row per rank plus "all ranks": the range summary of a time selection.
+// One row per rank plus "all ranks": where the time of a selected range went
+// (analyzer::breakdown_in_window).
 class RangeModel : public QAbstractTableModel {
   Q_OBJECT
  public:
   enum Column { kRank, kBusy, kIdle, kFirstCategory, kHidden = kFirstCategory + kNumCategories, kEvents, kColumns };
   using QAbstractTableModel::QAbstractTableModel;
-  void set_summary(std::optional<RangeSummary> s);
-  const std::optional<RangeSummary>& summary() const { return s_; }
+  void set_summary(std::optional<analyzer::WindowBreakdown> s);
+  const std::optional<analyzer::WindowBreakdown>& summary() const { return s_; }
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override;
   QVariant data(const QModelIndex& index, int role) const override;
   QVariant headerData(int section, Qt::Orientation o, int role) const override;
 
  private:
-  const RangeRankSummary& row_data(int row) const;
-  std::optional<RangeSummary> s_;
+  const analyzer::RankSummary& row_data(int row) const;
+  std::optional<analyzer::WindowBreakdown> s_;
 };
 
 // Layers x experts of one iteration; the cell colour is the token count on
@@ -110,7 +110,7 @@ class RecommendationsModel : public QAbstractTableModel {
  public:
   enum Column { kLayer, kSubject, kAction, kGain, kEvidence, kColumns };
   using QAbstractTableModel::QAbstractTableModel;
-  void set_data(std::optional<RecommendationData> d);
+  void set_data(std::optional<analyzer::Recommendations> d);
   bool available() const { return d_.has_value(); }
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override;
@@ -118,7 +118,7 @@ class RecommendationsModel : public QAbstractTableModel {
   QVariant headerData(int section, Qt::Orientation o, int role) const override;
 
  private:
-  std::optional<RecommendationData> d_;
+  std::optional<analyzer::Recommendations> d_;
 };
 
 }  // namespace moetrace::gui

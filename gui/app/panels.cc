@@ -11,7 +11,6 @@
 #include "moetrace/gui/format.h"
 #include "moetrace/gui/item_details.h"
 #include "moetrace/gui/palette.h"
-#include "moetrace/gui/range_summary.h"
 #include "timeline_painter.h"
 
 namespace moetrace::gui {
@@ -190,10 +189,10 @@ RangePanel::RangePanel(QWidget* parent) : PanelFrame(parent) {
   box->addWidget(title_);
   box->addWidget(view_, 1);
   set_content(content);
-  watcher_ = new QFutureWatcher<RangeSummary>(this);
-  connect(watcher_, &QFutureWatcher<RangeSummary>::finished, this, [this] {
+  watcher_ = new QFutureWatcher<analyzer::WindowBreakdown>(this);
+  connect(watcher_, &QFutureWatcher<analyzer::WindowBreakdown>::finished, this, [this] {
     if (watcher_->future().resultCount() == 0) return;
-    const RangeSummary s = watcher_->result();
+    const analyzer::WindowBreakdown s = watcher_->result();
     model_->set_summary(s);
     const double origin = timeline_ ? static_cast<double>(timeline_->start_ns()) : 0.0;
     title_->setText(tr("Range %1 \u2013 %2 (%3): time per rank and category; categories overlap, idle is time with nothing running.")
@@ -218,7 +217,7 @@ void RangePanel::set_range(double t0, double t1) {
   auto m = timeline_;
   const auto a = static_cast<std::int64_t>(std::floor(std::min(t0, t1)));
   const auto b = static_cast<std::int64_t>(std::ceil(std::max(t0, t1)));
-  watcher_->setFuture(QtConcurrent::run([m, a, b] { return summarize_range(*m, a, b); }));
+  watcher_->setFuture(QtConcurrent::run([m, a, b] { return analyzer::breakdown_in_window(m->trace(), a, b); }));
 }
 
 void RangePanel::clear_range() {
@@ -330,6 +329,48 @@ void ExpertLoadPanel::update_label() {
                       .arg(model_->iteration_count()));
 }
 
+// --- SectionView ------------------------------------------------------------------------------
+
+SectionView::SectionView(QWidget* parent) : QScrollArea(parent) {
+  setWidgetResizable(true);
+  setFrameShape(QFrame::NoFrame);
+  set_section(nullptr);
+}
+
+void SectionView::set_section(const analyzer::ReportSection* s) {
+  tables_.clear();
+  body_ = new QWidget;
+  auto* box = new QVBoxLayout(body_);
+  box->setContentsMargins(4, 4, 4, 4);
+  if (s)
+    for (const auto& b : s->blocks) {
+      auto* text = new QLabel(qs(b.text), body_);
+      text->setWordWrap(true);
+      text->setTextInteractionFlags(Qt::TextSelectableByMouse);
+      box->addWidget(text);
+      if (!b.has_table) continue;
+      const auto& t = b.table;
+      auto* table = new QTableWidget(static_cast<int>(t.rows.size()), static_cast<int>(t.header.size()), body_);
+      for (std::size_t c = 0; c < t.header.size(); ++c)
+        table->setHorizontalHeaderItem(static_cast<int>(c), new QTableWidgetItem(qs(t.header[c])));
+      for (std::size_t r = 0; r < t.rows.size(); ++r)
+        for (std::size_t c = 0; c < t.rows[r].size() && c < t.header.size(); ++c)
+          table->setItem(static_cast<int>(r), static_cast<int>(c), new QTableWidgetItem(qs(t.rows[r][c])));
+      table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+      table->verticalHeader()->setVisible(false);
+      table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+      table->setAlternatingRowColors(true);
+      // Every row visible; the scroll area scrolls.
+      table->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+      table->setMinimumHeight(table->horizontalHeader()->sizeHint().height() +
+                              table->rowCount() * (table->fontMetrics().height() + 8) + 4);
+      box->addWidget(table);
+      tables_.push_back(table);
+    }
+  box->addStretch(1);
+  setWidget(body_);  // deletes the previous body
+}
+
 // --- RecommendationsPanel -------------------------------------------------------------------
 
 RecommendationsPanel::RecommendationsPanel(QWidget* parent) : PanelFrame(parent) {
@@ -343,20 +384,24 @@ RecommendationsPanel::RecommendationsPanel(QWidget* parent) : PanelFrame(parent)
     const QVariant layer = i.data(kLayerRole);
     if (layer.isValid() && layer.toInt() >= 0) emit layer_activated(layer.toInt());
   });
-  set_data(std::nullopt);
+  set_results(nullptr);
 }
 
 void RecommendationsPanel::set_computing() { show_message(tr("Computing recommendations\u2026")); }
 
-void RecommendationsPanel::set_data(const std::optional<RecommendationData>& d, const std::string& error) {
-  model_->set_data(d);
-  if (!d) {
-    show_message(error.empty() ? tr("No recommendations were computed for this trace.")
-                               : tr("The recommenders failed: %1").arg(QString::fromStdString(error)));
+void RecommendationsPanel::set_results(const std::shared_ptr<const AnalysisResults>& r) {
+  const auto* a = r ? r->analyses.get() : nullptr;
+  model_->set_data(a ? a->recommendations : std::nullopt);
+  if (!a || !a->recommendations) {
+    show_message(r && !r->recommendations_error.empty()
+                     ? tr("The recommenders failed: %1").arg(qs(r->recommendations_error))
+                     : tr("No recommendations were computed for this trace."));
     return;
   }
-  if (d->items.empty()) {
-    show_message(tr("The analysis made no recommendation for this trace."));
+  if (a->recommendations->items.empty()) {
+    QString notes;
+    for (const auto& n : a->recommendations->notes) notes += QStringLiteral(" ") + qs(n);
+    show_message(tr("The analysis made no recommendation for this trace.") + notes);
     return;
   }
   show_content();
@@ -364,20 +409,31 @@ void RecommendationsPanel::set_data(const std::optional<RecommendationData>& d, 
 
 // --- Locality ----------------------------------------------------------------------------------
 
-void LocalityChart::set_data(LocalityData d) {
-  d_ = std::move(d);
+void LocalityChart::set_data(std::shared_ptr<const AnalysisResults> r) {
+  r_ = std::move(r);
   update();
 }
 
 void LocalityChart::paintEvent(QPaintEvent*) {
   QPainter p(this);
   p.fillRect(rect(), Qt::white);
+  if (!r_ || !r_->analyses) return;
+  const auto& a = r_->analyses->locality;
+  // One curve over all layers (-1), then one per layer; distances with pairs only.
+  std::vector<std::pair<int, const std::vector<analyzer::LocalityPoint>*>> curves{{-1, &a.curve}};
+  for (const auto& l : a.layers) curves.push_back({l.layer, &l.curve});
+  int max_d = 1;
+  double lo = 1.0;
+  for (const auto& [layer, pts] : curves)
+    for (const auto& pt : *pts)
+      if (pt.pairs > 0) {
+        max_d = std::max(max_d, pt.distance);
+        lo = std::min(lo, pt.cosine_similarity);
+      }
+  lo = std::max(0.0, lo - 0.05);
+  const double hi = 1.0;
   p.setRenderHint(QPainter::Antialiasing, true);
   const QRect plot = rect().adjusted(48, 12, -12, -32);
-  int max_d = 1;
-  for (const auto& c : d_.curves)
-    for (const auto& pt : c.points) max_d = std::max(max_d, pt.distance);
-  const double lo = d_.min_value, hi = d_.max_value > d_.min_value ? d_.max_value : d_.min_value + 1;
   auto map = [&](int dist, double v) {
     return QPointF(plot.left() + (dist - 1.0) / std::max(1, max_d - 1) * plot.width(),
                    plot.bottom() - (v - lo) / (hi - lo) * plot.height());
@@ -389,39 +445,56 @@ void LocalityChart::paintEvent(QPaintEvent*) {
   p.save();
   p.translate(12, plot.center().y());
   p.rotate(-90);
-  p.drawText(QRect(-plot.height() / 2, -10, plot.height(), 20), Qt::AlignCenter, QString::fromStdString(d_.metric));
+  p.drawText(QRect(-plot.height() / 2, -10, plot.height(), 20), Qt::AlignCenter,
+             tr("cosine similarity of the expert load"));
   p.restore();
-  for (std::size_t i = 0; i < d_.curves.size(); ++i) {
-    const auto& c = d_.curves[i];
+  for (std::size_t i = 0; i < curves.size(); ++i) {
+    const auto& [layer, pts] = curves[i];
     QColor col = QColor::fromHsv(static_cast<int>((i * 47) % 360), 200, 200);
-    p.setPen(QPen(col, c.layer < 0 ? 2.5 : 1.2));
-    for (std::size_t k = 1; k < c.points.size(); ++k)
-      p.drawLine(map(c.points[k - 1].distance, c.points[k - 1].value), map(c.points[k].distance, c.points[k].value));
+    p.setPen(QPen(col, layer < 0 ? 2.5 : 1.2));
+    const analyzer::LocalityPoint* prev = nullptr;
+    for (const auto& pt : *pts) {
+      if (pt.pairs == 0) continue;
+      if (prev) p.drawLine(map(prev->distance, prev->cosine_similarity), map(pt.distance, pt.cosine_similarity));
+      prev = &pt;
+    }
   }
 }
 
 LocalityPanel::LocalityPanel(QWidget* parent) : PanelFrame(parent) {
-  chart_ = new LocalityChart(this);
-  set_content(chart_);
-  set_data(std::nullopt);
+  auto* content = new QWidget(this);
+  auto* box = new QVBoxLayout(content);
+  box->setContentsMargins(0, 0, 0, 0);
+  chart_ = new LocalityChart(content);
+  tables_ = new SectionView(content);
+  box->addWidget(chart_, 1);
+  box->addWidget(tables_, 1);
+  set_content(content);
+  set_results(nullptr);
 }
 
 void LocalityPanel::set_computing() { show_message(tr("Computing locality\u2026")); }
 
-void LocalityPanel::set_data(const std::optional<LocalityData>& d, const std::string& error) {
-  if (!d) {
-    show_message(error.empty()
-                     ? tr("No expert load in this trace, so no locality of it across iterations. (moetrace's own "
-                          "runs record it; traces of other tools give the load of ranks where the dispatch's "
-                          "all-to-all split sizes were recorded.)")
-                     : tr("The locality analysis failed: %1").arg(QString::fromStdString(error)));
+void LocalityPanel::set_results(const std::shared_ptr<const AnalysisResults>& r) {
+  chart_->set_data(r);
+  tables_->set_section(r ? r->section("locality") : nullptr);
+  if (!r || !r->analyses) {
+    show_message(r && !r->error.empty() ? tr("The analyses failed: %1").arg(qs(r->error))
+                                        : tr("No trace analysed yet."));
     return;
   }
-  if (d->curves.empty()) {
+  const auto& a = r->analyses->locality;
+  if (!a.has_load) {
+    show_message(tr("No expert load in this trace, so no locality of it across iterations. (moetrace's own "
+                    "runs record it; traces of other tools give the load of ranks where the dispatch's "
+                    "all-to-all split sizes were recorded.)"));
+    return;
+  }
+  const bool any = std::any_of(a.curve.begin(), a.curve.end(), [](const auto& p) { return p.pairs > 0; });
+  if (!any) {
     show_message(tr("The locality analysis found too few iterations to compare."));
     return;
   }
-  chart_->set_data(*d);
   show_content();
 }
 
@@ -437,8 +510,8 @@ void MemoryChart::set_axis(const TimeAxis& axis) {
   update();
 }
 
-void MemoryChart::set_bubbles(std::optional<MemoryBubbleData> b) {
-  bubbles_ = std::move(b);
+void MemoryChart::set_results(std::shared_ptr<const AnalysisResults> r) {
+  r_ = std::move(r);
   update();
 }
 
@@ -455,14 +528,20 @@ void MemoryChart::paintEvent(QPaintEvent*) {
   a.width_px = std::max(1, width() - kLabel - 4);
   a.ns_per_px = axis_.window_ns() / a.width_px;
   const QColor mem = to_qcolor(ColourClass::kMemory);
+  const analyzer::MemoryAnalysis* m = r_ && r_->analyses ? &r_->analyses->memory : nullptr;
   for (int i = 0; i < n; ++i) {
     const auto& c = counters[static_cast<std::size_t>(i)];
     const int top = 2 + i * strip;
     const int h = strip - 6;
     const int bottom = top + h;
+    const auto in_view = analyzer::memory_in_window(c.samples(), static_cast<std::int64_t>(a.t0_ns),
+                                                    static_cast<std::int64_t>(a.t1_ns()));
     p.setPen(QColor(0x30, 0x30, 0x30));
     p.drawText(QRect(4, top, kLabel - 8, h), Qt::AlignVCenter | Qt::AlignLeft,
-               tr("Rank %1\nmax %2").arg(c.rank().value).arg(QString::fromStdString(format_bytes(static_cast<double>(c.max_value())))));
+               tr("Rank %1\npeak %2\nin view %3")
+                   .arg(c.rank().value)
+                   .arg(qs(format_bytes(static_cast<double>(c.max_value()))),
+                        qs(format_bytes(static_cast<double>(in_view.peak_bytes)))));
     p.fillRect(QRect(kLabel, top, a.width_px, h), QColor(0xF6, 0xF7, 0xF9));
     if (c.max_value() <= 0) continue;
     for (const auto& col : c.columns(a)) {
@@ -471,17 +550,16 @@ void MemoryChart::paintEvent(QPaintEvent*) {
       const int hi = static_cast<int>(std::lround(static_cast<double>(col.hi) / static_cast<double>(c.max_value()) * h));
       p.fillRect(QRect(x0, bottom - hi, w, hi), mem);
     }
-    if (bubbles_) {
-      p.setPen(Qt::NoPen);
-      for (const auto& b : bubbles_->bubbles) {
-        if (b.rank != c.rank()) continue;
-        const double x0 = a.x(static_cast<double>(b.start_ns)), x1 = a.x(static_cast<double>(b.end_ns));
-        if (x1 < 0 || x0 > a.width_px) continue;
-        const double bh = static_cast<double>(b.bytes) / static_cast<double>(c.max_value()) * h;
-        const QRectF box(kLabel + std::max(0.0, x0), bottom - bh, std::min<double>(a.width_px, x1) - std::max(0.0, x0), bh);
-        p.fillRect(box, QColor(0xE6, 0x55, 0x0D, 90));
-        p.fillRect(box, QBrush(QColor(0xE6, 0x55, 0x0D), Qt::BDiagPattern));
-      }
+    if (!m) continue;
+    p.setPen(Qt::NoPen);
+    for (const auto& b : m->bubbles) {
+      if (b.rank != c.rank()) continue;
+      const double x0 = a.x(static_cast<double>(b.start_ns)), x1 = a.x(static_cast<double>(b.end_ns));
+      if (x1 < 0 || x0 > a.width_px) continue;
+      const double bh = static_cast<double>(b.bytes) / static_cast<double>(c.max_value()) * h;
+      const QRectF box(kLabel + std::max(0.0, x0), bottom - bh, std::min<double>(a.width_px, x1) - std::max(0.0, x0), bh);
+      p.fillRect(box, QColor(0xE6, 0x55, 0x0D, 90));
+      p.fillRect(box, QBrush(QColor(0xE6, 0x55, 0x0D), Qt::BDiagPattern));
     }
   }
 }
@@ -493,8 +571,10 @@ MemoryPanel::MemoryPanel(QWidget* parent) : PanelFrame(parent) {
   note_ = new QLabel(content);
   note_->setWordWrap(true);
   chart_ = new MemoryChart(content);
+  tables_ = new SectionView(content);
   box->addWidget(note_);
   box->addWidget(chart_, 1);
+  box->addWidget(tables_, 1);
   set_content(content);
   show_message(tr("No trace loaded."));
 }
@@ -502,6 +582,7 @@ MemoryPanel::MemoryPanel(QWidget* parent) : PanelFrame(parent) {
 void MemoryPanel::set_model(std::shared_ptr<const TimelineModel> model) {
   has_counters_ = model && !model->counters().empty();
   chart_->set_model(model);
+  tables_->set_section(nullptr);
   if (!has_counters_) {
     show_message(model ? tr("This trace records no memory allocations.") : tr("No trace loaded."));
     return;
@@ -516,18 +597,18 @@ void MemoryPanel::set_computing() {
   if (has_counters_) note_->setText(tr("Memory in use per rank over the timeline's visible window. Memory bubbles: computing\u2026"));
 }
 
-void MemoryPanel::set_bubbles(const std::optional<MemoryBubbleData>& b, const std::string& error) {
-  chart_->set_bubbles(b);
+void MemoryPanel::set_results(const std::shared_ptr<const AnalysisResults>& r) {
+  chart_->set_results(r);
+  tables_->set_section(r ? r->section("memory") : nullptr);
   if (!has_counters_) return;
-  if (!b)
-    note_->setText(error.empty()
-                       ? tr("Memory in use per rank over the timeline's visible window. Memory bubbles (allocated but "
-                            "idle) need buffers linked to the ops that use them, which this trace does not have.")
-                       : tr("Memory in use per rank over the timeline's visible window. The memory-bubble analysis "
-                            "failed: %1").arg(QString::fromStdString(error)));
+  const QString base = tr("Memory in use per rank over the timeline's visible window");
+  if (!r || !r->analyses)
+    note_->setText(r && !r->error.empty() ? base + tr(". The memory analysis failed: %1").arg(qs(r->error)) : base + ".");
+  else if (!r->analyses->memory.has_buffer_usage)
+    note_->setText(base + tr(". Memory bubbles (allocated but idle) need buffers linked to the ops that use "
+                             "them, which this trace does not have."));
   else
-    note_->setText(tr("Memory in use per rank over the timeline's visible window; memory bubbles (allocated but idle) hatched: %1.")
-                       .arg(b->bubbles.size()));
+    note_->setText(base + tr("; memory bubbles (allocated but idle) hatched: %1.").arg(r->analyses->memory.bubbles.size()));
 }
 
 // --- LegendWidget --------------------------------------------------------------------------------

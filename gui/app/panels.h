@@ -1,16 +1,18 @@
 // The panels docked around the timeline. Each shows a plain message when it
-// has nothing to show: still computing, nothing in this trace, or — for the
-// issue-5 analyses that are not in the analyzer yet — "analysis not
-// available yet". None of them ever shows made-up data.
+// has nothing to show: still computing, nothing in this trace, or the error
+// of a failed analysis. They draw the analyzer's results (analysis_results.h)
+// and compute none of their own.
 #pragma once
 
 #include <QFutureWatcher>
 #include <QLabel>
+#include <QScrollArea>
 #include <QSlider>
 #include <QSortFilterProxyModel>
 #include <QStackedWidget>
 #include <QStyledItemDelegate>
 #include <QTableView>
+#include <QTableWidget>
 #include <memory>
 #include <optional>
 
@@ -94,7 +96,7 @@ class RangePanel : public PanelFrame {
   QSortFilterProxyModel* proxy_;
   QTableView* view_;
   QLabel* title_;
-  QFutureWatcher<RangeSummary>* watcher_;
+  QFutureWatcher<analyzer::WindowBreakdown>* watcher_;
 };
 
 class ExpertLoadPanel : public PanelFrame {
@@ -119,13 +121,28 @@ class ExpertLoadPanel : public PanelFrame {
   QLabel* scale_;
 };
 
+// A report section (report.h) as the report prints it: its paragraphs and
+// captioned tables, one under the other.
+class SectionView : public QScrollArea {
+  Q_OBJECT
+ public:
+  explicit SectionView(QWidget* parent = nullptr);
+  void set_section(const analyzer::ReportSection* s);  // null: empty
+  int table_count() const { return static_cast<int>(tables_.size()); }
+  QTableWidget* table(int i) const { return tables_[static_cast<std::size_t>(i)]; }
+
+ private:
+  QWidget* body_ = nullptr;
+  std::vector<QTableWidget*> tables_;
+};
+
 class RecommendationsPanel : public PanelFrame {
   Q_OBJECT
  public:
   explicit RecommendationsPanel(QWidget* parent = nullptr);
   void set_computing();
-  // `error`: why the recommenders failed, shown where `d` is nullopt.
-  void set_data(const std::optional<RecommendationData>& d, const std::string& error = {});
+  // The recommendations of `r`, or why they failed; null: none computed.
+  void set_results(const std::shared_ptr<const AnalysisResults>& r);
   RecommendationsModel* model() const { return model_; }
   QTableView* view() const { return view_; }
 
@@ -137,42 +154,47 @@ class RecommendationsPanel : public PanelFrame {
   QTableView* view_;
 };
 
-// Locality of expert load across iterations: one curve per layer.
+// Locality of expert load across iterations (analyzer::analyze_locality):
+// the mean cosine similarity of the load of iterations d apart, one curve
+// over all layers (bold) and one per layer.
 class LocalityChart : public QWidget {
   Q_OBJECT
  public:
   using QWidget::QWidget;
-  void set_data(LocalityData d);
+  void set_data(std::shared_ptr<const AnalysisResults> r);
   QSize sizeHint() const override { return {400, 220}; }
 
  protected:
   void paintEvent(QPaintEvent*) override;
 
  private:
-  LocalityData d_;
+  std::shared_ptr<const AnalysisResults> r_;
 };
 
+// The chart, and the report's locality tables (per layer and distance).
 class LocalityPanel : public PanelFrame {
   Q_OBJECT
  public:
   explicit LocalityPanel(QWidget* parent = nullptr);
   void set_computing();
-  // `error`: why the analysis failed; empty with nullopt: no expert load.
-  void set_data(const std::optional<LocalityData>& d, const std::string& error = {});
+  void set_results(const std::shared_ptr<const AnalysisResults>& r);
+  SectionView* tables() const { return tables_; }
 
  private:
   LocalityChart* chart_;
+  SectionView* tables_;
 };
 
-// Memory in use per rank over the timeline's visible window, with the
-// bubbles of the memory analysis shaded once it exists.
+// Memory in use per rank (the analyzer's memory timeline) over the
+// timeline's visible window, its peak in view, and the memory bubbles of
+// the memory analysis hatched.
 class MemoryChart : public QWidget {
   Q_OBJECT
  public:
   using QWidget::QWidget;
   void set_model(std::shared_ptr<const TimelineModel> model);
   void set_axis(const TimeAxis& axis);
-  void set_bubbles(std::optional<MemoryBubbleData> b);
+  void set_results(std::shared_ptr<const AnalysisResults> r);
   QSize sizeHint() const override { return {500, 240}; }
 
  protected:
@@ -181,9 +203,13 @@ class MemoryChart : public QWidget {
  private:
   std::shared_ptr<const TimelineModel> model_;
   TimeAxis axis_;
-  std::optional<MemoryBubbleData> bubbles_;
+  std::shared_ptr<const AnalysisResults> r_;
 };
 
+// The chart, and the report's memory section: peak and its composition per
+// rank, bubbles per tag and per buffer, the mpipemoe Eq. 1-6 model per layer
+// (the memory of no reuse and of S1-S4 by the equations, beside what the
+// trace's buffers show).
 class MemoryPanel : public PanelFrame {
   Q_OBJECT
  public:
@@ -191,13 +217,14 @@ class MemoryPanel : public PanelFrame {
   void set_model(std::shared_ptr<const TimelineModel> model);
   void set_axis(const TimeAxis& axis);
   void set_computing();
-  // `error`: why the analysis failed; empty with nullopt: no buffers linked to ops.
-  void set_bubbles(const std::optional<MemoryBubbleData>& b, const std::string& error = {});
+  void set_results(const std::shared_ptr<const AnalysisResults>& r);
   QString note() const { return note_->text(); }
+  SectionView* tables() const { return tables_; }
 
  private:
   MemoryChart* chart_;
   QLabel* note_;
+  SectionView* tables_;
   bool has_counters_ = false;
 };
 

@@ -64,13 +64,12 @@ std::shared_ptr<const LoadedTrace> TraceSession::load(const QString& path,
 
 std::shared_ptr<const TraceAnalyses> TraceSession::analyse(const LoadedTrace& loaded) {
   auto out = std::make_shared<TraceAnalyses>();
-  try {
-    out->breakdown = std::make_shared<const analyzer::Breakdown>(analyzer::compute_breakdown(*loaded.trace));
-  } catch (const std::exception& e) {
-    out->breakdown_error = message_of(loaded.path, e);
-  }
-  out->expert_load = std::make_shared<const ExpertLoadIndex>(ExpertLoadIndex::from_trace(*loaded.trace));
   out->results = std::make_shared<const AnalysisResults>(compute_analysis_results(*loaded.trace));
+  if (const auto& a = out->results->analyses)
+    out->breakdown = std::shared_ptr<const analyzer::Breakdown>(a, &a->breakdown);
+  else
+    out->breakdown_error = QString::fromStdString(out->results->error);
+  out->expert_load = std::make_shared<const ExpertLoadIndex>(ExpertLoadIndex::from_trace(*loaded.trace));
   return out;
 }
 

@@ -1,7 +1,7 @@
 // Loading a trace off the GUI thread. Stage one loads the trace and builds
 // the timeline model (the window can draw as soon as it is done); stage two
-// computes the per-layer breakdown, the expert-load index and whatever
-// issue-5 analyses this build has, and fills the panels when it finishes.
+// runs the analyzer's analyses (the breakdown among them) and builds the
+// expert-load index, and fills the panels when it finishes.
 // Opening another file while one loads discards the older result.
 #pragma once
 
@@ -28,7 +28,7 @@ struct LoadedTrace {
 };
 
 struct TraceAnalyses {
-  std::shared_ptr<const analyzer::Breakdown> breakdown;
+  std::shared_ptr<const analyzer::Breakdown> breakdown;  // results->analyses->breakdown
   std::shared_ptr<const ExpertLoadIndex> expert_load;
   std::shared_ptr<const AnalysisResults> results;
   QString breakdown_error;    // a failed analysis leaves the timeline usable

@@ -225,5 +225,58 @@ TEST(Breakdown, WithoutOpRangesKernelsAreClassifiedByName) {
   EXPECT_EQ(b.ranks[0].unattributed_ns, 1000);
 }
 
+
+// The same trace queried over [250, 650): dispatch [250, 300) 50, expert
+// [300, 650) 350 (its kernels [300, 400) and [500, 650): 250), combine
+// [600, 650) 50 under the expert; an unclaimed NCCL all-reduce kernel
+// [640, 700) adds 10 of all-reduce, inside the combine. Communication =
+// [250, 300) + [600, 650) = 100, hidden under gemm2 50. Busy = [250, 400) +
+// [500, 650) = 300, idle 100. Rank 1 has nothing in the window: all idle.
+TEST(Breakdown, WindowQueryFollowsTheSameRules) {
+  const auto path = testing::temp_path("window.db");
+  testing::write_text_trace(path, R"(
+    stream id=0 rank=0 role=compute
+    stream id=1 rank=0 role=comm
+    stream id=2 rank=1 role=compute
+    op id=1 rank=0 stream=0 kind=gate layer=0 iteration=0 start=0 end=100
+    op id=2 rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 start=100 end=300
+    op id=3 rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 start=300 end=700
+    op id=4 rank=0 stream=1 kind=combine_all_to_all layer=0 iteration=0 start=600 end=800
+    kernel rank=0 stream=0 start=300 end=400 op=3 name=gemm1
+    kernel rank=0 stream=0 start=500 end=700 op=3 name=gemm2
+    kernel rank=0 stream=1 start=640 end=700 name=ncclDevKernel_AllReduce_Sum
+    op id=5 rank=1 stream=2 kind=gate layer=0 iteration=0 start=0 end=100
+  )");
+  const auto trace = load_trace(path);
+  const auto w = breakdown_in_window(trace, 650, 250);  // either order
+  EXPECT_EQ(w.t0_ns, 250);
+  EXPECT_EQ(w.length(), 400);
+  ASSERT_EQ(w.ranks.size(), 2u);
+  const auto& t = w.ranks[0].t;
+  EXPECT_EQ(t.window_ns, 400);
+  EXPECT_EQ(t.at(A2A), 100);
+  EXPECT_EQ(t.at(Category::kExpertCompute), 250);
+  EXPECT_EQ(t.at(Category::kAllReduce), 10);
+  EXPECT_EQ(t.busy_ns, 300);
+  EXPECT_EQ(t.idle_ns, 100);
+  EXPECT_EQ(t.comm_ns, 100);
+  EXPECT_EQ(t.comm_hidden_ns, 50);
+  EXPECT_EQ(w.ranks[0].unattributed_ns, 10);
+  EXPECT_EQ(w.ranks[0].events, 5);  // dispatch, two kernels, combine, the all-reduce kernel
+  EXPECT_EQ(w.ranks[1].rank, 1);
+  EXPECT_EQ(w.ranks[1].t.busy_ns, 0);
+  EXPECT_EQ(w.ranks[1].t.idle_ns, 400);
+  EXPECT_EQ(w.total.t.window_ns, 800);
+  EXPECT_EQ(w.total.t.busy_ns, 300);
+  // Over a rank's whole span the query is the breakdown's per-rank split.
+  const auto b = compute_breakdown(trace);
+  const auto whole = breakdown_in_window(trace, 0, 800);
+  EXPECT_EQ(whole.ranks[0].t.category_ns, b.ranks[0].t.category_ns);
+  EXPECT_EQ(whole.ranks[0].t.exclusive_ns, b.ranks[0].t.exclusive_ns);
+  EXPECT_EQ(whole.ranks[0].t.comm_hidden_ns, b.ranks[0].t.comm_hidden_ns);
+  EXPECT_EQ(whole.ranks[0].t.idle_ns, b.ranks[0].t.idle_ns);
+  EXPECT_EQ(whole.ranks[0].unattributed_ns, b.ranks[0].unattributed_ns);
+}
+
 }  // namespace
 }  // namespace moetrace::analyzer

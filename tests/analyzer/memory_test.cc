@@ -187,5 +187,81 @@ TEST(Memory, ClassesOfTags) {
   EXPECT_EQ(memory_class("host_offload"), MemoryClass::kUnattributed);
 }
 
+
+// Windowed queries of the kBubbles timeline (6000 B from 0, 8000 B on
+// [400, 700), 6000 B on [700, 1000), 0 after): over [500, 800) it starts at
+// 8000 (in force at 500), drops to 6000 at 700; peak 8000 at 500. Over
+// [800, 2000): 6000 then 0 at 1000; peak 6000. Before the first point: 0.
+// memory_timeline is analyze_memory's timeline without the bubbles.
+TEST(Memory, WindowedTimelineAndTheTimelineAlone) {
+  const auto path = testing::temp_path("window.db");
+  testing::write_text_trace(path, kBubbles);
+  const auto trace = load_trace(path);
+  const auto t = memory_timeline(trace);
+  ASSERT_EQ(t.ranks.size(), 1u);
+  EXPECT_EQ(t.peak_bytes, 8000);
+  EXPECT_EQ(t.measured_peak_bytes(), 8000);
+  EXPECT_EQ(t.ranks[0].allocated, analyze_memory(trace).ranks[0].allocated);
+  const auto& tl = t.ranks[0].allocated;
+  EXPECT_EQ(memory_at(tl, -1), 0);
+  EXPECT_EQ(memory_at(tl, 400), 8000);
+  EXPECT_EQ(memory_at(tl, 699), 8000);
+  EXPECT_EQ(memory_at(tl, 700), 6000);
+  const auto w = memory_in_window(tl, 500, 800);
+  ASSERT_EQ(w.points.size(), 2u);
+  EXPECT_EQ(w.points[0].ts_ns, 500);
+  EXPECT_EQ(w.points[0].bytes, 8000);
+  EXPECT_EQ(w.points[1].ts_ns, 700);
+  EXPECT_EQ(w.points[1].bytes, 6000);
+  EXPECT_EQ(w.peak_bytes, 8000);
+  EXPECT_EQ(w.peak_ns, 500);
+  const auto late = memory_in_window(tl, 800, 2000);
+  ASSERT_EQ(late.points.size(), 2u);
+  EXPECT_EQ(late.points[1].bytes, 0);
+  EXPECT_EQ(late.peak_bytes, 6000);
+  // No allocation at all: no peak to compare with a budget.
+  EXPECT_EQ(MemoryTimeline{}.measured_peak_bytes(), -1);
+}
+
+// One layer, E = 2 experts on P = 1 device, M = 4, H = 16, B = 8, n = 2,
+// 1-byte elements, in Eq. 6's accounting:
+//   Eq. 1: 4 (E M + 2 x 2 H M) = 4 (8 + 256) = 1056 B
+//   Eq. 2 = Eq. 4: 4 B M + B H = 128 + 128 = 256 B
+//   Eq. 5: B (2M (n-2)/n + H (n-1)/n) = 8 (0 + 8) = 64 B
+// without reuse 1056 + 2 x 256 = 1568 B; with reuse (any of S1-S4) less
+// 2 x 64: 1440 B.
+TEST(Memory, LayerMemoryOfEachStrategy) {
+  const auto m = memory_of("model-strategies.db", R"(
+    config elem_bytes=1 partitions=2
+    layer layer=0 experts=2 top_k=1 model_dim=4 hidden_dim=16 tokens=8
+  )");
+  ASSERT_EQ(m.layers.size(), 1u);
+  EXPECT_EQ(m.layers[0].model_states_bytes, 1056);
+  EXPECT_EQ(m.layers[0].layer_bytes_without_reuse, 1568);
+  EXPECT_EQ(m.layers[0].layer_bytes_with_reuse, 1440);
+}
+
+// The pipeline degree r (n): run_config first, else the chunks of the layer.
+TEST(Memory, PipelineDegreeFromConfigElseChunks) {
+  const auto chunks = testing::temp_path("r_chunks.db");
+  testing::write_text_trace(chunks, R"(
+    stream id=0 rank=0 role=compute
+    op id=1 rank=0 stream=0 kind=dispatch_all_to_all layer=0 chunk=0 start=0 end=10
+    op id=2 rank=0 stream=0 kind=dispatch_all_to_all layer=0 chunk=2 start=10 end=20
+    op id=3 rank=0 stream=0 kind=gate layer=1 start=0 end=10
+  )");
+  const auto t = load_trace(chunks);
+  EXPECT_EQ(pipeline_degree(t, 0), 3);
+  EXPECT_EQ(pipeline_degree(t, 1), 1);
+  const auto configured = testing::temp_path("r_config.db");
+  testing::write_text_trace(configured, R"(
+    run world_size=1 variant=pipemoe
+    config pipemoe.pipeline_degree=4
+    stream id=0 rank=0 role=compute
+    op id=1 rank=0 stream=0 kind=dispatch_all_to_all layer=0 chunk=0 start=0 end=10
+  )");
+  EXPECT_EQ(pipeline_degree(load_trace(configured), 0), 4);
+}
+
 }  // namespace
 }  // namespace moetrace::analyzer

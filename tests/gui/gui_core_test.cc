@@ -15,7 +15,7 @@
 #include "moetrace/gui/expert_load_matrix.h"
 #include "moetrace/gui/format.h"
 #include "moetrace/gui/item_details.h"
-#include "moetrace/gui/range_summary.h"
+#include "moetrace/analyzer/breakdown.h"
 #include "moetrace/gui/search.h"
 #include "moetrace/gui/time_axis.h"
 #include "moetrace/gui/timeline_model.h"
@@ -397,21 +397,21 @@ TEST_F(Fixture, ApiCallsFindTheKernelTheyLaunched) {
 }
 
 TEST_F(Fixture, RangeSummaryOfLayerOneForward) {
-  const auto s = summarize_range(*model_, us(100), us(200));
+  const auto s = analyzer::breakdown_in_window(*trace_, us(100), us(200));
   ASSERT_EQ(s.ranks.size(), 2u);
   for (const auto& r : s.ranks) {
-    EXPECT_EQ(r.category_ns[static_cast<std::size_t>(Category::kGating)], 10'000);
-    EXPECT_EQ(r.category_ns[static_cast<std::size_t>(Category::kAllToAll)], 40'000);
-    EXPECT_EQ(r.category_ns[static_cast<std::size_t>(Category::kExpertCompute)], 40'000);
-    EXPECT_EQ(r.busy_ns, 70'000);
-    EXPECT_EQ(r.idle_ns, 30'000);
-    EXPECT_EQ(r.comm_ns, 40'000);
-    EXPECT_EQ(r.comm_hidden_ns, 20'000);  // dispatch c1 under expert c0, combine c0 under expert c1
+    EXPECT_EQ(r.t.category_ns[static_cast<std::size_t>(Category::kGating)], 10'000);
+    EXPECT_EQ(r.t.category_ns[static_cast<std::size_t>(Category::kAllToAll)], 40'000);
+    EXPECT_EQ(r.t.category_ns[static_cast<std::size_t>(Category::kExpertCompute)], 40'000);
+    EXPECT_EQ(r.t.busy_ns, 70'000);
+    EXPECT_EQ(r.t.idle_ns, 30'000);
+    EXPECT_EQ(r.t.comm_ns, 40'000);
+    EXPECT_EQ(r.t.comm_hidden_ns, 20'000);  // dispatch c1 under expert c0, combine c0 under expert c1
   }
-  EXPECT_EQ(s.total.busy_ns, 140'000);
+  EXPECT_EQ(s.total.t.busy_ns, 140'000);
   // The unclaimed NCCL all-reduce kernel counts as all-reduce.
-  const auto t = summarize_range(*model_, us(295), us(305));
-  EXPECT_EQ(t.ranks[0].category_ns[static_cast<std::size_t>(Category::kAllReduce)], 5'000);
+  const auto t = analyzer::breakdown_in_window(*trace_, us(295), us(305));
+  EXPECT_EQ(t.ranks[0].t.category_ns[static_cast<std::size_t>(Category::kAllReduce)], 5'000);
 }
 
 TEST_F(Fixture, DrawListPutsEachColourInItsLane) {
@@ -450,32 +450,25 @@ TEST_F(Fixture, DrawListPutsEachColourInItsLane) {
 
 TEST_F(Fixture, PanelsGetTheAnalyzersResults) {
   const auto a = compute_analysis_results(*trace_);
-  // The same analyses as the report's (locality.h, memory.h): present where
-  // the trace has what they need, else nullopt without an error.
+  // The analyzer's own analyses (analyze(), as the report's), nothing of the GUI's.
+  ASSERT_TRUE(a.analyses);
+  EXPECT_TRUE(a.error.empty());
   const auto loc = analyzer::analyze_locality(*trace_);
   ASSERT_TRUE(loc.has_load);  // the fixture's load has iterations 0 and 1
-  EXPECT_EQ(a.locality.has_value(), loc.has_load);
-  EXPECT_TRUE(a.locality_error.empty());
-  if (a.locality) {
-    // One curve over all layers (-1) first, then one per layer with points.
-    ASSERT_FALSE(a.locality->curves.empty());
-    EXPECT_EQ(a.locality->curves.front().layer, -1);
-    for (const auto& c : a.locality->curves)
-      for (const auto& p : c.points) {
-        EXPECT_GE(p.value, a.locality->min_value);
-        EXPECT_LE(p.value, 1.0 + 1e-9);
-      }
-  }
+  EXPECT_EQ(a.analyses->locality.has_load, loc.has_load);
+  EXPECT_EQ(a.analyses->locality.curve.size(), loc.curve.size());
   const auto mem = analyzer::analyze_memory(*trace_);
-  EXPECT_EQ(a.memory_bubbles.has_value(), mem.has_buffer_usage);
-  if (a.memory_bubbles) {
-    EXPECT_EQ(a.memory_bubbles->bubbles.size(), mem.bubbles.size());
-  }
-  EXPECT_TRUE(a.memory_error.empty());
+  EXPECT_EQ(a.analyses->memory.has_buffer_usage, mem.has_buffer_usage);
+  EXPECT_EQ(a.analyses->memory.bubbles.size(), mem.bubbles.size());
+  EXPECT_EQ(a.analyses->memory.peak_bytes, 6 << 20);
+  // The report's sections come along, the memory one among them.
+  ASSERT_NE(a.section("memory"), nullptr);
+  ASSERT_NE(a.section("locality"), nullptr);
   // The recommenders are in (analyzer/recommend.h): present, one item per
   // MoE layer with expert load and subject.
-  ASSERT_TRUE(a.recommendations);
-  for (const auto& r : a.recommendations->items) {
+  EXPECT_TRUE(a.recommendations_error.empty());
+  ASSERT_TRUE(a.analyses->recommendations);
+  for (const auto& r : a.analyses->recommendations->items) {
     EXPECT_FALSE(r.subject.empty());
     EXPECT_FALSE(r.evidence.empty());
   }
@@ -626,10 +619,10 @@ TEST(TimelineModel, RandomTracesDrawWithinTheCanvas) {
         EXPECT_GE(static_cast<double>(m->item_end(item)), t - 3 * nspp - 1);
       }
       const auto a = static_cast<std::int64_t>(axis.t0_ns), b = static_cast<std::int64_t>(axis.t1_ns());
-      const auto s = summarize_range(*m, a, b);
+      const auto s = analyzer::breakdown_in_window(m->trace(), a, b);
       for (const auto& rs : s.ranks) {
-        EXPECT_LE(rs.busy_ns, b - a);
-        EXPECT_GE(rs.idle_ns, 0);
+        EXPECT_LE(rs.t.busy_ns, b - a);
+        EXPECT_GE(rs.t.idle_ns, 0);
       }
     }
     EXPECT_FALSE(search_items(*m, "kernel").hits.empty());
@@ -691,7 +684,7 @@ TEST(TimelineModel, EmptyTraceBuildsNoRows) {
   EXPECT_EQ(layout.row_at(5), -1);
   EXPECT_TRUE(prepare_draw_list(*m, layout, TimeAxis::fit(0, 1, 100), 0, 100).rects.empty());
   EXPECT_TRUE(search_items(*m, "x").hits.empty());
-  EXPECT_TRUE(summarize_range(*m, 0, 10).ranks.empty());
+  EXPECT_TRUE(analyzer::breakdown_in_window(m->trace(), 0, 10).ranks.empty());
 }
 
 }  // namespace

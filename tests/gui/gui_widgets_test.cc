@@ -21,6 +21,9 @@
 #include "moetrace/gui/palette.h"
 #include "moetrace/schema/error.h"
 #include "moetrace/schema/sqlite.h"
+#include "moetrace/sim/run_spec.h"
+#include "moetrace/sim/simulator.h"
+#include "moetrace/sim/trace_output.h"
 #include "panel_models.h"
 #include "timeline_painter.h"
 
@@ -109,7 +112,7 @@ class GuiWidgetsTest : public QObject {
 
     RangeModel range;
     QAbstractItemModelTester t3(&range, QAbstractItemModelTester::FailureReportingMode::QtTest);
-    range.set_summary(summarize_range(*model, us(100), us(200)));
+    range.set_summary(analyzer::breakdown_in_window(*trace, us(100), us(200)));
     QCOMPARE(range.rowCount(), 3);  // two ranks and the total
     QCOMPARE(range.index(2, RangeModel::kRank).data().toString(), QStringLiteral("all ranks"));
     QCOMPARE(range.index(0, RangeModel::kBusy).data(kSortRole).toLongLong(), 70'000LL);
@@ -133,8 +136,8 @@ class GuiWidgetsTest : public QObject {
     RecommendationsModel recs;
     QAbstractItemModelTester t5(&recs, QAbstractItemModelTester::FailureReportingMode::QtTest);
     QVERIFY(!recs.available());
-    RecommendationData d;
-    d.items.push_back({1, "pipeline degree", "r = 4", "all-to-all is 31 % of layer 1", 0.12});
+    analyzer::Recommendations d;
+    d.items.push_back({1, "pipeline degree", "r = 4", "all-to-all is 31 % of layer 1", 0.12, true});
     recs.set_data(d);
     QCOMPARE(recs.rowCount(), 1);
     QCOMPARE(recs.index(0, RecommendationsModel::kGain).data().toString(), QStringLiteral("12.0 %"));
@@ -292,7 +295,7 @@ class GuiWidgetsTest : public QObject {
     QVERIFY(s.has_value());
     QCOMPARE(s->ranks.size(), std::size_t{2});
     // Pixel-rounded ends: within one pixel of the hand-derived 70 us busy.
-    QVERIFY(std::abs(s->ranks[0].busy_ns - 70'000) <= 2 * v->axis().ns_per_px);
+    QVERIFY(std::abs(s->ranks[0].t.busy_ns - 70'000) <= 2 * v->axis().ns_per_px);
   }
 
   void search_steps_through_matches() {
@@ -385,31 +388,70 @@ class GuiWidgetsTest : public QObject {
     QVERIFY(count > 100);
   }
 
-  // What the issue-5 analyses will hand over, injected: the panels show it
-  // and a recommendation's layer is outlined on the timeline.
-  void analysis_panels_show_data_once_it_exists() {
+  // Analyzer results injected: the panels show them, a recommendation's
+  // layer is outlined on the timeline, and failures show their error.
+  void analysis_panels_show_the_analyzers_results() {
     auto w = loaded_window();
     QVERIFY(w);
-    RecommendationData recs;
-    recs.items.push_back({1, "pipeline degree", "r = 4", "all-to-all is 31 % of layer 1", 0.12});
-    w->recommendations_panel()->set_data(recs);
+    auto a = std::make_shared<analyzer::Analyses>();
+    a->recommendations.emplace();
+    a->recommendations->items.push_back({1, "pipeline degree", "r = 4", "all-to-all is 31 % of layer 1", 0.12, true});
+    a->locality.has_load = true;
+    a->locality.curve = {{1, 2, 0.9}, {2, 1, 0.8}, {3, 1, 0.75}};
+    a->memory.has_buffer_usage = true;
+    a->memory.bubbles.push_back({RankId(0), BufferId(1), "T_DI", 1, 0, 2 << 20, us(100), us(200)});
+    auto r = std::make_shared<AnalysisResults>();
+    r->analyses = a;
+    r->sections = analyzer::report_sections(*w->session()->current()->trace, *a);
+    w->recommendations_panel()->set_results(r);
     QVERIFY(!w->recommendations_panel()->showing_message());
     auto* view = w->recommendations_panel()->view();
     emit view->clicked(view->model()->index(0, RecommendationsModel::kAction));
     QCOMPARE(w->timeline()->highlighted_layer(), 1);
-    w->recommendations_panel()->set_data(RecommendationData{});
-    QVERIFY(w->recommendations_panel()->message().contains(QStringLiteral("no recommendation")));
-
-    LocalityData loc;
-    loc.metric = "cosine similarity";
-    loc.curves.push_back({-1, {{1, 0.9}, {2, 0.8}, {3, 0.75}}});
-    w->locality_panel()->set_data(loc);
+    w->locality_panel()->set_results(r);
     QVERIFY(!w->locality_panel()->showing_message());
-
-    MemoryBubbleData bubbles;
-    bubbles.bubbles.push_back({RankId(0), us(100), us(200), 2 << 20, BufferId(1), "T_DI", 1, 0});
-    w->memory_panel()->set_bubbles(bubbles);
+    w->memory_panel()->set_results(r);
     QVERIFY(w->memory_panel()->note().contains(QStringLiteral("hatched: 1")));
+
+    a->recommendations->items.clear();
+    w->recommendations_panel()->set_results(r);
+    QVERIFY(w->recommendations_panel()->message().contains(QStringLiteral("no recommendation")));
+    auto failed = std::make_shared<AnalysisResults>();
+    failed->error = failed->recommendations_error = "trace.db: broken";
+    w->recommendations_panel()->set_results(failed);
+    QVERIFY(w->recommendations_panel()->message().contains(QStringLiteral("trace.db: broken")));
+    w->locality_panel()->set_results(failed);
+    QVERIFY(w->locality_panel()->message().contains(QStringLiteral("trace.db: broken")));
+    w->memory_panel()->set_results(failed);
+    QVERIFY(w->memory_panel()->note().contains(QStringLiteral("trace.db: broken")));
+  }
+
+  // A trace with buffers linked to ops and a layer shape: the memory panel
+  // shows the report's bubbles per tag and the mpipemoe Eq. 1-6 table.
+  void memory_panel_shows_bubbles_per_tag_and_the_mpipemoe_model() {
+    const QString path = QString::fromStdString(moetrace::gui::testing::temp_path("mpipemoe_panel.db"));
+    sim::RunSpec spec = sim::run_preset("mpipemoe-gpt3-s");
+    spec.common.iterations = 1;
+    spec.common.ranks = 2;
+    spec.common.model.num_experts = 2;
+    spec.common.model.num_layers = 1;
+    spec.routing.tokens_per_source = 256;
+    const auto model = spec.resolved_cost_model();
+    const auto plan = sim::build_plan(spec);
+    sim::TraceOutputOptions o;
+    o.config_json = spec.to_json();
+    sim::write_trace(path.toStdString(), plan, model, sim::simulate(plan, model), o);
+    MainWindow w;
+    QVERIFY(w.open_blocking(path));
+    auto* tables = w.memory_panel()->tables();
+    QStringList headers;
+    for (int i = 0; i < tables->table_count(); ++i)
+      for (int c = 0; c < tables->table(i)->columnCount(); ++c)
+        headers << tables->table(i)->horizontalHeaderItem(c)->text();
+    QVERIFY(headers.contains(QStringLiteral("bubble B*ms")));
+    QVERIFY(headers.contains(QStringLiteral("Eq.1 model states")));
+    QVERIFY(headers.contains(QStringLiteral("layer: S1-S4")));
+    QVERIFY(w.memory_panel()->note().contains(QStringLiteral("hatched")));
   }
 
   void shortcuts_are_listed() {

@@ -2,20 +2,18 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
-#include <unordered_map>
 
 namespace moetrace::gui {
 
 CounterTrack::CounterTrack(RankId rank, std::string name, std::vector<CounterSample> samples)
     : rank_(rank), name_(std::move(name)), samples_(std::move(samples)) {
   std::stable_sort(samples_.begin(), samples_.end(),
-                   [](const CounterSample& a, const CounterSample& b) { return a.t_ns < b.t_ns; });
-  for (const auto& s : samples_) max_ = std::max(max_, s.value);
+                   [](const CounterSample& a, const CounterSample& b) { return a.ts_ns < b.ts_ns; });
+  for (const auto& s : samples_) max_ = std::max(max_, s.bytes);
   // Bucket pyramid: buckets of 2^k ns aligned on multiples of 2^k.
   std::vector<CounterBucket> cur;
   cur.reserve(samples_.size());
-  for (const auto& s : samples_) cur.push_back({s.t_ns, s.value, s.value, s.value});
+  for (const auto& s : samples_) cur.push_back({s.ts_ns, s.bytes, s.bytes, s.bytes});
   std::size_t stored = cur.size();
   for (int k = 1; k < 62 && cur.size() > 1; ++k) {
     const std::int64_t w = std::int64_t{1} << k;
@@ -40,11 +38,7 @@ CounterTrack::CounterTrack(RankId rank, std::string name, std::vector<CounterSam
   }
 }
 
-std::int64_t CounterTrack::value_at(std::int64_t t_ns) const {
-  auto it = std::upper_bound(samples_.begin(), samples_.end(), t_ns,
-                             [](std::int64_t t, const CounterSample& s) { return t < s.t_ns; });
-  return it == samples_.begin() ? 0 : std::prev(it)->value;
-}
+std::int64_t CounterTrack::value_at(std::int64_t t_ns) const { return analyzer::memory_at(samples_, t_ns); }
 
 std::vector<CounterColumn> CounterTrack::columns(const TimeAxis& axis) const {
   std::vector<CounterColumn> out;
@@ -60,10 +54,10 @@ std::vector<CounterColumn> CounterTrack::columns(const TimeAxis& axis) const {
     items = level->buckets;
   } else {
     auto lo = std::lower_bound(samples_.begin(), samples_.end(), axis.t0_ns,
-                               [](const CounterSample& s, double t) { return static_cast<double>(s.t_ns) < t; });
+                               [](const CounterSample& s, double t) { return static_cast<double>(s.ts_ns) < t; });
     if (lo != samples_.begin()) --lo;
-    for (auto it = lo; it != samples_.end() && static_cast<double>(it->t_ns) <= axis.t1_ns(); ++it)
-      raw_view.push_back({it->t_ns, it->value, it->value, it->value});
+    for (auto it = lo; it != samples_.end() && static_cast<double>(it->ts_ns) <= axis.t1_ns(); ++it)
+      raw_view.push_back({it->ts_ns, it->bytes, it->bytes, it->bytes});
     items = raw_view;
   }
   auto it = std::lower_bound(items.begin(), items.end(), axis.t0_ns, [](const CounterBucket& b, double t) {
@@ -116,54 +110,9 @@ std::size_t CounterTrack::memory_bytes() const {
 }
 
 std::vector<CounterTrack> memory_counters(const analyzer::Trace& trace) {
-  std::map<RankId, std::vector<CounterSample>> per_rank;
-  // memory_events are sorted by (rank, ts).
-  std::unordered_map<std::uint64_t, std::int64_t> live;  // address -> bytes, per rank
-  RankId current;
-  std::int64_t in_use = 0;
-  for (const auto& e : trace.memory_events) {
-    if (e.memory_kind != schema::MemoryKind::kDevice && e.memory_kind != schema::MemoryKind::kManaged &&
-        e.memory_kind != schema::MemoryKind::kUnknown)
-      continue;
-    if (e.rank != current) {
-      current = e.rank;
-      in_use = 0;
-      live.clear();
-    }
-    std::int64_t bytes = std::max<std::int64_t>(0, e.bytes);
-    if (e.alloc) {
-      live[e.address] = bytes;
-      in_use += bytes;
-    } else {
-      auto it = live.find(e.address);
-      if (bytes == 0 && it != live.end()) bytes = it->second;
-      if (it != live.end()) live.erase(it);
-      in_use = std::max<std::int64_t>(0, in_use - bytes);
-    }
-    per_rank[e.rank].push_back({e.ts_ns, in_use});
-  }
-  // Buffers with their lifetimes, for ranks without alloc/free events.
-  std::map<RankId, std::vector<std::pair<std::int64_t, std::int64_t>>> deltas;
-  for (const auto& b : trace.buffers) {
-    if (per_rank.count(b.rank) || b.alloc_ns < 0 || b.memory_kind == schema::MemoryKind::kPinnedHost ||
-        b.memory_kind == schema::MemoryKind::kPageableHost)
-      continue;
-    deltas[b.rank].push_back({b.alloc_ns, b.bytes});
-    if (b.free_ns >= b.alloc_ns) deltas[b.rank].push_back({b.free_ns, -b.bytes});
-  }
-  for (auto& [rank, d] : deltas) {
-    std::stable_sort(d.begin(), d.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    std::int64_t v = 0;
-    auto& out = per_rank[rank];
-    for (const auto& [t, delta] : d) {
-      v = std::max<std::int64_t>(0, v + delta);
-      if (!out.empty() && out.back().t_ns == t) out.back().value = v;
-      else out.push_back({t, v});
-    }
-  }
   std::vector<CounterTrack> tracks;
-  for (auto& [rank, samples] : per_rank)
-    if (!samples.empty()) tracks.emplace_back(rank, "memory in use", std::move(samples));
+  for (auto& r : analyzer::memory_timeline(trace).ranks)
+    if (!r.allocated.empty()) tracks.emplace_back(RankId(r.rank), "memory in use", std::move(r.allocated));
   return tracks;
 }
 

@@ -158,22 +158,34 @@ void FasterMoeConfig::validate() const {
                        e, common.model.num_experts));
 }
 
-std::string_view reuse_strategy_name(ReuseStrategy s) {
-  switch (s) {
-    case ReuseStrategy::kNone: return "none";
-    case ReuseStrategy::kS1: return "S1";
-    case ReuseStrategy::kS2: return "S2";
-    case ReuseStrategy::kS3: return "S3";
-    case ReuseStrategy::kS4: return "S4";
+std::string_view reuse_strategy_name(ReuseStrategy s) { return reuse_strategy_traits(s).name; }
+
+std::string_view restore_name(Restore r) {
+  switch (r) {
+    case Restore::kKeep: return "keep";
+    case Restore::kOffload: return "offload";
+    case Restore::kRecommunicate: return "re-communicate";
+    case Restore::kRecompute: return "recompute";
   }
-  return "none";
+  return "keep";
+}
+
+std::string reuse_strategy_action(ReuseStrategy s) {
+  const auto& t = reuse_strategy_traits(s);
+  if (!t.reuses()) return "none (no memory reuse)";
+  return fmt::format("{}: {} T_DI, {} T_M", t.name, restore_name(t.t_di), restore_name(t.t_m));
+}
+
+std::string reuse_strategy_names() {
+  std::string out;
+  for (const auto& t : kReuseStrategies) out += fmt::format("{}{}", out.empty() ? "" : ", ", t.name);
+  return out;
 }
 
 ReuseStrategy parse_reuse_strategy(std::string_view name) {
-  for (auto s : {ReuseStrategy::kNone, ReuseStrategy::kS1, ReuseStrategy::kS2, ReuseStrategy::kS3,
-                 ReuseStrategy::kS4})
-    if (reuse_strategy_name(s) == name) return s;
-  fail(fmt::format("strategy ({}) is not one of none, S1, S2, S3, S4", name));
+  for (const auto& t : kReuseStrategies)
+    if (t.name == name) return t.strategy;
+  fail(fmt::format("strategy ({}) is not one of {}", name, reuse_strategy_names()));
 }
 
 std::int64_t model_state_bytes(const ModelShape& m, double experts_per_rank,

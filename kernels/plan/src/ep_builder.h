@@ -100,9 +100,9 @@ class EpBuilder {
   }
   bool reuse() const { return spec_.strategy != ReuseStrategy::kNone; }
   int chunk_coord(int c) const { return spec_.chunks > 1 ? c : -1; }
-  bool recommunicate() const { return spec_.strategy == ReuseStrategy::kS2 || spec_.strategy == ReuseStrategy::kS4; }
-  bool offload_t_di() const { return spec_.strategy == ReuseStrategy::kS1 || spec_.strategy == ReuseStrategy::kS3; }
-  bool offload_t_m() const { return spec_.strategy == ReuseStrategy::kS1 || spec_.strategy == ReuseStrategy::kS2; }
+  bool recommunicate() const { return reuse_strategy_traits(spec_.strategy).t_di == Restore::kRecommunicate; }
+  bool offload_t_di() const { return reuse_strategy_traits(spec_.strategy).t_di == Restore::kOffload; }
+  bool offload_t_m() const { return reuse_strategy_traits(spec_.strategy).t_m == Restore::kOffload; }
   bool scheduled() const { return spec_.balance == Balance::kProProphet && spec_.block_schedule; }
   const ExpertPlacement& placement(int j, int l) const {
     return spec_.placement.empty() ? home_only_ : spec_.placement[at(j)][at(l)];

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <thread>
 
@@ -326,6 +327,15 @@ double balance_degree(const std::vector<double>& per_device) {
   double var = 0;
   for (double x : per_device) var += (x - mean) * (x - mean);
   return std::sqrt(var / static_cast<double>(per_device.size()));
+}
+
+double balance_degree(const std::vector<std::int64_t>& per_device) {
+  return balance_degree(std::vector<double>(per_device.begin(), per_device.end()));
+}
+
+double rb(double before, double after) {
+  if (after > 0) return before / after;
+  return before > 0 ? std::numeric_limits<double>::infinity() : 1.0;
 }
 
 double zipf_skew_estimate(const std::vector<double>& distribution) {

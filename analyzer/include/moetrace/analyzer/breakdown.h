@@ -77,8 +77,9 @@ struct LayerSummary {
 
 struct RankSummary {
   std::int32_t rank = 0;
-  TimeSplit t;                         // window: the rank's whole run
+  TimeSplit t;                         // window: the rank's whole run (or the queried window)
   std::int64_t unattributed_ns = 0;    // activity that no op range claims
+  std::int64_t events = 0;             // activities, and ops without any, that touch the window
 };
 
 struct Breakdown {
@@ -101,6 +102,20 @@ struct Breakdown {
 };
 
 Breakdown compute_breakdown(const Trace& trace);
+
+// Where the time of each rank went inside [t0, t1): the split of RankSummary
+// (every op's time labelled with its category, activity no op claims
+// classified by classify_activity; communication hidden where it overlaps
+// computation on the rank) restricted to the window. Every rank of the trace
+// has a row, also where nothing of it ran in the window.
+struct WindowBreakdown {
+  std::int64_t t0_ns = 0, t1_ns = 0;
+  std::vector<RankSummary> ranks;  // by rank; t.window_ns = t1 - t0
+  RankSummary total;               // sums over the ranks (rank -1; window: ranks x length)
+  std::int64_t length() const { return t1_ns - t0_ns; }
+};
+// The bounds may come in either order.
+WindowBreakdown breakdown_in_window(const Trace& trace, std::int64_t t0_ns, std::int64_t t1_ns);
 
 // Category of an activity that no op range claims: copies and memsets are
 // memcpy; a kernel is classified by its name with the rules of

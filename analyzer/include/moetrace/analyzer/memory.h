@@ -31,6 +31,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,6 +55,7 @@ MemoryClass memory_class(std::string_view tag);
 struct MemoryPoint {
   std::int64_t ts_ns = 0;
   std::int64_t bytes = 0;  // value from ts_ns until the next point
+  friend bool operator==(const MemoryPoint&, const MemoryPoint&) = default;
 };
 
 // One span in which a buffer was allocated and unused (mpipemoe Fig. 6).
@@ -111,6 +113,33 @@ struct RankMemory {
   double bubble_fraction() const { return buffer_bytes_ns > 0 ? memory_bubble_bytes_ns / buffer_bytes_ns : 0.0; }
 };
 
+// mpipemoe's memory model (Eq. 1-6) of one MoE layer on one device; the
+// only place it is computed (the report, the memory-reuse recommender and
+// the GUI read it from here).
+struct MpipemoeShape {
+  double tokens = 0;              // B: rows of T_DI, T_M, T_DO (the rows a device's experts compute), top-k included
+  double own_tokens = -1;         // rows of T_I, T_O (the device's own routed rows); < 0: = tokens
+  double model_dim = 0;           // M
+  double hidden = 0;              // H
+  double experts = 0;             // E (the gate's parameters, Eq. 1)
+  double experts_per_device = 1;  // E / P (the paper: 1)
+  int elem_bytes = 2;
+  int partitions = 2;             // n
+};
+// In bytes (elements x elem_bytes).
+struct MpipemoeMemory {
+  double model_states = 0;       // Eq. 1: 4 (E M + (E/P) 2 H M)
+  double activations = 0;        // Eq. 2 = Eq. 4's M_act^pipe: 4 B M + B H (2 B_own M + 2 B M + B H where the routing is uneven)
+  double temporary_buffers = 0;  // Eq. 3: B M + B H
+  double buffers = 0;            // Eq. 4: M_buf^pipe = M_act^pipe
+  double saving = 0;             // Eq. 5: dM_act = dM_buf = B (2M (n-2)/n + H (n-1)/n); 0 for n < 2
+  double saving_ratio = 0;       // Eq. 6: (dM_act + dM_buf) / (M_ms + M_act^pipe + M_buf^pipe)
+  // The layer's memory in Eq. 6's accounting: M_ms + M_act^pipe + M_buf^pipe,
+  // less dM_act + dM_buf with reuse (every strategy S1-S4 saves the same).
+  double layer_bytes(bool reuse) const { return model_states + activations + buffers - (reuse ? 2 * saving : 0.0); }
+};
+MpipemoeMemory mpipemoe_memory(const MpipemoeShape& shape);
+
 // mpipemoe Eq. 1-6 for one MoE layer of one device, in bytes, and what the
 // trace shows for the layer.
 struct LayerMemoryModel {
@@ -128,37 +157,62 @@ struct LayerMemoryModel {
   std::int64_t pipelined_buffers_bytes = 0;  // Eq. 4: M_buf^pipe = M_act^pipe = 4 B M + B H
   std::int64_t reuse_saving_bytes = 0;       // Eq. 5: dM_act = dM_buf = B (2M (n-2)/n + H (n-1)/n); 0 for n < 2
   double saving_ratio = 0;                   // Eq. 6: (dM_act + dM_buf) / (M_ms + M_act^pipe + M_buf^pipe)
+  std::int64_t layer_bytes_without_reuse = 0;  // Eq. 1 + 2 x Eq. 4 (strategy none)
+  std::int64_t layer_bytes_with_reuse = 0;     // the same less 2 x Eq. 5 (S1-S4)
   // Measured: the largest total of this layer's buffers of each class alive
   // at once on one rank (max over ranks); -1 where the trace has none.
   MemoryClassBytes measured_peak_bytes{-1, -1, -1, -1};
   double memory_bubble_bytes_ns = 0;  // of this layer's buffers, all ranks
 };
 
-struct MemoryAnalysis {
+// The memory timeline and the peak: the one rule for memory in use that the
+// report, the recommenders and the GUI's memory rows follow.
+struct MemoryTimeline {
   bool has_allocations = false;   // any allocation at all
+  std::vector<RankMemory> ranks;  // by rank (idle and the bubble fields: analyze_memory)
+  std::int64_t peak_bytes = 0;    // max over ranks
+  std::int32_t peak_rank = -1;
+  double allocated_bytes_ns = 0;  // integral of the timelines, all ranks
+  // The peak a memory budget is compared with; -1 where nothing is allocated.
+  std::int64_t measured_peak_bytes() const { return has_allocations ? peak_bytes : -1; }
+};
+
+struct MemoryAnalysis : MemoryTimeline {
   bool has_buffer_usage = false;  // bubbles computed (allocations linked to buffers, op_buffers)
-  std::vector<RankMemory> ranks;  // by rank
   std::vector<TagBubbles> tags;   // by tag name
   std::vector<BufferUse> buffers; // by rank, then alloc time
   std::vector<MemoryBubble> bubbles;  // by rank, then start
   std::vector<LayerMemoryModel> layers;  // MoE layers with a shape in the layers table
-  std::int64_t peak_bytes = 0;    // max over ranks
-  std::int32_t peak_rank = -1;
   double memory_bubble_bytes_ns = 0;  // all ranks
-  double allocated_bytes_ns = 0;      // integral of the timelines, all ranks
   double buffer_bytes_ns = 0;         // byte-time of the buffers analysed for bubbles
   // Share of the buffers' byte-time spent in bubbles.
   double bubble_fraction() const { return buffer_bytes_ns > 0 ? memory_bubble_bytes_ns / buffer_bytes_ns : 0.0; }
 };
 
+// The timeline alone (no bubbles, no model): cheaper than analyze_memory.
+MemoryTimeline memory_timeline(const Trace& trace);
 MemoryAnalysis analyze_memory(const Trace& trace);
+
+// Windowed queries of a rank's timeline (RankMemory::allocated or idle).
+// The value in force at t (0 before the first point).
+std::int64_t memory_at(std::span<const MemoryPoint> timeline, std::int64_t t_ns);
+// The timeline over [t0, t1): a first point at t0 with the value in force,
+// then every change inside the window; the peak is the largest value in it
+// (first reached at peak_ns).
+struct MemoryWindow {
+  std::vector<MemoryPoint> points;
+  std::int64_t peak_bytes = 0, peak_ns = 0;
+};
+MemoryWindow memory_in_window(std::span<const MemoryPoint> timeline, std::int64_t t0_ns, std::int64_t t1_ns);
 
 // The n allocations with the largest memory_bubble_bytes_ns (ties: by rank,
 // buffer id, allocation time).
 std::vector<const BufferUse*> largest_bubbles(const MemoryAnalysis& m, std::size_t n);
 
-// Pipeline degree of a layer: run_config "partitions" (mpipemoe n) or
-// "pipeline_degree" (pipemoe r), else the number of chunks its ops carry.
+// Pipeline degree of a layer (pipemoe r, mpipemoe n): run_config
+// "partitions" or "pipeline_degree" (whichever the run has, >= 1), else the
+// number of chunks its ops carry. The one accessor of r: the memory model,
+// the recommenders and the report read it here.
 int pipeline_degree(const Trace& trace, std::int32_t layer);
 
 }  // namespace moetrace::analyzer

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <string>
 
+#include "moetrace/analyzer/memory.h"
 #include "moetrace/plan/config.h"
 
 namespace moetrace::analyzer {
@@ -36,17 +37,10 @@ struct ReuseQ {
 ReuseQ reuse_q_forward(plan::ReuseStrategy s);
 ReuseQ reuse_q_backward(plan::ReuseStrategy s);
 
-// Everything Eq. 1-10 need for one MoE layer on one device.
-struct ReuseInputs {
-  // Shape (mpipemoe Table I): B = tokens per device routed to experts (x top_k).
-  double tokens = 0;            // B: rows of T_DI, T_M, T_DO (the rows a device's experts compute)
-  double own_tokens = -1;       // rows of T_I, T_O (the device's own routed rows); < 0: = tokens
-  double model_dim = 0;         // M
-  double hidden = 0;            // H
-  double experts = 0;           // E (the gate's parameters, Eq. 1)
-  double experts_per_device = 1;  // the paper: 1
-  int elem_bytes = 2;
-  int partitions = 2;           // n
+// Everything Eq. 1-10 need for one MoE layer on one device: the shape of
+// Eq. 1-6 (memory.h; mpipemoe Table I, B = tokens per device routed to
+// experts, x top_k) and the speeds of Eq. 7-10.
+struct ReuseInputs : MpipemoeShape {
   // Speeds, nominal (alone): W_comp = 1 / seconds_per_flop, W_comm = 1 /
   // a2a_beta, W_mem = 1 / copy_beta; and startups per op for the alpha-aware cost.
   double seconds_per_flop = 0;  // expert GEMMs
@@ -65,15 +59,7 @@ struct ReuseInputs {
   plan::ReuseStrategy current = plan::ReuseStrategy::kNone;  // the strategy the trace ran
 };
 
-// mpipemoe Eq. 1-6 in bytes (elements x elem_bytes).
-struct ReuseMemory {
-  double model_states = 0;  // Eq. 1: 4 (E M + (E/P) 2 H M)
-  double activations = 0;   // Eq. 4: M_act^pipe = 4 B M + B H (2 B_own M + 2 B M + B H where the routing is uneven)
-  double buffers = 0;       // Eq. 4: M_buf^pipe = M_act^pipe
-  double saving = 0;        // Eq. 5: dM_act = dM_buf = B (2M (n-2)/n + H (n-1)/n); 0 for n < 2
-  double saving_ratio = 0;  // Eq. 6
-};
-ReuseMemory mpipemoe_memory(const ReuseInputs& in);
+using ReuseMemory = MpipemoeMemory;  // mpipemoe Eq. 1-6 (memory.h)
 
 struct ReuseCandidate {
   plan::ReuseStrategy strategy = plan::ReuseStrategy::kNone;

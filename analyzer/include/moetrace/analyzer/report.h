@@ -15,6 +15,7 @@
 
 #include <iosfwd>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -34,6 +35,32 @@ struct ReportOptions {
 };
 
 inline constexpr int kReportVersion = 2;
+
+// A report section as neutral blocks (paragraphs and captioned tables): the
+// text, Markdown and HTML writers render them alike, and so does the GUI.
+struct ReportTable {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+};
+
+struct ReportBlock {
+  std::string text;  // a paragraph (no table) or the caption of `table`
+  bool has_table = false;
+  ReportTable table;
+};
+
+struct ReportSection {
+  std::string id;     // JSON key and HTML anchor: "memory", "expert_load", ...
+  std::string title;
+  std::vector<ReportBlock> blocks;
+  std::string status = {};  // HTML data-status where set (recommendations: computed / not_computed)
+  void para(std::string text) { blocks.push_back({std::move(text), false, {}}); }
+  void table(std::string caption, ReportTable t) { blocks.push_back({std::move(caption), true, std::move(t)}); }
+};
+
+// The sections after the breakdown, as every report format shows them:
+// projection, memory, expert_load, locality, fitted_models, recommendations.
+std::vector<ReportSection> report_sections(const Trace& trace, const Analyses& a, const ReportOptions& options = {});
 
 nlohmann::json run_json(const RunInfo& run);
 nlohmann::json time_split_json(const TimeSplit& t);

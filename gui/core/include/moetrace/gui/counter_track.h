@@ -1,6 +1,6 @@
-// A counter drawn as a step function (memory in use on a rank), with a
-// min/max pyramid so a zoomed-out frame reads one bucket per pixel column
-// instead of every sample.
+// A counter drawn as a step function (memory in use on a rank: the
+// analyzer's memory timeline, memory.h), with a min/max pyramid so a
+// zoomed-out frame reads one bucket per pixel column instead of every sample.
 #pragma once
 
 #include <cstdint>
@@ -8,15 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "moetrace/analyzer/memory.h"
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/gui/time_axis.h"
 
 namespace moetrace::gui {
 
-struct CounterSample {
-  std::int64_t t_ns = 0;
-  std::int64_t value = 0;  // holds from t_ns until the next sample
-};
+using CounterSample = analyzer::MemoryPoint;  // bytes hold from ts_ns until the next point
 
 struct CounterBucket {
   std::int64_t t_first = 0;           // time of its first sample
@@ -56,10 +54,9 @@ class CounterTrack {
   std::int64_t max_ = 0;
 };
 
-// Memory in use per rank, from the trace's alloc/free events (device and
-// managed memory); where a rank has no events but its buffers carry their
-// alloc/free times, from those. Frees of unknown size are matched to their
-// allocation by address. Ranks with no memory information get no track.
+// Memory in use per rank: analyzer::memory_timeline (its rule for
+// allocations, frees and device memory). Ranks with no memory information
+// get no track.
 std::vector<CounterTrack> memory_counters(const analyzer::Trace& trace);
 
 }  // namespace moetrace::gui

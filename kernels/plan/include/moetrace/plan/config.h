@@ -3,6 +3,7 @@
 // "num_experts (6) is not divisible by ranks (4)".
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -63,16 +64,45 @@ struct PipeMoeConfig {
   void validate() const;
 };
 
-// mpipemoe Table II: restore strategy of T_DI and T_M after memory reuse.
-enum class ReuseStrategy : std::uint8_t {
-  kNone = 0,  // no reuse: every partition keeps its T_DI, T_M, T_DO
-  kS1 = 1,    // T_DI offload, T_M offload
-  kS2 = 2,    // T_DI re-communicate, T_M offload
-  kS3 = 3,    // T_DI offload, T_M recompute
-  kS4 = 4,    // T_DI re-communicate, T_M recompute
+// mpipemoe Table II: the memory-reuse strategies. With reuse the n
+// partitions share one T_DI, T_M and T_DO buffer; the backward pass gets
+// T_DI and T_M back by the strategy's restore method. The meaning of each
+// strategy is its row of kReuseStrategies, nowhere else.
+enum class ReuseStrategy : std::uint8_t { kNone = 0, kS1 = 1, kS2 = 2, kS3 = 3, kS4 = 4 };
+
+enum class Restore : std::uint8_t {
+  kKeep,           // not reused: every partition keeps its own
+  kOffload,        // copied to host in the forward pass, prefetched for the backward
+  kRecommunicate,  // T_DI: dispatched again from the kept T_I
+  kRecompute,      // T_M: recomputed from the restored T_DI (one GEMM)
 };
+
+struct ReuseStrategyTraits {
+  ReuseStrategy strategy;
+  std::string_view name;  // "none", "S1".."S4"
+  Restore t_di, t_m;
+  bool reuses() const { return strategy != ReuseStrategy::kNone; }
+  // Runs a copy stream (offload / prefetch) next to computation and communication.
+  bool copies() const { return t_di == Restore::kOffload || t_m == Restore::kOffload; }
+};
+
+inline constexpr std::array<ReuseStrategyTraits, 5> kReuseStrategies{{
+    {ReuseStrategy::kNone, "none", Restore::kKeep, Restore::kKeep},
+    {ReuseStrategy::kS1, "S1", Restore::kOffload, Restore::kOffload},
+    {ReuseStrategy::kS2, "S2", Restore::kRecommunicate, Restore::kOffload},
+    {ReuseStrategy::kS3, "S3", Restore::kOffload, Restore::kRecompute},
+    {ReuseStrategy::kS4, "S4", Restore::kRecommunicate, Restore::kRecompute},
+}};
+
+inline constexpr const ReuseStrategyTraits& reuse_strategy_traits(ReuseStrategy s) {
+  return kReuseStrategies[static_cast<std::size_t>(s) < kReuseStrategies.size() ? static_cast<std::size_t>(s) : 0];
+}
 std::string_view reuse_strategy_name(ReuseStrategy s);  // "none", "S1".."S4"
+std::string_view restore_name(Restore r);               // "keep", "offload", "re-communicate", "recompute"
+// "S2: re-communicate T_DI, offload T_M"; "none (no memory reuse)".
+std::string reuse_strategy_action(ReuseStrategy s);
 ReuseStrategy parse_reuse_strategy(std::string_view name);  // throws ConfigError
+std::string reuse_strategy_names();                         // "none, S1, S2, S3, S4"
 
 // mpipemoe: n partitions pipelined, T_DI/T_M/T_DO buffers reused (Sec. III-D).
 struct MPipeMoeConfig {

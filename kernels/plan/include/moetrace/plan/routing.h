@@ -93,9 +93,14 @@ std::vector<double> expert_distribution(const ExpertLoad& load, int iteration, i
 // "locality"; the paper shows it in Fig. 4 without a formula).
 double load_locality(const std::vector<double>& a, const std::vector<double>& b);
 
-// Pro-Prophet's balance degree: the standard deviation of the per-device
-// input counts (population standard deviation).
+// Pro-Prophet's balance degree (Sec. VI-C): the standard deviation of the
+// per-device input counts (population standard deviation).
 double balance_degree(const std::vector<double>& per_device);
+double balance_degree(const std::vector<std::int64_t>& per_device);
+// Pro-Prophet's RB: balance degree before / after a load-balancing method
+// (> 1: the method balanced the load); infinite where it balanced the load
+// perfectly, 1 where it was balanced already.
+double rb(double balance_degree_before, double balance_degree_after);
 
 // Least-squares slope of log(share) over log(popularity rank) of the non-zero
 // shares, negated: the s of a Zipf distribution.
