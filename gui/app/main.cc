@@ -1,4 +1,5 @@
-// moetrace-gui [trace.db]: the timeline viewer. With --screenshot it renders
+// moetrace-gui [trace.db ...]: the timeline viewer (several rank files, a
+// folder or a glob pattern: one run). With --screenshot it renders
 // the window headless to a PNG and exits (the README's screenshot, CI).
 #include <QApplication>
 #include <QCommandLineParser>
@@ -63,8 +64,10 @@ int main(int argc, char** argv) {
       "recommendation panels. Keyboard shortcuts: Help > Keyboard shortcuts (F1)."));
   parser.addHelpOption();
   parser.addVersionOption();
-  parser.addPositionalArgument(QStringLiteral("trace"), QStringLiteral("A moetrace trace database to open."),
-                               QStringLiteral("[trace.db]"));
+  parser.addPositionalArgument(QStringLiteral("trace"),
+                               QStringLiteral("A moetrace trace database to open; several files, a folder or a quoted "
+                                              "glob pattern are opened as one run (one file per rank)."),
+                               QStringLiteral("[trace.db ...]"));
   QCommandLineOption shot(QStringLiteral("screenshot"),
                           QStringLiteral("Render the window headless to <png> and exit (non-zero if the trace could "
                                          "not be opened; the PNG then shows the error)."),
@@ -87,12 +90,7 @@ int main(int argc, char** argv) {
   parser.process(*app);
   if (info_only) return 0;  // process() has printed and exited already
 
-  const QStringList positional = parser.positionalArguments();
-  if (positional.size() > 1) {
-    fail(QStringLiteral("give at most one trace (got %1); see --help").arg(positional.size()));
-    return 2;
-  }
-  const QString trace = positional.value(0);
+  const QStringList trace = parser.positionalArguments();
   double w0 = 0, w1 = 0, r0 = 0, r1 = 0;
   if (parser.isSet(window) && !parse_window(parser.value(window), w0, w1)) {
     fail(QStringLiteral("--window wants start:end with start < end, e.g. 2ms:3.5ms; got \"%1\"").arg(parser.value(window)));

@@ -16,6 +16,7 @@
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 
+#include "moetrace/analyzer/run_loader.h"
 #include "moetrace/gui/format.h"
 
 namespace moetrace::gui {
@@ -205,6 +206,7 @@ void MainWindow::build_menus() {
   auto* file = menuBar()->addMenu(tr("&File"));
   auto* open = file->addAction(tr("&Open\u2026"), this, &MainWindow::open_dialog);
   open->setShortcut(QKeySequence::Open);
+  file->addAction(tr("Open &folder of rank files…"), this, &MainWindow::open_folder_dialog);
   auto* shot = file->addAction(tr("Save &screenshot\u2026"), this, &MainWindow::save_screenshot_dialog);
   shot->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S));
   file->addSeparator();
@@ -293,14 +295,21 @@ void MainWindow::show_shortcuts() {
 }
 
 void MainWindow::open_dialog() {
-  const QString path = QFileDialog::getOpenFileName(this, tr("Open a moetrace trace"), QString(),
-                                                    tr("moetrace traces (*.db *.sqlite *.sqlite3);;All files (*)"));
-  if (!path.isEmpty()) open(path);
+  // Several files selected together are one run (one trace file per rank).
+  const QStringList paths = QFileDialog::getOpenFileNames(
+      this, tr("Open a moetrace trace (select every rank file of a run to open them as one run)"), QString(),
+      tr("moetrace traces (*.db *.sqlite *.sqlite3);;All files (*)"));
+  if (!paths.isEmpty()) open(paths);
 }
 
-void MainWindow::open(const QString& path) { session_->open(path); }
+void MainWindow::open_folder_dialog() {
+  const QString dir = QFileDialog::getExistingDirectory(this, tr("Open a folder of rank files as one run"));
+  if (!dir.isEmpty()) open(QStringList{dir});
+}
 
-bool MainWindow::open_blocking(const QString& path) { return session_->open_blocking(path); }
+void MainWindow::open(const QStringList& paths) { session_->open(paths); }
+
+bool MainWindow::open_blocking(const QStringList& paths) { return session_->open_blocking(paths); }
 
 bool MainWindow::save_screenshot(const QString& png_path) {
   view_->prepare_now();
@@ -346,7 +355,11 @@ void MainWindow::on_loaded(std::shared_ptr<const LoadedTrace> t) {
   pages_->setCurrentWidget(timeline_page_);
   view_->setFocus();
   const auto& tr_ = *t->trace;
-  const QString name = QFileInfo(t->path).fileName();
+  const QString name =
+      tr_.files ? tr("%1 and %2 more rank files")
+                      .arg(QFileInfo(QString::fromStdString(tr_.files->files.front().path)).fileName())
+                      .arg(tr_.files->files.size() - 1)
+                : QFileInfo(t->path).fileName();
   setWindowTitle(QStringLiteral("%1 \u2014 moetrace-gui").arg(name));
   QString info = tr("%1: %2 events, %3 ranks").arg(name, qs(format_count(tr_.event_count()))).arg(t->model->groups().size());
   if (!tr_.run.variant.empty()) info += QStringLiteral(", ") + qs(tr_.run.variant);
@@ -358,6 +371,13 @@ void MainWindow::on_loaded(std::shared_ptr<const LoadedTrace> t) {
                                .arg(t->load_seconds, 0, 'f', 2)
                                .arg(t->model_seconds, 0, 'f', 2),
                            10000);
+  // A run of several files: what was left out or is missing, and the clocks.
+  if (!t->warnings.isEmpty()) {
+    status_trace_->setToolTip(t->warnings.join(QLatin1Char('\n')));
+    statusBar()->showMessage(tr("Warning: %1").arg(t->warnings.join(QStringLiteral("; "))), 30000);
+  } else {
+    status_trace_->setToolTip({});
+  }
 }
 
 void MainWindow::on_failed(const QString& path, const QString& message) {
@@ -427,8 +447,12 @@ void MainWindow::dragEnterEvent(QDragEnterEvent* e) {
 
 void MainWindow::dropEvent(QDropEvent* e) {
   const auto urls = e->mimeData()->urls();
-  if (urls.isEmpty() || !urls.first().isLocalFile()) return;
-  open(urls.first().toLocalFile());
+  // Several files dropped together are one run (one file per rank).
+  QStringList paths;
+  for (const auto& u : urls)
+    if (u.isLocalFile()) paths.push_back(u.toLocalFile());
+  if (paths.isEmpty()) return;
+  open(paths);
   e->acceptProposedAction();
 }
 

@@ -9,6 +9,7 @@
 #include <QMainWindow>
 #include <QProgressBar>
 #include <QStackedWidget>
+#include <QStringList>
 #include <memory>
 
 #include "moetrace/gui/search.h"
@@ -24,8 +25,11 @@ class MainWindow : public QMainWindow {
   explicit MainWindow(QWidget* parent = nullptr);
   ~MainWindow() override;
 
-  void open(const QString& path);
-  bool open_blocking(const QString& path);
+  // One trace file, or several files / a folder / a glob pattern as one run.
+  void open(const QStringList& paths);
+  bool open_blocking(const QStringList& paths);
+  void open(const QString& path) { open(QStringList{path}); }
+  bool open_blocking(const QString& path) { return open_blocking(QStringList{path}); }
   bool save_screenshot(const QString& png_path);
 
   TraceSession* session() const { return session_; }
@@ -49,6 +53,7 @@ class MainWindow : public QMainWindow {
 
  public slots:
   void open_dialog();
+  void open_folder_dialog();
   void find_next();
   void find_previous();
   void show_shortcuts();

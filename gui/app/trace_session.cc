@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "moetrace/analyzer/run_loader.h"
 #include "moetrace/schema/error.h"
 
 namespace moetrace::gui {
@@ -37,20 +38,27 @@ TraceSession::~TraceSession() {
   generation_->fetch_add(1);
 }
 
-std::shared_ptr<const LoadedTrace> TraceSession::load(const QString& path,
+std::shared_ptr<const LoadedTrace> TraceSession::load(const QStringList& paths,
                                                       const std::function<void(std::string_view, double)>& progress) {
   auto out = std::make_shared<LoadedTrace>();
-  out->path = path;
+  std::vector<std::string> args;
+  for (const auto& p : paths) args.push_back(p.toStdString());
+  const auto files = analyzer::expand_trace_paths(args);
+  out->path = QString::fromStdString(analyzer::describe_paths(files));
   const auto t0 = std::chrono::steady_clock::now();
-  analyzer::LoadOptions lo;
+  analyzer::RunLoadOptions ro;
   // MoE recognition rules of the user for traces of other tools (as
   // `moetrace report --moe-rules FILE`).
-  if (const char* rules = std::getenv("MOETRACE_MOE_RULES"); rules && *rules) lo.moe_rules = rules;
+  if (const char* rules = std::getenv("MOETRACE_MOE_RULES"); rules && *rules) ro.load.moe_rules = rules;
   // Loading is most of the time; model building the rest.
-  lo.progress = [&](std::string_view stage, double f) {
+  auto loading = [&](std::string_view stage, double f) {
     if (progress) progress(stage, 0.85 * f);
   };
-  out->trace = std::make_shared<const analyzer::Trace>(analyzer::load_trace(path.toStdString(), lo));
+  ro.load.progress = loading;  // one file
+  ro.progress = loading;       // several: files done
+  out->trace = std::make_shared<const analyzer::Trace>(analyzer::load_run(files, ro));
+  if (out->trace->files)
+    for (const auto& w : out->trace->files->warnings()) out->warnings.push_back(QString::fromStdString(w));
   out->load_seconds = seconds_since(t0);
   const auto t1 = std::chrono::steady_clock::now();
   BuildOptions bo;
@@ -73,7 +81,8 @@ std::shared_ptr<const TraceAnalyses> TraceSession::analyse(const LoadedTrace& lo
   return out;
 }
 
-void TraceSession::open(const QString& path) {
+void TraceSession::open(const QStringList& paths) {
+  const QString path = paths.join(QLatin1Char(' '));
   const std::uint64_t gen = generation_->fetch_add(1) + 1;
   loading_ = true;
   emit loading_started(path);
@@ -91,11 +100,11 @@ void TraceSession::open(const QString& path) {
         },
         Qt::QueuedConnection);
   };
-  (void)QtConcurrent::run([self, generation, gen, path, report] {
+  (void)QtConcurrent::run([self, generation, gen, path, paths, report] {
     std::shared_ptr<const LoadedTrace> result;
     QString error;
     try {
-      result = load(path, report);
+      result = load(paths, report);
     } catch (const std::exception& e) {
       error = message_of(path, e);
     } catch (...) {
@@ -113,12 +122,13 @@ void TraceSession::open(const QString& path) {
   });
 }
 
-bool TraceSession::open_blocking(const QString& path) {
+bool TraceSession::open_blocking(const QStringList& paths) {
+  const QString path = paths.join(QLatin1Char(' '));
   const std::uint64_t gen = generation_->fetch_add(1) + 1;
   loading_ = true;
   emit loading_started(path);
   try {
-    deliver_loaded(gen, load(path, {}), false);
+    deliver_loaded(gen, load(paths, {}), false);
   } catch (const std::exception& e) {
     deliver_failed(gen, path, message_of(path, e));
     return false;

@@ -7,6 +7,7 @@
 
 #include <QObject>
 #include <QString>
+#include <QStringList>
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -20,7 +21,8 @@
 namespace moetrace::gui {
 
 struct LoadedTrace {
-  QString path;
+  QString path;               // the file, or "a.db ... z.db (N files)" for a run of several
+  QStringList warnings;       // a run of several files: files left out, missing ranks, clocks
   std::shared_ptr<const analyzer::Trace> trace;
   std::shared_ptr<const TimelineModel> model;
   double load_seconds = 0;    // load_trace
@@ -40,16 +42,20 @@ class TraceSession : public QObject {
   explicit TraceSession(QObject* parent = nullptr);
   ~TraceSession() override;
 
-  // Starts loading; returns at once.
-  void open(const QString& path);
+  // Starts loading; returns at once. Several files, a directory or a glob
+  // pattern are one run of several rank files (analyzer/run_loader.h), as
+  // the command-line tools read them.
+  void open(const QStringList& paths);
+  void open(const QString& path) { open(QStringList{path}); }
   // Loads on the calling thread (headless screenshots, tests); true on success.
-  bool open_blocking(const QString& path);
+  bool open_blocking(const QStringList& paths);
+  bool open_blocking(const QString& path) { return open_blocking(QStringList{path}); }
   bool loading() const { return loading_; }
   const std::shared_ptr<const LoadedTrace>& current() const { return current_; }
   const std::shared_ptr<const TraceAnalyses>& analyses() const { return analyses_; }
 
   // The two stages as plain functions; they throw moetrace::Error.
-  static std::shared_ptr<const LoadedTrace> load(const QString& path,
+  static std::shared_ptr<const LoadedTrace> load(const QStringList& paths,
                                                  const std::function<void(std::string_view, double)>& progress);
   static std::shared_ptr<const TraceAnalyses> analyse(const LoadedTrace& loaded);
 

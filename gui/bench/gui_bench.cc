@@ -118,7 +118,7 @@ void print_row(const char* what, const Frames& f) {
 int run(const std::string& path, int width, int height, int frames) {
   const double rss0 = proc_status_mib("VmRSS:");
   auto t0 = Clock::now();
-  auto loaded = gui::TraceSession::load(QString::fromStdString(path), {});
+  auto loaded = gui::TraceSession::load(QStringList{QString::fromStdString(path)}, {});
   const double open_ms = ms_since(t0);
   const double rss_loaded = proc_status_mib("VmRSS:");
   const auto& trace = *loaded->trace;

@@ -581,8 +581,11 @@ TEST(TimelineModel, RandomTracesDrawWithinTheCanvas) {
     std::vector<analyzer::OpRange> ops;
     const std::int64_t scale = std::int64_t{1} << (rng() % 50);
     for (int i = 0; i < 3000; ++i) {
-      const std::int64_t s = static_cast<std::int64_t>(rng() % 1000000) * scale / 1000;
-      const std::int64_t len = rng() % 7 == 0 ? 0 : static_cast<std::int64_t>(rng() % 5000) * scale / 100000;
+      // In double: rng() % 1000000 * scale overflows int64 once scale passes 2^43.
+      const auto s = static_cast<std::int64_t>(static_cast<double>(rng() % 1000000) * static_cast<double>(scale) / 1000.0);
+      const std::int64_t len =
+          rng() % 7 == 0 ? 0
+                         : static_cast<std::int64_t>(static_cast<double>(rng() % 5000) * static_cast<double>(scale) / 100000.0);
       acts.push_back(kernel(static_cast<int>(rng() % static_cast<std::uint64_t>(streams)), s, s + len));
       if (i % 3 == 0) {
         analyzer::OpRange o;

@@ -16,8 +16,10 @@
 #include <QUrl>
 
 #include "fixture_trace.h"
+#include "text_trace.h"
 #include "main_window.h"
 #include "moetrace/analyzer/breakdown.h"
+#include "moetrace/analyzer/run_loader.h"
 #include "moetrace/gui/palette.h"
 #include "moetrace/schema/error.h"
 #include "moetrace/schema/sqlite.h"
@@ -163,7 +165,11 @@ class GuiWidgetsTest : public QObject {
       db.exec("CREATE TABLE t(x INTEGER)");
     }
     const QString missing = dir + QStringLiteral("/does_not_exist.db");
-    for (const QString& path : {text, empty, foreign, missing, dir}) {
+    // A folder is a run of its *.db files; one without any is refused as the
+    // loader refuses a directory.
+    const QString folder = dir + QStringLiteral("/no_rank_files");
+    QVERIFY(QDir().mkpath(folder));
+    for (const QString& path : {text, empty, foreign, missing, folder}) {
       MainWindow w;
       QVERIFY(!w.open_blocking(path));
       const QString expected = analyzer_message(path);
@@ -171,6 +177,42 @@ class GuiWidgetsTest : public QObject {
       QCOMPARE(w.error_text(), expected);
       QVERIFY(!w.showing_timeline());
     }
+  }
+
+  // Two rank files of one run (rank 1's clock 5 ms ahead), opened as a
+  // folder: one run of two ranks, aligned, as `moetrace report DIR` reads it.
+  void a_folder_of_rank_files_opens_as_one_run() {
+    const QString dir = QFileInfo(QString::fromStdString(moetrace::gui::testing::temp_path("x"))).path() +
+                        QStringLiteral("/two_rank_run");
+    QDir(dir).removeRecursively();
+    QVERIFY(QDir().mkpath(dir));
+    for (int rank = 0; rank < 2; ++rank) {
+      const std::int64_t t0 = 1'000'000'000 + (rank == 1 ? 5'000'000 : 0);
+      std::string t = "run world_size=2 backend=test variant=dpmoe\n";
+      t += "stream id=0 rank=" + std::to_string(rank) + " role=comm\n";
+      for (int i = 0; i < 3; ++i) {
+        // Every all-to-all starts 100 ns apart on the ranks and ends together.
+        const std::int64_t s = t0 + 1000 * i + 100 * rank;
+        t += "op id=" + std::to_string(i + 1) + " rank=" + std::to_string(rank) +
+             " stream=0 kind=dispatch_all_to_all layer=0 iteration=" + std::to_string(i) +
+             " phase=fwd start=" + std::to_string(s) + " end=" + std::to_string(t0 + 1000 * i + 300) + "\n";
+      }
+      moetrace::testing::write_text_trace((dir + QStringLiteral("/run.rank%1.db").arg(rank)).toStdString(), t);
+    }
+    MainWindow w;
+    QVERIFY2(w.open_blocking(dir), qPrintable(w.error_text()));
+    QVERIFY(w.showing_timeline());
+    const auto& loaded = *w.session()->current();
+    QVERIFY(loaded.trace->files);
+    QCOMPARE(loaded.trace->files->files.size(), std::size_t{2});
+    QCOMPARE(w.timeline()->model()->groups().size(), std::size_t{2});
+    QVERIFY(w.windowTitle().contains(QStringLiteral("run.rank0.db and 1 more rank files")));
+    // Aligned: rank 1's all-to-alls end where rank 0's do, not 5 ms later.
+    std::int64_t end0 = -1, end1 = -1;
+    for (const auto& op : loaded.trace->ops)
+      if (op.iteration == 0) (op.rank.value == 0 ? end0 : end1) = op.end_ns;
+    QVERIFY(end0 > 0 && end1 > 0);
+    QVERIFY2(std::llabs(end1 - end0) < 1000, qPrintable(QString::number(end1 - end0)));
   }
 
   void loads_off_the_gui_thread_with_progress() {
