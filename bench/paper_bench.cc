@@ -518,14 +518,9 @@ ProProphetTimes pro_prophet_times(const std::string& model, int top_k, int ranks
   return t;
 }
 
+// Pro-Prophet's balance degree of the inputs each device computes under a placement.
 double balance_degree(const plan::LayerRouting& routing, const plan::ExpertPlacement& placement) {
-  const auto load = plan::placement_load(routing, placement);
-  double mean = 0;
-  for (double h : load.computed) mean += h;
-  mean /= static_cast<double>(load.computed.size());
-  double var = 0;
-  for (double h : load.computed) var += (h - mean) * (h - mean);
-  return std::sqrt(var / static_cast<double>(load.computed.size()));
+  return plan::balance_degree(plan::placement_load(routing, placement).computed);
 }
 
 void run_pro_prophet() {

@@ -14,7 +14,6 @@ namespace moetrace::analyzer {
 namespace report_detail {
 namespace {
 
-constexpr std::size_t kRanksInFull = 32;  // beyond: a summary (--per-rank: all)
 constexpr std::size_t kFew = 3;           // slowest and fastest ranks a summary names
 
 // Indices of `rows` to list: all, or the `kFew` lowest, the median and the
@@ -24,7 +23,7 @@ std::pair<std::vector<std::size_t>, std::string> summarize(const Rows& rows, boo
                                                            Show show) {
   std::vector<std::size_t> order(rows.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  if (all || rows.size() <= kRanksInFull) return {order, ""};
+  if (all || rows.size() <= kRanksShownInFull) return {order, ""};
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key(rows[a]) < key(rows[b]); });
   const std::size_t n = order.size(), mid = order[n / 2];
   std::vector<std::size_t> picked(order.begin(), order.begin() + kFew);

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "moetrace/analyzer/report.h"
 #include "moetrace/gui/format.h"
 #include "moetrace/gui/item_details.h"
 
@@ -70,7 +71,10 @@ void TimelineView::set_model(std::shared_ptr<const TimelineModel> model) {
   selected_row_ = -1;
   range_.reset();
   highlighted_layer_ = -1;
-  collapsed_.assign(model_ ? model_->groups().size() : 0, false);
+  // A large run opens with its ranks folded to their header rows; a click on
+  // a header (or View > Expand all ranks) opens them.
+  const std::size_t groups = model_ ? model_->groups().size() : 0;
+  collapsed_.assign(groups, groups > analyzer::kRanksShownInFull);
   scroll_y_ = 0;
   relayout();
   if (model_) fit_all();

@@ -48,6 +48,8 @@ class TimelineView : public QWidget {
   // a worker prepares a newer one).
   bool draw_list_current() const { return shown_model_ == model_.get() && shown_.generation == generation_; }
   const DrawList& shown_draw_list() const { return shown_; }
+  // Whether rank group g shows its header row only.
+  bool group_collapsed(std::size_t g) const { return g < collapsed_.size() && collapsed_[g]; }
   // Paint time of the last frame, ms.
   double last_paint_ms() const { return last_paint_ms_; }
 

@@ -232,8 +232,11 @@ TEST(Memory, WindowedTimelineAndTheTimelineAlone) {
 // 2 x 64: 1440 B.
 TEST(Memory, LayerMemoryOfEachStrategy) {
   const auto m = memory_of("model-strategies.db", R"(
+    run world_size=1
     config elem_bytes=1 partitions=2
     layer layer=0 experts=2 top_k=1 model_dim=4 hidden_dim=16 tokens=8
+    stream id=0 rank=0 role=compute
+    op id=1 rank=0 stream=0 kind=expert_ffn layer=0 start=0 end=30
   )");
   ASSERT_EQ(m.layers.size(), 1u);
   EXPECT_EQ(m.layers[0].model_states_bytes, 1056);

@@ -206,6 +206,7 @@ class GuiWidgetsTest : public QObject {
     QVERIFY(loaded.trace->files);
     QCOMPARE(loaded.trace->files->files.size(), std::size_t{2});
     QCOMPARE(w.timeline()->model()->groups().size(), std::size_t{2});
+    QVERIFY(!w.timeline()->group_collapsed(0) && !w.timeline()->group_collapsed(1));
     QVERIFY(w.windowTitle().contains(QStringLiteral("run.rank0.db and 1 more rank files")));
     // Aligned: rank 1's all-to-alls end where rank 0's do, not 5 ms later.
     std::int64_t end0 = -1, end1 = -1;
@@ -213,6 +214,29 @@ class GuiWidgetsTest : public QObject {
       if (op.iteration == 0) (op.rank.value == 0 ? end0 : end1) = op.end_ns;
     QVERIFY(end0 > 0 && end1 > 0);
     QVERIFY2(std::llabs(end1 - end0) < 1000, qPrintable(QString::number(end1 - end0)));
+  }
+
+  // A run of 33 ranks (one more than the report shows rank by rank) opens
+  // with every rank folded to its header; a click on a header opens it.
+  void a_large_run_opens_with_its_ranks_folded() {
+    std::string t = "run world_size=33 backend=test variant=dpmoe\n";
+    for (int r = 0; r < 33; ++r) {
+      const std::string rank = std::to_string(r);
+      t += "stream id=" + rank + " rank=" + rank + " role=compute\n";
+      t += "op id=" + std::to_string(r + 1) + " rank=" + rank + " stream=" + rank +
+           " kind=expert_ffn layer=0 iteration=0 phase=fwd start=" + std::to_string(1000 * r) +
+           " end=" + std::to_string(1000 * r + 500) + "\n";
+    }
+    const std::string path = moetrace::gui::testing::temp_path("ranks33.db");
+    moetrace::testing::write_text_trace(path, t);
+    MainWindow w;
+    w.resize(1000, 700);
+    QVERIFY2(w.open_blocking(QString::fromStdString(path)), qPrintable(w.error_text()));
+    TimelineView* v = w.timeline();
+    QCOMPARE(v->model()->groups().size(), std::size_t{33});
+    for (std::size_t g = 0; g < 33; ++g) QVERIFY(v->group_collapsed(g));
+    v->set_all_collapsed(false);
+    for (std::size_t g = 0; g < 33; ++g) QVERIFY(!v->group_collapsed(g));
   }
 
   void loads_off_the_gui_thread_with_progress() {

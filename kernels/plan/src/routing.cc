@@ -329,7 +329,7 @@ double balance_degree(const std::vector<double>& per_device) {
   return std::sqrt(var / static_cast<double>(per_device.size()));
 }
 
-double balance_degree(const std::vector<std::int64_t>& per_device) {
+double balance_degree(std::span<const std::int64_t> per_device) {
   return balance_degree(std::vector<double>(per_device.begin(), per_device.end()));
 }
 

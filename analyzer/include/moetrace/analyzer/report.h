@@ -13,6 +13,7 @@
 // status "not_computed" and no items.
 #pragma once
 
+#include <cstddef>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -25,6 +26,12 @@
 namespace moetrace::analyzer {
 
 enum class ReportFormat { kText, kJson, kMarkdown, kHtml };
+
+// Runs of up to this many ranks are shown rank by rank; beyond, the per-rank
+// tables show a summary (min, median, max, the slowest and fastest ranks;
+// ReportOptions::per_rank shows all) and the GUI opens with every rank folded
+// to its header row, opened on demand.
+inline constexpr std::size_t kRanksShownInFull = 32;
 
 struct ReportOptions {
   ReportFormat format = ReportFormat::kText;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace moetrace::plan {
@@ -96,7 +97,7 @@ double load_locality(const std::vector<double>& a, const std::vector<double>& b)
 // Pro-Prophet's balance degree (Sec. VI-C): the standard deviation of the
 // per-device input counts (population standard deviation).
 double balance_degree(const std::vector<double>& per_device);
-double balance_degree(const std::vector<std::int64_t>& per_device);
+double balance_degree(std::span<const std::int64_t> per_device);
 // Pro-Prophet's RB: balance degree before / after a load-balancing method
 // (> 1: the method balanced the load); infinite where it balanced the load
 // perfectly, 1 where it was balanced already.
