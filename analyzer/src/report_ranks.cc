@@ -14,27 +14,6 @@ namespace moetrace::analyzer {
 namespace report_detail {
 namespace {
 
-constexpr std::size_t kFew = 3;           // slowest and fastest ranks a summary names
-
-// Indices of `rows` to list: all, or the `kFew` lowest, the median and the
-// `kFew` highest by `key`, with a line giving min, median and max.
-template <class Rows, class Key, class Show>
-std::pair<std::vector<std::size_t>, std::string> summarize(const Rows& rows, bool all, std::string_view by, Key key,
-                                                           Show show) {
-  std::vector<std::size_t> order(rows.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  if (all || rows.size() <= kRanksShownInFull) return {order, ""};
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key(rows[a]) < key(rows[b]); });
-  const std::size_t n = order.size(), mid = order[n / 2];
-  std::vector<std::size_t> picked(order.begin(), order.begin() + kFew);
-  picked.push_back(mid);
-  picked.insert(picked.end(), order.end() - kFew, order.end());
-  return {picked, fmt::format("{} ranks by {}: min {} (rank {}), median {} (rank {}), max {} (rank {}); listing the "
-                              "{} lowest, the median and the {} highest; --per-rank lists every rank.",
-                              n, by, show(rows[order.front()]), rows[order.front()].rank, show(rows[mid]),
-                              rows[mid].rank, show(rows[order.back()]), rows[order.back()].rank, kFew, kFew)};
-}
-
 std::string ranks_text(const std::vector<std::int32_t>& ranks) {
   return ranks.empty() ? "-" : rank_ranges(ranks);
 }
@@ -74,7 +53,7 @@ void clocks_part(Section& s, const RunFiles& f, const ReportOptions& o) {
   for (const auto& file : f.files)
     for (auto r : file.ranks)
       if (r >= 0 && static_cast<std::size_t>(r) < path_of.size()) path_of[static_cast<std::size_t>(r)] = file.path;
-  const auto [listed, note] = summarize(
+  const auto [listed, note] = ranks_to_list(
       c.ranks, o.per_rank, "clock offset", [](const RankClock& r) { return r.estimated ? std::abs(r.offset_ns) : -1.0; },
       [](const RankClock& r) { return offset_text(r); });
   Table t{{"rank", "offset", "drift ppm", "uncertainty", "collectives", "file"}, {}};
@@ -110,7 +89,7 @@ void waits_part(Section& s, const Analyses& a, const ReportOptions& o) {
   s.table("Critical path per MoE layer: the rank whose late arrival at the layer's collectives delayed them most "
           "(delay: its lateness beyond the next-latest participant, summed), and the slowest rank by layer time:",
           std::move(t));
-  const auto [listed, note] = summarize(
+  const auto [listed, note] = ranks_to_list(
       w.ranks, o.per_rank, "waiting time", [](const RankWait& r) { return r.wait_ns; },
       [](const RankWait& r) { return format_duration(r.wait_ns); });
   Table r{{"rank", "collectives", "waiting", "per collective", "last at", "delay caused"}, {}};

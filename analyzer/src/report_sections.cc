@@ -16,26 +16,6 @@ std::string fmt_double(double v, int digits) {
 
 namespace {
 
-// Ranks a per-rank table lists: all of them for small runs or with
-// --per-rank; otherwise the fastest, the median and the slowest by `key`
-// (at 1024 ranks a full table buries the report). Returns indices into the
-// per-rank vector, and a note saying what was left out ("" when nothing).
-constexpr std::size_t kRanksListedInFull = 16;
-
-template <class Rows, class Key>
-std::pair<std::vector<std::size_t>, std::string> ranks_to_list(const Rows& rows, bool all, std::string_view by,
-                                                               Key key) {
-  std::vector<std::size_t> order(rows.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  if (all || rows.size() <= kRanksListedInFull) return {order, ""};
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return key(rows[a]) < key(rows[b]); });
-  std::vector<std::size_t> picked{order.front(), order[order.size() / 2], order.back()};
-  return {picked, fmt::format("{} ranks: listing the lowest, the median and the highest by {}; --per-rank lists "
-                              "every rank.",
-                              rows.size(), by)};
-}
-
 std::string pct(double fraction) { return fmt::format("{:.1f}%", fraction * 100.0); }
 
 std::string ns_or_dash(std::int64_t ns) { return ns >= 0 ? format_duration(ns) : "-"; }
@@ -148,7 +128,8 @@ Section memory_section(const MemoryAnalysis& m, const ReportOptions& o) {
                "bubble B*ms", "bubble %"},
               {}};
   const auto [listed, note] =
-      ranks_to_list(m.ranks, o.per_rank, "peak memory", [](const RankMemory& r) { return r.peak_bytes; });
+      ranks_to_list(m.ranks, o.per_rank, "peak memory", [](const RankMemory& r) { return r.peak_bytes; },
+                    [](const RankMemory& r) { return format_bytes(r.peak_bytes); });
   for (auto i : listed) {
     const auto& r = m.ranks[i];
     ranks.rows.push_back({std::to_string(r.rank), r.from_events ? "events" : "buffers",
@@ -387,7 +368,8 @@ Section breakdown_section(const Breakdown& b, const ReportOptions& options) {
   Table r{split_header("rank"), {}};
   const auto [listed, note] =
       ranks_to_list(b.ranks, options.per_rank, "busy time (the busiest is the straggler)",
-                    [](const RankSummary& x) { return x.t.busy_ns; });
+                    [](const RankSummary& x) { return x.t.busy_ns; },
+                    [](const RankSummary& x) { return format_duration(x.t.busy_ns); });
   for (auto i : listed) r.rows.push_back(split_row(b.ranks[i].t, std::to_string(b.ranks[i].rank), b.ranks[i].t.window_ns));
   s.table("Per rank (whole run):", std::move(r));
   if (!note.empty()) s.para(note);

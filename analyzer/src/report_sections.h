@@ -2,10 +2,16 @@
 // Markdown and HTML writers render alike (private to the analyzer).
 #pragma once
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstddef>
 #include <iosfwd>
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "moetrace/analyzer/analyses.h"
@@ -40,5 +46,28 @@ void render_text(std::ostream& out, const Section& s);
 void render_markdown(std::ostream& out, const Section& s);
 
 std::string fmt_double(double v, int digits = 3);  // "0.123", "1.5e-12", "inf"
+
+// The rows of a per-rank table to list: all of them up to kRanksShownInFull
+// ranks (or with `all`, --per-rank); beyond, the kFewRanks lowest, the median
+// and the kFewRanks highest by `key`, and a line giving min, median and max
+// (each value as `show` writes it) and what was left out. Rows have `.rank`.
+inline constexpr std::size_t kFewRanks = 3;
+template <class Rows, class Key, class Show>
+std::pair<std::vector<std::size_t>, std::string> ranks_to_list(const Rows& rows, bool all, std::string_view by,
+                                                               Key key, Show show) {
+  std::vector<std::size_t> order(rows.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (all || rows.size() <= kRanksShownInFull) return {order, ""};
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key(rows[a]) < key(rows[b]); });
+  const std::size_t n = order.size(), mid = order[n / 2];
+  std::vector<std::size_t> picked(order.begin(), order.begin() + kFewRanks);
+  picked.push_back(mid);
+  picked.insert(picked.end(), order.end() - kFewRanks, order.end());
+  return {picked, fmt::format("{} ranks by {}: min {} (rank {}), median {} (rank {}), max {} (rank {}); listing the "
+                              "{} lowest, the median and the {} highest; --per-rank lists every rank.",
+                              n, by, show(rows[order.front()]), rows[order.front()].rank, show(rows[mid]),
+                              rows[mid].rank, show(rows[order.back()]), rows[order.back()].rank, kFewRanks,
+                              kFewRanks)};
+}
 
 }  // namespace moetrace::analyzer::report_detail

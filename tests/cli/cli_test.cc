@@ -105,31 +105,42 @@ TEST_P(CliErrors, JsonFilePointsToImport) {
 
 INSTANTIATE_TEST_SUITE_P(InfoReportFit, CliErrors, ::testing::Values("info", "report", "fit"));
 
-// Many ranks: the per-rank table lists the least busy, the median and the
-// busiest rank (the straggler) unless --per-rank asks for all. Rank r is busy
-// for 100 (r + 1) ns, so rank 0 is the least busy, rank 19 the busiest and
-// rank 10 the median of 20.
-TEST(Cli, ReportListsThreeOfManyRanks) {
-  std::string text;
-  for (int r = 0; r < 20; ++r)
-    text += "stream id=" + std::to_string(r) + " rank=" + std::to_string(r) + " role=comm\n" +
-            "op rank=" + std::to_string(r) + " stream=" + std::to_string(r) +
-            " kind=dispatch_all_to_all layer=0 iteration=0 start=0 end=" + std::to_string(100 * (r + 1)) + "\n";
-  const auto path = testing::temp_path("ranks.db");
-  testing::write_text_trace(path, text);
+// Many ranks: beyond 32, the per-rank table lists the three least busy, the
+// median and the three busiest ranks (the straggler last) with a line giving
+// min, median and max, unless --per-rank asks for all. Rank r is busy for
+// 100 (r + 1) ns, so of 40 ranks 0-2 are the least busy, 37-39 the busiest,
+// and the median (the 21st in order) is rank 20 at 2.1 us.
+TEST(Cli, ReportSummarisesManyRanks) {
+  auto ranks_trace = [](int n) {
+    std::string text;
+    for (int k = 0; k < n; ++k)
+      text += "stream id=" + std::to_string(k) + " rank=" + std::to_string(k) + " role=comm\n" + "op rank=" +
+              std::to_string(k) + " stream=" + std::to_string(k) +
+              " kind=dispatch_all_to_all layer=0 iteration=0 start=0 end=" + std::to_string(100 * (k + 1)) + "\n";
+    const auto path = testing::temp_path("ranks" + std::to_string(n) + ".db");
+    testing::write_text_trace(path, text);
+    return path;
+  };
+  const auto path = ranks_trace(40);
   auto r = run_cli("report " + path);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto table = r.out.substr(r.out.find("Per rank (whole run):"));
-  const auto listed = table.substr(0, table.find("20 ranks: listing the lowest, the median and the highest by busy time"));
-  ASSERT_NE(listed.size(), table.size()) << r.out;
+  const auto note = table.find("40 ranks by busy time");
+  ASSERT_NE(note, std::string::npos) << r.out;
+  const auto listed = table.substr(0, note);
   auto has_row = [&](int rank) { return listed.find("\n  " + std::to_string(rank) + " ") != std::string::npos; };
-  EXPECT_TRUE(has_row(0));
-  EXPECT_TRUE(has_row(10));
-  EXPECT_TRUE(has_row(19));
-  EXPECT_FALSE(has_row(5));
+  for (int rank : {0, 1, 2, 20, 37, 38, 39}) EXPECT_TRUE(has_row(rank)) << rank;
+  for (int rank : {3, 19, 21, 36}) EXPECT_FALSE(has_row(rank)) << rank;
+  EXPECT_NE(table.find("(rank 0)", note), std::string::npos);
+  EXPECT_NE(table.find("(rank 20)", note), std::string::npos);
+  EXPECT_NE(table.find("(rank 39)", note), std::string::npos);
+  // Up to 32 ranks every rank is listed.
+  r = run_cli("report " + ranks_trace(32));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("32 ranks by"), std::string::npos);
   r = run_cli("report --per-rank " + path);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out.find("20 ranks: listing"), std::string::npos);
+  EXPECT_EQ(r.out.find("40 ranks by"), std::string::npos);
 }
 
 TEST(Cli, UsageErrorsExitTwo) {
