@@ -28,8 +28,4 @@ Analyses analyze(const Trace& trace,
   return a;
 }
 
-void add_recommendations(const Trace& trace, Analyses& a, const RecommendOptions& options) {
-  a.recommendations = recommend(trace, a, options);
-}
-
 }  // namespace moetrace::analyzer

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <ostream>
 
-#include "moetrace/analyzer/recommend.h"
+#include "moetrace/analyzer/recommendations.h"
 #include "moetrace/plan/config.h"
 
 namespace moetrace::analyzer {
@@ -192,24 +192,11 @@ json layout_json(const LayoutAdvice& a) {
           {"gain", c.gain}};
 }
 
-json hardware_json(const HardwareModelInfo& h, int ranks) {
-  const auto& m = h.model;
-  const auto& ex = m.compute_cost(OpKind::kExpertFfn);
-  const auto a2a = m.collective(plan::CollectiveKind::kAllToAllV).at(std::max(2, ranks));
-  return {{"source", h.source},
-          {"description", h.description},
-          {"name", m.name},
-          {"expert_alpha_per_gemm_s", ex.alpha_s},
-          {"expert_seconds_per_flop", ex.seconds_per_flop},
-          {"all_to_all", {{"ranks", ranks}, {"alpha_s", a2a.alpha_s}, {"beta_s_per_byte", a2a.beta_s}}},
-          {"link_sharing", std::string(sim::link_sharing_name(m.link_sharing))},
-          {"all_to_all_volume", std::string(sim::all_to_all_volume_name(m.all_to_all_volume))},
-          {"interference",
-           {{"sigma_comm", m.interference.sigma_comm},
-            {"sigma_all", m.interference.sigma_all},
-            {"mu_comp", m.interference.mu_comp},
-            {"mu_all", m.interference.mu_all},
-            {"eta_all", m.interference.eta_all}}}};
+json hardware_json(const HardwareModelInfo& h) {
+  json j = {{"source", h.source}, {"description", h.description}};
+  if (h.terms.is_object()) j.update(h.terms);
+  if (!j.contains("name")) j["name"] = "";
+  return j;
 }
 
 std::string gain_text(const RecommendationItem& it) {
@@ -248,11 +235,10 @@ json recommendations_to_json(const Recommendations& r) {
                       {"expert_placement", placement_json(L.placement, w)},
                       {"layout", layout_json(L.layout)}});
   }
-  const int ranks = r.layers.empty() ? 2 : r.layers.front().workload.ranks;
   return {{"recommendations_version", kRecommendationsVersion},
           {"status", "computed"},
           {"trace", r.trace},
-          {"hardware_model", hardware_json(r.hardware, ranks)},
+          {"hardware_model", hardware_json(r.hardware)},
           {"notes", r.notes},
           {"items", items},
           {"layers", layers}};

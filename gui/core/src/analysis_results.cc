@@ -1,5 +1,6 @@
 #include "moetrace/gui/analysis_results.h"
 
+#include "moetrace/analyzer/recommend.h"
 
 namespace moetrace::gui {
 

@@ -13,7 +13,7 @@
 #include "moetrace/analyzer/memory.h"
 #include "moetrace/analyzer/nvtx_projection.h"
 #include "moetrace/analyzer/rank_waits.h"
-#include "moetrace/analyzer/recommend.h"
+#include "moetrace/analyzer/recommendations.h"
 #include "moetrace/analyzer/trace.h"
 
 namespace moetrace::analyzer {
@@ -26,16 +26,14 @@ struct Analyses {
   CostModel cost_model;            // cost_model.h
   NvtxAnalysis nvtx;               // nvtx_projection.h (NVTX ranges from outside moetrace)
   RankWaitAnalysis rank_waits;     // rank_waits.h (runs of several ranks)
-  // recommend.h; set by add_recommendations (it simulates what-ifs, so
-  // analyze() leaves it out); the report's recommendations section.
+  // recommendations.h; set by add_recommendations (recommend.h, the target
+  // moetrace::recommend: it simulates what-ifs, so analyze() leaves it out);
+  // the report's recommendations section.
   std::optional<Recommendations> recommendations;
 };
 
 // Runs them all; `progress(stage, fraction)` is called between analyses.
 Analyses analyze(const Trace& trace,
                  const std::function<void(std::string_view stage, double fraction)>& progress = {});
-
-// Runs the recommenders on the analyses (recommend.h) and stores them.
-void add_recommendations(const Trace& trace, Analyses& a, const RecommendOptions& options = {});
 
 }  // namespace moetrace::analyzer

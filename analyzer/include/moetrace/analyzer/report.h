@@ -9,8 +9,8 @@
 // fitted_models (the fits of cost_model.h with their goodness of fit, as
 // `moetrace fit --format fits` writes them), and recommendations (per MoE
 // layer: pipeline degree, memory reuse, expert placement, PPMoE layout;
-// recommend.h), present where add_recommendations ran on the analyses, else
-// status "not_computed" and no items.
+// recommendations.h), present where add_recommendations (recommend.h) ran on
+// the analyses, else status "not_computed" and no items.
 #pragma once
 
 #include <cstddef>
@@ -76,7 +76,7 @@ nlohmann::json breakdown_json(const Breakdown& b, const ReportOptions& options);
 nlohmann::json memory_json(const MemoryAnalysis& m, const ReportOptions& options);
 nlohmann::json expert_load_json(const ExpertLoadAnalysis& a, const ReportOptions& options);
 nlohmann::json locality_json(const LocalityAnalysis& a, const ReportOptions& options);
-// The recommendations section: recommend.h's JSON (status "computed",
+// The recommendations section: recommendations.h's JSON (status "computed",
 // schemas/recommendations.schema.json) where add_recommendations ran, else
 // {"status": "not_computed", "items": []}.
 nlohmann::json recommendations_json(const Analyses& a);

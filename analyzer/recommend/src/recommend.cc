@@ -85,10 +85,35 @@ std::map<int, LayerMeasures> layer_measures(const Trace& t, const Breakdown& b) 
   return out;
 }
 
+// The hardware model the recommenders run on, and what the report says of it.
+struct Hardware {
+  HardwareModelInfo info;
+  sim::CostModel model;
+};
+
+// The terms of `m` the recommenders read, as the report prints them
+// (schemas/recommendations.schema.json, hardware_model).
+nlohmann::json hardware_terms(const sim::CostModel& m, int ranks) {
+  const auto& ex = m.compute_cost(OpKind::kExpertFfn);
+  const auto a2a = m.collective(plan::CollectiveKind::kAllToAllV).at(std::max(2, ranks));
+  return {{"name", m.name},
+          {"expert_alpha_per_gemm_s", ex.alpha_s},
+          {"expert_seconds_per_flop", ex.seconds_per_flop},
+          {"all_to_all", {{"ranks", ranks}, {"alpha_s", a2a.alpha_s}, {"beta_s_per_byte", a2a.beta_s}}},
+          {"link_sharing", std::string(sim::link_sharing_name(m.link_sharing))},
+          {"all_to_all_volume", std::string(sim::all_to_all_volume_name(m.all_to_all_volume))},
+          {"interference",
+           {{"sigma_comm", m.interference.sigma_comm},
+            {"sigma_all", m.interference.sigma_all},
+            {"mu_comp", m.interference.mu_comp},
+            {"mu_all", m.interference.mu_all},
+            {"eta_all", m.interference.eta_all}}}};
+}
+
 // The fitted model as the simulator's CostModel, where the trace measured
 // what the recommenders need most: the expert GEMMs (per launch and per
 // FLOP) and the all-to-all at the run's P.
-std::optional<HardwareModelInfo> fitted_hardware(const Trace& t, const CostModel& fits, std::vector<std::string>& notes) {
+std::optional<Hardware> fitted_hardware(const Trace& t, const CostModel& fits, std::vector<std::string>& notes) {
   int P = std::max(1, t.run.world_size);
   for (const auto& e : t.expert_load) P = std::max(P, e.src_rank + 1);
   const CostModelFit* ffn = fits.find_compute("expert_ffn");
@@ -107,15 +132,15 @@ std::optional<HardwareModelInfo> fitted_hardware(const Trace& t, const CostModel
         ffn->fit.points, ffn->fit.x_min, ffn->fit.x_max, P, a2a->fit.method));
     return std::nullopt;
   }
-  HardwareModelInfo h;
+  Hardware h;
   try {
     h.model = sim::cost_model_from_json(sim_cost_model_json(t, fits, "h100-nvlink-ib").dump());
   } catch (const Error& e) {
     notes.push_back(fmt::format("the fitted cost model is unusable ({}); not used", e.what()));
     return std::nullopt;
   }
-  h.source = "fitted";
-  h.description = fmt::format(
+  h.info.source = "fitted";
+  h.info.description = fmt::format(
       "fitted from the trace (moetrace fit): expert GEMMs {:.3g} us per GEMM + {:.3g} TFLOP/s ({} points, "
       "R^2 {:.3f}), all-to-all at P = {}: {:.3g} us + {:.3g} GB/s ({} points, R^2 {:.3f}); everything not measured "
       "from the h100-nvlink-ib preset",
@@ -125,18 +150,18 @@ std::optional<HardwareModelInfo> fitted_hardware(const Trace& t, const CostModel
   return h;
 }
 
-HardwareModelInfo resolve_hardware(const Trace& t, const RecommendOptions& o, const CostModel* fits,
-                                   std::vector<std::string>& notes) {
-  HardwareModelInfo h;
+Hardware resolve_hardware(const Trace& t, const RecommendOptions& o, const CostModel* fits,
+                          std::vector<std::string>& notes) {
+  Hardware h;
   if (o.cost_model) {
-    h.source = "given";
+    h.info.source = "given";
     h.model = *o.cost_model;
-    h.description = o.cost_model_source.empty() ? fmt::format("cost model {} (given)", h.model.name)
+    h.info.description = o.cost_model_source.empty() ? fmt::format("cost model {} (given)", h.model.name)
                                                 : o.cost_model_source;
     return h;
   }
   CostModel fitted_here;
-  auto fitted = [&]() -> std::optional<HardwareModelInfo> {
+  auto fitted = [&]() -> std::optional<Hardware> {
     if (!fits) {
       fitted_here = fit_cost_model(t);
       fits = &fitted_here;
@@ -151,8 +176,8 @@ HardwareModelInfo resolve_hardware(const Trace& t, const RecommendOptions& o, co
   if (const auto json = t.config_value("sim.cost_model_json"); !json.empty()) {
     try {
       h.model = sim::cost_model_from_json(json);
-      h.source = "trace";
-      h.description = fmt::format("the cost model this simulated trace ran with ({})", h.model.name);
+      h.info.source = "trace";
+      h.info.description = fmt::format("the cost model this simulated trace ran with ({})", h.model.name);
       return h;
     } catch (const Error& e) {
       notes.push_back(fmt::format("the trace's sim.cost_model_json is unreadable ({}); using a preset", e.what()));
@@ -161,8 +186,8 @@ HardwareModelInfo resolve_hardware(const Trace& t, const RecommendOptions& o, co
   if (!o.prefer_fitted)
     if (auto f = fitted()) return *f;
   h.model = sim::cost_model_preset("h100-nvlink-ib");
-  h.source = "preset";
-  h.description = "preset h100-nvlink-ib (nothing measured: give --cost-model, e.g. the output of `moetrace fit`)";
+  h.info.source = "preset";
+  h.info.description = "preset h100-nvlink-ib (nothing measured: give --cost-model, e.g. the output of `moetrace fit`)";
   notes.push_back("no cost model measured for this trace: the recommendations use the h100-nvlink-ib preset; "
                   "pass --cost-model with a fitted model for advice about this hardware");
   return h;
@@ -271,7 +296,7 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
 
 namespace {
 
-void advise_pipeline(const Trace& trace, const RecommendOptions& o, const HardwareModelInfo& hw, LayerRecommendation& L) {
+void advise_pipeline(const Trace& trace, const RecommendOptions& o, const Hardware& hw, LayerRecommendation& L) {
   auto& a = L.pipeline;
   const auto& w = L.workload;
   a.variant = L.variant.empty() ? "pipemoe" : L.variant;
@@ -328,7 +353,7 @@ void advise_pipeline(const Trace& trace, const RecommendOptions& o, const Hardwa
   }
 }
 
-void advise_memory(const Trace& trace, const RecommendOptions& o, const HardwareModelInfo& hw, std::int64_t peak,
+void advise_memory(const Trace& trace, const RecommendOptions& o, const Hardware& hw, std::int64_t peak,
                    LayerRecommendation& L) {
   auto& a = L.memory;
   const auto& w = L.workload;
@@ -394,7 +419,7 @@ bool trace_placement(const Trace& t, const MoeLayerWorkload& w, plan::ExpertPlac
   return true;
 }
 
-void advise_placement(const Trace& trace, const RecommendOptions& o, const HardwareModelInfo& hw,
+void advise_placement(const Trace& trace, const RecommendOptions& o, const Hardware& hw,
                       const LayerMeasures& meas, LayerRecommendation& L) {
   auto& a = L.placement;
   const auto& w = L.workload;
@@ -430,7 +455,7 @@ void advise_placement(const Trace& trace, const RecommendOptions& o, const Hardw
   }
 }
 
-void advise_layout(const Trace& trace, const RecommendOptions& o, const HardwareModelInfo& hw, LayerRecommendation& L) {
+void advise_layout(const Trace& trace, const RecommendOptions& o, const Hardware& hw, LayerRecommendation& L) {
   auto& a = L.layout;
   const auto& w = L.workload;
   a.tensor_parallel = tensor_parallel_for(trace, w, o.tensor_parallel);
@@ -465,7 +490,7 @@ RecommendationItem item_head(const LayerRecommendation& L, const char* subject, 
   return it;
 }
 
-RecommendationItem pipeline_item(const LayerRecommendation& L, const HardwareModelInfo& hw, double min_gain) {
+RecommendationItem pipeline_item(const LayerRecommendation& L, const Hardware& hw, double min_gain) {
   const auto& a = L.pipeline;
   RecommendationItem it = item_head(L, "pipeline degree", a);
   if (!a.computed) return it;
@@ -656,14 +681,16 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
   const auto workloads = moe_layer_workloads(trace, &out.notes);
   if (workloads.empty()) {
     out.hardware.source = "preset";
-    out.hardware.model = o.cost_model ? *o.cost_model : sim::cost_model_preset("h100-nvlink-ib");
+    out.hardware.terms = hardware_terms(o.cost_model ? *o.cost_model : sim::cost_model_preset("h100-nvlink-ib"), 2);
     out.hardware.description = out.notes.empty() ? "none needed (no MoE layer to advise on)"
                                                   : "none needed (no MoE layer could be advised on; see the notes)";
     return out;
   }
   progress("fitting", 0.0);
-  out.hardware = resolve_hardware(trace, o, fits, out.notes);
-  out.hardware.model.validate();
+  const Hardware hw = resolve_hardware(trace, o, fits, out.notes);
+  hw.model.validate();
+  out.hardware = hw.info;
+  out.hardware.terms = hardware_terms(hw.model, workloads.front().ranks);
   Breakdown computed;
   if (!breakdown) {
     progress("breakdown", 0.0);
@@ -700,15 +727,15 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
     if (auto it = measures.find(L.layer); it != measures.end()) meas = it->second;
     L.measured_layer_s = meas.layer_s;
     L.iterations = meas.iterations;
-    advise_pipeline(trace, o, out.hardware, L);
+    advise_pipeline(trace, o, hw, L);
     if (auto r = runs.find(L.layer); r != runs.end() && r->second.size() > 1) {
       L.pipeline.runs = r->second;
       L.pipeline.measured = mpipemoe_range_search(r->second, L.workload.max_tokens_per_rank());
     }
-    advise_memory(trace, o, out.hardware, peak, L);
-    advise_placement(trace, o, out.hardware, meas, L);
-    advise_layout(trace, o, out.hardware, L);
-    out.items.push_back(pipeline_item(L, out.hardware, o.min_gain));
+    advise_memory(trace, o, hw, peak, L);
+    advise_placement(trace, o, hw, meas, L);
+    advise_layout(trace, o, hw, L);
+    out.items.push_back(pipeline_item(L, hw, o.min_gain));
     out.items.push_back(memory_item(L));
     out.items.push_back(placement_item(L, o.min_gain));
     out.items.push_back(layout_item(L, o.min_gain));
@@ -726,6 +753,10 @@ Recommendations recommend(const Trace& trace, const RecommendOptions& o) {
 
 Recommendations recommend(const Trace& trace, const Analyses& a, const RecommendOptions& o) {
   return recommend_impl(trace, o, &a.breakdown, a.memory.measured_peak_bytes(), &a.cost_model);
+}
+
+void add_recommendations(const Trace& trace, Analyses& a, const RecommendOptions& options) {
+  a.recommendations = recommend(trace, a, options);
 }
 
 }  // namespace moetrace::analyzer

@@ -1,36 +1,8 @@
-// Per-MoE-layer tuning recommendations of a trace (issue 5): pipeline
-// degree, memory-reuse strategy under a memory budget, expert placement, and
-// whether PPMoE's layout would beat expert parallelism. Each states its
-// evidence (the measured and modelled numbers, the equations) and a
-// predicted gain.
-//
-// Inputs per layer (recommend.cc extracts them from the trace):
-//   shape       layers table (E, top_k, M, H), run_config (model.*), world size
-//   routing     expert_load of the last iteration: tokens [source rank][expert]
-//   measured    MoE-layer time per iteration (breakdown window, forward +
-//               backward, slowest rank, mean over iterations), pipeline degree
-//               (chunks of its ops or run_config), strategy, peak memory,
-//               time of the block's non-MoE ops (T_FNEC, T_BNEC)
-//   hardware    a sim::CostModel, in this order: the one given
-//               (RecommendOptions::cost_model, `--cost-model FILE|PRESET`),
-//               the one a simulated trace ran with (run_config
-//               sim.cost_model_json), the one fitted from the trace
-//               (cost_model.h: expert GEMMs and the all-to-all at P measured;
-//               everything else from the h100-nvlink-ib preset; first where
-//               prefer_fitted, `--cost-model fitted`), a preset (with a note
-//               that nothing was measured)
-//
-// The recommenders (headers alongside):
-//   pipeline degree  pipemoe Theorem 1 on both passes (pipeline_degree.h);
-//                    simulator what-if of every r in [1, min(r_max, 16)]
-//                    with the measured routing (whatif.h), whose best is the
-//                    recommendation where it ran; mpipemoe's range search on
-//                    the other traces given (several granularities / B)
-//   memory reuse     mpipemoe Eq. 10 with sigma, mu, eta, Eq. 1-6 memory vs
-//                    the budget (memory_reuse.h); what-if of each strategy
-//   placement        pro-prophet Alg. 1 on the measured load, Eq. 6/8 before
-//                    and after (placement.h); what-if DPMoE vs Pro-Prophet
-//   layout           ppmoe Eq. 2/5 and the alpha-beta comparison (ppmoe_layout.h)
+// What the recommenders found for each MoE layer of a trace: the result
+// types of recommend.h (the target moetrace::recommend above the analyses,
+// which simulates what-ifs) and their reports. The analyses carry them
+// (Analyses::recommendations) without linking the simulator; the report, the
+// GUI and `moetrace recommend` print them.
 //
 // predicted_gain of an item: the share of the layer's time per iteration the
 // change saves; negative: it costs time (memory reuse trades time for
@@ -44,51 +16,32 @@
 
 #include <array>
 #include <cstdint>
-#include <functional>
 #include <iosfwd>
 #include <optional>
 #include <string>
-#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "moetrace/analyzer/trace.h"
-#include "moetrace/analyzer/whatif.h"
-#include "moetrace/sim/cost_model.h"
+#include "moetrace/analyzer/layer_workload.h"
+#include "moetrace/analyzer/memory_reuse.h"
+#include "moetrace/analyzer/pipeline_degree.h"
+#include "moetrace/analyzer/placement.h"
+#include "moetrace/analyzer/ppmoe_layout.h"
+#include "moetrace/plan/config.h"
+#include "moetrace/plan/pro_prophet.h"
 
 namespace moetrace::analyzer {
 
-struct Analyses;  // analyses.h
-
-struct RecommendOptions {
-  std::optional<sim::CostModel> cost_model;  // overrides the trace's own model
-  std::string cost_model_source;             // how it was obtained, for the evidence
-  // Use the model fitted from the trace (cost_model.h) even where the trace
-  // is simulated and names the model it ran with.
-  bool prefer_fitted = false;
-  int r_max = 64;                            // pipeline degrees considered: [1, r_max]
-  std::vector<int> r_candidates;             // non-empty: only these (e.g. the paper's 1, 2, 4, 8)
-  std::int64_t memory_budget_bytes = -1;     // -1: run_config memory_budget_bytes, else device memory
-  int tensor_parallel = -1;                  // PPMoE's T; -1: GPUs per node (<= 8) dividing E
-  bool simulate = true;                      // run the what-ifs
-  int max_simulated_ranks = 256;             // above: no what-ifs (their cost grows with P^2)
-  double pro_prophet_alpha = 0.25;           // Eq. 7
-  // A pipeline degree, placement or layout change predicted to save less
-  // than this share of the layer's time is not recommended (noise of the
-  // models; every change has a cost of its own).
-  double min_gain = 0.01;
-  // Further traces of the same model at other granularities or token counts
-  // (mpipemoe's range search, its Algorithm 1).
-  std::vector<const Trace*> other_runs;
-  std::function<void(std::string_view stage, double fraction)> progress;
-};
-
 // The hardware model the recommenders used and where it came from.
 struct HardwareModelInfo {
-  std::string source;  // "given", "trace", "preset"
+  std::string source;  // "given", "trace", "fitted", "preset"
   std::string description;
-  sim::CostModel model;
+  // The model's name and the terms the recommenders read from it (expert
+  // GEMMs, the all-to-all at the layer's P, link sharing, interference), as
+  // the report prints them under "hardware_model".
+  nlohmann::json terms = nlohmann::json::object();
 };
 
 struct PipelineDegreeAdvice {
@@ -178,15 +131,6 @@ struct Recommendations {
   std::vector<LayerRecommendation> layers;
   std::vector<RecommendationItem> items;
 };
-
-// Throws moetrace::Error only for an unusable option (a bad cost model);
-// a trace without MoE layers or loads gives no layers and a note.
-Recommendations recommend(const Trace& trace, const RecommendOptions& options = {});
-// The same reusing what analyze() computed (breakdown, memory peak, fits).
-Recommendations recommend(const Trace& trace, const Analyses& analyses, const RecommendOptions& options = {});
-
-// The layers of a trace as the recommenders see them (also used by tests).
-std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vector<std::string>* notes = nullptr);
 
 // Reports (JSON: schemas/recommendations.schema.json).
 inline constexpr int kRecommendationsVersion = 1;

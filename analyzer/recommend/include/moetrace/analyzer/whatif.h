@@ -1,5 +1,5 @@
-// One MoE layer as the recommenders see it (shape, devices, measured routing)
-// and the bridges from a hardware model to their inputs: pipemoe's terms,
+// For one MoE layer as the recommenders see it (layer_workload.h), the
+// bridges from a hardware model to their inputs: pipemoe's terms,
 // mpipemoe's Eq. 10 speeds, pro-prophet's planner model, ppmoe's layout
 // inputs; plus simulator what-ifs that build the layer's plan at another
 // pipeline degree, reuse strategy or placement and run it.
@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "moetrace/analyzer/layer_workload.h"
 #include "moetrace/analyzer/memory_reuse.h"
 #include "moetrace/analyzer/pipeline_degree.h"
 #include "moetrace/analyzer/placement.h"
@@ -31,33 +32,6 @@
 #include "moetrace/sim/cost_model.h"
 
 namespace moetrace::analyzer {
-
-struct MoeLayerWorkload {
-  int layer = 0;
-  int ranks = 0;     // P (devices; expert e lives on rank e / (E / P))
-  int experts = 0;   // E
-  int top_k = 1;
-  std::int64_t model_dim = 0;  // M (h)
-  std::int64_t hidden = 0;     // H of an expert
-  int elem_bytes = 2;
-  plan::LayerRouting routing;  // tokens [source rank][expert] of one iteration
-  int iteration = 0;           // the iteration `routing` is from
-
-  int experts_per_rank() const { return ranks > 0 ? experts / ranks : 0; }
-  // Tokens of source rank q (its routed rows / top_k).
-  std::int64_t tokens_of(int source) const;
-  std::int64_t max_tokens_per_rank() const;
-  // Rows each expert rank computes (received, its own included), and the
-  // most any rank computes; one pass over the routing.
-  std::vector<std::int64_t> rows_computed() const;
-  std::int64_t max_rows_computed() const;
-  // Rows (tokens x top_k) each source routes, and the most of any source.
-  std::int64_t max_rows_routed() const;
-};
-
-// A balanced routing: every source sends tokens x top_k / E rows to each
-// expert (pipemoe's and mpipemoe's models assume it).
-plan::LayerRouting balanced_routing(int ranks, int experts, int top_k, std::int64_t tokens_per_rank);
 
 // The all-to-all volume (bytes) that sets the dispatch's and the combine's
 // time under the model's rule: the busiest rank.
@@ -97,15 +71,6 @@ enum class LayerWindow : std::uint8_t {
   kPipeline = 0,
   // Every op of the MoE layer (gate, permute, ..., Plan, Trans, Agg).
   kMoeLayer = 1,
-};
-
-struct WhatIfResult {
-  bool ok = false;
-  std::string error;          // why it could not be simulated
-  double forward_s = 0, backward_s = 0;  // per pass: the slowest rank's window
-  double layer_s() const { return forward_s + backward_s; }
-  double makespan_s = 0;
-  std::int64_t peak_bytes = 0;  // device memory, the highest rank
 };
 
 struct WhatIf {

@@ -1,0 +1,50 @@
+// One MoE layer as the recommenders see it (shape, devices, the measured
+// routing of one iteration) and what a simulated what-if of it gives
+// (whatif.h runs them). Plain data: no simulator here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "moetrace/plan/pro_prophet.h"  // plan::LayerRouting
+
+namespace moetrace::analyzer {
+
+struct MoeLayerWorkload {
+  int layer = 0;
+  int ranks = 0;     // P (devices; expert e lives on rank e / (E / P))
+  int experts = 0;   // E
+  int top_k = 1;
+  std::int64_t model_dim = 0;  // M (h)
+  std::int64_t hidden = 0;     // H of an expert
+  int elem_bytes = 2;
+  plan::LayerRouting routing;  // tokens [source rank][expert] of one iteration
+  int iteration = 0;           // the iteration `routing` is from
+
+  int experts_per_rank() const { return ranks > 0 ? experts / ranks : 0; }
+  // Tokens of source rank q (its routed rows / top_k).
+  std::int64_t tokens_of(int source) const;
+  std::int64_t max_tokens_per_rank() const;
+  // Rows each expert rank computes (received, its own included), and the
+  // most any rank computes; one pass over the routing.
+  std::vector<std::int64_t> rows_computed() const;
+  std::int64_t max_rows_computed() const;
+  // Rows (tokens x top_k) each source routes, and the most of any source.
+  std::int64_t max_rows_routed() const;
+};
+
+// A balanced routing: every source sends tokens x top_k / E rows to each
+// expert (pipemoe's and mpipemoe's models assume it).
+plan::LayerRouting balanced_routing(int ranks, int experts, int top_k, std::int64_t tokens_per_rank);
+
+struct WhatIfResult {
+  bool ok = false;
+  std::string error;          // why it could not be simulated
+  double forward_s = 0, backward_s = 0;  // per pass: the slowest rank's window
+  double layer_s() const { return forward_s + backward_s; }
+  double makespan_s = 0;
+  std::int64_t peak_bytes = 0;  // device memory, the highest rank
+};
+
+}  // namespace moetrace::analyzer
