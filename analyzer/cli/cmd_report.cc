@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "moetrace/analyzer/analyses.h"
+#include "moetrace/analyzer/recommend.h"
 #include "moetrace/analyzer/report.h"
 
 namespace moetrace::cli {

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "moetrace/analyzer/recommend.h"
 #include "moetrace/schema/error.h"
 #include "moetrace/sim/run_spec.h"
 #include "run_backend.h"

@@ -11,8 +11,11 @@
 
 #include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/report.h"
-#include "moetrace/analyzer/recommend.h"
 #include "moetrace/analyzer/trace.h"
+
+namespace moetrace::analyzer {
+struct RecommendOptions;  // moetrace/analyzer/recommend.h (moetrace::recommend, not in the CUDA plugin)
+}
 
 namespace moetrace::cli {
 
