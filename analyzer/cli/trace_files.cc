@@ -118,46 +118,21 @@ void TraceFiles::write(const std::string& path, const std::vector<std::int32_t>&
   for (std::size_t si = 0; si < t.streams.size(); ++si) {
     const auto& s = t.streams[si];
     if (keep.count(s.rank.value) == 0) continue;
-    instrument::StreamRecord sr;
-    sr.id = s.id;
-    sr.rank = s.rank;
-    sr.device = s.device;
-    sr.native_id = s.native_id;
-    sr.role = s.role;
-    sr.name = s.name;
-    w.add(sr);
+    w.add(instrument::StreamRecord{
+        .id = s.id, .rank = s.rank, .device = s.device, .native_id = s.native_id, .role = s.role, .name = s.name});
     for (const auto& op : t.track_ops(si)) {
-      instrument::OpRangeRecord r;
-      r.id = op.id;
-      r.rank = op.rank;
-      r.stream = s.id;
-      r.kind = op.kind;
-      r.name = str(op.name);
-      r.layer = op.layer;
-      r.iteration = op.iteration;
-      r.micro_batch = op.micro_batch;
-      r.chunk = op.chunk;
-      r.phase = op.phase;
-      r.start_ns = op.start_ns;
-      r.end_ns = op.end_ns;
-      r.launch_start_ns = op.launch_start_ns;
-      r.launch_end_ns = op.launch_end_ns;
-      r.flops = op.flops;
-      r.bytes = op.bytes;
-      r.peer = op.peer;
-      r.nvtx_id = op.nvtx_id;
-      w.add(r);
+      w.add(instrument::OpRangeRecord{
+          .id = op.id, .rank = op.rank, .stream = s.id, .kind = op.kind, .name = str(op.name), .layer = op.layer,
+          .iteration = op.iteration, .micro_batch = op.micro_batch, .chunk = op.chunk, .phase = op.phase,
+          .start_ns = op.start_ns, .end_ns = op.end_ns, .launch_start_ns = op.launch_start_ns,
+          .launch_end_ns = op.launch_end_ns, .flops = op.flops, .bytes = op.bytes, .peer = op.peer,
+          .nvtx_id = op.nvtx_id});
     }
     for (const auto& a : t.track_activities(si)) {
       const OpId op = a.op >= 0 ? t.ops[static_cast<std::size_t>(a.op)].id : OpId();
       if (a.type == analyzer::ActivityType::kKernel) {
-        instrument::KernelRecord k;
-        k.rank = a.rank;
-        k.stream = s.id;
-        k.start_ns = a.start_ns;
-        k.end_ns = a.end_ns;
-        k.name = str(a.name);
-        k.correlation_id = a.correlation_id;
+        instrument::KernelRecord k{.rank = a.rank, .stream = s.id, .start_ns = a.start_ns, .end_ns = a.end_ns,
+                                   .name = str(a.name), .correlation_id = a.correlation_id};
         if (const auto* lc = t.launch_config(a)) {
           std::copy(std::begin(lc->grid), std::end(lc->grid), k.grid.begin());
           std::copy(std::begin(lc->block), std::end(lc->block), k.block.begin());
@@ -167,27 +142,13 @@ void TraceFiles::write(const std::string& path, const std::vector<std::int32_t>&
         k.op = op;
         w.add(k);
       } else if (a.type == analyzer::ActivityType::kMemcpy) {
-        instrument::MemcpyRecord m;
-        m.rank = a.rank;
-        m.stream = s.id;
-        m.start_ns = a.start_ns;
-        m.end_ns = a.end_ns;
-        m.bytes = a.bytes;
-        m.copy_kind = static_cast<schema::CopyKind>(a.copy_kind);
-        m.correlation_id = a.correlation_id;
-        m.op = op;
-        w.add(m);
+        w.add(instrument::MemcpyRecord{.rank = a.rank, .stream = s.id, .start_ns = a.start_ns, .end_ns = a.end_ns,
+                                       .bytes = a.bytes, .copy_kind = static_cast<schema::CopyKind>(a.copy_kind),
+                                       .correlation_id = a.correlation_id, .op = op});
       } else {
-        instrument::MemsetRecord m;
-        m.rank = a.rank;
-        m.stream = s.id;
-        m.start_ns = a.start_ns;
-        m.end_ns = a.end_ns;
-        m.bytes = a.bytes;
-        m.value = std::nullopt;
-        m.correlation_id = a.correlation_id;
-        m.op = op;
-        w.add(m);
+        w.add(instrument::MemsetRecord{.rank = a.rank, .stream = s.id, .start_ns = a.start_ns, .end_ns = a.end_ns,
+                                       .bytes = a.bytes, .value = std::nullopt, .correlation_id = a.correlation_id,
+                                       .op = op});
       }
     }
   }
@@ -200,55 +161,29 @@ void TraceFiles::write(const std::string& path, const std::vector<std::int32_t>&
                                       a.return_code});
     }
     for (auto [it, end] = rank_range(t.nvtx, rank, [](const auto& e) { return e.rank.value; }); it != end; ++it) {
-      instrument::NvtxRangeRecord r;
-      r.rank = it->rank;
-      r.thread_id = it->thread_id;
-      r.start_ns = it->start_ns;
-      r.end_ns = it->end_ns;
-      r.domain = str(it->domain);
-      r.name = str(it->name);
+      instrument::NvtxRangeRecord r{.rank = it->rank, .thread_id = it->thread_id, .start_ns = it->start_ns,
+                                    .end_ns = it->end_ns, .domain = str(it->domain), .name = str(it->name)};
       if (it->has_payload_int) r.payload_int = it->payload_int;
       w.add(r);
     }
     for (auto [it, end] = rank_range(t.memory_events, rank, [](const auto& e) { return e.rank.value; }); it != end; ++it) {
-      instrument::MemoryEventRecord m;
-      m.rank = it->rank;
-      m.ts_ns = it->ts_ns;
-      m.alloc = it->alloc;
-      m.address = it->address;
-      m.bytes = it->bytes;
-      m.memory_kind = it->memory_kind;
-      m.buffer = it->buffer;
-      w.add(m);
+      w.add(instrument::MemoryEventRecord{.rank = it->rank, .ts_ns = it->ts_ns, .alloc = it->alloc,
+                                          .address = it->address, .bytes = it->bytes,
+                                          .memory_kind = it->memory_kind, .buffer = it->buffer});
     }
     for (auto [it, end] = rank_range(t.collectives, rank, [](const auto& e) { return e.rank.value; }); it != end; ++it) {
-      instrument::CollectiveRecord c;
-      c.rank = it->rank;
-      c.start_ns = it->start_ns;
-      c.end_ns = it->end_ns;
-      c.correlation_id = it->correlation_id;
-      c.name = it->name;
-      c.in_nelems = it->in_nelems;
-      c.out_nelems = it->out_nelems;
-      c.dtype = it->dtype;
-      c.group_size = it->group_size;
-      c.in_splits = splits_text(it->in_splits);
-      c.out_splits = splits_text(it->out_splits);
-      w.add(c);
+      w.add(instrument::CollectiveRecord{.rank = it->rank, .start_ns = it->start_ns, .end_ns = it->end_ns,
+                                         .correlation_id = it->correlation_id, .name = it->name,
+                                         .in_nelems = it->in_nelems, .out_nelems = it->out_nelems,
+                                         .dtype = it->dtype, .group_size = it->group_size,
+                                         .in_splits = splits_text(it->in_splits),
+                                         .out_splits = splits_text(it->out_splits)});
     }
     for (auto i : x.buffers[slot]) {
       const auto& b = t.buffers[i];
-      instrument::BufferRecord r;
-      r.id = b.id;
-      r.rank = b.rank;
-      r.tag = b.tag;
-      r.bytes = b.bytes;
-      r.memory_kind = b.memory_kind;
-      r.layer = b.layer;
-      r.chunk = b.chunk;
-      r.alloc_ns = b.alloc_ns;
-      r.free_ns = b.free_ns;
-      w.add(r);
+      w.add(instrument::BufferRecord{.id = b.id, .rank = b.rank, .tag = b.tag, .bytes = b.bytes,
+                                     .memory_kind = b.memory_kind, .layer = b.layer, .chunk = b.chunk,
+                                     .alloc_ns = b.alloc_ns, .free_ns = b.free_ns});
     }
     for (auto i : x.deps[slot]) w.add(instrument::OpDepRecord{t.op_deps[i].op, t.op_deps[i].dep});
     for (auto i : x.op_buffers[slot])

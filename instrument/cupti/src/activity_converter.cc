@@ -156,6 +156,20 @@ StringId ActivityConverter::kernel_name(const char* mangled) {
   return id;
 }
 
+// An activity whose op is known is written now; otherwise it waits, under its
+// correlation ids, for the op's label.
+void ActivityConverter::emit_or_hold(Pending p, OpId op) {
+  if (op.valid()) {
+    emit(p, op);
+    return;
+  }
+  pending_by_corr_.emplace(p.correlation, pending_.size());
+  if (p.runtime_correlation != 0 && p.runtime_correlation != p.correlation)
+    pending_by_corr_.emplace(p.runtime_correlation, pending_.size());
+  pending_.push_back(std::move(p));
+  pending_done_.push_back(0);
+}
+
 void ActivityConverter::convert(const CUpti_Activity* record) {
   if (record == nullptr) return;
   switch (record->kind) {
@@ -163,80 +177,38 @@ void ActivityConverter::convert(const CUpti_Activity* record) {
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
       const auto& k = *reinterpret_cast<const CUpti_ActivityKernel10*>(record);
       const StreamInfo s = stream_of(k.deviceId, k.contextId, k.streamId);
-      Pending p;
-      p.kind = 0;
-      p.correlation = k.correlationId;
-      p.kernel.rank = s.rank;
-      p.kernel.stream = s.id;
-      p.kernel.start_ns = ns(k.start);
-      p.kernel.end_ns = ns(k.end);
-      p.kernel.name = kernel_name(k.name);
-      p.kernel.correlation_id = k.correlationId;
-      p.kernel.grid = {k.gridX, k.gridY, k.gridZ};
-      p.kernel.block = {k.blockX, k.blockY, k.blockZ};
-      p.kernel.shared_bytes = k.staticSharedMemory + k.dynamicSharedMemory;
-      p.kernel.registers = k.registersPerThread;
-      const OpId op = op_of(k.correlationId);
-      if (op.valid()) {
-        emit(p, op);
-      } else {
-        pending_by_corr_.emplace(p.correlation, pending_.size());
-        pending_.push_back(std::move(p));
-        pending_done_.push_back(0);
-      }
+      Pending p{.correlation = k.correlationId, .kind = 0};
+      p.kernel = {.rank = s.rank, .stream = s.id, .start_ns = ns(k.start), .end_ns = ns(k.end),
+                  .name = kernel_name(k.name), .correlation_id = k.correlationId,
+                  .grid = {k.gridX, k.gridY, k.gridZ}, .block = {k.blockX, k.blockY, k.blockZ},
+                  .shared_bytes = k.staticSharedMemory + k.dynamicSharedMemory,
+                  .registers = k.registersPerThread};
+      emit_or_hold(std::move(p), op_of(k.correlationId));
       return;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const auto& m = *reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
       const StreamInfo s = stream_of(m.deviceId, m.contextId, m.streamId);
-      Pending p;
-      p.kind = 1;
-      p.correlation = m.correlationId;
-      p.runtime_correlation = m.runtimeCorrelationId;
-      p.memcpy.rank = s.rank;
-      p.memcpy.stream = s.id;
-      p.memcpy.start_ns = ns(m.start);
-      p.memcpy.end_ns = ns(m.end);
-      p.memcpy.bytes = static_cast<std::int64_t>(m.bytes);
-      p.memcpy.copy_kind = m.copyKind <= 10 ? static_cast<schema::CopyKind>(m.copyKind)
-                                            : schema::CopyKind::kUnknown;
-      p.memcpy.src_kind = memory_kind_from_cupti(m.srcKind);
-      p.memcpy.dst_kind = memory_kind_from_cupti(m.dstKind);
-      p.memcpy.correlation_id = m.correlationId;
+      Pending p{.correlation = m.correlationId, .runtime_correlation = m.runtimeCorrelationId, .kind = 1};
+      p.memcpy = {.rank = s.rank, .stream = s.id, .start_ns = ns(m.start), .end_ns = ns(m.end),
+                  .bytes = static_cast<std::int64_t>(m.bytes),
+                  .copy_kind = m.copyKind <= 10 ? static_cast<schema::CopyKind>(m.copyKind)
+                                                : schema::CopyKind::kUnknown,
+                  .src_kind = memory_kind_from_cupti(m.srcKind), .dst_kind = memory_kind_from_cupti(m.dstKind),
+                  .correlation_id = m.correlationId};
       OpId op = op_of(m.correlationId);
       if (!op.valid()) op = op_of(m.runtimeCorrelationId);
-      if (op.valid()) {
-        emit(p, op);
-      } else {
-        pending_by_corr_.emplace(p.correlation, pending_.size());
-        if (p.runtime_correlation != 0 && p.runtime_correlation != p.correlation)
-          pending_by_corr_.emplace(p.runtime_correlation, pending_.size());
-        pending_.push_back(std::move(p));
-        pending_done_.push_back(0);
-      }
+      emit_or_hold(std::move(p), op);
       return;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto& m = *reinterpret_cast<const CUpti_ActivityMemset4*>(record);
       const StreamInfo s = stream_of(m.deviceId, m.contextId, m.streamId);
-      Pending p;
-      p.kind = 2;
-      p.correlation = m.correlationId;
-      p.memset.rank = s.rank;
-      p.memset.stream = s.id;
-      p.memset.start_ns = ns(m.start);
-      p.memset.end_ns = ns(m.end);
-      p.memset.bytes = static_cast<std::int64_t>(m.bytes);
-      p.memset.value = static_cast<std::int32_t>(m.value);
-      p.memset.correlation_id = m.correlationId;
-      const OpId op = op_of(m.correlationId);
-      if (op.valid()) {
-        emit(p, op);
-      } else {
-        pending_by_corr_.emplace(p.correlation, pending_.size());
-        pending_.push_back(std::move(p));
-        pending_done_.push_back(0);
-      }
+      Pending p{.correlation = m.correlationId, .kind = 2};
+      p.memset = {.rank = s.rank, .stream = s.id, .start_ns = ns(m.start), .end_ns = ns(m.end),
+                  .bytes = static_cast<std::int64_t>(m.bytes), .value = static_cast<std::int32_t>(m.value),
+                  .correlation_id = m.correlationId};
+      emit_or_hold(std::move(p), op_of(m.correlationId));
       return;
     }
     case CUPTI_ACTIVITY_KIND_MEMORY2: {
@@ -441,17 +413,11 @@ void ActivityConverter::finish() {
   pending_by_corr_.clear();
   for (const auto& [id, seen] : ops_) {
     const OpLabel& l = seen.label;
-    instrument::OpRangeRecord r;
-    r.id = l.op;
-    r.rank = l.rank;
-    r.stream = l.stream;
-    r.kind = l.kind;
-    r.name = sink_.intern(l.name);
-    r.layer = l.layer;
-    r.iteration = l.iteration;
-    r.micro_batch = l.micro_batch;
-    r.chunk = l.chunk;
-    r.phase = l.phase;
+    instrument::OpRangeRecord r{.id = l.op, .rank = l.rank, .stream = l.stream, .kind = l.kind,
+                                .name = sink_.intern(l.name), .layer = l.layer, .iteration = l.iteration,
+                                .micro_batch = l.micro_batch, .chunk = l.chunk, .phase = l.phase,
+                                .launch_start_ns = seen.launch_start, .launch_end_ns = seen.launch_end,
+                                .flops = l.flops, .bytes = l.bytes, .peer = l.peer};
     auto t = op_times_.find(id);
     if (t != op_times_.end()) {
       r.start_ns = t->second.start;
@@ -460,11 +426,6 @@ void ActivityConverter::finish() {
       // Nothing ran on the device (an empty op): a point at its launch.
       r.start_ns = r.end_ns = std::max<std::int64_t>(seen.launch_end, 0);
     }
-    r.launch_start_ns = seen.launch_start;
-    r.launch_end_ns = seen.launch_end;
-    r.flops = l.flops;
-    r.bytes = l.bytes;
-    r.peer = l.peer;
     sink_.add(r);
     ++stats_.op_ranges;
   }

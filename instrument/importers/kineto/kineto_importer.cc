@@ -209,13 +209,8 @@ void emit(ParsedFile& p, const std::string& path, std::size_t file_index, TraceB
     const auto stream = b.stream(rank, device(a.device), a.stream);
     const auto corr = a.correlation != 0 ? a.correlation : flow_id(a.device, a.stream, a.start);
     if (a.type == ActivityType::kKernel) {
-      instrument::KernelRecord k;
-      k.rank = rank;
-      k.stream = stream;
-      k.start_ns = shift(a.start);
-      k.end_ns = shift(a.end);
-      k.name = name(a.name, true);
-      k.correlation_id = corr;
+      instrument::KernelRecord k{.rank = rank, .stream = stream, .start_ns = shift(a.start), .end_ns = shift(a.end),
+                                 .name = name(a.name, true), .correlation_id = corr};
       if (a.launch[0] >= 0) {
         for (std::size_t i = 0; i < 3; ++i) {
           k.grid[i] = a.launch[i];
@@ -227,67 +222,38 @@ void emit(ParsedFile& p, const std::string& path, std::size_t file_index, TraceB
       b.add(k);
       if (a.collective >= 0) {
         const auto& c = p.collectives[static_cast<std::size_t>(a.collective)];
-        instrument::CollectiveRecord r;
-        r.rank = rank;
-        r.stream = stream;
-        r.start_ns = k.start_ns;
-        r.end_ns = k.end_ns;
-        r.correlation_id = corr;
-        r.name = c.name;
-        r.in_nelems = c.in_nelems;
-        r.out_nelems = c.out_nelems;
-        r.dtype = c.dtype;
-        r.group_size = c.group_size;
-        r.group_ranks = c.group_ranks;
-        r.process_group = c.process_group;
-        r.in_splits = c.in_splits;
-        r.out_splits = c.out_splits;
-        b.add(r);
+        b.add(instrument::CollectiveRecord{
+            .rank = rank, .stream = stream, .start_ns = k.start_ns, .end_ns = k.end_ns, .correlation_id = corr,
+            .name = c.name, .in_nelems = c.in_nelems, .out_nelems = c.out_nelems, .dtype = c.dtype,
+            .group_size = c.group_size, .group_ranks = c.group_ranks, .process_group = c.process_group,
+            .in_splits = c.in_splits, .out_splits = c.out_splits});
       }
     } else if (a.type == ActivityType::kMemcpy) {
-      instrument::MemcpyRecord m;
-      m.rank = rank;
-      m.stream = stream;
-      m.start_ns = shift(a.start);
-      m.end_ns = shift(a.end);
-      m.bytes = a.bytes;
-      m.copy_kind = static_cast<schema::CopyKind>(a.copy_kind);
-      m.src_kind = static_cast<schema::MemoryKind>(a.src_kind);
-      m.dst_kind = static_cast<schema::MemoryKind>(a.dst_kind);
-      m.correlation_id = corr;
-      b.add(m);
+      b.add(instrument::MemcpyRecord{.rank = rank, .stream = stream, .start_ns = shift(a.start),
+                                     .end_ns = shift(a.end), .bytes = a.bytes,
+                                     .copy_kind = static_cast<schema::CopyKind>(a.copy_kind),
+                                     .src_kind = static_cast<schema::MemoryKind>(a.src_kind),
+                                     .dst_kind = static_cast<schema::MemoryKind>(a.dst_kind),
+                                     .correlation_id = corr});
     } else {
-      instrument::MemsetRecord m;
-      m.rank = rank;
-      m.stream = stream;
-      m.start_ns = shift(a.start);
-      m.end_ns = shift(a.end);
-      m.bytes = a.bytes;
-      m.value.reset();  // Kineto does not record the value
-      m.correlation_id = corr;
-      b.add(m);
+      b.add(instrument::MemsetRecord{.rank = rank, .stream = stream, .start_ns = shift(a.start),
+                                     .end_ns = shift(a.end), .bytes = a.bytes,
+                                     .value = std::nullopt,  // Kineto does not record the value
+                                     .correlation_id = corr});
     }
   }
   for (const auto& a : p.api) {
     step();
-    instrument::ApiCallRecord r;
-    r.rank = rank_of(a.pid);
-    r.thread_id = a.tid;
-    r.start_ns = shift(a.start);
-    r.end_ns = shift(a.end);
-    r.api = a.driver ? schema::ApiKind::kDriver : schema::ApiKind::kRuntime;
-    r.name = name(a.name, false);
-    r.correlation_id = a.correlation != 0 ? a.correlation : flow_id(a.pid, a.tid, a.start);
-    b.add(r);
+    b.add(instrument::ApiCallRecord{
+        .rank = rank_of(a.pid), .thread_id = a.tid, .start_ns = shift(a.start), .end_ns = shift(a.end),
+        .api = a.driver ? schema::ApiKind::kDriver : schema::ApiKind::kRuntime, .name = name(a.name, false),
+        .correlation_id = a.correlation != 0 ? a.correlation : flow_id(a.pid, a.tid, a.start)});
   }
   const StringId domain = b.intern("pytorch");
   for (const auto& a : p.ranges) {
     step();
-    instrument::NvtxRangeRecord r;
-    r.rank = rank_of(a.pid);
-    r.thread_id = a.tid;
-    r.start_ns = shift(a.start);
-    r.end_ns = shift(a.end);
+    instrument::NvtxRangeRecord r{
+        .rank = rank_of(a.pid), .thread_id = a.tid, .start_ns = shift(a.start), .end_ns = shift(a.end)};
     if (a.domain != -2) r.domain = a.domain >= 0 ? name(a.domain, false) : domain;
     r.name = name(a.name, false);
     r.category = a.category;

@@ -10,19 +10,10 @@ using namespace exec;
 namespace {
 
 cupti::OpLabel label_of(const plan::Op& op) {
-  cupti::OpLabel l;
-  l.name = op.name;
-  l.op = op.id;
-  l.rank = op.rank;
-  l.stream = op.stream;
-  l.kind = op.kind;
-  l.layer = op.coords.layer;
-  l.iteration = op.coords.iteration;
-  l.micro_batch = op.coords.micro_batch;
-  l.chunk = op.coords.chunk;
-  l.phase = op.coords.phase;
-  l.flops = op.flops;
-  l.bytes = op.bytes;
+  cupti::OpLabel l{.name = op.name, .op = op.id, .rank = op.rank, .stream = op.stream, .kind = op.kind,
+                   .layer = op.coords.layer, .iteration = op.coords.iteration,
+                   .micro_batch = op.coords.micro_batch, .chunk = op.coords.chunk, .phase = op.coords.phase,
+                   .flops = op.flops, .bytes = op.bytes};
   if (const auto* c = op.collective(); c != nullptr && c->kind == plan::CollectiveKind::kSendRecv) {
     if (!c->sends.empty()) l.peer = c->sends.front().peer;
     else if (!c->recvs.empty()) l.peer = c->recvs.front().peer;
@@ -364,28 +355,14 @@ void Executor::Impl::write_buffers(const RunResult& result) {
   instrument::TraceWriter& w = collector_->writer();
   for (const plan::Buffer& b : plan_.buffers) {
     if (!runs(b.rank) || alloc_ns_[at(b.id)] < 0) continue;
-    instrument::BufferRecord r;
-    r.id = b.id;
-    r.rank = b.rank;
-    r.tag = std::string(plan::buffer_tag_name(b.tag));
-    r.bytes = bytes_[at(b.id)];
-    r.memory_kind = b.memory;
-    r.layer = b.layer;
-    r.chunk = b.chunk;
-    r.alloc_ns = alloc_ns_[at(b.id)];
-    r.free_ns = b.persistent ? result.end_ns : free_ns_[at(b.id)];
-    r.address = address_[at(b.id)];
-    w.add(r);
+    w.add(instrument::BufferRecord{.id = b.id, .rank = b.rank, .tag = std::string(plan::buffer_tag_name(b.tag)),
+                                   .bytes = bytes_[at(b.id)], .memory_kind = b.memory, .layer = b.layer,
+                                   .chunk = b.chunk, .alloc_ns = alloc_ns_[at(b.id)],
+                                   .free_ns = b.persistent ? result.end_ns : free_ns_[at(b.id)],
+                                   .address = address_[at(b.id)]});
   }
-  for (const auto& e : result.measured_load) {
-    instrument::ExpertLoadRecord r;
-    r.iteration = e.iteration;
-    r.layer = e.layer;
-    r.src_rank = e.source;
-    r.expert = e.expert;
-    r.tokens = e.tokens;
-    w.add(r);
-  }
+  for (const auto& e : result.measured_load)
+    w.add(instrument::ExpertLoadRecord{e.iteration, e.layer, e.source, e.expert, e.tokens});
 }
 
 }  // namespace moetrace::cuda

@@ -34,37 +34,20 @@ std::vector<std::int64_t> block_tokens(const plan::Plan& plan) {
 void write_plan_tables(instrument::TraceWriter& w, const plan::Plan& plan, const Executor& ex,
                        const std::vector<DeviceInfo>& devices, const std::vector<std::int64_t>& tokens) {
   const DeviceInfo& d = devices.at(static_cast<std::size_t>(ex.device()));
-  instrument::DeviceRecord dev;
-  dev.id = DeviceId(d.index);
-  dev.name = d.name;
-  dev.uuid = d.uuid;
-  dev.compute_major = d.compute_major;
-  dev.compute_minor = d.compute_minor;
-  dev.sm_count = d.sm_count;
-  dev.memory_bytes = d.memory_bytes;
-  w.add(dev);
+  w.add(instrument::DeviceRecord{.id = DeviceId(d.index), .name = d.name, .uuid = d.uuid,
+                                 .compute_major = d.compute_major, .compute_minor = d.compute_minor,
+                                 .sm_count = d.sm_count, .memory_bytes = d.memory_bytes});
   const auto pid = static_cast<std::int64_t>(getpid());
   for (int r = 0; r < plan.world_size; ++r) {
     if (!ex.runs_rank(RankId(r))) continue;
-    instrument::RankRecord rr;
-    rr.rank = RankId(r);
-    rr.device = DeviceId(d.index);
-    rr.local_rank = d.index;
-    rr.host = host_name();
-    rr.pid = pid;
-    w.add(rr);
+    w.add(instrument::RankRecord{RankId(r), DeviceId(d.index), d.index, host_name(), pid});
   }
   std::int64_t total_tokens = 0;
   for (auto t : tokens) total_tokens += t;
   for (int l = 0; l < plan.dims.num_layers; ++l) {
-    instrument::LayerRecord lr;
-    lr.layer = l;
-    lr.num_experts = plan.dims.num_experts;
-    lr.top_k = plan.dims.top_k;
-    lr.model_dim = plan.dims.model_dim;
-    lr.hidden_dim = plan.dims.expert_hidden;
-    lr.tokens = total_tokens;
-    w.add(lr);
+    w.add(instrument::LayerRecord{.layer = l, .num_experts = plan.dims.num_experts, .top_k = plan.dims.top_k,
+                                  .model_dim = plan.dims.model_dim, .hidden_dim = plan.dims.expert_hidden,
+                                  .tokens = total_tokens});
   }
   for (const plan::Op& op : plan.ops) {
     if (!ex.runs_rank(op.rank)) continue;
@@ -72,13 +55,7 @@ void write_plan_tables(instrument::TraceWriter& w, const plan::Plan& plan, const
     for (const auto& b : op.buffers) w.add(instrument::OpBufferRecord{op.id, b.buffer, b.access});
   }
   for (const auto& p : plan.placements) {
-    instrument::ExpertPlacementRecord r;
-    r.iteration = p.iteration;
-    r.layer = p.layer;
-    r.expert = p.expert;
-    r.rank = p.rank.value;
-    r.role = p.role;
-    w.add(r);
+    w.add(instrument::ExpertPlacementRecord{p.iteration, p.layer, p.expert, p.rank.value, p.role});
   }
 }
 

@@ -14,19 +14,19 @@
 namespace moetrace::instrument {
 
 struct RunRecord {
-  std::string name;
-  std::string backend;           // "cuda", "sim", "synthetic", ...
-  std::string variant;           // "dpmoe", "pipemoe", ...; empty where none
+  std::string name{};
+  std::string backend{};         // "cuda", "sim", "synthetic", ...
+  std::string variant{};         // "dpmoe", "pipemoe", ...; empty where none
   bool simulated = false;
   int world_size = 1;
-  std::string host;
-  std::string config_json;       // the full configuration, as given
+  std::string host{};
+  std::string config_json{};     // the full configuration, as given
 };
 
 struct DeviceRecord {
-  DeviceId id;
-  std::string name;
-  std::string uuid;
+  DeviceId id{};
+  std::string name{};
+  std::string uuid{};
   int compute_major = -1, compute_minor = -1;
   int sm_count = -1;
   std::int64_t memory_bytes = -1;
@@ -34,10 +34,10 @@ struct DeviceRecord {
 };
 
 struct RankRecord {
-  RankId rank;
-  DeviceId device;
+  RankId rank{};
+  DeviceId device{};
   int local_rank = -1;
-  std::string host;
+  std::string host{};
   std::int64_t pid = -1;
 };
 
@@ -48,12 +48,12 @@ inline constexpr const char* kRoleCopy = "copy";
 inline constexpr const char* kRoleOther = "other";
 
 struct StreamRecord {
-  StreamId id;
-  RankId rank;
-  DeviceId device;
+  StreamId id{};
+  RankId rank{};
+  DeviceId device{};
   std::int64_t native_id = -1;   // the CUDA/CUPTI stream id, where one exists
   std::string role = kRoleCompute;
-  std::string name;
+  std::string name{};
   int priority = 0;
 };
 
@@ -65,10 +65,10 @@ struct LayerRecord {
 };
 
 struct KernelRecord {
-  RankId rank;
-  StreamId stream;
+  RankId rank{};
+  StreamId stream{};
   std::int64_t start_ns = 0, end_ns = 0;
-  StringId name;
+  StringId name{};
   std::int64_t correlation_id = 0;
   // Launch configuration; interned by the writer into launch_configs. A
   // negative grid[0] means unknown.
@@ -76,126 +76,126 @@ struct KernelRecord {
   std::array<std::int32_t, 3> block{-1, -1, -1};
   std::int32_t shared_bytes = -1;
   std::int32_t registers = -1;
-  OpId op;
+  OpId op{};
 };
 
 struct MemcpyRecord {
-  RankId rank;
-  StreamId stream;
+  RankId rank{};
+  StreamId stream{};
   std::int64_t start_ns = 0, end_ns = 0;
   std::int64_t bytes = 0;
   schema::CopyKind copy_kind = schema::CopyKind::kUnknown;
   schema::MemoryKind src_kind = schema::MemoryKind::kUnknown;
   schema::MemoryKind dst_kind = schema::MemoryKind::kUnknown;
   std::int64_t correlation_id = 0;
-  OpId op;
+  OpId op{};
 };
 
 struct MemsetRecord {
-  RankId rank;
-  StreamId stream;
+  RankId rank{};
+  StreamId stream{};
   std::int64_t start_ns = 0, end_ns = 0;
   std::int64_t bytes = 0;
   std::optional<std::int32_t> value = 0;  // nullopt: unknown (stored as NULL)
   std::int64_t correlation_id = 0;
-  OpId op;
+  OpId op{};
 };
 
 struct MemoryEventRecord {
-  RankId rank;
+  RankId rank{};
   std::int64_t ts_ns = 0;
   bool alloc = true;             // false: a free
   std::uint64_t address = 0;
   std::int64_t bytes = 0;
   schema::MemoryKind memory_kind = schema::MemoryKind::kDevice;
-  StreamId stream;
+  StreamId stream{};
   std::int64_t correlation_id = 0;
-  BufferId buffer;
+  BufferId buffer{};
 };
 
 struct ApiCallRecord {
-  RankId rank;
+  RankId rank{};
   std::int64_t thread_id = 0;
   std::int64_t start_ns = 0, end_ns = 0;
   schema::ApiKind api = schema::ApiKind::kRuntime;
-  StringId name;
+  StringId name{};
   std::int64_t correlation_id = 0;
   std::int32_t return_code = 0;
 };
 
 struct SyncRecord {
-  RankId rank;
-  StreamId stream;
+  RankId rank{};
+  StreamId stream{};
   std::int64_t start_ns = 0, end_ns = 0;
   std::int32_t kind = 0;         // CUpti_ActivitySynchronizationType
   std::int64_t correlation_id = 0;
 };
 
 struct OverheadRecord {
-  RankId rank;
+  RankId rank{};
   std::int64_t thread_id = -1;
   std::int64_t start_ns = 0, end_ns = 0;
-  std::string kind;              // "cupti_buffer_flush", "driver_compiler", ...
+  std::string kind{};            // "cupti_buffer_flush", "driver_compiler", ...
 };
 
 struct NvtxRangeRecord {
-  RankId rank;
+  RankId rank{};
   std::int64_t thread_id = 0;
   std::int64_t start_ns = 0;
   std::int64_t end_ns = -1;      // -1: never closed (process ended inside it)
-  StringId domain;
-  StringId name;
+  StringId domain{};
+  StringId name{};
   std::int32_t category = -1;
   std::int64_t color = -1;
-  std::optional<std::int64_t> payload_int;
-  std::optional<double> payload_double;
+  std::optional<std::int64_t> payload_int{};
+  std::optional<double> payload_double{};
 };
 
 // An NCCL collective as the source tool described its kernel (Kineto's kernel
 // args); linked to the kernel by (rank, correlation_id). Empty strings and
 // negative counts are stored as NULL.
 struct CollectiveRecord {
-  RankId rank;
-  StreamId stream;
+  RankId rank{};
+  StreamId stream{};
   std::int64_t start_ns = 0, end_ns = 0;
   std::int64_t correlation_id = 0;
-  std::string name;              // as the source names it: "allreduce", "all_to_all", ...
+  std::string name{};            // as the source names it: "allreduce", "all_to_all", ...
   std::int64_t in_nelems = -1, out_nelems = -1;
-  std::string dtype;
+  std::string dtype{};
   std::int32_t group_size = -1;
-  std::string group_ranks;       // e.g. "[0, 1]"
-  std::string process_group;     // process group name and description
-  std::string in_splits, out_splits;
+  std::string group_ranks{};     // e.g. "[0, 1]"
+  std::string process_group{};   // process group name and description
+  std::string in_splits{}, out_splits{};
 };
 
 // An op of a plan as executed: its MoE coordinates and its time on its stream.
 struct OpRangeRecord {
-  OpId id;                       // the plan's op id; assigned by the writer if absent
-  RankId rank;
-  StreamId stream;
+  OpId id{};                     // the plan's op id; assigned by the writer if absent
+  RankId rank{};
+  StreamId stream{};
   OpKind kind = OpKind::kOtherOp;
-  StringId name;
+  StringId name{};
   std::int32_t layer = -1, iteration = -1, micro_batch = -1, chunk = -1;
   Phase phase = Phase::kForward;
   std::int64_t start_ns = 0, end_ns = 0;            // on the device (or simulated)
   std::int64_t launch_start_ns = -1, launch_end_ns = -1;  // host-side range, GPU runs
   double flops = -1;
   std::int64_t bytes = -1;
-  RankId peer;
+  RankId peer{};
   std::int64_t nvtx_id = -1;
 };
 
 struct OpDepRecord {
-  OpId op;
-  OpId dep;
+  OpId op{};
+  OpId dep{};
 };
 
 // Buffer tags in the papers' words (mpipemoe Fig. 5): T_I, T_DI, T_M, T_DO,
 // T_O, and params, grads, optimizer, workspace.
 struct BufferRecord {
-  BufferId id;
-  RankId rank;
-  std::string tag;
+  BufferId id{};
+  RankId rank{};
+  std::string tag{};
   std::int64_t bytes = 0;
   schema::MemoryKind memory_kind = schema::MemoryKind::kDevice;
   std::int32_t layer = -1, chunk = -1;
@@ -204,8 +204,8 @@ struct BufferRecord {
 };
 
 struct OpBufferRecord {
-  OpId op;
-  BufferId buffer;
+  OpId op{};
+  BufferId buffer{};
   schema::Access access = schema::Access::kRead;
 };
 

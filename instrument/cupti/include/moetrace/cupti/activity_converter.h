@@ -101,9 +101,9 @@ class ActivityConverter {
   struct Pending {
     std::uint32_t correlation = 0, runtime_correlation = 0;
     int kind = 0;  // 0 kernel, 1 memcpy, 2 memset
-    instrument::KernelRecord kernel;
-    instrument::MemcpyRecord memcpy;
-    instrument::MemsetRecord memset;
+    instrument::KernelRecord kernel{};
+    instrument::MemcpyRecord memcpy{};
+    instrument::MemsetRecord memset{};
   };
 
   StreamInfo stream_of(std::uint32_t device, std::uint32_t context, std::uint32_t stream);
@@ -111,6 +111,7 @@ class ActivityConverter {
   OpId op_of(std::uint32_t correlation) const;
   void note_op_time(OpId op, std::int64_t start, std::int64_t end);
   void emit(Pending& p, OpId op);
+  void emit_or_hold(Pending p, OpId op);
   void convert_marker(const CUpti_ActivityMarker2& m);
   void convert_marker_data(const CUpti_ActivityMarkerData2& d);
   void close_marker(std::uint32_t id, std::int64_t end);

@@ -21,16 +21,16 @@ namespace moetrace::cupti {
 inline constexpr const char* kNvtxDomain = "moetrace";
 
 struct OpLabel {
-  std::string name;
-  OpId op;
-  RankId rank;
-  StreamId stream;
+  std::string name{};
+  OpId op{};
+  RankId rank{};
+  StreamId stream{};
   OpKind kind = OpKind::kOtherOp;
   int layer = -1, iteration = -1, micro_batch = -1, chunk = -1;
   Phase phase = Phase::kForward;
   double flops = -1;
   std::int64_t bytes = -1;
-  RankId peer;
+  RankId peer{};
 
   bool operator==(const OpLabel&) const = default;
 };
