@@ -44,12 +44,7 @@ std::string report_of(const Trace& t) {
 // in empty page space.
 std::string small_trace(const std::string& name, bool keep_integrity_record) {
   const auto path = testing::temp_path(name);
-  synthetic::SyntheticConfig c;
-  c.ranks = 2;
-  c.layers = 1;
-  c.iterations = 2;
-  c.chunks = 2;
-  c.kernels_per_op = 1;
+  synthetic::SyntheticConfig c{.ranks = 2, .layers = 1, .iterations = 2, .chunks = 2, .kernels_per_op = 1};
   synthetic::write_synthetic_trace(path, c);
   sqlite::Database db(path, sqlite::Database::Mode::kReadWrite);
   if (!keep_integrity_record) db.exec("DELETE FROM meta WHERE key = 'integrity'");

@@ -321,20 +321,9 @@ TEST(PpmoeLayout, AlphaBetaComparison) {
   // layouts. All-to-all of c h = 1e5 bytes: 1 + 10 = 11 ms; all-reduce of
   // T c h = 4e5 bytes at 2e-8: 0.5 + 8 = 8.5 ms.
   // EP: (2 x 11 + 16) + (2 x 11 + 32) = 92; PPMoE: (16 + 8.5) + (32 + 8.5) = 65.
-  LayoutInputs in;
-  in.experts = 8;
-  in.ranks = 8;
-  in.tensor_parallel = 4;
-  in.tokens = 1000;
-  in.top_k = 1;
-  in.model_dim = 100;
-  in.hidden = 400;
-  in.elem_bytes = 1;
-  in.seconds_per_flop = 1e-10;
-  in.a2a_alpha = 1e-3;
-  in.a2a_beta = 1e-7;
-  in.ar_alpha = 0.5e-3;
-  in.ar_beta = 2e-8;
+  LayoutInputs in{.experts = 8, .ranks = 8, .tensor_parallel = 4, .tokens = 1000, .top_k = 1, .model_dim = 100,
+                  .hidden = 400, .elem_bytes = 1, .seconds_per_flop = 1e-10, .a2a_alpha = 1e-3, .a2a_beta = 1e-7,
+                  .ar_alpha = 0.5e-3, .ar_beta = 2e-8};
   const auto c = compare_ppmoe_layout(in);
   EXPECT_NEAR(c.t_a2a, 11e-3, 1e-15);
   EXPECT_NEAR(c.t_allreduce, 8.5e-3, 1e-15);

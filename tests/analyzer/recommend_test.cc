@@ -252,13 +252,8 @@ TEST(Recommend, CalibratedFitGivesTheSameAdvice) {
   // The issue-5 loop: calibrate the hardware (run --calibrate), fit that
   // trace (moetrace fit), recommend for a workload with the fitted model.
   const sim::CostModel truth = sim::cost_model_preset("pipemoe-2080ti-ib100");
-  plan::CalibrationConfig c;
-  c.ranks = 16;
-  c.model_dim = 1024;
-  c.expert_hidden = 4096;
-  c.elem_bytes = 4;
-  c.max_peer_rows = 2048;
-  c.interference = false;
+  plan::CalibrationConfig c{.ranks = 16, .model_dim = 1024, .expert_hidden = 4096, .elem_bytes = 4,
+                            .max_peer_rows = 2048, .interference = false};
   const auto cal_plan = plan::build_calibration(c);
   const auto cal_path = testing::temp_path("rec_calibration.db");
   sim::write_trace(cal_path, cal_plan, truth, sim::simulate(cal_plan, truth));

@@ -21,10 +21,7 @@ Analyses analyses_of(const Trace& t) { return analyze(t); }
 
 TEST(Report, JsonMatchesTheSchema) {
   const auto path = testing::temp_path("report-synth.db");
-  synthetic::SyntheticConfig c;
-  c.ranks = 2;
-  c.layers = 2;
-  c.iterations = 2;
+  synthetic::SyntheticConfig c{.ranks = 2, .layers = 2, .iterations = 2};
   synthetic::write_synthetic_trace(path, c);
   const auto trace = load_trace(path);
   ReportOptions o;

@@ -30,15 +30,8 @@ constexpr double kFp32Tolerance = 1e-5;
 constexpr double kBf16Tolerance = 2e-2;
 
 plan::ModelShape small_shape(int layers, int experts, int top_k, std::int64_t dense, bool attention) {
-  plan::ModelShape s;
-  s.num_layers = layers;
-  s.num_experts = experts;
-  s.top_k = top_k;
-  s.model_dim = 16;
-  s.expert_hidden = 24;
-  s.dense_hidden = dense;
-  s.attention = attention;
-  s.learning_rate = 0.05;
+  plan::ModelShape s{.num_layers = layers, .num_experts = experts, .top_k = top_k, .model_dim = 16,
+                     .expert_hidden = 24, .dense_hidden = dense, .attention = attention, .learning_rate = 0.05};
   return s;
 }
 
@@ -150,16 +143,9 @@ TEST(GpuExecutor, NcclWithOneProcessMatchesTheReference) {
 }
 
 plan::ExpertLoad synthetic(int ranks, int experts, int top_k, int layers, int iterations, std::int64_t tokens) {
-  plan::SyntheticLoadConfig lc;
-  lc.iterations = iterations;
-  lc.layers = layers;
-  lc.sources = ranks;
-  lc.experts = experts;
-  lc.top_k = top_k;
-  lc.tokens_per_source = tokens;
-  lc.pattern = plan::LoadPattern::kZipf;
-  lc.zipf_skew = 1.1;
-  lc.seed = 3;
+  plan::SyntheticLoadConfig lc{.iterations = iterations, .layers = layers, .sources = ranks, .experts = experts,
+                               .top_k = top_k, .tokens_per_source = tokens, .pattern = plan::LoadPattern::kZipf,
+                               .zipf_skew = 1.1, .seed = 3};
   return plan::synthetic_load(lc);
 }
 

@@ -23,14 +23,8 @@ namespace moetrace::cuda {
 namespace {
 
 plan::ModelShape shape() {
-  plan::ModelShape s;
-  s.num_layers = 2;
-  s.num_experts = 4;
-  s.top_k = 2;
-  s.model_dim = 16;
-  s.expert_hidden = 24;
-  s.dense_hidden = 12;
-  s.learning_rate = 0.05;
+  plan::ModelShape s{.num_layers = 2, .num_experts = 4, .top_k = 2, .model_dim = 16, .expert_hidden = 24,
+                     .dense_hidden = 12, .learning_rate = 0.05};
   return s;
 }
 

@@ -47,11 +47,7 @@ TEST(LinkModel, TransferTimeIsAlphaPlusBytesOverBandwidth) {
 }
 
 TEST(Pacing, BlocksShareTheBytesAndFinishAtTheModelledTime) {
-  LinkModel m;
-  m.latency_us = 3;
-  m.bandwidth_gb_s = 25;
-  m.sms = 6;
-  m.piece_bytes = 4096;
+  LinkModel m{.latency_us = 3, .bandwidth_gb_s = 25, .sms = 6, .piece_bytes = 4096};
   for (std::int64_t bytes : {std::int64_t{1}, std::int64_t{4096}, std::int64_t{100'000},
                              std::int64_t{10'000'000}}) {
     const PaceParams p = pace_params(m, bytes);

@@ -99,17 +99,8 @@ TEST(BufferDtype, RoutingAndGradientsStayFp32) {
 }
 
 plan::Plan dpmoe_plan() {
-  plan::ModelShape m;
-  m.num_layers = 1;
-  m.num_experts = 4;
-  m.top_k = 2;
-  m.model_dim = 8;
-  m.expert_hidden = 16;
-  plan::SyntheticLoadConfig lc;
-  lc.sources = 2;
-  lc.experts = 4;
-  lc.top_k = 2;
-  lc.tokens_per_source = 10;
+  plan::ModelShape m{.num_layers = 1, .num_experts = 4, .top_k = 2, .model_dim = 8, .expert_hidden = 16};
+  plan::SyntheticLoadConfig lc{.sources = 2, .experts = 4, .top_k = 2, .tokens_per_source = 10};
   auto plans = testing::variant_plans(m, 2, 1, plan::synthetic_load(lc));
   return plans.front().plan;
 }
@@ -160,22 +151,10 @@ TEST(OpWorkspace, SizesCoverEveryScratchAndAreAligned) {
 // Every variant with attention, in shapes where the sequences and heads
 // divide evenly: 256-wide model (2 heads of 128), 16-token sequences.
 std::vector<testing::NamedPlan> attention_plans() {
-  plan::ModelShape s;
-  s.num_layers = 2;
-  s.num_experts = 8;
-  s.top_k = 2;
-  s.model_dim = 256;
-  s.expert_hidden = 64;
-  s.dense_hidden = 32;
-  s.attention = true;
-  s.sequence_length = 16;
-  plan::SyntheticLoadConfig lc;
-  lc.iterations = 2;
-  lc.layers = 2;
-  lc.sources = 4;
-  lc.experts = 8;
-  lc.top_k = 2;
-  lc.tokens_per_source = 64;
+  plan::ModelShape s{.num_layers = 2, .num_experts = 8, .top_k = 2, .model_dim = 256, .expert_hidden = 64,
+                     .dense_hidden = 32, .attention = true, .sequence_length = 16};
+  plan::SyntheticLoadConfig lc{.iterations = 2, .layers = 2, .sources = 4, .experts = 8, .top_k = 2,
+                               .tokens_per_source = 64};
   return testing::variant_plans(s, 4, 2, plan::synthetic_load(lc));
 }
 

@@ -16,29 +16,15 @@ namespace moetrace::cuda {
 namespace {
 
 plan::ModelShape small_shape() {
-  plan::ModelShape m;
-  m.num_layers = 2;
-  m.num_experts = 8;
-  m.top_k = 2;
-  m.model_dim = 8;
-  m.expert_hidden = 16;
-  m.dense_hidden = 12;
-  m.attention = true;
+  plan::ModelShape m{.num_layers = 2, .num_experts = 8, .top_k = 2, .model_dim = 8, .expert_hidden = 16,
+                     .dense_hidden = 12, .attention = true};
   return m;
 }
 
 std::vector<testing::NamedPlan> plans(int ranks = 4, int iterations = 2) {
-  plan::SyntheticLoadConfig lc;
-  lc.iterations = iterations;
-  lc.layers = 2;
-  lc.sources = ranks;
-  lc.experts = 8;
-  lc.top_k = 2;
-  lc.tokens_per_source = 24;
-  lc.pattern = plan::LoadPattern::kZipf;
-  lc.zipf_skew = 1.2;
-  lc.source_noise = 0.3;
-  lc.seed = 7;
+  plan::SyntheticLoadConfig lc{.iterations = iterations, .layers = 2, .sources = ranks, .experts = 8, .top_k = 2,
+                               .tokens_per_source = 24, .pattern = plan::LoadPattern::kZipf, .zipf_skew = 1.2,
+                               .source_noise = 0.3, .seed = 7};
   return testing::variant_plans(small_shape(), ranks, iterations, plan::synthetic_load(lc));
 }
 

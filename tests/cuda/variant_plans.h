@@ -15,10 +15,7 @@ struct NamedPlan {
 };
 
 inline plan::CommonConfig common_config(const plan::ModelShape& shape, int ranks, int iterations) {
-  plan::CommonConfig c;
-  c.model = shape;
-  c.ranks = ranks;
-  c.iterations = iterations;
+  plan::CommonConfig c{.model = shape, .ranks = ranks, .iterations = iterations};
   return c;
 }
 

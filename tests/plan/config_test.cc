@@ -107,10 +107,7 @@ TEST(ConfigErrors, LoadDoesNotMatchConfig) {
   DpMoeConfig c;
   c.common = common();
   c.common.model.num_layers = 2;
-  SyntheticLoadConfig s;
-  s.layers = 3;
-  s.sources = 4;
-  s.experts = 4;
+  SyntheticLoadConfig s{.layers = 3, .sources = 4, .experts = 4};
   const ExpertLoad load = synthetic_load(s);
   EXPECT_EQ(config_error([&] { build_dpmoe(c, load); }), "expert load has 3 layers, but num_layers is 2");
   s.layers = 2;

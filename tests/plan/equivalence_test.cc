@@ -21,23 +21,13 @@ using testing::Fixture;
 using testing::make_fixture;
 
 ModelShape shape(int layers, int experts, int top_k, std::int64_t dense_hidden = 0, bool attention = false) {
-  ModelShape s;
-  s.num_layers = layers;
-  s.num_experts = experts;
-  s.top_k = top_k;
-  s.model_dim = 6;
-  s.expert_hidden = 10;
-  s.dense_hidden = dense_hidden;
-  s.attention = attention;
-  s.learning_rate = 0.05;
+  ModelShape s{.num_layers = layers, .num_experts = experts, .top_k = top_k, .model_dim = 6, .expert_hidden = 10,
+               .dense_hidden = dense_hidden, .attention = attention, .learning_rate = 0.05};
   return s;
 }
 
 CommonConfig common(const ModelShape& s, int ranks, int iterations) {
-  CommonConfig c;
-  c.model = s;
-  c.ranks = ranks;
-  c.iterations = iterations;
+  CommonConfig c{.model = s, .ranks = ranks, .iterations = iterations};
   return c;
 }
 

@@ -22,12 +22,7 @@ TEST(Reference, GeluAndItsDerivative) {
 TEST(Reference, HandComputedTopOneLayer) {
   // M = 1, E = 2, k = 1, H = 1; x = 1; logits (0, ln 3) -> probs (1/4, 3/4);
   // expert 1: h = x w1 = 2, y = 0.75 gelu(2) w2 with w2 = 1.
-  ModelShape s;
-  s.num_layers = 1;
-  s.num_experts = 2;
-  s.top_k = 1;
-  s.model_dim = 1;
-  s.expert_hidden = 1;
+  ModelShape s{.num_layers = 1, .num_experts = 2, .top_k = 1, .model_dim = 1, .expert_hidden = 1};
   ModelWeights w = random_weights(s, 1);
   auto& l = w.layers[0];
   l.gate.at(0, 0) = 0.0;
@@ -44,12 +39,7 @@ TEST(Reference, HandComputedTopOneLayer) {
 }
 
 TEST(Reference, TopKTiesGoToTheLowerExpert) {
-  ModelShape s;
-  s.num_layers = 1;
-  s.num_experts = 3;
-  s.top_k = 1;
-  s.model_dim = 1;
-  s.expert_hidden = 1;
+  ModelShape s{.num_layers = 1, .num_experts = 3, .top_k = 1, .model_dim = 1, .expert_hidden = 1};
   ModelWeights w = random_weights(s, 2);
   w.layers[0].gate.at(0, 0) = 0.5;
   w.layers[0].gate.at(0, 1) = 1.0;
@@ -72,13 +62,7 @@ double loss(const ModelShape& s, const ModelWeights& w, const TrainingData& d) {
 }
 
 TEST(Reference, BackwardMatchesFiniteDifferences) {
-  ModelShape s;
-  s.num_layers = 2;
-  s.num_experts = 4;
-  s.top_k = 2;
-  s.model_dim = 5;
-  s.expert_hidden = 7;
-  s.dense_hidden = 6;
+  ModelShape s{.num_layers = 2, .num_experts = 4, .top_k = 2, .model_dim = 5, .expert_hidden = 7, .dense_hidden = 6};
   const ModelWeights w = random_weights(s, 3);
   TrainingData d = random_training_data(s, 1, {6, 4}, 4);
   const ReferenceResult r = reference_train(s, w, d);
@@ -114,13 +98,7 @@ TEST(Reference, BackwardMatchesFiniteDifferences) {
 }
 
 TEST(Reference, SgdStepBetweenIterations) {
-  ModelShape s;
-  s.num_layers = 1;
-  s.num_experts = 2;
-  s.top_k = 1;
-  s.model_dim = 3;
-  s.expert_hidden = 4;
-  s.learning_rate = 0.1;
+  ModelShape s{.num_layers = 1, .num_experts = 2, .top_k = 1, .model_dim = 3, .expert_hidden = 4, .learning_rate = 0.1};
   const ModelWeights w = random_weights(s, 5);
   const TrainingData d = random_training_data(s, 2, {5}, 6);
   const ReferenceResult r = reference_train(s, w, d);

@@ -12,15 +12,8 @@ namespace moetrace::plan {
 namespace {
 
 SyntheticLoadConfig base(LoadPattern pattern) {
-  SyntheticLoadConfig c;
-  c.iterations = 6;
-  c.layers = 2;
-  c.sources = 4;
-  c.experts = 8;
-  c.top_k = 2;
-  c.tokens_per_source = 100000;
-  c.pattern = pattern;
-  c.seed = 7;
+  SyntheticLoadConfig c{.iterations = 6, .layers = 2, .sources = 4, .experts = 8, .top_k = 2,
+                        .tokens_per_source = 100000, .pattern = pattern, .seed = 7};
   return c;
 }
 

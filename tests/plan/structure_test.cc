@@ -19,31 +19,18 @@ namespace moetrace::plan {
 namespace {
 
 ModelShape shape(int layers, int experts, int top_k, std::int64_t m = 4, std::int64_t h = 16) {
-  ModelShape s;
-  s.num_layers = layers;
-  s.num_experts = experts;
-  s.top_k = top_k;
-  s.model_dim = m;
-  s.expert_hidden = h;
+  ModelShape s{.num_layers = layers, .num_experts = experts, .top_k = top_k, .model_dim = m, .expert_hidden = h};
   return s;
 }
 
 CommonConfig common(const ModelShape& s, int ranks, int iterations) {
-  CommonConfig c;
-  c.model = s;
-  c.ranks = ranks;
-  c.iterations = iterations;
+  CommonConfig c{.model = s, .ranks = ranks, .iterations = iterations};
   return c;
 }
 
 ExpertLoad balanced(int iterations, int layers, int sources, int experts, int top_k, std::int64_t tokens) {
-  SyntheticLoadConfig c;
-  c.iterations = iterations;
-  c.layers = layers;
-  c.sources = sources;
-  c.experts = experts;
-  c.top_k = top_k;
-  c.tokens_per_source = tokens;
+  SyntheticLoadConfig c{.iterations = iterations, .layers = layers, .sources = sources, .experts = experts,
+                        .top_k = top_k, .tokens_per_source = tokens};
   return synthetic_load(c);
 }
 

@@ -40,10 +40,7 @@ Run simulate_mpipemoe(int n, plan::ReuseStrategy strategy) {
   c.common.model.elem_bytes = kElem;
   c.partitions = n;
   c.strategy = strategy;
-  plan::SyntheticLoadConfig lc;
-  lc.sources = kP;
-  lc.experts = kE;
-  lc.tokens_per_source = kTokens;
+  plan::SyntheticLoadConfig lc{.sources = kP, .experts = kE, .tokens_per_source = kTokens};
   Run r{plan::build_mpipemoe(c, plan::synthetic_load(lc)), {}};
   r.result = simulate(r.plan, cost_model_preset("a100-nvlink-ib200"));
   return r;

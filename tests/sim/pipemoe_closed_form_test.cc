@@ -84,13 +84,8 @@ Simulated simulate_pipemoe(const Shape& s) {
   c.common.model.expert_hidden = s.H;
   c.common.model.elem_bytes = 4;
   c.pipeline_degree = s.r;
-  plan::SyntheticLoadConfig lc;
-  lc.iterations = 1;
-  lc.layers = 1;
-  lc.sources = kP;
-  lc.experts = kP;
-  lc.top_k = 1;
-  lc.tokens_per_source = s.N;
+  plan::SyntheticLoadConfig lc{.iterations = 1, .layers = 1, .sources = kP, .experts = kP, .top_k = 1,
+                               .tokens_per_source = s.N};
   Simulated out{plan::build_pipemoe(c, plan::synthetic_load(lc)), {}};
   out.result = simulate(out.plan, cost_model_preset("pipemoe-2080ti-ib100"));
   return out;

@@ -255,18 +255,12 @@ void Collector::close() {
 }
 
 CollectorStats Collector::stats() const {
-  CollectorStats s;
-  s.buffers_completed = impl_->buffers_completed.load();
-  s.records = impl_->records.load();
-  s.dropped_records = impl_->dropped.load();
-  s.buffers_refused = static_cast<std::int64_t>(impl_->pool.stats().refused);
   const ConverterStats c = impl_->intake.with_converter([](ActivityConverter& conv) { return conv.stats(); });
-  s.kernels = c.kernels;
-  s.memcpys = c.memcpys;
-  s.op_ranges = c.op_ranges;
-  s.nvtx_ranges = c.nvtx_ranges;
-  s.activities_without_op = c.activities_without_op;
-  return s;
+  return {.buffers_completed = impl_->buffers_completed.load(), .records = impl_->records.load(),
+          .dropped_records = impl_->dropped.load(),
+          .buffers_refused = static_cast<std::int64_t>(impl_->pool.stats().refused), .kernels = c.kernels,
+          .memcpys = c.memcpys, .op_ranges = c.op_ranges, .nvtx_ranges = c.nvtx_ranges,
+          .activities_without_op = c.activities_without_op};
 }
 
 std::int64_t Collector::timestamp_ns() {

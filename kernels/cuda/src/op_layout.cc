@@ -200,15 +200,7 @@ AttentionPlan plan_attention(const plan::AttentionWork& w, int elem_bytes) {
 
   auto gemm = [&](RowMajorGemm g, AttentionOperand a, AttentionOperand b, AttentionOperand c,
                   std::int64_t batch = 1, float alpha = 1.0f) {
-    AttentionStep s;
-    s.kind = K::kGemm;
-    s.gemm = g;
-    s.a = a;
-    s.b = b;
-    s.c = c;
-    s.batch = batch;
-    s.alpha = alpha;
-    p.steps.push_back(s);
+    p.steps.push_back({.kind = K::kGemm, .gemm = g, .batch = batch, .alpha = alpha, .a = a, .b = b, .c = c});
   };
   auto at = [](R r, std::int64_t offset = 0, std::int64_t stride = 0) { return AttentionOperand{r, offset, stride}; };
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));

@@ -32,20 +32,10 @@ ParamBuffers add_param(PlanBuilder& b, RankId rank, const ParamSlice& slice, std
 BufferId add_buffer(PlanBuilder& b, RankId rank, BufferTag tag, const std::string& name,
                     std::int64_t rows, std::int64_t cols, int elem_bytes, const Coords& c,
                     BufferBinding binding, schema::MemoryKind memory) {
-  Buffer buf;
-  buf.rank = rank;
-  buf.tag = tag;
-  buf.name = name;
-  buf.rows = rows;
-  buf.cols = cols;
-  buf.elem_bytes = elem_bytes;
-  buf.memory = memory;
-  buf.layer = c.layer;
-  buf.iteration = c.iteration;
-  buf.micro_batch = c.micro_batch;
-  buf.chunk = c.chunk;
-  buf.binding = binding;
-  return b.add_buffer(std::move(buf));
+  return b.add_buffer(Buffer{.rank = rank, .tag = tag, .name = name, .rows = rows, .cols = cols,
+                             .elem_bytes = elem_bytes, .memory = memory, .layer = c.layer,
+                             .iteration = c.iteration, .micro_batch = c.micro_batch, .chunk = c.chunk,
+                             .binding = binding});
 }
 
 void add_sgd(PlanBuilder& b, RankId rank, StreamId stream, const ParamBuffers& p, int iteration,

@@ -67,13 +67,7 @@ inline AttentionWork attention_work(View input, std::int64_t tokens, std::int64_
 inline double optimizer_flops(std::int64_t elements) { return 12.0 * static_cast<double>(elements); }
 
 inline Coords coords(int layer, int iteration, int micro_batch, int chunk, Phase phase) {
-  Coords c;
-  c.layer = layer;
-  c.iteration = iteration;
-  c.micro_batch = micro_batch;
-  c.chunk = chunk;
-  c.phase = phase;
-  return c;
+  return {.layer = layer, .iteration = iteration, .micro_batch = micro_batch, .chunk = chunk, .phase = phase};
 }
 
 // "L1.it0.mb2.dispatch_all_to_all.c1.bwd"

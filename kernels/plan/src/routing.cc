@@ -166,15 +166,9 @@ std::vector<std::int64_t> apportion(const std::vector<double>& share, std::int64
 }  // namespace
 
 ExpertLoad ExpertLoad::zeros(int iterations, int layers, int sources, int experts, int top_k) {
-  ExpertLoad l;
-  l.iterations = iterations;
-  l.layers = layers;
-  l.sources = sources;
-  l.experts = experts;
-  l.top_k = top_k;
-  l.tokens.assign(static_cast<std::size_t>(iterations * sources), 0);
-  l.counts.assign(static_cast<std::size_t>(iterations * layers * sources * experts), 0);
-  return l;
+  return {.iterations = iterations, .layers = layers, .sources = sources, .experts = experts, .top_k = top_k,
+          .tokens = std::vector<std::int64_t>(static_cast<std::size_t>(iterations * sources), 0),
+          .counts = std::vector<std::int64_t>(static_cast<std::size_t>(iterations * layers * sources * experts), 0)};
 }
 
 std::vector<std::int64_t> ExpertLoad::expert_totals(int iteration, int layer) const {

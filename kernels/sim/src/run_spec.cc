@@ -48,16 +48,9 @@ RunSpec default_spec(std::string variant) {
   s.source = "moetrace default (no paper table)";
   s.common.ranks = 8;
   s.common.iterations = 2;
+  s.common.model = {.num_layers = 2, .num_experts = 16, .top_k = 2, .model_dim = 1024, .expert_hidden = 4096,
+                    .dense_hidden = 0, .attention = true, .sequence_length = 2048, .elem_bytes = 2};
   auto& m = s.common.model;
-  m.num_layers = 2;
-  m.num_experts = 16;
-  m.top_k = 2;
-  m.model_dim = 1024;
-  m.expert_hidden = 4096;
-  m.dense_hidden = 0;
-  m.attention = true;
-  m.sequence_length = 2048;
-  m.elem_bytes = 2;
   s.routing.pattern = plan::LoadPattern::kZipf;
   s.routing.zipf_skew = 1.0;
   s.routing.tokens_per_source = 4096;

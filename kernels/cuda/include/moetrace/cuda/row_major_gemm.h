@@ -27,31 +27,16 @@ struct ColumnMajorGemm {
 };
 
 constexpr ColumnMajorGemm to_column_major(const RowMajorGemm& g) {
-  ColumnMajorGemm c;
-  c.trans_first = g.trans_b;
-  c.trans_second = g.trans_a;
-  c.m = g.n;
-  c.n = g.m;
-  c.k = g.k;
-  c.ld_first = g.ldb;
-  c.ld_second = g.lda;
-  c.ldc = g.ldc;
-  return c;
+  // C^T = op(B)^T op(A)^T: the operands swap, and so do m and n.
+  return {.trans_first = g.trans_b, .trans_second = g.trans_a, .m = g.n, .n = g.m, .k = g.k,
+          .ld_first = g.ldb, .ld_second = g.lda, .ldc = g.ldc};
 }
 
 // Plain row-major operands: A is m x k (or k x m), B is k x n (or n x k), C m x n.
 constexpr RowMajorGemm row_major(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n,
                                  std::int64_t k) {
-  RowMajorGemm g;
-  g.trans_a = trans_a;
-  g.trans_b = trans_b;
-  g.m = m;
-  g.n = n;
-  g.k = k;
-  g.lda = trans_a ? m : k;
-  g.ldb = trans_b ? k : n;
-  g.ldc = n;
-  return g;
+  return {.trans_a = trans_a, .trans_b = trans_b, .m = m, .n = n, .k = k,
+          .lda = trans_a ? m : k, .ldb = trans_b ? k : n, .ldc = n};
 }
 
 }  // namespace moetrace::cuda

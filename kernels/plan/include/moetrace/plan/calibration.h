@@ -54,13 +54,13 @@ struct CalibrationConfig {
   int elem_bytes = 2;
   std::int64_t min_rows = 64, max_rows = 16384;       // GEMM and copy rows (x2 steps)
   std::int64_t min_peer_rows = 4, max_peer_rows = 4096;  // all-to-all rows per peer (x2 steps)
-  std::vector<int> group_sizes;        // empty: 2, 4, 8, ..., and `ranks`
+  std::vector<int> group_sizes{};      // empty: 2, 4, 8, ..., and `ranks`
   int repeats = 2;
   bool backward = true;                // FFN backward too (4 GEMMs: alpha per GEMM separates)
   bool all_reduce = true;
   bool copies = true;
   bool interference = true;
-  CalibrationEstimates estimates;
+  CalibrationEstimates estimates{};
 
   void validate() const;  // throws ConfigError naming the field
   std::vector<int> groups() const;  // the group sizes swept

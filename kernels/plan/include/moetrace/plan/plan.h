@@ -146,17 +146,17 @@ struct BufferBinding {
 };
 
 struct Buffer {
-  BufferId id;
-  RankId rank;
+  BufferId id{};
+  RankId rank{};
   BufferTag tag = BufferTag::kWorkspace;
-  std::string name;  // "L0.it1.T_DI.c2"
+  std::string name{};  // "L0.it1.T_DI.c2"
   std::int64_t rows = 0;
   std::int64_t cols = 0;
   int elem_bytes = 2;  // nominal element size for memory and traffic; the CPU executor computes in float64
   schema::MemoryKind memory = schema::MemoryKind::kDevice;
   int layer = -1, iteration = -1, micro_batch = -1, chunk = -1;
   bool persistent = false;  // alive for the whole plan: never in alloc_before / free_after
-  BufferBinding binding;
+  BufferBinding binding{};
 
   std::int64_t elements() const { return rows * cols; }
   std::int64_t bytes() const { return rows * cols * elem_bytes; }
