@@ -5,30 +5,35 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <map>
 
 namespace moetrace::analyzer {
 
-std::string_view pipeline_regime_name(PipelineRegime r) {
-  switch (r) {
-    case PipelineRegime::kNoPipelining: return "no_pipelining";
-    case PipelineRegime::kCommunicationBound: return "communication_bound";
-    case PipelineRegime::kComputationBound: return "computation_bound";
-    case PipelineRegime::kLinkBound: return "link_bound";
-  }
-  return "no_pipelining";
+namespace {
+
+// Each regime of pipemoe Sec. IV with the equation of its layer time.
+struct RegimeTraits {
+  std::string_view name, equation;
+};
+constexpr RegimeTraits kRegimes[] = {
+    {"no_pipelining", "Eq. 19"},        // kNoPipelining
+    {"communication_bound", "Eq. 25"},  // kCommunicationBound
+    {"computation_bound", "Eq. 33"},    // kComputationBound
+    {"link_bound", "Eq. 40"},           // kLinkBound
+};
+
+const RegimeTraits& traits(PipelineRegime r) {
+  const auto i = static_cast<std::size_t>(r);
+  return i < std::size(kRegimes) ? kRegimes[i] : kRegimes[0];
 }
 
-std::string_view pipeline_regime_equation(PipelineRegime r) {
-  switch (r) {
-    case PipelineRegime::kNoPipelining: return "Eq. 19";
-    case PipelineRegime::kCommunicationBound: return "Eq. 25";
-    case PipelineRegime::kComputationBound: return "Eq. 33";
-    case PipelineRegime::kLinkBound: return "Eq. 40";
-  }
-  return "Eq. 19";
-}
+}  // namespace
+
+std::string_view pipeline_regime_name(PipelineRegime r) { return traits(r).name; }
+
+std::string_view pipeline_regime_equation(PipelineRegime r) { return traits(r).equation; }
 
 bool pipemoe_q1(const PipelineTerms& t, int r) { return t.t_d(r) >= t.t_e(r); }
 

@@ -198,16 +198,11 @@ nlohmann::json points_json(const std::vector<MemoryPoint>& p) {
   return a;
 }
 
-nlohmann::json locality_point_json(const LocalityPoint& p) {
-  return {{"distance", p.distance},
-          {"pairs", p.pairs},
-          {"cosine_similarity", p.cosine_similarity},
-          {"l1_distance", p.l1_distance},
-          {"relative_l1_error", p.relative_l1_error},
-          {"heaviest_predicted", p.heaviest_predicted}};
-}
-
 }  // namespace
+
+// A locality point in JSON: its fields under their own names.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LocalityPoint, distance, pairs, cosine_similarity, l1_distance,
+                                   relative_l1_error, heaviest_predicted)
 
 nlohmann::json memory_json(const MemoryAnalysis& m, const ReportOptions& options) {
   nlohmann::json j = {{"has_allocations", m.has_allocations},
@@ -338,15 +333,15 @@ nlohmann::json locality_json(const LocalityAnalysis& a, const ReportOptions& opt
   auto& layers = j["layers"] = nlohmann::json::array();
   for (const auto& l : a.layers) {
     nlohmann::json curve = nlohmann::json::array();
-    for (const auto& p : l.curve) curve.push_back(locality_point_json(p));
+    for (const auto& p : l.curve) curve.push_back(nlohmann::json(p));
     layers.push_back({{"layer", l.layer},
                       {"iterations", l.iterations},
-                      {"consecutive", locality_point_json(l.consecutive)},
+                      {"consecutive", nlohmann::json(l.consecutive)},
                       {"min_cosine_similarity", l.min_cosine_similarity},
                       {"curve", curve}});
   }
   auto& curve = j["curve"] = nlohmann::json::array();
-  for (const auto& p : a.curve) curve.push_back(locality_point_json(p));
+  for (const auto& p : a.curve) curve.push_back(nlohmann::json(p));
   if (options.per_iteration) {
     auto& pairs = j["pairs"] = nlohmann::json::array();
     for (const auto& p : a.pairs)

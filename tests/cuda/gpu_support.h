@@ -76,19 +76,7 @@ inline cuda::RoutingTable reference_routing(const GpuFixture& f) {
     }
     // SGD, as reference_train applies it after every iteration.
     const plan::ModelWeights& g = f.ref.grads[static_cast<std::size_t>(j)];
-    const double lr = f.shape.learning_rate;
-    auto step = [lr](plan::Matrix& p, const plan::Matrix& d) {
-      for (std::size_t i = 0; i < p.data.size(); ++i) p.data[i] -= lr * d.data[i];
-    };
-    for (std::size_t l = 0; l < w.layers.size(); ++l) {
-      step(w.layers[l].gate, g.layers[l].gate);
-      for (std::size_t e = 0; e < w.layers[l].experts.size(); ++e) {
-        step(w.layers[l].experts[e].w1, g.layers[l].experts[e].w1);
-        step(w.layers[l].experts[e].w2, g.layers[l].experts[e].w2);
-      }
-      step(w.layers[l].dense.w1, g.layers[l].dense.w1);
-      step(w.layers[l].dense.w2, g.layers[l].dense.w2);
-    }
+    plan::add_scaled(w, g, -f.shape.learning_rate);
   }
   return table;
 }

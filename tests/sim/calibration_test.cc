@@ -76,17 +76,18 @@ Ls fit(const std::vector<double>& x, const std::vector<double>& t) {
 }
 
 // t = a L + b x (no intercept): the simulator's compute form with L launches.
+// Normal equations A [a b]^T = y of the rows (L_i, x_i), solved by Cramer's rule.
 Ls fit_launches(const std::vector<double>& l, const std::vector<double>& x, const std::vector<double>& t) {
-  double sll = 0, slx = 0, sxx = 0, slt = 0, sxt = 0;
+  double A[2][2] = {{0, 0}, {0, 0}}, y[2] = {0, 0};
   for (std::size_t i = 0; i < x.size(); ++i) {
-    sll += l[i] * l[i];
-    slx += l[i] * x[i];
-    sxx += x[i] * x[i];
-    slt += l[i] * t[i];
-    sxt += x[i] * t[i];
+    const double row[2] = {l[i], x[i]};
+    for (int r = 0; r < 2; ++r) {
+      y[r] += row[r] * t[i];
+      for (int c = 0; c < 2; ++c) A[r][c] += row[r] * row[c];
+    }
   }
-  const double det = sll * sxx - slx * slx;
-  return {(slt * sxx - sxt * slx) / det, (sll * sxt - slx * slt) / det};
+  const double det = A[0][0] * A[1][1] - A[0][1] * A[1][0];
+  return {(y[0] * A[1][1] - A[0][1] * y[1]) / det, (A[0][0] * y[1] - A[1][0] * y[0]) / det};
 }
 
 TEST(Calibration, PlanIsValid) {

@@ -83,6 +83,8 @@ std::vector<double> ffn_token_backward(const ExpertWeights& w, const double* x,
   return dx;
 }
 
+}  // namespace
+
 void add_scaled(ModelWeights& w, const ModelWeights& g, double scale) {
   auto axpy = [scale](Matrix& a, const Matrix& b) {
     for (std::size_t i = 0; i < a.data.size(); ++i) a.data[i] += scale * b.data[i];
@@ -97,8 +99,6 @@ void add_scaled(ModelWeights& w, const ModelWeights& g, double scale) {
     axpy(w.layers[l].dense.w2, g.layers[l].dense.w2);
   }
 }
-
-}  // namespace
 
 Matrix Matrix::zeros(std::int64_t rows, std::int64_t cols) {
   Matrix m;

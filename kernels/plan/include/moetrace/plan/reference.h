@@ -60,6 +60,8 @@ struct ModelWeights {
 // layers and the softmax is far from uniform.
 ModelWeights random_weights(const ModelShape& shape, std::uint64_t seed);
 ModelWeights zero_like(const ModelWeights& w);
+// w += scale g for every parameter (an SGD step is scale = -learning rate).
+void add_scaled(ModelWeights& w, const ModelWeights& g, double scale);
 
 // Inputs and output gradients of every (iteration, block).
 struct TrainingData {
