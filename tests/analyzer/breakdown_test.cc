@@ -3,15 +3,13 @@
 #include <gtest/gtest.h>
 
 #include "moetrace/analyzer/breakdown.h"
-#include "text_trace.h"
+#include "loaded_trace.h"
 
 namespace moetrace::analyzer {
 namespace {
 
 Breakdown breakdown_of(const std::string& name, std::string_view text) {
-  const auto path = testing::temp_path(name);
-  testing::write_text_trace(path, text);
-  return compute_breakdown(load_trace(path));
+  return compute_breakdown(testing::load_text_trace(name, text));
 }
 
 const LayerRow& row(const Breakdown& b, int rank, int layer, int iteration, Phase phase) {
@@ -30,15 +28,7 @@ constexpr auto A2A = Category::kAllToAll;
 //   unpermute [800, 1000) compute   other compute 200
 // all-to-all = 200 + 200 = 400 -> 40 % of the 1000 ns layer.
 // communication = 400, hidden under the expert = 100 -> a quarter hidden.
-constexpr std::string_view kFortyPercent = R"(
-  stream id=0 rank=0 role=compute
-  stream id=1 rank=0 role=comm
-  op rank=0 stream=0 kind=gate layer=0 iteration=0 start=0 end=100
-  op rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 start=100 end=300
-  op rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 start=300 end=700
-  op rank=0 stream=1 kind=combine_all_to_all layer=0 iteration=0 start=600 end=800
-  op rank=0 stream=0 kind=unpermute layer=0 iteration=0 start=800 end=1000
-)";
+constexpr std::string_view kFortyPercent = testing::kFortyPercentLayer;
 
 TEST(Breakdown, AllToAllIsFortyPercentAndAQuarterOfCommIsHidden) {
   const auto b = breakdown_of("forty.db", kFortyPercent);

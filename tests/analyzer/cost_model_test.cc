@@ -9,16 +9,10 @@
 #include "moetrace/analyzer/cost_model.h"
 #include "moetrace/schema/error.h"
 #include "moetrace/sim/cost_model.h"
-#include "text_trace.h"
+#include "loaded_trace.h"
 
 namespace moetrace::analyzer {
 namespace {
-
-Trace trace_of(const std::string& name, std::string_view text) {
-  const auto path = testing::temp_path(name);
-  testing::write_text_trace(path, text);
-  return load_trace(path);
-}
 
 const std::string kSchema = std::string(MOETRACE_SOURCE_DIR) + "/schemas/fitted_models.schema.json";
 const std::string kSimSchema = std::string(MOETRACE_SOURCE_DIR) + "/schemas/cost_model.schema.json";
@@ -80,7 +74,7 @@ constexpr std::string_view kLinearTrace = R"(
 )";
 
 TEST(CostModel, AlphaBetaOfGemmsAndCollectives) {
-  const auto m = fit_cost_model(trace_of("linear.db", kLinearTrace));
+  const auto m = fit_cost_model(testing::load_text_trace("linear.db", kLinearTrace));
   const auto* gemm = m.find_compute("expert_ffn");
   ASSERT_NE(gemm, nullptr);
   EXPECT_EQ(gemm->sample, "lone");
@@ -109,7 +103,7 @@ TEST(CostModel, AlphaBetaOfGemmsAndCollectives) {
 // bytes, rank 1's 3010 ns). A second instance (1000 / 500 bytes; rank 0's op
 // 1010 ns, rank 1's 1500 ns) gives (1000, 1010 ns): alpha 10 ns, beta 1 ns/B.
 TEST(CostModel, CollectivePointIsTheBusiestRankAndTheShortestTime) {
-  const auto m = fit_cost_model(trace_of("uneven.db", R"(
+  const auto m = fit_cost_model(testing::load_text_trace("uneven.db", R"(
     run world_size=2
     stream id=1 rank=0 role=comm
     stream id=2 rank=1 role=comm
@@ -126,7 +120,7 @@ TEST(CostModel, CollectivePointIsTheBusiestRankAndTheShortestTime) {
 }
 
 TEST(CostModel, InterferenceFactorOfAnOpOneAndAHalfTimesSlower) {
-  const auto m = fit_cost_model(trace_of("interference.db", R"(
+  const auto m = fit_cost_model(testing::load_text_trace("interference.db", R"(
     stream id=0 rank=0 role=compute
     stream id=1 rank=0 role=comm
     op rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 start=0 end=1000 bytes=1000
@@ -146,7 +140,7 @@ TEST(CostModel, InterferenceFactorOfAnOpOneAndAHalfTimesSlower) {
 }
 
 TEST(CostModel, JsonMatchesTheSchemaAndReadsBack) {
-  const auto t = trace_of("json.db", kLinearTrace);
+  const auto t = testing::load_text_trace("json.db", kLinearTrace);
   const auto m = fit_cost_model(t);
   const auto j = fitted_models_json(t, m);
   EXPECT_EQ(testing::schema_errors(j, kSchema), std::vector<std::string>{});
@@ -161,7 +155,7 @@ TEST(CostModel, JsonMatchesTheSchemaAndReadsBack) {
 // forward (2 GEMM launches): t = 100 ns + 1e-12 s/FLOP x F = 2 x 50 ns + ...
 // -> alpha per launch 5e-8 s. All-to-all at 2 ranks: alpha 10 ns, beta 1 ns/B.
 TEST(CostModel, SimulatorCostModelFromTheFits) {
-  const auto t = trace_of("sim-export.db", kLinearTrace);
+  const auto t = testing::load_text_trace("sim-export.db", kLinearTrace);
   const auto j = sim_cost_model_json(t, fit_cost_model(t), "h100-nvlink-ib");
   EXPECT_EQ(testing::schema_errors(j, kSimSchema), std::vector<std::string>{});
   EXPECT_EQ(j["base"], "h100-nvlink-ib");
@@ -182,7 +176,7 @@ TEST(CostModel, SimulatorCostModelFromTheFits) {
 // The simulator reads what `moetrace fit` writes (its own parser, which
 // refuses unknown keys and negative costs), with the fitted numbers in place.
 TEST(CostModel, TheSimulatorLoadsTheFittedCostModel) {
-  const auto t = trace_of("sim-load.db", kLinearTrace);
+  const auto t = testing::load_text_trace("sim-load.db", kLinearTrace);
   const auto j = sim_cost_model_json(t, fit_cost_model(t), "h100-nvlink-ib");
   const auto m = sim::cost_model_from_json(j.dump());
   EXPECT_NEAR(m.compute_cost(OpKind::kExpertFfn).alpha_s, 5e-8, 1e-15);
@@ -198,7 +192,7 @@ TEST(CostModel, TheSimulatorLoadsTheFittedCostModel) {
 // 2 x 50 + 1000 = 1100 ns, forward 2 MFLOP in 2100 ns, backward 2 MFLOP in
 // 4 x 50 + 2000 = 2200 ns: t = 50 ns x launches + 1 ns/kFLOP exactly.
 TEST(CostModel, LaunchAwareFitSeparatesForwardAndBackward) {
-  const auto m = fit_cost_model(trace_of("launches.db", R"(
+  const auto m = fit_cost_model(testing::load_text_trace("launches.db", R"(
     stream id=0 rank=0 role=compute
     op rank=0 stream=0 kind=expert_ffn iteration=0 start=0 end=1100 flops=1e6
     op rank=0 stream=0 kind=expert_ffn iteration=1 start=5000 end=7100 flops=2e6
@@ -215,7 +209,7 @@ TEST(CostModel, LaunchAwareFitSeparatesForwardAndBackward) {
 // negative costs) and named in the description: dispatches of 1000 and 2000
 // bytes taking 1000 and 3000 ns -> alpha = -1000 ns.
 TEST(CostModel, NegativeFitsAreClampedAndNamed) {
-  const auto t = trace_of("negative.db", R"(
+  const auto t = testing::load_text_trace("negative.db", R"(
     stream id=1 rank=0 role=comm
     op rank=0 stream=1 kind=dispatch_all_to_all iteration=0 start=0 end=1000 bytes=1000
     op rank=0 stream=1 kind=dispatch_all_to_all iteration=1 start=5000 end=8000 bytes=2000

@@ -18,7 +18,7 @@
 #include "moetrace/schema/error.h"
 #include "moetrace/schema/sqlite.h"
 #include "moetrace/synthetic/synthetic_trace.h"
-#include "text_trace.h"
+#include "loaded_trace.h"
 
 namespace moetrace::analyzer {
 namespace {
@@ -110,15 +110,6 @@ TEST(DamagedTrace, EveryRandomlyDamagedCopyIsRefusedWarnedOrReportedUnchanged) {
   EXPECT_EQ(o.refused + o.warned + o.identical + o.silent, 120);
 }
 
-std::string error_of(const std::string& path) {
-  try {
-    load_trace(path);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 constexpr std::string_view kTrace = R"(
   run world_size=2
   stream id=0 rank=0 role=compute
@@ -154,27 +145,27 @@ TEST(DamagedTrace, ATraceAsWrittenIsVerified) {
 // its range, a row gone, a row added.
 TEST(DamagedTrace, TheRecordNamesTheTableThatDiffers) {
   auto p = changed("end.db", "UPDATE kernels SET end_ns = end_ns + 1", true);
-  EXPECT_EQ(error_of(p), p + ": table kernels is damaged: its rows differ from those the writer recorded");
+  EXPECT_EQ(testing::load_error(p), p + ": table kernels is damaged: its rows differ from those the writer recorded");
   p = changed("gone.db", "DELETE FROM buffers", true);
-  EXPECT_EQ(error_of(p), p + ": table buffers is damaged: 0 rows read, the writer recorded 1");
+  EXPECT_EQ(testing::load_error(p), p + ": table buffers is damaged: 0 rows read, the writer recorded 1");
   p = changed("access.db", "UPDATE op_ranges SET buffers = '[[1,1]]' WHERE id = 1", true);
-  EXPECT_EQ(error_of(p), p + ": table op_links is damaged: its rows differ from those the writer recorded");
+  EXPECT_EQ(testing::load_error(p), p + ": table op_links is damaged: its rows differ from those the writer recorded");
   p = changed("config.db", "INSERT INTO run_config VALUES ('x', 'y')", true);
-  EXPECT_EQ(error_of(p), p + ": table run_config is damaged: 1 rows read, the writer recorded 0");
+  EXPECT_EQ(testing::load_error(p), p + ": table run_config is damaged: 1 rows read, the writer recorded 0");
   p = changed("record.db", "UPDATE meta SET value = 'v1 kernels=x' WHERE key = 'integrity'", true);
-  EXPECT_EQ(error_of(p), p + ": the integrity record in meta is damaged; damaged trace");
+  EXPECT_EQ(testing::load_error(p), p + ": the integrity record in meta is damaged; damaged trace");
 }
 
 // Without a record: values out of their range are refused.
 TEST(DamagedTrace, ValuesOutOfRangeAreRefused) {
   auto p = changed("phase.db", "UPDATE op_ranges SET phase = 7 WHERE id = 1", false);
-  EXPECT_EQ(error_of(p), p + ": op_ranges has phase 7 (expected 0 .. 2); damaged trace");
+  EXPECT_EQ(testing::load_error(p), p + ": op_ranges has phase 7 (expected 0 .. 2); damaged trace");
   p = changed("rank.db", "UPDATE kernels SET rank = 9", false);
-  EXPECT_EQ(error_of(p), p + ": kernels has rank 9 but the run has 2 ranks; damaged trace");
+  EXPECT_EQ(testing::load_error(p), p + ": kernels has rank 9 but the run has 2 ranks; damaged trace");
   p = changed("name.db", "UPDATE kernels SET name_id = 4000", false);
-  EXPECT_EQ(error_of(p), p + ": kernels names string 4000 that the strings table lacks; damaged trace");
+  EXPECT_EQ(testing::load_error(p), p + ": kernels names string 4000 that the strings table lacks; damaged trace");
   p = changed("kind.db", "UPDATE memory_events SET memory_kind = 12", false);
-  EXPECT_EQ(error_of(p), p + ": memory_events has memory_kind 12 (expected 0 .. 4); damaged trace");
+  EXPECT_EQ(testing::load_error(p), p + ": memory_events has memory_kind 12 (expected 0 .. 4); damaged trace");
 }
 
 // Without a record: references that point nowhere are left out, and every

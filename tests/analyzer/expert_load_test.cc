@@ -6,16 +6,10 @@
 
 #include "moetrace/analyzer/expert_load.h"
 #include "moetrace/analyzer/locality.h"
-#include "text_trace.h"
+#include "loaded_trace.h"
 
 namespace moetrace::analyzer {
 namespace {
-
-Trace trace_of(const std::string& name, std::string_view text) {
-  const auto path = testing::temp_path(name);
-  testing::write_text_trace(path, text);
-  return load_trace(path);
-}
 
 using V = std::vector<std::int64_t>;
 
@@ -40,7 +34,7 @@ constexpr std::string_view kLoad = R"(
 )";
 
 TEST(ExpertLoad, BalanceDegreeOfTenTwentyThirtyFortyOnTwoDevices) {
-  const auto t = trace_of("load.db", kLoad);
+  const auto t = testing::load_text_trace("load.db", kLoad);
   const auto a = analyze_expert_load(t, compute_breakdown(t));
   ASSERT_TRUE(a.has_load);
   ASSERT_EQ(a.rows.size(), 1u);
@@ -65,7 +59,7 @@ TEST(ExpertLoad, BalanceDegreeOfTenTwentyThirtyFortyOnTwoDevices) {
 // rank 0 computes its own 10 tokens of expert 3 -> devices [40, 60].
 //   balance degree after = sqrt((10^2 + 10^2) / 2) = 10; RB = 20 / 10 = 2.
 TEST(ExpertLoad, ReplicaComputesItsSourceRanksTokensAndRbIsTwo) {
-  const auto t = trace_of("replica.db", std::string(kLoad) + R"(
+  const auto t = testing::load_text_trace("replica.db", std::string(kLoad) + R"(
     place iteration=0 layer=0 expert=3 rank=1 role=home
     place iteration=0 layer=0 expert=3 rank=0 role=replica
   )");
@@ -87,7 +81,7 @@ TEST(ExpertLoad, ReplicaComputesItsSourceRanksTokensAndRbIsTwo) {
 // windows are 800 and 400 ns (gate 100 ns each) -> mean 600, slowest rank 1
 // 200 ns above the mean; busiest expert compute 700 vs mean 500.
 TEST(ExpertLoad, TimeTheBusiestRankCosts) {
-  const auto t = trace_of("time.db", R"(
+  const auto t = testing::load_text_trace("time.db", R"(
     run world_size=2
     stream id=0 rank=0 role=compute
     stream id=1 rank=1 role=compute
@@ -114,7 +108,7 @@ TEST(ExpertLoad, TimeTheBusiestRankCosts) {
 }
 
 TEST(ExpertLoad, NoLoadRowsMeansNoAnalysis) {
-  const auto t = trace_of("noload.db", "stream id=0 rank=0\nop rank=0 stream=0 kind=gate start=0 end=1\n");
+  const auto t = testing::load_text_trace("noload.db", "stream id=0 rank=0\nop rank=0 stream=0 kind=gate start=0 end=1\n");
   EXPECT_FALSE(analyze_expert_load(t, compute_breakdown(t)).has_load);
   EXPECT_FALSE(analyze_locality(t).has_load);
 }
@@ -133,7 +127,7 @@ TEST(Locality, ConsecutiveIterationsAndTheCurve) {
     for (int e = 0; e < 4; ++e)
       text += "load iteration=" + std::to_string(it) + " layer=0 src=0 expert=" + std::to_string(e) +
               " tokens=" + std::to_string(loads[it][e]) + "\n";
-  const auto a = analyze_locality(trace_of("locality.db", text));
+  const auto a = analyze_locality(testing::load_text_trace("locality.db", text));
   ASSERT_EQ(a.pairs.size(), 2u);
   EXPECT_DOUBLE_EQ(a.pairs[0].cosine_similarity, 1.0);
   EXPECT_DOUBLE_EQ(a.pairs[0].l1_distance, 0.0);

@@ -3,15 +3,13 @@
 #include <gtest/gtest.h>
 
 #include "moetrace/analyzer/memory.h"
-#include "text_trace.h"
+#include "loaded_trace.h"
 
 namespace moetrace::analyzer {
 namespace {
 
 MemoryAnalysis memory_of(const std::string& name, std::string_view text) {
-  const auto path = testing::temp_path(name);
-  testing::write_text_trace(path, text);
-  return analyze_memory(load_trace(path));
+  return analyze_memory(testing::load_text_trace(name, text));
 }
 
 const TagBubbles& tag(const MemoryAnalysis& m, std::string_view t) {

@@ -3,16 +3,10 @@
 
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/projection.h"
-#include "text_trace.h"
+#include "loaded_trace.h"
 
 namespace moetrace::analyzer {
 namespace {
-
-Trace trace_of(const std::string& name, std::string_view text, LoadOptions o = {}) {
-  const auto path = testing::temp_path(name);
-  testing::write_text_trace(path, text);
-  return load_trace(path, o);
-}
 
 // Op id of the op an activity of the given name is attributed to, or -1.
 std::int64_t op_of(const Trace& t, std::string_view kernel) {
@@ -42,7 +36,7 @@ constexpr std::string_view kLateKernel = R"(
 )";
 
 TEST(Projection, KernelLaunchedInsideOpAIsAttributedToAEvenWhenItRunsLater) {
-  const auto t = trace_of("late.db", kLateKernel);
+  const auto t = testing::load_text_trace("late.db", kLateKernel);
   EXPECT_EQ(op_of(t, "kernel_a"), 1);
   EXPECT_EQ(op_of(t, "kernel_b"), 2);
   EXPECT_TRUE(t.projection.ran);
@@ -58,7 +52,7 @@ TEST(Projection, KernelLaunchedInsideOpAIsAttributedToAEvenWhenItRunsLater) {
 TEST(Projection, BreakdownCountsGpuTimeNotLaunchTime) {
   // Expert compute = kernel_a's 400 ns of GPU time, other compute = 100 ns;
   // the layer window is the GPU span [500, 1000) = 500 ns.
-  const auto b = compute_breakdown(trace_of("late-breakdown.db", kLateKernel));
+  const auto b = compute_breakdown(testing::load_text_trace("late-breakdown.db", kLateKernel));
   ASSERT_EQ(b.rows.size(), 1u);
   EXPECT_EQ(b.rows[0].t.window_ns, 500);
   EXPECT_EQ(b.rows[0].t.at(Category::kExpertCompute), 400);
@@ -69,7 +63,7 @@ TEST(Projection, BreakdownCountsGpuTimeNotLaunchTime) {
 TEST(Projection, WithoutProjectionTheKernelsStayUnattributed) {
   LoadOptions o;
   o.project = false;
-  const auto t = trace_of("late-off.db", kLateKernel, o);
+  const auto t = testing::load_text_trace("late-off.db", kLateKernel, o);
   EXPECT_EQ(op_of(t, "kernel_a"), -1);
   EXPECT_FALSE(t.projection.ran);
 }
@@ -78,7 +72,7 @@ TEST(Projection, WithoutProjectionTheKernelsStayUnattributed) {
 // op [100, 200]. An API call at 150 is inside both; the innermost (gate)
 // wins. A call at 500 is inside the outer op only.
 TEST(Projection, InnermostRangeWins) {
-  const auto t = trace_of("nested.db", R"(
+  const auto t = testing::load_text_trace("nested.db", R"(
     stream id=0 rank=0 role=compute
     op id=1 rank=0 stream=0 kind=other start=0 end=1 launch_start=0 launch_end=1000
     op id=2 rank=0 stream=0 kind=gate layer=0 iteration=0 start=0 end=1 launch_start=100 launch_end=200
@@ -96,7 +90,7 @@ TEST(Projection, InnermostRangeWins) {
 // Op 3 has no launch range; the moetrace-domain NVTX range whose payload is
 // 3 names it (thread 1, [200, 300]). A range of another domain is ignored.
 TEST(Projection, NvtxRangesNameTheThreadAndTheOp) {
-  const auto t = trace_of("nvtx.db", R"(
+  const auto t = testing::load_text_trace("nvtx.db", R"(
     stream id=0 rank=0 role=compute
     nvtx rank=0 thread=1 start=0 end=100 name=op1        # id 1
     nvtx rank=0 thread=2 start=0 end=100 name=op2        # id 2
@@ -125,7 +119,7 @@ TEST(Projection, NvtxRangesNameTheThreadAndTheOp) {
 // rank 0's kernel with id 1. Copies and memsets are projected like kernels;
 // an op id already in the trace is kept even where the call says otherwise.
 TEST(Projection, RanksCopiesAndRecordedOpIds) {
-  const auto t = trace_of("ranks.db", R"(
+  const auto t = testing::load_text_trace("ranks.db", R"(
     stream id=0 rank=0 role=compute
     stream id=1 rank=1 role=compute
     op id=1 rank=0 stream=0 kind=offload start=0 end=1 launch_start=0 launch_end=100
@@ -155,7 +149,7 @@ TEST(Projection, RanksCopiesAndRecordedOpIds) {
 }
 
 TEST(Projection, SimulatedRunsKeepTheirOpTimes) {
-  const auto t = trace_of("sim.db", std::string("run simulated=1\n") + std::string(kLateKernel));
+  const auto t = testing::load_text_trace("sim.db", std::string("run simulated=1\n") + std::string(kLateKernel));
   EXPECT_EQ(op_of(t, "kernel_a"), 1);
   EXPECT_EQ(op(t, 1).start_ns, 0);
   EXPECT_EQ(t.projection.ops_retimed, 0);

@@ -8,7 +8,7 @@
 #include "moetrace/instrument/trace_writer.h"
 #include "moetrace/synthetic/synthetic_trace.h"
 #include "json_schema.h"
-#include "text_trace.h"
+#include "loaded_trace.h"
 
 namespace moetrace::analyzer {
 namespace {
@@ -97,15 +97,7 @@ TEST(Report, SchemaRejectsAReportWithoutItsSections) {
 
 TEST(Report, TextNamesTheSharesOfTheFortyPercentLayer) {
   const auto path = testing::temp_path("report-forty.db");
-  testing::write_text_trace(path, R"(
-    stream id=0 rank=0 role=compute
-    stream id=1 rank=0 role=comm
-    op rank=0 stream=0 kind=gate layer=0 iteration=0 start=0 end=100
-    op rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 start=100 end=300
-    op rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 start=300 end=700
-    op rank=0 stream=1 kind=combine_all_to_all layer=0 iteration=0 start=600 end=800
-    op rank=0 stream=0 kind=unpermute layer=0 iteration=0 start=800 end=1000
-  )");
+  testing::write_text_trace(path, testing::kFortyPercentLayer);
   const auto trace = load_trace(path);
   std::ostringstream out;
   write_text_report(out, trace, analyses_of(trace), {});

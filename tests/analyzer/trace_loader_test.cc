@@ -7,19 +7,10 @@
 #include "moetrace/instrument/trace_writer.h"
 #include "moetrace/schema/error.h"
 #include "moetrace/schema/sqlite.h"
-#include "text_trace.h"
+#include "loaded_trace.h"
 
 namespace moetrace::analyzer {
 namespace {
-
-std::string error_of(const std::string& path) {
-  try {
-    load_trace(path);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 TEST(TraceLoader, SortsActivitiesAndOpsPerTrack) {
   const auto path = testing::temp_path("tracks.db");
@@ -55,13 +46,13 @@ TEST(TraceLoader, SortsActivitiesAndOpsPerTrack) {
 }
 
 TEST(TraceLoader, MissingFile) {
-  EXPECT_EQ(error_of("/nonexistent/x.db"), "/nonexistent/x.db: no such file");
+  EXPECT_EQ(testing::load_error("/nonexistent/x.db"), "/nonexistent/x.db: no such file");
 }
 
 TEST(TraceLoader, NotSqlite) {
   const auto path = testing::temp_path("text.db");
   std::ofstream(path) << "this is not a database, it is a long enough line of text\n";
-  EXPECT_EQ(error_of(path), path + ": not a SQLite database, so not a moetrace trace");
+  EXPECT_EQ(testing::load_error(path), path + ": not a SQLite database, so not a moetrace trace");
 }
 
 TEST(TraceLoader, ForeignSqlite) {
@@ -71,13 +62,13 @@ TEST(TraceLoader, ForeignSqlite) {
     sqlite::Database db(path, sqlite::Database::Mode::kCreate);
     db.exec("CREATE TABLE t (x)");
   }
-  EXPECT_EQ(error_of(path), path + ": a SQLite database but not a moetrace trace");
+  EXPECT_EQ(testing::load_error(path), path + ": a SQLite database but not a moetrace trace");
 }
 
 TEST(TraceLoader, NsightExportIsNamed) {
   const std::string path = std::string(MOETRACE_SHARED_DATA) + "/external/nsys/nsys-ai-mock.sqlite";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "shared data absent: " << path;
-  EXPECT_EQ(error_of(path),
+  EXPECT_EQ(testing::load_error(path),
             path + ": an Nsight Systems export, not a moetrace trace; convert it with `moetrace import`");
 }
 
@@ -88,7 +79,7 @@ TEST(TraceLoader, NewerSchema) {
     sqlite::Database db(path, sqlite::Database::Mode::kReadWrite);
     db.exec("PRAGMA user_version=3");
   }
-  EXPECT_EQ(error_of(path),
+  EXPECT_EQ(testing::load_error(path),
             path + ": trace schema version 3 is newer than this moetrace reads (up to 2); upgrade moetrace");
 }
 
@@ -150,13 +141,13 @@ TEST(TraceLoader, DamagedOpLinksAreNamed) {
     EXPECT_EQ(db.query_int("SELECT count(*) FROM op_deps WHERE op_id = 2 AND dep_op_id = 1"), 1);  // the view
     db.exec("UPDATE op_ranges SET deps = '[1,' WHERE id = 2");
   }
-  EXPECT_EQ(error_of(path), path + ": op_ranges.deps of op 2 is not a JSON array of op ids (damaged trace)");
+  EXPECT_EQ(testing::load_error(path), path + ": op_ranges.deps of op 2 is not a JSON array of op ids (damaged trace)");
 }
 
 TEST(TraceLoader, EmptyTrace) {
   const auto path = testing::temp_path("empty.db");
   testing::write_text_trace(path, "");
-  EXPECT_EQ(error_of(path), path +
+  EXPECT_EQ(testing::load_error(path), path +
                                 ": the trace holds no events (was the run empty, or killed before "
                                 "its first flush?)");
 }
@@ -179,14 +170,14 @@ TEST(TraceLoader, TruncatedTrace) {
   }
   const auto size = std::filesystem::file_size(path);
   std::filesystem::resize_file(path, size / 2);
-  const auto msg = error_of(path);
+  const auto msg = testing::load_error(path);
   EXPECT_EQ(msg.rfind(path + ": the file is damaged or truncated", 0), 0u) << msg;
 }
 
 TEST(TraceLoader, ReversedIntervalIsDamage) {
   const auto path = testing::temp_path("reversed.db");
   testing::write_text_trace(path, "kernel rank=0 stream=0 start=10 end=5\n");
-  EXPECT_EQ(error_of(path), path + ": kernels has an event that ends before it starts (10 > 5 ns); damaged trace");
+  EXPECT_EQ(testing::load_error(path), path + ": kernels has an event that ends before it starts (10 > 5 ns); damaged trace");
 }
 
 TEST(TraceLoader, HugeExpertIndexIsADamagedTraceNotAnAllocation) {
@@ -196,7 +187,7 @@ TEST(TraceLoader, HugeExpertIndexIsADamagedTraceNotAnAllocation) {
     op rank=0 stream=0 kind=gate start=0 end=1
     load iteration=0 layer=0 src=0 expert=2000000000 tokens=1
   )");
-  EXPECT_EQ(error_of(path), path + ": expert_load has expert 2000000000 (expected 0 .. 1048575); damaged trace");
+  EXPECT_EQ(testing::load_error(path), path + ": expert_load has expert 2000000000 (expected 0 .. 1048575); damaged trace");
 }
 
 }  // namespace

@@ -160,15 +160,7 @@ TEST(Cli, HelpListsTheSubcommands) {
 
 TEST(Cli, ReportJsonAndText) {
   const auto path = testing::temp_path("ok.db");
-  testing::write_text_trace(path, R"(
-    stream id=0 rank=0 role=compute
-    stream id=1 rank=0 role=comm
-    op rank=0 stream=0 kind=gate layer=0 iteration=0 start=0 end=100
-    op rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 start=100 end=300
-    op rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 start=300 end=700
-    op rank=0 stream=1 kind=combine_all_to_all layer=0 iteration=0 start=600 end=800
-    op rank=0 stream=0 kind=unpermute layer=0 iteration=0 start=800 end=1000
-  )");
+  testing::write_text_trace(path, testing::kFortyPercentLayer);
   auto r = run_cli("report " + path + " --format json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("\"all_to_all_share\": 0.4"), std::string::npos);

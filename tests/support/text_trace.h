@@ -33,4 +33,18 @@ void write_text_trace(const std::string& path, std::string_view text);
 // A fresh path in the test's temporary directory (removed with it).
 std::string temp_path(std::string_view name);
 
+// One MoE layer on one rank, 1000 ns (breakdown_test.cc derives its shares):
+//   gate [0, 100), dispatch [100, 300) comm, expert [300, 700),
+//   combine [600, 800) comm, unpermute [800, 1000).
+// All-to-all 400 ns = 40 % of the layer; 100 ns of it hidden under the expert.
+inline constexpr std::string_view kFortyPercentLayer = R"(
+  stream id=0 rank=0 role=compute
+  stream id=1 rank=0 role=comm
+  op rank=0 stream=0 kind=gate layer=0 iteration=0 start=0 end=100
+  op rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 start=100 end=300
+  op rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 start=300 end=700
+  op rank=0 stream=1 kind=combine_all_to_all layer=0 iteration=0 start=600 end=800
+  op rank=0 stream=0 kind=unpermute layer=0 iteration=0 start=800 end=1000
+)";
+
 }  // namespace moetrace::testing

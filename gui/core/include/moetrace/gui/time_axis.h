@@ -3,7 +3,6 @@
 // the ruler's ticks. No Qt here, so every rule is unit-tested without a window.
 #pragma once
 
-#include <cstdint>
 #include <string>
 #include <vector>
 

@@ -1,0 +1,31 @@
+// Hand-built traces (text_trace.h) loaded as `moetrace report` loads them, for
+// the tests that link the analyzer.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "moetrace/analyzer/trace.h"
+#include "moetrace/schema/error.h"
+#include "text_trace.h"
+
+namespace moetrace::testing {
+
+inline analyzer::Trace load_text_trace(const std::string& name, std::string_view text,
+                                       const analyzer::LoadOptions& options = {}) {
+  const auto path = temp_path(name);
+  write_text_trace(path, text);
+  return analyzer::load_trace(path, options);
+}
+
+// The one-line error loading `path` gives, or "(no error)".
+inline std::string load_error(const std::string& path) {
+  try {
+    analyzer::load_trace(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace moetrace::testing
