@@ -34,24 +34,8 @@ void add_export_command(CLI::App& app) {
       stats = exporters::write_chrome_trace(trace, trace.run.path, std::cout);
       std::cout.flush();
     } else {
-      // Written beside the output and renamed, so a failed export leaves no half file.
-      const std::string temp = opt->output + ".partial";
-      {
-        std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-        if (!out) throw Error(opt->output + ": cannot open for writing");
-        try {
-          stats = exporters::write_chrome_trace(trace, trace.run.path, out);
-          out.close();
-          if (!out) throw Error(opt->output + ": write failed (disk full?)");
-        } catch (...) {
-          std::remove(temp.c_str());
-          throw;
-        }
-      }
-      if (std::rename(temp.c_str(), opt->output.c_str()) != 0) {
-        std::remove(temp.c_str());
-        throw Error(opt->output + ": cannot write the file");
-      }
+      write_atomically(opt->output,
+                       [&](std::ostream& out) { stats = exporters::write_chrome_trace(trace, trace.run.path, out); });
     }
     std::cerr << fmt::format(
         "wrote {} slices ({} kernels/copies, {} ops, {} API calls, {} NVTX ranges), {} launch flows, "

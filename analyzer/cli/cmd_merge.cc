@@ -40,17 +40,7 @@ void add_merge_command(CLI::App& app) {
     const auto trace = load_traces(paths, lo, !opt->traces.no_align);
     ConfigEntries extra{{"merge.files", std::to_string(trace.files ? trace.files->files.size() : 1)}};
     if (trace.files) extra.emplace_back("merge.clocks_aligned", trace.files->aligned() ? "1" : "0");
-    const std::string temp = opt->output + ".partial";
-    try {
-      TraceFiles(trace).write(temp, {}, extra);
-    } catch (...) {
-      std::remove(temp.c_str());
-      throw;
-    }
-    if (std::rename(temp.c_str(), opt->output.c_str()) != 0) {
-      std::remove(temp.c_str());
-      throw Error(opt->output + ": cannot write the file");
-    }
+    write_atomically(opt->output, [&](const std::string& temp) { TraceFiles(trace).write(temp, {}, extra); });
     std::cerr << fmt::format("merged {} file{} ({} ranks, {} events) into {}\n", paths.size(),
                              paths.size() == 1 ? "" : "s", trace.rank_ids().size(), trace.event_count(), opt->output);
   });

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <iosfwd>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -89,6 +90,11 @@ analyzer::ReportFormat parse_report_format(const std::string& format);
 
 // Writes `text` to `path`, or to stdout where path is empty or "-".
 void write_output(const std::string& path, const std::string& text);
+// Writes `path` by `write(temp)` into a file beside it that is renamed into
+// place at the end, so a failed write leaves neither a half file nor the temp.
+void write_atomically(const std::string& path, const std::function<void(const std::string& temp)>& write);
+// The same for a stream: `write(out)`, then checks that it reached the disk.
+void write_atomically(const std::string& path, const std::function<void(std::ostream& out)>& write);
 
 // Adds the common --format option; `allowed` lists the accepted values.
 CLI::Option* add_format_option(CLI::App* cmd, std::string& format,

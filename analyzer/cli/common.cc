@@ -83,11 +83,31 @@ void write_output(const std::string& path, const std::string& text) {
     std::cout.flush();
     return;
   }
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw Error(path + ": cannot open for writing");
-  out << text;
-  out.close();
-  if (!out) throw Error(path + ": write failed (disk full?)");
+  write_atomically(path, [&](std::ostream& out) { out << text; });
+}
+
+void write_atomically(const std::string& path, const std::function<void(const std::string& temp)>& write) {
+  const std::string temp = path + ".partial";
+  try {
+    write(temp);
+  } catch (...) {
+    std::remove(temp.c_str());
+    throw;
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    std::remove(temp.c_str());
+    throw Error(path + ": cannot write the file");
+  }
+}
+
+void write_atomically(const std::string& path, const std::function<void(std::ostream& out)>& write) {
+  write_atomically(path, [&](const std::string& temp) {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    if (!out) throw Error(path + ": cannot open for writing");
+    write(out);
+    out.close();
+    if (!out) throw Error(path + ": write failed (disk full?)");
+  });
 }
 
 CLI::Option* add_format_option(CLI::App* cmd, std::string& format,

@@ -153,4 +153,22 @@ std::vector<BufferAccess> data_accesses(const OpData& data) {
   return std::move(a.list);
 }
 
+CopyDirection copy_direction(const Plan& plan, const Op& op) {
+  schema::MemoryKind src = schema::MemoryKind::kDevice, dst = schema::MemoryKind::kDevice;
+  if (const auto* c = std::get_if<plan::Copy>(&op.data)) {
+    if (c->src.buffer.valid()) src = plan.buffer(c->src.buffer).memory;
+    if (c->dst.buffer.valid()) dst = plan.buffer(c->dst.buffer).memory;
+  } else if (op.kind == OpKind::kOffload) {
+    dst = schema::MemoryKind::kPinnedHost;
+  } else if (op.kind == OpKind::kPrefetch) {
+    src = schema::MemoryKind::kPinnedHost;
+  }
+  const bool sd = src == schema::MemoryKind::kDevice, dd = dst == schema::MemoryKind::kDevice;
+  const auto kind = sd && dd ? schema::CopyKind::kDeviceToDevice
+                    : sd     ? schema::CopyKind::kDeviceToHost
+                    : dd     ? schema::CopyKind::kHostToDevice
+                             : schema::CopyKind::kHostToHost;
+  return {kind, src, dst};
+}
+
 }  // namespace moetrace::plan

@@ -44,19 +44,11 @@ std::int64_t view_bytes(const Plan& plan, const plan::View& v) {
 
 double copy_seconds(const Plan& plan, const Op& op, const CostModel& m) {
   std::int64_t bytes = op.bytes;
-  schema::MemoryKind src = schema::MemoryKind::kDevice, dst = schema::MemoryKind::kDevice;
-  if (const auto* c = std::get_if<plan::Copy>(&op.data)) {
-    if (bytes <= 0) bytes = view_bytes(plan, c->src);
-    if (c->src.buffer.valid()) src = plan.buffer(c->src.buffer).memory;
-    if (c->dst.buffer.valid()) dst = plan.buffer(c->dst.buffer).memory;
-  } else if (op.kind == OpKind::kOffload) {
-    dst = schema::MemoryKind::kPinnedHost;
-  } else if (op.kind == OpKind::kPrefetch) {
-    src = schema::MemoryKind::kPinnedHost;
-  }
-  const bool src_dev = src == schema::MemoryKind::kDevice;
-  const bool dst_dev = dst == schema::MemoryKind::kDevice;
-  const LinearCost& c = src_dev && dst_dev ? m.copy_d2d : src_dev ? m.copy_d2h : m.copy_h2d;
+  if (const auto* c = std::get_if<plan::Copy>(&op.data); c != nullptr && bytes <= 0) bytes = view_bytes(plan, c->src);
+  const schema::CopyKind kind = plan::copy_direction(plan, op).kind;
+  const LinearCost& c = kind == schema::CopyKind::kDeviceToDevice ? m.copy_d2d
+                        : kind == schema::CopyKind::kDeviceToHost ? m.copy_d2h
+                                                                  : m.copy_h2d;  // host to device or host
   return c.at(static_cast<double>(bytes));
 }
 

@@ -506,4 +506,13 @@ struct Plan {
   const Stream& stream(StreamId id) const { return streams[static_cast<std::size_t>(id.value)]; }
 };
 
+// Where a copy op moves bytes: the memory of its source and destination views'
+// buffers (device where it names none; an offload writes pinned host memory,
+// a prefetch reads it) and the copy kind that makes.
+struct CopyDirection {
+  schema::CopyKind kind = schema::CopyKind::kDeviceToDevice;
+  schema::MemoryKind src = schema::MemoryKind::kDevice, dst = schema::MemoryKind::kDevice;
+};
+CopyDirection copy_direction(const Plan& plan, const Op& op);
+
 }  // namespace moetrace::plan
