@@ -14,9 +14,7 @@
 namespace moetrace::synthetic {
 
 struct SyntheticConfig {
-  int ranks = 4;
-  int layers = 4;
-  int iterations = 3;
+  int ranks = 4, layers = 4, iterations = 3;
   int chunks = 2;              // pipeline degree r of the MoE layers
   int experts_per_rank = 2;
   int kernels_per_op = 2;      // GPU kernels per op (each with a launching API call)

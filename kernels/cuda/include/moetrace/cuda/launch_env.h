@@ -16,9 +16,7 @@
 namespace moetrace::cuda {
 
 struct LaunchEnv {
-  int rank = 0;
-  int world_size = 1;
-  int local_rank = 0;
+  int rank = 0, world_size = 1, local_rank = 0;
   // "mpirun", "env" (RANK/WORLD_SIZE/LOCAL_RANK), "pmix", "pmi" or "slurm".
   std::string launcher;
   // Identifies this job so a unique-id file left by an earlier run is not

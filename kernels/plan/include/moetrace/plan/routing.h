@@ -13,10 +13,7 @@ namespace moetrace::plan {
 // A source is a block of tokens that is gated together: a rank for the
 // expert-parallel variants, a (data-parallel group, micro-batch) for PPMoE.
 struct ExpertLoad {
-  int iterations = 0;
-  int layers = 0;
-  int sources = 0;
-  int experts = 0;
+  int iterations = 0, layers = 0, sources = 0, experts = 0;  // the dimensions of `counts`
   int top_k = 1;
   std::vector<std::int64_t> tokens;  // [iteration][source]: tokens in the block
   std::vector<std::int64_t> counts;  // [iteration][layer][source][expert]
