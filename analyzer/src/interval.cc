@@ -5,18 +5,27 @@
 
 namespace moetrace::analyzer {
 
+namespace {
+
+// Intervals sorted by start -> the disjoint union, touching ones joined.
+std::vector<Interval> coalesce(const std::vector<Interval>& sorted) {
+  std::vector<Interval> out;
+  for (const auto& i : sorted) {
+    if (!out.empty() && i.start <= out.back().end)
+      out.back().end = std::max(out.back().end, i.end);
+    else
+      out.push_back(i);
+  }
+  return out;
+}
+
+}  // namespace
+
 IntervalSet IntervalSet::from(std::vector<Interval> intervals) {
   std::erase_if(intervals, [](const Interval& i) { return i.end <= i.start; });
   std::sort(intervals.begin(), intervals.end(),
             [](const Interval& a, const Interval& b) { return a.start < b.start; });
-  IntervalSet s;
-  for (const auto& i : intervals) {
-    if (!s.v_.empty() && i.start <= s.v_.back().end)
-      s.v_.back().end = std::max(s.v_.back().end, i.end);
-    else
-      s.v_.push_back(i);
-  }
-  return s;
+  return from_sorted_disjoint(coalesce(intervals));
 }
 
 IntervalSet IntervalSet::from_sorted_disjoint(std::vector<Interval> intervals) {
@@ -36,14 +45,7 @@ IntervalSet IntervalSet::unite(const IntervalSet& other) const {
   all.reserve(v_.size() + other.v_.size());
   std::merge(v_.begin(), v_.end(), other.v_.begin(), other.v_.end(), std::back_inserter(all),
              [](const Interval& a, const Interval& b) { return a.start < b.start; });
-  IntervalSet s;
-  for (const auto& i : all) {
-    if (!s.v_.empty() && i.start <= s.v_.back().end)
-      s.v_.back().end = std::max(s.v_.back().end, i.end);
-    else
-      s.v_.push_back(i);
-  }
-  return s;
+  return from_sorted_disjoint(coalesce(all));
 }
 
 IntervalSet IntervalSet::intersect(const IntervalSet& other) const {

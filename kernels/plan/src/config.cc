@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "moetrace/schema/enum_names.h"
 #include "moetrace/schema/error.h"
 
 namespace moetrace::plan {
@@ -160,15 +161,14 @@ void FasterMoeConfig::validate() const {
 
 std::string_view reuse_strategy_name(ReuseStrategy s) { return reuse_strategy_traits(s).name; }
 
-std::string_view restore_name(Restore r) {
-  switch (r) {
-    case Restore::kKeep: return "keep";
-    case Restore::kOffload: return "offload";
-    case Restore::kRecommunicate: return "re-communicate";
-    case Restore::kRecompute: return "recompute";
-  }
-  return "keep";
-}
+constexpr EnumName<Restore> kRestores[] = {
+    {Restore::kKeep, "keep"},
+    {Restore::kOffload, "offload"},
+    {Restore::kRecommunicate, "re-communicate"},
+    {Restore::kRecompute, "recompute"},
+};
+
+std::string_view restore_name(Restore r) { return enum_name(kRestores, r); }
 
 std::string reuse_strategy_action(ReuseStrategy s) {
   const auto& t = reuse_strategy_traits(s);

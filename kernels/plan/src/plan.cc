@@ -2,60 +2,58 @@
 
 #include <numeric>
 
+#include "moetrace/schema/enum_names.h"
+
 namespace moetrace::plan {
 
-std::string_view stream_role_name(StreamRole r) {
-  switch (r) {
-    case StreamRole::kCompute: return "compute";
-    case StreamRole::kComm: return "comm";
-    case StreamRole::kCopy: return "copy";
-  }
-  return "other";
-}
+constexpr EnumName<StreamRole> kStreamRoles[] = {
+    {StreamRole::kCompute, "compute"},
+    {StreamRole::kComm, "comm"},
+    {StreamRole::kCopy, "copy"},
+};
 
-std::string_view buffer_tag_name(BufferTag t) {
-  switch (t) {
-    case BufferTag::kTI: return "T_I";
-    case BufferTag::kTDI: return "T_DI";
-    case BufferTag::kTM: return "T_M";
-    case BufferTag::kTDO: return "T_DO";
-    case BufferTag::kTO: return "T_O";
-    case BufferTag::kGradTI: return "dT_I";
-    case BufferTag::kGradTDI: return "dT_DI";
-    case BufferTag::kGradTM: return "dT_M";
-    case BufferTag::kGradTDO: return "dT_DO";
-    case BufferTag::kGradTO: return "dT_O";
-    case BufferTag::kActivation: return "activation";
-    case BufferTag::kActivationGrad: return "activation_grad";
-    case BufferTag::kRouting: return "routing";
-    case BufferTag::kParams: return "params";
-    case BufferTag::kGrads: return "grads";
-    case BufferTag::kOptimizer: return "optimizer";
-    case BufferTag::kWorkspace: return "workspace";
-    case BufferTag::kHostOffload: return "host_offload";
-  }
-  return "workspace";
-}
+std::string_view stream_role_name(StreamRole r) { return enum_name(kStreamRoles, r); }
 
-std::string_view param_kind_name(ParamKind k) {
-  switch (k) {
-    case ParamKind::kGate: return "gate";
-    case ParamKind::kExpert: return "expert";
-    case ParamKind::kDense: return "dense";
-  }
-  return "gate";
-}
+constexpr EnumName<BufferTag> kBufferTags[] = {
+    {BufferTag::kTI, "T_I"},
+    {BufferTag::kTDI, "T_DI"},
+    {BufferTag::kTM, "T_M"},
+    {BufferTag::kTDO, "T_DO"},
+    {BufferTag::kTO, "T_O"},
+    {BufferTag::kGradTI, "dT_I"},
+    {BufferTag::kGradTDI, "dT_DI"},
+    {BufferTag::kGradTM, "dT_M"},
+    {BufferTag::kGradTDO, "dT_DO"},
+    {BufferTag::kGradTO, "dT_O"},
+    {BufferTag::kActivation, "activation"},
+    {BufferTag::kActivationGrad, "activation_grad"},
+    {BufferTag::kRouting, "routing"},
+    {BufferTag::kParams, "params"},
+    {BufferTag::kGrads, "grads"},
+    {BufferTag::kOptimizer, "optimizer"},
+    {BufferTag::kWorkspace, "workspace"},
+    {BufferTag::kHostOffload, "host_offload"},
+};
 
-std::string_view collective_kind_name(CollectiveKind k) {
-  switch (k) {
-    case CollectiveKind::kAllToAllV: return "all_to_all_v";
-    case CollectiveKind::kAllReduce: return "all_reduce";
-    case CollectiveKind::kBroadcast: return "broadcast";
-    case CollectiveKind::kReduce: return "reduce";
-    case CollectiveKind::kSendRecv: return "send_recv";
-  }
-  return "all_to_all_v";
-}
+std::string_view buffer_tag_name(BufferTag t) { return enum_name(kBufferTags, t); }
+
+constexpr EnumName<ParamKind> kParamKinds[] = {
+    {ParamKind::kGate, "gate"},
+    {ParamKind::kExpert, "expert"},
+    {ParamKind::kDense, "dense"},
+};
+
+std::string_view param_kind_name(ParamKind k) { return enum_name(kParamKinds, k); }
+
+constexpr EnumName<CollectiveKind> kCollectiveKinds[] = {
+    {CollectiveKind::kAllToAllV, "all_to_all_v"},
+    {CollectiveKind::kAllReduce, "all_reduce"},
+    {CollectiveKind::kBroadcast, "broadcast"},
+    {CollectiveKind::kReduce, "reduce"},
+    {CollectiveKind::kSendRecv, "send_recv"},
+};
+
+std::string_view collective_kind_name(CollectiveKind k) { return enum_name(kCollectiveKinds, k); }
 
 std::int64_t RoutedLayout::chunk_total(int c) const {
   std::int64_t total = 0;

@@ -6,42 +6,33 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "moetrace/schema/enum_names.h"
 #include "moetrace/schema/error.h"
 
 namespace moetrace::sim {
 
 using plan::CollectiveKind;
 
-std::string_view link_sharing_name(LinkSharing s) {
-  switch (s) {
-    case LinkSharing::kSerial: return "serial";
-    case LinkSharing::kFairShare: return "fair_share";
-    case LinkSharing::kIndependent: return "independent";
-  }
-  return "serial";
-}
+constexpr EnumName<LinkSharing> kLinkSharings[] = {
+    {LinkSharing::kSerial, "serial"},
+    {LinkSharing::kFairShare, "fair_share"},
+    {LinkSharing::kIndependent, "independent"},
+};
 
-LinkSharing parse_link_sharing(std::string_view name) {
-  for (auto s : {LinkSharing::kSerial, LinkSharing::kFairShare, LinkSharing::kIndependent})
-    if (link_sharing_name(s) == name) return s;
-  throw ConfigError(fmt::format(
-      "link_sharing \"{}\" is not one of serial, fair_share, independent", name));
-}
+std::string_view link_sharing_name(LinkSharing s) { return enum_name(kLinkSharings, s); }
 
-std::string_view all_to_all_volume_name(AllToAllVolume v) {
-  switch (v) {
-    case AllToAllVolume::kMaxSendRecv: return "max_send_recv";
-    case AllToAllVolume::kMaxRecv: return "max_recv";
-    case AllToAllVolume::kMaxSend: return "max_send";
-  }
-  return "max_send_recv";
-}
+LinkSharing parse_link_sharing(std::string_view name) { return parse_enum(kLinkSharings, name, "link_sharing"); }
+
+constexpr EnumName<AllToAllVolume> kAllToAllVolumes[] = {
+    {AllToAllVolume::kMaxSendRecv, "max_send_recv"},
+    {AllToAllVolume::kMaxRecv, "max_recv"},
+    {AllToAllVolume::kMaxSend, "max_send"},
+};
+
+std::string_view all_to_all_volume_name(AllToAllVolume v) { return enum_name(kAllToAllVolumes, v); }
 
 AllToAllVolume parse_all_to_all_volume(std::string_view name) {
-  for (auto v : {AllToAllVolume::kMaxSendRecv, AllToAllVolume::kMaxRecv, AllToAllVolume::kMaxSend})
-    if (all_to_all_volume_name(v) == name) return v;
-  throw ConfigError(fmt::format(
-      "all_to_all_volume \"{}\" is not one of max_send_recv, max_recv, max_send", name));
+  return parse_enum(kAllToAllVolumes, name, "all_to_all_volume");
 }
 
 LinearCost CollectiveCost::at(int ranks) const {
