@@ -11,7 +11,7 @@
 # Seeds: the small hand-made inputs committed under tests/fuzz/corpus/<target>,
 # traces and configurations written by this build's `moetrace` (synth, run,
 # fit, import), the hand-made Nsight Systems export of the importer tests
-# (tests/fuzz/nsys_minimal.sql) and, where ../shared/data is present, its
+# (tests/data/nsys/*.sql) and, where ../shared/data is present, its
 # exports and reduced copies of its PyTorch-profiler traces. Inputs that once
 # crashed a target are kept under tests/fuzz/regressions/<target> and replayed
 # first. A finding is written to build/fuzz/artifacts/<target>/ and fails the
@@ -63,7 +63,7 @@ cmd_corpus() {
   done
 
   # Nsight Systems: the importer tests' hand-made export, and the shared ones.
-  sqlite3 "$tmp/minimal.sqlite" < "$root/tests/fuzz/nsys_minimal.sql"
+  cat "$root/tests/data/nsys/minimal_export.sql" "$root/tests/data/nsys/nccl_payloads.sql" | sqlite3 "$tmp/minimal.sqlite"
   shrink_db "$tmp/minimal.sqlite"
   cp "$tmp/minimal.sqlite" "$build/corpus/nsys_importer/hand-minimal.sqlite"
   for f in "$shared"/nsys/*.sqlite; do

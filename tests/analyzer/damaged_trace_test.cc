@@ -23,11 +23,6 @@
 namespace moetrace::analyzer {
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
@@ -60,7 +55,7 @@ struct Outcomes {
 // `copies` copies of the trace, each with 1-3 random bytes changed
 // (deterministic seeds), loaded and reported like `moetrace report` does.
 Outcomes damage(const std::string& clean, int copies) {
-  const auto bytes = read_file(clean);
+  const auto bytes = testing::read_text(clean);
   const auto path = testing::temp_path("damaged-copy.db");  // one path: the report names it
   std::filesystem::copy_file(clean, path, std::filesystem::copy_options::overwrite_existing);
   const auto baseline = report_of(load_trace(path));

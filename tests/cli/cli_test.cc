@@ -1,7 +1,6 @@
 // The CLI on bad input: one clear line on stderr naming the file and the
 // problem, nothing on stdout, a non-zero exit; never a crash.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -12,29 +11,15 @@
 #include <nlohmann/json.hpp>
 
 #include "moetrace/schema/sqlite.h"
+#include "cli_run.h"
 #include "text_trace.h"
 
 namespace moetrace {
 namespace {
 
-struct Result {
-  int exit_code;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-Result run_cli(const std::string& args) {
-  const auto out = testing::temp_path("cli.out"), err = testing::temp_path("cli.err");
-  const auto cmd = std::string(MOETRACE_CLI) + " " + args + " >" + out + " 2>" + err;
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(out), slurp(err)};
-}
+using Result = testing::CliResult;
+using testing::run_cli;
+using testing::read_text;
 
 class CliErrors : public ::testing::TestWithParam<std::string> {};
 
@@ -195,7 +180,7 @@ TEST(Cli, ImportThenInfoReportAndExport) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   r = run_cli("export chrome " + db + " -o " + chrome);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(slurp(chrome).find("\"name\":\"ncclDevKernel_SendRecv(x)\""), std::string::npos);
+  EXPECT_NE(read_text(chrome).find("\"name\":\"ncclDevKernel_SendRecv(x)\""), std::string::npos);
   EXPECT_NE(r.err.find("1 launch flows"), std::string::npos) << r.err;
 }
 
@@ -348,7 +333,7 @@ TEST(Cli, FitWritesTheCostModel) {
   const auto out = testing::temp_path("cost_model.json");
   auto r = run_cli("fit " + path + " -o " + out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto sim = nlohmann::json::parse(slurp(out));
+  const auto sim = nlohmann::json::parse(read_text(out));
   EXPECT_TRUE(sim["compute_by_kind"].contains("expert_ffn"));
   EXPECT_TRUE(sim["collectives"].contains("all_to_all_v"));
   r = run_cli("fit " + path + " --format fits");
@@ -375,7 +360,7 @@ TEST(Cli, FitRecoversTheSimulatorsCostModel) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   r = run_cli("fit " + run + " -o " + model);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto j = nlohmann::json::parse(slurp(model));
+  const auto j = nlohmann::json::parse(read_text(model));
   const auto& ffn = j["compute_by_kind"]["expert_ffn"];
   EXPECT_NEAR(ffn["alpha_s"].get<double>(), 5e-6, 5e-8);
   EXPECT_NEAR(ffn["seconds_per_flop"].get<double>(), 1.0 / 600e12, 0.01 / 600e12);
@@ -398,7 +383,7 @@ TEST(Cli, ReportMarkdownAndHtml) {
   const auto html = testing::temp_path("report.html");
   r = run_cli("report " + path + " --format html -o " + html);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto h = slurp(html);
+  const auto h = read_text(html);
   EXPECT_EQ(h.rfind("<!DOCTYPE html>", 0), 0u);
   EXPECT_EQ(h.find("http"), std::string::npos);
 }

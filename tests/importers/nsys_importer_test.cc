@@ -3,6 +3,8 @@
 // assertion) and on small hand-made exports for the edge cases.
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+
 #include "import_test_util.h"
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/trace.h"
@@ -164,43 +166,17 @@ void make_export(const std::string& path, const std::string& sql) {
   db.exec(sql);
 }
 
-const char* kMinimalExport = R"(
-  CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT);
-  INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION', '3.24.14');
-  CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);
-  INSERT INTO StringIds VALUES (1, 'ncclDevKernel_AllToAll_RING_LL(ncclDevComm*, unsigned long, ncclWork*)'),
-                               (2, 'cudaLaunchKernel_v7000'), (3, 'gemm'), (4, 'my range'), (5, 'NCCL'),
-                               (6, '_Z5saxpyPdS_S_di');
-  CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, "end" INTEGER, deviceId INTEGER, streamId INTEGER,
-    correlationId INTEGER, globalPid INTEGER, demangledName INTEGER, gridX INTEGER, gridY INTEGER, gridZ INTEGER,
-    blockX INTEGER, blockY INTEGER, blockZ INTEGER);
-  -- pid 42 = globalPid 42 << 24
-  INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES
-    (100, 200, 0, 13, 1, 704643072, 1, 8, 1, 1, 512, 1, 1),
-    (100, 150, 0, 7, 2, 704643072, 3, 1, 1, 1, 32, 1, 1),
-    (300, 300, 0, 7, 3, 704643072, 6, NULL, NULL, NULL, NULL, NULL, NULL),
-    (500, 400, 0, 7, 4, 704643072, 3, 1, 1, 1, 32, 1, 1);
-  CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER, "end" INTEGER, eventClass INTEGER, globalTid INTEGER,
-    correlationId INTEGER, nameId INTEGER, returnValue INTEGER);
-  INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (90, 95, 0, 704643115, 1, 2, 0), (91, 96, 0, 704643115, 2, 2, 0),
-    (92, 97, 99, 704643115, 3, 2, 0);
-  CREATE TABLE NVTX_EVENTS (start INTEGER, "end" INTEGER, eventType INTEGER, globalTid INTEGER, text TEXT,
-    textId INTEGER, domainId INTEGER, int64Value INTEGER, doubleValue REAL, color INTEGER);
-  INSERT INTO NVTX_EVENTS VALUES
-    (0, NULL, 75, 704643115, NULL, 5, 3, NULL, NULL, NULL),
-    (10, 500, 59, 704643115, NULL, 4, 3, 4096, NULL, 4278190335),
-    (20, NULL, 60, 704643115, 'open range', NULL, 0, NULL, 2.5, NULL),
-    (30, NULL, 34, 704643115, 'a mark', NULL, 0, NULL, NULL, NULL),
-    (40, NULL, 99, 704643115, 'future', NULL, 0, NULL, NULL, NULL);
-  CREATE TABLE CUDA_GPU_MEMORY_USAGE_EVENTS (start INTEGER, globalPid INTEGER, deviceId INTEGER, address INTEGER,
-    bytes INTEGER, memKind INTEGER, memoryOperationType INTEGER, correlationId INTEGER);
-  INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS VALUES (50, 704643072, 0, 4096, 1024, 2, 0, NULL),
-    (450, 704643072, 0, 4096, 1024, 2, 1, NULL);
-)";
+// The hand-made export (tests/data/nsys/minimal_export.sql) and NCCL's NVTX
+// payloads added to it (nccl_payloads.sql); both also seed the fuzzer.
+std::string fixture_sql(const std::string& name) {
+  const std::string sql = moetrace::testing::read_text(std::string(MOETRACE_SOURCE_DIR) + "/tests/data/nsys/" + name);
+  if (sql.empty()) throw std::runtime_error("missing fixture tests/data/nsys/" + name);
+  return sql;
+}
 
 TEST(NsysImporter, HandMadeExport) {
   const auto in = temp_path("minimal.sqlite"), out = temp_path("minimal.db");
-  make_export(in, kMinimalExport);
+  make_export(in, fixture_sql("minimal_export.sql"));
   const auto s = import_traces({in}, out);
   // The kernel ending before it starts is dropped and counted; the
   // zero-length one is kept.
@@ -247,31 +223,7 @@ TEST(NsysImporter, HandMadeExport) {
 // A 10-byte blob and one of an unknown schema (999) are counted, not guessed.
 TEST(NsysImporter, NcclPayloadsGiveMessageSizesAndGroupSizes) {
   const auto in = temp_path("nccl-payload.sqlite"), out = temp_path("nccl-payload.db");
-  make_export(in, std::string(kMinimalExport) + R"(
-    INSERT INTO StringIds VALUES (7, 'ncclAllReduce'), (8, 'ncclCommInitRank'), (9, 'ncclSend');
-    ALTER TABLE NVTX_EVENTS ADD COLUMN binaryData BLOB;
-    CREATE TABLE NVTX_PAYLOAD_SCHEMAS (domainId INTEGER, schemaId INTEGER, name TEXT, payloadSize INTEGER);
-    INSERT INTO NVTX_PAYLOAD_SCHEMAS VALUES (3, 100, 'NCCL collective', 16), (3, 101, 'NCCL init', 16),
-                                            (3, 102, 'NCCL p2p', 24);
-    CREATE TABLE NVTX_PAYLOAD_SCHEMA_ENTRIES (domainId INTEGER, schemaId INTEGER, idx INTEGER, flags INTEGER,
-                                              type INTEGER, name TEXT, description TEXT, "offset" INTEGER);
-    INSERT INTO NVTX_PAYLOAD_SCHEMA_ENTRIES VALUES
-      (3, 100, 0, 0, 18, 'NCCL communicator ID', NULL, NULL), (3, 100, 1, 0, 22, 'Message size [bytes]', NULL, 8),
-      (3, 101, 0, 0, 18, 'NCCL communicator ID', NULL, NULL), (3, 101, 1, 0, 5, 'No. of ranks', NULL, 8),
-      (3, 101, 2, 0, 5, 'Rank', NULL, 12),
-      (3, 102, 0, 0, 18, 'NCCL communicator ID', NULL, NULL), (3, 102, 1, 0, 22, 'Message size [bytes]', NULL, 8),
-      (3, 102, 2, 0, 5, 'Peer rank', NULL, 16);
-    INSERT INTO NVTX_EVENTS (start, "end", eventType, globalTid, text, textId, domainId, binaryData) VALUES
-      (600, 700, 59, 704643115, NULL, 7, 3,
-       X'0300000000000000640000000000000010000000000000003000000000000000EFBEADDE000000000000010000000000'),
-      (710, 720, 59, 704643115, NULL, 9, 3,
-       X'0300000000000000660000000000000018000000000000003800000000000000EFBEADDE00000000001000000000000003000000FFFFFFFF'),
-      (730, 740, 59, 704643115, NULL, 7, 3, X'03000000000000006400'),
-      (750, 760, 59, 704643115, NULL, 7, 3,
-       X'0300000000000000E7030000000000000000000000000000200000000000000000'),
-      (5, 9, 59, 704643115, NULL, 8, 3,
-       X'0300000000000000650000000000000010000000000000003000000000000000EFBEADDE000000000800000000000000');
-  )");
+  make_export(in, fixture_sql("minimal_export.sql") + fixture_sql("nccl_payloads.sql"));
   import_traces({in}, out);
   EXPECT_EQ(sql_int(out, "SELECT count(*) FROM collectives"), 2);
   EXPECT_EQ(sql_int(out, "SELECT in_nelems FROM collectives WHERE name = 'ncclAllReduce'"), 65536);
@@ -359,8 +311,8 @@ TEST(NsysImporter, RefusesWhatItCannotRead) {
 
 TEST(NsysImporter, TwoExportsWithoutSessionStartCannotShareAClock) {
   const auto a = temp_path("a.sqlite"), b = temp_path("b.sqlite");
-  make_export(a, kMinimalExport);
-  make_export(b, kMinimalExport);
+  make_export(a, fixture_sql("minimal_export.sql"));
+  make_export(b, fixture_sql("minimal_export.sql"));
   EXPECT_EQ(import_error({a, b}), a + ": no TARGET_INFO_SESSION_START_TIME, so it cannot be put on one clock "
                                       "with the other exports; import it alone");
 }

@@ -1,7 +1,6 @@
 // `moetrace run` end to end: presets, config files, overrides, the trace it
 // writes, and one clear line (naming the field) for every impossible input.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -14,32 +13,16 @@
 #include <nlohmann/json.hpp>
 
 #include "moetrace/analyzer/trace.h"
+#include "cli_run.h"
 #include "text_trace.h"
 
 namespace moetrace {
 namespace {
 
-struct Result {
-  int exit_code;
-  std::string out, err;
-};
-
 // Per test process (ctest runs tests in parallel): never a shared fixed path.
 std::string temp(const std::string& name) { return testing::temp_path("run_" + name); }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-Result run_cli(const std::string& args) {
-  const auto out = temp("out.txt"), err = temp("err.txt");
-  const auto cmd = std::string(MOETRACE_CLI) + " " + args + " >" + out + " 2>" + err;
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(out), slurp(err)};
-}
+using testing::run_cli;
 
 TEST(RunCli, PresetWritesASimulatedTrace) {
   const auto db = temp("preset.db");

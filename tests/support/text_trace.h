@@ -33,6 +33,9 @@ void write_text_trace(const std::string& path, std::string_view text);
 // A fresh path in the test's temporary directory (removed with it).
 std::string temp_path(std::string_view name);
 
+// The whole of a file, as bytes ("" where it cannot be read).
+std::string read_text(const std::string& path);
+
 // One MoE layer on one rank, 1000 ns (breakdown_test.cc derives its shares):
 //   gate [0, 100), dispatch [100, 300) comm, expert [300, 700),
 //   combine [600, 800) comm, unpermute [800, 1000).
