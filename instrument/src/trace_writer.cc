@@ -220,32 +220,33 @@ StringId TraceWriter::intern(std::string_view s) {
   return id;
 }
 
-void TraceWriter::note_time(std::int64_t start, std::int64_t end) {
-  min_ts_ = std::min(min_ts_, start);
-  max_ts_ = std::max(max_ts_, std::max(start, end));
-}
-
-void TraceWriter::maybe_wake_flusher() {
+// One more row pending (under mu_); the flusher wakes once enough are.
+void TraceWriter::row_added() {
+  ++pending_->rows;
   if (pending_->rows >= options_.flush_rows && !wake_) {
     wake_ = true;
     cv_.notify_one();
   }
 }
 
-#define MOETRACE_ADD(Record, field)           \
-  void TraceWriter::add(const Record& r) {    \
-    std::lock_guard lock(mu_);                \
-    pending_->field.push_back(r);             \
-    ++pending_->rows;                         \
-    maybe_wake_flusher();                     \
+// The same for a row at [start, end] of the run's time.
+void TraceWriter::row_added(std::int64_t start, std::int64_t end) {
+  min_ts_ = std::min(min_ts_, start);
+  max_ts_ = std::max(max_ts_, std::max(start, end));
+  row_added();
+}
+
+#define MOETRACE_ADD(Record, field)         \
+  void TraceWriter::add(const Record& r) {  \
+    std::lock_guard lock(mu_);              \
+    pending_->field.push_back(r);           \
+    row_added();                            \
   }
-#define MOETRACE_ADD_TIMED(Record, field)     \
-  void TraceWriter::add(const Record& r) {    \
-    std::lock_guard lock(mu_);                \
-    pending_->field.push_back(r);             \
-    ++pending_->rows;                         \
-    note_time(r.start_ns, r.end_ns);          \
-    maybe_wake_flusher();                     \
+#define MOETRACE_ADD_TIMED(Record, field)   \
+  void TraceWriter::add(const Record& r) {  \
+    std::lock_guard lock(mu_);              \
+    pending_->field.push_back(r);           \
+    row_added(r.start_ns, r.end_ns);        \
   }
 MOETRACE_ADD(DeviceRecord, devices)
 MOETRACE_ADD(RankRecord, ranks)
@@ -273,25 +274,19 @@ void TraceWriter::add(const KernelRecord& r) {
     launch_id = it->second;
   }
   pending_->kernels.push_back({r, launch_id});
-  ++pending_->rows;
-  note_time(r.start_ns, r.end_ns);
-  maybe_wake_flusher();
+  row_added(r.start_ns, r.end_ns);
 }
 
 void TraceWriter::add(const MemoryEventRecord& r) {
   std::lock_guard lock(mu_);
   pending_->memory_events.push_back(r);
-  ++pending_->rows;
-  note_time(r.ts_ns, r.ts_ns);
-  maybe_wake_flusher();
+  row_added(r.ts_ns, r.ts_ns);
 }
 
 void TraceWriter::add(const NvtxRangeRecord& r) {
   std::lock_guard lock(mu_);
   pending_->nvtx.push_back(r);
-  ++pending_->rows;
-  note_time(r.start_ns, r.end_ns);
-  maybe_wake_flusher();
+  row_added(r.start_ns, r.end_ns);
 }
 
 OpId TraceWriter::add(const OpRangeRecord& r) { return add(r, {}, {}); }
@@ -316,24 +311,20 @@ OpId TraceWriter::add(const OpRangeRecord& r, std::span<const OpId> deps,
   next_op_id_ = std::max(next_op_id_, op.r.id.value + 1);
   const OpId id = op.r.id;
   pending_->ops.push_back(std::move(op));
-  ++pending_->rows;
-  note_time(r.start_ns, r.end_ns);
-  maybe_wake_flusher();
+  row_added(r.start_ns, r.end_ns);
   return id;
 }
 
 void TraceWriter::add(const OpDepRecord& r) {
   std::lock_guard lock(mu_);
   pending_->links.push_back({r.op, r.dep.value, 0});
-  ++pending_->rows;
-  maybe_wake_flusher();
+  row_added();
 }
 
 void TraceWriter::add(const OpBufferRecord& r) {
   std::lock_guard lock(mu_);
   pending_->links.push_back({r.op, r.buffer.value, static_cast<std::int32_t>(r.access)});
-  ++pending_->rows;
-  maybe_wake_flusher();
+  row_added();
 }
 
 void TraceWriter::set_config(std::string_view key, std::string_view value) {

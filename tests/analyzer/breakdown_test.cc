@@ -166,15 +166,9 @@ TEST(Breakdown, MicroBatchWindowsAreUnited) {
 // Layer 0 total: windows 1000 + 1000 + 600 = 2600, a2a 400 + 400 + 600 = 1400.
 // Per rank-iteration: rank 0 = 2000, rank 1 = 600 -> mean 1300, max 2000 on rank 0.
 TEST(Breakdown, LayerSummaryOverRanksAndPhases) {
-  const auto b = breakdown_of("summary.db", R"(
-    stream id=0 rank=0 role=compute
-    stream id=1 rank=0 role=comm
+  // The forty-percent layer's forward, then its backward and a second rank.
+  const auto b = breakdown_of("summary.db", std::string(kFortyPercent) + R"(
     stream id=2 rank=1 role=comm
-    op rank=0 stream=0 kind=gate layer=0 iteration=0 start=0 end=100
-    op rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 start=100 end=300
-    op rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 start=300 end=700
-    op rank=0 stream=1 kind=combine_all_to_all layer=0 iteration=0 start=600 end=800
-    op rank=0 stream=0 kind=unpermute layer=0 iteration=0 start=800 end=1000
     op rank=0 stream=1 kind=combine_all_to_all layer=0 iteration=0 phase=bwd start=2000 end=2200
     op rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 phase=bwd start=2200 end=2800
     op rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 phase=bwd start=2800 end=3000
@@ -223,8 +217,7 @@ TEST(Breakdown, WithoutOpRangesKernelsAreClassifiedByName) {
 // [250, 300) + [600, 650) = 100, hidden under gemm2 50. Busy = [250, 400) +
 // [500, 650) = 300, idle 100. Rank 1 has nothing in the window: all idle.
 TEST(Breakdown, WindowQueryFollowsTheSameRules) {
-  const auto path = testing::temp_path("window.db");
-  testing::write_text_trace(path, R"(
+  const auto trace = testing::load_text_trace("window.db", R"(
     stream id=0 rank=0 role=compute
     stream id=1 rank=0 role=comm
     stream id=2 rank=1 role=compute
@@ -237,7 +230,6 @@ TEST(Breakdown, WindowQueryFollowsTheSameRules) {
     kernel rank=0 stream=1 start=640 end=700 name=ncclDevKernel_AllReduce_Sum
     op id=5 rank=1 stream=2 kind=gate layer=0 iteration=0 start=0 end=100
   )");
-  const auto trace = load_trace(path);
   const auto w = breakdown_in_window(trace, 650, 250);  // either order
   EXPECT_EQ(w.t0_ns, 250);
   EXPECT_EQ(w.length(), 400);

@@ -30,9 +30,8 @@ constexpr double kFp32Tolerance = 1e-5;
 constexpr double kBf16Tolerance = 2e-2;
 
 plan::ModelShape small_shape(int layers, int experts, int top_k, std::int64_t dense, bool attention) {
-  plan::ModelShape s{.num_layers = layers, .num_experts = experts, .top_k = top_k, .model_dim = 16,
-                     .expert_hidden = 24, .dense_hidden = dense, .attention = attention, .learning_rate = 0.05};
-  return s;
+  return {.num_layers = layers, .num_experts = experts, .top_k = top_k, .model_dim = 16, .expert_hidden = 24,
+          .dense_hidden = dense, .attention = attention, .learning_rate = 0.05};
 }
 
 struct Case {

@@ -23,9 +23,8 @@ namespace moetrace::cuda {
 namespace {
 
 plan::ModelShape shape() {
-  plan::ModelShape s{.num_layers = 2, .num_experts = 4, .top_k = 2, .model_dim = 16, .expert_hidden = 24,
-                     .dense_hidden = 12, .learning_rate = 0.05};
-  return s;
+  return {.num_layers = 2, .num_experts = 4, .top_k = 2, .model_dim = 16, .expert_hidden = 24, .dense_hidden = 12,
+          .learning_rate = 0.05};
 }
 
 // One rank's part (runs in a spawned process).

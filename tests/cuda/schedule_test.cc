@@ -16,9 +16,8 @@ namespace moetrace::cuda {
 namespace {
 
 plan::ModelShape small_shape() {
-  plan::ModelShape m{.num_layers = 2, .num_experts = 8, .top_k = 2, .model_dim = 8, .expert_hidden = 16,
-                     .dense_hidden = 12, .attention = true};
-  return m;
+  return {.num_layers = 2, .num_experts = 8, .top_k = 2, .model_dim = 8, .expert_hidden = 16, .dense_hidden = 12,
+          .attention = true};
 }
 
 std::vector<testing::NamedPlan> plans(int ranks = 4, int iterations = 2) {

@@ -15,8 +15,7 @@ struct NamedPlan {
 };
 
 inline plan::CommonConfig common_config(const plan::ModelShape& shape, int ranks, int iterations) {
-  plan::CommonConfig c{.model = shape, .ranks = ranks, .iterations = iterations};
-  return c;
+  return {.model = shape, .ranks = ranks, .iterations = iterations};
 }
 
 // dpmoe, pipemoe (r = 2), mpipemoe with n = 3 and every reuse strategy,

@@ -100,25 +100,12 @@ CUpti_ActivityMarker2 marker(std::uint32_t id, CUpti_ActivityFlag flag, std::uin
 }
 
 instrument::StreamRecord stream_record(int id, int rank, const char* role) {
-  instrument::StreamRecord s;
-  s.id = StreamId(id);
-  s.rank = RankId(rank);
-  s.role = role;
-  s.name = "rank" + std::to_string(rank) + "." + role;
-  return s;
+  return {.id = StreamId(id), .rank = RankId(rank), .role = role, .name = "rank" + std::to_string(rank) + "." + role};
 }
 
 OpLabel gate_label() {
-  OpLabel l;
-  l.name = "L0.it1.gate";
-  l.op = OpId(5);
-  l.rank = RankId(1);
-  l.stream = StreamId(3);
-  l.kind = OpKind::kGate;
-  l.layer = 0;
-  l.iteration = 1;
-  l.flops = 1e6;
-  return l;
+  return {.name = "L0.it1.gate", .op = OpId(5), .rank = RankId(1), .stream = StreamId(3), .kind = OpKind::kGate,
+          .layer = 0, .iteration = 1, .flops = 1e6};
 }
 
 struct ConverterTest : ::testing::Test {

@@ -7,21 +7,9 @@ namespace moetrace::cupti {
 namespace {
 
 OpLabel label() {
-  OpLabel l;
-  l.name = "L1.it0.dispatch_all_to_all.c1.bwd";
-  l.op = OpId(17);
-  l.rank = RankId(3);
-  l.stream = StreamId(10);
-  l.kind = OpKind::kDispatchAllToAll;
-  l.layer = 1;
-  l.iteration = 0;
-  l.micro_batch = -1;
-  l.chunk = 1;
-  l.phase = Phase::kBackward;
-  l.flops = 0.1 + 1e9 / 3.0;
-  l.bytes = 4096;
-  l.peer = RankId(2);
-  return l;
+  return {.name = "L1.it0.dispatch_all_to_all.c1.bwd", .op = OpId(17), .rank = RankId(3), .stream = StreamId(10),
+          .kind = OpKind::kDispatchAllToAll, .layer = 1, .iteration = 0, .micro_batch = -1, .chunk = 1,
+          .phase = Phase::kBackward, .flops = 0.1 + 1e9 / 3.0, .bytes = 4096, .peer = RankId(2)};
 }
 
 TEST(OpMessage, RoundTrips) {

@@ -35,10 +35,7 @@ void write_fixture_trace(const std::string& path) {
   TraceWriter w(path, run);
   w.add(DeviceRecord{DeviceId(0), "Test GPU", "", 9, 0, 132, 80LL << 30, true});
   for (int l = 0; l < 2; ++l) {
-    LayerRecord layer;
-    layer.layer = l;
-    layer.num_experts = 4;
-    layer.top_k = 2;
+    LayerRecord layer{.layer = l, .num_experts = 4, .top_k = 2};
     w.add(layer);
   }
   const StringId launch = w.intern("cudaLaunchKernel");

@@ -21,14 +21,12 @@ using testing::Fixture;
 using testing::make_fixture;
 
 ModelShape shape(int layers, int experts, int top_k, std::int64_t dense_hidden = 0, bool attention = false) {
-  ModelShape s{.num_layers = layers, .num_experts = experts, .top_k = top_k, .model_dim = 6, .expert_hidden = 10,
-               .dense_hidden = dense_hidden, .attention = attention, .learning_rate = 0.05};
-  return s;
+  return {.num_layers = layers, .num_experts = experts, .top_k = top_k, .model_dim = 6, .expert_hidden = 10,
+          .dense_hidden = dense_hidden, .attention = attention, .learning_rate = 0.05};
 }
 
 CommonConfig common(const ModelShape& s, int ranks, int iterations) {
-  CommonConfig c{.model = s, .ranks = ranks, .iterations = iterations};
-  return c;
+  return {.model = s, .ranks = ranks, .iterations = iterations};
 }
 
 int count_kind(const Plan& p, OpKind k) {
@@ -120,10 +118,8 @@ ProProphetConfig pro_prophet_config(bool scheduled) {
   c.common = common(shape(3, 4, 1, 8), 4, 3);
   c.n = 1;
   c.alpha = 0.01;  // Eq. 7 essentially never holds: the greedy search runs
-  c.model.bandwidth_bytes_per_s = 1e12;  // cheap Trans/Agg: replicas pay off
-  c.model.expert_tokens_per_s = 10;
-  c.model.fnec_seconds = 0.1;
-  c.model.bnec_seconds = 0.2;
+  // Cheap Trans/Agg (1e12 B/s): replicas pay off.
+  c.model = {.bandwidth_bytes_per_s = 1e12, .expert_tokens_per_s = 10, .fnec_seconds = 0.1, .bnec_seconds = 0.2};
   c.block_schedule = scheduled;
   return c;
 }

@@ -12,9 +12,8 @@ namespace moetrace::plan {
 namespace {
 
 SyntheticLoadConfig base(LoadPattern pattern) {
-  SyntheticLoadConfig c{.iterations = 6, .layers = 2, .sources = 4, .experts = 8, .top_k = 2,
-                        .tokens_per_source = 100000, .pattern = pattern, .seed = 7};
-  return c;
+  return {.iterations = 6, .layers = 2, .sources = 4, .experts = 8, .top_k = 2, .tokens_per_source = 100000,
+          .pattern = pattern, .seed = 7};
 }
 
 TEST(Routing, BalancedIsExactlyEven) {

@@ -19,13 +19,11 @@ namespace moetrace::plan {
 namespace {
 
 ModelShape shape(int layers, int experts, int top_k, std::int64_t m = 4, std::int64_t h = 16) {
-  ModelShape s{.num_layers = layers, .num_experts = experts, .top_k = top_k, .model_dim = m, .expert_hidden = h};
-  return s;
+  return {.num_layers = layers, .num_experts = experts, .top_k = top_k, .model_dim = m, .expert_hidden = h};
 }
 
 CommonConfig common(const ModelShape& s, int ranks, int iterations) {
-  CommonConfig c{.model = s, .ranks = ranks, .iterations = iterations};
-  return c;
+  return {.model = s, .ranks = ranks, .iterations = iterations};
 }
 
 ExpertLoad balanced(int iterations, int layers, int sources, int experts, int top_k, std::int64_t tokens) {
@@ -347,10 +345,7 @@ ProProphetConfig pro_prophet(bool scheduled) {
   c.common = common(shape(2, 4, 1), 4, 2);
   c.n = 1;
   c.alpha = 0.1;
-  c.model.bandwidth_bytes_per_s = 1e12;
-  c.model.expert_tokens_per_s = 100;
-  c.model.fnec_seconds = 0.05;
-  c.model.bnec_seconds = 0.1;
+  c.model = {.bandwidth_bytes_per_s = 1e12, .expert_tokens_per_s = 100, .fnec_seconds = 0.05, .bnec_seconds = 0.1};
   c.block_schedule = scheduled;
   return c;
 }

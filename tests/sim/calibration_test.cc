@@ -26,9 +26,8 @@ namespace moetrace::sim {
 namespace {
 
 plan::CalibrationConfig small_config() {
-  plan::CalibrationConfig c{.ranks = 8, .model_dim = 512, .expert_hidden = 2048, .min_rows = 64, .max_rows = 4096,
-                            .min_peer_rows = 4, .max_peer_rows = 1024};
-  return c;
+  return {.ranks = 8, .model_dim = 512, .expert_hidden = 2048, .min_rows = 64, .max_rows = 4096, .min_peer_rows = 4,
+          .max_peer_rows = 1024};
 }
 
 CostModel model_with_interference() {

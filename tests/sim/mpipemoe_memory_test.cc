@@ -30,14 +30,9 @@ struct Run {
 
 Run simulate_mpipemoe(int n, plan::ReuseStrategy strategy) {
   plan::MPipeMoeConfig c;
-  c.common.ranks = kP;
-  c.common.iterations = 1;
-  c.common.model.num_layers = 1;
-  c.common.model.num_experts = kE;
-  c.common.model.top_k = 1;
-  c.common.model.model_dim = kM;
-  c.common.model.expert_hidden = kH;
-  c.common.model.elem_bytes = kElem;
+  c.common = {.model = {.num_layers = 1, .num_experts = kE, .top_k = 1, .model_dim = kM, .expert_hidden = kH,
+                        .elem_bytes = kElem},
+              .ranks = kP, .iterations = 1};
   c.partitions = n;
   c.strategy = strategy;
   plan::SyntheticLoadConfig lc{.sources = kP, .experts = kE, .tokens_per_source = kTokens};

@@ -75,14 +75,9 @@ struct Simulated {
 
 Simulated simulate_pipemoe(const Shape& s) {
   plan::PipeMoeConfig c;
-  c.common.ranks = kP;
-  c.common.iterations = 1;
-  c.common.model.num_layers = 1;
-  c.common.model.num_experts = kP;
-  c.common.model.top_k = 1;
-  c.common.model.model_dim = s.M;
-  c.common.model.expert_hidden = s.H;
-  c.common.model.elem_bytes = 4;
+  c.common = {.model = {.num_layers = 1, .num_experts = kP, .top_k = 1, .model_dim = s.M, .expert_hidden = s.H,
+                        .elem_bytes = 4},
+              .ranks = kP, .iterations = 1};
   c.pipeline_degree = s.r;
   plan::SyntheticLoadConfig lc{.iterations = 1, .layers = 1, .sources = kP, .experts = kP, .top_k = 1,
                                .tokens_per_source = s.N};

@@ -170,14 +170,10 @@ void write_text_trace(const std::string& path, std::string_view text) {
       if (auto p = l.take("payload", ""); !p.empty()) n.payload_int = std::stoll(p, nullptr, 0);
       w.add(n);
     } else if (l.type == "layer") {
-      instrument::LayerRecord r;
-      r.layer = static_cast<int>(l.num("layer"));
-      r.kind = l.take("kind", "moe");
-      r.num_experts = static_cast<int>(l.num("experts", -1));
-      r.top_k = static_cast<int>(l.num("top_k", -1));
-      r.model_dim = l.num("model_dim", -1);
-      r.hidden_dim = l.num("hidden_dim", -1);
-      r.tokens = l.num("tokens", -1);
+      instrument::LayerRecord r{.layer = static_cast<int>(l.num("layer")), .kind = l.take("kind", "moe"),
+                                .num_experts = static_cast<int>(l.num("experts", -1)),
+                                .top_k = static_cast<int>(l.num("top_k", -1)), .model_dim = l.num("model_dim", -1),
+                                .hidden_dim = l.num("hidden_dim", -1), .tokens = l.num("tokens", -1)};
       w.add(r);
     } else if (l.type == "config") {
       for (auto it = l.fields.begin(); it != l.fields.end();) {

@@ -455,7 +455,9 @@ void each(const json& obj, const std::string& where, F&& f) {
   }
 }
 
-void read_planner(const json& j, const std::string& where, plan::ProProphetModel& p) {
+// The planner's performance model, over the one given before (or the defaults).
+void read_planner(const json& j, const std::string& where, std::optional<plan::ProProphetModel>& model) {
+  plan::ProProphetModel p = model.value_or(plan::ProProphetModel{});
   each(j, where, [&](const std::string& k, const json& v, const std::string& f) {
     if (k == "bandwidth_bytes_per_s") p.bandwidth_bytes_per_s = get_number<double>(v, f);
     else if (k == "expert_tokens_per_s") p.expert_tokens_per_s = get_number<double>(v, f);
@@ -466,6 +468,7 @@ void read_planner(const json& j, const std::string& where, plan::ProProphetModel
     else return false;
     return true;
   });
+  model = p;
 }
 
 json planner_json(const plan::ProProphetModel& m) {
@@ -553,13 +556,8 @@ RunSpec run_spec_from_json(std::string_view text, RunSpec s) {
         if (pk == "n") s.pro_prophet_n = get_number<int>(pv, pf);
         else if (pk == "alpha") s.pro_prophet_alpha = get_number<double>(pv, pf);
         else if (pk == "block_schedule") s.block_schedule = get_bool(pv, pf);
-        else if (pk == "model") {
-          plan::ProProphetModel p = s.planner_model.value_or(plan::ProProphetModel{});
-          read_planner(pv, pf, p);
-          s.planner_model = p;
-        } else {
-          return false;
-        }
+        else if (pk == "model") read_planner(pv, pf, s.planner_model);
+        else return false;
         return true;
       });
     } else if (k == "fastermoe") {
@@ -569,9 +567,7 @@ RunSpec run_spec_from_json(std::string_view text, RunSpec s) {
           s.shadow_experts.clear();
           for (const auto& e : pv) s.shadow_experts.push_back(get_number<int>(e, pf + "[]"));
         } else if (pk == "model") {
-          plan::ProProphetModel p = s.planner_model.value_or(plan::ProProphetModel{});
-          read_planner(pv, pf, p);
-          s.planner_model = p;
+          read_planner(pv, pf, s.planner_model);
         } else {
           return false;
         }

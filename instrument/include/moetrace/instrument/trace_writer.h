@@ -120,8 +120,8 @@ class TraceWriter {
  private:
   struct Pending;
   struct Statements;
-  void note_time(std::int64_t start, std::int64_t end);
-  void maybe_wake_flusher();
+  void row_added();
+  void row_added(std::int64_t start, std::int64_t end);
   void flusher_loop();
   void write_batch(Pending& batch);
   void join_links(Pending& batch);
