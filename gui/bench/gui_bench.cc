@@ -1,4 +1,4 @@
-// Benchmark of the timeline viewer (issue 6): opens a trace the way
+// Benchmark of the timeline viewer: opens a trace the way
 // moetrace-gui does (load_trace, then the timeline model with its
 // level-of-detail pyramids), then drives a real TimelineView offscreen
 // through pans at several zoom levels and a zoom sweep, timing per frame the

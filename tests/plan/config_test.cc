@@ -2,10 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <set>
 #include <string>
 
 #include "moetrace/plan/builders.h"
 #include "moetrace/plan/config.h"
+#include "moetrace/plan/plan.h"
 #include "moetrace/plan/routing.h"
 #include "moetrace/schema/error.h"
 
@@ -122,6 +124,24 @@ TEST(ConfigErrors, InconsistentLoad) {
   l.count(0, 0, 0, 1) = 2;
   EXPECT_EQ(config_error([&] { l.validate(); }),
             "expert load counts of (iteration 0, layer 0, source 0) sum to 4, not tokens (3) x top_k (1)");
+}
+
+// Every value of the plan's named enums has a name of its own (the names are
+// tables: a value missing from one would take the table's first name).
+template <class E>
+void expect_distinct_names(int last, std::string_view (*name)(E)) {
+  std::set<std::string_view> seen;
+  for (int v = 0; v <= last; ++v) EXPECT_TRUE(seen.insert(name(static_cast<E>(v))).second) << v;
+}
+
+TEST(EnumNames, EveryValueHasItsOwnName) {
+  expect_distinct_names(static_cast<int>(StreamRole::kCopy), stream_role_name);
+  expect_distinct_names(static_cast<int>(BufferTag::kHostOffload), buffer_tag_name);
+  expect_distinct_names(static_cast<int>(ParamKind::kDense), param_kind_name);
+  expect_distinct_names(static_cast<int>(CollectiveKind::kSendRecv), collective_kind_name);
+  expect_distinct_names(static_cast<int>(Restore::kRecompute), restore_name);
+  EXPECT_EQ(buffer_tag_name(BufferTag::kTDI), "T_DI");
+  EXPECT_EQ(restore_name(Restore::kRecommunicate), "re-communicate");
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 
 namespace moetrace {
 
-// Breakdown categories (issue #2): where the time of a rank goes.
+// Breakdown categories: where the time of a rank goes.
 enum class Category : std::uint8_t {
   kAllToAll = 0,      // dispatch / combine / re-communicate all-to-all
   kAllReduce = 1,     // MoE all-reduce (PPMoE), tensor-parallel, gradient

@@ -18,7 +18,7 @@
 //    share its network link (see LinkSharing).
 //
 // Units: seconds and bytes. Cost models load from and save to JSON
-// (cost_model_from_json / to_json) so fitted models (issue 5) plug in.
+// (cost_model_from_json / to_json) so fitted models (`moetrace fit`) plug in.
 #pragma once
 
 #include <array>
