@@ -144,6 +144,8 @@ void TraceFiles::write(const std::string& path, const std::vector<std::int32_t>&
       } else if (a.type == analyzer::ActivityType::kMemcpy) {
         w.add(instrument::MemcpyRecord{.rank = a.rank, .stream = s.id, .start_ns = a.start_ns, .end_ns = a.end_ns,
                                        .bytes = a.bytes, .copy_kind = static_cast<schema::CopyKind>(a.copy_kind),
+                                       .src_kind = static_cast<schema::MemoryKind>(a.src_kind),
+                                       .dst_kind = static_cast<schema::MemoryKind>(a.dst_kind),
                                        .correlation_id = a.correlation_id, .op = op});
       } else {
         w.add(instrument::MemsetRecord{.rank = a.rank, .stream = s.id, .start_ns = a.start_ns, .end_ns = a.end_ns,

@@ -410,6 +410,8 @@ class TraceLoader {
       check_times(a.start_ns, a.end_ns, "memcpy");
       a.bytes = m.int64(4);
       a.copy_kind = static_cast<std::uint8_t>(checked_enum(m.int64(5), 0, 10, "memcpy", "copy_kind"));
+      a.src_kind = static_cast<std::uint8_t>(checked_enum(m.int64_or(6, 0), 0, 4, "memcpy", "src_kind"));
+      a.dst_kind = static_cast<std::uint8_t>(checked_enum(m.int64_or(7, 0), 0, 4, "memcpy", "dst_kind"));
       a.correlation_id = m.int64_or(8, 0);
       activity_op_ids_.push_back(m.int64_or(9, -1));
       trace_.activities.push_back(a);

@@ -394,6 +394,24 @@ TEST(Cli, ReportMarkdownAndHtml) {
 namespace moetrace {
 namespace {
 
+// merge keeps what the analyzer reads of each row, down to a copy's source and
+// destination memory (pinned host -> device here).
+TEST(CliRankFiles, MergeKeepsACopysMemoryKinds) {
+  const auto in = testing::temp_path("copies.db"), out = testing::temp_path("copies-merged.db");
+  testing::write_text_trace(in, R"(
+    stream id=0 rank=0 role=copy
+    memcpy rank=0 stream=0 start=0 end=50 bytes=4096 copy_kind=1 src_kind=2 dst_kind=1
+  )");
+  const auto r = run_cli("merge " + in + " -o " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  sqlite::Database db(out, sqlite::Database::Mode::kReadOnly);
+  auto st = db.prepare("SELECT copy_kind, src_kind, dst_kind FROM memcpy");
+  ASSERT_TRUE(st.step());
+  EXPECT_EQ(st.int64(0), 1);  // host to device
+  EXPECT_EQ(st.int64(1), 2);  // pinned host
+  EXPECT_EQ(st.int64(2), 1);  // device
+}
+
 // A simulated run split by rank reads as the run written whole: the same
 // report but for its first line and the section on its ranks.
 TEST(CliRankFiles, SplitRunReportsAsTheWholeRun) {

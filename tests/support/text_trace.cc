@@ -146,6 +146,8 @@ void write_text_trace(const std::string& path, std::string_view text) {
       m.end_ns = l.num("end");
       m.bytes = l.num("bytes", 0);
       m.copy_kind = static_cast<schema::CopyKind>(l.num("copy_kind", 8));
+      m.src_kind = static_cast<schema::MemoryKind>(l.num("src_kind", 0));
+      m.dst_kind = static_cast<schema::MemoryKind>(l.num("dst_kind", 0));
       m.correlation_id = l.num("corr", 0);
       m.op = OpId(l.num("op", -1));
       w.add(m);

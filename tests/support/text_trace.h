@@ -5,7 +5,7 @@
 //   op     id=1 rank=0 stream=0 kind=gate layer=0 iteration=0 phase=fwd start=0 end=100
 //          (optional: micro_batch chunk bytes flops peer launch_start launch_end nvtx)
 //   kernel rank=0 stream=0 start=0 end=50 name=gemm corr=7 op=1
-//   memcpy rank=0 stream=2 start=0 end=50 bytes=4096 copy_kind=2
+//   memcpy rank=0 stream=2 start=0 end=50 bytes=4096 copy_kind=2 src_kind=1 dst_kind=2
 //   memset rank=0 stream=0 start=0 end=10 bytes=64 corr=9
 //   api    rank=0 thread=1 start=0 end=5 name=cudaLaunchKernel corr=7
 //   nvtx   rank=0 thread=1 start=0 end=90 domain=moetrace name=L0.gate payload=1

@@ -88,6 +88,7 @@ struct Activity {
   std::int32_t launch = -1;         // index into Trace::launch_configs; -1: unknown
   ActivityType type = ActivityType::kKernel;
   std::uint8_t copy_kind = 0;       // schema::CopyKind
+  std::uint8_t src_kind = 0, dst_kind = 0;  // schema::MemoryKind of a memcpy's source and destination
   std::int64_t duration() const { return end_ns - start_ns; }
 };
 
