@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <limits>
 #include <map>
-#include <tuple>
 
 #include "moetrace/plan/builders.h"
 #include "moetrace/plan/routing.h"
@@ -87,8 +86,11 @@ ReuseInputs reuse_inputs(const MoeLayerWorkload& w, const sim::CostModel& m, int
   in.copy_alpha = 0.5 * (m.copy_d2h.alpha_s + m.copy_h2d.alpha_s);
   in.copy_beta = 0.5 * (m.copy_d2h.beta_s + m.copy_h2d.beta_s);
   const auto& f = m.interference;  // the factors of Eq. 10
-  std::tie(in.sigma_comm, in.sigma_all, in.mu_comp, in.mu_all, in.eta_all) =
-      std::tuple(f.sigma_comm, f.sigma_all, f.mu_comp, f.mu_all, f.eta_all);
+  in.sigma_comm = f.sigma_comm;
+  in.sigma_all = f.sigma_all;
+  in.mu_comp = f.mu_comp;
+  in.mu_all = f.mu_all;
+  in.eta_all = f.eta_all;
   return in;
 }
 
