@@ -287,12 +287,7 @@ void add_run_command(CLI::App& app) {
     if (o_strategy->count()) spec.strategy = plan::parse_reuse_strategy(opt->strategy);
     if (o_budget->count()) spec.common.memory_budget_bytes = opt->memory_budget;
     if (o_seed->count()) spec.routing.seed = opt->seed;
-    if (o_routing->count()) {
-      if (opt->routing == "balanced") spec.routing.pattern = plan::LoadPattern::kBalanced;
-      else if (opt->routing == "zipf") spec.routing.pattern = plan::LoadPattern::kZipf;
-      else if (opt->routing == "drifting") spec.routing.pattern = plan::LoadPattern::kDrifting;
-      else throw ConfigError(fmt::format("routing \"{}\" is not one of balanced, zipf, drifting", opt->routing));
-    }
+    if (o_routing->count()) spec.routing.pattern = plan::parse_load_pattern(opt->routing, "routing");
     if (o_skew->count()) spec.routing.zipf_skew = opt->skew;
     if (o_locality->count()) spec.routing.locality = opt->locality;
     if (o_builder->count()) spec.plan_builder = opt->plan_builder;

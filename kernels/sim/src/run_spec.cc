@@ -22,21 +22,6 @@ bool known_variant(std::string_view v) {
   return std::find(std::begin(kVariants), std::end(kVariants), v) != std::end(kVariants);
 }
 
-std::string_view pattern_name(plan::LoadPattern p) {
-  switch (p) {
-    case plan::LoadPattern::kBalanced: return "balanced";
-    case plan::LoadPattern::kZipf: return "zipf";
-    case plan::LoadPattern::kDrifting: return "drifting";
-  }
-  return "balanced";
-}
-
-plan::LoadPattern parse_pattern(std::string_view s) {
-  for (auto p : {plan::LoadPattern::kBalanced, plan::LoadPattern::kZipf, plan::LoadPattern::kDrifting})
-    if (pattern_name(p) == s) return p;
-  fail(fmt::format("routing.pattern \"{}\" is not one of balanced, zipf, drifting", s));
-}
-
 // ---------------------------------------------------------------------------
 // Presets
 
@@ -515,7 +500,7 @@ RunSpec run_spec_from_json(std::string_view text, RunSpec s) {
     } else if (k == "routing") {
       auto& r = s.routing;
       each(v, "routing", [&](const std::string& rk, const json& rv, const std::string& rf) {
-        if (rk == "pattern") r.pattern = parse_pattern(get_string(rv, rf));
+        if (rk == "pattern") r.pattern = plan::parse_load_pattern(get_string(rv, rf), "routing.pattern");
         else if (rk == "tokens_per_source") r.tokens_per_source = get_number<std::int64_t>(rv, rf);
         else if (rk == "zipf_skew") r.zipf_skew = get_number<double>(rv, rf);
         else if (rk == "locality") r.locality = get_number<double>(rv, rf);
@@ -606,7 +591,7 @@ std::string RunSpec::to_json() const {
                 {"expert_hidden", m.expert_hidden}, {"dense_hidden", m.dense_hidden},
                 {"attention", m.attention},         {"sequence_length", m.sequence_length},
                 {"elem_bytes", m.elem_bytes},       {"learning_rate", m.learning_rate}};
-  j["routing"] = {{"pattern", std::string(pattern_name(routing.pattern))},
+  j["routing"] = {{"pattern", std::string(plan::load_pattern_name(routing.pattern))},
                   {"tokens_per_source", routing.tokens_per_source},
                   {"zipf_skew", routing.zipf_skew},
                   {"locality", routing.locality},

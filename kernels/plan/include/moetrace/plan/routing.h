@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 namespace moetrace::plan {
@@ -55,6 +56,9 @@ enum class LoadPattern : std::uint8_t {
   kZipf = 1,      // share of the expert of popularity rank i proportional to 1 / i^zipf_skew
   kDrifting = 2,  // Zipf at iteration 0, then each iteration moves away from the last
 };
+std::string_view load_pattern_name(LoadPattern p);  // "balanced", "zipf", "drifting"
+// The pattern named `name`; a ConfigError `KEY "name" is not one of ...` otherwise.
+LoadPattern parse_load_pattern(std::string_view name, std::string_view key);
 
 struct SyntheticLoadConfig {
   int iterations = 1;
