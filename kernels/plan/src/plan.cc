@@ -2,6 +2,7 @@
 
 #include <numeric>
 
+#include "moetrace/plan/routing.h"
 #include "moetrace/schema/enum_names.h"
 
 namespace moetrace::plan {
@@ -54,6 +55,19 @@ constexpr EnumName<CollectiveKind> kCollectiveKinds[] = {
 };
 
 std::string_view collective_kind_name(CollectiveKind k) { return enum_name(kCollectiveKinds, k); }
+
+// Load patterns of the synthetic routing (routing.h), named with the plan's enums.
+constexpr EnumName<LoadPattern> kLoadPatterns[] = {
+    {LoadPattern::kBalanced, "balanced"},
+    {LoadPattern::kZipf, "zipf"},
+    {LoadPattern::kDrifting, "drifting"},
+};
+
+std::string_view load_pattern_name(LoadPattern p) { return enum_name(kLoadPatterns, p); }
+
+LoadPattern parse_load_pattern(std::string_view name, std::string_view key) {
+  return parse_enum(kLoadPatterns, name, key);
+}
 
 std::int64_t RoutedLayout::chunk_total(int c) const {
   std::int64_t total = 0;

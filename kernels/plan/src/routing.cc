@@ -8,23 +8,10 @@
 #include <numeric>
 #include <thread>
 
-#include "moetrace/schema/enum_names.h"
 #include "moetrace/schema/error.h"
 #include "random.h"
 
 namespace moetrace::plan {
-
-constexpr EnumName<LoadPattern> kLoadPatterns[] = {
-    {LoadPattern::kBalanced, "balanced"},
-    {LoadPattern::kZipf, "zipf"},
-    {LoadPattern::kDrifting, "drifting"},
-};
-
-std::string_view load_pattern_name(LoadPattern p) { return enum_name(kLoadPatterns, p); }
-
-LoadPattern parse_load_pattern(std::string_view name, std::string_view key) {
-  return parse_enum(kLoadPatterns, name, key);
-}
 namespace {
 
 // Shares of a Zipf distribution over experts whose popularity ranks are a
