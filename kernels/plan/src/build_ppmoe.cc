@@ -209,7 +209,7 @@ void PpMoeBuilder::forward(int j, int d, int s, int m) {
     }
     all_reduce(OpKind::kMoeAllReduce, co, "moe_all_reduce", tp_group(d, s), ys, tokens * M * m_.elem_bytes, true, frees);
 
-    if (m_.attention) {
+    for (int i = 0; m_.attention && i < m_.attention_per_block; ++i) {
       for (int t = 0; t < T_; ++t) {
         const int r = rank(d, s, t);
         OpArgs a = op_at(OpKind::kAttention, co, "attention", RankId(r), streams(r).compute);
@@ -218,7 +218,7 @@ void PpMoeBuilder::forward(int j, int d, int s, int m) {
                                            m_.sequence_length, T_, false),
                             {}};
         a.extra_access = {{acts[static_cast<std::size_t>(t)].y, schema::Access::kReadWrite}};
-        if (last && !dense) a.free = {acts[static_cast<std::size_t>(t)].y};
+        if (last && !dense && i + 1 == m_.attention_per_block) a.free = {acts[static_cast<std::size_t>(t)].y};
         b_.add(std::move(a));
       }
       // Megatron attention output all-reduce; the attention is timing only.
@@ -311,7 +311,7 @@ void PpMoeBuilder::backward(int j, int d, int s, int m) {
     if (dense)
       all_reduce(OpKind::kTensorParallelAllReduce, co, "tp_all_reduce.dense_ffn", tp_group(d, s), dy,
                  tokens * M * m_.elem_bytes, true);
-    if (m_.attention) {
+    for (int i = 0; m_.attention && i < m_.attention_per_block; ++i) {
       for (int t = 0; t < T_; ++t) {
         const int r = rank(d, s, t);
         OpArgs a = op_at(OpKind::kAttention, co, "attention", RankId(r), streams(r).compute);
@@ -507,6 +507,11 @@ Plan PpMoeBuilder::build() {
           for (int d = 0; d < D_; ++d) g.push_back(dense_[static_cast<std::size_t>(l)][static_cast<std::size_t>(rank(d, s, t))].grads);
           all_reduce(OpKind::kGradAllReduce, co, "grad_all_reduce.dense", dp, g, b_.buffer(g.front()).bytes(), true);
         }
+        // This rank's slice of the attention weights (4 M^2 per attention,
+        // split over the TP group), timing only like the attention.
+        if (m_.attention)
+          all_reduce(OpKind::kGradAllReduce, co, "grad_all_reduce.attention", dp, {},
+                     m_.attention_per_block * 4 * m_.model_dim * m_.model_dim / T_ * m_.elem_bytes, false);
         for (int i = 0; i < local_; ++i) {
           std::vector<BufferId> g;
           for (int d = 0; d < D_; ++d)

@@ -22,8 +22,9 @@ nlohmann::json model_json(const ModelShape& m) {
   return {{"num_layers", m.num_layers},       {"num_experts", m.num_experts},
           {"top_k", m.top_k},                 {"model_dim", m.model_dim},
           {"expert_hidden", m.expert_hidden}, {"dense_hidden", m.dense_hidden},
-          {"attention", m.attention},         {"sequence_length", m.sequence_length},
-          {"elem_bytes", m.elem_bytes},       {"learning_rate", m.learning_rate}};
+          {"attention", m.attention},         {"attention_per_block", m.attention_per_block},
+          {"sequence_length", m.sequence_length}, {"elem_bytes", m.elem_bytes},
+          {"learning_rate", m.learning_rate}};
 }
 
 nlohmann::json common_json(const CommonConfig& c) {
@@ -72,7 +73,10 @@ void ModelShape::validate() const {
   require_positive("model_dim", model_dim);
   require_positive("expert_hidden", expert_hidden);
   if (dense_hidden < 0) fail(fmt::format("dense_hidden ({}) must not be negative", dense_hidden));
-  if (attention) require_positive("sequence_length", sequence_length);
+  if (attention) {
+    require_positive("sequence_length", sequence_length);
+    require_positive("attention_per_block", attention_per_block);
+  }
   require_positive("elem_bytes", elem_bytes);
   if (!(learning_rate >= 0))
     fail(fmt::format("learning_rate ({}) must not be negative", learning_rate));
@@ -196,6 +200,8 @@ std::int64_t model_state_bytes(const ModelShape& m, double experts_per_rank,
                        std::max(1, dense_tensor_parallel);
   return static_cast<std::int64_t>(4.0 * (gate + experts + dense) * m.num_layers * m.elem_bytes);
 }
+
+std::string to_json(const ModelShape& m) { return model_json(m).dump(); }
 
 std::string to_json(const DpMoeConfig& c) {
   nlohmann::json j{{"variant", "dpmoe"}, {"common", common_json(c.common)}};

@@ -114,6 +114,23 @@ void EpBuilder::grad_all_reduce(int j, int l) {
   std::vector<const std::vector<ParamBuffers>*> params{&gate_[at(l)]};
   if (m_.dense_hidden > 0) params.push_back(&dense_[at(l)]);
   const Coords co = coords(l, j, -1, -1, Phase::kBackward);
+  if (m_.attention) {
+    // The attention weights are data parallel like the dense FFN's: Q, K, V
+    // and output projections of M x M each. The attention is timing only, so
+    // is the all-reduce of its gradients (no buffers, no data moved).
+    const CollectiveId id = b_.next_collective();
+    for (int r = 0; r < P_; ++r) {
+      Collective col;
+      col.id = id;
+      col.kind = CollectiveKind::kAllReduce;
+      col.group = group;
+      col.moves_data = false;
+      OpArgs a = op_at(OpKind::kGradAllReduce, co, "grad_all_reduce.attention", RankId(r), streams(r).comm);
+      a.bytes = m_.attention_per_block * 4 * m_.model_dim * m_.model_dim * m_.elem_bytes;
+      a.data = std::move(col);
+      b_.add(std::move(a));
+    }
+  }
   for (const auto* pv : params) {
     const CollectiveId id = b_.next_collective();
     const OpArgs each = op_at(OpKind::kGradAllReduce, co,
@@ -172,7 +189,7 @@ void EpBuilder::backward(int j, int l) {
       a.free = {s.y, s.mid, dz};
       b_.add(std::move(a));
     }
-    if (m_.attention) {
+    for (int i = 0; m_.attention && i < m_.attention_per_block; ++i) {
       OpArgs a = op_at(OpKind::kAttention, co, "attention", RankId(p), streams(p).compute);
       a.flops = 2.0 * attention_forward_flops(tokens, M, m_.sequence_length, 1);
       a.data = TimingOnly{attention_work(View{d, 0, tokens}, tokens, M, m_.sequence_length, 1, true), {}};

@@ -148,13 +148,15 @@ void set_memory_bound(CostModel& m, double launch_s, double seconds_per_byte) {
 //             (Eq. 9-12), volume = the whole input tensor (Eq. 16's fit);
 //   datasheet 616 GB/s GDDR6, 11 GB; 100 Gb/s IB = 12.5 GB/s; PCIe 3.0 x16;
 //   assumed   80 % of memory bandwidth achieved, 10 us per memory-bound kernel,
-//             20 us send/recv startup, 12 GB/s pinned host copies, the other
-//             collectives at the all-to-all's per-byte rate.
+//             20 us send/recv startup, 12 GB/s pinned host copies; the other
+//             collectives through each node's NIC at the rate the all-to-all
+//             fit implies for it (below).
 CostModel pipemoe_cluster(std::string name, double alpha_gemm, double beta_gemm_per_4mnk,
                           std::vector<CollectiveScalePoint> all_to_all) {
+  const int gpus_per_node = 4;  // Sec. V-A
   CostModel m;
   m.name = std::move(name);
-  m.device = {"NVIDIA GeForce RTX 2080 Ti (simulated)", 7, 5, 68, 11LL << 30, "turing", 4};
+  m.device = {"NVIDIA GeForce RTX 2080 Ti (simulated)", 7, 5, 68, 11LL << 30, "turing", gpus_per_node};
   // solver.py: t_gemm = alpha + beta x (m n k x 4); a GEMM of m n k
   // multiply-adds is 2 m n k FLOPs, so seconds per FLOP = 2 beta. For
   // solver.py's 3.73e-14 this is 13.4 TFLOP/s, the card's FP32 peak.
@@ -162,13 +164,21 @@ CostModel pipemoe_cluster(std::string name, double alpha_gemm, double beta_gemm_
   // 616 GB/s GDDR6, about 80 % achievable; each moved byte is read and written.
   set_memory_bound(m, 1e-5, 2.0 / (0.8 * 616e9));
   m.collective(CollectiveKind::kAllToAllV).points = all_to_all;
-  // Not measured by the paper. Ring all-reduce moves 2 (P-1)/P of the data
-  // per rank at the all-to-all's per-byte rate; broadcast and reduce move it
-  // once; startup as the all-to-all's.
+  // Not measured by the paper; derived from the all-to-all fit. In the
+  // all-to-all the share (P-G)/P of each GPU's input leaves the node, and the
+  // G = 4 GPUs of a node share its one NIC: the fit's beta means a node
+  // moves G (P-G)/P / beta bytes/s through it (about 10 GB/s at P = 16, 32
+  // and 64 alike: 80 % of 12.5 GB/s). A ring all-reduce crosses each node
+  // once per ring, so the NIC carries one GPU's ring traffic, 2 (P-1)/P of
+  // the data, at that whole rate (NCCL spreads its rings over every link of
+  // the node); broadcast and reduce carry the data once. Startup as the
+  // all-to-all's.
   std::vector<CollectiveScalePoint> ar, once;
   for (const auto& p : all_to_all) {
-    ar.push_back({p.ranks, p.alpha_s, 2.0 * (p.ranks - 1) / p.ranks * p.beta_s});
-    once.push_back({p.ranks, p.alpha_s, p.beta_s});
+    const double off_node = static_cast<double>(p.ranks - gpus_per_node) / p.ranks;
+    const double node_seconds_per_byte = p.beta_s / (gpus_per_node * off_node);
+    ar.push_back({p.ranks, p.alpha_s, 2.0 * (p.ranks - 1) / p.ranks * node_seconds_per_byte});
+    once.push_back({p.ranks, p.alpha_s, node_seconds_per_byte});
   }
   m.collective(CollectiveKind::kAllReduce).points = ar;
   m.collective(CollectiveKind::kBroadcast).points = once;
@@ -229,11 +239,15 @@ CostModel preset_h100() {
       {2, 8e-6, 0.5 / 350e9},        {8, 15e-6, 0.875 / 350e9},     {16, 30e-6, 0.5 / 45e9},
       {64, 60e-6, 0.875 / 45e9},     {256, 150e-6, 0.96875 / 45e9}, {1024, 500e-6, 0.9921875 / 45e9}};
   // Ring all-reduce: 2 (P-1)/P of the data per rank at the bus bandwidth.
+  // Between nodes a ring crosses each node once; NCCL runs a ring per NIC,
+  // so a node's 8 NICs (8 x 45 GB/s) carry it together and NVLink (350 GB/s)
+  // stays the bound. Broadcast and reduce (pipelined rings or trees) move
+  // the data once over the same links.
   m.collective(CollectiveKind::kAllReduce).points = {
-      {2, 10e-6, 1.0 / 350e9},     {8, 20e-6, 1.75 / 350e9},        {16, 40e-6, 1.875 / 45e9},
-      {64, 80e-6, 1.96875 / 45e9}, {1024, 400e-6, 1.998046875 / 45e9}};
+      {2, 10e-6, 1.0 / 350e9},      {8, 20e-6, 1.75 / 350e9},        {16, 40e-6, 1.875 / 350e9},
+      {64, 80e-6, 1.96875 / 350e9}, {1024, 400e-6, 1.998046875 / 350e9}};
   m.collective(CollectiveKind::kBroadcast).points = {
-      {2, 8e-6, 1.0 / 350e9}, {8, 15e-6, 1.0 / 350e9}, {16, 30e-6, 1.0 / 45e9}, {1024, 200e-6, 1.0 / 45e9}};
+      {2, 8e-6, 1.0 / 350e9}, {8, 15e-6, 1.0 / 350e9}, {16, 30e-6, 1.0 / 350e9}, {1024, 200e-6, 1.0 / 350e9}};
   m.collective(CollectiveKind::kReduce).points = m.collective(CollectiveKind::kBroadcast).points;
   // Pipeline stages usually sit on different nodes: one NIC.
   m.collective(CollectiveKind::kSendRecv).points = {{2, 10e-6, 1.0 / 45e9}};
@@ -267,10 +281,13 @@ CostModel preset_a100() {
   set_memory_bound(m, 4e-6, 2.0 / 1.3e12);
   m.collective(CollectiveKind::kAllToAllV).points = {
       {2, 10e-6, 0.5 / 230e9}, {8, 18e-6, 0.875 / 230e9}, {16, 35e-6, 0.5 / 22e9}, {64, 70e-6, 0.875 / 22e9}};
+  // Between nodes a ring crosses each node once; NCCL runs a ring per NIC,
+  // so the node's 8 HDR NICs carry it together: 8 x 22 = 176 GB/s, below
+  // NVLink's 230. Broadcast and reduce move the data once.
   m.collective(CollectiveKind::kAllReduce).points = {
-      {2, 12e-6, 1.0 / 230e9}, {8, 25e-6, 1.75 / 230e9}, {16, 45e-6, 1.875 / 22e9}, {64, 90e-6, 1.96875 / 22e9}};
+      {2, 12e-6, 1.0 / 230e9}, {8, 25e-6, 1.75 / 230e9}, {16, 45e-6, 1.875 / 176e9}, {64, 90e-6, 1.96875 / 176e9}};
   m.collective(CollectiveKind::kBroadcast).points = {
-      {2, 10e-6, 1.0 / 230e9}, {8, 18e-6, 1.0 / 230e9}, {16, 35e-6, 1.0 / 22e9}, {64, 60e-6, 1.0 / 22e9}};
+      {2, 10e-6, 1.0 / 230e9}, {8, 18e-6, 1.0 / 230e9}, {16, 35e-6, 1.0 / 176e9}, {64, 60e-6, 1.0 / 176e9}};
   m.collective(CollectiveKind::kReduce).points = m.collective(CollectiveKind::kBroadcast).points;
   m.collective(CollectiveKind::kSendRecv).points = {{2, 12e-6, 1.0 / 22e9}};
   // PCIe 4.0 x16, ~24 GB/s pinned.
@@ -300,10 +317,13 @@ CostModel preset_v100() {
   m.collective(CollectiveKind::kAllToAllV).points = {
       {2, 12e-6, 0.5 / 130e9}, {8, 25e-6, 0.875 / 130e9}, {16, 50e-6, 0.5 / 5.5e9}, {64, 120e-6, 0.875 / 5.5e9},
       {256, 300e-6, 0.96875 / 5.5e9}};
+  // Between nodes a ring crosses each node once; NCCL runs its rings over
+  // all 4 NICs of the node, which carry it together: 8 x 5.5 = 44 GB/s,
+  // below NVLink's 130. Broadcast and reduce move the data once.
   m.collective(CollectiveKind::kAllReduce).points = {
-      {2, 12e-6, 1.0 / 130e9}, {8, 30e-6, 1.75 / 130e9}, {16, 60e-6, 1.875 / 5.5e9}, {256, 400e-6, 1.9921875 / 5.5e9}};
+      {2, 12e-6, 1.0 / 130e9}, {8, 30e-6, 1.75 / 130e9}, {16, 60e-6, 1.875 / 44e9}, {256, 400e-6, 1.9921875 / 44e9}};
   m.collective(CollectiveKind::kBroadcast).points = {
-      {2, 12e-6, 1.0 / 130e9}, {8, 25e-6, 1.0 / 130e9}, {16, 50e-6, 1.0 / 5.5e9}, {256, 250e-6, 1.0 / 5.5e9}};
+      {2, 12e-6, 1.0 / 130e9}, {8, 25e-6, 1.0 / 130e9}, {16, 50e-6, 1.0 / 44e9}, {256, 250e-6, 1.0 / 44e9}};
   m.collective(CollectiveKind::kReduce).points = m.collective(CollectiveKind::kBroadcast).points;
   m.collective(CollectiveKind::kSendRecv).points = {{2, 15e-6, 1.0 / 5.5e9}};
   m.copy_h2d = m.copy_d2h = {1e-5, 1.0 / 12e9};
@@ -333,10 +353,14 @@ CostModel preset_rtx3090() {
   set_memory_bound(m, 4e-6, 2.0 / 800e9);
   m.collective(CollectiveKind::kAllToAllV).points = {
       {2, 15e-6, 1.0 / 10e9}, {4, 25e-6, 1.0 / 10e9}, {8, 50e-6, 1.0 / 3e9}, {32, 120e-6, 1.0 / 3e9}};
+  // Between nodes a ring crosses each node once, so the node's NIC carries
+  // one GPU's ring traffic at its whole ~12 GB/s (the all-to-all splits it
+  // over 4 GPUs); the PCIe hops between the node's GPUs (~10 GB/s) are then
+  // the bound. Broadcast and reduce move the data once.
   m.collective(CollectiveKind::kAllReduce).points = {
-      {2, 15e-6, 1.0 / 10e9}, {4, 30e-6, 1.5 / 10e9}, {8, 60e-6, 1.75 / 3e9}, {32, 150e-6, 1.9375 / 3e9}};
+      {2, 15e-6, 1.0 / 10e9}, {4, 30e-6, 1.5 / 10e9}, {8, 60e-6, 1.75 / 10e9}, {32, 150e-6, 1.9375 / 10e9}};
   m.collective(CollectiveKind::kBroadcast).points = {
-      {2, 15e-6, 1.0 / 10e9}, {4, 25e-6, 1.0 / 10e9}, {8, 50e-6, 1.0 / 3e9}, {32, 100e-6, 1.0 / 3e9}};
+      {2, 15e-6, 1.0 / 10e9}, {4, 25e-6, 1.0 / 10e9}, {8, 50e-6, 1.0 / 10e9}, {32, 100e-6, 1.0 / 10e9}};
   m.collective(CollectiveKind::kReduce).points = m.collective(CollectiveKind::kBroadcast).points;
   m.collective(CollectiveKind::kSendRecv).points = {{2, 15e-6, 1.0 / 10e9}};
   m.copy_h2d = m.copy_d2h = {1e-5, 1.0 / 11e9};

@@ -164,7 +164,7 @@ RunSpec pro_prophet_model(const std::string& variant, const ProProphetModelRow& 
 
 // ppmoe Sec. 4.1: GPT-3 Medium (24 layers, h = 1024) and GPT-3 6.7B (32
 // layers, h = 4096) with 64 experts on every other FFN: a block of ours
-// (MoE layer + attention + dense FFN) stands for two transformer layers.
+// (MoE layer + two attentions + dense FFN) stands for two transformer layers.
 // Top-1, sequence 2048, fp16; Table 2 parallelism: small TP 8 x PP 4 on 32
 // V100, large TP 8 x PP 16 on 128 V100. Micro-batches of one sequence.
 RunSpec ppmoe_model(std::string name, std::string variant, int blocks, std::int64_t h, int ranks, int tp,
@@ -184,6 +184,7 @@ RunSpec ppmoe_model(std::string name, std::string variant, int blocks, std::int6
   m.expert_hidden = 4 * h;
   m.dense_hidden = 4 * h;
   m.attention = true;
+  m.attention_per_block = 2;
   m.sequence_length = 2048;
   m.elem_bytes = 2;
   s.routing.pattern = plan::LoadPattern::kZipf;
@@ -316,9 +317,9 @@ plan::ProProphetModel derive_planner_model(const RunSpec& spec, const CostModel&
   double fnec = 0;
   if (m.attention) {
     const auto& c = model.compute_cost(OpKind::kAttention);
-    fnec += c.alpha_s + c.seconds_per_flop * tokens *
-                            (8.0 * static_cast<double>(m.model_dim * m.model_dim) +
-                             4.0 * static_cast<double>(m.sequence_length * m.model_dim));
+    fnec += m.attention_per_block * (c.alpha_s + c.seconds_per_flop * tokens *
+                                                     (8.0 * static_cast<double>(m.model_dim * m.model_dim) +
+                                                      4.0 * static_cast<double>(m.sequence_length * m.model_dim)));
   }
   if (m.dense_hidden > 0) {
     const auto& c = model.compute_cost(OpKind::kDenseFfn);
@@ -491,6 +492,7 @@ RunSpec run_spec_from_json(std::string_view text, RunSpec s) {
         else if (mk == "expert_hidden") m.expert_hidden = get_number<std::int64_t>(mv, mf);
         else if (mk == "dense_hidden") m.dense_hidden = get_number<std::int64_t>(mv, mf);
         else if (mk == "attention") m.attention = get_bool(mv, mf);
+        else if (mk == "attention_per_block") m.attention_per_block = get_number<int>(mv, mf);
         else if (mk == "sequence_length") m.sequence_length = get_number<std::int64_t>(mv, mf);
         else if (mk == "elem_bytes") m.elem_bytes = get_number<int>(mv, mf);
         else if (mk == "learning_rate") m.learning_rate = get_number<double>(mv, mf);
@@ -579,18 +581,13 @@ RunSpec run_spec_from_json(std::string_view text, RunSpec s) {
 }
 
 std::string RunSpec::to_json() const {
-  const auto& m = common.model;
   json j;
   if (!preset.empty()) j["preset"] = preset;
   j["variant"] = variant;
   j["ranks"] = common.ranks;
   j["iterations"] = common.iterations;
   j["memory_budget_bytes"] = common.memory_budget_bytes;
-  j["model"] = {{"num_layers", m.num_layers},       {"num_experts", m.num_experts},
-                {"top_k", m.top_k},                 {"model_dim", m.model_dim},
-                {"expert_hidden", m.expert_hidden}, {"dense_hidden", m.dense_hidden},
-                {"attention", m.attention},         {"sequence_length", m.sequence_length},
-                {"elem_bytes", m.elem_bytes},       {"learning_rate", m.learning_rate}};
+  j["model"] = json::parse(plan::to_json(common.model));
   j["routing"] = {{"pattern", std::string(plan::load_pattern_name(routing.pattern))},
                   {"tokens_per_source", routing.tokens_per_source},
                   {"zipf_skew", routing.zipf_skew},

@@ -12,8 +12,10 @@
 namespace moetrace::plan {
 
 // The model: num_layers MoE blocks. A block is an MoE layer followed by its
-// non-MoE part (Pro-Prophet Sec. V-A "MoE block"): an optional attention op
-// (timing only) and an optional dense FFN of hidden size dense_hidden.
+// non-MoE part (Pro-Prophet Sec. V-A "MoE block"): optional attention ops
+// (timing only) and an optional dense FFN of hidden size dense_hidden. A
+// model with MoE on every other FFN (ppmoe Sec. 4.1) has two transformer
+// layers per block: attention_per_block = 2.
 struct ModelShape {
   int num_layers = 1;
   int num_experts = 4;             // E
@@ -21,7 +23,11 @@ struct ModelShape {
   std::int64_t model_dim = 8;      // M (pipemoe/mpipemoe), h (ppmoe)
   std::int64_t expert_hidden = 16; // H
   std::int64_t dense_hidden = 0;   // F of the block's dense FFN; 0: none
-  bool attention = false;          // timing-only attention op in each block
+  bool attention = false;          // timing-only attention op(s) in each block
+  // Attention ops per block when `attention` is on. Their weights (Q, K, V
+  // and output projections, 4 M^2 each) are data parallel: the expert-parallel
+  // builders all-reduce their gradients (timing only, like the attention).
+  int attention_per_block = 1;
   std::int64_t sequence_length = 1024;  // attention FLOPs only
   int elem_bytes = 2;              // bytes per element of activations and parameters
   double learning_rate = 0.01;     // SGD step of the executors
@@ -169,6 +175,7 @@ std::int64_t model_state_bytes(const ModelShape& m, double experts_per_rank,
                                int dense_tensor_parallel);
 
 // Serialised configurations (Plan::config_json, RunRecord.config_json).
+std::string to_json(const ModelShape& m);
 std::string to_json(const DpMoeConfig& c);
 std::string to_json(const PipeMoeConfig& c);
 std::string to_json(const MPipeMoeConfig& c);

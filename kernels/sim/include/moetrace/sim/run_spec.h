@@ -11,7 +11,8 @@
 //   "variant": "pipemoe",      // dpmoe, ppmoe, pipemoe, mpipemoe, pro_prophet, fastermoe
 //   "ranks": 16, "iterations": 2, "memory_budget_bytes": 0,
 //   "model": {"num_layers", "num_experts", "top_k", "model_dim", "expert_hidden",
-//             "dense_hidden", "attention", "sequence_length", "elem_bytes"},
+//             "dense_hidden", "attention", "attention_per_block", "sequence_length",
+//             "elem_bytes", "learning_rate"},
 //   "routing": {"pattern": "balanced" | "zipf" | "drifting", "tokens_per_source",
 //               "zipf_skew", "locality", "source_noise", "seed"},
 //   "dpmoe": {"capacity_padding": false},   // DeepSpeed-MoE without token dropping
