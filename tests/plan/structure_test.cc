@@ -240,6 +240,64 @@ TEST(Structure, PpMoeTensorParallelCollectives) {
   EXPECT_EQ(n.at(OpKind::kGradAllReduce), 2 * (4 + 2 * (2 + 1) * 2));
 }
 
+// A block that stands for two transformer layers (MoE on every other FFN,
+// ppmoe Sec. 4.1) has two attention ops per pass, and the attention weights
+// (Q, K, V, output: 4 M^2 per attention) are data parallel: their gradients
+// are all-reduced once per layer over every rank, timing only.
+TEST(Structure, AttentionOpsAndTheirGradientAllReduce) {
+  DpMoeConfig c;
+  c.common = common(shape(2, 8, 2, 16, 32), 4, 1);
+  c.common.model.attention = true;
+  c.common.model.sequence_length = 8;
+  c.common.model.attention_per_block = 2;
+  const Plan p = build_dpmoe(c, balanced(1, 2, 4, 8, 2, 16));
+  expect_valid(p);
+  const auto n = count_by_kind(p);
+  EXPECT_EQ(n.at(OpKind::kAttention), 2 * 2 * 4 * 2);  // layers x passes x ranks x attentions
+  int attention_all_reduces = 0;
+  for (const Op& op : p.ops) {
+    if (op.kind != OpKind::kGradAllReduce || op.name.find("attention") == std::string::npos) continue;
+    ++attention_all_reduces;
+    EXPECT_FALSE(op.collective()->moves_data) << op.name;
+    EXPECT_EQ(op.bytes, 2 * 4 * 16 * 16 * 2) << op.name;  // 2 attentions x 4 M^2 x 2 bytes
+  }
+  EXPECT_EQ(attention_all_reduces, 2 * 4);  // per layer and rank
+
+  // Tensor parallel (ppmoe): each TP rank all-reduces its slice, 1/T of the
+  // weights, over the data-parallel replicas; none without replicas.
+  PpMoeConfig pc;
+  pc.common = c.common;
+  pc.tensor_parallel = 2;
+  pc.micro_batches = 2;  // data_parallel = 2
+  const Plan pp = build_ppmoe(pc, balanced(1, 2, 4, 8, 2, 16));
+  expect_valid(pp);
+  attention_all_reduces = 0;
+  for (const Op& op : pp.ops)
+    if (op.kind == OpKind::kGradAllReduce && op.name.find("attention") != std::string::npos) {
+      ++attention_all_reduces;
+      EXPECT_EQ(op.bytes, 2 * 4 * 16 * 16 / 2 * 2) << op.name;
+    }
+  EXPECT_EQ(attention_all_reduces, 2 * 4);  // per layer: 2 TP ranks x 2 replicas
+  pc.micro_batches = 1;
+  pc.common.ranks = 2;  // data_parallel = 1: nothing to synchronise
+  for (const Op& op : build_ppmoe(pc, balanced(1, 2, 1, 8, 2, 16)).ops)
+    EXPECT_FALSE(op.kind == OpKind::kGradAllReduce && op.name.find("attention") != std::string::npos) << op.name;
+}
+
+TEST(Structure, AttentionPerBlockMustBePositive) {
+  ModelShape m = shape(1, 4, 1);
+  m.attention = true;
+  m.attention_per_block = 0;
+  try {
+    m.validate();
+    FAIL() << "attention_per_block 0 was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("attention_per_block (0)"), std::string::npos) << e.what();
+  }
+  m.attention = false;  // only read with attention on
+  EXPECT_NO_THROW(m.validate());
+}
+
 // Counts of a layer with 3 devices, 3 experts (expert e at device e),
 // hand-made: device 0's expert is popular everywhere.
 LayerRouting hand_routing() {

@@ -308,5 +308,17 @@ TEST(CostModel, NumbersBeyondDoubleAreConfigErrors) {
   EXPECT_NE(spec.find("the configuration is not valid JSON"), std::string::npos) << spec;
 }
 
+// ppmoe Sec. 4.1: GPT-3 Medium's 24 layers with MoE on every other FFN are
+// 12 blocks of two transformer layers each, so two attentions per block; the
+// count is a model key of the run configuration and survives its JSON.
+TEST(RunSpecJson, AttentionPerBlock) {
+  const RunSpec small = run_preset("ppmoe-small");
+  EXPECT_EQ(small.common.model.num_layers, 12);
+  EXPECT_EQ(small.common.model.attention_per_block, 2);
+  const RunSpec s = run_spec_from_json(R"({"preset": "ppmoe-small", "model": {"attention_per_block": 3}})");
+  EXPECT_EQ(s.common.model.attention_per_block, 3);
+  EXPECT_EQ(run_spec_from_json(s.to_json()).common.model.attention_per_block, 3);
+}
+
 }  // namespace
 }  // namespace moetrace::sim
