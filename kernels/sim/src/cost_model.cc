@@ -339,8 +339,9 @@ CostModel preset_v100() {
 // (Sec. VI), Eq. 1's volume (received inputs only); datasheet — 71 FP16
 // tensor TFLOP/s with FP32 accumulate (GA102 whitepaper; mixed-precision
 // training accumulates in FP32), 936 GB/s GDDR6X, 12.5 GB/s per node over
-// 4 GPUs = 3.1 GB/s each; assumed — 70 % of the GEMM peak, 85 % of memory
-// bandwidth, ~10 GB/s between GPUs of a node through the host, the startups.
+// 4 GPUs = 3.1 GB/s each in an all-to-all; assumed — 70 % of the GEMM peak,
+// 85 % of memory bandwidth, ~10 GB/s between GPUs of a node through the
+// host (also the bound of ring collectives between nodes), the startups.
 CostModel preset_rtx3090() {
   CostModel m;
   m.name = "rtx3090-pcie-ib100";
@@ -371,6 +372,29 @@ CostModel preset_rtx3090() {
   return m;
 }
 
+// pro-prophet's LPWNV nodes (Sec. VI): the HPWNV node with RTX 2080 Ti
+// instead of RTX 3090 ("the difference between HPWNV and LPWNV is that the
+// type of GPUs of a LPWNV node is 2080Ti"): network, PCIe and link model as
+// rtx3090-pcie-ib100.
+// Sources: paper — as HPWNV, GPU RTX 2080 Ti; datasheet — 53.8 FP16 tensor
+// TFLOP/s with FP32 accumulate (Turing whitepaper: 107.6 with FP16
+// accumulate, half that with FP32 accumulate on GeForce cards), 616 GB/s
+// GDDR6, 11 GB; assumed — the same achieved fractions as on the 3090 (70 %
+// of the GEMM peak, 85 % of memory bandwidth).
+CostModel preset_rtx2080ti() {
+  CostModel m = preset_rtx3090();
+  m.name = "rtx2080ti-pcie-ib100";
+  m.description =
+      "pro-prophet LPWNV nodes: 4 x RTX 2080 Ti 11 GB on PCIe 3.0 (~10 GB/s between GPUs), "
+      "100 Gb/s InfiniBand per node (~3 GB/s per GPU); fp16 GEMMs at 37.7 of 53.8 TFLOP/s; "
+      "all-to-all volume = inputs received from other devices (pro-prophet Eq. 1)";
+  m.device = {"NVIDIA GeForce RTX 2080 Ti (simulated)", 7, 5, 68, 11LL << 30, "turing", 4};
+  m.compute = {6e-6, 1.0 / (0.7 * 53.8e12), 0.0};
+  set_memory_bound(m, 4e-6, 2.0 / (0.85 * 616e9));
+  m.copy_d2d = {4e-6, 2.0 / (0.85 * 616e9)};
+  return m;
+}
+
 struct PresetEntry {
   const char* name;
   const char* summary;
@@ -386,6 +410,7 @@ constexpr PresetEntry kPresets[] = {
     {"a100-nvlink-ib200", "mpipemoe cluster: DGX A100 40 GB, HDR 200 Gb/s per GPU", preset_a100},
     {"v100-nvlink-ib100", "ppmoe cluster: V100 32 GB, NVLink 2, EDR (assumed)", preset_v100},
     {"rtx3090-pcie-ib100", "pro-prophet HPWNV: RTX 3090 on PCIe 3.0, 100 Gb/s IB", preset_rtx3090},
+    {"rtx2080ti-pcie-ib100", "pro-prophet LPWNV: RTX 2080 Ti on PCIe 3.0, 100 Gb/s IB", preset_rtx2080ti},
 };
 
 }  // namespace

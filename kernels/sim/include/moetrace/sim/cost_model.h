@@ -151,6 +151,7 @@ struct CostModel {
 //  "v100-nvlink-ib100" ppmoe's V100 cluster.
 //  "rtx3090-pcie-ib100" pro-prophet's HPWNV nodes (4 x RTX 3090, PCIe 3.0,
 //                     100 Gb/s InfiniBand).
+//  "rtx2080ti-pcie-ib100" pro-prophet's LPWNV nodes (the same with RTX 2080 Ti).
 struct CostModelPreset {
   std::string name;
   std::string summary;
