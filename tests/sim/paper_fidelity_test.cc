@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <initializer_list>
 #include <map>
 #include <string>
 
@@ -105,6 +106,26 @@ ProProphetTimes pro_prophet_times(const std::string& model, int top_k, int ranks
   return t;
 }
 
+// A row of pro-prophet's Table IV or V: speedups to DeepSpeed-MoE.
+struct SpeedupRow {
+  const char* model;
+  int top_k;
+  double faster, pro;
+};
+
+// Both speedups within 15 % of the paper's, and Pro-Prophet the fastest.
+void expect_speedup_rows(std::initializer_list<SpeedupRow> rows, int ranks, const std::string& hardware = {},
+                         std::int64_t tokens = 0) {
+  for (const auto& row : rows) {
+    const ProProphetTimes t = pro_prophet_times(row.model, row.top_k, ranks, hardware, tokens);
+    const std::string what = std::string(row.model) + " k=" + std::to_string(row.top_k);
+    expect_within(t.deepspeed / t.faster, row.faster, what + ": FasterMoE over DeepSpeed-MoE");
+    expect_within(t.deepspeed / t.pro, row.pro, what + ": Pro-Prophet over DeepSpeed-MoE");
+    EXPECT_LT(t.pro, t.faster) << what;
+    EXPECT_LT(t.pro, t.deepspeed) << what;
+  }
+}
+
 // pro-prophet Fig. 10c (4 HPWNV nodes, top-2): Pro-Prophet is 1.36-2.37x
 // faster than DeepSpeed-MoE (Sec. VI-A). Checked on MoE-GPT-M and MoE-GPT-L,
 // steady state (iterations 1-3; iteration 0 has no earlier distribution to
@@ -138,19 +159,7 @@ TEST(PaperFidelity, ProProphetOverDeepSpeedTopOneFig10) {
 // 2.22x), k = 1 MoE-GPT-DM (1.68x, 2.26x), k = 2 MoE-GPT-L (1.94x, 2.23x).
 // Simulated on the HPWNV model (NVLink pairs are not modelled).
 TEST(PaperFidelity, ProProphetTableFour) {
-  const struct {
-    const char* model;
-    int top_k;
-    double faster, pro;
-  } rows[] = {{"gpt-m", 1, 1.99, 2.22}, {"gpt-dm", 1, 1.68, 2.26}, {"gpt-l", 2, 1.94, 2.23}};
-  for (const auto& row : rows) {
-    const ProProphetTimes t = pro_prophet_times(row.model, row.top_k, 16);
-    const std::string what = std::string(row.model) + " k=" + std::to_string(row.top_k);
-    expect_within(t.deepspeed / t.faster, row.faster, what + ": FasterMoE over DeepSpeed-MoE");
-    expect_within(t.deepspeed / t.pro, row.pro, what + ": Pro-Prophet over DeepSpeed-MoE");
-    EXPECT_LT(t.pro, t.faster) << what;
-    EXPECT_LT(t.pro, t.deepspeed) << what;
-  }
+  expect_speedup_rows({{"gpt-m", 1, 1.99, 2.22}, {"gpt-dm", 1, 1.68, 2.26}, {"gpt-l", 2, 1.94, 2.23}}, 16);
 }
 
 // pro-prophet Fig. 10a (4 HPWNV nodes, top-1): Pro-Prophet is 1.01-1.23x
@@ -174,19 +183,9 @@ TEST(PaperFidelity, ProProphetOverBestBaselineTopOneFig10a) {
 // k = 2 MoE-GPT-DM (1.25x, 1.58x). The rtx2080ti-pcie-ib100 preset comes
 // from the datasheet and the HPWNV preset's fractions, not from this table.
 TEST(PaperFidelity, ProProphetTableFiveLpwnv) {
-  const struct {
-    const char* model;
-    int top_k;
-    double faster, pro;
-  } rows[] = {{"gpt-s", 1, 1.20, 1.30}, {"gpt-ds", 1, 1.12, 1.30}, {"gpt-ds", 2, 1.44, 1.64}, {"gpt-dm", 2, 1.25, 1.58}};
-  for (const auto& row : rows) {
-    const ProProphetTimes t = pro_prophet_times(row.model, row.top_k, 8, "rtx2080ti-pcie-ib100", 4096 / 8);
-    const std::string what = std::string(row.model) + " k=" + std::to_string(row.top_k);
-    expect_within(t.deepspeed / t.faster, row.faster, what + ": FasterMoE over DeepSpeed-MoE");
-    expect_within(t.deepspeed / t.pro, row.pro, what + ": Pro-Prophet over DeepSpeed-MoE");
-    EXPECT_LT(t.pro, t.faster) << what;
-    EXPECT_LT(t.pro, t.deepspeed) << what;
-  }
+  expect_speedup_rows({{"gpt-s", 1, 1.20, 1.30}, {"gpt-ds", 1, 1.12, 1.30}, {"gpt-ds", 2, 1.44, 1.64},
+                       {"gpt-dm", 2, 1.25, 1.58}},
+                      8, "rtx2080ti-pcie-ib100", 4096 / 8);
 }
 
 // mpipemoe Sec. V-D: MPipeMoE's memory footprint is on average 27 % and at
