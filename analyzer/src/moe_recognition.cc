@@ -539,10 +539,11 @@ class Recognizer {
     }
     for (const auto& [k, tokens] : load)
       t_.expert_load.push_back({std::get<0>(k), std::get<1>(k), std::get<2>(k), std::get<3>(k), tokens});
-    if (!load.empty())
-      t_.expert_load_origin =
-          "all-to-all split sizes of the forward dispatches (elements sent to each destination rank, one "
-          "\"expert\" per rank: the load of ranks, not of single experts)";
+    if (load.empty()) return;
+    t_.expert_load_by_rank = true;
+    t_.expert_load_origin =
+        "all-to-all split sizes of the forward dispatches (elements sent to each destination rank, one "
+        "\"expert\" per rank: the load of ranks, not of single experts)";
   }
 
   Trace& t_;

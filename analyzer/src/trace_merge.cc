@@ -272,6 +272,7 @@ class TraceMerger {
       o.placements.insert(o.placements.end(), t.placements.begin(), t.placements.end());
       for (auto& c : t.collectives) o.collectives.push_back(std::move(c));
       if (o.expert_load_origin.empty()) o.expert_load_origin = t.expert_load_origin;
+      o.expert_load_by_rank = o.expert_load_by_rank || t.expert_load_by_rank;
       merge_stats(t);
       t = Trace();  // freed as we go
     }

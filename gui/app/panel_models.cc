@@ -278,15 +278,17 @@ QVariant ExpertLoadModel::data(const QModelIndex& index, int role) const {
       if (tokens < 0) return QColor(0xE0, 0xE0, 0xE0);
       return heat_colour(max > 0 ? static_cast<double>(tokens) / static_cast<double>(max) : 0.0);
     case Qt::ToolTipRole: {
+      const QString column = by_rank() ? tr("rank %1").arg(index.column()) : tr("expert %1").arg(index.column());
       if (tokens < 0)
-        return tr("Layer %1, expert %2: no record in iteration %3").arg(grid_.layers[lp]).arg(index.column()).arg(grid_.iteration);
+        return tr("Layer %1, %2: no record in iteration %3").arg(grid_.layers[lp]).arg(column).arg(grid_.iteration);
       const std::int64_t total = grid_.layer_total(lp);
-      return tr("Layer %1, expert %2, iteration %3: %4 tokens (%5 of the layer's tokens)")
+      const QString what = by_rank() ? tr("%1 elements sent to it (%2 of the layer's)")
+                                     : tr("%1 tokens (%2 of the layer's tokens)");
+      return tr("Layer %1, %2, iteration %3: %4")
           .arg(grid_.layers[lp])
-          .arg(index.column())
+          .arg(column)
           .arg(grid_.iteration)
-          .arg(qs(format_count(tokens)))
-          .arg(percent(ratio(tokens, total)));
+          .arg(what.arg(qs(format_count(tokens)), percent(ratio(tokens, total))));
     }
     default: return {};
   }
@@ -294,7 +296,7 @@ QVariant ExpertLoadModel::data(const QModelIndex& index, int role) const {
 
 QVariant ExpertLoadModel::headerData(int section, Qt::Orientation o, int role) const {
   if (role != Qt::DisplayRole) return {};
-  if (o == Qt::Horizontal) return QStringLiteral("E%1").arg(section);
+  if (o == Qt::Horizontal) return (by_rank() ? QStringLiteral("R%1") : QStringLiteral("E%1")).arg(section);
   if (section >= 0 && static_cast<std::size_t>(section) < grid_.layers.size())
     return QStringLiteral("L%1").arg(grid_.layers[static_cast<std::size_t>(section)]);
   return {};

@@ -97,6 +97,9 @@ class ExpertLoadModel : public QAbstractTableModel {
   int columnCount(const QModelIndex& parent = {}) const override;
   QVariant data(const QModelIndex& index, int role) const override;
   QVariant headerData(int section, Qt::Orientation o, int role) const override;
+  // Columns are destination ranks and cells elements sent (a load read from
+  // all-to-all split sizes), not experts and tokens.
+  bool by_rank() const { return trace_ && trace_->expert_load_by_rank; }
 
  private:
   std::shared_ptr<const analyzer::Trace> trace_;

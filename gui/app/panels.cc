@@ -310,8 +310,12 @@ void ExpertLoadPanel::set_index(std::shared_ptr<const analyzer::Trace> trace,
   slider_->setRange(0, std::max(0, model_->iteration_count() - 1));
   slider_->setValue(0);
   slider_->setEnabled(model_->iteration_count() > 1);
-  scale_->setText(tr("Colour: tokens routed to the expert, summed over source ranks; white 0, darkest %1 (the largest cell of any iteration); grey: no record.")
-                      .arg(qs(format_count(index->max_tokens()))));
+  const QString unit = model_->by_rank()
+                           ? tr("elements the forward all-to-alls sent to the rank (their split sizes: the load of "
+                                "ranks, not of single experts)")
+                           : tr("tokens routed to the expert");
+  scale_->setText(tr("Colour: %1, summed over source ranks; white 0, darkest %2 (the largest cell of any iteration); grey: no record.")
+                      .arg(unit, qs(format_count(index->max_tokens()))));
   scale_->setWordWrap(true);
   update_label();
   show_content();

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_run.h"
 #include "import_test_util.h"
 #include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/breakdown.h"
@@ -321,6 +322,17 @@ TEST(MoeRecognition, MegatronModulesOrderGivesLayersAndDirections) {
   EXPECT_EQ(t.expert_load[2].layer, 1);
   EXPECT_EQ(t.expert_load[2].tokens, 6);
   EXPECT_FALSE(t.expert_load_origin.empty());
+  EXPECT_TRUE(t.expert_load_by_rank);  // one column per destination rank
+  // `moetrace merge` writes the trace as recorded; its reader recognises it
+  // again and reads the same rank load.
+  const auto merged = temp_path("megatron-merged.db");
+  const auto r = run_cli("merge " + temp_path("megatron.db") + " -o " + merged);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto m = analyzer::load_trace(merged);
+  EXPECT_TRUE(m.expert_load_by_rank);
+  EXPECT_EQ(m.expert_load_origin, t.expert_load_origin);
+  EXPECT_EQ(m.expert_load.size(), t.expert_load.size());
+
   // The breakdown per layer: layer 0 forward window [100,190] = 90 us, all-to-all 40 us.
   const auto b = analyzer::compute_breakdown(t);
   ASSERT_EQ(b.layers.size(), 2u);

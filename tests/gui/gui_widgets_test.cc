@@ -132,6 +132,14 @@ class GuiWidgetsTest : public QObject {
     QCOMPARE(load.index(0, 0).data().toString(), QStringLiteral("1"));
     QCOMPARE(load.index(1, 0).data(kTokensRole).toLongLong(), -1LL);
     QVERIFY(load.index(1, 0).data(Qt::ToolTipRole).toString().contains(QStringLiteral("no record")));
+    QCOMPARE(load.headerData(2, Qt::Horizontal, Qt::DisplayRole).toString(), QStringLiteral("E2"));
+    // A load read from all-to-all split sizes is per destination rank.
+    auto by_rank = std::make_shared<analyzer::Trace>(*trace);
+    by_rank->expert_load_by_rank = true;
+    load.set_index(by_rank, std::make_shared<const ExpertLoadIndex>(ExpertLoadIndex::from_trace(*by_rank)));
+    QCOMPARE(load.headerData(2, Qt::Horizontal, Qt::DisplayRole).toString(), QStringLiteral("R2"));
+    QVERIFY(load.index(1, 2).data(Qt::ToolTipRole).toString().contains(QStringLiteral("rank 2")));
+    QVERIFY(load.index(1, 2).data(Qt::ToolTipRole).toString().contains(QStringLiteral("elements")));
     load.set_index(nullptr, nullptr);
     QCOMPARE(load.rowCount(), 0);
 

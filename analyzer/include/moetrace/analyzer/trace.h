@@ -253,6 +253,9 @@ class Trace {
   // recognition fills it from all-to-all split sizes: one "expert" per
   // destination rank); empty: the trace's expert_load table.
   std::string expert_load_origin;
+  // The columns of expert_load are destination ranks, not experts, and its
+  // counts elements sent, not tokens (the all-to-all split sizes).
+  bool expert_load_by_rank = false;
   ProjectionStats projection;
   RecognitionStats recognition;
   // By string id: the Category (as int) of each kernel name by the rules of
