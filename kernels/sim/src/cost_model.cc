@@ -175,8 +175,9 @@ CostModel pipemoe_cluster(std::string name, double alpha_gemm, double beta_gemm_
   // all-to-all's.
   std::vector<CollectiveScalePoint> ar, once;
   for (const auto& p : all_to_all) {
+    // (A point within one node has no NIC traffic: the all-to-all's rate.)
     const double off_node = static_cast<double>(p.ranks - gpus_per_node) / p.ranks;
-    const double node_seconds_per_byte = p.beta_s / (gpus_per_node * off_node);
+    const double node_seconds_per_byte = off_node > 0 ? p.beta_s / (gpus_per_node * off_node) : p.beta_s;
     ar.push_back({p.ranks, p.alpha_s, 2.0 * (p.ranks - 1) / p.ranks * node_seconds_per_byte});
     once.push_back({p.ranks, p.alpha_s, node_seconds_per_byte});
   }
