@@ -14,7 +14,7 @@
 // ../shared/papers/*.txt; the table and row are cited beside each.
 //
 // Usage: paper_bench [--paper ppmoe|pipemoe|mpipemoe|pro-prophet|all]
-//                    [--format text|markdown] [--keep-traces DIR]
+//                    [--format text|markdown] [--keep-traces DIR] [--sensitivity]
 #include <fmt/format.h>
 #include <unistd.h>
 
