@@ -209,7 +209,7 @@ void PpMoeBuilder::forward(int j, int d, int s, int m) {
     }
     all_reduce(OpKind::kMoeAllReduce, co, "moe_all_reduce", tp_group(d, s), ys, tokens * M * m_.elem_bytes, true, frees);
 
-    for (int i = 0; m_.attention && i < m_.attention_per_block; ++i) {
+    for (int i = 0; i < m_.attention_ops(); ++i) {
       for (int t = 0; t < T_; ++t) {
         const int r = rank(d, s, t);
         OpArgs a = op_at(OpKind::kAttention, co, "attention", RankId(r), streams(r).compute);
@@ -218,7 +218,7 @@ void PpMoeBuilder::forward(int j, int d, int s, int m) {
                                            m_.sequence_length, T_, false),
                             {}};
         a.extra_access = {{acts[static_cast<std::size_t>(t)].y, schema::Access::kReadWrite}};
-        if (last && !dense && i + 1 == m_.attention_per_block) a.free = {acts[static_cast<std::size_t>(t)].y};
+        if (last && !dense && i + 1 == m_.attention_ops()) a.free = {acts[static_cast<std::size_t>(t)].y};
         b_.add(std::move(a));
       }
       // Megatron attention output all-reduce; the attention is timing only.
@@ -311,7 +311,7 @@ void PpMoeBuilder::backward(int j, int d, int s, int m) {
     if (dense)
       all_reduce(OpKind::kTensorParallelAllReduce, co, "tp_all_reduce.dense_ffn", tp_group(d, s), dy,
                  tokens * M * m_.elem_bytes, true);
-    for (int i = 0; m_.attention && i < m_.attention_per_block; ++i) {
+    for (int i = 0; i < m_.attention_ops(); ++i) {
       for (int t = 0; t < T_; ++t) {
         const int r = rank(d, s, t);
         OpArgs a = op_at(OpKind::kAttention, co, "attention", RankId(r), streams(r).compute);
@@ -511,7 +511,7 @@ Plan PpMoeBuilder::build() {
         // split over the TP group), timing only like the attention.
         if (m_.attention)
           all_reduce(OpKind::kGradAllReduce, co, "grad_all_reduce.attention", dp, {},
-                     m_.attention_per_block * 4 * m_.model_dim * m_.model_dim / T_ * m_.elem_bytes, false);
+                     m_.attention_ops() * 4 * m_.model_dim * m_.model_dim / T_ * m_.elem_bytes, false);
         for (int i = 0; i < local_; ++i) {
           std::vector<BufferId> g;
           for (int d = 0; d < D_; ++d)

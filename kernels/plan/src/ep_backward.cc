@@ -107,50 +107,47 @@ void EpBuilder::chunk_grad_buffers(int j, int l, const Coords& co) {
   }
 }
 
-// Data-parallel gradients of the gate and the dense FFN (DDP-style, per layer).
+// Data-parallel gradients of the gate, the attention and the dense FFN
+// (DDP-style, per layer).
 void EpBuilder::grad_all_reduce(int j, int l) {
   if (P_ <= 1) return;
   const std::vector<RankId> group = world_group();
-  std::vector<const std::vector<ParamBuffers>*> params{&gate_[at(l)]};
-  if (m_.dense_hidden > 0) params.push_back(&dense_[at(l)]);
   const Coords co = coords(l, j, -1, -1, Phase::kBackward);
-  if (m_.attention) {
-    // The attention weights are data parallel like the dense FFN's: Q, K, V
-    // and output projections of M x M each. The attention is timing only, so
-    // is the all-reduce of its gradients (no buffers, no data moved).
+  // One all-reduce over every rank of each rank's `params` gradients, or,
+  // without `params`, timing only: `bytes` per rank, no data moved.
+  auto all_reduce = [&](const std::string& what, const std::vector<ParamBuffers>* params, std::int64_t bytes) {
     const CollectiveId id = b_.next_collective();
+    const OpArgs each = op_at(OpKind::kGradAllReduce, co, what, RankId(), StreamId());
     for (int r = 0; r < P_; ++r) {
       Collective col;
       col.id = id;
       col.kind = CollectiveKind::kAllReduce;
       col.group = group;
-      col.moves_data = false;
-      OpArgs a = op_at(OpKind::kGradAllReduce, co, "grad_all_reduce.attention", RankId(r), streams(r).comm);
-      a.bytes = m_.attention_per_block * 4 * m_.model_dim * m_.model_dim * m_.elem_bytes;
-      a.data = std::move(col);
-      b_.add(std::move(a));
-    }
-  }
-  for (const auto* pv : params) {
-    const CollectiveId id = b_.next_collective();
-    const OpArgs each = op_at(OpKind::kGradAllReduce, co,
-                              fmt::format("grad_all_reduce.{}", param_kind_name(pv->front().slice.kind)), RankId(),
-                              StreamId());
-    for (int r = 0; r < P_; ++r) {
-      const BufferId g = (*pv)[at(r)].grads;
-      Collective col;
-      col.id = id;
-      col.kind = CollectiveKind::kAllReduce;
-      col.group = group;
-      col.inout = whole(b_, g);
       OpArgs a = each;
       a.rank = RankId(r);
       a.stream = streams(r).comm;
-      a.bytes = b_.buffer(g).bytes();
+      if (params) {
+        const BufferId g = (*params)[at(r)].grads;
+        col.inout = whole(b_, g);
+        a.bytes = b_.buffer(g).bytes();
+      } else {
+        col.moves_data = false;
+        a.bytes = bytes;
+      }
       a.data = std::move(col);
       b_.add(std::move(a));
     }
-  }
+  };
+  // The attention weights are data parallel like the dense FFN's: Q, K, V
+  // and output projections of M x M each. The attention is timing only, so
+  // is the all-reduce of its gradients.
+  if (m_.attention)
+    all_reduce("grad_all_reduce.attention", nullptr,
+               m_.attention_ops() * 4 * m_.model_dim * m_.model_dim * m_.elem_bytes);
+  std::vector<const std::vector<ParamBuffers>*> params{&gate_[at(l)]};
+  if (m_.dense_hidden > 0) params.push_back(&dense_[at(l)]);
+  for (const auto* pv : params)
+    all_reduce(fmt::format("grad_all_reduce.{}", param_kind_name(pv->front().slice.kind)), pv, 0);
 }
 
 void EpBuilder::backward(int j, int l) {
@@ -189,7 +186,7 @@ void EpBuilder::backward(int j, int l) {
       a.free = {s.y, s.mid, dz};
       b_.add(std::move(a));
     }
-    for (int i = 0; m_.attention && i < m_.attention_per_block; ++i) {
+    for (int i = 0; i < m_.attention_ops(); ++i) {
       OpArgs a = op_at(OpKind::kAttention, co, "attention", RankId(p), streams(p).compute);
       a.flops = 2.0 * attention_forward_flops(tokens, M, m_.sequence_length, 1);
       a.data = TimingOnly{attention_work(View{d, 0, tokens}, tokens, M, m_.sequence_length, 1, true), {}};

@@ -114,12 +114,12 @@ void EpBuilder::block_output(int j, int l, const Coords& co) {
   for (int p = 0; p < P_; ++p) {
     RankState& s = L.rank[at(p)];
     const std::int64_t tokens = s.tokens;
-    for (int i = 0; m_.attention && i < m_.attention_per_block; ++i) {
+    for (int i = 0; i < m_.attention_ops(); ++i) {
       OpArgs a = op_at(OpKind::kAttention, co, "attention", RankId(p), streams(p).compute);
       a.flops = attention_forward_flops(tokens, M, m_.sequence_length, 1);
       a.data = TimingOnly{attention_work(View{s.y, 0, tokens}, tokens, M, m_.sequence_length, 1, false), {}};
       a.extra_access = {{s.y, schema::Access::kReadWrite}};
-      if (last && !dense && i + 1 == m_.attention_per_block) a.free = {s.y};
+      if (last && !dense && i + 1 == m_.attention_ops()) a.free = {s.y};
       b_.add(std::move(a));
     }
     if (dense) {

@@ -315,12 +315,10 @@ plan::ProProphetModel derive_planner_model(const RunSpec& spec, const CostModel&
   // T_FNEC: the block's non-MoE part on one source's tokens.
   const double tokens = static_cast<double>(spec.routing.tokens_per_source);
   double fnec = 0;
-  if (m.attention) {
-    const auto& c = model.compute_cost(OpKind::kAttention);
-    fnec += m.attention_per_block * (c.alpha_s + c.seconds_per_flop * tokens *
-                                                     (8.0 * static_cast<double>(m.model_dim * m.model_dim) +
-                                                      4.0 * static_cast<double>(m.sequence_length * m.model_dim)));
-  }
+  const auto& attention = model.compute_cost(OpKind::kAttention);
+  fnec += m.attention_ops() * (attention.alpha_s + attention.seconds_per_flop * tokens *
+                                                       (8.0 * static_cast<double>(m.model_dim * m.model_dim) +
+                                                        4.0 * static_cast<double>(m.sequence_length * m.model_dim)));
   if (m.dense_hidden > 0) {
     const auto& c = model.compute_cost(OpKind::kDenseFfn);
     fnec += 2 * c.alpha_s + c.seconds_per_flop * 4.0 * tokens * static_cast<double>(m.model_dim * m.dense_hidden);

@@ -28,6 +28,8 @@ struct ModelShape {
   // and output projections, 4 M^2 each) are data parallel: the expert-parallel
   // builders all-reduce their gradients (timing only, like the attention).
   int attention_per_block = 1;
+  // Attention ops in a block: attention_per_block, or none without attention.
+  int attention_ops() const { return attention ? attention_per_block : 0; }
   std::int64_t sequence_length = 1024;  // attention FLOPs only
   int elem_bytes = 2;              // bytes per element of activations and parameters
   double learning_rate = 0.01;     // SGD step of the executors
