@@ -177,11 +177,11 @@ class CalibrationBuilder {
     const std::vector<RowSpan> spans = {RowSpan{0, rows}};
     if (phase == Phase::kForward) {
       a.name = fmt::format("calib.ffn.rows{}.s{}", rows, co.chunk);
-      a.flops = detail::ffn_forward_flops(rows, c_.model_dim, c_.expert_hidden);
+      a.flops = ffn_forward_flops(rows, c_.model_dim, c_.expert_hidden);
       a.data = FfnForward{q, r.params, r.x, r.mid, r.y, spans};
     } else {
       a.name = fmt::format("calib.ffn.rows{}.s{}.bwd", rows, co.chunk);
-      a.flops = detail::ffn_backward_flops(rows, c_.model_dim, c_.expert_hidden);
+      a.flops = ffn_backward_flops(rows, c_.model_dim, c_.expert_hidden);
       a.data = FfnBackward{q, r.params, r.grads, r.x, r.mid, r.dy, r.dx, spans};
     }
     a.extra_deps = chain ? after(q) : std::vector<OpId>{};

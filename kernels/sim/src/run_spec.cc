@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "moetrace/plan/flops.h"
 #include "moetrace/schema/error.h"
 #include "moetrace/sim/timing_plan.h"
 
@@ -308,20 +309,20 @@ plan::ProProphetModel derive_planner_model(const RunSpec& spec, const CostModel&
   const auto& m = spec.common.model;
   const LinearCost a2a = model.collective(plan::CollectiveKind::kAllToAllV).at(spec.common.ranks);
   if (a2a.beta_s > 0) p.bandwidth_bytes_per_s = 1.0 / a2a.beta_s;  // B-bar of Eq. 1
-  // t of Eq. 2: forward expert FLOPs are 4 M H per routed token.
+  // t of Eq. 2: forward expert FLOPs per routed token, as the builders count them.
   const double spf = model.compute_cost(OpKind::kExpertFfn).seconds_per_flop;
-  const double flops_per_token = 4.0 * static_cast<double>(m.model_dim * m.expert_hidden);
+  const double flops_per_token = plan::ffn_forward_flops(1, m.model_dim, m.expert_hidden);
   if (spf > 0) p.expert_tokens_per_s = 1.0 / (spf * flops_per_token);
   // T_FNEC: the block's non-MoE part on one source's tokens.
-  const double tokens = static_cast<double>(spec.routing.tokens_per_source);
+  const std::int64_t tokens = spec.routing.tokens_per_source;
   double fnec = 0;
   const auto& attention = model.compute_cost(OpKind::kAttention);
-  fnec += m.attention_ops() * (attention.alpha_s + attention.seconds_per_flop * tokens *
-                                                       (8.0 * static_cast<double>(m.model_dim * m.model_dim) +
-                                                        4.0 * static_cast<double>(m.sequence_length * m.model_dim)));
+  fnec += m.attention_ops() * (attention.alpha_s + attention.seconds_per_flop *
+                                                       plan::attention_forward_flops(tokens, m.model_dim,
+                                                                                     m.sequence_length, 1));
   if (m.dense_hidden > 0) {
     const auto& c = model.compute_cost(OpKind::kDenseFfn);
-    fnec += 2 * c.alpha_s + c.seconds_per_flop * 4.0 * tokens * static_cast<double>(m.model_dim * m.dense_hidden);
+    fnec += 2 * c.alpha_s + c.seconds_per_flop * plan::ffn_forward_flops(tokens, m.model_dim, m.dense_hidden);
   }
   p.fnec_seconds = fnec;
   p.bnec_seconds = 2 * fnec;  // backward twice the forward (pro-prophet Eq. 3)
