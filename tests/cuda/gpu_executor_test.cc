@@ -80,10 +80,20 @@ ExecutorOptions options(Precision p) {
   return o;
 }
 
-TEST(GpuExecutor, EveryVariantMatchesTheReferenceInFp32) {
+// The routed tokens of each block at world size P: uneven, so that
+// all-to-all-v sees different counts from every peer.
+std::vector<std::int64_t> block_tokens(int ranks) {
+  static const std::int64_t kTokens[] = {21, 9, 14, 17, 11, 19, 6, 15};
+  return {std::begin(kTokens), std::begin(kTokens) + ranks};
+}
+
+class EveryVariant : public ::testing::TestWithParam<int> {};
+
+TEST_P(EveryVariant, MatchesTheReferenceInFp32) {
   MOETRACE_REQUIRE_GPU();
-  const GpuFixture f = make_gpu_fixture(small_shape(2, 8, 2, 12, true), 2, {21, 9, 14, 17}, 5);
-  for (const Case& c : cases(f, 4)) {
+  const int ranks = GetParam();
+  const GpuFixture f = make_gpu_fixture(small_shape(2, 8, 2, 12, true), 2, block_tokens(ranks), 5);
+  for (const Case& c : cases(f, ranks)) {
     SCOPED_TRACE(c.name);
     Executor ex(c.plan, options(Precision::kFp32));
     const RunResult r = ex.run(f.weights, f.data);
@@ -91,19 +101,24 @@ TEST(GpuExecutor, EveryVariantMatchesTheReferenceInFp32) {
   }
 }
 
-TEST(GpuExecutor, EveryVariantMatchesTheReferenceInBf16) {
+TEST_P(EveryVariant, MatchesTheReferenceInBf16) {
   MOETRACE_REQUIRE_GPU();
-  const GpuFixture f = make_gpu_fixture(small_shape(2, 8, 2, 12, true), 2, {21, 9, 14, 17}, 5);
+  const int ranks = GetParam();
+  const GpuFixture f = make_gpu_fixture(small_shape(2, 8, 2, 12, true), 2, block_tokens(ranks), 5);
   ExecutorOptions o = options(Precision::kBf16);
   o.routing = RoutingMode::kPlanned;
   o.routing_table = testing::reference_routing(f);
-  for (const Case& c : cases(f, 4)) {
+  for (const Case& c : cases(f, ranks)) {
     SCOPED_TRACE(c.name);
     Executor ex(c.plan, o);
     const RunResult r = ex.run(f.weights, f.data);
     expect_matches_reference(c.plan, f, r, kBf16Tolerance);
   }
 }
+
+// The emulated communicator: all P ranks on one GPU (ppmoe at P = 4 and 8).
+INSTANTIATE_TEST_SUITE_P(EmulatedRanks, EveryVariant, ::testing::Values(2, 4, 8),
+                         [](const ::testing::TestParamInfo<int>& i) { return "P" + std::to_string(i.param); });
 
 TEST(GpuExecutor, PpMoeMatchesTheReference) {
   MOETRACE_REQUIRE_GPU();
@@ -128,17 +143,27 @@ TEST(GpuExecutor, PpMoeMatchesTheReference) {
   }
 }
 
+// NCCL with one rank per process: on one GPU that is a world of one (NCCL
+// refuses two ranks on one device; gpu_nccl_test runs two where there are two
+// GPUs). Every variant's plan at P = 1, in both precisions.
 TEST(GpuExecutor, NcclWithOneProcessMatchesTheReference) {
   MOETRACE_REQUIRE_GPU();
-  const GpuFixture f = make_gpu_fixture(small_shape(2, 4, 2, 0, false), 2, {19}, 9);
-  plan::DpMoeConfig c;
-  c.common = testing::common_config(f.shape, 1, 2);
-  const plan::Plan p = plan::build_dpmoe(c, f.ref.load);
-  ExecutorOptions o = options(Precision::kFp32);
-  o.communicator = CommunicatorKind::kNccl;
-  o.launch = LaunchEnv{0, 1, 0, "test", ""};
-  Executor ex(p, o);
-  expect_matches_reference(p, f, ex.run(f.weights, f.data), kFp32Tolerance);
+  const GpuFixture f = make_gpu_fixture(small_shape(2, 4, 2, 12, true), 2, {19}, 9);
+  for (Precision prec : {Precision::kFp32, Precision::kBf16}) {
+    ExecutorOptions o = options(prec);
+    o.communicator = CommunicatorKind::kNccl;
+    o.launch = LaunchEnv{0, 1, 0, "test", ""};
+    if (prec == Precision::kBf16) {
+      o.routing = RoutingMode::kPlanned;
+      o.routing_table = testing::reference_routing(f);
+    }
+    for (const Case& c : cases(f, 1)) {
+      SCOPED_TRACE(c.name + (prec == Precision::kFp32 ? " fp32" : " bf16"));
+      Executor ex(c.plan, o);
+      expect_matches_reference(c.plan, f, ex.run(f.weights, f.data),
+                               prec == Precision::kFp32 ? kFp32Tolerance : kBf16Tolerance);
+    }
+  }
 }
 
 plan::ExpertLoad synthetic(int ranks, int experts, int top_k, int layers, int iterations, std::int64_t tokens) {

@@ -8,6 +8,8 @@
 #include <set>
 
 #include "moetrace/cuda/schedule.h"
+#include "moetrace/plan/cpu_executor.h"
+#include "moetrace/plan/reference.h"
 #include "moetrace/plan/routing.h"
 #include "moetrace/schema/error.h"
 #include "variant_plans.h"
@@ -282,6 +284,43 @@ TEST(MemPoolPolicy, NoReuseMakesAStreamWaitOnItsOwn) {
   EXPECT_TRUE(p.follow_event_dependencies);  // reuse behind the executor's own waits
   EXPECT_TRUE(p.allow_opportunistic);        // reuse of a completed free waits for nothing
   EXPECT_TRUE(p.keep_freed_blocks);
+}
+
+// The plans the GPU tests run (gpu_executor_test: every variant at P = 1 for
+// NCCL and P = 2, 4, 8 emulated, on the reference's own routing) are valid at
+// every one of those world sizes: the CPU executor reproduces the float64
+// reference with them, and each has an issue order. A GPU-only failure then
+// lies in the CUDA executor, not in the plan.
+TEST(GpuTestPlans, MatchTheReferenceOnTheCpuAtEveryWorldSize) {
+  const std::int64_t tokens[] = {21, 9, 14, 17, 11, 19, 6, 15};
+  for (int ranks : {1, 2, 4, 8}) {
+    const plan::ModelShape s{.num_layers = 2, .num_experts = ranks == 1 ? 4 : 8, .top_k = 2, .model_dim = 16,
+                             .expert_hidden = 24, .dense_hidden = 12, .attention = true, .learning_rate = 0.05};
+    const plan::ModelWeights w = plan::random_weights(s, 5);
+    const plan::TrainingData d =
+        plan::random_training_data(s, 2, {std::begin(tokens), std::begin(tokens) + ranks}, 6);
+    const plan::ReferenceResult ref = plan::reference_train(s, w, d);
+    const auto named = testing::variant_plans(s, ranks, 2, ref.load);
+    EXPECT_EQ(named.size(), ranks % 4 == 0 ? 11u : 10u);  // ppmoe needs a multiple of 4
+    for (const auto& [name, p] : named) {
+      SCOPED_TRACE(name + " P=" + std::to_string(ranks));
+      EXPECT_NO_THROW(issue_order(p, all_ranks()));
+      const plan::CpuExecutionResult r = plan::execute_on_cpu(p, w, d);
+      std::set<std::size_t> covered;
+      for (const auto& t : r.outputs) {
+        const auto i = static_cast<std::size_t>(t.iteration * d.blocks + t.block);
+        EXPECT_LE(plan::relative_error(t.value, ref.outputs[i]), 1e-12);
+        covered.insert(i);
+      }
+      EXPECT_EQ(covered.size(), ref.outputs.size());
+      for (const auto& t : r.input_grads) {
+        const auto i = static_cast<std::size_t>(t.iteration * d.blocks + t.block);
+        EXPECT_LE(plan::relative_error(t.value, ref.input_grads[i]), 1e-12);
+      }
+      for (const auto& cp : r.final_params)
+        EXPECT_LE(plan::relative_error(cp.value, plan::param_slice(ref.final_weights, cp.slice)), 1e-12);
+    }
+  }
 }
 
 }  // namespace
