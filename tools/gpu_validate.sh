@@ -15,10 +15,25 @@
 #   tools/gpu_validate.sh build [DEB_DIR]   configure and build (DEB_DIR default: .debs)
 #   tools/gpu_validate.sh test              CPU-side CUDA tests, `ctest -L gpu`, a smoke run
 #   tools/gpu_validate.sh all [DEB_DIR]     both, one after the other
+#   tools/gpu_validate.sh bundle [DIR]      (on a machine without a GPU) build, then put
+#                                           the stripped binaries and the libraries they
+#                                           need from outside CUDA and glibc into DIR
+#                                           (default .gpu, about 15 MB): carried to the GPU
+#                                           machine, the build costs no device time there
+#   tools/gpu_validate.sh device            (on the GPU machine) everything that needs the
+#                                           GPU in one go, from the bundle in .gpu (else
+#                                           from the build directory): the gpu tests,
+#                                           compute-sanitizer memcheck / racecheck /
+#                                           synccheck on the every-variant test, a trace of
+#                                           every variant, tools/gpu_bench.py; results
+#                                           and logs in $OUT (default $build/out)
 #
 # `build` and `test` are separate so that each fits in one command of a
 # lent machine (10 minutes a command): `test` reuses the build directory and
-# the environment `build` left in it ($build/gpu_env.sh).
+# the environment `build` left in it ($build/gpu_env.sh). `device` keeps to
+# DEVICE_BUDGET_S seconds (default 540) by cutting the later stages short;
+# DEVICE_STAGES picks stages for a rerun (default
+# "unit,sanitizers,gpu,traces,bench"; GPU_BENCH_PARTS the parts of the last).
 # Environment: MOETRACE_GPU_BUILD (build dir, default build/gpu),
 # MOETRACE_CUDA_ARCHITECTURES (default 90), JOBS (default: all cores),
 # MOETRACE_WERROR (default OFF: the device machine's compiler is not CI's,
@@ -29,9 +44,14 @@ cd "$(dirname "$0")/.."
 
 stage=all
 case "${1:-}" in
-  build | test | all) stage=$1; shift ;;
+  build | test | all | bundle | device) stage=$1; shift ;;
 esac
-deb_dir=${1:-.debs}
+if [ "$stage" = bundle ]; then
+  bundle_dir=${1:-.gpu}
+  deb_dir=.debs
+else
+  deb_dir=${1:-.debs}
+fi
 build=${MOETRACE_GPU_BUILD:-build/gpu}
 [[ $build == /* ]] || build=$PWD/$build
 prefix=$build/deps
@@ -155,9 +175,209 @@ do_test() {
   return $status
 }
 
+# The binaries the GPU machine needs, and the bundle's layout (bin/, lib/).
+bundle_bins=(moetrace libmoetrace_cuda_backend.so cuda_gpu_tests cuda_host_tests cuda_probe_tests cupti_convert_tests)
+
+do_bundle() {
+  local dest=${1:-.gpu} b lib
+  [[ $dest == /* ]] || dest=$PWD/$dest
+  if [ -f "$build/CMakeCache.txt" ]; then
+    # An existing build (this script's, or any with MOETRACE_CUDA=ON): brought up to date, not reconfigured.
+    grep -q '^MOETRACE_CUDA:BOOL=ON' "$build/CMakeCache.txt" || { echo "gpu_validate: $build is not a CUDA build" >&2; exit 1; }
+    # shellcheck disable=SC1090
+    [ ! -f "$env_file" ] || . "$env_file"
+    cmake --build "$build" -j "$jobs" --target cuda_gpu_tests cuda_probe_tests cuda_host_tests cupti_convert_tests moetrace
+  else
+    do_build
+  fi
+  rm -rf "$dest"
+  mkdir -p "$dest/bin" "$dest/lib"
+  for b in "${bundle_bins[@]}"; do
+    # Debug info off (most of the size); symbols stay for the sanitizers' stacks.
+    strip --strip-debug -o "$dest/bin/$b" "$build/bin/$b"
+  done
+  # Every shared library they load from outside glibc, the compiler's runtime
+  # and CUDA: the GPU machine is another distribution without these packages.
+  while IFS= read -r lib; do
+    cp -L "$lib" "$dest/lib/"
+  done < <(for b in "${bundle_bins[@]}"; do ldd "$build/bin/$b"; done |
+             awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
+             grep -Ev '/(libc|libm|libdl|librt|libpthread|libutil|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so' |
+             grep -Ev '^/usr/local/cuda' || true)
+  {
+    echo "moetrace $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo ' (modified tree)')"
+    echo "built $(date -u +%Y-%m-%dT%H:%MZ) on $(. /etc/os-release && echo "$PRETTY_NAME"), $(g++ --version | head -1)"
+    echo "$(/usr/local/cuda/bin/nvcc --version | tail -1), CUDA architectures ${MOETRACE_CUDA_ARCHITECTURES:-90}"
+    echo "glibc $(ldd --version | head -1 | awk '{print $NF}'), libstdc++ up to $(strings "$(g++ -print-file-name=libstdc++.so.6)" | grep -E '^GLIBCXX_[0-9.]+$' | sort -V | tail -1)"
+    (cd "$dest" && find bin lib -type f -printf '%s\t%p\n' | sort -k2)
+  } >"$dest/MANIFEST"
+  cat "$dest/MANIFEST"
+  du -sh "$dest"
+}
+
+do_device() {
+  local out=${OUT:-$build/out} bindir libdir=""
+  local budget=${DEVICE_BUDGET_S:-540} t_start=$SECONDS
+  mkdir -p "$out"
+  local logs=$out/logs traces=$out/traces
+  mkdir -p "$logs" "$traces"
+  left() { echo $((budget - (SECONDS - t_start))); }
+  if [ -x .gpu/bin/moetrace ]; then
+    bindir=$PWD/.gpu/bin
+    libdir=$PWD/.gpu/lib
+  elif [ -x "$build/bin/moetrace" ] && [ -f "$env_file" ]; then
+    bindir=$build/bin
+    # shellcheck disable=SC1090
+    . "$env_file"
+    libdir=${deps_libs:-}
+  else
+    echo "gpu_validate: no bundle in .gpu and no build in $build (run: tools/gpu_validate.sh bundle here, or build there)" >&2
+    exit 1
+  fi
+  # Our binaries see the bundle's libraries; nothing else does (python's own
+  # sqlite3 and zlib must stay the system's).
+  local ours_ld=${libdir:+$libdir:}/usr/local/cuda/lib64:/usr/local/cuda/lib:/usr/local/cuda/targets/x86_64-linux/lib
+  local missing
+  missing=$(LD_LIBRARY_PATH=$ours_ld ldd "$bindir"/* 2>/dev/null | grep 'not found' | sort -u || true)
+  if [ -n "$missing" ]; then
+    # CUDA's libraries as PyTorch's wheels carry them (nvidia/<lib>/lib).
+    local wheels
+    wheels=$(python3 -c 'import nvidia, os; r = nvidia.__path__[0]; print(":".join(os.path.join(r, d, "lib") for d in sorted(os.listdir(r)) if os.path.isdir(os.path.join(r, d, "lib"))))' 2>/dev/null || true)
+    ours_ld=$ours_ld${wheels:+:$wheels}
+    missing=$(LD_LIBRARY_PATH=$ours_ld ldd "$bindir"/* 2>/dev/null | grep 'not found' | sort -u || true)
+    [ -z "$missing" ] || { echo "gpu_validate: libraries not found for $bindir:" >&2; echo "$missing" >&2; exit 1; }
+  fi
+  # One entry point for every call of our programs (also tools/gpu_bench.py's).
+  local moetrace=$out/moetrace.sh
+  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$ours_ld" "$bindir/moetrace" >"$moetrace"
+  chmod +x "$moetrace"
+  ours() { LD_LIBRARY_PATH=$ours_ld "$@"; }
+
+  local summary=$out/summary.md status=0
+  stage_result() {  # name, rc, seconds
+    local verdict=passed
+    [ "$2" = 0 ] || { verdict="FAILED (exit $2)"; status=1; }
+    echo "| $1 | $verdict | $3 s |" >>"$summary"
+    echo "gpu_validate: $1: $verdict ($3 s)" >&2
+  }
+  {
+    echo "# moetrace on the GPU"
+    echo
+    echo '```'
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 || true
+    /usr/local/cuda/bin/nvcc --version 2>&1 | tail -1 || true
+    python3 -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)' 2>&1 | tail -1 || true
+    [ -f .gpu/MANIFEST ] && head -4 .gpu/MANIFEST
+    echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+    echo '```'
+    echo
+    echo "| stage | result | time |"
+    echo "|---|---|---|"
+  } >"$summary"
+
+  local t rc stages=,${DEVICE_STAGES:-unit,sanitizers,gpu,traces,bench},
+  want() { [[ $stages == *,$1,* ]]; }
+  # 1. The CPU-side logic of the GPU path.
+  t=$SECONDS; rc=0
+  want unit && for b in cuda_host_tests cupti_convert_tests cuda_probe_tests; do
+    ours "$bindir/$b" --gtest_brief=1 >"$logs/$b.log" 2>&1 || rc=$?
+  done
+  want unit && stage_result "CPU-side CUDA tests" $rc $((SECONDS - t))
+
+  # 2. compute-sanitizer on the every-variant test (P = 4, both precisions),
+  # in the background while the gpu tests and the traces run: correctness
+  # only, no timing is taken meanwhile.
+  local san_pids=() tool
+  local san_filter='EmulatedRanks/EveryVariant.*/P4:GpuExecutor.PpMoeMatchesTheReference'
+  if ! want sanitizers; then :
+  elif command -v compute-sanitizer >/dev/null || [ -x /usr/local/cuda/bin/compute-sanitizer ]; then
+    local cs
+    cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+    for tool in memcheck racecheck synccheck; do
+      local filter=$san_filter
+      # racecheck tracks every shared-memory access: one precision suffices.
+      [ $tool = memcheck ] || filter='EmulatedRanks/EveryVariant.MatchesTheReferenceInBf16/P4'
+      ( t0=$SECONDS
+        LD_LIBRARY_PATH=$ours_ld timeout $(( $(left) > 200 ? 200 : $(left) )) \
+          "$cs" --tool $tool --error-exitcode 99 --print-limit 50 \
+          "$bindir/cuda_gpu_tests" --gtest_filter="$filter" --gtest_brief=1 >"$logs/sanitizer_$tool.log" 2>&1
+        echo "$? $((SECONDS - t0))" >"$logs/sanitizer_$tool.rc" ) &
+      san_pids+=($!)
+    done
+  else
+    echo "| compute-sanitizer | not found | - |" >>"$summary"
+    status=1
+  fi
+
+  # 3. Every gpu test; one skipped for want of a GPU fails the stage.
+  if want gpu; then
+    t=$SECONDS; rc=0
+    ours timeout "$(left)" "$bindir/cuda_gpu_tests" >"$logs/cuda_gpu_tests.log" 2>&1 || rc=$?
+    if [ $rc = 0 ] && grep -q "needs a CUDA GPU and driver" "$logs/cuda_gpu_tests.log"; then rc=3; fi
+    count() { grep -cE "^\[ *$1 *\] .* \([0-9]+ ms\)\$" "$logs/cuda_gpu_tests.log" || true; }
+    stage_result "gpu tests ($(count OK) passed, $(count FAILED) failed, $(count SKIPPED) skipped)" $rc $((SECONDS - t))
+  fi
+
+  # 4. A small trace of every variant (tests/data/gpu fixtures), each read back.
+  if want traces; then
+    t=$SECONDS; rc=0
+    local common=(--backend cuda --ranks 4 --layers 2 --experts 8 --top-k 2 --tokens 512 -i 2 --warmup 1 -q)
+    local -a runs=(
+      "dpmoe:-v dpmoe" "pipemoe:-v pipemoe -r 2" "ppmoe:-v ppmoe"
+      "mpipemoe_none:-v mpipemoe -r 2 --strategy none" "mpipemoe_S1:-v mpipemoe -r 2 --strategy S1"
+      "mpipemoe_S2:-v mpipemoe -r 2 --strategy S2" "mpipemoe_S3:-v mpipemoe -r 2 --strategy S3"
+      "mpipemoe_S4:-v mpipemoe -r 2 --strategy S4" "pro_prophet:-v pro_prophet" "fastermoe:-v fastermoe")
+    local entry name args
+    for entry in "${runs[@]}"; do
+      name=${entry%%:*}
+      read -r -a args <<<"${entry#*:}"
+      if timeout "$(left)" "$moetrace" run "${common[@]}" "${args[@]}" -o "$traces/$name.db" >"$logs/trace_$name.log" 2>&1 &&
+         "$moetrace" info "$traces/$name.db" >>"$logs/trace_$name.log" 2>&1 &&
+         "$moetrace" report "$traces/$name.db" >"$logs/trace_$name.report.txt" 2>&1; then :; else
+        rc=1; echo "trace $name failed" >&2
+      fi
+    done
+    local made=("$traces"/*.db)
+    [ -e "${made[0]}" ] || made=()
+    stage_result "a trace of every variant (${#made[@]} of ${#runs[@]})" $rc $((SECONDS - t))
+  fi
+
+  # 5. The sanitizers' verdicts.
+  for pid in "${san_pids[@]}"; do wait "$pid" || true; done
+  for tool in memcheck racecheck synccheck; do
+    [ -f "$logs/sanitizer_$tool.rc" ] || continue
+    read -r rc t <"$logs/sanitizer_$tool.rc"
+    stage_result "compute-sanitizer $tool ($(grep -m1 -o 'ERROR SUMMARY: [0-9]* error' "$logs/sanitizer_$tool.log" || echo 'no summary'))" "$rc" "$t"
+  done
+
+  # 6. The measurements (nothing else runs on the GPU now).
+  t=$SECONDS; rc=0
+  if ! want bench; then :
+  elif [ "$(left)" -gt 30 ]; then
+    PYTHONUNBUFFERED=1 timeout "$(left)" python3 tools/gpu_bench.py --moetrace "$moetrace" --out "$out/bench" \
+      ${GPU_BENCH_PARTS:+--parts "$GPU_BENCH_PARTS"} >"$logs/gpu_bench.log" 2>&1 || rc=$?
+  else
+    rc=124; echo "no time left for the measurements" >"$logs/gpu_bench.log"
+  fi
+  want bench && stage_result "measurements (tools/gpu_bench.py)" $rc $((SECONDS - t))
+  if [ -f "$out/bench/bench.md" ]; then { echo; cat "$out/bench/bench.md"; } >>"$summary"; fi
+
+  # What comes back: at most 8 files (the device tool's limit).
+  tar -C "$out" -czf "$out/traces.tgz" traces
+  tar -C "$out" -czf "$out/logs.tgz" logs bench 2>/dev/null || tar -C "$out" -czf "$out/logs.tgz" logs
+  [ -f "$out/bench/bench.json" ] && cp "$out/bench/bench.json" "$out/bench.json"
+  rm -rf "$traces" "$out/bench/work"
+  echo
+  cat "$summary"
+  [ $status = 0 ] && echo "gpu_validate: device: all passed" || echo "gpu_validate: device: FAILED" >&2
+  return $status
+}
+
 case $stage in
   build) do_build ;;
   test) do_test ;;
+  bundle) do_bundle "$bundle_dir" ;;
+  device) do_device ;;
   all)
     do_build  # (not `do_build && do_test`: bash ignores set -e inside a function run as part of &&)
     do_test
