@@ -8,6 +8,9 @@
 
 #include <climits>
 #include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <type_traits>
 
 #include "kernels.h"
 #include "moetrace/cupti/check.h"
@@ -22,6 +25,40 @@ __device__ __forceinline__ float load(const float* p) { return *p; }
 __device__ __forceinline__ float load(const __nv_bfloat16* p) { return __bfloat162float(*p); }
 __device__ __forceinline__ void store(float* p, float v) { *p = v; }
 __device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+
+// V consecutive elements as one access: V = 1 (any address), or 16 bytes
+// (8 bf16, 4 float) from a 16-byte aligned address, so that the row-moving
+// kernels below issue 128-bit loads and stores (a warp moves 512 bytes per
+// instruction, not 64) where the rows allow it (vector_width).
+template <class T>
+constexpr int kPack = static_cast<int>(16 / sizeof(T));
+
+template <int V, class T>
+__device__ __forceinline__ void load_v(const T* p, float (&f)[V]) {
+  if constexpr (V == 1) {
+    f[0] = load(p);
+  } else {
+    static_assert(V == kPack<T>, "a vector is 16 bytes");
+    const uint4 raw = *reinterpret_cast<const uint4*>(p);
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int i = 0; i < V; ++i) f[i] = load(e + i);
+  }
+}
+
+template <int V, class T>
+__device__ __forceinline__ void store_v(T* p, const float (&f)[V]) {
+  if constexpr (V == 1) {
+    store(p, f[0]);
+  } else {
+    static_assert(V == kPack<T>, "a vector is 16 bytes");
+    uint4 raw;
+    T* e = reinterpret_cast<T*>(&raw);
+#pragma unroll
+    for (int i = 0; i < V; ++i) store(e + i, f[i]);
+    *reinterpret_cast<uint4*>(p) = raw;
+  }
+}
 
 __device__ __forceinline__ unsigned long long globaltimer() {
   unsigned long long t;
@@ -54,6 +91,27 @@ dim3 row_grid(long long rows, long long cols) {
   if (x < 1) x = 1;
   long long y = rows < 1 ? 1 : (rows > 65535 ? 65535 : rows);
   return dim3(static_cast<unsigned>(x), static_cast<unsigned>(y));
+}
+
+// Calls f(std::type_identity<T>, std::integral_constant<int, V>) for the
+// element type and the widest access every operand allows: 16 bytes where
+// each row of each starts 16-byte aligned (cudaMallocAsync aligns to 256; a
+// view's rows do when a row is a multiple of 16 bytes), else one element.
+template <class F>
+void by_type_and_width(DType t, long long cols, std::initializer_list<const void*> operands, F&& f) {
+  auto go = [&](auto type) {
+    using T = typename decltype(type)::type;
+    bool packs = (cols * static_cast<long long>(sizeof(T))) % 16 == 0;
+    for (const void* p : operands) packs = packs && reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+    if (packs)
+      f(type, std::integral_constant<int, kPack<T>>{});
+    else
+      f(type, std::integral_constant<int, 1>{});
+  };
+  if (t == DType::kBf16)
+    go(std::type_identity<__nv_bfloat16>{});
+  else
+    go(std::type_identity<float>{});
 }
 
 void check_launch(const char* what) {
@@ -150,7 +208,7 @@ __global__ void gate_backward_kernel(const float* __restrict__ probs, const floa
 // Routing maps: one block per listed expert scans the tokens in order; the
 // q-th token routed to the expert goes to layout_row(entry, q).
 
-__global__ void routing_maps_kernel(const float* __restrict__ routing, long long tokens, int k,
+__global__ void __launch_bounds__(1024) routing_maps_kernel(const float* __restrict__ routing, long long tokens, int k,
                                     const long long* __restrict__ table, int chunks,
                                     int* __restrict__ positions, int* __restrict__ inverse,
                                     unsigned long long* __restrict__ mismatches) {
@@ -197,66 +255,80 @@ __global__ void routing_maps_kernel(const float* __restrict__ routing, long long
 // ---------------------------------------------------------------------------
 // Permute family
 
-template <class T>
+// The row-moving kernels: thread c of a row handles elements [c V, c V + V)
+// of it (cols is a multiple of V).
+template <class T, int V>
 __global__ void permute_rows_kernel(const T* __restrict__ x, long long cols, int k,
                                     const int* __restrict__ inverse, long long rows, T* __restrict__ out) {
-  const long long c = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  const long long c = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) * V;
   if (c >= cols) return;
   for (long long r = blockIdx.y; r < rows; r += gridDim.y) {
     const int src = inverse[r];
-    if (src >= 0)
-      out[r * cols + c] = x[static_cast<long long>(src / k) * cols + c];
-    else
-      store(out + r * cols + c, 0.0f);
+    float v[V] = {};
+    if (src >= 0) load_v<V>(x + static_cast<long long>(src / k) * cols + c, v);
+    store_v<V>(out + r * cols + c, v);
   }
 }
 
-template <class T>
+template <class T, int V>
 __global__ void permute_backward_kernel(const T* __restrict__ d_permuted, long long cols,
                                         const int* __restrict__ positions, long long tokens, int k,
                                         T* __restrict__ dx) {
-  const long long c = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  const long long c = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) * V;
   if (c >= cols) return;
   for (long long t = blockIdx.y; t < tokens; t += gridDim.y) {
-    float acc = load(dx + t * cols + c);
+    float acc[V];
+    load_v<V>(dx + t * cols + c, acc);
     for (int s = 0; s < k; ++s) {
       const int pos = positions[t * k + s];
-      if (pos >= 0) acc += load(d_permuted + static_cast<long long>(pos) * cols + c);
+      if (pos < 0) continue;
+      float v[V];
+      load_v<V>(d_permuted + static_cast<long long>(pos) * cols + c, v);
+#pragma unroll
+      for (int i = 0; i < V; ++i) acc[i] += v[i];
     }
-    store(dx + t * cols + c, acc);
+    store_v<V>(dx + t * cols + c, acc);
   }
 }
 
-template <class T>
+template <class T, int V>
 __global__ void unpermute_kernel(const T* __restrict__ combined, const float* __restrict__ routing,
                                  const int* __restrict__ positions, long long tokens, int k,
                                  long long cols, T* __restrict__ y) {
-  const long long c = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  const long long c = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) * V;
   if (c >= cols) return;
   for (long long t = blockIdx.y; t < tokens; t += gridDim.y) {
-    float acc = 0.0f;
+    float acc[V] = {};
     for (int s = 0; s < k; ++s) {
       const int pos = positions[t * k + s];
-      if (pos >= 0) acc += routing[t * 2 * k + k + s] * load(combined + static_cast<long long>(pos) * cols + c);
+      if (pos < 0) continue;
+      const float w = routing[t * 2 * k + k + s];
+      float v[V];
+      load_v<V>(combined + static_cast<long long>(pos) * cols + c, v);
+#pragma unroll
+      for (int i = 0; i < V; ++i) acc[i] += w * v[i];
     }
-    store(y + t * cols + c, acc);
+    store_v<V>(y + t * cols + c, acc);
   }
 }
 
-template <class T>
+template <class T, int V>
 __global__ void unpermute_backward_rows_kernel(const T* __restrict__ dy, const float* __restrict__ routing,
                                                const int* __restrict__ inverse, int k, long long rows,
                                                long long cols, T* __restrict__ d_combined) {
-  const long long c = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  const long long c = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) * V;
   if (c >= cols) return;
   for (long long r = blockIdx.y; r < rows; r += gridDim.y) {
     const int src = inverse[r];
-    float v = 0.0f;
+    float v[V] = {};
     if (src >= 0) {
       const long long t = src / k;
-      v = routing[t * 2 * k + k + src % k] * load(dy + t * cols + c);
+      const float w = routing[t * 2 * k + k + src % k];
+      load_v<V>(dy + t * cols + c, v);
+#pragma unroll
+      for (int i = 0; i < V; ++i) v[i] *= w;
     }
-    store(d_combined + r * cols + c, v);
+    store_v<V>(d_combined + r * cols + c, v);
   }
 }
 
@@ -536,7 +608,9 @@ void routing_maps(cudaStream_t s, const float* routing, std::int64_t tokens, int
     ::moetrace::cupti::detail::check_cuda(cudaMemsetAsync(inverse, 0xFF, static_cast<std::size_t>(rows) * 4, s),
                                           "cudaMemsetAsync(inverse)", __FILE__, __LINE__);
   if (listed <= 0) return;
-  routing_maps_kernel<<<static_cast<unsigned>(listed), kThreads, 0, s>>>(
+  // One block an expert scans every token: the widest block (32 warps,
+  // warp_offset's size) takes the fewest serial steps.
+  routing_maps_kernel<<<static_cast<unsigned>(listed), 1024, 0, s>>>(
       routing, tokens, top_k, reinterpret_cast<const long long*>(table), chunks, positions, inverse,
       mismatches);
   check_launch("routing_maps");
@@ -545,25 +619,24 @@ void routing_maps(cudaStream_t s, const float* routing, std::int64_t tokens, int
 void permute_rows(cudaStream_t s, DType t, const void* x, std::int64_t cols, int top_k,
                   const std::int32_t* inverse, std::int64_t rows, void* out) {
   if (rows <= 0 || cols <= 0) return;
-  const dim3 g = row_grid(rows, cols);
-  if (t == DType::kBf16)
-    permute_rows_kernel<<<g, kThreads, 0, s>>>(as<__nv_bfloat16>(x), cols, top_k, inverse, rows,
-                                               as<__nv_bfloat16>(out));
-  else
-    permute_rows_kernel<<<g, kThreads, 0, s>>>(as<float>(x), cols, top_k, inverse, rows, as<float>(out));
+  by_type_and_width(t, cols, {x, out}, [&](auto type, auto width) {
+    using T = typename decltype(type)::type;
+    constexpr int V = decltype(width)::value;
+    permute_rows_kernel<T, V><<<row_grid(rows, cols / V), kThreads, 0, s>>>(as<T>(x), cols, top_k, inverse, rows,
+                                                                            as<T>(out));
+  });
   check_launch("permute_rows");
 }
 
 void permute_backward(cudaStream_t s, DType t, const void* d_permuted, std::int64_t cols,
                       const std::int32_t* positions, std::int64_t tokens, int top_k, void* dx) {
   if (tokens <= 0 || cols <= 0) return;
-  const dim3 g = row_grid(tokens, cols);
-  if (t == DType::kBf16)
-    permute_backward_kernel<<<g, kThreads, 0, s>>>(as<__nv_bfloat16>(d_permuted), cols, positions, tokens,
-                                                   top_k, as<__nv_bfloat16>(dx));
-  else
-    permute_backward_kernel<<<g, kThreads, 0, s>>>(as<float>(d_permuted), cols, positions, tokens, top_k,
-                                                   as<float>(dx));
+  by_type_and_width(t, cols, {d_permuted, dx}, [&](auto type, auto width) {
+    using T = typename decltype(type)::type;
+    constexpr int V = decltype(width)::value;
+    permute_backward_kernel<T, V><<<row_grid(tokens, cols / V), kThreads, 0, s>>>(as<T>(d_permuted), cols,
+                                                                                  positions, tokens, top_k, as<T>(dx));
+  });
   check_launch("permute_backward");
 }
 
@@ -571,13 +644,12 @@ void unpermute(cudaStream_t s, DType t, const void* combined, const float* routi
                const std::int32_t* positions, std::int64_t tokens, int top_k, std::int64_t cols,
                void* y) {
   if (tokens <= 0 || cols <= 0) return;
-  const dim3 g = row_grid(tokens, cols);
-  if (t == DType::kBf16)
-    unpermute_kernel<<<g, kThreads, 0, s>>>(as<__nv_bfloat16>(combined), routing, positions, tokens, top_k,
-                                            cols, as<__nv_bfloat16>(y));
-  else
-    unpermute_kernel<<<g, kThreads, 0, s>>>(as<float>(combined), routing, positions, tokens, top_k, cols,
-                                            as<float>(y));
+  by_type_and_width(t, cols, {combined, y}, [&](auto type, auto width) {
+    using T = typename decltype(type)::type;
+    constexpr int V = decltype(width)::value;
+    unpermute_kernel<T, V><<<row_grid(tokens, cols / V), kThreads, 0, s>>>(as<T>(combined), routing, positions,
+                                                                           tokens, top_k, cols, as<T>(y));
+  });
   check_launch("unpermute");
 }
 
@@ -586,13 +658,12 @@ void unpermute_backward(cudaStream_t s, DType t, const void* dy, const void* com
                         const std::int32_t* inverse, std::int64_t tokens, int top_k,
                         std::int64_t rows, std::int64_t cols, void* d_combined, float* d_weights) {
   if (rows > 0 && cols > 0) {
-    const dim3 g = row_grid(rows, cols);
-    if (t == DType::kBf16)
-      unpermute_backward_rows_kernel<<<g, kThreads, 0, s>>>(as<__nv_bfloat16>(dy), routing, inverse, top_k,
-                                                            rows, cols, as<__nv_bfloat16>(d_combined));
-    else
-      unpermute_backward_rows_kernel<<<g, kThreads, 0, s>>>(as<float>(dy), routing, inverse, top_k, rows,
-                                                            cols, as<float>(d_combined));
+    by_type_and_width(t, cols, {dy, d_combined}, [&](auto type, auto width) {
+      using T = typename decltype(type)::type;
+      constexpr int V = decltype(width)::value;
+      unpermute_backward_rows_kernel<T, V><<<row_grid(rows, cols / V), kThreads, 0, s>>>(
+          as<T>(dy), routing, inverse, top_k, rows, cols, as<T>(d_combined));
+    });
     check_launch("unpermute_backward_rows");
   }
   const long long pairs = tokens * top_k;
