@@ -6,6 +6,8 @@
 // Run options stay shared with the simulator; what only the GPU path needs
 // comes from the environment:
 //   MOETRACE_CUDA_PRECISION     bf16 (default) | fp32
+//   MOETRACE_CUDA_EXPERT_GEMM   grouped (default: one cublasGemmGroupedBatchedEx an
+//                               FFN op) | per_expert (one cublasGemmEx a span)
 //   MOETRACE_CUDA_COMMUNICATOR  emulated | nccl; default: nccl where a launcher
 //                               (mpirun, torchrun-style RANK/WORLD_SIZE, srun,
 //                               PMI, PMIx: cuda/launch_env.h) started
@@ -49,6 +51,8 @@ void run_cuda(const RunRequest& request) {
 
   cuda::CudaRunOptions o;
   if (const std::string p = env("MOETRACE_CUDA_PRECISION"); !p.empty()) o.executor.precision = cuda::parse_precision(p);
+  if (const std::string g = env("MOETRACE_CUDA_EXPERT_GEMM"); !g.empty())
+    o.executor.expert_gemm = cuda::parse_expert_gemm(g);
   const auto launch = cuda::launch_env_from_process();
   o.executor.communicator = launch && launch->world_size > 1 ? cuda::CommunicatorKind::kNccl
                                                              : cuda::CommunicatorKind::kEmulated;

@@ -93,12 +93,15 @@ TEST_P(EveryVariant, MatchesTheReferenceInFp32) {
   MOETRACE_REQUIRE_GPU();
   const int ranks = GetParam();
   const GpuFixture f = make_gpu_fixture(small_shape(2, 8, 2, 12, true), 2, block_tokens(ranks), 5);
-  for (const Case& c : cases(f, ranks)) {
-    SCOPED_TRACE(c.name);
-    Executor ex(c.plan, options(Precision::kFp32));
-    const RunResult r = ex.run(f.weights, f.data);
-    expect_matches_reference(c.plan, f, r, kFp32Tolerance);
-  }
+  for (ExpertGemm g : {ExpertGemm::kGrouped, ExpertGemm::kPerExpert})
+    for (const Case& c : cases(f, ranks)) {
+      SCOPED_TRACE(c.name + " " + expert_gemm_name(g));
+      ExecutorOptions o = options(Precision::kFp32);
+      o.expert_gemm = g;
+      Executor ex(c.plan, o);
+      const RunResult r = ex.run(f.weights, f.data);
+      expect_matches_reference(c.plan, f, r, kFp32Tolerance);
+    }
 }
 
 TEST_P(EveryVariant, MatchesTheReferenceInBf16) {

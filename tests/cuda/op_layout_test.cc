@@ -98,6 +98,13 @@ TEST(BufferDtype, RoutingAndGradientsStayFp32) {
   EXPECT_THROW(parse_precision("fp16"), ConfigError);
 }
 
+TEST(ExpertGemm, NamesParseBackAndAnUnknownOneIsAConfigError) {
+  for (ExpertGemm g : {ExpertGemm::kGrouped, ExpertGemm::kPerExpert})
+    EXPECT_EQ(parse_expert_gemm(expert_gemm_name(g)), g);
+  EXPECT_STREQ(expert_gemm_name(ExpertGemm::kPerExpert), "per_expert");
+  EXPECT_THROW(parse_expert_gemm("batched"), ConfigError);
+}
+
 plan::Plan dpmoe_plan() {
   plan::ModelShape m{.num_layers = 1, .num_experts = 4, .top_k = 2, .model_dim = 8, .expert_hidden = 16};
   plan::SyntheticLoadConfig lc{.sources = 2, .experts = 4, .top_k = 2, .tokens_per_source = 10};

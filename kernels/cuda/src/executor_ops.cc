@@ -199,7 +199,7 @@ void Executor::Impl::first_gemm(const plan::Op& op, const FfnShape& f, BufferId 
     ps.push_back({b.count[i], buf(input) + b.begin[i] * f.M * f.elem, buf(params),
                   buf(middle) + b.begin[i] * f.H * f.elem});
   grouped_gemm(blas(op), stream(op.stream), row_major(false, false, 0, f.H, f.M), ps, f.t, 1.0f, 0.0f,
-               pointer_slot(op));
+               pointer_slot(op), opt_.expert_gemm == ExpertGemm::kGrouped);
 }
 
 void Executor::Impl::run_op(const plan::Op& op, const plan::FfnForward& d) {
@@ -218,7 +218,7 @@ void Executor::Impl::run_op(const plan::Op& op, const plan::FfnForward& d) {
     for (int i = 0; i < b.n; ++i)
       ps.push_back({b.count[i], a + b.prefix[i] * f.H * f.elem, w2t, buf(d.output) + b.begin[i] * f.M * f.elem});
     grouped_gemm(blas(op), stream(op.stream), row_major(false, true, 0, f.M, f.H), ps, f.t, 1.0f, 0.0f,
-                 pointer_slot(op));
+                 pointer_slot(op), opt_.expert_gemm == ExpertGemm::kGrouped);
   }
 }
 
@@ -252,7 +252,8 @@ void Executor::Impl::run_op(const plan::Op& op, const plan::FfnBackward& d) {
     std::vector<GroupedProblem> ps;
     for (int i = 0; i < b.n; ++i)
       ps.push_back({b.count[i], buf(d.d_output) + b.begin[i] * f.M * f.elem, w2t, g + b.prefix[i] * f.H * f.elem});
-    grouped_gemm(blas(op), s, row_major(false, false, 0, f.H, f.M), ps, f.t, 1.0f, 0.0f, pointer_slot(op));
+    grouped_gemm(blas(op), s, row_major(false, false, 0, f.H, f.M), ps, f.t, 1.0f, 0.0f, pointer_slot(op),
+                 opt_.expert_gemm == ExpertGemm::kGrouped);
     kernels::gelu_backward(s, f.t, buf(d.middle), f.H, b, a, g);
     // grad(W2)^T += d_output^T a and grad(W1) += input^T g: the spans add
     // into the same gradient, so one GEMM after the other on this stream.
@@ -266,7 +267,8 @@ void Executor::Impl::run_op(const plan::Op& op, const plan::FfnBackward& d) {
     ps.clear();
     for (int i = 0; i < b.n; ++i)
       ps.push_back({b.count[i], g + b.prefix[i] * f.H * f.elem, w1, buf(d.d_input) + b.begin[i] * f.M * f.elem});
-    grouped_gemm(blas(op), s, row_major(false, true, 0, f.M, f.H), ps, f.t, 1.0f, 0.0f, pointer_slot(op));
+    grouped_gemm(blas(op), s, row_major(false, true, 0, f.M, f.H), ps, f.t, 1.0f, 0.0f, pointer_slot(op),
+                 opt_.expert_gemm == ExpertGemm::kGrouped);
   }
 }
 

@@ -51,7 +51,7 @@ void gemm_strided_batched(cublasHandle_t h, const RowMajorGemm& g, const void* A
 
 void grouped_gemm(cublasHandle_t h, cudaStream_t s, RowMajorGemm shape,
                   const std::vector<GroupedProblem>& problems, DType t, float alpha, float beta,
-                  void** device_ptrs) {
+                  void** device_ptrs, bool grouped) {
   std::vector<GroupedProblem> live;
   for (const auto& p : problems)
     if (p.m > 0) live.push_back(p);
@@ -63,8 +63,8 @@ void grouped_gemm(cublasHandle_t h, cudaStream_t s, RowMajorGemm shape,
       gemm(h, g, p.A, p.B, p.C, t, t, alpha, beta);
     }
   };
-  if (live.size() == 1 || !g_grouped_supported.load()) {
-    if (live.size() > 1) g_fallbacks += 1;
+  if (live.size() == 1 || !grouped || !g_grouped_supported.load()) {
+    if (live.size() > 1 && grouped) g_fallbacks += 1;
     one_by_one(live);
     return;
   }

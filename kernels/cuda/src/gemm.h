@@ -26,8 +26,9 @@ void gemm_strided_batched(cublasHandle_t h, const RowMajorGemm& g, const void* A
 // Problems with the same n, k, transposition and leading dimensions and
 // their own m (an expert's row spans): one cublasGemmGroupedBatchedEx call
 // with a group per problem (the pointer arrays are written to `device_ptrs`,
-// 3 x kMaxGemmGroups entries, on the handle's stream first). Falls back to
-// one cublasGemmEx per problem where cuBLAS does not support the grouped call.
+// 3 x kMaxGemmGroups entries, on the handle's stream first), or with
+// `grouped` false one cublasGemmEx per problem. Falls back to one per problem
+// where cuBLAS does not support the grouped call.
 struct GroupedProblem {
   std::int64_t m = 0;
   const void* A = nullptr;
@@ -36,7 +37,7 @@ struct GroupedProblem {
 };
 void grouped_gemm(cublasHandle_t h, cudaStream_t s, RowMajorGemm shape,
                   const std::vector<GroupedProblem>& problems, DType t, float alpha, float beta,
-                  void** device_ptrs);
+                  void** device_ptrs, bool grouped = true);
 
 // How many grouped calls fell back to per-problem GEMMs (for the run summary).
 std::int64_t grouped_gemm_fallbacks();

@@ -24,6 +24,14 @@ Precision parse_precision(std::string_view s) {
   throw ConfigError(fmt::format("precision ({}) must be bf16 or fp32", s));
 }
 
+const char* expert_gemm_name(ExpertGemm g) { return g == ExpertGemm::kGrouped ? "grouped" : "per_expert"; }
+
+ExpertGemm parse_expert_gemm(std::string_view s) {
+  if (s == "grouped") return ExpertGemm::kGrouped;
+  if (s == "per_expert") return ExpertGemm::kPerExpert;
+  throw ConfigError(fmt::format("expert GEMM ({}) must be grouped or per_expert", s));
+}
+
 DType buffer_dtype(const plan::Buffer& b, Precision p) {
   switch (b.tag) {
     case plan::BufferTag::kRouting:

@@ -99,6 +99,7 @@ CudaRunSummary run_plan(const plan::Plan& plan, const CudaRunOptions& options) {
   run.host = host_name();
   auto writer = std::make_unique<instrument::TraceWriter>(summary.trace_path, run);
   writer->set_config("cuda.precision", precision_name(options.executor.precision));
+  writer->set_config("cuda.expert_gemm", expert_gemm_name(options.executor.expert_gemm));
   writer->set_config("cuda.communicator", communicator_name(options.executor.communicator));
   writer->set_config("cuda.routing", options.executor.routing == RoutingMode::kPlanned ? "planned" : "computed");
   if (options.executor.communicator == CommunicatorKind::kEmulated)

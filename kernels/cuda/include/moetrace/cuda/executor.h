@@ -63,6 +63,7 @@ using RoutingTable = std::map<RoutingKey, std::vector<std::int32_t>>;
 
 struct ExecutorOptions {
   Precision precision = Precision::kBf16;
+  ExpertGemm expert_gemm = ExpertGemm::kGrouped;  // FFN ops' row spans: one grouped call or a GEMM each
   RoutingMode routing = RoutingMode::kComputed;
   RoutingTable routing_table;        // kPlanned: explicit routing (tests), else from the plan's loads
   CommunicatorKind communicator = CommunicatorKind::kEmulated;

@@ -23,6 +23,12 @@ enum class Precision : std::uint8_t { kBf16 = 0, kFp32 = 1 };
 const char* precision_name(Precision p);  // "bf16", "fp32"
 Precision parse_precision(std::string_view s);  // throws ConfigError
 
+// How an FFN op's row spans (experts) go to cuBLAS: one grouped call
+// (cublasGemmGroupedBatchedEx), or one cublasGemmEx per span.
+enum class ExpertGemm : std::uint8_t { kGrouped = 0, kPerExpert = 1 };
+const char* expert_gemm_name(ExpertGemm g);         // "grouped", "per_expert"
+ExpertGemm parse_expert_gemm(std::string_view s);   // throws ConfigError
+
 // Routing (probabilities, expert ids, weights), gradients and optimizer
 // states are fp32 whatever the precision: ids must be exact, and gradients
 // accumulate over blocks and chunks.
