@@ -366,7 +366,7 @@ do_device() {
   tar -C "$out" -czf "$out/traces.tgz" traces
   tar -C "$out" -czf "$out/logs.tgz" logs bench 2>/dev/null || tar -C "$out" -czf "$out/logs.tgz" logs
   [ -f "$out/bench/bench.json" ] && cp "$out/bench/bench.json" "$out/bench.json"
-  rm -rf "$traces" "$out/bench/work"
+  rm -rf "$traces" "$logs" "$out/bench" "$moetrace"
   echo
   cat "$summary"
   [ $status = 0 ] && echo "gpu_validate: device: all passed" || echo "gpu_validate: device: FAILED" >&2
