@@ -26,7 +26,8 @@ line to the table printed last:
   peer       a plain PyTorch MoE layer of the experts part's shape (top-2
              softmax gate, experts as nn.Linear, tokens permuted by index),
              fwd + bwd + SGD, median of timed iterations; profiled with
-             torch.profiler, imported with `moetrace import`, reported
+             torch.profiler (with_modules), imported with `moetrace import`,
+             reported (OUT/peer_report.txt)
 
     tools/gpu_bench.py --moetrace build/gpu/bin/moetrace --out OUT [--parts a,b]
 
@@ -34,6 +35,7 @@ line to the table printed last:
 no torch): a check of this script's plumbing, never a measurement.
 """
 import argparse
+import gzip
 import json
 import os
 import shutil
@@ -308,11 +310,14 @@ class Bench:
         ms = cuda_median_ms(torch, step, reps=self.args.peer_iterations, warmup=3)
         trace_json = os.path.join(self.work, "torch_moe_peer.json")
         from torch.profiler import ProfilerActivity, profile
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], with_modules=True) as prof:
             for _ in range(3):
                 step()
             torch.cuda.synchronize()
         prof.export_chrome_trace(trace_json)
+        # Kept (compressed) beside the results: a real profiler trace of a MoE layer for the importer's tests.
+        with open(trace_json, "rb") as src, gzip.open(os.path.join(self.out, "torch_moe_peer.json.gz"), "wb") as dst:
+            shutil.copyfileobj(src, dst)
         db = os.path.join(self.work, "torch_moe_peer.db")
         self.moetrace("import", trace_json, "-o", db)
         text = self.moetrace("report", db).stdout
@@ -417,31 +422,48 @@ def cuda_median_ms(torch, fn, reps, warmup=3):
 def TorchMoE(torch, m, h, experts, top_k):
     """A plain MoE layer: softmax gate, top-k, tokens sorted by expert with an
     index, each expert Linear(M, H) -> GeLU -> Linear(H, M), outputs scattered
-    back weighted by the gate's probabilities. bf16 on the GPU."""
+    back weighted by the gate's probabilities. bf16 on the GPU. Its module
+    classes carry the names DeepSpeed-MoE and torchtitan give theirs (MoE,
+    TopKGate, Experts), which is all moetrace's recognition reads of it."""
     nn = torch.nn
 
-    class Moe(nn.Module):
+    class TopKGate(nn.Module):
         def __init__(self):
             super().__init__()
-            self.gate = nn.Linear(m, experts, bias=False)
+            self.wg = nn.Linear(m, experts, bias=False)
+
+        def forward(self, x):
+            probs = torch.softmax(self.wg(x).float(), dim=-1)
+            return probs.topk(top_k, dim=-1)
+
+    class Experts(nn.Module):
+        def __init__(self):
+            super().__init__()
             self.w1 = nn.ModuleList(nn.Linear(m, h, bias=False) for _ in range(experts))
             self.w2 = nn.ModuleList(nn.Linear(h, m, bias=False) for _ in range(experts))
 
+        def forward(self, permuted, counts):
+            outs = [self.w2[e](nn.functional.gelu(self.w1[e](rows)))
+                    for e, rows in enumerate(permuted.split(counts))]
+            return torch.cat(outs)
+
+    class MoE(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gate = TopKGate()
+            self.experts = Experts()
+
         def forward(self, x):
-            probs = torch.softmax(self.gate(x).float(), dim=-1)
-            weights, ids = probs.topk(top_k, dim=-1)
+            weights, ids = self.gate(x)
             flat = ids.reshape(-1)
             order = flat.argsort(stable=True)
             token_of_row = order // top_k
             permuted = x.index_select(0, token_of_row)
             counts = torch.bincount(flat, minlength=experts).tolist()
-            outs = []
-            for e, rows in zip(range(experts), permuted.split(counts)):
-                outs.append(self.w2[e](torch.nn.functional.gelu(self.w1[e](rows))))
-            combined = torch.cat(outs) * weights.reshape(-1)[order].unsqueeze(1).to(x.dtype)
+            combined = self.experts(permuted, counts) * weights.reshape(-1)[order].unsqueeze(1).to(x.dtype)
             return torch.zeros_like(x).index_add(0, token_of_row, combined)
 
-    return Moe().to(device="cuda", dtype=torch.bfloat16)
+    return MoE().to(device="cuda", dtype=torch.bfloat16)
 
 
 def main():
