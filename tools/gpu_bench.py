@@ -261,10 +261,9 @@ class Bench:
         base = self.config("pipemoe_sweep", "pipemoe", SWEEP_SHAPE, ranks, 1, 3, False)
         fitted = os.path.join(self.work, "fitted.json")
         cal = os.path.join(self.work, "calibration.db")
-        if self.args.backend == "cuda":
-            self.moetrace("run", "--backend", "cuda", "--calibrate", "-c", base, "-o", cal, "-q", timeout=180)
-            self.moetrace("fit", cal, "-o", fitted)
-            self.moetrace("fit", cal, "-f", "text", "-o", os.path.join(self.out, "fit.txt"))
+        self.moetrace("run", "--backend", self.args.backend, "--calibrate", "-c", base, "-o", cal, "-q", timeout=180)
+        self.moetrace("fit", cal, "-o", fitted)
+        self.moetrace("fit", cal, "-f", "text", "-o", os.path.join(self.out, "fit.txt"))
         rows, traces = [], []
         for r_ in (1, 2, 4, 8):
             cfg = self.config(f"pipemoe_r{r_}", "pipemoe", SWEEP_SHAPE, ranks, 1, 3, False,
@@ -272,17 +271,12 @@ class Bench:
             meas = self.run(cfg, os.path.join(self.work, f"pipemoe_r{r_}.db"), warmup=1)
             traces.append(meas)
             sim_db = os.path.join(self.work, f"pipemoe_r{r_}_sim.db")
-            sim_argv = ["run", "--backend", "sim", "-c", cfg, "-o", sim_db, "-q"]
-            if os.path.exists(fitted):
-                sim_argv += ["--cost-model", fitted]
-            self.moetrace(*sim_argv)
+            self.moetrace("run", "--backend", "sim", "-c", cfg, "-o", sim_db, "-q", "--cost-model", fitted)
             m = self.report(meas)["breakdown"]["layers"][0]["mean_window_ns"] / 1e6
             s = self.report(sim_db)["breakdown"]["layers"][0]["mean_window_ns"] / 1e6
             rows.append({"r": r_, "measured_ms": m, "simulated_ms": s, "error": s / m - 1})
-        rec_argv = ["recommend", traces[0], "-f", "json", "--r-candidates", "1,2,4,8"]
-        if os.path.exists(fitted):
-            rec_argv += ["--cost-model", fitted]
-        rec = json.loads(self.moetrace(*rec_argv).stdout)
+        rec = json.loads(self.moetrace("recommend", traces[0], "-f", "json", "--r-candidates", "1,2,4,8",
+                                       "--cost-model", fitted).stdout)
         best = min(rows, key=lambda x: x["measured_ms"])["r"]
         r = {"rows": rows, "measured_best_r": best, "recommendation": rec,
              "recommended_r": find_key(rec, "recommended_r")}
