@@ -356,6 +356,12 @@ class Bench:
             log(f"   {time.time() - t0:.1f} s")
             self.save()  # after every part: a run cut short keeps what it measured
         print(self.save())
+        if self.args.backend == "sim":
+            # The plumbing check: every number the parts read off the traces is there.
+            missing = [k for k in none_keys(self.results) if k not in GPU_ONLY]
+            if missing:
+                log(f"gpu_bench: no value for {', '.join(missing)}")
+                status = 1
         if not self.args.keep_work:
             shutil.rmtree(self.work, ignore_errors=True)
         return status
@@ -364,6 +370,21 @@ class Bench:
 # The executor's own kernels inside an expert op (kernels/cuda/src/kernels.cu);
 # every other kernel there is cuBLAS's.
 OWN_KERNELS = ("gelu_", "fill_pointers", "fill_normal", "paced_", "sgd_kernel")
+
+
+# Values only real GPU traces have (the simulator's kernels carry no CUDA names).
+GPU_ONLY = {"gb_s_move_kernel", "of_cublas"}
+
+
+def none_keys(obj, key=None):
+    """The keys whose value is None anywhere in a JSON tree."""
+    if obj is None:
+        return [key]
+    if isinstance(obj, dict):  # (recommend's own JSON, kept whole, may hold nulls)
+        return [k for kk, v in obj.items() if kk != "recommendation" for k in none_keys(v, kk)]
+    if isinstance(obj, list):
+        return [k for v in obj for k in none_keys(v, key)]
+    return []
 
 
 def is_own_kernel(name):
