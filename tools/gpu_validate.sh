@@ -207,7 +207,7 @@ do_bundle() {
   {
     echo "moetrace $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo ' (modified tree)')"
     echo "built $(date -u +%Y-%m-%dT%H:%MZ) on $(. /etc/os-release && echo "$PRETTY_NAME"), $(g++ --version | head -1)"
-    echo "$(/usr/local/cuda/bin/nvcc --version | tail -1), CUDA architectures ${MOETRACE_CUDA_ARCHITECTURES:-90}"
+    echo "$(/usr/local/cuda/bin/nvcc --version | tail -1), CUDA architectures $(sed -n 's/^MOETRACE_CUDA_ARCHITECTURES:STRING=//p' "$build/CMakeCache.txt")"
     echo "glibc $(ldd --version | head -1 | awk '{print $NF}'), libstdc++ up to $(strings "$(g++ -print-file-name=libstdc++.so.6)" | grep -E '^GLIBCXX_[0-9.]+$' | sort -V | tail -1)"
     (cd "$dest" && find bin lib -type f -printf '%s\t%p\n' | sort -k2)
   } >"$dest/MANIFEST"
