@@ -221,7 +221,8 @@ do_device() {
   mkdir -p "$out"
   local logs=$out/logs traces=$out/traces
   mkdir -p "$logs" "$traces"
-  left() { echo $((budget - (SECONDS - t_start))); }
+  # Seconds left of the budget, at least 1 (`timeout 0` would mean no limit).
+  left() { local l=$((budget - (SECONDS - t_start))); echo $((l > 0 ? l : 1)); }
   if [ -x .gpu/bin/moetrace ]; then
     bindir=$PWD/.gpu/bin
     libdir=$PWD/.gpu/lib
@@ -237,6 +238,7 @@ do_device() {
   # Our binaries see the bundle's libraries; nothing else does (python's own
   # sqlite3 and zlib must stay the system's).
   local ours_ld=${libdir:+$libdir:}/usr/local/cuda/lib64:/usr/local/cuda/lib:/usr/local/cuda/targets/x86_64-linux/lib
+  ours_ld=$ours_ld:/usr/local/cuda/extras/CUPTI/lib64
   local missing
   missing=$(LD_LIBRARY_PATH=$ours_ld ldd "$bindir"/* 2>/dev/null | grep 'not found' | sort -u || true)
   if [ -n "$missing" ]; then
