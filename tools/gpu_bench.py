@@ -306,7 +306,9 @@ class Bench:
         ms = cuda_median_ms(torch, step, reps=self.args.peer_iterations, warmup=3)
         trace_json = os.path.join(self.work, "torch_moe_peer.json")
         from torch.profiler import ProfilerActivity, profile
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], with_modules=True) as prof:
+        # with_stack: the Python tracer that records the modules ("nn.Module: MoE_0").
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], with_stack=True,
+                     with_modules=True) as prof:
             for _ in range(3):
                 step()
             torch.cuda.synchronize()
