@@ -123,6 +123,30 @@ TEST_P(EveryVariant, MatchesTheReferenceInBf16) {
 INSTANTIATE_TEST_SUITE_P(EmulatedRanks, EveryVariant, ::testing::Values(2, 4, 8),
                          [](const ::testing::TestParamInfo<int>& i) { return "P" + std::to_string(i.param); });
 
+// Rows of 6 and 10 elements (12 and 20 bytes in bf16, 24 and 40 in fp32)
+// start off 16-byte boundaries: the row-moving and GeLU kernels take their
+// one-element path, which the shapes above (16 and 24) never do.
+TEST(GpuExecutor, RowsNotOfSixteenBytesTakeTheElementWisePath) {
+  MOETRACE_REQUIRE_GPU();
+  plan::ModelShape s = small_shape(2, 8, 2, 12, true);
+  s.model_dim = 6;
+  s.expert_hidden = 10;
+  const GpuFixture f = make_gpu_fixture(s, 2, block_tokens(2), 13);
+  for (Precision prec : {Precision::kFp32, Precision::kBf16}) {
+    ExecutorOptions o = options(prec);
+    if (prec == Precision::kBf16) {
+      o.routing = RoutingMode::kPlanned;
+      o.routing_table = testing::reference_routing(f);
+    }
+    for (const Case& c : cases(f, 2)) {
+      SCOPED_TRACE(c.name + (prec == Precision::kFp32 ? " fp32" : " bf16"));
+      Executor ex(c.plan, o);
+      expect_matches_reference(c.plan, f, ex.run(f.weights, f.data),
+                               prec == Precision::kFp32 ? kFp32Tolerance : kBf16Tolerance);
+    }
+  }
+}
+
 TEST(GpuExecutor, PpMoeMatchesTheReference) {
   MOETRACE_REQUIRE_GPU();
   // kernels/plan's PpMoePipelineTensorAndDataParallel: 2 data-parallel groups

@@ -287,15 +287,23 @@ TEST(MemPoolPolicy, NoReuseMakesAStreamWaitOnItsOwn) {
 }
 
 // The plans the GPU tests run (gpu_executor_test: every variant at P = 1 for
-// NCCL and P = 2, 4, 8 emulated, on the reference's own routing) are valid at
+// NCCL and P = 2, 4, 8 emulated, rows of 6 and 10 elements at P = 2, on the
+// reference's own routing) are valid at
 // every one of those world sizes: the CPU executor reproduces the float64
 // reference with them, and each has an issue order. A GPU-only failure then
 // lies in the CUDA executor, not in the plan.
 TEST(GpuTestPlans, MatchTheReferenceOnTheCpuAtEveryWorldSize) {
   const std::int64_t tokens[] = {21, 9, 14, 17, 11, 19, 6, 15};
-  for (int ranks : {1, 2, 4, 8}) {
-    const plan::ModelShape s{.num_layers = 2, .num_experts = ranks == 1 ? 4 : 8, .top_k = 2, .model_dim = 16,
-                             .expert_hidden = 24, .dense_hidden = 12, .attention = true, .learning_rate = 0.05};
+  struct Size {
+    int ranks;
+    std::int64_t model_dim, expert_hidden;
+  };
+  // (6, 10): RowsNotOfSixteenBytesTakeTheElementWisePath.
+  for (const Size z : {Size{1, 16, 24}, Size{2, 16, 24}, Size{4, 16, 24}, Size{8, 16, 24}, Size{2, 6, 10}}) {
+    const int ranks = z.ranks;
+    const plan::ModelShape s{.num_layers = 2, .num_experts = ranks == 1 ? 4 : 8, .top_k = 2,
+                             .model_dim = z.model_dim, .expert_hidden = z.expert_hidden, .dense_hidden = 12,
+                             .attention = true, .learning_rate = 0.05};
     const plan::ModelWeights w = plan::random_weights(s, 5);
     const plan::TrainingData d =
         plan::random_training_data(s, 2, {std::begin(tokens), std::begin(tokens) + ranks}, 6);

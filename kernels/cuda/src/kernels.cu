@@ -332,8 +332,8 @@ __global__ void unpermute_backward_rows_kernel(const T* __restrict__ dy, const f
   }
 }
 
-// One block per (token, slot): <dy[t], combined[row]>.
-template <class T>
+// One block per (token, slot): <dy[t], combined[row]>, V elements an access.
+template <class T, int V>
 __global__ void unpermute_backward_weights_kernel(const T* __restrict__ dy, const T* __restrict__ combined,
                                                   const int* __restrict__ positions, long long pairs,
                                                   int k, long long cols, float* __restrict__ d_weights) {
@@ -343,8 +343,13 @@ __global__ void unpermute_backward_weights_kernel(const T* __restrict__ dy, cons
     const long long t = i / k;
     float acc = 0.0f;
     if (pos >= 0)
-      for (long long c = threadIdx.x; c < cols; c += blockDim.x)
-        acc += load(dy + t * cols + c) * load(combined + static_cast<long long>(pos) * cols + c);
+      for (long long c = threadIdx.x * V; c < cols; c += blockDim.x * V) {
+        float u[V], v[V];
+        load_v<V>(dy + t * cols + c, u);
+        load_v<V>(combined + static_cast<long long>(pos) * cols + c, v);
+#pragma unroll
+        for (int j = 0; j < V; ++j) acc += u[j] * v[j];
+      }
     for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(kFull, acc, o);
     if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = acc;
     __syncthreads();
@@ -360,19 +365,25 @@ __global__ void unpermute_backward_weights_kernel(const T* __restrict__ dy, cons
 // ---------------------------------------------------------------------------
 // GeLU over row spans, SGD, pointer arrays
 
-template <class T>
+// Thread i handles elements [i V, i V + V) of a span (hidden is a multiple of V).
+template <class T, int V>
 __global__ void gelu_forward_kernel(const T* __restrict__ middle, long long hidden, SpanBatch spans,
                                     T* __restrict__ a) {
   const int s = blockIdx.y;
   const long long n = spans.count[s] * hidden;
   const T* m = middle + spans.begin[s] * hidden;
   T* out = a + spans.prefix[s] * hidden;
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<long long>(gridDim.x) * blockDim.x)
-    store(out + i, gelu(load(m + i)));
+  for (long long i = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) * V; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x * V) {
+    float z[V];
+    load_v<V>(m + i, z);
+#pragma unroll
+    for (int j = 0; j < V; ++j) z[j] = gelu(z[j]);
+    store_v<V>(out + i, z);
+  }
 }
 
-template <class T>
+template <class T, int V>
 __global__ void gelu_backward_kernel(const T* __restrict__ middle, long long hidden, SpanBatch spans,
                                      T* __restrict__ a, T* __restrict__ g) {
   const int s = blockIdx.y;
@@ -380,11 +391,18 @@ __global__ void gelu_backward_kernel(const T* __restrict__ middle, long long hid
   const T* m = middle + spans.begin[s] * hidden;
   T* ao = a + spans.prefix[s] * hidden;
   T* go = g + spans.prefix[s] * hidden;
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
-    const float z = load(m + i);
-    store(ao + i, gelu(z));
-    store(go + i, load(go + i) * gelu_grad(z));
+  for (long long i = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) * V; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x * V) {
+    float z[V], d[V], act[V];
+    load_v<V>(m + i, z);
+    load_v<V>(go + i, d);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      act[j] = gelu(z[j]);
+      d[j] *= gelu_grad(z[j]);
+    }
+    store_v<V>(ao + i, act);
+    store_v<V>(go + i, d);
   }
 }
 
@@ -669,41 +687,55 @@ void unpermute_backward(cudaStream_t s, DType t, const void* dy, const void* com
   const long long pairs = tokens * top_k;
   if (pairs <= 0) return;
   const unsigned blocks = static_cast<unsigned>(pairs < 65535 * 4 ? pairs : 65535 * 4);
-  if (t == DType::kBf16)
-    unpermute_backward_weights_kernel<<<blocks, 128, 0, s>>>(as<__nv_bfloat16>(dy), as<__nv_bfloat16>(combined),
-                                                             positions, pairs, top_k, cols, d_weights);
-  else
-    unpermute_backward_weights_kernel<<<blocks, 128, 0, s>>>(as<float>(dy), as<float>(combined), positions,
-                                                             pairs, top_k, cols, d_weights);
+  by_type_and_width(t, cols, {dy, combined}, [&](auto type, auto width) {
+    using T = typename decltype(type)::type;
+    constexpr int V = decltype(width)::value;
+    unpermute_backward_weights_kernel<T, V><<<blocks, 128, 0, s>>>(as<T>(dy), as<T>(combined), positions, pairs,
+                                                                   top_k, cols, d_weights);
+  });
   check_launch("unpermute_backward_weights");
 }
 
-void gelu_forward(cudaStream_t s, DType t, const void* middle, std::int64_t hidden,
-                  const SpanBatch& spans, void* a) {
-  if (spans.n <= 0) return;
+namespace {
+
+// The grid: blocks over the longest span's vectors (at most 1024, the loop
+// strides past them), one grid row per span.
+dim3 span_grid(const SpanBatch& spans, std::int64_t hidden, int width) {
   long long longest = 0;
   for (int i = 0; i < spans.n; ++i) longest = longest > spans.count[i] ? longest : spans.count[i];
-  if (longest <= 0) return;
-  const dim3 g(grid_for(longest * hidden) > 1024 ? 1024 : grid_for(longest * hidden), static_cast<unsigned>(spans.n));
-  if (t == DType::kBf16)
-    gelu_forward_kernel<<<g, kThreads, 0, s>>>(as<__nv_bfloat16>(middle), hidden, spans, as<__nv_bfloat16>(a));
-  else
-    gelu_forward_kernel<<<g, kThreads, 0, s>>>(as<float>(middle), hidden, spans, as<float>(a));
+  const unsigned x = grid_for(longest * hidden / width);
+  return dim3(x > 1024 ? 1024 : x, static_cast<unsigned>(spans.n));
+}
+
+bool spans_empty(const SpanBatch& spans) {
+  for (int i = 0; i < spans.n; ++i)
+    if (spans.count[i] > 0) return false;
+  return true;
+}
+
+}  // namespace
+
+void gelu_forward(cudaStream_t s, DType t, const void* middle, std::int64_t hidden,
+                  const SpanBatch& spans, void* a) {
+  if (spans.n <= 0 || hidden <= 0 || spans_empty(spans)) return;
+  by_type_and_width(t, hidden, {middle, a}, [&](auto type, auto width) {
+    using T = typename decltype(type)::type;
+    constexpr int V = decltype(width)::value;
+    gelu_forward_kernel<T, V><<<span_grid(spans, hidden, V), kThreads, 0, s>>>(as<T>(middle), hidden, spans,
+                                                                                as<T>(a));
+  });
   check_launch("gelu_forward");
 }
 
 void gelu_backward(cudaStream_t s, DType t, const void* middle, std::int64_t hidden,
                    const SpanBatch& spans, void* a, void* g) {
-  if (spans.n <= 0) return;
-  long long longest = 0;
-  for (int i = 0; i < spans.n; ++i) longest = longest > spans.count[i] ? longest : spans.count[i];
-  if (longest <= 0) return;
-  const dim3 grid(grid_for(longest * hidden) > 1024 ? 1024 : grid_for(longest * hidden), static_cast<unsigned>(spans.n));
-  if (t == DType::kBf16)
-    gelu_backward_kernel<<<grid, kThreads, 0, s>>>(as<__nv_bfloat16>(middle), hidden, spans,
-                                                   as<__nv_bfloat16>(a), as<__nv_bfloat16>(g));
-  else
-    gelu_backward_kernel<<<grid, kThreads, 0, s>>>(as<float>(middle), hidden, spans, as<float>(a), as<float>(g));
+  if (spans.n <= 0 || hidden <= 0 || spans_empty(spans)) return;
+  by_type_and_width(t, hidden, {middle, a, g}, [&](auto type, auto width) {
+    using T = typename decltype(type)::type;
+    constexpr int V = decltype(width)::value;
+    gelu_backward_kernel<T, V><<<span_grid(spans, hidden, V), kThreads, 0, s>>>(as<T>(middle), hidden, spans,
+                                                                                 as<T>(a), as<T>(g));
+  });
   check_launch("gelu_backward");
 }
 
