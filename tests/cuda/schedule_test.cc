@@ -288,10 +288,9 @@ TEST(MemPoolPolicy, NoReuseMakesAStreamWaitOnItsOwn) {
 
 // The plans the GPU tests run (gpu_executor_test: every variant at P = 1 for
 // NCCL and P = 2, 4, 8 emulated, rows of 6 and 10 elements at P = 2, on the
-// reference's own routing) are valid at
-// every one of those world sizes: the CPU executor reproduces the float64
-// reference with them, and each has an issue order. A GPU-only failure then
-// lies in the CUDA executor, not in the plan.
+// reference's own routing) are valid at every one of those sizes: the CPU
+// executor reproduces the float64 reference with them, and each has an issue
+// order. A GPU-only failure then lies in the CUDA executor, not in the plan.
 TEST(GpuTestPlans, MatchTheReferenceOnTheCpuAtEveryWorldSize) {
   const std::int64_t tokens[] = {21, 9, 14, 17, 11, 19, 6, 15};
   struct Size {
