@@ -333,7 +333,9 @@ do_device() {
     for entry in "${runs[@]}"; do
       name=${entry%%:*}
       read -r -a args <<<"${entry#*:}"
-      if timeout "$(left)" "$moetrace" run "${common[@]}" "${args[@]}" -o "$traces/$name.db" >"$logs/trace_$name.log" 2>&1 &&
+      # The exact command, for the fixture's record (tests/data/gpu/README.md).
+      echo "moetrace run ${common[*]} ${args[*]} -o $name.db" >"$logs/trace_$name.log"
+      if timeout "$(left)" "$moetrace" run "${common[@]}" "${args[@]}" -o "$traces/$name.db" >>"$logs/trace_$name.log" 2>&1 &&
          "$moetrace" info "$traces/$name.db" >>"$logs/trace_$name.log" 2>&1 &&
          "$moetrace" report "$traces/$name.db" >"$logs/trace_$name.report.txt" 2>&1; then :; else
         rc=1; echo "trace $name failed" >&2
