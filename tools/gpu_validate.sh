@@ -21,8 +21,10 @@
 #                                           (default .gpu, about 15 MB): carried to the GPU
 #                                           machine, the build costs no device time there
 #   tools/gpu_validate.sh device            (on the GPU machine) everything that needs the
-#                                           GPU in one go, from the bundle in .gpu (else
-#                                           from the build directory): the gpu tests,
+#                                           GPU in one go, from the bundle in .gpu (where
+#                                           it does not load there, or there is none,
+#                                           from a build there: carry .debs as well):
+#                                           the gpu tests,
 #                                           compute-sanitizer memcheck / racecheck /
 #                                           synccheck on the every-variant test, a trace of
 #                                           every variant, tools/gpu_bench.py; results
@@ -216,37 +218,51 @@ do_bundle() {
 }
 
 do_device() {
-  local out=${OUT:-$build/out} bindir libdir=""
+  local out=${OUT:-$build/out} bindir=""
   local budget=${DEVICE_BUDGET_S:-540} t_start=$SECONDS
   mkdir -p "$out"
   local logs=$out/logs traces=$out/traces
   mkdir -p "$logs" "$traces"
   # Seconds left of the budget, at least 1 (`timeout 0` would mean no limit).
   left() { local l=$((budget - (SECONDS - t_start))); echo $((l > 0 ? l : 1)); }
+  local cuda_ld=/usr/local/cuda/lib64:/usr/local/cuda/lib:/usr/local/cuda/targets/x86_64-linux/lib
+  cuda_ld=$cuda_ld:/usr/local/cuda/extras/CUPTI/lib64
+  # CUDA's libraries as PyTorch's wheels carry them (nvidia/<lib>/lib), where the toolkit lacks one.
+  local wheels
+  wheels=$(python3 -c 'import nvidia, os; r = nvidia.__path__[0]; print(":".join(os.path.join(r, d, "lib") for d in sorted(os.listdir(r)) if os.path.isdir(os.path.join(r, d, "lib"))))' 2>/dev/null || true)
+  # What the binaries in $1 cannot load with library path $2 ("" where all loads).
+  unresolved() {
+    local b
+    for b in "$1"/*; do LD_LIBRARY_PATH=$2 ldd "$b" 2>&1 | grep 'not found' || true; done | sort -u
+  }
+  local ours_ld="" missing
   if [ -x .gpu/bin/moetrace ]; then
     bindir=$PWD/.gpu/bin
-    libdir=$PWD/.gpu/lib
-  elif [ -x "$build/bin/moetrace" ] && [ -f "$env_file" ]; then
+    # Our binaries see the bundle's libraries; nothing else does (python's
+    # own sqlite3 and zlib must stay the system's).
+    ours_ld=$PWD/.gpu/lib:$cuda_ld
+    missing=$(unresolved "$bindir" "$ours_ld")
+    [ -z "$missing" ] || { ours_ld=$ours_ld${wheels:+:$wheels}; missing=$(unresolved "$bindir" "$ours_ld"); }
+    if [ -n "$missing" ]; then
+      # Built on another system than this one: build here instead (needs
+      # the .debs of tools/fetch_gpu_debs.sh where headers are missing).
+      echo "gpu_validate: the bundle in .gpu does not load here; building instead:" >&2
+      echo "$missing" >&2
+      bindir=""
+    fi
+  fi
+  if [ -z "$bindir" ] || [ ! -x "$bindir/moetrace" ]; then
+    if [ ! -x "$build/bin/moetrace" ] || [ ! -f "$env_file" ]; then
+      local t=$SECONDS
+      do_build >"$logs/build.log" 2>&1 || { tail -n 30 "$logs/build.log" >&2; exit 1; }
+      echo "gpu_validate: built in $((SECONDS - t)) s" >&2
+    fi
     bindir=$build/bin
     # shellcheck disable=SC1090
     . "$env_file"
-    libdir=${deps_libs:-}
-  else
-    echo "gpu_validate: no bundle in .gpu and no build in $build (run: tools/gpu_validate.sh bundle here, or build there)" >&2
-    exit 1
-  fi
-  # Our binaries see the bundle's libraries; nothing else does (python's own
-  # sqlite3 and zlib must stay the system's).
-  local ours_ld=${libdir:+$libdir:}/usr/local/cuda/lib64:/usr/local/cuda/lib:/usr/local/cuda/targets/x86_64-linux/lib
-  ours_ld=$ours_ld:/usr/local/cuda/extras/CUPTI/lib64
-  local missing
-  missing=$(LD_LIBRARY_PATH=$ours_ld ldd "$bindir"/* 2>/dev/null | grep 'not found' | sort -u || true)
-  if [ -n "$missing" ]; then
-    # CUDA's libraries as PyTorch's wheels carry them (nvidia/<lib>/lib).
-    local wheels
-    wheels=$(python3 -c 'import nvidia, os; r = nvidia.__path__[0]; print(":".join(os.path.join(r, d, "lib") for d in sorted(os.listdir(r)) if os.path.isdir(os.path.join(r, d, "lib"))))' 2>/dev/null || true)
-    ours_ld=$ours_ld${wheels:+:$wheels}
-    missing=$(LD_LIBRARY_PATH=$ours_ld ldd "$bindir"/* 2>/dev/null | grep 'not found' | sort -u || true)
+    ours_ld=${deps_libs:+$deps_libs:}$cuda_ld
+    missing=$(unresolved "$bindir" "$ours_ld")
+    [ -z "$missing" ] || { ours_ld=$ours_ld${wheels:+:$wheels}; missing=$(unresolved "$bindir" "$ours_ld"); }
     [ -z "$missing" ] || { echo "gpu_validate: libraries not found for $bindir:" >&2; echo "$missing" >&2; exit 1; }
   fi
   # One entry point for every call of our programs (also tools/gpu_bench.py's).
