@@ -34,7 +34,8 @@
 # lent machine (10 minutes a command): `test` reuses the build directory and
 # the environment `build` left in it ($build/gpu_env.sh). `device` keeps to
 # DEVICE_BUDGET_S seconds (default 540) by cutting the later stages short;
-# DEVICE_STAGES picks stages for a rerun (default
+# MOETRACE_GPU_BUNDLE names the bundle (default .gpu); DEVICE_STAGES picks
+# stages for a rerun (default
 # "unit,sanitizers,gpu,traces,bench"; GPU_BENCH_PARTS the parts of the last).
 # Environment: MOETRACE_GPU_BUILD (build dir, default build/gpu),
 # MOETRACE_CUDA_ARCHITECTURES (default 90), JOBS (default: all cores),
@@ -236,17 +237,19 @@ do_device() {
     for b in "$1"/*; do LD_LIBRARY_PATH=$2 ldd "$b" 2>&1 | grep 'not found' || true; done | sort -u
   }
   local ours_ld="" missing
-  if [ -x .gpu/bin/moetrace ]; then
-    bindir=$PWD/.gpu/bin
+  local bundle=${MOETRACE_GPU_BUNDLE:-.gpu}
+  [[ $bundle == /* ]] || bundle=$PWD/$bundle
+  if [ -x "$bundle/bin/moetrace" ]; then
+    bindir=$bundle/bin
     # Our binaries see the bundle's libraries; nothing else does (python's
     # own sqlite3 and zlib must stay the system's).
-    ours_ld=$PWD/.gpu/lib:$cuda_ld
+    ours_ld=$bundle/lib:$cuda_ld
     missing=$(unresolved "$bindir" "$ours_ld")
     [ -z "$missing" ] || { ours_ld=$ours_ld${wheels:+:$wheels}; missing=$(unresolved "$bindir" "$ours_ld"); }
     if [ -n "$missing" ]; then
       # Built on another system than this one: build here instead (needs
       # the .debs of tools/fetch_gpu_debs.sh where headers are missing).
-      echo "gpu_validate: the bundle in .gpu does not load here; building instead:" >&2
+      echo "gpu_validate: the bundle in $bundle does not load here; building instead:" >&2
       echo "$missing" >&2
       bindir=""
     fi
@@ -285,7 +288,7 @@ do_device() {
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 || true
     /usr/local/cuda/bin/nvcc --version 2>&1 | tail -1 || true
     python3 -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)' 2>&1 | tail -1 || true
-    [ -f .gpu/MANIFEST ] && head -4 .gpu/MANIFEST
+    [ -f "$bundle/MANIFEST" ] && head -4 "$bundle/MANIFEST"
     echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
     echo '```'
     echo
