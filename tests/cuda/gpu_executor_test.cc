@@ -89,6 +89,35 @@ std::vector<std::int64_t> block_tokens(int ranks) {
 
 class EveryVariant : public ::testing::TestWithParam<int> {};
 
+// The options of a check against the reference in `prec`: in bf16 the gates
+// route as the reference's did (reference_routing), and its tolerance.
+ExecutorOptions reference_options(Precision prec, const GpuFixture& f) {
+  ExecutorOptions o = options(prec);
+  if (prec == Precision::kBf16) {
+    o.routing = RoutingMode::kPlanned;
+    o.routing_table = testing::reference_routing(f);
+  }
+  return o;
+}
+
+double tolerance(Precision prec) { return prec == Precision::kFp32 ? kFp32Tolerance : kBf16Tolerance; }
+
+// Every variant's plan at `ranks`, in both precisions: the communicator,
+// launch and expert GEMMs of `base`, the rest as reference_options makes it.
+void expect_every_variant_matches(const GpuFixture& f, int ranks, const ExecutorOptions& base) {
+  for (Precision prec : {Precision::kFp32, Precision::kBf16}) {
+    ExecutorOptions o = reference_options(prec, f);
+    o.communicator = base.communicator;
+    o.launch = base.launch;
+    o.expert_gemm = base.expert_gemm;
+    for (const Case& c : cases(f, ranks)) {
+      SCOPED_TRACE(c.name + " " + precision_name(prec) + " " + expert_gemm_name(o.expert_gemm));
+      Executor ex(c.plan, o);
+      expect_matches_reference(c.plan, f, ex.run(f.weights, f.data), tolerance(prec));
+    }
+  }
+}
+
 TEST_P(EveryVariant, MatchesTheReferenceInFp32) {
   MOETRACE_REQUIRE_GPU();
   const int ranks = GetParam();
@@ -108,9 +137,7 @@ TEST_P(EveryVariant, MatchesTheReferenceInBf16) {
   MOETRACE_REQUIRE_GPU();
   const int ranks = GetParam();
   const GpuFixture f = make_gpu_fixture(small_shape(2, 8, 2, 12, true), 2, block_tokens(ranks), 5);
-  ExecutorOptions o = options(Precision::kBf16);
-  o.routing = RoutingMode::kPlanned;
-  o.routing_table = testing::reference_routing(f);
+  const ExecutorOptions o = reference_options(Precision::kBf16, f);
   for (const Case& c : cases(f, ranks)) {
     SCOPED_TRACE(c.name);
     Executor ex(c.plan, o);
@@ -131,20 +158,7 @@ TEST(GpuExecutor, RowsNotOfSixteenBytesTakeTheElementWisePath) {
   plan::ModelShape s = small_shape(2, 8, 2, 12, true);
   s.model_dim = 6;
   s.expert_hidden = 10;
-  const GpuFixture f = make_gpu_fixture(s, 2, block_tokens(2), 13);
-  for (Precision prec : {Precision::kFp32, Precision::kBf16}) {
-    ExecutorOptions o = options(prec);
-    if (prec == Precision::kBf16) {
-      o.routing = RoutingMode::kPlanned;
-      o.routing_table = testing::reference_routing(f);
-    }
-    for (const Case& c : cases(f, 2)) {
-      SCOPED_TRACE(c.name + (prec == Precision::kFp32 ? " fp32" : " bf16"));
-      Executor ex(c.plan, o);
-      expect_matches_reference(c.plan, f, ex.run(f.weights, f.data),
-                               prec == Precision::kFp32 ? kFp32Tolerance : kBf16Tolerance);
-    }
-  }
+  expect_every_variant_matches(make_gpu_fixture(s, 2, block_tokens(2), 13), 2, options(Precision::kFp32));
 }
 
 TEST(GpuExecutor, PpMoeMatchesTheReference) {
@@ -159,14 +173,8 @@ TEST(GpuExecutor, PpMoeMatchesTheReference) {
   c.micro_batches = 3;
   const plan::Plan p = plan::build_ppmoe(c, f.ref.load);
   for (Precision prec : {Precision::kFp32, Precision::kBf16}) {
-    ExecutorOptions o = options(prec);
-    if (prec == Precision::kBf16) {
-      o.routing = RoutingMode::kPlanned;
-      o.routing_table = testing::reference_routing(f);
-    }
-    Executor ex(p, o);
-    expect_matches_reference(p, f, ex.run(f.weights, f.data),
-                             prec == Precision::kFp32 ? kFp32Tolerance : kBf16Tolerance);
+    Executor ex(p, reference_options(prec, f));
+    expect_matches_reference(p, f, ex.run(f.weights, f.data), tolerance(prec));
   }
 }
 
@@ -175,22 +183,10 @@ TEST(GpuExecutor, PpMoeMatchesTheReference) {
 // GPUs). Every variant's plan at P = 1, in both precisions.
 TEST(GpuExecutor, NcclWithOneProcessMatchesTheReference) {
   MOETRACE_REQUIRE_GPU();
-  const GpuFixture f = make_gpu_fixture(small_shape(2, 4, 2, 12, true), 2, {19}, 9);
-  for (Precision prec : {Precision::kFp32, Precision::kBf16}) {
-    ExecutorOptions o = options(prec);
-    o.communicator = CommunicatorKind::kNccl;
-    o.launch = LaunchEnv{0, 1, 0, "test", ""};
-    if (prec == Precision::kBf16) {
-      o.routing = RoutingMode::kPlanned;
-      o.routing_table = testing::reference_routing(f);
-    }
-    for (const Case& c : cases(f, 1)) {
-      SCOPED_TRACE(c.name + (prec == Precision::kFp32 ? " fp32" : " bf16"));
-      Executor ex(c.plan, o);
-      expect_matches_reference(c.plan, f, ex.run(f.weights, f.data),
-                               prec == Precision::kFp32 ? kFp32Tolerance : kBf16Tolerance);
-    }
-  }
+  ExecutorOptions o = options(Precision::kFp32);
+  o.communicator = CommunicatorKind::kNccl;
+  o.launch = LaunchEnv{0, 1, 0, "test", ""};
+  expect_every_variant_matches(make_gpu_fixture(small_shape(2, 4, 2, 12, true), 2, {19}, 9), 1, o);
 }
 
 plan::ExpertLoad synthetic(int ranks, int experts, int top_k, int layers, int iterations, std::int64_t tokens) {
