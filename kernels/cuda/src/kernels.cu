@@ -28,7 +28,7 @@ __device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2
 
 // V consecutive elements as one access: V = 1 (any address), or 16 bytes
 // (8 bf16, 4 float) from a 16-byte aligned address, so that the row-moving
-// kernels below issue 128-bit loads and stores (a warp moves 512 bytes per
+// kernels below use 128-bit loads and stores (a warp moves 512 bytes per
 // instruction, not 64) where the rows allow it (by_type_and_width).
 template <class T>
 constexpr int kPack = static_cast<int>(16 / sizeof(T));
