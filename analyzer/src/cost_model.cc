@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <cmath>
 #include <map>
 #include <set>
@@ -144,12 +143,6 @@ IntervalSet depth_two(const std::vector<Interval>& intervals) {
   return IntervalSet::from(std::move(out));
 }
 
-std::int64_t parse_int(std::string_view s, std::int64_t dflt) {
-  std::int64_t v = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  return ec == std::errc() && p == s.data() + s.size() ? v : dflt;
-}
-
 struct Group;
 
 struct OpSample {
@@ -269,7 +262,7 @@ CostModel fit_cost_model(const Trace& trace) {
   }
 
   // Collective group sizes: ranks that run the same collective instance.
-  const auto tensor_parallel = parse_int(trace.config_value("tensor_parallel"), 0);
+  const auto tensor_parallel = trace.config_int("tensor_parallel").value_or(0);
   // One collective instance = same kind, layer, iteration, micro-batch,
   // chunk and phase; packed into integers so sorting is cheap.
   struct InstanceKey {

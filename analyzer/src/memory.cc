@@ -1,7 +1,6 @@
 #include "moetrace/analyzer/memory.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <map>
 #include <set>
@@ -40,12 +39,6 @@ bool on_device(schema::MemoryKind k) {
          k == schema::MemoryKind::kUnknown;
 }
 
-std::int64_t parse_int(std::string_view s, std::int64_t dflt) {
-  std::int64_t v = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  return ec == std::errc() && p == s.data() + s.size() ? v : dflt;
-}
-
 struct Alloc {
   std::int32_t rank;
   std::int64_t start, end, bytes;
@@ -73,7 +66,7 @@ namespace {
 
 int configured_pipeline_degree(const Trace& trace) {
   for (const char* key : {"partitions", "pipeline_degree"})
-    if (auto v = parse_int(trace.config_value(key), 0); v >= 1) return static_cast<int>(v);
+    if (auto v = trace.config_int(key).value_or(0); v >= 1) return static_cast<int>(v);
   return 0;
 }
 
@@ -346,7 +339,7 @@ MemoryAnalysis analyze_memory(const Trace& trace) {
   });
 
   // mpipemoe Eq. 1-6 per MoE layer, next to what the trace shows.
-  const int elem_bytes = static_cast<int>(std::max<std::int64_t>(1, parse_int(trace.config_value("elem_bytes"), 2)));
+  const int elem_bytes = static_cast<int>(std::max<std::int64_t>(1, trace.config_int("elem_bytes").value_or(2)));
   const int world = std::max(1, trace.run.world_size);
   // Routed tokens per layer: (sum over iterations, iterations).
   std::map<std::int32_t, std::pair<double, int>> routed;

@@ -1,5 +1,6 @@
 // The Trace model's own operations: look-ups, track order (trace.h).
 #include <algorithm>
+#include <charconv>
 #include <set>
 
 #include "moetrace/analyzer/kernel_classes.h"
@@ -54,6 +55,14 @@ std::string_view Trace::config_value(std::string_view key) const {
   for (const auto& [k, v] : run.config)
     if (k.size() > key.size() && k.ends_with(key) && k[k.size() - key.size() - 1] == '.') return v;
   return {};
+}
+
+std::optional<std::int64_t> Trace::config_int(std::string_view key) const {
+  const auto s = config_value(key);
+  std::int64_t v = 0;
+  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+  return v;
 }
 
 void Trace::classify_kernel_names() {

@@ -18,13 +18,9 @@
 
 #include "moetrace/analyzer/run_loader.h"
 #include "moetrace/gui/format.h"
+#include "qt_text.h"
 
 namespace moetrace::gui {
-namespace {
-
-QString qs(const std::string& s) { return QString::fromStdString(s); }
-
-}  // namespace
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   setWindowTitle(QStringLiteral("moetrace-gui"));

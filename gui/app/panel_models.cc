@@ -5,11 +5,11 @@
 
 #include "moetrace/gui/format.h"
 #include "moetrace/gui/palette.h"
+#include "qt_text.h"
 
 namespace moetrace::gui {
 namespace {
 
-QString qs(const std::string& s) { return QString::fromStdString(s); }
 QString duration(std::int64_t ns) { return qs(format_duration(static_cast<double>(ns))); }
 QString percent(double f) { return qs(format_percent(f)); }
 using analyzer::ratio;

@@ -11,12 +11,11 @@
 #include "moetrace/gui/format.h"
 #include "moetrace/gui/item_details.h"
 #include "moetrace/gui/palette.h"
+#include "qt_text.h"
 #include "timeline_painter.h"
 
 namespace moetrace::gui {
 namespace {
-
-QString qs(const std::string& s) { return QString::fromStdString(s); }
 
 QTableView* make_table(QWidget* parent) {
   auto* v = new QTableView(parent);

@@ -14,7 +14,7 @@
 namespace moetrace::analyzer {
 namespace {
 
-const std::string kSchema = std::string(MOETRACE_SOURCE_DIR) + "/schemas/fitted_models.schema.json";
+const std::string kFittedModelsSchema = std::string(MOETRACE_SOURCE_DIR) + "/schemas/fitted_models.schema.json";
 const std::string kSimSchema = std::string(MOETRACE_SOURCE_DIR) + "/schemas/cost_model.schema.json";
 
 // Exactly linear points t = 2 + 3 x: alpha 2, beta 3, R^2 = 1, no residual.
@@ -143,7 +143,7 @@ TEST(CostModel, JsonMatchesTheSchemaAndReadsBack) {
   const auto t = testing::load_text_trace("json.db", kLinearTrace);
   const auto m = fit_cost_model(t);
   const auto j = fitted_models_json(t, m);
-  EXPECT_EQ(testing::schema_errors(j, kSchema), std::vector<std::string>{});
+  EXPECT_EQ(testing::schema_errors(j, kFittedModelsSchema), std::vector<std::string>{});
   const auto back = fitted_models_from_json(nlohmann::json::parse(j.dump()));
   ASSERT_EQ(back.compute.size(), m.compute.size());
   EXPECT_DOUBLE_EQ(back.compute[0].fit.beta, m.compute[0].fit.beta);
@@ -232,7 +232,7 @@ TEST(CostModel, MalformedJsonNamesTheField) {
   }
   EXPECT_THROW(fitted_models_from_json(nlohmann::json{{"cost_model_version", 99}}), Error);
   // The schema rejects a model without its sections.
-  EXPECT_FALSE(testing::schema_errors(nlohmann::json{{"cost_model_version", 1}}, kSchema).empty());
+  EXPECT_FALSE(testing::schema_errors(nlohmann::json{{"cost_model_version", 1}}, kFittedModelsSchema).empty());
 }
 
 }  // namespace

@@ -105,7 +105,7 @@ TEST(DamagedTrace, EveryRandomlyDamagedCopyIsRefusedWarnedOrReportedUnchanged) {
   EXPECT_EQ(o.refused + o.warned + o.identical + o.silent, 120);
 }
 
-constexpr std::string_view kTrace = R"(
+constexpr std::string_view kTwoRankTrace = R"(
   run world_size=2
   stream id=0 rank=0 role=compute
   stream id=1 rank=1 role=compute
@@ -118,10 +118,10 @@ constexpr std::string_view kTrace = R"(
   dep op=2 on=1
 )";
 
-// Writes kTrace, applies `sql` to it, optionally without the record.
+// Writes kTwoRankTrace, applies `sql` to it, optionally without the record.
 std::string changed(const std::string& name, const std::string& sql, bool keep_record) {
   const auto path = testing::temp_path(name);
-  testing::write_text_trace(path, kTrace);
+  testing::write_text_trace(path, kTwoRankTrace);
   sqlite::Database db(path, sqlite::Database::Mode::kReadWrite);
   if (!keep_record) db.exec("DELETE FROM meta WHERE key = 'integrity'");
   db.exec("PRAGMA ignore_check_constraints = ON");  // damage is not bound by the schema's CHECKs

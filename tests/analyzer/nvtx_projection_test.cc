@@ -19,7 +19,7 @@ namespace {
 //   mm:   2 activities, GPU [1000, 1500), busy 500 (union of 400 and 200 overlapping by 100)
 //   ar:   1 activity, busy 400
 //   step: 3 activities (its children's), GPU [1000, 2000), busy 500 + 400 = 900
-constexpr const char* kTrace = R"(
+constexpr const char* kNvtxTrace = R"(
   stream id=0 rank=0 role=compute
   stream id=1 rank=0 role=comm
   nvtx rank=0 thread=1 start=0 end=1000 domain=pytorch name=step
@@ -44,7 +44,7 @@ const NvtxNameSummary& named(const NvtxAnalysis& n, const std::string& name) {
 
 TEST(NvtxProjection, RangesProjectTheWorkTheirThreadLaunched) {
   const auto path = testing::temp_path("nvtx-proj.db");
-  testing::write_text_trace(path, kTrace);
+  testing::write_text_trace(path, kNvtxTrace);
   const Trace t = load_trace(path);
   const NvtxProjector projector(t);
   const NvtxRange* mm = nullptr;

@@ -15,7 +15,7 @@ namespace {
 
 using testing::schema_errors;
 
-const std::string kSchema = std::string(MOETRACE_SOURCE_DIR) + "/schemas/report.schema.json";
+const std::string kReportSchema = std::string(MOETRACE_SOURCE_DIR) + "/schemas/report.schema.json";
 
 Analyses analyses_of(const Trace& t) { return analyze(t); }
 
@@ -27,7 +27,7 @@ TEST(Report, JsonMatchesTheSchema) {
   ReportOptions o;
   o.per_rank = o.per_iteration = true;
   const auto j = report_json(trace, analyses_of(trace), o);
-  EXPECT_EQ(schema_errors(j, kSchema), std::vector<std::string>{});
+  EXPECT_EQ(schema_errors(j, kReportSchema), std::vector<std::string>{});
   EXPECT_EQ(j["breakdown"]["layers"].size(), 2u);
   EXPECT_EQ(j["breakdown"]["rows"].size(), 2u * 2u * 2u * 2u);  // ranks x layers x iterations x phases
   EXPECT_EQ(j["recommendations"]["status"], "not_computed");
@@ -78,7 +78,7 @@ TEST(Report, EverySectionOfARichTraceMatchesTheSchemas) {
   ReportOptions o;
   o.per_rank = o.per_iteration = true;
   const auto j = report_json(trace, analyses_of(trace), o);
-  EXPECT_EQ(schema_errors(j, kSchema), std::vector<std::string>{});
+  EXPECT_EQ(schema_errors(j, kReportSchema), std::vector<std::string>{});
   EXPECT_EQ(schema_errors(j["fitted_models"], std::string(MOETRACE_SOURCE_DIR) + "/schemas/fitted_models.schema.json"),
             std::vector<std::string>{});
   EXPECT_TRUE(j["memory"]["has_buffer_usage"].get<bool>());
@@ -92,7 +92,7 @@ TEST(Report, EverySectionOfARichTraceMatchesTheSchemas) {
 TEST(Report, SchemaRejectsAReportWithoutItsSections) {
   // The schema has teeth: dropping a required section fails validation.
   nlohmann::json j = {{"report_version", 2}, {"run", nlohmann::json::object()}};
-  EXPECT_FALSE(schema_errors(j, kSchema).empty());
+  EXPECT_FALSE(schema_errors(j, kReportSchema).empty());
 }
 
 TEST(Report, TextNamesTheSharesOfTheFortyPercentLayer) {

@@ -16,7 +16,7 @@
 #include "moetrace/schema/error.h"
 
 namespace moetrace::plan {
-namespace {
+namespace structure_test {  // named, not anonymous: unity builds join this file with others
 
 ModelShape shape(int layers, int experts, int top_k, std::int64_t m = 4, std::int64_t h = 16) {
   return {.num_layers = layers, .num_experts = experts, .top_k = top_k, .model_dim = m, .expert_hidden = h};
@@ -523,5 +523,5 @@ TEST(Checker, ExecutorRefusesRoutingTheGateDoesNotProduce) {
   }
 }
 
-}  // namespace
+}  // namespace structure_test
 }  // namespace moetrace::plan

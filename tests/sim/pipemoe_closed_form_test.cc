@@ -22,7 +22,7 @@
 #include "sim_test_util.h"
 
 namespace moetrace::sim {
-namespace {
+namespace pipemoe_closed_form_test {  // named, not anonymous: unity builds join this file with others
 
 using testing::rel;
 using testing::window;
@@ -190,5 +190,5 @@ TEST(PipeMoeClosedForm, TheoremOneCasesAreExactAcrossASweep) {
   EXPECT_GT(combine_waits, 0);
 }
 
-}  // namespace
+}  // namespace pipemoe_closed_form_test
 }  // namespace moetrace::sim

@@ -26,7 +26,7 @@
 #include "sim_test_util.h"
 
 namespace moetrace::sim {
-namespace {
+namespace pro_prophet_test {  // named, not anonymous: unity builds join this file with others
 
 using testing::window;
 
@@ -165,5 +165,5 @@ TEST(ProProphet, Eq8BlockScheduleHidesTransAndAgg) {
   EXPECT_NEAR(it1.length(), 2 * eq6_block0 + 2 * (fnec + bnec), 1e-12);
 }
 
-}  // namespace
+}  // namespace pro_prophet_test
 }  // namespace moetrace::sim

@@ -301,13 +301,13 @@ TraceOutputStats TraceOutput::finish(const SimResult& result, const std::functio
   std::vector<std::uint64_t> next_address(static_cast<std::size_t>(std::max(plan.world_size, 0)));
   for (std::size_t r = 0; r < next_address.size(); ++r)
     next_address[r] = 0x7f0000000000ULL + (static_cast<std::uint64_t>(r) << 36);
-  struct Event {
+  struct BufferEvent {
     std::int32_t rank;
     std::int64_t ts_ns;
     std::size_t buffer;  // index into plan.buffers
     bool alloc;
   };
-  std::vector<Event> events;
+  std::vector<BufferEvent> events;
   events.reserve(2 * plan.buffers.size());
   std::vector<std::uint64_t> address(plan.buffers.size(), 0);
   for (std::size_t i = 0; i < plan.buffers.size(); ++i) {
@@ -331,10 +331,10 @@ TraceOutputStats TraceOutput::finish(const SimResult& result, const std::functio
     events.push_back({b.rank.value, br.alloc_ns, i, true});
     if (br.free_ns >= 0) events.push_back({b.rank.value, br.free_ns, i, false});
   }
-  std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+  std::stable_sort(events.begin(), events.end(), [](const BufferEvent& a, const BufferEvent& b) {
     return a.rank != b.rank ? a.rank < b.rank : a.ts_ns < b.ts_ns;
   });
-  for (const Event& ev : events) {
+  for (const BufferEvent& ev : events) {
     const plan::Buffer& b = plan.buffers[ev.buffer];
     instrument::MemoryEventRecord e;
     e.rank = b.rank;
@@ -347,7 +347,7 @@ TraceOutputStats TraceOutput::finish(const SimResult& result, const std::functio
     e.buffer = b.id;
     w.add(e);
   }
-  std::vector<Event>().swap(events);
+  std::vector<BufferEvent>().swap(events);
 
   if (before_close) before_close();
   const auto t_close = std::chrono::steady_clock::now();

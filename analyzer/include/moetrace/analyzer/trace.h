@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <functional>
 #include <map>
 #include <memory>
@@ -299,6 +300,8 @@ class Trace {
   // Value of a run_config key, or of the first key that ends in "." + key
   // (run_config flattens nested JSON: "model.elem_bytes"); empty if none.
   std::string_view config_value(std::string_view key) const;
+  // That value as a whole integer; nullopt if absent or not all digits.
+  std::optional<std::int64_t> config_int(std::string_view key) const;
 
   // Fills kernel_category for the names of every kernel in activities.
   void classify_kernel_names();
