@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -107,12 +108,23 @@ AnnotationParse parse_annotation(std::string_view domain, std::string_view name,
 
 namespace {
 
-RuleCoordinate coordinate(const nlohmann::json& r, const char* key) {
+// `key` of a rule (the schema has checked its form: a non-negative integer or
+// "$N"); a number past int32 is an error naming the rule, not a wrapped value.
+RuleCoordinate coordinate(const nlohmann::json& r, const char* key, const std::string& named) {
   RuleCoordinate c;
   if (!r.contains(key)) return c;
   const auto& v = r[key];
-  if (v.is_number_integer()) c.value = static_cast<std::int32_t>(v.get<std::int64_t>());
-  else c.group = std::stoi(v.get<std::string>().substr(1));
+  if (v.is_number_integer()) {
+    const auto n = v.get<std::int64_t>();
+    if (n < 0 || n > INT32_MAX) throw Error(fmt::format("{}: \"{}\" {} is out of range", named, key, v.dump()));
+    c.value = static_cast<std::int32_t>(n);
+    return c;
+  }
+  const auto text = v.get<std::string>();
+  const auto digits = std::string_view(text).substr(1);
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), c.group);
+  if (ec != std::errc() || end != digits.data() + digits.size())
+    throw Error(fmt::format("{}: \"{}\": capture group {} does not exist", named, key, text));
   return c;
 }
 
@@ -174,10 +186,10 @@ RangeRule parse_range_rule(const nlohmann::json& r, const std::string& preset, c
     throw Error(named + ": a rule of role \"op\" needs a \"kind\"");
   if (rule.role != RangeRole::kOp && rule.kind)
     throw Error(named + ": \"kind\" is for rules of role \"op\"");
-  rule.layer = coordinate(r, "layer");
-  rule.iteration = coordinate(r, "iteration");
-  rule.micro_batch = coordinate(r, "micro_batch");
-  rule.chunk = coordinate(r, "chunk");
+  rule.layer = coordinate(r, "layer", named);
+  rule.iteration = coordinate(r, "iteration", named);
+  rule.micro_batch = coordinate(r, "micro_batch", named);
+  rule.chunk = coordinate(r, "chunk", named);
   if (r.contains("phase")) rule.phase = parse_phase(r["phase"].get<std::string>());
   if (rule.role == RangeRole::kPhase && !rule.phase)
     throw Error(named + ": a rule of role \"phase\" needs a \"phase\"");

@@ -55,6 +55,21 @@ TEST(FuzzFindings, RuleFileQuotingANewline) {
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
 }
 
+// A capture group or coordinate past int32 is an error naming the rule, not
+// std::out_of_range out of the parser (libFuzzer: deadly signal) or a value
+// wrapped to another one.
+TEST(FuzzFindings, RuleCoordinatePastInt32) {
+  for (const char* coord : {"\"$10000000000000000000000\"", "4294967296", "18446744073709551615"}) {
+    const auto msg = error_of([&] {
+      parse_moe_rules(std::string("{\"version\": 1, \"ranges\": [{\"label\": \"step\", \"name\": \"^Step(\\\\d+)\", "
+                                  "\"role\": \"iteration\", \"iteration\": ") + coord + "}]}",
+                      "rules.json");
+    });
+    EXPECT_EQ(msg.rfind("rules.json: ", 0), 0u) << coord << ": " << msg;
+    EXPECT_NE(msg.find("iteration"), std::string::npos) << msg;
+  }
+}
+
 // A string table whose max(id) is not its largest id (a damaged b-tree; here
 // an id stored as text, which sorts after every integer) is damage, not a
 // write past the end of the loader's table (ASan: heap-buffer-overflow).
