@@ -1,4 +1,4 @@
-# libFuzzer targets (MOETRACE_FUZZ, the `fuzz` preset): every reader of files
+# libFuzzer targets (MOETRACE_FUZZ: the `ci-asan` and `fuzz` presets): every reader of files
 # moetrace did not write has a `<reader>_fuzzer.cc` beside it. With the option
 # on, all code is compiled with coverage instrumentation for libFuzzer
 # (-fsanitize=fuzzer-no-link) and with ASan and UBSan; UBSan reports abort, so

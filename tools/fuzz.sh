@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # libFuzzer targets of moetrace's readers (`*_fuzzer.cc` beside the code they
-# test; built by the `fuzz` preset with ASan and UBSan).
+# test; built by the `fuzz` preset with ASan and UBSan, or by any preset with
+# MOETRACE_FUZZ on: MOETRACE_FUZZ_PRESET=ci-asan uses the tree of the
+# sanitizer tests, whose flags are the same, as tools/sanitize.sh does).
 #
 #   bash tools/fuzz.sh build                 # configure and build the fuzz preset
-#   bash tools/fuzz.sh corpus                # seed corpora under build/fuzz/corpus/<target>
+#   bash tools/fuzz.sh corpus                # seed corpora under build/<preset>/corpus/<target>
 #   bash tools/fuzz.sh run TARGET SECONDS [libFuzzer flags...]
 #   bash tools/fuzz.sh all SECONDS           # build, corpus, regressions, every target for SECONDS
 #   bash tools/fuzz.sh list                  # the targets
@@ -14,12 +16,13 @@
 # (tests/data/nsys/*.sql) and, where ../shared/data is present, its
 # exports and reduced copies of its PyTorch-profiler traces. Inputs that once
 # crashed a target are kept under tests/fuzz/regressions/<target> and replayed
-# first. A finding is written to build/fuzz/artifacts/<target>/ and fails the
+# first. A finding is written to build/<preset>/artifacts/<target>/ and fails the
 # run (exit status 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-build=$root/build/fuzz
+preset=${MOETRACE_FUZZ_PRESET:-fuzz}
+build=$root/build/$preset
 shared=${MOETRACE_SHARED_DATA:-$root/../shared/data}/external
 
 targets=(kineto_importer nsys_importer nvtx_payload trace_loader moe_rules annotation run_spec cost_model)
@@ -42,8 +45,8 @@ fuzz_flags() {
 }
 
 cmd_build() {
-  cmake --preset fuzz >/dev/null
-  cmake --build --preset fuzz -j"${MOETRACE_JOBS:-2}"
+  cmake --preset "$preset" >/dev/null
+  cmake --build "$build" --target fuzzers moetrace
 }
 
 # A trace database, shrunk to 1 KiB pages so that mutations land in rows
@@ -171,7 +174,7 @@ case ${1:-} in
       mkdir -p "$build/artifacts"
       if ! cmd_run "$t" "$seconds" >"$log" 2>&1; then
         tail -n 60 "$log" >&2
-        echo "fuzz.sh: $t found a crash (build/fuzz/artifacts/$t)" >&2
+        echo "fuzz.sh: $t found a crash ($build/artifacts/$t)" >&2
         exit 1
       fi
       grep -E '^== |DONE|stat::number_of_executed_units|stat::peak_rss_mb' "$log" || true

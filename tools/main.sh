@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# The main job: set up, build, produce the default input and print its report.
+# The main job: set up, build the programs (moetrace, its CUDA backend and
+# moetrace-gui; no tests), produce the default input and print its report.
+#
+# It builds in build/ci, the tree and flags of the test command
+# (tools/test.sh), which then builds only what is left: the tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
-preset=default
-[ -x /usr/local/cuda/bin/nvcc ] || preset=no-cuda
-cmake --preset "$preset" >/dev/null
-cmake --build --preset "$preset"
-bin="build/$preset/bin"
-trace="build/$preset/demo.db"
+if [ -x /usr/local/cuda/bin/nvcc ]; then
+  cmake --preset ci >/dev/null
+else
+  cmake --preset ci -DMOETRACE_CUDA=OFF >/dev/null
+fi
+cmake --build --preset main
+bin="build/ci/bin"
+trace="build/ci/demo.db"
 # Default input: a simulated run of a paper preset (pipemoe's released
 # solver.py example layer on 16 RTX 2080 Ti over 100 Gb/s InfiniBand, with the
 # paper's fitted alpha/beta cost model; see README). Replace with

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages moetrace needs, where they are missing.
+# Installs the Debian 12 packages moetrace needs, where they are missing:
+#   bash tools/setup.sh              # build and test (tools/main.sh, tools/test.sh)
+#   bash tools/setup.sh sanitizers   # and clang for the fuzz stage (tools/sanitize.sh)
 # The CUDA 13 toolkit (nvcc, CUPTI, NCCL, cuBLAS) is expected under
 # /usr/local/cuda; it is not a Debian package.
 set -euo pipefail
@@ -11,9 +13,14 @@ packages=(
   libgtest-dev libgmock-dev libvalijson-dev
   qt6-base-dev
   python3
-  # libFuzzer and the sanitizer runtimes (the fuzz preset, tools/fuzz.sh)
-  clang libclang-rt-14-dev
 )
+case ${1:-} in
+  "") ;;
+  # libFuzzer and clang's sanitizer runtimes (the fuzz preset, tools/fuzz.sh);
+  # gcc's ASan, UBSan and TSan runtimes come with g++.
+  sanitizers) packages+=(clang libclang-rt-14-dev) ;;
+  *) echo "usage: setup.sh [sanitizers]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do
