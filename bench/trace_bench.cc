@@ -90,7 +90,9 @@ int main(int argc, char** argv) {
     const auto path = fmt::format("{}/trace_bench_{}.db", dir, target);
     const auto w = moetrace::synthetic::write_synthetic_trace(path, c);
     const auto mb = static_cast<double>(std::filesystem::file_size(path)) / 1e6;
-    const auto r = run_child({MOETRACE_CLI, "report", path});
+    // The CLI beside this program (both in the build's bin folder).
+    static const auto cli = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "moetrace").string();
+    const auto r = run_child({cli, "report", path});
     if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0) {
       std::fprintf(stderr, "moetrace report failed on %s\n", path.c_str());
       return 1;

@@ -10,6 +10,7 @@
 #include "moetrace/schema/error.h"
 #include "moetrace/sim/cost_model.h"
 #include "loaded_trace.h"
+#include "test_paths.h"
 
 namespace moetrace::analyzer {
 namespace {

@@ -46,6 +46,7 @@
 #include "moetrace/plan/config.h"
 #include "moetrace/schema/sqlite.h"
 #include "text_trace.h"
+#include "test_paths.h"
 
 namespace moetrace::analyzer {
 namespace {

@@ -22,6 +22,7 @@
 #include "moetrace/sim/trace_output.h"
 #include "moetrace/synthetic/synthetic_trace.h"
 #include "text_trace.h"
+#include "test_paths.h"
 
 namespace moetrace::analyzer {
 namespace {

@@ -9,6 +9,7 @@
 #include "moetrace/synthetic/synthetic_trace.h"
 #include "json_schema.h"
 #include "loaded_trace.h"
+#include "test_paths.h"
 
 namespace moetrace::analyzer {
 namespace {

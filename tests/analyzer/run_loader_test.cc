@@ -21,6 +21,7 @@
 #include "moetrace/sim/trace_output.h"
 #include "json_schema.h"
 #include "text_trace.h"
+#include "test_paths.h"
 
 namespace moetrace::analyzer {
 namespace {

@@ -8,6 +8,7 @@
 #include "moetrace/schema/error.h"
 #include "moetrace/schema/sqlite.h"
 #include "loaded_trace.h"
+#include "test_paths.h"
 
 namespace moetrace::analyzer {
 namespace {

@@ -13,6 +13,7 @@
 #include "moetrace/schema/sqlite.h"
 #include "cli_run.h"
 #include "text_trace.h"
+#include "test_paths.h"
 
 namespace moetrace {
 namespace {

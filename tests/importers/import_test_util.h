@@ -13,6 +13,7 @@
 #include "moetrace/schema/error.h"
 #include "moetrace/schema/sqlite.h"
 #include "text_trace.h"
+#include "test_paths.h"
 
 namespace moetrace::testing {
 

@@ -9,6 +9,7 @@
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/trace.h"
 #include "nsys/nvtx_payload.h"
+#include "test_paths.h"
 
 namespace moetrace::testing {
 namespace {

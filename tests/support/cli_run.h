@@ -8,6 +8,7 @@
 #include <string>
 
 #include "text_trace.h"
+#include "test_paths.h"
 
 namespace moetrace::testing {
 
