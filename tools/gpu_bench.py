@@ -26,7 +26,7 @@ line to the table printed last:
   peer       a plain PyTorch MoE layer of the experts part's shape (top-2
              softmax gate, experts as nn.Linear, tokens permuted by index),
              fwd + bwd + SGD, median of timed iterations; profiled with
-             torch.profiler (with_modules), imported with `moetrace import`,
+             torch.profiler (record_shapes, with_stack, with_modules), imported with `moetrace import`,
              reported (OUT/peer_report.txt)
 
     tools/gpu_bench.py --moetrace build/gpu/bin/moetrace --out OUT [--parts a,b]
@@ -307,7 +307,7 @@ class Bench:
         trace_json = os.path.join(self.work, "torch_moe_peer.json")
         from torch.profiler import ProfilerActivity, profile
         # with_stack: the Python tracer that records the modules ("nn.Module: MoE_0").
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], with_stack=True,
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True, with_stack=True,
                      with_modules=True) as prof:
             for _ in range(3):
                 step()

@@ -22,6 +22,7 @@ TimeSplit& TimeSplit::operator+=(const TimeSplit& o) {
   comm_ns += o.comm_ns;
   comm_hidden_ns += o.comm_hidden_ns;
   comm_exposed_ns += o.comm_exposed_ns;
+  overlap_ns += o.overlap_ns;
   return *this;
 }
 
@@ -41,15 +42,25 @@ struct RankSets {
 };
 
 // Fills `t` from the given ops within the window set `windows`.
+// Only what lies inside the windows counts, so that every share of a window
+// is at most 1 (an iteration's windows partition the rank's time; its work
+// may run on past its window's end, into the next one's).
 void split_time(const Trace& trace, const OpIntervals& oi, const std::vector<std::size_t>& ops,
                 const IntervalSet& windows, const RankSets& rank, TimeSplit& t) {
   std::vector<LabelledInterval> labelled;
   std::vector<Interval> comm;
+  const auto ws = windows.intervals();
   for (auto o : ops) {
     const auto c = op_category(trace.ops[o].kind);
     for (const auto& i : oi.of(o)) {
-      labelled.push_back({i.start, i.end, static_cast<std::uint32_t>(c)});
-      if (is_communication(c)) comm.push_back(i);
+      // The windows are sorted and disjoint: the pieces of i inside them.
+      auto w = std::upper_bound(ws.begin(), ws.end(), i.start, [](std::int64_t x, const Interval& v) { return x < v.end; });
+      for (; w != ws.end() && w->start < i.end; ++w) {
+        const Interval piece{std::max(i.start, w->start), std::min(i.end, w->end)};
+        if (piece.end <= piece.start) continue;
+        labelled.push_back({piece.start, piece.end, static_cast<std::uint32_t>(c)});
+        if (is_communication(c)) comm.push_back(piece);
+      }
     }
   }
   const auto cov = Coverage::sweep(std::move(labelled));
@@ -155,6 +166,44 @@ void add_to(RankSummary& total, const RankSummary& r) {
   total.events += r.events;
 }
 
+// Fills each row's overlap_ns: per rank, a sweep over every GPU interval
+// labelled with its row (-1: work of no MoE-layer row, or no op at all); in
+// each stretch where two or more labels are active, every active row's own
+// work ran beside another's.
+void overlap_of_rows(const Trace& trace, const OpIntervals& oi, const std::vector<std::int32_t>& row_of,
+                     std::vector<LayerRow>& rows) {
+  struct Edge {
+    std::int64_t t;
+    std::int32_t row;
+    int delta;
+  };
+  std::map<std::int32_t, std::vector<Edge>> edges;  // by rank
+  auto add = [&](std::int32_t rank, std::int64_t s, std::int64_t e, std::int32_t row) {
+    if (e <= s) return;
+    auto& v = edges[rank];
+    v.push_back({s, row, +1});
+    v.push_back({e, row, -1});
+  };
+  for (std::size_t o = 0; o < trace.ops.size(); ++o)
+    for (const auto& i : oi.of(o)) add(trace.ops[o].rank.value, i.start, i.end, row_of[o]);
+  for (const auto& a : trace.activities)
+    if (a.op < 0) add(a.rank.value, a.start_ns, a.end_ns, -1);
+  for (auto& [rank, v] : edges) {
+    std::sort(v.begin(), v.end(), [](const Edge& x, const Edge& y) { return std::tie(x.t, x.delta) < std::tie(y.t, y.delta); });
+    std::map<std::int32_t, int> active;  // label -> open intervals
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      auto& n = active[v[i].row];
+      n += v[i].delta;
+      if (n == 0) active.erase(v[i].row);
+      if (i + 1 == v.size() || active.size() < 2) continue;
+      const auto len = v[i + 1].t - v[i].t;
+      if (len <= 0) continue;
+      for (const auto& [row, count] : active)
+        if (row >= 0) rows[static_cast<std::size_t>(row)].t.overlap_ns += len;
+    }
+  }
+}
+
 }  // namespace
 
 WindowBreakdown breakdown_in_window(const Trace& trace, std::int64_t t0, std::int64_t t1) {
@@ -200,6 +249,9 @@ Breakdown compute_breakdown(const Trace& trace) {
   // MoE time (layers can overlap, e.g. an offload of layer l running into
   // layer l+1, and must not be counted twice).
   std::map<std::pair<std::int32_t, std::int32_t>, std::vector<Interval>> moe_windows_per_iter;
+  // (layer, rank, iteration) -> the windows of all its rows (phases).
+  std::map<std::tuple<std::int32_t, std::int32_t, std::int32_t>, std::vector<Interval>> layer_windows;
+  std::vector<std::int32_t> row_of(trace.ops.size(), -1);
   for (const auto& [key, by_mb] : layer_ops) {
     const auto& [layer, iteration, phase, rank] = key;
     std::vector<Interval> windows;
@@ -211,16 +263,49 @@ Breakdown compute_breakdown(const Trace& trace) {
     LayerRow row{rank, layer, iteration, phase, {}};
     auto window_set = IntervalSet::from(std::move(windows));
     auto& iter_windows = moe_windows_per_iter[{iteration, rank}];
-    for (const auto& w : window_set.intervals()) iter_windows.push_back(w);
+    auto& lw = layer_windows[{layer, rank, iteration}];
+    for (const auto& w : window_set.intervals()) {
+      iter_windows.push_back(w);
+      lw.push_back(w);
+    }
     split_time(trace, oi, ops, window_set, rank_sets[rank], row.t);
-    b.moe_total += row.t;
+    for (auto o : ops) row_of[o] = static_cast<std::int32_t>(b.rows.size());
     b.rows.push_back(row);
+  }
+  overlap_of_rows(trace, oi, row_of, b.rows);
+  for (const auto& row : b.rows) b.moe_total += row.t;
+  // Iteration windows partition each rank's time: iteration k's window runs
+  // from the first GPU start of its work (never before the previous window's
+  // start) to the next iteration's, the last one to its work's end. Work an
+  // iteration launched counts to it, inside its window.
+  std::map<std::pair<std::int32_t, std::int32_t>, Interval> iter_window;  // (iteration, rank)
+  {
+    std::map<std::int32_t, std::vector<std::pair<std::int32_t, Interval>>> per_rank;  // in iteration order
+    for (const auto& [key, ops] : iter_ops) per_rank[key.second].push_back({key.first, envelope(oi, ops)});
+    for (auto& [rank, list] : per_rank) {
+      std::int64_t start = INT64_MIN;
+      for (std::size_t k = 0; k < list.size(); ++k) {
+        const auto& e = list[k].second;
+        const bool empty = e.end <= e.start;
+        start = std::max(start, empty ? start : e.start);
+        std::int64_t end = empty ? start : e.end;
+        if (k + 1 < list.size()) {
+          const auto& next = list[k + 1].second;
+          if (next.end > next.start) end = next.start;
+        }
+        if (start == INT64_MIN) start = end;
+        end = std::max(end, start);
+        iter_window[{list[k].first, rank}] = {start, end};
+        start = end;
+      }
+    }
   }
   for (const auto& [key, ops] : iter_ops) {
     const auto& [iteration, rank] = key;
+    const auto w = iter_window[key];
     IterationRow row{rank, iteration, {},
-                     IntervalSet::from(std::move(moe_windows_per_iter[key])).length()};
-    split_time(trace, oi, ops, IntervalSet::from({envelope(oi, ops)}), rank_sets[rank], row.t);
+                     IntervalSet::from(std::move(moe_windows_per_iter[key])).length_within(w)};
+    split_time(trace, oi, ops, w.end > w.start ? IntervalSet::from({w}) : IntervalSet{}, rank_sets[rank], row.t);
     b.iteration_total += row.t;
     b.moe_union_ns += row.moe_layer_ns;
     b.iterations.push_back(row);
@@ -234,12 +319,17 @@ Breakdown compute_breakdown(const Trace& trace) {
     s.layer = row.layer;
     s.total += row.t;
     (is_backward(row.phase) ? s.backward : s.forward) += row.t;
-    per_rank_iter[row.layer][{row.rank, row.iteration}] += row.t.window_ns;
+  }
+  for (const auto& [key, windows] : layer_windows) {
+    const auto& [layer, rank, iteration] = key;
+    per_rank_iter[layer][{rank, iteration}] = IntervalSet::from(windows).length();
   }
   for (auto& [layer, s] : layers) {
     const auto& m = per_rank_iter[layer];
     std::map<std::int32_t, int> ranks, iters;
+    std::int64_t sum = 0;
     for (const auto& [ri, ns] : m) {
+      sum += ns;
       ranks[ri.first] = 1;
       iters[ri.second] = 1;
       if (ns > s.max_window_ns) {
@@ -249,7 +339,7 @@ Breakdown compute_breakdown(const Trace& trace) {
     }
     s.ranks = static_cast<int>(ranks.size());
     s.iterations = static_cast<int>(iters.size());
-    s.mean_window_ns = m.empty() ? 0 : s.total.window_ns / static_cast<std::int64_t>(m.size());
+    s.mean_window_ns = m.empty() ? 0 : sum / static_cast<std::int64_t>(m.size());
     b.layers.push_back(s);
   }
   return b;

@@ -21,7 +21,138 @@ std::string lower(std::string_view s) {
   return out;
 }
 
+bool alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
+bool upper(char c) { return std::isupper(static_cast<unsigned char>(c)) != 0; }
+bool lower_case(char c) { return std::islower(static_cast<unsigned char>(c)) != 0; }
+
+// A rule word as names are compared: lower-case, alphanumerics only.
+std::string rule_word(std::string_view s) {
+  std::string out;
+  for (char c : s)
+    if (alnum(c)) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Words of one part of a qualified name: split at non-alphanumerics, before
+// an upper-case letter that follows a lower-case one (sendRecv), and before
+// the last capital of a run followed by a lower-case letter (A2ADispatch:
+// A2A, Dispatch).
+std::vector<std::string> split_words(std::string_view part) {
+  std::vector<std::string> words;
+  std::string w;
+  for (std::size_t i = 0; i < part.size(); ++i) {
+    const char c = part[i];
+    if (!alnum(c)) {
+      if (!w.empty()) words.push_back(std::move(w));
+      w.clear();
+      continue;
+    }
+    if (!w.empty() && upper(c)) {
+      const char prev = part[i - 1];
+      const bool next_lower = i + 1 < part.size() && lower_case(part[i + 1]);
+      if (lower_case(prev) || (upper(prev) && next_lower)) {
+        words.push_back(std::move(w));
+        w.clear();
+      }
+    }
+    w += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  if (!w.empty()) words.push_back(std::move(w));
+  return words;
+}
+
+// The parts of an Itanium-mangled name (_ZN7deep_ep8internode8dispatchILb1EEEvPv):
+// the identifiers of its nested name, up to its template arguments.
+std::vector<std::string_view> mangled_parts(std::string_view name) {
+  std::vector<std::string_view> parts;
+  std::size_t pos = 2;
+  const bool nested = pos < name.size() && name[pos] == 'N';
+  if (nested) ++pos;
+  while (pos < name.size() && (name[pos] == 'K' || name[pos] == 'V' || name[pos] == 'r')) ++pos;
+  while (pos < name.size() && std::isdigit(static_cast<unsigned char>(name[pos]))) {
+    std::size_t len = 0;
+    while (pos < name.size() && std::isdigit(static_cast<unsigned char>(name[pos])) && len < 100000)
+      len = len * 10 + static_cast<std::size_t>(name[pos++] - '0');
+    if (len == 0 || len > name.size() - pos) break;
+    const auto id = name.substr(pos, len);
+    if (!id.starts_with("_GLOBAL__N")) parts.push_back(id);
+    pos += len;
+    if (!nested) break;
+  }
+  return parts;
+}
+
+// The parts of a demangled name: what stands at bracket depth 0 before its
+// parameter list, the last blank-separated token of it (no return type),
+// split at "::".
+std::vector<std::string_view> demangled_parts(std::string_view name, std::string& buffer) {
+  constexpr std::string_view kAnonymous = "(anonymous namespace)";
+  buffer.clear();
+  int depth = 0;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    if (name.substr(i, kAnonymous.size()) == kAnonymous) {
+      i += kAnonymous.size() - 1;
+      continue;
+    }
+    const char c = name[i];
+    if (c == '(' && depth == 0) break;  // the parameter list
+    if (c == '<' || c == '(' || c == '[' || c == '{') {
+      ++depth;
+    } else if (c == '>' || c == ')' || c == ']' || c == '}') {
+      depth = std::max(0, depth - 1);
+    } else if (depth == 0) {
+      buffer += c;
+    }
+  }
+  std::string_view head = buffer;
+  while (!head.empty() && head.back() == ' ') head.remove_suffix(1);
+  if (const auto sp = head.rfind(' '); sp != std::string_view::npos) head.remove_prefix(sp + 1);
+  std::vector<std::string_view> parts;
+  for (std::size_t start = 0;;) {
+    const auto sep = head.find("::", start);
+    const auto part = head.substr(start, sep == std::string_view::npos ? std::string_view::npos : sep - start);
+    if (!part.empty()) parts.push_back(part);
+    if (sep == std::string_view::npos) break;
+    start = sep + 2;
+  }
+  return parts;
+}
+
+// Whether `word` is the concatenation of a run of consecutive `words`.
+bool has_run(const std::vector<std::string>& words, std::string_view word) {
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    std::string run;
+    for (std::size_t j = i; j < words.size() && run.size() < word.size(); ++j) {
+      run += words[j];
+      if (run == word) return true;
+    }
+  }
+  return false;
+}
+
+std::vector<std::string> word_list(const nlohmann::json& r, const char* key, const std::string& where) {
+  std::vector<std::string> out;
+  if (!r.contains(key)) return out;
+  if (!r[key].is_array() || r[key].empty())
+    throw Error(where + ": \"" + std::string(key) + "\" must be a non-empty list of words");
+  for (const auto& w : r[key]) {
+    const auto word = w.is_string() ? rule_word(w.get<std::string>()) : std::string();
+    if (word.empty()) throw Error(where + ": \"" + std::string(key) + "\" holds an entry with no letter or digit");
+    out.push_back(word);
+  }
+  return out;
+}
+
 }  // namespace
+
+std::vector<std::vector<std::string>> kernel_name_words(std::string_view kernel_name) {
+  std::string buffer;
+  const auto parts = kernel_name.starts_with("_Z") ? mangled_parts(kernel_name) : demangled_parts(kernel_name, buffer);
+  std::vector<std::vector<std::string>> out;
+  for (const auto p : parts)
+    if (auto w = split_words(p); !w.empty()) out.push_back(std::move(w));
+  return out;
+}
 
 std::vector<KernelRule> parse_kernel_rules(std::string_view json, const std::string& source) {
   nlohmann::json doc;
@@ -36,13 +167,24 @@ std::vector<KernelRule> parse_kernel_rules(std::string_view json, const std::str
   for (std::size_t i = 0; i < doc["rules"].size(); ++i) {
     const auto& r = doc["rules"][i];
     const std::string where = source + ": rule " + std::to_string(i + 1);
-    if (!r.is_object() || !r.contains("all_of") || !r["all_of"].is_array() || r["all_of"].empty())
-      throw Error(where + ": needs a non-empty \"all_of\" list of substrings");
+    if (!r.is_object() || !(r.contains("all_of") || r.contains("function") || r.contains("scope_any")))
+      throw Error(where + ": needs \"all_of\" (substrings), \"function\" or \"scope_any\" (words)");
     KernelRule rule;
-    for (const auto& s : r["all_of"]) {
-      if (!s.is_string() || s.get<std::string>().empty())
-        throw Error(where + ": \"all_of\" holds a non-string or empty entry");
-      rule.all_of.push_back(lower(s.get<std::string>()));
+    if (r.contains("all_of")) {
+      if (!r["all_of"].is_array() || r["all_of"].empty())
+        throw Error(where + ": needs a non-empty \"all_of\" list of substrings");
+      for (const auto& s : r["all_of"]) {
+        if (!s.is_string() || s.get<std::string>().empty())
+          throw Error(where + ": \"all_of\" holds a non-string or empty entry");
+        rule.all_of.push_back(lower(s.get<std::string>()));
+      }
+    }
+    rule.function = word_list(r, "function", where);
+    rule.scope_any = word_list(r, "scope_any", where);
+    if (r.contains("function_exact")) {
+      if (!r["function_exact"].is_boolean() || rule.function.empty())
+        throw Error(where + ": \"function_exact\" is true or false, beside \"function\"");
+      rule.function_exact = r["function_exact"].get<bool>();
     }
     const auto category = r.value("category", std::string());
     const auto c = parse_category(category);
@@ -84,13 +226,42 @@ std::optional<OpKind> parse_moe_kind(std::string_view name) {
 
 namespace {
 
+bool matches(const KernelRule& r, const std::string& name, const std::vector<std::vector<std::string>>& words) {
+  if (!std::all_of(r.all_of.begin(), r.all_of.end(),
+                   [&](const std::string& s) { return name.find(s) != std::string::npos; }))
+    return false;
+  if (!r.function.empty()) {
+    if (words.empty()) return false;
+    const auto& fn = words.back();
+    if (r.function_exact) {
+      std::string joined, want;
+      for (const auto& w : fn) joined += w;
+      for (const auto& w : r.function) want += w;
+      if (joined != want) return false;
+    } else if (!std::all_of(r.function.begin(), r.function.end(),
+                            [&](const std::string& w) { return has_run(fn, w); })) {
+      return false;
+    }
+  }
+  if (!r.scope_any.empty() &&
+      std::none_of(r.scope_any.begin(), r.scope_any.end(), [&](const std::string& w) {
+        return std::any_of(words.begin(), words.end(), [&](const auto& part) { return has_run(part, w); });
+      }))
+    return false;
+  return true;
+}
+
 int first_match(const std::vector<KernelRule>& rules, std::string_view kernel_name) {
   const std::string name = lower(kernel_name);
+  std::vector<std::vector<std::string>> words;
+  bool parsed = false;
   for (std::size_t i = 0; i < rules.size(); ++i) {
-    const auto& all = rules[i].all_of;
-    if (std::all_of(all.begin(), all.end(),
-                    [&](const std::string& s) { return name.find(s) != std::string::npos; }))
-      return static_cast<int>(i);
+    const auto& r = rules[i];
+    if (!parsed && (!r.function.empty() || !r.scope_any.empty())) {
+      words = kernel_name_words(kernel_name);
+      parsed = true;
+    }
+    if (matches(r, name, words)) return static_cast<int>(i);
   }
   return -1;
 }

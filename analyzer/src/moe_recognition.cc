@@ -22,6 +22,7 @@ struct Context {
   bool process = false;
   Annotation a;
   std::int64_t nvtx = -1;  // NvtxRange::id
+  std::size_t range = 0;   // position in Trace::nvtx
   std::size_t index = 0;   // position in the context list (layer instances)
 };
 
@@ -33,6 +34,7 @@ struct Placement {
   std::int32_t layer = -1, iteration = -1, micro_batch = -1, chunk = -1;
   std::optional<Phase> phase;
   std::int64_t layer_instance = -1;      // the layer context (numbered or not)
+  std::int64_t chunk_instance = -1;      // the micro-batch context (named or implicit)
   bool in_layer = false;
   bool any = false;                      // some context covered it
 };
@@ -45,6 +47,7 @@ void merge(const Context& c, Placement& p, StringId name) {
     p.kind_nvtx = c.nvtx;
     p.kind_name = name;
   }
+  if (a.role == RangeRole::kMicroBatch && p.chunk_instance < 0) p.chunk_instance = static_cast<std::int64_t>(c.index);
   if (a.role == RangeRole::kLayer) {
     p.in_layer = true;
     if (p.layer_instance < 0) p.layer_instance = static_cast<std::int64_t>(c.index);
@@ -73,6 +76,17 @@ bool is_moe_comm(OpKind k) {
          k == OpKind::kAgg;
 }
 
+// A collective name of a point-to-point transfer, as PyTorch's profiler
+// ("send", "recv": ProcessGroupNCCL's record_param_comms) and NCCL's NVTX
+// ranges ("ncclSend", "ncclRecv") record it, in any case.
+bool is_point_to_point(std::string_view name) {
+  std::string n;
+  for (char c : name)
+    if (std::isalnum(static_cast<unsigned char>(c))) n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (n.starts_with("nccl")) n.erase(0, 4);
+  return n == "send" || n == "recv" || n == "isend" || n == "irecv" || n == "sendrecv" || n == "p2p";
+}
+
 // Elements -> bytes for the dtypes PyTorch's collectives report.
 std::int64_t dtype_bytes(std::string_view dtype) {
   std::string d(dtype);
@@ -93,6 +107,8 @@ class Recognizer {
     s_.ran = true;
     s_.activities_total = static_cast<std::int64_t>(t_.activities.size());
     collect_contexts();
+    infer_containers();
+    index_contexts();
     place_activities();
     // Without MoE evidence or iterations there is nothing to materialise
     // (a phase alone gives no row of the breakdown): the trace stays as it is.
@@ -147,6 +163,9 @@ class Recognizer {
           v = std::stoi(digits);
         return v;
       };
+      if (rule.phase_group > 0 && static_cast<std::size_t>(rule.phase_group) < m.size() &&
+          m[static_cast<std::size_t>(rule.phase_group)].matched)
+        out.phase = parse_phase_marker(m[static_cast<std::size_t>(rule.phase_group)].str());
       out.layer = coord(rule.layer);
       out.iteration = coord(rule.iteration);
       out.micro_batch = coord(rule.micro_batch);
@@ -166,7 +185,8 @@ class Recognizer {
   }
 
   void collect_contexts() {
-    for (const auto& r : t_.nvtx) {
+    for (std::size_t ri = 0; ri < t_.nvtx.size(); ++ri) {
+      const auto& r = t_.nvtx[ri];
       auto a = recognise(r);
       if (!a) continue;
       ++s_.ranges_matched;
@@ -177,6 +197,7 @@ class Recognizer {
       c.rank = r.rank.value;
       c.a = *a;
       c.nvtx = r.id;
+      c.range = ri;
       c.index = contexts_.size();
       const auto key = std::pair{r.domain.value, r.name.value};
       c.process = a->role == RangeRole::kIteration ||
@@ -188,6 +209,10 @@ class Recognizer {
       context_names_.push_back(r.name);
       contexts_.push_back(c);
     }
+  }
+
+  // Per thread (and per rank for process-wide ones), the contexts in start order.
+  void index_contexts() {
     for (const auto& c : contexts_)
       (c.process ? by_rank_[c.rank] : by_thread_[{c.rank, c.thread}]).push_back(c.index);
     auto by_start = [&](std::size_t x, std::size_t y) {
@@ -196,6 +221,100 @@ class Recognizer {
     };
     for (auto& [k, v] : by_thread_) std::sort(v.begin(), v.end(), by_start);
     for (auto& [k, v] : by_rank_) std::sort(v.begin(), v.end(), by_start);
+  }
+
+  // 1b. Implicit layer and chunk instances from the nesting of host ranges.
+  // Schedules that overlap the chunks of several micro-batches name the
+  // parts of an MoE block (dispatch(F), mlp(B), ...) but neither layer nor
+  // micro-batch; the functions that run them do nest (Python function and
+  // module ranges, recorded with with_stack=True). A part's implicit layer
+  // instance is its highest enclosing range (on its thread) that holds at
+  // most one part of each kind and phase; the range above that one is its
+  // chunk. Parts inside a recognised layer or micro-batch range keep those.
+  void infer_containers() {
+    std::map<std::pair<std::int32_t, std::int64_t>, std::vector<std::size_t>> parts_by_thread;
+    for (const auto& c : contexts_)
+      if (c.a.role == RangeRole::kOp && c.a.kind && op_kind_info(*c.a.kind).moe_layer && !c.process)
+        parts_by_thread[{c.rank, c.thread}].push_back(c.index);
+    if (parts_by_thread.empty()) return;
+    // Parents of the host ranges on those threads: sorted by (start, longer
+    // first), a stack of the open ranges; a range's parent is the innermost
+    // open range that contains it.
+    std::map<std::pair<std::int32_t, std::int64_t>, std::vector<std::size_t>> ranges_by_thread;
+    for (std::size_t i = 0; i < t_.nvtx.size(); ++i) {
+      const auto& r = t_.nvtx[i];
+      const auto key = std::pair{r.rank.value, r.thread_id};
+      if (parts_by_thread.count(key)) ranges_by_thread[key].push_back(i);
+    }
+    std::vector<std::size_t> parent(t_.nvtx.size(), SIZE_MAX);  // per range: the range enclosing it
+    auto end_of = [&](std::size_t i) { return t_.nvtx[i].end_ns < 0 ? INT64_MAX : t_.nvtx[i].end_ns; };
+    for (auto& [key, list] : ranges_by_thread) {
+      std::sort(list.begin(), list.end(), [&](std::size_t x, std::size_t y) {
+        const auto& a = t_.nvtx[x];
+        const auto& b = t_.nvtx[y];
+        return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : end_of(x) != end_of(y) ? end_of(x) > end_of(y) : x < y;
+      });
+      std::vector<std::size_t> open;
+      for (auto i : list) {
+        while (!open.empty() && end_of(open.back()) <= t_.nvtx[i].start_ns) open.pop_back();
+        if (!open.empty() && end_of(open.back()) >= end_of(i)) parent[i] = open.back();
+        open.push_back(i);
+      }
+    }
+    // Parts of each (kind, phase) under every range.
+    std::map<std::size_t, std::map<std::pair<OpKind, int>, int>> parts_under;
+    auto part_key = [&](const Context& c) {
+      return std::pair{*c.a.kind, c.a.phase ? static_cast<int>(*c.a.phase) : -1};
+    };
+    for (const auto& [thread, parts] : parts_by_thread)
+      for (auto ci : parts) {
+        const auto& c = contexts_[ci];
+        for (auto up = parent[c.range]; up != SIZE_MAX; up = parent[up]) ++parts_under[up][part_key(c)];
+      }
+    auto unique = [&](std::size_t range) {
+      for (const auto& [k, n] : parts_under[range])
+        if (n > 1) return false;
+      return true;
+    };
+    auto parts_in = [&](std::size_t range) {
+      int n = 0;
+      for (const auto& [k, count] : parts_under[range]) n += count;
+      return n;
+    };
+    std::set<std::size_t> recognised;  // ranges that are contexts already
+    for (const auto& c : contexts_) recognised.insert(c.range);
+    std::set<std::size_t> layers, chunks;
+    for (const auto& [thread, parts] : parts_by_thread)
+      for (auto ci : parts) {
+        const auto& c = contexts_[ci];
+        std::size_t top = SIZE_MAX;  // highest enclosing range with one part of each kind and phase
+        for (auto up = parent[c.range]; up != SIZE_MAX && unique(up); up = parent[up]) top = up;
+        // A layer instance holds several parts (one alone is a wrapper of that part).
+        if (top != SIZE_MAX && parts_in(top) >= 2 && !recognised.count(top)) {
+          layers.insert(top);
+          ++s_.layers_by_nesting;
+        }
+        const auto chunk = top == SIZE_MAX ? parent[c.range] : parent[top];
+        if (chunk != SIZE_MAX && !recognised.count(chunk)) chunks.insert(chunk);
+      }
+    // They join the contexts as layer and micro-batch ranges without numbers.
+    auto add = [&](std::size_t range, RangeRole role) {
+      const auto& r = t_.nvtx[range];
+      Context c;
+      c.start = r.start_ns;
+      c.end = r.end_ns < 0 ? INT64_MAX : r.end_ns;
+      c.thread = r.thread_id;
+      c.rank = r.rank.value;
+      c.a.role = role;
+      c.nvtx = r.id;
+      c.range = range;
+      c.index = contexts_.size();
+      context_names_.push_back(r.name);
+      contexts_.push_back(c);
+    };
+    for (auto r : layers) add(r, RangeRole::kLayer);
+    for (auto r : chunks)
+      if (!layers.count(r)) add(r, RangeRole::kMicroBatch);
   }
 
   // 2. Each activity's placement and kind.
@@ -267,6 +386,14 @@ class Recognizer {
     const KernelRule* rule = kernel_rule(a);
     const bool copy = a.type != ActivityType::kKernel;
     const Category cat = copy ? Category::kMemcpy : rule ? rule->category : Category::kOtherCompute;
+    // NCCL runs all-to-all and a pipeline stage's send/recv in the same
+    // kernel (SendRecv); the collective the trace records tells them apart.
+    if (cat == Category::kAllToAll)
+      if (const auto* c = collective(a, launch_t_[i]); c && is_point_to_point(c->name)) {
+        ++s_.rules_used["collective: point-to-point send/recv (pipeline stages), not all-to-all"];
+        kind_[i] = OpKind::kOtherComm;
+        return;
+      }
     const bool in_moe = p.in_layer || (p.kind && op_kind_info(*p.kind).moe_layer);
     std::optional<OpKind> kind;
     if (copy) {
@@ -276,7 +403,7 @@ class Recognizer {
       kind = rule->kind;
       ++s_.kernels_by_name;
       s_.moe = true;
-      ++s_.rules_used["kernel: " + (rule->label.empty() ? rule->all_of.front() : rule->label)];
+      ++s_.rules_used["kernel: " + rule->display_name()];
     } else if (is_communication(cat) && p.kind && is_communication(op_category(*p.kind))) {
       kind = p.kind;
     } else if (cat == Category::kAllToAll && in_moe) {
@@ -339,50 +466,93 @@ class Recognizer {
         }
       }
     }
-    // Group MoE activities by (rank, iteration, backward?) in launch order.
-    std::map<std::tuple<std::int32_t, std::int32_t, bool>, std::vector<std::size_t>> groups;
+    // Group MoE activities by (rank, iteration, chunk, phase) in launch order:
+    // layers are counted within each chunk (a micro-batch range, or the
+    // implicit chunk of overlapped schedules) and phase, so that chunks of
+    // several micro-batches that interleave do not run into one count.
+    using GroupKey = std::tuple<std::int32_t, std::int32_t, std::int64_t, int>;  // rank, iteration, chunk, phase
+    std::map<GroupKey, std::vector<std::size_t>> groups;
     for (std::size_t i = 0; i < placed_.size(); ++i) {
       if (!kind_[i] || !op_kind_info(*kind_[i]).moe_layer) continue;
       const auto& p = placed_[i];
-      groups[{t_.activities[i].rank.value, p.iteration, p.phase && is_backward(*p.phase)}].push_back(i);
+      groups[{t_.activities[i].rank.value, p.iteration, p.chunk_instance,
+              static_cast<int>(p.phase.value_or(Phase::kForward))}]
+          .push_back(i);
     }
-    std::map<std::pair<std::int32_t, std::int32_t>, std::int32_t> forward_layers;  // (rank, iteration)
-    std::set<std::int32_t> layer_counts;
+    std::map<std::pair<std::int32_t, std::int32_t>, std::int32_t> forward_layers;  // (rank, iteration), no chunks
+    std::map<GroupKey, std::int32_t> instances;
+    std::set<std::int32_t> layer_counts, chunk_layer_counts;
+    std::int32_t per_chunk = 0;  // layers of a chunk: the most forward instances of any chunk
     for (auto& [key, list] : groups) {
       std::stable_sort(list.begin(), list.end(), [&](std::size_t x, std::size_t y) { return launch_t_[x] < launch_t_[y]; });
-      const auto& [rank, iteration, backward] = key;
-      auto instances = number_instances(list, backward);
-      if (!backward) {
-        forward_layers[{rank, iteration}] = instances;
-        if (iteration >= 0) layer_counts.insert(instances);
+      const auto& [rank, iteration, chunk, phase] = key;
+      const bool backward = is_backward(static_cast<Phase>(phase));
+      const auto n = instances[key] = number_instances(list, backward);
+      if (backward) continue;
+      if (chunk == -1) {
+        forward_layers[{rank, iteration}] = n;
+        if (iteration >= 0) layer_counts.insert(n);
+      } else {
+        per_chunk = std::max(per_chunk, n);
+        chunk_layer_counts.insert(n);
       }
     }
+    // Chunks without a micro-batch number are numbered in order of their
+    // first launch within (rank, iteration, phase).
+    std::map<std::tuple<std::int32_t, std::int32_t, int>, std::vector<std::pair<std::int64_t, std::int64_t>>> chunk_order;
+    for (const auto& [key, list] : groups) {
+      const auto& [rank, iteration, chunk, phase] = key;
+      if (chunk != -1 && !list.empty() && placed_[list.front()].micro_batch < 0)
+        chunk_order[{rank, iteration, phase}].push_back({launch_t_[list.front()], chunk});
+    }
+    std::map<std::pair<std::tuple<std::int32_t, std::int32_t, int>, std::int64_t>, std::int32_t> chunk_ordinal;
+    for (auto& [k, v] : chunk_order) {
+      std::sort(v.begin(), v.end());
+      for (std::size_t j = 0; j < v.size(); ++j) chunk_ordinal[{k, v[j].second}] = static_cast<std::int32_t>(j);
+    }
     for (auto& [key, list] : groups) {
-      const auto& [rank, iteration, backward] = key;
-      if (!backward) continue;
-      const auto f = forward_layers.find({rank, iteration});
-      const std::int32_t n = f == forward_layers.end() ? -1 : f->second;
+      const auto& [rank, iteration, chunk, phase] = key;
+      const bool backward = is_backward(static_cast<Phase>(phase));
+      // Layers to count down from in the backward: the chunk's own count, the
+      // iteration's forward count, or (forward chunks, backward without) a
+      // forward chunk's; a backward that runs several such passes in a row
+      // (micro-batches) counts down in each.
+      std::int32_t n = -1;
+      if (chunk != -1) {
+        n = instances[key];
+      } else if (const auto f = forward_layers.find({rank, iteration}); f != forward_layers.end()) {
+        n = f->second;
+      } else if (per_chunk > 0) {
+        n = per_chunk;
+      }
       for (auto i : list) {
         auto& p = placed_[i];
+        if (chunk != -1 && p.micro_batch < 0)
+          if (auto o = chunk_ordinal.find({{rank, iteration, phase}, chunk}); o != chunk_ordinal.end())
+            p.micro_batch = o->second;
         if (p.layer >= 0 || instance_[i] < 0) continue;
-        if (n > 0 && instance_[i] < n) p.layer = n - 1 - instance_[i];
-        else p.layer = instance_[i];  // no forward seen: count in backward order
+        std::int32_t layer = instance_[i];
+        if (backward && n > 0) {
+          layer = n - 1 - instance_[i] % n;
+          if (instances[key] > n && p.micro_batch < 0) p.micro_batch = instance_[i] / n;
+        }
+        // Model chunks of one rank (interleaved and V schedules) hold
+        // different layers: chunk c's k-th layer comes after c whole chunks.
+        if (chunk != -1 && p.chunk > 0 && per_chunk > 0) layer += p.chunk * per_chunk;
+        p.layer = layer;
         ++s_.layers_by_order;
       }
-    }
-    for (auto& [key, list] : groups) {
-      if (std::get<2>(key)) continue;
-      for (auto i : list)
-        if (placed_[i].layer < 0 && instance_[i] >= 0) {
-          placed_[i].layer = instance_[i];
-          ++s_.layers_by_order;
-        }
     }
     if (layer_counts.size() > 1)
       s_.ambiguities.push_back(fmt::format(
           "layers by order: the number of MoE layer instances per iteration and rank differs ({} to {}), so "
           "the k-th instance is not the same layer everywhere",
           *layer_counts.begin(), *layer_counts.rbegin()));
+    if (chunk_layer_counts.size() > 1)
+      s_.ambiguities.push_back(fmt::format(
+          "layers by order: the number of MoE layer instances per forward chunk differs ({} to {}), so the "
+          "k-th instance is not the same layer in every chunk",
+          *chunk_layer_counts.begin(), *chunk_layer_counts.rbegin()));
   }
 
   // Numbers the MoE layer instances of one (rank, iteration, phase) group

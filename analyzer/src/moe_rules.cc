@@ -169,12 +169,16 @@ RangeRule parse_range_rule(const nlohmann::json& r, const std::string& preset, c
   rule.domain = r.value("domain", std::string());
   rule.pattern = r.at("name").get<std::string>();
   const auto named = fmt::format("{} (\"{}\")", where, rule.label);
+  rule.ignore_case = r.value("ignore_case", false);
   try {
-    rule.regex = std::regex(rule.pattern, std::regex::ECMAScript | std::regex::optimize);
+    auto flags = std::regex::ECMAScript | std::regex::optimize;
+    if (rule.ignore_case) flags |= std::regex::icase;
+    rule.regex = std::regex(rule.pattern, flags);
   } catch (const std::regex_error& e) {
     throw Error(fmt::format("{}: invalid regular expression \"{}\" ({})", named, rule.pattern, e.what()));
   }
-  rule.required_prefix = required_prefix(rule.pattern);
+  // The prefix test compares case: without it where the rule ignores case.
+  if (!rule.ignore_case) rule.required_prefix = required_prefix(rule.pattern);
   const auto role = r.at("role").get<std::string>();
   rule.role = role == "op"          ? RangeRole::kOp
               : role == "layer"     ? RangeRole::kLayer
@@ -190,15 +194,32 @@ RangeRule parse_range_rule(const nlohmann::json& r, const std::string& preset, c
   rule.iteration = coordinate(r, "iteration", named);
   rule.micro_batch = coordinate(r, "micro_batch", named);
   rule.chunk = coordinate(r, "chunk", named);
-  if (r.contains("phase")) rule.phase = parse_phase(r["phase"].get<std::string>());
+  if (r.contains("phase")) {
+    const auto phase = r["phase"].get<std::string>();
+    if (phase.starts_with('$')) rule.phase_group = coordinate(r, "phase", named).group;
+    else rule.phase = parse_phase(phase);
+  }
   if (rule.role == RangeRole::kPhase && !rule.phase)
     throw Error(named + ": a rule of role \"phase\" needs a \"phase\"");
   rule.process_scope = r.value("scope", std::string("thread")) == "process";
-  for (const auto* c : {&rule.layer, &rule.iteration, &rule.micro_batch, &rule.chunk})
-    if (c->group > static_cast<int>(rule.regex.mark_count()))
-      throw Error(fmt::format("{}: capture group ${} does not exist in \"{}\"", named, c->group, rule.pattern));
+  for (const int group : {rule.layer.group, rule.iteration.group, rule.micro_batch.group, rule.chunk.group, rule.phase_group})
+    if (group > static_cast<int>(rule.regex.mark_count()))
+      throw Error(fmt::format("{}: capture group ${} does not exist in \"{}\"", named, group, rule.pattern));
   return rule;
 }
+
+}  // namespace
+
+std::optional<Phase> parse_phase_marker(std::string_view marker) {
+  std::string m;
+  for (char c : marker) m += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (m == "f" || m == "fwd" || m == "forward") return Phase::kForward;
+  if (m == "b" || m == "i" || m == "bwd" || m == "dgrad" || m == "backward") return Phase::kBackward;
+  if (m == "w" || m == "wgrad" || m == "weight") return Phase::kWeightGradient;
+  return std::nullopt;
+}
+
+namespace {
 
 const valijson::Schema& rules_schema() {
   static const auto schema = [] {

@@ -105,6 +105,7 @@ nlohmann::json time_split_json(const TimeSplit& t) {
       {"all_to_all_share", t.all_to_all_share()},
       {"all_reduce_share", t.all_reduce_share()},
       {"hidden_fraction", t.hidden_fraction()},
+      {"overlap_ns", t.overlap_ns},
   };
 }
 

@@ -99,6 +99,12 @@ Section recognition_section(const Trace& trace) {
                                           "iteration in the forward pass is layer k; backward counts down)",
                                           r.layers_by_order)
                             : std::string("layers named by ranges"));
+      if (r.layers_by_nesting > 0)
+        derived.push_back(fmt::format(
+            "{} schedule parts placed in layer instances by the function ranges enclosing them (an instance: "
+            "the outermost range holding one part of each kind and phase; its chunk: the range around it), so "
+            "overlapped chunks of several micro-batches are counted apart",
+            r.layers_by_nesting));
       if (r.directions_by_order > 0)
         derived.push_back(fmt::format(
             "dispatch or combine of {} all-to-all kernels inferred by order within their layer (first half "
@@ -156,6 +162,7 @@ nlohmann::json recognition_json(const Trace& trace) {
           {"ranges_matched", r.ranges_matched},
           {"kernels_by_name", r.kernels_by_name},
           {"layers_by_order", r.layers_by_order},
+          {"layers_by_nesting", r.layers_by_nesting},
           {"directions_by_order", r.directions_by_order},
           {"a2a_assumed_moe", r.a2a_assumed_moe},
           {"iterations_marked", r.iterations_marked},

@@ -353,11 +353,18 @@ Section breakdown_section(const Breakdown& b, const ReportOptions& options) {
   for (auto& line : breakdown_summary(b)) s.para(std::move(line));
   if (!b.layers.empty()) {
     Table t{split_header("layer"), {}};
-    for (const auto& l : b.layers) t.rows.push_back(split_row(l.total, std::to_string(l.layer), l.mean_window_ns));
-    s.table("Per MoE layer (time per rank and iteration, fwd+bwd; columns are % of that time. The category "
-            "columns overlap where the layer's ops of several categories run at once; busy is their union, "
-            "outside the time in which only other work ran (other layers, non-MoE ops), and busy + outside + "
-            "idle = 100; hidden is % of the layer's communication overlapped by computation):",
+    t.header.push_back("overlap %");
+    for (const auto& l : b.layers) {
+      t.rows.push_back(split_row(l.total, std::to_string(l.layer), l.mean_window_ns));
+      t.rows.back().push_back(fmt::format("{:.1f}", 100.0 * l.total.overlap_share()));
+    }
+    s.table("Per MoE layer (time per rank and iteration: the union of its forward and backward windows; the "
+            "other columns are % of the sum of those windows. The category columns overlap where the layer's "
+            "ops of several categories run at once; busy is their union, outside the time in which only other "
+            "work ran (other layers, non-MoE ops), and busy + outside + idle = 100; hidden is % of the layer's "
+            "communication overlapped by computation; overlap is % of its busy time in which another chunk's "
+            "work ran beside it (another layer instance, micro-batch or phase, or non-MoE work), as in "
+            "overlapped schedules):",
             std::move(t));
     for (const auto& l : b.layers)
       if (l.ranks > 1 && l.max_window_ns > l.mean_window_ns * 11 / 10)

@@ -327,6 +327,7 @@ class TraceMerger {
     r.activities_total += s.activities_total;
     r.kernels_by_name += s.kernels_by_name;
     r.layers_by_order += s.layers_by_order;
+    r.layers_by_nesting += s.layers_by_nesting;
     r.directions_by_order += s.directions_by_order;
     r.a2a_assumed_moe += s.a2a_assumed_moe;
     r.iterations_marked = r.iterations_marked || s.iterations_marked;

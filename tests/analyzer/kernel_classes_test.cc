@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/schema/error.h"
 
@@ -60,10 +64,112 @@ TEST(KernelClasses, EveryShippedRuleIsReachable) {
   const auto& rules = kernel_rules();
   ASSERT_GE(rules.size(), 10u);
   for (std::size_t i = 0; i < rules.size(); ++i) {
-    std::string name;
-    for (const auto& s : rules[i].all_of) name += s + "|";
+    const auto& r = rules[i];
+    // void <scope>::<function words>_<...><all_of substrings>(int)
+    std::string name = "void ";
+    if (!r.scope_any.empty()) name += r.scope_any.front() + "::";
+    for (const auto& w : r.function) name += w + "_";
+    name += "k<";
+    for (const auto& s : r.all_of) name += s + "|";
+    name += ">(int)";
+    if (r.function_exact) {
+      name = "void ";
+      for (const auto& w : r.function) name += w;
+      name += "<1>(int)";
+    }
     EXPECT_EQ(match_kernel_rule(name), static_cast<int>(i)) << name;
   }
+}
+
+// Kernel names as tools record them, split into the words rules compare.
+TEST(KernelClasses, NameWordsDropReturnTypeTemplateArgumentsAndParameters) {
+  using W = std::vector<std::vector<std::string>>;
+  EXPECT_EQ(kernel_name_words("void acme::internode_ll::dispatch<true, 7>(int4*, acme::internode_ll::Meta*)"),
+            (W{{"acme"}, {"internode", "ll"}, {"dispatch"}}));
+  EXPECT_EQ(kernel_name_words("void Fork::V2::moeA2ADispatchKernel<Policy<(Mode)1>, 8, true>(Params)"),
+            (W{{"fork"}, {"v2"}, {"moe", "a2a", "dispatch", "kernel"}}));
+  EXPECT_EQ(kernel_name_words("void (anonymous namespace)::dispatchKernel<16u, true, false>(int*)"),
+            (W{{"dispatch", "kernel"}}));
+  EXPECT_EQ(kernel_name_words("ncclDevKernel_SendRecv(ncclDevKernelArgs4K const)"),
+            (W{{"nccl", "dev", "kernel", "send", "recv"}}));
+  EXPECT_EQ(kernel_name_words("_ZN7my_fork9internode8dispatchILb0ELi4EEEvP4int4"),
+            (W{{"my", "fork"}, {"internode"}, {"dispatch"}}));
+  EXPECT_EQ(kernel_name_words("kernel_dispatch_token_intra_node"), (W{{"kernel", "dispatch", "token", "intra", "node"}}));
+  EXPECT_EQ(kernel_name_words(""), W{});
+  EXPECT_EQ(kernel_name_words("void f<(>(x"), (W{{"f"}}));  // unbalanced: no crash, what stands before
+}
+
+// Expert-parallel communication libraries are vendored and forked under other
+// namespaces; their kernels are known by their own names. Every name here is
+// one the library's public source defines (rule sources in
+// kernel_classes.json), placed under a namespace that no rule names.
+TEST(KernelClasses, EpKernelsAreKnownUnderAnyNamespace) {
+  struct Case {
+    const char* name;
+    Category category;
+    std::optional<OpKind> kind;
+  };
+  const auto d = OpKind::kDispatchAllToAll, c = OpKind::kCombineAllToAll;
+  const Case cases[] = {
+      // DeepEP (intranode, internode, low-latency, legacy, elastic) in forks.
+      {"void acme_moe::ep::intranode::notify_dispatch<8>(int const*, int*, int, int const*, int*, int, int, int)",
+       Category::kAllToAll, d},
+      {"void nova::legacy::Intranode::cached_notify_dispatch<8>(int const*, int, void**, int**, int)", Category::kAllToAll, d},
+      {"void fork2::internode::dispatch<false, 4, false, 7, 4>(int4*, float*, long*, float*, fork2::internode::SourceMeta*)",
+       Category::kAllToAll, d},
+      {"void zeta::internode::cached_notify<false>(int, int, int, int, int, int*, int*, int*, int, void*)",
+       Category::kAllToAll, c},
+      {"void nova::legacy::intranode::cached_notify_combine<8>(void**, int*, int, int, int, int**, int, int)",
+       Category::kAllToAll, c},
+      {"void xen_moe::internode_ll::combine<false, 7168, 9, 4>(void*, int*, int)", Category::kAllToAll, c},
+      {"void UcclLike::Internode_LL::dispatch<true, false, 7168>(void*, float*, int*, long*)", Category::kAllToAll, d},
+      {"void q9::ep::elastic::dispatch_impl<1, 2>(void*)", Category::kAllToAll, d},
+      {"void mori::moe::deepep::internode_ll::clean_low_latency_buffer<256>(int*, int, int*, int)", Category::kAllToAll,
+       std::nullopt},
+      {"void acme::internode::ibgda_initialize_recv_queue(int)", Category::kAllToAll, std::nullopt},
+      {"_ZN7my_fork9internode8dispatchILb0ELi4ELb0ELi7ELi4EEEvP4int4Pf", Category::kAllToAll, d},
+      {"void acme::layout::get_dispatch_layout<256, 32, 8>(long const*, int*, int*, int*, bool*, int, int, int, int)",
+       Category::kOtherCompute, OpKind::kPermute},
+      // pplx-kernels, in its anonymous namespace and in another one.
+      {"void (anonymous namespace)::dispatchKernel<16u, true, false>(int*, unsigned long)", Category::kAllToAll, d},
+      {"void myco::combineKernel<__nv_bfloat16, __nv_bfloat16, 10ul, true, true>(int*)", Category::kAllToAll, c},
+      // TensorRT-LLM / FlashInfer MoE all-to-all, vendored.
+      {"void vendored::_v1::kernels::moe_comm::moeA2ADispatchKernel<PolicyA, 8, true>(Params)", Category::kAllToAll, d},
+      {"void vendored::kernels::moe_comm::moeA2ACombineKernel<float, PolicyB, 8>(Params)", Category::kAllToAll, c},
+      {"void Vendored::MoeA2ASanitizeExpertIdsKernel(int*, int)", Category::kAllToAll, std::nullopt},
+      {"void vendored::kernels::moeAllToAllKernel<4, false>(MoeEpWorldInfo, MoeCommWorkspace)", Category::kAllToAll,
+       std::nullopt},
+      // NVSHMEM and IBGDA.
+      {"void alltoall_on_stream_kernel<float>(int, float*, float const*, unsigned long)", Category::kAllToAll, std::nullopt},
+      {"void barrier_on_stream_kernel_threadgroup<(threadgroup_t)1>(int, int)", Category::kOtherComm, std::nullopt},
+      {"nvshmemi_proxy_rma_entrypoint", Category::kAllToAll, std::nullopt},
+      // Triton-generated all-to-all (a Triton kernel is named after its function).
+      {"kernel_dispatch_token_intra_node", Category::kAllToAll, d},
+      {"kernel_combine_token", Category::kAllToAll, c},
+      {"all_to_all_kernel", Category::kAllToAll, std::nullopt},
+      {"void c10d::nvshmem_extension::allToAllV(void*, void*, long*, long*, int, int)", Category::kAllToAll, std::nullopt},
+  };
+  for (const auto& k : cases) {
+    const int i = match_kernel_rule(k.name);
+    ASSERT_GE(i, 0) << k.name;
+    const auto& r = kernel_rules()[static_cast<std::size_t>(i)];
+    EXPECT_EQ(r.category, k.category) << k.name << " -> " << r.display_name();
+    EXPECT_EQ(r.kind, k.kind) << k.name << " -> " << r.display_name();
+  }
+}
+
+// What only looks like it: a split-KV attention combine, a dispatch helper
+// outside any EP library, and EP names inside another kernel's template
+// arguments or parameters.
+TEST(KernelClasses, EpWordsOutsideAnEpKernelNameDoNotCount) {
+  for (const char* name : {
+           "void flash::flash_fwd_splitkv_combine_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4>, 4, 3, false>(Flash_fwd_params)",
+           "void flash::FlashAttnFwdCombine<cute::tuple<int>, 8, 256>(Params)",
+           "void at::native::(anonymous namespace)::dispatch_helper<float>(float*)",
+           "void cutlass::device_kernel<acme::internode::dispatch_policy<8>>(acme::internode::combine_args)",
+           "void at::native::vectorized_elementwise_kernel<4, at::native::AlltoallFunctor<float>>(int, float*)",
+       })
+    EXPECT_EQ(classify_kernel_name(name), Category::kOtherCompute) << name;
 }
 
 TEST(KernelClasses, MalformedRulesNameTheProblem) {

@@ -4,8 +4,11 @@
 // derived by hand beside each assertion.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <regex>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -17,6 +20,7 @@
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/moe_recognition.h"
 #include "moetrace/analyzer/trace.h"
+#include "test_paths.h"
 
 namespace moetrace::testing {
 namespace {
@@ -109,12 +113,73 @@ TEST(MoeRules, RequiredPrefixIsSafe) {
   EXPECT_EQ(prefix("^moe_(dispatch|combine) forward$"), "moe_");
 }
 
+// Schedule part names as pipeline schedules write them: the built-in
+// "schedules" preset reads the part and the phase marker in any case and
+// form; Megatron-Core's schedule nodes keep their own preset.
+TEST(MoeRules, ScheduleWordsWithPhaseMarkers) {
+  const auto& rules = analyzer::builtin_moe_rules();
+  struct Case {
+    const char* name;
+    std::optional<OpKind> kind;
+    std::optional<Phase> phase;
+    const char* preset;
+  };
+  const auto F = Phase::kForward, B = Phase::kBackward, W = Phase::kWeightGradient;
+  const Case cases[] = {
+      {"dispatch(F)", OpKind::kDispatchAllToAll, F, "schedules"},
+      {"combine(B)", OpKind::kCombineAllToAll, B, "schedules"},
+      {"mlp(W)", OpKind::kExpertFfn, W, "schedules"},
+      {"attn(F)", OpKind::kAttention, F, "schedules"},
+      {"Dispatch [bwd]", OpKind::kDispatchAllToAll, B, "schedules"},
+      {"MOE_COMBINE_FWD", OpKind::kCombineAllToAll, F, "schedules"},
+      {"experts.wgrad", OpKind::kExpertFfn, W, "schedules"},
+      {"FFN-backward", OpKind::kExpertFfn, B, "schedules"},
+      {"shared_expert(I)", OpKind::kExpertFfn, B, "schedules"},
+      {"SharedExperts", OpKind::kExpertFfn, std::nullopt, "schedules"},
+      {"Attention/Forward", OpKind::kAttention, F, "schedules"},
+      {"self_attn:dgrad", OpKind::kAttention, B, "schedules"},
+      {"router (fwd)", OpKind::kGate, F, "schedules"},
+      {"Gate_B", OpKind::kGate, B, "schedules"},
+      {"moe_dispatch backward", OpKind::kDispatchAllToAll, B, "megatron-core"},
+      {"mlp wgrad", OpKind::kExpertFfn, W, "megatron-core"},
+      {"attn forward", OpKind::kAttention, F, "megatron-core"},
+  };
+  for (const auto& c : cases) {
+    const auto* hit = [&]() -> const analyzer::RangeRule* {
+      for (const auto& r : rules.ranges)
+        if (std::regex_search(std::string(c.name), r.regex)) return &r;
+      return nullptr;
+    }();
+    ASSERT_NE(hit, nullptr) << c.name;
+    EXPECT_EQ(hit->preset, c.preset) << c.name << " -> " << hit->label;
+    EXPECT_EQ(hit->kind, c.kind) << c.name;
+    std::smatch m;
+    const std::string text(c.name);
+    std::regex_search(text, m, hit->regex);
+    const auto phase = hit->phase_group > 0 && m[static_cast<std::size_t>(hit->phase_group)].matched
+                           ? analyzer::parse_phase_marker(m[static_cast<std::size_t>(hit->phase_group)].str())
+                           : hit->phase;
+    EXPECT_EQ(phase, c.phase) << c.name;
+  }
+  // Words that are no schedule part, or a part without its marker where the
+  // word alone says nothing of MoE (a dense model's "mlp", "attention").
+  for (const char* other : {"mlp", "attention", "gate", "dispatcher(F)", "mlp(X)", "combine_kernel", "redispatch(F)"}) {
+    for (const auto& r : rules.ranges) {
+      if (r.preset == "schedules") {
+        EXPECT_FALSE(std::regex_search(std::string(other), r.regex)) << other << " matched " << r.label;
+      }
+    }
+  }
+  EXPECT_EQ(analyzer::parse_phase_marker("Forward"), Phase::kForward);
+  EXPECT_EQ(analyzer::parse_phase_marker("WGRAD"), Phase::kWeightGradient);
+  EXPECT_EQ(analyzer::parse_phase_marker("x"), std::nullopt);
+}
+
 std::string rules_error(const std::string& json) {
   return error_of([&] { analyzer::parse_moe_rules(json, "my_rules.json"); });
 }
 
 TEST(MoeRules, BadRulesAreNamed) {
-  EXPECT_EQ(rules_error("{not json"), rules_error("{not json"));
   EXPECT_EQ(rules_error("{not json").rfind("my_rules.json: invalid JSON", 0), 0u);
   // A schema violation names the rule by index and label.
   const auto role = rules_error(R"({"version": 1, "ranges": [
@@ -344,6 +409,171 @@ TEST(MoeRecognition, MegatronModulesOrderGivesLayersAndDirections) {
   EXPECT_EQ(b.layers[0].backward.at(Category::kAllToAll), 20'000);
 }
 
+// A DualPipe-style schedule: forward and backward chunks of different
+// micro-batches overlap, and the schedule names only the parts of each MoE
+// block (dispatch(F), mlp(B), ...) - no layer, no micro-batch. The Python
+// tracer (with_stack=True) records the functions that run them: a chunk pair
+// (forward chunk of one micro-batch and backward chunk of another), inside it
+// one function per overlapped layer pair (forward layer l, backward layer
+// L-1-l). Two layers; two chunk pairs, so four layer pairs p = 0..3 at GPU
+// offset o = 100 + 40p us:
+//   forward:  dispatch a2a s13 [o,o+10], expert gemm s7 [o+10,o+20], combine a2a s13 [o+20,o+30]
+//   backward: combine a2a s14 [o,o+10],  expert gemm s8 [o+10,o+20], dispatch a2a s14 [o+20,o+30]
+// By hand: forward layer of pair p is p % 2 (counted within its chunk), the
+// backward one 1 - p % 2 (counting down); chunk pairs are micro-batch 0 and 1
+// of each phase. Layer 0 forward runs in pairs 0 and 2 ([100,130], [180,210]),
+// backward in pairs 1 and 3 ([140,170], [220,250]): its time in the iteration
+// is their union, 120 us, within the iteration's 150 us; all its work ran
+// beside the other chunk's (overlap 100 %). Counting instances per iteration
+// instead would give four layers.
+TEST(MoeRecognition, OverlappedChunksLayersFromTheNestingOfTheirFunctions) {
+  Kineto k;
+  k.range("ProfilerStep#5", 0, 1000);
+  const std::pair<const char*, int> parts[] = {  // part, phase (0 fwd, 1 bwd), in launch order
+      {"dispatch(F)", 0}, {"combine(B)", 1}, {"mlp(F)", 0}, {"mlp(B)", 1}, {"combine(F)", 0}, {"dispatch(B)", 1}};
+  for (int chunk = 0; chunk < 2; ++chunk) {
+    const double ch = 10 + 90.0 * chunk;
+    k.range("dualpipe/dualpipe.py(305): _forward_backward_chunk", ch, 80, 1, "python_function");
+    for (int l = 0; l < 2; ++l) {
+      const int pair = 2 * chunk + l;
+      const double h = ch + 1 + 40.0 * l, o = 100 + 40.0 * pair;
+      k.range("model.py(88): overlapped_layer", h, 38, 1, "python_function");
+      for (int i = 0; i < 6; ++i) {
+        const auto [name, bwd] = parts[i];
+        const double at = h + 1 + 6.0 * i;
+        k.range(name, at, 4, 1, "user_annotation");
+        const bool gemm = std::string_view(name).starts_with("mlp");
+        const int step = i / 2;  // 0: first a2a, 1: gemm, 2: second a2a
+        const int stream = gemm ? (bwd ? 8 : 7) : (bwd ? 14 : 13);
+        k.kernel(gemm ? "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n" : kA2a, stream, o + 10.0 * step, 10, at + 1);
+      }
+    }
+  }
+  const auto t = import_and_load({k.write("overlapped.json")}, temp_path("overlapped.db"));
+  ASSERT_TRUE(t.recognition.moe);
+  EXPECT_GT(t.recognition.layers_by_nesting, 0);
+  EXPECT_TRUE(t.recognition.ambiguities.empty()) << t.recognition.ambiguities.front();
+  for (int pair = 0; pair < 4; ++pair) {
+    const double o = 100 + 40.0 * pair;
+    // The op of the kernel that started at `us` on stream `stream`.
+    auto op_at = [&](int stream, double us) -> const analyzer::OpRange* {
+      for (const auto& a : t.activities)
+        if (a.start_ns == static_cast<std::int64_t>(us * 1000) && a.op >= 0 &&
+            t.streams.at(static_cast<std::size_t>(a.stream)).native_id == stream)
+          return &t.ops[static_cast<std::size_t>(a.op)];
+      return nullptr;
+    };
+    const auto* fd = op_at(13, o);  // forward dispatch
+    const auto* bg = op_at(8, o + 10);  // backward expert GEMM
+    ASSERT_TRUE(fd && bg) << pair;
+    EXPECT_EQ(fd->kind, OpKind::kDispatchAllToAll) << pair;
+    EXPECT_EQ(fd->phase, Phase::kForward) << pair;
+    EXPECT_EQ(fd->layer, pair % 2) << pair;
+    EXPECT_EQ(fd->micro_batch, pair / 2) << pair;
+    EXPECT_EQ(bg->kind, OpKind::kExpertFfn) << pair;
+    EXPECT_EQ(bg->phase, Phase::kBackward) << pair;
+    EXPECT_EQ(bg->layer, 1 - pair % 2) << pair;
+    EXPECT_EQ(bg->micro_batch, pair / 2) << pair;
+  }
+  const auto b = analyzer::compute_breakdown(t);
+  ASSERT_EQ(b.layers.size(), 2u);
+  ASSERT_EQ(b.iterations.size(), 1u);
+  EXPECT_EQ(b.iterations[0].t.window_ns, 150'000);
+  for (const auto& l : b.layers) {
+    EXPECT_EQ(l.mean_window_ns, 120'000) << l.layer;
+    EXPECT_LE(l.mean_window_ns, b.iterations[0].t.window_ns) << l.layer;
+    EXPECT_EQ(l.forward.window_ns, 60'000) << l.layer;
+    EXPECT_EQ(l.backward.window_ns, 60'000) << l.layer;
+    EXPECT_EQ(l.total.overlap_ns, l.total.busy_ns) << l.layer;
+    EXPECT_DOUBLE_EQ(l.total.overlap_share(), 1.0) << l.layer;
+  }
+}
+
+// Iterations whose GPU work lags their CPU steps (HTA's negative queue
+// length): step 1 launched [10,90] us on the host runs on the GPU at
+// gemm s7 [500,800] and a2a s13 [700,900]; step 2 runs gemm s7 [800,1100]
+// and a2a s13 [850,950]. Their work overlaps ([800,900]), their windows do
+// not: by hand, iteration 1 is [500,800) and 2 is [800,1100], which add up
+// to the 600 us span. Iteration 1 counts its own work inside its window:
+// compute 300 us, all-to-all [700,800] 100 us; the rest of its all-to-all
+// runs in iteration 2's window, which its own gemm fills (busy 300, idle 0).
+TEST(MoeRecognition, IterationWindowsPartitionTheRanksTimeUnderGpuLag) {
+  Kineto k;
+  k.range("ProfilerStep#1", 0, 100);
+  k.range("ProfilerStep#2", 100, 100);
+  k.kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", 7, 500, 300, 10);
+  k.kernel(kA2a, 13, 700, 200, 20);
+  k.kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", 7, 800, 300, 110);
+  k.kernel(kA2a, 13, 850, 100, 120);
+  const auto t = import_and_load({k.write("lag.json")}, temp_path("lag.db"));
+  const auto b = analyzer::compute_breakdown(t);
+  ASSERT_EQ(b.iterations.size(), 2u);
+  const auto& i1 = b.iterations[0].t;
+  const auto& i2 = b.iterations[1].t;
+  EXPECT_EQ(i1.window_ns, 300'000);
+  EXPECT_EQ(i2.window_ns, 300'000);
+  EXPECT_EQ(b.iteration_total.window_ns, 600'000);  // the span, not 700 us (400 + 300)
+  EXPECT_EQ(i1.at(Category::kOtherCompute), 300'000);
+  EXPECT_EQ(i1.at(Category::kAllToAll), 100'000);
+  EXPECT_EQ(i2.at(Category::kAllToAll), 100'000);
+  EXPECT_EQ(i2.busy_ns, 300'000);
+  EXPECT_EQ(i2.idle_ns, 0);
+  for (const auto* it : {&i1, &i2}) {
+    EXPECT_EQ(it->busy_ns + it->outside_ns() + it->idle_ns, it->window_ns);
+    for (int c = 0; c < kNumCategories; ++c) EXPECT_LE(it->share(static_cast<Category>(c)), 1.0);
+  }
+}
+
+// A pipeline-parallel + expert-parallel job: NCCL runs both the MoE
+// all-to-all and the pipeline stages' send/recv in ncclDevKernel_SendRecv.
+// The profiler records which collective each launch was ("Collective name":
+// all_to_allv inside the MoE layer, send and recv between the stages). By
+// hand: one MoE layer (module MoELayer_1) with its dispatch [100,120] and
+// combine [160,180]; the stage's recv [10,40] and send [300,330] are other
+// communication: all-to-all 40 us, other communication 60 us, no all-to-all
+// taken for an MoE one outside the layer, a single layer instance.
+TEST(MoeRecognition, PipelineSendRecvIsNotAllToAll) {
+  constexpr const char* kSendRecv = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)";
+  auto named = [](const char* collective, int peers) {
+    nlohmann::json a = {{"Collective name", collective}, {"In msg nelems", 4096}, {"Out msg nelems", 4096},
+                        {"Group size", peers}, {"dtype", "BFloat16"}};
+    return a;
+  };
+  Kineto k;
+  k.range("ProfilerStep#3", 0, 1000);
+  k.range("nn.Module: MoELayer_1", 50, 40, 1, "python_function");
+  k.kernel(kSendRecv, 20, 10, 30, 5, 1, named("recv", 2));
+  k.kernel(kSendRecv, 13, 100, 20, 51, 1, named("all_to_allv", 8));
+  k.kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", 7, 120, 40, 60);
+  k.kernel(kSendRecv, 13, 160, 20, 70, 1, named("all_to_allv", 8));
+  k.kernel(kSendRecv, 21, 300, 30, 95, 1, named("send", 2));
+  const auto t = import_and_load({k.write("pp_ep.json")}, temp_path("pp_ep.db"));
+  ASSERT_TRUE(t.recognition.moe);
+  EXPECT_EQ(t.recognition.a2a_assumed_moe, 0);
+  EXPECT_TRUE(t.recognition.rules_used.count("megatron-core: MoE layer module"));
+  EXPECT_EQ(op_of_kernel(t, kSendRecv, 10).kind, OpKind::kOtherComm);
+  EXPECT_EQ(op_of_kernel(t, kSendRecv, 300).kind, OpKind::kOtherComm);
+  EXPECT_EQ(op_of_kernel(t, kSendRecv, 100).kind, OpKind::kDispatchAllToAll);
+  EXPECT_EQ(op_of_kernel(t, kSendRecv, 160).kind, OpKind::kCombineAllToAll);
+  const auto b = analyzer::compute_breakdown(t);
+  ASSERT_EQ(b.layers.size(), 1u);
+  ASSERT_EQ(b.iterations.size(), 1u);
+  EXPECT_EQ(b.iterations[0].t.at(Category::kAllToAll), 40'000);
+  EXPECT_EQ(b.iterations[0].t.at(Category::kOtherComm), 60'000);
+  // Without the collective names the two are taken for an MoE layer's
+  // all-to-all (and counted as such): what the names are for.
+  Kineto bare;
+  bare.range("ProfilerStep#3", 0, 1000);
+  bare.range("nn.Module: MoELayer_1", 50, 40, 1, "python_function");
+  bare.kernel(kSendRecv, 20, 10, 30, 5);
+  bare.kernel(kSendRecv, 13, 100, 20, 51);
+  bare.kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", 7, 120, 40, 60);
+  bare.kernel(kSendRecv, 13, 160, 20, 70);
+  bare.kernel(kSendRecv, 21, 300, 30, 95);
+  const auto u = import_and_load({bare.write("pp_ep_bare.json")}, temp_path("pp_ep_bare.db"));
+  EXPECT_EQ(u.recognition.a2a_assumed_moe, 2);
+}
+
 // --- hand-built Nsight Systems export ---------------------------------------------
 
 void make_export(const std::string& path, const std::string& sql) {
@@ -359,55 +589,60 @@ void make_export(const std::string& path, const std::string& sql) {
 // By hand: DeepEP kernels are all-to-all; layer 0's window [100,185] = 85 us
 // (all-to-all 5 + 20 + 20 = 45 us); layer 1 [200,245] = 45 us (all-to-all
 // 25 us); a single iteration (no markers) numbered 0.
+// A fork of the library under another namespace (as vendored copies and
+// forks name it) gives the same numbers.
 TEST(MoeRecognition, DeepEpKernelsWithoutAnnotationsInAnNsysExport) {
-  const auto in = temp_path("deepep.sqlite"), out = temp_path("deepep.db");
-  std::string kernels, runtime;
-  struct K { int name; int start, end; };
-  const K ks[] = {{1, 100, 105}, {2, 105, 125}, {3, 125, 165}, {4, 165, 185},
-                  {1, 200, 205}, {2, 205, 215}, {3, 215, 235}, {4, 235, 245}};
-  int corr = 1;
-  for (const auto& k : ks) {
-    kernels += fmt::format("{}({}, {}, 0, {}, {}, 704643072, {}, 1, 1, 1, 32, 1, 1)", kernels.empty() ? "" : ",",
-                           k.start * 1000, k.end * 1000, k.name == 3 ? 7 : 13, corr, k.name);
-    runtime += fmt::format("{}({}, {}, 0, 704643115, {}, 5, 0)", runtime.empty() ? "" : ",", k.start * 10,
-                           k.start * 10 + 5, corr);
-    ++corr;
-  }
-  make_export(in, R"(
-    CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT);
-    INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION', '3.24.14');
-    CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);
-    INSERT INTO StringIds VALUES
-      (1, 'void deep_ep::intranode::notify_dispatch<8>(int const*, int*, int, int const*, int*, int, int, int const*, int*, int*, int, int, void**, int**, int)'),
-      (2, 'void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*, int*, long*, float*)'),
-      (3, 'void cutlass::Kernel<cutlass_80_tensorop_bf16_s16816gemm_grouped_bf16_256x128_64x3_tn_align8>(Params)'),
-      (4, 'void deep_ep::intranode::combine<__nv_bfloat16, 8, 768, 4096>(__nv_bfloat16*, float*, int*)'),
-      (5, 'cudaLaunchKernel_v7000');
-    CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, "end" INTEGER, deviceId INTEGER, streamId INTEGER,
-      correlationId INTEGER, globalPid INTEGER, demangledName INTEGER, gridX INTEGER, gridY INTEGER, gridZ INTEGER,
-      blockX INTEGER, blockY INTEGER, blockZ INTEGER);
-    INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES )" + kernels + R"(;
-    CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER, "end" INTEGER, eventClass INTEGER, globalTid INTEGER,
-      correlationId INTEGER, nameId INTEGER, returnValue INTEGER);
-    INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES )" + runtime + ";");
-  const auto t = import_and_load({in}, out);
-  ASSERT_TRUE(t.recognition.moe);
-  EXPECT_EQ(t.recognition.kernels_by_name, 8);  // DeepEP kernels and the grouped GEMM
-  EXPECT_FALSE(t.recognition.iterations_marked);
-  for (const auto& a : t.activities) {
-    if (t.str(a.name).find("notify_dispatch") != std::string_view::npos) {
-      EXPECT_EQ(t.ops.at(static_cast<std::size_t>(a.op)).kind, OpKind::kDispatchAllToAll);
+  for (const std::string ns : {"deep_ep", "acme_moe::ep"}) {
+    SCOPED_TRACE(ns);
+    const auto in = temp_path("deepep-" + ns.substr(0, 4) + ".sqlite"), out = temp_path("deepep-" + ns.substr(0, 4) + ".db");
+    std::string kernels, runtime;
+    struct K { int name; int start, end; };
+    const K ks[] = {{1, 100, 105}, {2, 105, 125}, {3, 125, 165}, {4, 165, 185},
+                    {1, 200, 205}, {2, 205, 215}, {3, 215, 235}, {4, 235, 245}};
+    int corr = 1;
+    for (const auto& k : ks) {
+      kernels += fmt::format("{}({}, {}, 0, {}, {}, 704643072, {}, 1, 1, 1, 32, 1, 1)", kernels.empty() ? "" : ",",
+                             k.start * 1000, k.end * 1000, k.name == 3 ? 7 : 13, corr, k.name);
+      runtime += fmt::format("{}({}, {}, 0, 704643115, {}, 5, 0)", runtime.empty() ? "" : ",", k.start * 10,
+                             k.start * 10 + 5, corr);
+      ++corr;
     }
+    make_export(in, R"(
+      CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT);
+      INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION', '3.24.14');
+      CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);
+      INSERT INTO StringIds VALUES
+        (1, 'void )" + ns + R"(::intranode::notify_dispatch<8>(int const*, int*, int, int const*, int*, int, int, int const*, int*, int*, int, int, void**, int**, int)'),
+        (2, 'void )" + ns + R"(::intranode::dispatch<8, 768, 8192>(int4*, float*, int*, long*, float*)'),
+        (3, 'void cutlass::Kernel<cutlass_80_tensorop_bf16_s16816gemm_grouped_bf16_256x128_64x3_tn_align8>(Params)'),
+        (4, 'void )" + ns + R"(::intranode::combine<__nv_bfloat16, 8, 768, 4096>(__nv_bfloat16*, float*, int*)'),
+        (5, 'cudaLaunchKernel_v7000');
+      CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, "end" INTEGER, deviceId INTEGER, streamId INTEGER,
+        correlationId INTEGER, globalPid INTEGER, demangledName INTEGER, gridX INTEGER, gridY INTEGER, gridZ INTEGER,
+        blockX INTEGER, blockY INTEGER, blockZ INTEGER);
+      INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES )" + kernels + R"(;
+      CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER, "end" INTEGER, eventClass INTEGER, globalTid INTEGER,
+        correlationId INTEGER, nameId INTEGER, returnValue INTEGER);
+      INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES )" + runtime + ";");
+    const auto t = import_and_load({in}, out);
+    ASSERT_TRUE(t.recognition.moe);
+    EXPECT_EQ(t.recognition.kernels_by_name, 8);  // DeepEP kernels and the grouped GEMM
+    EXPECT_FALSE(t.recognition.iterations_marked);
+    for (const auto& a : t.activities) {
+      if (t.str(a.name).find("notify_dispatch") != std::string_view::npos) {
+        EXPECT_EQ(t.ops.at(static_cast<std::size_t>(a.op)).kind, OpKind::kDispatchAllToAll);
+      }
+    }
+    const auto b = analyzer::compute_breakdown(t);
+    ASSERT_EQ(b.layers.size(), 2u);
+    EXPECT_EQ(b.layers[0].forward.window_ns, 85'000);
+    EXPECT_EQ(b.layers[0].forward.at(Category::kAllToAll), 45'000);
+    EXPECT_EQ(b.layers[0].forward.at(Category::kExpertCompute), 40'000);
+    EXPECT_EQ(b.layers[1].forward.window_ns, 45'000);
+    EXPECT_EQ(b.layers[1].forward.at(Category::kAllToAll), 25'000);
+    ASSERT_EQ(b.iterations.size(), 1u);
+    EXPECT_EQ(b.iterations[0].iteration, 0);
   }
-  const auto b = analyzer::compute_breakdown(t);
-  ASSERT_EQ(b.layers.size(), 2u);
-  EXPECT_EQ(b.layers[0].forward.window_ns, 85'000);
-  EXPECT_EQ(b.layers[0].forward.at(Category::kAllToAll), 45'000);
-  EXPECT_EQ(b.layers[0].forward.at(Category::kExpertCompute), 40'000);
-  EXPECT_EQ(b.layers[1].forward.window_ns, 45'000);
-  EXPECT_EQ(b.layers[1].forward.at(Category::kAllToAll), 25'000);
-  ASSERT_EQ(b.iterations.size(), 1u);
-  EXPECT_EQ(b.iterations[0].iteration, 0);
 }
 
 // A user's rules file: their own range names for dispatch and combine and a
@@ -478,8 +713,14 @@ TEST(MoeRecognition, SharedKinetoTraceIterations) {
 // [100,110], all-to-all [110,130], expert GEMM [130,170], all-to-all
 // [170,190]. By hand, each layer's forward row: window 90 us, all-to-all
 // 40 us, gating 10 us, expert 40 us; nothing hidden (one op at a time).
+// The GEMMs are plain cuBLAS kernels whose names say nothing of MoE, so the
+// ranges of the framework's preset do the work; where a convention has no
+// range for the gate or the experts, the kernel is one whose name says
+// what it is (a top-k gating kernel, a grouped GEMM). Module instance numbers
+// start where a real model's would (MoE every other layer: 1, 3).
 struct Convention {
   const char* name;
+  const char* preset;    // the preset whose rule must fire
   const char* layer;     // layer range, "{}" = instance number; "" = none
   const char* gate;      // gate range; "" = none
   const char* dispatch;  // dispatch range; "" = none
@@ -490,46 +731,67 @@ struct Convention {
 };
 
 const Convention kConventions[] = {
-    {"moetrace", "moetrace:layer layer={}", "moetrace:gate", "moetrace:dispatch", "moetrace:expert", "moetrace:combine",
-     false, "user_annotation"},
-    {"megatron", "nn.Module: MoELayer_{}", "nn.Module: TopKRouter_{}", "", "nn.Module: TEGroupedMLP_{}", ""},
-    {"megatron_overlap", "", "", "moe_dispatch forward", "mlp forward", "moe_combine forward", false,
+    {"moetrace", "", "moetrace:layer layer={}", "moetrace:gate", "moetrace:dispatch", "moetrace:expert",
+     "moetrace:combine", false, "user_annotation"},
+    {"megatron", "megatron-core", "nn.Module: MoELayer_{}", "nn.Module: TopKRouter_{}", "", "nn.Module: TEGroupedMLP_{}",
+     ""},
+    {"megatron_overlap", "megatron-core", "", "", "moe_dispatch forward", "mlp forward", "moe_combine forward", false,
      "user_annotation"},
-    {"deepspeed", "nn.Module: MOELayer_{}", "nn.Module: TopKGate_{}", "", "nn.Module: Experts_{}", ""},
-    {"tutel", "nn.Module: MOELayer_{}", "nn.Module: LinearTopKGate_{}", "", "nn.Module: FusedExpertsNetwork_{}", ""},
-    {"fastmoe", "nn.Module: FMoETransformerMLP_{}", "nn.Module: NaiveGate_{}", "", "nn.Module: _Expert_{}", ""},
-    {"torchtitan", "nn.Module: MoE_{}", "nn.Module: TokenChoiceTopKRouter_{}", "", "nn.Module: GroupedExperts_{}", "",
-     true},
-    {"deepspeed_fastmoe_functions", "nn.Module: MOELayer_{}", "", "MOEScatter", "", "MOEGather", false, "cpu_op"},
+    {"deepspeed", "deepspeed", "nn.Module: MOELayer_{}", "nn.Module: TopKGate_{}", "", "nn.Module: Experts_{}", ""},
+    {"tutel", "tutel", "nn.Module: MOELayer_{}", "nn.Module: LinearTopKGate_{}", "", "nn.Module: FusedExpertsNetwork_{}",
+     ""},
+    {"fastmoe", "fastmoe", "nn.Module: FMoETransformerMLP_{}", "nn.Module: NaiveGate_{}", "", "nn.Module: _Expert_{}", ""},
+    {"torchtitan", "torchtitan", "nn.Module: MoE_{}", "nn.Module: TokenChoiceTopKRouter_{}", "",
+     "nn.Module: GroupedExperts_{}", "", true},
+    {"deepspeed_fastmoe_functions", "fastmoe", "nn.Module: MOELayer_{}", "", "MOEScatter", "", "MOEGather", false,
+     "cpu_op"},
+    // A DualPipe-style schedule's own words, in mixed case and separators.
+    {"schedule_words", "schedules", "", "Router(F)", "dispatch[f]", "MLP_fwd", "Combine (FWD)", false, "user_annotation"},
 };
 
 class EveryConvention : public ::testing::TestWithParam<Convention> {};
 
 TEST_P(EveryConvention, SameStepSameNumbers) {
   const auto& c = GetParam();
+  constexpr const char* kGemm = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_kernel__5x_cublas";
+  const std::string gate_kernel =
+      *c.gate ? kGemm : "void topkGatingSoftmax<float, 8>(float const*, bool const*, float*, int, int*, int*, int, int, int)";
+  const std::string expert_kernel = *c.expert ? kGemm : "cutlass_80_tensorop_bf16_grouped_gemm_kernel";
   Kineto k;
   k.range("ProfilerStep#7", 0, 1000, 1, "user_annotation");
   for (int l = 0; l < 2; ++l) {
     const double h = 50.0 * l, g = 100.0 * l;
-    auto name = [&](const char* pattern) { return fmt::format(fmt::runtime(pattern), l); };
+    // Our convention numbers layers; module names number instances of a class.
+    const bool numbered = std::string_view(c.name) == "moetrace";
+    auto name = [&](const char* pattern) { return fmt::format(fmt::runtime(pattern), numbered ? l : 2 * l + 1); };
     if (*c.layer) k.range(name(c.layer), 10 + h, 35, 1, c.cat);
     if (*c.gate) k.range(name(c.gate), 11 + h, 3, 1, c.cat);
-    k.kernel("void topkGatingSoftmax<float, 8>(float const*, bool const*, float*, int, int*, int*, int, int, int)",
-             7, 100 + g, 10, 12 + h);
+    k.kernel(gate_kernel, 7, 100 + g, 10, 12 + h);
     if (c.expert_spans_a2a) k.range(name(c.expert), 15 + h, 18, 1, c.cat);
     if (*c.dispatch) k.range(name(c.dispatch), 15 + h, 3, 1, c.cat);
     k.kernel(kA2a, 13, 110 + g, 20, 16 + h);
     if (*c.expert && !c.expert_spans_a2a) k.range(name(c.expert), 20 + h, 5, 1, c.cat);
-    k.kernel("cutlass_80_tensorop_bf16_grouped_gemm_kernel", 7, 130 + g, 40, 21 + h);
+    k.kernel(expert_kernel, 7, 130 + g, 40, 21 + h);
     if (*c.combine) k.range(name(c.combine), 30 + h, 3, 1, c.cat);
     k.kernel(kA2a, 13, 170 + g, 20, 31 + h);
   }
   const auto t = import_and_load({k.write(std::string(c.name) + ".json")}, temp_path(std::string(c.name) + ".db"));
   ASSERT_TRUE(t.recognition.moe) << c.name;
   EXPECT_TRUE(t.recognition.ambiguities.empty()) << c.name << ": " << t.recognition.ambiguities.front();
+  if (*c.preset) {
+    const std::string prefix = std::string(c.preset) + ": ";
+    EXPECT_TRUE(std::any_of(t.recognition.rules_used.begin(), t.recognition.rules_used.end(),
+                            [&](const auto& r) { return r.first.rfind(prefix, 0) == 0; }))
+        << c.name << ": no rule of preset " << c.preset << " fired";
+  } else {
+    EXPECT_GT(t.recognition.annotations, 0) << c.name;
+  }
   EXPECT_EQ(op_of_kernel(t, kA2a, 110).kind, OpKind::kDispatchAllToAll) << c.name;
   EXPECT_EQ(op_of_kernel(t, kA2a, 270).kind, OpKind::kCombineAllToAll) << c.name;
   EXPECT_EQ(op_of_kernel(t, kA2a, 270).layer, 1) << c.name;
+  EXPECT_EQ(op_of_kernel(t, gate_kernel, 200).kind, OpKind::kGate) << c.name;
+  EXPECT_EQ(op_of_kernel(t, expert_kernel, 230).kind, OpKind::kExpertFfn) << c.name;
+  EXPECT_EQ(op_of_kernel(t, expert_kernel, 230).phase, Phase::kForward) << c.name;
   const auto b = analyzer::compute_breakdown(t);
   ASSERT_EQ(b.layers.size(), 2u) << c.name;
   for (const auto& l : b.layers) {

@@ -541,6 +541,40 @@ TEST(TimelineModel, OverlappingKernelsArePackedIntoSubRows) {
   EXPECT_TRUE(zero_drawn);
 }
 
+// Overlapped schedules: the forward of layer 0 and the backward of layer 1
+// (another micro-batch) run at the same time. Each layer instance is a span
+// of its own in the layers lane, on a sub-row of its own where they
+// overlap, labelled with its layer, phase and micro-batch.
+TEST(TimelineModel, OverlappedLayerInstancesGetRowsOfTheirOwn) {
+  auto op = [](int id, std::int64_t s, std::int64_t e, int layer, Phase phase, int mb) {
+    analyzer::OpRange o;
+    o.id = OpId(id);
+    o.stream = 0;
+    o.start_ns = s;
+    o.end_ns = e;
+    o.kind = OpKind::kExpertFfn;
+    o.layer = layer;
+    o.iteration = 0;
+    o.phase = phase;
+    o.micro_batch = mb;
+    return o;
+  };
+  auto t = make_trace(1, {}, {op(1, 0, 100, 0, Phase::kForward, 1), op(2, 20, 120, 1, Phase::kBackward, 0),
+                              op(3, 130, 200, 1, Phase::kForward, 1)});
+  auto m = TimelineModel::build(t);
+  std::vector<std::size_t> rows;
+  for (std::size_t i = 0; i < m->rows().size(); ++i)
+    if (m->rows()[i].kind == RowKind::kLayers) rows.push_back(i);
+  ASSERT_EQ(rows.size(), 2u);
+  std::vector<std::string> first, second;
+  for (std::size_t k = 0; k < m->rows()[rows[0]].items.size(); ++k)
+    first.push_back(m->item_label(m->row_item(m->rows()[rows[0]], k)));
+  for (std::size_t k = 0; k < m->rows()[rows[1]].items.size(); ++k)
+    second.push_back(m->item_label(m->row_item(m->rows()[rows[1]], k)));
+  EXPECT_EQ(first, (std::vector<std::string>{"L0 fwd mb1", "L1 fwd mb1"}));
+  EXPECT_EQ(second, (std::vector<std::string>{"L1 bwd mb0"}));
+}
+
 TEST(TimelineModel, DeepNestingSharesTheLastSubRow) {
   std::vector<analyzer::OpRange> ops;
   for (int i = 0; i < 40; ++i) {

@@ -38,6 +38,11 @@ struct TimeSplit {
   std::int64_t busy_ns = 0;  // union of every op counted in this split
   std::int64_t idle_ns = 0;
   std::int64_t comm_ns = 0, comm_hidden_ns = 0, comm_exposed_ns = 0;
+  // MoE-layer rows: time in which this split's own work ran at the same time
+  // as other work of the rank (another layer instance, chunk or phase, or
+  // work outside MoE layers): what an overlapped schedule (DualPipe-style
+  // chunks) runs side by side. 0 for other splits.
+  std::int64_t overlap_ns = 0;
 
   // Window time in which none of this split's ops ran but other GPU work on
   // the rank did (ops of other layers, non-MoE ops, unattributed kernels):
@@ -48,6 +53,7 @@ struct TimeSplit {
   double all_to_all_share() const { return share(Category::kAllToAll); }
   double all_reduce_share() const { return share(Category::kAllReduce); }
   double hidden_fraction() const { return ratio(comm_hidden_ns, comm_ns); }
+  double overlap_share() const { return ratio(overlap_ns, busy_ns); }
   TimeSplit& operator+=(const TimeSplit& o);
 };
 
@@ -70,7 +76,10 @@ struct LayerSummary {
   int ranks = 0, iterations = 0;
   TimeSplit total;                     // sums; shares of sums
   TimeSplit forward, backward;
-  std::int64_t mean_window_ns = 0;     // per rank and iteration, fwd + bwd
+  // Per rank and iteration: the union of the layer's windows (forward,
+  // backward, every micro-batch), so never more than the iteration's window
+  // where the phases overlap.
+  std::int64_t mean_window_ns = 0;
   std::int64_t max_window_ns = 0;      // slowest rank-iteration
   std::int32_t slowest_rank = -1;
 };

@@ -102,8 +102,15 @@ struct RangeRule {
   std::optional<OpKind> kind;
   RuleCoordinate layer, iteration, micro_batch, chunk;
   std::optional<Phase> phase;
+  int phase_group = 0;           // > 0: the phase is this capture group, a phase marker
+  bool ignore_case = false;
   bool process_scope = false;    // covers every thread of the rank (iterations, phases)
 };
+
+// A phase marker as schedules write it, in any case: F, fwd, forward; B, I
+// (backward for inputs), bwd, dgrad, backward; W, wgrad, weight. nullopt for
+// anything else.
+std::optional<Phase> parse_phase_marker(std::string_view marker);
 
 struct MoeRules {
   std::vector<RangeRule> ranges;       // tried in order; the first match wins

@@ -216,6 +216,7 @@ struct RecognitionStats {
   std::int64_t activities_total = 0;
   std::int64_t kernels_by_name = 0;    // of the placed, kind from a kernel rule
   std::int64_t layers_by_order = 0;    // ops whose layer was inferred by order
+  std::int64_t layers_by_nesting = 0;  // schedule parts placed in a layer instance by the ranges enclosing them
   std::int64_t directions_by_order = 0;  // all-to-all ops whose direction was inferred by order
   std::int64_t a2a_assumed_moe = 0;    // all-to-alls outside MoE ranges taken as MoE dispatch/combine
   bool iterations_marked = false;      // some range gave iterations
