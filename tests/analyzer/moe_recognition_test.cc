@@ -747,6 +747,8 @@ const Convention kConventions[] = {
      "cpu_op"},
     // A DualPipe-style schedule's own words, in mixed case and separators.
     {"schedule_words", "schedules", "", "Router(F)", "dispatch[f]", "MLP_fwd", "Combine (FWD)", false, "user_annotation"},
+    // pplx-kernels' host ranges (nvtxRangePush("dispatch") / ("combine")).
+    {"pplx", "pplx", "", "", "dispatch", "", "combine", false, "user_annotation"},
 };
 
 class EveryConvention : public ::testing::TestWithParam<Convention> {};
@@ -786,6 +788,7 @@ TEST_P(EveryConvention, SameStepSameNumbers) {
   } else {
     EXPECT_GT(t.recognition.annotations, 0) << c.name;
   }
+  EXPECT_EQ(t.recognition.rules_used.count("pytorch: profiler step (iteration)"), 1u) << c.name;
   EXPECT_EQ(op_of_kernel(t, kA2a, 110).kind, OpKind::kDispatchAllToAll) << c.name;
   EXPECT_EQ(op_of_kernel(t, kA2a, 270).kind, OpKind::kCombineAllToAll) << c.name;
   EXPECT_EQ(op_of_kernel(t, kA2a, 270).layer, 1) << c.name;
