@@ -48,10 +48,31 @@ IntervalSet IntervalSet::unite(const IntervalSet& other) const {
   return from_sorted_disjoint(coalesce(all));
 }
 
+namespace {
+
+// The first interval at or after `from` that ends after t (binary search, so
+// that a small set against a large one costs its size times a log).
+std::size_t first_ending_after(const std::vector<Interval>& v, std::size_t from, std::int64_t t) {
+  return static_cast<std::size_t>(
+      std::lower_bound(v.begin() + static_cast<std::ptrdiff_t>(from), v.end(), t,
+                       [](const Interval& x, std::int64_t u) { return x.end <= u; }) -
+      v.begin());
+}
+
+}  // namespace
+
 IntervalSet IntervalSet::intersect(const IntervalSet& other) const {
   IntervalSet s;
   std::size_t i = 0, j = 0;
   while (i < v_.size() && j < other.v_.size()) {
+    if (other.v_[j].end <= v_[i].start) {
+      j = first_ending_after(other.v_, j, v_[i].start);
+      continue;
+    }
+    if (v_[i].end <= other.v_[j].start) {
+      i = first_ending_after(v_, i, other.v_[j].start);
+      continue;
+    }
     const auto lo = std::max(v_[i].start, other.v_[j].start);
     const auto hi = std::min(v_[i].end, other.v_[j].end);
     if (lo < hi) s.v_.push_back({lo, hi});
@@ -64,7 +85,7 @@ IntervalSet IntervalSet::subtract(const IntervalSet& other) const {
   IntervalSet s;
   std::size_t j = 0;
   for (auto cur : v_) {
-    while (j < other.v_.size() && other.v_[j].end <= cur.start) ++j;
+    j = first_ending_after(other.v_, j, cur.start);
     std::size_t k = j;
     while (k < other.v_.size() && other.v_[k].start < cur.end) {
       if (other.v_[k].start > cur.start) s.v_.push_back({cur.start, other.v_[k].start});

@@ -253,13 +253,22 @@ bool matches(const KernelRule& r, const std::string& name, const std::vector<std
 
 int first_match(const std::vector<KernelRule>& rules, std::string_view kernel_name) {
   const std::string name = lower(kernel_name);
+  // Every word a rule names occurs in the name without its separators: a
+  // rule none of whose words does cannot match, and the name is parsed into
+  // words only for the rules that pass this test.
+  const std::string squashed = rule_word(kernel_name);
+  auto contains = [&](const std::string& w) { return squashed.find(w) != std::string::npos; };
   std::vector<std::vector<std::string>> words;
   bool parsed = false;
   for (std::size_t i = 0; i < rules.size(); ++i) {
     const auto& r = rules[i];
-    if (!parsed && (!r.function.empty() || !r.scope_any.empty())) {
-      words = kernel_name_words(kernel_name);
-      parsed = true;
+    if (!r.function.empty() || !r.scope_any.empty()) {
+      if (!std::all_of(r.function.begin(), r.function.end(), contains)) continue;
+      if (!r.scope_any.empty() && std::none_of(r.scope_any.begin(), r.scope_any.end(), contains)) continue;
+      if (!parsed) {
+        words = kernel_name_words(kernel_name);
+        parsed = true;
+      }
     }
     if (matches(r, name, words)) return static_cast<int>(i);
   }

@@ -143,10 +143,18 @@ class Recognizer {
       case AnnotationParse::kNotAnnotation: break;
     }
     const std::string text(name);
+    std::string lower_text;  // made once, for the rules with keywords
     for (std::size_t i = 0; i < rules_.ranges.size(); ++i) {
       const auto& rule = rules_.ranges[i];
       if (!rule.domain.empty() && rule.domain != domain) continue;
       if (!rule.required_prefix.empty() && !name.starts_with(rule.required_prefix)) continue;
+      if (!rule.keywords.empty()) {
+        if (lower_text.empty())
+          for (char ch : text) lower_text += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        if (std::none_of(rule.keywords.begin(), rule.keywords.end(),
+                         [&](const std::string& k) { return lower_text.find(k) != std::string::npos; }))
+          continue;
+      }
       std::smatch m;
       if (!std::regex_search(text, m, rule.regex)) continue;
       Annotation out;
@@ -261,28 +269,22 @@ class Recognizer {
         open.push_back(i);
       }
     }
-    // Parts of each (kind, phase) under every range.
-    std::map<std::size_t, std::map<std::pair<OpKind, int>, int>> parts_under;
-    auto part_key = [&](const Context& c) {
-      return std::pair{*c.a.kind, c.a.phase ? static_cast<int>(*c.a.phase) : -1};
-    };
+    // Parts under every range: how many, and whether two share a kind and phase.
+    std::vector<int> parts_in(t_.nvtx.size(), 0);
+    std::vector<char> repeated(t_.nvtx.size(), 0);
+    std::unordered_map<std::uint64_t, int> of_key;  // (range, kind, phase) -> parts
     for (const auto& [thread, parts] : parts_by_thread)
       for (auto ci : parts) {
         const auto& c = contexts_[ci];
-        for (auto up = parent[c.range]; up != SIZE_MAX; up = parent[up]) ++parts_under[up][part_key(c)];
+        const std::uint64_t key = static_cast<std::uint64_t>(*c.a.kind) * 8 + (c.a.phase ? static_cast<std::uint64_t>(*c.a.phase) + 1 : 0);
+        for (auto up = parent[c.range]; up != SIZE_MAX; up = parent[up]) {
+          ++parts_in[up];
+          if (++of_key[static_cast<std::uint64_t>(up) * 1024 + key] > 1) repeated[up] = 1;
+        }
       }
-    auto unique = [&](std::size_t range) {
-      for (const auto& [k, n] : parts_under[range])
-        if (n > 1) return false;
-      return true;
-    };
-    auto parts_in = [&](std::size_t range) {
-      int n = 0;
-      for (const auto& [k, count] : parts_under[range]) n += count;
-      return n;
-    };
-    std::set<std::size_t> recognised;  // ranges that are contexts already
-    for (const auto& c : contexts_) recognised.insert(c.range);
+    auto unique = [&](std::size_t range) { return repeated[range] == 0; };
+    std::vector<char> recognised(t_.nvtx.size(), 0);  // ranges that are contexts already
+    for (const auto& c : contexts_) recognised[c.range] = 1;
     std::set<std::size_t> layers, chunks;
     for (const auto& [thread, parts] : parts_by_thread)
       for (auto ci : parts) {
@@ -290,12 +292,12 @@ class Recognizer {
         std::size_t top = SIZE_MAX;  // highest enclosing range with one part of each kind and phase
         for (auto up = parent[c.range]; up != SIZE_MAX && unique(up); up = parent[up]) top = up;
         // A layer instance holds several parts (one alone is a wrapper of that part).
-        if (top != SIZE_MAX && parts_in(top) >= 2 && !recognised.count(top)) {
+        if (top != SIZE_MAX && parts_in[top] >= 2 && !recognised[top]) {
           layers.insert(top);
           ++s_.layers_by_nesting;
         }
         const auto chunk = top == SIZE_MAX ? parent[c.range] : parent[top];
-        if (chunk != SIZE_MAX && !recognised.count(chunk)) chunks.insert(chunk);
+        if (chunk != SIZE_MAX && !recognised[chunk]) chunks.insert(chunk);
       }
     // They join the contexts as layer and micro-batch ranges without numbers.
     auto add = [&](std::size_t range, RangeRole role) {
@@ -351,6 +353,11 @@ class Recognizer {
       const auto& list = it == by_thread_.end() ? kNone : it->second;
       const auto pit = by_rank_.find(rank);
       const auto& plist = pit == by_rank_.end() ? kNone : pit->second;
+      // The latest end among the first k process-wide contexts: the walk back
+      // from the last one started stops where no earlier one reaches tq.
+      std::vector<std::int64_t> reach(plist.size());
+      for (std::size_t k = 0; k < plist.size(); ++k)
+        reach[k] = std::max(k ? reach[k - 1] : INT64_MIN, contexts_[plist[k]].end);
       std::size_t next = 0;
       std::vector<std::size_t> open;  // contexts open on this thread, in start order
       for (; q < queries.size() && queries[q].rank == rank && queries[q].thread == thread; ++q) {
@@ -360,9 +367,13 @@ class Recognizer {
         Placement p;
         for (auto c = open.rbegin(); c != open.rend(); ++c) merge(contexts_[*c], p, context_names_[*c]);
         // Process-wide contexts (iterations), innermost (latest start) first.
-        for (auto c = plist.rbegin(); c != plist.rend(); ++c) {
-          const auto& ctx = contexts_[*c];
-          if (ctx.start <= tq && tq <= ctx.end) merge(ctx, p, context_names_[*c]);
+        auto k = static_cast<std::size_t>(
+            std::upper_bound(plist.begin(), plist.end(), tq,
+                             [&](std::int64_t t, std::size_t c) { return t < contexts_[c].start; }) -
+            plist.begin());
+        while (k > 0 && reach[k - 1] >= tq) {
+          const auto c = plist[--k];
+          if (contexts_[c].end >= tq) merge(contexts_[c], p, context_names_[c]);
         }
         decide_kind(queries[q].activity, p);
         placed_[queries[q].activity] = p;
@@ -665,7 +676,8 @@ class Recognizer {
   // its launch (nsys's NCCL payloads have no correlation id).
   const Collective* collective(const Activity& a, std::int64_t launch_ns = -1) {
     if (a.type == ActivityType::kKernel && launch_ns >= 0) {
-      if (host_calls_.empty() && !t_.collectives.empty()) {
+      if (!host_calls_built_) {
+        host_calls_built_ = true;
         for (const auto& c : t_.collectives)
           if (c.correlation_id == 0) host_calls_.push_back(&c);
         std::sort(host_calls_.begin(), host_calls_.end(), [](const Collective* x, const Collective* y) {
@@ -735,6 +747,7 @@ class Recognizer {
   std::unordered_map<std::int64_t, const KernelRule*> kernel_rule_cache_;
   int ambiguous_directions_ = 0;
   std::vector<const Collective*> host_calls_;  // collectives without correlation id, by (rank, start)
+  bool host_calls_built_ = false;
 };
 
 }  // namespace

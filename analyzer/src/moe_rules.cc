@@ -2,6 +2,7 @@
 // (moe_recognition.h): the built-in presets, a user's file, their validation.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdint>
@@ -179,6 +180,12 @@ RangeRule parse_range_rule(const nlohmann::json& r, const std::string& preset, c
   }
   // The prefix test compares case: without it where the rule ignores case.
   if (!rule.ignore_case) rule.required_prefix = required_prefix(rule.pattern);
+  if (r.contains("keywords"))
+    for (const auto& k : r["keywords"]) {
+      std::string w = k.get<std::string>();
+      std::transform(w.begin(), w.end(), w.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      rule.keywords.push_back(std::move(w));
+    }
   const auto role = r.at("role").get<std::string>();
   rule.role = role == "op"          ? RangeRole::kOp
               : role == "layer"     ? RangeRole::kLayer

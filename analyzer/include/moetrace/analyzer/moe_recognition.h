@@ -104,6 +104,9 @@ struct RangeRule {
   std::optional<Phase> phase;
   int phase_group = 0;           // > 0: the phase is this capture group, a phase marker
   bool ignore_case = false;
+  // Lower-case words of which one must occur in the name (any case) before
+  // the regex is tried; empty: always tried.
+  std::vector<std::string> keywords;
   bool process_scope = false;    // covers every thread of the rank (iterations, phases)
 };
 
