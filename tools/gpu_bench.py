@@ -23,6 +23,7 @@ line to the table printed last:
              on the GPU and in the simulator with the fitted model: the
              analyzer's layer window of each, and `recommend`'s r beside the
              measured best
+  pipemoe1   the same on one rank (no emulated ranks time-sharing the GPU)
   peer       a plain PyTorch MoE layer of the experts part's shape (top-2
              softmax gate, experts as nn.Linear, tokens permuted by index),
              fwd + bwd + SGD, median of timed iterations; profiled with
@@ -45,7 +46,7 @@ import subprocess
 import sys
 import time
 
-PARTS = ["ceilings", "experts", "permute", "overhead", "pipemoe", "peer"]
+PARTS = ["ceilings", "experts", "permute", "overhead", "pipemoe", "pipemoe1", "peer"]
 
 # The chip-filling DPMoE layer of `experts`, `permute` and `peer`: 16384
 # tokens, top-2 of 8 experts (4096 rows an expert when balanced), M = 4096,
@@ -259,20 +260,29 @@ class Bench:
                            "<= 2 %"))
 
     def pipemoe(self):
-        ranks = SWEEP_SHAPE["ranks"]
-        base = self.config("pipemoe_sweep", "pipemoe", SWEEP_SHAPE, ranks, 1, 3, False)
-        fitted = os.path.join(self.work, "fitted.json")
-        cal = os.path.join(self.work, "calibration.db")
+        self.pipemoe_sweep(SWEEP_SHAPE["ranks"], "pipemoe")
+
+    def pipemoe1(self):
+        """The same sweep on one rank: no ranks time-share the GPU (on the
+        emulated communicator P ranks run on this one GPU, which the
+        simulator, one GPU a rank, does not model)."""
+        self.pipemoe_sweep(1, "pipemoe1")
+
+    def pipemoe_sweep(self, ranks, part):
+        tag = f"p{ranks}"
+        base = self.config(f"pipemoe_sweep_{tag}", "pipemoe", SWEEP_SHAPE, ranks, 1, 3, False)
+        fitted = os.path.join(self.work, f"fitted_{tag}.json")
+        cal = os.path.join(self.work, f"calibration_{tag}.db")
         self.moetrace("run", "--backend", self.args.backend, "--calibrate", "-c", base, "-o", cal, "-q", timeout=180)
         self.moetrace("fit", cal, "-o", fitted)
-        self.moetrace("fit", cal, "-f", "text", "-o", os.path.join(self.out, "fit.txt"))
+        self.moetrace("fit", cal, "-f", "text", "-o", os.path.join(self.out, f"fit_{tag}.txt"))
         rows, traces = [], []
         for r_ in (1, 2, 4, 8):
-            cfg = self.config(f"pipemoe_r{r_}", "pipemoe", SWEEP_SHAPE, ranks, 1, 3, False,
+            cfg = self.config(f"pipemoe_{tag}_r{r_}", "pipemoe", SWEEP_SHAPE, ranks, 1, 3, False,
                               {"pipemoe": {"pipeline_degree": r_}})
-            meas = self.run(cfg, os.path.join(self.work, f"pipemoe_r{r_}.db"), warmup=1)
+            meas = self.run(cfg, os.path.join(self.work, f"pipemoe_{tag}_r{r_}.db"), warmup=1)
             traces.append(meas)
-            sim_db = os.path.join(self.work, f"pipemoe_r{r_}_sim.db")
+            sim_db = os.path.join(self.work, f"pipemoe_{tag}_r{r_}_sim.db")
             self.moetrace("run", "--backend", "sim", "-c", cfg, "-o", sim_db, "-q", "--cost-model", fitted)
             m = self.report(meas)["breakdown"]["layers"][0]["mean_window_ns"] / 1e6
             s = self.report(sim_db)["breakdown"]["layers"][0]["mean_window_ns"] / 1e6
@@ -280,14 +290,15 @@ class Bench:
         rec = json.loads(self.moetrace("recommend", traces[0], "-f", "json", "--r-candidates", "1,2,4,8",
                                        "--cost-model", fitted).stdout)
         best = min(rows, key=lambda x: x["measured_ms"])["r"]
-        r = {"rows": rows, "measured_best_r": best, "recommendation": rec,
+        r = {"ranks": ranks, "rows": rows, "measured_best_r": best, "recommendation": rec,
              "recommended_r": find_key(rec, "recommended_r")}
-        self.results["pipemoe"] = r
+        self.results[part] = r
         for x in rows:
-            self.table.append(("pipemoe", f"r = {x['r']}: measured vs simulated layer",
+            self.table.append((part, f"P = {ranks}, r = {x['r']}: measured vs simulated layer",
                                f"{x['measured_ms']:.3f} vs {x['simulated_ms']:.3f} ms ({x['error']:+.1%})",
                                "<= 10 %"))
-        self.table.append(("pipemoe", "recommended r vs measured best", f"{r['recommended_r']} vs {best}", "same"))
+        self.table.append((part, f"P = {ranks}: recommended r vs measured best", f"{r['recommended_r']} vs {best}",
+                           "same"))
 
     def peer(self):
         torch = need_torch()

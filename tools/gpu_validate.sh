@@ -308,11 +308,10 @@ do_device() {
   # 2. compute-sanitizer on the every-variant test (P = 4, both precisions),
   # in the background while the gpu tests and the traces run: correctness
   # only, no timing is taken meanwhile.
-  local san_pids=() tool
+  local san_pids=() tool cs=""
   local san_filter='EmulatedRanks/EveryVariant.*/P4:GpuExecutor.PpMoeMatchesTheReference'
   if ! want sanitizers; then :
   elif command -v compute-sanitizer >/dev/null || [ -x /usr/local/cuda/bin/compute-sanitizer ]; then
-    local cs
     cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
     for tool in memcheck racecheck synccheck; do
       local filter=$san_filter
@@ -342,7 +341,8 @@ do_device() {
   # 4. A small trace of every variant (tests/data/gpu fixtures), each read back.
   if want traces; then
     t=$SECONDS; rc=0
-    local common=(--backend cuda --ranks 4 --layers 2 --experts 8 --top-k 2 --tokens 512 -i 2 --warmup 1 -q)
+    local shape=(--backend cuda --ranks 4 --layers 2 --experts 8 --top-k 2 --tokens 512 -q)
+    local common=("${shape[@]}" -i 2 --warmup 1)
     local -a runs=(
       "dpmoe:-v dpmoe" "pipemoe:-v pipemoe -r 2" "ppmoe:-v ppmoe"
       "mpipemoe_none:-v mpipemoe -r 2 --strategy none" "mpipemoe_S1:-v mpipemoe -r 2 --strategy S1"
@@ -358,6 +358,15 @@ do_device() {
          "$moetrace" info "$traces/$name.db" >>"$logs/trace_$name.log" 2>&1 &&
          "$moetrace" report "$traces/$name.db" >"$logs/trace_$name.report.txt" 2>&1; then :; else
         rc=1; echo "trace $name failed" >&2
+        # Where the run failed on the GPU: the same run, one iteration, under
+        # memcheck, which names the kernel and the address at fault.
+        if [ -n "${cs:-}" ] && [ "$(left)" -gt 60 ]; then
+          LD_LIBRARY_PATH=$ours_ld timeout 90 "$cs" --tool memcheck --print-limit 20 \
+            "$bindir/moetrace" run "${shape[@]}" "${args[@]}" -i 1 --warmup 0 -o "$traces/${name}_memcheck.db" \
+            >"$logs/trace_${name}_memcheck.log" 2>&1 || true
+          rm -f "$traces/${name}_memcheck.db" "$traces/$name.db"
+          head -n 40 "$logs/trace_${name}_memcheck.log" >&2
+        fi
       fi
     done
     local made=("$traces"/*.db)

@@ -10,6 +10,8 @@
 #include <map>
 #include <optional>
 
+#include <nlohmann/json.hpp>
+
 #include "moetrace/schema/error.h"
 #include "moetrace/schema/integrity.h"
 #include "moetrace/schema/op_links.h"
@@ -331,6 +333,30 @@ void TraceWriter::set_config(std::string_view key, std::string_view value) {
   std::lock_guard lock(mu_);
   pending_->config.emplace_back(std::string(key), std::string(value));
   ++pending_->rows;
+}
+
+namespace {
+
+void flatten_config(const nlohmann::json& j, const std::string& prefix, TraceWriter& w) {
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it)
+      flatten_config(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), w);
+  } else if (j.is_string()) {
+    w.set_config(prefix, j.get<std::string>());
+  } else {
+    w.set_config(prefix, j.dump());
+  }
+}
+
+}  // namespace
+
+void TraceWriter::set_config_json(std::string_view json) {
+  if (json.empty()) return;
+  try {
+    flatten_config(nlohmann::json::parse(json), "", *this);
+  } catch (const nlohmann::json::exception&) {
+    set_config("config_json", json);  // not JSON: kept whole
+  }
 }
 
 void TraceWriter::add_dropped_records(std::int64_t n) {

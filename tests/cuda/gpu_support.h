@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "moetrace/cuda/device_probe.h"
@@ -37,12 +39,43 @@ struct GpuFixture {
   plan::ReferenceResult ref;
 };
 
+// The bf16 value nearest to v (round to nearest even, through float as the
+// executor's upload converts it), as a double.
+inline double bf16_value(double v) {
+  float f = static_cast<float>(v);
+  std::uint32_t u = 0;
+  std::memcpy(&u, &f, sizeof u);
+  if ((u & 0x7f800000u) != 0x7f800000u) u += 0x7fffu + ((u >> 16) & 1u);
+  u &= 0xffff0000u;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+inline void round_to_bf16(plan::Matrix& m) {
+  for (double& v : m.data) v = bf16_value(v);
+}
+
+// The reference computes in float64 on the values the GPU holds: weights,
+// inputs and output gradients drawn, then rounded to bf16 (exact in fp32
+// too). What remains of the difference is the GPU's arithmetic and the
+// rounding of what it stores, not the rounding of its inputs.
 inline GpuFixture make_gpu_fixture(const plan::ModelShape& shape, int iterations,
                                    const std::vector<std::int64_t>& tokens, std::uint64_t seed) {
   GpuFixture f;
   f.shape = shape;
   f.weights = plan::random_weights(shape, seed);
+  for (plan::LayerWeights& l : f.weights.layers) {
+    round_to_bf16(l.gate);
+    round_to_bf16(l.dense.w1);
+    round_to_bf16(l.dense.w2);
+    for (plan::ExpertWeights& e : l.experts) {
+      round_to_bf16(e.w1);
+      round_to_bf16(e.w2);
+    }
+  }
   f.data = plan::random_training_data(shape, iterations, tokens, seed + 1);
+  for (plan::Matrix& m : f.data.inputs) round_to_bf16(m);
+  for (plan::Matrix& m : f.data.output_grads) round_to_bf16(m);
   f.ref = plan::reference_train(shape, f.weights, f.data);
   return f;
 }

@@ -363,5 +363,31 @@ TEST(TraceWriter, RecordsDroppedRecords) {
   EXPECT_EQ(analyzer::load_trace(path).run.dropped_records, 42);
 }
 
+// A run's JSON configuration becomes dotted keys; text that is not JSON is
+// kept whole rather than lost.
+TEST(TraceWriter, ConfigJsonIsFlattenedToDottedKeys) {
+  const auto path = testing::temp_path("config_json.db");
+  {
+    TraceWriter w(path, test_run());
+    w.add(kernel(w, 0, 0, 1));
+    w.set_config_json(R"({"variant": "pipemoe", "iterations": 3, "model": {"num_layers": 2, "attention": true},
+                          "pipemoe": {"pipeline_degree": 4}})");
+  }
+  const analyzer::Trace t = analyzer::load_trace(path);
+  EXPECT_EQ(t.config_value("variant"), "pipemoe");
+  EXPECT_EQ(t.config_int("iterations"), 3);
+  EXPECT_EQ(t.config_int("model.num_layers"), 2);
+  EXPECT_EQ(t.config_value("model.attention"), "true");
+  EXPECT_EQ(t.config_int("pipemoe.pipeline_degree"), 4);
+
+  const auto bad = testing::temp_path("config_text.db");
+  {
+    TraceWriter w(bad, test_run());
+    w.add(kernel(w, 0, 0, 1));
+    w.set_config_json("variant=pipemoe");
+  }
+  EXPECT_EQ(analyzer::load_trace(bad).config_value("config_json"), "variant=pipemoe");
+}
+
 }  // namespace
 }  // namespace moetrace

@@ -98,6 +98,9 @@ CudaRunSummary run_plan(const plan::Plan& plan, const CudaRunOptions& options) {
   if (run.config_json.empty()) run.config_json = plan.config_json;
   run.host = host_name();
   auto writer = std::make_unique<instrument::TraceWriter>(summary.trace_path, run);
+  // The run's configuration as dotted keys, as a simulated trace of it has
+  // them ("iterations", "model.num_layers"): what readers of either look up.
+  writer->set_config_json(run.config_json);
   writer->set_config("cuda.precision", precision_name(options.executor.precision));
   writer->set_config("cuda.expert_gemm", expert_gemm_name(options.executor.expert_gemm));
   writer->set_config("cuda.communicator", communicator_name(options.executor.communicator));

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <tuple>
 
 #include "moetrace/instrument/trace_writer.h"
@@ -69,17 +68,6 @@ std::string kernel_name(const Plan& plan, const Op& op, const DeviceSpec& device
 }
 
 namespace {
-
-void flatten(const nlohmann::json& j, const std::string& prefix, instrument::TraceWriter& w) {
-  if (j.is_object()) {
-    for (auto it = j.begin(); it != j.end(); ++it)
-      flatten(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), w);
-  } else if (j.is_string()) {
-    w.set_config(prefix, j.get<std::string>());
-  } else {
-    w.set_config(prefix, j.dump());
-  }
-}
 
 bool is_copy(const Op& op) {
   return !op.collective() && (std::holds_alternative<plan::Copy>(op.data) || op.category() == Category::kMemcpy);
@@ -158,14 +146,7 @@ TraceOutput::TraceOutput(const std::string& path, const Plan& plan, const CostMo
       w_(path, run_record(plan, options), instrument::WriterOptions{.durable = false}) {
   auto& w = w_;
   // run_config: the configuration flattened to dotted keys, and the cost model.
-  const std::string& config_json = config_json_of(plan, options);
-  if (!config_json.empty()) {
-    try {
-      flatten(nlohmann::json::parse(config_json), "", w);
-    } catch (const nlohmann::json::exception&) {
-      w.set_config("config_json", config_json);  // not JSON: kept whole
-    }
-  }
+  w.set_config_json(config_json_of(plan, options));
   w.set_config("sim.cost_model", model.name);
   w.set_config("sim.cost_model_json", to_json(model));
   w.set_config("sim.trace_detail", full_ ? "full" : "lean");

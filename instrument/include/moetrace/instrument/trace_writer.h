@@ -97,6 +97,10 @@ class TraceWriter {
 
   // Sets a flattened configuration entry (run_config table).
   void set_config(std::string_view key, std::string_view value);
+  // Sets the run's configuration (a JSON object) as dotted keys
+  // ("model.num_layers"); text that is not JSON is kept whole as
+  // `config_json`.
+  void set_config_json(std::string_view json);
   // Activity records the producer lost (e.g. CUPTI buffers dropped); stored in
   // run.dropped_records and shown by `moetrace info`.
   void add_dropped_records(std::int64_t n);
