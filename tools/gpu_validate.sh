@@ -358,11 +358,12 @@ do_device() {
          "$moetrace" info "$traces/$name.db" >>"$logs/trace_$name.log" 2>&1 &&
          "$moetrace" report "$traces/$name.db" >"$logs/trace_$name.report.txt" 2>&1; then :; else
         rc=1; echo "trace $name failed" >&2
-        # Where the run failed on the GPU: the same run, one iteration, under
-        # memcheck, which names the kernel and the address at fault.
+        # Where the run failed on the GPU: the same run, no warm-up, under
+        # memcheck, which names the kernel and the address at fault (without
+        # the collector: the sanitizer holds CUPTI).
         if [ -n "${cs:-}" ] && [ "$(left)" -gt 60 ]; then
           LD_LIBRARY_PATH=$ours_ld timeout 90 "$cs" --tool memcheck --print-limit 20 \
-            "$bindir/moetrace" run "${shape[@]}" "${args[@]}" -i 1 --warmup 0 -o "$traces/${name}_memcheck.db" \
+            "$bindir/moetrace" run "${shape[@]}" "${args[@]}" -i 2 --warmup 0 --no-trace -o "$traces/${name}_memcheck.db" \
             >"$logs/trace_${name}_memcheck.log" 2>&1 || true
           rm -f "$traces/${name}_memcheck.db" "$traces/$name.db"
           head -n 40 "$logs/trace_${name}_memcheck.log" >&2

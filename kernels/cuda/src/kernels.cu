@@ -526,6 +526,16 @@ __device__ void copy_bytes(const char* __restrict__ src, char* __restrict__ dst,
   }
 }
 
+// The piece at `off` of a segment's buffer; a sender's segment (no buffer,
+// null) stays null at every offset, so that copy_bytes skips each of its
+// pieces (null + off is a wild address from the second piece on).
+__device__ const char* piece_of(const void* base, long long off) {
+  return base == nullptr ? nullptr : static_cast<const char*>(base) + off;
+}
+__device__ char* piece_of(void* base, long long off) {
+  return base == nullptr ? nullptr : static_cast<char*>(base) + off;
+}
+
 __global__ void paced_copy_kernel(SegmentBatch batch, PaceParams pace) {
   __shared__ unsigned long long t0;
   if (threadIdx.x == 0) t0 = globaltimer();
@@ -538,8 +548,7 @@ __global__ void paced_copy_kernel(SegmentBatch batch, PaceParams pace) {
     if (sg.paced) continue;
     for (long long off = 0; off < sg.bytes; off += piece, ++index)
       if (index % static_cast<long long>(gridDim.x) == static_cast<long long>(blockIdx.x))
-        copy_bytes(static_cast<const char*>(sg.src) + off, static_cast<char*>(sg.dst) + off,
-                   sg.bytes - off < piece ? sg.bytes - off : piece);
+        copy_bytes(piece_of(sg.src, off), piece_of(sg.dst, off), sg.bytes - off < piece ? sg.bytes - off : piece);
   }
   __syncthreads();
   wait_until(t0 + static_cast<unsigned long long>(pace.latency_ns));
@@ -551,7 +560,7 @@ __global__ void paced_copy_kernel(SegmentBatch batch, PaceParams pace) {
     for (long long off = 0; off < sg.bytes; off += piece, ++index) {
       if (index % pace.blocks != static_cast<long long>(blockIdx.x)) continue;
       const long long len = sg.bytes - off < piece ? sg.bytes - off : piece;
-      copy_bytes(static_cast<const char*>(sg.src) + off, static_cast<char*>(sg.dst) + off, len);
+      copy_bytes(piece_of(sg.src, off), piece_of(sg.dst, off), len);
       done += len;
       __syncthreads();
       wait_until(t0 + static_cast<unsigned long long>(pace_deadline_ns(pace, done)));
