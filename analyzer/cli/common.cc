@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "moetrace/analyzer/report.h"
 #include "moetrace/analyzer/run_loader.h"
 #include "moetrace/schema/error.h"
 
@@ -29,9 +30,15 @@ void Progress::update(std::string_view stage, double fraction) {
 }
 
 analyzer::Trace load_with_progress(const std::string& path, analyzer::LoadOptions options) {
-  Progress progress("loading " + path);
-  options.progress = progress.callback();
-  return analyzer::load_trace(path, options);
+  analyzer::Trace trace;
+  {
+    Progress progress("loading " + path);
+    options.progress = progress.callback();
+    trace = analyzer::load_trace(path, options);
+  }
+  if (const auto w = analyzer::integrity_warning(trace.run); !w.empty())
+    std::cerr << "moetrace: warning: " << path << ": " << w << "\n";
+  return trace;
 }
 
 void add_trace_args(CLI::App* cmd, TraceArgs& args) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 #include <tuple>
@@ -248,10 +249,25 @@ MpipemoeMemory mpipemoe_memory(const MpipemoeShape& in) {
   return m;
 }
 
+namespace {
+
+// The run's start where the trace records one, else the first allocation.
+std::int64_t run_origin(const Trace& trace, const MemoryTimeline& t) {
+  std::int64_t first = std::numeric_limits<std::int64_t>::max();
+  for (const auto& r : t.ranks)
+    if (!r.allocated.empty()) first = std::min(first, r.allocated.front().ts_ns);
+  if (first == std::numeric_limits<std::int64_t>::max()) first = 0;
+  return trace.run.start_ns > 0 && trace.run.start_ns <= first ? trace.run.start_ns : first;
+}
+
+}  // namespace
+
 MemoryTimeline memory_timeline(const Trace& trace) {
   std::map<std::int32_t, RankMemory> ranks;
   const auto allocs = collect_allocations(trace, ranks);
-  return timeline_of(allocs, std::move(ranks));
+  MemoryTimeline t = timeline_of(allocs, std::move(ranks));
+  t.origin_ns = run_origin(trace, t);
+  return t;
 }
 
 MemoryAnalysis analyze_memory(const Trace& trace) {
@@ -259,6 +275,7 @@ MemoryAnalysis analyze_memory(const Trace& trace) {
   std::map<std::int32_t, RankMemory> rank_info;
   const auto allocs = collect_allocations(trace, rank_info);
   static_cast<MemoryTimeline&>(m) = timeline_of(allocs, std::move(rank_info));
+  m.origin_ns = run_origin(trace, m);
   std::map<std::int32_t, RankMemory*> ranks;
   for (auto& rm : m.ranks) ranks[rm.rank] = &rm;
 

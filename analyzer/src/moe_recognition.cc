@@ -110,6 +110,7 @@ class Recognizer {
     infer_containers();
     index_contexts();
     place_activities();
+    step_iterations();
     // Without MoE evidence or iterations there is nothing to materialise
     // (a phase alone gives no row of the breakdown): the trace stays as it is.
     if (!s_.moe && !s_.iterations_marked) return s_;
@@ -198,6 +199,10 @@ class Recognizer {
       auto a = recognise(r);
       if (!a) continue;
       ++s_.ranges_matched;
+      if (a->role == RangeRole::kIterationEnd) {  // not a context: counted by step_iterations()
+        step_ends_[r.rank.value].push_back(r.end_ns < 0 ? INT64_MAX : r.end_ns);
+        continue;
+      }
       Context c;
       c.start = r.start_ns;
       c.end = r.end_ns < 0 ? INT64_MAX : r.end_ns;
@@ -284,13 +289,27 @@ class Recognizer {
       }
     auto unique = [&](std::size_t range) { return repeated[range] == 0; };
     std::vector<char> recognised(t_.nvtx.size(), 0);  // ranges that are contexts already
-    for (const auto& c : contexts_) recognised[c.range] = 1;
+    std::vector<char> structural(t_.nvtx.size(), 0);  // ... of a layer or micro-batch
+    std::vector<char> iteration(t_.nvtx.size(), 0);   // ... of an iteration
+    for (const auto& c : contexts_) {
+      recognised[c.range] = 1;
+      if (c.a.role == RangeRole::kLayer || c.a.role == RangeRole::kMicroBatch) structural[c.range] = 1;
+      if (c.a.role == RangeRole::kIteration) iteration[c.range] = 1;
+    }
     std::set<std::size_t> layers, chunks;
     for (const auto& [thread, parts] : parts_by_thread)
       for (auto ci : parts) {
         const auto& c = contexts_[ci];
-        std::size_t top = SIZE_MAX;  // highest enclosing range with one part of each kind and phase
-        for (auto up = parent[c.range]; up != SIZE_MAX && unique(up); up = parent[up]) top = up;
+        // A part inside a recognised layer or micro-batch range keeps those:
+        // no implicit container (above a module's range lies the training
+        // step, whose other work is not the layer's).
+        bool placed = false;
+        for (auto up = parent[c.range]; up != SIZE_MAX && !placed; up = parent[up]) placed = structural[up] != 0;
+        if (placed) continue;
+        // The highest enclosing range with one part of each kind and phase,
+        // below the iteration's range.
+        std::size_t top = SIZE_MAX;
+        for (auto up = parent[c.range]; up != SIZE_MAX && unique(up) && !iteration[up]; up = parent[up]) top = up;
         // A layer instance holds several parts (one alone is a wrapper of that part).
         if (top != SIZE_MAX && parts_in[top] >= 2 && !recognised[top]) {
           layers.insert(top);
@@ -446,6 +465,30 @@ class Recognizer {
       fallback_[i] = generic(cat);  // taken when the whole trace is one iteration of an MoE job
     }
     kind_[i] = kind;
+  }
+
+  // 2b. Where no range marks iterations but ranges end them (an optimizer's
+  // step: a training loop profiled without ProfilerStep), an activity
+  // launched after the k-th step of its rank ended is in iteration k (the
+  // step's own work closes the iteration it ends).
+  void step_iterations() {
+    if (s_.iterations_marked || step_ends_.empty()) return;
+    for (auto& [rank, ends] : step_ends_) std::sort(ends.begin(), ends.end());
+    for (std::size_t i = 0; i < placed_.size(); ++i) {
+      const auto it = step_ends_.find(t_.activities[i].rank.value);
+      if (it == step_ends_.end()) {  // a rank without steps: one iteration, as without any
+        placed_[i].iteration = std::max(placed_[i].iteration, 0);
+        continue;
+      }
+      const auto& ends = it->second;
+      placed_[i].iteration =
+          static_cast<std::int32_t>(std::upper_bound(ends.begin(), ends.end(), launch_t_[i]) - ends.begin());
+      // Every activity is in some iteration, as under ProfilerStep ranges:
+      // work outside the recognised ranges keeps its generic kind.
+      if (!kind_[i]) kind_[i] = fallback_[i];
+    }
+    s_.iterations_marked = true;
+    s_.iterations_from_steps = true;
   }
 
   // 3. Layers and all-to-all directions inferred by order.
@@ -739,6 +782,7 @@ class Recognizer {
   std::map<std::int32_t, std::vector<std::size_t>> by_rank_;
   std::vector<Placement> placed_;
   std::vector<std::int64_t> launch_t_;
+  std::map<std::int32_t, std::vector<std::int64_t>> step_ends_;  // rank -> ends of its iteration_end ranges
   std::vector<std::optional<OpKind>> kind_;
   std::vector<std::optional<OpKind>> fallback_;  // kind of an activity no context covers
   std::vector<bool> pending_direction_;          // an MoE all-to-all whose direction comes by order

@@ -187,11 +187,14 @@ RangeRule parse_range_rule(const nlohmann::json& r, const std::string& preset, c
       rule.keywords.push_back(std::move(w));
     }
   const auto role = r.at("role").get<std::string>();
-  rule.role = role == "op"          ? RangeRole::kOp
-              : role == "layer"     ? RangeRole::kLayer
-              : role == "iteration" ? RangeRole::kIteration
-              : role == "microbatch" ? RangeRole::kMicroBatch
-                                     : RangeRole::kPhase;
+  if (role == "op") rule.role = RangeRole::kOp;
+  else if (role == "layer") rule.role = RangeRole::kLayer;
+  else if (role == "iteration") rule.role = RangeRole::kIteration;
+  else if (role == "microbatch") rule.role = RangeRole::kMicroBatch;
+  else if (role == "phase") rule.role = RangeRole::kPhase;
+  else if (role == "iteration_end") rule.role = RangeRole::kIterationEnd;
+  else
+    throw Error(named + ": unknown role \"" + role + "\" (op, layer, iteration, iteration_end, microbatch, phase)");
   if (r.contains("kind")) rule.kind = parse_moe_kind(r["kind"].get<std::string>());
   if (rule.role == RangeRole::kOp && !rule.kind)
     throw Error(named + ": a rule of role \"op\" needs a \"kind\"");

@@ -51,6 +51,22 @@ json whatif_json(const WhatIfResult& r) {
           {"peak_bytes", r.peak_bytes}};
 }
 
+json replay_json(const Replay& r) {
+  if (!r.computed) return {{"computed", false}};
+  json j = {{"computed", true},
+            {"measured_s", r.measured_s},
+            {"simulated_s", r.simulated_s},
+            {"basis", r.basis},
+            {"error", r.error},
+            {"unreliable", r.unreliable},
+            {"model_compute_s", r.model_compute_s},
+            {"model_all_to_all_s", r.model_all_to_all_s}};
+  if (r.measured_compute_s >= 0) j["measured_compute_s"] = r.measured_compute_s;
+  if (r.measured_all_to_all_s >= 0) j["measured_all_to_all_s"] = r.measured_all_to_all_s;
+  if (r.unreliable) j["off_term"] = r.off_term;
+  return j;
+}
+
 json pipeline_json(const PipelineDegreeAdvice& a) {
   if (!a.computed) return {{"computed", false}, {"skipped", a.skipped}};
   json sims = json::array();
@@ -230,6 +246,7 @@ json recommendations_to_json(const Recommendations& r) {
                         {"max_tokens_per_rank", w.max_tokens_per_rank()}}},
                       {"measured_layer_s", L.measured_layer_s},
                       {"iterations", L.iterations},
+                      {"replay", replay_json(L.replay)},
                       {"pipeline_degree", pipeline_json(L.pipeline)},
                       {"memory_reuse", memory_json_(L.memory)},
                       {"expert_placement", placement_json(L.placement, w)},
@@ -268,6 +285,13 @@ void write_recommendations_text(std::ostream& out, const Recommendations& r) {
                                                    : "");
       }
       out << "\n";
+      if (L && L->replay.computed)
+        out << fmt::format("  replay of the trace's own configuration: {:.3f} ms ({}) against {:.3f} ms measured, "
+                           "{:+.1f} %{}\n",
+                           L->replay.simulated_s * 1e3, L->replay.basis == "simulation" ? "simulated" : "closed form",
+                           L->replay.measured_s * 1e3, L->replay.error * 100,
+                           L->replay.unreliable ? fmt::format(": UNRELIABLE, the {} term is off", L->replay.off_term)
+                                                : "");
     }
     out << fmt::format("  {:<17} {}   [gain {}]\n", it.subject + ":", it.action, gain_text(it));
     out << "      " << it.evidence << "\n";

@@ -80,6 +80,7 @@ nlohmann::json run_json(const RunInfo& run) {
       {"dropped_records", run.dropped_records},
       {"integrity", run.integrity},
       {"damage", run.damage},
+      {"warnings", run_warnings(run)},
       {"config", config},
   };
 }
@@ -406,11 +407,7 @@ void write_text_report(std::ostream& out, const Trace& trace, const Analyses& a,
                      run.simulated ? " (simulated)" : "", run.variant.empty() ? "-" : run.variant,
                      run.world_size, run.world_size == 1 ? "" : "s",
                      run.finalized ? "" : "  [not finalized: the writer did not close]");
-  if (run.dropped_records > 0)
-    out << fmt::format("warning: {} activity records were dropped while tracing; times may be "
-                       "incomplete\n",
-                       run.dropped_records);
-  for (const auto& d : run.damage) out << "warning: damaged trace: " << d << "\n";
+  for (const auto& w : run_warnings(run)) out << "warning: " << w << "\n";
   report_detail::render_text(out, report_detail::breakdown_section(b, options));
   for (const auto& s : report_detail::analysis_sections(trace, a, options)) report_detail::render_text(out, s);
 }
@@ -423,12 +420,25 @@ void write_markdown_report(std::ostream& out, const Trace& trace, const Analyses
                      run.name.empty() ? "(unnamed)" : run.name, run.backend, run.simulated ? " (simulated)" : "",
                      run.variant.empty() ? "-" : run.variant, run.world_size, run.world_size == 1 ? "" : "s",
                      run.finalized ? "" : " Not finalized: the writer did not close.");
-  if (run.dropped_records > 0)
-    out << fmt::format("\n**Warning:** {} activity records were dropped while tracing; times may be incomplete.\n",
-                       run.dropped_records);
-  for (const auto& d : run.damage) out << "\n**Warning:** damaged trace: " << d << "\n";
+  for (const auto& w : run_warnings(run)) out << "\n**Warning:** " << w << "\n";
   report_detail::render_markdown(out, report_detail::breakdown_section(a.breakdown, options));
   for (const auto& s : report_detail::analysis_sections(trace, a, options)) report_detail::render_markdown(out, s);
+}
+
+std::vector<std::string> run_warnings(const RunInfo& run) {
+  std::vector<std::string> w;
+  if (run.dropped_records > 0)
+    w.push_back(fmt::format("{} activity records were dropped while tracing; times may be incomplete",
+                            run.dropped_records));
+  for (const auto& d : run.damage) w.push_back("damaged trace: " + d);
+  if (auto i = integrity_warning(run); !i.empty()) w.push_back(std::move(i));
+  return w;
+}
+
+std::string integrity_warning(const RunInfo& run) {
+  if (run.integrity != "not recorded") return "";
+  return "the trace has no integrity record (an older writer, or the run was killed before it closed): checked "
+         "by references and value ranges only, rows lost from a table would go unnoticed";
 }
 
 void write_fitted_models_text(std::ostream& out, const CostModel& model) {

@@ -308,10 +308,7 @@ void write_html_report(std::ostream& out, const Trace& trace, const Analyses& a,
       << (run.simulated ? " (simulated)" : "") << ", variant " << esc(run.variant.empty() ? "-" : run.variant) << ", "
       << run.world_size << " rank" << (run.world_size == 1 ? "" : "s")
       << (run.finalized ? "" : ", not finalized (the writer did not close)") << "</p>\n";
-  if (run.dropped_records > 0)
-    out << "<p><strong>Warning:</strong> " << run.dropped_records
-        << " activity records were dropped while tracing; times may be incomplete.</p>\n";
-  for (const auto& d : run.damage) out << "<p><strong>Warning:</strong> damaged trace: " << esc(d) << "</p>\n";
+  for (const auto& w : run_warnings(run)) out << "<p><strong>Warning:</strong> " << esc(w) << "</p>\n";
   const auto sections = report_detail::analysis_sections(trace, a, options);
   out << "<nav><a href=\"#breakdown\">breakdown</a>";
   for (const auto& s : sections) out << "<a href=\"#" << esc(s.id) << "\">" << esc(s.id) << "</a>";

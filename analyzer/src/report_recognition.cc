@@ -57,7 +57,8 @@ std::vector<std::string> recognition_unlocks(const Trace& trace) {
   if (!r.iterations_marked)
     u.push_back(
         "iterations (per-iteration rows, locality across iterations): call prof.step() each step so the trace has "
-        "ProfilerStep#N, or wrap each step in a moetrace:iteration iter=N range");
+        "ProfilerStep#N, step a torch.optim optimizer (its Optimizer.step#<Class>.step range ends an iteration), or "
+        "wrap each step in a moetrace:iteration iter=N range");
   if (r.moe && !r.phases_marked)
     u.push_back(
         "backward rows: a trace of the PyTorch profiler marks backward work (autograd::engine::evaluate_function "
@@ -91,8 +92,11 @@ Section recognition_section(const Trace& trace) {
         "ranges, and compute inside a dispatch range counts as its permutation.",
         r.activities_placed, r.activities_total, from.empty() ? std::string("iteration ranges only") : fmt::format("{}", fmt::join(from, ", "))));
     std::vector<std::string> derived;
-    derived.push_back(r.iterations_marked ? "iterations from ranges (ProfilerStep#N or annotations)"
-                                          : "no iteration ranges: the whole trace is iteration 0");
+    derived.push_back(r.iterations_from_steps
+                          ? "iterations from the ranges that end them (no ProfilerStep#N: the work after a rank's "
+                            "k-th optimizer step is iteration k)"
+                      : r.iterations_marked ? "iterations from ranges (ProfilerStep#N or annotations)"
+                                            : "no iteration ranges: the whole trace is iteration 0");
     if (r.moe) {
       derived.push_back(r.layers_by_order > 0
                             ? fmt::format("layers of {} ops inferred by order (the k-th MoE layer instance of an "
@@ -166,6 +170,7 @@ nlohmann::json recognition_json(const Trace& trace) {
           {"directions_by_order", r.directions_by_order},
           {"a2a_assumed_moe", r.a2a_assumed_moe},
           {"iterations_marked", r.iterations_marked},
+          {"iterations_from_steps", r.iterations_from_steps},
           {"phases_marked", r.phases_marked},
           {"load_origin", trace.expert_load_origin},
           {"ambiguities", r.ambiguities},

@@ -119,9 +119,10 @@ Section memory_section(const MemoryAnalysis& m, const ReportOptions& o) {
     if (r.rank == m.peak_rank) peak = &r;
   if (peak) {
     const auto& c = peak->peak_by_class;
-    s.para(fmt::format("Peak device memory {} on rank {} at {} ns: model states {}, activations {}, temporary "
-                       "buffers {}, unattributed {} (classes of mpipemoe Sec. II-B from buffer tags).",
-                       format_bytes(peak->peak_bytes), peak->rank, peak->peak_ns, format_bytes(c[0]),
+    s.para(fmt::format("Peak device memory {} on rank {} at {} into the run: model states {}, activations {}, "
+                       "temporary buffers {}, unattributed {} (classes of mpipemoe Sec. II-B from buffer tags).",
+                       format_bytes(peak->peak_bytes), peak->rank, format_duration(peak->peak_ns - m.origin_ns),
+                       format_bytes(c[0]),
                        format_bytes(c[1]), format_bytes(c[2]), format_bytes(c[3])));
   }
   Table ranks{{"rank", "source", "peak", "model states", "activations", "temporary", "unattributed",

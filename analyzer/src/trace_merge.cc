@@ -332,6 +332,7 @@ class TraceMerger {
     r.a2a_assumed_moe += s.a2a_assumed_moe;
     r.iterations_marked = r.iterations_marked || s.iterations_marked;
     r.phases_marked = r.phases_marked || s.phases_marked;
+    r.iterations_from_steps = r.iterations_from_steps || s.iterations_from_steps;
     r.layers_marked = r.layers_marked || s.layers_marked;
     for (const auto& a : s.ambiguities)
       if (std::find(r.ambiguities.begin(), r.ambiguities.end(), a) == r.ambiguities.end()) r.ambiguities.push_back(a);

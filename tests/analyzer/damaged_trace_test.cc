@@ -193,11 +193,14 @@ TEST(DamagedTrace, DanglingReferencesAreLeftOutWithAWarningInEveryFormat) {
       EXPECT_NE(out.str().find("damaged trace"), std::string::npos) << static_cast<int>(format);
     }
     EXPECT_NE(out.str().find(expected[1]), std::string::npos) << static_cast<int>(format);
+    // No integrity record: said in every format, not only JSON's run.integrity.
+    EXPECT_NE(out.str().find("no integrity record"), std::string::npos) << static_cast<int>(format);
   }
   ReportOptions o;
   const auto j = report_json(t, a, o);
   EXPECT_EQ(j["run"]["damage"].size(), 4u);
   EXPECT_EQ(j["run"]["integrity"], "not recorded");
+  EXPECT_EQ(j["run"]["warnings"].size(), 5u);  // four damaged tables, no integrity record
 }
 
 }  // namespace

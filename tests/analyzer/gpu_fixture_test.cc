@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "moetrace/analyzer/breakdown.h"
+#include "moetrace/analyzer/memory.h"
 #include "moetrace/analyzer/run_loader.h"
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/plan/config.h"
@@ -274,11 +275,30 @@ void expect_breakdown_sums(const Trace& trace, int iterations) {
     expect_same(phases, l.total, what + ": forward + backward = total");
     expect_parts_add_up(l.total, what);
   }
+  // No layer's time per iteration exceeds the iteration it lies in.
+  std::int64_t longest_iteration = 0;
+  for (const auto& it : b.iterations) longest_iteration = std::max(longest_iteration, it.t.window_ns);
+  for (const auto& l : b.layers) {
+    EXPECT_LE(l.max_window_ns, longest_iteration) << "layer " << l.layer << ": longer than every iteration";
+    EXPECT_LE(l.mean_window_ns, l.max_window_ns) << "layer " << l.layer;
+  }
   for (const auto& r : b.ranks) {
     const auto what = "rank " + std::to_string(r.rank) + " (whole run)";
     expect_parts_add_up(r.t, what);
     EXPECT_EQ(r.t.busy_ns + r.t.idle_ns, r.t.window_ns) << what;
     EXPECT_LE(r.unattributed_ns, r.t.busy_ns) << what;
+  }
+}
+
+// The memory peak lies inside the run, and is shown as time into it.
+void expect_memory_in_run(const Trace& trace) {
+  const MemoryAnalysis m = analyze_memory(trace);
+  if (!m.has_allocations) return;
+  EXPECT_GE(m.origin_ns, 0);
+  for (const auto& r : m.ranks) {
+    if (r.allocated.empty()) continue;
+    EXPECT_GE(r.peak_ns - m.origin_ns, 0) << "rank " << r.rank << ": peak before the run's start";
+    EXPECT_LE(r.peak_ns - m.origin_ns, trace.run.end_ns - trace.run.start_ns) << "rank " << r.rank;
   }
 }
 
@@ -404,6 +424,7 @@ void check_fixture(const Fixture& f) {
   {
     SCOPED_TRACE("4. op kinds of variant " + trace.run.variant);
     expect_variant_kinds(trace);
+    expect_memory_in_run(trace);
   }
 }
 

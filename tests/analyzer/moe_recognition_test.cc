@@ -9,6 +9,7 @@
 #include <fstream>
 #include <optional>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -691,6 +692,92 @@ TEST(MoeRecognition, MalformedAnnotationsAreCounted) {
 }
 
 // Traces in ../shared/data: ProfilerStep#N gives iterations on the HTA ranks.
+// A training loop profiled without prof.step(): no ProfilerStep ranges, but
+// every torch.optim optimizer's step leaves "Optimizer.step#<Class>.step"
+// (torch/optim/optimizer.py). Two steps of one MoE layer (DeepSpeed's module
+// names), the optimizer a subclass of another name (apex's FusedAdam), and
+// the forward of a third step after the last optimizer step:
+//   step 0: forward gate [100,110] expert [110,150]; backward expert grouped
+//           GEMM [200,260] (autograd thread); optimizer kernel [300,310]
+//           inside the step
+//   step 1: the same shifted by 1000 us
+//   step 2: forward expert [2110,2150], never stepped
+// By hand: iterations 0, 1, 2; one layer (layer 0) in each, forward and
+// backward; the optimizer's kernel belongs to the iteration its step ends.
+// Counting instances over the whole trace instead would give three layers.
+const char* kGroupedGemm =
+    "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_grouped_bf16_128x128_64x3_tn_align8>(Params)";
+
+TEST(MoeRecognition, OptimizerStepsEndIterationsWithoutProfilerSteps) {
+  Kineto k;
+  for (int step = 0; step < 3; ++step) {
+    const double o = 1000.0 * step;
+    k.range("nn.Module: MOELayer_0", o + 10, 30, 1, "python_function");
+    if (step < 2) {
+      k.range("nn.Module: TopKGate_0", o + 11, 3, 1, "python_function");
+      k.kernel("sm90_xmma_gemm_bf16bf16_bf16f32", 7, o + 100, 10, o + 12);
+    }
+    k.range("nn.Module: Experts_0", o + 20, 10, 1, "python_function");
+    k.kernel("sm90_xmma_gemm_bf16bf16_bf16f32", 7, o + 110, 40, o + 21);
+    if (step == 2) break;
+    // The experts' backward: a CUTLASS grouped GEMM, known by its name.
+    k.range("autograd::engine::evaluate_function: GroupedMmBackward0", o + 60, 10, 2, "cpu_op");
+    k.kernel(kGroupedGemm, 7, o + 200, 60, o + 61, 2);
+    k.range("Optimizer.step#FusedAdam.step", o + 80, 20, 1, "user_annotation");
+    k.kernel("multi_tensor_apply_kernel", 7, o + 300, 10, o + 85);
+  }
+  const auto t = import_and_load({k.write("optimizer_steps.json")}, temp_path("optimizer_steps.db"));
+  ASSERT_TRUE(t.recognition.moe);
+  EXPECT_TRUE(t.recognition.iterations_marked);
+  EXPECT_TRUE(t.recognition.iterations_from_steps);
+  EXPECT_EQ(t.recognition.rules_used.at("pytorch: optimizer step (ends an iteration)"), 2);
+  EXPECT_EQ(op_of_kernel(t, "sm90_xmma_gemm_bf16bf16_bf16f32", 110).iteration, 0);
+  EXPECT_EQ(op_of_kernel(t, "multi_tensor_apply_kernel", 300).iteration, 0);
+  EXPECT_EQ(op_of_kernel(t, "sm90_xmma_gemm_bf16bf16_bf16f32", 1110).iteration, 1);
+  EXPECT_EQ(op_of_kernel(t, kGroupedGemm, 1200).iteration, 1);
+  EXPECT_EQ(op_of_kernel(t, "sm90_xmma_gemm_bf16bf16_bf16f32", 2110).iteration, 2);
+  const auto b = analyzer::compute_breakdown(t);
+  ASSERT_EQ(b.layers.size(), 1u);
+  EXPECT_EQ(b.layers[0].layer, 0);
+  std::set<std::pair<std::int32_t, Phase>> rows;
+  for (const auto& r : b.rows) rows.insert({r.iteration, r.phase});
+  EXPECT_EQ(rows, (std::set<std::pair<std::int32_t, Phase>>{{0, Phase::kForward}, {0, Phase::kBackward},
+                                                             {1, Phase::kForward}, {1, Phase::kBackward},
+                                                             {2, Phase::kForward}}));
+}
+
+// A real trace: the PyTorch profiler on an H200 (tests/data/gpu/README.md),
+// three fwd + bwd + SGD steps of one MoE layer (DeepSpeed-style module
+// names), without prof.step(). One layer in three iterations; the
+// optimizer's kernels, launched inside the step function that also holds
+// the layer's module ranges, are not the layer's. (Its backward kernels are
+// plain cuBLAS GEMMs under autograd nodes, which say nothing of the module:
+// they stay outside the layer; tying them to it needs the profiler's
+// forward-backward sequence numbers.)
+TEST(MoeRecognition, RecordedPyTorchMoeLayerThreeStepsWithoutProfilerStep) {
+  const auto in = MOETRACE_SOURCE_DIR + "/tests/data/gpu/torch_moe_peer.json.gz";
+  ASSERT_TRUE(std::filesystem::exists(in)) << in;
+  const auto t = import_and_load({in}, temp_path("torch_moe_peer.db"));
+  ASSERT_TRUE(t.recognition.moe);
+  EXPECT_TRUE(t.recognition.iterations_from_steps);
+  EXPECT_EQ(t.recognition.layers_by_nesting, 0);  // the module ranges are the layer
+  const auto b = analyzer::compute_breakdown(t);
+  ASSERT_EQ(b.layers.size(), 1u);
+  EXPECT_EQ(b.layers[0].layer, 0);
+  EXPECT_EQ(b.iterations.size(), 3u);
+  std::set<std::pair<std::int32_t, Phase>> rows;
+  for (const auto& r : b.rows) rows.insert({r.iteration, r.phase});
+  EXPECT_EQ(rows, (std::set<std::pair<std::int32_t, Phase>>{
+                      {0, Phase::kForward}, {1, Phase::kForward}, {2, Phase::kForward}}));
+  // No optimizer kernel (multi_tensor_apply) in an MoE layer.
+  for (const auto& a : t.activities) {
+    if (t.str(a.name).find("multi_tensor_apply") == std::string_view::npos || a.op < 0) continue;
+    EXPECT_LT(t.ops.at(static_cast<std::size_t>(a.op)).layer, 0) << t.str(a.name);
+  }
+  // The layer's time per iteration lies inside the iteration.
+  for (const auto& it : b.iterations) EXPECT_LE(b.layers[0].max_window_ns, it.t.window_ns) << it.iteration;
+}
+
 TEST(MoeRecognition, SharedKinetoTraceIterations) {
   const auto in = shared_data("kineto/hta-sampled_rank-0.json.gz");
   MOETRACE_NEED_SHARED(in);

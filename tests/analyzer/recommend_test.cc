@@ -290,5 +290,42 @@ TEST(Recommend, CalibratedFitGivesTheSameAdvice) {
   EXPECT_LT(at_fit / best - 1, 0.01) << "fitted r = " << p_fit.choice.r << ", own r = " << p_own.choice.r;
 }
 
+// The replay: the trace's own configuration on the model it ran with comes
+// back within 5 % of its measured layer time (the what-if simulates the
+// layer alone, the trace ran it with the rest of the block: the difference
+// is that context). A model whose expert GEMMs are 4x slower than the run's
+// is off by more than 20 %: the advice is marked unreliable, naming the
+// compute term.
+TEST(Recommend, ReplayOfTheTracesOwnConfiguration) {
+  sim::RunSpec spec = sim::run_preset("pipemoe-t4-p16-b2-l1024-h4096-m2048-e2");
+  spec.common.iterations = 2;
+  const Trace t = simulated_trace(spec, "replay");
+  const auto rec = recommend(t);
+  const auto& L = layer0(rec);
+  ASSERT_TRUE(L.replay.computed);
+  EXPECT_EQ(L.replay.basis, "simulation");
+  EXPECT_NEAR(L.replay.simulated_s / L.replay.measured_s, 1.0, 0.05);
+  EXPECT_FALSE(L.replay.unreliable);
+  EXPECT_GT(L.replay.measured_compute_s, 0);
+  EXPECT_NEAR(L.replay.model_compute_s / L.replay.measured_compute_s, 1.0, 0.05);
+  for (const auto& item : rec.items) EXPECT_EQ(item.evidence.find("Unreliable"), std::string::npos);
+
+  RecommendOptions slow;
+  sim::CostModel m = spec.resolved_cost_model();
+  m.compute.seconds_per_flop *= 4;
+  for (auto& [kind, c] : m.compute_by_kind) c.seconds_per_flop *= 4;
+  slow.cost_model = m;
+  const auto off = recommend(t, slow);
+  const auto& O = layer0(off);
+  ASSERT_TRUE(O.replay.computed);
+  EXPECT_GT(O.replay.error, kReplayTolerance);
+  EXPECT_TRUE(O.replay.unreliable);
+  EXPECT_EQ(O.replay.off_term, "compute");
+  EXPECT_EQ(off.items.front().evidence.rfind("Unreliable: ", 0), 0u) << off.items.front().evidence;
+  const auto j = recommendations_to_json(off);
+  EXPECT_EQ(j["layers"][0]["replay"]["off_term"], "compute");
+  EXPECT_EQ(schema_errors(j), std::vector<std::string>{});
+}
+
 }  // namespace
 }  // namespace moetrace::analyzer

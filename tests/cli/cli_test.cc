@@ -245,6 +245,55 @@ TEST(Cli, MoeRulesErrorsAreOneLine) {
   EXPECT_FALSE(j["recognition"]["ran"].get<bool>());
 }
 
+// recommend --model on an imported PyTorch-profiler trace of one MoE layer
+// (tests/data/gpu: recorded on an H200, no all-to-all, no expert load): the
+// config gives the shapes, --tokens the tokens a rank holds; a bad model file
+// is one line.
+TEST(Cli, RecommendOnAnImportedTraceWithAModelFile) {
+  const auto in = MOETRACE_SOURCE_DIR + "/tests/data/gpu/torch_moe_peer.json.gz";
+  const auto db = testing::temp_path("cli-peer.db");
+  std::filesystem::remove(db);
+  ASSERT_EQ(run_cli("import " + in + " -o " + db).exit_code, 0);
+  // The layer of tools/gpu_bench.py: M = 4096, H = 14336 (Mixtral 8x7B's
+  // expert), top-2 of 8, 16384 tokens.
+  const auto config = testing::temp_path("peer-config.json");
+  std::ofstream(config) << R"({"model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336,
+                               "num_local_experts": 8, "num_experts_per_tok": 2, "torch_dtype": "bfloat16"})";
+  auto r = run_cli("recommend " + db + " --model " + config + " --tokens 16384 --no-simulate -f json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["layers"].size(), 1u) << r.out;
+  const auto notes = j["notes"].dump();
+  EXPECT_NE(notes.find("hidden size M = 4096 (" + config + ": hidden_size)"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("routing assumed balanced, 16384 tokens a rank (--tokens)"), std::string::npos) << notes;
+  // Without the model file: no shapes, nothing advised, said so.
+  r = run_cli("recommend " + db + " --no-simulate -f json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(nlohmann::json::parse(r.out)["layers"].empty());
+  const auto bad = testing::temp_path("dense-config.json");
+  std::ofstream(bad) << R"({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008})";
+  expect_one_line_error(run_cli("recommend " + db + " --model " + bad),
+                        "invalid configuration: " + bad + ": no routed-expert count (n_routed_experts, num_local_experts, num_experts, "
+                              "moe_num_experts, ffn_config.moe_num_experts): not the config.json of an MoE model",
+                        2);
+}
+
+// A trace without the writer's integrity record (older writer, killed run)
+// is read, with a warning on stderr and in the report.
+TEST(Cli, NoIntegrityRecordIsWarnedOf) {
+  const auto db = testing::temp_path("cli-no-integrity.db");
+  testing::write_text_trace(db, R"(
+run    world_size=1 backend=test variant=dpmoe
+stream id=0 rank=0 role=compute
+op     id=1 rank=0 stream=0 kind=gate layer=0 iteration=0 phase=fwd start=0 end=100
+)");
+  { sqlite::Database(db, sqlite::Database::Mode::kReadWrite).exec("DELETE FROM meta WHERE key = 'integrity'"); }
+  const auto r = run_cli("report --no-recommendations " + db);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.rfind("moetrace: warning: " + db + ": the trace has no integrity record", 0), 0u) << r.err;
+  EXPECT_NE(r.out.find("warning: the trace has no integrity record"), std::string::npos) << r.out;
+}
+
 TEST(Cli, ImportErrorsAreOneLine) {
   expect_one_line_error(run_cli("import /nonexistent/a.json -o " + testing::temp_path("x.db")),
                         "/nonexistent/a.json: no such file");

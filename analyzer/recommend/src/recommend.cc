@@ -208,13 +208,35 @@ int tensor_parallel_for(const Trace& t, const MoeLayerWorkload& w, int requested
 
 }  // namespace
 
-std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vector<std::string>* notes) {
+namespace {
+
+// A quantity of the trace (its layers table or run_config) and of the
+// model file: they must agree; either fills in for the other.
+template <class T>
+std::optional<T> agree(int layer, std::string_view what, std::optional<T> traced, const std::string& traced_source,
+                       const Sourced<T>* model) {
+  const bool from_model = model && model->value;
+  if (traced && from_model && *traced != **model)
+    throw ConfigError(fmt::format("layer {}: {} is {} in the trace ({}) but {} in {}", layer, what, *traced,
+                                  traced_source, **model, model->source));
+  if (traced) return traced;
+  if (from_model) return **model;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vector<std::string>* notes,
+                                                  const WorkloadSources& sources) {
   std::vector<MoeLayerWorkload> out;
   auto note = [&](std::string s) {
     if (notes) notes->push_back(std::move(s));
   };
-  if (trace.expert_load.empty()) {
-    note("the trace has no expert_load rows: no MoE layer to advise on");
+  const ModelSpec* model = sources.model;
+  const bool have_load = !trace.expert_load.empty();
+  if (!have_load && !model && sources.tokens_per_rank <= 0) {
+    note("the trace has no expert_load rows: no MoE layer to advise on (a model file, --model, gives the layers' "
+         "shapes; routing is then assumed balanced)");
     return out;
   }
   if (trace.run.variant == "ppmoe") {
@@ -224,6 +246,10 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
   }
   int P = std::max(1, trace.run.world_size);
   for (const auto& e : trace.expert_load) P = std::max(P, e.src_rank + 1);
+  if (model && model->expert_parallel) {
+    P = *model->expert_parallel;
+    note(fmt::format("expert-parallel group of {} ranks ({})", P, model->expert_parallel.source));
+  }
   std::map<int, int> last_iteration;
   std::map<int, int> max_expert;
   bool aggregated = false;
@@ -231,6 +257,17 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
     last_iteration[e.layer] = std::max(last_iteration.count(e.layer) ? last_iteration[e.layer] : -1, e.iteration);
     max_expert[e.layer] = std::max(max_expert.count(e.layer) ? max_expert[e.layer] : -1, e.expert);
     if (e.src_rank < 0) aggregated = true;
+  }
+  if (!have_load) {
+    // The MoE layers recognised in the trace, each at its last iteration.
+    for (const auto& op : trace.ops)
+      if (op.layer >= 0 && op.iteration >= 0 && op_kind_info(op.kind).moe_layer)
+        last_iteration[op.layer] = std::max(last_iteration.count(op.layer) ? last_iteration[op.layer] : -1,
+                                            op.iteration);
+    if (last_iteration.empty()) {
+      note("the trace has no expert_load rows and no recognised MoE layer: nothing to advise on");
+      return out;
+    }
   }
   if (aggregated)
     note("expert_load holds per-expert totals only (large trace): each expert's tokens are spread evenly over "
@@ -240,6 +277,7 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
   const auto cfg_m = config_number<std::int64_t>(trace, "model_dim");
   const auto cfg_h = config_number<std::int64_t>(trace, "expert_hidden");
   const auto cfg_elem = config_number<int>(trace, "elem_bytes");
+  bool said_balanced = false;
   for (const auto& [layer, iteration] : last_iteration) {
     MoeLayerWorkload w;
     w.layer = layer;
@@ -248,12 +286,33 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
     const Layer* meta = nullptr;
     for (const auto& l : trace.layers)
       if (l.layer == layer) meta = &l;
-    w.experts = meta && meta->num_experts > 0 ? meta->num_experts : cfg_experts.value_or(max_expert[layer] + 1);
-    w.top_k = meta && meta->top_k > 0 ? meta->top_k : cfg_top_k.value_or(1);
-    w.model_dim = meta && meta->model_dim > 0 ? meta->model_dim : cfg_m.value_or(0);
-    w.hidden = meta && meta->hidden_dim > 0 ? meta->hidden_dim : cfg_h.value_or(0);
+    auto traced = [&](auto table_value, const auto& config_value, const char* key) {
+      using T = std::decay_t<decltype(*config_value)>;
+      if (meta && table_value > 0)
+        return std::pair{std::optional<T>(static_cast<T>(table_value)), std::string("its layers table")};
+      return std::pair{config_value, fmt::format("its run_config {}", key)};
+    };
+    const auto [te, te_src] = traced(meta ? meta->num_experts : 0, cfg_experts, "num_experts");
+    const auto [tk, tk_src] = traced(meta ? meta->top_k : 0, cfg_top_k, "top_k");
+    const auto [tm, tm_src] = traced(meta ? meta->model_dim : 0, cfg_m, "model_dim");
+    const auto [th, th_src] = traced(meta ? meta->hidden_dim : 0, cfg_h, "expert_hidden");
+    const auto experts = agree<int>(layer, "the number of routed experts", te, te_src, model ? &model->experts : nullptr);
+    const auto top_k = agree<int>(layer, "experts per token", tk, tk_src, model ? &model->top_k : nullptr);
+    const auto m = agree<std::int64_t>(layer, "the hidden size", tm, tm_src, model ? &model->model_dim : nullptr);
+    const auto h = agree<std::int64_t>(layer, "the expert FFN size", th, th_src, model ? &model->expert_hidden : nullptr);
+    if (experts && max_expert.count(layer) && max_expert[layer] >= *experts)
+      throw ConfigError(fmt::format("layer {}: the trace's expert load names expert {}, but there are {} routed "
+                                    "experts{}",
+                                    layer, max_expert[layer], *experts,
+                                    te ? "" : fmt::format(" ({})", model->experts.source)));
+    w.experts = experts.value_or(max_expert.count(layer) ? max_expert[layer] + 1 : 0);
+    w.top_k = top_k.value_or(1);
+    w.model_dim = m.value_or(0);
+    w.hidden = h.value_or(0);
     if (w.model_dim <= 0 || w.hidden <= 0) {
-      note(fmt::format("layer {}: model_dim or hidden size unknown (layers table and run_config lack them); skipped", layer));
+      note(fmt::format("layer {}: model_dim or hidden size unknown (layers table and run_config lack them; "
+                       "--model gives them); skipped",
+                       layer));
       continue;
     }
     if (w.experts < P || w.experts % P != 0) {
@@ -262,19 +321,54 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
                        layer, w.experts, P));
       continue;
     }
-    w.routing = plan::LayerRouting{P, w.experts, std::vector<std::int64_t>(static_cast<std::size_t>(P * w.experts), 0)};
-    for (const auto& e : trace.expert_load) {
-      if (e.layer != layer || e.iteration != iteration || e.expert < 0 || e.expert >= w.experts) continue;
-      if (e.src_rank >= 0) {
-        w.routing.counts[static_cast<std::size_t>(e.src_rank * w.experts + e.expert)] += e.tokens;
-      } else {
-        for (int s = 0; s < P; ++s)
-          w.routing.counts[static_cast<std::size_t>(s * w.experts + e.expert)] += e.tokens / P + (s < e.tokens % P ? 1 : 0);
+    // Element size: run_config, else the model file, else the dispatch
+    // bytes over the rows it sent to other ranks, else 2 (bf16).
+    w.elem_bytes = cfg_elem.value_or(model && model->elem_bytes ? *model->elem_bytes : 0);
+    if (have_load) {
+      w.routing =
+          plan::LayerRouting{P, w.experts, std::vector<std::int64_t>(static_cast<std::size_t>(P * w.experts), 0)};
+      for (const auto& e : trace.expert_load) {
+        if (e.layer != layer || e.iteration != iteration || e.expert < 0 || e.expert >= w.experts) continue;
+        if (e.src_rank >= 0) {
+          w.routing.counts[static_cast<std::size_t>(e.src_rank * w.experts + e.expert)] += e.tokens;
+        } else {
+          for (int s = 0; s < P; ++s)
+            w.routing.counts[static_cast<std::size_t>(s * w.experts + e.expert)] +=
+                e.tokens / P + (s < e.tokens % P ? 1 : 0);
+        }
       }
+    } else {
+      // No load in the trace: balanced routing of the tokens a rank holds,
+      // from --tokens, else the forward dispatch's bytes (a rank sends each
+      // of its tokens k times, M elements each).
+      std::int64_t tokens = sources.tokens_per_rank;
+      std::string origin = "--tokens";
+      if (tokens <= 0) {
+        std::map<std::int32_t, double> bytes_by_rank;
+        for (const auto& op : trace.ops)
+          if (op.kind == OpKind::kDispatchAllToAll && op.layer == layer && op.iteration == iteration &&
+              op.phase == Phase::kForward && op.bytes > 0)
+            bytes_by_rank[op.rank.value] += static_cast<double>(op.bytes);
+        const int elem = w.elem_bytes > 0 ? w.elem_bytes : 2;
+        double most = 0;
+        for (const auto& [r, b] : bytes_by_rank) most = std::max(most, b);
+        tokens = static_cast<std::int64_t>(
+            std::llround(most / (static_cast<double>(w.top_k) * static_cast<double>(w.model_dim) * elem)));
+        origin = fmt::format("the forward dispatch all-to-all's bytes / (k x M x {} B)", elem);
+      }
+      if (tokens <= 0) {
+        note(fmt::format("layer {}: tokens per rank unknown (no expert load, no dispatch all-to-all bytes in the "
+                         "trace): give --tokens; skipped",
+                         layer));
+        continue;
+      }
+      if (!said_balanced)
+        note(fmt::format("no expert load in the trace (no all-to-all split sizes): routing assumed balanced, {} "
+                         "tokens a rank ({})",
+                         tokens, origin));
+      said_balanced = true;
+      w.routing = balanced_routing(P, w.experts, w.top_k, tokens);
     }
-    // Element size: run_config, else the dispatch bytes over the rows it sent
-    // to other ranks, else 2 (bf16).
-    w.elem_bytes = cfg_elem.value_or(0);
     if (w.elem_bytes <= 0) {
       double bytes = 0, rows = 0;
       for (const auto& op : trace.ops)
@@ -295,6 +389,47 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
 }
 
 namespace {
+
+// Replay (recommendations.h): the pipeline advice's time at the trace's own
+// r (simulated where it simulated, else Theorem 1's closed form) against
+// the measured layer time, and per term: the expert computation r t_e(r)
+// (Eq. 15) and the dispatch + combine 2 r t_d(r) (Eq. 17) of each pass.
+void replay_layer(const Breakdown& b, LayerRecommendation& L) {
+  auto& rp = L.replay;
+  const auto& a = L.pipeline;
+  if (!a.computed || !(L.measured_layer_s > 0) || !(a.predicted_current_s > 0)) return;
+  rp.computed = true;
+  rp.measured_s = L.measured_layer_s;
+  rp.simulated_s = a.predicted_current_s;
+  rp.basis = a.basis;
+  rp.error = rp.simulated_s / rp.measured_s - 1;
+  const int r = std::max(1, a.current_r);
+  const double rr = static_cast<double>(r);
+  rp.model_compute_s = rr * (a.terms.forward.t_e(r) + a.terms.backward.t_e(r));
+  rp.model_all_to_all_s = 2 * rr * (a.terms.forward.t_d(r) + a.terms.backward.t_d(r));
+  for (const auto& s : b.layers) {
+    if (s.layer != L.layer || s.ranks <= 0 || s.iterations <= 0) continue;
+    const double per = 1e-9 / (static_cast<double>(s.ranks) * static_cast<double>(s.iterations));
+    rp.measured_compute_s = static_cast<double>(s.total.at(Category::kExpertCompute)) * per;
+    rp.measured_all_to_all_s = static_cast<double>(s.total.at(Category::kAllToAll)) * per;
+  }
+  rp.unreliable = std::fabs(rp.error) > kReplayTolerance;
+  if (!rp.unreliable) return;
+  // The term whose model is furthest from its measurement, where one is off
+  // by more than the tolerance; else the overlap of the two.
+  double worst = 0;
+  rp.off_term = "overlap";
+  auto consider = [&](const char* name, double model, double measured) {
+    if (!(measured > 0)) return;
+    const double off = std::fabs(model / measured - 1);
+    if (off > kReplayTolerance && std::fabs(model - measured) > worst) {
+      worst = std::fabs(model - measured);
+      rp.off_term = name;
+    }
+  };
+  consider("compute", rp.model_compute_s, rp.measured_compute_s);
+  consider("all-to-all", rp.model_all_to_all_s, rp.measured_all_to_all_s);
+}
 
 void advise_pipeline(const Trace& trace, const RecommendOptions& o, const Hardware& hw, LayerRecommendation& L) {
   auto& a = L.pipeline;
@@ -678,7 +813,11 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
   auto progress = [&](std::string_view stage, double f) {
     if (o.progress) o.progress(stage, f);
   };
-  const auto workloads = moe_layer_workloads(trace, &out.notes);
+  if (o.model) {
+    out.notes.push_back(fmt::format("model shape from {} ({}):", o.model->path, o.model->format));
+    for (auto& line : o.model->describe()) out.notes.push_back("  " + line);
+  }
+  const auto workloads = moe_layer_workloads(trace, &out.notes, {o.model, o.tokens_per_rank});
   if (workloads.empty()) {
     out.hardware.source = "preset";
     out.hardware.terms = hardware_terms(o.cost_model ? *o.cost_model : sim::cost_model_preset("h100-nvlink-ib"), 2);
@@ -707,7 +846,7 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
     if (t) all.push_back(t);
   if (all.size() > 1) {
     for (const Trace* t : all) {
-      const auto ws = moe_layer_workloads(*t);
+      const auto ws = moe_layer_workloads(*t, nullptr, {o.model, o.tokens_per_rank});
       const auto ms_ = layer_measures(*t, t == &trace ? b : compute_breakdown(*t));
       for (const auto& w : ws) {
         auto it = ms_.find(w.layer);
@@ -728,6 +867,7 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
     L.measured_layer_s = meas.layer_s;
     L.iterations = meas.iterations;
     advise_pipeline(trace, o, hw, L);
+    replay_layer(b, L);
     if (auto r = runs.find(L.layer); r != runs.end() && r->second.size() > 1) {
       L.pipeline.runs = r->second;
       L.pipeline.measured = mpipemoe_range_search(r->second, L.workload.max_tokens_per_rank());
@@ -735,10 +875,18 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
     advise_memory(trace, o, hw, peak, L);
     advise_placement(trace, o, hw, meas, L);
     advise_layout(trace, o, hw, L);
+    const std::size_t first_item = out.items.size();
     out.items.push_back(pipeline_item(L, hw, o.min_gain));
     out.items.push_back(memory_item(L));
     out.items.push_back(placement_item(L, o.min_gain));
     out.items.push_back(layout_item(L, o.min_gain));
+    if (L.replay.unreliable)
+      for (std::size_t k = first_item; k < out.items.size(); ++k)
+        out.items[k].evidence = fmt::format(
+            "Unreliable: replaying the trace's own configuration gives {} per iteration against {} measured "
+            "({:+.0f} %; the {} term is off). {}",
+            ms(L.replay.simulated_s), ms(L.replay.measured_s), L.replay.error * 100, L.replay.off_term,
+            out.items[k].evidence);
     out.layers.push_back(std::move(L));
   }
   progress("recommending", 1.0);

@@ -173,6 +173,9 @@ struct MemoryTimeline {
   std::int64_t peak_bytes = 0;    // max over ranks
   std::int32_t peak_rank = -1;
   double allocated_bytes_ns = 0;  // integral of the timelines, all ranks
+  // The run's start (RunInfo::start_ns): the times above are the trace's
+  // clock (a real trace's epoch nanoseconds); shown as time into the run.
+  std::int64_t origin_ns = 0;
   // The peak a memory budget is compared with; -1 where nothing is allocated.
   std::int64_t measured_peak_bytes() const { return has_allocations ? peak_bytes : -1; }
 };

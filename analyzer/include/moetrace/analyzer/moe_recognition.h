@@ -63,7 +63,10 @@
 namespace moetrace::analyzer {
 
 // What a recognised range is.
-enum class RangeRole : std::uint8_t { kOp, kLayer, kIteration, kMicroBatch, kPhase };
+// kIterationEnd: a range that closes an iteration (an optimizer's step):
+// where no range marks iterations, the work after the k-th such range on a
+// rank is iteration k.
+enum class RangeRole : std::uint8_t { kOp, kLayer, kIteration, kMicroBatch, kPhase, kIterationEnd };
 
 // The annotation convention (docs/annotations.md): "moetrace:<kind>[ key=value]..."
 // in any domain, or "<kind>[ key=value]..." in the NVTX domain "moetrace".

@@ -101,12 +101,32 @@ struct LayoutAdvice {
   LayoutComparison comparison;
 };
 
+// The configuration the trace ran (its pipeline degree and routing), on the
+// hardware model, beside what was measured: the check before any advice.
+// Off by more than kReplayTolerance: the layer's advice is unreliable, and
+// the term that is off is named by comparing the model's expert computation
+// and all-to-all time with the measured ones (the mean over ranks and
+// iterations of the layer's expert-compute and all-to-all categories); where
+// both agree, what is off is their overlap.
+inline constexpr double kReplayTolerance = 0.20;
+struct Replay {
+  bool computed = false;
+  double measured_s = -1, simulated_s = -1;  // layer per iteration, forward + backward
+  std::string basis;                         // "simulation" or "closed_form"
+  double error = 0;                          // simulated / measured - 1
+  bool unreliable = false;
+  std::string off_term;                      // "compute", "all-to-all", "overlap" (unreliable only)
+  double measured_compute_s = -1, model_compute_s = -1;
+  double measured_all_to_all_s = -1, model_all_to_all_s = -1;
+};
+
 struct LayerRecommendation {
   int layer = 0;
   MoeLayerWorkload workload;
   std::string variant;
   double measured_layer_s = -1;  // mean over iterations of the slowest rank's fwd + bwd window
   int iterations = 0;
+  Replay replay;
   PipelineDegreeAdvice pipeline;
   MemoryReuseAdvice memory;
   PlacementAdviceInfo placement;

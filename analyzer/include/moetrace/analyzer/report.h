@@ -108,6 +108,12 @@ std::vector<MemoryPoint> downsample_max(const std::vector<MemoryPoint>& points, 
 
 // "1.23 ms", "456 us", "12.0 s": durations for people.
 std::string format_duration(std::int64_t ns);
+// What a reader must know before trusting the numbers, one line each:
+// dropped activity records, damaged tables, no integrity record. Every
+// report format shows them; the command line prints them on stderr.
+std::vector<std::string> run_warnings(const RunInfo& run);
+// The last of them alone: empty where the writer's integrity record was found.
+std::string integrity_warning(const RunInfo& run);
 std::string format_bytes(std::int64_t bytes);
 std::string format_percent(double fraction);
 // bytes x ns as "1.2 GiB ms" style: bytes scaled, time in ms.

@@ -220,6 +220,7 @@ struct RecognitionStats {
   std::int64_t directions_by_order = 0;  // all-to-all ops whose direction was inferred by order
   std::int64_t a2a_assumed_moe = 0;    // all-to-alls outside MoE ranges taken as MoE dispatch/combine
   bool iterations_marked = false;      // some range gave iterations
+  bool iterations_from_steps = false;  // ... counted from ranges that end one (optimizer steps)
   bool phases_marked = false;          // some range gave backward phases
   bool layers_marked = false;          // some range gave layers (numbered or not)
   std::vector<std::string> ambiguities;  // one line each

@@ -45,6 +45,7 @@
 #include <string_view>
 #include <vector>
 
+#include "moetrace/analyzer/model_spec.h"
 #include "moetrace/analyzer/recommendations.h"
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/analyzer/whatif.h"
@@ -75,6 +76,12 @@ struct RecommendOptions {
   // (mpipemoe's range search, its Algorithm 1).
   std::vector<const Trace*> other_runs;
   std::function<void(std::string_view stage, double fraction)> progress;
+  // The user's model (--model): layer shapes where the trace lacks them; a
+  // shape the trace gives too must agree (ConfigError naming both).
+  const ModelSpec* model = nullptr;
+  // Tokens a rank holds per MoE layer (--tokens), for traces without expert
+  // load or dispatch bytes; -1: from the trace.
+  std::int64_t tokens_per_rank = -1;
 };
 
 // Throws moetrace::Error only for an unusable option (a bad cost model);
@@ -83,8 +90,15 @@ Recommendations recommend(const Trace& trace, const RecommendOptions& options = 
 // The same reusing what analyze() computed (breakdown, memory peak, fits).
 Recommendations recommend(const Trace& trace, const Analyses& analyses, const RecommendOptions& options = {});
 
+// What fills in for a trace without expert load or layer sizes.
+struct WorkloadSources {
+  const ModelSpec* model = nullptr;
+  std::int64_t tokens_per_rank = -1;
+};
 // The layers of a trace as the recommenders see them (also used by tests).
-std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vector<std::string>* notes = nullptr);
+// Throws ConfigError where the trace and the model disagree on a shape.
+std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vector<std::string>* notes = nullptr,
+                                                  const WorkloadSources& sources = {});
 
 // Runs the recommenders on the analyses and stores them in
 // Analyses::recommendations (the report's recommendations section).

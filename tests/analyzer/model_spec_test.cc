@@ -1,0 +1,256 @@
+// The model file of `recommend --model`: each family's config.json as its
+// model repository publishes it (the fields and values below are those of
+// the released configurations), Megatron-Core arguments as a launch script
+// writes them, what a bad file gets, and how the shapes meet a trace.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "moetrace/analyzer/model_spec.h"
+#include "moetrace/analyzer/recommend.h"
+#include "moetrace/analyzer/trace.h"
+#include "moetrace/schema/error.h"
+#include "text_trace.h"
+#include "test_paths.h"
+
+namespace moetrace::analyzer {
+namespace {
+
+struct Family {
+  const char* name;
+  const char* json;
+  std::int64_t m, h;
+  int experts, top_k, shared;
+  std::int64_t shared_h;  // -1: none
+  int moe_layers;
+  int elem_bytes;
+};
+
+// Published config.json values (abridged to the fields that matter here,
+// other fields of the real files included where they could be mistaken for
+// these: intermediate_size of the dense FFN beside moe_intermediate_size).
+const Family kFamilies[] = {
+    {"mistralai/Mixtral-8x7B-v0.1",
+     R"({"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "hidden_size": 4096,
+         "intermediate_size": 14336, "num_hidden_layers": 32, "num_local_experts": 8, "num_experts_per_tok": 2,
+         "torch_dtype": "bfloat16"})",
+     4096, 14336, 8, 2, -1, -1, 32, 2},
+    {"deepseek-ai/DeepSeek-V3",
+     R"({"model_type": "deepseek_v3", "hidden_size": 7168, "intermediate_size": 18432,
+         "moe_intermediate_size": 2048, "n_routed_experts": 256, "n_shared_experts": 1,
+         "num_experts_per_tok": 8, "first_k_dense_replace": 3, "moe_layer_freq": 1, "num_hidden_layers": 61,
+         "torch_dtype": "bfloat16"})",
+     7168, 2048, 256, 8, 1, 2048, 58, 2},
+    {"Qwen/Qwen2-57B-A14B",
+     R"({"model_type": "qwen2_moe", "hidden_size": 3584, "intermediate_size": 18944, "moe_intermediate_size": 2560,
+         "num_experts": 64, "num_experts_per_tok": 8, "shared_expert_intermediate_size": 20480,
+         "decoder_sparse_step": 1, "mlp_only_layers": [], "num_hidden_layers": 28, "torch_dtype": "bfloat16"})",
+     3584, 2560, 64, 8, 1, 20480, 28, 2},
+    {"allenai/OLMoE-1B-7B-0924",
+     R"({"model_type": "olmoe", "hidden_size": 2048, "intermediate_size": 1024, "num_experts": 64,
+         "num_experts_per_tok": 8, "num_hidden_layers": 16})",
+     2048, 1024, 64, 8, -1, -1, 16, -1},
+    {"databricks/dbrx-base",
+     R"({"model_type": "dbrx", "d_model": 6144, "n_layers": 40, "n_heads": 48,
+         "ffn_config": {"ffn_hidden_size": 10752, "moe_num_experts": 16, "moe_top_k": 4}, "torch_dtype": "bfloat16"})",
+     6144, 10752, 16, 4, -1, -1, 40, 2},
+    {"openai/gpt-oss-120b (original config)",
+     R"({"num_hidden_layers": 36, "num_experts": 128, "experts_per_token": 4, "hidden_size": 2880,
+         "intermediate_size": 2880, "swiglu_limit": 7.0})",
+     2880, 2880, 128, 4, -1, -1, 36, -1},
+    {"meta-llama/Llama-4-Scout-17B-16E (text_config)",
+     R"({"model_type": "llama4", "text_config": {"model_type": "llama4_text", "hidden_size": 5120,
+         "intermediate_size": 8192, "intermediate_size_mlp": 16384, "num_local_experts": 16,
+         "num_experts_per_tok": 1, "interleave_moe_layer_step": 1, "num_hidden_layers": 48},
+         "torch_dtype": "bfloat16"})",
+     5120, 8192, 16, 1, -1, -1, 48, 2},
+};
+
+TEST(ModelSpec, EachFamilysConfigJson) {
+  for (const auto& f : kFamilies) {
+    SCOPED_TRACE(f.name);
+    const ModelSpec m = parse_model_spec(f.json, "config.json");
+    ASSERT_TRUE(m.model_dim && m.expert_hidden && m.experts && m.top_k);
+    EXPECT_EQ(*m.model_dim, f.m);
+    EXPECT_EQ(*m.expert_hidden, f.h) << m.expert_hidden.source;
+    EXPECT_EQ(*m.experts, f.experts) << m.experts.source;
+    EXPECT_EQ(*m.top_k, f.top_k);
+    EXPECT_EQ(m.shared_experts ? *m.shared_experts : -1, f.shared);
+    EXPECT_EQ(m.shared_hidden ? *m.shared_hidden : -1, f.shared_h);
+    EXPECT_EQ(m.moe_layer_count(), f.moe_layers);
+    EXPECT_EQ(m.elem_bytes ? *m.elem_bytes : -1, f.elem_bytes);
+    EXPECT_NE(m.experts.source.find("config.json: "), std::string::npos) << m.experts.source;
+  }
+}
+
+TEST(ModelSpec, SourcesNameTheField) {
+  const ModelSpec m = parse_model_spec(kFamilies[1].json, "v3/config.json");
+  EXPECT_EQ(m.expert_hidden.source, "v3/config.json: moe_intermediate_size");  // not the dense intermediate_size
+  EXPECT_EQ(m.experts.source, "v3/config.json: n_routed_experts");
+  EXPECT_FALSE(m.is_moe_layer(2));  // first_k_dense_replace = 3
+  EXPECT_TRUE(m.is_moe_layer(3));
+  const ModelSpec dbrx = parse_model_spec(kFamilies[4].json, "config.json");
+  EXPECT_EQ(dbrx.top_k.source, "config.json: ffn_config.moe_top_k");
+  const ModelSpec scout = parse_model_spec(kFamilies[6].json, "config.json");
+  EXPECT_EQ(scout.model_dim.source, "config.json: text_config.hidden_size");
+}
+
+// Qwen-MoE: every decoder_sparse_step-th layer counted from 1, minus the
+// listed dense layers (Qwen2MoeDecoderLayer).
+TEST(ModelSpec, SparseStepAndDenseLayers) {
+  const ModelSpec m = parse_model_spec(
+      R"({"model_type": "qwen2_moe", "hidden_size": 64, "moe_intermediate_size": 32, "num_experts": 4,
+          "num_experts_per_tok": 2, "decoder_sparse_step": 2, "mlp_only_layers": [5], "num_hidden_layers": 8})",
+      "c.json");
+  // MoE where (l + 1) % 2 == 0: 1, 3, 5, 7; minus 5.
+  EXPECT_EQ(m.moe_layer_count(), 3);
+  EXPECT_TRUE(m.is_moe_layer(1));
+  EXPECT_FALSE(m.is_moe_layer(5));
+  EXPECT_FALSE(m.is_moe_layer(0));
+}
+
+// A launch script as Megatron-LM's MoE examples write one: variables set
+// first, arguments over continued lines, a comment, --key=value forms.
+TEST(ModelSpec, MegatronCoreArgumentsOfALaunchScript) {
+  const char* script = R"sh(#!/bin/bash
+# DeepSeek-V2-Lite-like
+MODEL_ARGS=(
+    --num-layers 27 \
+    --hidden-size 2048 \
+    --ffn-hidden-size 10944 \
+    --moe-ffn-hidden-size 1408   # per expert
+    --moe-layer-freq "([0]*1+[1]*26)" \
+)
+MOE_ARGS="--num-experts=64 --moe-router-topk 6 --moe-shared-expert-intermediate-size 2816 \
+  --expert-model-parallel-size 8 --moe-token-dispatcher-type alltoall"
+torchrun pretrain_gpt.py ${MODEL_ARGS[@]} $MOE_ARGS --tensor-model-parallel-size 1 \
+  --pipeline-model-parallel-size 2 --bf16
+)sh";
+  const ModelSpec m = parse_model_spec(script, "train.sh");
+  EXPECT_EQ(*m.model_dim, 2048);
+  EXPECT_EQ(*m.expert_hidden, 1408);
+  EXPECT_EQ(m.expert_hidden.source, "train.sh: --moe-ffn-hidden-size");
+  EXPECT_EQ(*m.experts, 64);
+  EXPECT_EQ(*m.top_k, 6);
+  EXPECT_EQ(*m.shared_experts, 1);
+  EXPECT_EQ(*m.shared_hidden, 2816);
+  EXPECT_EQ(*m.num_layers, 27);
+  EXPECT_EQ(m.moe_layer_count(), 26);
+  EXPECT_FALSE(m.is_moe_layer(0));
+  EXPECT_EQ(*m.expert_parallel, 8);
+  EXPECT_EQ(*m.pipeline_parallel, 2);
+  EXPECT_EQ(*m.elem_bytes, 2);
+  // Without --moe-ffn-hidden-size an expert is --ffn-hidden-size wide, and
+  // without --moe-router-topk k is Megatron-Core's default 2.
+  const ModelSpec d = parse_model_spec("--num-experts 8 --hidden-size 1024 --ffn-hidden-size 4096 --moe-layer-freq 2 "
+                                       "--num-layers 12",
+                                       "args.txt");
+  EXPECT_EQ(*d.expert_hidden, 4096);
+  EXPECT_EQ(d.expert_hidden.source, "args.txt: --ffn-hidden-size");
+  EXPECT_EQ(*d.top_k, 2);
+  EXPECT_NE(d.top_k.source.find("default"), std::string::npos);
+  EXPECT_EQ(d.moe_layer_count(), 6);  // l % 2 == 0
+  EXPECT_EQ(*d.elem_bytes, 4);
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    parse_model_spec(text, "m.json");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ModelSpec, BadFilesGetOneClearLine) {
+  // A dense model's config (Llama-2-7b): no routed experts.
+  EXPECT_NE(error_of(R"({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008})")
+                .find("not the config.json of an MoE model"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"num_local_experts": 8, "num_experts_per_tok": 9})").find("only 8 routed experts"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"num_local_experts": 8, "hidden_size": "4096"})").find("hidden_size is \"4096\""),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"num_local_experts": 8, "hidden_size": -1})").find("out of range"), std::string::npos);
+  EXPECT_NE(error_of(R"({"num_local_experts": 8,)").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(error_of("--num-experts $NUM_EXPERTS --hidden-size 1024").find("expand the script's variables"),
+            std::string::npos);
+  EXPECT_NE(error_of("--hidden-size 1024").find("no --num-experts"), std::string::npos);
+  EXPECT_NE(error_of("hidden_size: 4096").find("neither a Hugging Face config.json"), std::string::npos);
+  EXPECT_THROW(read_model_spec(testing::temp_path("no_such_config.json")), ConfigError);
+}
+
+// An imported trace without expert load or layer sizes: two ranks, one MoE
+// layer recognised (gate, dispatch all-to-all, experts), the forward
+// dispatch of each rank sending 4096 bytes. With the model file's shapes
+// (E = 4, k = 2, M = 64, bf16): 4096 B / (2 x 64 x 2 B) = 16 tokens a rank,
+// routed evenly: 16 x 2 / 4 = 8 rows from each rank to each expert.
+const char* kImported = R"(
+run    world_size=2 backend=kineto variant=-
+stream id=0 rank=0 role=compute
+stream id=1 rank=1 role=compute
+op id=1 rank=0 stream=0 kind=gate layer=0 iteration=0 phase=fwd start=0 end=10
+op id=2 rank=0 stream=0 kind=dispatch_all_to_all layer=0 iteration=0 phase=fwd start=10 end=30 bytes=4096
+op id=3 rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 phase=fwd start=30 end=80
+op id=4 rank=1 stream=1 kind=gate layer=0 iteration=0 phase=fwd start=0 end=10
+op id=5 rank=1 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 phase=fwd start=10 end=30 bytes=4096
+op id=6 rank=1 stream=1 kind=expert_ffn layer=0 iteration=0 phase=fwd start=30 end=80
+)";
+
+TEST(ModelSpec, ShapesFromTheModelLoadAssumedBalanced) {
+  const auto path = testing::temp_path("model_spec_imported.db");
+  testing::write_text_trace(path, kImported);
+  const Trace t = load_trace(path);
+  const ModelSpec m = parse_model_spec(
+      R"({"num_local_experts": 4, "num_experts_per_tok": 2, "hidden_size": 64, "intermediate_size": 128,
+          "torch_dtype": "bfloat16"})",
+      "config.json");
+  std::vector<std::string> notes;
+  EXPECT_TRUE(moe_layer_workloads(t, &notes).empty());  // without the model: nothing to advise on
+  notes.clear();
+  const auto ws = moe_layer_workloads(t, &notes, {&m, -1});
+  ASSERT_EQ(ws.size(), 1u);
+  const auto& w = ws[0];
+  EXPECT_EQ(w.ranks, 2);
+  EXPECT_EQ(w.experts, 4);
+  EXPECT_EQ(w.top_k, 2);
+  EXPECT_EQ(w.model_dim, 64);
+  EXPECT_EQ(w.hidden, 128);
+  EXPECT_EQ(w.elem_bytes, 2);
+  for (int s = 0; s < 2; ++s)
+    for (int e = 0; e < 4; ++e) EXPECT_EQ(w.routing.count(s, e), 8) << s << " " << e;
+  bool said = false;
+  for (const auto& n : notes) said = said || n.find("routing assumed balanced, 16 tokens a rank") != std::string::npos;
+  EXPECT_TRUE(said);
+  // --tokens overrides the bytes.
+  const auto ws2 = moe_layer_workloads(t, nullptr, {&m, 40});
+  ASSERT_EQ(ws2.size(), 1u);
+  EXPECT_EQ(ws2[0].routing.count(0, 0), 20);  // 40 x 2 / 4
+  // The recommenders run on it.
+  RecommendOptions o;
+  o.model = &m;
+  o.simulate = false;
+  const auto rec = recommend(t, o);
+  ASSERT_EQ(rec.layers.size(), 1u);
+  EXPECT_TRUE(rec.layers[0].pipeline.computed);
+}
+
+TEST(ModelSpec, TraceAndModelThatDisagreeNameBothSources) {
+  const auto path = testing::temp_path("model_spec_conflict.db");
+  testing::write_text_trace(path, std::string(kImported) + "layer layer=0 experts=4 top_k=2 model_dim=32 hidden_dim=128\n");
+  const Trace t = load_trace(path);
+  const ModelSpec m = parse_model_spec(R"({"num_local_experts": 4, "num_experts_per_tok": 2, "hidden_size": 64,
+                                            "intermediate_size": 128})",
+                                       "config.json");
+  try {
+    moe_layer_workloads(t, nullptr, {&m, -1});
+    FAIL() << "no conflict reported";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("32 in the trace (its layers table)"), std::string::npos) << what;
+    EXPECT_NE(what.find("64 in config.json: hidden_size"), std::string::npos) << what;
+  }
+}
+
+}  // namespace
+}  // namespace moetrace::analyzer
