@@ -185,6 +185,17 @@ CREATE TABLE nvtx_ranges (
   payload_double REAL
 );
 
+-- PyTorch's autograd sequence numbers of host ranges (a cpu_op's "Sequence
+-- number" in a PyTorch-profiler trace): a forward op and the backward node
+-- that computes its gradient share one, which ties the backward's kernels
+-- to the module the forward ran in. Added within version 2: readers that
+-- predate it ignore it, and readers of it must allow for its absence.
+CREATE TABLE autograd_ranges (
+  nvtx_id        INTEGER PRIMARY KEY,  -- nvtx_ranges.id
+  sequence       INTEGER NOT NULL,
+  backward       INTEGER NOT NULL      -- 1: a backward node, 0: a forward op
+);
+
 -- NCCL collectives as the source tool described them (Kineto's kernel args):
 -- one row per collective kernel, linked to it by (rank, correlation_id). Added
 -- within version 1: readers that predate it ignore it, and readers of it must

@@ -166,6 +166,11 @@ class Bench:
 
     def experts_of(self, mode):
         db = self.expert_trace(mode)
+        if mode == "grouped":
+            # Kept beside the results (gzip, small: one rank, one layer): the
+            # analyzer's reading of it is checked where it ran.
+            with open(db, "rb") as src, gzip.open(os.path.join(self.out, "dpmoe_experts.db.gz"), "wb") as dst:
+                shutil.copyfileobj(src, dst)
         with sqlite3.connect(db) as c:
             rows = c.execute(
                 """SELECT o.id, o.flops, o.end_ns - o.start_ns, s.value, k.end_ns - k.start_ns

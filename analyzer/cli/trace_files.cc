@@ -166,6 +166,10 @@ void TraceFiles::write(const std::string& path, const std::vector<std::int32_t>&
       instrument::NvtxRangeRecord r{.rank = it->rank, .thread_id = it->thread_id, .start_ns = it->start_ns,
                                     .end_ns = it->end_ns, .domain = str(it->domain), .name = str(it->name)};
       if (it->has_payload_int) r.payload_int = it->payload_int;
+      if (it->autograd_seq >= 0) {
+        r.autograd_seq = it->autograd_seq;
+        r.autograd_backward = it->autograd_backward;
+      }
       w.add(r);
     }
     for (auto [it, end] = rank_range(t.memory_events, rank, [](const auto& e) { return e.rank.value; }); it != end; ++it) {

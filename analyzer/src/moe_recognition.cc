@@ -24,6 +24,7 @@ struct Context {
   std::int64_t nvtx = -1;  // NvtxRange::id
   std::size_t range = 0;   // position in Trace::nvtx
   std::size_t index = 0;   // position in the context list (layer instances)
+  std::int64_t backward_seq = -1;  // a backward node's autograd sequence number
 };
 
 // Coordinates gathered for one activity from the contexts open at its launch.
@@ -37,6 +38,7 @@ struct Placement {
   std::int64_t chunk_instance = -1;      // the micro-batch context (named or implicit)
   bool in_layer = false;
   bool any = false;                      // some context covered it
+  std::int64_t backward_seq = -1;        // innermost backward node's autograd sequence number
 };
 
 void merge(const Context& c, Placement& p, StringId name) {
@@ -52,6 +54,7 @@ void merge(const Context& c, Placement& p, StringId name) {
     p.in_layer = true;
     if (p.layer_instance < 0) p.layer_instance = static_cast<std::int64_t>(c.index);
   }
+  if (p.backward_seq < 0) p.backward_seq = c.backward_seq;
   if (p.layer < 0) p.layer = a.layer;
   if (p.iteration < 0) p.iteration = a.iteration;
   if (p.micro_batch < 0) p.micro_batch = a.micro_batch;
@@ -212,6 +215,7 @@ class Recognizer {
       c.nvtx = r.id;
       c.range = ri;
       c.index = contexts_.size();
+      if (r.autograd_backward) c.backward_seq = r.autograd_seq;
       const auto key = std::pair{r.domain.value, r.name.value};
       c.process = a->role == RangeRole::kIteration ||
                   (process_rule_.count(key) && process_rule_[key]);
@@ -346,21 +350,10 @@ class Recognizer {
     bool has_call;
   };
 
-  void place_activities() {
-    placed_.assign(t_.activities.size(), Placement{});
-    launch_t_.assign(t_.activities.size(), 0);
-    kind_.assign(t_.activities.size(), std::nullopt);
-    fallback_.assign(t_.activities.size(), std::nullopt);
-    pending_direction_.assign(t_.activities.size(), false);
-    loose_a2a_.assign(t_.activities.size(), false);
-    std::vector<Query> queries;
-    queries.reserve(t_.activities.size());
-    for (std::size_t i = 0; i < t_.activities.size(); ++i) {
-      const auto& a = t_.activities[i];
-      const ApiCall* call = t_.launching_call(a);
-      launch_t_[i] = call ? call->start_ns : a.start_ns;
-      queries.push_back({a.rank.value, call ? call->thread_id : INT64_MIN, launch_t_[i], i, call != nullptr});
-    }
+  // The contexts open at each query's time on its thread (and the rank's
+  // process-wide ones), merged innermost first; `on` receives each.
+  template <class On>
+  void sweep(std::vector<Query>& queries, On&& on) {
     std::sort(queries.begin(), queries.end(), [](const Query& a, const Query& b) {
       return std::tie(a.rank, a.thread, a.t) < std::tie(b.rank, b.thread, b.t);
     });
@@ -394,10 +387,65 @@ class Recognizer {
           const auto c = plist[--k];
           if (contexts_[c].end >= tq) merge(contexts_[c], p, context_names_[c]);
         }
-        decide_kind(queries[q].activity, p);
-        placed_[queries[q].activity] = p;
+        on(queries[q], p);
       }
     }
+  }
+
+  // 2a. Backward nodes of PyTorch's autograd run on a thread of their own,
+  // outside the module ranges of the forward; the forward op with the same
+  // sequence number ran inside them. Its placement, by (rank, sequence).
+  void forward_placements() {
+    bool backward_nodes = false;
+    for (const auto& c : contexts_) backward_nodes = backward_nodes || c.backward_seq >= 0;
+    if (!backward_nodes) return;
+    std::vector<Query> queries;
+    for (std::size_t i = 0; i < t_.nvtx.size(); ++i) {
+      const auto& r = t_.nvtx[i];
+      if (r.autograd_seq >= 0 && !r.autograd_backward)
+        queries.push_back({r.rank.value, r.thread_id, r.start_ns, i, true});
+    }
+    sweep(queries, [&](const Query& q, const Placement& p) {
+      if (!p.kind && !p.in_layer) return;
+      // The first forward op of a sequence (nested ops share it; the sweep
+      // goes by start) speaks for it.
+      const auto& r = t_.nvtx[q.activity];
+      forward_.try_emplace({r.rank.value, r.autograd_seq}, p);
+    });
+  }
+
+  void place_activities() {
+    placed_.assign(t_.activities.size(), Placement{});
+    launch_t_.assign(t_.activities.size(), 0);
+    kind_.assign(t_.activities.size(), std::nullopt);
+    fallback_.assign(t_.activities.size(), std::nullopt);
+    pending_direction_.assign(t_.activities.size(), false);
+    loose_a2a_.assign(t_.activities.size(), false);
+    forward_placements();
+    std::vector<Query> queries;
+    queries.reserve(t_.activities.size());
+    for (std::size_t i = 0; i < t_.activities.size(); ++i) {
+      const auto& a = t_.activities[i];
+      const ApiCall* call = t_.launching_call(a);
+      launch_t_[i] = call ? call->start_ns : a.start_ns;
+      queries.push_back({a.rank.value, call ? call->thread_id : INT64_MIN, launch_t_[i], i, call != nullptr});
+    }
+    sweep(queries, [&](const Query& q, Placement& p) {
+      // A backward node outside every MoE range: the forward op of the same
+      // sequence number says which module (layer, gate, experts) it is.
+      if (p.backward_seq >= 0 && !p.kind && !p.in_layer)
+        if (const auto f = forward_.find({t_.activities[q.activity].rank.value, p.backward_seq}); f != forward_.end()) {
+          p.kind = f->second.kind;
+          p.kind_nvtx = f->second.kind_nvtx;
+          p.kind_name = f->second.kind_name;
+          p.in_layer = f->second.in_layer;
+          p.layer_instance = f->second.layer_instance;
+          if (p.layer < 0) p.layer = f->second.layer;
+          ++s_.backward_by_sequence;
+        }
+      decide_kind(q.activity, p);
+      placed_[q.activity] = p;
+    });
   }
 
   const KernelRule* kernel_rule(const Activity& a) {
@@ -783,6 +831,7 @@ class Recognizer {
   std::vector<Placement> placed_;
   std::vector<std::int64_t> launch_t_;
   std::map<std::int32_t, std::vector<std::int64_t>> step_ends_;  // rank -> ends of its iteration_end ranges
+  std::map<std::pair<std::int32_t, std::int64_t>, Placement> forward_;  // (rank, autograd sequence) -> forward op
   std::vector<std::optional<OpKind>> kind_;
   std::vector<std::optional<OpKind>> fallback_;  // kind of an activity no context covers
   std::vector<bool> pending_direction_;          // an MoE all-to-all whose direction comes by order

@@ -109,6 +109,11 @@ Section recognition_section(const Trace& trace) {
             "the outermost range holding one part of each kind and phase; its chunk: the range around it), so "
             "overlapped chunks of several micro-batches are counted apart",
             r.layers_by_nesting));
+      if (r.backward_by_sequence > 0)
+        derived.push_back(fmt::format(
+            "{} backward GPU activities placed in the module of their forward op (autograd's sequence numbers: "
+            "a backward node and the forward op of its gradient share one)",
+            r.backward_by_sequence));
       if (r.directions_by_order > 0)
         derived.push_back(fmt::format(
             "dispatch or combine of {} all-to-all kernels inferred by order within their layer (first half "
@@ -168,6 +173,7 @@ nlohmann::json recognition_json(const Trace& trace) {
           {"layers_by_order", r.layers_by_order},
           {"layers_by_nesting", r.layers_by_nesting},
           {"directions_by_order", r.directions_by_order},
+          {"backward_by_sequence", r.backward_by_sequence},
           {"a2a_assumed_moe", r.a2a_assumed_moe},
           {"iterations_marked", r.iterations_marked},
           {"iterations_from_steps", r.iterations_from_steps},

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <unordered_map>
 
 #include "moetrace/analyzer/kernel_classes.h"
 #include "moetrace/analyzer/moe_recognition.h"
@@ -42,7 +43,10 @@ class TraceLoader {
     trace_.classify_kernel_names();
     load_ops();
     if (options_.api_calls) load_api_calls();
-    if (options_.nvtx) load_nvtx();
+    if (options_.nvtx) {
+      load_nvtx();
+      load_autograd();
+    }
     if (options_.memory) load_memory();
     load_moe_tables();
     load_collectives();
@@ -665,6 +669,31 @@ class TraceLoader {
                                    static_cast<std::int32_t>(p.int64(3)), std::string(p.text(4))});
     }
     verify("expert_placement");
+  }
+
+  // The autograd_ranges table (absent from traces older than it): sequence
+  // numbers of the host ranges, by nvtx id.
+  void load_autograd() {
+    if (!db_.has_table("autograd_ranges")) return;
+    std::unordered_map<std::int64_t, std::size_t> by_id;
+    by_id.reserve(trace_.nvtx.size());
+    for (std::size_t i = 0; i < trace_.nvtx.size(); ++i) by_id.emplace(trace_.nvtx[i].id, i);
+    auto st = db_.prepare("SELECT nvtx_id, sequence, backward FROM autograd_ranges");
+    auto* d = digest("autograd_ranges");
+    std::int64_t orphans = 0;
+    while (st.step()) {
+      if (d) d->add_row(st, 3);
+      const auto it = by_id.find(st.int64(0));
+      if (it == by_id.end()) {
+        ++orphans;
+        continue;
+      }
+      auto& r = trace_.nvtx[it->second];
+      r.autograd_seq = st.int64(1);
+      r.autograd_backward = st.int64(2) != 0;
+    }
+    verify("autograd_ranges");
+    note_damage(orphans, "autograd_ranges rows name NVTX ranges that nvtx_ranges lacks (left out)");
   }
 
   // The collectives table (absent from traces older than it), for MoE

@@ -333,6 +333,7 @@ class TraceMerger {
     r.iterations_marked = r.iterations_marked || s.iterations_marked;
     r.phases_marked = r.phases_marked || s.phases_marked;
     r.iterations_from_steps = r.iterations_from_steps || s.iterations_from_steps;
+    r.backward_by_sequence += s.backward_by_sequence;
     r.layers_marked = r.layers_marked || s.layers_marked;
     for (const auto& a : s.ambiguities)
       if (std::find(r.ambiguities.begin(), r.ambiguities.end(), a) == r.ambiguities.end()) r.ambiguities.push_back(a);

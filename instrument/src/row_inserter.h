@@ -185,6 +185,7 @@ struct TraceWriter::Statements {
         nvtx(db, "nvtx_ranges",
              {"rank", "thread_id", "start_ns", "end_ns", "domain_id", "name_id", "category",
               "color", "payload_int", "payload_double"}),
+        autograd(db, "autograd_ranges", {"nvtx_id", "sequence", "backward"}),
         collective(db, "collectives",
                    {"rank", "stream_id", "start_ns", "end_ns", "correlation_id", "name",
                     "in_nelems", "out_nelems", "dtype", "group_size", "group_ranks",
@@ -204,12 +205,12 @@ struct TraceWriter::Statements {
                   "INSERT OR REPLACE", Digest::kReadBack) {}
 
   Inserter string, config, launch, device, rank, stream, layer, kernel, memcpy, memset,
-      memory_event, api_call, sync, overhead, nvtx, collective, op, buffer, expert_load, placement;
+      memory_event, api_call, sync, overhead, nvtx, autograd, collective, op, buffer, expert_load, placement;
 
-  std::array<Inserter*, 20> all() {
+  std::array<Inserter*, 21> all() {
     return {&string, &config, &launch, &device, &rank, &stream, &layer, &kernel, &memcpy, &memset,
-            &memory_event, &api_call, &sync, &overhead, &nvtx, &collective, &op, &buffer, &expert_load,
-            &placement};
+            &memory_event, &api_call, &sync, &overhead, &nvtx, &autograd, &collective, &op, &buffer,
+            &expert_load, &placement};
   }
 };
 

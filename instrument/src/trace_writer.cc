@@ -621,7 +621,13 @@ void TraceWriter::write_batch(Pending& b) {
     st.bind(o + 4, r.end_ns);
     st.bind(o + 5, r.kind);
   });
-  s.nvtx.insert(b.nvtx, [this](Statement& st, int o, const NvtxRangeRecord& r) {
+  struct AutogradRow {
+    std::int64_t nvtx_id, sequence;
+    bool backward;
+  };
+  std::vector<AutogradRow> autograd;
+  s.nvtx.insert(b.nvtx, [this, &autograd](Statement& st, int o, const NvtxRangeRecord& r) {
+    if (r.autograd_seq) autograd.push_back({next_nvtx_id_, *r.autograd_seq, r.autograd_backward});
     st.hash_only(o + 11, next_nvtx_id_++);  // the rowid SQLite gives the row: the loader reads it
     st.bind(o + 1, std::int64_t{r.rank.value});
     st.bind(o + 2, r.thread_id);
@@ -633,6 +639,11 @@ void TraceWriter::write_batch(Pending& b) {
     st.bind_id(o + 8, r.color);
     if (r.payload_int) st.bind(o + 9, *r.payload_int); else st.bind_null(o + 9);
     if (r.payload_double) st.bind(o + 10, *r.payload_double); else st.bind_null(o + 10);
+  });
+  s.autograd.insert(autograd, [](Statement& st, int o, const AutogradRow& r) {
+    st.bind(o + 1, r.nvtx_id);
+    st.bind(o + 2, r.sequence);
+    st.bind(o + 3, std::int64_t{r.backward ? 1 : 0});
   });
   s.collective.insert(b.collectives, [&](Statement& st, int o, const CollectiveRecord& r) {
     st.bind(o + 1, std::int64_t{r.rank.value});

@@ -208,8 +208,11 @@ TEST(MoeRules, BadRulesAreNamed) {
 // Kineto Chrome-trace JSON, timestamps in microseconds.
 class Kineto {
  public:
-  void range(const std::string& name, double ts, double dur, int tid = 1, const char* cat = "user_annotation") {
-    events_.push_back({{"ph", "X"}, {"cat", cat}, {"name", name}, {"pid", 1}, {"tid", tid}, {"ts", ts}, {"dur", dur}});
+  void range(const std::string& name, double ts, double dur, int tid = 1, const char* cat = "user_annotation",
+             nlohmann::json args = nullptr) {
+    nlohmann::json e = {{"ph", "X"}, {"cat", cat}, {"name", name}, {"pid", 1}, {"tid", tid}, {"ts", ts}, {"dur", dur}};
+    if (!args.is_null()) e["args"] = std::move(args);
+    events_.push_back(std::move(e));
   }
   // A kernel on `stream` launched at host time `launch` from thread `tid`.
   void kernel(const std::string& name, int stream, double ts, double dur, double launch, int tid = 1,
@@ -746,14 +749,67 @@ TEST(MoeRecognition, OptimizerStepsEndIterationsWithoutProfilerSteps) {
                                                              {2, Phase::kForward}}));
 }
 
+// PyTorch's backward runs on the autograd thread, outside the forward's
+// module ranges; the profiler gives each forward op and the backward node
+// of its gradient the same "Sequence number" (the node's "Fwd thread id"
+// names the forward thread, a forward op's is 0). Here Mixtral's module
+// names (HF transformers: MixtralSparseMoeBlock, its router a plain
+// nn.Linear named gate, the experts MixtralBlockSparseTop2MLP), one layer:
+//   forward  (tid 1): block [10,50]: router mm seq 7 [11,2] -> kernel [100,105];
+//                     expert mm seq 8 [20,2] -> kernel [105,135]
+//   backward (tid 2): MmBackward0 seq 8 [60,5] -> kernel [200,260];
+//                     MmBackward0 seq 7 [70,5] -> kernel [260,265];
+//                     a node with no forward in a module, seq 3 [80,5] -> kernel [265,270]
+// By hand: the backward kernel of seq 8 is the layer's expert work, that of
+// seq 7 its gate, both layer 0 backward; the last stays outside the layer.
+TEST(MoeRecognition, BackwardNodesJoinTheirForwardModuleBySequenceNumber) {
+  Kineto k;
+  k.range("ProfilerStep#0", 0, 1000);
+  k.range("nn.Module: MixtralSparseMoeBlock_0", 10, 40, 1, "python_function");
+  k.range("nn.Module: Linear_0", 11, 4, 1, "python_function");
+  k.range("aten::mm", 11, 2, 1, "cpu_op", {{"Sequence number", 7}, {"Fwd thread id", 0}});
+  k.kernel("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNN", 7, 100, 5, 12);
+  k.range("nn.Module: MixtralBlockSparseTop2MLP_0", 20, 10, 1, "python_function");
+  k.range("aten::mm", 20, 2, 1, "cpu_op", {{"Sequence number", 8}, {"Fwd thread id", 0}});
+  k.kernel("nvjet_sm90_tst_256x128_64x4_2x1_v_bz_NNT", 7, 105, 30, 21);
+  k.range("aten::add", 90, 2, 1, "cpu_op", {{"Sequence number", 3}, {"Fwd thread id", 0}});
+  for (auto [seq, ts, gpu, dur] : {std::tuple{8, 60.0, 200.0, 60.0}, {7, 70.0, 260.0, 5.0}, {3, 80.0, 265.0, 5.0}}) {
+    k.range("autograd::engine::evaluate_function: MmBackward0", ts, 5, 2, "cpu_op",
+            {{"Sequence number", seq}, {"Fwd thread id", 1}});
+    k.range("MmBackward0", ts + 1, 3, 2, "cpu_op", {{"Sequence number", seq}, {"Fwd thread id", 1}});
+    k.kernel("nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN", 7, gpu, dur, ts + 2, 2);
+  }
+  const auto rules = temp_path("mixtral_rules.json");
+  // The block and its experts are the built-in hf-transformers preset's; the
+  // router, an nn.Linear (Linear_0 here), only a user's rule can name.
+  write_file(rules, R"({"version": 1, "ranges": [
+      {"label": "router inside the block", "name": "^nn\\.Module: Linear_0$", "role": "op", "kind": "gate"}]})");
+  const auto t = import_and_load({k.write("mixtral_seq.json")}, temp_path("mixtral_seq.db"), rules);
+  ASSERT_TRUE(t.recognition.moe);
+  EXPECT_EQ(t.recognition.rules_used.at("hf-transformers: sparse MoE block"), 1);
+  EXPECT_EQ(t.recognition.rules_used.at("hf-transformers: experts"), 1);
+  EXPECT_EQ(t.recognition.backward_by_sequence, 2);
+  const auto& expert_bwd = op_of_kernel(t, "nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN", 200);
+  EXPECT_EQ(expert_bwd.kind, OpKind::kExpertFfn);
+  EXPECT_EQ(expert_bwd.phase, Phase::kBackward);
+  EXPECT_EQ(expert_bwd.layer, 0);
+  const auto& gate_bwd = op_of_kernel(t, "nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN", 260);
+  EXPECT_EQ(gate_bwd.kind, OpKind::kGate);
+  EXPECT_EQ(gate_bwd.layer, 0);
+  EXPECT_LT(op_of_kernel(t, "nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN", 265).layer, 0);
+  const auto b = analyzer::compute_breakdown(t);
+  ASSERT_EQ(b.layers.size(), 1u);
+  EXPECT_EQ(b.layers[0].backward.at(Category::kExpertCompute), 60'000);
+  EXPECT_EQ(b.layers[0].backward.at(Category::kGating), 5'000);
+}
+
 // A real trace: the PyTorch profiler on an H200 (tests/data/gpu/README.md),
 // three fwd + bwd + SGD steps of one MoE layer (DeepSpeed-style module
-// names), without prof.step(). One layer in three iterations; the
-// optimizer's kernels, launched inside the step function that also holds
-// the layer's module ranges, are not the layer's. (Its backward kernels are
-// plain cuBLAS GEMMs under autograd nodes, which say nothing of the module:
-// they stay outside the layer; tying them to it needs the profiler's
-// forward-backward sequence numbers.)
+// names), without prof.step(). One layer in three iterations, each with its
+// forward and its backward: the backward's kernels are plain cuBLAS GEMMs
+// under autograd nodes, tied to the layer by the sequence number they share
+// with their forward ops. The optimizer's kernels, launched inside the step
+// function that also holds the layer's module ranges, are not the layer's.
 TEST(MoeRecognition, RecordedPyTorchMoeLayerThreeStepsWithoutProfilerStep) {
   const auto in = MOETRACE_SOURCE_DIR + "/tests/data/gpu/torch_moe_peer.json.gz";
   ASSERT_TRUE(std::filesystem::exists(in)) << in;
@@ -767,8 +823,16 @@ TEST(MoeRecognition, RecordedPyTorchMoeLayerThreeStepsWithoutProfilerStep) {
   EXPECT_EQ(b.iterations.size(), 3u);
   std::set<std::pair<std::int32_t, Phase>> rows;
   for (const auto& r : b.rows) rows.insert({r.iteration, r.phase});
-  EXPECT_EQ(rows, (std::set<std::pair<std::int32_t, Phase>>{
-                      {0, Phase::kForward}, {1, Phase::kForward}, {2, Phase::kForward}}));
+  EXPECT_EQ(rows, (std::set<std::pair<std::int32_t, Phase>>{{0, Phase::kForward},
+                                                             {0, Phase::kBackward},
+                                                             {1, Phase::kForward},
+                                                             {1, Phase::kBackward},
+                                                             {2, Phase::kForward},
+                                                             {2, Phase::kBackward}}));
+  EXPECT_GT(t.recognition.backward_by_sequence, 0);
+  // The expert GEMMs of the backward are the layer's: the expert category
+  // holds most of the layer (16 GEMMs of 4096 x 4096 x 14336 an iteration).
+  EXPECT_GT(b.layers[0].backward.at(Category::kExpertCompute), b.layers[0].forward.at(Category::kExpertCompute));
   // No optimizer kernel (multi_tensor_apply) in an MoE layer.
   for (const auto& a : t.activities) {
     if (t.str(a.name).find("multi_tensor_apply") == std::string_view::npos || a.op < 0) continue;

@@ -258,6 +258,8 @@ void emit(ParsedFile& p, const std::string& path, std::size_t file_index, TraceB
     r.name = name(a.name, false);
     r.category = a.category;
     if (a.payload) r.payload_int = *a.payload;
+    r.autograd_seq = a.sequence;
+    r.autograd_backward = a.backward;
     b.add(r);
   }
   for (const auto& m : p.memory) {

@@ -70,6 +70,10 @@ struct Args {
   // moetrace's own Chrome export (`moetrace export chrome`).
   std::string api, domain;
   std::optional<std::int64_t> payload;
+  // Autograd: forward ops and the backward nodes of their gradients share a
+  // sequence number; a backward node's "Fwd thread id" is its forward
+  // thread's (1, 2, ...), a forward op's 0 (torch/csrc/profiler).
+  std::optional<std::int64_t> sequence, fwd_thread;
   std::vector<std::int64_t>* array_for(std::string_view key) {
     if (key == "grid") return &grid;
     if (key == "block") return &block;
@@ -82,7 +86,7 @@ struct Args {
     in_splits.clear(), out_splits.clear();
     in_nelems.reset(), out_nelems.reset(), group_size.reset();
     mem_bytes.reset(), mem_addr.reset(), mem_device_type.reset(), mem_device_id.reset();
-    api.clear(), domain.clear(), payload.reset();
+    api.clear(), domain.clear(), payload.reset(), sequence.reset(), fwd_thread.reset();
   }
 };
 
@@ -362,6 +366,8 @@ class Handler {
     else if (k == "api"sv) { if (s) a.api = *s; }
     else if (k == "domain"sv) { if (s) a.domain = *s; }
     else if (k == "payload"sv) a.payload = as_int(n);
+    else if (k == "Sequence number"sv) a.sequence = as_int(n);
+    else if (k == "Fwd thread id"sv) a.fwd_thread = as_int(n);
   }
 
   void finish_event() {
@@ -426,6 +432,10 @@ class Handler {
         if (cat == "nvtx") {  // moetrace's export of an NVTX range
           r.domain = e.args.domain.empty() ? -2 : out_.intern(e.args.domain);
           r.payload = e.args.payload;
+        }
+        if (e.args.sequence && *e.args.sequence >= 0) {
+          r.sequence = e.args.sequence;
+          r.backward = e.args.fwd_thread.value_or(0) > 0;
         }
         out_.ranges.push_back(r);
       } else {

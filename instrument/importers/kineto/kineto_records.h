@@ -36,6 +36,8 @@ struct CpuRange {
   std::int32_t category = 0;
   std::int32_t domain = -1;  // moetrace's own Chrome export: the NVTX domain; -1: "pytorch", -2: none
   std::optional<std::int64_t> payload;
+  std::optional<std::int64_t> sequence;  // "Sequence number" (autograd)
+  bool backward = false;                 // "Fwd thread id" > 0: a backward node
 };
 
 struct ApiCall {

@@ -135,6 +135,10 @@ struct NvtxRange {
   StringId domain, name;
   std::int64_t payload_int = 0;
   bool has_payload_int = false;
+  // PyTorch's autograd sequence number (-1: none): a forward op and the
+  // backward node of its gradient share it (table autograd_ranges).
+  std::int64_t autograd_seq = -1;
+  bool autograd_backward = false;
 };
 
 struct MemoryEvent {
@@ -218,6 +222,7 @@ struct RecognitionStats {
   std::int64_t layers_by_order = 0;    // ops whose layer was inferred by order
   std::int64_t layers_by_nesting = 0;  // schedule parts placed in a layer instance by the ranges enclosing them
   std::int64_t directions_by_order = 0;  // all-to-all ops whose direction was inferred by order
+  std::int64_t backward_by_sequence = 0;  // backward activities placed by their forward op's autograd sequence
   std::int64_t a2a_assumed_moe = 0;    // all-to-alls outside MoE ranges taken as MoE dispatch/combine
   bool iterations_marked = false;      // some range gave iterations
   bool iterations_from_steps = false;  // ... counted from ranges that end one (optimizer steps)

@@ -149,6 +149,11 @@ struct NvtxRangeRecord {
   std::int64_t color = -1;
   std::optional<std::int64_t> payload_int{};
   std::optional<double> payload_double{};
+  // PyTorch's autograd sequence number of the range (a cpu_op's "Sequence
+  // number"): a forward op and the backward node computing its gradient
+  // share it (table autograd_ranges).
+  std::optional<std::int64_t> autograd_seq{};
+  bool autograd_backward = false;  // a backward node
 };
 
 // An NCCL collective as the source tool described its kernel (Kineto's kernel
