@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "moetrace/analyzer/report.h"
 #include "moetrace/importers/import.h"
 #include "moetrace/schema/error.h"
 
@@ -49,6 +50,7 @@ void add_import_command(CLI::App& app) {
     if (skipped > 0)
       std::cerr << fmt::format("; {} source records not imported (see `moetrace info`)", skipped);
     std::cerr << "\n";
+    for (const auto& w : analyzer::unread_device_warnings(s.skipped)) std::cerr << "moetrace: warning: " << w << "\n";
   });
 }
 

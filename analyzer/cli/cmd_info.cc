@@ -107,6 +107,7 @@ void add_info_command(CLI::App& app) {
     out += fmt::format("integrity:  {}\n", r.integrity == "not recorded"
                                               ? "no record of the writer's (checked by references and ranges)"
                                               : "row counts match the writer's record");
+    for (const auto& w : analyzer::unread_device_warnings(r)) out += "warning:    " + w + "\n";
     out += "tables:\n";
     for (const auto& [t, n] : s.table_rows)
       if (n > 0) out += fmt::format("  {:<18} {:>12}\n", t, n);

@@ -1,9 +1,12 @@
 #include "moetrace/analyzer/report.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <map>
 #include <ostream>
 
 #include "moetrace/analyzer/run_loader.h"
@@ -432,7 +435,46 @@ std::vector<std::string> run_warnings(const RunInfo& run) {
                             run.dropped_records));
   for (const auto& d : run.damage) w.push_back("damaged trace: " + d);
   if (auto i = integrity_warning(run); !i.empty()) w.push_back(std::move(i));
+  for (auto& line : unread_device_warnings(run)) w.push_back(std::move(line));
   return w;
+}
+
+std::vector<std::string> unread_device_warnings(const RunInfo& run) {
+  std::map<std::string, std::int64_t> skipped;
+  constexpr std::string_view kSkipped = "import.skipped.";
+  for (const auto& [k, v] : run.config)
+    if (k.starts_with(kSkipped)) {
+      std::int64_t n = 0;
+      const auto r = std::from_chars(v.data(), v.data() + v.size(), n);
+      if (r.ec == std::errc()) skipped[k.substr(kSkipped.size())] = n;
+    }
+  return unread_device_warnings(skipped);
+}
+
+std::vector<std::string> unread_device_warnings(const std::map<std::string, std::int64_t>& skipped_by_reason) {
+  // Kineto's activity-type names by device (libkineto's ActivityType
+  // strings: "mtia_runtime", "mtia_ccp_events", "xpu_runtime", "hpu_op", ...).
+  struct Family {
+    std::string_view prefix, device;
+  };
+  static constexpr Family kFamilies[] = {{"mtia_", "MTIA"},          {"xpu_", "Intel XPU"},
+                                         {"hpu_", "Intel Gaudi (HPU)"}, {"mlu_", "Cambricon MLU"},
+                                         {"gcu_", "Enflame GCU"},       {"privateuse1_", "PrivateUse1"}};
+  std::vector<std::string> out;
+  for (const auto& f : kFamilies) {
+    std::int64_t total = 0;
+    std::vector<std::string> parts;
+    for (const auto& [reason, n] : skipped_by_reason)
+      if (reason.starts_with(f.prefix) && n > 0) {
+        total += n;
+        parts.push_back(fmt::format("{} {}", reason, n));
+      }
+    if (total > 0)
+      out.push_back(fmt::format("{} events of {} devices were not imported ({}): moetrace reads the activity of "
+                                "CUDA devices only, so their device timeline is missing from every number",
+                                total, f.device, fmt::join(parts, ", ")));
+  }
+  return out;
 }
 
 std::string integrity_warning(const RunInfo& run) {

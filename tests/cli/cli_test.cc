@@ -294,6 +294,31 @@ op     id=1 rank=0 stream=0 kind=gate layer=0 iteration=0 phase=fwd start=0 end=
   EXPECT_NE(r.out.find("warning: the trace has no integrity record"), std::string::npos) << r.out;
 }
 
+// A PyTorch-profiler trace of Meta's MTIA: its device events (Kineto's
+// mtia_ccp_events, mtia_runtime; libkineto's ActivityType names) are not
+// read; import, info and report say so, naming the device and the count.
+TEST(Cli, UnreadDeviceEventsAreWarnedOf) {
+  const auto json = testing::temp_path("mtia.json");
+  std::ofstream(json) << R"({"traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10, "dur": 5},
+    {"ph": "X", "cat": "mtia_runtime", "name": "mtiaLaunchKernel", "pid": 1, "tid": 1, "ts": 11, "dur": 2},
+    {"ph": "X", "cat": "mtia_ccp_events", "name": "gemm_kernel", "pid": 0, "tid": 3, "ts": 12, "dur": 4},
+    {"ph": "X", "cat": "mtia_ccp_events", "name": "gemm_kernel", "pid": 0, "tid": 3, "ts": 17, "dur": 4}]})";
+  const auto db = testing::temp_path("mtia.db");
+  std::filesystem::remove(db);
+  const auto imp = run_cli("import " + json + " -o " + db);
+  ASSERT_EQ(imp.exit_code, 0) << imp.err;
+  const std::string line =
+      "3 events of MTIA devices were not imported (mtia_ccp_events 2, mtia_runtime 1): moetrace reads the activity "
+      "of CUDA devices only, so their device timeline is missing from every number";
+  EXPECT_NE(imp.err.find("moetrace: warning: " + line + "\n"), std::string::npos) << imp.err;
+  const auto info = run_cli("info " + db);
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_NE(info.out.find("warning:    " + line), std::string::npos) << info.out;
+  const auto rep = run_cli("report --no-recommendations " + db);
+  EXPECT_NE(rep.out.find("warning: " + line), std::string::npos) << rep.out << rep.err;
+}
+
 TEST(Cli, ImportErrorsAreOneLine) {
   expect_one_line_error(run_cli("import /nonexistent/a.json -o " + testing::temp_path("x.db")),
                         "/nonexistent/a.json: no such file");

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <iosfwd>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -114,6 +115,13 @@ std::string format_duration(std::int64_t ns);
 std::vector<std::string> run_warnings(const RunInfo& run);
 // The last of them alone: empty where the writer's integrity record was found.
 std::string integrity_warning(const RunInfo& run);
+// Events of accelerators whose activity moetrace does not read (Kineto's
+// mtia_*, xpu_*, hpu_*, mlu_*, gcu_*, privateuse1_* categories, which an
+// import counts as records not imported), from the import's counts by
+// reason: one line per device type, naming it and the count.
+std::vector<std::string> unread_device_warnings(const std::map<std::string, std::int64_t>& skipped_by_reason);
+// The same from a trace's run_config (import.skipped.*).
+std::vector<std::string> unread_device_warnings(const RunInfo& run);
 std::string format_bytes(std::int64_t bytes);
 std::string format_percent(double fraction);
 // bytes x ns as "1.2 GiB ms" style: bytes scaled, time in ms.
