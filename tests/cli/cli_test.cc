@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "moetrace/schema/sqlite.h"
@@ -533,6 +534,44 @@ TEST(CliRankFiles, SplitRunReportsAsTheWholeRun) {
 
 // The two sampled ranks of HTA's 128-rank job, imported one file each, read
 // as one run: both ranks, 126 missing, their collectives compared.
+// The cluster recipe (README, "Many rank files"): one `moetrace import` per
+// rank file as independent tasks (a Slurm job array; here xargs -P), into one
+// folder that `report` reads as one run. A failed task leaves no file there,
+// and a second run skips the ranks already done.
+TEST(CliRankFiles, ClusterRecipeImportsRankFilesAsIndependentTasks) {
+  const auto dir = testing::temp_path("cluster");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/traces");
+  std::filesystem::create_directories(dir + "/run");
+  for (int rank = 0; rank < 3; ++rank)
+    std::ofstream(dir + "/traces/rank" + std::to_string(rank) + ".json") << fmt::format(
+        R"({{"distributedInfo": {{"rank": {0}, "world_size": 4, "backend": "nccl"}}, "traceEvents": [
+          {{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 2,
+            "args": {{"correlation": 7}}}},
+          {{"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 20, "dur": {1},
+            "args": {{"correlation": 7, "stream": 7, "device": 0}}}}]}})",
+        rank, 10 + rank);
+  std::ofstream(dir + "/traces/rank3.json") << R"({"traceEvents": [)";  // cut short: its task fails
+  // The task, exactly as a job array's would run it for one file.
+  const std::string task =
+      "o=run/$(basename \"$0\" .json).db; [ -e \"$o\" ] || " + std::string(MOETRACE_CLI) + " import \"$0\" -o \"$o\"";
+  const std::string recipe = "cd " + dir + " && ls traces/*.json | xargs -P 2 -n 1 sh -c '" + task + "' 2>/dev/null";
+  EXPECT_NE(std::system(recipe.c_str()), 0);  // one task failed
+  std::vector<std::string> made;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/run")) made.push_back(e.path().filename().string());
+  std::sort(made.begin(), made.end());
+  EXPECT_EQ(made, (std::vector<std::string>{"rank0.db", "rank1.db", "rank2.db"}));  // nothing of rank3
+  const auto r = run_cli("report --no-recommendations --format json " + dir + "/run");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["ranks"]["run"]["files"].size(), 3u);
+  EXPECT_EQ(j["ranks"]["run"]["missing_ranks"], nlohmann::json::array({3}));
+  // Again: the done ranks are skipped (their files untouched), the failed one retried.
+  const auto before = std::filesystem::last_write_time(dir + "/run/rank0.db");
+  EXPECT_NE(std::system(recipe.c_str()), 0);
+  EXPECT_EQ(std::filesystem::last_write_time(dir + "/run/rank0.db"), before);
+}
+
 TEST(CliRankFiles, TwoImportedRanksOfOneJob) {
   const std::string data = std::string(MOETRACE_SHARED_DATA) + "/external/kineto/";
   if (!std::filesystem::exists(data + "hta-sampled_rank-0.json.gz")) GTEST_SKIP() << "no ../shared/data";
