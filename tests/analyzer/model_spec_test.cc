@@ -235,6 +235,39 @@ TEST(ModelSpec, ShapesFromTheModelLoadAssumedBalanced) {
   EXPECT_TRUE(rec.layers[0].pipeline.computed);
 }
 
+// The expert-parallel group is the group size the trace's all-to-alls
+// record (Kineto's "Group size"), not the world: a world of 2 whose
+// all-to-alls run in groups of 2 here agrees with EP 2, and a model file
+// saying EP 4 is a conflict named with both sources.
+TEST(ModelSpec, ExpertParallelGroupFromTheAllToAlls) {
+  const auto path = testing::temp_path("model_spec_ep.db");
+  testing::write_text_trace(path, std::string(kImported) +
+                                      "collective rank=0 start=10 end=30 name=all_to_all group_size=2\n"
+                                      "collective rank=1 start=10 end=30 name=all_to_all group_size=2\n");
+  const Trace t = load_trace(path);
+  const ModelSpec m = parse_model_spec("--num-experts 4 --moe-router-topk 2 --hidden-size 64 --moe-ffn-hidden-size 128 "
+                                       "--expert-model-parallel-size 4 --bf16",
+                                       "train.sh");
+  try {
+    moe_layer_workloads(t, nullptr, {&m, -1});
+    FAIL() << "no conflict reported";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "the expert-parallel group is 2 in the trace (its all-to-alls' group size) but 4 in train.sh: "
+              "--expert-model-parallel-size");
+  }
+  const ModelSpec ok = parse_model_spec("--num-experts 4 --moe-router-topk 2 --hidden-size 64 --moe-ffn-hidden-size 128 "
+                                        "--bf16",
+                                        "train.sh");
+  std::vector<std::string> notes;
+  const auto ws = moe_layer_workloads(t, &notes, {&ok, -1});
+  ASSERT_EQ(ws.size(), 1u);
+  EXPECT_EQ(ws[0].ranks, 2);
+  EXPECT_NE(notes.front().find("expert-parallel group of 2 ranks (the group size the trace's all-to-alls record)"),
+            std::string::npos)
+      << notes.front();
+}
+
 TEST(ModelSpec, TraceAndModelThatDisagreeNameBothSources) {
   const auto path = testing::temp_path("model_spec_conflict.db");
   testing::write_text_trace(path, std::string(kImported) + "layer layer=0 experts=4 top_k=2 model_dim=32 hidden_dim=128\n");

@@ -171,6 +171,15 @@ void write_text_trace(const std::string& path, std::string_view text) {
       n.name = w.intern(l.take("name", "range"));
       if (auto p = l.take("payload", ""); !p.empty()) n.payload_int = std::stoll(p, nullptr, 0);
       w.add(n);
+    } else if (l.type == "collective") {
+      instrument::CollectiveRecord c;
+      c.rank = RankId(static_cast<std::int32_t>(l.num("rank")));
+      c.start_ns = l.num("start");
+      c.end_ns = l.num("end");
+      c.correlation_id = l.num("corr", 0);
+      c.name = l.take("name", "all_to_all");
+      c.group_size = static_cast<std::int32_t>(l.num("group_size", -1));
+      w.add(c);
     } else if (l.type == "layer") {
       instrument::LayerRecord r{.layer = static_cast<int>(l.num("layer")), .kind = l.take("kind", "moe"),
                                 .num_experts = static_cast<int>(l.num("experts", -1)),

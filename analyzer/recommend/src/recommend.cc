@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <map>
@@ -217,7 +218,8 @@ std::optional<T> agree(int layer, std::string_view what, std::optional<T> traced
                        const Sourced<T>* model) {
   const bool from_model = model && model->value;
   if (traced && from_model && *traced != **model)
-    throw ConfigError(fmt::format("layer {}: {} is {} in the trace ({}) but {} in {}", layer, what, *traced,
+    throw ConfigError(fmt::format("{}{} is {} in the trace ({}) but {} in {}",
+                                  layer >= 0 ? fmt::format("layer {}: ", layer) : std::string(), what, *traced,
                                   traced_source, **model, model->source));
   if (traced) return traced;
   if (from_model) return **model;
@@ -246,9 +248,28 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
   }
   int P = std::max(1, trace.run.world_size);
   for (const auto& e : trace.expert_load) P = std::max(P, e.src_rank + 1);
-  if (model && model->expert_parallel) {
-    P = *model->expert_parallel;
-    note(fmt::format("expert-parallel group of {} ranks ({})", P, model->expert_parallel.source));
+  // The expert-parallel group: the group size the trace's all-to-alls
+  // record (Kineto's "Group size"; the most common where they differ), else
+  // the model file's, else the world. Both given, they must agree.
+  std::map<int, std::int64_t> a2a_groups;
+  for (const auto& c : trace.collectives) {
+    std::string n = c.name;
+    std::erase_if(n, [](char ch) { return ch == '_'; });
+    std::transform(n.begin(), n.end(), n.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    if (c.group_size > 0 && n.find("alltoall") != std::string::npos) ++a2a_groups[c.group_size];
+  }
+  std::optional<int> traced_ep;
+  std::int64_t most_calls = 0;
+  for (const auto& [g, n] : a2a_groups)
+    if (n > most_calls) {
+      most_calls = n;
+      traced_ep = g;
+    }
+  if (const auto ep = agree<int>(-1, "the expert-parallel group", traced_ep, "its all-to-alls' group size",
+                                 model ? &model->expert_parallel : nullptr)) {
+    P = *ep;
+    note(fmt::format("expert-parallel group of {} ranks ({})", P,
+                     traced_ep ? "the group size the trace's all-to-alls record" : model->expert_parallel.source));
   }
   std::map<int, int> last_iteration;
   std::map<int, int> max_expert;
