@@ -261,6 +261,13 @@ json recommendations_to_json(const Recommendations& r) {
           {"layers", layers}};
 }
 
+std::string replay_text(const Replay& r) {
+  if (!r.computed) return "";
+  return fmt::format("replay of the trace's own configuration: {:.3f} ms ({}) against {:.3f} ms measured, {:+.1f} %{}",
+                     r.simulated_s * 1e3, r.basis == "simulation" ? "simulated" : "closed form", r.measured_s * 1e3,
+                     r.error * 100, r.unreliable ? fmt::format(": UNRELIABLE, the {} term is off", r.off_term) : "");
+}
+
 void write_recommendations_text(std::ostream& out, const Recommendations& r) {
   out << "moetrace recommend: " << r.trace << "\n";
   out << "hardware model: " << r.hardware.description << "\n";
@@ -285,13 +292,7 @@ void write_recommendations_text(std::ostream& out, const Recommendations& r) {
                                                    : "");
       }
       out << "\n";
-      if (L && L->replay.computed)
-        out << fmt::format("  replay of the trace's own configuration: {:.3f} ms ({}) against {:.3f} ms measured, "
-                           "{:+.1f} %{}\n",
-                           L->replay.simulated_s * 1e3, L->replay.basis == "simulation" ? "simulated" : "closed form",
-                           L->replay.measured_s * 1e3, L->replay.error * 100,
-                           L->replay.unreliable ? fmt::format(": UNRELIABLE, the {} term is off", L->replay.off_term)
-                                                : "");
+      if (L && L->replay.computed) out << "  " << replay_text(L->replay) << "\n";
     }
     out << fmt::format("  {:<17} {}   [gain {}]\n", it.subject + ":", it.action, gain_text(it));
     out << "      " << it.evidence << "\n";
@@ -317,6 +318,8 @@ void write_recommendations_markdown(std::ostream& out, const Recommendations& r)
     if (it.layer != layer) {
       layer = it.layer;
       out << fmt::format("\n### Layer {}\n\n", layer);
+      for (const auto& l : r.layers)
+        if (l.layer == layer && l.replay.computed) out << replay_text(l.replay) << "\n\n";
     }
     out << fmt::format("- **{}: {}** — {}\n", it.subject, it.action, it.evidence);
   }

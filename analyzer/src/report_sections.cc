@@ -420,6 +420,17 @@ Section recommendations_section(const Analyses& a) {
   rec.table("Per MoE layer (predicted gain: share of the layer's time per iteration saved; negative: the change "
             "costs time):",
             std::move(t));
+  Table replay{{"layer", "measured", "replay", "basis", "error", "advice"}, {}};
+  for (const auto& L : r.layers)
+    if (L.replay.computed)
+      replay.rows.push_back({std::to_string(L.layer), format_duration(static_cast<std::int64_t>(L.replay.measured_s * 1e9)),
+                             format_duration(static_cast<std::int64_t>(L.replay.simulated_s * 1e9)), L.replay.basis,
+                             fmt::format("{:+.1f}%", 100.0 * L.replay.error),
+                             L.replay.unreliable ? "unreliable: " + L.replay.off_term + " off" : "reliable"});
+  if (!replay.rows.empty())
+    rec.table("Replay of the trace's own configuration on the hardware model, beside the measured layer time per "
+              "iteration (off by more than 20 %: the layer's advice is unreliable):",
+              std::move(replay));
   for (const auto& it : r.items)
     rec.para(fmt::format("layer {}, {}: {}. {}", it.layer, it.subject, it.action, it.evidence));
   return rec;

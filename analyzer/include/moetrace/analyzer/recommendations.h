@@ -157,5 +157,9 @@ inline constexpr int kRecommendationsVersion = 1;
 nlohmann::json recommendations_to_json(const Recommendations& r);
 void write_recommendations_text(std::ostream& out, const Recommendations& r);
 void write_recommendations_markdown(std::ostream& out, const Recommendations& r);
+// "replay of the trace's own configuration: 1.234 ms (simulated) against
+// 1.200 ms measured, +2.8 %" (+ ": UNRELIABLE, the compute term is off");
+// empty where no replay was computed.
+std::string replay_text(const Replay& r);
 
 }  // namespace moetrace::analyzer
