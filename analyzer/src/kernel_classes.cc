@@ -12,6 +12,13 @@ namespace detail {
 extern const char* const kKernelClassesJson;  // kernel_classes_data.cc (generated)
 }
 
+std::string comparable_word(std::string_view s) {
+  std::string out;
+  for (char c : s)
+    if (std::isalnum(static_cast<unsigned char>(c)) != 0) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
 namespace {
 
 std::string lower(std::string_view s) {
@@ -24,14 +31,6 @@ std::string lower(std::string_view s) {
 bool alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
 bool upper(char c) { return std::isupper(static_cast<unsigned char>(c)) != 0; }
 bool lower_case(char c) { return std::islower(static_cast<unsigned char>(c)) != 0; }
-
-// A rule word as names are compared: lower-case, alphanumerics only.
-std::string rule_word(std::string_view s) {
-  std::string out;
-  for (char c : s)
-    if (alnum(c)) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 // Words of one part of a qualified name: split at non-alphanumerics, before
 // an upper-case letter that follows a lower-case one (sendRecv), and before
@@ -136,7 +135,7 @@ std::vector<std::string> word_list(const nlohmann::json& r, const char* key, con
   if (!r[key].is_array() || r[key].empty())
     throw Error(where + ": \"" + std::string(key) + "\" must be a non-empty list of words");
   for (const auto& w : r[key]) {
-    const auto word = w.is_string() ? rule_word(w.get<std::string>()) : std::string();
+    const auto word = w.is_string() ? comparable_word(w.get<std::string>()) : std::string();
     if (word.empty()) throw Error(where + ": \"" + std::string(key) + "\" holds an entry with no letter or digit");
     out.push_back(word);
   }
@@ -256,7 +255,7 @@ int first_match(const std::vector<KernelRule>& rules, std::string_view kernel_na
   // Every word a rule names occurs in the name without its separators: a
   // rule none of whose words does cannot match, and the name is parsed into
   // words only for the rules that pass this test.
-  const std::string squashed = rule_word(kernel_name);
+  const std::string squashed = comparable_word(kernel_name);
   auto contains = [&](const std::string& w) { return squashed.find(w) != std::string::npos; };
   std::vector<std::vector<std::string>> words;
   bool parsed = false;

@@ -83,9 +83,7 @@ bool is_moe_comm(OpKind k) {
 // ("send", "recv": ProcessGroupNCCL's record_param_comms) and NCCL's NVTX
 // ranges ("ncclSend", "ncclRecv") record it, in any case.
 bool is_point_to_point(std::string_view name) {
-  std::string n;
-  for (char c : name)
-    if (std::isalnum(static_cast<unsigned char>(c))) n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string n = comparable_word(name);
   if (n.starts_with("nccl")) n.erase(0, 4);
   return n == "send" || n == "recv" || n == "isend" || n == "irecv" || n == "sendrecv" || n == "p2p";
 }
@@ -203,18 +201,11 @@ class Recognizer {
       if (!a) continue;
       ++s_.ranges_matched;
       if (a->role == RangeRole::kIterationEnd) {  // not a context: counted by step_iterations()
-        step_ends_[r.rank.value].push_back(r.end_ns < 0 ? INT64_MAX : r.end_ns);
+        step_ends_[r.rank.value].push_back(end_of(r));
         continue;
       }
-      Context c;
-      c.start = r.start_ns;
-      c.end = r.end_ns < 0 ? INT64_MAX : r.end_ns;
-      c.thread = r.thread_id;
-      c.rank = r.rank.value;
+      Context c = context_of(ri);
       c.a = *a;
-      c.nvtx = r.id;
-      c.range = ri;
-      c.index = contexts_.size();
       if (r.autograd_backward) c.backward_seq = r.autograd_seq;
       const auto key = std::pair{r.domain.value, r.name.value};
       c.process = a->role == RangeRole::kIteration ||
@@ -223,9 +214,30 @@ class Recognizer {
       if (a->phase && is_backward(*a->phase)) s_.phases_marked = true;
       if (a->role == RangeRole::kLayer || a->layer >= 0) s_.layers_marked = true;
       if ((a->kind && op_kind_info(*a->kind).moe_layer) || a->role == RangeRole::kLayer) s_.moe = true;
-      context_names_.push_back(r.name);
-      contexts_.push_back(c);
+      add_context(c);
     }
+  }
+
+  // A range never closed lasts to the end of the trace.
+  static std::int64_t end_of(const NvtxRange& r) { return r.end_ns < 0 ? INT64_MAX : r.end_ns; }
+
+  // The context of host range `ri`, its annotation still to be set.
+  Context context_of(std::size_t ri) const {
+    const auto& r = t_.nvtx[ri];
+    Context c;
+    c.start = r.start_ns;
+    c.end = end_of(r);
+    c.thread = r.thread_id;
+    c.rank = r.rank.value;
+    c.nvtx = r.id;
+    c.range = ri;
+    c.index = contexts_.size();
+    return c;
+  }
+
+  void add_context(const Context& c) {
+    context_names_.push_back(t_.nvtx[c.range].name);
+    contexts_.push_back(c);
   }
 
   // Per thread (and per rank for process-wide ones), the contexts in start order.
@@ -264,17 +276,17 @@ class Recognizer {
       if (parts_by_thread.count(key)) ranges_by_thread[key].push_back(i);
     }
     std::vector<std::size_t> parent(t_.nvtx.size(), SIZE_MAX);  // per range: the range enclosing it
-    auto end_of = [&](std::size_t i) { return t_.nvtx[i].end_ns < 0 ? INT64_MAX : t_.nvtx[i].end_ns; };
+    auto end = [&](std::size_t i) { return end_of(t_.nvtx[i]); };
     for (auto& [key, list] : ranges_by_thread) {
       std::sort(list.begin(), list.end(), [&](std::size_t x, std::size_t y) {
         const auto& a = t_.nvtx[x];
         const auto& b = t_.nvtx[y];
-        return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : end_of(x) != end_of(y) ? end_of(x) > end_of(y) : x < y;
+        return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : end(x) != end(y) ? end(x) > end(y) : x < y;
       });
       std::vector<std::size_t> open;
       for (auto i : list) {
-        while (!open.empty() && end_of(open.back()) <= t_.nvtx[i].start_ns) open.pop_back();
-        if (!open.empty() && end_of(open.back()) >= end_of(i)) parent[i] = open.back();
+        while (!open.empty() && end(open.back()) <= t_.nvtx[i].start_ns) open.pop_back();
+        if (!open.empty() && end(open.back()) >= end(i)) parent[i] = open.back();
         open.push_back(i);
       }
     }
@@ -324,18 +336,9 @@ class Recognizer {
       }
     // They join the contexts as layer and micro-batch ranges without numbers.
     auto add = [&](std::size_t range, RangeRole role) {
-      const auto& r = t_.nvtx[range];
-      Context c;
-      c.start = r.start_ns;
-      c.end = r.end_ns < 0 ? INT64_MAX : r.end_ns;
-      c.thread = r.thread_id;
-      c.rank = r.rank.value;
+      Context c = context_of(range);
       c.a.role = role;
-      c.nvtx = r.id;
-      c.range = range;
-      c.index = contexts_.size();
-      context_names_.push_back(r.name);
-      contexts_.push_back(c);
+      add_context(c);
     };
     for (auto r : layers) add(r, RangeRole::kLayer);
     for (auto r : chunks)

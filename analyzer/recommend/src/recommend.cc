@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <map>
@@ -12,6 +11,7 @@
 #include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/cost_model.h"
+#include "moetrace/analyzer/kernel_classes.h"
 #include "moetrace/analyzer/report.h"
 #include "moetrace/schema/error.h"
 #include "moetrace/sim/cost_model.h"
@@ -252,12 +252,8 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
   // record (Kineto's "Group size"; the most common where they differ), else
   // the model file's, else the world. Both given, they must agree.
   std::map<int, std::int64_t> a2a_groups;
-  for (const auto& c : trace.collectives) {
-    std::string n = c.name;
-    std::erase_if(n, [](char ch) { return ch == '_'; });
-    std::transform(n.begin(), n.end(), n.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-    if (c.group_size > 0 && n.find("alltoall") != std::string::npos) ++a2a_groups[c.group_size];
-  }
+  for (const auto& c : trace.collectives)
+    if (c.group_size > 0 && comparable_word(c.name).find("alltoall") != std::string::npos) ++a2a_groups[c.group_size];
   std::optional<int> traced_ep;
   std::int64_t most_calls = 0;
   for (const auto& [g, n] : a2a_groups)
@@ -342,6 +338,13 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
                        layer, w.experts, P));
       continue;
     }
+    // The forward dispatch's bytes per rank: the tokens a rank holds where
+    // the trace has no load, the element size where nothing gives it.
+    std::map<std::int32_t, double> dispatch_bytes;
+    for (const auto& op : trace.ops)
+      if (op.kind == OpKind::kDispatchAllToAll && op.layer == layer && op.iteration == iteration &&
+          op.phase == Phase::kForward && op.bytes > 0)
+        dispatch_bytes[op.rank.value] += static_cast<double>(op.bytes);
     // Element size: run_config, else the model file, else the dispatch
     // bytes over the rows it sent to other ranks, else 2 (bf16).
     w.elem_bytes = cfg_elem.value_or(model && model->elem_bytes ? *model->elem_bytes : 0);
@@ -365,14 +368,9 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
       std::int64_t tokens = sources.tokens_per_rank;
       std::string origin = "--tokens";
       if (tokens <= 0) {
-        std::map<std::int32_t, double> bytes_by_rank;
-        for (const auto& op : trace.ops)
-          if (op.kind == OpKind::kDispatchAllToAll && op.layer == layer && op.iteration == iteration &&
-              op.phase == Phase::kForward && op.bytes > 0)
-            bytes_by_rank[op.rank.value] += static_cast<double>(op.bytes);
         const int elem = w.elem_bytes > 0 ? w.elem_bytes : 2;
         double most = 0;
-        for (const auto& [r, b] : bytes_by_rank) most = std::max(most, b);
+        for (const auto& [r, b] : dispatch_bytes) most = std::max(most, b);
         tokens = static_cast<std::int64_t>(
             std::llround(most / (static_cast<double>(w.top_k) * static_cast<double>(w.model_dim) * elem)));
         origin = fmt::format("the forward dispatch all-to-all's bytes / (k x M x {} B)", elem);
@@ -392,10 +390,7 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
     }
     if (w.elem_bytes <= 0) {
       double bytes = 0, rows = 0;
-      for (const auto& op : trace.ops)
-        if (op.kind == OpKind::kDispatchAllToAll && op.layer == layer && op.iteration == iteration &&
-            op.phase == Phase::kForward && op.bytes > 0)
-          bytes += static_cast<double>(op.bytes);
+      for (const auto& [r, b] : dispatch_bytes) bytes += b;
       for (int s = 0; s < P; ++s)
         for (int e = 0; e < w.experts; ++e)
           if (w.routing.home(e) != s) rows += static_cast<double>(w.routing.count(s, e));

@@ -60,6 +60,10 @@ std::optional<OpKind> parse_moe_kind(std::string_view name);
 // too.
 std::vector<std::vector<std::string>> kernel_name_words(std::string_view kernel_name);
 
+// A name as rules compare names: lower-case, alphanumerics only
+// ("all_to_allv" and "AllToAllV" are both "alltoallv").
+std::string comparable_word(std::string_view s);
+
 // The rules of analyzer/data/kernel_classes.json, in order.
 const std::vector<KernelRule>& kernel_rules();
 
