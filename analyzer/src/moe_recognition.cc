@@ -88,6 +88,43 @@ bool is_point_to_point(std::string_view name) {
   return n == "send" || n == "recv" || n == "isend" || n == "irecv" || n == "sendrecv" || n == "p2p";
 }
 
+// A collective name of an all-to-all(v): PyTorch's "all_to_all",
+// "all_to_allv", "alltoall_base", NCCL's "ncclAllToAll", any case.
+bool is_all_to_all_name(std::string_view name) {
+  const std::string n = comparable_word(name);
+  return n.find("alltoall") != std::string::npos || n.find("all2all") != std::string::npos;
+}
+
+// A process group that carries a pipeline's stage-to-stage transfers, by its
+// recorded name or description: Megatron-Core's
+// "PIPELINE_MODEL_PARALLEL_GROUP", a device mesh's "pp" dimension.
+bool is_pipeline_group(std::string_view process_group) {
+  std::string g(process_group);
+  std::transform(g.begin(), g.end(), g.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (g.find("pipeline") != std::string::npos) return true;
+  // "pp" as a word of its own ("pp", "mesh_pp", "(pp)").
+  for (std::size_t at = g.find("pp"); at != std::string::npos; at = g.find("pp", at + 1)) {
+    const bool start = at == 0 || std::isalnum(static_cast<unsigned char>(g[at - 1])) == 0;
+    const bool end = at + 2 == g.size() || std::isalnum(static_cast<unsigned char>(g[at + 2])) == 0;
+    if (start && end) return true;
+  }
+  return false;
+}
+
+// The ranks a collective record names: "[0, 4]" -> 2; "peer 3" (one peer of
+// a send or recv) -> 2 with this rank; -1 when it names none.
+int recorded_group_ranks(const Collective& c) {
+  if (c.group_ranks.starts_with("peer")) return 2;
+  int n = 0;
+  bool digit = false;
+  for (char ch : c.group_ranks) {
+    const bool d = ch >= '0' && ch <= '9';
+    if (d && !digit) ++n;
+    digit = d;
+  }
+  return n > 0 ? n : c.group_size > 0 ? c.group_size : -1;
+}
+
 // Elements -> bytes for the dtypes PyTorch's collectives report.
 std::int64_t dtype_bytes(std::string_view dtype) {
   std::string d(dtype);
@@ -115,6 +152,7 @@ class Recognizer {
     // Without MoE evidence or iterations there is nothing to materialise
     // (a phase alone gives no row of the breakdown): the trace stays as it is.
     if (!s_.moe && !s_.iterations_marked) return s_;
+    separate_point_to_point();
     infer_layers_and_directions();
     materialise();
     load_from_splits();
@@ -540,6 +578,64 @@ class Recognizer {
     }
     s_.iterations_marked = true;
     s_.iterations_from_steps = true;
+  }
+
+  // 2b. A pipeline stage's send/recv told from an all-to-all where no
+  // collective name did it (NCCL runs both in its SendRecv kernel, and
+  // batch_isend_irecv records only "coalesced"). For the all-to-all-class
+  // kernels outside every MoE range:
+  //  - the process group the trace recorded: a pipeline group, or a group
+  //    of two ranks (one peer), is point-to-point;
+  //  - else the communicator it ran on: another NCCL stream than the
+  //    rank's known all-to-alls (inside MoE ranges, or named) used.
+  // Pairing by time across ranks says nothing here: the stage pairs of a
+  // pipeline send at the same moment, so a send overlaps as many ranks' kernels
+  // as an all-to-all does.
+  void separate_point_to_point() {
+    std::vector<std::size_t> loose;
+    for (std::size_t i = 0; i < loose_a2a_.size(); ++i)
+      if (loose_a2a_[i]) loose.push_back(i);
+    if (loose.empty()) return;
+    auto point_to_point = [&](std::size_t i, const char* rule) {
+      kind_[i] = OpKind::kOtherComm;
+      loose_a2a_[i] = false;
+      ++s_.rules_used[rule];
+    };
+    std::vector<std::size_t> unnamed, named_a2a;
+    for (const auto i : loose) {
+      const auto* c = collective(t_.activities[i], launch_t_[i]);
+      if (c && is_all_to_all_name(c->name)) {
+        named_a2a.push_back(i);
+        continue;
+      }
+      if (c && is_pipeline_group(c->process_group))
+        point_to_point(i, "collective group: pipeline process group, send/recv not all-to-all");
+      else if (c && recorded_group_ranks(*c) == 2)
+        point_to_point(i, "collective group: two ranks (one peer), send/recv not all-to-all");
+      else
+        unnamed.push_back(i);
+    }
+    if (unnamed.empty()) return;
+    // The communicator: PyTorch gives every process group (and every
+    // send/recv pair) its own NCCL stream, so a kernel on a stream that none
+    // of the rank's known all-to-alls used ran on another group's
+    // communicator than the expert-parallel one.
+    std::set<std::pair<std::int32_t, std::int32_t>> a2a_streams;  // (rank, stream index)
+    auto known = [&](std::size_t i) {
+      const auto& a = t_.activities[i];
+      a2a_streams.emplace(a.rank.value, a.stream);
+    };
+    for (const auto i : named_a2a) known(i);
+    for (std::size_t i = 0; i < t_.activities.size(); ++i)
+      if (!loose_a2a_[i] && kind_[i] && (*kind_[i] == OpKind::kDispatchAllToAll || *kind_[i] == OpKind::kCombineAllToAll))
+        if (const auto* rule = kernel_rule(t_.activities[i]); rule && rule->category == Category::kAllToAll) known(i);
+    for (const auto i : unnamed) {
+      const auto& a = t_.activities[i];
+      const auto first = a2a_streams.lower_bound({a.rank.value, INT32_MIN});
+      if (first == a2a_streams.end() || first->first != a.rank.value) continue;  // no all-to-all known on the rank
+      if (!a2a_streams.count({a.rank.value, a.stream}))
+        point_to_point(i, "communicator: another stream than the MoE all-to-alls', send/recv not all-to-all");
+    }
   }
 
   // 3. Layers and all-to-all directions inferred by order.

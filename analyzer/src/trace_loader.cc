@@ -717,6 +717,8 @@ class TraceLoader {
       c.dtype = st.text(8);
       c.in_splits = parse_splits(st.text(12));
       c.out_splits = parse_splits(st.text(13));
+      c.group_ranks = st.text(10);
+      c.process_group = st.text(11);
       c.start_ns = st.int64(2);
       c.end_ns = st.int64(3);
       check_times(c.start_ns, c.end_ns, "collectives");

@@ -564,18 +564,114 @@ TEST(MoeRecognition, PipelineSendRecvIsNotAllToAll) {
   ASSERT_EQ(b.iterations.size(), 1u);
   EXPECT_EQ(b.iterations[0].t.at(Category::kAllToAll), 40'000);
   EXPECT_EQ(b.iterations[0].t.at(Category::kOtherComm), 60'000);
-  // Without the collective names the two are taken for an MoE layer's
-  // all-to-all (and counted as such): what the names are for.
-  Kineto bare;
-  bare.range("ProfilerStep#3", 0, 1000);
-  bare.range("nn.Module: MoELayer_1", 50, 40, 1, "python_function");
-  bare.kernel(kSendRecv, 20, 10, 30, 5);
-  bare.kernel(kSendRecv, 13, 100, 20, 51);
-  bare.kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", 7, 120, 40, 60);
-  bare.kernel(kSendRecv, 13, 160, 20, 70);
-  bare.kernel(kSendRecv, 21, 300, 30, 95);
-  const auto u = import_and_load({bare.write("pp_ep_bare.json")}, temp_path("pp_ep_bare.db"));
-  EXPECT_EQ(u.recognition.a2a_assumed_moe, 2);
+  // Without the collective names the communicator tells them apart: the
+  // send/recv ran on other NCCL streams (PyTorch gives each process group its
+  // own) than the all-to-alls inside the MoE layer. The same numbers.
+  for (const int p2p_stream : {20, 13}) {
+    SCOPED_TRACE(p2p_stream);
+    Kineto bare;
+    bare.range("ProfilerStep#3", 0, 1000);
+    bare.range("nn.Module: MoELayer_1", 50, 40, 1, "python_function");
+    bare.kernel(kSendRecv, p2p_stream, 10, 30, 5);
+    bare.kernel(kSendRecv, 13, 100, 20, 51);
+    bare.kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", 7, 120, 40, 60);
+    bare.kernel(kSendRecv, 13, 160, 20, 70);
+    bare.kernel(kSendRecv, p2p_stream + 1, 300, 30, 95);
+    const auto u = import_and_load({bare.write("pp_ep_bare.json")}, temp_path("pp_ep_bare.db"));
+    const auto bu = analyzer::compute_breakdown(u);
+    ASSERT_EQ(bu.iterations.size(), 1u);
+    if (p2p_stream == 20) {
+      EXPECT_EQ(u.recognition.a2a_assumed_moe, 0);
+      EXPECT_EQ(u.recognition.rules_used.count(
+                    "communicator: another stream than the MoE all-to-alls', send/recv not all-to-all"),
+                1u);
+      EXPECT_EQ(bu.iterations[0].t.at(Category::kAllToAll), 40'000);
+      EXPECT_EQ(bu.iterations[0].t.at(Category::kOtherComm), 60'000);
+    } else {
+      // One on the all-to-alls' own stream: nothing tells it from one, so it
+      // is taken for the MoE layer's (and said so).
+      EXPECT_EQ(u.recognition.a2a_assumed_moe, 1);
+      EXPECT_EQ(bu.iterations[0].t.at(Category::kAllToAll), 70'000);
+    }
+  }
+}
+
+// A pipeline-parallel + expert-parallel job of four ranks as Megatron-Core
+// runs it: PP = 2 stages, EP = 2 within each stage. The MoE all-to-alls are
+// all_to_all_single calls on the expert group's stream ("all_to_allv"); the
+// stages exchange activations through batch_isend_irecv, which the profiler
+// records as one "coalesced" collective of the pipeline group
+// (Megatron-Core's group_desc "PIPELINE_MODEL_PARALLEL_GROUP"; a second
+// variant records only its two ranks, a third nothing at all).
+// Each rank, by hand (us): stage 0 runs its MoE layer (dispatch [100,130],
+// expert GEMM [130,190], combine [190,220]) and sends [300,350]; stage 1
+// receives [300,350], then runs its layer shifted by 300 us (dispatch
+// [400,430], GEMM [430,490], combine [490,520]). The iteration window is
+// [100,350] on stage 0 and [300,520] on stage 1: all-to-all 60 us of 250
+// (0.24) and 60 of 220 (0.2727); the send/recv 50 us is other communication.
+// The expected shares are computed by an interval union over the kernels the
+// fixture itself names all_to_allv, independent of recognition.
+TEST(MoeRecognition, PipelinePlusExpertParallelRanks) {
+  constexpr const char* kSendRecv = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)";
+  constexpr const char* kGemm = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64";
+  enum class Record { kPipelineGroup, kTwoRanks, kNothing };
+  for (const auto record : {Record::kPipelineGroup, Record::kTwoRanks, Record::kNothing}) {
+    SCOPED_TRACE(static_cast<int>(record));
+    std::vector<std::string> files;
+    std::map<int, double> expected_share;
+    for (int rank = 0; rank < 4; ++rank) {
+      const int stage = rank / 2;
+      const int peer = stage == 0 ? rank + 2 : rank - 2;
+      const double shift = stage * 300;
+      auto a2a = [&](double elems) {
+        return nlohmann::json{{"Collective name", "all_to_allv"},
+                              {"In msg nelems", elems},
+                              {"Out msg nelems", elems},
+                              {"Group size", 2},
+                              {"dtype", "BFloat16"},
+                              {"Process Group Name", "5"},
+                              {"Process Group Description", "EXPERT_MODEL_PARALLEL_GROUP"},
+                              {"Process Group Ranks", stage == 0 ? "[0, 1]" : "[2, 3]"}};
+      };
+      nlohmann::json p2p = nlohmann::json::object();
+      if (record == Record::kPipelineGroup)
+        p2p = {{"Collective name", "coalesced"}, {"Process Group Name", "3"},
+               {"Process Group Description", "PIPELINE_MODEL_PARALLEL_GROUP"}};
+      else if (record == Record::kTwoRanks)
+        p2p = {{"Collective name", "coalesced"},
+               {"Process Group Ranks", fmt::format("[{}, {}]", std::min(rank, peer), std::max(rank, peer))}};
+      Kineto k;
+      k.range("ProfilerStep#4", 0, 600);
+      k.range("nn.Module: TransformerLayer_3", 40 + shift, 50, 1, "python_function");
+      k.range("nn.Module: MoELayer_3", 45 + shift, 40, 1, "python_function");
+      k.kernel(kSendRecv, 17, 100 + shift, 30, 50 + shift, 1, a2a(8192));
+      k.kernel(kGemm, 7, 130 + shift, 60, 60 + shift);
+      k.kernel(kSendRecv, 17, 190 + shift, 30, 70 + shift, 1, a2a(8192));
+      k.kernel(kSendRecv, 29, 300, 50, 200, 1, p2p);
+      files.push_back(k.write(fmt::format("pp_ep_rank{}.json", rank), rank, 4));
+      // The reference: all_to_allv kernels' union over the rank's busy window.
+      const double first = stage == 0 ? 100 : 300, last = stage == 0 ? 350 : 520;
+      expected_share[rank] = 60.0 / (last - first);
+    }
+    const auto t = import_and_load(files, temp_path("pp_ep_ranks.db"));
+    ASSERT_TRUE(t.recognition.moe);
+    EXPECT_EQ(t.recognition.a2a_assumed_moe, 0);
+    EXPECT_TRUE(t.recognition.rules_used.count("megatron-core: MoE layer module"));
+    const char* rule = record == Record::kPipelineGroup
+                           ? "collective group: pipeline process group, send/recv not all-to-all"
+                       : record == Record::kTwoRanks
+                           ? "collective group: two ranks (one peer), send/recv not all-to-all"
+                           : "communicator: another stream than the MoE all-to-alls', send/recv not all-to-all";
+    EXPECT_EQ(t.recognition.rules_used.count(rule), 1u) << rule;
+    const auto b = analyzer::compute_breakdown(t);
+    ASSERT_EQ(b.iterations.size(), 4u);  // one per rank
+    EXPECT_EQ(b.layers.size(), 1u);
+    for (const auto& row : b.iterations) {
+      SCOPED_TRACE(row.rank);
+      EXPECT_NEAR(row.t.share(Category::kAllToAll), expected_share[row.rank], 0.005);
+      EXPECT_EQ(row.t.at(Category::kOtherComm), 50'000);
+    }
+  }
 }
 
 // --- hand-built Nsight Systems export ---------------------------------------------

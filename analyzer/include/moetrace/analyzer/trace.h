@@ -192,6 +192,8 @@ struct Collective {
   std::int32_t group_size = -1;
   std::string dtype;
   std::vector<std::int64_t> in_splits, out_splits;  // all-to-all(v): elements per peer
+  std::string group_ranks;    // as recorded: "[0, 4]" (Kineto), "peer 3" (NCCL's NVTX payload)
+  std::string process_group;  // name and description: "12 (PIPELINE_MODEL_PARALLEL_GROUP)"
 };
 
 // What the NVTX-to-GPU projection (projection.h) did to a trace's activities.
