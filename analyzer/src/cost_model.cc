@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 #include <tuple>
@@ -158,7 +159,7 @@ struct OpSample {
 
 struct Group {
   std::vector<double> x, t, l, lone_x, lone_t, lone_l;  // l: simulator launches
-  std::set<std::string> kinds;
+  std::set<std::string, std::less<>> kinds;
 };
 
 // t = a L + b x without intercept (the simulator's compute form).
@@ -281,11 +282,13 @@ CostModel fit_cost_model(const Trace& trace) {
     if (!collective_kind(op.kind).empty()) instance_ranks.push_back({key_of(op), op.rank.value});
   std::sort(instance_ranks.begin(), instance_ranks.end());
   instance_ranks.erase(std::unique(instance_ranks.begin(), instance_ranks.end()), instance_ranks.end());
-  auto participants = [&](const OpRange& op) {
+  // An instance's place in instance_ranks (its first participant) and its
+  // participants.
+  auto instance_of = [&](const OpRange& op) {
     const auto key = key_of(op);
     auto lo = std::lower_bound(instance_ranks.begin(), instance_ranks.end(), std::pair{key, INT32_MIN});
     auto hi = std::lower_bound(lo, instance_ranks.end(), std::pair{key, INT32_MAX});
-    return static_cast<int>(hi - lo);
+    return std::pair{static_cast<std::size_t>(lo - instance_ranks.begin()), static_cast<int>(hi - lo)};
   };
 
   // Bytes of the copies attributed to each op (copy ops without op bytes).
@@ -306,9 +309,12 @@ CostModel fit_cost_model(const Trace& trace) {
     double min_seconds = INFINITY;
     bool lone = true;
   };
-  std::map<InstanceKey, Instance> instances;
+  std::vector<Instance> instances(instance_ranks.size());  // by instance_of's place; in key order
   std::map<std::string, Group> copies;
   std::map<std::pair<std::string, int>, Group> collectives;
+  // The group of an op kind (and x: flops or bytes), looked up once a kind.
+  constexpr std::size_t kKinds = std::numeric_limits<std::underlying_type_t<OpKind>>::max() + 1;
+  std::array<std::array<Group*, 2>, kKinds> group_of{};
   for (std::size_t o = 0; o < ops.size(); ++o) {
     const auto& op = ops[o];
     const auto c = class_of(op_category(op.kind));
@@ -348,19 +354,19 @@ CostModel fit_cost_model(const Trace& trace) {
     samples.push_back(s);
     if (work <= 0) continue;
 
-    const std::string kind(op_kind_name(op.kind));
+    const auto kind = op_kind_name(op.kind);
     Group* g = nullptr;
-    if (c == kComp) {
-      g = &compute[{kind, by_bytes ? "bytes" : "flops"}];
-    } else if (c == kMem) {
-      g = &copies[kind];
+    if (c == kComp || c == kMem) {
+      auto& cached = group_of[static_cast<std::size_t>(op.kind)][by_bytes ? 1 : 0];
+      if (!cached) cached = c == kComp ? &compute[{std::string(kind), by_bytes ? "bytes" : "flops"}] : &copies[std::string(kind)];
+      g = cached;
     } else if (auto ck = collective_kind(op.kind); !ck.empty()) {
-      int group = participants(op);
+      auto [place, group] = instance_of(op);
       if ((op.kind == OpKind::kMoeAllReduce || op.kind == OpKind::kTensorParallelAllReduce) && tensor_parallel > 0)
         group = static_cast<int>(tensor_parallel);
       if (ck == "send_recv") group = 2;
       // One point per collective instance, gathered below.
-      auto& inst = instances[key_of(op)];
+      auto& inst = instances[place];
       inst.group = &collectives[{std::string(ck), group}];
       samples.back().group = inst.group;
       inst.kind = kind;
@@ -370,7 +376,7 @@ CostModel fit_cost_model(const Trace& trace) {
       continue;
     }
     if (!g) continue;
-    g->kinds.insert(kind);
+    if (!g->kinds.contains(kind)) g->kinds.emplace(kind);
     const double launches = sim_launches(op.kind, op.phase);
     samples.back().group = g;
     samples.back().launches = launches;
@@ -383,7 +389,8 @@ CostModel fit_cost_model(const Trace& trace) {
       g->lone_l.push_back(launches);
     }
   }
-  for (auto& [key, inst] : instances) {
+  for (auto& inst : instances) {
+    if (!inst.group) continue;
     auto& g = *inst.group;
     g.kinds.insert(inst.kind);
     g.x.push_back(inst.max_bytes);

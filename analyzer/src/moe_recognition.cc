@@ -886,12 +886,16 @@ class Recognizer {
       }
     }
     if (a.correlation_id == 0) return nullptr;
-    auto it = std::lower_bound(t_.collectives.begin(), t_.collectives.end(), std::pair{a.rank, a.correlation_id},
-                               [](const Collective& c, const std::pair<RankId, std::int64_t>& k) {
-                                 return std::tie(c.rank, c.correlation_id) < std::tie(k.first, k.second);
-                               });
-    return it != t_.collectives.end() && it->rank == a.rank && it->correlation_id == a.correlation_id ? &*it
-                                                                                                      : nullptr;
+    if (by_correlation_.empty() && !t_.collectives.empty()) {
+      // A compact copy of the keys (the collectives are sorted by them): the
+      // search touches a few cache lines, not one collective record a step.
+      by_correlation_.reserve(t_.collectives.size());
+      for (const auto& c : t_.collectives) by_correlation_.push_back({c.rank.value, c.correlation_id});
+    }
+    const std::pair key{a.rank.value, a.correlation_id};
+    const auto it = std::lower_bound(by_correlation_.begin(), by_correlation_.end(), key);
+    return it != by_correlation_.end() && *it == key ? &t_.collectives[static_cast<std::size_t>(it - by_correlation_.begin())]
+                                                     : nullptr;
   }
 
   // Load per destination rank from the forward dispatches' split sizes.
@@ -939,6 +943,7 @@ class Recognizer {
   std::unordered_map<std::int64_t, const KernelRule*> kernel_rule_cache_;
   int ambiguous_directions_ = 0;
   std::vector<const Collective*> host_calls_;  // collectives without correlation id, by (rank, start)
+  std::vector<std::pair<std::int32_t, std::int64_t>> by_correlation_;  // (rank, correlation id) of t_.collectives
   bool host_calls_built_ = false;
 };
 
