@@ -634,7 +634,7 @@ class Recognizer {
       const auto first = a2a_streams.lower_bound({a.rank.value, INT32_MIN});
       if (first == a2a_streams.end() || first->first != a.rank.value) continue;  // no all-to-all known on the rank
       if (!a2a_streams.count({a.rank.value, a.stream}))
-        point_to_point(i, "communicator: another stream than the MoE all-to-alls', send/recv not all-to-all");
+        point_to_point(i, "communicator: another NCCL stream than the MoE all-to-alls' (send/recv, not an MoE all-to-all)");
     }
   }
 

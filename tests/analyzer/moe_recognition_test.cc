@@ -583,7 +583,7 @@ TEST(MoeRecognition, PipelineSendRecvIsNotAllToAll) {
     if (p2p_stream == 20) {
       EXPECT_EQ(u.recognition.a2a_assumed_moe, 0);
       EXPECT_EQ(u.recognition.rules_used.count(
-                    "communicator: another stream than the MoE all-to-alls', send/recv not all-to-all"),
+                    "communicator: another NCCL stream than the MoE all-to-alls' (send/recv, not an MoE all-to-all)"),
                 1u);
       EXPECT_EQ(bu.iterations[0].t.at(Category::kAllToAll), 40'000);
       EXPECT_EQ(bu.iterations[0].t.at(Category::kOtherComm), 60'000);
@@ -661,7 +661,7 @@ TEST(MoeRecognition, PipelinePlusExpertParallelRanks) {
                            ? "collective group: pipeline process group, send/recv not all-to-all"
                        : record == Record::kTwoRanks
                            ? "collective group: two ranks (one peer), send/recv not all-to-all"
-                           : "communicator: another stream than the MoE all-to-alls', send/recv not all-to-all";
+                           : "communicator: another NCCL stream than the MoE all-to-alls' (send/recv, not an MoE all-to-all)";
     EXPECT_EQ(t.recognition.rules_used.count(rule), 1u) << rule;
     const auto b = analyzer::compute_breakdown(t);
     ASSERT_EQ(b.iterations.size(), 4u);  // one per rank
