@@ -212,6 +212,16 @@ json hardware_json(const HardwareModelInfo& h) {
   json j = {{"source", h.source}, {"description", h.description}};
   if (h.terms.is_object()) j.update(h.terms);
   if (!j.contains("name")) j["name"] = "";
+  if (!h.fits.empty()) {
+    json fits = json::array();
+    for (const auto& f : h.fits) {
+      json e = {{"term", f.term}, {"source", f.source}, {"x", f.x},         {"points", f.points},
+                {"r2", num(f.r2)}, {"x_min", num(f.x_min)}, {"x_max", num(f.x_max)}};
+      if (!f.why.empty()) e["why"] = f.why;
+      fits.push_back(std::move(e));
+    }
+    j["fits"] = std::move(fits);
+  }
   return j;
 }
 

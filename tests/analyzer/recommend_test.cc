@@ -249,6 +249,62 @@ TEST(Recommend, AFitThatCannotSeparateStartupsIsNotUsed) {
   EXPECT_NE(r.notes.front().find("--calibrate"), std::string::npos) << r.notes.front();
 }
 
+// The fitted hardware model term by term: a trace whose expert GEMMs come in
+// sizes far apart and whose all-to-alls vary in size (pro-prophet's skewed
+// load) fits both, each with its R^2 and x range. Where the all-to-all is
+// measured at one size only, its term comes from the preset (the model's
+// all-to-all at P is the preset's, said in a note and in the fits list) and
+// the expert GEMMs stay fitted.
+TEST(Recommend, FittedModelTermByTermWithPresetFallback) {
+  sim::RunSpec spec = sim::run_preset("pro-prophet-gpt-s");
+  spec.common.iterations = 2;
+  const Trace t = simulated_trace(spec, "fit_terms");
+  RecommendOptions o;
+  o.prefer_fitted = true;
+  o.simulate = false;
+  Analyses a = analyze(t);
+  const auto r = recommend(t, a, o);
+  ASSERT_EQ(r.hardware.source, "fitted");
+  const int P = layer0(r).workload.ranks;
+  auto term = [&](const Recommendations& rec, const std::string& name) -> const HardwareFitTerm* {
+    for (const auto& f : rec.hardware.fits)
+      if (f.term == name) return &f;
+    return nullptr;
+  };
+  const std::string a2a_term = "all-to-all at P = " + std::to_string(P);
+  for (const auto* name : {"expert GEMMs", a2a_term.c_str()}) {
+    const auto* f = term(r, name);
+    ASSERT_NE(f, nullptr) << name;
+    EXPECT_EQ(f->source, "fitted") << name;
+    EXPECT_GT(f->points, 2) << name;
+    EXPECT_GT(f->x_max, f->x_min) << name;
+    EXPECT_GT(f->r2, 0) << name;
+  }
+  EXPECT_NE(r.hardware.description.find("R^2"), std::string::npos) << r.hardware.description;
+
+  // The all-to-all fit reduced to one size.
+  for (auto& f : a.cost_model.collectives)
+    if (f.kind == "all_to_all" && f.group_size == P) f.fit.method = "mean_rate";
+  const auto partial = recommend(t, a, o);
+  ASSERT_EQ(partial.hardware.source, "fitted");
+  const auto* gemm = term(partial, "expert GEMMs");
+  const auto* a2a = term(partial, a2a_term);
+  ASSERT_TRUE(gemm && a2a);
+  EXPECT_EQ(gemm->source, "fitted");
+  EXPECT_EQ(a2a->source, "preset");
+  EXPECT_NE(a2a->why.find("one size"), std::string::npos) << a2a->why;
+  const auto preset = sim::cost_model_preset("h100-nvlink-ib").collective(plan::CollectiveKind::kAllToAllV).at(P);
+  EXPECT_DOUBLE_EQ(partial.hardware.terms["all_to_all"]["beta_s_per_byte"].get<double>(), preset.beta_s);
+  EXPECT_DOUBLE_EQ(partial.hardware.terms["expert_seconds_per_flop"].get<double>(),
+                   r.hardware.terms["expert_seconds_per_flop"].get<double>());
+  EXPECT_TRUE(std::any_of(partial.notes.begin(), partial.notes.end(), [&](const std::string& n) {
+    return n.rfind(a2a_term + ": the h100-nvlink-ib preset's term is used", 0) == 0;
+  }));
+  const auto j = recommendations_to_json(partial);
+  EXPECT_EQ(schema_errors(j), std::vector<std::string>{});
+  EXPECT_EQ(j["hardware_model"]["fits"][1]["source"], "preset");
+}
+
 TEST(Recommend, CalibratedFitGivesTheSameAdvice) {
   // The issue-5 loop: calibrate the hardware (run --calibrate), fit that
   // trace (moetrace fit), recommend for a workload with the fitted model.

@@ -111,47 +111,91 @@ nlohmann::json hardware_terms(const sim::CostModel& m, int ranks) {
             {"eta_all", m.interference.eta_all}}}};
 }
 
-// The fitted model as the simulator's CostModel, where the trace measured
-// what the recommenders need most: the expert GEMMs (per launch and per
-// FLOP) and the all-to-all at the run's P.
-std::optional<Hardware> fitted_hardware(const Trace& t, const CostModel& fits, std::vector<std::string>& notes) {
-  int P = std::max(1, t.run.world_size);
-  for (const auto& e : t.expert_load) P = std::max(P, e.src_rank + 1);
+// The fitted model as the simulator's CostModel, term by term: each term the
+// trace measures well enough is fitted (R^2 and x range reported), every
+// other one comes from the preset, and the notes say which and why. The
+// expert GEMMs need startup separated from throughput (Theorem 1 trades the
+// two: a fit of one size only, "mean_rate", or of GEMM counts proportional
+// to FLOPs, as forward and backward of one layer are, would make every split
+// look free); the all-to-all likewise at the layer's P. nullopt where the
+// trace measures none of the two.
+std::optional<Hardware> fitted_hardware(const Trace& t, const CostModel& fits, int P, std::vector<std::string>& notes) {
+  constexpr const char* kBase = "h100-nvlink-ib";
+  std::vector<HardwareFitTerm> terms;
+  auto add = [&](std::string term, const LinearFit& f, const std::string& x, std::string why) {
+    HardwareFitTerm h{std::move(term), why.empty() ? "fitted" : "preset", x, f.points, f.r2, f.x_min, f.x_max,
+                      std::move(why)};
+    terms.push_back(std::move(h));
+  };
+  nlohmann::json j = sim_cost_model_json(t, fits, kBase);
+  // Expert GEMMs.
   const CostModelFit* ffn = fits.find_compute("expert_ffn");
+  std::string ffn_why;
+  if (!ffn || !ffn->launch_fit.usable)
+    ffn_why = "no expert GEMM measured";
+  else if (ffn->fit.method != "least_squares" || !(ffn->fit.x_max > 2.0 * ffn->fit.x_min))
+    ffn_why = fmt::format("{} point{} from {:.3g} to {:.3g} FLOPs cannot separate startup from throughput (sizes "
+                          "less than 2x apart)",
+                          ffn->fit.points, ffn->fit.points == 1 ? "" : "s", ffn->fit.x_min, ffn->fit.x_max);
+  add("expert GEMMs", ffn ? ffn->fit : LinearFit{}, "flops", ffn_why);
+  if (!ffn_why.empty() && j.contains("compute_by_kind")) j["compute_by_kind"].erase("expert_ffn");
+  // The all-to-all at the layer's P.
   const CostModelFit* a2a = fits.find_collective("all_to_all", P);
-  if (!ffn || !ffn->launch_fit.usable || !a2a || !a2a->fit.usable()) return std::nullopt;
-  // Startups (alpha) decide the pipeline degree: a fit that cannot separate
-  // them from the per-byte / per-FLOP terms (one size only: "mean_rate", or
-  // GEMM counts proportional to FLOPs, as forward and backward of one layer
-  // are) would make every split look free.
-  const bool gemm_separable = ffn->fit.method == "least_squares" && ffn->fit.x_max > 2.0 * ffn->fit.x_min;
-  if (!gemm_separable || a2a->fit.method != "least_squares") {
-    notes.push_back(fmt::format(
-        "the trace's own ops cannot separate startup from throughput ({} expert-FFN sizes from {:.3g} to {:.3g} "
-        "FLOPs, all-to-all at P = {} fitted by {}): its fit is not used; calibrate the hardware with `moetrace run "
-        "--calibrate`, fit that trace with `moetrace fit`, and pass the result with --cost-model",
-        ffn->fit.points, ffn->fit.x_min, ffn->fit.x_max, P, a2a->fit.method));
+  std::string a2a_why;
+  if (!a2a || !a2a->fit.usable())
+    a2a_why = fmt::format("no all-to-all measured at P = {}", P);
+  else if (a2a->fit.method != "least_squares")
+    a2a_why = fmt::format("{} point{} of one size: startup and bandwidth inseparable", a2a->fit.points,
+                          a2a->fit.points == 1 ? "" : "s");
+  add(fmt::format("all-to-all at P = {}", P), a2a ? a2a->fit : LinearFit{}, "bytes", a2a_why);
+  if (!a2a_why.empty() && j.contains("collectives") && j["collectives"].contains("all_to_all_v")) {
+    auto& points = j["collectives"]["all_to_all_v"];
+    nlohmann::json kept = nlohmann::json::array();
+    for (const auto& pt : points)
+      if (pt.value("ranks", 0) != P) kept.push_back(pt);
+    if (kept.empty()) j["collectives"].erase("all_to_all_v");
+    else points = kept;
+  }
+  // The rest as the fit took them (sim_cost_model_json keeps usable fits only).
+  for (const auto& f : fits.collectives)
+    if (f.kind != "all_to_all")
+      add(fmt::format("{} at P = {}", f.kind, f.group_size), f.fit, "bytes",
+          f.fit.usable() ? "" : "no usable measurement");
+  for (const auto& f : fits.copies) add("copies (" + f.kind + ")", f.fit, "bytes", f.fit.usable() ? "" : "no usable measurement");
+  if (!ffn_why.empty() && !a2a_why.empty()) {
+    notes.push_back(fmt::format("the trace's own ops fit neither the expert GEMMs ({}) nor the all-to-all ({}): "
+                                "its fit is not used; calibrate the hardware with `moetrace run --calibrate`, fit "
+                                "that trace with `moetrace fit`, and pass the result with --cost-model",
+                                ffn_why, a2a_why));
     return std::nullopt;
   }
   Hardware h;
   try {
-    h.model = sim::cost_model_from_json(sim_cost_model_json(t, fits, "h100-nvlink-ib").dump());
+    h.model = sim::cost_model_from_json(j.dump());
   } catch (const Error& e) {
     notes.push_back(fmt::format("the fitted cost model is unusable ({}); not used", e.what()));
     return std::nullopt;
   }
   h.info.source = "fitted";
-  h.info.description = fmt::format(
-      "fitted from the trace (moetrace fit): expert GEMMs {:.3g} us per GEMM + {:.3g} TFLOP/s ({} points, "
-      "R^2 {:.3f}), all-to-all at P = {}: {:.3g} us + {:.3g} GB/s ({} points, R^2 {:.3f}); everything not measured "
-      "from the h100-nvlink-ib preset",
-      ffn->launch_fit.alpha_per_launch * 1e6, ffn->launch_fit.beta > 0 ? 1e-12 / ffn->launch_fit.beta : 0.0,
-      ffn->fit.points, ffn->fit.r2, P, a2a->fit.alpha * 1e6, a2a->fit.beta > 0 ? 1e-9 / a2a->fit.beta : 0.0,
-      a2a->fit.points, a2a->fit.r2);
+  std::string fitted_list, preset_list;
+  for (const auto& term : terms) {
+    auto& list = term.source == "fitted" ? fitted_list : preset_list;
+    list += (list.empty() ? "" : "; ") +
+            (term.source == "fitted"
+                 ? fmt::format("{} ({} points, R^2 {:.3f}, {} {:.3g}-{:.3g})", term.term, term.points, term.r2, term.x,
+                               term.x_min, term.x_max)
+                 : fmt::format("{} ({})", term.term, term.why));
+  }
+  h.info.description = fmt::format("fitted from the trace: {}; from the {} preset: {}", fitted_list, kBase,
+                                   preset_list.empty() ? "everything not measured" : preset_list + "; everything else");
+  for (const auto& term : terms)
+    if (term.source == "preset" && (term.term == "expert GEMMs" || term.term.starts_with("all-to-all")))
+      notes.push_back(fmt::format("{}: the {} preset's term is used ({})", term.term, kBase, term.why));
+  h.info.fits = std::move(terms);
   return h;
 }
 
-Hardware resolve_hardware(const Trace& t, const RecommendOptions& o, const CostModel* fits,
+Hardware resolve_hardware(const Trace& t, const RecommendOptions& o, const CostModel* fits, int P,
                           std::vector<std::string>& notes) {
   Hardware h;
   if (o.cost_model) {
@@ -167,11 +211,11 @@ Hardware resolve_hardware(const Trace& t, const RecommendOptions& o, const CostM
       fitted_here = fit_cost_model(t);
       fits = &fitted_here;
     }
-    return fitted_hardware(t, *fits, notes);
+    return fitted_hardware(t, *fits, P, notes);
   };
   if (o.prefer_fitted) {
     if (auto f = fitted()) return *f;
-    notes.push_back("--cost-model fitted: the trace does not measure the expert GEMMs and the all-to-all at its P "
+    notes.push_back("--cost-model fitted: the trace measures neither the expert GEMMs nor the all-to-all at its P "
                     "well enough to fit them");
   }
   if (const auto json = t.config_value("sim.cost_model_json"); !json.empty()) {
@@ -842,7 +886,7 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
     return out;
   }
   progress("fitting", 0.0);
-  const Hardware hw = resolve_hardware(trace, o, fits, out.notes);
+  const Hardware hw = resolve_hardware(trace, o, fits, workloads.front().ranks, out.notes);
   hw.model.validate();
   out.hardware = hw.info;
   out.hardware.terms = hardware_terms(hw.model, workloads.front().ranks);

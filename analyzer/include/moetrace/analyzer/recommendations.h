@@ -35,9 +35,21 @@
 namespace moetrace::analyzer {
 
 // The hardware model the recommenders used and where it came from.
+// One term of a hardware model fitted from the trace: measured, or taken
+// from the preset where the trace does not measure it well enough.
+struct HardwareFitTerm {
+  std::string term;    // "expert GEMMs", "all-to-all at P = 8", "all-reduce at P = 4", "copies d2h", ...
+  std::string source;  // "fitted" or "preset"
+  std::string x;       // "flops" or "bytes"
+  int points = 0;
+  double r2 = 0, x_min = 0, x_max = 0;
+  std::string why;     // source "preset": what the trace lacks
+};
+
 struct HardwareModelInfo {
   std::string source;  // "given", "trace", "fitted", "preset"
   std::string description;
+  std::vector<HardwareFitTerm> fits;  // source "fitted": each term, fitted or preset
   // The model's name and the terms the recommenders read from it (expert
   // GEMMs, the all-to-all at the layer's P, link sharing, interference), as
   // the report prints them under "hardware_model".
