@@ -450,29 +450,94 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
 
 namespace {
 
-// Replay (recommendations.h): the pipeline advice's time at the trace's own
-// r (simulated where it simulated, else Theorem 1's closed form) against
-// the measured layer time, and per term: the expert computation r t_e(r)
-// (Eq. 15) and the dispatch + combine 2 r t_d(r) (Eq. 17) of each pass.
-void replay_layer(const Breakdown& b, LayerRecommendation& L) {
+// The configuration the trace ran, as a what-if of its layer: its variant,
+// pipeline degree and reuse strategy, DPMoE's capacity padding,
+// Pro-Prophet's n and alpha, the experts FasterMoE shadowed in the layer's
+// iteration. A trace of another tool runs as its ops show: pipemoe at its r
+// (r = 1: plain expert parallelism). nullopt: a variant no what-if builds.
+std::optional<WhatIf> own_configuration(const Trace& trace, const LayerRecommendation& L) {
+  WhatIf w;
+  w.window = LayerWindow::kMoeLayer;  // what the measured layer time spans
+  const std::string& v = L.variant;
+  if (v.empty() || v == "pipemoe" || v == "mpipemoe") {
+    w.variant = v.empty() ? "pipemoe" : v;
+    w.partitions = std::max(1, L.pipeline.current_r);
+    if (v == "mpipemoe") {
+      const auto s = trace.config_value("strategy");
+      w.strategy = plan::parse_reuse_strategy(s.empty() ? "none" : s);
+      if (w.partitions < 2) w.strategy = plan::ReuseStrategy::kNone;
+    }
+  } else if (v == "dpmoe") {
+    w.variant = "dpmoe";
+    w.capacity_padding = trace.config_value("dpmoe.capacity_padding") == "true";
+  } else if (v == "pro_prophet") {
+    w.variant = "pro_prophet";
+    w.pro_prophet_n = config_number<int>(trace, "pro_prophet.n").value_or(0);
+    w.pro_prophet_alpha = config_number<double>(trace, "pro_prophet.alpha").value_or(0.25);
+  } else if (v == "fastermoe") {
+    w.variant = "fastermoe";
+    std::set<int> shadow;
+    for (const auto& p : trace.placements)
+      if (p.layer == L.layer && p.iteration == L.workload.iteration && p.role == "shadow") shadow.insert(p.expert);
+    w.shadow_experts.assign(shadow.begin(), shadow.end());
+  } else {
+    return std::nullopt;
+  }
+  return w;
+}
+
+// Replay (recommendations.h): the trace's own configuration on the hardware
+// model against the measured layer time, and per term: the expert
+// computation and the all-to-alls. Simulated where the what-ifs can build the
+// configuration (the busiest rank's expert and all-to-all time); else the
+// pipeline advice at the trace's r by Theorem 1's closed form: the expert
+// computation r t_e(r) (Eq. 15) and the dispatch + combine 2 r t_d(r) (Eq. 17)
+// of each pass.
+void replay_layer(const Trace& trace, const RecommendOptions& o, const Hardware& hw, const Breakdown& b,
+                  LayerRecommendation& L) {
   auto& rp = L.replay;
   const auto& a = L.pipeline;
   if (!a.computed || !(L.measured_layer_s > 0) || !(a.predicted_current_s > 0)) return;
   rp.computed = true;
-  rp.measured_s = L.measured_layer_s;
-  rp.simulated_s = a.predicted_current_s;
-  rp.basis = a.basis;
-  rp.error = rp.simulated_s / rp.measured_s - 1;
+  // The iteration whose load the workload holds: loads drift between
+  // iterations, so the mean over them is not what the replay ran. Per pass
+  // the slowest rank's window (as measured_layer_s), the terms per rank.
+  std::map<int, std::int64_t> window;  // phase -> slowest rank's window
+  std::set<int> ranks;
+  double compute_ns = 0, a2a_ns = 0;
+  for (const auto& row : b.rows) {
+    if (row.layer != L.layer || row.iteration != L.workload.iteration) continue;
+    auto& w = window[static_cast<int>(row.phase)];
+    w = std::max(w, row.t.window_ns);
+    ranks.insert(row.rank);
+    compute_ns += static_cast<double>(row.t.at(Category::kExpertCompute));
+    a2a_ns += static_cast<double>(row.t.at(Category::kAllToAll));
+  }
+  if (window.empty()) {
+    rp.measured_s = L.measured_layer_s;
+  } else {
+    rp.measured_s = 0;
+    for (const auto& [phase, ns] : window) rp.measured_s += static_cast<double>(ns) * 1e-9;
+    rp.measured_compute_s = compute_ns * 1e-9 / static_cast<double>(ranks.size());
+    rp.measured_all_to_all_s = a2a_ns * 1e-9 / static_cast<double>(ranks.size());
+  }
+  rp.simulated_s = a.closed_form_current_s;
+  rp.basis = "closed_form";
   const int r = std::max(1, a.current_r);
   const double rr = static_cast<double>(r);
   rp.model_compute_s = rr * (a.terms.forward.t_e(r) + a.terms.backward.t_e(r));
   rp.model_all_to_all_s = 2 * rr * (a.terms.forward.t_d(r) + a.terms.backward.t_d(r));
-  for (const auto& s : b.layers) {
-    if (s.layer != L.layer || s.ranks <= 0 || s.iterations <= 0) continue;
-    const double per = 1e-9 / (static_cast<double>(s.ranks) * static_cast<double>(s.iterations));
-    rp.measured_compute_s = static_cast<double>(s.total.at(Category::kExpertCompute)) * per;
-    rp.measured_all_to_all_s = static_cast<double>(s.total.at(Category::kAllToAll)) * per;
-  }
+  if (o.simulate && L.workload.ranks <= o.max_simulated_ranks)
+    if (const auto own = own_configuration(trace, L)) {
+      const auto res = simulate_layer(L.workload, hw.model, *own);
+      if (res.ok) {
+        rp.basis = "simulation";
+        rp.simulated_s = res.layer_s();
+        rp.model_compute_s = res.compute_s;
+        rp.model_all_to_all_s = res.all_to_all_s;
+      }
+    }
+  rp.error = rp.simulated_s / rp.measured_s - 1;
   rp.unreliable = std::fabs(rp.error) > kReplayTolerance;
   if (!rp.unreliable) return;
   // The term whose model is furthest from its measurement, where one is off
@@ -927,7 +992,7 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
     L.measured_layer_s = meas.layer_s;
     L.iterations = meas.iterations;
     advise_pipeline(trace, o, hw, L);
-    replay_layer(b, L);
+    replay_layer(trace, o, hw, b, L);
     if (auto r = runs.find(L.layer); r != runs.end() && r->second.size() > 1) {
       L.pipeline.runs = r->second;
       L.pipeline.measured = mpipemoe_range_search(r->second, L.workload.max_tokens_per_rank());

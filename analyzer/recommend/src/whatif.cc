@@ -184,7 +184,15 @@ WhatIfResult simulate_layer(const MoeLayerWorkload& w, const sim::CostModel& m, 
     }
     plan::Plan p;
     if (what.variant == "dpmoe") {
-      p = plan::build_dpmoe(plan::DpMoeConfig{common}, load);
+      plan::DpMoeConfig c{common};
+      c.capacity_padding = what.capacity_padding;
+      p = plan::build_dpmoe(c, load);
+    } else if (what.variant == "fastermoe") {
+      plan::FasterMoeConfig c;
+      c.common = common;
+      c.shadow_experts = what.shadow_experts;
+      if (what.planner) c.model = *what.planner;
+      p = plan::build_fastermoe(c, load);
     } else if (what.variant == "pipemoe") {
       sim::RunSpec spec;
       spec.variant = "pipemoe";
@@ -211,11 +219,15 @@ WhatIfResult simulate_layer(const MoeLayerWorkload& w, const sim::CostModel& m, 
     const sim::SimResult r = sim::simulate(p, m);
     // Per (rank, phase): [first start, last end] of the chosen ops.
     std::map<std::pair<int, int>, std::pair<double, double>> win;
+    std::map<int, std::pair<double, double>> busy;  // rank -> (compute, all-to-all)
     for (const auto& op : p.ops) {
       if (op.coords.layer != 0) continue;
       const bool in = what.window == LayerWindow::kPipeline ? pipeline_kind(op.kind) : op_kind_info(op.kind).moe_layer;
       if (!in || op.coords.phase == Phase::kOther) continue;
       const auto i = static_cast<std::size_t>(op.id.value);
+      const Category cat = op_category(op.kind);
+      if (cat == Category::kExpertCompute) busy[op.rank.value].first += r.end_s[i] - r.start_s[i];
+      if (cat == Category::kAllToAll) busy[op.rank.value].second += r.end_s[i] - r.start_s[i];
       auto [it, fresh] = win.try_emplace({op.rank.value, static_cast<int>(op.coords.phase)}, r.start_s[i], r.end_s[i]);
       if (!fresh) {
         it->second.first = std::min(it->second.first, r.start_s[i]);
@@ -225,6 +237,10 @@ WhatIfResult simulate_layer(const MoeLayerWorkload& w, const sim::CostModel& m, 
     for (const auto& [key, span] : win) {
       double& slot = key.second == static_cast<int>(Phase::kForward) ? out.forward_s : out.backward_s;
       slot = std::max(slot, span.second - span.first);
+    }
+    for (const auto& [rank, b] : busy) {
+      out.compute_s = std::max(out.compute_s, b.first);
+      out.all_to_all_s = std::max(out.all_to_all_s, b.second);
     }
     out.makespan_s = r.makespan_s;
     for (const auto& mem : r.memory) out.peak_bytes = std::max(out.peak_bytes, mem.peak_bytes);

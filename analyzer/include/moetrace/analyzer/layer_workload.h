@@ -45,6 +45,10 @@ struct WhatIfResult {
   double layer_s() const { return forward_s + backward_s; }
   double makespan_s = 0;
   std::int64_t peak_bytes = 0;  // device memory, the highest rank
+  // Per iteration and rank, both passes, the busiest rank: time in expert
+  // computation (FFN, recompute) and in all-to-alls (dispatch, combine,
+  // re-communicate) among the window's ops.
+  double compute_s = 0, all_to_all_s = 0;
 };
 
 }  // namespace moetrace::analyzer

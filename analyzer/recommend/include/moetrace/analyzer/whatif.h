@@ -74,8 +74,10 @@ enum class LayerWindow : std::uint8_t {
 };
 
 struct WhatIf {
-  std::string variant = "pipemoe";  // "dpmoe", "pipemoe", "mpipemoe", "pro_prophet"
+  std::string variant = "pipemoe";  // "dpmoe", "pipemoe", "mpipemoe", "pro_prophet", "fastermoe"
   int partitions = 1;               // pipemoe r / mpipemoe n
+  bool capacity_padding = false;    // dpmoe: every (rank, expert) segment padded to the capacity
+  std::vector<int> shadow_experts;  // fastermoe: the experts shadowed (empty: none)
   plan::ReuseStrategy strategy = plan::ReuseStrategy::kNone;
   int pro_prophet_n = 0;
   double pro_prophet_alpha = 0.25;
