@@ -111,20 +111,6 @@ bool is_pipeline_group(std::string_view process_group) {
   return false;
 }
 
-// The ranks a collective record names: "[0, 4]" -> 2; "peer 3" (one peer of
-// a send or recv) -> 2 with this rank; -1 when it names none.
-int recorded_group_ranks(const Collective& c) {
-  if (c.group_ranks.starts_with("peer")) return 2;
-  int n = 0;
-  bool digit = false;
-  for (char ch : c.group_ranks) {
-    const bool d = ch >= '0' && ch <= '9';
-    if (d && !digit) ++n;
-    digit = d;
-  }
-  return n > 0 ? n : c.group_size > 0 ? c.group_size : -1;
-}
-
 // Elements -> bytes for the dtypes PyTorch's collectives report.
 std::int64_t dtype_bytes(std::string_view dtype) {
   std::string d(dtype);
@@ -610,7 +596,7 @@ class Recognizer {
       }
       if (c && is_pipeline_group(c->process_group))
         point_to_point(i, "collective group: pipeline process group, send/recv not all-to-all");
-      else if (c && recorded_group_ranks(*c) == 2)
+      else if (c && c->recorded_ranks() == 2)
         point_to_point(i, "collective group: two ranks (one peer), send/recv not all-to-all");
       else
         unnamed.push_back(i);

@@ -268,6 +268,52 @@ TEST(ModelSpec, ExpertParallelGroupFromTheAllToAlls) {
       << notes.front();
 }
 
+// Parallel sizes from the process groups the collectives record, by the
+// groups' descriptions as Megatron-Core (group_desc) and a DeviceMesh
+// ("mesh_tp") name them, in another case than theirs: TP 2 and PP 2 are
+// printed with their groups, EP comes from the expert group where the
+// all-to-alls record no group size, combined groups (expert-data) count for
+// no dimension, and a model file's other TP is a conflict naming both.
+TEST(ModelSpec, ParallelSizesFromTheProcessGroups) {
+  const auto path = testing::temp_path("model_spec_groups.db");
+  testing::write_text_trace(
+      path, std::string(kImported) +
+                "collective rank=0 start=10 end=30 name=all_to_allv process_group=3(expert_model_parallel_group) "
+                "group_ranks=[0,1]\n"
+                "collective rank=0 start=40 end=50 name=allreduce process_group=mesh_tp group_ranks=[0,2]\n"
+                "collective rank=0 start=60 end=70 name=coalesced process_group=Pipeline_Model_Parallel_Group "
+                "group_ranks=[0,4]\n"
+                "collective rank=0 start=80 end=90 name=allreduce process_group=EXPERT_DATA_PARALLEL_GROUP "
+                "group_ranks=[0,8,16,24]\n");
+  const Trace t = load_trace(path);
+  const ModelSpec m = parse_model_spec("--num-experts 4 --moe-router-topk 2 --hidden-size 64 --moe-ffn-hidden-size 128 "
+                                       "--bf16",
+                                       "train.sh");
+  std::vector<std::string> notes;
+  const auto ws = moe_layer_workloads(t, &notes, {&m, -1});
+  ASSERT_EQ(ws.size(), 1u);
+  EXPECT_EQ(ws[0].ranks, 2);
+  auto noted = [&](const std::string& s) {
+    return std::any_of(notes.begin(), notes.end(), [&](const std::string& n) { return n.find(s) != std::string::npos; });
+  };
+  EXPECT_TRUE(noted("EP 2 (\"3(expert_model_parallel_group)\")")) << notes.front();
+  EXPECT_TRUE(noted("TP 2 (\"mesh_tp\")"));
+  EXPECT_TRUE(noted("PP 2 (\"Pipeline_Model_Parallel_Group\")"));
+  EXPECT_FALSE(noted("DP"));
+  EXPECT_TRUE(noted("expert-parallel group of 2 ranks (the trace's process group"));
+  const ModelSpec tp4 = parse_model_spec("--num-experts 4 --moe-router-topk 2 --hidden-size 64 --moe-ffn-hidden-size 128 "
+                                         "--tensor-model-parallel-size 4 --bf16",
+                                         "train.sh");
+  try {
+    moe_layer_workloads(t, nullptr, {&tp4, -1});
+    FAIL() << "no conflict reported";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "the tensor-parallel size is 2 in the trace (its process group \"mesh_tp\") but 4 in train.sh: "
+              "--tensor-model-parallel-size");
+  }
+}
+
 TEST(ModelSpec, TraceAndModelThatDisagreeNameBothSources) {
   const auto path = testing::temp_path("model_spec_conflict.db");
   testing::write_text_trace(path, std::string(kImported) + "layer layer=0 experts=4 top_k=2 model_dim=32 hidden_dim=128\n");

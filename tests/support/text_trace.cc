@@ -179,6 +179,8 @@ void write_text_trace(const std::string& path, std::string_view text) {
       c.correlation_id = l.num("corr", 0);
       c.name = l.take("name", "all_to_all");
       c.group_size = static_cast<std::int32_t>(l.num("group_size", -1));
+      c.process_group = l.take("process_group", "");
+      c.group_ranks = l.take("group_ranks", "");
       w.add(c);
     } else if (l.type == "layer") {
       instrument::LayerRecord r{.layer = static_cast<int>(l.num("layer")), .kind = l.take("kind", "moe"),

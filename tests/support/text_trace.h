@@ -12,6 +12,7 @@
 //          (ids are 1, 2, ... in file order; an op names one with nvtx=ID)
 //   layer  layer=0 experts=4 top_k=1 model_dim=1024 hidden_dim=4096 tokens=8192
 //   collective rank=0 start=0 end=50 name=all_to_all group_size=4 corr=7   (Kineto's record of an NCCL kernel)
+//     [process_group=DESCRIPTION group_ranks=[0,4]]
 //   config model.elem_bytes=2 partitions=4      (run_config entries)
 //   alloc  rank=0 ts=0 address=4096 bytes=1024 buffer=1 memory_kind=1  (free: same keys)
 //   buffer id=1 rank=0 tag=T_DI bytes=1024 layer=0 alloc=0 free=500

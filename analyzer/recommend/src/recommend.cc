@@ -270,6 +270,65 @@ std::optional<T> agree(int layer, std::string_view what, std::optional<T> traced
   return std::nullopt;
 }
 
+// The parallel dimension a process group serves, by its description as
+// frameworks name their groups: Megatron-Core's TENSOR_MODEL_PARALLEL_GROUP,
+// PIPELINE_MODEL_PARALLEL_GROUP, DATA_PARALLEL_GROUP,
+// EXPERT_MODEL_PARALLEL_GROUP (megatron/core/parallel_state.py, group_desc);
+// a DeviceMesh's "mesh_tp", "mesh_pp", "mesh_dp", "mesh_ep" (torchtitan's
+// dimension names). Combined groups (TENSOR_AND_DATA, EXPERT_DATA,
+// EXPERT_TENSOR, DATA_..._WITH_CP) serve no one dimension: 0.
+char parallel_dimension(std::string_view process_group) {
+  std::set<std::string> words;
+  std::string w;
+  for (char ch : std::string(process_group) + " ") {
+    if (std::isalnum(static_cast<unsigned char>(ch)) != 0) {
+      w += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    } else if (!w.empty()) {
+      words.insert(w);
+      w.clear();
+    }
+  }
+  auto has = [&](const char* x) { return words.count(x) > 0; };
+  const int named = has("expert") + has("tensor") + has("data") + has("pipeline") + has("context") + has("cp") + has("and");
+  if (named == 1 && has("expert")) return 'e';
+  if (named == 1 && has("tensor")) return 't';
+  if (named == 1 && has("pipeline")) return 'p';
+  if (named == 1 && has("data")) return 'd';
+  if (named == 0) {
+    if (has("ep")) return 'e';
+    if (has("tp")) return 't';
+    if (has("pp")) return 'p';
+    if (has("dp")) return 'd';
+  }
+  return 0;
+}
+
+struct TracedParallel {
+  std::map<char, std::pair<int, std::string>> sizes;  // dimension -> (ranks, the group's description)
+  std::optional<int> size(char d) const {
+    auto it = sizes.find(d);
+    return it == sizes.end() ? std::nullopt : std::optional<int>(it->second.first);
+  }
+};
+
+// Per dimension the group size its collectives record most often.
+TracedParallel traced_parallel(const Trace& t) {
+  std::map<char, std::map<std::pair<int, std::string>, std::int64_t>> seen;
+  for (const auto& c : t.collectives)
+    if (const char d = parallel_dimension(c.process_group); d != 0)
+      if (const int n = c.recorded_ranks(); n > 0) ++seen[d][{n, c.process_group}];
+  TracedParallel out;
+  for (const auto& [d, by] : seen) {
+    std::int64_t most = 0;
+    for (const auto& [key, count] : by)
+      if (count > most) {
+        most = count;
+        out.sizes[d] = key;
+      }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vector<std::string>* notes,
@@ -305,11 +364,32 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
       most_calls = n;
       traced_ep = g;
     }
-  if (const auto ep = agree<int>(-1, "the expert-parallel group", traced_ep, "its all-to-alls' group size",
+  // The process groups the collectives name: tensor, pipeline, data and
+  // expert parallel sizes, each checked against the model file's.
+  const auto groups = traced_parallel(trace);
+  std::string ep_source = "the group size the trace's all-to-alls record", ep_in_trace = "its all-to-alls' group size";
+  if (!traced_ep && groups.size('e')) {
+    traced_ep = groups.size('e');
+    ep_in_trace = fmt::format("its process group \"{}\"", groups.sizes.at('e').second);
+    ep_source = "the trace's process group \"" + groups.sizes.at('e').second + "\"";
+  }
+  {
+    std::string sizes;
+    for (const auto& [d, v] : groups.sizes)
+      sizes += fmt::format("{}{} {} (\"{}\")", sizes.empty() ? "" : ", ",
+                           d == 'e' ? "EP" : d == 't' ? "TP" : d == 'p' ? "PP" : "DP", v.first, v.second);
+    if (!sizes.empty()) note("parallel sizes from the trace's process groups: " + sizes);
+    auto check = [&](char d, const char* what, const Sourced<int>* given) {
+      if (const auto n = groups.size(d))
+        agree<int>(-1, what, n, fmt::format("its process group \"{}\"", groups.sizes.at(d).second), given);
+    };
+    check('t', "the tensor-parallel size", model ? &model->tensor_parallel : nullptr);
+    check('p', "the pipeline-parallel size", model ? &model->pipeline_parallel : nullptr);
+  }
+  if (const auto ep = agree<int>(-1, "the expert-parallel group", traced_ep, ep_in_trace,
                                  model ? &model->expert_parallel : nullptr)) {
     P = *ep;
-    note(fmt::format("expert-parallel group of {} ranks ({})", P,
-                     traced_ep ? "the group size the trace's all-to-alls record" : model->expert_parallel.source));
+    note(fmt::format("expert-parallel group of {} ranks ({})", P, traced_ep ? ep_source : model->expert_parallel.source));
   }
   std::map<int, int> last_iteration;
   std::map<int, int> max_expert;

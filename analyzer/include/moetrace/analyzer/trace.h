@@ -194,6 +194,20 @@ struct Collective {
   std::vector<std::int64_t> in_splits, out_splits;  // all-to-all(v): elements per peer
   std::string group_ranks;    // as recorded: "[0, 4]" (Kineto), "peer 3" (NCCL's NVTX payload)
   std::string process_group;  // name and description: "12 (PIPELINE_MODEL_PARALLEL_GROUP)"
+
+  // The ranks of the group: those group_ranks lists ("peer N": this rank and
+  // its peer), else group_size; -1 where the trace records neither.
+  int recorded_ranks() const {
+    if (group_ranks.starts_with("peer")) return 2;
+    int n = 0;
+    bool digit = false;
+    for (char ch : group_ranks) {
+      const bool d = ch >= '0' && ch <= '9';
+      if (d && !digit) ++n;
+      digit = d;
+    }
+    return n > 0 ? n : group_size > 0 ? group_size : -1;
+  }
 };
 
 // What the NVTX-to-GPU projection (projection.h) did to a trace's activities.
