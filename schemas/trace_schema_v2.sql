@@ -196,6 +196,17 @@ CREATE TABLE autograd_ranges (
   backward       INTEGER NOT NULL      -- 1: a backward node, 0: a forward op
 );
 
+-- The input shapes and types of host ranges that are framework ops, as the
+-- PyTorch profiler records them with record_shapes=True (a cpu_op's "Input
+-- Dims" and "Input type"), as JSON text: the GEMMs' shapes give an MoE
+-- layer's sizes. Added within version 2: readers that predate it ignore it,
+-- and readers of it must allow for its absence.
+CREATE TABLE input_shapes (
+  nvtx_id        INTEGER PRIMARY KEY,  -- nvtx_ranges.id
+  input_dims     TEXT NOT NULL,        -- e.g. [[8192,4096],[14336,4096]]
+  input_types    TEXT                  -- e.g. ["c10::BFloat16","c10::BFloat16"]
+);
+
 -- NCCL collectives as the source tool described them (Kineto's kernel args):
 -- one row per collective kernel, linked to it by (rank, correlation_id). Added
 -- within version 1: readers that predate it ignore it, and readers of it must

@@ -46,6 +46,7 @@ class TraceLoader {
     if (options_.nvtx) {
       load_nvtx();
       load_autograd();
+      load_input_shapes();
     }
     if (options_.memory) load_memory();
     load_moe_tables();
@@ -694,6 +695,30 @@ class TraceLoader {
     }
     verify("autograd_ranges");
     note_damage(orphans, "autograd_ranges rows name NVTX ranges that nvtx_ranges lacks (left out)");
+  }
+
+  // The input_shapes table (absent from traces older than it): the recorded
+  // input shapes of framework ops, by nvtx id.
+  void load_input_shapes() {
+    if (!db_.has_table("input_shapes")) return;
+    std::unordered_map<std::int64_t, std::size_t> by_id;
+    by_id.reserve(trace_.nvtx.size());
+    for (std::size_t i = 0; i < trace_.nvtx.size(); ++i) by_id.emplace(trace_.nvtx[i].id, i);
+    auto st = db_.prepare("SELECT nvtx_id, input_dims, input_types FROM input_shapes");
+    auto* d = digest("input_shapes");
+    std::int64_t orphans = 0;
+    while (st.step()) {
+      if (d) d->add_row(st, 3);
+      const auto it = by_id.find(st.int64(0));
+      if (it == by_id.end()) {
+        ++orphans;
+        continue;
+      }
+      trace_.nvtx[it->second].input_shape = static_cast<std::int32_t>(trace_.input_shapes.size());
+      trace_.input_shapes.push_back(InputShape{std::string(st.text(1)), std::string(st.text(2))});
+    }
+    verify("input_shapes");
+    note_damage(orphans, "input_shapes rows name NVTX ranges that nvtx_ranges lacks (left out)");
   }
 
   // The collectives table (absent from traces older than it), for MoE

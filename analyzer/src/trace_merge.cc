@@ -252,11 +252,14 @@ class TraceMerger {
         a.name = str(p, a.name);
         o.api_calls.push_back(a);
       }
+      const auto shapes = static_cast<std::int32_t>(o.input_shapes.size());
       for (auto r : t.nvtx) {
         r.domain = str(p, r.domain);
         r.name = str(p, r.name);
+        if (r.input_shape >= 0) r.input_shape += shapes;
         o.nvtx.push_back(r);
       }
+      for (auto& s : t.input_shapes) o.input_shapes.push_back(std::move(s));
       for (auto e : t.memory_events) {
         e.buffer = buffer_id(p, e.buffer);
         o.memory_events.push_back(e);

@@ -186,6 +186,7 @@ struct TraceWriter::Statements {
              {"rank", "thread_id", "start_ns", "end_ns", "domain_id", "name_id", "category",
               "color", "payload_int", "payload_double"}),
         autograd(db, "autograd_ranges", {"nvtx_id", "sequence", "backward"}),
+        input_shapes(db, "input_shapes", {"nvtx_id", "input_dims", "input_types"}),
         collective(db, "collectives",
                    {"rank", "stream_id", "start_ns", "end_ns", "correlation_id", "name",
                     "in_nelems", "out_nelems", "dtype", "group_size", "group_ranks",
@@ -205,11 +206,12 @@ struct TraceWriter::Statements {
                   "INSERT OR REPLACE", Digest::kReadBack) {}
 
   Inserter string, config, launch, device, rank, stream, layer, kernel, memcpy, memset,
-      memory_event, api_call, sync, overhead, nvtx, autograd, collective, op, buffer, expert_load, placement;
+      memory_event, api_call, sync, overhead, nvtx, autograd, input_shapes, collective, op, buffer, expert_load,
+      placement;
 
-  std::array<Inserter*, 21> all() {
+  std::array<Inserter*, 22> all() {
     return {&string, &config, &launch, &device, &rank, &stream, &layer, &kernel, &memcpy, &memset,
-            &memory_event, &api_call, &sync, &overhead, &nvtx, &autograd, &collective, &op, &buffer,
+            &memory_event, &api_call, &sync, &overhead, &nvtx, &autograd, &input_shapes, &collective, &op, &buffer,
             &expert_load, &placement};
   }
 };

@@ -626,8 +626,14 @@ void TraceWriter::write_batch(Pending& b) {
     bool backward;
   };
   std::vector<AutogradRow> autograd;
-  s.nvtx.insert(b.nvtx, [this, &autograd](Statement& st, int o, const NvtxRangeRecord& r) {
+  struct ShapeRow {
+    std::int64_t nvtx_id;
+    const NvtxRangeRecord* r;
+  };
+  std::vector<ShapeRow> shapes;
+  s.nvtx.insert(b.nvtx, [this, &autograd, &shapes](Statement& st, int o, const NvtxRangeRecord& r) {
     if (r.autograd_seq) autograd.push_back({next_nvtx_id_, *r.autograd_seq, r.autograd_backward});
+    if (!r.input_dims.empty()) shapes.push_back({next_nvtx_id_, &r});
     st.hash_only(o + 11, next_nvtx_id_++);  // the rowid SQLite gives the row: the loader reads it
     st.bind(o + 1, std::int64_t{r.rank.value});
     st.bind(o + 2, r.thread_id);
@@ -644,6 +650,11 @@ void TraceWriter::write_batch(Pending& b) {
     st.bind(o + 1, r.nvtx_id);
     st.bind(o + 2, r.sequence);
     st.bind(o + 3, std::int64_t{r.backward ? 1 : 0});
+  });
+  s.input_shapes.insert(shapes, [](Statement& st, int o, const ShapeRow& r) {
+    st.bind(o + 1, r.nvtx_id);
+    st.bind(o + 2, r.r->input_dims);
+    bind_text_or_null(st, o + 3, r.r->input_types);
   });
   s.collective.insert(b.collectives, [&](Statement& st, int o, const CollectiveRecord& r) {
     st.bind(o + 1, std::int64_t{r.rank.value});

@@ -6,7 +6,10 @@
 
 #include <string>
 
+#include <fmt/format.h>
+
 #include "moetrace/analyzer/model_spec.h"
+#include "moetrace/analyzer/recorded_shapes.h"
 #include "moetrace/analyzer/recommend.h"
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/schema/error.h"
@@ -312,6 +315,68 @@ TEST(ModelSpec, ParallelSizesFromTheProcessGroups) {
               "the tensor-parallel size is 2 in the trace (its process group \"mesh_tp\") but 4 in train.sh: "
               "--tensor-model-parallel-size");
   }
+}
+
+// The GEMM of each framework op's recorded input dims (PyTorch's ATen
+// signatures): mm(a[T,K], b[K,N]), addmm(bias, a, b), linear(x, W[N,K]),
+// bmm and baddbmm over a batch, _grouped_mm(a[T,K], b[E,K,N]); other ops,
+// mismatched sizes and text that is no JSON read as nothing.
+TEST(RecordedShapes, GemmOfEachOp) {
+  using S = GemmShape;
+  EXPECT_EQ(gemm_shape("aten::mm", "[[512,64],[64,256]]"), (S{64, 256, 512}));
+  EXPECT_EQ(gemm_shape("aten::addmm", "[[256],[512,64],[64,256],[],[]]"), (S{64, 256, 512}));
+  EXPECT_EQ(gemm_shape("aten::linear", "[[4,128,64],[256,64],[256]]"), (S{64, 256, 512}));
+  EXPECT_EQ(gemm_shape("ATEN::BMM", "[[8,512,64],[8,64,256]]"), (S{64, 256, 4096}));
+  EXPECT_EQ(gemm_shape("aten::baddbmm", "[[8,512,256],[8,512,64],[8,64,256]]"), (S{64, 256, 4096}));
+  EXPECT_EQ(gemm_shape("aten::_grouped_mm", "[[512,64],[8,64,256],[8]]"), (S{64, 256, 512}));
+  EXPECT_EQ(gemm_shape("aten::add", "[[512,64],[64,256]]"), std::nullopt);
+  EXPECT_EQ(gemm_shape("aten::mm", "[[512,64],[32,256]]"), std::nullopt);
+  EXPECT_EQ(gemm_shape("aten::linear", "[[512,64],[256,32]]"), std::nullopt);
+  EXPECT_EQ(gemm_shape("aten::mm", "[[512,64]"), std::nullopt);
+  EXPECT_EQ(gemm_shape("aten::mm", "[[512,-1],[-1,256]]"), std::nullopt);
+}
+
+// A layer without a router range (HF Mixtral's router is a plain nn.Linear):
+// per expert w1 and w3 map M = 64 to H = 256 and w2 maps back, as
+// aten::linear with weights [N, K], in float32. By hand: M is the input of
+// the first expert GEMM (64), H the input of the GEMMs that map to M (256),
+// 4 bytes an element; no router, so neither E nor k nor the tokens. A
+// backward GEMM (transposed shapes) is not read.
+TEST(RecordedShapes, ExpertsWithoutARouter) {
+  const auto path = testing::temp_path("recorded_shapes.db");
+  std::string text = R"(
+stream id=0 rank=0 role=compute
+)";
+  const char* w[] = {"[[96,64],[256,64]]", "[[96,64],[256,64]]", "[[96,256],[64,256]]"};
+  int corr = 1;
+  for (int e = 0; e < 2; ++e)
+    for (int g = 0; g < 3; ++g, ++corr) {
+      const int t = 10 * corr;
+      text += fmt::format("nvtx rank=0 thread=1 start={} end={} domain=pytorch name=aten::linear dims={} "
+                          "types=[\"float\",\"float\"]\n",
+                          t, t + 5, w[g]);
+      text += fmt::format("api rank=0 thread=1 start={} end={} name=cudaLaunchKernel corr={}\n", t + 1, t + 2, corr);
+      text += fmt::format("op id={} rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 phase=fwd start={} end={}\n",
+                          corr, 1000 + t, 1005 + t);
+      text += fmt::format("kernel rank=0 stream=0 start={} end={} name=gemm corr={} op={}\n", 1000 + t, 1005 + t,
+                          corr, corr);
+    }
+  text += "nvtx rank=0 thread=1 start=500 end=505 domain=pytorch name=aten::mm dims=[[256,96],[96,64]]\n"
+          "api rank=0 thread=1 start=501 end=502 name=cudaLaunchKernel corr=99\n"
+          "op id=99 rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 phase=bwd start=2000 end=2005\n"
+          "kernel rank=0 stream=0 start=2000 end=2005 name=gemm corr=99 op=99\n";
+  testing::write_text_trace(path, text);
+  const Trace t = load_trace(path);
+  ASSERT_EQ(t.input_shapes.size(), 7u);
+  const auto s = recorded_layer_shape(t, 0);
+  EXPECT_EQ(s.gemms, 6);
+  EXPECT_EQ(s.model_dim, 64);
+  EXPECT_EQ(s.hidden, 256);
+  EXPECT_EQ(s.elem_bytes, 4);
+  EXPECT_EQ(s.experts, std::nullopt);
+  EXPECT_EQ(s.top_k, std::nullopt);
+  EXPECT_EQ(s.tokens, std::nullopt);
+  EXPECT_EQ(recorded_layer_shape(t, 1).gemms, 0);
 }
 
 TEST(ModelSpec, TraceAndModelThatDisagreeNameBothSources) {

@@ -267,10 +267,36 @@ TEST(Cli, RecommendOnAnImportedTraceWithAModelFile) {
   const auto notes = j["notes"].dump();
   EXPECT_NE(notes.find("hidden size M = 4096 (" + config + ": hidden_size)"), std::string::npos) << notes;
   EXPECT_NE(notes.find("routing assumed balanced, 16384 tokens a rank (--tokens)"), std::string::npos) << notes;
-  // Without the model file: no shapes, nothing advised, said so.
+  // Without the model file nor --tokens: the trace was recorded with
+  // record_shapes=True, and the GEMMs of its router and experts give the
+  // same layer as the recording's own settings (the README beside the
+  // fixture): M 4096, H 14336, E 8, top-2 (the experts' down projections
+  // multiply twice the router's rows), 16384 tokens (the router's rows), bf16.
   r = run_cli("recommend " + db + " --no-simulate -f json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(nlohmann::json::parse(r.out)["layers"].empty());
+  {
+    const auto k = nlohmann::json::parse(r.out);
+    ASSERT_EQ(k["layers"].size(), 1u) << r.out;
+    const auto& w = k["layers"][0]["workload"];
+    EXPECT_EQ(w["model_dim"], 4096);
+    EXPECT_EQ(w["hidden"], 14336);
+    EXPECT_EQ(w["experts"], 8);
+    EXPECT_EQ(w["top_k"], 2);
+    EXPECT_EQ(w["elem_bytes"], 2);
+    EXPECT_EQ(w["max_tokens_per_rank"], 16384);
+    const auto n = k["notes"].dump();
+    EXPECT_NE(n.find("from the Input Dims of"), std::string::npos) << n;
+    EXPECT_NE(n.find("16384 tokens a rank (the rows of the router's GEMM"), std::string::npos) << n;
+  }
+  // A model file that disagrees with the recorded shapes: one line naming both.
+  const auto other = testing::temp_path("peer-other.json");
+  std::ofstream(other) << R"({"model_type": "mixtral", "hidden_size": 5120, "intermediate_size": 14336,
+                              "num_local_experts": 8, "num_experts_per_tok": 2})";
+  r = run_cli("recommend " + db + " --model " + other + " --no-simulate");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("the hidden size is 4096 in the trace (the Input Dims of"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("but 5120 in " + other + ": hidden_size"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   const auto bad = testing::temp_path("dense-config.json");
   std::ofstream(bad) << R"({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008})";
   expect_one_line_error(run_cli("recommend " + db + " --model " + bad),

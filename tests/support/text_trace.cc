@@ -170,6 +170,8 @@ void write_text_trace(const std::string& path, std::string_view text) {
       n.domain = w.intern(l.take("domain", "moetrace"));
       n.name = w.intern(l.take("name", "range"));
       if (auto p = l.take("payload", ""); !p.empty()) n.payload_int = std::stoll(p, nullptr, 0);
+      n.input_dims = l.take("dims", "");
+      n.input_types = l.take("types", "");
       w.add(n);
     } else if (l.type == "collective") {
       instrument::CollectiveRecord c;

@@ -9,7 +9,8 @@
 //   memset rank=0 stream=0 start=0 end=10 bytes=64 corr=9
 //   api    rank=0 thread=1 start=0 end=5 name=cudaLaunchKernel corr=7
 //   nvtx   rank=0 thread=1 start=0 end=90 domain=moetrace name=L0.gate payload=1
-//          (ids are 1, 2, ... in file order; an op names one with nvtx=ID)
+//          (ids are 1, 2, ... in file order; an op names one with nvtx=ID;
+//          dims=[[8,64],[64,128]] types=["float","float"]: recorded input shapes)
 //   layer  layer=0 experts=4 top_k=1 model_dim=1024 hidden_dim=4096 tokens=8192
 //   collective rank=0 start=0 end=50 name=all_to_all group_size=4 corr=7   (Kineto's record of an NCCL kernel)
 //     [process_group=DESCRIPTION group_ranks=[0,4]]

@@ -12,6 +12,7 @@
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/cost_model.h"
 #include "moetrace/analyzer/kernel_classes.h"
+#include "moetrace/analyzer/recorded_shapes.h"
 #include "moetrace/analyzer/report.h"
 #include "moetrace/schema/error.h"
 #include "moetrace/sim/cost_model.h"
@@ -339,9 +340,10 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
   };
   const ModelSpec* model = sources.model;
   const bool have_load = !trace.expert_load.empty();
-  if (!have_load && !model && sources.tokens_per_rank <= 0) {
-    note("the trace has no expert_load rows: no MoE layer to advise on (a model file, --model, gives the layers' "
-         "shapes; routing is then assumed balanced)");
+  if (!have_load && !model && sources.tokens_per_rank <= 0 && trace.input_shapes.empty()) {
+    note("the trace has no expert_load rows and no recorded input shapes: no MoE layer to advise on (a model file, "
+         "--model, gives the layers' shapes, as does a profile recorded with record_shapes=True; routing is then "
+         "assumed balanced)");
     return out;
   }
   if (trace.run.variant == "ppmoe") {
@@ -433,10 +435,28 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
         return std::pair{std::optional<T>(static_cast<T>(table_value)), std::string("its layers table")};
       return std::pair{config_value, fmt::format("its run_config {}", key)};
     };
-    const auto [te, te_src] = traced(meta ? meta->num_experts : 0, cfg_experts, "num_experts");
-    const auto [tk, tk_src] = traced(meta ? meta->top_k : 0, cfg_top_k, "top_k");
-    const auto [tm, tm_src] = traced(meta ? meta->model_dim : 0, cfg_m, "model_dim");
-    const auto [th, th_src] = traced(meta ? meta->hidden_dim : 0, cfg_h, "expert_hidden");
+    auto [te, te_src] = traced(meta ? meta->num_experts : 0, cfg_experts, "num_experts");
+    auto [tk, tk_src] = traced(meta ? meta->top_k : 0, cfg_top_k, "top_k");
+    auto [tm, tm_src] = traced(meta ? meta->model_dim : 0, cfg_m, "model_dim");
+    auto [th, th_src] = traced(meta ? meta->hidden_dim : 0, cfg_h, "expert_hidden");
+    // Where neither the layers table nor run_config gives them: the shapes
+    // the profiler recorded of the layer's GEMMs (record_shapes=True).
+    RecordedLayerShape shape;
+    if (!tm || !th || !te || !tk || (!have_load && sources.tokens_per_rank <= 0) || !cfg_elem) {
+      shape = recorded_layer_shape(trace, layer);
+      std::string read;
+      auto take = [&](auto& value, std::string& source, const auto& recorded, const char* what) {
+        if (value || !recorded) return;
+        value = recorded;
+        source = shape.source;
+        read += fmt::format("{}{} = {}", read.empty() ? "" : ", ", what, *recorded);
+      };
+      take(tm, tm_src, shape.model_dim, "hidden size M");
+      take(th, th_src, shape.hidden, "expert FFN size H");
+      take(te, te_src, shape.experts, "routed experts E");
+      take(tk, tk_src, shape.top_k, "experts per token k");
+      if (!read.empty()) note(fmt::format("layer {}: {} from {}", layer, read, shape.source));
+    }
     const auto experts = agree<int>(layer, "the number of routed experts", te, te_src, model ? &model->experts : nullptr);
     const auto top_k = agree<int>(layer, "experts per token", tk, tk_src, model ? &model->top_k : nullptr);
     const auto m = agree<std::int64_t>(layer, "the hidden size", tm, tm_src, model ? &model->model_dim : nullptr);
@@ -471,7 +491,7 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
         dispatch_bytes[op.rank.value] += static_cast<double>(op.bytes);
     // Element size: run_config, else the model file, else the dispatch
     // bytes over the rows it sent to other ranks, else 2 (bf16).
-    w.elem_bytes = cfg_elem.value_or(model && model->elem_bytes ? *model->elem_bytes : 0);
+    w.elem_bytes = cfg_elem.value_or(model && model->elem_bytes ? *model->elem_bytes : shape.elem_bytes.value_or(0));
     if (have_load) {
       w.routing =
           plan::LayerRouting{P, w.experts, std::vector<std::int64_t>(static_cast<std::size_t>(P * w.experts), 0)};
@@ -491,6 +511,10 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
       // of its tokens k times, M elements each).
       std::int64_t tokens = sources.tokens_per_rank;
       std::string origin = "--tokens";
+      if (tokens <= 0 && shape.tokens) {
+        tokens = *shape.tokens;
+        origin = "the rows of the router's GEMM, recorded in its Input Dims";
+      }
       if (tokens <= 0) {
         const int elem = w.elem_bytes > 0 ? w.elem_bytes : 2;
         double most = 0;

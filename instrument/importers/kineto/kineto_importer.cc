@@ -260,7 +260,9 @@ void emit(ParsedFile& p, const std::string& path, std::size_t file_index, TraceB
     if (a.payload) r.payload_int = *a.payload;
     r.autograd_seq = a.sequence;
     r.autograd_backward = a.backward;
-    b.add(r);
+    r.input_dims = a.input_dims;
+    r.input_types = a.input_types;
+    b.add(std::move(r));
   }
   for (const auto& m : p.memory) {
     instrument::MemoryEventRecord r;

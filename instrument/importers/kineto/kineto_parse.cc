@@ -74,6 +74,9 @@ struct Args {
   // sequence number; a backward node's "Fwd thread id" is its forward
   // thread's (1, 2, ...), a forward op's 0 (torch/csrc/profiler).
   std::optional<std::int64_t> sequence, fwd_thread;
+  // A cpu_op's "Input Dims" and "Input type" (record_shapes=True) as compact
+  // JSON text: [[8192,4096],[4096,14336]] and ["c10::BFloat16","float"].
+  std::string input_dims, input_types;
   std::vector<std::int64_t>* array_for(std::string_view key) {
     if (key == "grid") return &grid;
     if (key == "block") return &block;
@@ -87,6 +90,7 @@ struct Args {
     in_nelems.reset(), out_nelems.reset(), group_size.reset();
     mem_bytes.reset(), mem_addr.reset(), mem_device_type.reset(), mem_device_id.reset();
     api.clear(), domain.clear(), payload.reset(), sequence.reset(), fwd_thread.reset();
+    input_dims.clear(), input_types.clear();
   }
 };
 
@@ -228,8 +232,20 @@ class Handler {
           }
           break;
         case Role::kArgs:
+          if (key_ == "Input Dims"sv || key_ == "Input type"sv) {
+            shape_text_ = key_ == "Input Dims"sv ? &event_.args.input_dims : &event_.args.input_types;
+            shape_text_->assign("[");
+            shape_first_.assign(1, true);
+            role = Role::kShapes;
+            break;
+          }
           array_ = event_.args.array_for(key_);
           if (array_) role = Role::kArgArray;
+          break;
+        case Role::kShapes:
+          shape_item("[");
+          shape_first_.push_back(true);
+          role = Role::kShapes;
           break;
         default: break;
       }
@@ -239,14 +255,27 @@ class Handler {
   }
 
   bool end_array() {
+    if (frames_.back() == Role::kShapes) {
+      shape_text_->push_back(']');
+      shape_first_.pop_back();
+    }
     frames_.pop_back();
     return true;
   }
 
  private:
   enum class Role : std::uint8_t {
-    kRoot, kEvents, kEvent, kArgs, kArgArray, kDeviceList, kDevice, kDistInfo, kOtherData, kSkip
+    kRoot, kEvents, kEvent, kArgs, kArgArray, kShapes, kDeviceList, kDevice, kDistInfo, kOtherData, kSkip
   };
+
+  // One element of an "Input Dims" / "Input type" list (nested lists too);
+  // an op with very many inputs keeps its first 4 KiB.
+  void shape_item(std::string_view text) {
+    if (shape_text_->size() > 4096) return;
+    if (!shape_first_.back()) shape_text_->push_back(',');
+    shape_first_.back() = false;
+    shape_text_->append(text);
+  }
 
   static std::optional<std::int64_t> as_int(const Number& n) {
     if (!n.present) return std::nullopt;
@@ -283,6 +312,16 @@ class Handler {
       case Role::kArgs: arg_field(n, s); break;
       case Role::kArgArray:
         if (array_ && array_->size() < 8) array_->push_back(as_int(n).value_or(-1));
+        break;
+      case Role::kShapes:
+        if (s) {
+          std::string quoted = "\"";
+          for (char ch : *s)
+            if (ch != '"' && ch != '\\') quoted.push_back(ch);
+          shape_item(quoted + "\"");
+        } else {
+          shape_item(!n.present ? std::string("null") : n.integral ? std::to_string(n.i) : std::string(n.text));
+        }
         break;
       case Role::kDevice:
         if (key_ == "id"sv) device_.id = as_int(n).value_or(0);
@@ -437,7 +476,11 @@ class Handler {
           r.sequence = e.args.sequence;
           r.backward = e.args.fwd_thread.value_or(0) > 0;
         }
-        out_.ranges.push_back(r);
+        if (!e.args.input_dims.empty() && e.args.input_dims != "[]") {
+          r.input_dims = e.args.input_dims;
+          r.input_types = e.args.input_types;
+        }
+        out_.ranges.push_back(std::move(r));
       } else {
         // gpu_user_annotation (ranges projected onto a stream), profiler
         // spans ("Trace"), and whatever else a newer PyTorch emits.
@@ -534,6 +577,8 @@ class Handler {
   std::string label_;
   std::vector<Role> frames_;
   std::string key_;
+  std::string* shape_text_ = nullptr;  // the args' input_dims or input_types being read
+  std::vector<bool> shape_first_;      // per nesting level: no element yet
   RawEvent event_;
   DeviceProps device_;
   std::vector<std::int64_t>* array_ = nullptr;

@@ -38,6 +38,7 @@ struct CpuRange {
   std::optional<std::int64_t> payload;
   std::optional<std::int64_t> sequence;  // "Sequence number" (autograd)
   bool backward = false;                 // "Fwd thread id" > 0: a backward node
+  std::string input_dims, input_types;   // record_shapes: "Input Dims", "Input type" as JSON text
 };
 
 struct ApiCall {

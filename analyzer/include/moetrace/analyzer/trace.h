@@ -139,6 +139,13 @@ struct NvtxRange {
   // backward node of its gradient share it (table autograd_ranges).
   std::int64_t autograd_seq = -1;
   bool autograd_backward = false;
+  std::int32_t input_shape = -1;  // index into Trace::input_shapes; -1: none recorded
+};
+
+// A framework op's input shapes and types as the profiler recorded them
+// (table input_shapes): JSON text, "[[8192,4096],[14336,4096]]".
+struct InputShape {
+  std::string dims, types;
 };
 
 struct MemoryEvent {
@@ -272,6 +279,7 @@ class Trace {
   std::vector<OpDep> op_deps;
   std::vector<ExpertLoad> expert_load;     // sorted by (iteration, layer, src_rank, expert)
   std::vector<ExpertPlacement> placements;
+  std::vector<InputShape> input_shapes;  // NvtxRange::input_shape indexes it
   std::vector<Collective> collectives;     // sorted by (rank, correlation id)
   // Where expert_load came from when not from the trace's own table (MoE
   // recognition fills it from all-to-all split sizes: one "expert" per

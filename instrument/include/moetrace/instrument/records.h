@@ -154,6 +154,10 @@ struct NvtxRangeRecord {
   // share it (table autograd_ranges).
   std::optional<std::int64_t> autograd_seq{};
   bool autograd_backward = false;  // a backward node
+  // A PyTorch op's input shapes and types as the profiler recorded them with
+  // record_shapes=True ("Input Dims", "Input type"), as JSON text; empty:
+  // none (table input_shapes).
+  std::string input_dims{}, input_types{};
 };
 
 // An NCCL collective as the source tool described its kernel (Kineto's kernel

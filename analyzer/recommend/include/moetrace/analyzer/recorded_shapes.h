@@ -1,0 +1,48 @@
+// An MoE layer's sizes read from the input shapes of its GEMMs, as the
+// PyTorch profiler records them with record_shapes=True (table input_shapes):
+// the router's GEMM maps the hidden size M to the routed experts E, the
+// experts' GEMMs map M to the FFN size H (or 2H where gate and up projection
+// are one GEMM) and back. Each GEMM is the framework op (aten::mm,
+// aten::addmm, aten::linear, aten::matmul, aten::bmm, aten::_grouped_mm, ...)
+// whose host range holds the launch of a kernel that recognition placed in
+// the layer's router or experts.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "moetrace/analyzer/trace.h"
+
+namespace moetrace::analyzer {
+
+struct RecordedLayerShape {
+  std::optional<std::int64_t> model_dim;  // M
+  std::optional<std::int64_t> hidden;     // H of one expert
+  std::optional<int> experts;             // E, from the router's output width
+  std::optional<int> top_k;               // rows of the down projections / rows of the router
+  std::optional<std::int64_t> tokens;     // rows of one router GEMM: the tokens a rank holds
+  std::optional<int> elem_bytes;          // the GEMM inputs' element type
+  int gemms = 0;                          // GEMMs whose shapes were read
+  std::string source;                     // "Input Dims of 12 GEMMs (aten::mm, aten::linear)"
+};
+
+// A GEMM as its recorded shapes give it: in and out features, and the rows
+// it multiplies (the product of the first operand's leading dims).
+struct GemmShape {
+  std::int64_t in = 0, out = 0, rows = 0;
+  auto operator<=>(const GemmShape&) const = default;
+};
+
+// The GEMM of an op name and its recorded input dims (JSON text as in
+// input_shapes.input_dims); nullopt where it is no GEMM of two matrices
+// this reads.
+std::optional<GemmShape> gemm_shape(std::string_view op_name, std::string_view input_dims);
+
+// The sizes of MoE layer `layer` (every iteration, forward GEMMs only) from
+// the recorded shapes; nothing where the trace recorded none.
+RecordedLayerShape recorded_layer_shape(const Trace& trace, int layer);
+
+}  // namespace moetrace::analyzer

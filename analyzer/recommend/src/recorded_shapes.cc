@@ -1,0 +1,193 @@
+#include "moetrace/analyzer/recorded_shapes.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace moetrace::analyzer {
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+// A framework op that multiplies matrices, by its name: aten::mm, addmm,
+// bmm, baddbmm, matmul, linear, _grouped_mm, _scaled_mm, a grouped GEMM.
+bool gemm_name(std::string_view name) {
+  const auto n = lower(name);
+  return n.find("mm") != std::string::npos || n.find("matmul") != std::string::npos ||
+         n.find("linear") != std::string::npos || n.find("gemm") != std::string::npos;
+}
+
+// The most frequent value of `counts` (ties: the larger value).
+template <class T>
+std::optional<T> mode(const std::map<T, int>& counts) {
+  std::optional<T> best;
+  int n = 0;
+  for (const auto& [v, c] : counts)
+    if (c >= n) {
+      n = c;
+      best = v;
+    }
+  return best;
+}
+
+}  // namespace
+
+std::optional<GemmShape> gemm_shape(std::string_view op_name, std::string_view input_dims) {
+  if (!gemm_name(op_name)) return std::nullopt;
+  const auto j = nlohmann::json::parse(input_dims, nullptr, false);
+  if (!j.is_array()) return std::nullopt;
+  // The inputs that are matrices (or batches of them), in order.
+  std::vector<std::vector<std::int64_t>> m;
+  for (const auto& in : j) {
+    if (!in.is_array() || in.size() < 2) continue;
+    std::vector<std::int64_t> dims;
+    for (const auto& d : in) {
+      if (!d.is_number_integer() || d.get<std::int64_t>() <= 0) {
+        dims.clear();
+        break;
+      }
+      dims.push_back(d.get<std::int64_t>());
+    }
+    if (!dims.empty()) m.push_back(std::move(dims));
+  }
+  if (m.size() < 2) return std::nullopt;
+  auto rows = [](const std::vector<std::int64_t>& x) {
+    std::int64_t r = 1;
+    for (std::size_t i = 0; i + 1 < x.size(); ++i) r *= x[i];
+    return r;
+  };
+  if (lower(op_name).find("linear") != std::string::npos) {
+    // linear(x[..., K], weight[N, K], bias): y = x W^T.
+    const auto& x = m[0];
+    const auto& w = m[1];
+    if (w.size() != 2 || x.back() != w[1]) return std::nullopt;
+    return GemmShape{w[1], w[0], rows(x)};
+  }
+  // a[..., T, K] x b[..., K, N]: the first pair whose inner sizes agree
+  // (addmm's bias is a vector, skipped above; baddbmm's input comes first).
+  for (std::size_t i = 0; i + 1 < m.size(); ++i) {
+    const auto& a = m[i];
+    const auto& b = m[i + 1];
+    if (a.back() == b[b.size() - 2]) return GemmShape{a.back(), b.back(), rows(a)};
+  }
+  return std::nullopt;
+}
+
+RecordedLayerShape recorded_layer_shape(const Trace& trace, int layer) {
+  RecordedLayerShape out;
+  if (trace.input_shapes.empty()) return out;
+  // The GEMM ranges with shapes, per (rank, thread), by start.
+  std::map<std::pair<std::int32_t, std::int64_t>, std::vector<std::size_t>> ranges;
+  for (std::size_t i = 0; i < trace.nvtx.size(); ++i) {
+    const auto& r = trace.nvtx[i];
+    if (r.input_shape >= 0 && gemm_name(trace.str(r.name))) ranges[{r.rank.value, r.thread_id}].push_back(i);
+  }
+  for (auto& [key, list] : ranges)
+    std::sort(list.begin(), list.end(), [&](std::size_t a, std::size_t b) { return trace.nvtx[a].start_ns < trace.nvtx[b].start_ns; });
+  std::map<std::pair<std::int64_t, std::int64_t>, int> gate, expert;  // (in, out) -> GEMMs
+  std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t> expert_rows;  // (in, out) -> rows
+  std::int64_t gate_rows = 0;
+  std::map<std::string, int> types;  // the first input's element type -> GEMMs
+  std::set<std::size_t> seen;
+  std::optional<std::pair<std::int64_t, std::pair<std::int64_t, std::int64_t>>> first_expert;  // (launch, features)
+  std::set<std::string> names;
+  for (const auto& a : trace.activities) {
+    if (a.op < 0) continue;
+    const auto& op = trace.ops[static_cast<std::size_t>(a.op)];
+    if (op.layer != layer || op.phase != Phase::kForward) continue;
+    if (op.kind != OpKind::kGate && op.kind != OpKind::kExpertFfn) continue;
+    const ApiCall* call = trace.launching_call(a);
+    if (!call) continue;
+    auto it = ranges.find({call->rank.value, call->thread_id});
+    if (it == ranges.end()) continue;
+    const auto& list = it->second;
+    // The innermost GEMM range holding the launch: the latest start before
+    // it whose end is after it (a few levels of nesting at most).
+    auto pos = std::upper_bound(list.begin(), list.end(), call->start_ns,
+                                [&](std::int64_t t, std::size_t i) { return t < trace.nvtx[i].start_ns; });
+    std::optional<std::size_t> hit;
+    for (int back = 0; pos != list.begin() && back < 16; ++back) {
+      --pos;
+      const auto& r = trace.nvtx[*pos];
+      if (r.end_ns < 0 || r.end_ns >= call->start_ns) {
+        hit = *pos;
+        break;
+      }
+    }
+    if (!hit || !seen.insert(*hit).second) continue;
+    const auto& r = trace.nvtx[*hit];
+    const auto& shape = trace.input_shapes[static_cast<std::size_t>(r.input_shape)];
+    const auto g = gemm_shape(trace.str(r.name), shape.dims);
+    if (!g) continue;
+    const std::pair f{g->in, g->out};
+    if (op.kind == OpKind::kGate) {
+      ++gate[f];
+      gate_rows += g->rows;
+    } else {
+      ++expert[f];
+      expert_rows[f] += g->rows;
+      if (!first_expert || call->start_ns < first_expert->first) first_expert = std::pair{call->start_ns, f};
+      const auto t = nlohmann::json::parse(shape.types, nullptr, false);
+      if (t.is_array() && !t.empty() && t[0].is_string()) ++types[t[0].get<std::string>()];
+    }
+    names.insert(std::string(trace.str(r.name)));
+    ++out.gemms;
+  }
+  if (out.gemms == 0) return out;
+  // The router maps M to E.
+  if (const auto g = mode(gate)) {
+    out.model_dim = g->first;
+    out.experts = static_cast<int>(g->second);
+  }
+  // The experts: up (M -> H, or 2H fused with the gate projection), then
+  // down (H -> M). Without a router, M is the input of the expert GEMM
+  // launched first (an up projection).
+  if (!out.model_dim && first_expert) out.model_dim = first_expert->second.first;
+  if (out.model_dim) {
+    std::map<std::int64_t, int> down;
+    std::int64_t down_rows = 0;
+    for (const auto& [f, n] : expert)
+      if (f.second == *out.model_dim) {
+        down[f.first] += n;
+        down_rows += expert_rows[f];
+      }
+    out.hidden = mode(down);
+    // Each token's k routed rows pass one down projection: k = rows there /
+    // rows of the router. A k of E or more is no top-k (experts computed
+    // densely over every token): not read.
+    const int router_gemms = [&] {
+      int n = 0;
+      for (const auto& [f, c] : gate) n += c;
+      return n;
+    }();
+    if (router_gemms > 0 && gate_rows > 0) {
+      out.tokens = gate_rows / router_gemms;
+      const auto k = static_cast<int>(std::llround(static_cast<double>(down_rows) / static_cast<double>(gate_rows)));
+      if (k >= 1 && (!out.experts || k < *out.experts)) out.top_k = k;
+    }
+  }
+  // The element size of the experts' inputs (PyTorch's dtype names).
+  if (const auto t = mode(types)) {
+    const auto n = lower(*t);
+    if (n.find("bfloat16") != std::string::npos || n.find("half") != std::string::npos) out.elem_bytes = 2;
+    else if (n.find("float8") != std::string::npos) out.elem_bytes = 1;
+    else if (n.find("double") != std::string::npos) out.elem_bytes = 8;
+    else if (n == "float" || n.find("float32") != std::string::npos) out.elem_bytes = 4;
+  }
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+  out.source = fmt::format("the Input Dims of {} forward GEMM{} in its router and experts ({})", out.gemms,
+                           out.gemms == 1 ? "" : "s", list);
+  return out;
+}
+
+}  // namespace moetrace::analyzer
