@@ -196,7 +196,8 @@ CREATE TABLE autograd_ranges (
   backward       INTEGER NOT NULL      -- 1: a backward node, 0: a forward op
 );
 
--- The input shapes and types of host ranges that are framework ops, as the
+-- The input shapes and types of host ranges that are matrix products (aten::mm,
+-- addmm, bmm, linear, _grouped_mm, ...), as the
 -- PyTorch profiler records them with record_shapes=True (a cpu_op's "Input
 -- Dims" and "Input type"), as JSON text: the GEMMs' shapes give an MoE
 -- layer's sizes. Added within version 2: readers that predate it ignore it,

@@ -125,8 +125,10 @@ const char* kSmallTrace = R"json({
     {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 10, "tid": 11, "ts": 100.5, "dur": 50,
      "args": {"Input Dims": [[4096, 1024], [1024, 2048]], "Input type": ["c10::BFloat16", "c10::BFloat16"],
               "Input Strides": [[1024, 1], [2048, 1]], "Concrete Inputs": ["", ""]}},
-    {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 10, "tid": 11, "ts": 151, "dur": 2,
+    {"ph": "X", "cat": "cpu_op", "name": "aten::_Grouped_MM", "pid": 10, "tid": 11, "ts": 151, "dur": 2,
      "args": {"Input Dims": [[], [[3, 4], [5]], [2.5]], "Input type": ["Scalar", "TensorList", "\"x"]}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 10, "tid": 11, "ts": 154, "dur": 2,
+     "args": {"Input Dims": [[3, 4], [3, 4]], "Input type": ["float", "float"]}},
     {"ph": "X", "cat": "user_annotation", "name": "## forward ##", "pid": 10, "tid": 11, "ts": 90, "dur": 200},
     {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 11, "ts": 110, "dur": 5,
      "args": {"correlation": 7, "cbid": 211}},
@@ -181,8 +183,10 @@ TEST(KinetoImporter, HandMadeTrace) {
                           "n.id = i.nvtx_id JOIN strings s ON s.id = n.name_id WHERE s.value = 'aten::mm'"),
             "[[4096,1024],[1024,2048]] [\"c10::BFloat16\",\"c10::BFloat16\"]");
   EXPECT_EQ(sql_text(out, "SELECT input_dims || ' ' || input_types FROM input_shapes i JOIN nvtx_ranges n ON "
-                          "n.id = i.nvtx_id JOIN strings s ON s.id = n.name_id WHERE s.value = 'aten::add'"),
+                          "n.id = i.nvtx_id JOIN strings s ON s.id = n.name_id WHERE s.value = 'aten::_Grouped_MM'"),
             "[[],[[3,4],[5]],[2.5]] [\"Scalar\",\"TensorList\",\"x\"]");
+  // Only matrix products keep their shapes.
+  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM input_shapes"), 2);
   EXPECT_EQ(sql_int(out, "SELECT count(*) FROM kernels k JOIN launch_configs l ON l.id = k.launch_id "
                          "WHERE grid_x = 4 AND grid_y = 2 AND block_x = 128 AND registers = 64 AND shared_bytes = 1024"),
             1);

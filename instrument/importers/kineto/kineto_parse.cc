@@ -41,6 +41,15 @@ using namespace std::string_view_literals;
 namespace {
 
 // A category or phase as part of a run_config key: lower case, [a-z0-9_].
+// An op that multiplies matrices, by its name (aten::mm, addmm, bmm,
+// baddbmm, matmul, linear, _grouped_mm, _scaled_mm, grouped GEMMs), any case.
+bool matrix_product(std::string_view name) {
+  std::string n(name);
+  std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return n.find("mm") != std::string::npos || n.find("matmul") != std::string::npos ||
+         n.find("linear") != std::string::npos || n.find("gemm") != std::string::npos;
+}
+
 std::string key_part(std::string_view s) {
   std::string out;
   for (char c : s.substr(0, 40)) {
@@ -476,7 +485,9 @@ class Handler {
           r.sequence = e.args.sequence;
           r.backward = e.args.fwd_thread.value_or(0) > 0;
         }
-        if (!e.args.input_dims.empty() && e.args.input_dims != "[]") {
+        // Shapes of the matrix products only (what the layer sizes are read
+        // from): every other op's would grow the trace by a string each.
+        if (!e.args.input_dims.empty() && e.args.input_dims != "[]" && matrix_product(e.name)) {
           r.input_dims = e.args.input_dims;
           r.input_types = e.args.input_types;
         }
