@@ -377,7 +377,9 @@ CostModel fit_cost_model(const Trace& trace) {
     }
     if (!g) continue;
     if (!g->kinds.contains(kind)) g->kinds.emplace(kind);
-    const double launches = sim_launches(op.kind, op.phase);
+    // GEMM launches per op: the simulator's count for an op range of its own;
+    // one for an op recognised from one kernel of an imported trace.
+    const double launches = trace.recognition.moe ? 1 : sim_launches(op.kind, op.phase);
     samples.back().group = g;
     samples.back().launches = launches;
     g->x.push_back(work);

@@ -11,6 +11,8 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "moetrace/analyzer/gemm_shape.h"
+
 namespace moetrace::analyzer {
 namespace {
 
@@ -811,11 +813,19 @@ class Recognizer {
       if (fresh) t_.strings.push_back(std::move(text));
       return it->second;
     };
+    // A GEMM kernel's FLOPs from the shapes its framework op recorded
+    // (record_shapes=True): 2 x rows x in x out, given to the first kernel
+    // the op launched (a split-K reduction after it computes none of them).
+    const LaunchShapes shapes(t_);
+    std::set<std::size_t> counted;
     for (std::size_t i = 0; i < t_.activities.size(); ++i) {
       if (!kind_[i]) continue;
       auto& a = t_.activities[i];
       const auto& p = placed_[i];
       OpRange op;
+      if (a.type == ActivityType::kKernel && !shapes.empty())
+        if (const auto range = shapes.range_of(a); range && counted.insert(*range).second)
+          if (const auto g = shapes.gemm_of(*range)) op.flops = g->flops();
       op.id = OpId(id++);
       op.start_ns = a.start_ns;
       op.end_ns = a.end_ns;

@@ -1,8 +1,12 @@
 // The Trace model's own operations: look-ups, track order (trace.h).
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
+#include "moetrace/analyzer/gemm_shape.h"
 #include "moetrace/analyzer/kernel_classes.h"
 #include "moetrace/analyzer/trace.h"
 
@@ -115,6 +119,94 @@ void Trace::index_ops() {
   op_track_begin.assign(streams.size() + 1, 0);
   for (const auto& op : ops) ++op_track_begin[static_cast<std::size_t>(op.stream) + 1];
   for (std::size_t i = 0; i < streams.size(); ++i) op_track_begin[i + 1] += op_track_begin[i];
+}
+
+// --- GEMMs from recorded input shapes (gemm_shape.h) ---------------------------
+
+bool matrix_product_name(std::string_view op_name) {
+  std::string n(op_name);
+  std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return n.find("mm") != std::string::npos || n.find("matmul") != std::string::npos ||
+         n.find("linear") != std::string::npos || n.find("gemm") != std::string::npos;
+}
+
+std::optional<GemmShape> gemm_shape(std::string_view op_name, std::string_view input_dims) {
+  if (!matrix_product_name(op_name)) return std::nullopt;
+  const auto j = nlohmann::json::parse(input_dims, nullptr, false);
+  if (!j.is_array()) return std::nullopt;
+  // The inputs that are matrices (or batches of them), in order.
+  std::vector<std::vector<std::int64_t>> m;
+  for (const auto& in : j) {
+    if (!in.is_array() || in.size() < 2) continue;
+    std::vector<std::int64_t> dims;
+    for (const auto& d : in) {
+      if (!d.is_number_integer() || d.get<std::int64_t>() <= 0) {
+        dims.clear();
+        break;
+      }
+      dims.push_back(d.get<std::int64_t>());
+    }
+    if (!dims.empty()) m.push_back(std::move(dims));
+  }
+  if (m.size() < 2) return std::nullopt;
+  auto rows = [](const std::vector<std::int64_t>& x) {
+    std::int64_t r = 1;
+    for (std::size_t i = 0; i + 1 < x.size(); ++i) r *= x[i];
+    return r;
+  };
+  std::string name(op_name);
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (name.find("linear") != std::string::npos) {
+    // linear(x[..., K], weight[N, K], bias): y = x W^T.
+    const auto& x = m[0];
+    const auto& w = m[1];
+    if (w.size() != 2 || x.back() != w[1]) return std::nullopt;
+    return GemmShape{w[1], w[0], rows(x)};
+  }
+  // a[..., T, K] x b[..., K, N]: the first pair whose inner sizes agree
+  // (addmm's bias is a vector, skipped above; baddbmm's input comes first).
+  for (std::size_t i = 0; i + 1 < m.size(); ++i) {
+    const auto& a = m[i];
+    const auto& b = m[i + 1];
+    if (a.back() == b[b.size() - 2]) return GemmShape{a.back(), b.back(), rows(a)};
+  }
+  return std::nullopt;
+}
+
+LaunchShapes::LaunchShapes(const Trace& trace) : t_(trace) {
+  if (trace.input_shapes.empty()) return;
+  for (std::size_t i = 0; i < trace.nvtx.size(); ++i) {
+    const auto& r = trace.nvtx[i];
+    if (r.input_shape >= 0) ranges_[{r.rank.value, r.thread_id}].push_back(i);
+  }
+  for (auto& [key, list] : ranges_)
+    std::sort(list.begin(), list.end(),
+              [&](std::size_t a, std::size_t b) { return trace.nvtx[a].start_ns < trace.nvtx[b].start_ns; });
+}
+
+std::optional<std::size_t> LaunchShapes::range_of(const Activity& a) const {
+  if (ranges_.empty()) return std::nullopt;
+  const ApiCall* call = t_.launching_call(a);
+  if (!call) return std::nullopt;
+  auto it = ranges_.find({call->rank.value, call->thread_id});
+  if (it == ranges_.end()) return std::nullopt;
+  const auto& list = it->second;
+  // The latest start before the launch whose end is after it (a few levels
+  // of nesting at most: aten::linear > aten::addmm).
+  auto pos = std::upper_bound(list.begin(), list.end(), call->start_ns,
+                              [&](std::int64_t t, std::size_t i) { return t < t_.nvtx[i].start_ns; });
+  for (int back = 0; pos != list.begin() && back < 16; ++back) {
+    --pos;
+    const auto& r = t_.nvtx[*pos];
+    if (r.end_ns < 0 || r.end_ns >= call->start_ns) return *pos;
+  }
+  return std::nullopt;
+}
+
+std::optional<GemmShape> LaunchShapes::gemm_of(std::size_t range) const {
+  const auto& r = t_.nvtx[range];
+  if (r.input_shape < 0) return std::nullopt;
+  return gemm_shape(t_.str(r.name), t_.input_shapes[static_cast<std::size_t>(r.input_shape)].dims);
 }
 
 }  // namespace moetrace::analyzer

@@ -674,6 +674,32 @@ TEST(MoeRecognition, PipelinePlusExpertParallelRanks) {
   }
 }
 
+// A GEMM's FLOPs from the shapes its framework op recorded (record_shapes):
+// torchtitan's experts module runs aten::mm(x[512,64], w[64,256]), whose
+// first kernel gets 2 x 512 x 64 x 256 = 16,777,216 FLOPs and whose second
+// (a split-K reduction) none; aten::linear(x[2,8,64], W[32,64]) in the
+// router 2 x 16 x 64 x 32 = 65,536; a kernel outside any shaped op none.
+TEST(MoeRecognition, GemmFlopsFromRecordedShapes) {
+  Kineto k;
+  k.range("ProfilerStep#1", 0, 1000);
+  k.range("nn.Module: MoE_0", 5, 90, 1, "python_function");
+  k.range("nn.Module: TokenChoiceTopKRouter_0", 6, 8, 1, "python_function");
+  k.range("aten::linear", 7, 5, 1, "cpu_op", {{"Input Dims", {{2, 8, 64}, {32, 64}, nlohmann::json::array()}}});
+  k.kernel("sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n", 7, 100, 10, 8);
+  k.range("nn.Module: GroupedExperts_0", 20, 40, 1, "python_function");
+  k.range("aten::mm", 21, 10, 1, "cpu_op", {{"Input Dims", {{512, 64}, {64, 256}}}, {"Input type", {"float", "float"}}});
+  k.kernel("sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_splitk", 7, 120, 30, 22);
+  k.kernel("splitKreduce_kernel", 7, 150, 5, 25);
+  k.kernel("vectorized_elementwise_kernel", 7, 160, 5, 40);
+  const auto t = import_and_load({k.write("titan_shapes.json")}, temp_path("titan_shapes.db"));
+  ASSERT_TRUE(t.recognition.moe);
+  EXPECT_TRUE(t.recognition.rules_used.count("torchtitan: grouped experts module"));
+  EXPECT_DOUBLE_EQ(op_of_kernel(t, "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_splitk", 120).flops, 16'777'216.0);
+  EXPECT_DOUBLE_EQ(op_of_kernel(t, "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n", 100).flops, 65'536.0);
+  EXPECT_LE(op_of_kernel(t, "splitKreduce_kernel", 150).flops, 0.0);
+  EXPECT_LE(op_of_kernel(t, "vectorized_elementwise_kernel", 160).flops, 0.0);
+}
+
 // --- hand-built Nsight Systems export ---------------------------------------------
 
 void make_export(const std::string& path, const std::string& sql) {

@@ -18,14 +18,6 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-// A framework op that multiplies matrices, by its name: aten::mm, addmm,
-// bmm, baddbmm, matmul, linear, _grouped_mm, _scaled_mm, a grouped GEMM.
-bool gemm_name(std::string_view name) {
-  const auto n = lower(name);
-  return n.find("mm") != std::string::npos || n.find("matmul") != std::string::npos ||
-         n.find("linear") != std::string::npos || n.find("gemm") != std::string::npos;
-}
-
 // The most frequent value of `counts` (ties: the larger value).
 template <class T>
 std::optional<T> mode(const std::map<T, int>& counts) {
@@ -41,58 +33,10 @@ std::optional<T> mode(const std::map<T, int>& counts) {
 
 }  // namespace
 
-std::optional<GemmShape> gemm_shape(std::string_view op_name, std::string_view input_dims) {
-  if (!gemm_name(op_name)) return std::nullopt;
-  const auto j = nlohmann::json::parse(input_dims, nullptr, false);
-  if (!j.is_array()) return std::nullopt;
-  // The inputs that are matrices (or batches of them), in order.
-  std::vector<std::vector<std::int64_t>> m;
-  for (const auto& in : j) {
-    if (!in.is_array() || in.size() < 2) continue;
-    std::vector<std::int64_t> dims;
-    for (const auto& d : in) {
-      if (!d.is_number_integer() || d.get<std::int64_t>() <= 0) {
-        dims.clear();
-        break;
-      }
-      dims.push_back(d.get<std::int64_t>());
-    }
-    if (!dims.empty()) m.push_back(std::move(dims));
-  }
-  if (m.size() < 2) return std::nullopt;
-  auto rows = [](const std::vector<std::int64_t>& x) {
-    std::int64_t r = 1;
-    for (std::size_t i = 0; i + 1 < x.size(); ++i) r *= x[i];
-    return r;
-  };
-  if (lower(op_name).find("linear") != std::string::npos) {
-    // linear(x[..., K], weight[N, K], bias): y = x W^T.
-    const auto& x = m[0];
-    const auto& w = m[1];
-    if (w.size() != 2 || x.back() != w[1]) return std::nullopt;
-    return GemmShape{w[1], w[0], rows(x)};
-  }
-  // a[..., T, K] x b[..., K, N]: the first pair whose inner sizes agree
-  // (addmm's bias is a vector, skipped above; baddbmm's input comes first).
-  for (std::size_t i = 0; i + 1 < m.size(); ++i) {
-    const auto& a = m[i];
-    const auto& b = m[i + 1];
-    if (a.back() == b[b.size() - 2]) return GemmShape{a.back(), b.back(), rows(a)};
-  }
-  return std::nullopt;
-}
-
 RecordedLayerShape recorded_layer_shape(const Trace& trace, int layer) {
   RecordedLayerShape out;
   if (trace.input_shapes.empty()) return out;
-  // The GEMM ranges with shapes, per (rank, thread), by start.
-  std::map<std::pair<std::int32_t, std::int64_t>, std::vector<std::size_t>> ranges;
-  for (std::size_t i = 0; i < trace.nvtx.size(); ++i) {
-    const auto& r = trace.nvtx[i];
-    if (r.input_shape >= 0 && gemm_name(trace.str(r.name))) ranges[{r.rank.value, r.thread_id}].push_back(i);
-  }
-  for (auto& [key, list] : ranges)
-    std::sort(list.begin(), list.end(), [&](std::size_t a, std::size_t b) { return trace.nvtx[a].start_ns < trace.nvtx[b].start_ns; });
+  const LaunchShapes shapes(trace);
   std::map<std::pair<std::int64_t, std::int64_t>, int> gate, expert;  // (in, out) -> GEMMs
   std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t> expert_rows;  // (in, out) -> rows
   std::int64_t gate_rows = 0;
@@ -106,27 +50,11 @@ RecordedLayerShape recorded_layer_shape(const Trace& trace, int layer) {
     if (op.layer != layer || op.phase != Phase::kForward) continue;
     if (op.kind != OpKind::kGate && op.kind != OpKind::kExpertFfn) continue;
     const ApiCall* call = trace.launching_call(a);
-    if (!call) continue;
-    auto it = ranges.find({call->rank.value, call->thread_id});
-    if (it == ranges.end()) continue;
-    const auto& list = it->second;
-    // The innermost GEMM range holding the launch: the latest start before
-    // it whose end is after it (a few levels of nesting at most).
-    auto pos = std::upper_bound(list.begin(), list.end(), call->start_ns,
-                                [&](std::int64_t t, std::size_t i) { return t < trace.nvtx[i].start_ns; });
-    std::optional<std::size_t> hit;
-    for (int back = 0; pos != list.begin() && back < 16; ++back) {
-      --pos;
-      const auto& r = trace.nvtx[*pos];
-      if (r.end_ns < 0 || r.end_ns >= call->start_ns) {
-        hit = *pos;
-        break;
-      }
-    }
+    const auto hit = call ? shapes.range_of(a) : std::nullopt;
     if (!hit || !seen.insert(*hit).second) continue;
     const auto& r = trace.nvtx[*hit];
     const auto& shape = trace.input_shapes[static_cast<std::size_t>(r.input_shape)];
-    const auto g = gemm_shape(trace.str(r.name), shape.dims);
+    const auto g = shapes.gemm_of(*hit);
     if (!g) continue;
     const std::pair f{g->in, g->out};
     if (op.kind == OpKind::kGate) {

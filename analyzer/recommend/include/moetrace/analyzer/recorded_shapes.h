@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "moetrace/analyzer/gemm_shape.h"
 #include "moetrace/analyzer/trace.h"
 
 namespace moetrace::analyzer {
@@ -28,18 +29,6 @@ struct RecordedLayerShape {
   int gemms = 0;                          // GEMMs whose shapes were read
   std::string source;                     // "Input Dims of 12 GEMMs (aten::mm, aten::linear)"
 };
-
-// A GEMM as its recorded shapes give it: in and out features, and the rows
-// it multiplies (the product of the first operand's leading dims).
-struct GemmShape {
-  std::int64_t in = 0, out = 0, rows = 0;
-  auto operator<=>(const GemmShape&) const = default;
-};
-
-// The GEMM of an op name and its recorded input dims (JSON text as in
-// input_shapes.input_dims); nullopt where it is no GEMM of two matrices
-// this reads.
-std::optional<GemmShape> gemm_shape(std::string_view op_name, std::string_view input_dims);
 
 // The sizes of MoE layer `layer` (every iteration, forward GEMMs only) from
 // the recorded shapes; nothing where the trace recorded none.
