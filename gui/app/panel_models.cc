@@ -329,6 +329,22 @@ QVariant RecommendationsModel::data(const QModelIndex& index, int role) const {
       // A change that buys memory with time (memory reuse) shows its cost.
       if (!r.gain_known) return QStringLiteral("\u2014");
       return r.predicted_gain >= 0 ? percent(r.predicted_gain) : tr("cost %1").arg(percent(-r.predicted_gain));
+    case kReplay: {
+      // The layer's replay of the trace's own configuration beside the
+      // measured time: the advice stands on it (off by > 20 %: unreliable).
+      for (const auto& L : d_->layers) {
+        if (L.layer != r.layer || !L.replay.computed) continue;
+        const auto& p = L.replay;
+        QString s = tr("%1 ms replayed vs %2 ms measured (%3%4 %)")
+                        .arg(p.simulated_s * 1e3, 0, 'f', 3)
+                        .arg(p.measured_s * 1e3, 0, 'f', 3)
+                        .arg(p.error >= 0 ? QStringLiteral("+") : QString())
+                        .arg(p.error * 100, 0, 'f', 1);
+        if (p.unreliable) s += tr(": unreliable, the %1 term is off").arg(qs(p.off_term));
+        return s;
+      }
+      return QStringLiteral("\u2014");
+    }
     case kEvidence: return qs(r.evidence);
     default: return {};
   }
@@ -341,6 +357,7 @@ QVariant RecommendationsModel::headerData(int section, Qt::Orientation o, int ro
     case kSubject: return tr("Subject");
     case kAction: return tr("Recommendation");
     case kGain: return tr("Predicted gain");
+    case kReplay: return tr("Replay");
     case kEvidence: return tr("Evidence");
     default: return {};
   }

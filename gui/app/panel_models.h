@@ -111,7 +111,7 @@ class ExpertLoadModel : public QAbstractTableModel {
 class RecommendationsModel : public QAbstractTableModel {
   Q_OBJECT
  public:
-  enum Column { kLayer, kSubject, kAction, kGain, kEvidence, kColumns };
+  enum Column { kLayer, kSubject, kAction, kGain, kReplay, kEvidence, kColumns };
   using QAbstractTableModel::QAbstractTableModel;
   void set_data(std::optional<analyzer::Recommendations> d);
   bool available() const { return d_.has_value(); }

@@ -148,9 +148,22 @@ class GuiWidgetsTest : public QObject {
     QVERIFY(!recs.available());
     analyzer::Recommendations d;
     d.items.push_back({1, "pipeline degree", "r = 4", "all-to-all is 31 % of layer 1", 0.12, true});
+    d.items.push_back({2, "pipeline degree", "keep r = 1", "", 0.0, true});
+    analyzer::LayerRecommendation layer1;
+    layer1.layer = 1;
+    layer1.replay.computed = true;
+    layer1.replay.measured_s = 0.040;
+    layer1.replay.simulated_s = 0.030;
+    layer1.replay.error = -0.25;
+    layer1.replay.unreliable = true;
+    layer1.replay.off_term = "all-to-all";
+    d.layers.push_back(layer1);
     recs.set_data(d);
-    QCOMPARE(recs.rowCount(), 1);
+    QCOMPARE(recs.rowCount(), 2);
     QCOMPARE(recs.index(0, RecommendationsModel::kGain).data().toString(), QStringLiteral("12.0 %"));
+    QCOMPARE(recs.index(0, RecommendationsModel::kReplay).data().toString(),
+             QStringLiteral("30.000 ms replayed vs 40.000 ms measured (-25.0 %): unreliable, the all-to-all term is off"));
+    QCOMPARE(recs.index(1, RecommendationsModel::kReplay).data().toString(), QStringLiteral("\u2014"));
     QCOMPARE(recs.index(0, 0).data(kLayerRole).toInt(), 1);
     recs.set_data(std::nullopt);
   }
