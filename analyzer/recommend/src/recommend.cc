@@ -1097,6 +1097,20 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
     L.iterations = meas.iterations;
     advise_pipeline(trace, o, hw, L);
     replay_layer(trace, o, hw, b, L);
+    // An overlapped schedule (DualPipe-style chunks, Megatron-Core's EP
+    // overlap) runs the layer's forward and backward side by side: the union
+    // of their windows is less than their sum. The recommenders model one
+    // layer instance at a time.
+    for (const auto& s : b.layers) {
+      if (s.layer != L.layer || s.ranks <= 0 || s.iterations <= 0) continue;
+      const double sum = static_cast<double>(s.forward.window_ns + s.backward.window_ns) /
+                         (static_cast<double>(s.ranks) * static_cast<double>(s.iterations));
+      if (sum > 0 && static_cast<double>(s.mean_window_ns) < 0.95 * sum)
+        out.notes.push_back(fmt::format(
+            "layer {}: its forward and backward run side by side (an overlapped schedule: the union of their "
+            "windows is {:.0f} % of their sum); the advice assumes a non-overlapped schedule",
+            L.layer, 100.0 * static_cast<double>(s.mean_window_ns) / sum));
+    }
     if (auto r = runs.find(L.layer); r != runs.end() && r->second.size() > 1) {
       L.pipeline.runs = r->second;
       L.pipeline.measured = mpipemoe_range_search(r->second, L.workload.max_tokens_per_rank());
