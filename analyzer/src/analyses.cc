@@ -20,6 +20,8 @@ Analyses analyze(const Trace& trace,
   a.cost_model = fit_cost_model(trace);
   step("nvtx ranges", 0.9);
   a.nvtx = analyze_nvtx(trace);
+  step("launch queues", 0.92);
+  a.launch_queue = analyze_launch_queue(trace);
   if (trace.rank_ids().size() > 1) {
     step("collective waits", 0.95);
     a.rank_waits = compute_rank_waits(trace);

@@ -387,6 +387,7 @@ nlohmann::json report_json(const Trace& trace, const Analyses& a, const ReportOp
       {"recognition", report_detail::recognition_json(trace)},
       {"nvtx", nvtx_json(a.nvtx)},
       {"breakdown", breakdown_json(a.breakdown, options)},
+      {"launch_queue", launch_queue_json(trace, a.launch_queue, options)},
       {"memory", memory_json(a.memory, options)},
       {"expert_load", expert_load_json(a.expert_load, options)},
       {"locality", locality_json(a.locality, options)},

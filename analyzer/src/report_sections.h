@@ -30,13 +30,18 @@ std::vector<std::string> breakdown_summary(const Breakdown& b);
 Section breakdown_section(const Breakdown& b, const ReportOptions& options);
 Section fitted_models_section(const CostModel& m);
 Section recommendations_section(const Analyses& a);
-// projection, memory, expert_load, locality, fitted_models, recommendations.
+// projection, nvtx, launch_queue, memory, expert_load, locality, fitted_models,
+// recommendations.
 std::vector<Section> analysis_sections(const Trace& trace, const Analyses& a, const ReportOptions& options);
 
 // A run of several rank files: files, clocks, waiting at collectives
 // (report_ranks.cc).
 bool has_ranks_section(const Trace& trace);
 Section ranks_section(const Trace& trace, const Analyses& a, const ReportOptions& options);
+
+// GPU idle time, launch queues and kernel launches, HTA's definitions
+// (report_launch_queue.cc).
+Section launch_queue_section(const Analyses& a, const ReportOptions& options);
 
 // MoE recognition of a trace from another tool (report_recognition.cc).
 Section recognition_section(const Trace& trace);

@@ -9,6 +9,7 @@
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/cost_model.h"
 #include "moetrace/analyzer/expert_load.h"
+#include "moetrace/analyzer/launch_queue.h"
 #include "moetrace/analyzer/locality.h"
 #include "moetrace/analyzer/memory.h"
 #include "moetrace/analyzer/nvtx_projection.h"
@@ -26,6 +27,7 @@ struct Analyses {
   CostModel cost_model;            // cost_model.h
   NvtxAnalysis nvtx;               // nvtx_projection.h (NVTX ranges from outside moetrace)
   RankWaitAnalysis rank_waits;     // rank_waits.h (runs of several ranks)
+  LaunchQueueAnalysis launch_queue;  // launch_queue.h (HTA: idle time, queue length, kernel launches)
   // recommendations.h; set by add_recommendations (recommend.h, the target
   // moetrace::recommend: it simulates what-ifs, so analyze() leaves it out);
   // the report's recommendations section.

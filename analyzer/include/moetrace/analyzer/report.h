@@ -3,7 +3,9 @@
 // schemas/report.schema.json). The CLI and CI gates use these.
 //
 // Sections, in order, with their JSON keys: run, projection (how GPU
-// activities were attributed to ops), breakdown, memory (timeline, peak and
+// activities were attributed to ops), breakdown, launch_queue (GPU idle time
+// per stream, launch-queue lengths and kernel-launch statistics as Holistic
+// Trace Analysis defines them; launch_queue.h), memory (timeline, peak and
 // its composition, memory bubbles, mpipemoe Eq. 1-6), expert_load
 // (imbalance, balance degree, RB), locality (load across iterations),
 // fitted_models (the fits of cost_model.h with their goodness of fit, as
@@ -67,7 +69,7 @@ struct ReportSection {
 };
 
 // The sections after the breakdown, as every report format shows them:
-// projection, memory, expert_load, locality, fitted_models, recommendations.
+// projection, launch_queue, memory, expert_load, locality, fitted_models, recommendations.
 std::vector<ReportSection> report_sections(const Trace& trace, const Analyses& a, const ReportOptions& options = {});
 
 nlohmann::json run_json(const RunInfo& run);
@@ -87,6 +89,11 @@ nlohmann::json recommendations_json(const Analyses& a);
 // present for such runs only.
 nlohmann::json rank_files_json(const RunFiles& files);
 nlohmann::json rank_waits_json(const RankWaitAnalysis& waits);
+// The launch_queue section (launch_queue.h): HTA's idle-time rows, the
+// queue-length summary and series per stream (at most
+// options.timeline_points points each, max-preserving) and the launch
+// statistics per rank with its longest launch delays.
+nlohmann::json launch_queue_json(const Trace& trace, const LaunchQueueAnalysis& a, const ReportOptions& options);
 
 // The whole report as one JSON document.
 nlohmann::json report_json(const Trace& trace, const Analyses& a, const ReportOptions& options);
