@@ -227,6 +227,9 @@ json hardware_json(const HardwareModelInfo& h) {
 
 std::string gain_text(const RecommendationItem& it) {
   if (!it.gain_known) return "-";
+  if (it.gain_interval)
+    return fmt::format("{:+.1f} % ({:+.1f} to {:+.1f} %)", it.predicted_gain * 100.0, it.gain_low * 100.0,
+                       it.gain_high * 100.0);
   return fmt::format("{:+.1f} %", it.predicted_gain * 100.0);
 }
 
@@ -238,6 +241,7 @@ json recommendations_to_json(const Recommendations& r) {
     json j = {{"layer", it.layer}, {"subject", it.subject}, {"action", it.action}, {"evidence", it.evidence},
               {"change", it.change}};
     if (it.gain_known) j["predicted_gain"] = num(it.predicted_gain);
+    if (it.gain_interval) j["predicted_gain_interval"] = {num(it.gain_low), num(it.gain_high)};
     items.push_back(j);
   }
   json layers = json::array();

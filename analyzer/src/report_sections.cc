@@ -416,7 +416,10 @@ Section recommendations_section(const Analyses& a) {
   auto cut = [](const std::string& action) { return action.size() <= 60 ? action : action.substr(0, 57) + "..."; };
   for (const auto& it : r.items)
     t.rows.push_back({std::to_string(it.layer), it.subject, cut(it.action),
-                      it.gain_known ? fmt::format("{:+.1f}%", 100.0 * it.predicted_gain) : "-"});
+                      !it.gain_known     ? std::string("-")
+                      : it.gain_interval ? fmt::format("{:+.1f}% ({:+.1f} to {:+.1f}%)", 100.0 * it.predicted_gain,
+                                                       100.0 * it.gain_low, 100.0 * it.gain_high)
+                                         : fmt::format("{:+.1f}%", 100.0 * it.predicted_gain)});
   rec.table("Per MoE layer (predicted gain: share of the layer's time per iteration saved; negative: the change "
             "costs time):",
             std::move(t));

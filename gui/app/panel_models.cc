@@ -328,7 +328,11 @@ QVariant RecommendationsModel::data(const QModelIndex& index, int role) const {
     case kGain:
       // A change that buys memory with time (memory reuse) shows its cost.
       if (!r.gain_known) return QStringLiteral("\u2014");
-      return r.predicted_gain >= 0 ? percent(r.predicted_gain) : tr("cost %1").arg(percent(-r.predicted_gain));
+      {
+        QString s = r.predicted_gain >= 0 ? percent(r.predicted_gain) : tr("cost %1").arg(percent(-r.predicted_gain));
+        if (r.gain_interval) s += tr(" (%1 to %2)").arg(percent(r.gain_low), percent(r.gain_high));
+        return s;
+      }
     case kReplay: {
       // The layer's replay of the trace's own configuration beside the
       // measured time: the advice stands on it (off by > 20 %: unreliable).

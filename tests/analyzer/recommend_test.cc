@@ -281,6 +281,40 @@ TEST(Recommend, FittedModelTermByTermWithPresetFallback) {
     EXPECT_GT(f->r2, 0) << name;
   }
   EXPECT_NE(r.hardware.description.find("R^2"), std::string::npos) << r.hardware.description;
+  // Each gain comes with the range the fits' residuals allow, around it; a
+  // fit whose residuals are 30 % of its mean time widens some advice's range
+  // (expert GEMMs 30 % slower or faster move its closed form).
+  for (const auto& it : r.items) {
+    if (!it.gain_known) continue;
+    EXPECT_TRUE(it.gain_interval) << it.subject;
+    EXPECT_LE(it.gain_low, it.predicted_gain + 1e-12) << it.subject;
+    EXPECT_GE(it.gain_high, it.predicted_gain - 1e-12) << it.subject;
+  }
+  {
+    // Fits without residuals leave no range; expert GEMM residuals of 30 %
+    // of their mean time give one (the all-to-all's set aside).
+    Analyses exact = a;
+    for (auto& f : exact.cost_model.collectives)
+      if (f.kind == "all_to_all") f.fit.residual_rms = 0;
+    for (auto& f : exact.cost_model.compute)
+      if (f.kind == "expert_ffn") f.fit.residual_rms = 0;
+    Analyses noisy = exact;
+    for (auto& f : noisy.cost_model.compute)
+      if (f.kind == "expert_ffn") f.fit.residual_rms = 0.3 * f.fit.mean_time;
+    const auto narrow = recommend(t, exact, o);
+    const auto wide = recommend(t, noisy, o);
+    auto widest = [](const Recommendations& rec) {
+      double w = -1;
+      for (const auto& it : rec.items)
+        if (it.gain_interval) w = std::max(w, it.gain_high - it.gain_low);
+      return w;
+    };
+    EXPECT_EQ(widest(narrow), -1);  // no item has an interval
+    EXPECT_GT(widest(wide), 0.001);
+    const auto j = recommendations_to_json(wide);
+    EXPECT_EQ(j["items"][2]["predicted_gain_interval"].size(), 2u);
+    EXPECT_EQ(schema_errors(j), std::vector<std::string>{});
+  }
 
   // The all-to-all fit reduced to one size.
   for (auto& f : a.cost_model.collectives)

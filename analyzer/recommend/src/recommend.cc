@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <map>
@@ -91,7 +92,29 @@ std::map<int, LayerMeasures> layer_measures(const Trace& t, const Breakdown& b) 
 struct Hardware {
   HardwareModelInfo info;
   sim::CostModel model;
+  // Fitted terms: their residuals' rms relative to their mean time (0: not
+  // fitted, no uncertainty known).
+  double expert_rel_sd = 0, a2a_rel_sd = 0;
 };
+
+// `h` with its expert GEMMs and its all-to-all slower by the given factors
+// (1 + f): a corner of the fits' uncertainty.
+Hardware scaled(const Hardware& h, double expert, double a2a) {
+  Hardware out = h;
+  auto scale_compute = [&](sim::ComputeCost& c) {
+    c.alpha_s *= 1 + expert;
+    c.seconds_per_flop *= 1 + expert;
+  };
+  if (auto it = out.model.compute_by_kind.find(OpKind::kExpertFfn); it != out.model.compute_by_kind.end())
+    scale_compute(it->second);
+  else
+    scale_compute(out.model.compute);
+  for (auto& pt : out.model.collective(plan::CollectiveKind::kAllToAllV).points) {
+    pt.alpha_s *= 1 + a2a;
+    pt.beta_s *= 1 + a2a;
+  }
+  return out;
+}
 
 // The terms of `m` the recommenders read, as the report prints them
 // (schemas/recommendations.schema.json, hardware_model).
@@ -193,6 +216,9 @@ std::optional<Hardware> fitted_hardware(const Trace& t, const CostModel& fits, i
     if (term.source == "preset" && (term.term == "expert GEMMs" || term.term.starts_with("all-to-all")))
       notes.push_back(fmt::format("{}: the {} preset's term is used ({})", term.term, kBase, term.why));
   h.info.fits = std::move(terms);
+  auto rel = [](const LinearFit& f) { return f.mean_time > 0 ? f.residual_rms / f.mean_time : 0.0; };
+  if (ffn_why.empty()) h.expert_rel_sd = rel(ffn->fit);
+  if (a2a_why.empty()) h.a2a_rel_sd = rel(a2a->fit);
   return h;
 }
 
@@ -1123,6 +1149,45 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
     out.items.push_back(memory_item(L));
     out.items.push_back(placement_item(L, o.min_gain));
     out.items.push_back(layout_item(L, o.min_gain));
+    // The gains' interval from the fitted terms' uncertainty: the same advice
+    // by the closed forms on the nominal model and on the four corner models
+    // (+-1 relative residual of the expert GEMM and all-to-all fits); each
+    // corner moves the gain by its closed-form difference to the nominal.
+    if (hw.expert_rel_sd > 0 || hw.a2a_rel_sd > 0) {
+      RecommendOptions closed = o;
+      closed.simulate = false;
+      auto gains = [&](const Hardware& h) {
+        LayerRecommendation C;
+        C.workload = L.workload;
+        C.layer = L.layer;
+        C.variant = L.variant;
+        C.measured_layer_s = L.measured_layer_s;
+        C.iterations = L.iterations;
+        advise_pipeline(trace, closed, h, C);
+        advise_memory(trace, closed, h, peak, C);
+        advise_placement(trace, closed, h, meas, C);
+        advise_layout(trace, closed, h, C);
+        return std::array<RecommendationItem, 4>{pipeline_item(C, h, o.min_gain), memory_item(C),
+                                                 placement_item(C, o.min_gain), layout_item(C, o.min_gain)};
+      };
+      const auto nominal = gains(hw);
+      for (std::size_t k = 0; k < 4; ++k) {
+        auto& it = out.items[first_item + k];
+        it.gain_interval = it.gain_known && nominal[k].gain_known;
+        it.gain_low = it.gain_high = it.predicted_gain;
+      }
+      for (const double se : {-1.0, 1.0})
+        for (const double sa : {-1.0, 1.0}) {
+          const auto corner = gains(scaled(hw, se * hw.expert_rel_sd, sa * hw.a2a_rel_sd));
+          for (std::size_t k = 0; k < 4; ++k) {
+            auto& it = out.items[first_item + k];
+            if (!it.gain_interval || !corner[k].gain_known) continue;
+            const double g = it.predicted_gain + corner[k].predicted_gain - nominal[k].predicted_gain;
+            it.gain_low = std::min(it.gain_low, g);
+            it.gain_high = std::max(it.gain_high, g);
+          }
+        }
+    }
     if (L.replay.unreliable)
       for (std::size_t k = first_item; k < out.items.size(); ++k)
         out.items[k].evidence = fmt::format(

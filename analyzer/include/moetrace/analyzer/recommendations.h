@@ -153,6 +153,11 @@ struct RecommendationItem {
   std::string evidence;        // the numbers behind it, a few sentences
   double predicted_gain = -1;  // fraction of the layer time saved (see above); NaN-free
   bool gain_known = false;
+  // Where the hardware model was fitted from the trace: the gain's range
+  // when the expert GEMM and all-to-all terms move by one relative residual
+  // (rms / mean time) of their fits, every combination of either sign.
+  bool gain_interval = false;
+  double gain_low = 0, gain_high = 0;
   bool change = false;         // false: keep what the trace runs
 };
 
