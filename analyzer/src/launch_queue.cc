@@ -8,6 +8,8 @@
 #include <tuple>
 #include <utility>
 
+#include "moetrace/analyzer/report.h"
+
 namespace moetrace::analyzer {
 namespace {
 
@@ -82,30 +84,6 @@ std::map<std::int32_t, std::int64_t> rank_durations(const Trace& t) {
   return out;
 }
 
-// Max-preserving reduction of a step series to at most `max_points` points
-// (report.h's downsample_max, for queue lengths): every bucket keeps its
-// largest value, so peaks survive.
-std::vector<QueuePoint> downsample(const std::vector<QueuePoint>& points, std::size_t max_points) {
-  if (max_points < 2 || points.size() <= max_points) return points;
-  const auto t0 = points.front().ts_ns, t1 = points.back().ts_ns;
-  const auto buckets = static_cast<std::int64_t>(max_points - 1);
-  const double width = static_cast<double>(t1 - t0) / static_cast<double>(buckets);
-  std::vector<QueuePoint> out;
-  std::int32_t carried = 0;
-  std::size_t i = 0;
-  for (std::int64_t b = 0; b < buckets && i + 1 < points.size(); ++b) {
-    const auto end = b + 1 == buckets ? t1 : t0 + static_cast<std::int64_t>(width * static_cast<double>(b + 1));
-    if (points[i].ts_ns >= end) continue;
-    QueuePoint p{points[i].ts_ns, carried};
-    for (; i + 1 < points.size() && points[i].ts_ns < end; ++i) {
-      p.length = std::max(p.length, points[i].length);
-      carried = points[i].length;
-    }
-    out.push_back(p);
-  }
-  out.push_back(points.back());
-  return out;
-}
 
 }  // namespace
 
@@ -215,7 +193,7 @@ bool stream_queue(const Trace& t, std::size_t s, const LaunchQueueOptions& o,
   if (auto it = durations.find(q.rank); it != durations.end() && it->second > 0)
     q.full_fraction = static_cast<double>(q.full_ns) / static_cast<double>(it->second);
   if (max_points > 0 && q.series.size() > max_points) {
-    q.series = downsample(q.series, max_points);
+    q.series = downsample_max(q.series, static_cast<int>(std::min<std::size_t>(max_points, INT32_MAX)), &QueuePoint::length);
     q.downsampled = true;
   }
   return true;

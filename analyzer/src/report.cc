@@ -42,27 +42,6 @@ std::string format_bytes_ms(double bytes_ns) {
   return fmt::format("{:.3g} B*ms", v);
 }
 
-std::vector<MemoryPoint> downsample_max(const std::vector<MemoryPoint>& points, int max_points) {
-  if (max_points < 2 || points.size() <= static_cast<std::size_t>(max_points)) return points;
-  const auto t0 = points.front().ts_ns, t1 = points.back().ts_ns;
-  const auto buckets = static_cast<std::int64_t>(max_points - 1);
-  const double width = static_cast<double>(t1 - t0) / static_cast<double>(buckets);
-  std::vector<MemoryPoint> out;
-  std::int64_t carried = 0;  // the step value entering the bucket
-  std::size_t i = 0;
-  for (std::int64_t b = 0; b < buckets && i + 1 < points.size(); ++b) {
-    const auto end = b + 1 == buckets ? t1 : t0 + static_cast<std::int64_t>(width * static_cast<double>(b + 1));
-    if (points[i].ts_ns >= end) continue;
-    MemoryPoint p{points[i].ts_ns, carried};
-    for (; i + 1 < points.size() && points[i].ts_ns < end; ++i) {
-      p.bytes = std::max(p.bytes, points[i].bytes);
-      carried = points[i].bytes;
-    }
-    out.push_back(p);
-  }
-  out.push_back(points.back());
-  return out;
-}
 
 nlohmann::json run_json(const RunInfo& run) {
   nlohmann::json config = nlohmann::json::object();

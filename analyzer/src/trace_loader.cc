@@ -674,11 +674,19 @@ class TraceLoader {
 
   // The autograd_ranges table (absent from traces older than it): sequence
   // numbers of the host ranges, by nvtx id.
+  // NVTX range ids -> their place in trace_.nvtx (built once, for the
+  // tables that name ranges by id).
+  const std::unordered_map<std::int64_t, std::size_t>& nvtx_by_id() {
+    if (nvtx_by_id_.empty() && !trace_.nvtx.empty()) {
+      nvtx_by_id_.reserve(trace_.nvtx.size());
+      for (std::size_t i = 0; i < trace_.nvtx.size(); ++i) nvtx_by_id_.emplace(trace_.nvtx[i].id, i);
+    }
+    return nvtx_by_id_;
+  }
+
   void load_autograd() {
     if (!db_.has_table("autograd_ranges")) return;
-    std::unordered_map<std::int64_t, std::size_t> by_id;
-    by_id.reserve(trace_.nvtx.size());
-    for (std::size_t i = 0; i < trace_.nvtx.size(); ++i) by_id.emplace(trace_.nvtx[i].id, i);
+    const auto& by_id = nvtx_by_id();
     auto st = db_.prepare("SELECT nvtx_id, sequence, backward FROM autograd_ranges");
     auto* d = digest("autograd_ranges");
     std::int64_t orphans = 0;
@@ -701,9 +709,7 @@ class TraceLoader {
   // input shapes of framework ops, by nvtx id.
   void load_input_shapes() {
     if (!db_.has_table("input_shapes")) return;
-    std::unordered_map<std::int64_t, std::size_t> by_id;
-    by_id.reserve(trace_.nvtx.size());
-    for (std::size_t i = 0; i < trace_.nvtx.size(); ++i) by_id.emplace(trace_.nvtx[i].id, i);
+    const auto& by_id = nvtx_by_id();
     auto st = db_.prepare("SELECT nvtx_id, input_dims, input_types FROM input_shapes");
     auto* d = digest("input_shapes");
     std::int64_t orphans = 0;
@@ -844,6 +850,7 @@ class TraceLoader {
   std::int64_t rank_limit_ = 0;                    // 1 + the highest rank of tables ranks and streams
   std::vector<std::int64_t> unknown_streams_;
   std::int64_t activities_without_op_ = 0;
+  std::unordered_map<std::int64_t, std::size_t> nvtx_by_id_;  // nvtx_by_id()
 };
 
 void load_run_record(sqlite::Database& db, RunInfo& run) { TraceLoader::load_run(db, run); }
