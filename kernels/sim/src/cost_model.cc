@@ -264,8 +264,9 @@ CostModel preset_h100() {
 // NVLink 3 / NVSwitch; the paper gives 200 Gb/s HDR per node in one sentence
 // and 1,600 Gb/s per node in the next; we take 8 x 200 Gb/s (one HDR NIC per
 // GPU, as in a DGX A100).
-// Sources: paper — 64 A100 40 GB, DGX A100, 200 Gb/s HDR per GPU (Sec.
-// V-A), sigma = 1 (Sec. II-C); datasheet — 312 dense FP16 TFLOP/s, 1.555
+// Sources: paper — 64 A100 40 GB, DGX A100, 200 Gb/s HDR per node and
+// 1,600 Gb/s between machines (Sec. V-A), sigma = 1 (Sec. II-C); assumed —
+// one 200 Gb/s HDR NIC per GPU (the DGX A100 layout); datasheet — 312 dense FP16 TFLOP/s, 1.555
 // TB/s HBM2, NVLink 3 300 GB/s per direction, PCIe 4.0 x16; assumed — the
 // achieved fractions (64 % GEMM, 84 % memory, ~77 % NVLink, 88 % HDR), the
 // startups, and mu/eta (Fig. 3 shows slowdowns without numbers in the text).
@@ -300,11 +301,14 @@ CostModel preset_a100() {
 }
 
 // ppmoe's cluster (Sec. 4.2-4.3): V100 nodes of 8 GPUs (NVLink 2). The paper
-// does not give the network; we assume 4 x 100 Gb/s EDR per node (DGX-1),
-// i.e. 6.25 GB/s per GPU, ~5.5 GB/s achieved.
+// gives its inter-node bandwidth only as Eq. 2's B = 12.5e9 B/s
+// (InfiniBand, Sec. 3.2), without saying per GPU or per node; this preset
+// does not use it yet: it assumes 4 x 100 Gb/s EDR per node (DGX-1), i.e.
+// 6.25 GB/s per GPU, ~5.5 GB/s achieved.
 // Sources: paper — V100 nodes of 8, fp16 (Sec. 4.1-4.3); datasheet — 125
 // FP16 tensor TFLOP/s, 900 GB/s HBM2, NVLink 2; assumed — the network (4 x
-// 100 Gb/s EDR per node as in a DGX-1; the paper gives none), the achieved
+// 100 Gb/s EDR per node as in a DGX-1, not the paper's B = 12.5e9 B/s of
+// Eq. 2, whose scope it does not state), the achieved
 // fractions (64 % GEMM, 83 % memory, 88 % EDR) and the startups.
 CostModel preset_v100() {
   CostModel m;
