@@ -221,10 +221,14 @@ TEST(ModelSpec, ShapesFromTheModelLoadAssumedBalanced) {
   EXPECT_EQ(w.model_dim, 64);
   EXPECT_EQ(w.hidden, 128);
   EXPECT_EQ(w.elem_bytes, 2);
+  // An op range's bytes are what the rank sends to the other ranks (schema:
+  // op_ranges.bytes), (P - 1) / P of its rows under balanced routing: 4096 B
+  // = 1/2 x tokens x k 2 x M 64 x 2 B gives 32 tokens, 32 x 2 / 4 = 16 rows
+  // to each expert.
   for (int s = 0; s < 2; ++s)
-    for (int e = 0; e < 4; ++e) EXPECT_EQ(w.routing.count(s, e), 8) << s << " " << e;
+    for (int e = 0; e < 4; ++e) EXPECT_EQ(w.routing.count(s, e), 16) << s << " " << e;
   bool said = false;
-  for (const auto& n : notes) said = said || n.find("routing assumed balanced, 16 tokens a rank") != std::string::npos;
+  for (const auto& n : notes) said = said || n.find("routing assumed balanced, 32 tokens a rank") != std::string::npos;
   EXPECT_TRUE(said);
   // --tokens overrides the bytes.
   const auto ws2 = moe_layer_workloads(t, nullptr, {&m, 40});

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -303,6 +304,43 @@ TEST(Cli, RecommendOnAnImportedTraceWithAModelFile) {
                         "invalid configuration: " + bad + ": no routed-expert count (n_routed_experts, num_local_experts, num_experts, "
                               "moe_num_experts, ffn_config.moe_num_experts): not the config.json of an MoE model",
                         2);
+}
+
+// A simulated run exported as a Chrome/Kineto trace and imported again gives
+// the same advice: the export's op ranges are read back as they were (no
+// recognition needed), the layer's shape comes from the job's Megatron-Core
+// arguments (the trace no longer has its layers table) and the hardware
+// model is the preset the run used (the export has no run_config). Without
+// expert load the routing is assumed balanced, which the pipemoe preset's is.
+TEST(Cli, KinetoRoundTripGivesTheSameAdvice) {
+  const auto db = testing::temp_path("rt-sim.db"), json = testing::temp_path("rt-sim.json"),
+             back = testing::temp_path("rt-back.db"), args = testing::temp_path("rt-args.txt");
+  for (const auto& f : {db, back}) std::filesystem::remove(f);
+  ASSERT_EQ(run_cli("run -b sim -p pipemoe-tm1-p16 -i 2 --ranks 4 -q -o " + db).exit_code, 0);
+  ASSERT_EQ(run_cli("export chrome " + db + " -o " + json).exit_code, 0);
+  ASSERT_EQ(run_cli("import " + json + " -o " + back).exit_code, 0);
+  std::ofstream(args) << "--num-experts 16 --moe-router-topk 2 --hidden-size 512 --moe-ffn-hidden-size 1024 "
+                         "--expert-model-parallel-size 4\n";
+  auto advice = [&](const std::string& trace) {
+    const auto r = run_cli("recommend " + trace + " --model " + args + " --cost-model pipemoe-2080ti-ib100 -f json");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const auto a = advice(db), b = advice(back);
+  ASSERT_EQ(a["items"].size(), b["items"].size());
+  ASSERT_FALSE(a["items"].empty());
+  for (std::size_t i = 0; i < a["items"].size(); ++i) {
+    SCOPED_TRACE(a["items"][i]["subject"].get<std::string>());
+    EXPECT_EQ(a["items"][i]["action"], b["items"][i]["action"]);
+    if (a["items"][i].contains("predicted_gain")) {
+      const double g = a["items"][i]["predicted_gain"].get<double>();
+      EXPECT_NEAR(b["items"][i]["predicted_gain"].get<double>(), g, 0.05 * std::max(0.01, std::fabs(g)));
+    }
+  }
+  const auto& ra = a["layers"][0]["replay"];
+  const auto& rb = b["layers"][0]["replay"];
+  EXPECT_NEAR(rb["simulated_s"].get<double>() / ra["simulated_s"].get<double>(), 1.0, 0.05);
+  EXPECT_NEAR(rb["measured_s"].get<double>() / ra["measured_s"].get<double>(), 1.0, 0.05);
 }
 
 // A trace without the writer's integrity record (older writer, killed run)

@@ -216,8 +216,8 @@ TEST(ChromeExport, RoundTripKeepsEveryEventOfARealTrace) {
 
 // A moetrace trace (two ranks, device allocations and frees): kernels,
 // copies, API calls and memory events come back, on their ranks, at their ns
-// times; op ranges do not (a Chrome slice carries their coordinates as args
-// only) and the import says nothing else was lost.
+// times; op ranges too (the export's op slices carry their coordinates as
+// args, read back as op ranges), and the import says nothing was lost.
 TEST(ChromeExport, RoundTripOfAMoetraceTraceKeepsMemoryEvents) {
   const auto first = temp_path("rt-moe.db"), json = temp_path("rt-moe.json"), second = temp_path("rt-moe-2.db");
   write_text_trace(first, R"(
@@ -248,8 +248,15 @@ TEST(ChromeExport, RoundTripOfAMoetraceTraceKeepsMemoryEvents) {
         "FROM memory_events ORDER BY ts_ns)"})
     EXPECT_EQ(sql_text(second, q), sql_text(first, q)) << q;
   EXPECT_EQ(sql_int(second, "SELECT count(*) FROM memory_events"), 3);
-  EXPECT_EQ(sql_int(second, "SELECT count(*) FROM op_ranges"), 0);
-  EXPECT_EQ(config_value(second, "import.skipped.op"), "1");
+  // The op range comes back with its coordinates and its kernel, over the
+  // span of its GPU work as the analyzer shows (and exports) an op of a
+  // trace with GPU activities: its kernel's [1000, 1500].
+  const std::string op_q =
+      "SELECT group_concat(o.rank || '/' || k.name || '/' || o.layer || '/' || o.iteration || '/' || o.phase || '/' || "
+      "o.start_ns || '/' || o.end_ns) FROM op_ranges o JOIN op_kinds k ON k.id = o.kind";
+  EXPECT_EQ(sql_text(second, op_q), "0/gate/0/0/0/1000/1500");
+  EXPECT_EQ(sql_int(second, "SELECT count(*) FROM kernels WHERE op_id IS NOT NULL"), 1);
+  EXPECT_EQ(config_value(second, "import.skipped.op"), "(no row)");
 }
 
 TEST(ChromeExport, RoundTripOfAnNsysExport) {

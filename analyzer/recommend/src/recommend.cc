@@ -545,9 +545,17 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
         const int elem = w.elem_bytes > 0 ? w.elem_bytes : 2;
         double most = 0;
         for (const auto& [r, b] : dispatch_bytes) most = std::max(most, b);
+        // Op ranges of moetrace's own count the bytes a rank sends to the
+        // other ranks: under balanced routing (P - 1) / P of its rows. Ops
+        // recognised from a profiler's NCCL records carry the call's whole
+        // input, its own segment included.
+        const double local = trace.recognition.moe || P < 2 ? 1.0 : static_cast<double>(P - 1) / P;
         tokens = static_cast<std::int64_t>(
-            std::llround(most / (static_cast<double>(w.top_k) * static_cast<double>(w.model_dim) * elem)));
-        origin = fmt::format("the forward dispatch all-to-all's bytes / (k x M x {} B)", elem);
+            std::llround(most / (local * static_cast<double>(w.top_k) * static_cast<double>(w.model_dim) * elem)));
+        origin = trace.recognition.moe
+                     ? fmt::format("the forward dispatch all-to-all's bytes / (k x M x {} B)", elem)
+                     : fmt::format("the forward dispatch all-to-all's bytes to other ranks / ((P - 1) / P x k x M x {} B)",
+                                   elem);
       }
       if (tokens <= 0) {
         note(fmt::format("layer {}: tokens per rank unknown (no expert load, no dispatch all-to-all bytes in the "

@@ -180,6 +180,12 @@ void TraceBuilder::add(const instrument::CollectiveRecord& r) {
   count("collectives");
 }
 
+void TraceBuilder::add(const instrument::OpRangeRecord& r) {
+  if (!valid_interval(r.start_ns, r.end_ns)) return;
+  writer_->add(r);
+  count("op_ranges");
+}
+
 void TraceBuilder::skip(std::string_view reason, std::int64_t n) {
   if (n > 0) skipped_[std::string(reason)] += n;
 }

@@ -71,6 +71,8 @@ class TraceBuilder {
   void add(const instrument::NvtxRangeRecord& r);
   void add(const instrument::MemoryEventRecord& r);
   void add(const instrument::CollectiveRecord& r);
+  // An op range (moetrace's own Chrome export read back).
+  void add(const instrument::OpRangeRecord& r);
 
   // A source record the importer does not map, by reason; stored as
   // run_config import.skipped.<reason> and shown by `moetrace info`.

@@ -203,6 +203,32 @@ void emit(ParsedFile& p, const std::string& path, std::size_t file_index, TraceB
     if ((++done & 0x3FFF) == 0) b.progress("writing " + label, static_cast<double>(done) / total);
   };
 
+  // moetrace's own export: its op ranges, each on the stream of its first
+  // kernel (the op lanes beside a stream are no stream of their own).
+  std::map<std::pair<std::int64_t, std::int64_t>, StreamId> op_stream;  // (pid, op id) -> stream
+  for (const auto& a : p.gpu)
+    if (a.op >= 0) op_stream.try_emplace({a.device, a.op}, b.stream(rank_of(a.device), device(a.device), a.stream));
+  for (const auto& o : p.ops) {
+    const RankId rank = rank_of(o.pid);
+    auto it = op_stream.find({o.pid, o.id});
+    instrument::OpRangeRecord r;
+    r.id = OpId(o.id);
+    r.rank = rank;
+    r.stream = it != op_stream.end() ? it->second : b.stream(rank, device(o.pid), o.tid);
+    r.kind = o.kind;
+    r.name = name(o.name, false);
+    r.layer = o.layer;
+    r.iteration = o.iteration;
+    r.micro_batch = o.micro_batch;
+    r.chunk = o.chunk;
+    r.phase = o.phase;
+    r.start_ns = shift(o.start);
+    r.end_ns = shift(o.end);
+    r.flops = o.flops;
+    r.bytes = o.bytes;
+    if (o.peer >= 0) r.peer = RankId(static_cast<std::int32_t>(o.peer));
+    b.add(r);
+  }
   for (const auto& a : p.gpu) {
     step();
     const RankId rank = rank_of(a.device);  // the export's GPU events have pid = rank, no device arg
@@ -211,6 +237,7 @@ void emit(ParsedFile& p, const std::string& path, std::size_t file_index, TraceB
     if (a.type == ActivityType::kKernel) {
       instrument::KernelRecord k{.rank = rank, .stream = stream, .start_ns = shift(a.start), .end_ns = shift(a.end),
                                  .name = name(a.name, true), .correlation_id = corr};
+      if (a.op >= 0 && !p.ops.empty()) k.op = OpId(a.op);
       if (a.launch[0] >= 0) {
         for (std::size_t i = 0; i < 3; ++i) {
           k.grid[i] = a.launch[i];

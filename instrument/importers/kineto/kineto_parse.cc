@@ -83,6 +83,10 @@ struct Args {
   // sequence number; a backward node's "Fwd thread id" is its forward
   // thread's (1, 2, ...), a forward op's 0 (torch/csrc/profiler).
   std::optional<std::int64_t> sequence, fwd_thread;
+  // moetrace's own export: an op slice's coordinates, a kernel's op.
+  std::optional<std::int64_t> op, layer, iteration, micro_batch, chunk, peer_rank;
+  std::optional<double> flops;
+  std::string kind, phase;
   // A cpu_op's "Input Dims" and "Input type" (record_shapes=True) as compact
   // JSON text: [[8192,4096],[4096,14336]] and ["c10::BFloat16","float"].
   std::string input_dims, input_types;
@@ -100,6 +104,8 @@ struct Args {
     mem_bytes.reset(), mem_addr.reset(), mem_device_type.reset(), mem_device_id.reset();
     api.clear(), domain.clear(), payload.reset(), sequence.reset(), fwd_thread.reset();
     input_dims.clear(), input_types.clear();
+    op.reset(), layer.reset(), iteration.reset(), micro_batch.reset(), chunk.reset(), peer_rank.reset();
+    flops.reset(), kind.clear(), phase.clear();
   }
 };
 
@@ -415,6 +421,16 @@ class Handler {
     else if (k == "domain"sv) { if (s) a.domain = *s; }
     else if (k == "payload"sv) a.payload = as_int(n);
     else if (k == "Sequence number"sv) a.sequence = as_int(n);
+    // moetrace's own export (op slices and the kernels' op).
+    else if (k == "op"sv) a.op = as_int(n);
+    else if (k == "kind"sv) { if (s) a.kind = *s; }
+    else if (k == "layer"sv) a.layer = as_int(n);
+    else if (k == "iteration"sv) a.iteration = as_int(n);
+    else if (k == "micro_batch"sv) a.micro_batch = as_int(n);
+    else if (k == "chunk"sv) a.chunk = as_int(n);
+    else if (k == "phase"sv) { if (s) a.phase = *s; }
+    else if (k == "flops"sv) { if (n.present) a.flops = n.d; }
+    else if (k == "peer_rank"sv) a.peer_rank = as_int(n);
     else if (k == "Fwd thread id"sv) a.fwd_thread = as_int(n);
   }
 
@@ -447,6 +463,34 @@ class Handler {
       if (cat == "kernel" || cat == "gpu_memcpy" || cat == "memcpy" || cat == "gpu_memset" ||
           cat == "memset") {
         gpu_activity(cat, start, end);
+      } else if (cat == "op" && !e.args.kind.empty() && e.args.op && e.tid) {
+        // moetrace's own export of an op range.
+        const auto kind = parse_op_kind(e.args.kind);
+        const auto phase = parse_phase(e.args.phase.empty() ? "fwd" : e.args.phase);
+        if (!kind || !phase) {
+          out_.skip("malformed_event");
+          return;
+        }
+        auto narrow = [](const std::optional<std::int64_t>& v) {
+          return v && *v >= INT32_MIN && *v <= INT32_MAX ? static_cast<std::int32_t>(*v) : -1;
+        };
+        OpSlice o;
+        o.start = start;
+        o.end = end;
+        o.pid = e.pid.value_or(0);
+        o.tid = *e.tid;
+        o.id = *e.args.op;
+        o.name = out_.intern(e.name);
+        o.kind = *kind;
+        o.phase = *phase;
+        o.layer = narrow(e.args.layer);
+        o.iteration = narrow(e.args.iteration);
+        o.micro_batch = narrow(e.args.micro_batch);
+        o.chunk = narrow(e.args.chunk);
+        o.flops = e.args.flops.value_or(-1);
+        o.bytes = e.args.bytes.value_or(-1);
+        o.peer = e.args.peer_rank.value_or(-1);
+        out_.ops.push_back(o);
       } else if (cat == "cuda_runtime" || cat == "runtime" || cat == "cuda_driver" || cat == "cuda_api") {
         if (!e.tid) {
           out_.skip("malformed_event");
@@ -528,6 +572,7 @@ class Handler {
     a.device = static_cast<std::int32_t>(*device);
     a.stream = *stream;
     a.correlation = e.args.correlation.value_or(0);
+    a.op = e.args.op.value_or(-1);
     if (cat == "kernel") {
       a.type = ActivityType::kKernel;
       a.name = out_.intern(e.name);

@@ -11,6 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "moetrace/schema/op_kind.h"
+
 namespace moetrace::importers {
 
 class TraceBuilder;
@@ -28,6 +30,19 @@ struct GpuActivity {
   std::int32_t registers = -1, shared = -1;
   ActivityType type = ActivityType::kKernel;
   std::uint8_t copy_kind = 0, src_kind = 0, dst_kind = 0;
+  std::int64_t op = -1;  // moetrace's own export: the op range it belongs to
+};
+
+// An op range of moetrace's own Chrome export (cat "op"): read back as the
+// op range it was.
+struct OpSlice {
+  std::int64_t start = 0, end = 0, pid = 0, tid = 0, id = 0;
+  std::int32_t name = -1;
+  OpKind kind = OpKind::kOtherOp;
+  Phase phase = Phase::kForward;
+  std::int32_t layer = -1, iteration = -1, micro_batch = -1, chunk = -1;
+  double flops = -1;
+  std::int64_t bytes = -1, peer = -1;
 };
 
 struct CpuRange {
@@ -82,6 +97,7 @@ struct ParsedFile {
   std::vector<ApiCall> api;
   std::vector<MemoryEvent> memory;
   std::vector<Collective> collectives;
+  std::vector<OpSlice> ops;
   std::vector<Flow> flows;
   std::vector<DeviceProps> devices;
   std::optional<std::int64_t> rank, world_size;
