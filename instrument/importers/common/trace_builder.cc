@@ -180,10 +180,10 @@ void TraceBuilder::add(const instrument::CollectiveRecord& r) {
   count("collectives");
 }
 
-void TraceBuilder::add(const instrument::OpRangeRecord& r) {
-  if (!valid_interval(r.start_ns, r.end_ns)) return;
-  writer_->add(r);
+OpId TraceBuilder::add(const instrument::OpRangeRecord& r) {
+  if (!valid_interval(r.start_ns, r.end_ns)) return OpId();
   count("op_ranges");
+  return writer_->add(r);
 }
 
 void TraceBuilder::skip(std::string_view reason, std::int64_t n) {

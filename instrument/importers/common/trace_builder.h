@@ -71,8 +71,9 @@ class TraceBuilder {
   void add(const instrument::NvtxRangeRecord& r);
   void add(const instrument::MemoryEventRecord& r);
   void add(const instrument::CollectiveRecord& r);
-  // An op range (moetrace's own Chrome export read back).
-  void add(const instrument::OpRangeRecord& r);
+  // An op range (moetrace's own Chrome export read back); its id as written
+  // (invalid: not written).
+  OpId add(const instrument::OpRangeRecord& r);
 
   // A source record the importer does not map, by reason; stored as
   // run_config import.skipped.<reason> and shown by `moetrace info`.

@@ -206,13 +206,14 @@ void emit(ParsedFile& p, const std::string& path, std::size_t file_index, TraceB
   // moetrace's own export: its op ranges, each on the stream of its first
   // kernel (the op lanes beside a stream are no stream of their own).
   std::map<std::pair<std::int64_t, std::int64_t>, StreamId> op_stream;  // (pid, op id) -> stream
+  // The ids the writer gives them (the export's may repeat across files).
+  std::map<std::pair<std::int64_t, std::int64_t>, OpId> op_ids;  // (pid, op id in the file) -> id
   for (const auto& a : p.gpu)
     if (a.op >= 0) op_stream.try_emplace({a.device, a.op}, b.stream(rank_of(a.device), device(a.device), a.stream));
   for (const auto& o : p.ops) {
     const RankId rank = rank_of(o.pid);
     auto it = op_stream.find({o.pid, o.id});
     instrument::OpRangeRecord r;
-    r.id = OpId(o.id);
     r.rank = rank;
     r.stream = it != op_stream.end() ? it->second : b.stream(rank, device(o.pid), o.tid);
     r.kind = o.kind;
@@ -227,7 +228,7 @@ void emit(ParsedFile& p, const std::string& path, std::size_t file_index, TraceB
     r.flops = o.flops;
     r.bytes = o.bytes;
     if (o.peer >= 0) r.peer = RankId(static_cast<std::int32_t>(o.peer));
-    b.add(r);
+    if (const OpId id = b.add(r); id.valid()) op_ids.try_emplace({o.pid, o.id}, id);
   }
   for (const auto& a : p.gpu) {
     step();
@@ -237,7 +238,8 @@ void emit(ParsedFile& p, const std::string& path, std::size_t file_index, TraceB
     if (a.type == ActivityType::kKernel) {
       instrument::KernelRecord k{.rank = rank, .stream = stream, .start_ns = shift(a.start), .end_ns = shift(a.end),
                                  .name = name(a.name, true), .correlation_id = corr};
-      if (a.op >= 0 && !p.ops.empty()) k.op = OpId(a.op);
+      if (a.op >= 0)
+        if (auto it = op_ids.find({a.device, a.op}); it != op_ids.end()) k.op = it->second;
       if (a.launch[0] >= 0) {
         for (std::size_t i = 0; i < 3; ++i) {
           k.grid[i] = a.launch[i];
