@@ -672,59 +672,47 @@ class TraceLoader {
     verify("expert_placement");
   }
 
-  // The autograd_ranges table (absent from traces older than it): sequence
-  // numbers of the host ranges, by nvtx id.
-  // NVTX range ids -> their place in trace_.nvtx (built once, for the
-  // tables that name ranges by id).
-  const std::unordered_map<std::int64_t, std::size_t>& nvtx_by_id() {
-    if (nvtx_by_id_.empty() && !trace_.nvtx.empty()) {
-      nvtx_by_id_.reserve(trace_.nvtx.size());
-      for (std::size_t i = 0; i < trace_.nvtx.size(); ++i) nvtx_by_id_.emplace(trace_.nvtx[i].id, i);
+  // A table that names NVTX ranges by id and may be absent (added within
+  // version 2): each row's columns 1..n-1 go to `row` with the range it names
+  // (column 0, its nvtx id); rows naming no range are counted as damage.
+  template <class Row>
+  void load_nvtx_table(const char* table, const char* columns, int n, Row row) {
+    if (!db_.has_table(table)) return;
+    auto& by_id = nvtx_by_id_;  // built once for every such table
+    if (by_id.empty()) {
+      by_id.reserve(trace_.nvtx.size());
+      for (std::size_t i = 0; i < trace_.nvtx.size(); ++i) by_id.emplace(trace_.nvtx[i].id, i);
     }
-    return nvtx_by_id_;
-  }
-
-  void load_autograd() {
-    if (!db_.has_table("autograd_ranges")) return;
-    const auto& by_id = nvtx_by_id();
-    auto st = db_.prepare("SELECT nvtx_id, sequence, backward FROM autograd_ranges");
-    auto* d = digest("autograd_ranges");
+    auto st = db_.prepare(fmt::format("SELECT {} FROM {}", columns, table));
+    auto* d = digest(table);
     std::int64_t orphans = 0;
     while (st.step()) {
-      if (d) d->add_row(st, 3);
+      if (d) d->add_row(st, n);
       const auto it = by_id.find(st.int64(0));
       if (it == by_id.end()) {
         ++orphans;
         continue;
       }
-      auto& r = trace_.nvtx[it->second];
+      row(st, trace_.nvtx[it->second]);
+    }
+    verify(table);
+    note_damage(orphans, fmt::format("{} rows name NVTX ranges that nvtx_ranges lacks (left out)", table));
+  }
+
+  // The autograd_ranges table: sequence numbers of the host ranges.
+  void load_autograd() {
+    load_nvtx_table("autograd_ranges", "nvtx_id, sequence, backward", 3, [](auto& st, NvtxRange& r) {
       r.autograd_seq = st.int64(1);
       r.autograd_backward = st.int64(2) != 0;
-    }
-    verify("autograd_ranges");
-    note_damage(orphans, "autograd_ranges rows name NVTX ranges that nvtx_ranges lacks (left out)");
+    });
   }
 
-  // The input_shapes table (absent from traces older than it): the recorded
-  // input shapes of framework ops, by nvtx id.
+  // The input_shapes table: the recorded input shapes of matrix products.
   void load_input_shapes() {
-    if (!db_.has_table("input_shapes")) return;
-    const auto& by_id = nvtx_by_id();
-    auto st = db_.prepare("SELECT nvtx_id, input_dims, input_types FROM input_shapes");
-    auto* d = digest("input_shapes");
-    std::int64_t orphans = 0;
-    while (st.step()) {
-      if (d) d->add_row(st, 3);
-      const auto it = by_id.find(st.int64(0));
-      if (it == by_id.end()) {
-        ++orphans;
-        continue;
-      }
-      trace_.nvtx[it->second].input_shape = static_cast<std::int32_t>(trace_.input_shapes.size());
+    load_nvtx_table("input_shapes", "nvtx_id, input_dims, input_types", 3, [this](auto& st, NvtxRange& r) {
+      r.input_shape = static_cast<std::int32_t>(trace_.input_shapes.size());
       trace_.input_shapes.push_back(InputShape{std::string(st.text(1)), std::string(st.text(2))});
-    }
-    verify("input_shapes");
-    note_damage(orphans, "input_shapes rows name NVTX ranges that nvtx_ranges lacks (left out)");
+    });
   }
 
   // The collectives table (absent from traces older than it), for MoE
@@ -850,7 +838,7 @@ class TraceLoader {
   std::int64_t rank_limit_ = 0;                    // 1 + the highest rank of tables ranks and streams
   std::vector<std::int64_t> unknown_streams_;
   std::int64_t activities_without_op_ = 0;
-  std::unordered_map<std::int64_t, std::size_t> nvtx_by_id_;  // nvtx_by_id()
+  std::unordered_map<std::int64_t, std::size_t> nvtx_by_id_;  // load_nvtx_table
 };
 
 void load_run_record(sqlite::Database& db, RunInfo& run) { TraceLoader::load_run(db, run); }
