@@ -1,232 +1,431 @@
-// Simulator fidelity: the comparisons of bench/paper_bench.cc that hold, as
-// regression tests. Each asserts that a simulated quantity stays within 15 %
-// of the value the paper measured (and that the paper's ordering holds), so
-// a change to the cost models, presets or builders that breaks the agreement
-// fails here. Paper values are the papers' (../shared/papers), cited beside
-// each; none comes from the simulator's own output. BENCHMARKS.md
-// ("Simulator fidelity against the papers") has the full table, including
-// the comparisons that do not hold yet and why.
+// Simulator fidelity: every row of bench/paper_bench (the papers' headline
+// measurements run in the simulator, bench/fidelity) held to its expected
+// outcome. kExpected lists each row by id: whether it is a hit (a point row
+// within 15 % of the paper's value; a range row inside the paper's range; a
+// null simulated effect against a paper effect of 5 % or more is a miss),
+// whether the paper's ordering holds, and for every miss its cause in one
+// line. The test fails when a hit becomes a miss and when a known miss
+// becomes a hit (then move it to the hits, so the list stays current), and
+// when a row is added or removed without its entry. Paper values are typed
+// in from ../shared/papers in bench/fidelity/src/paper_rows.cc; none comes
+// from the simulator's own output. BENCHMARKS.md ("Simulator fidelity
+// against the papers") explains the gaps at length.
+//
+// Run time (2-core CI VM, RelWithDebInfo, another build running beside it):
+// 63 s of CPU in all, 37 s wall at ctest -j2. One test per paper (pipemoe
+// one per hardware model) so ctest runs them side by side: pipemoe about
+// 15 s per model (864 layer simulations x 4 r each), pro-prophet 20 s
+// (every row also at the other setting of its assumptions), mpipemoe 11 s,
+// ppmoe 2 s. Labelled `slow`.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <algorithm>
-#include <cmath>
-#include <filesystem>
-#include <initializer_list>
 #include <map>
+#include <set>
 #include <string>
+#include <string_view>
+#include <vector>
 
-#include "moetrace/analyzer/trace.h"
-#include "moetrace/plan/builders.h"
-#include "moetrace/sim/run_spec.h"
-#include "moetrace/sim/simulator.h"
-#include "moetrace/sim/trace_output.h"
+#include "moetrace/fidelity/paper_rows.h"
 
-namespace moetrace::sim {
+namespace moetrace::fidelity {
 namespace {
 
-constexpr double kBand = 0.15;  // issue target: within 15 % of the paper's value
+enum class Hit { kHit, kMiss, kNotSimulated };
+enum class Order { kRight, kWrong, kNone };
+using enum Hit;
+using enum Order;
 
-void expect_within(double simulated, double paper, const std::string& what) {
-  EXPECT_LE(std::abs(simulated / paper - 1.0), kBand) << what << ": simulated " << simulated << ", paper " << paper;
-}
-
-// Mean iteration time from iteration `from` on (as paper_bench times it).
-double iteration_time(const RunSpec& spec, int from) {
-  const plan::Plan p = build_plan(spec);
-  const SimResult r = simulate(p, spec.resolved_cost_model());
-  std::vector<double> last(static_cast<std::size_t>(spec.common.iterations), 0.0);
-  for (std::size_t i = 0; i < p.ops.size(); ++i) {
-    const int j = p.ops[i].coords.iteration;
-    if (j >= 0 && j < spec.common.iterations) last[static_cast<std::size_t>(j)] = std::max(last[static_cast<std::size_t>(j)], r.end_s[i]);
-  }
-  double prev = 0, sum = 0;
-  int n = 0;
-  for (int j = 0; j < spec.common.iterations; ++j) {
-    if (j >= from) {
-      sum += last[static_cast<std::size_t>(j)] - prev;
-      ++n;
-    }
-    prev = std::max(prev, last[static_cast<std::size_t>(j)]);
-  }
-  return sum / n;
-}
-
-// ppmoe Sec. 4.4 (DPMoE, small setting, DP 32 + EP 64 on 32 V100): the MoE
-// forward is 82.6 % of the forward time, the two all-to-alls 65.5 % of it
-// and 79.2 % of the MoE forward. Read as moetrace reads a trace: the op
-// ranges of the simulated trace, forward phase, one rank.
-TEST(PaperFidelity, PpmoeDpmoeForwardSplitSec44) {
-  const RunSpec spec = run_preset("dpmoe-ppmoe-small");
-  const auto dir = std::filesystem::temp_directory_path() / ("paper_fidelity." + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / "dpmoe.db").string();
-  simulate_to_trace(path, build_plan(spec), spec.resolved_cost_model());
-  const analyzer::Trace trace = analyzer::load_trace(path);
-  std::map<OpKind, double> by_kind;
-  double total = 0;
-  for (const auto& op : trace.ops) {
-    if (op.rank.value != 0 || op.phase != Phase::kForward) continue;
-    by_kind[op.kind] += static_cast<double>(op.duration());
-    total += static_cast<double>(op.duration());
-  }
-  std::filesystem::remove_all(dir);
-  const double a2a = by_kind[OpKind::kDispatchAllToAll] + by_kind[OpKind::kCombineAllToAll];
-  const double moe = a2a + by_kind[OpKind::kGate] + by_kind[OpKind::kPermute] + by_kind[OpKind::kExpertFfn] +
-                     by_kind[OpKind::kUnpermute];
-  ASSERT_GT(total, 0);
-  expect_within(moe / total, 0.826, "MoE forward share of forward");
-  expect_within(a2a / total, 0.655, "all-to-all share of forward");
-  expect_within(a2a / moe, 0.792, "all-to-all share of MoE forward");
-  // The paper's point: all-to-all dominates the DPMoE forward.
-  EXPECT_GT(a2a / moe, 0.5);
-}
-
-// Times of DeepSpeed-MoE (the dpmoe-gpt-* presets: capacity padding),
-// FasterMoE and Pro-Prophet on a pro-prophet Table III model, steady state.
-struct ProProphetTimes {
-  double deepspeed = 0, faster = 0, pro = 0;
-};
-ProProphetTimes pro_prophet_times(const std::string& model, int top_k, int ranks, const std::string& hardware = {},
-                                  std::int64_t tokens = 0) {
-  ProProphetTimes t;
-  for (const char* v : {"dpmoe", "fastermoe", "pro-prophet"}) {
-    RunSpec spec = run_preset(std::string(v) + "-" + model);
-    spec.common.model.top_k = top_k;
-    spec.common.ranks = ranks;
-    spec.common.model.num_experts = ranks;  // one expert per GPU (pro-prophet Sec. VI)
-    if (!hardware.empty()) {
-      spec.cost_model_name = hardware;
-      spec.common.memory_budget_bytes = spec.resolved_cost_model().device.memory_bytes;
-    }
-    if (tokens > 0) spec.routing.tokens_per_source = tokens;
-    const double time = iteration_time(spec, 1);
-    (std::string(v) == "dpmoe" ? t.deepspeed : std::string(v) == "fastermoe" ? t.faster : t.pro) = time;
-  }
-  return t;
-}
-
-// A row of pro-prophet's Table IV or V: speedups to DeepSpeed-MoE.
-struct SpeedupRow {
-  const char* model;
-  int top_k;
-  double faster, pro;
+struct Expected {
+  const char* id;
+  Hit hit;
+  Order order;
+  const char* cause;  // why the row misses or its ordering is wrong; "" for a hit with its ordering right
 };
 
-// Both speedups within 15 % of the paper's, and Pro-Prophet the fastest.
-void expect_speedup_rows(std::initializer_list<SpeedupRow> rows, int ranks, const std::string& hardware = {},
-                         std::int64_t tokens = 0) {
-  for (const auto& row : rows) {
-    const ProProphetTimes t = pro_prophet_times(row.model, row.top_k, ranks, hardware, tokens);
-    const std::string what = std::string(row.model) + " k=" + std::to_string(row.top_k);
-    expect_within(t.deepspeed / t.faster, row.faster, what + ": FasterMoE over DeepSpeed-MoE");
-    expect_within(t.deepspeed / t.pro, row.pro, what + ": Pro-Prophet over DeepSpeed-MoE");
-    EXPECT_LT(t.pro, t.faster) << what;
-    EXPECT_LT(t.pro, t.deepspeed) << what;
-  }
-}
+// ---------------------------------------------------------------------------
+// Causes of the known misses (BENCHMARKS.md, "Where the gaps come from").
 
-// pro-prophet Fig. 10c (4 HPWNV nodes, top-2): Pro-Prophet is 1.36-2.37x
-// faster than DeepSpeed-MoE (Sec. VI-A). Checked on MoE-GPT-M and MoE-GPT-L,
-// steady state (iterations 1-3; iteration 0 has no earlier distribution to
-// plan on). On 8 nodes (Fig. 10d) the simulated speedup is above the range
-// (BENCHMARKS.md).
-TEST(PaperFidelity, ProProphetOverDeepSpeedTopTwoFig10) {
-  for (const char* model : {"gpt-m", "gpt-l"}) {
-    const ProProphetTimes t = pro_prophet_times(model, 2, 16);
-    const double speedup = t.deepspeed / t.pro;
-    EXPECT_GT(speedup, 1.0) << model << ": Pro-Prophet must beat DeepSpeed-MoE";
-    EXPECT_GE(speedup, 1.36 / (1 + kBand)) << model;
-    EXPECT_LE(speedup, 2.37 * (1 + kBand)) << model;
-  }
-}
+// ppmoe
+constexpr const char* kPpmoeRates =
+    "absolute throughput 5.9x (DPMoE) and 2.1x (PPMoE) the paper's: the V100 preset's GEMM and network rates are "
+    "about 5x what the paper's own dense GPT-3 Medium at DP 32 (Table 2: 5120 tokens/s/GPU, ~14 TFLOP/s) implies; "
+    "the Sec. 4.4 shares of the same DPMoE run hold because both rates are off alike";
+constexpr const char* kPpmoeLargeBubble =
+    "16 pipeline stages at the preset's 16 micro-batches leave 15 of 31 slots idle (the paper gives no micro-batch "
+    "count), more than the preset's rate surplus makes up";
+constexpr const char* kPpmoeSplit =
+    "PPMoE / DPMoE 0.46 against 1.26: the split between DPMoE's all-to-all and PPMoE's NVLink all-reduces plus "
+    "pipeline bubble is off (Table 3 rows)";
+constexpr const char* kPpmoeAllReduce =
+    "Table 3's MoE and FFN all-reduces are 3.0x and 2.2x their computation in the paper, 0.7x and 1.6x on the "
+    "preset's 130 GB/s NVLink, so every share of the forward shifts";
+constexpr const char* kPpmoeGate =
+    "gating is one GEMM here (0.8 %); the paper's FP32 gate adds softmax, top-1 and index kernels (7.8 %)";
+constexpr const char* kPpmoeLargeBaseline =
+    "not simulated: the 143B DPMoE baseline is DP 128 x TP 2 x EP 64 and the dpmoe builder has no tensor "
+    "parallelism";
 
-// pro-prophet Fig. 10a/10b (top-1, 4 and 8 HPWNV nodes): Pro-Prophet is
-// 1.47-2.66x faster than DeepSpeed-MoE (Sec. VI-A). Holds once DeepSpeed-MoE
-// pads to its capacity (drop_tokens=False); the plain dpmoe builder gave
-// 1.02-1.36x.
-TEST(PaperFidelity, ProProphetOverDeepSpeedTopOneFig10) {
-  for (int ranks : {16, 32}) {
-    const ProProphetTimes t = pro_prophet_times("gpt-m", 1, ranks);
-    const double speedup = t.deepspeed / t.pro;
-    EXPECT_GE(speedup, 1.47 / (1 + kBand)) << ranks << " GPUs";
-    EXPECT_LE(speedup, 2.66 * (1 + kBand)) << ranks << " GPUs";
-  }
-}
+// pipemoe
+constexpr const char* kPipemoeOverlapR1 =
+    "r = 1 loses more to Algorithm 1's r than measured: the serial, interference-free overlap of the paper's Eq. "
+    "9-12 grants more than the testbed had (paper_bench --sensitivity brings it to 1.22-1.25)";
+constexpr const char* kPipemoeTie =
+    "the fixed r and Algorithm 1's r time within 2 % under the paper's alpha/beta (per-chunk all-to-all startup)";
+constexpr const char* kPipemoeRanking =
+    "the ranking of the fixed r differs from Table VI's: the overlap model favours larger r than the testbed "
+    "(--sensitivity moves the best r at P = 64 to the paper's 2)";
+constexpr const char* kPipemoeR2Share =
+    "r = 2 is the best of {1,2,4,8} in 52 % (solver.py) / 43 % (Fig. 6) of the cases, not about 2/3: the overlap "
+    "model favours larger r";
+constexpr const char* kPipemoeBestOverWorst =
+    "2.05 just above the paper's 1.78-2.02: the Fig. 6 fits' overlap gains slightly more than measured";
+constexpr const char* kPipemoeForwardOnly =
+    "Algorithm 1 chooses r from the forward pass alone (Sec. IV-B); over forward and backward the best of "
+    "{1,2,4,8} beats it in a third of the cases";
+constexpr const char* kPipemoeR1 =
+    "Algorithm 1 picks r = 1 and FasterMoE shadows nothing under balanced routing, so PipeMoE, Tutel and FasterMoE "
+    "time alike; no r gives Table VII's gains with the paper's Eq. 9-12 and its own alpha/beta";
+constexpr const char* kPipemoeFasterMoe =
+    "our FasterMoE times as Tutel r = 1 (no shadowing under balanced routing); the paper's FasterMoE is near PipeMoE "
+    "on TM-1 and 1.7x slower on RoBERTa, which the paper does not explain";
+constexpr const char* kPipemoeForwardChoice =
+    "Algorithm 1 (forward pass only) picks r = 2, 5 % slower than r = 1 over forward and backward";
 
-// pro-prophet Table IV (4 HPNV nodes): FasterMoE and Pro-Prophet over
-// DeepSpeed-MoE, Pro-Prophet the fastest. Rows k = 1 MoE-GPT-M (1.99x,
-// 2.22x), k = 1 MoE-GPT-DM (1.68x, 2.26x), k = 2 MoE-GPT-L (1.94x, 2.23x).
-// Simulated on the HPWNV model (NVLink pairs are not modelled).
-TEST(PaperFidelity, ProProphetTableFour) {
-  expect_speedup_rows({{"gpt-m", 1, 1.99, 2.22}, {"gpt-dm", 1, 1.68, 2.26}, {"gpt-l", 2, 1.94, 2.23}}, 16);
-}
+// mpipemoe
+constexpr const char* kMpipemoeTensorCores =
+    "speedups 0.42-0.55 of the paper's: our FasterMoE computes at the tensor-core rate; the paper credits its gain "
+    "to PipeMoE's tensor cores and granularity (Sec. V-C) and does not say the baselines' precision";
+constexpr const char* kMpipemoeFastMoeMemory =
+    "our FasterMoE shadows nothing under balanced routing and keeps FastMoE's memory, so the reductions against "
+    "both come out equal; the paper's FasterMoE needs more than FastMoE";
 
-// pro-prophet Fig. 10a (4 HPWNV nodes, top-1): Pro-Prophet is 1.01-1.23x
-// faster than the better of DeepSpeed-MoE and FasterMoE. Checked on
-// MoE-GPT-M and MoE-GPT-L, where the planner has computation to hide its
-// transfers under; on the two smallest models FasterMoE is as fast in
-// simulation (BENCHMARKS.md).
-TEST(PaperFidelity, ProProphetOverBestBaselineTopOneFig10a) {
-  for (const char* model : {"gpt-m", "gpt-l"}) {
-    const ProProphetTimes t = pro_prophet_times(model, 1, 16);
-    const double speedup = std::min(t.deepspeed, t.faster) / t.pro;
-    EXPECT_GT(speedup, 1.0) << model << ": Pro-Prophet must beat both baselines";
-    EXPECT_LE(speedup, 1.23 * (1 + kBand)) << model;
-  }
-}
+// pro-prophet
+constexpr const char* kProProphetPadding32 =
+    "above the range on 32 GPUs: DeepSpeed-MoE's capacity padding (assumed) pads more with 32 experts at skew 1.2 "
+    "(assumed) than the paper's DeepSpeed-MoE lost";
+constexpr const char* kProProphetPaddingTopTwo =
+    "just above the range at top-2: DeepSpeed-MoE's capacity padding (assumed) costs more than measured";
+constexpr const char* kProProphetSmallTie =
+    "FasterMoE and Pro-Prophet tie on the smallest models: the all-to-all is most of their layer, with little "
+    "computation to hide the planner's transfers under";
+constexpr const char* kProProphetOverFaster =
+    "Pro-Prophet's gain over FasterMoE 1-7 % below the range: little computation to hide the planner's transfers "
+    "under (as on the smallest models)";
+constexpr const char* kProProphetAboveBest =
+    "1.28 against 1.01-1.23: Pro-Prophet gains more over FasterMoE on MoE-GPT-L than measured; not analysed further";
+constexpr const char* kProProphetHpnv =
+    "Table IV's HPNV nodes (NVLink pairs) run on the HPWNV model, whose all-to-all depends on P only, and "
+    "DeepSpeed-MoE's padding is assumed: the speedups over it run 0.82-1.51x the paper's";
+constexpr const char* kProProphetFasterBroadcast =
+    "the paper's FasterMoE broadcasts shadows to devices that do not need them (its 0.96x); ours shadows by its "
+    "own model on the same load";
+constexpr const char* kProProphetTieLpwnv =
+    "Pro-Prophet ties FasterMoE on 8 GPUs at 512 tokens: the planner finds no placement better than FasterMoE's";
+constexpr const char* kProProphetTopTwoLpwnv =
+    "Pro-Prophet's gain at top-2 on the LPWNV nodes is smaller than measured (0.76-0.83 of it); likely the "
+    "planner's Eq. 4-5 stopping early, as in Fig. 16";
+constexpr const char* kProProphetPlannerEarly =
+    "the planner's RB over FasterMoE's is 1.7-1.9 against up to 11.01: its cost model (Eq. 4-5, one average "
+    "bandwidth for Trans and all-to-all) stops replicating earlier than the paper's did on its real distributions";
 
-// pro-prophet Table V (2 LPWNV nodes: the HPWNV node with RTX 2080 Ti; 8
-// GPUs, 4096 tokens per iteration): FasterMoE and Pro-Prophet over
-// DeepSpeed-MoE, Pro-Prophet the fastest. Rows k = 1 MoE-GPT-S (1.20x,
-// 1.30x), k = 1 MoE-GPT-DS (1.12x, 1.30x), k = 2 MoE-GPT-DS (1.44x, 1.64x),
-// k = 2 MoE-GPT-DM (1.25x, 1.58x). The rtx2080ti-pcie-ib100 preset comes
-// from the datasheet and the HPWNV preset's fractions, not from this table.
-TEST(PaperFidelity, ProProphetTableFiveLpwnv) {
-  expect_speedup_rows({{"gpt-s", 1, 1.20, 1.30}, {"gpt-ds", 1, 1.12, 1.30}, {"gpt-ds", 2, 1.44, 1.64},
-                       {"gpt-dm", 2, 1.25, 1.58}},
-                      8, "rtx2080ti-pcie-ib100", 4096 / 8);
-}
+// ---------------------------------------------------------------------------
+// Every row, by id.
 
-// mpipemoe Sec. V-D: MPipeMoE's memory footprint is on average 27 % and at
-// most 47 % below FasterMoE's (Fig. 9). The models of Table III on 64 GPUs,
-// 4k-32k tokens per GPU, n by Fig. 12, the fastest reuse strategy of S1-S4;
-// FasterMoE = the fastermoe builder.
-TEST(PaperFidelity, MpipemoeMemoryReductionSecVD) {
-  double sum = 0, most = 0;
-  int n = 0;
-  for (const char* name : {"mpipemoe-gpt3-s", "mpipemoe-gpt3-xl", "mpipemoe-bert-l"})
-    for (std::int64_t tokens : {4096, 8192, 16384, 32768}) {
-      RunSpec spec = run_preset(name);
-      spec.routing.tokens_per_source = tokens;
-      spec.partitions = tokens < 8192 ? 2 : tokens <= 22528 ? 4 : 8;  // Fig. 12
-      spec.common.memory_budget_bytes = 0;
-      auto peak_and_time = [](const RunSpec& s) {
-        const plan::Plan p = build_plan(s);
-        const SimResult r = simulate(p, s.resolved_cost_model());
-        std::int64_t peak = 0;
-        for (const auto& m : r.memory) peak = std::max(peak, m.peak_bytes);
-        return std::pair{peak, r.makespan_s};
-      };
-      std::pair<std::int64_t, double> best{0, 1e30};
-      for (auto s : {plan::ReuseStrategy::kS1, plan::ReuseStrategy::kS2, plan::ReuseStrategy::kS3,
-                     plan::ReuseStrategy::kS4}) {
-        spec.strategy = s;
-        const auto pt = peak_and_time(spec);
-        if (pt.second < best.second) best = pt;
-      }
-      spec.strategy = plan::ReuseStrategy::kNone;
-      spec.variant = "fastermoe";
-      const auto faster = peak_and_time(spec);
-      const double reduction = 1 - static_cast<double>(best.first) / static_cast<double>(faster.first);
-      EXPECT_GT(reduction, 0) << name << " " << tokens;
-      sum += reduction;
-      most = std::max(most, reduction);
-      ++n;
+constexpr Expected kExpected[] = {
+    // ppmoe
+    {"ppmoe/table2/dpmoe-small/throughput", kMiss, kNone, kPpmoeRates},
+    {"ppmoe/table2/ppmoe-small/throughput", kMiss, kNone, kPpmoeRates},
+    {"ppmoe/table2/small/ppmoe-over-dpmoe", kMiss, kWrong, kPpmoeSplit},
+    {"ppmoe/table2/ppmoe-large/throughput", kMiss, kNone, kPpmoeLargeBubble},
+    {"ppmoe/table2/large/ppmoe-over-dpmoe", kNotSimulated, kNone, kPpmoeLargeBaseline},
+    {"ppmoe/table3/moe-share", kMiss, kNone, kPpmoeAllReduce},
+    {"ppmoe/table3/gate-share", kMiss, kNone, kPpmoeGate},
+    {"ppmoe/table3/expert-share", kMiss, kNone, kPpmoeAllReduce},
+    {"ppmoe/table3/moe-all-reduce-share", kMiss, kNone, kPpmoeAllReduce},
+    {"ppmoe/table3/dense-ffn-share", kMiss, kNone, kPpmoeAllReduce},
+    {"ppmoe/table3/dense-ffn-all-reduce-share", kMiss, kNone, kPpmoeAllReduce},
+    {"ppmoe/sec4.4/moe-share", kHit, kNone, ""},
+    {"ppmoe/sec4.4/all-to-all-share", kHit, kNone, ""},
+    {"ppmoe/sec4.4/all-to-all-share-of-moe", kHit, kNone, ""},
+    // pipemoe/pipemoe-2080ti-ib100
+    {"pipemoe/pipemoe-2080ti-ib100/table6/p16/r1", kHit, kRight, ""},
+    {"pipemoe/pipemoe-2080ti-ib100/table6/p16/r2", kHit, kWrong, kPipemoeRanking},
+    {"pipemoe/pipemoe-2080ti-ib100/table6/p16/r4", kHit, kRight, ""},
+    {"pipemoe/pipemoe-2080ti-ib100/table6/p16/r8", kHit, kWrong, kPipemoeRanking},
+    {"pipemoe/pipemoe-2080ti-ib100/table6/p16/best-r", kHit, kRight, ""},
+    {"pipemoe/pipemoe-2080ti-ib100/table6/p32/r1", kMiss, kRight, kPipemoeOverlapR1},
+    {"pipemoe/pipemoe-2080ti-ib100/table6/p32/r2", kHit, kWrong, kPipemoeRanking},
+    {"pipemoe/pipemoe-2080ti-ib100/table6/p32/r4", kMiss, kWrong, kPipemoeTie},
+    {"pipemoe/pipemoe-2080ti-ib100/table6/p32/r8", kMiss, kWrong, kPipemoeTie},
+    {"pipemoe/pipemoe-2080ti-ib100/table6/p32/best-r", kMiss, kWrong, kPipemoeRanking},
+    {"pipemoe/pipemoe-2080ti-ib100/table6/p64/r1", kMiss, kWrong, kPipemoeOverlapR1},
+    {"pipemoe/pipemoe-2080ti-ib100/table6/p64/r2", kHit, kWrong, kPipemoeRanking},
+    {"pipemoe/pipemoe-2080ti-ib100/table6/p64/r4", kHit, kWrong, kPipemoeRanking},
+    {"pipemoe/pipemoe-2080ti-ib100/table6/p64/r8", kHit, kWrong, kPipemoeRanking},
+    {"pipemoe/pipemoe-2080ti-ib100/table6/p64/best-r", kMiss, kWrong, kPipemoeRanking},
+    {"pipemoe/pipemoe-2080ti-ib100/fig4/r2-best-share", kMiss, kRight, kPipemoeR2Share},
+    {"pipemoe/pipemoe-2080ti-ib100/fig4/best-over-worst", kHit, kNone, ""},
+    {"pipemoe/pipemoe-2080ti-ib100/sec5c/r-at-least-best-share", kMiss, kNone, kPipemoeForwardOnly},
+    {"pipemoe/pipemoe-2080ti-ib100/sec5c/mean-speedup", kHit, kRight, ""},
+    {"pipemoe/pipemoe-2080ti-ib100/table7/p16/tm1/s1", kMiss, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-2080ti-ib100/table7/p16/tm1/s2", kMiss, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-2080ti-ib100/table7/p16/tm2/s1", kMiss, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-2080ti-ib100/table7/p16/tm2/s2", kMiss, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-2080ti-ib100/table7/p16/rm1/s1", kMiss, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-2080ti-ib100/table7/p16/rm1/s2", kMiss, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-2080ti-ib100/table7/p16/rm2/s1", kMiss, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-2080ti-ib100/table7/p16/rm2/s2", kMiss, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-2080ti-ib100/table7/p32/tm1/s1", kHit, kRight, ""},
+    {"pipemoe/pipemoe-2080ti-ib100/table7/p32/tm1/s2", kHit, kRight, ""},
+    {"pipemoe/pipemoe-2080ti-ib100/table7/p32/tm2/s1", kHit, kRight, ""},
+    {"pipemoe/pipemoe-2080ti-ib100/table7/p32/tm2/s2", kHit, kRight, ""},
+    {"pipemoe/pipemoe-2080ti-ib100/table7/p32/rm1/s1", kMiss, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-2080ti-ib100/table7/p32/rm1/s2", kMiss, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-2080ti-ib100/table7/p32/rm2/s1", kMiss, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-2080ti-ib100/table7/p32/rm2/s2", kMiss, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-2080ti-ib100/table7/p64/tm1/s1", kMiss, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-2080ti-ib100/table7/p64/tm1/s2", kHit, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-2080ti-ib100/table7/p64/tm2/s1", kMiss, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-2080ti-ib100/table7/p64/tm2/s2", kMiss, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-2080ti-ib100/table7/p64/rm1/s1", kMiss, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-2080ti-ib100/table7/p64/rm1/s2", kMiss, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-2080ti-ib100/table7/p64/rm2/s1", kMiss, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-2080ti-ib100/table7/p64/rm2/s2", kMiss, kWrong, kPipemoeR1},
+    // pipemoe/pipemoe-fig6
+    {"pipemoe/pipemoe-fig6/table6/p16/r1", kMiss, kRight, kPipemoeOverlapR1},
+    {"pipemoe/pipemoe-fig6/table6/p16/r2", kHit, kRight, ""},
+    {"pipemoe/pipemoe-fig6/table6/p16/r4", kHit, kWrong, kPipemoeRanking},
+    {"pipemoe/pipemoe-fig6/table6/p16/r8", kMiss, kWrong, kPipemoeTie},
+    {"pipemoe/pipemoe-fig6/table6/p16/best-r", kMiss, kWrong, kPipemoeRanking},
+    {"pipemoe/pipemoe-fig6/table6/p32/r1", kMiss, kRight, kPipemoeOverlapR1},
+    {"pipemoe/pipemoe-fig6/table6/p32/r2", kHit, kWrong, kPipemoeRanking},
+    {"pipemoe/pipemoe-fig6/table6/p32/r4", kMiss, kWrong, kPipemoeTie},
+    {"pipemoe/pipemoe-fig6/table6/p32/r8", kMiss, kWrong, kPipemoeTie},
+    {"pipemoe/pipemoe-fig6/table6/p32/best-r", kMiss, kWrong, kPipemoeRanking},
+    {"pipemoe/pipemoe-fig6/table6/p64/r1", kMiss, kWrong, kPipemoeOverlapR1},
+    {"pipemoe/pipemoe-fig6/table6/p64/r2", kHit, kWrong, kPipemoeRanking},
+    {"pipemoe/pipemoe-fig6/table6/p64/r4", kHit, kWrong, kPipemoeRanking},
+    {"pipemoe/pipemoe-fig6/table6/p64/r8", kHit, kWrong, kPipemoeRanking},
+    {"pipemoe/pipemoe-fig6/table6/p64/best-r", kMiss, kWrong, kPipemoeRanking},
+    {"pipemoe/pipemoe-fig6/fig4/r2-best-share", kMiss, kWrong, kPipemoeR2Share},
+    {"pipemoe/pipemoe-fig6/fig4/best-over-worst", kMiss, kNone, kPipemoeBestOverWorst},
+    {"pipemoe/pipemoe-fig6/sec5c/r-at-least-best-share", kMiss, kNone, kPipemoeForwardOnly},
+    {"pipemoe/pipemoe-fig6/sec5c/mean-speedup", kHit, kRight, ""},
+    {"pipemoe/pipemoe-fig6/table7/p16/tm1/s1", kHit, kRight, ""},
+    {"pipemoe/pipemoe-fig6/table7/p16/tm1/s2", kMiss, kRight, kPipemoeFasterMoe},
+    {"pipemoe/pipemoe-fig6/table7/p16/tm2/s1", kHit, kRight, ""},
+    {"pipemoe/pipemoe-fig6/table7/p16/tm2/s2", kHit, kRight, ""},
+    {"pipemoe/pipemoe-fig6/table7/p16/rm1/s1", kHit, kRight, ""},
+    {"pipemoe/pipemoe-fig6/table7/p16/rm1/s2", kMiss, kRight, kPipemoeFasterMoe},
+    {"pipemoe/pipemoe-fig6/table7/p16/rm2/s1", kMiss, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-fig6/table7/p16/rm2/s2", kMiss, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-fig6/table7/p32/tm1/s1", kHit, kRight, ""},
+    {"pipemoe/pipemoe-fig6/table7/p32/tm1/s2", kHit, kRight, ""},
+    {"pipemoe/pipemoe-fig6/table7/p32/tm2/s1", kHit, kRight, ""},
+    {"pipemoe/pipemoe-fig6/table7/p32/tm2/s2", kHit, kRight, ""},
+    {"pipemoe/pipemoe-fig6/table7/p32/rm1/s1", kMiss, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-fig6/table7/p32/rm1/s2", kMiss, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-fig6/table7/p32/rm2/s1", kMiss, kWrong, kPipemoeForwardChoice},
+    {"pipemoe/pipemoe-fig6/table7/p32/rm2/s2", kMiss, kWrong, kPipemoeForwardChoice},
+    {"pipemoe/pipemoe-fig6/table7/p64/tm1/s1", kMiss, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-fig6/table7/p64/tm1/s2", kHit, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-fig6/table7/p64/tm2/s1", kMiss, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-fig6/table7/p64/tm2/s2", kMiss, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-fig6/table7/p64/rm1/s1", kMiss, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-fig6/table7/p64/rm1/s2", kMiss, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-fig6/table7/p64/rm2/s1", kMiss, kWrong, kPipemoeR1},
+    {"pipemoe/pipemoe-fig6/table7/p64/rm2/s2", kMiss, kWrong, kPipemoeR1},
+    // mpipemoe
+    {"mpipemoe/sec5c/pipemoe-over-fastermoe-mean", kMiss, kRight, kMpipemoeTensorCores},
+    {"mpipemoe/sec5c/pipemoe-over-fastermoe-max", kMiss, kRight, kMpipemoeTensorCores},
+    {"mpipemoe/sec5d/mpipemoe-over-fastermoe-max", kMiss, kRight, kMpipemoeTensorCores},
+    {"mpipemoe/sec5d/memory-vs-fastermoe-mean", kHit, kRight, ""},
+    {"mpipemoe/sec5d/memory-vs-fastermoe-max", kHit, kRight, ""},
+    {"mpipemoe/sec5d/memory-vs-fastmoe-mean", kMiss, kRight, kMpipemoeFastMoeMemory},
+    {"mpipemoe/sec5d/memory-vs-fastmoe-max", kMiss, kRight, kMpipemoeFastMoeMemory},
+    // pro-prophet
+    {"pro-prophet/fig10a/gpt-s/over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/fig10a/gpt-s/over-best", kHit, kRight, ""},
+    {"pro-prophet/fig10a/gpt-m/over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/fig10a/gpt-m/over-best", kHit, kRight, ""},
+    {"pro-prophet/fig10a/gpt-l/over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/fig10a/gpt-l/over-best", kMiss, kRight, kProProphetAboveBest},
+    {"pro-prophet/fig10a/gpt-ds/over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/fig10a/gpt-ds/over-best", kHit, kRight, ""},
+    {"pro-prophet/fig10a/gpt-dm/over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/fig10a/gpt-dm/over-best", kHit, kRight, ""},
+    {"pro-prophet/fig10b/gpt-s/over-deepspeed", kMiss, kRight, kProProphetPadding32},
+    {"pro-prophet/fig10b/gpt-s/over-best", kMiss, kWrong, kProProphetSmallTie},
+    {"pro-prophet/fig10b/gpt-m/over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/fig10b/gpt-m/over-best", kMiss, kRight, kProProphetOverFaster},
+    {"pro-prophet/fig10b/gpt-l/over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/fig10b/gpt-l/over-best", kHit, kRight, ""},
+    {"pro-prophet/fig10b/gpt-ds/over-deepspeed", kMiss, kRight, kProProphetPadding32},
+    {"pro-prophet/fig10b/gpt-ds/over-best", kMiss, kWrong, kProProphetSmallTie},
+    {"pro-prophet/fig10b/gpt-dm/over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/fig10b/gpt-dm/over-best", kMiss, kRight, kProProphetOverFaster},
+    {"pro-prophet/fig10c/gpt-s/over-deepspeed", kMiss, kRight, kProProphetPaddingTopTwo},
+    {"pro-prophet/fig10c/gpt-s/over-best", kMiss, kRight, kProProphetSmallTie},
+    {"pro-prophet/fig10c/gpt-m/over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/fig10c/gpt-m/over-best", kMiss, kRight, kProProphetOverFaster},
+    {"pro-prophet/fig10c/gpt-l/over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/fig10c/gpt-l/over-best", kMiss, kRight, kProProphetOverFaster},
+    {"pro-prophet/fig10c/gpt-ds/over-deepspeed", kMiss, kRight, kProProphetPaddingTopTwo},
+    {"pro-prophet/fig10c/gpt-ds/over-best", kMiss, kRight, kProProphetSmallTie},
+    {"pro-prophet/fig10c/gpt-dm/over-deepspeed", kMiss, kRight, kProProphetPaddingTopTwo},
+    {"pro-prophet/fig10c/gpt-dm/over-best", kMiss, kRight, kProProphetOverFaster},
+    {"pro-prophet/fig10d/gpt-s/over-deepspeed", kMiss, kRight, kProProphetPadding32},
+    {"pro-prophet/fig10d/gpt-s/over-best", kMiss, kWrong, kProProphetSmallTie},
+    {"pro-prophet/fig10d/gpt-m/over-deepspeed", kMiss, kRight, kProProphetPadding32},
+    {"pro-prophet/fig10d/gpt-m/over-best", kHit, kRight, ""},
+    {"pro-prophet/fig10d/gpt-l/over-deepspeed", kMiss, kRight, kProProphetPadding32},
+    {"pro-prophet/fig10d/gpt-l/over-best", kHit, kRight, ""},
+    {"pro-prophet/fig10d/gpt-ds/over-deepspeed", kMiss, kRight, kProProphetPadding32},
+    {"pro-prophet/fig10d/gpt-ds/over-best", kMiss, kWrong, kProProphetSmallTie},
+    {"pro-prophet/fig10d/gpt-dm/over-deepspeed", kMiss, kRight, kProProphetPadding32},
+    {"pro-prophet/fig10d/gpt-dm/over-best", kHit, kRight, ""},
+    {"pro-prophet/table4/k1/gpt-s/fastermoe-over-deepspeed", kMiss, kRight, kProProphetHpnv},
+    {"pro-prophet/table4/k1/gpt-s/pro-prophet-over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/table4/k1/gpt-m/fastermoe-over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/table4/k1/gpt-m/pro-prophet-over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/table4/k1/gpt-l/fastermoe-over-deepspeed", kMiss, kRight, kProProphetHpnv},
+    {"pro-prophet/table4/k1/gpt-l/pro-prophet-over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/table4/k1/gpt-ds/fastermoe-over-deepspeed", kMiss, kRight, kProProphetHpnv},
+    {"pro-prophet/table4/k1/gpt-ds/pro-prophet-over-deepspeed", kMiss, kRight, kProProphetHpnv},
+    {"pro-prophet/table4/k1/gpt-dm/fastermoe-over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/table4/k1/gpt-dm/pro-prophet-over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/table4/k2/gpt-s/fastermoe-over-deepspeed", kMiss, kRight, kProProphetHpnv},
+    {"pro-prophet/table4/k2/gpt-s/pro-prophet-over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/table4/k2/gpt-m/fastermoe-over-deepspeed", kMiss, kRight, kProProphetHpnv},
+    {"pro-prophet/table4/k2/gpt-m/pro-prophet-over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/table4/k2/gpt-l/fastermoe-over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/table4/k2/gpt-l/pro-prophet-over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/table4/k2/gpt-ds/fastermoe-over-deepspeed", kMiss, kRight, kProProphetHpnv},
+    {"pro-prophet/table4/k2/gpt-ds/pro-prophet-over-deepspeed", kMiss, kRight, kProProphetHpnv},
+    {"pro-prophet/table4/k2/gpt-dm/fastermoe-over-deepspeed", kMiss, kRight, kProProphetHpnv},
+    {"pro-prophet/table4/k2/gpt-dm/pro-prophet-over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/table5/k1/gpt-s/fastermoe-over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/table5/k1/gpt-s/pro-prophet-over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/table5/k1/gpt-m/fastermoe-over-deepspeed", kMiss, kRight, kProProphetFasterBroadcast},
+    {"pro-prophet/table5/k1/gpt-m/pro-prophet-over-deepspeed", kHit, kWrong, kProProphetTieLpwnv},
+    {"pro-prophet/table5/k1/gpt-ds/fastermoe-over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/table5/k1/gpt-ds/pro-prophet-over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/table5/k1/gpt-dm/fastermoe-over-deepspeed", kMiss, kWrong, kProProphetFasterBroadcast},
+    {"pro-prophet/table5/k1/gpt-dm/pro-prophet-over-deepspeed", kHit, kWrong, kProProphetTieLpwnv},
+    {"pro-prophet/table5/k2/gpt-s/fastermoe-over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/table5/k2/gpt-s/pro-prophet-over-deepspeed", kMiss, kRight, kProProphetTopTwoLpwnv},
+    {"pro-prophet/table5/k2/gpt-m/fastermoe-over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/table5/k2/gpt-m/pro-prophet-over-deepspeed", kMiss, kRight, kProProphetTopTwoLpwnv},
+    {"pro-prophet/table5/k2/gpt-ds/fastermoe-over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/table5/k2/gpt-ds/pro-prophet-over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/table5/k2/gpt-dm/fastermoe-over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/table5/k2/gpt-dm/pro-prophet-over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/fig16/k1/gpt-m/rb-ratio-max", kMiss, kRight, kProProphetPlannerEarly},
+    {"pro-prophet/fig16/k2/gpt-m/rb-ratio-max", kMiss, kRight, kProProphetPlannerEarly},
+};
+
+std::string_view hit_name(Hit h) { return h == kHit ? "hit" : h == kMiss ? "miss" : "not simulated"; }
+std::string_view order_name(Order o) { return o == kRight ? "right" : o == kWrong ? "wrong" : "none"; }
+
+Hit hit_of(const Row& r) { return !r.simulated ? kNotSimulated : r.within() ? kHit : kMiss; }
+Order order_of(const Row& r) { return !r.simulated || !r.ordering ? kNone : *r.ordering ? kRight : kWrong; }
+
+// Every row whose id starts with `prefix`, against kExpected: each has an
+// entry, each entry with the prefix has its row, outcomes as expected.
+void expect_rows(const std::vector<Row>& rows, std::string_view prefix) {
+  std::map<std::string_view, const Expected*> expected;
+  for (const auto& e : kExpected)
+    if (std::string_view(e.id).starts_with(prefix)) {
+      EXPECT_TRUE(expected.emplace(e.id, &e).second) << "kExpected lists " << e.id << " twice";
+      const bool needs_cause = e.hit != kHit || e.order == kWrong;
+      EXPECT_EQ(needs_cause, std::string_view(e.cause).size() > 0)
+          << e.id << ": a miss (or a wrong ordering) needs its cause, a hit none";
     }
-  expect_within(sum / n, 0.27, "mean memory reduction vs FasterMoE");
-  expect_within(most, 0.47, "highest memory reduction vs FasterMoE");
+  std::set<std::string_view> seen;
+  for (const auto& r : rows) {
+    ASSERT_TRUE(std::string_view(r.id).starts_with(prefix)) << r.id;
+    EXPECT_TRUE(seen.insert(r.id).second) << "two rows with id " << r.id;
+    const auto it = expected.find(r.id);
+    if (it == expected.end()) {
+      ADD_FAILURE() << "row " << r.id << " (" << hit_name(hit_of(r)) << ", ordering " << order_name(order_of(r))
+                    << ") has no entry in kExpected";
+      continue;
+    }
+    const Expected& e = *it->second;
+    const std::string values = r.range() ? std::to_string(r.paper_lo) + "-" + std::to_string(r.paper_hi)
+                                         : std::to_string(r.paper_lo);
+    const std::string what = std::string(r.id) + ": simulated " + std::to_string(r.sim) + ", paper " + values +
+                             (e.cause[0] ? std::string(" (known: ") + e.cause + ")" : std::string());
+    if (e.hit == kMiss && hit_of(r) == kHit)
+      ADD_FAILURE() << "a known miss is now a hit; make it a hit in kExpected. " << what;
+    else if (e.hit == kHit && hit_of(r) != kHit)
+      ADD_FAILURE() << "a hit is now a miss. " << what;
+    else
+      EXPECT_EQ(hit_of(r), e.hit) << what;
+    if (e.order == kWrong && order_of(r) == kRight)
+      ADD_FAILURE() << "a wrong ordering is now right; update kExpected. " << what;
+    else if (e.order == kRight && order_of(r) == kWrong)
+      ADD_FAILURE() << "the paper's ordering no longer holds. " << what;
+    else
+      EXPECT_EQ(order_of(r), e.order) << what;
+  }
+  for (const auto& [id, e] : expected) EXPECT_TRUE(seen.contains(id)) << "kExpected lists " << id << ", no row has it";
+}
+
+// The counting rules themselves, on hand-made rows.
+TEST(PaperFidelityCounting, NullEffectAgainstAMeasuredEffectIsAMiss) {
+  Row r;
+  r.paper_lo = r.paper_hi = 1.12;  // a speedup of 12 %
+  r.speedup = true;
+  r.sim = 1.0;  // ratio 0.89: within 15 %, but no effect
+  EXPECT_TRUE(r.null_effect());
+  EXPECT_FALSE(r.within());
+  r.sim = 1.03;  // an effect, within 15 %
+  EXPECT_FALSE(r.null_effect());
+  EXPECT_TRUE(r.within());
+  r.paper_lo = r.paper_hi = 1.04;  // the paper's own effect under 5 %: no null-effect rule
+  r.sim = 1.0;
+  EXPECT_FALSE(r.null_effect());
+  EXPECT_TRUE(r.within());
+  r.speedup = false;  // a share or a count is no speedup
+  r.paper_lo = r.paper_hi = 1.12;
+  EXPECT_FALSE(r.null_effect());
+}
+
+TEST(PaperFidelityCounting, RangeRowsHitOnlyInsideThePapersRange) {
+  Row r;
+  r.paper_lo = 1.47;  // pro-prophet Sec. VI-A: 1.47-2.66x
+  r.paper_hi = 2.66;
+  r.speedup = true;
+  r.sim = 2.0;
+  EXPECT_TRUE(r.within());
+  EXPECT_DOUBLE_EQ(r.ratio(), 1.0);
+  r.sim = 2.70;  // within 15 % of the upper end, outside the range
+  EXPECT_FALSE(r.within());
+  r.sim = 1.40;
+  EXPECT_FALSE(r.within());
+  const Summary s = summarize({r});
+  EXPECT_EQ(s.ranges, 1);
+  EXPECT_EQ(s.points, 0);
+}
+
+TEST(PaperFidelity, Ppmoe) { expect_rows(ppmoe_rows(), "ppmoe/"); }
+TEST(PaperFidelity, PipemoeSolverConstants) {
+  expect_rows(pipemoe_rows("pipemoe-2080ti-ib100"), "pipemoe/pipemoe-2080ti-ib100/");
+}
+TEST(PaperFidelity, PipemoeFig6Fits) { expect_rows(pipemoe_rows("pipemoe-fig6"), "pipemoe/pipemoe-fig6/"); }
+TEST(PaperFidelity, Mpipemoe) { expect_rows(mpipemoe_rows(), "mpipemoe/"); }
+
+// Every Pro-Prophet row rests on assumptions about the paper's DeepSpeed-MoE
+// and its load; each is labelled and also run at its other setting.
+TEST(PaperFidelity, ProProphet) {
+  const auto rows = pro_prophet_rows();
+  expect_rows(rows, "pro-prophet/");
+  for (const auto& r : rows) {
+    EXPECT_FALSE(r.assumptions.empty()) << r.id;
+    EXPECT_EQ(r.alternates.size(), r.assumptions.size()) << r.id;
+  }
 }
 
 }  // namespace
-}  // namespace moetrace::sim
+}  // namespace moetrace::fidelity
