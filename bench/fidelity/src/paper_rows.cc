@@ -538,7 +538,7 @@ std::vector<Row> mpipemoe_rows() {
 //   without dropping tokens (drop_tokens=False), which pads every
 //   all-to-all segment to the capacity (the run_spec presets'
 //   capacity_padding); the other setting is the plain dpmoe builder.
-// - Zipf skew: Sec. II-B says only that the three heaviest of 16 experts
+// - Zipf skew: Sec. II-A says only that the three heaviest of 16 experts
 //   take over 50 % of the inputs and the three lightest less than 5 %
 //   (Fig. 3); the presets assume a drifting Zipf load of skew 1.2 (62 % and
 //   4.3 %); the other setting is skew 1.0, the plain Zipf law (54 % and
