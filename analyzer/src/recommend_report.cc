@@ -278,7 +278,11 @@ json recommendations_to_json(const Recommendations& r) {
 std::string replay_text(const Replay& r) {
   if (!r.computed) return "";
   return fmt::format("replay of the trace's own configuration: {:.3f} ms ({}) against {:.3f} ms measured, {:+.1f} %{}",
-                     r.simulated_s * 1e3, r.basis == "simulation" ? "simulated" : "closed form", r.measured_s * 1e3,
+                     r.simulated_s * 1e3,
+                     r.basis == "iteration"    ? "its iteration simulated"
+                     : r.basis == "simulation" ? "the layer simulated"
+                                               : "closed form",
+                     r.measured_s * 1e3,
                      r.error * 100, r.unreliable ? fmt::format(": UNRELIABLE, the {} term is off", r.off_term) : "");
 }
 

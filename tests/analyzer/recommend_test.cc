@@ -389,7 +389,17 @@ TEST(Recommend, CalibratedFitGivesTheSameAdvice) {
 TEST(Recommend, ReplayOfTheTracesOwnConfiguration) {
   sim::RunSpec spec = sim::run_preset("pipemoe-t4-p16-b2-l1024-h4096-m2048-e2");
   spec.common.iterations = 2;
-  const Trace t = simulated_trace(spec, "replay");
+  Trace t = simulated_trace(spec, "replay");
+  {
+    const auto rec = recommend(t);
+    const auto& L = layer0(rec);
+    ASSERT_TRUE(L.replay.computed);
+    EXPECT_EQ(L.replay.basis, "iteration");
+    EXPECT_NEAR(L.replay.simulated_s / L.replay.measured_s, 1.0, 0.05);
+  }
+  // Without its run's configuration (as a trace of another tool): the layer
+  // is simulated alone.
+  t.run.config_json.clear();
   const auto rec = recommend(t);
   const auto& L = layer0(rec);
   ASSERT_TRUE(L.replay.computed);
@@ -418,25 +428,31 @@ TEST(Recommend, ReplayOfTheTracesOwnConfiguration) {
 }
 
 // The replay runs the configuration the trace ran, not a stand-in: an
-// MPipeMoE layer with its partitions and strategy, and DeepSpeed-style DPMoE
+// MPipeMoE layer with its partitions and strategy, DeepSpeed-style DPMoE
 // whose all-to-all segments are padded to the capacity (every rank sends as
 // much as the busiest expert receives; a pipemoe layer at r = 1 in its place
-// was 40 % fast). Each layer of each comes back within 5 % of the iteration
-// whose load it replays (loads drift between iterations).
+// was 40 % fast), Pro-Prophet with the placements it planned (Trans of the
+// next block under this one's forward), FasterMoE with its shadows (the
+// gradient all-reduce queued ahead of the next layer's backward all-to-all).
+// Each layer of each comes back within 5 % of the iteration whose load it
+// replays (loads drift between iterations). Each layer simulated alone, the
+// first layers of Pro-Prophet and FasterMoE were 7-22 % off: their time
+// holds their neighbours' communication.
 TEST(Recommend, ReplayRunsTheTracesOwnVariant) {
-  for (const char* preset : {"mpipemoe-gpt3-s", "dpmoe-gpt-s"}) {
+  for (const char* preset : {"mpipemoe-gpt3-s", "dpmoe-gpt-s", "pro-prophet-gpt-s", "fastermoe-gpt-s"}) {
     SCOPED_TRACE(preset);
     sim::RunSpec spec = sim::run_preset(preset);
-    spec.common.iterations = 2;
+    spec.common.iterations = 3;
     spec.common.model.num_layers = std::min(spec.common.model.num_layers, 3);
     const Trace t = simulated_trace(spec, std::string("own_") + preset);
     const auto rec = recommend(t);
-    ASSERT_FALSE(rec.layers.empty());
+    ASSERT_EQ(rec.layers.size(), static_cast<std::size_t>(spec.common.model.num_layers));
     for (const auto& L : rec.layers) {
       ASSERT_TRUE(L.replay.computed) << L.layer;
-      EXPECT_EQ(L.replay.basis, "simulation") << L.layer;
+      EXPECT_EQ(L.replay.basis, "iteration") << L.layer;
       EXPECT_NEAR(L.replay.simulated_s / L.replay.measured_s, 1.0, 0.05) << L.layer;
       EXPECT_NEAR(L.replay.model_all_to_all_s / L.replay.measured_all_to_all_s, 1.0, 0.05) << L.layer;
+      EXPECT_NEAR(L.replay.model_compute_s / L.replay.measured_compute_s, 1.0, 0.05) << L.layer;
       EXPECT_FALSE(L.replay.unreliable) << L.layer;
     }
   }

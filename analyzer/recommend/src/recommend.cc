@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "moetrace/analyzer/analyses.h"
@@ -15,8 +16,10 @@
 #include "moetrace/analyzer/kernel_classes.h"
 #include "moetrace/analyzer/recorded_shapes.h"
 #include "moetrace/analyzer/report.h"
+#include "moetrace/analyzer/whatif.h"
 #include "moetrace/schema/error.h"
 #include "moetrace/sim/cost_model.h"
+#include "moetrace/sim/run_spec.h"
 
 namespace moetrace::analyzer {
 
@@ -358,6 +361,26 @@ TracedParallel traced_parallel(const Trace& t) {
 
 }  // namespace
 
+namespace {
+
+// The expert load of (layer, iteration) as a routing on P ranks; rows
+// without a source rank (per-expert totals) spread evenly over the sources.
+plan::LayerRouting recorded_routing(const Trace& trace, int layer, int iteration, int P, int E) {
+  plan::LayerRouting r{P, E, std::vector<std::int64_t>(static_cast<std::size_t>(P * E), 0)};
+  for (const auto& e : trace.expert_load) {
+    if (e.layer != layer || e.iteration != iteration || e.expert < 0 || e.expert >= E || e.src_rank >= P) continue;
+    if (e.src_rank >= 0) {
+      r.counts[static_cast<std::size_t>(e.src_rank * E + e.expert)] += e.tokens;
+    } else {
+      for (int s = 0; s < P; ++s)
+        r.counts[static_cast<std::size_t>(s * E + e.expert)] += e.tokens / P + (s < e.tokens % P ? 1 : 0);
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
 std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vector<std::string>* notes,
                                                   const WorkloadSources& sources) {
   std::vector<MoeLayerWorkload> out;
@@ -519,18 +542,7 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
     // bytes over the rows it sent to other ranks, else 2 (bf16).
     w.elem_bytes = cfg_elem.value_or(model && model->elem_bytes ? *model->elem_bytes : shape.elem_bytes.value_or(0));
     if (have_load) {
-      w.routing =
-          plan::LayerRouting{P, w.experts, std::vector<std::int64_t>(static_cast<std::size_t>(P * w.experts), 0)};
-      for (const auto& e : trace.expert_load) {
-        if (e.layer != layer || e.iteration != iteration || e.expert < 0 || e.expert >= w.experts) continue;
-        if (e.src_rank >= 0) {
-          w.routing.counts[static_cast<std::size_t>(e.src_rank * w.experts + e.expert)] += e.tokens;
-        } else {
-          for (int s = 0; s < P; ++s)
-            w.routing.counts[static_cast<std::size_t>(s * w.experts + e.expert)] +=
-                e.tokens / P + (s < e.tokens % P ? 1 : 0);
-        }
-      }
+      w.routing = recorded_routing(trace, layer, iteration, P, w.experts);
     } else {
       // No load in the trace: balanced routing of the tokens a rank holds,
       // from --tokens, else the forward dispatch's bytes (a rank sends each
@@ -632,32 +644,35 @@ std::optional<WhatIf> own_configuration(const Trace& trace, const LayerRecommend
 // computation r t_e(r) (Eq. 15) and the dispatch + combine 2 r t_d(r) (Eq. 17)
 // of each pass.
 void replay_layer(const Trace& trace, const RecommendOptions& o, const Hardware& hw, const Breakdown& b,
-                  LayerRecommendation& L) {
+                  const IterationReplay* iteration, LayerRecommendation& L) {
   auto& rp = L.replay;
   const auto& a = L.pipeline;
   if (!a.computed || !(L.measured_layer_s > 0) || !(a.predicted_current_s > 0)) return;
   rp.computed = true;
   // The iteration whose load the workload holds: loads drift between
   // iterations, so the mean over them is not what the replay ran. Per pass
-  // the slowest rank's window (as measured_layer_s), the terms per rank.
+  // the slowest rank's window (as measured_layer_s); per term the busiest
+  // rank's time (as the model's).
   std::map<int, std::int64_t> window;  // phase -> slowest rank's window
-  std::set<int> ranks;
-  double compute_ns = 0, a2a_ns = 0;
+  std::map<int, std::pair<double, double>> terms;  // rank -> (compute, all-to-all) ns
   for (const auto& row : b.rows) {
     if (row.layer != L.layer || row.iteration != L.workload.iteration) continue;
     auto& w = window[static_cast<int>(row.phase)];
     w = std::max(w, row.t.window_ns);
-    ranks.insert(row.rank);
-    compute_ns += static_cast<double>(row.t.at(Category::kExpertCompute));
-    a2a_ns += static_cast<double>(row.t.at(Category::kAllToAll));
+    auto& t = terms[row.rank];
+    t.first += static_cast<double>(row.t.at(Category::kExpertCompute));
+    t.second += static_cast<double>(row.t.at(Category::kAllToAll));
   }
   if (window.empty()) {
     rp.measured_s = L.measured_layer_s;
   } else {
     rp.measured_s = 0;
     for (const auto& [phase, ns] : window) rp.measured_s += static_cast<double>(ns) * 1e-9;
-    rp.measured_compute_s = compute_ns * 1e-9 / static_cast<double>(ranks.size());
-    rp.measured_all_to_all_s = a2a_ns * 1e-9 / static_cast<double>(ranks.size());
+    rp.measured_compute_s = rp.measured_all_to_all_s = 0;
+    for (const auto& [rank, t] : terms) {
+      rp.measured_compute_s = std::max(rp.measured_compute_s, t.first * 1e-9);
+      rp.measured_all_to_all_s = std::max(rp.measured_all_to_all_s, t.second * 1e-9);
+    }
   }
   rp.simulated_s = a.closed_form_current_s;
   rp.basis = "closed_form";
@@ -665,7 +680,13 @@ void replay_layer(const Trace& trace, const RecommendOptions& o, const Hardware&
   const double rr = static_cast<double>(r);
   rp.model_compute_s = rr * (a.terms.forward.t_e(r) + a.terms.backward.t_e(r));
   rp.model_all_to_all_s = 2 * rr * (a.terms.forward.t_d(r) + a.terms.backward.t_d(r));
-  if (o.simulate && L.workload.ranks <= o.max_simulated_ranks)
+  const auto replayed = iteration ? iteration->layers.find(L.layer) : std::map<int, WhatIfResult>::const_iterator{};
+  if (iteration && replayed != iteration->layers.end()) {
+    rp.basis = "iteration";
+    rp.simulated_s = replayed->second.layer_s();
+    rp.model_compute_s = replayed->second.compute_s;
+    rp.model_all_to_all_s = replayed->second.all_to_all_s;
+  } else if (o.simulate && L.workload.ranks <= o.max_simulated_ranks) {
     if (const auto own = own_configuration(trace, L)) {
       const auto res = simulate_layer(L.workload, hw.model, *own);
       if (res.ok) {
@@ -675,6 +696,7 @@ void replay_layer(const Trace& trace, const RecommendOptions& o, const Hardware&
         rp.model_all_to_all_s = res.all_to_all_s;
       }
     }
+  }
   rp.error = rp.simulated_s / rp.measured_s - 1;
   rp.unreliable = std::fabs(rp.error) > kReplayTolerance;
   if (!rp.unreliable) return;
@@ -815,6 +837,62 @@ bool trace_placement(const Trace& t, const MoeLayerWorkload& w, plan::ExpertPlac
   // an expert is not sent to.
   n = static_cast<int>(std::lround(w.ranks - 1 - copies / static_cast<double>(p.selected.size())));
   return true;
+}
+
+// A trace of moetrace's own runs replayed an iteration at a time
+// (whatif.h replay_iteration): its run record holds the configuration, and
+// every MoE layer is advised at the same iteration. nullopt: another tool's
+// trace, ppmoe (its micro-batches and tensor-parallel groups are not the
+// workload's ranks), or a configuration the builders refuse (notes say why).
+std::optional<IterationReplay> own_iteration_replay(const Trace& trace, const RecommendOptions& o, const Hardware& hw,
+                                                    const std::vector<MoeLayerWorkload>& workloads,
+                                                    std::vector<std::string>& notes) {
+  const std::string& v = trace.run.variant;
+  if (!o.simulate || trace.run.config_json.empty() || workloads.empty() || v == "ppmoe" ||
+      std::find(std::begin(sim::kVariants), std::end(sim::kVariants), v) == std::end(sim::kVariants))
+    return std::nullopt;
+  sim::RunSpec spec;
+  try {
+    spec = sim::run_spec_from_json(trace.run.config_json);
+  } catch (const Error&) {
+    return std::nullopt;  // not a configuration of ours (or of an older moetrace)
+  }
+  if (spec.variant != v || spec.common.ranks > o.max_simulated_ranks) return std::nullopt;
+  // The layers' iteration, after the one before it (whose tail runs into it:
+  // the last Agg or gradient all-reduce on the communication stream).
+  const int iteration = workloads.front().iteration;
+  const int L = spec.common.model.num_layers, P = spec.common.ranks, E = spec.common.model.num_experts;
+  if (static_cast<int>(workloads.size()) != L) return std::nullopt;
+  for (const auto& w : workloads)
+    if (w.iteration != iteration || w.layer < 0 || w.layer >= L || w.ranks != P || w.experts != E) return std::nullopt;
+  const bool placed = v == "pro_prophet" || v == "fastermoe";
+  std::vector<std::vector<plan::LayerRouting>> routings;
+  std::vector<std::vector<plan::ExpertPlacement>> placements;
+  for (int j = std::max(0, iteration - 1); j <= iteration; ++j) {
+    routings.emplace_back();
+    if (placed) placements.emplace_back();
+    for (int l = 0; l < L; ++l) {
+      routings.back().push_back(recorded_routing(trace, l, j, P, E));
+      if (!placed) continue;
+      MoeLayerWorkload at;
+      at.layer = l;
+      at.iteration = j;
+      at.ranks = P;
+      at.experts = E;
+      at.routing = routings.back().back();
+      plan::ExpertPlacement p;
+      int n = 0;
+      if (!trace_placement(trace, at, p, n)) p = plan::ExpertPlacement::none(E);
+      placements.back().push_back(std::move(p));
+    }
+  }
+  auto replay = replay_iterations(spec, routings, placements, hw.model);
+  if (!replay.ok) {
+    notes.push_back(fmt::format("replay of iteration {} as the run's configuration: {}; each layer replayed alone",
+                                iteration, replay.error));
+    return std::nullopt;
+  }
+  return replay;
 }
 
 void advise_placement(const Trace& trace, const RecommendOptions& o, const Hardware& hw,
@@ -1119,6 +1197,7 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
     }
   }
 
+  const auto iteration_replay = own_iteration_replay(trace, o, hw, workloads, out.notes);
   for (std::size_t i = 0; i < workloads.size(); ++i) {
     progress("recommending", static_cast<double>(i) / static_cast<double>(workloads.size()));
     LayerRecommendation L;
@@ -1130,7 +1209,7 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
     L.measured_layer_s = meas.layer_s;
     L.iterations = meas.iterations;
     advise_pipeline(trace, o, hw, L);
-    replay_layer(trace, o, hw, b, L);
+    replay_layer(trace, o, hw, b, iteration_replay ? &*iteration_replay : nullptr, L);
     // An overlapped schedule (DualPipe-style chunks, Megatron-Core's EP
     // overlap) runs the layer's forward and backward side by side: the union
     // of their windows is less than their sum. The recommenders model one

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <tuple>
+#include <vector>
 
 #include "moetrace/plan/builders.h"
 #include "moetrace/plan/routing.h"
@@ -153,6 +155,63 @@ bool pipeline_kind(OpKind k) {
   }
 }
 
+// Per layer, the times of a simulated plan as the analyses take the
+// measured ones (breakdown.cc): per (rank, pass) the union of the windows
+// (first start to last end) of each micro-batch's ops; per pass the slowest
+// rank. The window's ops: pipeline_kind's or every MoE-layer op, of the
+// given iteration.
+std::map<int, WhatIfResult> layer_results(const plan::Plan& p, const sim::SimResult& r, LayerWindow window,
+                                          int iteration) {
+  // (layer, rank, phase) -> micro-batch -> window
+  std::map<std::tuple<int, int, int>, std::map<int, std::pair<double, double>>> win;
+  std::map<std::pair<int, int>, std::pair<double, double>> busy;  // (layer, rank) -> (compute, all-to-all)
+  for (const auto& op : p.ops) {
+    if (op.coords.layer < 0 || op.coords.phase == Phase::kOther || op.coords.iteration != iteration) continue;
+    const bool in = window == LayerWindow::kPipeline ? pipeline_kind(op.kind) : op_kind_info(op.kind).moe_layer;
+    if (!in) continue;
+    const auto i = static_cast<std::size_t>(op.id.value);
+    const double start = r.start_s[i], end = r.end_s[i];
+    const Category cat = op_category(op.kind);
+    auto& b = busy[{op.coords.layer, op.rank.value}];
+    if (cat == Category::kExpertCompute) b.first += end - start;
+    if (cat == Category::kAllToAll) b.second += end - start;
+    auto& by_mb = win[{op.coords.layer, op.rank.value, static_cast<int>(op.coords.phase)}];
+    auto [it, fresh] = by_mb.try_emplace(op.coords.micro_batch, start, end);
+    if (!fresh) {
+      it->second.first = std::min(it->second.first, start);
+      it->second.second = std::max(it->second.second, end);
+    }
+  }
+  std::map<int, WhatIfResult> out;
+  for (const auto& [key, by_mb] : win) {
+    const auto& [layer, rank, phase] = key;
+    std::vector<std::pair<double, double>> spans;
+    for (const auto& [mb, span] : by_mb) spans.push_back(span);
+    std::sort(spans.begin(), spans.end());
+    double length = 0, reach = -std::numeric_limits<double>::infinity();
+    for (const auto& [a, b] : spans) {
+      length += std::max(0.0, b - std::max(a, reach));
+      reach = std::max(reach, b);
+    }
+    WhatIfResult& res = out[layer];
+    double& slot = phase == static_cast<int>(Phase::kForward) ? res.forward_s : res.backward_s;
+    slot = std::max(slot, length);
+  }
+  for (const auto& [key, b] : busy) {
+    WhatIfResult& res = out[key.first];
+    res.compute_s = std::max(res.compute_s, b.first);
+    res.all_to_all_s = std::max(res.all_to_all_s, b.second);
+  }
+  std::int64_t peak = 0;
+  for (const auto& mem : r.memory) peak = std::max(peak, mem.peak_bytes);
+  for (auto& [layer, res] : out) {
+    res.makespan_s = r.makespan_s;
+    res.peak_bytes = peak;
+    res.ok = true;
+  }
+  return out;
+}
+
 }  // namespace
 
 WhatIfResult simulate_layer(const MoeLayerWorkload& w, const sim::CostModel& m, const WhatIf& what) {
@@ -216,34 +275,50 @@ WhatIfResult simulate_layer(const MoeLayerWorkload& w, const sim::CostModel& m, 
       out.error = fmt::format("no what-if for variant \"{}\"", what.variant);
       return out;
     }
-    const sim::SimResult r = sim::simulate(p, m);
-    // Per (rank, phase): [first start, last end] of the chosen ops.
-    std::map<std::pair<int, int>, std::pair<double, double>> win;
-    std::map<int, std::pair<double, double>> busy;  // rank -> (compute, all-to-all)
-    for (const auto& op : p.ops) {
-      if (op.coords.layer != 0) continue;
-      const bool in = what.window == LayerWindow::kPipeline ? pipeline_kind(op.kind) : op_kind_info(op.kind).moe_layer;
-      if (!in || op.coords.phase == Phase::kOther) continue;
-      const auto i = static_cast<std::size_t>(op.id.value);
-      const Category cat = op_category(op.kind);
-      if (cat == Category::kExpertCompute) busy[op.rank.value].first += r.end_s[i] - r.start_s[i];
-      if (cat == Category::kAllToAll) busy[op.rank.value].second += r.end_s[i] - r.start_s[i];
-      auto [it, fresh] = win.try_emplace({op.rank.value, static_cast<int>(op.coords.phase)}, r.start_s[i], r.end_s[i]);
-      if (!fresh) {
-        it->second.first = std::min(it->second.first, r.start_s[i]);
-        it->second.second = std::max(it->second.second, r.end_s[i]);
+    out = layer_results(p, sim::simulate(p, m), what.window, 0)[0];
+    out.ok = true;
+  } catch (const Error& e) {
+    out.ok = false;
+    out.error = e.what();
+  }
+  return out;
+}
+
+IterationReplay replay_iterations(sim::RunSpec spec, const std::vector<std::vector<plan::LayerRouting>>& routings,
+                                  const std::vector<std::vector<plan::ExpertPlacement>>& placements,
+                                  const sim::CostModel& m) {
+  IterationReplay out;
+  try {
+    const int J = static_cast<int>(routings.size());
+    const int L = spec.common.model.num_layers, P = spec.common.ranks, E = spec.common.model.num_experts;
+    const int k = std::max(1, spec.common.model.top_k);
+    if (J < 1) throw ConfigError("no iteration to replay");
+    spec.common.iterations = J;
+    spec.cost_model = m;
+    plan::ExpertLoad load = plan::ExpertLoad::zeros(J, L, P, E, k);
+    for (int j = 0; j < J; ++j) {
+      if (static_cast<int>(routings[static_cast<std::size_t>(j)].size()) != L)
+        throw ConfigError(fmt::format("the recorded load covers {} of the run's {} MoE layers",
+                                      routings[static_cast<std::size_t>(j)].size(), L));
+      for (int l = 0; l < L; ++l) {
+        const auto& r = routings[static_cast<std::size_t>(j)][static_cast<std::size_t>(l)];
+        if (r.devices != P || r.experts != E)
+          throw ConfigError(fmt::format("layer {}'s recorded load is {} ranks x {} experts, the run's {} x {}", l,
+                                        r.devices, r.experts, P, E));
+        for (int q = 0; q < P; ++q) {
+          std::int64_t rows = 0;
+          for (int e = 0; e < E; ++e) {
+            load.count(j, l, q, e) = r.count(q, e);
+            rows += r.count(q, e);
+          }
+          // Each token goes to k experts: the source's tokens, the most any
+          // layer routed (a capacity may have dropped rows in another).
+          load.tokens_of(j, q) = std::max(load.tokens_of(j, q), (rows + k - 1) / k);
+        }
       }
     }
-    for (const auto& [key, span] : win) {
-      double& slot = key.second == static_cast<int>(Phase::kForward) ? out.forward_s : out.backward_s;
-      slot = std::max(slot, span.second - span.first);
-    }
-    for (const auto& [rank, b] : busy) {
-      out.compute_s = std::max(out.compute_s, b.first);
-      out.all_to_all_s = std::max(out.all_to_all_s, b.second);
-    }
-    out.makespan_s = r.makespan_s;
-    for (const auto& mem : r.memory) out.peak_bytes = std::max(out.peak_bytes, mem.peak_bytes);
+    const plan::Plan p = sim::build_plan(spec, load, placements);
+    out.layers = layer_results(p, sim::simulate(p, m), LayerWindow::kMoeLayer, J - 1);
     out.ok = true;
   } catch (const Error& e) {
     out.ok = false;

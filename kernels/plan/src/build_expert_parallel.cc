@@ -159,6 +159,7 @@ Plan build_mpipemoe(const MPipeMoeConfig& config, const ExpertLoad& load) {
 
 std::vector<std::vector<ExpertPlacement>> pro_prophet_placements(const ProProphetConfig& config,
                                                                  const ExpertLoad& load) {
+  if (!config.placements.empty()) return config.placements;
   const auto sizes = planner_sizes(config.common.model);
   std::vector<std::vector<ExpertPlacement>> out;
   for (int j = 0; j < config.common.iterations; ++j) {
@@ -192,6 +193,10 @@ Plan build_fastermoe(const FasterMoeConfig& config, const ExpertLoad& load) {
   spec.perf = config.model;
   const auto sizes = planner_sizes(config.common.model);
   const int P = config.common.ranks, E = config.common.model.num_experts;
+  if (!config.placements.empty()) {
+    spec.placement = config.placements;
+    return EpBuilder(spec, load).build();
+  }
   for (int j = 0; j < config.common.iterations; ++j) {
     spec.placement.emplace_back();
     for (int l = 0; l < config.common.model.num_layers; ++l) {

@@ -137,6 +137,33 @@ void PpMoeConfig::validate() const {
                tensor_parallel);
 }
 
+namespace {
+
+// Given placements: one per (iteration, layer), replicas of each expert on
+// ranks other than its home.
+void check_given_placements(const CommonConfig& c, const std::vector<std::vector<ExpertPlacement>>& given) {
+  if (given.empty()) return;
+  const int E = c.model.num_experts, P = c.ranks;
+  if (static_cast<int>(given.size()) != c.iterations)
+    fail(fmt::format("placements cover {} iterations, the run has {}", given.size(), c.iterations));
+  for (const auto& layers : given) {
+    if (static_cast<int>(layers.size()) != c.model.num_layers)
+      fail(fmt::format("placements cover {} layers, the model has {}", layers.size(), c.model.num_layers));
+    for (const auto& p : layers) {
+      if (static_cast<int>(p.replicas.size()) != E)
+        fail(fmt::format("a placement lists replicas of {} experts, the model has {}", p.replicas.size(), E));
+      for (int e : p.selected)
+        if (e < 0 || e >= E) fail(fmt::format("placement: expert {} is not below num_experts ({})", e, E));
+      for (int e = 0; e < E; ++e)
+        for (int r : p.replicas[static_cast<std::size_t>(e)])
+          if (r < 0 || r >= P || r == e / (E / P))
+            fail(fmt::format("placement: expert {} has a replica on rank {} (its home or not a rank)", e, r));
+    }
+  }
+}
+
+}  // namespace
+
 void ProProphetConfig::validate() const {
   check_expert_parallel(common);
   if (n < 0 || n > common.ranks - 1)
@@ -149,6 +176,7 @@ void ProProphetConfig::validate() const {
   if (model.fnec_seconds < 0 || model.bnec_seconds < 0)
     fail(fmt::format("fnec_seconds ({}) and bnec_seconds ({}) must not be negative",
                      model.fnec_seconds, model.bnec_seconds));
+  check_given_placements(common, placements);
 }
 
 void FasterMoeConfig::validate() const {
@@ -161,6 +189,7 @@ void FasterMoeConfig::validate() const {
     if (e < 0 || e >= common.model.num_experts)
       fail(fmt::format("shadow_experts entry ({}) is not an expert index below num_experts ({})",
                        e, common.model.num_experts));
+  check_given_placements(common, placements);
 }
 
 std::string_view reuse_strategy_name(ReuseStrategy s) { return reuse_strategy_traits(s).name; }

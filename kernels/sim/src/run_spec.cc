@@ -385,7 +385,12 @@ bool uses_timing_plan(const RunSpec& s) {
 
 plan::Plan build_plan(const RunSpec& s) {
   s.validate();
-  const plan::ExpertLoad load = plan::synthetic_load(s.load_config());
+  return build_plan(s, plan::synthetic_load(s.load_config()));
+}
+
+plan::Plan build_plan(const RunSpec& s, const plan::ExpertLoad& load,
+                      const std::vector<std::vector<plan::ExpertPlacement>>& placements) {
+  s.validate();
   if (uses_timing_plan(s)) return build_timing_plan(s, load);
   if (s.variant == "dpmoe") return plan::build_dpmoe(plan::DpMoeConfig{s.common, s.capacity_padding}, load);
   if (s.variant == "pipemoe") return plan::build_pipemoe(plan::PipeMoeConfig{s.common, s.pipeline_degree}, load);
@@ -401,12 +406,14 @@ plan::Plan build_plan(const RunSpec& s) {
     c.alpha = s.pro_prophet_alpha;
     c.model = planner(s);
     c.block_schedule = s.block_schedule;
+    c.placements = placements;
     return plan::build_pro_prophet(c, load);
   }
   plan::FasterMoeConfig c;
   c.common = s.common;
   c.model = planner(s);
   c.shadow_experts = s.shadow_experts;
+  c.placements = placements;
   return plan::build_fastermoe(c, load);
 }
 

@@ -124,7 +124,9 @@ inline constexpr double kReplayTolerance = 0.20;
 struct Replay {
   bool computed = false;
   double measured_s = -1, simulated_s = -1;  // layer per iteration, forward + backward
-  std::string basis;                         // "simulation" or "closed_form"
+  // "iteration" (the trace's iteration simulated whole as its run's
+  // configuration), "simulation" (the layer alone) or "closed_form"
+  std::string basis;
   double error = 0;                          // simulated / measured - 1
   bool unreliable = false;
   std::string off_term;                      // "compute", "all-to-all", "overlap" (unreliable only)

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +31,7 @@
 #include "moetrace/plan/config.h"
 #include "moetrace/plan/pro_prophet.h"
 #include "moetrace/sim/cost_model.h"
+#include "moetrace/sim/run_spec.h"
 
 namespace moetrace::analyzer {
 
@@ -91,5 +93,25 @@ struct WhatIf {
 
 // Never throws for a configuration the builders refuse: ok = false, error says why.
 WhatIfResult simulate_layer(const MoeLayerWorkload& w, const sim::CostModel& m, const WhatIf& what);
+
+// A trace of moetrace's own runs, its iterations replayed whole: the run's
+// configuration (its RunSpec, from the trace's run record) on the hardware
+// model, with the recorded load of every MoE layer (routings[i][l]:
+// iteration i of those replayed, layer l) and, for pro_prophet and
+// fastermoe, the placements it ran ([i][l]; empty: planned as the run plans
+// them). Unlike simulate_layer, each layer runs among its neighbours, as it
+// did: the next block's Trans on its communication stream, the gradient
+// all-reduce queued ahead of its backward all-to-all, the tail of the
+// iteration before. The layers' times are those of the last iteration,
+// taken as the analyses take the measured ones (every MoE-layer op; per
+// pass the slowest rank's union of its micro-batches' windows).
+struct IterationReplay {
+  bool ok = false;
+  std::string error;
+  std::map<int, WhatIfResult> layers;  // the last iteration's, by layer
+};
+IterationReplay replay_iterations(sim::RunSpec spec, const std::vector<std::vector<plan::LayerRouting>>& routings,
+                                  const std::vector<std::vector<plan::ExpertPlacement>>& placements,
+                                  const sim::CostModel& m);
 
 }  // namespace moetrace::analyzer

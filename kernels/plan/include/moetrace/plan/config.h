@@ -144,6 +144,17 @@ struct ProProphetModel {
   double plan_flops = 1e6;                // work of one Plan search, for the timeline
 };
 
+// A lightweight expert placement (Sec. IV-A): each selected expert has, besides
+// its home, the replica devices listed; a device holding an expert computes
+// its own tokens for it, the others send theirs to the home device.
+struct ExpertPlacement {
+  std::vector<int> selected;                // experts in the order Algorithm 1 chose them
+  std::vector<std::vector<int>> replicas;   // [expert]: devices other than home, ascending
+
+  bool holds(int device, int expert, int home) const;
+  static ExpertPlacement none(int experts);
+};
+
 // pro-prophet: lightweight expert placement, greedy planner (Alg. 1) and the
 // block-wise schedule (Alg. 2).
 struct ProProphetConfig {
@@ -156,6 +167,9 @@ struct ProProphetConfig {
   // unscheduled order of Fig. 7 (Plan, Trans before the dispatch; Agg after
   // the expert backward), planned on the iteration's own load.
   bool block_schedule = true;
+  // Given placements, [iteration][layer] (a replay of what a trace ran):
+  // used as they are instead of Algorithm 1's. Empty: planned.
+  std::vector<std::vector<ExpertPlacement>> placements;
   void validate() const;
 };
 
@@ -167,6 +181,9 @@ struct FasterMoeConfig {
   // Empty: decide per (iteration, layer) with the performance model.
   // Otherwise the experts to shadow in every layer and iteration.
   std::vector<int> shadow_experts;
+  // Given shadows, [iteration][layer] (a replay of what a trace ran): used
+  // instead of shadow_experts and the model's decision. Empty: not given.
+  std::vector<std::vector<ExpertPlacement>> placements;
   void validate() const;
 };
 

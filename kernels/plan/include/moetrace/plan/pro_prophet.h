@@ -24,16 +24,7 @@ struct LayerRouting {
   int home(int expert) const { return expert / (experts / devices); }
 };
 
-// A lightweight expert placement (Sec. IV-A): each selected expert has, besides
-// its home, the replica devices listed; a device holding an expert computes
-// its own tokens for it, the others send theirs to the home device.
-struct ExpertPlacement {
-  std::vector<int> selected;                // experts in the order Algorithm 1 chose them
-  std::vector<std::vector<int>> replicas;   // [expert]: devices other than home, ascending
-
-  bool holds(int device, int expert, int home) const;
-  static ExpertPlacement none(int experts);
-};
+// ExpertPlacement (Sec. IV-A): config.h.
 
 // Per-device quantities of Eq. 1-2 under a placement.
 struct PlacementLoad {

@@ -106,6 +106,11 @@ plan::ProProphetModel derive_planner_model(const RunSpec& spec, const CostModel&
 // The plan of the spec (builds the routing load, then the variant's builder,
 // or the timing-only builder per plan_builder).
 plan::Plan build_plan(const RunSpec& spec);
+// On a given load (iterations, layers, ranks and experts as the spec's),
+// and for pro_prophet and fastermoe with given placements [iteration][layer]
+// (empty: planned as a run plans them): a replay of what a trace ran.
+plan::Plan build_plan(const RunSpec& spec, const plan::ExpertLoad& load,
+                      const std::vector<std::vector<plan::ExpertPlacement>>& placements = {});
 bool uses_timing_plan(const RunSpec& spec);
 
 }  // namespace moetrace::sim
