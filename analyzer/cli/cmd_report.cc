@@ -18,9 +18,9 @@ analyzer::ReportFormat parse_report_format(const std::string& f) {
   return analyzer::ReportFormat::kText;
 }
 
-analyzer::Analyses analyze_with_progress(const analyzer::Trace& trace) {
+analyzer::Analyses analyze_with_progress(const analyzer::Trace& trace, const analyzer::BreakdownOptions& breakdown) {
   Progress progress("analyzing " + trace.run.path);
-  return analyzer::analyze(trace, progress.callback());
+  return analyzer::analyze(trace, progress.callback(), breakdown);
 }
 
 void add_report_command(CLI::App& app) {
@@ -33,6 +33,7 @@ void add_report_command(CLI::App& app) {
     bool per_iteration = false;
     bool no_recommendations = false;
     std::string cost_model;
+    std::string window = "span";
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
@@ -51,9 +52,17 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("--cost-model", opt->cost_model,
                   "Hardware model of the recommendations: a simulator preset, a cost-model JSON file, or "
                   "\"fitted\" (default: see `moetrace recommend --help`)");
+  cmd->add_option("--window", opt->window,
+                  "Window of the per-rank rows: span (each rank's whole GPU span), steps (the GPU work of the "
+                  "profiler steps, i.e. iterations), steps-but-last (without the last step: HTA's default, to "
+                  "compare with its temporal breakdown and overlap)")
+      ->check(CLI::IsMember({"span", "steps", "steps-but-last"}))
+      ->capture_default_str();
   cmd->callback([opt] {
     const auto trace = load_traces(opt->traces, moe_rules_options(opt->moe));
-    auto analyses = analyze_with_progress(trace);
+    analyzer::BreakdownOptions bo;
+    bo.rank_window = *analyzer::parse_rank_window(opt->window);
+    auto analyses = analyze_with_progress(trace, bo);
     if (!opt->no_recommendations) {
       analyzer::RecommendOptions ro;
       apply_cost_model_arg(opt->cost_model, ro);

@@ -85,7 +85,8 @@ void add_moe_rules_option(CLI::App* cmd, MoeArgs& args);
 analyzer::LoadOptions moe_rules_options(const MoeArgs& args);
 
 // Runs every analysis with progress on a terminal.
-analyzer::Analyses analyze_with_progress(const analyzer::Trace& trace);
+analyzer::Analyses analyze_with_progress(const analyzer::Trace& trace,
+                                         const analyzer::BreakdownOptions& breakdown = {});
 analyzer::ReportFormat parse_report_format(const std::string& format);
 
 // Writes `text` to `path`, or to stdout where path is empty or "-".

@@ -3,13 +3,14 @@
 namespace moetrace::analyzer {
 
 Analyses analyze(const Trace& trace,
-                 const std::function<void(std::string_view stage, double fraction)>& progress) {
+                 const std::function<void(std::string_view stage, double fraction)>& progress,
+                 const BreakdownOptions& breakdown) {
   auto step = [&](std::string_view stage, double f) {
     if (progress) progress(stage, f);
   };
   Analyses a;
   step("breakdown", 0.0);
-  a.breakdown = compute_breakdown(trace);
+  a.breakdown = compute_breakdown(trace, breakdown);
   step("memory", 0.4);
   a.memory = analyze_memory(trace);
   step("expert load", 0.55);

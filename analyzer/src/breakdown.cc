@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string_view>
 #include <tuple>
 
@@ -108,6 +109,62 @@ std::map<std::int32_t, RankTime> rank_times(const Trace& trace, const OpInterval
     auto& rt = out[a.rank.value];
     rt.labelled.push_back({a.start_ns, a.end_ns, static_cast<std::uint32_t>(classify_activity(trace, a))});
     rt.unattributed.push_back({a.start_ns, a.end_ns});
+  }
+  return out;
+}
+
+// The GPU work of the profiler steps, without each rank's last step where
+// `but_last`. Where a rank records two or more ProfilerStep ranges (PyTorch
+// profiler traces), as HTA selects it (hta/common/trace.py,
+// _filter_irrelevant_gpu_kernels): the activities whose launching call
+// started before the last step's start (but_last), or from the first
+// step's start to the last one's end; an activity without a launching call
+// belongs to no step. Otherwise by the op's iteration: the ops of the
+// iterations (iteration >= 0), without the rank's last one (but_last);
+// activity no op claims belongs to no step.
+std::map<std::int32_t, RankTime> rank_times_in_steps(const Trace& trace, const OpIntervals& oi, bool but_last) {
+  struct Steps {
+    int count = 0;
+    std::int64_t first_start = INT64_MAX, last_start = INT64_MIN, last_end = INT64_MIN;
+  };
+  std::map<std::int32_t, Steps> steps;  // rank -> its ProfilerStep ranges
+  for (const auto& n : trace.nvtx)
+    if (trace.str(n.name).find("ProfilerStep") != std::string_view::npos) {
+      auto& s = steps[n.rank.value];
+      ++s.count;
+      s.first_start = std::min(s.first_start, n.start_ns);
+      s.last_start = std::max(s.last_start, n.start_ns);
+      s.last_end = std::max(s.last_end, n.end_ns);
+    }
+  auto by_profiler_steps = [&](std::int32_t rank) {
+    auto it = steps.find(rank);
+    return it != steps.end() && it->second.count >= 2;
+  };
+  std::map<std::int32_t, std::int32_t> last;  // rank -> its last step
+  for (const auto& op : trace.ops)
+    if (op.iteration >= 0) {
+      auto [it, fresh] = last.try_emplace(op.rank.value, op.iteration);
+      if (!fresh) it->second = std::max(it->second, op.iteration);
+    }
+  std::map<std::int32_t, RankTime> out;
+  for (const auto r : trace.rank_ids()) out[r.value];
+  for (std::size_t o = 0; o < trace.ops.size(); ++o) {
+    const auto& op = trace.ops[o];
+    if (by_profiler_steps(op.rank.value)) continue;
+    if (op.iteration < 0 || (but_last && op.iteration == last[op.rank.value])) continue;
+    auto& rt = out[op.rank.value];
+    const auto c = static_cast<std::uint32_t>(op_category(op.kind));
+    for (const auto& i : oi.of(o)) rt.labelled.push_back({i.start, i.end, c});
+  }
+  for (const auto& a : trace.activities) {
+    if (!by_profiler_steps(a.rank.value)) continue;
+    const ApiCall* call = trace.launching_call(a);
+    if (!call) continue;
+    const Steps& s = steps[a.rank.value];
+    if (but_last ? call->start_ns >= s.last_start : (call->start_ns < s.first_start || call->start_ns > s.last_end))
+      continue;
+    const auto c = a.op >= 0 ? op_category(trace.ops[static_cast<std::size_t>(a.op)].kind) : classify_activity(trace, a);
+    out[a.rank.value].labelled.push_back({a.start_ns, a.end_ns, static_cast<std::uint32_t>(c)});
   }
   return out;
 }
@@ -220,9 +277,37 @@ WindowBreakdown breakdown_in_window(const Trace& trace, std::int64_t t0, std::in
   return out;
 }
 
-Breakdown compute_breakdown(const Trace& trace) {
+std::string_view rank_window_name(RankWindow w) {
+  switch (w) {
+    case RankWindow::kSteps: return "steps";
+    case RankWindow::kStepsButLast: return "steps-but-last";
+    case RankWindow::kSpan: break;
+  }
+  return "span";
+}
+
+std::string rank_window_description(RankWindow w) {
+  switch (w) {
+    case RankWindow::kSteps:
+      return "the GPU work of the profiler steps (iterations), from its first start to its last end on each rank";
+    case RankWindow::kStepsButLast:
+      return "the GPU work of the profiler steps (iterations) but the last, from its first start to its last end "
+             "on each rank (HTA's default window)";
+    case RankWindow::kSpan: break;
+  }
+  return "each rank's whole span, from its first GPU start to its last GPU end";
+}
+
+std::optional<RankWindow> parse_rank_window(std::string_view name) {
+  for (auto w : {RankWindow::kSpan, RankWindow::kSteps, RankWindow::kStepsButLast})
+    if (rank_window_name(w) == name) return w;
+  return std::nullopt;
+}
+
+Breakdown compute_breakdown(const Trace& trace, const BreakdownOptions& options) {
   Breakdown b;
   b.has_op_ranges = !trace.ops.empty();
+  b.rank_window = options.rank_window;
   const OpIntervals oi(trace);
 
   // Whole-run split per rank (works without op ranges too), and the
@@ -231,6 +316,15 @@ Breakdown compute_breakdown(const Trace& trace) {
   for (const auto& [r, rt] : rank_times(trace, oi)) {
     if (rt.labelled.empty()) continue;
     b.ranks.push_back(rank_split(r, rt, span_of(rt), rank_sets[r]));
+  }
+  // Another window of the per-rank rows: the steps' work alone.
+  if (options.rank_window != RankWindow::kSpan) {
+    b.ranks.clear();
+    for (const auto& [r, rt] : rank_times_in_steps(trace, oi, options.rank_window == RankWindow::kStepsButLast)) {
+      if (rt.labelled.empty()) continue;
+      RankSets unused;
+      b.ranks.push_back(rank_split(r, rt, span_of(rt), unused));
+    }
   }
 
   // Group ops: MoE-layer rows and iteration rows.

@@ -118,6 +118,8 @@ nlohmann::json breakdown_json(const Breakdown& b, const ReportOptions& options) 
         {"forward", time_split_json(l.forward)},
         {"backward", time_split_json(l.backward)},
     });
+  j["rank_window"] = {{"name", rank_window_name(b.rank_window)},
+                      {"description", rank_window_description(b.rank_window)}};
   auto& ranks = j["ranks"] = nlohmann::json::array();
   for (const auto& r : b.ranks) {
     auto row = time_split_json(r.t);

@@ -379,7 +379,7 @@ Section breakdown_section(const Breakdown& b, const ReportOptions& options) {
                     [](const RankSummary& x) { return x.t.busy_ns; },
                     [](const RankSummary& x) { return format_duration(x.t.busy_ns); });
   for (auto i : listed) r.rows.push_back(split_row(b.ranks[i].t, std::to_string(b.ranks[i].rank), b.ranks[i].t.window_ns));
-  s.table("Per rank (whole run):", std::move(r));
+  s.table(fmt::format("Per rank (window: {}):", rank_window_description(b.rank_window)), std::move(r));
   if (!note.empty()) s.para(note);
   if (options.per_iteration) {
     Table t{split_header("rank/it"), {}};

@@ -260,5 +260,79 @@ TEST(Breakdown, WindowQueryFollowsTheSameRules) {
   EXPECT_EQ(whole.ranks[0].unattributed_ns, b.ranks[0].unattributed_ns);
 }
 
+// The window of the per-rank rows. Three iterations of work on one rank:
+//   it 0: expert [0, 100), dispatch [50, 150)      (50 hidden of 100)
+//   it 1: expert [300, 400), dispatch [400, 500)   (none hidden)
+//   it 2: expert [700, 900)
+//   no iteration: a kernel no op claims [1000, 1100)
+// span:           [0, 1100) = 1100, busy 150 + 200 + 200 + 100 = 650, idle 450
+// steps:          [0, 900) = 900, busy 550, idle 350
+// steps-but-last: [0, 500) = 500, busy 350, idle 150; comm 200, hidden 50
+TEST(Breakdown, RankWindowBySteps) {
+  const auto trace = testing::load_text_trace("rank_window.db", R"(
+    stream id=0 rank=0 role=compute
+    stream id=1 rank=0 role=comm
+    op rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 start=0 end=100
+    op rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 start=50 end=150
+    op rank=0 stream=0 kind=expert_ffn layer=0 iteration=1 start=300 end=400
+    op rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=1 start=400 end=500
+    op rank=0 stream=0 kind=expert_ffn layer=0 iteration=2 start=700 end=900
+    kernel rank=0 stream=0 start=1000 end=1100 name=elementwise_kernel
+  )");
+  const auto span = compute_breakdown(trace);
+  EXPECT_EQ(span.rank_window, RankWindow::kSpan);
+  ASSERT_EQ(span.ranks.size(), 1u);
+  EXPECT_EQ(span.ranks[0].t.window_ns, 1100);
+  EXPECT_EQ(span.ranks[0].t.idle_ns, 450);
+  const auto steps = compute_breakdown(trace, {RankWindow::kSteps});
+  ASSERT_EQ(steps.ranks.size(), 1u);
+  EXPECT_EQ(steps.ranks[0].t.window_ns, 900);
+  EXPECT_EQ(steps.ranks[0].t.idle_ns, 350);
+  const auto but_last = compute_breakdown(trace, {RankWindow::kStepsButLast});
+  EXPECT_EQ(but_last.rank_window, RankWindow::kStepsButLast);
+  ASSERT_EQ(but_last.ranks.size(), 1u);
+  const auto& t = but_last.ranks[0].t;
+  EXPECT_EQ(t.window_ns, 500);
+  EXPECT_EQ(t.busy_ns, 350);
+  EXPECT_EQ(t.idle_ns, 150);
+  EXPECT_EQ(t.comm_ns, 200);
+  EXPECT_EQ(t.comm_hidden_ns, 50);
+  // The layer rows keep every iteration.
+  EXPECT_EQ(but_last.rows.size(), span.rows.size());
+  EXPECT_EQ(parse_rank_window("steps-but-last"), RankWindow::kStepsButLast);
+  EXPECT_EQ(parse_rank_window("Steps"), std::nullopt);
+}
+
+// PyTorch-profiler traces (two or more ProfilerStep ranges): the steps'
+// work is what their host ranges launched, as HTA selects it. Steps at
+// [0, 1000) and [1000, 2000) on the host; kernels launched at 100 (before
+// the last step), 1100 (in it) and 2500 (after both), and one without a
+// launching call:
+//   steps-but-last: the kernel launched at 100 alone, [200, 400)
+//   steps:          the kernels launched at 100 and 1100, [200, 1500), busy 200 + 300
+TEST(Breakdown, RankWindowByProfilerSteps) {
+  const auto trace = testing::load_text_trace("profiler_steps.db", R"(
+    stream id=0 rank=0 role=compute
+    nvtx rank=0 start=0 end=1000 domain=pytorch name=ProfilerStep#7
+    nvtx rank=0 start=1000 end=2000 domain=pytorch name=ProfilerStep#8
+    api rank=0 start=100 end=110 corr=1
+    api rank=0 start=1100 end=1110 corr=2
+    api rank=0 start=2500 end=2510 corr=3
+    kernel rank=0 stream=0 start=200 end=400 corr=1 name=gemm
+    kernel rank=0 stream=0 start=1200 end=1500 corr=2 name=gemm
+    kernel rank=0 stream=0 start=2600 end=2700 corr=3 name=gemm
+    kernel rank=0 stream=0 start=3000 end=3100 name=gemm
+  )");
+  const auto but_last = compute_breakdown(trace, {RankWindow::kStepsButLast});
+  ASSERT_EQ(but_last.ranks.size(), 1u);
+  EXPECT_EQ(but_last.ranks[0].t.window_ns, 200);
+  EXPECT_EQ(but_last.ranks[0].t.idle_ns, 0);
+  const auto steps = compute_breakdown(trace, {RankWindow::kSteps});
+  ASSERT_EQ(steps.ranks.size(), 1u);
+  EXPECT_EQ(steps.ranks[0].t.window_ns, 1300);
+  EXPECT_EQ(steps.ranks[0].t.busy_ns, 500);
+  EXPECT_EQ(compute_breakdown(trace).ranks[0].t.window_ns, 2900);
+}
+
 }  // namespace
 }  // namespace moetrace::analyzer

@@ -36,6 +36,7 @@ struct Analyses {
 
 // Runs them all; `progress(stage, fraction)` is called between analyses.
 Analyses analyze(const Trace& trace,
-                 const std::function<void(std::string_view stage, double fraction)>& progress = {});
+                 const std::function<void(std::string_view stage, double fraction)>& progress = {},
+                 const BreakdownOptions& breakdown = {});
 
 }  // namespace moetrace::analyzer

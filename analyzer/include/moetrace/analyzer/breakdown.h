@@ -19,6 +19,9 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "moetrace/analyzer/trace.h"
@@ -84,9 +87,26 @@ struct LayerSummary {
   std::int32_t slowest_rank = -1;
 };
 
+// The window of the per-rank rows (Breakdown::ranks), `report --window`.
+// The profiler steps are the trace's iterations (ProfilerStep#N, our own
+// iteration ranges); a GPU activity belongs to the step of the op that
+// launched it (an activity no op claims, to none).
+enum class RankWindow : std::uint8_t {
+  kSpan = 0,          // every GPU activity: the rank's first start to its last end
+  kSteps = 1,         // the activities of the steps: their first start to last end
+  kStepsButLast = 2,  // without the rank's last step: HTA's default (its parser drops the last ProfilerStep)
+};
+std::string_view rank_window_name(RankWindow w);         // "span", "steps", "steps-but-last"
+std::string rank_window_description(RankWindow w);       // for reports
+std::optional<RankWindow> parse_rank_window(std::string_view name);
+
+struct BreakdownOptions {
+  RankWindow rank_window = RankWindow::kSpan;
+};
+
 struct RankSummary {
   std::int32_t rank = 0;
-  TimeSplit t;                         // window: the rank's whole run (or the queried window)
+  TimeSplit t;                         // window: Breakdown::rank_window's (or the queried window)
   std::int64_t unattributed_ns = 0;    // activity that no op range claims
   std::int64_t events = 0;             // activities, and ops without any, that touch the window
 };
@@ -96,6 +116,7 @@ struct Breakdown {
   std::vector<IterationRow> iterations; // sorted by (iteration, rank)
   std::vector<LayerSummary> layers;     // sorted by layer
   std::vector<RankSummary> ranks;
+  RankWindow rank_window = RankWindow::kSpan;  // of `ranks`
   TimeSplit iteration_total;            // sum over iteration rows
   TimeSplit moe_total;                  // sum over MoE-layer rows
   std::int64_t moe_union_ns = 0;        // sum over iteration rows of moe_layer_ns
@@ -110,7 +131,7 @@ struct Breakdown {
   double moe_share_of_iteration() const { return ratio(moe_union_ns, iteration_total.window_ns); }
 };
 
-Breakdown compute_breakdown(const Trace& trace);
+Breakdown compute_breakdown(const Trace& trace, const BreakdownOptions& options = {});
 
 // Where the time of each rank went inside [t0, t1): the split of RankSummary
 // (every op's time labelled with its category, activity no op claims
