@@ -44,18 +44,23 @@ std::string run_info(const analyzer::Trace& t, bool json) {
                      c.applied ? "aligned" : "NOT aligned (--no-align)", c.reference_rank,
                      std::all_of(c.ranks.begin(), c.ranks.end(), [](const auto& k) { return k.usable() || !k.estimated; })
                          ? ""
-                         : fmt::format("; ?: too uncertain to apply, above {:.0f} us", analyzer::kMaxClockUncertaintyNs / 1e3));
-  out += fmt::format("  {:>6}  {:>14}  {:>10}  {:>13}  {:>11}  {}\n", "rank", "offset", "drift ppm", "uncertainty",
-                     "collectives", "file");
+                         : "; ?: not applied, see below");
+  out += fmt::format("  {:>6}  {:>14}  {:>10}  {:>13}  {:>13}  {:>11}  {:<11}  {}\n", "rank", "offset", "drift ppm",
+                     "uncertainty", "spread", "collectives", "paired by", "file");
   std::map<std::int32_t, std::string> file_of;
   for (const auto& file : f.files)
     for (auto x : file.ranks) file_of[x] = file.path;
+  auto us = [](const auto& k, double v) {
+    return !k.estimated ? std::string("-") : v < 0 ? std::string("unknown") : fmt::format("{:.3f} us", v / 1e3);
+  };
   for (const auto& k : c.ranks)
-    out += fmt::format("  {:>6}  {:>14}  {:>10}  {:>13}  {:>11}  {}\n", k.rank,
+    out += fmt::format("  {:>6}  {:>14}  {:>10}  {:>13}  {:>13}  {:>11}  {:<11}  {}\n", k.rank,
                        k.estimated ? fmt::format("{:+.3f} us{}", k.offset_ns / 1e3, k.usable() ? "" : "?") : "-",
-                       k.estimated ? fmt::format("{:+.3f}", k.drift_ppm) : "-",
-                       !k.estimated ? "-" : k.uncertainty_ns < 0 ? "unknown" : fmt::format("{:.3f} us", k.uncertainty_ns / 1e3),
-                       k.collectives, file_of[k.rank]);
+                       k.estimated ? fmt::format("{:+.3f}", k.drift_ppm) : "-", us(k, k.uncertainty_ns),
+                       us(k, k.spread_ns), k.collectives, k.pairing.empty() ? "-" : k.pairing, file_of[k.rank]);
+  for (const auto& k : c.ranks)
+    if (!k.refused.empty() && k.rank != c.reference_rank)
+      out += fmt::format("  rank {} not aligned: {}\n", k.rank, k.refused);
   return out;
 }
 

@@ -5,6 +5,8 @@
 #include <map>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
 #include "moetrace/analyzer/breakdown.h"
 
 namespace moetrace::analyzer {
@@ -23,6 +25,7 @@ struct Line {
   double a = 0, b = 0;  // d = a + b x
   double uncertainty = -1;
   int n = 0, rejected = 0;
+  std::vector<char> keep;  // robust_fit: the points the line was fitted on
 };
 
 double median(std::vector<double> v) {
@@ -98,6 +101,7 @@ Line robust_fit(const std::vector<std::pair<double, double>>& pts) {
   }
   Line l = least_squares(pts, keep);
   l.rejected = static_cast<int>(pts.size()) - l.n;
+  l.keep = std::move(keep);
   return l;
 }
 
@@ -105,15 +109,18 @@ Line robust_fit(const std::vector<std::pair<double, double>>& pts) {
 
 std::vector<CollectiveCall> collective_calls(const Trace& trace) {
   std::vector<CollectiveCall> calls;
-  if (!trace.ops.empty()) {
-    std::vector<std::int64_t> ready(trace.ops.size(), -1);
-    for (const auto& d : trace.op_deps) {
-      const int op = trace.op_index(d.op), dep = trace.op_index(d.dep);
-      if (op < 0 || dep < 0) continue;
-      const auto& o = trace.ops[static_cast<std::size_t>(op)];
-      const auto& p = trace.ops[static_cast<std::size_t>(dep)];
-      if (o.rank == p.rank) ready[static_cast<std::size_t>(op)] = std::max(ready[static_cast<std::size_t>(op)], p.end_ns);
-    }
+  std::vector<std::int64_t> ready(trace.ops.size(), -1);
+  for (const auto& d : trace.op_deps) {
+    const int op = trace.op_index(d.op), dep = trace.op_index(d.dep);
+    if (op < 0 || dep < 0) continue;
+    const auto& o = trace.ops[static_cast<std::size_t>(op)];
+    const auto& p = trace.ops[static_cast<std::size_t>(dep)];
+    if (o.rank == p.rank) ready[static_cast<std::size_t>(op)] = std::max(ready[static_cast<std::size_t>(op)], p.end_ns);
+  }
+  // A trace that records its NCCL calls (the collectives table: imported
+  // from Kineto or nsys) pairs them by what it records; op ranges found by
+  // MoE recognition in such a trace carry guessed coordinates.
+  if (!trace.ops.empty() && trace.collectives.empty()) {
     for (std::size_t i = 0; i < trace.ops.size(); ++i) {
       const auto& op = trace.ops[i];
       if (!collective_category(op_category(op.kind))) continue;
@@ -133,13 +140,44 @@ std::vector<CollectiveCall> collective_calls(const Trace& trace) {
       calls.push_back(c);
     }
   } else {
+    // The collectives rows by (rank, correlation id): Kineto's description of
+    // the NCCL kernel (process group, sequence number, name, sizes).
+    std::unordered_map<std::uint64_t, const Collective*> described;
+    for (const auto& c : trace.collectives)
+      if (c.correlation_id != 0) described.emplace(mix(mix(4, c.rank.value), c.correlation_id), &c);
     for (const auto& a : trace.activities) {
-      if (a.type != ActivityType::kKernel || !collective_category(classify_activity(trace, a))) continue;
+      if (a.type != ActivityType::kKernel) continue;
+      const Collective* d = nullptr;
+      if (a.correlation_id != 0)
+        if (auto it = described.find(mix(mix(4, a.rank.value), a.correlation_id)); it != described.end()) d = it->second;
+      if (!d && !collective_category(classify_activity(trace, a))) continue;
       CollectiveCall c;
       c.rank = a.rank.value;
       c.start_ns = c.ready_ns = a.start_ns;
       c.end_ns = a.end_ns;
-      c.key = mix(2, a.name.value);
+      c.pairing = CollectiveCall::Pairing::kOrder;
+      if (a.op >= 0 && static_cast<std::size_t>(a.op) < trace.ops.size()) {
+        const auto& op = trace.ops[static_cast<std::size_t>(a.op)];
+        c.layer = op.layer;
+        c.iteration = op.iteration;
+        c.kind = op.kind;
+        const auto r = ready[static_cast<std::size_t>(a.op)];
+        if (r >= 0 && r < a.start_ns) c.ready_ns = r;
+      }
+      if (!d) {
+        c.key = mix(2, a.name.value);
+      } else {
+        const std::string_view pg = d->process_group.substr(0, d->process_group.find(' '));
+        if (d->seq >= 0 && !pg.empty()) {
+          c.pairing = CollectiveCall::Pairing::kSequence;
+          c.key = mix(mix(5, static_cast<std::int64_t>(std::hash<std::string_view>{}(pg))), d->seq);
+        } else {
+          const std::string& group = d->group_ranks.empty() ? d->process_group : d->group_ranks;
+          c.key = mix(mix(mix(6, static_cast<std::int64_t>(std::hash<std::string>{}(group))),
+                          static_cast<std::int64_t>(std::hash<std::string>{}(d->name))),
+                      d->in_nelems);
+        }
+      }
       calls.push_back(c);
     }
   }
@@ -154,50 +192,141 @@ std::vector<CollectiveCall> collective_calls(const Trace& trace) {
       seen.clear();
       rank = c.rank;
     }
-    c.key = mix(c.key, seen[c.key]++);
+    c.base = c.key;
+    c.order = seen[c.key]++;
+    c.key = mix(c.key, c.order);
   }
   std::sort(calls.begin(), calls.end(),
             [](const CollectiveCall& a, const CollectiveCall& b) { return std::tie(a.key, a.rank) < std::tie(b.key, b.rank); });
   return calls;
 }
 
+namespace {
+
+using Pairing = CollectiveCall::Pairing;
+
+// One rank's calls by key, and its order-paired calls by (base, order).
+struct RankCalls {
+  std::unordered_map<std::uint64_t, const CollectiveCall*> by_key;
+  std::map<std::pair<std::uint64_t, std::int64_t>, const CollectiveCall*> by_order;
+};
+
+struct Fit {
+  Line line;
+  int matched = 0;
+  double spread = -1;
+  std::string refused;
+};
+
+// The fit of the rank's end differences against the reference and whether it
+// passes the consistency gates (clock_align.h). `shift`: order-paired calls
+// are matched with the reference's call `shift` places later.
+Fit fit_rank(const RankCalls& mine, const RankCalls& ref, std::int64_t t0, int shift, std::uint8_t* kinds) {
+  std::vector<std::pair<double, double>> pts;
+  auto add = [&](const CollectiveCall& c, const CollectiveCall& r) {
+    pts.emplace_back(static_cast<double>(r.end_ns - t0), static_cast<double>(c.end_ns - r.end_ns));
+    if (kinds) *kinds |= static_cast<std::uint8_t>(1u << static_cast<unsigned>(c.pairing));
+  };
+  for (const auto& [key, c] : mine.by_key) {
+    if (c->pairing == Pairing::kOrder && shift != 0) {
+      if (auto f = ref.by_order.find({c->base, c->order + shift}); f != ref.by_order.end()) add(*c, *f->second);
+    } else if (auto f = ref.by_key.find(key); f != ref.by_key.end()) {
+      add(*c, *f->second);
+    }
+  }
+  Fit fit;
+  fit.matched = static_cast<int>(pts.size());
+  if (pts.empty()) return fit;
+  std::sort(pts.begin(), pts.end());
+  fit.line = robust_fit(pts);
+  const Line& l = fit.line;
+  if (l.n >= 2) {
+    double rss = 0;
+    for (std::size_t i = 0; i < pts.size(); ++i)
+      if (l.keep[i]) {
+        const double r = pts[i].second - l.a - l.b * pts[i].first;
+        rss += r * r;
+      }
+    fit.spread = std::sqrt(rss / std::max(1, l.n - (l.b != 0 ? 2 : 1)));
+  }
+  if (l.n < kMinClockCollectives)
+    fit.refused = fit.matched == 1 ? "one collective shared with the reference: the spread of its clock offsets is unknown"
+                                   : "no two shared collectives agree on a clock offset";
+  else if (2 * l.n <= fit.matched)
+    fit.refused = fmt::format("only {} of {} shared collectives agree on a clock offset", l.n, fit.matched);
+  else if (fit.spread > kMaxClockSpreadNs)
+    fit.refused = fmt::format("the collectives' clock offsets spread {:.0f} us, above {:.0f} us", fit.spread / 1e3,
+                              kMaxClockSpreadNs / 1e3);
+  return fit;
+}
+
+}  // namespace
+
 ClockAlignment estimate_clock_alignment(const Trace& trace) {
   ClockAlignment out;
   const auto calls = collective_calls(trace);
-  std::map<std::int32_t, std::unordered_map<std::uint64_t, std::int64_t>> ends;
-  for (const auto& c : calls) ends[c.rank].emplace(c.key, c.end_ns);
+  std::map<std::int32_t, RankCalls> by_rank;
+  for (const auto& c : calls) {
+    auto& rc = by_rank[c.rank];
+    rc.by_key.emplace(c.key, &c);
+    if (c.pairing == Pairing::kOrder) rc.by_order.emplace(std::pair{c.base, c.order}, &c);
+  }
   const auto ranks = trace.rank_ids();
   if (ranks.empty()) return out;
-  out.reference_rank = ends.empty() ? ranks.front().value : ends.begin()->first;
-  const auto& ref = ends[out.reference_rank];
+  out.reference_rank = by_rank.empty() ? ranks.front().value : by_rank.begin()->first;
+  const auto& ref = by_rank[out.reference_rank];
   out.t0_ns = INT64_MAX;
-  for (const auto& [key, end] : ref) out.t0_ns = std::min(out.t0_ns, end);
-  if (ref.empty()) out.t0_ns = trace.run.start_ns;
+  for (const auto& [key, c] : ref.by_key) out.t0_ns = std::min(out.t0_ns, c->end_ns);
+  if (ref.by_key.empty()) out.t0_ns = trace.run.start_ns;
   for (RankId r : ranks) {
     RankClock rc;
     rc.rank = r.value;
     if (r.value == out.reference_rank) {
-      rc.estimated = !ref.empty();
-      rc.collectives = static_cast<int>(ref.size());
-      rc.uncertainty_ns = 0;
+      rc.estimated = !ref.by_key.empty();
+      rc.collectives = static_cast<int>(ref.by_key.size());
+      rc.uncertainty_ns = rc.spread_ns = 0;
       out.ranks.push_back(rc);
       continue;
     }
-    std::vector<std::pair<double, double>> pts;
-    if (auto it = ends.find(r.value); it != ends.end())
-      for (const auto& [key, end] : it->second)
-        if (auto f = ref.find(key); f != ref.end())
-          pts.emplace_back(static_cast<double>(f->second - out.t0_ns), static_cast<double>(end - f->second));
-    if (!pts.empty()) {
-      std::sort(pts.begin(), pts.end());
-      const Line l = robust_fit(pts);
-      rc.estimated = l.n > 0;
-      rc.collectives = l.n;
-      rc.rejected = l.rejected;
-      rc.offset_ns = l.a;
-      rc.drift_ppm = l.b * 1e6;
-      rc.uncertainty_ns = l.uncertainty;
+    const auto it = by_rank.find(r.value);
+    if (it == by_rank.end()) {
+      rc.refused = "no collective";
+      out.ranks.push_back(rc);
+      continue;
     }
+    std::uint8_t kinds = 0;
+    const Fit fit = fit_rank(it->second, ref, out.t0_ns, 0, &kinds);
+    if (fit.matched == 0) {
+      rc.refused = fmt::format("no collective shared with rank {}", out.reference_rank);
+      out.ranks.push_back(rc);
+      continue;
+    }
+    const Line& l = fit.line;
+    rc.estimated = l.n > 0;
+    rc.collectives = l.n;
+    rc.rejected = fit.matched - l.n;
+    rc.offset_ns = l.a;
+    rc.drift_ppm = l.b * 1e6;
+    rc.uncertainty_ns = l.uncertainty;
+    rc.spread_ns = fit.spread;
+    rc.refused = fit.refused;
+    for (auto [bit, name] : {std::pair{Pairing::kCoordinates, "coordinates"}, std::pair{Pairing::kSequence, "sequence"},
+                             std::pair{Pairing::kOrder, "order"}})
+      if (kinds & (1u << static_cast<unsigned>(bit))) rc.pairing += (rc.pairing.empty() ? "" : "+") + std::string(name);
+    // Paired by order: the pairing one off must not fit as well elsewhere.
+    if (rc.refused.empty() && (kinds & (1u << static_cast<unsigned>(Pairing::kOrder))))
+      for (int shift : {1, -1}) {
+        const Fit other = fit_rank(it->second, ref, out.t0_ns, shift, nullptr);
+        if (!other.refused.empty() || other.line.n < kMinClockCollectives) continue;
+        const double apart = std::fabs(other.line.a - l.a);
+        if (apart > 4 * std::max({fit.spread, other.spread, 1e3})) {
+          rc.refused = fmt::format(
+              "ambiguous pairing: matching each collective with the {} one of its kind fits as well, at offset "
+              "{:+.3f} us",
+              shift > 0 ? "next" : "previous", other.line.a / 1e3);
+          break;
+        }
+      }
     out.ranks.push_back(rc);
   }
   return out;

@@ -205,11 +205,20 @@ std::vector<std::string> RunFiles::warnings() const {
   if (align_requested && !unaligned.empty())
     w.push_back(fmt::format("rank{} {}: no collective shared with rank {}; clock not aligned",
                             unaligned.size() == 1 ? "" : "s", rank_ranges(unaligned), clocks.reference_rank));
-  if (align_requested && !uncertain.empty())
-    w.push_back(fmt::format("rank{} {}: the collectives do not agree on a clock offset against rank {} (uncertainty "
-                            "above {:.0f} us); clock not aligned",
-                            uncertain.size() == 1 ? "" : "s", rank_ranges(uncertain), clocks.reference_rank,
-                            kMaxClockUncertaintyNs / 1e3));
+  if (align_requested && !uncertain.empty()) {
+    // One line per refused rank, each with its reason; many ranks: the first
+    // few, then a count.
+    constexpr std::size_t kListed = 4;
+    for (std::size_t i = 0; i < uncertain.size() && i < kListed; ++i) {
+      const auto& r = *std::find_if(clocks.ranks.begin(), clocks.ranks.end(),
+                                    [&](const RankClock& c) { return c.rank == uncertain[i]; });
+      w.push_back(fmt::format("rank {}: clock not aligned against rank {}: {}", r.rank, clocks.reference_rank,
+                              r.refused));
+    }
+    if (uncertain.size() > kListed)
+      w.push_back(fmt::format("{} more ranks' clocks not aligned (moetrace info lists why)",
+                              uncertain.size() - kListed));
+  }
   return w;
 }
 

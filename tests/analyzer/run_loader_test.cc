@@ -6,9 +6,12 @@
 // clock offsets of +-5 ms and drifts of +-10 ppm.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/clock_align.h"
@@ -212,6 +215,173 @@ TEST(ClockAlign, RecoversOffsetsAndDriftsOfASimulatedRun) {
     worst = std::max(worst, std::abs(t.ops[i].end_ns - kBase - truth.ops[i].end_ns));
   }
   EXPECT_LE(worst, 5000) << "ns";
+}
+
+// Collectives described as Kineto records them (one NCCL kernel and its
+// collectives row per call), on clocks with known offsets; golden values come
+// from the construction. Each call: its rank, true end, duration, name, group
+// (process group name and ranks), element count and sequence number (-1: the
+// trace lacks it).
+struct Call {
+  int rank = 0;
+  std::int64_t end = 0, dur = 20'000;
+  std::string name = "all_reduce", pg = "0", ranks = "[0,1]";
+  std::int64_t nelems = 1024, seq = -1;
+};
+
+// A deterministic jitter in [-amp, amp].
+std::int64_t jitter(std::uint64_t k, std::int64_t amp) {
+  k = (k + 0x9e3779b97f4a7c15ULL) * 0xbf58476d1ce4e5b9ULL;
+  k ^= k >> 31;
+  return static_cast<std::int64_t>(k % static_cast<std::uint64_t>(2 * amp + 1)) - amp;
+}
+
+// The trace of `calls`, each rank's times on its clock (true time + offsets[rank]).
+Trace collective_trace(const std::vector<Call>& calls, const std::vector<std::int64_t>& offsets) {
+  std::string text = fmt::format("run world_size={} backend=test\n", offsets.size());
+  for (std::size_t r = 0; r < offsets.size(); ++r) text += fmt::format("stream id={0} rank={0} role=comm\n", r);
+  int corr = 0;
+  for (const auto& c : calls) {
+    const std::int64_t end = kBase + c.end + offsets[static_cast<std::size_t>(c.rank)], start = end - c.dur;
+    ++corr;
+    text += fmt::format("kernel rank={0} stream={0} start={1} end={2} name=ncclDevKernel_{3} corr={4}\n", c.rank,
+                        start, end, c.name, corr);
+    text += fmt::format("collective rank={} start={} end={} corr={} name={} process_group={} group_ranks={} in_nelems={}\n",
+                        c.rank, start, end, corr, c.name, c.pg, c.ranks, c.nelems);
+  }
+  const auto path = testing::temp_path("collectives.db");
+  testing::write_text_trace(path, text);
+  Trace t = load_trace(path);
+  // The sequence numbers: the writer keeps no column for them yet, so they
+  // are set here, as Kineto's "Seq" import would.
+  std::map<std::pair<int, std::int64_t>, std::int64_t> seq;
+  corr = 0;
+  for (const auto& c : calls) seq[{c.rank, ++corr}] = c.seq;
+  for (auto& c : t.collectives) c.seq = seq.at({c.rank.value, c.correlation_id});
+  return t;
+}
+
+const RankClock& clock_of_rank(const ClockAlignment& a, int rank) {
+  return *std::find_if(a.ranks.begin(), a.ranks.end(), [&](const RankClock& c) { return c.rank == rank; });
+}
+
+// Irregular gaps (30 ms +- up to 10 ms): no period that a pairing one off
+// would fit.
+std::int64_t irregular_end(int k) {
+  return 10'000'000 + k * 30'000'000LL + jitter(977 * static_cast<std::uint64_t>(k), 5'000'000);
+}
+
+// NCCL all-reduces end within microseconds of each other, not together:
+// end jitter of +-30 us on both ranks; 40 calls paired by sequence number.
+TEST(ClockPairing, EndJitter) {
+  std::vector<Call> calls;
+  for (int k = 0; k < 40; ++k)
+    for (int r : {0, 1})
+      calls.push_back({.rank = r, .end = irregular_end(k) + jitter(2 * k + r, 30'000), .seq = k});
+  const Trace t = collective_trace(calls, {0, 3'700'000});
+  const auto a = estimate_clock_alignment(t);
+  const auto& c = clock_of_rank(a, 1);
+  EXPECT_TRUE(c.usable()) << c.refused;
+  EXPECT_EQ(c.pairing, "sequence");
+  EXPECT_NEAR(c.offset_ns, 3'700'000, 15'000);  // 40 differences of RMS ~24 us: ~4 us standard error
+  EXPECT_GT(c.spread_ns, 5'000);
+  EXPECT_LT(c.spread_ns, 60'000);
+}
+
+// An uneven all-to-allv: the rank with less to receive leaves up to 200 us
+// early (which rank varies per call), between all-reduces that end together.
+// The element counts differ per rank, so only the sequence number pairs them.
+TEST(ClockPairing, PerRankEndBiasOfUnevenAllToAllv) {
+  std::vector<Call> calls;
+  for (int k = 0; k < 30; ++k) {
+    const std::int64_t bias = 50'000 + (jitter(k, 75'000) + 75'000);  // 50-200 us
+    const int early = k % 3 == 0 ? 1 : 0;  // rank 0 leaves early twice as often as rank 1
+    for (int r : {0, 1})
+      calls.push_back({.rank = r, .end = irregular_end(k) - (r == early ? bias : 0), .name = "all_to_allv",
+                       .nelems = 1000 + 100 * r + k, .seq = 2 * k});
+    for (int r : {0, 1}) calls.push_back({.rank = r, .end = irregular_end(k) + 5'000'000, .seq = 2 * k + 1});
+  }
+  const Trace t = collective_trace(calls, {0, -2'500'000});
+  const auto a = estimate_clock_alignment(t);
+  const auto& c = clock_of_rank(a, 1);
+  EXPECT_TRUE(c.usable()) << c.refused;
+  // The all-reduces (half the calls) agree exactly; the biased calls are
+  // rejected or pull the fit by at most their mean bias (~125 us / 2).
+  EXPECT_NEAR(c.offset_ns, -2'500'000, 70'000);
+}
+
+// Sub-groups {0,1} and {2,3} run all-reduces of the same name and size at
+// their own times, the world group a few at irregular times: ranks 2 and 3
+// share only the world's calls with rank 0 and are aligned by those alone.
+TEST(ClockPairing, SubGroupCollectives) {
+  std::vector<Call> calls;
+  for (int k = 0; k < 20; ++k) {
+    for (int r : {0, 1}) calls.push_back({.rank = r, .end = irregular_end(k), .pg = "1", .ranks = "[0,1]"});
+    for (int r : {2, 3})
+      calls.push_back({.rank = r, .end = irregular_end(k) + 7'000'000, .pg = "2", .ranks = "[2,3]"});
+    if (k % 4 == 1)
+      for (int r : {0, 1, 2, 3})
+        calls.push_back({.rank = r, .end = irregular_end(k) + 12'000'000, .pg = "0", .ranks = "[0,1,2,3]"});
+  }
+  const std::vector<std::int64_t> offsets{0, 1'000'000, -2'000'000, 500'000};
+  const Trace t = collective_trace(calls, offsets);
+  const auto a = estimate_clock_alignment(t);
+  for (int r : {1, 2, 3}) {
+    const auto& c = clock_of_rank(a, r);
+    EXPECT_TRUE(c.usable()) << r << ": " << c.refused;
+    EXPECT_NEAR(c.offset_ns, offsets[static_cast<std::size_t>(r)], 1'000) << r;
+    EXPECT_EQ(c.collectives, r == 1 ? 25 : 5) << r;
+  }
+}
+
+// Rank 1 lacks call 7 of 20. Paired by sequence number, nothing is lost but
+// that call; paired by order, the calls after it pair one off and must not
+// yield a confidently wrong offset.
+TEST(ClockPairing, CollectiveMissingOnOneRank) {
+  for (bool with_seq : {true, false}) {
+    std::vector<Call> calls;
+    for (int k = 0; k < 20; ++k)
+      for (int r : {0, 1})
+        if (r == 0 || k != 7)
+          calls.push_back({.rank = r, .end = irregular_end(k) + jitter(3 * k + r, 5'000), .seq = with_seq ? k : -1});
+    const Trace t = collective_trace(calls, {0, 800'000});
+    const auto a = estimate_clock_alignment(t);
+    const auto& c = clock_of_rank(a, 1);
+    if (with_seq) {
+      EXPECT_TRUE(c.usable()) << c.refused;
+      EXPECT_EQ(c.collectives, 19);
+      EXPECT_NEAR(c.offset_ns, 800'000, 5'000);
+    } else {
+      EXPECT_TRUE(!c.usable() || std::abs(c.offset_ns - 800'000) < 10'000) << c.offset_ns;
+      EXPECT_FALSE(c.usable()) << "7 of 19 pairs agree: " << c.offset_ns;
+    }
+  }
+}
+
+// Periodic all-reduces (every 50 ms exactly, +-10 us jitter); rank 1's
+// profile starts one period later, so its first call is rank 0's second.
+// Paired by order, every pair is one off and agrees (offset + 50 ms, small
+// spread): the pairing one earlier fits as well, so the offset is refused.
+// With sequence numbers the pairs are right.
+TEST(ClockPairing, OffByOnePairingOfPeriodicCollectives) {
+  for (bool with_seq : {false, true}) {
+    std::vector<Call> calls;
+    for (int k = 0; k < 20; ++k)
+      for (int r : {0, 1})
+        if (r == 0 || k > 0)
+          calls.push_back({.rank = r, .end = 10'000'000 + k * 50'000'000LL + jitter(5 * k + r, 10'000),
+                           .seq = with_seq ? 100 + k : -1});
+    const Trace t = collective_trace(calls, {0, 1'200'000});
+    const auto a = estimate_clock_alignment(t);
+    const auto& c = clock_of_rank(a, 1);
+    if (with_seq) {
+      EXPECT_TRUE(c.usable()) << c.refused;
+      EXPECT_NEAR(c.offset_ns, 1'200'000, 10'000);
+    } else {
+      EXPECT_FALSE(c.usable()) << c.offset_ns;
+      EXPECT_NE(c.refused.find("ambiguous"), std::string::npos) << c.refused;
+    }
+  }
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "kineto/kineto_importer.h"
 #include "import_test_util.h"
 #include "moetrace/analyzer/breakdown.h"
+#include "moetrace/analyzer/run_loader.h"
 #include "moetrace/analyzer/trace.h"
 
 namespace moetrace::testing {
@@ -164,6 +165,43 @@ const char* kSmallTrace = R"json({
   "distributedInfo": {"backend": "nccl", "rank": 3, "world_size": 4},
   "baseTimeNanoseconds": 1000000000
 })json";
+
+// The two HTA ranks' clocks: one pair of SendRecv kernels ends in the same
+// microsecond on both ranks, which puts the true offset within a microsecond
+// of that pair's end difference. The kernels lack Kineto's collective args;
+// their "nccl:*" ranges name the collective and its size, which pair them.
+TEST(KinetoImporter, SampledRanksClockOffsetAgreesWithTheSendRecvPair) {
+  const auto r0 = shared_data(kRank0), r1 = shared_data(kRank1);
+  MOETRACE_NEED_SHARED(r0);
+  MOETRACE_NEED_SHARED(r1);
+  const auto out0 = temp_path("hta-clock-0.db"), out1 = temp_path("hta-clock-1.db");
+  import_traces({r0}, out0);
+  import_traces({r1}, out1);
+  EXPECT_EQ(sql_int(out0, "SELECT count(*) FROM collectives WHERE name = 'all_reduce' AND in_nelems = 19618307"), 1);
+  // The pair that ends in the same microsecond, on the clocks as recorded.
+  const auto t0 = analyzer::load_trace(out0), t1 = analyzer::load_trace(out1);
+  auto ends = [](const analyzer::Trace& t) {
+    std::vector<std::int64_t> v;
+    for (const auto& a : t.activities)
+      if (t.str(a.name).starts_with("ncclKernel_SendRecv")) v.push_back(a.end_ns);
+    return v;
+  };
+  std::vector<std::int64_t> same;
+  for (auto e0 : ends(t0))
+    for (auto e1 : ends(t1))
+      if (e0 / 1000 == e1 / 1000) same.push_back(e1 - e0);
+  ASSERT_EQ(same.size(), 1u);
+  const auto run = analyzer::load_run({out0, out1});
+  ASSERT_TRUE(run.files);
+  const auto& clocks = run.files->clocks;
+  EXPECT_TRUE(clocks.applied);
+  ASSERT_EQ(clocks.ranks.size(), 2u);
+  const auto& c = clocks.ranks[1];
+  EXPECT_TRUE(c.usable()) << c.refused;
+  EXPECT_NEAR(c.offset_ns, static_cast<double>(same[0]), 100e3);
+  EXPECT_LE(c.spread_ns, analyzer::kMaxClockSpreadNs);
+  EXPECT_EQ(c.pairing, "order");
+}
 
 TEST(KinetoImporter, HandMadeTrace) {
   const auto in = temp_path("small.json"), out = temp_path("small.db");

@@ -13,7 +13,7 @@
 //          dims=[[8,64],[64,128]] types=["float","float"]: recorded input shapes)
 //   layer  layer=0 experts=4 top_k=1 model_dim=1024 hidden_dim=4096 tokens=8192
 //   collective rank=0 start=0 end=50 name=all_to_all group_size=4 corr=7   (Kineto's record of an NCCL kernel)
-//     [process_group=DESCRIPTION group_ranks=[0,4]]
+//     [process_group=DESCRIPTION group_ranks=[0,4] in_nelems=N]
 //   config model.elem_bytes=2 partitions=4      (run_config entries)
 //   alloc  rank=0 ts=0 address=4096 bytes=1024 buffer=1 memory_kind=1  (free: same keys)
 //   buffer id=1 rank=0 tag=T_DI bytes=1024 layer=0 alloc=0 free=500

@@ -4,6 +4,7 @@
 #include "kineto_importer.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <unordered_map>
 
@@ -116,7 +117,60 @@ struct FlowKeyHash {
   }
 };
 
+// The first tensor's element count in an "Input Dims" text ("[[8,64],[]]":
+// 512), -1 where it has none.
+std::int64_t first_tensor_elements(std::string_view dims) {
+  const auto open = dims.find('[', 1), close = dims.find(']', open == std::string_view::npos ? 0 : open);
+  if (open == std::string_view::npos || close == std::string_view::npos || close == open + 1) return -1;
+  std::int64_t n = 1;
+  for (std::string_view rest = dims.substr(open + 1, close - open - 1); !rest.empty();) {
+    const auto comma = rest.find(',');
+    n *= std::strtoll(std::string(rest.substr(0, comma)).c_str(), nullptr, 10);
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+  }
+  return n;
+}
+
+// NCCL kernels without Kineto's collective args (older PyTorch): described
+// from the "nccl:<name>" range that launched them (the range holding the
+// launch call, by correlation id, on its thread): the collective's name and
+// its first input's element count and type. Without the range, none.
+void describe_from_ranges(ParsedFile& p) {
+  std::unordered_map<std::int64_t, const ApiCall*> launch;
+  for (const auto& a : p.api)
+    if (a.correlation != 0) launch.emplace(a.correlation, &a);
+  std::map<std::pair<std::int64_t, std::int64_t>, std::vector<const CpuRange*>> calls;  // (pid, tid) -> by start
+  for (const auto& r : p.ranges)
+    if (!r.comm_dims.empty()) calls[{r.pid, r.tid}].push_back(&r);
+  if (calls.empty()) return;
+  for (auto& [thread, v] : calls)
+    std::sort(v.begin(), v.end(), [](const CpuRange* x, const CpuRange* y) { return x->start < y->start; });
+  for (auto& a : p.gpu) {
+    if (a.type != ActivityType::kKernel || a.collective >= 0 || a.correlation == 0 ||
+        !p.strings[static_cast<std::size_t>(a.name)].starts_with("nccl"))
+      continue;
+    const auto l = launch.find(a.correlation);
+    if (l == launch.end()) continue;
+    const auto t = calls.find({l->second->pid, l->second->tid});
+    if (t == calls.end()) continue;
+    const CpuRange* owner = nullptr;  // the innermost range holding the launch
+    for (const CpuRange* r : t->second) {
+      if (r->start > l->second->start) break;
+      if (r->end >= l->second->start) owner = r;
+    }
+    if (!owner) continue;
+    Collective c;
+    c.name = p.strings[static_cast<std::size_t>(owner->name)].substr(5);
+    c.in_nelems = first_tensor_elements(owner->comm_dims);
+    if (const auto q = owner->comm_types.find('"'); q != std::string::npos)
+      c.dtype = owner->comm_types.substr(q + 1, owner->comm_types.find('"', q + 1) - q - 1);
+    a.collective = static_cast<std::int32_t>(p.collectives.size());
+    p.collectives.push_back(std::move(c));
+  }
+}
+
 void emit(ParsedFile& p, const std::string& path, std::size_t file_index, TraceBuilder& b) {
+  describe_from_ranges(p);
   const std::string label = file_name(path);
   if (p.rank && (*p.rank < 0 || *p.rank > (1 << 24)))
     throw Error(path + ": distributedInfo has rank " + std::to_string(*p.rank) + ", out of range");

@@ -73,7 +73,7 @@ struct Args {
   std::optional<std::int64_t> correlation, device, stream, bytes, registers, shared;
   std::vector<std::int64_t> grid, block;
   std::string collective, dtype, pg_name, pg_desc, pg_ranks, in_splits, out_splits;
-  std::optional<std::int64_t> in_nelems, out_nelems, group_size;
+  std::optional<std::int64_t> in_nelems, out_nelems, group_size, seq;
   // Memory instant events ("[memory]").
   std::optional<std::int64_t> mem_bytes, mem_addr, mem_device_type, mem_device_id;
   // moetrace's own Chrome export (`moetrace export chrome`).
@@ -100,7 +100,7 @@ struct Args {
     grid.clear(), block.clear();
     collective.clear(), dtype.clear(), pg_name.clear(), pg_desc.clear(), pg_ranks.clear();
     in_splits.clear(), out_splits.clear();
-    in_nelems.reset(), out_nelems.reset(), group_size.reset();
+    in_nelems.reset(), out_nelems.reset(), group_size.reset(), seq.reset();
     mem_bytes.reset(), mem_addr.reset(), mem_device_type.reset(), mem_device_id.reset();
     api.clear(), domain.clear(), payload.reset(), sequence.reset(), fwd_thread.reset();
     input_dims.clear(), input_types.clear();
@@ -403,6 +403,7 @@ class Handler {
     else if (k == "Process Group Name"sv) { if (s) a.pg_name = *s; }
     else if (k == "Process Group Description"sv) { if (s) a.pg_desc = *s; }
     else if (k == "Process Group Ranks"sv) { if (s) a.pg_ranks = *s; }
+    else if (k == "Seq"sv) a.seq = as_int(n);
     else if (k == "In split size"sv) { if (s) a.in_splits = *s; }
     else if (k == "Out split size"sv) { if (s) a.out_splits = *s; }
     else if (k == "Bytes"sv) a.mem_bytes = as_int(n);
@@ -535,6 +536,12 @@ class Handler {
           r.input_dims = e.args.input_dims;
           r.input_types = e.args.input_types;
         }
+        // An NCCL call's range ("nccl:all_to_all"): what its kernels did,
+        // where the kernels lack Kineto's collective args (kineto_importer.cc).
+        if (e.name.starts_with("nccl:") && !e.args.input_dims.empty()) {
+          r.comm_dims = e.args.input_dims;
+          r.comm_types = e.args.input_types;
+        }
         out_.ranges.push_back(std::move(r));
       } else {
         // gpu_user_annotation (ranges projected onto a stream), profiler
@@ -597,6 +604,7 @@ class Handler {
           c.process_group += c.process_group.empty() ? e.args.pg_desc : " (" + e.args.pg_desc + ")";
         c.in_splits = e.args.in_splits;
         c.out_splits = e.args.out_splits;
+        c.seq = e.args.seq.value_or(-1);
         a.collective = static_cast<std::int32_t>(out_.collectives.size());
         out_.collectives.push_back(std::move(c));
       }

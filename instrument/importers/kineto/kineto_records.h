@@ -54,6 +54,7 @@ struct CpuRange {
   std::optional<std::int64_t> sequence;  // "Sequence number" (autograd)
   bool backward = false;                 // "Fwd thread id" > 0: a backward node
   std::string input_dims, input_types;   // record_shapes: "Input Dims", "Input type" as JSON text
+  std::string comm_dims, comm_types;     // the same of an "nccl:*" range (not written as input shapes)
 };
 
 struct ApiCall {
@@ -70,6 +71,7 @@ struct Collective {
   std::string name, dtype, group_ranks, process_group, in_splits, out_splits;
   std::int64_t in_nelems = -1, out_nelems = -1;
   std::int32_t group_size = -1;
+  std::int64_t seq = -1;  // "Seq": the call's sequence number in its process group
 };
 
 struct Flow {

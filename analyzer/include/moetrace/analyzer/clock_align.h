@@ -2,23 +2,36 @@
 //
 // Participants of an all-to-all or an all-reduce leave it nearly together
 // (nobody finishes before the last one has sent), whatever their clocks say.
-// Each collective instance is identified on every rank by its MoE
-// coordinates (op kind, layer, iteration, micro-batch, chunk, phase, and its
-// occurrence among equals), or, in a trace without op ranges, by its NCCL
-// kernel name and occurrence. For every rank r the differences
+// Each collective instance is identified on every rank by, first that holds:
+// - its MoE coordinates (op kind, layer, iteration, micro-batch, chunk,
+//   phase, and its occurrence among equals) where the trace has op ranges;
+// - its process group and sequence number, where the trace records them
+//   (Kineto's "Process Group Name" and "Seq" of the NCCL call);
+// - else its group (recorded ranks or process group), collective name and
+//   element count, and its order among the rank's calls of that key; a
+//   kernel without a collectives row by its kernel name and order.
+// For every rank r the differences
 //   d_k = end_r(k) - end_ref(k)
 // against the reference rank (the lowest) are fitted by least squares as
 //   d = offset + drift * (t_ref - t0)
-// with outliers (collectives of sub-groups, stragglers) rejected beyond
-// 4 robust standard deviations. The drift is kept where it is significant
-// (|drift| > 2 standard errors, at least 3 collectives); the uncertainty is
-// the standard error of the fitted correction at the ends of the run. A rank
-// whose collectives disagree (uncertainty above kMaxClockUncertaintyNs:
-// they were not the same instances, or no instance lets its participants
-// leave together) is left on its own clock.
+// with outliers (stragglers, an uneven all-to-allv's early finishers,
+// mis-paired calls) rejected beyond 4 robust standard deviations of the
+// median. The drift is kept where it is significant (|drift| > 2 standard
+// errors, at least 3 collectives). The rank's correction is applied only
+// when the pairing is consistent (RankClock::refused says why not):
+// - at least kMinClockCollectives instances kept, and more than half of
+//   those matched (else the matched instances do not tell one story);
+// - the kept residuals' spread (their RMS about the fit) at most
+//   kMaxClockSpreadNs: the spread, unlike the standard error, does not
+//   shrink with the count of instances;
+// - where instances are paired by order, pairing each with the next (or
+//   previous) one of its key must not fit as well with another offset:
+//   periodic collectives paired one off fit with a small spread too, and the
+//   two offsets cannot be told apart.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "moetrace/analyzer/trace.h"
@@ -30,17 +43,25 @@ struct CollectiveCall {
   std::uint64_t key = 0;  // the same on every rank for one instance
   std::int32_t rank = 0, layer = -1, iteration = -1;
   OpKind kind = OpKind::kOtherOp;  // the op's kind; kOtherOp for a kernel without op range
+  // How `key` identifies the instance; for kOrder, `base` is the key
+  // without the order and `order` the call's place among its rank's calls
+  // of that base.
+  enum class Pairing : std::uint8_t { kCoordinates, kSequence, kOrder } pairing = Pairing::kCoordinates;
+  std::uint64_t base = 0;
+  std::int64_t order = 0;
   std::int64_t start_ns = 0, end_ns = 0;
   // When the rank was ready for it: the latest end of its dependencies on
   // the same rank (op deps) where that is before its start, else its start.
   std::int64_t ready_ns = 0;
 };
 
-// Every all-to-all and all-reduce of the trace (op ranges; NCCL kernels by
-// name where the trace has no op ranges), sorted by (key, rank).
+// Every all-to-all and all-reduce of the trace (op ranges; NCCL kernels
+// where the trace has no op ranges, with their collectives row where the
+// trace has one), sorted by (key, rank).
 std::vector<CollectiveCall> collective_calls(const Trace& trace);
 
-inline constexpr double kMaxClockUncertaintyNs = 100e3;
+inline constexpr double kMaxClockSpreadNs = 500e3;
+inline constexpr int kMinClockCollectives = 2;
 
 struct RankClock {
   std::int32_t rank = 0;
@@ -50,8 +71,11 @@ struct RankClock {
   double offset_ns = 0;        // rank clock - reference clock at t0
   double drift_ppm = 0;        // rank clock rate - reference rate, parts per million
   double uncertainty_ns = -1;  // standard error of the correction; -1: unknown (one instance)
+  double spread_ns = -1;       // RMS of the kept residuals about the fit; -1: unknown (one instance)
+  std::string pairing;         // "coordinates", "sequence", "order", or a mix ("sequence+order")
+  std::string refused;         // why the offset is not applied (one line); empty: consistent
   // Estimated and consistent enough to correct the rank's times with.
-  bool usable() const { return estimated && uncertainty_ns <= kMaxClockUncertaintyNs; }
+  bool usable() const { return estimated && refused.empty(); }
 };
 
 struct ClockAlignment {

@@ -201,6 +201,9 @@ struct Collective {
   std::vector<std::int64_t> in_splits, out_splits;  // all-to-all(v): elements per peer
   std::string group_ranks;    // as recorded: "[0, 4]" (Kineto), "peer 3" (NCCL's NVTX payload)
   std::string process_group;  // name and description: "12 (PIPELINE_MODEL_PARALLEL_GROUP)"
+  // The collective's sequence number in its process group (Kineto's "Seq"):
+  // the same on every member for one call; -1 where the trace lacks it.
+  std::int64_t seq = -1;
 
   // The ranks of the group: those group_ranks lists ("peer N": this rank and
   // its peer), else group_size; -1 where the trace records neither.
