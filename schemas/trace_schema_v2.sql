@@ -230,6 +230,16 @@ CREATE TABLE collectives (
   out_splits     TEXT
 );
 
+-- The sequence number of a collective call in its process group (Kineto's
+-- "Seq"), the same on every member rank for one call: multi-rank clock
+-- alignment pairs calls by (process group, seq). Added within version 2:
+-- readers that predate it ignore it, and readers of it must allow for its
+-- absence.
+CREATE TABLE collective_seq (
+  collective_id  INTEGER PRIMARY KEY,  -- collectives.id
+  seq            INTEGER NOT NULL
+);
+
 CREATE TABLE op_kinds (
   id       INTEGER PRIMARY KEY,
   name     TEXT NOT NULL UNIQUE,

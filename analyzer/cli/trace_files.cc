@@ -182,8 +182,9 @@ void TraceFiles::write(const std::string& path, const std::vector<std::int32_t>&
                                          .correlation_id = it->correlation_id, .name = it->name,
                                          .in_nelems = it->in_nelems, .out_nelems = it->out_nelems,
                                          .dtype = it->dtype, .group_size = it->group_size,
+                                         .group_ranks = it->group_ranks, .process_group = it->process_group,
                                          .in_splits = splits_text(it->in_splits),
-                                         .out_splits = splits_text(it->out_splits)});
+                                         .out_splits = splits_text(it->out_splits), .seq = it->seq});
     }
     for (auto i : x.buffers[slot]) {
       const auto& b = t.buffers[i];

@@ -719,14 +719,27 @@ class TraceLoader {
   // recognition: all-to-all split sizes give the load per destination rank.
   void load_collectives() {
     if (!db_.has_table("collectives")) return;
+    // Their sequence numbers (table collective_seq, absent from traces
+    // older than it), by collectives.id.
+    std::unordered_map<std::int64_t, std::int64_t> seq_of;
+    if (db_.has_table("collective_seq")) {
+      auto sq = db_.prepare("SELECT collective_id, seq FROM collective_seq");
+      auto* seq_digest = digest("collective_seq");
+      while (sq.step()) {
+        if (seq_digest) seq_digest->add_row(sq, 2);
+        seq_of[sq.int64(0)] = sq.int64(1);
+      }
+      verify("collective_seq");
+    }
     auto st = db_.prepare(
         "SELECT rank, stream_id, start_ns, end_ns, correlation_id, name, in_nelems, out_nelems, dtype, "
-        "group_size, group_ranks, process_group, in_splits, out_splits FROM collectives "
+        "group_size, group_ranks, process_group, in_splits, out_splits, id FROM collectives "
         "ORDER BY rank, correlation_id, start_ns");
     auto* collectives_digest = digest("collectives");
     while (st.step()) {
       if (collectives_digest) collectives_digest->add_row(st, 14);
       Collective c;
+      if (auto it = seq_of.find(st.int64(14)); it != seq_of.end()) c.seq = it->second;
       c.rank = checked_rank(st.int64(0), "collectives");
       c.correlation_id = st.int64_or(4, 0);
       c.name = st.text(5);

@@ -191,6 +191,7 @@ struct TraceWriter::Statements {
                    {"rank", "stream_id", "start_ns", "end_ns", "correlation_id", "name",
                     "in_nelems", "out_nelems", "dtype", "group_size", "group_ranks",
                     "process_group", "in_splits", "out_splits"}),
+        collective_seq(db, "collective_seq", {"collective_id", "seq"}),
         op(db, "op_ranges",
            {"id", "rank", "stream_id", "kind", "name_id", "layer", "iteration", "micro_batch",
             "chunk", "phase", "start_ns", "end_ns", "launch_start_ns", "launch_end_ns", "flops",
@@ -206,13 +207,13 @@ struct TraceWriter::Statements {
                   "INSERT OR REPLACE", Digest::kReadBack) {}
 
   Inserter string, config, launch, device, rank, stream, layer, kernel, memcpy, memset,
-      memory_event, api_call, sync, overhead, nvtx, autograd, input_shapes, collective, op, buffer, expert_load,
-      placement;
+      memory_event, api_call, sync, overhead, nvtx, autograd, input_shapes, collective, collective_seq, op, buffer,
+      expert_load, placement;
 
-  std::array<Inserter*, 22> all() {
+  std::array<Inserter*, 23> all() {
     return {&string, &config, &launch, &device, &rank, &stream, &layer, &kernel, &memcpy, &memset,
-            &memory_event, &api_call, &sync, &overhead, &nvtx, &autograd, &input_shapes, &collective, &op, &buffer,
-            &expert_load, &placement};
+            &memory_event, &api_call, &sync, &overhead, &nvtx, &autograd, &input_shapes, &collective, &collective_seq,
+            &op, &buffer, &expert_load, &placement};
   }
 };
 

@@ -656,7 +656,13 @@ void TraceWriter::write_batch(Pending& b) {
     st.bind(o + 2, r.r->input_dims);
     bind_text_or_null(st, o + 3, r.r->input_types);
   });
+  // Sequence numbers in a table of their own (collective_seq), keyed by the
+  // rowid SQLite gives the collectives row, so that readers that predate it
+  // read collectives as before.
+  std::vector<std::pair<std::int64_t, std::int64_t>> seqs;  // (collectives rowid, seq)
   s.collective.insert(b.collectives, [&](Statement& st, int o, const CollectiveRecord& r) {
+    if (r.seq >= 0) seqs.emplace_back(next_collective_id_, r.seq);
+    ++next_collective_id_;
     st.bind(o + 1, std::int64_t{r.rank.value});
     st.bind_id(o + 2, r.stream.value);
     st.bind(o + 3, r.start_ns);
@@ -671,6 +677,10 @@ void TraceWriter::write_batch(Pending& b) {
     bind_text_or_null(st, o + 12, r.process_group);
     bind_text_or_null(st, o + 13, r.in_splits);
     bind_text_or_null(st, o + 14, r.out_splits);
+  });
+  s.collective_seq.insert(seqs, [](Statement& st, int o, const std::pair<std::int64_t, std::int64_t>& r) {
+    st.bind(o + 1, r.first);
+    st.bind(o + 2, r.second);
   });
   join_links(b);
   if (options_.integrity_record)

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/instrument/trace_writer.h"
@@ -143,6 +144,37 @@ TEST(TraceLoader, DamagedOpLinksAreNamed) {
     db.exec("UPDATE op_ranges SET deps = '[1,' WHERE id = 2");
   }
   EXPECT_EQ(testing::load_error(path), path + ": op_ranges.deps of op 2 is not a JSON array of op ids (damaged trace)");
+}
+
+// A collective's sequence number (Kineto's "Seq") is kept in collective_seq,
+// keyed by the collectives row, and read back onto its collective; a call
+// without one reads -1. A changed number is damage the integrity record names.
+TEST(TraceLoader, CollectiveSequenceNumbers) {
+  const auto path = testing::temp_path("collective_seq.db");
+  testing::write_text_trace(path, R"(
+    stream id=0 rank=0 role=comm
+    stream id=1 rank=1 role=comm
+    kernel rank=0 stream=0 start=0 end=10 corr=7 name=ncclDevKernel_AllReduce_Sum
+    kernel rank=1 stream=1 start=2 end=11 corr=9 name=ncclDevKernel_AllReduce_Sum
+    collective rank=1 start=2 end=11 corr=9 name=allreduce process_group=0(default_pg) seq=41
+    collective rank=0 start=0 end=10 corr=7 name=allreduce process_group=0(default_pg) seq=41
+    collective rank=0 start=20 end=30 corr=8 name=allreduce process_group=0(default_pg)
+  )");
+  const Trace t = load_trace(path);
+  ASSERT_EQ(t.collectives.size(), 3u);
+  std::map<std::pair<int, std::int64_t>, std::int64_t> seq;  // (rank, correlation) -> seq
+  for (const auto& c : t.collectives) seq[{c.rank.value, c.correlation_id}] = c.seq;
+  EXPECT_EQ(seq[std::make_pair(0, std::int64_t{7})], 41);
+  EXPECT_EQ(seq[std::make_pair(1, std::int64_t{9})], 41);
+  EXPECT_EQ(seq[std::make_pair(0, std::int64_t{8})], -1);
+  {
+    sqlite::Database db(path, sqlite::Database::Mode::kReadWrite);
+    EXPECT_EQ(db.query_int("SELECT count(*) FROM collective_seq"), 2);
+    db.exec("UPDATE collective_seq SET seq = 42 WHERE seq = 41 AND collective_id = (SELECT min(collective_id) FROM "
+            "collective_seq)");
+  }
+  EXPECT_EQ(testing::load_error(path),
+            path + ": table collective_seq is damaged: its rows differ from those the writer recorded");
 }
 
 TEST(TraceLoader, EmptyTrace) {

@@ -141,7 +141,8 @@ const char* kSmallTrace = R"json({
     {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllToAll(ncclDevComm*)", "pid": 0, "tid": 9,
      "ts": 150, "dur": 20, "args": {"device": 0, "stream": 9, "correlation": 8, "Collective name": "all_to_all",
      "In msg nelems": 64, "Out msg nelems": 64, "Group size": 2, "dtype": "Float",
-     "In split size": "[32, 32]", "Out split size": "[32, 32]", "Process Group Ranks": "[0, 1]"}},
+     "In split size": "[32, 32]", "Out split size": "[32, 32]", "Process Group Ranks": "[0, 1]",
+     "Process Group Name": "3", "Seq": 17}},
     {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 10, "tid": 11, "ts": 180, "dur": 2},
     {"ph": "s", "id": 9, "pid": 10, "tid": 11, "ts": 180, "cat": "ac2g", "name": "ac2g"},
     {"ph": "f", "id": 9, "pid": 0, "tid": 5, "ts": 185, "cat": "ac2g", "name": "ac2g", "bp": "e"},
@@ -220,6 +221,11 @@ TEST(KinetoImporter, HandMadeTrace) {
   EXPECT_EQ(sql_text(out, "SELECT input_dims || ' ' || input_types FROM input_shapes i JOIN nvtx_ranges n ON "
                           "n.id = i.nvtx_id JOIN strings s ON s.id = n.name_id WHERE s.value = 'aten::mm'"),
             "[[4096,1024],[1024,2048]] [\"c10::BFloat16\",\"c10::BFloat16\"]");
+  // The all-to-all's sequence number in its process group, by its collectives row.
+  EXPECT_EQ(sql_int(out, "SELECT q.seq FROM collective_seq q JOIN collectives c ON c.id = q.collective_id "
+                         "WHERE c.correlation_id = 8"),
+            17);
+  EXPECT_EQ(analyzer::load_trace(out).collectives.at(0).seq, 17);
   EXPECT_EQ(sql_text(out, "SELECT input_dims || ' ' || input_types FROM input_shapes i JOIN nvtx_ranges n ON "
                           "n.id = i.nvtx_id JOIN strings s ON s.id = n.name_id WHERE s.value = 'aten::_Grouped_MM'"),
             "[[],[[3,4],[5]],[2.5]] [\"Scalar\",\"TensorList\",\"x\"]");

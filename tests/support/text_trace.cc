@@ -184,6 +184,7 @@ void write_text_trace(const std::string& path, std::string_view text) {
       c.process_group = l.take("process_group", "");
       c.group_ranks = l.take("group_ranks", "");
       c.in_nelems = l.num("in_nelems", -1);
+      c.seq = l.num("seq", -1);
       w.add(c);
     } else if (l.type == "layer") {
       instrument::LayerRecord r{.layer = static_cast<int>(l.num("layer")), .kind = l.take("kind", "moe"),

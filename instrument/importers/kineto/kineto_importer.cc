@@ -309,7 +309,7 @@ void emit(ParsedFile& p, const std::string& path, std::size_t file_index, TraceB
             .rank = rank, .stream = stream, .start_ns = k.start_ns, .end_ns = k.end_ns, .correlation_id = corr,
             .name = c.name, .in_nelems = c.in_nelems, .out_nelems = c.out_nelems, .dtype = c.dtype,
             .group_size = c.group_size, .group_ranks = c.group_ranks, .process_group = c.process_group,
-            .in_splits = c.in_splits, .out_splits = c.out_splits});
+            .in_splits = c.in_splits, .out_splits = c.out_splits, .seq = c.seq});
       }
     } else if (a.type == ActivityType::kMemcpy) {
       b.add(instrument::MemcpyRecord{.rank = rank, .stream = stream, .start_ns = shift(a.start),

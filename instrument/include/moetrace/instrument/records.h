@@ -175,6 +175,9 @@ struct CollectiveRecord {
   std::string group_ranks{};     // e.g. "[0, 1]"
   std::string process_group{};   // process group name and description
   std::string in_splits{}, out_splits{};
+  // The call's sequence number in its process group (Kineto's "Seq"): the
+  // same on every member for one call. -1: none (table collective_seq).
+  std::int64_t seq = -1;
 };
 
 // An op of a plan as executed: its MoE coordinates and its time on its stream.

@@ -161,6 +161,7 @@ class TraceWriter {
   std::vector<Link> orphans_;         // op links whose op row is not written yet
   std::int64_t next_memory_event_id_ = 1;
   std::int64_t next_nvtx_id_ = 1;          // nvtx_ranges rowids, as SQLite assigns them
+  std::int64_t next_collective_id_ = 1;    // collectives rowids, likewise
   schema::TableDigest op_links_digest_;    // of op_ranges (id, deps, buffers): schema/integrity.h
   std::condition_variable cv_;
   bool stop_ = false;
