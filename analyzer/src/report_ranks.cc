@@ -23,9 +23,9 @@ std::string offset_text(const RankClock& c) {
   return fmt::format("{:+.3f} us{}", c.offset_ns / 1e3, c.usable() ? "" : " (not applied)");
 }
 
-std::string uncertainty_text(const RankClock& c) {
+std::string spread_text(const RankClock& c) {
   if (!c.estimated) return "-";
-  return c.uncertainty_ns < 0 ? "unknown" : fmt::format("{:.3f} us", c.uncertainty_ns / 1e3);
+  return c.spread_ns < 0 ? "unknown" : fmt::format("{:.3f} us", c.spread_ns / 1e3);
 }
 
 void files_part(Section& s, const RunFiles& f) {
@@ -45,7 +45,8 @@ void clocks_part(Section& s, const RunFiles& f, const ReportOptions& o) {
   const auto& c = f.clocks;
   s.para(c.applied ? fmt::format("Clocks aligned to rank {}'s from the collectives (participants leave an "
                                  "all-to-all or all-reduce together): offset at the first collective, drift, "
-                                 "and the standard error of the correction.",
+                                 "the spread of the collectives about the fit, and how they were paired; an offset "
+                                 "is applied only where they agree (see why otherwise).",
                                  c.reference_rank)
                    : fmt::format("Clocks as recorded (--no-align); the offsets the collectives suggest against rank {}:",
                                  c.reference_rank));
@@ -56,17 +57,20 @@ void clocks_part(Section& s, const RunFiles& f, const ReportOptions& o) {
   const auto [listed, note] = ranks_to_list(
       c.ranks, o.per_rank, "clock offset", [](const RankClock& r) { return r.estimated ? std::abs(r.offset_ns) : -1.0; },
       [](const RankClock& r) { return offset_text(r); });
-  Table t{{"rank", "offset", "drift ppm", "uncertainty", "collectives", "file"}, {}};
+  Table t{{"rank", "offset", "drift ppm", "spread", "paired by", "collectives", "file"}, {}};
   for (auto i : listed) {
     const auto& r = c.ranks[i];
     const auto rank = static_cast<std::size_t>(r.rank);
     t.rows.push_back({std::to_string(r.rank), offset_text(r), r.estimated ? fmt::format("{:+.3f}", r.drift_ppm) : "-",
-                      uncertainty_text(r),
+                      spread_text(r),
+                      r.pairing.empty() ? "-" : r.pairing,
                       r.rejected > 0 ? fmt::format("{} ({} outliers)", r.collectives, r.rejected) : std::to_string(r.collectives),
                       rank < path_of.size() ? path_of[rank] : ""});
   }
   s.table("Per rank:", std::move(t));
   if (!note.empty()) s.para(note);
+  for (const auto& r : c.ranks)
+    if (r.estimated && !r.refused.empty()) s.para(fmt::format("rank {} not aligned: {}", r.rank, r.refused));
 }
 
 void waits_part(Section& s, const Analyses& a, const ReportOptions& o) {
@@ -133,6 +137,9 @@ nlohmann::json rank_files_json(const RunFiles& f) {
                       {"offset_ns", r.offset_ns},
                       {"drift_ppm", r.drift_ppm},
                       {"uncertainty_ns", r.uncertainty_ns},
+                      {"spread_ns", r.spread_ns},
+                      {"pairing", r.pairing},
+                      {"refused", r.refused},
                       {"usable", r.usable()}});
   return {{"files", files},
           {"left_out", left},
