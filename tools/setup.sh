@@ -13,6 +13,9 @@ packages=(
   libgtest-dev libgmock-dev libvalijson-dev
   qt6-base-dev
   python3
+  # the Python module (python/): pybind11's CMake files, Python's headers, and
+  # what its DataFrames need
+  pybind11-dev python3-dev python3-numpy python3-pandas
 )
 case ${1:-} in
   "") ;;

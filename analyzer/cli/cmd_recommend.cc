@@ -4,8 +4,6 @@
 // same model at other granularities feed mpipemoe's range search.
 #include <fmt/format.h>
 
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -15,7 +13,6 @@
 #include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/recommend.h"
 #include "moetrace/schema/error.h"
-#include "moetrace/sim/cost_model.h"
 
 namespace moetrace::cli {
 
@@ -39,31 +36,6 @@ std::vector<int> parse_int_list(const std::string& s, const char* what) {
 }
 
 }  // namespace
-
-sim::CostModel load_cost_model_arg(const std::string& arg) {
-  if (std::filesystem::exists(arg)) {
-    std::ifstream in(arg, std::ios::binary);
-    if (!in) throw Error(fmt::format("{}: cannot read the cost model", arg));
-    std::stringstream s;
-    s << in.rdbuf();
-    try {
-      return sim::cost_model_from_json(s.str());
-    } catch (const ConfigError& e) {
-      throw ConfigError(fmt::format("{}: {}", arg, e.what()));
-    }
-  }
-  return sim::cost_model_preset(arg);  // an unknown name fails, listing the presets
-}
-
-void apply_cost_model_arg(const std::string& arg, analyzer::RecommendOptions& ro) {
-  if (arg.empty()) return;
-  if (arg == "fitted") {
-    ro.prefer_fitted = true;
-    return;
-  }
-  ro.cost_model = load_cost_model_arg(arg);
-  ro.cost_model_source = fmt::format("cost model {} (--cost-model {})", ro.cost_model->name, arg);
-}
 
 void add_recommend_command(CLI::App& app) {
   struct Options {

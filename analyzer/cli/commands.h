@@ -13,10 +13,7 @@
 #include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/report.h"
 #include "moetrace/analyzer/trace.h"
-
-namespace moetrace::analyzer {
-struct RecommendOptions;  // moetrace/analyzer/recommend.h (moetrace::recommend, not in the CUDA plugin)
-}
+#include "cost_model_arg.h"
 
 namespace moetrace::cli {
 
@@ -26,9 +23,6 @@ void add_synth_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_recommend_command(CLI::App& app);
 
-// --cost-model of `recommend` and `report`: a preset name, a cost-model JSON
-// file, or "fitted" (cmd_recommend.cc).
-void apply_cost_model_arg(const std::string& arg, analyzer::RecommendOptions& options);
 void add_import_command(CLI::App& app);
 void add_export_command(CLI::App& app);
 void add_fit_command(CLI::App& app);

@@ -1,0 +1,400 @@
+"""moetrace from Python: a run's analyses as pandas DataFrames.
+
+    import moetrace
+    run = moetrace.open("prof/")            # a file, several, a folder or a glob
+    run.breakdown(by="rank")                # where each rank's GPU time went
+    run.idle_breakdown()                    # HTA's idle-time breakdown per stream
+    run.recommend()                         # per-layer advice
+
+Every time is in nanoseconds on the trace's clock (an imported trace's is
+the profiler's epoch time; a simulated one starts at 0). Each method's
+docstring lists its columns; README.md ("Reading a report") defines the
+breakdown's quantities and analyzer/include/moetrace/analyzer/launch_queue.h
+the HTA analyses (idle time, queue length, kernel launches).
+
+Loading and the analyses run in C++ without the GIL, so other Python threads
+go on meanwhile. Errors raise moetrace.Error (a RuntimeError) with the same
+one-line message as the `moetrace` command; what a command would print as a
+warning (files left out, ranks missing, clocks not aligned, damaged tables,
+events of unread devices) is a moetrace.TraceWarning.
+"""
+
+import os
+import warnings as _warnings
+
+import pandas as _pd
+
+from . import _moetrace
+from ._moetrace import Error
+
+__all__ = ["open", "import_trace", "Run", "Error", "TraceWarning", "CATEGORIES"]
+
+#: The breakdown's categories: per-category columns are "<category>_ns" (time
+#: in which some op of that category ran) and "exclusive_<category>_ns" (time
+#: in which it was the only category running).
+CATEGORIES = tuple(_moetrace.categories())
+
+
+class TraceWarning(UserWarning):
+    """A warning about the trace read (the CLI's "moetrace: warning: ..." lines)."""
+
+
+def _columns(*pairs):
+    return tuple(pairs)
+
+
+_SPLIT = _columns(
+    ("window_ns", "length of the row's window"),
+    ("busy_ns", "time in which some op counted in the row ran"),
+    ("idle_ns", "window time in which nothing at all ran on the rank"),
+    ("outside_ns", "window time in which other work ran but none of the row's ops (busy + outside + idle = window)"),
+    ("comm_ns", "time of communication (all-to-all, all-reduce, other communication)"),
+    ("comm_hidden_ns", "communication time overlapped by computation on the same rank"),
+    ("comm_exposed_ns", "communication time not overlapped by computation"),
+    ("overlap_ns", "MoE-layer rows: time the row's work ran beside other work of the rank (0 elsewhere)"),
+    ("hidden_fraction", "comm_hidden_ns / comm_ns (0 without communication)"),
+    ("all_to_all_share", "all_to_all_ns / window_ns"),
+    ("all_reduce_share", "all_reduce_ns / window_ns"),
+) + tuple((c + "_ns", "time in which some op of category %s ran" % c) for c in CATEGORIES) + tuple(
+    ("exclusive_" + c + "_ns", "time in which %s was the only category running" % c) for c in CATEGORIES)
+
+_BREAKDOWN = {
+    "rank": _columns(("rank", "rank"), *_SPLIT,
+                     ("unattributed_ns", "GPU activity no op range claims"),
+                     ("events", "activities, and ops without any, that touch the window")),
+    "iteration": _columns(("rank", "rank"), ("iteration", "iteration (profiler step)"), *_SPLIT,
+                          ("moe_layer_ns", "time in which some MoE layer's window is open"),
+                          ("moe_share", "moe_layer_ns / window_ns")),
+    "layer": _columns(("rank", "rank"), ("layer", "MoE layer"), ("iteration", "iteration"),
+                      ("phase", "fwd, bwd or wgrad"), *_SPLIT),
+}
+
+_LAYERS = _columns(
+    ("layer", "MoE layer"),
+    ("kind", "layer kind from the trace's layers table ('' where none)"),
+    ("num_experts", "experts E (-1: unknown)"),
+    ("top_k", "experts per token k (-1: unknown)"),
+    ("model_dim", "model dimension M (-1: unknown)"),
+    ("hidden_dim", "expert hidden dimension H (-1: unknown)"),
+    ("ranks", "ranks with windows of the layer"),
+    ("iterations", "iterations with windows of the layer"),
+    ("mean_window_ns", "mean over rank-iterations of the union of the layer's windows"),
+    ("max_window_ns", "the slowest rank-iteration's window"),
+    ("slowest_rank", "the rank of that window"),
+    ("forward_window_ns", "forward windows, summed over ranks and iterations"),
+    ("backward_window_ns", "backward windows, summed over ranks and iterations"),
+    *_SPLIT,
+)
+
+_KERNELS = _columns(
+    ("rank", "rank"),
+    ("stream", "moetrace's stream id"),
+    ("native_stream", "the CUDA stream as recorded (-1: unknown)"),
+    ("stream_role", "compute, comm, copy or other"),
+    ("type", "kernel, memcpy or memset"),
+    ("name", "kernel name (memcpy / memset for copies)"),
+    ("start_ns", "GPU start"),
+    ("end_ns", "GPU end"),
+    ("duration_ns", "end_ns - start_ns"),
+    ("category", "breakdown category: its op's, else by kernel name (CATEGORIES)"),
+    ("op", "kind of the op that launched it ('' where none)"),
+    ("layer", "its op's MoE layer (-1: none)"),
+    ("iteration", "its op's iteration (-1: none)"),
+    ("micro_batch", "its op's micro-batch (-1: none)"),
+    ("phase", "its op's phase ('' where none)"),
+    ("correlation_id", "correlation id of its launching call (0: none)"),
+    ("bytes", "bytes copied or set (0 for kernels)"),
+)
+
+_IDLE = _columns(
+    ("rank", "rank"),
+    ("stream", "moetrace's stream id"),
+    ("native_stream", "the CUDA stream as recorded (HTA's stream)"),
+    ("category", "host_wait, kernel_wait or other (HTA's idle_category)"),
+    ("idle_ns", "idle time of the category (HTA's idle_time)"),
+    ("ratio", "idle_ns / the stream's idle time (HTA's idle_time_ratio; 0 where never idle)"),
+    ("intervals", "gaps in the category"),
+    ("stream_window_ns", "the stream's first event's start to its last event's end"),
+    ("stream_idle_ns", "the stream's idle time, all categories"),
+    ("events", "kernels, copies and memsets on the stream"),
+)
+
+_QUEUE_SERIES = _columns(
+    ("rank", "rank"),
+    ("stream", "moetrace's stream id"),
+    ("native_stream", "the CUDA stream as recorded"),
+    ("ts_ns", "time of the change"),
+    ("length", "operations outstanding on the stream from ts_ns to the next row"),
+)
+
+_QUEUE_SUMMARY = _columns(
+    ("rank", "rank"),
+    ("stream", "moetrace's stream id"),
+    ("native_stream", "the CUDA stream as recorded"),
+    ("count", "points of the series"),
+    ("mean", "mean over the points (pandas describe, not time-weighted)"),
+    ("std", "standard deviation over the points (n - 1; 0 for one point)"),
+    ("min", "minimum"), ("p25", "25th percentile"), ("p50", "median"), ("p75", "75th percentile"),
+    ("max", "maximum"),
+    ("at_max_ns", "time spent at max"),
+    ("full_ns", "time at >= max_queue_length (HTA's duration_at_max_queue_length)"),
+    ("full_fraction", "full_ns / the rank's trace duration"),
+)
+
+_LAUNCHES = _columns(
+    ("rank", "rank"),
+    ("stream", "moetrace's stream id of the GPU event"),
+    ("correlation_id", "correlation id of the launch"),
+    ("name", "kernel name (memcpy / memset for copies)"),
+    ("launch_call", "the runtime call that launched it"),
+    ("cpu_start_ns", "the call's start"),
+    ("gpu_start_ns", "the GPU event's start"),
+    ("cpu_duration_ns", "the call's duration"),
+    ("gpu_duration_ns", "the GPU event's duration"),
+    ("launch_delay_ns", "max(0, GPU start - call end): HTA's launch delay"),
+    ("start_delay_ns", "GPU start - call start"),
+    ("short_kernel", "gpu_duration < cpu_duration and cpu_duration <= runtime_cutoff_ns"),
+    ("runtime_outlier", "cpu_duration > runtime_cutoff_ns"),
+    ("launch_delay_outlier", "launch_delay > launch_delay_cutoff_ns"),
+)
+
+_LAUNCH_SUMMARY = _columns(
+    ("rank", "rank"),
+    ("launches", "GPU events in the statistics"),
+    ("short_kernels", "of them, short kernels"),
+    ("runtime_outliers", "of them, runtime outliers"),
+    ("launch_delay_outliers", "of them, launch-delay outliers"),
+    ("other_launch_calls", "GPU events launched by calls outside HTA's set (cuLaunchKernel, graphs, NCCL)"),
+    ("no_launch_call", "GPU events without a launching call in the trace"),
+    *[("%s_%s_ns" % (q, s), "%s of the %s" % (s, q.replace("_", " ")))
+      for q in ("cpu_duration", "gpu_duration", "launch_delay") for s in ("mean", "p50", "p95", "max")],
+)
+
+_MEMORY = _columns(
+    ("rank", "rank"),
+    ("ts_ns", "time of the change"),
+    ("time_ns", "ts_ns from the run's start"),
+    ("bytes", "device memory allocated from ts_ns to the rank's next row"),
+)
+
+_EXPERT_LOAD = _columns(
+    ("layer", "MoE layer"),
+    ("iteration", "iteration"),
+    ("total_tokens", "tokens routed (top-k included)"),
+    ("experts", "experts E (destination ranks where the load came from all-to-all splits)"),
+    ("heaviest_expert", "the expert with the most tokens"),
+    ("expert_max_over_mean", "the heaviest expert's tokens over the mean"),
+    ("expert_cv", "coefficient of variation of the tokens per expert"),
+    ("busiest_rank", "the rank computing the most tokens (actual placement)"),
+    ("device_max_over_mean_home", "max over mean of the tokens per device, home placement"),
+    ("device_max_over_mean", "the same, actual placement"),
+    ("balance_degree_home", "std of the tokens per device, home placement (pro-prophet)"),
+    ("balance_degree", "the same, actual placement"),
+    ("rb", "balance_degree_home / balance_degree (inf: balanced after)"),
+    ("has_placement", "the trace records a placement for the layer and iteration"),
+    ("copies", "replica and shadow rows"),
+    ("slowest_rank", "the rank with the longest layer window (-1: no breakdown rows)"),
+    ("slowest_window_ns", "that window (-1: none)"),
+    ("mean_window_ns", "the mean window over ranks (-1: none)"),
+    ("imbalance_ns", "slowest_window_ns - mean_window_ns (-1: none)"),
+    ("busiest_expert_compute_ns", "expert compute of the busiest rank (-1: none)"),
+    ("mean_expert_compute_ns", "mean expert compute over ranks (-1: none)"),
+    ("tokens_per_expert", "list: tokens per expert"),
+)
+
+_RECOMMEND = _columns(
+    ("layer", "MoE layer"),
+    ("subject", "pipeline degree, memory reuse, expert placement or layout"),
+    ("action", "what to do ('r = 4', 'S4: ...', 'keep ...')"),
+    ("change", "False: keep what the trace runs"),
+    ("predicted_gain", "share of the layer's time per iteration saved (NaN: unknown; negative: costs time)"),
+    ("gain_low", "low end of the gain where the hardware model was fitted (NaN elsewhere)"),
+    ("gain_high", "high end of that range"),
+    ("evidence", "the numbers behind it"),
+)
+
+
+def _doc_columns(columns):
+    return "\n".join("        %-26s %s" % (name, text) for name, text in columns)
+
+
+def _frame(data, columns):
+    if not data:
+        return _pd.DataFrame(columns=[name for name, _ in columns])
+    return _pd.DataFrame(data)
+
+
+def _documented(columns, intro):
+    """Appends the column list to a method's docstring."""
+    def wrap(f):
+        f.__doc__ = "%s\n\n    Columns:\n%s\n" % (intro, _doc_columns(columns))
+        f.columns = tuple(name for name, _ in columns)
+        return f
+    return wrap
+
+
+def _paths(paths):
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        paths = [paths]
+    return [os.fsdecode(p) for p in paths]
+
+
+def _warn(lines):
+    for line in lines:
+        _warnings.warn(line, TraceWarning, stacklevel=3)
+
+
+class Run:
+    """One run read by moetrace.open(): its traces merged onto one clock.
+
+    `info` describes it (paths, ranks, world size, ...); `warnings` holds
+    what a command would warn about. The analyses are computed on first use
+    and kept.
+    """
+
+    def __init__(self, run):
+        self._run = run
+
+    @property
+    def info(self):
+        """A dict: path, files, name, backend, variant, host, simulated,
+        world_size, ranks, start_ns, end_ns, schema_version, integrity,
+        aligned (clocks aligned from the collectives), events."""
+        return self._run.info
+
+    @property
+    def warnings(self):
+        """The run's warnings, one line each (also issued as TraceWarning by open())."""
+        return self._run.warnings
+
+    def __repr__(self):
+        i = self.info
+        return "<moetrace.Run %s: %d rank%s, %d events>" % (
+            i["path"], len(i["ranks"]), "" if len(i["ranks"]) == 1 else "s", i["events"])
+
+    def breakdown(self, by="rank", window="span"):
+        """Where the time goes, as `moetrace report` computes it (its JSON's
+        breakdown section), one row per rank (by="rank"), per rank and
+        iteration (by="iteration") or per rank, MoE layer, iteration and
+        phase (by="layer"). `window` sets the per-rank rows' window: "span"
+        (each rank's whole GPU span), "steps" (its profiler steps) or
+        "steps-but-last" (HTA's default); `report --window`.
+
+        Columns (by="rank"; "iteration" and "layer" have their keys instead
+        of unattributed_ns and events, and "iteration" adds moe_layer_ns and
+        moe_share):
+%s
+        """
+        if by not in _BREAKDOWN:
+            raise ValueError('by must be "rank", "iteration" or "layer", not %r' % (by,))
+        return _frame(self._run.breakdown(by, window), _BREAKDOWN[by])
+
+    breakdown.__doc__ %= _doc_columns(_BREAKDOWN["rank"])
+
+    @_documented(_LAYERS, "Each MoE layer over all ranks, iterations and both phases (the report's layer table);\n"
+                          "    the time columns are sums over ranks, iterations and phases.")
+    def layers(self):
+        return _frame(self._run.layers(), _LAYERS)
+
+    @_documented(_KERNELS, "Every GPU activity (kernels, copies, memsets), with the op that launched it.")
+    def kernels(self):
+        return _frame(self._run.kernels(), _KERNELS)
+
+    def idle_breakdown(self, consecutive_kernel_delay_ns=30):
+        """HTA's idle-time breakdown (get_idle_time_breakdown): per rank and
+        stream, the gaps between its GPU events as host_wait (the CPU had not
+        launched the next one yet), kernel_wait (a gap shorter than
+        consecutive_kernel_delay_ns behind a launch made in time) and other.
+        Three rows per stream.
+
+        Columns:
+%s
+        """
+        return _frame(self._run.idle_breakdown(int(consecutive_kernel_delay_ns)), _IDLE)
+
+    idle_breakdown.__doc__ %= _doc_columns(_IDLE)
+
+    def queue_length(self, summary=False, max_queue_length=1024):
+        """HTA's queue length per stream (get_queue_length_time_series):
+        operations launched and not yet started, one row per change; with
+        summary=True, one row per stream (get_queue_length_summary, and the
+        time at or above max_queue_length).
+
+        Columns (series):
+%s
+
+        Columns (summary=True):
+%s
+        """
+        columns = _QUEUE_SUMMARY if summary else _QUEUE_SERIES
+        return _frame(self._run.queue_length(bool(summary), int(max_queue_length)), columns)
+
+    queue_length.__doc__ %= (_doc_columns(_QUEUE_SERIES), _doc_columns(_QUEUE_SUMMARY))
+
+    def launch_stats(self, summary=False, runtime_cutoff_ns=50_000, launch_delay_cutoff_ns=100_000):
+        """HTA's CUDA kernel-launch statistics (get_cuda_kernel_launch_stats):
+        one row per GPU event launched by cudaLaunchKernel(ExC),
+        cudaMemcpyAsync or cudaMemsetAsync, with its outlier flags; with
+        summary=True, one row per rank.
+
+        Columns:
+%s
+
+        Columns (summary=True):
+%s
+        """
+        columns = _LAUNCH_SUMMARY if summary else _LAUNCHES
+        return _frame(self._run.launch_stats(bool(summary), int(runtime_cutoff_ns), int(launch_delay_cutoff_ns)),
+                      columns)
+
+    launch_stats.__doc__ %= (_doc_columns(_LAUNCHES), _doc_columns(_LAUNCH_SUMMARY))
+
+    @_documented(_MEMORY, "Device memory allocated per rank over time: a step function, one row per change.")
+    def memory_timeline(self):
+        return _frame(self._run.memory_timeline(), _MEMORY)
+
+    @_documented(_EXPERT_LOAD, "Expert load and its imbalance per MoE layer and iteration (the report's\n"
+                               "    expert_load rows; pro-prophet's balance degree and RB).")
+    def expert_load(self):
+        return _frame(self._run.expert_load(), _EXPERT_LOAD)
+
+    def recommend(self, model=None, cost_model=None, simulate=True):
+        """Per-layer advice, as `moetrace recommend` gives it: one row per item.
+        `model`: a Hugging Face config.json or Megatron-Core argument file
+        for shapes the trace lacks (--model); `cost_model`: a simulator
+        preset, a cost-model JSON file or "fitted" (--cost-model);
+        simulate=False: closed forms only (--no-simulate).
+
+        Columns:
+%s
+        """
+        return _frame(self._run.recommend(os.fsdecode(model) if model is not None else "",
+                                          os.fsdecode(cost_model) if cost_model is not None else "",
+                                          bool(simulate)), _RECOMMEND)
+
+    recommend.__doc__ %= _doc_columns(_RECOMMEND)
+
+
+def open(paths, *, align=True, moe_rules=None, recognize=True):
+    """Reads a run: one trace file, several (the ranks of one run), a folder
+    of them or a glob ("prof/run.rank*.db"), as the `moetrace` commands read
+    their trace arguments. align=False keeps each rank's clock (--no-align);
+    moe_rules: a rules file for traces of other tools (--moe-rules);
+    recognize=False: no MoE recognition (--no-moe-recognition). Returns a Run.
+    Traces of other tools (.json, .sqlite) are imported first with
+    import_trace()."""
+    run = Run(_moetrace.open(_paths(paths), bool(align), os.fsdecode(moe_rules) if moe_rules else "",
+                             bool(recognize)))
+    _warn(run.warnings)
+    return run
+
+
+def import_trace(inputs, output, format="auto"):
+    """Converts Nsight Systems SQLite exports or PyTorch-profiler (Kineto)
+    JSON traces (several files: the ranks of one run) into one moetrace trace
+    at `output`, as `moetrace import` does. Returns a dict: output, format,
+    ranks, world_size, rows (per table), skipped (source records not
+    imported, by reason), warnings (also issued as TraceWarning)."""
+    summary = _moetrace.import_trace(_paths(inputs), os.fsdecode(output), format)
+    _warn(summary["warnings"])
+    return summary

@@ -1,0 +1,580 @@
+// The compiled half of the Python module `moetrace` (python/moetrace/ is the
+// other half): loading traces, importing them, and every analysis of a run as
+// a table. A table goes to Python as a dict of columns, numbers as numpy
+// arrays and text as lists, in the order the DataFrame shows them; the
+// wrapper makes the DataFrame, so pandas stays out of C++. Loading and the
+// analyses run without the GIL. moetrace::Error (and ConfigError) becomes
+// moetrace.Error, a RuntimeError with the CLI's one-line message.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "cost_model_arg.h"
+#include "moetrace/analyzer/analyses.h"
+#include "moetrace/analyzer/model_spec.h"
+#include "moetrace/analyzer/recommend.h"
+#include "moetrace/analyzer/report.h"
+#include "moetrace/analyzer/run_loader.h"
+#include "moetrace/importers/import.h"
+#include "moetrace/schema/error.h"
+
+namespace py = pybind11;
+namespace an = moetrace::analyzer;
+
+namespace {
+
+// Columns filled row by row without the GIL: the first row names them, every
+// later row gives the same names in the same order.
+class Table {
+ public:
+  template <class T>
+  void put(std::string_view name, const T& v) {
+    if (rows_ == 0) {
+      columns_.push_back({std::string(name), Values(std::in_place_type<std::vector<Cell<T>>>)});
+    } else if (pos_ >= columns_.size() || columns_[pos_].name != name) {
+      throw std::logic_error("moetrace: table column out of order: " + std::string(name));
+    }
+    std::get<std::vector<Cell<T>>>(columns_[pos_++].values).push_back(Cell<T>(v));
+  }
+  void end_row() {
+    pos_ = 0;
+    ++rows_;
+  }
+
+  // With the GIL.
+  py::dict to_python() const {
+    py::dict d;
+    for (const auto& c : columns_) {
+      std::visit(
+          [&](const auto& v) {
+            using V = typename std::decay_t<decltype(v)>::value_type;
+            if constexpr (std::is_same_v<V, std::string>) {
+              py::list l(v.size());
+              for (std::size_t i = 0; i < v.size(); ++i) l[i] = py::str(v[i]);
+              d[py::str(c.name)] = std::move(l);
+            } else if constexpr (std::is_same_v<V, std::uint8_t>) {
+              py::array_t<bool> a(static_cast<py::ssize_t>(v.size()));
+              auto* out = a.mutable_data();
+              for (std::size_t i = 0; i < v.size(); ++i) out[i] = v[i] != 0;
+              d[py::str(c.name)] = std::move(a);
+            } else {
+              d[py::str(c.name)] = py::array_t<V>(static_cast<py::ssize_t>(v.size()), v.data());
+            }
+          },
+          c.values);
+    }
+    return d;
+  }
+
+ private:
+  // bool -> uint8 (numpy bool), integers -> int64, floating -> double, text -> str.
+  template <class T>
+  using Cell = std::conditional_t<
+      std::is_same_v<T, bool>, std::uint8_t,
+      std::conditional_t<std::is_integral_v<T>, std::int64_t,
+                         std::conditional_t<std::is_floating_point_v<T>, double, std::string>>>;
+  using Values = std::variant<std::vector<std::int64_t>, std::vector<double>, std::vector<std::string>,
+                              std::vector<std::uint8_t>>;
+  struct Column {
+    std::string name;
+    Values values;
+  };
+  std::deque<Column> columns_;
+  std::size_t pos_ = 0, rows_ = 0;
+};
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Column names of the categories: "<category>_ns" and "exclusive_<category>_ns".
+struct CategoryColumns {
+  std::array<std::string, moetrace::kNumCategories> total, exclusive;
+  CategoryColumns() {
+    for (int c = 0; c < moetrace::kNumCategories; ++c) {
+      const std::string name(moetrace::category_name(static_cast<moetrace::Category>(c)));
+      total[static_cast<std::size_t>(c)] = name + "_ns";
+      exclusive[static_cast<std::size_t>(c)] = "exclusive_" + name + "_ns";
+    }
+  }
+};
+const CategoryColumns& category_columns() {
+  static const CategoryColumns c;
+  return c;
+}
+
+// The report's TimeSplit (report.cc time_split_json), flat.
+void put_split(Table& t, const an::TimeSplit& s) {
+  t.put("window_ns", s.window_ns);
+  t.put("busy_ns", s.busy_ns);
+  t.put("idle_ns", s.idle_ns);
+  t.put("outside_ns", s.outside_ns());
+  t.put("comm_ns", s.comm_ns);
+  t.put("comm_hidden_ns", s.comm_hidden_ns);
+  t.put("comm_exposed_ns", s.comm_exposed_ns);
+  t.put("overlap_ns", s.overlap_ns);
+  t.put("hidden_fraction", s.hidden_fraction());
+  t.put("all_to_all_share", s.all_to_all_share());
+  t.put("all_reduce_share", s.all_reduce_share());
+  const auto& names = category_columns();
+  for (std::size_t c = 0; c < names.total.size(); ++c) t.put(names.total[c], s.category_ns[c]);
+  for (std::size_t c = 0; c < names.exclusive.size(); ++c) t.put(names.exclusive[c], s.exclusive_ns[c]);
+}
+
+std::string_view stream_role(const an::Trace& trace, std::int32_t stream) {
+  return stream >= 0 && static_cast<std::size_t>(stream) < trace.streams.size()
+             ? std::string_view(trace.streams[static_cast<std::size_t>(stream)].role)
+             : std::string_view();
+}
+
+std::string_view activity_type_name(an::ActivityType type) {
+  switch (type) {
+    case an::ActivityType::kMemcpy: return "memcpy";
+    case an::ActivityType::kMemset: return "memset";
+    case an::ActivityType::kKernel: break;
+  }
+  return "kernel";
+}
+
+an::LaunchQueueOptions launch_options(std::int64_t consecutive_kernel_delay_ns, std::int64_t runtime_cutoff_ns,
+                                      std::int64_t launch_delay_cutoff_ns, std::int32_t max_queue_length) {
+  an::LaunchQueueOptions o;
+  o.consecutive_kernel_delay_ns = consecutive_kernel_delay_ns;
+  o.runtime_cutoff_ns = runtime_cutoff_ns;
+  o.launch_delay_cutoff_ns = launch_delay_cutoff_ns;
+  o.max_queue_length = max_queue_length;
+  return o;
+}
+
+// One loaded run and the analyses computed on it so far. The methods run
+// without the GIL; `mu_` makes two Python threads share one computation.
+class Run {
+ public:
+  explicit Run(an::Trace trace) : trace_(std::move(trace)) {}
+
+  const an::Trace& trace() const { return trace_; }
+
+  const an::Breakdown& breakdown(an::RankWindow w) {
+    std::lock_guard lock(mu_);
+    auto& b = breakdowns_[static_cast<std::size_t>(w)];
+    if (!b) {
+      an::BreakdownOptions o;
+      o.rank_window = w;
+      b = an::compute_breakdown(trace_, o);
+    }
+    return *b;
+  }
+
+  const an::Analyses& analyses() {
+    std::lock_guard lock(mu_);
+    if (!analyses_) analyses_ = an::analyze(trace_);
+    return *analyses_;
+  }
+
+  std::vector<std::string> warnings() const {
+    auto w = an::run_warnings(trace_.run);
+    if (trace_.files)
+      for (auto& line : trace_.files->warnings()) w.push_back(std::move(line));
+    return w;
+  }
+
+  Table breakdown_table(const std::string& by, const std::string& window) {
+    const auto w = an::parse_rank_window(window);
+    if (!w) throw moetrace::ConfigError("window \"" + window + "\" is not one of span, steps, steps-but-last");
+    Table t;
+    if (by == "rank") {
+      for (const auto& r : breakdown(*w).ranks) {
+        t.put("rank", r.rank);
+        put_split(t, r.t);
+        t.put("unattributed_ns", r.unattributed_ns);
+        t.put("events", r.events);
+        t.end_row();
+      }
+    } else if (by == "iteration") {
+      for (const auto& r : breakdown(*w).iterations) {
+        t.put("rank", r.rank);
+        t.put("iteration", r.iteration);
+        put_split(t, r.t);
+        t.put("moe_layer_ns", r.moe_layer_ns);
+        t.put("moe_share", r.moe_share());
+        t.end_row();
+      }
+    } else if (by == "layer") {
+      for (const auto& r : breakdown(*w).rows) {
+        t.put("rank", r.rank);
+        t.put("layer", r.layer);
+        t.put("iteration", r.iteration);
+        t.put("phase", moetrace::phase_name(r.phase));
+        put_split(t, r.t);
+        t.end_row();
+      }
+    } else {
+      throw moetrace::ConfigError("by=\"" + by + "\" is not one of rank, iteration, layer");
+    }
+    return t;
+  }
+
+  Table layers_table() {
+    const auto& b = breakdown(an::RankWindow::kSpan);
+    Table t;
+    for (const auto& l : b.layers) {
+      const an::Layer* shape = nullptr;
+      for (const auto& s : trace_.layers)
+        if (s.layer == l.layer) shape = &s;
+      t.put("layer", l.layer);
+      t.put("kind", shape ? shape->kind : std::string());
+      t.put("num_experts", shape ? shape->num_experts : -1);
+      t.put("top_k", shape ? shape->top_k : -1);
+      t.put("model_dim", shape ? shape->model_dim : -1);
+      t.put("hidden_dim", shape ? shape->hidden_dim : -1);
+      t.put("ranks", l.ranks);
+      t.put("iterations", l.iterations);
+      t.put("mean_window_ns", l.mean_window_ns);
+      t.put("max_window_ns", l.max_window_ns);
+      t.put("slowest_rank", l.slowest_rank);
+      t.put("forward_window_ns", l.forward.window_ns);
+      t.put("backward_window_ns", l.backward.window_ns);
+      put_split(t, l.total);
+      t.end_row();
+    }
+    return t;
+  }
+
+  Table kernels_table() {
+    const auto& tr = trace_;
+    Table t;
+    for (const auto& a : tr.activities) {
+      const an::OpRange* op =
+          a.op >= 0 && static_cast<std::size_t>(a.op) < tr.ops.size() ? &tr.ops[static_cast<std::size_t>(a.op)] : nullptr;
+      const auto* stream = a.stream >= 0 && static_cast<std::size_t>(a.stream) < tr.streams.size()
+                               ? &tr.streams[static_cast<std::size_t>(a.stream)]
+                               : nullptr;
+      t.put("rank", a.rank.value);
+      t.put("stream", stream ? stream->id.value : -1);
+      t.put("native_stream", stream ? stream->native_id : -1);
+      t.put("stream_role", stream_role(tr, a.stream));
+      t.put("type", activity_type_name(a.type));
+      t.put("name", a.type == an::ActivityType::kKernel ? tr.str(a.name) : activity_type_name(a.type));
+      t.put("start_ns", a.start_ns);
+      t.put("end_ns", a.end_ns);
+      t.put("duration_ns", a.duration());
+      t.put("category", moetrace::category_name(op ? moetrace::op_category(op->kind) : an::classify_activity(tr, a)));
+      t.put("op", op ? moetrace::op_kind_name(op->kind) : std::string_view());
+      t.put("layer", op ? op->layer : -1);
+      t.put("iteration", op ? op->iteration : -1);
+      t.put("micro_batch", op ? op->micro_batch : -1);
+      t.put("phase", op ? moetrace::phase_name(op->phase) : std::string_view());
+      t.put("correlation_id", a.correlation_id);
+      t.put("bytes", a.bytes);
+      t.end_row();
+    }
+    return t;
+  }
+
+  Table idle_table(std::int64_t consecutive_kernel_delay_ns) {
+    auto o = launch_options(consecutive_kernel_delay_ns, 50'000, 100'000, 1024);
+    Table t;
+    for (const auto& s : an::idle_time_breakdown(trace_, o))
+      for (int c = 0; c < an::kNumIdleCategories; ++c) {
+        const auto cat = static_cast<an::IdleCategory>(c);
+        t.put("rank", s.rank);
+        t.put("stream", s.stream);
+        t.put("native_stream", s.native_stream);
+        t.put("category", an::idle_category_name(cat));
+        t.put("idle_ns", s.at(cat));
+        t.put("ratio", s.ratio(cat));
+        t.put("intervals", s.gaps[static_cast<std::size_t>(c)]);
+        t.put("stream_window_ns", s.window_ns);
+        t.put("stream_idle_ns", s.idle_total_ns());
+        t.put("events", s.events);
+        t.end_row();
+      }
+    return t;
+  }
+
+  Table queue_table(bool summary, std::int32_t max_queue_length) {
+    auto o = launch_options(30, 50'000, 100'000, max_queue_length);
+    o.series_points = 0;
+    Table t;
+    for (const auto& q : an::queue_lengths(trace_, o)) {
+      if (summary) {
+        t.put("rank", q.rank);
+        t.put("stream", q.stream);
+        t.put("native_stream", q.native_stream);
+        t.put("count", q.count);
+        t.put("mean", q.mean);
+        t.put("std", q.stddev);
+        t.put("min", q.min);
+        t.put("p25", q.p25);
+        t.put("p50", q.p50);
+        t.put("p75", q.p75);
+        t.put("max", q.max);
+        t.put("at_max_ns", q.at_max_ns);
+        t.put("full_ns", q.full_ns);
+        t.put("full_fraction", q.full_fraction);
+        t.end_row();
+        continue;
+      }
+      for (const auto& p : q.series) {
+        t.put("rank", q.rank);
+        t.put("stream", q.stream);
+        t.put("native_stream", q.native_stream);
+        t.put("ts_ns", p.ts_ns);
+        t.put("length", p.length);
+        t.end_row();
+      }
+    }
+    return t;
+  }
+
+  Table launch_table(bool summary, std::int64_t runtime_cutoff_ns, std::int64_t launch_delay_cutoff_ns) {
+    auto o = launch_options(30, runtime_cutoff_ns, launch_delay_cutoff_ns, 1024);
+    Table t;
+    if (summary) {
+      o.worst_launches = 0;
+      for (const auto& r : an::analyze_launch_queue(trace_, o).launches) {
+        t.put("rank", r.rank);
+        t.put("launches", r.launches);
+        t.put("short_kernels", r.short_kernels);
+        t.put("runtime_outliers", r.runtime_outliers);
+        t.put("launch_delay_outliers", r.launch_delay_outliers);
+        t.put("other_launch_calls", r.other_launch_calls);
+        t.put("no_launch_call", r.no_launch_call);
+        const std::pair<std::string_view, const an::Distribution*> dists[] = {
+            {"cpu_duration", &r.cpu_duration_ns}, {"gpu_duration", &r.gpu_duration_ns},
+            {"launch_delay", &r.launch_delay_ns}};
+        for (const auto& [name, d] : dists) {
+          const std::string n(name);
+          t.put(n + "_mean_ns", d->mean);
+          t.put(n + "_p50_ns", d->p50);
+          t.put(n + "_p95_ns", d->p95);
+          t.put(n + "_max_ns", d->max);
+        }
+        t.end_row();
+      }
+      return t;
+    }
+    for (const auto& k : an::kernel_launches(trace_, o)) {
+      const auto& a = trace_.activities[k.activity];
+      const auto* call = trace_.launching_call(a);
+      t.put("rank", k.rank);
+      t.put("stream", a.stream >= 0 ? trace_.streams[static_cast<std::size_t>(a.stream)].id.value : -1);
+      t.put("correlation_id", k.correlation_id);
+      t.put("name", a.type == an::ActivityType::kKernel ? trace_.str(a.name) : activity_type_name(a.type));
+      t.put("launch_call", call ? trace_.str(call->name) : std::string_view());
+      t.put("cpu_start_ns", call ? call->start_ns : -1);
+      t.put("gpu_start_ns", a.start_ns);
+      t.put("cpu_duration_ns", k.cpu_duration_ns);
+      t.put("gpu_duration_ns", k.gpu_duration_ns);
+      t.put("launch_delay_ns", k.launch_delay_ns);
+      t.put("start_delay_ns", k.start_delay_ns);
+      t.put("short_kernel", k.short_kernel);
+      t.put("runtime_outlier", k.runtime_outlier);
+      t.put("launch_delay_outlier", k.launch_delay_outlier);
+      t.end_row();
+    }
+    return t;
+  }
+
+  Table memory_table() {
+    const auto m = an::memory_timeline(trace_);
+    Table t;
+    for (const auto& r : m.ranks)
+      for (const auto& p : r.allocated) {
+        t.put("rank", r.rank);
+        t.put("ts_ns", p.ts_ns);
+        t.put("time_ns", p.ts_ns - m.origin_ns);
+        t.put("bytes", p.bytes);
+        t.end_row();
+      }
+    return t;
+  }
+
+  // `tokens`: each row's tokens per expert, the list column that the
+  // wrapper adds with the GIL.
+  Table expert_load_table(std::vector<std::vector<std::int64_t>>& tokens) {
+    const auto a = an::analyze_expert_load(trace_, breakdown(an::RankWindow::kSpan));
+    Table t;
+    for (const auto& r : a.rows) {
+      t.put("layer", r.layer);
+      t.put("iteration", r.iteration);
+      t.put("total_tokens", r.total_tokens);
+      t.put("experts", r.tokens_per_expert.size());
+      t.put("heaviest_expert", r.heaviest_expert);
+      t.put("expert_max_over_mean", r.expert_max_over_mean);
+      t.put("expert_cv", r.expert_cv);
+      t.put("busiest_rank", r.busiest_rank);
+      t.put("device_max_over_mean_home", r.device_max_over_mean_home);
+      t.put("device_max_over_mean", r.device_max_over_mean);
+      t.put("balance_degree_home", r.balance_degree_home);
+      t.put("balance_degree", r.balance_degree);
+      t.put("rb", r.rb);
+      t.put("has_placement", r.has_placement);
+      t.put("copies", r.copies);
+      t.put("slowest_rank", r.slowest_rank);
+      t.put("slowest_window_ns", r.slowest_window_ns);
+      t.put("mean_window_ns", r.mean_window_ns);
+      t.put("imbalance_ns", r.imbalance_ns());
+      t.put("busiest_expert_compute_ns", r.busiest_expert_compute_ns);
+      t.put("mean_expert_compute_ns", r.mean_expert_compute_ns);
+      t.end_row();
+      tokens.push_back(r.tokens_per_expert);
+    }
+    return t;
+  }
+
+  Table recommend_table(const std::string& model_path, const std::string& cost_model, bool simulate) {
+    an::RecommendOptions ro;
+    moetrace::cli::apply_cost_model_arg(cost_model, ro, "cost_model=");
+    std::optional<an::ModelSpec> model;
+    if (!model_path.empty()) model = an::read_model_spec(model_path);
+    ro.model = model ? &*model : nullptr;
+    ro.simulate = simulate;
+    const auto rec = an::recommend(trace_, analyses(), ro);
+    Table t;
+    for (const auto& it : rec.items) {
+      t.put("layer", it.layer);
+      t.put("subject", it.subject);
+      t.put("action", it.action);
+      t.put("change", it.change);
+      t.put("predicted_gain", it.gain_known ? it.predicted_gain : kNaN);
+      t.put("gain_low", it.gain_interval ? it.gain_low : kNaN);
+      t.put("gain_high", it.gain_interval ? it.gain_high : kNaN);
+      t.put("evidence", it.evidence);
+      t.end_row();
+    }
+    return t;
+  }
+
+ private:
+  an::Trace trace_;
+  std::mutex mu_;
+  std::array<std::optional<an::Breakdown>, 3> breakdowns_;
+  std::optional<an::Analyses> analyses_;
+};
+
+// Runs `f` without the GIL and hands its table to Python.
+template <class F>
+py::dict table(F&& f) {
+  std::optional<Table> t;
+  {
+    py::gil_scoped_release release;
+    t.emplace(f());
+  }
+  return t->to_python();
+}
+
+py::dict run_info(const Run& r) {
+  const auto& run = r.trace().run;
+  std::vector<std::int64_t> ranks;
+  for (const auto id : r.trace().rank_ids()) ranks.push_back(id.value);
+  std::vector<std::string> files;
+  if (r.trace().files)
+    for (const auto& f : r.trace().files->files) files.push_back(f.path);
+  else
+    files.push_back(run.path);
+  py::dict d;
+  d["path"] = run.path;
+  d["files"] = files;
+  d["name"] = run.name;
+  d["backend"] = run.backend;
+  d["variant"] = run.variant;
+  d["host"] = run.host;
+  d["simulated"] = run.simulated;
+  d["world_size"] = run.world_size;
+  d["ranks"] = ranks;
+  d["start_ns"] = run.start_ns;
+  d["end_ns"] = run.end_ns;
+  d["schema_version"] = run.schema_version;
+  d["integrity"] = run.integrity;
+  d["aligned"] = r.trace().files ? r.trace().files->aligned() : false;
+  d["events"] = r.trace().event_count();
+  return d;
+}
+
+std::shared_ptr<Run> open_run(const std::vector<std::string>& args, bool align, const std::string& moe_rules,
+                              bool recognize) {
+  py::gil_scoped_release release;
+  an::RunLoadOptions o;
+  o.load.moe_rules = moe_rules;
+  o.load.recognize = recognize;
+  o.align = align;
+  // One file: load_trace() exactly, as `moetrace report` reads it.
+  return std::make_shared<Run>(an::load_run(an::expand_trace_paths(args), o));
+}
+
+py::dict import_trace(const std::vector<std::string>& inputs, const std::string& output, const std::string& format) {
+  moetrace::importers::ImportOptions o;
+  const auto f = moetrace::importers::parse_format(format);
+  if (!f) throw moetrace::ConfigError("format=\"" + format + "\" is not one of auto, nsys, kineto");
+  o.format = *f;
+  moetrace::importers::ImportSummary s;
+  {
+    py::gil_scoped_release release;
+    s = moetrace::importers::import_traces(inputs, output, o);
+  }
+  py::dict d;
+  d["output"] = s.output;
+  d["format"] = std::string(moetrace::importers::format_name(s.format));
+  d["ranks"] = s.ranks;
+  d["world_size"] = s.world_size;
+  d["rows"] = s.rows;
+  d["skipped"] = s.skipped;
+  d["warnings"] = an::unread_device_warnings(s.skipped);
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_moetrace, m) {
+  m.doc() = "moetrace's analyzer (the compiled half of the moetrace package; use `import moetrace`)";
+  py::register_exception<moetrace::Error>(m, "Error", PyExc_RuntimeError);
+
+  m.def("open", &open_run, py::arg("paths"), py::arg("align"), py::arg("moe_rules"), py::arg("recognize"));
+  m.def("import_trace", &import_trace, py::arg("inputs"), py::arg("output"), py::arg("format"));
+  m.def("categories", [] {
+    std::vector<std::string> c;
+    for (int i = 0; i < moetrace::kNumCategories; ++i)
+      c.emplace_back(moetrace::category_name(static_cast<moetrace::Category>(i)));
+    return c;
+  });
+
+  py::class_<Run, std::shared_ptr<Run>>(m, "Run")
+      .def_property_readonly("info", &run_info)
+      .def_property_readonly("warnings", &Run::warnings)
+      .def("breakdown", [](Run& r, const std::string& by, const std::string& window) {
+        return table([&] { return r.breakdown_table(by, window); });
+      })
+      .def("layers", [](Run& r) { return table([&] { return r.layers_table(); }); })
+      .def("kernels", [](Run& r) { return table([&] { return r.kernels_table(); }); })
+      .def("idle_breakdown", [](Run& r, std::int64_t delay) { return table([&] { return r.idle_table(delay); }); })
+      .def("queue_length", [](Run& r, bool summary, std::int32_t max_queue_length) {
+        return table([&] { return r.queue_table(summary, max_queue_length); });
+      })
+      .def("launch_stats", [](Run& r, bool summary, std::int64_t runtime_cutoff, std::int64_t delay_cutoff) {
+        return table([&] { return r.launch_table(summary, runtime_cutoff, delay_cutoff); });
+      })
+      .def("memory_timeline", [](Run& r) { return table([&] { return r.memory_table(); }); })
+      .def("expert_load", [](Run& r) {
+        std::vector<std::vector<std::int64_t>> tokens;
+        auto d = table([&] { return r.expert_load_table(tokens); });
+        if (!tokens.empty()) d["tokens_per_expert"] = py::cast(tokens);
+        return d;
+      })
+      .def("recommend", [](Run& r, const std::string& model, const std::string& cost_model, bool simulate) {
+        return table([&] { return r.recommend_table(model, cost_model, simulate); });
+      });
+}

@@ -1,0 +1,396 @@
+"""The Python module `moetrace` (python/moetrace, python/moetrace_bindings.cc)
+against the CLI on the same traces: every number it returns is the one
+`moetrace report --format json` (or `recommend`) gives for the same quantity
+and window, and on a hand-made Kineto trace the HTA analyses equal values
+derived by hand from launch_queue.h's definitions.
+
+Run by ctest (python_module_tests) with PYTHONPATH=build/<preset>/python and
+MOETRACE_CLI=the moetrace executable; the fixtures are made with the CLI in a
+temporary folder.
+"""
+
+import glob
+import json
+import math
+import os
+import subprocess
+import tempfile
+import threading
+import unittest
+import warnings
+
+import numpy as np
+import pandas as pd
+
+import moetrace
+
+CLI = os.environ.get("MOETRACE_CLI", "moetrace")
+
+
+def cli(*args):
+    """Runs the CLI; returns (stdout, stderr lines without the 'moetrace: ' prefix)."""
+    p = subprocess.run([CLI, *args], capture_output=True, text=True)
+    lines = [l[len("moetrace: "):] if l.startswith("moetrace: ") else l for l in p.stderr.splitlines()]
+    return p.returncode, p.stdout, lines
+
+
+def cli_json(*args):
+    rc, out, err = cli(*args)
+    assert rc == 0, err
+    return json.loads(out)
+
+
+def split_row(j):
+    """The report's TimeSplit JSON flattened to the module's column names."""
+    row = {k: v for k, v in j.items() if k not in ("category_ns", "exclusive_ns")}
+    for c, v in j["category_ns"].items():
+        row[c + "_ns"] = v
+    for c, v in j["exclusive_ns"].items():
+        row["exclusive_" + c + "_ns"] = v
+    return row
+
+
+class Fixtures(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="moetrace-py-")
+        d = cls.tmp.name
+        cls.sim = os.path.join(d, "sim.db")
+        rc, _, err = cli("run", "--backend", "sim", "--preset", "pipemoe-solver-example", "-q", "-o", cls.sim)
+        assert rc == 0, err
+        cls.split_dir = os.path.join(d, "split")
+        os.mkdir(cls.split_dir)
+        rc, _, err = cli("run", "--backend", "sim", "-v", "pipemoe", "--ranks", "4", "--layers", "2",
+                         "--iterations", "2", "--experts", "4", "--tokens", "256", "--split-ranks", "-q",
+                         "-o", os.path.join(cls.split_dir, "s.db"))
+        assert rc == 0, err
+        cls.synth = os.path.join(d, "synth.db")
+        rc, _, err = cli("synth", "--ranks", "2", "--layers", "2", "--iterations", "2", cls.synth)
+        assert rc == 0, err
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+
+class Columns(Fixtures):
+    def test_every_table_has_exactly_its_documented_columns(self):
+        run = moetrace.open(self.sim)
+        syn = moetrace.open(self.synth)
+        from moetrace import (_BREAKDOWN, _EXPERT_LOAD, _IDLE, _KERNELS, _LAUNCHES, _LAUNCH_SUMMARY, _LAYERS,
+                              _MEMORY, _QUEUE_SERIES, _QUEUE_SUMMARY, _RECOMMEND)
+        names = lambda cols: [c for c, _ in cols]
+        cases = [
+            (run.breakdown(by="rank"), _BREAKDOWN["rank"]),
+            (run.breakdown(by="iteration"), _BREAKDOWN["iteration"]),
+            (run.breakdown(by="layer"), _BREAKDOWN["layer"]),
+            (run.layers(), _LAYERS),
+            (run.kernels(), _KERNELS),
+            (syn.idle_breakdown(), _IDLE),
+            (syn.queue_length(), _QUEUE_SERIES),
+            (syn.queue_length(summary=True), _QUEUE_SUMMARY),
+            (syn.launch_stats(), _LAUNCHES),
+            (syn.launch_stats(summary=True), _LAUNCH_SUMMARY),
+            (run.memory_timeline(), _MEMORY),
+            (run.expert_load(), _EXPERT_LOAD),
+            (run.recommend(simulate=False), _RECOMMEND),
+        ]
+        for frame, cols in cases:
+            self.assertIsInstance(frame, pd.DataFrame)
+            self.assertGreater(len(frame), 0, names(cols)[:3])
+            self.assertEqual(list(frame.columns), names(cols))
+        # Documented in the docstrings too.
+        self.assertIn("hidden_fraction", moetrace.Run.breakdown.__doc__)
+        self.assertIn("host_wait", moetrace.Run.idle_breakdown.__doc__)
+        self.assertIn("launch_delay_ns", moetrace.Run.launch_stats.__doc__)
+        # A table without rows keeps its columns: a simulated run records no launches.
+        empty = run.launch_stats()
+        self.assertEqual(len(empty), 0)
+        self.assertEqual(list(empty.columns), names(_LAUNCHES))
+
+
+class AgainstTheReport(Fixtures):
+    """The same numbers as `moetrace report --format json` of the same trace."""
+
+    def check_rows(self, frame, rows, keys):
+        self.assertEqual(len(frame), len(rows))
+        by_key = {tuple(r[k] for k in keys): r for r in rows}
+        compared = set()
+        for rec in frame.to_dict("records"):
+            want = by_key[tuple(rec[k] for k in keys)]
+            for col, v in want.items():
+                if col not in rec:
+                    continue
+                compared.add(col)
+                if isinstance(v, float):
+                    self.assertAlmostEqual(rec[col], v, places=12, msg=col)
+                elif isinstance(v, list):
+                    self.assertEqual(list(rec[col]), v, col)
+                else:
+                    self.assertEqual(rec[col], v, col)
+        return compared
+
+    def test_breakdown_by_rank_iteration_and_layer(self):
+        j = cli_json("report", self.sim, "--format", "json", "--per-rank", "--per-iteration",
+                     "--no-recommendations")["breakdown"]
+        run = moetrace.open(self.sim)
+        ranks = run.breakdown()
+        self.assertEqual(list(ranks["rank"]), list(range(16)))  # pipemoe-solver-example: 16 GPUs
+        self.check_rows(ranks, [dict(split_row(r), rank=r["rank"]) for r in j["ranks"]], ["rank"])
+        self.assertTrue((ranks["busy_ns"] + ranks["outside_ns"] + ranks["idle_ns"] == ranks["window_ns"]).all())
+        its = run.breakdown(by="iteration")
+        self.assertEqual(len(its), 16 * 2)  # 2 iterations
+        self.check_rows(its, [dict(split_row(r), rank=r["rank"], iteration=r["iteration"]) for r in j["iterations"]],
+                        ["rank", "iteration"])
+        rows = run.breakdown(by="layer")
+        self.assertEqual(set(rows["phase"]), {"fwd", "bwd"})
+        self.check_rows(rows, [dict(split_row(r), rank=r["rank"], layer=r["layer"], iteration=r["iteration"],
+                                    phase=r["phase"]) for r in j["rows"]],
+                        ["rank", "layer", "iteration", "phase"])
+        layers = run.layers()
+        self.assertEqual(list(layers["layer"]), [0])
+        self.check_rows(layers, [dict(split_row(l["total"]), **{k: l[k] for k in
+                                  ("layer", "ranks", "iterations", "mean_window_ns", "max_window_ns", "slowest_rank")})
+                                 for l in j["layers"]], ["layer"])
+        self.assertEqual(layers["forward_window_ns"][0], j["layers"][0]["forward"]["window_ns"])
+
+    def test_breakdown_window_is_the_reports(self):
+        for window in ("steps", "steps-but-last"):
+            j = cli_json("report", self.synth, "--format", "json", "--window", window, "--no-recommendations")
+            frame = moetrace.open(self.synth).breakdown(window=window)
+            self.check_rows(frame, [dict(split_row(r), rank=r["rank"]) for r in j["breakdown"]["ranks"]], ["rank"])
+        span = moetrace.open(self.synth).breakdown()
+        last = moetrace.open(self.synth).breakdown(window="steps-but-last")
+        self.assertTrue((last["window_ns"] < span["window_ns"]).all())
+
+    def test_several_files_a_folder_and_a_glob_are_one_run(self):
+        files = sorted(glob.glob(os.path.join(self.split_dir, "s.rank*.db")))
+        self.assertEqual(len(files), 4)
+        pattern = os.path.join(self.split_dir, "s.rank*.db")
+        j = cli_json("report", pattern, "--format", "json", "--no-recommendations")["breakdown"]["ranks"]
+        want = [dict(split_row(r), rank=r["rank"]) for r in j]
+        for arg in (self.split_dir, pattern, files):
+            run = moetrace.open(arg)
+            self.assertEqual(run.info["ranks"], [0, 1, 2, 3])
+            self.assertEqual(run.info["files"], files)
+            self.check_rows(run.breakdown(), want, ["rank"])
+
+    def test_memory_expert_load_and_kernels(self):
+        j = cli_json("report", self.sim, "--format", "json", "--per-iteration", "--no-recommendations")
+        run = moetrace.open(self.sim)
+        mem = run.memory_timeline()
+        for r in j["memory"]["ranks"]:
+            rows = mem[mem["rank"] == r["rank"]]
+            self.assertEqual(rows["bytes"].max(), r["peak_bytes"])
+            self.assertEqual(rows["ts_ns"][rows["bytes"].idxmax()], r["peak_ns"])
+        self.assertEqual(mem["bytes"].max(), j["memory"]["peak_bytes"])
+        load = run.expert_load()
+        self.assertEqual(len(load), 2)  # one layer, two iterations
+        self.check_rows(load, j["expert_load"]["rows"], ["layer", "iteration"])
+        kernels = run.kernels()
+        tables = dict(l.split() for l in cli("info", self.sim)[1].split("tables:")[1].split("config:")[0]
+                      .strip().splitlines())
+        self.assertEqual(len(kernels), int(tables["kernels"]))
+        self.assertTrue((kernels["duration_ns"] == kernels["end_ns"] - kernels["start_ns"]).all())
+        self.assertTrue(set(kernels["category"]) <= set(moetrace.CATEGORIES))
+        # Each rank's categories add up to the report's: kernels of all-to-all ops are the all-to-all time.
+        a2a = kernels[(kernels["rank"] == 0) & (kernels["category"] == "all_to_all")]
+        self.assertGreater(len(a2a), 0)
+
+    def test_recommend_is_the_commands(self):
+        j = cli_json("recommend", self.sim, "--format", "json")
+        frame = moetrace.open(self.sim).recommend()
+        self.assertEqual(len(frame), len(j["items"]))
+        for rec, item in zip(frame.to_dict("records"), j["items"]):
+            for k in ("layer", "subject", "action", "change", "evidence"):
+                self.assertEqual(rec[k], item[k], k)
+            if "predicted_gain" in item:
+                self.assertAlmostEqual(rec["predicted_gain"], item["predicted_gain"], places=12)
+            else:
+                self.assertTrue(math.isnan(rec["predicted_gain"]))
+        self.assertIn("pipeline degree", set(frame["subject"]))
+        # --cost-model and --no-simulate as keywords.
+        j = cli_json("recommend", self.sim, "--format", "json", "--no-simulate", "--cost-model", "h100-nvlink-ib")
+        frame = moetrace.open(self.sim).recommend(cost_model="h100-nvlink-ib", simulate=False)
+        self.assertEqual(list(frame["action"]), [i["action"] for i in j["items"]])
+
+    def test_launch_queue_is_the_reports(self):
+        j = cli_json("report", self.synth, "--format", "json", "--no-recommendations")["launch_queue"]
+        run = moetrace.open(self.synth)
+        idle = run.idle_breakdown()
+        self.check_rows(idle, j["idle_time"]["rows"], ["rank", "stream", "category"])
+        streams = [{"rank": r["rank"], "stream": r["stream"], "stream_window_ns": r["window_ns"],
+                    "stream_idle_ns": r["idle_ns"], "events": r["events"]} for r in j["idle_time"]["streams"]]
+        self.check_rows(idle[idle["category"] == "other"], streams, ["rank", "stream"])
+        summary = run.queue_length(summary=True)
+        self.check_rows(summary, [{k: v for k, v in q.items() if k != "series"} for q in j["queue_length"]["streams"]],
+                        ["rank", "stream"])
+        series = run.queue_length()
+        for q in j["queue_length"]["streams"]:
+            pts = series[(series["rank"] == q["rank"]) & (series["stream"] == q["stream"])]
+            self.assertEqual(len(pts), q["count"])
+            self.assertEqual(pts["length"].max(), q["max"])
+        launches = run.launch_stats(summary=True)
+        want = []
+        for r in j["kernel_launches"]["ranks"]:
+            row = {k: v for k, v in r.items() if not isinstance(v, (dict, list))}
+            for q in ("cpu_duration", "gpu_duration", "launch_delay"):
+                for s, v in r[q + "_ns"].items():
+                    row["%s_%s_ns" % (q, s)] = v
+            want.append(row)
+        self.check_rows(launches, want, ["rank"])
+        per_launch = run.launch_stats()
+        self.assertEqual(len(per_launch), launches["launches"].sum())
+        worst = j["kernel_launches"]["ranks"][0]["worst"][0]
+        row = per_launch[per_launch["correlation_id"] == worst["correlation_id"]].iloc[0]
+        for k in ("cpu_duration_ns", "gpu_duration_ns", "launch_delay_ns", "start_delay_ns", "gpu_start_ns", "name"):
+            self.assertEqual(row[k], worst[k], k)
+
+
+# A hand-made PyTorch-profiler trace: three kernels on stream 7, each launched
+# by a cudaLaunchKernel (times in us):
+#   call 1 [5, 6]   -> k1 [10, 20]
+#   call 2 [12, 13] -> k2 [21, 30]   gap 1 us; call 2 started before k1 ended
+#   call 3 [40, 41] -> k3 [50, 60]   gap 20 us; call 3 started after k2 ended
+KINETO = {
+    "schemaVersion": 1,
+    "deviceProperties": [{"id": 0, "name": "Test GPU", "totalGlobalMem": 1000, "computeMajor": 9,
+                          "computeMinor": 0, "numSms": 132}],
+    "traceEvents": [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 11, "ts": s, "dur": 1,
+         "args": {"correlation": c}} for c, s in ((1, 5), (2, 12), (3, 40))
+    ] + [
+        {"ph": "X", "cat": "kernel", "name": n, "pid": 0, "tid": 7, "ts": s, "dur": d,
+         "args": {"device": 0, "stream": 7, "correlation": c}}
+        for c, n, s, d in ((1, "gemm_a", 10, 10), (2, "gemm_b", 21, 9), (3, "gemm_c", 50, 10))
+    ],
+}
+
+
+class HandDerived(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="moetrace-py-")
+        cls.json = os.path.join(cls.tmp.name, "prof.json")
+        with open(cls.json, "w") as f:
+            json.dump(KINETO, f)
+        cls.db = os.path.join(cls.tmp.name, "prof.db")
+        cls.summary = moetrace.import_trace(cls.json, cls.db)
+        cls.trace = moetrace.open(cls.db)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_import(self):
+        s = self.summary
+        self.assertEqual((s["format"], s["ranks"], s["output"]), ("kineto", 1, self.db))
+        self.assertEqual(s["rows"]["kernels"], 3)
+        self.assertEqual(s["rows"]["api_calls"], 3)
+        self.assertEqual(s["warnings"], [])
+        self.assertEqual(self.trace.info["ranks"], [0])
+        k = self.trace.kernels()
+        self.assertEqual(list(k["name"]), ["gemm_a", "gemm_b", "gemm_c"])
+        self.assertEqual(list(k["duration_ns"]), [10_000, 9_000, 10_000])
+        self.assertEqual(list(k["correlation_id"]), [1, 2, 3])
+
+    def test_idle_breakdown(self):
+        idle = self.trace.idle_breakdown().set_index("category")
+        self.assertEqual(len(idle), 3)
+        # k2: 1 us gap, call 2 in time, not < 30 ns: other. k3: call 3 after k2's end: host_wait.
+        self.assertEqual(idle.loc["host_wait", "idle_ns"], 20_000)
+        self.assertEqual(idle.loc["kernel_wait", "idle_ns"], 0)
+        self.assertEqual(idle.loc["other", "idle_ns"], 1_000)
+        self.assertAlmostEqual(idle.loc["host_wait", "ratio"], 20 / 21)
+        self.assertEqual(idle.loc["host_wait", "stream_window_ns"], 50_000)
+        self.assertEqual(idle.loc["host_wait", "native_stream"], 7)
+        # With a 2 us threshold the 1 us gap is kernel_wait.
+        idle = self.trace.idle_breakdown(consecutive_kernel_delay_ns=2_000).set_index("category")
+        self.assertEqual(idle.loc["kernel_wait", "idle_ns"], 1_000)
+        self.assertEqual(idle.loc["other", "idle_ns"], 0)
+
+    def test_queue_length(self):
+        q = self.trace.queue_length()
+        t = q["ts_ns"] - q["ts_ns"].iloc[0]
+        # +1 at each call's start, -1 at its kernel's start.
+        self.assertEqual(list(t), [0, 5_000, 7_000, 16_000, 35_000, 45_000])
+        self.assertEqual(list(q["length"]), [1, 0, 1, 0, 1, 0])
+        s = self.trace.queue_length(summary=True).iloc[0]
+        self.assertEqual((s["count"], s["min"], s["max"]), (6, 0, 1))
+        self.assertAlmostEqual(s["mean"], 0.5)
+        self.assertAlmostEqual(s["std"], np.std([1, 0, 1, 0, 1, 0], ddof=1))
+        self.assertEqual(s["at_max_ns"], 5_000 + 9_000 + 10_000)
+
+    def test_launch_stats(self):
+        l = self.trace.launch_stats()
+        self.assertEqual(list(l["launch_call"]), ["cudaLaunchKernel"] * 3)
+        self.assertEqual(list(l["cpu_duration_ns"]), [1_000] * 3)
+        self.assertEqual(list(l["launch_delay_ns"]), [4_000, 8_000, 9_000])  # GPU start - call end
+        self.assertEqual(list(l["start_delay_ns"]), [5_000, 9_000, 10_000])
+        self.assertFalse(l["short_kernel"].any() or l["runtime_outlier"].any() or l["launch_delay_outlier"].any())
+        # Cutoffs below the values: every launch an outlier.
+        l = self.trace.launch_stats(runtime_cutoff_ns=500, launch_delay_cutoff_ns=3_000)
+        self.assertTrue(l["runtime_outlier"].all() and l["launch_delay_outlier"].all())
+        s = self.trace.launch_stats(summary=True).iloc[0]
+        self.assertEqual((s["launches"], s["launch_delay_max_ns"]), (3, 9_000))
+        self.assertAlmostEqual(s["launch_delay_mean_ns"], 7_000)
+
+
+class ErrorsAndWarnings(Fixtures):
+    def test_errors_carry_the_clis_message(self):
+        missing = os.path.join(self.tmp.name, "nope.db")
+        rc, _, err = cli("report", missing)
+        self.assertNotEqual(rc, 0)
+        with self.assertRaises(moetrace.Error) as e:
+            moetrace.open(missing)
+        self.assertIsInstance(e.exception, RuntimeError)
+        self.assertEqual(str(e.exception), err[-1])
+        not_a_trace = os.path.join(self.tmp.name, "x.json")
+        with open(not_a_trace, "w") as f:
+            f.write('{"lr": 0.1}')
+        rc, _, err = cli("import", not_a_trace, "-o", os.path.join(self.tmp.name, "x.db"))
+        with self.assertRaises(moetrace.Error) as e:
+            moetrace.import_trace(not_a_trace, os.path.join(self.tmp.name, "x.db"))
+        self.assertEqual(str(e.exception), err[-1])
+        with self.assertRaises(moetrace.Error):
+            moetrace.open(self.sim).breakdown(window="everything")
+        with self.assertRaises(moetrace.Error):
+            moetrace.open(self.sim).recommend(cost_model="no-such-preset")
+        with self.assertRaises(ValueError):
+            moetrace.open(self.sim).breakdown(by="expert")
+
+    def test_warnings_are_the_clis(self):
+        files = sorted(glob.glob(os.path.join(self.split_dir, "s.rank*.db")))
+        some = [files[0], files[1], files[3]]
+        _, _, err = cli("info", *some)
+        want = [l[len("warning: "):] for l in err if l.startswith("warning: ")]
+        self.assertTrue(any("rank 2 of 4 missing" in w for w in want), want)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run = moetrace.open(some)
+        got = [str(w.message) for w in caught if issubclass(w.category, moetrace.TraceWarning)]
+        self.assertEqual(got, want)
+        self.assertEqual(run.warnings, want)
+        self.assertEqual(run.info["ranks"], [0, 1, 3])
+
+
+class Threads(Fixtures):
+    def test_threads_share_a_run(self):
+        run = moetrace.open(self.synth)
+        results = {}
+
+        def work(i):
+            results[i] = (run.breakdown(by="iteration"), run.idle_breakdown(), run.expert_load())
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for i in range(1, 4):
+            for a, b in zip(results[0], results[i]):
+                pd.testing.assert_frame_equal(a, b)
+
+
+if __name__ == "__main__":
+    unittest.main()
