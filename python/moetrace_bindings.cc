@@ -134,10 +134,10 @@ void put_split(Table& t, const an::TimeSplit& s) {
   for (std::size_t c = 0; c < names.exclusive.size(); ++c) t.put(names.exclusive[c], s.exclusive_ns[c]);
 }
 
-std::string_view stream_role(const an::Trace& trace, std::int32_t stream) {
-  return stream >= 0 && static_cast<std::size_t>(stream) < trace.streams.size()
-             ? std::string_view(trace.streams[static_cast<std::size_t>(stream)].role)
-             : std::string_view();
+const an::Stream* stream_of(const an::Trace& trace, const an::Activity& a) {
+  return a.stream >= 0 && static_cast<std::size_t>(a.stream) < trace.streams.size()
+             ? &trace.streams[static_cast<std::size_t>(a.stream)]
+             : nullptr;
 }
 
 std::string_view activity_type_name(an::ActivityType type) {
@@ -147,6 +147,18 @@ std::string_view activity_type_name(an::ActivityType type) {
     case an::ActivityType::kKernel: break;
   }
   return "kernel";
+}
+
+// A kernel's name; "memcpy" or "memset" for the others.
+std::string_view gpu_event_name(const an::Trace& trace, const an::Activity& a) {
+  return a.type == an::ActivityType::kKernel ? trace.str(a.name) : activity_type_name(a.type);
+}
+
+// The key columns of the per-stream tables.
+void put_stream(Table& t, std::int32_t rank, std::int32_t stream, std::int64_t native_stream) {
+  t.put("rank", rank);
+  t.put("stream", stream);
+  t.put("native_stream", native_stream);
 }
 
 an::LaunchQueueOptions launch_options(std::int64_t consecutive_kernel_delay_ns, std::int64_t runtime_cutoff_ns,
@@ -259,15 +271,11 @@ class Run {
     for (const auto& a : tr.activities) {
       const an::OpRange* op =
           a.op >= 0 && static_cast<std::size_t>(a.op) < tr.ops.size() ? &tr.ops[static_cast<std::size_t>(a.op)] : nullptr;
-      const auto* stream = a.stream >= 0 && static_cast<std::size_t>(a.stream) < tr.streams.size()
-                               ? &tr.streams[static_cast<std::size_t>(a.stream)]
-                               : nullptr;
-      t.put("rank", a.rank.value);
-      t.put("stream", stream ? stream->id.value : -1);
-      t.put("native_stream", stream ? stream->native_id : -1);
-      t.put("stream_role", stream_role(tr, a.stream));
+      const auto* stream = stream_of(tr, a);
+      put_stream(t, a.rank.value, stream ? stream->id.value : -1, stream ? stream->native_id : -1);
+      t.put("stream_role", stream ? std::string_view(stream->role) : std::string_view());
       t.put("type", activity_type_name(a.type));
-      t.put("name", a.type == an::ActivityType::kKernel ? tr.str(a.name) : activity_type_name(a.type));
+      t.put("name", gpu_event_name(tr, a));
       t.put("start_ns", a.start_ns);
       t.put("end_ns", a.end_ns);
       t.put("duration_ns", a.duration());
@@ -290,9 +298,7 @@ class Run {
     for (const auto& s : an::idle_time_breakdown(trace_, o))
       for (int c = 0; c < an::kNumIdleCategories; ++c) {
         const auto cat = static_cast<an::IdleCategory>(c);
-        t.put("rank", s.rank);
-        t.put("stream", s.stream);
-        t.put("native_stream", s.native_stream);
+        put_stream(t, s.rank, s.stream, s.native_stream);
         t.put("category", an::idle_category_name(cat));
         t.put("idle_ns", s.at(cat));
         t.put("ratio", s.ratio(cat));
@@ -311,9 +317,7 @@ class Run {
     Table t;
     for (const auto& q : an::queue_lengths(trace_, o)) {
       if (summary) {
-        t.put("rank", q.rank);
-        t.put("stream", q.stream);
-        t.put("native_stream", q.native_stream);
+        put_stream(t, q.rank, q.stream, q.native_stream);
         t.put("count", q.count);
         t.put("mean", q.mean);
         t.put("std", q.stddev);
@@ -329,9 +333,7 @@ class Run {
         continue;
       }
       for (const auto& p : q.series) {
-        t.put("rank", q.rank);
-        t.put("stream", q.stream);
-        t.put("native_stream", q.native_stream);
+        put_stream(t, q.rank, q.stream, q.native_stream);
         t.put("ts_ns", p.ts_ns);
         t.put("length", p.length);
         t.end_row();
@@ -371,9 +373,10 @@ class Run {
       const auto& a = trace_.activities[k.activity];
       const auto* call = trace_.launching_call(a);
       t.put("rank", k.rank);
-      t.put("stream", a.stream >= 0 ? trace_.streams[static_cast<std::size_t>(a.stream)].id.value : -1);
+      const auto* stream = stream_of(trace_, a);
+      t.put("stream", stream ? stream->id.value : -1);
       t.put("correlation_id", k.correlation_id);
-      t.put("name", a.type == an::ActivityType::kKernel ? trace_.str(a.name) : activity_type_name(a.type));
+      t.put("name", gpu_event_name(trace_, a));
       t.put("launch_call", call ? trace_.str(call->name) : std::string_view());
       t.put("cpu_start_ns", call ? call->start_ns : -1);
       t.put("gpu_start_ns", a.start_ns);

@@ -16,6 +16,7 @@ import os
 import subprocess
 import tempfile
 import threading
+import time
 import unittest
 import warnings
 
@@ -390,6 +391,32 @@ class Threads(Fixtures):
         for i in range(1, 4):
             for a, b in zip(results[0], results[i]):
                 pd.testing.assert_frame_equal(a, b)
+
+    def test_loading_and_analysing_release_the_gil(self):
+        # While another thread loads and analyses a larger trace, this one
+        # keeps running: its longest pause is a small part of that work.
+        big = os.path.join(self.tmp.name, "big.db")
+        rc, _, err = cli("synth", "--ranks", "4", "--events", "300000", big)
+        self.assertEqual(rc, 0, err)
+        done = threading.Event()
+        took = {}
+
+        def work():
+            t0 = time.perf_counter()
+            run = moetrace.open(big)
+            run.breakdown(by="iteration")
+            run.idle_breakdown()
+            took["s"] = time.perf_counter() - t0
+            done.set()
+
+        worker = threading.Thread(target=work)
+        longest, last = 0.0, time.perf_counter()
+        worker.start()
+        while not done.is_set():
+            now = time.perf_counter()
+            longest, last = max(longest, now - last), now
+        worker.join()
+        self.assertLess(longest, took["s"] / 4, took)
 
 
 if __name__ == "__main__":
