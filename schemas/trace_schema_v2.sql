@@ -240,6 +240,16 @@ CREATE TABLE collective_seq (
   seq            INTEGER NOT NULL
 );
 
+-- The bytes an all-to-all op's rank receives from the other ranks in the call
+-- (its own segment not included; op_ranges.bytes is what it sends): the
+-- busiest receiver can set an uneven all-to-all's time. Added within version
+-- 2: readers that predate it ignore it, and readers of it must allow for its
+-- absence.
+CREATE TABLE op_recv_bytes (
+  op_id          INTEGER PRIMARY KEY,  -- op_ranges.id
+  bytes          INTEGER NOT NULL
+);
+
 CREATE TABLE op_kinds (
   id       INTEGER PRIMARY KEY,
   name     TEXT NOT NULL UNIQUE,

@@ -125,7 +125,7 @@ void TraceFiles::write(const std::string& path, const std::vector<std::int32_t>&
           .id = op.id, .rank = op.rank, .stream = s.id, .kind = op.kind, .name = str(op.name), .layer = op.layer,
           .iteration = op.iteration, .micro_batch = op.micro_batch, .chunk = op.chunk, .phase = op.phase,
           .start_ns = op.start_ns, .end_ns = op.end_ns, .launch_start_ns = op.launch_start_ns,
-          .launch_end_ns = op.launch_end_ns, .flops = op.flops, .bytes = op.bytes, .peer = op.peer,
+          .launch_end_ns = op.launch_end_ns, .flops = op.flops, .bytes = op.bytes, .recv_bytes = op.recv_bytes, .peer = op.peer,
           .nvtx_id = op.nvtx_id});
     }
     for (const auto& a : t.track_activities(si)) {

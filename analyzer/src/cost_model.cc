@@ -266,20 +266,54 @@ CostModel fit_cost_model(const Trace& trace) {
   const auto tensor_parallel = trace.config_int("tensor_parallel").value_or(0);
   // One collective instance = same kind, layer, iteration, micro-batch,
   // chunk and phase; packed into integers so sorting is cheap.
+  // Several calls with the same coordinates (a layer's gradient all-reduces
+  // of its attention and its dense weights) are told apart by their order on
+  // the rank: the k-th of them on every rank is one instance.
   struct InstanceKey {
     std::uint64_t a, b, c;  // (layer, iteration), (micro-batch, chunk), (kind, phase)
+    std::uint32_t order;    // among the rank's calls of the same coordinates, by start
     auto operator<=>(const InstanceKey&) const = default;
   };
-  auto key_of = [](const OpRange& op) {
-    auto pack = [](std::int32_t hi, std::int32_t lo) {
-      return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(hi)) << 32) | static_cast<std::uint32_t>(lo);
-    };
+  auto pack = [](std::int32_t hi, std::int32_t lo) {
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(hi)) << 32) | static_cast<std::uint32_t>(lo);
+  };
+  auto coords_of = [&](const OpRange& op) {
     return InstanceKey{pack(op.layer, op.iteration), pack(op.micro_batch, op.chunk),
-                       pack(static_cast<std::int32_t>(op.kind), static_cast<std::int32_t>(op.phase))};
+                       pack(static_cast<std::int32_t>(op.kind), static_cast<std::int32_t>(op.phase)), 0};
+  };
+  std::vector<std::uint32_t> order(ops.size(), 0);
+  {
+    std::vector<std::size_t> coll;
+    for (std::size_t o = 0; o < ops.size(); ++o)
+      if (!collective_kind(ops[o].kind).empty()) coll.push_back(o);
+    std::sort(coll.begin(), coll.end(), [&](std::size_t x, std::size_t y) {
+      const auto kx = coords_of(ops[x]), ky = coords_of(ops[y]);
+      return std::tie(ops[x].rank.value, kx, ops[x].start_ns, x) < std::tie(ops[y].rank.value, ky, ops[y].start_ns, y);
+    });
+    for (std::size_t i = 1; i < coll.size(); ++i) {
+      const auto &p = ops[coll[i - 1]], &q = ops[coll[i]];
+      if (p.rank == q.rank && coords_of(p) == coords_of(q)) order[coll[i]] = order[coll[i - 1]] + 1;
+    }
+  }
+  auto key_of = [&](const OpRange& op) {
+    auto k = coords_of(op);
+    k.order = order[static_cast<std::size_t>(&op - ops.data())];
+    return k;
   };
   std::vector<std::pair<InstanceKey, std::int32_t>> instance_ranks;
-  for (const auto& op : ops)
-    if (!collective_kind(op.kind).empty()) instance_ranks.push_back({key_of(op), op.rank.value});
+  bool any_a2a = false, recv_known = true;
+  for (const auto& op : ops) {
+    const auto ck = collective_kind(op.kind);
+    if (ck.empty()) continue;
+    instance_ranks.push_back({key_of(op), op.rank.value});
+    if (ck == "all_to_all" && op.bytes > 0) {
+      any_a2a = true;
+      recv_known = recv_known && op.recv_bytes >= 0;
+    }
+  }
+  // All-to-alls by the bytes sent, or, where every one records what it
+  // receives too, by the rule that fits best (chosen below).
+  recv_known = any_a2a && recv_known;
   std::sort(instance_ranks.begin(), instance_ranks.end());
   instance_ranks.erase(std::unique(instance_ranks.begin(), instance_ranks.end()), instance_ranks.end());
   // An instance's place in instance_ranks (its first participant) and its
@@ -306,6 +340,7 @@ CostModel fit_cost_model(const Trace& trace) {
     Group* group = nullptr;
     std::string kind;
     double max_bytes = 0;
+    double max_recv = 0;  // all-to-all: the most bytes one participant receives
     double min_seconds = INFINITY;
     bool lone = true;
   };
@@ -371,6 +406,7 @@ CostModel fit_cost_model(const Trace& trace) {
       samples.back().group = inst.group;
       inst.kind = kind;
       inst.max_bytes = std::max(inst.max_bytes, work);
+      inst.max_recv = std::max(inst.max_recv, static_cast<double>(op.recv_bytes));
       inst.min_seconds = std::min(inst.min_seconds, s.seconds);
       inst.lone = inst.lone && s.lone;
       continue;
@@ -391,19 +427,58 @@ CostModel fit_cost_model(const Trace& trace) {
       g->lone_l.push_back(launches);
     }
   }
-  for (auto& inst : instances) {
-    if (!inst.group) continue;
-    auto& g = *inst.group;
-    g.kinds.insert(inst.kind);
-    g.x.push_back(inst.max_bytes);
-    g.t.push_back(inst.min_seconds);
-    g.l.push_back(1);
-    if (inst.lone) {
-      g.lone_x.push_back(inst.max_bytes);
-      g.lone_t.push_back(inst.min_seconds);
-      g.lone_l.push_back(1);
+  // An instance's x under an all-to-all volume rule (cost_model.h).
+  auto volume = [](const Instance& inst, std::string_view rule) {
+    if (rule == "max_recv") return inst.max_recv;
+    if (rule == "max_send_recv") return std::max(inst.max_bytes, inst.max_recv);
+    return inst.max_bytes;
+  };
+  auto fill = [&](std::string_view a2a_rule) {
+    for (auto& [key, g] : collectives) g = Group{};
+    for (auto& inst : instances) {
+      if (!inst.group) continue;
+      auto& g = *inst.group;
+      const bool a2a = std::any_of(collectives.begin(), collectives.end(), [&](const auto& kv) {
+        return &kv.second == inst.group && kv.first.first == "all_to_all";
+      });
+      const double x = a2a ? volume(inst, a2a_rule) : inst.max_bytes;
+      g.kinds.insert(inst.kind);
+      g.x.push_back(x);
+      g.t.push_back(inst.min_seconds);
+      g.l.push_back(1);
+      if (inst.lone) {
+        g.lone_x.push_back(x);
+        g.lone_t.push_back(inst.min_seconds);
+        g.lone_l.push_back(1);
+      }
+    }
+  };
+  // Where every all-to-all records what it receives: the volume rule whose
+  // fit at the largest all-to-all group (the expert-parallel one) has the
+  // highest R^2; a tie keeps the simpler rule (sent before received before
+  // both).
+  model.all_to_all_volume = "max_send";
+  if (recv_known) {
+    double best = -INFINITY;
+    for (const char* rule : {"max_send", "max_recv", "max_send_recv"}) {
+      fill(rule);
+      const Group* widest = nullptr;
+      int size = 0;
+      for (auto& [key, g] : collectives)
+        if (key.first == "all_to_all" && key.second > size) {
+          size = key.second;
+          widest = &g;
+        }
+      if (!widest) break;
+      Group copy = *widest;
+      const double r2 = make_fit("collective", "all_to_all", size, "bytes", copy).fit.r2;
+      if (r2 > best + 1e-9) {
+        best = r2;
+        model.all_to_all_volume = rule;
+      }
     }
   }
+  fill(model.all_to_all_volume);
   std::map<const Group*, CostModelFit> fit_of;
   for (auto& [key, g] : compute) model.compute.push_back(fit_of[&g] = make_fit("compute", key.first, 1, key.second, g));
   for (auto& [key, g] : collectives)
@@ -549,7 +624,11 @@ nlohmann::json fitted_models_json(const Trace& trace, const CostModel& model) {
   j["source"] = {{"trace", trace.run.path},     {"backend", trace.run.backend},
                  {"variant", trace.run.variant}, {"simulated", trace.run.simulated},
                  {"world_size", trace.run.world_size}, {"device", device}};
-  j["units"] = {{"time", "s"}, {"compute_x", "flops"}, {"collective_x", "bytes"}, {"copy_x", "bytes"}};
+  j["units"] = {{"time", "s"},
+                {"compute_x", "flops"},
+                {"collective_x", "bytes"},
+                {"copy_x", "bytes"},
+                {"all_to_all_x", model.all_to_all_volume}};
   auto& c = j["compute"] = nlohmann::json::array();
   for (const auto& f : model.compute) c.push_back(fit_json(f));
   auto& k = j["collectives"] = nlohmann::json::array();
@@ -576,6 +655,12 @@ CostModel fitted_models_from_json(const nlohmann::json& j) {
     throw Error("fitted models: version " + std::to_string(version) + " is newer than this moetrace reads (" +
                 std::to_string(kCostModelVersion) + ")");
   CostModel m;
+  if (j.contains("units") && j.at("units").is_object() && j.at("units").contains("all_to_all_x")) {
+    const auto& x = j.at("units").at("all_to_all_x");
+    if (!x.is_string() || (x != "max_send" && x != "max_recv" && x != "max_send_recv"))
+      throw Error("fitted models: units.all_to_all_x must be \"max_send\", \"max_recv\" or \"max_send_recv\"");
+    m.all_to_all_volume = x.get<std::string>();
+  }
   auto list = [&](const char* key) {
     if (!j.contains(key)) return nlohmann::json::array();
     if (!j.at(key).is_array()) throw Error(std::string("fitted models: \"") + key + "\" is not an array");
@@ -653,8 +738,10 @@ nlohmann::json sim_cost_model_json(const Trace& trace, const CostModel& model, s
       c[kind] = points;
     }
     j["collectives"] = c;
-    // x of the fits is the bytes a rank sends to other ranks (op_ranges.bytes).
-    j["all_to_all_volume"] = "max_send";
+    // x of the fits: the bytes a rank sends to the other ranks
+    // (op_ranges.bytes), or the larger of those and what it receives from
+    // them (op_recv_bytes) where the trace records both.
+    j["all_to_all_volume"] = model.all_to_all_volume;
     j["all_to_all_counts_local"] = false;
   }
 

@@ -298,7 +298,12 @@ Section fitted_models_section(const CostModel& m) {
     s.para("No op carries FLOPs or bytes, so nothing could be fitted.");
   if (!m.compute.empty()) s.table("Computation (x = FLOPs):", table_of(m.compute, "op kind", false));
   if (!m.collectives.empty())
-    s.table("Collectives (one point per instance: x = bytes the busiest participant sends, t = the shortest participant's time; 'x N' = group size):",
+    s.table(fmt::format("Collectives (one point per instance: x = bytes the busiest participant sends{}, t = the "
+                        "shortest participant's time; 'x N' = group size):",
+                        m.all_to_all_volume == "max_recv"        ? "; all-to-all: receives, which fits its times best"
+                        : m.all_to_all_volume == "max_send_recv" ? "; all-to-all: sends or receives, the larger, which "
+                                                                   "fits its times best"
+                                                                 : ""),
             table_of(m.collectives, "collective", true));
   if (!m.copies.empty()) s.table("Copies (x = bytes):", table_of(m.copies, "op kind", false));
   if (m.interference.empty()) {

@@ -506,6 +506,27 @@ class TraceLoader {
       verify("op_ranges");
       verify("op_links");
     }
+    load_op_recv_bytes();
+  }
+
+  // The op_recv_bytes table (absent from traces older than it): the bytes an
+  // all-to-all op receives, onto its op.
+  void load_op_recv_bytes() {
+    if (!db_.has_table("op_recv_bytes")) return;
+    std::unordered_map<std::int64_t, std::size_t> index;
+    auto st = db_.prepare("SELECT op_id, bytes FROM op_recv_bytes");
+    auto* recv_digest = digest("op_recv_bytes");
+    while (st.step()) {
+      if (recv_digest) recv_digest->add_row(st, 2);
+      if (index.empty())
+        for (std::size_t i = 0; i < trace_.ops.size(); ++i) index.emplace(trace_.ops[i].id.value, i);
+      const auto it = index.find(st.int64(0));
+      if (it == index.end() || st.int64(1) < 0)
+        throw Error(fmt::format("{}: op_recv_bytes names op {} that op_ranges lacks, or a negative size; damaged trace",
+                                trace_.run.path, st.int64(0)));
+      trace_.ops[it->second].recv_bytes = st.int64(1);
+    }
+    verify("op_recv_bytes");
   }
 
   // One op's JSON arrays (schema/op_links.h) into op_deps and, with the

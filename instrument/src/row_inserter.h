@@ -197,6 +197,7 @@ struct TraceWriter::Statements {
             "chunk", "phase", "start_ns", "end_ns", "launch_start_ns", "launch_end_ns", "flops",
             "bytes", "peer_rank", "nvtx_id", "deps", "buffers"},
            "INSERT", Digest::kWhileBinding, kOpLinkColumn),
+        op_recv_bytes(db, "op_recv_bytes", {"op_id", "bytes"}),
         buffer(db, "buffers",
                {"id", "rank", "tag", "bytes", "memory_kind", "layer", "chunk", "alloc_ns",
                 "free_ns", "address"},
@@ -207,13 +208,13 @@ struct TraceWriter::Statements {
                   "INSERT OR REPLACE", Digest::kReadBack) {}
 
   Inserter string, config, launch, device, rank, stream, layer, kernel, memcpy, memset,
-      memory_event, api_call, sync, overhead, nvtx, autograd, input_shapes, collective, collective_seq, op, buffer,
-      expert_load, placement;
+      memory_event, api_call, sync, overhead, nvtx, autograd, input_shapes, collective, collective_seq, op,
+      op_recv_bytes, buffer, expert_load, placement;
 
-  std::array<Inserter*, 23> all() {
+  std::array<Inserter*, 24> all() {
     return {&string, &config, &launch, &device, &rank, &stream, &layer, &kernel, &memcpy, &memset,
             &memory_event, &api_call, &sync, &overhead, &nvtx, &autograd, &input_shapes, &collective, &collective_seq,
-            &op, &buffer, &expert_load, &placement};
+            &op, &op_recv_bytes, &buffer, &expert_load, &placement};
   }
 };
 

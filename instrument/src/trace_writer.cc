@@ -708,6 +708,15 @@ void TraceWriter::write_batch(Pending& b) {
     bind_text_or_null(st, o + 19, p.deps);
     bind_text_or_null(st, o + 20, p.buffers);
   });
+  // Received bytes in a table of their own (op_recv_bytes), so that readers
+  // that predate it read op_ranges as before.
+  std::vector<std::pair<std::int64_t, std::int64_t>> received;  // (op id, bytes)
+  for (const auto& p : b.ops)
+    if (p.r.recv_bytes >= 0) received.emplace_back(p.r.id.value, p.r.recv_bytes);
+  s.op_recv_bytes.insert(received, [](Statement& st, int o, const std::pair<std::int64_t, std::int64_t>& r) {
+    st.bind(o + 1, r.first);
+    st.bind(o + 2, r.second);
+  });
   s.buffer.insert(b.buffers, [](Statement& st, int o, const BufferRecord& r) {
     st.bind(o + 1, r.id.value);
     st.bind(o + 2, std::int64_t{r.rank.value});

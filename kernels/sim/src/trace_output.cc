@@ -265,6 +265,20 @@ TraceOutputStats TraceOutput::finish(const SimResult& result, const std::functio
     if (const auto* c = op.collective(); c && c->kind == CollectiveKind::kSendRecv) {
       if (!c->sends.empty()) r.peer = c->sends.front().peer;
       else if (!c->recvs.empty()) r.peer = c->recvs.front().peer;
+    } else if (c && (c->kind == CollectiveKind::kBroadcast || c->kind == CollectiveKind::kReduce)) {
+      // The message, as NCCL's records give a broadcast's or reduce's size
+      // (and as the simulator charges it, pipelined): the largest single
+      // transfer, not the root's total to its peers.
+      std::int64_t message = 0;
+      for (const auto& t : c->sends) message = std::max(message, t.bytes);
+      for (const auto& t : c->recvs) message = std::max(message, t.bytes);
+      if (message > 0) r.bytes = message;
+    } else if (c && c->kind == CollectiveKind::kAllToAllV && !c->recvs.empty()) {
+      // What the rank receives from the others (op.bytes: what it sends).
+      std::int64_t received = 0;
+      for (const auto& t : c->recvs)
+        if (t.peer != op.rank) received += t.bytes;
+      r.recv_bytes = received;
     }
     // The op's deps and buffer accesses go on its row (the writer merges
     // duplicates: a buffer both read and written becomes read-write).

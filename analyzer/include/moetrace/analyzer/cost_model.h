@@ -117,6 +117,13 @@ struct CostModel {
   std::vector<CostModelFit> collectives;  // by (kind, group size)
   std::vector<CostModelFit> copies;       // by op kind
   std::vector<InterferenceFactor> interference;  // measurable (target, interferer) pairs only
+  // The all-to-all fits' x, per instance over its participants: "max_send"
+  // (the most bytes one sends to the others), or, where the trace records
+  // what every all-to-all op receives (table op_recv_bytes), the rule whose
+  // fit explains the times best (highest R^2 at the world's group size):
+  // "max_send", "max_recv" or "max_send_recv" (the larger of the two). The
+  // simulator's all_to_all_volume of the same name charges the same.
+  std::string all_to_all_volume = "max_send";
   // nullptr where absent.
   const CostModelFit* find_compute(std::string_view op_kind) const;
   const CostModelFit* find_collective(std::string_view kind, int group_size) const;

@@ -106,6 +106,7 @@ struct OpRange {
   std::int64_t launch_start_ns = -1, launch_end_ns = -1;
   double flops = -1;
   std::int64_t bytes = -1;
+  std::int64_t recv_bytes = -1;  // all-to-all: bytes received from the other ranks; -1: unknown
   std::int32_t stream = -1;  // index into Trace::streams
   RankId rank;
   RankId peer;

@@ -193,6 +193,9 @@ struct OpRangeRecord {
   std::int64_t launch_start_ns = -1, launch_end_ns = -1;  // host-side range, GPU runs
   double flops = -1;
   std::int64_t bytes = -1;
+  // All-to-all: bytes this rank receives from the other ranks in the call
+  // (its own segment not included); -1: unknown (table op_recv_bytes).
+  std::int64_t recv_bytes = -1;
   RankId peer{};
   std::int64_t nvtx_id = -1;
 };
