@@ -11,6 +11,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "moetrace/analyzer/cost_model.h"
 #include "moetrace/analyzer/gemm_shape.h"
 
 namespace moetrace::analyzer {
@@ -843,6 +844,10 @@ class Recognizer {
       if (const auto* c = collective(a, is_communication(op_category(op.kind)) ? launch_t_[i] : -1)) {
         const auto eb = dtype_bytes(c->dtype);
         if (eb > 0 && c->in_nelems >= 0) op.bytes = c->in_nelems * eb;
+        // What an all-to-all receives, counted as its input is (the whole
+        // output): the fit can then take the volume rule its times follow.
+        if (eb > 0 && c->out_nelems >= 0 && collective_kind(op.kind) == "all_to_all")
+          op.recv_bytes = c->out_nelems * eb;
       }
       a.op = static_cast<std::int32_t>(t_.ops.size());
       t_.ops.push_back(op);
