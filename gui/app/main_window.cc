@@ -178,6 +178,7 @@ void MainWindow::build_docks() {
   locality_ = new LocalityPanel(this);
   memory_ = new MemoryPanel(this);
   recommendations_ = new RecommendationsPanel(this);
+  gpu_queues_ = new GpuQueuesPanel(this);
   auto* details = add_dock(tr("Details"), details_, Qt::RightDockWidgetArea);
   breakdown_dock_ = add_dock(tr("Breakdown per layer"), breakdown_, Qt::BottomDockWidgetArea);
   range_dock_ = add_dock(tr("Range breakdown"), range_, Qt::BottomDockWidgetArea);
@@ -185,16 +186,18 @@ void MainWindow::build_docks() {
   auto* memory = add_dock(tr("Memory"), memory_, Qt::BottomDockWidgetArea);
   auto* locality = add_dock(tr("Locality"), locality_, Qt::BottomDockWidgetArea);
   auto* recs = add_dock(tr("Recommendations"), recommendations_, Qt::BottomDockWidgetArea);
+  auto* queues = add_dock(tr("GPU queues"), gpu_queues_, Qt::BottomDockWidgetArea);
   tabifyDockWidget(breakdown_dock_, range_dock_);
   tabifyDockWidget(range_dock_, memory);
   tabifyDockWidget(memory, locality);
   tabifyDockWidget(locality, recs);
+  tabifyDockWidget(recs, queues);
   breakdown_dock_->raise();
   splitDockWidget(details, expert, Qt::Vertical);
   resizeDocks({details}, {360}, Qt::Horizontal);
   resizeDocks({breakdown_dock_}, {260}, Qt::Vertical);
   panels_menu_ = new QMenu(tr("Panels"), this);
-  for (auto* d : {details, expert, breakdown_dock_, range_dock_, memory, locality, recs})
+  for (auto* d : {details, expert, breakdown_dock_, range_dock_, memory, locality, recs, queues})
     panels_menu_->addAction(d->toggleViewAction());
 }
 
@@ -348,6 +351,7 @@ void MainWindow::on_loaded(std::shared_ptr<const LoadedTrace> t) {
   locality_->set_computing();
   memory_->set_computing();
   recommendations_->set_computing();
+  gpu_queues_->set_computing();
   pages_->setCurrentWidget(timeline_page_);
   view_->setFocus();
   const auto& tr_ = *t->trace;
@@ -392,6 +396,7 @@ void MainWindow::on_analyses(std::shared_ptr<const TraceAnalyses> a) {
   locality_->set_results(a->results);
   memory_->set_results(a->results);
   recommendations_->set_results(a->results);
+  gpu_queues_->set_results(a->results);
 }
 
 // --- search ---------------------------------------------------------------------------

@@ -41,6 +41,7 @@ class MainWindow : public QMainWindow {
   LocalityPanel* locality_panel() const { return locality_; }
   MemoryPanel* memory_panel() const { return memory_; }
   RecommendationsPanel* recommendations_panel() const { return recommendations_; }
+  GpuQueuesPanel* gpu_queues_panel() const { return gpu_queues_; }
   QLineEdit* search_field() const { return search_; }
   // The text of the error page (empty unless it shows).
   QString error_text() const;
@@ -98,6 +99,7 @@ class MainWindow : public QMainWindow {
   LocalityPanel* locality_;
   MemoryPanel* memory_;
   RecommendationsPanel* recommendations_;
+  GpuQueuesPanel* gpu_queues_;
   QDockWidget* range_dock_ = nullptr;
   QDockWidget* breakdown_dock_ = nullptr;
   QMenu* panels_menu_ = nullptr;

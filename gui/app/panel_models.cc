@@ -2,6 +2,7 @@
 
 #include <QFont>
 #include <algorithm>
+#include <cmath>
 
 #include "moetrace/gui/format.h"
 #include "moetrace/gui/palette.h"
@@ -363,6 +364,242 @@ QVariant RecommendationsModel::headerData(int section, Qt::Orientation o, int ro
     case kGain: return tr("Predicted gain");
     case kReplay: return tr("Replay");
     case kEvidence: return tr("Evidence");
+    default: return {};
+  }
+}
+
+// --- Launch queues (HTA's idle time, queue length, kernel launches) ----------------------
+
+namespace {
+
+// The CUDA stream as recorded where known, else moetrace's stream id.
+QString stream_label(std::int64_t native, std::int32_t id) {
+  return native >= 0 ? QString::number(native) : QStringLiteral("#%1").arg(id);
+}
+
+QString number(double v) { return QString::number(v, 'f', 2); }
+
+}  // namespace
+
+void LaunchQueueTableModel::set_analysis(std::shared_ptr<const analyzer::Analyses> a) {
+  beginResetModel();
+  a_ = std::move(a);
+  endResetModel();
+}
+
+const analyzer::LaunchQueueOptions& LaunchQueueTableModel::options() const {
+  static const analyzer::LaunchQueueOptions defaults;
+  return a_ ? a_->launch_queue.options : defaults;
+}
+
+int LaunchQueueTableModel::rowCount(const QModelIndex& parent) const {
+  return parent.isValid() || !a_ ? 0 : rows();
+}
+
+int LaunchQueueTableModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : columns(); }
+
+QVariant LaunchQueueTableModel::data(const QModelIndex& index, int role) const {
+  if (!checkIndex(index, CheckIndexOption::IndexIsValid)) return {};
+  switch (role) {
+    case Qt::DisplayRole: return cell(index.row(), index.column()).text;
+    case kSortRole: return cell(index.row(), index.column()).sort;
+    case Qt::ToolTipRole: {
+      const QString tip = cell(index.row(), index.column()).tip;
+      return tip.isEmpty() ? QVariant() : QVariant(tip);
+    }
+    case Qt::TextAlignmentRole:
+      if (index.column() > 1) return QVariant::fromValue(Qt::Alignment(Qt::AlignRight | Qt::AlignVCenter));
+      return {};
+    default: return {};
+  }
+}
+
+QVariant LaunchQueueTableModel::headerData(int section, Qt::Orientation o, int role) const {
+  if (o != Qt::Horizontal || section < 0 || section >= columns()) return {};
+  if (role == Qt::DisplayRole) return header(section);
+  if (role == Qt::ToolTipRole) {
+    const QString tip = header_tip(section);
+    return tip.isEmpty() ? QVariant() : QVariant(tip);
+  }
+  return {};
+}
+
+// --- IdleBreakdownModel -------------------------------------------------------------------
+
+int IdleBreakdownModel::rows() const { return static_cast<int>(analysis()->idle.size()); }
+
+IdleBreakdownModel::Cell IdleBreakdownModel::cell(int row, int column) const {
+  const auto& s = analysis()->idle[static_cast<std::size_t>(row)];
+  auto category = [&](analyzer::IdleCategory c) {
+    const auto i = static_cast<std::size_t>(c);
+    return Cell{duration(s.at(c)), qlonglong(s.at(c)),
+                tr("%1 of the stream's idle time, in %n gap(s)", nullptr, static_cast<int>(s.gaps[i]))
+                    .arg(percent(s.ratio(c)))};
+  };
+  switch (column) {
+    case kRank: return {QString::number(s.rank), s.rank, {}};
+    case kStream:
+      return {stream_label(s.native_stream, s.stream), qlonglong(s.native_stream >= 0 ? s.native_stream : s.stream), {}};
+    case kEvents: return {qs(format_count(s.events)), qlonglong(s.events), {}};
+    case kWindow: return {duration(s.window_ns), qlonglong(s.window_ns), tr("From the stream's first event to its last")};
+    case kHostWait: return category(analyzer::IdleCategory::kHostWait);
+    case kKernelWait: return category(analyzer::IdleCategory::kKernelWait);
+    case kOther: return category(analyzer::IdleCategory::kOther);
+    case kIdle: return {duration(s.idle_total_ns()), qlonglong(s.idle_total_ns()), {}};
+    case kIdleRatio: {
+      const double r = ratio(s.idle_total_ns(), s.window_ns);
+      return {percent(r), r, tr("Idle time / the stream's window")};
+    }
+    default: return {};
+  }
+}
+
+QString IdleBreakdownModel::header(int column) const {
+  switch (column) {
+    case kRank: return tr("Rank");
+    case kStream: return tr("Stream");
+    case kEvents: return tr("Events");
+    case kWindow: return tr("Window");
+    case kHostWait: return tr("Host wait");
+    case kKernelWait: return tr("Kernel wait");
+    case kOther: return tr("Other");
+    case kIdle: return tr("Idle");
+    case kIdleRatio: return tr("Idle / window");
+    default: return {};
+  }
+}
+
+QString IdleBreakdownModel::header_tip(int column) const {
+  switch (column) {
+    case kStream: return tr("The CUDA stream as recorded (#: moetrace's stream id where the trace has none)");
+    case kEvents: return tr("Kernels, copies and memsets");
+    case kHostWait: return tr("Gaps before an event whose launching call started after the previous event ended: the CPU did not launch in time");
+    case kKernelWait:
+      return tr("Gaps shorter than %1 between kernels launched in time: the overhead of back-to-back launches")
+          .arg(duration(options().consecutive_kernel_delay_ns));
+    case kOther: return tr("Other gaps: no launching call, or a longer gap behind a call made in time (waiting on another stream, for example)");
+    default: return {};
+  }
+}
+
+// --- QueueLengthModel ---------------------------------------------------------------------
+
+int QueueLengthModel::rows() const { return static_cast<int>(analysis()->queues.size()); }
+
+QueueLengthModel::Cell QueueLengthModel::cell(int row, int column) const {
+  const auto& q = analysis()->queues[static_cast<std::size_t>(row)];
+  switch (column) {
+    case kRank: return {QString::number(q.rank), q.rank, {}};
+    case kStream:
+      return {stream_label(q.native_stream, q.stream), qlonglong(q.native_stream >= 0 ? q.native_stream : q.stream), {}};
+    case kPoints: return {qs(format_count(q.count)), qlonglong(q.count), {}};
+    case kMean: return {number(q.mean), q.mean, {}};
+    case kStddev: return {number(q.stddev), q.stddev, {}};
+    case kMin: return {QString::number(q.min), q.min, {}};
+    case kP25: return {number(q.p25), q.p25, {}};
+    case kP50: return {number(q.p50), q.p50, {}};
+    case kP75: return {number(q.p75), q.p75, {}};
+    case kMax: return {QString::number(q.max), q.max, {}};
+    case kAtMax: return {duration(q.at_max_ns), qlonglong(q.at_max_ns), tr("Time the queue spent at its maximum")};
+    case kFull:
+      return {duration(q.full_ns), qlonglong(q.full_ns),
+              tr("%1 of the rank's trace at the launch-queue limit (%2)")
+                  .arg(percent(q.full_fraction))
+                  .arg(options().max_queue_length)};
+    default: return {};
+  }
+}
+
+QString QueueLengthModel::header(int column) const {
+  switch (column) {
+    case kRank: return tr("Rank");
+    case kStream: return tr("Stream");
+    case kPoints: return tr("Points");
+    case kMean: return tr("Mean");
+    case kStddev: return tr("Std. dev.");
+    case kMin: return tr("Min");
+    case kP25: return tr("25 %");
+    case kP50: return tr("Median");
+    case kP75: return tr("75 %");
+    case kMax: return tr("Max");
+    case kAtMax: return tr("At max");
+    case kFull: return tr("Full");
+    default: return {};
+  }
+}
+
+QString QueueLengthModel::header_tip(int column) const {
+  switch (column) {
+    case kPoints: return tr("Changes of the queue length; the summary is over these points, not weighted by time (as HTA's)");
+    case kFull: return tr("Time with the stream's launch queue full (HTA's limit of %1 operations)")
+                           .arg(options().max_queue_length);
+    default: return {};
+  }
+}
+
+// --- LaunchStatsModel ---------------------------------------------------------------------
+
+int LaunchStatsModel::rows() const { return static_cast<int>(analysis()->launches.size()); }
+
+LaunchStatsModel::Cell LaunchStatsModel::cell(int row, int column) const {
+  const auto& r = analysis()->launches[static_cast<std::size_t>(row)];
+  auto time = [](double ns) { return Cell{duration(static_cast<std::int64_t>(std::llround(ns))), ns, {}}; };
+  auto count = [&](std::int64_t n, const QString& tip = {}) {
+    return Cell{qs(format_count(n)), qlonglong(n), n > 0 && !tip.isEmpty() ? tip.arg(percent(ratio(n, r.launches))) : QString()};
+  };
+  switch (column) {
+    case kRank: return {QString::number(r.rank), r.rank, {}};
+    case kLaunches: return count(r.launches);
+    case kCpuMean: return time(r.cpu_duration_ns.mean);
+    case kCpuP95: return time(r.cpu_duration_ns.p95);
+    case kDelayMean: return time(r.launch_delay_ns.mean);
+    case kDelayP95: return time(r.launch_delay_ns.p95);
+    case kDelayMax: return time(static_cast<double>(r.launch_delay_ns.max));
+    case kGpuMean: return time(r.gpu_duration_ns.mean);
+    case kShortKernels: return count(r.short_kernels, tr("%1 of the launches"));
+    case kRuntimeOutliers: return count(r.runtime_outliers, tr("%1 of the launches"));
+    case kDelayOutliers: return count(r.launch_delay_outliers, tr("%1 of the launches"));
+    case kOtherCalls: return count(r.other_launch_calls);
+    case kNoCall: return count(r.no_launch_call);
+    default: return {};
+  }
+}
+
+QString LaunchStatsModel::header(int column) const {
+  switch (column) {
+    case kRank: return tr("Rank");
+    case kLaunches: return tr("Launches");
+    case kCpuMean: return tr("CPU mean");
+    case kCpuP95: return tr("CPU p95");
+    case kDelayMean: return tr("Delay mean");
+    case kDelayP95: return tr("Delay p95");
+    case kDelayMax: return tr("Delay max");
+    case kGpuMean: return tr("GPU mean");
+    case kShortKernels: return tr("Short kernels");
+    case kRuntimeOutliers: return tr("Runtime outliers");
+    case kDelayOutliers: return tr("Delay outliers");
+    case kOtherCalls: return tr("Other calls");
+    case kNoCall: return tr("No call");
+    default: return {};
+  }
+}
+
+QString LaunchStatsModel::header_tip(int column) const {
+  const QString runtime = duration(options().runtime_cutoff_ns);
+  const QString delay = duration(options().launch_delay_cutoff_ns);
+  switch (column) {
+    case kLaunches: return tr("GPU events launched by cudaLaunchKernel, cudaLaunchKernelExC, cudaMemcpyAsync or cudaMemsetAsync");
+    case kCpuMean:
+    case kCpuP95: return tr("The launching call's duration on the CPU");
+    case kDelayMean:
+    case kDelayP95:
+    case kDelayMax: return tr("From the launching call's end to the GPU event's start (0 where it started earlier)");
+    case kGpuMean: return tr("The GPU event's duration");
+    case kShortKernels: return tr("GPU time shorter than the call's CPU time, with the call at most %1").arg(runtime);
+    case kRuntimeOutliers: return tr("Launching calls longer than %1").arg(runtime);
+    case kDelayOutliers: return tr("Launch delays longer than %1").arg(delay);
+    case kOtherCalls: return tr("GPU events launched by other calls (cuLaunchKernel, cudaGraphLaunch, ...): not in the statistics");
+    case kNoCall: return tr("GPU events without a launching call in the trace");
     default: return {};
   }
 }

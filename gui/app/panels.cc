@@ -410,6 +410,51 @@ void RecommendationsPanel::set_results(const std::shared_ptr<const AnalysisResul
   show_content();
 }
 
+// --- GPU queues ---------------------------------------------------------------------------------
+
+GpuQueuesPanel::GpuQueuesPanel(QWidget* parent) : PanelFrame(parent) {
+  idle_ = new IdleBreakdownModel(this);
+  queues_ = new QueueLengthModel(this);
+  launches_ = new LaunchStatsModel(this);
+  tabs_ = new QTabWidget(this);
+  auto add = [this](QAbstractItemModel* m, const QString& title) {
+    auto* proxy = new QSortFilterProxyModel(this);
+    proxy->setSourceModel(m);
+    proxy->setSortRole(kSortRole);
+    auto* view = make_table(tabs_);
+    view->setModel(proxy);
+    view->setSortingEnabled(true);
+    view->sortByColumn(-1, Qt::AscendingOrder);  // the analysis's order (rank, stream) until a header is clicked
+    view->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    tabs_->addTab(view, title);
+  };
+  add(idle_, tr("Idle time per stream"));
+  add(queues_, tr("Queue length per stream"));
+  add(launches_, tr("Kernel launches per rank"));
+  set_content(tabs_);
+  set_results(nullptr);
+}
+
+void GpuQueuesPanel::set_computing() { show_message(tr("Computing GPU idle time and launch queues\u2026")); }
+
+void GpuQueuesPanel::set_results(const std::shared_ptr<const AnalysisResults>& r) {
+  const auto analyses = r ? r->analyses : nullptr;
+  idle_->set_analysis(analyses);
+  queues_->set_analysis(analyses);
+  launches_->set_analysis(analyses);
+  if (!analyses) {
+    show_message(r && !r->error.empty() ? tr("The analyses failed: %1").arg(qs(r->error))
+                                        : tr("No trace analysed yet."));
+    return;
+  }
+  if (analyses->launch_queue.empty()) {
+    show_message(tr("No kernels, copies or memsets in this trace: no GPU idle time, launch queue or kernel "
+                    "launch to measure."));
+    return;
+  }
+  show_content();
+}
+
 // --- Locality ----------------------------------------------------------------------------------
 
 void LocalityChart::set_data(std::shared_ptr<const AnalysisResults> r) {

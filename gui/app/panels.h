@@ -11,6 +11,7 @@
 #include <QSortFilterProxyModel>
 #include <QStackedWidget>
 #include <QStyledItemDelegate>
+#include <QTabWidget>
 #include <QTableView>
 #include <QTableWidget>
 #include <memory>
@@ -152,6 +153,27 @@ class RecommendationsPanel : public PanelFrame {
  private:
   RecommendationsModel* model_;
   QTableView* view_;
+};
+
+// GPU idle time, launch queues and kernel launches as Holistic Trace Analysis
+// defines them (analyzer::LaunchQueueAnalysis, launch_queue.h): a tab per
+// table, each row one stream (idle time, queue length) or rank (launches).
+class GpuQueuesPanel : public PanelFrame {
+  Q_OBJECT
+ public:
+  explicit GpuQueuesPanel(QWidget* parent = nullptr);
+  void set_computing();
+  void set_results(const std::shared_ptr<const AnalysisResults>& r);
+  IdleBreakdownModel* idle_model() const { return idle_; }
+  QueueLengthModel* queue_model() const { return queues_; }
+  LaunchStatsModel* launch_model() const { return launches_; }
+  QTabWidget* tabs() const { return tabs_; }
+
+ private:
+  IdleBreakdownModel* idle_;
+  QueueLengthModel* queues_;
+  LaunchStatsModel* launches_;
+  QTabWidget* tabs_;
 };
 
 // Locality of expert load across iterations (analyzer::analyze_locality):

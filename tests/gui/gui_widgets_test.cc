@@ -14,6 +14,7 @@
 #include <QTest>
 #include <QToolTip>
 #include <QUrl>
+#include <cmath>
 
 #include "fixture_trace.h"
 #include "text_trace.h"
@@ -27,6 +28,7 @@
 #include "moetrace/sim/simulator.h"
 #include "moetrace/sim/trace_output.h"
 #include "panel_models.h"
+#include "panels.h"
 #include "timeline_painter.h"
 
 using namespace moetrace;
@@ -273,6 +275,7 @@ class GuiWidgetsTest : public QObject {
     QVERIFY(w.showing_timeline());
     QVERIFY(!w.breakdown_panel()->showing_message());
     QVERIFY(!w.expert_load_panel()->showing_message());
+    QVERIFY(!w.gpu_queues_panel()->showing_message());  // the fixture's kernels have launch calls
     // The locality, memory and recommendation panels show the analyzer's
     // results or say what the trace lacks; none promises a later version.
     for (const QString& text : {w.locality_panel()->message(), w.recommendations_panel()->message(),
@@ -511,6 +514,134 @@ class GuiWidgetsTest : public QObject {
     QVERIFY(w->locality_panel()->message().contains(QStringLiteral("trace.db: broken")));
     w->memory_panel()->set_results(failed);
     QVERIFY(w->memory_panel()->note().contains(QStringLiteral("trace.db: broken")));
+  }
+
+  // The GPU queues panel's three tables on a hand-made trace (HTA's
+  // definitions, launch_queue.h; cutoffs: kernel wait < 30 ns, runtime
+  // outlier > 50 us, launch-delay outlier > 100 us). Neither stream has a
+  // recorded CUDA stream id, so the tables name moetrace's ids (#0, #1).
+  //
+  // Rank 0, stream 0, every call 100 ns long:
+  //   K1 [1000, 2000)       call [500, 600)
+  //   K2 [2020, 3000)       call [700, 800)    gap 20 < 30, call in time: kernel_wait 20
+  //   K3 [4000, 5000)       call [3500, 3600)  gap 1000, call 3500 > 3000: host_wait 1000
+  //   K4 [200000, 200500)   call [2500, 2600)  gap 195000, call in time: other 195000
+  //   idle 196020 of the window 200500 - 1000 = 199500 (98.3 %).
+  //   Queue (+1 at a call's start, -1 at its kernel's start): (500,1) (700,2)
+  //   (1000,1) (2020,0) (2500,1) (3500,2) (4000,1) (200000,0): 8 points, mean 1,
+  //   std sqrt(4 / 7), sorted 0 0 1 1 1 1 2 2 -> 25 % 0.75, median 1, 75 % 1.25,
+  //   max 2 for 300 + 500 = 800 ns.
+  //   Launch delays (kernel start - call end): 400, 1220, 400, 197400 -> mean
+  //   49855, max 197400, one delay outlier; GPU time >= CPU time: no short kernel.
+  // Rank 1, stream 1:
+  //   K5 [100000, 100010)   call [0, 60000)       cpu 60000 > 50 us: runtime outlier
+  //                         (so not short); delay 40000
+  //   K6 [100020, 100030)   call [60000, 60100)   gap 10, call in time: kernel_wait 10;
+  //                         gpu 10 < cpu 100: short; delay 39920
+  //   Queue: (0,1) (60000,2) (100000,1) (100020,0): max 2 for 40000 ns.
+  void gpu_queues_panel_shows_idle_time_queues_and_launches() {
+    const std::string path = moetrace::gui::testing::temp_path("gpu_queues.db");
+    moetrace::testing::write_text_trace(path, R"(
+      stream id=0 rank=0 role=compute
+      stream id=1 rank=1 role=compute
+      api rank=0 start=500 end=600 corr=1
+      api rank=0 start=700 end=800 corr=2
+      api rank=0 start=3500 end=3600 corr=3
+      api rank=0 start=2500 end=2600 corr=4
+      kernel rank=0 stream=0 start=1000 end=2000 corr=1
+      kernel rank=0 stream=0 start=2020 end=3000 corr=2
+      kernel rank=0 stream=0 start=4000 end=5000 corr=3
+      kernel rank=0 stream=0 start=200000 end=200500 corr=4
+      api rank=1 start=0 end=60000 corr=5
+      api rank=1 start=60000 end=60100 corr=6
+      kernel rank=1 stream=1 start=100000 end=100010 corr=5
+      kernel rank=1 stream=1 start=100020 end=100030 corr=6
+    )");
+    const auto trace = analyzer::load_trace(path);
+    auto results = std::make_shared<const AnalysisResults>(compute_analysis_results(trace));
+    QVERIFY2(results->analyses, results->error.c_str());
+
+    GpuQueuesPanel panel;
+    QAbstractItemModelTester t1(panel.idle_model(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QAbstractItemModelTester t2(panel.queue_model(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QAbstractItemModelTester t3(panel.launch_model(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QVERIFY(panel.showing_message());
+    panel.set_results(results);
+    QVERIFY(!panel.showing_message());
+    QCOMPARE(panel.tabs()->count(), 3);
+
+    auto sort = [](const QAbstractItemModel* m, int row, int col) { return m->index(row, col).data(kSortRole); };
+    auto text = [](const QAbstractItemModel* m, int row, int col) { return m->index(row, col).data().toString(); };
+
+    using I = IdleBreakdownModel;
+    const auto* idle = panel.idle_model();
+    QCOMPARE(idle->rowCount(), 2);
+    QCOMPARE(idle->headerData(I::kHostWait, Qt::Horizontal, Qt::DisplayRole).toString(), QStringLiteral("Host wait"));
+    QCOMPARE(text(idle, 0, I::kRank), QStringLiteral("0"));
+    QCOMPARE(text(idle, 0, I::kStream), QStringLiteral("#0"));
+    QCOMPARE(sort(idle, 0, I::kEvents).toLongLong(), 4LL);
+    QCOMPARE(sort(idle, 0, I::kWindow).toLongLong(), 199'500LL);
+    QCOMPARE(sort(idle, 0, I::kHostWait).toLongLong(), 1000LL);
+    QCOMPARE(sort(idle, 0, I::kKernelWait).toLongLong(), 20LL);
+    QCOMPARE(sort(idle, 0, I::kOther).toLongLong(), 195'000LL);
+    QCOMPARE(sort(idle, 0, I::kIdle).toLongLong(), 196'020LL);
+    QCOMPARE(text(idle, 0, I::kKernelWait), QStringLiteral("20 ns"));
+    QCOMPARE(text(idle, 0, I::kIdleRatio), QStringLiteral("98.3 %"));
+    QVERIFY(idle->index(0, I::kHostWait).data(Qt::ToolTipRole).toString().startsWith(QStringLiteral("0.5 %")));
+    QCOMPARE(text(idle, 1, I::kRank), QStringLiteral("1"));
+    QCOMPARE(text(idle, 1, I::kStream), QStringLiteral("#1"));
+    QCOMPARE(sort(idle, 1, I::kHostWait).toLongLong(), 0LL);
+    QCOMPARE(sort(idle, 1, I::kKernelWait).toLongLong(), 10LL);
+    QCOMPARE(sort(idle, 1, I::kOther).toLongLong(), 0LL);
+    QCOMPARE(text(idle, 1, I::kIdleRatio), QStringLiteral("33.3 %"));  // 10 of 30 ns
+
+    using Q = QueueLengthModel;
+    const auto* q = panel.queue_model();
+    QCOMPARE(q->rowCount(), 2);
+    QCOMPARE(sort(q, 0, Q::kPoints).toLongLong(), 8LL);
+    QCOMPARE(sort(q, 0, Q::kMean).toDouble(), 1.0);
+    QVERIFY(std::abs(sort(q, 0, Q::kStddev).toDouble() - std::sqrt(4.0 / 7.0)) < 1e-12);
+    QCOMPARE(text(q, 0, Q::kStddev), QStringLiteral("0.76"));
+    QCOMPARE(sort(q, 0, Q::kMin).toInt(), 0);
+    QCOMPARE(sort(q, 0, Q::kP25).toDouble(), 0.75);
+    QCOMPARE(sort(q, 0, Q::kP50).toDouble(), 1.0);
+    QCOMPARE(sort(q, 0, Q::kP75).toDouble(), 1.25);
+    QCOMPARE(sort(q, 0, Q::kMax).toInt(), 2);
+    QCOMPARE(sort(q, 0, Q::kAtMax).toLongLong(), 800LL);
+    QCOMPARE(sort(q, 0, Q::kFull).toLongLong(), 0LL);
+    QCOMPARE(sort(q, 1, Q::kPoints).toLongLong(), 4LL);
+    QCOMPARE(sort(q, 1, Q::kMax).toInt(), 2);
+    QCOMPARE(sort(q, 1, Q::kAtMax).toLongLong(), 40'000LL);
+
+    using L = LaunchStatsModel;
+    const auto* l = panel.launch_model();
+    QCOMPARE(l->rowCount(), 2);
+    QCOMPARE(sort(l, 0, L::kLaunches).toLongLong(), 4LL);
+    QCOMPARE(sort(l, 0, L::kCpuMean).toDouble(), 100.0);
+    QCOMPARE(sort(l, 0, L::kDelayMean).toDouble(), 49'855.0);
+    QCOMPARE(sort(l, 0, L::kDelayMax).toDouble(), 197'400.0);
+    QCOMPARE(sort(l, 0, L::kShortKernels).toLongLong(), 0LL);
+    QCOMPARE(sort(l, 0, L::kRuntimeOutliers).toLongLong(), 0LL);
+    QCOMPARE(sort(l, 0, L::kDelayOutliers).toLongLong(), 1LL);
+    QVERIFY(l->index(0, L::kDelayOutliers).data(Qt::ToolTipRole).toString().startsWith(QStringLiteral("25.0 %")));
+    QCOMPARE(text(l, 1, L::kRank), QStringLiteral("1"));
+    QCOMPARE(sort(l, 1, L::kLaunches).toLongLong(), 2LL);
+    QCOMPARE(sort(l, 1, L::kShortKernels).toLongLong(), 1LL);
+    QCOMPARE(sort(l, 1, L::kRuntimeOutliers).toLongLong(), 1LL);
+    QCOMPARE(sort(l, 1, L::kDelayOutliers).toLongLong(), 0LL);
+    QCOMPARE(sort(l, 1, L::kDelayMax).toDouble(), 40'000.0);
+
+    // No GPU events: the panel says so; a failed analysis: its error.
+    const std::string ops_only = moetrace::gui::testing::temp_path("gpu_queues_ops.db");
+    moetrace::testing::write_text_trace(ops_only, moetrace::testing::kFortyPercentLayer);
+    panel.set_results(std::make_shared<const AnalysisResults>(compute_analysis_results(analyzer::load_trace(ops_only))));
+    QVERIFY(panel.message().contains(QStringLiteral("No kernels")));
+    QCOMPARE(panel.idle_model()->rowCount(), 0);
+    auto failed = std::make_shared<AnalysisResults>();
+    failed->error = "trace.db: broken";
+    panel.set_results(failed);
+    QVERIFY(panel.message().contains(QStringLiteral("trace.db: broken")));
+    QCOMPARE(panel.launch_model()->rowCount(), 0);
   }
 
   // A trace with buffers linked to ops and a layer shape: the memory panel
