@@ -381,24 +381,48 @@ QString number(double v) { return QString::number(v, 'f', 2); }
 
 }  // namespace
 
-void LaunchQueueTableModel::set_analysis(std::shared_ptr<const analyzer::Analyses> a) {
+void LaunchQueueModel::set_analysis(std::shared_ptr<const analyzer::Analyses> a) {
   beginResetModel();
   a_ = std::move(a);
   endResetModel();
 }
 
-const analyzer::LaunchQueueOptions& LaunchQueueTableModel::options() const {
+const analyzer::LaunchQueueOptions& LaunchQueueModel::options() const {
   static const analyzer::LaunchQueueOptions defaults;
   return a_ ? a_->launch_queue.options : defaults;
 }
 
-int LaunchQueueTableModel::rowCount(const QModelIndex& parent) const {
-  return parent.isValid() || !a_ ? 0 : rows();
+int LaunchQueueModel::rowCount(const QModelIndex& parent) const {
+  if (parent.isValid() || !a_) return 0;
+  const auto& L = a_->launch_queue;
+  switch (table_) {
+    case Table::kIdle: return static_cast<int>(L.idle.size());
+    case Table::kQueues: return static_cast<int>(L.queues.size());
+    case Table::kLaunches: return static_cast<int>(L.launches.size());
+  }
+  return 0;
 }
 
-int LaunchQueueTableModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : columns(); }
+int LaunchQueueModel::columnCount(const QModelIndex& parent) const {
+  if (parent.isValid()) return 0;
+  switch (table_) {
+    case Table::kIdle: return IdleColumn::kColumns;
+    case Table::kQueues: return QueueColumn::kColumns;
+    case Table::kLaunches: return LaunchColumn::kColumns;
+  }
+  return 0;
+}
 
-QVariant LaunchQueueTableModel::data(const QModelIndex& index, int role) const {
+LaunchQueueModel::Cell LaunchQueueModel::cell(int row, int column) const {
+  switch (table_) {
+    case Table::kIdle: return idle_cell(row, column);
+    case Table::kQueues: return queue_cell(row, column);
+    case Table::kLaunches: return launch_cell(row, column);
+  }
+  return {};
+}
+
+QVariant LaunchQueueModel::data(const QModelIndex& index, int role) const {
   if (!checkIndex(index, CheckIndexOption::IndexIsValid)) return {};
   switch (role) {
     case Qt::DisplayRole: return cell(index.row(), index.column()).text;
@@ -408,28 +432,32 @@ QVariant LaunchQueueTableModel::data(const QModelIndex& index, int role) const {
       return tip.isEmpty() ? QVariant() : QVariant(tip);
     }
     case Qt::TextAlignmentRole:
-      if (index.column() > 1) return QVariant::fromValue(Qt::Alignment(Qt::AlignRight | Qt::AlignVCenter));
+      // Rank and stream (or rank alone) left, the numbers right.
+      if (index.column() > (table_ == Table::kLaunches ? 0 : 1))
+        return QVariant::fromValue(Qt::Alignment(Qt::AlignRight | Qt::AlignVCenter));
       return {};
     default: return {};
   }
 }
 
-QVariant LaunchQueueTableModel::headerData(int section, Qt::Orientation o, int role) const {
-  if (o != Qt::Horizontal || section < 0 || section >= columns()) return {};
-  if (role == Qt::DisplayRole) return header(section);
-  if (role == Qt::ToolTipRole) {
-    const QString tip = header_tip(section);
-    return tip.isEmpty() ? QVariant() : QVariant(tip);
+QVariant LaunchQueueModel::headerData(int section, Qt::Orientation o, int role) const {
+  if (o != Qt::Horizontal || section < 0 || section >= columnCount()) return {};
+  const bool tip = role == Qt::ToolTipRole;
+  if (role != Qt::DisplayRole && !tip) return {};
+  QString s;
+  switch (table_) {
+    case Table::kIdle: s = tip ? idle_header_tip(section) : idle_header(section); break;
+    case Table::kQueues: s = tip ? queue_header_tip(section) : queue_header(section); break;
+    case Table::kLaunches: s = tip ? launch_header_tip(section) : launch_header(section); break;
   }
-  return {};
+  return s.isEmpty() ? QVariant() : QVariant(s);
 }
 
-// --- IdleBreakdownModel -------------------------------------------------------------------
+// --- LaunchQueueModel: idle time per stream ------------------------------------------------
 
-int IdleBreakdownModel::rows() const { return static_cast<int>(analysis()->idle.size()); }
-
-IdleBreakdownModel::Cell IdleBreakdownModel::cell(int row, int column) const {
-  const auto& s = analysis()->idle[static_cast<std::size_t>(row)];
+LaunchQueueModel::Cell LaunchQueueModel::idle_cell(int row, int column) const {
+  using enum IdleColumn::Column;
+  const auto& s = a_->launch_queue.idle[static_cast<std::size_t>(row)];
   auto category = [&](analyzer::IdleCategory c) {
     const auto i = static_cast<std::size_t>(c);
     return Cell{duration(s.at(c)), qlonglong(s.at(c)),
@@ -454,7 +482,8 @@ IdleBreakdownModel::Cell IdleBreakdownModel::cell(int row, int column) const {
   }
 }
 
-QString IdleBreakdownModel::header(int column) const {
+QString LaunchQueueModel::idle_header(int column) const {
+  using enum IdleColumn::Column;
   switch (column) {
     case kRank: return tr("Rank");
     case kStream: return tr("Stream");
@@ -469,7 +498,8 @@ QString IdleBreakdownModel::header(int column) const {
   }
 }
 
-QString IdleBreakdownModel::header_tip(int column) const {
+QString LaunchQueueModel::idle_header_tip(int column) const {
+  using enum IdleColumn::Column;
   switch (column) {
     case kStream: return tr("The CUDA stream as recorded (#: moetrace's stream id where the trace has none)");
     case kEvents: return tr("Kernels, copies and memsets");
@@ -482,12 +512,11 @@ QString IdleBreakdownModel::header_tip(int column) const {
   }
 }
 
-// --- QueueLengthModel ---------------------------------------------------------------------
+// --- LaunchQueueModel: queue length per stream ---------------------------------------------
 
-int QueueLengthModel::rows() const { return static_cast<int>(analysis()->queues.size()); }
-
-QueueLengthModel::Cell QueueLengthModel::cell(int row, int column) const {
-  const auto& q = analysis()->queues[static_cast<std::size_t>(row)];
+LaunchQueueModel::Cell LaunchQueueModel::queue_cell(int row, int column) const {
+  using enum QueueColumn::Column;
+  const auto& q = a_->launch_queue.queues[static_cast<std::size_t>(row)];
   switch (column) {
     case kRank: return {QString::number(q.rank), q.rank, {}};
     case kStream:
@@ -510,7 +539,8 @@ QueueLengthModel::Cell QueueLengthModel::cell(int row, int column) const {
   }
 }
 
-QString QueueLengthModel::header(int column) const {
+QString LaunchQueueModel::queue_header(int column) const {
+  using enum QueueColumn::Column;
   switch (column) {
     case kRank: return tr("Rank");
     case kStream: return tr("Stream");
@@ -528,7 +558,8 @@ QString QueueLengthModel::header(int column) const {
   }
 }
 
-QString QueueLengthModel::header_tip(int column) const {
+QString LaunchQueueModel::queue_header_tip(int column) const {
+  using enum QueueColumn::Column;
   switch (column) {
     case kPoints: return tr("Changes of the queue length; the summary is over these points, not weighted by time (as HTA's)");
     case kFull: return tr("Time with the stream's launch queue full (HTA's limit of %1 operations)")
@@ -537,12 +568,11 @@ QString QueueLengthModel::header_tip(int column) const {
   }
 }
 
-// --- LaunchStatsModel ---------------------------------------------------------------------
+// --- LaunchQueueModel: kernel launches per rank --------------------------------------------
 
-int LaunchStatsModel::rows() const { return static_cast<int>(analysis()->launches.size()); }
-
-LaunchStatsModel::Cell LaunchStatsModel::cell(int row, int column) const {
-  const auto& r = analysis()->launches[static_cast<std::size_t>(row)];
+LaunchQueueModel::Cell LaunchQueueModel::launch_cell(int row, int column) const {
+  using enum LaunchColumn::Column;
+  const auto& r = a_->launch_queue.launches[static_cast<std::size_t>(row)];
   auto time = [](double ns) { return Cell{duration(static_cast<std::int64_t>(std::llround(ns))), ns, {}}; };
   auto count = [&](std::int64_t n, const QString& tip = {}) {
     return Cell{qs(format_count(n)), qlonglong(n), n > 0 && !tip.isEmpty() ? tip.arg(percent(ratio(n, r.launches))) : QString()};
@@ -565,7 +595,8 @@ LaunchStatsModel::Cell LaunchStatsModel::cell(int row, int column) const {
   }
 }
 
-QString LaunchStatsModel::header(int column) const {
+QString LaunchQueueModel::launch_header(int column) const {
+  using enum LaunchColumn::Column;
   switch (column) {
     case kRank: return tr("Rank");
     case kLaunches: return tr("Launches");
@@ -584,7 +615,8 @@ QString LaunchStatsModel::header(int column) const {
   }
 }
 
-QString LaunchStatsModel::header_tip(int column) const {
+QString LaunchQueueModel::launch_header_tip(int column) const {
+  using enum LaunchColumn::Column;
   const QString runtime = duration(options().runtime_cutoff_ns);
   const QString delay = duration(options().launch_delay_cutoff_ns);
   switch (column) {

@@ -125,12 +125,31 @@ class RecommendationsModel : public QAbstractTableModel {
 };
 
 // GPU idle time, launch queues and kernel launches (analyzer::LaunchQueueAnalysis,
-// Holistic Trace Analysis's definitions; launch_queue.h): one table model per
-// part. Each cell gives its text, a number for kSortRole and a tooltip.
-class LaunchQueueTableModel : public QAbstractTableModel {
+// Holistic Trace Analysis's definitions; launch_queue.h): one model per table.
+// Each cell gives its text, a number for kSortRole and a tooltip.
+class LaunchQueueModel : public QAbstractTableModel {
   Q_OBJECT
  public:
-  using QAbstractTableModel::QAbstractTableModel;
+  enum class Table {
+    kIdle,      // per rank and stream: idle time as host_wait, kernel_wait, other (StreamIdle)
+    kQueues,    // per rank and stream with launches: HTA's queue-length summary (StreamQueue)
+    kLaunches,  // per rank: kernel-launch statistics and outlier counts (RankLaunchStats)
+  };
+  struct IdleColumn {
+    enum Column { kRank, kStream, kEvents, kWindow, kHostWait, kKernelWait, kOther, kIdle, kIdleRatio, kColumns };
+  };
+  struct QueueColumn {
+    enum Column { kRank, kStream, kPoints, kMean, kStddev, kMin, kP25, kP50, kP75, kMax, kAtMax, kFull, kColumns };
+  };
+  struct LaunchColumn {
+    enum Column {
+      kRank, kLaunches, kCpuMean, kCpuP95, kDelayMean, kDelayP95, kDelayMax, kGpuMean,
+      kShortKernels, kRuntimeOutliers, kDelayOutliers, kOtherCalls, kNoCall, kColumns
+    };
+  };
+
+  explicit LaunchQueueModel(Table table, QObject* parent = nullptr) : QAbstractTableModel(parent), table_(table) {}
+  Table table() const { return table_; }
   // null: no rows.
   void set_analysis(std::shared_ptr<const analyzer::Analyses> a);
   int rowCount(const QModelIndex& parent = {}) const override;
@@ -138,75 +157,27 @@ class LaunchQueueTableModel : public QAbstractTableModel {
   QVariant data(const QModelIndex& index, int role) const override;
   QVariant headerData(int section, Qt::Orientation o, int role) const override;
 
- protected:
+ private:
   struct Cell {
     QString text;
     QVariant sort;
     QString tip;
   };
-  // Valid where rows() is called (an analysis is set).
-  const analyzer::LaunchQueueAnalysis* analysis() const { return a_ ? &a_->launch_queue : nullptr; }
   // The analysis's options, or the defaults (HTA's) where none is set.
   const analyzer::LaunchQueueOptions& options() const;
-  virtual int rows() const = 0;
-  virtual int columns() const = 0;
-  virtual Cell cell(int row, int column) const = 0;
-  virtual QString header(int column) const = 0;
-  virtual QString header_tip(int column) const = 0;
+  Cell idle_cell(int row, int column) const;
+  Cell queue_cell(int row, int column) const;
+  Cell launch_cell(int row, int column) const;
+  Cell cell(int row, int column) const;
+  QString idle_header(int column) const;
+  QString queue_header(int column) const;
+  QString launch_header(int column) const;
+  QString idle_header_tip(int column) const;
+  QString queue_header_tip(int column) const;
+  QString launch_header_tip(int column) const;
 
- private:
+  Table table_;
   std::shared_ptr<const analyzer::Analyses> a_;
-};
-
-// One row per rank and stream: idle time split into host_wait, kernel_wait
-// and other (analyzer::StreamIdle).
-class IdleBreakdownModel : public LaunchQueueTableModel {
-  Q_OBJECT
- public:
-  enum Column { kRank, kStream, kEvents, kWindow, kHostWait, kKernelWait, kOther, kIdle, kIdleRatio, kColumns };
-  using LaunchQueueTableModel::LaunchQueueTableModel;
-
- protected:
-  int rows() const override;
-  int columns() const override { return kColumns; }
-  Cell cell(int row, int column) const override;
-  QString header(int column) const override;
-  QString header_tip(int column) const override;
-};
-
-// One row per rank and stream with launches: HTA's queue-length summary
-// (analyzer::StreamQueue).
-class QueueLengthModel : public LaunchQueueTableModel {
-  Q_OBJECT
- public:
-  enum Column { kRank, kStream, kPoints, kMean, kStddev, kMin, kP25, kP50, kP75, kMax, kAtMax, kFull, kColumns };
-  using LaunchQueueTableModel::LaunchQueueTableModel;
-
- protected:
-  int rows() const override;
-  int columns() const override { return kColumns; }
-  Cell cell(int row, int column) const override;
-  QString header(int column) const override;
-  QString header_tip(int column) const override;
-};
-
-// One row per rank: kernel-launch statistics and outlier counts
-// (analyzer::RankLaunchStats).
-class LaunchStatsModel : public LaunchQueueTableModel {
-  Q_OBJECT
- public:
-  enum Column {
-    kRank, kLaunches, kCpuMean, kCpuP95, kDelayMean, kDelayP95, kDelayMax, kGpuMean,
-    kShortKernels, kRuntimeOutliers, kDelayOutliers, kOtherCalls, kNoCall, kColumns
-  };
-  using LaunchQueueTableModel::LaunchQueueTableModel;
-
- protected:
-  int rows() const override;
-  int columns() const override { return kColumns; }
-  Cell cell(int row, int column) const override;
-  QString header(int column) const override;
-  QString header_tip(int column) const override;
 };
 
 }  // namespace moetrace::gui

@@ -413,9 +413,9 @@ void RecommendationsPanel::set_results(const std::shared_ptr<const AnalysisResul
 // --- GPU queues ---------------------------------------------------------------------------------
 
 GpuQueuesPanel::GpuQueuesPanel(QWidget* parent) : PanelFrame(parent) {
-  idle_ = new IdleBreakdownModel(this);
-  queues_ = new QueueLengthModel(this);
-  launches_ = new LaunchStatsModel(this);
+  idle_ = new LaunchQueueModel(LaunchQueueModel::Table::kIdle, this);
+  queues_ = new LaunchQueueModel(LaunchQueueModel::Table::kQueues, this);
+  launches_ = new LaunchQueueModel(LaunchQueueModel::Table::kLaunches, this);
   tabs_ = new QTabWidget(this);
   auto add = [this](QAbstractItemModel* m, const QString& title) {
     auto* proxy = new QSortFilterProxyModel(this);

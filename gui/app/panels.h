@@ -164,15 +164,15 @@ class GpuQueuesPanel : public PanelFrame {
   explicit GpuQueuesPanel(QWidget* parent = nullptr);
   void set_computing();
   void set_results(const std::shared_ptr<const AnalysisResults>& r);
-  IdleBreakdownModel* idle_model() const { return idle_; }
-  QueueLengthModel* queue_model() const { return queues_; }
-  LaunchStatsModel* launch_model() const { return launches_; }
+  LaunchQueueModel* idle_model() const { return idle_; }
+  LaunchQueueModel* queue_model() const { return queues_; }
+  LaunchQueueModel* launch_model() const { return launches_; }
   QTabWidget* tabs() const { return tabs_; }
 
  private:
-  IdleBreakdownModel* idle_;
-  QueueLengthModel* queues_;
-  LaunchStatsModel* launches_;
+  LaunchQueueModel* idle_;
+  LaunchQueueModel* queues_;
+  LaunchQueueModel* launches_;
   QTabWidget* tabs_;
 };
 

@@ -573,7 +573,7 @@ class GuiWidgetsTest : public QObject {
     auto sort = [](const QAbstractItemModel* m, int row, int col) { return m->index(row, col).data(kSortRole); };
     auto text = [](const QAbstractItemModel* m, int row, int col) { return m->index(row, col).data().toString(); };
 
-    using I = IdleBreakdownModel;
+    using I = LaunchQueueModel::IdleColumn;
     const auto* idle = panel.idle_model();
     QCOMPARE(idle->rowCount(), 2);
     QCOMPARE(idle->headerData(I::kHostWait, Qt::Horizontal, Qt::DisplayRole).toString(), QStringLiteral("Host wait"));
@@ -595,7 +595,7 @@ class GuiWidgetsTest : public QObject {
     QCOMPARE(sort(idle, 1, I::kOther).toLongLong(), 0LL);
     QCOMPARE(text(idle, 1, I::kIdleRatio), QStringLiteral("33.3 %"));  // 10 of 30 ns
 
-    using Q = QueueLengthModel;
+    using Q = LaunchQueueModel::QueueColumn;
     const auto* q = panel.queue_model();
     QCOMPARE(q->rowCount(), 2);
     QCOMPARE(sort(q, 0, Q::kPoints).toLongLong(), 8LL);
@@ -613,7 +613,7 @@ class GuiWidgetsTest : public QObject {
     QCOMPARE(sort(q, 1, Q::kMax).toInt(), 2);
     QCOMPARE(sort(q, 1, Q::kAtMax).toLongLong(), 40'000LL);
 
-    using L = LaunchStatsModel;
+    using L = LaunchQueueModel::LaunchColumn;
     const auto* l = panel.launch_model();
     QCOMPARE(l->rowCount(), 2);
     QCOMPARE(sort(l, 0, L::kLaunches).toLongLong(), 4LL);
