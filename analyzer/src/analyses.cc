@@ -23,6 +23,8 @@ Analyses analyze(const Trace& trace,
   a.nvtx = analyze_nvtx(trace);
   step("launch queues", 0.92);
   a.launch_queue = analyze_launch_queue(trace);
+  step("critical path", 0.93);
+  a.critical_path = critical_paths(trace);
   if (trace.rank_ids().size() > 1) {
     step("collective waits", 0.95);
     a.rank_waits = compute_rank_waits(trace);

@@ -13,18 +13,8 @@
 namespace moetrace::analyzer {
 namespace {
 
-// A runtime call's name without CUPTI's version suffix: "cudaLaunchKernel_v7000"
-// -> "cudaLaunchKernel".
-std::string_view base_name(std::string_view name) {
-  const auto v = name.rfind("_v");
-  if (v == std::string_view::npos || v + 2 == name.size()) return name;
-  for (auto i = v + 2; i < name.size(); ++i)
-    if (name[i] < '0' || name[i] > '9') return name;
-  return name.substr(0, v);
-}
-
 bool is_one_of(std::string_view name, std::initializer_list<std::string_view> names) {
-  const auto b = base_name(name);
+  const auto b = runtime_call_base_name(name);
   return std::find(names.begin(), names.end(), b) != names.end();
 }
 
@@ -86,6 +76,14 @@ std::map<std::int32_t, std::int64_t> rank_durations(const Trace& t) {
 
 
 }  // namespace
+
+std::string_view runtime_call_base_name(std::string_view name) {
+  const auto v = name.rfind("_v");
+  if (v == std::string_view::npos || v + 2 == name.size()) return name;
+  for (auto i = v + 2; i < name.size(); ++i)
+    if (name[i] < '0' || name[i] > '9') return name;
+  return name.substr(0, v);
+}
 
 std::string_view idle_category_name(IdleCategory c) {
   switch (c) {

@@ -42,6 +42,8 @@ Section ranks_section(const Trace& trace, const Analyses& a, const ReportOptions
 // GPU idle time, launch queues and kernel launches, HTA's definitions
 // (report_launch_queue.cc).
 Section launch_queue_section(const Analyses& a, const ReportOptions& options);
+// The critical path of each rank, HTA's definition (report_critical_path.cc).
+Section critical_path_section(const Analyses& a, const ReportOptions& options);
 
 // MoE recognition of a trace from another tool (report_recognition.cc).
 Section recognition_section(const Trace& trace);

@@ -8,6 +8,7 @@
 
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/cost_model.h"
+#include "moetrace/analyzer/critical_path.h"
 #include "moetrace/analyzer/expert_load.h"
 #include "moetrace/analyzer/launch_queue.h"
 #include "moetrace/analyzer/locality.h"
@@ -28,6 +29,7 @@ struct Analyses {
   NvtxAnalysis nvtx;               // nvtx_projection.h (NVTX ranges from outside moetrace)
   RankWaitAnalysis rank_waits;     // rank_waits.h (runs of several ranks)
   LaunchQueueAnalysis launch_queue;  // launch_queue.h (HTA: idle time, queue length, kernel launches)
+  std::vector<RankCriticalPath> critical_path;  // critical_path.h (HTA's critical path, per rank)
   // recommendations.h; set by add_recommendations (recommend.h, the target
   // moetrace::recommend: it simulates what-ifs, so analyze() leaves it out);
   // the report's recommendations section.

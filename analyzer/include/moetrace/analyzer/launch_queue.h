@@ -106,6 +106,10 @@ struct LaunchQueueOptions {
 
 enum class IdleCategory : std::uint8_t { kHostWait, kKernelWait, kOther };
 inline constexpr int kNumIdleCategories = 3;
+// A runtime call's name without CUPTI's version suffix: "cudaLaunchKernel_v7000"
+// -> "cudaLaunchKernel" (critical_path.h compares names so too).
+std::string_view runtime_call_base_name(std::string_view name);
+
 // "host_wait", "kernel_wait", "other": HTA's idle_category values.
 std::string_view idle_category_name(IdleCategory c);
 

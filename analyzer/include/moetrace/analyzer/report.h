@@ -96,6 +96,9 @@ nlohmann::json rank_waits_json(const RankWaitAnalysis& waits);
 // options.timeline_points points each, max-preserving) and the launch
 // statistics per rank with its longest launch delays.
 nlohmann::json launch_queue_json(const Trace& trace, const LaunchQueueAnalysis& a, const ReportOptions& options);
+// The critical_path section (critical_path.h): per rank its length, time and
+// share by category and its events (most path time first, bounded).
+nlohmann::json critical_path_json(const std::vector<RankCriticalPath>& paths);
 
 // The whole report as one JSON document.
 nlohmann::json report_json(const Trace& trace, const Analyses& a, const ReportOptions& options);

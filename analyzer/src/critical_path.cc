@@ -1,0 +1,356 @@
+#include "moetrace/analyzer/critical_path.h"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <tuple>
+#include <utility>
+
+#include "moetrace/analyzer/breakdown.h"
+#include "moetrace/analyzer/launch_queue.h"
+
+namespace moetrace::analyzer {
+namespace {
+
+enum class CpSync : std::uint8_t { kNone, kDevice, kOne };
+
+// An event of one rank: host events first, then GPU events.
+struct CpEvent {
+  std::int64_t start = 0, end = 0;
+  std::int64_t thread = -1;
+  std::int32_t stream = -1;   // index into Trace::streams (GPU)
+  std::uint32_t source = 0;   // index into nvtx, api_calls or activities
+  PathEvent::Kind kind = PathEvent::Kind::kNvtx;
+  bool blocking = false;
+  CpSync sync = CpSync::kNone;
+};
+
+constexpr std::uint8_t kCpNoCategory = 255;
+
+struct CpEdge {
+  std::uint32_t u = 0, v = 0;
+  std::int64_t w = 0;
+  std::int32_t event = -1;  // attributed event; -1: none
+  std::uint8_t category = kCpNoCategory;
+};
+
+bool cp_is_blocking(std::string_view base) {
+  return base == "cudaDeviceSynchronize" || base == "cudaStreamSynchronize" || base == "cudaEventQuery" ||
+         base == "cudaEventSynchronize" || base == "cudaMemcpy" || base == "cudaMemcpyAsync";
+}
+
+CpSync cp_sync_kind(std::string_view base) {
+  if (base == "cudaDeviceSynchronize") return CpSync::kDevice;
+  if (base == "cudaStreamSynchronize" || base == "cudaEventSynchronize") return CpSync::kOne;
+  return CpSync::kNone;
+}
+
+class CpGraph {
+ public:
+  CpGraph(const Trace& t, std::int32_t rank, std::vector<CpEvent> host, const std::vector<std::uint32_t>& streams,
+            std::vector<std::int32_t>& api_event)
+      : t_(t), rank_(rank), ev_(std::move(host)), streams_(streams), api_event_(api_event) {}
+
+  RankCriticalPath run(std::size_t top_events) {
+    host_edges();
+    gpu_edges();
+    sync_edges();
+    return longest(top_events);
+  }
+
+ private:
+  std::uint32_t start_node(std::size_t e) const { return static_cast<std::uint32_t>(2 * e); }
+  std::uint32_t end_node(std::size_t e) const { return static_cast<std::uint32_t>(2 * e + 1); }
+  std::int64_t ts(std::uint32_t n) const { return n % 2 == 0 ? ev_[n / 2].start : ev_[n / 2].end; }
+
+  void span(std::uint32_t u, std::uint32_t v, std::int32_t event, PathCategory c, bool zero = false) {
+    edges_.push_back({u, v, zero ? 0 : std::max<std::int64_t>(0, ts(v) - ts(u)), event, static_cast<std::uint8_t>(c)});
+  }
+  void link(std::uint32_t u, std::uint32_t v) { edges_.push_back({u, v, 0, -1, kCpNoCategory}); }
+
+  // HTA's depth-first walk of each thread's call stack.
+  void host_edges() {
+    const std::size_t host = ev_.size();
+    std::vector<std::uint32_t> order(host);
+    for (std::size_t i = 0; i < host; ++i) order[i] = static_cast<std::uint32_t>(i);
+    std::sort(order.begin(), order.end(), [&](auto a, auto b) {
+      return std::tuple(ev_[a].thread, ev_[a].start, -ev_[a].end, a) <
+             std::tuple(ev_[b].thread, ev_[b].start, -ev_[b].end, b);
+    });
+    std::vector<std::uint32_t> stack;
+    std::int64_t last = -1, last_top_end = -1;
+    auto exit_top = [&] {
+      const auto e = stack.back();
+      stack.pop_back();
+      const auto from = static_cast<std::uint32_t>(last);
+      // start -> end of a leaf: itself; end -> end: the event that ends.
+      span(from, end_node(e), static_cast<std::int32_t>(e), PathCategory::kCpuOp, ev_[e].blocking);
+      if (stack.empty()) {
+        last = -1;
+        last_top_end = end_node(e);
+      } else {
+        last = end_node(e);
+      }
+    };
+    for (std::size_t k = 0; k < order.size(); ++k) {
+      const auto e = order[k];
+      if (k > 0 && ev_[order[k - 1]].thread != ev_[e].thread) {
+        while (!stack.empty()) exit_top();
+        last = -1;
+        last_top_end = -1;
+      }
+      while (!stack.empty() && !(ev_[e].start >= ev_[stack.back()].start && ev_[e].end <= ev_[stack.back()].end))
+        exit_top();
+      if (stack.empty() && last_top_end >= 0) link(static_cast<std::uint32_t>(last_top_end), start_node(e));
+      if (last >= 0) {
+        const auto from = static_cast<std::uint32_t>(last);
+        // start -> start: the source's event; end -> start: the enclosing op.
+        const auto owner = from % 2 == 0 ? from / 2 : stack.back();
+        span(from, start_node(e), static_cast<std::int32_t>(owner), PathCategory::kCpuOp);
+      }
+      stack.push_back(e);
+      last = start_node(e);
+    }
+    while (!stack.empty()) exit_top();
+  }
+
+  void gpu_edges() {
+    for (auto s : streams_) {
+      const auto begin = t_.activity_track_begin[s];
+      std::int64_t prev = -1;
+      for (std::size_t i = begin; i < t_.activity_track_begin[s + 1]; ++i) {
+        const auto& a = t_.activities[i];
+        CpEvent g;
+        g.start = a.start_ns;
+        g.end = a.end_ns;
+        g.stream = static_cast<std::int32_t>(s);
+        g.source = static_cast<std::uint32_t>(i);
+        g.kind = a.type == ActivityType::kMemcpy   ? PathEvent::Kind::kMemcpy
+                 : a.type == ActivityType::kMemset ? PathEvent::Kind::kMemset
+                                                   : PathEvent::Kind::kKernel;
+        const auto id = ev_.size();
+        ev_.push_back(g);
+        const auto c = a.type != ActivityType::kKernel ? PathCategory::kMemcpyMemset
+                       : is_communication(classify_activity(t_, a)) ? PathCategory::kKernelCommunication
+                                                                    : PathCategory::kKernelCompute;
+        span(start_node(id), end_node(id), static_cast<std::int32_t>(id), c);
+        const auto h = launch_event(a);
+        if (h >= 0 && (prev < 0 || ev_[static_cast<std::size_t>(prev)].end < ev_[static_cast<std::size_t>(h)].start))
+          span(start_node(static_cast<std::size_t>(h)), start_node(id), static_cast<std::int32_t>(id),
+               PathCategory::kLaunchDelay);
+        else if (prev >= 0)
+          span(end_node(static_cast<std::size_t>(prev)), start_node(id), static_cast<std::int32_t>(prev),
+               PathCategory::kKernelGap);
+        prev = static_cast<std::int64_t>(id);
+      }
+    }
+  }
+
+  // The host event of an activity's launching call on this rank, or -1.
+  std::int64_t launch_event(const Activity& a) const {
+    const ApiCall* call = t_.launching_call(a);
+    if (call == nullptr) return -1;
+    return api_event_[static_cast<std::size_t>(call - t_.api_calls.data())];
+  }
+
+  // The last GPU event of stream track `s` launched before `call` started
+  // and ended by its end; -1 if none.
+  std::int64_t waited_for(std::uint32_t s, const CpEvent& call) const {
+    const auto* first = t_.activities.data() + t_.activity_track_begin[s];
+    const auto* last = t_.activities.data() + t_.activity_track_begin[s + 1];
+    const auto* it = std::upper_bound(first, last, call.end,
+                                      [](std::int64_t v, const Activity& a) { return v < a.start_ns; });
+    for (int walked = 0; it != first && walked < 64; ++walked) {
+      --it;
+      if (it->end_ns > call.end) continue;
+      const auto h = launch_event(*it);
+      const auto launched = h >= 0 ? ev_[static_cast<std::size_t>(h)].start : it->start_ns;
+      if (launched < call.start) return gpu_event_[static_cast<std::size_t>(it - t_.activities.data())];
+    }
+    return -1;
+  }
+
+  void sync_edges() {
+    gpu_event_.assign(t_.activities.size(), -1);
+    for (std::size_t e = 0; e < ev_.size(); ++e)
+      if (ev_[e].stream >= 0) gpu_event_[ev_[e].source] = static_cast<std::int64_t>(e);
+    const auto host = ev_.size();
+    for (std::size_t e = 0; e < host; ++e) {
+      if (ev_[e].sync == CpSync::kNone) continue;
+      std::int64_t best = -1;
+      for (auto s : streams_) {
+        const auto g = waited_for(s, ev_[e]);
+        if (g < 0) continue;
+        if (ev_[e].sync == CpSync::kDevice)
+          link(end_node(static_cast<std::size_t>(g)), end_node(e));
+        else if (best < 0 || ev_[static_cast<std::size_t>(g)].end > ev_[static_cast<std::size_t>(best)].end)
+          best = g;
+      }
+      if (best >= 0) link(end_node(static_cast<std::size_t>(best)), end_node(e));
+    }
+  }
+
+  RankCriticalPath longest(std::size_t top_events) {
+    const std::size_t n = 2 * ev_.size();
+    RankCriticalPath r;
+    r.rank = rank_;
+    r.nodes = static_cast<std::int64_t>(n);
+    r.edges = static_cast<std::int64_t>(edges_.size());
+    if (n == 0) return r;
+    std::vector<std::uint32_t> out_begin(n + 1, 0), indegree(n, 0);
+    for (const auto& e : edges_) {
+      ++out_begin[e.u + 1];
+      ++indegree[e.v];
+    }
+    for (std::size_t i = 0; i < n; ++i) out_begin[i + 1] += out_begin[i];
+    std::vector<std::uint32_t> out(edges_.size()), fill(out_begin.begin(), out_begin.end() - 1);
+    for (std::size_t k = 0; k < edges_.size(); ++k) out[fill[edges_[k].u]++] = static_cast<std::uint32_t>(k);
+    // Kahn's order; nodes on a cycle (inconsistent times) never become ready.
+    std::vector<std::int64_t> dist(n, 0);
+    std::vector<std::int64_t> pred(n, -1);  // edge index
+    std::deque<std::uint32_t> ready;
+    for (std::size_t i = 0; i < n; ++i)
+      if (indegree[i] == 0) ready.push_back(static_cast<std::uint32_t>(i));
+    std::int64_t best = -1;
+    while (!ready.empty()) {
+      const auto u = ready.front();
+      ready.pop_front();
+      if (best < 0 || dist[u] > dist[static_cast<std::size_t>(best)]) best = u;
+      for (auto k = out_begin[u]; k < out_begin[u + 1]; ++k) {
+        const auto& e = edges_[out[k]];
+        if (pred[e.v] < 0 || dist[u] + e.w > dist[e.v]) {
+          dist[e.v] = dist[u] + e.w;
+          pred[e.v] = out[k];
+        }
+        if (--indegree[e.v] == 0) ready.push_back(e.v);
+      }
+    }
+    if (best < 0) return r;
+    r.length_ns = dist[static_cast<std::size_t>(best)];
+    std::map<std::pair<std::int32_t, std::uint8_t>, std::int64_t> by_event;
+    auto node = static_cast<std::uint32_t>(best);
+    r.end_ns = ts(node);
+    r.start_ns = r.end_ns;
+    while (pred[node] >= 0) {
+      const auto& e = edges_[static_cast<std::size_t>(pred[node])];
+      ++r.path_edges;
+      if (e.category != kCpNoCategory) {
+        r.category_ns[e.category] += e.w;
+        if (e.event >= 0 && e.w > 0) by_event[{e.event, e.category}] += e.w;
+      }
+      node = e.u;
+      r.start_ns = ts(node);
+    }
+    for (const auto& [key, ns] : by_event) {
+      const auto& ev = ev_[static_cast<std::size_t>(key.first)];
+      PathEvent p;
+      p.kind = ev.kind;
+      p.start_ns = ev.start;
+      p.end_ns = ev.end;
+      p.category = static_cast<PathCategory>(key.second);
+      p.path_ns = ns;
+      switch (ev.kind) {
+        case PathEvent::Kind::kNvtx:
+          p.name = std::string(t_.str(t_.nvtx[ev.source].name));
+          p.thread = ev.thread;
+          break;
+        case PathEvent::Kind::kApi:
+          p.name = std::string(t_.str(t_.api_calls[ev.source].name));
+          p.thread = ev.thread;
+          p.correlation_id = t_.api_calls[ev.source].correlation_id;
+          break;
+        default: {
+          const auto& a = t_.activities[ev.source];
+          p.name = ev.kind == PathEvent::Kind::kMemcpy   ? "memcpy"
+                   : ev.kind == PathEvent::Kind::kMemset ? "memset"
+                                                         : std::string(t_.str(a.name));
+          p.stream = t_.streams[static_cast<std::size_t>(ev.stream)].id.value;
+          p.correlation_id = a.correlation_id;
+        }
+      }
+      r.events.push_back(std::move(p));
+    }
+    std::sort(r.events.begin(), r.events.end(), [](const PathEvent& a, const PathEvent& b) {
+      return std::tuple(-a.path_ns, a.start_ns, a.end_ns, a.name) < std::tuple(-b.path_ns, b.start_ns, b.end_ns, b.name);
+    });
+    r.path_event_count = static_cast<std::int64_t>(r.events.size());
+    if (top_events > 0 && r.events.size() > top_events) r.events.resize(top_events);
+    return r;
+  }
+
+  const Trace& t_;
+  std::int32_t rank_;
+  std::vector<CpEvent> ev_;
+  const std::vector<std::uint32_t>& streams_;
+  std::vector<std::int32_t>& api_event_;
+  std::vector<std::int64_t> gpu_event_;
+  std::vector<CpEdge> edges_;
+};
+
+}  // namespace
+
+std::string_view path_category_name(PathCategory c) {
+  switch (c) {
+    case PathCategory::kCpuOp: return "cpu_op";
+    case PathCategory::kKernelCompute: return "kernel_compute";
+    case PathCategory::kKernelCommunication: return "kernel_communication";
+    case PathCategory::kMemcpyMemset: return "memcpy_memset";
+    case PathCategory::kLaunchDelay: return "launch_delay";
+    case PathCategory::kKernelGap: return "kernel_gap";
+  }
+  return "cpu_op";
+}
+
+std::string_view path_event_kind_name(PathEvent::Kind k) {
+  switch (k) {
+    case PathEvent::Kind::kNvtx: return "nvtx";
+    case PathEvent::Kind::kApi: return "api";
+    case PathEvent::Kind::kKernel: return "kernel";
+    case PathEvent::Kind::kMemcpy: return "memcpy";
+    case PathEvent::Kind::kMemset: return "memset";
+  }
+  return "nvtx";
+}
+
+std::vector<RankCriticalPath> critical_paths(const Trace& t, const CriticalPathOptions& o) {
+  std::map<std::int32_t, std::vector<CpEvent>> host;
+  std::map<std::int32_t, std::vector<std::uint32_t>> streams;
+  auto wanted = [&](std::int32_t rank) { return !o.rank || *o.rank == rank; };
+  for (std::size_t i = 0; i < t.nvtx.size(); ++i) {
+    const auto& n = t.nvtx[i];
+    if (n.end_ns < n.start_ns || !wanted(n.rank.value)) continue;
+    host[n.rank.value].push_back(
+        {n.start_ns, n.end_ns, n.thread_id, -1, static_cast<std::uint32_t>(i), PathEvent::Kind::kNvtx, false, CpSync::kNone});
+  }
+  std::vector<std::int32_t> api_event(t.api_calls.size(), -1);
+  for (std::size_t i = 0; i < t.api_calls.size(); ++i) {
+    const auto& c = t.api_calls[i];
+    if (c.end_ns < c.start_ns || !wanted(c.rank.value)) continue;
+    const auto base = runtime_call_base_name(t.str(c.name));
+    auto& v = host[c.rank.value];
+    api_event[i] = static_cast<std::int32_t>(v.size());
+    v.push_back({c.start_ns, c.end_ns, c.thread_id, -1, static_cast<std::uint32_t>(i), PathEvent::Kind::kApi,
+                 cp_is_blocking(base), cp_sync_kind(base)});
+  }
+  if (t.activity_track_begin.size() == t.streams.size() + 1)
+    for (std::size_t s = 0; s < t.streams.size(); ++s)
+      if (wanted(t.streams[s].rank.value) && t.activity_track_begin[s + 1] > t.activity_track_begin[s])
+        streams[t.streams[s].rank.value].push_back(static_cast<std::uint32_t>(s));
+  std::vector<std::int32_t> ranks;
+  for (const auto& [r, _] : host) ranks.push_back(r);
+  for (const auto& [r, _] : streams) ranks.push_back(r);
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  std::vector<RankCriticalPath> out;
+  static const std::vector<std::uint32_t> kNone;
+  for (auto r : ranks) {
+    auto h = host.find(r);
+    auto s = streams.find(r);
+    CpGraph g(t, r, h != host.end() ? std::move(h->second) : std::vector<CpEvent>{},
+                s != streams.end() ? s->second : kNone, api_event);
+    out.push_back(g.run(o.top_events));
+  }
+  return out;
+}
+
+}  // namespace moetrace::analyzer

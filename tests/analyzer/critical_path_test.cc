@@ -1,0 +1,231 @@
+// Golden tests of critical_path.h: the critical path of one rank as Holistic
+// Trace Analysis (HTA) defines it. Every expected number is derived by hand
+// from the definitions in critical_path.h, in the comment above the trace.
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+
+#include "moetrace/analyzer/analyses.h"
+#include "moetrace/analyzer/critical_path.h"
+#include "moetrace/analyzer/report.h"
+#include "json_schema.h"
+#include "loaded_trace.h"
+
+namespace moetrace::analyzer {
+namespace {
+
+const std::string kCpReportSchema = std::string(MOETRACE_SOURCE_DIR) + "/schemas/report.schema.json";
+
+// GPU bound. Rank 0, thread 1, stream 0 (times in ns):
+//   step [0, 1000)
+//     op_a [10, 100)   launch L1 [20, 40)   -> K1 [50, 400)
+//     op_b [110, 200)  launch L2 [120, 140) -> K2 [400, 700)
+//     op_c [210, 300)  launch L3 [220, 240) -> K3 [710, 900)
+//     cudaDeviceSynchronize S [310, 950)
+// Edges: host stack: step.s->op_a.s 10 (step), op_a.s->L1.s 10 (op_a), L1 20,
+//   L1.e->op_a.e 60 (op_a), op_a.e->op_b.s 10 (step), ... op_c.e->S.s 10
+//   (step), S.s->S.e 0 (blocking), S.e->step.e 50 (step).
+//   K1: nothing before it on the stream -> launch edge L1.s->K1.s 30.
+//   K2: K1 ends (400) after L2 starts (120) -> kernel gap K1.e->K2.s 0.
+//   K3: K2 ends (700) after L3 starts -> kernel gap K2.e->K3.s 10 (K2's).
+//   Sync: K3 launched (220) before S started (310), ended (900) by S's end
+//   (950) -> K3.e->S.e 0.
+// Longest path: step.s -10-> op_a.s -10-> L1.s -30-> K1.s -350-> K1.e -0->
+//   K2.s -300-> K2.e -10-> K3.s -190-> K3.e -0-> S.e -50-> step.e = 950.
+//   (All on the host: 10+10+20+60 + 10+10+20+60 + 10+10+20+60 + 10+0+50 = 360.)
+// Categories: cpu_op 10+10+50 = 70, kernel_compute 350+300+190 = 840,
+//   launch_delay 30, kernel_gap 10 (+0); total 950.
+// Path events (event, category) with time: K1 350, K2 300, K3 190, step 60,
+//   K1 launch 30, op_a 10 (start 10), K2 gap 10 (start 400): 7 rows.
+constexpr std::string_view kGpuBound = R"(
+  stream id=0 rank=0 role=compute
+  nvtx rank=0 thread=1 start=0 end=1000 domain=torch name=step
+  nvtx rank=0 thread=1 start=10 end=100 domain=torch name=op_a
+  nvtx rank=0 thread=1 start=110 end=200 domain=torch name=op_b
+  nvtx rank=0 thread=1 start=210 end=300 domain=torch name=op_c
+  api rank=0 thread=1 start=20 end=40 corr=1
+  api rank=0 thread=1 start=120 end=140 corr=2
+  api rank=0 thread=1 start=220 end=240 corr=3
+  api rank=0 thread=1 start=310 end=950 corr=4 name=cudaDeviceSynchronize
+  kernel rank=0 stream=0 start=50 end=400 corr=1 name=gemm_a
+  kernel rank=0 stream=0 start=400 end=700 corr=2 name=gemm_b
+  kernel rank=0 stream=0 start=710 end=900 corr=3 name=gemm_c
+)";
+
+// CPU bound: the same shape, slow ops and short kernels.
+//   step [0, 2000)
+//     op_a [100, 600)    launch L1 [500, 520)   -> K1 [530, 630)
+//     op_b [600, 1200)   launch L2 [1100, 1120) -> K2 [1130, 1230)
+//     op_c [1200, 1800)  launch L3 [1700, 1720) -> K3 [1730, 1830)
+//     cudaStreamSynchronize S [1800, 1900)
+// Every kernel finds its stream empty (the previous one ended before the
+// launch call started) -> launch edges of 30 each; K1.e and K2.e lead
+// nowhere. Sync: K3 (launched 1700 < 1800, ends 1830 <= 1900) -> K3.e->S.e.
+// Distances: L1.s 100+400 = 500; op_a.e 500+20+80 = 600; op_b.e 1200;
+//   L3.s 1700; K3.e 1700+30+100 = 1830; S.e max(1830 via K3, 1800 via S.s
+//   with the blocking call's 0) = 1830; step.e 1830+100 = 1930.
+// Length 1930: cpu_op 100+400+20+80 + 500+20+80 + 500 + 100 = 1800,
+//   launch_delay 30 (L3 -> K3), kernel_compute 100 (K3).
+constexpr std::string_view kCpuBound = R"(
+  stream id=0 rank=0 role=compute
+  nvtx rank=0 thread=1 start=0 end=2000 domain=torch name=step
+  nvtx rank=0 thread=1 start=100 end=600 domain=torch name=op_a
+  nvtx rank=0 thread=1 start=600 end=1200 domain=torch name=op_b
+  nvtx rank=0 thread=1 start=1200 end=1800 domain=torch name=op_c
+  api rank=0 thread=1 start=500 end=520 corr=1
+  api rank=0 thread=1 start=1100 end=1120 corr=2
+  api rank=0 thread=1 start=1700 end=1720 corr=3
+  api rank=0 thread=1 start=1800 end=1900 corr=4 name=cudaStreamSynchronize_v3020
+  kernel rank=0 stream=0 start=530 end=630 corr=1 name=gemm_a
+  kernel rank=0 stream=0 start=1130 end=1230 corr=2 name=gemm_b
+  kernel rank=0 stream=0 start=1730 end=1830 corr=3 name=gemm_c
+)";
+
+// Rank 1 beside kGpuBound's rank 0, each on its own. No host ranges: the
+// calls are the top-level events.
+//   L11 [0, 10)    -> NCCL all-reduce A [20, 520) on stream 10
+//   L12 cudaMemcpyAsync [530, 550) -> memcpy M [600, 700) on stream 11
+//   cudaDeviceSynchronize S [560, 800)
+// Host: L11 10, L11.e->L12.s 0 (dependency), L12 0 (a blocking call in HTA's
+//   list), L12.e->S.s 0, S 0. Launch edges L11.s->A.s 20, L12.s->M.s 70.
+//   Device sync: A (launched 0, ends 520) and M (launched 530 < 560, ends
+//   700) -> A.e->S.e, M.e->S.e.
+// Longest: L11.s -20-> A.s -500-> A.e = 520 (via M: 10+0+70+100 = 180).
+//   launch_delay 20, kernel_communication 500.
+constexpr std::string_view kRankOne = R"(
+  stream id=10 rank=1 role=comm
+  stream id=11 rank=1 role=copy
+  api rank=1 thread=7 start=0 end=10 corr=11
+  api rank=1 thread=7 start=530 end=550 corr=12 name=cudaMemcpyAsync
+  api rank=1 thread=7 start=560 end=800 corr=13 name=cudaDeviceSynchronize
+  kernel rank=1 stream=10 start=20 end=520 corr=11 name=ncclDevKernel_AllReduce_Sum_f32_RING_LL
+  memcpy rank=1 stream=11 start=600 end=700 bytes=4096 corr=12
+)";
+
+std::int64_t cat(const RankCriticalPath& p, PathCategory c) { return p.at(c); }
+
+TEST(CriticalPath, GpuBoundKernelsAndTheSyncThatWaitsForThem) {
+  const auto trace = testing::load_text_trace("cp-gpu.db", kGpuBound);
+  const auto paths = critical_paths(trace);
+  ASSERT_EQ(paths.size(), 1u);
+  const auto& p = paths[0];
+  EXPECT_EQ(p.rank, 0);
+  EXPECT_EQ(p.length_ns, 950);
+  EXPECT_EQ(p.start_ns, 0);
+  EXPECT_EQ(p.end_ns, 1000);
+  EXPECT_EQ(cat(p, PathCategory::kCpuOp), 70);
+  EXPECT_EQ(cat(p, PathCategory::kKernelCompute), 840);
+  EXPECT_EQ(cat(p, PathCategory::kLaunchDelay), 30);
+  EXPECT_EQ(cat(p, PathCategory::kKernelGap), 10);
+  EXPECT_EQ(cat(p, PathCategory::kKernelCommunication), 0);
+  EXPECT_EQ(cat(p, PathCategory::kMemcpyMemset), 0);
+  EXPECT_DOUBLE_EQ(p.share(PathCategory::kKernelCompute), 840.0 / 950.0);
+  // 11 nodes: step.s op_a.s L1.s K1.s K1.e K2.s K2.e K3.s K3.e S.e step.e
+  EXPECT_EQ(p.path_edges, 10);
+  ASSERT_EQ(p.path_event_count, 7);
+  ASSERT_EQ(p.events.size(), 7u);
+  const std::pair<std::string, std::int64_t> want[] = {{"gemm_a", 350}, {"gemm_b", 300}, {"gemm_c", 190},
+                                                       {"step", 60},    {"gemm_a", 30},  {"op_a", 10},
+                                                       {"gemm_b", 10}};
+  for (std::size_t i = 0; i < 7; ++i) {
+    EXPECT_EQ(p.events[i].name, want[i].first) << i;
+    EXPECT_EQ(p.events[i].path_ns, want[i].second) << i;
+  }
+  EXPECT_EQ(p.events[0].kind, PathEvent::Kind::kKernel);
+  EXPECT_EQ(p.events[0].stream, 0);
+  EXPECT_EQ(p.events[0].correlation_id, 1);
+  EXPECT_EQ(p.events[3].kind, PathEvent::Kind::kNvtx);
+  EXPECT_EQ(p.events[3].thread, 1);
+  EXPECT_EQ(p.events[3].stream, -1);
+  EXPECT_EQ(p.events[4].category, PathCategory::kLaunchDelay);
+  EXPECT_EQ(p.events[6].category, PathCategory::kKernelGap);
+
+  CriticalPathOptions o;
+  o.top_events = 2;
+  const auto few = critical_paths(trace, o);
+  ASSERT_EQ(few[0].events.size(), 2u);
+  EXPECT_EQ(few[0].path_event_count, 7);
+  EXPECT_EQ(few[0].length_ns, 950);
+}
+
+TEST(CriticalPath, CpuBoundLaunchesPutTheHostOnThePath) {
+  const auto trace = testing::load_text_trace("cp-cpu.db", kCpuBound);
+  const auto paths = critical_paths(trace);
+  ASSERT_EQ(paths.size(), 1u);
+  const auto& p = paths[0];
+  EXPECT_EQ(p.length_ns, 1930);
+  EXPECT_EQ(cat(p, PathCategory::kCpuOp), 1800);
+  EXPECT_EQ(cat(p, PathCategory::kLaunchDelay), 30);
+  EXPECT_EQ(cat(p, PathCategory::kKernelCompute), 100);
+  EXPECT_EQ(cat(p, PathCategory::kKernelGap), 0);
+  EXPECT_DOUBLE_EQ(p.share(PathCategory::kCpuOp), 1800.0 / 1930.0);
+  // The kernel on the path is the last one, reached through its launch.
+  bool k3 = false;
+  for (const auto& e : p.events) {
+    EXPECT_NE(e.name, "gemm_a");
+    EXPECT_NE(e.name, "gemm_b");
+    if (e.name == "gemm_c" && e.category == PathCategory::kLaunchDelay) k3 = e.path_ns == 30;
+  }
+  EXPECT_TRUE(k3);
+}
+
+TEST(CriticalPath, EachRankOnItsOwnAndOneRankOnRequest) {
+  const auto trace = testing::load_text_trace("cp-ranks.db", std::string(kGpuBound) + std::string(kRankOne));
+  const auto paths = critical_paths(trace);
+  ASSERT_EQ(paths.size(), 2u);
+  EXPECT_EQ(paths[0].rank, 0);
+  EXPECT_EQ(paths[0].length_ns, 950);
+  EXPECT_EQ(paths[1].rank, 1);
+  EXPECT_EQ(paths[1].length_ns, 520);
+  EXPECT_EQ(cat(paths[1], PathCategory::kLaunchDelay), 20);
+  EXPECT_EQ(cat(paths[1], PathCategory::kKernelCommunication), 500);
+  EXPECT_EQ(cat(paths[1], PathCategory::kMemcpyMemset), 0);
+  EXPECT_EQ(cat(paths[1], PathCategory::kCpuOp), 0);
+
+  CriticalPathOptions o;
+  o.rank = 1;
+  const auto one = critical_paths(trace, o);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].rank, 1);
+  EXPECT_EQ(one[0].length_ns, 520);
+  o.rank = 5;
+  EXPECT_TRUE(critical_paths(trace, o).empty());
+}
+
+TEST(CriticalPath, ReportSectionsInEveryFormat) {
+  const auto trace = testing::load_text_trace("cp-report.db", kGpuBound);
+  const auto a = analyze(trace);
+  const auto j = report_json(trace, a, {});
+  EXPECT_EQ(testing::schema_errors(j, kCpReportSchema), std::vector<std::string>{});
+  const auto& r = j["critical_path"]["ranks"];
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0]["length_ns"], 950);
+  EXPECT_EQ(r[0]["categories"][1]["category"], "kernel_compute");
+  EXPECT_EQ(r[0]["categories"][1]["ns"], 840);
+  EXPECT_EQ(r[0]["events"][0]["name"], "gemm_a");
+  EXPECT_EQ(r[0]["events"][0]["path_ns"], 350);
+
+  std::ostringstream text, md, html;
+  write_text_report(text, trace, a, {});
+  write_markdown_report(md, trace, a, {});
+  write_html_report(html, trace, a, {});
+  EXPECT_NE(text.str().find("\nCritical path per rank\n"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("950 ns"), std::string::npos);
+  EXPECT_NE(md.str().find("## Critical path per rank"), std::string::npos);
+  EXPECT_NE(html.str().find("<section id=\"critical_path\">"), std::string::npos);
+}
+
+TEST(CriticalPath, NoEventsNoPath) {
+  const auto trace = testing::load_text_trace("cp-none.db", R"(
+    stream id=0 rank=0 role=compute
+    op rank=0 stream=0 kind=gate layer=0 iteration=0 start=0 end=100
+  )");
+  EXPECT_TRUE(critical_paths(trace).empty());
+  const auto j = report_json(trace, analyze(trace), {});
+  EXPECT_TRUE(j["critical_path"]["ranks"].empty());
+  EXPECT_EQ(testing::schema_errors(j, kCpReportSchema), std::vector<std::string>{});
+}
+
+}  // namespace
+}  // namespace moetrace::analyzer
