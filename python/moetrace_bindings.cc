@@ -292,6 +292,42 @@ class Run {
     return t;
   }
 
+  // critical_path.h: per (rank, category), or the path events of each rank.
+  Table critical_path_table(std::optional<std::int32_t> rank, bool events, std::size_t top_events) {
+    an::CriticalPathOptions o;
+    o.rank = rank;
+    o.top_events = top_events;
+    Table t;
+    for (const auto& r : an::critical_paths(trace_, o)) {
+      if (!events) {
+        for (int c = 0; c < an::kNumPathCategories; ++c) {
+          const auto cat = static_cast<an::PathCategory>(c);
+          t.put("rank", r.rank);
+          t.put("category", an::path_category_name(cat));
+          t.put("ns", r.at(cat));
+          t.put("share", r.share(cat));
+          t.put("length_ns", r.length_ns);
+          t.end_row();
+        }
+        continue;
+      }
+      for (const auto& e : r.events) {
+        t.put("rank", r.rank);
+        t.put("name", e.name);
+        t.put("kind", an::path_event_kind_name(e.kind));
+        t.put("category", an::path_category_name(e.category));
+        t.put("path_ns", e.path_ns);
+        t.put("start_ns", e.start_ns);
+        t.put("end_ns", e.end_ns);
+        t.put("stream", e.stream);
+        t.put("thread", e.thread);
+        t.put("correlation_id", e.correlation_id);
+        t.end_row();
+      }
+    }
+    return t;
+  }
+
   Table idle_table(std::int64_t consecutive_kernel_delay_ns) {
     auto o = launch_options(consecutive_kernel_delay_ns, 50'000, 100'000, 1024);
     Table t;
@@ -570,6 +606,10 @@ PYBIND11_MODULE(_moetrace, m) {
       .def("launch_stats", [](Run& r, bool summary, std::int64_t runtime_cutoff, std::int64_t delay_cutoff) {
         return table([&] { return r.launch_table(summary, runtime_cutoff, delay_cutoff); });
       })
+      .def("critical_path",
+           [](Run& r, std::optional<std::int32_t> rank, bool events, std::size_t top_events) {
+             return table([&] { return r.critical_path_table(rank, events, top_events); });
+           })
       .def("memory_timeline", [](Run& r) { return table([&] { return r.memory_table(); }); })
       .def("expert_load", [](Run& r) {
         std::vector<std::vector<std::int64_t>> tokens;

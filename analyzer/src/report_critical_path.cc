@@ -58,9 +58,9 @@ Section critical_path_section(const Analyses& a, const ReportOptions& o) {
     e.rows.push_back({p.name, std::string(path_event_kind_name(p.kind)), std::string(path_category_name(p.category)),
                       format_duration(p.path_ns), format_duration(p.start_ns), format_duration(p.end_ns - p.start_ns)});
   }
-  s.table(fmt::format("Events with the most time on rank {}'s path ({} of {}; the JSON report lists more).",
-                      longest->rank, e.rows.size(), longest->path_event_count),
-          std::move(e));
+  auto caption = fmt::format("Events with the most time on rank {}'s path ({} of {}; the JSON report lists more).",
+                             longest->rank, e.rows.size(), longest->path_event_count);
+  s.table(std::move(caption), std::move(e));
   return s;
 }
 

@@ -10,7 +10,8 @@ Every time is in nanoseconds on the trace's clock (an imported trace's is
 the profiler's epoch time; a simulated one starts at 0). Each method's
 docstring lists its columns; README.md ("Reading a report") defines the
 breakdown's quantities and analyzer/include/moetrace/analyzer/launch_queue.h
-the HTA analyses (idle time, queue length, kernel launches).
+the HTA analyses (idle time, queue length, kernel launches); critical_path.h
+the critical path.
 
 Loading and the analyses run in C++ without the GIL, so other Python threads
 go on meanwhile. Errors raise moetrace.Error (a RuntimeError) with the same
@@ -168,6 +169,28 @@ _LAUNCH_SUMMARY = _columns(
     ("no_launch_call", "GPU events without a launching call in the trace"),
     *[("%s_%s_ns" % (q, s), "%s of the %s" % (s, q.replace("_", " ")))
       for q in ("cpu_duration", "gpu_duration", "launch_delay") for s in ("mean", "p50", "p95", "max")],
+)
+
+_CRITICAL_PATH = _columns(
+    ("rank", "rank"),
+    ("category", "cpu_op, kernel_compute, kernel_communication, memcpy_memset, launch_delay or kernel_gap"),
+    ("ns", "time of the rank's critical path in the category"),
+    ("share", "ns / length_ns (0 for an empty path)"),
+    ("length_ns", "the critical path's length (the sum of its edge weights)"),
+)
+
+_CRITICAL_PATH_EVENTS = _columns(
+    ("rank", "rank"),
+    ("name", "the event's name (a kernel's; 'memcpy', 'memset'; a host range's or runtime call's)"),
+    ("kind", "nvtx (host range, e.g. a PyTorch CPU op), api (runtime call), kernel, memcpy or memset"),
+    ("category", "the category of the path time below (an event can have rows in two: a kernel's own\n"
+                 "%28s time and its launch delay or the gap after it)" % ""),
+    ("path_ns", "time of the path attributed to the event in that category (HTA's edge attribution)"),
+    ("start_ns", "the event's start"),
+    ("end_ns", "the event's end"),
+    ("stream", "GPU events: the stream id; -1 on the host"),
+    ("thread", "host events: the thread id; -1 on the GPU"),
+    ("correlation_id", "runtime calls and GPU events: the correlation id (0: none)"),
 )
 
 _MEMORY = _columns(
@@ -348,6 +371,30 @@ class Run:
                       columns)
 
     launch_stats.__doc__ %= (_doc_columns(_LAUNCHES), _doc_columns(_LAUNCH_SUMMARY))
+
+    def critical_path(self, rank=None, events=False, top_events=20):
+        """HTA's critical path of each rank (critical_path_analysis), the
+        report's critical_path section: the longest chain of dependent work
+        through CPU ops nested on their threads, launch calls to their
+        kernels, kernels in stream order and kernels to the synchronisations
+        that waited for them (analyzer/include/moetrace/analyzer/critical_path.h
+        gives the definition and where it departs from HTA). `rank`: that
+        rank only (default: every rank, each on its own; the path does not
+        cross collectives). One row per rank and category (HTA's summary, in
+        ns); with events=True, the events with time on each rank's path, most
+        first, at most top_events per rank (0: all).
+
+        Columns:
+%s
+
+        Columns (events=True):
+%s
+        """
+        r = None if rank is None else int(rank)
+        columns = _CRITICAL_PATH_EVENTS if events else _CRITICAL_PATH
+        return _frame(self._run.critical_path(r, bool(events), int(top_events)), columns)
+
+    critical_path.__doc__ %= (_doc_columns(_CRITICAL_PATH), _doc_columns(_CRITICAL_PATH_EVENTS))
 
     @_documented(_MEMORY, "Device memory allocated per rank over time: a step function, one row per change.")
     def memory_timeline(self):

@@ -212,6 +212,7 @@ TEST(CriticalPath, ReportSectionsInEveryFormat) {
   write_html_report(html, trace, a, {});
   EXPECT_NE(text.str().find("\nCritical path per rank\n"), std::string::npos) << text.str();
   EXPECT_NE(text.str().find("950 ns"), std::string::npos);
+  EXPECT_NE(text.str().find("rank 0's path (5 of 7;"), std::string::npos) << text.str();
   EXPECT_NE(md.str().find("## Critical path per rank"), std::string::npos);
   EXPECT_NE(html.str().find("<section id=\"critical_path\">"), std::string::npos);
 }

@@ -78,8 +78,9 @@ class Columns(Fixtures):
     def test_every_table_has_exactly_its_documented_columns(self):
         run = moetrace.open(self.sim)
         syn = moetrace.open(self.synth)
-        from moetrace import (_BREAKDOWN, _EXPERT_LOAD, _IDLE, _KERNELS, _LAUNCHES, _LAUNCH_SUMMARY, _LAYERS,
-                              _MEMORY, _QUEUE_SERIES, _QUEUE_SUMMARY, _RECOMMEND)
+        from moetrace import (_BREAKDOWN, _CRITICAL_PATH, _CRITICAL_PATH_EVENTS, _EXPERT_LOAD, _IDLE, _KERNELS,
+                              _LAUNCHES, _LAUNCH_SUMMARY, _LAYERS, _MEMORY, _QUEUE_SERIES, _QUEUE_SUMMARY,
+                              _RECOMMEND)
         names = lambda cols: [c for c, _ in cols]
         cases = [
             (run.breakdown(by="rank"), _BREAKDOWN["rank"]),
@@ -92,6 +93,8 @@ class Columns(Fixtures):
             (syn.queue_length(summary=True), _QUEUE_SUMMARY),
             (syn.launch_stats(), _LAUNCHES),
             (syn.launch_stats(summary=True), _LAUNCH_SUMMARY),
+            (syn.critical_path(), _CRITICAL_PATH),
+            (syn.critical_path(events=True), _CRITICAL_PATH_EVENTS),
             (run.memory_timeline(), _MEMORY),
             (run.expert_load(), _EXPERT_LOAD),
             (run.recommend(simulate=False), _RECOMMEND),
@@ -104,6 +107,8 @@ class Columns(Fixtures):
         self.assertIn("hidden_fraction", moetrace.Run.breakdown.__doc__)
         self.assertIn("host_wait", moetrace.Run.idle_breakdown.__doc__)
         self.assertIn("launch_delay_ns", moetrace.Run.launch_stats.__doc__)
+        self.assertIn("kernel_gap", moetrace.Run.critical_path.__doc__)
+        self.assertIn("correlation_id", moetrace.Run.critical_path.__doc__)
         # A table without rows keeps its columns: a simulated run records no launches.
         empty = run.launch_stats()
         self.assertEqual(len(empty), 0)
@@ -247,6 +252,31 @@ class AgainstTheReport(Fixtures):
         for k in ("cpu_duration_ns", "gpu_duration_ns", "launch_delay_ns", "start_delay_ns", "gpu_start_ns", "name"):
             self.assertEqual(row[k], worst[k], k)
 
+    def test_critical_path_is_the_reports(self):
+        j = cli_json("report", self.synth, "--format", "json", "--no-recommendations")["critical_path"]["ranks"]
+        self.assertGreater(len(j), 0)
+        run = moetrace.open(self.synth)
+        want = [dict(c, rank=r["rank"], length_ns=r["length_ns"]) for r in j for c in r["categories"]]
+        frame = run.critical_path()
+        self.assertEqual(self.check_rows(frame, want, ["rank", "category"]),
+                         {"rank", "category", "ns", "share", "length_ns"})
+        self.assertGreater(frame["length_ns"].max(), 0)
+        # The report keeps 20 events per rank, as the method by default.
+        events = run.critical_path(events=True)
+        want = [dict(e, rank=r["rank"]) for r in j for e in r["events"]]
+        self.assertEqual(len(events), len(want))
+        for rec, w in zip(events.to_dict("records"), want):
+            for k, v in w.items():
+                self.assertEqual(rec[k], v, k)
+        # One rank on request; every event with top_events=0.
+        r0 = j[0]["rank"]
+        one = run.critical_path(rank=r0)
+        self.assertEqual(set(one["rank"]), {r0})
+        self.assertEqual(len(one), 6)
+        every = run.critical_path(rank=r0, events=True, top_events=0)
+        self.assertEqual(len(every), j[0]["path_events"])
+        self.assertEqual(len(run.critical_path(rank=10_000)), 0)
+
 
 # A hand-made PyTorch-profiler trace: three kernels on stream 7, each launched
 # by a cudaLaunchKernel (times in us):
@@ -321,6 +351,26 @@ class HandDerived(unittest.TestCase):
         self.assertAlmostEqual(s["mean"], 0.5)
         self.assertAlmostEqual(s["std"], np.std([1, 0, 1, 0, 1, 0], ddof=1))
         self.assertEqual(s["at_max_ns"], 5_000 + 9_000 + 10_000)
+
+    def test_critical_path(self):
+        # Host: three top-level calls (1 us each) joined by 0-weight edges.
+        # k1: stream empty -> launch edge call 1 start (5) -> k1 start (10): 5 us.
+        # k2: k1 ends (20) after call 2 starts (12) -> kernel gap 20 -> 21: 1 us.
+        # k3: k2 ends (30) before call 3 starts (40) -> launch edge 40 -> 50: 10 us.
+        # Longest: call1.s -5-> k1 -10-> -1-> k2 -9-> = 25 us (the other way to
+        # k3: 1 + 1 + 10 + 10 = 22 us).
+        cp = self.trace.critical_path().set_index("category")
+        self.assertEqual(cp.loc["launch_delay", "ns"], 5_000)
+        self.assertEqual(cp.loc["kernel_compute", "ns"], 19_000)
+        self.assertEqual(cp.loc["kernel_gap", "ns"], 1_000)
+        self.assertEqual(cp.loc["cpu_op", "ns"], 0)
+        self.assertEqual(cp.loc["cpu_op", "length_ns"], 25_000)
+        self.assertAlmostEqual(cp.loc["kernel_compute", "share"], 19 / 25)
+        ev = self.trace.critical_path(events=True)
+        self.assertEqual(list(ev["name"]), ["gemm_a", "gemm_b", "gemm_a", "gemm_a"])
+        self.assertEqual(list(ev["category"]), ["kernel_compute", "kernel_compute", "launch_delay", "kernel_gap"])
+        self.assertEqual(list(ev["path_ns"]), [10_000, 9_000, 5_000, 1_000])
+        self.assertEqual(set(ev["stream"]), set(self.trace.kernels()["stream"]))  # moetrace's id of stream 7
 
     def test_launch_stats(self):
         l = self.trace.launch_stats()
