@@ -167,7 +167,8 @@ std::vector<CollectiveCall> collective_calls(const Trace& trace) {
       if (!d) {
         c.key = mix(2, a.name.value);
       } else {
-        const std::string_view pg = d->process_group.substr(0, d->process_group.find(' '));
+        const std::string_view group_name = d->process_group;
+        const std::string_view pg = group_name.substr(0, group_name.find(' '));
         if (d->seq >= 0 && !pg.empty()) {
           c.pairing = CollectiveCall::Pairing::kSequence;
           c.key = mix(mix(5, static_cast<std::int64_t>(std::hash<std::string_view>{}(pg))), d->seq);
