@@ -343,6 +343,7 @@ CostModel fit_cost_model(const Trace& trace) {
     double max_recv = 0;  // all-to-all: the most bytes one participant receives
     double min_seconds = INFINITY;
     bool lone = true;
+    bool all_to_all = false;  // x by the all-to-all volume rule
   };
   std::vector<Instance> instances(instance_ranks.size());  // by instance_of's place; in key order
   std::map<std::string, Group> copies;
@@ -405,6 +406,7 @@ CostModel fit_cost_model(const Trace& trace) {
       inst.group = &collectives[{std::string(ck), group}];
       samples.back().group = inst.group;
       inst.kind = kind;
+      inst.all_to_all = ck == "all_to_all";
       inst.max_bytes = std::max(inst.max_bytes, work);
       inst.max_recv = std::max(inst.max_recv, static_cast<double>(op.recv_bytes));
       inst.min_seconds = std::min(inst.min_seconds, s.seconds);
@@ -438,10 +440,7 @@ CostModel fit_cost_model(const Trace& trace) {
     for (auto& inst : instances) {
       if (!inst.group) continue;
       auto& g = *inst.group;
-      const bool a2a = std::any_of(collectives.begin(), collectives.end(), [&](const auto& kv) {
-        return &kv.second == inst.group && kv.first.first == "all_to_all";
-      });
-      const double x = a2a ? volume(inst, a2a_rule) : inst.max_bytes;
+      const double x = inst.all_to_all ? volume(inst, a2a_rule) : inst.max_bytes;
       g.kinds.insert(inst.kind);
       g.x.push_back(x);
       g.t.push_back(inst.min_seconds);
