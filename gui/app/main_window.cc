@@ -231,6 +231,12 @@ void MainWindow::build_menus() {
   timeline_action(tr("&Whole trace"), QKeySequence(Qt::Key_Home), &TimelineView::fit_all);
   timeline_action(tr("&Clear selection"), QKeySequence(Qt::Key_Escape), &TimelineView::clear_selection);
   view->addSeparator();
+  auto* queues = view->addAction(tr("GPU &queue lengths"));
+  queues->setCheckable(true);
+  queues->setChecked(view_->queue_tracks_visible());
+  queues->setToolTip(tr("A row under each stream's kernels: operations launched and not yet started"));
+  connect(queues, &QAction::toggled, view_, &TimelineView::set_queue_tracks_visible);
+  queue_tracks_action_ = queues;
   view->addAction(tr("Collapse all ranks"), this, [this] { view_->set_all_collapsed(true); });
   view->addAction(tr("Expand all ranks"), this, [this] { view_->set_all_collapsed(false); });
   view->addSeparator();
@@ -397,6 +403,9 @@ void MainWindow::on_analyses(std::shared_ptr<const TraceAnalyses> a) {
   memory_->set_results(a->results);
   recommendations_->set_results(a->results);
   gpu_queues_->set_results(a->results);
+  // The queue-length rows appear under each stream now (the model was
+  // drawn before the analyses); only on the trace they were computed for.
+  if (view_->model() == current->model) view_->set_queue_tracks(a->queues);
 }
 
 // --- search ---------------------------------------------------------------------------

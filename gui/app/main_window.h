@@ -34,6 +34,8 @@ class MainWindow : public QMainWindow {
 
   TraceSession* session() const { return session_; }
   TimelineView* timeline() const { return view_; }
+  // View > GPU queue lengths (checkable): shows the kQueue rows.
+  QAction* queue_tracks_action() const { return queue_tracks_action_; }
   DetailsPanel* details_panel() const { return details_; }
   BreakdownPanel* breakdown_panel() const { return breakdown_; }
   RangePanel* range_panel() const { return range_; }
@@ -103,6 +105,7 @@ class MainWindow : public QMainWindow {
   QDockWidget* range_dock_ = nullptr;
   QDockWidget* breakdown_dock_ = nullptr;
   QMenu* panels_menu_ = nullptr;
+  QAction* queue_tracks_action_ = nullptr;
 
   QFutureWatcher<SearchResult>* search_watcher_;
   SearchResult hits_;

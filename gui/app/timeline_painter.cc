@@ -26,6 +26,9 @@ TimelinePainter::TimelinePainter() {
   }
   memory_ = to_qcolor(ColourClass::kMemory).rgb();
   memory_band_ = to_qcolor(ColourClass::kMemory).lighter(150).rgb();
+  // Queue length: a hue of its own, so that it never reads as memory.
+  queue_ = QColor(0x7B, 0x4F, 0xB0).rgb();
+  queue_band_ = QColor(0x7B, 0x4F, 0xB0).lighter(160).rgb();
 }
 
 const QStaticText& TextCache::get(const std::string& text, int max_chars, const QFont& font) {
@@ -153,14 +156,17 @@ void TimelinePainter::paint(QPainter& p, const PaintInput& in) {
     if (!layout.visible(c.row) || c.max_value <= 0) continue;
     const int h = layout.height(c.row) - 4;
     const double base = row_top(c.row) + 2 + h;
+    const bool queue = c.kind == RowKind::kQueue;
     for (const auto& col : c.columns) {
       const double fx0 = std::floor(exact ? col.x0 : col.x0 * s + o);
       const double fx1 = std::ceil(exact ? col.x1 : col.x1 * s + o);
       const double w = std::max(1.0, fx1 - fx0);
       const double hi = std::round(static_cast<double>(col.hi) / static_cast<double>(c.max_value) * h);
       const double lo = std::round(static_cast<double>(col.lo) / static_cast<double>(c.max_value) * h);
-      if (hi > lo) raster.fill(fx0, base - hi, w, hi - lo, memory_band_);
-      if (lo > 0) raster.fill(fx0, base - lo, w, lo, memory_);
+      // The band up to the column's max: a zoomed-out column shows the
+      // largest value in it (and the solid part, the smallest).
+      if (hi > lo) raster.fill(fx0, base - hi, w, hi - lo, queue ? queue_band_ : memory_band_);
+      if (lo > 0) raster.fill(fx0, base - lo, w, lo, queue ? queue_ : memory_);
     }
   }
 

@@ -57,6 +57,7 @@ class TimelinePainter {
   std::array<ClassColours, kNumColourClasses> colours_;
   std::array<QPen, kNumColourClasses> text_pens_;
   QRgb memory_ = 0, memory_band_ = 0;
+  QRgb queue_ = 0, queue_band_ = 0;
   QImage layer_;  // the canvas, rasterized here and drawn in one blit
   TextCache text_;
 };

@@ -65,6 +65,7 @@ AxisLimits TimelineView::limits() const {
 void TimelineView::set_model(std::shared_ptr<const TimelineModel> model) {
   if (watcher_->isRunning()) watcher_->waitForFinished();
   model_ = std::move(model);
+  queues_.reset();
   shown_ = {};
   shown_model_ = nullptr;
   selected_ = {};
@@ -81,9 +82,21 @@ void TimelineView::set_model(std::shared_ptr<const TimelineModel> model) {
   update();
 }
 
+void TimelineView::set_queue_tracks(std::shared_ptr<const QueueTracks> queues) {
+  queues_ = std::move(queues);
+  relayout();
+}
+
+void TimelineView::set_queue_tracks_visible(bool visible) {
+  if (visible == show_queues_) return;
+  show_queues_ = visible;
+  relayout();
+}
+
 void TimelineView::relayout() {
   ++layout_generation_;
-  layout_ = model_ ? std::make_shared<const RowLayout>(RowLayout::compute(*model_, collapsed_))
+  const QueueTracks* queues = show_queues_ ? queues_.get() : nullptr;
+  layout_ = model_ ? std::make_shared<const RowLayout>(RowLayout::compute(*model_, collapsed_, queues))
                    : std::make_shared<const RowLayout>();
   update_scrollbar();
   request_draw_list();
@@ -143,8 +156,9 @@ void TimelineView::start_job() {
   const TimeAxis axis = axis_;
   const DrawOptions opts = draw_options_;
   const std::uint64_t gen = generation_;
-  watcher_->setFuture(QtConcurrent::run([model, layout, axis, y0, y1, opts, gen] {
-    DrawList l = prepare_draw_list(*model, *layout, axis, y0, y1, opts);
+  auto queues = queues_;
+  watcher_->setFuture(QtConcurrent::run([model, layout, queues, axis, y0, y1, opts, gen] {
+    DrawList l = prepare_draw_list(*model, *layout, axis, y0, y1, opts, queues.get());
     l.generation = gen;
     return l;
   }));
@@ -156,7 +170,8 @@ void TimelineView::prepare_now() {
   dirty_ = false;
   axis_.width_px = canvas_rect().width();
   shown_ = prepare_draw_list(*model_, *layout_, axis_, scroll_y_ - draw_options_.margin_rows_px,
-                             scroll_y_ + canvas_rect().height() + draw_options_.margin_rows_px, draw_options_);
+                             scroll_y_ + canvas_rect().height() + draw_options_.margin_rows_px, draw_options_,
+                             queues_.get());
   shown_.generation = generation_;
   shown_model_ = model_.get();
   update();
@@ -418,7 +433,10 @@ void TimelineView::render_gutter(QPainter& p, const QRect& canvas) {
       text += QStringLiteral(" (max ") +
               QString::fromStdString(format_bytes(static_cast<double>(model_->counters()[static_cast<std::size_t>(row.counter)].max_value()))) +
               QStringLiteral(")");
-    const int indent = row.kind == RowKind::kActivities || row.kind == RowKind::kMemory ? 16 : 24;
+    if (row.kind == RowKind::kQueue && queues_)
+      if (const CounterTrack* c = queues_->for_stream(row.stream))
+        text += QStringLiteral(" (max %1)").arg(c->max_value());
+    const int indent = row.kind == RowKind::kActivities || row.is_counter() ? 16 : 24;
     p.drawText(QRect(indent, y, kGutterWidth - indent - 4, h), Qt::AlignVCenter | Qt::AlignLeft,
                fm_small.elidedText(text, Qt::ElideMiddle, kGutterWidth - indent - 4));
   }
@@ -485,7 +503,7 @@ std::optional<TimelineView::Hit> TimelineView::hit_at(QPoint pos) const {
   if (r.kind == RowKind::kRankHeader) return std::nullopt;
   Hit hit;
   hit.row = row;
-  if (r.kind == RowKind::kMemory) return hit;
+  if (r.is_counter()) return hit;
   const double x = pos.x() - canvas.left();
   const auto p = model_->hit_test(row, axis_.t(x), 3 * axis_.ns_per_px);
   if (!p) return std::nullopt;
@@ -510,6 +528,14 @@ QString TimelineView::tooltip_for(const Hit& hit) const {
         .arg(QString::fromStdString(c.name()).toHtmlEscaped(),
              QString::fromStdString(format_bytes(static_cast<double>(c.value_at(static_cast<std::int64_t>(t))))),
              QString::fromStdString(format_timestamp(t - origin_ns())));
+  }
+  if (row.kind == RowKind::kQueue) {
+    const CounterTrack* c = queues_ ? queues_->for_stream(row.stream) : nullptr;
+    if (c == nullptr || !mouse_) return {};
+    const double t = axis_.t(mouse_->x() - canvas_rect().left());
+    return tr("<b>queue length</b>: %1<br>at %2<br>launched, not yet started on the GPU")
+        .arg(c->value_at(static_cast<std::int64_t>(std::floor(t))))
+        .arg(QString::fromStdString(format_timestamp(t - origin_ns())));
   }
   const ItemRef item = hit.item;
   QString html = QStringLiteral("<b>%1</b><br>%2")

@@ -34,6 +34,14 @@ class TimelineView : public QWidget {
 
   void set_model(std::shared_ptr<const TimelineModel> model);
   const std::shared_ptr<const TimelineModel>& model() const { return model_; }
+  // Queue length per stream (RowKind::kQueue rows), computed with the
+  // analyses after the model: the rows appear when they arrive. They must be
+  // of the model's trace; set_model drops them.
+  void set_queue_tracks(std::shared_ptr<const QueueTracks> queues);
+  const std::shared_ptr<const QueueTracks>& queue_tracks() const { return queues_; }
+  // View > Queue lengths: hides or shows every kQueue row.
+  void set_queue_tracks_visible(bool visible);
+  bool queue_tracks_visible() const { return show_queues_; }
   const TimeAxis& axis() const { return axis_; }
   const RowLayout& layout() const { return *layout_; }
   int scroll_y() const { return scroll_y_; }
@@ -113,6 +121,8 @@ class TimelineView : public QWidget {
   QRect item_rect(int row, ItemRef item, const QRect& canvas) const;
 
   std::shared_ptr<const TimelineModel> model_;
+  std::shared_ptr<const QueueTracks> queues_;
+  bool show_queues_ = true;
   std::shared_ptr<const RowLayout> layout_;
   std::uint64_t layout_generation_ = 0;
   std::vector<bool> collapsed_;

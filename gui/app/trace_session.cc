@@ -78,6 +78,11 @@ std::shared_ptr<const TraceAnalyses> TraceSession::analyse(const LoadedTrace& lo
   else
     out->breakdown_error = QString::fromStdString(out->results->error);
   out->expert_load = std::make_shared<const ExpertLoadIndex>(ExpertLoadIndex::from_trace(*loaded.trace));
+  try {
+    out->queues = QueueTracks::compute(*loaded.trace);
+  } catch (const std::exception&) {
+    // The timeline keeps its other rows; the GPU queues panel says why.
+  }
   return out;
 }
 

@@ -33,6 +33,9 @@ struct TraceAnalyses {
   std::shared_ptr<const analyzer::Breakdown> breakdown;  // results->analyses->breakdown
   std::shared_ptr<const ExpertLoadIndex> expert_load;
   std::shared_ptr<const AnalysisResults> results;
+  // Queue length per stream for the timeline's kQueue rows (every change
+  // point); null where it failed.
+  std::shared_ptr<const QueueTracks> queues;
   QString breakdown_error;    // a failed analysis leaves the timeline usable
 };
 

@@ -224,9 +224,11 @@ class Fixture : public ::testing::Test {
 TEST_F(Fixture, RowsAreGroupedByRankWithStreamsInRoleOrder) {
   ASSERT_EQ(model_->groups().size(), 2u);
   using K = RowKind;
-  const std::vector<K> rank0{K::kRankHeader, K::kIterations, K::kLayers, K::kChunks, K::kChunks,
-                             K::kOps,        K::kActivities, K::kOps,    K::kActivities, K::kOps,
-                             K::kActivities, K::kMemory,
+  // Each stream: op ranges, kernels, queue length (shown once the analyses
+  // bring its values; RowLayout hides it until then).
+  const std::vector<K> rank0{K::kRankHeader, K::kIterations, K::kLayers,     K::kChunks, K::kChunks,
+                             K::kOps,        K::kActivities, K::kQueue,      K::kOps,    K::kActivities,
+                             K::kQueue,      K::kOps,        K::kActivities, K::kQueue,  K::kMemory,
                              // the launching thread: two launches at 116 us (dispatch c1, expert c0) overlap
                              K::kApiCalls, K::kApiCalls};
   EXPECT_EQ(kinds(0), rank0);
@@ -238,6 +240,60 @@ TEST_F(Fixture, RowsAreGroupedByRankWithStreamsInRoleOrder) {
             "thread 1000 \xC2\xB7 API calls");
   EXPECT_EQ(model_->start_ns(), us(-4));  // the first launch
   EXPECT_EQ(model_->end_ns(), us(310));
+}
+
+// Queue-length rows: hidden until their tracks arrive, then one per stream
+// that launched through HTA's launch calls, each the analyzer's full series
+// (analyzer::queue_lengths) with ties at one time folded to the last value;
+// a zoomed-out frame still shows each track's maximum in some column.
+TEST_F(Fixture, QueueRowsShowTheAnalyzersQueueLengthOnceComputed) {
+  const RowLayout before = RowLayout::compute(*model_);
+  for (std::size_t r = 0; r < model_->rows().size(); ++r)
+    if (model_->rows()[r].kind == RowKind::kQueue) {
+      EXPECT_FALSE(before.visible(static_cast<int>(r)));
+    }
+  const auto queues = QueueTracks::compute(*trace_);
+  ASSERT_FALSE(queues->empty());
+  const RowLayout after = RowLayout::compute(*model_, {}, queues.get());
+  EXPECT_GT(after.total_height(), before.total_height());
+  const auto full = analyzer::queue_lengths(*trace_);
+  int shown = 0;
+  for (std::size_t r = 0; r < model_->rows().size(); ++r) {
+    const Row& row = model_->rows()[r];
+    if (row.kind != RowKind::kQueue) continue;
+    const CounterTrack* c = queues->for_stream(row.stream);
+    EXPECT_EQ(after.visible(static_cast<int>(r)), c != nullptr);
+    if (c == nullptr) continue;
+    ++shown;
+    const auto& s = trace_->streams[static_cast<std::size_t>(row.stream)];
+    const auto it = std::find_if(full.begin(), full.end(), [&](const analyzer::StreamQueue& q) {
+      return q.rank == s.rank.value && q.stream == s.id.value;
+    });
+    ASSERT_NE(it, full.end());
+    EXPECT_EQ(c->max_value(), it->max);
+    // The value in force after each change is the series' last point at that time.
+    for (std::size_t i = 0; i < it->series.size(); ++i)
+      if (i + 1 == it->series.size() || it->series[i + 1].ts_ns != it->series[i].ts_ns) {
+        EXPECT_EQ(c->value_at(it->series[i].ts_ns), it->series[i].length);
+      }
+  }
+  EXPECT_EQ(shown, static_cast<int>(queues->tracks().size()));
+  // Zoomed out to 40 px: the counters of the queue rows keep each maximum.
+  const auto axis = TimeAxis::fit(static_cast<double>(model_->start_ns()), static_cast<double>(model_->end_ns()), 40);
+  const auto dl = prepare_draw_list(*model_, after, axis, 0, after.total_height(), {}, queues.get());
+  int drawn = 0;
+  for (const auto& dc : dl.counters) {
+    if (dc.kind != RowKind::kQueue) continue;
+    ++drawn;
+    std::int64_t hi = 0;
+    for (const auto& col : dc.columns) hi = std::max(hi, col.hi);
+    EXPECT_EQ(hi, dc.max_value);
+    EXPECT_LE(dc.columns.size(), 40u);
+  }
+  EXPECT_EQ(drawn, shown);
+  // Without the tracks the draw list has no queue counter.
+  for (const auto& dc : prepare_draw_list(*model_, after, axis, 0, after.total_height()).counters)
+    EXPECT_NE(dc.kind, RowKind::kQueue);
 }
 
 TEST_F(Fixture, SpansNestIterationLayerAndChunk) {

@@ -423,6 +423,10 @@ class GuiWidgetsTest : public QObject {
     auto w = loaded_window();
     QVERIFY(w);
     auto* v = w->timeline();
+    // Tall enough for rank 1's lanes below the queue-length rows.
+    w->resize(1400, 1150);
+    QCoreApplication::processEvents();
+    v->prepare_now();
     const QString png = QDir::tempPath() + QStringLiteral("/moetrace_gui_fixture_screenshot.png");
     QVERIFY(w->save_screenshot(png));
     QVERIFY(QFile(png).size() > 10000);
@@ -646,6 +650,74 @@ class GuiWidgetsTest : public QObject {
 
   // A trace with buffers linked to ops and a layer shape: the memory panel
   // shows the report's bubbles per tag and the mpipemoe Eq. 1-6 table.
+  // The queue-length row under a stream's kernels (HTA's definition,
+  // launch_queue.h: +1 when a launch call starts, -1 when the GPU event it
+  // launched starts). The timeline is drawn before the analyses; the row
+  // appears when they arrive. Rank 0, stream 0, calls 100 ns long:
+  //   calls   [0, 100)     [1000, 1100)  [2000, 2100)
+  //   kernels [5000, 6000) [6000, 7000)  [7000, 8000)
+  //   length: 1 at 0, 2 at 1000, 3 at 2000, 2 at 5000, 1 at 6000, 0 at 7000.
+  //   At 2500 ns: 3 (nothing has started). At 6500 ns: 1 (the third kernel
+  //   waits; the second runs, so it no longer counts).
+  void queue_length_row_appears_when_the_analyses_arrive() {
+    const std::string path = moetrace::gui::testing::temp_path("queue_rows.db");
+    moetrace::testing::write_text_trace(path, R"(
+      stream id=0 rank=0 role=compute
+      api rank=0 start=0 end=100 corr=1
+      api rank=0 start=1000 end=1100 corr=2
+      api rank=0 start=2000 end=2100 corr=3
+      kernel rank=0 stream=0 start=5000 end=6000 corr=1
+      kernel rank=0 stream=0 start=6000 end=7000 corr=2
+      kernel rank=0 stream=0 start=7000 end=8000 corr=3
+    )");
+    MainWindow w;
+    w.resize(1400, 900);
+    w.show();
+    QSignalSpy loaded(w.session(), &TraceSession::loaded);
+    QSignalSpy analysed(w.session(), &TraceSession::analyses_ready);
+    auto* v = w.timeline();
+    int row = -1;
+    bool hidden_when_loaded = false;
+    // Connected after the window's own slot: the view has the model, and the
+    // analyses have not started yet.
+    connect(w.session(), &TraceSession::loaded, &w, [&] {
+      row = find_row(*v->model(), RankId(0), RowKind::kQueue, "compute");
+      hidden_when_loaded = row >= 0 && !v->layout().visible(row) && !v->queue_tracks();
+    });
+    w.open(QString::fromStdString(path));
+    QVERIFY(loaded.wait(10000));
+    QVERIFY(analysed.count() > 0 || analysed.wait(10000));
+    QVERIFY(hidden_when_loaded);
+    QVERIFY(v->queue_tracks());
+    QVERIFY(v->layout().visible(row));
+    const CounterTrack* c = v->queue_tracks()->for_stream(v->model()->rows()[static_cast<std::size_t>(row)].stream);
+    QVERIFY(c);
+    QCOMPARE(c->value_at(2500), std::int64_t{3});
+    QCOMPARE(c->value_at(6500), std::int64_t{1});
+    QCOMPARE(c->value_at(9000), std::int64_t{0});
+    QCOMPARE(c->max_value(), std::int64_t{3});
+
+    v->zoom_to(0, 8000);
+    v->prepare_now();
+    bool drawn = false;
+    for (const auto& dc : v->shown_draw_list().counters) drawn |= dc.row == row && dc.kind == RowKind::kQueue;
+    QVERIFY(drawn);
+    // Hovering shows the length in force at the cursor's time.
+    for (const auto& [t, text] : {std::pair(2500.0, QStringLiteral("queue length</b>: 3")),
+                                  std::pair(6500.0, QStringLiteral("queue length</b>: 1"))}) {
+      const QPoint p = point_of(v, row, t);
+      QMouseEvent move(QEvent::MouseMove, p, v->mapToGlobal(p), Qt::NoButton, Qt::NoButton, Qt::NoModifier);
+      QCoreApplication::sendEvent(v, &move);
+      QTRY_VERIFY2(QToolTip::text().contains(text), qPrintable(QToolTip::text()));
+    }
+    // View > GPU queue lengths hides and shows the rows.
+    QVERIFY(w.queue_tracks_action()->isChecked());
+    w.queue_tracks_action()->setChecked(false);
+    QVERIFY(!v->layout().visible(row));
+    w.queue_tracks_action()->setChecked(true);
+    QVERIFY(v->layout().visible(row));
+  }
+
   void memory_panel_shows_bubbles_per_tag_and_the_mpipemoe_model() {
     const QString path = QString::fromStdString(moetrace::gui::testing::temp_path("mpipemoe_panel.db"));
     sim::RunSpec spec = sim::run_preset("mpipemoe-gpt3-s");

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <utility>
 
 namespace moetrace::gui {
 
@@ -114,6 +116,45 @@ std::vector<CounterTrack> memory_counters(const analyzer::Trace& trace) {
   for (auto& r : analyzer::memory_timeline(trace).ranks)
     if (!r.allocated.empty()) tracks.emplace_back(RankId(r.rank), "memory in use", std::move(r.allocated));
   return tracks;
+}
+
+std::shared_ptr<const QueueTracks> QueueTracks::compute(const analyzer::Trace& trace) {
+  return from_queues(trace, analyzer::queue_lengths(trace));
+}
+
+std::shared_ptr<const QueueTracks> QueueTracks::from_queues(const analyzer::Trace& trace,
+                                                            std::vector<analyzer::StreamQueue> queues) {
+  auto out = std::make_shared<QueueTracks>();
+  out->by_stream_.assign(trace.streams.size(), -1);
+  std::map<std::pair<std::int32_t, std::int32_t>, std::size_t> index;  // (rank, StreamId) -> stream index
+  for (std::size_t s = 0; s < trace.streams.size(); ++s)
+    index.emplace(std::pair(trace.streams[s].rank.value, trace.streams[s].id.value), s);
+  for (auto& q : queues) {
+    const auto it = index.find({q.rank, q.stream});
+    if (it == index.end() || q.series.empty()) continue;
+    std::vector<CounterSample> samples;
+    samples.reserve(q.series.size());
+    for (const auto& p : q.series) {
+      if (!samples.empty() && samples.back().ts_ns == p.ts_ns) samples.back().bytes = p.length;
+      else samples.push_back({p.ts_ns, p.length});
+    }
+    std::vector<analyzer::QueuePoint>().swap(q.series);  // the series' memory goes back as each track is built
+    out->by_stream_[it->second] = static_cast<std::int32_t>(out->tracks_.size());
+    out->tracks_.emplace_back(RankId(q.rank), "queue length", std::move(samples));
+  }
+  return out;
+}
+
+const CounterTrack* QueueTracks::for_stream(std::int32_t stream) const {
+  if (stream < 0 || static_cast<std::size_t>(stream) >= by_stream_.size()) return nullptr;
+  const auto t = by_stream_[static_cast<std::size_t>(stream)];
+  return t < 0 ? nullptr : &tracks_[static_cast<std::size_t>(t)];
+}
+
+std::size_t QueueTracks::memory_bytes() const {
+  std::size_t b = sizeof(*this) + by_stream_.capacity() * sizeof(std::int32_t);
+  for (const auto& t : tracks_) b += t.memory_bytes();
+  return b;
 }
 
 }  // namespace moetrace::gui

@@ -72,7 +72,7 @@ class RowPreparer {
 }  // namespace
 
 DrawList prepare_draw_list(const TimelineModel& model, const RowLayout& layout, const TimeAxis& axis, int y0,
-                           int y1, const DrawOptions& options) {
+                           int y1, const DrawOptions& options, const QueueTracks* queues) {
   DrawList out;
   out.axis = axis;
   out.y0 = y0;
@@ -85,7 +85,14 @@ DrawList prepare_draw_list(const TimelineModel& model, const RowLayout& layout, 
     if (row.kind == RowKind::kMemory) {
       if (row.counter < 0) continue;
       const auto& c = model.counters()[static_cast<std::size_t>(row.counter)];
-      out.counters.push_back({r, c.max_value(), c.columns(axis)});
+      out.counters.push_back({r, RowKind::kMemory, c.max_value(), c.columns(axis)});
+      continue;
+    }
+    if (row.kind == RowKind::kQueue) {
+      // Max (and min) per pixel column from the track's pyramid: a zoomed-out
+      // frame reads one bucket per column, not every change.
+      const CounterTrack* c = queues ? queues->for_stream(row.stream) : nullptr;
+      if (c) out.counters.push_back({r, RowKind::kQueue, c->max_value(), c->columns(axis)});
       continue;
     }
     prep.row(r);

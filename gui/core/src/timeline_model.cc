@@ -342,6 +342,15 @@ class TimelineModelBuilder {
           for (std::uint32_t i = b; i < e; ++i) order[i - b] = i;
           add_packed_rows(RowKind::kActivities, rank, s, activity_label, ItemSource::kActivity, order, 20);
         }
+        if (options_.queue_rows) {
+          Row row;
+          row.kind = RowKind::kQueue;
+          row.rank = rank;
+          row.stream = s;
+          row.height_px = 24;
+          row.label = label + " \xC2\xB7 queue length";
+          m_.rows_.push_back(std::move(row));
+        }
       }
       for (std::size_t c = 0; c < m_.counters_.size(); ++c) {
         if (m_.counters_[c].rank() != rank) continue;
@@ -714,7 +723,8 @@ std::size_t TimelineModel::memory_bytes() const {
   return b;
 }
 
-RowLayout RowLayout::compute(const TimelineModel& model, const std::vector<bool>& collapsed) {
+RowLayout RowLayout::compute(const TimelineModel& model, const std::vector<bool>& collapsed,
+                             const QueueTracks* queues) {
   RowLayout l;
   const auto rows = model.rows();
   l.y_.assign(rows.size(), -1);
@@ -723,7 +733,8 @@ RowLayout RowLayout::compute(const TimelineModel& model, const std::vector<bool>
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const auto& row = rows[i];
     const auto g = static_cast<std::size_t>(row.group);
-    const bool hidden = row.kind != RowKind::kRankHeader && g < collapsed.size() && collapsed[g];
+    const bool hidden = (row.kind != RowKind::kRankHeader && g < collapsed.size() && collapsed[g]) ||
+                        (row.kind == RowKind::kQueue && (queues == nullptr || queues->for_stream(row.stream) == nullptr));
     l.h_[i] = row.height_px;
     if (hidden) continue;
     l.y_[i] = y;

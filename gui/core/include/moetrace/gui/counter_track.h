@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "moetrace/analyzer/launch_queue.h"
 #include "moetrace/analyzer/memory.h"
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/gui/time_axis.h"
@@ -58,5 +60,32 @@ class CounterTrack {
 // allocations, frees and device memory). Ranks with no memory information
 // get no track.
 std::vector<CounterTrack> memory_counters(const analyzer::Trace& trace);
+
+// Queue length per GPU stream, drawn under the stream's kernels (RowKind::
+// kQueue): the analyzer's series (analyzer::queue_lengths, launch_queue.h,
+// Holistic Trace Analysis's definition: +1 when a launch call of a kernel,
+// memcpy or memset starts, -1 when that GPU event starts), with every change
+// point, not the bounded series of Analyses::launch_queue, so that a
+// zoomed-in view is exact. Points at one time keep the last value only: a
+// length that holds for no time is never in force. Computed with the other
+// analyses, after the timeline model, and only read afterwards.
+class QueueTracks {
+ public:
+  static std::shared_ptr<const QueueTracks> compute(const analyzer::Trace& trace);
+  // From series already computed (analyzer::StreamQueue::stream is the
+  // StreamId; rows name streams by index into Trace::streams).
+  static std::shared_ptr<const QueueTracks> from_queues(const analyzer::Trace& trace,
+                                                        std::vector<analyzer::StreamQueue> queues);
+  // The track of stream `stream` (index into Trace::streams), or null: the
+  // stream launched nothing through HTA's launch calls.
+  const CounterTrack* for_stream(std::int32_t stream) const;
+  std::span<const CounterTrack> tracks() const { return tracks_; }
+  bool empty() const { return tracks_.empty(); }
+  std::size_t memory_bytes() const;
+
+ private:
+  std::vector<CounterTrack> tracks_;
+  std::vector<std::int32_t> by_stream_;  // stream index -> index into tracks_, -1: none
+};
 
 }  // namespace moetrace::gui

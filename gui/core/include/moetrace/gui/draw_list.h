@@ -31,6 +31,7 @@ struct DrawLabel {
 
 struct DrawCounter {
   std::int32_t row = 0;
+  RowKind kind = RowKind::kMemory;    // kMemory or kQueue
   std::int64_t max_value = 0;         // scale of the row
   std::vector<CounterColumn> columns;
 };
@@ -51,8 +52,9 @@ struct DrawList {
   std::uint64_t generation = 0;       // the request it answers
 };
 
-// Prepares the rows of `layout` intersecting [y0, y1) over `axis`.
+// Prepares the rows of `layout` intersecting [y0, y1) over `axis`; kQueue
+// rows read their values from `queues`.
 DrawList prepare_draw_list(const TimelineModel& model, const RowLayout& layout, const TimeAxis& axis, int y0,
-                           int y1, const DrawOptions& options = {});
+                           int y1, const DrawOptions& options = {}, const QueueTracks* queues = nullptr);
 
 }  // namespace moetrace::gui

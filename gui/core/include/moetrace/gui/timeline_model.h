@@ -1,6 +1,6 @@
 // The timeline as data: which rows there are (a group per rank; in it the
-// iteration / layer / chunk spans, then per stream its op ranges and its
-// kernels and copies, then the memory counter, then per CPU thread its NVTX
+// iteration / layer / chunk spans, then per stream its op ranges, its
+// kernels and copies and its queue length, then the memory counter, then per CPU thread its NVTX
 // ranges and runtime/driver API calls), which items each row holds
 // (packed so that items of one row never overlap), and each row's
 // level-of-detail pyramid. Built once per trace off the GUI thread and then
@@ -42,6 +42,10 @@ struct Span {
 enum class RowKind : std::uint8_t {
   kRankHeader, kIterations, kLayers, kChunks, kOps, kActivities, kMemory,
   kNvtx, kApiCalls,  // host side, per CPU thread
+  // Per stream with kernels or copies: its queue length (QueueTracks). The
+  // row is in the model from the start; its values come with the analyses,
+  // and RowLayout shows it only once a stream has them.
+  kQueue,
 };
 
 // The items of a row, as positions into the trace's arrays (or the model's
@@ -81,6 +85,7 @@ struct Row {
   std::int64_t max_extent = 0;
   LodPyramid lod;
   std::int32_t counter = -1;  // kMemory: index into TimelineModel::counters
+  bool is_counter() const { return kind == RowKind::kMemory || kind == RowKind::kQueue; }
 };
 
 struct RankGroup {
@@ -101,6 +106,7 @@ struct BuildOptions {
   bool span_rows = true;
   bool op_rows = true;
   bool memory_rows = true;
+  bool queue_rows = true;     // a kQueue row under each stream's kernels
   bool host_rows = true;      // NVTX ranges and API calls per CPU thread
   int max_sub_rows = 16;      // deeper nesting shares the last sub-row
   unsigned threads = 0;       // for the pyramids; 0: hardware concurrency
@@ -160,11 +166,13 @@ class TimelineModel {
 };
 
 // Vertical placement of rows given which rank groups are collapsed (a
-// collapsed group shows its header only).
+// collapsed group shows its header only). A kQueue row shows only where
+// `queues` (null: none yet, or hidden) has its stream's track.
 class RowLayout {
  public:
   static constexpr int kHeaderHeight = 22;
-  static RowLayout compute(const TimelineModel& model, const std::vector<bool>& collapsed = {});
+  static RowLayout compute(const TimelineModel& model, const std::vector<bool>& collapsed = {},
+                           const QueueTracks* queues = nullptr);
   int y(int row) const { return y_[static_cast<std::size_t>(row)]; }   // -1: hidden
   int height(int row) const { return h_[static_cast<std::size_t>(row)]; }
   bool visible(int row) const { return y_[static_cast<std::size_t>(row)] >= 0; }
