@@ -668,6 +668,66 @@ TEST(CliRankFiles, ClusterRecipeImportsRankFilesAsIndependentTasks) {
   EXPECT_EQ(std::filesystem::last_write_time(dir + "/run/rank0.db"), before);
 }
 
+// The same on one machine without a launcher: `import FOLDER -o RUN/` makes
+// one trace per rank file, several at once (--jobs); a failed file is named,
+// leaves nothing and makes the exit status 1; --skip-existing redoes only it.
+TEST(CliRankFiles, ImportIntoAFolderOneTracePerFileSeveralAtOnce) {
+  const auto dir = testing::temp_path("import-folder");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/prof");
+  for (int rank = 0; rank < 4; ++rank)
+    std::ofstream(dir + "/prof/worker" + std::to_string(rank) + ".pt.trace.json") << fmt::format(
+        R"({{"traceEvents": [
+          {{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 2,
+            "args": {{"correlation": 7}}}},
+          {{"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 20, "dur": {1},
+            "args": {{"correlation": 7, "stream": 7, "device": 0}}}}],
+          "distributedInfo": {{"rank": {0}, "world_size": 5, "backend": "nccl"}}}})",
+        rank, 10 + rank);
+  std::ofstream(dir + "/prof/worker4.pt.trace.json") << R"({"traceEvents": [)";  // cut short
+  std::ofstream(dir + "/prof/notes.txt") << "not a trace";                         // left out
+  auto r = run_cli("import " + dir + "/prof -o " + dir + "/run/ --jobs 3");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("] moetrace: " + dir + "/prof/worker4.pt.trace.json: invalid JSON at byte "), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("4 of 5 files imported into " + dir + "/run/; 1 failed (above), and left no trace"),
+            std::string::npos)
+      << r.err;
+  std::vector<std::string> made;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/run")) made.push_back(e.path().filename().string());
+  std::sort(made.begin(), made.end());
+  EXPECT_EQ(made, (std::vector<std::string>{"worker0.db", "worker1.db", "worker2.db", "worker3.db"}));
+  r = run_cli("report --no-recommendations --format json " + dir + "/run");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["ranks"]["run"]["files"].size(), 4u);
+  EXPECT_EQ(j["ranks"]["run"]["missing_ranks"], nlohmann::json::array({4}));
+  // Once the file is whole, a rerun with --skip-existing imports it alone.
+  std::ofstream(dir + "/prof/worker4.pt.trace.json") << R"({"traceEvents": [
+      {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 20, "dur": 14,
+       "args": {"correlation": 7, "stream": 7, "device": 0}}], "distributedInfo": {"rank": 4, "world_size": 5}})";
+  const auto before = std::filesystem::last_write_time(dir + "/run/worker0.db");
+  r = run_cli("import " + dir + "/prof -o " + dir + "/run --skip-existing");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("1 of 1 file imported into " + dir + "/run; 4 skipped, their trace already there"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(std::filesystem::last_write_time(dir + "/run/worker0.db"), before);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/run/worker4.db"));
+  // Two inputs that would make one trace: refused before anything is written.
+  std::filesystem::create_directories(dir + "/other");
+  std::filesystem::copy_file(dir + "/prof/worker0.pt.trace.json", dir + "/other/worker0.json");
+  r = run_cli("import " + dir + "/prof/worker0.pt.trace.json " + dir + "/other/worker0.json -o " + dir + "/twice/");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "moetrace: " + dir + "/other/worker0.json and " + dir +
+                       "/prof/worker0.pt.trace.json would both be imported into " + dir +
+                       "/twice/worker0.db; rename one\n");
+  // --jobs without a folder: one line.
+  r = run_cli("import " + dir + "/prof/worker0.pt.trace.json -o " + dir + "/one.db --jobs 2");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "moetrace: --jobs and --skip-existing need an output folder (-o FOLDER/): one trace per input\n");
+}
+
 TEST(CliRankFiles, TwoImportedRanksOfOneJob) {
   const std::string data = std::string(MOETRACE_SHARED_DATA) + "/external/kineto/";
   if (!std::filesystem::exists(data + "hta-sampled_rank-0.json.gz")) GTEST_SKIP() << "no ../shared/data";

@@ -3,6 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <thread>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -244,6 +249,90 @@ TEST(JsonSplitter, ThreadedSameCallsAndErrors) {
   } t;
   importers::kineto::ThreadedSplitter stopped(reader(text), 64, 256, 1);
   EXPECT_THROW(stopped.run(t), std::runtime_error);
+}
+
+// The batches handed to several threads: every call once, in input order
+// within a batch and by batch number across them; the earliest batch's
+// exception wins, the reading thread's counting after every batch.
+TEST(JsonSplitter, ParallelBatchesInOrderAndTheEarliestErrorWins) {
+  std::string text = "{\"deviceProperties\": [{\"id\": 0}], \"traceEvents\": [";
+  for (int i = 0; i < 3000; ++i)
+    text += (i ? ", " : "") + std::string("{\"ph\": \"X\", \"ts\": ") + std::to_string(i) + "}";
+  text += "], \"distributedInfo\": {\"rank\": 3}}";
+  const auto expected = split(text, 1 << 16);
+  for (std::size_t threads : {std::size_t{1}, std::size_t{2}, std::size_t{5}}) {
+    importers::kineto::ThreadedSplitter threaded(reader(text), 64, 512, 2);
+    std::mutex mutex;
+    std::map<std::size_t, std::vector<std::string>> batches;
+    threaded.run_parallel(threads, [&](std::size_t seq, const auto& replay) {
+      Recorder r;
+      replay(r);
+      std::lock_guard lock(mutex);
+      EXPECT_TRUE(batches.emplace(seq, r.calls).second) << "batch " << seq << " twice";
+    });
+    std::vector<std::string> calls;
+    std::size_t seq = 0;
+    for (const auto& [n, c] : batches) {
+      EXPECT_EQ(n, seq++);
+      calls.insert(calls.end(), c.begin(), c.end());
+    }
+    EXPECT_GT(batches.size(), 50u);
+    EXPECT_EQ(calls, expected) << threads << " threads";
+  }
+  // Work fails in batches 7 and 3 (batch 7 may well fail first): batch 3's
+  // exception comes out.
+  for (std::size_t threads : {std::size_t{1}, std::size_t{4}}) {
+    importers::kineto::ThreadedSplitter threaded(reader(text), 64, 512, 2);
+    try {
+      threaded.run_parallel(threads, [&](std::size_t seq, const auto& replay) {
+        Recorder r;
+        replay(r);
+        if (seq == 7) throw std::runtime_error("batch 7");
+        if (seq == 3) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          throw std::runtime_error("batch 3");
+        }
+      });
+      ADD_FAILURE() << "no error";
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "batch 3") << threads << " threads";
+    }
+  }
+  // A structural error of the input comes after the work of every batch
+  // before it, and after their exceptions.
+  const std::string bad = text.substr(0, text.size() / 2) + "}}";
+  for (std::size_t threads : {std::size_t{1}, std::size_t{3}}) {
+    importers::kineto::ThreadedSplitter threaded(reader(bad), 64, 512, 2);
+    std::atomic<std::size_t> events{0};
+    try {
+      threaded.run_parallel(threads, [&](std::size_t, const auto& replay) {
+        Recorder r;
+        replay(r);
+        events += static_cast<std::size_t>(std::count_if(r.calls.begin(), r.calls.end(),
+                                                         [](const std::string& c) { return c.starts_with("event"); }));
+      });
+      ADD_FAILURE() << "no error";
+    } catch (const JsonSplitError& e) {
+      EXPECT_EQ("byte " + std::to_string(e.byte()) + ": " + e.what(), error_of(bad));
+    }
+    Recorder plain;
+    JsonSplitter splitter(reader(bad), 64);
+    EXPECT_THROW(splitter.run(plain), JsonSplitError);
+    EXPECT_EQ(events.load(), static_cast<std::size_t>(std::count_if(
+                                 plain.calls.begin(), plain.calls.end(),
+                                 [](const std::string& c) { return c.starts_with("event"); })));
+    importers::kineto::ThreadedSplitter again(reader(bad), 64, 512, 2);
+    try {
+      again.run_parallel(threads, [&](std::size_t seq, const auto& replay) {
+        Recorder r;
+        replay(r);
+        if (seq == 2) throw std::runtime_error("batch 2");
+      });
+      ADD_FAILURE() << "no error";
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "batch 2");
+    }
+  }
 }
 
 TEST(JsonSplitter, Unescape) {

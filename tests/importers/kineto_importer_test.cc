@@ -2,9 +2,12 @@
 // in ../shared/data (facts checked with `zcat FILE | python3 -c 'import json
 // ...'`, quoted beside each assertion) and on small hand-made JSON.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 #include "kineto/kineto_importer.h"
@@ -283,6 +286,147 @@ TEST(KinetoImporter, Gzipped) {
   EXPECT_EQ(importers::detect_format(in), importers::Format::kKineto);
   import_traces({in}, out);
   EXPECT_EQ(sql_int(out, "SELECT count(*) FROM kernels"), 2);
+}
+
+// A Kineto trace of several MB (several of the reading thread's 1 MB
+// batches) with every kind of event the importer reads or counts, names
+// that first appear late (new strings in later batches), and the metadata
+// after the events. `bad_at`: events (by index) written as broken JSON.
+std::string varied_trace(int iterations, const std::vector<int>& bad_at = {}) {
+  std::string t = "{\"schemaVersion\": 1, \"traceEvents\": [\n";
+  int event = 0;
+  auto add = [&](const std::string& e) {
+    const bool bad = std::find(bad_at.begin(), bad_at.end(), event) != bad_at.end();
+    t += (event++ ? ",\n" : "") + (bad ? std::string("{\"ph\": \"X\", \"ts\": 1.2.3}") : e);
+  };
+  std::int64_t corr = 100;
+  for (int i = 0; i < iterations; ++i) {
+    const auto ts = std::to_string(1000000 + i * 500);
+    const auto us = [&](int off) { return std::to_string(1000000 + i * 500 + off); };
+    const auto op = "aten::Op" + std::to_string(i % 41) + (i > iterations / 2 ? "_late" : "");
+    add(R"j({"ph": "X", "cat": "cpu_op", "name": ")j" + op + R"j(", "pid": 7, "tid": 11, "ts": )j" + ts +
+        R"j(.125, "dur": 40.5, "args": {"Sequence number": )j" + std::to_string(i) +
+        R"j(, "Fwd thread id": )j" + std::to_string(i % 2) + "}}");
+    add(R"j({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 7, "tid": 11, "ts": )j" + us(1) +
+        R"j(, "dur": 30, "args": {"Input Dims": [[64, )j" + std::to_string(i % 7 + 1) +
+        R"j(], [8, 16]], "Input type": ["c10::BFloat16", "float"]}})j");
+    add(R"j({"ph": "X", "cat": "user_annotation", "name": "## forward )j" + std::to_string(i % 13) +
+        R"j( ##", "pid": 7, "tid": 11, "ts": )j" + us(2) + R"j(, "dur": 20})j");
+    add(R"j({"ph": "X", "cat": "python_function", "name": "torch/nn/modules/module.py(1)", "pid": 7, "tid": 11, "ts": )j" +
+        us(3) + R"j(, "dur": 10})j");
+    add(R"j({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 7, "tid": 11, "ts": )j" + us(4) +
+        R"j(, "dur": 5, "args": {"correlation": )j" + std::to_string(corr) + "}}");
+    add(R"j({"ph": "X", "cat": "kernel", "name": "gemm_kernel_)j" + std::to_string(i % 17) +
+        R"j(", "pid": 0, "tid": 7, "ts": )j" + us(10) + R"j(, "dur": 50, "args": {"correlation": )j" +
+        std::to_string(corr++) + R"j(, "device": 0, "stream": 7, "grid": [1, 2, 3], "block": [128, 1, 1], )j"
+        R"j("registers per thread": 32, "shared memory": 0}})j");
+    add(R"j({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 7, "tid": 12, "ts": )j" + us(5) +
+        R"j(, "dur": 5, "args": {"correlation": )j" + std::to_string(corr) + "}}");
+    add(R"j({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllToAll", "pid": 0, "tid": 9, "ts": )j" + us(70) +
+        R"j(, "dur": 90, "args": {"correlation": )j" + std::to_string(corr++) +
+        R"j(, "device": 0, "stream": 9, "Collective name": "all_to_all", "In msg nelems": 4096, )j"
+        R"j("Out msg nelems": 4096, "Group size": 4, "dtype": "BFloat16", "Process Group Name": "3", )j"
+        R"j("Process Group Description": "ep", "Process Group Ranks": "[0, 1, 2, 3]", "Seq": )j" +
+        std::to_string(i) + "}}");
+    // A kernel without args.correlation, linked by an ac2g flow.
+    add(R"j({"ph": "X", "cat": "cuda_runtime", "name": "cudaMemsetAsync", "pid": 7, "tid": 11, "ts": )j" + us(6) +
+        R"j(, "dur": 3, "args": {"correlation": )j" + std::to_string(corr) + "}}");
+    add(R"j({"ph": "f", "id": )j" + std::to_string(corr) + R"j(, "pid": 0, "tid": 7, "ts": )j" + us(200) +
+        R"j(, "cat": "ac2g", "name": "ac2g", "bp": "e"})j");
+    add(R"j({"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "pid": 0, "tid": 7, "ts": )j" + us(200) +
+        R"j(, "dur": 4, "args": {"device": 0, "stream": 7, "bytes": 1024}})j");
+    ++corr;
+    add(R"j({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "pid": 0, "tid": 8, "ts": )j" +
+        us(210) + R"j(, "dur": 6, "args": {"device": 0, "stream": 8, "bytes": 65536, "correlation": 0}})j");
+    add(R"j({"ph": "i", "s": "t", "name": "[memory]", "pid": 7, "tid": 11, "ts": )j" + us(7) +
+        R"j(, "args": {"Device Type": 1, "Device Id": 0, "Bytes": )j" + std::to_string(i % 3 == 2 ? -512 : 512) +
+        R"j(, "Addr": )j" + std::to_string(4096 * (i / 3)) + "}}");
+    add(R"j({"ph": "X", "cat": "gpu_user_annotation", "name": "## forward ##", "pid": 0, "tid": 7, "ts": )j" + us(10) +
+        R"j(, "dur": 100})j");
+    add(R"j({"ph": "i", "name": "marker", "pid": 7, "tid": 11, "ts": )j" + us(8) + "}");
+    if (i % 100 == 0) add(R"j({"ph": "M", "name": "thread_name", "pid": 7, "tid": 11, "args": {"name": "main"}})j");
+  }
+  t += "\n], \"deviceProperties\": [{\"id\": 0, \"name\": \"NVIDIA H100\", \"totalGlobalMem\": 85000000000, "
+       "\"computeMajor\": 9, \"computeMinor\": 0, \"numSms\": 132}], "
+       "\"distributedInfo\": {\"backend\": \"nccl\", \"rank\": 2, \"world_size\": 4}, "
+       "\"baseTimeNanoseconds\": 1700000000000000000}";
+  return t;
+}
+
+// Every table, row by row in storage order (the run row without its creation
+// time, meta without the integrity record, which holds the run row's digest).
+std::string table_dump(const std::string& path) {
+  sqlite::Database db(path, sqlite::Database::Mode::kReadOnly);
+  std::vector<std::string> tables;
+  {
+    auto st = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
+    while (st.step()) tables.emplace_back(st.text(0));
+  }
+  std::string out;
+  for (const auto& table : tables) {
+    const std::string query =
+        table == "run"    ? "SELECT name, backend, world_size, start_ns, end_ns, config_json FROM run"
+        : table == "meta" ? "SELECT * FROM meta WHERE key <> 'integrity' ORDER BY key"
+                          : "SELECT * FROM " + table;  // a table scan: rowid (or key) order
+    if (table.starts_with("sqlite_")) continue;
+    auto st = db.prepare(query);
+    out += "== " + table + "\n";
+    while (st.step()) {
+      for (int c = 0; c < sqlite3_column_count(st.handle()); ++c)
+        out += (st.is_null(c) ? std::string("NULL") : std::string(st.text(c))) + "|";
+      out += "\n";
+    }
+  }
+  return out;
+}
+
+// The events parsed on several threads (a batch each at a time, appended in
+// input order) give the tables of a parse on one thread, row for row.
+TEST(KinetoImporter, ParsedOnSeveralThreadsAsOnOne) {
+  const auto in = temp_path("varied.json");
+  write_file(in, varied_trace(9000));
+  ASSERT_GT(std::filesystem::file_size(in), std::size_t{5} << 20);  // several batches
+  importers::ImportOptions one, many;
+  one.threads = 1;
+  many.threads = 4;
+  const auto a = temp_path("varied-1.db"), b = temp_path("varied-4.db");
+  const auto sa = import_traces({in}, a, one);
+  const auto sb = import_traces({in}, b, many);
+  EXPECT_EQ(sa.rows, sb.rows);
+  EXPECT_EQ(sa.skipped, sb.skipped);
+  EXPECT_EQ(sql_int(a, "SELECT count(*) FROM kernels"), 9000 * 2);
+  EXPECT_EQ(sql_int(a, "SELECT count(*) FROM kernels WHERE correlation_id IS NULL"), 0);
+  EXPECT_EQ(sql_int(a, "SELECT count(*) FROM collectives"), 9000);
+  EXPECT_EQ(sql_int(a, "SELECT count(DISTINCT seq) FROM collective_seq"), 9000);
+  EXPECT_EQ(sql_int(a, "SELECT count(*) FROM memset m JOIN api_calls c USING (correlation_id)"), 9000);
+  EXPECT_EQ(sql_int(a, "SELECT min(rank) FROM kernels"), 2);
+  const auto dump = table_dump(a);
+  EXPECT_EQ(dump, table_dump(b));
+  EXPECT_NE(dump.find("aten::Op40_late"), std::string::npos);
+}
+
+// Broken events in two batches: the first in the file is reported, whichever
+// thread meets its batch first.
+TEST(KinetoImporter, FirstBadEventInTheFileIsReportedOnAnyThreads) {
+  const auto in = temp_path("varied-bad.json");
+  write_file(in, varied_trace(9000, {40000, 120000}));
+  const auto serial = error_of([&] {
+    importers::ImportOptions o;
+    o.threads = 1;
+    import_traces({in}, temp_path("varied-bad-1.db"), o);
+  });
+  EXPECT_EQ(serial.rfind(in + ": invalid JSON at byte ", 0), 0u) << serial;
+  const std::string text = varied_trace(9000, {40000, 120000});
+  const auto first = text.find("1.2.3");
+  ASSERT_NE(first, std::string::npos);
+  // simdjson stops at the bad number's start, 1-based: the byte of "1.2.3".
+  EXPECT_NE(serial.find("byte " + std::to_string(first + 1) + ":"), std::string::npos) << serial;
+  for (int threads : {2, 4}) {
+    importers::ImportOptions o;
+    o.threads = threads;
+    EXPECT_EQ(error_of([&] { import_traces({in}, temp_path("varied-bad-n.db"), o); }), serial) << threads;
+    EXPECT_FALSE(std::filesystem::exists(temp_path("varied-bad-n.db")));
+  }
 }
 
 std::string one_line(const std::string& msg) {

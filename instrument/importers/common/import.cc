@@ -97,7 +97,7 @@ ImportSummary import_traces(const std::vector<std::string>& inputs, const std::s
   }
   TraceBuilder builder(output, format, inputs, options.progress);
   if (format == Format::kNsys) nsys::import_files(inputs, builder);
-  else kineto::import_files(inputs, builder);
+  else kineto::import_files(inputs, builder, options.threads);
   return builder.finish();
 }
 

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -83,8 +84,12 @@ class TraceBuilder {
   // trace's world size is the larger of this and the ranks imported.
   void note_world_size(int n) { world_size_ = std::max(world_size_, n); }
 
+  // May be called from several threads (a file parsed while another is
+  // written); the callback sees one call at a time.
   void progress(std::string_view stage, double fraction) {
-    if (progress_) progress_(stage, fraction);
+    if (!progress_) return;
+    std::lock_guard lock(progress_mutex_);
+    progress_(stage, fraction);
   }
 
   // Streams with their roles, ranks with their devices, counts; closes the
@@ -115,6 +120,7 @@ class TraceBuilder {
   Format format_;
   std::vector<std::string> inputs_;
   ProgressFn progress_;
+  std::mutex progress_mutex_;
   std::unique_ptr<instrument::TraceWriter> writer_;
   std::map<int, RankState> ranks_;
   std::map<std::string, DeviceId> devices_;

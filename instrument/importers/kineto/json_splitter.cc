@@ -1,5 +1,6 @@
 #include "json_splitter.h"
 
+#include <algorithm>
 #include <array>
 #include <condition_variable>
 #include <deque>
@@ -8,6 +9,7 @@
 #include <thread>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -421,16 +423,19 @@ class Channel {
     }
     changed_.notify_all();
   }
-  // Consumer: the next batch, or false at the end (after rethrowing an error).
-  bool pop(Batch& b) {
+  // Consumer: the next batch and its number in input order, or false at
+  // the end (after rethrowing an error) or once stopped.
+  bool pop(Batch& b, std::size_t* seq = nullptr) {
     std::unique_lock lock(mutex_);
-    changed_.wait(lock, [this] { return !full_.empty() || done_; });
+    changed_.wait(lock, [this] { return !full_.empty() || done_ || stop_; });
+    if (stop_) return false;
     if (full_.empty()) {
       if (error_) std::rethrow_exception(error_);
       return false;
     }
     b = std::move(full_.front());
     full_.pop_front();
+    if (seq) *seq = popped_++;
     lock.unlock();
     changed_.notify_all();
     return true;
@@ -455,6 +460,7 @@ class Channel {
   std::deque<Batch> full_;
   std::vector<Batch> free_;
   bool done_ = false, stop_ = false;
+  std::size_t popped_ = 0;
   std::exception_ptr error_;
 };
 
@@ -540,13 +546,16 @@ ThreadedSplitter::ThreadedSplitter(JsonSplitter::Read read, std::size_t chunk, s
     : read_(std::move(read)), chunk_(chunk), batch_bytes_(std::max<std::size_t>(batch_bytes, 1)),
       batches_(std::max<std::size_t>(batches, 1)) {}
 
-void ThreadedSplitter::run(JsonSplitter::Visitor& visitor) {
-  Channel channel(batches_);
-  std::thread reader([&] {
+namespace {
+
+// The reading thread: cuts the input into the channel's batches.
+std::thread start_reader(Channel& channel, const JsonSplitter::Read& read, std::size_t chunk,
+                         std::size_t batch_bytes) {
+  return std::thread([&channel, &read, chunk, batch_bytes] {
     std::exception_ptr error;
     try {
-      Batcher batcher(channel, batch_bytes_);
-      JsonSplitter splitter(read_, chunk_);
+      Batcher batcher(channel, batch_bytes);
+      JsonSplitter splitter(read, chunk);
       try {
         splitter.run(batcher);
       } catch (const Channel::Stopped&) {
@@ -562,6 +571,13 @@ void ThreadedSplitter::run(JsonSplitter::Visitor& visitor) {
     }
     channel.finish(error);
   });
+}
+
+}  // namespace
+
+void ThreadedSplitter::run(JsonSplitter::Visitor& visitor) {
+  Channel channel(batches_);
+  std::thread reader = start_reader(channel, read_, chunk_, batch_bytes_);
   struct Join {
     Channel& channel;
     std::thread& thread;
@@ -576,6 +592,57 @@ void ThreadedSplitter::run(JsonSplitter::Visitor& visitor) {
     replay(batch, visitor, key);
     channel.recycle(std::move(batch));
   }
+}
+
+void ThreadedSplitter::run_parallel(std::size_t threads, const BatchWork& work) {
+  threads = std::max<std::size_t>(threads, 1);
+  // Room for every consumer's batch besides those waiting.
+  Channel channel(batches_ + threads);
+  std::thread reader = start_reader(channel, read_, chunk_, batch_bytes_);
+  std::mutex mutex;  // guards the error
+  std::exception_ptr error;
+  std::size_t error_seq = 0;
+  auto fail = [&](std::size_t seq, std::exception_ptr e) {
+    {
+      std::lock_guard lock(mutex);
+      if (!error || seq < error_seq) {
+        error = std::move(e);
+        error_seq = seq;
+      }
+    }
+    channel.stop();
+  };
+  auto consume = [&] {
+    Batch batch;
+    std::string key;
+    std::size_t seq = 0;
+    for (;;) {
+      try {
+        if (!channel.pop(batch, &seq)) return;
+      } catch (...) {
+        fail(static_cast<std::size_t>(-1), std::current_exception());  // after every batch
+        return;
+      }
+      try {
+        work(seq, [&](JsonSplitter::Visitor& v) { replay(batch, v, key); });
+      } catch (...) {
+        fail(seq, std::current_exception());
+        return;
+      }
+      channel.recycle(std::move(batch));
+    }
+  };
+  std::vector<std::thread> helpers;
+  try {
+    for (std::size_t i = 1; i < threads; ++i) helpers.emplace_back(consume);
+  } catch (...) {
+    fail(0, std::current_exception());  // no thread to start: stop the others
+  }
+  consume();
+  for (auto& t : helpers) t.join();
+  channel.stop();
+  reader.join();
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace moetrace::importers::kineto

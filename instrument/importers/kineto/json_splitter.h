@@ -101,6 +101,19 @@ class ThreadedSplitter {
                             std::size_t batch_bytes = std::size_t{1} << 20, std::size_t batches = 4);
   void run(JsonSplitter::Visitor& visitor);
 
+  // The same on `threads` consumer threads (the calling one and threads - 1
+  // more): each takes whole batches in turn and calls work(seq, replay),
+  // where seq numbers the batches 0, 1, ... in input order and replay(v)
+  // replays that batch's calls into v, in order. Batches run in any order
+  // across threads; putting their results in order is the caller's (seq).
+  // The first exception (of work, or of the reading thread) stops every
+  // thread; run_parallel() rethrows, once all have stopped, the exception
+  // of the earliest batch, the reading thread's counting as after every
+  // batch before it.
+  using Replayer = std::function<void(JsonSplitter::Visitor&)>;
+  using BatchWork = std::function<void(std::size_t seq, const Replayer& replay)>;
+  void run_parallel(std::size_t threads, const BatchWork& work);
+
  private:
   JsonSplitter::Read read_;
   std::size_t chunk_, batch_bytes_, batches_;

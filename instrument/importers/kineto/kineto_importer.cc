@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <future>
 #include <map>
 #include <unordered_map>
 
@@ -362,9 +363,16 @@ void emit(ParsedFile& p, const std::string& path, std::size_t file_index, TraceB
 
 }  // namespace
 
-void import_files(const std::vector<std::string>& paths, TraceBuilder& builder) {
+void import_files(const std::vector<std::string>& paths, TraceBuilder& builder, int threads) {
+  // The next file is parsed while one is written (two parsed files in memory
+  // at most); its error, if any, comes after the files before it.
+  std::future<ParsedFile> next;
   for (std::size_t i = 0; i < paths.size(); ++i) {
-    auto parsed = parse(paths[i], builder);
+    auto parsed = i == 0 ? parse(paths[i], builder, threads) : next.get();
+    if (i + 1 < paths.size())
+      next = std::async(std::launch::async, [&paths, &builder, threads, i] {
+        return parse(paths[i + 1], builder, threads);
+      });
     emit(parsed, paths[i], i, builder);
   }
 }

@@ -13,10 +13,12 @@ class TraceBuilder;
 
 namespace kineto {
 
-// Imports every file (one rank each) into `builder`. Throws moetrace::Error
-// naming the file for invalid or truncated JSON or gzip data and for JSON that
-// is not a Chrome trace.
-void import_files(const std::vector<std::string>& paths, TraceBuilder& builder);
+// Imports every file (one rank each) into `builder`, each parsed on
+// `threads` threads (0: the machine's cores, at most 4); the next file is
+// parsed while one is written. Throws moetrace::Error naming the file for
+// invalid or truncated JSON or gzip data and for JSON that is not a Chrome
+// trace.
+void import_files(const std::vector<std::string>& paths, TraceBuilder& builder, int threads = 0);
 
 // A JSON number of microseconds ("1682725898236567", "4458676522690.655",
 // "1.5e3") as integer nanoseconds, exactly where the text has at most three

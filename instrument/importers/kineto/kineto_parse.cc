@@ -25,6 +25,11 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
 
 #include <simdjson.h>
 
@@ -162,7 +167,15 @@ class Handler {
   using number_float_t = double;
 
   Handler(ParsedFile& out, GzipInput& in, TraceBuilder& builder, std::string label)
-      : out_(out), in_(in), builder_(builder), label_(std::move(label)) {}
+      : out_(&out), in_(in), builder_(builder), label_(std::move(label)) {}
+
+  // From now on, reads single events (as inside traceEvents) into `part`,
+  // without reporting progress: a handler of one of the parsing threads.
+  void events_into(ParsedFile& part) {
+    out_ = &part;
+    frames_.assign(1, Role::kEvents);
+    report_progress_ = false;
+  }
 
   bool null() { return scalar(Number{}, nullptr); }
   bool boolean(bool) { return scalar(Number{}, nullptr); }
@@ -203,7 +216,7 @@ class Handler {
     Role role = Role::kSkip;
     if (frames_.empty()) {
       role = Role::kRoot;
-      out_.root_seen = true;
+      out_->root_seen = true;
     } else {
       switch (frames_.back()) {
         case Role::kRoot:
@@ -226,7 +239,7 @@ class Handler {
     const Role role = frames_.back();
     frames_.pop_back();
     if (role == Role::kEvent) finish_event();
-    if (role == Role::kDevice) out_.devices.push_back(device_);
+    if (role == Role::kDevice) out_->devices.push_back(device_);
     return true;
   }
 
@@ -235,13 +248,13 @@ class Handler {
     if (frames_.empty()) {
       // A bare array of events is the other Chrome trace form.
       role = Role::kEvents;
-      out_.root_seen = out_.has_trace_events = true;
+      out_->root_seen = out_->has_trace_events = true;
     } else {
       switch (frames_.back()) {
         case Role::kRoot:
           if (key_ == "traceEvents"sv) {
             role = Role::kEvents;
-            out_.has_trace_events = true;
+            out_->has_trace_events = true;
           } else if (key_ == "deviceProperties"sv) {
             role = Role::kDeviceList;
           }
@@ -321,7 +334,7 @@ class Handler {
     if (frames_.empty()) return true;
     switch (frames_.back()) {
       case Role::kRoot:
-        if (key_ == "baseTimeNanoseconds"sv) out_.base_time_ns = as_int(n).value_or(0);
+        if (key_ == "baseTimeNanoseconds"sv) out_->base_time_ns = as_int(n).value_or(0);
         break;
       case Role::kEvent: event_field(n, s); break;
       case Role::kArgs: arg_field(n, s); break;
@@ -347,17 +360,17 @@ class Handler {
         else if (key_ == "numSms"sv) device_.sms = static_cast<int>(as_int(n).value_or(-1));
         break;
       case Role::kDistInfo:
-        if (key_ == "rank"sv) out_.rank = as_int(n);
-        else if (key_ == "world_size"sv) out_.world_size = as_int(n);
-        else if (key_ == "backend"sv && s) out_.backend = *s;
-        else if (key_ == "nccl_version"sv && s) out_.nccl_version = *s;
+        if (key_ == "rank"sv) out_->rank = as_int(n);
+        else if (key_ == "world_size"sv) out_->world_size = as_int(n);
+        else if (key_ == "backend"sv && s) out_->backend = *s;
+        else if (key_ == "nccl_version"sv && s) out_->nccl_version = *s;
         break;
       case Role::kOtherData:
         // `moetrace export chrome` names its source trace here; its pids are ranks.
-        if (key_ == "moetrace_trace"sv) out_.moetrace_export = true;
+        if (key_ == "moetrace_trace"sv) out_->moetrace_export = true;
         break;
       case Role::kEvents:
-        out_.skip("malformed_event");  // a scalar where an event object belongs
+        out_->skip("malformed_event");  // a scalar where an event object belongs
         break;
       default: break;
     }
@@ -436,15 +449,15 @@ class Handler {
   }
 
   void finish_event() {
-    if ((++events_ & 0x3FFF) == 0) builder_.progress("reading " + label_, in_.fraction());
+    if (report_progress_ && (++events_ & 0x3FFF) == 0) builder_.progress("reading " + label_, in_.fraction());
     const auto& e = event_;
     if (e.ph.empty()) {
-      out_.skip("malformed_event");
+      out_->skip("malformed_event");
       return;
     }
     if (e.ph == "M") return;  // process/thread names and sort order: display only
     if (e.bad_time || !e.ts_ns) {
-      out_.skip("malformed_event");
+      out_->skip("malformed_event");
       return;
     }
     cat_.assign(e.cat);
@@ -452,13 +465,13 @@ class Handler {
     const std::string_view cat = cat_;
     if (e.ph == "X") {
       if (!e.dur_ns) {
-        out_.skip("malformed_event");
+        out_->skip("malformed_event");
         return;
       }
       const std::int64_t start = *e.ts_ns;
       std::int64_t end = 0;
       if (__builtin_add_overflow(start, *e.dur_ns, &end)) {
-        out_.skip("malformed_event");
+        out_->skip("malformed_event");
         return;
       }
       if (cat == "kernel" || cat == "gpu_memcpy" || cat == "memcpy" || cat == "gpu_memset" ||
@@ -469,7 +482,7 @@ class Handler {
         const auto kind = parse_op_kind(e.args.kind);
         const auto phase = parse_phase(e.args.phase.empty() ? "fwd" : e.args.phase);
         if (!kind || !phase) {
-          out_.skip("malformed_event");
+          out_->skip("malformed_event");
           return;
         }
         auto narrow = [](const std::optional<std::int64_t>& v) {
@@ -481,7 +494,7 @@ class Handler {
         o.pid = e.pid.value_or(0);
         o.tid = *e.tid;
         o.id = *e.args.op;
-        o.name = out_.intern(e.name);
+        o.name = out_->intern(e.name);
         o.kind = *kind;
         o.phase = *phase;
         o.layer = narrow(e.args.layer);
@@ -491,10 +504,10 @@ class Handler {
         o.flops = e.args.flops.value_or(-1);
         o.bytes = e.args.bytes.value_or(-1);
         o.peer = e.args.peer_rank.value_or(-1);
-        out_.ops.push_back(o);
+        out_->ops.push_back(o);
       } else if (cat == "cuda_runtime" || cat == "runtime" || cat == "cuda_driver" || cat == "cuda_api") {
         if (!e.tid) {
-          out_.skip("malformed_event");
+          out_->skip("malformed_event");
           return;
         }
         ApiCall a;
@@ -502,14 +515,14 @@ class Handler {
         a.end = end;
         a.pid = e.pid.value_or(-1);
         a.tid = *e.tid;
-        a.name = out_.intern(e.name);
+        a.name = out_->intern(e.name);
         a.correlation = e.args.correlation.value_or(0);
         a.driver = cat == "cuda_driver" || e.args.api == "driver";
-        out_.api.push_back(a);
+        out_->api.push_back(a);
       } else if (cat == "cpu_op" || cat == "operator" || cat == "user_annotation" ||
                  cat == "python_function" || cat == "nvtx") {
         if (!e.tid) {
-          out_.skip("malformed_event");
+          out_->skip("malformed_event");
           return;
         }
         CpuRange r;
@@ -517,13 +530,13 @@ class Handler {
         r.end = end;
         r.tid = *e.tid;
         r.pid = e.pid.value_or(0);
-        r.name = out_.intern(e.name);
+        r.name = out_->intern(e.name);
         r.category = cat == "user_annotation"   ? kCategoryUserAnnotation
                      : cat == "python_function" ? kCategoryPythonFunction
                      : cat == "nvtx"            ? -1
                                                 : kCategoryCpuOp;
         if (cat == "nvtx") {  // moetrace's export of an NVTX range
-          r.domain = e.args.domain.empty() ? -2 : out_.intern(e.args.domain);
+          r.domain = e.args.domain.empty() ? -2 : out_->intern(e.args.domain);
           r.payload = e.args.payload;
         }
         if (e.args.sequence && *e.args.sequence >= 0) {
@@ -542,19 +555,19 @@ class Handler {
           r.comm_dims = e.args.input_dims;
           r.comm_types = e.args.input_types;
         }
-        out_.ranges.push_back(std::move(r));
+        out_->ranges.push_back(std::move(r));
       } else {
         // gpu_user_annotation (ranges projected onto a stream), profiler
         // spans ("Trace"), and whatever else a newer PyTorch emits.
-        out_.skip(key_part(cat.empty() ? "uncategorized" : cat));
+        out_->skip(key_part(cat.empty() ? "uncategorized" : cat));
       }
       return;
     }
     if (e.ph == "s" || e.ph == "f" || e.ph == "t") {
       if (cat == "ac2g" && e.id && e.pid && e.tid) {
-        out_.flows.push_back({*e.pid, *e.tid, *e.ts_ns, *e.id});
+        out_->flows.push_back({*e.pid, *e.tid, *e.ts_ns, *e.id});
       } else {
-        out_.skip("flow_" + key_part(cat));
+        out_->skip("flow_" + key_part(cat));
       }
       return;
     }
@@ -562,7 +575,7 @@ class Handler {
       memory_event();
       return;
     }
-    out_.skip(e.ph == "i" || e.ph == "I" ? "instant_event" : "phase_" + key_part(e.ph));
+    out_->skip(e.ph == "i" || e.ph == "I" ? "instant_event" : "phase_" + key_part(e.ph));
   }
 
   void gpu_activity(std::string_view cat, std::int64_t start, std::int64_t end) {
@@ -570,7 +583,7 @@ class Handler {
     const auto device = e.args.device ? e.args.device : e.pid;
     const auto stream = e.args.stream ? e.args.stream : e.tid;
     if (!device || !stream || *device < 0 || *device > 1 << 20) {
-      out_.skip("malformed_event");
+      out_->skip("malformed_event");
       return;
     }
     GpuActivity a;
@@ -582,7 +595,7 @@ class Handler {
     a.op = e.args.op.value_or(-1);
     if (cat == "kernel") {
       a.type = ActivityType::kKernel;
-      a.name = out_.intern(e.name);
+      a.name = out_->intern(e.name);
       if (e.args.grid.size() == 3 && e.args.block.size() == 3) {
         for (std::size_t i = 0; i < 3; ++i) {
           a.launch[i] = static_cast<std::int32_t>(e.args.grid[i]);
@@ -605,8 +618,8 @@ class Handler {
         c.in_splits = e.args.in_splits;
         c.out_splits = e.args.out_splits;
         c.seq = e.args.seq.value_or(-1);
-        a.collective = static_cast<std::int32_t>(out_.collectives.size());
-        out_.collectives.push_back(std::move(c));
+        a.collective = static_cast<std::int32_t>(out_->collectives.size());
+        out_->collectives.push_back(std::move(c));
       }
     } else if (cat.find("memcpy") != std::string::npos) {
       a.type = ActivityType::kMemcpy;
@@ -616,7 +629,7 @@ class Handler {
       a.type = ActivityType::kMemset;
       a.bytes = e.args.bytes.value_or(0);
     }
-    out_.gpu.push_back(a);
+    out_->gpu.push_back(a);
   }
 
   // profile_memory=True: "[memory]" instant events, Bytes > 0 an allocation,
@@ -624,7 +637,7 @@ class Handler {
   void memory_event() {
     const auto& a = event_.args;
     if (!a.mem_bytes || a.mem_device_type.value_or(-1) != 1) {
-      out_.skip(a.mem_device_type.value_or(-1) == 0 ? "cpu_memory_event" : "malformed_event");
+      out_->skip(a.mem_device_type.value_or(-1) == 0 ? "cpu_memory_event" : "malformed_event");
       return;
     }
     MemoryEvent m;
@@ -632,10 +645,11 @@ class Handler {
     m.bytes = *a.mem_bytes;
     m.address = a.mem_addr.value_or(0);
     m.pid = event_.pid.value_or(0);
-    out_.memory.push_back(m);
+    out_->memory.push_back(m);
   }
 
-  ParsedFile& out_;
+  ParsedFile* out_;
+  bool report_progress_ = true;
   GzipInput& in_;
   TraceBuilder& builder_;
   std::string label_;
@@ -812,17 +826,191 @@ class Replay : public JsonSplitter::Visitor {
   std::string text_;
 };
 
+
+// A call other than an event, kept by a parsing thread for the file's own
+// handler (the top-level members, the root's and traceEvents' brackets).
+struct Deferred {
+  enum class Kind : std::uint8_t { kRootBegin, kRootEnd, kMember, kEventsBegin, kEventsEnd, kRootScalar };
+  Kind kind;
+  bool array = false;
+  std::string key;
+  std::vector<char> text;  // the piece, then JsonSplitter::kPadding bytes for simdjson
+  std::size_t length = 0;
+  std::int64_t offset = 0;
+  std::string_view piece() const { return {text.data(), length}; }
+};
+
+// One batch of the input as a parsing thread read it: its events' records
+// and the other calls, in order, up to its first bad event (error).
+struct Part {
+  ParsedFile events;
+  std::vector<Deferred> calls;
+  std::exception_ptr error;  // the calls after it were not read, as a serial parse stops there
+};
+
+struct StopBatch {};
+
+// A parsing thread's visitor of one batch.
+class PartReader : public JsonSplitter::Visitor {
+ public:
+  PartReader(Part& part, Replay& events) : part_(part), events_(events) {}
+
+  void root_begin(bool array) override { defer(Deferred::Kind::kRootBegin, array, {}, {}, 0); }
+  void root_end(bool array) override { defer(Deferred::Kind::kRootEnd, array, {}, {}, 0); }
+  void member(const std::string& key, std::string_view value, std::int64_t offset) override {
+    defer(Deferred::Kind::kMember, false, key, value, offset);
+  }
+  void events_begin() override { defer(Deferred::Kind::kEventsBegin, false, {}, {}, 0); }
+  void events_end() override { defer(Deferred::Kind::kEventsEnd, false, {}, {}, 0); }
+  void root_scalar(std::string_view value, std::int64_t offset) override {
+    defer(Deferred::Kind::kRootScalar, false, {}, value, offset);
+  }
+  void event(std::string_view value, std::int64_t offset) override {
+    try {
+      events_.event(value, offset);
+    } catch (...) {
+      part_.error = std::current_exception();
+      throw StopBatch{};
+    }
+  }
+
+ private:
+  void defer(Deferred::Kind kind, bool array, std::string_view key, std::string_view piece, std::int64_t offset) {
+    Deferred d{.kind = kind, .array = array, .key = std::string(key),
+               .text = std::vector<char>(piece.size() + JsonSplitter::kPadding), .length = piece.size(),
+               .offset = offset};
+    std::copy(piece.begin(), piece.end(), d.text.begin());
+    part_.calls.push_back(std::move(d));
+  }
+
+  Part& part_;
+  Replay& events_;
+};
+
+void replay_deferred(const Deferred& d, JsonSplitter::Visitor& v) {
+  switch (d.kind) {
+    case Deferred::Kind::kRootBegin: v.root_begin(d.array); break;
+    case Deferred::Kind::kRootEnd: v.root_end(d.array); break;
+    case Deferred::Kind::kMember: v.member(d.key, d.piece(), d.offset); break;
+    case Deferred::Kind::kEventsBegin: v.events_begin(); break;
+    case Deferred::Kind::kEventsEnd: v.events_end(); break;
+    case Deferred::Kind::kRootScalar: v.root_scalar(d.piece(), d.offset); break;
+  }
+}
+
+// Appends a batch's records to the file's, in input order: string ids and
+// collective indices renumbered into the file's.
+void append(ParsedFile& out, ParsedFile&& part) {
+  std::vector<std::int32_t> ids(part.strings.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = out.intern(part.strings[i]);
+  auto renumber = [&ids](std::int32_t& s) {
+    if (s >= 0) s = ids[static_cast<std::size_t>(s)];
+  };
+  const auto collectives = static_cast<std::int32_t>(out.collectives.size());
+  for (auto& a : part.gpu) {
+    renumber(a.name);
+    if (a.collective >= 0) a.collective += collectives;
+  }
+  for (auto& r : part.ranges) {
+    renumber(r.name);
+    renumber(r.domain);  // -1 and -2 are not string ids
+  }
+  for (auto& a : part.api) renumber(a.name);
+  for (auto& o : part.ops) renumber(o.name);
+  auto move_into = [](auto& to, auto& from) {
+    if (to.empty()) to = std::move(from);
+    else to.insert(to.end(), std::make_move_iterator(from.begin()), std::make_move_iterator(from.end()));
+  };
+  move_into(out.gpu, part.gpu);
+  move_into(out.ranges, part.ranges);
+  move_into(out.api, part.api);
+  move_into(out.memory, part.memory);
+  move_into(out.collectives, part.collectives);
+  move_into(out.ops, part.ops);
+  move_into(out.flows, part.flows);
+  for (const auto& [reason, n] : part.skipped) out.skipped[reason] += n;
+}
+
+// Threads that parse events: the machine's cores, at most 4 (beyond that
+// the reading thread, which reads, inflates and cuts at about 1 GB/s, is the
+// bottleneck; BENCHMARKS.md).
+std::size_t parse_threads(int asked) {
+  if (asked > 0) return static_cast<std::size_t>(asked);
+  const unsigned n = std::thread::hardware_concurrency();
+  return std::clamp<std::size_t>(n == 0 ? 1 : n, 1, 4);
+}
+
 }  // namespace
 
-ParsedFile parse(const std::string& path, TraceBuilder& builder) {
+// The events are parsed on several threads, a batch at a time (each into a
+// Part of its own), and appended in input order; the top-level members go to
+// the file's own handler in order too. The records are those of a parse on
+// one thread, in the same order.
+ParsedFile parse(const std::string& path, TraceBuilder& builder, int threads) {
   ParsedFile out;
   GzipInput input(path);
-  Handler handler(out, input, builder, file_name(path));
+  const std::string label = file_name(path);
+  Handler handler(out, input, builder, label);
   Replay replay(handler);
-  // Reading, decompressing and cutting run on a second thread.
+
+  struct Worker {
+    ParsedFile unused;
+    Handler handler;
+    Replay replay;
+    Worker(GzipInput& in, TraceBuilder& b, const std::string& label) : handler(unused, in, b, label), replay(handler) {}
+  };
+  std::mutex mutex;  // guards idle, ready, next, appending
+  std::vector<std::unique_ptr<Worker>> idle;
+  std::map<std::size_t, Part> ready;  // parsed, waiting for the batches before them
+  std::size_t next = 0;               // the batch to append next
+  bool appending = false;             // a thread is appending (the others leave it to that one)
+  std::size_t appended = 0;
+
+  auto work = [&](std::size_t seq, const ThreadedSplitter::Replayer& replay_batch) {
+    std::unique_ptr<Worker> w;
+    {
+      std::lock_guard lock(mutex);
+      if (!idle.empty()) {
+        w = std::move(idle.back());
+        idle.pop_back();
+      }
+    }
+    if (!w) w = std::make_unique<Worker>(input, builder, label);
+    Part part;
+    w->handler.events_into(part.events);
+    PartReader reader(part, w->replay);
+    try {
+      replay_batch(reader);
+    } catch (const StopBatch&) {
+    }
+    std::unique_lock lock(mutex);
+    idle.push_back(std::move(w));
+    ready.emplace(seq, std::move(part));
+    if (appending) return;
+    appending = true;
+    try {
+      while (!ready.empty() && ready.begin()->first == next) {
+        Part p = std::move(ready.begin()->second);
+        ready.erase(ready.begin());
+        ++next;
+        lock.unlock();
+        for (const auto& c : p.calls) replay_deferred(c, replay);
+        append(out, std::move(p.events));
+        if (p.error) std::rethrow_exception(p.error);
+        if ((++appended & 0x7) == 0) builder.progress("reading " + label, input.fraction());
+        lock.lock();
+      }
+    } catch (...) {
+      if (!lock.owns_lock()) lock.lock();
+      appending = false;
+      throw;
+    }
+    appending = false;
+  };
+  // Reading, decompressing and cutting run on a thread of their own.
   ThreadedSplitter splitter([&input](char* dst, std::size_t n) { return input.read(dst, n); });
   try {
-    splitter.run(replay);
+    splitter.run_parallel(parse_threads(threads), work);
   } catch (const JsonSplitError& e) {
     if (input.bytes_out() == 0) throw Error(path + ": empty file, not a Chrome/Kineto trace");
     throw Error(path + ": invalid JSON at byte " + std::to_string(e.byte()) + ": " + e.what());

@@ -120,9 +120,10 @@ struct ParsedFile {
   void skip(const std::string& reason) { ++skipped[reason]; }
 };
 
-// Parses a whole file (plain or gzip JSON) into records; throws
+// Parses a whole file (plain or gzip JSON) into records, the events on
+// `threads` threads (0: the machine's cores, at most 4); throws
 // moetrace::Error naming the file for invalid JSON or not a Chrome trace.
-ParsedFile parse(const std::string& path, TraceBuilder& builder);
+ParsedFile parse(const std::string& path, TraceBuilder& builder, int threads = 0);
 
 }  // namespace kineto
 }  // namespace moetrace::importers

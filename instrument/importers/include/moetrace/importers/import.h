@@ -32,7 +32,11 @@ Format detect_format(const std::string& path);
 
 struct ImportOptions {
   Format format = Format::kAuto;  // kAuto: detect_format() on each file
-  // Stage name and fraction done in [0, 1]; called from the importing thread.
+  // Threads that parse a Kineto file (besides the one reading it); 0: the
+  // machine's cores, at most 4. The records are the same for any number.
+  int threads = 0;
+  // Stage name and fraction done in [0, 1]; called from one thread at a time
+  // (not always the same one).
   std::function<void(std::string_view stage, double fraction)> progress;
 };
 
