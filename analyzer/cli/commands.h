@@ -40,6 +40,9 @@ class Progress {
   explicit Progress(std::string what);
   ~Progress();
   void update(std::string_view stage, double fraction);
+  // Whether it prints (stderr is a terminal); a loader given no callback
+  // skips the work that only sizes the progress.
+  bool shown() const { return tty_; }
   std::function<void(std::string_view, double)> callback() {
     return [this](std::string_view s, double f) { update(s, f); };
   }

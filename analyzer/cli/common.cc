@@ -33,7 +33,7 @@ analyzer::Trace load_with_progress(const std::string& path, analyzer::LoadOption
   analyzer::Trace trace;
   {
     Progress progress("loading " + path);
-    options.progress = progress.callback();
+    if (progress.shown()) options.progress = progress.callback();
     trace = analyzer::load_trace(path, options);
   }
   if (const auto w = analyzer::integrity_warning(trace.run); !w.empty())

@@ -241,40 +241,62 @@ class CpGraph {
       node = e.u;
       r.start_ns = ts(node);
     }
+    // Ranked by (path time descending, start, end, name) on light records;
+    // only the events kept are built (names copied). std::sort on the
+    // records sees the same comparisons as on the events, so the order
+    // (ties included) is the one of sorting the built events.
+    struct Ranked {
+      std::int64_t ns, start, end;
+      std::string_view name;
+      std::int32_t event;
+      std::uint8_t category;
+    };
+    std::vector<Ranked> ranked;
+    ranked.reserve(by_event.size());
     for (const auto& [key, ns] : by_event) {
       const auto& ev = ev_[static_cast<std::size_t>(key.first)];
+      std::string_view name;
+      switch (ev.kind) {
+        case PathEvent::Kind::kNvtx: name = t_.str(t_.nvtx[ev.source].name); break;
+        case PathEvent::Kind::kApi: name = t_.str(t_.api_calls[ev.source].name); break;
+        case PathEvent::Kind::kMemcpy: name = "memcpy"; break;
+        case PathEvent::Kind::kMemset: name = "memset"; break;
+        default: name = t_.str(t_.activities[ev.source].name);
+      }
+      ranked.push_back({ns, ev.start, ev.end, name, key.first, key.second});
+    }
+    std::sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
+      if (a.ns != b.ns) return a.ns > b.ns;
+      if (a.start != b.start) return a.start < b.start;
+      if (a.end != b.end) return a.end < b.end;
+      return a.name < b.name;
+    });
+    r.path_event_count = static_cast<std::int64_t>(ranked.size());
+    if (top_events > 0 && ranked.size() > top_events) ranked.resize(top_events);
+    r.events.reserve(ranked.size());
+    for (const auto& k : ranked) {
+      const auto& ev = ev_[static_cast<std::size_t>(k.event)];
       PathEvent p;
       p.kind = ev.kind;
       p.start_ns = ev.start;
       p.end_ns = ev.end;
-      p.category = static_cast<PathCategory>(key.second);
-      p.path_ns = ns;
+      p.category = static_cast<PathCategory>(k.category);
+      p.path_ns = k.ns;
+      p.name = std::string(k.name);
       switch (ev.kind) {
-        case PathEvent::Kind::kNvtx:
-          p.name = std::string(t_.str(t_.nvtx[ev.source].name));
-          p.thread = ev.thread;
-          break;
+        case PathEvent::Kind::kNvtx: p.thread = ev.thread; break;
         case PathEvent::Kind::kApi:
-          p.name = std::string(t_.str(t_.api_calls[ev.source].name));
           p.thread = ev.thread;
           p.correlation_id = t_.api_calls[ev.source].correlation_id;
           break;
         default: {
           const auto& a = t_.activities[ev.source];
-          p.name = ev.kind == PathEvent::Kind::kMemcpy   ? "memcpy"
-                   : ev.kind == PathEvent::Kind::kMemset ? "memset"
-                                                         : std::string(t_.str(a.name));
           p.stream = t_.streams[static_cast<std::size_t>(ev.stream)].id.value;
           p.correlation_id = a.correlation_id;
         }
       }
       r.events.push_back(std::move(p));
     }
-    std::sort(r.events.begin(), r.events.end(), [](const PathEvent& a, const PathEvent& b) {
-      return std::tuple(-a.path_ns, a.start_ns, a.end_ns, a.name) < std::tuple(-b.path_ns, b.start_ns, b.end_ns, b.name);
-    });
-    r.path_event_count = static_cast<std::int64_t>(r.events.size());
-    if (top_events > 0 && r.events.size() > top_events) r.events.resize(top_events);
     return r;
   }
 

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <mutex>
+#include <string>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -276,7 +279,35 @@ int first_match(const std::vector<KernelRule>& rules, std::string_view kernel_na
 
 }  // namespace
 
-int match_kernel_rule(std::string_view kernel_name) { return first_match(kernel_rules(), kernel_name); }
+namespace {
+
+// Names already matched against the built-in rules: the loader classifies
+// each kernel name, MoE recognition places kernels by their rule and the
+// report lists the unclassified ones, each by the same name (a few hundred
+// distinct names, up to kilobytes each, tens of microseconds each to match).
+struct NameHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+struct BuiltinMatches {
+  std::mutex mutex;
+  std::unordered_map<std::string, int, NameHash, std::equal_to<>> index;
+};
+constexpr std::size_t kMaxRemembered = 1 << 16;  // a bound for long-lived processes (Python, GUI)
+
+}  // namespace
+
+int match_kernel_rule(std::string_view kernel_name) {
+  static BuiltinMatches memo;
+  {
+    std::lock_guard lock(memo.mutex);
+    if (const auto it = memo.index.find(kernel_name); it != memo.index.end()) return it->second;
+  }
+  const int i = first_match(kernel_rules(), kernel_name);
+  std::lock_guard lock(memo.mutex);
+  if (memo.index.size() < kMaxRemembered) memo.index.emplace(std::string(kernel_name), i);
+  return i;
+}
 
 const KernelRule* match_kernel_rule(const std::vector<KernelRule>& rules, std::string_view kernel_name) {
   const int i = first_match(rules, kernel_name);

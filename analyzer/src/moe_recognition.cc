@@ -185,7 +185,7 @@ class Recognizer {
           continue;
       }
       std::smatch m;
-      if (!std::regex_search(text, m, rule.regex)) continue;
+      if (!std::regex_search(text, m, rule.regex())) continue;
       Annotation out;
       out.role = rule.role;
       out.kind = rule.kind;
@@ -484,7 +484,8 @@ class Recognizer {
     if (fresh) {
       const auto name = t_.str(a.name);
       it->second = match_kernel_rule(rules_.kernels, name);
-      if (!it->second) it->second = match_kernel_rule(kernel_rules(), name);
+      if (!it->second)
+        if (const int i = match_kernel_rule(name); i >= 0) it->second = &kernel_rules()[static_cast<std::size_t>(i)];
     }
     return it->second;
   }

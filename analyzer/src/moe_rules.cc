@@ -162,7 +162,12 @@ std::string required_prefix(std::string_view pattern) {
   return out;
 }
 
-RangeRule parse_range_rule(const nlohmann::json& r, const std::string& preset, const std::string& where) {
+// `check`: compile the pattern now and check the capture groups the rule
+// names against it (a user's file); the built-in presets skip both, their
+// patterns compiling on first use (tests/analyzer/moe_recognition_test.cc
+// parses them with the checks).
+RangeRule parse_range_rule(const nlohmann::json& r, const std::string& preset, const std::string& where,
+                           bool check) {
   RangeRule rule;
   rule.preset = preset;
   rule.label = r.at("label").get<std::string>();
@@ -171,13 +176,11 @@ RangeRule parse_range_rule(const nlohmann::json& r, const std::string& preset, c
   rule.pattern = r.at("name").get<std::string>();
   const auto named = fmt::format("{} (\"{}\")", where, rule.label);
   rule.ignore_case = r.value("ignore_case", false);
-  try {
-    auto flags = std::regex::ECMAScript | std::regex::optimize;
-    if (rule.ignore_case) flags |= std::regex::icase;
-    rule.regex = std::regex(rule.pattern, flags);
-  } catch (const std::regex_error& e) {
-    throw Error(fmt::format("{}: invalid regular expression \"{}\" ({})", named, rule.pattern, e.what()));
-  }
+  if (check) try {
+      (void)rule.regex();
+    } catch (const std::regex_error& e) {
+      throw Error(fmt::format("{}: invalid regular expression \"{}\" ({})", named, rule.pattern, e.what()));
+    }
   // The prefix test compares case: without it where the rule ignores case.
   if (!rule.ignore_case) rule.required_prefix = required_prefix(rule.pattern);
   if (r.contains("keywords"))
@@ -212,9 +215,10 @@ RangeRule parse_range_rule(const nlohmann::json& r, const std::string& preset, c
   if (rule.role == RangeRole::kPhase && !rule.phase)
     throw Error(named + ": a rule of role \"phase\" needs a \"phase\"");
   rule.process_scope = r.value("scope", std::string("thread")) == "process";
-  for (const int group : {rule.layer.group, rule.iteration.group, rule.micro_batch.group, rule.chunk.group, rule.phase_group})
-    if (group > static_cast<int>(rule.regex.mark_count()))
-      throw Error(fmt::format("{}: capture group ${} does not exist in \"{}\"", named, group, rule.pattern));
+  if (check)
+    for (const int group : {rule.layer.group, rule.iteration.group, rule.micro_batch.group, rule.chunk.group, rule.phase_group})
+      if (group > static_cast<int>(rule.regex().mark_count()))
+        throw Error(fmt::format("{}: capture group ${} does not exist in \"{}\"", named, group, rule.pattern));
   return rule;
 }
 
@@ -281,21 +285,23 @@ void validate(const nlohmann::json& doc, const std::string& source) {
                           label.empty() ? "" : " (\"" + label + "\")", best.description));
 }
 
-}  // namespace
-
-MoeRules parse_moe_rules(std::string_view json, const std::string& source) {
+// `check`: validate the document against the schema and compile each
+// pattern now (parse_moe_rules); the built-in presets skip both at run time
+// (builtin_moe_rules), the tests parse them with both.
+MoeRules parse_rules(std::string_view json, const std::string& source, bool check) {
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(json);
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: invalid JSON ({})", source, e.what()));
   }
-  validate(doc, source);
+  if (check) validate(doc, source);
   MoeRules rules;
   rules.origins.push_back(source);
   auto add = [&](const nlohmann::json& list, const std::string& preset, const std::string& where) {
     for (std::size_t i = 0; i < list.size(); ++i)
-      rules.ranges.push_back(parse_range_rule(list[i], preset, fmt::format("{}: {}[{}]", source, where, i)));
+      rules.ranges.push_back(
+          parse_range_rule(list[i], preset, fmt::format("{}: {}[{}]", source, where, i), check));
   };
   const auto own = doc.value("name", std::filesystem::path(source).filename().string());
   if (doc.contains("ranges")) add(doc["ranges"], own, "ranges");
@@ -310,10 +316,27 @@ MoeRules parse_moe_rules(std::string_view json, const std::string& source) {
   return rules;
 }
 
+}  // namespace
+
+const std::regex& RangeRule::regex() const {
+  std::call_once(compiled_->once, [this] {
+    auto flags = std::regex::ECMAScript | std::regex::optimize;
+    if (ignore_case) flags |= std::regex::icase;
+    compiled_->regex = std::regex(pattern, flags);
+  });
+  return compiled_->regex;
+}
+
+MoeRules parse_moe_rules(std::string_view json, const std::string& source) {
+  return parse_rules(json, source, true);
+}
+
 const MoeRules& builtin_moe_rules() {
-  static const MoeRules rules = parse_moe_rules(detail::kMoeRulesJson, "analyzer/data/moe_rules.json");
+  static const MoeRules rules = parse_rules(detail::kMoeRulesJson, kBuiltinMoeRulesSource, false);
   return rules;
 }
+
+std::string_view builtin_moe_rules_json() { return detail::kMoeRulesJson; }
 
 MoeRules load_moe_rules(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (const auto& r : rules.ranges) {
       std::smatch m;
       const std::string name = "nn.Module: MoELayer_3";
-      (void)std::regex_search(name, m, r.regex);
+      (void)std::regex_search(name, m, r.regex());
     }
   } catch (const Error& e) {
     fuzz::check_error_message(e);

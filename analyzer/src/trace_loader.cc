@@ -38,7 +38,7 @@ class TraceLoader {
     verify("meta");
     load_strings();
     load_devices_ranks_streams();
-    count_rows();
+    if (options_.progress) count_rows();  // the total only scales the progress fraction
     load_activities();
     trace_.classify_kernel_names();
     load_ops();
@@ -252,6 +252,16 @@ class TraceLoader {
   // Where to add the hashes of a table's rows; nullptr without a record
   // (nothing to check them against).
   schema::TableDigest* digest(const std::string& table) { return record_ ? &read_[table] : nullptr; }
+
+  // The rows the integrity record counts in `table`, to reserve for; 0
+  // without a record. Capped: a damaged record is caught by verify(), not by
+  // an allocation of its size.
+  std::size_t recorded_rows(std::string_view table) const {
+    if (!record_) return 0;
+    const auto it = record_->find(table);
+    if (it == record_->end() || it->second.rows <= 0) return 0;
+    return static_cast<std::size_t>(std::min<std::int64_t>(it->second.rows, std::int64_t{1} << 22));
+  }
 
   // A table read whole against the integrity record.
   void verify(std::string_view table) {
@@ -553,6 +563,7 @@ class TraceLoader {
     auto st = db_.prepare(
         "SELECT rank, thread_id, start_ns, end_ns, api, name_id, correlation_id, return_code "
         "FROM api_calls");
+    trace_.api_calls.reserve(trace_.api_calls.size() + recorded_rows("api_calls"));
     auto* api_calls_digest = digest("api_calls");
     while (st.step()) {
       if (api_calls_digest) api_calls_digest->add_row(st, 8);
@@ -578,6 +589,7 @@ class TraceLoader {
     auto st = db_.prepare(
         "SELECT rank, thread_id, start_ns, end_ns, domain_id, name_id, category, color, payload_int, "
         "payload_double, id FROM nvtx_ranges");
+    trace_.nvtx.reserve(trace_.nvtx.size() + recorded_rows("nvtx_ranges"));
     auto* nvtx_ranges_digest = digest("nvtx_ranges");
     while (st.step()) {
       if (nvtx_ranges_digest) nvtx_ranges_digest->add_row(st, 11);  // the rowid last, as the writer hashes it

@@ -94,6 +94,36 @@ TEST(MoeRules, BuiltInPresetsParseAndCiteTheirSources) {
     EXPECT_TRUE(presets.count(p)) << p;
 }
 
+// builtin_moe_rules() skips the schema and compiles each pattern on first
+// use; the same document must pass the checks of a user's file (schema,
+// every pattern compiles, every capture group a rule names exists) and give
+// the same rules.
+TEST(MoeRules, BuiltInPresetsPassTheChecksOfAUserFile) {
+  const auto checked = analyzer::parse_moe_rules(analyzer::builtin_moe_rules_json(), analyzer::kBuiltinMoeRulesSource);
+  const auto& lazy = analyzer::builtin_moe_rules();
+  ASSERT_EQ(checked.ranges.size(), lazy.ranges.size());
+  EXPECT_EQ(checked.origins, lazy.origins);
+  EXPECT_EQ(checked.kernels.size(), lazy.kernels.size());
+  for (std::size_t i = 0; i < lazy.ranges.size(); ++i) {
+    const auto &a = checked.ranges[i], &b = lazy.ranges[i];
+    EXPECT_EQ(a.preset, b.preset);
+    EXPECT_EQ(a.label, b.label);
+    EXPECT_EQ(a.pattern, b.pattern);
+    EXPECT_EQ(a.required_prefix, b.required_prefix);
+    EXPECT_EQ(a.keywords, b.keywords);
+    EXPECT_EQ(a.role, b.role);
+    EXPECT_EQ(a.kind, b.kind);
+    EXPECT_EQ(a.phase, b.phase);
+    EXPECT_EQ(a.phase_group, b.phase_group);
+    EXPECT_EQ(a.layer.group, b.layer.group);
+    EXPECT_EQ(a.layer.value, b.layer.value);
+    EXPECT_EQ(a.iteration.group, b.iteration.group);
+    EXPECT_EQ(a.iteration.value, b.iteration.value);
+    EXPECT_EQ(a.process_scope, b.process_scope);
+    EXPECT_EQ(a.regex().mark_count(), b.regex().mark_count()) << b.label;
+  }
+}
+
 // The literal prefix that lets names skip a rule's regex must never skip a
 // name the regex would match.
 TEST(MoeRules, RequiredPrefixIsSafe) {
@@ -148,7 +178,7 @@ TEST(MoeRules, ScheduleWordsWithPhaseMarkers) {
   for (const auto& c : cases) {
     const auto* hit = [&]() -> const analyzer::RangeRule* {
       for (const auto& r : rules.ranges)
-        if (std::regex_search(std::string(c.name), r.regex)) return &r;
+        if (std::regex_search(std::string(c.name), r.regex())) return &r;
       return nullptr;
     }();
     ASSERT_NE(hit, nullptr) << c.name;
@@ -156,7 +186,7 @@ TEST(MoeRules, ScheduleWordsWithPhaseMarkers) {
     EXPECT_EQ(hit->kind, c.kind) << c.name;
     std::smatch m;
     const std::string text(c.name);
-    std::regex_search(text, m, hit->regex);
+    std::regex_search(text, m, hit->regex());
     const auto phase = hit->phase_group > 0 && m[static_cast<std::size_t>(hit->phase_group)].matched
                            ? analyzer::parse_phase_marker(m[static_cast<std::size_t>(hit->phase_group)].str())
                            : hit->phase;
@@ -167,7 +197,7 @@ TEST(MoeRules, ScheduleWordsWithPhaseMarkers) {
   for (const char* other : {"mlp", "attention", "gate", "dispatcher(F)", "mlp(X)", "combine_kernel", "redispatch(F)"}) {
     for (const auto& r : rules.ranges) {
       if (r.preset == "schedules") {
-        EXPECT_FALSE(std::regex_search(std::string(other), r.regex)) << other << " matched " << r.label;
+        EXPECT_FALSE(std::regex_search(std::string(other), r.regex())) << other << " matched " << r.label;
       }
     }
   }

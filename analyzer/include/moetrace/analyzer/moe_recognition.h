@@ -50,6 +50,8 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <regex>
 #include <string>
@@ -97,7 +99,13 @@ struct RangeRule {
   std::string label, source;     // what it recognises; where the name comes from
   std::string domain;            // NVTX domain the range must have; empty: any
   std::string pattern;           // ECMAScript regex searched in the range's name
-  std::regex regex;
+  // The compiled pattern (ECMAScript, icase where ignore_case), built on
+  // first use: std::regex takes tens of microseconds a pattern to build and
+  // most rules never see a name that passes their domain, prefix and keyword
+  // tests. Copies of a rule share it; set `pattern` and `ignore_case` before
+  // the first call. Throws std::regex_error on an invalid pattern (a parsed
+  // user file has compiled each of its patterns already).
+  const std::regex& regex() const;
   // A literal every match must start with ("^nn\\.Module: " -> "nn.Module: "):
   // names without it skip the regex. Empty: none could be derived.
   std::string required_prefix;
@@ -111,6 +119,13 @@ struct RangeRule {
   // the regex is tried; empty: always tried.
   std::vector<std::string> keywords;
   bool process_scope = false;    // covers every thread of the rank (iterations, phases)
+
+ private:
+  struct Compiled {
+    std::once_flag once;
+    std::regex regex;
+  };
+  std::shared_ptr<Compiled> compiled_ = std::make_shared<Compiled>();
 };
 
 // A phase marker as schedules write it, in any case: F, fwd, forward; B, I
@@ -124,8 +139,13 @@ struct MoeRules {
   std::vector<std::string> origins;    // files the rules came from
 };
 
-// The built-in presets of analyzer/data/moe_rules.json.
+// The built-in presets of analyzer/data/moe_rules.json. Parsed once a
+// process without the schema validation and the pattern compilation of
+// parse_moe_rules (each pattern compiles on first use); the tests run both on
+// builtin_moe_rules_json().
 const MoeRules& builtin_moe_rules();
+inline constexpr const char* kBuiltinMoeRulesSource = "analyzer/data/moe_rules.json";
+std::string_view builtin_moe_rules_json();
 
 // Parses a rules document: validated against schemas/moe_rules.schema.json,
 // then each pattern compiled; throws moetrace::Error("<source>: <rule>: ...")
