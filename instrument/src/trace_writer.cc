@@ -130,6 +130,7 @@ TraceWriter::TraceWriter(const std::string& path, const RunRecord& run, WriterOp
   db_.exec("PRAGMA cache_size=-65536");
   db_.exec("BEGIN");
   db_.exec(schema::tables_sql());
+  if (options_.indexes_first) db_.exec(schema::indexes_sql());
   db_.exec("PRAGMA application_id=" + std::to_string(schema::kApplicationId));
   db_.exec("PRAGMA user_version=" + std::to_string(schema::kVersion));
   {

@@ -50,7 +50,9 @@ TraceBuilder::TraceBuilder(const std::string& output, Format format,
   // or an error mid-import leaves no half trace, and imports skip disk syncs.
   instrument::WriterOptions options;
   options.durable = false;
-  options.flush_rows = std::size_t{1} << 15;  // inserts start while the records are still being emitted
+  // Rows go in (indexes updated) while the records are still being emitted.
+  options.flush_rows = std::size_t{1} << 15;
+  options.indexes_first = true;
   writer_ = std::make_unique<instrument::TraceWriter>(output_, run_record(format, inputs), options);
   config("import.format", std::string(format_name(format)));
   for (std::size_t i = 0; i < inputs.size(); ++i)

@@ -22,9 +22,11 @@
 #include "kineto_records.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <map>
 #include <memory>
@@ -158,6 +160,49 @@ void parse_memcpy_name(std::string_view name, GpuActivity& a) {
   }
 }
 
+// A fixed set of keys, looked up among those of the same length only.
+template <std::size_t N>
+class KeySet {
+ public:
+  constexpr explicit KeySet(std::array<std::string_view, N> keys) : keys_(keys) {
+    std::sort(keys_.begin(), keys_.end(),
+              [](std::string_view a, std::string_view b) { return a.size() != b.size() ? a.size() < b.size() : a < b; });
+    std::size_t k = 0;
+    for (std::size_t len = 0; len <= kMaxLength + 1; ++len) {
+      while (k < N && keys_[k].size() < len) ++k;
+      first_[len] = k;
+    }
+  }
+  bool contains(std::string_view key) const {
+    if (key.size() > kMaxLength) return false;
+    for (std::size_t i = first_[key.size()]; i < first_[key.size() + 1]; ++i)
+      if (std::memcmp(keys_[i].data(), key.data(), key.size()) == 0) return true;
+    return false;
+  }
+
+ private:
+  static constexpr std::size_t kMaxLength = 32;
+  std::array<std::string_view, N> keys_;
+  std::array<std::size_t, kMaxLength + 2> first_{};
+};
+
+// The keys of an event and of its args that the handler reads.
+bool event_key(std::string_view k) {
+  static constexpr KeySet keys(std::array<std::string_view, 10>{"args", "bp", "cat", "dur", "id", "name", "ph",
+                                                                "pid", "tid", "ts"});
+  return keys.contains(k);
+}
+bool arg_key(std::string_view k) {
+  static constexpr KeySet keys(std::array<std::string_view, 44>{
+      "correlation", "device", "stream", "bytes", "registers per thread", "shared memory", "grid", "block",
+      "Collective name", "In msg nelems", "Out msg nelems", "Group size", "dtype", "Process Group Name",
+      "Process Group Description", "Process Group Ranks", "Seq", "In split size", "Out split size", "Bytes", "Addr",
+      "Device Type", "Device Id", "registers", "shared_bytes", "collective", "in_nelems", "out_nelems",
+      "group_size", "group_ranks", "api", "domain", "payload", "Sequence number", "op", "kind", "layer",
+      "iteration", "micro_batch", "chunk", "phase", "flops", "peer_rank", "Fwd thread id"});
+  return keys.contains(k);
+}
+
 // The SAX handler: a stack of frames, each knowing what its container is.
 // (The SAX interface of nlohmann::json, which the file used to be read with.)
 class Handler {
@@ -207,9 +252,26 @@ class Handler {
   // what it keeps).
   bool string(std::string_view s) { return scalar(Number{}, &s); }
 
+  // `k` must stay valid until the next key (simdjson's unescaped keys live
+  // as long as their document; the splitter's member names for the call).
   bool key(std::string_view k) {
-    key_.assign(k);
+    key_ = k;
     return true;
+  }
+
+  // Whether the value of the key just given is read at all. The values of
+  // the other keys of events and their args (External id, Input Strides,
+  // Concrete Inputs, ...) are stepped over unparsed; their brackets and
+  // strings were checked by the splitter, not their atoms.
+  bool wants_value() const {
+    switch (frames_.back()) {
+      case Role::kEvent: return event_key(key_);
+      case Role::kArgs:
+        if (key_ == "Input Dims"sv || key_ == "Input type"sv) return shapes_wanted();
+        return arg_key(key_);
+      case Role::kSkip: return false;
+      default: return true;
+    }
   }
 
   bool start_object(std::size_t) {
@@ -295,6 +357,13 @@ class Handler {
   enum class Role : std::uint8_t {
     kRoot, kEvents, kEvent, kArgs, kArgArray, kShapes, kDeviceList, kDevice, kDistInfo, kOtherData, kSkip
   };
+
+  // An op's input shapes are kept for matrix products and NCCL calls only
+  // (finish_event); where the name came first, the others' are not read.
+  bool shapes_wanted() const {
+    const std::string_view name = event_.name;
+    return name.empty() || name.starts_with("nccl:") || matrix_product(name);
+  }
 
   // One element of an "Input Dims" / "Input type" list (nested lists too);
   // an op with very many inputs keeps its first 4 KiB.
@@ -654,7 +723,7 @@ class Handler {
   TraceBuilder& builder_;
   std::string label_;
   std::vector<Role> frames_;
-  std::string key_;
+  std::string_view key_;
   std::string* shape_text_ = nullptr;  // the args' input_dims or input_types being read
   std::vector<bool> shape_first_;      // per nesting level: no element yet
   RawEvent event_;
@@ -799,6 +868,7 @@ class Replay : public JsonSplitter::Visitor {
         std::string_view key;
         if (auto e = field.unescaped_key().get(key)) return e;
         h_.key(key);
+        if (!h_.wants_value()) continue;  // simdjson steps over the value
         simdjson::ondemand::value child;
         if (auto e = field.value().get(child)) return e;
         if (auto e = value(child)) return e;
