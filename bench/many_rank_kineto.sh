@@ -1,0 +1,46 @@
+#!/bin/bash
+# Many PyTorch-profiler rank files: import them into one folder (one trace per
+# rank, several at once) and report the folder as one run (BENCHMARKS.md,
+# "Many Kineto rank files"). Usage:
+#   bench/many_rank_kineto.sh [MOETRACE] [RANKS] [MB] [DIR] [JOBS...]
+# Writes RANKS files of about MB megabytes each (the HTA NCCL test trace
+# repeated by make_big_kineto.py, one distributedInfo rank per file), imports
+# them once per JOBS value with `import DIR/prof -o DIR/run/ --jobs J`, then
+# times `report DIR/run` with /usr/bin/time (wall, user, peak RSS).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+moetrace=${1:-build/ci/bin/moetrace}
+ranks=${2:-1024}
+mb=${3:-10}
+dir=${4:-$(mktemp -d)}
+shift $(( $# < 4 ? $# : 4 ))
+jobs=("$@")
+[ ${#jobs[@]} -gt 0 ] || jobs=(1 2)
+mkdir -p "$dir/prof"
+python3 "$here/make_big_kineto.py" --source "$here/../../shared/data/external/kineto/hta-nccl_data.json.gz" \
+  --mb "$mb" "$dir/template.json"
+python3 - "$dir" "$ranks" <<'EOF'
+import json, sys
+d, n = sys.argv[1], int(sys.argv[2])
+text = open(f"{d}/template.json").read()
+body = text[text.index('"traceEvents": ['):]
+head = json.loads(text[:text.index('"traceEvents": [')].rstrip().rstrip(",") + "}")
+for r in range(n):
+    head["distributedInfo"] = dict(head.get("distributedInfo", {}), rank=r, world_size=n)
+    with open(f"{d}/prof/rank{r}.pt.trace.json", "w") as f:
+        f.write(json.dumps(head)[:-1] + ", " + body)
+EOF
+rm -f "$dir/template.json"
+echo "$(ls "$dir"/prof | wc -l) rank files, $(du -sh "$dir/prof" | cut -f1)"
+for j in "${jobs[@]}"; do
+  rm -rf "$dir/run"
+  /usr/bin/time -f "import --jobs $j: %e s wall, %U s user, %S s sys, %M KB peak RSS" \
+    "$moetrace" import "$dir/prof" -o "$dir/run/" --jobs "$j" 2>&1 | tail -2
+done
+echo "$(ls "$dir"/run | wc -l) traces, $(du -sh "$dir/run" | cut -f1)"
+for i in 1 2; do
+  /usr/bin/time -f "report (run $i): %e s wall, %U s user, %M KB peak RSS" \
+    "$moetrace" report "$dir/run" -o /dev/null
+done
+/usr/bin/time -f "report --no-recommendations: %e s wall, %U s user, %M KB peak RSS" \
+  "$moetrace" report "$dir/run" --no-recommendations -o /dev/null
