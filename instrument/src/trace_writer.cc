@@ -115,7 +115,7 @@ TraceWriter::TraceWriter(const std::string& path, const RunRecord& run, WriterOp
   if (!options_.durable) remove_with_side_files(db_path_);
   db_ = sqlite::Database(db_path_, sqlite::Database::Mode::kCreate);
   // Large pages: fewer b-tree pages per row inserted (see BENCHMARKS.md).
-  db_.exec("PRAGMA page_size=65536");
+  db_.exec("PRAGMA page_size=" + std::to_string(options_.page_size));
   if (options_.durable) {
     db_.exec("PRAGMA journal_mode=WAL");
     db_.exec("PRAGMA synchronous=NORMAL");

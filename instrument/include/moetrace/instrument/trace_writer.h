@@ -48,6 +48,10 @@ struct WriterOptions {
   // s of CPU against 0.22 s on 580k rows, BENCHMARKS.md), and close() no
   // longer ends with index builds.
   bool indexes_first = false;
+  // SQLite page size: large pages insert many rows faster (fewer b-tree
+  // pages); a small trace is written sooner with small ones (its ~40 tables
+  // and indexes take a page each: 2.5 MB of 64 KiB pages).
+  int page_size = 65536;
   // Keep the integrity record (schema/integrity.h) that the loader checks
   // every row against; false only to measure what it costs (trace_bench).
   bool integrity_record = true;
