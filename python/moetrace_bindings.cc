@@ -292,13 +292,22 @@ class Run {
     return t;
   }
 
-  // critical_path.h: per (rank, category), or the path events of each rank.
-  Table critical_path_table(std::optional<std::int32_t> rank, bool events, std::size_t top_events) {
+  // critical_path.h: per (rank, category), or the path events of each rank;
+  // across: the one path across ranks (rank -1 in the summary rows, each
+  // event's rank in the event rows).
+  Table critical_path_table(std::optional<std::int32_t> rank, bool events, std::size_t top_events, bool across) {
     an::CriticalPathOptions o;
     o.rank = rank;
     o.top_events = top_events;
     Table t;
-    for (const auto& r : an::critical_paths(trace_, o)) {
+    std::vector<an::RankCriticalPath> paths;
+    if (across) {
+      auto x = an::critical_path_across_ranks(trace_, top_events);
+      if (x.path.nodes > 0) paths.push_back(std::move(x.path));
+    } else {
+      paths = an::critical_paths(trace_, o);
+    }
+    for (const auto& r : paths) {
       if (!events) {
         for (int c = 0; c < an::kNumPathCategories; ++c) {
           const auto cat = static_cast<an::PathCategory>(c);
@@ -312,7 +321,7 @@ class Run {
         continue;
       }
       for (const auto& e : r.events) {
-        t.put("rank", r.rank);
+        t.put("rank", across ? e.rank : r.rank);
         t.put("name", e.name);
         t.put("kind", an::path_event_kind_name(e.kind));
         t.put("category", an::path_category_name(e.category));
@@ -607,8 +616,8 @@ PYBIND11_MODULE(_moetrace, m) {
         return table([&] { return r.launch_table(summary, runtime_cutoff, delay_cutoff); });
       })
       .def("critical_path",
-           [](Run& r, std::optional<std::int32_t> rank, bool events, std::size_t top_events) {
-             return table([&] { return r.critical_path_table(rank, events, top_events); });
+           [](Run& r, std::optional<std::int32_t> rank, bool events, std::size_t top_events, bool across) {
+             return table([&] { return r.critical_path_table(rank, events, top_events, across); });
            })
       .def("memory_timeline", [](Run& r) { return table([&] { return r.memory_table(); }); })
       .def("expert_load", [](Run& r) {

@@ -26,6 +26,8 @@ Analyses analyze(const Trace& trace,
   step("critical path", 0.93);
   a.critical_path = critical_paths(trace);
   if (trace.rank_ids().size() > 1) {
+    step("critical path across ranks", 0.94);
+    a.critical_path_across_ranks = critical_path_across_ranks(trace);
     step("collective waits", 0.95);
     a.rank_waits = compute_rank_waits(trace);
   }

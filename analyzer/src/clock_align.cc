@@ -132,6 +132,7 @@ std::vector<CollectiveCall> collective_calls(const Trace& trace) {
       c.start_ns = op.start_ns;
       c.end_ns = op.end_ns;
       c.ready_ns = ready[i] >= 0 && ready[i] < op.start_ns ? ready[i] : op.start_ns;
+      c.op = static_cast<std::int32_t>(i);
       std::uint64_t h = mix(1, static_cast<std::int64_t>(op.kind));
       for (std::int64_t v : {std::int64_t{op.layer}, std::int64_t{op.iteration}, std::int64_t{op.micro_batch},
                              std::int64_t{op.chunk}, static_cast<std::int64_t>(op.phase)})
@@ -145,7 +146,8 @@ std::vector<CollectiveCall> collective_calls(const Trace& trace) {
     std::unordered_map<std::uint64_t, const Collective*> described;
     for (const auto& c : trace.collectives)
       if (c.correlation_id != 0) described.emplace(mix(mix(4, c.rank.value), c.correlation_id), &c);
-    for (const auto& a : trace.activities) {
+    for (std::size_t ai = 0; ai < trace.activities.size(); ++ai) {
+      const auto& a = trace.activities[ai];
       if (a.type != ActivityType::kKernel) continue;
       const Collective* d = nullptr;
       if (a.correlation_id != 0)
@@ -156,6 +158,7 @@ std::vector<CollectiveCall> collective_calls(const Trace& trace) {
       c.start_ns = c.ready_ns = a.start_ns;
       c.end_ns = a.end_ns;
       c.pairing = CollectiveCall::Pairing::kOrder;
+      c.activity = static_cast<std::int64_t>(ai);
       if (a.op >= 0 && static_cast<std::size_t>(a.op) < trace.ops.size()) {
         const auto& op = trace.ops[static_cast<std::size_t>(a.op)];
         c.layer = op.layer;

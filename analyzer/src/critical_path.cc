@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "moetrace/analyzer/breakdown.h"
+#include "moetrace/analyzer/clock_align.h"
 #include "moetrace/analyzer/launch_queue.h"
 
 namespace moetrace::analyzer {
@@ -18,6 +19,7 @@ enum class CpSync : std::uint8_t { kNone, kDevice, kOne };
 struct CpEvent {
   std::int64_t start = 0, end = 0;
   std::int64_t thread = -1;
+  std::int32_t rank = 0;
   std::int32_t stream = -1;   // index into Trace::streams (GPU)
   std::uint32_t source = 0;   // index into nvtx, api_calls or activities
   PathEvent::Kind kind = PathEvent::Kind::kNvtx;
@@ -32,6 +34,7 @@ struct CpEdge {
   std::int64_t w = 0;
   std::int32_t event = -1;  // attributed event; -1: none
   std::uint8_t category = kCpNoCategory;
+  bool collective = false;  // a collective edge between ranks (across-ranks graph)
 };
 
 bool cp_is_blocking(std::string_view base) {
@@ -47,16 +50,23 @@ CpSync cp_sync_kind(std::string_view base) {
 
 class CpGraph {
  public:
+  // across: the graph of every rank, joined at collectives (rank: -1).
   CpGraph(const Trace& t, std::int32_t rank, std::vector<CpEvent> host, const std::vector<std::uint32_t>& streams,
-            std::vector<std::int32_t>& api_event)
-      : t_(t), rank_(rank), ev_(std::move(host)), streams_(streams), api_event_(api_event) {}
+            std::vector<std::int32_t>& api_event, bool across = false)
+      : t_(t), rank_(rank), across_(across), ev_(std::move(host)), streams_(streams), api_event_(api_event) {}
 
   RankCriticalPath run(std::size_t top_events) {
     host_edges();
     gpu_edges();
     sync_edges();
+    if (across_) collective_edges();
     return longest(top_events);
   }
+
+  // Across ranks: the collective instances that joined ranks, the edges
+  // added, the path's edges between ranks, path time per rank.
+  std::int64_t instances = 0, collective_edge_count = 0, crossings = 0, wait_ns = 0;
+  std::map<std::int32_t, std::int64_t> rank_ns;
 
  private:
   std::uint32_t start_node(std::size_t e) const { return static_cast<std::uint32_t>(2 * e); }
@@ -74,8 +84,8 @@ class CpGraph {
     std::vector<std::uint32_t> order(host);
     for (std::size_t i = 0; i < host; ++i) order[i] = static_cast<std::uint32_t>(i);
     std::sort(order.begin(), order.end(), [&](auto a, auto b) {
-      return std::tuple(ev_[a].thread, ev_[a].start, -ev_[a].end, a) <
-             std::tuple(ev_[b].thread, ev_[b].start, -ev_[b].end, b);
+      return std::tuple(ev_[a].rank, ev_[a].thread, ev_[a].start, -ev_[a].end, a) <
+             std::tuple(ev_[b].rank, ev_[b].thread, ev_[b].start, -ev_[b].end, b);
     });
     std::vector<std::uint32_t> stack;
     std::int64_t last = -1, last_top_end = -1;
@@ -94,7 +104,7 @@ class CpGraph {
     };
     for (std::size_t k = 0; k < order.size(); ++k) {
       const auto e = order[k];
-      if (k > 0 && ev_[order[k - 1]].thread != ev_[e].thread) {
+      if (k > 0 && (ev_[order[k - 1]].thread != ev_[e].thread || ev_[order[k - 1]].rank != ev_[e].rank)) {
         while (!stack.empty()) exit_top();
         last = -1;
         last_top_end = -1;
@@ -124,6 +134,7 @@ class CpGraph {
         g.start = a.start_ns;
         g.end = a.end_ns;
         g.stream = static_cast<std::int32_t>(s);
+        g.rank = t_.streams[s].rank.value;
         g.source = static_cast<std::uint32_t>(i);
         g.kind = a.type == ActivityType::kMemcpy   ? PathEvent::Kind::kMemcpy
                  : a.type == ActivityType::kMemset ? PathEvent::Kind::kMemset
@@ -133,6 +144,7 @@ class CpGraph {
         const auto c = a.type != ActivityType::kKernel ? PathCategory::kMemcpyMemset
                        : is_communication(classify_activity(t_, a)) ? PathCategory::kKernelCommunication
                                                                     : PathCategory::kKernelCompute;
+        own_edge_.push_back(edges_.size());
         span(start_node(id), end_node(id), static_cast<std::int32_t>(id), c);
         const auto h = launch_event(a);
         if (h >= 0 && (prev < 0 || ev_[static_cast<std::size_t>(prev)].end < ev_[static_cast<std::size_t>(h)].start))
@@ -179,6 +191,7 @@ class CpGraph {
       if (ev_[e].sync == CpSync::kNone) continue;
       std::int64_t best = -1;
       for (auto s : streams_) {
+        if (t_.streams[s].rank.value != ev_[e].rank) continue;
         const auto g = waited_for(s, ev_[e]);
         if (g < 0) continue;
         if (ev_[e].sync == CpSync::kDevice)
@@ -188,6 +201,83 @@ class CpGraph {
       }
       if (best >= 0) link(end_node(static_cast<std::size_t>(best)), end_node(e));
     }
+  }
+
+  // Across ranks (critical_path.h): each collective instance with 2+ ranks
+  // (clock_align.h's collective_calls) joins its participants' kernels.
+  void collective_edges() {
+    const auto host = host_count();
+    // Op-paired calls: the op's communication kernels, first start and last end.
+    std::vector<std::int64_t> op_first, op_last;
+    auto gpu = [&](std::size_t activity) { return gpu_event_[activity]; };
+    const auto calls = collective_calls(t_);
+    bool by_op = false;
+    for (const auto& c : calls) by_op = by_op || c.op >= 0;
+    if (by_op) {
+      op_first.assign(t_.ops.size(), -1);
+      op_last.assign(t_.ops.size(), -1);
+      for (std::size_t e = host; e < ev_.size(); ++e) {
+        const auto& a = t_.activities[ev_[e].source];
+        if (a.type != ActivityType::kKernel || a.op < 0 || static_cast<std::size_t>(a.op) >= t_.ops.size() ||
+            !is_communication(classify_activity(t_, a)))
+          continue;
+        auto& f = op_first[static_cast<std::size_t>(a.op)];
+        auto& l = op_last[static_cast<std::size_t>(a.op)];
+        if (f < 0 || ev_[e].start < ev_[static_cast<std::size_t>(f)].start) f = static_cast<std::int64_t>(e);
+        if (l < 0 || ev_[e].end > ev_[static_cast<std::size_t>(l)].end) l = static_cast<std::int64_t>(e);
+      }
+    }
+    struct Part {
+      std::size_t first, last;  // GPU events: the first kernel's start, the last kernel's end
+    };
+    std::vector<Part> parts;
+    for (std::size_t i = 0; i < calls.size();) {
+      std::size_t j = i;
+      while (j < calls.size() && calls[j].key == calls[i].key) ++j;
+      parts.clear();
+      std::int32_t prev_rank = 0;
+      for (std::size_t k = i; k < j; ++k) {
+        const auto& c = calls[k];
+        if (!parts.empty() && c.rank == prev_rank) continue;  // one part per rank
+        std::int64_t f = -1, l = -1;
+        if (c.activity >= 0) {
+          f = l = gpu(static_cast<std::size_t>(c.activity));
+        } else if (c.op >= 0 && static_cast<std::size_t>(c.op) < op_first.size()) {
+          f = op_first[static_cast<std::size_t>(c.op)];
+          l = op_last[static_cast<std::size_t>(c.op)];
+        }
+        if (f < 0 || l < 0) continue;
+        parts.push_back({static_cast<std::size_t>(f), static_cast<std::size_t>(l)});
+        prev_rank = c.rank;
+      }
+      i = j;
+      if (parts.size() < 2) continue;
+      ++instances;
+      std::int64_t last_start = 0;
+      for (const auto& p : parts) last_start = std::max(last_start, ev_[p.first].start);
+      // The part of the first kernel before the last participant started
+      // is waiting: it weighs nothing (like a blocking call's wait).
+      for (const auto& p : parts) {
+        auto& e = edges_[own_edge_[p.first - host]];
+        const auto w = std::max<std::int64_t>(0, ev_[p.first].end - std::max(ev_[p.first].start, last_start));
+        wait_ns += e.w - w;
+        e.w = w;
+      }
+      for (const auto& p : parts)
+        for (const auto& q : parts) {
+          if (&p == &q) continue;
+          const auto w = std::max<std::int64_t>(0, ev_[q.last].end - std::max(ev_[p.first].start, last_start));
+          edges_.push_back({start_node(p.first), end_node(q.last), w, static_cast<std::int32_t>(q.last),
+                            static_cast<std::uint8_t>(PathCategory::kKernelCommunication), true});
+          ++collective_edge_count;
+        }
+    }
+  }
+
+  std::size_t host_count() const {
+    std::size_t h = 0;
+    while (h < ev_.size() && ev_[h].stream < 0) ++h;
+    return h;
   }
 
   RankCriticalPath longest(std::size_t top_events) {
@@ -237,7 +327,9 @@ class CpGraph {
       if (e.category != kCpNoCategory) {
         r.category_ns[e.category] += e.w;
         if (e.event >= 0 && e.w > 0) by_event[{e.event, e.category}] += e.w;
+        if (across_ && e.event >= 0) rank_ns[ev_[static_cast<std::size_t>(e.event)].rank] += e.w;
       }
+      if (e.collective && ev_[e.u / 2].rank != ev_[e.v / 2].rank) ++crossings;
       node = e.u;
       r.start_ns = ts(node);
     }
@@ -283,6 +375,7 @@ class CpGraph {
       p.category = static_cast<PathCategory>(k.category);
       p.path_ns = k.ns;
       p.name = std::string(k.name);
+      p.rank = ev.rank;
       switch (ev.kind) {
         case PathEvent::Kind::kNvtx: p.thread = ev.thread; break;
         case PathEvent::Kind::kApi:
@@ -302,10 +395,12 @@ class CpGraph {
 
   const Trace& t_;
   std::int32_t rank_;
+  bool across_;
   std::vector<CpEvent> ev_;
   const std::vector<std::uint32_t>& streams_;
   std::vector<std::int32_t>& api_event_;
   std::vector<std::int64_t> gpu_event_;
+  std::vector<std::size_t> own_edge_;  // GPU event - host_count() -> its start -> end edge
   std::vector<CpEdge> edges_;
 };
 
@@ -334,44 +429,86 @@ std::string_view path_event_kind_name(PathEvent::Kind k) {
   return "nvtx";
 }
 
-std::vector<RankCriticalPath> critical_paths(const Trace& t, const CriticalPathOptions& o) {
+namespace {
+
+// Every rank's host events (index into nvtx / api_calls in `source`) and
+// stream tracks with activities; api_event[i]: api_calls[i]'s place in its
+// rank's host events (-1: none). all_in_one: one list under rank -1 (the
+// graph across ranks), the places in it.
+struct CpInput {
   std::map<std::int32_t, std::vector<CpEvent>> host;
   std::map<std::int32_t, std::vector<std::uint32_t>> streams;
-  auto wanted = [&](std::int32_t rank) { return !o.rank || *o.rank == rank; };
+  std::vector<std::int32_t> api_event;
+};
+
+CpInput cp_input(const Trace& t, std::optional<std::int32_t> only, bool all_in_one) {
+  CpInput in;
+  auto wanted = [&](std::int32_t rank) { return !only || *only == rank; };
+  auto key = [&](std::int32_t rank) { return all_in_one ? -1 : rank; };
   for (std::size_t i = 0; i < t.nvtx.size(); ++i) {
     const auto& n = t.nvtx[i];
     if (n.end_ns < n.start_ns || !wanted(n.rank.value)) continue;
-    host[n.rank.value].push_back(
-        {n.start_ns, n.end_ns, n.thread_id, -1, static_cast<std::uint32_t>(i), PathEvent::Kind::kNvtx, false, CpSync::kNone});
+    in.host[key(n.rank.value)].push_back({n.start_ns, n.end_ns, n.thread_id, n.rank.value, -1,
+                                          static_cast<std::uint32_t>(i), PathEvent::Kind::kNvtx, false, CpSync::kNone});
   }
-  std::vector<std::int32_t> api_event(t.api_calls.size(), -1);
+  in.api_event.assign(t.api_calls.size(), -1);
   for (std::size_t i = 0; i < t.api_calls.size(); ++i) {
     const auto& c = t.api_calls[i];
     if (c.end_ns < c.start_ns || !wanted(c.rank.value)) continue;
     const auto base = runtime_call_base_name(t.str(c.name));
-    auto& v = host[c.rank.value];
-    api_event[i] = static_cast<std::int32_t>(v.size());
-    v.push_back({c.start_ns, c.end_ns, c.thread_id, -1, static_cast<std::uint32_t>(i), PathEvent::Kind::kApi,
-                 cp_is_blocking(base), cp_sync_kind(base)});
+    auto& v = in.host[key(c.rank.value)];
+    in.api_event[i] = static_cast<std::int32_t>(v.size());
+    v.push_back({c.start_ns, c.end_ns, c.thread_id, c.rank.value, -1, static_cast<std::uint32_t>(i),
+                 PathEvent::Kind::kApi, cp_is_blocking(base), cp_sync_kind(base)});
   }
   if (t.activity_track_begin.size() == t.streams.size() + 1)
     for (std::size_t s = 0; s < t.streams.size(); ++s)
       if (wanted(t.streams[s].rank.value) && t.activity_track_begin[s + 1] > t.activity_track_begin[s])
-        streams[t.streams[s].rank.value].push_back(static_cast<std::uint32_t>(s));
+        in.streams[key(t.streams[s].rank.value)].push_back(static_cast<std::uint32_t>(s));
+  return in;
+}
+
+}  // namespace
+
+std::vector<RankCriticalPath> critical_paths(const Trace& t, const CriticalPathOptions& o) {
+  auto in = cp_input(t, o.rank, false);
   std::vector<std::int32_t> ranks;
-  for (const auto& [r, _] : host) ranks.push_back(r);
-  for (const auto& [r, _] : streams) ranks.push_back(r);
+  for (const auto& [r, _] : in.host) ranks.push_back(r);
+  for (const auto& [r, _] : in.streams) ranks.push_back(r);
   std::sort(ranks.begin(), ranks.end());
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
   std::vector<RankCriticalPath> out;
   static const std::vector<std::uint32_t> kNone;
   for (auto r : ranks) {
-    auto h = host.find(r);
-    auto s = streams.find(r);
-    CpGraph g(t, r, h != host.end() ? std::move(h->second) : std::vector<CpEvent>{},
-                s != streams.end() ? s->second : kNone, api_event);
+    auto h = in.host.find(r);
+    auto s = in.streams.find(r);
+    CpGraph g(t, r, h != in.host.end() ? std::move(h->second) : std::vector<CpEvent>{},
+                s != in.streams.end() ? s->second : kNone, in.api_event);
     out.push_back(g.run(o.top_events));
   }
+  return out;
+}
+
+CrossRankCriticalPath critical_path_across_ranks(const Trace& t, std::size_t top_events) {
+  auto in = cp_input(t, std::nullopt, true);
+  CrossRankCriticalPath out;
+  {
+    std::vector<std::int32_t> ranks;
+    for (const auto& e : in.host[-1]) ranks.push_back(e.rank);
+    for (auto s : in.streams[-1]) ranks.push_back(t.streams[s].rank.value);
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+    out.ranks = std::move(ranks);
+  }
+  out.path.rank = -1;
+  if (out.ranks.empty()) return out;
+  CpGraph g(t, -1, std::move(in.host[-1]), in.streams[-1], in.api_event, true);
+  out.path = g.run(top_events);
+  out.collective_instances = g.instances;
+  out.collective_edges = g.collective_edge_count;
+  out.waiting_ns = g.wait_ns;
+  out.crossings = g.crossings;
+  for (auto r : out.ranks) out.rank_ns.push_back({r, g.rank_ns.count(r) ? g.rank_ns[r] : 0});
   return out;
 }
 

@@ -2,7 +2,8 @@
 // Holistic Trace Analysis's definition). The text, Markdown and HTML reports
 // show the length and its split by category per rank, and the events with
 // the most time on the longest rank's path; the JSON report adds every rank's
-// path events (at most CriticalPathOptions::top_events each).
+// path events (at most CriticalPathOptions::top_events each). Runs of several
+// ranks add the one path across ranks, joined at collectives.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -18,6 +19,59 @@ constexpr PathCategory kPathCategories[] = {PathCategory::kCpuOp,        PathCat
                                             PathCategory::kLaunchDelay,  PathCategory::kKernelGap};
 constexpr std::size_t kEventsShown = 5;
 
+nlohmann::json categories_json(const RankCriticalPath& r) {
+  nlohmann::json cats = nlohmann::json::array();
+  for (auto c : kPathCategories)
+    cats.push_back({{"category", path_category_name(c)}, {"ns", r.at(c)}, {"share", r.share(c)}});
+  return cats;
+}
+
+nlohmann::json event_json(const PathEvent& p) {
+  return {{"name", p.name},
+          {"kind", path_event_kind_name(p.kind)},
+          {"category", path_category_name(p.category)},
+          {"path_ns", p.path_ns},
+          {"start_ns", p.start_ns},
+          {"end_ns", p.end_ns},
+          {"stream", p.stream},
+          {"thread", p.thread},
+          {"correlation_id", p.correlation_id}};
+}
+
+void across_ranks_tables(ReportSection& s, const CrossRankCriticalPath& x) {
+  const auto& r = x.path;
+  s.para(fmt::format(
+      "Across ranks: one path over every rank's graph, joined at the collectives matched across ranks (as for the "
+      "collective waits): a collective's kernel cannot end before every participant has started it, and its time "
+      "before the last participant started is waiting, counted nowhere (critical_path.h). {} collective instances "
+      "joined ranks; the path is {} long and changes rank {} times.",
+      x.collective_instances, format_duration(r.length_ns), x.crossings));
+  ReportTable t{{"path", "length", "CPU ops", "compute", "communication", "memcpy/memset", "launch delay", "kernel gap"}, {}};
+  std::vector<std::string> row{"across ranks", format_duration(r.length_ns)};
+  for (auto c : kPathCategories) row.push_back(fmt::format("{} ({:.1f}%)", format_duration(r.at(c)), 100.0 * r.share(c)));
+  t.rows.push_back(std::move(row));
+  s.table("The critical path across ranks: length and time by category (share of the length).", std::move(t));
+  ReportTable by_rank{{"rank", "on path", "share"}, {}};
+  for (const auto& [rank, ns] : x.rank_ns)
+    if (ns > 0)
+      by_rank.rows.push_back({std::to_string(rank), format_duration(ns),
+                              fmt::format("{:.1f}%", r.length_ns > 0 ? 100.0 * static_cast<double>(ns) /
+                                                                           static_cast<double>(r.length_ns)
+                                                                     : 0.0)});
+  if (!by_rank.rows.empty()) s.table("Time on the path across ranks by the rank of its events.", std::move(by_rank));
+  if (r.events.empty()) return;
+  ReportTable e{{"rank", "event", "kind", "category", "on path", "start", "duration"}, {}};
+  for (std::size_t i = 0; i < r.events.size() && i < kEventsShown; ++i) {
+    const auto& p = r.events[i];
+    e.rows.push_back({std::to_string(p.rank), p.name, std::string(path_event_kind_name(p.kind)),
+                      std::string(path_category_name(p.category)), format_duration(p.path_ns),
+                      format_duration(p.start_ns), format_duration(p.end_ns - p.start_ns)});
+  }
+  auto caption = fmt::format("Events with the most time on the path across ranks ({} of {}; the JSON report lists more).",
+                             e.rows.size(), r.path_event_count);
+  s.table(std::move(caption), std::move(e));
+}
+
 }  // namespace
 
 namespace report_detail {
@@ -29,10 +83,12 @@ Section critical_path_section(const Analyses& a, const ReportOptions& o) {
     s.para("No host or GPU events in the trace: no critical path.");
     return s;
   }
-  s.para("The longest chain of dependent work on each rank, as Holistic Trace Analysis (HTA) builds it: CPU ops "
-         "nested on their threads, launch calls to their kernels, kernels in stream order, kernels to the "
-         "synchronisations that waited for them (critical_path.h). Waiting in a synchronisation and time between "
-         "top-level ops count zero; the path does not cross collectives to other ranks.");
+  s.para(std::string(
+             "The longest chain of dependent work on each rank, as Holistic Trace Analysis (HTA) builds it: CPU ops "
+             "nested on their threads, launch calls to their kernels, kernels in stream order, kernels to the "
+             "synchronisations that waited for them (critical_path.h). Waiting in a synchronisation and time "
+             "between top-level ops count zero; each rank's path stays on its rank") +
+         (a.critical_path_across_ranks ? " (the path across ranks follows)." : "."));
   const auto [picked, note] = ranks_to_list(
       paths, o.per_rank, "path length", [](const auto& r) { return r.length_ns; },
       [](const auto& r) { return format_duration(r.length_ns); });
@@ -51,37 +107,31 @@ Section critical_path_section(const Analyses& a, const ReportOptions& o) {
   if (!note.empty()) s.para(note);
   const auto longest = std::max_element(paths.begin(), paths.end(),
                                         [](const auto& x, const auto& y) { return x.length_ns < y.length_ns; });
-  if (longest->events.empty()) return s;
-  Table e{{"event", "kind", "category", "on path", "start", "duration"}, {}};
-  for (std::size_t i = 0; i < longest->events.size() && i < kEventsShown; ++i) {
-    const auto& p = longest->events[i];
-    e.rows.push_back({p.name, std::string(path_event_kind_name(p.kind)), std::string(path_category_name(p.category)),
-                      format_duration(p.path_ns), format_duration(p.start_ns), format_duration(p.end_ns - p.start_ns)});
+  if (!longest->events.empty()) {
+    Table e{{"event", "kind", "category", "on path", "start", "duration"}, {}};
+    for (std::size_t i = 0; i < longest->events.size() && i < kEventsShown; ++i) {
+      const auto& p = longest->events[i];
+      e.rows.push_back({p.name, std::string(path_event_kind_name(p.kind)), std::string(path_category_name(p.category)),
+                        format_duration(p.path_ns), format_duration(p.start_ns),
+                        format_duration(p.end_ns - p.start_ns)});
+    }
+    auto caption = fmt::format("Events with the most time on rank {}'s path ({} of {}; the JSON report lists more).",
+                               longest->rank, e.rows.size(), longest->path_event_count);
+    s.table(std::move(caption), std::move(e));
   }
-  auto caption = fmt::format("Events with the most time on rank {}'s path ({} of {}; the JSON report lists more).",
-                             longest->rank, e.rows.size(), longest->path_event_count);
-  s.table(std::move(caption), std::move(e));
+  if (a.critical_path_across_ranks && a.critical_path_across_ranks->path.nodes > 0)
+    across_ranks_tables(s, *a.critical_path_across_ranks);
   return s;
 }
 
 }  // namespace report_detail
 
-nlohmann::json critical_path_json(const std::vector<RankCriticalPath>& paths) {
+nlohmann::json critical_path_json(const std::vector<RankCriticalPath>& paths,
+                                  const std::optional<CrossRankCriticalPath>& across) {
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& r : paths) {
-    nlohmann::json cats = nlohmann::json::array(), events = nlohmann::json::array();
-    for (auto c : kPathCategories)
-      cats.push_back({{"category", path_category_name(c)}, {"ns", r.at(c)}, {"share", r.share(c)}});
-    for (const auto& p : r.events)
-      events.push_back({{"name", p.name},
-                        {"kind", path_event_kind_name(p.kind)},
-                        {"category", path_category_name(p.category)},
-                        {"path_ns", p.path_ns},
-                        {"start_ns", p.start_ns},
-                        {"end_ns", p.end_ns},
-                        {"stream", p.stream},
-                        {"thread", p.thread},
-                        {"correlation_id", p.correlation_id}});
+    nlohmann::json events = nlohmann::json::array();
+    for (const auto& p : r.events) events.push_back(event_json(p));
     ranks.push_back({{"rank", r.rank},
                      {"length_ns", r.length_ns},
                      {"start_ns", r.start_ns},
@@ -90,10 +140,36 @@ nlohmann::json critical_path_json(const std::vector<RankCriticalPath>& paths) {
                      {"edges", r.edges},
                      {"path_edges", r.path_edges},
                      {"path_events", r.path_event_count},
-                     {"categories", cats},
+                     {"categories", categories_json(r)},
                      {"events", events}});
   }
-  return {{"ranks", ranks}};
+  nlohmann::json j = {{"ranks", ranks}};
+  if (across) {
+    const auto& r = across->path;
+    nlohmann::json events = nlohmann::json::array(), by_rank = nlohmann::json::array();
+    for (const auto& p : r.events) {
+      auto e = event_json(p);
+      e["rank"] = p.rank;
+      events.push_back(std::move(e));
+    }
+    for (const auto& [rank, ns] : across->rank_ns) by_rank.push_back({{"rank", rank}, {"ns", ns}});
+    j["across_ranks"] = {{"ranks", across->ranks},
+                         {"collective_instances", across->collective_instances},
+                         {"collective_edges", across->collective_edges},
+                         {"waiting_ns", across->waiting_ns},
+                         {"crossings", across->crossings},
+                         {"length_ns", r.length_ns},
+                         {"start_ns", r.start_ns},
+                         {"end_ns", r.end_ns},
+                         {"nodes", r.nodes},
+                         {"edges", r.edges},
+                         {"path_edges", r.path_edges},
+                         {"path_events", r.path_event_count},
+                         {"categories", categories_json(r)},
+                         {"rank_ns", by_rank},
+                         {"events", events}};
+  }
+  return j;
 }
 
 }  // namespace moetrace::analyzer

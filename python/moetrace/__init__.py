@@ -172,7 +172,7 @@ _LAUNCH_SUMMARY = _columns(
 )
 
 _CRITICAL_PATH = _columns(
-    ("rank", "rank"),
+    ("rank", "rank; -1: the path across ranks (across_ranks=True)"),
     ("category", "cpu_op, kernel_compute, kernel_communication, memcpy_memset, launch_delay or kernel_gap"),
     ("ns", "time of the rank's critical path in the category"),
     ("share", "ns / length_ns (0 for an empty path)"),
@@ -372,17 +372,24 @@ class Run:
 
     launch_stats.__doc__ %= (_doc_columns(_LAUNCHES), _doc_columns(_LAUNCH_SUMMARY))
 
-    def critical_path(self, rank=None, events=False, top_events=20):
+    def critical_path(self, rank=None, events=False, top_events=20, across_ranks=False):
         """HTA's critical path of each rank (critical_path_analysis), the
         report's critical_path section: the longest chain of dependent work
         through CPU ops nested on their threads, launch calls to their
         kernels, kernels in stream order and kernels to the synchronisations
         that waited for them (analyzer/include/moetrace/analyzer/critical_path.h
         gives the definition and where it departs from HTA). `rank`: that
-        rank only (default: every rank, each on its own; the path does not
-        cross collectives). One row per rank and category (HTA's summary, in
-        ns); with events=True, the events with time on each rank's path, most
+        rank only (default: every rank, each on its own; a rank's path does
+        not leave it). One row per rank and category (HTA's summary, in ns);
+        with events=True, the events with time on each rank's path, most
         first, at most top_events per rank (0: all).
+
+        across_ranks=True: the one path over every rank's graph, joined at
+        the collectives matched across ranks (a collective's kernel cannot
+        end before every participant has started it; its time before the
+        last participant started is waiting and counts nowhere), the
+        report's critical_path.across_ranks: summary rows with rank -1,
+        event rows with each event's rank. `rank` must then be None.
 
         Columns:
 %s
@@ -390,9 +397,11 @@ class Run:
         Columns (events=True):
 %s
         """
+        if across_ranks and rank is not None:
+            raise ValueError("critical_path: across_ranks=True takes no rank (the path covers every rank)")
         r = None if rank is None else int(rank)
         columns = _CRITICAL_PATH_EVENTS if events else _CRITICAL_PATH
-        return _frame(self._run.critical_path(r, bool(events), int(top_events)), columns)
+        return _frame(self._run.critical_path(r, bool(events), int(top_events), bool(across_ranks)), columns)
 
     critical_path.__doc__ %= (_doc_columns(_CRITICAL_PATH), _doc_columns(_CRITICAL_PATH_EVENTS))
 

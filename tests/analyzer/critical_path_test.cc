@@ -1,6 +1,7 @@
 // Golden tests of critical_path.h: the critical path of one rank as Holistic
 // Trace Analysis (HTA) defines it. Every expected number is derived by hand
 // from the definitions in critical_path.h, in the comment above the trace.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -226,6 +227,127 @@ TEST(CriticalPath, NoEventsNoPath) {
   const auto j = report_json(trace, analyze(trace), {});
   EXPECT_TRUE(j["critical_path"]["ranks"].empty());
   EXPECT_EQ(testing::schema_errors(j, kCpReportSchema), std::vector<std::string>{});
+}
+
+// Across ranks (critical_path.h "Across ranks"). `slow` computes 100 us
+// then joins an all-reduce, `fast` computes 10 us then joins; the
+// all-reduce runs 20 us on both after the later start (slow's kernel
+// [100, 120) us; fast's [10, 121) us: it waits 90 us and leaves 1 us after).
+// GPU only: each kernel follows the previous one on its stream (gap 0).
+// Per rank alone: slow 100 + 20 = 120 us; fast 10 + 111 = 121 us, nearly all
+// of it "communication".
+// Across ranks: last start = 100 us. Kernel edges of the all-reduce keep
+// only their time after it: slow's 20, fast's 121 - 100 = 21 (waiting taken
+// off: 111 - 21 = 90 us). Collective edges: slow.s -> fast.e 121 - 100 = 21;
+// fast.s -> slow.e 120 - max(10, 100) = 20.
+// Longest: slow's gemm 100 -> slow's all-reduce start -21-> fast's all-reduce
+// end = 121 us (slow's own end 120; through fast's compute 10 + 21 = 31).
+// kernel_compute 100 us (slow's gemm), kernel_communication 21 us (fast's
+// all-reduce kernel, the collective edge); one crossing, slow -> fast.
+std::string two_ranks(int slow, int fast, bool described) {
+  auto r = [](int rank, std::int64_t compute_end, std::int64_t ar_end, int corr) {
+    return fmt::format(
+        "  stream id={0} rank={0} role=compute\n"
+        "  kernel rank={0} stream={0} start=0 end={1} corr={3} name=gemm_r{0}\n"
+        "  kernel rank={0} stream={0} start={1} end={2} corr={4} name=ncclDevKernel_AllReduce_Sum_f32_RING_LL\n",
+        rank, compute_end, ar_end, corr, corr + 1);
+  };
+  std::string t = r(slow, 100'000, 120'000, 10 * slow + 1) + r(fast, 10'000, 121'000, 10 * fast + 1);
+  if (described)  // Kineto's record of the NCCL call: paired by process group and sequence number
+    for (int rank : {slow, fast})
+      t += fmt::format("  collective rank={} start=0 end=1 name=allreduce group_size=2 corr={} process_group=7 seq=3\n",
+                       rank, 10 * rank + 2);
+  return t;
+}
+
+void expect_slow_rank_on_path(const Trace& trace, int slow, int fast) {
+  const auto x = critical_path_across_ranks(trace);
+  EXPECT_EQ(x.ranks, (std::vector<std::int32_t>{0, 1}));
+  EXPECT_EQ(x.collective_instances, 1);
+  EXPECT_EQ(x.collective_edges, 2);
+  EXPECT_EQ(x.waiting_ns, 90'000);
+  EXPECT_EQ(x.path.rank, -1);
+  EXPECT_EQ(x.path.length_ns, 121'000);
+  EXPECT_EQ(x.path.start_ns, 0);
+  EXPECT_EQ(x.path.end_ns, 121'000);
+  EXPECT_EQ(cat(x.path, PathCategory::kKernelCompute), 100'000);
+  EXPECT_EQ(cat(x.path, PathCategory::kKernelCommunication), 21'000);
+  EXPECT_EQ(x.crossings, 1);
+  std::vector<std::pair<std::int32_t, std::int64_t>> by_rank{{0, 0}, {1, 0}};
+  by_rank[static_cast<std::size_t>(slow)].second = 100'000;
+  by_rank[static_cast<std::size_t>(fast)].second = 21'000;
+  EXPECT_EQ(x.rank_ns, by_rank);
+  ASSERT_EQ(x.path.events.size(), 2u);
+  EXPECT_EQ(x.path.events[0].name, fmt::format("gemm_r{}", slow));
+  EXPECT_EQ(x.path.events[0].rank, slow);
+  EXPECT_EQ(x.path.events[0].path_ns, 100'000);
+  EXPECT_EQ(x.path.events[1].name, "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+  EXPECT_EQ(x.path.events[1].rank, fast);
+  EXPECT_EQ(x.path.events[1].category, PathCategory::kKernelCommunication);
+  EXPECT_EQ(x.path.events[1].path_ns, 21'000);
+  // The per-rank paths are unchanged: each rank on its own.
+  const auto per_rank = critical_paths(trace);
+  ASSERT_EQ(per_rank.size(), 2u);
+  EXPECT_EQ(per_rank[static_cast<std::size_t>(slow)].length_ns, 120'000);
+  EXPECT_EQ(per_rank[static_cast<std::size_t>(fast)].length_ns, 121'000);
+  EXPECT_EQ(cat(per_rank[static_cast<std::size_t>(fast)], PathCategory::kKernelCommunication), 111'000);
+}
+
+TEST(CriticalPathAcrossRanks, TheSlowRanksComputeThenTheCollective) {
+  expect_slow_rank_on_path(testing::load_text_trace("cp-x01.db", two_ranks(0, 1, false)), 0, 1);
+}
+
+TEST(CriticalPathAcrossRanks, SwappingTheRanksComputeSwapsThePath) {
+  expect_slow_rank_on_path(testing::load_text_trace("cp-x10.db", two_ranks(1, 0, false)), 1, 0);
+}
+
+TEST(CriticalPathAcrossRanks, CollectivesPairedBySequenceNumber) {
+  expect_slow_rank_on_path(testing::load_text_trace("cp-xseq.db", two_ranks(1, 0, true)), 1, 0);
+}
+
+// Without a shared collective the graphs stay apart: kGpuBound on rank 0 and
+// kCpuBound on rank 1, both on thread 1 (threads of different ranks are not
+// one call stack) -> the longer of the two, 1930 ns, all on rank 1.
+TEST(CriticalPathAcrossRanks, NoCollectiveTheLongerRank) {
+  std::string one(kCpuBound);
+  for (auto [from, to] : {std::pair<std::string, std::string>{"rank=0", "rank=1"}, {"stream id=0", "stream id=5"},
+                          {"stream=0", "stream=5"}})
+    for (auto at = one.find(from); at != std::string::npos; at = one.find(from, at + to.size()))
+      one.replace(at, from.size(), to);
+  const auto trace = testing::load_text_trace("cp-xnone.db", std::string(kGpuBound) + one);
+  const auto x = critical_path_across_ranks(trace);
+  EXPECT_EQ(x.collective_instances, 0);
+  EXPECT_EQ(x.path.length_ns, 1930);
+  EXPECT_EQ(cat(x.path, PathCategory::kCpuOp), 1800);
+  EXPECT_EQ(x.crossings, 0);
+  EXPECT_EQ(x.rank_ns, (std::vector<std::pair<std::int32_t, std::int64_t>>{{0, 0}, {1, 1930}}));
+}
+
+TEST(CriticalPathAcrossRanks, ReportSectionsInEveryFormat) {
+  const auto trace = testing::load_text_trace("cp-xreport.db", two_ranks(0, 1, false));
+  const auto a = analyze(trace);
+  ASSERT_TRUE(a.critical_path_across_ranks.has_value());
+  const auto j = report_json(trace, a, {});
+  EXPECT_EQ(testing::schema_errors(j, kCpReportSchema), std::vector<std::string>{});
+  const auto& x = j["critical_path"]["across_ranks"];
+  EXPECT_EQ(x["length_ns"], 121'000);
+  EXPECT_EQ(x["crossings"], 1);
+  EXPECT_EQ(x["events"][0]["rank"], 0);
+  EXPECT_EQ(x["events"][1]["rank"], 1);
+  EXPECT_EQ(x["rank_ns"][0]["ns"], 100'000);
+  std::ostringstream text, md, html;
+  write_text_report(text, trace, a, {});
+  write_markdown_report(md, trace, a, {});
+  write_html_report(html, trace, a, {});
+  for (const auto* out : {&text, &md, &html}) {
+    EXPECT_NE(out->str().find("The critical path across ranks"), std::string::npos) << out->str();
+    EXPECT_NE(out->str().find("changes rank 1 times"), std::string::npos);
+  }
+  // One rank: no path across ranks.
+  const auto single = testing::load_text_trace("cp-xsingle.db", kGpuBound);
+  const auto b = analyze(single);
+  EXPECT_FALSE(b.critical_path_across_ranks.has_value());
+  EXPECT_FALSE(report_json(single, b, {})["critical_path"].contains("across_ranks"));
 }
 
 }  // namespace

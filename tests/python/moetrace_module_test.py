@@ -277,6 +277,22 @@ class AgainstTheReport(Fixtures):
         self.assertEqual(len(every), j[0]["path_events"])
         self.assertEqual(len(run.critical_path(rank=10_000)), 0)
 
+    def test_critical_path_across_ranks_is_the_reports(self):
+        x = cli_json("report", self.synth, "--format", "json", "--no-recommendations")["critical_path"]["across_ranks"]
+        self.assertEqual(len(x["ranks"]), 2)
+        run = moetrace.open(self.synth)
+        frame = run.critical_path(across_ranks=True)
+        want = [dict(c, rank=-1, length_ns=x["length_ns"]) for c in x["categories"]]
+        self.check_rows(frame, want, ["rank", "category"])
+        events = run.critical_path(events=True, across_ranks=True)
+        self.assertEqual(len(events), len(x["events"]))
+        for rec, w in zip(events.to_dict("records"), x["events"]):
+            for k, v in w.items():
+                self.assertEqual(rec[k], v, k)
+        self.assertEqual(set(events["rank"]) - set(x["ranks"]), set())
+        with self.assertRaises(ValueError):
+            run.critical_path(rank=0, across_ranks=True)
+
 
 # A hand-made PyTorch-profiler trace: three kernels on stream 7, each launched
 # by a cudaLaunchKernel (times in us):

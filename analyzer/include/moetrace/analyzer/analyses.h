@@ -30,6 +30,9 @@ struct Analyses {
   RankWaitAnalysis rank_waits;     // rank_waits.h (runs of several ranks)
   LaunchQueueAnalysis launch_queue;  // launch_queue.h (HTA: idle time, queue length, kernel launches)
   std::vector<RankCriticalPath> critical_path;  // critical_path.h (HTA's critical path, per rank)
+  // critical_path.h: one path over every rank, joined at collectives (runs
+  // of several ranks only).
+  std::optional<CrossRankCriticalPath> critical_path_across_ranks;
   // recommendations.h; set by add_recommendations (recommend.h, the target
   // moetrace::recommend: it simulates what-ifs, so analyze() leaves it out);
   // the report's recommendations section.

@@ -53,6 +53,11 @@ struct CollectiveCall {
   // When the rank was ready for it: the latest end of its dependencies on
   // the same rank (op deps) where that is before its start, else its start.
   std::int64_t ready_ns = 0;
+  // What the call is in the trace: its op range (index into Trace::ops;
+  // -1 where paired by kernel) or its NCCL kernel (index into
+  // Trace::activities; -1 where paired by op range).
+  std::int32_t op = -1;
+  std::int64_t activity = -1;
 };
 
 // Every all-to-all and all-reduce of the trace (op ranges; NCCL kernels

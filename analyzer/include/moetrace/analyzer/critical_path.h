@@ -57,8 +57,49 @@
 //   kernel_gap           kernel-kernel delays (gpu_kernel_kernel_overhead)
 // Dependency and synchronisation edges weigh 0 and count nowhere.
 // Window: the whole trace as loaded (HTA: one annotation instance, e.g. a
-// ProfilerStep). Several ranks: each rank's path on its own; the path does
-// not cross collectives to other ranks (not done).
+// ProfilerStep). Several ranks: critical_paths gives each rank's path on its
+// own (its graph has that rank's events only).
+//
+// Across ranks (critical_path_across_ranks; HTA has no such path: its graph
+// is one rank's). One graph: the union of every rank's graph as above (call
+// stacks per (rank, thread); a synchronisation waits for its own rank's
+// streams only), joined at collectives. The collective instances are those
+// clock alignment and the collective waits pair across ranks
+// (clock_align.h's collective_calls: all-to-all and all-reduce, by MoE
+// coordinates, by process group and sequence number, else by name, size and
+// order). Each participant is its NCCL kernel (paired by op range: the op's
+// communication kernels, the first to start and the last to end). For an
+// instance with participants on 2+ ranks, with last_start the latest
+// participant start:
+//   - a participant kernel's own edge (start -> end) weighs
+//     end - max(start, last_start): its time before the last participant
+//     started is waiting (waiting_ns), counted nowhere, as the wait in a
+//     blocking call is (a rank that joins early does not put its wait on the
+//     path; the work that made the last one late is);
+//   - every participant's kernel start -> every other participant's kernel
+//     end, weight end(other) - max(start(this), last_start), clamped at 0,
+//     category kernel_communication, attributed to the other's kernel: the
+//     other cannot end before this one has started. (With last_start in the
+//     weight, the edge of an early participant never outweighs the last
+//     one's; taking plain end(other) - start(this) would let the early
+//     rank's wait count again and tie the early and the late rank's paths.)
+// So the path may run through rank 0's compute, then rank 0's start of the
+// all-reduce, to rank 1's end of it. No new category: the collective edges
+// are communication time after every participant joined. Times are the
+// trace's: rank files loaded as one run should have their clocks aligned
+// (clock_align.h), else the edges' weights carry the clock offsets.
+// Not derived: cudaStreamWaitEvent dependencies between streams. A
+// cudaStreamWaitEvent makes later work on the waiting stream depend on the
+// work before the last cudaEventRecord of that event on the recording
+// stream; the trace cannot name that pair: api_calls record a call's name,
+// times, thread and correlation id, not its event or stream arguments;
+// CUPTI's synchronisation records (table sync_events, kind 2 "stream wait
+// event") give the waiting stream but the collector drops the event id and
+// records no cudaEventRecord activity; the Kineto importer skips the
+// "cuda_sync" events ("Stream Wait Event" with its wait_on_stream and
+// wait_on_cuda_event_record_corr_id), and the analyzer does not load
+// sync_events. Guessing the pair from timing is not done, so work after a
+// cross-stream wait depends only on its own stream (and its launch).
 #pragma once
 
 #include <array>
@@ -67,6 +108,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "moetrace/analyzer/trace.h"
@@ -101,6 +143,7 @@ struct PathEvent {
   std::int32_t stream = -1;    // GPU events: StreamId; -1 on the host
   std::int64_t thread = -1;    // host events: thread id; -1 on the GPU
   std::int64_t correlation_id = 0;
+  std::int32_t rank = 0;       // the event's rank
   PathCategory category = PathCategory::kCpuOp;
   std::int64_t path_ns = 0;
 };
@@ -124,5 +167,18 @@ struct RankCriticalPath {
 // One entry per rank with host or GPU events (or the one rank asked for, if
 // it has any), sorted by rank.
 std::vector<RankCriticalPath> critical_paths(const Trace& trace, const CriticalPathOptions& options = {});
+
+// One path over every rank's graph, joined at collectives (see "Across
+// ranks" above). path.rank is -1; each path event carries its rank.
+struct CrossRankCriticalPath {
+  std::vector<std::int32_t> ranks;       // ranks with host or GPU events, sorted
+  std::int64_t collective_instances = 0; // instances that joined 2+ ranks' kernels
+  std::int64_t collective_edges = 0;     // edges they added between ranks
+  std::int64_t waiting_ns = 0;           // kernel time before the last participant started, taken off the graph
+  std::int64_t crossings = 0;            // path edges from one rank to another
+  std::vector<std::pair<std::int32_t, std::int64_t>> rank_ns;  // path time attributed to each rank's events, by rank
+  RankCriticalPath path;
+};
+CrossRankCriticalPath critical_path_across_ranks(const Trace& trace, std::size_t top_events = 20);
 
 }  // namespace moetrace::analyzer

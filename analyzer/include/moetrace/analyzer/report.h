@@ -97,8 +97,10 @@ nlohmann::json rank_waits_json(const RankWaitAnalysis& waits);
 // statistics per rank with its longest launch delays.
 nlohmann::json launch_queue_json(const Trace& trace, const LaunchQueueAnalysis& a, const ReportOptions& options);
 // The critical_path section (critical_path.h): per rank its length, time and
-// share by category and its events (most path time first, bounded).
-nlohmann::json critical_path_json(const std::vector<RankCriticalPath>& paths);
+// share by category and its events (most path time first, bounded); with
+// `across`, the path across ranks under "across_ranks".
+nlohmann::json critical_path_json(const std::vector<RankCriticalPath>& paths,
+                                  const std::optional<CrossRankCriticalPath>& across = std::nullopt);
 
 // The whole report as one JSON document.
 nlohmann::json report_json(const Trace& trace, const Analyses& a, const ReportOptions& options);
