@@ -105,7 +105,7 @@ void add_recommend_command(CLI::App& app) {
     ro.max_simulated_ranks = opt->max_sim_ranks;
     ro.pro_prophet_alpha = opt->alpha;
     std::vector<analyzer::Trace> traces;
-    const auto runs = analyzer::group_runs(analyzer::expand_trace_paths(opt->paths));
+    const auto runs = analyzer::group_runs(foreign_inputs_imported(analyzer::expand_trace_paths(opt->paths)));
     traces.reserve(runs.size());
     for (const auto& run : runs) traces.push_back(load_traces(run, moe_rules_options(opt->moe), !opt->no_align));
     for (std::size_t i = 1; i < traces.size(); ++i) ro.other_runs.push_back(&traces[i]);

@@ -58,6 +58,12 @@ analyzer::Trace load_with_progress(const std::string& path, analyzer::LoadOption
 
 // The traces a command reads: several files, directories or (quoted) glob
 // patterns, read as one run (run_loader.h), and --no-align.
+// The paths with each trace of another tool (Nsight Systems export, Kineto
+// JSON) replaced by a moetrace trace imported from it into a temporary file,
+// removed when the process exits; moetrace traces and unreadable paths as
+// they are (the loader names their problem).
+std::vector<std::string> foreign_inputs_imported(const std::vector<std::string>& paths);
+
 struct TraceArgs {
   std::vector<std::string> paths;
   bool no_align = false;

@@ -1,14 +1,18 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <memory>
 
 #include <fmt/format.h>
 
 #include "commands.h"
 #include "moetrace/analyzer/report.h"
 #include "moetrace/analyzer/run_loader.h"
+#include "moetrace/importers/import.h"
 #include "moetrace/schema/error.h"
 
 namespace moetrace::cli {
@@ -44,15 +48,38 @@ analyzer::Trace load_with_progress(const std::string& path, analyzer::LoadOption
 void add_trace_args(CLI::App* cmd, TraceArgs& args) {
   cmd->add_option("traces", args.paths,
                   "Trace database(s) (.db): several files, a directory or a quoted glob (\"run.rank*.db\") are the "
-                  "ranks of one run")
+                  "ranks of one run; a PyTorch-profiler JSON or Nsight Systems SQLite file is imported first (into a "
+                  "temporary trace: `moetrace import` keeps one)")
       ->required();
   cmd->add_flag("--no-align", args.no_align,
                 "Several rank files: keep each rank's clock as recorded (default: aligned from the collectives)");
 }
 
+namespace {
+
+// The traces of other tools this process imported; removed at exit.
+importers::TemporaryTraces& temporary_traces() {
+  static importers::TemporaryTraces traces;
+  return traces;
+}
+std::string input_name(const std::string& path) { return temporary_traces().input_of(path); }
+
+}  // namespace
+
+std::vector<std::string> foreign_inputs_imported(const std::vector<std::string>& paths) {
+  importers::ImportOptions options;
+  Progress progress("importing");
+  if (progress.shown()) options.progress = progress.callback();
+  return temporary_traces().import_foreign(paths, options);
+}
+
 analyzer::Trace load_traces(const std::vector<std::string>& args, analyzer::LoadOptions options, bool align) {
-  const auto paths = analyzer::expand_trace_paths(args);
-  if (paths.size() == 1) return load_with_progress(paths.front(), std::move(options));
+  const auto paths = foreign_inputs_imported(analyzer::expand_trace_paths(args));
+  if (paths.size() == 1) {
+    auto trace = load_with_progress(paths.front(), std::move(options));
+    if (!temporary_traces().empty()) analyzer::rename_trace_files(trace, input_name);
+    return trace;
+  }
   analyzer::RunLoadOptions ro;
   ro.load = std::move(options);
   ro.align = align;
@@ -62,6 +89,7 @@ analyzer::Trace load_traces(const std::vector<std::string>& args, analyzer::Load
     ro.progress = progress.callback();
     trace = analyzer::load_run(paths, ro);
   }
+  if (!temporary_traces().empty()) analyzer::rename_trace_files(trace, input_name);
   if (trace.files)
     for (const auto& w : trace.files->warnings()) std::cerr << "moetrace: warning: " << w << "\n";
   return trace;

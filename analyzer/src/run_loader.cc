@@ -128,6 +128,15 @@ std::vector<std::string> expand_trace_paths(const std::vector<std::string>& args
     if (fs::is_directory(arg, ec)) {
       for (const auto& e : fs::directory_iterator(arg, ec))
         if (e.path().extension() == ".db" && e.is_regular_file(ec)) found.push_back(e.path().string());
+      // A folder of traces of other tools (a profiler's output folder):
+      // their files, which the commands import first.
+      if (found.empty())
+        for (const auto& e : fs::directory_iterator(arg, ec)) {
+          const auto name = e.path().filename().string();
+          if (e.is_regular_file(ec) &&
+              (name.ends_with(".json") || name.ends_with(".json.gz") || name.ends_with(".sqlite")))
+            found.push_back(e.path().string());
+        }
       if (found.empty()) {  // the loader says it is a directory, not a trace
         out.push_back(arg);
         continue;
@@ -302,6 +311,19 @@ Trace load_run(const std::vector<std::string>& paths, const RunLoadOptions& opti
   trace.files = std::move(files);
   if (options.progress) options.progress("done", 1.0);
   return trace;
+}
+
+void rename_trace_files(Trace& trace, const std::function<std::string(const std::string&)>& name_of) {
+  if (!trace.files) {
+    trace.run.path = name_of(trace.run.path);
+    return;
+  }
+  auto files = std::make_shared<RunFiles>(*trace.files);
+  std::vector<std::string> analysed;
+  for (auto& f : files->files) analysed.push_back(f.path = name_of(f.path));
+  for (auto& [path, why] : files->left_out) path = name_of(path);
+  trace.run.path = describe_paths(analysed);
+  trace.files = std::move(files);
 }
 
 }  // namespace moetrace::analyzer

@@ -437,8 +437,10 @@ def open(paths, *, align=True, moe_rules=None, recognize=True):
     their trace arguments. align=False keeps each rank's clock (--no-align);
     moe_rules: a rules file for traces of other tools (--moe-rules);
     recognize=False: no MoE recognition (--no-moe-recognition). Returns a Run.
-    Traces of other tools (.json, .sqlite) are imported first with
-    import_trace()."""
+    Traces of other tools (Kineto .json/.json.gz, Nsight Systems .sqlite;
+    a folder without .db files stands for its files of these) are imported
+    into temporary traces first, as import_trace() would, and removed once
+    read; the run names them as given."""
     run = Run(_moetrace.open(_paths(paths), bool(align), os.fsdecode(moe_rules) if moe_rules else "",
                              bool(recognize)))
     _warn(run.warnings)

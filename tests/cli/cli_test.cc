@@ -75,20 +75,68 @@ TEST_P(CliErrors, Directory) {
   expect_one_line_error(run_cli(GetParam() + " " + dir), dir + ": is a directory, not a trace file");
 }
 
-TEST_P(CliErrors, NsightExportPointsToImport) {
+// info describes trace files and points to `import`; the commands that
+// analyse import a trace of another tool first (into a temporary trace).
+TEST_P(CliErrors, NsightExportPointsToImportOrIsImported) {
   const std::string path = std::string(MOETRACE_SHARED_DATA) + "/external/nsys/nsys-ai-mock.sqlite";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "shared data absent: " << path;
-  expect_one_line_error(
-      run_cli(GetParam() + " " + path),
-      path + ": an Nsight Systems export, not a moetrace trace; convert it with `moetrace import`");
+  const auto r = run_cli(GetParam() + " " + path);
+  if (GetParam() == "info") {
+    expect_one_line_error(
+        r, path + ": an Nsight Systems export, not a moetrace trace; convert it with `moetrace import`");
+    return;
+  }
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find(std::filesystem::temp_directory_path().string() + "/moetrace-"), std::string::npos)
+      << "the temporary trace's name is shown";
 }
 
-TEST_P(CliErrors, JsonFilePointsToImport) {
+TEST_P(CliErrors, JsonFilePointsToImportOrGetsTheImportersError) {
   const auto path = testing::temp_path("trace.json");
   std::ofstream(path) << "{\"traceEvents\": []}\n";
   expect_one_line_error(run_cli(GetParam() + " " + path),
-                        path + ": a JSON or gzip file, not a moetrace trace; if it is a "
-                               "PyTorch-profiler trace, convert it with `moetrace import`");
+                        GetParam() == "info"
+                            ? path + ": a JSON or gzip file, not a moetrace trace; if it is a "
+                                     "PyTorch-profiler trace, convert it with `moetrace import`"
+                            : path + ": no events to import (no kernels, copies, API calls or ranges)");
+}
+
+// `report TRACE.json.gz` is `import` then `report` of the imported trace:
+// the same report but for the trace's name, and no file left behind.
+TEST(CliImport, ReportOfAKinetoFileIsTheReportOfItsImport) {
+  const auto dir = testing::temp_path("report-json");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const auto json = dir + "/rank0.pt.trace.json";
+  std::ofstream(json) << R"({"traceEvents": [
+      {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 2,
+       "args": {"correlation": 7}},
+      {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllToAll", "pid": 0, "tid": 7, "ts": 20, "dur": 30,
+       "args": {"correlation": 7, "stream": 7, "device": 0}},
+      {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 60, "dur": 10,
+       "args": {"stream": 7, "device": 0}}]})";
+  auto r = run_cli("import " + json + " -o " + dir + "/rank0.db");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto imported = run_cli("report --format json " + dir + "/rank0.db");
+  ASSERT_EQ(imported.exit_code, 0) << imported.err;
+  std::size_t before = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::temp_directory_path()))
+    before += e.path().filename().string().starts_with("moetrace-" + std::to_string(0)) ? 0 : 1;
+  const auto direct = run_cli("report --format json " + json);
+  ASSERT_EQ(direct.exit_code, 0) << direct.err;
+  auto a = nlohmann::json::parse(imported.out), b = nlohmann::json::parse(direct.out);
+  EXPECT_EQ(b["run"]["path"], json);
+  EXPECT_EQ(b["breakdown"]["ranks"][0]["busy_ns"], 40000);  // 30 us all-to-all + 10 us GEMM
+  for (auto* j : {&a, &b}) {  // the trace's name, wherever it is shown
+    (*j)["run"].erase("path");
+    (*j)["fitted_models"]["source"].erase("trace");
+    (*j)["recommendations"].erase("trace");
+  }
+  EXPECT_EQ(a, b);
+  std::size_t after = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::temp_directory_path()))
+    after += e.path().filename().string().starts_with("moetrace-" + std::to_string(0)) ? 0 : 1;
+  EXPECT_EQ(after, before) << "a temporary trace was left behind";
 }
 
 INSTANTIATE_TEST_SUITE_P(InfoReportFit, CliErrors, ::testing::Values("info", "report", "fit"));

@@ -341,6 +341,20 @@ class HandDerived(unittest.TestCase):
         self.assertEqual(list(k["duration_ns"]), [10_000, 9_000, 10_000])
         self.assertEqual(list(k["correlation_id"]), [1, 2, 3])
 
+    def test_open_a_profilers_folder_of_json(self):
+        # moetrace.open("prof/") on what torch.profiler writes: JSON files,
+        # imported into temporary traces that are gone once it returns.
+        prof = os.path.join(self.tmp.name, "prof")
+        os.makedirs(prof, exist_ok=True)
+        with open(os.path.join(prof, "worker0.pt.trace.json"), "w") as f:
+            json.dump(KINETO, f)
+        before = set(glob.glob(os.path.join(tempfile.gettempdir(), "moetrace-*.db")))
+        run = moetrace.open(prof + "/")
+        self.assertEqual(set(glob.glob(os.path.join(tempfile.gettempdir(), "moetrace-*.db"))), before)
+        self.assertEqual(run.info["path"], os.path.join(prof, "worker0.pt.trace.json"))
+        pd.testing.assert_frame_equal(run.kernels(), self.trace.kernels())
+        pd.testing.assert_frame_equal(run.idle_breakdown(), self.trace.idle_breakdown())
+
     def test_idle_breakdown(self):
         idle = self.trace.idle_breakdown().set_index("category")
         self.assertEqual(len(idle), 3)

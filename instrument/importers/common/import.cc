@@ -1,6 +1,9 @@
 // Format detection and the import entry point: picks the format's folder and
 // runs it against one shared TraceBuilder.
+#include <unistd.h>
+
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -99,6 +102,61 @@ ImportSummary import_traces(const std::vector<std::string>& inputs, const std::s
   if (format == Format::kNsys) nsys::import_files(inputs, builder);
   else kineto::import_files(inputs, builder, options.threads);
   return builder.finish();
+}
+
+namespace {
+
+// An SQLite file with the tables of an Nsight Systems export.
+bool nsys_export(const std::string& path) {
+  try {
+    sqlite::Database db(path, sqlite::Database::Mode::kReadOnly);
+    return db.query_int("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND (name = 'StringIds' OR "
+                        "name LIKE 'CUPTI_ACTIVITY_KIND_%' OR name = 'NVTX_EVENTS')")
+               .value_or(0) > 0;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+TemporaryTraces::~TemporaryTraces() {
+  for (const auto& [temp, input] : input_of_) {
+    std::error_code ec;
+    std::filesystem::remove(temp, ec);
+  }
+}
+
+std::vector<std::string> TemporaryTraces::import_foreign(const std::vector<std::string>& paths,
+                                                         ImportOptions options) {
+  std::vector<std::string> out;
+  out.reserve(paths.size());
+  for (const auto& p : paths) {
+    std::optional<Format> format;
+    try {
+      format = detect_format(p);  // throws for a moetrace trace, a missing file, ...
+    } catch (const Error&) {
+    }
+    if (format == Format::kNsys && !nsys_export(p)) format.reset();
+    if (!format) {
+      out.push_back(p);
+      continue;
+    }
+    static std::atomic<int> made{0};  // of this process
+    const auto temp = (std::filesystem::temp_directory_path() /
+                       ("moetrace-" + std::to_string(getpid()) + "-" + std::to_string(made++) + ".db"))
+                          .string();
+    options.format = *format;
+    input_of_.emplace(temp, p);
+    import_traces({p}, temp, options);
+    out.push_back(temp);
+  }
+  return out;
+}
+
+std::string TemporaryTraces::input_of(const std::string& path) const {
+  const auto it = input_of_.find(path);
+  return it == input_of_.end() ? path : it->second;
 }
 
 }  // namespace moetrace::importers

@@ -48,9 +48,15 @@ struct RunLoadOptions {
   std::function<void(std::string_view stage, double fraction)> progress;
 };
 
+// Renames the files a trace was read from (run.path, the files of a run
+// and those left out) by `name_of` (e.g. a temporary trace by the input it
+// was imported from).
+void rename_trace_files(Trace& trace, const std::function<std::string(const std::string&)>& name_of);
+
 // The trace files named by command-line arguments: a file as it is; a
-// directory: its *.db files (one without any stays as it is, for the
-// loader to refuse); a glob pattern (quoted, so the shell left it):
+// directory: its *.db files, else its *.json, *.json.gz and *.sqlite files
+// (traces of other tools, which the commands import first; a directory
+// without any stays as it is, for the loader to refuse); a glob pattern (quoted, so the shell left it):
 // its matches. Files of a directory or pattern come in natural order
 // (run.rank2.db before run.rank10.db). Throws moetrace::Error naming an
 // argument that matches nothing.

@@ -56,4 +56,28 @@ struct ImportSummary {
 ImportSummary import_traces(const std::vector<std::string>& inputs, const std::string& output,
                             const ImportOptions& options = {});
 
+// Traces of other tools given where moetrace traces are read (`report
+// trace.json.gz`, moetrace.open("prof/")): each is imported into a
+// temporary trace, removed when this object goes.
+class TemporaryTraces {
+ public:
+  TemporaryTraces() = default;
+  ~TemporaryTraces();
+  TemporaryTraces(const TemporaryTraces&) = delete;
+  TemporaryTraces& operator=(const TemporaryTraces&) = delete;
+
+  // `paths` with each Nsight Systems export and Kineto JSON file replaced by
+  // a trace imported from it (options.format is detected per file);
+  // moetrace traces and paths that are neither (missing files, other SQLite
+  // files) as they are, for the loader to name their problem. Throws
+  // moetrace::Error like import_traces().
+  std::vector<std::string> import_foreign(const std::vector<std::string>& paths, ImportOptions options = {});
+  // The input a temporary trace was imported from; other paths as they are.
+  std::string input_of(const std::string& path) const;
+  bool empty() const { return input_of_.empty(); }
+
+ private:
+  std::map<std::string, std::string> input_of_;  // temporary trace -> input
+};
+
 }  // namespace moetrace::importers
