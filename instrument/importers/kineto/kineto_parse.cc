@@ -1077,8 +1077,12 @@ ParsedFile parse(const std::string& path, TraceBuilder& builder, int threads) {
     }
     appending = false;
   };
-  // Reading, decompressing and cutting run on a thread of their own.
-  ThreadedSplitter splitter([&input](char* dst, std::size_t n) { return input.read(dst, n); });
+  // Reading, decompressing and cutting run on a thread of their own, in
+  // batches of 256 KiB: small enough that the parsing threads start early on
+  // a file of a few MB (7 % of a 9.8 MB import against 1 MiB batches), large
+  // enough that handing them over costs nothing on a large one.
+  ThreadedSplitter splitter([&input](char* dst, std::size_t n) { return input.read(dst, n); },
+                            std::size_t{1} << 18, std::size_t{1} << 18);
   try {
     splitter.run_parallel(parse_threads(threads), work);
   } catch (const JsonSplitError& e) {
