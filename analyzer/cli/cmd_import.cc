@@ -180,8 +180,8 @@ void add_import_command(CLI::App& app) {
                   "cores shared among the jobs)")
       ->check(CLI::Range(1, 256));
   cmd->add_option("--jobs,-j", opt->jobs,
-                  "With -o FOLDER/: files imported at once (default: one per core); memory grows with each "
-                  "(about 3x a file's JSON size while it is imported)")
+                  "With -o FOLDER/: files imported at once (default: one per core); each holds its file's "
+                  "records while it is imported (about the size of its JSON, at least 60 MB)")
       ->check(CLI::Range(1, 1024));
   cmd->add_flag("--skip-existing", opt->skip_existing,
                 "With -o FOLDER/: leave out the inputs whose trace is already there (a rerun after a failure "
