@@ -126,48 +126,48 @@ Section critical_path_section(const Analyses& a, const ReportOptions& o) {
 
 }  // namespace report_detail
 
+namespace {
+
+// The fields of a path that a rank's and the path across ranks share.
+template <class Path>
+nlohmann::json path_json(const Path& r) {
+  return {{"length_ns", r.length_ns}, {"start_ns", r.start_ns},
+          {"end_ns", r.end_ns},       {"nodes", r.nodes},
+          {"edges", r.edges},         {"path_edges", r.path_edges},
+          {"path_events", r.path_event_count}, {"categories", categories_json(r)}};
+}
+
+}  // namespace
+
 nlohmann::json critical_path_json(const std::vector<RankCriticalPath>& paths,
                                   const std::optional<CrossRankCriticalPath>& across) {
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& r : paths) {
     nlohmann::json events = nlohmann::json::array();
     for (const auto& p : r.events) events.push_back(event_json(p));
-    ranks.push_back({{"rank", r.rank},
-                     {"length_ns", r.length_ns},
-                     {"start_ns", r.start_ns},
-                     {"end_ns", r.end_ns},
-                     {"nodes", r.nodes},
-                     {"edges", r.edges},
-                     {"path_edges", r.path_edges},
-                     {"path_events", r.path_event_count},
-                     {"categories", categories_json(r)},
-                     {"events", events}});
+    auto rank = path_json(r);
+    rank["rank"] = r.rank;
+    rank["events"] = std::move(events);
+    ranks.push_back(std::move(rank));
   }
   nlohmann::json j = {{"ranks", ranks}};
   if (across) {
-    const auto& r = across->path;
     nlohmann::json events = nlohmann::json::array(), by_rank = nlohmann::json::array();
-    for (const auto& p : r.events) {
+    for (const auto& p : across->path.events) {
       auto e = event_json(p);
       e["rank"] = p.rank;
       events.push_back(std::move(e));
     }
     for (const auto& [rank, ns] : across->rank_ns) by_rank.push_back({{"rank", rank}, {"ns", ns}});
-    j["across_ranks"] = {{"ranks", across->ranks},
-                         {"collective_instances", across->collective_instances},
-                         {"collective_edges", across->collective_edges},
-                         {"waiting_ns", across->waiting_ns},
-                         {"crossings", across->crossings},
-                         {"length_ns", r.length_ns},
-                         {"start_ns", r.start_ns},
-                         {"end_ns", r.end_ns},
-                         {"nodes", r.nodes},
-                         {"edges", r.edges},
-                         {"path_edges", r.path_edges},
-                         {"path_events", r.path_event_count},
-                         {"categories", categories_json(r)},
-                         {"rank_ns", by_rank},
-                         {"events", events}};
+    auto a = path_json(across->path);
+    a["ranks"] = across->ranks;
+    a["collective_instances"] = across->collective_instances;
+    a["collective_edges"] = across->collective_edges;
+    a["waiting_ns"] = across->waiting_ns;
+    a["crossings"] = across->crossings;
+    a["rank_ns"] = std::move(by_rank);
+    a["events"] = std::move(events);
+    j["across_ranks"] = std::move(a);
   }
   return j;
 }

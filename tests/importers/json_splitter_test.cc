@@ -92,6 +92,19 @@ std::string error_of(const std::string& text, std::size_t chunk = 7) {
   return "no error";
 }
 
+// The calls the plain splitter makes on `bad` before its error.
+std::vector<std::string> calls_before_the_error(const std::string& bad) {
+  Recorder plain;
+  JsonSplitter splitter(reader(bad), 64);
+  EXPECT_THROW(splitter.run(plain), JsonSplitError);
+  return plain.calls;
+}
+
+// `e` is the error the plain splitter reports for `bad`.
+void expect_the_plain_error(const JsonSplitError& e, const std::string& bad) {
+  EXPECT_EQ("byte " + std::to_string(e.byte()) + ": " + e.what(), error_of(bad));
+}
+
 TEST(JsonSplitter, MembersAndEvents) {
   const std::string text =
       "{\"schemaVersion\": 1, \"deviceProperties\": [{\"id\": 0, \"name\": \"H100\"}],\n"
@@ -235,13 +248,11 @@ TEST(JsonSplitter, ThreadedSameCallsAndErrors) {
     threaded.run(r);
     ADD_FAILURE() << "no error";
   } catch (const JsonSplitError& e) {
-    EXPECT_EQ("byte " + std::to_string(e.byte()) + ": " + e.what(), error_of(bad));
+    expect_the_plain_error(e, bad);
   }
-  Recorder plain;
-  JsonSplitter splitter(reader(bad), 64);
-  EXPECT_THROW(splitter.run(plain), JsonSplitError);
-  ASSERT_GE(plain.calls.size(), 900u);
-  EXPECT_EQ(r.calls, plain.calls);
+  const auto plain = calls_before_the_error(bad);
+  ASSERT_GE(plain.size(), 900u);
+  EXPECT_EQ(r.calls, plain);
 
   // The visitor's exception stops the reading thread.
   struct Throws : Recorder {
@@ -313,14 +324,11 @@ TEST(JsonSplitter, ParallelBatchesInOrderAndTheEarliestErrorWins) {
       });
       ADD_FAILURE() << "no error";
     } catch (const JsonSplitError& e) {
-      EXPECT_EQ("byte " + std::to_string(e.byte()) + ": " + e.what(), error_of(bad));
+      expect_the_plain_error(e, bad);
     }
-    Recorder plain;
-    JsonSplitter splitter(reader(bad), 64);
-    EXPECT_THROW(splitter.run(plain), JsonSplitError);
+    const auto plain = calls_before_the_error(bad);
     EXPECT_EQ(events.load(), static_cast<std::size_t>(std::count_if(
-                                 plain.calls.begin(), plain.calls.end(),
-                                 [](const std::string& c) { return c.starts_with("event"); })));
+                                 plain.begin(), plain.end(), [](const std::string& c) { return c.starts_with("event"); })));
     importers::kineto::ThreadedSplitter again(reader(bad), 64, 512, 2);
     try {
       again.run_parallel(threads, [&](std::size_t seq, const auto& replay) {
