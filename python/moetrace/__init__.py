@@ -323,11 +323,12 @@ class Run:
     def kernels(self):
         return _frame(self._run.kernels(), _KERNELS)
 
-    def idle_breakdown(self, consecutive_kernel_delay_ns=30):
+    def idle_breakdown(self, consecutive_kernel_delay_ns=30_000):
         """HTA's idle-time breakdown (get_idle_time_breakdown): per rank and
         stream, the gaps between its GPU events as host_wait (the CPU had not
         launched the next one yet), kernel_wait (a gap shorter than
-        consecutive_kernel_delay_ns behind a launch made in time) and other.
+        consecutive_kernel_delay_ns behind a launch made in time; 30 us, the
+        threshold HTA applies to PyTorch-profiler traces) and other.
         Three rows per stream.
 
         Columns:

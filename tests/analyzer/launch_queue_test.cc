@@ -31,6 +31,11 @@ const StreamQueue& queue_of(const std::vector<StreamQueue>& v, int rank, int str
   throw std::runtime_error("no such stream");
 }
 
+// The classification with a 30 ns threshold, so that gaps of tens of ns
+// tell kernel_wait from other (the default, 30 us, is HTA's on
+// microsecond traces: see ReportSectionsInEveryFormat).
+const LaunchQueueOptions k30ns{.consecutive_kernel_delay_ns = 30};
+
 // Rank 0, stream 0: six kernels, each launched by a call (corr = kernel #).
 //   K1 [1000, 2000)  call [500, 600)
 //   K2 [2010, 3000)  call [700, 800)   gap 10; call before K1's end (2000);
@@ -71,7 +76,7 @@ constexpr std::string_view kIdle = R"(
 
 TEST(LaunchQueue, IdleTimeSplitsIntoHostWaitKernelWaitAndOther) {
   const auto trace = testing::load_text_trace("lq-idle.db", kIdle);
-  const auto idle = idle_time_breakdown(trace);
+  const auto idle = idle_time_breakdown(trace, k30ns);
   ASSERT_EQ(idle.size(), 3u);
   const auto& s0 = idle_of(idle, 0, 0);
   EXPECT_EQ(s0.events, 6);
@@ -308,7 +313,7 @@ TEST(LaunchQueue, KernelsWithoutApiCalls) {
     kernel rank=0 stream=0 start=110 end=200
     kernel rank=0 stream=0 start=300 end=400
   )");
-  const auto a = analyze_launch_queue(trace);
+  const auto a = analyze_launch_queue(trace, k30ns);
   ASSERT_EQ(a.idle.size(), 1u);
   EXPECT_EQ(a.idle[0].at(IdleCategory::kHostWait), 0);
   EXPECT_EQ(a.idle[0].at(IdleCategory::kKernelWait), 10);
@@ -359,7 +364,9 @@ TEST(LaunchQueue, SeriesAreBoundedAndKeepTheirPeak) {
 
 // The report in every format: JSON rows as HTA gives them (rank, stream,
 // category, idle_ns, ratio) matching the schema; the text report has the
-// summaries and not the series.
+// summaries and not the series. The default threshold, 30 us, makes every
+// gap of kIdle's stream 0 behind a call made in time kernel_wait: 10 + 600
+// + 30 + 0 = 640; host_wait 500 as before; other 0.
 TEST(LaunchQueue, ReportSectionsInEveryFormat) {
   const auto trace = testing::load_text_trace("lq-report.db", kIdle);
   const auto a = analyze(trace);
@@ -371,9 +378,11 @@ TEST(LaunchQueue, ReportSectionsInEveryFormat) {
   EXPECT_EQ(rows[0]["category"], "host_wait");
   EXPECT_EQ(rows[0]["idle_ns"], 500);
   EXPECT_DOUBLE_EQ(rows[0]["ratio"].get<double>(), 500.0 / 1140.0);
+  EXPECT_EQ(rows[1]["category"], "kernel_wait");
+  EXPECT_EQ(rows[1]["idle_ns"], 640);
   EXPECT_EQ(rows[2]["category"], "other");
-  EXPECT_EQ(rows[2]["idle_ns"], 630);
-  EXPECT_EQ(j["launch_queue"]["thresholds"]["consecutive_kernel_delay_ns"], 30);
+  EXPECT_EQ(rows[2]["idle_ns"], 0);
+  EXPECT_EQ(j["launch_queue"]["thresholds"]["consecutive_kernel_delay_ns"], 30'000);
 
   std::ostringstream text, md, html;
   write_text_report(text, trace, a, {});

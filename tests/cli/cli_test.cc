@@ -119,10 +119,14 @@ TEST(CliImport, ReportOfAKinetoFileIsTheReportOfItsImport) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto imported = run_cli("report --format json " + dir + "/rank0.db");
   ASSERT_EQ(imported.exit_code, 0) << imported.err;
-  std::size_t before = 0;
-  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::temp_directory_path()))
-    before += e.path().filename().string().starts_with("moetrace-" + std::to_string(0)) ? 0 : 1;
+  // The temporary trace goes where TMPDIR says: a folder of this test's own.
+  const auto tmp = dir + "/tmp";
+  std::filesystem::create_directories(tmp);
+  const char* old_tmp = std::getenv("TMPDIR");
+  const std::string saved = old_tmp ? old_tmp : "";
+  ::setenv("TMPDIR", tmp.c_str(), 1);
   const auto direct = run_cli("report --format json " + json);
+  if (old_tmp) ::setenv("TMPDIR", saved.c_str(), 1); else ::unsetenv("TMPDIR");
   ASSERT_EQ(direct.exit_code, 0) << direct.err;
   auto a = nlohmann::json::parse(imported.out), b = nlohmann::json::parse(direct.out);
   EXPECT_EQ(b["run"]["path"], json);
@@ -133,10 +137,7 @@ TEST(CliImport, ReportOfAKinetoFileIsTheReportOfItsImport) {
     (*j)["recommendations"].erase("trace");
   }
   EXPECT_EQ(a, b);
-  std::size_t after = 0;
-  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::temp_directory_path()))
-    after += e.path().filename().string().starts_with("moetrace-" + std::to_string(0)) ? 0 : 1;
-  EXPECT_EQ(after, before) << "a temporary trace was left behind";
+  EXPECT_TRUE(std::filesystem::is_empty(tmp)) << "a temporary trace was left behind";
 }
 
 INSTANTIATE_TEST_SUITE_P(InfoReportFit, CliErrors, ::testing::Values("info", "report", "fit"));

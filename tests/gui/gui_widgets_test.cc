@@ -521,15 +521,15 @@ class GuiWidgetsTest : public QObject {
   }
 
   // The GPU queues panel's three tables on a hand-made trace (HTA's
-  // definitions, launch_queue.h; cutoffs: kernel wait < 30 ns, runtime
+  // definitions, launch_queue.h; cutoffs: kernel wait < 30 us, runtime
   // outlier > 50 us, launch-delay outlier > 100 us). Neither stream has a
   // recorded CUDA stream id, so the tables name moetrace's ids (#0, #1).
   //
   // Rank 0, stream 0, every call 100 ns long:
   //   K1 [1000, 2000)       call [500, 600)
-  //   K2 [2020, 3000)       call [700, 800)    gap 20 < 30, call in time: kernel_wait 20
+  //   K2 [2020, 3000)       call [700, 800)    gap 20 < 30000, call in time: kernel_wait 20
   //   K3 [4000, 5000)       call [3500, 3600)  gap 1000, call 3500 > 3000: host_wait 1000
-  //   K4 [200000, 200500)   call [2500, 2600)  gap 195000, call in time: other 195000
+  //   K4 [200000, 200500)   call [2500, 2600)  gap 195000 >= 30000, call in time: other 195000
   //   idle 196020 of the window 200500 - 1000 = 199500 (98.3 %).
   //   Queue (+1 at a call's start, -1 at its kernel's start): (500,1) (700,2)
   //   (1000,1) (2020,0) (2500,1) (3500,2) (4000,1) (200000,0): 8 points, mean 1,

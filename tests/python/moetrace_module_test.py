@@ -348,9 +348,18 @@ class HandDerived(unittest.TestCase):
         os.makedirs(prof, exist_ok=True)
         with open(os.path.join(prof, "worker0.pt.trace.json"), "w") as f:
             json.dump(KINETO, f)
-        before = set(glob.glob(os.path.join(tempfile.gettempdir(), "moetrace-*.db")))
-        run = moetrace.open(prof + "/")
-        self.assertEqual(set(glob.glob(os.path.join(tempfile.gettempdir(), "moetrace-*.db"))), before)
+        tmp = os.path.join(self.tmp.name, "tmp")  # where the temporary traces go (TMPDIR)
+        os.makedirs(tmp, exist_ok=True)
+        saved = os.environ.get("TMPDIR")
+        os.environ["TMPDIR"] = tmp
+        try:
+            run = moetrace.open(prof + "/")
+        finally:
+            if saved is None:
+                del os.environ["TMPDIR"]
+            else:
+                os.environ["TMPDIR"] = saved
+        self.assertEqual(os.listdir(tmp), [])
         self.assertEqual(run.info["path"], os.path.join(prof, "worker0.pt.trace.json"))
         pd.testing.assert_frame_equal(run.kernels(), self.trace.kernels())
         pd.testing.assert_frame_equal(run.idle_breakdown(), self.trace.idle_breakdown())
@@ -358,17 +367,17 @@ class HandDerived(unittest.TestCase):
     def test_idle_breakdown(self):
         idle = self.trace.idle_breakdown().set_index("category")
         self.assertEqual(len(idle), 3)
-        # k2: 1 us gap, call 2 in time, not < 30 ns: other. k3: call 3 after k2's end: host_wait.
+        # k2: 1 us gap, call 2 in time, < 30 us: kernel_wait. k3: call 3 after k2's end: host_wait.
         self.assertEqual(idle.loc["host_wait", "idle_ns"], 20_000)
-        self.assertEqual(idle.loc["kernel_wait", "idle_ns"], 0)
-        self.assertEqual(idle.loc["other", "idle_ns"], 1_000)
+        self.assertEqual(idle.loc["kernel_wait", "idle_ns"], 1_000)
+        self.assertEqual(idle.loc["other", "idle_ns"], 0)
         self.assertAlmostEqual(idle.loc["host_wait", "ratio"], 20 / 21)
         self.assertEqual(idle.loc["host_wait", "stream_window_ns"], 50_000)
         self.assertEqual(idle.loc["host_wait", "native_stream"], 7)
-        # With a 2 us threshold the 1 us gap is kernel_wait.
-        idle = self.trace.idle_breakdown(consecutive_kernel_delay_ns=2_000).set_index("category")
-        self.assertEqual(idle.loc["kernel_wait", "idle_ns"], 1_000)
-        self.assertEqual(idle.loc["other", "idle_ns"], 0)
+        # With a 500 ns threshold the 1 us gap is other.
+        idle = self.trace.idle_breakdown(consecutive_kernel_delay_ns=500).set_index("category")
+        self.assertEqual(idle.loc["kernel_wait", "idle_ns"], 0)
+        self.assertEqual(idle.loc["other", "idle_ns"], 1_000)
 
     def test_queue_length(self):
         q = self.trace.queue_length()
