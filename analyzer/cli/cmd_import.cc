@@ -15,6 +15,7 @@
 
 #include "commands.h"
 #include "moetrace/analyzer/report.h"
+#include "moetrace/analyzer/run_loader.h"
 #include "moetrace/importers/import.h"
 #include "moetrace/schema/error.h"
 
@@ -40,15 +41,6 @@ std::string summary_line(const std::vector<std::string>& inputs, const importers
   return line;
 }
 
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
-// A file the importers read, by its name (a folder's other files are left).
-bool trace_file_name(const std::string& name) {
-  return ends_with(name, ".json") || ends_with(name, ".json.gz") || ends_with(name, ".sqlite");
-}
-
 // The inputs with each folder replaced by its trace files, in name order.
 std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs) {
   std::vector<std::string> out;
@@ -60,7 +52,8 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs) {
     }
     std::vector<std::string> files;
     for (const auto& e : fs::directory_iterator(in, ec))
-      if (e.is_regular_file(ec) && trace_file_name(e.path().filename().string())) files.push_back(e.path().string());
+      if (e.is_regular_file(ec) && analyzer::other_tool_trace_name(e.path().filename().string()))
+        files.push_back(e.path().string());
     if (ec) throw Error(in + ": cannot list the folder: " + ec.message());
     if (files.empty()) throw Error(in + ": a folder without .json, .json.gz or .sqlite files");
     std::sort(files.begin(), files.end());
@@ -74,7 +67,7 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs) {
 std::string output_name(const std::string& input) {
   std::string name = fs::path(input).filename().string();
   for (std::string_view suffix : {".gz", ".json", ".sqlite", ".pt.trace"})
-    if (ends_with(name, suffix) && name.size() > suffix.size()) name.resize(name.size() - suffix.size());
+    if (name.ends_with(suffix) && name.size() > suffix.size()) name.resize(name.size() - suffix.size());
   return name + ".db";
 }
 
@@ -192,7 +185,7 @@ void add_import_command(CLI::App& app) {
     options.threads = opt->threads;
     const auto inputs = expand_inputs(opt->inputs);
     std::error_code ec;
-    const bool folder = ends_with(opt->output, "/") || fs::is_directory(opt->output, ec);
+    const bool folder = opt->output.ends_with("/") || fs::is_directory(opt->output, ec);
     if (folder) {
       if (import_each(inputs, opt->output, opt->jobs > 0 ? opt->jobs : default_jobs(), opt->skip_existing,
                       options) > 0)

@@ -75,16 +75,13 @@ std::vector<std::string> foreign_inputs_imported(const std::vector<std::string>&
 
 analyzer::Trace load_traces(const std::vector<std::string>& args, analyzer::LoadOptions options, bool align) {
   const auto paths = foreign_inputs_imported(analyzer::expand_trace_paths(args));
-  if (paths.size() == 1) {
-    auto trace = load_with_progress(paths.front(), std::move(options));
-    if (!temporary_traces().empty()) analyzer::rename_trace_files(trace, input_name);
-    return trace;
-  }
-  analyzer::RunLoadOptions ro;
-  ro.load = std::move(options);
-  ro.align = align;
   analyzer::Trace trace;
-  {
+  if (paths.size() == 1) {
+    trace = load_with_progress(paths.front(), std::move(options));
+  } else {
+    analyzer::RunLoadOptions ro;
+    ro.load = std::move(options);
+    ro.align = align;
     Progress progress(fmt::format("loading {} files", paths.size()));
     ro.progress = progress.callback();
     trace = analyzer::load_run(paths, ro);

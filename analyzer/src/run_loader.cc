@@ -119,6 +119,10 @@ std::vector<Loaded> load_parallel(const std::vector<std::string>& paths, const R
 
 }  // namespace
 
+bool other_tool_trace_name(std::string_view name) {
+  return name.ends_with(".json") || name.ends_with(".json.gz") || name.ends_with(".sqlite");
+}
+
 std::vector<std::string> expand_trace_paths(const std::vector<std::string>& args) {
   namespace fs = std::filesystem;
   std::vector<std::string> out;
@@ -133,8 +137,7 @@ std::vector<std::string> expand_trace_paths(const std::vector<std::string>& args
       if (found.empty())
         for (const auto& e : fs::directory_iterator(arg, ec)) {
           const auto name = e.path().filename().string();
-          if (e.is_regular_file(ec) &&
-              (name.ends_with(".json") || name.ends_with(".json.gz") || name.ends_with(".sqlite")))
+          if (e.is_regular_file(ec) && other_tool_trace_name(name))
             found.push_back(e.path().string());
         }
       if (found.empty()) {  // the loader says it is a directory, not a trace

@@ -48,6 +48,11 @@ struct RunLoadOptions {
   std::function<void(std::string_view stage, double fraction)> progress;
 };
 
+// A file name of a trace of another tool that the importers read (Kineto
+// .json/.json.gz, Nsight Systems .sqlite): what a folder stands for where no
+// moetrace trace is in it.
+bool other_tool_trace_name(std::string_view name);
+
 // Renames the files a trace was read from (run.path, the files of a run
 // and those left out) by `name_of` (e.g. a temporary trace by the input it
 // was imported from).
