@@ -11,6 +11,7 @@
 #include <random>
 
 #include "kineto/kineto_importer.h"
+#include "kineto/kineto_records.h"
 #include "import_test_util.h"
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/run_loader.h"
@@ -292,7 +293,9 @@ TEST(KinetoImporter, Gzipped) {
 // batches) with every kind of event the importer reads or counts, names
 // that first appear late (new strings in later batches), and the metadata
 // after the events. `bad_at`: events (by index) written as broken JSON.
-std::string varied_trace(int iterations, const std::vector<int>& bad_at = {}) {
+// `old_nccl`: every 50th iteration also an NCCL call as older PyTorch
+// records it (a kernel without collective args, its "nccl:all_reduce" range).
+std::string varied_trace(int iterations, const std::vector<int>& bad_at = {}, bool old_nccl = false) {
   std::string t = "{\"schemaVersion\": 1, \"traceEvents\": [\n";
   int event = 0;
   auto add = [&](const std::string& e) {
@@ -345,6 +348,15 @@ std::string varied_trace(int iterations, const std::vector<int>& bad_at = {}) {
         R"j(, "dur": 100})j");
     add(R"j({"ph": "i", "name": "marker", "pid": 7, "tid": 11, "ts": )j" + us(8) + "}");
     if (i % 100 == 0) add(R"j({"ph": "M", "name": "thread_name", "pid": 7, "tid": 11, "args": {"name": "main"}})j");
+    if (old_nccl && i % 50 == 0) {
+      add(R"j({"ph": "X", "cat": "cpu_op", "name": "nccl:all_reduce", "pid": 7, "tid": 13, "ts": )j" + us(1) +
+          R"j(, "dur": 30, "args": {"Input Dims": [[2048, 4]], "Input type": ["c10::BFloat16"]}})j");
+      add(R"j({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 7, "tid": 13, "ts": )j" +
+          us(2) + R"j(, "dur": 5, "args": {"correlation": )j" + std::to_string(corr) + "}}");
+      add(R"j({"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce_RING_LL_Sum_bfloat16", "pid": 0, )j"
+          R"j("tid": 21, "ts": )j" + us(100) + R"j(, "dur": 60, "args": {"correlation": )j" +
+          std::to_string(corr++) + R"j(, "device": 0, "stream": 21}})j");
+    }
   }
   t += "\n], \"deviceProperties\": [{\"id\": 0, \"name\": \"NVIDIA H100\", \"totalGlobalMem\": 85000000000, "
        "\"computeMajor\": 9, \"computeMinor\": 0, \"numSms\": 132}], "
@@ -403,6 +415,97 @@ TEST(KinetoImporter, ParsedOnSeveralThreadsAsOnOne) {
   const auto dump = table_dump(a);
   EXPECT_EQ(dump, table_dump(b));
   EXPECT_NE(dump.find("aten::Op40_late"), std::string::npos);
+}
+
+// Every table's rows with string ids resolved, sorted: the same for two
+// imports that wrote the same records in another order.
+std::string sorted_rows(const std::string& path) {
+  sqlite::Database db(path, sqlite::Database::Mode::kReadOnly);
+  const std::vector<std::string> queries = {
+      "SELECT k.rank, k.stream_id, k.start_ns, k.end_ns, s.value, k.correlation_id, k.launch_id FROM kernels k "
+      "JOIN strings s ON s.id = k.name_id",
+      "SELECT * FROM launch_configs",
+      "SELECT a.rank, a.thread_id, a.start_ns, a.end_ns, a.api, s.value, a.correlation_id FROM api_calls a "
+      "JOIN strings s ON s.id = a.name_id",
+      "SELECT n.rank, n.thread_id, n.start_ns, n.end_ns, d.value, s.value, n.category, n.payload_int "
+      "FROM nvtx_ranges n JOIN strings s ON s.id = n.name_id LEFT JOIN strings d ON d.id = n.domain_id",
+      "SELECT rank, stream_id, start_ns, end_ns, correlation_id, name, in_nelems, out_nelems, dtype, group_size, "
+      "process_group FROM collectives",
+      "SELECT rank, stream_id, start_ns, end_ns, bytes, copy_kind, correlation_id FROM memcpy",
+      "SELECT rank, stream_id, start_ns, end_ns, bytes, correlation_id FROM memset",
+      "SELECT rank, ts_ns, kind, bytes, address FROM memory_events",
+      "SELECT * FROM streams", "SELECT * FROM ranks", "SELECT * FROM devices",
+      "SELECT key, value FROM run_config WHERE key NOT LIKE 'import.source%' AND key NOT LIKE 'import.rank%'"};
+  std::string out;
+  for (const auto& q : queries) {
+    auto st = db.prepare(q);
+    std::vector<std::string> rows;
+    while (st.step()) {
+      std::string row;
+      for (int c = 0; c < sqlite3_column_count(st.handle()); ++c)
+        row += (st.is_null(c) ? std::string("NULL") : std::string(st.text(c))) + "|";
+      rows.push_back(row);
+    }
+    std::sort(rows.begin(), rows.end());
+    out += "== " + q + "\n";
+    for (const auto& r : rows) out += r + "\n";
+  }
+  return out;
+}
+
+// A plain file is written while it is parsed, with the time base and rank
+// its last bytes hold; a gzipped one is parsed whole first. Both give the
+// same records, those that need the whole file included (kernels linked by
+// flows, NCCL kernels described by their call's range).
+TEST(KinetoImporter, WrittenWhileParsedAsWhenParsedWhole) {
+  const std::string text = varied_trace(3000, {}, /*old_nccl=*/true);
+  const auto plain = temp_path("stream.json"), packed = temp_path("stream.json.gz");
+  write_file(plain, text);
+  gzFile f = gzopen(packed.c_str(), "wb1");
+  ASSERT_NE(f, nullptr);
+  gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(f);
+  const auto tail = importers::kineto::read_tail(plain);
+  ASSERT_TRUE(tail.has_value());
+  EXPECT_EQ(tail->base_time_ns, 1700000000000000000);
+  EXPECT_EQ(tail->rank, 2);
+  EXPECT_FALSE(importers::kineto::read_tail(packed).has_value());
+
+  const auto a = temp_path("stream-plain.db"), b = temp_path("stream-gz.db");
+  import_traces({plain}, a);
+  import_traces({packed}, b);
+  const auto rows = sorted_rows(a), whole = sorted_rows(b);
+  const auto diff = std::mismatch(rows.begin(), rows.end(), whole.begin(), whole.end());
+  EXPECT_TRUE(rows == whole) << "first difference at byte " << (diff.first - rows.begin()) << ": "
+                             << std::string(diff.first, diff.first + std::min<std::ptrdiff_t>(200, rows.end() - diff.first));
+  // Counted from varied_trace: 2 kernels an iteration, and every 50th an
+  // older NCCL kernel, described from its range as 2048 x 4 elements.
+  EXPECT_EQ(sql_int(a, "SELECT count(*) FROM kernels"), 3000 * 2 + 60);
+  EXPECT_EQ(sql_int(a, "SELECT count(*) FROM collectives WHERE name = 'all_reduce' AND in_nelems = 8192"), 60);
+  EXPECT_EQ(sql_int(a, "SELECT count(*) FROM memset m JOIN api_calls c USING (correlation_id)"), 3000);
+  // ts 1000000 us + base 1.7e18 ns.
+  EXPECT_EQ(sql_int(a, "SELECT min(start_ns) FROM nvtx_ranges"), 1700000000000000000 + 1000000000 + 125);
+  EXPECT_EQ(sql_int(a, "SELECT min(rank) FROM kernels"), 2);
+}
+
+// Keys named like the members after traceEvents, in the last event's args:
+// the guess from the last bytes is wrong, and the import notices and does
+// the file again, whole.
+TEST(KinetoImporter, AWrongGuessFromTheLastBytesIsUndone) {
+  const auto in = temp_path("misleading-tail.json"), out = temp_path("misleading-tail.db");
+  write_file(in, R"({"traceEvents": [
+{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 7, "tid": 11, "ts": 5, "dur": 2, "args": {"correlation": 1}},
+{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 3, "args": {"correlation": 1, "device": 0, "stream": 7}},
+{"ph": "i", "name": "note", "pid": 7, "tid": 11, "ts": 20, "args": {"distributedInfo": {"rank": 5}, "baseTimeNanoseconds": 4000}}
+]})");
+  const auto tail = importers::kineto::read_tail(in);
+  ASSERT_TRUE(tail.has_value());
+  EXPECT_EQ(tail->base_time_ns, 4000);  // the guess
+  EXPECT_EQ(tail->rank, 5);
+  import_traces({in}, out);
+  EXPECT_EQ(sql_int(out, "SELECT start_ns FROM kernels"), 10000);  // no base: ts 10 us
+  EXPECT_EQ(sql_int(out, "SELECT rank FROM kernels"), 0);           // file order
+  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM api_calls"), 1);
 }
 
 // Broken events in two batches: the first in the file is reported, whichever

@@ -98,9 +98,20 @@ ImportSummary import_traces(const std::vector<std::string>& inputs, const std::s
     if (std::filesystem::equivalent(in, output, ec))
       throw Error(output + ": the output would overwrite an input");
   }
+  if (format == Format::kNsys) {
+    TraceBuilder builder(output, format, inputs, options.progress);
+    nsys::import_files(inputs, builder);
+    return builder.finish();
+  }
+  try {
+    TraceBuilder builder(output, format, inputs, options.progress);
+    kineto::import_files(inputs, builder, options.threads);
+    return builder.finish();
+  } catch (const kineto::TailGuessedWrong&) {
+    // The partial output is gone with the builder; again, each file whole.
+  }
   TraceBuilder builder(output, format, inputs, options.progress);
-  if (format == Format::kNsys) nsys::import_files(inputs, builder);
-  else kineto::import_files(inputs, builder, options.threads);
+  kineto::import_files(inputs, builder, options.threads, /*read_tails=*/false);
   return builder.finish();
 }
 

@@ -54,6 +54,11 @@ class TraceBuilder {
   bool has_rank(int number) const { return ranks_.count(number) != 0; }
   // A device, de-duplicated by `key` (e.g. its UUID); r.id is assigned here.
   DeviceId add_device(instrument::DeviceRecord r, const std::string& key);
+  // Describes device `id` anew (its rows are written by finish()).
+  void describe_device(DeviceId id, instrument::DeviceRecord r) {
+    r.id = id;
+    device_records_.at(static_cast<std::size_t>(id.value)) = std::move(r);
+  }
   // The stream of (rank, device, native stream id), created on first use.
   StreamId stream(RankId rank, DeviceId device, std::int64_t native_id);
   void set_stream_priority(StreamId s, int priority);

@@ -136,12 +136,12 @@ std::int64_t first_tensor_elements(std::string_view dims) {
 // from the "nccl:<name>" range that launched them (the range holding the
 // launch call, by correlation id, on its thread): the collective's name and
 // its first input's element count and type. Without the range, none.
-void describe_from_ranges(ParsedFile& p) {
+void describe_from_ranges(ParsedFile& p, const std::vector<CpuRange>& ranges, const std::vector<ApiCall>& api) {
   std::unordered_map<std::int64_t, const ApiCall*> launch;
-  for (const auto& a : p.api)
+  for (const auto& a : api)
     if (a.correlation != 0) launch.emplace(a.correlation, &a);
   std::map<std::pair<std::int64_t, std::int64_t>, std::vector<const CpuRange*>> calls;  // (pid, tid) -> by start
-  for (const auto& r : p.ranges)
+  for (const auto& r : ranges)
     if (!r.comm_dims.empty()) calls[{r.pid, r.tid}].push_back(&r);
   if (calls.empty()) return;
   for (auto& [thread, v] : calls)
@@ -170,41 +170,176 @@ void describe_from_ranges(ParsedFile& p) {
   }
 }
 
-void emit(ParsedFile& p, const std::string& path, std::size_t file_index, TraceBuilder& b) {
-  describe_from_ranges(p);
-  const std::string label = file_name(path);
-  if (p.rank && (*p.rank < 0 || *p.rank > (1 << 24)))
-    throw Error(path + ": distributedInfo has rank " + std::to_string(*p.rank) + ", out of range");
-  const int number = p.rank ? static_cast<int>(*p.rank) : static_cast<int>(file_index);
+// The guess of a file's tail (read_tail) proved wrong after rows were
+// written with it: import_traces imports again without guessing.
+// Writes one file's records into the builder: with a tail read ahead, the
+// batches' records as they are parsed (take), those that need the whole
+// file (correlation ids from flows, NCCL kernels described by their call's
+// range, moetrace's own export) at the end (finish); without one, all at the
+// end, once the file's rank and time base are known.
+class FileWriter : public BatchSink {
+ public:
+  FileWriter(const std::string& path, std::size_t file_index, TraceBuilder& b, std::optional<Tail> tail)
+      : path_(path), label_(file_name(path)), index_(file_index), b_(b), tail_(tail) {}
+
+  void take(ParsedFile& file, ParsedFile& batch) override {
+    const bool records = !batch.gpu.empty() || !batch.api.empty() || !batch.ranges.empty() ||
+                         !batch.memory.empty() || !batch.ops.empty();
+    if (!decided_ && records) {
+      decided_ = true;
+      // moetrace's own export names its ranks per process, and its ops come
+      // before their kernels: written at the end.
+      streaming_ = tail_ && !file.moetrace_export;
+      if (streaming_) {
+        rank_ = file.rank ? file.rank : tail_->rank;
+        begin(file, rank_, file.base_time_seen ? file.base_time_ns : tail_->base_time_ns.value_or(0));
+      }
+    }
+    if (!streaming_) return;
+    // Kept for NCCL kernels to be described at the end.
+    for (const auto& r : batch.ranges)
+      if (!r.comm_dims.empty()) comm_ranges_.push_back(r);
+    for (const auto& a : batch.api)
+      if (a.correlation != 0) launches_.push_back(a);
+    // Kept: what needs the rest of the file (see above).
+    auto later = [&](const GpuActivity& a) {
+      return a.correlation == 0 || (a.type == ActivityType::kKernel && a.collective < 0 &&
+                                    file.strings[static_cast<std::size_t>(a.name)].starts_with("nccl"));
+    };
+    std::erase_if(batch.gpu, [&](const GpuActivity& a) {
+      if (later(a)) return false;
+      gpu(file, batch.collectives, a);
+      return true;
+    });
+    std::erase_if(batch.api, [&](const ApiCall& a) {
+      if (a.correlation == 0) return false;
+      api(file, a);
+      return true;
+    });
+    for (const auto& r : batch.ranges) range(file, r);
+    batch.ranges.clear();
+    for (const auto& m : batch.memory) memory(file, m);
+    batch.memory.clear();
+  }
+
+  // Writes what is left of `p`, whose records were all kept unless batches
+  // were taken; throws TailGuessedWrong where those were written with a rank or
+  // a time base the file does not have.
+  void finish(ParsedFile& p) {
+    if (streaming_) {
+      if (p.base_time_ns != base_ || p.rank != rank_ || p.moetrace_export)
+        throw TailGuessedWrong(path_ + ": the members after traceEvents are not what its last bytes suggested");
+      // deviceProperties may come after the events.
+      for (const auto& [id, dev] : devices_by_id_) b_.describe_device(dev, describe(p, id));
+      describe_from_ranges(p, comm_ranges_, launches_);
+    } else {
+      describe_from_ranges(p, p.ranges, p.api);
+      begin(p, p.rank, p.base_time_ns);
+    }
+    const auto idx = std::to_string(index_);
+    if (p.world_size && *p.world_size > 0 && *p.world_size <= (1 << 24))
+      b_.note_world_size(static_cast<int>(*p.world_size));
+    if (p.world_size) b_.config("import.kineto.world_size." + idx, std::to_string(*p.world_size));
+    if (!p.backend.empty()) b_.config("import.kineto.backend." + idx, p.backend);
+    if (!p.nccl_version.empty()) b_.config("import.kineto.nccl_version." + idx, p.nccl_version);
+    b_.config("import.kineto.base_time_ns." + idx, std::to_string(p.base_time_ns));
+    if (!gpu_written_ && p.gpu.empty() && p.devices.size() == 1 && !p.moetrace_export)
+      b_.set_default_device(file_rank_, device(p, static_cast<std::int32_t>(p.devices.front().id)));
+
+    // Correlation ids from ac2g flows, for events whose args lack one.
+    const bool need_flows =
+        std::any_of(p.gpu.begin(), p.gpu.end(), [](const GpuActivity& a) { return a.correlation == 0; }) ||
+        std::any_of(p.api.begin(), p.api.end(), [](const ApiCall& a) { return a.correlation == 0; });
+    if (need_flows)
+      for (const auto& f : p.flows) flow_at_.emplace(FlowKey{f.pid, f.tid, f.ts}, f.id);
+
+    std::int64_t done = 0;
+    const auto total = static_cast<double>(p.gpu.size() + p.api.size() + p.ranges.size() + 1);
+    auto step = [&] {
+      if ((++done & 0x3FFF) == 0) b_.progress("writing " + label_, static_cast<double>(done) / total);
+    };
+    // moetrace's own export: its op ranges, each on the stream of its first
+    // kernel (the op lanes beside a stream are no stream of their own).
+    std::map<std::pair<std::int64_t, std::int64_t>, StreamId> op_stream;  // (pid, op id) -> stream
+    for (const auto& a : p.gpu)
+      if (a.op >= 0)
+        op_stream.try_emplace({a.device, a.op}, b_.stream(rank_of(p, a.device), device(p, a.device), a.stream));
+    for (const auto& o : p.ops) {
+      const RankId rank = rank_of(p, o.pid);
+      auto it = op_stream.find({o.pid, o.id});
+      instrument::OpRangeRecord r;
+      r.rank = rank;
+      r.stream = it != op_stream.end() ? it->second : b_.stream(rank, device(p, o.pid), o.tid);
+      r.kind = o.kind;
+      r.name = name(p, o.name, false);
+      r.layer = o.layer;
+      r.iteration = o.iteration;
+      r.micro_batch = o.micro_batch;
+      r.chunk = o.chunk;
+      r.phase = o.phase;
+      r.start_ns = shift(o.start);
+      r.end_ns = shift(o.end);
+      r.flops = o.flops;
+      r.bytes = o.bytes;
+      if (o.peer >= 0) r.peer = RankId(static_cast<std::int32_t>(o.peer));
+      if (const OpId id = b_.add(r); id.valid()) op_ids_.try_emplace({o.pid, o.id}, id);
+    }
+    for (const auto& a : p.gpu) {
+      step();
+      gpu(p, p.collectives, a);
+    }
+    for (const auto& a : p.api) {
+      step();
+      api(p, a);
+    }
+    for (const auto& r : p.ranges) {
+      step();
+      range(p, r);
+    }
+    for (const auto& m : p.memory) memory(p, m);
+    for (const auto& [reason, n] : p.skipped) b_.skip(reason, n);
+  }
+
+ private:
+  // The file's rank (unless it is moetrace's own export) and time base.
+  void begin(const ParsedFile& p, std::optional<std::int64_t> rank, std::int64_t base) {
+    if (rank && (*rank < 0 || *rank > (1 << 24)))
+      throw Error(path_ + ": distributedInfo has rank " + std::to_string(*rank) + ", out of range");
+    base_ = base;
+    if (!p.moetrace_export) {
+      const int number = rank ? static_cast<int>(*rank) : static_cast<int>(index_);
+      file_rank_ = b_.add_rank(number, -1, "", label_ + (rank ? " (distributedInfo rank)" : " (file order)"));
+    }
+  }
+
+  std::int64_t shift(std::int64_t t) const {
+    std::int64_t out = 0;
+    if (__builtin_add_overflow(t, base_, &out)) return t;
+    return out;
+  }
+
   // A file is one rank, except moetrace's own export, whose processes are
   // the ranks of the trace it came from (pid = rank).
-  std::map<std::int64_t, RankId> export_ranks;
-  const RankId file_rank =
-      p.moetrace_export ? RankId()
-                        : b.add_rank(number, -1, "", label + (p.rank ? " (distributedInfo rank)" : " (file order)"));
-  auto rank_of = [&](std::int64_t pid) {
-    if (!p.moetrace_export) return file_rank;
-    auto it = export_ranks.find(pid);
-    if (it == export_ranks.end())
-      it = export_ranks
-               .emplace(pid, b.add_rank(static_cast<int>(std::clamp<std::int64_t>(pid, 0, 1 << 24)), -1, "",
-                                        label + " (process " + std::to_string(pid) + " of a moetrace export)"))
+  RankId rank_of(const ParsedFile& p, std::int64_t pid) {
+    if (!p.moetrace_export) return file_rank_;
+    auto it = export_ranks_.find(pid);
+    if (it == export_ranks_.end())
+      it = export_ranks_
+               .emplace(pid, b_.add_rank(static_cast<int>(std::clamp<std::int64_t>(pid, 0, 1 << 24)), -1, "",
+                                         label_ + " (process " + std::to_string(pid) + " of a moetrace export)"))
                .first;
     return it->second;
-  };
-  if (p.world_size && *p.world_size > 0 && *p.world_size <= (1 << 24))
-    b.note_world_size(static_cast<int>(*p.world_size));
-  const auto idx = std::to_string(file_index);
-  if (p.world_size) b.config("import.kineto.world_size." + idx, std::to_string(*p.world_size));
-  if (!p.backend.empty()) b.config("import.kineto.backend." + idx, p.backend);
-  if (!p.nccl_version.empty()) b.config("import.kineto.nccl_version." + idx, p.nccl_version);
-  b.config("import.kineto.base_time_ns." + idx, std::to_string(p.base_time_ns));
+  }
 
   // Devices: those the file's GPU events ran on, described by deviceProperties.
-  std::map<std::int32_t, DeviceId> devices;
-  auto device = [&](std::int32_t id) {
-    auto it = devices.find(id);
-    if (it != devices.end()) return it->second;
+  DeviceId device(const ParsedFile& p, std::int32_t id) {
+    auto it = devices_by_id_.find(id);
+    if (it != devices_by_id_.end()) return it->second;
+    auto dev = b_.add_device(describe(p, id), path_ + "#gpu" + std::to_string(id));
+    devices_by_id_.emplace(id, dev);
+    return dev;
+  }
+  static instrument::DeviceRecord describe(const ParsedFile& p, std::int32_t id) {
     instrument::DeviceRecord d;
     d.name = "GPU " + std::to_string(id);
     for (const auto& props : p.devices)
@@ -215,86 +350,31 @@ void emit(ParsedFile& p, const std::string& path, std::size_t file_index, TraceB
         d.sm_count = props.sms;
         d.memory_bytes = props.memory;
       }
-    auto dev = b.add_device(d, path + "#gpu" + std::to_string(id));
-    devices.emplace(id, dev);
-    return dev;
-  };
-  if (p.gpu.empty() && p.devices.size() == 1 && !p.moetrace_export)
-    b.set_default_device(file_rank, device(static_cast<std::int32_t>(p.devices.front().id)));
-
-  const auto base = p.base_time_ns;
-  auto shift = [&](std::int64_t t) {
-    std::int64_t out = 0;
-    if (__builtin_add_overflow(t, base, &out)) return t;
-    return out;
-  };
-
-  // Correlation ids from ac2g flows, for events whose args lack one.
-  std::unordered_map<FlowKey, std::int64_t, FlowKeyHash> flow_at;
-  const bool need_flows =
-      std::any_of(p.gpu.begin(), p.gpu.end(), [](const GpuActivity& a) { return a.correlation == 0; }) ||
-      std::any_of(p.api.begin(), p.api.end(), [](const ApiCall& a) { return a.correlation == 0; });
-  if (need_flows)
-    for (const auto& f : p.flows) flow_at.emplace(FlowKey{f.pid, f.tid, f.ts}, f.id);
-  auto flow_id = [&](std::int64_t pid, std::int64_t tid, std::int64_t ts) -> std::int64_t {
-    auto it = flow_at.find({pid, tid, ts});
-    return it == flow_at.end() ? 0 : it->second;
-  };
-
-  std::vector<StringId> names(p.strings.size());
-  std::vector<bool> named(p.strings.size(), false);
-  auto name = [&](std::int32_t i, bool kernel) {
-    const auto u = static_cast<std::size_t>(i);
-    if (!named[u]) {
-      names[u] = kernel ? b.kernel_name(p.strings[u]) : b.intern(p.strings[u]);
-      named[u] = true;
-    }
-    return names[u];
-  };
-
-  std::int64_t done = 0;
-  const auto total = static_cast<double>(p.gpu.size() + p.api.size() + p.ranges.size() + 1);
-  auto step = [&] {
-    if ((++done & 0x3FFF) == 0) b.progress("writing " + label, static_cast<double>(done) / total);
-  };
-
-  // moetrace's own export: its op ranges, each on the stream of its first
-  // kernel (the op lanes beside a stream are no stream of their own).
-  std::map<std::pair<std::int64_t, std::int64_t>, StreamId> op_stream;  // (pid, op id) -> stream
-  // The ids the writer gives them (the export's may repeat across files).
-  std::map<std::pair<std::int64_t, std::int64_t>, OpId> op_ids;  // (pid, op id in the file) -> id
-  for (const auto& a : p.gpu)
-    if (a.op >= 0) op_stream.try_emplace({a.device, a.op}, b.stream(rank_of(a.device), device(a.device), a.stream));
-  for (const auto& o : p.ops) {
-    const RankId rank = rank_of(o.pid);
-    auto it = op_stream.find({o.pid, o.id});
-    instrument::OpRangeRecord r;
-    r.rank = rank;
-    r.stream = it != op_stream.end() ? it->second : b.stream(rank, device(o.pid), o.tid);
-    r.kind = o.kind;
-    r.name = name(o.name, false);
-    r.layer = o.layer;
-    r.iteration = o.iteration;
-    r.micro_batch = o.micro_batch;
-    r.chunk = o.chunk;
-    r.phase = o.phase;
-    r.start_ns = shift(o.start);
-    r.end_ns = shift(o.end);
-    r.flops = o.flops;
-    r.bytes = o.bytes;
-    if (o.peer >= 0) r.peer = RankId(static_cast<std::int32_t>(o.peer));
-    if (const OpId id = b.add(r); id.valid()) op_ids.try_emplace({o.pid, o.id}, id);
+    return d;
   }
-  for (const auto& a : p.gpu) {
-    step();
-    const RankId rank = rank_of(a.device);  // the export's GPU events have pid = rank, no device arg
-    const auto stream = b.stream(rank, device(a.device), a.stream);
+
+  StringId name(const ParsedFile& p, std::int32_t i, bool kernel) {
+    const auto u = static_cast<std::size_t>(i);
+    if (u >= names_.size()) names_.resize(p.strings.size());
+    if (!names_[u]) names_[u] = kernel ? b_.kernel_name(p.strings[u]) : b_.intern(p.strings[u]);
+    return *names_[u];
+  }
+
+  std::int64_t flow_id(std::int64_t pid, std::int64_t tid, std::int64_t ts) const {
+    auto it = flow_at_.find({pid, tid, ts});
+    return it == flow_at_.end() ? 0 : it->second;
+  }
+
+  void gpu(const ParsedFile& p, const std::vector<Collective>& collectives, const GpuActivity& a) {
+    gpu_written_ = true;
+    const RankId rank = rank_of(p, a.device);  // the export's GPU events have pid = rank, no device arg
+    const auto stream = b_.stream(rank, device(p, a.device), a.stream);
     const auto corr = a.correlation != 0 ? a.correlation : flow_id(a.device, a.stream, a.start);
     if (a.type == ActivityType::kKernel) {
       instrument::KernelRecord k{.rank = rank, .stream = stream, .start_ns = shift(a.start), .end_ns = shift(a.end),
-                                 .name = name(a.name, true), .correlation_id = corr};
+                                 .name = name(p, a.name, true), .correlation_id = corr};
       if (a.op >= 0)
-        if (auto it = op_ids.find({a.device, a.op}); it != op_ids.end()) k.op = it->second;
+        if (auto it = op_ids_.find({a.device, a.op}); it != op_ids_.end()) k.op = it->second;
       if (a.launch[0] >= 0) {
         for (std::size_t i = 0; i < 3; ++i) {
           k.grid[i] = a.launch[i];
@@ -303,77 +383,99 @@ void emit(ParsedFile& p, const std::string& path, std::size_t file_index, TraceB
         k.registers = a.registers;
         k.shared_bytes = a.shared;
       }
-      b.add(k);
+      b_.add(k);
       if (a.collective >= 0) {
-        const auto& c = p.collectives[static_cast<std::size_t>(a.collective)];
-        b.add(instrument::CollectiveRecord{
+        const auto& c = collectives[static_cast<std::size_t>(a.collective)];
+        b_.add(instrument::CollectiveRecord{
             .rank = rank, .stream = stream, .start_ns = k.start_ns, .end_ns = k.end_ns, .correlation_id = corr,
             .name = c.name, .in_nelems = c.in_nelems, .out_nelems = c.out_nelems, .dtype = c.dtype,
             .group_size = c.group_size, .group_ranks = c.group_ranks, .process_group = c.process_group,
             .in_splits = c.in_splits, .out_splits = c.out_splits, .seq = c.seq});
       }
     } else if (a.type == ActivityType::kMemcpy) {
-      b.add(instrument::MemcpyRecord{.rank = rank, .stream = stream, .start_ns = shift(a.start),
-                                     .end_ns = shift(a.end), .bytes = a.bytes,
-                                     .copy_kind = static_cast<schema::CopyKind>(a.copy_kind),
-                                     .src_kind = static_cast<schema::MemoryKind>(a.src_kind),
-                                     .dst_kind = static_cast<schema::MemoryKind>(a.dst_kind),
-                                     .correlation_id = corr});
+      b_.add(instrument::MemcpyRecord{.rank = rank, .stream = stream, .start_ns = shift(a.start),
+                                      .end_ns = shift(a.end), .bytes = a.bytes,
+                                      .copy_kind = static_cast<schema::CopyKind>(a.copy_kind),
+                                      .src_kind = static_cast<schema::MemoryKind>(a.src_kind),
+                                      .dst_kind = static_cast<schema::MemoryKind>(a.dst_kind),
+                                      .correlation_id = corr});
     } else {
-      b.add(instrument::MemsetRecord{.rank = rank, .stream = stream, .start_ns = shift(a.start),
-                                     .end_ns = shift(a.end), .bytes = a.bytes,
-                                     .value = std::nullopt,  // Kineto does not record the value
-                                     .correlation_id = corr});
+      b_.add(instrument::MemsetRecord{.rank = rank, .stream = stream, .start_ns = shift(a.start),
+                                      .end_ns = shift(a.end), .bytes = a.bytes,
+                                      .value = std::nullopt,  // Kineto does not record the value
+                                      .correlation_id = corr});
     }
   }
-  for (const auto& a : p.api) {
-    step();
-    b.add(instrument::ApiCallRecord{
-        .rank = rank_of(a.pid), .thread_id = a.tid, .start_ns = shift(a.start), .end_ns = shift(a.end),
-        .api = a.driver ? schema::ApiKind::kDriver : schema::ApiKind::kRuntime, .name = name(a.name, false),
+
+  void api(const ParsedFile& p, const ApiCall& a) {
+    b_.add(instrument::ApiCallRecord{
+        .rank = rank_of(p, a.pid), .thread_id = a.tid, .start_ns = shift(a.start), .end_ns = shift(a.end),
+        .api = a.driver ? schema::ApiKind::kDriver : schema::ApiKind::kRuntime, .name = name(p, a.name, false),
         .correlation_id = a.correlation != 0 ? a.correlation : flow_id(a.pid, a.tid, a.start)});
   }
-  const StringId domain = b.intern("pytorch");
-  for (const auto& a : p.ranges) {
-    step();
+
+  void range(const ParsedFile& p, const CpuRange& a) {
     instrument::NvtxRangeRecord r{
-        .rank = rank_of(a.pid), .thread_id = a.tid, .start_ns = shift(a.start), .end_ns = shift(a.end)};
-    if (a.domain != -2) r.domain = a.domain >= 0 ? name(a.domain, false) : domain;
-    r.name = name(a.name, false);
+        .rank = rank_of(p, a.pid), .thread_id = a.tid, .start_ns = shift(a.start), .end_ns = shift(a.end)};
+    if (a.domain != -2) {
+      if (a.domain >= 0) r.domain = name(p, a.domain, false);
+      else r.domain = pytorch_ ? *pytorch_ : *(pytorch_ = b_.intern("pytorch"));
+    }
+    r.name = name(p, a.name, false);
     r.category = a.category;
     if (a.payload) r.payload_int = *a.payload;
     r.autograd_seq = a.sequence;
     r.autograd_backward = a.backward;
     r.input_dims = a.input_dims;
     r.input_types = a.input_types;
-    b.add(std::move(r));
+    b_.add(std::move(r));
   }
-  for (const auto& m : p.memory) {
+
+  void memory(const ParsedFile& p, const MemoryEvent& m) {
     instrument::MemoryEventRecord r;
-    r.rank = rank_of(m.pid);
+    r.rank = rank_of(p, m.pid);
     r.ts_ns = shift(m.ts);
     r.alloc = m.bytes > 0;
     r.bytes = m.bytes < 0 ? -m.bytes : m.bytes;
     r.address = static_cast<std::uint64_t>(m.address);
     r.memory_kind = schema::MemoryKind::kDevice;
-    b.add(r);
+    b_.add(r);
   }
-  for (const auto& [reason, n] : p.skipped) b.skip(reason, n);
-}
+
+  std::string path_, label_;
+  std::size_t index_;
+  TraceBuilder& b_;
+  std::optional<Tail> tail_;
+  bool decided_ = false, streaming_ = false, gpu_written_ = false;
+  // What the batches were written with (checked by finish).
+  std::optional<std::int64_t> rank_;
+  std::int64_t base_ = 0;
+  RankId file_rank_;
+  std::map<std::int64_t, RankId> export_ranks_;
+  std::map<std::int32_t, DeviceId> devices_by_id_;
+  std::vector<std::optional<StringId>> names_;  // by the file's string id
+  std::optional<StringId> pytorch_;
+  std::unordered_map<FlowKey, std::int64_t, FlowKeyHash> flow_at_;
+  std::map<std::pair<std::int64_t, std::int64_t>, OpId> op_ids_;  // (pid, op id in the file) -> id written
+  std::vector<CpuRange> comm_ranges_;
+  std::vector<ApiCall> launches_;
+};
 
 }  // namespace
 
-void import_files(const std::vector<std::string>& paths, TraceBuilder& builder, int threads) {
-  // The next file is parsed while one is written (two parsed files in memory
-  // at most); its error, if any, comes after the files before it.
+void import_files(const std::vector<std::string>& paths, TraceBuilder& builder, int threads, bool read_tails) {
+  // A plain file whose tail was read ahead is written while it is parsed.
+  // Other files are parsed whole, the next while one is written (two parsed
+  // files in memory at most); an error comes after the files before it.
   std::future<ParsedFile> next;
   for (std::size_t i = 0; i < paths.size(); ++i) {
-    auto parsed = i == 0 ? parse(paths[i], builder, threads) : next.get();
-    if (i + 1 < paths.size())
+    FileWriter writer(paths[i], i, builder, read_tails ? read_tail(paths[i]) : std::nullopt);
+    auto parsed = next.valid() ? next.get() : parse(paths[i], builder, threads, &writer);
+    if (i + 1 < paths.size() && !(read_tails && read_tail(paths[i + 1])))
       next = std::async(std::launch::async, [&paths, &builder, threads, i] {
         return parse(paths[i + 1], builder, threads);
       });
-    emit(parsed, paths[i], i, builder);
+    writer.finish(parsed);
   }
 }
 

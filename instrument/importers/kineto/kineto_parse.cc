@@ -24,6 +24,8 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <charconv>
+#include <fstream>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -97,11 +99,6 @@ struct Args {
   // A cpu_op's "Input Dims" and "Input type" (record_shapes=True) as compact
   // JSON text: [[8192,4096],[4096,14336]] and ["c10::BFloat16","float"].
   std::string input_dims, input_types;
-  std::vector<std::int64_t>* array_for(std::string_view key) {
-    if (key == "grid") return &grid;
-    if (key == "block") return &block;
-    return nullptr;
-  }
   void clear() {
     correlation.reset(), device.reset(), stream.reset(), bytes.reset(), registers.reset(), shared.reset();
     grid.clear(), block.clear();
@@ -160,47 +157,74 @@ void parse_memcpy_name(std::string_view name, GpuActivity& a) {
   }
 }
 
-// A fixed set of keys, looked up among those of the same length only.
+// The keys of an event and of its args that the handler reads, numbered
+// once per key so that what follows switches on the number.
+enum class Key : std::uint8_t {
+  kNone,
+  // An event's.
+  kArgs, kBp, kCat, kDur, kId, kName, kPh, kPid, kTid, kTs,
+  // Its args' (Kineto's names, then those of moetrace's own export).
+  kCorrelation, kDevice, kStream, kBytes, kRegistersPerThread, kSharedMemory, kGrid, kBlock, kCollectiveName,
+  kInMsgNelems, kOutMsgNelems, kGroupSize, kDtype, kPgName, kPgDescription, kPgRanks, kSeq, kInSplitSize,
+  kOutSplitSize, kMemoryBytes, kAddr, kDeviceType, kDeviceId, kSequenceNumber, kFwdThreadId, kInputDims,
+  kInputType, kRegisters, kSharedBytes, kCollective, kInNelems, kOutNelems, kGroupSizeExport, kGroupRanks, kApi,
+  kDomain, kPayload, kOp, kKind, kLayer, kIteration, kMicroBatch, kChunk, kPhase, kFlops, kPeerRank,
+};
+
+// A fixed map of keys, looked up among those of the same length only.
 template <std::size_t N>
-class KeySet {
+class KeyMap {
  public:
-  constexpr explicit KeySet(std::array<std::string_view, N> keys) : keys_(keys) {
-    std::sort(keys_.begin(), keys_.end(),
-              [](std::string_view a, std::string_view b) { return a.size() != b.size() ? a.size() < b.size() : a < b; });
+  using Entry = std::pair<std::string_view, Key>;
+  constexpr explicit KeyMap(std::array<Entry, N> keys) : keys_(keys) {
+    std::sort(keys_.begin(), keys_.end(), [](const Entry& a, const Entry& b) {
+      return a.first.size() != b.first.size() ? a.first.size() < b.first.size() : a.first < b.first;
+    });
     std::size_t k = 0;
     for (std::size_t len = 0; len <= kMaxLength + 1; ++len) {
-      while (k < N && keys_[k].size() < len) ++k;
+      while (k < N && keys_[k].first.size() < len) ++k;
       first_[len] = k;
     }
   }
-  bool contains(std::string_view key) const {
-    if (key.size() > kMaxLength) return false;
+  Key find(std::string_view key) const {
+    if (key.size() > kMaxLength) return Key::kNone;
     for (std::size_t i = first_[key.size()]; i < first_[key.size() + 1]; ++i)
-      if (std::memcmp(keys_[i].data(), key.data(), key.size()) == 0) return true;
-    return false;
+      if (std::memcmp(keys_[i].first.data(), key.data(), key.size()) == 0) return keys_[i].second;
+    return Key::kNone;
   }
 
  private:
   static constexpr std::size_t kMaxLength = 32;
-  std::array<std::string_view, N> keys_;
+  std::array<Entry, N> keys_;
   std::array<std::size_t, kMaxLength + 2> first_{};
 };
 
-// The keys of an event and of its args that the handler reads.
-bool event_key(std::string_view k) {
-  static constexpr KeySet keys(std::array<std::string_view, 10>{"args", "bp", "cat", "dur", "id", "name", "ph",
-                                                                "pid", "tid", "ts"});
-  return keys.contains(k);
+Key event_key(std::string_view k) {
+  static constexpr KeyMap keys(std::array<std::pair<std::string_view, Key>, 10>{{
+      {"args", Key::kArgs}, {"bp", Key::kBp}, {"cat", Key::kCat}, {"dur", Key::kDur}, {"id", Key::kId},
+      {"name", Key::kName}, {"ph", Key::kPh}, {"pid", Key::kPid}, {"tid", Key::kTid}, {"ts", Key::kTs}}});
+  return keys.find(k);
 }
-bool arg_key(std::string_view k) {
-  static constexpr KeySet keys(std::array<std::string_view, 44>{
-      "correlation", "device", "stream", "bytes", "registers per thread", "shared memory", "grid", "block",
-      "Collective name", "In msg nelems", "Out msg nelems", "Group size", "dtype", "Process Group Name",
-      "Process Group Description", "Process Group Ranks", "Seq", "In split size", "Out split size", "Bytes", "Addr",
-      "Device Type", "Device Id", "registers", "shared_bytes", "collective", "in_nelems", "out_nelems",
-      "group_size", "group_ranks", "api", "domain", "payload", "Sequence number", "op", "kind", "layer",
-      "iteration", "micro_batch", "chunk", "phase", "flops", "peer_rank", "Fwd thread id"});
-  return keys.contains(k);
+Key arg_key(std::string_view k) {
+  static constexpr KeyMap keys(std::array<std::pair<std::string_view, Key>, 46>{{
+      {"correlation", Key::kCorrelation}, {"device", Key::kDevice}, {"stream", Key::kStream},
+      {"bytes", Key::kBytes}, {"registers per thread", Key::kRegistersPerThread},
+      {"shared memory", Key::kSharedMemory}, {"grid", Key::kGrid}, {"block", Key::kBlock},
+      {"Collective name", Key::kCollectiveName}, {"In msg nelems", Key::kInMsgNelems},
+      {"Out msg nelems", Key::kOutMsgNelems}, {"Group size", Key::kGroupSize}, {"dtype", Key::kDtype},
+      {"Process Group Name", Key::kPgName}, {"Process Group Description", Key::kPgDescription},
+      {"Process Group Ranks", Key::kPgRanks}, {"Seq", Key::kSeq}, {"In split size", Key::kInSplitSize},
+      {"Out split size", Key::kOutSplitSize}, {"Bytes", Key::kMemoryBytes}, {"Addr", Key::kAddr},
+      {"Device Type", Key::kDeviceType}, {"Device Id", Key::kDeviceId},
+      {"Sequence number", Key::kSequenceNumber}, {"Fwd thread id", Key::kFwdThreadId},
+      {"Input Dims", Key::kInputDims}, {"Input type", Key::kInputType}, {"registers", Key::kRegisters},
+      {"shared_bytes", Key::kSharedBytes}, {"collective", Key::kCollective}, {"in_nelems", Key::kInNelems},
+      {"out_nelems", Key::kOutNelems}, {"group_size", Key::kGroupSizeExport}, {"group_ranks", Key::kGroupRanks},
+      {"api", Key::kApi}, {"domain", Key::kDomain}, {"payload", Key::kPayload}, {"op", Key::kOp},
+      {"kind", Key::kKind}, {"layer", Key::kLayer}, {"iteration", Key::kIteration},
+      {"micro_batch", Key::kMicroBatch}, {"chunk", Key::kChunk}, {"phase", Key::kPhase},
+      {"flops", Key::kFlops}, {"peer_rank", Key::kPeerRank}}});
+  return keys.find(k);
 }
 
 // The SAX handler: a stack of frames, each knowing what its container is.
@@ -256,6 +280,8 @@ class Handler {
   // as long as their document; the splitter's member names for the call).
   bool key(std::string_view k) {
     key_ = k;
+    const Role in = frames_.empty() ? Role::kSkip : frames_.back();
+    key_id_ = in == Role::kEvent ? event_key(k) : in == Role::kArgs ? arg_key(k) : Key::kNone;
     return true;
   }
 
@@ -265,10 +291,10 @@ class Handler {
   // strings were checked by the splitter, not their atoms.
   bool wants_value() const {
     switch (frames_.back()) {
-      case Role::kEvent: return event_key(key_);
+      case Role::kEvent: return key_id_ != Key::kNone;
       case Role::kArgs:
-        if (key_ == "Input Dims"sv || key_ == "Input type"sv) return shapes_wanted();
-        return arg_key(key_);
+        if (key_id_ == Key::kInputDims || key_id_ == Key::kInputType) return shapes_wanted();
+        return key_id_ != Key::kNone;
       case Role::kSkip: return false;
       default: return true;
     }
@@ -287,7 +313,7 @@ class Handler {
           break;
         case Role::kEvents: role = Role::kEvent; event_.reset(); break;
         case Role::kEvent:
-          if (key_ == "args"sv) role = Role::kArgs;
+          if (key_id_ == Key::kArgs) role = Role::kArgs;
           break;
         case Role::kDeviceList: role = Role::kDevice; device_ = DeviceProps{}; break;
         default: break;
@@ -322,14 +348,14 @@ class Handler {
           }
           break;
         case Role::kArgs:
-          if (key_ == "Input Dims"sv || key_ == "Input type"sv) {
-            shape_text_ = key_ == "Input Dims"sv ? &event_.args.input_dims : &event_.args.input_types;
+          if (key_id_ == Key::kInputDims || key_id_ == Key::kInputType) {
+            shape_text_ = key_id_ == Key::kInputDims ? &event_.args.input_dims : &event_.args.input_types;
             shape_text_->assign("[");
             shape_first_.assign(1, true);
             role = Role::kShapes;
             break;
           }
-          array_ = event_.args.array_for(key_);
+          array_ = key_id_ == Key::kGrid ? &event_.args.grid : key_id_ == Key::kBlock ? &event_.args.block : nullptr;
           if (array_) role = Role::kArgArray;
           break;
         case Role::kShapes:
@@ -403,7 +429,10 @@ class Handler {
     if (frames_.empty()) return true;
     switch (frames_.back()) {
       case Role::kRoot:
-        if (key_ == "baseTimeNanoseconds"sv) out_->base_time_ns = as_int(n).value_or(0);
+        if (key_ == "baseTimeNanoseconds"sv) {
+          out_->base_time_ns = as_int(n).value_or(0);
+          out_->base_time_seen = true;
+        }
         break;
       case Role::kEvent: event_field(n, s); break;
       case Role::kArgs: arg_field(n, s); break;
@@ -447,74 +476,64 @@ class Handler {
   }
 
   void event_field(const Number& n, const std::string_view* s) {
-    if (key_ == "ph"sv) {
-      if (s) event_.ph = *s;
-    } else if (key_ == "cat"sv) {
-      if (s) event_.cat = *s;
-    } else if (key_ == "name"sv) {
-      if (s) event_.name = *s;
-    } else if (key_ == "pid"sv) {
-      event_.pid = as_int(n);  // string pids ("Spans") are not processes or devices
-    } else if (key_ == "tid"sv) {
-      event_.tid = as_int(n);
-    } else if (key_ == "ts"sv) {
-      event_.ts_ns = as_ns(n, event_.bad_time);
-    } else if (key_ == "dur"sv) {
-      event_.dur_ns = as_ns(n, event_.bad_time);
-    } else if (key_ == "id"sv) {
-      event_.id = as_int(n);
-    } else if (key_ == "bp"sv) {
-      if (s) event_.bp = *s;
+    auto& e = event_;
+    switch (key_id_) {
+      case Key::kPh: if (s) e.ph = *s; break;
+      case Key::kCat: if (s) e.cat = *s; break;
+      case Key::kName: if (s) e.name = *s; break;
+      case Key::kPid: e.pid = as_int(n); break;  // string pids ("Spans") are not processes or devices
+      case Key::kTid: e.tid = as_int(n); break;
+      case Key::kTs: e.ts_ns = as_ns(n, e.bad_time); break;
+      case Key::kDur: e.dur_ns = as_ns(n, e.bad_time); break;
+      case Key::kId: e.id = as_int(n); break;
+      case Key::kBp: if (s) e.bp = *s; break;
+      default: break;
     }
   }
 
   void arg_field(const Number& n, const std::string_view* s) {
     auto& a = event_.args;
-    const std::string_view k = key_;
-    if (k == "correlation"sv) a.correlation = as_int(n);
-    else if (k == "device"sv) a.device = as_int(n);
-    else if (k == "stream"sv) a.stream = as_int(n);
-    else if (k == "bytes"sv) a.bytes = as_int(n);
-    else if (k == "registers per thread"sv) a.registers = as_int(n);
-    else if (k == "shared memory"sv) a.shared = as_int(n);
-    else if (k == "Collective name"sv) { if (s) a.collective = *s; }
-    else if (k == "In msg nelems"sv) a.in_nelems = as_int(n);
-    else if (k == "Out msg nelems"sv) a.out_nelems = as_int(n);
-    else if (k == "Group size"sv) a.group_size = as_int(n);
-    else if (k == "dtype"sv) { if (s) a.dtype = *s; }
-    else if (k == "Process Group Name"sv) { if (s) a.pg_name = *s; }
-    else if (k == "Process Group Description"sv) { if (s) a.pg_desc = *s; }
-    else if (k == "Process Group Ranks"sv) { if (s) a.pg_ranks = *s; }
-    else if (k == "Seq"sv) a.seq = as_int(n);
-    else if (k == "In split size"sv) { if (s) a.in_splits = *s; }
-    else if (k == "Out split size"sv) { if (s) a.out_splits = *s; }
-    else if (k == "Bytes"sv) a.mem_bytes = as_int(n);
-    else if (k == "Addr"sv) a.mem_addr = as_int(n);
-    else if (k == "Device Type"sv) a.mem_device_type = as_int(n);
-    else if (k == "Device Id"sv) a.mem_device_id = as_int(n);
-    // The same fields as moetrace's own Chrome export names them.
-    else if (k == "registers"sv) a.registers = as_int(n);
-    else if (k == "shared_bytes"sv) a.shared = as_int(n);
-    else if (k == "collective"sv) { if (s) a.collective = *s; }
-    else if (k == "in_nelems"sv) a.in_nelems = as_int(n);
-    else if (k == "out_nelems"sv) a.out_nelems = as_int(n);
-    else if (k == "group_size"sv) a.group_size = as_int(n);
-    else if (k == "group_ranks"sv) { if (s) a.pg_ranks = *s; }
-    else if (k == "api"sv) { if (s) a.api = *s; }
-    else if (k == "domain"sv) { if (s) a.domain = *s; }
-    else if (k == "payload"sv) a.payload = as_int(n);
-    else if (k == "Sequence number"sv) a.sequence = as_int(n);
-    // moetrace's own export (op slices and the kernels' op).
-    else if (k == "op"sv) a.op = as_int(n);
-    else if (k == "kind"sv) { if (s) a.kind = *s; }
-    else if (k == "layer"sv) a.layer = as_int(n);
-    else if (k == "iteration"sv) a.iteration = as_int(n);
-    else if (k == "micro_batch"sv) a.micro_batch = as_int(n);
-    else if (k == "chunk"sv) a.chunk = as_int(n);
-    else if (k == "phase"sv) { if (s) a.phase = *s; }
-    else if (k == "flops"sv) { if (n.present) a.flops = n.d; }
-    else if (k == "peer_rank"sv) a.peer_rank = as_int(n);
-    else if (k == "Fwd thread id"sv) a.fwd_thread = as_int(n);
+    auto text = [s](std::string& to) {
+      if (s) to = *s;
+    };
+    switch (key_id_) {
+      case Key::kCorrelation: a.correlation = as_int(n); break;
+      case Key::kDevice: a.device = as_int(n); break;
+      case Key::kStream: a.stream = as_int(n); break;
+      case Key::kBytes: a.bytes = as_int(n); break;
+      case Key::kRegistersPerThread: case Key::kRegisters: a.registers = as_int(n); break;
+      case Key::kSharedMemory: case Key::kSharedBytes: a.shared = as_int(n); break;
+      case Key::kCollectiveName: case Key::kCollective: text(a.collective); break;
+      case Key::kInMsgNelems: case Key::kInNelems: a.in_nelems = as_int(n); break;
+      case Key::kOutMsgNelems: case Key::kOutNelems: a.out_nelems = as_int(n); break;
+      case Key::kGroupSize: case Key::kGroupSizeExport: a.group_size = as_int(n); break;
+      case Key::kDtype: text(a.dtype); break;
+      case Key::kPgName: text(a.pg_name); break;
+      case Key::kPgDescription: text(a.pg_desc); break;
+      case Key::kPgRanks: case Key::kGroupRanks: text(a.pg_ranks); break;
+      case Key::kSeq: a.seq = as_int(n); break;
+      case Key::kInSplitSize: text(a.in_splits); break;
+      case Key::kOutSplitSize: text(a.out_splits); break;
+      case Key::kMemoryBytes: a.mem_bytes = as_int(n); break;
+      case Key::kAddr: a.mem_addr = as_int(n); break;
+      case Key::kDeviceType: a.mem_device_type = as_int(n); break;
+      case Key::kDeviceId: a.mem_device_id = as_int(n); break;
+      case Key::kApi: text(a.api); break;
+      case Key::kDomain: text(a.domain); break;
+      case Key::kPayload: a.payload = as_int(n); break;
+      case Key::kSequenceNumber: a.sequence = as_int(n); break;
+      case Key::kOp: a.op = as_int(n); break;
+      case Key::kKind: text(a.kind); break;
+      case Key::kLayer: a.layer = as_int(n); break;
+      case Key::kIteration: a.iteration = as_int(n); break;
+      case Key::kMicroBatch: a.micro_batch = as_int(n); break;
+      case Key::kChunk: a.chunk = as_int(n); break;
+      case Key::kPhase: text(a.phase); break;
+      case Key::kFlops: if (n.present) a.flops = n.d; break;
+      case Key::kPeerRank: a.peer_rank = as_int(n); break;
+      case Key::kFwdThreadId: a.fwd_thread = as_int(n); break;
+      default: break;
+    }
   }
 
   void finish_event() {
@@ -724,6 +743,7 @@ class Handler {
   std::string label_;
   std::vector<Role> frames_;
   std::string_view key_;
+  Key key_id_ = Key::kNone;  // key_ among those of an event or its args
   std::string* shape_text_ = nullptr;  // the args' input_dims or input_types being read
   std::vector<bool> shape_first_;      // per nesting level: no element yet
   RawEvent event_;
@@ -968,25 +988,30 @@ void replay_deferred(const Deferred& d, JsonSplitter::Visitor& v) {
   }
 }
 
-// Appends a batch's records to the file's, in input order: string ids and
-// collective indices renumbered into the file's.
-void append(ParsedFile& out, ParsedFile&& part) {
+// Renumbers a batch's string ids into the file's.
+void renumber_strings(ParsedFile& out, ParsedFile& part) {
   std::vector<std::int32_t> ids(part.strings.size());
   for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = out.intern(part.strings[i]);
   auto renumber = [&ids](std::int32_t& s) {
     if (s >= 0) s = ids[static_cast<std::size_t>(s)];
   };
-  const auto collectives = static_cast<std::int32_t>(out.collectives.size());
-  for (auto& a : part.gpu) {
-    renumber(a.name);
-    if (a.collective >= 0) a.collective += collectives;
-  }
+  for (auto& a : part.gpu) renumber(a.name);
   for (auto& r : part.ranges) {
     renumber(r.name);
     renumber(r.domain);  // -1 and -2 are not string ids
   }
   for (auto& a : part.api) renumber(a.name);
   for (auto& o : part.ops) renumber(o.name);
+  part.strings.clear();
+  part.string_index.clear();
+}
+
+// Appends a batch's records (string ids already the file's) to the file's,
+// in input order, collective indices renumbered into the file's.
+void append(ParsedFile& out, ParsedFile&& part) {
+  const auto collectives = static_cast<std::int32_t>(out.collectives.size());
+  for (auto& a : part.gpu)
+    if (a.collective >= 0) a.collective += collectives;
   auto move_into = [](auto& to, auto& from) {
     if (to.empty()) to = std::move(from);
     else to.insert(to.end(), std::make_move_iterator(from.begin()), std::make_move_iterator(from.end()));
@@ -1016,7 +1041,7 @@ std::size_t parse_threads(int asked) {
 // Part of its own), and appended in input order; the top-level members go to
 // the file's own handler in order too. The records are those of a parse on
 // one thread, in the same order.
-ParsedFile parse(const std::string& path, TraceBuilder& builder, int threads) {
+ParsedFile parse(const std::string& path, TraceBuilder& builder, int threads, BatchSink* sink) {
   ParsedFile out;
   GzipInput input(path);
   const std::string label = file_name(path);
@@ -1065,6 +1090,8 @@ ParsedFile parse(const std::string& path, TraceBuilder& builder, int threads) {
         ++next;
         lock.unlock();
         for (const auto& c : p.calls) replay_deferred(c, replay);
+        renumber_strings(out, p.events);
+        if (sink) sink->take(out, p.events);
         append(out, std::move(p.events));
         if (p.error) std::rethrow_exception(p.error);
         if ((++appended & 0x7) == 0) builder.progress("reading " + label, input.fraction());
@@ -1092,6 +1119,74 @@ ParsedFile parse(const std::string& path, TraceBuilder& builder, int threads) {
   if (!out.has_trace_events)
     throw Error(path + ": JSON without traceEvents, not a Chrome/Kineto trace");
   return out;
+}
+
+namespace {
+
+// The value after `"key"` in `text` (its last occurrence), up to the end of
+// the value for a number or an object without nested strings' brackets
+// mattering: [value start, end); npos where the key or its colon is missing.
+std::pair<std::size_t, std::size_t> last_member_value(std::string_view text, std::string_view quoted_key) {
+  constexpr auto kNone = std::string_view::npos;
+  const std::size_t at = text.rfind(quoted_key);
+  if (at == kNone) return {kNone, kNone};
+  std::size_t i = text.find_first_not_of(" \t\r\n", at + quoted_key.size());
+  if (i == kNone || text[i] != ':') return {kNone, kNone};
+  i = text.find_first_not_of(" \t\r\n", i + 1);
+  if (i == kNone) return {kNone, kNone};
+  if (text[i] != '{') {
+    std::size_t end = i;
+    while (end < text.size() && (text[end] == '-' || (text[end] >= '0' && text[end] <= '9'))) ++end;
+    return {i, end};
+  }
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t j = i; j < text.size(); ++j) {
+    const char c = text[j];
+    if (in_string) {
+      if (c == '\\') ++j;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth == 0) {
+      return {i, j + 1};
+    }
+  }
+  return {kNone, kNone};
+}
+
+}  // namespace
+
+std::optional<Tail> read_tail(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return std::nullopt;
+  const std::streamoff size = in.tellg();
+  if (size < 2) return std::nullopt;
+  // The members after traceEvents are a few hundred bytes (traceName,
+  // displayTimeUnit, baseTimeNanoseconds, at times distributedInfo with its
+  // process groups): 64 KiB holds them with room to spare.
+  const std::streamoff length = std::min<std::streamoff>(size, 1 << 16);
+  std::string text(static_cast<std::size_t>(length), '\0');
+  in.seekg(0);
+  if (!in.read(text.data(), 2)) return std::nullopt;
+  if (static_cast<unsigned char>(text[0]) == 0x1f && static_cast<unsigned char>(text[1]) == 0x8b) return std::nullopt;
+  in.seekg(size - length);
+  if (!in.read(text.data(), length)) return std::nullopt;
+  Tail tail;
+  if (auto [b, e] = last_member_value(text, "\"baseTimeNanoseconds\""); b != std::string_view::npos) {
+    std::int64_t base = 0;
+    const auto r = std::from_chars(text.data() + b, text.data() + e, base);
+    if (r.ec == std::errc() && r.ptr == text.data() + e) tail.base_time_ns = base;
+  }
+  if (auto [b, e] = last_member_value(text, "\"distributedInfo\""); b != std::string_view::npos) {
+    simdjson::dom::parser parser;
+    simdjson::dom::element info;
+    std::int64_t rank = 0;
+    if (!parser.parse(text.data() + b, e - b).get(info) && !info["rank"].get_int64().get(rank)) tail.rank = rank;
+  }
+  return tail;
 }
 
 }  // namespace moetrace::importers::kineto

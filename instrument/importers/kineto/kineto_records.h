@@ -105,6 +105,7 @@ struct ParsedFile {
   std::optional<std::int64_t> rank, world_size;
   std::string backend, nccl_version;
   std::int64_t base_time_ns = 0;
+  bool base_time_seen = false;  // baseTimeNanoseconds read (so far)
   std::map<std::string, std::int64_t> skipped;
   bool root_seen = false, has_trace_events = false;
   bool moetrace_export = false;  // written by `moetrace export chrome`: one process per rank
@@ -120,10 +121,35 @@ struct ParsedFile {
   void skip(const std::string& reason) { ++skipped[reason]; }
 };
 
+// What the last bytes of an uncompressed file say of the top-level members
+// Kineto writes after `traceEvents`: `baseTimeNanoseconds`
+// and the rank of a `distributedInfo` there (unset where absent). A guess: a key of that name may
+// sit in an event's args instead, so whoever relies on it checks it against
+// the parse (BatchSink::finish).
+struct Tail {
+  std::optional<std::int64_t> base_time_ns;
+  std::optional<std::int64_t> rank;
+};
+// nullopt for a gzip file (its end cannot be read without inflating it all).
+std::optional<Tail> read_tail(const std::string& path);
+
+// Takes the records of each batch of events as it is parsed, in input
+// order (kineto_importer.cc writes them at once, so the trace is written
+// while the file is parsed): called on one thread at a time, with the file's
+// members before traceEvents (and those of the batch) already in `file`, and
+// the batch's string ids renumbered into the file's. What it leaves in `batch`
+// is kept in the parsed file.
+class BatchSink {
+ public:
+  virtual ~BatchSink() = default;
+  virtual void take(ParsedFile& file, ParsedFile& batch) = 0;
+};
+
 // Parses a whole file (plain or gzip JSON) into records, the events on
 // `threads` threads (0: the machine's cores, at most 4); throws
 // moetrace::Error naming the file for invalid JSON or not a Chrome trace.
-ParsedFile parse(const std::string& path, TraceBuilder& builder, int threads = 0);
+// With a sink, each batch of events goes through it first.
+ParsedFile parse(const std::string& path, TraceBuilder& builder, int threads = 0, BatchSink* sink = nullptr);
 
 }  // namespace kineto
 }  // namespace moetrace::importers
