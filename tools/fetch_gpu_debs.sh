@@ -15,6 +15,7 @@ apt-get download \
   nlohmann-json3-dev \
   libcli11-dev \
   libsimdjson-dev libsimdjson14 \
+  libisal-dev libisal2 \
   libgtest-dev libgmock-dev \
   zlib1g-dev zlib1g
 ls -l

@@ -7,7 +7,7 @@
 # files (tools/fetch_gpu_debs.sh downloads them into .debs/ elsewhere) and are
 # unpacked here with `dpkg -x` into a private prefix; nothing is installed.
 # Packages: libsqlite3-dev (+ libsqlite3-0), libfmt-dev (+ libfmt9),
-# nlohmann-json3-dev, libsimdjson-dev (+ libsimdjson14), libcli11-dev,
+# nlohmann-json3-dev, libsimdjson-dev (+ libsimdjson14), libisal-dev (+ libisal2), libcli11-dev,
 # libgtest-dev (+ libgmock-dev), zlib1g-dev (+ zlib1g). Qt is not needed
 # (-DMOETRACE_GUI=OFF). Where every header is already there, the system
 # copies are used.
@@ -102,7 +102,7 @@ do_build() {
   echo "== dependencies"
   have_header() { echo "#include <$1>" | g++ -std=c++20 -x c++ -fsyntax-only - 2>/dev/null; }
   local missing=${MOETRACE_FORCE_DEBS:-0} h
-  for h in sqlite3.h zlib.h fmt/format.h nlohmann/json.hpp simdjson.h CLI/CLI.hpp gtest/gtest.h; do
+  for h in sqlite3.h zlib.h fmt/format.h nlohmann/json.hpp simdjson.h isa-l/igzip_lib.h CLI/CLI.hpp gtest/gtest.h; do
     have_header "$h" || { echo "missing: $h"; missing=1; }
   done
   mkdir -p "$build"

@@ -9,7 +9,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ pkg-config ccache
   libsqlite3-dev sqlite3 zlib1g-dev
-  libfmt-dev nlohmann-json3-dev libcli11-dev libsimdjson-dev
+  libfmt-dev nlohmann-json3-dev libcli11-dev libsimdjson-dev libisal-dev
   libgtest-dev libgmock-dev libvalijson-dev
   qt6-base-dev
   python3

@@ -8,10 +8,13 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 
 #include "kineto/kineto_importer.h"
 #include "kineto/kineto_records.h"
+#include "common/trace_builder.h"
 #include "import_test_util.h"
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/run_loader.h"
@@ -453,10 +456,11 @@ std::string sorted_rows(const std::string& path) {
   return out;
 }
 
-// A plain file is written while it is parsed, with the time base and rank
-// its last bytes hold; a gzipped one is parsed whole first. Both give the
-// same records, those that need the whole file included (kernels linked by
-// flows, NCCL kernels described by their call's range).
+// A file is written while it is parsed, with the time base and rank its
+// last bytes hold (read ahead, after inflating a gzip file); that gives the
+// records of a parse of the whole file first, those that need the whole file
+// included (kernels linked by flows, NCCL kernels described by their call's
+// range).
 TEST(KinetoImporter, WrittenWhileParsedAsWhenParsedWhole) {
   const std::string text = varied_trace(3000, {}, /*old_nccl=*/true);
   const auto plain = temp_path("stream.json"), packed = temp_path("stream.json.gz");
@@ -465,15 +469,21 @@ TEST(KinetoImporter, WrittenWhileParsedAsWhenParsedWhole) {
   ASSERT_NE(f, nullptr);
   gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
   gzclose(f);
-  const auto tail = importers::kineto::read_tail(plain);
-  ASSERT_TRUE(tail.has_value());
-  EXPECT_EQ(tail->base_time_ns, 1700000000000000000);
-  EXPECT_EQ(tail->rank, 2);
-  EXPECT_FALSE(importers::kineto::read_tail(packed).has_value());
-
-  const auto a = temp_path("stream-plain.db"), b = temp_path("stream-gz.db");
+  for (const auto& in : {plain, packed}) {
+    const auto tail = importers::kineto::read_tail(in);
+    ASSERT_TRUE(tail.has_value()) << in;
+    EXPECT_EQ(tail->base_time_ns, 1700000000000000000);
+    EXPECT_EQ(tail->rank, 2);
+  }
+  const auto a = temp_path("stream-plain.db"), b = temp_path("stream-whole.db"), c = temp_path("stream-gz.db");
   import_traces({plain}, a);
-  import_traces({packed}, b);
+  {
+    importers::TraceBuilder builder(b, importers::Format::kKineto, {plain}, {});
+    importers::kineto::import_files({plain}, builder, 0, /*read_tails=*/false);
+    builder.finish();
+  }
+  import_traces({packed}, c);
+  EXPECT_EQ(sorted_rows(a), sorted_rows(c));
   const auto rows = sorted_rows(a), whole = sorted_rows(b);
   const auto diff = std::mismatch(rows.begin(), rows.end(), whole.begin(), whole.end());
   EXPECT_TRUE(rows == whole) << "first difference at byte " << (diff.first - rows.begin()) << ": "
@@ -486,6 +496,40 @@ TEST(KinetoImporter, WrittenWhileParsedAsWhenParsedWhole) {
   // ts 1000000 us + base 1.7e18 ns.
   EXPECT_EQ(sql_int(a, "SELECT min(start_ns) FROM nvtx_ranges"), 1700000000000000000 + 1000000000 + 125);
   EXPECT_EQ(sql_int(a, "SELECT min(rank) FROM kernels"), 2);
+}
+
+std::string one_line(const std::string& msg) {
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  return msg;
+}
+
+// gzip as gzread reads it: members one after another (`cat a.gz b.gz`) are
+// one stream; a CRC that does not match the data is one line.
+TEST(KinetoImporter, GzipMembersAndADamagedChecksum) {
+  const std::string text = varied_trace(400);
+  const auto plain = temp_path("members.json"), packed = temp_path("members.json.gz");
+  write_file(plain, text);
+  for (const auto& part : {text.substr(0, text.size() / 3), text.substr(text.size() / 3)}) {
+    gzFile f = gzopen(packed.c_str(), "ab");
+    ASSERT_NE(f, nullptr);
+    gzwrite(f, part.data(), static_cast<unsigned>(part.size()));
+    gzclose(f);
+  }
+  const auto a = temp_path("members-plain.db"), b = temp_path("members-gz.db");
+  import_traces({plain}, a);
+  import_traces({packed}, b);
+  EXPECT_EQ(sql_int(b, "SELECT count(*) FROM kernels"), 400 * 2);
+  EXPECT_EQ(sorted_rows(a), sorted_rows(b));
+
+  // The last member's CRC-32 (the trailer's first four bytes) flipped.
+  std::string bytes;
+  {
+    std::ifstream in(packed, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  bytes[bytes.size() - 8] = static_cast<char>(bytes[bytes.size() - 8] ^ 0x5a);
+  write_file(packed, bytes);
+  EXPECT_EQ(one_line(import_error({packed})), packed + ": damaged gzip data (incorrect data check)");
 }
 
 // Keys named like the members after traceEvents, in the last event's args:
@@ -530,11 +574,6 @@ TEST(KinetoImporter, FirstBadEventInTheFileIsReportedOnAnyThreads) {
     EXPECT_EQ(error_of([&] { import_traces({in}, temp_path("varied-bad-n.db"), o); }), serial) << threads;
     EXPECT_FALSE(std::filesystem::exists(temp_path("varied-bad-n.db")));
   }
-}
-
-std::string one_line(const std::string& msg) {
-  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-  return msg;
 }
 
 TEST(KinetoImporter, BadInputGetsOneLine) {

@@ -179,14 +179,18 @@ void describe_from_ranges(ParsedFile& p, const std::vector<CpuRange>& ranges, co
 // end, once the file's rank and time base are known.
 class FileWriter : public BatchSink {
  public:
-  FileWriter(const std::string& path, std::size_t file_index, TraceBuilder& b, std::optional<Tail> tail)
-      : path_(path), label_(file_name(path)), index_(file_index), b_(b), tail_(tail) {}
+  // `tail`: read_tail's result, awaited when the first records arrive (a
+  // gzip file's is inflated meanwhile); invalid: the file is written whole.
+  FileWriter(const std::string& path, std::size_t file_index, TraceBuilder& b,
+             std::future<std::optional<Tail>> tail = {})
+      : path_(path), label_(file_name(path)), index_(file_index), b_(b), tail_future_(std::move(tail)) {}
 
   void take(ParsedFile& file, ParsedFile& batch) override {
     const bool records = !batch.gpu.empty() || !batch.api.empty() || !batch.ranges.empty() ||
                          !batch.memory.empty() || !batch.ops.empty();
     if (!decided_ && records) {
       decided_ = true;
+      if (tail_future_.valid()) tail_ = tail_future_.get();
       // moetrace's own export names its ranks per process, and its ops come
       // before their kernels: written at the end.
       streaming_ = tail_ && !file.moetrace_export;
@@ -445,6 +449,7 @@ class FileWriter : public BatchSink {
   std::string path_, label_;
   std::size_t index_;
   TraceBuilder& b_;
+  std::future<std::optional<Tail>> tail_future_;
   std::optional<Tail> tail_;
   bool decided_ = false, streaming_ = false, gpu_written_ = false;
   // What the batches were written with (checked by finish).
@@ -464,14 +469,23 @@ class FileWriter : public BatchSink {
 }  // namespace
 
 void import_files(const std::vector<std::string>& paths, TraceBuilder& builder, int threads, bool read_tails) {
-  // A plain file whose tail was read ahead is written while it is parsed.
-  // Other files are parsed whole, the next while one is written (two parsed
-  // files in memory at most); an error comes after the files before it.
+  if (read_tails) {
+    // Each file written while it is parsed (on all cores), its last bytes
+    // read (a gzip file inflated) on a thread of its own meanwhile.
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+      FileWriter writer(paths[i], i, builder, std::async(std::launch::async, read_tail, paths[i]));
+      auto parsed = parse(paths[i], builder, threads, &writer);
+      writer.finish(parsed);
+    }
+    return;
+  }
+  // Each file parsed whole, the next while one is written (two parsed files
+  // in memory at most); an error comes after the files before it.
   std::future<ParsedFile> next;
   for (std::size_t i = 0; i < paths.size(); ++i) {
-    FileWriter writer(paths[i], i, builder, read_tails ? read_tail(paths[i]) : std::nullopt);
-    auto parsed = next.valid() ? next.get() : parse(paths[i], builder, threads, &writer);
-    if (i + 1 < paths.size() && !(read_tails && read_tail(paths[i + 1])))
+    FileWriter writer(paths[i], i, builder);
+    auto parsed = i == 0 ? parse(paths[i], builder, threads) : next.get();
+    if (i + 1 < paths.size())
       next = std::async(std::launch::async, [&paths, &builder, threads, i] {
         return parse(paths[i + 1], builder, threads);
       });

@@ -24,10 +24,12 @@ class TailGuessedWrong : public std::runtime_error {
 };
 
 // Imports every file (one rank each) into `builder`, each parsed on
-// `threads` threads (0: the machine's cores, at most 4). With read_tails, an
-// uncompressed file is written while it is parsed, with the rank and time
-// base read from its last bytes (Kineto writes baseTimeNanoseconds after the
-// events); other files are parsed whole, the next while one is written.
+// `threads` threads (0: the machine's cores, at most 4). With read_tails, a
+// file is written while it is parsed, with the rank and time base read from
+// its last bytes (Kineto writes baseTimeNanoseconds after the events; a gzip
+// file is inflated twice for it); where they cannot be read, the file is
+// parsed whole first. Without read_tails, every file is parsed whole, the
+// next while one is written.
 // Throws moetrace::Error naming the file for invalid or truncated JSON or
 // gzip data and for JSON that is not a Chrome trace.
 void import_files(const std::vector<std::string>& paths, TraceBuilder& builder, int threads = 0,

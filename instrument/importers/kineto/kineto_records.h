@@ -130,7 +130,8 @@ struct Tail {
   std::optional<std::int64_t> base_time_ns;
   std::optional<std::int64_t> rank;
 };
-// nullopt for a gzip file (its end cannot be read without inflating it all).
+// A gzip file is inflated to its end for it (not kept); nullopt where the
+// file cannot be read or inflated (its parse says why).
 std::optional<Tail> read_tail(const std::string& path);
 
 // Takes the records of each batch of events as it is parsed, in input
