@@ -171,7 +171,9 @@ enum class Key : std::uint8_t {
   kDomain, kPayload, kOp, kKind, kLayer, kIteration, kMicroBatch, kChunk, kPhase, kFlops, kPeerRank,
 };
 
-// A fixed map of keys, looked up among those of the same length only.
+// A fixed map of keys, looked up among those of the same length only, by
+// their first eight bytes as one integer (most keys are shorter), then the
+// rest.
 template <std::size_t N>
 class KeyMap {
  public:
@@ -180,6 +182,7 @@ class KeyMap {
     std::sort(keys_.begin(), keys_.end(), [](const Entry& a, const Entry& b) {
       return a.first.size() != b.first.size() ? a.first.size() < b.first.size() : a.first < b.first;
     });
+    for (std::size_t i = 0; i < N; ++i) heads_[i] = head(keys_[i].first);
     std::size_t k = 0;
     for (std::size_t len = 0; len <= kMaxLength + 1; ++len) {
       while (k < N && keys_[k].first.size() < len) ++k;
@@ -188,14 +191,23 @@ class KeyMap {
   }
   Key find(std::string_view key) const {
     if (key.size() > kMaxLength) return Key::kNone;
+    const std::uint64_t h = head(key);
     for (std::size_t i = first_[key.size()]; i < first_[key.size() + 1]; ++i)
-      if (std::memcmp(keys_[i].first.data(), key.data(), key.size()) == 0) return keys_[i].second;
+      if (heads_[i] == h &&
+          (key.size() <= 8 || std::memcmp(keys_[i].first.data() + 8, key.data() + 8, key.size() - 8) == 0))
+        return keys_[i].second;
     return Key::kNone;
   }
 
  private:
+  static constexpr std::uint64_t head(std::string_view k) {
+    std::uint64_t v = 0;
+    for (std::size_t i = 0; i < k.size() && i < 8; ++i) v |= std::uint64_t{static_cast<unsigned char>(k[i])} << (8 * i);
+    return v;
+  }
   static constexpr std::size_t kMaxLength = 32;
   std::array<Entry, N> keys_;
+  std::array<std::uint64_t, N> heads_{};
   std::array<std::size_t, kMaxLength + 2> first_{};
 };
 
