@@ -1,6 +1,8 @@
 // PyTorch-profiler (Kineto) Chrome-trace JSON -> moetrace trace: each file is
-// parsed whole into compact records (kineto_parse.cc; `distributedInfo` may
-// come after `traceEvents`), then written here once its rank is known.
+// parsed into compact records (kineto_parse.cc) and written here (FileWriter),
+// batch by batch while it is parsed, with the rank and time base its last
+// bytes hold (`distributedInfo` and `baseTimeNanoseconds` may come after
+// `traceEvents`); the few records that need the whole file, at its end.
 #include "kineto_importer.h"
 
 #include <algorithm>

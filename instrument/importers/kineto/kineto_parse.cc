@@ -11,14 +11,18 @@
 //   link the same two events and stand in where args.correlation is missing;
 // - NCCL kernels (ncclKernel_*, ncclDevKernel_*) carry "Collective name",
 //   "In/Out msg nelems", "Group size", "dtype", "Process Group *" args;
-// - `distributedInfo` (rank, world_size) and `deviceProperties` may come
-//   before or after `traceEvents`, so a file is parsed whole before any of it
-//   is written (in compact records; see BENCHMARKS.md for memory).
+// - `distributedInfo` (rank, world_size), `deviceProperties` and
+//   `baseTimeNanoseconds` may come before or after `traceEvents`; read_tail
+//   reads them from the file's end ahead of the parse, so that the records
+//   can be written while the file is parsed (kineto_importer.cc checks that
+//   guess against the parse).
 //
-// The file is streamed: on a second thread, GzipInput reads (inflates) it and
-// JsonSplitter cuts it into the top-level members and the single events; on
-// this thread simdjson parses each piece and Replay feeds it as SAX events to
-// the Handler, so a 1 GB trace never becomes a DOM.
+// The file is streamed: on a thread of its own, GzipInput reads (inflates) it
+// and JsonSplitter cuts it into the top-level members and batches of events;
+// parsing threads parse each event with simdjson and Replay feeds it as SAX
+// events to a Handler of their own, into the batch's compact records, so a
+// 1 GB trace never becomes a DOM. The batches are appended in input order
+// (through the BatchSink, which writes what it can at once).
 #include "kineto_records.h"
 
 #include <algorithm>

@@ -1,6 +1,5 @@
 // The compact records of one parsed Kineto file (kineto_parse.cc reads the
-// JSON into them; kineto_importer.cc writes them once the file's rank is
-// known).
+// JSON into them; kineto_importer.cc writes them).
 #pragma once
 
 #include <array>
@@ -21,7 +20,7 @@ namespace kineto {
 
 enum class ActivityType : std::uint8_t { kKernel, kMemcpy, kMemset };
 
-// Compact records of one parsed file, written once the file's rank is known.
+// Compact records of one parsed file (or of one batch of its events).
 struct GpuActivity {
   std::int64_t start = 0, end = 0, correlation = 0, bytes = 0, stream = 0;
   std::int32_t name = -1, device = 0;
