@@ -1139,9 +1139,10 @@ ParsedFile parse(const std::string& path, TraceBuilder& builder, int threads, Ba
 
 namespace {
 
-// The value after `"key"` in `text` (its last occurrence), up to the end of
-// the value for a number or an object without nested strings' brackets
-// mattering: [value start, end); npos where the key or its colon is missing.
+// Where the value of the last `"key": value` in `text` lies, [start, end):
+// an integer's digits, or an object or array up to its closing bracket
+// (brackets inside strings skipped); npos where the key, its colon or the
+// value's end is missing.
 std::pair<std::size_t, std::size_t> last_member_value(std::string_view text, std::string_view quoted_key) {
   constexpr auto kNone = std::string_view::npos;
   const std::size_t at = text.rfind(quoted_key);
