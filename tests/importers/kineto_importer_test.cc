@@ -550,6 +550,16 @@ TEST(KinetoImporter, AWrongGuessFromTheLastBytesIsUndone) {
   EXPECT_EQ(sql_int(out, "SELECT start_ns FROM kernels"), 10000);  // no base: ts 10 us
   EXPECT_EQ(sql_int(out, "SELECT rank FROM kernels"), 0);           // file order
   EXPECT_EQ(sql_int(out, "SELECT count(*) FROM api_calls"), 1);
+
+  // The guessed rank taken by the file before: no error, the file's own
+  // rank (its place, 1) once it is parsed.
+  const auto first = temp_path("rank5.json"), both = temp_path("misleading-two.db");
+  write_file(first, R"({"distributedInfo": {"rank": 5}, "traceEvents": [
+{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 3, "args": {"correlation": 1, "device": 0, "stream": 7}}
+]})");
+  import_traces({first, in}, both);
+  EXPECT_EQ(sql_text(both, "SELECT group_concat(rank) FROM (SELECT DISTINCT rank FROM kernels ORDER BY rank)"),
+            "1,5");
 }
 
 // Broken events in two batches: the first in the file is reported, whichever

@@ -198,7 +198,14 @@ class FileWriter : public BatchSink {
       streaming_ = tail_ && !file.moetrace_export;
       if (streaming_) {
         rank_ = file.rank ? file.rank : tail_->rank;
-        begin(file, rank_, file.base_time_seen ? file.base_time_ns : tail_->base_time_ns.value_or(0));
+        try {
+          begin(file, rank_, file.base_time_seen ? file.base_time_ns : tail_->base_time_ns.value_or(0));
+        } catch (const Error&) {
+          // A guessed rank out of range or taken by another file: only the
+          // whole parse can tell whether the file's rank really is.
+          if (file.rank) throw;
+          streaming_ = false;
+        }
       }
     }
     if (!streaming_) return;
