@@ -3,9 +3,11 @@
 #include <exception>
 
 #include "commands.h"
+#include "fatal_signals.h"
 #include "moetrace/schema/error.h"
 
 int main(int argc, char** argv) {
+  moetrace::cli::report_truncated_files();
   CLI::App app{"moetrace: profile and analyze Mixture-of-Experts (MoE) training traces"};
   app.set_version_flag("--version", std::string("moetrace ") + MOETRACE_VERSION);
   app.require_subcommand(1);

@@ -2,6 +2,8 @@
 // problem, nothing on stdout, a non-zero exit; never a crash.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -13,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "moetrace/schema/sqlite.h"
+#include "../../analyzer/cli/fatal_signals.h"
 #include "cli_run.h"
 #include "text_trace.h"
 #include "test_paths.h"
@@ -178,6 +181,17 @@ TEST(Cli, ReportSummarisesManyRanks) {
   r = run_cli("report --per-rank " + path);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.find("40 ranks by"), std::string::npos);
+}
+
+// A trace truncated by another program while SQLite has it mapped raises
+// SIGBUS on the next page read: one line and exit status 1, not a crash.
+TEST(Cli, SigbusOfATruncatedFileIsOneLine) {
+  EXPECT_EXIT(
+      {
+        moetrace::cli::report_truncated_files();
+        raise(SIGBUS);
+      },
+      ::testing::ExitedWithCode(1), "^moetrace: a file being read was truncated or changed by another program");
 }
 
 TEST(Cli, UsageErrorsExitTwo) {
