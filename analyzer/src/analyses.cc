@@ -22,7 +22,9 @@ Analyses analyze(const Trace& trace,
   step("nvtx ranges", 0.9);
   a.nvtx = analyze_nvtx(trace);
   step("launch queues", 0.92);
-  a.launch_queue = analyze_launch_queue(trace);
+  LaunchQueueOptions launch_queue;
+  launch_queue.window = breakdown.rank_window;
+  a.launch_queue = analyze_launch_queue(trace, launch_queue);
   step("critical path", 0.93);
   a.critical_path = critical_paths(trace);
   if (trace.rank_ids().size() > 1) {

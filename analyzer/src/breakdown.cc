@@ -123,23 +123,9 @@ std::map<std::int32_t, RankTime> rank_times(const Trace& trace, const OpInterval
 // iterations (iteration >= 0), without the rank's last one (but_last);
 // activity no op claims belongs to no step.
 std::map<std::int32_t, RankTime> rank_times_in_steps(const Trace& trace, const OpIntervals& oi, bool but_last) {
-  struct Steps {
-    int count = 0;
-    std::int64_t first_start = INT64_MAX, last_start = INT64_MIN, last_end = INT64_MIN;
-  };
-  std::map<std::int32_t, Steps> steps;  // rank -> its ProfilerStep ranges
-  for (const auto& n : trace.nvtx)
-    if (trace.str(n.name).find("ProfilerStep") != std::string_view::npos) {
-      auto& s = steps[n.rank.value];
-      ++s.count;
-      s.first_start = std::min(s.first_start, n.start_ns);
-      s.last_start = std::max(s.last_start, n.start_ns);
-      s.last_end = std::max(s.last_end, n.end_ns);
-    }
-  auto by_profiler_steps = [&](std::int32_t rank) {
-    auto it = steps.find(rank);
-    return it != steps.end() && it->second.count >= 2;
-  };
+  const ProfilerSteps steps(trace);
+  const RankWindow window = but_last ? RankWindow::kStepsButLast : RankWindow::kSteps;
+  auto by_profiler_steps = [&](std::int32_t rank) { return steps.has_steps(rank); };
   std::map<std::int32_t, std::int32_t> last;  // rank -> its last step
   for (const auto& op : trace.ops)
     if (op.iteration >= 0) {
@@ -159,15 +145,36 @@ std::map<std::int32_t, RankTime> rank_times_in_steps(const Trace& trace, const O
   for (const auto& a : trace.activities) {
     if (!by_profiler_steps(a.rank.value)) continue;
     const ApiCall* call = trace.launching_call(a);
-    if (!call) continue;
-    const Steps& s = steps[a.rank.value];
-    if (but_last ? call->start_ns >= s.last_start : (call->start_ns < s.first_start || call->start_ns > s.last_end))
-      continue;
+    if (!call || !steps.keeps(a.rank.value, call->start_ns, window)) continue;
     const auto c = a.op >= 0 ? op_category(trace.ops[static_cast<std::size_t>(a.op)].kind) : classify_activity(trace, a);
     out[a.rank.value].labelled.push_back({a.start_ns, a.end_ns, static_cast<std::uint32_t>(c)});
   }
   return out;
 }
+
+}  // namespace
+
+ProfilerSteps::ProfilerSteps(const Trace& trace) {
+  for (const auto& n : trace.nvtx)
+    if (trace.str(n.name).find("ProfilerStep") != std::string_view::npos) {
+      auto& s = steps_[n.rank.value];
+      ++s.count;
+      s.first_start = std::min(s.first_start, n.start_ns);
+      s.last_start = std::max(s.last_start, n.start_ns);
+      s.last_end = std::max(s.last_end, n.end_ns);
+    }
+  std::erase_if(steps_, [](const auto& kv) { return kv.second.count < 2; });
+}
+
+bool ProfilerSteps::keeps(std::int32_t rank, std::int64_t start_ns, RankWindow window) const {
+  const auto it = steps_.find(rank);
+  if (window == RankWindow::kSpan || it == steps_.end()) return true;
+  const Steps& s = it->second;
+  return window == RankWindow::kStepsButLast ? start_ns < s.last_start
+                                             : start_ns >= s.first_start && start_ns <= s.last_end;
+}
+
+namespace {
 
 // The first start to the last end of a rank's non-empty intervals.
 Interval span_of(const RankTime& rt) {

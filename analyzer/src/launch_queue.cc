@@ -57,8 +57,26 @@ Distribution distribution(std::vector<std::int64_t> v) {
   return d;
 }
 
+// The options' window: which GPU events and calls are analysed.
+class Window {
+ public:
+  Window(const Trace& t, RankWindow w) : t_(t), w_(w), steps_(w == RankWindow::kSpan ? ProfilerSteps() : ProfilerSteps(t)) {}
+  bool keeps(const ApiCall& c) const { return steps_.keeps(c.rank.value, c.start_ns, w_); }
+  // An event by its launching call; on a rank with steps, none: not kept.
+  bool keeps(const Activity& a) const {
+    if (w_ == RankWindow::kSpan || !steps_.has_steps(a.rank.value)) return true;
+    const ApiCall* call = t_.launching_call(a);
+    return call != nullptr && keeps(*call);
+  }
+
+ private:
+  const Trace& t_;
+  RankWindow w_;
+  ProfilerSteps steps_;
+};
+
 // The span of each rank's activities and API calls: HTA's trace duration.
-std::map<std::int32_t, std::int64_t> rank_durations(const Trace& t) {
+std::map<std::int32_t, std::int64_t> rank_durations(const Trace& t, const Window& window) {
   std::map<std::int32_t, std::pair<std::int64_t, std::int64_t>> span;
   auto widen = [&](std::int32_t rank, std::int64_t s, std::int64_t e) {
     auto [it, fresh] = span.try_emplace(rank, s, e);
@@ -67,8 +85,10 @@ std::map<std::int32_t, std::int64_t> rank_durations(const Trace& t) {
       it->second.second = std::max(it->second.second, e);
     }
   };
-  for (const auto& a : t.activities) widen(a.rank.value, a.start_ns, a.end_ns);
-  for (const auto& c : t.api_calls) widen(c.rank.value, c.start_ns, c.end_ns);
+  for (const auto& a : t.activities)
+    if (window.keeps(a)) widen(a.rank.value, a.start_ns, a.end_ns);
+  for (const auto& c : t.api_calls)
+    if (window.keeps(c)) widen(c.rank.value, c.start_ns, c.end_ns);
   std::map<std::int32_t, std::int64_t> out;
   for (const auto& [rank, s] : span) out[rank] = std::max<std::int64_t>(0, s.second - s.first);
   return out;
@@ -97,8 +117,12 @@ std::string_view idle_category_name(IdleCategory c) {
 std::vector<StreamIdle> idle_time_breakdown(const Trace& t, const LaunchQueueOptions& o) {
   std::vector<StreamIdle> out;
   if (!has_tracks(t)) return out;
+  const Window window(t, o.window);
+  std::vector<Activity> events;
   for (std::size_t s = 0; s < t.streams.size(); ++s) {
-    const auto events = t.track_activities(s);
+    events.clear();
+    for (const auto& a : t.track_activities(s))
+      if (window.keeps(a)) events.push_back(a);
     if (events.empty()) continue;
     StreamIdle r;
     r.rank = t.streams[s].rank.value;
@@ -136,13 +160,13 @@ struct Change {
 // Stream s's queue-length series, summary and full time; false where no
 // launch event of HTA's launched anything on it. The series is reduced to
 // `max_points` (0: all) after the summary has read every point.
-bool stream_queue(const Trace& t, std::size_t s, const LaunchQueueOptions& o,
+bool stream_queue(const Trace& t, std::size_t s, const LaunchQueueOptions& o, const Window& window,
                   const std::map<std::int32_t, std::int64_t>& durations, std::size_t max_points,
                   std::vector<Change>& changes, StreamQueue& q) {
   changes.clear();
   for (const auto& a : t.track_activities(s)) {
     const ApiCall* call = t.launching_call(a);
-    if (call == nullptr || !queues_work(t.str(call->name))) continue;
+    if (call == nullptr || !queues_work(t.str(call->name)) || !window.keeps(*call)) continue;
     changes.push_back({call->start_ns, +1});
     changes.push_back({a.start_ns, -1});
   }
@@ -200,11 +224,12 @@ bool stream_queue(const Trace& t, std::size_t s, const LaunchQueueOptions& o,
 std::vector<StreamQueue> queues_of(const Trace& t, const LaunchQueueOptions& o, std::size_t max_points) {
   std::vector<StreamQueue> out;
   if (!has_tracks(t)) return out;
-  const auto durations = rank_durations(t);
+  const Window window(t, o.window);
+  const auto durations = rank_durations(t, window);
   std::vector<Change> changes;
   StreamQueue q;
   for (std::size_t s = 0; s < t.streams.size(); ++s)
-    if (stream_queue(t, s, o, durations, max_points, changes, q)) out.push_back(std::move(q));
+    if (stream_queue(t, s, o, window, durations, max_points, changes, q)) out.push_back(std::move(q));
   std::sort(out.begin(), out.end(),
             [](const StreamQueue& a, const StreamQueue& b) { return std::pair(a.rank, a.stream) < std::pair(b.rank, b.stream); });
   return out;
@@ -215,8 +240,10 @@ std::vector<StreamQueue> queues_of(const Trace& t, const LaunchQueueOptions& o, 
 // (has_call) or it has none in the trace.
 template <class Launch, class Unlisted>
 void scan_launches(const Trace& t, const LaunchQueueOptions& o, Launch&& launch, Unlisted&& unlisted) {
+  const Window window(t, o.window);
   for (std::size_t i = 0; i < t.activities.size(); ++i) {
     const auto& a = t.activities[i];
+    if (!window.keeps(a)) continue;
     const ApiCall* call = t.launching_call(a);
     if (call == nullptr || !counts_as_launch(t.str(call->name))) {
       unlisted(a.rank.value, call != nullptr);

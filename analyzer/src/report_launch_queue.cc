@@ -160,6 +160,15 @@ Section launch_queue_section(const Analyses& a, const ReportOptions& o) {
   }
   s.para("As Holistic Trace Analysis (HTA) defines them on PyTorch profiler traces, with its default thresholds "
          "(launch_queue.h gives each definition and its source).");
+  if (L.options.window != RankWindow::kSpan)
+    s.para(fmt::format("Window ({}): on ranks with two or more profiler steps, the CPU calls {} and the GPU work "
+                       "they launched{}.",
+                       rank_window_name(L.options.window),
+                       L.options.window == RankWindow::kStepsButLast ? "that started before the last step's start"
+                                                                      : "that started within the steps",
+                       L.options.window == RankWindow::kStepsButLast
+                           ? ", as HTA analyses a trace by default (include_last_profiler_step=False)"
+                           : ""));
   idle_part(s, L, o);
   queue_part(s, L, o);
   launch_part(s, L, o);
@@ -239,7 +248,8 @@ nlohmann::json launch_queue_json(const Trace& trace, const LaunchQueueAnalysis& 
                      {"launch_delay_ns", dist(r.launch_delay_ns)},
                      {"worst", worst}});
   }
-  return {{"thresholds",
+  return {{"window", rank_window_name(opt.window)},
+          {"thresholds",
            {{"consecutive_kernel_delay_ns", opt.consecutive_kernel_delay_ns},
             {"runtime_cutoff_ns", opt.runtime_cutoff_ns},
             {"launch_delay_cutoff_ns", opt.launch_delay_cutoff_ns},

@@ -395,5 +395,68 @@ TEST(LaunchQueue, ReportSectionsInEveryFormat) {
   EXPECT_NE(html.str().find("<section id=\"launch_queue\">"), std::string::npos);
 }
 
+// The window on a rank with profiler steps (HTA's include_last_profiler_step).
+// Rank 0: three steps [0, 1000), [1000, 2000), [2000, 3000); one kernel
+// launched per step by cudaLaunchKernel (calls at 100, 1100, 2100; kernels
+// 300-500, 1300-1500, 2300-2500) and one more whose call (at 2900) starts in
+// the last step. steps-but-last keeps the calls that start before 2000, the
+// last step's start, and their kernels: 2 launches; on the stream, kernels
+// 300-500 and 1300-1500: one gap of 800 whose call (1100) started after 500,
+// host_wait 800, window 1500 - 300 = 1200; queue points: 2 launches + 2 GPU
+// starts = 4, never more than 1 outstanding. span: all 4 (8 queue points).
+// Rank 1 records one step only: no window applies, both kernels count.
+constexpr std::string_view kSteps = R"(
+  stream id=0 rank=0 role=compute
+  stream id=1 rank=1 role=compute
+  nvtx rank=0 start=0 end=1000 domain=pytorch name=ProfilerStep#1
+  nvtx rank=0 start=1000 end=2000 domain=pytorch name=ProfilerStep#2
+  nvtx rank=0 start=2000 end=3000 domain=pytorch name=ProfilerStep#3
+  kernel rank=0 stream=0 start=300 end=500 corr=1
+  kernel rank=0 stream=0 start=1300 end=1500 corr=2
+  kernel rank=0 stream=0 start=2300 end=2500 corr=3
+  kernel rank=0 stream=0 start=3000 end=3100 corr=4
+  api rank=0 start=100 end=150 corr=1 name=cudaLaunchKernel
+  api rank=0 start=1100 end=1150 corr=2 name=cudaLaunchKernel
+  api rank=0 start=2100 end=2150 corr=3 name=cudaLaunchKernel
+  api rank=0 start=2900 end=2950 corr=4 name=cudaLaunchKernel
+  nvtx rank=1 start=0 end=1000 domain=pytorch name=ProfilerStep#1
+  kernel rank=1 stream=1 start=300 end=500 corr=11
+  kernel rank=1 stream=1 start=2300 end=2500 corr=12
+  api rank=1 start=100 end=150 corr=11 name=cudaLaunchKernel
+  api rank=1 start=2100 end=2150 corr=12 name=cudaLaunchKernel
+)";
+
+TEST(LaunchQueue, StepsButLastLeavesOutTheLastProfilerStepAsHtaDoes) {
+  const auto trace = testing::load_text_trace("lq-steps.db", kSteps);
+  LaunchQueueOptions but_last;
+  but_last.window = RankWindow::kStepsButLast;
+  const auto a = analyze_launch_queue(trace, but_last);
+  ASSERT_EQ(a.launches.size(), 2u);
+  EXPECT_EQ(a.launches[0].rank, 0);
+  EXPECT_EQ(a.launches[0].launches, 2);
+  EXPECT_EQ(a.launches[1].launches, 2);  // rank 1: one step, no window
+  const auto& s0 = idle_of(a.idle, 0, 0);
+  EXPECT_EQ(s0.events, 2);
+  EXPECT_EQ(s0.window_ns, 1200);
+  EXPECT_EQ(s0.at(IdleCategory::kHostWait), 800);
+  const auto& q0 = queue_of(a.queues, 0, 0);
+  EXPECT_EQ(q0.count, 4);  // two launches, two GPU starts
+  EXPECT_EQ(q0.max, 1);
+
+  const auto all = analyze_launch_queue(trace);  // span
+  EXPECT_EQ(all.launches[0].launches, 4);
+  EXPECT_EQ(idle_of(all.idle, 0, 0).events, 4);
+  EXPECT_EQ(queue_of(all.queues, 0, 0).count, 8);
+
+  LaunchQueueOptions steps;
+  steps.window = RankWindow::kSteps;  // calls from 0 to 3000: the fourth too (2900)
+  EXPECT_EQ(analyze_launch_queue(trace, steps).launches[0].launches, 4);
+
+  // analyze() follows the report's --window.
+  BreakdownOptions b;
+  b.rank_window = RankWindow::kStepsButLast;
+  EXPECT_EQ(analyze(trace, {}, b).launch_queue.launches[0].launches, 2);
+}
+
 }  // namespace
 }  // namespace moetrace::analyzer

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -102,6 +103,31 @@ std::optional<RankWindow> parse_rank_window(std::string_view name);
 
 struct BreakdownOptions {
   RankWindow rank_window = RankWindow::kSpan;
+};
+
+// The PyTorch profiler steps (ProfilerStep#N ranges) of the ranks that record
+// two or more, and which work a window other than the span keeps there, as
+// HTA selects it when it loads a trace (hta/common/trace.py,
+// _filter_irrelevant_gpu_kernels): a CPU call (and the GPU work it launched)
+// by the call's start, before the last step's start (steps-but-last), or
+// from the first step's start to the last one's end (steps; HTA's
+// include_last_profiler_step=True keeps calls before the first step too).
+class ProfilerSteps {
+ public:
+  ProfilerSteps() = default;  // none
+  explicit ProfilerSteps(const Trace& trace);
+  // Whether `rank` records two or more steps (else no window applies).
+  bool has_steps(std::int32_t rank) const { return steps_.contains(rank); }
+  // Whether a call of `rank` starting at `start_ns` is in `window`; true
+  // where the window is the span or the rank has no steps.
+  bool keeps(std::int32_t rank, std::int64_t start_ns, RankWindow window) const;
+
+ private:
+  struct Steps {
+    int count = 0;
+    std::int64_t first_start = INT64_MAX, last_start = INT64_MIN, last_end = INT64_MIN;
+  };
+  std::map<std::int32_t, Steps> steps_;  // ranks with two or more steps
 };
 
 struct RankSummary {

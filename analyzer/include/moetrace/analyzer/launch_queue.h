@@ -38,9 +38,7 @@
 //    none; HTA lists the categories present, with NaN ratios for a stream
 //    never idle). Window: HTA's per-stream one, from the stream's first
 //    event to its last: time before the first and after the last event is not
-//    idle time. HTA also drops the last ProfilerStep when it loads a trace
-//    (include_last_profiler_step=False); moetrace analyses the whole trace as
-//    loaded, as HTA does with include_last_profiler_step=True. Departure: a
+//    idle time. Which events: LaunchQueueOptions::window (below). Departure: a
 //    negative gap (overlapping records on one stream, clock noise) counts as
 //    zero; HTA would subtract it.
 //
@@ -84,6 +82,15 @@
 //        launch-delay outlier   launch_delay > launch_delay_cutoff (100 us)
 //    GPU events launched by other calls (cuLaunchKernel, cudaGraphLaunch,
 //    NCCL's launches) are counted beside, not in, the statistics.
+//
+// Window (all three). HTA drops the last ProfilerStep when it loads a trace
+// (include_last_profiler_step=False, its default): on a rank with two or
+// more ProfilerStep ranges it keeps the CPU calls that start before the last
+// step's start and the GPU events they launched (ProfilerSteps, breakdown.h).
+// LaunchQueueOptions::window does the same for `steps-but-last` (`report
+// --window`), keeps the steps' work for `steps`, and the whole trace for
+// `span` (HTA with include_last_profiler_step=True, less its calls before the
+// first step).
 #pragma once
 
 #include <array>
@@ -92,6 +99,7 @@
 #include <string_view>
 #include <vector>
 
+#include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/trace.h"
 
 namespace moetrace::analyzer {
@@ -107,6 +115,9 @@ struct LaunchQueueOptions {
   std::size_t series_points = 4096;
   // Launches kept per rank, the longest launch delays first.
   std::size_t worst_launches = 10;
+  // The work analysed on ranks with profiler steps (see above); HTA's default
+  // is kStepsButLast.
+  RankWindow window = RankWindow::kSpan;
 };
 
 enum class IdleCategory : std::uint8_t { kHostWait, kKernelWait, kOther };
