@@ -162,8 +162,12 @@ void put_stream(Table& t, std::int32_t rank, std::int32_t stream, std::int64_t n
 }
 
 an::LaunchQueueOptions launch_options(std::int64_t consecutive_kernel_delay_ns, std::int64_t runtime_cutoff_ns,
-                                      std::int64_t launch_delay_cutoff_ns, std::int32_t max_queue_length) {
+                                      std::int64_t launch_delay_cutoff_ns, std::int32_t max_queue_length,
+                                      const std::string& window) {
   an::LaunchQueueOptions o;
+  const auto w = an::parse_rank_window(window);
+  if (!w) throw moetrace::ConfigError("window \"" + window + "\" is not one of span, steps, steps-but-last");
+  o.window = *w;
   o.consecutive_kernel_delay_ns = consecutive_kernel_delay_ns;
   o.runtime_cutoff_ns = runtime_cutoff_ns;
   o.launch_delay_cutoff_ns = launch_delay_cutoff_ns;
@@ -337,8 +341,8 @@ class Run {
     return t;
   }
 
-  Table idle_table(std::int64_t consecutive_kernel_delay_ns) {
-    auto o = launch_options(consecutive_kernel_delay_ns, 50'000, 100'000, 1024);
+  Table idle_table(std::int64_t consecutive_kernel_delay_ns, const std::string& window) {
+    auto o = launch_options(consecutive_kernel_delay_ns, 50'000, 100'000, 1024, window);
     Table t;
     for (const auto& s : an::idle_time_breakdown(trace_, o))
       for (int c = 0; c < an::kNumIdleCategories; ++c) {
@@ -356,8 +360,8 @@ class Run {
     return t;
   }
 
-  Table queue_table(bool summary, std::int32_t max_queue_length) {
-    auto o = launch_options(30, 50'000, 100'000, max_queue_length);
+  Table queue_table(bool summary, std::int32_t max_queue_length, const std::string& window) {
+    auto o = launch_options(30, 50'000, 100'000, max_queue_length, window);
     o.series_points = 0;
     Table t;
     for (const auto& q : an::queue_lengths(trace_, o)) {
@@ -387,8 +391,9 @@ class Run {
     return t;
   }
 
-  Table launch_table(bool summary, std::int64_t runtime_cutoff_ns, std::int64_t launch_delay_cutoff_ns) {
-    auto o = launch_options(30, runtime_cutoff_ns, launch_delay_cutoff_ns, 1024);
+  Table launch_table(bool summary, std::int64_t runtime_cutoff_ns, std::int64_t launch_delay_cutoff_ns,
+                     const std::string& window) {
+    auto o = launch_options(30, runtime_cutoff_ns, launch_delay_cutoff_ns, 1024, window);
     Table t;
     if (summary) {
       o.worst_launches = 0;
@@ -615,13 +620,16 @@ PYBIND11_MODULE(_moetrace, m) {
       })
       .def("layers", [](Run& r) { return table([&] { return r.layers_table(); }); })
       .def("kernels", [](Run& r) { return table([&] { return r.kernels_table(); }); })
-      .def("idle_breakdown", [](Run& r, std::int64_t delay) { return table([&] { return r.idle_table(delay); }); })
-      .def("queue_length", [](Run& r, bool summary, std::int32_t max_queue_length) {
-        return table([&] { return r.queue_table(summary, max_queue_length); });
+      .def("idle_breakdown", [](Run& r, std::int64_t delay, const std::string& window) {
+        return table([&] { return r.idle_table(delay, window); });
       })
-      .def("launch_stats", [](Run& r, bool summary, std::int64_t runtime_cutoff, std::int64_t delay_cutoff) {
-        return table([&] { return r.launch_table(summary, runtime_cutoff, delay_cutoff); });
+      .def("queue_length", [](Run& r, bool summary, std::int32_t max_queue_length, const std::string& window) {
+        return table([&] { return r.queue_table(summary, max_queue_length, window); });
       })
+      .def("launch_stats",
+           [](Run& r, bool summary, std::int64_t runtime_cutoff, std::int64_t delay_cutoff, const std::string& window) {
+             return table([&] { return r.launch_table(summary, runtime_cutoff, delay_cutoff, window); });
+           })
       .def("critical_path",
            [](Run& r, std::optional<std::int32_t> rank, bool events, std::size_t top_events, bool across) {
              return table([&] { return r.critical_path_table(rank, events, top_events, across); });

@@ -323,26 +323,28 @@ class Run:
     def kernels(self):
         return _frame(self._run.kernels(), _KERNELS)
 
-    def idle_breakdown(self, consecutive_kernel_delay_ns=30_000):
+    def idle_breakdown(self, consecutive_kernel_delay_ns=30_000, window="span"):
         """HTA's idle-time breakdown (get_idle_time_breakdown): per rank and
         stream, the gaps between its GPU events as host_wait (the CPU had not
         launched the next one yet), kernel_wait (a gap shorter than
         consecutive_kernel_delay_ns behind a launch made in time; 30 us, the
         threshold HTA applies to PyTorch-profiler traces) and other.
-        Three rows per stream.
+        Three rows per stream. `window`: which work, on ranks with profiler
+        steps, as in breakdown(); "steps-but-last" is HTA's default
+        (include_last_profiler_step=False), "span" all of it.
 
         Columns:
 %s
         """
-        return _frame(self._run.idle_breakdown(int(consecutive_kernel_delay_ns)), _IDLE)
+        return _frame(self._run.idle_breakdown(int(consecutive_kernel_delay_ns), str(window)), _IDLE)
 
     idle_breakdown.__doc__ %= _doc_columns(_IDLE)
 
-    def queue_length(self, summary=False, max_queue_length=1024):
+    def queue_length(self, summary=False, max_queue_length=1024, window="span"):
         """HTA's queue length per stream (get_queue_length_time_series):
         operations launched and not yet started, one row per change; with
         summary=True, one row per stream (get_queue_length_summary, and the
-        time at or above max_queue_length).
+        time at or above max_queue_length). `window` as in idle_breakdown().
 
         Columns (series):
 %s
@@ -351,15 +353,15 @@ class Run:
 %s
         """
         columns = _QUEUE_SUMMARY if summary else _QUEUE_SERIES
-        return _frame(self._run.queue_length(bool(summary), int(max_queue_length)), columns)
+        return _frame(self._run.queue_length(bool(summary), int(max_queue_length), str(window)), columns)
 
     queue_length.__doc__ %= (_doc_columns(_QUEUE_SERIES), _doc_columns(_QUEUE_SUMMARY))
 
-    def launch_stats(self, summary=False, runtime_cutoff_ns=50_000, launch_delay_cutoff_ns=100_000):
+    def launch_stats(self, summary=False, runtime_cutoff_ns=50_000, launch_delay_cutoff_ns=100_000, window="span"):
         """HTA's CUDA kernel-launch statistics (get_cuda_kernel_launch_stats):
         one row per GPU event launched by cudaLaunchKernel(ExC),
         cudaMemcpyAsync or cudaMemsetAsync, with its outlier flags; with
-        summary=True, one row per rank.
+        summary=True, one row per rank. `window` as in idle_breakdown().
 
         Columns:
 %s
@@ -368,7 +370,8 @@ class Run:
 %s
         """
         columns = _LAUNCH_SUMMARY if summary else _LAUNCHES
-        return _frame(self._run.launch_stats(bool(summary), int(runtime_cutoff_ns), int(launch_delay_cutoff_ns)),
+        return _frame(self._run.launch_stats(bool(summary), int(runtime_cutoff_ns), int(launch_delay_cutoff_ns),
+                                             str(window)),
                       columns)
 
     launch_stats.__doc__ %= (_doc_columns(_LAUNCHES), _doc_columns(_LAUNCH_SUMMARY))

@@ -364,6 +364,27 @@ class HandDerived(unittest.TestCase):
         pd.testing.assert_frame_equal(run.kernels(), self.trace.kernels())
         pd.testing.assert_frame_equal(run.idle_breakdown(), self.trace.idle_breakdown())
 
+    def test_launch_queue_windows(self):
+        # Three profiler steps, [0, 15), [15, 35) and [35, 70) us: calls 1 and
+        # 2 start before the last step's start (35), call 3 (40) in it. HTA's
+        # default window (steps-but-last) keeps k1 and k2: 2 launches, one
+        # gap of 1 us (kernel_wait), no host wait; the span keeps all 3.
+        steps = dict(KINETO, traceEvents=KINETO["traceEvents"] + [
+            {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#%d" % n, "pid": 10, "tid": 11, "ts": s,
+             "dur": d} for n, s, d in ((1, 0, 15), (2, 15, 20), (3, 35, 35))])
+        path = os.path.join(self.tmp.name, "steps.json")
+        with open(path, "w") as f:
+            json.dump(steps, f)
+        run = moetrace.open(path)
+        self.assertEqual(list(run.launch_stats(summary=True)["launches"]), [3])
+        self.assertEqual(list(run.launch_stats(summary=True, window="steps-but-last")["launches"]), [2])
+        idle = run.idle_breakdown(window="steps-but-last").set_index("category")
+        self.assertEqual(idle.loc["kernel_wait", "idle_ns"], 1_000)
+        self.assertEqual(idle.loc["host_wait", "idle_ns"], 0)
+        self.assertEqual(run.queue_length(summary=True, window="steps-but-last")["count"].iloc[0], 4)
+        with self.assertRaises(moetrace.Error):
+            run.launch_stats(window="last")
+
     def test_idle_breakdown(self):
         idle = self.trace.idle_breakdown().set_index("category")
         self.assertEqual(len(idle), 3)
