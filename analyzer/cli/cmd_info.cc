@@ -81,7 +81,10 @@ void add_info_command(CLI::App& app) {
       write_output("", run_info(load_traces(paths, {}, !opt->traces.no_align), opt->format == "json"));
       return;
     }
-    const auto s = analyzer::summarize_trace(paths.front());
+    // A trace of another tool: what its import holds.
+    const auto path = foreign_inputs_imported(paths).front();
+    auto s = analyzer::summarize_trace(path);
+    s.run.path = imported_from(path);
     if (opt->format == "json") {
       nlohmann::json tables = nlohmann::json::object();
       for (const auto& [t, n] : s.table_rows) tables[t] = n;

@@ -63,6 +63,9 @@ analyzer::Trace load_with_progress(const std::string& path, analyzer::LoadOption
 // removed when the process exits; moetrace traces and unreadable paths as
 // they are (the loader names their problem).
 std::vector<std::string> foreign_inputs_imported(const std::vector<std::string>& paths);
+// The input a temporary trace of foreign_inputs_imported() was imported from;
+// any other path as it is.
+std::string imported_from(const std::string& path);
 
 struct TraceArgs {
   std::vector<std::string> paths;

@@ -66,6 +66,8 @@ std::string input_name(const std::string& path) { return temporary_traces().inpu
 
 }  // namespace
 
+std::string imported_from(const std::string& path) { return input_name(path); }
+
 std::vector<std::string> foreign_inputs_imported(const std::vector<std::string>& paths) {
   importers::ImportOptions options;
   Progress progress("importing");
