@@ -172,8 +172,6 @@ void describe_from_ranges(ParsedFile& p, const std::vector<CpuRange>& ranges, co
   }
 }
 
-// The guess of a file's tail (read_tail) proved wrong after rows were
-// written with it: import_traces imports again without guessing.
 // Writes one file's records into the builder: with a tail read ahead, the
 // batches' records as they are parsed (take), those that need the whole
 // file (correlation ids from flows, NCCL kernels described by their call's
