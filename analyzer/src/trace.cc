@@ -2,7 +2,9 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdint>
 #include <set>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -32,13 +34,39 @@ const ApiCall* Trace::api_call(std::int64_t correlation_id) const {
   return it != api_calls.end() && it->correlation_id == correlation_id ? &*it : nullptr;
 }
 
+namespace {
+
+// The launching call of `a` by binary search; -2: none.
+std::int32_t find_launching_call(const std::vector<ApiCall>& calls, const Activity& a) {
+  if (a.correlation_id == 0) return -2;
+  // By (correlation id, rank): ranks number their calls alike, so one id
+  // has a call on each rank (a scan over them made a 1024-rank run quadratic).
+  const auto it = std::lower_bound(calls.begin(), calls.end(), std::pair(a.correlation_id, a.rank),
+                                   [](const ApiCall& c, const std::pair<std::int64_t, RankId>& v) {
+                                     return std::tie(c.correlation_id, c.rank) < std::tie(v.first, v.second);
+                                   });
+  return it != calls.end() && it->correlation_id == a.correlation_id && it->rank == a.rank
+             ? static_cast<std::int32_t>(it - calls.begin())
+             : -2;
+}
+
+}  // namespace
+
 const ApiCall* Trace::launching_call(const Activity& a) const {
-  if (a.correlation_id == 0) return nullptr;
-  for (auto it = std::lower_bound(api_calls.begin(), api_calls.end(), a.correlation_id,
-                                  [](const ApiCall& c, std::int64_t v) { return c.correlation_id < v; });
-       it != api_calls.end() && it->correlation_id == a.correlation_id; ++it)
-    if (it->rank == a.rank) return &*it;
-  return nullptr;
+  // The index looked up at load, where it still names the call (an activity
+  // built by hand, or a copy from another trace, is searched for).
+  if (a.launched_by == -2) return nullptr;
+  const auto i = static_cast<std::size_t>(a.launched_by);
+  if (a.launched_by >= 0 && i < api_calls.size() && api_calls[i].correlation_id == a.correlation_id &&
+      api_calls[i].rank == a.rank)
+    return &api_calls[i];
+  const auto found = find_launching_call(api_calls, a);
+  return found >= 0 ? &api_calls[static_cast<std::size_t>(found)] : nullptr;
+}
+
+void Trace::index_launching_calls() {
+  if (api_calls.size() > static_cast<std::size_t>(INT32_MAX)) return;  // searched for instead
+  for (auto& a : activities) a.launched_by = find_launching_call(api_calls, a);
 }
 
 std::int64_t Trace::event_count() const {

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include "moetrace/analyzer/kernel_classes.h"
@@ -52,6 +53,7 @@ class TraceLoader {
     load_moe_tables();
     load_collectives();
     build_tracks();
+    trace_.index_launching_calls();
     if (options_.recognize && trace_.ops.empty()) {
       progress("recognising MoE ops", 0.993);
       if (options_.moe_rules.empty()) {
@@ -582,7 +584,9 @@ class TraceLoader {
     }
     verify("api_calls");
     std::stable_sort(trace_.api_calls.begin(), trace_.api_calls.end(),
-                     [](const ApiCall& a, const ApiCall& b) { return a.correlation_id < b.correlation_id; });
+                     [](const ApiCall& a, const ApiCall& b) {
+                       return std::tie(a.correlation_id, a.rank) < std::tie(b.correlation_id, b.rank);
+                     });
   }
 
   void load_nvtx() {

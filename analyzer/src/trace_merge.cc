@@ -30,6 +30,7 @@ class TraceMerger {
     id_offsets();
     merge_ops_and_activities();
     merge_tables();
+    out_.index_launching_calls();
     return std::move(out_);
   }
 
@@ -281,7 +282,9 @@ class TraceMerger {
     }
     for (auto& [n, l] : layers) o.layers.push_back(std::move(l));
     std::stable_sort(o.api_calls.begin(), o.api_calls.end(),
-                     [](const ApiCall& a, const ApiCall& b) { return a.correlation_id < b.correlation_id; });
+                     [](const ApiCall& a, const ApiCall& b) {
+                       return std::tie(a.correlation_id, a.rank) < std::tie(b.correlation_id, b.rank);
+                     });
     std::stable_sort(o.nvtx.begin(), o.nvtx.end(), [](const NvtxRange& a, const NvtxRange& b) {
       return std::tie(a.rank, a.thread_id, a.start_ns) < std::tie(b.rank, b.thread_id, b.start_ns);
     });

@@ -105,7 +105,7 @@ void describe_activity(Writer& w, const TimelineModel& m, std::uint32_t i) {
   w.heading("API call");
   if (a.correlation_id == 0) {
     w.add("Call", "none recorded");
-  } else if (const auto* api = t.api_call(a.correlation_id)) {
+  } else if (const auto* api = t.launching_call(a)) {
     w.add("Call", std::string(t.str(api->name)));
     w.add("API", api->api == schema::ApiKind::kDriver ? "driver" : "runtime");
     w.add("Thread", std::to_string(api->thread_id));

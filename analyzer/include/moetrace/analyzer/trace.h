@@ -87,6 +87,9 @@ struct Activity {
   std::int32_t stream = -1;         // index into Trace::streams
   RankId rank;
   std::int32_t launch = -1;         // index into Trace::launch_configs; -1: unknown
+  // Index into Trace::api_calls of its launching call (Trace::launching_call);
+  // -1: not looked up yet, -2: none.
+  std::int32_t launched_by = -1;
   ActivityType type = ActivityType::kKernel;
   std::uint8_t copy_kind = 0;       // schema::CopyKind
   std::uint8_t src_kind = 0, dst_kind = 0;  // schema::MemoryKind of a memcpy's source and destination
@@ -275,7 +278,7 @@ class Trace {
   // Sorted by (stream index, start, -end); same track layout.
   std::vector<OpRange> ops;
   std::vector<std::size_t> op_track_begin;
-  std::vector<ApiCall> api_calls;          // sorted by correlation id
+  std::vector<ApiCall> api_calls;          // sorted by correlation id, then rank
   std::vector<NvtxRange> nvtx;             // sorted by (rank, thread, start)
   std::vector<MemoryEvent> memory_events;  // sorted by (rank, ts)
   std::vector<Buffer> buffers;
@@ -324,11 +327,16 @@ class Trace {
   int stream_index(StreamId id) const;
   // Index into ops of an op id, or -1.
   int op_index(OpId id) const;
-  // The API call with this correlation id, or nullptr.
+  // The API call with this correlation id (on the lowest rank that has
+  // one), or nullptr; launching_call() for an activity's.
   const ApiCall* api_call(std::int64_t correlation_id) const;
   // The API call that launched an activity: its correlation id on its rank
   // (ids repeat across ranks), or nullptr.
   const ApiCall* launching_call(const Activity& a) const;
+  // Looks up every activity's launching call once (Activity::launched_by),
+  // so that launching_call() reads it instead of searching; the loader and
+  // merge_traces() call it once api_calls is complete and sorted.
+  void index_launching_calls();
   // Number of timed events (activities, ops, API calls, NVTX ranges, memory events).
   std::int64_t event_count() const;
   std::vector<RankId> rank_ids() const;  // every rank that appears, sorted
