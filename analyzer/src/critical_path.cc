@@ -81,12 +81,24 @@ class CpGraph {
   // HTA's depth-first walk of each thread's call stack.
   void host_edges() {
     const std::size_t host = ev_.size();
-    std::vector<std::uint32_t> order(host);
-    for (std::size_t i = 0; i < host; ++i) order[i] = static_cast<std::uint32_t>(i);
-    std::sort(order.begin(), order.end(), [&](auto a, auto b) {
-      return std::tuple(ev_[a].rank, ev_[a].thread, ev_[a].start, -ev_[a].end, a) <
-             std::tuple(ev_[b].rank, ev_[b].thread, ev_[b].start, -ev_[b].end, b);
+    // Sorted by (rank, thread, start, longest first): the keys side by side,
+    // not compared through the events (a sort of every rank's host events,
+    // the costliest step of a many-rank run's path).
+    struct Key {
+      std::int64_t thread, start, neg_end;
+      std::int32_t rank;
+      std::uint32_t event;
+    };
+    std::vector<Key> keys(host);
+    for (std::size_t i = 0; i < host; ++i)
+      keys[i] = {ev_[i].thread, ev_[i].start, -ev_[i].end, ev_[i].rank, static_cast<std::uint32_t>(i)};
+    std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
+      return std::tie(a.rank, a.thread, a.start, a.neg_end, a.event) <
+             std::tie(b.rank, b.thread, b.start, b.neg_end, b.event);
     });
+    std::vector<std::uint32_t> order(host);
+    for (std::size_t i = 0; i < host; ++i) order[i] = keys[i].event;
+    std::vector<Key>().swap(keys);
     std::vector<std::uint32_t> stack;
     std::int64_t last = -1, last_top_end = -1;
     auto exit_top = [&] {
