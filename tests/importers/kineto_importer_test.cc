@@ -532,6 +532,28 @@ TEST(KinetoImporter, GzipMembersAndADamagedChecksum) {
   EXPECT_EQ(one_line(import_error({packed})), packed + ": damaged gzip data (incorrect data check)");
 }
 
+// distributedInfo after the events with the process groups of a large run
+// (pg_config: here 64 groups of 1024 ranks, 330 KB): its rank and the time
+// base after it are still read from the file's end.
+TEST(KinetoImporter, TheTailHoldsALargeDistributedInfo) {
+  std::string groups;
+  for (int g = 0; g < 64; ++g) {
+    groups += std::string(g ? ", " : "") + "{\"pg_name\": \"" + std::to_string(g) + "\", \"ranks\": [";
+    for (int r = 0; r < 1024; ++r) groups += (r ? ", " : "") + std::to_string(r);
+    groups += "]}";
+  }
+  const auto in = temp_path("large-info.json");
+  write_file(in, R"({"traceEvents": [
+{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 3, "args": {"correlation": 1, "device": 0, "stream": 7}}
+], "distributedInfo": {"backend": "nccl", "rank": 777, "world_size": 1024, "pg_config": [)" + groups +
+                     R"(]}, "baseTimeNanoseconds": 1700000000000000000})");
+  ASSERT_GT(std::filesystem::file_size(in), std::size_t{300} << 10);
+  const auto tail = importers::kineto::read_tail(in);
+  ASSERT_TRUE(tail.has_value());
+  EXPECT_EQ(tail->rank, 777);
+  EXPECT_EQ(tail->base_time_ns, 1700000000000000000);
+}
+
 // Keys named like the members after traceEvents, in the last event's args:
 // the guess from the last bytes is wrong, and the import notices and does
 // the file again, whole.

@@ -1177,10 +1177,12 @@ std::pair<std::size_t, std::size_t> last_member_value(std::string_view text, std
 }  // namespace
 
 std::optional<Tail> read_tail(const std::string& path) {
-  // The members after traceEvents are a few hundred bytes (traceName,
-  // displayTimeUnit, baseTimeNanoseconds, at times distributedInfo with its
-  // process groups): 64 KiB holds them with room to spare.
-  constexpr std::size_t kTail = std::size_t{1} << 16;
+  // The members after traceEvents: traceName, displayTimeUnit,
+  // baseTimeNanoseconds (a few hundred bytes), at times distributedInfo,
+  // whose pg_config lists each process group's ranks (some KB a group in a
+  // run of a thousand ranks). 1 MiB holds them with room to spare; where it
+  // does not, the guess fails its check and the file is imported again.
+  constexpr std::size_t kTail = std::size_t{1} << 20;
   std::string text;
   try {
     GzipInput in(path);
@@ -1193,9 +1195,9 @@ std::optional<Tail> read_tail(const std::string& path) {
       file.seekg(size - length);
       if (!file.read(text.data(), length)) return std::nullopt;
     } else {
-      // Inflated once ahead of the parse, keeping the last 64 KiB (igzip:
+      // Inflated once ahead of the parse, keeping the last 1 MiB (igzip:
       // 0.1 s for 200 MB of JSON, BENCHMARKS.md).
-      std::vector<char> buf(kTail + (std::size_t{1} << 20));
+      std::vector<char> buf(kTail + (std::size_t{4} << 20));
       std::size_t kept = 0;
       while (const std::size_t got = in.read(buf.data() + kept, buf.size() - kept)) {
         kept += got;
