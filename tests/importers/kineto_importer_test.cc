@@ -679,6 +679,11 @@ TEST(KinetoImporter, MicrosToNs) {
   EXPECT_EQ(micros_to_ns("9223372036854775.807"), INT64_MAX);
   EXPECT_EQ(micros_to_ns("9223372036854775.808"), std::nullopt);
   EXPECT_EQ(micros_to_ns("1e400"), std::nullopt);
+  // More than 18 integer digits with a fraction: no overflow on the way to
+  // "does not fit" (the fast path stops at its 16th digit; fuzz finding).
+  EXPECT_EQ(micros_to_ns("16827258982362725890.5"), std::nullopt);
+  EXPECT_EQ(micros_to_ns("-99999999999999999999999.25"), std::nullopt);
+  EXPECT_EQ(micros_to_ns("123456789012345.5"), 123456789012345500LL);  // 15 digits: the fast path
   EXPECT_EQ(micros_to_ns("12x"), std::nullopt);
   EXPECT_EQ(micros_to_ns(""), std::nullopt);
   EXPECT_EQ(micros_to_ns("1."), 1000);  // not JSON, but the general path takes it

@@ -27,8 +27,11 @@ std::optional<std::int64_t> micros_to_ns_fast(std::string_view text) {
   if (negative) ++i;
   std::int64_t whole = 0;
   const std::size_t first = i;
-  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) whole = whole * 10 + (text[i] - '0');
-  if (i == first || i - first > 15) return std::nullopt;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+    if (i - first == 15) return std::nullopt;  // before a 16th digit could overflow below
+    whole = whole * 10 + (text[i] - '0');
+  }
+  if (i == first) return std::nullopt;
   std::int64_t frac = 0;
   int decimals = 0;
   bool round_up = false;
