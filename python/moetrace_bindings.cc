@@ -161,13 +161,18 @@ void put_stream(Table& t, std::int32_t rank, std::int32_t stream, std::int64_t n
   t.put("native_stream", native_stream);
 }
 
+// A window name of report --window; ConfigError for another.
+an::RankWindow rank_window(const std::string& window) {
+  const auto w = an::parse_rank_window(window);
+  if (!w) throw moetrace::ConfigError("window \"" + window + "\" is not one of span, steps, steps-but-last");
+  return *w;
+}
+
 an::LaunchQueueOptions launch_options(std::int64_t consecutive_kernel_delay_ns, std::int64_t runtime_cutoff_ns,
                                       std::int64_t launch_delay_cutoff_ns, std::int32_t max_queue_length,
                                       const std::string& window) {
   an::LaunchQueueOptions o;
-  const auto w = an::parse_rank_window(window);
-  if (!w) throw moetrace::ConfigError("window \"" + window + "\" is not one of span, steps, steps-but-last");
-  o.window = *w;
+  o.window = rank_window(window);
   o.consecutive_kernel_delay_ns = consecutive_kernel_delay_ns;
   o.runtime_cutoff_ns = runtime_cutoff_ns;
   o.launch_delay_cutoff_ns = launch_delay_cutoff_ns;
@@ -208,11 +213,10 @@ class Run {
   }
 
   Table breakdown_table(const std::string& by, const std::string& window) {
-    const auto w = an::parse_rank_window(window);
-    if (!w) throw moetrace::ConfigError("window \"" + window + "\" is not one of span, steps, steps-but-last");
+    const auto w = rank_window(window);
     Table t;
     if (by == "rank") {
-      for (const auto& r : breakdown(*w).ranks) {
+      for (const auto& r : breakdown(w).ranks) {
         t.put("rank", r.rank);
         put_split(t, r.t);
         t.put("unattributed_ns", r.unattributed_ns);
@@ -220,7 +224,7 @@ class Run {
         t.end_row();
       }
     } else if (by == "iteration") {
-      for (const auto& r : breakdown(*w).iterations) {
+      for (const auto& r : breakdown(w).iterations) {
         t.put("rank", r.rank);
         t.put("iteration", r.iteration);
         put_split(t, r.t);
@@ -229,7 +233,7 @@ class Run {
         t.end_row();
       }
     } else if (by == "layer") {
-      for (const auto& r : breakdown(*w).rows) {
+      for (const auto& r : breakdown(w).rows) {
         t.put("rank", r.rank);
         t.put("layer", r.layer);
         t.put("iteration", r.iteration);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <initializer_list>
 #include <map>
+#include <span>
 #include <string_view>
 #include <tuple>
 #include <utility>
@@ -64,10 +65,12 @@ class Window {
   bool keeps(const ApiCall& c) const { return steps_.keeps(c.rank.value, c.start_ns, w_); }
   // An event by its launching call; on a rank with steps, none: not kept.
   bool keeps(const Activity& a) const {
-    if (w_ == RankWindow::kSpan || !steps_.has_steps(a.rank.value)) return true;
+    if (keeps_all(a.rank.value)) return true;
     const ApiCall* call = t_.launching_call(a);
     return call != nullptr && keeps(*call);
   }
+  // Whether every event of `rank` is kept (the span, or a rank without steps).
+  bool keeps_all(std::int32_t rank) const { return w_ == RankWindow::kSpan || !steps_.has_steps(rank); }
 
  private:
   const Trace& t_;
@@ -118,11 +121,16 @@ std::vector<StreamIdle> idle_time_breakdown(const Trace& t, const LaunchQueueOpt
   std::vector<StreamIdle> out;
   if (!has_tracks(t)) return out;
   const Window window(t, o.window);
-  std::vector<Activity> events;
+  std::vector<Activity> kept;
   for (std::size_t s = 0; s < t.streams.size(); ++s) {
-    events.clear();
-    for (const auto& a : t.track_activities(s))
-      if (window.keeps(a)) events.push_back(a);
+    // The stream's events as they are, or the window's part of them.
+    std::span<const Activity> events = t.track_activities(s);
+    if (!window.keeps_all(t.streams[s].rank.value)) {
+      kept.clear();
+      for (const auto& a : events)
+        if (window.keeps(a)) kept.push_back(a);
+      events = kept;
+    }
     if (events.empty()) continue;
     StreamIdle r;
     r.rank = t.streams[s].rank.value;
