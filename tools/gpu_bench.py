@@ -133,7 +133,7 @@ class Bench:
         n = 1 << 30
         src = torch.randn(n, device=dev, dtype=torch.bfloat16)
         dst = torch.empty_like(src)
-        ms = cuda_median_ms(torch, lambda: dst.copy_(src), reps=20)
+        ms = cuda_median_ms(torch, lambda: dst.copy_(src), reps=20, warm_s=1.0)
         r["d2d_copy_gb_s"] = 2 * n * 2 / ms / 1e6
         del src, dst
         for name, (m, k, n_) in {"gemm_8192": (8192, 8192, 8192),
@@ -141,7 +141,7 @@ class Bench:
                                                  EXPERT_SHAPE["model_dim"], EXPERT_SHAPE["expert_hidden"])}.items():
             a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
             b = torch.randn(k, n_, device=dev, dtype=torch.bfloat16)
-            ms = cuda_median_ms(torch, lambda: a @ b, reps=30)
+            ms = cuda_median_ms(torch, lambda: a @ b, reps=30, warm_s=2.0)
             r[name + "_tflops"] = 2 * m * k * n_ / ms / 1e9
             r[name + "_shape"] = [m, k, n_]
         del a, b
@@ -161,7 +161,7 @@ class Bench:
         return db
 
     def experts(self):
-        for mode in ("grouped", "per_expert"):
+        for mode in self.args.expert_modes:
             self.experts_of(mode)
 
     def experts_of(self, mode):
@@ -309,13 +309,20 @@ class Bench:
         torch = need_torch()
         s = EXPERT_SHAPE
         layer = TorchMoE(torch, s["model_dim"], s["expert_hidden"], s["experts"], s["top_k"])
-        x = torch.randn(s["tokens"], s["model_dim"], device="cuda", dtype=torch.bfloat16, requires_grad=True)
-        dy = torch.randn(s["tokens"], s["model_dim"], device="cuda", dtype=torch.bfloat16)
+        # Fresh inputs and output gradients every step. With one (x, dy) pair
+        # for every step, SGD pushes the gate the same way each time and the
+        # routing collapses within a few steps (seen on an H200: two experts
+        # of eight took all 32768 rows, a few large GEMMs instead of eight
+        # 4096-row ones, against our balanced routing).
+        steps = 3 + self.args.peer_iterations + 3
+        data = [(torch.randn(s["tokens"], s["model_dim"], device="cuda", dtype=torch.bfloat16, requires_grad=True),
+                 torch.randn(s["tokens"], s["model_dim"], device="cuda", dtype=torch.bfloat16)) for _ in range(steps)]
         opt = torch.optim.SGD(layer.parameters(), lr=0.01)
+        taken = iter(data)
 
         def step():
+            x, dy = next(taken)
             opt.zero_grad(set_to_none=True)
-            x.grad = None
             layer(x).backward(dy)
             opt.step()
 
@@ -339,7 +346,13 @@ class Bench:
             f.write(text)
         rep = self.report(db)
         ours = self.results.get("experts", {}).get("grouped", {})
-        r = {"torch": torch.__version__, "step_ms": ms, "moetrace_dpmoe_wall_ms_per_iteration":
+        # How evenly the peer's gate routed (ours: exactly tokens x k / E rows an expert).
+        counts = layer.routed_rows
+        mean_rows = s["tokens"] * s["top_k"] / s["experts"]
+        r = {"torch": torch.__version__, "step_ms": ms,
+             "peer_rows_per_expert_max_over_mean": max(max(c) for c in counts) / mean_rows,
+             "peer_rows_per_expert_min_over_mean": min(min(c) for c in counts) / mean_rows,
+             "moetrace_dpmoe_wall_ms_per_iteration":
              ours.get("wall_ms_per_iteration"), "moetrace_dpmoe_layer_window_ms": ours.get("layer_window_ms"),
              "moetrace_dpmoe_compute_kernels_ms": ours.get("compute_kernels_ms_per_iteration"),
              "breakdown_ranks": rep["breakdown"].get("ranks"), "recognition": rep.get("recognition")}
@@ -347,7 +360,9 @@ class Bench:
         self.table.append(("peer", "PyTorch MoE layer fwd+bwd+SGD vs moetrace DPMoE: iteration wall "
                            "(layer window; compute kernels without the all-to-alls)",
                            f"{ms:.3f} vs {fmt(ours.get('wall_ms_per_iteration'))} ms "
-                           f"({fmt(ours.get('layer_window_ms'))}; {fmt(ours.get('compute_kernels_ms_per_iteration'))})",
+                           f"({fmt(ours.get('layer_window_ms'))}; {fmt(ours.get('compute_kernels_ms_per_iteration'))}); "
+                           f"peer's rows an expert {r['peer_rows_per_expert_min_over_mean']:.2f}-"
+                           f"{r['peer_rows_per_expert_max_over_mean']:.2f} x the mean",
                            "ours not slower"))
 
     # -- driver ------------------------------------------------------------
@@ -389,7 +404,7 @@ class Bench:
 
 # The executor's own kernels inside an expert op (kernels/cuda/src/kernels.cu);
 # every other kernel there is cuBLAS's.
-OWN_KERNELS = ("gelu_", "fill_pointers", "fill_normal", "paced_", "sgd_kernel")
+OWN_KERNELS = ("gelu_", "fill_pointers", "fill_normal", "paced_", "sgd_")
 
 
 # Values only real GPU traces have (the simulator's kernels carry no CUDA names).
@@ -439,10 +454,17 @@ def need_torch():
     return torch
 
 
-def cuda_median_ms(torch, fn, reps, warmup=3):
+def cuda_median_ms(torch, fn, reps, warmup=3, warm_s=0.0):
+    """Median of `reps` timed calls, after `warmup` calls and at least
+    `warm_s` seconds of calls (the clocks ramp up under load: a short
+    warm-up timed a GEMM 10 % slow on an H200)."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
+    t0 = time.time()
+    while time.time() - t0 < warm_s:
+        fn()
+        torch.cuda.synchronize()
     times = []
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -487,6 +509,7 @@ def TorchMoE(torch, m, h, experts, top_k):
             super().__init__()
             self.gate = TopKGate()
             self.experts = Experts()
+            self.routed_rows = []  # rows per expert, a list a forward
 
         def forward(self, x):
             weights, ids = self.gate(x)
@@ -495,6 +518,7 @@ def TorchMoE(torch, m, h, experts, top_k):
             token_of_row = order // top_k
             permuted = x.index_select(0, token_of_row)
             counts = torch.bincount(flat, minlength=experts).tolist()
+            self.routed_rows.append(counts)
             combined = self.experts(permuted, counts) * weights.reshape(-1)[order].unsqueeze(1).to(x.dtype)
             return torch.zeros_like(x).index_add(0, token_of_row, combined)
 
@@ -511,8 +535,14 @@ def main():
     ap.add_argument("--overhead-runs", type=int, default=10, help="runs each with the collector on and off")
     ap.add_argument("--peer-iterations", type=int, default=20)
     ap.add_argument("--keep-work", action="store_true", help="keep the traces under OUT/work")
+    ap.add_argument("--expert-modes", default="grouped,per_expert",
+                    help="the experts part's expert GEMM modes (MOETRACE_CUDA_EXPERT_GEMM), comma-separated")
     args = ap.parse_args()
     args.parts = [p for p in args.parts.split(",") if p]
+    args.expert_modes = [m for m in args.expert_modes.split(",") if m]
+    for m in args.expert_modes:
+        if m not in ("grouped", "per_expert"):
+            ap.error(f"unknown expert mode {m!r} (grouped, per_expert)")
     for p in args.parts:
         if p not in PARTS:
             ap.error(f"unknown part {p!r} (parts: {', '.join(PARTS)})")

@@ -36,7 +36,9 @@
 # DEVICE_BUDGET_S seconds (default 540) by cutting the later stages short;
 # MOETRACE_GPU_BUNDLE names the bundle (default .gpu); DEVICE_STAGES picks
 # stages for a rerun (default
-# "unit,sanitizers,gpu,traces,bench"; GPU_BENCH_PARTS the parts of the last).
+# "unit,sanitizers,gpu,traces,bench"; GPU_BENCH_PARTS the parts of the last;
+# GPU_BENCH_KEEP_WORK=1 brings the measurements' traces back in work.tgz;
+# GPU_BENCH_ARGS more options of tools/gpu_bench.py, e.g. "--overhead-runs 6").
 # Environment: MOETRACE_GPU_BUILD (build dir, default build/gpu),
 # MOETRACE_CUDA_ARCHITECTURES (default 90), JOBS (default: all cores),
 # MOETRACE_WERROR (default OFF: the device machine's compiler is not CI's,
@@ -317,11 +319,12 @@ do_device() {
       local filter=$san_filter
       # racecheck tracks every shared-memory access: one precision suffices.
       [ $tool = memcheck ] || filter='EmulatedRanks/EveryVariant.MatchesTheReferenceInBf16/P4'
-      ( t0=$SECONDS
+      # (rc kept, not left to errexit: a failing test must not lose the verdict.)
+      ( t0=$SECONDS rc=0
         LD_LIBRARY_PATH=$ours_ld timeout $(( $(left) > 200 ? 200 : $(left) )) \
           "$cs" --tool $tool --error-exitcode 99 --print-limit 50 \
-          "$bindir/cuda_gpu_tests" --gtest_filter="$filter" --gtest_brief=1 >"$logs/sanitizer_$tool.log" 2>&1
-        echo "$? $((SECONDS - t0))" >"$logs/sanitizer_$tool.rc" ) &
+          "$bindir/cuda_gpu_tests" --gtest_filter="$filter" --gtest_brief=1 >"$logs/sanitizer_$tool.log" 2>&1 || rc=$?
+        echo "$rc $((SECONDS - t0))" >"$logs/sanitizer_$tool.rc" ) &
       san_pids+=($!)
     done
   else
@@ -380,7 +383,15 @@ do_device() {
   for tool in memcheck racecheck synccheck; do
     [ -f "$logs/sanitizer_$tool.rc" ] || continue
     read -r rc t <"$logs/sanitizer_$tool.rc"
-    stage_result "compute-sanitizer $tool ($(grep -m1 -o 'ERROR SUMMARY: [0-9]* error' "$logs/sanitizer_$tool.log" || echo 'no summary'))" "$rc" "$t"
+    # The sanitizer's verdict: its own exit code (99) and its summary line. A
+    # test that fails on its numbers (exit 1) is the gpu tests stage's
+    # failure, not a sanitizer finding; a run cut short (124) has no verdict.
+    local said
+    said=$(grep -m1 -oE '(ERROR SUMMARY: [0-9]+ errors?|RACECHECK SUMMARY: [0-9]+ hazards? displayed \([0-9]+ errors?)' \
+             "$logs/sanitizer_$tool.log" || true)
+    if [ "$rc" = 1 ] && [[ $said =~ (SUMMARY: 0 error|\(0 error) ]]; then rc=0; fi
+    [ -n "$said" ] || { said='no summary'; [ "$rc" != 0 ] || rc=2; }
+    stage_result "compute-sanitizer $tool ($said)" "$rc" "$t"
   done
 
   # 6. The measurements (nothing else runs on the GPU now).
@@ -388,7 +399,8 @@ do_device() {
   if ! want bench; then :
   elif [ "$(left)" -gt 30 ]; then
     PYTHONUNBUFFERED=1 timeout "$(left)" python3 tools/gpu_bench.py --moetrace "$moetrace" --out "$out/bench" \
-      ${GPU_BENCH_PARTS:+--parts "$GPU_BENCH_PARTS"} >"$logs/gpu_bench.log" 2>&1 || rc=$?
+      ${GPU_BENCH_PARTS:+--parts "$GPU_BENCH_PARTS"} ${GPU_BENCH_KEEP_WORK:+--keep-work} ${GPU_BENCH_ARGS:-} \
+      >"$logs/gpu_bench.log" 2>&1 || rc=$?
   else
     rc=124; echo "no time left for the measurements" >"$logs/gpu_bench.log"
   fi
@@ -397,7 +409,11 @@ do_device() {
 
   # What comes back: at most 8 files (the device tool's limit).
   tar -C "$out" -czf "$out/traces.tgz" traces
-  tar -C "$out" -czf "$out/logs.tgz" logs bench 2>/dev/null || tar -C "$out" -czf "$out/logs.tgz" logs
+  tar -C "$out" --exclude=bench/work -czf "$out/logs.tgz" logs bench 2>/dev/null || tar -C "$out" -czf "$out/logs.tgz" logs
+  # The measurements' own traces (GPU_BENCH_KEEP_WORK=1), for reading them again elsewhere.
+  # (Not the simulated ones, the overhead runs' or the peer's JSON: made again here or kept above.)
+  [ ! -d "$out/bench/work" ] || tar -C "$out/bench" --exclude='*_sim.db' --exclude='overhead_*' \
+    --exclude='torch_moe_peer.json' -czf "$out/work.tgz" work
   [ -f "$out/bench/bench.json" ] && cp "$out/bench/bench.json" "$out/bench.json"
   rm -rf "$traces" "$logs" "$out/bench" "$moetrace"
   echo

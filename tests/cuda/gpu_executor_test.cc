@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -48,17 +49,32 @@ std::vector<Case> cases(const GpuFixture& f, int ranks) {
   return out;
 }
 
+// The norm-wise relative error in the Frobenius norm, ||a - b||_F / ||b||_F:
+// printed beside plan::relative_error's max-norm one (largest element error
+// over the largest reference element).
+double frobenius_error(const plan::Matrix& a, const plan::Matrix& b) {
+  if (a.rows != b.rows || a.cols != b.cols) return std::numeric_limits<double>::infinity();
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < a.data.size(); ++i) {
+    diff += (a.data[i] - b.data[i]) * (a.data[i] - b.data[i]);
+    norm += b.data[i] * b.data[i];
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
 void expect_matches_reference(const plan::Plan& p, const GpuFixture& f, const RunResult& r, double tol) {
   EXPECT_EQ(r.routing_mismatches, 0) << "the gates routed differently from the plan";
   ASSERT_EQ(r.outputs.size(), f.ref.outputs.size());
   // The largest errors, printed whether or not they pass: the measured
   // numerics of each variant and precision (BENCHMARKS.md).
-  double worst_out = 0, worst_grad = 0, worst_weight = 0;
+  double worst_out = 0, worst_grad = 0, worst_weight = 0, fro_out = 0, fro_grad = 0;
   for (std::size_t i = 0; i < r.outputs.size(); ++i) {
     const double out = plan::relative_error(r.outputs[i], f.ref.outputs[i]);
     const double grad = plan::relative_error(r.input_grads[i], f.ref.input_grads[i]);
     worst_out = std::max(worst_out, out);
     worst_grad = std::max(worst_grad, grad);
+    fro_out = std::max(fro_out, frobenius_error(r.outputs[i], f.ref.outputs[i]));
+    fro_grad = std::max(fro_grad, frobenius_error(r.input_grads[i], f.ref.input_grads[i]));
     EXPECT_LE(out, tol) << "output " << i;
     EXPECT_LE(grad, tol) << "input grad " << i;
   }
@@ -73,7 +89,8 @@ void expect_matches_reference(const plan::Plan& p, const GpuFixture& f, const Ru
   }
   std::cout << "[ numerics ] " << p.variant << " P" << p.world_size << " tolerance " << tol
             << ": largest relative error, outputs " << worst_out << ", input grads " << worst_grad
-            << ", weights " << worst_weight << std::endl;
+            << ", weights " << worst_weight << "; Frobenius, outputs " << fro_out << ", input grads " << fro_grad
+            << std::endl;
   EXPECT_GE(experts, static_cast<std::size_t>(f.shape.num_layers * f.shape.num_experts));
   // The gates routed exactly what the plan was built for.
   std::map<std::tuple<int, int, int, int>, std::int64_t> plan_load;

@@ -371,8 +371,47 @@ TEST_F(ConverterTest, OpsAnnouncedWithoutNvtxStillGetRanges) {
   EXPECT_EQ(sink.ops[0].start_ns, 300);
   EXPECT_EQ(sink.ops[0].end_ns, 400);
   EXPECT_EQ(sink.ops[0].launch_start_ns, 100);
-  EXPECT_EQ(sink.ops[1].start_ns, 130);  // nothing ran: a point at its launch end
-  EXPECT_EQ(sink.ops[1].end_ns, 130);
+  // Nothing ran: a point where its stream reached it, after op 5's kernel.
+  EXPECT_EQ(sink.ops[1].start_ns, 400);
+  EXPECT_EQ(sink.ops[1].end_ns, 400);
+  EXPECT_EQ(sink.ops[1].launch_end_ns, 130);
+}
+
+// An op that ran nothing on the device (a one-rank all-to-all, a timing-only
+// collective) is placed where its stream got to it, not where the host was
+// when it issued it: the host runs far ahead of the GPU, and an op placed at
+// its launch made its layer's window span from one iteration's issue to the
+// next iteration's GPU work (seen on an H200: a 72 ms layer window in a 40 ms
+// iteration).
+TEST_F(ConverterTest, OpsThatRanNothingSitWhereTheirStreamReachedThem) {
+  auto label = [](std::int64_t op, int stream) {
+    OpLabel l = gate_label();
+    l.op = OpId(op);
+    l.stream = StreamId(stream);
+    return l;
+  };
+  conv.note_op(label(10, 3), 100, 110);  // empty, issued first: at its launch end
+  conv.note_op(label(11, 3), 120, 130);  // runs 1000-5000
+  conv.note_op(label(12, 3), 140, 150);  // empty: after op 11's work
+  conv.note_op(label(13, 3), 160, 170);  // runs 5000-6000
+  conv.note_op(label(14, 3), 9000, 9100);  // empty, issued after the stream went idle
+  conv.note_op(label(15, 4), 145, 155);  // empty, on another stream: nothing before it there
+  const auto c11 = correlation(21, 11), c13 = correlation(23, 13);
+  feed(&c11);
+  feed(&c13);
+  const auto k11 = kernel(1, 1, 21, 1000, 5000, "k11"), k13 = kernel(1, 1, 23, 5000, 6000, "k13");
+  feed(&k11);
+  feed(&k13);
+  conv.finish();
+  std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> at;
+  for (const auto& o : sink.ops) at[o.id.value] = {o.start_ns, o.end_ns};
+  ASSERT_EQ(at.size(), 6u);
+  EXPECT_EQ(at[10], std::make_pair(std::int64_t{110}, std::int64_t{110}));
+  EXPECT_EQ(at[11], std::make_pair(std::int64_t{1000}, std::int64_t{5000}));
+  EXPECT_EQ(at[12], std::make_pair(std::int64_t{5000}, std::int64_t{5000}));
+  EXPECT_EQ(at[13], std::make_pair(std::int64_t{5000}, std::int64_t{6000}));
+  EXPECT_EQ(at[14], std::make_pair(std::int64_t{9100}, std::int64_t{9100}));
+  EXPECT_EQ(at[15], std::make_pair(std::int64_t{155}, std::int64_t{155}));
 }
 
 TEST_F(ConverterTest, OtherKindsAreCountedNotConverted) {

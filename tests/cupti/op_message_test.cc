@@ -63,5 +63,30 @@ TEST(BufferPool, RecyclesAndBounds) {
   pool.release(b);
 }
 
+// Buffers reserved before tracing are handed out without allocating on the
+// thread that asks (CUPTI asks on the thread issuing the work), and the
+// reservation stays within the pool's bound.
+TEST(BufferPool, ReservedBuffersNeedNoAllocationWhenAskedFor) {
+  ActivityBufferPool pool(1 << 16, 3);
+  pool.reserve(2);
+  EXPECT_EQ(pool.stats().allocated, 2u);
+  std::uint8_t* a = pool.acquire();
+  std::uint8_t* b = pool.acquire();
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(a[0], 0);
+  EXPECT_EQ(b[pool.buffer_bytes() - 1], 0);
+  EXPECT_EQ(pool.stats().allocated_on_demand, 0u);
+  std::uint8_t* c = pool.acquire();  // past the reservation: allocated when asked
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(pool.stats().allocated_on_demand, 1u);
+  pool.release(a);
+  pool.release(b);
+  pool.release(c);
+  ActivityBufferPool bounded(1 << 12, 2);
+  bounded.reserve(5);
+  EXPECT_EQ(bounded.stats().allocated, 2u);
+}
+
 }  // namespace
 }  // namespace moetrace::cupti

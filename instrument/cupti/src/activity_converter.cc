@@ -398,6 +398,39 @@ void ActivityConverter::close_marker(std::uint32_t id, std::int64_t end) {
   ++stats_.nvtx_ranges;
 }
 
+// An op that ran nothing on the device (a timing-only collective, an
+// all-to-all of one rank) is a point where its stream reached it: after the
+// work of the ops issued to that stream before it (a stream runs its work in
+// issue order), and not before the host issued it. Its launch time alone
+// would place it where the host was, often far ahead of the GPU: a layer's
+// window then spanned from one iteration's host issue to the next
+// iteration's GPU work. Waits on other streams are not seen here, so the
+// point is the earliest the stream could have reached it.
+std::unordered_map<std::int64_t, std::int64_t> ActivityConverter::empty_op_points() const {
+  struct Issued {
+    std::int64_t launch_start, launch_end, id;
+  };
+  std::map<std::pair<std::int64_t, std::int64_t>, std::vector<Issued>> by_stream;
+  for (const auto& [id, seen] : ops_)
+    by_stream[{static_cast<std::int64_t>(seen.label.rank.value), static_cast<std::int64_t>(seen.label.stream.value)}]
+        .push_back({seen.launch_start, seen.launch_end, id});
+  std::unordered_map<std::int64_t, std::int64_t> at;
+  for (auto& [stream, ops] : by_stream) {
+    std::sort(ops.begin(), ops.end(), [](const Issued& a, const Issued& b) {
+      return a.launch_start != b.launch_start ? a.launch_start < b.launch_start : a.id < b.id;
+    });
+    std::int64_t free_at = 0;  // the end of the stream's work issued so far
+    for (const Issued& o : ops) {
+      auto t = op_times_.find(o.id);
+      if (t != op_times_.end())
+        free_at = std::max(free_at, t->second.end);
+      else
+        at[o.id] = std::max({o.launch_end, free_at, std::int64_t{0}});
+    }
+  }
+  return at;
+}
+
 void ActivityConverter::finish() {
   if (finished_) return;
   finished_ = true;
@@ -411,6 +444,7 @@ void ActivityConverter::finish() {
   pending_.clear();
   pending_done_.clear();
   pending_by_corr_.clear();
+  const auto empty_at = empty_op_points();
   for (const auto& [id, seen] : ops_) {
     const OpLabel& l = seen.label;
     instrument::OpRangeRecord r{.id = l.op, .rank = l.rank, .stream = l.stream, .kind = l.kind,
@@ -423,8 +457,7 @@ void ActivityConverter::finish() {
       r.start_ns = t->second.start;
       r.end_ns = t->second.end;
     } else {
-      // Nothing ran on the device (an empty op): a point at its launch.
-      r.start_ns = r.end_ns = std::max<std::int64_t>(seen.launch_end, 0);
+      r.start_ns = r.end_ns = empty_at.at(id);
     }
     sink_.add(r);
     ++stats_.op_ranges;

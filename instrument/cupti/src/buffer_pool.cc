@@ -1,6 +1,7 @@
 #include "moetrace/cupti/buffer_pool.h"
 
 #include <algorithm>
+#include <cstring>
 #include <new>
 
 namespace moetrace::cupti {
@@ -14,6 +15,17 @@ ActivityBufferPool::~ActivityBufferPool() {
   for (std::uint8_t* b : free_) ::operator delete[](b, std::align_val_t(kAlignment));
 }
 
+void ActivityBufferPool::reserve(std::size_t count) {
+  std::lock_guard lock(mu_);
+  while (stats_.allocated < std::min(count, max_buffers_)) {
+    auto* b = static_cast<std::uint8_t*>(::operator new[](buffer_bytes_, std::align_val_t(kAlignment), std::nothrow));
+    if (b == nullptr) return;
+    std::memset(b, 0, buffer_bytes_);  // the pages are faulted in here, not on the issuing thread
+    free_.push_back(b);
+    ++stats_.allocated;
+  }
+}
+
 std::uint8_t* ActivityBufferPool::acquire() {
   std::lock_guard lock(mu_);
   std::uint8_t* b = nullptr;
@@ -23,7 +35,10 @@ std::uint8_t* ActivityBufferPool::acquire() {
   } else if (stats_.allocated < max_buffers_) {
     b = static_cast<std::uint8_t*>(::operator new[](buffer_bytes_, std::align_val_t(kAlignment),
                                                      std::nothrow));
-    if (b != nullptr) ++stats_.allocated;
+    if (b != nullptr) {
+      ++stats_.allocated;
+      ++stats_.allocated_on_demand;
+    }
   }
   if (b == nullptr) {
     ++stats_.refused;

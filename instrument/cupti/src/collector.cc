@@ -83,7 +83,9 @@ struct Collector::Impl {
         options(o),
         sink(*writer),
         intake(sink, ConverterOptions{o.default_rank, &api_name}),
-        pool(o.buffer_bytes, o.max_buffers) {}
+        pool(o.buffer_bytes, o.max_buffers) {
+    pool.reserve(o.reserved_buffers);
+  }
 
   // Called once per (kind, callback id): the converter keeps the names.
   static std::string api_name(schema::ApiKind kind, std::uint32_t cbid) {

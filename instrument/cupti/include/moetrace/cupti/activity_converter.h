@@ -125,6 +125,9 @@ class ActivityConverter {
   std::unordered_map<std::uint32_t, RankId> devices_;
   std::int32_t next_auto_stream_ = kFirstAutoStream;
   std::unordered_map<std::uint32_t, OpId> correlation_op_;
+  // Where each op that ran nothing on the device is placed (by op id).
+  std::unordered_map<std::int64_t, std::int64_t> empty_op_points() const;
+
   std::unordered_map<std::int64_t, OpTimes> op_times_;
   std::map<std::int64_t, SeenOp> ops_;
   std::unordered_map<std::uint32_t, OpenMarker> markers_;

@@ -28,6 +28,7 @@ namespace moetrace::cupti {
 struct CollectorOptions {
   std::size_t buffer_bytes = 8u << 20;
   std::size_t max_buffers = 128;       // 1 GiB of records in flight at most
+  std::size_t reserved_buffers = 4;    // made and faulted in before tracing starts (buffer_pool.h)
   bool driver_api = true;
   bool runtime_api = true;
   bool memory = true;                  // CUPTI_ACTIVITY_KIND_MEMORY2
