@@ -396,6 +396,9 @@ TEST_F(ConverterTest, OpsThatRanNothingSitWhereTheirStreamReachedThem) {
   conv.note_op(label(13, 3), 160, 170);  // runs 5000-6000
   conv.note_op(label(14, 3), 9000, 9100);  // empty, issued after the stream went idle
   conv.note_op(label(15, 4), 145, 155);  // empty, on another stream: nothing before it there
+  conv.note_op(label(16, 4), 165, 175);  // empty, on stream 4, waits for op 11 (stream 3)
+  conv.note_waits(OpId(16), {OpId(11)});
+  conv.note_op(label(17, 4), 180, 190);  // empty, after op 16 on its stream
   const auto c11 = correlation(21, 11), c13 = correlation(23, 13);
   feed(&c11);
   feed(&c13);
@@ -405,13 +408,38 @@ TEST_F(ConverterTest, OpsThatRanNothingSitWhereTheirStreamReachedThem) {
   conv.finish();
   std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> at;
   for (const auto& o : sink.ops) at[o.id.value] = {o.start_ns, o.end_ns};
-  ASSERT_EQ(at.size(), 6u);
+  ASSERT_EQ(at.size(), 8u);
   EXPECT_EQ(at[10], std::make_pair(std::int64_t{110}, std::int64_t{110}));
   EXPECT_EQ(at[11], std::make_pair(std::int64_t{1000}, std::int64_t{5000}));
   EXPECT_EQ(at[12], std::make_pair(std::int64_t{5000}, std::int64_t{5000}));
   EXPECT_EQ(at[13], std::make_pair(std::int64_t{5000}, std::int64_t{6000}));
   EXPECT_EQ(at[14], std::make_pair(std::int64_t{9100}, std::int64_t{9100}));
   EXPECT_EQ(at[15], std::make_pair(std::int64_t{155}, std::int64_t{155}));
+  EXPECT_EQ(at[16], std::make_pair(std::int64_t{5000}, std::int64_t{5000}));
+  EXPECT_EQ(at[17], std::make_pair(std::int64_t{5000}, std::int64_t{5000}));
+}
+
+// The waits reach the converter through the issuing thread's inbox, like
+// the ops themselves.
+TEST(ConverterIntake, WaitsPlaceAnOpThatRanNothing) {
+  VectorSink sink;
+  ConverterIntake intake(sink, ConverterOptions{RankId(0), nullptr});
+  OpLabel busy = gate_label(), empty = gate_label();
+  empty.op = OpId(6);
+  empty.stream = StreamId(9);
+  intake.note_op(busy, 100, 110);
+  intake.note_op(empty, 120, 130);
+  intake.note_waits(OpId(6), {OpId(5)});
+  intake.with_converter([&](ActivityConverter& c) {
+    const auto corr = correlation(8, 5);
+    c.convert(as_activity(&corr));
+    const auto k = kernel(1, 1, 8, 300, 400, "k");
+    c.convert(as_activity(&k));
+    c.finish();
+  });
+  ASSERT_EQ(sink.ops.size(), 2u);
+  EXPECT_EQ(sink.ops[1].id.value, 6);
+  EXPECT_EQ(sink.ops[1].start_ns, 400);
 }
 
 TEST_F(ConverterTest, OtherKindsAreCountedNotConverted) {

@@ -231,6 +231,10 @@ void Collector::note_op(const OpLabel& label, std::int64_t launch_start, std::in
   impl_->intake.note_op(label, launch_start, launch_end);
 }
 
+void Collector::note_waits(OpId op, std::vector<OpId> waits_for) {
+  impl_->intake.note_waits(op, std::move(waits_for));
+}
+
 void Collector::flush() { MOETRACE_CUPTI_CHECK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)); }
 
 void Collector::close() {

@@ -22,6 +22,10 @@ void ConverterIntake::note_op(const OpLabel& label, std::int64_t launch_start, s
   push(NotedOp{label, launch_start, launch_end});
 }
 
+void ConverterIntake::note_waits(OpId op, std::vector<OpId> waits_for) {
+  push(NotedWaits{op, std::move(waits_for)});
+}
+
 std::size_t ConverterIntake::waiting() const {
   std::lock_guard lock(inbox_mu_);
   return inbox_.size();
@@ -43,6 +47,8 @@ void ConverterIntake::drain() {
       converter_.note_allocation(m->address, m->buffer);
     } else if (auto* o = std::get_if<NotedOp>(&a)) {
       converter_.note_op(o->label, o->launch_start, o->launch_end);
+    } else if (auto* w = std::get_if<NotedWaits>(&a)) {
+      converter_.note_waits(w->op, w->waits_for);
     }
   }
   spare_.clear();

@@ -223,6 +223,7 @@ void Executor::Impl::issue(const IssueStep& step) {
 
 void Executor::Impl::prologue(const plan::Op& op) {
   const cudaStream_t s = stream(op.stream);
+  if (collector_ != nullptr && !waits_.waits[at(op.id)].empty()) collector_->note_waits(op.id, waits_.waits[at(op.id)]);
   for (OpId d : waits_.waits[at(op.id)]) {
     MOETRACE_CUDA_CHECK(cudaStreamWaitEvent(s, done_[at(d)], 0));
     ++waits_issued_;

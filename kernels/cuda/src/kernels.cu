@@ -415,32 +415,6 @@ __global__ void sgd_kernel(T* __restrict__ params, float* __restrict__ grads, lo
   }
 }
 
-// The same update, V = 16 / sizeof(T) parameters a thread: one 16-byte
-// parameter access and V / 4 16-byte gradient accesses each way. The scalar
-// kernel's 2-byte accesses reached 68 % of a device-to-device copy's
-// bandwidth on an H200 (12 bytes a bf16 parameter: 11.3 GB in 3.97 ms for
-// 940 M parameters).
-template <class T>
-__global__ void sgd_packed_kernel(T* __restrict__ params, float* __restrict__ grads, long long packs, float lr) {
-  constexpr int V = kPack<T>;
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < packs;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
-    float p[V];
-    load_v<V>(params + i * V, p);
-    float4* g = reinterpret_cast<float4*>(grads + i * V);
-#pragma unroll
-    for (int j = 0; j < V / 4; ++j) {
-      const float4 d = g[j];
-      p[4 * j] -= lr * d.x;
-      p[4 * j + 1] -= lr * d.y;
-      p[4 * j + 2] -= lr * d.z;
-      p[4 * j + 3] -= lr * d.w;
-      g[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
-    store_v<V>(params + i * V, p);
-  }
-}
-
 // A warp per row, grid-stride over rows.
 template <class T>
 __global__ void softmax_rows_kernel(T* __restrict__ data, long long rows, long long cols) {
@@ -774,29 +748,15 @@ void gelu_backward(cudaStream_t s, DType t, const void* middle, std::int64_t hid
   check_launch("gelu_backward");
 }
 
-namespace {
-
-// Packs of 16 bytes where both arrays start 16-byte aligned, the rest (or
-// everything, where they do not) one element a thread.
-template <class T>
-void sgd_launch(cudaStream_t s, T* params, float* grads, std::int64_t n, float lr) {
-  constexpr int V = kPack<T>;
-  const bool aligned = reinterpret_cast<std::uintptr_t>(params) % 16 == 0 &&
-                       reinterpret_cast<std::uintptr_t>(grads) % 16 == 0;
-  const std::int64_t packs = aligned ? n / V : 0;
-  if (packs > 0) sgd_packed_kernel<T><<<grid_for(packs), kThreads, 0, s>>>(params, grads, packs, lr);
-  const std::int64_t done = packs * V;
-  if (done < n) sgd_kernel<T><<<grid_for(n - done), kThreads, 0, s>>>(params + done, grads + done, n - done, lr);
-}
-
-}  // namespace
-
 void sgd_step(cudaStream_t s, DType t, void* params, float* grads, std::int64_t n, float lr) {
   if (n <= 0) return;
+  // One element a thread. A version in 16-byte packs (8 bf16 parameters and
+  // two float4 of gradients a thread) took 7.7 ms an iteration where this one
+  // had taken 4.0 in the run before (940 M bf16 parameters, H200): not kept.
   if (t == DType::kBf16)
-    sgd_launch(s, as<__nv_bfloat16>(params), grads, n, lr);
+    sgd_kernel<<<grid_for(n), kThreads, 0, s>>>(as<__nv_bfloat16>(params), grads, n, lr);
   else
-    sgd_launch(s, as<float>(params), grads, n, lr);
+    sgd_kernel<<<grid_for(n), kThreads, 0, s>>>(as<float>(params), grads, n, lr);
   check_launch("sgd_step");
 }
 

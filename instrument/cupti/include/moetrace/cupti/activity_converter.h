@@ -66,6 +66,10 @@ class ActivityConverter {
   // NVTX ranges are not delivered (no NVTX injection); an NVTX range of the
   // same op wins.
   void note_op(const OpLabel& label, std::int64_t launch_start, std::int64_t launch_end);
+  // The work of `op` waits for the work of `waits_for` (cross-stream waits
+  // the executor issued): where an op ran nothing on the device, it is placed
+  // after them.
+  void note_waits(OpId op, const std::vector<OpId>& waits_for);
 
   void convert(const CUpti_Activity* record);
   // Writes what waits for later records: pending activities (with whatever
@@ -129,6 +133,7 @@ class ActivityConverter {
   std::unordered_map<std::int64_t, std::int64_t> empty_op_points() const;
 
   std::unordered_map<std::int64_t, OpTimes> op_times_;
+  std::unordered_map<std::int64_t, std::vector<std::int64_t>> waits_;  // op -> ops it waits for
   std::map<std::int64_t, SeenOp> ops_;
   std::unordered_map<std::uint32_t, OpenMarker> markers_;
   std::unordered_multimap<std::uint32_t, std::size_t> pending_by_corr_;

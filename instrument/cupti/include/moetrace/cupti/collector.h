@@ -67,6 +67,9 @@ class Collector {
   void note_allocation(std::uint64_t address, BufferId buffer);
   // An op the executor issued (fallback where NVTX ranges are not delivered).
   void note_op(const OpLabel& label, std::int64_t launch_start, std::int64_t launch_end);
+  // The op's work waits for these ops' work on other streams (the events the
+  // executor waits on): places an op that runs nothing on the device.
+  void note_waits(OpId op, std::vector<OpId> waits_for);
 
   void flush();  // everything CUPTI holds, into the writer
   void close();  // flush, op ranges, writer close; idempotent; throws on I/O errors

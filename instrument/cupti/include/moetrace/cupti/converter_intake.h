@@ -29,6 +29,7 @@ class ConverterIntake {
   void map_device(std::uint32_t device, RankId rank);
   void note_allocation(std::uint64_t address, BufferId buffer);
   void note_op(const OpLabel& label, std::int64_t launch_start, std::int64_t launch_end);
+  void note_waits(OpId op, std::vector<OpId> waits_for);
 
   // Runs `f(converter)` under the conversion lock, after every announcement
   // made so far has been applied. Conversion of buffers, finish() and
@@ -60,7 +61,11 @@ class ConverterIntake {
     OpLabel label;
     std::int64_t launch_start, launch_end;
   };
-  using Announcement = std::variant<StreamMapping, DeviceMapping, Allocation, NotedOp>;
+  struct NotedWaits {
+    OpId op;
+    std::vector<OpId> waits_for;
+  };
+  using Announcement = std::variant<StreamMapping, DeviceMapping, Allocation, NotedOp, NotedWaits>;
 
   void push(Announcement a);
   void drain();  // with convert_mu_ held
