@@ -9,8 +9,9 @@
 # - fuzz: the libFuzzer targets of that build, each for MOETRACE_FUZZ_SECONDS
 #   (default 30) on its seed corpus, after replaying the inputs that once
 #   crashed them (tests/fuzz/regressions).
-# - tsan: the threaded parts (trace writer, Kineto JSON splitter, GUI core's
-#   threaded preparation) under ThreadSanitizer (ctest -L tsan).
+# - tsan: the threaded parts (trace writer, Kineto JSON splitter, the analyses
+#   run side by side, GUI core's threaded preparation) under ThreadSanitizer
+#   (ctest -L tsan).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh sanitizers

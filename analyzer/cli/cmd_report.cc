@@ -18,9 +18,10 @@ analyzer::ReportFormat parse_report_format(const std::string& f) {
   return analyzer::ReportFormat::kText;
 }
 
-analyzer::Analyses analyze_with_progress(const analyzer::Trace& trace, const analyzer::BreakdownOptions& breakdown) {
+analyzer::Analyses analyze_with_progress(const analyzer::Trace& trace, const analyzer::BreakdownOptions& breakdown,
+                                         int threads) {
   Progress progress("analyzing " + trace.run.path);
-  return analyzer::analyze(trace, progress.callback(), breakdown);
+  return analyzer::analyze(trace, progress.callback(), breakdown, threads);
 }
 
 void add_report_command(CLI::App& app) {
@@ -62,7 +63,7 @@ void add_report_command(CLI::App& app) {
     const auto trace = load_traces(opt->traces, moe_rules_options(opt->moe));
     analyzer::BreakdownOptions bo;
     bo.rank_window = *analyzer::parse_rank_window(opt->window);
-    auto analyses = analyze_with_progress(trace, bo);
+    auto analyses = analyze_with_progress(trace, bo, opt->traces.threads);
     if (!opt->no_recommendations) {
       analyzer::RecommendOptions ro;
       apply_cost_model_arg(opt->cost_model, ro);

@@ -70,13 +70,15 @@ std::string imported_from(const std::string& path);
 struct TraceArgs {
   std::vector<std::string> paths;
   bool no_align = false;
+  int threads = 0;  // files loaded and analyses run at once; 0: the machine's cores
 };
 void add_trace_args(CLI::App* cmd, TraceArgs& args);
 // Loads them with progress on a terminal; a run of several files prints its
 // warnings (files left out, missing ranks, unaligned clocks) on stderr.
-analyzer::Trace load_traces(const std::vector<std::string>& args, analyzer::LoadOptions options, bool align = true);
+analyzer::Trace load_traces(const std::vector<std::string>& args, analyzer::LoadOptions options, bool align = true,
+                            int threads = 0);
 inline analyzer::Trace load_traces(const TraceArgs& args, analyzer::LoadOptions options) {
-  return load_traces(args.paths, std::move(options), !args.no_align);
+  return load_traces(args.paths, std::move(options), !args.no_align, args.threads);
 }
 void add_merge_command(CLI::App& app);
 
@@ -92,7 +94,7 @@ analyzer::LoadOptions moe_rules_options(const MoeArgs& args);
 
 // Runs every analysis with progress on a terminal.
 analyzer::Analyses analyze_with_progress(const analyzer::Trace& trace,
-                                         const analyzer::BreakdownOptions& breakdown = {});
+                                         const analyzer::BreakdownOptions& breakdown = {}, int threads = 0);
 analyzer::ReportFormat parse_report_format(const std::string& format);
 
 // Writes `text` to `path`, or to stdout where path is empty or "-".

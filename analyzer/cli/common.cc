@@ -53,6 +53,10 @@ void add_trace_args(CLI::App* cmd, TraceArgs& args) {
       ->required();
   cmd->add_flag("--no-align", args.no_align,
                 "Several rank files: keep each rank's clock as recorded (default: aligned from the collectives)");
+  cmd->add_option("--threads", args.threads,
+                  "Threads for reading rank files and running the analyses (default 0: the machine's cores; 1: "
+                  "one after the other, least memory)")
+      ->check(CLI::Range(0, 4096));
 }
 
 namespace {
@@ -75,7 +79,8 @@ std::vector<std::string> foreign_inputs_imported(const std::vector<std::string>&
   return temporary_traces().import_foreign(paths, options);
 }
 
-analyzer::Trace load_traces(const std::vector<std::string>& args, analyzer::LoadOptions options, bool align) {
+analyzer::Trace load_traces(const std::vector<std::string>& args, analyzer::LoadOptions options, bool align,
+                            int threads) {
   const auto paths = foreign_inputs_imported(analyzer::expand_trace_paths(args));
   analyzer::Trace trace;
   if (paths.size() == 1) {
@@ -84,6 +89,7 @@ analyzer::Trace load_traces(const std::vector<std::string>& args, analyzer::Load
     analyzer::RunLoadOptions ro;
     ro.load = std::move(options);
     ro.align = align;
+    ro.threads = threads;
     Progress progress(fmt::format("loading {} files", paths.size()));
     ro.progress = progress.callback();
     trace = analyzer::load_run(paths, ro);

@@ -9,6 +9,7 @@
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/clock_align.h"
 #include "moetrace/analyzer/launch_queue.h"
+#include "parallel.h"
 
 namespace moetrace::analyzer {
 namespace {
@@ -489,15 +490,17 @@ std::vector<RankCriticalPath> critical_paths(const Trace& t, const CriticalPathO
   for (const auto& [r, _] : in.streams) ranks.push_back(r);
   std::sort(ranks.begin(), ranks.end());
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  std::vector<RankCriticalPath> out;
+  // Each rank's graph is its own: built side by side where threads allow.
+  std::vector<RankCriticalPath> out(ranks.size());
   static const std::vector<std::uint32_t> kNone;
-  for (auto r : ranks) {
+  detail::parallel_for(ranks.size(), o.threads, [&](std::size_t i) {
+    const auto r = ranks[i];
     auto h = in.host.find(r);
     auto s = in.streams.find(r);
     CpGraph g(t, r, h != in.host.end() ? std::move(h->second) : std::vector<CpEvent>{},
-                s != in.streams.end() ? s->second : kNone, in.api_event);
-    out.push_back(g.run(o.top_events));
-  }
+              s != in.streams.end() ? s->second : kNone, in.api_event);
+    out[i] = g.run(o.top_events);
+  });
   return out;
 }
 

@@ -39,9 +39,13 @@ struct Analyses {
   std::optional<Recommendations> recommendations;
 };
 
-// Runs them all; `progress(stage, fraction)` is called between analyses.
+// Runs them all. They are independent of each other (the expert load reads
+// the breakdown), so they run side by side on `threads` threads (0: the
+// machine's cores; 1: one after the other on the calling thread); the
+// results do not depend on the number. `progress(stage, fraction)` is
+// called on the calling thread as each analysis ends (stage: its name).
 Analyses analyze(const Trace& trace,
                  const std::function<void(std::string_view stage, double fraction)>& progress = {},
-                 const BreakdownOptions& breakdown = {});
+                 const BreakdownOptions& breakdown = {}, int threads = 0);
 
 }  // namespace moetrace::analyzer

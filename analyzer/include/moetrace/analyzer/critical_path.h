@@ -131,6 +131,7 @@ std::string_view path_category_name(PathCategory c);
 struct CriticalPathOptions {
   std::optional<std::int32_t> rank;  // only this rank; default every rank
   std::size_t top_events = 20;       // path events kept per rank, most time first; 0: all
+  int threads = 1;                   // ranks' paths built at once; 0: the machine's cores
 };
 
 // An event with time on the path, in one category: the sum of the weights of

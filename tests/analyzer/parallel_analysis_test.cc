@@ -1,0 +1,65 @@
+// The analyses of one trace run side by side (analyses.cc, critical_path.cc
+// through parallel.h). Also run under ThreadSanitizer (label tsan).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "moetrace/analyzer/analyses.h"
+#include "moetrace/analyzer/report.h"
+#include "moetrace/synthetic/synthetic_trace.h"
+#include "parallel.h"
+#include "text_trace.h"
+
+namespace moetrace::analyzer {
+namespace {
+
+// The analyses run side by side (analyze's threads, and the ranks' critical
+// paths): any number of threads gives the report of one thread, byte for
+// byte, and an analysis's error still reaches the caller.
+TEST(ParallelAnalysis, SeveralThreadsGiveTheReportOfOne) {
+  const auto path = testing::temp_path("report-threads.db");
+  synthetic::SyntheticConfig c{.ranks = 4, .layers = 2, .iterations = 3};
+  synthetic::write_synthetic_trace(path, c);
+  const auto trace = load_trace(path);
+  ReportOptions o;
+  o.per_rank = o.per_iteration = true;
+  std::vector<std::string> stages;
+  const auto one = report_json(trace, analyze(trace, {}, {}, 1), o).dump();
+  for (int threads : {2, 3, 8}) {
+    stages.clear();
+    const auto a = analyze(
+        trace, [&](std::string_view stage, double) { stages.emplace_back(stage); }, {}, threads);
+    EXPECT_EQ(report_json(trace, a, o).dump(), one) << threads << " threads";
+    EXPECT_GE(stages.size(), 10u);  // "analysing", then each analysis as it ends
+    EXPECT_EQ(a.critical_path.size(), 4u);
+  }
+}
+
+TEST(ParallelAnalysis, EveryPieceRunsOnceAndTheFirstErrorReachesTheCaller) {
+  for (int threads : {1, 4}) {
+    std::vector<std::atomic<int>> runs(50);
+    std::vector<std::size_t> done;
+    detail::parallel_for(
+        runs.size(), threads, [&](std::size_t i) { ++runs[i]; }, [&](std::size_t i) { done.push_back(i); });
+    for (const auto& r : runs) EXPECT_EQ(r.load(), 1);
+    EXPECT_EQ(done.size(), runs.size());
+    std::atomic<int> ran{0};
+    try {
+      detail::parallel_for(10, threads, [&](std::size_t i) {
+        ++ran;
+        if (i == 3) throw std::runtime_error("three");
+        if (i == 7) throw std::runtime_error("seven");
+      });
+      ADD_FAILURE() << "no error";
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "three");
+    }
+    EXPECT_EQ(ran.load(), 10);  // the others still ran (each writes its own result)
+  }
+}
+
+}  // namespace
+}  // namespace moetrace::analyzer
