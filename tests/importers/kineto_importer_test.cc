@@ -554,6 +554,23 @@ TEST(KinetoImporter, TheTailHoldsALargeDistributedInfo) {
   EXPECT_EQ(tail->base_time_ns, 1700000000000000000);
 }
 
+// The tail's keys: the last of several is taken, an absent one is left
+// unset, and a key at the very start of the text is found.
+TEST(KinetoImporter, TheTailTakesTheLastOfEachKey) {
+  const auto in = temp_path("tail-keys.json");
+  write_file(in, R"({"baseTimeNanoseconds": 1, "traceEvents": [
+{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 3, "args": {"correlation": 1, "device": 0, "stream": 7}}
+], "baseTimeNanoseconds": 22})");
+  auto tail = importers::kineto::read_tail(in);
+  ASSERT_TRUE(tail.has_value());
+  EXPECT_EQ(tail->base_time_ns, 22);
+  EXPECT_FALSE(tail->rank.has_value());
+  write_file(in, R"({"baseTimeNanoseconds": 333, "traceEvents": []})");
+  tail = importers::kineto::read_tail(in);
+  ASSERT_TRUE(tail.has_value());
+  EXPECT_EQ(tail->base_time_ns, 333);
+}
+
 // Keys named like the members after traceEvents, in the last event's args:
 // the guess from the last bytes is wrong, and the import notices and does
 // the file again, whole.
