@@ -291,7 +291,9 @@ do_device() {
     /usr/local/cuda/bin/nvcc --version 2>&1 | tail -1 || true
     python3 -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)' 2>&1 | tail -1 || true
     [ -f "$bundle/MANIFEST" ] && head -4 "$bundle/MANIFEST"
-    echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+    # The checkout's commit here can lag the one the bundle was built from
+    # (the MANIFEST above names that); with a build here, it is the tree's.
+    echo "checkout $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo ' (modified tree)')"
     echo '```'
     echo
     echo "| stage | result | time |"
