@@ -319,8 +319,12 @@ do_device() {
     cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
     for tool in memcheck racecheck synccheck; do
       local filter=$san_filter
-      # racecheck tracks every shared-memory access: one precision suffices.
+      # synccheck: every variant in one precision. racecheck tracks every
+      # shared-memory access: at P = 4 it got through one variant of ten in
+      # its 200 s on an H200, so it takes P = 2 (the same kernels, every
+      # variant, fewer ranks).
       [ $tool = memcheck ] || filter='EmulatedRanks/EveryVariant.MatchesTheReferenceInBf16/P4'
+      [ $tool != racecheck ] || filter='EmulatedRanks/EveryVariant.MatchesTheReferenceInBf16/P2'
       # (rc kept, not left to errexit: a failing test must not lose the verdict.)
       ( t0=$SECONDS rc=0
         LD_LIBRARY_PATH=$ours_ld timeout $(( $(left) > 200 ? 200 : $(left) )) \
