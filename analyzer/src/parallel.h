@@ -2,7 +2,8 @@
 // (analyses.cc) and the critical paths of its ranks (critical_path.cc). Each
 // piece writes only its own result, so a run on any number of threads gives
 // the same results as one on the calling thread. The first exception (in
-// the pieces' order) is rethrown on the calling thread once all have ended.
+// the pieces' order, then one from `done`) is rethrown on the calling thread
+// once every piece has ended.
 #pragma once
 
 #include <algorithm>
@@ -30,6 +31,7 @@ inline void parallel_for(std::size_t n, int threads, const std::function<void(st
                          const std::function<void(std::size_t)>& done = {}) {
   const auto workers = std::min<std::size_t>(n, static_cast<std::size_t>(worker_count(threads)));
   std::vector<std::exception_ptr> errors(n);
+  std::exception_ptr done_error;  // from `done`, on the calling thread
   if (workers <= 1) {
     for (std::size_t i = 0; i < n; ++i) {
       try {
@@ -37,7 +39,13 @@ inline void parallel_for(std::size_t n, int threads, const std::function<void(st
       } catch (...) {
         errors[i] = std::current_exception();
       }
-      if (done) done(i);
+      if (done && !done_error) {
+        try {
+          done(i);
+        } catch (...) {
+          done_error = std::current_exception();
+        }
+      }
     }
   } else {
     std::atomic<std::size_t> next{0};
@@ -68,14 +76,21 @@ inline void parallel_for(std::size_t n, int threads, const std::function<void(st
         cv.wait(lock, [&] { return ended.size() > reported; });
         batch.assign(ended.begin() + static_cast<std::ptrdiff_t>(reported), ended.end());
       }
-      for (std::size_t i : batch)
-        if (done) done(i);
+      for (std::size_t i : batch) {
+        if (!done || done_error) continue;
+        try {
+          done(i);
+        } catch (...) {
+          done_error = std::current_exception();  // rethrown once the workers have ended
+        }
+      }
       reported += batch.size();
     }
     for (auto& t : pool) t.join();
   }
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
+  if (done_error) std::rethrow_exception(done_error);
 }
 
 }  // namespace moetrace::analyzer::detail

@@ -58,6 +58,14 @@ TEST(ParallelAnalysis, EveryPieceRunsOnceAndTheFirstErrorReachesTheCaller) {
       EXPECT_STREQ(e.what(), "three");
     }
     EXPECT_EQ(ran.load(), 10);  // the others still ran (each writes its own result)
+    // A progress callback that throws: the pieces still all run, and its
+    // error reaches the caller once they have (no worker outlives the call).
+    ran = 0;
+    EXPECT_THROW(detail::parallel_for(
+                     10, threads, [&](std::size_t) { ++ran; },
+                     [&](std::size_t) { throw std::runtime_error("progress"); }),
+                 std::runtime_error);
+    EXPECT_EQ(ran.load(), 10);
   }
 }
 
