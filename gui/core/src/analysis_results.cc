@@ -1,5 +1,7 @@
 #include "moetrace/gui/analysis_results.h"
 
+#include <thread>
+
 #include "moetrace/analyzer/recommend.h"
 
 namespace moetrace::gui {
@@ -14,7 +16,10 @@ AnalysisResults compute_analysis_results(const analyzer::Trace& trace) {
   AnalysisResults r;
   analyzer::Analyses a;
   try {
-    a = analyzer::analyze(trace);
+    // Every core but one: the analyses run while the timeline is drawn and
+    // panned, which must stay smooth.
+    const unsigned cores = std::thread::hardware_concurrency();
+    a = analyzer::analyze(trace, {}, {}, cores > 1 ? static_cast<int>(cores) - 1 : 1);
   } catch (const std::exception& e) {
     r.error = e.what();
     r.recommendations_error = r.error;
