@@ -78,6 +78,7 @@ void ActivityConverter::note_op(const OpLabel& label, std::int64_t launch_start,
 
 void ActivityConverter::note_waits(OpId op, const std::vector<OpId>& waits_for) {
   auto& w = waits_[op.value];
+  w.clear();  // set, not added to: each run of the executor notes them
   for (OpId d : waits_for) w.push_back(d.value);
 }
 

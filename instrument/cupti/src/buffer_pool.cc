@@ -15,14 +15,19 @@ ActivityBufferPool::~ActivityBufferPool() {
   for (std::uint8_t* b : free_) ::operator delete[](b, std::align_val_t(kAlignment));
 }
 
+std::uint8_t* ActivityBufferPool::allocate_locked() {
+  auto* b = static_cast<std::uint8_t*>(::operator new[](buffer_bytes_, std::align_val_t(kAlignment), std::nothrow));
+  if (b != nullptr) ++stats_.allocated;
+  return b;
+}
+
 void ActivityBufferPool::reserve(std::size_t count) {
   std::lock_guard lock(mu_);
   while (stats_.allocated < std::min(count, max_buffers_)) {
-    auto* b = static_cast<std::uint8_t*>(::operator new[](buffer_bytes_, std::align_val_t(kAlignment), std::nothrow));
+    std::uint8_t* b = allocate_locked();
     if (b == nullptr) return;
     std::memset(b, 0, buffer_bytes_);  // the pages are faulted in here, not on the issuing thread
     free_.push_back(b);
-    ++stats_.allocated;
   }
 }
 
@@ -33,12 +38,8 @@ std::uint8_t* ActivityBufferPool::acquire() {
     b = free_.back();
     free_.pop_back();
   } else if (stats_.allocated < max_buffers_) {
-    b = static_cast<std::uint8_t*>(::operator new[](buffer_bytes_, std::align_val_t(kAlignment),
-                                                     std::nothrow));
-    if (b != nullptr) {
-      ++stats_.allocated;
-      ++stats_.allocated_on_demand;
-    }
+    b = allocate_locked();
+    if (b != nullptr) ++stats_.allocated_on_demand;
   }
   if (b == nullptr) {
     ++stats_.refused;

@@ -1140,10 +1140,6 @@ ParsedFile parse(const std::string& path, TraceBuilder& builder, int threads, Ba
 
 namespace {
 
-// Where the value of the last `"key": value` in `text` lies, [start, end):
-// an integer's digits, or an object or array up to its closing bracket
-// (brackets inside strings skipped); npos where the key, its colon or the
-// value's end is missing.
 // The start of the last `needle` in `text`, npos where none: Boyer-Moore-
 // Horspool over the reversed text. (string_view::rfind compares at every
 // position, a memcmp call a byte: over a 1 MiB tail without the key, 10 % of
@@ -1156,6 +1152,10 @@ std::size_t last_occurrence(std::string_view text, std::string_view needle) {
   return static_cast<std::size_t>(last.base() - text.begin());
 }
 
+// Where the value of the last `"key": value` in `text` lies, [start, end):
+// an integer's digits, or an object or array up to its closing bracket
+// (brackets inside strings skipped); npos where the key, its colon or the
+// value's end is missing.
 std::pair<std::size_t, std::size_t> last_member_value(std::string_view text, std::string_view quoted_key) {
   constexpr auto kNone = std::string_view::npos;
   const std::size_t at = last_occurrence(text, quoted_key);

@@ -52,6 +52,10 @@ RunResult Executor::Impl::run(const plan::ModelWeights& weights, const plan::Tra
       collector_->map_stream(streams_[at(st.id)], r);
     }
     collector_->map_device(device_, env_ ? RankId(env_->rank) : RankId(0));
+    // The cross-stream waits are the plan's, fixed for the run: announced
+    // once here, not on the issue path whose host time bounds small ops.
+    for (const plan::Op& op : plan_.ops)
+      if (!waits_.waits[at(op.id)].empty()) collector_->note_waits(op.id, waits_.waits[at(op.id)]);
   }
   const std::size_t counts = static_cast<std::size_t>(plan_.iterations) *
                              static_cast<std::size_t>(std::max(plan_.dims.num_layers, 1)) *
@@ -223,7 +227,6 @@ void Executor::Impl::issue(const IssueStep& step) {
 
 void Executor::Impl::prologue(const plan::Op& op) {
   const cudaStream_t s = stream(op.stream);
-  if (collector_ != nullptr && !waits_.waits[at(op.id)].empty()) collector_->note_waits(op.id, waits_.waits[at(op.id)]);
   for (OpId d : waits_.waits[at(op.id)]) {
     MOETRACE_CUDA_CHECK(cudaStreamWaitEvent(s, done_[at(d)], 0));
     ++waits_issued_;

@@ -47,6 +47,7 @@ class ActivityBufferPool {
   PoolStats stats() const;
 
  private:
+  std::uint8_t* allocate_locked();  // a new buffer counted in `allocated`, or nullptr (mu_ held)
   const std::size_t buffer_bytes_;
   const std::size_t max_buffers_;
   mutable std::mutex mu_;
