@@ -18,12 +18,6 @@ analyzer::ReportFormat parse_report_format(const std::string& f) {
   return analyzer::ReportFormat::kText;
 }
 
-analyzer::Analyses analyze_with_progress(const analyzer::Trace& trace, const analyzer::BreakdownOptions& breakdown,
-                                         int threads) {
-  Progress progress("analyzing " + trace.run.path);
-  return analyzer::analyze(trace, progress.callback(), breakdown, threads);
-}
-
 void add_report_command(CLI::App& app) {
   struct Options {
     MoeArgs moe;
@@ -35,6 +29,7 @@ void add_report_command(CLI::App& app) {
     bool no_recommendations = false;
     std::string cost_model;
     std::string window = "span";
+    bool by_file = false, merged = false;
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
@@ -59,12 +54,21 @@ void add_report_command(CLI::App& app) {
                   "compare with its temporal breakdown and overlap)")
       ->check(CLI::IsMember({"span", "steps", "steps-but-last"}))
       ->capture_default_str();
+  auto* by_file = cmd->add_flag(
+      "--by-file", opt->by_file,
+      "Several rank files: analyse them one at a time, in memory bounded by the files read at once (--threads) "
+      "rather than by the run; the critical path across ranks, the fitted models and the recommendations need "
+      "every rank's events at once and are left out (default where the merged run would take more than half the "
+      "available memory)");
+  cmd->add_flag("--merged", opt->merged,
+                "Several rank files: read them into memory together, whatever their size (default where they fit)")
+      ->excludes(by_file);
   cmd->callback([opt] {
-    const auto trace = load_traces(opt->traces, moe_rules_options(opt->moe));
     analyzer::BreakdownOptions bo;
     bo.rank_window = *analyzer::parse_rank_window(opt->window);
-    auto analyses = analyze_with_progress(trace, bo, opt->traces.threads);
-    if (!opt->no_recommendations) {
+    const auto reading = opt->by_file ? RunReading::kByFile : opt->merged ? RunReading::kMerged : RunReading::kAuto;
+    auto [trace, analyses] = analyze_traces(opt->traces, moe_rules_options(opt->moe), bo, reading);
+    if (!opt->no_recommendations && !(trace.files && trace.files->by_file)) {
       analyzer::RecommendOptions ro;
       apply_cost_model_arg(opt->cost_model, ro);
       Progress progress("recommending " + trace.run.path);

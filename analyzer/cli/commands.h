@@ -12,6 +12,7 @@
 
 #include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/report.h"
+#include "moetrace/analyzer/run_by_file.h"
 #include "moetrace/analyzer/trace.h"
 #include "cost_model_arg.h"
 
@@ -80,6 +81,15 @@ analyzer::Trace load_traces(const std::vector<std::string>& args, analyzer::Load
 inline analyzer::Trace load_traces(const TraceArgs& args, analyzer::LoadOptions options) {
   return load_traces(args.paths, std::move(options), !args.no_align, args.threads);
 }
+// How `report` reads a run of several files: merged into memory, or one
+// file at a time (run_by_file.h); kAuto: one at a time where the merged run
+// would take more than half the memory available.
+enum class RunReading { kAuto, kMerged, kByFile };
+// The traces and their analyses (analyze(), or analyze_run_by_file() where
+// `reading` says so), with progress and the run's warnings on stderr as
+// load_traces prints them.
+analyzer::RunAnalysis analyze_traces(const TraceArgs& args, analyzer::LoadOptions options,
+                                     const analyzer::BreakdownOptions& breakdown, RunReading reading);
 void add_merge_command(CLI::App& app);
 
 // --moe-rules FILE and --no-moe-recognition of the commands that read traces

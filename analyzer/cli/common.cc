@@ -79,6 +79,56 @@ std::vector<std::string> foreign_inputs_imported(const std::vector<std::string>&
   return temporary_traces().import_foreign(paths, options);
 }
 
+namespace {
+
+void print_run_warnings(analyzer::Trace& trace) {
+  if (!temporary_traces().empty()) analyzer::rename_trace_files(trace, input_name);
+  if (trace.files)
+    for (const auto& w : trace.files->warnings()) std::cerr << "moetrace: warning: " << w << "\n";
+}
+
+}  // namespace
+
+analyzer::Analyses analyze_with_progress(const analyzer::Trace& trace, const analyzer::BreakdownOptions& breakdown,
+                                         int threads) {
+  Progress progress("analyzing " + trace.run.path);
+  return analyzer::analyze(trace, progress.callback(), breakdown, threads);
+}
+
+analyzer::RunAnalysis analyze_traces(const TraceArgs& args, analyzer::LoadOptions options,
+                                     const analyzer::BreakdownOptions& breakdown, RunReading reading) {
+  const auto paths = foreign_inputs_imported(analyzer::expand_trace_paths(args.paths));
+  if (paths.size() > 1 && reading == RunReading::kAuto) {
+    const auto need = analyzer::estimated_merged_bytes(paths);
+    const auto available = analyzer::available_memory_bytes();
+    if (available > 0 && need > available / 2) {
+      reading = RunReading::kByFile;
+      std::cerr << fmt::format(
+          "moetrace: {} files would take about {} in memory together, {} is available: analysing them one at a "
+          "time (--merged reads them together)\n",
+          paths.size(), analyzer::format_bytes(need), analyzer::format_bytes(available));
+    }
+  }
+  if (paths.size() < 2 || reading != RunReading::kByFile) {
+    analyzer::RunAnalysis out;
+    out.trace = load_traces(paths, std::move(options), !args.no_align, args.threads);
+    out.analyses = analyze_with_progress(out.trace, breakdown, args.threads);
+    return out;
+  }
+  analyzer::RunLoadOptions ro;
+  ro.load = std::move(options);
+  ro.align = !args.no_align;
+  ro.threads = args.threads;
+  analyzer::RunAnalysis out;
+  {
+    Progress progress(fmt::format("analysing {} files one at a time", paths.size()));
+    ro.progress = progress.callback();
+    out = analyzer::analyze_run_by_file(paths, ro, breakdown);
+  }
+  print_run_warnings(out.trace);
+  return out;
+}
+
 analyzer::Trace load_traces(const std::vector<std::string>& args, analyzer::LoadOptions options, bool align,
                             int threads) {
   const auto paths = foreign_inputs_imported(analyzer::expand_trace_paths(args));
@@ -94,9 +144,7 @@ analyzer::Trace load_traces(const std::vector<std::string>& args, analyzer::Load
     ro.progress = progress.callback();
     trace = analyzer::load_run(paths, ro);
   }
-  if (!temporary_traces().empty()) analyzer::rename_trace_files(trace, input_name);
-  if (trace.files)
-    for (const auto& w : trace.files->warnings()) std::cerr << "moetrace: warning: " << w << "\n";
+  print_run_warnings(trace);
   return trace;
 }
 

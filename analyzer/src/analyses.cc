@@ -1,5 +1,6 @@
 #include "moetrace/analyzer/analyses.h"
 
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -7,11 +8,15 @@
 
 namespace moetrace::analyzer {
 
-Analyses analyze(const Trace& trace,
-                 const std::function<void(std::string_view stage, double fraction)>& progress,
-                 const BreakdownOptions& breakdown, int threads) {
+namespace {
+
+enum class Scope { kWhole, kFilePart };
+
+Analyses run_analyses(const Trace& trace, const std::function<void(std::string_view stage, double fraction)>& progress,
+                      const BreakdownOptions& breakdown, int threads, Scope scope) {
   Analyses a;
-  const bool several_ranks = trace.rank_ids().size() > 1;
+  const bool whole = scope == Scope::kWhole;
+  const bool several_ranks = whole && trace.rank_ids().size() > 1;
   // Longest first (measured on 128 imported PyTorch-profiler ranks: the
   // path across ranks 2.3 s, the ranks' paths 1.6 s, NVTX 0.8 s, the rest
   // 0.2-0.3 s each), so that the last to start are short.
@@ -30,14 +35,18 @@ Analyses analyze(const Trace& trace,
     launch_queue.window = breakdown.rank_window;
     a.launch_queue = analyze_launch_queue(trace, launch_queue);
   });
-  work.emplace_back("fitting models", [&] { a.cost_model = fit_cost_model(trace); });
+  if (whole) work.emplace_back("fitting models", [&] { a.cost_model = fit_cost_model(trace); });
   work.emplace_back("breakdown", [&] {
     a.breakdown = compute_breakdown(trace, breakdown);
-    a.expert_load = analyze_expert_load(trace, a.breakdown);
+    if (whole) a.expert_load = analyze_expert_load(trace, a.breakdown);
   });
   work.emplace_back("memory", [&] { a.memory = analyze_memory(trace); });
-  work.emplace_back("locality", [&] { a.locality = analyze_locality(trace); });
+  if (whole) work.emplace_back("locality", [&] { a.locality = analyze_locality(trace); });
   if (several_ranks) work.emplace_back("collective waits", [&] { a.rank_waits = compute_rank_waits(trace); });
+  if (trace.recognition.ran)
+    work.emplace_back("unclassified kernels", [&] {
+      a.unclassified_kernels = largest_unclassified_kernels(trace, whole ? kUnclassifiedKernelsShown : SIZE_MAX);
+    });
 
   if (progress) progress("analysing", 0.0);
   std::size_t ended = 0;
@@ -48,6 +57,18 @@ Analyses analyze(const Trace& trace,
         if (progress) progress(work[i].first, static_cast<double>(ended) / static_cast<double>(work.size()));
       });
   return a;
+}
+
+}  // namespace
+
+Analyses analyze(const Trace& trace,
+                 const std::function<void(std::string_view stage, double fraction)>& progress,
+                 const BreakdownOptions& breakdown, int threads) {
+  return run_analyses(trace, progress, breakdown, threads, Scope::kWhole);
+}
+
+Analyses analyze_file_part(const Trace& trace, const BreakdownOptions& breakdown, int threads) {
+  return run_analyses(trace, {}, breakdown, threads, Scope::kFilePart);
 }
 
 }  // namespace moetrace::analyzer

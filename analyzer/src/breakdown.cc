@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <string_view>
 #include <tuple>
 
@@ -311,6 +312,80 @@ std::optional<RankWindow> parse_rank_window(std::string_view name) {
   return std::nullopt;
 }
 
+namespace {
+
+// The totals and the per-layer summaries of a breakdown's rows, iteration
+// rows and layer windows.
+void summarize(Breakdown& b) {
+  b.moe_total = {};
+  b.iteration_total = {};
+  b.moe_union_ns = 0;
+  for (const auto& row : b.rows) b.moe_total += row.t;
+  for (const auto& row : b.iterations) {
+    b.iteration_total += row.t;
+    b.moe_union_ns += row.moe_layer_ns;
+  }
+  std::map<std::int32_t, LayerSummary> layers;
+  for (const auto& row : b.rows) {
+    auto& s = layers[row.layer];
+    s.layer = row.layer;
+    s.total += row.t;
+    (is_backward(row.phase) ? s.backward : s.forward) += row.t;
+  }
+  // Windows by layer, in (rank, iteration) order.
+  std::map<std::int32_t, std::vector<const Breakdown::LayerWindow*>> windows;
+  for (const auto& w : b.layer_windows) windows[w.layer].push_back(&w);
+  b.layers.clear();
+  for (auto& [layer, s] : layers) {
+    std::set<std::int32_t> ranks, iters;
+    std::int64_t sum = 0;
+    const auto& m = windows[layer];
+    for (const auto* w : m) {
+      sum += w->ns;
+      ranks.insert(w->rank);
+      iters.insert(w->iteration);
+      if (w->ns > s.max_window_ns) {
+        s.max_window_ns = w->ns;
+        s.slowest_rank = w->rank;
+      }
+    }
+    s.ranks = static_cast<int>(ranks.size());
+    s.iterations = static_cast<int>(iters.size());
+    s.mean_window_ns = m.empty() ? 0 : sum / static_cast<std::int64_t>(m.size());
+    b.layers.push_back(s);
+  }
+}
+
+}  // namespace
+
+Breakdown merge_breakdowns(std::vector<Breakdown> parts) {
+  Breakdown b;
+  if (parts.empty()) return b;
+  b.rank_window = parts.front().rank_window;
+  for (auto& p : parts) {
+    b.has_op_ranges = b.has_op_ranges || p.has_op_ranges;
+    b.rows.insert(b.rows.end(), p.rows.begin(), p.rows.end());
+    b.iterations.insert(b.iterations.end(), p.iterations.begin(), p.iterations.end());
+    b.ranks.insert(b.ranks.end(), p.ranks.begin(), p.ranks.end());
+    b.layer_windows.insert(b.layer_windows.end(), p.layer_windows.begin(), p.layer_windows.end());
+    p = Breakdown();
+  }
+  std::stable_sort(b.rows.begin(), b.rows.end(), [](const LayerRow& x, const LayerRow& y) {
+    return std::tie(x.layer, x.iteration, x.phase, x.rank) < std::tie(y.layer, y.iteration, y.phase, y.rank);
+  });
+  std::stable_sort(b.iterations.begin(), b.iterations.end(), [](const IterationRow& x, const IterationRow& y) {
+    return std::tie(x.iteration, x.rank) < std::tie(y.iteration, y.rank);
+  });
+  std::stable_sort(b.ranks.begin(), b.ranks.end(),
+                   [](const RankSummary& x, const RankSummary& y) { return x.rank < y.rank; });
+  std::stable_sort(b.layer_windows.begin(), b.layer_windows.end(),
+                   [](const Breakdown::LayerWindow& x, const Breakdown::LayerWindow& y) {
+                     return std::tie(x.layer, x.rank, x.iteration) < std::tie(y.layer, y.rank, y.iteration);
+                   });
+  summarize(b);
+  return b;
+}
+
 Breakdown compute_breakdown(const Trace& trace, const BreakdownOptions& options) {
   Breakdown b;
   b.has_op_ranges = !trace.ops.empty();
@@ -374,7 +449,6 @@ Breakdown compute_breakdown(const Trace& trace, const BreakdownOptions& options)
     b.rows.push_back(row);
   }
   overlap_of_rows(trace, oi, row_of, b.rows);
-  for (const auto& row : b.rows) b.moe_total += row.t;
   // Iteration windows partition each rank's time: iteration k's window runs
   // from the first GPU start of its work (never before the previous window's
   // start) to the next iteration's, the last one to its work's end. Work an
@@ -407,42 +481,13 @@ Breakdown compute_breakdown(const Trace& trace, const BreakdownOptions& options)
     IterationRow row{rank, iteration, {},
                      IntervalSet::from(std::move(moe_windows_per_iter[key])).length_within(w)};
     split_time(trace, oi, ops, w.end > w.start ? IntervalSet::from({w}) : IntervalSet{}, rank_sets[rank], row.t);
-    b.iteration_total += row.t;
-    b.moe_union_ns += row.moe_layer_ns;
     b.iterations.push_back(row);
-  }
-
-  // Per-layer summaries.
-  std::map<std::int32_t, LayerSummary> layers;
-  std::map<std::int32_t, std::map<std::pair<std::int32_t, std::int32_t>, std::int64_t>> per_rank_iter;
-  for (const auto& row : b.rows) {
-    auto& s = layers[row.layer];
-    s.layer = row.layer;
-    s.total += row.t;
-    (is_backward(row.phase) ? s.backward : s.forward) += row.t;
   }
   for (const auto& [key, windows] : layer_windows) {
     const auto& [layer, rank, iteration] = key;
-    per_rank_iter[layer][{rank, iteration}] = IntervalSet::from(windows).length();
+    b.layer_windows.push_back({layer, rank, iteration, IntervalSet::from(windows).length()});
   }
-  for (auto& [layer, s] : layers) {
-    const auto& m = per_rank_iter[layer];
-    std::map<std::int32_t, int> ranks, iters;
-    std::int64_t sum = 0;
-    for (const auto& [ri, ns] : m) {
-      sum += ns;
-      ranks[ri.first] = 1;
-      iters[ri.second] = 1;
-      if (ns > s.max_window_ns) {
-        s.max_window_ns = ns;
-        s.slowest_rank = ri.first;
-      }
-    }
-    s.ranks = static_cast<int>(ranks.size());
-    s.iterations = static_cast<int>(iters.size());
-    s.mean_window_ns = m.empty() ? 0 : sum / static_cast<std::int64_t>(m.size());
-    b.layers.push_back(s);
-  }
+  summarize(b);
   return b;
 }
 

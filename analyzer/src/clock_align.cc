@@ -168,7 +168,9 @@ std::vector<CollectiveCall> collective_calls(const Trace& trace) {
         if (r >= 0 && r < a.start_ns) c.ready_ns = r;
       }
       if (!d) {
-        c.key = mix(2, a.name.value);
+        // By the name itself, not its string id: the id is the file's own
+        // (a run's files analysed one by one must pair alike).
+        c.key = mix(2, static_cast<std::int64_t>(std::hash<std::string_view>{}(trace.str(a.name))));
       } else {
         const std::string_view group_name = d->process_group;
         const std::string_view pg = group_name.substr(0, group_name.find(' '));
@@ -267,21 +269,24 @@ Fit fit_rank(const RankCalls& mine, const RankCalls& ref, std::int64_t t0, int s
 }  // namespace
 
 ClockAlignment estimate_clock_alignment(const Trace& trace) {
+  return estimate_clock_alignment(collective_calls(trace), trace.rank_ids(), trace.run.start_ns);
+}
+
+ClockAlignment estimate_clock_alignment(const std::vector<CollectiveCall>& calls, const std::vector<RankId>& ranks,
+                                        std::int64_t run_start_ns) {
   ClockAlignment out;
-  const auto calls = collective_calls(trace);
   std::map<std::int32_t, RankCalls> by_rank;
   for (const auto& c : calls) {
     auto& rc = by_rank[c.rank];
     rc.by_key.emplace(c.key, &c);
     if (c.pairing == Pairing::kOrder) rc.by_order.emplace(std::pair{c.base, c.order}, &c);
   }
-  const auto ranks = trace.rank_ids();
   if (ranks.empty()) return out;
   out.reference_rank = by_rank.empty() ? ranks.front().value : by_rank.begin()->first;
   const auto& ref = by_rank[out.reference_rank];
   out.t0_ns = INT64_MAX;
   for (const auto& [key, c] : ref.by_key) out.t0_ns = std::min(out.t0_ns, c->end_ns);
-  if (ref.by_key.empty()) out.t0_ns = trace.run.start_ns;
+  if (ref.by_key.empty()) out.t0_ns = run_start_ns;
   for (RankId r : ranks) {
     RankClock rc;
     rc.rank = r.value;
@@ -336,44 +341,67 @@ ClockAlignment estimate_clock_alignment(const Trace& trace) {
   return out;
 }
 
+namespace {
+
+// Each usable rank's correction: t = t_ref + a + b (t_ref - t0), so
+// t_ref = t - (a + b (t - t0)) / (1 + b).
+class ClockFix {
+ public:
+  explicit ClockFix(const ClockAlignment& a) : t0_(a.t0_ns) {
+    for (const auto& r : a.ranks)
+      if (r.usable() && (r.offset_ns != 0 || r.drift_ppm != 0))
+        fix_.emplace(r.rank, std::pair{r.offset_ns, r.drift_ppm * 1e-6});
+  }
+  bool empty() const { return fix_.empty(); }
+  const std::pair<double, double>* of(RankId rank) const { return of(rank.value); }
+  const std::pair<double, double>* of(std::int32_t rank) const {
+    const auto it = fix_.find(rank);
+    return it != fix_.end() ? &it->second : nullptr;
+  }
+  void move(const std::pair<double, double>& f, std::int64_t& t) const {
+    const double u = static_cast<double>(t - t0_);
+    t -= std::llround((f.first + f.second * u) / (1 + f.second));
+  }
+  void move_opt(const std::pair<double, double>& f, std::int64_t& t) const {
+    if (t >= 0) move(f, t);
+  }
+
+ private:
+  std::int64_t t0_;
+  std::unordered_map<std::int32_t, std::pair<double, double>> fix_;  // rank -> (offset, drift)
+};
+
+}  // namespace
+
 void apply_clock_alignment(Trace& trace, ClockAlignment& a) {
-  std::unordered_map<std::int32_t, std::pair<double, double>> fix;  // rank -> (offset, drift)
-  for (const auto& r : a.ranks)
-    if (r.usable() && (r.offset_ns != 0 || r.drift_ppm != 0)) fix.emplace(r.rank, std::pair{r.offset_ns, r.drift_ppm * 1e-6});
+  const ClockFix fix(a);
   a.applied = true;
   if (fix.empty()) return;
-  const std::int64_t t0 = a.t0_ns;
-  // t = t_ref + a + b (t_ref - t0)  =>  t_ref = t - (a + b (t - t0)) / (1 + b)
-  auto shift = [&](RankId rank) -> const std::pair<double, double>* {
-    const auto it = fix.find(rank.value);
-    return it != fix.end() ? &it->second : nullptr;
-  };
-  auto move = [t0](const std::pair<double, double>& f, std::int64_t& t) {
-    const double u = static_cast<double>(t - t0);
-    t -= std::llround((f.first + f.second * u) / (1 + f.second));
-  };
-  auto move_opt = [&](const std::pair<double, double>& f, std::int64_t& t) {
-    if (t >= 0) move(f, t);
-  };
   for (auto& x : trace.activities)
-    if (const auto* f = shift(x.rank)) move(*f, x.start_ns), move(*f, x.end_ns);
+    if (const auto* f = fix.of(x.rank)) fix.move(*f, x.start_ns), fix.move(*f, x.end_ns);
   for (auto& x : trace.ops)
-    if (const auto* f = shift(x.rank)) {
-      move(*f, x.start_ns);
-      move(*f, x.end_ns);
-      move_opt(*f, x.launch_start_ns);
-      move_opt(*f, x.launch_end_ns);
+    if (const auto* f = fix.of(x.rank)) {
+      fix.move(*f, x.start_ns);
+      fix.move(*f, x.end_ns);
+      fix.move_opt(*f, x.launch_start_ns);
+      fix.move_opt(*f, x.launch_end_ns);
     }
   for (auto& x : trace.api_calls)
-    if (const auto* f = shift(x.rank)) move(*f, x.start_ns), move(*f, x.end_ns);
+    if (const auto* f = fix.of(x.rank)) fix.move(*f, x.start_ns), fix.move(*f, x.end_ns);
   for (auto& x : trace.nvtx)
-    if (const auto* f = shift(x.rank)) move(*f, x.start_ns), move_opt(*f, x.end_ns);
+    if (const auto* f = fix.of(x.rank)) fix.move(*f, x.start_ns), fix.move_opt(*f, x.end_ns);
   for (auto& x : trace.memory_events)
-    if (const auto* f = shift(x.rank)) move(*f, x.ts_ns);
+    if (const auto* f = fix.of(x.rank)) fix.move(*f, x.ts_ns);
   for (auto& x : trace.buffers)
-    if (const auto* f = shift(x.rank)) move_opt(*f, x.alloc_ns), move_opt(*f, x.free_ns);
+    if (const auto* f = fix.of(x.rank)) fix.move_opt(*f, x.alloc_ns), fix.move_opt(*f, x.free_ns);
   for (auto& x : trace.collectives)
-    if (const auto* f = shift(x.rank)) move(*f, x.start_ns), move(*f, x.end_ns);
+    if (const auto* f = fix.of(x.rank)) fix.move(*f, x.start_ns), fix.move(*f, x.end_ns);
+}
+
+void apply_clock_alignment(std::vector<CollectiveCall>& calls, const ClockAlignment& a) {
+  const ClockFix fix(a);
+  for (auto& c : calls)
+    if (const auto* f = fix.of(c.rank)) fix.move(*f, c.start_ns), fix.move(*f, c.end_ns), fix.move(*f, c.ready_ns);
 }
 
 }  // namespace moetrace::analyzer

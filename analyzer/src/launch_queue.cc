@@ -317,7 +317,7 @@ LaunchQueueAnalysis analyze_launch_queue(const Trace& t, const LaunchQueueOption
         r.delay.push_back(k.launch_delay_ns);
         auto& w = r.stats.worst;
         if (o.worst_launches == 0 || (w.size() == o.worst_launches && !worse(k, w.back()))) return;
-        w.insert(std::upper_bound(w.begin(), w.end(), k, worse), k);
+        w.insert(std::upper_bound(w.begin(), w.end(), k, worse), WorstLaunch{k, {}, 0});
         if (w.size() > o.worst_launches) w.pop_back();
       },
       [&](std::int32_t rank, bool has_call) {
@@ -329,8 +329,35 @@ LaunchQueueAnalysis analyze_launch_queue(const Trace& t, const LaunchQueueOption
     r.stats.cpu_duration_ns = distribution(std::move(r.cpu));
     r.stats.gpu_duration_ns = distribution(std::move(r.gpu));
     r.stats.launch_delay_ns = distribution(std::move(r.delay));
+    for (auto& w : r.stats.worst) {
+      const auto& act = t.activities[w.activity];
+      w.gpu_start_ns = act.start_ns;
+      switch (act.type) {
+        case ActivityType::kMemcpy: w.name = "memcpy"; break;
+        case ActivityType::kMemset: w.name = "memset"; break;
+        case ActivityType::kKernel: w.name = std::string(t.str(act.name)); break;
+      }
+    }
     a.launches.push_back(std::move(r.stats));
   }
+  return a;
+}
+
+LaunchQueueAnalysis merge_launch_queues(std::vector<LaunchQueueAnalysis> parts) {
+  LaunchQueueAnalysis a;
+  if (parts.empty()) return a;
+  a.options = parts.front().options;
+  for (auto& p : parts) {
+    for (auto& x : p.idle) a.idle.push_back(std::move(x));
+    for (auto& x : p.queues) a.queues.push_back(std::move(x));
+    for (auto& x : p.launches) a.launches.push_back(std::move(x));
+    p = LaunchQueueAnalysis();
+  }
+  auto by_stream = [](const auto& x, const auto& y) { return std::tie(x.rank, x.stream) < std::tie(y.rank, y.stream); };
+  std::stable_sort(a.idle.begin(), a.idle.end(), by_stream);
+  std::stable_sort(a.queues.begin(), a.queues.end(), by_stream);
+  std::stable_sort(a.launches.begin(), a.launches.end(),
+                   [](const RankLaunchStats& x, const RankLaunchStats& y) { return x.rank < y.rank; });
   return a;
 }
 

@@ -131,13 +131,30 @@ std::vector<Alloc> collect_allocations(const Trace& trace, std::map<std::int32_t
     // allocation: it counts for bubbles, not again for the timeline.
     allocs.push_back({b.rank.value, start, std::max(start, end), b.bytes, &b, !events});
   }
-  std::sort(allocs.begin(), allocs.end(), [](const Alloc& a, const Alloc& b) {
+  // Stable: each rank's allocations keep their order whatever other ranks
+  // the trace holds (a run's files analysed one by one agree with their union).
+  std::stable_sort(allocs.begin(), allocs.end(), [](const Alloc& a, const Alloc& b) {
     return std::tie(a.rank, a.start, a.end) < std::tie(b.rank, b.start, b.end);
   });
   return allocs;
 }
 
 MemoryClass class_of(const Alloc& a) { return a.buffer ? memory_class(a.buffer->tag) : MemoryClass::kUnattributed; }
+
+// The run's peak (the largest rank's) and byte-time from its ranks, summed
+// rank by rank.
+void combine_ranks(MemoryTimeline& m) {
+  m.peak_bytes = 0;
+  m.peak_rank = -1;
+  m.allocated_bytes_ns = 0;
+  for (const auto& rm : m.ranks) {
+    if (rm.peak_bytes > m.peak_bytes || m.peak_rank < 0) {
+      m.peak_bytes = rm.peak_bytes;
+      m.peak_rank = rm.rank;
+    }
+    m.allocated_bytes_ns += rm.allocated_bytes_ns;
+  }
+}
 
 // The timeline of every rank from its allocations, and the peak: the
 // largest allocated total (frees and allocations at one instant net out
@@ -154,9 +171,7 @@ MemoryTimeline timeline_of(const std::vector<Alloc>& allocs, std::map<std::int32
     alloc_deltas[a.rank].push_back({a.end, -a.bytes});
     class_deltas[a.rank].push_back({a.start, c, a.bytes});
     class_deltas[a.rank].push_back({a.end, c, -a.bytes});
-    const double bytes_ns = static_cast<double>(a.bytes) * static_cast<double>(a.end - a.start);
-    ranks[a.rank].allocated_bytes_ns += bytes_ns;
-    m.allocated_bytes_ns += bytes_ns;
+    ranks[a.rank].allocated_bytes_ns += static_cast<double>(a.bytes) * static_cast<double>(a.end - a.start);
   }
   for (auto& [rank, rm] : ranks) {
     rm.rank = rank;
@@ -178,12 +193,9 @@ MemoryTimeline timeline_of(const std::vector<Alloc>& allocs, std::map<std::int32
         rm.peak_by_class = cur;
       }
     }
-    if (rm.peak_bytes > m.peak_bytes || m.peak_rank < 0) {
-      m.peak_bytes = rm.peak_bytes;
-      m.peak_rank = rank;
-    }
     m.ranks.push_back(std::move(rm));
   }
+  combine_ranks(m);
   return m;
 }
 
@@ -270,12 +282,111 @@ MemoryTimeline memory_timeline(const Trace& trace) {
   return t;
 }
 
+namespace {
+
+// What the ranks' parts add up to (analyze_memory and merge_memory): the
+// peak, the byte-times and tags summed rank by rank, the origin, and
+// mpipemoe Eq. 1-6 per MoE layer next to what the ranks' buffers show.
+void finish(MemoryAnalysis& m, const Trace& trace) {
+  combine_ranks(m);
+  m.origin_ns = run_origin(trace, m);
+  m.memory_bubble_bytes_ns = m.buffer_bytes_ns = 0;
+  std::map<std::string, TagBubbles> tags;
+  std::map<std::int32_t, RankMemory::LayerBuffers> measured;  // by layer: peaks max over ranks, bubbles summed
+  for (const auto& rm : m.ranks) {
+    m.memory_bubble_bytes_ns += rm.memory_bubble_bytes_ns;
+    m.buffer_bytes_ns += rm.buffer_bytes_ns;
+    for (const auto& t : rm.tags) {
+      auto& sum = tags[t.tag];
+      sum.tag = t.tag;
+      sum.memory_class = t.memory_class;
+      sum.buffers += t.buffers;
+      sum.max_bytes = std::max(sum.max_bytes, t.max_bytes);
+      sum.allocated_bytes_ns += t.allocated_bytes_ns;
+      sum.memory_bubble_bytes_ns += t.memory_bubble_bytes_ns;
+    }
+    for (const auto& l : rm.layers) {
+      auto& sum = measured[l.layer];
+      for (std::size_t c = 0; c < sum.peak_bytes.size(); ++c) sum.peak_bytes[c] = std::max(sum.peak_bytes[c], l.peak_bytes[c]);
+      sum.memory_bubble_bytes_ns += l.memory_bubble_bytes_ns;
+    }
+  }
+  m.tags.clear();
+  for (auto& [tag, t] : tags) m.tags.push_back(std::move(t));
+
+  // mpipemoe Eq. 1-6 per MoE layer, next to what the trace shows.
+  m.layers.clear();
+  const int elem_bytes = static_cast<int>(std::max<std::int64_t>(1, trace.config_int("elem_bytes").value_or(2)));
+  const int world = std::max(1, trace.run.world_size);
+  // Routed tokens per layer: (sum over iterations, iterations).
+  std::map<std::int32_t, std::pair<double, int>> routed;
+  {
+    std::map<std::int32_t, std::set<std::int32_t>> iterations;
+    for (const auto& e : trace.expert_load) {
+      routed[e.layer].first += static_cast<double>(e.tokens);
+      iterations[e.layer].insert(e.iteration);
+    }
+    for (auto& [layer, its] : iterations) routed[layer].second = static_cast<int>(its.size());
+  }
+  const int configured = configured_pipeline_degree(trace);
+  for (const auto& l : trace.layers) {
+    // B: tokens a device processes per iteration. Measured where the trace
+    // has expert load (routed tokens, top-k included, over the devices);
+    // else the layers table's tokens per rank times top_k.
+    double routed_per_device = 0;
+    if (auto it = routed.find(l.layer); it != routed.end() && it->second.second > 0)
+      routed_per_device = it->second.first / static_cast<double>(it->second.second) / world;
+    if (l.kind != "moe" || l.model_dim <= 0 || l.hidden_dim <= 0 || l.num_experts <= 0 ||
+        (l.tokens <= 0 && routed_per_device <= 0))
+      continue;
+    LayerMemoryModel lm;
+    lm.layer = l.layer;
+    lm.experts = l.num_experts;
+    lm.experts_per_rank = std::max(1.0, static_cast<double>(l.num_experts) / world);
+    lm.model_dim = l.model_dim;
+    lm.hidden_dim = l.hidden_dim;
+    lm.tokens = routed_per_device > 0 ? static_cast<std::int64_t>(std::llround(routed_per_device))
+                                      : l.tokens * std::max(1, l.top_k);
+    lm.partitions = configured;
+    if (lm.partitions <= 0) {  // pipeline_degree()'s count of chunks, over every rank's ops
+      std::int32_t max_chunk = -1;
+      for (const auto& [layer, chunk] : m.layer_chunks)
+        if (layer == l.layer) max_chunk = std::max(max_chunk, chunk);
+      lm.partitions = std::max(1, max_chunk + 1);
+    }
+    lm.elem_bytes = elem_bytes;
+    MpipemoeShape shape;
+    shape.tokens = static_cast<double>(lm.tokens);
+    shape.model_dim = static_cast<double>(lm.model_dim);
+    shape.hidden = static_cast<double>(lm.hidden_dim);
+    shape.experts = static_cast<double>(lm.experts);
+    shape.experts_per_device = lm.experts_per_rank;
+    shape.partitions = lm.partitions;
+    shape.elem_bytes = elem_bytes;
+    const auto eq = mpipemoe_memory(shape);
+    lm.model_states_bytes = static_cast<std::int64_t>(eq.model_states);
+    lm.activations_bytes = static_cast<std::int64_t>(eq.activations);
+    lm.temporary_buffers_bytes = static_cast<std::int64_t>(eq.temporary_buffers);
+    lm.pipelined_buffers_bytes = static_cast<std::int64_t>(eq.buffers);
+    lm.reuse_saving_bytes = static_cast<std::int64_t>(eq.saving);
+    lm.saving_ratio = eq.saving_ratio;
+    lm.layer_bytes_without_reuse = static_cast<std::int64_t>(eq.layer_bytes(false));
+    lm.layer_bytes_with_reuse = static_cast<std::int64_t>(eq.layer_bytes(true));
+    if (auto it = measured.find(l.layer); it != measured.end()) {
+      lm.measured_peak_bytes = it->second.peak_bytes;
+      lm.memory_bubble_bytes_ns = it->second.memory_bubble_bytes_ns;
+    }
+    m.layers.push_back(lm);
+  }
+}
+
+}  // namespace
+
 MemoryAnalysis analyze_memory(const Trace& trace) {
   MemoryAnalysis m;
   std::map<std::int32_t, RankMemory> rank_info;
   const auto allocs = collect_allocations(trace, rank_info);
   static_cast<MemoryTimeline&>(m) = timeline_of(allocs, std::move(rank_info));
-  m.origin_ns = run_origin(trace, m);
   std::map<std::int32_t, RankMemory*> ranks;
   for (auto& rm : m.ranks) ranks[rm.rank] = &rm;
 
@@ -289,17 +400,18 @@ MemoryAnalysis analyze_memory(const Trace& trace) {
   m.has_buffer_usage = !trace.op_buffers.empty() &&
                        std::any_of(allocs.begin(), allocs.end(), [](const Alloc& a) { return a.buffer; });
 
-  std::map<std::string, TagBubbles> tags;
-  std::map<std::int32_t, double> layer_bubbles;
+  // Per rank: tags and layers (by name, by layer).
+  std::map<std::int32_t, std::map<std::string, TagBubbles>> tags;
+  std::map<std::int32_t, std::map<std::int32_t, double>> layer_bubbles;
   std::map<std::int32_t, std::vector<std::pair<std::int64_t, std::int64_t>>> idle_deltas;
-  // Per (layer, class, rank): the layer's buffers of a class, for the model's measured peaks.
-  std::map<std::tuple<std::int32_t, int, std::int32_t>, std::vector<std::pair<std::int64_t, std::int64_t>>>
+  // Per (rank, layer, class): the layer's buffers of a class, for the model's measured peaks.
+  std::map<std::tuple<std::int32_t, std::int32_t, int>, std::vector<std::pair<std::int64_t, std::int64_t>>>
       layer_class_deltas;
   for (const auto& a : allocs) {
     if (!a.buffer) continue;
     const auto cls = class_of(a);
     if (a.buffer->layer >= 0) {
-      auto& d = layer_class_deltas[{a.buffer->layer, static_cast<int>(cls), a.rank}];
+      auto& d = layer_class_deltas[{a.rank, a.buffer->layer, static_cast<int>(cls)}];
       d.push_back({a.start, a.bytes});
       d.push_back({a.end, -a.bytes});
     }
@@ -334,7 +446,7 @@ MemoryAnalysis analyze_memory(const Trace& trace) {
     }
     const double allocated_bytes_ns = static_cast<double>(a.bytes) * static_cast<double>(a.end - a.start);
     const double bubble = use.memory_bubble_bytes_ns();
-    auto& t = tags[use.tag];
+    auto& t = tags[a.rank][use.tag];
     t.tag = use.tag;
     t.memory_class = cls;
     ++t.buffers;
@@ -344,79 +456,62 @@ MemoryAnalysis analyze_memory(const Trace& trace) {
     auto& rm = *ranks[a.rank];
     rm.memory_bubble_bytes_ns += bubble;
     rm.buffer_bytes_ns += allocated_bytes_ns;
-    m.memory_bubble_bytes_ns += bubble;
-    m.buffer_bytes_ns += allocated_bytes_ns;
-    if (use.layer >= 0) layer_bubbles[use.layer] += bubble;
+    if (use.layer >= 0) layer_bubbles[a.rank][use.layer] += bubble;
     m.buffers.push_back(std::move(use));
   }
-  for (auto& rm : m.ranks) rm.idle = steps(std::move(idle_deltas[rm.rank]));
-  for (auto& [tag, t] : tags) m.tags.push_back(std::move(t));
-  std::sort(m.bubbles.begin(), m.bubbles.end(), [](const MemoryBubble& a, const MemoryBubble& b) {
+  for (auto& rm : m.ranks) {
+    rm.idle = steps(std::move(idle_deltas[rm.rank]));
+    for (auto& [tag, t] : tags[rm.rank]) rm.tags.push_back(std::move(t));
+    std::map<std::int32_t, RankMemory::LayerBuffers> layers;
+    for (const auto& [layer, bubble] : layer_bubbles[rm.rank]) {
+      layers[layer].layer = layer;
+      layers[layer].memory_bubble_bytes_ns = bubble;
+    }
+    for (auto it = layer_class_deltas.lower_bound({rm.rank, INT32_MIN, 0});
+         it != layer_class_deltas.end() && std::get<0>(it->first) == rm.rank; ++it) {
+      const auto& [rank, layer, c] = it->first;
+      std::int64_t peak = 0;
+      for (const auto& p : steps(it->second)) peak = std::max(peak, p.bytes);
+      auto& l = layers[layer];
+      l.layer = layer;
+      l.peak_bytes[static_cast<std::size_t>(c)] = peak;
+    }
+    for (auto& [layer, l] : layers) rm.layers.push_back(l);
+  }
+  // Stable, as the allocations' order (their ranks' own).
+  std::stable_sort(m.bubbles.begin(), m.bubbles.end(), [](const MemoryBubble& a, const MemoryBubble& b) {
     return std::tie(a.rank, a.start_ns, a.end_ns) < std::tie(b.rank, b.start_ns, b.end_ns);
   });
-
-  // mpipemoe Eq. 1-6 per MoE layer, next to what the trace shows.
-  const int elem_bytes = static_cast<int>(std::max<std::int64_t>(1, trace.config_int("elem_bytes").value_or(2)));
-  const int world = std::max(1, trace.run.world_size);
-  // Routed tokens per layer: (sum over iterations, iterations).
-  std::map<std::int32_t, std::pair<double, int>> routed;
   {
-    std::map<std::int32_t, std::set<std::int32_t>> iterations;
-    for (const auto& e : trace.expert_load) {
-      routed[e.layer].first += static_cast<double>(e.tokens);
-      iterations[e.layer].insert(e.iteration);
-    }
-    for (auto& [layer, its] : iterations) routed[layer].second = static_cast<int>(its.size());
+    std::map<std::int32_t, std::int32_t> chunks;
+    for (const auto& op : trace.ops)
+      if (op.layer >= 0) chunks[op.layer] = std::max(chunks.count(op.layer) ? chunks[op.layer] : -1, op.chunk);
+    m.layer_chunks.assign(chunks.begin(), chunks.end());
   }
-  for (const auto& l : trace.layers) {
-    // B: tokens a device processes per iteration. Measured where the trace
-    // has expert load (routed tokens, top-k included, over the devices);
-    // else the layers table's tokens per rank times top_k.
-    double routed_per_device = 0;
-    if (auto it = routed.find(l.layer); it != routed.end() && it->second.second > 0)
-      routed_per_device = it->second.first / static_cast<double>(it->second.second) / world;
-    if (l.kind != "moe" || l.model_dim <= 0 || l.hidden_dim <= 0 || l.num_experts <= 0 ||
-        (l.tokens <= 0 && routed_per_device <= 0))
-      continue;
-    LayerMemoryModel lm;
-    lm.layer = l.layer;
-    lm.experts = l.num_experts;
-    lm.experts_per_rank = std::max(1.0, static_cast<double>(l.num_experts) / world);
-    lm.model_dim = l.model_dim;
-    lm.hidden_dim = l.hidden_dim;
-    lm.tokens = routed_per_device > 0 ? static_cast<std::int64_t>(std::llround(routed_per_device))
-                                      : l.tokens * std::max(1, l.top_k);
-    lm.partitions = pipeline_degree(trace, l.layer);
-    lm.elem_bytes = elem_bytes;
-    MpipemoeShape shape;
-    shape.tokens = static_cast<double>(lm.tokens);
-    shape.model_dim = static_cast<double>(lm.model_dim);
-    shape.hidden = static_cast<double>(lm.hidden_dim);
-    shape.experts = static_cast<double>(lm.experts);
-    shape.experts_per_device = lm.experts_per_rank;
-    shape.partitions = lm.partitions;
-    shape.elem_bytes = elem_bytes;
-    const auto eq = mpipemoe_memory(shape);
-    lm.model_states_bytes = static_cast<std::int64_t>(eq.model_states);
-    lm.activations_bytes = static_cast<std::int64_t>(eq.activations);
-    lm.temporary_buffers_bytes = static_cast<std::int64_t>(eq.temporary_buffers);
-    lm.pipelined_buffers_bytes = static_cast<std::int64_t>(eq.buffers);
-    lm.reuse_saving_bytes = static_cast<std::int64_t>(eq.saving);
-    lm.saving_ratio = eq.saving_ratio;
-    lm.layer_bytes_without_reuse = static_cast<std::int64_t>(eq.layer_bytes(false));
-    lm.layer_bytes_with_reuse = static_cast<std::int64_t>(eq.layer_bytes(true));
-    for (int c = 0; c < kNumMemoryClasses; ++c)
-      for (const auto& rm : m.ranks) {
-        auto it = layer_class_deltas.find({l.layer, c, rm.rank});
-        if (it == layer_class_deltas.end()) continue;
-        std::int64_t peak = 0;
-        for (const auto& p : steps(it->second)) peak = std::max(peak, p.bytes);
-        auto& slot = lm.measured_peak_bytes[static_cast<std::size_t>(c)];
-        slot = std::max(slot, peak);
-      }
-    lm.memory_bubble_bytes_ns = layer_bubbles[l.layer];
-    m.layers.push_back(lm);
+  finish(m, trace);
+  return m;
+}
+
+MemoryAnalysis merge_memory(std::vector<MemoryAnalysis> parts, const Trace& run) {
+  MemoryAnalysis m;
+  std::map<std::int32_t, std::int32_t> chunks;
+  for (auto& p : parts) {
+    m.has_allocations = m.has_allocations || p.has_allocations;
+    m.has_buffer_usage = m.has_buffer_usage || p.has_buffer_usage;
+    for (auto& r : p.ranks) m.ranks.push_back(std::move(r));
+    for (auto& b : p.buffers) m.buffers.push_back(std::move(b));
+    for (auto& b : p.bubbles) m.bubbles.push_back(std::move(b));
+    for (const auto& [layer, chunk] : p.layer_chunks)
+      chunks[layer] = std::max(chunks.count(layer) ? chunks[layer] : -1, chunk);
+    p = MemoryAnalysis();
   }
+  std::stable_sort(m.ranks.begin(), m.ranks.end(), [](const RankMemory& a, const RankMemory& b) { return a.rank < b.rank; });
+  std::stable_sort(m.buffers.begin(), m.buffers.end(), [](const BufferUse& a, const BufferUse& b) { return a.rank < b.rank; });
+  std::stable_sort(m.bubbles.begin(), m.bubbles.end(), [](const MemoryBubble& a, const MemoryBubble& b) {
+    return std::tie(a.rank, a.start_ns, a.end_ns) < std::tie(b.rank, b.start_ns, b.end_ns);
+  });
+  m.layer_chunks.assign(chunks.begin(), chunks.end());
+  finish(m, run);
   return m;
 }
 

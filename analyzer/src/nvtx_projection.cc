@@ -79,6 +79,17 @@ NvtxGpuProjection project_nvtx_range(const Trace& trace, const NvtxRange& range)
   return p;
 }
 
+namespace {
+
+// Most GPU time first, then most host time, then by name: a total order.
+void sort_names(std::vector<NvtxNameSummary>& names) {
+  std::sort(names.begin(), names.end(), [](const NvtxNameSummary& a, const NvtxNameSummary& b) {
+    return std::tie(b.gpu_busy_ns, b.host_ns, a.domain, a.name) < std::tie(a.gpu_busy_ns, a.host_ns, b.domain, b.name);
+  });
+}
+
+}  // namespace
+
 NvtxAnalysis analyze_nvtx(const Trace& trace) {
   NvtxAnalysis out;
   const bool any = std::any_of(trace.nvtx.begin(), trace.nvtx.end(),
@@ -102,9 +113,31 @@ NvtxAnalysis analyze_nvtx(const Trace& trace) {
     s.gpu_busy_ns += p.gpu_busy_ns;
   }
   for (auto& [key, s] : by_name) out.names.push_back(std::move(s));
-  std::sort(out.names.begin(), out.names.end(), [](const NvtxNameSummary& a, const NvtxNameSummary& b) {
-    return std::tie(b.gpu_busy_ns, b.host_ns, a.domain, a.name) < std::tie(a.gpu_busy_ns, a.host_ns, b.domain, b.name);
-  });
+  sort_names(out.names);
+  return out;
+}
+
+NvtxAnalysis merge_nvtx(std::vector<NvtxAnalysis> parts) {
+  NvtxAnalysis out;
+  std::map<std::pair<std::string, std::string>, NvtxNameSummary> by_name;
+  for (auto& p : parts) {
+    out.ranges += p.ranges;
+    out.ranges_with_gpu += p.ranges_with_gpu;
+    for (auto& n : p.names) {
+      auto& s = by_name[{n.domain, n.name}];
+      if (s.ranges == 0) {
+        s.domain = std::move(n.domain);
+        s.name = std::move(n.name);
+      }
+      s.ranges += n.ranges;
+      s.host_ns += n.host_ns;
+      s.activities += n.activities;
+      s.gpu_busy_ns += n.gpu_busy_ns;
+    }
+    p = NvtxAnalysis();
+  }
+  for (auto& [key, s] : by_name) out.names.push_back(std::move(s));
+  sort_names(out.names);
   return out;
 }
 

@@ -22,9 +22,10 @@ std::vector<RankWait> sorted(const std::map<std::int32_t, RankWait>& m) {
 
 }  // namespace
 
-RankWaitAnalysis compute_rank_waits(const Trace& trace) {
+RankWaitAnalysis compute_rank_waits(const Trace& trace) { return compute_rank_waits(collective_calls(trace)); }
+
+RankWaitAnalysis compute_rank_waits(const std::vector<CollectiveCall>& calls) {
   RankWaitAnalysis out;
-  const auto calls = collective_calls(trace);
   std::map<std::int32_t, std::map<std::int32_t, RankWait>> by_layer;
   std::map<std::int32_t, std::int64_t> layer_instances;
   std::map<std::int32_t, RankWait> total;

@@ -89,6 +89,8 @@ Section critical_path_section(const Analyses& a, const ReportOptions& o) {
              "synchronisations that waited for them (critical_path.h). Waiting in a synchronisation and time "
              "between top-level ops count zero; each rank's path stays on its rank") +
          (a.critical_path_across_ranks ? " (the path across ranks follows)." : "."));
+  if (!a.critical_path_across_ranks && !a.not_computed_reason.empty())
+    s.para("The path across ranks is not computed: " + a.not_computed_reason + ".");
   const auto [picked, note] = ranks_to_list(
       paths, o.per_rank, "path length", [](const auto& r) { return r.length_ns; },
       [](const auto& r) { return format_duration(r.length_ns); });

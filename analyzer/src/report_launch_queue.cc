@@ -23,15 +23,6 @@ std::string stream_label(std::int32_t id, std::int64_t native) {
   return native >= 0 ? std::to_string(native) : fmt::format("#{}", id);
 }
 
-std::string_view activity_name(const Trace& t, const Activity& a) {
-  switch (a.type) {
-    case ActivityType::kMemcpy: return "memcpy";
-    case ActivityType::kMemset: return "memset";
-    case ActivityType::kKernel: break;
-  }
-  return t.str(a.name);
-}
-
 }  // namespace
 
 namespace report_detail {
@@ -177,7 +168,7 @@ Section launch_queue_section(const Analyses& a, const ReportOptions& o) {
 
 }  // namespace report_detail
 
-nlohmann::json launch_queue_json(const Trace& trace, const LaunchQueueAnalysis& L, const ReportOptions& options) {
+nlohmann::json launch_queue_json(const LaunchQueueAnalysis& L, const ReportOptions& options) {
   const auto& opt = L.options;
   nlohmann::json rows = nlohmann::json::array(), streams = nlohmann::json::array();
   for (const auto& r : L.idle) {
@@ -227,10 +218,9 @@ nlohmann::json launch_queue_json(const Trace& trace, const LaunchQueueAnalysis& 
   for (const auto& r : L.launches) {
     nlohmann::json worst = nlohmann::json::array();
     for (const auto& k : r.worst) {
-      const auto& act = trace.activities[k.activity];
       worst.push_back({{"correlation_id", k.correlation_id},
-                       {"name", std::string(activity_name(trace, act))},
-                       {"gpu_start_ns", act.start_ns},
+                       {"name", k.name},
+                       {"gpu_start_ns", k.gpu_start_ns},
                        {"cpu_duration_ns", k.cpu_duration_ns},
                        {"gpu_duration_ns", k.gpu_duration_ns},
                        {"launch_delay_ns", k.launch_delay_ns},

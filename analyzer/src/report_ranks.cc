@@ -146,6 +146,7 @@ nlohmann::json rank_files_json(const RunFiles& f) {
           {"world_size", f.world_size},
           {"missing_ranks", f.missing_ranks},
           {"duplicate_ranks", f.duplicate_ranks},
+          {"by_file", f.by_file},
           {"clock_alignment",
            {{"reference_rank", f.clocks.reference_rank},
             {"t0_ns", f.clocks.t0_ns},

@@ -72,7 +72,7 @@ std::vector<std::string> recognition_unlocks(const Trace& trace) {
 
 namespace report_detail {
 
-Section recognition_section(const Trace& trace) {
+Section recognition_section(const Trace& trace, const Analyses& a) {
   Section s{"recognition", "MoE semantics of a trace from another tool", {}};
   const auto& r = trace.recognition;
   if (!r.moe && !r.iterations_marked) {
@@ -128,7 +128,7 @@ Section recognition_section(const Trace& trace) {
     }
     if (!trace.expert_load_origin.empty()) derived.push_back("load from " + trace.expert_load_origin);
     s.para(fmt::format("Derived: {}.", fmt::join(derived, "; ")));
-    for (const auto& a : r.ambiguities) s.para("Ambiguous: " + a + ".");
+    for (const auto& what : r.ambiguities) s.para("Ambiguous: " + what + ".");
     if (!r.rules_used.empty()) {
       Table t{{"rule", "matches"}, {}};
       for (const auto& [rule, count] : r.rules_used) t.rows.push_back({rule, std::to_string(count)});
@@ -141,7 +141,7 @@ Section recognition_section(const Trace& trace) {
   if (r.annotations_malformed > 0)
     s.para(fmt::format("{} malformed moetrace annotations were ignored; the first: {}.", r.annotations_malformed,
                        r.first_malformed));
-  const auto unclassified = largest_unclassified_kernels(trace, 10);
+  const auto& unclassified = a.unclassified_kernels;
   if (!unclassified.empty()) {
     Table t{{"kernel", "count", "GPU time"}, {}};
     for (const auto& k : unclassified)
@@ -154,13 +154,13 @@ Section recognition_section(const Trace& trace) {
   return s;
 }
 
-nlohmann::json recognition_json(const Trace& trace) {
+nlohmann::json recognition_json(const Trace& trace, const Analyses& a) {
   const auto& r = trace.recognition;
   nlohmann::json rules = nlohmann::json::object();
   for (const auto& [rule, count] : r.rules_used) rules[rule] = count;
   nlohmann::json unclassified = nlohmann::json::array();
   if (r.ran)
-    for (const auto& k : largest_unclassified_kernels(trace, 10))
+    for (const auto& k : a.unclassified_kernels)
       unclassified.push_back({{"name", k.name}, {"count", k.count}, {"gpu_ns", k.gpu_ns}});
   return {{"ran", r.ran},
           {"moe", r.moe},

@@ -28,7 +28,8 @@ std::vector<std::string> breakdown_summary(const Breakdown& b);
 // The breakdown as tables (Markdown and HTML; the text report keeps its
 // fixed-width layout).
 Section breakdown_section(const Breakdown& b, const ReportOptions& options);
-Section fitted_models_section(const CostModel& m);
+// `not_computed_reason`: Analyses::not_computed_reason.
+Section fitted_models_section(const CostModel& m, const std::string& not_computed_reason = {});
 Section recommendations_section(const Analyses& a);
 // projection, nvtx, launch_queue, memory, expert_load, locality, fitted_models,
 // recommendations.
@@ -46,8 +47,9 @@ Section launch_queue_section(const Analyses& a, const ReportOptions& options);
 Section critical_path_section(const Analyses& a, const ReportOptions& options);
 
 // MoE recognition of a trace from another tool (report_recognition.cc).
-Section recognition_section(const Trace& trace);
-nlohmann::json recognition_json(const Trace& trace);
+// The kernels no rule classifies: Analyses::unclassified_kernels.
+Section recognition_section(const Trace& trace, const Analyses& a);
+nlohmann::json recognition_json(const Trace& trace, const Analyses& a);
 
 void render_text(std::ostream& out, const Section& s);
 void render_markdown(std::ostream& out, const Section& s);

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "moetrace/schema/error.h"
+#include "run_loader_internal.h"
 
 namespace moetrace::analyzer {
 namespace {
@@ -206,6 +207,12 @@ std::string describe_paths(const std::vector<std::string>& paths) {
 std::vector<std::string> RunFiles::warnings() const {
   std::vector<std::string> w;
   for (const auto& [path, why] : left_out) w.push_back(why + "; left out, the other files are analysed");
+  if (by_file)
+    w.push_back(fmt::format(
+        "the {} files were analysed one at a time, in bounded memory: the critical path across ranks, the fitted "
+        "models and the recommendations need every rank's events at once and are not computed (--merged reads "
+        "them together)",
+        files.size()));
   if (!missing_ranks.empty())
     w.push_back(fmt::format("rank{} {} of {} missing: no file given holds {}", missing_ranks.size() == 1 ? "" : "s",
                             rank_ranges(missing_ranks), world_size, missing_ranks.size() == 1 ? "it" : "them"));
@@ -234,40 +241,37 @@ std::vector<std::string> RunFiles::warnings() const {
   return w;
 }
 
-Trace load_run(const std::vector<std::string>& paths, const RunLoadOptions& options) {
-  if (paths.empty()) throw Error("no trace file given");
-  if (paths.size() == 1) {
-    LoadOptions lo = options.load;
-    if (!lo.progress && options.progress) lo.progress = options.progress;
-    return load_trace(paths.front(), lo);
-  }
-  auto loaded = load_parallel(paths, options);
-  auto files = std::make_shared<RunFiles>();
-  files->align_requested = options.align;
+namespace detail {
+
+RunParts assemble_run(const std::vector<std::string>& paths, std::vector<std::optional<Trace>>& loaded,
+                      const std::vector<std::string>& errors, bool align) {
+  RunParts out;
+  auto& files = out.files = std::make_shared<RunFiles>();
+  files->align_requested = align;
   // Which run: the one most files belong to (ties: the first file's).
   std::vector<std::size_t> ok;
   for (std::size_t i = 0; i < loaded.size(); ++i) {
-    if (loaded[i].trace) ok.push_back(i);
-    else files->left_out.emplace_back(paths[i], loaded[i].error);
+    if (loaded[i]) ok.push_back(i);
+    else files->left_out.emplace_back(paths[i], errors[i]);
   }
-  if (ok.empty()) throw Error(loaded.front().error);
+  if (ok.empty()) throw Error(errors.front());
   std::size_t run = ok.front(), best = 0;
   for (auto i : ok) {
     std::size_t n = 0;
-    for (auto j : ok) n += other_run(loaded[i].trace->run, loaded[j].trace->run).empty() ? 1 : 0;
+    for (auto j : ok) n += other_run(loaded[i]->run, loaded[j]->run).empty() ? 1 : 0;
     if (n > best) best = n, run = i;
   }
   for (auto i : ok)
-    if (auto why = other_run(loaded[run].trace->run, loaded[i].trace->run); !why.empty())
+    if (auto why = other_run(loaded[run]->run, loaded[i]->run); !why.empty())
       throw Error(fmt::format("{}: a rank of another run ({} as in {}); give the files of one run", paths[i], why,
                               paths[run]));
   // Ranks: a rank held by an earlier file leaves the later file out.
   std::map<std::int32_t, std::size_t> owner;
-  std::vector<Trace> parts;
-  std::vector<std::pair<std::int32_t, std::size_t>> order;  // (first rank, part)
+  std::vector<std::pair<std::int32_t, std::size_t>> order;  // (first rank, index into loaded)
+  std::vector<RunFiles::File> kept;
   std::set<std::int32_t> duplicates;
   for (auto i : ok) {
-    const auto ranks = loaded[i].trace->rank_ids();
+    const auto ranks = loaded[i]->rank_ids();
     std::vector<std::int32_t> clash;
     for (RankId r : ranks)
       if (auto it = owner.find(r.value); it != owner.end()) clash.push_back(r.value);
@@ -276,7 +280,7 @@ Trace load_run(const std::vector<std::string>& paths, const RunLoadOptions& opti
       files->left_out.emplace_back(
           paths[i], fmt::format("{}: holds rank{} {}, which {} holds too", paths[i], clash.size() == 1 ? "" : "s",
                                 rank_ranges(clash), paths[owner[clash.front()]]));
-      loaded[i].trace.reset();
+      loaded[i].reset();
       continue;
     }
     RunFiles::File f{paths[i], {}};
@@ -284,34 +288,65 @@ Trace load_run(const std::vector<std::string>& paths, const RunLoadOptions& opti
       owner[r.value] = i;
       f.ranks.push_back(r.value);
     }
-    order.emplace_back(f.ranks.empty() ? INT32_MAX : f.ranks.front(), parts.size());
-    files->files.push_back(std::move(f));
-    parts.push_back(std::move(*loaded[i].trace));
-    loaded[i].trace.reset();
+    order.emplace_back(f.ranks.empty() ? INT32_MAX : f.ranks.front(), kept.size());
+    kept.push_back(std::move(f));
+    out.loaded_index.push_back(i);
   }
   std::stable_sort(order.begin(), order.end());
-  std::vector<Trace> sorted;
-  std::vector<RunFiles::File> sorted_files;
-  for (auto [rank, i] : order) {
-    sorted.push_back(std::move(parts[i]));
-    sorted_files.push_back(std::move(files->files[i]));
+  std::vector<std::size_t> index;
+  for (auto [rank, k] : order) {
+    files->files.push_back(std::move(kept[k]));
+    index.push_back(out.loaded_index[k]);
   }
-  files->files = std::move(sorted_files);
+  out.loaded_index = std::move(index);
+  for (auto i : out.loaded_index) {
+    out.parts.push_back(std::move(*loaded[i]));
+    loaded[i].reset();
+  }
   files->duplicate_ranks.assign(duplicates.begin(), duplicates.end());
-  if (options.progress) options.progress("merging", 0.9);
-  Trace trace = merge_traces(std::move(sorted));
+  out.highest_rank = owner.empty() ? -1 : owner.rbegin()->first;
+  for (const auto& [rank, i] : owner) out.ranks.push_back(rank);
+  return out;
+}
+
+void finish_run(Trace& trace, RunParts& parts) {
+  auto& files = *parts.files;
   int world = trace.run.world_size;
-  if (!owner.empty()) world = std::max(world, owner.rbegin()->first + 1);
-  trace.run.world_size = files->world_size = world;
+  if (parts.highest_rank >= 0) world = std::max(world, parts.highest_rank + 1);
+  trace.run.world_size = files.world_size = world;
+  std::set<std::int32_t> held(parts.ranks.begin(), parts.ranks.end());
   for (std::int32_t r = 0; r < world; ++r)
-    if (owner.count(r) == 0) files->missing_ranks.push_back(r);
-  if (options.progress) options.progress("aligning clocks", 0.95);
-  files->clocks = estimate_clock_alignment(trace);
-  if (options.align) apply_clock_alignment(trace, files->clocks);
+    if (held.count(r) == 0) files.missing_ranks.push_back(r);
   std::vector<std::string> analysed;
-  for (const auto& f : files->files) analysed.push_back(f.path);
+  for (const auto& f : files.files) analysed.push_back(f.path);
   trace.run.path = describe_paths(analysed);
-  trace.files = std::move(files);
+}
+
+}  // namespace detail
+
+Trace load_run(const std::vector<std::string>& paths, const RunLoadOptions& options) {
+  if (paths.empty()) throw Error("no trace file given");
+  if (paths.size() == 1) {
+    LoadOptions lo = options.load;
+    if (!lo.progress && options.progress) lo.progress = options.progress;
+    return load_trace(paths.front(), lo);
+  }
+  auto loaded = load_parallel(paths, options);
+  std::vector<std::optional<Trace>> traces(loaded.size());
+  std::vector<std::string> errors(loaded.size());
+  for (std::size_t i = 0; i < loaded.size(); ++i) {
+    traces[i] = std::move(loaded[i].trace);
+    errors[i] = std::move(loaded[i].error);
+  }
+  loaded.clear();
+  auto parts = detail::assemble_run(paths, traces, errors, options.align);
+  if (options.progress) options.progress("merging", 0.9);
+  Trace trace = merge_traces(std::move(parts.parts));
+  detail::finish_run(trace, parts);
+  if (options.progress) options.progress("aligning clocks", 0.95);
+  parts.files->clocks = estimate_clock_alignment(trace);
+  if (options.align) apply_clock_alignment(trace, parts.files->clocks);
+  trace.files = std::move(parts.files);
   if (options.progress) options.progress("done", 1.0);
   return trace;
 }

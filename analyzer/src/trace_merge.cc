@@ -8,6 +8,7 @@
 
 #include "moetrace/analyzer/run_loader.h"
 #include "moetrace/schema/error.h"
+#include "run_loader_internal.h"
 
 namespace moetrace::analyzer {
 
@@ -18,11 +19,20 @@ static void release(std::vector<T>& v) {
 
 class TraceMerger {
  public:
-  explicit TraceMerger(std::vector<Trace> parts) : parts_(std::move(parts)) {}
+  explicit TraceMerger(std::vector<Trace> parts, detail::MergeIds* ids = nullptr)
+      : parts_(std::move(parts)), ids_(ids) {}
 
   Trace merge() {
     if (parts_.empty()) throw Error("no trace to merge");
-    if (parts_.size() == 1) return std::move(parts_.front());
+    if (ids_) {
+      ids_->streams.assign(parts_.size(), {});
+      ids_->buffer_base.assign(parts_.size(), 0);
+    }
+    if (parts_.size() == 1) {
+      if (ids_)
+        for (const auto& s : parts_.front().streams) ids_->streams[0].emplace_back(s.id.value, s.id.value);
+      return std::move(parts_.front());
+    }
     merge_run();
     merge_strings();
     merge_devices_ranks();
@@ -128,6 +138,7 @@ class TraceMerger {
       for (std::size_t i = 0; i < parts_[p].streams.size(); ++i) {
         auto s = parts_[p].streams[i];
         if (clash) s.id = StreamId(next++);
+        if (ids_) ids_->streams[p].emplace_back(parts_[p].streams[i].id.value, s.id.value);
         s.device = device(p, s.device);
         order_.push_back({s.rank.value, s.id.value, p, i});
         streams_.push_back(std::move(s));
@@ -182,6 +193,7 @@ class TraceMerger {
       ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
       return ids;
     });
+    if (ids_) ids_->buffer_base = buffer_base_;
   }
   OpId op_id(std::size_t p, OpId id) const { return id.valid() ? OpId(id.value + op_base_[p]) : id; }
   BufferId buffer_id(std::size_t p, BufferId id) const {
@@ -352,6 +364,7 @@ class TraceMerger {
     std::size_t part, index;
   };
   std::vector<Trace> parts_;
+  detail::MergeIds* ids_ = nullptr;
   Trace out_;
   std::vector<std::vector<std::int32_t>> strings_;
   std::vector<std::map<std::int32_t, std::int32_t>> devices_;
@@ -361,5 +374,9 @@ class TraceMerger {
 };
 
 Trace merge_traces(std::vector<Trace> parts) { return TraceMerger(std::move(parts)).merge(); }
+
+namespace detail {
+Trace merge_traces(std::vector<Trace> parts, MergeIds& ids) { return TraceMerger(std::move(parts), &ids).merge(); }
+}  // namespace detail
 
 }  // namespace moetrace::analyzer

@@ -13,6 +13,7 @@
 #include "moetrace/analyzer/launch_queue.h"
 #include "moetrace/analyzer/locality.h"
 #include "moetrace/analyzer/memory.h"
+#include "moetrace/analyzer/moe_recognition.h"
 #include "moetrace/analyzer/nvtx_projection.h"
 #include "moetrace/analyzer/rank_waits.h"
 #include "moetrace/analyzer/recommendations.h"
@@ -33,6 +34,13 @@ struct Analyses {
   // critical_path.h: one path over every rank, joined at collectives (runs
   // of several ranks only).
   std::optional<CrossRankCriticalPath> critical_path_across_ranks;
+  // moe_recognition.h: where MoE recognition ran, the largest kernels no
+  // rule classifies (at most kUnclassifiedKernelsShown).
+  std::vector<UnclassifiedKernel> unclassified_kernels;
+  // Why the fitted models, the critical path across ranks and the
+  // recommendations are absent where the run's files were analysed one at a
+  // time (run_by_file.h); empty otherwise.
+  std::string not_computed_reason;
   // recommendations.h; set by add_recommendations (recommend.h, the target
   // moetrace::recommend: it simulates what-ifs, so analyze() leaves it out);
   // the report's recommendations section.
@@ -47,5 +55,14 @@ struct Analyses {
 Analyses analyze(const Trace& trace,
                  const std::function<void(std::string_view stage, double fraction)>& progress = {},
                  const BreakdownOptions& breakdown = {}, int threads = 0);
+
+inline constexpr std::size_t kUnclassifiedKernelsShown = 10;
+
+// What one file of a run contributes where the files are analysed one at a
+// time (run_by_file.h): the analyses of its ranks alone (breakdown without
+// expert load, memory, launch queues, NVTX, the ranks' critical paths, every
+// unclassified kernel); none that needs every rank at once (collective
+// waits, the path across ranks, the fitted models, expert load, locality).
+Analyses analyze_file_part(const Trace& trace, const BreakdownOptions& breakdown = {}, int threads = 0);
 
 }  // namespace moetrace::analyzer

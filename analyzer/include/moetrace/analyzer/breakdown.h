@@ -147,6 +147,13 @@ struct Breakdown {
   TimeSplit moe_total;                  // sum over MoE-layer rows
   std::int64_t moe_union_ns = 0;        // sum over iteration rows of moe_layer_ns
   bool has_op_ranges = false;           // false: kernels classified by name only
+  // Each MoE layer's window per (layer, rank, iteration): the union of its
+  // rows' windows (phases, micro-batches); `layers` summarises them.
+  struct LayerWindow {
+    std::int32_t layer = 0, rank = 0, iteration = 0;
+    std::int64_t ns = 0;
+  };
+  std::vector<LayerWindow> layer_windows;  // sorted by (layer, rank, iteration)
 
   double all_to_all_share_of_iteration() const { return iteration_total.all_to_all_share(); }
   double all_reduce_share_of_iteration() const { return iteration_total.all_reduce_share(); }
@@ -158,6 +165,12 @@ struct Breakdown {
 };
 
 Breakdown compute_breakdown(const Trace& trace, const BreakdownOptions& options = {});
+
+// The breakdowns of traces of disjoint ranks (files of one run, each
+// analysed alone) as compute_breakdown() of their union: rows, iteration
+// rows, rank rows and layer windows joined in their orders, the totals and
+// the layer summaries computed again. Consumes `parts`.
+Breakdown merge_breakdowns(std::vector<Breakdown> parts);
 
 // Where the time of each rank went inside [t0, t1): the split of RankSummary
 // (every op's time labelled with its category, activity no op claims

@@ -92,11 +92,18 @@ struct ClockAlignment {
 
 // Estimates every rank's clock against the reference rank.
 ClockAlignment estimate_clock_alignment(const Trace& trace);
+// The same from the calls of every rank (collective_calls() of each file of
+// a run, joined and sorted by (key, rank)), the run's ranks (sorted) and its
+// start (the reference time where the reference rank has no call).
+ClockAlignment estimate_clock_alignment(const std::vector<CollectiveCall>& calls, const std::vector<RankId>& ranks,
+                                        std::int64_t run_start_ns);
 
 // Moves every timestamp of each usable() rank onto the reference clock
 // (activities, ops, API calls, NVTX ranges, memory events, buffers,
 // collectives) and marks `a` applied. Track orders are kept (the correction
 // is monotonic within a rank).
 void apply_clock_alignment(Trace& trace, ClockAlignment& a);
+// The same for calls (collective_calls()): their start, end and ready times.
+void apply_clock_alignment(std::vector<CollectiveCall>& calls, const ClockAlignment& a);
 
 }  // namespace moetrace::analyzer

@@ -181,6 +181,13 @@ struct KernelLaunch {
   bool launch_delay_outlier = false;
 };
 
+// One of a rank's worst launches, named (its activity index is its
+// trace's).
+struct WorstLaunch : KernelLaunch {
+  std::string name;  // the kernel's; "memcpy", "memset"
+  std::int64_t gpu_start_ns = 0;
+};
+
 struct Distribution {
   double mean = 0, p50 = 0, p95 = 0;
   std::int64_t max = 0;
@@ -195,7 +202,7 @@ struct RankLaunchStats {
   std::int64_t other_launch_calls = 0;     // GPU events launched by calls outside HTA's set
   std::int64_t no_launch_call = 0;         // GPU events without a launching call in the trace
   Distribution cpu_duration_ns, gpu_duration_ns, launch_delay_ns;
-  std::vector<KernelLaunch> worst;         // longest launch delays first
+  std::vector<WorstLaunch> worst;          // longest launch delays first
 };
 
 struct LaunchQueueAnalysis {
@@ -215,5 +222,9 @@ std::vector<KernelLaunch> kernel_launches(const Trace& trace, const LaunchQueueO
 // All three, with the series bounded by options.series_points and the
 // launches summarised per rank.
 LaunchQueueAnalysis analyze_launch_queue(const Trace& trace, const LaunchQueueOptions& options = {});
+// The analyses of traces of disjoint ranks (files of one run, each analysed
+// alone, their stream ids those of the union) as analyze_launch_queue() of
+// their union. Consumes `parts`.
+LaunchQueueAnalysis merge_launch_queues(std::vector<LaunchQueueAnalysis> parts);
 
 }  // namespace moetrace::analyzer

@@ -110,6 +110,16 @@ struct RankMemory {
   double buffer_bytes_ns = 0;         // byte-time of the buffers analysed for bubbles
   double memory_bubble_bytes_ns = 0;
   std::int64_t unmatched_frees = 0;    // frees of addresses the trace never allocated
+  // analyze_memory: this rank's bubbles per buffer tag (by tag name), and
+  // per MoE layer its buffers' peak per class and bubbles (by layer); the
+  // run's tags and layer models add them up over the ranks.
+  std::vector<TagBubbles> tags;
+  struct LayerBuffers {
+    std::int32_t layer = 0;
+    MemoryClassBytes peak_bytes{-1, -1, -1, -1};  // -1: no buffer of the class
+    double memory_bubble_bytes_ns = 0;
+  };
+  std::vector<LayerBuffers> layers;
   double bubble_fraction() const { return buffer_bytes_ns > 0 ? memory_bubble_bytes_ns / buffer_bytes_ns : 0.0; }
 };
 
@@ -188,6 +198,9 @@ struct MemoryAnalysis : MemoryTimeline {
   std::vector<LayerMemoryModel> layers;  // MoE layers with a shape in the layers table
   double memory_bubble_bytes_ns = 0;  // all ranks
   double buffer_bytes_ns = 0;         // byte-time of the buffers analysed for bubbles
+  // Per layer the most chunks any rank's ops of it carry (pipeline_degree's
+  // count where the run configures none), by layer.
+  std::vector<std::pair<std::int32_t, std::int32_t>> layer_chunks;
   // Share of the buffers' byte-time spent in bubbles.
   double bubble_fraction() const { return buffer_bytes_ns > 0 ? memory_bubble_bytes_ns / buffer_bytes_ns : 0.0; }
 };
@@ -195,6 +208,11 @@ struct MemoryAnalysis : MemoryTimeline {
 // The timeline alone (no bubbles, no model): cheaper than analyze_memory.
 MemoryTimeline memory_timeline(const Trace& trace);
 MemoryAnalysis analyze_memory(const Trace& trace);
+// The analyses of traces of disjoint ranks (files of one run, each analysed
+// alone) as analyze_memory() of their union. `run` holds the union's run
+// information, layers table and expert load (the layer models read them).
+// Consumes `parts`.
+MemoryAnalysis merge_memory(std::vector<MemoryAnalysis> parts, const Trace& run);
 
 // Windowed queries of a rank's timeline (RankMemory::allocated or idle).
 // The value in force at t (0 before the first point).

@@ -71,5 +71,8 @@ struct NvtxAnalysis {
 // Summarises every NVTX range outside domain "moetrace" (moetrace's own
 // ranges are op ranges and reported as such).
 NvtxAnalysis analyze_nvtx(const Trace& trace);
+// The analyses of traces of disjoint ranks as analyze_nvtx() of their union:
+// the names' sums added up. Consumes `parts`.
+NvtxAnalysis merge_nvtx(std::vector<NvtxAnalysis> parts);
 
 }  // namespace moetrace::analyzer

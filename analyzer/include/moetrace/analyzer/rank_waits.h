@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "moetrace/analyzer/clock_align.h"
 #include "moetrace/analyzer/trace.h"
 
 namespace moetrace::analyzer {
@@ -43,5 +44,8 @@ struct RankWaitAnalysis {
 };
 
 RankWaitAnalysis compute_rank_waits(const Trace& trace);
+// The same from the calls of every rank (collective_calls() of each file of
+// a run, joined and sorted by (key, rank)).
+RankWaitAnalysis compute_rank_waits(const std::vector<CollectiveCall>& calls);
 
 }  // namespace moetrace::analyzer

@@ -95,7 +95,7 @@ nlohmann::json rank_waits_json(const RankWaitAnalysis& waits);
 // queue-length summary and series per stream (at most
 // options.timeline_points points each, max-preserving) and the launch
 // statistics per rank with its longest launch delays.
-nlohmann::json launch_queue_json(const Trace& trace, const LaunchQueueAnalysis& a, const ReportOptions& options);
+nlohmann::json launch_queue_json(const LaunchQueueAnalysis& a, const ReportOptions& options);
 // The critical_path section (critical_path.h): per rank its length, time and
 // share by category and its events (most path time first, bounded); with
 // `across`, the path across ranks under "across_ranks".

@@ -34,6 +34,9 @@ struct RunFiles {
   int world_size = 0;
   bool align_requested = true;  // false: --no-align
   ClockAlignment clocks;        // estimated whether applied or not
+  // Analysed one file at a time (run_by_file.h): what needs every rank's
+  // events at once is not computed.
+  bool by_file = false;
   bool aligned() const { return clocks.applied; }
   // The warnings a command prints on stderr, one line each (without the
   // "moetrace: warning: " prefix).

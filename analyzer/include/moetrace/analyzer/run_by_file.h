@@ -1,0 +1,58 @@
+// A run of many rank files analysed one file at a time: memory bounded by
+// the few files read at once and by what each rank adds to the report, not
+// by the run's events. `report` reads a run this way where its traces would
+// not fit in memory together (load_run() merges every rank's events into one
+// Trace first).
+//
+// Two passes over the files, `threads` files at a time:
+// 1. Each file is loaded and checked to be of the run (as load_run() does),
+//    and what crosses ranks is kept: its collective calls
+//    (clock_align.h's collective_calls), its streams, devices, ranks and
+//    buffers (for the ids of the union), its layers, expert load and
+//    placement tables and its import statistics. The ranks' clocks are
+//    estimated from the calls of every rank, and the collective waits
+//    computed from them.
+// 2. Each file is loaded again, its ranks' clocks aligned and the run's
+//    information (start, end, world size) set as the union's, and
+//    analyze_file_part() run on it; its stream and buffer ids are renamed
+//    as in the union, and the trace freed.
+// The parts' analyses are merged (merge_breakdowns, merge_memory,
+// merge_launch_queues, merge_nvtx, the ranks' critical paths and
+// unclassified kernels joined), and the expert load and locality computed
+// from the union's tables. Every result equals analyze() of load_run()'s
+// merged trace, but for what needs every rank's events at once, which is
+// not computed: the critical path across ranks and the fitted models (their
+// collective instances join every rank's ops), and so the recommendations
+// that simulate with them. RunFiles::by_file says so.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "moetrace/analyzer/analyses.h"
+#include "moetrace/analyzer/run_loader.h"
+
+namespace moetrace::analyzer {
+
+struct RunAnalysis {
+  // The run without its events: run information, files (by_file set),
+  // devices, ranks, streams, buffers, layers, expert load and placement,
+  // the import statistics; what the report reads beside the analyses.
+  Trace trace;
+  Analyses analyses;
+};
+
+// Throws moetrace::Error as load_run() does; also where a file changed
+// between the two passes.
+RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const RunLoadOptions& options = {},
+                                const BreakdownOptions& breakdown = {});
+
+// Memory that load_run() and analyze() of the files would take, estimated
+// from their size on disk (kMergedBytesPerFileByte), and the memory this
+// machine has available now (/proc/meminfo's MemAvailable; -1 where unknown).
+inline constexpr double kMergedBytesPerFileByte = 4.5;
+std::int64_t estimated_merged_bytes(const std::vector<std::string>& paths);
+std::int64_t available_memory_bytes();
+
+}  // namespace moetrace::analyzer

@@ -1,0 +1,263 @@
+#include "moetrace/analyzer/run_by_file.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <tuple>
+#include <unordered_map>
+
+#include "moetrace/analyzer/clock_align.h"
+#include "moetrace/schema/error.h"
+#include "parallel.h"
+#include "run_loader_internal.h"
+
+namespace moetrace::analyzer {
+namespace {
+
+// What pass 1 keeps of a file: the trace without its events, and its calls.
+struct FileSummary {
+  std::optional<Trace> trace;
+  std::string error;
+  std::vector<CollectiveCall> calls;
+};
+
+// The trace without what grows with its events. The load and placement
+// tables are taken out too: every file may hold the run's whole tables, so
+// they are joined and deduplicated as the files come in.
+Trace summary_of(Trace& t) {
+  Trace s;
+  s.run = t.run;
+  s.devices = std::move(t.devices);
+  s.ranks = std::move(t.ranks);
+  s.streams = std::move(t.streams);
+  s.buffers = std::move(t.buffers);
+  s.layers = std::move(t.layers);
+  s.expert_load_origin = t.expert_load_origin;
+  s.expert_load_by_rank = t.expert_load_by_rank;
+  s.projection = t.projection;
+  s.recognition = t.recognition;
+  s.op_track_begin.assign(s.streams.size() + 1, 0);
+  s.activity_track_begin.assign(s.streams.size() + 1, 0);
+  return s;
+}
+
+// Rows of the run's load and placement tables as merge_traces() keeps them:
+// sorted by key, one row per key.
+void dedupe_load(std::vector<ExpertLoad>& v) {
+  auto key = [](const ExpertLoad& e) { return std::tie(e.iteration, e.layer, e.src_rank, e.expert); };
+  std::stable_sort(v.begin(), v.end(), [&](const ExpertLoad& a, const ExpertLoad& b) { return key(a) < key(b); });
+  v.erase(std::unique(v.begin(), v.end(), [&](const ExpertLoad& a, const ExpertLoad& b) { return key(a) == key(b); }),
+          v.end());
+}
+void dedupe_placements(std::vector<ExpertPlacement>& v) {
+  auto key = [](const ExpertPlacement& e) { return std::tie(e.iteration, e.layer, e.expert, e.rank, e.role); };
+  std::sort(v.begin(), v.end(), [&](const ExpertPlacement& a, const ExpertPlacement& b) { return key(a) < key(b); });
+  v.erase(std::unique(v.begin(), v.end(),
+                      [&](const ExpertPlacement& a, const ExpertPlacement& b) { return key(a) == key(b); }),
+          v.end());
+}
+
+// A part's stream and buffer ids as the union's.
+void rename_ids(Analyses& a, const std::vector<std::pair<std::int32_t, std::int32_t>>& streams,
+                std::int64_t buffer_base) {
+  std::unordered_map<std::int32_t, std::int32_t> to(streams.begin(), streams.end());
+  auto stream = [&](std::int32_t& id) {
+    if (auto it = to.find(id); it != to.end()) id = it->second;
+  };
+  for (auto& x : a.launch_queue.idle) stream(x.stream);
+  for (auto& x : a.launch_queue.queues) stream(x.stream);
+  for (auto& p : a.critical_path)
+    for (auto& e : p.events)
+      if (e.stream >= 0) stream(e.stream);
+  if (buffer_base != 0) {
+    for (auto& b : a.memory.buffers) b.buffer = BufferId(b.buffer.value + buffer_base);
+    for (auto& b : a.memory.bubbles) b.buffer = BufferId(b.buffer.value + buffer_base);
+  }
+}
+
+// The unclassified kernels of every part (each its whole list) as
+// largest_unclassified_kernels() of the union.
+std::vector<UnclassifiedKernel> largest_of(std::map<std::string, UnclassifiedKernel>& by_name) {
+  std::vector<UnclassifiedKernel> out;
+  for (auto& [name, k] : by_name) out.push_back(std::move(k));
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.gpu_ns != b.gpu_ns ? a.gpu_ns > b.gpu_ns : a.name < b.name;
+  });
+  if (out.size() > kUnclassifiedKernelsShown) out.resize(kUnclassifiedKernelsShown);
+  return out;
+}
+
+}  // namespace
+
+RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const RunLoadOptions& options,
+                                const BreakdownOptions& breakdown) {
+  if (paths.size() < 2) {
+    RunAnalysis one;
+    one.trace = load_run(paths, options);
+    one.analyses = analyze(one.trace, {}, breakdown, options.threads);
+    return one;
+  }
+  LoadOptions lo = options.load;
+  lo.progress = nullptr;
+  const double total = 2.0 * static_cast<double>(paths.size());
+  std::size_t done = 0;
+  auto advance = [&](std::string_view stage) {
+    ++done;
+    if (options.progress) options.progress(stage, 0.95 * static_cast<double>(done) / total);
+  };
+
+  // Pass 1: what crosses ranks.
+  std::vector<FileSummary> files(paths.size());
+  std::vector<ExpertLoad> load;
+  std::vector<ExpertPlacement> placements;
+  std::size_t load_kept = 0, placements_kept = 0;
+  detail::parallel_for(
+      paths.size(), options.threads,
+      [&](std::size_t i) {
+        try {
+          Trace t = load_trace(paths[i], lo);
+          files[i].calls = collective_calls(t);
+          files[i].trace = summary_of(t);
+          files[i].trace->expert_load = std::move(t.expert_load);
+          files[i].trace->placements = std::move(t.placements);
+        } catch (const std::exception& e) {
+          files[i].error = e.what();
+        }
+      },
+      [&](std::size_t i) {
+        if (auto& t = files[i].trace) {
+          load.insert(load.end(), t->expert_load.begin(), t->expert_load.end());
+          placements.insert(placements.end(), t->placements.begin(), t->placements.end());
+          std::vector<ExpertLoad>().swap(t->expert_load);
+          std::vector<ExpertPlacement>().swap(t->placements);
+          if (load.size() > 2 * load_kept + 4096) dedupe_load(load), load_kept = load.size();
+          if (placements.size() > 2 * placements_kept + 4096)
+            dedupe_placements(placements), placements_kept = placements.size();
+        }
+        advance("reading the ranks' collectives");
+      });
+  std::vector<std::optional<Trace>> summaries(paths.size());
+  std::vector<std::string> errors(paths.size());
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    summaries[i] = std::move(files[i].trace);
+    errors[i] = std::move(files[i].error);
+  }
+  auto parts = detail::assemble_run(paths, summaries, errors, options.align);
+  std::vector<CollectiveCall> calls;
+  for (auto i : parts.loaded_index) calls.insert(calls.end(), files[i].calls.begin(), files[i].calls.end());
+  files.clear();
+  std::sort(calls.begin(), calls.end(),
+            [](const CollectiveCall& a, const CollectiveCall& b) { return std::tie(a.key, a.rank) < std::tie(b.key, b.rank); });
+
+  const std::size_t n_parts = parts.parts.size();
+  detail::MergeIds ids;
+  RunAnalysis out;
+  out.trace = detail::merge_traces(std::move(parts.parts), ids);
+  Trace& run = out.trace;
+  detail::finish_run(run, parts);
+  dedupe_load(load);
+  dedupe_placements(placements);
+  run.expert_load = std::move(load);
+  run.placements = std::move(placements);
+  auto& files_info = *parts.files;
+  files_info.by_file = true;
+  files_info.clocks = estimate_clock_alignment(calls, run.rank_ids(), run.run.start_ns);
+  if (options.align) {
+    apply_clock_alignment(calls, files_info.clocks);
+    files_info.clocks.applied = true;  // to each file as pass 2 reads it
+  }
+  const bool several_ranks = run.rank_ids().size() > 1;
+  Analyses& a = out.analyses;
+  if (several_ranks) a.rank_waits = compute_rank_waits(calls);
+  std::vector<CollectiveCall>().swap(calls);
+
+  // Pass 2: each file's own analyses, on the union's clock and run.
+  std::vector<Analyses> analysed(n_parts);
+  std::map<std::string, UnclassifiedKernel> unclassified;
+  const int per_file = std::max(1, detail::worker_count(options.threads) / static_cast<int>(std::max<std::size_t>(1, n_parts)));
+  detail::parallel_for(
+      n_parts, options.threads,
+      [&](std::size_t p) {
+        const auto& file = files_info.files[p];
+        Trace t = load_trace(file.path, lo);
+        std::vector<std::int32_t> ranks;
+        for (RankId r : t.rank_ids()) ranks.push_back(r.value);
+        if (ranks != file.ranks) throw Error(file.path + ": changed while the run was read; read it again");
+        t.run = run.run;
+        if (options.align) {
+          ClockAlignment clocks = files_info.clocks;
+          apply_clock_alignment(t, clocks);
+        }
+        analysed[p] = analyze_file_part(t, breakdown, per_file);
+        rename_ids(analysed[p], ids.streams[p], ids.buffer_base[p]);
+      },
+      [&](std::size_t p) {
+        for (auto& k : analysed[p].unclassified_kernels) {
+          auto& sum = unclassified[k.name];
+          if (sum.name.empty()) sum.name = std::move(k.name);
+          sum.count += k.count;
+          sum.gpu_ns += k.gpu_ns;
+        }
+        std::vector<UnclassifiedKernel>().swap(analysed[p].unclassified_kernels);
+        advance("analysing the ranks");
+      });
+
+  if (options.progress) options.progress("merging the ranks' analyses", 0.95);
+  std::vector<Breakdown> breakdowns;
+  std::vector<MemoryAnalysis> memories;
+  std::vector<LaunchQueueAnalysis> queues;
+  std::vector<NvtxAnalysis> nvtx;
+  for (auto& p : analysed) {
+    breakdowns.push_back(std::move(p.breakdown));
+    memories.push_back(std::move(p.memory));
+    queues.push_back(std::move(p.launch_queue));
+    nvtx.push_back(std::move(p.nvtx));
+    for (auto& c : p.critical_path) a.critical_path.push_back(std::move(c));
+    p = Analyses();
+  }
+  std::stable_sort(a.critical_path.begin(), a.critical_path.end(),
+                   [](const RankCriticalPath& x, const RankCriticalPath& y) { return x.rank < y.rank; });
+  a.breakdown = merge_breakdowns(std::move(breakdowns));
+  a.memory = merge_memory(std::move(memories), run);
+  a.launch_queue = merge_launch_queues(std::move(queues));
+  a.nvtx = merge_nvtx(std::move(nvtx));
+  if (run.recognition.ran) a.unclassified_kernels = largest_of(unclassified);
+  a.expert_load = analyze_expert_load(run, a.breakdown);
+  a.locality = analyze_locality(run);
+  a.not_computed_reason = fmt::format(
+      "the run's {} files were analysed one at a time, in bounded memory, and this needs every rank's events at "
+      "once (moetrace report --merged reads them together)",
+      n_parts);
+  run.files = std::move(parts.files);
+  if (options.progress) options.progress("done", 1.0);
+  return out;
+}
+
+std::int64_t estimated_merged_bytes(const std::vector<std::string>& paths) {
+  double bytes = 0;
+  for (const auto& p : paths) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(p, ec);
+    if (!ec) bytes += static_cast<double>(size);
+  }
+  return static_cast<std::int64_t>(bytes * kMergedBytesPerFileByte);
+}
+
+std::int64_t available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.starts_with("MemAvailable:")) {
+      try {
+        return std::stoll(line.substr(13)) * 1024;  // "MemAvailable:   123456 kB"
+      } catch (const std::exception&) {
+        return -1;
+      }
+    }
+  return -1;
+}
+
+}  // namespace moetrace::analyzer

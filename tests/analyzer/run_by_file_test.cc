@@ -1,0 +1,229 @@
+// A run's files analysed one at a time (run_by_file.h) against the same
+// files merged into one trace and analysed whole (load_run + analyze): every
+// section of the report must agree, but for the parts that need every rank
+// at once (fitted models, path across ranks), which must say why they are
+// absent. The rank files are built to exercise what the merge renames and
+// corrects: clocks with offsets of milliseconds and drifts of ppm, stream
+// and buffer ids that clash across files, a load table that every file
+// holds whole, NVTX ranges of a framework's domain, launch calls, memory
+// events on one rank and buffers on all.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "moetrace/analyzer/analyses.h"
+#include "moetrace/analyzer/report.h"
+#include "moetrace/analyzer/run_by_file.h"
+#include "moetrace/analyzer/run_loader.h"
+#include "text_trace.h"
+#include "test_paths.h"
+
+namespace moetrace::analyzer {
+namespace by_file_test {
+namespace {
+
+constexpr std::int64_t kBase = 2'000'000'000;  // 2 s: times far from zero, as real clocks are
+constexpr int kRanks = 4, kLayers = 2, kIterations = 3, kExperts = 4;
+
+// Rank r's clock: true time + offset + drift (true - kBase).
+std::int64_t clock_of(int rank, std::int64_t t) {
+  constexpr double kOffsetNs[kRanks] = {0, 5e6, -3e6, 7e6};
+  constexpr double kDrift[kRanks] = {0, 10e-6, -10e-6, 5e-6};
+  return t + std::llround(kOffsetNs[rank] + kDrift[rank] * static_cast<double>(t - kBase));
+}
+
+std::string rank_file(int rank, const std::string& name) {
+  std::string t = fmt::format("run world_size={} backend=test variant=dpmoe\n", kRanks);
+  t += fmt::format("stream id=0 rank={} role=compute\nstream id=1 rank={} role=comm\n", rank, rank);
+  for (int l = 0; l < kLayers; ++l)
+    t += fmt::format("layer layer={} experts={} top_k=1 model_dim=1024 hidden_dim=4096 tokens=8192\n", l, kExperts);
+  // Every file holds the run's whole load table, as the simulator's do.
+  for (int it = 0; it < kIterations; ++it)
+    for (int l = 0; l < kLayers; ++l)
+      for (int src = 0; src < kRanks; ++src)
+        for (int e = 0; e < kExperts; ++e)
+          t += fmt::format("load iteration={} layer={} src={} expert={} tokens={}\n", it, l, src, e,
+                           100 + 37 * ((src + e + it) % 5) + 11 * l);
+  int id = 1, corr = 1, buffer = 1;
+  auto op = [&](int stream, std::string_view kind, int l, int it, std::int64_t start, std::int64_t end,
+                std::string_view extra = {}) {
+    const auto s = clock_of(rank, start), e = clock_of(rank, end);
+    t += fmt::format("op id={} rank={} stream={} kind={} layer={} iteration={} phase=fwd start={} end={}{}\n", id, rank,
+                     stream, kind, l, it, s, e, extra);
+    // Its kernel, launched 3 us before it starts from thread 1, inside a
+    // framework's NVTX range.
+    t += fmt::format("kernel rank={} stream={} start={} end={} name={}_kernel corr={} op={}\n", rank, stream, s, e, kind,
+                     corr, id);
+    t += fmt::format("api rank={} thread=1 start={} end={} name=cudaLaunchKernel corr={}\n", rank, s - 3000, s - 2000,
+                     corr);
+    t += fmt::format("nvtx rank={} thread=1 start={} end={} domain=PyTorch name=aten::{}\n", rank, s - 3500, s - 1500,
+                     kind);
+    ++corr;
+    return id++;
+  };
+  for (int it = 0; it < kIterations; ++it) {
+    for (int l = 0; l < kLayers; ++l) {
+      const std::int64_t t0 = kBase + it * 200'000 + l * 60'000;
+      const int gate = op(0, "gate", l, it, t0, t0 + 1000 + 300 * rank);
+      // The all-to-alls end together on every rank (in true time).
+      const int dispatch = op(1, "dispatch_all_to_all", l, it, t0 + 1000 + 300 * rank, t0 + 5000);
+      t += fmt::format("dep op={} on={}\n", dispatch, gate);
+      const int expert = op(0, "expert_ffn", l, it, t0 + 5000, t0 + 15'000 + 700 * rank * (l + 1), " flops=1000000000");
+      const int combine = op(1, "combine_all_to_all", l, it, t0 + 15'000 + 700 * rank * (l + 1), t0 + 25'000);
+      t += fmt::format("dep op={} on={}\n", combine, expert);
+      // A buffer of the layer; ids the same in every file.
+      t += fmt::format("buffer id={} rank={} tag=T_DI bytes={} layer={} alloc={} free={}\n", buffer, rank,
+                       (1 + rank) << 20, l, clock_of(rank, t0 + 2000), clock_of(rank, t0 + 24'000));
+      t += fmt::format("use op={} buffer={} access=rw\nuse op={} buffer={} access=rw\n", expert, buffer, combine, buffer);
+      ++buffer;
+    }
+    op(0, "optimizer", -1, it, kBase + it * 200'000 + 150'000, kBase + it * 200'000 + 160'000);
+  }
+  if (rank == 0)  // raw allocations on one rank only
+    for (int k = 0; k < 3; ++k)
+      t += fmt::format("alloc rank=0 ts={} address={} bytes=4096 memory_kind=1\nfree rank=0 ts={} address={} bytes=4096 "
+                       "memory_kind=1\n",
+                       kBase + k * 1000, 65536 * (k + 1), kBase + 500'000 + k, 65536 * (k + 1));
+  const auto path = testing::temp_path(name);
+  testing::write_text_trace(path, t);
+  return path;
+}
+
+std::vector<std::string> rank_files(const std::string& prefix) {
+  std::vector<std::string> paths;
+  for (int r = 0; r < kRanks; ++r) paths.push_back(rank_file(r, fmt::format("{}{}.db", prefix, r)));
+  return paths;
+}
+
+// Differences between two JSON documents, numbers compared to 1e-12.
+void differences(const nlohmann::json& a, const nlohmann::json& b, const std::string& at, std::vector<std::string>& out) {
+  if (out.size() > 20) return;
+  if (a.is_number() && b.is_number()) {
+    const double x = a.get<double>(), y = b.get<double>();
+    if (std::fabs(x - y) > 1e-12 * std::max(std::fabs(x), std::fabs(y))) out.push_back(at + ": " + a.dump() + " vs " + b.dump());
+  } else if (a.type() != b.type()) {
+    out.push_back(at + ": " + a.dump().substr(0, 80) + " vs " + b.dump().substr(0, 80));
+  } else if (a.is_object()) {
+    for (const auto& [k, v] : a.items())
+      if (!b.contains(k)) out.push_back(at + "/" + k + ": only merged");
+      else differences(v, b[k], at + "/" + k, out);
+    for (const auto& [k, v] : b.items())
+      if (!a.contains(k)) out.push_back(at + "/" + k + ": only by file");
+  } else if (a.is_array()) {
+    if (a.size() != b.size()) out.push_back(fmt::format("{}: {} vs {} items", at, a.size(), b.size()));
+    for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) differences(a[i], b[i], fmt::format("{}[{}]", at, i), out);
+  } else if (a != b) {
+    out.push_back(at + ": " + a.dump().substr(0, 80) + " vs " + b.dump().substr(0, 80));
+  }
+}
+
+std::vector<std::string> report_differences(const std::vector<std::string>& paths, bool align,
+                                            const BreakdownOptions& breakdown = {}) {
+  RunLoadOptions o;
+  o.align = align;
+  o.threads = 2;
+  const Trace merged = load_run(paths, o);
+  const Analyses whole = analyze(merged, {}, breakdown, 2);
+  const RunAnalysis by_file = analyze_run_by_file(paths, o, breakdown);
+  ReportOptions ro;
+  ro.per_rank = ro.per_iteration = true;
+  auto a = report_json(merged, whole, ro), b = report_json(by_file.trace, by_file.analyses, ro);
+  // What only the merged run has, and the flag that says so.
+  EXPECT_TRUE(a["critical_path"].contains("across_ranks"));
+  EXPECT_FALSE(b["critical_path"].contains("across_ranks"));
+  a["critical_path"].erase("across_ranks");
+  EXPECT_FALSE(a["fitted_models"]["compute"].empty());
+  EXPECT_TRUE(b["fitted_models"]["compute"].empty());
+  a.erase("fitted_models");
+  b.erase("fitted_models");
+  EXPECT_FALSE(a["ranks"]["run"]["by_file"].get<bool>());
+  EXPECT_TRUE(b["ranks"]["run"]["by_file"].get<bool>());
+  a["ranks"]["run"].erase("by_file");
+  b["ranks"]["run"].erase("by_file");
+  std::vector<std::string> out;
+  differences(a, b, "", out);
+  return out;
+}
+
+TEST(RunByFile, EveryOtherSectionEqualsTheMergedRunsOnCorrectedClocks) {
+  const auto paths = rank_files("skewed");
+  RunLoadOptions o;
+  const Trace merged = load_run(paths, o);
+  // The construction's clocks are found and corrected (the premise of the
+  // comparison: pass 2 moves each file's times as the merge does).
+  ASSERT_TRUE(merged.files->aligned());
+  for (const auto& c : merged.files->clocks.ranks) EXPECT_TRUE(c.usable()) << c.rank << ": " << c.refused;
+  EXPECT_NEAR(merged.files->clocks.ranks[1].offset_ns, 5e6, 1e3);
+  EXPECT_NEAR(merged.files->clocks.ranks[2].drift_ppm, -10, 0.5);
+  EXPECT_EQ(report_differences(paths, true), std::vector<std::string>{});
+}
+
+TEST(RunByFile, EqualsTheMergedRunWithoutAlignmentAndInTheStepsWindow) {
+  const auto paths = rank_files("unaligned");
+  EXPECT_EQ(report_differences(paths, false), std::vector<std::string>{});
+  BreakdownOptions steps;
+  steps.rank_window = RankWindow::kSteps;
+  EXPECT_EQ(report_differences(paths, true, steps), std::vector<std::string>{});
+}
+
+TEST(RunByFile, SaysWhatItLeavesOutInEveryFormat) {
+  auto paths = rank_files("said");
+  paths.insert(paths.begin() + 1, "/nonexistent/said9.db");
+  const RunAnalysis r = analyze_run_by_file(paths);
+  ASSERT_TRUE(r.trace.files);
+  EXPECT_TRUE(r.trace.files->by_file);
+  // A missing file is left out and named, as load_run does.
+  ASSERT_EQ(r.trace.files->left_out.size(), 1u);
+  EXPECT_EQ(r.trace.files->left_out[0].first, "/nonexistent/said9.db");
+  const auto warnings = r.trace.files->warnings();
+  EXPECT_NE(std::find_if(warnings.begin(), warnings.end(),
+                         [](const std::string& w) { return w.find("one at a time") != std::string::npos; }),
+            warnings.end());
+  // The trace holds no events: memory bounded by the run's summaries.
+  EXPECT_TRUE(r.trace.activities.empty());
+  EXPECT_TRUE(r.trace.ops.empty());
+  EXPECT_EQ(r.trace.rank_ids().size(), static_cast<std::size_t>(kRanks));
+  // Every analysis the comparison above covers has something to compare.
+  EXPECT_GT(r.analyses.nvtx.ranges, 0);
+  EXPECT_EQ(r.analyses.memory.buffers.size(), static_cast<std::size_t>(kRanks * kLayers * kIterations));
+  EXPECT_TRUE(r.analyses.expert_load.has_load);
+  EXPECT_TRUE(r.analyses.locality.has_load);
+  ASSERT_EQ(r.analyses.launch_queue.launches.size(), static_cast<std::size_t>(kRanks));
+  ASSERT_FALSE(r.analyses.launch_queue.launches[0].worst.empty());
+  EXPECT_TRUE(r.analyses.launch_queue.launches[0].worst[0].name.ends_with("_kernel"));
+  EXPECT_TRUE(r.analyses.rank_waits.has_collectives);
+  EXPECT_EQ(r.analyses.breakdown.rows.size(), static_cast<std::size_t>(kRanks * kLayers * kIterations));
+  EXPECT_FALSE(r.analyses.critical_path_across_ranks);
+  EXPECT_EQ(r.analyses.critical_path.size(), static_cast<std::size_t>(kRanks));
+  std::ostringstream text;
+  write_text_report(text, r.trace, r.analyses, {});
+  const auto s = text.str();
+  EXPECT_NE(s.find("The path across ranks is not computed: the run's 4 files were analysed one at a time"),
+            std::string::npos);
+  // Fitted models and recommendations: not computed, and why (not "nothing
+  // could be fitted", nor --no-recommendations).
+  EXPECT_EQ(s.find("nothing could be fitted"), std::string::npos);
+  EXPECT_EQ(s.find("--no-recommendations"), std::string::npos);
+  std::size_t said = 0;
+  for (auto at = s.find("Not computed: the run's 4 files"); at != std::string::npos;
+       at = s.find("Not computed: the run's 4 files", at + 1))
+    ++said;
+  EXPECT_EQ(said, 2u);
+}
+
+TEST(RunByFile, EstimatesTheMergedRunFromTheFilesSizes) {
+  const auto paths = rank_files("sized");
+  std::int64_t bytes = 0;
+  for (const auto& p : paths) bytes += static_cast<std::int64_t>(std::filesystem::file_size(p));
+  EXPECT_EQ(estimated_merged_bytes(paths), static_cast<std::int64_t>(static_cast<double>(bytes) * kMergedBytesPerFileByte));
+  EXPECT_EQ(estimated_merged_bytes({"/nonexistent/x.db"}), 0);
+  EXPECT_GT(available_memory_bytes(), 0);  // Linux: /proc/meminfo
+}
+
+}  // namespace
+}  // namespace by_file_test
+}  // namespace moetrace::analyzer
