@@ -696,6 +696,37 @@ TEST(CliRankFiles, SplitRunReportsAsTheWholeRun) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1);
 }
 
+// `report --by-file` (run_by_file.h): the same report as the files merged,
+// but for what needs every rank at once, which it names on stderr and in the
+// report; --by-file and --merged exclude each other.
+TEST(CliRankFiles, ByFileReportsAsTheMergedRunButWhatNeedsEveryRank) {
+  const auto dir = testing::temp_path("byfile");
+  std::filesystem::create_directories(dir);
+  auto r = run_cli("run --variant mpipemoe --ranks 4 --layers 2 --iterations 3 -q --split-ranks -o " + dir + "/run.db");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto merged = run_cli("report --merged --no-recommendations -f json " + dir);
+  const auto by_file = run_cli("report --by-file -f json " + dir);
+  ASSERT_EQ(merged.exit_code, 0) << merged.err;
+  ASSERT_EQ(by_file.exit_code, 0) << by_file.err;
+  EXPECT_EQ(merged.err, "");
+  EXPECT_EQ(by_file.err,
+            "moetrace: warning: the 4 files were analysed one at a time, in bounded memory: the critical path across "
+            "ranks, the fitted models and the recommendations need every rank's events at once and are not computed "
+            "(--merged reads them together)\n");
+  auto m = nlohmann::json::parse(merged.out), b = nlohmann::json::parse(by_file.out);
+  EXPECT_TRUE(b["ranks"]["run"]["by_file"].get<bool>());
+  EXPECT_EQ(b["recommendations"]["status"], "not_computed");
+  for (auto* j : {&m, &b}) {
+    j->erase("fitted_models");
+    (*j)["critical_path"].erase("across_ranks");
+    (*j)["ranks"]["run"].erase("by_file");
+  }
+  EXPECT_EQ(m, b);
+  r = run_cli("report --by-file --merged " + dir);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("excludes"), std::string::npos) << r.err;
+}
+
 // The two sampled ranks of HTA's 128-rank job, imported one file each, read
 // as one run: both ranks, 126 missing, their collectives compared.
 // The cluster recipe (README, "Many rank files"): one `moetrace import` per

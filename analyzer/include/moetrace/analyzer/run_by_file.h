@@ -49,9 +49,12 @@ RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const Run
                                 const BreakdownOptions& breakdown = {});
 
 // Memory that load_run() and analyze() of the files would take, estimated
-// from their size on disk (kMergedBytesPerFileByte), and the memory this
-// machine has available now (/proc/meminfo's MemAvailable; -1 where unknown).
-inline constexpr double kMergedBytesPerFileByte = 4.5;
+// from their size on disk (kMergedBytesPerFileByte: the peak RSS of `report
+// --merged` over the traces' size, measured at 4.46 on 128 imported
+// PyTorch-profiler ranks and 4.97 on 1024; BENCHMARKS.md), and the memory
+// this machine has available now (/proc/meminfo's MemAvailable; -1 where
+// unknown).
+inline constexpr double kMergedBytesPerFileByte = 5.0;
 std::int64_t estimated_merged_bytes(const std::vector<std::string>& paths);
 std::int64_t available_memory_bytes();
 
