@@ -57,8 +57,8 @@ void add_report_command(CLI::App& app) {
   auto* by_file = cmd->add_flag(
       "--by-file", opt->by_file,
       "Several rank files: analyse them one at a time, in memory bounded by the files read at once (--threads) "
-      "rather than by the run; the critical path across ranks, the fitted models and the recommendations need "
-      "every rank's events at once and are left out (default where the merged run would take more than half the "
+      "rather than by the run; the critical path across ranks and the recommendations need every rank's events "
+      "at once and are left out (default where the merged run would take more than half the "
       "available memory)");
   cmd->add_flag("--merged", opt->merged,
                 "Several rank files: read them into memory together, whatever their size (default where they fit)")

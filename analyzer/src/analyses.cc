@@ -13,7 +13,7 @@ namespace {
 enum class Scope { kWhole, kFilePart };
 
 Analyses run_analyses(const Trace& trace, const std::function<void(std::string_view stage, double fraction)>& progress,
-                      const BreakdownOptions& breakdown, int threads, Scope scope) {
+                      const BreakdownOptions& breakdown, int threads, Scope scope, CostSamples* samples = nullptr) {
   Analyses a;
   const bool whole = scope == Scope::kWhole;
   const bool several_ranks = whole && trace.rank_ids().size() > 1;
@@ -36,6 +36,7 @@ Analyses run_analyses(const Trace& trace, const std::function<void(std::string_v
     a.launch_queue = analyze_launch_queue(trace, launch_queue);
   });
   if (whole) work.emplace_back("fitting models", [&] { a.cost_model = fit_cost_model(trace); });
+  else if (samples) work.emplace_back("sampling ops for the fits", [&] { *samples = cost_samples(trace); });
   work.emplace_back("breakdown", [&] {
     a.breakdown = compute_breakdown(trace, breakdown);
     if (whole) a.expert_load = analyze_expert_load(trace, a.breakdown);
@@ -67,8 +68,10 @@ Analyses analyze(const Trace& trace,
   return run_analyses(trace, progress, breakdown, threads, Scope::kWhole);
 }
 
-Analyses analyze_file_part(const Trace& trace, const BreakdownOptions& breakdown, int threads) {
-  return run_analyses(trace, {}, breakdown, threads, Scope::kFilePart);
+FilePart analyze_file_part(const Trace& trace, const BreakdownOptions& breakdown, int threads) {
+  FilePart part;
+  part.analyses = run_analyses(trace, {}, breakdown, threads, Scope::kFilePart, &part.cost_samples);
+  return part;
 }
 
 }  // namespace moetrace::analyzer

@@ -147,7 +147,7 @@ IntervalSet depth_two(const std::vector<Interval>& intervals) {
 struct Group;
 
 struct OpSample {
-  std::size_t op;
+  std::size_t op;  // into CostSamples::ops
   Class cls;
   double work;      // FLOPs or bytes; <= 0: unknown
   double seconds;   // GPU time
@@ -216,8 +216,10 @@ CostModelFit make_fit(std::string subject, std::string kind, int group_size, std
 
 }  // namespace
 
-CostModel fit_cost_model(const Trace& trace) {
-  CostModel model;
+CostModel fit_cost_model(const Trace& trace) { return fit_cost_samples(cost_samples(trace), trace); }
+
+CostSamples cost_samples(const Trace& trace) {
+  CostSamples out;
   const OpIntervals oi(trace);
   const auto& ops = trace.ops;
 
@@ -262,18 +264,12 @@ CostModel fit_cost_model(const Trace& trace) {
     }
   }
 
-  // Collective group sizes: ranks that run the same collective instance.
-  const auto tensor_parallel = trace.config_int("tensor_parallel").value_or(0);
   // One collective instance = same kind, layer, iteration, micro-batch,
-  // chunk and phase; packed into integers so sorting is cheap.
-  // Several calls with the same coordinates (a layer's gradient all-reduces
-  // of its attention and its dense weights) are told apart by their order on
-  // the rank: the k-th of them on every rank is one instance.
-  struct InstanceKey {
-    std::uint64_t a, b, c;  // (layer, iteration), (micro-batch, chunk), (kind, phase)
-    std::uint32_t order;    // among the rank's calls of the same coordinates, by start
-    auto operator<=>(const InstanceKey&) const = default;
-  };
+  // chunk and phase. Several calls with the same coordinates (a layer's
+  // gradient all-reduces of its attention and its dense weights) are told
+  // apart by their order on the rank: the k-th of them on every rank is one
+  // instance.
+  using InstanceKey = CostSamples::InstanceKey;
   auto pack = [](std::int32_t hi, std::int32_t lo) {
     return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(hi)) << 32) | static_cast<std::uint32_t>(lo);
   };
@@ -300,35 +296,99 @@ CostModel fit_cost_model(const Trace& trace) {
     k.order = order[static_cast<std::size_t>(&op - ops.data())];
     return k;
   };
-  std::vector<std::pair<InstanceKey, std::int32_t>> instance_ranks;
-  bool any_a2a = false, recv_known = true;
   for (const auto& op : ops) {
     const auto ck = collective_kind(op.kind);
     if (ck.empty()) continue;
-    instance_ranks.push_back({key_of(op), op.rank.value});
+    out.instance_ranks.push_back({key_of(op), op.rank.value});
     if (ck == "all_to_all" && op.bytes > 0) {
-      any_a2a = true;
-      recv_known = recv_known && op.recv_bytes >= 0;
+      out.any_all_to_all = true;
+      out.recv_known = out.recv_known && op.recv_bytes >= 0;
     }
   }
-  // All-to-alls by the bytes sent, or, where every one records what it
-  // receives too, by the rule that fits best (chosen below).
-  recv_known = any_a2a && recv_known;
-  std::sort(instance_ranks.begin(), instance_ranks.end());
-  instance_ranks.erase(std::unique(instance_ranks.begin(), instance_ranks.end()), instance_ranks.end());
-  // An instance's place in instance_ranks (its first participant) and its
-  // participants.
-  auto instance_of = [&](const OpRange& op) {
-    const auto key = key_of(op);
-    auto lo = std::lower_bound(instance_ranks.begin(), instance_ranks.end(), std::pair{key, INT32_MIN});
-    auto hi = std::lower_bound(lo, instance_ranks.end(), std::pair{key, INT32_MAX});
-    return std::pair{static_cast<std::size_t>(lo - instance_ranks.begin()), static_cast<int>(hi - lo)};
-  };
 
   // Bytes of the copies attributed to each op (copy ops without op bytes).
   std::vector<double> copy_bytes(ops.size(), 0.0);
   for (const auto& a : trace.activities)
     if (a.op >= 0 && a.type != ActivityType::kKernel) copy_bytes[static_cast<std::size_t>(a.op)] += static_cast<double>(a.bytes);
+
+  for (std::size_t o = 0; o < ops.size(); ++o) {
+    const auto& op = ops[o];
+    const auto c = class_of(op_category(op.kind));
+    if (c == kNoClass) continue;
+    // Work: FLOPs of computation (bytes for memory-bound kernels without
+    // FLOPs), bytes of communication and copies.
+    const bool by_bytes = c != kComp || !(op.flops > 0);
+    double work = by_bytes ? static_cast<double>(op.bytes) : op.flops;
+    if (c == kMem && work <= 0) work = copy_bytes[o];
+    std::int64_t busy = 0;
+    for (const auto& i : op_union(o)) busy += i.length();
+    if (busy <= 0) continue;
+    // Overlap with each class, the op itself excluded (same class: depth 2).
+    std::array<std::int64_t, 3> ov{};
+    auto it = sets.find(op.rank.value);
+    for (int x = 0; x < 3 && it != sets.end(); ++x) {
+      const auto& set = x == c ? it->second.two[static_cast<std::size_t>(x)] : it->second.any[static_cast<std::size_t>(x)];
+      for (const auto& i : op_union(o)) ov[static_cast<std::size_t>(x)] += set.length_within(i);
+    }
+    const double b = static_cast<double>(busy);
+    auto frac = [&](int x) { return static_cast<double>(ov[static_cast<std::size_t>(x)]) / b; };
+    CostSamples::Op s;
+    s.kind = op.kind;
+    s.phase = op.phase;
+    s.cls = static_cast<std::int8_t>(c);
+    s.by_bytes = by_bytes;
+    s.work = work;
+    s.seconds = b * 1e-9;
+    s.recv_bytes = static_cast<double>(op.recv_bytes);
+    s.rank = op.rank.value;
+    for (int x = 0; x < 3; ++x) s.lone = s.lone && frac(x) <= kLoneTolerance;
+    for (int x = 0; x < 3; ++x) {
+      if (frac(x) < kOverlapped) continue;
+      bool clean = true;
+      for (int y = 0; y < 3; ++y)
+        if (y != x && frac(y) > kLoneTolerance) clean = false;
+      if (clean) s.overlapped_by = static_cast<std::int8_t>(x);
+    }
+    {
+      int others = 0;
+      for (int y = 0; y < 3; ++y)
+        if (y != c && frac(y) >= kOverlapped) ++others;
+      if (others == 2) s.overlapped_by = 3;
+    }
+    if (!collective_kind(op.kind).empty()) s.instance = key_of(op);
+    out.ops.push_back(s);
+  }
+  return out;
+}
+
+CostSamples merge_cost_samples(std::vector<CostSamples> parts) {
+  CostSamples out;
+  for (auto& p : parts) {
+    out.ops.insert(out.ops.end(), p.ops.begin(), p.ops.end());
+    out.instance_ranks.insert(out.instance_ranks.end(), p.instance_ranks.begin(), p.instance_ranks.end());
+    out.any_all_to_all = out.any_all_to_all || p.any_all_to_all;
+    out.recv_known = out.recv_known && p.recv_known;
+    p = CostSamples();
+  }
+  return out;
+}
+
+CostModel fit_cost_samples(const CostSamples& in, const Trace& run) {
+  CostModel model;
+  const auto tensor_parallel = run.config_int("tensor_parallel").value_or(0);
+  // All-to-alls by the bytes sent, or, where every one records what it
+  // receives too, by the rule that fits best (chosen below).
+  const bool recv_known = in.any_all_to_all && in.recv_known;
+  auto instance_ranks = in.instance_ranks;
+  std::sort(instance_ranks.begin(), instance_ranks.end());
+  instance_ranks.erase(std::unique(instance_ranks.begin(), instance_ranks.end()), instance_ranks.end());
+  // An instance's place in instance_ranks (its first participant) and its
+  // participants.
+  auto instance_of = [&](const CostSamples::InstanceKey& key) {
+    auto lo = std::lower_bound(instance_ranks.begin(), instance_ranks.end(), std::pair{key, INT32_MIN});
+    auto hi = std::lower_bound(lo, instance_ranks.end(), std::pair{key, INT32_MAX});
+    return std::pair{static_cast<std::size_t>(lo - instance_ranks.begin()), static_cast<int>(hi - lo)};
+  };
 
   std::vector<OpSample> samples;
   std::map<std::pair<std::string, std::string>, Group> compute;  // (op kind, x)
@@ -351,53 +411,22 @@ CostModel fit_cost_model(const Trace& trace) {
   // The group of an op kind (and x: flops or bytes), looked up once a kind.
   constexpr std::size_t kKinds = std::numeric_limits<std::underlying_type_t<OpKind>>::max() + 1;
   std::array<std::array<Group*, 2>, kKinds> group_of{};
-  for (std::size_t o = 0; o < ops.size(); ++o) {
-    const auto& op = ops[o];
-    const auto c = class_of(op_category(op.kind));
-    if (c == kNoClass) continue;
-    // Work: FLOPs of computation (bytes for memory-bound kernels without
-    // FLOPs), bytes of communication and copies.
-    const bool by_bytes = c != kComp || !(op.flops > 0);
-    double work = by_bytes ? static_cast<double>(op.bytes) : op.flops;
-    if (c == kMem && work <= 0) work = copy_bytes[o];
-    std::int64_t busy = 0;
-    for (const auto& i : op_union(o)) busy += i.length();
-    if (busy <= 0) continue;
-    // Overlap with each class, the op itself excluded (same class: depth 2).
-    std::array<std::int64_t, 3> ov{};
-    auto it = sets.find(op.rank.value);
-    for (int x = 0; x < 3 && it != sets.end(); ++x) {
-      const auto& set = x == c ? it->second.two[static_cast<std::size_t>(x)] : it->second.any[static_cast<std::size_t>(x)];
-      for (const auto& i : op_union(o)) ov[static_cast<std::size_t>(x)] += set.length_within(i);
-    }
-    const double b = static_cast<double>(busy);
-    auto frac = [&](int x) { return static_cast<double>(ov[static_cast<std::size_t>(x)]) / b; };
-    OpSample s{o, c, work, b * 1e-9, true, -1};
-    for (int x = 0; x < 3; ++x) s.lone = s.lone && frac(x) <= kLoneTolerance;
-    for (int x = 0; x < 3; ++x) {
-      if (frac(x) < kOverlapped) continue;
-      bool clean = true;
-      for (int y = 0; y < 3; ++y)
-        if (y != x && frac(y) > kLoneTolerance) clean = false;
-      if (clean) s.overlapped_by = x;
-    }
-    {
-      int others = 0;
-      for (int y = 0; y < 3; ++y)
-        if (y != c && frac(y) >= kOverlapped) ++others;
-      if (others == 2) s.overlapped_by = 3;
-    }
+  for (std::size_t o = 0; o < in.ops.size(); ++o) {
+    const auto& op = in.ops[o];
+    const auto c = static_cast<Class>(op.cls);
+    const double work = op.work;
+    OpSample s{o, c, work, op.seconds, op.lone, op.overlapped_by, nullptr, 1};
     samples.push_back(s);
     if (work <= 0) continue;
 
     const auto kind = op_kind_name(op.kind);
     Group* g = nullptr;
     if (c == kComp || c == kMem) {
-      auto& cached = group_of[static_cast<std::size_t>(op.kind)][by_bytes ? 1 : 0];
-      if (!cached) cached = c == kComp ? &compute[{std::string(kind), by_bytes ? "bytes" : "flops"}] : &copies[std::string(kind)];
+      auto& cached = group_of[static_cast<std::size_t>(op.kind)][op.by_bytes ? 1 : 0];
+      if (!cached) cached = c == kComp ? &compute[{std::string(kind), op.by_bytes ? "bytes" : "flops"}] : &copies[std::string(kind)];
       g = cached;
     } else if (auto ck = collective_kind(op.kind); !ck.empty()) {
-      auto [place, group] = instance_of(op);
+      auto [place, group] = instance_of(op.instance);
       if ((op.kind == OpKind::kMoeAllReduce || op.kind == OpKind::kTensorParallelAllReduce) && tensor_parallel > 0)
         group = static_cast<int>(tensor_parallel);
       if (ck == "send_recv") group = 2;
@@ -408,7 +437,7 @@ CostModel fit_cost_model(const Trace& trace) {
       inst.kind = kind;
       inst.all_to_all = ck == "all_to_all";
       inst.max_bytes = std::max(inst.max_bytes, work);
-      inst.max_recv = std::max(inst.max_recv, static_cast<double>(op.recv_bytes));
+      inst.max_recv = std::max(inst.max_recv, op.recv_bytes);
       inst.min_seconds = std::min(inst.min_seconds, s.seconds);
       inst.lone = inst.lone && s.lone;
       continue;
@@ -417,7 +446,7 @@ CostModel fit_cost_model(const Trace& trace) {
     if (!g->kinds.contains(kind)) g->kinds.emplace(kind);
     // GEMM launches per op: the simulator's count for an op range of its own;
     // one for an op recognised from one kernel of an imported trace.
-    const double launches = trace.recognition.moe ? 1 : sim_launches(op.kind, op.phase);
+    const double launches = run.recognition.moe ? 1 : sim_launches(op.kind, op.phase);
     samples.back().group = g;
     samples.back().launches = launches;
     g->x.push_back(work);
@@ -503,7 +532,7 @@ CostModel fit_cost_model(const Trace& trace) {
       std::map<OpKind, int> lone_n, over_n, modelled_n;
       for (const auto& s : samples) {
         if (s.cls != c || s.work <= 0) continue;
-        const auto k = ops[s.op].kind;
+        const auto k = in.ops[s.op].kind;
         if (s.lone) {
           rates[k][0] += s.seconds;
           rates[k][1] += s.work;

@@ -28,8 +28,7 @@ std::vector<std::string> breakdown_summary(const Breakdown& b);
 // The breakdown as tables (Markdown and HTML; the text report keeps its
 // fixed-width layout).
 Section breakdown_section(const Breakdown& b, const ReportOptions& options);
-// `not_computed_reason`: Analyses::not_computed_reason.
-Section fitted_models_section(const CostModel& m, const std::string& not_computed_reason = {});
+Section fitted_models_section(const CostModel& m);
 Section recommendations_section(const Analyses& a);
 // projection, nvtx, launch_queue, memory, expert_load, locality, fitted_models,
 // recommendations.

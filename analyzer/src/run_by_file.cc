@@ -177,6 +177,7 @@ RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const Run
 
   // Pass 2: each file's own analyses, on the union's clock and run.
   std::vector<Analyses> analysed(n_parts);
+  std::vector<CostSamples> samples(n_parts);
   std::map<std::string, UnclassifiedKernel> unclassified;
   const int per_file = std::max(1, detail::worker_count(options.threads) / static_cast<int>(std::max<std::size_t>(1, n_parts)));
   detail::parallel_for(
@@ -192,7 +193,9 @@ RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const Run
           ClockAlignment clocks = files_info.clocks;
           apply_clock_alignment(t, clocks);
         }
-        analysed[p] = analyze_file_part(t, breakdown, per_file);
+        auto part = analyze_file_part(t, breakdown, per_file);
+        analysed[p] = std::move(part.analyses);
+        samples[p] = std::move(part.cost_samples);
         rename_ids(analysed[p], ids.streams[p], ids.buffer_base[p]);
       },
       [&](std::size_t p) {
@@ -226,6 +229,7 @@ RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const Run
   a.launch_queue = merge_launch_queues(std::move(queues));
   a.nvtx = merge_nvtx(std::move(nvtx));
   if (run.recognition.ran) a.unclassified_kernels = largest_of(unclassified);
+  a.cost_model = fit_cost_samples(merge_cost_samples(std::move(samples)), run);
   a.expert_load = analyze_expert_load(run, a.breakdown);
   a.locality = analyze_locality(run);
   a.not_computed_reason = fmt::format(

@@ -697,8 +697,9 @@ TEST(CliRankFiles, SplitRunReportsAsTheWholeRun) {
 }
 
 // `report --by-file` (run_by_file.h): the same report as the files merged,
-// but for what needs every rank at once, which it names on stderr and in the
-// report; --by-file and --merged exclude each other.
+// fitted models included, but for what needs every rank's events at once,
+// which it names on stderr and in the report; --by-file and --merged exclude
+// each other.
 TEST(CliRankFiles, ByFileReportsAsTheMergedRunButWhatNeedsEveryRank) {
   const auto dir = testing::temp_path("byfile");
   std::filesystem::create_directories(dir);
@@ -711,13 +712,12 @@ TEST(CliRankFiles, ByFileReportsAsTheMergedRunButWhatNeedsEveryRank) {
   EXPECT_EQ(merged.err, "");
   EXPECT_EQ(by_file.err,
             "moetrace: warning: the 4 files were analysed one at a time, in bounded memory: the critical path across "
-            "ranks, the fitted models and the recommendations need every rank's events at once and are not computed "
-            "(--merged reads them together)\n");
+            "ranks and the recommendations need every rank's events at once and are not computed (--merged reads "
+            "them together)\n");
   auto m = nlohmann::json::parse(merged.out), b = nlohmann::json::parse(by_file.out);
   EXPECT_TRUE(b["ranks"]["run"]["by_file"].get<bool>());
   EXPECT_EQ(b["recommendations"]["status"], "not_computed");
   for (auto* j : {&m, &b}) {
-    j->erase("fitted_models");
     (*j)["critical_path"].erase("across_ranks");
     (*j)["ranks"]["run"].erase("by_file");
   }

@@ -37,9 +37,9 @@ struct Analyses {
   // moe_recognition.h: where MoE recognition ran, the largest kernels no
   // rule classifies (at most kUnclassifiedKernelsShown).
   std::vector<UnclassifiedKernel> unclassified_kernels;
-  // Why the fitted models, the critical path across ranks and the
-  // recommendations are absent where the run's files were analysed one at a
-  // time (run_by_file.h); empty otherwise.
+  // Why the critical path across ranks and the recommendations are absent
+  // where the run's files were analysed one at a time (run_by_file.h);
+  // empty otherwise.
   std::string not_computed_reason;
   // recommendations.h; set by add_recommendations (recommend.h, the target
   // moetrace::recommend: it simulates what-ifs, so analyze() leaves it out);
@@ -61,8 +61,13 @@ inline constexpr std::size_t kUnclassifiedKernelsShown = 10;
 // What one file of a run contributes where the files are analysed one at a
 // time (run_by_file.h): the analyses of its ranks alone (breakdown without
 // expert load, memory, launch queues, NVTX, the ranks' critical paths, every
-// unclassified kernel); none that needs every rank at once (collective
-// waits, the path across ranks, the fitted models, expert load, locality).
-Analyses analyze_file_part(const Trace& trace, const BreakdownOptions& breakdown = {}, int threads = 0);
+// unclassified kernel) and the samples the fitted models take from it; none
+// that needs every rank at once (collective waits, the path across ranks,
+// the fits, expert load, locality).
+struct FilePart {
+  Analyses analyses;
+  CostSamples cost_samples;
+};
+FilePart analyze_file_part(const Trace& trace, const BreakdownOptions& breakdown = {}, int threads = 0);
 
 }  // namespace moetrace::analyzer

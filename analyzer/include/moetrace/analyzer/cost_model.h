@@ -132,6 +132,45 @@ struct CostModel {
 
 CostModel fit_cost_model(const Trace& trace);
 
+// What fit_cost_model() takes from a trace's events, rank by rank: each op's
+// GPU time, work and overlap with the rest of its rank's work, and each
+// collective op's instance. Its ranks' samples are their own, so a run's
+// files analysed one at a time (run_by_file.h) fit as their union does:
+// fit_cost_samples(merge_cost_samples(parts), run) = fit_cost_model(union).
+struct CostSamples {
+  // One collective instance: same kind, layer, iteration, micro-batch, chunk
+  // and phase, and the same place among the rank's calls of those
+  // coordinates (packed into integers so sorting is cheap).
+  struct InstanceKey {
+    std::uint64_t a = 0, b = 0, c = 0;  // (layer, iteration), (micro-batch, chunk), (kind, phase)
+    std::uint32_t order = 0;            // among the rank's calls of the same coordinates, by start
+    auto operator<=>(const InstanceKey&) const = default;
+  };
+  struct Op {
+    OpKind kind = OpKind::kOtherOp;
+    Phase phase = Phase::kForward;
+    std::int8_t cls = 0;            // computation, communication, memory copy
+    std::int8_t overlapped_by = -1;  // the class that overlaps at least half of it, 3: both others, -1: neither
+    bool lone = true;               // nothing overlaps 1 % of it
+    bool by_bytes = false;          // computation: x is bytes (no FLOPs)
+    double work = 0;                // FLOPs or bytes; <= 0: unknown
+    double seconds = 0;             // GPU time (union of its activities)
+    double recv_bytes = -1;         // all-to-all: bytes received; -1: unknown
+    std::int32_t rank = 0;
+    InstanceKey instance;           // collectives
+  };
+  std::vector<Op> ops;  // ops with GPU time, in trace order (ranks in order)
+  std::vector<std::pair<InstanceKey, std::int32_t>> instance_ranks;  // every collective op's (instance, rank)
+  bool any_all_to_all = false;  // an all-to-all op with bytes
+  bool recv_known = true;       // every such op records what it receives
+};
+CostSamples cost_samples(const Trace& trace);
+// Joins the samples of traces of disjoint ranks, in rank order. Consumes `parts`.
+CostSamples merge_cost_samples(std::vector<CostSamples> parts);
+// The fits of the samples; `run` gives the run's configuration
+// (tensor_parallel) and whether MoE recognition made its ops.
+CostModel fit_cost_samples(const CostSamples& samples, const Trace& run);
+
 // Collective kind of an op kind ("all_to_all", ...), empty for non-collectives.
 std::string_view collective_kind(OpKind k);
 

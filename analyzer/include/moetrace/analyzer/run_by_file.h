@@ -18,12 +18,13 @@
 //    as in the union, and the trace freed.
 // The parts' analyses are merged (merge_breakdowns, merge_memory,
 // merge_launch_queues, merge_nvtx, the ranks' critical paths and
-// unclassified kernels joined), and the expert load and locality computed
+// unclassified kernels joined), the models fitted from every part's op
+// samples (merge_cost_samples), and the expert load and locality computed
 // from the union's tables. Every result equals analyze() of load_run()'s
 // merged trace, but for what needs every rank's events at once, which is
-// not computed: the critical path across ranks and the fitted models (their
-// collective instances join every rank's ops), and so the recommendations
-// that simulate with them. RunFiles::by_file says so.
+// not computed: the critical path across ranks (one graph of every rank's
+// events) and the recommendations (their workloads read the ops and
+// recorded shapes). RunFiles::by_file says so.
 #pragma once
 
 #include <cstdint>
