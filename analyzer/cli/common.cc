@@ -126,6 +126,9 @@ analyzer::RunAnalysis analyze_traces(const TraceArgs& args, analyzer::LoadOption
     out = analyzer::analyze_run_by_file(paths, ro, breakdown);
   }
   print_run_warnings(out.trace);
+  if (!out.analyses.fits_not_computed_reason.empty())
+    std::cerr << "moetrace: warning: the fitted models are not computed: " << out.analyses.fits_not_computed_reason
+              << "\n";
   return out;
 }
 

@@ -280,7 +280,7 @@ std::vector<std::string> fit_row(const CostModelFit& f, std::string first) {
 
 }  // namespace
 
-Section fitted_models_section(const CostModel& m) {
+Section fitted_models_section(const CostModel& m, const std::string& not_computed_reason) {
   Section s{"fitted_models", "Fitted models", {}};
   s.para("t(x) = alpha + beta x by least squares over the ops' GPU times (pipemoe Eq. 13 for computation, "
          "Eq. 16 for collectives); 'lone' fits use only ops nothing overlapped. `moetrace fit` writes these "
@@ -294,6 +294,10 @@ Section fitted_models_section(const CostModel& m) {
     for (const auto& f : fits) t.rows.push_back(fit_row(f, group ? fmt::format("{} x{}", f.kind, f.group_size) : f.kind));
     return t;
   };
+  if (!not_computed_reason.empty()) {
+    s.para("Not computed: " + not_computed_reason + ".");
+    return s;
+  }
   if (m.compute.empty() && m.collectives.empty() && m.copies.empty())
     s.para("No op carries FLOPs or bytes, so nothing could be fitted.");
   if (!m.compute.empty()) s.table("Computation (x = FLOPs):", table_of(m.compute, "op kind", false));
@@ -459,7 +463,7 @@ std::vector<Section> analysis_sections(const Trace& trace, const Analyses& a, co
   s.push_back(memory_section(a.memory, options));
   s.push_back(expert_load_section(a.expert_load, options));
   s.push_back(locality_section(a.locality, options));
-  s.push_back(fitted_models_section(a.cost_model));
+  s.push_back(fitted_models_section(a.cost_model, a.fits_not_computed_reason));
   s.push_back(recommendations_section(a));
   return s;
 }

@@ -28,7 +28,8 @@ std::vector<std::string> breakdown_summary(const Breakdown& b);
 // The breakdown as tables (Markdown and HTML; the text report keeps its
 // fixed-width layout).
 Section breakdown_section(const Breakdown& b, const ReportOptions& options);
-Section fitted_models_section(const CostModel& m);
+// `not_computed_reason`: Analyses::fits_not_computed_reason.
+Section fitted_models_section(const CostModel& m, const std::string& not_computed_reason = {});
 Section recommendations_section(const Analyses& a);
 // projection, nvtx, launch_queue, memory, expert_load, locality, fitted_models,
 // recommendations.

@@ -94,7 +94,7 @@ std::vector<UnclassifiedKernel> largest_of(std::map<std::string, UnclassifiedKer
 }  // namespace
 
 RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const RunLoadOptions& options,
-                                const BreakdownOptions& breakdown) {
+                                const BreakdownOptions& breakdown, std::size_t max_cost_samples) {
   if (paths.size() < 2) {
     RunAnalysis one;
     one.trace = load_run(paths, options);
@@ -178,6 +178,7 @@ RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const Run
   // Pass 2: each file's own analyses, on the union's clock and run.
   std::vector<Analyses> analysed(n_parts);
   std::vector<CostSamples> samples(n_parts);
+  std::size_t sampled = 0;  // ops sampled so far; above max_cost_samples the samples are dropped
   std::map<std::string, UnclassifiedKernel> unclassified;
   const int per_file = std::max(1, detail::worker_count(options.threads) / static_cast<int>(std::max<std::size_t>(1, n_parts)));
   detail::parallel_for(
@@ -206,6 +207,13 @@ RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const Run
           sum.gpu_ns += k.gpu_ns;
         }
         std::vector<UnclassifiedKernel>().swap(analysed[p].unclassified_kernels);
+        const bool was_over = sampled > max_cost_samples;
+        sampled += samples[p].ops.size();
+        if (sampled > max_cost_samples) {
+          if (!was_over)  // the first part beyond the bound: every part's samples go
+            for (auto& x : samples) x = CostSamples();
+          samples[p] = CostSamples();
+        }
         advance("analysing the ranks");
       });
 
@@ -229,7 +237,14 @@ RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const Run
   a.launch_queue = merge_launch_queues(std::move(queues));
   a.nvtx = merge_nvtx(std::move(nvtx));
   if (run.recognition.ran) a.unclassified_kernels = largest_of(unclassified);
-  a.cost_model = fit_cost_samples(merge_cost_samples(std::move(samples)), run);
+  if (sampled <= max_cost_samples)
+    a.cost_model = fit_cost_samples(merge_cost_samples(std::move(samples)), run);
+  else
+    a.fits_not_computed_reason = fmt::format(
+        "the run's {} files were analysed one at a time, in bounded memory, and their {} ops are more than the "
+        "{} whose samples the fits keep (moetrace report --merged fits them)",
+        n_parts, sampled, max_cost_samples);
+  std::vector<CostSamples>().swap(samples);
   a.expert_load = analyze_expert_load(run, a.breakdown);
   a.locality = analyze_locality(run);
   a.not_computed_reason = fmt::format(

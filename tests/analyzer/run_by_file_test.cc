@@ -213,6 +213,31 @@ TEST(RunByFile, SaysWhatItLeavesOutInEveryFormat) {
   EXPECT_FALSE(r.analyses.cost_model.compute.empty());
 }
 
+// The fits keep one sample per op: a run with more ops than the bound gets
+// no fits, and says why, rather than memory that grows with its ops.
+TEST(RunByFile, TooManyOpsForTheFitsLeaveThemOutAndSayWhy) {
+  const auto paths = rank_files("bounded");
+  const RunAnalysis all = analyze_run_by_file(paths, {}, {}, 1'000'000);
+  EXPECT_TRUE(all.analyses.fits_not_computed_reason.empty());
+  EXPECT_FALSE(all.analyses.cost_model.compute.empty());
+  // Each rank has kLayers x kIterations x 4 + kIterations ops with GPU time.
+  constexpr std::size_t kOps = kRanks * (kLayers * kIterations * 4 + kIterations);
+  const RunAnalysis exact = analyze_run_by_file(paths, {}, {}, kOps);
+  EXPECT_FALSE(exact.analyses.cost_model.compute.empty());
+  const RunAnalysis over = analyze_run_by_file(paths, {}, {}, kOps - 1);
+  EXPECT_TRUE(over.analyses.cost_model.compute.empty());
+  EXPECT_EQ(over.analyses.fits_not_computed_reason,
+            fmt::format("the run's 4 files were analysed one at a time, in bounded memory, and their {} ops are "
+                        "more than the {} whose samples the fits keep (moetrace report --merged fits them)",
+                        kOps, kOps - 1));
+  std::ostringstream text;
+  write_text_report(text, over.trace, over.analyses, {});
+  EXPECT_NE(text.str().find("Fitted models\n-------------\nt(x) = alpha"), std::string::npos);
+  EXPECT_NE(text.str().find("Not computed: the run's 4 files were analysed one at a time, in bounded memory, and "
+                            "their"),
+            std::string::npos);
+}
+
 TEST(RunByFile, EstimatesTheMergedRunFromTheFilesSizes) {
   const auto paths = rank_files("sized");
   std::int64_t bytes = 0;

@@ -41,6 +41,10 @@ struct Analyses {
   // where the run's files were analysed one at a time (run_by_file.h);
   // empty otherwise.
   std::string not_computed_reason;
+  // Why the fitted models are absent where the files were analysed one at a
+  // time: their ops were too many to keep every op's sample (run_by_file.h's
+  // kMaxCostSamples); empty otherwise.
+  std::string fits_not_computed_reason;
   // recommendations.h; set by add_recommendations (recommend.h, the target
   // moetrace::recommend: it simulates what-ifs, so analyze() leaves it out);
   // the report's recommendations section.

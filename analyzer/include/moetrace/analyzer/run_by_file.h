@@ -19,7 +19,9 @@
 // The parts' analyses are merged (merge_breakdowns, merge_memory,
 // merge_launch_queues, merge_nvtx, the ranks' critical paths and
 // unclassified kernels joined), the models fitted from every part's op
-// samples (merge_cost_samples), and the expert load and locality computed
+// samples (merge_cost_samples; one per op, so only up to kMaxCostSamples
+// ops in all: beyond, the fits are not computed and the report says why),
+// and the expert load and locality computed
 // from the union's tables. Every result equals analyze() of load_run()'s
 // merged trace, but for what needs every rank's events at once, which is
 // not computed: the critical path across ranks (one graph of every rank's
@@ -27,6 +29,7 @@
 // recorded shapes). RunFiles::by_file says so.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -35,6 +38,11 @@
 #include "moetrace/analyzer/run_loader.h"
 
 namespace moetrace::analyzer {
+
+// The most op samples (cost_model.h's CostSamples::Op, 72 bytes, and about
+// as much again while fitting) a run read file by file keeps for its fits:
+// about 150 MB.
+inline constexpr std::size_t kMaxCostSamples = std::size_t{1} << 20;
 
 struct RunAnalysis {
   // The run without its events: run information, files (by_file set),
@@ -47,7 +55,8 @@ struct RunAnalysis {
 // Throws moetrace::Error as load_run() does; also where a file changed
 // between the two passes.
 RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const RunLoadOptions& options = {},
-                                const BreakdownOptions& breakdown = {});
+                                const BreakdownOptions& breakdown = {},
+                                std::size_t max_cost_samples = kMaxCostSamples);
 
 // Memory that load_run() and analyze() of the files would take, estimated
 // from their size on disk (kMergedBytesPerFileByte: the peak RSS of `report
