@@ -179,6 +179,7 @@ RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const Run
   std::vector<Analyses> analysed(n_parts);
   std::vector<CostSamples> samples(n_parts);
   std::size_t sampled = 0;  // ops sampled so far; above max_cost_samples the samples are dropped
+  std::vector<bool> ended(n_parts, false);  // parts done (the calling thread's)
   std::map<std::string, UnclassifiedKernel> unclassified;
   const int per_file = std::max(1, detail::worker_count(options.threads) / static_cast<int>(std::max<std::size_t>(1, n_parts)));
   detail::parallel_for(
@@ -207,13 +208,13 @@ RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const Run
           sum.gpu_ns += k.gpu_ns;
         }
         std::vector<UnclassifiedKernel>().swap(analysed[p].unclassified_kernels);
-        const bool was_over = sampled > max_cost_samples;
+        // Beyond the bound every ended part's samples go (parts still being
+        // analysed write theirs: each goes as it ends).
         sampled += samples[p].ops.size();
-        if (sampled > max_cost_samples) {
-          if (!was_over)  // the first part beyond the bound: every part's samples go
-            for (auto& x : samples) x = CostSamples();
-          samples[p] = CostSamples();
-        }
+        ended[p] = true;
+        if (sampled > max_cost_samples)
+          for (std::size_t q = 0; q < n_parts; ++q)
+            if (ended[q] && !samples[q].ops.empty()) samples[q] = CostSamples();
         advance("analysing the ranks");
       });
 

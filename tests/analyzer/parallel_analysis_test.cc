@@ -9,6 +9,7 @@
 
 #include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/report.h"
+#include "moetrace/analyzer/run_by_file.h"
 #include "moetrace/synthetic/synthetic_trace.h"
 #include "parallel.h"
 #include "text_trace.h"
@@ -35,6 +36,48 @@ TEST(ParallelAnalysis, SeveralThreadsGiveTheReportOfOne) {
     EXPECT_EQ(report_json(trace, a, o).dump(), one) << threads << " threads";
     EXPECT_GE(stages.size(), 10u);  // "analysing", then each analysis as it ends
     EXPECT_EQ(a.critical_path.size(), 4u);
+  }
+}
+
+// A run's files read one at a time (run_by_file.h), several at once: the
+// report of one thread, whether the fits keep their samples or drop them
+// as the parts end.
+TEST(ParallelAnalysis, FilesReadOneAtATimeOnSeveralThreadsGiveTheReportOfOne) {
+  std::vector<std::string> paths;
+  for (int r = 0; r < 6; ++r) {
+    std::string t = "run world_size=6 backend=test variant=dpmoe\n";
+    t += "stream id=0 rank=" + std::to_string(r) + " role=compute\nstream id=1 rank=" + std::to_string(r) +
+         " role=comm\n";
+    int id = 1;
+    for (int it = 0; it < 3; ++it) {
+      const long t0 = 1'000'000 + it * 10'000;
+      const std::string at = " layer=0 iteration=" + std::to_string(it) + " phase=fwd start=";
+      t += "op id=" + std::to_string(id) + " rank=" + std::to_string(r) + " stream=0 kind=expert_ffn flops=1e9" + at +
+           std::to_string(t0) + " end=" + std::to_string(t0 + 1000 + 100 * r) + "\n";
+      t += "kernel rank=" + std::to_string(r) + " stream=0 start=" + std::to_string(t0) + " end=" +
+           std::to_string(t0 + 1000 + 100 * r) + " name=gemm op=" + std::to_string(id) + "\n";
+      t += "op id=" + std::to_string(id + 1) + " rank=" + std::to_string(r) +
+           " stream=1 kind=combine_all_to_all bytes=" + std::to_string(4096 * (it + 1)) + at +
+           std::to_string(t0 + 2000) + " end=" + std::to_string(t0 + 3000) + "\n";
+      t += "kernel rank=" + std::to_string(r) + " stream=1 start=" + std::to_string(t0 + 2000) + " end=" +
+           std::to_string(t0 + 3000) + " name=a2a op=" + std::to_string(id + 1) + "\n";
+      id += 2;
+    }
+    paths.push_back(testing::temp_path("byfile-threads-" + std::to_string(r) + ".db"));
+    testing::write_text_trace(paths.back(), t);
+  }
+  for (std::size_t bound : {std::size_t{1000}, std::size_t{10}}) {
+    RunLoadOptions one;
+    one.threads = 1;
+    const auto a = analyze_run_by_file(paths, one, {}, bound);
+    EXPECT_EQ(a.analyses.cost_model.compute.empty(), bound == 10);
+    const auto expected = report_json(a.trace, a.analyses, {}).dump();
+    for (int threads : {2, 4}) {
+      RunLoadOptions o;
+      o.threads = threads;
+      const auto b = analyze_run_by_file(paths, o, {}, bound);
+      EXPECT_EQ(report_json(b.trace, b.analyses, {}).dump(), expected) << threads << " threads";
+    }
   }
 }
 
