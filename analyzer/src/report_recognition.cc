@@ -36,11 +36,15 @@ std::vector<UnclassifiedKernel> largest_unclassified_kernels(const Trace& trace,
   }
   std::vector<UnclassifiedKernel> out;
   for (auto& [id, k] : by_name) out.push_back(std::move(k));
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+  return largest_first(std::move(out), n);
+}
+
+std::vector<UnclassifiedKernel> largest_first(std::vector<UnclassifiedKernel> kernels, std::size_t n) {
+  std::sort(kernels.begin(), kernels.end(), [](const auto& a, const auto& b) {
     return a.gpu_ns != b.gpu_ns ? a.gpu_ns > b.gpu_ns : a.name < b.name;
   });
-  if (out.size() > n) out.resize(n);
-  return out;
+  if (kernels.size() > n) kernels.resize(n);
+  return kernels;
 }
 
 std::vector<std::string> recognition_unlocks(const Trace& trace) {

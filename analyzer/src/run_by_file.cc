@@ -79,17 +79,6 @@ void rename_ids(Analyses& a, const std::vector<std::pair<std::int32_t, std::int3
   }
 }
 
-// The unclassified kernels of every part (each its whole list) as
-// largest_unclassified_kernels() of the union.
-std::vector<UnclassifiedKernel> largest_of(std::map<std::string, UnclassifiedKernel>& by_name) {
-  std::vector<UnclassifiedKernel> out;
-  for (auto& [name, k] : by_name) out.push_back(std::move(k));
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
-    return a.gpu_ns != b.gpu_ns ? a.gpu_ns > b.gpu_ns : a.name < b.name;
-  });
-  if (out.size() > kUnclassifiedKernelsShown) out.resize(kUnclassifiedKernelsShown);
-  return out;
-}
 
 }  // namespace
 
@@ -237,7 +226,12 @@ RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const Run
   a.memory = merge_memory(std::move(memories), run);
   a.launch_queue = merge_launch_queues(std::move(queues));
   a.nvtx = merge_nvtx(std::move(nvtx));
-  if (run.recognition.ran) a.unclassified_kernels = largest_of(unclassified);
+  if (run.recognition.ran) {
+    // Every part's whole list, summed by name: largest_unclassified_kernels() of the union.
+    std::vector<UnclassifiedKernel> all;
+    for (auto& [name, k] : unclassified) all.push_back(std::move(k));
+    a.unclassified_kernels = largest_first(std::move(all), kUnclassifiedKernelsShown);
+  }
   if (sampled <= max_cost_samples)
     a.cost_model = fit_cost_samples(merge_cost_samples(std::move(samples)), run);
   else

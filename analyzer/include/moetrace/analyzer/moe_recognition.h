@@ -166,6 +166,8 @@ struct UnclassifiedKernel {
   std::int64_t count = 0, gpu_ns = 0;
 };
 std::vector<UnclassifiedKernel> largest_unclassified_kernels(const Trace& trace, std::size_t n);
+// The n with the most GPU time (ties: by name), largest first.
+std::vector<UnclassifiedKernel> largest_first(std::vector<UnclassifiedKernel> kernels, std::size_t n);
 
 // For a trace recognition ran on: one line per part of the report that is
 // missing, naming the annotation or rule that would unlock it.
