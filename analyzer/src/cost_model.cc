@@ -146,13 +146,8 @@ IntervalSet depth_two(const std::vector<Interval>& intervals) {
 
 struct Group;
 
-struct OpSample {
-  std::size_t op;  // into CostSamples::ops
-  Class cls;
-  double work;      // FLOPs or bytes; <= 0: unknown
-  double seconds;   // GPU time
-  bool lone;
-  int overlapped_by = -1;  // kComp/kComm/kMem, 3 = all, -1 = neither
+// What fitting adds to a CostSamples::Op (the same index).
+struct OpFit {
   const Group* group = nullptr;  // the fit group it belongs to
   double launches = 1;           // the simulator's GEMM count (compute)
 };
@@ -340,7 +335,6 @@ CostSamples cost_samples(const Trace& trace) {
     s.work = work;
     s.seconds = b * 1e-9;
     s.recv_bytes = static_cast<double>(op.recv_bytes);
-    s.rank = op.rank.value;
     for (int x = 0; x < 3; ++x) s.lone = s.lone && frac(x) <= kLoneTolerance;
     for (int x = 0; x < 3; ++x) {
       if (frac(x) < kOverlapped) continue;
@@ -390,7 +384,7 @@ CostModel fit_cost_samples(const CostSamples& in, const Trace& run) {
     return std::pair{static_cast<std::size_t>(lo - instance_ranks.begin()), static_cast<int>(hi - lo)};
   };
 
-  std::vector<OpSample> samples;
+  std::vector<OpFit> op_fits(in.ops.size());
   std::map<std::pair<std::string, std::string>, Group> compute;  // (op kind, x)
   // A collective instance: its participants' ops. The busiest participant
   // sets its time (pro-prophet Eq. 1), and every participant but the last
@@ -415,8 +409,6 @@ CostModel fit_cost_samples(const CostSamples& in, const Trace& run) {
     const auto& op = in.ops[o];
     const auto c = static_cast<Class>(op.cls);
     const double work = op.work;
-    OpSample s{o, c, work, op.seconds, op.lone, op.overlapped_by, nullptr, 1};
-    samples.push_back(s);
     if (work <= 0) continue;
 
     const auto kind = op_kind_name(op.kind);
@@ -433,13 +425,13 @@ CostModel fit_cost_samples(const CostSamples& in, const Trace& run) {
       // One point per collective instance, gathered below.
       auto& inst = instances[place];
       inst.group = &collectives[{std::string(ck), group}];
-      samples.back().group = inst.group;
+      op_fits[o].group = inst.group;
       inst.kind = kind;
       inst.all_to_all = ck == "all_to_all";
       inst.max_bytes = std::max(inst.max_bytes, work);
       inst.max_recv = std::max(inst.max_recv, op.recv_bytes);
-      inst.min_seconds = std::min(inst.min_seconds, s.seconds);
-      inst.lone = inst.lone && s.lone;
+      inst.min_seconds = std::min(inst.min_seconds, op.seconds);
+      inst.lone = inst.lone && op.lone;
       continue;
     }
     if (!g) continue;
@@ -447,14 +439,13 @@ CostModel fit_cost_samples(const CostSamples& in, const Trace& run) {
     // GEMM launches per op: the simulator's count for an op range of its own;
     // one for an op recognised from one kernel of an imported trace.
     const double launches = run.recognition.moe ? 1 : sim_launches(op.kind, op.phase);
-    samples.back().group = g;
-    samples.back().launches = launches;
+    op_fits[o] = {g, launches};
     g->x.push_back(work);
-    g->t.push_back(s.seconds);
+    g->t.push_back(op.seconds);
     g->l.push_back(launches);
-    if (s.lone) {
+    if (op.lone) {
       g->lone_x.push_back(work);
-      g->lone_t.push_back(s.seconds);
+      g->lone_t.push_back(op.seconds);
       g->lone_l.push_back(launches);
     }
   }
@@ -515,13 +506,15 @@ CostModel fit_cost_samples(const CostSamples& in, const Trace& run) {
   // What an overlapped op would have taken alone, by its group's fit of lone
   // ops where there is one (startups included, so ops of another size than
   // the lone ones compare fairly); < 0: none.
-  auto alone_seconds = [&](const OpSample& s) {
+  auto alone_seconds = [&](std::size_t o) {
+    const OpFit& s = op_fits[o];
+    const double work = in.ops[o].work;
     auto it = s.group ? fit_of.find(s.group) : fit_of.end();
     if (it == fit_of.end() || it->second.sample != "lone" || it->second.fit.method != "least_squares") return -1.0;
     const auto& f = it->second;
     if (f.subject == "compute" && f.launch_fit.usable)
-      return s.launches * f.launch_fit.alpha_per_launch + f.launch_fit.beta * s.work;
-    return f.fit.predict(s.work);
+      return s.launches * f.launch_fit.alpha_per_launch + f.launch_fit.beta * work;
+    return f.fit.predict(work);
   };
 
   // Interference: per target class and interferer, per op kind rate ratios.
@@ -530,9 +523,10 @@ CostModel fit_cost_samples(const CostSamples& in, const Trace& run) {
       std::map<OpKind, std::array<double, 4>> rates;  // lone time, lone work, overlapped time, work
       std::map<OpKind, std::array<double, 2>> modelled;  // overlapped: time alone by the fit, time
       std::map<OpKind, int> lone_n, over_n, modelled_n;
-      for (const auto& s : samples) {
+      for (std::size_t o = 0; o < in.ops.size(); ++o) {
+        const auto& s = in.ops[o];
         if (s.cls != c || s.work <= 0) continue;
-        const auto k = in.ops[s.op].kind;
+        const auto k = s.kind;
         if (s.lone) {
           rates[k][0] += s.seconds;
           rates[k][1] += s.work;
@@ -541,7 +535,7 @@ CostModel fit_cost_samples(const CostSamples& in, const Trace& run) {
           rates[k][2] += s.seconds;
           rates[k][3] += s.work;
           ++over_n[k];
-          if (const double alone = alone_seconds(s); alone > 0) {
+          if (const double alone = alone_seconds(o); alone > 0) {
             modelled[k][0] += alone;
             modelled[k][1] += s.seconds;
             ++modelled_n[k];

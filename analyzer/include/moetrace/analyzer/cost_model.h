@@ -156,7 +156,6 @@ struct CostSamples {
     double work = 0;                // FLOPs or bytes; <= 0: unknown
     double seconds = 0;             // GPU time (union of its activities)
     double recv_bytes = -1;         // all-to-all: bytes received; -1: unknown
-    std::int32_t rank = 0;
     InstanceKey instance;           // collectives
   };
   std::vector<Op> ops;  // ops with GPU time, in trace order (ranks in order)

@@ -39,7 +39,7 @@
 
 namespace moetrace::analyzer {
 
-// The most op samples (cost_model.h's CostSamples::Op, 72 bytes, and about
+// The most op samples (cost_model.h's CostSamples::Op, 64 bytes, and about
 // as much again while fitting) a run read file by file keeps for its fits:
 // about 150 MB.
 inline constexpr std::size_t kMaxCostSamples = std::size_t{1} << 20;
