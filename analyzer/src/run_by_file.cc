@@ -18,12 +18,6 @@
 namespace moetrace::analyzer {
 namespace {
 
-// What pass 1 keeps of a file: the trace without its events, and its calls.
-struct FileSummary {
-  std::optional<Trace> trace;
-  std::string error;
-  std::vector<CollectiveCall> calls;
-};
 
 // The trace without what grows with its events. The load and placement
 // tables are taken out too: every file may hold the run's whole tables, so
@@ -43,22 +37,6 @@ Trace summary_of(Trace& t) {
   s.op_track_begin.assign(s.streams.size() + 1, 0);
   s.activity_track_begin.assign(s.streams.size() + 1, 0);
   return s;
-}
-
-// Rows of the run's load and placement tables as merge_traces() keeps them:
-// sorted by key, one row per key.
-void dedupe_load(std::vector<ExpertLoad>& v) {
-  auto key = [](const ExpertLoad& e) { return std::tie(e.iteration, e.layer, e.src_rank, e.expert); };
-  std::stable_sort(v.begin(), v.end(), [&](const ExpertLoad& a, const ExpertLoad& b) { return key(a) < key(b); });
-  v.erase(std::unique(v.begin(), v.end(), [&](const ExpertLoad& a, const ExpertLoad& b) { return key(a) == key(b); }),
-          v.end());
-}
-void dedupe_placements(std::vector<ExpertPlacement>& v) {
-  auto key = [](const ExpertPlacement& e) { return std::tie(e.iteration, e.layer, e.expert, e.rank, e.role); };
-  std::sort(v.begin(), v.end(), [&](const ExpertPlacement& a, const ExpertPlacement& b) { return key(a) < key(b); });
-  v.erase(std::unique(v.begin(), v.end(),
-                      [&](const ExpertPlacement& a, const ExpertPlacement& b) { return key(a) == key(b); }),
-          v.end());
 }
 
 // A part's stream and buffer ids as the union's.
@@ -100,7 +78,9 @@ RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const Run
   };
 
   // Pass 1: what crosses ranks.
-  std::vector<FileSummary> files(paths.size());
+  // What pass 1 keeps of each file: the trace without its events, and its calls.
+  std::vector<detail::LoadedFile> files(paths.size());
+  std::vector<std::vector<CollectiveCall>> calls_of(paths.size());
   std::vector<ExpertLoad> load;
   std::vector<ExpertPlacement> placements;
   std::size_t load_kept = 0, placements_kept = 0;
@@ -109,7 +89,7 @@ RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const Run
       [&](std::size_t i) {
         try {
           Trace t = load_trace(paths[i], lo);
-          files[i].calls = collective_calls(t);
+          calls_of[i] = collective_calls(t);
           files[i].trace = summary_of(t);
           files[i].trace->expert_load = std::move(t.expert_load);
           files[i].trace->placements = std::move(t.placements);
@@ -123,22 +103,17 @@ RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const Run
           placements.insert(placements.end(), t->placements.begin(), t->placements.end());
           std::vector<ExpertLoad>().swap(t->expert_load);
           std::vector<ExpertPlacement>().swap(t->placements);
-          if (load.size() > 2 * load_kept + 4096) dedupe_load(load), load_kept = load.size();
+          if (load.size() > 2 * load_kept + 4096) detail::dedupe_expert_load(load), load_kept = load.size();
           if (placements.size() > 2 * placements_kept + 4096)
-            dedupe_placements(placements), placements_kept = placements.size();
+            detail::dedupe_placements(placements), placements_kept = placements.size();
         }
         advance("reading the ranks' collectives");
       });
-  std::vector<std::optional<Trace>> summaries(paths.size());
-  std::vector<std::string> errors(paths.size());
-  for (std::size_t i = 0; i < paths.size(); ++i) {
-    summaries[i] = std::move(files[i].trace);
-    errors[i] = std::move(files[i].error);
-  }
-  auto parts = detail::assemble_run(paths, summaries, errors, options.align);
+  auto parts = detail::assemble_run(paths, files, options.align);
   std::vector<CollectiveCall> calls;
-  for (auto i : parts.loaded_index) calls.insert(calls.end(), files[i].calls.begin(), files[i].calls.end());
+  for (auto i : parts.loaded_index) calls.insert(calls.end(), calls_of[i].begin(), calls_of[i].end());
   files.clear();
+  calls_of.clear();
   std::sort(calls.begin(), calls.end(),
             [](const CollectiveCall& a, const CollectiveCall& b) { return std::tie(a.key, a.rank) < std::tie(b.key, b.rank); });
 
@@ -148,8 +123,8 @@ RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const Run
   out.trace = detail::merge_traces(std::move(parts.parts), ids);
   Trace& run = out.trace;
   detail::finish_run(run, parts);
-  dedupe_load(load);
-  dedupe_placements(placements);
+  detail::dedupe_expert_load(load);
+  detail::dedupe_placements(placements);
   run.expert_load = std::move(load);
   run.placements = std::move(placements);
   auto& files_info = *parts.files;

@@ -71,13 +71,8 @@ std::string other_run(const RunInfo& a, const RunInfo& b) {
   return "";
 }
 
-struct Loaded {
-  std::optional<Trace> trace;
-  std::string error;
-};
-
-std::vector<Loaded> load_parallel(const std::vector<std::string>& paths, const RunLoadOptions& options) {
-  std::vector<Loaded> out(paths.size());
+std::vector<detail::LoadedFile> load_parallel(const std::vector<std::string>& paths, const RunLoadOptions& options) {
+  std::vector<detail::LoadedFile> out(paths.size());
   LoadOptions lo = options.load;
   lo.progress = nullptr;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -242,26 +237,25 @@ std::vector<std::string> RunFiles::warnings() const {
 
 namespace detail {
 
-RunParts assemble_run(const std::vector<std::string>& paths, std::vector<std::optional<Trace>>& loaded,
-                      const std::vector<std::string>& errors, bool align) {
+RunParts assemble_run(const std::vector<std::string>& paths, std::vector<LoadedFile>& loaded, bool align) {
   RunParts out;
   auto& files = out.files = std::make_shared<RunFiles>();
   files->align_requested = align;
   // Which run: the one most files belong to (ties: the first file's).
   std::vector<std::size_t> ok;
   for (std::size_t i = 0; i < loaded.size(); ++i) {
-    if (loaded[i]) ok.push_back(i);
-    else files->left_out.emplace_back(paths[i], errors[i]);
+    if (loaded[i].trace) ok.push_back(i);
+    else files->left_out.emplace_back(paths[i], loaded[i].error);
   }
-  if (ok.empty()) throw Error(errors.front());
+  if (ok.empty()) throw Error(loaded.front().error);
   std::size_t run = ok.front(), best = 0;
   for (auto i : ok) {
     std::size_t n = 0;
-    for (auto j : ok) n += other_run(loaded[i]->run, loaded[j]->run).empty() ? 1 : 0;
+    for (auto j : ok) n += other_run(loaded[i].trace->run, loaded[j].trace->run).empty() ? 1 : 0;
     if (n > best) best = n, run = i;
   }
   for (auto i : ok)
-    if (auto why = other_run(loaded[run]->run, loaded[i]->run); !why.empty())
+    if (auto why = other_run(loaded[run].trace->run, loaded[i].trace->run); !why.empty())
       throw Error(fmt::format("{}: a rank of another run ({} as in {}); give the files of one run", paths[i], why,
                               paths[run]));
   // Ranks: a rank held by an earlier file leaves the later file out.
@@ -270,7 +264,7 @@ RunParts assemble_run(const std::vector<std::string>& paths, std::vector<std::op
   std::vector<RunFiles::File> kept;
   std::set<std::int32_t> duplicates;
   for (auto i : ok) {
-    const auto ranks = loaded[i]->rank_ids();
+    const auto ranks = loaded[i].trace->rank_ids();
     std::vector<std::int32_t> clash;
     for (RankId r : ranks)
       if (auto it = owner.find(r.value); it != owner.end()) clash.push_back(r.value);
@@ -279,7 +273,7 @@ RunParts assemble_run(const std::vector<std::string>& paths, std::vector<std::op
       files->left_out.emplace_back(
           paths[i], fmt::format("{}: holds rank{} {}, which {} holds too", paths[i], clash.size() == 1 ? "" : "s",
                                 rank_ranges(clash), paths[owner[clash.front()]]));
-      loaded[i].reset();
+      loaded[i].trace.reset();
       continue;
     }
     RunFiles::File f{paths[i], {}};
@@ -299,11 +293,10 @@ RunParts assemble_run(const std::vector<std::string>& paths, std::vector<std::op
   }
   out.loaded_index = std::move(index);
   for (auto i : out.loaded_index) {
-    out.parts.push_back(std::move(*loaded[i]));
-    loaded[i].reset();
+    out.parts.push_back(std::move(*loaded[i].trace));
+    loaded[i].trace.reset();
   }
   files->duplicate_ranks.assign(duplicates.begin(), duplicates.end());
-  out.highest_rank = owner.empty() ? -1 : owner.rbegin()->first;
   for (const auto& [rank, i] : owner) out.ranks.push_back(rank);
   return out;
 }
@@ -311,7 +304,7 @@ RunParts assemble_run(const std::vector<std::string>& paths, std::vector<std::op
 void finish_run(Trace& trace, RunParts& parts) {
   auto& files = *parts.files;
   int world = trace.run.world_size;
-  if (parts.highest_rank >= 0) world = std::max(world, parts.highest_rank + 1);
+  if (!parts.ranks.empty()) world = std::max(world, parts.ranks.back() + 1);
   trace.run.world_size = files.world_size = world;
   std::set<std::int32_t> held(parts.ranks.begin(), parts.ranks.end());
   for (std::int32_t r = 0; r < world; ++r)
@@ -331,14 +324,7 @@ Trace load_run(const std::vector<std::string>& paths, const RunLoadOptions& opti
     return load_trace(paths.front(), lo);
   }
   auto loaded = load_parallel(paths, options);
-  std::vector<std::optional<Trace>> traces(loaded.size());
-  std::vector<std::string> errors(loaded.size());
-  for (std::size_t i = 0; i < loaded.size(); ++i) {
-    traces[i] = std::move(loaded[i].trace);
-    errors[i] = std::move(loaded[i].error);
-  }
-  loaded.clear();
-  auto parts = detail::assemble_run(paths, traces, errors, options.align);
+  auto parts = detail::assemble_run(paths, loaded, options.align);
   if (options.progress) options.progress("merging", 0.9);
   Trace trace = merge_traces(std::move(parts.parts));
   detail::finish_run(trace, parts);

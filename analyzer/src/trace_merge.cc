@@ -305,18 +305,8 @@ class TraceMerger {
     std::stable_sort(o.buffers.begin(), o.buffers.end(), [](const Buffer& a, const Buffer& b) { return a.id < b.id; });
     // Every rank file may hold the run's whole load and placement tables:
     // one row per key.
-    auto load_key = [](const ExpertLoad& e) { return std::tie(e.iteration, e.layer, e.src_rank, e.expert); };
-    std::stable_sort(o.expert_load.begin(), o.expert_load.end(),
-                     [&](const ExpertLoad& a, const ExpertLoad& b) { return load_key(a) < load_key(b); });
-    o.expert_load.erase(std::unique(o.expert_load.begin(), o.expert_load.end(),
-                                    [&](const ExpertLoad& a, const ExpertLoad& b) { return load_key(a) == load_key(b); }),
-                        o.expert_load.end());
-    auto place_key = [](const ExpertPlacement& e) { return std::tie(e.iteration, e.layer, e.expert, e.rank, e.role); };
-    std::sort(o.placements.begin(), o.placements.end(),
-              [&](const ExpertPlacement& a, const ExpertPlacement& b) { return place_key(a) < place_key(b); });
-    o.placements.erase(std::unique(o.placements.begin(), o.placements.end(),
-                                   [&](const ExpertPlacement& a, const ExpertPlacement& b) { return place_key(a) == place_key(b); }),
-                       o.placements.end());
+    detail::dedupe_expert_load(o.expert_load);
+    detail::dedupe_placements(o.placements);
     std::stable_sort(o.collectives.begin(), o.collectives.end(), [](const Collective& a, const Collective& b) {
       return std::tie(a.rank, a.correlation_id, a.start_ns) < std::tie(b.rank, b.correlation_id, b.start_ns);
     });
@@ -376,7 +366,24 @@ class TraceMerger {
 Trace merge_traces(std::vector<Trace> parts) { return TraceMerger(std::move(parts)).merge(); }
 
 namespace detail {
+
 Trace merge_traces(std::vector<Trace> parts, MergeIds& ids) { return TraceMerger(std::move(parts), &ids).merge(); }
+
+void dedupe_expert_load(std::vector<ExpertLoad>& v) {
+  auto key = [](const ExpertLoad& e) { return std::tie(e.iteration, e.layer, e.src_rank, e.expert); };
+  std::stable_sort(v.begin(), v.end(), [&](const ExpertLoad& a, const ExpertLoad& b) { return key(a) < key(b); });
+  v.erase(std::unique(v.begin(), v.end(), [&](const ExpertLoad& a, const ExpertLoad& b) { return key(a) == key(b); }),
+          v.end());
+}
+
+void dedupe_placements(std::vector<ExpertPlacement>& v) {
+  auto key = [](const ExpertPlacement& e) { return std::tie(e.iteration, e.layer, e.expert, e.rank, e.role); };
+  std::sort(v.begin(), v.end(), [&](const ExpertPlacement& a, const ExpertPlacement& b) { return key(a) < key(b); });
+  v.erase(std::unique(v.begin(), v.end(),
+                      [&](const ExpertPlacement& a, const ExpertPlacement& b) { return key(a) == key(b); }),
+          v.end());
+}
+
 }  // namespace detail
 
 }  // namespace moetrace::analyzer
