@@ -65,6 +65,16 @@ std::vector<MemoryPoint> steps(std::vector<std::pair<std::int64_t, std::int64_t>
 
 namespace {
 
+// pipeline_degree()'s count where the run configures none: the chunks of
+// the layer's ops (the highest chunk index + 1, at least 1).
+int degree_of_chunks(std::int32_t max_chunk) { return std::max(1, max_chunk + 1); }
+
+// The layer's highest chunk so far, per layer.
+void keep_highest_chunk(std::map<std::int32_t, std::int32_t>& chunks, std::int32_t layer, std::int32_t chunk) {
+  auto& highest = chunks.try_emplace(layer, -1).first->second;
+  highest = std::max(highest, chunk);
+}
+
 int configured_pipeline_degree(const Trace& trace) {
   for (const char* key : {"partitions", "pipeline_degree"})
     if (auto v = trace.config_int(key).value_or(0); v >= 1) return static_cast<int>(v);
@@ -240,7 +250,7 @@ int pipeline_degree(const Trace& trace, std::int32_t layer) {
   std::int32_t max_chunk = -1;
   for (const auto& op : trace.ops)
     if (op.layer == layer) max_chunk = std::max(max_chunk, op.chunk);
-  return std::max(1, max_chunk + 1);
+  return degree_of_chunks(max_chunk);
 }
 
 MpipemoeMemory mpipemoe_memory(const MpipemoeShape& in) {
@@ -349,10 +359,8 @@ void finish(MemoryAnalysis& m, const Trace& trace) {
                                       : l.tokens * std::max(1, l.top_k);
     lm.partitions = configured;
     if (lm.partitions <= 0) {  // pipeline_degree()'s count of chunks, over every rank's ops
-      std::int32_t max_chunk = -1;
-      for (const auto& [layer, chunk] : m.layer_chunks)
-        if (layer == l.layer) max_chunk = std::max(max_chunk, chunk);
-      lm.partitions = std::max(1, max_chunk + 1);
+      const auto it = std::lower_bound(m.layer_chunks.begin(), m.layer_chunks.end(), std::pair{l.layer, INT32_MIN});
+      lm.partitions = degree_of_chunks(it != m.layer_chunks.end() && it->first == l.layer ? it->second : -1);
     }
     lm.elem_bytes = elem_bytes;
     MpipemoeShape shape;
@@ -485,7 +493,7 @@ MemoryAnalysis analyze_memory(const Trace& trace) {
   {
     std::map<std::int32_t, std::int32_t> chunks;
     for (const auto& op : trace.ops)
-      if (op.layer >= 0) chunks[op.layer] = std::max(chunks.count(op.layer) ? chunks[op.layer] : -1, op.chunk);
+      if (op.layer >= 0) keep_highest_chunk(chunks, op.layer, op.chunk);
     m.layer_chunks.assign(chunks.begin(), chunks.end());
   }
   finish(m, trace);
@@ -501,8 +509,7 @@ MemoryAnalysis merge_memory(std::vector<MemoryAnalysis> parts, const Trace& run)
     for (auto& r : p.ranks) m.ranks.push_back(std::move(r));
     for (auto& b : p.buffers) m.buffers.push_back(std::move(b));
     for (auto& b : p.bubbles) m.bubbles.push_back(std::move(b));
-    for (const auto& [layer, chunk] : p.layer_chunks)
-      chunks[layer] = std::max(chunks.count(layer) ? chunks[layer] : -1, chunk);
+    for (const auto& [layer, chunk] : p.layer_chunks) keep_highest_chunk(chunks, layer, chunk);
     p = MemoryAnalysis();
   }
   std::stable_sort(m.ranks.begin(), m.ranks.end(), [](const RankMemory& a, const RankMemory& b) { return a.rank < b.rank; });
