@@ -22,17 +22,7 @@ python3 "$here/make_big_kineto.py" --source "$here/../../shared/data/external/ki
 start=$(date +%s)
 for ((first = 0; first < ranks; first += batch)); do
   last=$(( first + batch < ranks ? first + batch : ranks ))
-  python3 - "$dir" "$ranks" "$first" "$last" <<'EOF'
-import json, sys
-d, n, first, last = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-text = open(f"{d}/template.json").read()
-body = text[text.index('"traceEvents": ['):]
-head = json.loads(text[:text.index('"traceEvents": [')].rstrip().rstrip(",") + "}")
-for r in range(first, last):
-    head["distributedInfo"] = dict(head.get("distributedInfo", {}), rank=r, world_size=n)
-    with open(f"{d}/prof/rank{r}.pt.trace.json", "w") as f:
-        f.write(json.dumps(head)[:-1] + ", " + body)
-EOF
+  python3 "$here/kineto_rank_files.py" "$dir" "$ranks" "$first" "$last"
   "$moetrace" import "$dir/prof" -o "$dir/run/" --jobs 2 > /dev/null 2>&1 || { echo "import of ranks $first-$((last - 1)) failed"; exit 1; }
   rm -f "$dir"/prof/*.json
 done

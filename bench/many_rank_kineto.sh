@@ -19,17 +19,7 @@ jobs=("$@")
 mkdir -p "$dir/prof"
 python3 "$here/make_big_kineto.py" --source "$here/../../shared/data/external/kineto/hta-nccl_data.json.gz" \
   --mb "$mb" "$dir/template.json"
-python3 - "$dir" "$ranks" <<'EOF'
-import json, sys
-d, n = sys.argv[1], int(sys.argv[2])
-text = open(f"{d}/template.json").read()
-body = text[text.index('"traceEvents": ['):]
-head = json.loads(text[:text.index('"traceEvents": [')].rstrip().rstrip(",") + "}")
-for r in range(n):
-    head["distributedInfo"] = dict(head.get("distributedInfo", {}), rank=r, world_size=n)
-    with open(f"{d}/prof/rank{r}.pt.trace.json", "w") as f:
-        f.write(json.dumps(head)[:-1] + ", " + body)
-EOF
+python3 "$here/kineto_rank_files.py" "$dir" "$ranks"
 rm -f "$dir/template.json"
 echo "$(ls "$dir"/prof | wc -l) rank files, $(du -sh "$dir/prof" | cut -f1)"
 for j in "${jobs[@]}"; do
