@@ -87,6 +87,25 @@ void print_run_warnings(analyzer::Trace& trace) {
     for (const auto& w : trace.files->warnings()) std::cerr << "moetrace: warning: " << w << "\n";
 }
 
+// Files already expanded and imported (load_traces' second half).
+analyzer::Trace load_paths(const std::vector<std::string>& paths, analyzer::LoadOptions options, bool align,
+                           int threads) {
+  analyzer::Trace trace;
+  if (paths.size() == 1) {
+    trace = load_with_progress(paths.front(), std::move(options));
+  } else {
+    analyzer::RunLoadOptions ro;
+    ro.load = std::move(options);
+    ro.align = align;
+    ro.threads = threads;
+    Progress progress(fmt::format("loading {} files", paths.size()));
+    ro.progress = progress.callback();
+    trace = analyzer::load_run(paths, ro);
+  }
+  print_run_warnings(trace);
+  return trace;
+}
+
 }  // namespace
 
 analyzer::Analyses analyze_with_progress(const analyzer::Trace& trace, const analyzer::BreakdownOptions& breakdown,
@@ -111,7 +130,7 @@ analyzer::RunAnalysis analyze_traces(const TraceArgs& args, analyzer::LoadOption
   }
   if (paths.size() < 2 || reading != RunReading::kByFile) {
     analyzer::RunAnalysis out;
-    out.trace = load_traces(paths, std::move(options), !args.no_align, args.threads);
+    out.trace = load_paths(paths, std::move(options), !args.no_align, args.threads);
     out.analyses = analyze_with_progress(out.trace, breakdown, args.threads);
     return out;
   }
@@ -134,21 +153,7 @@ analyzer::RunAnalysis analyze_traces(const TraceArgs& args, analyzer::LoadOption
 
 analyzer::Trace load_traces(const std::vector<std::string>& args, analyzer::LoadOptions options, bool align,
                             int threads) {
-  const auto paths = foreign_inputs_imported(analyzer::expand_trace_paths(args));
-  analyzer::Trace trace;
-  if (paths.size() == 1) {
-    trace = load_with_progress(paths.front(), std::move(options));
-  } else {
-    analyzer::RunLoadOptions ro;
-    ro.load = std::move(options);
-    ro.align = align;
-    ro.threads = threads;
-    Progress progress(fmt::format("loading {} files", paths.size()));
-    ro.progress = progress.callback();
-    trace = analyzer::load_run(paths, ro);
-  }
-  print_run_warnings(trace);
-  return trace;
+  return load_paths(foreign_inputs_imported(analyzer::expand_trace_paths(args)), std::move(options), align, threads);
 }
 
 void add_moe_rules_option(CLI::App* cmd, MoeArgs& args) {
