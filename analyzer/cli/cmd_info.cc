@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "moetrace/analyzer/report.h"
+#include "moetrace/analyzer/run_by_file.h"
 #include "moetrace/analyzer/run_loader.h"
 
 namespace moetrace::cli {
@@ -17,13 +18,14 @@ namespace {
 
 // `info` of a run of several rank files: the run, its files and ranks, and
 // each rank's clock against the reference rank.
-std::string run_info(const analyzer::Trace& t, bool json) {
+std::string run_info(const analyzer::RunOverview& o, bool json) {
+  const auto& t = o.trace;
   const auto& f = *t.files;
   if (json) {
     nlohmann::json j = {{"run", analyzer::run_json(t.run)},
                         {"ranks", t.rank_ids().size()},
                         {"streams", t.streams.size()},
-                        {"events", t.event_count()},
+                        {"events", o.events},
                         {"rank_files", analyzer::rank_files_json(f)}};
     return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   }
@@ -34,7 +36,7 @@ std::string run_info(const analyzer::Trace& t, bool json) {
   out += fmt::format("variant:    {}\n", r.variant.empty() ? "-" : r.variant);
   out += fmt::format("world size: {} ({} ranks in {} files, {} streams)\n", f.world_size, t.rank_ids().size(),
                      f.files.size(), t.streams.size());
-  out += fmt::format("events:     {}\n", t.event_count());
+  out += fmt::format("events:     {}\n", o.events);
   if (!f.missing_ranks.empty())
     out += fmt::format("missing:    rank{} {}\n", f.missing_ranks.size() == 1 ? "" : "s",
                        analyzer::rank_ranges(f.missing_ranks));
@@ -78,7 +80,7 @@ void add_info_command(CLI::App& app) {
   cmd->callback([opt] {
     const auto paths = analyzer::expand_trace_paths(opt->traces.paths);
     if (paths.size() > 1) {
-      write_output("", run_info(load_traces(paths, {}, !opt->traces.no_align), opt->format == "json"));
+      write_output("", run_info(overview_traces(paths, opt->traces), opt->format == "json"));
       return;
     }
     // A trace of another tool: what its import holds.

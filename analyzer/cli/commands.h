@@ -90,6 +90,10 @@ enum class RunReading { kAuto, kMerged, kByFile };
 // load_traces prints them.
 analyzer::RunAnalysis analyze_traces(const TraceArgs& args, analyzer::LoadOptions options,
                                      const analyzer::BreakdownOptions& breakdown, RunReading reading);
+// The run of several files (already expanded) as `info` shows it:
+// overview_run(), with progress and the run's warnings on stderr as
+// load_traces prints them.
+analyzer::RunOverview overview_traces(const std::vector<std::string>& paths, const TraceArgs& args);
 void add_merge_command(CLI::App& app);
 
 // --moe-rules FILE and --no-moe-recognition of the commands that read traces

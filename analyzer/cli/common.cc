@@ -151,6 +151,21 @@ analyzer::RunAnalysis analyze_traces(const TraceArgs& args, analyzer::LoadOption
   return out;
 }
 
+analyzer::RunOverview overview_traces(const std::vector<std::string>& paths, const TraceArgs& args) {
+  const auto imported = foreign_inputs_imported(paths);
+  analyzer::RunLoadOptions ro;
+  ro.align = !args.no_align;
+  ro.threads = args.threads;
+  analyzer::RunOverview out;
+  {
+    Progress progress(fmt::format("reading {} files", imported.size()));
+    ro.progress = progress.callback();
+    out = analyzer::overview_run(imported, ro);
+  }
+  print_run_warnings(out.trace);
+  return out;
+}
+
 analyzer::Trace load_traces(const std::vector<std::string>& args, analyzer::LoadOptions options, bool align,
                             int threads) {
   return load_paths(foreign_inputs_imported(analyzer::expand_trace_paths(args)), std::move(options), align, threads);

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <tuple>
 #include <unordered_map>
@@ -57,8 +59,101 @@ void rename_ids(Analyses& a, const std::vector<std::pair<std::int32_t, std::int3
   }
 }
 
+// Pass 1: what crosses ranks, `advance` called once per file read.
+struct CrossRanks {
+  Trace run;  // the union without its events; run.files not yet set
+  std::shared_ptr<RunFiles> files;
+  detail::MergeIds ids;
+  std::size_t parts = 0;
+  std::vector<CollectiveCall> calls;  // by (key, rank), on the aligned clocks where options.align
+  std::int64_t events = 0;            // in the files of the run
+};
+
+CrossRanks read_cross_ranks(const std::vector<std::string>& paths, const RunLoadOptions& options,
+                            const LoadOptions& lo, const std::function<void()>& advance) {
+  std::vector<detail::LoadedFile> files(paths.size());
+  std::vector<std::vector<CollectiveCall>> calls_of(paths.size());
+  std::vector<std::int64_t> events_of(paths.size(), 0);
+  std::vector<ExpertLoad> load;
+  std::vector<ExpertPlacement> placements;
+  std::size_t load_kept = 0, placements_kept = 0;
+  detail::parallel_for(
+      paths.size(), options.threads,
+      [&](std::size_t i) {
+        try {
+          Trace t = load_trace(paths[i], lo);
+          calls_of[i] = collective_calls(t);
+          events_of[i] = t.event_count();
+          files[i].trace = summary_of(t);
+          files[i].trace->expert_load = std::move(t.expert_load);
+          files[i].trace->placements = std::move(t.placements);
+        } catch (const std::exception& e) {
+          files[i].error = e.what();
+        }
+      },
+      [&](std::size_t i) {
+        if (auto& t = files[i].trace) {
+          load.insert(load.end(), t->expert_load.begin(), t->expert_load.end());
+          placements.insert(placements.end(), t->placements.begin(), t->placements.end());
+          std::vector<ExpertLoad>().swap(t->expert_load);
+          std::vector<ExpertPlacement>().swap(t->placements);
+          if (load.size() > 2 * load_kept + 4096) detail::dedupe_expert_load(load), load_kept = load.size();
+          if (placements.size() > 2 * placements_kept + 4096)
+            detail::dedupe_placements(placements), placements_kept = placements.size();
+        }
+        advance();
+      });
+  auto parts = detail::assemble_run(paths, files, options.align);
+  CrossRanks out;
+  for (auto i : parts.loaded_index) {
+    out.calls.insert(out.calls.end(), calls_of[i].begin(), calls_of[i].end());
+    out.events += events_of[i];
+  }
+  files.clear();
+  calls_of.clear();
+  std::sort(out.calls.begin(), out.calls.end(), [](const CollectiveCall& a, const CollectiveCall& b) {
+    return std::tie(a.key, a.rank) < std::tie(b.key, b.rank);
+  });
+
+  out.parts = parts.parts.size();
+  out.run = detail::merge_traces(std::move(parts.parts), out.ids);
+  detail::finish_run(out.run, parts);
+  detail::dedupe_expert_load(load);
+  detail::dedupe_placements(placements);
+  out.run.expert_load = std::move(load);
+  out.run.placements = std::move(placements);
+  out.files = std::move(parts.files);
+  out.files->clocks = estimate_clock_alignment(out.calls, out.run.rank_ids(), out.run.run.start_ns);
+  if (options.align) {
+    apply_clock_alignment(out.calls, out.files->clocks);
+    out.files->clocks.applied = true;  // to each file as it is read again
+  }
+  return out;
+}
 
 }  // namespace
+
+RunOverview overview_run(const std::vector<std::string>& paths, const RunLoadOptions& options) {
+  if (paths.size() < 2) {
+    RunOverview one;
+    one.trace = load_run(paths, options);
+    one.events = one.trace.event_count();
+    return one;
+  }
+  LoadOptions lo = options.load;
+  lo.progress = nullptr;
+  std::size_t done = 0;
+  auto x = read_cross_ranks(paths, options, lo, [&] {
+    ++done;
+    if (options.progress)
+      options.progress("reading the ranks", static_cast<double>(done) / static_cast<double>(paths.size()));
+  });
+  RunOverview out;
+  out.trace = std::move(x.run);
+  out.trace.files = std::move(x.files);
+  out.events = x.events;
+  return out;
+}
 
 RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const RunLoadOptions& options,
                                 const BreakdownOptions& breakdown, std::size_t max_cost_samples) {
@@ -77,67 +172,18 @@ RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const Run
     if (options.progress) options.progress(stage, 0.95 * static_cast<double>(done) / total);
   };
 
-  // Pass 1: what crosses ranks.
-  // What pass 1 keeps of each file: the trace without its events, and its calls.
-  std::vector<detail::LoadedFile> files(paths.size());
-  std::vector<std::vector<CollectiveCall>> calls_of(paths.size());
-  std::vector<ExpertLoad> load;
-  std::vector<ExpertPlacement> placements;
-  std::size_t load_kept = 0, placements_kept = 0;
-  detail::parallel_for(
-      paths.size(), options.threads,
-      [&](std::size_t i) {
-        try {
-          Trace t = load_trace(paths[i], lo);
-          calls_of[i] = collective_calls(t);
-          files[i].trace = summary_of(t);
-          files[i].trace->expert_load = std::move(t.expert_load);
-          files[i].trace->placements = std::move(t.placements);
-        } catch (const std::exception& e) {
-          files[i].error = e.what();
-        }
-      },
-      [&](std::size_t i) {
-        if (auto& t = files[i].trace) {
-          load.insert(load.end(), t->expert_load.begin(), t->expert_load.end());
-          placements.insert(placements.end(), t->placements.begin(), t->placements.end());
-          std::vector<ExpertLoad>().swap(t->expert_load);
-          std::vector<ExpertPlacement>().swap(t->placements);
-          if (load.size() > 2 * load_kept + 4096) detail::dedupe_expert_load(load), load_kept = load.size();
-          if (placements.size() > 2 * placements_kept + 4096)
-            detail::dedupe_placements(placements), placements_kept = placements.size();
-        }
-        advance("reading the ranks' collectives");
-      });
-  auto parts = detail::assemble_run(paths, files, options.align);
-  std::vector<CollectiveCall> calls;
-  for (auto i : parts.loaded_index) calls.insert(calls.end(), calls_of[i].begin(), calls_of[i].end());
-  files.clear();
-  calls_of.clear();
-  std::sort(calls.begin(), calls.end(),
-            [](const CollectiveCall& a, const CollectiveCall& b) { return std::tie(a.key, a.rank) < std::tie(b.key, b.rank); });
-
-  const std::size_t n_parts = parts.parts.size();
-  detail::MergeIds ids;
+  auto cross = read_cross_ranks(paths, options, lo, [&] { advance("reading the ranks' collectives"); });
+  const std::size_t n_parts = cross.parts;
+  const detail::MergeIds& ids = cross.ids;
   RunAnalysis out;
-  out.trace = detail::merge_traces(std::move(parts.parts), ids);
+  out.trace = std::move(cross.run);
   Trace& run = out.trace;
-  detail::finish_run(run, parts);
-  detail::dedupe_expert_load(load);
-  detail::dedupe_placements(placements);
-  run.expert_load = std::move(load);
-  run.placements = std::move(placements);
-  auto& files_info = *parts.files;
+  auto& files_info = *cross.files;
   files_info.by_file = true;
-  files_info.clocks = estimate_clock_alignment(calls, run.rank_ids(), run.run.start_ns);
-  if (options.align) {
-    apply_clock_alignment(calls, files_info.clocks);
-    files_info.clocks.applied = true;  // to each file as pass 2 reads it
-  }
   const bool several_ranks = run.rank_ids().size() > 1;
   Analyses& a = out.analyses;
-  if (several_ranks) a.rank_waits = compute_rank_waits(calls);
-  std::vector<CollectiveCall>().swap(calls);
+  if (several_ranks) a.rank_waits = compute_rank_waits(cross.calls);
+  std::vector<CollectiveCall>().swap(cross.calls);
 
   // Pass 2: each file's own analyses, on the union's clock and run.
   std::vector<Analyses> analysed(n_parts);
@@ -221,7 +267,7 @@ RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const Run
       "the run's {} files were analysed one at a time, in bounded memory, and this needs every rank's events at "
       "once (moetrace report --merged reads them together)",
       n_parts);
-  run.files = std::move(parts.files);
+  run.files = std::move(cross.files);
   if (options.progress) options.progress("done", 1.0);
   return out;
 }

@@ -238,6 +238,34 @@ TEST(RunByFile, TooManyOpsForTheFitsLeaveThemOutAndSayWhy) {
             std::string::npos);
 }
 
+// What `info` shows of a run, read one file at a time and never merged:
+// the same run, files, ranks and clocks as the merged run's, and its events
+// counted file by file (each rank file holds kLayers x kIterations x 4 +
+// kIterations ops, each with a kernel, a launch call and an NVTX range, and
+// rank 0 six memory events more).
+TEST(RunByFile, OverviewIsTheMergedRunsWithoutItsEvents) {
+  auto paths = rank_files("overview");
+  paths.insert(paths.begin() + 2, "/nonexistent/overview9.db");
+  for (bool align : {true, false}) {
+    RunLoadOptions o;
+    o.align = align;
+    const Trace merged = load_run(paths, o);
+    const RunOverview v = overview_run(paths, o);
+    constexpr std::int64_t kOpsPerRank = kLayers * kIterations * 4 + kIterations;
+    EXPECT_EQ(v.events, merged.event_count());
+    EXPECT_EQ(v.events, kRanks * kOpsPerRank * 4 + 6);
+    EXPECT_TRUE(v.trace.ops.empty());
+    EXPECT_TRUE(v.trace.activities.empty());
+    ASSERT_TRUE(v.trace.files);
+    EXPECT_FALSE(v.trace.files->by_file);  // nothing left out that `info` would show
+    EXPECT_EQ(v.trace.files->aligned(), align);
+    EXPECT_EQ(rank_files_json(*v.trace.files), rank_files_json(*merged.files));
+    EXPECT_EQ(run_json(v.trace.run), run_json(merged.run));
+    EXPECT_EQ(v.trace.streams.size(), merged.streams.size());
+    EXPECT_EQ(v.trace.rank_ids(), merged.rank_ids());
+  }
+}
+
 TEST(RunByFile, EstimatesTheMergedRunFromTheFilesSizes) {
   const auto paths = rank_files("sized");
   std::int64_t bytes = 0;

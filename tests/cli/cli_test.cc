@@ -722,6 +722,14 @@ TEST(CliRankFiles, ByFileReportsAsTheMergedRunButWhatNeedsEveryRank) {
     (*j)["ranks"]["run"].erase("by_file");
   }
   EXPECT_EQ(m, b);
+  // `info` reads the files one at a time too, and says what they hold.
+  const auto info = run_cli("info -f json " + dir);
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  const auto ij = nlohmann::json::parse(info.out);
+  EXPECT_EQ(ij["ranks"], 4);
+  EXPECT_EQ(ij["rank_files"]["files"].size(), 4u);
+  EXPECT_GT(ij["events"].get<std::int64_t>(), 0);
+  EXPECT_EQ(ij["rank_files"]["clock_alignment"], m["ranks"]["run"]["clock_alignment"]);
   r = run_cli("report --by-file --merged " + dir);
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("excludes"), std::string::npos) << r.err;

@@ -58,6 +58,18 @@ RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const Run
                                 const BreakdownOptions& breakdown = {},
                                 std::size_t max_cost_samples = kMaxCostSamples);
 
+// What `info` shows of a run: pass 1 alone, so in the memory of the few
+// files read at once. The trace is the run without its events (as
+// RunAnalysis::trace, with Trace::files: the files, ranks left out or
+// missing, and the ranks' clocks, estimated from every rank's collectives;
+// `applied` where options.align, as load_run() would apply them); events
+// counts the events its files hold. One file: load_run() of it.
+struct RunOverview {
+  Trace trace;
+  std::int64_t events = 0;
+};
+RunOverview overview_run(const std::vector<std::string>& paths, const RunLoadOptions& options = {});
+
 // Memory that load_run() and analyze() of the files would take, estimated
 // from their size on disk (kMergedBytesPerFileByte: the peak RSS of `report
 // --merged` over the traces' size, measured at 4.46 on 128 imported
