@@ -65,7 +65,7 @@ struct CrossRanks {
   std::shared_ptr<RunFiles> files;
   detail::MergeIds ids;
   std::size_t parts = 0;
-  std::vector<CollectiveCall> calls;  // by (key, rank), on the aligned clocks where options.align
+  std::vector<CollectiveCall> calls;  // by (key, rank), on each rank's own clock
   std::int64_t events = 0;            // in the files of the run
 };
 
@@ -124,10 +124,8 @@ CrossRanks read_cross_ranks(const std::vector<std::string>& paths, const RunLoad
   out.run.placements = std::move(placements);
   out.files = std::move(parts.files);
   out.files->clocks = estimate_clock_alignment(out.calls, out.run.rank_ids(), out.run.run.start_ns);
-  if (options.align) {
-    apply_clock_alignment(out.calls, out.files->clocks);
-    out.files->clocks.applied = true;  // to each file as it is read again
-  }
+  // Applied to each file as it is read again (pass 2), as load_run() would.
+  out.files->clocks.applied = options.align;
   return out;
 }
 
@@ -182,7 +180,10 @@ RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const Run
   files_info.by_file = true;
   const bool several_ranks = run.rank_ids().size() > 1;
   Analyses& a = out.analyses;
-  if (several_ranks) a.rank_waits = compute_rank_waits(cross.calls);
+  if (several_ranks) {
+    if (options.align) apply_clock_alignment(cross.calls, files_info.clocks);
+    a.rank_waits = compute_rank_waits(cross.calls);
+  }
   std::vector<CollectiveCall>().swap(cross.calls);
 
   // Pass 2: each file's own analyses, on the union's clock and run.
