@@ -36,7 +36,9 @@
 # DEVICE_BUDGET_S seconds (default 540) by cutting the later stages short;
 # MOETRACE_GPU_BUNDLE names the bundle (default .gpu); DEVICE_STAGES picks
 # stages for a rerun (default
-# "unit,sanitizers,gpu,traces,bench"; GPU_BENCH_PARTS the parts of the last;
+# "unit,sanitizers,gpu,traces,bench"; SANITIZER_TOOLS which of memcheck,
+# racecheck, synccheck run, SANITIZER_TIMEOUT_S each one's cap (default 200);
+# GPU_BENCH_PARTS the parts of the last;
 # GPU_BENCH_KEEP_WORK=1 brings the measurements' traces back in work.tgz;
 # GPU_BENCH_ARGS more options of tools/gpu_bench.py, e.g. "--overhead-runs 6").
 # Environment: MOETRACE_GPU_BUILD (build dir, default build/gpu),
@@ -317,7 +319,7 @@ do_device() {
   if ! want sanitizers; then :
   elif command -v compute-sanitizer >/dev/null || [ -x /usr/local/cuda/bin/compute-sanitizer ]; then
     cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-    for tool in memcheck racecheck synccheck; do
+    for tool in ${SANITIZER_TOOLS:-memcheck racecheck synccheck}; do
       local filter=$san_filter
       # synccheck: every variant in one precision. racecheck tracks every
       # shared-memory access: at P = 4 it got through one variant of ten in
@@ -327,7 +329,8 @@ do_device() {
       [ $tool != racecheck ] || filter='EmulatedRanks/EveryVariant.MatchesTheReferenceInBf16/P2'
       # (rc kept, not left to errexit: a failing test must not lose the verdict.)
       ( t0=$SECONDS rc=0
-        LD_LIBRARY_PATH=$ours_ld timeout $(( $(left) > 200 ? 200 : $(left) )) \
+        cap=${SANITIZER_TIMEOUT_S:-200}
+        LD_LIBRARY_PATH=$ours_ld timeout $(( $(left) > cap ? cap : $(left) )) \
           "$cs" --tool $tool --error-exitcode 99 --print-limit 50 \
           "$bindir/cuda_gpu_tests" --gtest_filter="$filter" --gtest_brief=1 >"$logs/sanitizer_$tool.log" 2>&1 || rc=$?
         echo "$rc $((SECONDS - t0))" >"$logs/sanitizer_$tool.rc" ) &
