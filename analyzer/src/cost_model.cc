@@ -211,6 +211,48 @@ CostModelFit make_fit(std::string subject, std::string kind, int group_size, std
 
 }  // namespace
 
+namespace {
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// HostIssueFit (cost_model.h): per op kind, the median host time of each
+// GEMM-launch count, then a line through those medians.
+std::vector<HostIssueFit> fit_host_issue(const std::vector<CostSamples::HostSample>& host, bool recognised) {
+  std::map<OpKind, std::map<int, std::vector<double>>> by_kind;  // kind -> launches -> seconds
+  for (const auto& h : host) by_kind[h.kind][recognised ? 1 : sim_launches(h.kind, h.phase)].push_back(h.seconds);
+  std::vector<HostIssueFit> out;
+  for (auto& [kind, by_launches] : by_kind) {
+    HostIssueFit f;
+    f.kind = std::string(op_kind_name(kind));
+    std::vector<double> all, l, med;
+    for (auto& [launches, t] : by_launches) {
+      all.insert(all.end(), t.begin(), t.end());
+      l.push_back(launches);
+      med.push_back(median_of(t));
+    }
+    f.points = static_cast<int>(all.size());
+    f.median = median_of(all);
+    const LinearFit line = l.size() >= 2 ? fit_linear(l, med) : LinearFit{};
+    if (line.method == "least_squares" && line.alpha >= 0 && line.beta >= 0) {
+      f.method = "medians_line";
+      f.alpha = line.alpha;
+      f.per_launch = line.beta;
+    } else {
+      // One launch count (or a line that would go negative): the median, per op.
+      f.method = "median";
+      f.alpha = f.median;
+    }
+    out.push_back(f);
+  }
+  return out;
+}
+
+}  // namespace
+
 CostModel fit_cost_model(const Trace& trace) { return fit_cost_samples(cost_samples(trace), trace); }
 
 CostSamples cost_samples(const Trace& trace) {
@@ -301,6 +343,10 @@ CostSamples cost_samples(const Trace& trace) {
     }
   }
 
+  for (const auto& op : ops)
+    if (op.launch_start_ns >= 0 && op.launch_end_ns >= op.launch_start_ns)
+      out.host.push_back({op.kind, op.phase, static_cast<double>(op.launch_end_ns - op.launch_start_ns) * 1e-9});
+
   // Bytes of the copies attributed to each op (copy ops without op bytes).
   std::vector<double> copy_bytes(ops.size(), 0.0);
   for (const auto& a : trace.activities)
@@ -360,6 +406,7 @@ CostSamples merge_cost_samples(std::vector<CostSamples> parts) {
   for (auto& p : parts) {
     out.ops.insert(out.ops.end(), p.ops.begin(), p.ops.end());
     out.instance_ranks.insert(out.instance_ranks.end(), p.instance_ranks.begin(), p.instance_ranks.end());
+    out.host.insert(out.host.end(), p.host.begin(), p.host.end());
     out.any_all_to_all = out.any_all_to_all || p.any_all_to_all;
     out.recv_known = out.recv_known && p.recv_known;
     p = CostSamples();
@@ -562,6 +609,7 @@ CostModel fit_cost_samples(const CostSamples& in, const Trace& run) {
       f.value = weighted / f.overlapped_ops;
       model.interference.push_back(f);
     }
+  model.host_issue = fit_host_issue(in.host, run.recognition.moe);
   return model;
 }
 
@@ -665,6 +713,14 @@ nlohmann::json fitted_models_json(const Trace& trace, const CostModel& model) {
                  {"value", f.value},
                  {"lone_ops", f.lone_ops},
                  {"overlapped_ops", f.overlapped_ops}});
+  auto& h = j["host_issue"] = nlohmann::json::array();
+  for (const auto& f : model.host_issue)
+    h.push_back({{"op_kind", f.kind},
+                 {"method", f.method},
+                 {"alpha_s", f.alpha},
+                 {"per_launch_s", f.per_launch},
+                 {"points", f.points},
+                 {"median_s", f.median}});
   return j;
 }
 
@@ -707,6 +763,22 @@ CostModel fitted_models_from_json(const nlohmann::json& j) {
       x.lone_ops = f.value("lone_ops", 0);
       x.overlapped_ops = f.value("overlapped_ops", 0);
       m.interference.push_back(x);
+    } catch (const nlohmann::json::exception& e) {
+      throw Error("fitted models: " + where + ": " + e.what());
+    }
+  }
+  n = 0;
+  for (const auto& f : list("host_issue")) {
+    const auto where = "host_issue[" + std::to_string(n++) + "]";
+    try {
+      HostIssueFit x;
+      x.kind = f.at("op_kind").get<std::string>();
+      x.method = f.value("method", "median");
+      x.alpha = f.at("alpha_s").get<double>();
+      x.per_launch = f.value("per_launch_s", 0.0);
+      x.points = f.value("points", 0);
+      x.median = f.value("median_s", x.alpha);
+      m.host_issue.push_back(x);
     } catch (const nlohmann::json::exception& e) {
       throw Error("fitted models: " + where + ": " + e.what());
     }
@@ -786,6 +858,15 @@ nlohmann::json sim_cost_model_json(const Trace& trace, const CostModel& model, s
   }
   if (!inter.empty()) j["interference"] = inter;
 
+  // The host's issue time of the kinds the trace measured; the other kinds
+  // issue instantly, as in every preset.
+  nlohmann::json host = nlohmann::json::object();
+  for (const auto& f : model.host_issue)
+    if (parse_op_kind(f.kind))
+      host[f.kind] = {{"alpha_s", non_negative(f.alpha, "host_issue." + f.kind + ".alpha_s")},
+                      {"per_launch_s", non_negative(f.per_launch, "host_issue." + f.kind + ".per_launch_s")}};
+  if (!host.empty()) j["host_issue"] = host;
+
   std::string device;
   for (const auto& d : trace.devices)
     if (!d.name.empty()) {
@@ -795,7 +876,8 @@ nlohmann::json sim_cost_model_json(const Trace& trace, const CostModel& model, s
   std::string description = fmt::format(
       "Fitted by moetrace fit from {} (backend {}{}, world size {}{}): compute t = launches x alpha + "
       "beta x work per op kind, collectives t = alpha + beta x bytes sent per group size, copies per "
-      "direction, interference factors where measurable; everything else from the {}.",
+      "direction, interference factors where measurable, host issue time per op kind where the ops carry launch "
+      "intervals; everything else from the {}.",
       trace.run.path, trace.run.backend, trace.run.variant.empty() ? "" : ", variant " + trace.run.variant,
       trace.run.world_size, device.empty() ? "" : ", device " + device,
       base.empty() ? "simulator's default preset" : "preset " + std::string(base));

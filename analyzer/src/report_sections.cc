@@ -310,6 +310,15 @@ Section fitted_models_section(const CostModel& m, const std::string& not_compute
                                                                  : ""),
             table_of(m.collectives, "collective", true));
   if (!m.copies.empty()) s.table("Copies (x = bytes):", table_of(m.copies, "op kind", false));
+  if (!m.host_issue.empty()) {
+    Table t{{"op kind", "ops", "median", "method", "per op", "per GEMM launch"}, {}};
+    for (const auto& f : m.host_issue)
+      t.rows.push_back({f.kind, std::to_string(f.points), seconds(f.median), f.method, seconds(f.alpha),
+                        seconds(f.per_launch)});
+    s.table("Host issue time (each op's launch interval on the host; t = per op + per GEMM launch x the "
+            "simulator's GEMM count, through each count's median):",
+            t);
+  }
   if (m.interference.empty()) {
     s.para("Interference factors: not measurable (needs ops of one kind both alone and overlapped).");
   } else {

@@ -206,6 +206,62 @@ TEST(CostModel, LaunchAwareFitSeparatesForwardAndBackward) {
   EXPECT_NEAR(f->launch_fit.beta, 1e-12, 1e-20);
 }
 
+// Host issue time from the ops' launch intervals. Expert FFN forwards (2
+// GEMM launches) issued in 50, 52 and 90 us (median 52: the 90 us outlier
+// does not move it), backwards (4 launches) in 84 and 86 us (median 85):
+// the line through (2, 52) and (4, 85) has 16.5 us a launch and 19 us an
+// op. Permutes (one launch count) issued in 40, 30 and 35 us: the median,
+// 35 us an op. A gate without a launch interval gives no point; an
+// all-to-all that ran nothing on the device still has its host time (4 us).
+TEST(CostModel, HostIssueFromLaunchIntervals) {
+  const auto t = testing::load_text_trace("host.db", R"(
+    stream id=0 rank=0 role=compute
+    stream id=1 rank=0 role=comm
+    op rank=0 stream=0 kind=expert_ffn iteration=0 start=100000 end=101000 flops=1e6 launch_start=0 launch_end=50000
+    op rank=0 stream=0 kind=expert_ffn iteration=1 start=200000 end=201000 flops=1e6 launch_start=110000 launch_end=162000
+    op rank=0 stream=0 kind=expert_ffn iteration=2 start=300000 end=301000 flops=1e6 launch_start=210000 launch_end=300000
+    op rank=0 stream=0 kind=expert_ffn iteration=0 phase=bwd start=400000 end=402000 flops=2e6 launch_start=310000 launch_end=394000
+    op rank=0 stream=0 kind=expert_ffn iteration=1 phase=bwd start=500000 end=502000 flops=2e6 launch_start=410000 launch_end=496000
+    op rank=0 stream=0 kind=permute iteration=0 start=600000 end=600500 bytes=1000 launch_start=510000 launch_end=550000
+    op rank=0 stream=0 kind=permute iteration=1 start=610000 end=610500 bytes=1000 launch_start=560000 launch_end=590000
+    op rank=0 stream=0 kind=permute iteration=2 start=620000 end=620500 bytes=1000 launch_start=591000 launch_end=626000
+    op rank=0 stream=0 kind=gate iteration=0 start=700000 end=700500 flops=1e3
+    op rank=0 stream=1 kind=dispatch_all_to_all iteration=0 start=800000 end=800000 launch_start=700000 launch_end=704000
+  )");
+  const auto m = fit_cost_model(t);
+  auto find = [&](std::string_view kind) -> const HostIssueFit* {
+    for (const auto& f : m.host_issue)
+      if (f.kind == kind) return &f;
+    return nullptr;
+  };
+  const auto* ffn = find("expert_ffn");
+  ASSERT_NE(ffn, nullptr);
+  EXPECT_EQ(ffn->method, "medians_line");
+  EXPECT_EQ(ffn->points, 5);
+  EXPECT_NEAR(ffn->per_launch, 16.5e-6, 1e-12);
+  EXPECT_NEAR(ffn->alpha, 19e-6, 1e-12);
+  const auto* permute = find("permute");
+  ASSERT_NE(permute, nullptr);
+  EXPECT_EQ(permute->method, "median");
+  EXPECT_NEAR(permute->alpha, 35e-6, 1e-12);
+  EXPECT_EQ(permute->per_launch, 0);
+  EXPECT_EQ(find("gate"), nullptr);
+  ASSERT_NE(find("dispatch_all_to_all"), nullptr);
+  EXPECT_NEAR(find("dispatch_all_to_all")->alpha, 4e-6, 1e-12);
+  // The simulator's cost model carries them; both JSON forms pass their
+  // schemas and read back.
+  const auto j = sim_cost_model_json(t, m, "h100-nvlink-ib");
+  EXPECT_EQ(testing::schema_errors(j, kSimSchema), std::vector<std::string>{});
+  const auto sim = sim::cost_model_from_json(j.dump());
+  EXPECT_NEAR(sim.host_issue.at(OpKind::kExpertFfn).at(4), 19e-6 + 4 * 16.5e-6, 1e-12);
+  EXPECT_NEAR(sim.host_issue.at(OpKind::kPermute).at(1), 35e-6, 1e-12);
+  const auto fits = fitted_models_json(t, m);
+  EXPECT_EQ(testing::schema_errors(fits, kFittedModelsSchema), std::vector<std::string>{});
+  const auto back = fitted_models_from_json(nlohmann::json::parse(fits.dump()));
+  ASSERT_EQ(back.host_issue.size(), m.host_issue.size());
+  EXPECT_DOUBLE_EQ(back.host_issue[0].per_launch, m.host_issue[0].per_launch);
+}
+
 // A fit that comes out negative is clamped for the simulator (which refuses
 // negative costs) and named in the description: dispatches of 1000 and 2000
 // bytes taking 1000 and 3000 ns -> alpha = -1000 ns.

@@ -255,6 +255,74 @@ TEST(Engine, BadPlansAreErrorsNotCrashes) {
   EXPECT_THROW(simulate(u.p, unit_model()), Error);
 }
 
+// Host issue (cost_model.h): a rank's host issues its ops in plan order.
+// Three 1-GFLOP (1 s) dense ops on one stream, each taking 3 s of host time
+// (one launch: released at the issue's end): the host issues them at 3, 6
+// and 9 s, so they run [3, 4], [6, 7], [9, 10]; without the host term
+// [0, 1], [1, 2], [2, 3].
+TEST(Engine, HostIssueBoundsSmallOps) {
+  TestPlan t(1);
+  for (int i = 0; i < 3; ++i) t.compute(0, 1e9);
+  CostModel m = unit_model();
+  EXPECT_DOUBLE_EQ(simulate(t.p, m).makespan_s, 3.0);
+  m.host_issue[OpKind::kDenseFfn] = {3.0, 0.0};
+  const auto r = simulate(t.p, m);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_DOUBLE_EQ(r.issue_start_s[i], 3.0 * static_cast<double>(i));
+    EXPECT_DOUBLE_EQ(r.issue_end_s[i], 3.0 * static_cast<double>(i + 1));
+    EXPECT_DOUBLE_EQ(r.start_s[i], 3.0 * static_cast<double>(i + 1));
+  }
+  EXPECT_DOUBLE_EQ(r.makespan_s, 10.0);
+  // A host faster than the GPU (0.5 s an op) is hidden behind it: the ops
+  // start at 0.5 (the first issue), then back to back.
+  m.host_issue[OpKind::kDenseFfn] = {0.5, 0.0};
+  EXPECT_DOUBLE_EQ(simulate(t.p, m).makespan_s, 3.5);
+  // A kind without a host term issues instantly.
+  m.host_issue.clear();
+  m.host_issue[OpKind::kExpertFfn] = {3.0, 0.0};
+  EXPECT_DOUBLE_EQ(simulate(t.p, m).makespan_s, 3.0);
+}
+
+// An op of L GEMM launches issues them evenly over its host time, each
+// followed by 1/L of its GPU work: it ends no earlier than its issue's end
+// plus one part. An expert FFN backward (4 launches) of 4 s on the GPU with
+// 1 s + 2 s a launch of host time (9 s): released at 9 - 3 = 6 s, it ends at
+// 10 s = the issue's end + 1 s. With a GPU op of 40 s it is released when
+// the issue begins (9 - 30 < 0) and ends at 40 s.
+TEST(Engine, HostIssueOfSeveralLaunchesOverlapsTheirWork) {
+  for (const auto& [flops, end] : {std::pair{4e9, 10.0}, std::pair{40e9, 40.0}}) {
+    TestPlan t(1);
+    const OpId a = t.compute(0, flops);
+    t.p.ops[static_cast<std::size_t>(a.value)].kind = OpKind::kExpertFfn;
+    t.p.ops[static_cast<std::size_t>(a.value)].data = plan::FfnBackward{};
+    ASSERT_EQ(launches(t.p.ops[0]), 4);
+    CostModel m = unit_model();
+    m.compute_by_kind[OpKind::kExpertFfn] = {0, 1e-9, 0};
+    m.host_issue[OpKind::kExpertFfn] = {1.0, 2.0};
+    const auto r = simulate(t.p, m);
+    EXPECT_DOUBLE_EQ(r.issue_end_s[0], 9.0);
+    EXPECT_DOUBLE_EQ(r.end_s[0], end) << flops;
+  }
+}
+
+// Each rank has a host of its own; a collective starts once every
+// participant's host has issued it. Rank 0 issues a dense op (4 s of host
+// time) before its all-to-all, rank 1 only the all-to-all: the all-to-all
+// is released at 4 s (+ 1 s of host time each) = 5 s.
+TEST(Engine, HostIssueIsPerRankAndCollectivesWaitForEveryHost) {
+  TestPlan t(2);
+  t.compute(0, 1e9);
+  const auto a2a = t.collective(CollectiveKind::kAllToAllV, {1'000'000'000, 1'000'000'000});
+  CostModel m = unit_model();
+  m.host_issue[OpKind::kDenseFfn] = {4.0, 0.0};
+  m.host_issue[OpKind::kDispatchAllToAll] = {1.0, 0.0};
+  const auto r = simulate(t.p, m);
+  EXPECT_DOUBLE_EQ(r.issue_end_s[static_cast<std::size_t>(a2a[0].value)], 5.0);
+  EXPECT_DOUBLE_EQ(r.issue_end_s[static_cast<std::size_t>(a2a[1].value)], 1.0);
+  EXPECT_DOUBLE_EQ(r.start_s[static_cast<std::size_t>(a2a[0].value)], 5.0);
+  EXPECT_DOUBLE_EQ(r.start_s[static_cast<std::size_t>(a2a[1].value)], 5.0);
+}
+
 TEST(CostModel, ScalePointsInterpolateInLogP) {
   CollectiveCost c;
   c.points = {{16, 1.0, 10.0}, {64, 3.0, 30.0}};
@@ -288,6 +356,20 @@ TEST(CostModel, JsonRoundTripAndFieldNamingErrors) {
   EXPECT_EQ(message(R"({"link_sharing": "shared"})"),
             "link_sharing \"shared\" is not one of serial, fair_share, independent");
   EXPECT_EQ(message(R"({"base": "tpu"})").rfind("cost_model \"tpu\" is not a known preset", 0), 0u);
+  // The host issue term: by op kind, round-tripped, checked.
+  const CostModel h = cost_model_from_json(R"({"host_issue": {"expert_ffn": {"alpha_s": 2e-5, "per_launch_s": 1.5e-5},
+                                                              "gate": {"alpha_s": 3e-5}}})");
+  ASSERT_EQ(h.host_issue.size(), 2u);
+  EXPECT_DOUBLE_EQ(h.host_issue.at(OpKind::kExpertFfn).at(4), 2e-5 + 4 * 1.5e-5);
+  EXPECT_DOUBLE_EQ(h.host_issue.at(OpKind::kGate).per_launch_s, 0);
+  EXPECT_EQ(to_json(cost_model_from_json(to_json(h))), to_json(h));
+  EXPECT_EQ(to_json(a).find("host_issue"), std::string::npos);  // presets have none
+  EXPECT_EQ(message(R"({"host_issue": {"expert_ffn": {"alpha_s": -1}}})"),
+            "cost_model.host_issue.expert_ffn.alpha_s (-1) must be a finite number >= 0");
+  EXPECT_EQ(message(R"({"host_issue": {"expert_ffn": {"per_kernel_s": 1}}})"),
+            "cost_model.host_issue.expert_ffn.per_kernel_s is not a known field");
+  EXPECT_EQ(message(R"({"host_issue": {"expert_fnn": {"alpha_s": 1}}})"),
+            "cost_model.host_issue.expert_fnn is not an op kind");
 }
 
 // A number too large for a double (1e999) is bad JSON like any other: a

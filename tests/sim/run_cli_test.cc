@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -174,6 +175,41 @@ TEST(RunCli, NothingToRun) {
 
 namespace moetrace {
 namespace {
+
+// The host issue term end to end: a cost model with one writes each op's
+// issue interval as its launch interval, and `moetrace fit` of that trace
+// gives the same term back (every op of a kind issues in exactly its
+// cost, so each launch count's median is that cost).
+TEST(RunCli, HostIssueRoundTripsThroughTheTraceAndFit) {
+  const auto model = temp("host_model.json"), db = temp("host.db"), fitted = temp("host_fitted.json");
+  std::ofstream(model) << R"({"base": "h100-nvlink-ib", "host_issue": {
+      "expert_ffn": {"alpha_s": 2e-5, "per_launch_s": 1.5e-5}, "gate": {"alpha_s": 3e-5}}})";
+  auto r = run_cli("run --backend sim --variant pipemoe -r 4 --ranks 2 --experts 4 --layers 1 -i 2 -q --cost-model " +
+                   model + " -o " + db);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto t = analyzer::load_trace(db);
+  int ffn = 0;
+  for (const auto& op : t.ops) {
+    ASSERT_GE(op.launch_end_ns, op.launch_start_ns) << op.id.value;
+    if (op.kind != OpKind::kExpertFfn) continue;
+    ++ffn;
+    // Released no earlier than its issue allows (it ends after the issue).
+    EXPECT_GE(op.end_ns, op.launch_end_ns) << op.id.value;
+    const auto issue = op.launch_end_ns - op.launch_start_ns;
+    EXPECT_TRUE(std::abs(issue - (op.phase == Phase::kForward ? 50'000 : 80'000)) <= 1) << issue;
+  }
+  EXPECT_GT(ffn, 0);
+  r = run_cli("fit " + db + " -o " + fitted);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(std::ifstream(fitted));
+  ASSERT_TRUE(j.contains("host_issue")) << j.dump();
+  EXPECT_NEAR(j["host_issue"]["expert_ffn"]["alpha_s"].get<double>(), 2e-5, 1e-8);
+  EXPECT_NEAR(j["host_issue"]["expert_ffn"]["per_launch_s"].get<double>(), 1.5e-5, 1e-8);
+  EXPECT_NEAR(j["host_issue"]["gate"]["alpha_s"].get<double>() + j["host_issue"]["gate"]["per_launch_s"].get<double>(),
+              3e-5, 1e-8);  // forward (1 launch) and backward (2): 30 us each
+  EXPECT_NEAR(j["host_issue"]["dispatch_all_to_all"]["alpha_s"].get<double>(), 0, 1e-12);
+  for (const auto& p : {model, db, fitted}) std::filesystem::remove(p);
+}
 
 TEST(RunCli, CalibrateWritesTheSweep) {
   const auto db = temp("calibrate.db");

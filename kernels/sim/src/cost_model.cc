@@ -108,6 +108,10 @@ void CostModel::validate() const {
       check_non_negative(fmt::format("collectives.{}[{}].beta_s", kind_name, i), pts[i].beta_s);
     }
   }
+  for (const auto& [kind, h] : host_issue) {
+    check_non_negative(fmt::format("host_issue.{}.alpha_s", op_kind_name(kind)), h.alpha_s);
+    check_non_negative(fmt::format("host_issue.{}.per_launch_s", op_kind_name(kind)), h.per_launch_s);
+  }
   for (auto [field, c] : {std::pair{"copy.h2d", &copy_h2d}, std::pair{"copy.d2h", &copy_d2h},
                           std::pair{"copy.d2d", &copy_d2d}}) {
     check_non_negative(fmt::format("{}.alpha_s", field), c->alpha_s);
@@ -594,6 +598,19 @@ CostModel cost_model_from_json(std::string_view json_text) {
       m.all_to_all_counts_local = boolean(v, k);
     } else if (k == "share_compute") {
       m.share_compute = boolean(v, k);
+    } else if (k == "host_issue") {
+      for_each_key(v, k, [&](const std::string& kind_name, const json& c) {
+        const auto kind = parse_op_kind(kind_name);
+        if (!kind) throw ConfigError(fmt::format("cost_model.host_issue.{} is not an op kind", kind_name));
+        HostIssueCost cost;
+        for_each_key(c, "host_issue." + kind_name, [&](const std::string& f, const json& x) {
+          const auto field = "host_issue." + kind_name + "." + f;
+          if (f == "alpha_s") cost.alpha_s = number(x, field);
+          else if (f == "per_launch_s") cost.per_launch_s = number(x, field);
+          else throw ConfigError(fmt::format("cost_model.{} is not a known field", field));
+        });
+        m.host_issue[*kind] = cost;
+      });
     } else if (k == "device") {
       for_each_key(v, k, [&](const std::string& f, const json& x) {
         const auto field = "device." + f;
@@ -644,6 +661,12 @@ std::string to_json(const CostModel& m) {
   j["all_to_all_volume"] = std::string(all_to_all_volume_name(m.all_to_all_volume));
   j["all_to_all_counts_local"] = m.all_to_all_counts_local;
   j["share_compute"] = m.share_compute;
+  if (!m.host_issue.empty()) {
+    json host = json::object();
+    for (const auto& [kind, h] : m.host_issue)
+      host[std::string(op_kind_name(kind))] = {{"alpha_s", h.alpha_s}, {"per_launch_s", h.per_launch_s}};
+    j["host_issue"] = host;
+  }
   j["device"] = {{"name", m.device.name},
                  {"compute_major", m.device.compute_major},
                  {"compute_minor", m.device.compute_minor},

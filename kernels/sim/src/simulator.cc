@@ -196,6 +196,8 @@ struct Task {
   double last_t = 0;
   double rate = 0;
   double end_t = 0;
+  double release_t = 0;  // the host has issued every op of the task (CostModel::host_issue)
+  bool held = false;     // ready, waiting for release_t
   std::uint32_t version = 0;
   MinRate rates;  // multi-rank tasks: per-participant factors
 };
@@ -205,6 +207,7 @@ struct Event {
   std::int64_t first_op;
   int task;
   std::uint32_t version;
+  bool release = false;  // the task's host issue ends (else: the task ends)
   bool operator>(const Event& o) const {
     return t != o.t ? t > o.t : first_op > o.first_op;
   }
@@ -228,6 +231,7 @@ class Engine {
  private:
   void build_tasks();
   void build_graph();
+  void plan_host_issue();
   void make_eligible(std::int64_t op);
   void op_ended(std::int64_t op);
   void start_ready();
@@ -384,10 +388,45 @@ void Engine::build_graph() {
 // Rule 3 (and 4): an op whose deps have ended and that heads its stream can
 // start; its task starts once all its ops can.
 void Engine::make_eligible(std::int64_t op) {
-  Task& t = tasks_[static_cast<std::size_t>(task_of_op_[static_cast<std::size_t>(op)])];
+  const int ti = task_of_op_[static_cast<std::size_t>(op)];
+  Task& t = tasks_[static_cast<std::size_t>(ti)];
   if (++t.eligible == static_cast<int>(t.ops_end - t.ops_begin)) {
     t.state = Task::State::kReady;
-    ready_.push_back(task_of_op_[static_cast<std::size_t>(op)]);
+    if (t.release_t > now_) {
+      // Not issued yet: it becomes ready when the host has issued it.
+      t.held = true;
+      events_.push(Event{t.release_t, t.first_op, ti, t.version, true});
+    } else {
+      ready_.push_back(ti);
+    }
+  }
+}
+
+// Host issue (cost_model.h): each rank's host thread issues its ops in plan
+// order, one after the other; a task is released when the host has issued
+// all of its ops (a collective: on every participant). The issue times are
+// kept for the trace (its ops' launch intervals).
+void Engine::plan_host_issue() {
+  if (m_.host_issue.empty()) return;
+  const std::size_t n = plan_.ops.size();
+  r_.issue_start_s.assign(n, 0);
+  r_.issue_end_s.assign(n, 0);
+  std::vector<double> host(static_cast<std::size_t>(std::max(plan_.world_size, 0)), 0.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const Op& op = plan_.ops[i];
+    double& clock = host[static_cast<std::size_t>(op.rank.value)];
+    r_.issue_start_s[i] = clock;
+    if (auto it = m_.host_issue.find(op.kind); it != m_.host_issue.end()) clock += it->second.at(launches(op));
+    r_.issue_end_s[i] = clock;
+    // Its L launches go out evenly over the issue interval, and each of
+    // its L equal parts of GPU work follows its launch: the op ends no
+    // earlier than the last launch plus one part. Released at the issue's
+    // end less the other L - 1 parts (never before the issue begins), it
+    // ends there when the GPU keeps up, later when it does not.
+    const int L = std::max(1, launches(op));
+    const double others = r_.nominal_s[i] * static_cast<double>(L - 1) / static_cast<double>(L);
+    Task& t = tasks_[static_cast<std::size_t>(task_of_op_[i])];
+    t.release_t = std::max(t.release_t, std::max(r_.issue_start_s[i], clock - others));
   }
 }
 
@@ -619,6 +658,7 @@ SimResult Engine::run() {
   ranks_.assign(r_.memory.size(), RankState{});
   build_tasks();
   build_graph();
+  plan_host_issue();
   r_.tasks = static_cast<std::int64_t>(tasks_.size());
 
   // Persistent buffers (model states, mpipemoe Eq. 1) live from the start.
@@ -653,19 +693,29 @@ SimResult Engine::run() {
   const std::int64_t report_every = std::max<std::int64_t>(1, total / 100);
   std::int64_t next_report = report_every;
   std::vector<std::pair<std::int64_t, int>> ended;
+  std::vector<int> released;
   while (!events_.empty()) {
     const double t = events_.top().t;
     ended.clear();
+    released.clear();
     while (!events_.empty() && events_.top().t == t) {
       const Event e = events_.top();
       events_.pop();
-      const Task& task = tasks_[static_cast<std::size_t>(e.task)];
-      if (task.state == Task::State::kRunning && task.version == e.version) ended.emplace_back(e.first_op, e.task);
+      Task& task = tasks_[static_cast<std::size_t>(e.task)];
+      if (e.release) {
+        if (task.held) {
+          task.held = false;
+          released.push_back(e.task);
+        }
+      } else if (task.state == Task::State::kRunning && task.version == e.version) {
+        ended.emplace_back(e.first_op, e.task);
+      }
     }
-    if (ended.empty()) continue;
+    if (ended.empty() && released.empty()) continue;
     now_ = t;
     std::sort(ended.begin(), ended.end());
     for (const auto& [first, ti] : ended) finish(ti);
+    ready_.insert(ready_.end(), released.begin(), released.end());
     start_ready();
     update_rates();
     if (options_.progress && finished_ >= next_report) {

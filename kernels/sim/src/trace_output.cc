@@ -260,6 +260,10 @@ TraceOutputStats TraceOutput::finish(const SimResult& result, const std::functio
     r.phase = op.coords.phase;
     r.start_ns = to_ns(result.start_s[i]);
     r.end_ns = to_ns(result.end_s[i]);
+    if (!result.issue_end_s.empty()) {  // the host issue the cost model charged
+      r.launch_start_ns = to_ns(result.issue_start_s[i]);
+      r.launch_end_ns = to_ns(result.issue_end_s[i]);
+    }
     r.flops = op.flops > 0 ? op.flops : -1;
     r.bytes = op.bytes > 0 ? op.bytes : -1;
     if (const auto* c = op.collective(); c && c->kind == CollectiveKind::kSendRecv) {

@@ -104,6 +104,22 @@ struct CostModelFit {
   LaunchFit launch_fit;               // compute only
 };
 
+// The host's time to issue an op (its launch interval, op_ranges'
+// launch_start_ns .. launch_end_ns), per op kind: t = alpha + per_launch x
+// launches, launches = the simulator's GEMM count of the op (sim_launches).
+// Each launch count's median (host times have long tails: a page fault, a
+// first call); with two counts or more a line through those medians
+// ("medians_line"), else alpha = the median ("median"). The simulator's
+// host_issue (kernels/sim cost_model.h) charges it.
+struct HostIssueFit {
+  std::string kind;        // op kind
+  std::string method;      // "medians_line", "median"
+  double alpha = 0;        // s per op
+  double per_launch = 0;   // s per GEMM launch
+  int points = 0;          // ops with a launch interval
+  double median = 0;       // s, over all of them
+};
+
 struct InterferenceFactor {
   std::string factor;      // "sigma" (computation), "mu" (communication), "eta" (memory copy)
   std::string target;      // "comp", "comm", "mem"
@@ -117,6 +133,7 @@ struct CostModel {
   std::vector<CostModelFit> collectives;  // by (kind, group size)
   std::vector<CostModelFit> copies;       // by op kind
   std::vector<InterferenceFactor> interference;  // measurable (target, interferer) pairs only
+  std::vector<HostIssueFit> host_issue;          // by op kind, where ops carry launch intervals
   // The all-to-all fits' x, per instance over its participants: "max_send"
   // (the most bytes one sends to the others), or, where the trace records
   // what every all-to-all op receives (table op_recv_bytes), the rule whose
@@ -159,6 +176,13 @@ struct CostSamples {
     InstanceKey instance;           // collectives
   };
   std::vector<Op> ops;  // ops with GPU time, in trace order (ranks in order)
+  // Every op's host issue time (launch interval), with or without GPU time.
+  struct HostSample {
+    OpKind kind = OpKind::kOtherOp;
+    Phase phase = Phase::kForward;
+    double seconds = 0;
+  };
+  std::vector<HostSample> host;
   std::vector<std::pair<InstanceKey, std::int32_t>> instance_ranks;  // every collective op's (instance, rank)
   bool any_all_to_all = false;  // an all-to-all op with bytes
   bool recv_known = true;       // every such op records what it receives

@@ -16,6 +16,14 @@
 //    memory copies at eta x (NOTES.md fixes this naming).
 //  - Link sharing: how communication ops of one rank that could run at once
 //    share its network link (see LinkSharing).
+//  - Host issue (not in the papers, which take the host's issue as free): a
+//    rank's host thread issues its ops one at a time in plan order, op o
+//    taking host_issue[kind].at(launches(o)); an op cannot start on the GPU
+//    before the host has issued it. Where ops are small the host, not the
+//    GPU, sets the layer's time (an H200 running PipeMoE at r = 8: 128
+//    expert ops an iteration, 50-85 us of host time each against a few
+//    microseconds of GEMM; BENCHMARKS.md, "Third GPU session"). Fitted from
+//    a trace's launch intervals (`moetrace fit`); empty in every preset.
 //
 // Units: seconds and bytes. Cost models load from and save to JSON
 // (cost_model_from_json / to_json) so fitted models (`moetrace fit`) plug in.
@@ -74,6 +82,15 @@ struct ComputeCost {
   double seconds_per_byte = 0;  // memory-bound ops (permute, unpermute carry bytes)
 };
 
+// Host time to issue one op: alpha per op plus per_launch_s per GEMM launch
+// the simulator counts for it (launches(), the same count as ComputeCost's
+// alpha: an expert FFN forward issues 2 GEMMs, its backward 4).
+struct HostIssueCost {
+  double alpha_s = 0;
+  double per_launch_s = 0;
+  double at(int launches) const { return alpha_s + per_launch_s * launches; }
+};
+
 // alpha and beta of one collective kind measured at one group size.
 struct CollectiveScalePoint {
   int ranks = 2;
@@ -127,6 +144,9 @@ struct CostModel {
   // Concurrent compute ops of a rank (on different streams) share its SMs
   // equally.
   bool share_compute = true;
+  // Host issue time by op kind; a kind not listed issues instantly. Empty:
+  // no host term at all (the papers' model).
+  std::map<OpKind, HostIssueCost> host_issue;
 
   const ComputeCost& compute_cost(OpKind k) const;
   const CollectiveCost& collective(plan::CollectiveKind k) const {
@@ -165,7 +185,8 @@ CostModel cost_model_preset(std::string_view name);  // throws ConfigError for a
 //  [{"ranks", "alpha_s", "beta_s"}...], ...}, "copy": {"h2d": {"alpha_s",
 //  "beta_s"}, ...}, "interference": {"sigma_comm", ...}, "link_sharing":
 //  "serial", "all_to_all_volume": "max_send_recv", "all_to_all_counts_local":
-//  true, "share_compute": true, "device": {...}, "base": "<preset>"}.
+//  true, "share_compute": true, "host_issue": {"expert_ffn": {"alpha_s",
+//  "per_launch_s"}, ...}, "device": {...}, "base": "<preset>"}.
 // "base" starts from a preset; every other key overrides it. Unknown keys are
 // errors (a typo must not silently keep the default).
 CostModel cost_model_from_json(std::string_view json_text);

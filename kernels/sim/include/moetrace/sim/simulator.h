@@ -43,6 +43,9 @@ struct RankMemory {
 struct SimResult {
   std::vector<double> start_s, end_s;  // [op]: simulated times in seconds from 0
   std::vector<double> nominal_s;       // [op]: duration alone on an idle rank
+  // [op]: when the rank's host began and ended issuing it (seconds); empty
+  // where the cost model has no host issue term.
+  std::vector<double> issue_start_s, issue_end_s;
   std::vector<double> alloc_s, free_s; // [buffer]: -1 where the plan never touches it
   std::vector<RankMemory> memory;      // [rank]
   double makespan_s = 0;
