@@ -312,6 +312,12 @@ class Bench:
                 plain = self.run(cfg, os.path.join(self.work, f"pipemoe_{tag}_r{r_}_untraced.db"), warmup=1,
                                  trace=False)
                 row["untraced_wall_ms_per_iteration"] = self.wall_ms_per_iteration(plain)
+                # And traced with the query calls' records kept (the
+                # collector leaves them out by default): what leaving them
+                # out saves.
+                queries = self.run(cfg, os.path.join(self.work, f"pipemoe_{tag}_r{r_}_queries.db"), warmup=1,
+                                   env={"MOETRACE_CUPTI_QUERY_API": "1"})
+                row["traced_with_queries_wall_ms_per_iteration"] = self.wall_ms_per_iteration(queries)
             rows.append(row)
         rec = json.loads(self.moetrace("recommend", traces[0], "-f", "json", "--r-candidates", "1,2,4,8",
                                        "--cost-model", fitted).stdout)
@@ -327,6 +333,9 @@ class Bench:
                 on, off = x["traced_wall_ms_per_iteration"], x["untraced_wall_ms_per_iteration"]
                 self.table.append((part, f"P = {ranks}, r = {x['r']}: iteration with vs without the collector",
                                    f"{on:.3f} vs {off:.3f} ms ({on / off - 1:+.1%})", ""))
+                q = x["traced_with_queries_wall_ms_per_iteration"]
+                self.table.append((part, f"P = {ranks}, r = {x['r']}: the same with the query calls recorded",
+                                   f"{q:.3f} ms ({q / off - 1:+.1%} over untraced)", ""))
         self.table.append((part, f"P = {ranks}: recommended r vs measured best", f"{r['recommended_r']} vs {best}",
                            "same"))
 

@@ -460,8 +460,9 @@ do_device() {
   tar -C "$out" -czf "$out/traces.tgz" traces
   tar -C "$out" --exclude=bench/work -czf "$out/logs.tgz" logs bench 2>/dev/null || tar -C "$out" -czf "$out/logs.tgz" logs
   # The measurements' own traces (GPU_BENCH_KEEP_WORK=1), for reading them again elsewhere.
-  # (Not the simulated ones, the overhead runs' or the peer's JSON: made again here or kept above.)
-  [ ! -d "$out/bench/work" ] || tar -C "$out/bench" --exclude='*_sim.db' --exclude='overhead_*' \
+  # (Not the simulated ones, the overhead runs', the untraced and with-queries reruns' or the peer's
+  # JSON: made again here, timed in bench.json or kept above.)
+  [ ! -d "$out/bench/work" ] || tar -C "$out/bench" --exclude='*_sim.db' --exclude='*_untraced.db' --exclude='*_queries.db' --exclude='overhead_*' \
     --exclude='torch_moe_peer.json' -czf "$out/work.tgz" work
   [ -f "$out/bench/bench.json" ] && cp "$out/bench/bench.json" "$out/bench.json"
   rm -rf "$traces" "$logs" "$out/bench" "$moetrace"

@@ -16,6 +16,9 @@
 //   MOETRACE_CUDA_DEVICE        device index (default: local rank, or 0)
 //   MOETRACE_NCCL_ID_FILE       NCCL unique-id file every rank can read
 //   MOETRACE_JOB_ID             this run's id, where the launcher sets none
+//   MOETRACE_CUPTI_QUERY_API    1: also record the API calls that only read
+//                               state (cudaGetDevice, cuKernelGetAttribute, ...;
+//                               cupti/api_filter.h), left out by default
 // The routing follows the spec's synthetic load (planned routing): the gate
 // computes its softmax, tokens go where the load says.
 #include <fmt/format.h>
@@ -70,6 +73,10 @@ void run_cuda(const RunRequest& request) {
   o.seed = spec.routing.seed;
   o.trace_path = request.output;
   o.collect = request.collect;
+  if (const std::string q = env("MOETRACE_CUPTI_QUERY_API"); !q.empty()) {
+    if (q != "0" && q != "1") throw ConfigError(fmt::format("MOETRACE_CUPTI_QUERY_API ({}) must be 0 or 1", q));
+    o.cupti_query_api = q == "1";
+  }
   o.warmup_runs = request.warmup_runs;
   const std::string what = spec.preset.empty() ? spec.variant : spec.preset;
   o.run.name = fmt::format("{} (cuda)", what);

@@ -396,6 +396,14 @@ TEST(GpuCollector, TraceHoldsKernelsOpRangesWithDeviceTimesAndTheExpertLoad) {
   EXPECT_EQ(count_rows(db, "SELECT COUNT(*) FROM streams WHERE role != 'other'"),
             static_cast<std::int64_t>(p.streams.size()));
   EXPECT_GT(count_rows(db, "SELECT COUNT(*) FROM api_calls"), 0);
+  // Launches are recorded; the query calls cuBLAS makes on every GEMM are
+  // left out by default (cupti/api_filter.h).
+  EXPECT_GT(count_rows(db, "SELECT COUNT(*) FROM api_calls a JOIN strings s ON s.id = a.name_id "
+                           "WHERE s.value LIKE '%Launch%'"),
+            0);
+  EXPECT_EQ(count_rows(db, "SELECT COUNT(*) FROM api_calls a JOIN strings s ON s.id = a.name_id "
+                           "WHERE s.value IN ('cudaGetDevice_v3020', 'cuKernelGetAttribute')"),
+            0);
   EXPECT_GT(count_rows(db, "SELECT COUNT(*) FROM memory_events WHERE buffer_id IS NOT NULL"), 0);
   EXPECT_GT(count_rows(db, "SELECT COUNT(*) FROM buffers"), 0);
   // NVTX ranges arrive through CUPTI's NVTX injection; if not, op ranges

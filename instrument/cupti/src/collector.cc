@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "moetrace/cupti/activity_converter.h"
+#include "moetrace/cupti/api_filter.h"
 #include "moetrace/cupti/buffer_pool.h"
 #include "moetrace/cupti/callback_gate.h"
 #include "moetrace/cupti/check.h"
@@ -176,6 +177,15 @@ Collector::Collector(std::unique_ptr<instrument::TraceWriter> writer, CollectorO
       detail::check_cupti(r, fmt::format("cuptiActivityEnable(activity kind {})", static_cast<int>(k)).c_str(),
                           __FILE__, __LINE__);
       impl_->enabled.push_back(k);
+    }
+    // After the kinds: enabling CUPTI_ACTIVITY_KIND_RUNTIME / _DRIVER resets
+    // the per-call settings. A CUPTI that cannot turn one call off keeps
+    // recording it (only time is lost).
+    if (!options.query_api) {
+      if (options.runtime_api)
+        for (CUpti_CallbackId id : query_runtime_api()) cuptiActivityEnableRuntimeApi(id, 0);
+      if (options.driver_api)
+        for (CUpti_CallbackId id : query_driver_api()) cuptiActivityEnableDriverApi(id, 0);
     }
     std::call_once(g_atexit_once, [] { std::atexit(close_at_exit); });
   } catch (...) {

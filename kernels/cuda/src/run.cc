@@ -109,6 +109,7 @@ CudaRunSummary run_plan(const plan::Plan& plan, const CudaRunOptions& options) {
     writer->set_config("cuda.link", to_string(options.executor.link));
   writer->set_config("cuda.device", summary.device_name);
   writer->set_config("cuda.collector", options.collect ? "on" : "off");
+  if (options.collect) writer->set_config("cuda.query_api", options.cupti_query_api ? "recorded" : "left out");
   writer->set_config("cuda.warmup_runs", std::to_string(options.warmup_runs));
   // The launcher's job id ties the rank files of one run together (a reader
   // refuses a rank file of another run; analyzer/run_loader.h).
@@ -127,6 +128,7 @@ CudaRunSummary run_plan(const plan::Plan& plan, const CudaRunOptions& options) {
   cupti::CollectorOptions co;
   co.buffer_bytes = options.cupti_buffer_bytes;
   co.max_buffers = options.cupti_max_buffers;
+  co.query_api = options.cupti_query_api;
   for (int r = 0; r < plan.world_size; ++r)
     if (ex.runs_rank(RankId(r))) {
       co.default_rank = RankId(r);

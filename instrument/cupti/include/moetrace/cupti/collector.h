@@ -35,6 +35,9 @@ struct CollectorOptions {
   bool nvtx = true;                    // markers and ranges (sets NVTX_INJECTION64_PATH)
   bool synchronization = true;
   bool overhead = true;
+  // Records of the API calls that only read state (api_filter.h); off: they
+  // cost the issuing thread time and no analysis reads them.
+  bool query_api = false;
   RankId default_rank{0};              // API calls and devices not mapped to a rank
 };
 

@@ -31,6 +31,7 @@ struct CudaRunOptions {
   int warmup_runs = 0;
   std::size_t cupti_buffer_bytes = 8u << 20;
   std::size_t cupti_max_buffers = 128;
+  bool cupti_query_api = false;  // records of the API calls that only read state (cupti/api_filter.h)
 };
 
 struct CudaRunSummary {
