@@ -1209,17 +1209,20 @@ std::optional<Tail> read_tail(const std::string& path) {
       if (!file.read(text.data(), length)) return std::nullopt;
     } else {
       // Inflated once ahead of the parse, keeping the last 1 MiB (igzip:
-      // 0.1 s for 200 MB of JSON, BENCHMARKS.md).
-      std::vector<char> buf(kTail + (std::size_t{4} << 20));
+      // 0.1 s for 200 MB of JSON, BENCHMARKS.md). Not zeroed: a small
+      // file's inflation touches a few of its pages, and zeroing all 5 MiB
+      // cost a small import about a millisecond of page faults.
+      constexpr std::size_t kBuffer = kTail + (std::size_t{4} << 20);
+      const std::unique_ptr<char[]> buf(new char[kBuffer]);
       std::size_t kept = 0;
-      while (const std::size_t got = in.read(buf.data() + kept, buf.size() - kept)) {
+      while (const std::size_t got = in.read(buf.get() + kept, kBuffer - kept)) {
         kept += got;
         if (kept > kTail) {
-          std::memmove(buf.data(), buf.data() + kept - kTail, kTail);
+          std::memmove(buf.get(), buf.get() + kept - kTail, kTail);
           kept = kTail;
         }
       }
-      text.assign(buf.data(), kept);
+      text.assign(buf.get(), kept);
     }
   } catch (const std::exception&) {
     return std::nullopt;  // the parse reports what is wrong with the file
