@@ -312,6 +312,11 @@ class Bench:
                 plain = self.run(cfg, os.path.join(self.work, f"pipemoe_{tag}_r{r_}_untraced.db"), warmup=1,
                                  trace=False)
                 row["untraced_wall_ms_per_iteration"] = self.wall_ms_per_iteration(plain)
+                # The executor's own timing of each op's issue (steady clock),
+                # medians by op kind and phase, with and without the collector.
+                for key, db in (("traced", meas), ("untraced", plain)):
+                    v = self.run_config(db, "cuda.host_issue_us")
+                    row[f"host_issue_us_{key}"] = json.loads(v) if v else {}
                 # And traced with the query calls' records kept (the
                 # collector leaves them out by default): what leaving them
                 # out saves.
@@ -333,6 +338,11 @@ class Bench:
                 on, off = x["traced_wall_ms_per_iteration"], x["untraced_wall_ms_per_iteration"]
                 self.table.append((part, f"P = {ranks}, r = {x['r']}: iteration with vs without the collector",
                                    f"{on:.3f} vs {off:.3f} ms ({on / off - 1:+.1%})", ""))
+                on_us, off_us = x.get("host_issue_us_traced", {}), x.get("host_issue_us_untraced", {})
+                ffn = [(ph, on_us.get(f"expert_ffn.{ph}"), off_us.get(f"expert_ffn.{ph}")) for ph in ("fwd", "bwd")]
+                if all(a is not None and b is not None for _, a, b in ffn):
+                    self.table.append((part, f"P = {ranks}, r = {x['r']}: expert FFN op's host issue, traced vs untraced",
+                                       ", ".join(f"{ph} {a:.1f} vs {b:.1f} us" for ph, a, b in ffn), ""))
                 q = x["traced_with_queries_wall_ms_per_iteration"]
                 self.table.append((part, f"P = {ranks}, r = {x['r']}: the same with the query calls recorded",
                                    f"{q:.3f} ms ({q / off - 1:+.1%} over untraced)", ""))

@@ -448,6 +448,10 @@ TEST(GpuCollector, WarmupRunsAreLeftOutAndTheCollectorCanBeOff) {
     EXPECT_EQ(config_value(db, "cuda.collector"), collect ? "on" : "off");
     EXPECT_EQ(config_value(db, "cuda.warmup_runs"), "2");
     EXPECT_FALSE(config_value(db, "cuda.wall_ms").empty());
+    // The executor's own timing of each op's issue, collector on or off.
+    const std::string issue = config_value(db, "cuda.host_issue_us");
+    EXPECT_NE(issue.find("\"expert_ffn.fwd\": "), std::string::npos) << issue;
+    EXPECT_NE(issue.find("\"gate.bwd\": "), std::string::npos) << issue;
     if (collect) {
       // One run's ops, not three: the warm-up ran before the collector started.
       EXPECT_EQ(count_rows(db, "SELECT COUNT(*) FROM op_ranges"), static_cast<std::int64_t>(p.ops.size()));

@@ -92,6 +92,7 @@ struct Executor::Impl final : ExecContext {
   std::vector<std::int64_t> bytes_;
   std::vector<void*> ptr_;
   std::vector<std::int64_t> alloc_ns_, free_ns_;
+  std::vector<std::int64_t> issue_ns_;  // RunResult::issue_ns
   std::vector<std::uint64_t> address_;
   std::vector<cudaStream_t> streams_;
   std::vector<cublasHandle_t> blas_;

@@ -80,11 +80,13 @@ RunResult Executor::Impl::run(const plan::ModelWeights& weights, const plan::Tra
   const auto t0 = std::chrono::steady_clock::now();
   result.start_ns = collector_ != nullptr ? cupti::Collector::timestamp_ns() : 0;
   waits_issued_ = 0;
+  issue_ns_.assign(plan_.ops.size(), -1);
   for (const IssueStep& step : order_) issue(step);
   MOETRACE_CUDA_CHECK(cudaDeviceSynchronize());
   result.end_ns = collector_ != nullptr ? cupti::Collector::timestamp_ns() : 0;
   result.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   result.host_waits = waits_issued_;
+  result.issue_ns = issue_ns_;
 
   // Buffers still allocated (the plan frees every transient one; be safe).
   for (std::size_t b = 0; b < nb; ++b)
@@ -193,11 +195,13 @@ void Executor::Impl::prepare_capture() {
 void Executor::Impl::issue(const IssueStep& step) {
   if (!step.collective) {
     const plan::Op& op = plan_.op(step.ops.front());
+    const auto t0 = std::chrono::steady_clock::now();
     {
       cupti::OpScope scope(label_of(op));
       prologue(op);
       execute(op);
     }
+    issue_ns_[at(op.id)] = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
     epilogue(op);
     return;
   }

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <map>
 #include <memory>
 
 #include "moetrace/cuda/device_probe.h"
@@ -19,6 +21,27 @@ std::string host_name() {
   char buf[256] = {};
   if (gethostname(buf, sizeof buf - 1) != 0) return "";
   return buf;
+}
+
+// The median host issue time of each op kind and phase, microseconds, as a
+// JSON object {"expert_ffn.fwd": 31.2, ...} (run_config
+// cuda.host_issue_us): with the collector off, what the executor and the
+// libraries it calls take to issue an op without CUPTI's cost per call.
+std::string host_issue_medians(const plan::Plan& plan, const RunResult& r) {
+  std::map<std::string, std::vector<std::int64_t>> by;
+  for (const plan::Op& op : plan.ops) {
+    const auto i = static_cast<std::size_t>(op.id.value);
+    if (i < r.issue_ns.size() && r.issue_ns[i] >= 0)
+      by[fmt::format("{}.{}", op_kind_name(op.kind), phase_name(op.coords.phase))].push_back(r.issue_ns[i]);
+  }
+  std::string out = "{";
+  for (auto& [key, v] : by) {
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    const double median = n % 2 == 1 ? static_cast<double>(v[n / 2]) : 0.5 * static_cast<double>(v[n / 2 - 1] + v[n / 2]);
+    out += fmt::format("{}\"{}\": {:.2f}", out.size() > 1 ? ", " : "", key, median / 1e3);
+  }
+  return out + "}";
 }
 
 // Tokens of every block, from the plan's load (iteration 0).
@@ -122,6 +145,7 @@ CudaRunSummary run_plan(const plan::Plan& plan, const CudaRunOptions& options) {
   if (!options.collect) {
     summary.result = ex.run(weights, data, nullptr);
     writer->set_config("cuda.wall_ms", fmt::format("{:.3f}", summary.result.wall_ms));
+    writer->set_config("cuda.host_issue_us", host_issue_medians(plan, summary.result));
     writer->close();
     return summary;
   }
@@ -137,6 +161,7 @@ CudaRunSummary run_plan(const plan::Plan& plan, const CudaRunOptions& options) {
   cupti::Collector collector(std::move(writer), co);
   summary.result = ex.run(weights, data, &collector);
   collector.writer().set_config("cuda.wall_ms", fmt::format("{:.3f}", summary.result.wall_ms));
+  collector.writer().set_config("cuda.host_issue_us", host_issue_medians(plan, summary.result));
   collector.close();
   const cupti::CollectorStats s = collector.stats();
   summary.kernels = s.kernels;

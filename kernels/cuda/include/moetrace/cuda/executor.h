@@ -93,6 +93,10 @@ struct RunResult {
   std::int64_t pinned_arena_bytes = 0;
   std::int64_t host_waits = 0;          // cross-stream event waits enqueued
   double wall_ms = 0;                   // first op enqueued -> device idle
+  // [op]: the host's time to issue it (its waits, allocations and
+  // launches; steady clock, with or without a collector), ns; -1 for the ops
+  // of collectives and ops this process does not run.
+  std::vector<std::int64_t> issue_ns;
   std::int64_t start_ns = 0, end_ns = 0;  // CUPTI clock where a collector is active
 };
 
