@@ -859,10 +859,10 @@ nlohmann::json sim_cost_model_json(const Trace& trace, const CostModel& model, s
   if (!inter.empty()) j["interference"] = inter;
 
   // The host's issue time of the kinds the trace measured; the other kinds
-  // issue instantly, as in every preset.
+  // issue instantly, as in every preset (and so do kinds measured at 0).
   nlohmann::json host = nlohmann::json::object();
   for (const auto& f : model.host_issue)
-    if (parse_op_kind(f.kind))
+    if (parse_op_kind(f.kind) && (f.alpha > 0 || f.per_launch > 0))
       host[f.kind] = {{"alpha_s", non_negative(f.alpha, "host_issue." + f.kind + ".alpha_s")},
                       {"per_launch_s", non_negative(f.per_launch, "host_issue." + f.kind + ".per_launch_s")}};
   if (!host.empty()) j["host_issue"] = host;

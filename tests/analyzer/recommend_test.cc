@@ -249,6 +249,27 @@ TEST(Recommend, AFitThatCannotSeparateStartupsIsNotUsed) {
   EXPECT_NE(r.notes.front().find("--calibrate"), std::string::npos) << r.notes.front();
 }
 
+// A trace whose ops carry launch intervals gives the fitted model the host's
+// issue time per op kind too (here a simulated one that charged 20 us an
+// expert FFN op + 10 us a GEMM launch: forwards issue in 40 us, backwards in
+// 60), and the hardware description says so.
+TEST(Recommend, FittedModelCarriesTheHostIssueTime) {
+  sim::RunSpec spec = sim::run_preset("pro-prophet-gpt-s");
+  spec.common.iterations = 2;
+  sim::CostModel model = spec.resolved_cost_model();
+  model.host_issue[OpKind::kExpertFfn] = {20e-6, 10e-6};
+  spec.cost_model = model;
+  const Trace t = simulated_trace(spec, "fit_host");
+  RecommendOptions o;
+  o.prefer_fitted = true;
+  o.simulate = false;
+  const auto r = recommend(t, analyze(t), o);
+  ASSERT_EQ(r.hardware.source, "fitted");
+  EXPECT_NE(r.hardware.description.find("host issue time per op: expert_ffn 20 us + 10 us a GEMM launch"),
+            std::string::npos)
+      << r.hardware.description;
+}
+
 // The fitted hardware model term by term: a trace whose expert GEMMs come in
 // sizes far apart and whose all-to-alls vary in size (pro-prophet's skewed
 // load) fits both, each with its R^2 and x range. Where the all-to-all is

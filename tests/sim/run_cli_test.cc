@@ -207,7 +207,8 @@ TEST(RunCli, HostIssueRoundTripsThroughTheTraceAndFit) {
   EXPECT_NEAR(j["host_issue"]["expert_ffn"]["per_launch_s"].get<double>(), 1.5e-5, 1e-8);
   EXPECT_NEAR(j["host_issue"]["gate"]["alpha_s"].get<double>() + j["host_issue"]["gate"]["per_launch_s"].get<double>(),
               3e-5, 1e-8);  // forward (1 launch) and backward (2): 30 us each
-  EXPECT_NEAR(j["host_issue"]["dispatch_all_to_all"]["alpha_s"].get<double>(), 0, 1e-12);
+  // Kinds the model issued instantly fit at 0: nothing to charge, left out.
+  EXPECT_FALSE(j["host_issue"].contains("dispatch_all_to_all")) << j["host_issue"].dump();
   for (const auto& p : {model, db, fitted}) std::filesystem::remove(p);
 }
 

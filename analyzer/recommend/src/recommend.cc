@@ -213,6 +213,14 @@ std::optional<Hardware> fitted_hardware(const Trace& t, const CostModel& fits, i
                                term.x_min, term.x_max)
                  : fmt::format("{} ({})", term.term, term.why));
   }
+  // The host's issue time per op kind (the ops' launch intervals), where
+  // the trace has them: the simulated what-ifs charge it.
+  std::string host_list;
+  if (j.contains("host_issue"))
+    for (const auto& [kind, c] : j["host_issue"].items())
+      host_list += fmt::format("{}{} {:.3g} us + {:.3g} us a GEMM launch", host_list.empty() ? "" : ", ", kind,
+                               c.value("alpha_s", 0.0) * 1e6, c.value("per_launch_s", 0.0) * 1e6);
+  if (!host_list.empty()) fitted_list += "; host issue time per op: " + host_list;
   h.info.description = fmt::format("fitted from the trace: {}; from the {} preset: {}", fitted_list, kBase,
                                    preset_list.empty() ? "everything not measured" : preset_list + "; everything else");
   for (const auto& term : terms)
