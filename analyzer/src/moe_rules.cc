@@ -318,8 +318,40 @@ MoeRules parse_rules(std::string_view json, const std::string& source, bool chec
 
 }  // namespace
 
+namespace {
+
+// libstdc++'s regex compiler reads the number of a back-reference (\N) or a
+// brace quantifier ({n,m}) into an int without a check: one of more than 9
+// digits overflows (undefined behaviour, found by the moe_rules fuzzer on
+// "\\4444444444444444444"). No rule needs one: such a pattern is refused as
+// invalid, before it reaches the compiler.
+void check_regex_numbers(std::string_view pattern) {
+  constexpr std::size_t kMaxDigits = 9;
+  auto digits_at = [&](std::size_t i) {
+    std::size_t n = 0;
+    while (i + n < pattern.size() && pattern[i + n] >= '0' && pattern[i + n] <= '9') ++n;
+    return n;
+  };
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] == '\\') {
+      if (digits_at(i + 1) > kMaxDigits) throw std::regex_error(std::regex_constants::error_backref);
+      ++i;  // the escaped character
+    } else if (pattern[i] == '{') {
+      for (std::size_t j = i + 1; j < pattern.size() && pattern[j] != '}'; ++j) {
+        const std::size_t n = digits_at(j);
+        if (n > kMaxDigits) throw std::regex_error(std::regex_constants::error_badbrace);
+        if (n == 0 && pattern[j] != ',') break;  // not a quantifier: a literal brace
+        j += n == 0 ? 0 : n - 1;
+      }
+    }
+  }
+}
+
+}  // namespace
+
 const std::regex& RangeRule::regex() const {
   std::call_once(compiled_->once, [this] {
+    check_regex_numbers(pattern);
     auto flags = std::regex::ECMAScript | std::regex::optimize;
     if (ignore_case) flags |= std::regex::icase;
     compiled_->regex = std::regex(pattern, flags);

@@ -222,6 +222,16 @@ TEST(MoeRules, BadRulesAreNamed) {
   // A pattern that is no regular expression.
   const auto regex = rules_error(R"({"version": 1, "ranges": [{"label": "broken", "name": "([a-", "role": "layer"}]})");
   EXPECT_EQ(regex.rfind("my_rules.json: ranges[0] (\"broken\"): invalid regular expression", 0), 0u) << regex;
+  // Numbers libstdc++'s regex compiler would overflow on (a back-reference
+  // or a quantifier of more than 9 digits; found by the moe_rules fuzzer):
+  // invalid, not undefined behaviour. Small ones are fine.
+  for (const char* pattern : {R"(^moe\\44444444444444444444s$)", R"(^a{12345678901}$)", R"(^a{1,99999999999999999999}$)"}) {
+    const auto big = rules_error(std::string(R"({"version": 1, "ranges": [{"label": "big", "name": ")") + pattern +
+                                 R"(", "role": "layer"}]})");
+    EXPECT_EQ(big.rfind("my_rules.json: ranges[0] (\"big\"): invalid regular expression", 0), 0u) << big;
+  }
+  EXPECT_EQ(rules_error(R"({"version": 1, "ranges": [{"label": "ok", "name": "^(a{1,3})b{2}\\1$", "role": "layer"}]})"),
+            "(no error)");
   // A capture group the pattern lacks.
   const auto group = rules_error(
       R"({"version": 1, "ranges": [{"label": "step", "name": "^Step", "role": "iteration", "iteration": "$1"}]})");
