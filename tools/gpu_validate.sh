@@ -315,6 +315,9 @@ do_device() {
   # in the background while the gpu tests and the traces run: correctness
   # only, no timing is taken meanwhile.
   local san_pids=() tool cs=""
+  # racecheck's cases, a process each (MOETRACE_TEST_VARIANTS; ppmoe exists at P = 4 only).
+  local racecheck_variants=(dpmoe pipemoe_r2 mpipemoe_n3_none mpipemoe_n3_S1 mpipemoe_n3_S2 mpipemoe_n3_S3
+                            mpipemoe_n3_S4 pro_prophet_scheduled pro_prophet_unscheduled fastermoe ppmoe_t2_s2_mb4)
   local san_filter='EmulatedRanks/EveryVariant.*/P4:GpuExecutor.PpMoeMatchesTheReference'
   if ! want sanitizers; then :
   elif command -v compute-sanitizer >/dev/null || [ -x /usr/local/cuda/bin/compute-sanitizer ]; then
@@ -327,17 +330,15 @@ do_device() {
       # variant, fewer ranks), a process per variant (below).
       [ $tool = memcheck ] || filter='EmulatedRanks/EveryVariant.MatchesTheReferenceInBf16/P4'
       # (rc kept, not left to errexit: a failing test must not lose the verdict.)
+      local cap=${SANITIZER_TIMEOUT_S:-200}
       if [ $tool = racecheck ]; then
-        # One process per variant (MOETRACE_TEST_VARIANTS): in one process
-        # racecheck's host memory passed the machine's 128 GB by the second
-        # variant and the kernel's OOM killer ended it (exit 9, no verdict).
-        # ppmoe exists at P = 4 only. The worst exit code is the verdict's
-        # (99: a hazard); the variants the cap leaves out are named.
+        # One process per variant: in one process racecheck's host memory
+        # passed the machine's 128 GB by the second variant and the kernel's
+        # OOM killer ended it (exit 9, no verdict). The worst exit code is the
+        # verdict's (99: a hazard); the variants the cap leaves out are named.
         ( t0=$SECONDS worst=0
-          cap=${SANITIZER_TIMEOUT_S:-200}
           : >"$logs/sanitizer_$tool.log"
-          for v in dpmoe pipemoe_r2 mpipemoe_n3_none mpipemoe_n3_S1 mpipemoe_n3_S2 mpipemoe_n3_S3 mpipemoe_n3_S4 \
-                   pro_prophet_scheduled pro_prophet_unscheduled fastermoe ppmoe_t2_s2_mb4; do
+          for v in "${racecheck_variants[@]}"; do
             budget_v=$((cap - (SECONDS - t0)))
             l=$(left); [ "$l" -ge "$budget_v" ] || budget_v=$l
             if [ "$budget_v" -lt 10 ]; then echo "racecheck $v: not reached (cap)" >>"$logs/sanitizer_$tool.log"; worst=124; continue; fi
@@ -353,7 +354,6 @@ do_device() {
           echo "$worst $((SECONDS - t0))" >"$logs/sanitizer_$tool.rc" ) &
       else
         ( t0=$SECONDS rc=0
-          cap=${SANITIZER_TIMEOUT_S:-200}
           LD_LIBRARY_PATH=$ours_ld timeout $(( $(left) > cap ? cap : $(left) )) \
             "$cs" --tool $tool --error-exitcode 99 --print-limit 50 \
             "$bindir/cuda_gpu_tests" --gtest_filter="$filter" --gtest_brief=1 >"$logs/sanitizer_$tool.log" 2>&1 || rc=$?
@@ -429,15 +429,14 @@ do_device() {
     local said
     said=$(grep -m1 -oE '(ERROR SUMMARY: [0-9]+ errors?|RACECHECK SUMMARY: [0-9]+ hazards? displayed \([0-9]+ errors?)' \
              "$logs/sanitizer_$tool.log" || true)
-    # A process the kernel's OOM killer ended (exit 9 or 137) has no verdict.
-    if [ "$rc" = 9 ] || [ "$rc" = 137 ]; then said="$said; killed: out of host memory?"; fi
     if [ $tool = racecheck ]; then
       # A summary per variant's process: the hazards of all of them.
       said="RACECHECK: $(grep -oE 'RACECHECK SUMMARY: [0-9]+ hazard' "$logs/sanitizer_$tool.log" |
                          awk '{n += $3} END {print n + 0}') hazards in all; $(grep -c ': exit 0$' \
-                         "$logs/sanitizer_$tool.log" || true) of 11 variants ended clean"
-      if [ "$rc" = 9 ] || [ "$rc" = 137 ]; then said="$said; one killed: out of host memory?"; fi
+                         "$logs/sanitizer_$tool.log" || true) of ${#racecheck_variants[@]} variants ended clean"
     fi
+    # A process the kernel's OOM killer ended (exit 9 or 137) has no verdict.
+    if [ "$rc" = 9 ] || [ "$rc" = 137 ]; then said="$said; killed: out of host memory?"; fi
     if [ "$rc" = 1 ] && [[ $said =~ (SUMMARY: 0 error|\(0 error|RACECHECK: 0 hazards) ]]; then rc=0; fi
     [ -n "$said" ] || { said='no summary'; [ "$rc" != 0 ] || rc=2; }
     stage_result "compute-sanitizer $tool ($said)" "$rc" "$t"

@@ -209,10 +209,6 @@ CostModelFit make_fit(std::string subject, std::string kind, int group_size, std
   return f;
 }
 
-}  // namespace
-
-namespace {
-
 double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();

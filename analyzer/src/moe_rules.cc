@@ -316,15 +316,12 @@ MoeRules parse_rules(std::string_view json, const std::string& source, bool chec
   return rules;
 }
 
-}  // namespace
-
-namespace {
-
 // libstdc++'s regex compiler reads the number of a back-reference (\N) or a
-// brace quantifier ({n,m}) into an int without a check: one of more than 9
-// digits overflows (undefined behaviour, found by the moe_rules fuzzer on
-// "\\4444444444444444444"). No rule needs one: such a pattern is refused as
-// invalid, before it reaches the compiler.
+// brace quantifier ({n,m}) into a long without a check: one of 19 digits
+// overflows (undefined behaviour, found by the moe_rules fuzzer on
+// "\\4444444444444444444"). No rule needs more than a few: a pattern with a
+// number of more than 9 digits is refused as invalid before it reaches the
+// compiler.
 void check_regex_numbers(std::string_view pattern) {
   constexpr std::size_t kMaxDigits = 9;
   auto digits_at = [&](std::size_t i) {

@@ -477,8 +477,7 @@ TEST(GpuFixtures, PipeMoeSweepAgainstTheSimulatorOnTheCalibrationsFit) {
   const auto fitted = sim_cost_model_json(calibration, fit_cost_model(calibration), "");
   ASSERT_TRUE(fitted.contains("host_issue")) << fitted.dump();
   const sim::CostModel model = sim::cost_model_from_json(fitted.dump());
-  std::ifstream cfg(dir / "pipemoe_p1_r1.json");
-  const std::string config((std::istreambuf_iterator<char>(cfg)), std::istreambuf_iterator<char>());
+  const std::string config = testing::read_text((dir / "pipemoe_p1_r1.json").string());
   for (const auto& [r, bound] : {std::pair{1, 0.20}, std::pair{2, 0.20}, std::pair{4, 0.10}, std::pair{8, 0.20}}) {
     SCOPED_TRACE("r = " + std::to_string(r));
     const double measured = layer_window_ms(load_trace(inflate("pipemoe_p1_r" + std::to_string(r) + ".db")));

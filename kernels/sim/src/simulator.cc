@@ -414,16 +414,16 @@ void Engine::plan_host_issue() {
   std::vector<double> host(static_cast<std::size_t>(std::max(plan_.world_size, 0)), 0.0);
   for (std::size_t i = 0; i < n; ++i) {
     const Op& op = plan_.ops[i];
+    const int L = launches(op);  // at least 1
     double& clock = host[static_cast<std::size_t>(op.rank.value)];
     r_.issue_start_s[i] = clock;
-    if (auto it = m_.host_issue.find(op.kind); it != m_.host_issue.end()) clock += it->second.at(launches(op));
+    if (auto it = m_.host_issue.find(op.kind); it != m_.host_issue.end()) clock += it->second.at(L);
     r_.issue_end_s[i] = clock;
     // Its L launches go out evenly over the issue interval, and each of
     // its L equal parts of GPU work follows its launch: the op ends no
     // earlier than the last launch plus one part. Released at the issue's
     // end less the other L - 1 parts (never before the issue begins), it
     // ends there when the GPU keeps up, later when it does not.
-    const int L = std::max(1, launches(op));
     const double others = r_.nominal_s[i] * static_cast<double>(L - 1) / static_cast<double>(L);
     Task& t = tasks_[static_cast<std::size_t>(task_of_op_[i])];
     t.release_t = std::max(t.release_t, std::max(r_.issue_start_s[i], clock - others));
