@@ -569,15 +569,9 @@ std::shared_ptr<Run> open_run(const std::vector<std::string>& args, bool align, 
   o.load.moe_rules = moe_rules;
   o.load.recognize = recognize;
   o.align = align;
-  // Traces of other tools are imported into temporary traces, read, and
-  // removed; the run names them as given.
-  moetrace::importers::TemporaryTraces temporary;
-  const auto paths = temporary.import_foreign(an::expand_trace_paths(args));
-  // One file: load_trace() exactly, as `moetrace report` reads it.
-  auto trace = an::load_run(paths, o);
-  if (!temporary.empty())
-    an::rename_trace_files(trace, [&](const std::string& p) { return temporary.input_of(p); });
-  return std::make_shared<Run>(std::move(trace));
+  // One file: load_trace() exactly, as `moetrace report` reads it; a trace
+  // of another tool is read by its importer straight into memory.
+  return std::make_shared<Run>(an::load_run(an::expand_trace_paths(args), o));
 }
 
 py::dict import_trace(const std::vector<std::string>& inputs, const std::string& output, const std::string& format) {

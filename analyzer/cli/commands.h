@@ -58,11 +58,15 @@ class Progress {
 analyzer::Trace load_with_progress(const std::string& path, analyzer::LoadOptions options = {});
 
 // The traces a command reads: several files, directories or (quoted) glob
-// patterns, read as one run (run_loader.h), and --no-align.
-// The paths with each trace of another tool (Nsight Systems export, Kineto
-// JSON) replaced by a moetrace trace imported from it into a temporary file,
-// removed when the process exits; moetrace traces and unreadable paths as
-// they are (the loader names their problem).
+// patterns, read as one run (run_loader.h), and --no-align. A trace of
+// another tool (Nsight Systems export, Kineto JSON) among them is read by its
+// importer straight into memory (analyzer::load_trace).
+//
+// For the readers that need a trace file (summaries, one file at a time):
+// the paths with each trace of another tool replaced by a moetrace trace
+// imported from it into a temporary file, removed when the process exits;
+// moetrace traces and unreadable paths as they are (the loader names their
+// problem).
 std::vector<std::string> foreign_inputs_imported(const std::vector<std::string>& paths);
 // The input a temporary trace of foreign_inputs_imported() was imported from;
 // any other path as it is.

@@ -48,8 +48,8 @@ analyzer::Trace load_with_progress(const std::string& path, analyzer::LoadOption
 void add_trace_args(CLI::App* cmd, TraceArgs& args) {
   cmd->add_option("traces", args.paths,
                   "Trace database(s) (.db): several files, a directory or a quoted glob (\"run.rank*.db\") are the "
-                  "ranks of one run; a PyTorch-profiler JSON or Nsight Systems SQLite file is imported first (into a "
-                  "temporary trace: `moetrace import` keeps one)")
+                  "ranks of one run; a PyTorch-profiler JSON or Nsight Systems SQLite file is read by its importer "
+                  "(`moetrace import` keeps it as a trace file)")
       ->required();
   cmd->add_flag("--no-align", args.no_align,
                 "Several rank files: keep each rank's clock as recorded (default: aligned from the collectives)");
@@ -116,7 +116,10 @@ analyzer::Analyses analyze_with_progress(const analyzer::Trace& trace, const ana
 
 analyzer::RunAnalysis analyze_traces(const TraceArgs& args, analyzer::LoadOptions options,
                                      const analyzer::BreakdownOptions& breakdown, RunReading reading) {
-  const auto paths = foreign_inputs_imported(analyzer::expand_trace_paths(args.paths));
+  // Traces of other tools are read by their importers straight into memory
+  // (load_trace), except for a reading one file at a time, which imports
+  // them into temporary trace files first.
+  auto paths = analyzer::expand_trace_paths(args.paths);
   if (paths.size() > 1 && reading == RunReading::kAuto) {
     const auto need = analyzer::estimated_merged_bytes(paths);
     const auto available = analyzer::available_memory_bytes();
@@ -134,6 +137,7 @@ analyzer::RunAnalysis analyze_traces(const TraceArgs& args, analyzer::LoadOption
     out.analyses = analyze_with_progress(out.trace, breakdown, args.threads);
     return out;
   }
+  paths = foreign_inputs_imported(paths);
   analyzer::RunLoadOptions ro;
   ro.load = std::move(options);
   ro.align = !args.no_align;
@@ -168,7 +172,7 @@ analyzer::RunOverview overview_traces(const std::vector<std::string>& paths, con
 
 analyzer::Trace load_traces(const std::vector<std::string>& args, analyzer::LoadOptions options, bool align,
                             int threads) {
-  return load_paths(foreign_inputs_imported(analyzer::expand_trace_paths(args)), std::move(options), align, threads);
+  return load_paths(analyzer::expand_trace_paths(args), std::move(options), align, threads);
 }
 
 void add_moe_rules_option(CLI::App* cmd, MoeArgs& args) {

@@ -1,6 +1,9 @@
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <ctime>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -12,6 +15,7 @@
 #include "moetrace/analyzer/moe_recognition.h"
 #include "moetrace/analyzer/projection.h"
 #include "moetrace/analyzer/trace.h"
+#include "moetrace/importers/imported_trace.h"
 #include "trace_loader_internal.h"
 #include "moetrace/schema/error.h"
 #include "moetrace/schema/integrity.h"
@@ -30,28 +34,16 @@ class TraceLoader {
       : db_(schema::open_trace(path)), options_(options) {
     trace_.run.path = path;
   }
+  // A trace of another tool imported into memory (`path`: its file): the
+  // same model as from a trace file of the same import, with no file between.
+  TraceLoader(const std::string& path, importers::ImportedTrace&& imported, const LoadOptions& options)
+      : options_(options), imported_(std::move(imported)) {
+    trace_.run.path = path;
+  }
 
   Trace load() {
-    load_run(db_, trace_.run, &read_);
-    load_integrity_record();
-    verify("run");
-    verify("run_config");
-    verify("meta");
-    load_strings();
-    load_devices_ranks_streams();
-    if (options_.progress) count_rows();  // the total only scales the progress fraction
-    load_activities();
-    trace_.classify_kernel_names();
-    load_ops();
-    if (options_.api_calls) load_api_calls();
-    if (options_.nvtx) {
-      load_nvtx();
-      load_autograd();
-      load_input_shapes();
-    }
-    if (options_.memory) load_memory();
-    load_moe_tables();
-    load_collectives();
+    if (imported_) take_imported();
+    else read_tables();
     build_tracks();
     trace_.index_launching_calls();
     if (options_.recognize && trace_.ops.empty()) {
@@ -75,6 +67,31 @@ class TraceLoader {
     return std::move(trace_);
   }
 
+ private:
+  void read_tables() {
+    load_run(db_, trace_.run, &read_);
+    load_integrity_record();
+    verify("run");
+    verify("run_config");
+    verify("meta");
+    load_strings();
+    load_devices_ranks_streams();
+    if (options_.progress) count_rows();  // the total only scales the progress fraction
+    load_activities();
+    trace_.classify_kernel_names();
+    load_ops();
+    if (options_.api_calls) load_api_calls();
+    if (options_.nvtx) {
+      load_nvtx();
+      load_autograd();
+      load_input_shapes();
+    }
+    if (options_.memory) load_memory();
+    load_moe_tables();
+    load_collectives();
+  }
+
+ public:
   // `digests`: where to add the digests of the run row, run_config and meta.
   static void load_run(sqlite::Database& db, RunInfo& run, schema::IntegrityRecord* digests = nullptr) {
     run.schema_version = static_cast<int>(db.pragma_int("user_version").value_or(0));
@@ -583,6 +600,10 @@ class TraceLoader {
       step_progress("api calls");
     }
     verify("api_calls");
+    sort_api_calls();
+  }
+
+  void sort_api_calls() {
     std::stable_sort(trace_.api_calls.begin(), trace_.api_calls.end(),
                      [](const ApiCall& a, const ApiCall& b) {
                        return std::tie(a.correlation_id, a.rank) < std::tie(b.correlation_id, b.rank);
@@ -612,6 +633,10 @@ class TraceLoader {
       step_progress("nvtx");
     }
     verify("nvtx_ranges");
+    sort_nvtx();
+  }
+
+  void sort_nvtx() {
     std::sort(trace_.nvtx.begin(), trace_.nvtx.end(), [](const NvtxRange& a, const NvtxRange& b) {
       return std::tie(a.rank, a.thread_id, a.start_ns) < std::tie(b.rank, b.thread_id, b.start_ns);
     });
@@ -635,10 +660,7 @@ class TraceLoader {
       trace_.memory_events.push_back(e);
       step_progress("memory");
     }
-    std::stable_sort(trace_.memory_events.begin(), trace_.memory_events.end(),
-                     [](const MemoryEvent& a, const MemoryEvent& b) {
-                       return std::tie(a.rank, a.ts_ns) < std::tie(b.rank, b.ts_ns);
-                     });
+    sort_memory_events();
     auto b = db_.prepare(
         "SELECT id, rank, tag, bytes, memory_kind, layer, chunk, alloc_ns, free_ns, address FROM buffers "
         "ORDER BY id");
@@ -659,6 +681,13 @@ class TraceLoader {
       trace_.buffers.push_back(std::move(buf));
     }
     verify("buffers");
+  }
+
+  void sort_memory_events() {
+    std::stable_sort(trace_.memory_events.begin(), trace_.memory_events.end(),
+                     [](const MemoryEvent& a, const MemoryEvent& b) {
+                       return std::tie(a.rank, a.ts_ns) < std::tie(b.rank, b.ts_ns);
+                     });
   }
 
   // Plan dependencies and (with the memory tables) op buffer accesses of a
@@ -816,6 +845,206 @@ class TraceLoader {
     return out;
   }
 
+  // The records of an import into memory, as read_tables() reads them back
+  // from the trace file the same import writes: values the file stores as
+  // NULL (negative ids and sizes, correlation ids of 0 or less) read as the
+  // loader reads NULL, rows in the order the file returns them.
+  void take_imported() {
+    auto& in = *imported_;
+    const auto id = [](std::int64_t v) { return v < 0 ? std::int64_t{-1} : v; };
+    const auto id32 = [](std::int32_t v) { return v < 0 ? std::int32_t{-1} : v; };
+    const auto corr = [](std::int64_t c) { return c > 0 ? c : std::int64_t{0}; };
+    auto& run = trace_.run;
+    run.schema_version = schema::kVersion;
+    run.name = in.run.name;
+    run.backend = in.run.backend.empty() ? "unknown" : in.run.backend;
+    run.variant = in.run.variant;
+    run.simulated = in.run.simulated;
+    run.world_size = std::max(1, in.run.world_size);
+    run.host = in.run.host;
+    if (run.host.empty()) {
+      char buf[256] = {};
+      if (gethostname(buf, sizeof(buf) - 1) == 0) run.host = buf;
+    }
+    run.moetrace_version = MOETRACE_VERSION;
+    run.created_unix_s = static_cast<std::int64_t>(std::time(nullptr));
+    if (in.start_ns <= in.end_ns) {
+      run.start_ns = in.start_ns;
+      run.end_ns = in.end_ns;
+    }
+    run.config_json = in.run.config_json;
+    run.finalized = true;
+    run.integrity = "imported in memory";
+    std::map<std::string, std::string> config;
+    for (auto& [k, v] : in.config) config[std::move(k)] = std::move(v);
+    run.config.assign(std::make_move_iterator(config.begin()), std::make_move_iterator(config.end()));
+    trace_.strings = std::move(in.strings);
+
+    std::stable_sort(in.devices.begin(), in.devices.end(),
+                     [](const auto& a, const auto& b) { return a.id.value < b.id.value; });
+    for (const auto& d : in.devices)
+      trace_.devices.push_back({d.id, d.name, d.uuid, id32(d.compute_major), id32(d.compute_minor),
+                                id32(d.sm_count), id(d.memory_bytes), d.simulated});
+    std::stable_sort(in.ranks.begin(), in.ranks.end(),
+                     [](const auto& a, const auto& b) { return a.rank.value < b.rank.value; });
+    for (const auto& r : in.ranks) trace_.ranks.push_back({r.rank, r.device, id32(r.local_rank), r.host, id(r.pid)});
+    std::stable_sort(in.streams.begin(), in.streams.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.rank.value, a.id.value) < std::tie(b.rank.value, b.id.value);
+    });
+    for (const auto& st : in.streams)
+      trace_.streams.push_back({st.id, st.rank, DeviceId(id32(st.device.value)), id(st.native_id), st.role, st.name});
+
+    progress("activities", 0.3);
+    trace_.activities.reserve(in.kernels.size() + in.memcpys.size() + in.memsets.size());
+    activity_op_ids_.reserve(trace_.activities.capacity());
+    std::map<std::tuple<std::array<std::int32_t, 3>, std::array<std::int32_t, 3>, std::int32_t, std::int32_t>,
+             std::int32_t>
+        launches;  // numbered in order of first use, as the writer numbers them
+    for (const auto& k : in.kernels) {
+      Activity a;
+      a.type = ActivityType::kKernel;
+      a.rank = k.rank;
+      a.stream = stream_slot(k.stream.value, a.rank);
+      a.start_ns = k.start_ns;
+      a.end_ns = k.end_ns;
+      a.name = k.name;
+      a.correlation_id = corr(k.correlation_id);
+      if (k.grid[0] >= 0) {
+        const auto [it, added] = launches.try_emplace({k.grid, k.block, k.shared_bytes, k.registers},
+                                                      static_cast<std::int32_t>(trace_.launch_configs.size()));
+        if (added) {
+          LaunchConfig c;
+          for (std::size_t i = 0; i < 3; ++i) {
+            c.grid[i] = k.grid[i];
+            c.block[i] = k.block[i];
+          }
+          c.shared_bytes = id32(k.shared_bytes);
+          c.registers = id32(k.registers);
+          trace_.launch_configs.push_back(c);
+        }
+        a.launch = it->second;
+      }
+      activity_op_ids_.push_back(id(k.op.value));
+      trace_.activities.push_back(a);
+    }
+    std::vector<instrument::KernelRecord>().swap(in.kernels);
+    for (const auto& m : in.memcpys) {
+      Activity a;
+      a.type = ActivityType::kMemcpy;
+      a.rank = m.rank;
+      a.stream = stream_slot(m.stream.value, a.rank);
+      a.start_ns = m.start_ns;
+      a.end_ns = m.end_ns;
+      a.bytes = m.bytes;
+      a.copy_kind = static_cast<std::uint8_t>(m.copy_kind);
+      a.src_kind = static_cast<std::uint8_t>(m.src_kind);
+      a.dst_kind = static_cast<std::uint8_t>(m.dst_kind);
+      a.correlation_id = corr(m.correlation_id);
+      activity_op_ids_.push_back(id(m.op.value));
+      trace_.activities.push_back(a);
+    }
+    for (const auto& m : in.memsets) {
+      Activity a;
+      a.type = ActivityType::kMemset;
+      a.rank = m.rank;
+      a.stream = stream_slot(m.stream.value, a.rank);
+      a.start_ns = m.start_ns;
+      a.end_ns = m.end_ns;
+      a.bytes = m.bytes;
+      a.correlation_id = corr(m.correlation_id);
+      activity_op_ids_.push_back(id(m.op.value));
+      trace_.activities.push_back(a);
+    }
+    trace_.classify_kernel_names();
+
+    for (const auto& r : in.ops) {
+      OpRange op;
+      op.id = r.id;
+      op.rank = r.rank;
+      op.stream = stream_slot(r.stream.value, op.rank);
+      op.kind = r.kind;
+      op.name = r.name.value >= 0 ? r.name : StringId();
+      op.layer = id32(r.layer);
+      op.iteration = id32(r.iteration);
+      op.micro_batch = id32(r.micro_batch);
+      op.chunk = id32(r.chunk);
+      op.phase = r.phase;
+      op.start_ns = r.start_ns;
+      op.end_ns = r.end_ns;
+      op.launch_start_ns = id(r.launch_start_ns);
+      op.launch_end_ns = id(r.launch_end_ns);
+      op.flops = r.flops >= 0 ? r.flops : -1.0;
+      op.bytes = id(r.bytes);
+      op.recv_bytes = id(r.recv_bytes);
+      op.peer = RankId(id32(r.peer.value));
+      op.nvtx_id = id(r.nvtx_id);
+      trace_.ops.push_back(op);
+    }
+
+    progress("host events", 0.6);
+    if (options_.api_calls) {
+      trace_.api_calls.reserve(in.api_calls.size());
+      for (const auto& c : in.api_calls)
+        trace_.api_calls.push_back({c.start_ns, c.end_ns, c.correlation_id, c.thread_id, c.rank, c.name, c.api,
+                                    c.return_code});
+      sort_api_calls();
+    }
+    if (options_.nvtx) {
+      trace_.nvtx.reserve(in.nvtx.size());
+      std::int64_t next_id = 1;  // the rowids the file gives the rows
+      for (const auto& r : in.nvtx) {
+        NvtxRange n;
+        n.id = next_id++;
+        n.rank = r.rank;
+        n.thread_id = r.thread_id;
+        n.start_ns = r.start_ns;
+        n.end_ns = id(r.end_ns);
+        n.domain = r.domain.value >= 0 ? r.domain : StringId();
+        n.name = r.name;
+        n.has_payload_int = r.payload_int.has_value();
+        n.payload_int = r.payload_int.value_or(0);
+        if (r.autograd_seq) {
+          n.autograd_seq = *r.autograd_seq;
+          n.autograd_backward = r.autograd_backward;
+        }
+        if (!r.input_dims.empty()) {
+          n.input_shape = static_cast<std::int32_t>(trace_.input_shapes.size());
+          trace_.input_shapes.push_back({r.input_dims, r.input_types});
+        }
+        trace_.nvtx.push_back(n);
+      }
+      sort_nvtx();
+    }
+    if (options_.memory) {
+      for (const auto& e : in.memory_events)
+        trace_.memory_events.push_back({e.ts_ns, e.address, e.bytes, BufferId(id(e.buffer.value)), e.rank, e.alloc,
+                                        e.memory_kind});
+      sort_memory_events();
+    }
+    for (auto& r : in.collectives) {
+      Collective c;
+      c.rank = r.rank;
+      c.start_ns = r.start_ns;
+      c.end_ns = r.end_ns;
+      c.correlation_id = corr(r.correlation_id);
+      c.name = std::move(r.name);
+      c.in_nelems = id(r.in_nelems);
+      c.out_nelems = id(r.out_nelems);
+      c.group_size = id32(r.group_size);
+      c.dtype = std::move(r.dtype);
+      c.in_splits = parse_splits(r.in_splits);
+      c.out_splits = parse_splits(r.out_splits);
+      c.group_ranks = std::move(r.group_ranks);
+      c.process_group = std::move(r.process_group);
+      c.seq = id(r.seq);
+      trace_.collectives.push_back(std::move(c));
+    }
+    std::stable_sort(trace_.collectives.begin(), trace_.collectives.end(), [](const Collective& a, const Collective& b) {
+      return std::tie(a.rank, a.correlation_id, a.start_ns) < std::tie(b.rank, b.correlation_id, b.start_ns);
+    });
+    imported_.reset();
+  }
+
   // Sorts activities and ops into per-stream tracks, resolves op ids to indices.
   void build_tracks() {
     progress("sorting", 0.99);
@@ -889,11 +1118,18 @@ class TraceLoader {
   std::vector<std::int64_t> unknown_streams_;
   std::int64_t activities_without_op_ = 0;
   std::unordered_map<std::int64_t, std::size_t> nvtx_by_id_;  // load_nvtx_table
+  std::optional<importers::ImportedTrace> imported_;  // take_imported()
 };
 
 void load_run_record(sqlite::Database& db, RunInfo& run) { TraceLoader::load_run(db, run); }
 
 Trace load_trace(const std::string& path, const LoadOptions& options) {
+  if (const auto format = importers::foreign_format(path)) {
+    importers::ImportOptions io;
+    io.format = *format;
+    io.progress = options.progress;
+    return TraceLoader(path, importers::import_in_memory(path, io), options).load();
+  }
   return TraceLoader(path, options).load();
 }
 

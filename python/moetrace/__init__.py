@@ -442,9 +442,9 @@ def open(paths, *, align=True, moe_rules=None, recognize=True):
     moe_rules: a rules file for traces of other tools (--moe-rules);
     recognize=False: no MoE recognition (--no-moe-recognition). Returns a Run.
     Traces of other tools (Kineto .json/.json.gz, Nsight Systems .sqlite;
-    a folder without .db files stands for its files of these) are imported
-    into temporary traces first, as import_trace() would, and removed once
-    read; the run names them as given."""
+    a folder without .db files stands for its files of these) are read by
+    their importers straight into memory, as import_trace() would import
+    them, with no file written; the run names them as given."""
     run = Run(_moetrace.open(_paths(paths), bool(align), os.fsdecode(moe_rules) if moe_rules else "",
                              bool(recognize)))
     _warn(run.warnings)

@@ -498,6 +498,33 @@ TEST(KinetoImporter, WrittenWhileParsedAsWhenParsedWhole) {
   EXPECT_EQ(sql_int(a, "SELECT min(rank) FROM kernels"), 2);
 }
 
+// A Kineto file read straight into memory (`report TRACE.json.gz`) gives the
+// model and the report that its trace file, imported, gives: every kind of
+// event the importer reads, plain and gzipped; a real PyTorch MoE layer
+// (recognised as MoE); HTA's traces where present.
+TEST(KinetoImporter, ReadIntoMemoryAsFromItsTraceFile) {
+  const std::string text = varied_trace(3000, {}, /*old_nccl=*/true);
+  const auto plain = temp_path("memory.json"), packed = temp_path("memory.json.gz");
+  write_file(plain, text);
+  gzFile f = gzopen(packed.c_str(), "wb1");
+  ASSERT_NE(f, nullptr);
+  gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(f);
+  expect_in_memory_as_from_file(plain);
+  expect_in_memory_as_from_file(packed);
+  const auto peer = MOETRACE_SOURCE_DIR + "/tests/data/gpu/torch_moe_peer.json.gz";
+  expect_in_memory_as_from_file(peer);
+  EXPECT_TRUE(analyzer::load_trace(peer).recognition.moe);
+  for (const auto& rel : {kNccl, kRank0, kRank1})
+    if (std::filesystem::exists(shared_data(rel))) expect_in_memory_as_from_file(shared_data(rel));
+  // Bad input: the importer's one line, as `moetrace import` gives it.
+  const auto bad = temp_path("memory-bad.json");
+  write_file(bad, "{\"traceEvents\": [{\"ph\": \"X\", \"ts\": 1.2.3}]}");
+  const auto e = error_of([&] { analyzer::load_trace(bad); });
+  EXPECT_NE(e.find(bad), std::string::npos) << e;
+  EXPECT_EQ(e, import_error({bad}));
+}
+
 std::string one_line(const std::string& msg) {
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   return msg;

@@ -240,6 +240,21 @@ TEST(NsysImporter, NcclPayloadsGiveMessageSizesAndGroupSizes) {
   EXPECT_EQ(config_value(out, "import.skipped.nvtx_binary_payload"), "2");
 }
 
+// An export read straight into memory (`report run.sqlite`) gives the model
+// and the report that its trace file, imported, gives: the hand-made export
+// with NCCL payloads, and the shared exports where present.
+TEST(NsysImporter, ReadIntoMemoryAsFromItsTraceFile) {
+  const auto in = temp_path("memory-nccl-payload.sqlite");
+  make_export(in, fixture_sql("minimal_export.sql") + fixture_sql("nccl_payloads.sql"));
+  expect_in_memory_as_from_file(in);
+  for (const auto& rel : {kSaxpy, kMock, kHealthy})
+    if (std::filesystem::exists(shared_data(rel))) expect_in_memory_as_from_file(shared_data(rel));
+  // An SQLite file that is no export: the loader's line, as before.
+  const auto other = temp_path("memory-other.sqlite");
+  make_export(other, "CREATE TABLE t(x);");
+  EXPECT_NE(error_of([&] { analyzer::load_trace(other); }).find(other), std::string::npos);
+}
+
 // An entry offset near INT64_MAX (NVTX_PAYLOAD_SCHEMA_ENTRIES holds any
 // integer) is outside the payload: skipped, not added to its width (found by
 // nvtx_payload_fuzzer as a signed overflow).

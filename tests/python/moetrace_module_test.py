@@ -343,12 +343,12 @@ class HandDerived(unittest.TestCase):
 
     def test_open_a_profilers_folder_of_json(self):
         # moetrace.open("prof/") on what torch.profiler writes: JSON files,
-        # imported into temporary traces that are gone once it returns.
+        # read straight into memory, with no file left behind.
         prof = os.path.join(self.tmp.name, "prof")
         os.makedirs(prof, exist_ok=True)
         with open(os.path.join(prof, "worker0.pt.trace.json"), "w") as f:
             json.dump(KINETO, f)
-        tmp = os.path.join(self.tmp.name, "tmp")  # where the temporary traces go (TMPDIR)
+        tmp = os.path.join(self.tmp.name, "tmp")  # where temporary files would go (TMPDIR)
         os.makedirs(tmp, exist_ok=True)
         saved = os.environ.get("TMPDIR")
         os.environ["TMPDIR"] = tmp

@@ -7,10 +7,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include "../kineto/kineto_importer.h"
 #include "../nsys/nsys_importer.h"
 #include "moetrace/importers/import.h"
+#include "moetrace/importers/imported_trace.h"
 #include "moetrace/schema/error.h"
 #include "moetrace/schema/schema.h"
 #include "moetrace/schema/sqlite.h"
@@ -63,9 +65,16 @@ Format detect_format(const std::string& path) {
   const auto n = static_cast<std::size_t>(in.gcount());
   if (n == 0) throw Error(path + ": empty file, not a trace");
   if (n >= 16 && std::memcmp(head.data(), "SQLite format 3", 16) == 0) {
-    sqlite::Database db(path, sqlite::Database::Mode::kReadOnly);
-    if (db.pragma_int("application_id").value_or(0) == schema::kApplicationId)
-      throw Error(path + ": already a moetrace trace; nothing to import");
+    // The application id sits in the database header (offset 68, big-endian):
+    // a closed moetrace trace is told without opening it. One whose writer
+    // was killed may hold its header in the WAL still: SQLite reads that.
+    std::uint32_t app = 0;
+    for (std::size_t i = 68; i < 72 && i < n; ++i) app = (app << 8) | static_cast<unsigned char>(head[i]);
+    const bool moetrace = (n >= 72 && static_cast<std::int32_t>(app) == schema::kApplicationId) ||
+                          sqlite::Database(path, sqlite::Database::Mode::kReadOnly)
+                                  .pragma_int("application_id")
+                                  .value_or(0) == schema::kApplicationId;
+    if (moetrace) throw Error(path + ": already a moetrace trace; nothing to import");
     return Format::kNsys;  // the importer says so if it is some other SQLite file
   }
   if (n >= 2 && static_cast<unsigned char>(head[0]) == 0x1f && static_cast<unsigned char>(head[1]) == 0x8b)
@@ -79,6 +88,33 @@ Format detect_format(const std::string& path) {
   throw Error(path + ": not a format moetrace imports (Nsight Systems SQLite export, or "
                      "PyTorch-profiler/Kineto JSON, optionally gzipped)");
 }
+
+namespace {
+
+// Runs the format's importer on `inputs` into a builder from `make`. A Kineto
+// import that guessed its time base and rank wrong from a file's last bytes
+// starts again (a new builder discards what the first one held), each file
+// parsed whole.
+template <class MakeBuilder>
+ImportSummary run_importer(Format format, const std::vector<std::string>& inputs, int threads,
+                           const MakeBuilder& make) {
+  if (format == Format::kNsys) {
+    const auto builder = make();
+    nsys::import_files(inputs, *builder);
+    return builder->finish();
+  }
+  try {
+    const auto builder = make();
+    kineto::import_files(inputs, *builder, threads);
+    return builder->finish();
+  } catch (const kineto::TailGuessedWrong&) {
+  }
+  const auto builder = make();
+  kineto::import_files(inputs, *builder, threads, /*read_tails=*/false);
+  return builder->finish();
+}
+
+}  // namespace
 
 ImportSummary import_traces(const std::vector<std::string>& inputs, const std::string& output,
                             const ImportOptions& options) {
@@ -98,21 +134,18 @@ ImportSummary import_traces(const std::vector<std::string>& inputs, const std::s
     if (std::filesystem::equivalent(in, output, ec))
       throw Error(output + ": the output would overwrite an input");
   }
-  if (format == Format::kNsys) {
-    TraceBuilder builder(output, format, inputs, options.progress);
-    nsys::import_files(inputs, builder);
-    return builder.finish();
-  }
-  try {
-    TraceBuilder builder(output, format, inputs, options.progress);
-    kineto::import_files(inputs, builder, options.threads);
-    return builder.finish();
-  } catch (const kineto::TailGuessedWrong&) {
-    // The partial output is gone with the builder; again, each file whole.
-  }
-  TraceBuilder builder(output, format, inputs, options.progress);
-  kineto::import_files(inputs, builder, options.threads, /*read_tails=*/false);
-  return builder.finish();
+  return run_importer(format, inputs, options.threads, [&] {
+    return std::make_unique<TraceBuilder>(output, format, inputs, options.progress);
+  });
+}
+
+ImportedTrace import_in_memory(const std::string& input, ImportOptions options) {
+  check_readable(input);
+  const Format format = options.format != Format::kAuto ? options.format : detect_format(input);
+  ImportedTrace out;
+  run_importer(format, {input}, options.threads,
+               [&] { return std::make_unique<TraceBuilder>(out, format, std::vector{input}, options.progress); });
+  return out;
 }
 
 namespace {
@@ -131,6 +164,16 @@ bool nsys_export(const std::string& path) {
 
 }  // namespace
 
+std::optional<Format> foreign_format(const std::string& path) {
+  std::optional<Format> format;
+  try {
+    format = detect_format(path);  // throws for a moetrace trace, a missing file, ...
+  } catch (const Error&) {
+  }
+  if (format == Format::kNsys && !nsys_export(path)) format.reset();
+  return format;
+}
+
 TemporaryTraces::~TemporaryTraces() {
   for (const auto& [temp, input] : input_of_) {
     std::error_code ec;
@@ -143,12 +186,7 @@ std::vector<std::string> TemporaryTraces::import_foreign(const std::vector<std::
   std::vector<std::string> out;
   out.reserve(paths.size());
   for (const auto& p : paths) {
-    std::optional<Format> format;
-    try {
-      format = detect_format(p);  // throws for a moetrace trace, a missing file, ...
-    } catch (const Error&) {
-    }
-    if (format == Format::kNsys && !nsys_export(p)) format.reset();
+    const auto format = foreign_format(p);
     if (!format) {
       out.push_back(p);
       continue;

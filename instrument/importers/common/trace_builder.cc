@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <mutex>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -39,6 +41,91 @@ instrument::RunRecord run_record(Format format, const std::vector<std::string>& 
 }
 
 }  // namespace
+
+// What the TraceWriter would store, kept in memory: strings numbered in the
+// order they are interned, op ids assigned as the writer assigns them, and
+// the run's time range over every timed record.
+class TraceBuilder::Memory {
+ public:
+  explicit Memory(ImportedTrace& out) : out_(out) {}
+
+  StringId intern(std::string_view s) {
+    std::lock_guard lock(mu_);
+    if (const auto it = ids_.find(s); it != ids_.end()) return it->second;
+    const StringId id(static_cast<std::int32_t>(out_.strings.size()));
+    out_.strings.emplace_back(s);
+    ids_.emplace(std::string(s), id);
+    return id;
+  }
+  void add(const instrument::DeviceRecord& r) { out_.devices.push_back(r); }
+  void add(const instrument::RankRecord& r) { out_.ranks.push_back(r); }
+  void add(const instrument::StreamRecord& r) { out_.streams.push_back(r); }
+  void add(const instrument::KernelRecord& r) { timed(out_.kernels, r); }
+  void add(const instrument::MemcpyRecord& r) { timed(out_.memcpys, r); }
+  void add(const instrument::MemsetRecord& r) { timed(out_.memsets, r); }
+  void add(const instrument::ApiCallRecord& r) { timed(out_.api_calls, r); }
+  void add(const instrument::NvtxRangeRecord& r) { timed(out_.nvtx, r); }
+  void add(const instrument::CollectiveRecord& r) { timed(out_.collectives, r); }
+  // Tables the analyzer does not read: only their times count.
+  void add(const instrument::SyncRecord& r) { span(r.start_ns, r.end_ns); }
+  void add(const instrument::OverheadRecord& r) { span(r.start_ns, r.end_ns); }
+  void add(const instrument::MemoryEventRecord& r) {
+    std::lock_guard lock(mu_);
+    out_.memory_events.push_back(r);
+    span(r.ts_ns, r.ts_ns);
+  }
+  OpId add(instrument::OpRangeRecord r) {
+    std::lock_guard lock(mu_);
+    if (!r.id.valid()) r.id = OpId(next_op_id_);
+    next_op_id_ = std::max(next_op_id_, r.id.value + 1);
+    span(r.start_ns, r.end_ns);
+    out_.ops.push_back(r);
+    return r.id;
+  }
+  void set_config(const std::string& key, const std::string& value) {
+    std::lock_guard lock(mu_);
+    out_.config.emplace_back(key, value);
+  }
+  void set_world_size(int n) { out_.run.world_size = n; }
+
+ private:
+  template <class Record>
+  void timed(std::vector<Record>& table, const Record& r) {
+    std::lock_guard lock(mu_);
+    table.push_back(r);
+    span(r.start_ns, r.end_ns);
+  }
+  void span(std::int64_t start, std::int64_t end) {
+    out_.start_ns = std::min(out_.start_ns, start);
+    out_.end_ns = std::max(out_.end_ns, std::max(start, end));
+  }
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+  ImportedTrace& out_;
+  std::mutex mu_;
+  std::unordered_map<std::string, StringId, Hash, std::equal_to<>> ids_;
+  std::int64_t next_op_id_ = 0;
+};
+
+template <class Record>
+void TraceBuilder::emit(const Record& r) {
+  if (writer_) writer_->add(r);
+  else memory_->add(r);
+}
+
+StringId TraceBuilder::intern(std::string_view s) { return writer_ ? writer_->intern(s) : memory_->intern(s); }
+
+TraceBuilder::TraceBuilder(ImportedTrace& memory, Format format, const std::vector<std::string>& inputs,
+                           ProgressFn progress)
+    : format_(format), inputs_(inputs), progress_(std::move(progress)), memory_(std::make_unique<Memory>(memory)) {
+  memory = ImportedTrace{};
+  memory.run = run_record(format, inputs);
+  config("import.format", std::string(format_name(format)));
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    config("import.source." + std::to_string(i), inputs[i]);
+}
 
 TraceBuilder::TraceBuilder(const std::string& output, Format format,
                            const std::vector<std::string>& inputs, ProgressFn progress)
@@ -139,63 +226,63 @@ void TraceBuilder::add(const instrument::KernelRecord& r) {
   if (!valid_interval(r.start_ns, r.end_ns)) return;
   // Importers intern kernel names through kernel_name(), which notes NCCL ones.
   note_activity(r.stream, true, nccl_names_.count(r.name.value) != 0);
-  writer_->add(r);
+  emit(r);
   count("kernels");
 }
 
 void TraceBuilder::add(const instrument::MemcpyRecord& r) {
   if (!valid_interval(r.start_ns, r.end_ns)) return;
   note_activity(r.stream, false, false);
-  writer_->add(r);
+  emit(r);
   count("memcpy");
 }
 
 void TraceBuilder::add(const instrument::MemsetRecord& r) {
   if (!valid_interval(r.start_ns, r.end_ns)) return;
   note_activity(r.stream, false, false);
-  writer_->add(r);
+  emit(r);
   count("memset");
 }
 
 void TraceBuilder::add(const instrument::ApiCallRecord& r) {
   if (!valid_interval(r.start_ns, r.end_ns)) return;
-  writer_->add(r);
+  emit(r);
   count("api_calls");
 }
 
 void TraceBuilder::add(const instrument::SyncRecord& r) {
   if (!valid_interval(r.start_ns, r.end_ns)) return;
-  writer_->add(r);
+  emit(r);
   count("sync_events");
 }
 
 void TraceBuilder::add(const instrument::OverheadRecord& r) {
   if (!valid_interval(r.start_ns, r.end_ns)) return;
-  writer_->add(r);
+  emit(r);
   count("overhead");
 }
 
 void TraceBuilder::add(const instrument::NvtxRangeRecord& r) {
   if (r.end_ns >= 0 && !valid_interval(r.start_ns, r.end_ns)) return;
-  writer_->add(r);
+  emit(r);
   count("nvtx_ranges");
 }
 
 void TraceBuilder::add(const instrument::MemoryEventRecord& r) {
-  writer_->add(r);
+  emit(r);
   count("memory_events");
 }
 
 void TraceBuilder::add(const instrument::CollectiveRecord& r) {
   if (!valid_interval(r.start_ns, r.end_ns)) return;
-  writer_->add(r);
+  emit(r);
   count("collectives");
 }
 
 OpId TraceBuilder::add(const instrument::OpRangeRecord& r) {
   if (!valid_interval(r.start_ns, r.end_ns)) return OpId();
   count("op_ranges");
-  return writer_->add(r);
+  return writer_ ? writer_->add(r) : memory_->add(r);
 }
 
 void TraceBuilder::skip(std::string_view reason, std::int64_t n) {
@@ -203,7 +290,8 @@ void TraceBuilder::skip(std::string_view reason, std::int64_t n) {
 }
 
 void TraceBuilder::config(const std::string& key, const std::string& value) {
-  writer_->set_config(key, value);
+  if (writer_) writer_->set_config(key, value);
+  else memory_->set_config(key, value);
 }
 
 ImportSummary TraceBuilder::finish() {
@@ -237,9 +325,9 @@ ImportSummary TraceBuilder::finish() {
     r.device = device;
     r.host = rank.host;
     r.pid = rank.pid;
-    writer_->add(r);
+    emit(r);
   }
-  for (const auto& d : device_records_) writer_->add(d);
+  for (const auto& d : device_records_) emit(d);
   // A stream that ran an NCCL kernel is communication; one that only copied is
   // a copy engine lane; any other kernel makes it compute.
   for (const auto& s : streams_) {
@@ -254,15 +342,19 @@ ImportSummary TraceBuilder::finish() {
                                 : instrument::kRoleOther;
     r.name = s.native_id >= 0 ? "stream " + std::to_string(s.native_id) : "stream";
     r.priority = s.priority;
-    writer_->add(r);
+    emit(r);
   }
   for (const auto& [reason, n] : skipped_) config("import.skipped." + reason, std::to_string(n));
   // The writer fixes the run row when it opens; the world size is known only now.
   const int world = std::max(world_size_, static_cast<int>(ranks_.size()));
-  writer_->set_world_size(std::max(world, 1));
-  progress("writing indexes", 0.99);
-  writer_->close();
-  writer_.reset();
+  if (writer_) {
+    writer_->set_world_size(std::max(world, 1));
+    progress("writing indexes", 0.99);
+    writer_->close();
+    writer_.reset();
+  } else {
+    memory_->set_world_size(std::max(world, 1));
+  }
 
   ImportSummary summary;
   summary.output = output_;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "moetrace/importers/import.h"
+#include "moetrace/importers/imported_trace.h"
 #include "moetrace/instrument/records.h"
 #include "moetrace/instrument/trace_writer.h"
 
@@ -36,14 +37,17 @@ class TraceBuilder {
  public:
   TraceBuilder(const std::string& output, Format format, const std::vector<std::string>& inputs,
                ProgressFn progress);
+  // The same records into `memory` instead of a file (it must outlive the builder).
+  TraceBuilder(ImportedTrace& memory, Format format, const std::vector<std::string>& inputs, ProgressFn progress);
   ~TraceBuilder();  // removes the partial output unless finish() succeeded
   TraceBuilder(const TraceBuilder&) = delete;
   TraceBuilder& operator=(const TraceBuilder&) = delete;
 
-  StringId intern(std::string_view s) { return writer_->intern(s); }
+  // Safe to call from several threads at once.
+  StringId intern(std::string_view s);
   // Interns a kernel name and remembers whether it is an NCCL kernel.
   StringId kernel_name(std::string_view name) {
-    const StringId id = writer_->intern(name);
+    const StringId id = intern(name);
     if (is_nccl_kernel(name)) nccl_names_.insert(id.value);
     return id;
   }
@@ -98,7 +102,8 @@ class TraceBuilder {
   }
 
   // Streams with their roles, ranks with their devices, counts; closes the
-  // trace and moves it to the output path. Throws if nothing was imported.
+  // trace and moves it to the output path (or completes the records in
+  // memory). Throws if nothing was imported.
   ImportSummary finish();
 
  private:
@@ -120,13 +125,17 @@ class TraceBuilder {
   bool valid_interval(std::int64_t start, std::int64_t end);
   void note_activity(StreamId s, bool kernel, bool nccl);
   void count(const char* table) { ++rows_[table]; }
+  class Memory;  // the records of an import into memory
+  template <class Record>
+  void emit(const Record& r);
 
   std::string output_;
   Format format_;
   std::vector<std::string> inputs_;
   ProgressFn progress_;
   std::mutex progress_mutex_;
-  std::unique_ptr<instrument::TraceWriter> writer_;
+  std::unique_ptr<instrument::TraceWriter> writer_;  // null: into memory_
+  std::unique_ptr<Memory> memory_;
   std::map<int, RankState> ranks_;
   std::map<std::string, DeviceId> devices_;
   std::vector<instrument::DeviceRecord> device_records_;

@@ -77,6 +77,9 @@ RunOverview overview_run(const std::vector<std::string>& paths, const RunLoadOpt
 // this machine has available now (/proc/meminfo's MemAvailable; -1 where
 // unknown).
 inline constexpr double kMergedBytesPerFileByte = 5.0;
+// The same over the JSON of PyTorch-profiler files read into memory (a
+// gzipped file's content, from its gzip trailer).
+inline constexpr double kMergedBytesPerJsonByte = 1.0;
 std::int64_t estimated_merged_bytes(const std::vector<std::string>& paths);
 std::int64_t available_memory_bytes();
 

@@ -34,9 +34,10 @@ struct RunInfo {
   int schema_version = 0;
   std::vector<std::pair<std::string, std::string>> config;  // run_config
   // The loader's check against the writer's integrity record (schemas/README.md,
-  // "Integrity record"): "verified" (every table read matched it), or
+  // "Integrity record"): "verified" (every table read matched it),
   // "not recorded" (traces of older writers and of runs killed before close:
-  // checked by references and value ranges only).
+  // checked by references and value ranges only), or "imported in memory" (a
+  // trace of another tool read by its importer, no file in between).
   std::string integrity;
   // One line per table whose references were damaged: the table and what the
   // loader left out of it. Reports show each as a warning.
@@ -379,7 +380,11 @@ struct LoadOptions {
 
 // Loads and validates a trace. Throws moetrace::Error("<path>: <problem>") for
 // a missing file, a non-SQLite file, a foreign database, a newer schema, a
-// damaged file, or a trace that holds no events.
+// damaged file, or a trace that holds no events. A trace of another tool (a
+// PyTorch-profiler/Kineto JSON file, plain or gzipped, or an Nsight Systems
+// SQLite export) is read by its importer straight into the model: the same
+// model as `moetrace import` and a load of its file give, without the file
+// (RunInfo::integrity "imported in memory"); its errors are the importer's.
 Trace load_trace(const std::string& path, const LoadOptions& options = {});
 
 // Trace metadata and per-table row counts without loading the events.
