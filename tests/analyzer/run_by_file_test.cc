@@ -275,6 +275,29 @@ TEST(RunByFile, EstimatesTheMergedRunFromTheFilesSizes) {
   EXPECT_GT(available_memory_bytes(), 0);  // Linux: /proc/meminfo
 }
 
+// PyTorch-profiler files are read into memory: their JSON's size counts, a
+// gzipped file's from the content size in its last four bytes (ISIZE,
+// little-endian), or 8x the file where that says less than the file holds.
+TEST(RunByFile, EstimatesJsonFilesFromTheirContent) {
+  const auto dir = ::moetrace::testing::temp_path("estimate-json");
+  std::filesystem::create_directories(dir);
+  const auto write = [&](const std::string& name, const std::string& bytes) {
+    std::ofstream(dir + "/" + name, std::ios::binary) << bytes;
+    return dir + "/" + name;
+  };
+  const auto plain = write("rank0.json", std::string(1000, ' '));
+  EXPECT_EQ(estimated_merged_bytes({plain}), static_cast<std::int64_t>(1000 * kMergedBytesPerJsonByte));
+  // 100 bytes holding 1,000,000 (0x000F4240) bytes of JSON.
+  const auto packed = write("rank1.json.gz", std::string(96, 'x') + std::string("\x40\x42\x0f\x00", 4));
+  EXPECT_EQ(estimated_merged_bytes({packed}), static_cast<std::int64_t>(1000000 * kMergedBytesPerJsonByte));
+  // ISIZE 16 in a 100-byte file: a wrapped size; 800 bytes instead.
+  const auto wrapped = write("rank2.json.gz", std::string(96, 'x') + std::string("\x10\x00\x00\x00", 4));
+  EXPECT_EQ(estimated_merged_bytes({wrapped}), static_cast<std::int64_t>(800 * kMergedBytesPerJsonByte));
+  EXPECT_EQ(estimated_merged_bytes({plain, packed}),
+            static_cast<std::int64_t>(1000 * kMergedBytesPerJsonByte) +
+                static_cast<std::int64_t>(1000000 * kMergedBytesPerJsonByte));
+}
+
 }  // namespace
 }  // namespace by_file_test
 }  // namespace moetrace::analyzer
