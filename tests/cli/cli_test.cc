@@ -139,8 +139,11 @@ TEST(CliImport, ReportOfAKinetoFileIsTheReportOfItsImport) {
   auto a = nlohmann::json::parse(imported.out), b = nlohmann::json::parse(direct.out);
   EXPECT_EQ(b["run"]["path"], json);
   EXPECT_EQ(b["breakdown"]["ranks"][0]["busy_ns"], 40000);  // 30 us all-to-all + 10 us GEMM
+  EXPECT_EQ(a["run"]["integrity"], "verified");
+  EXPECT_EQ(b["run"]["integrity"], "imported in memory");  // read without a file between
   for (auto* j : {&a, &b}) {  // the trace's name, wherever it is shown
     (*j)["run"].erase("path");
+    (*j)["run"].erase("integrity");
     (*j)["fitted_models"]["source"].erase("trace");
     (*j)["recommendations"].erase("trace");
   }
