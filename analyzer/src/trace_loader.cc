@@ -900,15 +900,21 @@ class TraceLoader {
     std::map<std::tuple<std::array<std::int32_t, 3>, std::array<std::int32_t, 3>, std::int32_t, std::int32_t>,
              std::int32_t>
         launches;  // numbered in order of first use, as the writer numbers them
-    for (const auto& k : in.kernels) {
+    // What kernels, copies and memsets share; the caller adds the rest.
+    const auto activity = [&](ActivityType type, const auto& r) {
       Activity a;
-      a.type = ActivityType::kKernel;
-      a.rank = k.rank;
-      a.stream = stream_slot(k.stream.value, a.rank);
-      a.start_ns = k.start_ns;
-      a.end_ns = k.end_ns;
+      a.type = type;
+      a.rank = r.rank;
+      a.stream = stream_slot(r.stream.value, a.rank);
+      a.start_ns = r.start_ns;
+      a.end_ns = r.end_ns;
+      a.correlation_id = corr(r.correlation_id);
+      activity_op_ids_.push_back(id(r.op.value));
+      return a;
+    };
+    for (const auto& k : in.kernels) {
+      Activity a = activity(ActivityType::kKernel, k);
       a.name = k.name;
-      a.correlation_id = corr(k.correlation_id);
       if (k.grid[0] >= 0) {
         const auto [it, added] = launches.try_emplace({k.grid, k.block, k.shared_bytes, k.registers},
                                                       static_cast<std::int32_t>(trace_.launch_configs.size()));
@@ -924,35 +930,20 @@ class TraceLoader {
         }
         a.launch = it->second;
       }
-      activity_op_ids_.push_back(id(k.op.value));
       trace_.activities.push_back(a);
     }
     std::vector<instrument::KernelRecord>().swap(in.kernels);
     for (const auto& m : in.memcpys) {
-      Activity a;
-      a.type = ActivityType::kMemcpy;
-      a.rank = m.rank;
-      a.stream = stream_slot(m.stream.value, a.rank);
-      a.start_ns = m.start_ns;
-      a.end_ns = m.end_ns;
+      Activity a = activity(ActivityType::kMemcpy, m);
       a.bytes = m.bytes;
       a.copy_kind = static_cast<std::uint8_t>(m.copy_kind);
       a.src_kind = static_cast<std::uint8_t>(m.src_kind);
       a.dst_kind = static_cast<std::uint8_t>(m.dst_kind);
-      a.correlation_id = corr(m.correlation_id);
-      activity_op_ids_.push_back(id(m.op.value));
       trace_.activities.push_back(a);
     }
     for (const auto& m : in.memsets) {
-      Activity a;
-      a.type = ActivityType::kMemset;
-      a.rank = m.rank;
-      a.stream = stream_slot(m.stream.value, a.rank);
-      a.start_ns = m.start_ns;
-      a.end_ns = m.end_ns;
+      Activity a = activity(ActivityType::kMemset, m);
       a.bytes = m.bytes;
-      a.correlation_id = corr(m.correlation_id);
-      activity_op_ids_.push_back(id(m.op.value));
       trace_.activities.push_back(a);
     }
     trace_.classify_kernel_names();

@@ -142,6 +142,14 @@ inline std::string report_json(const analyzer::Trace& t) {
   return j.dump(1);
 }
 
+// Where two long texts first differ, and 200 bytes of each from there.
+inline std::string first_difference(const std::string& a, const std::string& b) {
+  const auto [x, y] = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
+  return " at byte " + std::to_string(x - a.begin()) + ":\n file:   " +
+         std::string(x, x + std::min<std::ptrdiff_t>(200, a.end() - x)) + "\n memory: " +
+         std::string(y, y + std::min<std::ptrdiff_t>(200, b.end() - y));
+}
+
 // `input` (a trace of another tool) read straight into memory gives the model
 // and the report of its trace file imported by `moetrace import`.
 inline void expect_in_memory_as_from_file(const std::string& input) {
@@ -156,17 +164,9 @@ inline void expect_in_memory_as_from_file(const std::string& input) {
   EXPECT_EQ(in_memory.run.path, input);
   EXPECT_GT(in_memory.event_count(), 0);
   const auto a = model_dump(from_file), b = model_dump(in_memory);
-  const auto diff = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
-  EXPECT_TRUE(a == b) << "first difference at byte " << (diff.first - a.begin()) << ":\n file:   "
-                      << std::string(diff.first, diff.first + std::min<std::ptrdiff_t>(160, a.end() - diff.first))
-                      << "\n memory: "
-                      << std::string(diff.second, diff.second + std::min<std::ptrdiff_t>(160, b.end() - diff.second));
+  EXPECT_TRUE(a == b) << "models differ" << first_difference(a, b);
   const auto ra = report_json(from_file), rb = report_json(in_memory);
-  const auto rdiff = std::mismatch(ra.begin(), ra.end(), rb.begin(), rb.end());
-  EXPECT_TRUE(ra == rb) << "reports differ at byte " << (rdiff.first - ra.begin()) << ":\n file:   "
-                        << std::string(rdiff.first, rdiff.first + std::min<std::ptrdiff_t>(300, ra.end() - rdiff.first))
-                        << "\n memory: "
-                        << std::string(rdiff.second, rdiff.second + std::min<std::ptrdiff_t>(300, rb.end() - rdiff.second));
+  EXPECT_TRUE(ra == rb) << "reports differ" << first_difference(ra, rb);
 }
 
 }  // namespace moetrace::testing

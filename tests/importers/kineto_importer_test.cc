@@ -456,6 +456,13 @@ std::string sorted_rows(const std::string& path) {
   return out;
 }
 
+void write_gzip(const std::string& path, const std::string& text) {
+  gzFile f = gzopen(path.c_str(), "wb1");
+  ASSERT_NE(f, nullptr);
+  gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(f);
+}
+
 // A file is written while it is parsed, with the time base and rank its
 // last bytes hold (read ahead, after inflating a gzip file); that gives the
 // records of a parse of the whole file first, those that need the whole file
@@ -465,10 +472,7 @@ TEST(KinetoImporter, WrittenWhileParsedAsWhenParsedWhole) {
   const std::string text = varied_trace(3000, {}, /*old_nccl=*/true);
   const auto plain = temp_path("stream.json"), packed = temp_path("stream.json.gz");
   write_file(plain, text);
-  gzFile f = gzopen(packed.c_str(), "wb1");
-  ASSERT_NE(f, nullptr);
-  gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
-  gzclose(f);
+  write_gzip(packed, text);
   for (const auto& in : {plain, packed}) {
     const auto tail = importers::kineto::read_tail(in);
     ASSERT_TRUE(tail.has_value()) << in;
@@ -506,10 +510,7 @@ TEST(KinetoImporter, ReadIntoMemoryAsFromItsTraceFile) {
   const std::string text = varied_trace(3000, {}, /*old_nccl=*/true);
   const auto plain = temp_path("memory.json"), packed = temp_path("memory.json.gz");
   write_file(plain, text);
-  gzFile f = gzopen(packed.c_str(), "wb1");
-  ASSERT_NE(f, nullptr);
-  gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
-  gzclose(f);
+  write_gzip(packed, text);
   expect_in_memory_as_from_file(plain);
   expect_in_memory_as_from_file(packed);
   const auto peer = MOETRACE_SOURCE_DIR + "/tests/data/gpu/torch_moe_peer.json.gz";
