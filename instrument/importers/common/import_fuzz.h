@@ -1,6 +1,7 @@
 // The body of the importers' libFuzzer targets (kineto/, nsys/): the input,
 // written to a file named `input_name`, imported as `format` into a trace that
-// is then loaded back. Bad input must end in one moetrace::Error line.
+// is then loaded back, and read by its importer straight into memory (the
+// loader's second source). Bad input must end in one moetrace::Error line.
 #pragma once
 
 #include <cstddef>
@@ -25,11 +26,14 @@ inline int import_and_load(const std::uint8_t* data, std::size_t size, const cha
     check_error_message(e);
     return 0;
   }
-  // What the importer wrote must be a trace the analyzer reads.
-  try {
-    analyzer::load_trace(output);
-  } catch (const Error& e) {
-    check_error_message(e);
+  // What the importer wrote must be a trace the analyzer reads, and so must
+  // the same records in memory (load_trace detects the format itself).
+  for (const auto& path : {output, input}) {
+    try {
+      analyzer::load_trace(path);
+    } catch (const Error& e) {
+      check_error_message(e);
+    }
   }
   return 0;
 }
