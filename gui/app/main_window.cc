@@ -302,8 +302,9 @@ void MainWindow::show_shortcuts() {
 void MainWindow::open_dialog() {
   // Several files selected together are one run (one trace file per rank).
   const QStringList paths = QFileDialog::getOpenFileNames(
-      this, tr("Open a moetrace trace (select every rank file of a run to open them as one run)"), QString(),
-      tr("moetrace traces (*.db *.sqlite *.sqlite3);;All files (*)"));
+      this, tr("Open a trace (select every rank file of a run to open them as one run)"), QString(),
+      tr("Traces: moetrace, PyTorch profiler, Nsight Systems SQLite (*.db *.json *.json.gz *.sqlite *.sqlite3);;"
+         "All files (*)"));
   if (!paths.isEmpty()) open(paths);
 }
 

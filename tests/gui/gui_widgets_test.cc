@@ -15,6 +15,7 @@
 #include <QToolTip>
 #include <QUrl>
 #include <cmath>
+#include <fstream>
 
 #include "fixture_trace.h"
 #include "text_trace.h"
@@ -288,6 +289,21 @@ class GuiWidgetsTest : public QObject {
     w.open(QStringLiteral("/nonexistent/trace.db"));
     QVERIFY(failed.wait(10000));
     QCOMPARE(w.error_text(), analyzer_message(QStringLiteral("/nonexistent/trace.db")));
+  }
+
+  void opens_a_pytorch_profiler_trace() {
+    // A trace of another tool opens as it is, read by its importer.
+    const std::string path = moetrace::gui::testing::temp_path("worker0.pt.trace.json");
+    std::ofstream(path) << R"({"traceEvents": [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 2,
+         "args": {"correlation": 7}},
+        {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllToAll", "pid": 0, "tid": 7, "ts": 20, "dur": 30,
+         "args": {"correlation": 7, "stream": 7, "device": 0}}]})";
+    MainWindow w;
+    w.resize(1000, 700);
+    QVERIFY2(w.open_blocking(QString::fromStdString(path)), qPrintable(w.error_text()));
+    QCOMPARE(w.timeline()->model()->groups().size(), std::size_t{1});
+    QCOMPARE(w.session()->current()->trace->run.backend, std::string("kineto"));
   }
 
   void opens_a_dropped_file() {
