@@ -54,16 +54,20 @@ using namespace std::string_view_literals;
 
 namespace {
 
-// A category or phase as part of a run_config key: lower case, [a-z0-9_].
+// ASCII lower case, without std::tolower's locale lookup: it ran on every
+// byte of every event's category (1.3 % of an import's samples).
+char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+
 // An op that multiplies matrices, by its name (aten::mm, addmm, bmm,
 // baddbmm, matmul, linear, _grouped_mm, _scaled_mm, grouped GEMMs), any case.
 bool matrix_product(std::string_view name) {
   std::string n(name);
-  std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(n.begin(), n.end(), n.begin(), ascii_lower);
   return n.find("mm") != std::string::npos || n.find("matmul") != std::string::npos ||
          n.find("linear") != std::string::npos || n.find("gemm") != std::string::npos;
 }
 
+// A category or phase as part of a run_config key: lower case, [a-z0-9_].
 std::string key_part(std::string_view s) {
   std::string out;
   for (char c : s.substr(0, 40)) {
@@ -566,7 +570,7 @@ class Handler {
       return;
     }
     cat_.assign(e.cat);
-    for (auto& c : cat_) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    std::transform(cat_.begin(), cat_.end(), cat_.begin(), ascii_lower);
     const std::string_view cat = cat_;
     if (e.ph == "X") {
       if (!e.dur_ns) {
