@@ -149,6 +149,11 @@ TEST(CliImport, ReportOfAKinetoFileIsTheReportOfItsImport) {
   }
   EXPECT_EQ(a, b);
   EXPECT_TRUE(std::filesystem::is_empty(tmp)) << "a temporary trace was left behind";
+  // The other commands that read traces read it so too; export used to
+  // read the trace file again (for NCCL args) and refused the JSON.
+  const auto exported = run_cli("export chrome " + json + " -o " + dir + "/perfetto.json");
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_NE(read_text(dir + "/perfetto.json").find("ncclDevKernel_AllToAll"), std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(InfoReportFit, CliErrors, ::testing::Values("info", "report", "fit"));

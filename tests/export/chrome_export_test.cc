@@ -161,6 +161,12 @@ TEST(ChromeExport, ImportedKinetoTrace) {
     if (e["ph"] == "M" && e["name"] == "thread_name" && e["pid"] == 0) threads.insert(e["args"]["name"]);
   EXPECT_TRUE(threads.count("stream 40 (comm)"));
   EXPECT_TRUE(threads.count("stream 40 (comm) ops"));
+  // The JSON read straight into memory exports the same, NCCL args included:
+  // the exporter reads the model, not the trace file.
+  std::ostringstream from_file, from_memory;
+  exporters::write_chrome_trace(t, "trace", from_file);
+  exporters::write_chrome_trace(analyzer::load_trace(in), "trace", from_memory);
+  EXPECT_EQ(from_file.str(), from_memory.str());
 }
 
 // import -> export -> import keeps every event: the exported JSON is read back

@@ -8,8 +8,6 @@
 #include <unordered_map>
 
 #include "moetrace/schema/error.h"
-#include "moetrace/schema/sqlite.h"
-#include "moetrace/schema/trace_file.h"
 
 namespace moetrace::exporters {
 namespace {
@@ -96,23 +94,14 @@ struct CollectiveArgs {
   std::int64_t in_nelems = -1, out_nelems = -1, group_size = -1;
 };
 
-// The collectives table (Kineto NCCL kernel args), keyed by (rank, correlation).
-std::map<std::pair<std::int32_t, std::int64_t>, CollectiveArgs> read_collectives(const std::string& path) {
+// The trace's collectives (Kineto NCCL kernel args) that name a launch,
+// keyed by (rank, correlation id).
+std::map<std::pair<std::int32_t, std::int64_t>, CollectiveArgs> collective_args(const Trace& t) {
   std::map<std::pair<std::int32_t, std::int64_t>, CollectiveArgs> out;
-  auto db = schema::open_trace(path);
-  if (!db.has_table("collectives")) return out;
-  auto st = db.prepare(
-      "SELECT rank, correlation_id, name, in_nelems, out_nelems, group_size, dtype, group_ranks "
-      "FROM collectives WHERE correlation_id IS NOT NULL");
-  while (st.step()) {
-    CollectiveArgs c;
-    c.name = st.text(2);
-    c.in_nelems = st.int64_or(3, -1);
-    c.out_nelems = st.int64_or(4, -1);
-    c.group_size = st.int64_or(5, -1);
-    c.dtype = st.text(6);
-    c.group_ranks = st.text(7);
-    out[{static_cast<std::int32_t>(st.int64(0)), st.int64(1)}] = std::move(c);
+  for (const auto& c : t.collectives) {
+    if (c.correlation_id <= 0) continue;
+    out[{c.rank.value, c.correlation_id}] =
+        CollectiveArgs{c.name, c.dtype, c.group_ranks, c.in_nelems, c.out_nelems, c.group_size};
   }
   return out;
 }
@@ -120,7 +109,7 @@ std::map<std::pair<std::int32_t, std::int64_t>, CollectiveArgs> read_collectives
 class Exporter {
  public:
   Exporter(const Trace& t, const std::string& path, std::ostream& out)
-      : t_(t), path_(path), os_(out), collectives_(read_collectives(path)) {}
+      : t_(t), path_(path), os_(out), collectives_(collective_args(t)) {}
 
   ChromeExportStats run() {
     build_tracks();

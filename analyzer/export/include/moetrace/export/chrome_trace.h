@@ -36,8 +36,8 @@ struct ChromeExportStats {
   std::int64_t extra_lanes = 0;      // threads added for non-nesting overlaps
 };
 
-// Writes `trace` (loaded from `trace_path`, which is read again for the NCCL
-// collectives table the model does not hold) as Chrome JSON to `out`.
+// Writes `trace` (loaded from `trace_path`, the name the JSON gives it) as
+// Chrome JSON to `out`.
 ChromeExportStats write_chrome_trace(const analyzer::Trace& trace, const std::string& trace_path,
                                      std::ostream& out);
 
