@@ -117,9 +117,10 @@ analyzer::Analyses analyze_with_progress(const analyzer::Trace& trace, const ana
 analyzer::RunAnalysis analyze_traces(const TraceArgs& args, analyzer::LoadOptions options,
                                      const analyzer::BreakdownOptions& breakdown, RunReading reading) {
   // Traces of other tools are read by their importers straight into memory
-  // (load_trace), except for a reading one file at a time, which imports
-  // them into temporary trace files first.
-  auto paths = analyzer::expand_trace_paths(args.paths);
+  // (load_trace), one at a time too: each pass over the files parses them
+  // again, which takes less time than writing and reading temporary trace
+  // files, and no disk.
+  const auto paths = analyzer::expand_trace_paths(args.paths);
   if (paths.size() > 1 && reading == RunReading::kAuto) {
     const auto need = analyzer::estimated_merged_bytes(paths);
     const auto available = analyzer::available_memory_bytes();
@@ -137,7 +138,6 @@ analyzer::RunAnalysis analyze_traces(const TraceArgs& args, analyzer::LoadOption
     out.analyses = analyze_with_progress(out.trace, breakdown, args.threads);
     return out;
   }
-  paths = foreign_inputs_imported(paths);
   analyzer::RunLoadOptions ro;
   ro.load = std::move(options);
   ro.align = !args.no_align;

@@ -829,6 +829,17 @@ TEST(CliRankFiles, ImportIntoAFolderOneTracePerFileSeveralAtOnce) {
       << r.err;
   EXPECT_EQ(std::filesystem::last_write_time(dir + "/run/worker0.db"), before);
   EXPECT_TRUE(std::filesystem::exists(dir + "/run/worker4.db"));
+  // The rank files themselves, read into memory together or one at a time
+  // (--by-file): each rank's row as from the imported folder.
+  const auto imported = run_cli("report --no-recommendations -f json " + dir + "/run");
+  ASSERT_EQ(imported.exit_code, 0) << imported.err;
+  const auto expected = nlohmann::json::parse(imported.out)["breakdown"]["ranks"];
+  EXPECT_EQ(expected.size(), 5u);
+  for (const std::string reading : {"--merged", "--by-file"}) {
+    r = run_cli("report --no-recommendations -f json " + reading + " " + dir + "/prof");
+    ASSERT_EQ(r.exit_code, 0) << reading << ": " << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["breakdown"]["ranks"], expected) << reading;
+  }
   // Two inputs that would make one trace: refused before anything is written.
   std::filesystem::create_directories(dir + "/other");
   std::filesystem::copy_file(dir + "/prof/worker0.pt.trace.json", dir + "/other/worker0.json");
