@@ -62,8 +62,8 @@ analyzer::Trace load_with_progress(const std::string& path, analyzer::LoadOption
 // another tool (Nsight Systems export, Kineto JSON) among them is read by its
 // importer straight into memory (analyzer::load_trace).
 //
-// For the readers that need a trace file (`info`'s summary, `recommend`'s
-// grouping of runs):
+// For the readers that need a trace file (`info`'s summary of one file,
+// `recommend`'s grouping of runs):
 // the paths with each trace of another tool replaced by a moetrace trace
 // imported from it into a temporary file, removed when the process exits;
 // moetrace traces and unreadable paths as they are (the loader names their

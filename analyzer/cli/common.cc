@@ -156,15 +156,15 @@ analyzer::RunAnalysis analyze_traces(const TraceArgs& args, analyzer::LoadOption
 }
 
 analyzer::RunOverview overview_traces(const std::vector<std::string>& paths, const TraceArgs& args) {
-  const auto imported = foreign_inputs_imported(paths);
+  // Traces of other tools among them are read into memory, file by file.
   analyzer::RunLoadOptions ro;
   ro.align = !args.no_align;
   ro.threads = args.threads;
   analyzer::RunOverview out;
   {
-    Progress progress(fmt::format("reading {} files", imported.size()));
+    Progress progress(fmt::format("reading {} files", paths.size()));
     ro.progress = progress.callback();
-    out = analyzer::overview_run(imported, ro);
+    out = analyzer::overview_run(paths, ro);
   }
   print_run_warnings(out.trace);
   return out;
