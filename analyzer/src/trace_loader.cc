@@ -1,5 +1,4 @@
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -16,6 +15,7 @@
 #include "moetrace/analyzer/projection.h"
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/importers/imported_trace.h"
+#include "moetrace/instrument/trace_writer.h"
 #include "trace_loader_internal.h"
 #include "moetrace/schema/error.h"
 #include "moetrace/schema/integrity.h"
@@ -861,12 +861,8 @@ class TraceLoader {
     run.variant = in.run.variant;
     run.simulated = in.run.simulated;
     run.world_size = std::max(1, in.run.world_size);
-    run.host = in.run.host;
-    if (run.host.empty()) {
-      char buf[256] = {};
-      if (gethostname(buf, sizeof(buf) - 1) == 0) run.host = buf;
-    }
-    run.moetrace_version = MOETRACE_VERSION;
+    run.host = in.run.host.empty() ? instrument::host_name() : in.run.host;
+    run.moetrace_version = instrument::moetrace_version();
     run.created_unix_s = static_cast<std::int64_t>(std::time(nullptr));
     if (in.start_ns <= in.end_ns) {
       run.start_ns = in.start_ns;

@@ -76,13 +76,15 @@ struct TraceWriter::Pending {
 
 
 
-namespace {
-
 std::string host_name() {
   char buf[256] = {};
   if (gethostname(buf, sizeof(buf) - 1) != 0) return {};
   return buf;
 }
+
+std::string_view moetrace_version() { return MOETRACE_VERSION; }
+
+namespace {
 
 // SQLite's journal files beside a database.
 void remove_side_files(const std::string& path) {
@@ -168,7 +170,7 @@ TraceWriter::TraceWriter(const std::string& path, const RunRecord& run, WriterOp
     st.bind(5, std::int64_t{run.world_size});
     const std::string host = run.host.empty() ? host_name() : run.host;  // outlives run()
     bind_text_or_null(st, 6, host);
-    st.bind(7, std::string_view(MOETRACE_VERSION));
+    st.bind(7, moetrace_version());
     st.bind(8, static_cast<std::int64_t>(std::time(nullptr)));
     bind_text_or_null(st, 9, run.config_json);
     st.run();

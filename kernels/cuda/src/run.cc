@@ -17,12 +17,6 @@
 namespace moetrace::cuda {
 namespace {
 
-std::string host_name() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "";
-  return buf;
-}
-
 // The median host issue time of each op kind and phase, microseconds, as a
 // JSON object {"expert_ffn.fwd": 31.2, ...} (run_config
 // cuda.host_issue_us): with the collector off, what the executor and the
@@ -63,7 +57,7 @@ void write_plan_tables(instrument::TraceWriter& w, const plan::Plan& plan, const
   const auto pid = static_cast<std::int64_t>(getpid());
   for (int r = 0; r < plan.world_size; ++r) {
     if (!ex.runs_rank(RankId(r))) continue;
-    w.add(instrument::RankRecord{RankId(r), DeviceId(d.index), d.index, host_name(), pid});
+    w.add(instrument::RankRecord{RankId(r), DeviceId(d.index), d.index, instrument::host_name(), pid});
   }
   std::int64_t total_tokens = 0;
   for (auto t : tokens) total_tokens += t;
@@ -119,7 +113,7 @@ CudaRunSummary run_plan(const plan::Plan& plan, const CudaRunOptions& options) {
   run.world_size = plan.world_size;
   if (run.variant.empty()) run.variant = plan.variant;
   if (run.config_json.empty()) run.config_json = plan.config_json;
-  run.host = host_name();
+  run.host = instrument::host_name();
   auto writer = std::make_unique<instrument::TraceWriter>(summary.trace_path, run);
   // The run's configuration as dotted keys, as a simulated trace of it has
   // them ("iterations", "model.num_layers"): what readers of either look up.

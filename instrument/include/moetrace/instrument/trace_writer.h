@@ -57,6 +57,13 @@ struct WriterOptions {
   bool integrity_record = true;
 };
 
+// What the writer records of the process that writes a trace: the host's
+// name (a run that names none gets it; "" where unknown) and this moetrace's
+// version. Readers of records that never went through a writer take them
+// from here too.
+std::string host_name();
+std::string_view moetrace_version();
+
 struct WriterStats {
   std::int64_t rows_written = 0;
   std::int64_t flushes = 0;
