@@ -712,6 +712,41 @@ TEST(KinetoImporter, BadInputGetsOneLine) {
             "must be a different rank");
 }
 
+// Names and string values are read where they stand unless they hold an
+// escape; escaped ones (short, and past the 16 bytes read without memchr)
+// must read as their plain twins, with spaces around the tokens allowed.
+TEST(KinetoImporter, EscapedNamesAndValuesReadAsTheirPlainTwins) {
+  const auto plain = temp_path("plain-names.json"), escaped = temp_path("escaped-names.json");
+  const auto plain_db = temp_path("plain-names.db"), escaped_db = temp_path("escaped-names.db");
+  write_file(plain, R"({"traceEvents": [
+    {"ph": "X", "cat": "Kernel", "name": "void at::native::vectorized_elementwise_kernel<4>", "pid": 0,
+     "tid": 7, "ts": 1, "dur": 2, "args": {"correlation": 3, "stream": 7, "device": 0}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 11, "ts": 0.5,
+     "dur": 0.25, "args": {"correlation": 3}},
+    {"ph": "X", "cat": "cpu_op", "name": "say \"hi\"\\now", "pid": 10, "tid": 11, "ts": 0, "dur": 3}]})");
+  write_file(escaped, R"({"traceEvents": [
+    { "p\u0068" : "X" , "c\u0061t":"Ker\u006eel", "name" : "void at::native::vectorized_elementwise_kern\u0065l<4>",
+     "pid":0, "t\u0069d": 7, "ts": 1, "dur": 2, "args": {"correl\u0061tion": 3, "str\u0065am": 7, "device": 0} },
+    {"ph": "X", "cat": "cuda_r\u0075ntime", "name": "cudaLaunchKernel", "pid": 10, "tid": 11, "ts": 0.5,
+     "dur": 0.25, "args": {"correlation": 3}},
+    {"ph": "X", "cat": "cpu_op", "name": "say \u0022hi\"\\now", "pid": 10, "tid": 11, "ts": 0, "dur": 3}]})");
+  import_traces({plain}, plain_db);
+  import_traces({escaped}, escaped_db);
+  const std::string rows =
+      "SELECT (SELECT group_concat(s.value || ':' || k.start_ns || ':' || k.correlation_id, '|') FROM kernels k "
+      "JOIN strings s ON s.id = k.name_id) || ' ' || (SELECT group_concat(s.value || ':' || a.end_ns, '|') FROM "
+      "api_calls a JOIN strings s ON s.id = a.name_id) || ' ' || (SELECT group_concat(s.value, '|') FROM "
+      "nvtx_ranges n JOIN strings s ON s.id = n.name_id)";
+  EXPECT_EQ(sql_text(plain_db, rows),
+            "void at::native::vectorized_elementwise_kernel<4>:1000:3 cudaLaunchKernel:750 say \"hi\"\\now");
+  EXPECT_EQ(sql_text(escaped_db, rows), sql_text(plain_db, rows));
+
+  // A bad escape in a name is bad JSON, as simdjson has it.
+  const auto bad = temp_path("bad-escape.json");
+  write_file(bad, R"({"traceEvents": [{"ph": "X", "n\ame": "k"}]})");
+  EXPECT_EQ(one_line(import_error({bad})).rfind(bad + ": invalid JSON at byte ", 0), 0u);
+}
+
 TEST(KinetoImporter, MicrosToNs) {
   using importers::kineto::micros_to_ns;
   EXPECT_EQ(micros_to_ns("1682725898236567"), 1682725898236567000LL);

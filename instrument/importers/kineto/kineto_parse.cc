@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cctype>
 #include <charconv>
 #include <fstream>
@@ -209,9 +210,32 @@ class KeyMap {
   }
 
  private:
+  // The first eight bytes (fewer: zero-filled) as one little-endian
+  // integer; at run time in at most three loads, not a loop over the bytes
+  // (which was most of the lookups' cost).
   static constexpr std::uint64_t head(std::string_view k) {
     std::uint64_t v = 0;
-    for (std::size_t i = 0; i < k.size() && i < 8; ++i) v |= std::uint64_t{static_cast<unsigned char>(k[i])} << (8 * i);
+    if (std::is_constant_evaluated() || std::endian::native != std::endian::little) {
+      for (std::size_t i = 0; i < k.size() && i < 8; ++i) v |= std::uint64_t{static_cast<unsigned char>(k[i])} << (8 * i);
+      return v;
+    }
+    const char* p = k.data();
+    if (k.size() >= 8) {
+      std::memcpy(&v, p, 8);
+      return v;
+    }
+    unsigned shift = 0;
+    if (k.size() & 4) {
+      std::uint32_t w;
+      std::memcpy(&w, p, 4);
+      v = w, p += 4, shift = 32;
+    }
+    if (k.size() & 2) {
+      std::uint16_t w;
+      std::memcpy(&w, p, 2);
+      v |= std::uint64_t{w} << shift, p += 2, shift += 16;
+    }
+    if (k.size() & 1) v |= std::uint64_t{static_cast<unsigned char>(*p)} << shift;
     return v;
   }
   static constexpr std::size_t kMaxLength = 32;
@@ -817,6 +841,7 @@ class Replay : public JsonSplitter::Visitor {
   }
 
   void piece(std::string_view text, std::int64_t offset) {
+    end_ = text.data() + text.size();
     simdjson::ondemand::document doc;
     if (auto e = parser_.iterate(text.data(), text.size(), text.size() + JsonSplitter::kPadding).get(doc))
       fail(e, offset, text, nullptr);
@@ -842,7 +867,8 @@ class Replay : public JsonSplitter::Visitor {
     switch (type) {
       case simdjson::ondemand::json_type::string: {
         std::string_view s;
-        if (auto e = v.get_string().get(s)) return e;
+        if (!plain_string(v, s))
+          if (auto e = v.get_string().get(s)) return e;
         h_.string(s);
         return simdjson::SUCCESS;
       }
@@ -864,6 +890,42 @@ class Replay : public JsonSplitter::Visitor {
       }
       default: return simdjson::INCORRECT_TYPE;
     }
+  }
+
+  // A string value without escapes, read where it stands: most are (names,
+  // categories), and unescaping each into simdjson's string buffer cost
+  // more than reading it (BENCHMARKS.md). False where it must be unescaped
+  // (the value is then still unread) or is the document itself.
+  static bool plain_string(simdjson::ondemand::value& v, std::string_view& s) {
+    std::string_view raw = v.raw_json_token();  // the quoted text and the spaces after it
+    while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' || raw.back() == '\t'))
+      raw.remove_suffix(1);
+    if (raw.size() < 2 || raw.front() != '"' || raw.back() != '"') return false;
+    raw = raw.substr(1, raw.size() - 2);
+    if (raw.size() < 16) {  // a call to memchr costs more than a short loop
+      for (const char c : raw)
+        if (c == '\\') return false;
+    } else if (std::memchr(raw.data(), '\\', raw.size()) != nullptr) {
+      return false;
+    }
+    s = raw;
+    return true;
+  }
+  static bool plain_string(simdjson::ondemand::document&, std::string_view&) { return false; }
+
+  // A member's name without escapes, read where it stands (simdjson's
+  // unescaped_key() copied every name into its string buffer: 5 % of a
+  // parse); one with escapes is unescaped by simdjson.
+  simdjson::error_code member_name(simdjson::ondemand::field& field, std::string_view& name) {
+    const char* const start = field.key().raw();
+    for (const char* p = start; p < end_; ++p) {  // names are short: no memchr
+      if (*p == '"') {
+        name = std::string_view(start, static_cast<std::size_t>(p - start));
+        return simdjson::SUCCESS;
+      }
+      if (*p == '\\') break;
+    }
+    return field.unescaped_key().get(name);
   }
 
   static simdjson::error_code raw_token(simdjson::ondemand::value& v, std::string_view& raw) {
@@ -905,14 +967,14 @@ class Replay : public JsonSplitter::Visitor {
       simdjson::ondemand::object object;
       if (auto e = v.get_object().get(object)) return e;
       h_.start_object(kUnknownSize);
-      for (auto field : object) {
+      for (auto member : object) {
+        if (auto e = member.error()) return e;
+        simdjson::ondemand::field& field = member.value_unsafe();
         std::string_view key;
-        if (auto e = field.unescaped_key().get(key)) return e;
+        if (auto e = member_name(field, key)) return e;
         h_.key(key);
         if (!h_.wants_value()) continue;  // simdjson steps over the value
-        simdjson::ondemand::value child;
-        if (auto e = field.value().get(child)) return e;
-        if (auto e = value(child)) return e;
+        if (auto e = value(field.value())) return e;
       }
       h_.end_object();
       return simdjson::SUCCESS;
@@ -922,9 +984,8 @@ class Replay : public JsonSplitter::Visitor {
       if (auto e = v.get_array().get(array)) return e;
       h_.start_array(kUnknownSize);
       for (auto element : array) {
-        simdjson::ondemand::value child;
-        if (auto e = element.get(child)) return e;
-        if (auto e = value(child)) return e;
+        if (auto e = element.error()) return e;
+        if (auto e = value(element.value_unsafe())) return e;
       }
       h_.end_array();
       return simdjson::SUCCESS;
@@ -935,6 +996,7 @@ class Replay : public JsonSplitter::Visitor {
   Handler& h_;
   simdjson::ondemand::parser parser_;
   std::string text_;
+  const char* end_ = nullptr;  // the end of the piece being read
 };
 
 
