@@ -206,6 +206,42 @@ TEST(JsonSplitter, RandomEscapesAtEveryAlignment) {
     EXPECT_EQ(split(text, chunk), expected) << "chunk " << chunk;
 }
 
+// Long events of quotes and brackets with a backslash now and then, so that
+// most 64-byte blocks hold none (and are read by the strings' prefix XOR)
+// while strings and escapes cross their edges at every alignment.
+TEST(JsonSplitter, BlocksWithAndWithoutBackslashesAtEveryAlignment) {
+  std::mt19937 rng(777);
+  const std::string alphabet = "abcdefgh[]{},: \"";
+  std::string text = "{\"traceEvents\": [";
+  std::vector<std::string> expected = {"{", "events ["};
+  for (int e = 0; e < 400; ++e) {
+    std::string event = "{";
+    const auto members = 1 + rng() % 6;
+    for (std::size_t m = 0; m < members; ++m) {
+      std::string str;
+      const auto len = rng() % 90;
+      for (std::size_t i = 0; i < len; ++i) {
+        const char c = alphabet[rng() % alphabet.size()];
+        if (c == '"' || rng() % 200 == 0) str += '\\';  // an escaped quote, or a rare escape
+        str += c == '"' || !(str.size() && str.back() == '\\') ? c : 'n';
+      }
+      event += (m ? ", \"k" : "\"k") + std::to_string(m) + "\": " +
+               (rng() % 3 == 0 ? "[{\"s\": \"" + str + "\"}, [[]], 1]" : "\"" + str + "\"");
+    }
+    event += "}";
+    if (e) text += ",";
+    text += std::string(rng() % 3, ' ');
+    expected.push_back("event @" + std::to_string(text.size()) + " " + event);
+    text += event;
+  }
+  text += "]}";
+  expected.push_back("events ]");
+  expected.push_back("}");
+  for (std::size_t chunk : {std::size_t{1} << 16, std::size_t{63}, std::size_t{64}, std::size_t{65},
+                            std::size_t{127}, std::size_t{1000}})
+    EXPECT_EQ(split(text, chunk), expected) << "chunk " << chunk;
+}
+
 TEST(JsonSplitter, Errors) {
   // Truncated: inside an event, inside a string, between events, after a key.
   for (const std::string text : {"{\"traceEvents\": [{\"ph\": \"X\"", "{\"traceEvents\": [{\"ph\": \"X",

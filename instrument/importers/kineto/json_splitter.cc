@@ -194,43 +194,84 @@ void JsonSplitter::scan_container() {
     const char* const data = buf_.data();
     std::size_t p = pos_;
 #if defined(__SSE2__)
-    // 16 bytes at a time: a bit per quote, backslash and bracket, handled in
-    // order; runs of other bytes cost one compare each 16 bytes.
     const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), lower = _mm_set1_epi8(0x20);
     const __m128i open = _mm_set1_epi8('{'), close = _mm_set1_epi8('}');  // '[' | 0x20 == '{', ']' | 0x20 == '}'
+    // 64 bytes at a time where they hold no backslash (nearly all of a
+    // trace): the bytes inside strings are found at once, as the prefix XOR
+    // of the quotes' bits (simdjson's stage 1 does the same), and only the
+    // brackets outside strings are visited, in order. A block with a
+    // backslash, or after one, goes 16 bytes at a time below.
     while (p + 16 <= end_) {
-      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(data + p));
-      const __m128i folded = _mm_or_si128(v, lower);
-      const auto opens = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(folded, open)));
-      const auto closes = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(folded, close)));
-      const auto quotes = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, quote)));
-      const auto slashes = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, backslash)));
-      unsigned bits = opens | closes | quotes | slashes;
-      if (escaped) {
-        bits &= ~1u;
-        escaped = false;
-      }
-      while (bits) {
-        const unsigned i = static_cast<unsigned>(__builtin_ctz(bits));
-        const unsigned bit = 1u << i;
-        bits &= bits - 1;
-        if (string) {
-          if (slashes & bit) {
-            if (i == 15) escaped = true;
-            else bits &= ~(bit << 1);
-          } else if (quotes & bit) {
-            string = false;
-          }
-        } else if (quotes & bit) {
-          string = true;
-        } else if (opens & bit) {
-          ++depth;
-        } else if ((closes & bit) && --depth == 0) {
-          pos_ = p + i + 1;
-          return;
+      while (p + 64 <= end_ && !escaped) {
+        std::uint64_t quotes = 0, slashes = 0, opens = 0, closes = 0;
+        for (int k = 0; k < 4; ++k) {
+          const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(data + p + 16 * k));
+          const __m128i folded = _mm_or_si128(v, lower);
+          const auto shift = static_cast<unsigned>(16 * k);
+          quotes |= std::uint64_t{static_cast<std::uint16_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, quote)))} << shift;
+          slashes |= std::uint64_t{static_cast<std::uint16_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, backslash)))} << shift;
+          opens |= std::uint64_t{static_cast<std::uint16_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(folded, open)))} << shift;
+          closes |= std::uint64_t{static_cast<std::uint16_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(folded, close)))} << shift;
         }
+        if (slashes) break;
+        // Bit i: an odd number of quotes at or before byte i, i.e. inside a
+        // string that opened in this block (its closing quote excluded).
+        std::uint64_t inside = quotes;
+        inside ^= inside << 1, inside ^= inside << 2, inside ^= inside << 4;
+        inside ^= inside << 8, inside ^= inside << 16, inside ^= inside << 32;
+        const bool odd = inside >> 63;  // an odd number of quotes in the block
+        if (string) inside = ~inside;
+        std::uint64_t brackets = (opens | closes) & ~inside;
+        while (brackets) {
+          const auto i = static_cast<unsigned>(__builtin_ctzll(brackets));
+          brackets &= brackets - 1;
+          if (opens >> i & 1) {
+            ++depth;
+          } else if (--depth == 0) {
+            pos_ = p + i + 1;
+            return;
+          }
+        }
+        string ^= odd;
+        p += 64;
       }
-      p += 16;
+      // 16 bytes at a time, up to the next 64: a bit per quote, backslash and
+      // bracket, handled in order; runs of other bytes cost one compare each
+      // 16 bytes.
+      for (const std::size_t block_end = p + 64; p + 16 <= end_ && p < block_end;) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(data + p));
+        const __m128i folded = _mm_or_si128(v, lower);
+        const auto opens = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(folded, open)));
+        const auto closes = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(folded, close)));
+        const auto quotes = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, quote)));
+        const auto slashes = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, backslash)));
+        unsigned bits = opens | closes | quotes | slashes;
+        if (escaped) {
+          bits &= ~1u;
+          escaped = false;
+        }
+        while (bits) {
+          const unsigned i = static_cast<unsigned>(__builtin_ctz(bits));
+          const unsigned bit = 1u << i;
+          bits &= bits - 1;
+          if (string) {
+            if (slashes & bit) {
+              if (i == 15) escaped = true;
+              else bits &= ~(bit << 1);
+            } else if (quotes & bit) {
+              string = false;
+            }
+          } else if (quotes & bit) {
+            string = true;
+          } else if (opens & bit) {
+            ++depth;
+          } else if ((closes & bit) && --depth == 0) {
+            pos_ = p + i + 1;
+            return;
+          }
+        }
+        p += 16;
+      }
     }
 #endif
     for (; p < end_; ++p) {
