@@ -205,6 +205,7 @@ void TraceWriter::stop_flusher() {
     stop_ = true;
   }
   cv_.notify_all();
+  room_.notify_all();
   if (flusher_.joinable()) flusher_.join();
 }
 
@@ -241,17 +242,29 @@ void TraceWriter::row_added(std::int64_t start, std::int64_t end) {
   row_added();
 }
 
+// A producer over max_pending_rows waits until the flusher takes the batch.
+void TraceWriter::wait_for_room(std::unique_lock<std::mutex>& lock) {
+  if (options_.max_pending_rows == 0 || pending_->rows < options_.max_pending_rows) return;
+  if (!wake_) {  // where max_pending_rows < flush_rows, nobody has woken the flusher yet
+    wake_ = true;
+    cv_.notify_one();
+  }
+  room_.wait(lock, [this] { return pending_->rows < options_.max_pending_rows || stop_ || closed_; });
+}
+
 #define MOETRACE_ADD(Record, field)         \
   void TraceWriter::add(const Record& r) {  \
-    std::lock_guard lock(mu_);              \
+    std::unique_lock lock(mu_);             \
     pending_->field.push_back(r);           \
     row_added();                            \
+    wait_for_room(lock);                    \
   }
 #define MOETRACE_ADD_TIMED(Record, field)   \
   void TraceWriter::add(const Record& r) {  \
-    std::lock_guard lock(mu_);              \
+    std::unique_lock lock(mu_);             \
     pending_->field.push_back(r);           \
     row_added(r.start_ns, r.end_ns);        \
+    wait_for_room(lock);                    \
   }
 MOETRACE_ADD(DeviceRecord, devices)
 MOETRACE_ADD(RankRecord, ranks)
@@ -270,7 +283,7 @@ MOETRACE_ADD(ExpertPlacementRecord, placements)
 #undef MOETRACE_ADD_TIMED
 
 void TraceWriter::add(const KernelRecord& r) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   std::int64_t launch_id = -1;
   if (r.grid[0] >= 0) {
     const LaunchConfig lc{r.grid, r.block, r.shared_bytes, r.registers};
@@ -280,18 +293,21 @@ void TraceWriter::add(const KernelRecord& r) {
   }
   pending_->kernels.push_back({r, launch_id});
   row_added(r.start_ns, r.end_ns);
+  wait_for_room(lock);
 }
 
 void TraceWriter::add(const MemoryEventRecord& r) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   pending_->memory_events.push_back(r);
   row_added(r.ts_ns, r.ts_ns);
+  wait_for_room(lock);
 }
 
 void TraceWriter::add(const NvtxRangeRecord& r) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   pending_->nvtx.push_back(r);
   row_added(r.start_ns, r.end_ns);
+  wait_for_room(lock);
 }
 
 OpId TraceWriter::add(const OpRangeRecord& r) { return add(r, {}, {}); }
@@ -401,6 +417,7 @@ void TraceWriter::flush() {
     max_ts = max_ts_;
     world_size = world_size_;
   }
+  room_.notify_all();
   db_.exec("BEGIN");
   try {
     write_batch(*batch);

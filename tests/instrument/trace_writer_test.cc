@@ -251,6 +251,30 @@ TEST(TraceWriter, ManyThreadsWriteEverythingOnce) {
   EXPECT_EQ(db.query_int("SELECT count(DISTINCT correlation_id) FROM kernels"), kThreads * kPerThread);
 }
 
+// Producers over max_pending_rows wait for the flusher, and wake it where
+// flush_rows alone would not: a flush (at least) per max_pending_rows rows
+// while the producers add, none lost, whatever the threads.
+TEST(TraceWriter, ProducersWaitForTheFlusherBeyondMaxPendingRows) {
+  const auto path = testing::temp_path("bounded.db");
+  constexpr int kThreads = 3, kPerThread = 20'000;
+  {
+    instrument::WriterOptions o;
+    o.flush_interval = std::chrono::hours(1);  // no periodic flush
+    o.flush_rows = 1u << 30;                   // nor one by flush_rows
+    o.max_pending_rows = 1000;
+    TraceWriter w(path, test_run(kThreads), o);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+      threads.emplace_back([&w, t] {
+        for (int i = 0; i < kPerThread; ++i) w.add(kernel(w, t, i * 20, t * kPerThread + i + 1));
+      });
+    for (auto& th : threads) th.join();
+    EXPECT_GE(w.stats().flushes, kThreads * kPerThread / 1000 - 1);
+    w.close();
+  }
+  EXPECT_EQ(count_rows(path, "kernels"), kThreads * kPerThread);
+}
+
 TEST(TraceWriter, PeriodicFlushMakesRowsVisibleBeforeClose) {
   const auto path = testing::temp_path("periodic.db");
   instrument::WriterOptions o;

@@ -52,6 +52,13 @@ struct WriterOptions {
   // pages); a small trace is written sooner with small ones (its ~40 tables
   // and indexes take a page each: 2.5 MB of 64 KiB pages).
   int page_size = 65536;
+  // Rows a producer may leave pending while the flusher writes the batch
+  // before them; add() waits beyond that (0: never waits). For producers
+  // that outrun SQLite (an import): the rows that wait for the flusher are
+  // bounded, and so is what is left to write once the producer is done,
+  // the part of an import that runs on one core (BENCHMARKS.md). Not for
+  // the CUPTI collector, whose producer must never wait.
+  std::size_t max_pending_rows = 0;
   // Keep the integrity record (schema/integrity.h) that the loader checks
   // every row against; false only to measure what it costs (trace_bench).
   bool integrity_record = true;
@@ -144,6 +151,7 @@ class TraceWriter {
   struct Statements;
   void row_added();
   void row_added(std::int64_t start, std::int64_t end);
+  void wait_for_room(std::unique_lock<std::mutex>& lock);
   void flusher_loop();
   void write_batch(Pending& batch);
   void join_links(Pending& batch);
@@ -182,6 +190,7 @@ class TraceWriter {
   std::int64_t next_collective_id_ = 1;    // collectives rowids, likewise
   schema::TableDigest op_links_digest_;    // of op_ranges (id, deps, buffers): schema/integrity.h
   std::condition_variable cv_;
+  std::condition_variable room_;  // pending rows fell below max_pending_rows, or the writer stops
   bool stop_ = false;
   bool wake_ = false;
   bool closed_ = false;
