@@ -231,61 +231,61 @@ void TraceBuilder::add(const instrument::KernelRecord& r) {
   // Importers intern kernel names through kernel_name(), which notes NCCL ones.
   note_activity(r.stream, true, nccl_names_.count(r.name.value) != 0);
   emit(r);
-  count("kernels");
+  count(kKernels);
 }
 
 void TraceBuilder::add(const instrument::MemcpyRecord& r) {
   if (!valid_interval(r.start_ns, r.end_ns)) return;
   note_activity(r.stream, false, false);
   emit(r);
-  count("memcpy");
+  count(kMemcpy);
 }
 
 void TraceBuilder::add(const instrument::MemsetRecord& r) {
   if (!valid_interval(r.start_ns, r.end_ns)) return;
   note_activity(r.stream, false, false);
   emit(r);
-  count("memset");
+  count(kMemset);
 }
 
 void TraceBuilder::add(const instrument::ApiCallRecord& r) {
   if (!valid_interval(r.start_ns, r.end_ns)) return;
   emit(r);
-  count("api_calls");
+  count(kApiCalls);
 }
 
 void TraceBuilder::add(const instrument::SyncRecord& r) {
   if (!valid_interval(r.start_ns, r.end_ns)) return;
   emit(r);
-  count("sync_events");
+  count(kSyncEvents);
 }
 
 void TraceBuilder::add(const instrument::OverheadRecord& r) {
   if (!valid_interval(r.start_ns, r.end_ns)) return;
   emit(r);
-  count("overhead");
+  count(kOverhead);
 }
 
 void TraceBuilder::add(const instrument::NvtxRangeRecord& r) {
   if (r.end_ns >= 0 && !valid_interval(r.start_ns, r.end_ns)) return;
   emit(r);
-  count("nvtx_ranges");
+  count(kNvtxRanges);
 }
 
 void TraceBuilder::add(const instrument::MemoryEventRecord& r) {
   emit(r);
-  count("memory_events");
+  count(kMemoryEvents);
 }
 
 void TraceBuilder::add(const instrument::CollectiveRecord& r) {
   if (!valid_interval(r.start_ns, r.end_ns)) return;
   emit(r);
-  count("collectives");
+  count(kCollectives);
 }
 
 OpId TraceBuilder::add(const instrument::OpRangeRecord& r) {
   if (!valid_interval(r.start_ns, r.end_ns)) return OpId();
-  count("op_ranges");
+  count(kOpRanges);
   return writer_ ? writer_->add(r) : memory_->add(r);
 }
 
@@ -298,9 +298,20 @@ void TraceBuilder::config(const std::string& key, const std::string& value) {
   else memory_->set_config(key, value);
 }
 
+// The tables with rows, and how many each.
+std::map<std::string, std::int64_t> TraceBuilder::rows() const {
+  static constexpr std::array<const char*, kCountedTables> kNames = {
+      "kernels", "memcpy", "memset", "api_calls", "sync_events", "overhead", "nvtx_ranges", "memory_events",
+      "collectives", "op_ranges"};
+  std::map<std::string, std::int64_t> out;
+  for (std::size_t i = 0; i < rows_.size(); ++i)
+    if (rows_[i] > 0) out.emplace(kNames[i], rows_[i]);
+  return out;
+}
+
 ImportSummary TraceBuilder::finish() {
   std::int64_t events = 0;
-  for (const auto& [table, n] : rows_) events += n;
+  for (const std::int64_t n : rows_) events += n;
   if (events == 0) {
     std::string what = inputs_.size() == 1 ? inputs_.front() : std::to_string(inputs_.size()) + " inputs";
     throw Error(what + ": no events to import (no kernels, copies, API calls or ranges)");
@@ -365,7 +376,7 @@ ImportSummary TraceBuilder::finish() {
   summary.format = format_;
   summary.ranks = static_cast<int>(ranks_.size());
   summary.world_size = std::max(world, 1);
-  summary.rows = rows_;
+  summary.rows = rows();
   summary.skipped = skipped_;
   return summary;
 }

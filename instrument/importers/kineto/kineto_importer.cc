@@ -142,21 +142,30 @@ std::int64_t first_tensor_elements(std::string_view dims) {
 // launch call, by correlation id, on its thread): the collective's name and
 // its first input's element count and type. Without the range, none.
 void describe_from_ranges(ParsedFile& p, const std::vector<CpuRange>& ranges, const std::vector<ApiCall>& api) {
-  std::unordered_map<std::int64_t, const ApiCall*> launch;
-  for (const auto& a : api)
-    if (a.correlation != 0) launch.emplace(a.correlation, &a);
   std::map<std::pair<std::int64_t, std::int64_t>, std::vector<const CpuRange*>> calls;  // (pid, tid) -> by start
   for (const auto& r : ranges)
     if (!r.comm_dims.empty()) calls[{r.pid, r.tid}].push_back(&r);
   if (calls.empty()) return;
+  // The launches of the NCCL kernels to describe, the first call of each
+  // correlation id: a map of those only, not of every launch (1-2 % of an
+  // import, after its parse).
+  auto undescribed = [&p](const GpuActivity& a) {
+    return a.type == ActivityType::kKernel && a.collective < 0 && a.correlation != 0 &&
+           p.strings[static_cast<std::size_t>(a.name)].starts_with("nccl");
+  };
+  std::unordered_map<std::int64_t, const ApiCall*> launch;
+  for (const auto& a : p.gpu)
+    if (undescribed(a)) launch.emplace(a.correlation, nullptr);
+  if (launch.empty()) return;
+  for (const auto& a : api)
+    if (a.correlation != 0)
+      if (const auto l = launch.find(a.correlation); l != launch.end() && !l->second) l->second = &a;
   for (auto& [thread, v] : calls)
     std::sort(v.begin(), v.end(), [](const CpuRange* x, const CpuRange* y) { return x->start < y->start; });
   for (auto& a : p.gpu) {
-    if (a.type != ActivityType::kKernel || a.collective >= 0 || a.correlation == 0 ||
-        !p.strings[static_cast<std::size_t>(a.name)].starts_with("nccl"))
-      continue;
+    if (!undescribed(a)) continue;
     const auto l = launch.find(a.correlation);
-    if (l == launch.end()) continue;
+    if (l == launch.end() || !l->second) continue;
     const auto t = calls.find({l->second->pid, l->second->tid});
     if (t == calls.end()) continue;
     const CpuRange* owner = nullptr;  // the innermost range holding the launch
