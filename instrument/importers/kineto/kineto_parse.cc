@@ -91,12 +91,14 @@ struct Number {
 struct Args {
   std::optional<std::int64_t> correlation, device, stream, bytes, registers, shared;
   std::vector<std::int64_t> grid, block;
-  std::string collective, dtype, pg_name, pg_desc, pg_ranks, in_splits, out_splits;
+  // Strings are views of the event's text (or of simdjson's buffer where
+  // they held escapes), valid while the event is read: copied where kept.
+  std::string_view collective, dtype, pg_name, pg_desc, pg_ranks, in_splits, out_splits;
   std::optional<std::int64_t> in_nelems, out_nelems, group_size, seq;
   // Memory instant events ("[memory]").
   std::optional<std::int64_t> mem_bytes, mem_addr, mem_device_type, mem_device_id;
   // moetrace's own Chrome export (`moetrace export chrome`).
-  std::string api, domain;
+  std::string_view api, domain;
   std::optional<std::int64_t> payload;
   // Autograd: forward ops and the backward nodes of their gradients share a
   // sequence number; a backward node's "Fwd thread id" is its forward
@@ -105,26 +107,27 @@ struct Args {
   // moetrace's own export: an op slice's coordinates, a kernel's op.
   std::optional<std::int64_t> op, layer, iteration, micro_batch, chunk, peer_rank;
   std::optional<double> flops;
-  std::string kind, phase;
+  std::string_view kind, phase;
   // A cpu_op's "Input Dims" and "Input type" (record_shapes=True) as compact
   // JSON text: [[8192,4096],[4096,14336]] and ["c10::BFloat16","float"].
   std::string input_dims, input_types;
   void clear() {
     correlation.reset(), device.reset(), stream.reset(), bytes.reset(), registers.reset(), shared.reset();
     grid.clear(), block.clear();
-    collective.clear(), dtype.clear(), pg_name.clear(), pg_desc.clear(), pg_ranks.clear();
-    in_splits.clear(), out_splits.clear();
+    collective = dtype = pg_name = pg_desc = pg_ranks = in_splits = out_splits = {};
     in_nelems.reset(), out_nelems.reset(), group_size.reset(), seq.reset();
     mem_bytes.reset(), mem_addr.reset(), mem_device_type.reset(), mem_device_id.reset();
-    api.clear(), domain.clear(), payload.reset(), sequence.reset(), fwd_thread.reset();
+    api = domain = {};
+    payload.reset(), sequence.reset(), fwd_thread.reset();
     input_dims.clear(), input_types.clear();
     op.reset(), layer.reset(), iteration.reset(), micro_batch.reset(), chunk.reset(), peer_rank.reset();
-    flops.reset(), kind.clear(), phase.clear();
+    flops.reset();
+    kind = phase = {};
   }
 };
 
 struct RawEvent {
-  std::string ph, cat, name, bp;
+  std::string_view ph, cat, name, bp;  // views, as Args' strings
   std::optional<std::int64_t> pid, tid;  // nullopt: absent or not an integer
   std::optional<std::int64_t> ts_ns, dur_ns;
   std::optional<std::int64_t> id;
@@ -132,7 +135,7 @@ struct RawEvent {
   Args args;
   // Empties the event, keeping the strings' and vectors' memory.
   void reset() {
-    ph.clear(), cat.clear(), name.clear(), bp.clear();
+    ph = cat = name = bp = {};
     pid.reset(), tid.reset(), ts_ns.reset(), dur_ns.reset(), id.reset();
     bad_time = false;
     args.clear();
@@ -538,7 +541,7 @@ class Handler {
 
   void arg_field(const Number& n, const std::string_view* s) {
     auto& a = event_.args;
-    auto text = [s](std::string& to) {
+    auto text = [s](std::string_view& to) {
       if (s) to = *s;
     };
     switch (key_id_) {
@@ -739,17 +742,19 @@ class Handler {
       }
       if (!e.args.collective.empty()) {
         Collective c;
-        c.name = e.args.collective;
+        c.name = std::string(e.args.collective);
         c.in_nelems = e.args.in_nelems.value_or(-1);
         c.out_nelems = e.args.out_nelems.value_or(-1);
         c.group_size = static_cast<std::int32_t>(e.args.group_size.value_or(-1));
-        c.dtype = e.args.dtype;
-        c.group_ranks = e.args.pg_ranks;
-        c.process_group = e.args.pg_name;
-        if (!e.args.pg_desc.empty())
-          c.process_group += c.process_group.empty() ? e.args.pg_desc : " (" + e.args.pg_desc + ")";
-        c.in_splits = e.args.in_splits;
-        c.out_splits = e.args.out_splits;
+        c.dtype = std::string(e.args.dtype);
+        c.group_ranks = std::string(e.args.pg_ranks);
+        c.process_group = std::string(e.args.pg_name);
+        if (!e.args.pg_desc.empty()) {
+          if (c.process_group.empty()) c.process_group = std::string(e.args.pg_desc);
+          else c.process_group.append(" (").append(e.args.pg_desc).append(")");
+        }
+        c.in_splits = std::string(e.args.in_splits);
+        c.out_splits = std::string(e.args.out_splits);
         c.seq = e.args.seq.value_or(-1);
         a.collective = static_cast<std::int32_t>(out_->collectives.size());
         out_->collectives.push_back(std::move(c));

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -92,7 +93,13 @@ constexpr std::int32_t kCategoryPythonFunction = 3;
 
 struct ParsedFile {
   std::vector<std::string> strings;
-  std::unordered_map<std::string, std::int32_t> string_index;
+  // Looked up by string_view (heterogeneous lookup): a name is copied once,
+  // when first seen, not for every event that carries it.
+  struct NameHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, std::int32_t, NameHash, std::equal_to<>> string_index;
   std::vector<GpuActivity> gpu;
   std::vector<CpuRange> ranges;
   std::vector<ApiCall> api;
@@ -109,12 +116,12 @@ struct ParsedFile {
   bool root_seen = false, has_trace_events = false;
   bool moetrace_export = false;  // written by `moetrace export chrome`: one process per rank
 
-  std::int32_t intern(const std::string& s) {
+  std::int32_t intern(std::string_view s) {
     auto it = string_index.find(s);
     if (it != string_index.end()) return it->second;
     const auto id = static_cast<std::int32_t>(strings.size());
-    strings.push_back(s);
-    string_index.emplace(s, id);
+    strings.emplace_back(s);
+    string_index.emplace(std::string(s), id);
     return id;
   }
   void skip(const std::string& reason) { ++skipped[reason]; }
