@@ -138,11 +138,13 @@ TraceBuilder::TraceBuilder(const std::string& output, Format format,
   instrument::WriterOptions options;
   options.durable = false;
   // Rows go in (indexes updated) while the records are still being emitted.
-  options.flush_rows = std::size_t{1} << 15;
   // The parse outruns SQLite: without a bound, rows piled up while the
   // flusher wrote (batches of 190k rows in a 217 MB import), and a large
-  // batch was left to write on one core after the parse (BENCHMARKS.md).
-  options.max_pending_rows = std::size_t{1} << 16;
+  // batch was left to write on one core after the parse. Small batches keep
+  // that part short: 8k/16k rows against 32k/64k took a 217 MB import from
+  // 0.78 to 0.66 s and a 1 GB one from 4.3 to 3.8 s (BENCHMARKS.md).
+  options.flush_rows = std::size_t{1} << 13;
+  options.max_pending_rows = std::size_t{1} << 14;
   options.indexes_first = true;
   // Small inputs (a few MB of JSON or SQLite) make small traces: 4 KiB pages
   // (1.3 ms of a 23 ms import of a 1.8 MB Kineto file, BENCHMARKS.md).
