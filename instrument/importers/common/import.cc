@@ -38,55 +38,81 @@ std::optional<Format> parse_format(std::string_view name) {
 
 namespace {
 
-void check_readable(const std::string& path) {
+// Why `path` is no file to read; "" where it is one.
+std::string unreadable(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const auto status = fs::status(path, ec);
-  if (ec || !fs::exists(status)) throw Error(path + ": no such file");
-  if (fs::is_directory(status)) throw Error(path + ": is a directory, not a trace file");
-  if (!fs::is_regular_file(status)) throw Error(path + ": not a regular file");
+  if (ec || !fs::exists(status)) return path + ": no such file";
+  if (fs::is_directory(status)) return path + ": is a directory, not a trace file";
+  if (!fs::is_regular_file(status)) return path + ": not a regular file";
+  return {};
+}
+
+void check_readable(const std::string& path) {
+  if (auto why = unreadable(path); !why.empty()) throw Error(why);
 }
 
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-}  // namespace
+// What a file's first bytes say it is: a format, or (format unset) the one
+// line that says why it is none, a moetrace trace among them. Throws
+// nothing, so that telling a moetrace trace from another tool's, as every
+// load does, is no control flow by exception.
+struct Probe {
+  std::optional<Format> format;
+  std::string why;
+};
 
-Format detect_format(const std::string& path) {
-  check_readable(path);
+Probe probe(const std::string& path) {
+  if (auto why = unreadable(path); !why.empty()) return {std::nullopt, std::move(why)};
   if (ends_with(path, ".nsys-rep") || ends_with(path, ".qdrep"))
-    throw Error(path + ": an Nsight Systems report; export it to SQLite first "
-                       "(nsys export --type sqlite " + path + ")");
+    return {std::nullopt, path + ": an Nsight Systems report; export it to SQLite first "
+                                 "(nsys export --type sqlite " + path + ")"};
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot read the file (permission denied?)");
+  if (!in) return {std::nullopt, path + ": cannot read the file (permission denied?)"};
   std::array<char, 256> head{};
   in.read(head.data(), head.size());
   const auto n = static_cast<std::size_t>(in.gcount());
-  if (n == 0) throw Error(path + ": empty file, not a trace");
+  if (n == 0) return {std::nullopt, path + ": empty file, not a trace"};
   if (n >= 16 && std::memcmp(head.data(), "SQLite format 3", 16) == 0) {
     // The application id sits in the database header (offset 68, big-endian):
     // a closed moetrace trace is told without opening it. One whose writer
     // was killed may hold its header in the WAL still: SQLite reads that.
     std::uint32_t app = 0;
     for (std::size_t i = 68; i < 72 && i < n; ++i) app = (app << 8) | static_cast<unsigned char>(head[i]);
-    const bool moetrace = (n >= 72 && static_cast<std::int32_t>(app) == schema::kApplicationId) ||
-                          sqlite::Database(path, sqlite::Database::Mode::kReadOnly)
-                                  .pragma_int("application_id")
-                                  .value_or(0) == schema::kApplicationId;
-    if (moetrace) throw Error(path + ": already a moetrace trace; nothing to import");
-    return Format::kNsys;  // the importer says so if it is some other SQLite file
+    bool moetrace = n >= 72 && static_cast<std::int32_t>(app) == schema::kApplicationId;
+    if (!moetrace) {
+      try {
+        moetrace = sqlite::Database(path, sqlite::Database::Mode::kReadOnly).pragma_int("application_id").value_or(0) ==
+                   schema::kApplicationId;
+      } catch (const Error& e) {
+        return {std::nullopt, e.what()};
+      }
+    }
+    if (moetrace) return {std::nullopt, path + ": already a moetrace trace; nothing to import"};
+    return {Format::kNsys, {}};  // the importer says so if it is some other SQLite file
   }
   if (n >= 2 && static_cast<unsigned char>(head[0]) == 0x1f && static_cast<unsigned char>(head[1]) == 0x8b)
-    return Format::kKineto;  // gzip; the parser tells whether it holds a trace
+    return {Format::kKineto, {}};  // gzip; the parser tells whether it holds a trace
   for (std::size_t i = 0; i < n; ++i) {
     const char c = head[i];
     if (c == ' ' || c == '\t' || c == '\r' || c == '\n') continue;
-    if (c == '{' || c == '[') return Format::kKineto;
+    if (c == '{' || c == '[') return {Format::kKineto, {}};
     break;
   }
-  throw Error(path + ": not a format moetrace imports (Nsight Systems SQLite export, or "
-                     "PyTorch-profiler/Kineto JSON, optionally gzipped)");
+  return {std::nullopt, path + ": not a format moetrace imports (Nsight Systems SQLite export, or "
+                               "PyTorch-profiler/Kineto JSON, optionally gzipped)"};
+}
+
+}  // namespace
+
+Format detect_format(const std::string& path) {
+  auto p = probe(path);
+  if (!p.format) throw Error(p.why);
+  return *p.format;
 }
 
 namespace {
@@ -165,11 +191,7 @@ bool nsys_export(const std::string& path) {
 }  // namespace
 
 std::optional<Format> foreign_format(const std::string& path) {
-  std::optional<Format> format;
-  try {
-    format = detect_format(path);  // throws for a moetrace trace, a missing file, ...
-  } catch (const Error&) {
-  }
+  auto format = probe(path).format;  // unset for a moetrace trace, a missing file, ...
   if (format == Format::kNsys && !nsys_export(path)) format.reset();
   return format;
 }
