@@ -390,17 +390,31 @@ void TraceWriter::flusher_loop() {
     if (stop_) break;
     wake_ = false;
     lock.unlock();
+    std::exception_ptr error;
     try {
-      flush();
+      write_pending();
     } catch (const std::exception& e) {
-      // The next explicit flush()/close() reports the error to the caller.
+      // Said now (a traced job may run for hours), and thrown by the next
+      // flush()/close(): its rows are lost.
       std::fprintf(stderr, "moetrace: background flush failed: %s\n", e.what());
+      error = std::current_exception();
     }
     lock.lock();
+    if (error && !background_error_) background_error_ = std::move(error);
   }
 }
 
 void TraceWriter::flush() {
+  std::exception_ptr error;
+  {
+    std::lock_guard lock(mu_);
+    std::swap(error, background_error_);
+  }
+  if (error) std::rethrow_exception(error);
+  write_pending();
+}
+
+void TraceWriter::write_pending() {
   std::lock_guard flush_lock(flush_mu_);
   auto batch = std::move(spare_);
   std::int64_t dropped = 0, min_ts = 0, max_ts = 0;

@@ -278,6 +278,33 @@ TEST(TraceWriter, ProducersWaitForTheFlusherBeyondMaxPendingRows) {
   EXPECT_EQ(count_rows(path, "kernels"), kThreads * kPerThread);
 }
 
+// A background flush that fails loses its batch: close() says so (an
+// import's writer then leaves no trace, rather than one short of rows).
+TEST(TraceWriter, AFailedBackgroundFlushIsReportedByClose) {
+  for (const bool durable : {true, false}) {
+    const auto path = testing::temp_path(durable ? "failed-durable.db" : "failed.db");
+    {
+      instrument::WriterOptions o;
+      o.durable = durable;
+      o.flush_interval = std::chrono::hours(1);
+      o.flush_rows = 100;  // the background flusher writes the bad row
+      TraceWriter w(path, test_run(), o);
+      instrument::ApiCallRecord bad;
+      bad.name = w.intern("cudaLaunchKernel");
+      bad.api = static_cast<schema::ApiKind>(7);  // fails api_calls' CHECK (api = 1 OR api = 2)
+      w.add(bad);
+      // Until a later batch is written: the bad one was tried before it.
+      for (int i = 0; i < 5000 && w.stats().flushes == 0; ++i) {
+        w.add(kernel(w, 0, i * 20, i + 1));
+        if (i >= 200) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      ASSERT_GT(w.stats().flushes, 0);
+      EXPECT_THROW(w.close(), Error) << (durable ? "durable" : "not durable");
+    }
+    EXPECT_EQ(std::filesystem::exists(path), durable);
+  }
+}
+
 TEST(TraceWriter, PeriodicFlushMakesRowsVisibleBeforeClose) {
   const auto path = testing::temp_path("periodic.db");
   instrument::WriterOptions o;

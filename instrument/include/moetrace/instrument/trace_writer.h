@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -132,6 +133,8 @@ class TraceWriter {
 
   // Writes everything pending in one transaction; returns when it is on disk
   // (as far as WAL with synchronous=NORMAL goes: safe against a process kill).
+  // Throws the error of a background flush that failed since the last call
+  // (its rows are lost), else that of this one.
   void flush();
   // Final flush, the run's time range, indexes, and a single-file database
   // (journal back to DELETE mode). Idempotent; throws on I/O errors. The
@@ -153,6 +156,7 @@ class TraceWriter {
   void row_added(std::int64_t start, std::int64_t end);
   void wait_for_room(std::unique_lock<std::mutex>& lock);
   void flusher_loop();
+  void write_pending();  // flush() without the background error
   void write_batch(Pending& batch);
   void join_links(Pending& batch);
 
@@ -182,6 +186,7 @@ class TraceWriter {
   int world_size_ = 0;
 
   std::mutex flush_mu_;               // serializes writes to the database; guards spare_, orphans_
+  std::exception_ptr background_error_;  // the first failed background flush's; guarded by mu_
   std::unique_ptr<Pending> spare_;
   struct Link;
   std::vector<Link> orphans_;         // op links whose op row is not written yet
