@@ -302,12 +302,9 @@ void TraceBuilder::config(const std::string& key, const std::string& value) {
 
 // The tables with rows, and how many each.
 std::map<std::string, std::int64_t> TraceBuilder::rows() const {
-  static constexpr std::array<const char*, kCountedTables> kNames = {
-      "kernels", "memcpy", "memset", "api_calls", "sync_events", "overhead", "nvtx_ranges", "memory_events",
-      "collectives", "op_ranges"};
   std::map<std::string, std::int64_t> out;
   for (std::size_t i = 0; i < rows_.size(); ++i)
-    if (rows_[i] > 0) out.emplace(kNames[i], rows_[i]);
+    if (rows_[i] > 0) out.emplace(kCountedNames[i], rows_[i]);
   return out;
 }
 

@@ -132,6 +132,9 @@ class TraceBuilder {
     kKernels, kMemcpy, kMemset, kApiCalls, kSyncEvents, kOverhead, kNvtxRanges, kMemoryEvents, kCollectives,
     kOpRanges, kCountedTables
   };
+  static constexpr std::array<const char*, kCountedTables> kCountedNames = {  // in Counted's order
+      "kernels", "memcpy", "memset", "api_calls", "sync_events", "overhead", "nvtx_ranges", "memory_events",
+      "collectives", "op_ranges"};
   void count(Counted table) { ++rows_[table]; }
   std::map<std::string, std::int64_t> rows() const;
   class Memory;  // the records of an import into memory

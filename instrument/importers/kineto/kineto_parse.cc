@@ -902,9 +902,8 @@ class Replay : public JsonSplitter::Visitor {
   // more than reading it (BENCHMARKS.md). False where it must be unescaped
   // (the value is then still unread) or is the document itself.
   static bool plain_string(simdjson::ondemand::value& v, std::string_view& s) {
-    std::string_view raw = v.raw_json_token();  // the quoted text and the spaces after it
-    while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' || raw.back() == '\t'))
-      raw.remove_suffix(1);
+    std::string_view raw;  // the quoted text
+    raw_token(v, raw);
     if (raw.size() < 2 || raw.front() != '"' || raw.back() != '"') return false;
     raw = raw.substr(1, raw.size() - 2);
     if (raw.size() < 16) {  // a call to memchr costs more than a short loop
@@ -933,20 +932,27 @@ class Replay : public JsonSplitter::Visitor {
     return field.unescaped_key().get(name);
   }
 
+  // A value's text as it stands, without the spaces simdjson's
+  // raw_json_token() keeps after it.
+  static std::string_view trimmed(std::string_view raw) {
+    while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' || raw.back() == '\t'))
+      raw.remove_suffix(1);
+    return raw;
+  }
   static simdjson::error_code raw_token(simdjson::ondemand::value& v, std::string_view& raw) {
-    raw = v.raw_json_token();
+    raw = trimmed(v.raw_json_token());
     return simdjson::SUCCESS;
   }
   static simdjson::error_code raw_token(simdjson::ondemand::document& d, std::string_view& raw) {
-    return d.raw_json_token().get(raw);
+    if (auto e = d.raw_json_token().get(raw)) return e;
+    raw = trimmed(raw);
+    return simdjson::SUCCESS;
   }
 
   template <typename V>
   simdjson::error_code number(V& v) {
     std::string_view raw;  // before get_number(), which consumes the value
     if (auto e = raw_token(v, raw)) return e;
-    while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' || raw.back() == '\t'))
-      raw.remove_suffix(1);
     simdjson::ondemand::number num;
     auto e = v.get_number().get(num);
     if (!e) {
