@@ -176,9 +176,9 @@ void add_run_command(CLI::App& app) {
   cmd->add_flag("--dump-config", opt->dump_config, "Print the resolved configuration as JSON, then exit");
   cmd->add_flag("--quiet,-q", opt->quiet, "No summary line");
   cmd->add_flag("--calibrate", opt->calibrate,
-                "Run the calibration sweep instead of a workload: isolated GEMMs, all-to-alls and all-reduces "
-                "(every group size), copies, and overlapped pairs, at the workload's model size and ranks "
-                "(default: 8 ranks, M = 1024, H = 4096); fit it with `moetrace fit`");
+                "Run the calibration sweep instead of a workload: isolated GEMMs, gate/permute/unpermute, "
+                "all-to-alls and all-reduces (every group size), copies, and overlapped pairs, at the workload's "
+                "model size, experts, top-k and ranks (default: the dpmoe preset's); fit it with `moetrace fit`");
   cmd->add_flag("--no-trace", opt->no_trace,
                 "cuda: run without the CUPTI collector (the trace keeps the run, the plan's tables and the wall "
                 "time, no GPU activity): the baseline of the collector's overhead");
@@ -305,6 +305,8 @@ void add_run_command(CLI::App& app) {
       c.model_dim = m.model_dim;
       c.expert_hidden = m.expert_hidden;
       c.elem_bytes = m.elem_bytes;
+      c.experts = m.num_experts;
+      c.top_k = m.top_k;
       c.validate();
       request.calibration = c;
     }

@@ -20,7 +20,8 @@
 //                               state (cudaGetDevice, cuKernelGetAttribute, ...;
 //                               cupti/api_filter.h), left out by default
 // The routing follows the spec's synthetic load (planned routing): the gate
-// computes its softmax, tokens go where the load says.
+// computes its softmax, tokens go where the load says. The calibration
+// sweep's gates pick their own experts (plan/calibration.h).
 #include <fmt/format.h>
 
 #include <charconv>
@@ -94,6 +95,9 @@ void run_cuda(const RunRequest& request) {
     o.run.name = "calibration (cuda)";
     o.run.variant = "calibration";
     o.run.config_json = plan.config_json;
+    // Its gates route by their own (tied) probabilities, which the plan's
+    // layouts were built for; there is no load to plan from.
+    o.executor.routing = cuda::RoutingMode::kComputed;
   }
   progress.update("running", 0.1);
   const cuda::CudaRunSummary s = cuda::run_plan(plan, o);

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <string>
+#include <utility>
 
 #include "build_common.h"
 #include "moetrace/schema/error.h"
@@ -27,6 +30,11 @@ void CalibrationConfig::validate() const {
   if (repeats < 1) fail(fmt::format("calibration.repeats ({}) must be at least 1", repeats));
   for (int g : group_sizes)
     if (g < 2 || g > ranks) fail(fmt::format("calibration group size {} must be in [2, ranks = {}]", g, ranks));
+  if (routing_ops) {
+    if (experts < 1) fail(fmt::format("calibration.experts ({}) must be at least 1", experts));
+    if (top_k < 1 || top_k > experts)
+      fail(fmt::format("calibration.top_k ({}) must be in [1, experts = {}]", top_k, experts));
+  }
 }
 
 std::vector<int> CalibrationConfig::groups() const {
@@ -47,6 +55,10 @@ ModelShape calibration_model_shape(const CalibrationConfig& c) {
   m.num_layers = 1;
   m.num_experts = std::max(1, c.ranks);
   m.top_k = 1;
+  if (c.routing_ops) {
+    m.num_experts = std::max(m.num_experts, c.experts);
+    m.top_k = c.top_k;
+  }
   m.model_dim = c.model_dim;
   m.expert_hidden = c.expert_hidden;
   m.elem_bytes = c.elem_bytes;
@@ -89,6 +101,15 @@ class CalibrationBuilder {
       r.ar = persistent(q, BufferTag::kWorkspace, "all_reduce", ar_rows_, M);
       r.dev = persistent(q, BufferTag::kWorkspace, "copy", c.max_rows, M);
       r.host = persistent(q, BufferTag::kHostOffload, "host", c.max_rows, M, schema::MemoryKind::kPinnedHost);
+      if (c.routing_ops) {
+        // Zero, not the model's W_g: the routing must not depend on values (see the header).
+        r.gate_w = persistent(q, BufferTag::kParams, "gate", M, c.experts);
+        r.gate_grad = persistent(q, BufferTag::kGrads, "gate.grads", M, c.experts);
+        const std::int64_t routed = c.max_rows * c.top_k;
+        r.permuted = persistent(q, BufferTag::kTI, "permuted", routed, M);
+        r.combined = persistent(q, BufferTag::kTO, "combined", routed, M);
+        r.d_combined = persistent(q, BufferTag::kGradTO, "d_combined", routed, M);
+      }
       ranks_.push_back(r);
     }
   }
@@ -101,6 +122,10 @@ class CalibrationBuilder {
         if (c_.backward)
           for (int q = 0; q < P; ++q) join(q, {ffn(q, rows, Phase::kBackward)});
       }
+    if (c_.routing_ops)
+      for (int rep = 0; rep < c_.repeats; ++rep)
+        for (std::int64_t rows : doubling(c_.min_rows, c_.max_rows))
+          for (int q = 0; q < P; ++q) routing_ops(q, rows);
     for (int g : c_.groups())
       for (int rep = 0; rep < c_.repeats; ++rep)
         for (std::int64_t rows : doubling(c_.min_peer_rows, c_.max_peer_rows)) {
@@ -118,11 +143,14 @@ class CalibrationBuilder {
     Plan& plan = b_.plan();
     plan.iterations = 1;
     plan.blocks = P;
-    plan.dims = {1, P, 1, c_.model_dim, c_.expert_hidden, 0, c_.elem_bytes};
+    const ModelShape shape = calibration_model_shape(c_);
+    plan.dims = {shape.num_layers, shape.num_experts, shape.top_k, shape.model_dim, shape.expert_hidden, 0,
+                 shape.elem_bytes};
     plan.config_json = fmt::format(
-        R"({{"calibration":{{"ranks":{},"model_dim":{},"expert_hidden":{},"elem_bytes":{},"rows":[{},{}],"peer_rows":[{},{}],"repeats":{}}}}})",
+        R"({{"calibration":{{"ranks":{},"model_dim":{},"expert_hidden":{},"elem_bytes":{},"rows":[{},{}],"peer_rows":[{},{}],"repeats":{}{}}}}})",
         P, c_.model_dim, c_.expert_hidden, c_.elem_bytes, c_.min_rows, c_.max_rows, c_.min_peer_rows,
-        c_.max_peer_rows, c_.repeats);
+        c_.max_peer_rows, c_.repeats,
+        c_.routing_ops ? fmt::format(R"(,"routing":{{"experts":{},"top_k":{}}})", c_.experts, c_.top_k) : "");
     for (int q = 0; q < P; ++q) plan.placements.push_back({0, 0, q, RankId(q), "home"});
     return b_.finish();
   }
@@ -131,10 +159,15 @@ class CalibrationBuilder {
   struct Rank {
     StreamId compute, comm, copy;
     BufferId params, grads, x, mid, y, dy, dx, send, recv, ar, dev, host;
+    BufferId gate_w, gate_grad, permuted, combined, d_combined;  // routing ops
+  };
+  // A gate's outputs have its token count as rows: one set per (rank, size).
+  struct RoutingBuffers {
+    BufferId probs, routing, d_weights;
   };
   enum Class { kComp = 0, kComm = 1, kMem = 2 };
 
-  BufferId persistent(int q, BufferTag tag, const char* what, std::int64_t rows, std::int64_t cols,
+  BufferId persistent(int q, BufferTag tag, const std::string& what, std::int64_t rows, std::int64_t cols,
                       schema::MemoryKind kind = schema::MemoryKind::kDevice) {
     Buffer buf;
     buf.rank = RankId(q);
@@ -142,7 +175,7 @@ class CalibrationBuilder {
     buf.name = fmt::format("calib.rank{}.{}", q, what);
     buf.rows = rows;
     buf.cols = cols;
-    buf.elem_bytes = c_.elem_bytes;
+    buf.elem_bytes = tag == BufferTag::kRouting ? 4 : c_.elem_bytes;  // ids, probabilities, weights: fp32
     buf.memory = kind;
     buf.persistent = true;
     buf.binding.kind = BufferBinding::Kind::kZero;
@@ -187,6 +220,75 @@ class CalibrationBuilder {
     a.extra_deps = chain ? after(q) : std::vector<OpId>{};
     for (OpId d : deps) a.extra_deps.push_back(d);
     return b_.add(std::move(a));
+  }
+
+  const RoutingBuffers& routing_buffers(int q, std::int64_t rows) {
+    auto [it, fresh] = routing_.try_emplace({q, rows});
+    if (fresh) {
+      const std::string at = fmt::format("rows{}", rows);
+      it->second = {persistent(q, BufferTag::kRouting, "probs." + at, rows, c_.experts),
+                    persistent(q, BufferTag::kRouting, "routing." + at, rows, 2 * c_.top_k),
+                    persistent(q, BufferTag::kRouting, "d_weights." + at, rows, c_.top_k)};
+    }
+    return it->second;
+  }
+
+  // Where a zero gate routes `rows` tokens: every token to experts 0 ..
+  // top_k-1 (all experts listed, as a one-rank workload lists them).
+  RoutedLayout tied_layout(std::int64_t rows) const {
+    RoutedLayout l;
+    l.tokens = rows;
+    l.top_k = c_.top_k;
+    for (int e = 0; e < c_.experts; ++e) {
+      l.experts.push_back(e);
+      l.expert_rows.push_back(e < c_.top_k ? rows : 0);
+    }
+    return l;
+  }
+
+  // One op of rank q on its compute stream, after everything the rank ran before.
+  void lone(int q, OpKind kind, const char* what, std::int64_t rows, Phase phase, double flops, std::int64_t bytes,
+            OpData data) {
+    Coords co = sample();
+    co.phase = phase;
+    OpArgs a;
+    a.kind = kind;
+    a.coords = co;
+    a.name = fmt::format("calib.{}.rows{}.s{}{}", what, rows, co.chunk, phase == Phase::kBackward ? ".bwd" : "");
+    a.rank = RankId(q);
+    a.stream = ranks_[static_cast<std::size_t>(q)].compute;
+    a.flops = flops;
+    a.bytes = bytes;
+    a.data = std::move(data);
+    a.extra_deps = after(q);
+    join(q, {b_.add(std::move(a))});
+  }
+
+  // Gate, permute, unpermute on `rows` tokens, then their backward passes,
+  // with the FLOPs and bytes the expert-parallel builders give them
+  // (ep_forward.cc, ep_backward.cc: index-based permutes).
+  void routing_ops(int q, std::int64_t rows) {
+    const Rank& r = ranks_[static_cast<std::size_t>(q)];
+    const RoutingBuffers& rb = routing_buffers(q, rows);
+    const RoutedLayout l = tied_layout(rows);
+    const std::int64_t routed = l.total_rows();
+    const std::int64_t moved = routed * c_.model_dim * c_.elem_bytes;
+    const double gate_flops = gate_forward_flops(rows, c_.model_dim, c_.experts);
+    const View x{r.x, 0, rows}, y{r.y, 0, rows};
+    lone(q, OpKind::kGate, "gate", rows, Phase::kForward, gate_flops, 0,
+         GateForward{x, r.gate_w, rb.probs, rb.routing, c_.top_k});
+    lone(q, OpKind::kPermute, "permute", rows, Phase::kForward, 0, moved,
+         Permute{x, rb.routing, l, View{r.permuted, 0, routed}});
+    lone(q, OpKind::kUnpermute, "unpermute", rows, Phase::kForward, 0, moved,
+         Unpermute{rb.routing, l, View{r.combined, 0, routed}, y});
+    if (!c_.backward) return;
+    lone(q, OpKind::kUnpermute, "unpermute", rows, Phase::kBackward, 0, 2 * moved,
+         UnpermuteBackward{rb.routing, l, View{r.dy, 0, rows}, View{r.combined, 0, routed},
+                           View{r.d_combined, 0, routed}, rb.d_weights});
+    lone(q, OpKind::kPermute, "permute", rows, Phase::kBackward, 0, moved,
+         PermuteBackward{rb.routing, l, View{r.d_combined, 0, routed}, View{r.dx, 0, rows}});
+    lone(q, OpKind::kGate, "gate", rows, Phase::kBackward, 2.0 * gate_flops, 0,
+         GateBackward{x, r.gate_w, r.gate_grad, rb.probs, rb.routing, rb.d_weights, View{r.dx, 0, rows}});
   }
 
   // All-to-all among ranks [0, g): `rows` rows of M elements to every other member.
@@ -359,6 +461,7 @@ class CalibrationBuilder {
   PlanBuilder b_;
   std::vector<Rank> ranks_;
   std::vector<std::vector<OpId>> last_;
+  std::map<std::pair<int, std::int64_t>, RoutingBuffers> routing_;
   int peer_slots_ = 1;
   std::int64_t ar_rows_ = 1;
   int next_sample_ = 0;

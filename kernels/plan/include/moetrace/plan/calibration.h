@@ -17,6 +17,14 @@
 //     min_peer_rows, 2 min_peer_rows, ..., max_peer_rows, none to itself (so
 //     its op bytes are its volume under every all-to-all rule); then
 //     all-reduces of g x R rows;
+//  2b. the routing ops on min_rows .. max_rows tokens, `repeats` times
+//     each: gate forward (softmax top-k over `experts`), permute, unpermute,
+//     and their backward passes (unpermute, permute, gate), so that `fit`
+//     has per-kind models of them over a range of sizes (the workload's
+//     runs hold them at one size only). The gate's input and weight are
+//     zero, so every token's probabilities tie and it routes to experts
+//     0 .. top_k-1 (ties go to the lower index, plan.h GateForward) on
+//     every executor: the permuted layout is known when the plan is built;
 //  3. offload (device to pinned host) and prefetch (back) of rows
 //     min_rows .. max_rows;
 //  4. interference: a long op of one class (compute, communication, copy)
@@ -60,14 +68,21 @@ struct CalibrationConfig {
   bool all_reduce = true;
   bool copies = true;
   bool interference = true;
+  // The routing ops' gate: the workload's number of experts and top-k (the
+  // gate's GEMM is tokens x M x experts; permute and unpermute move tokens x
+  // top_k rows).
+  bool routing_ops = true;
+  int experts = 8;
+  int top_k = 2;
   CalibrationEstimates estimates{};
 
   void validate() const;  // throws ConfigError naming the field
   std::vector<int> groups() const;  // the group sizes swept
 };
 
-// The model the executors draw weights and data for (one layer, one expert
-// per rank, M x H, top-1).
+// The model the executors draw weights and data for (one layer, M x H; rank
+// q's FFN ops use expert q; with routing ops, max(ranks, experts) experts and
+// their top-k, else one expert per rank and top-1).
 ModelShape calibration_model_shape(const CalibrationConfig& c);
 
 // The sweep as a plan (variant "calibration", one iteration).
