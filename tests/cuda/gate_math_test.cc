@@ -76,6 +76,10 @@ TEST(GateTopK, HighestFirstTiesToTheLowerExpert) {
   wide[69] = 3.0f;
   wide[33] = 2.0f;
   EXPECT_EQ(warp_top_k(wide, 3), (std::vector<int>{69, 33, 0}));
+  // All logits equal (the calibration sweep's zero gate, plan/calibration.h):
+  // the first k experts, in order, also across lanes (E = 40 > 32).
+  EXPECT_EQ(warp_top_k(std::vector<float>(8, 0.0f), 2), (std::vector<int>{0, 1}));
+  EXPECT_EQ(warp_top_k(std::vector<float>(40, 0.0f), 4), (std::vector<int>{0, 1, 2, 3}));
 }
 
 TEST(GateTopK, NanLogitsStillNameDistinctExpertsInRange) {
