@@ -893,9 +893,7 @@ class TraceLoader {
     progress("activities", 0.3);
     trace_.activities.reserve(in.kernels.size() + in.memcpys.size() + in.memsets.size());
     activity_op_ids_.reserve(trace_.activities.capacity());
-    std::map<std::tuple<std::array<std::int32_t, 3>, std::array<std::int32_t, 3>, std::int32_t, std::int32_t>,
-             std::int32_t>
-        launches;  // numbered in order of first use, as the writer numbers them
+    std::map<instrument::LaunchConfigKey, std::int32_t> launches;  // numbered as the writer numbers them
     // What kernels, copies and memsets share; the caller adds the rest.
     const auto activity = [&](ActivityType type, const auto& r) {
       Activity a;
@@ -912,7 +910,7 @@ class TraceLoader {
       Activity a = activity(ActivityType::kKernel, k);
       a.name = k.name;
       if (k.grid[0] >= 0) {
-        const auto [it, added] = launches.try_emplace({k.grid, k.block, k.shared_bytes, k.registers},
+        const auto [it, added] = launches.try_emplace(instrument::launch_config_key(k),
                                                       static_cast<std::int32_t>(trace_.launch_configs.size()));
         if (added) {
           LaunchConfig c;

@@ -41,7 +41,7 @@ struct TraceWriter::Link {
 
 struct TraceWriter::Pending {
   std::vector<std::pair<StringId, std::string>> strings;
-  std::vector<std::pair<std::int32_t, TraceWriter::LaunchConfig>> launches;
+  std::vector<std::pair<std::int32_t, LaunchConfigKey>> launches;
   std::vector<std::pair<std::string, std::string>> config;
   std::vector<DeviceRecord> devices;
   std::vector<RankRecord> ranks;
@@ -286,7 +286,7 @@ void TraceWriter::add(const KernelRecord& r) {
   std::unique_lock lock(mu_);
   std::int64_t launch_id = -1;
   if (r.grid[0] >= 0) {
-    const LaunchConfig lc{r.grid, r.block, r.shared_bytes, r.registers};
+    const LaunchConfigKey lc = launch_config_key(r);
     auto [it, inserted] = launches_.try_emplace(lc, static_cast<std::int32_t>(launches_.size()));
     if (inserted) pending_->launches.emplace_back(it->second, lc);
     launch_id = it->second;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <compare>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -78,6 +79,18 @@ struct KernelRecord {
   std::int32_t registers = -1;
   OpId op{};
 };
+
+// A kernel's launch configuration as the writer interns it into the
+// launch_configs table, numbered in order of first use. Readers that build
+// a trace's model from records in memory number them with the same key.
+struct LaunchConfigKey {
+  std::array<std::int32_t, 3> grid, block;
+  std::int32_t shared_bytes, registers;
+  auto operator<=>(const LaunchConfigKey&) const = default;
+};
+inline LaunchConfigKey launch_config_key(const KernelRecord& r) {
+  return {r.grid, r.block, r.shared_bytes, r.registers};
+}
 
 struct MemcpyRecord {
   RankId rank{};

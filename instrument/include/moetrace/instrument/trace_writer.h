@@ -174,12 +174,7 @@ class TraceWriter {
   mutable std::mutex mu_;             // guards pending_, strings_, time range
   std::unique_ptr<Pending> pending_;
   std::unordered_map<std::string, StringId> strings_;
-  struct LaunchConfig {
-    std::array<std::int32_t, 3> grid, block;
-    std::int32_t shared_bytes, registers;
-    auto operator<=>(const LaunchConfig&) const = default;
-  };
-  std::map<LaunchConfig, std::int32_t> launches_;  // interned launch configurations
+  std::map<LaunchConfigKey, std::int32_t> launches_;  // interned launch configurations
   std::int64_t next_op_id_ = 0;
   std::int64_t min_ts_ = INT64_MAX, max_ts_ = INT64_MIN;
   std::int64_t dropped_ = 0;
