@@ -300,7 +300,26 @@ Section fitted_models_section(const CostModel& m, const std::string& not_compute
   }
   if (m.compute.empty() && m.collectives.empty() && m.copies.empty())
     s.para("No op carries FLOPs or bytes, so nothing could be fitted.");
-  if (!m.compute.empty()) s.table("Computation (x = FLOPs):", table_of(m.compute, "op kind", false));
+  if (!m.compute.empty()) {
+    s.table("Computation (x = FLOPs; bytes for ops that carry none, such as permute and unpermute):",
+            table_of(m.compute, "op kind", false));
+    // What the simulator's cost model takes: the same points without a free
+    // intercept (cost_model.h). Where ops of one kind run different numbers of
+    // GEMMs (a gate's forward 1, its backward 2), the line above cannot fit
+    // them and this can.
+    Table t{{"op kind", "x", "alpha per launch", "beta (s/x)", "1/beta"}, {}};
+    for (const auto& f : m.compute) {
+      if (!f.launch_fit.usable) continue;
+      const bool flops = f.x == "flops";
+      const double beta = f.launch_fit.beta;
+      t.rows.push_back({f.kind, f.x, seconds(f.launch_fit.alpha_per_launch), fmt::format("{:.3g}", beta),
+                        beta > 0 ? si(1.0 / beta, flops ? "FLOP/s" : "B/s") : "-"});
+    }
+    if (!t.rows.empty())
+      s.table("Computation as the simulator takes it (t = launches x alpha + beta x; launches: the GEMMs an op runs, "
+              "expert FFN forward 2 and backward 4, recompute 1, gate backward 2, every other op 1):",
+              std::move(t));
+  }
   if (!m.collectives.empty())
     s.table(fmt::format("Collectives (one point per instance: x = bytes the busiest participant sends{}, t = the "
                         "shortest participant's time; 'x N' = group size):",

@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -231,6 +232,50 @@ TEST(RunCli, CalibrateWritesTheSweep) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("ranks"), std::string::npos) << r.err;
   std::filesystem::remove(db);
+}
+
+// The sweep's routing ops take the workload's experts and top-k, and
+// `fit` gives back the routing ops' costs of the model it ran on: gate
+// 7 us a GEMM launch at 30 TFLOP/s, permute 3 us at 900 GB/s, unpermute
+// 5 us at 600 GB/s (set here, none of them a preset's).
+TEST(RunCli, CalibrateSweepsTheRoutingOpsAndFitRecoversThem) {
+  const auto db = temp("calibrate_routing.db"), model = temp("calibrate_routing_model.json"),
+             fitted = temp("calibrate_routing_fit.json");
+  std::ofstream(model) << R"({"base": "h100-nvlink-ib", "compute_by_kind": {
+      "gate": {"alpha_s": 7e-6, "seconds_per_flop": 3.3333333333333335e-14},
+      "permute": {"alpha_s": 3e-6, "seconds_per_byte": 1.1111111111111112e-12},
+      "unpermute": {"alpha_s": 5e-6, "seconds_per_byte": 1.6666666666666667e-12}}})";
+  auto r = run_cli("run --backend sim --calibrate --ranks 2 --experts 6 --top-k 3 --cost-model " + model + " -q -o " +
+                   db);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto t = analyzer::load_trace(db);
+  ASSERT_EQ(t.layers.size(), 1u);
+  EXPECT_EQ(t.layers[0].num_experts, 6);
+  EXPECT_EQ(t.layers[0].top_k, 3);
+  int permutes = 0;
+  for (const auto& op : t.ops)
+    if (op.kind == OpKind::kPermute && op.phase == Phase::kForward &&
+        t.str(op.name).find(".rows64.") != std::string_view::npos) {
+      ++permutes;
+      EXPECT_EQ(op.bytes, 64 * 3 * 1024 * 2) << t.str(op.name);  // 64 tokens x top-3 rows of M = 1024 bf16
+    }
+  EXPECT_EQ(permutes, 2 * 2);  // two repeats on each of two ranks
+  r = run_cli("fit " + db + " -o " + fitted);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(testing::read_text(fitted));
+  const auto& by_kind = j.at("compute_by_kind");
+  for (const auto& [kind, alpha, per_flop, per_byte] :
+       {std::tuple{"gate", 7e-6, 1 / 30e12, 0.0}, std::tuple{"permute", 3e-6, 0.0, 1 / 900e9},
+        std::tuple{"unpermute", 5e-6, 0.0, 1 / 600e9}}) {
+    ASSERT_TRUE(by_kind.contains(kind)) << j.dump();
+    EXPECT_NEAR(by_kind[kind]["alpha_s"].get<double>(), alpha, 1e-3 * alpha) << kind;
+    EXPECT_NEAR(by_kind[kind]["seconds_per_flop"].get<double>(), per_flop, 1e-4 * per_flop + 1e-30) << kind;
+    EXPECT_NEAR(by_kind[kind]["seconds_per_byte"].get<double>(), per_byte, 1e-4 * per_byte + 1e-30) << kind;
+  }
+  r = run_cli("fit " + db + " --format text");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Computation as the simulator takes it"), std::string::npos) << r.out;
+  for (const auto& f : {db, model, fitted}) std::filesystem::remove(f);
 }
 
 }  // namespace
