@@ -105,10 +105,12 @@ class CalibrationBuilder {
         // Zero, not the model's W_g: the routing must not depend on values (see the header).
         r.gate_w = persistent(q, BufferTag::kParams, "gate", M, c.experts);
         r.gate_grad = persistent(q, BufferTag::kGrads, "gate.grads", M, c.experts);
+        // tokens x top_k rows: what permute writes is what unpermute
+        // combines (no expert between them), and one gradient buffer serves
+        // both backward ops.
         const std::int64_t routed = c.max_rows * c.top_k;
         r.permuted = persistent(q, BufferTag::kTI, "permuted", routed, M);
-        r.combined = persistent(q, BufferTag::kTO, "combined", routed, M);
-        r.d_combined = persistent(q, BufferTag::kGradTO, "d_combined", routed, M);
+        r.d_permuted = persistent(q, BufferTag::kGradTI, "d_permuted", routed, M);
       }
       ranks_.push_back(r);
     }
@@ -159,7 +161,7 @@ class CalibrationBuilder {
   struct Rank {
     StreamId compute, comm, copy;
     BufferId params, grads, x, mid, y, dy, dx, send, recv, ar, dev, host;
-    BufferId gate_w, gate_grad, permuted, combined, d_combined;  // routing ops
+    BufferId gate_w, gate_grad, permuted, d_permuted;  // routing ops
   };
   // A gate's outputs have its token count as rows: one set per (rank, size).
   struct RoutingBuffers {
@@ -280,13 +282,13 @@ class CalibrationBuilder {
     lone(q, OpKind::kPermute, "permute", rows, Phase::kForward, 0, moved,
          Permute{x, rb.routing, l, View{r.permuted, 0, routed}});
     lone(q, OpKind::kUnpermute, "unpermute", rows, Phase::kForward, 0, moved,
-         Unpermute{rb.routing, l, View{r.combined, 0, routed}, y});
+         Unpermute{rb.routing, l, View{r.permuted, 0, routed}, y});
     if (!c_.backward) return;
     lone(q, OpKind::kUnpermute, "unpermute", rows, Phase::kBackward, 0, 2 * moved,
-         UnpermuteBackward{rb.routing, l, View{r.dy, 0, rows}, View{r.combined, 0, routed},
-                           View{r.d_combined, 0, routed}, rb.d_weights});
+         UnpermuteBackward{rb.routing, l, View{r.dy, 0, rows}, View{r.permuted, 0, routed},
+                           View{r.d_permuted, 0, routed}, rb.d_weights});
     lone(q, OpKind::kPermute, "permute", rows, Phase::kBackward, 0, moved,
-         PermuteBackward{rb.routing, l, View{r.d_combined, 0, routed}, View{r.dx, 0, rows}});
+         PermuteBackward{rb.routing, l, View{r.d_permuted, 0, routed}, View{r.dx, 0, rows}});
     lone(q, OpKind::kGate, "gate", rows, Phase::kBackward, 2.0 * gate_flops, 0,
          GateBackward{x, r.gate_w, r.gate_grad, rb.probs, rb.routing, rb.d_weights, View{r.dx, 0, rows}});
   }
