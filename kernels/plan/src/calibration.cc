@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "build_common.h"
@@ -200,22 +201,28 @@ class CalibrationBuilder {
   }
   std::vector<OpId> after(int q) const { return last_[static_cast<std::size_t>(q)]; }
 
-  OpId ffn(int q, std::int64_t rows, Phase phase, std::vector<OpId> deps = {}, bool chain = true) {
-    const Rank& r = ranks_[static_cast<std::size_t>(q)];
+  // A sample op of rank q on `stream`: its own coordinates, and a name
+  // "calib.WHAT.rowsN.sK" (".bwd" after a backward one's).
+  OpArgs sample_op(int q, OpKind kind, std::string_view what, std::int64_t rows, Phase phase, StreamId stream) {
     Coords co = sample();
     co.phase = phase;
     OpArgs a;
-    a.kind = OpKind::kExpertFfn;
+    a.kind = kind;
     a.coords = co;
+    a.name = fmt::format("calib.{}.rows{}.s{}{}", what, rows, co.chunk, phase == Phase::kBackward ? ".bwd" : "");
     a.rank = RankId(q);
-    a.stream = r.compute;
+    a.stream = stream;
+    return a;
+  }
+
+  OpId ffn(int q, std::int64_t rows, Phase phase, std::vector<OpId> deps = {}, bool chain = true) {
+    const Rank& r = ranks_[static_cast<std::size_t>(q)];
+    OpArgs a = sample_op(q, OpKind::kExpertFfn, "ffn", rows, phase, r.compute);
     const std::vector<RowSpan> spans = {RowSpan{0, rows}};
     if (phase == Phase::kForward) {
-      a.name = fmt::format("calib.ffn.rows{}.s{}", rows, co.chunk);
       a.flops = ffn_forward_flops(rows, c_.model_dim, c_.expert_hidden);
       a.data = FfnForward{q, r.params, r.x, r.mid, r.y, spans};
     } else {
-      a.name = fmt::format("calib.ffn.rows{}.s{}.bwd", rows, co.chunk);
       a.flops = ffn_backward_flops(rows, c_.model_dim, c_.expert_hidden);
       a.data = FfnBackward{q, r.params, r.grads, r.x, r.mid, r.dy, r.dx, spans};
     }
@@ -251,14 +258,7 @@ class CalibrationBuilder {
   // One op of rank q on its compute stream, after everything the rank ran before.
   void lone(int q, OpKind kind, const char* what, std::int64_t rows, Phase phase, double flops, std::int64_t bytes,
             OpData data) {
-    Coords co = sample();
-    co.phase = phase;
-    OpArgs a;
-    a.kind = kind;
-    a.coords = co;
-    a.name = fmt::format("calib.{}.rows{}.s{}{}", what, rows, co.chunk, phase == Phase::kBackward ? ".bwd" : "");
-    a.rank = RankId(q);
-    a.stream = ranks_[static_cast<std::size_t>(q)].compute;
+    OpArgs a = sample_op(q, kind, what, rows, phase, ranks_[static_cast<std::size_t>(q)].compute);
     a.flops = flops;
     a.bytes = bytes;
     a.data = std::move(data);
@@ -355,13 +355,8 @@ class CalibrationBuilder {
 
   OpId copy(int q, std::int64_t rows, bool offload, std::vector<OpId> deps = {}, bool chain = true) {
     const Rank& r = ranks_[static_cast<std::size_t>(q)];
-    const Coords co = sample();
-    OpArgs a;
-    a.kind = offload ? OpKind::kOffload : OpKind::kPrefetch;
-    a.coords = co;
-    a.name = fmt::format("calib.{}.rows{}.s{}", offload ? "offload" : "prefetch", rows, co.chunk);
-    a.rank = RankId(q);
-    a.stream = r.copy;
+    OpArgs a = sample_op(q, offload ? OpKind::kOffload : OpKind::kPrefetch, offload ? "offload" : "prefetch", rows,
+                         Phase::kForward, r.copy);
     a.bytes = rows * c_.model_dim * c_.elem_bytes;
     a.data = offload ? Copy{View{r.dev, 0, rows}, View{r.host, 0, rows}} : Copy{View{r.host, 0, rows}, View{r.dev, 0, rows}};
     a.extra_deps = chain ? after(q) : std::vector<OpId>{};
