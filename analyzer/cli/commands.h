@@ -28,6 +28,7 @@ void add_import_command(CLI::App& app);
 void add_export_command(CLI::App& app);
 void add_fit_command(CLI::App& app);
 void add_diff_command(CLI::App& app);
+void add_replay_command(CLI::App& app);
 
 // Thrown by a command that ran fine but must exit non-zero (diff thresholds).
 struct ExitStatus {

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   moetrace::cli::add_run_command(app);
   moetrace::cli::add_fit_command(app);
   moetrace::cli::add_diff_command(app);
+  moetrace::cli::add_replay_command(app);
   moetrace::cli::add_import_command(app);
   moetrace::cli::add_export_command(app);
   moetrace::cli::add_recommend_command(app);

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The replay error table of BENCHMARKS.md ("Replay"): `moetrace replay` of
+# every real trace we have (../shared/data, tests/data/gpu, the PyTorch peer
+# trace), worst iteration and worst MoE-layer error, graph make-up.
+#   bash bench/replay_errors.sh [build/ci/bin/moetrace]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=${1:-build/ci/bin/moetrace}
+data=../shared/data/external
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+traces=()
+for f in "$data"/kineto/*.json.gz "$data"/nsys/*.sqlite tests/data/gpu/torch_moe_peer.json.gz; do traces+=("$f"); done
+for f in tests/data/gpu/*.db.gz tests/data/gpu/pipemoe_sweep/*.db.gz; do
+  out="$work/$(basename "${f%.gz}")"
+  gzip -dc "$f" > "$out"
+  traces+=("$out")
+done
+printf '%-52s %6s %5s %9s %9s %7s %7s %s\n' trace ranks iters worst_it worst_lay infer unexpl "missing"
+for f in "${traces[@]}"; do
+  if ! j=$("$bin" replay "$f" --format json 2>/dev/null); then
+    printf '%-52s %s\n' "$(basename "$f")" "(replay failed)"
+    continue
+  fi
+  printf '%s' "$j" > "$work/replay.json"
+  python3 - "$f" "$work/replay.json" <<'PY'
+import json, os, sys
+j = json.load(open(sys.argv[2]))
+it = j["iterations"]
+ranks = len({r["rank"] for r in it})
+g = j["graph"]
+miss = "; ".join(m.split(":")[0] for m in g["missing"])
+print("%-52s %6d %5d %8.2f%% %8s %7d %7d %s" % (os.path.basename(sys.argv[1])[:52], ranks, len(it),
+      100 * j["max_iteration_error"], ("%.2f%%" % (100 * j["max_layer_error"])) if j["layers"] else "-",
+      g["edge_counts"]["inferred_cross_stream"], g["unexplained"], miss))
+PY
+done
