@@ -106,14 +106,18 @@ class Builder {
     return it == latency_index_.end() ? kZero : g_.latencies[it->second];
   }
 
-  // The rank's launch latency and queue gap (exec_graph.h).
+  // The rank's launch latencies and queue gaps (exec_graph.h).
   void measure_latencies() {
+    struct Launches {
+      std::vector<std::int64_t> from_start, from_end;
+    };
     struct Samples {
-      std::array<std::vector<std::int64_t>, 3> launch;
+      std::array<Launches, 3> launch;
       std::vector<std::int64_t> gap;
     };
     std::map<std::int32_t, Samples> samples;
     std::map<std::pair<std::int32_t, std::int32_t>, std::vector<std::int64_t>> name_gaps;  // (rank, name)
+    std::map<std::tuple<std::int32_t, std::int32_t, int>, Launches> call_launches;      // (rank, call name, type)
     for (std::size_t s = 0; s < t_.streams.size(); ++s) {
       const auto rank = t_.streams[s].rank.value;
       auto& [launches, gap] = samples[rank];
@@ -121,11 +125,19 @@ class Builder {
         const auto& a = t_.activities[i];
         const auto c = launch_call_[i];
         if (c < 0) continue;
-        const auto call_start = t_.api_calls[static_cast<std::size_t>(c)].start_ns;
+        const auto& call = t_.api_calls[static_cast<std::size_t>(c)];
         const bool first = i == t_.activity_track_begin[s];
         const auto prev_end = first ? INT64_MIN : t_.activities[i - 1].end_ns;
-        if (prev_end < call_start) {
-          if (a.start_ns >= call_start) launches[static_cast<std::size_t>(a.type)].push_back(a.start_ns - call_start);
+        if (prev_end < call.start_ns) {
+          // The first activity of a stream is no sample: the stream may have
+          // held work from before the trace began.
+          if (first || a.start_ns < call.start_ns) continue;
+          auto& l = launches[static_cast<std::size_t>(a.type)];
+          l.from_start.push_back(a.start_ns - call.start_ns);
+          l.from_end.push_back(a.start_ns - call.end_ns);
+          auto& k = call_launches[{rank, call.name.value, static_cast<int>(a.type)}];
+          k.from_start.push_back(a.start_ns - call.start_ns);
+          k.from_end.push_back(a.start_ns - call.end_ns);
         } else if (a.start_ns >= prev_end) {
           gap.push_back(a.start_ns - prev_end);
           if (a.type == ActivityType::kKernel) name_gaps[{rank, a.name.value}].push_back(a.start_ns - prev_end);
@@ -136,12 +148,16 @@ class Builder {
       RankLatencies l;
       l.rank = rank;
       for (std::size_t k = 0; k < 3; ++k) {
-        l.launch_samples[k] = static_cast<std::int64_t>(v.launch[k].size());
-        l.launch_ns[k] = median_of(v.launch[k]);
+        l.launch_samples[k] = static_cast<std::int64_t>(v.launch[k].from_start.size());
+        l.launch_ns[k] = median_of(v.launch[k].from_start);
+        l.launch_after_call_ns[k] = median_of(v.launch[k].from_end);
       }
       // A kind never launched on an idle stream: the kernels' latency.
       for (std::size_t k = 1; k < 3; ++k)
-        if (l.launch_samples[k] == 0) l.launch_ns[k] = l.launch_ns[0];
+        if (l.launch_samples[k] == 0) {
+          l.launch_ns[k] = l.launch_ns[0];
+          l.launch_after_call_ns[k] = l.launch_after_call_ns[0];
+        }
       l.queue_gap_samples = static_cast<std::int64_t>(v.gap.size());
       l.queue_gap_ns = median_of(v.gap);
       latency_index_[rank] = g_.latencies.size();
@@ -149,6 +165,19 @@ class Builder {
     }
     for (auto& [key, v] : name_gaps)
       if (v.size() >= kNameSamples) name_gap_[key] = median_of(v);
+    for (auto& [key, v] : call_launches)
+      if (v.from_start.size() >= kNameSamples) call_launch_[key] = {median_of(v.from_start), median_of(v.from_end)};
+  }
+
+  // An activity's launch latencies from its call's start and from its end:
+  // those of its call's kind (cudaLaunchKernel, cudaGraphLaunch, ...) and
+  // its work's kind where the trace has kNameSamples such launches on an
+  // idle stream, else its work's kind's on the rank.
+  std::pair<std::int64_t, std::int64_t> launch_latency(const Activity& a, const ApiCall& call) const {
+    if (auto it = call_launch_.find({a.rank.value, call.name.value, static_cast<int>(a.type)}); it != call_launch_.end())
+      return it->second;
+    const auto& l = lat(a.rank.value);
+    return {l.launch_ns[static_cast<std::size_t>(a.type)], l.launch_after_call_ns[static_cast<std::size_t>(a.type)]};
   }
 
   // The queue gap before an activity: its kernel's own where the trace
@@ -328,8 +357,9 @@ class Builder {
           todo.insert(todo.end(), deps[static_cast<std::size_t>(p)].begin(), deps[static_cast<std::size_t>(p)].end());
           continue;
         }
-        const auto& src = t_.activities[static_cast<std::size_t>(l)];
-        if (src.stream == stream || src.rank.value != t_.activities[target].rank.value) continue;
+        // Across ranks too: emulated ranks share one device, and their
+        // collectives are such dependencies.
+        if (t_.activities[static_cast<std::size_t>(l)].stream == stream) continue;
         cross_[target].push_back(static_cast<std::uint32_t>(l));
       }
     }
@@ -337,21 +367,27 @@ class Builder {
 
   void launch_and_stream_edges() {
     // Every activity's end on each rank, for the inferred waits.
+    // Every activity's end on each device (emulated ranks share one device
+    // and wait for each other's streams), for the inferred waits.
+    auto device_of = [&](const Activity& a) {
+      return a.stream >= 0 ? t_.streams[static_cast<std::size_t>(a.stream)].device.value : -1;
+    };
     std::map<std::int32_t, std::vector<std::pair<std::int64_t, std::uint32_t>>> ends;
     for (std::size_t i = 0; i < t_.activities.size(); ++i)
-      ends[t_.activities[i].rank.value].push_back({t_.activities[i].end_ns, static_cast<std::uint32_t>(i)});
+      ends[device_of(t_.activities[i])].push_back({t_.activities[i].end_ns, static_cast<std::uint32_t>(i)});
     for (auto& [r, v] : ends) std::sort(v.begin(), v.end());
     for (std::size_t s = 0; s < t_.streams.size(); ++s) {
-      const auto& l = lat(t_.streams[s].rank.value);
       for (auto i = t_.activity_track_begin[s]; i < t_.activity_track_begin[s + 1]; ++i) {
         const auto& a = t_.activities[i];
         std::int64_t allowed = INT64_MIN;
         const auto c = launch_call_[i];
         if (c >= 0 && g_.api_start[static_cast<std::size_t>(c)] != ExecGraph::kNone) {
-          const auto launch_ns = l.launch_ns[static_cast<std::size_t>(a.type)];
-          g_.add_edge(g_.api_start[static_cast<std::size_t>(c)], g_.activity_start[i], launch_ns,
+          const auto& call = t_.api_calls[static_cast<std::size_t>(c)];
+          const auto [from_start, from_end] = launch_latency(a, call);
+          g_.add_edge(g_.api_start[static_cast<std::size_t>(c)], g_.activity_start[i], from_start,
                       ExecEdgeKind::kLaunch);
-          allowed = t_.api_calls[static_cast<std::size_t>(c)].start_ns + launch_ns;
+          g_.add_edge(g_.api_end[static_cast<std::size_t>(c)], g_.activity_start[i], from_end, ExecEdgeKind::kLaunch);
+          allowed = std::max(call.start_ns + from_start, call.end_ns + from_end);
         } else {
           ++g_.unlaunched;
         }
@@ -370,7 +406,7 @@ class Builder {
         if (a.start_ns - allowed <= o_.unexplained_ns) continue;
         // Started later than its launch and stream allowed: the other
         // stream's activity that ended last before it, if after `allowed`.
-        const auto& v = ends[a.rank.value];
+        const auto& v = ends[device_of(a)];
         auto it = std::upper_bound(v.begin(), v.end(), std::make_pair(a.start_ns, ~0u));
         std::int64_t found = -1;
         for (int walked = 0; it != v.begin() && walked < 64; ++walked) {
@@ -389,9 +425,10 @@ class Builder {
         if (a.start_ns - allowed > o_.unexplained_ns) {
           ++g_.unexplained;
           g_.unexplained_ns += a.start_ns - allowed;
-          // Work without a launching call that nothing explains keeps its
-          // measured start (the trace holds nothing that could move it).
-          if (c < 0) {
+          // Work without a launching call, or the first work of a stream,
+          // that nothing explains keeps its measured start: what held it
+          // lies outside the trace (before it began, or in another process).
+          if (c < 0 || first) {
             if (g_.anchored.empty()) g_.anchored.assign(g_.nodes.size(), 0);
             g_.anchored[g_.activity_start[i]] = 1;
           }
@@ -432,9 +469,9 @@ class Builder {
       op_last.assign(t_.ops.size(), -1);
       for (std::size_t i = 0; i < t_.activities.size(); ++i) {
         const auto& a = t_.activities[i];
-        if (a.type != ActivityType::kKernel || a.op < 0 || static_cast<std::size_t>(a.op) >= t_.ops.size() ||
-            !is_communication(classify_activity(t_, a)))
-          continue;
+        // Every activity of the collective's op: the kernels of a
+        // communication library, or the copies of an emulated communicator.
+        if (a.op < 0 || static_cast<std::size_t>(a.op) >= t_.ops.size()) continue;
         auto& f = op_first[static_cast<std::size_t>(a.op)];
         auto& l = op_last[static_cast<std::size_t>(a.op)];
         if (f < 0 || a.start_ns < t_.activities[static_cast<std::size_t>(f)].start_ns) f = static_cast<std::int64_t>(i);
@@ -521,6 +558,8 @@ class Builder {
   // Samples a kernel name needs for a queue gap of its own.
   static constexpr std::size_t kNameSamples = 3;
   std::map<std::pair<std::int32_t, std::int32_t>, std::int64_t> name_gap_;  // (rank, name) -> queue gap
+  // (rank, call name, activity type) -> launch latency from the call's start, from its end.
+  std::map<std::tuple<std::int32_t, std::int32_t, int>, std::pair<std::int64_t, std::int64_t>> call_launch_;
   std::map<std::size_t, std::vector<std::uint32_t>> cross_;
   std::vector<std::size_t> duration_edge_;
 };

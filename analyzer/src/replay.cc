@@ -1,8 +1,6 @@
 #include "moetrace/analyzer/replay.h"
 
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <tuple>
 
@@ -86,14 +84,6 @@ ReplaySummary replay(const Trace& trace, const ExecGraphOptions& options) {
   const auto g = build_exec_graph(trace, options);
   const auto times = evaluate_exec_graph(g);
   const auto r = replayed_trace(trace, g, times);
-  if (std::getenv("MOETRACE_REPLAY_DEBUG")) {
-    for (std::size_t i = 0; i < trace.activities.size(); ++i) {
-      const auto& a = trace.activities[i];
-      std::fprintf(stderr, "act %zu s%d %s %lld %lld d=%lld\n", i, a.stream, std::string(trace.str(a.name)).substr(0, 40).c_str(),
-                   (long long)(a.start_ns - trace.run.start_ns), (long long)(times[g.activity_start[i]] - trace.run.start_ns),
-                   (long long)(times[g.activity_start[i]] - a.start_ns));
-    }
-  }
   return compare_replay(trace, r, g);
 }
 

@@ -23,11 +23,18 @@
 //   kDuration     a GPU activity's start -> its end: its measured duration
 //                 (a collective joined across ranks: its transfer part only,
 //                 see kCollective).
-//   kLaunch       the launching call's start (correlation id) -> the
-//                 activity's start: the rank's launch latency of its kind of
-//                 work (kernel, copy, memset), the median of (start - call
-//                 start) over the activities of that kind whose stream was
-//                 idle when they were launched.
+//   kLaunch       the launching call (correlation id) -> the activity's
+//                 start, two edges: from the call's start and from its end,
+//                 each with the median of (start - call start) or (start -
+//                 call end) over the launches on an idle stream of the same
+//                 call (cudaLaunchKernel, cudaGraphLaunch, cudaMemcpyAsync,
+//                 ...) and kind of work (kernel, copy, memset) on the rank
+//                 where the trace has 3 such or more, else of that kind of
+//                 work. The end bounds a call that took long before it
+//                 submitted the work (the first launch of a kernel loads its
+//                 module: 160 ms on the dpmoe fixture's rank 0); the start
+//                 bounds a call that returns long after its work started (a
+//                 graph launch).
 //   kStreamOrder  an activity's end -> the next activity's start on the same
 //                 stream: the queue gap, the median of (start - previous end)
 //                 over the activities launched before their stream's
@@ -46,9 +53,10 @@
 //                 CUDA sync events are on): an activity that started later
 //                 than its launch and its stream allowed (by more than
 //                 ExecGraphOptions::unexplained_ns) waited for the activity
-//                 of another stream of its rank that ended last before it
-//                 started, if that one ended after the allowed start: its
-//                 end -> this start, the queue gap. Marked inferred.
+//                 of another stream of its device (emulated ranks share one)
+//                 that ended last before it started, if that one ended
+//                 after the allowed start: its end -> this start, the queue
+//                 gap. Marked inferred.
 //   kSync         a GPU activity's end -> the end of a host call that waited
 //                 for it (HTA's blocking calls: cudaDeviceSynchronize: the
 //                 last activity of every stream of the rank launched before
@@ -64,7 +72,11 @@
 //                 one rank recorded a collective keeps its measured duration.
 // Activities the graph cannot explain (they started later than every edge
 // into them allows, by more than unexplained_ns) are counted: the replay
-// starts them early, and that shows as replay error.
+// starts them early, and that shows as replay error; except the first
+// activity of a stream and an activity without a launching call, which keep
+// their measured start (anchored): what held them lies outside the trace
+// (work before the trace began, another process). The launch latencies are
+// measured without the first activity of each stream for the same reason.
 #pragma once
 
 #include <array>
@@ -128,7 +140,8 @@ struct AddedTask {
 // kernel takes 10-20 us on the GPU fixtures).
 struct RankLatencies {
   std::int32_t rank = 0;
-  std::array<std::int64_t, 3> launch_ns{}, launch_samples{};  // by ActivityType
+  std::array<std::int64_t, 3> launch_ns{}, launch_samples{};  // by ActivityType, from the call's start
+  std::array<std::int64_t, 3> launch_after_call_ns{};          // from the call's end (may be negative)
   std::int64_t queue_gap_ns = 0, queue_gap_samples = 0;
 };
 
