@@ -5,6 +5,8 @@
 #include <sstream>
 
 #include "commands.h"
+#include "moetrace/analyzer/graph_whatif.h"
+#include "moetrace/analyzer/recommend.h"
 #include "moetrace/analyzer/replay.h"
 
 namespace moetrace::cli {
@@ -16,6 +18,8 @@ void add_replay_command(CLI::App& app) {
     std::string format = "text";
     std::string output;
     bool no_collectives = false;
+    std::vector<std::string> what_ifs;
+    std::string cost_model;
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
@@ -29,22 +33,37 @@ void add_replay_command(CLI::App& app) {
   cmd->add_option("--output,-o", opt->output, "Write to this file instead of stdout");
   cmd->add_flag("--no-collectives", opt->no_collectives,
                 "Do not join collectives across ranks: each keeps its measured duration");
+  cmd->add_option("--what-if", opt->what_ifs,
+                  "Change the graph and predict (repeatable): pipeline_degree=R (split each MoE layer's dispatch, "
+                  "experts and combine into R pipelined chunks), overlap=off|on")
+      ->type_name("KEY=VALUE");
+  cmd->add_option("--cost-model", opt->cost_model,
+                  "Where a what-if's new durations come from where the trace cannot fit them: a cost-model JSON "
+                  "file (moetrace fit of a calibration run), a simulator preset, or 'fitted' (default: the trace's "
+                  "own fit where it has the op at several sizes, else the h100-nvlink-ib preset)");
   cmd->callback([opt] {
+    analyzer::GraphWhatIfs w;
+    for (const auto& kv : opt->what_ifs) analyzer::parse_graph_what_if(kv, w);
+    analyzer::RecommendOptions ro;
+    apply_cost_model_arg(opt->cost_model, ro);
     const auto trace = load_traces(opt->traces, moe_rules_options(opt->moe));
     analyzer::ExecGraphOptions go;
     go.collectives = !opt->no_collectives;
-    analyzer::ReplaySummary s;
+    analyzer::ReplayWithWhatIfs r;
     {
       Progress progress("replaying " + trace.run.path);
       progress.update("", 0.0);
-      s = analyzer::replay(trace, go);
+      r = analyzer::replay_with_what_ifs(trace, w, ro, go);
     }
+    std::vector<std::string> lines = r.what_ifs.applied;
+    for (const auto& n : r.what_ifs.notes) lines.push_back(n);
     if (opt->format == "json") {
-      write_output(opt->output,
-                   analyzer::replay_json(trace, s).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+      auto j = analyzer::replay_json(trace, r.summary, r.what_ifs.applied);
+      j["what_if_notes"] = r.what_ifs.notes;
+      write_output(opt->output, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     } else {
       std::ostringstream out;
-      analyzer::write_replay_text(out, trace, s);
+      analyzer::write_replay_text(out, trace, r.summary, lines);
       write_output(opt->output, out.str());
     }
   });

@@ -22,8 +22,11 @@ std::vector<std::int64_t> evaluate_exec_graph(const ExecGraph& g) {
   std::vector<std::int64_t> t(n, INT64_MIN);
   std::vector<std::uint32_t> ready;
   ready.reserve(n);
+  std::vector<std::uint8_t> reached(n, 0);  // a live edge leads into it
+  for (const auto& e : g.edges)
+    if (e.latency_ns != ExecGraph::kRemoved) reached[e.to] = 1;
   for (std::size_t i = 0; i < n; ++i) {
-    if (indegree[i] == 0 || (!g.anchored.empty() && g.anchored[i])) t[i] = g.nodes[i].measured_ns;
+    if (!reached[i] || (!g.anchored.empty() && g.anchored[i])) t[i] = g.nodes[i].measured_ns;
     if (indegree[i] == 0) ready.push_back(static_cast<std::uint32_t>(i));
   }
   std::vector<std::uint8_t> done(n, 0);
@@ -32,7 +35,7 @@ std::vector<std::int64_t> evaluate_exec_graph(const ExecGraph& g) {
     done[u] = 1;
     for (auto k = begin[u]; k < begin[u + 1]; ++k) {
       const auto& e = g.edges[out[k]];
-      t[e.to] = std::max(t[e.to], t[u] + e.latency_ns);
+      if (e.latency_ns != ExecGraph::kRemoved) t[e.to] = std::max(t[e.to], t[u] + e.latency_ns);
       if (--indegree[e.to] == 0) ready.push_back(e.to);
     }
   }

@@ -186,8 +186,15 @@ class ExecGraph {
   std::vector<std::string> missing;
 
   static constexpr std::uint32_t kNone = ~0u;
+  // The latency of an edge a what-if took out: it orders nothing.
+  static constexpr std::int64_t kRemoved = INT64_MIN;
   std::uint32_t add_node(std::int64_t measured_ns, ExecNode::Kind kind, std::uint32_t ref, bool end);
   void add_edge(std::uint32_t from, std::uint32_t to, std::int64_t latency_ns, ExecEdgeKind kind);
+  void remove_edge(std::size_t edge) {
+    if (edges[edge].latency_ns == kRemoved) return;
+    edges[edge].latency_ns = kRemoved;
+    --edge_counts[static_cast<std::size_t>(edges[edge].kind)];
+  }
 };
 
 ExecGraph build_exec_graph(const Trace& trace, const ExecGraphOptions& options = {});
