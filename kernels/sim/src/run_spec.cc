@@ -366,6 +366,8 @@ void RunSpec::validate() const {
     c.common = common;
     c.model = planner(*this);
     c.shadow_experts = shadow_experts;
+    c.smart_schedule_group = smart_schedule_group;
+    c.count_exchange = count_exchange;
     c.validate();
   }
   if (plan_builder != "auto" && plan_builder != "full" && plan_builder != "timing")
@@ -413,6 +415,8 @@ plan::Plan build_plan(const RunSpec& s, const plan::ExpertLoad& load,
   c.common = s.common;
   c.model = planner(s);
   c.shadow_experts = s.shadow_experts;
+  c.smart_schedule_group = s.smart_schedule_group;
+  c.count_exchange = s.count_exchange;
   c.placements = placements;
   return plan::build_fastermoe(c, load);
 }
@@ -566,6 +570,10 @@ RunSpec run_spec_from_json(std::string_view text, RunSpec s) {
           for (const auto& e : pv) s.shadow_experts.push_back(get_number<int>(e, pf + "[]"));
         } else if (pk == "model") {
           read_planner(pv, pf, s.planner_model);
+        } else if (pk == "smart_schedule_group") {
+          s.smart_schedule_group = get_number<int>(pv, pf);
+        } else if (pk == "count_exchange") {
+          s.count_exchange = get_bool(pv, pf);
         } else {
           return false;
         }
@@ -618,7 +626,9 @@ std::string RunSpec::to_json() const {
     if (planner_model) j["pro_prophet"]["model"] = planner_json(*planner_model);
   }
   if (variant == "fastermoe") {
-    j["fastermoe"] = {{"shadow_experts", shadow_experts}};
+    j["fastermoe"] = {{"shadow_experts", shadow_experts},
+                      {"smart_schedule_group", smart_schedule_group},
+                      {"count_exchange", count_exchange}};
     if (planner_model) j["fastermoe"]["model"] = planner_json(*planner_model);
   }
   j["plan_builder"] = plan_builder;
