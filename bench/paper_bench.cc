@@ -111,8 +111,8 @@ void print_rows(const std::vector<Row>& rows, Format format) {
   }
   const auto s = fidelity::summarize(rows);
   std::printf("\n%d rows simulated: %s; %d null simulated effects against a paper effect >= 5 %% (misses); %d rows "
-              "not simulated\n",
-              s.points + s.ranges, counts_text(s).c_str(), s.null_effects, s.not_simulated);
+              "not simulated; %d calibration inputs (not counted)\n",
+              s.points + s.ranges, counts_text(s).c_str(), s.null_effects, s.not_simulated, s.calibration);
   // By paper, in the order the rows came.
   std::vector<std::string> papers;
   for (const auto& r : rows)

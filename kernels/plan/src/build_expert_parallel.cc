@@ -191,6 +191,13 @@ Plan build_fastermoe(const FasterMoeConfig& config, const ExpertLoad& load) {
   EpSpec spec = detail::base_spec("fastermoe", config, load);
   spec.balance = Balance::kFasterMoe;
   spec.perf = config.model;
+  if (config.smart_schedule_group > 0) {
+    // smart_schedule.cpp: pipeline_gran is capped at the world size.
+    const int g = std::min(config.smart_schedule_group, config.common.ranks);
+    spec.chunks = config.common.ranks / g;
+    spec.exchange_peers = spec.chunks > 1 ? g : 0;
+  }
+  spec.count_exchange = config.count_exchange;
   const auto sizes = planner_sizes(config.common.model);
   const int P = config.common.ranks, E = config.common.model.num_experts;
   if (!config.placements.empty()) {

@@ -189,6 +189,11 @@ void FasterMoeConfig::validate() const {
     if (e < 0 || e >= common.model.num_experts)
       fail(fmt::format("shadow_experts entry ({}) is not an expert index below num_experts ({})",
                        e, common.model.num_experts));
+  if (smart_schedule_group < 0)
+    fail(fmt::format("smart_schedule_group ({}) must not be negative", smart_schedule_group));
+  if (smart_schedule_group > 0 && smart_schedule_group < common.ranks && common.ranks % smart_schedule_group != 0)
+    fail(fmt::format("ranks ({}) is not divisible by smart_schedule_group ({})", common.ranks,
+                     smart_schedule_group));
   check_given_placements(common, placements);
 }
 
@@ -268,7 +273,9 @@ std::string to_json(const FasterMoeConfig& c) {
   return nlohmann::json{{"variant", "fastermoe"},
                         {"common", common_json(c.common)},
                         {"model", perf_json(c.model)},
-                        {"shadow_experts", c.shadow_experts}}
+                        {"shadow_experts", c.shadow_experts},
+                        {"smart_schedule_group", c.smart_schedule_group},
+                        {"count_exchange", c.count_exchange}}
       .dump();
 }
 

@@ -32,6 +32,8 @@ struct EpSpec {
   Balance balance = Balance::kNone;
   bool block_schedule = false;
   bool capacity_padding = false;  // DpMoeConfig::capacity_padding (DeepSpeed-MoE)
+  int exchange_peers = 0;         // Collective::exchange_peers of every chunk's all-to-all
+  bool count_exchange = false;    // FasterMoeConfig::count_exchange
   std::vector<std::vector<ExpertPlacement>> placement;  // [iteration][layer]
   ProProphetModel perf;
   PlanDetail detail;
@@ -139,6 +141,7 @@ class EpBuilder {
   // the largest chunk of c's parity (T_DI, T_DO) and the largest of all (T_M).
   std::pair<std::int64_t, std::int64_t> slot_rows(int l, int q, int c) const;
   void expert_forward(int j, int l, int c);
+  void count_exchange(int l, const Coords& co);
   void block_output(int j, int l, const Coords& co);
 
   // ep_backward.cc

@@ -105,6 +105,35 @@ void EpBuilder::expert_forward(int j, int l, int c) {
   }
 }
 
+// FastMoE's prepare_forward and FasterMoE's shadow policy (FasterMoeConfig::
+// count_exchange): the per-expert counts of the gate go to every rank, by
+// expert_exchange and by the policy's all_gather. Both are timing-only
+// all-to-alls after the gate (they read its routing) on the comm stream;
+// their startup is what they cost.
+void EpBuilder::count_exchange(int l, const Coords& co) {
+  LayerState& L = layer(l);
+  const std::int64_t count_bytes = 8;  // int64 counts
+  for (const char* what : {"count_exchange", "count_all_gather"}) {
+    const CollectiveId id = b_.next_collective();
+    const std::vector<RankId> group = world_group();
+    for (int p = 0; p < P_; ++p) {
+      Collective col;
+      col.id = id;
+      col.kind = CollectiveKind::kAllToAllV;
+      col.group = group;
+      col.moves_data = false;
+      OpArgs a = op_at(OpKind::kDispatchAllToAll, co, what, RankId(p), streams(p).comm);
+      // expert_exchange sends each peer its E/P counts; the all_gather sends
+      // every rank all E counts.
+      a.bytes = std::string_view(what) == "count_exchange" ? (P_ - 1) * local_ * count_bytes
+                                                          : (P_ - 1) * E_ * count_bytes;
+      a.data = std::move(col);
+      a.extra_access = {{L.rank[at(p)].routing, schema::Access::kRead}};
+      b_.add(std::move(a));
+    }
+  }
+}
+
 // Attention and the dense FFN after the combined MoE output y.
 void EpBuilder::block_output(int j, int l, const Coords& co) {
   LayerState& L = layer(l);
@@ -167,6 +196,7 @@ void EpBuilder::forward(int j, int l) {
     }
     trans(j, l, 0, 2 * M, "trans");
   } else if (spec_.balance == Balance::kFasterMoe) {
+    if (spec_.count_exchange) count_exchange(l, co);
     trans(j, l, 0, 2 * M, "shadow_broadcast");
   }
 

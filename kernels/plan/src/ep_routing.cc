@@ -202,6 +202,7 @@ void EpBuilder::all_to_all(OpKind kind, const Coords& co, int c, bool to_experts
     col.id = id;
     col.kind = CollectiveKind::kAllToAllV;
     col.group = group;
+    col.exchange_peers = spec_.exchange_peers;
     OpArgs a = each;
     a.rank = RankId(r);
     a.stream = streams(r).comm;

@@ -307,12 +307,24 @@ CostModel preset_a100() {
 // ppmoe's cluster (Sec. 4.1-4.3): V100 nodes of 8 GPUs (NVLink 2), InfiniBand
 // between nodes. Two constants come from the paper's own side measurements,
 // not from the rows they are checked against (Table 2's MoE rows, Table 3):
-// - Between nodes, B = 12.5e9 B/s (Sec. 3.2, Eq. 2: "B = 12.5 x 10^9 for
-//   inter-node communication (InfiniBand inter-node connection in the Huawei
-//   Cloud cluster we experiment on)"). Eq. 2 charges a rank's all-to-all as
-//   (E - 1) x bsh / B, so B is the bandwidth of one GPU's share of the
-//   network: 12.5 GB/s a GPU, 100 GB/s a node of 8 (ring collectives between
-//   nodes run over all of it, below NVLink's ~130 GB/s).
+// - The all-to-all between nodes from Table 1, the time split of a DPMoE
+//   forward step: the two all-to-alls take 65.5 % of it, gating, experts and
+//   the rest (computation) 34.5 %. A token of the small DPMoE (GPT-3 Medium
+//   backbone, top-1) computes the dense model's 0.805e9 forward FLOPs, 65.1
+//   us at the rate below; so its 24 all-to-alls (12 MoE layers x 2) take
+//   65.1 x 65.5 / 34.5 = 123.6 us, 5.15 us each for the token's 2048 bytes
+//   (h = 1024, fp16): beta(32) = 5.15e-6 / 2048 = 2.515e-9 s a byte of a
+//   rank's all-to-all volume (0.398 GB/s). That is 31x slower than the
+//   paper's stated B = 12.5e9 B/s taken as the rate of a GPU's bytes (Sec.
+//   3.2); it equals Eq. 2's own charge, (E - 1) bsh / B = 63 x 1024 / 12.5e9
+//   = 5.16 us a token for E = 64, which divides the element count by B and
+//   grows with the ranks as a ring all-to-all does (Sec. 4.3: "the time
+//   complexity of ring-style all-to-all communication is proportional to the
+//   number of processes"). Other group sizes between nodes scale by Eq. 2's
+//   N - 1 (16: 15/31, 64: 63/31, 256: 255/31 of beta(32)).
+// - Ring collectives and point-to-point sends between nodes run at the
+//   network's line rate, B = 12.5e9 B/s a GPU (Sec. 3.2), 100 GB/s a node
+//   of 8 (a ring runs over all of it, below NVLink's ~130 GB/s).
 // - The time per FLOP from the dense baseline, Table 2 "0.3B Dense, DP 32,
 //   32 V100: 5120 tokens/s/GPU". GPT-3 Medium (24 layers, h = 1024,
 //   sequence 2048, Sec. 4.1) costs 72 l h^2 (1 + s / 6h) = 2.416e9 FLOPs a
@@ -330,15 +342,22 @@ CostModel preset_v100() {
   CostModel m;
   m.name = "v100-nvlink-ib100";
   m.description =
-      "ppmoe cluster: V100 SXM2 32 GB, 8 per node on NVLink 2 (~130 GB/s achieved), InfiniBand at the "
-      "paper's B = 12.5 GB/s a GPU (Sec. 3.2); time per FLOP from its dense GPT-3 Medium at DP 32 "
-      "(Table 2: 5120 tokens/s/GPU = 12.4 TFLOP/s of model FLOPs)";
+      "ppmoe cluster: V100 SXM2 32 GB, 8 per node on NVLink 2 (~130 GB/s achieved); all-to-all between "
+      "nodes from Table 1's split (65.5 % of a DPMoE forward: 2.5 ns a byte at 32 ranks, Eq. 2's N - 1 "
+      "growth), ring and point-to-point traffic at the paper's B = 12.5 GB/s a GPU (Sec. 3.2); time per "
+      "FLOP from its dense GPT-3 Medium at DP 32 (Table 2: 5120 tokens/s/GPU = 12.4 TFLOP/s of model FLOPs)";
   m.device = {"Tesla V100-SXM2-32GB (simulated)", 7, 0, 80, 32LL << 30, "volta", 8};
   m.compute = {7e-6, 1.0 / (5120.0 * 2.416e9), 0.0};
   set_memory_bound(m, 5e-6, 2.0 / 750e9);
-  m.collective(CollectiveKind::kAllToAllV).points = {
-      {2, 12e-6, 0.5 / 130e9}, {8, 25e-6, 0.875 / 130e9}, {16, 50e-6, 0.5 / 12.5e9}, {64, 120e-6, 0.875 / 12.5e9},
-      {256, 300e-6, 0.96875 / 12.5e9}};
+  // Between nodes: Table 1's all-to-all, beta(32) = 2.515e-9 s/B, scaled by
+  // Eq. 2's N - 1 (above).
+  constexpr double kA2aBeta32 = 5.15e-6 / 2048;
+  m.collective(CollectiveKind::kAllToAllV).points = {{2, 12e-6, 0.5 / 130e9},
+                                                     {8, 25e-6, 0.875 / 130e9},
+                                                     {16, 50e-6, kA2aBeta32 * 15 / 31},
+                                                     {32, 80e-6, kA2aBeta32},
+                                                     {64, 120e-6, kA2aBeta32 * 63 / 31},
+                                                     {256, 300e-6, kA2aBeta32 * 255 / 31}};
   // Between nodes a ring crosses each node once, over the node's 8 x 12.5
   // = 100 GB/s, below NVLink's 130. Broadcast and reduce move the data once.
   m.collective(CollectiveKind::kAllReduce).points = {
@@ -429,7 +448,7 @@ constexpr PresetEntry kPresets[] = {
      preset_pipemoe_solver},
     {"pipemoe-fig6", "pipemoe Fig. 6 fits (GEMM and all-to-all at P=16/32/64)", preset_pipemoe_fig6},
     {"a100-nvlink-ib200", "mpipemoe cluster: DGX A100 40 GB, HDR 200 Gb/s per GPU", preset_a100},
-    {"v100-nvlink-ib100", "ppmoe cluster: V100 32 GB, NVLink 2, InfiniBand B = 12.5 GB/s a GPU", preset_v100},
+    {"v100-nvlink-ib100", "ppmoe cluster: V100 32 GB, NVLink 2, all-to-all from Table 1, InfiniBand B = 12.5 GB/s a GPU", preset_v100},
     {"rtx3090-pcie-ib100", "pro-prophet HPWNV: RTX 3090 on PCIe 3.0, 100 Gb/s IB", preset_rtx3090},
     {"rtx2080ti-pcie-ib100", "pro-prophet LPWNV: RTX 2080 Ti on PCIe 3.0, 100 Gb/s IB", preset_rtx2080ti},
 };

@@ -193,8 +193,9 @@ RunSpec ppmoe_model(std::string name, std::string variant, int blocks, std::int6
   m.attention_per_block = 2;
   m.sequence_length = 2048;
   m.elem_bytes = 2;
-  s.routing.pattern = plan::LoadPattern::kZipf;
-  s.routing.zipf_skew = 0.5;  // auxiliary loss keeps the assignment near balanced (Sec. 4.1)
+  // ppmoe footnote 7: "the auxiliary loss term guarantees a balanced
+  // assignment of experts in most of our training".
+  s.routing.pattern = plan::LoadPattern::kBalanced;
   s.routing.tokens_per_source = 2048;
   s.tensor_parallel = tp;
   s.pipeline_stages = pp;
@@ -366,6 +367,8 @@ void RunSpec::validate() const {
     c.common = common;
     c.model = planner(*this);
     c.shadow_experts = shadow_experts;
+    c.smart_schedule_group = smart_schedule_group;
+    c.count_exchange = count_exchange;
     c.validate();
   }
   if (plan_builder != "auto" && plan_builder != "full" && plan_builder != "timing")
@@ -413,6 +416,8 @@ plan::Plan build_plan(const RunSpec& s, const plan::ExpertLoad& load,
   c.common = s.common;
   c.model = planner(s);
   c.shadow_experts = s.shadow_experts;
+  c.smart_schedule_group = s.smart_schedule_group;
+  c.count_exchange = s.count_exchange;
   c.placements = placements;
   return plan::build_fastermoe(c, load);
 }
@@ -566,6 +571,10 @@ RunSpec run_spec_from_json(std::string_view text, RunSpec s) {
           for (const auto& e : pv) s.shadow_experts.push_back(get_number<int>(e, pf + "[]"));
         } else if (pk == "model") {
           read_planner(pv, pf, s.planner_model);
+        } else if (pk == "smart_schedule_group") {
+          s.smart_schedule_group = get_number<int>(pv, pf);
+        } else if (pk == "count_exchange") {
+          s.count_exchange = get_bool(pv, pf);
         } else {
           return false;
         }
@@ -618,7 +627,9 @@ std::string RunSpec::to_json() const {
     if (planner_model) j["pro_prophet"]["model"] = planner_json(*planner_model);
   }
   if (variant == "fastermoe") {
-    j["fastermoe"] = {{"shadow_experts", shadow_experts}};
+    j["fastermoe"] = {{"shadow_experts", shadow_experts},
+                      {"smart_schedule_group", smart_schedule_group},
+                      {"count_exchange", count_exchange}};
     if (planner_model) j["fastermoe"]["model"] = planner_json(*planner_model);
   }
   j["plan_builder"] = plan_builder;

@@ -126,7 +126,13 @@ double collective_seconds(const Plan& plan, const std::vector<const Op*>& member
       return volume > 0 ? m.copy_d2d.at(volume) : 0.0;
     return 0.0;
   }
-  return m.collective(c.kind).at(P).at(volume);  // pipemoe Eq. 16
+  LinearCost cost = m.collective(c.kind).at(P);  // pipemoe Eq. 16
+  // A step of an exchange split by peer groups (FasterMoE's smart schedule)
+  // pays its share of the 1-factor all-to-all's P - 1 startups (pipemoe
+  // Table II).
+  if (c.kind == CollectiveKind::kAllToAllV && c.exchange_peers > 0 && c.exchange_peers < P - 1)
+    cost.alpha_s *= static_cast<double>(c.exchange_peers) / (P - 1);
+  return cost.at(volume);
 }
 
 }  // namespace

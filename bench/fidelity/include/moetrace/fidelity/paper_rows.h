@@ -49,6 +49,9 @@ struct Row {
   std::vector<Assumption> assumptions;
   std::vector<Alternate> alternates;  // one per assumption, at its other setting
   bool simulated = true;              // false: the row could not be simulated (note says why)
+  // The paper value this row compares with set a constant of the model (a
+  // side measurement the preset is calibrated from): printed, never counted.
+  bool calibration = false;
 
   bool range() const { return paper_hi != paper_lo; }
   double ratio() const { return ratio_of(sim); }
@@ -58,7 +61,7 @@ struct Row {
   double ratio_of(double value) const;
   bool null_effect_of(double value) const;
   bool within_of(double value) const;
-  // "yes", "no", "no (null effect)" or "n/a".
+  // "yes", "no", "no (null effect)", "n/a" or "calibration input".
   std::string hit_text() const;
   // This row as it would be under `assumption`'s other setting (itself when
   // it does not rest on that assumption).
@@ -72,6 +75,7 @@ struct Summary {
   int ordering_rows = 0, ordered = 0;
   int null_effects = 0;
   int not_simulated = 0;
+  int calibration = 0;  // calibration inputs, not counted
 };
 Summary summarize(const std::vector<Row>& rows);
 

@@ -79,7 +79,9 @@ Plan build_ppmoe(const PpMoeConfig& config, const ExpertLoad& load);
 Plan build_pro_prophet(const ProProphetConfig& config, const ExpertLoad& load);
 
 // FasterMoE-style shadowing: shadowed experts are broadcast to every rank
-// before the dispatch and their gradients reduced after the expert backward.
+// before the dispatch and their gradients reduced after the expert backward;
+// optionally FasterMoE's smart schedule (P / g steps of group-wise exchange)
+// and FastMoE's count exchange (FasterMoeConfig).
 Plan build_fastermoe(const FasterMoeConfig& config, const ExpertLoad& load);
 
 // Placements the Pro-Prophet builder uses: [iteration][layer].

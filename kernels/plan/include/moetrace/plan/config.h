@@ -184,6 +184,24 @@ struct FasterMoeConfig {
   // Given shadows, [iteration][layer] (a replay of what a trace ran): used
   // instead of shadow_experts and the model's decision. Empty: not given.
   std::vector<std::vector<ExpertPlacement>> placements;
+  // FasterMoE's smart schedule (laekov/fastmoe, cuda/fastermoe/
+  // smart_schedule.h, fmoe_cuda_fused_forward_impl): the all-to-all runs as
+  // P / g steps, step s exchanging with the g ranks of group (own + s) by
+  // NCCL send/recv (g = FMOE_FASTER_GROUP_SIZE, 4 when unset,
+  // smart_schedule.cpp); all steps' exchanges go first on one stream, each
+  // step's expert computation follows its exchange on another, the combine
+  // steps follow the computations (pipemoe Eq. 9-11 with r = P / g). A step
+  // moves 1/(P/g) of every (source, expert) block here: FasterMoE's step s
+  // moves the blocks of g peers, the same volume under balanced routing.
+  // 0: no smart schedule (one all-to-all each way).
+  int smart_schedule_group = 0;
+  // FastMoE's prepare_forward (fmoe/functions.py): before the dispatch the
+  // ranks exchange their per-expert counts (expert_exchange, an all-to-all
+  // of P x E/P int64 by NCCL send/recv) and copy them to the host; with
+  // shadowing enabled the policy all-gathers them once more
+  // (fastermoe/shadow_policy.py). Each is a collective paying the
+  // all-to-all's startup; the host copies are not modelled.
+  bool count_exchange = false;
   void validate() const;
 };
 

@@ -388,6 +388,13 @@ struct Collective {
   std::vector<PeerTransfer> recvs;
   View inout;                 // all-reduce
   bool moves_data = true;
+  // All-to-all-v run as one step of an exchange split by peer groups
+  // (FasterMoE's smart schedule, FasterMoeConfig::smart_schedule_group):
+  // the peers each rank exchanges with in this step; 0: every other rank.
+  // The simulator charges exchange_peers / (P - 1) of the all-to-all's
+  // startup alpha(P), as pipemoe Table II's 1-factor all-to-all pays
+  // alpha once per peer round (alpha_a = (P - 1) alpha).
+  int exchange_peers = 0;
 };
 
 // dst = src (same shape); offload is device -> pinned host, prefetch the

@@ -20,7 +20,8 @@
 //   "mpipemoe": {"partitions", "strategy": "none" | "S1" | ... | "S4"},
 //   "ppmoe": {"tensor_parallel", "pipeline_stages", "micro_batches"},
 //   "pro_prophet": {"n", "alpha", "block_schedule", "model": {...}},
-//   "fastermoe": {"shadow_experts": [...], "model": {...}},
+//   "fastermoe": {"shadow_experts": [...], "model": {...}, "smart_schedule_group": 0,
+//                 "count_exchange": false},
 //   "plan_builder": "auto" | "full" | "timing",
 //   "cost_model": "<hardware preset>" | { cost model JSON, see cost_model.h }
 // }
@@ -62,6 +63,10 @@ struct RunSpec {
   // (derive_planner_model) unless the configuration gives it.
   std::optional<plan::ProProphetModel> planner_model;
   std::vector<int> shadow_experts;
+  // FasterMoE's smart schedule and FastMoE's count exchange
+  // (plan::FasterMoeConfig::smart_schedule_group, count_exchange).
+  int smart_schedule_group = 0;
+  bool count_exchange = false;
   // Which plan builder: "full" (kernels/plan, executable by every executor),
   // "timing" (timing_plan.h: aggregated all-to-alls, simulator only, scales
   // to 1024+ ranks; dpmoe and pipemoe), "auto" (timing above 128 ranks where
