@@ -1,6 +1,8 @@
 // The execution graph of a trace (exec_graph.h): evaluation, and the trace
 // at its replayed times.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <utility>
@@ -26,7 +28,7 @@ std::vector<std::int64_t> evaluate_exec_graph(const ExecGraph& g) {
   for (const auto& e : g.edges)
     if (e.latency_ns != ExecGraph::kRemoved) reached[e.to] = 1;
   for (std::size_t i = 0; i < n; ++i) {
-    if (!reached[i] || (!g.anchored.empty() && g.anchored[i])) t[i] = g.nodes[i].measured_ns;
+    if (!reached[i] || (i < g.anchored.size() && g.anchored[i])) t[i] = g.nodes[i].measured_ns;
     if (indegree[i] == 0) ready.push_back(static_cast<std::uint32_t>(i));
   }
   std::vector<std::uint8_t> done(n, 0);
@@ -40,8 +42,10 @@ std::vector<std::int64_t> evaluate_exec_graph(const ExecGraph& g) {
     }
   }
   // On a cycle (times that contradict each other): the measured time.
+  std::size_t undone = 0;
   for (std::size_t i = 0; i < n; ++i)
-    if (!done[i] || t[i] == INT64_MIN) t[i] = g.nodes[i].measured_ns;
+    if (!done[i] || t[i] == INT64_MIN) { t[i] = g.nodes[i].measured_ns; ++undone; }
+  if (std::getenv("MOETRACE_WHATIF_DEBUG")) std::fprintf(stderr, "evaluate: %zu of %zu nodes not done\n", undone, n);
   return t;
 }
 

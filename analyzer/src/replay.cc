@@ -1,6 +1,8 @@
 #include "moetrace/analyzer/replay.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <tuple>
 
@@ -84,6 +86,19 @@ ReplaySummary replay(const Trace& trace, const ExecGraphOptions& options) {
   const auto g = build_exec_graph(trace, options);
   const auto times = evaluate_exec_graph(g);
   const auto r = replayed_trace(trace, g, times);
+  if (std::getenv("MOETRACE_REPLAY_DEBUG")) {
+    for (std::size_t i = 0; i < trace.activities.size(); ++i) {
+      const auto& a = trace.activities[i];
+      const auto* c = trace.launching_call(a);
+      const auto base = trace.run.start_ns;
+      std::fprintf(stderr, "%zu\t%d\t%s\t%s\t%lld\t%lld\t%lld\t%lld\t%lld\n", i, a.stream,
+                   std::string(trace.str(a.name)).substr(0, 40).c_str(),
+                   a.op >= 0 ? std::string(trace.str(trace.ops[static_cast<std::size_t>(a.op)].name)).c_str() : "-",
+                   (long long)(a.start_ns - base), (long long)(a.end_ns - base),
+                   (long long)(times[g.activity_start[i]] - base), c ? (long long)(c->start_ns - base) : -1LL,
+                   c ? (long long)(c->end_ns - base) : -1LL);
+    }
+  }
   return compare_replay(trace, r, g);
 }
 

@@ -34,7 +34,10 @@
 //                 submitted the work (the first launch of a kernel loads its
 //                 module: 160 ms on the dpmoe fixture's rank 0); the start
 //                 bounds a call that returns long after its work started (a
-//                 graph launch).
+//                 graph launch). A call that returns after its own copy
+//                 (kSync, a synchronous copy) has one edge, from its start,
+//                 with the measured time to the copy's start: the call's own
+//                 CPU work (staging pageable memory); these are no samples.
 //   kStreamOrder  an activity's end -> the next activity's start on the same
 //                 stream: the queue gap, the median of (start - previous end)
 //                 over the activities launched before their stream's
@@ -70,6 +73,14 @@
 //                 (its end - the last participant's start): a rank's
 //                 collective ends a transfer after the last rank joined. With
 //                 one rank recorded a collective keeps its measured duration.
+// The latencies of kLaunch, kStreamOrder, kCrossStream and
+// kInferredCrossStream are typical values (medians of the trace), each
+// bounded by the time the trace shows between the edge's ends: no edge
+// demands more than was measured, so a replay never runs later than the
+// trace by an edge's spread around its median (with the median alone, edges
+// that did not set a start became binding where their median exceeded their
+// own gap, and the excess added up along the ranks joined by collectives:
+// +5-11 % on the pro_prophet fixture).
 // Activities the graph cannot explain (they started later than every edge
 // into them allows, by more than unexplained_ns) are counted: the replay
 // starts them early, and that shows as replay error; except the first
