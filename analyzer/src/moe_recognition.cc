@@ -25,6 +25,12 @@ void merge(const Context& c, Placement& p, StringId name) {
     p.in_layer = true;
     if (p.layer_instance < 0) p.layer_instance = static_cast<std::int64_t>(c.index);
   }
+  if (c.instance >= 0 && p.layer_instance < 0) {  // a schedule part (pass 1b)
+    p.in_layer = true;
+    p.layer_instance = c.instance;
+    p.follows_backward = c.follows_backward;
+    if (p.chunk_instance < 0) p.chunk_instance = c.instance_chunk;
+  }
   if (p.backward_seq < 0) p.backward_seq = c.backward_seq;
   if (p.layer < 0) p.layer = a.layer;
   if (p.iteration < 0) p.iteration = a.iteration;

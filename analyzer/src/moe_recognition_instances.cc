@@ -1,30 +1,71 @@
-// MoE recognition, pass 1b: implicit layer and chunk instances of schedule
-// parts.
-#include "moe_recognition_internal.h"
-
-#include <fmt/format.h>
-
+// MoE recognition, pass 1b: the layer and chunk instances of schedule parts.
+//
+// Schedules that overlap the chunks of several micro-batches (DualPipe-style
+// pairs of a forward and a backward chunk, Megatron-Core's combined 1F1B)
+// name the parts of an MoE block (dispatch(F), mlp(B), mlp(W), ...) but
+// neither layer nor micro-batch. Each part belongs to exactly one layer
+// instance (layer, micro-batch, phase):
+// - Forward parts of one thread, in start order, make one instance each
+//   pass through an MoE block: a new instance starts where the order of the
+//   block goes back (gate, permute, dispatch, experts, unpermute, combine;
+//   the backward runs it from combine to gate), or where a dispatch,
+//   combine, gate or permute repeats. A layer holds one of each; experts may
+//   repeat (shared and routed experts).
+// - The functions that run the parts nest (Python function and module
+//   ranges, recorded with with_stack=True): the highest range above a part
+//   that holds at most one part of each kind and phase (and at least two)
+//   is one layer's, so two parts under different such ranges are two
+//   instances even where the order alone would join them. A part with no
+//   such range (a backward chunk's first combine(B), issued before the
+//   function of the first layer pair) joins its neighbours by order: a
+//   leading part is never an instance of its own.
+// - The chunk (micro-batch) of an instance: the range above its layer
+//   range, or above its parts where they have none (the function running
+//   a forward or backward chunk).
+// - Weight-gradient parts (W) belong to the backward instance they follow
+//   on their thread (the backward part that started last before them): the
+//   split backward's W runs right after its B (DeepSeek-V3 report, Figure 4)
+//   or, deferred, beside the backward layer running at that time.
+// Parts inside a recognised layer or micro-batch range keep those.
 #include <algorithm>
-#include <cctype>
 #include <map>
 #include <set>
-#include <tuple>
 #include <unordered_map>
 
-namespace moetrace::analyzer::recognition_detail {
+#include "moe_recognition_internal.h"
 
-// 1b. Implicit layer and chunk instances from the nesting of host ranges.
-// Schedules that overlap the chunks of several micro-batches name the
-// parts of an MoE block (dispatch(F), mlp(B), ...) but neither layer nor
-// micro-batch; the functions that run them do nest (Python function and
-// module ranges, recorded with with_stack=True). A part's implicit layer
-// instance is its highest enclosing range (on its thread) that holds at
-// most one part of each kind and phase; the range above that one is its
-// chunk. Parts inside a recognised layer or micro-batch range keep those.
+namespace moetrace::analyzer::recognition_detail {
+namespace {
+
+// A part's position in one pass of an MoE block; -1: a kind with no place
+// of its own (it joins the instance around it).
+int block_position(OpKind kind, bool backward) {
+  int forward = -1;
+  switch (kind) {
+    case OpKind::kGate: forward = 0; break;
+    case OpKind::kPermute: forward = 1; break;
+    case OpKind::kDispatchAllToAll: forward = 2; break;
+    case OpKind::kExpertFfn: forward = 3; break;
+    case OpKind::kUnpermute: forward = 4; break;
+    case OpKind::kCombineAllToAll: forward = 5; break;
+    default: return -1;
+  }
+  return backward ? 5 - forward : forward;
+}
+
+enum class PartPhase : std::uint8_t { kForward, kBackward, kWeight };
+
+PartPhase part_phase(const std::optional<Phase>& p) {
+  if (!p || *p == Phase::kForward || *p == Phase::kOther) return PartPhase::kForward;
+  return *p == Phase::kWeightGradient ? PartPhase::kWeight : PartPhase::kBackward;
+}
+
+}  // namespace
+
 void Recognizer::infer_containers() {
   std::map<std::pair<std::int32_t, std::int64_t>, std::vector<std::size_t>> parts_by_thread;
   for (const auto& c : contexts_)
-    if (c.a.role == RangeRole::kOp && c.a.kind && op_kind_info(*c.a.kind).moe_layer && !c.process)
+    if (c.a.role == RangeRole::kOp && c.a.kind && op_kind_info(*c.a.kind).moe_layer && !c.process && c.a.layer < 0)
       parts_by_thread[{c.rank, c.thread}].push_back(c.index);
   if (parts_by_thread.empty()) return;
   // Parents of the host ranges on those threads: sorted by (start, longer
@@ -64,7 +105,6 @@ void Recognizer::infer_containers() {
         if (++of_key[static_cast<std::uint64_t>(up) * 1024 + key] > 1) repeated[up] = 1;
       }
     }
-  auto unique = [&](std::size_t range) { return repeated[range] == 0; };
   std::vector<char> recognised(t_.nvtx.size(), 0);  // ranges that are contexts already
   std::vector<char> structural(t_.nvtx.size(), 0);  // ... of a layer or micro-batch
   std::vector<char> iteration(t_.nvtx.size(), 0);   // ... of an iteration
@@ -73,12 +113,18 @@ void Recognizer::infer_containers() {
     if (c.a.role == RangeRole::kLayer || c.a.role == RangeRole::kMicroBatch) structural[c.range] = 1;
     if (c.a.role == RangeRole::kIteration) iteration[c.range] = 1;
   }
-  std::set<std::size_t> layers, chunks;
+
+  // Per part: its layer range (SIZE_MAX: none) and chunk range, by nesting.
+  struct Part {
+    std::size_t context, layer_range, chunk_range;
+    PartPhase phase;
+  };
+  std::map<std::pair<std::int32_t, std::int64_t>, std::vector<Part>> free_parts;  // (rank, thread) -> parts
   for (const auto& [thread, parts] : parts_by_thread)
     for (auto ci : parts) {
       const auto& c = contexts_[ci];
       // A part inside a recognised layer or micro-batch range keeps those:
-      // no implicit container (above a module's range lies the training
+      // no implicit instance (above a module's range lies the training
       // step, whose other work is not the layer's).
       bool placed = false;
       for (auto up = parent[c.range]; up != SIZE_MAX && !placed; up = parent[up]) placed = structural[up] != 0;
@@ -86,24 +132,122 @@ void Recognizer::infer_containers() {
       // The highest enclosing range with one part of each kind and phase,
       // below the iteration's range.
       std::size_t top = SIZE_MAX;
-      for (auto up = parent[c.range]; up != SIZE_MAX && unique(up) && !iteration[up]; up = parent[up]) top = up;
-      // A layer instance holds several parts (one alone is a wrapper of that part).
-      if (top != SIZE_MAX && parts_in[top] >= 2 && !recognised[top]) {
-        layers.insert(top);
-        ++s_.layers_by_nesting;
-      }
-      const auto chunk = top == SIZE_MAX ? parent[c.range] : parent[top];
-      if (chunk != SIZE_MAX && !recognised[chunk]) chunks.insert(chunk);
+      for (auto up = parent[c.range]; up != SIZE_MAX && repeated[up] == 0 && !iteration[up]; up = parent[up]) top = up;
+      const bool layer_range = top != SIZE_MAX && parts_in[top] >= 2 && !recognised[top];
+      auto chunk = layer_range ? parent[top] : top != SIZE_MAX ? parent[top] : parent[c.range];
+      if (chunk != SIZE_MAX && recognised[chunk]) chunk = SIZE_MAX;
+      free_parts[thread].push_back({ci, layer_range ? top : SIZE_MAX, chunk, part_phase(c.a.phase)});
     }
-  // They join the contexts as layer and micro-batch ranges without numbers.
-  auto add = [&](std::size_t range, RangeRole role) {
-    Context c = context_of(range);
-    c.a.role = role;
-    add_context(c);
+
+  // Instances of each thread's forward and backward parts, by block order
+  // and layer ranges; then the W parts, each to the backward instance it
+  // follows. An instance's chunk: the first chunk range of its parts.
+  std::int64_t next_instance = kScheduleInstanceBase;
+  std::map<std::int64_t, std::size_t> chunk_of;  // instance -> chunk range
+  std::vector<std::pair<std::size_t, std::int64_t>> assigned;  // (context, instance)
+  for (auto& [thread, parts] : free_parts) {
+    std::sort(parts.begin(), parts.end(),
+              [&](const Part& x, const Part& y) { return contexts_[x.context].start < contexts_[y.context].start; });
+    for (const auto phase : {PartPhase::kForward, PartPhase::kBackward}) {
+      const bool backward = phase == PartPhase::kBackward;
+      std::int64_t current = -1;
+      int last_position = -1;
+      std::size_t last_layer_range = SIZE_MAX;
+      std::set<OpKind> kinds;
+      for (const auto& part : parts) {
+        if (part.phase != phase) continue;
+        const auto kind = *contexts_[part.context].a.kind;
+        const int position = block_position(kind, backward);
+        const bool goes_back = position >= 0 && position < last_position;
+        const bool repeats = kinds.count(kind) && kind != OpKind::kExpertFfn && position >= 0;
+        const bool other_range = part.layer_range != SIZE_MAX && last_layer_range != SIZE_MAX &&
+                                 part.layer_range != last_layer_range;
+        if (current < 0 || goes_back || repeats || other_range) {
+          current = next_instance++;
+          last_position = -1;
+          last_layer_range = SIZE_MAX;
+          kinds.clear();
+        }
+        if (position >= 0) last_position = position;
+        if (part.layer_range != SIZE_MAX) last_layer_range = part.layer_range;
+        kinds.insert(kind);
+        if (part.chunk_range != SIZE_MAX) chunk_of.try_emplace(current, part.chunk_range);
+        assigned.push_back({part.context, current});
+      }
+    }
+  }
+  // The backward instance each W part follows: the latest backward part of
+  // its thread that started before it; else of its rank.
+  std::map<std::size_t, std::int64_t> instance_of;  // context -> instance
+  for (const auto& [c, inst] : assigned) instance_of[c] = inst;
+  std::map<std::int32_t, std::vector<std::pair<std::int64_t, std::int64_t>>> backward_by_rank;  // (start, instance)
+  std::map<std::pair<std::int32_t, std::int64_t>, std::vector<std::pair<std::int64_t, std::int64_t>>> backward_by_thread;
+  for (const auto& [thread, parts] : free_parts)
+    for (const auto& part : parts)
+      if (part.phase == PartPhase::kBackward) {
+        const auto& c = contexts_[part.context];
+        backward_by_thread[thread].push_back({c.start, instance_of[part.context]});
+        backward_by_rank[thread.first].push_back({c.start, instance_of[part.context]});
+      }
+  for (auto& [r, v] : backward_by_rank) std::sort(v.begin(), v.end());
+  auto latest_before = [](const std::vector<std::pair<std::int64_t, std::int64_t>>& v, std::int64_t t) -> std::int64_t {
+    const auto it = std::lower_bound(v.begin(), v.end(), std::pair{t, INT64_MIN});
+    return it == v.begin() ? -1 : std::prev(it)->second;
   };
-  for (auto r : layers) add(r, RangeRole::kLayer);
-  for (auto r : chunks)
-    if (!layers.count(r)) add(r, RangeRole::kMicroBatch);
+  std::vector<std::pair<std::size_t, std::int64_t>> weight_parts;  // (context, instance followed)
+  std::map<std::pair<std::int32_t, std::int64_t>, std::vector<const Part*>> orphans;  // W parts with no backward before
+  for (const auto& [thread, parts] : free_parts)
+    for (const auto& part : parts) {
+      if (part.phase != PartPhase::kWeight) continue;
+      const auto t = contexts_[part.context].start;
+      std::int64_t followed = -1;
+      if (const auto it = backward_by_thread.find(thread); it != backward_by_thread.end())
+        followed = latest_before(it->second, t);
+      if (followed < 0)
+        if (const auto it = backward_by_rank.find(thread.first); it != backward_by_rank.end())
+          followed = latest_before(it->second, t);
+      if (followed >= 0) weight_parts.push_back({part.context, followed});
+      else orphans[thread].push_back(&part);
+    }
+  // W parts that follow no backward part: instances of their own, by order.
+  for (const auto& [thread, parts] : orphans) {
+    std::int64_t current = -1;
+    int last_position = -1;
+    for (const auto* part : parts) {
+      const int position = block_position(*contexts_[part->context].a.kind, true);
+      if (current < 0 || (position >= 0 && position < last_position)) current = next_instance++;
+      if (position >= 0) last_position = position;
+      if (part->chunk_range != SIZE_MAX) chunk_of.try_emplace(current, part->chunk_range);
+      assigned.push_back({part->context, current});
+    }
+  }
+
+  // The chunk ranges join the contexts as micro-batch ranges without numbers.
+  std::map<std::size_t, std::size_t> chunk_context;  // range -> context index
+  for (const auto& [inst, range] : chunk_of)
+    if (!chunk_context.count(range)) {
+      Context c = context_of(range);
+      c.a.role = RangeRole::kMicroBatch;
+      chunk_context[range] = c.index;
+      add_context(c);
+    }
+  auto chunk_context_of = [&](std::int64_t inst) -> std::int64_t {
+    const auto it = chunk_of.find(inst);
+    return it == chunk_of.end() ? -1 : static_cast<std::int64_t>(chunk_context[it->second]);
+  };
+  for (const auto& [ci, inst] : assigned) {
+    auto& c = contexts_[ci];
+    c.instance = inst;
+    c.instance_chunk = chunk_context_of(inst);
+    ++s_.layers_by_nesting;
+  }
+  for (const auto& [ci, inst] : weight_parts) {
+    auto& c = contexts_[ci];
+    c.instance = inst;
+    c.instance_chunk = chunk_context_of(inst);
+    c.follows_backward = true;
+    ++s_.layers_by_nesting;
+  }
 }
 
 }  // namespace moetrace::analyzer::recognition_detail

@@ -31,7 +31,17 @@ struct Context {
   std::size_t range = 0;   // position in Trace::nvtx
   std::size_t index = 0;   // position in the context list (layer instances)
   std::int64_t backward_seq = -1;  // a backward node's autograd sequence number
+  // A schedule part's layer instance (pass 1b; >= kScheduleInstanceBase),
+  // -1 for none, and the context of its chunk (-1: none). A weight-gradient
+  // part takes the instance of the backward part it follows, and its layer
+  // and micro-batch once that instance is numbered.
+  std::int64_t instance = -1, instance_chunk = -1;
+  bool follows_backward = false;
 };
+
+// Layer instances of schedule parts are numbered from here, apart from the
+// layer contexts' own (their context indices).
+inline constexpr std::int64_t kScheduleInstanceBase = std::int64_t{1} << 40;
 
 // Coordinates gathered for one activity from the contexts open at its launch.
 struct Placement {
@@ -45,6 +55,7 @@ struct Placement {
   bool in_layer = false;
   bool any = false;                      // some context covered it
   std::int64_t backward_seq = -1;        // innermost backward node's autograd sequence number
+  bool follows_backward = false;         // a W part: layer and micro-batch of the backward instance it follows
 };
 
 void merge(const Context& c, Placement& p, StringId name);

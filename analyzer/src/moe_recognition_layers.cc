@@ -109,6 +109,7 @@ void Recognizer::infer_layers_and_directions() {
   for (std::size_t i = 0; i < placed_.size(); ++i) {
     if (!kind_[i] || !op_kind_info(*kind_[i]).moe_layer) continue;
     const auto& p = placed_[i];
+    if (p.follows_backward) continue;  // a W part: numbered with the backward instance it follows, below
     groups[{t_.activities[i].rank.value, p.iteration, p.chunk_instance,
             static_cast<int>(p.phase.value_or(Phase::kForward))}]
         .push_back(i);
@@ -177,6 +178,22 @@ void Recognizer::infer_layers_and_directions() {
       ++s_.layers_by_order;
     }
   }
+  // W parts take the layer and micro-batch of the backward instance they follow.
+  std::map<std::int64_t, std::pair<std::int32_t, std::int32_t>> numbered;  // schedule instance -> (layer, micro-batch)
+  for (std::size_t i = 0; i < placed_.size(); ++i) {
+    const auto& p = placed_[i];
+    if (!p.follows_backward && p.layer_instance >= kScheduleInstanceBase && p.layer >= 0)
+      numbered.try_emplace(p.layer_instance, p.layer, p.micro_batch);
+  }
+  for (std::size_t i = 0; i < placed_.size(); ++i) {
+    auto& p = placed_[i];
+    if (!p.follows_backward || !kind_[i] || !op_kind_info(*kind_[i]).moe_layer) continue;
+    if (const auto it = numbered.find(p.layer_instance); it != numbered.end()) {
+      if (p.layer < 0) p.layer = it->second.first;
+      if (p.micro_batch < 0) p.micro_batch = it->second.second;
+      ++s_.layers_by_order;
+    }
+  }
   if (layer_counts.size() > 1)
     s_.ambiguities.push_back(fmt::format(
         "layers by order: the number of MoE layer instances per iteration and rank differs ({} to {}), so "
@@ -204,25 +221,45 @@ std::int32_t Recognizer::number_instances(const std::vector<std::size_t>& list, 
   bool closed = false, seen_non_gate = false;
   // Pending directions per instance, resolved after: first half opening.
   std::map<std::int32_t, std::vector<std::size_t>> pending;
+  // Instances of schedule parts (pass 1b) and the work launched outside
+  // them share one count: the gate kernel an instance's first part follows
+  // (open, of no part yet) is that instance's, and work after a part joins
+  // it until something starts a new instance.
+  std::set<std::int32_t> of_parts;  // instances bound to schedule parts
   for (auto i : list) {
     const auto& p = placed_[i];
     auto& k = *kind_[i];
-    if (p.layer_instance >= 0) {
+    const bool part = p.layer_instance >= kScheduleInstanceBase;
+    if (p.layer_instance >= 0 && !part) {
       auto [it, fresh] = from_context.try_emplace(p.layer_instance, next);
       if (fresh) ++next;
       instance_[i] = it->second;
       if (pending_direction_[i]) pending[instance_[i]].push_back(i);
       continue;
     }
-    if (p.layer >= 0) continue;  // named by a range: nothing to infer
-    const bool starts = current < 0 ||
-                        (closed && (k == OpKind::kGate || k == OpKind::kPermute || k == opening ||
-                                    pending_direction_[i])) ||
-                        (k == OpKind::kGate && seen_non_gate && !backward);
-    if (starts) {
-      current = next++;
-      closed = false;
-      seen_non_gate = false;
+    if (part) {
+      auto it = from_context.find(p.layer_instance);
+      if (it == from_context.end()) {
+        const bool open = current >= 0 && !closed && !of_parts.count(current);
+        it = from_context.emplace(p.layer_instance, open ? current : next++).first;
+        of_parts.insert(it->second);
+      }
+      if (it->second != current) {
+        current = it->second;
+        closed = false;
+        seen_non_gate = false;
+      }
+    } else {
+      if (p.layer >= 0) continue;  // named by a range: nothing to infer
+      const bool starts = current < 0 ||
+                          (closed && (k == OpKind::kGate || k == OpKind::kPermute || k == opening ||
+                                      pending_direction_[i])) ||
+                          (k == OpKind::kGate && seen_non_gate && !backward);
+      if (starts) {
+        current = next++;
+        closed = false;
+        seen_non_gate = false;
+      }
     }
     if (k != OpKind::kGate) seen_non_gate = true;
     instance_[i] = current;

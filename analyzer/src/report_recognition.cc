@@ -109,9 +109,10 @@ Section recognition_section(const Trace& trace, const Analyses& a) {
                             : std::string("layers named by ranges"));
       if (r.layers_by_nesting > 0)
         derived.push_back(fmt::format(
-            "{} schedule parts placed in layer instances by the function ranges enclosing them (an instance: "
-            "the outermost range holding one part of each kind and phase; its chunk: the range around it), so "
-            "overlapped chunks of several micro-batches are counted apart",
+            "{} schedule parts placed in layer instances by their order and the function ranges enclosing them "
+            "(an instance: one pass through the MoE block, within the outermost range holding one part of each "
+            "kind and phase; its chunk: the range around it; a weight-gradient part: the backward instance it "
+            "follows), so overlapped chunks of several micro-batches are counted apart",
             r.layers_by_nesting));
       if (r.backward_by_sequence > 0)
         derived.push_back(fmt::format(
