@@ -22,10 +22,12 @@
 // - The chunk (micro-batch) of an instance: the range above its layer
 //   range, or above its parts where they have none (the function running
 //   a forward or backward chunk).
-// - Weight-gradient parts (W) belong to the backward instance they follow
-//   on their thread (the backward part that started last before them): the
-//   split backward's W runs right after its B (DeepSeek-V3 report, Figure 4)
-//   or, deferred, beside the backward layer running at that time.
+// - Weight-gradient parts (W) make instances by the same order; each
+//   belongs to the backward instance it follows: the latest one where they
+//   share a function range (the split backward's W right after its B, as in
+//   the overlapped chunk pairs of the DeepSeek-V3 report, Figure 4), else
+//   the oldest one no W instance has taken yet (W deferred to a function of
+//   its own runs first in, first out: DualPipe's WeightGradStore.pop).
 // Parts inside a recognised layer or micro-batch range keep those.
 #include <algorithm>
 #include <map>
@@ -139,17 +141,18 @@ void Recognizer::infer_containers() {
       free_parts[thread].push_back({ci, layer_range ? top : SIZE_MAX, chunk, part_phase(c.a.phase)});
     }
 
-  // Instances of each thread's forward and backward parts, by block order
-  // and layer ranges; then the W parts, each to the backward instance it
-  // follows. An instance's chunk: the first chunk range of its parts.
+  // Instances of each thread's parts, per phase, by block order and layer
+  // ranges. An instance's chunk: the first chunk range of its parts.
   std::int64_t next_instance = kScheduleInstanceBase;
   std::map<std::int64_t, std::size_t> chunk_of;  // instance -> chunk range
-  std::vector<std::pair<std::size_t, std::int64_t>> assigned;  // (context, instance)
+  std::map<std::size_t, std::int64_t> instance_of;  // context -> instance
+  // Per thread, the W instances in order: (first part, instance).
+  std::map<std::pair<std::int32_t, std::int64_t>, std::vector<std::pair<const Part*, std::int64_t>>> weight_instances;
   for (auto& [thread, parts] : free_parts) {
     std::sort(parts.begin(), parts.end(),
               [&](const Part& x, const Part& y) { return contexts_[x.context].start < contexts_[y.context].start; });
-    for (const auto phase : {PartPhase::kForward, PartPhase::kBackward}) {
-      const bool backward = phase == PartPhase::kBackward;
+    for (const auto phase : {PartPhase::kForward, PartPhase::kBackward, PartPhase::kWeight}) {
+      const bool backward = phase != PartPhase::kForward;
       std::int64_t current = -1;
       int last_position = -1;
       std::size_t last_layer_range = SIZE_MAX;
@@ -159,7 +162,7 @@ void Recognizer::infer_containers() {
         const auto kind = *contexts_[part.context].a.kind;
         const int position = block_position(kind, backward);
         const bool goes_back = position >= 0 && position < last_position;
-        const bool repeats = kinds.count(kind) && kind != OpKind::kExpertFfn && position >= 0;
+        const bool repeats = kinds.count(kind) && (kind != OpKind::kExpertFfn || phase == PartPhase::kWeight);
         const bool other_range = part.layer_range != SIZE_MAX && last_layer_range != SIZE_MAX &&
                                  part.layer_range != last_layer_range;
         if (current < 0 || goes_back || repeats || other_range) {
@@ -167,65 +170,71 @@ void Recognizer::infer_containers() {
           last_position = -1;
           last_layer_range = SIZE_MAX;
           kinds.clear();
+          if (phase == PartPhase::kWeight) weight_instances[thread].push_back({&part, current});
         }
         if (position >= 0) last_position = position;
         if (part.layer_range != SIZE_MAX) last_layer_range = part.layer_range;
         kinds.insert(kind);
         if (part.chunk_range != SIZE_MAX) chunk_of.try_emplace(current, part.chunk_range);
-        assigned.push_back({part.context, current});
+        instance_of[part.context] = current;
       }
-    }
-  }
-  // The backward instance each W part follows: the latest backward part of
-  // its thread that started before it; else of its rank.
-  std::map<std::size_t, std::int64_t> instance_of;  // context -> instance
-  for (const auto& [c, inst] : assigned) instance_of[c] = inst;
-  std::map<std::int32_t, std::vector<std::pair<std::int64_t, std::int64_t>>> backward_by_rank;  // (start, instance)
-  std::map<std::pair<std::int32_t, std::int64_t>, std::vector<std::pair<std::int64_t, std::int64_t>>> backward_by_thread;
-  for (const auto& [thread, parts] : free_parts)
-    for (const auto& part : parts)
-      if (part.phase == PartPhase::kBackward) {
-        const auto& c = contexts_[part.context];
-        backward_by_thread[thread].push_back({c.start, instance_of[part.context]});
-        backward_by_rank[thread.first].push_back({c.start, instance_of[part.context]});
-      }
-  for (auto& [r, v] : backward_by_rank) std::sort(v.begin(), v.end());
-  auto latest_before = [](const std::vector<std::pair<std::int64_t, std::int64_t>>& v, std::int64_t t) -> std::int64_t {
-    const auto it = std::lower_bound(v.begin(), v.end(), std::pair{t, INT64_MIN});
-    return it == v.begin() ? -1 : std::prev(it)->second;
-  };
-  std::vector<std::pair<std::size_t, std::int64_t>> weight_parts;  // (context, instance followed)
-  std::map<std::pair<std::int32_t, std::int64_t>, std::vector<const Part*>> orphans;  // W parts with no backward before
-  for (const auto& [thread, parts] : free_parts)
-    for (const auto& part : parts) {
-      if (part.phase != PartPhase::kWeight) continue;
-      const auto t = contexts_[part.context].start;
-      std::int64_t followed = -1;
-      if (const auto it = backward_by_thread.find(thread); it != backward_by_thread.end())
-        followed = latest_before(it->second, t);
-      if (followed < 0)
-        if (const auto it = backward_by_rank.find(thread.first); it != backward_by_rank.end())
-          followed = latest_before(it->second, t);
-      if (followed >= 0) weight_parts.push_back({part.context, followed});
-      else orphans[thread].push_back(&part);
-    }
-  // W parts that follow no backward part: instances of their own, by order.
-  for (const auto& [thread, parts] : orphans) {
-    std::int64_t current = -1;
-    int last_position = -1;
-    for (const auto* part : parts) {
-      const int position = block_position(*contexts_[part->context].a.kind, true);
-      if (current < 0 || (position >= 0 && position < last_position)) current = next_instance++;
-      if (position >= 0) last_position = position;
-      if (part->chunk_range != SIZE_MAX) chunk_of.try_emplace(current, part->chunk_range);
-      assigned.push_back({part->context, current});
     }
   }
 
+  // Each W instance belongs to a backward instance of its thread (else of
+  // its rank): the one it follows where they share a function range (the
+  // split backward's W right after its B, in one layer pair's or chunk's
+  // function), else the oldest backward instance not yet followed by W
+  // (W deferred to a function of its own runs first in, first out:
+  // DualPipe's WeightGradStore.pop, zero-bubble's W passes).
+  struct Backward {
+    std::int64_t start, instance;
+    const Part* part;
+  };
+  std::map<std::pair<std::int32_t, std::int64_t>, std::vector<Backward>> backward_by_thread;
+  std::map<std::int32_t, std::vector<Backward>> backward_by_rank;
+  for (const auto& [thread, parts] : free_parts)
+    for (const auto& part : parts)
+      if (part.phase == PartPhase::kBackward) {
+        const Backward b{contexts_[part.context].start, instance_of[part.context], &part};
+        backward_by_thread[thread].push_back(b);
+        backward_by_rank[thread.first].push_back(b);
+      }
+  for (auto& [r, v] : backward_by_rank)
+    std::sort(v.begin(), v.end(), [](const Backward& x, const Backward& y) { return x.start < y.start; });
+  std::set<std::int64_t> followed;  // backward instances a W instance took
+  std::map<std::int64_t, std::int64_t> weight_of;  // W instance -> backward instance
+  for (const auto& [thread, list] : weight_instances)
+    for (const auto& [first, w] : list) {
+      const auto t = contexts_[first->context].start;
+      const std::vector<Backward>* candidates = nullptr;
+      if (const auto it = backward_by_thread.find(thread); it != backward_by_thread.end()) candidates = &it->second;
+      if (!candidates || candidates->front().start >= t)
+        if (const auto it = backward_by_rank.find(thread.first); it != backward_by_rank.end()) candidates = &it->second;
+      if (!candidates) continue;
+      const auto before = std::lower_bound(candidates->begin(), candidates->end(), t,
+                                           [](const Backward& b, std::int64_t x) { return b.start < x; });
+      if (before == candidates->begin()) continue;
+      const auto& latest = *std::prev(before);
+      const bool shared = (first->layer_range != SIZE_MAX && first->layer_range == latest.part->layer_range) ||
+                          (first->chunk_range != SIZE_MAX && first->chunk_range == latest.part->chunk_range);
+      std::int64_t b = latest.instance;
+      if (!shared)
+        for (auto it = candidates->begin(); it != before; ++it)
+          if (!followed.count(it->instance)) {
+            b = it->instance;
+            break;
+          }
+      followed.insert(b);
+      weight_of[w] = b;
+    }
+
   // The chunk ranges join the contexts as micro-batch ranges without numbers.
   std::map<std::size_t, std::size_t> chunk_context;  // range -> context index
+  std::set<std::int64_t> used;  // instances the parts end in (a W instance taken by a backward one is not)
+  for (const auto& [ci, own] : instance_of) used.insert(weight_of.count(own) ? weight_of[own] : own);
   for (const auto& [inst, range] : chunk_of)
-    if (!chunk_context.count(range)) {
+    if (used.count(inst) && !chunk_context.count(range)) {
       Context c = context_of(range);
       c.a.role = RangeRole::kMicroBatch;
       chunk_context[range] = c.index;
@@ -235,17 +244,12 @@ void Recognizer::infer_containers() {
     const auto it = chunk_of.find(inst);
     return it == chunk_of.end() ? -1 : static_cast<std::int64_t>(chunk_context[it->second]);
   };
-  for (const auto& [ci, inst] : assigned) {
+  for (const auto& [ci, own] : instance_of) {
     auto& c = contexts_[ci];
-    c.instance = inst;
-    c.instance_chunk = chunk_context_of(inst);
-    ++s_.layers_by_nesting;
-  }
-  for (const auto& [ci, inst] : weight_parts) {
-    auto& c = contexts_[ci];
-    c.instance = inst;
-    c.instance_chunk = chunk_context_of(inst);
-    c.follows_backward = true;
+    const auto w = weight_of.find(own);
+    c.instance = w == weight_of.end() ? own : w->second;
+    c.instance_chunk = chunk_context_of(c.instance);
+    c.follows_backward = w != weight_of.end();
     ++s_.layers_by_nesting;
   }
 }
