@@ -94,6 +94,7 @@ RecognitionStats Recognizer::run() {
   s_.ran = true;
   s_.activities_total = static_cast<std::int64_t>(t_.activities.size());
   collect_contexts();
+  iterations_by_period();
   infer_containers();
   index_contexts();
   place_activities();

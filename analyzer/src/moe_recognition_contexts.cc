@@ -107,6 +107,65 @@ void Recognizer::collect_contexts() {
     if ((a->kind && op_kind_info(*a->kind).moe_layer) || a->role == RangeRole::kLayer) s_.moe = true;
     add_context(c);
   }
+  number_iterations();
+}
+
+// Iteration ranges that name no number (an engine's step ranges) are
+// numbered per rank in start order; one nested in another (a step function
+// inside the step's range) is the same iteration.
+void Recognizer::number_iterations() {
+  std::map<std::int32_t, std::vector<std::size_t>> unnumbered;
+  for (const auto& c : contexts_)
+    if (c.a.role == RangeRole::kIteration && c.a.iteration < 0) unnumbered[c.rank].push_back(c.index);
+  for (auto& [rank, list] : unnumbered) {
+    std::sort(list.begin(), list.end(), [&](std::size_t x, std::size_t y) {
+      return contexts_[x].start != contexts_[y].start ? contexts_[x].start < contexts_[y].start
+                                                      : contexts_[x].end > contexts_[y].end;
+    });
+    std::int32_t next = 0;
+    std::int64_t outer_end = INT64_MIN;
+    for (auto i : list) {
+      auto& c = contexts_[i];
+      if (c.start >= outer_end) {
+        outer_end = c.end;
+        ++next;
+      }
+      c.a.iteration = next - 1;
+    }
+  }
+}
+
+// 1a. Where no range marks iterations and the trace holds no backward pass
+// (inference, a forward-only benchmark), the layer ranges repeat once a
+// step: a new iteration starts at the layer range whose name already came
+// in the current one (nn.Module: MoELayer_3 a second time, vLLM's
+// vllm::moe_forward after the last layer...). Its work from there on is
+// the next iteration's, as after an optimizer's step (step_iterations()).
+void Recognizer::iterations_by_period() {
+  if (s_.iterations_marked || s_.phases_marked || !step_ends_.empty()) return;
+  std::map<std::int32_t, std::vector<std::size_t>> layers;  // rank -> layer contexts
+  for (const auto& c : contexts_)
+    if (c.a.role == RangeRole::kLayer && c.a.layer < 0) layers[c.rank].push_back(c.index);
+  std::int64_t boundaries = 0;
+  for (auto& [rank, list] : layers) {
+    std::sort(list.begin(), list.end(), [&](std::size_t x, std::size_t y) {
+      return contexts_[x].start != contexts_[y].start ? contexts_[x].start < contexts_[y].start
+                                                      : contexts_[x].end > contexts_[y].end;
+    });
+    std::set<std::int64_t> seen;  // names of the current pass
+    std::int64_t outer_end = INT64_MIN;
+    for (auto i : list) {
+      const auto& c = contexts_[i];
+      if (c.start < outer_end) continue;  // nested in a layer range of its own
+      outer_end = c.end;
+      if (!seen.insert(context_names_[i].value).second) {
+        step_ends_[rank].push_back(c.start);
+        ++boundaries;
+        seen = {context_names_[i].value};
+      }
+    }
+  }
+  if (boundaries > 0) s_.rules_used[kIterationsByPeriod] = boundaries;
 }
 
 // The context of host range `ri`, its annotation still to be set.

@@ -86,6 +86,8 @@ class Recognizer {
   std::optional<Annotation> recognise(const NvtxRange& r);
   std::string rule_name(std::int32_t i) const;
   void collect_contexts();
+  void number_iterations();
+  void iterations_by_period();
   // A range never closed lasts to the end of the trace.
   static std::int64_t end_of(const NvtxRange& r) { return r.end_ns < 0 ? INT64_MAX : r.end_ns; }
   Context context_of(std::size_t ri) const;

@@ -96,7 +96,10 @@ Section recognition_section(const Trace& trace, const Analyses& a) {
         "ranges, and compute inside a dispatch range counts as its permutation.",
         r.activities_placed, r.activities_total, from.empty() ? std::string("iteration ranges only") : fmt::format("{}", fmt::join(from, ", "))));
     std::vector<std::string> derived;
-    derived.push_back(r.iterations_from_steps
+    derived.push_back(r.iterations_from_steps && r.rules_used.count(kIterationsByPeriod)
+                          ? "iterations from the periodicity of the MoE layers (no step ranges, no backward pass: an "
+                            "iteration starts where a layer range's name comes again)"
+                      : r.iterations_from_steps
                           ? "iterations from the ranges that end them (no ProfilerStep#N: the work after a rank's "
                             "k-th optimizer step is iteration k)"
                       : r.iterations_marked ? "iterations from ranges (ProfilerStep#N or annotations)"
