@@ -120,10 +120,43 @@ void Recognizer::infer_containers() {
   struct Part {
     std::size_t context, layer_range, chunk_range;
     PartPhase phase;
+    std::pair<std::int64_t, std::int64_t> iteration;  // (iteration range, steps ended before): a new one starts an instance
   };
+  // The iteration a part runs in: the latest-starting iteration range of its
+  // rank open at its start, and how many iteration-ending ranges (optimizer
+  // steps, periodicity) ended before it.
+  std::map<std::int32_t, std::vector<std::size_t>> iterations_of_rank;
+  for (const auto& c : contexts_)
+    if (c.a.role == RangeRole::kIteration) iterations_of_rank[c.rank].push_back(c.index);
+  for (auto& [r, v] : iterations_of_rank)
+    std::sort(v.begin(), v.end(), [&](std::size_t x, std::size_t y) { return contexts_[x].start < contexts_[y].start; });
+  auto iteration_of = [&](const Context& c) {
+    std::int64_t range = -1, steps = 0;
+    if (const auto it = iterations_of_rank.find(c.rank); it != iterations_of_rank.end())
+      for (auto i : it->second) {
+        if (contexts_[i].start > c.start) break;
+        if (contexts_[i].end >= c.start) range = static_cast<std::int64_t>(i);
+      }
+    if (const auto it = step_ends_.find(c.rank); it != step_ends_.end())
+      steps = std::count_if(it->second.begin(), it->second.end(), [&](std::int64_t e) { return e <= c.start; });
+    return std::pair{range, steps};
+  };
+  // Threads whose parts say nothing of a block's order (one kind, no phase
+  // marker: an engine's fused-experts op) are left to the kernels' order.
+  std::set<std::pair<std::int32_t, std::int64_t>> ordered;
+  for (const auto& [thread, parts] : parts_by_thread) {
+    std::set<OpKind> kinds;
+    bool phases = false;
+    for (auto ci : parts) {
+      kinds.insert(*contexts_[ci].a.kind);
+      phases = phases || contexts_[ci].a.phase.has_value();
+    }
+    if (kinds.size() > 1 || phases) ordered.insert(thread);
+  }
   std::map<std::pair<std::int32_t, std::int64_t>, std::vector<Part>> free_parts;  // (rank, thread) -> parts
   for (const auto& [thread, parts] : parts_by_thread)
     for (auto ci : parts) {
+      if (!ordered.count(thread)) break;
       const auto& c = contexts_[ci];
       // A part inside a recognised layer or micro-batch range keeps those:
       // no implicit instance (above a module's range lies the training
@@ -138,7 +171,7 @@ void Recognizer::infer_containers() {
       const bool layer_range = top != SIZE_MAX && parts_in[top] >= 2 && !recognised[top];
       auto chunk = layer_range ? parent[top] : top != SIZE_MAX ? parent[top] : parent[c.range];
       if (chunk != SIZE_MAX && recognised[chunk]) chunk = SIZE_MAX;
-      free_parts[thread].push_back({ci, layer_range ? top : SIZE_MAX, chunk, part_phase(c.a.phase)});
+      free_parts[thread].push_back({ci, layer_range ? top : SIZE_MAX, chunk, part_phase(c.a.phase), iteration_of(c)});
     }
 
   // Instances of each thread's parts, per phase, by block order and layer
@@ -157,6 +190,7 @@ void Recognizer::infer_containers() {
       int last_position = -1;
       std::size_t last_layer_range = SIZE_MAX;
       std::set<OpKind> kinds;
+      std::pair<std::int64_t, std::int64_t> last_iteration{-2, -2};
       for (const auto& part : parts) {
         if (part.phase != phase) continue;
         const auto kind = *contexts_[part.context].a.kind;
@@ -165,7 +199,8 @@ void Recognizer::infer_containers() {
         const bool repeats = kinds.count(kind) && (kind != OpKind::kExpertFfn || phase == PartPhase::kWeight);
         const bool other_range = part.layer_range != SIZE_MAX && last_layer_range != SIZE_MAX &&
                                  part.layer_range != last_layer_range;
-        if (current < 0 || goes_back || repeats || other_range) {
+        if (current < 0 || goes_back || repeats || other_range || part.iteration != last_iteration) {
+          last_iteration = part.iteration;
           current = next_instance++;
           last_position = -1;
           last_layer_range = SIZE_MAX;
