@@ -314,6 +314,32 @@ const KernelRule* match_kernel_rule(const std::vector<KernelRule>& rules, std::s
   return i < 0 ? nullptr : &rules[static_cast<std::size_t>(i)];
 }
 
+std::string suggested_kernel_rule(std::string_view kernel_name) {
+  const auto name = lower(kernel_name);
+  auto has = [&](std::string_view w) { return name.find(w) != std::string::npos; };
+  if (!(has("moe") || has("expert") || has("topk") || has("routing") || has("dispatch") || has("combine") ||
+        has("permute")))
+    return {};
+  const auto words = kernel_name_words(kernel_name);
+  if (words.empty()) return {};
+  // Category and kind by the words, the most specific first.
+  std::string category = "other_compute", kind;
+  if (has("unpermute") || has("finalize")) kind = "unpermute";
+  else if (has("permute") || has("sort") || has("align")) kind = "permute";
+  else if (has("dispatch")) category = "all_to_all", kind = "dispatch";
+  else if (has("combine")) category = "all_to_all", kind = "combine";
+  else if (has("topk") || has("routing") || has("router") || has("gating") ||
+           std::any_of(words.back().begin(), words.back().end(), [](const std::string& w) { return w == "gate"; }))
+    category = "gating", kind = "gate";
+  else if (has("gemm") || has("matmul") || has("bmm") || has("expert") || has("ffn") || has("mlp"))
+    category = "expert_compute", kind = "expert";
+  nlohmann::json rule = nlohmann::json::object();
+  rule["function"] = words.back();
+  rule["category"] = category;
+  if (!kind.empty()) rule["kind"] = kind;
+  return rule.dump();
+}
+
 Category classify_kernel_name(std::string_view kernel_name) {
   const int i = match_kernel_rule(kernel_name);
   return i < 0 ? Category::kOtherCompute : kernel_rules()[static_cast<std::size_t>(i)].category;

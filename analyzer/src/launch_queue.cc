@@ -19,17 +19,37 @@ bool is_one_of(std::string_view name, std::initializer_list<std::string_view> na
   return std::find(names.begin(), names.end(), b) != names.end();
 }
 
+// HIP's launch calls (ROCm traces of the PyTorch profiler, recorded through
+// roctracer; the calls libkineto's RoctracerActivityApi correlates with their
+// kernels): runtime launches (hipLaunchKernel, hipExtLaunchKernel, the
+// cooperative ones), module launches (hipModuleLaunchKernel,
+// hipExtModuleLaunchKernel, hipHccModuleLaunchKernel: how Triton, Composable
+// Kernel and hipBLASLt launch every kernel) and the asynchronous copies and
+// sets.
+bool hip_launch(std::string_view name) {
+  return is_one_of(name, {"hipLaunchKernel", "hipExtLaunchKernel", "hipLaunchCooperativeKernel",
+                          "hipModuleLaunchKernel", "hipExtModuleLaunchKernel", "hipHccModuleLaunchKernel",
+                          "hipModuleLaunchCooperativeKernel", "hipMemcpyAsync", "hipMemsetAsync",
+                          "hipMemsetD8Async", "hipMemsetD32Async", "hipMemcpyWithStream"});
+}
+
 // HTA's runtime launch events for the queue length (CUDA ones of
-// TraceSymbolTable.get_runtime_launch_events_mask).
+// TraceSymbolTable.get_runtime_launch_events_mask), and HIP's launches.
+// Departure: a HIP graph launch (hipGraphLaunch) queues every kernel of the
+// graph at once, so its kernels count in the queue too.
 bool queues_work(std::string_view name) {
   return is_one_of(name, {"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
-                          "cudaMemcpyAsync", "cudaMemsetAsync"});
+                          "cudaMemcpyAsync", "cudaMemsetAsync", "hipGraphLaunch"}) ||
+         hip_launch(name);
 }
 
 // HTA's launch calls for the launch statistics (cuda_kernel_launch_stats,
-// include_memory_events=True).
+// include_memory_events=True), and HIP's launches. Departure: HIP's module
+// launches count (CUDA's cuLaunchKernel does not in HTA): on ROCm they
+// launch most kernels.
 bool counts_as_launch(std::string_view name) {
-  return is_one_of(name, {"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync"});
+  return is_one_of(name, {"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync"}) ||
+         hip_launch(name);
 }
 
 bool has_tracks(const Trace& t) { return t.activity_track_begin.size() == t.streams.size() + 1; }
@@ -297,6 +317,11 @@ LaunchQueueAnalysis analyze_launch_queue(const Trace& t, const LaunchQueueOption
   a.options = o;
   a.idle = idle_time_breakdown(t, o);
   a.queues = queues_of(t, o, o.series_points);
+  for (const auto& call : t.api_calls)
+    if (hip_launch(t.str(call.name))) {
+      a.hip = true;
+      break;
+    }
   // Per rank: the three durations of every launch (for the percentiles) and
   // the worst launches so far, kept sorted and bounded.
   struct Accumulated {
@@ -351,6 +376,7 @@ LaunchQueueAnalysis merge_launch_queues(std::vector<LaunchQueueAnalysis> parts) 
     for (auto& x : p.idle) a.idle.push_back(std::move(x));
     for (auto& x : p.queues) a.queues.push_back(std::move(x));
     for (auto& x : p.launches) a.launches.push_back(std::move(x));
+    a.hip = a.hip || p.hip;
     p = LaunchQueueAnalysis();
   }
   auto by_stream = [](const auto& x, const auto& y) { return std::tie(x.rank, x.stream) < std::tie(y.rank, y.stream); };

@@ -383,16 +383,26 @@ nlohmann::json report_json(const Trace& trace, const Analyses& a, const ReportOp
   return j;
 }
 
+namespace report_detail {
+
+std::string ranks_recorded(const Trace& trace) {
+  const auto world = trace.run.world_size;
+  const auto recorded = static_cast<int>(trace.ranks.size());
+  if (recorded > 0 && recorded < world) return fmt::format("{} of {} ranks", recorded, world);
+  return fmt::format("{} rank{}", world, world == 1 ? "" : "s");
+}
+
+}  // namespace report_detail
+
 void write_text_report(std::ostream& out, const Trace& trace, const Analyses& a,
                        const ReportOptions& options) {
   const auto& b = a.breakdown;
   const auto& run = trace.run;
   out << "moetrace report: " << run.path << "\n";
-  out << fmt::format("run: {}  backend {}{}  variant {}  {} rank{}{}\n",
+  out << fmt::format("run: {}  backend {}{}  variant {}  {}{}\n",
                      run.name.empty() ? "(unnamed)" : run.name, run.backend,
                      run.simulated ? " (simulated)" : "", run.variant.empty() ? "-" : run.variant,
-                     run.world_size, run.world_size == 1 ? "" : "s",
-                     run.finalized ? "" : "  [not finalized: the writer did not close]");
+                     report_detail::ranks_recorded(trace), run.finalized ? "" : "  [not finalized: the writer did not close]");
   for (const auto& w : run_warnings(run)) out << "warning: " << w << "\n";
   report_detail::render_text(out, report_detail::breakdown_section(b, options));
   for (const auto& s : report_detail::analysis_sections(trace, a, options)) report_detail::render_text(out, s);
@@ -402,9 +412,9 @@ void write_markdown_report(std::ostream& out, const Trace& trace, const Analyses
                            const ReportOptions& options) {
   const auto& run = trace.run;
   out << "# moetrace report: " << run.path << "\n\n";
-  out << fmt::format("Run **{}**, backend `{}`{}, variant `{}`, {} rank{}.{}\n",
+  out << fmt::format("Run **{}**, backend `{}`{}, variant `{}`, {}.{}\n",
                      run.name.empty() ? "(unnamed)" : run.name, run.backend, run.simulated ? " (simulated)" : "",
-                     run.variant.empty() ? "-" : run.variant, run.world_size, run.world_size == 1 ? "" : "s",
+                     run.variant.empty() ? "-" : run.variant, report_detail::ranks_recorded(trace),
                      run.finalized ? "" : " Not finalized: the writer did not close.");
   for (const auto& w : run_warnings(run)) out << "\n**Warning:** " << w << "\n";
   report_detail::render_markdown(out, report_detail::breakdown_section(a.breakdown, options));

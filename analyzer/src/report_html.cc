@@ -306,7 +306,7 @@ void write_html_report(std::ostream& out, const Trace& trace, const Analyses& a,
   out << "<h1>moetrace report</h1>\n<p class=\"meta\">" << esc(run.path) << " &mdash; run "
       << esc(run.name.empty() ? "(unnamed)" : run.name) << ", backend " << esc(run.backend)
       << (run.simulated ? " (simulated)" : "") << ", variant " << esc(run.variant.empty() ? "-" : run.variant) << ", "
-      << run.world_size << " rank" << (run.world_size == 1 ? "" : "s")
+      << report_detail::ranks_recorded(trace)
       << (run.finalized ? "" : ", not finalized (the writer did not close)") << "</p>\n";
   for (const auto& w : run_warnings(run)) out << "<p><strong>Warning:</strong> " << esc(w) << "</p>\n";
   const auto sections = report_detail::analysis_sections(trace, a, options);

@@ -75,7 +75,10 @@ void idle_part(Section& s, const LaunchQueueAnalysis& L, const ReportOptions& o)
 void queue_part(Section& s, const LaunchQueueAnalysis& L, const ReportOptions& o) {
   if (L.queues.empty()) {
     s.para("Queue length: no GPU event was launched by cudaLaunchKernel(ExC), cuLaunchKernel(Ex), cudaMemcpyAsync or "
-           "cudaMemsetAsync in the trace.");
+           "cudaMemsetAsync in the trace" +
+           std::string(L.hip ? ", nor by a HIP launch (hipLaunchKernel, hip(Ext)ModuleLaunchKernel, hipGraphLaunch, "
+                               "hipMemcpyAsync, hipMemsetAsync)."
+                             : "."));
     return;
   }
   std::map<std::int32_t, std::int64_t> peak;
@@ -127,10 +130,14 @@ void launch_part(Section& s, const LaunchQueueAnalysis& L, const ReportOptions& 
                       d(r.cpu_duration_ns.p50), d(r.launch_delay_ns.p50), d(r.launch_delay_ns.p95),
                       format_duration(r.launch_delay_ns.max)});
   }
-  s.table("Kernel launches per rank (HTA's CUDA kernel launch statistics): events launched by cudaLaunchKernel(ExC), "
-          "cudaMemcpyAsync or cudaMemsetAsync. Launch delay: GPU start minus the call's end (0 where the GPU started "
-          "first); short GPU: ran shorter than its launch call took (calls within the cutoff); outliers: calls and "
-          "delays above HTA's cutoffs.",
+  s.table(std::string("Kernel launches per rank (HTA's CUDA kernel launch statistics): events launched by "
+                      "cudaLaunchKernel(ExC), cudaMemcpyAsync or cudaMemsetAsync") +
+              (L.hip ? ", and on ROCm by hipLaunchKernel, hipModuleLaunchKernel, hipExtModuleLaunchKernel, "
+                       "hipMemcpyAsync or hipMemsetAsync"
+                     : "") +
+              ". Launch delay: GPU start minus the call's end (0 where the GPU started first); short GPU: ran "
+              "shorter than its launch call took (calls within the cutoff); outliers: calls and delays above "
+              "HTA's cutoffs.",
           std::move(t));
   if (!note.empty()) s.para(note);
   if (other > 0 || none > 0)

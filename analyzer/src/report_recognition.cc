@@ -47,6 +47,18 @@ std::vector<UnclassifiedKernel> largest_first(std::vector<UnclassifiedKernel> ke
   return kernels;
 }
 
+namespace {
+
+// A PyTorch-profiler trace records every backward node autograd runs
+// (autograd::engine::evaluate_function): an MoE trace of it without one ran
+// no backward pass (inference, evaluation, a forward benchmark).
+bool forward_only_run(const Trace& trace) {
+  const auto& r = trace.recognition;
+  return r.moe && !r.phases_marked && trace.run.backend == "kineto";
+}
+
+}  // namespace
+
 std::vector<std::string> recognition_unlocks(const Trace& trace) {
   const auto& r = trace.recognition;
   std::vector<std::string> u;
@@ -63,7 +75,7 @@ std::vector<std::string> recognition_unlocks(const Trace& trace) {
         "iterations (per-iteration rows, locality across iterations): call prof.step() each step so the trace has "
         "ProfilerStep#N, step a torch.optim optimizer (its Optimizer.step#<Class>.step range ends an iteration), or "
         "wrap each step in a moetrace:iteration iter=N range");
-  if (r.moe && !r.phases_marked)
+  if (r.moe && !r.phases_marked && !forward_only_run(trace))
     u.push_back(
         "backward rows: a trace of the PyTorch profiler marks backward work (autograd::engine::evaluate_function "
         "ranges); elsewhere add phase=bwd to the annotations");
@@ -96,7 +108,10 @@ Section recognition_section(const Trace& trace, const Analyses& a) {
         "ranges, and compute inside a dispatch range counts as its permutation.",
         r.activities_placed, r.activities_total, from.empty() ? std::string("iteration ranges only") : fmt::format("{}", fmt::join(from, ", "))));
     std::vector<std::string> derived;
-    derived.push_back(r.iterations_from_steps
+    derived.push_back(r.iterations_from_steps && r.rules_used.count(kIterationsByPeriod)
+                          ? "iterations from the periodicity of the MoE layers (no step ranges, no backward pass: an "
+                            "iteration starts where a layer range's name comes again)"
+                      : r.iterations_from_steps
                           ? "iterations from the ranges that end them (no ProfilerStep#N: the work after a rank's "
                             "k-th optimizer step is iteration k)"
                       : r.iterations_marked ? "iterations from ranges (ProfilerStep#N or annotations)"
@@ -109,9 +124,10 @@ Section recognition_section(const Trace& trace, const Analyses& a) {
                             : std::string("layers named by ranges"));
       if (r.layers_by_nesting > 0)
         derived.push_back(fmt::format(
-            "{} schedule parts placed in layer instances by the function ranges enclosing them (an instance: "
-            "the outermost range holding one part of each kind and phase; its chunk: the range around it), so "
-            "overlapped chunks of several micro-batches are counted apart",
+            "{} schedule parts placed in layer instances by their order and the function ranges enclosing them "
+            "(an instance: one pass through the MoE block, within the outermost range holding one part of each "
+            "kind and phase; its chunk: the range around it; a weight-gradient part: the backward instance it "
+            "follows), so overlapped chunks of several micro-batches are counted apart",
             r.layers_by_nesting));
       if (r.backward_by_sequence > 0)
         derived.push_back(fmt::format(
@@ -128,7 +144,10 @@ Section recognition_section(const Trace& trace, const Analyses& a) {
             "{} all-to-all kernels outside every MoE range taken as MoE dispatch or combine (the trace has MoE "
             "kernels or ranges)",
             r.a2a_assumed_moe));
-      derived.push_back(r.phases_marked ? "backward phase from ranges" : "no backward ranges: all work is forward");
+      derived.push_back(r.phases_marked          ? "backward phase from ranges"
+                        : forward_only_run(trace) ? "forward only: the PyTorch profiler recorded no backward node, "
+                                                    "so no backward pass ran (inference or evaluation)"
+                                                  : "no backward ranges: all work is forward");
     }
     if (!trace.expert_load_origin.empty()) derived.push_back("load from " + trace.expert_load_origin);
     s.para(fmt::format("Derived: {}.", fmt::join(derived, "; ")));
@@ -154,6 +173,16 @@ Section recognition_section(const Trace& trace, const Analyses& a) {
     s.table("Largest kernels no rule classifies (counted as other compute; a kernel rule in a --moe-rules file "
             "can name them):",
             std::move(t));
+    std::vector<std::string> suggested;
+    for (const auto& k : unclassified)
+      if (auto rule = suggested_kernel_rule(k.name); !rule.empty())
+        suggested.push_back(fmt::format("- {} for {}", rule, k.name.size() > 60 ? k.name.substr(0, 57) + "..." : k.name));
+    if (!suggested.empty()) {
+      s.para("Of these, the names that look like MoE work; the kernel rule that would classify each (its category "
+             "and MoE kind guessed from its words: check them), for the \"kernels\" list of a --moe-rules file "
+             "({\"version\": 1, \"kernels\": [...]}):");
+      for (auto& line : suggested) s.para(std::move(line));
+    }
   }
   return s;
 }
@@ -164,8 +193,11 @@ nlohmann::json recognition_json(const Trace& trace, const Analyses& a) {
   for (const auto& [rule, count] : r.rules_used) rules[rule] = count;
   nlohmann::json unclassified = nlohmann::json::array();
   if (r.ran)
-    for (const auto& k : a.unclassified_kernels)
-      unclassified.push_back({{"name", k.name}, {"count", k.count}, {"gpu_ns", k.gpu_ns}});
+    for (const auto& k : a.unclassified_kernels) {
+      nlohmann::json e = {{"name", k.name}, {"count", k.count}, {"gpu_ns", k.gpu_ns}};
+      if (const auto rule = suggested_kernel_rule(k.name); !rule.empty()) e["suggested_rule"] = nlohmann::json::parse(rule);
+      unclassified.push_back(std::move(e));
+    }
   return {{"ran", r.ran},
           {"moe", r.moe},
           {"activities", r.activities_total},

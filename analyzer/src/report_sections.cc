@@ -212,7 +212,8 @@ Section expert_load_section(const ExpertLoadAnalysis& a, const ReportOptions& o)
                       fmt_double(l.rb), ns_or_dash(l.imbalance_ns), ns_or_dash(l.busiest_expert_compute_ns),
                       ns_or_dash(l.mean_expert_compute_ns)});
   }
-  s.table("Per MoE layer (means over iterations; 'home -> actual' where the trace places copies):", std::move(t));
+  s.table("Per MoE layer (means over iterations; 'home -> actual' where the trace places copies):", std::move(t),
+          "the load names no MoE layer of the trace's iterations");
   if (o.per_iteration) {
     Table r{{"layer/it", "tokens", "heaviest", "expert max/mean", "busiest rank", "balance home", "balance",
              "RB", "imbalance"},
@@ -244,7 +245,8 @@ Section locality_section(const LocalityAnalysis& a, const ReportOptions& o) {
                       fmt_double(l.consecutive.cosine_similarity, 4), fmt_double(l.min_cosine_similarity, 4),
                       fmt_double(l.consecutive.l1_distance), pct(l.consecutive.relative_l1_error),
                       pct(l.consecutive.heaviest_predicted)});
-  s.table("Consecutive iterations, per MoE layer:", std::move(t));
+  s.table("Consecutive iterations, per MoE layer:", std::move(t),
+          "no MoE layer has the load of two consecutive iterations");
   if (!a.curve.empty()) {
     Table c{{"distance", "pairs", "cosine", "L1 distance", "prediction error", "heaviest kept"}, {}};
     for (const auto& p : a.curve)
@@ -396,7 +398,12 @@ Section breakdown_section(const Breakdown& b, const ReportOptions& options) {
       t.rows.push_back(split_row(l.total, std::to_string(l.layer), l.mean_window_ns));
       t.rows.back().push_back(fmt::format("{:.1f}", 100.0 * l.total.overlap_share()));
     }
-    s.table("Per MoE layer (time per rank and iteration: the union of its forward and backward windows; the "
+    const bool forward_only = std::all_of(b.layers.begin(), b.layers.end(),
+                                          [](const LayerSummary& l) { return l.backward.window_ns == 0; });
+    s.table(std::string(forward_only ? "Per MoE layer, forward only (no backward pass in the trace; time per rank and "
+                                       "iteration: the union of its forward windows; the "
+                                     : "Per MoE layer (time per rank and iteration: the union of its forward and "
+                                       "backward windows; the ") +
             "other columns are % of the sum of those windows. The category columns overlap where the layer's "
             "ops of several categories run at once; busy is their union, outside the time in which only other "
             "work ran (other layers, non-MoE ops), and busy + outside + idle = 100; hidden is % of the layer's "

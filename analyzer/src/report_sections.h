@@ -38,6 +38,9 @@ std::vector<Section> analysis_sections(const Trace& trace, const Analyses& a, co
 // A run of several rank files: files, clocks, waiting at collectives
 // (report_ranks.cc).
 bool has_ranks_section(const Trace& trace);
+// "8 ranks", or "1 of 8 ranks" where the trace holds fewer ranks than its job
+// had (one rank's file of a tensor-parallel job, sampled ranks): the headers.
+std::string ranks_recorded(const Trace& trace);
 Section ranks_section(const Trace& trace, const Analyses& a, const ReportOptions& options);
 
 // GPU idle time, launch queues and kernel launches, HTA's definitions

@@ -77,6 +77,14 @@ const KernelRule* match_kernel_rule(const std::vector<KernelRule>& rules, std::s
 // other compute.
 Category classify_kernel_name(std::string_view kernel_name);
 
+// For a kernel whose name looks like MoE work (moe, expert, topk, routing,
+// dispatch, combine, permute in it) and that no rule classifies: a kernel
+// rule, as one line of JSON for the "kernels" list of a --moe-rules file,
+// that would classify it under any namespace (the words of its function's
+// name), with the category and MoE kind its words suggest. Empty for any
+// other name.
+std::string suggested_kernel_rule(std::string_view kernel_name);
+
 // Parses a rules document (the format of kernel_classes.json); throws
 // moetrace::Error naming `source` on a malformed one.
 std::vector<KernelRule> parse_kernel_rules(std::string_view json, const std::string& source);

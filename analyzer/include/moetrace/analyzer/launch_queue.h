@@ -83,6 +83,13 @@
 //    GPU events launched by other calls (cuLaunchKernel, cudaGraphLaunch,
 //    NCCL's launches) are counted beside, not in, the statistics.
 //
+// ROCm (HIP) traces: HIP's launch calls count as CUDA's do in 2 and 3
+// (hipLaunchKernel, hipExtLaunchKernel, hipModuleLaunchKernel,
+// hipExtModuleLaunchKernel, hipMemcpyAsync, hipMemsetAsync, ...; the list is
+// in launch_queue.cc). Departures: the module launches count in 3, since
+// Triton, Composable Kernel and hipBLASLt launch every kernel so; a graph
+// launch (hipGraphLaunch) queues its kernels in 2.
+//
 // Window (all three). HTA drops the last ProfilerStep when it loads a trace
 // (include_last_profiler_step=False, its default): on a rank with two or
 // more ProfilerStep ranges it keeps the CPU calls that start before the last
@@ -210,6 +217,7 @@ struct LaunchQueueAnalysis {
   std::vector<StreamIdle> idle;             // sorted by (rank, stream)
   std::vector<StreamQueue> queues;          // sorted by (rank, stream); streams with launches
   std::vector<RankLaunchStats> launches;    // sorted by rank; ranks with GPU events
+  bool hip = false;                         // the trace's launches are HIP calls (ROCm), reports say so
   bool empty() const { return idle.empty() && queues.empty() && launches.empty(); }
 };
 

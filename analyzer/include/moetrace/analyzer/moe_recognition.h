@@ -39,8 +39,11 @@
 //      (rank, iteration) in the forward pass is layer k; backward instances
 //      count down from the last forward layer. Without layer ranges, an
 //      instance starts at a dispatch that follows a combine (or at a gate);
-//    - the iteration where no range names it: iteration 0 for the whole
-//      trace;
+//    - the iteration where no range names it: the k-th of a rank's step
+//      ranges that carry no number (an engine's step); else, after an
+//      optimizer's k-th step, k; else, in a forward-only trace, a new
+//      iteration where a layer range's name recurs; else iteration 0 for
+//      the whole trace;
 //    - the phase where no range names it: forward.
 //    Inferences that cannot be made consistently (an odd number of
 //    all-to-all kernels in a layer, different layer counts per iteration)
@@ -172,6 +175,11 @@ std::vector<UnclassifiedKernel> largest_first(std::vector<UnclassifiedKernel> ke
 // For a trace recognition ran on: one line per part of the report that is
 // missing, naming the annotation or rule that would unlock it.
 std::vector<std::string> recognition_unlocks(const Trace& trace);
+
+// The entry of RecognitionStats::rules_used that says iterations came from
+// the periodicity of the layer ranges (no step ranges, forward only).
+inline constexpr const char* kIterationsByPeriod =
+    "periodicity: an iteration starts where a layer range's name recurs (forward only, no step ranges)";
 
 // Materialises op ranges from the rules (see above) in a trace that has none;
 // leaves a trace with op ranges of its own untouched (stats.ran = false).

@@ -21,6 +21,7 @@
 #include <iosfwd>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -67,7 +68,18 @@ struct ReportSection {
   std::vector<ReportBlock> blocks;
   std::string status = {};  // HTML data-status where set (recommendations: computed / not_computed)
   void para(std::string text) { blocks.push_back({std::move(text), false, {}}); }
-  void table(std::string caption, ReportTable t) { blocks.push_back({std::move(caption), true, std::move(t)}); }
+  // A table with no rows is never shown as a header alone: its caption
+  // becomes a sentence that says there are none, and why where `why_none`
+  // says so.
+  void table(std::string caption, ReportTable t, std::string_view why_none = {}) {
+    if (!t.rows.empty()) {
+      blocks.push_back({std::move(caption), true, std::move(t)});
+      return;
+    }
+    while (!caption.empty() && (caption.back() == ':' || caption.back() == '.' || caption.back() == ' '))
+      caption.pop_back();
+    para(caption + ": none" + (why_none.empty() ? std::string(".") : ", " + std::string(why_none) + "."));
+  }
 };
 
 // The sections after the breakdown, as every report format shows them:

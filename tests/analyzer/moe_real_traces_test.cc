@@ -1,0 +1,154 @@
+// MoE recognition on real traces recorded by others (../shared/data, see its
+// README): vLLM on an MI300-class GPU under HIP-graph replay, and PyTorch MoE
+// micro-benchmarks on a B300. Every expected number is counted by hand from
+// the JSON (zcat FILE | python3: events by category, name and correlation
+// id), as each comment says; none comes from moetrace's output.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "import_test_util.h"
+#include "kineto_fixture.h"
+#include "moetrace/analyzer/breakdown.h"
+#include "moetrace/analyzer/launch_queue.h"
+#include "moetrace/analyzer/trace.h"
+
+namespace moetrace::testing {
+namespace {
+
+std::map<OpKind, int> moe_ops_by_kind(const analyzer::Trace& t) {
+  std::map<OpKind, int> n;
+  for (const auto& op : t.ops)
+    if (op_kind_info(op.kind).moe_layer) ++n[op.kind];
+  return n;
+}
+
+int total(const std::map<OpKind, int>& n) {
+  int s = 0;
+  for (const auto& [k, v] : n) s += v;
+  return s;
+}
+
+// AMD-AGI/TraceLens evals/generate_moe_traces.py: SimpleMoE.forward wraps
+// each forward in record_function("MoE[...]") and its expert FFN (two bmm
+// and a silu) in record_function("expert_ffn[...]"); the profiler records 3
+// forward passes (active_iters=3), no_grad, no ProfilerStep. By hand from
+// each file: 3 MoE ranges, 3 expert_ffn ranges; the kernels launched inside
+// the MoE ranges (launch call inside the range on its thread): 36, 36, 30,
+// 36, 42, 36; inside expert_ffn: 9; torch.topk's gatherTopK: 3.
+struct MicroBenchmark {
+  const char* file;
+  int moe_kernels;
+};
+
+class TraceLensB300 : public ::testing::TestWithParam<MicroBenchmark> {};
+
+TEST_P(TraceLensB300, OneForwardOnlyMoELayerThreeTimes) {
+  const auto& m = GetParam();
+  const auto in = shared_data(std::string("kineto/") + m.file);
+  MOETRACE_NEED_SHARED(in);
+  const auto t = import_and_load({in}, temp_path(std::string(m.file) + ".db"));
+  ASSERT_TRUE(t.recognition.moe);
+  EXPECT_FALSE(t.recognition.phases_marked);  // no autograd backward node: forward only
+  const auto n = moe_ops_by_kind(t);
+  EXPECT_EQ(total(n), m.moe_kernels);
+  EXPECT_EQ(n.count(OpKind::kExpertFfn) ? n.at(OpKind::kExpertFfn) : 0, 9);
+  EXPECT_EQ(n.count(OpKind::kGate) ? n.at(OpKind::kGate) : 0, 3);
+  for (const auto& op : t.ops) EXPECT_EQ(op.phase, Phase::kForward);
+  // The three passes are three iterations of one layer (the MoE range's name
+  // recurs), not three layers.
+  const auto b = analyzer::compute_breakdown(t);
+  ASSERT_EQ(b.layers.size(), 1u);
+  EXPECT_EQ(b.layers[0].iterations, 3);
+  EXPECT_EQ(b.iterations.size(), 3u);
+  EXPECT_EQ(b.layers[0].backward.window_ns, 0);
+}
+
+const MicroBenchmark kMicroBenchmarks[] = {
+    {"tracelens-b300-moe_01_many_experts_few_tokens.json.gz", 36},
+    {"tracelens-b300-moe_02_few_experts_many_tokens.json.gz", 36},
+    {"tracelens-b300-moe_03_top1_sparse.json.gz", 30},
+    {"tracelens-b300-moe_04_top2_dense.json.gz", 36},
+    {"tracelens-b300-moe_05_large_capacity.json.gz", 42},
+    {"tracelens-b300-moe_06_tiny_batch_many_experts.json.gz", 36},
+};
+
+INSTANTIATE_TEST_SUITE_P(RealTraces, TraceLensB300, ::testing::ValuesIn(kMicroBenchmarks),
+                         [](const ::testing::TestParamInfo<MicroBenchmark>& i) {
+                           return std::string(i.param.file).substr(15, 6);
+                         });
+
+// vLLM on MI300 (gpt-oss-style model, 24 MoE layers), one engine step each
+// (the user_annotation execute_..., vLLM's step range), its layers replayed
+// from HIP graphs: no range inside a layer, the kernels' names alone place
+// them. By hand from each file, sorted by GPU start: 24 _topk_forward, 24
+// _sum_bitmatrix_rows, 48 _combined_routing_* (memset, compute), 48
+// _matmul_ogs_* and 24 _finalize_matmul_scatter_bf16 kernels; the k-th
+// finalize lies between the k-th and the (k+1)-th top-k. Layer k's window
+// runs from its top-k's start to its finalize's end: decode, layer 0
+// 331.597 us, the shortest 245.879 us, the longest 335.956 us; prefill +
+// decode, layer 0 5172.970 us, shortest 5140.171 us, longest 5297.216 us.
+// Launches (GPU events by the name of their correlated call): decode
+// hipGraphLaunch 421, hipMemcpyAsync 9, hipLaunchKernel 3,
+// hipExtModuleLaunchKernel 1; prefill + decode hipGraphLaunch 361,
+// hipLaunchKernel 27, hipModuleLaunchKernel 24, hipMemcpyAsync 10,
+// hipExtModuleLaunchKernel 1.
+struct VllmTrace {
+  const char* file;
+  double layer0_us, shortest_us, longest_us;
+  int launches, queued;  // launch statistics: every call but graph launches; queue: every event
+};
+
+class TraceLensVllm : public ::testing::TestWithParam<VllmTrace> {};
+
+TEST_P(TraceLensVllm, TwentyFourMoELayersFromKernelNamesUnderGraphReplay) {
+  const auto& v = GetParam();
+  const auto in = shared_data(std::string("kineto/") + v.file);
+  MOETRACE_NEED_SHARED(in);
+  const auto t = import_and_load({in}, temp_path(std::string(v.file) + ".db"));
+  ASSERT_TRUE(t.recognition.moe);
+  EXPECT_TRUE(t.recognition.rules_used.count("inference-engines: vLLM engine step (iteration)"));
+  const auto n = moe_ops_by_kind(t);
+  EXPECT_EQ(total(n), 168);
+  EXPECT_EQ(n.at(OpKind::kGate), 24 + 24 + 48);
+  EXPECT_EQ(n.at(OpKind::kExpertFfn), 48);
+  EXPECT_EQ(n.at(OpKind::kUnpermute), 24);
+  const auto b = analyzer::compute_breakdown(t);
+  ASSERT_EQ(b.iterations.size(), 1u);
+  ASSERT_EQ(b.layers.size(), 24u);
+  auto us = [](double x) { return static_cast<std::int64_t>(x * 1000 + 0.5); };
+  std::int64_t shortest = INT64_MAX, longest = 0;
+  for (const auto& l : b.layers) {
+    shortest = std::min(shortest, l.mean_window_ns);
+    longest = std::max(longest, l.mean_window_ns);
+    EXPECT_EQ(l.backward.window_ns, 0);
+  }
+  // Kineto's microsecond timestamps become integer nanoseconds: 2 ns of rounding.
+  EXPECT_NEAR(b.layers[0].mean_window_ns, us(v.layer0_us), 2);
+  EXPECT_NEAR(shortest, us(v.shortest_us), 2);
+  EXPECT_NEAR(longest, us(v.longest_us), 2);
+  // HIP launches feed the launch statistics and the queue length.
+  const auto q = analyzer::analyze_launch_queue(t);
+  EXPECT_TRUE(q.hip);
+  ASSERT_EQ(q.launches.size(), 1u);
+  EXPECT_EQ(q.launches[0].launches, v.launches);
+  std::int64_t points = 0;
+  for (const auto& s : q.queues) points += s.count;
+  EXPECT_EQ(points, 2 * v.queued);  // one point at each launch, one at each GPU start
+}
+
+const VllmTrace kVllmTraces[] = {
+    {"tracelens-vllm-mi300-decode-full.json.gz", 331.597, 245.879, 335.956, 3 + 1 + 9, 434},
+    {"tracelens-vllm-mi300-prefilldecode-piecewise.json.gz", 5172.970, 5140.171, 5297.216, 27 + 24 + 1 + 10, 423},
+};
+
+INSTANTIATE_TEST_SUITE_P(RealTraces, TraceLensVllm, ::testing::ValuesIn(kVllmTraces),
+                         [](const ::testing::TestParamInfo<VllmTrace>& i) {
+                           return std::string(i.param.file).find("decode-full") != std::string::npos ? "decode"
+                                                                                                    : "prefill_decode";
+                         });
+
+}  // namespace
+}  // namespace moetrace::testing
