@@ -1,8 +1,6 @@
 // The execution graph of a trace (exec_graph.h): evaluation, and the trace
 // at its replayed times.
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <deque>
 #include <map>
 #include <utility>
@@ -11,7 +9,7 @@
 
 namespace moetrace::analyzer {
 
-std::vector<std::int64_t> evaluate_exec_graph(const ExecGraph& g) {
+std::vector<std::int64_t> evaluate_exec_graph(const ExecGraph& g, std::size_t* unresolved) {
   const auto n = g.nodes.size();
   std::vector<std::uint32_t> begin(n + 1, 0), indegree(n, 0);
   for (const auto& e : g.edges) {
@@ -44,8 +42,11 @@ std::vector<std::int64_t> evaluate_exec_graph(const ExecGraph& g) {
   // On a cycle (times that contradict each other): the measured time.
   std::size_t undone = 0;
   for (std::size_t i = 0; i < n; ++i)
-    if (!done[i] || t[i] == INT64_MIN) { t[i] = g.nodes[i].measured_ns; ++undone; }
-  if (std::getenv("MOETRACE_WHATIF_DEBUG")) std::fprintf(stderr, "evaluate: %zu of %zu nodes not done\n", undone, n);
+    if (!done[i] || t[i] == INT64_MIN) {
+      t[i] = g.nodes[i].measured_ns;
+      ++undone;
+    }
+  if (unresolved != nullptr) *unresolved = undone;
   return t;
 }
 

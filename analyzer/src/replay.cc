@@ -1,8 +1,6 @@
 #include "moetrace/analyzer/replay.h"
 
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <tuple>
 
@@ -34,7 +32,8 @@ Windows windows_of(const Trace& t) {
 
 }  // namespace
 
-ReplaySummary compare_replay(const Trace& measured, const Trace& replayed, const ExecGraph& g, const Trace* predicted) {
+ReplaySummary compare_replay(const Trace& measured, const Trace& replayed, const ExecGraph& g, const Trace* predicted,
+                             std::size_t unresolved) {
   ReplaySummary s;
   const auto m = windows_of(measured);
   const auto r = windows_of(replayed);
@@ -79,27 +78,20 @@ ReplaySummary compare_replay(const Trace& measured, const Trace& replayed, const
   s.unlaunched = g.unlaunched;
   s.collective_instances = g.collective_instances;
   s.missing = g.missing;
+  s.unresolved = static_cast<std::int64_t>(unresolved);
+  if (unresolved > 0)
+    s.missing.push_back(std::to_string(unresolved) +
+                        " points sit on or after a cycle of the graph (times that contradict each other); they keep "
+                        "their measured times");
   return s;
 }
 
 ReplaySummary replay(const Trace& trace, const ExecGraphOptions& options) {
   const auto g = build_exec_graph(trace, options);
-  const auto times = evaluate_exec_graph(g);
+  std::size_t unresolved = 0;
+  const auto times = evaluate_exec_graph(g, &unresolved);
   const auto r = replayed_trace(trace, g, times);
-  if (std::getenv("MOETRACE_REPLAY_DEBUG")) {
-    for (std::size_t i = 0; i < trace.activities.size(); ++i) {
-      const auto& a = trace.activities[i];
-      const auto* c = trace.launching_call(a);
-      const auto base = trace.run.start_ns;
-      std::fprintf(stderr, "%zu\t%d\t%s\t%s\t%lld\t%lld\t%lld\t%lld\t%lld\n", i, a.stream,
-                   std::string(trace.str(a.name)).substr(0, 40).c_str(),
-                   a.op >= 0 ? std::string(trace.str(trace.ops[static_cast<std::size_t>(a.op)].name)).c_str() : "-",
-                   (long long)(a.start_ns - base), (long long)(a.end_ns - base),
-                   (long long)(times[g.activity_start[i]] - base), c ? (long long)(c->start_ns - base) : -1LL,
-                   c ? (long long)(c->end_ns - base) : -1LL);
-    }
-  }
-  return compare_replay(trace, r, g);
+  return compare_replay(trace, r, g, nullptr, unresolved);
 }
 
 }  // namespace moetrace::analyzer

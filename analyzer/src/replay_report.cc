@@ -96,6 +96,7 @@ nlohmann::json replay_json(const Trace& trace, const ReplaySummary& s, const std
                 {"unexplained_ns", s.unexplained_ns},
                 {"unlaunched", s.unlaunched},
                 {"collective_instances", s.collective_instances},
+                {"unresolved", s.unresolved},
                 {"missing", s.missing}};
   j["what_ifs"] = what_ifs;
   json its = json::array();

@@ -51,6 +51,7 @@
 #include "moetrace/sim/cost_model.h"
 #include "moetrace/sim/run_spec.h"
 #include "moetrace/sim/trace_output.h"
+#include "gunzip.h"
 #include "text_trace.h"
 #include "test_paths.h"
 
@@ -93,23 +94,6 @@ std::vector<Fixture> find_fixtures(const fs::path& dir) {
   return out;
 }
 
-// Inflates a .gz file to `to`; the error, or "" on success.
-std::string gunzip(const std::string& from, const std::string& to) {
-  gzFile in = gzopen(from.c_str(), "rb");
-  if (in == nullptr) return "cannot open " + from;
-  std::ofstream out(to, std::ios::binary | std::ios::trunc);
-  std::vector<char> buf(1 << 16);
-  int n = 0;
-  while ((n = gzread(in, buf.data(), static_cast<unsigned>(buf.size()))) > 0) out.write(buf.data(), n);
-  int code = Z_OK;
-  const char* message = gzerror(in, &code);  // a truncated file: Z_BUF_ERROR, not n < 0
-  const std::string error = n < 0 || code != Z_OK ? message : "";
-  gzclose(in);
-  out.close();
-  if (!error.empty()) return error;  // zlib names the file
-  return out ? "" : "cannot write " + to;
-}
-
 // The fixture's files as trace databases: .gz ones inflated to temporary files.
 std::vector<std::string> databases(const Fixture& f) {
   std::vector<std::string> out;
@@ -119,7 +103,7 @@ std::vector<std::string> databases(const Fixture& f) {
       continue;
     }
     const auto db = testing::temp_path(fs::path(file).stem().string());
-    if (const auto error = gunzip(file, db); !error.empty()) {
+    if (const auto error = testing::gunzip(file, db); !error.empty()) {
       ADD_FAILURE() << error;
       continue;
     }
@@ -464,7 +448,7 @@ TEST(GpuFixtures, PipeMoeSweepAgainstTheSimulatorOnTheCalibrationsFit) {
   if (!fs::exists(dir / "calibration_p1.db.gz")) GTEST_SKIP() << "no PipeMoE sweep under " << dir.string();
   auto inflate = [&](const std::string& name) {
     const auto db = testing::temp_path("sweep_" + name);
-    const auto error = gunzip((dir / (name + ".gz")).string(), db);
+    const auto error = testing::gunzip((dir / (name + ".gz")).string(), db);
     EXPECT_EQ(error, "");
     return db;
   };

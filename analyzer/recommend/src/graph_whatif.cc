@@ -8,8 +8,6 @@
 #include <map>
 #include <set>
 #include <tuple>
-#include <cstdio>
-#include <cstdlib>
 
 #include "moetrace/analyzer/cost_model.h"
 #include "moetrace/schema/error.h"
@@ -232,10 +230,6 @@ class PipelineSplit {
         return t_.activities[x].start_ns < t_.activities[y].start_ns;
       });
     }
-    if (std::getenv("MOETRACE_WHATIF_DEBUG"))
-      std::fprintf(stderr, "split: blocks [%d,%d) [%d,%d) [%d,%d) acts %zu %zu %zu\n", blocks[0].first, blocks[0].second,
-                   blocks[1].first, blocks[1].second, blocks[2].first, blocks[2].second, acts[0].size(), acts[1].size(),
-                   acts[2].size());
     rewire(c, blocks, acts, scale);
     return {};
   }
@@ -286,11 +280,6 @@ class PipelineSplit {
     for (std::size_t k = 1; k < order.size(); ++k)
       g_.add_edge(order[k - 1].first, order[k].first, order[k].second, ExecEdgeKind::kHostOrder);
     g_.add_edge(order.back().first, after, after_lat, ExecEdgeKind::kHostOrder);
-    if (std::getenv("MOETRACE_WHATIF_DEBUG")) {
-      std::int64_t sum = 0;
-      for (auto& o : order) sum += o.second;
-      std::fprintf(stderr, "order %zu points, latency sum %lld, after %u (measured %lld), after_lat %lld, region first measured %lld\n", order.size(), (long long)sum, after, (long long)g_.nodes[after].measured_ns, (long long)after_lat, (long long)g_.nodes[order.front().first].measured_ns);
-    }
 
     // GPU: chunks 1..R-1 of every split activity, launched from the cloned calls.
     std::map<std::size_t, std::vector<Points>> clones;
@@ -432,17 +421,12 @@ ReplayWithWhatIfs replay_with_what_ifs(const Trace& trace, const GraphWhatIfs& w
     return r;
   }
   auto g = build_exec_graph(trace, graph_options);
-  const auto replayed = replayed_trace(trace, g, evaluate_exec_graph(g));
+  std::size_t unresolved = 0;
+  const auto replayed = replayed_trace(trace, g, evaluate_exec_graph(g, &unresolved));
   auto changed = g;
   r.what_ifs = apply_graph_what_ifs(trace, changed, w, options);
-  if (std::getenv("MOETRACE_WHATIF_DEBUG")) {
-    const auto t0 = evaluate_exec_graph(g), t1 = evaluate_exec_graph(changed);
-    std::int64_t mx = 0; std::size_t at = 0;
-    for (std::size_t i = 0; i < t0.size(); ++i) if (t1[i] - t0[i] > mx) { mx = t1[i] - t0[i]; at = i; }
-    std::fprintf(stderr, "nodes %zu -> %zu, edges %zu -> %zu, max shift %lld at %zu, added %zu\n", g.nodes.size(), changed.nodes.size(), g.edges.size(), changed.edges.size(), (long long)mx, at, changed.added.size());
-  }
   const auto predicted = replayed_trace(trace, changed, evaluate_exec_graph(changed));
-  r.summary = compare_replay(trace, replayed, g, &predicted);
+  r.summary = compare_replay(trace, replayed, g, &predicted, unresolved);
   return r;
 }
 

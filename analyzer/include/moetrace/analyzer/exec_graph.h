@@ -211,8 +211,10 @@ class ExecGraph {
 ExecGraph build_exec_graph(const Trace& trace, const ExecGraphOptions& options = {});
 
 // The replayed time of every node: longest path from the sources (Kahn's
-// order); a node on a cycle (inconsistent times) keeps its measured time.
-std::vector<std::int64_t> evaluate_exec_graph(const ExecGraph& graph);
+// order). A node on a cycle, or after one, keeps its measured time and is
+// counted in `unresolved` (a graph the builder made has none; a test checks
+// it on every fixture).
+std::vector<std::int64_t> evaluate_exec_graph(const ExecGraph& graph, std::size_t* unresolved = nullptr);
 
 // A copy of `trace` with every activity, NVTX range, API call and op range
 // at its replayed time (`times` from evaluate_exec_graph); what-ifs' added

@@ -46,13 +46,16 @@ struct ReplaySummary {
   std::array<std::int64_t, kNumExecEdgeKinds> edge_counts{};
   std::vector<RankLatencies> latencies;
   std::int64_t unexplained = 0, unexplained_ns = 0, unlaunched = 0, collective_instances = 0;
+  // Points on or after a cycle (exec_graph.h evaluate_exec_graph): 0 for a
+  // graph as built; the replay keeps their measured times.
+  std::int64_t unresolved = 0;
   std::vector<std::string> missing;
 };
 
 // The measured trace against its replay (and a prediction, if given: a
 // trace the same graph gave after what-ifs).
 ReplaySummary compare_replay(const Trace& measured, const Trace& replayed, const ExecGraph& graph,
-                             const Trace* predicted = nullptr);
+                             const Trace* predicted = nullptr, std::size_t unresolved = 0);
 
 // Builds the graph, replays it and compares.
 ReplaySummary replay(const Trace& trace, const ExecGraphOptions& options = {});
