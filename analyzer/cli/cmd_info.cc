@@ -41,6 +41,8 @@ std::string run_info(const analyzer::RunOverview& o, bool json) {
     out += fmt::format("missing:    rank{} {}\n", f.missing_ranks.size() == 1 ? "" : "s",
                        analyzer::rank_ranges(f.missing_ranks));
   for (const auto& [path, why] : f.left_out) out += fmt::format("left out:   {}\n", why);
+  out += fmt::format("integrity:  {}\n", r.integrity == "mixed" ? "differs between the files (see the warnings)" : r.integrity);
+  for (const auto& w : analyzer::run_warnings(r)) out += "warning:    " + w + "\n";
   const auto& c = f.clocks;
   out += fmt::format("clocks:     {} against rank {} (from the collectives; offset at the first one{})\n",
                      c.applied ? "aligned" : "NOT aligned (--no-align)", c.reference_rank,

@@ -83,8 +83,10 @@ namespace {
 
 void print_run_warnings(analyzer::Trace& trace) {
   if (!temporary_traces().empty()) analyzer::rename_trace_files(trace, input_name);
-  if (trace.files)
-    for (const auto& w : trace.files->warnings()) std::cerr << "moetrace: warning: " << w << "\n";
+  if (!trace.files) return;
+  // Each file's own warnings, named (one file: load_with_progress says them).
+  for (const auto& w : analyzer::run_warnings(trace.run)) std::cerr << "moetrace: warning: " << w << "\n";
+  for (const auto& w : trace.files->warnings()) std::cerr << "moetrace: warning: " << w << "\n";
 }
 
 // Files already expanded and imported (load_traces' second half).

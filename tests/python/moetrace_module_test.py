@@ -13,6 +13,8 @@ import glob
 import json
 import math
 import os
+import shutil
+import sqlite3
 import subprocess
 import tempfile
 import threading
@@ -483,6 +485,34 @@ class ErrorsAndWarnings(Fixtures):
         self.assertEqual(got, want)
         self.assertEqual(run.warnings, want)
         self.assertEqual(run.info["ranks"], [0, 1, 3])
+
+    def test_each_files_warnings_name_the_file(self):
+        # Two rank files of one run: one as written, one without an integrity
+        # record, with events of devices not read and a damaged reference.
+        files = sorted(glob.glob(os.path.join(self.split_dir, "s.rank*.db")))
+        d = os.path.join(self.tmp.name, "warned")
+        os.makedirs(d, exist_ok=True)
+        clean, bad = os.path.join(d, "s.rank0.db"), os.path.join(d, "s.rank1.db")
+        shutil.copyfile(files[0], clean)
+        shutil.copyfile(files[1], bad)
+        db = sqlite3.connect(bad)
+        db.execute("DELETE FROM meta WHERE key = 'integrity'")
+        db.execute("INSERT INTO run_config VALUES ('import.skipped.xpu_runtime', '5')")
+        db.execute("UPDATE kernels SET op_id = 99999999 WHERE rowid = (SELECT min(rowid) FROM kernels)")
+        db.commit()
+        db.close()
+        _, _, err = cli("info", clean, bad)
+        want = [l[len("warning: "):] for l in err if l.startswith("warning: ")]
+        for line in (bad + ": damaged trace: 1 kernels", bad + ": the trace has no integrity record",
+                     bad + ": 5 events of Intel XPU devices were not imported"):
+            self.assertTrue(any(w.startswith(line) for w in want), (line, want))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run = moetrace.open([clean, bad])
+        got = [str(w.message) for w in caught if issubclass(w.category, moetrace.TraceWarning)]
+        self.assertEqual(got, want)
+        self.assertEqual(run.warnings, want)
+        self.assertEqual(run.info["integrity"], "mixed")
 
 
 class Threads(Fixtures):
