@@ -9,6 +9,7 @@
 #include "moetrace/schema/error.h"
 #include "moetrace/schema/sqlite.h"
 #include "loaded_trace.h"
+#include "shared_data.h"
 #include "test_paths.h"
 
 namespace moetrace::analyzer {
@@ -71,7 +72,7 @@ TEST(TraceLoader, ForeignSqlite) {
 // readers that need a moetrace trace, open_trace, name it instead).
 TEST(TraceLoader, NsightExportIsReadByItsImporter) {
   const std::string path = std::string(MOETRACE_SHARED_DATA) + "/external/nsys/nsys-ai-mock.sqlite";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "shared data absent: " << path;
+  MOETRACE_NEED_SHARED(path);
   const auto t = load_trace(path);
   EXPECT_EQ(t.run.backend, "nsys");
   EXPECT_EQ(t.run.integrity, "imported in memory");

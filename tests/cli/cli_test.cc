@@ -17,6 +17,7 @@
 #include "moetrace/schema/sqlite.h"
 #include "../../analyzer/cli/fatal_signals.h"
 #include "cli_run.h"
+#include "shared_data.h"
 #include "text_trace.h"
 #include "test_paths.h"
 
@@ -82,7 +83,7 @@ TEST_P(CliErrors, Directory) {
 // trace): info says what the import holds, the others analyse it.
 TEST_P(CliErrors, NsightExportPointsToImportOrIsImported) {
   const std::string path = std::string(MOETRACE_SHARED_DATA) + "/external/nsys/nsys-ai-mock.sqlite";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "shared data absent: " << path;
+  MOETRACE_NEED_SHARED(path);
   const auto r = run_cli(GetParam() + " " + path);
   if (GetParam() == "info") {
     EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -271,7 +272,7 @@ TEST(Cli, ImportThenInfoReportAndExport) {
 // communication; no all-to-all. The report says which sections it cannot fill.
 TEST(Cli, ImportedKinetoTraceClassifiesItsNcclKernels) {
   const std::string path = std::string(MOETRACE_SHARED_DATA) + "/external/kineto/hta-nccl_data.json.gz";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "shared data absent: " << path;
+  MOETRACE_NEED_SHARED(path);
   const auto db = testing::temp_path("cli-hta-nccl.db");
   std::filesystem::remove(db);
   auto r = run_cli("import " + path + " -o " + db);
@@ -302,7 +303,7 @@ TEST(Cli, ImportedKinetoTraceClassifiesItsNcclKernels) {
 
 TEST(Cli, MoeRulesErrorsAreOneLine) {
   const std::string path = std::string(MOETRACE_SHARED_DATA) + "/external/kineto/hta-sampled_rank-0.json.gz";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "shared data absent: " << path;
+  MOETRACE_NEED_SHARED(path);
   const auto db = testing::temp_path("cli-rules.db");
   std::filesystem::remove(db);
   ASSERT_EQ(run_cli("import " + path + " -o " + db).exit_code, 0);
@@ -329,10 +330,12 @@ TEST(Cli, MoeRulesErrorsAreOneLine) {
 // events by HTA's definitions (its kernels launched before the last
 // ProfilerStep; idle = their span minus their union; overlap = the
 // communication kernels' union meeting the computation kernels', over the
-// former), re-stated in a dozen lines of Python outside moetrace.
+// former), re-stated without HTA or moetrace in tests/cli/hta_reference.py
+// (which ctest runs as hta_reference_script: it must give these numbers).
 TEST(Cli, WindowLikeHtaGivesHtasIdleAndOverlap) {
   const std::string data = std::string(MOETRACE_SHARED_DATA) + "/external/kineto/";
-  if (!std::filesystem::exists(data + "hta-sampled_rank-0.json.gz")) GTEST_SKIP() << "no ../shared/data";
+  MOETRACE_NEED_SHARED(data + "hta-sampled_rank-0.json.gz");
+  MOETRACE_NEED_SHARED(data + "hta-sampled_rank-1.json.gz");
   const double idle[] = {53.558, 54.717}, overlap[] = {11.810, 20.051};
   for (int r : {0, 1}) {
     const auto db = testing::temp_path(fmt::format("cli-window-{}.db", r));
@@ -803,8 +806,6 @@ TEST(CliRankFiles, ByFileReportsAsTheMergedRunButWhatNeedsEveryRank) {
   EXPECT_NE(r.err.find("excludes"), std::string::npos) << r.err;
 }
 
-// The two sampled ranks of HTA's 128-rank job, imported one file each, read
-// as one run: both ranks, 126 missing, their collectives compared.
 // The cluster recipe (README, "Many rank files"): one `moetrace import` per
 // rank file as independent tasks (a Slurm job array; here xargs -P), into one
 // folder that `report` reads as one run. A failed task leaves no file there,
@@ -914,9 +915,12 @@ TEST(CliRankFiles, ImportIntoAFolderOneTracePerFileSeveralAtOnce) {
   EXPECT_EQ(r.err, "moetrace: --jobs and --skip-existing need an output folder (-o FOLDER/): one trace per input\n");
 }
 
+// The two sampled ranks of HTA's 128-rank job, imported one file each, read
+// as one run: both ranks, 126 missing, their collectives compared.
 TEST(CliRankFiles, TwoImportedRanksOfOneJob) {
   const std::string data = std::string(MOETRACE_SHARED_DATA) + "/external/kineto/";
-  if (!std::filesystem::exists(data + "hta-sampled_rank-0.json.gz")) GTEST_SKIP() << "no ../shared/data";
+  MOETRACE_NEED_SHARED(data + "hta-sampled_rank-0.json.gz");
+  MOETRACE_NEED_SHARED(data + "hta-sampled_rank-1.json.gz");
   const auto r0 = testing::temp_path("hta0.db"), r1 = testing::temp_path("hta1.db");
   ASSERT_EQ(run_cli("import " + data + "hta-sampled_rank-0.json.gz -o " + r0).exit_code, 0);
   ASSERT_EQ(run_cli("import " + data + "hta-sampled_rank-1.json.gz -o " + r1).exit_code, 0);
