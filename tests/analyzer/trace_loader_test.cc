@@ -55,7 +55,8 @@ TEST(TraceLoader, MissingFile) {
 TEST(TraceLoader, NotSqlite) {
   const auto path = testing::temp_path("text.db");
   std::ofstream(path) << "this is not a database, it is a long enough line of text\n";
-  EXPECT_EQ(testing::load_error(path), path + ": not a SQLite database, so not a moetrace trace");
+  EXPECT_EQ(testing::load_error(path), path + ": not JSON, not SQLite, not a trace moetrace reads (moetrace traces, "
+                                             "Nsight Systems SQLite exports, PyTorch-profiler JSON, gzipped or not)");
 }
 
 TEST(TraceLoader, ForeignSqlite) {

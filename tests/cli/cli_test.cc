@@ -45,7 +45,8 @@ TEST_P(CliErrors, NotASqliteFile) {
   const auto path = testing::temp_path("notes.txt");
   std::ofstream(path) << "just some text that is clearly not a SQLite database\n";
   expect_one_line_error(run_cli(GetParam() + " " + path),
-                        path + ": not a SQLite database, so not a moetrace trace");
+                        path + ": not JSON, not SQLite, not a trace moetrace reads (moetrace traces, Nsight "
+                               "Systems SQLite exports, PyTorch-profiler JSON, gzipped or not)");
 }
 
 TEST_P(CliErrors, SqliteButNotATrace) {
@@ -76,7 +77,16 @@ TEST_P(CliErrors, EmptyTrace) {
 TEST_P(CliErrors, Directory) {
   const auto dir = testing::temp_path("a-directory");
   std::filesystem::create_directories(dir);
-  expect_one_line_error(run_cli(GetParam() + " " + dir), dir + ": is a directory, not a trace file");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  expect_one_line_error(run_cli(GetParam() + " " + dir), dir + ": an empty folder, so no trace to read");
+  // What it holds instead, named.
+  std::filesystem::create_directories(dir + "/logs");
+  std::ofstream(dir + "/notes.txt") << "text\n";
+  std::ofstream(dir + "/b.csv") << "1,2\n";
+  expect_one_line_error(run_cli(GetParam() + " " + dir),
+                        dir + ": a folder of 2 files and 1 folder (b.csv, logs/, notes.txt), with no trace file "
+                              "among them (*.db; else *.json, *.json.gz, *.sqlite)");
 }
 
 // Every command imports a trace of another tool first (into a temporary

@@ -465,6 +465,28 @@ class ErrorsAndWarnings(Fixtures):
         with self.assertRaises(moetrace.Error) as e:
             moetrace.import_trace(not_a_trace, os.path.join(self.tmp.name, "x.db"))
         self.assertEqual(str(e.exception), err[-1])
+        # A file that is neither JSON nor SQLite, whatever its name; a folder
+        # without traces: what it is, and what the folder holds.
+        garbage = os.path.join(self.tmp.name, "garbage.json")
+        with open(garbage, "w") as f:
+            f.write("step,loss\n1,0.5\n")
+        with self.assertRaises(moetrace.Error) as e:
+            moetrace.open(garbage)
+        self.assertEqual(str(e.exception), garbage + ": not JSON, not SQLite, not a trace moetrace reads (moetrace "
+                         "traces, Nsight Systems SQLite exports, PyTorch-profiler JSON, gzipped or not)")
+        folder = os.path.join(self.tmp.name, "no-traces")
+        os.makedirs(folder, exist_ok=True)
+        with self.assertRaises(moetrace.Error) as e:
+            moetrace.open(folder)
+        self.assertEqual(str(e.exception), folder + ": an empty folder, so no trace to read")
+        with open(os.path.join(folder, "train.log"), "w") as f:
+            f.write("epoch 1\n")
+        with self.assertRaises(moetrace.Error) as e:
+            moetrace.open(folder)
+        self.assertEqual(str(e.exception), folder + ": a folder of 1 file (train.log), with no trace file among "
+                         "them (*.db; else *.json, *.json.gz, *.sqlite)")
+        _, _, err = cli("report", folder)
+        self.assertEqual(str(e.exception), err[-1])
         with self.assertRaises(moetrace.Error):
             moetrace.open(self.sim).breakdown(window="everything")
         with self.assertRaises(moetrace.Error):
