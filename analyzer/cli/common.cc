@@ -123,15 +123,16 @@ analyzer::RunAnalysis analyze_traces(const TraceArgs& args, analyzer::LoadOption
   // again, which takes less time than writing and reading temporary trace
   // files, and no disk.
   const auto paths = analyzer::expand_trace_paths(args.paths);
+  // The choice follows the files alone (never the memory free at the
+  // moment), so the same files always give a report with the same sections.
   if (paths.size() > 1 && reading == RunReading::kAuto) {
     const auto need = analyzer::estimated_merged_bytes(paths);
-    const auto available = analyzer::available_memory_bytes();
-    if (available > 0 && need > available / 2) {
+    if (need > analyzer::kMergedMemoryBudgetBytes) {
       reading = RunReading::kByFile;
       std::cerr << fmt::format(
-          "moetrace: {} files would take about {} in memory together, {} is available: analysing them one at a "
-          "time (--merged reads them together)\n",
-          paths.size(), analyzer::format_bytes(need), analyzer::format_bytes(available));
+          "moetrace: {} files would take about {} in memory together, more than the {} a report reads together: "
+          "analysing them one at a time (--merged reads them together)\n",
+          paths.size(), analyzer::format_bytes(need), analyzer::format_bytes(analyzer::kMergedMemoryBudgetBytes));
     }
   }
   if (paths.size() < 2 || reading != RunReading::kByFile) {

@@ -820,6 +820,34 @@ TEST(CliRankFiles, ByFileReportsAsTheMergedRunButWhatNeedsEveryRank) {
 // rank file as independent tasks (a Slurm job array; here xargs -P), into one
 // folder that `report` reads as one run. A failed task leaves no file there,
 // and a second run skips the ranks already done.
+// The memory `report` would take reading a run's files together is
+// estimated from the rows they hold (run_by_file.h), and the estimate that
+// `info` gives is within 2x of the peak resident memory `report --merged`
+// then takes: on a run of few ranks with many events each, and on one of
+// more ranks with fewer events and expert-load tables.
+TEST(CliRankFiles, MemoryEstimateIsWithinTwiceThePeak) {
+  const std::pair<const char*, const char*> runs[] = {
+      {"few-ranks", "-v mpipemoe --ranks 4 --layers 8 -i 10"},
+      {"many-ranks", "-v pipemoe --ranks 32 --experts 32 --layers 2 -i 2 --routing zipf --skew 1.2"},
+  };
+  for (const auto& [name, spec] : runs) {
+    SCOPED_TRACE(name);
+    const auto dir = testing::temp_path(std::string("estimate-") + name);
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    ASSERT_EQ(run_cli(fmt::format("run --backend sim {} --split-ranks -q -o {}/run.db", spec, dir)).exit_code, 0);
+    const auto info = run_cli("info --format json " + dir);
+    ASSERT_EQ(info.exit_code, 0) << info.err;
+    const auto estimate = nlohmann::json::parse(info.out)["estimated_bytes_together"].get<double>();
+    const auto peak = testing::run_cli_peak("report --merged -o /dev/null " + dir);
+    ASSERT_EQ(peak.exit_code, 0);
+    const double ratio = estimate / static_cast<double>(peak.peak_rss_bytes);
+    EXPECT_GE(ratio, 0.5) << estimate << " estimated, " << peak.peak_rss_bytes << " peak";
+    EXPECT_LE(ratio, 2.0) << estimate << " estimated, " << peak.peak_rss_bytes << " peak";
+    RecordProperty(std::string("estimate_over_peak_") + name, fmt::format("{:.2f}", ratio));
+  }
+}
+
 TEST(CliRankFiles, ClusterRecipeImportsRankFilesAsIndependentTasks) {
   const auto dir = testing::temp_path("cluster");
   std::filesystem::remove_all(dir);
