@@ -18,10 +18,10 @@ bash tools/setup.sh sanitizers
 
 cmake --preset ci-asan
 cmake --build --preset ci-asan
-ctest --preset ci-asan -j2
+bash tools/ctest_stage.sh ci-asan --preset ci-asan -j2
 
 MOETRACE_FUZZ_PRESET=ci-asan bash tools/fuzz.sh all "${MOETRACE_FUZZ_SECONDS:-30}"
 
 cmake --preset tsan
 cmake --build --preset tsan
-ctest --preset tsan -j2
+bash tools/ctest_stage.sh tsan --preset tsan -j2

@@ -9,4 +9,4 @@ cd "$(dirname "$0")/.."
 bash tools/setup.sh
 cmake --preset ci
 cmake --build --preset ci
-ctest --preset ci -j2
+bash tools/ctest_stage.sh ci --preset ci -j2

@@ -18,7 +18,7 @@ namespace {
 
 // `info` of a run of several rank files: the run, its files and ranks, and
 // each rank's clock against the reference rank.
-std::string run_info(const analyzer::RunOverview& o, bool json) {
+std::string run_info(const analyzer::RunOverview& o, std::int64_t together_bytes, bool json) {
   const auto& t = o.trace;
   const auto& f = *t.files;
   if (json) {
@@ -26,6 +26,7 @@ std::string run_info(const analyzer::RunOverview& o, bool json) {
                         {"ranks", t.rank_ids().size()},
                         {"streams", t.streams.size()},
                         {"events", o.events},
+                        {"estimated_bytes_together", together_bytes},
                         {"rank_files", analyzer::rank_files_json(f)}};
     return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   }
@@ -37,10 +38,16 @@ std::string run_info(const analyzer::RunOverview& o, bool json) {
   out += fmt::format("world size: {} ({} ranks in {} files, {} streams)\n", f.world_size, t.rank_ids().size(),
                      f.files.size(), t.streams.size());
   out += fmt::format("events:     {}\n", o.events);
+  out += fmt::format("memory:     about {} read together ({}: up to {})\n", analyzer::format_bytes(together_bytes),
+                     together_bytes > analyzer::kMergedMemoryBudgetBytes ? "report reads them one at a time"
+                                                                          : "report reads them together",
+                     analyzer::format_bytes(analyzer::kMergedMemoryBudgetBytes));
   if (!f.missing_ranks.empty())
     out += fmt::format("missing:    rank{} {}\n", f.missing_ranks.size() == 1 ? "" : "s",
                        analyzer::rank_ranges(f.missing_ranks));
   for (const auto& [path, why] : f.left_out) out += fmt::format("left out:   {}\n", why);
+  out += fmt::format("integrity:  {}\n", r.integrity == "mixed" ? "differs between the files (see the warnings)" : r.integrity);
+  for (const auto& w : analyzer::run_warnings(r)) out += "warning:    " + w + "\n";
   const auto& c = f.clocks;
   out += fmt::format("clocks:     {} against rank {} (from the collectives; offset at the first one{})\n",
                      c.applied ? "aligned" : "NOT aligned (--no-align)", c.reference_rank,
@@ -80,7 +87,8 @@ void add_info_command(CLI::App& app) {
   cmd->callback([opt] {
     const auto paths = analyzer::expand_trace_paths(opt->traces.paths);
     if (paths.size() > 1) {
-      write_output("", run_info(overview_traces(paths, opt->traces), opt->format == "json"));
+      write_output("", run_info(overview_traces(paths, opt->traces), analyzer::estimated_merged_bytes(paths),
+                                opt->format == "json"));
       return;
     }
     // A trace of another tool: what its import holds.

@@ -83,8 +83,10 @@ namespace {
 
 void print_run_warnings(analyzer::Trace& trace) {
   if (!temporary_traces().empty()) analyzer::rename_trace_files(trace, input_name);
-  if (trace.files)
-    for (const auto& w : trace.files->warnings()) std::cerr << "moetrace: warning: " << w << "\n";
+  if (!trace.files) return;
+  // Each file's own warnings, named (one file: load_with_progress says them).
+  for (const auto& w : analyzer::run_warnings(trace.run)) std::cerr << "moetrace: warning: " << w << "\n";
+  for (const auto& w : trace.files->warnings()) std::cerr << "moetrace: warning: " << w << "\n";
 }
 
 // Files already expanded and imported (load_traces' second half).
@@ -121,15 +123,16 @@ analyzer::RunAnalysis analyze_traces(const TraceArgs& args, analyzer::LoadOption
   // again, which takes less time than writing and reading temporary trace
   // files, and no disk.
   const auto paths = analyzer::expand_trace_paths(args.paths);
+  // The choice follows the files alone (never the memory free at the
+  // moment), so the same files always give a report with the same sections.
   if (paths.size() > 1 && reading == RunReading::kAuto) {
     const auto need = analyzer::estimated_merged_bytes(paths);
-    const auto available = analyzer::available_memory_bytes();
-    if (available > 0 && need > available / 2) {
+    if (need > analyzer::kMergedMemoryBudgetBytes) {
       reading = RunReading::kByFile;
       std::cerr << fmt::format(
-          "moetrace: {} files would take about {} in memory together, {} is available: analysing them one at a "
-          "time (--merged reads them together)\n",
-          paths.size(), analyzer::format_bytes(need), analyzer::format_bytes(available));
+          "moetrace: {} files would take about {} in memory together, more than the {} a report reads together: "
+          "analysing them one at a time (--merged reads them together)\n",
+          paths.size(), analyzer::format_bytes(need), analyzer::format_bytes(analyzer::kMergedMemoryBudgetBytes));
     }
   }
   if (paths.size() < 2 || reading != RunReading::kByFile) {

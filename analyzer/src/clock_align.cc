@@ -255,14 +255,26 @@ Fit fit_rank(const RankCalls& mine, const RankCalls& ref, std::int64_t t0, int s
       }
     fit.spread = std::sqrt(rss / std::max(1, l.n - (l.b != 0 ? 2 : 1)));
   }
+  // The largest correction over the instances fitted (the offset itself
+  // where no drift is kept).
+  double largest = 0;
+  for (std::size_t i = 0; i < pts.size(); ++i)
+    if (l.keep[i]) largest = std::max(largest, std::fabs(l.a + l.b * pts[i].first));
   if (l.n < kMinClockCollectives)
     fit.refused = fit.matched == 1 ? "one collective shared with the reference: the spread of its clock offsets is unknown"
-                                   : "no two shared collectives agree on a clock offset";
+                  : l.n < 2        ? "no two shared collectives agree on a clock offset"
+                                   : fmt::format("only {} shared collectives agree on a clock offset, fewer than the "
+                                                 "{} a correction needs",
+                                                 l.n, kMinClockCollectives);
   else if (2 * l.n <= fit.matched)
     fit.refused = fmt::format("only {} of {} shared collectives agree on a clock offset", l.n, fit.matched);
   else if (fit.spread > kMaxClockSpreadNs)
     fit.refused = fmt::format("the collectives' clock offsets spread {:.0f} us, above {:.0f} us", fit.spread / 1e3,
                               kMaxClockSpreadNs / 1e3);
+  else if (largest < l.uncertainty)
+    fit.refused = fmt::format("the offset found, {:+.3f} us, is smaller than its uncertainty ({:.3f} us, from {} "
+                              "collectives): the clocks agree as far as the collectives tell, so nothing is corrected",
+                              l.a / 1e3, l.uncertainty / 1e3, l.n);
   return fit;
 }
 

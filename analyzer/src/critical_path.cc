@@ -276,14 +276,30 @@ class CpGraph {
         wait_ns += e.w - w;
         e.w = w;
       }
+      // Every participant's start -> every other's end weighs
+      // end(other) - max(start(this), last_start) = end(other) - last_start
+      // (no participant starts after the last): the same for every `this`.
+      // So one hub, the last participant's start, carries them: each other
+      // start -> hub (weight 0), hub -> each end. 2n - 1 edges instead of
+      // n (n - 1), the same longest paths (a participant's own end through
+      // the hub weighs what its own kernels do).
+      std::size_t hub = parts.front().first;
       for (const auto& p : parts)
-        for (const auto& q : parts) {
-          if (&p == &q) continue;
-          const auto w = std::max<std::int64_t>(0, ev_[q.last].end - std::max(ev_[p.first].start, last_start));
-          edges_.push_back({start_node(p.first), end_node(q.last), w, static_cast<std::int32_t>(q.last),
-                            static_cast<std::uint8_t>(PathCategory::kKernelCommunication), true});
+        if (ev_[p.first].start == last_start) {
+          hub = p.first;
+          break;
+        }
+      for (const auto& p : parts)
+        if (p.first != hub) {
+          edges_.push_back({start_node(p.first), start_node(hub), 0, -1, kCpNoCategory, true});
           ++collective_edge_count;
         }
+      for (const auto& q : parts) {
+        const auto w = std::max<std::int64_t>(0, ev_[q.last].end - last_start);
+        edges_.push_back({start_node(hub), end_node(q.last), w, static_cast<std::int32_t>(q.last),
+                          static_cast<std::uint8_t>(PathCategory::kKernelCommunication), true});
+        ++collective_edge_count;
+      }
     }
   }
 
@@ -342,7 +358,14 @@ class CpGraph {
         if (e.event >= 0 && e.w > 0) by_event[{e.event, e.category}] += e.w;
         if (across_ && e.event >= 0) rank_ns[ev_[static_cast<std::size_t>(e.event)].rank] += e.w;
       }
-      if (e.collective && ev_[e.u / 2].rank != ev_[e.v / 2].rank) ++crossings;
+      if (e.collective && e.category != kCpNoCategory) {
+        // A hub's edge to a participant's end: from the rank the path
+        // entered the hub from.
+        std::int32_t from = ev_[e.u / 2].rank;
+        if (const auto in = pred[e.u]; in >= 0 && edges_[static_cast<std::size_t>(in)].collective)
+          from = ev_[edges_[static_cast<std::size_t>(in)].u / 2].rank;
+        if (from != ev_[e.v / 2].rank) ++crossings;
+      }
       node = e.u;
       r.start_ns = ts(node);
     }

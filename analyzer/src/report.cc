@@ -61,7 +61,7 @@ nlohmann::json run_json(const RunInfo& run) {
       {"end_ns", run.end_ns},
       {"dropped_records", run.dropped_records},
       {"integrity", run.integrity},
-      {"damage", run.damage},
+      {"damage", run_damage(run)},
       {"warnings", run_warnings(run)},
       {"config", config},
   };
@@ -421,27 +421,64 @@ void write_markdown_report(std::ostream& out, const Trace& trace, const Analyses
   for (const auto& s : report_detail::analysis_sections(trace, a, options)) report_detail::render_markdown(out, s);
 }
 
-std::vector<std::string> run_warnings(const RunInfo& run) {
-  std::vector<std::string> w;
-  if (run.dropped_records > 0)
-    w.push_back(fmt::format("{} activity records were dropped while tracing; times may be incomplete",
-                            run.dropped_records));
-  for (const auto& d : run.damage) w.push_back("damaged trace: " + d);
-  if (auto i = integrity_warning(run); !i.empty()) w.push_back(std::move(i));
-  for (auto& line : unread_device_warnings(run)) w.push_back(std::move(line));
-  return w;
-}
+namespace {
 
-std::vector<std::string> unread_device_warnings(const RunInfo& run) {
+std::map<std::string, std::int64_t> skipped_counts(const std::vector<std::pair<std::string, std::string>>& config) {
   std::map<std::string, std::int64_t> skipped;
   constexpr std::string_view kSkipped = "import.skipped.";
-  for (const auto& [k, v] : run.config)
+  for (const auto& [k, v] : config)
     if (k.starts_with(kSkipped)) {
       std::int64_t n = 0;
       const auto r = std::from_chars(v.data(), v.data() + v.size(), n);
       if (r.ec == std::errc()) skipped[k.substr(kSkipped.size())] = n;
     }
-  return unread_device_warnings(skipped);
+  return skipped;
+}
+
+std::string integrity_warning(std::string_view integrity) {
+  if (integrity != "not recorded") return "";
+  return "the trace has no integrity record (an older writer, or the run was killed before it closed): checked "
+         "by references and value ranges only, rows lost from a table would go unnoticed";
+}
+
+// One file's warnings (a run of one file, or one FileState of several).
+std::vector<std::string> file_warnings(std::int64_t dropped_records, const std::vector<std::string>& damage,
+                                       std::string_view integrity,
+                                       const std::vector<std::pair<std::string, std::string>>& config) {
+  std::vector<std::string> w;
+  if (dropped_records > 0)
+    w.push_back(fmt::format("{} activity records were dropped while tracing; times may be incomplete",
+                            dropped_records));
+  for (const auto& d : damage) w.push_back("damaged trace: " + d);
+  if (auto i = integrity_warning(integrity); !i.empty()) w.push_back(std::move(i));
+  for (auto& line : unread_device_warnings(skipped_counts(config))) w.push_back(std::move(line));
+  return w;
+}
+
+}  // namespace
+
+std::vector<std::string> run_warnings(const RunInfo& run) {
+  if (run.file_states.empty()) return file_warnings(run.dropped_records, run.damage, run.integrity, run.config);
+  std::vector<std::string> w;
+  for (const auto& f : run.file_states)
+    for (const auto& line : file_warnings(f.dropped_records, f.damage, f.integrity, f.skipped))
+      w.push_back(f.path + ": " + line);
+  return w;
+}
+
+std::vector<std::string> run_damage(const RunInfo& run) {
+  std::vector<std::string> out = run.damage;
+  for (const auto& f : run.file_states)
+    for (const auto& d : f.damage) out.push_back(f.path + ": " + d);
+  return out;
+}
+
+std::vector<std::string> unread_device_warnings(const RunInfo& run) {
+  if (run.file_states.empty()) return unread_device_warnings(skipped_counts(run.config));
+  std::vector<std::string> w;
+  for (const auto& f : run.file_states)
+    for (const auto& line : unread_device_warnings(skipped_counts(f.skipped))) w.push_back(f.path + ": " + line);
+  return w;
 }
 
 std::vector<std::string> unread_device_warnings(const std::map<std::string, std::int64_t>& skipped_by_reason) {
@@ -470,11 +507,7 @@ std::vector<std::string> unread_device_warnings(const std::map<std::string, std:
   return out;
 }
 
-std::string integrity_warning(const RunInfo& run) {
-  if (run.integrity != "not recorded") return "";
-  return "the trace has no integrity record (an older writer, or the run was killed before it closed): checked "
-         "by references and value ranges only, rows lost from a table would go unnoticed";
-}
+std::string integrity_warning(const RunInfo& run) { return integrity_warning(std::string_view(run.integrity)); }
 
 void write_fitted_models_text(std::ostream& out, const CostModel& model) {
   report_detail::render_text(out, report_detail::fitted_models_section(model));

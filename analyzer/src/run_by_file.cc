@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -271,50 +270,6 @@ RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const Run
   run.files = std::move(cross.files);
   if (options.progress) options.progress("done", 1.0);
   return out;
-}
-
-namespace {
-
-// The size of a gzip file's content: its last member's ISIZE (RFC 1952: the
-// uncompressed length modulo 2^32), or `compressed` x 8 where that is smaller
-// than the file itself (over 4 GiB, or several members).
-double gzip_content_bytes(const std::string& path, std::uintmax_t compressed) {
-  std::ifstream in(path, std::ios::binary);
-  unsigned char b[4] = {};
-  if (compressed >= 18 && in.seekg(-4, std::ios::end) && in.read(reinterpret_cast<char*>(b), 4)) {
-    const auto isize = std::uint32_t{b[0]} | std::uint32_t{b[1]} << 8 | std::uint32_t{b[2]} << 16 |
-                       std::uint32_t{b[3]} << 24;
-    if (isize >= compressed) return static_cast<double>(isize);
-  }
-  return static_cast<double>(compressed) * 8.0;
-}
-
-}  // namespace
-
-std::int64_t estimated_merged_bytes(const std::vector<std::string>& paths) {
-  double bytes = 0;
-  for (const auto& p : paths) {
-    std::error_code ec;
-    const auto size = std::filesystem::file_size(p, ec);
-    if (ec) continue;
-    if (p.ends_with(".json.gz")) bytes += gzip_content_bytes(p, size) * kMergedBytesPerJsonByte;
-    else if (p.ends_with(".json")) bytes += static_cast<double>(size) * kMergedBytesPerJsonByte;
-    else bytes += static_cast<double>(size) * kMergedBytesPerFileByte;
-  }
-  return static_cast<std::int64_t>(bytes);
-}
-
-std::int64_t available_memory_bytes() {
-  std::ifstream in("/proc/meminfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.starts_with("MemAvailable:")) {
-      try {
-        return std::stoll(line.substr(13)) * 1024;  // "MemAvailable:   123456 kB"
-      } catch (const std::exception&) {
-        return -1;
-      }
-    }
-  return -1;
 }
 
 }  // namespace moetrace::analyzer

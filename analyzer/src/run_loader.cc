@@ -212,6 +212,7 @@ std::vector<std::string> RunFiles::warnings() const {
                             rank_ranges(missing_ranks), world_size, missing_ranks.size() == 1 ? "it" : "them"));
   std::vector<std::int32_t> unaligned, uncertain;
   for (const auto& r : clocks.ranks) {
+    if (r.rank == clocks.reference_rank) continue;  // the reference: nothing to align it with
     if (!r.estimated) unaligned.push_back(r.rank);
     else if (!r.usable()) uncertain.push_back(r.rank);
   }
@@ -341,6 +342,7 @@ void rename_trace_files(Trace& trace, const std::function<std::string(const std:
     trace.run.path = name_of(trace.run.path);
     return;
   }
+  for (auto& s : trace.run.file_states) s.path = name_of(s.path);
   auto files = std::make_shared<RunFiles>(*trace.files);
   std::vector<std::string> analysed;
   for (auto& f : files->files) analysed.push_back(f.path = name_of(f.path));

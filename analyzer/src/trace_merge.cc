@@ -1,6 +1,8 @@
 // merge_traces(): traces of disjoint ranks into one Trace, as the loader
 // would have built it from one file holding them all (run_loader.h).
 #include <algorithm>
+#include <charconv>
+#include <string_view>
 #include <map>
 #include <set>
 #include <tuple>
@@ -56,6 +58,47 @@ class TraceMerger {
       r.world_size = std::max(r.world_size, o.world_size);
       r.schema_version = std::min(r.schema_version, o.schema_version);
     }
+    merge_file_states(r);
+  }
+
+  // What each file warns of stays with its name (RunInfo::file_states); the
+  // run's integrity is the files' common one or "mixed", its unread-device
+  // counts (import.skipped.*) the sums over the files.
+  void merge_file_states(RunInfo& r) const {
+    constexpr std::string_view kSkipped = "import.skipped.";
+    std::vector<RunInfo::FileState> states;
+    std::set<std::string> integrity;
+    std::map<std::string, std::int64_t> skipped;
+    auto add_skipped = [&](const std::vector<std::pair<std::string, std::string>>& rows) {
+      for (const auto& [k, v] : rows) {
+        std::int64_t n = 0;
+        if (k.starts_with(kSkipped) && std::from_chars(v.data(), v.data() + v.size(), n).ec == std::errc())
+          skipped[k] += n;
+      }
+    };
+    for (const auto& part : parts_) {
+      const RunInfo& o = part.run;
+      integrity.insert(o.integrity);
+      if (!o.file_states.empty()) {  // itself a run of several files
+        for (const auto& s : o.file_states) add_skipped(s.skipped);
+        states.insert(states.end(), o.file_states.begin(), o.file_states.end());
+        continue;
+      }
+      RunInfo::FileState s{o.path, o.integrity, o.damage, o.dropped_records, {}};
+      for (const auto& row : o.config)
+        if (row.first.starts_with(kSkipped)) s.skipped.push_back(row);
+      add_skipped(s.skipped);
+      const bool skipped_any = std::any_of(s.skipped.begin(), s.skipped.end(), [](const auto& row) {
+        return row.second != "0";
+      });
+      if (s.integrity == "not recorded" || !s.damage.empty() || s.dropped_records > 0 || skipped_any)
+        states.push_back(std::move(s));
+    }
+    r.file_states = std::move(states);
+    r.integrity = integrity.size() == 1 ? *integrity.begin() : "mixed";
+    r.damage.clear();
+    std::erase_if(r.config, [&](const auto& row) { return row.first.starts_with(kSkipped); });
+    for (const auto& [k, n] : skipped) r.config.emplace_back(k, std::to_string(n));
   }
 
   void merge_strings() {

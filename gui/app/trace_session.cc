@@ -17,7 +17,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 // Every failure becomes one line. moetrace::Error already is one ("<path>:
-// not a SQLite database, so not a moetrace trace"), exactly as the CLI prints it.
+// an empty folder, so no trace to read"), exactly as the CLI prints it.
 QString message_of(const QString& path, const std::exception& e) {
   if (dynamic_cast<const Error*>(&e)) return QString::fromStdString(e.what());
   if (dynamic_cast<const std::bad_alloc*>(&e))

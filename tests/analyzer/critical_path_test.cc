@@ -239,7 +239,9 @@ TEST(CriticalPath, NoEventsNoPath) {
 // Across ranks: last start = 100 us. Kernel edges of the all-reduce keep
 // only their time after it: slow's 20, fast's 121 - 100 = 21 (waiting taken
 // off: 111 - 21 = 90 us). Collective edges: slow.s -> fast.e 121 - 100 = 21;
-// fast.s -> slow.e 120 - max(10, 100) = 20.
+// fast.s -> slow.e 120 - max(10, 100) = 20; held as 3 through the hub
+// slow.s (the last start): fast.s -> slow.s 0, slow.s -> fast.e 21,
+// slow.s -> slow.e 20.
 // Longest: slow's gemm 100 -> slow's all-reduce start -21-> fast's all-reduce
 // end = 121 us (slow's own end 120; through fast's compute 10 + 21 = 31).
 // kernel_compute 100 us (slow's gemm), kernel_communication 21 us (fast's
@@ -264,7 +266,7 @@ void expect_slow_rank_on_path(const Trace& trace, int slow, int fast) {
   const auto x = critical_path_across_ranks(trace);
   EXPECT_EQ(x.ranks, (std::vector<std::int32_t>{0, 1}));
   EXPECT_EQ(x.collective_instances, 1);
-  EXPECT_EQ(x.collective_edges, 2);
+  EXPECT_EQ(x.collective_edges, 3);
   EXPECT_EQ(x.waiting_ns, 90'000);
   EXPECT_EQ(x.path.rank, -1);
   EXPECT_EQ(x.path.length_ns, 121'000);

@@ -14,11 +14,14 @@
 
 #include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/report.h"
+#include "moetrace/analyzer/run_by_file.h"
+#include "moetrace/analyzer/run_loader.h"
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/schema/error.h"
 #include "moetrace/schema/sqlite.h"
 #include "moetrace/synthetic/synthetic_trace.h"
 #include "loaded_trace.h"
+#include "text_trace.h"
 
 namespace moetrace::analyzer {
 namespace {
@@ -204,6 +207,71 @@ TEST(DamagedTrace, DanglingReferencesAreLeftOutWithAWarningInEveryFormat) {
   EXPECT_EQ(j["run"]["damage"].size(), 4u);
   EXPECT_EQ(j["run"]["integrity"], "not recorded");
   EXPECT_EQ(j["run"]["warnings"].size(), 5u);  // four damaged tables, no integrity record
+}
+
+// A run of several files: each file's own state (no integrity record,
+// damage, events of devices not read) is warned of under its name, however
+// the run is read (merged, one file at a time, `info`'s overview), and in
+// every report format; a clean file beside it hides nothing.
+TEST(DamagedTrace, EveryFileOfARunWarnsUnderItsName) {
+  const auto clean = testing::temp_path("run-rank0.db");
+  testing::write_text_trace(clean, R"(
+    run world_size=2
+    stream id=0 rank=0 role=compute
+    op id=1 rank=0 stream=0 kind=gate layer=0 iteration=0 start=0 end=100
+    kernel rank=0 stream=0 start=0 end=50 name=gemm op=1
+  )");
+  const auto damaged = testing::temp_path("run-rank1.db");
+  testing::write_text_trace(damaged, R"(
+    run world_size=2
+    config import.skipped.mtia_runtime=2
+    stream id=1 rank=1 role=compute
+    op id=2 rank=1 stream=1 kind=expert_ffn layer=0 iteration=0 start=0 end=300
+    kernel rank=1 stream=1 start=0 end=50 name=gemm op=2
+  )");
+  {
+    sqlite::Database db(damaged, sqlite::Database::Mode::kReadWrite);
+    db.exec("DELETE FROM meta WHERE key = 'integrity'");
+    db.exec("UPDATE kernels SET op_id = 44");
+  }
+  const std::vector<std::string> expected = {
+      damaged + ": damaged trace: 1 kernels, memcpy or memset rows name ops that op_ranges lacks (left unattributed)",
+      damaged + ": the trace has no integrity record (an older writer, or the run was killed before it closed): "
+                "checked by references and value ranges only, rows lost from a table would go unnoticed",
+      damaged + ": 2 events of MTIA devices were not imported (mtia_runtime 2): moetrace reads the activity of CUDA "
+                "devices only, so their device timeline is missing from every number",
+  };
+  for (const auto& paths : {std::vector<std::string>{clean, damaged}, std::vector<std::string>{damaged, clean}}) {
+    const auto merged = load_run(paths);
+    EXPECT_EQ(merged.run.integrity, "mixed");
+    EXPECT_EQ(run_warnings(merged.run), expected);
+    EXPECT_EQ(run_damage(merged.run), std::vector<std::string>{damaged + ": " + expected[0].substr(damaged.size() + 17)});
+    const auto by_file = analyze_run_by_file(paths);
+    EXPECT_EQ(run_warnings(by_file.trace.run), expected);
+    EXPECT_EQ(run_warnings(overview_run(paths).trace.run), expected);
+    const auto a = analyze(merged);
+    for (auto format : {ReportFormat::kText, ReportFormat::kMarkdown, ReportFormat::kHtml, ReportFormat::kJson}) {
+      ReportOptions o;
+      o.format = format;
+      std::ostringstream out;
+      write_report(out, merged, a, o);
+      for (const auto& line : expected)  // HTML escapes nothing in these lines
+        EXPECT_NE(out.str().find(line.substr(damaged.size() + 2)), std::string::npos) << static_cast<int>(format);
+      EXPECT_NE(out.str().find(damaged + ": "), std::string::npos) << static_cast<int>(format);
+    }
+    const auto j = report_json(merged, a, {});
+    EXPECT_EQ(j["run"]["warnings"], expected);
+    EXPECT_EQ(j["run"]["integrity"], "mixed");
+    EXPECT_EQ(j["run"]["config"]["import.skipped.mtia_runtime"], "2");
+  }
+  // Two files without a record: the run's integrity says so, each warns.
+  const auto other = testing::temp_path("run-rank0-unrecorded.db");
+  std::filesystem::copy_file(clean, other, std::filesystem::copy_options::overwrite_existing);
+  { sqlite::Database(other, sqlite::Database::Mode::kReadWrite).exec("DELETE FROM meta WHERE key = 'integrity'"); }
+  const auto both = load_run({other, damaged});
+  EXPECT_EQ(both.run.integrity, "not recorded");
+  EXPECT_EQ(run_warnings(both.run).size(), 4u);
+  EXPECT_EQ(run_warnings(both.run).front().rfind(other + ": the trace has no integrity record", 0), 0u);
 }
 
 }  // namespace

@@ -440,9 +440,15 @@ TEST(GpuFixtures, EveryTraceIsCompleteAttributedAndSumsUp) {
 // there): PipeMoE on one rank of an H200 at r = 1, 2, 4, 8, and the cost
 // model `moetrace fit` makes of the calibration run recorded beside them
 // (fitted here again from that trace, host issue term included). The
-// measured layer windows are the GPU's; the bounds are the issue's goal
-// (10 %) where the model meets it and 20 % elsewhere, so a change that makes
-// the model worse fails. Without the host issue term r = 8 misses by 63 %.
+// measured layer windows are the GPU's. This is a regression guard, not
+// evidence of fidelity: each r's error (simulated / measured - 1) is held
+// within 3 percentage points of the error recorded below (the simulator and
+// the fit are deterministic on these fixtures, so the margin is room for
+// rounding and small model refinements only); a change that moves an error
+// further, better or worse, must record the new one here and in
+// BENCHMARKS.md. The accuracy goal (within 10 %) is reported beside it, not
+// asserted: on these fixtures only r = 4 meets it. Without the host issue
+// term r = 8 misses by 63 %.
 TEST(GpuFixtures, PipeMoeSweepAgainstTheSimulatorOnTheCalibrationsFit) {
   const fs::path dir = fixture_dir() / "pipemoe_sweep";
   if (!fs::exists(dir / "calibration_p1.db.gz")) GTEST_SKIP() << "no PipeMoE sweep under " << dir.string();
@@ -462,7 +468,10 @@ TEST(GpuFixtures, PipeMoeSweepAgainstTheSimulatorOnTheCalibrationsFit) {
   ASSERT_TRUE(fitted.contains("host_issue")) << fitted.dump();
   const sim::CostModel model = sim::cost_model_from_json(fitted.dump());
   const std::string config = testing::read_text((dir / "pipemoe_p1_r1.json").string());
-  for (const auto& [r, bound] : {std::pair{1, 0.20}, std::pair{2, 0.20}, std::pair{4, 0.10}, std::pair{8, 0.20}}) {
+  // Errors recorded 2026-12-05 (commit of this test's bounds).
+  constexpr double kMargin = 0.03, kGoal = 0.10;
+  for (const auto& [r, recorded] :
+       {std::pair{1, -0.168}, std::pair{2, 0.131}, std::pair{4, 0.027}, std::pair{8, -0.145}}) {
     SCOPED_TRACE("r = " + std::to_string(r));
     const double measured = layer_window_ms(load_trace(inflate("pipemoe_p1_r" + std::to_string(r) + ".db")));
     sim::RunSpec spec = sim::run_spec_from_json(config);
@@ -471,8 +480,9 @@ TEST(GpuFixtures, PipeMoeSweepAgainstTheSimulatorOnTheCalibrationsFit) {
     sim::simulate_to_trace(db, sim::build_plan(spec), model);
     const double simulated = layer_window_ms(load_trace(db));
     std::cout << "[ sweep ] r = " << r << ": measured " << measured << " ms, simulated " << simulated << " ms ("
-              << (simulated / measured - 1) * 100 << " %)" << std::endl;
-    EXPECT_LE(std::abs(simulated / measured - 1), bound);
+              << (simulated / measured - 1) * 100 << " %; the 10 % goal "
+              << (std::abs(simulated / measured - 1) <= kGoal ? "met" : "not met") << ")" << std::endl;
+    EXPECT_NEAR(simulated / measured - 1, recorded, kMargin);
   }
 }
 

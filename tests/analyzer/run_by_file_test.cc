@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -19,6 +20,7 @@
 #include "moetrace/analyzer/report.h"
 #include "moetrace/analyzer/run_by_file.h"
 #include "moetrace/analyzer/run_loader.h"
+#include "moetrace/schema/sqlite.h"
 #include "text_trace.h"
 #include "test_paths.h"
 
@@ -266,13 +268,28 @@ TEST(RunByFile, OverviewIsTheMergedRunsWithoutItsEvents) {
   }
 }
 
-TEST(RunByFile, EstimatesTheMergedRunFromTheFilesSizes) {
-  const auto paths = rank_files("sized");
-  std::int64_t bytes = 0;
-  for (const auto& p : paths) bytes += static_cast<std::int64_t>(std::filesystem::file_size(p));
-  EXPECT_EQ(estimated_merged_bytes(paths), static_cast<std::int64_t>(static_cast<double>(bytes) * kMergedBytesPerFileByte));
+// A trace's estimate counts its rows (from the writer's integrity record,
+// or counted where it has none), not its bytes on disk: 2 kernels, 1 op
+// range and 1 memory event are 4 event rows; 2 expert-load rows; 1 rank.
+TEST(RunByFile, EstimatesTheMergedRunFromTheFilesRows) {
+  const auto path = ::moetrace::testing::temp_path("estimate-rows.db");
+  ::moetrace::testing::write_text_trace(path, R"(
+    run world_size=1
+    stream id=0 rank=0 role=compute
+    op id=1 rank=0 stream=0 kind=gate layer=0 iteration=0 start=0 end=100
+    kernel rank=0 stream=0 start=0 end=50 name=gemm op=1
+    kernel rank=0 stream=0 start=50 end=90 name=gemm op=1
+    alloc rank=0 ts=0 address=4096 bytes=1024 memory_kind=1
+    load iteration=0 layer=0 src=0 expert=0 tokens=30
+    load iteration=0 layer=0 src=0 expert=1 tokens=10
+  )");
+  const auto expected = static_cast<std::int64_t>(kMergedBaseBytes + 4 * kMergedBytesPerEventRow +
+                                                  2 * kMergedBytesPerLoadRow + kMergedBytesPerRank);
+  EXPECT_EQ(estimated_merged_bytes({path}), expected);
+  { sqlite::Database(path, sqlite::Database::Mode::kReadWrite).exec("DELETE FROM meta WHERE key = 'integrity'"); }
+  EXPECT_EQ(estimated_merged_bytes({path}), expected);  // counted instead
+  EXPECT_EQ(estimated_merged_bytes({path, path}), 2 * expected - static_cast<std::int64_t>(kMergedBaseBytes));
   EXPECT_EQ(estimated_merged_bytes({"/nonexistent/x.db"}), 0);
-  EXPECT_GT(available_memory_bytes(), 0);  // Linux: /proc/meminfo
 }
 
 // PyTorch-profiler files are read into memory: their JSON's size counts, a
@@ -286,16 +303,16 @@ TEST(RunByFile, EstimatesJsonFilesFromTheirContent) {
     return dir + "/" + name;
   };
   const auto plain = write("rank0.json", std::string(1000, ' '));
-  EXPECT_EQ(estimated_merged_bytes({plain}), static_cast<std::int64_t>(1000 * kMergedBytesPerJsonByte));
+  constexpr double base = kMergedBaseBytes;
+  EXPECT_EQ(estimated_merged_bytes({plain}), static_cast<std::int64_t>(1000 * kMergedBytesPerJsonByte + base));
   // 100 bytes holding 1,000,000 (0x000F4240) bytes of JSON.
   const auto packed = write("rank1.json.gz", std::string(96, 'x') + std::string("\x40\x42\x0f\x00", 4));
-  EXPECT_EQ(estimated_merged_bytes({packed}), static_cast<std::int64_t>(1000000 * kMergedBytesPerJsonByte));
+  EXPECT_EQ(estimated_merged_bytes({packed}), static_cast<std::int64_t>(1000000 * kMergedBytesPerJsonByte + base));
   // ISIZE 16 in a 100-byte file: a wrapped size; 800 bytes instead.
   const auto wrapped = write("rank2.json.gz", std::string(96, 'x') + std::string("\x10\x00\x00\x00", 4));
-  EXPECT_EQ(estimated_merged_bytes({wrapped}), static_cast<std::int64_t>(800 * kMergedBytesPerJsonByte));
+  EXPECT_EQ(estimated_merged_bytes({wrapped}), static_cast<std::int64_t>(800 * kMergedBytesPerJsonByte + base));
   EXPECT_EQ(estimated_merged_bytes({plain, packed}),
-            static_cast<std::int64_t>(1000 * kMergedBytesPerJsonByte) +
-                static_cast<std::int64_t>(1000000 * kMergedBytesPerJsonByte));
+            static_cast<std::int64_t>(1000 * kMergedBytesPerJsonByte + 1000000 * kMergedBytesPerJsonByte + base));
 }
 
 }  // namespace

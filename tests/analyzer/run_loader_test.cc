@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -246,19 +248,13 @@ Trace collective_trace(const std::vector<Call>& calls, const std::vector<std::in
     ++corr;
     text += fmt::format("kernel rank={0} stream={0} start={1} end={2} name=ncclDevKernel_{3} corr={4}\n", c.rank,
                         start, end, c.name, corr);
-    text += fmt::format("collective rank={} start={} end={} corr={} name={} process_group={} group_ranks={} in_nelems={}\n",
-                        c.rank, start, end, corr, c.name, c.pg, c.ranks, c.nelems);
+    text += fmt::format(
+        "collective rank={} start={} end={} corr={} name={} process_group={} group_ranks={} in_nelems={}{}\n", c.rank,
+        start, end, corr, c.name, c.pg, c.ranks, c.nelems, c.seq >= 0 ? fmt::format(" seq={}", c.seq) : "");
   }
   const auto path = testing::temp_path("collectives.db");
   testing::write_text_trace(path, text);
-  Trace t = load_trace(path);
-  // The sequence numbers: the writer keeps no column for them yet, so they
-  // are set here, as Kineto's "Seq" import would.
-  std::map<std::pair<int, std::int64_t>, std::int64_t> seq;
-  corr = 0;
-  for (const auto& c : calls) seq[{c.rank, ++corr}] = c.seq;
-  for (auto& c : t.collectives) c.seq = seq.at({c.rank.value, c.correlation_id});
-  return t;
+  return load_trace(path);  // the sequence numbers as Kineto's "Seq" import writes them
 }
 
 const RankClock& clock_of_rank(const ClockAlignment& a, int rank) {
@@ -382,6 +378,88 @@ TEST(ClockPairing, OffByOnePairingOfPeriodicCollectives) {
       EXPECT_NE(c.refused.find("ambiguous"), std::string::npos) << c.refused;
     }
   }
+}
+
+// HTA's two sampled ranks (tests/data README: hta-sampled_rank-{0,1}.json.gz
+// of ../shared/data): the end times of their NCCL collectives as the
+// PyTorch profiler recorded them (us since 1682725898 s), without process
+// group or sequence, so paired by (name, size, order). 7 pair; 4 of them end
+// within a few hundred us on both ranks (-55, +332, -189, +8 us), 3 lie
+// 600 ms apart. Mean of the 4: +24 us; their standard deviation 221.156 us,
+// so the mean's standard error is 221.156 / sqrt(4) = 110.578 us. An offset
+// smaller than its own uncertainty is not applied, and the reason says so.
+TEST(ClockAlign, AnOffsetSmallerThanItsUncertaintyIsNotApplied) {
+  struct End {
+    int rank;
+    std::int64_t end_us;
+    const char* name;
+    std::int64_t nelems;
+  };
+  const End ends[] = {
+      {0, 125046, "all_to_all", 384},         {0, 187835, "all_to_all", 419430400},
+      {0, 307389, "all_reduce", 19618307},    {0, 396148, "all_reduce", 26955536},
+      {0, 627817, "_all_gather_base", 16777216}, {0, 808923, "all_to_all", 419430400},
+      {0, 875808, "all_to_all", 2846720},     {0, 1143185, "all_reduce", 26258430},
+      {0, 1182485, "all_reduce", 5716654},    {0, 1249534, "_all_gather_base", 16777216},
+      {1, 187835, "all_to_all", 339738624},   {1, 275717, "all_to_all", 2846720},
+      {1, 307334, "all_reduce", 19618307},    {1, 530301, "all_reduce", 26258430},
+      {1, 628149, "_all_gather_base", 16777216}, {1, 741081, "all_to_all", 384},
+      {1, 904616, "all_reduce", 19618307},    {1, 1129316, "all_to_all", 394073856},
+      {1, 1182493, "all_reduce", 5716654},    {1, 1249345, "_all_gather_base", 16777216},
+  };
+  std::vector<Call> calls;
+  for (const auto& e : ends)
+    calls.push_back({.rank = e.rank, .end = e.end_us * 1000, .dur = 1000, .name = e.name, .pg = "", .ranks = "",
+                     .nelems = e.nelems});
+  Trace t = collective_trace(calls, {0, 0});
+  auto a = estimate_clock_alignment(t);
+  const auto& c = clock_of_rank(a, 1);
+  EXPECT_TRUE(c.estimated);
+  EXPECT_EQ(c.pairing, "order");
+  EXPECT_EQ(c.collectives, 4);
+  EXPECT_EQ(c.rejected, 3);
+  EXPECT_DOUBLE_EQ(c.offset_ns, 24'000.0);
+  EXPECT_NEAR(c.spread_ns, 221'156, 1);
+  EXPECT_NEAR(c.uncertainty_ns, 110'578, 1);
+  EXPECT_FALSE(c.usable());
+  EXPECT_EQ(c.refused,
+            "the offset found, +24.000 us, is smaller than its uncertainty (110.578 us, from 4 collectives): the "
+            "clocks agree as far as the collectives tell, so nothing is corrected");
+  const auto before = t.activities;
+  apply_clock_alignment(t, a);
+  for (std::size_t i = 0; i < before.size(); ++i) EXPECT_EQ(t.activities[i].end_ns, before[i].end_ns);
+}
+
+// Two collectives that agree exactly are still too few: one straggler
+// between them could not be told from an offset.
+TEST(ClockAlign, TwoCollectivesAreTooFewToCorrectAClock) {
+  std::vector<Call> calls;
+  for (int k = 0; k < 2; ++k)
+    for (int r : {0, 1}) calls.push_back({.rank = r, .end = irregular_end(k), .seq = k});
+  const auto a = estimate_clock_alignment(collective_trace(calls, {0, 3'000'000}));
+  const auto& c = clock_of_rank(a, 1);
+  EXPECT_EQ(c.collectives, 2);
+  EXPECT_DOUBLE_EQ(c.offset_ns, 3'000'000.0);
+  EXPECT_FALSE(c.usable());
+  EXPECT_EQ(c.refused, "only 2 shared collectives agree on a clock offset, fewer than the 3 a correction needs");
+}
+
+// Ranks without any collective: each rank but the reference is named as
+// not aligned; the reference is never in its own warning.
+TEST(ClockAlign, TheReferenceRankIsNotInItsOwnWarning) {
+  std::vector<std::string> paths;
+  for (int r = 0; r < 3; ++r) {
+    std::string one = "run world_size=3 backend=test\n";
+    one += fmt::format("stream id={0} rank={0} role=compute\nkernel rank={0} stream={0} start={1} end={2} name=gemm\n",
+                       r, kBase, kBase + 100);
+    paths.push_back(testing::temp_path(fmt::format("lone{}.db", r)));
+    testing::write_text_trace(paths.back(), one);
+  }
+  const Trace t = load_run(paths);
+  const auto w = t.files->warnings();
+  EXPECT_NE(std::find(w.begin(), w.end(), "ranks 1-2: no collective shared with rank 0; clock not aligned"), w.end())
+      << fmt::format("{}", fmt::join(w, "\n"));
+  for (const auto& line : w) EXPECT_EQ(line.find("ranks 0"), std::string::npos) << line;
 }
 
 }  // namespace

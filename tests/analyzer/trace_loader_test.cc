@@ -9,6 +9,7 @@
 #include "moetrace/schema/error.h"
 #include "moetrace/schema/sqlite.h"
 #include "loaded_trace.h"
+#include "shared_data.h"
 #include "test_paths.h"
 
 namespace moetrace::analyzer {
@@ -54,7 +55,8 @@ TEST(TraceLoader, MissingFile) {
 TEST(TraceLoader, NotSqlite) {
   const auto path = testing::temp_path("text.db");
   std::ofstream(path) << "this is not a database, it is a long enough line of text\n";
-  EXPECT_EQ(testing::load_error(path), path + ": not a SQLite database, so not a moetrace trace");
+  EXPECT_EQ(testing::load_error(path), path + ": not JSON, not SQLite, not a trace moetrace reads (moetrace traces, "
+                                             "Nsight Systems SQLite exports, PyTorch-profiler JSON, gzipped or not)");
 }
 
 TEST(TraceLoader, ForeignSqlite) {
@@ -71,7 +73,7 @@ TEST(TraceLoader, ForeignSqlite) {
 // readers that need a moetrace trace, open_trace, name it instead).
 TEST(TraceLoader, NsightExportIsReadByItsImporter) {
   const std::string path = std::string(MOETRACE_SHARED_DATA) + "/external/nsys/nsys-ai-mock.sqlite";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "shared data absent: " << path;
+  MOETRACE_NEED_SHARED(path);
   const auto t = load_trace(path);
   EXPECT_EQ(t.run.backend, "nsys");
   EXPECT_EQ(t.run.integrity, "imported in memory");

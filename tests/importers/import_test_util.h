@@ -1,6 +1,6 @@
-// Helpers of the importer tests: shared third-party traces (skipped when
-// absent), SQL probes of an imported trace, the one-line error of a call, and
-// a trace read into memory against its imported file.
+// Helpers of the importer tests: shared third-party traces (shared_data.h),
+// SQL probes of an imported trace, the one-line error of a call, and a trace
+// read into memory against its imported file.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -20,18 +20,11 @@
 #include "moetrace/importers/import.h"
 #include "moetrace/schema/error.h"
 #include "moetrace/schema/sqlite.h"
+#include "shared_data.h"
 #include "text_trace.h"
 #include "test_paths.h"
 
 namespace moetrace::testing {
-
-inline std::string shared_data(const std::string& relative) {
-  return std::string(MOETRACE_SHARED_DATA) + "/external/" + relative;
-}
-
-// Skips the test when the shared trace is absent (a checkout without ../shared/data).
-#define MOETRACE_NEED_SHARED(path) \
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "shared data absent: " << (path)
 
 inline std::int64_t sql_int(const std::string& db_path, const std::string& query) {
   sqlite::Database db(db_path, sqlite::Database::Mode::kReadOnly);

@@ -13,6 +13,8 @@ import glob
 import json
 import math
 import os
+import shutil
+import sqlite3
 import subprocess
 import tempfile
 import threading
@@ -463,6 +465,28 @@ class ErrorsAndWarnings(Fixtures):
         with self.assertRaises(moetrace.Error) as e:
             moetrace.import_trace(not_a_trace, os.path.join(self.tmp.name, "x.db"))
         self.assertEqual(str(e.exception), err[-1])
+        # A file that is neither JSON nor SQLite, whatever its name; a folder
+        # without traces: what it is, and what the folder holds.
+        garbage = os.path.join(self.tmp.name, "garbage.json")
+        with open(garbage, "w") as f:
+            f.write("step,loss\n1,0.5\n")
+        with self.assertRaises(moetrace.Error) as e:
+            moetrace.open(garbage)
+        self.assertEqual(str(e.exception), garbage + ": not JSON, not SQLite, not a trace moetrace reads (moetrace "
+                         "traces, Nsight Systems SQLite exports, PyTorch-profiler JSON, gzipped or not)")
+        folder = os.path.join(self.tmp.name, "no-traces")
+        os.makedirs(folder, exist_ok=True)
+        with self.assertRaises(moetrace.Error) as e:
+            moetrace.open(folder)
+        self.assertEqual(str(e.exception), folder + ": an empty folder, so no trace to read")
+        with open(os.path.join(folder, "train.log"), "w") as f:
+            f.write("epoch 1\n")
+        with self.assertRaises(moetrace.Error) as e:
+            moetrace.open(folder)
+        self.assertEqual(str(e.exception), folder + ": a folder of 1 file (train.log), with no trace file among "
+                         "them (*.db; else *.json, *.json.gz, *.sqlite)")
+        _, _, err = cli("report", folder)
+        self.assertEqual(str(e.exception), err[-1])
         with self.assertRaises(moetrace.Error):
             moetrace.open(self.sim).breakdown(window="everything")
         with self.assertRaises(moetrace.Error):
@@ -483,6 +507,34 @@ class ErrorsAndWarnings(Fixtures):
         self.assertEqual(got, want)
         self.assertEqual(run.warnings, want)
         self.assertEqual(run.info["ranks"], [0, 1, 3])
+
+    def test_each_files_warnings_name_the_file(self):
+        # Two rank files of one run: one as written, one without an integrity
+        # record, with events of devices not read and a damaged reference.
+        files = sorted(glob.glob(os.path.join(self.split_dir, "s.rank*.db")))
+        d = os.path.join(self.tmp.name, "warned")
+        os.makedirs(d, exist_ok=True)
+        clean, bad = os.path.join(d, "s.rank0.db"), os.path.join(d, "s.rank1.db")
+        shutil.copyfile(files[0], clean)
+        shutil.copyfile(files[1], bad)
+        db = sqlite3.connect(bad)
+        db.execute("DELETE FROM meta WHERE key = 'integrity'")
+        db.execute("INSERT INTO run_config VALUES ('import.skipped.xpu_runtime', '5')")
+        db.execute("UPDATE kernels SET op_id = 99999999 WHERE rowid = (SELECT min(rowid) FROM kernels)")
+        db.commit()
+        db.close()
+        _, _, err = cli("info", clean, bad)
+        want = [l[len("warning: "):] for l in err if l.startswith("warning: ")]
+        for line in (bad + ": damaged trace: 1 kernels", bad + ": the trace has no integrity record",
+                     bad + ": 5 events of Intel XPU devices were not imported"):
+            self.assertTrue(any(w.startswith(line) for w in want), (line, want))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run = moetrace.open([clean, bad])
+        got = [str(w.message) for w in caught if issubclass(w.category, moetrace.TraceWarning)]
+        self.assertEqual(got, want)
+        self.assertEqual(run.warnings, want)
+        self.assertEqual(run.info["integrity"], "mixed")
 
 
 class Threads(Fixtures):

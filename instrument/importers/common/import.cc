@@ -16,6 +16,7 @@
 #include "moetrace/schema/error.h"
 #include "moetrace/schema/schema.h"
 #include "moetrace/schema/sqlite.h"
+#include "moetrace/schema/trace_file.h"
 #include "trace_builder.h"
 
 namespace moetrace::importers {
@@ -44,7 +45,7 @@ std::string unreadable(const std::string& path) {
   std::error_code ec;
   const auto status = fs::status(path, ec);
   if (ec || !fs::exists(status)) return path + ": no such file";
-  if (fs::is_directory(status)) return path + ": is a directory, not a trace file";
+  if (fs::is_directory(status)) return schema::folder_without_traces(path);
   if (!fs::is_regular_file(status)) return path + ": not a regular file";
   return {};
 }

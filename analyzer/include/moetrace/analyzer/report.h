@@ -162,8 +162,12 @@ inline std::vector<MemoryPoint> downsample_max(const std::vector<MemoryPoint>& p
 std::string format_duration(std::int64_t ns);
 // What a reader must know before trusting the numbers, one line each:
 // dropped activity records, damaged tables, no integrity record. Every
-// report format shows them; the command line prints them on stderr.
+// report format shows them; the command line prints them on stderr. A run
+// of several files: each file's, prefixed with its path
+// (RunInfo::file_states).
 std::vector<std::string> run_warnings(const RunInfo& run);
+// The damage lines (RunInfo::damage), each file's prefixed with its path.
+std::vector<std::string> run_damage(const RunInfo& run);
 // The last of them alone: empty where the writer's integrity record was found.
 std::string integrity_warning(const RunInfo& run);
 // Events of accelerators whose activity moetrace does not read (Kineto's
@@ -171,7 +175,8 @@ std::string integrity_warning(const RunInfo& run);
 // import counts as records not imported), from the import's counts by
 // reason: one line per device type, naming it and the count.
 std::vector<std::string> unread_device_warnings(const std::map<std::string, std::int64_t>& skipped_by_reason);
-// The same from a trace's run_config (import.skipped.*).
+// The same from a trace's run_config (import.skipped.*); a run of several
+// files: each file's, prefixed with its path.
 std::vector<std::string> unread_device_warnings(const RunInfo& run);
 std::string format_bytes(std::int64_t bytes);
 std::string format_percent(double fraction);

@@ -70,19 +70,43 @@ struct RunOverview {
 };
 RunOverview overview_run(const std::vector<std::string>& paths, const RunLoadOptions& options = {});
 
-// Memory that load_run() and analyze() of the files would take, estimated
-// from their size on disk (kMergedBytesPerFileByte: the peak RSS of `report
-// --merged` over the traces' size, measured at 4.46 on 128 imported
-// PyTorch-profiler ranks and 4.97 on 1024; BENCHMARKS.md), and the memory
-// this machine has available now (/proc/meminfo's MemAvailable; -1 where
-// unknown).
-inline constexpr double kMergedBytesPerFileByte = 5.0;
-// The same over the JSON of PyTorch-profiler files read into memory (a
-// gzipped file's content, from its gzip trailer): measured at 0.91 on 32
-// rank files of 17 MB (`report --merged`, 2026-12-02) and 0.98 on one file of
-// 1.08 GB (BENCHMARKS.md).
+// Memory (peak resident bytes) that load_run(), analyze() and the
+// recommendations of the files would take together, estimated from what
+// the files hold, not from the machine (run_memory_estimate.cc):
+// - a moetrace trace (.db): its rows, from the writer's integrity record
+//   (count(*) per table where it has none): kMergedBytesPerEventRow for each
+//   row of the event tables (kernels, copies, memsets, API calls, NVTX and
+//   autograd ranges, op ranges and their received bytes, memory events,
+//   buffers, collectives, input shapes), kMergedBytesPerLoadRow for each
+//   expert-load and placement row, kMergedBytesPerRank for each rank;
+// - a PyTorch-profiler file (.json, .json.gz): its JSON (a gzipped file's
+//   content, from its gzip trailer) x kMergedBytesPerJsonByte, its rows
+//   being unknown until it is parsed;
+// - another file (an Nsight Systems export): its size x
+//   kMergedBytesPerFileByte;
+// plus kMergedBaseBytes for the process. The constants are measured: the
+// peak RSS of `report --merged` (recommendations included) on six runs of 2
+// to 1024 rank files (BENCHMARKS.md, "Memory of a run read together"), the
+// base that of the smallest (16 MB, two imported ranks), the others a least
+// squares fit of the relative error; the estimate was 0.69-1.22 of the
+// measured peak on them, and a test holds it within 2x on two more.
+inline constexpr double kMergedBaseBytes = 12.5e6;
+inline constexpr double kMergedBytesPerEventRow = 280;
+inline constexpr double kMergedBytesPerLoadRow = 250;
+inline constexpr double kMergedBytesPerRank = 64e3;
+// The JSON of PyTorch-profiler files read into memory: measured at 0.91 on
+// 32 rank files of 17 MB (`report --merged`, 2026-12-02) and 0.98 on one
+// file of 1.08 GB (BENCHMARKS.md).
 inline constexpr double kMergedBytesPerJsonByte = 1.0;
+// Nsight Systems exports: their SQLite size (BENCHMARKS.md, 4.46 on 128
+// imported PyTorch-profiler ranks and 4.97 on 1024, of the traces' size).
+inline constexpr double kMergedBytesPerFileByte = 5.0;
 std::int64_t estimated_merged_bytes(const std::vector<std::string>& paths);
-std::int64_t available_memory_bytes();
+
+// What `report` reads together by default: runs estimated at up to this
+// many bytes; larger runs are read one file at a time (analyze_run_by_file).
+// A fixed bound, not the memory free at the moment, so that the same files
+// always give a report with the same sections.
+inline constexpr std::int64_t kMergedMemoryBudgetBytes = std::int64_t{2} << 30;
 
 }  // namespace moetrace::analyzer

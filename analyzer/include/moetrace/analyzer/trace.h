@@ -37,11 +37,24 @@ struct RunInfo {
   // "Integrity record"): "verified" (every table read matched it),
   // "not recorded" (traces of older writers and of runs killed before close:
   // checked by references and value ranges only), or "imported in memory" (a
-  // trace of another tool read by its importer, no file in between).
+  // trace of another tool read by its importer, no file in between). A run of
+  // several files: their common state, or "mixed" where they differ.
   std::string integrity;
   // One line per table whose references were damaged: the table and what the
-  // loader left out of it. Reports show each as a warning.
+  // loader left out of it. Reports show each as a warning. A run of several
+  // files: empty; each file's lines are in its FileState.
   std::vector<std::string> damage;
+  // A run of several files: each file whose own state a report warns of
+  // (no integrity record, damage, dropped records, events of devices not
+  // read), so that every warning names its file. Empty for one file.
+  struct FileState {
+    std::string path;
+    std::string integrity;
+    std::vector<std::string> damage;
+    std::int64_t dropped_records = 0;
+    std::vector<std::pair<std::string, std::string>> skipped;  // its config's import.skipped.* rows
+  };
+  std::vector<FileState> file_states;
 };
 
 struct Device {

@@ -14,4 +14,9 @@ namespace moetrace::schema {
 // one this build reads. Throws moetrace::Error("<path>: <problem>") otherwise.
 sqlite::Database open_trace(const std::string& path);
 
+// Why a folder given as a trace holds none (the readers of a folder take its
+// *.db files, else its *.json, *.json.gz and *.sqlite files): empty, or what
+// it holds instead, its first few names. One line, "<path>: ...".
+std::string folder_without_traces(const std::string& path);
+
 }  // namespace moetrace::schema
