@@ -1,0 +1,111 @@
+// The replay (replay.h) on real traces, and the what-ifs (graph_whatif.h)
+// against GPU measurements moetrace did not predict: tests/data/gpu (H200
+// traces of the CUDA executor, README there) and ../shared/data (traces of
+// other teams and tools).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+#include "gunzip.h"
+#include "moetrace/analyzer/breakdown.h"
+#include "moetrace/analyzer/graph_whatif.h"
+#include "moetrace/analyzer/replay.h"
+#include "moetrace/sim/cost_model.h"
+#include "shared_data.h"
+#include "test_paths.h"
+#include "text_trace.h"
+
+namespace moetrace::analyzer {
+namespace {
+
+namespace fs = std::filesystem;
+
+Trace load_fixture(const fs::path& gz) {
+  return load_trace(testing::inflated(gz.string(), "replay_" + gz.stem().string()));
+}
+
+// Every iteration of every real trace replays within 3 % of its measured
+// time, and no point of the graph is left on a cycle (BENCHMARKS.md,
+// "Replay": bench/replay_errors.sh prints the same table).
+void expect_replays(const Trace& t, const std::string& name) {
+  SCOPED_TRACE(name);
+  const auto s = replay(t);
+  EXPECT_FALSE(s.iterations.empty());
+  EXPECT_EQ(s.unresolved, 0);
+  EXPECT_LE(s.max_iteration_error, 0.03);
+  EXPECT_LE(s.max_layer_error, 0.03);
+  std::cout << "[ replay ] " << name << ": worst iteration " << 100 * s.max_iteration_error << " %, worst layer "
+            << 100 * s.max_layer_error << " %" << std::endl;
+}
+
+TEST(Replay, EveryGpuFixtureWithinThreePercent) {
+  const fs::path dir = MOETRACE_GPU_FIXTURES_DIR;
+  int n = 0;
+  for (const auto& sub : {dir, dir / "pipemoe_sweep"})
+    for (const auto& e : fs::directory_iterator(sub)) {
+      const auto name = e.path().filename().string();
+      if (!name.ends_with(".db.gz")) continue;
+      expect_replays(load_fixture(e.path()), name);
+      ++n;
+    }
+  expect_replays(load_trace((dir / "torch_moe_peer.json.gz").string()), "torch_moe_peer.json.gz");
+  EXPECT_GE(n, 16);  // ten variants, the sweep's four, its calibration and the grouped-GEMM DPMoE
+}
+
+TEST(Replay, EverySharedTraceWithinThreePercent) {
+  const auto kineto = testing::shared_data("kineto");
+  MOETRACE_NEED_SHARED(kineto);
+  int n = 0;
+  for (const auto& folder : {kineto, testing::shared_data("nsys")})
+    for (const auto& e : fs::directory_iterator(folder)) {
+      expect_replays(load_trace(e.path().string()), e.path().filename().string());
+      ++n;
+    }
+  EXPECT_GE(n, 14);
+}
+
+// PipeMoE on one H200 rank at r = 1, 2, 4, 8 (tests/data/gpu/pipemoe_sweep):
+// the r = 1 trace alone, split by the pipeline_degree what-if with the
+// calibration's fitted cost model (fitted_p1.json, the same GPU), against the
+// layer windows the r = 2, 4, 8 traces measured. Recorded errors
+// (BENCHMARKS.md, "What-ifs against measurements"): r = 2 -0.1 %; r = 4
+// -20 % and r = 8 -35 %, where the traced runs are host-bound and the
+// collector's cost per launch grew with the launch rate (the unsplit gate
+// op's host time 35 us at r = 1, 52-57 us at r = 4-8, with the same calls):
+// the runs without the collector took 3.25 and 6.70 ms an iteration against
+// 4.60 and 10.59 traced (README there). The goal is 10 %; the bounds here
+// hold each r's recorded error within 5 points, so that a change in either
+// direction is seen and the table updated.
+TEST(WhatIf, PipelineDegreeFromTheR1TraceAgainstTheMeasuredSweep) {
+  const fs::path dir = fs::path(MOETRACE_GPU_FIXTURES_DIR) / "pipemoe_sweep";
+  const Trace r1 = load_fixture(dir / "pipemoe_p1_r1.db.gz");
+  RecommendOptions o;
+  o.cost_model = sim::cost_model_from_json(testing::read_text((dir / "fitted_p1.json").string()));
+  o.cost_model_source = "fitted_p1.json";
+  auto layer_ns = [](const Trace& t) {
+    const auto b = compute_breakdown(t);
+    EXPECT_EQ(b.layers.size(), 1u);
+    return b.layers.empty() ? 0.0 : static_cast<double>(b.layers[0].mean_window_ns);
+  };
+  for (const auto& [r, recorded] : {std::pair{2, -0.001}, std::pair{4, -0.20}, std::pair{8, -0.35}}) {
+    SCOPED_TRACE("r = " + std::to_string(r));
+    GraphWhatIfs w;
+    w.pipeline_degree = r;
+    const auto p = replay_with_what_ifs(r1, w, o);
+    EXPECT_EQ(p.what_ifs.instances_changed, 6);  // 1 layer x 3 iterations x forward and backward
+    EXPECT_EQ(p.summary.unresolved, 0);
+    ASSERT_EQ(p.summary.layers.size(), 1u);
+    const double predicted = static_cast<double>(p.summary.layers[0].predicted_ns);
+    const double measured = layer_ns(load_fixture(dir / ("pipemoe_p1_r" + std::to_string(r) + ".db.gz")));
+    const double error = predicted / measured - 1;
+    std::cout << "[ what-if ] r = " << r << ": measured " << measured / 1e6 << " ms, predicted from r = 1 "
+              << predicted / 1e6 << " ms (" << 100 * error << " %)" << std::endl;
+    EXPECT_NEAR(error, recorded, 0.05);
+  }
+}
+
+}  // namespace
+}  // namespace moetrace::analyzer
