@@ -393,23 +393,29 @@ class PipelineSplit {
 }  // namespace
 
 GraphWhatIfResult apply_graph_what_ifs(const Trace& trace, ExecGraph& graph, const GraphWhatIfs& w,
-                                       const RecommendOptions& options) {
+                                       const sim::CostModel& model, const std::string& model_source) {
   GraphWhatIfResult out;
   if (w.pipeline_degree > 1) {
-    std::vector<std::string> notes;
-    const auto hw = detail::resolve_hardware(trace, options, nullptr, std::max(2, trace.run.world_size), notes);
-    PipelineSplit(trace, graph, hw.model, w.pipeline_degree, out).run();
-    const auto& ex = hw.model.compute_cost(OpKind::kExpertFfn);
+    PipelineSplit(trace, graph, model, w.pipeline_degree, out).run();
+    const auto& ex = model.compute_cost(OpKind::kExpertFfn);
     out.applied.push_back(fmt::format(
         "pipeline_degree={}: {} MoE layer instance{} split into {} chunks; each chunk's kernels last their measured "
         "time less beta x work x (1 - 1/{}), beta from {} (experts {:.3g} s/FLOP)",
         w.pipeline_degree, out.instances_changed, out.instances_changed == 1 ? "" : "s", w.pipeline_degree,
-        w.pipeline_degree, hw.info.description, ex.seconds_per_flop));
-    for (auto& n : notes) out.notes.push_back(std::move(n));
+        w.pipeline_degree, model_source, ex.seconds_per_flop));
   } else if (w.pipeline_degree == 1) {
     out.applied.push_back("pipeline_degree=1: nothing to split");
   }
   if (w.overlap) out.notes.push_back("overlap: not applied (not yet a change of the graph)");
+  return out;
+}
+
+GraphWhatIfResult apply_graph_what_ifs(const Trace& trace, ExecGraph& graph, const GraphWhatIfs& w,
+                                       const RecommendOptions& options) {
+  std::vector<std::string> notes;
+  const auto hw = detail::resolve_hardware(trace, options, nullptr, std::max(2, trace.run.world_size), notes);
+  auto out = apply_graph_what_ifs(trace, graph, w, hw.model, hw.info.description);
+  for (auto& n : notes) out.notes.push_back(std::move(n));
   return out;
 }
 

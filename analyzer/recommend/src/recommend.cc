@@ -21,6 +21,7 @@
 #include "moetrace/sim/cost_model.h"
 #include "moetrace/sim/run_spec.h"
 #include "hardware.h"
+#include "trace_advice.h"
 
 namespace moetrace::analyzer {
 using detail::Hardware;
@@ -1029,6 +1030,14 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
   }
 
   const auto iteration_replay = own_iteration_replay(trace, o, hw, workloads, out.notes);
+  // A trace that ran on hardware: its own execution graph, replayed and
+  // changed (trace_advice.h), is the basis of the pipeline-degree advice.
+  std::map<int, TraceReplay> trace_replays;
+  if (!trace.run.simulated && o.simulate) {
+    progress("replaying the trace", 0.0);
+    trace_replays = detail::trace_replay_by_layer(trace, hw, o.r_candidates.empty() ? std::vector<int>{1, 2, 4, 8}
+                                                                                    : o.r_candidates);
+  }
   for (std::size_t i = 0; i < workloads.size(); ++i) {
     progress("recommending", static_cast<double>(i) / static_cast<double>(workloads.size()));
     LayerRecommendation L;
@@ -1041,6 +1050,12 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
     L.iterations = meas.iterations;
     advise_pipeline(trace, o, hw, L);
     replay_layer(trace, o, hw, b, iteration_replay ? &*iteration_replay : nullptr, L);
+    if (auto tr = trace_replays.find(L.layer); tr != trace_replays.end()) {
+      L.trace_replay = tr->second;
+      // The trace's own replay decides whether its advice holds, not the
+      // preset simulation of the layer.
+      L.replay.unreliable = !L.trace_replay.within;
+    }
     // An overlapped schedule (DualPipe-style chunks, Megatron-Core's EP
     // overlap) runs the layer's forward and backward side by side: the union
     // of their windows is less than their sum. The recommenders model one
@@ -1063,7 +1078,8 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
     advise_placement(trace, o, hw, meas, L);
     advise_layout(trace, o, hw, L);
     const std::size_t first_item = out.items.size();
-    out.items.push_back(pipeline_item(L, hw, o.min_gain));
+    const bool from_trace = L.trace_replay.computed && L.pipeline.current_r == 1 && L.trace_replay.predictions.size() > 1;
+    out.items.push_back(from_trace ? detail::trace_pipeline_item(L, o.min_gain) : pipeline_item(L, hw, o.min_gain));
     out.items.push_back(memory_item(L));
     out.items.push_back(placement_item(L, o.min_gain));
     out.items.push_back(layout_item(L, o.min_gain));
@@ -1091,6 +1107,7 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
       const auto nominal = gains(hw);
       for (std::size_t k = 0; k < 4; ++k) {
         auto& it = out.items[first_item + k];
+        if (k == 0 && from_trace) continue;
         it.gain_interval = it.gain_known && nominal[k].gain_known;
         it.gain_low = it.gain_high = it.predicted_gain;
       }
@@ -1099,6 +1116,7 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
           const auto corner = gains(scaled(hw, se * hw.expert_rel_sd, sa * hw.a2a_rel_sd));
           for (std::size_t k = 0; k < 4; ++k) {
             auto& it = out.items[first_item + k];
+            if (k == 0 && from_trace) continue;  // its range comes from the graph what-ifs
             if (!it.gain_interval || !corner[k].gain_known) continue;
             const double g = it.predicted_gain + corner[k].predicted_gain - nominal[k].predicted_gain;
             it.gain_low = std::min(it.gain_low, g);
@@ -1106,7 +1124,7 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
           }
         }
     }
-    if (L.replay.unreliable)
+    if (L.replay.unreliable && !L.trace_replay.computed)
       for (std::size_t k = first_item; k < out.items.size(); ++k)
         out.items[k].evidence = fmt::format(
             "Unreliable: replaying the trace's own configuration gives {} per iteration against {} measured "

@@ -134,6 +134,30 @@ struct Replay {
   double measured_all_to_all_s = -1, model_all_to_all_s = -1;
 };
 
+// The layer in the trace's own execution graph (exec_graph.h), for a trace
+// that ran on hardware: measured, replayed with the measured durations, and
+// predicted by the graph what-ifs (graph_whatif.h) at other pipeline degrees.
+// Where it is computed it is the basis of the pipeline-degree advice; a
+// replay off by more than kTraceReplayTolerance says so and names what the
+// graph misses.
+inline constexpr double kTraceReplayTolerance = 0.05;
+struct TraceReplay {
+  bool computed = false;
+  std::string skipped;                    // why not computed (or why no what-if changed the layer)
+  double measured_s = -1, replayed_s = -1;  // mean layer window over ranks and iterations
+  double error = 0;                       // replayed / measured - 1
+  bool within = false;                    // |error| <= kTraceReplayTolerance
+  std::vector<std::string> missing;       // the graph's missing parts (exec_graph.h)
+  std::string cost_source;                // where the what-ifs' new durations came from
+  struct Prediction {
+    int r = 1;
+    double predicted_s = -1;
+    double low_s = -1, high_s = -1;       // with the fitted betas at -/+ one relative residual; -1: none
+  };
+  std::vector<Prediction> predictions;    // by r
+  int best_r = -1;
+};
+
 struct LayerRecommendation {
   int layer = 0;
   MoeLayerWorkload workload;
@@ -141,6 +165,7 @@ struct LayerRecommendation {
   double measured_layer_s = -1;  // mean over iterations of the slowest rank's fwd + bwd window
   int iterations = 0;
   Replay replay;
+  TraceReplay trace_replay;
   PipelineDegreeAdvice pipeline;
   MemoryReuseAdvice memory;
   PlacementAdviceInfo placement;

@@ -38,6 +38,7 @@
 #include "moetrace/analyzer/recommend.h"
 #include "moetrace/analyzer/replay.h"
 #include "moetrace/analyzer/trace.h"
+#include "moetrace/sim/cost_model.h"
 
 namespace moetrace::analyzer {
 
@@ -60,6 +61,9 @@ struct GraphWhatIfResult {
 // (RecommendOptions::cost_model / prefer_fitted, as `recommend` takes them).
 GraphWhatIfResult apply_graph_what_ifs(const Trace& trace, ExecGraph& graph, const GraphWhatIfs& w,
                                        const RecommendOptions& options);
+// The same on a given cost model; `model_source` says where it came from.
+GraphWhatIfResult apply_graph_what_ifs(const Trace& trace, ExecGraph& graph, const GraphWhatIfs& w,
+                                       const sim::CostModel& model, const std::string& model_source);
 
 // The trace replayed, then replayed after the what-ifs: measured, replayed
 // and predicted side by side (replay.h).
