@@ -88,7 +88,7 @@ RunOverview overview_run(const std::vector<std::string>& paths, const RunLoadOpt
 // peak RSS of `report --merged` (recommendations included) on six runs of 2
 // to 1024 rank files (BENCHMARKS.md, "Memory of a run read together"), the
 // base that of the smallest (16 MB, two imported ranks), the others a least
-// squares fit of the relative error; the estimate was 0.69-1.22 of the
+// squares fit of the relative error; the estimate was 0.66-1.17 of the
 // measured peak on them, and a test holds it within 2x on two more.
 inline constexpr double kMergedBaseBytes = 12.5e6;
 inline constexpr double kMergedBytesPerEventRow = 280;
