@@ -9,7 +9,7 @@
 Every time is in nanoseconds on the trace's clock (an imported trace's is
 the profiler's epoch time; a simulated one starts at 0). Each method's
 docstring lists its columns; README.md ("Reading a report") defines the
-breakdown's quantities and analyzer/include/moetrace/analyzer/launch_queue.h
+breakdown's quantities and analyzer/analyses/include/moetrace/analyzer/launch_queue.h
 the HTA analyses (idle time, queue length, kernel launches); critical_path.h
 the critical path.
 
@@ -381,7 +381,7 @@ class Run:
         report's critical_path section: the longest chain of dependent work
         through CPU ops nested on their threads, launch calls to their
         kernels, kernels in stream order and kernels to the synchronisations
-        that waited for them (analyzer/include/moetrace/analyzer/critical_path.h
+        that waited for them (analyzer/analyses/include/moetrace/analyzer/critical_path.h
         gives the definition and where it departs from HTA). `rank`: that
         rank only (default: every rank, each on its own; a rank's path does
         not leave it). One row per rank and category (HTA's summary, in ns);

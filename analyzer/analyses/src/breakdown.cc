@@ -1,0 +1,486 @@
+#include "moetrace/analyzer/breakdown.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <string_view>
+#include <tuple>
+
+#include "moetrace/analyzer/interval.h"
+#include "moetrace/analyzer/kernel_classes.h"
+#include "op_intervals.h"
+
+namespace moetrace::analyzer {
+
+TimeSplit& TimeSplit::operator+=(const TimeSplit& o) {
+  window_ns += o.window_ns;
+  for (int c = 0; c < kNumCategories; ++c) {
+    category_ns[static_cast<std::size_t>(c)] += o.category_ns[static_cast<std::size_t>(c)];
+    exclusive_ns[static_cast<std::size_t>(c)] += o.exclusive_ns[static_cast<std::size_t>(c)];
+  }
+  busy_ns += o.busy_ns;
+  idle_ns += o.idle_ns;
+  comm_ns += o.comm_ns;
+  comm_hidden_ns += o.comm_hidden_ns;
+  comm_exposed_ns += o.comm_exposed_ns;
+  overlap_ns += o.overlap_ns;
+  return *this;
+}
+
+namespace {
+
+struct RankSets {
+  IntervalSet compute;  // computation of any op or unattributed kernel
+  IntervalSet all;      // anything at all
+};
+
+// Fills `t` from the given ops within the window set `windows`.
+// Only what lies inside the windows counts, so that every share of a window
+// is at most 1 (an iteration's windows partition the rank's time; its work
+// may run on past its window's end, into the next one's).
+void split_time(const Trace& trace, const OpIntervals& oi, const std::vector<std::size_t>& ops,
+                const IntervalSet& windows, const RankSets& rank, TimeSplit& t) {
+  std::vector<LabelledInterval> labelled;
+  std::vector<Interval> comm;
+  const auto ws = windows.intervals();
+  for (auto o : ops) {
+    const auto c = op_category(trace.ops[o].kind);
+    for (const auto& i : oi.of(o)) {
+      // The windows are sorted and disjoint: the pieces of i inside them.
+      auto w = std::upper_bound(ws.begin(), ws.end(), i.start, [](std::int64_t x, const Interval& v) { return x < v.end; });
+      for (; w != ws.end() && w->start < i.end; ++w) {
+        const Interval piece{std::max(i.start, w->start), std::min(i.end, w->end)};
+        if (piece.end <= piece.start) continue;
+        labelled.push_back({piece.start, piece.end, static_cast<std::uint32_t>(c)});
+        if (is_communication(c)) comm.push_back(piece);
+      }
+    }
+  }
+  const auto cov = Coverage::sweep(std::move(labelled));
+  t.window_ns = windows.length();
+  for (int c = 0; c < kNumCategories; ++c) {
+    t.category_ns[static_cast<std::size_t>(c)] = cov.active(static_cast<std::uint32_t>(c));
+    t.exclusive_ns[static_cast<std::size_t>(c)] = cov.exclusive(static_cast<std::uint32_t>(c));
+  }
+  t.busy_ns = cov.any(~0u);
+  const auto comm_set = IntervalSet::from(std::move(comm));
+  t.comm_ns = comm_set.length();
+  t.comm_hidden_ns = comm_set.intersect(rank.compute).length();
+  t.comm_exposed_ns = t.comm_ns - t.comm_hidden_ns;
+  t.idle_ns = windows.subtract(rank.all).length();
+}
+
+Interval envelope(const OpIntervals& oi, const std::vector<std::size_t>& ops) {
+  Interval e{INT64_MAX, INT64_MIN};
+  for (auto o : ops)
+    for (const auto& i : oi.of(o)) {
+      e.start = std::min(e.start, i.start);
+      e.end = std::max(e.end, i.end);
+    }
+  return e.start <= e.end ? e : Interval{};
+}
+
+// A rank's GPU time: every op's intervals labelled with its category, and
+// the activity no op claims, classified (one interval per activity, and one
+// per op without any).
+struct RankTime {
+  std::vector<LabelledInterval> labelled;
+  std::vector<Interval> unattributed;
+};
+
+std::map<std::int32_t, RankTime> rank_times(const Trace& trace, const OpIntervals& oi) {
+  std::map<std::int32_t, RankTime> out;
+  for (const auto r : trace.rank_ids()) out[r.value];
+  for (std::size_t o = 0; o < trace.ops.size(); ++o) {
+    auto& rt = out[trace.ops[o].rank.value];
+    const auto c = static_cast<std::uint32_t>(op_category(trace.ops[o].kind));
+    for (const auto& i : oi.of(o)) rt.labelled.push_back({i.start, i.end, c});
+  }
+  for (const auto& a : trace.activities) {
+    if (a.op >= 0) continue;
+    auto& rt = out[a.rank.value];
+    rt.labelled.push_back({a.start_ns, a.end_ns, static_cast<std::uint32_t>(classify_activity(trace, a))});
+    rt.unattributed.push_back({a.start_ns, a.end_ns});
+  }
+  return out;
+}
+
+// The GPU work of the profiler steps, without each rank's last step where
+// `but_last`. Where a rank records two or more ProfilerStep ranges (PyTorch
+// profiler traces), as HTA selects it (hta/common/trace.py,
+// _filter_irrelevant_gpu_kernels): the activities whose launching call
+// started before the last step's start (but_last), or from the first
+// step's start to the last one's end; an activity without a launching call
+// belongs to no step. Otherwise by the op's iteration: the ops of the
+// iterations (iteration >= 0), without the rank's last one (but_last);
+// activity no op claims belongs to no step.
+std::map<std::int32_t, RankTime> rank_times_in_steps(const Trace& trace, const OpIntervals& oi, bool but_last) {
+  const ProfilerSteps steps(trace);
+  const RankWindow window = but_last ? RankWindow::kStepsButLast : RankWindow::kSteps;
+  auto by_profiler_steps = [&](std::int32_t rank) { return steps.has_steps(rank); };
+  std::map<std::int32_t, std::int32_t> last;  // rank -> its last step
+  for (const auto& op : trace.ops)
+    if (op.iteration >= 0) {
+      auto [it, fresh] = last.try_emplace(op.rank.value, op.iteration);
+      if (!fresh) it->second = std::max(it->second, op.iteration);
+    }
+  std::map<std::int32_t, RankTime> out;
+  for (const auto r : trace.rank_ids()) out[r.value];
+  for (std::size_t o = 0; o < trace.ops.size(); ++o) {
+    const auto& op = trace.ops[o];
+    if (by_profiler_steps(op.rank.value)) continue;
+    if (op.iteration < 0 || (but_last && op.iteration == last[op.rank.value])) continue;
+    auto& rt = out[op.rank.value];
+    const auto c = static_cast<std::uint32_t>(op_category(op.kind));
+    for (const auto& i : oi.of(o)) rt.labelled.push_back({i.start, i.end, c});
+  }
+  for (const auto& a : trace.activities) {
+    if (!by_profiler_steps(a.rank.value)) continue;
+    const ApiCall* call = trace.launching_call(a);
+    if (!call || !steps.keeps(a.rank.value, call->start_ns, window)) continue;
+    const auto c = a.op >= 0 ? op_category(trace.ops[static_cast<std::size_t>(a.op)].kind) : classify_activity(trace, a);
+    out[a.rank.value].labelled.push_back({a.start_ns, a.end_ns, static_cast<std::uint32_t>(c)});
+  }
+  return out;
+}
+
+}  // namespace
+
+ProfilerSteps::ProfilerSteps(const Trace& trace) {
+  for (const auto& n : trace.nvtx)
+    if (trace.str(n.name).find("ProfilerStep") != std::string_view::npos) {
+      auto& s = steps_[n.rank.value];
+      ++s.count;
+      s.first_start = std::min(s.first_start, n.start_ns);
+      s.last_start = std::max(s.last_start, n.start_ns);
+      s.last_end = std::max(s.last_end, n.end_ns);
+    }
+  std::erase_if(steps_, [](const auto& kv) { return kv.second.count < 2; });
+}
+
+bool ProfilerSteps::keeps(std::int32_t rank, std::int64_t start_ns, RankWindow window) const {
+  const auto it = steps_.find(rank);
+  if (window == RankWindow::kSpan || it == steps_.end()) return true;
+  const Steps& s = it->second;
+  return window == RankWindow::kStepsButLast ? start_ns < s.last_start
+                                             : start_ns >= s.first_start && start_ns <= s.last_end;
+}
+
+namespace {
+
+// The first start to the last end of a rank's non-empty intervals.
+Interval span_of(const RankTime& rt) {
+  Interval e{INT64_MAX, INT64_MIN};
+  for (const auto& l : rt.labelled)
+    if (l.end > l.start) {
+      e.start = std::min(e.start, l.start);
+      e.end = std::max(e.end, l.end);
+    }
+  return e.start <= e.end ? e : Interval{};
+}
+
+// The split of a rank's time clipped to `w`; `sets` gets the rank's
+// computation and all of its time in the window.
+RankSummary rank_split(std::int32_t rank, const RankTime& rt, Interval w, RankSets& sets) {
+  RankSummary rs;
+  rs.rank = rank;
+  std::vector<LabelledInterval> clipped;
+  std::vector<Interval> all, compute, comm, unattributed;
+  auto clip = [&](std::int64_t s, std::int64_t e) { return Interval{std::max(s, w.start), std::min(e, w.end)}; };
+  for (const auto& l : rt.labelled) {
+    if (l.start <= w.end && l.end >= w.start) ++rs.events;
+    const auto i = clip(l.start, l.end);
+    if (i.end <= i.start) continue;
+    const auto c = static_cast<Category>(l.label);
+    clipped.push_back({i.start, i.end, l.label});
+    all.push_back(i);
+    if (is_computation(c)) compute.push_back(i);
+    if (is_communication(c)) comm.push_back(i);
+  }
+  for (const auto& u : rt.unattributed) unattributed.push_back(clip(u.start, u.end));
+  const auto cov = Coverage::sweep(std::move(clipped));
+  rs.t.window_ns = w.length();
+  for (int c = 0; c < kNumCategories; ++c) {
+    rs.t.category_ns[static_cast<std::size_t>(c)] = cov.active(static_cast<std::uint32_t>(c));
+    rs.t.exclusive_ns[static_cast<std::size_t>(c)] = cov.exclusive(static_cast<std::uint32_t>(c));
+  }
+  sets.all = IntervalSet::from(std::move(all));
+  sets.compute = IntervalSet::from(std::move(compute));
+  rs.t.busy_ns = sets.all.length();
+  rs.t.idle_ns = rs.t.window_ns - rs.t.busy_ns;
+  const auto comm_set = IntervalSet::from(std::move(comm));
+  rs.t.comm_ns = comm_set.length();
+  rs.t.comm_hidden_ns = comm_set.intersect(sets.compute).length();
+  rs.t.comm_exposed_ns = rs.t.comm_ns - rs.t.comm_hidden_ns;
+  rs.unattributed_ns = IntervalSet::from(std::move(unattributed)).length();
+  return rs;
+}
+
+void add_to(RankSummary& total, const RankSummary& r) {
+  total.t += r.t;
+  total.unattributed_ns += r.unattributed_ns;
+  total.events += r.events;
+}
+
+// Fills each row's overlap_ns: per rank, a sweep over every GPU interval
+// labelled with its row (-1: work of no MoE-layer row, or no op at all); in
+// each stretch where two or more labels are active, every active row's own
+// work ran beside another's.
+void overlap_of_rows(const Trace& trace, const OpIntervals& oi, const std::vector<std::int32_t>& row_of,
+                     std::vector<LayerRow>& rows) {
+  struct Edge {
+    std::int64_t t;
+    std::int32_t row;
+    int delta;
+  };
+  std::map<std::int32_t, std::vector<Edge>> edges;  // by rank
+  auto add = [&](std::int32_t rank, std::int64_t s, std::int64_t e, std::int32_t row) {
+    if (e <= s) return;
+    auto& v = edges[rank];
+    v.push_back({s, row, +1});
+    v.push_back({e, row, -1});
+  };
+  for (std::size_t o = 0; o < trace.ops.size(); ++o)
+    for (const auto& i : oi.of(o)) add(trace.ops[o].rank.value, i.start, i.end, row_of[o]);
+  for (const auto& a : trace.activities)
+    if (a.op < 0) add(a.rank.value, a.start_ns, a.end_ns, -1);
+  for (auto& [rank, v] : edges) {
+    std::sort(v.begin(), v.end(), [](const Edge& x, const Edge& y) { return std::tie(x.t, x.delta) < std::tie(y.t, y.delta); });
+    std::map<std::int32_t, int> active;  // label -> open intervals
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      auto& n = active[v[i].row];
+      n += v[i].delta;
+      if (n == 0) active.erase(v[i].row);
+      if (i + 1 == v.size() || active.size() < 2) continue;
+      const auto len = v[i + 1].t - v[i].t;
+      if (len <= 0) continue;
+      for (const auto& [row, count] : active)
+        if (row >= 0) rows[static_cast<std::size_t>(row)].t.overlap_ns += len;
+    }
+  }
+}
+
+}  // namespace
+
+WindowBreakdown breakdown_in_window(const Trace& trace, std::int64_t t0, std::int64_t t1) {
+  WindowBreakdown out;
+  out.t0_ns = std::min(t0, t1);
+  out.t1_ns = std::max(t0, t1);
+  out.total.rank = -1;
+  const OpIntervals oi(trace);
+  for (const auto& [r, rt] : rank_times(trace, oi)) {
+    RankSets sets;
+    out.ranks.push_back(rank_split(r, rt, {out.t0_ns, out.t1_ns}, sets));
+    add_to(out.total, out.ranks.back());
+  }
+  return out;
+}
+
+std::string_view rank_window_name(RankWindow w) {
+  switch (w) {
+    case RankWindow::kSteps: return "steps";
+    case RankWindow::kStepsButLast: return "steps-but-last";
+    case RankWindow::kSpan: break;
+  }
+  return "span";
+}
+
+std::string rank_window_description(RankWindow w) {
+  switch (w) {
+    case RankWindow::kSteps:
+      return "the GPU work of the profiler steps (iterations), from its first start to its last end on each rank";
+    case RankWindow::kStepsButLast:
+      return "the GPU work of the profiler steps (iterations) but the last, from its first start to its last end "
+             "on each rank (HTA's default window)";
+    case RankWindow::kSpan: break;
+  }
+  return "each rank's whole span, from its first GPU start to its last GPU end";
+}
+
+std::optional<RankWindow> parse_rank_window(std::string_view name) {
+  for (auto w : {RankWindow::kSpan, RankWindow::kSteps, RankWindow::kStepsButLast})
+    if (rank_window_name(w) == name) return w;
+  return std::nullopt;
+}
+
+namespace {
+
+// The totals and the per-layer summaries of a breakdown's rows, iteration
+// rows and layer windows.
+void summarize(Breakdown& b) {
+  b.moe_total = {};
+  b.iteration_total = {};
+  b.moe_union_ns = 0;
+  for (const auto& row : b.rows) b.moe_total += row.t;
+  for (const auto& row : b.iterations) {
+    b.iteration_total += row.t;
+    b.moe_union_ns += row.moe_layer_ns;
+  }
+  std::map<std::int32_t, LayerSummary> layers;
+  for (const auto& row : b.rows) {
+    auto& s = layers[row.layer];
+    s.layer = row.layer;
+    s.total += row.t;
+    (is_backward(row.phase) ? s.backward : s.forward) += row.t;
+  }
+  // Windows by layer, in (rank, iteration) order.
+  std::map<std::int32_t, std::vector<const Breakdown::LayerWindow*>> windows;
+  for (const auto& w : b.layer_windows) windows[w.layer].push_back(&w);
+  b.layers.clear();
+  for (auto& [layer, s] : layers) {
+    std::set<std::int32_t> ranks, iters;
+    std::int64_t sum = 0;
+    const auto& m = windows[layer];
+    for (const auto* w : m) {
+      sum += w->ns;
+      ranks.insert(w->rank);
+      iters.insert(w->iteration);
+      if (w->ns > s.max_window_ns) {
+        s.max_window_ns = w->ns;
+        s.slowest_rank = w->rank;
+      }
+    }
+    s.ranks = static_cast<int>(ranks.size());
+    s.iterations = static_cast<int>(iters.size());
+    s.mean_window_ns = m.empty() ? 0 : sum / static_cast<std::int64_t>(m.size());
+    b.layers.push_back(s);
+  }
+}
+
+}  // namespace
+
+Breakdown merge_breakdowns(std::vector<Breakdown> parts) {
+  Breakdown b;
+  if (parts.empty()) return b;
+  b.rank_window = parts.front().rank_window;
+  for (auto& p : parts) {
+    b.has_op_ranges = b.has_op_ranges || p.has_op_ranges;
+    b.rows.insert(b.rows.end(), p.rows.begin(), p.rows.end());
+    b.iterations.insert(b.iterations.end(), p.iterations.begin(), p.iterations.end());
+    b.ranks.insert(b.ranks.end(), p.ranks.begin(), p.ranks.end());
+    b.layer_windows.insert(b.layer_windows.end(), p.layer_windows.begin(), p.layer_windows.end());
+    p = Breakdown();
+  }
+  std::stable_sort(b.rows.begin(), b.rows.end(), [](const LayerRow& x, const LayerRow& y) {
+    return std::tie(x.layer, x.iteration, x.phase, x.rank) < std::tie(y.layer, y.iteration, y.phase, y.rank);
+  });
+  std::stable_sort(b.iterations.begin(), b.iterations.end(), [](const IterationRow& x, const IterationRow& y) {
+    return std::tie(x.iteration, x.rank) < std::tie(y.iteration, y.rank);
+  });
+  std::stable_sort(b.ranks.begin(), b.ranks.end(),
+                   [](const RankSummary& x, const RankSummary& y) { return x.rank < y.rank; });
+  std::stable_sort(b.layer_windows.begin(), b.layer_windows.end(),
+                   [](const Breakdown::LayerWindow& x, const Breakdown::LayerWindow& y) {
+                     return std::tie(x.layer, x.rank, x.iteration) < std::tie(y.layer, y.rank, y.iteration);
+                   });
+  summarize(b);
+  return b;
+}
+
+Breakdown compute_breakdown(const Trace& trace, const BreakdownOptions& options) {
+  Breakdown b;
+  b.has_op_ranges = !trace.ops.empty();
+  b.rank_window = options.rank_window;
+  const OpIntervals oi(trace);
+
+  // Whole-run split per rank (works without op ranges too), and the
+  // rank-wide sets the layer and iteration rows need.
+  std::map<std::int32_t, RankSets> rank_sets;
+  for (const auto& [r, rt] : rank_times(trace, oi)) {
+    if (rt.labelled.empty()) continue;
+    b.ranks.push_back(rank_split(r, rt, span_of(rt), rank_sets[r]));
+  }
+  // Another window of the per-rank rows: the steps' work alone.
+  if (options.rank_window != RankWindow::kSpan) {
+    b.ranks.clear();
+    for (const auto& [r, rt] : rank_times_in_steps(trace, oi, options.rank_window == RankWindow::kStepsButLast)) {
+      if (rt.labelled.empty()) continue;
+      RankSets unused;
+      b.ranks.push_back(rank_split(r, rt, span_of(rt), unused));
+    }
+  }
+
+  // Group ops: MoE-layer rows and iteration rows.
+  std::map<std::tuple<std::int32_t, std::int32_t, Phase, std::int32_t>, std::map<std::int32_t, std::vector<std::size_t>>>
+      layer_ops;  // (layer, iteration, phase, rank) -> micro-batch -> ops
+  std::map<std::pair<std::int32_t, std::int32_t>, std::vector<std::size_t>> iter_ops;  // (iteration, rank)
+  for (std::size_t o = 0; o < trace.ops.size(); ++o) {
+    const auto& op = trace.ops[o];
+    if (op.iteration < 0) continue;
+    iter_ops[{op.iteration, op.rank.value}].push_back(o);
+    if (op.layer >= 0 && op_kind_info(op.kind).moe_layer)
+      layer_ops[{op.layer, op.iteration, op.phase, op.rank.value}][op.micro_batch].push_back(o);
+  }
+
+  // MoE-layer windows per (iteration, rank): their union is the iteration's
+  // MoE time (layers can overlap, e.g. an offload of layer l running into
+  // layer l+1, and must not be counted twice).
+  std::map<std::pair<std::int32_t, std::int32_t>, std::vector<Interval>> moe_windows_per_iter;
+  // (layer, rank, iteration) -> the windows of all its rows (phases).
+  std::map<std::tuple<std::int32_t, std::int32_t, std::int32_t>, std::vector<Interval>> layer_windows;
+  std::vector<std::int32_t> row_of(trace.ops.size(), -1);
+  for (const auto& [key, by_mb] : layer_ops) {
+    const auto& [layer, iteration, phase, rank] = key;
+    std::vector<Interval> windows;
+    std::vector<std::size_t> ops;
+    for (const auto& [mb, list] : by_mb) {
+      windows.push_back(envelope(oi, list));
+      ops.insert(ops.end(), list.begin(), list.end());
+    }
+    LayerRow row{rank, layer, iteration, phase, {}};
+    auto window_set = IntervalSet::from(std::move(windows));
+    auto& iter_windows = moe_windows_per_iter[{iteration, rank}];
+    auto& lw = layer_windows[{layer, rank, iteration}];
+    for (const auto& w : window_set.intervals()) {
+      iter_windows.push_back(w);
+      lw.push_back(w);
+    }
+    split_time(trace, oi, ops, window_set, rank_sets[rank], row.t);
+    for (auto o : ops) row_of[o] = static_cast<std::int32_t>(b.rows.size());
+    b.rows.push_back(row);
+  }
+  overlap_of_rows(trace, oi, row_of, b.rows);
+  // Iteration windows partition each rank's time: iteration k's window runs
+  // from the first GPU start of its work (never before the previous window's
+  // start) to the next iteration's, the last one to its work's end. Work an
+  // iteration launched counts to it, inside its window.
+  std::map<std::pair<std::int32_t, std::int32_t>, Interval> iter_window;  // (iteration, rank)
+  {
+    std::map<std::int32_t, std::vector<std::pair<std::int32_t, Interval>>> per_rank;  // in iteration order
+    for (const auto& [key, ops] : iter_ops) per_rank[key.second].push_back({key.first, envelope(oi, ops)});
+    for (auto& [rank, list] : per_rank) {
+      std::int64_t start = INT64_MIN;
+      for (std::size_t k = 0; k < list.size(); ++k) {
+        const auto& e = list[k].second;
+        const bool empty = e.end <= e.start;
+        start = std::max(start, empty ? start : e.start);
+        std::int64_t end = empty ? start : e.end;
+        if (k + 1 < list.size()) {
+          const auto& next = list[k + 1].second;
+          if (next.end > next.start) end = next.start;
+        }
+        if (start == INT64_MIN) start = end;
+        end = std::max(end, start);
+        iter_window[{list[k].first, rank}] = {start, end};
+        start = end;
+      }
+    }
+  }
+  for (const auto& [key, ops] : iter_ops) {
+    const auto& [iteration, rank] = key;
+    const auto w = iter_window[key];
+    IterationRow row{rank, iteration, {},
+                     IntervalSet::from(std::move(moe_windows_per_iter[key])).length_within(w)};
+    split_time(trace, oi, ops, w.end > w.start ? IntervalSet::from({w}) : IntervalSet{}, rank_sets[rank], row.t);
+    b.iterations.push_back(row);
+  }
+  for (const auto& [key, windows] : layer_windows) {
+    const auto& [layer, rank, iteration] = key;
+    b.layer_windows.push_back({layer, rank, iteration, IntervalSet::from(windows).length()});
+  }
+  summarize(b);
+  return b;
+}
+
+}  // namespace moetrace::analyzer

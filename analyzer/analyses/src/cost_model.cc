@@ -1,0 +1,873 @@
+#include "moetrace/analyzer/cost_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "moetrace/analyzer/breakdown.h"
+#include "moetrace/analyzer/interval.h"
+#include "moetrace/schema/error.h"
+#include "op_intervals.h"
+
+namespace moetrace::analyzer {
+
+LinearFit fit_linear(std::span<const double> x, std::span<const double> t) {
+  LinearFit f;
+  const std::size_t n = std::min(x.size(), t.size());
+  f.points = static_cast<int>(n);
+  if (n == 0) return f;
+  double sx = 0, st = 0;
+  f.x_min = f.x_max = x[0];
+  for (std::size_t i = 0; i < n; ++i) {
+    sx += x[i];
+    st += t[i];
+    f.x_min = std::min(f.x_min, x[i]);
+    f.x_max = std::max(f.x_max, x[i]);
+  }
+  const double mx = sx / static_cast<double>(n), mt = st / static_cast<double>(n);
+  f.mean_time = mt;
+  double sxx = 0, sxt = 0, stt = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    sxx += (x[i] - mx) * (x[i] - mx);
+    sxt += (x[i] - mx) * (t[i] - mt);
+    stt += (t[i] - mt) * (t[i] - mt);
+  }
+  if (f.x_max > f.x_min && sxx > 0) {
+    f.method = "least_squares";
+    f.beta = sxt / sxx;
+    f.alpha = mt - f.beta * mx;
+  } else if (mx != 0) {
+    // One size only: alpha and beta are not separable; a pure rate model.
+    f.method = "mean_rate";
+    f.alpha = 0;
+    f.beta = mt / mx;
+  } else {
+    f.method = "mean_rate";
+    f.alpha = mt;
+    f.beta = 0;
+  }
+  double ss_res = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double r = t[i] - f.predict(x[i]);
+    ss_res += r * r;
+  }
+  f.residual_rms = std::sqrt(ss_res / static_cast<double>(n));
+  // Relative tolerance: an exact line leaves rounding noise in SS_res.
+  const double tiny = 1e-24 * std::max(1.0, st * st);
+  if (stt > tiny) f.r2 = 1.0 - ss_res / stt;
+  else f.r2 = ss_res <= tiny ? 1.0 : 0.0;
+  return f;
+}
+
+int sim_launches(OpKind kind, Phase phase) {
+  switch (kind) {
+    case OpKind::kExpertFfn: return phase == Phase::kBackward ? 4 : 2;
+    case OpKind::kRecompute: return 1;
+    case OpKind::kGate: return phase == Phase::kBackward ? 2 : 1;
+    default: return 1;
+  }
+}
+
+const CostModelFit* CostModel::find_compute(std::string_view op_kind) const {
+  for (const auto& f : compute)
+    if (f.kind == op_kind) return &f;
+  return nullptr;
+}
+
+const CostModelFit* CostModel::find_collective(std::string_view kind, int group_size) const {
+  for (const auto& f : collectives)
+    if (f.kind == kind && f.group_size == group_size) return &f;
+  return nullptr;
+}
+
+const InterferenceFactor* CostModel::find_factor(std::string_view factor, std::string_view interferer) const {
+  for (const auto& f : interference)
+    if (f.factor == factor && f.interferer == interferer) return &f;
+  return nullptr;
+}
+
+namespace {
+
+enum Class { kComp = 0, kComm = 1, kMem = 2, kNoClass = 3 };
+constexpr const char* kClassNames[] = {"comp", "comm", "mem", "all"};
+constexpr const char* kFactorNames[] = {"sigma", "mu", "eta"};
+constexpr double kLoneTolerance = 0.01;  // overlap below 1 % of an op counts as none
+constexpr double kOverlapped = 0.5;      // overlap of at least half of it counts as overlapped
+
+Class class_of(Category c) {
+  if (is_computation(c)) return kComp;
+  if (is_communication(c)) return kComm;
+  if (c == Category::kMemcpy) return kMem;
+  return kNoClass;
+}
+
+// Spans in which at least two of the given (per-op merged) intervals are active.
+IntervalSet depth_two(const std::vector<Interval>& intervals) {
+  std::vector<std::pair<std::int64_t, int>> edges;
+  edges.reserve(intervals.size() * 2);
+  for (const auto& i : intervals) {
+    edges.push_back({i.start, +1});
+    edges.push_back({i.end, -1});
+  }
+  std::sort(edges.begin(), edges.end());
+  std::vector<Interval> out;
+  int depth = 0;
+  std::int64_t since = 0;
+  for (const auto& [t, d] : edges) {
+    const int before = depth;
+    depth += d;
+    if (before < 2 && depth >= 2) since = t;
+    if (before >= 2 && depth < 2 && t > since) out.push_back({since, t});
+  }
+  return IntervalSet::from(std::move(out));
+}
+
+struct Group;
+
+// What fitting adds to a CostSamples::Op (the same index).
+struct OpFit {
+  const Group* group = nullptr;  // the fit group it belongs to
+  double launches = 1;           // the simulator's GEMM count (compute)
+};
+
+struct Group {
+  std::vector<double> x, t, l, lone_x, lone_t, lone_l;  // l: simulator launches
+  std::set<std::string, std::less<>> kinds;
+};
+
+// t = a L + b x without intercept (the simulator's compute form).
+LaunchFit fit_launches(const std::vector<double>& l, const std::vector<double>& x, const std::vector<double>& t) {
+  LaunchFit f;
+  if (x.empty()) return f;
+  f.usable = true;
+  if (std::all_of(l.begin(), l.end(), [&](double v) { return v == l.front(); })) {
+    const auto lf = fit_linear(x, t);
+    f.alpha_per_launch = lf.alpha / l.front();
+    f.beta = lf.beta;
+    return f;
+  }
+  double sll = 0, slx = 0, sxx = 0, slt = 0, sxt = 0, st = 0, sx = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    sll += l[i] * l[i];
+    slx += l[i] * x[i];
+    sxx += x[i] * x[i];
+    slt += l[i] * t[i];
+    sxt += x[i] * t[i];
+    st += t[i];
+    sx += x[i];
+  }
+  const double det = sll * sxx - slx * slx;
+  if (std::fabs(det) > 1e-12 * sll * sxx) {
+    f.alpha_per_launch = (slt * sxx - sxt * slx) / det;
+    f.beta = (sll * sxt - slx * slt) / det;
+  } else {
+    f.alpha_per_launch = 0;
+    f.beta = sx > 0 ? st / sx : 0;
+  }
+  return f;
+}
+
+CostModelFit make_fit(std::string subject, std::string kind, int group_size, std::string x, Group& g) {
+  CostModelFit f;
+  f.subject = std::move(subject);
+  f.kind = std::move(kind);
+  f.group_size = group_size;
+  f.x = std::move(x);
+  f.op_kinds.assign(g.kinds.begin(), g.kinds.end());
+  std::set<double> lone_sizes(g.lone_x.begin(), g.lone_x.end());
+  if (g.lone_x.size() >= 3 && lone_sizes.size() >= 2) {
+    f.sample = "lone";
+    f.fit = fit_linear(g.lone_x, g.lone_t);
+    if (f.subject == "compute") f.launch_fit = fit_launches(g.lone_l, g.lone_x, g.lone_t);
+  } else {
+    f.sample = "all";
+    f.fit = fit_linear(g.x, g.t);
+    if (f.subject == "compute") f.launch_fit = fit_launches(g.l, g.x, g.t);
+  }
+  return f;
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// HostIssueFit (cost_model.h): per op kind, the median host time of each
+// GEMM-launch count, then a line through those medians.
+std::vector<HostIssueFit> fit_host_issue(const std::vector<CostSamples::HostSample>& host, bool recognised) {
+  std::map<OpKind, std::map<int, std::vector<double>>> by_kind;  // kind -> launches -> seconds
+  for (const auto& h : host) by_kind[h.kind][recognised ? 1 : sim_launches(h.kind, h.phase)].push_back(h.seconds);
+  std::vector<HostIssueFit> out;
+  for (auto& [kind, by_launches] : by_kind) {
+    HostIssueFit f;
+    f.kind = std::string(op_kind_name(kind));
+    std::vector<double> all, l, med;
+    for (auto& [launches, t] : by_launches) {
+      all.insert(all.end(), t.begin(), t.end());
+      l.push_back(launches);
+      med.push_back(median_of(t));
+    }
+    f.points = static_cast<int>(all.size());
+    f.median = median_of(all);
+    const LinearFit line = l.size() >= 2 ? fit_linear(l, med) : LinearFit{};
+    if (line.method == "least_squares" && line.alpha >= 0 && line.beta >= 0) {
+      f.method = "medians_line";
+      f.alpha = line.alpha;
+      f.per_launch = line.beta;
+    } else {
+      // One launch count (or a line that would go negative): the median, per op.
+      f.method = "median";
+      f.alpha = f.median;
+    }
+    out.push_back(f);
+  }
+  return out;
+}
+
+}  // namespace
+
+CostModel fit_cost_model(const Trace& trace) { return fit_cost_samples(cost_samples(trace), trace); }
+
+CostSamples cost_samples(const Trace& trace) {
+  CostSamples out;
+  const OpIntervals oi(trace);
+  const auto& ops = trace.ops;
+
+  // Per rank and class: every interval of that class, and per-op merged ones.
+  std::map<std::int32_t, std::array<std::vector<Interval>, 3>> per_class;
+  // Per-op merged intervals, CSR over ops.
+  std::vector<std::size_t> union_begin(ops.size() + 1, 0);
+  std::vector<Interval> union_iv;
+  union_iv.reserve(oi.iv.size());
+  for (std::size_t o = 0; o < ops.size(); ++o) {
+    for (const auto& i : oi.of(o)) {
+      if (i.end <= i.start) continue;
+      if (union_iv.size() > union_begin[o] && i.start <= union_iv.back().end)
+        union_iv.back().end = std::max(union_iv.back().end, i.end);
+      else
+        union_iv.push_back(i);
+    }
+    union_begin[o + 1] = union_iv.size();
+    const auto c = class_of(op_category(ops[o].kind));
+    if (c == kNoClass) continue;
+    auto& v = per_class[ops[o].rank.value][c];
+    v.insert(v.end(), union_iv.begin() + static_cast<std::ptrdiff_t>(union_begin[o]), union_iv.end());
+  }
+  auto op_union = [&](std::size_t o) {
+    return std::span<const Interval>(union_iv.data() + union_begin[o], union_iv.data() + union_begin[o + 1]);
+  };
+  // Unattributed GPU work interferes too.
+  for (const auto& a : trace.activities) {
+    if (a.op >= 0) continue;
+    const auto c = class_of(classify_activity(trace, a));
+    if (c != kNoClass && a.end_ns > a.start_ns) per_class[a.rank.value][c].push_back({a.start_ns, a.end_ns});
+  }
+  struct RankSets {
+    std::array<IntervalSet, 3> any, two;
+  };
+  std::map<std::int32_t, RankSets> sets;
+  for (auto& [rank, classes] : per_class) {
+    auto& s = sets[rank];
+    for (int c = 0; c < 3; ++c) {
+      s.two[static_cast<std::size_t>(c)] = depth_two(classes[static_cast<std::size_t>(c)]);
+      s.any[static_cast<std::size_t>(c)] = IntervalSet::from(std::move(classes[static_cast<std::size_t>(c)]));
+    }
+  }
+
+  // One collective instance = same kind, layer, iteration, micro-batch,
+  // chunk and phase. Several calls with the same coordinates (a layer's
+  // gradient all-reduces of its attention and its dense weights) are told
+  // apart by their order on the rank: the k-th of them on every rank is one
+  // instance.
+  using InstanceKey = CostSamples::InstanceKey;
+  auto pack = [](std::int32_t hi, std::int32_t lo) {
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(hi)) << 32) | static_cast<std::uint32_t>(lo);
+  };
+  auto coords_of = [&](const OpRange& op) {
+    return InstanceKey{pack(op.layer, op.iteration), pack(op.micro_batch, op.chunk),
+                       pack(static_cast<std::int32_t>(op.kind), static_cast<std::int32_t>(op.phase)), 0};
+  };
+  std::vector<std::uint32_t> order(ops.size(), 0);
+  {
+    std::vector<std::size_t> coll;
+    for (std::size_t o = 0; o < ops.size(); ++o)
+      if (!collective_kind(ops[o].kind).empty()) coll.push_back(o);
+    std::sort(coll.begin(), coll.end(), [&](std::size_t x, std::size_t y) {
+      const auto kx = coords_of(ops[x]), ky = coords_of(ops[y]);
+      return std::tie(ops[x].rank.value, kx, ops[x].start_ns, x) < std::tie(ops[y].rank.value, ky, ops[y].start_ns, y);
+    });
+    for (std::size_t i = 1; i < coll.size(); ++i) {
+      const auto &p = ops[coll[i - 1]], &q = ops[coll[i]];
+      if (p.rank == q.rank && coords_of(p) == coords_of(q)) order[coll[i]] = order[coll[i - 1]] + 1;
+    }
+  }
+  auto key_of = [&](const OpRange& op) {
+    auto k = coords_of(op);
+    k.order = order[static_cast<std::size_t>(&op - ops.data())];
+    return k;
+  };
+  for (const auto& op : ops) {
+    const auto ck = collective_kind(op.kind);
+    if (ck.empty()) continue;
+    out.instance_ranks.push_back({key_of(op), op.rank.value});
+    if (ck == "all_to_all" && op.bytes > 0) {
+      out.any_all_to_all = true;
+      out.recv_known = out.recv_known && op.recv_bytes >= 0;
+    }
+  }
+
+  for (const auto& op : ops)
+    if (op.launch_start_ns >= 0 && op.launch_end_ns >= op.launch_start_ns)
+      out.host.push_back({op.kind, op.phase, static_cast<double>(op.launch_end_ns - op.launch_start_ns) * 1e-9});
+
+  // Bytes of the copies attributed to each op (copy ops without op bytes).
+  std::vector<double> copy_bytes(ops.size(), 0.0);
+  for (const auto& a : trace.activities)
+    if (a.op >= 0 && a.type != ActivityType::kKernel) copy_bytes[static_cast<std::size_t>(a.op)] += static_cast<double>(a.bytes);
+
+  for (std::size_t o = 0; o < ops.size(); ++o) {
+    const auto& op = ops[o];
+    const auto c = class_of(op_category(op.kind));
+    if (c == kNoClass) continue;
+    // Work: FLOPs of computation (bytes for memory-bound kernels without
+    // FLOPs), bytes of communication and copies.
+    const bool by_bytes = c != kComp || !(op.flops > 0);
+    double work = by_bytes ? static_cast<double>(op.bytes) : op.flops;
+    if (c == kMem && work <= 0) work = copy_bytes[o];
+    std::int64_t busy = 0;
+    for (const auto& i : op_union(o)) busy += i.length();
+    if (busy <= 0) continue;
+    // Overlap with each class, the op itself excluded (same class: depth 2).
+    std::array<std::int64_t, 3> ov{};
+    auto it = sets.find(op.rank.value);
+    for (int x = 0; x < 3 && it != sets.end(); ++x) {
+      const auto& set = x == c ? it->second.two[static_cast<std::size_t>(x)] : it->second.any[static_cast<std::size_t>(x)];
+      for (const auto& i : op_union(o)) ov[static_cast<std::size_t>(x)] += set.length_within(i);
+    }
+    const double b = static_cast<double>(busy);
+    auto frac = [&](int x) { return static_cast<double>(ov[static_cast<std::size_t>(x)]) / b; };
+    CostSamples::Op s;
+    s.kind = op.kind;
+    s.phase = op.phase;
+    s.cls = static_cast<std::int8_t>(c);
+    s.by_bytes = by_bytes;
+    s.work = work;
+    s.seconds = b * 1e-9;
+    s.recv_bytes = static_cast<double>(op.recv_bytes);
+    for (int x = 0; x < 3; ++x) s.lone = s.lone && frac(x) <= kLoneTolerance;
+    for (int x = 0; x < 3; ++x) {
+      if (frac(x) < kOverlapped) continue;
+      bool clean = true;
+      for (int y = 0; y < 3; ++y)
+        if (y != x && frac(y) > kLoneTolerance) clean = false;
+      if (clean) s.overlapped_by = static_cast<std::int8_t>(x);
+    }
+    {
+      int others = 0;
+      for (int y = 0; y < 3; ++y)
+        if (y != c && frac(y) >= kOverlapped) ++others;
+      if (others == 2) s.overlapped_by = 3;
+    }
+    if (!collective_kind(op.kind).empty()) s.instance = key_of(op);
+    out.ops.push_back(s);
+  }
+  return out;
+}
+
+CostSamples merge_cost_samples(std::vector<CostSamples> parts) {
+  CostSamples out;
+  for (auto& p : parts) {
+    out.ops.insert(out.ops.end(), p.ops.begin(), p.ops.end());
+    out.instance_ranks.insert(out.instance_ranks.end(), p.instance_ranks.begin(), p.instance_ranks.end());
+    out.host.insert(out.host.end(), p.host.begin(), p.host.end());
+    out.any_all_to_all = out.any_all_to_all || p.any_all_to_all;
+    out.recv_known = out.recv_known && p.recv_known;
+    p = CostSamples();
+  }
+  return out;
+}
+
+CostModel fit_cost_samples(const CostSamples& in, const Trace& run) {
+  CostModel model;
+  const auto tensor_parallel = run.config_int("tensor_parallel").value_or(0);
+  // All-to-alls by the bytes sent, or, where every one records what it
+  // receives too, by the rule that fits best (chosen below).
+  const bool recv_known = in.any_all_to_all && in.recv_known;
+  auto instance_ranks = in.instance_ranks;
+  std::sort(instance_ranks.begin(), instance_ranks.end());
+  instance_ranks.erase(std::unique(instance_ranks.begin(), instance_ranks.end()), instance_ranks.end());
+  // An instance's place in instance_ranks (its first participant) and its
+  // participants.
+  auto instance_of = [&](const CostSamples::InstanceKey& key) {
+    auto lo = std::lower_bound(instance_ranks.begin(), instance_ranks.end(), std::pair{key, INT32_MIN});
+    auto hi = std::lower_bound(lo, instance_ranks.end(), std::pair{key, INT32_MAX});
+    return std::pair{static_cast<std::size_t>(lo - instance_ranks.begin()), static_cast<int>(hi - lo)};
+  };
+
+  std::vector<OpFit> op_fits(in.ops.size());
+  std::map<std::pair<std::string, std::string>, Group> compute;  // (op kind, x)
+  // A collective instance: its participants' ops. The busiest participant
+  // sets its time (pro-prophet Eq. 1), and every participant but the last
+  // to arrive also waits for the others, so a point is (the largest bytes
+  // any participant sends, the shortest participant's time).
+  struct Instance {
+    Group* group = nullptr;
+    std::string kind;
+    double max_bytes = 0;
+    double max_recv = 0;  // all-to-all: the most bytes one participant receives
+    double min_seconds = INFINITY;
+    bool lone = true;
+    bool all_to_all = false;  // x by the all-to-all volume rule
+  };
+  std::vector<Instance> instances(instance_ranks.size());  // by instance_of's place; in key order
+  std::map<std::string, Group> copies;
+  std::map<std::pair<std::string, int>, Group> collectives;
+  // The group of an op kind (and x: flops or bytes), looked up once a kind.
+  constexpr std::size_t kKinds = std::numeric_limits<std::underlying_type_t<OpKind>>::max() + 1;
+  std::array<std::array<Group*, 2>, kKinds> group_of{};
+  for (std::size_t o = 0; o < in.ops.size(); ++o) {
+    const auto& op = in.ops[o];
+    const auto c = static_cast<Class>(op.cls);
+    const double work = op.work;
+    if (work <= 0) continue;
+
+    const auto kind = op_kind_name(op.kind);
+    Group* g = nullptr;
+    if (c == kComp || c == kMem) {
+      auto& cached = group_of[static_cast<std::size_t>(op.kind)][op.by_bytes ? 1 : 0];
+      if (!cached) cached = c == kComp ? &compute[{std::string(kind), op.by_bytes ? "bytes" : "flops"}] : &copies[std::string(kind)];
+      g = cached;
+    } else if (auto ck = collective_kind(op.kind); !ck.empty()) {
+      auto [place, group] = instance_of(op.instance);
+      if ((op.kind == OpKind::kMoeAllReduce || op.kind == OpKind::kTensorParallelAllReduce) && tensor_parallel > 0)
+        group = static_cast<int>(tensor_parallel);
+      if (ck == "send_recv") group = 2;
+      // One point per collective instance, gathered below.
+      auto& inst = instances[place];
+      inst.group = &collectives[{std::string(ck), group}];
+      op_fits[o].group = inst.group;
+      inst.kind = kind;
+      inst.all_to_all = ck == "all_to_all";
+      inst.max_bytes = std::max(inst.max_bytes, work);
+      inst.max_recv = std::max(inst.max_recv, op.recv_bytes);
+      inst.min_seconds = std::min(inst.min_seconds, op.seconds);
+      inst.lone = inst.lone && op.lone;
+      continue;
+    }
+    if (!g) continue;
+    if (!g->kinds.contains(kind)) g->kinds.emplace(kind);
+    // GEMM launches per op: the simulator's count for an op range of its own;
+    // one for an op recognised from one kernel of an imported trace.
+    const double launches = run.recognition.moe ? 1 : sim_launches(op.kind, op.phase);
+    op_fits[o] = {g, launches};
+    g->x.push_back(work);
+    g->t.push_back(op.seconds);
+    g->l.push_back(launches);
+    if (op.lone) {
+      g->lone_x.push_back(work);
+      g->lone_t.push_back(op.seconds);
+      g->lone_l.push_back(launches);
+    }
+  }
+  // An instance's x under an all-to-all volume rule (cost_model.h).
+  auto volume = [](const Instance& inst, std::string_view rule) {
+    if (rule == "max_recv") return inst.max_recv;
+    if (rule == "max_send_recv") return std::max(inst.max_bytes, inst.max_recv);
+    return inst.max_bytes;
+  };
+  auto fill = [&](std::string_view a2a_rule) {
+    for (auto& [key, g] : collectives) g = Group{};
+    for (auto& inst : instances) {
+      if (!inst.group) continue;
+      auto& g = *inst.group;
+      const double x = inst.all_to_all ? volume(inst, a2a_rule) : inst.max_bytes;
+      g.kinds.insert(inst.kind);
+      g.x.push_back(x);
+      g.t.push_back(inst.min_seconds);
+      g.l.push_back(1);
+      if (inst.lone) {
+        g.lone_x.push_back(x);
+        g.lone_t.push_back(inst.min_seconds);
+        g.lone_l.push_back(1);
+      }
+    }
+  };
+  // Where every all-to-all records what it receives: the volume rule whose
+  // fit at the largest all-to-all group (the expert-parallel one) has the
+  // highest R^2; a tie keeps the simpler rule (sent before received before
+  // both).
+  model.all_to_all_volume = "max_send";
+  if (recv_known) {
+    double best = -INFINITY;
+    for (const char* rule : {"max_send", "max_recv", "max_send_recv"}) {
+      fill(rule);
+      const Group* widest = nullptr;
+      int size = 0;
+      for (auto& [key, g] : collectives)
+        if (key.first == "all_to_all" && key.second > size) {
+          size = key.second;
+          widest = &g;
+        }
+      if (!widest) break;
+      Group copy = *widest;
+      const double r2 = make_fit("collective", "all_to_all", size, "bytes", copy).fit.r2;
+      if (r2 > best + 1e-9) {
+        best = r2;
+        model.all_to_all_volume = rule;
+      }
+    }
+  }
+  fill(model.all_to_all_volume);
+  std::map<const Group*, CostModelFit> fit_of;
+  for (auto& [key, g] : compute) model.compute.push_back(fit_of[&g] = make_fit("compute", key.first, 1, key.second, g));
+  for (auto& [key, g] : collectives)
+    model.collectives.push_back(fit_of[&g] = make_fit("collective", key.first, key.second, "bytes", g));
+  for (auto& [kind, g] : copies) model.copies.push_back(fit_of[&g] = make_fit("copy", kind, 1, "bytes", g));
+  // What an overlapped op would have taken alone, by its group's fit of lone
+  // ops where there is one (startups included, so ops of another size than
+  // the lone ones compare fairly); < 0: none.
+  auto alone_seconds = [&](std::size_t o) {
+    const OpFit& s = op_fits[o];
+    const double work = in.ops[o].work;
+    auto it = s.group ? fit_of.find(s.group) : fit_of.end();
+    if (it == fit_of.end() || it->second.sample != "lone" || it->second.fit.method != "least_squares") return -1.0;
+    const auto& f = it->second;
+    if (f.subject == "compute" && f.launch_fit.usable)
+      return s.launches * f.launch_fit.alpha_per_launch + f.launch_fit.beta * work;
+    return f.fit.predict(work);
+  };
+
+  // Interference: per target class and interferer, per op kind rate ratios.
+  for (int c = 0; c < 3; ++c)
+    for (int x = 0; x < 4; ++x) {
+      std::map<OpKind, std::array<double, 4>> rates;  // lone time, lone work, overlapped time, work
+      std::map<OpKind, std::array<double, 2>> modelled;  // overlapped: time alone by the fit, time
+      std::map<OpKind, int> lone_n, over_n, modelled_n;
+      for (std::size_t o = 0; o < in.ops.size(); ++o) {
+        const auto& s = in.ops[o];
+        if (s.cls != c || s.work <= 0) continue;
+        const auto k = s.kind;
+        if (s.lone) {
+          rates[k][0] += s.seconds;
+          rates[k][1] += s.work;
+          ++lone_n[k];
+        } else if (s.overlapped_by == x) {
+          rates[k][2] += s.seconds;
+          rates[k][3] += s.work;
+          ++over_n[k];
+          if (const double alone = alone_seconds(o); alone > 0) {
+            modelled[k][0] += alone;
+            modelled[k][1] += s.seconds;
+            ++modelled_n[k];
+          }
+        }
+      }
+      InterferenceFactor f;
+      f.factor = kFactorNames[c];
+      f.target = kClassNames[c];
+      f.interferer = kClassNames[x];
+      double weighted = 0;
+      for (const auto& [k, r] : rates) {
+        if (lone_n[k] == 0 || over_n[k] == 0 || r[2] <= 0) continue;
+        const double lone_rate = r[0] / r[1], over_rate = r[2] / r[3];
+        // Every overlapped op of the kind has a time-alone from a lone fit:
+        // compare with that (a pooled rate counts startups as throughput,
+        // which biases the factor when the sizes differ); else the rates.
+        const bool by_fit = modelled_n[k] == over_n[k] && modelled[k][1] > 0;
+        weighted += over_n[k] * (by_fit ? modelled[k][0] / modelled[k][1] : lone_rate / over_rate);
+        f.lone_ops += lone_n[k];
+        f.overlapped_ops += over_n[k];
+      }
+      if (f.overlapped_ops == 0) continue;
+      f.value = weighted / f.overlapped_ops;
+      model.interference.push_back(f);
+    }
+  model.host_issue = fit_host_issue(in.host, run.recognition.moe);
+  return model;
+}
+
+namespace {
+
+nlohmann::json fit_json(const CostModelFit& f) {
+  nlohmann::json j = {
+      {"x", f.x},
+      {"sample", f.sample},
+      {"method", f.fit.method},
+      {"alpha_s", f.fit.alpha},
+      {"beta_s", f.fit.beta},
+      {"r2", f.fit.r2},
+      {"residual_rms_s", f.fit.residual_rms},
+      {"points", f.fit.points},
+      {"x_min", f.fit.x_min},
+      {"x_max", f.fit.x_max},
+      {"mean_time_s", f.fit.mean_time},
+      {"op_kinds", f.op_kinds},
+  };
+  if (f.subject == "collective") {
+    j["collective"] = f.kind;
+    j["group_size"] = f.group_size;
+  } else {
+    j["op_kind"] = f.kind;
+  }
+  if (f.launch_fit.usable) {
+    j["sim_alpha_per_launch_s"] = f.launch_fit.alpha_per_launch;
+    j["sim_beta_s"] = f.launch_fit.beta;
+  }
+  return j;
+}
+
+CostModelFit fit_from_json(const nlohmann::json& j, const std::string& subject, const std::string& where) {
+  auto need = [&](const char* key) -> const nlohmann::json& {
+    if (!j.is_object() || !j.contains(key)) throw Error("fitted models: " + where + " lacks \"" + key + "\"");
+    return j.at(key);
+  };
+  try {
+    CostModelFit f;
+    f.subject = subject;
+    if (subject == "collective") {
+      f.kind = need("collective").get<std::string>();
+      f.group_size = need("group_size").get<int>();
+    } else {
+      f.kind = need("op_kind").get<std::string>();
+    }
+    f.x = need("x").get<std::string>();
+    f.sample = j.value("sample", "all");
+    f.fit.method = need("method").get<std::string>();
+    f.fit.alpha = need("alpha_s").get<double>();
+    f.fit.beta = need("beta_s").get<double>();
+    f.fit.r2 = j.value("r2", 0.0);
+    f.fit.residual_rms = j.value("residual_rms_s", 0.0);
+    f.fit.points = j.value("points", 0);
+    f.fit.x_min = j.value("x_min", 0.0);
+    f.fit.x_max = j.value("x_max", 0.0);
+    f.fit.mean_time = j.value("mean_time_s", 0.0);
+    if (j.contains("op_kinds")) f.op_kinds = j.at("op_kinds").get<std::vector<std::string>>();
+    if (j.contains("sim_alpha_per_launch_s")) {
+      f.launch_fit.usable = true;
+      f.launch_fit.alpha_per_launch = j.at("sim_alpha_per_launch_s").get<double>();
+      f.launch_fit.beta = j.value("sim_beta_s", 0.0);
+    }
+    return f;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("fitted models: " + where + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+nlohmann::json fitted_models_json(const Trace& trace, const CostModel& model) {
+  std::string device;
+  for (const auto& d : trace.devices)
+    if (!d.name.empty()) {
+      device = d.name;
+      break;
+    }
+  nlohmann::json j;
+  j["cost_model_version"] = kCostModelVersion;
+  j["source"] = {{"trace", trace.run.path},     {"backend", trace.run.backend},
+                 {"variant", trace.run.variant}, {"simulated", trace.run.simulated},
+                 {"world_size", trace.run.world_size}, {"device", device}};
+  j["units"] = {{"time", "s"},
+                {"compute_x", "flops"},
+                {"collective_x", "bytes"},
+                {"copy_x", "bytes"},
+                {"all_to_all_x", model.all_to_all_volume}};
+  auto& c = j["compute"] = nlohmann::json::array();
+  for (const auto& f : model.compute) c.push_back(fit_json(f));
+  auto& k = j["collectives"] = nlohmann::json::array();
+  for (const auto& f : model.collectives) k.push_back(fit_json(f));
+  auto& m = j["copies"] = nlohmann::json::array();
+  for (const auto& f : model.copies) m.push_back(fit_json(f));
+  auto& i = j["interference"] = nlohmann::json::array();
+  for (const auto& f : model.interference)
+    i.push_back({{"factor", f.factor},
+                 {"target", f.target},
+                 {"interferer", f.interferer},
+                 {"value", f.value},
+                 {"lone_ops", f.lone_ops},
+                 {"overlapped_ops", f.overlapped_ops}});
+  auto& h = j["host_issue"] = nlohmann::json::array();
+  for (const auto& f : model.host_issue)
+    h.push_back({{"op_kind", f.kind},
+                 {"method", f.method},
+                 {"alpha_s", f.alpha},
+                 {"per_launch_s", f.per_launch},
+                 {"points", f.points},
+                 {"median_s", f.median}});
+  return j;
+}
+
+CostModel fitted_models_from_json(const nlohmann::json& j) {
+  if (!j.is_object()) throw Error("fitted models: not a JSON object");
+  if (!j.contains("cost_model_version") || !j.at("cost_model_version").is_number_integer())
+    throw Error("fitted models: lacks \"cost_model_version\"");
+  const int version = j.at("cost_model_version").get<int>();
+  if (version > kCostModelVersion)
+    throw Error("fitted models: version " + std::to_string(version) + " is newer than this moetrace reads (" +
+                std::to_string(kCostModelVersion) + ")");
+  CostModel m;
+  if (j.contains("units") && j.at("units").is_object() && j.at("units").contains("all_to_all_x")) {
+    const auto& x = j.at("units").at("all_to_all_x");
+    if (!x.is_string() || (x != "max_send" && x != "max_recv" && x != "max_send_recv"))
+      throw Error("fitted models: units.all_to_all_x must be \"max_send\", \"max_recv\" or \"max_send_recv\"");
+    m.all_to_all_volume = x.get<std::string>();
+  }
+  auto list = [&](const char* key) {
+    if (!j.contains(key)) return nlohmann::json::array();
+    if (!j.at(key).is_array()) throw Error(std::string("fitted models: \"") + key + "\" is not an array");
+    return j.at(key);
+  };
+  int n = 0;
+  for (const auto& f : list("compute")) m.compute.push_back(fit_from_json(f, "compute", "compute[" + std::to_string(n++) + "]"));
+  n = 0;
+  for (const auto& f : list("collectives"))
+    m.collectives.push_back(fit_from_json(f, "collective", "collectives[" + std::to_string(n++) + "]"));
+  n = 0;
+  for (const auto& f : list("copies")) m.copies.push_back(fit_from_json(f, "copy", "copies[" + std::to_string(n++) + "]"));
+  n = 0;
+  for (const auto& f : list("interference")) {
+    const auto where = "interference[" + std::to_string(n++) + "]";
+    try {
+      InterferenceFactor x;
+      x.factor = f.at("factor").get<std::string>();
+      x.target = f.value("target", "");
+      x.interferer = f.at("interferer").get<std::string>();
+      x.value = f.at("value").get<double>();
+      x.lone_ops = f.value("lone_ops", 0);
+      x.overlapped_ops = f.value("overlapped_ops", 0);
+      m.interference.push_back(x);
+    } catch (const nlohmann::json::exception& e) {
+      throw Error("fitted models: " + where + ": " + e.what());
+    }
+  }
+  n = 0;
+  for (const auto& f : list("host_issue")) {
+    const auto where = "host_issue[" + std::to_string(n++) + "]";
+    try {
+      HostIssueFit x;
+      x.kind = f.at("op_kind").get<std::string>();
+      x.method = f.value("method", "median");
+      x.alpha = f.at("alpha_s").get<double>();
+      x.per_launch = f.value("per_launch_s", 0.0);
+      x.points = f.value("points", 0);
+      x.median = f.value("median_s", x.alpha);
+      m.host_issue.push_back(x);
+    } catch (const nlohmann::json::exception& e) {
+      throw Error("fitted models: " + where + ": " + e.what());
+    }
+  }
+  return m;
+}
+
+nlohmann::json sim_cost_model_json(const Trace& trace, const CostModel& model, std::string_view base) {
+  std::vector<std::string> clamped;
+  auto non_negative = [&](double v, const std::string& what) {
+    if (v >= 0 && std::isfinite(v)) return v;
+    clamped.push_back(what);
+    return 0.0;
+  };
+  nlohmann::json j;
+  std::string file = trace.run.path;
+  if (auto slash = file.rfind('/'); slash != std::string::npos) file = file.substr(slash + 1);
+  j["name"] = "fitted:" + file;
+  if (!base.empty()) j["base"] = std::string(base);
+
+  nlohmann::json by_kind = nlohmann::json::object();
+  for (const auto& f : model.compute) {
+    if (!f.launch_fit.usable || !parse_op_kind(f.kind)) continue;
+    const auto where = "compute_by_kind." + f.kind;
+    const double alpha = non_negative(f.launch_fit.alpha_per_launch, where + ".alpha_s");
+    const double beta = non_negative(f.launch_fit.beta, where + (f.x == "flops" ? ".seconds_per_flop" : ".seconds_per_byte"));
+    // The unmeasured term is set to 0 so that it does not add a preset's cost.
+    by_kind[f.kind] = {{"alpha_s", alpha},
+                       {"seconds_per_flop", f.x == "flops" ? beta : 0.0},
+                       {"seconds_per_byte", f.x == "bytes" ? beta : 0.0}};
+  }
+  if (!by_kind.empty()) j["compute_by_kind"] = by_kind;
+
+  // Simulator collective kinds: plan::CollectiveKind names.
+  std::map<std::string, std::vector<const CostModelFit*>> coll;
+  for (const auto& f : model.collectives)
+    if (f.fit.usable()) coll[f.kind == "all_to_all" ? "all_to_all_v" : f.kind].push_back(&f);
+  if (!coll.empty()) {
+    nlohmann::json c = nlohmann::json::object();
+    for (auto& [kind, fits] : coll) {
+      std::sort(fits.begin(), fits.end(), [](const CostModelFit* a, const CostModelFit* b) {
+        return a->group_size < b->group_size;
+      });
+      nlohmann::json points = nlohmann::json::array();
+      for (const auto* f : fits) {
+        const auto where = fmt::format("collectives.{}[ranks={}]", kind, f->group_size);
+        points.push_back({{"ranks", f->group_size},
+                          {"alpha_s", non_negative(f->fit.alpha, where + ".alpha_s")},
+                          {"beta_s", non_negative(f->fit.beta, where + ".beta_s")}});
+      }
+      c[kind] = points;
+    }
+    j["collectives"] = c;
+    // x of the fits: the bytes a rank sends to the other ranks
+    // (op_ranges.bytes), or the larger of those and what it receives from
+    // them (op_recv_bytes) where the trace records both.
+    j["all_to_all_volume"] = model.all_to_all_volume;
+    j["all_to_all_counts_local"] = false;
+  }
+
+  nlohmann::json copy = nlohmann::json::object();
+  for (const auto& f : model.copies) {
+    const char* dir = f.kind == "offload" ? "d2h" : f.kind == "prefetch" ? "h2d" : f.kind == "memcpy" ? "d2d" : nullptr;
+    if (!dir || !f.fit.usable()) continue;
+    copy[dir] = {{"alpha_s", non_negative(f.fit.alpha, std::string("copy.") + dir + ".alpha_s")},
+                 {"beta_s", non_negative(f.fit.beta, std::string("copy.") + dir + ".beta_s")}};
+  }
+  if (!copy.empty()) j["copy"] = copy;
+
+  nlohmann::json inter = nlohmann::json::object();
+  for (const auto& f : model.interference) {
+    const auto name = f.factor + "_" + f.interferer;
+    static constexpr const char* kSimFactors[] = {"sigma_comm", "sigma_mem", "sigma_all", "mu_comp", "mu_mem",
+                                                  "mu_all",     "eta_comp",  "eta_comm",  "eta_all"};
+    if (std::find(std::begin(kSimFactors), std::end(kSimFactors), name) != std::end(kSimFactors) && f.value > 0)
+      inter[name] = f.value;
+  }
+  if (!inter.empty()) j["interference"] = inter;
+
+  // The host's issue time of the kinds the trace measured; the other kinds
+  // issue instantly, as in every preset (and so do kinds measured at 0).
+  nlohmann::json host = nlohmann::json::object();
+  for (const auto& f : model.host_issue)
+    if (parse_op_kind(f.kind) && (f.alpha > 0 || f.per_launch > 0))
+      host[f.kind] = {{"alpha_s", non_negative(f.alpha, "host_issue." + f.kind + ".alpha_s")},
+                      {"per_launch_s", non_negative(f.per_launch, "host_issue." + f.kind + ".per_launch_s")}};
+  if (!host.empty()) j["host_issue"] = host;
+
+  std::string device;
+  for (const auto& d : trace.devices)
+    if (!d.name.empty()) {
+      device = d.name;
+      break;
+    }
+  std::string description = fmt::format(
+      "Fitted by moetrace fit from {} (backend {}{}, world size {}{}): compute t = launches x alpha + "
+      "beta x work per op kind, collectives t = alpha + beta x bytes sent per group size, copies per "
+      "direction, interference factors where measurable, host issue time per op kind where the ops carry launch "
+      "intervals; everything else from the {}.",
+      trace.run.path, trace.run.backend, trace.run.variant.empty() ? "" : ", variant " + trace.run.variant,
+      trace.run.world_size, device.empty() ? "" : ", device " + device,
+      base.empty() ? "simulator's default preset" : "preset " + std::string(base));
+  if (!clamped.empty()) {
+    description += " Negative fits written as 0:";
+    for (const auto& c : clamped) description += " " + c;
+    description += ".";
+  }
+  j["description"] = description;
+  return j;
+}
+
+}  // namespace moetrace::analyzer

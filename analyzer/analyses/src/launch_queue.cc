@@ -1,0 +1,390 @@
+#include "moetrace/analyzer/launch_queue.h"
+
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
+#include <map>
+#include <span>
+#include <string_view>
+#include <tuple>
+#include <utility>
+
+#include "moetrace/analyzer/downsample.h"
+
+namespace moetrace::analyzer {
+namespace {
+
+bool is_one_of(std::string_view name, std::initializer_list<std::string_view> names) {
+  const auto b = runtime_call_base_name(name);
+  return std::find(names.begin(), names.end(), b) != names.end();
+}
+
+// HIP's launch calls (ROCm traces of the PyTorch profiler, recorded through
+// roctracer; the calls libkineto's RoctracerActivityApi correlates with their
+// kernels): runtime launches (hipLaunchKernel, hipExtLaunchKernel, the
+// cooperative ones), module launches (hipModuleLaunchKernel,
+// hipExtModuleLaunchKernel, hipHccModuleLaunchKernel: how Triton, Composable
+// Kernel and hipBLASLt launch every kernel) and the asynchronous copies and
+// sets.
+bool hip_launch(std::string_view name) {
+  return is_one_of(name, {"hipLaunchKernel", "hipExtLaunchKernel", "hipLaunchCooperativeKernel",
+                          "hipModuleLaunchKernel", "hipExtModuleLaunchKernel", "hipHccModuleLaunchKernel",
+                          "hipModuleLaunchCooperativeKernel", "hipMemcpyAsync", "hipMemsetAsync",
+                          "hipMemsetD8Async", "hipMemsetD32Async", "hipMemcpyWithStream"});
+}
+
+// HTA's runtime launch events for the queue length (CUDA ones of
+// TraceSymbolTable.get_runtime_launch_events_mask), and HIP's launches.
+// Departure: a HIP graph launch (hipGraphLaunch) queues every kernel of the
+// graph at once, so its kernels count in the queue too.
+bool queues_work(std::string_view name) {
+  return is_one_of(name, {"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
+                          "cudaMemcpyAsync", "cudaMemsetAsync", "hipGraphLaunch"}) ||
+         hip_launch(name);
+}
+
+// HTA's launch calls for the launch statistics (cuda_kernel_launch_stats,
+// include_memory_events=True), and HIP's launches. Departure: HIP's module
+// launches count (CUDA's cuLaunchKernel does not in HTA): on ROCm they
+// launch most kernels.
+bool counts_as_launch(std::string_view name) {
+  return is_one_of(name, {"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync"}) ||
+         hip_launch(name);
+}
+
+bool has_tracks(const Trace& t) { return t.activity_track_begin.size() == t.streams.size() + 1; }
+
+// numpy's default (linear) percentile of sorted values.
+template <class T>
+double percentile(const std::vector<T>& sorted, double q) {
+  if (sorted.empty()) return 0.0;
+  const double pos = q * static_cast<double>(sorted.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(pos));
+  const auto hi = std::min(lo + 1, sorted.size() - 1);
+  const double frac = pos - static_cast<double>(lo);
+  return static_cast<double>(sorted[lo]) + frac * (static_cast<double>(sorted[hi]) - static_cast<double>(sorted[lo]));
+}
+
+Distribution distribution(std::vector<std::int64_t> v) {
+  Distribution d;
+  if (v.empty()) return d;
+  std::sort(v.begin(), v.end());
+  double sum = 0;
+  for (auto x : v) sum += static_cast<double>(x);
+  d.mean = sum / static_cast<double>(v.size());
+  d.p50 = percentile(v, 0.50);
+  d.p95 = percentile(v, 0.95);
+  d.max = v.back();
+  return d;
+}
+
+// The options' window: which GPU events and calls are analysed.
+class Window {
+ public:
+  Window(const Trace& t, RankWindow w) : t_(t), w_(w), steps_(w == RankWindow::kSpan ? ProfilerSteps() : ProfilerSteps(t)) {}
+  bool keeps(const ApiCall& c) const { return steps_.keeps(c.rank.value, c.start_ns, w_); }
+  // An event by its launching call; on a rank with steps, none: not kept.
+  bool keeps(const Activity& a) const {
+    if (keeps_all(a.rank.value)) return true;
+    const ApiCall* call = t_.launching_call(a);
+    return call != nullptr && keeps(*call);
+  }
+  // Whether every event of `rank` is kept (the span, or a rank without steps).
+  bool keeps_all(std::int32_t rank) const { return w_ == RankWindow::kSpan || !steps_.has_steps(rank); }
+
+ private:
+  const Trace& t_;
+  RankWindow w_;
+  ProfilerSteps steps_;
+};
+
+// The span of each rank's activities and API calls: HTA's trace duration.
+std::map<std::int32_t, std::int64_t> rank_durations(const Trace& t, const Window& window) {
+  std::map<std::int32_t, std::pair<std::int64_t, std::int64_t>> span;
+  auto widen = [&](std::int32_t rank, std::int64_t s, std::int64_t e) {
+    auto [it, fresh] = span.try_emplace(rank, s, e);
+    if (!fresh) {
+      it->second.first = std::min(it->second.first, s);
+      it->second.second = std::max(it->second.second, e);
+    }
+  };
+  for (const auto& a : t.activities)
+    if (window.keeps(a)) widen(a.rank.value, a.start_ns, a.end_ns);
+  for (const auto& c : t.api_calls)
+    if (window.keeps(c)) widen(c.rank.value, c.start_ns, c.end_ns);
+  std::map<std::int32_t, std::int64_t> out;
+  for (const auto& [rank, s] : span) out[rank] = std::max<std::int64_t>(0, s.second - s.first);
+  return out;
+}
+
+
+}  // namespace
+
+std::string_view runtime_call_base_name(std::string_view name) {
+  const auto v = name.rfind("_v");
+  if (v == std::string_view::npos || v + 2 == name.size()) return name;
+  for (auto i = v + 2; i < name.size(); ++i)
+    if (name[i] < '0' || name[i] > '9') return name;
+  return name.substr(0, v);
+}
+
+std::string_view idle_category_name(IdleCategory c) {
+  switch (c) {
+    case IdleCategory::kHostWait: return "host_wait";
+    case IdleCategory::kKernelWait: return "kernel_wait";
+    case IdleCategory::kOther: return "other";
+  }
+  return "other";
+}
+
+std::vector<StreamIdle> idle_time_breakdown(const Trace& t, const LaunchQueueOptions& o) {
+  std::vector<StreamIdle> out;
+  if (!has_tracks(t)) return out;
+  const Window window(t, o.window);
+  std::vector<Activity> kept;
+  for (std::size_t s = 0; s < t.streams.size(); ++s) {
+    // The stream's events as they are, or the window's part of them.
+    std::span<const Activity> events = t.track_activities(s);
+    if (!window.keeps_all(t.streams[s].rank.value)) {
+      kept.clear();
+      for (const auto& a : events)
+        if (window.keeps(a)) kept.push_back(a);
+      events = kept;
+    }
+    if (events.empty()) continue;
+    StreamIdle r;
+    r.rank = t.streams[s].rank.value;
+    r.stream = t.streams[s].id.value;
+    r.native_stream = t.streams[s].native_id;
+    r.events = static_cast<std::int64_t>(events.size());
+    std::int64_t last_end = events.front().end_ns;
+    for (std::size_t k = 1; k < events.size(); ++k) {
+      const auto prev_end = events[k - 1].end_ns;
+      const auto gap = events[k].start_ns - prev_end;
+      const ApiCall* call = t.launching_call(events[k]);
+      const auto c = call != nullptr && call->start_ns > prev_end ? IdleCategory::kHostWait
+                     : gap < o.consecutive_kernel_delay_ns        ? IdleCategory::kKernelWait
+                                                                  : IdleCategory::kOther;
+      const auto i = static_cast<std::size_t>(c);
+      r.idle_ns[i] += std::max<std::int64_t>(0, gap);
+      ++r.gaps[i];
+      last_end = std::max(last_end, events[k].end_ns);
+    }
+    r.window_ns = last_end - events.front().start_ns;
+    out.push_back(r);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const StreamIdle& a, const StreamIdle& b) { return std::pair(a.rank, a.stream) < std::pair(b.rank, b.stream); });
+  return out;
+}
+
+namespace {
+
+struct Change {
+  std::int64_t ts_ns;
+  std::int32_t delta;
+};
+
+// Stream s's queue-length series, summary and full time; false where no
+// launch event of HTA's launched anything on it. The series is reduced to
+// `max_points` (0: all) after the summary has read every point.
+bool stream_queue(const Trace& t, std::size_t s, const LaunchQueueOptions& o, const Window& window,
+                  const std::map<std::int32_t, std::int64_t>& durations, std::size_t max_points,
+                  std::vector<Change>& changes, StreamQueue& q) {
+  changes.clear();
+  for (const auto& a : t.track_activities(s)) {
+    const ApiCall* call = t.launching_call(a);
+    if (call == nullptr || !queues_work(t.str(call->name)) || !window.keeps(*call)) continue;
+    changes.push_back({call->start_ns, +1});
+    changes.push_back({a.start_ns, -1});
+  }
+  if (changes.empty()) return false;
+  // Launches before GPU starts at equal times: the queue never reads -1.
+  std::stable_sort(changes.begin(), changes.end(), [](const Change& a, const Change& b) {
+    return a.ts_ns != b.ts_ns ? a.ts_ns < b.ts_ns : a.delta > b.delta;
+  });
+  q = StreamQueue{};
+  q.rank = t.streams[s].rank.value;
+  q.stream = t.streams[s].id.value;
+  q.native_stream = t.streams[s].native_id;
+  q.series.reserve(changes.size());
+  std::int32_t length = 0;
+  for (const auto& c : changes) {
+    length += c.delta;
+    q.series.push_back({c.ts_ns, length});
+  }
+  std::vector<std::int32_t> values;
+  values.reserve(q.series.size());
+  double sum = 0;
+  for (const auto& p : q.series) {
+    values.push_back(p.length);
+    sum += p.length;
+  }
+  std::sort(values.begin(), values.end());
+  q.count = static_cast<std::int64_t>(values.size());
+  q.mean = sum / static_cast<double>(values.size());
+  if (values.size() > 1) {
+    double ss = 0;
+    for (auto v : values) ss += (v - q.mean) * (v - q.mean);
+    q.stddev = std::sqrt(ss / static_cast<double>(values.size() - 1));
+  }
+  q.min = values.front();
+  q.max = values.back();
+  q.p25 = percentile(values, 0.25);
+  q.p50 = percentile(values, 0.50);
+  q.p75 = percentile(values, 0.75);
+  // Each point holds until the next; the last one has no duration (HTA's
+  // ts.shift(-1) - ts).
+  for (std::size_t i = 0; i + 1 < q.series.size(); ++i) {
+    const auto dur = q.series[i + 1].ts_ns - q.series[i].ts_ns;
+    if (q.series[i].length >= o.max_queue_length) q.full_ns += dur;
+    if (q.series[i].length == q.max) q.at_max_ns += dur;
+  }
+  if (auto it = durations.find(q.rank); it != durations.end() && it->second > 0)
+    q.full_fraction = static_cast<double>(q.full_ns) / static_cast<double>(it->second);
+  if (max_points > 0 && q.series.size() > max_points) {
+    q.series = downsample_max(q.series, static_cast<int>(std::min<std::size_t>(max_points, INT32_MAX)), &QueuePoint::length);
+    q.downsampled = true;
+  }
+  return true;
+}
+
+std::vector<StreamQueue> queues_of(const Trace& t, const LaunchQueueOptions& o, std::size_t max_points) {
+  std::vector<StreamQueue> out;
+  if (!has_tracks(t)) return out;
+  const Window window(t, o.window);
+  const auto durations = rank_durations(t, window);
+  std::vector<Change> changes;
+  StreamQueue q;
+  for (std::size_t s = 0; s < t.streams.size(); ++s)
+    if (stream_queue(t, s, o, window, durations, max_points, changes, q)) out.push_back(std::move(q));
+  std::sort(out.begin(), out.end(),
+            [](const StreamQueue& a, const StreamQueue& b) { return std::pair(a.rank, a.stream) < std::pair(b.rank, b.stream); });
+  return out;
+}
+
+// Calls every GPU event's launch to `launch(KernelLaunch)`, or to
+// `unlisted(rank, has_call)` where its call is not one of HTA's launch calls
+// (has_call) or it has none in the trace.
+template <class Launch, class Unlisted>
+void scan_launches(const Trace& t, const LaunchQueueOptions& o, Launch&& launch, Unlisted&& unlisted) {
+  const Window window(t, o.window);
+  for (std::size_t i = 0; i < t.activities.size(); ++i) {
+    const auto& a = t.activities[i];
+    if (!window.keeps(a)) continue;
+    const ApiCall* call = t.launching_call(a);
+    if (call == nullptr || !counts_as_launch(t.str(call->name))) {
+      unlisted(a.rank.value, call != nullptr);
+      continue;
+    }
+    KernelLaunch k;
+    k.rank = a.rank.value;
+    k.activity = static_cast<std::uint32_t>(i);
+    k.correlation_id = a.correlation_id;
+    k.cpu_duration_ns = call->end_ns - call->start_ns;
+    k.gpu_duration_ns = a.end_ns - a.start_ns;
+    k.launch_delay_ns = std::max<std::int64_t>(0, a.start_ns - call->end_ns);
+    k.start_delay_ns = a.start_ns - call->start_ns;
+    k.short_kernel = k.gpu_duration_ns < k.cpu_duration_ns && k.cpu_duration_ns <= o.runtime_cutoff_ns;
+    k.runtime_outlier = k.cpu_duration_ns > o.runtime_cutoff_ns;
+    k.launch_delay_outlier = k.launch_delay_ns > o.launch_delay_cutoff_ns;
+    launch(k);
+  }
+}
+
+// Longest launch delay first; ties by the longer start delay, then trace order.
+bool worse(const KernelLaunch& x, const KernelLaunch& y) {
+  return std::tuple(-x.launch_delay_ns, -x.start_delay_ns, x.activity) <
+         std::tuple(-y.launch_delay_ns, -y.start_delay_ns, y.activity);
+}
+
+}  // namespace
+
+std::vector<StreamQueue> queue_lengths(const Trace& t, const LaunchQueueOptions& o) { return queues_of(t, o, 0); }
+
+std::vector<KernelLaunch> kernel_launches(const Trace& t, const LaunchQueueOptions& o) {
+  std::vector<KernelLaunch> out;
+  scan_launches(t, o, [&](const KernelLaunch& k) { out.push_back(k); }, [](std::int32_t, bool) {});
+  std::sort(out.begin(), out.end(), [&](const KernelLaunch& x, const KernelLaunch& y) {
+    return std::tuple(x.rank, t.activities[x.activity].start_ns, x.activity) <
+           std::tuple(y.rank, t.activities[y.activity].start_ns, y.activity);
+  });
+  return out;
+}
+
+LaunchQueueAnalysis analyze_launch_queue(const Trace& t, const LaunchQueueOptions& o) {
+  LaunchQueueAnalysis a;
+  a.options = o;
+  a.idle = idle_time_breakdown(t, o);
+  a.queues = queues_of(t, o, o.series_points);
+  for (const auto& call : t.api_calls)
+    if (hip_launch(t.str(call.name))) {
+      a.hip = true;
+      break;
+    }
+  // Per rank: the three durations of every launch (for the percentiles) and
+  // the worst launches so far, kept sorted and bounded.
+  struct Accumulated {
+    RankLaunchStats stats;
+    std::vector<std::int64_t> cpu, gpu, delay;
+  };
+  std::map<std::int32_t, Accumulated> ranks;
+  scan_launches(
+      t, o,
+      [&](const KernelLaunch& k) {
+        auto& r = ranks[k.rank];
+        ++r.stats.launches;
+        r.stats.short_kernels += k.short_kernel ? 1 : 0;
+        r.stats.runtime_outliers += k.runtime_outlier ? 1 : 0;
+        r.stats.launch_delay_outliers += k.launch_delay_outlier ? 1 : 0;
+        r.cpu.push_back(k.cpu_duration_ns);
+        r.gpu.push_back(k.gpu_duration_ns);
+        r.delay.push_back(k.launch_delay_ns);
+        auto& w = r.stats.worst;
+        if (o.worst_launches == 0 || (w.size() == o.worst_launches && !worse(k, w.back()))) return;
+        w.insert(std::upper_bound(w.begin(), w.end(), k, worse), WorstLaunch{k, {}, 0});
+        if (w.size() > o.worst_launches) w.pop_back();
+      },
+      [&](std::int32_t rank, bool has_call) {
+        auto& r = ranks[rank].stats;
+        ++(has_call ? r.other_launch_calls : r.no_launch_call);
+      });
+  for (auto& [rank, r] : ranks) {
+    r.stats.rank = rank;
+    r.stats.cpu_duration_ns = distribution(std::move(r.cpu));
+    r.stats.gpu_duration_ns = distribution(std::move(r.gpu));
+    r.stats.launch_delay_ns = distribution(std::move(r.delay));
+    for (auto& w : r.stats.worst) {
+      const auto& act = t.activities[w.activity];
+      w.gpu_start_ns = act.start_ns;
+      switch (act.type) {
+        case ActivityType::kMemcpy: w.name = "memcpy"; break;
+        case ActivityType::kMemset: w.name = "memset"; break;
+        case ActivityType::kKernel: w.name = std::string(t.str(act.name)); break;
+      }
+    }
+    a.launches.push_back(std::move(r.stats));
+  }
+  return a;
+}
+
+LaunchQueueAnalysis merge_launch_queues(std::vector<LaunchQueueAnalysis> parts) {
+  LaunchQueueAnalysis a;
+  if (parts.empty()) return a;
+  a.options = parts.front().options;
+  for (auto& p : parts) {
+    for (auto& x : p.idle) a.idle.push_back(std::move(x));
+    for (auto& x : p.queues) a.queues.push_back(std::move(x));
+    for (auto& x : p.launches) a.launches.push_back(std::move(x));
+    a.hip = a.hip || p.hip;
+    p = LaunchQueueAnalysis();
+  }
+  auto by_stream = [](const auto& x, const auto& y) { return std::tie(x.rank, x.stream) < std::tie(y.rank, y.stream); };
+  std::stable_sort(a.idle.begin(), a.idle.end(), by_stream);
+  std::stable_sort(a.queues.begin(), a.queues.end(), by_stream);
+  std::stable_sort(a.launches.begin(), a.launches.end(),
+                   [](const RankLaunchStats& x, const RankLaunchStats& y) { return x.rank < y.rank; });
+  return a;
+}
+
+}  // namespace moetrace::analyzer

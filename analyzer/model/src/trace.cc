@@ -1,0 +1,264 @@
+// The Trace model's own operations: look-ups, track order (trace.h).
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdint>
+#include <set>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "moetrace/analyzer/gemm_shape.h"
+#include "moetrace/analyzer/kernel_classes.h"
+#include "moetrace/analyzer/trace.h"
+
+namespace moetrace::analyzer {
+
+int Trace::stream_index(StreamId id) const {
+  auto it = std::lower_bound(stream_index_.begin(), stream_index_.end(),
+                             std::pair{id.value, INT32_MIN});
+  if (it == stream_index_.end() || it->first != id.value) return -1;
+  return it->second;
+}
+
+int Trace::op_index(OpId id) const {
+  auto it = std::lower_bound(op_index_.begin(), op_index_.end(), std::pair{id.value, INT32_MIN});
+  if (it == op_index_.end() || it->first != id.value) return -1;
+  return it->second;
+}
+
+const ApiCall* Trace::api_call(std::int64_t correlation_id) const {
+  auto it = std::lower_bound(
+      api_calls.begin(), api_calls.end(), correlation_id,
+      [](const ApiCall& a, std::int64_t v) { return a.correlation_id < v; });
+  return it != api_calls.end() && it->correlation_id == correlation_id ? &*it : nullptr;
+}
+
+namespace {
+
+// The launching call of `a` by binary search; -2: none.
+std::int32_t find_launching_call(const std::vector<ApiCall>& calls, const Activity& a) {
+  if (a.correlation_id == 0) return -2;
+  // By (correlation id, rank): ranks number their calls alike, so one id
+  // has a call on each rank (a scan over them made a 1024-rank run quadratic).
+  const auto it = std::lower_bound(calls.begin(), calls.end(), std::pair(a.correlation_id, a.rank),
+                                   [](const ApiCall& c, const std::pair<std::int64_t, RankId>& v) {
+                                     return std::tie(c.correlation_id, c.rank) < std::tie(v.first, v.second);
+                                   });
+  return it != calls.end() && it->correlation_id == a.correlation_id && it->rank == a.rank
+             ? static_cast<std::int32_t>(it - calls.begin())
+             : -2;
+}
+
+}  // namespace
+
+const ApiCall* Trace::launching_call(const Activity& a) const {
+  // The index looked up at load, where it still names the call (an activity
+  // built by hand, or a copy from another trace, is searched for).
+  if (a.launched_by == -2) return nullptr;
+  const auto i = static_cast<std::size_t>(a.launched_by);
+  if (a.launched_by >= 0 && i < api_calls.size() && api_calls[i].correlation_id == a.correlation_id &&
+      api_calls[i].rank == a.rank)
+    return &api_calls[i];
+  const auto found = find_launching_call(api_calls, a);
+  return found >= 0 ? &api_calls[static_cast<std::size_t>(found)] : nullptr;
+}
+
+void Trace::index_launching_calls() {
+  if (api_calls.size() > static_cast<std::size_t>(INT32_MAX)) return;  // searched for instead
+  for (auto& a : activities) a.launched_by = find_launching_call(api_calls, a);
+}
+
+std::int64_t Trace::event_count() const {
+  return static_cast<std::int64_t>(activities.size() + ops.size() + api_calls.size() + nvtx.size() +
+                                   memory_events.size());
+}
+
+std::vector<RankId> Trace::rank_ids() const {
+  std::set<RankId> ids;
+  for (const auto& r : ranks) ids.insert(r.rank);
+  for (const auto& s : streams) ids.insert(s.rank);
+  return {ids.begin(), ids.end()};
+}
+
+std::string_view Trace::config_value(std::string_view key) const {
+  for (const auto& [k, v] : run.config)
+    if (k == key) return v;
+  for (const auto& [k, v] : run.config)
+    if (k.size() > key.size() && k.ends_with(key) && k[k.size() - key.size() - 1] == '.') return v;
+  return {};
+}
+
+std::optional<std::int64_t> Trace::config_int(std::string_view key) const {
+  const auto s = config_value(key);
+  std::int64_t v = 0;
+  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+void Trace::classify_kernel_names() {
+  kernel_category.assign(strings.size(), -1);
+  for (const auto& a : activities) {
+    if (a.type != ActivityType::kKernel || !a.name.valid()) continue;
+    const auto id = static_cast<std::size_t>(a.name.value);
+    if (id < kernel_category.size() && kernel_category[id] < 0)
+      kernel_category[id] = static_cast<std::int8_t>(classify_kernel_name(strings[id]));
+  }
+}
+
+Category classify_activity(const Trace& trace, const Activity& a) {
+  if (a.type != ActivityType::kKernel) return Category::kMemcpy;
+  const auto id = static_cast<std::size_t>(a.name.value);
+  if (a.name.valid() && id < trace.kernel_category.size() && trace.kernel_category[id] >= 0)
+    return static_cast<Category>(trace.kernel_category[id]);
+  return classify_kernel_name(trace.str(a.name));
+}
+
+std::string_view collective_kind(OpKind k) {
+  switch (k) {
+    case OpKind::kDispatchAllToAll:
+    case OpKind::kCombineAllToAll:
+    case OpKind::kRecommunicate: return "all_to_all";
+    case OpKind::kMoeAllReduce:
+    case OpKind::kTensorParallelAllReduce:
+    case OpKind::kGradAllReduce: return "all_reduce";
+    case OpKind::kTrans: return "broadcast";
+    case OpKind::kAgg: return "reduce";
+    case OpKind::kPipelineSend:
+    case OpKind::kPipelineRecv: return "send_recv";
+    default: return {};
+  }
+}
+
+void Trace::sort_ops() {
+  std::vector<std::int32_t> order(ops.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int32_t>(i);
+  std::stable_sort(order.begin(), order.end(), [&](std::int32_t x, std::int32_t y) {
+    const auto& a = ops[static_cast<std::size_t>(x)];
+    const auto& b = ops[static_cast<std::size_t>(y)];
+    if (a.stream != b.stream) return a.stream < b.stream;
+    if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+    return a.end_ns > b.end_ns;
+  });
+  std::vector<std::int32_t> new_index(ops.size());
+  std::vector<OpRange> sorted;
+  sorted.reserve(ops.size());
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    new_index[static_cast<std::size_t>(order[i])] = static_cast<std::int32_t>(i);
+    sorted.push_back(ops[static_cast<std::size_t>(order[i])]);
+  }
+  ops = std::move(sorted);
+  for (auto& a : activities)
+    if (a.op >= 0) a.op = new_index[static_cast<std::size_t>(a.op)];
+  for (auto& [id, index] : op_index_) index = new_index[static_cast<std::size_t>(index)];
+}
+
+void Trace::index_ops() {
+  std::vector<std::int64_t> activity_op_ids(activities.size(), -1);
+  for (std::size_t i = 0; i < activities.size(); ++i)
+    if (activities[i].op >= 0) activity_op_ids[i] = ops[static_cast<std::size_t>(activities[i].op)].id.value;
+  std::sort(ops.begin(), ops.end(), [](const OpRange& a, const OpRange& b) {
+    if (a.stream != b.stream) return a.stream < b.stream;
+    if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+    return a.end_ns > b.end_ns;
+  });
+  op_index_.resize(ops.size());
+  for (std::size_t i = 0; i < ops.size(); ++i) op_index_[i] = {ops[i].id.value, static_cast<std::int32_t>(i)};
+  std::sort(op_index_.begin(), op_index_.end());
+  for (std::size_t i = 0; i < activities.size(); ++i)
+    activities[i].op = activity_op_ids[i] >= 0 ? op_index(OpId(activity_op_ids[i])) : -1;
+  op_track_begin.assign(streams.size() + 1, 0);
+  for (const auto& op : ops) ++op_track_begin[static_cast<std::size_t>(op.stream) + 1];
+  for (std::size_t i = 0; i < streams.size(); ++i) op_track_begin[i + 1] += op_track_begin[i];
+}
+
+// --- GEMMs from recorded input shapes (gemm_shape.h) ---------------------------
+
+bool matrix_product_name(std::string_view op_name) {
+  std::string n(op_name);
+  std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return n.find("mm") != std::string::npos || n.find("matmul") != std::string::npos ||
+         n.find("linear") != std::string::npos || n.find("gemm") != std::string::npos;
+}
+
+std::optional<GemmShape> gemm_shape(std::string_view op_name, std::string_view input_dims) {
+  if (!matrix_product_name(op_name)) return std::nullopt;
+  const auto j = nlohmann::json::parse(input_dims, nullptr, false);
+  if (!j.is_array()) return std::nullopt;
+  // The inputs that are matrices (or batches of them), in order.
+  std::vector<std::vector<std::int64_t>> m;
+  for (const auto& in : j) {
+    if (!in.is_array() || in.size() < 2) continue;
+    std::vector<std::int64_t> dims;
+    for (const auto& d : in) {
+      if (!d.is_number_integer() || d.get<std::int64_t>() <= 0) {
+        dims.clear();
+        break;
+      }
+      dims.push_back(d.get<std::int64_t>());
+    }
+    if (!dims.empty()) m.push_back(std::move(dims));
+  }
+  if (m.size() < 2) return std::nullopt;
+  auto rows = [](const std::vector<std::int64_t>& x) {
+    std::int64_t r = 1;
+    for (std::size_t i = 0; i + 1 < x.size(); ++i) r *= x[i];
+    return r;
+  };
+  std::string name(op_name);
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (name.find("linear") != std::string::npos) {
+    // linear(x[..., K], weight[N, K], bias): y = x W^T.
+    const auto& x = m[0];
+    const auto& w = m[1];
+    if (w.size() != 2 || x.back() != w[1]) return std::nullopt;
+    return GemmShape{w[1], w[0], rows(x)};
+  }
+  // a[..., T, K] x b[..., K, N]: the first pair whose inner sizes agree
+  // (addmm's bias is a vector, skipped above; baddbmm's input comes first).
+  for (std::size_t i = 0; i + 1 < m.size(); ++i) {
+    const auto& a = m[i];
+    const auto& b = m[i + 1];
+    if (a.back() == b[b.size() - 2]) return GemmShape{a.back(), b.back(), rows(a)};
+  }
+  return std::nullopt;
+}
+
+LaunchShapes::LaunchShapes(const Trace& trace) : t_(trace) {
+  if (trace.input_shapes.empty()) return;
+  for (std::size_t i = 0; i < trace.nvtx.size(); ++i) {
+    const auto& r = trace.nvtx[i];
+    if (r.input_shape >= 0) ranges_[{r.rank.value, r.thread_id}].push_back(i);
+  }
+  for (auto& [key, list] : ranges_)
+    std::sort(list.begin(), list.end(),
+              [&](std::size_t a, std::size_t b) { return trace.nvtx[a].start_ns < trace.nvtx[b].start_ns; });
+}
+
+std::optional<std::size_t> LaunchShapes::range_of(const Activity& a) const {
+  if (ranges_.empty()) return std::nullopt;
+  const ApiCall* call = t_.launching_call(a);
+  if (!call) return std::nullopt;
+  auto it = ranges_.find({call->rank.value, call->thread_id});
+  if (it == ranges_.end()) return std::nullopt;
+  const auto& list = it->second;
+  // The latest start before the launch whose end is after it (a few levels
+  // of nesting at most: aten::linear > aten::addmm).
+  auto pos = std::upper_bound(list.begin(), list.end(), call->start_ns,
+                              [&](std::int64_t t, std::size_t i) { return t < t_.nvtx[i].start_ns; });
+  for (int back = 0; pos != list.begin() && back < 16; ++back) {
+    --pos;
+    const auto& r = t_.nvtx[*pos];
+    if (r.end_ns < 0 || r.end_ns >= call->start_ns) return *pos;
+  }
+  return std::nullopt;
+}
+
+std::optional<GemmShape> LaunchShapes::gemm_of(std::size_t range) const {
+  const auto& r = t_.nvtx[range];
+  if (r.input_shape < 0) return std::nullopt;
+  return gemm_shape(t_.str(r.name), t_.input_shapes[static_cast<std::size_t>(r.input_shape)].dims);
+}
+
+}  // namespace moetrace::analyzer
