@@ -26,6 +26,7 @@
 
 #include "cost_model_arg.h"
 #include "moetrace/analyzer/analyses.h"
+#include "moetrace/analyzer/graph_whatif.h"
 #include "moetrace/analyzer/model_spec.h"
 #include "moetrace/analyzer/recommend.h"
 #include "moetrace/analyzer/report.h"
@@ -516,6 +517,43 @@ class Run {
     return t;
   }
 
+  // Run.replay(): the trace replayed from its execution graph, with what-ifs
+  // (graph_whatif.h), by iteration or by MoE layer.
+  Table replay_table(const std::vector<std::string>& what_ifs, const std::string& cost_model, const std::string& by) {
+    if (by != "iteration" && by != "layer")
+      throw moetrace::ConfigError("replay: by=\"" + by + "\" is not one of iteration, layer");
+    an::GraphWhatIfs w;
+    for (const auto& kv : what_ifs) an::parse_graph_what_if(kv, w);
+    an::RecommendOptions ro;
+    moetrace::cli::apply_cost_model_arg(cost_model, ro, "cost_model=");
+    const auto r = an::replay_with_what_ifs(trace_, w, ro);
+    const bool predicted = !w.empty();
+    Table t;
+    auto error = [](std::int64_t m, std::int64_t x) { return an::relative_error(m, x); };
+    if (by == "iteration") {
+      for (const auto& row : r.summary.iterations) {
+        t.put("rank", row.rank);
+        t.put("iteration", row.iteration);
+        t.put("measured_ns", row.measured_ns);
+        t.put("replayed_ns", row.replayed_ns);
+        t.put("error", error(row.measured_ns, row.replayed_ns));
+        t.put("predicted_ns", predicted ? static_cast<double>(row.predicted_ns) : kNaN);
+        t.end_row();
+      }
+    } else {
+      for (const auto& row : r.summary.layers) {
+        t.put("layer", row.layer);
+        t.put("windows", row.windows);
+        t.put("measured_ns", row.measured_ns);
+        t.put("replayed_ns", row.replayed_ns);
+        t.put("error", error(row.measured_ns, row.replayed_ns));
+        t.put("predicted_ns", predicted ? static_cast<double>(row.predicted_ns) : kNaN);
+        t.end_row();
+      }
+    }
+    return t;
+  }
+
  private:
   an::Trace trace_;
   std::mutex mu_;
@@ -641,5 +679,9 @@ PYBIND11_MODULE(_moetrace, m) {
       })
       .def("recommend", [](Run& r, const std::string& model, const std::string& cost_model, bool simulate) {
         return table([&] { return r.recommend_table(model, cost_model, simulate); });
+      })
+      .def("replay", [](Run& r, const std::vector<std::string>& what_ifs, const std::string& cost_model,
+                        const std::string& by) {
+        return table([&] { return r.replay_table(what_ifs, cost_model, by); });
       });
 }

@@ -237,6 +237,25 @@ _RECOMMEND = _columns(
 )
 
 
+_REPLAY_ITERATIONS = _columns(
+    ("rank", "rank"),
+    ("iteration", "iteration (-1: the rank's span, a trace without iterations)"),
+    ("measured_ns", "the iteration's window in the trace (the breakdown's)"),
+    ("replayed_ns", "the same window in the replay of the trace's execution graph with the measured durations"),
+    ("error", "replayed_ns / measured_ns - 1"),
+    ("predicted_ns", "the same window after the what-ifs (NaN without what-ifs)"),
+)
+
+_REPLAY_LAYERS = _columns(
+    ("layer", "MoE layer"),
+    ("windows", "its (rank, iteration) windows averaged"),
+    ("measured_ns", "mean layer window in the trace"),
+    ("replayed_ns", "mean layer window in the replay"),
+    ("error", "replayed_ns / measured_ns - 1"),
+    ("predicted_ns", "mean layer window after the what-ifs (NaN without what-ifs)"),
+)
+
+
 def _doc_columns(columns):
     return "\n".join("        %-26s %s" % (name, text) for name, text in columns)
 
@@ -433,6 +452,36 @@ class Run:
                                           bool(simulate)), _RECOMMEND)
 
     recommend.__doc__ %= _doc_columns(_RECOMMEND)
+
+    def replay(self, what_if=None, cost_model=None, by="iteration"):
+        """The trace replayed from its execution graph (CPU ops per thread,
+        launches, stream order, cross-stream waits, host synchronisation,
+        collectives across ranks) with the measured durations, as `moetrace
+        replay` gives it; with `what_if` the graph is changed and evaluated
+        again (predicted_ns). `what_if`: a dict {"pipeline_degree": 4} or a
+        list of "KEY=VALUE" strings (--what-if); `cost_model`: where a
+        what-if's new durations come from (--cost-model: a cost-model JSON
+        file, a preset or "fitted"). by="iteration": one row per rank and
+        iteration; by="layer": one row per MoE layer.
+
+        Columns by iteration:
+%s
+
+        Columns by layer:
+%s
+        """
+        if what_if is None:
+            items = []
+        elif isinstance(what_if, dict):
+            items = ["%s=%s" % (k, v) for k, v in what_if.items()]
+        elif isinstance(what_if, str):
+            items = [what_if]
+        else:
+            items = [str(x) for x in what_if]
+        data = self._run.replay(items, os.fsdecode(cost_model) if cost_model is not None else "", str(by))
+        return _frame(data, _REPLAY_ITERATIONS if by == "iteration" else _REPLAY_LAYERS)
+
+    replay.__doc__ %= (_doc_columns(_REPLAY_ITERATIONS), _doc_columns(_REPLAY_LAYERS))
 
 
 def open(paths, *, align=True, moe_rules=None, recognize=True):

@@ -537,6 +537,43 @@ class ErrorsAndWarnings(Fixtures):
         self.assertEqual(run.info["integrity"], "mixed")
 
 
+class Replay(Fixtures):
+    """Run.replay() gives the rows of `moetrace replay --format json`."""
+
+    def test_rows_are_the_cli_json(self):
+        run = moetrace.open(self.split_dir)
+        columns = {"iteration": ("rank", "iteration", "measured_ns", "replayed_ns", "error", "predicted_ns"),
+                   "layer": ("layer", "windows", "measured_ns", "replayed_ns", "error", "predicted_ns")}
+        for by, key in (("iteration", "iterations"), ("layer", "layers")):
+            frame = run.replay(by=by)
+            self.assertEqual(tuple(frame.columns), columns[by])
+            rc, out, err = cli("replay", self.split_dir, "--format", "json")
+            self.assertEqual(rc, 0, err)
+            rows = json.loads(out)[key]
+            self.assertEqual(len(frame), len(rows))
+            for rec, want in zip(frame.to_dict("records"), rows):
+                self.assertEqual(rec["measured_ns"], want["measured_ns"])
+                self.assertEqual(rec["replayed_ns"], want["replayed_ns"])
+                self.assertTrue(math.isnan(rec["predicted_ns"]))
+
+    def test_what_if_as_dict_or_strings(self):
+        run = moetrace.open(self.sim)
+        a = run.replay(what_if={"pipeline_degree": 2}, cost_model="pipemoe-2080ti-ib100", by="layer")
+        b = run.replay(what_if=["pipeline_degree=2"], cost_model="pipemoe-2080ti-ib100", by="layer")
+        pd.testing.assert_frame_equal(a, b)
+        rc, out, err = cli("replay", self.sim, "--what-if", "pipeline_degree=2", "--cost-model",
+                           "pipemoe-2080ti-ib100", "--format", "json")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(list(a["predicted_ns"]), [r["predicted_ns"] for r in json.loads(out)["layers"]])
+
+    def test_a_bad_what_if_is_one_line(self):
+        run = moetrace.open(self.sim)
+        with self.assertRaisesRegex(moetrace.Error, "pipeline_degree=x: a whole number"):
+            run.replay(what_if="pipeline_degree=x")
+        with self.assertRaisesRegex(moetrace.Error, "by=\"rank\" is not one of"):
+            run.replay(by="rank")
+
+
 class Threads(Fixtures):
     def test_threads_share_a_run(self):
         run = moetrace.open(self.synth)
