@@ -303,10 +303,15 @@ class Run {
   // critical_path.h: per (rank, category), or the path events of each rank;
   // across: the one path across ranks (rank -1 in the summary rows, each
   // event's rank in the event rows).
-  Table critical_path_table(std::optional<std::int32_t> rank, bool events, std::size_t top_events, bool across) {
+  // annotation: "" the whole trace, else HTA's window (instances [first, last]).
+  Table critical_path_table(std::optional<std::int32_t> rank, bool events, std::size_t top_events, bool across,
+                            const std::string& annotation, std::int32_t first, std::int32_t last) {
     an::CriticalPathOptions o;
     o.rank = rank;
     o.top_events = top_events;
+    o.annotation = annotation;
+    o.instance_first = first;
+    o.instance_last = last;
     Table t;
     std::vector<an::RankCriticalPath> paths;
     if (across) {
@@ -324,6 +329,8 @@ class Run {
           t.put("ns", r.at(cat));
           t.put("share", r.share(cat));
           t.put("length_ns", r.length_ns);
+          t.put("window_start_ns", r.window_start_ns);
+          t.put("window_end_ns", r.window_end_ns);
           t.end_row();
         }
         continue;
@@ -336,7 +343,8 @@ class Run {
         t.put("path_ns", e.path_ns);
         t.put("start_ns", e.start_ns);
         t.put("end_ns", e.end_ns);
-        t.put("stream", e.stream);
+        t.put("stream", e.native_stream);
+        t.put("stream_id", e.stream);
         t.put("thread", e.thread);
         t.put("correlation_id", e.correlation_id);
         t.end_row();
@@ -629,8 +637,9 @@ PYBIND11_MODULE(_moetrace, m) {
              return table([&] { return r.launch_table(summary, runtime_cutoff, delay_cutoff, window); });
            })
       .def("critical_path",
-           [](Run& r, std::optional<std::int32_t> rank, bool events, std::size_t top_events, bool across) {
-             return table([&] { return r.critical_path_table(rank, events, top_events, across); });
+           [](Run& r, std::optional<std::int32_t> rank, bool events, std::size_t top_events, bool across,
+              const std::string& annotation, std::int32_t first, std::int32_t last) {
+             return table([&] { return r.critical_path_table(rank, events, top_events, across, annotation, first, last); });
            })
       .def("memory_timeline", [](Run& r) { return table([&] { return r.memory_table(); }); })
       .def("expert_load", [](Run& r) {

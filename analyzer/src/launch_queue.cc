@@ -100,6 +100,8 @@ std::map<std::int32_t, std::int64_t> rank_durations(const Trace& t, const Window
 
 }  // namespace
 
+bool hta_queues_work(std::string_view name) { return queues_work(name); }
+
 std::string_view runtime_call_base_name(std::string_view name) {
   const auto v = name.rfind("_v");
   if (v == std::string_view::npos || v + 2 == name.size()) return name;

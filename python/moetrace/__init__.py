@@ -177,6 +177,8 @@ _CRITICAL_PATH = _columns(
     ("ns", "time of the rank's critical path in the category"),
     ("share", "ns / length_ns (0 for an empty path)"),
     ("length_ns", "the critical path's length (the sum of its edge weights)"),
+    ("window_start_ns", "the window analysed: the first start of its events"),
+    ("window_end_ns", "the window analysed: the last end of its events"),
 )
 
 _CRITICAL_PATH_EVENTS = _columns(
@@ -188,7 +190,8 @@ _CRITICAL_PATH_EVENTS = _columns(
     ("path_ns", "time of the path attributed to the event in that category (HTA's edge attribution)"),
     ("start_ns", "the event's start"),
     ("end_ns", "the event's end"),
-    ("stream", "GPU events: the stream id; -1 on the host"),
+    ("stream", "GPU events: the CUDA stream as recorded (HTA's stream); -1 on the host or unknown"),
+    ("stream_id", "GPU events: moetrace's stream id (the trace's streams table); -1 on the host"),
     ("thread", "host events: the thread id; -1 on the GPU"),
     ("correlation_id", "runtime calls and GPU events: the correlation id (0: none)"),
 )
@@ -265,6 +268,27 @@ def _paths(paths):
 def _warn(lines):
     for line in lines:
         _warnings.warn(line, TraceWarning, stacklevel=3)
+
+
+def _critical_path_window(annotation, instance_id, across_ranks):
+    """Run.critical_path's window as (annotation, first, last)."""
+    if annotation is None and instance_id is None:
+        return "", 0, 0
+    if across_ranks:
+        raise ValueError("critical_path: across_ranks=True covers the whole trace (no annotation or instance_id)")
+    if annotation is None:
+        annotation = "ProfilerStep"
+    if not isinstance(annotation, str) or annotation == "":
+        raise ValueError("critical_path: annotation must be a non-empty name, e.g. 'ProfilerStep'")
+    if instance_id is None:
+        first = last = 0
+    elif isinstance(instance_id, tuple) and len(instance_id) == 2:
+        first, last = int(instance_id[0]), int(instance_id[1])
+    else:
+        first = last = int(instance_id)
+    if first < 0 or last < first:
+        raise ValueError(f"critical_path: instance_id {instance_id!r}: instances count from 0, first <= last")
+    return annotation, first, last
 
 
 class Run:
@@ -376,7 +400,8 @@ class Run:
 
     launch_stats.__doc__ %= (_doc_columns(_LAUNCHES), _doc_columns(_LAUNCH_SUMMARY))
 
-    def critical_path(self, rank=None, events=False, top_events=20, across_ranks=False):
+    def critical_path(self, rank=None, events=False, top_events=20, across_ranks=False, annotation=None,
+                      instance_id=None):
         """HTA's critical path of each rank (critical_path_analysis), the
         report's critical_path section: the longest chain of dependent work
         through CPU ops nested on their threads, launch calls to their
@@ -395,6 +420,15 @@ class Run:
         report's critical_path.across_ranks: summary rows with rank -1,
         event rows with each event's rank. `rank` must then be None.
 
+        annotation, instance_id: HTA's window (critical_path_analysis):
+        the instances of the host ranges whose name contains `annotation`,
+        counted from 0 on each rank in order of start; instance_id an int or
+        an inclusive (first, last) pair. critical_path(0,
+        annotation="ProfilerStep", instance_id=1) is rank 0's second
+        profiler step. instance_id alone takes annotation="ProfilerStep";
+        neither: the whole trace. A rank without the instance has no rows;
+        where no rank has it, moetrace.Error says so.
+
         Columns:
 %s
 
@@ -405,7 +439,9 @@ class Run:
             raise ValueError("critical_path: across_ranks=True takes no rank (the path covers every rank)")
         r = None if rank is None else int(rank)
         columns = _CRITICAL_PATH_EVENTS if events else _CRITICAL_PATH
-        return _frame(self._run.critical_path(r, bool(events), int(top_events), bool(across_ranks)), columns)
+        annotation, first, last = _critical_path_window(annotation, instance_id, across_ranks)
+        return _frame(self._run.critical_path(r, bool(events), int(top_events), bool(across_ranks), annotation,
+                                              first, last), columns)
 
     critical_path.__doc__ %= (_doc_columns(_CRITICAL_PATH), _doc_columns(_CRITICAL_PATH_EVENTS))
 

@@ -692,6 +692,8 @@ class Handler {
           r.comm_types = e.args.input_types;
         }
         out_->ranges.push_back(std::move(r));
+      } else if (cat == "cuda_sync") {
+        sync_activity(start, end);
       } else {
         // gpu_user_annotation (ranges projected onto a stream), profiler
         // spans ("Trace"), and whatever else a newer PyTorch emits.
@@ -768,6 +770,28 @@ class Handler {
       a.bytes = e.args.bytes.value_or(0);
     }
     out_->gpu.push_back(a);
+  }
+
+  void sync_activity(std::int64_t start, std::int64_t end) {
+    const auto& e = event_;
+    const std::int32_t kind = e.name == "Event Sync"          ? 1
+                              : e.name == "Stream Wait Event" ? 2
+                              : e.name == "Stream Sync"       ? 3
+                              : e.name == "Context Sync"      ? 4
+                                                              : 0;
+    const auto device = e.args.device ? e.args.device : e.pid;
+    if (kind == 0 || !device || *device < 0 || *device > 1 << 20) {
+      out_->skip(kind == 0 ? "cuda_sync" : "malformed_event");
+      return;
+    }
+    SyncActivity a;
+    a.start = start;
+    a.end = end;
+    a.device = static_cast<std::int32_t>(*device);
+    a.stream = e.args.stream && *e.args.stream >= 0 ? *e.args.stream : -1;
+    a.correlation = e.args.correlation.value_or(0);
+    a.kind = kind;
+    out_->syncs.push_back(a);
   }
 
   // profile_memory=True: "[memory]" instant events, Bytes > 0 an allocation,
@@ -1114,6 +1138,7 @@ void append(ParsedFile& out, ParsedFile&& part) {
   move_into(out.ranges, part.ranges);
   move_into(out.api, part.api);
   move_into(out.memory, part.memory);
+  move_into(out.syncs, part.syncs);
   move_into(out.collectives, part.collectives);
   move_into(out.ops, part.ops);
   move_into(out.flows, part.flows);

@@ -126,6 +126,10 @@ inline constexpr int kNumIdleCategories = 3;
 // -> "cudaLaunchKernel" (critical_path.h compares names so too).
 std::string_view runtime_call_base_name(std::string_view name);
 
+// Whether a call (by name, version suffix allowed) is one of HTA's runtime
+// launch events, which count in the queue length (2. below).
+bool hta_queues_work(std::string_view name);
+
 // "host_wait", "kernel_wait", "other": HTA's idle_category values.
 std::string_view idle_category_name(IdleCategory c);
 
