@@ -154,17 +154,18 @@ std::string_view gpu_event_name(const an::Trace& trace, const an::Activity& a) {
   return a.type == an::ActivityType::kKernel ? trace.str(a.name) : activity_type_name(a.type);
 }
 
-// The key columns of the per-stream tables.
+// The key columns of the per-stream tables: `stream` is the CUDA stream as
+// the trace recorded it (HTA's column), `stream_id` moetrace's own id.
 void put_stream(Table& t, std::int32_t rank, std::int32_t stream, std::int64_t native_stream) {
   t.put("rank", rank);
-  t.put("stream", stream);
-  t.put("native_stream", native_stream);
+  t.put("stream", native_stream);
+  t.put("stream_id", stream);
 }
 
 // A window name of report --window; ConfigError for another.
 an::RankWindow rank_window(const std::string& window) {
   const auto w = an::parse_rank_window(window);
-  if (!w) throw moetrace::ConfigError("window \"" + window + "\" is not one of span, steps, steps-but-last");
+  if (!w) throw moetrace::ConfigError("window \"" + window + "\" is not one of span, steps, steps-but-last, hta");
   return *w;
 }
 
@@ -436,7 +437,8 @@ class Run {
       const auto* call = trace_.launching_call(a);
       t.put("rank", k.rank);
       const auto* stream = stream_of(trace_, a);
-      t.put("stream", stream ? stream->id.value : -1);
+      t.put("stream", stream ? stream->native_id : -1);
+      t.put("stream_id", stream ? stream->id.value : -1);
       t.put("correlation_id", k.correlation_id);
       t.put("name", gpu_event_name(trace_, a));
       t.put("launch_call", call ? trace_.str(call->name) : std::string_view());

@@ -74,8 +74,9 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("--window", opt->window,
                   "Window of the per-rank rows: span (each rank's whole GPU span), steps (the GPU work of the "
                   "profiler steps, i.e. iterations), steps-but-last (without the last step: HTA's default, to "
-                  "compare with its temporal breakdown and overlap)")
-      ->check(CLI::IsMember({"span", "steps", "steps-but-last"}))
+                  "compare with its temporal breakdown and overlap), hta (HTA's default exactly: steps-but-last on "
+                  "ranks with two or more ProfilerSteps, span elsewhere)")
+      ->check(CLI::IsMember({"span", "steps", "steps-but-last", "hta"}))
       ->capture_default_str();
   cmd->add_option("--critical-path-step", opt->critical_path_step,
                   "Critical path of one profiler step per rank (the Nth ProfilerStep range, from 0) instead of the "

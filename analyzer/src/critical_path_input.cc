@@ -61,9 +61,10 @@ std::map<std::int32_t, Window> annotation_windows(const Trace& t, const Critical
     const auto asked = o.instance_first == o.instance_last
                            ? fmt::format("instance {}", o.instance_first)
                            : fmt::format("instances {} to {}", o.instance_first, o.instance_last);
+    const auto has = o.rank ? fmt::format("rank {} has {}", *o.rank, most) : fmt::format("the ranks have at most {}", most);
     throw Error(most == 0 ? fmt::format("critical path: no range named like '{}' on {}", o.annotation, where)
-                          : fmt::format("critical path: {} of '{}' asked for, but {} has {} (counted from 0)", asked,
-                                        o.annotation, where, most));
+                          : fmt::format("critical path: {} of '{}' asked for, but {} (counted from 0)", asked,
+                                        o.annotation, has));
   }
   return out;
 }

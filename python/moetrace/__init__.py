@@ -89,8 +89,8 @@ _LAYERS = _columns(
 
 _KERNELS = _columns(
     ("rank", "rank"),
-    ("stream", "moetrace's stream id"),
-    ("native_stream", "the CUDA stream as recorded (-1: unknown)"),
+    ("stream", "the CUDA stream as recorded (HTA's stream; -1: unknown)"),
+    ("stream_id", "moetrace's stream id (the trace's streams table)"),
     ("stream_role", "compute, comm, copy or other"),
     ("type", "kernel, memcpy or memset"),
     ("name", "kernel name (memcpy / memset for copies)"),
@@ -109,8 +109,8 @@ _KERNELS = _columns(
 
 _IDLE = _columns(
     ("rank", "rank"),
-    ("stream", "moetrace's stream id"),
-    ("native_stream", "the CUDA stream as recorded (HTA's stream)"),
+    ("stream", "the CUDA stream as recorded (HTA's stream; -1: unknown)"),
+    ("stream_id", "moetrace's stream id (the trace's streams table)"),
     ("category", "host_wait, kernel_wait or other (HTA's idle_category)"),
     ("idle_ns", "idle time of the category (HTA's idle_time)"),
     ("ratio", "idle_ns / the stream's idle time (HTA's idle_time_ratio; 0 where never idle)"),
@@ -122,16 +122,16 @@ _IDLE = _columns(
 
 _QUEUE_SERIES = _columns(
     ("rank", "rank"),
-    ("stream", "moetrace's stream id"),
-    ("native_stream", "the CUDA stream as recorded"),
+    ("stream", "the CUDA stream as recorded (HTA's stream; -1: unknown)"),
+    ("stream_id", "moetrace's stream id (the trace's streams table)"),
     ("ts_ns", "time of the change"),
     ("length", "operations outstanding on the stream from ts_ns to the next row"),
 )
 
 _QUEUE_SUMMARY = _columns(
     ("rank", "rank"),
-    ("stream", "moetrace's stream id"),
-    ("native_stream", "the CUDA stream as recorded"),
+    ("stream", "the CUDA stream as recorded (HTA's stream; -1: unknown)"),
+    ("stream_id", "moetrace's stream id (the trace's streams table)"),
     ("count", "points of the series"),
     ("mean", "mean over the points (pandas describe, not time-weighted)"),
     ("std", "standard deviation over the points (n - 1; 0 for one point)"),
@@ -144,7 +144,8 @@ _QUEUE_SUMMARY = _columns(
 
 _LAUNCHES = _columns(
     ("rank", "rank"),
-    ("stream", "moetrace's stream id of the GPU event"),
+    ("stream", "the CUDA stream of the GPU event as recorded (HTA's stream; -1: unknown)"),
+    ("stream_id", "moetrace's stream id of the GPU event"),
     ("correlation_id", "correlation id of the launch"),
     ("name", "kernel name (memcpy / memset for copies)"),
     ("launch_call", "the runtime call that launched it"),
@@ -319,13 +320,15 @@ class Run:
         return "<moetrace.Run %s: %d rank%s, %d events>" % (
             i["path"], len(i["ranks"]), "" if len(i["ranks"]) == 1 else "s", i["events"])
 
-    def breakdown(self, by="rank", window="span"):
+    def breakdown(self, by="rank", window="hta"):
         """Where the time goes, as `moetrace report` computes it (its JSON's
         breakdown section), one row per rank (by="rank"), per rank and
         iteration (by="iteration") or per rank, MoE layer, iteration and
-        phase (by="layer"). `window` sets the per-rank rows' window: "span"
-        (each rank's whole GPU span), "steps" (its profiler steps) or
-        "steps-but-last" (HTA's default); `report --window`.
+        phase (by="layer"). `window` sets the per-rank rows' window: "hta"
+        (the default, HTA's: without the last profiler step on ranks with two
+        or more ProfilerStep ranges, else the whole span), "span" (each
+        rank's whole GPU span, `moetrace report`'s default), "steps" (its
+        profiler steps) or "steps-but-last"; `report --window`.
 
         Columns (by="rank"; "iteration" and "layer" have their keys instead
         of unattributed_ns and events, and "iteration" adds moe_layer_ns and
@@ -347,15 +350,15 @@ class Run:
     def kernels(self):
         return _frame(self._run.kernels(), _KERNELS)
 
-    def idle_breakdown(self, consecutive_kernel_delay_ns=30_000, window="span"):
+    def idle_breakdown(self, consecutive_kernel_delay_ns=30_000, window="hta"):
         """HTA's idle-time breakdown (get_idle_time_breakdown): per rank and
         stream, the gaps between its GPU events as host_wait (the CPU had not
         launched the next one yet), kernel_wait (a gap shorter than
         consecutive_kernel_delay_ns behind a launch made in time; 30 us, the
         threshold HTA applies to PyTorch-profiler traces) and other.
-        Three rows per stream. `window`: which work, on ranks with profiler
-        steps, as in breakdown(); "steps-but-last" is HTA's default
-        (include_last_profiler_step=False), "span" all of it.
+        Three rows per stream. `window`: which work, as in breakdown(); the
+        default "hta" is HTA's (include_last_profiler_step=False: without
+        the last ProfilerStep where there are two or more), "span" all of it.
 
         Columns:
 %s
@@ -364,7 +367,7 @@ class Run:
 
     idle_breakdown.__doc__ %= _doc_columns(_IDLE)
 
-    def queue_length(self, summary=False, max_queue_length=1024, window="span"):
+    def queue_length(self, summary=False, max_queue_length=1024, window="hta"):
         """HTA's queue length per stream (get_queue_length_time_series):
         operations launched and not yet started, one row per change; with
         summary=True, one row per stream (get_queue_length_summary, and the
@@ -381,7 +384,7 @@ class Run:
 
     queue_length.__doc__ %= (_doc_columns(_QUEUE_SERIES), _doc_columns(_QUEUE_SUMMARY))
 
-    def launch_stats(self, summary=False, runtime_cutoff_ns=50_000, launch_delay_cutoff_ns=100_000, window="span"):
+    def launch_stats(self, summary=False, runtime_cutoff_ns=50_000, launch_delay_cutoff_ns=100_000, window="hta"):
         """HTA's CUDA kernel-launch statistics (get_cuda_kernel_launch_stats):
         one row per GPU event launched by cudaLaunchKernel(ExC),
         cudaMemcpyAsync or cudaMemsetAsync, with its outlier flags; with
