@@ -23,7 +23,8 @@ bool is_one_of(std::string_view name, std::initializer_list<std::string_view> na
 // TraceSymbolTable.get_runtime_launch_events_mask).
 bool queues_work(std::string_view name) {
   return is_one_of(name, {"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
-                          "cudaMemcpyAsync", "cudaMemsetAsync"});
+                          "cudaMemcpyAsync", "cudaMemsetAsync",
+                          "runFunction - job_prep_and_submit_for_execution"});  // MTIA's launch
 }
 
 // HTA's launch calls for the launch statistics (cuda_kernel_launch_stats,

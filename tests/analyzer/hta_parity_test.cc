@@ -15,9 +15,13 @@
 #include <filesystem>
 #include <string>
 
+#include <fstream>
+
 #include "moetrace/analyzer/critical_path.h"
+#include "moetrace/analyzer/launch_queue.h"
 #include "moetrace/analyzer/trace.h"
 #include "support/test_paths.h"
+#include "support/text_trace.h"
 
 namespace moetrace::analyzer {
 namespace {
@@ -98,6 +102,73 @@ TEST(HtaParity, MissingStepIsAnError) {
     EXPECT_EQ(std::string(e.what()),
               "critical path: instance 2 of 'ProfilerStep' asked for, but the ranks have at most 2 (counted from 0)");
   }
+}
+
+// A Kineto trace written to a temporary file and read in memory.
+Trace kineto_trace(const std::string& name, const std::string& events) {
+  const auto path = testing::temp_path(name);
+  std::ofstream(path) << R"({"schemaVersion": 1, "traceEvents": [)" << events << "]}";
+  return load_trace(path);
+}
+
+// MTIA activity (libkineto's mtia_runtime and mtia_ccp_events types, the
+// launch call HTA's queue length counts for MTIA,
+// "runFunction - job_prep_and_submit_for_execution") is read as runtime
+// calls and kernels: a launch at 10 us, its kernel at 14-20 us on stream 3,
+// a second launch at 12 us whose kernel runs 20-25 us. Queue: 1 (10), 2 (12),
+// 1 (14), 0 (20)... by hand: +1 +1 -1 -1 -> 4 points, max 2.
+TEST(HtaParity, MtiaActivityIsRead) {
+  const auto t = kineto_trace("mtia.json", R"(
+    {"ph": "X", "cat": "mtia_runtime", "name": "runFunction - job_prep_and_submit_for_execution", "pid": 9, "tid": 9,
+     "ts": 10, "dur": 1, "args": {"correlation": 5}},
+    {"ph": "X", "cat": "mtia_runtime", "name": "runFunction - job_prep_and_submit_for_execution", "pid": 9, "tid": 9,
+     "ts": 12, "dur": 1, "args": {"correlation": 6}},
+    {"ph": "X", "cat": "mtia_ccp_events", "name": "fused_linear_relu", "pid": 1, "tid": 3, "ts": 14, "dur": 6,
+     "args": {"correlation": 5, "device": 1, "stream": 3}},
+    {"ph": "X", "cat": "mtia_ccp_events", "name": "Add_Fp16", "pid": 1, "tid": 3, "ts": 20, "dur": 5,
+     "args": {"correlation": 6, "device": 1, "stream": 3}})");
+  ASSERT_EQ(t.activities.size(), 2u);
+  EXPECT_EQ(t.api_calls.size(), 2u);
+  const auto q = queue_lengths(t);
+  ASSERT_EQ(q.size(), 1u);
+  EXPECT_EQ(q[0].native_stream, 3);
+  EXPECT_EQ(q[0].count, 4);
+  EXPECT_EQ(q[0].max, 2);
+}
+
+// Kineto's "Stream Sync" record (cat cuda_sync) joins the stream's last kernel
+// to the end of the cudaStreamSynchronize that waited (HTA SYNC_DEPENDENCY).
+// Thread 9: launch 0-2 us, cudaStreamSynchronize 3-110 us, a launch 111-112 us;
+// the kernel runs 5-105 us on stream 7. By hand, with the record: launch start
+// -> kernel start (5, launch delay) -> kernel end (100) -> the sync's end (0)
+// -> the next launch (0, consecutive top-level calls) -> its end (1): 106 us.
+// Without it the host chain is 2 + 0 + 1 = 3 us and the longest path the
+// launch delay and the kernel, 105 us.
+TEST(HtaParity, StreamSyncRecordJoinsKernelToTheCall) {
+  const std::string base = R"(
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": 0, "dur": 2,
+     "args": {"correlation": 1}},
+    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 5, "dur": 100,
+     "args": {"correlation": 1, "device": 0, "stream": 7}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 9, "tid": 9, "ts": 3, "dur": 107,
+     "args": {"correlation": 2}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": 111, "dur": 1,
+     "args": {"correlation": 3}})";
+  const auto with = kineto_trace("sync.json", base + R"(,
+    {"ph": "X", "cat": "cuda_sync", "name": "Stream Sync", "pid": 0, "tid": 7, "ts": 3, "dur": 107,
+     "args": {"correlation": 2, "device": 0, "stream": 7}})");
+  ASSERT_EQ(with.sync_events.size(), 1u);
+  EXPECT_EQ(with.sync_events[0].kind, SyncEvent::kStreamSynchronize);
+  const auto p = critical_paths(with);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].length_ns, 106'000);
+  EXPECT_EQ(p[0].at(PathCategory::kLaunchDelay), 5'000);
+  EXPECT_EQ(p[0].at(PathCategory::kKernelCompute), 100'000);
+  EXPECT_EQ(p[0].at(PathCategory::kCpuOp), 1'000);
+  const auto without = critical_paths(kineto_trace("nosync.json", base));
+  ASSERT_EQ(without.size(), 1u);
+  EXPECT_EQ(without[0].length_ns, 105'000);
+  EXPECT_EQ(without[0].at(PathCategory::kCpuOp), 0);
 }
 
 }  // namespace

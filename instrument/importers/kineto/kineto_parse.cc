@@ -610,8 +610,10 @@ class Handler {
         out_->skip("malformed_event");
         return;
       }
-      if (cat == "kernel" || cat == "gpu_memcpy" || cat == "memcpy" || cat == "gpu_memset" ||
-          cat == "memset") {
+      // mtia_ccp_events: the kernels of an MTIA device (libkineto aliases the
+      // type to CONCURRENT_KERNEL); other accelerators' kernels are "kernel".
+      if (cat == "kernel" || cat == "gpu_memcpy" || cat == "memcpy" || cat == "gpu_memset" || cat == "memset" ||
+          cat == "mtia_ccp_events") {
         gpu_activity(cat, start, end);
       } else if (cat == "op" && !e.args.kind.empty() && e.args.op && e.tid) {
         // moetrace's own export of an op range.
@@ -641,7 +643,11 @@ class Handler {
         o.bytes = e.args.bytes.value_or(-1);
         o.peer = e.args.peer_rank.value_or(-1);
         out_->ops.push_back(o);
-      } else if (cat == "cuda_runtime" || cat == "runtime" || cat == "cuda_driver" || cat == "cuda_api") {
+      } else if (cat == "cuda_runtime" || cat == "runtime" || cat == "cuda_driver" || cat == "cuda_api" ||
+                 cat == "mtia_runtime" || cat == "xpu_runtime" || cat == "privateuse1_runtime" ||
+                 cat == "privateuse1_driver") {
+        // Runtime calls of the other accelerators: libkineto aliases their
+        // types to RUNTIME / DRIVER.
         if (!e.tid) {
           out_->skip("malformed_event");
           return;
@@ -653,7 +659,7 @@ class Handler {
         a.tid = *e.tid;
         a.name = out_->intern(e.name);
         a.correlation = e.args.correlation.value_or(0);
-        a.driver = cat == "cuda_driver" || e.args.api == "driver";
+        a.driver = cat == "cuda_driver" || cat == "privateuse1_driver" || e.args.api == "driver";
         out_->api.push_back(a);
       } else if (cat == "cpu_op" || cat == "operator" || cat == "user_annotation" ||
                  cat == "python_function" || cat == "nvtx") {
@@ -731,7 +737,7 @@ class Handler {
     a.stream = *stream;
     a.correlation = e.args.correlation.value_or(0);
     a.op = e.args.op.value_or(-1);
-    if (cat == "kernel") {
+    if (cat == "kernel" || cat == "mtia_ccp_events") {
       a.type = ActivityType::kKernel;
       a.name = out_->intern(e.name);
       if (e.args.grid.size() == 3 && e.args.block.size() == 3) {

@@ -71,12 +71,14 @@
 //     them to the cudaEventRecord call through the record's
 //     wait_on_cuda_event_record_corr_id) add no edge: the import keeps the
 //     record's stream, not the event-record correlation. A trace without
-//     records gets no synchronisation edges, as in HTA;
-//     CriticalPathOptions::infer_sync reads them from the runtime calls
-//     instead (the events a call waited for are those launched before it
-//     started and ended by its end: for cudaDeviceSynchronize the last of
-//     every stream, for cudaStreamSynchronize and cudaEventSynchronize the
-//     one of them that ended last).
+//     records: departure, HTA adds no synchronisation edges there (and warns
+//     that its path may be wrong); moetrace reads them from the runtime calls
+//     (CriticalPathOptions::infer_sync, on by default): the events a call
+//     waited for are those launched before it started and ended by its end:
+//     for cudaDeviceSynchronize the last of every stream, for
+//     cudaStreamSynchronize and cudaEventSynchronize the one of them that
+//     ended last. On HTA's test traces this changes no path (they are within
+//     1 % of HTA with it; BENCHMARKS.md, "HTA parity").
 //
 // Critical path: the longest weighted path of the graph (HTA: networkx
 // dag_longest_path); length_ns = the sum of its weights. Each edge on the
@@ -188,8 +190,8 @@ struct CriticalPathOptions {
   std::string annotation;
   std::int32_t instance_first = 0, instance_last = 0;
   // Synchronisation edges read from the runtime calls where the trace has no
-  // GPU-side sync records (HTA adds none there).
-  bool infer_sync = false;
+  // GPU-side sync records (HTA adds none there; see "Synchronisation").
+  bool infer_sync = true;
 };
 
 // An event with time on the path, in one category: the sum of the weights of

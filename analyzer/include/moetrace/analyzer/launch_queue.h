@@ -47,7 +47,8 @@
 //    of operations a stream has outstanding: +1 when a launching call whose
 //    name is one of HTA's runtime launch events (cudaLaunchKernel,
 //    cudaLaunchKernelExC, cuLaunchKernel, cuLaunchKernelEx, cudaMemcpyAsync,
-//    cudaMemsetAsync; TraceSymbolTable.get_runtime_launch_events_mask) starts,
+//    cudaMemsetAsync, and MTIA's "runFunction - job_prep_and_submit_for_execution";
+//    TraceSymbolTable.get_runtime_launch_events_mask) starts,
 //    -1 when the GPU event it launched starts ("Decremented when a CUDA
 //    kernel/memcopy operation executes on a stream"), on the stream of that
 //    GPU event; only calls with a GPU event count. The series is a step
