@@ -20,8 +20,8 @@
 #include "moetrace/analyzer/critical_path.h"
 #include "moetrace/analyzer/launch_queue.h"
 #include "moetrace/analyzer/trace.h"
-#include "support/test_paths.h"
-#include "support/text_trace.h"
+#include "test_paths.h"
+#include "text_trace.h"
 
 namespace moetrace::analyzer {
 namespace {
@@ -142,8 +142,10 @@ TEST(HtaParity, MtiaActivityIsRead) {
 // the kernel runs 5-105 us on stream 7. By hand, with the record: launch start
 // -> kernel start (5, launch delay) -> kernel end (100) -> the sync's end (0)
 // -> the next launch (0, consecutive top-level calls) -> its end (1): 106 us.
-// Without it the host chain is 2 + 0 + 1 = 3 us and the longest path the
-// launch delay and the kernel, 105 us.
+// Without it, by default, moetrace infers the same edge from the call
+// (critical_path.h, "Synchronisation"): 106 us; without inference, as HTA, the
+// host chain is 2 + 0 + 1 = 3 us and the longest path the launch delay and
+// the kernel, 105 us.
 TEST(HtaParity, StreamSyncRecordJoinsKernelToTheCall) {
   const std::string base = R"(
     {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": 0, "dur": 2,
@@ -165,7 +167,13 @@ TEST(HtaParity, StreamSyncRecordJoinsKernelToTheCall) {
   EXPECT_EQ(p[0].at(PathCategory::kLaunchDelay), 5'000);
   EXPECT_EQ(p[0].at(PathCategory::kKernelCompute), 100'000);
   EXPECT_EQ(p[0].at(PathCategory::kCpuOp), 1'000);
-  const auto without = critical_paths(kineto_trace("nosync.json", base));
+  const auto no_record = kineto_trace("nosync.json", base);
+  const auto inferred = critical_paths(no_record);
+  ASSERT_EQ(inferred.size(), 1u);
+  EXPECT_EQ(inferred[0].length_ns, 106'000);
+  CriticalPathOptions as_hta;
+  as_hta.infer_sync = false;
+  const auto without = critical_paths(no_record, as_hta);
   ASSERT_EQ(without.size(), 1u);
   EXPECT_EQ(without[0].length_ns, 105'000);
   EXPECT_EQ(without[0].at(PathCategory::kCpuOp), 0);
