@@ -16,7 +16,7 @@ for f in tests/data/gpu/*.db.gz tests/data/gpu/pipemoe_sweep/*.db.gz; do
   gzip -dc "$f" > "$out"
   traces+=("$out")
 done
-printf '%-52s %6s %5s %9s %9s %7s %7s %s\n' trace ranks iters worst_it worst_lay infer unexpl "missing"
+printf '%-44s %5s %5s %8s %8s %9s %9s %6s %6s %s\n' trace ranks iters worst_it worst_ly shift_p50 shift_p99 infer unexpl "missing"
 for f in "${traces[@]}"; do
   if ! j=$("$bin" replay "$f" --format json 2>/dev/null); then
     printf '%-52s %s\n' "$(basename "$f")" "(replay failed)"
@@ -30,8 +30,9 @@ it = j["iterations"]
 ranks = len({r["rank"] for r in it})
 g = j["graph"]
 miss = "; ".join(m.split(":")[0] for m in g["missing"])
-print("%-52s %6d %5d %8.2f%% %8s %7d %7d %s" % (os.path.basename(sys.argv[1])[:52], ranks, len(it),
+print("%-44s %5d %5d %7.2f%% %8s %7.1fus %7.1fus %6d %6d %s" % (os.path.basename(sys.argv[1])[:44], ranks, len(it),
       100 * j["max_iteration_error"], ("%.2f%%" % (100 * j["max_layer_error"])) if j["layers"] else "-",
+      g["start_shift_p50_ns"] / 1e3, g["start_shift_p99_ns"] / 1e3,
       g["edge_counts"]["inferred_cross_stream"], g["unexplained"], miss))
 PY
 done

@@ -26,6 +26,7 @@
 
 #include "cost_model_arg.h"
 #include "moetrace/analyzer/analyses.h"
+#include "moetrace/analyzer/graph_whatif.h"
 #include "moetrace/analyzer/model_spec.h"
 #include "moetrace/analyzer/recommend.h"
 #include "moetrace/analyzer/report.h"
@@ -154,17 +155,18 @@ std::string_view gpu_event_name(const an::Trace& trace, const an::Activity& a) {
   return a.type == an::ActivityType::kKernel ? trace.str(a.name) : activity_type_name(a.type);
 }
 
-// The key columns of the per-stream tables.
+// The key columns of the per-stream tables: `stream` is the CUDA stream as
+// the trace recorded it (HTA's column), `stream_id` moetrace's own id.
 void put_stream(Table& t, std::int32_t rank, std::int32_t stream, std::int64_t native_stream) {
   t.put("rank", rank);
-  t.put("stream", stream);
-  t.put("native_stream", native_stream);
+  t.put("stream", native_stream);
+  t.put("stream_id", stream);
 }
 
 // A window name of report --window; ConfigError for another.
 an::RankWindow rank_window(const std::string& window) {
   const auto w = an::parse_rank_window(window);
-  if (!w) throw moetrace::ConfigError("window \"" + window + "\" is not one of span, steps, steps-but-last");
+  if (!w) throw moetrace::ConfigError("window \"" + window + "\" is not one of span, steps, steps-but-last, hta");
   return *w;
 }
 
@@ -303,10 +305,15 @@ class Run {
   // critical_path.h: per (rank, category), or the path events of each rank;
   // across: the one path across ranks (rank -1 in the summary rows, each
   // event's rank in the event rows).
-  Table critical_path_table(std::optional<std::int32_t> rank, bool events, std::size_t top_events, bool across) {
+  // annotation: "" the whole trace, else HTA's window (instances [first, last]).
+  Table critical_path_table(std::optional<std::int32_t> rank, bool events, std::size_t top_events, bool across,
+                            const std::string& annotation, std::int32_t first, std::int32_t last) {
     an::CriticalPathOptions o;
     o.rank = rank;
     o.top_events = top_events;
+    o.annotation = annotation;
+    o.instance_first = first;
+    o.instance_last = last;
     Table t;
     std::vector<an::RankCriticalPath> paths;
     if (across) {
@@ -324,6 +331,8 @@ class Run {
           t.put("ns", r.at(cat));
           t.put("share", r.share(cat));
           t.put("length_ns", r.length_ns);
+          t.put("window_start_ns", r.window_start_ns);
+          t.put("window_end_ns", r.window_end_ns);
           t.end_row();
         }
         continue;
@@ -336,7 +345,8 @@ class Run {
         t.put("path_ns", e.path_ns);
         t.put("start_ns", e.start_ns);
         t.put("end_ns", e.end_ns);
-        t.put("stream", e.stream);
+        t.put("stream", e.native_stream);
+        t.put("stream_id", e.stream);
         t.put("thread", e.thread);
         t.put("correlation_id", e.correlation_id);
         t.end_row();
@@ -428,7 +438,8 @@ class Run {
       const auto* call = trace_.launching_call(a);
       t.put("rank", k.rank);
       const auto* stream = stream_of(trace_, a);
-      t.put("stream", stream ? stream->id.value : -1);
+      t.put("stream", stream ? stream->native_id : -1);
+      t.put("stream_id", stream ? stream->id.value : -1);
       t.put("correlation_id", k.correlation_id);
       t.put("name", gpu_event_name(trace_, a));
       t.put("launch_call", call ? trace_.str(call->name) : std::string_view());
@@ -512,6 +523,43 @@ class Run {
       t.put("gain_high", it.gain_interval ? it.gain_high : kNaN);
       t.put("evidence", it.evidence);
       t.end_row();
+    }
+    return t;
+  }
+
+  // Run.replay(): the trace replayed from its execution graph, with what-ifs
+  // (graph_whatif.h), by iteration or by MoE layer.
+  Table replay_table(const std::vector<std::string>& what_ifs, const std::string& cost_model, const std::string& by) {
+    if (by != "iteration" && by != "layer")
+      throw moetrace::ConfigError("replay: by=\"" + by + "\" is not one of iteration, layer");
+    an::GraphWhatIfs w;
+    for (const auto& kv : what_ifs) an::parse_graph_what_if(kv, w);
+    an::RecommendOptions ro;
+    moetrace::cli::apply_cost_model_arg(cost_model, ro, "cost_model=");
+    const auto r = an::replay_with_what_ifs(trace_, w, ro);
+    const bool predicted = !w.empty();
+    Table t;
+    auto error = [](std::int64_t m, std::int64_t x) { return an::relative_error(m, x); };
+    if (by == "iteration") {
+      for (const auto& row : r.summary.iterations) {
+        t.put("rank", row.rank);
+        t.put("iteration", row.iteration);
+        t.put("measured_ns", row.measured_ns);
+        t.put("replayed_ns", row.replayed_ns);
+        t.put("error", error(row.measured_ns, row.replayed_ns));
+        t.put("predicted_ns", predicted ? static_cast<double>(row.predicted_ns) : kNaN);
+        t.end_row();
+      }
+    } else {
+      for (const auto& row : r.summary.layers) {
+        t.put("layer", row.layer);
+        t.put("windows", row.windows);
+        t.put("measured_ns", row.measured_ns);
+        t.put("replayed_ns", row.replayed_ns);
+        t.put("error", error(row.measured_ns, row.replayed_ns));
+        t.put("predicted_ns", predicted ? static_cast<double>(row.predicted_ns) : kNaN);
+        t.end_row();
+      }
     }
     return t;
   }
@@ -629,8 +677,9 @@ PYBIND11_MODULE(_moetrace, m) {
              return table([&] { return r.launch_table(summary, runtime_cutoff, delay_cutoff, window); });
            })
       .def("critical_path",
-           [](Run& r, std::optional<std::int32_t> rank, bool events, std::size_t top_events, bool across) {
-             return table([&] { return r.critical_path_table(rank, events, top_events, across); });
+           [](Run& r, std::optional<std::int32_t> rank, bool events, std::size_t top_events, bool across,
+              const std::string& annotation, std::int32_t first, std::int32_t last) {
+             return table([&] { return r.critical_path_table(rank, events, top_events, across, annotation, first, last); });
            })
       .def("memory_timeline", [](Run& r) { return table([&] { return r.memory_table(); }); })
       .def("expert_load", [](Run& r) {
@@ -641,5 +690,9 @@ PYBIND11_MODULE(_moetrace, m) {
       })
       .def("recommend", [](Run& r, const std::string& model, const std::string& cost_model, bool simulate) {
         return table([&] { return r.recommend_table(model, cost_model, simulate); });
+      })
+      .def("replay", [](Run& r, const std::vector<std::string>& what_ifs, const std::string& cost_model,
+                        const std::string& by) {
+        return table([&] { return r.replay_table(what_ifs, cost_model, by); });
       });
 }

@@ -1,15 +1,37 @@
 // `moetrace report TRACE`: every analysis of a trace (breakdown, memory,
 // expert load, locality, fitted models, recommendations) as text, JSON,
 // Markdown or HTML.
+#include <fmt/format.h>
+
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "commands.h"
 #include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/recommend.h"
+#include "moetrace/analyzer/run_loader.h"
 #include "moetrace/analyzer/report.h"
 
 namespace moetrace::cli {
+
+namespace {
+
+// --critical-path-step: each rank's path over its Nth profiler step
+// (critical_path.h, "Window"), in place of the whole trace's.
+void critical_path_of_step(const analyzer::Trace& trace, analyzer::Analyses& a, std::int32_t step) {
+  if (trace.files && trace.files->by_file)
+    throw Error("--critical-path-step needs the rank files read together (--merged): read one at a time, their "
+                "events are gone once analysed");
+  analyzer::CriticalPathOptions o;
+  o.annotation = "ProfilerStep";
+  o.instance_first = o.instance_last = step;
+  o.threads = 0;
+  a.critical_path = analyzer::critical_paths(trace, o);
+  a.critical_path_window = fmt::format("profiler step {} (the ProfilerStep range of that rank, counted from 0)", step);
+}
+
+}  // namespace
 
 analyzer::ReportFormat parse_report_format(const std::string& f) {
   if (f == "json") return analyzer::ReportFormat::kJson;
@@ -30,6 +52,7 @@ void add_report_command(CLI::App& app) {
     std::string cost_model;
     std::string window = "span";
     bool by_file = false, merged = false;
+    std::optional<std::int32_t> critical_path_step;
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
@@ -51,9 +74,14 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("--window", opt->window,
                   "Window of the per-rank rows: span (each rank's whole GPU span), steps (the GPU work of the "
                   "profiler steps, i.e. iterations), steps-but-last (without the last step: HTA's default, to "
-                  "compare with its temporal breakdown and overlap)")
-      ->check(CLI::IsMember({"span", "steps", "steps-but-last"}))
+                  "compare with its temporal breakdown and overlap), hta (HTA's default exactly: steps-but-last on "
+                  "ranks with two or more ProfilerSteps, span elsewhere)")
+      ->check(CLI::IsMember({"span", "steps", "steps-but-last", "hta"}))
       ->capture_default_str();
+  cmd->add_option("--critical-path-step", opt->critical_path_step,
+                  "Critical path of one profiler step per rank (the Nth ProfilerStep range, from 0) instead of the "
+                  "whole trace, as HTA's critical_path_analysis(annotation=\"ProfilerStep\", instance_id=N)")
+      ->check(CLI::NonNegativeNumber);
   auto* by_file = cmd->add_flag(
       "--by-file", opt->by_file,
       "Several rank files: analyse them one at a time, in memory bounded by the files read at once (--threads) "
@@ -68,6 +96,7 @@ void add_report_command(CLI::App& app) {
     bo.rank_window = *analyzer::parse_rank_window(opt->window);
     const auto reading = opt->by_file ? RunReading::kByFile : opt->merged ? RunReading::kMerged : RunReading::kAuto;
     auto [trace, analyses] = analyze_traces(opt->traces, moe_rules_options(opt->moe), bo, reading);
+    if (opt->critical_path_step) critical_path_of_step(trace, analyses, *opt->critical_path_step);
     if (!opt->no_recommendations && !(trace.files && trace.files->by_file)) {
       analyzer::RecommendOptions ro;
       apply_cost_model_arg(opt->cost_model, ro);

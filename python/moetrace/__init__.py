@@ -89,8 +89,8 @@ _LAYERS = _columns(
 
 _KERNELS = _columns(
     ("rank", "rank"),
-    ("stream", "moetrace's stream id"),
-    ("native_stream", "the CUDA stream as recorded (-1: unknown)"),
+    ("stream", "the CUDA stream as recorded (HTA's stream; -1: unknown)"),
+    ("stream_id", "moetrace's stream id (the trace's streams table)"),
     ("stream_role", "compute, comm, copy or other"),
     ("type", "kernel, memcpy or memset"),
     ("name", "kernel name (memcpy / memset for copies)"),
@@ -109,8 +109,8 @@ _KERNELS = _columns(
 
 _IDLE = _columns(
     ("rank", "rank"),
-    ("stream", "moetrace's stream id"),
-    ("native_stream", "the CUDA stream as recorded (HTA's stream)"),
+    ("stream", "the CUDA stream as recorded (HTA's stream; -1: unknown)"),
+    ("stream_id", "moetrace's stream id (the trace's streams table)"),
     ("category", "host_wait, kernel_wait or other (HTA's idle_category)"),
     ("idle_ns", "idle time of the category (HTA's idle_time)"),
     ("ratio", "idle_ns / the stream's idle time (HTA's idle_time_ratio; 0 where never idle)"),
@@ -122,16 +122,16 @@ _IDLE = _columns(
 
 _QUEUE_SERIES = _columns(
     ("rank", "rank"),
-    ("stream", "moetrace's stream id"),
-    ("native_stream", "the CUDA stream as recorded"),
+    ("stream", "the CUDA stream as recorded (HTA's stream; -1: unknown)"),
+    ("stream_id", "moetrace's stream id (the trace's streams table)"),
     ("ts_ns", "time of the change"),
     ("length", "operations outstanding on the stream from ts_ns to the next row"),
 )
 
 _QUEUE_SUMMARY = _columns(
     ("rank", "rank"),
-    ("stream", "moetrace's stream id"),
-    ("native_stream", "the CUDA stream as recorded"),
+    ("stream", "the CUDA stream as recorded (HTA's stream; -1: unknown)"),
+    ("stream_id", "moetrace's stream id (the trace's streams table)"),
     ("count", "points of the series"),
     ("mean", "mean over the points (pandas describe, not time-weighted)"),
     ("std", "standard deviation over the points (n - 1; 0 for one point)"),
@@ -144,7 +144,8 @@ _QUEUE_SUMMARY = _columns(
 
 _LAUNCHES = _columns(
     ("rank", "rank"),
-    ("stream", "moetrace's stream id of the GPU event"),
+    ("stream", "the CUDA stream of the GPU event as recorded (HTA's stream; -1: unknown)"),
+    ("stream_id", "moetrace's stream id of the GPU event"),
     ("correlation_id", "correlation id of the launch"),
     ("name", "kernel name (memcpy / memset for copies)"),
     ("launch_call", "the runtime call that launched it"),
@@ -177,6 +178,8 @@ _CRITICAL_PATH = _columns(
     ("ns", "time of the rank's critical path in the category"),
     ("share", "ns / length_ns (0 for an empty path)"),
     ("length_ns", "the critical path's length (the sum of its edge weights)"),
+    ("window_start_ns", "the window analysed: the first start of its events"),
+    ("window_end_ns", "the window analysed: the last end of its events"),
 )
 
 _CRITICAL_PATH_EVENTS = _columns(
@@ -188,7 +191,8 @@ _CRITICAL_PATH_EVENTS = _columns(
     ("path_ns", "time of the path attributed to the event in that category (HTA's edge attribution)"),
     ("start_ns", "the event's start"),
     ("end_ns", "the event's end"),
-    ("stream", "GPU events: the stream id; -1 on the host"),
+    ("stream", "GPU events: the CUDA stream as recorded (HTA's stream); -1 on the host or unknown"),
+    ("stream_id", "GPU events: moetrace's stream id (the trace's streams table); -1 on the host"),
     ("thread", "host events: the thread id; -1 on the GPU"),
     ("correlation_id", "runtime calls and GPU events: the correlation id (0: none)"),
 )
@@ -237,6 +241,25 @@ _RECOMMEND = _columns(
 )
 
 
+_REPLAY_ITERATIONS = _columns(
+    ("rank", "rank"),
+    ("iteration", "iteration (-1: the rank's span, a trace without iterations)"),
+    ("measured_ns", "the iteration's window in the trace (the breakdown's)"),
+    ("replayed_ns", "the same window in the replay of the trace's execution graph with the measured durations"),
+    ("error", "replayed_ns / measured_ns - 1"),
+    ("predicted_ns", "the same window after the what-ifs (NaN without what-ifs)"),
+)
+
+_REPLAY_LAYERS = _columns(
+    ("layer", "MoE layer"),
+    ("windows", "its (rank, iteration) windows averaged"),
+    ("measured_ns", "mean layer window in the trace"),
+    ("replayed_ns", "mean layer window in the replay"),
+    ("error", "replayed_ns / measured_ns - 1"),
+    ("predicted_ns", "mean layer window after the what-ifs (NaN without what-ifs)"),
+)
+
+
 def _doc_columns(columns):
     return "\n".join("        %-26s %s" % (name, text) for name, text in columns)
 
@@ -267,6 +290,27 @@ def _warn(lines):
         _warnings.warn(line, TraceWarning, stacklevel=3)
 
 
+def _critical_path_window(annotation, instance_id, across_ranks):
+    """Run.critical_path's window as (annotation, first, last)."""
+    if annotation is None and instance_id is None:
+        return "", 0, 0
+    if across_ranks:
+        raise ValueError("critical_path: across_ranks=True covers the whole trace (no annotation or instance_id)")
+    if annotation is None:
+        annotation = "ProfilerStep"
+    if not isinstance(annotation, str) or annotation == "":
+        raise ValueError("critical_path: annotation must be a non-empty name, e.g. 'ProfilerStep'")
+    if instance_id is None:
+        first = last = 0
+    elif isinstance(instance_id, tuple) and len(instance_id) == 2:
+        first, last = int(instance_id[0]), int(instance_id[1])
+    else:
+        first = last = int(instance_id)
+    if first < 0 or last < first:
+        raise ValueError(f"critical_path: instance_id {instance_id!r}: instances count from 0, first <= last")
+    return annotation, first, last
+
+
 class Run:
     """One run read by moetrace.open(): its traces merged onto one clock.
 
@@ -295,13 +339,15 @@ class Run:
         return "<moetrace.Run %s: %d rank%s, %d events>" % (
             i["path"], len(i["ranks"]), "" if len(i["ranks"]) == 1 else "s", i["events"])
 
-    def breakdown(self, by="rank", window="span"):
+    def breakdown(self, by="rank", window="hta"):
         """Where the time goes, as `moetrace report` computes it (its JSON's
         breakdown section), one row per rank (by="rank"), per rank and
         iteration (by="iteration") or per rank, MoE layer, iteration and
-        phase (by="layer"). `window` sets the per-rank rows' window: "span"
-        (each rank's whole GPU span), "steps" (its profiler steps) or
-        "steps-but-last" (HTA's default); `report --window`.
+        phase (by="layer"). `window` sets the per-rank rows' window: "hta"
+        (the default, HTA's: without the last profiler step on ranks with two
+        or more ProfilerStep ranges, else the whole span), "span" (each
+        rank's whole GPU span, `moetrace report`'s default), "steps" (its
+        profiler steps) or "steps-but-last"; `report --window`.
 
         Columns (by="rank"; "iteration" and "layer" have their keys instead
         of unattributed_ns and events, and "iteration" adds moe_layer_ns and
@@ -323,15 +369,15 @@ class Run:
     def kernels(self):
         return _frame(self._run.kernels(), _KERNELS)
 
-    def idle_breakdown(self, consecutive_kernel_delay_ns=30_000, window="span"):
+    def idle_breakdown(self, consecutive_kernel_delay_ns=30_000, window="hta"):
         """HTA's idle-time breakdown (get_idle_time_breakdown): per rank and
         stream, the gaps between its GPU events as host_wait (the CPU had not
         launched the next one yet), kernel_wait (a gap shorter than
         consecutive_kernel_delay_ns behind a launch made in time; 30 us, the
         threshold HTA applies to PyTorch-profiler traces) and other.
-        Three rows per stream. `window`: which work, on ranks with profiler
-        steps, as in breakdown(); "steps-but-last" is HTA's default
-        (include_last_profiler_step=False), "span" all of it.
+        Three rows per stream. `window`: which work, as in breakdown(); the
+        default "hta" is HTA's (include_last_profiler_step=False: without
+        the last ProfilerStep where there are two or more), "span" all of it.
 
         Columns:
 %s
@@ -340,7 +386,7 @@ class Run:
 
     idle_breakdown.__doc__ %= _doc_columns(_IDLE)
 
-    def queue_length(self, summary=False, max_queue_length=1024, window="span"):
+    def queue_length(self, summary=False, max_queue_length=1024, window="hta"):
         """HTA's queue length per stream (get_queue_length_time_series):
         operations launched and not yet started, one row per change; with
         summary=True, one row per stream (get_queue_length_summary, and the
@@ -357,7 +403,7 @@ class Run:
 
     queue_length.__doc__ %= (_doc_columns(_QUEUE_SERIES), _doc_columns(_QUEUE_SUMMARY))
 
-    def launch_stats(self, summary=False, runtime_cutoff_ns=50_000, launch_delay_cutoff_ns=100_000, window="span"):
+    def launch_stats(self, summary=False, runtime_cutoff_ns=50_000, launch_delay_cutoff_ns=100_000, window="hta"):
         """HTA's CUDA kernel-launch statistics (get_cuda_kernel_launch_stats):
         one row per GPU event launched by cudaLaunchKernel(ExC),
         cudaMemcpyAsync or cudaMemsetAsync, with its outlier flags; with
@@ -376,7 +422,8 @@ class Run:
 
     launch_stats.__doc__ %= (_doc_columns(_LAUNCHES), _doc_columns(_LAUNCH_SUMMARY))
 
-    def critical_path(self, rank=None, events=False, top_events=20, across_ranks=False):
+    def critical_path(self, rank=None, events=False, top_events=20, across_ranks=False, annotation=None,
+                      instance_id=None):
         """HTA's critical path of each rank (critical_path_analysis), the
         report's critical_path section: the longest chain of dependent work
         through CPU ops nested on their threads, launch calls to their
@@ -395,6 +442,15 @@ class Run:
         report's critical_path.across_ranks: summary rows with rank -1,
         event rows with each event's rank. `rank` must then be None.
 
+        annotation, instance_id: HTA's window (critical_path_analysis):
+        the instances of the host ranges whose name contains `annotation`,
+        counted from 0 on each rank in order of start; instance_id an int or
+        an inclusive (first, last) pair. critical_path(0,
+        annotation="ProfilerStep", instance_id=1) is rank 0's second
+        profiler step. instance_id alone takes annotation="ProfilerStep";
+        neither: the whole trace. A rank without the instance has no rows;
+        where no rank has it, moetrace.Error says so.
+
         Columns:
 %s
 
@@ -405,7 +461,9 @@ class Run:
             raise ValueError("critical_path: across_ranks=True takes no rank (the path covers every rank)")
         r = None if rank is None else int(rank)
         columns = _CRITICAL_PATH_EVENTS if events else _CRITICAL_PATH
-        return _frame(self._run.critical_path(r, bool(events), int(top_events), bool(across_ranks)), columns)
+        annotation, first, last = _critical_path_window(annotation, instance_id, across_ranks)
+        return _frame(self._run.critical_path(r, bool(events), int(top_events), bool(across_ranks), annotation,
+                                              first, last), columns)
 
     critical_path.__doc__ %= (_doc_columns(_CRITICAL_PATH), _doc_columns(_CRITICAL_PATH_EVENTS))
 
@@ -433,6 +491,36 @@ class Run:
                                           bool(simulate)), _RECOMMEND)
 
     recommend.__doc__ %= _doc_columns(_RECOMMEND)
+
+    def replay(self, what_if=None, cost_model=None, by="iteration"):
+        """The trace replayed from its execution graph (CPU ops per thread,
+        launches, stream order, cross-stream waits, host synchronisation,
+        collectives across ranks) with the measured durations, as `moetrace
+        replay` gives it; with `what_if` the graph is changed and evaluated
+        again (predicted_ns). `what_if`: a dict {"pipeline_degree": 4} or a
+        list of "KEY=VALUE" strings (--what-if); `cost_model`: where a
+        what-if's new durations come from (--cost-model: a cost-model JSON
+        file, a preset or "fitted"). by="iteration": one row per rank and
+        iteration; by="layer": one row per MoE layer.
+
+        Columns by iteration:
+%s
+
+        Columns by layer:
+%s
+        """
+        if what_if is None:
+            items = []
+        elif isinstance(what_if, dict):
+            items = ["%s=%s" % (k, v) for k, v in what_if.items()]
+        elif isinstance(what_if, str):
+            items = [what_if]
+        else:
+            items = [str(x) for x in what_if]
+        data = self._run.replay(items, os.fsdecode(cost_model) if cost_model is not None else "", str(by))
+        return _frame(data, _REPLAY_ITERATIONS if by == "iteration" else _REPLAY_LAYERS)
+
+    replay.__doc__ %= (_doc_columns(_REPLAY_ITERATIONS), _doc_columns(_REPLAY_LAYERS))
 
 
 def open(paths, *, align=True, moe_rules=None, recognize=True):

@@ -374,7 +374,8 @@ TEST(LaunchQueue, ReportSectionsInEveryFormat) {
   EXPECT_EQ(testing::schema_errors(j, kLqReportSchema), std::vector<std::string>{});
   const auto& rows = j["launch_queue"]["idle_time"]["rows"];
   ASSERT_EQ(rows.size(), 9u);  // 3 streams x 3 categories
-  EXPECT_EQ(rows[0]["stream"], 0);
+  EXPECT_EQ(rows[0]["stream_id"], 0);
+  EXPECT_EQ(rows[0]["stream"], -1);  // the CUDA stream: the text trace records none
   EXPECT_EQ(rows[0]["category"], "host_wait");
   EXPECT_EQ(rows[0]["idle_ns"], 500);
   EXPECT_DOUBLE_EQ(rows[0]["ratio"].get<double>(), 500.0 / 1140.0);

@@ -365,7 +365,7 @@ TEST(Cli, WindowLikeHtaGivesHtasIdleAndOverlap) {
   }
   const auto bad = run_cli("report x.db --window last");
   EXPECT_NE(bad.exit_code, 0);
-  EXPECT_EQ(bad.err.rfind("--window: last not in {span,steps,steps-but-last}", 0), 0u) << bad.err;
+  EXPECT_EQ(bad.err.rfind("--window: last not in {span,steps,steps-but-last,hta}", 0), 0u) << bad.err;
 }
 
 // recommend --model on an imported PyTorch-profiler trace of one MoE layer
@@ -484,20 +484,25 @@ op     id=1 rank=0 stream=0 kind=gate layer=0 iteration=0 phase=fwd start=0 end=
 // mtia_ccp_events, mtia_runtime; libkineto's ActivityType names) are not
 // read; import, info and report say so, naming the device and the count.
 TEST(Cli, UnreadDeviceEventsAreWarnedOf) {
+  // MTIA's runtime calls and kernels (libkineto's mtia_runtime and
+  // mtia_ccp_events) are read; an HPU op (hpu_op) is not, and is warned of.
   const auto json = testing::temp_path("mtia.json");
   std::ofstream(json) << R"({"traceEvents": [
     {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10, "dur": 5},
     {"ph": "X", "cat": "mtia_runtime", "name": "mtiaLaunchKernel", "pid": 1, "tid": 1, "ts": 11, "dur": 2},
     {"ph": "X", "cat": "mtia_ccp_events", "name": "gemm_kernel", "pid": 0, "tid": 3, "ts": 12, "dur": 4},
-    {"ph": "X", "cat": "mtia_ccp_events", "name": "gemm_kernel", "pid": 0, "tid": 3, "ts": 17, "dur": 4}]})";
+    {"ph": "X", "cat": "mtia_ccp_events", "name": "gemm_kernel", "pid": 0, "tid": 3, "ts": 17, "dur": 4},
+    {"ph": "X", "cat": "hpu_op", "name": "synLaunch", "pid": 1, "tid": 1, "ts": 22, "dur": 1}]})";
   const auto db = testing::temp_path("mtia.db");
   std::filesystem::remove(db);
   const auto imp = run_cli("import " + json + " -o " + db);
   ASSERT_EQ(imp.exit_code, 0) << imp.err;
+  EXPECT_NE(imp.err.find("(1 api_calls, 2 kernels, 1 nvtx_ranges)"), std::string::npos) << imp.err;
   const std::string line =
-      "3 events of MTIA devices were not imported (mtia_ccp_events 2, mtia_runtime 1): moetrace reads the activity "
+      "1 events of Intel Gaudi (HPU) devices were not imported (hpu_op 1): moetrace reads the activity "
       "of CUDA devices only, so their device timeline is missing from every number";
   EXPECT_NE(imp.err.find("moetrace: warning: " + line + "\n"), std::string::npos) << imp.err;
+  EXPECT_EQ(imp.err.find("MTIA"), std::string::npos) << imp.err;
   const auto info = run_cli("info " + db);
   ASSERT_EQ(info.exit_code, 0) << info.err;
   EXPECT_NE(info.out.find("warning:    " + line), std::string::npos) << info.out;

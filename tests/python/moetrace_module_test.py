@@ -167,7 +167,9 @@ class AgainstTheReport(Fixtures):
             j = cli_json("report", self.synth, "--format", "json", "--window", window, "--no-recommendations")
             frame = moetrace.open(self.synth).breakdown(window=window)
             self.check_rows(frame, [dict(split_row(r), rank=r["rank"]) for r in j["breakdown"]["ranks"]], ["rank"])
-        span = moetrace.open(self.synth).breakdown()
+        span = moetrace.open(self.synth).breakdown(window="span")
+        # No ProfilerStep ranges: HTA's window (the default) is the whole span.
+        pd.testing.assert_frame_equal(moetrace.open(self.synth).breakdown(), span)
         last = moetrace.open(self.synth).breakdown(window="steps-but-last")
         self.assertTrue((last["window_ns"] < span["window_ns"]).all())
 
@@ -378,8 +380,9 @@ class HandDerived(unittest.TestCase):
         with open(path, "w") as f:
             json.dump(steps, f)
         run = moetrace.open(path)
-        self.assertEqual(list(run.launch_stats(summary=True)["launches"]), [3])
+        self.assertEqual(list(run.launch_stats(summary=True, window="span")["launches"]), [3])
         self.assertEqual(list(run.launch_stats(summary=True, window="steps-but-last")["launches"]), [2])
+        self.assertEqual(list(run.launch_stats(summary=True)["launches"]), [2])  # the default: HTA's window
         idle = run.idle_breakdown(window="steps-but-last").set_index("category")
         self.assertEqual(idle.loc["kernel_wait", "idle_ns"], 1_000)
         self.assertEqual(idle.loc["host_wait", "idle_ns"], 0)
@@ -396,7 +399,7 @@ class HandDerived(unittest.TestCase):
         self.assertEqual(idle.loc["other", "idle_ns"], 0)
         self.assertAlmostEqual(idle.loc["host_wait", "ratio"], 20 / 21)
         self.assertEqual(idle.loc["host_wait", "stream_window_ns"], 50_000)
-        self.assertEqual(idle.loc["host_wait", "native_stream"], 7)
+        self.assertEqual(idle.loc["host_wait", "stream"], 7)  # the CUDA stream, as HTA names it
         # With a 500 ns threshold the 1 us gap is other.
         idle = self.trace.idle_breakdown(consecutive_kernel_delay_ns=500).set_index("category")
         self.assertEqual(idle.loc["kernel_wait", "idle_ns"], 0)
@@ -432,7 +435,8 @@ class HandDerived(unittest.TestCase):
         self.assertEqual(list(ev["name"]), ["gemm_a", "gemm_b", "gemm_a", "gemm_a"])
         self.assertEqual(list(ev["category"]), ["kernel_compute", "kernel_compute", "launch_delay", "kernel_gap"])
         self.assertEqual(list(ev["path_ns"]), [10_000, 9_000, 5_000, 1_000])
-        self.assertEqual(set(ev["stream"]), set(self.trace.kernels()["stream"]))  # moetrace's id of stream 7
+        self.assertEqual(set(ev["stream"]), {7})  # the CUDA stream
+        self.assertEqual(set(ev["stream_id"]), set(self.trace.kernels()["stream_id"]))
 
     def test_launch_stats(self):
         l = self.trace.launch_stats()
@@ -535,6 +539,43 @@ class ErrorsAndWarnings(Fixtures):
         self.assertEqual(got, want)
         self.assertEqual(run.warnings, want)
         self.assertEqual(run.info["integrity"], "mixed")
+
+
+class Replay(Fixtures):
+    """Run.replay() gives the rows of `moetrace replay --format json`."""
+
+    def test_rows_are_the_cli_json(self):
+        run = moetrace.open(self.split_dir)
+        columns = {"iteration": ("rank", "iteration", "measured_ns", "replayed_ns", "error", "predicted_ns"),
+                   "layer": ("layer", "windows", "measured_ns", "replayed_ns", "error", "predicted_ns")}
+        for by, key in (("iteration", "iterations"), ("layer", "layers")):
+            frame = run.replay(by=by)
+            self.assertEqual(tuple(frame.columns), columns[by])
+            rc, out, err = cli("replay", self.split_dir, "--format", "json")
+            self.assertEqual(rc, 0, err)
+            rows = json.loads(out)[key]
+            self.assertEqual(len(frame), len(rows))
+            for rec, want in zip(frame.to_dict("records"), rows):
+                self.assertEqual(rec["measured_ns"], want["measured_ns"])
+                self.assertEqual(rec["replayed_ns"], want["replayed_ns"])
+                self.assertTrue(math.isnan(rec["predicted_ns"]))
+
+    def test_what_if_as_dict_or_strings(self):
+        run = moetrace.open(self.sim)
+        a = run.replay(what_if={"pipeline_degree": 2}, cost_model="pipemoe-2080ti-ib100", by="layer")
+        b = run.replay(what_if=["pipeline_degree=2"], cost_model="pipemoe-2080ti-ib100", by="layer")
+        pd.testing.assert_frame_equal(a, b)
+        rc, out, err = cli("replay", self.sim, "--what-if", "pipeline_degree=2", "--cost-model",
+                           "pipemoe-2080ti-ib100", "--format", "json")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(list(a["predicted_ns"]), [r["predicted_ns"] for r in json.loads(out)["layers"]])
+
+    def test_a_bad_what_if_is_one_line(self):
+        run = moetrace.open(self.sim)
+        with self.assertRaisesRegex(moetrace.Error, "pipeline_degree=x: a whole number"):
+            run.replay(what_if="pipeline_degree=x")
+        with self.assertRaisesRegex(moetrace.Error, "by=\"rank\" is not one of"):
+            run.replay(by="rank")
 
 
 class Threads(Fixtures):

@@ -163,7 +163,7 @@ bool ProfilerSteps::keeps(std::int32_t rank, std::int64_t start_ns, RankWindow w
   const auto it = steps_.find(rank);
   if (window == RankWindow::kSpan || it == steps_.end()) return true;
   const Steps& s = it->second;
-  return window == RankWindow::kStepsButLast ? start_ns < s.last_start
+  return window == RankWindow::kStepsButLast || window == RankWindow::kHta ? start_ns < s.last_start
                                              : start_ns >= s.first_start && start_ns <= s.last_end;
 }
 
@@ -281,6 +281,7 @@ std::string_view rank_window_name(RankWindow w) {
   switch (w) {
     case RankWindow::kSteps: return "steps";
     case RankWindow::kStepsButLast: return "steps-but-last";
+    case RankWindow::kHta: return "hta";
     case RankWindow::kSpan: break;
   }
   return "span";
@@ -293,13 +294,16 @@ std::string rank_window_description(RankWindow w) {
     case RankWindow::kStepsButLast:
       return "the GPU work of the profiler steps (iterations) but the last, from its first start to its last end "
              "on each rank (HTA's default window)";
+    case RankWindow::kHta:
+      return "HTA's default window: on ranks with two or more ProfilerStep ranges, the GPU work launched before the "
+             "last step's start; elsewhere the rank's whole span (HTA analyses a trace with fewer steps whole)";
     case RankWindow::kSpan: break;
   }
   return "each rank's whole span, from its first GPU start to its last GPU end";
 }
 
 std::optional<RankWindow> parse_rank_window(std::string_view name) {
-  for (auto w : {RankWindow::kSpan, RankWindow::kSteps, RankWindow::kStepsButLast})
+  for (auto w : {RankWindow::kSpan, RankWindow::kSteps, RankWindow::kStepsButLast, RankWindow::kHta})
     if (rank_window_name(w) == name) return w;
   return std::nullopt;
 }
@@ -392,7 +396,17 @@ Breakdown compute_breakdown(const Trace& trace, const BreakdownOptions& options)
     b.ranks.push_back(rank_split(r, rt, span_of(rt), rank_sets[r]));
   }
   // Another window of the per-rank rows: the steps' work alone.
-  if (options.rank_window != RankWindow::kSpan) {
+  if (options.rank_window == RankWindow::kHta) {
+    // Ranks with profiler steps: without the last; the others keep their span.
+    const ProfilerSteps steps(trace);
+    std::erase_if(b.ranks, [&](const RankSummary& rs) { return steps.has_steps(rs.rank); });
+    for (const auto& [r, rt] : rank_times_in_steps(trace, oi, true)) {
+      if (rt.labelled.empty() || !steps.has_steps(r)) continue;
+      RankSets unused;
+      b.ranks.push_back(rank_split(r, rt, span_of(rt), unused));
+    }
+    std::sort(b.ranks.begin(), b.ranks.end(), [](const RankSummary& x, const RankSummary& y) { return x.rank < y.rank; });
+  } else if (options.rank_window != RankWindow::kSpan) {
     b.ranks.clear();
     for (const auto& [r, rt] : rank_times_in_steps(trace, oi, options.rank_window == RankWindow::kStepsButLast)) {
       if (rt.labelled.empty()) continue;

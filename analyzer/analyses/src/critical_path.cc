@@ -6,6 +6,7 @@
 #include <tuple>
 #include <utility>
 
+#include "critical_path_graph.h"
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/clock_align.h"
 #include "moetrace/analyzer/launch_queue.h"
@@ -14,19 +15,8 @@
 namespace moetrace::analyzer {
 namespace {
 
-enum class CpSync : std::uint8_t { kNone, kDevice, kOne };
-
-// An event of one rank: host events first, then GPU events.
-struct CpEvent {
-  std::int64_t start = 0, end = 0;
-  std::int64_t thread = -1;
-  std::int32_t rank = 0;
-  std::int32_t stream = -1;   // index into Trace::streams (GPU)
-  std::uint32_t source = 0;   // index into nvtx, api_calls or activities
-  PathEvent::Kind kind = PathEvent::Kind::kNvtx;
-  bool blocking = false;
-  CpSync sync = CpSync::kNone;
-};
+using detail::CpEvent;
+using detail::CpSync;
 
 constexpr std::uint8_t kCpNoCategory = 255;
 
@@ -38,30 +28,29 @@ struct CpEdge {
   bool collective = false;  // a collective edge between ranks (across-ranks graph)
 };
 
-bool cp_is_blocking(std::string_view base) {
-  return base == "cudaDeviceSynchronize" || base == "cudaStreamSynchronize" || base == "cudaEventQuery" ||
-         base == "cudaEventSynchronize" || base == "cudaMemcpy" || base == "cudaMemcpyAsync";
-}
-
-CpSync cp_sync_kind(std::string_view base) {
-  if (base == "cudaDeviceSynchronize") return CpSync::kDevice;
-  if (base == "cudaStreamSynchronize" || base == "cudaEventSynchronize") return CpSync::kOne;
-  return CpSync::kNone;
-}
-
 class CpGraph {
  public:
   // across: the graph of every rank, joined at collectives (rank: -1).
-  CpGraph(const Trace& t, std::int32_t rank, std::vector<CpEvent> host, const std::vector<std::uint32_t>& streams,
-            std::vector<std::int32_t>& api_event, bool across = false)
-      : t_(t), rank_(rank), across_(across), ev_(std::move(host)), streams_(streams), api_event_(api_event) {}
+  CpGraph(const Trace& t, std::int32_t rank, detail::CpRankInput input, const detail::CpInput& in, bool across = false)
+      : t_(t), rank_(rank), across_(across), ev_(std::move(input.host)), streams_(std::move(input.streams)), in_(in) {}
 
   RankCriticalPath run(std::size_t top_events) {
+    host_ = ev_.size();
+    add_gpu_events();
+    lock_edges();
     host_edges();
     gpu_edges();
-    sync_edges();
+    if (in_.infer_sync && !has_sync_records()) inferred_sync_edges();
     if (across_) collective_edges();
-    return longest(top_events);
+    auto r = longest(top_events);
+    r.window_start_ns = INT64_MAX;
+    r.window_end_ns = INT64_MIN;
+    for (const auto& e : ev_) {
+      r.window_start_ns = std::min(r.window_start_ns, e.start);
+      r.window_end_ns = std::max(r.window_end_ns, e.end);
+    }
+    if (ev_.empty()) r.window_start_ns = r.window_end_ns = 0;
+    return r;
   }
 
   // Across ranks: the collective instances that joined ranks, the edges
@@ -72,76 +61,21 @@ class CpGraph {
  private:
   std::uint32_t start_node(std::size_t e) const { return static_cast<std::uint32_t>(2 * e); }
   std::uint32_t end_node(std::size_t e) const { return static_cast<std::uint32_t>(2 * e + 1); }
-  std::int64_t ts(std::uint32_t n) const { return n % 2 == 0 ? ev_[n / 2].start : ev_[n / 2].end; }
+  static bool is_start(std::uint32_t n) { return n % 2 == 0; }
+  std::int64_t ts(std::uint32_t n) const { return is_start(n) ? ev_[n / 2].start : ev_[n / 2].end; }
 
   void span(std::uint32_t u, std::uint32_t v, std::int32_t event, PathCategory c, bool zero = false) {
     edges_.push_back({u, v, zero ? 0 : std::max<std::int64_t>(0, ts(v) - ts(u)), event, static_cast<std::uint8_t>(c)});
   }
   void link(std::uint32_t u, std::uint32_t v) { edges_.push_back({u, v, 0, -1, kCpNoCategory}); }
 
-  // HTA's depth-first walk of each thread's call stack.
-  void host_edges() {
-    const std::size_t host = ev_.size();
-    // Sorted by (rank, thread, start, longest first): the keys side by side,
-    // not compared through the events (a sort of every rank's host events,
-    // the costliest step of a many-rank run's path).
-    struct Key {
-      std::int64_t thread, start, neg_end;
-      std::int32_t rank;
-      std::uint32_t event;
-    };
-    std::vector<Key> keys(host);
-    for (std::size_t i = 0; i < host; ++i)
-      keys[i] = {ev_[i].thread, ev_[i].start, -ev_[i].end, ev_[i].rank, static_cast<std::uint32_t>(i)};
-    std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
-      return std::tie(a.rank, a.thread, a.start, a.neg_end, a.event) <
-             std::tie(b.rank, b.thread, b.start, b.neg_end, b.event);
-    });
-    std::vector<std::uint32_t> order(host);
-    for (std::size_t i = 0; i < host; ++i) order[i] = keys[i].event;
-    std::vector<Key>().swap(keys);
-    std::vector<std::uint32_t> stack;
-    std::int64_t last = -1, last_top_end = -1;
-    auto exit_top = [&] {
-      const auto e = stack.back();
-      stack.pop_back();
-      const auto from = static_cast<std::uint32_t>(last);
-      // start -> end of a leaf: itself; end -> end: the event that ends.
-      span(from, end_node(e), static_cast<std::int32_t>(e), PathCategory::kCpuOp, ev_[e].blocking);
-      if (stack.empty()) {
-        last = -1;
-        last_top_end = end_node(e);
-      } else {
-        last = end_node(e);
-      }
-    };
-    for (std::size_t k = 0; k < order.size(); ++k) {
-      const auto e = order[k];
-      if (k > 0 && (ev_[order[k - 1]].thread != ev_[e].thread || ev_[order[k - 1]].rank != ev_[e].rank)) {
-        while (!stack.empty()) exit_top();
-        last = -1;
-        last_top_end = -1;
-      }
-      while (!stack.empty() && !(ev_[e].start >= ev_[stack.back()].start && ev_[e].end <= ev_[stack.back()].end))
-        exit_top();
-      if (stack.empty() && last_top_end >= 0) link(static_cast<std::uint32_t>(last_top_end), start_node(e));
-      if (last >= 0) {
-        const auto from = static_cast<std::uint32_t>(last);
-        // start -> start: the source's event; end -> start: the enclosing op.
-        const auto owner = from % 2 == 0 ? from / 2 : stack.back();
-        span(from, start_node(e), static_cast<std::int32_t>(owner), PathCategory::kCpuOp);
-      }
-      stack.push_back(e);
-      last = start_node(e);
-    }
-    while (!stack.empty()) exit_top();
-  }
-
-  void gpu_edges() {
-    for (auto s : streams_) {
-      const auto begin = t_.activity_track_begin[s];
-      std::int64_t prev = -1;
-      for (std::size_t i = begin; i < t_.activity_track_begin[s + 1]; ++i) {
+  // GPU events of the window, after the host events, by stream track in
+  // start order; gpu_event_[activity] is each one's place.
+  void add_gpu_events() {
+    gpu_event_.assign(t_.activities.size(), -1);
+    for (auto s : streams_)
+      for (auto i = t_.activity_track_begin[s]; i < t_.activity_track_begin[s + 1]; ++i) {
+        if (!in_.in_window[i]) continue;
         const auto& a = t_.activities[i];
         CpEvent g;
         g.start = a.start_ns;
@@ -152,30 +86,237 @@ class CpGraph {
         g.kind = a.type == ActivityType::kMemcpy   ? PathEvent::Kind::kMemcpy
                  : a.type == ActivityType::kMemset ? PathEvent::Kind::kMemset
                                                    : PathEvent::Kind::kKernel;
-        const auto id = ev_.size();
+        gpu_event_[i] = static_cast<std::int64_t>(ev_.size());
         ev_.push_back(g);
-        const auto c = a.type != ActivityType::kKernel ? PathCategory::kMemcpyMemset
-                       : is_communication(classify_activity(t_, a)) ? PathCategory::kKernelCommunication
-                                                                    : PathCategory::kKernelCompute;
-        own_edge_.push_back(edges_.size());
-        span(start_node(id), end_node(id), static_cast<std::int32_t>(id), c);
-        const auto h = launch_event(a);
-        if (h >= 0 && (prev < 0 || ev_[static_cast<std::size_t>(prev)].end < ev_[static_cast<std::size_t>(h)].start))
-          span(start_node(static_cast<std::size_t>(h)), start_node(id), static_cast<std::int32_t>(id),
-               PathCategory::kLaunchDelay);
-        else if (prev >= 0)
-          span(end_node(static_cast<std::size_t>(prev)), start_node(id), static_cast<std::int32_t>(prev),
-               PathCategory::kKernelGap);
-        prev = static_cast<std::int64_t>(id);
       }
+  }
+
+  // The CUDA runtime's lock (HTA _construct_graph_from_cuda_runtime_events):
+  // the calls that take it, on every thread, in order of their nodes' times:
+  // each end closes every call started since the previous end (its own
+  // start: its span; others': a dependency) and follows the previous end.
+  void lock_edges() {
+    std::vector<std::uint32_t> nodes;
+    for (std::size_t e = 0; e < host_; ++e)
+      if (ev_[e].lock && ev_[e].node) {
+        nodes.push_back(start_node(e));
+        nodes.push_back(end_node(e));
+      }
+    std::sort(nodes.begin(), nodes.end(), [&](std::uint32_t a, std::uint32_t b) {
+      return ts(a) != ts(b) ? ts(a) < ts(b) : a < b;  // by time, then event (its start before its end)
+    });
+    std::vector<std::uint32_t> pending;
+    std::int64_t last = -1;
+    for (auto n : nodes) {
+      if (is_start(n)) {
+        pending.push_back(n);
+      } else {
+        while (!pending.empty()) {
+          const auto p = pending.back();
+          pending.pop_back();
+          if (p / 2 == n / 2) span(p, n, static_cast<std::int32_t>(n / 2), PathCategory::kCpuOp);
+          else link(p, n);
+        }
+        if (last >= 0 && !is_start(static_cast<std::uint32_t>(last))) link(static_cast<std::uint32_t>(last), n);
+      }
+      last = n;
     }
   }
 
-  // The host event of an activity's launching call on this rank, or -1.
+  bool shares_lock(std::uint32_t a, std::uint32_t b) const {
+    return ev_[a / 2].lock && ev_[b / 2].lock && (is_start(a) || !is_start(b));
+  }
+
+  // HTA's call stacks (hta/common/call_stack.py) walked depth first
+  // (CPGraph._construct_graph_from_call_stack), one per (rank, thread).
+  void host_edges() {
+    std::vector<std::uint32_t> order(host_);
+    for (std::size_t i = 0; i < host_; ++i) order[i] = static_cast<std::uint32_t>(i);
+    std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+      return std::tie(ev_[a].rank, ev_[a].thread, a) < std::tie(ev_[b].rank, ev_[b].thread, b);
+    });
+    std::vector<std::int32_t> parent(host_, -1);
+    std::vector<std::uint32_t> thread;
+    for (std::size_t k = 0; k < order.size();) {
+      auto j = k;
+      while (j < order.size() && ev_[order[j]].rank == ev_[order[k]].rank && ev_[order[j]].thread == ev_[order[k]].thread)
+        ++j;
+      thread.assign(order.begin() + static_cast<std::ptrdiff_t>(k), order.begin() + static_cast<std::ptrdiff_t>(j));
+      walk_thread(thread, parent);
+      k = j;
+    }
+  }
+
+  // One thread: HTA's stack from its start and end points (compare_events:
+  // by time; at one time ends before starts, longer starts first, shorter
+  // ends first, then by event; an end pops whatever is on top), then the
+  // depth-first walk that adds the edges.
+  void walk_thread(const std::vector<std::uint32_t>& events, std::vector<std::int32_t>& parent) {
+    struct Point {
+      std::int64_t time, dur;
+      std::uint32_t event;
+      bool start;
+    };
+    std::vector<Point> points;
+    points.reserve(2 * events.size());
+    for (auto e : events) {
+      const auto d = ev_[e].end - ev_[e].start;
+      points.push_back({ev_[e].start, d, e, true});
+      points.push_back({ev_[e].end, d, e, false});
+    }
+    std::sort(points.begin(), points.end(), [](const Point& x, const Point& y) {
+      if (x.time != y.time) return x.time < y.time;
+      if (x.start != y.start) return !x.start;  // events here last > 0: the end first
+      if (x.dur != y.dur) return x.start ? x.dur > y.dur : x.dur < y.dur;
+      return x.start ? x.event < y.event : x.event > y.event;
+    });
+    std::vector<std::vector<std::uint32_t>> children(events.size() + 1);
+    std::vector<std::size_t> slot(host_, 0);
+    for (std::size_t i = 0; i < events.size(); ++i) slot[events[i]] = i + 1;
+    std::vector<std::uint32_t> stack;
+    for (const auto& p : points) {
+      if (p.start) {
+        parent[p.event] = stack.empty() ? -1 : static_cast<std::int32_t>(stack.back());
+        children[stack.empty() ? 0 : slot[stack.back()]].push_back(p.event);
+        stack.push_back(p.event);
+      } else if (!stack.empty()) {
+        stack.pop_back();
+      }
+    }
+    std::int64_t last = -1;           // the last node visited
+    std::int32_t last_parent = -1;    // its event's parent in the stack
+    int depth = 0;                    // operators open
+    auto enter = [&](std::uint32_t e) {
+      if (!ev_[e].node) return;
+      const auto s = start_node(e);
+      if (last >= 0 && !shares_lock(static_cast<std::uint32_t>(last), s)) {
+        if (depth == 0) link(static_cast<std::uint32_t>(last), s);  // consecutive top-level operators
+        else attributed(static_cast<std::uint32_t>(last), s, last_parent, false);
+      }
+      last = s;
+      last_parent = parent[e];
+      ++depth;
+    };
+    auto exit = [&](std::uint32_t e) {
+      if (!ev_[e].node) return;
+      const auto n = end_node(e);
+      if (last >= 0 && !shares_lock(static_cast<std::uint32_t>(last), n))
+        attributed(static_cast<std::uint32_t>(last), n, last_parent, ev_[e].blocking);
+      last = n;
+      last_parent = parent[e];
+      --depth;
+    };
+    // Iterative depth-first walk: (slot, next child).
+    std::vector<std::pair<std::size_t, std::size_t>> todo{{0, 0}};
+    while (!todo.empty()) {
+      auto& [at, next] = todo.back();
+      if (next < children[at].size()) {
+        const auto c = children[at][next++];
+        enter(c);
+        todo.push_back({slot[c], 0});
+        continue;
+      }
+      if (at != 0) exit(events[at - 1]);
+      todo.pop_back();
+    }
+  }
+
+  // An operator edge attributed as HTA's _attribute_edge: from a start, to
+  // the source's event; to an end, to the destination's; end -> start, to the
+  // enclosing event in the stack (`enclosing`; an annotation is one too).
+  void attributed(std::uint32_t u, std::uint32_t v, std::int32_t enclosing, bool zero) {
+    const std::int32_t event = is_start(u) ? static_cast<std::int32_t>(u / 2)
+                               : !is_start(v) ? static_cast<std::int32_t>(v / 2)
+                                              : enclosing;
+    span(u, v, event, PathCategory::kCpuOp, zero);
+  }
+
+  PathCategory gpu_category(const Activity& a) const {
+    return a.type != ActivityType::kKernel ? PathCategory::kMemcpyMemset
+           : is_communication(classify_activity(t_, a)) ? PathCategory::kKernelCommunication
+                                                        : PathCategory::kKernelCompute;
+  }
+
+  // HTA's _construct_graph_from_kernels: GPU events and synchronisation
+  // records in order of time (a record by its end), each stream's last event
+  // remembered.
+  void gpu_edges() {
+    struct Item {
+      std::int64_t key;
+      std::int64_t index;  // >= 0: a GPU event; < 0: -1 - the sync record
+    };
+    std::vector<Item> items;
+    for (auto e = host_; e < ev_.size(); ++e) items.push_back({ev_[e].start, static_cast<std::int64_t>(e)});
+    for (std::size_t i = 0; i < t_.sync_events.size(); ++i) {
+      const auto& y = t_.sync_events[i];
+      if ((across_ || y.rank.value == rank_) && (y.kind == SyncEvent::kStreamSynchronize || y.kind == SyncEvent::kContextSynchronize))
+        items.push_back({y.end_ns, -1 - static_cast<std::int64_t>(i)});
+    }
+    std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.key < b.key; });
+    std::map<std::int32_t, std::int64_t> last;  // stream track -> its last GPU event so far
+    own_edge_.assign(ev_.size() - host_, 0);
+    for (const auto& it : items) {
+      if (it.index < 0) {
+        sync_record(t_.sync_events[static_cast<std::size_t>(-1 - it.index)], last);
+        continue;
+      }
+      const auto id = static_cast<std::size_t>(it.index);
+      const auto& a = t_.activities[ev_[id].source];
+      own_edge_[id - host_] = edges_.size();
+      span(start_node(id), end_node(id), static_cast<std::int32_t>(id), gpu_category(a));
+      const auto h = launch_event(a);
+      const auto p = last.find(ev_[id].stream);
+      const std::int64_t prev = p == last.end() ? -1 : p->second;
+      const auto prev_end = prev >= 0 ? ev_[static_cast<std::size_t>(prev)].end : INT64_MIN;
+      const auto call_start = h >= 0 ? ev_[static_cast<std::size_t>(h)].start : INT64_MIN;
+      if (h >= 0 && in_.queue_at_call[ev_[id].source] == 1 && in_.queue_at_start[ev_[id].source] == 0 &&
+          prev_end < call_start)
+        span(start_node(static_cast<std::size_t>(h)), start_node(id), static_cast<std::int32_t>(id),
+             PathCategory::kLaunchDelay);
+      else if (prev >= 0 && (h < 0 || prev_end > call_start))
+        span(end_node(static_cast<std::size_t>(prev)), start_node(id), static_cast<std::int32_t>(prev),
+             PathCategory::kKernelGap);
+      last[ev_[id].stream] = static_cast<std::int64_t>(id);
+    }
+  }
+
+  // A "Stream Sync" record: its stream's last GPU event so far -> the end of
+  // the call that waited (by correlation id); "Context Sync": every stream's.
+  void sync_record(const SyncEvent& y, const std::map<std::int32_t, std::int64_t>& last) {
+    const auto call = call_event(y.rank, y.correlation_id);
+    if (call < 0) return;
+    if (y.kind == SyncEvent::kContextSynchronize) {
+      for (const auto& [stream, g] : last)
+        if (t_.streams[static_cast<std::size_t>(stream)].rank == y.rank)
+          link(end_node(static_cast<std::size_t>(g)), end_node(static_cast<std::size_t>(call)));
+      return;
+    }
+    const auto s = t_.stream_index(y.stream);
+    if (const auto it = last.find(s); s >= 0 && it != last.end())
+      link(end_node(static_cast<std::size_t>(it->second)), end_node(static_cast<std::size_t>(call)));
+  }
+
+  // The host event of the API call with this correlation id on `rank`, or -1.
+  std::int64_t call_event(RankId rank, std::int64_t correlation_id) const {
+    auto it = std::lower_bound(t_.api_calls.begin(), t_.api_calls.end(), std::make_pair(correlation_id, rank),
+                               [](const ApiCall& c, const std::pair<std::int64_t, RankId>& k) {
+                                 return std::tie(c.correlation_id, c.rank) < std::tie(k.first, k.second);
+                               });
+    if (it == t_.api_calls.end() || it->correlation_id != correlation_id || it->rank != rank) return -1;
+    return in_.api_event[static_cast<std::size_t>(it - t_.api_calls.begin())];
+  }
+
+  bool has_sync_records() const {
+    for (const auto& y : t_.sync_events)
+      if (across_ || y.rank.value == rank_) return true;
+    return false;
+  }
+
+  // The host event of an activity's launching call in the window, or -1.
   std::int64_t launch_event(const Activity& a) const {
     const ApiCall* call = t_.launching_call(a);
     if (call == nullptr) return -1;
-    return api_event_[static_cast<std::size_t>(call - t_.api_calls.data())];
+    return in_.api_event[static_cast<std::size_t>(call - t_.api_calls.data())];
   }
 
   // The last GPU event of stream track `s` launched before `call` started
@@ -188,19 +329,19 @@ class CpGraph {
     for (int walked = 0; it != first && walked < 64; ++walked) {
       --it;
       if (it->end_ns > call.end) continue;
+      const auto g = gpu_event_[static_cast<std::size_t>(it - t_.activities.data())];
+      if (g < 0) continue;
       const auto h = launch_event(*it);
       const auto launched = h >= 0 ? ev_[static_cast<std::size_t>(h)].start : it->start_ns;
-      if (launched < call.start) return gpu_event_[static_cast<std::size_t>(it - t_.activities.data())];
+      if (launched < call.start) return g;
     }
     return -1;
   }
 
-  void sync_edges() {
-    gpu_event_.assign(t_.activities.size(), -1);
-    for (std::size_t e = 0; e < ev_.size(); ++e)
-      if (ev_[e].stream >= 0) gpu_event_[ev_[e].source] = static_cast<std::int64_t>(e);
-    const auto host = ev_.size();
-    for (std::size_t e = 0; e < host; ++e) {
+  // CriticalPathOptions::infer_sync: synchronisation read from the runtime
+  // calls where the trace has no GPU-side records (critical_path.h).
+  void inferred_sync_edges() {
+    for (std::size_t e = 0; e < host_; ++e) {
       if (ev_[e].sync == CpSync::kNone) continue;
       std::int64_t best = -1;
       for (auto s : streams_) {
@@ -219,7 +360,7 @@ class CpGraph {
   // Across ranks (critical_path.h): each collective instance with 2+ ranks
   // (clock_align.h's collective_calls) joins its participants' kernels.
   void collective_edges() {
-    const auto host = host_count();
+    const auto host = host_;
     // Op-paired calls: the op's communication kernels, first start and last end.
     std::vector<std::int64_t> op_first, op_last;
     auto gpu = [&](std::size_t activity) { return gpu_event_[activity]; };
@@ -301,12 +442,6 @@ class CpGraph {
         ++collective_edge_count;
       }
     }
-  }
-
-  std::size_t host_count() const {
-    std::size_t h = 0;
-    while (h < ev_.size() && ev_[h].stream < 0) ++h;
-    return h;
   }
 
   RankCriticalPath longest(std::size_t top_events) {
@@ -421,6 +556,7 @@ class CpGraph {
         default: {
           const auto& a = t_.activities[ev.source];
           p.stream = t_.streams[static_cast<std::size_t>(ev.stream)].id.value;
+          p.native_stream = t_.streams[static_cast<std::size_t>(ev.stream)].native_id;
           p.correlation_id = a.correlation_id;
         }
       }
@@ -433,8 +569,9 @@ class CpGraph {
   std::int32_t rank_;
   bool across_;
   std::vector<CpEvent> ev_;
-  const std::vector<std::uint32_t>& streams_;
-  std::vector<std::int32_t>& api_event_;
+  std::vector<std::uint32_t> streams_;
+  const detail::CpInput& in_;
+  std::size_t host_ = 0;                // host events come first in ev_
   std::vector<std::int64_t> gpu_event_;
   std::vector<std::size_t> own_edge_;  // GPU event - host_count() -> its start -> end edge
   std::vector<CpEdge> edges_;
@@ -465,82 +602,35 @@ std::string_view path_event_kind_name(PathEvent::Kind k) {
   return "nvtx";
 }
 
-namespace {
-
-// Every rank's host events (index into nvtx / api_calls in `source`) and
-// stream tracks with activities; api_event[i]: api_calls[i]'s place in its
-// rank's host events (-1: none). all_in_one: one list under rank -1 (the
-// graph across ranks), the places in it.
-struct CpInput {
-  std::map<std::int32_t, std::vector<CpEvent>> host;
-  std::map<std::int32_t, std::vector<std::uint32_t>> streams;
-  std::vector<std::int32_t> api_event;
-};
-
-CpInput cp_input(const Trace& t, std::optional<std::int32_t> only, bool all_in_one) {
-  CpInput in;
-  auto wanted = [&](std::int32_t rank) { return !only || *only == rank; };
-  auto key = [&](std::int32_t rank) { return all_in_one ? -1 : rank; };
-  for (std::size_t i = 0; i < t.nvtx.size(); ++i) {
-    const auto& n = t.nvtx[i];
-    if (n.end_ns < n.start_ns || !wanted(n.rank.value)) continue;
-    in.host[key(n.rank.value)].push_back({n.start_ns, n.end_ns, n.thread_id, n.rank.value, -1,
-                                          static_cast<std::uint32_t>(i), PathEvent::Kind::kNvtx, false, CpSync::kNone});
-  }
-  in.api_event.assign(t.api_calls.size(), -1);
-  for (std::size_t i = 0; i < t.api_calls.size(); ++i) {
-    const auto& c = t.api_calls[i];
-    if (c.end_ns < c.start_ns || !wanted(c.rank.value)) continue;
-    const auto base = runtime_call_base_name(t.str(c.name));
-    auto& v = in.host[key(c.rank.value)];
-    in.api_event[i] = static_cast<std::int32_t>(v.size());
-    v.push_back({c.start_ns, c.end_ns, c.thread_id, c.rank.value, -1, static_cast<std::uint32_t>(i),
-                 PathEvent::Kind::kApi, cp_is_blocking(base), cp_sync_kind(base)});
-  }
-  if (t.activity_track_begin.size() == t.streams.size() + 1)
-    for (std::size_t s = 0; s < t.streams.size(); ++s)
-      if (wanted(t.streams[s].rank.value) && t.activity_track_begin[s + 1] > t.activity_track_begin[s])
-        in.streams[key(t.streams[s].rank.value)].push_back(static_cast<std::uint32_t>(s));
-  return in;
-}
-
-}  // namespace
-
 std::vector<RankCriticalPath> critical_paths(const Trace& t, const CriticalPathOptions& o) {
-  auto in = cp_input(t, o.rank, false);
+  auto in = detail::cp_input(t, o, false);
   std::vector<std::int32_t> ranks;
-  for (const auto& [r, _] : in.host) ranks.push_back(r);
-  for (const auto& [r, _] : in.streams) ranks.push_back(r);
-  std::sort(ranks.begin(), ranks.end());
-  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  for (const auto& [r, _] : in.ranks) ranks.push_back(r);
   // Each rank's graph is its own: built side by side where threads allow.
   std::vector<RankCriticalPath> out(ranks.size());
-  static const std::vector<std::uint32_t> kNone;
   detail::parallel_for(ranks.size(), o.threads, [&](std::size_t i) {
-    const auto r = ranks[i];
-    auto h = in.host.find(r);
-    auto s = in.streams.find(r);
-    CpGraph g(t, r, h != in.host.end() ? std::move(h->second) : std::vector<CpEvent>{},
-              s != in.streams.end() ? s->second : kNone, in.api_event);
+    CpGraph g(t, ranks[i], std::move(in.ranks[ranks[i]]), in);
     out[i] = g.run(o.top_events);
   });
   return out;
 }
 
 CrossRankCriticalPath critical_path_across_ranks(const Trace& t, std::size_t top_events) {
-  auto in = cp_input(t, std::nullopt, true);
+  CriticalPathOptions o;
+  auto in = detail::cp_input(t, o, true);
   CrossRankCriticalPath out;
+  auto& all = in.ranks[-1];
   {
     std::vector<std::int32_t> ranks;
-    for (const auto& e : in.host[-1]) ranks.push_back(e.rank);
-    for (auto s : in.streams[-1]) ranks.push_back(t.streams[s].rank.value);
+    for (const auto& e : all.host) ranks.push_back(e.rank);
+    for (auto s : all.streams) ranks.push_back(t.streams[s].rank.value);
     std::sort(ranks.begin(), ranks.end());
     ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
     out.ranks = std::move(ranks);
   }
   out.path.rank = -1;
   if (out.ranks.empty()) return out;
-  CpGraph g(t, -1, std::move(in.host[-1]), in.streams[-1], in.api_event, true);
+  CpGraph g(t, -1, std::move(all), in, true);
   out.path = g.run(top_events);
   out.collective_instances = g.instances;
   out.collective_edges = g.collective_edge_count;

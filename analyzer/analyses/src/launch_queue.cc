@@ -39,7 +39,8 @@ bool hip_launch(std::string_view name) {
 // graph at once, so its kernels count in the queue too.
 bool queues_work(std::string_view name) {
   return is_one_of(name, {"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
-                          "cudaMemcpyAsync", "cudaMemsetAsync", "hipGraphLaunch"}) ||
+                          "cudaMemcpyAsync", "cudaMemsetAsync", "hipGraphLaunch",
+                          "runFunction - job_prep_and_submit_for_execution"}) ||  // MTIA's launch
          hip_launch(name);
 }
 
@@ -119,6 +120,8 @@ std::map<std::int32_t, std::int64_t> rank_durations(const Trace& t, const Window
 
 
 }  // namespace
+
+bool hta_queues_work(std::string_view name) { return queues_work(name); }
 
 std::string_view runtime_call_base_name(std::string_view name) {
   const auto v = name.rfind("_v");

@@ -80,7 +80,10 @@ class TraceLoader {
     load_activities();
     trace_.classify_kernel_names();
     load_ops();
-    if (options_.api_calls) load_api_calls();
+    if (options_.api_calls) {
+      load_api_calls();
+      load_sync_events();
+    }
     if (options_.nvtx) {
       load_nvtx();
       load_autograd();
@@ -603,6 +606,31 @@ class TraceLoader {
     sort_api_calls();
   }
 
+  // GPU-side synchronisation records, for the critical path (critical_path.h).
+  // Not checked against the integrity record: a damaged row costs a sync edge.
+  void load_sync_events() {
+    if (!db_.has_table("sync_events")) return;
+    auto st = db_.prepare("SELECT rank, stream_id, start_ns, end_ns, kind, correlation_id FROM sync_events");
+    while (st.step()) {
+      SyncEvent e;
+      e.rank = checked_rank(st.int64(0), "sync_events");
+      e.stream = StreamId(static_cast<std::int32_t>(st.int64_or(1, -1)));
+      e.start_ns = st.int64(2);
+      e.end_ns = st.int64(3);
+      if (e.end_ns < e.start_ns) continue;
+      e.kind = static_cast<std::int32_t>(st.int64(4));
+      e.correlation_id = st.int64_or(5, 0);
+      trace_.sync_events.push_back(e);
+    }
+    sort_sync_events();
+  }
+
+  void sort_sync_events() {
+    std::stable_sort(trace_.sync_events.begin(), trace_.sync_events.end(), [](const SyncEvent& a, const SyncEvent& b) {
+      return std::tie(a.rank, a.start_ns) < std::tie(b.rank, b.start_ns);
+    });
+  }
+
   void sort_api_calls() {
     std::stable_sort(trace_.api_calls.begin(), trace_.api_calls.end(),
                      [](const ApiCall& a, const ApiCall& b) {
@@ -627,6 +655,7 @@ class TraceLoader {
       if (r.end_ns >= 0) check_times(r.start_ns, r.end_ns, "nvtx_ranges");
       r.domain = st.is_null(4) ? StringId() : checked_string(st.int64(4), "nvtx_ranges");
       r.name = checked_string(st.int64(5), "nvtx_ranges");
+      r.category = static_cast<std::int32_t>(st.int64_or(6, -1));
       r.has_payload_int = !st.is_null(8);
       r.payload_int = st.int64_or(8, 0);
       trace_.nvtx.push_back(r);
@@ -973,6 +1002,9 @@ class TraceLoader {
         trace_.api_calls.push_back({c.start_ns, c.end_ns, c.correlation_id, c.thread_id, c.rank, c.name, c.api,
                                     c.return_code});
       sort_api_calls();
+      for (const auto& e : in.sync_events)
+        trace_.sync_events.push_back({e.start_ns, e.end_ns, e.correlation_id, e.stream, e.rank, e.kind});
+      sort_sync_events();
     }
     if (options_.nvtx) {
       trace_.nvtx.reserve(in.nvtx.size());
@@ -986,6 +1018,7 @@ class TraceLoader {
         n.end_ns = id(r.end_ns);
         n.domain = r.domain.value >= 0 ? r.domain : StringId();
         n.name = r.name;
+        n.category = r.category;
         n.has_payload_int = r.payload_int.has_value();
         n.payload_int = r.payload_int.value_or(0);
         if (r.autograd_seq) {

@@ -18,20 +18,20 @@ namespace moetrace::analyzer {
 void parse_graph_what_if(std::string_view kv, GraphWhatIfs& w) {
   const auto eq = kv.find('=');
   if (eq == std::string_view::npos)
-    throw ConfigError(fmt::format("--what-if '{}': expected KEY=VALUE (pipeline_degree=R, overlap=off|on)", kv));
+    throw ConfigError(fmt::format("what-if '{}': expected KEY=VALUE (pipeline_degree=R, overlap=off|on)", kv));
   const auto key = kv.substr(0, eq), value = kv.substr(eq + 1);
   if (key == "pipeline_degree") {
     int r = 0;
     auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), r);
     if (ec != std::errc() || p != value.data() + value.size() || r < 1 || r > 64)
-      throw ConfigError(fmt::format("--what-if pipeline_degree={}: a whole number from 1 to 64", value));
+      throw ConfigError(fmt::format("what-if pipeline_degree={}: a whole number from 1 to 64", value));
     w.pipeline_degree = r;
   } else if (key == "overlap") {
     if (value != "on" && value != "off")
-      throw ConfigError(fmt::format("--what-if overlap={}: on or off", value));
+      throw ConfigError(fmt::format("what-if overlap={}: on or off", value));
     w.overlap = value == "on";
   } else {
-    throw ConfigError(fmt::format("--what-if {}: unknown key (pipeline_degree, overlap)", key));
+    throw ConfigError(fmt::format("what-if {}: unknown key (pipeline_degree, overlap)", key));
   }
 }
 

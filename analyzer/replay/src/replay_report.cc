@@ -55,7 +55,10 @@ void write_replay_text(std::ostream& out, const Trace& trace, const ReplaySummar
       out << fmt::format(" {:>12} {:>9}", format_duration(r.predicted_ns), pct(relative_error(r.replayed_ns, r.predicted_ns)));
     out << "\n";
   }
-  out << fmt::format("worst iteration error: {:.2f}%\n", 100.0 * s.max_iteration_error);
+  out << fmt::format("worst iteration error: {:.2f}%; GPU activities' starts moved by {} (median), {} (99th "
+                     "percentile)\n",
+                     100.0 * s.max_iteration_error, format_duration(s.start_shift_p50_ns),
+                     format_duration(s.start_shift_p99_ns));
   if (!s.layers.empty()) {
     out << "\nMoE layers (mean window over ranks and iterations)\n";
     out << fmt::format("  {:>5} {:>7} {:>12} {:>12} {:>9}", "layer", "windows", "measured", "replayed", "error");
@@ -97,6 +100,8 @@ nlohmann::json replay_json(const Trace& trace, const ReplaySummary& s, const std
                 {"unlaunched", s.unlaunched},
                 {"collective_instances", s.collective_instances},
                 {"unresolved", s.unresolved},
+                {"start_shift_p50_ns", s.start_shift_p50_ns},
+                {"start_shift_p99_ns", s.start_shift_p99_ns},
                 {"missing", s.missing}};
   j["what_ifs"] = what_ifs;
   json its = json::array();

@@ -67,6 +67,28 @@ json replay_json(const Replay& r) {
   return j;
 }
 
+json trace_replay_json(const TraceReplay& t) {
+  if (!t.computed) return {{"computed", false}};
+  json preds = json::array();
+  for (const auto& p : t.predictions) {
+    json row = {{"pipeline_degree", p.r}, {"predicted_s", p.predicted_s}};
+    if (p.low_s > 0) row["range_s"] = {p.low_s, p.high_s};
+    preds.push_back(std::move(row));
+  }
+  json j = {{"computed", true},
+            {"measured_s", t.measured_s},
+            {"replayed_s", t.replayed_s},
+            {"error", t.error},
+            {"within_tolerance", t.within},
+            {"tolerance", kTraceReplayTolerance},
+            {"cost_source", t.cost_source},
+            {"predictions", preds},
+            {"best_pipeline_degree", t.best_r}};
+  if (!t.within) j["missing"] = t.missing;
+  if (!t.skipped.empty()) j["skipped"] = t.skipped;
+  return j;
+}
+
 json pipeline_json(const PipelineDegreeAdvice& a) {
   if (!a.computed) return {{"computed", false}, {"skipped", a.skipped}};
   json sims = json::array();
@@ -261,6 +283,7 @@ json recommendations_to_json(const Recommendations& r) {
                       {"measured_layer_s", L.measured_layer_s},
                       {"iterations", L.iterations},
                       {"replay", replay_json(L.replay)},
+                      {"trace_replay", trace_replay_json(L.trace_replay)},
                       {"pipeline_degree", pipeline_json(L.pipeline)},
                       {"memory_reuse", memory_json_(L.memory)},
                       {"expert_placement", placement_json(L.placement, w)},
@@ -273,6 +296,14 @@ json recommendations_to_json(const Recommendations& r) {
           {"notes", r.notes},
           {"items", items},
           {"layers", layers}};
+}
+
+std::string trace_replay_text(const TraceReplay& t) {
+  if (!t.computed) return "";
+  return fmt::format("replay of the trace's own execution graph: {:.3f} ms against {:.3f} ms measured per layer "
+                     "window, {:+.1f} %{}",
+                     t.replayed_s * 1e3, t.measured_s * 1e3, t.error * 100,
+                     t.within ? "" : fmt::format(": off by more than {:.0f} %", kTraceReplayTolerance * 100));
 }
 
 std::string replay_text(const Replay& r) {
@@ -310,6 +341,7 @@ void write_recommendations_text(std::ostream& out, const Recommendations& r) {
                                                    : "");
       }
       out << "\n";
+      if (L && L->trace_replay.computed) out << "  " << trace_replay_text(L->trace_replay) << "\n";
       if (L && L->replay.computed) out << "  " << replay_text(L->replay) << "\n";
     }
     out << fmt::format("  {:<17} {}   [gain {}]\n", it.subject + ":", it.action, gain_text(it));
@@ -337,7 +369,10 @@ void write_recommendations_markdown(std::ostream& out, const Recommendations& r)
       layer = it.layer;
       out << fmt::format("\n### Layer {}\n\n", layer);
       for (const auto& l : r.layers)
-        if (l.layer == layer && l.replay.computed) out << replay_text(l.replay) << "\n\n";
+        if (l.layer == layer) {
+          if (l.trace_replay.computed) out << trace_replay_text(l.trace_replay) << "\n\n";
+          if (l.replay.computed) out << replay_text(l.replay) << "\n\n";
+        }
     }
     out << fmt::format("- **{}: {}** — {}\n", it.subject, it.action, it.evidence);
   }

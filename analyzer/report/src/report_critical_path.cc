@@ -33,7 +33,8 @@ nlohmann::json event_json(const PathEvent& p) {
           {"path_ns", p.path_ns},
           {"start_ns", p.start_ns},
           {"end_ns", p.end_ns},
-          {"stream", p.stream},
+          {"stream", p.native_stream},
+          {"stream_id", p.stream},
           {"thread", p.thread},
           {"correlation_id", p.correlation_id}};
 }
@@ -89,6 +90,9 @@ Section critical_path_section(const Analyses& a, const ReportOptions& o) {
              "synchronisations that waited for them (critical_path.h). Waiting in a synchronisation and time "
              "between top-level ops count zero; each rank's path stays on its rank") +
          (a.critical_path_across_ranks ? " (the path across ranks follows)." : "."));
+  if (!a.critical_path_window.empty())
+    s.para("Window: " + a.critical_path_window + "; the host events that start in it and the GPU work they "
+           "launched (HTA's annotation window).");
   if (!a.critical_path_across_ranks && !a.not_computed_reason.empty())
     s.para("The path across ranks is not computed: " + a.not_computed_reason + ".");
   const auto [picked, note] = ranks_to_list(
@@ -142,17 +146,19 @@ nlohmann::json path_json(const Path& r) {
 }  // namespace
 
 nlohmann::json critical_path_json(const std::vector<RankCriticalPath>& paths,
-                                  const std::optional<CrossRankCriticalPath>& across) {
+                                  const std::optional<CrossRankCriticalPath>& across, const std::string& window) {
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& r : paths) {
     nlohmann::json events = nlohmann::json::array();
     for (const auto& p : r.events) events.push_back(event_json(p));
     auto rank = path_json(r);
     rank["rank"] = r.rank;
+    rank["window_start_ns"] = r.window_start_ns;
+    rank["window_end_ns"] = r.window_end_ns;
     rank["events"] = std::move(events);
     ranks.push_back(std::move(rank));
   }
-  nlohmann::json j = {{"ranks", ranks}};
+  nlohmann::json j = {{"ranks", ranks}, {"window", window.empty() ? std::string("whole trace") : window}};
   if (across) {
     nlohmann::json events = nlohmann::json::array(), by_rank = nlohmann::json::array();
     for (const auto& p : across->path.events) {

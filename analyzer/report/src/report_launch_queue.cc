@@ -162,9 +162,9 @@ Section launch_queue_section(const Analyses& a, const ReportOptions& o) {
     s.para(fmt::format("Window ({}): on ranks with two or more profiler steps, the CPU calls {} and the GPU work "
                        "they launched{}.",
                        rank_window_name(L.options.window),
-                       L.options.window == RankWindow::kStepsButLast ? "that started before the last step's start"
-                                                                      : "that started within the steps",
-                       L.options.window == RankWindow::kStepsButLast
+                       L.options.window != RankWindow::kSteps ? "that started before the last step's start"
+                                                               : "that started within the steps",
+                       L.options.window != RankWindow::kSteps
                            ? ", as HTA analyses a trace by default (include_last_profiler_step=False)"
                            : ""));
   idle_part(s, L, o);
@@ -180,15 +180,15 @@ nlohmann::json launch_queue_json(const LaunchQueueAnalysis& L, const ReportOptio
   nlohmann::json rows = nlohmann::json::array(), streams = nlohmann::json::array();
   for (const auto& r : L.idle) {
     streams.push_back({{"rank", r.rank},
-                       {"stream", r.stream},
-                       {"native_stream", r.native_stream},
+                       {"stream", r.native_stream},
+                       {"stream_id", r.stream},
                        {"events", r.events},
                        {"window_ns", r.window_ns},
                        {"idle_ns", r.idle_total_ns()}});
     for (auto c : kIdleCategories)
       rows.push_back({{"rank", r.rank},
-                      {"stream", r.stream},
-                      {"native_stream", r.native_stream},
+                      {"stream", r.native_stream},
+                      {"stream_id", r.stream},
                       {"category", idle_category_name(c)},
                       {"idle_ns", r.at(c)},
                       {"ratio", r.ratio(c)},
@@ -203,8 +203,8 @@ nlohmann::json launch_queue_json(const LaunchQueueAnalysis& L, const ReportOptio
     nlohmann::json points = nlohmann::json::array();
     for (const auto& p : kept) points.push_back({p.ts_ns, p.bytes});
     queues.push_back({{"rank", q.rank},
-                      {"stream", q.stream},
-                      {"native_stream", q.native_stream},
+                      {"stream", q.native_stream},
+                      {"stream_id", q.stream},
                       {"count", q.count},
                       {"mean", q.mean},
                       {"std", q.stddev},

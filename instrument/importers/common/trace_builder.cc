@@ -66,9 +66,12 @@ class TraceBuilder::Memory {
   void add(const instrument::ApiCallRecord& r) { timed(out_.api_calls, r); }
   void add(const instrument::NvtxRangeRecord& r) { timed(out_.nvtx, r); }
   void add(const instrument::CollectiveRecord& r) { timed(out_.collectives, r); }
-  // Tables the analyzer does not read: only their times count.
-  void add(const instrument::SyncRecord& r) { span(r.start_ns, r.end_ns); }
-  void add(const instrument::OverheadRecord& r) { span(r.start_ns, r.end_ns); }
+  void add(const instrument::SyncRecord& r) { timed(out_.sync_events, r); }
+  // A table the analyzer does not read: only its times count.
+  void add(const instrument::OverheadRecord& r) {
+    std::lock_guard lock(mu_);
+    span(r.start_ns, r.end_ns);
+  }
   void add(const instrument::MemoryEventRecord& r) {
     std::lock_guard lock(mu_);
     out_.memory_events.push_back(r);

@@ -199,7 +199,7 @@ class FileWriter : public BatchSink {
 
   void take(ParsedFile& file, ParsedFile& batch) override {
     const bool records = !batch.gpu.empty() || !batch.api.empty() || !batch.ranges.empty() ||
-                         !batch.memory.empty() || !batch.ops.empty();
+                         !batch.memory.empty() || !batch.ops.empty() || !batch.syncs.empty();
     if (!decided_ && records) {
       decided_ = true;
       if (tail_future_.valid()) tail_ = tail_future_.get();
@@ -243,6 +243,8 @@ class FileWriter : public BatchSink {
     batch.ranges.clear();
     for (const auto& m : batch.memory) memory(file, m);
     batch.memory.clear();
+    for (const auto& y : batch.syncs) sync(file, y);
+    batch.syncs.clear();
   }
 
   // Writes what is left of `p`, whose records were all kept unless batches
@@ -320,6 +322,7 @@ class FileWriter : public BatchSink {
       range(p, r);
     }
     for (const auto& m : p.memory) memory(p, m);
+    for (const auto& y : p.syncs) sync(p, y);
     for (const auto& [reason, n] : p.skipped) b_.skip(reason, n);
   }
 
@@ -428,6 +431,14 @@ class FileWriter : public BatchSink {
                                       .value = std::nullopt,  // Kineto does not record the value
                                       .correlation_id = corr});
     }
+  }
+
+  void sync(const ParsedFile& p, const SyncActivity& y) {
+    const RankId rank = rank_of(p, y.device);
+    b_.add(instrument::SyncRecord{.rank = rank,
+                                  .stream = y.stream >= 0 ? b_.stream(rank, device(p, y.device), y.stream) : StreamId(),
+                                  .start_ns = shift(y.start), .end_ns = shift(y.end), .kind = y.kind,
+                                  .correlation_id = y.correlation});
   }
 
   void api(const ParsedFile& p, const ApiCall& a) {

@@ -610,8 +610,10 @@ class Handler {
         out_->skip("malformed_event");
         return;
       }
-      if (cat == "kernel" || cat == "gpu_memcpy" || cat == "memcpy" || cat == "gpu_memset" ||
-          cat == "memset") {
+      // mtia_ccp_events: the kernels of an MTIA device (libkineto aliases the
+      // type to CONCURRENT_KERNEL); other accelerators' kernels are "kernel".
+      if (cat == "kernel" || cat == "gpu_memcpy" || cat == "memcpy" || cat == "gpu_memset" || cat == "memset" ||
+          cat == "mtia_ccp_events") {
         gpu_activity(cat, start, end);
       } else if (cat == "op" && !e.args.kind.empty() && e.args.op && e.tid) {
         // moetrace's own export of an op range.
@@ -641,7 +643,11 @@ class Handler {
         o.bytes = e.args.bytes.value_or(-1);
         o.peer = e.args.peer_rank.value_or(-1);
         out_->ops.push_back(o);
-      } else if (cat == "cuda_runtime" || cat == "runtime" || cat == "cuda_driver" || cat == "cuda_api") {
+      } else if (cat == "cuda_runtime" || cat == "runtime" || cat == "cuda_driver" || cat == "cuda_api" ||
+                 cat == "mtia_runtime" || cat == "xpu_runtime" || cat == "privateuse1_runtime" ||
+                 cat == "privateuse1_driver") {
+        // Runtime calls of the other accelerators: libkineto aliases their
+        // types to RUNTIME / DRIVER.
         if (!e.tid) {
           out_->skip("malformed_event");
           return;
@@ -653,7 +659,7 @@ class Handler {
         a.tid = *e.tid;
         a.name = out_->intern(e.name);
         a.correlation = e.args.correlation.value_or(0);
-        a.driver = cat == "cuda_driver" || e.args.api == "driver";
+        a.driver = cat == "cuda_driver" || cat == "privateuse1_driver" || e.args.api == "driver";
         out_->api.push_back(a);
       } else if (cat == "cpu_op" || cat == "operator" || cat == "user_annotation" ||
                  cat == "python_function" || cat == "nvtx") {
@@ -692,6 +698,8 @@ class Handler {
           r.comm_types = e.args.input_types;
         }
         out_->ranges.push_back(std::move(r));
+      } else if (cat == "cuda_sync") {
+        sync_activity(start, end);
       } else {
         // gpu_user_annotation (ranges projected onto a stream), profiler
         // spans ("Trace"), and whatever else a newer PyTorch emits.
@@ -729,7 +737,7 @@ class Handler {
     a.stream = *stream;
     a.correlation = e.args.correlation.value_or(0);
     a.op = e.args.op.value_or(-1);
-    if (cat == "kernel") {
+    if (cat == "kernel" || cat == "mtia_ccp_events") {
       a.type = ActivityType::kKernel;
       a.name = out_->intern(e.name);
       if (e.args.grid.size() == 3 && e.args.block.size() == 3) {
@@ -768,6 +776,28 @@ class Handler {
       a.bytes = e.args.bytes.value_or(0);
     }
     out_->gpu.push_back(a);
+  }
+
+  void sync_activity(std::int64_t start, std::int64_t end) {
+    const auto& e = event_;
+    const std::int32_t kind = e.name == "Event Sync"          ? 1
+                              : e.name == "Stream Wait Event" ? 2
+                              : e.name == "Stream Sync"       ? 3
+                              : e.name == "Context Sync"      ? 4
+                                                              : 0;
+    const auto device = e.args.device ? e.args.device : e.pid;
+    if (kind == 0 || !device || *device < 0 || *device > 1 << 20) {
+      out_->skip(kind == 0 ? "cuda_sync" : "malformed_event");
+      return;
+    }
+    SyncActivity a;
+    a.start = start;
+    a.end = end;
+    a.device = static_cast<std::int32_t>(*device);
+    a.stream = e.args.stream && *e.args.stream >= 0 ? *e.args.stream : -1;
+    a.correlation = e.args.correlation.value_or(0);
+    a.kind = kind;
+    out_->syncs.push_back(a);
   }
 
   // profile_memory=True: "[memory]" instant events, Bytes > 0 an allocation,
@@ -1114,6 +1144,7 @@ void append(ParsedFile& out, ParsedFile&& part) {
   move_into(out.ranges, part.ranges);
   move_into(out.api, part.api);
   move_into(out.memory, part.memory);
+  move_into(out.syncs, part.syncs);
   move_into(out.collectives, part.collectives);
   move_into(out.ops, part.ops);
   move_into(out.flows, part.flows);

@@ -67,6 +67,14 @@ struct MemoryEvent {
   std::int64_t ts = 0, bytes = 0, address = 0, pid = 0;
 };
 
+// A GPU-side synchronisation record (cat "cuda_sync"): kind as CUPTI's
+// CUpti_ActivitySynchronizationType (1 "Event Sync", 2 "Stream Wait Event",
+// 3 "Stream Sync", 4 "Context Sync"); stream -1 where the record names none.
+struct SyncActivity {
+  std::int64_t start = 0, end = 0, correlation = 0, stream = -1;
+  std::int32_t device = 0, kind = 0;
+};
+
 struct Collective {
   std::string name, dtype, group_ranks, process_group, in_splits, out_splits;
   std::int64_t in_nelems = -1, out_nelems = -1;
@@ -104,6 +112,7 @@ struct ParsedFile {
   std::vector<CpuRange> ranges;
   std::vector<ApiCall> api;
   std::vector<MemoryEvent> memory;
+  std::vector<SyncActivity> syncs;
   std::vector<Collective> collectives;
   std::vector<OpSlice> ops;
   std::vector<Flow> flows;

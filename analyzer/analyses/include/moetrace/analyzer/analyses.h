@@ -31,6 +31,9 @@ struct Analyses {
   RankWaitAnalysis rank_waits;     // rank_waits.h (runs of several ranks)
   LaunchQueueAnalysis launch_queue;  // launch_queue.h (HTA: idle time, queue length, kernel launches)
   std::vector<RankCriticalPath> critical_path;  // critical_path.h (HTA's critical path, per rank)
+  // The window of critical_path where not the whole trace: "ProfilerStep#N
+  // instance I" (report --critical-path-step); empty: the whole trace.
+  std::string critical_path_window;
   // critical_path.h: one path over every rank, joined at collectives (runs
   // of several ranks only).
   std::optional<CrossRankCriticalPath> critical_path_across_ranks;

@@ -96,8 +96,12 @@ enum class RankWindow : std::uint8_t {
   kSpan = 0,          // every GPU activity: the rank's first start to its last end
   kSteps = 1,         // the activities of the steps: their first start to last end
   kStepsButLast = 2,  // without the rank's last step: HTA's default (its parser drops the last ProfilerStep)
+  // HTA's default exactly: kStepsButLast on ranks with two or more
+  // ProfilerStep ranges, kSpan elsewhere (HTA analyses a trace with fewer
+  // than two steps whole, and knows no iterations but ProfilerSteps).
+  kHta = 3,
 };
-std::string_view rank_window_name(RankWindow w);         // "span", "steps", "steps-but-last"
+std::string_view rank_window_name(RankWindow w);         // "span", "steps", "steps-but-last", "hta"
 std::string rank_window_description(RankWindow w);       // for reports
 std::optional<RankWindow> parse_rank_window(std::string_view name);
 

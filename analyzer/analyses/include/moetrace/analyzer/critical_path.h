@@ -3,51 +3,86 @@
 // hta/analyzers/critical_path_analysis.py (CPGraph, its summary() and
 // get_critical_path_breakdown()); where moetrace departs from HTA it says so.
 //
-// Graph. One directed acyclic graph per rank. Its nodes are the start and the
-// end of every event of the rank: host events (NVTX ranges, e.g. PyTorch CPU
-// ops, and runtime API calls: HTA's operators and CUDA runtime events) and GPU
-// events (kernels, memcpy, memset). Edge weights are times in ns: an edge
-// u -> v that spans time weighs ts(v) - ts(u) (negative weights, clock noise,
-// count 0; HTA sets -1 to 0 and rejects a graph with a lower one).
+// Window (HTA critical_path_analysis(rank, annotation, instance_id)): the
+// whole trace, or the instances [first, last] of an annotation: the host
+// ranges whose name contains it (ProfilerStep matches ProfilerStep#N), on
+// each rank in order of start; the window runs from the first instance's
+// start to the last one's end. Host events with time (end > start) that start
+// in the window take part, and the GPU events whose launching call does. HTA
+// loads whole traces with include_last_profiler_step=True keeping every CPU
+// row (its filter compares the last step's end before the ranks' times are
+// aligned), which is what the whole-trace window here keeps too.
 //
-//   CPU call stack (HTA _construct_graph_from_call_stack). On each thread the
-//     host events nest by containment (sorted by start, longer first; an
-//     event that does not fit inside the open one closes it). Walking the
-//     stack depth-first, one edge joins each visited node to the next:
-//     op start -> first child start, child end -> next sibling start, last
-//     child end -> op end, a leaf's start -> its end. Each edge is attributed
-//     to an event, as HTA does: start -> x to the source's event, end -> end
-//     to the destination's, end -> start to the enclosing op. Consecutive
-//     top-level events are joined end -> start with weight 0 (HTA's
-//     DEPENDENCY edge): time between top-level ops is not on the path. The
-//     edge into the end of a blocking call (HTA's BLOCKING_SYNC_CALLS:
+// Nodes. One directed acyclic graph per rank. Its nodes are the start and the
+// end of every operator (NVTX ranges; of a PyTorch-profiler import the cpu_op
+// ranges only: user_annotation and python_function ranges, ProfilerStep#N
+// among them, are in the call stacks but not in the graph, as in HTA, whose
+// graph has cpu_op, cuda_runtime and cuda_driver rows), every runtime API
+// call, and every GPU event (kernels, memcpy, memset). Edge weights are times
+// in ns: an edge u -> v that spans time weighs ts(v) - ts(u).
+//
+// Threads. HTA merges the backward thread into the forward one: on a rank
+// where exactly one thread has cpu_op or user_annotation ranges whose name
+// contains "autograd" and exactly one other has ranges containing "forward",
+// the first's events are placed on the second's call stack.
+//
+//   Runtime lock (HTA _construct_graph_from_cuda_runtime_events). The calls
+//     that take the CUDA runtime's lock (cudaHostAlloc, cudaLaunchKernel,
+//     cudaMemcpyAsync), on every thread of the rank, in order of time: each
+//     end closes every such call started since the previous end (its own
+//     start -> end: its span; another's start -> this end: a dependency) and
+//     follows the previous end when two ends come in a row (calls on
+//     different threads overlapping).
+//   CPU call stack (HTA _construct_graph_from_call_stack). Each thread's
+//     stack is HTA's: its events' start and end points in time order (at one
+//     time ends first, longer events start first), a start pushed, an end
+//     popping the top. Walking it depth first, one edge joins each visited
+//     node to the next: op start -> first child start, child end -> next
+//     sibling start, last child end -> op end, a leaf's start -> its end; an
+//     annotation is walked through without a node. Edges between two nodes
+//     of lock-taking calls are the lock's (above), not added here. Each edge
+//     is attributed as HTA does: start -> x to the source's event, x -> end
+//     to the destination's, end -> start to the enclosing event of the stack.
+//     Consecutive top-level operators are joined end -> start with weight 0
+//     (HTA's DEPENDENCY edge): time between them is not on the path. The edge
+//     into the end of a blocking call (HTA's BLOCKING_SYNC_CALLS:
 //     cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventQuery,
 //     cudaEventSynchronize, cudaMemcpy, cudaMemcpyAsync) weighs 0: waiting is
 //     charged to what was waited for.
 //   GPU event: start -> end, its duration, attributed to itself.
 //   Kernel launch (HTA KERNEL_LAUNCH_DELAY): launching call start -> GPU
-//     start, weight GPU start - call start, when the stream had nothing
-//     queued at the call: no earlier event on the stream, or the previous
-//     one ended before the call started. Otherwise the kernel-kernel delay
-//     (HTA KERNEL_KERNEL_DELAY): previous event's end -> this start, the gap,
-//     attributed (as HTA) to the previous event. Departure: HTA also requires
-//     the queue to be empty when the kernel starts (its queue-length series);
-//     moetrace does not.
-//   Synchronisation (HTA SYNC_DEPENDENCY, weight 0): GPU event end -> the end
-//     of the call that waited for it. Departure: HTA reads the GPU-side sync
-//     records of Kineto ("Context Sync", "Stream Sync", "Event Sync"), which
-//     name the stream; moetrace has the runtime calls only. The events a call
-//     waited for are those launched before the call started (launching call
-//     start < call start; without a launching call: GPU start < call start)
-//     and ended by the call's end: for cudaDeviceSynchronize the last such
-//     event of every stream; for cudaStreamSynchronize and
-//     cudaEventSynchronize the one of them that ended last (the stream or
-//     event waited on is not recorded).
+//     start, when HTA's queue length (launch_queue.h, 2.) of the stream was
+//     1 just after the call and 0 just after the GPU event started, and the
+//     stream's previous GPU event in the window ended before the call
+//     started. Otherwise the kernel-kernel delay (HTA KERNEL_KERNEL_DELAY):
+//     previous event's end -> this start, attributed to the previous event,
+//     where the previous event had not ended when the call started (the
+//     event waited behind it). Where it had, neither edge: HTA's published
+//     results on its test traces (sampled ranks, whole trace and ProfilerStep
+//     0) are reproduced to the microsecond only so, although the code of HTA
+//     we read adds the kernel-kernel edge there too
+//     (tests/analyzer/hta_critical_path_reference.py).
+//   Synchronisation (HTA SYNC_DEPENDENCY, weight 0), from the GPU-side
+//     records (SyncEvent: Kineto's cuda_sync, CUPTI's synchronization
+//     activity): a "Stream Sync" record joins its stream's last GPU event
+//     (in the order above, a record placed at its end) to the end of the call
+//     that waited (same correlation id); a "Context Sync" every stream's.
+//     Departure: "Event Sync" and "Stream Wait Event" records (HTA matches
+//     them to the cudaEventRecord call through the record's
+//     wait_on_cuda_event_record_corr_id) add no edge: the import keeps the
+//     record's stream, not the event-record correlation. A trace without
+//     records: departure, HTA adds no synchronisation edges there (and warns
+//     that its path may be wrong); moetrace reads them from the runtime calls
+//     (CriticalPathOptions::infer_sync, on by default): the events a call
+//     waited for are those launched before it started and ended by its end:
+//     for cudaDeviceSynchronize the last of every stream, for
+//     cudaStreamSynchronize and cudaEventSynchronize the one of them that
+//     ended last. On HTA's test traces this changes no path (they are within
+//     1 % of HTA with it; BENCHMARKS.md, "HTA parity").
 //
 // Critical path: the longest weighted path of the graph (HTA: networkx
-// dag_longest_path); length_ns = the sum of its weights. Of equally long
-// paths, the first found in Kahn's topological order. Each edge on the path counts in
-// one category (HTA's bound_by, with memcpy/memset apart):
+// dag_longest_path); length_ns = the sum of its weights. Each edge on the
+// path counts in one category (HTA's bound_by, with memcpy/memset apart):
 //   cpu_op               host events (HTA cpu_bound)
 //   kernel_compute       kernels not communication (gpu_compute_bound)
 //   kernel_communication kernels classify_activity calls communication
@@ -56,9 +91,25 @@
 //   launch_delay         kernel-launch edges (gpu_kernel_launch_overhead)
 //   kernel_gap           kernel-kernel delays (gpu_kernel_kernel_overhead)
 // Dependency and synchronisation edges weigh 0 and count nowhere.
-// Window: the whole trace as loaded (HTA: one annotation instance, e.g. a
-// ProfilerStep). Several ranks: critical_paths gives each rank's path on its
-// own (its graph has that rank's events only).
+//
+// Remaining departures from HTA, each with its reason:
+//   - Times: HTA rounds timestamps with a fraction of a microsecond (start up,
+//     end down; trace_parser.py) and drops the events that become empty;
+//     moetrace keeps the nanoseconds. On HTA's nccl_data trace the path is
+//     0.6 % longer than with HTA's rounding; with it off
+//     (HTA_DISABLE_NS_ROUNDING=1) the two agree (BENCHMARKS.md, "HTA parity").
+//   - Negative edge weights (a child that ends after its parent, clock noise)
+//     count 0 in the path and in its length; HTA zeroes them for the search
+//     but sums the edges' own weights in its breakdown.
+//   - Of equally long paths, the first found in Kahn's topological order
+//     (networkx: its own order), so a tie may split into other categories.
+//   - GPU events without a launching call: HTA leaves them out; so does
+//     moetrace, except on a rank that recorded no API calls at all (traces
+//     HTA does not read: moetrace's simulated runs), where they take part
+//     with kernel-kernel edges only.
+//   - Event Sync / Stream Wait Event records: see above.
+// Several ranks: critical_paths gives each rank's path on its own (its graph
+// has that rank's events only).
 //
 // Across ranks (critical_path_across_ranks; HTA has no such path: its graph
 // is one rank's). One graph: the union of every rank's graph as above (call
@@ -102,11 +153,11 @@
 // times, thread and correlation id, not its event or stream arguments;
 // CUPTI's synchronisation records (table sync_events, kind 2 "stream wait
 // event") give the waiting stream but the collector drops the event id and
-// records no cudaEventRecord activity; the Kineto importer skips the
-// "cuda_sync" events ("Stream Wait Event" with its wait_on_stream and
-// wait_on_cuda_event_record_corr_id), and the analyzer does not load
-// sync_events. Guessing the pair from timing is not done, so work after a
-// cross-stream wait depends only on its own stream (and its launch).
+// records no cudaEventRecord activity; the Kineto importer keeps a
+// "cuda_sync" record's kind, stream and correlation id but not its
+// wait_on_stream and wait_on_cuda_event_record_corr_id. Guessing the pair
+// from timing is not done, so work after a cross-stream wait depends only on
+// its own stream (and its launch).
 #pragma once
 
 #include <array>
@@ -139,6 +190,15 @@ struct CriticalPathOptions {
   std::optional<std::int32_t> rank;  // only this rank; default every rank
   std::size_t top_events = 20;       // path events kept per rank, most time first; 0: all
   int threads = 1;                   // ranks' paths built at once; 0: the machine's cores
+  // The window (see "Window"): "" the whole trace; else the instances
+  // [instance_first, instance_last] of the ranges named like `annotation`
+  // (HTA's annotation="ProfilerStep", instance_id=N). Ranks without them have
+  // no path; where no rank has them, critical_paths throws moetrace::Error.
+  std::string annotation;
+  std::int32_t instance_first = 0, instance_last = 0;
+  // Synchronisation edges read from the runtime calls where the trace has no
+  // GPU-side sync records (HTA adds none there; see "Synchronisation").
+  bool infer_sync = true;
 };
 
 // An event with time on the path, in one category: the sum of the weights of
@@ -149,6 +209,7 @@ struct PathEvent {
   std::string name;
   std::int64_t start_ns = 0, end_ns = 0;
   std::int32_t stream = -1;    // GPU events: StreamId; -1 on the host
+  std::int64_t native_stream = -1;  // GPU events: the CUDA stream as recorded; -1 on the host or unknown
   std::int64_t thread = -1;    // host events: thread id; -1 on the GPU
   std::int64_t correlation_id = 0;
   std::int32_t rank = 0;       // the event's rank
@@ -161,6 +222,7 @@ struct RankCriticalPath {
   std::int32_t rank = 0;
   std::int64_t length_ns = 0;
   std::int64_t start_ns = 0, end_ns = 0;  // times of the path's first and last nodes
+  std::int64_t window_start_ns = 0, window_end_ns = 0;  // the window's (the whole trace: its events')
   std::int64_t nodes = 0, edges = 0;      // of the graph
   std::int64_t path_edges = 0;            // edges on the path
   std::int64_t path_event_count = 0;      // (event, category) rows before the bound

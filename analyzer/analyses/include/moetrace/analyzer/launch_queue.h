@@ -47,7 +47,8 @@
 //    of operations a stream has outstanding: +1 when a launching call whose
 //    name is one of HTA's runtime launch events (cudaLaunchKernel,
 //    cudaLaunchKernelExC, cuLaunchKernel, cuLaunchKernelEx, cudaMemcpyAsync,
-//    cudaMemsetAsync; TraceSymbolTable.get_runtime_launch_events_mask) starts,
+//    cudaMemsetAsync, and MTIA's "runFunction - job_prep_and_submit_for_execution";
+//    TraceSymbolTable.get_runtime_launch_events_mask) starts,
 //    -1 when the GPU event it launched starts ("Decremented when a CUDA
 //    kernel/memcopy operation executes on a stream"), on the stream of that
 //    GPU event; only calls with a GPU event count. The series is a step
@@ -132,6 +133,10 @@ inline constexpr int kNumIdleCategories = 3;
 // A runtime call's name without CUPTI's version suffix: "cudaLaunchKernel_v7000"
 // -> "cudaLaunchKernel" (critical_path.h compares names so too).
 std::string_view runtime_call_base_name(std::string_view name);
+
+// Whether a call (by name, version suffix allowed) is one of HTA's runtime
+// launch events, which count in the queue length (2. below).
+bool hta_queues_work(std::string_view name);
 
 // "host_wait", "kernel_wait", "other": HTA's idle_category values.
 std::string_view idle_category_name(IdleCategory c);

@@ -151,6 +151,9 @@ struct NvtxRange {
   std::int64_t thread_id = 0;
   RankId rank;
   StringId domain, name;
+  // NVTX's category; in a PyTorch-profiler import (domain "pytorch") 1 cpu_op,
+  // 2 user_annotation, 3 python_function (schemas/README.md); -1: none.
+  std::int32_t category = -1;
   std::int64_t payload_int = 0;
   bool has_payload_int = false;
   // PyTorch's autograd sequence number (-1: none): a forward op and the
@@ -164,6 +167,23 @@ struct NvtxRange {
 // (table input_shapes): JSON text, "[[8192,4096],[14336,4096]]".
 struct InputShape {
   std::string dims, types;
+};
+
+// A GPU-side synchronisation record (table sync_events: CUPTI's
+// synchronization activity, Kineto's "cuda_sync" events), linked to the
+// runtime call that waited by (rank, correlation id).
+struct SyncEvent {
+  enum Kind : std::int32_t {  // CUpti_ActivitySynchronizationType
+    kEventSynchronize = 1,    // Kineto "Event Sync"
+    kStreamWaitEvent = 2,     // "Stream Wait Event"
+    kStreamSynchronize = 3,   // "Stream Sync"
+    kContextSynchronize = 4,  // "Context Sync"
+  };
+  std::int64_t start_ns = 0, end_ns = 0;
+  std::int64_t correlation_id = 0;
+  StreamId stream;           // invalid (-1): none (event and context synchronisation)
+  RankId rank;
+  std::int32_t kind = 0;
 };
 
 struct MemoryEvent {
@@ -294,6 +314,7 @@ class Trace {
   std::vector<std::size_t> op_track_begin;
   std::vector<ApiCall> api_calls;          // sorted by correlation id, then rank
   std::vector<NvtxRange> nvtx;             // sorted by (rank, thread, start)
+  std::vector<SyncEvent> sync_events;      // sorted by (rank, start)
   std::vector<MemoryEvent> memory_events;  // sorted by (rank, ts)
   std::vector<Buffer> buffers;
   std::vector<OpBuffer> op_buffers;

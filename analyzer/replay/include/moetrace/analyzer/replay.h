@@ -46,6 +46,10 @@ struct ReplaySummary {
   std::array<std::int64_t, kNumExecEdgeKinds> edge_counts{};
   std::vector<RankLatencies> latencies;
   std::int64_t unexplained = 0, unexplained_ns = 0, unlaunched = 0, collective_instances = 0;
+  // |replayed - measured| start of every GPU activity (a pure replay): the
+  // median and the 99th percentile; the windows above can agree while work
+  // inside them moved, these show it.
+  std::int64_t start_shift_p50_ns = 0, start_shift_p99_ns = 0;
   // Points on or after a cycle (exec_graph.h evaluate_exec_graph): 0 for a
   // graph as built; the replay keeps their measured times.
   std::int64_t unresolved = 0;

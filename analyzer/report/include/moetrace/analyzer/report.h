@@ -114,7 +114,8 @@ nlohmann::json launch_queue_json(const LaunchQueueAnalysis& a, const ReportOptio
 // share by category and its events (most path time first, bounded); with
 // `across`, the path across ranks under "across_ranks".
 nlohmann::json critical_path_json(const std::vector<RankCriticalPath>& paths,
-                                  const std::optional<CrossRankCriticalPath>& across = std::nullopt);
+                                  const std::optional<CrossRankCriticalPath>& across = std::nullopt,
+                                  const std::string& window = {});
 
 // The whole report as one JSON document.
 nlohmann::json report_json(const Trace& trace, const Analyses& a, const ReportOptions& options);

@@ -2,8 +2,8 @@
 // the records the importer hands the TraceBuilder, as the TraceWriter would
 // have stored them, for a reader that needs no file (`moetrace report
 // TRACE.json.gz` reads them straight into its model, analyzer::load_trace).
-// The tables the analyzer does not read (sync events, CUPTI overhead) are not
-// kept; their times still count in the run's time range.
+// The tables the analyzer does not read (CUPTI overhead) are not kept; their
+// times still count in the run's time range.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +30,7 @@ struct ImportedTrace {
   std::vector<instrument::MemcpyRecord> memcpys;
   std::vector<instrument::MemsetRecord> memsets;
   std::vector<instrument::ApiCallRecord> api_calls;
+  std::vector<instrument::SyncRecord> sync_events;
   std::vector<instrument::NvtxRangeRecord> nvtx;
   std::vector<instrument::MemoryEventRecord> memory_events;
   std::vector<instrument::CollectiveRecord> collectives;

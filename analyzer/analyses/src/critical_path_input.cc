@@ -1,0 +1,196 @@
+// The events of the critical path's graphs (critical_path.h: "Window",
+// "Nodes", "Threads", and the queue lengths of "Kernel launch").
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include "critical_path_graph.h"
+#include "moetrace/analyzer/launch_queue.h"
+#include "moetrace/schema/error.h"
+
+namespace moetrace::analyzer::detail {
+namespace {
+
+bool cp_is_blocking(std::string_view base) {
+  return base == "cudaDeviceSynchronize" || base == "cudaStreamSynchronize" || base == "cudaEventQuery" ||
+         base == "cudaEventSynchronize" || base == "cudaMemcpy" || base == "cudaMemcpyAsync";
+}
+
+CpSync cp_sync_kind(std::string_view base) {
+  if (base == "cudaDeviceSynchronize") return CpSync::kDevice;
+  if (base == "cudaStreamSynchronize" || base == "cudaEventSynchronize") return CpSync::kOne;
+  return CpSync::kNone;
+}
+
+// A PyTorch-profiler range of a category other than cpu_op: user_annotation
+// (ProfilerStep#N, record_function) or python_function. HTA's graph has
+// operators (cpu_op) and runtime calls only; these stay in the call stacks.
+bool kineto_annotation(const Trace& t, const NvtxRange& n) {
+  return (n.category == 2 || n.category == 3) && t.str(n.domain) == "pytorch";
+}
+
+// A Kineto cpu_op or user_annotation (HTA's _get_tid_for_event looks at these).
+bool kineto_op_or_annotation(const Trace& t, const NvtxRange& n) {
+  return (n.category == 1 || n.category == 2) && t.str(n.domain) == "pytorch";
+}
+
+using Window = std::pair<std::int64_t, std::int64_t>;  // [first, last] start times kept
+
+// Each rank's window: its annotation instances (in order of start), or the
+// whole trace (no entry).
+std::map<std::int32_t, Window> annotation_windows(const Trace& t, const CriticalPathOptions& o) {
+  std::map<std::int32_t, std::vector<Window>> marks;
+  for (const auto& n : t.nvtx)
+    if (n.end_ns >= n.start_ns && (!o.rank || *o.rank == n.rank.value) &&
+        t.str(n.name).find(o.annotation) != std::string_view::npos)
+      marks[n.rank.value].push_back({n.start_ns, n.end_ns});
+  std::map<std::int32_t, Window> out;
+  std::size_t most = 0;
+  for (auto& [rank, m] : marks) {
+    std::sort(m.begin(), m.end());
+    most = std::max(most, m.size());
+    if (static_cast<std::size_t>(o.instance_last) >= m.size()) continue;
+    Window w{m[static_cast<std::size_t>(o.instance_first)].first, INT64_MIN};
+    for (auto i = o.instance_first; i <= o.instance_last; ++i) w.second = std::max(w.second, m[static_cast<std::size_t>(i)].second);
+    out.emplace(rank, w);
+  }
+  if (out.empty()) {
+    const auto where = o.rank ? fmt::format("rank {}", *o.rank) : std::string("any rank");
+    const auto asked = o.instance_first == o.instance_last
+                           ? fmt::format("instance {}", o.instance_first)
+                           : fmt::format("instances {} to {}", o.instance_first, o.instance_last);
+    const auto has = o.rank ? fmt::format("rank {} has {}", *o.rank, most) : fmt::format("the ranks have at most {}", most);
+    throw Error(most == 0 ? fmt::format("critical path: no range named like '{}' on {}", o.annotation, where)
+                          : fmt::format("critical path: {} of '{}' asked for, but {} (counted from 0)", asked,
+                                        o.annotation, has));
+  }
+  return out;
+}
+
+// HTA's backward-thread merge: per rank, the one thread with "autograd" ops
+// and the one with "forward" ops, where each is unique and they differ.
+std::map<std::int32_t, std::pair<std::int64_t, std::int64_t>> backward_threads(
+    const Trace& t, const std::map<std::int32_t, Window>& windows, const CriticalPathOptions& o) {
+  std::map<std::int32_t, std::pair<std::set<std::int64_t>, std::set<std::int64_t>>> seen;
+  for (const auto& n : t.nvtx) {
+    if (n.end_ns <= n.start_ns || (o.rank && *o.rank != n.rank.value) || !kineto_op_or_annotation(t, n)) continue;
+    if (const auto w = windows.find(n.rank.value);
+        w != windows.end() && (n.start_ns < w->second.first || n.start_ns > w->second.second))
+      continue;
+    const auto name = t.str(n.name);
+    if (name.find("forward") != std::string_view::npos) seen[n.rank.value].first.insert(n.thread_id);
+    if (name.find("autograd") != std::string_view::npos) seen[n.rank.value].second.insert(n.thread_id);
+  }
+  std::map<std::int32_t, std::pair<std::int64_t, std::int64_t>> out;  // rank -> (backward, forward)
+  for (const auto& [rank, s] : seen)
+    if (s.first.size() == 1 && s.second.size() == 1 && *s.first.begin() != *s.second.begin())
+      out.emplace(rank, std::make_pair(*s.second.begin(), *s.first.begin()));
+  return out;
+}
+
+}  // namespace
+
+bool cp_locks_runtime(std::string_view base) {
+  return base == "cudaHostAlloc" || base == "cudaLaunchKernel" || base == "cudaMemcpyAsync";
+}
+
+CpInput cp_input(const Trace& t, const CriticalPathOptions& o, bool all_in_one) {
+  CpInput in;
+  in.infer_sync = o.infer_sync;
+  const auto windows = o.annotation.empty() ? std::map<std::int32_t, Window>{} : annotation_windows(t, o);
+  auto wanted = [&](std::int32_t rank) {
+    return (!o.rank || *o.rank == rank) && (o.annotation.empty() || windows.contains(rank));
+  };
+  auto within = [&](std::int32_t rank, std::int64_t start) {
+    const auto w = windows.find(rank);
+    return w == windows.end() || (start >= w->second.first && start <= w->second.second);
+  };
+  const auto merged = backward_threads(t, windows, o);
+  auto thread_of = [&](std::int32_t rank, std::int64_t thread) {
+    const auto m = merged.find(rank);
+    return m != merged.end() && m->second.first == thread ? m->second.second : thread;
+  };
+  auto key = [&](std::int32_t rank) { return all_in_one ? -1 : rank; };
+  // Host events with time (HTA keeps CPU rows of positive duration) that
+  // start in the window.
+  for (std::size_t i = 0; i < t.nvtx.size(); ++i) {
+    const auto& n = t.nvtx[i];
+    if (n.end_ns <= n.start_ns || !wanted(n.rank.value) || !within(n.rank.value, n.start_ns)) continue;
+    CpEvent e;
+    e.start = n.start_ns;
+    e.end = n.end_ns;
+    e.thread = thread_of(n.rank.value, n.thread_id);
+    e.rank = n.rank.value;
+    e.source = static_cast<std::uint32_t>(i);
+    e.kind = PathEvent::Kind::kNvtx;
+    e.node = !kineto_annotation(t, n);
+    in.ranks[key(n.rank.value)].host.push_back(e);
+  }
+  in.api_event.assign(t.api_calls.size(), -1);
+  std::set<std::int32_t> ranks_with_calls;
+  for (std::size_t i = 0; i < t.api_calls.size(); ++i) {
+    const auto& c = t.api_calls[i];
+    ranks_with_calls.insert(c.rank.value);
+    if (c.end_ns <= c.start_ns || !wanted(c.rank.value) || !within(c.rank.value, c.start_ns)) continue;
+    const auto base = runtime_call_base_name(t.str(c.name));
+    auto& v = in.ranks[key(c.rank.value)].host;
+    in.api_event[i] = static_cast<std::int32_t>(v.size());
+    CpEvent e;
+    e.start = c.start_ns;
+    e.end = c.end_ns;
+    e.thread = thread_of(c.rank.value, c.thread_id);
+    e.rank = c.rank.value;
+    e.source = static_cast<std::uint32_t>(i);
+    e.kind = PathEvent::Kind::kApi;
+    e.blocking = cp_is_blocking(base);
+    e.lock = cp_locks_runtime(base);
+    e.sync = cp_sync_kind(base);
+    v.push_back(e);
+  }
+  // GPU events: those whose launching call is in the window; on a rank that
+  // recorded no API calls, those that start in it. HTA's queue lengths count
+  // over the whole trace (its t_full).
+  in.in_window.assign(t.activities.size(), 0);
+  in.queue_at_call.assign(t.activities.size(), -1);
+  in.queue_at_start.assign(t.activities.size(), -1);
+  if (t.activity_track_begin.size() != t.streams.size() + 1) return in;
+  struct Point {
+    std::int64_t ts;
+    int order;  // 0: a launch (+1), 1: a start (-1); at equal times the launch first
+    std::uint32_t activity;
+  };
+  std::vector<Point> points;
+  for (std::size_t s = 0; s < t.streams.size(); ++s) {
+    const auto rank = t.streams[s].rank.value;
+    const auto begin = t.activity_track_begin[s], end = t.activity_track_begin[s + 1];
+    if (begin == end || !wanted(rank)) continue;
+    bool any = false;
+    points.clear();
+    for (auto i = begin; i < end; ++i) {
+      const auto& a = t.activities[i];
+      const ApiCall* call = t.launching_call(a);
+      const bool kept = call ? call->end_ns > call->start_ns && within(rank, call->start_ns)
+                             : !ranks_with_calls.contains(rank) && within(rank, a.start_ns);
+      in.in_window[i] = kept ? 1 : 0;
+      any = any || kept;
+      if (call && hta_queues_work(t.str(call->name))) {
+        points.push_back({call->start_ns, 0, static_cast<std::uint32_t>(i)});
+        points.push_back({a.start_ns, 1, static_cast<std::uint32_t>(i)});
+      }
+    }
+    std::sort(points.begin(), points.end(), [](const Point& x, const Point& y) {
+      return std::tie(x.ts, x.order, x.activity) < std::tie(y.ts, y.order, y.activity);
+    });
+    std::int32_t depth = 0;
+    for (const auto& p : points) {
+      depth += p.order == 0 ? 1 : -1;
+      (p.order == 0 ? in.queue_at_call : in.queue_at_start)[p.activity] = depth;
+    }
+    if (any) in.ranks[key(rank)].streams.push_back(static_cast<std::uint32_t>(s));
+  }
+  return in;
+}
+
+}  // namespace moetrace::analyzer::detail

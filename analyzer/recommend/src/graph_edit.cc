@@ -1,0 +1,163 @@
+#include "graph_edit.h"
+
+#include <algorithm>
+
+namespace moetrace::analyzer::detail {
+
+GraphEditor::GraphEditor(const Trace& t, ExecGraph& g) : t_(t), g_(g) {
+  const auto n = g.nodes.size();
+  chain_of_.assign(n, -1);
+  pos_of_.assign(n, -1);
+  in_.assign(n, {});
+  out_.assign(n, {});
+  std::vector<std::int64_t> next(n, -1);
+  std::vector<std::uint8_t> has_into(n, 0);
+  for (std::size_t k = 0; k < g.edges.size(); ++k) {
+    const auto& e = g.edges[k];
+    in_[e.to].push_back(static_cast<std::uint32_t>(k));
+    out_[e.from].push_back(static_cast<std::uint32_t>(k));
+    if (e.kind != ExecEdgeKind::kHostOrder || e.latency_ns == ExecGraph::kRemoved) continue;
+    next[e.from] = e.to;
+    has_into[e.to] = 1;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto kind = g.nodes[i].kind;
+    if ((kind != ExecNode::Kind::kApi && kind != ExecNode::Kind::kNvtx) || has_into[i]) continue;
+    std::vector<std::uint32_t> c;
+    for (std::int64_t u = static_cast<std::int64_t>(i); u >= 0; u = next[static_cast<std::size_t>(u)]) {
+      chain_of_[static_cast<std::size_t>(u)] = static_cast<std::int32_t>(chains_.size());
+      pos_of_[static_cast<std::size_t>(u)] = static_cast<std::int32_t>(c.size());
+      c.push_back(static_cast<std::uint32_t>(u));
+    }
+    chains_.push_back(std::move(c));
+  }
+}
+
+std::vector<std::uint32_t> GraphEditor::edges_into(std::uint32_t node, ExecEdgeKind kind) const {
+  std::vector<std::uint32_t> out;
+  if (node < in_.size())
+    for (auto k : in_[node])
+      if (g_.edges[k].kind == kind && g_.edges[k].latency_ns != ExecGraph::kRemoved) out.push_back(k);
+  return out;
+}
+
+std::vector<std::uint32_t> GraphEditor::edges_out(std::uint32_t node, ExecEdgeKind kind) const {
+  std::vector<std::uint32_t> out;
+  if (node < out_.size())
+    for (auto k : out_[node])
+      if (g_.edges[k].kind == kind && g_.edges[k].latency_ns != ExecGraph::kRemoved) out.push_back(k);
+  return out;
+}
+
+std::int64_t GraphEditor::host_edge_into(std::uint32_t node) const {
+  const auto e = edges_into(node, ExecEdgeKind::kHostOrder);
+  return e.empty() ? -1 : static_cast<std::int64_t>(e.front());
+}
+
+std::int64_t GraphEditor::host_edge_out(std::uint32_t node) const {
+  const auto e = edges_out(node, ExecEdgeKind::kHostOrder);
+  return e.empty() ? -1 : static_cast<std::int64_t>(e.front());
+}
+
+std::uint32_t GraphEditor::add_edge(std::uint32_t from, std::uint32_t to, std::int64_t latency, ExecEdgeKind kind) {
+  const auto k = static_cast<std::uint32_t>(g_.edges.size());
+  g_.add_edge(from, to, latency, kind);
+  const auto n = g_.nodes.size();
+  if (in_.size() < n) {
+    in_.resize(n);
+    out_.resize(n);
+  }
+  in_[to].push_back(k);
+  out_[from].push_back(k);
+  return k;
+}
+
+TaskPoints GraphEditor::insert_host_after(std::uint32_t after, std::int64_t duration) {
+  const auto t0 = g_.nodes[after].measured_ns;
+  TaskPoints p{g_.add_node(t0, ExecNode::Kind::kAdded, ExecGraph::kNone, false),
+               g_.add_node(t0 + duration, ExecNode::Kind::kAdded, ExecGraph::kNone, true)};
+  const auto out = host_edge_out(after);
+  add_edge(after, p.start, 0, ExecEdgeKind::kHostOrder);
+  add_edge(p.start, p.end, duration, ExecEdgeKind::kHostOrder);
+  if (out >= 0) {
+    const auto e = g_.edges[static_cast<std::size_t>(out)];
+    remove_edge(static_cast<std::uint32_t>(out));
+    add_edge(p.end, e.to, e.latency_ns, ExecEdgeKind::kHostOrder);
+  }
+  return p;
+}
+
+TaskPoints GraphEditor::insert_host_before(std::uint32_t before, std::int64_t duration) {
+  const auto t0 = g_.nodes[before].measured_ns;
+  TaskPoints p{g_.add_node(t0, ExecNode::Kind::kAdded, ExecGraph::kNone, false),
+               g_.add_node(t0 + duration, ExecNode::Kind::kAdded, ExecGraph::kNone, true)};
+  const auto in = host_edge_into(before);
+  if (in >= 0) {
+    const auto e = g_.edges[static_cast<std::size_t>(in)];
+    remove_edge(static_cast<std::uint32_t>(in));
+    add_edge(e.from, p.start, e.latency_ns, ExecEdgeKind::kHostOrder);
+  }
+  add_edge(p.start, p.end, duration, ExecEdgeKind::kHostOrder);
+  add_edge(p.end, before, 0, ExecEdgeKind::kHostOrder);
+  return p;
+}
+
+TaskPoints GraphEditor::add_task(std::string name, std::int32_t stream, std::int32_t rank, std::int32_t op,
+                                 ActivityType type, std::int64_t duration, std::uint32_t launch,
+                                 std::int64_t launch_latency) {
+  AddedTask task;
+  task.name = std::move(name);
+  task.stream = stream;
+  task.rank = rank;
+  task.op = op;
+  task.type = type;
+  task.duration_ns = duration;
+  const auto t0 = launch != ExecGraph::kNone ? g_.nodes[launch].measured_ns : 0;
+  const auto ref = static_cast<std::uint32_t>(g_.added.size());
+  task.start = g_.add_node(t0, ExecNode::Kind::kAdded, ref, false);
+  task.end = g_.add_node(t0 + duration, ExecNode::Kind::kAdded, ref, true);
+  add_edge(task.start, task.end, duration, ExecEdgeKind::kDuration);
+  if (launch != ExecGraph::kNone) add_edge(launch, task.start, launch_latency, ExecEdgeKind::kLaunch);
+  TaskPoints p{task.start, task.end};
+  g_.added.push_back(std::move(task));
+  return p;
+}
+
+void GraphEditor::insert_on_stream_before(TaskPoints task, std::uint32_t before, std::int64_t gap) {
+  for (auto k : edges_into(before, ExecEdgeKind::kStreamOrder)) {
+    const auto e = g_.edges[k];
+    remove_edge(k);
+    add_edge(e.from, task.start, e.latency_ns, ExecEdgeKind::kStreamOrder);
+  }
+  add_edge(task.end, before, gap, ExecEdgeKind::kStreamOrder);
+}
+
+void GraphEditor::append_on_stream(std::int32_t stream, TaskPoints task, std::int64_t gap) {
+  auto [it, fresh] = stream_tail_.try_emplace(stream, task);
+  if (!fresh) {
+    add_edge(it->second.end, task.start, gap, ExecEdgeKind::kStreamOrder);
+    it->second = task;
+  }
+}
+
+std::int32_t GraphEditor::stream_with_role(std::int32_t rank, const std::string& role) {
+  for (std::size_t s = 0; s < t_.streams.size(); ++s)
+    if (t_.streams[s].rank.value == rank && t_.streams[s].role == role) return static_cast<std::int32_t>(s);
+  for (std::size_t k = 0; k < g_.added_streams.size(); ++k)
+    if (g_.added_streams[k].rank.value == rank && g_.added_streams[k].role == role)
+      return static_cast<std::int32_t>(t_.streams.size() + k);
+  Stream s;
+  std::int32_t id = 0;
+  for (const auto& x : t_.streams) id = std::max(id, x.id.value + 1);
+  for (const auto& x : g_.added_streams) id = std::max(id, x.id.value + 1);
+  s.id = StreamId(id);
+  s.rank = RankId(rank);
+  for (const auto& x : t_.streams)
+    if (x.rank.value == rank) s.device = x.device;
+  s.role = role;
+  s.name = "rank" + std::to_string(rank) + "." + role + " (what-if)";
+  g_.added_streams.push_back(std::move(s));
+  return static_cast<std::int32_t>(t_.streams.size() + g_.added_streams.size() - 1);
+}
+
+}  // namespace moetrace::analyzer::detail

@@ -1,0 +1,76 @@
+// Editing an execution graph (exec_graph.h) for the what-ifs
+// (graph_whatif.h; private to moetrace::recommend): the graph's host chains
+// and edges by endpoint, kept current as edges are added and removed, and
+// the few edits the what-ifs make: host work inserted into a thread's chain,
+// a GPU task added and launched from a host point, a task put on a stream
+// before an activity, a dependency.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "moetrace/analyzer/exec_graph.h"
+#include "moetrace/analyzer/trace.h"
+
+namespace moetrace::analyzer::detail {
+
+struct TaskPoints {
+  std::uint32_t start = ExecGraph::kNone, end = ExecGraph::kNone;
+};
+
+class GraphEditor {
+ public:
+  GraphEditor(const Trace& t, ExecGraph& g);
+
+  // The host chains as built (positions in the measured order).
+  const std::vector<std::vector<std::uint32_t>>& chains() const { return chains_; }
+  std::int32_t chain_of(std::uint32_t node) const { return chain_of_[node]; }
+  std::int32_t pos_of(std::uint32_t node) const { return pos_of_[node]; }
+  // The live kHostOrder edge into / out of a host node; -1: none.
+  std::int64_t host_edge_into(std::uint32_t node) const;
+  std::int64_t host_edge_out(std::uint32_t node) const;
+  // The live edges of a kind into / out of a node.
+  std::vector<std::uint32_t> edges_into(std::uint32_t node, ExecEdgeKind kind) const;
+  std::vector<std::uint32_t> edges_out(std::uint32_t node, ExecEdgeKind kind) const;
+
+  std::uint32_t add_edge(std::uint32_t from, std::uint32_t to, std::int64_t latency, ExecEdgeKind kind);
+  void remove_edge(std::uint32_t edge) { g_.remove_edge(edge); }
+
+  // New host work of `duration` right after host node `after` on its
+  // thread: the thread's next point now follows the new work's end with the
+  // latency it followed `after` with.
+  TaskPoints insert_host_after(std::uint32_t after, std::int64_t duration);
+  // The same right before host node `before` (the gap into it kept before
+  // the new work).
+  TaskPoints insert_host_before(std::uint32_t before, std::int64_t duration);
+
+  // A GPU task (ExecGraph::added) on `stream` of `rank`, in op `op`'s
+  // coordinates, lasting `duration`, launched `launch_latency` after host
+  // node `launch` (none: kNone). Not yet on any stream order.
+  TaskPoints add_task(std::string name, std::int32_t stream, std::int32_t rank, std::int32_t op, ActivityType type,
+                      std::int64_t duration, std::uint32_t launch, std::int64_t launch_latency);
+  // Puts `task` on its stream right before the activity whose start point is
+  // `before` (the stream's edge into it now runs into the task; the task's
+  // end -> `before` with `gap`).
+  void insert_on_stream_before(TaskPoints task, std::uint32_t before, std::int64_t gap);
+  // Appends `task` to a stream the editor keeps the last task of (a stream a
+  // what-if added, or one whose other work the graph leaves alone).
+  void append_on_stream(std::int32_t stream, TaskPoints task, std::int64_t gap);
+
+  // A stream of `rank` with `role` ("copy"): the trace's first such stream,
+  // else one added to the graph (ExecGraph::added_streams).
+  std::int32_t stream_with_role(std::int32_t rank, const std::string& role);
+
+ private:
+  const Trace& t_;
+  ExecGraph& g_;
+  std::vector<std::vector<std::uint32_t>> chains_;
+  std::vector<std::int32_t> chain_of_, pos_of_;
+  std::vector<std::vector<std::uint32_t>> in_, out_;  // edge indices by node, grown as edges are added
+  std::map<std::int32_t, TaskPoints> stream_tail_;    // append_on_stream's last task per stream
+};
+
+}  // namespace moetrace::analyzer::detail

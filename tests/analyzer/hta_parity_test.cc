@@ -1,0 +1,183 @@
+// Parity with Holistic Trace Analysis (HTA) on HTA's own test traces of
+// ../shared/data: the critical path per rank, of the whole trace and of each
+// profiler step, within 1 % of HTA in length and in every category.
+//
+// Expected numbers: tests/analyzer/hta_critical_path_reference.py, which
+// re-states HTA's definitions in plain Python (run on each trace; its output
+// is quoted beside each row). Where HTA's own results were measured (HTA's
+// code run on these traces: the sampled ranks' whole trace and ProfilerStep 0,
+// nccl_data's whole trace and steps 0 and 1 with HTA's rounding of
+// sub-microsecond times), the script reproduces them to the microsecond;
+// those rows say "HTA".
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+#include <fstream>
+
+#include "moetrace/analyzer/critical_path.h"
+#include "moetrace/analyzer/launch_queue.h"
+#include "moetrace/analyzer/trace.h"
+#include "test_paths.h"
+#include "text_trace.h"
+
+namespace moetrace::analyzer {
+namespace {
+
+struct Expected {
+  const char* file;
+  int step;  // -1: the whole trace
+  // us: length, then HTA's bound_by: cpu, gpu compute (memcpy/memset
+  // included), gpu communication, launch overhead, kernel-kernel overhead.
+  double length, cpu, compute, comm, launch, gap;
+  const char* source;
+};
+
+// Kineto times are microseconds with a fraction; the script is run without
+// HTA's rounding (--no-rounding) so both sides keep the nanoseconds.
+const Expected kExpected[] = {
+    {"hta-sampled_rank-0.json.gz", -1, 623372, 622364, 972, 0, 5, 31, "HTA (and the script)"},
+    {"hta-sampled_rank-0.json.gz", 0, 301476, 300492, 948, 0, 6, 30, "HTA (and the script)"},
+    {"hta-sampled_rank-0.json.gz", 1, 322761, 321753, 972, 0, 5, 31, "the script --step 1"},
+    {"hta-sampled_rank-1.json.gz", -1, 640519, 639234, 1274, 0, 4, 7, "HTA (and the script)"},
+    {"hta-sampled_rank-1.json.gz", 0, 304041, 302732, 1269, 0, 6, 34, "HTA (and the script)"},
+    {"hta-sampled_rank-1.json.gz", 1, 337659, 336374, 1274, 0, 4, 7, "the script --step 1"},
+    {"hta-nccl_data.json.gz", -1, 576762.555, 576762.555, 0, 0, 0, 0, "the script --no-rounding"},
+    {"hta-nccl_data.json.gz", 0, 191994.468, 191994.468, 0, 0, 0, 0, "the script --no-rounding --step 0"},
+    {"hta-nccl_data.json.gz", 1, 189995.701, 189995.701, 0, 0, 0, 0, "the script --no-rounding --step 1"},
+    // HTA itself (its default rounding): the departure written in
+    // critical_path.h ("Times") keeps moetrace within 1 % here too.
+    {"hta-nccl_data.json.gz", -1, 573522, 573522, 0, 0, 0, 0, "HTA, times rounded"},
+    {"hta-nccl_data.json.gz", 0, 190909, 190909, 0, 0, 0, 0, "HTA, times rounded"},
+    {"hta-nccl_data.json.gz", 1, 188910, 188910, 0, 0, 0, 0, "HTA, times rounded"},
+};
+
+std::string kineto(const char* file) { return std::string(MOETRACE_SHARED_DATA) + "/external/kineto/" + file; }
+
+TEST(HtaParity, CriticalPathWithinOnePercent) {
+  std::string loaded;
+  Trace t;
+  for (const auto& e : kExpected) {
+    const auto path = kineto(e.file);
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << "shared data absent: " << path;
+    if (loaded != path) {
+      t = load_trace(path);
+      loaded = path;
+    }
+    CriticalPathOptions o;
+    if (e.step >= 0) {
+      o.annotation = "ProfilerStep";
+      o.instance_first = o.instance_last = e.step;
+    }
+    const auto paths = critical_paths(t, o);
+    ASSERT_EQ(paths.size(), 1u) << e.file;
+    const auto& r = paths[0];
+    const double tolerance = 0.01 * e.length;
+    auto us = [](std::int64_t ns) { return static_cast<double>(ns) / 1000.0; };
+    SCOPED_TRACE(std::string(e.file) + " step " + std::to_string(e.step) + " against " + e.source);
+    EXPECT_NEAR(us(r.length_ns), e.length, tolerance);
+    EXPECT_NEAR(us(r.at(PathCategory::kCpuOp)), e.cpu, tolerance);
+    EXPECT_NEAR(us(r.at(PathCategory::kKernelCompute) + r.at(PathCategory::kMemcpyMemset)), e.compute, tolerance);
+    EXPECT_NEAR(us(r.at(PathCategory::kKernelCommunication)), e.comm, tolerance);
+    EXPECT_NEAR(us(r.at(PathCategory::kLaunchDelay)), e.launch, tolerance);
+    EXPECT_NEAR(us(r.at(PathCategory::kKernelGap)), e.gap, tolerance);
+  }
+}
+
+// The window of HTA's critical_path_analysis: a missing instance is one clear
+// error, not an empty path.
+TEST(HtaParity, MissingStepIsAnError) {
+  const auto path = kineto("hta-sampled_rank-0.json.gz");
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "shared data absent: " << path;
+  const auto t = load_trace(path);
+  CriticalPathOptions o;
+  o.annotation = "ProfilerStep";
+  o.instance_first = o.instance_last = 2;  // the trace has steps 0 and 1
+  try {
+    critical_paths(t, o);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "critical path: instance 2 of 'ProfilerStep' asked for, but the ranks have at most 2 (counted from 0)");
+  }
+}
+
+// A Kineto trace written to a temporary file and read in memory.
+Trace kineto_trace(const std::string& name, const std::string& events) {
+  const auto path = testing::temp_path(name);
+  std::ofstream(path) << R"({"schemaVersion": 1, "traceEvents": [)" << events << "]}";
+  return load_trace(path);
+}
+
+// MTIA activity (libkineto's mtia_runtime and mtia_ccp_events types, the
+// launch call HTA's queue length counts for MTIA,
+// "runFunction - job_prep_and_submit_for_execution") is read as runtime
+// calls and kernels: a launch at 10 us, its kernel at 14-20 us on stream 3,
+// a second launch at 12 us whose kernel runs 20-25 us. Queue: 1 (10), 2 (12),
+// 1 (14), 0 (20)... by hand: +1 +1 -1 -1 -> 4 points, max 2.
+TEST(HtaParity, MtiaActivityIsRead) {
+  const auto t = kineto_trace("mtia.json", R"(
+    {"ph": "X", "cat": "mtia_runtime", "name": "runFunction - job_prep_and_submit_for_execution", "pid": 9, "tid": 9,
+     "ts": 10, "dur": 1, "args": {"correlation": 5}},
+    {"ph": "X", "cat": "mtia_runtime", "name": "runFunction - job_prep_and_submit_for_execution", "pid": 9, "tid": 9,
+     "ts": 12, "dur": 1, "args": {"correlation": 6}},
+    {"ph": "X", "cat": "mtia_ccp_events", "name": "fused_linear_relu", "pid": 1, "tid": 3, "ts": 14, "dur": 6,
+     "args": {"correlation": 5, "device": 1, "stream": 3}},
+    {"ph": "X", "cat": "mtia_ccp_events", "name": "Add_Fp16", "pid": 1, "tid": 3, "ts": 20, "dur": 5,
+     "args": {"correlation": 6, "device": 1, "stream": 3}})");
+  ASSERT_EQ(t.activities.size(), 2u);
+  EXPECT_EQ(t.api_calls.size(), 2u);
+  const auto q = queue_lengths(t);
+  ASSERT_EQ(q.size(), 1u);
+  EXPECT_EQ(q[0].native_stream, 3);
+  EXPECT_EQ(q[0].count, 4);
+  EXPECT_EQ(q[0].max, 2);
+}
+
+// Kineto's "Stream Sync" record (cat cuda_sync) joins the stream's last kernel
+// to the end of the cudaStreamSynchronize that waited (HTA SYNC_DEPENDENCY).
+// Thread 9: launch 0-2 us, cudaStreamSynchronize 3-110 us, a launch 111-112 us;
+// the kernel runs 5-105 us on stream 7. By hand, with the record: launch start
+// -> kernel start (5, launch delay) -> kernel end (100) -> the sync's end (0)
+// -> the next launch (0, consecutive top-level calls) -> its end (1): 106 us.
+// Without it, by default, moetrace infers the same edge from the call
+// (critical_path.h, "Synchronisation"): 106 us; without inference, as HTA, the
+// host chain is 2 + 0 + 1 = 3 us and the longest path the launch delay and
+// the kernel, 105 us.
+TEST(HtaParity, StreamSyncRecordJoinsKernelToTheCall) {
+  const std::string base = R"(
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": 0, "dur": 2,
+     "args": {"correlation": 1}},
+    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 5, "dur": 100,
+     "args": {"correlation": 1, "device": 0, "stream": 7}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 9, "tid": 9, "ts": 3, "dur": 107,
+     "args": {"correlation": 2}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": 111, "dur": 1,
+     "args": {"correlation": 3}})";
+  const auto with = kineto_trace("sync.json", base + R"(,
+    {"ph": "X", "cat": "cuda_sync", "name": "Stream Sync", "pid": 0, "tid": 7, "ts": 3, "dur": 107,
+     "args": {"correlation": 2, "device": 0, "stream": 7}})");
+  ASSERT_EQ(with.sync_events.size(), 1u);
+  EXPECT_EQ(with.sync_events[0].kind, SyncEvent::kStreamSynchronize);
+  const auto p = critical_paths(with);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].length_ns, 106'000);
+  EXPECT_EQ(p[0].at(PathCategory::kLaunchDelay), 5'000);
+  EXPECT_EQ(p[0].at(PathCategory::kKernelCompute), 100'000);
+  EXPECT_EQ(p[0].at(PathCategory::kCpuOp), 1'000);
+  const auto no_record = kineto_trace("nosync.json", base);
+  const auto inferred = critical_paths(no_record);
+  ASSERT_EQ(inferred.size(), 1u);
+  EXPECT_EQ(inferred[0].length_ns, 106'000);
+  CriticalPathOptions as_hta;
+  as_hta.infer_sync = false;
+  const auto without = critical_paths(no_record, as_hta);
+  ASSERT_EQ(without.size(), 1u);
+  EXPECT_EQ(without[0].length_ns, 105'000);
+  EXPECT_EQ(without[0].at(PathCategory::kCpuOp), 0);
+}
+
+}  // namespace
+}  // namespace moetrace::analyzer
