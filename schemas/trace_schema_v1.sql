@@ -1,128 +1,32 @@
 -- moetrace trace schema, version 1: superseded by trace_schema_v2.sql, kept
 -- as the definition of the version-1 traces that readers still accept (and
--- that the loader's compatibility test builds).
--- One database holds one run (all its ranks). Timestamps are integer
--- nanoseconds on one clock per run (CUPTI's for GPU runs, simulated time for
--- the simulator). Every table and column is documented in schemas/README.md.
--- The writer sets PRAGMA application_id = 1297040724 ('MOET') and
+-- that the loader's compatibility test builds). Version 1 is version 2 with
+-- the differences below undone: run trace_schema_v2.sql first, then this file.
 -- PRAGMA user_version = 1; readers refuse anything else.
---
--- CHECK constraints spell value lists as `x = a OR x = b`, not `x IN (a, b)`:
--- SQLite evaluates a CHECK's IN list of three or more values through an
--- ephemeral table built for every row, which made inserting op_buffers 2.5x
--- slower (see BENCHMARKS.md, simulator section). The accepted values are the
--- same.
 
-CREATE TABLE meta (
-  key   TEXT PRIMARY KEY,
-  value TEXT NOT NULL
+-- An op's dependencies and buffer accesses are tables of their own, not two
+-- JSON columns of op_ranges with views of version 1's columns.
+DROP VIEW op_deps;
+DROP VIEW op_buffers;
+ALTER TABLE op_ranges DROP COLUMN buffers;
+ALTER TABLE op_ranges DROP COLUMN deps;
+
+CREATE TABLE op_deps (
+  op_id     INTEGER NOT NULL,
+  dep_op_id INTEGER NOT NULL,
+  PRIMARY KEY (op_id, dep_op_id)
 ) WITHOUT ROWID;
 
-CREATE TABLE run (
-  id               INTEGER PRIMARY KEY CHECK (id = 1),
-  name             TEXT,
-  backend          TEXT NOT NULL,
-  variant          TEXT,
-  simulated        INTEGER NOT NULL DEFAULT 0,
-  world_size       INTEGER NOT NULL,
-  host             TEXT,
-  moetrace_version TEXT NOT NULL,
-  created_unix_s   INTEGER NOT NULL,
-  start_ns         INTEGER,
-  end_ns           INTEGER,
-  config_json      TEXT,
-  dropped_records  INTEGER NOT NULL DEFAULT 0
-);
-
-CREATE TABLE run_config (
-  key   TEXT PRIMARY KEY,
-  value TEXT NOT NULL
+CREATE TABLE op_buffers (
+  op_id     INTEGER NOT NULL,
+  buffer_id INTEGER NOT NULL,
+  access    INTEGER NOT NULL CHECK (access = 1 OR access = 2 OR access = 3),
+  PRIMARY KEY (op_id, buffer_id)
 ) WITHOUT ROWID;
 
-CREATE TABLE strings (
-  id    INTEGER PRIMARY KEY,
-  value TEXT NOT NULL
-);
-
-CREATE TABLE devices (
-  id            INTEGER PRIMARY KEY,
-  name          TEXT NOT NULL,
-  uuid          TEXT,
-  compute_major INTEGER,
-  compute_minor INTEGER,
-  sm_count      INTEGER,
-  memory_bytes  INTEGER,
-  simulated     INTEGER NOT NULL DEFAULT 0
-);
-
-CREATE TABLE ranks (
-  rank       INTEGER PRIMARY KEY,
-  device_id  INTEGER NOT NULL REFERENCES devices(id),
-  local_rank INTEGER,
-  host       TEXT,
-  pid        INTEGER
-);
-
-CREATE TABLE streams (
-  id            INTEGER PRIMARY KEY,
-  rank          INTEGER NOT NULL,
-  device_id     INTEGER,
-  native_id     INTEGER,
-  role          TEXT NOT NULL CHECK (role = 'compute' OR role = 'comm' OR role = 'copy' OR role = 'other'),
-  name          TEXT,
-  priority      INTEGER
-);
-
-CREATE TABLE launch_configs (
-  id           INTEGER PRIMARY KEY,
-  grid_x       INTEGER NOT NULL,
-  grid_y       INTEGER NOT NULL,
-  grid_z       INTEGER NOT NULL,
-  block_x      INTEGER NOT NULL,
-  block_y      INTEGER NOT NULL,
-  block_z      INTEGER NOT NULL,
-  shared_bytes INTEGER,
-  registers    INTEGER
-);
-
-CREATE TABLE kernels (
-  id             INTEGER PRIMARY KEY,
-  rank           INTEGER NOT NULL,
-  stream_id      INTEGER NOT NULL,
-  start_ns       INTEGER NOT NULL,
-  end_ns         INTEGER NOT NULL,
-  name_id        INTEGER NOT NULL,
-  correlation_id INTEGER,
-  launch_id      INTEGER,
-  op_id          INTEGER
-);
-
-CREATE TABLE memcpy (
-  id             INTEGER PRIMARY KEY,
-  rank           INTEGER NOT NULL,
-  stream_id      INTEGER NOT NULL,
-  start_ns       INTEGER NOT NULL,
-  end_ns         INTEGER NOT NULL,
-  bytes          INTEGER NOT NULL,
-  copy_kind      INTEGER NOT NULL,
-  src_kind       INTEGER,
-  dst_kind       INTEGER,
-  correlation_id INTEGER,
-  op_id          INTEGER
-);
-
-CREATE TABLE memset (
-  id             INTEGER PRIMARY KEY,
-  rank           INTEGER NOT NULL,
-  stream_id      INTEGER NOT NULL,
-  start_ns       INTEGER NOT NULL,
-  end_ns         INTEGER NOT NULL,
-  bytes          INTEGER NOT NULL,
-  value          INTEGER,
-  correlation_id INTEGER,
-  op_id          INTEGER
-);
-
+-- Memory events are a rowid table (an index on (rank, ts_ns) beside it),
+-- not clustered by (rank, ts_ns).
+DROP TABLE memory_events;
 CREATE TABLE memory_events (
   id             INTEGER PRIMARY KEY,
   rank           INTEGER NOT NULL,
@@ -136,150 +40,8 @@ CREATE TABLE memory_events (
   buffer_id      INTEGER
 );
 
-CREATE TABLE api_calls (
-  id             INTEGER PRIMARY KEY,
-  rank           INTEGER NOT NULL,
-  thread_id      INTEGER NOT NULL,
-  start_ns       INTEGER NOT NULL,
-  end_ns         INTEGER NOT NULL,
-  api            INTEGER NOT NULL CHECK (api = 1 OR api = 2),
-  name_id        INTEGER NOT NULL,
-  correlation_id INTEGER NOT NULL,
-  return_code    INTEGER
-);
-
-CREATE TABLE sync_events (
-  id             INTEGER PRIMARY KEY,
-  rank           INTEGER NOT NULL,
-  stream_id      INTEGER,
-  start_ns       INTEGER NOT NULL,
-  end_ns         INTEGER NOT NULL,
-  kind           INTEGER NOT NULL,
-  correlation_id INTEGER
-);
-
-CREATE TABLE overhead (
-  id        INTEGER PRIMARY KEY,
-  rank      INTEGER NOT NULL,
-  thread_id INTEGER,
-  start_ns  INTEGER NOT NULL,
-  end_ns    INTEGER NOT NULL,
-  kind      TEXT NOT NULL
-);
-
-CREATE TABLE nvtx_ranges (
-  id             INTEGER PRIMARY KEY,
-  rank           INTEGER NOT NULL,
-  thread_id      INTEGER NOT NULL,
-  start_ns       INTEGER NOT NULL,
-  end_ns         INTEGER,
-  domain_id      INTEGER,
-  name_id        INTEGER NOT NULL,
-  category       INTEGER,
-  color          INTEGER,
-  payload_int    INTEGER,
-  payload_double REAL
-);
-
--- NCCL collectives as the source tool described them (Kineto's kernel args):
--- one row per collective kernel, linked to it by (rank, correlation_id). Added
--- within version 1: readers that predate it ignore it, and readers of it must
--- allow for its absence in older traces.
-CREATE TABLE collectives (
-  id             INTEGER PRIMARY KEY,
-  rank           INTEGER NOT NULL,
-  stream_id      INTEGER,
-  start_ns       INTEGER NOT NULL,
-  end_ns         INTEGER NOT NULL,
-  correlation_id INTEGER,
-  name           TEXT NOT NULL,
-  in_nelems      INTEGER,
-  out_nelems     INTEGER,
-  dtype          TEXT,
-  group_size     INTEGER,
-  group_ranks    TEXT,
-  process_group  TEXT,
-  in_splits      TEXT,
-  out_splits     TEXT
-);
-
-CREATE TABLE op_kinds (
-  id       INTEGER PRIMARY KEY,
-  name     TEXT NOT NULL UNIQUE,
-  category TEXT NOT NULL
-);
-
-CREATE TABLE layers (
-  layer       INTEGER PRIMARY KEY,
-  kind        TEXT NOT NULL,
-  num_experts INTEGER,
-  top_k       INTEGER,
-  model_dim   INTEGER,
-  hidden_dim  INTEGER,
-  tokens      INTEGER
-);
-
-CREATE TABLE op_ranges (
-  id              INTEGER PRIMARY KEY,
-  rank            INTEGER NOT NULL,
-  stream_id       INTEGER NOT NULL,
-  kind            INTEGER NOT NULL REFERENCES op_kinds(id),
-  name_id         INTEGER,
-  layer           INTEGER,
-  iteration       INTEGER,
-  micro_batch     INTEGER,
-  chunk           INTEGER,
-  phase           INTEGER NOT NULL CHECK (phase = 0 OR phase = 1 OR phase = 2),
-  start_ns        INTEGER NOT NULL,
-  end_ns          INTEGER NOT NULL,
-  launch_start_ns INTEGER,
-  launch_end_ns   INTEGER,
-  flops           REAL,
-  bytes           INTEGER,
-  peer_rank       INTEGER,
-  nvtx_id         INTEGER
-);
-
-CREATE TABLE op_deps (
-  op_id     INTEGER NOT NULL,
-  dep_op_id INTEGER NOT NULL,
-  PRIMARY KEY (op_id, dep_op_id)
-) WITHOUT ROWID;
-
-CREATE TABLE buffers (
-  id          INTEGER PRIMARY KEY,
-  rank        INTEGER NOT NULL,
-  tag         TEXT NOT NULL,
-  bytes       INTEGER NOT NULL,
-  memory_kind INTEGER NOT NULL DEFAULT 1,
-  layer       INTEGER,
-  chunk       INTEGER,
-  alloc_ns    INTEGER,
-  free_ns     INTEGER,
-  address     INTEGER
-);
-
-CREATE TABLE op_buffers (
-  op_id     INTEGER NOT NULL,
-  buffer_id INTEGER NOT NULL,
-  access    INTEGER NOT NULL CHECK (access = 1 OR access = 2 OR access = 3),
-  PRIMARY KEY (op_id, buffer_id)
-) WITHOUT ROWID;
-
-CREATE TABLE expert_load (
-  iteration INTEGER NOT NULL,
-  layer     INTEGER NOT NULL,
-  src_rank  INTEGER NOT NULL,
-  expert    INTEGER NOT NULL,
-  tokens    INTEGER NOT NULL,
-  PRIMARY KEY (iteration, layer, src_rank, expert)
-) WITHOUT ROWID;
-
-CREATE TABLE expert_placement (
-  iteration INTEGER NOT NULL,
-  layer     INTEGER NOT NULL,
-  expert    INTEGER NOT NULL,
-  rank      INTEGER NOT NULL,
-  role      TEXT NOT NULL CHECK (role = 'home' OR role = 'replica' OR role = 'shadow'),
-  PRIMARY KEY (iteration, layer, expert, rank)
-) WITHOUT ROWID;
+-- The side tables added within version 2 do not exist.
+DROP TABLE autograd_ranges;
+DROP TABLE input_shapes;
+DROP TABLE collective_seq;
+DROP TABLE op_recv_bytes;

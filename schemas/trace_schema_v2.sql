@@ -285,11 +285,11 @@ CREATE TABLE op_ranges (
   bytes           INTEGER,
   peer_rank       INTEGER,
   nvtx_id         INTEGER,
-  -- JSON arrays (schemas/include/moetrace/schema/op_links.h): op ids this op
-  -- waits for, ascending; [buffer id, access] pairs, ascending by buffer.
-  -- NULL where there are none.
   deps            TEXT,
   buffers         TEXT
+  -- deps, buffers: JSON arrays (schemas/include/moetrace/schema/op_links.h):
+  -- op ids this op waits for, ascending; [buffer id, access] pairs, ascending
+  -- by buffer. NULL where there are none.
 );
 
 -- Plan dependencies, one row per (op, op it waits for): op_ranges.deps

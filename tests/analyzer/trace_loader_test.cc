@@ -100,13 +100,17 @@ TEST(TraceLoader, NewerSchema) {
 }
 
 // Version-1 traces (op_deps and op_buffers as tables) stay readable: one is
-// built from schemas/trace_schema_v1.sql by hand, as an old writer left it.
+// built by hand, as an old writer left it, from schemas/trace_schema_v2.sql
+// and then trace_schema_v1.sql (version 1 as its difference from version 2).
 TEST(TraceLoader, ReadsVersion1Traces) {
   const auto path = testing::temp_path("v1.db");
   std::filesystem::remove(path);
-  std::ifstream sql_file(std::string(MOETRACE_SOURCE_DIR) + "/schemas/trace_schema_v1.sql");
-  ASSERT_TRUE(sql_file.good());
-  const std::string sql((std::istreambuf_iterator<char>(sql_file)), std::istreambuf_iterator<char>());
+  std::string sql;
+  for (const char* file : {"/schemas/trace_schema_v2.sql", "/schemas/trace_schema_v1.sql"}) {
+    std::ifstream sql_file(std::string(MOETRACE_SOURCE_DIR) + file);
+    ASSERT_TRUE(sql_file.good()) << file;
+    sql.append(std::istreambuf_iterator<char>(sql_file), std::istreambuf_iterator<char>());
+  }
   {
     sqlite::Database db(path, sqlite::Database::Mode::kCreate);
     db.exec(sql);

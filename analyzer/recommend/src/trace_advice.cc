@@ -8,6 +8,7 @@
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/exec_graph.h"
 #include "moetrace/analyzer/graph_whatif.h"
+#include "recommend_internal.h"
 
 namespace moetrace::analyzer::detail {
 namespace {
@@ -23,8 +24,6 @@ std::map<int, double> layer_windows_s(const Trace& t) {
   for (const auto& [layer, s] : sum) out[layer] = s.first / s.second;
   return out;
 }
-
-std::string ms(double s) { return fmt::format("{:.3f} ms", s * 1e3); }
 
 }  // namespace
 

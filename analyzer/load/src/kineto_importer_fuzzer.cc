@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "../common/import_fuzz.h"
+#include "import_fuzz.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   return moetrace::fuzz::import_and_load(data, size, "kineto.json", moetrace::importers::Format::kKineto);

@@ -1,4 +1,6 @@
-// The body of the importers' libFuzzer targets (kineto/, nsys/): the input,
+// The body of the import-and-load libFuzzer targets (Kineto JSON and Nsight
+// Systems exports, kineto_importer_fuzzer.cc and nsys_importer_fuzzer.cc, kept
+// with the loader because they read the importer's output back): the input,
 // written to a file named `input_name`, imported as `format` into a trace that
 // is then loaded back, and read by its importer straight into memory (the
 // loader's second source). Bad input must end in one moetrace::Error line.

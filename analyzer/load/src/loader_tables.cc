@@ -1,0 +1,299 @@
+// The core tables of a trace file into the model (trace_loader.h).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <ctime>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+
+#include "trace_loader.h"
+#include "moetrace/analyzer/kernel_classes.h"
+#include "moetrace/analyzer/moe_recognition.h"
+#include "moetrace/analyzer/projection.h"
+#include "moetrace/importers/imported_trace.h"
+#include "moetrace/instrument/trace_writer.h"
+#include "moetrace/schema/error.h"
+#include "moetrace/schema/integrity.h"
+#include "moetrace/schema/op_links.h"
+#include "moetrace/schema/sqlite.h"
+#include "moetrace/schema/trace_file.h"
+
+namespace moetrace::analyzer {
+
+void TraceLoader::load_strings() {
+  progress("strings", 0.0);
+  auto n = db_.query_int("SELECT max(id) FROM strings").value_or(-1);
+  if (n < -1 || n > (1 << 30)) throw Error(trace_.run.path + ": string table is damaged");
+  trace_.strings.resize(static_cast<std::size_t>(n + 1));
+  auto st = db_.prepare("SELECT id, value FROM strings");
+  auto* strings_digest = digest("strings");
+  while (st.step()) {
+    if (strings_digest) strings_digest->add_row(st, 2);
+    auto id = st.int64(0);
+    // max(id) above may disagree with the rows of a damaged file (an id
+    // stored as text sorts after every integer).
+    if (id >= static_cast<std::int64_t>(trace_.strings.size()))
+      throw Error(trace_.run.path + ": string table is damaged");
+    if (id >= 0) trace_.strings[static_cast<std::size_t>(id)] = st.text(1);
+  }
+  verify("strings");
+}
+
+void TraceLoader::load_devices_ranks_streams() {
+  auto d = db_.prepare(
+      "SELECT id, name, uuid, compute_major, compute_minor, sm_count, memory_bytes, simulated "
+      "FROM devices ORDER BY id");
+  auto* devices_digest = digest("devices");
+  while (d.step()) {
+    if (devices_digest) devices_digest->add_row(d, 8);
+    Device dev;
+    dev.id = DeviceId(static_cast<std::int32_t>(d.int64(0)));
+    dev.name = d.text(1);
+    dev.uuid = d.text(2);
+    dev.compute_major = static_cast<int>(d.int64_or(3, -1));
+    dev.compute_minor = static_cast<int>(d.int64_or(4, -1));
+    dev.sm_count = static_cast<int>(d.int64_or(5, -1));
+    dev.memory_bytes = d.int64_or(6, -1);
+    dev.simulated = d.int64(7) != 0;
+    trace_.devices.push_back(std::move(dev));
+  }
+  auto r = db_.prepare("SELECT rank, device_id, local_rank, host, pid FROM ranks ORDER BY rank");
+  auto* ranks_digest = digest("ranks");
+  while (r.step()) {
+    if (ranks_digest) ranks_digest->add_row(r, 5);
+    Rank rank;
+    check_index(r.int64(0), "ranks", "rank");
+    rank.rank = RankId(static_cast<std::int32_t>(r.int64(0)));
+    rank_limit_ = std::max(rank_limit_, std::int64_t{rank.rank.value} + 1);
+    rank.device = DeviceId(static_cast<std::int32_t>(r.int64(1)));
+    rank.local_rank = static_cast<int>(r.int64_or(2, -1));
+    rank.host = r.text(3);
+    rank.pid = r.int64_or(4, -1);
+    trace_.ranks.push_back(std::move(rank));
+  }
+  auto s = db_.prepare(
+      "SELECT id, rank, device_id, native_id, role, name, priority FROM streams ORDER BY rank, id");
+  auto* streams_digest = digest("streams");
+  while (s.step()) {
+    if (streams_digest) streams_digest->add_row(s, 7);
+    Stream st;
+    st.id = StreamId(static_cast<std::int32_t>(s.int64(0)));
+    check_index(s.int64(1), "streams", "rank");
+    st.rank = RankId(static_cast<std::int32_t>(s.int64(1)));
+    rank_limit_ = std::max(rank_limit_, std::int64_t{st.rank.value} + 1);
+    st.device = DeviceId(static_cast<std::int32_t>(s.int64_or(2, -1)));
+    st.native_id = s.int64_or(3, -1);
+    st.role = s.text(4);
+    st.name = s.text(5);
+    trace_.streams.push_back(std::move(st));
+  }
+  auto l = db_.prepare(
+      "SELECT layer, kind, num_experts, top_k, model_dim, hidden_dim, tokens FROM layers "
+      "ORDER BY layer");
+  auto* layers_digest = digest("layers");
+  while (l.step()) {
+    if (layers_digest) layers_digest->add_row(l, 7);
+    Layer layer;
+    layer.layer = static_cast<int>(l.int64(0));
+    layer.kind = l.text(1);
+    layer.num_experts = static_cast<int>(std::clamp<std::int64_t>(l.int64_or(2, -1), -1, 1 << 20));
+    layer.top_k = static_cast<int>(l.int64_or(3, -1));
+    layer.model_dim = l.int64_or(4, -1);
+    layer.hidden_dim = l.int64_or(5, -1);
+    layer.tokens = l.int64_or(6, -1);
+    trace_.layers.push_back(std::move(layer));
+  }
+  for (const char* t : {"devices", "ranks", "streams", "layers"}) verify(t);
+}
+
+void TraceLoader::load_activities() {
+  auto n = db_.query_int("SELECT (SELECT count(*) FROM kernels) + (SELECT count(*) FROM memcpy)"
+                         " + (SELECT count(*) FROM memset)")
+               .value_or(0);
+  trace_.activities.reserve(static_cast<std::size_t>(n));
+  std::map<std::int64_t, std::int32_t> launch_index;
+  auto lc = db_.prepare(
+      "SELECT id, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes, registers "
+      "FROM launch_configs");
+  auto* launch_configs_digest = digest("launch_configs");
+  while (lc.step()) {
+    if (launch_configs_digest) launch_configs_digest->add_row(lc, 9);
+    LaunchConfig c;
+    for (int i = 0; i < 3; ++i) c.grid[i] = static_cast<std::int32_t>(lc.int64(1 + i));
+    for (int i = 0; i < 3; ++i) c.block[i] = static_cast<std::int32_t>(lc.int64(4 + i));
+    c.shared_bytes = static_cast<std::int32_t>(lc.int64_or(7, -1));
+    c.registers = static_cast<std::int32_t>(lc.int64_or(8, -1));
+    launch_index.emplace(lc.int64(0), static_cast<std::int32_t>(trace_.launch_configs.size()));
+    trace_.launch_configs.push_back(c);
+  }
+  auto k = db_.prepare(
+      "SELECT rank, stream_id, start_ns, end_ns, name_id, correlation_id, launch_id, op_id "
+      "FROM kernels");
+  verify("launch_configs");
+  auto* kernels_digest = digest("kernels");
+  while (k.step()) {
+    if (kernels_digest) kernels_digest->add_row(k, 8);
+    Activity a;
+    a.type = ActivityType::kKernel;
+    a.rank = checked_rank(k.int64(0), "kernels");
+    a.stream = stream_slot(k.int64(1), a.rank);
+    a.start_ns = k.int64(2);
+    a.end_ns = k.int64(3);
+    check_times(a.start_ns, a.end_ns, "kernels");
+    a.name = checked_string(k.int64(4), "kernels");
+    a.correlation_id = k.int64_or(5, 0);
+    if (!k.is_null(6)) {
+      auto it = launch_index.find(k.int64(6));
+      if (it == launch_index.end())
+        throw Error(trace_.run.path + ": kernels names launch config " +
+                    std::to_string(k.int64(6)) + " that launch_configs lacks; damaged trace");
+      a.launch = it->second;
+    }
+    activity_op_ids_.push_back(k.int64_or(7, -1));
+    trace_.activities.push_back(a);
+    step_progress("kernels");
+  }
+  auto m = db_.prepare(
+      "SELECT rank, stream_id, start_ns, end_ns, bytes, copy_kind, src_kind, dst_kind, correlation_id, "
+      "op_id FROM memcpy");
+  verify("kernels");
+  auto* memcpy_digest = digest("memcpy");
+  while (m.step()) {
+    if (memcpy_digest) memcpy_digest->add_row(m, 10);
+    Activity a;
+    a.type = ActivityType::kMemcpy;
+    a.rank = checked_rank(m.int64(0), "memcpy");
+    a.stream = stream_slot(m.int64(1), a.rank);
+    a.start_ns = m.int64(2);
+    a.end_ns = m.int64(3);
+    check_times(a.start_ns, a.end_ns, "memcpy");
+    a.bytes = m.int64(4);
+    a.copy_kind = static_cast<std::uint8_t>(checked_enum(m.int64(5), 0, 10, "memcpy", "copy_kind"));
+    a.src_kind = static_cast<std::uint8_t>(checked_enum(m.int64_or(6, 0), 0, 4, "memcpy", "src_kind"));
+    a.dst_kind = static_cast<std::uint8_t>(checked_enum(m.int64_or(7, 0), 0, 4, "memcpy", "dst_kind"));
+    a.correlation_id = m.int64_or(8, 0);
+    activity_op_ids_.push_back(m.int64_or(9, -1));
+    trace_.activities.push_back(a);
+    step_progress("memcpy");
+  }
+  auto s = db_.prepare(
+      "SELECT rank, stream_id, start_ns, end_ns, bytes, value, correlation_id, op_id FROM memset");
+  verify("memcpy");
+  auto* memset_digest = digest("memset");
+  while (s.step()) {
+    if (memset_digest) memset_digest->add_row(s, 8);
+    Activity a;
+    a.type = ActivityType::kMemset;
+    a.rank = checked_rank(s.int64(0), "memset");
+    a.stream = stream_slot(s.int64(1), a.rank);
+    a.start_ns = s.int64(2);
+    a.end_ns = s.int64(3);
+    check_times(a.start_ns, a.end_ns, "memset");
+    a.bytes = s.int64(4);
+    a.correlation_id = s.int64_or(6, 0);
+    activity_op_ids_.push_back(s.int64_or(7, -1));
+    trace_.activities.push_back(a);
+    step_progress("memset");
+  }
+  verify("memset");
+}
+
+void TraceLoader::load_ops() {
+  auto n = db_.query_int("SELECT count(*) FROM op_ranges").value_or(0);
+  trace_.ops.reserve(static_cast<std::size_t>(n));
+  // Since version 2 an op's deps and buffer accesses are on its row: read
+  // them in this same pass (load_v1_op_links reads version 1's tables).
+  const bool links = trace_.run.schema_version >= 2;
+  auto st = db_.prepare(
+      std::string("SELECT id, rank, stream_id, kind, name_id, layer, iteration, micro_batch, chunk, phase, "
+                  "start_ns, end_ns, launch_start_ns, launch_end_ns, flops, bytes, peer_rank, nvtx_id") +
+      (links ? ", deps, buffers" : "") + " FROM op_ranges");
+  const auto kinds = all_op_kinds().size();
+  std::vector<std::int64_t> deps;
+  std::vector<schema::BufferLink> accesses;
+  auto* ops_digest = links ? digest("op_ranges") : nullptr;
+  auto* links_digest = links ? digest("op_links") : nullptr;
+  while (st.step()) {
+    if (ops_digest) {
+      schema::RowHash h, l;
+      for (int c = 0; c < schema::kOpLinkColumn; ++c) h.add_column(st, c, c);
+      ops_digest->add(h.value());
+      l.add_column(st, 0, 0);
+      l.add_column(st, schema::kOpLinkColumn, 1);
+      l.add_column(st, schema::kOpLinkColumn + 1, 2);
+      links_digest->add(l.value());
+    }
+    OpRange op;
+    op.id = OpId(st.int64(0));
+    op.rank = checked_rank(st.int64(1), "op_ranges");
+    op.stream = stream_slot(st.int64(2), op.rank);
+    auto kind = st.int64(3);
+    if (kind < 0 || static_cast<std::size_t>(kind) >= kinds)
+      throw Error(trace_.run.path + ": op_ranges has unknown op kind " + std::to_string(kind) +
+                  " (written by a newer moetrace?)");
+    op.kind = static_cast<OpKind>(kind);
+    op.name = st.is_null(4) ? StringId() : checked_string(st.int64(4), "op_ranges");
+    op.layer = static_cast<std::int32_t>(st.int64_or(5, -1));
+    op.iteration = static_cast<std::int32_t>(st.int64_or(6, -1));
+    op.micro_batch = static_cast<std::int32_t>(st.int64_or(7, -1));
+    op.chunk = static_cast<std::int32_t>(st.int64_or(8, -1));
+    op.phase = static_cast<Phase>(checked_enum(st.int64(9), 0, 2, "op_ranges", "phase"));
+    op.start_ns = st.int64(10);
+    op.end_ns = st.int64(11);
+    check_times(op.start_ns, op.end_ns, "op_ranges");
+    op.launch_start_ns = st.int64_or(12, -1);
+    op.launch_end_ns = st.int64_or(13, -1);
+    op.flops = st.is_null(14) ? -1.0 : st.real(14);
+    op.bytes = st.int64_or(15, -1);
+    op.peer = RankId(static_cast<std::int32_t>(st.int64_or(16, -1)));
+    op.nvtx_id = st.int64_or(17, -1);
+    if (links) {
+      const auto column = [&st](int i) {
+        return st.is_null(i) ? std::nullopt : std::optional<std::string_view>(st.text(i));
+      };
+      add_op_links(op.id, column(18), column(19), deps, accesses);
+    }
+    trace_.ops.push_back(op);
+    step_progress("op ranges");
+  }
+  if (links) {
+    verify("op_ranges");
+    verify("op_links");
+  }
+  load_op_recv_bytes();
+}
+
+void TraceLoader::load_op_recv_bytes() {
+  if (!db_.has_table("op_recv_bytes")) return;
+  std::unordered_map<std::int64_t, std::size_t> index;
+  auto st = db_.prepare("SELECT op_id, bytes FROM op_recv_bytes");
+  auto* recv_digest = digest("op_recv_bytes");
+  while (st.step()) {
+    if (recv_digest) recv_digest->add_row(st, 2);
+    if (index.empty())
+      for (std::size_t i = 0; i < trace_.ops.size(); ++i) index.emplace(trace_.ops[i].id.value, i);
+    const auto it = index.find(st.int64(0));
+    if (it == index.end() || st.int64(1) < 0)
+      throw Error(fmt::format("{}: op_recv_bytes names op {} that op_ranges lacks, or a negative size; damaged trace",
+                              trace_.run.path, st.int64(0)));
+    trace_.ops[it->second].recv_bytes = st.int64(1);
+  }
+  verify("op_recv_bytes");
+}
+
+void TraceLoader::load_v1_op_links() {
+  auto d = db_.prepare("SELECT op_id, dep_op_id FROM op_deps");
+  while (d.step()) trace_.op_deps.push_back({OpId(d.int64(0)), OpId(d.int64(1))});
+  if (!options_.memory) return;
+  auto ob = db_.prepare("SELECT op_id, buffer_id, access FROM op_buffers");
+  while (ob.step())
+    trace_.op_buffers.push_back(
+        {OpId(ob.int64(0)), BufferId(ob.int64(1)), static_cast<schema::Access>(ob.int64(2))});
+}
+
+}  // namespace moetrace::analyzer

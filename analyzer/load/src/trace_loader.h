@@ -1,0 +1,288 @@
+// The loader of one trace file (or one import in memory) into the model:
+// load() reads every table (SQL per table, checked against the writer's
+// integrity record), then builds the tracks, recognises MoE semantics and
+// projects activities onto ops. One class, its state shared, in files by
+// concept:
+//   trace_loader.cc        the stage sequence (load), the run row, the tracks
+//   loader_tables.cc       run, strings, devices/ranks/streams, activities, ops, received bytes, v1 links
+//   loader_host_tables.cc  API calls, syncs, NVTX, memory, MoE tables, autograd, input shapes, collectives
+//   loader_integrity.cc    the integrity record, verification, references, damage notes
+//   loader_from_import.cc  the records of an import in memory (take_imported)
+// Private to analyzer/load.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <ctime>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+
+#include "moetrace/analyzer/kernel_classes.h"
+#include "moetrace/analyzer/moe_recognition.h"
+#include "moetrace/analyzer/projection.h"
+#include "moetrace/importers/imported_trace.h"
+#include "moetrace/instrument/trace_writer.h"
+#include "moetrace/schema/error.h"
+#include "moetrace/schema/integrity.h"
+#include "moetrace/schema/op_links.h"
+#include "moetrace/schema/sqlite.h"
+#include "moetrace/schema/trace_file.h"
+#include "moetrace/analyzer/trace.h"
+#include "trace_loader_internal.h"
+
+namespace moetrace::analyzer {
+
+
+class TraceLoader {
+ public:
+  TraceLoader(const std::string& path, const LoadOptions& options)
+      : db_(schema::open_trace(path)), options_(options) {
+    trace_.run.path = path;
+  }
+  // A trace of another tool imported into memory (`path`: its file): the
+  // same model as from a trace file of the same import, with no file between.
+  TraceLoader(const std::string& path, importers::ImportedTrace&& imported, const LoadOptions& options)
+      : options_(options), imported_(std::move(imported)) {
+    trace_.run.path = path;
+  }
+
+  Trace load();
+
+ private:
+  void read_tables();
+
+ public:
+  // `digests`: where to add the digests of the run row, run_config and meta.
+  static void load_run(sqlite::Database& db, RunInfo& run, schema::IntegrityRecord* digests = nullptr);
+
+ private:
+  void progress(std::string_view stage, double fraction) {
+    if (options_.progress) options_.progress(stage, fraction);
+  }
+  void step_progress(std::string_view stage) {
+    ++rows_done_;
+    if ((rows_done_ & 0xFFFF) == 0 && rows_total_ > 0)
+      progress(stage, std::min(0.99, static_cast<double>(rows_done_) / static_cast<double>(rows_total_)));
+  }
+
+  void count_rows();
+
+  void load_strings();
+
+  void load_devices_ranks_streams();
+
+  // Index of a stream id, registering streams that events name but the
+  // streams table lacks (a killed run may have flushed events first).
+  std::int32_t stream_slot(std::int64_t stream_id, RankId rank) {
+    auto it = stream_slots_.find(stream_id);
+    if (it != stream_slots_.end()) return it->second;
+    if (stream_slots_.empty() && !trace_.streams.empty()) {
+      for (std::size_t i = 0; i < trace_.streams.size(); ++i)
+        stream_slots_.emplace(trace_.streams[i].id.value, static_cast<std::int32_t>(i));
+      it = stream_slots_.find(stream_id);
+      if (it != stream_slots_.end()) return it->second;
+    }
+    unknown_streams_.push_back(stream_id);
+    Stream s;
+    s.id = StreamId(static_cast<std::int32_t>(stream_id));
+    s.rank = rank;
+    s.role = "other";
+    s.name = "stream " + std::to_string(stream_id);
+    trace_.streams.push_back(std::move(s));
+    auto slot = static_cast<std::int32_t>(trace_.streams.size() - 1);
+    stream_slots_.emplace(stream_id, slot);
+    return slot;
+  }
+
+  // Expert and rank indices size the analyses' vectors: a damaged value must
+  // not become a huge allocation.
+  void check_index(std::int64_t v, const char* table, const char* column) {
+    if (v < 0 || v >= kMaxIndex)
+      throw Error(trace_.run.path + ": " + table + " has " + column + " " + std::to_string(v) +
+                  " (expected 0 .. " + std::to_string(kMaxIndex - 1) + "); damaged trace");
+  }
+  static constexpr std::int64_t kMaxIndex = 1 << 20;
+
+  // The writer's integrity record in meta (schemas/README.md), if any.
+  void load_integrity_record();
+
+  // Where to add the hashes of a table's rows; nullptr without a record
+  // (nothing to check them against).
+  schema::TableDigest* digest(const std::string& table) { return record_ ? &read_[table] : nullptr; }
+
+  // The rows the integrity record counts in `table`, to reserve for; 0
+  // without a record. Capped: a damaged record is caught by verify(), not by
+  // an allocation of its size.
+  std::size_t recorded_rows(std::string_view table) const {
+    if (!record_) return 0;
+    const auto it = record_->find(table);
+    if (it == record_->end() || it->second.rows <= 0) return 0;
+    return static_cast<std::size_t>(std::min<std::int64_t>(it->second.rows, std::int64_t{1} << 22));
+  }
+
+  // A table read whole against the integrity record.
+  void verify(std::string_view table);
+
+  // A rank of the run: below its world size and the ranks that the ranks and
+  // streams tables name.
+  RankId checked_rank(std::int64_t v, const char* table) {
+    const auto limit = std::max<std::int64_t>(trace_.run.world_size, rank_limit_);
+    if (v < 0 || v >= limit)
+      throw Error(fmt::format("{}: {} has rank {} but the run has {} ranks; damaged trace", trace_.run.path, table,
+                              v, limit));
+    return RankId(static_cast<std::int32_t>(v));
+  }
+
+  StringId checked_string(std::int64_t v, const char* table) {
+    if (v < 0 || v >= static_cast<std::int64_t>(trace_.strings.size()))
+      throw Error(fmt::format("{}: {} names string {} that the strings table lacks; damaged trace",
+                              trace_.run.path, table, v));
+    return StringId(static_cast<std::int32_t>(v));
+  }
+
+  std::int64_t checked_enum(std::int64_t v, std::int64_t lo, std::int64_t hi, const char* table,
+                            const char* column) {
+    if (v < lo || v > hi)
+      throw Error(fmt::format("{}: {} has {} {} (expected {} .. {}); damaged trace", trace_.run.path, table, column,
+                              v, lo, hi));
+    return v;
+  }
+
+  void note_damage(std::int64_t n, std::string_view what) {
+    if (n > 0) trace_.run.damage.push_back(fmt::format("{} {}", n, what));
+  }
+
+  // References between tables that the analyses follow: those that point
+  // nowhere are left out, and the report says so.
+  void check_references();
+
+  void check_times(std::int64_t start, std::int64_t end, const char* table) {
+    if (end < start)
+      throw Error(trace_.run.path + ": " + table + " has an event that ends before it starts (" +
+                  std::to_string(start) + " > " + std::to_string(end) + " ns); damaged trace");
+  }
+
+  void load_activities();
+
+  void load_ops();
+
+  // The op_recv_bytes table (absent from traces older than it): the bytes an
+  // all-to-all op receives, onto its op.
+  void load_op_recv_bytes();
+
+  // One op's JSON arrays (schema/op_links.h) into op_deps and, with the
+  // memory tables, op_buffers.
+  void add_op_links(OpId op, std::optional<std::string_view> deps_json,
+                    std::optional<std::string_view> buffers_json, std::vector<std::int64_t>& deps,
+                    std::vector<schema::BufferLink>& accesses) {
+    deps.clear();
+    accesses.clear();
+    if (deps_json && !schema::parse_deps(*deps_json, deps))
+      throw Error(fmt::format("{}: op_ranges.deps of op {} is not a JSON array of op ids (damaged trace)",
+                              trace_.run.path, op.value));
+    for (std::int64_t d : deps) trace_.op_deps.push_back({op, OpId(d)});
+    if (!options_.memory || !buffers_json) return;
+    if (!schema::parse_buffers(*buffers_json, accesses))
+      throw Error(fmt::format("{}: op_ranges.buffers of op {} is not a JSON array of [buffer, access] "
+                              "pairs (damaged trace)",
+                              trace_.run.path, op.value));
+    for (const auto& l : accesses)
+      trace_.op_buffers.push_back({op, BufferId(l.buffer), static_cast<schema::Access>(l.access)});
+  }
+
+  void load_api_calls();
+
+  // GPU-side synchronisation records, for the critical path (critical_path.h).
+  // Not checked against the integrity record: a damaged row costs a sync edge.
+  void load_sync_events();
+
+  void sort_sync_events();
+
+  void sort_api_calls();
+
+  void load_nvtx();
+
+  void sort_nvtx();
+
+  void load_memory();
+
+  void sort_memory_events();
+
+  // Plan dependencies and (with the memory tables) op buffer accesses of a
+  // version-1 trace, which kept them in tables of their own.
+  void load_v1_op_links();
+
+  void load_moe_tables();
+
+  // A table that names NVTX ranges by id and may be absent (added within
+  // version 2): each row's columns 1..n-1 go to `row` with the range it names
+  // (column 0, its nvtx id); rows naming no range are counted as damage.
+  template <class Row>
+  void load_nvtx_table(const char* table, const char* columns, int n, Row row) {
+    if (!db_.has_table(table)) return;
+    auto& by_id = nvtx_by_id_;  // built once for every such table
+    if (by_id.empty()) {
+      by_id.reserve(trace_.nvtx.size());
+      for (std::size_t i = 0; i < trace_.nvtx.size(); ++i) by_id.emplace(trace_.nvtx[i].id, i);
+    }
+    auto st = db_.prepare(fmt::format("SELECT {} FROM {}", columns, table));
+    auto* d = digest(table);
+    std::int64_t orphans = 0;
+    while (st.step()) {
+      if (d) d->add_row(st, n);
+      const auto it = by_id.find(st.int64(0));
+      if (it == by_id.end()) {
+        ++orphans;
+        continue;
+      }
+      row(st, trace_.nvtx[it->second]);
+    }
+    verify(table);
+    note_damage(orphans, fmt::format("{} rows name NVTX ranges that nvtx_ranges lacks (left out)", table));
+  }
+
+  // The autograd_ranges table: sequence numbers of the host ranges.
+  void load_autograd();
+
+  // The input_shapes table: the recorded input shapes of matrix products.
+  void load_input_shapes();
+
+  // The collectives table (absent from traces older than it), for MoE
+  // recognition: all-to-all split sizes give the load per destination rank.
+  void load_collectives();
+
+  // "[12, 0, 7]" (Kineto's split sizes) -> {12, 0, 7}; anything that is not a
+  // list of non-negative integers -> {} (no load is derived from it).
+  static std::vector<std::int64_t> parse_splits(std::string_view text);
+
+  // The records of an import into memory, as read_tables() reads them back
+  // from the trace file the same import writes: values the file stores as
+  // NULL (negative ids and sizes, correlation ids of 0 or less) read as the
+  // loader reads NULL, rows in the order the file returns them.
+  void take_imported();
+
+  // Sorts activities and ops into per-stream tracks, resolves op ids to indices.
+  void build_tracks();
+
+  sqlite::Database db_;
+  LoadOptions options_;
+  Trace trace_;
+  std::map<std::int64_t, std::int32_t> stream_slots_;
+  std::vector<std::int64_t> activity_op_ids_;
+  std::int64_t rows_total_ = 0, rows_done_ = 0;
+  std::optional<schema::IntegrityRecord> record_;  // the writer's; nullopt: none
+  schema::IntegrityRecord read_;                   // of the rows read
+  std::int64_t rank_limit_ = 0;                    // 1 + the highest rank of tables ranks and streams
+  std::vector<std::int64_t> unknown_streams_;
+  std::int64_t activities_without_op_ = 0;
+  std::unordered_map<std::int64_t, std::size_t> nvtx_by_id_;  // load_nvtx_table
+  std::optional<importers::ImportedTrace> imported_;  // take_imported()
+};
+
+}  // namespace moetrace::analyzer
