@@ -29,6 +29,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "moetrace/analyzer/format.h"
 #include "moetrace/cuda/device_probe.h"
 #include "moetrace/cuda/run.h"
 #include "moetrace/schema/error.h"
@@ -43,7 +44,6 @@ std::string env(const char* name) {
   return v != nullptr ? std::string(v) : std::string();
 }
 
-std::string gib(std::int64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1 << 30)); }
 
 }  // namespace
 
@@ -114,7 +114,7 @@ void run_cuda(const RunRequest& request) {
         o.collect ? fmt::format("{} kernels, {} op ranges, {} dropped records", s.kernels, s.op_ranges,
                                 s.dropped_records)
                   : std::string("collector off"),
-        gib(r.device_bytes_peak), s.trace_path);
+        analyzer::format_gib(r.device_bytes_peak), s.trace_path);
   if (s.dropped_records > 0)
     std::cerr << fmt::format("moetrace: warning: CUPTI dropped {} activity records (see `moetrace info`)\n",
                              s.dropped_records);

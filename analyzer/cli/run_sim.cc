@@ -6,17 +6,12 @@
 #include <iostream>
 
 #include "commands.h"
+#include "moetrace/analyzer/format.h"
 #include "moetrace/sim/simulator.h"
 #include "moetrace/sim/trace_output.h"
 #include "run_backend.h"
 
 namespace moetrace::cli {
-
-namespace {
-
-std::string gib(std::int64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1 << 30)); }
-
-}  // namespace
 
 void run_sim_backend(const RunRequest& request) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -62,14 +57,14 @@ void run_sim_backend(const RunRequest& request) {
         "simulated {} on {} ranks ({} iterations, {} ops) with cost model {}: {:.3f} ms; peak memory {} "
         "(rank {}); wrote {} in {:.2f} s\n",
         request.calibration ? "calibration sweep" : spec.variant, world_size, iterations, traced.ops, model.name, result.makespan_s * 1e3,
-        gib(peak), worst, request.output, seconds);
+        analyzer::format_gib(peak), worst, request.output, seconds);
   }
   const std::int64_t budget = spec.common.memory_budget_bytes;
   if (budget > 0 && peak > budget && !request.calibration)
     std::cerr << fmt::format(
         "moetrace: warning: rank {} peaks at {} of simulated memory, above memory_budget_bytes ({}); this "
         "configuration would not fit\n",
-        worst, gib(peak), gib(budget));
+        worst, analyzer::format_gib(peak), analyzer::format_gib(budget));
 }
 
 }  // namespace moetrace::cli

@@ -16,6 +16,7 @@
 
 #include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/report.h"
+#include "moetrace/schema/sqlite.h"
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/importers/import.h"
 #include "moetrace/schema/error.h"
@@ -56,6 +57,13 @@ inline std::string import_error(const std::vector<std::string>& inputs,
   importers::ImportOptions options;
   options.format = format;
   return error_of([&] { importers::import_traces(inputs, temp_path("error-out.db"), options); });
+}
+
+// A SQLite file made from SQL (a hand-built Nsight Systems export).
+inline void make_export(const std::string& path, const std::string& sql) {
+  std::filesystem::remove(path);
+  sqlite::Database db(path, sqlite::Database::Mode::kCreate);
+  db.exec(sql);
 }
 
 inline void write_file(const std::string& path, const std::string& text) {

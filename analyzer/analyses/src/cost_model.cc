@@ -12,6 +12,7 @@
 
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/interval.h"
+#include "moetrace/analyzer/stats.h"
 #include "moetrace/schema/error.h"
 #include "op_intervals.h"
 
@@ -193,12 +194,6 @@ CostModelFit make_fit(std::string subject, std::string kind, int group_size, std
   return f;
 }
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // HostIssueFit (cost_model.h): per op kind, the median host time of each
 // GEMM-launch count, then a line through those medians.
 std::vector<HostIssueFit> fit_host_issue(const std::vector<CostSamples::HostSample>& host, bool recognised) {
@@ -212,10 +207,10 @@ std::vector<HostIssueFit> fit_host_issue(const std::vector<CostSamples::HostSamp
     for (auto& [launches, t] : by_launches) {
       all.insert(all.end(), t.begin(), t.end());
       l.push_back(launches);
-      med.push_back(median_of(t));
+      med.push_back(median(t));
     }
     f.points = static_cast<int>(all.size());
-    f.median = median_of(all);
+    f.median = median(all);
     const LinearFit line = l.size() >= 2 ? fit_linear(l, med) : LinearFit{};
     if (line.method == "least_squares" && line.alpha >= 0 && line.beta >= 0) {
       f.method = "medians_line";

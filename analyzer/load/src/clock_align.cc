@@ -1,4 +1,5 @@
 #include "moetrace/analyzer/clock_align.h"
+#include "moetrace/analyzer/stats.h"
 
 #include <algorithm>
 #include <cmath>
@@ -26,13 +27,6 @@ struct Line {
   int n = 0, rejected = 0;
   std::vector<char> keep;  // robust_fit: the points the line was fitted on
 };
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
-  std::nth_element(v.begin(), mid, v.end());
-  return *mid;
-}
 
 // Least squares of d on x over the kept points; the drift only where it is
 // significant (see clock_align.h).
@@ -86,11 +80,11 @@ Line robust_fit(const std::vector<std::pair<double, double>>& pts) {
   // but outliers lies beyond 4 robust deviations), then against the fit.
   std::vector<double> d;
   for (const auto& p : pts) d.push_back(p.second);
-  double a = median(d), b = 0;
+  double a = upper_median(d), b = 0;
   for (int pass = 0; pass < 3; ++pass) {
     std::vector<double> res(pts.size());
     for (std::size_t i = 0; i < pts.size(); ++i) res[i] = std::fabs(pts[i].second - a - b * pts[i].first);
-    const double scale = 1.4826 * median(res);
+    const double scale = 1.4826 * upper_median(res);
     const double limit = 4 * std::max(scale, 100.0);  // 100 ns: below that, clock resolution
     for (std::size_t i = 0; i < pts.size(); ++i) keep[i] = res[i] <= limit;
     const Line l = least_squares(pts, keep);

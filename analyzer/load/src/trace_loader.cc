@@ -140,11 +140,7 @@ void TraceLoader::build_tracks() {
 
   // Op ids -> indices (ops sorted first, so indices are final).
   for (auto& op : t.ops) op.stream = new_slot[static_cast<std::size_t>(op.stream)];
-  std::sort(t.ops.begin(), t.ops.end(), [](const OpRange& a, const OpRange& b) {
-    if (a.stream != b.stream) return a.stream < b.stream;
-    if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
-    return a.end_ns > b.end_ns;
-  });
+  std::sort(t.ops.begin(), t.ops.end(), op_track_order);
   t.op_index_.resize(t.ops.size());
   for (std::size_t i = 0; i < t.ops.size(); ++i)
     t.op_index_[i] = {t.ops[i].id.value, static_cast<std::int32_t>(i)};
@@ -165,14 +161,8 @@ void TraceLoader::build_tracks() {
     return a.stream != b.stream ? a.stream < b.stream : a.start_ns < b.start_ns;
   });
 
-  auto offsets = [n = t.streams.size()](const auto& events) {
-    std::vector<std::size_t> begin(n + 1, 0);
-    for (const auto& e : events) ++begin[static_cast<std::size_t>(e.stream) + 1];
-    for (std::size_t i = 0; i < n; ++i) begin[i + 1] += begin[i];
-    return begin;
-  };
-  t.activity_track_begin = offsets(t.activities);
-  t.op_track_begin = offsets(t.ops);
+  t.activity_track_begin = track_offsets(t.activities, t.streams.size());
+  t.op_track_begin = track_offsets(t.ops, t.streams.size());
 }
 
 

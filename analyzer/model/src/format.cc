@@ -23,6 +23,8 @@ std::string format_bytes(std::int64_t bytes) {
   return fmt::format("{} B", bytes);
 }
 
+std::string format_gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024 * 1024)); }
+
 std::string format_percent(double fraction) { return fmt::format("{:.1f}%", fraction * 100.0); }
 
 std::string format_bytes_ms(double bytes_ns) {

@@ -135,11 +135,7 @@ void Trace::sort_ops() {
   std::vector<std::int32_t> order(ops.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int32_t>(i);
   std::stable_sort(order.begin(), order.end(), [&](std::int32_t x, std::int32_t y) {
-    const auto& a = ops[static_cast<std::size_t>(x)];
-    const auto& b = ops[static_cast<std::size_t>(y)];
-    if (a.stream != b.stream) return a.stream < b.stream;
-    if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
-    return a.end_ns > b.end_ns;
+    return op_track_order(ops[static_cast<std::size_t>(x)], ops[static_cast<std::size_t>(y)]);
   });
   std::vector<std::int32_t> new_index(ops.size());
   std::vector<OpRange> sorted;
@@ -158,19 +154,13 @@ void Trace::index_ops() {
   std::vector<std::int64_t> activity_op_ids(activities.size(), -1);
   for (std::size_t i = 0; i < activities.size(); ++i)
     if (activities[i].op >= 0) activity_op_ids[i] = ops[static_cast<std::size_t>(activities[i].op)].id.value;
-  std::sort(ops.begin(), ops.end(), [](const OpRange& a, const OpRange& b) {
-    if (a.stream != b.stream) return a.stream < b.stream;
-    if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
-    return a.end_ns > b.end_ns;
-  });
+  std::sort(ops.begin(), ops.end(), op_track_order);
   op_index_.resize(ops.size());
   for (std::size_t i = 0; i < ops.size(); ++i) op_index_[i] = {ops[i].id.value, static_cast<std::int32_t>(i)};
   std::sort(op_index_.begin(), op_index_.end());
   for (std::size_t i = 0; i < activities.size(); ++i)
     activities[i].op = activity_op_ids[i] >= 0 ? op_index(OpId(activity_op_ids[i])) : -1;
-  op_track_begin.assign(streams.size() + 1, 0);
-  for (const auto& op : ops) ++op_track_begin[static_cast<std::size_t>(op.stream) + 1];
-  for (std::size_t i = 0; i < streams.size(); ++i) op_track_begin[i + 1] += op_track_begin[i];
+  op_track_begin = track_offsets(ops, streams.size());
 }
 
 // --- GEMMs from recorded input shapes (gemm_shape.h) ---------------------------

@@ -79,17 +79,6 @@ bool is_pipeline_group(std::string_view process_group) {
   return false;
 }
 
-std::int64_t dtype_bytes(std::string_view dtype) {
-  std::string d(dtype);
-  std::transform(d.begin(), d.end(), d.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (d == "float" || d == "float32" || d == "int" || d == "int32") return 4;
-  if (d == "half" || d == "float16" || d == "bfloat16" || d == "short" || d == "int16") return 2;
-  if (d == "double" || d == "float64" || d == "long" || d == "int64") return 8;
-  if (d == "byte" || d == "char" || d == "uint8" || d == "int8" || d == "bool" || d.starts_with("float8"))
-    return 1;
-  return 0;
-}
-
 RecognitionStats Recognizer::run() {
   s_.ran = true;
   s_.activities_total = static_cast<std::int64_t>(t_.activities.size());

@@ -73,8 +73,6 @@ bool is_all_to_all_name(std::string_view name);
 // recorded name or description: Megatron-Core's
 // "PIPELINE_MODEL_PARALLEL_GROUP", a device mesh's "pp" dimension.
 bool is_pipeline_group(std::string_view process_group);
-// Elements -> bytes for the dtypes PyTorch's collectives report.
-std::int64_t dtype_bytes(std::string_view dtype);
 
 class Recognizer {
  public:

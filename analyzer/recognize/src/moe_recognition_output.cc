@@ -11,6 +11,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "moetrace/analyzer/dtype.h"
 #include "moetrace/analyzer/gemm_shape.h"
 
 namespace moetrace::analyzer::recognition_detail {
@@ -52,7 +53,7 @@ void Recognizer::materialise() {
                                                                 : intern(std::string(op_kind_name(op.kind)));
     if (a.type != ActivityType::kKernel) op.bytes = a.bytes;
     if (const auto* c = collective(a, is_communication(op_category(op.kind)) ? launch_t_[i] : -1)) {
-      const auto eb = dtype_bytes(c->dtype);
+      const std::int64_t eb = dtype_bytes(c->dtype).value_or(0);
       if (eb > 0 && c->in_nelems >= 0) op.bytes = c->in_nelems * eb;
       // What an all-to-all receives, counted as its input is (the whole
       // output): the fit can then take the volume rule its times follow.

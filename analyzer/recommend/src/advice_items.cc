@@ -111,7 +111,7 @@ RecommendationItem memory_item(const LayerRecommendation& L) {
     const auto& s = a.simulated[static_cast<std::size_t>(cand.strategy)];
     if (s.ok)
       sims += fmt::format("{}{} {} / peak {}", sims.empty() ? "" : ", ", plan::reuse_strategy_name(cand.strategy),
-                          ms(s.layer_s()), gib(static_cast<double>(s.peak_bytes)));
+                          ms(s.layer_s()), format_gib(static_cast<double>(s.peak_bytes)));
   }
   const auto& none = c.candidates[0];
   const auto& reuse = c.candidates[static_cast<std::size_t>(c.strategy == plan::ReuseStrategy::kNone ? 4 : static_cast<int>(c.strategy))];
@@ -119,10 +119,10 @@ RecommendationItem memory_item(const LayerRecommendation& L) {
       "mpipemoe at n = {}: Eq. 1 model states {}, Eq. 4 activations and buffers {} each, Eq. 5 saves {} of each "
       "(Eq. 6 ratio {}). Budget {} ({}){}; predicted peak without reuse {}, with reuse {}. Eq. 10 (forward + "
       "backward, sigma {:.2f}/{:.2f}, mu {:.2f}/{:.2f}, eta {:.2f}): {}. {}.",
-      a.partitions, gib(c.memory.model_states), gib(c.memory.activations), gib(c.memory.saving),
-      pct(c.memory.saving_ratio), a.budget_bytes > 0 ? gib(static_cast<double>(a.budget_bytes)) : "none",
-      a.budget_source, a.measured_peak_bytes >= 0 ? fmt::format(", measured peak {}", gib(static_cast<double>(a.measured_peak_bytes))) : "",
-      gib(none.predicted_peak_bytes), gib(reuse.predicted_peak_bytes), none.sigma, reuse.sigma, none.mu, reuse.mu, reuse.eta,
+      a.partitions, format_gib(c.memory.model_states), format_gib(c.memory.activations), format_gib(c.memory.saving),
+      pct(c.memory.saving_ratio), a.budget_bytes > 0 ? format_gib(static_cast<double>(a.budget_bytes)) : "none",
+      a.budget_source, a.measured_peak_bytes >= 0 ? fmt::format(", measured peak {}", format_gib(static_cast<double>(a.measured_peak_bytes))) : "",
+      format_gib(none.predicted_peak_bytes), format_gib(reuse.predicted_peak_bytes), none.sigma, reuse.sigma, none.mu, reuse.mu, reuse.eta,
       costs, c.reason);
   if (!sims.empty()) e += fmt::format(" Simulated (mpipemoe, n = {}): {}.", a.partitions, sims);
   it.evidence = e;

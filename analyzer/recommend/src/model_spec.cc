@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "moetrace/schema/error.h"
+#include "moetrace/analyzer/dtype.h"
 
 namespace moetrace::analyzer {
 
@@ -106,17 +107,6 @@ class JsonReader {
   const json* text_ = nullptr;
   std::string name_;
 };
-
-// "bfloat16" -> 2; nullopt where unknown.
-std::optional<int> dtype_bytes(std::string_view d) {
-  std::string s(d);
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (s.starts_with("torch.")) s = s.substr(6);
-  if (s == "bfloat16" || s == "float16" || s == "half" || s == "bf16" || s == "fp16") return 2;
-  if (s == "float32" || s == "float" || s == "fp32") return 4;
-  if (s.starts_with("float8") || s == "fp8") return 1;
-  return std::nullopt;
-}
 
 ModelSpec parse_hf_config(const json& root, const std::string& name) {
   if (!root.is_object()) throw ConfigError(fmt::format("{}: not a JSON object (a config.json is one)", name));

@@ -20,6 +20,7 @@
 
 #include "hardware.h"
 #include "moetrace/analyzer/breakdown.h"
+#include "moetrace/analyzer/format.h"
 #include "moetrace/analyzer/recommend.h"
 #include "moetrace/analyzer/recommendations.h"
 #include "moetrace/analyzer/trace.h"
@@ -40,7 +41,6 @@ std::optional<T> config_number(const Trace& t, std::string_view key) {
 
 inline std::string ms(double s) { return fmt::format("{:.3f} ms", s * 1e3); }
 inline std::string pct(double f) { return fmt::format("{:.1f} %", f * 100.0); }
-inline std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024 * 1024)); }
 
 struct LayerMeasures {
   double layer_s = -1;

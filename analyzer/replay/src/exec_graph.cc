@@ -9,6 +9,7 @@
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/clock_align.h"
 #include "moetrace/analyzer/launch_queue.h"
+#include "moetrace/analyzer/stats.h"
 
 namespace moetrace::analyzer {
 
@@ -62,13 +63,6 @@ bool is_stream_wait(std::string_view name) {
   return b == "cudaStreamWaitEvent" || b == "hipStreamWaitEvent" || b == "cuStreamWaitEvent";
 }
 
-// The lower median (a measured value, never an average of two); 0 if none.
-std::int64_t median_of(std::vector<std::int64_t>& v) {
-  if (v.empty()) return 0;
-  const auto mid = v.begin() + static_cast<std::ptrdiff_t>((v.size() - 1) / 2);
-  std::nth_element(v.begin(), mid, v.end());
-  return *mid;
-}
 
 class Builder {
  public:
@@ -158,8 +152,8 @@ class Builder {
       l.rank = rank;
       for (std::size_t k = 0; k < 3; ++k) {
         l.launch_samples[k] = static_cast<std::int64_t>(v.launch[k].from_start.size());
-        l.launch_ns[k] = median_of(v.launch[k].from_start);
-        l.launch_after_call_ns[k] = median_of(v.launch[k].from_end);
+        l.launch_ns[k] = lower_median(v.launch[k].from_start);
+        l.launch_after_call_ns[k] = lower_median(v.launch[k].from_end);
       }
       // A kind never launched on an idle stream: the kernels' latency.
       for (std::size_t k = 1; k < 3; ++k)
@@ -168,14 +162,14 @@ class Builder {
           l.launch_after_call_ns[k] = l.launch_after_call_ns[0];
         }
       l.queue_gap_samples = static_cast<std::int64_t>(v.gap.size());
-      l.queue_gap_ns = median_of(v.gap);
+      l.queue_gap_ns = lower_median(v.gap);
       latency_index_[rank] = g_.latencies.size();
       g_.latencies.push_back(l);
     }
     for (auto& [key, v] : name_gaps)
-      if (v.size() >= kNameSamples) name_gap_[key] = median_of(v);
+      if (v.size() >= kNameSamples) name_gap_[key] = lower_median(v);
     for (auto& [key, v] : call_launches)
-      if (v.from_start.size() >= kNameSamples) call_launch_[key] = {median_of(v.from_start), median_of(v.from_end)};
+      if (v.from_start.size() >= kNameSamples) call_launch_[key] = {lower_median(v.from_start), lower_median(v.from_end)};
   }
 
   // An activity's launch latencies from its call's start and from its end:

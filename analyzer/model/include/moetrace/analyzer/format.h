@@ -11,6 +11,8 @@ namespace moetrace::analyzer {
 std::string format_duration(std::int64_t ns);
 // "1.5 GiB", "12 KiB", "100 B".
 std::string format_bytes(std::int64_t bytes);
+// bytes as "1.75 GiB" (two decimals, 2^30 bytes).
+std::string format_gib(double bytes);
 // A fraction as "12.3%".
 std::string format_percent(double fraction);
 // bytes x ns as "1.2 GiB*ms": bytes scaled, time in ms.

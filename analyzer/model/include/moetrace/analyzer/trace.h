@@ -437,6 +437,24 @@ TraceSummary summarize_trace(const std::string& path);
 // gating, the rest (permutes included) -> other compute.
 Category classify_activity(const Trace& trace, const Activity& a);
 
+// The order of ops on their tracks: by stream, then start, the longer first
+// where two start together (an enclosing op before what it encloses).
+inline bool op_track_order(const OpRange& a, const OpRange& b) {
+  if (a.stream != b.stream) return a.stream < b.stream;
+  if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+  return a.end_ns > b.end_ns;
+}
+
+// Where each of `streams` streams' events begin in `events`, sorted by stream
+// (streams + 1 offsets; the last is events.size()).
+template <class Events>
+std::vector<std::size_t> track_offsets(const Events& events, std::size_t streams) {
+  std::vector<std::size_t> begin(streams + 1, 0);
+  for (const auto& e : events) ++begin[static_cast<std::size_t>(e.stream) + 1];
+  for (std::size_t i = 0; i < streams; ++i) begin[i + 1] += begin[i];
+  return begin;
+}
+
 // Collective kind of an op kind ("all_to_all", ...), empty for non-collectives.
 std::string_view collective_kind(OpKind k);
 
