@@ -11,6 +11,7 @@
 
 #include "moetrace/analyzer/cost_model.h"
 #include "moetrace/schema/error.h"
+#include "graph_reuse.h"
 #include "hardware.h"
 
 namespace moetrace::analyzer {
@@ -18,7 +19,7 @@ namespace moetrace::analyzer {
 void parse_graph_what_if(std::string_view kv, GraphWhatIfs& w) {
   const auto eq = kv.find('=');
   if (eq == std::string_view::npos)
-    throw ConfigError(fmt::format("what-if '{}': expected KEY=VALUE (pipeline_degree=R, overlap=off|on)", kv));
+    throw ConfigError(fmt::format("what-if '{}': expected KEY=VALUE (pipeline_degree=R, reuse=S1..S4, overlap=off|on)", kv));
   const auto key = kv.substr(0, eq), value = kv.substr(eq + 1);
   if (key == "pipeline_degree") {
     int r = 0;
@@ -26,12 +27,17 @@ void parse_graph_what_if(std::string_view kv, GraphWhatIfs& w) {
     if (ec != std::errc() || p != value.data() + value.size() || r < 1 || r > 64)
       throw ConfigError(fmt::format("what-if pipeline_degree={}: a whole number from 1 to 64", value));
     w.pipeline_degree = r;
+  } else if (key == "reuse") {
+    const auto strategy = plan::parse_reuse_strategy(value);  // throws naming the strategies
+    if (strategy == plan::ReuseStrategy::kNone)
+      throw ConfigError("what-if reuse=none: removing a trace's memory reuse is not a what-if (S1, S2, S3, S4)");
+    w.reuse = std::string(plan::reuse_strategy_name(strategy));
   } else if (key == "overlap") {
     if (value != "on" && value != "off")
       throw ConfigError(fmt::format("what-if overlap={}: on or off", value));
     w.overlap = value == "on";
   } else {
-    throw ConfigError(fmt::format("what-if {}: unknown key (pipeline_degree, overlap)", key));
+    throw ConfigError(fmt::format("what-if {}: unknown key (pipeline_degree, reuse, overlap)", key));
   }
 }
 
@@ -405,6 +411,17 @@ GraphWhatIfResult apply_graph_what_ifs(const Trace& trace, ExecGraph& graph, con
         w.pipeline_degree, model_source, ex.seconds_per_flop));
   } else if (w.pipeline_degree == 1) {
     out.applied.push_back("pipeline_degree=1: nothing to split");
+  }
+  if (!w.reuse.empty()) {
+    GraphWhatIfResult r;
+    detail::apply_reuse(trace, graph, plan::parse_reuse_strategy(w.reuse), model, r);
+    out.applied.push_back(fmt::format(
+        "reuse={}: {} added to {} MoE layer instance{}, per chunk; copies at the cost model's alpha + beta x bytes, "
+        "from {}",
+        w.reuse, plan::reuse_strategy_action(plan::parse_reuse_strategy(w.reuse)), r.instances_changed,
+        r.instances_changed == 1 ? "" : "s", model_source));
+    for (auto& n : r.notes) out.notes.push_back(std::move(n));
+    out.instances_changed += r.instances_changed;
   }
   if (w.overlap) out.notes.push_back("overlap: not applied (not yet a change of the graph)");
   return out;

@@ -19,6 +19,9 @@
 //       model's seconds per FLOP or per byte at the layer's P (pipemoe
 //       Eq. 15-18's beta terms; the alpha part, startup, is paid by every
 //       chunk), never below d / R nor above d.
+//   reuse=S1|S2|S3|S4  MPipeMoE's memory reuse added to each layer that
+//       ran without it: offload, prefetch, re-communicate and recompute
+//       work in the graph (graph_reuse.h says where and how long).
 //   overlap=off|on     Schedules that run two MoE layer instances side by
 //       side (a forward and a backward chunk, DualPipe; two micro-batches):
 //       off serialises them: every instance's GPU work waits for the end of
@@ -44,8 +47,9 @@ namespace moetrace::analyzer {
 
 struct GraphWhatIfs {
   int pipeline_degree = 0;      // 0: unchanged
+  std::string reuse;            // "S1".."S4"; empty: unchanged
   std::optional<bool> overlap;  // unset: unchanged
-  bool empty() const { return pipeline_degree == 0 && !overlap; }
+  bool empty() const { return pipeline_degree == 0 && reuse.empty() && !overlap; }
 };
 
 // Adds one KEY=VALUE to `w`; throws ConfigError naming the key and what it takes.
