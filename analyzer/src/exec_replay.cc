@@ -12,21 +12,24 @@ namespace moetrace::analyzer {
 std::vector<std::int64_t> evaluate_exec_graph(const ExecGraph& g, std::size_t* unresolved) {
   const auto n = g.nodes.size();
   std::vector<std::uint32_t> begin(n + 1, 0), indegree(n, 0);
+  // Edges a what-if took out order nothing: not in the adjacency at all.
+  auto live = [&](const ExecEdge& e) { return e.latency_ns != ExecGraph::kRemoved; };
+  std::size_t live_edges = 0;
   for (const auto& e : g.edges) {
+    if (!live(e)) continue;
     ++begin[e.from + 1];
     ++indegree[e.to];
+    ++live_edges;
   }
   for (std::size_t i = 0; i < n; ++i) begin[i + 1] += begin[i];
-  std::vector<std::uint32_t> out(g.edges.size()), fill(begin.begin(), begin.end() - 1);
-  for (std::size_t k = 0; k < g.edges.size(); ++k) out[fill[g.edges[k].from]++] = static_cast<std::uint32_t>(k);
+  std::vector<std::uint32_t> out(live_edges), fill(begin.begin(), begin.end() - 1);
+  for (std::size_t k = 0; k < g.edges.size(); ++k)
+    if (live(g.edges[k])) out[fill[g.edges[k].from]++] = static_cast<std::uint32_t>(k);
   std::vector<std::int64_t> t(n, INT64_MIN);
   std::vector<std::uint32_t> ready;
   ready.reserve(n);
-  std::vector<std::uint8_t> reached(n, 0);  // a live edge leads into it
-  for (const auto& e : g.edges)
-    if (e.latency_ns != ExecGraph::kRemoved) reached[e.to] = 1;
   for (std::size_t i = 0; i < n; ++i) {
-    if (!reached[i] || (i < g.anchored.size() && g.anchored[i])) t[i] = g.nodes[i].measured_ns;
+    if (indegree[i] == 0 || (i < g.anchored.size() && g.anchored[i])) t[i] = g.nodes[i].measured_ns;
     if (indegree[i] == 0) ready.push_back(static_cast<std::uint32_t>(i));
   }
   std::vector<std::uint8_t> done(n, 0);
@@ -35,7 +38,7 @@ std::vector<std::int64_t> evaluate_exec_graph(const ExecGraph& g, std::size_t* u
     done[u] = 1;
     for (auto k = begin[u]; k < begin[u + 1]; ++k) {
       const auto& e = g.edges[out[k]];
-      if (e.latency_ns != ExecGraph::kRemoved) t[e.to] = std::max(t[e.to], t[u] + e.latency_ns);
+      t[e.to] = std::max(t[e.to], t[u] + e.latency_ns);
       if (--indegree[e.to] == 0) ready.push_back(e.to);
     }
   }

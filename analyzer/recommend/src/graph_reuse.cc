@@ -19,7 +19,7 @@ struct Chunk {
 };
 
 // (rank, layer, iteration, micro-batch) -> phase -> chunk -> its ops.
-using Key = std::tuple<std::int32_t, std::int32_t, std::int32_t, std::int32_t>;
+using ReuseKey = std::tuple<std::int32_t, std::int32_t, std::int32_t, std::int32_t>;
 
 // A GEMM kernel by its name: cuBLAS (gemm, nvjet, xmma), CUTLASS, Triton's
 // and PyTorch's matmuls.
@@ -41,12 +41,12 @@ class Reuse {
       : t_(t), g_(g), m_(m), s_(s), out_(out), ed_(t, g) {}
 
   void run() {
-    std::map<Key, std::array<std::map<std::int32_t, Chunk>, 2>> layers;
-    std::map<Key, bool> reused;
+    std::map<ReuseKey, std::array<std::map<std::int32_t, Chunk>, 2>> layers;
+    std::map<ReuseKey, bool> reused;
     for (std::size_t o = 0; o < t_.ops.size(); ++o) {
       const auto& op = t_.ops[o];
       if (op.layer < 0 || !op_kind_info(op.kind).moe_layer) continue;
-      const Key key{op.rank.value, op.layer, op.iteration, op.micro_batch};
+      const ReuseKey key{op.rank.value, op.layer, op.iteration, op.micro_batch};
       if (restores(op.kind)) reused[key] = true;
       if (op.phase != Phase::kForward && op.phase != Phase::kBackward) continue;
       auto& c = layers[key][op.phase == Phase::kForward ? 0 : 1][std::max(0, op.chunk)];
@@ -151,7 +151,7 @@ class Reuse {
     return op.recv_bytes >= 0 ? op.recv_bytes : std::max<std::int64_t>(0, op.bytes);
   }
 
-  std::string apply(const Key& key, const std::map<std::int32_t, Chunk>& fwd, const std::map<std::int32_t, Chunk>& bwd) {
+  std::string apply(const ReuseKey& key, const std::map<std::int32_t, Chunk>& fwd, const std::map<std::int32_t, Chunk>& bwd) {
     const auto rank = std::get<0>(key), layer = std::get<1>(key);
     // H / M: the layer's hidden size over its model size (T_M = T_DI H / M).
     double h_over_m = 0;

@@ -11,6 +11,7 @@
 
 #include "moetrace/analyzer/cost_model.h"
 #include "moetrace/schema/error.h"
+#include "graph_overlap.h"
 #include "graph_reuse.h"
 #include "hardware.h"
 
@@ -423,7 +424,11 @@ GraphWhatIfResult apply_graph_what_ifs(const Trace& trace, ExecGraph& graph, con
     for (auto& n : r.notes) out.notes.push_back(std::move(n));
     out.instances_changed += r.instances_changed;
   }
-  if (w.overlap) out.notes.push_back("overlap: not applied (not yet a change of the graph)");
+  if (w.overlap && !*w.overlap) detail::apply_serialise(trace, graph, out);
+  if (w.overlap && *w.overlap)
+    out.notes.push_back(
+        "overlap=on: overlapping a schedule that runs its layer instances one after the other needs a schedule to "
+        "overlap them by (which forward beside which backward); not a change of the graph yet");
   return out;
 }
 
@@ -445,11 +450,20 @@ ReplayWithWhatIfs replay_with_what_ifs(const Trace& trace, const GraphWhatIfs& w
   }
   auto g = build_exec_graph(trace, graph_options);
   std::size_t unresolved = 0;
-  const auto replayed = replayed_trace(trace, g, evaluate_exec_graph(g, &unresolved));
+  const auto times = evaluate_exec_graph(g, &unresolved);
+  const auto replayed = replayed_trace(trace, g, times);
   auto changed = g;
   r.what_ifs = apply_graph_what_ifs(trace, changed, w, options);
-  const auto predicted = replayed_trace(trace, changed, evaluate_exec_graph(changed));
+  std::size_t predicted_unresolved = 0;
+  const auto predicted = replayed_trace(trace, changed, evaluate_exec_graph(changed, &predicted_unresolved));
   r.summary = compare_replay(trace, replayed, g, &predicted, unresolved);
+  add_start_shifts(trace, g, times, r.summary);
+  if (predicted_unresolved > 0)
+    r.what_ifs.notes.push_back(fmt::format(
+        "the changed graph holds a cycle ({} points on or after it keep their measured times): the host waited for "
+        "work the what-if moved later; the prediction does not hold",
+        predicted_unresolved));
+  r.predicted_unresolved = static_cast<std::int64_t>(predicted_unresolved);
   return r;
 }
 

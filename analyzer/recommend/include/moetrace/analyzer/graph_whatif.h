@@ -24,9 +24,8 @@
 //       work in the graph (graph_reuse.h says where and how long).
 //   overlap=off|on     Schedules that run two MoE layer instances side by
 //       side (a forward and a backward chunk, DualPipe; two micro-batches):
-//       off serialises them: every instance's GPU work waits for the end of
-//       the instances that started before it on its rank. on: not yet a
-//       change of the graph (see the result's notes).
+//       off serialises them (graph_overlap.h). on: not yet a change of the
+//       graph (the result's notes say so).
 //
 // The cost model (beta) comes from, in this order: the trace's own fit
 // where it has the op at several sizes 2x apart, a calibration file
@@ -74,6 +73,7 @@ GraphWhatIfResult apply_graph_what_ifs(const Trace& trace, ExecGraph& graph, con
 struct ReplayWithWhatIfs {
   ReplaySummary summary;
   GraphWhatIfResult what_ifs;
+  std::int64_t predicted_unresolved = 0;  // points on a cycle of the changed graph (then a note says so)
 };
 ReplayWithWhatIfs replay_with_what_ifs(const Trace& trace, const GraphWhatIfs& w, const RecommendOptions& options,
                                        const ExecGraphOptions& graph_options = {});
