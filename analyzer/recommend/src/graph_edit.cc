@@ -142,7 +142,7 @@ TaskPoints GraphEditor::insert_host_before(std::uint32_t before, std::int64_t du
 
 TaskPoints GraphEditor::add_task(std::string name, std::int32_t stream, std::int32_t rank, std::int32_t op,
                                  ActivityType type, std::int64_t duration, std::uint32_t launch,
-                                 std::int64_t launch_latency) {
+                                 std::int64_t launch_latency, std::int64_t at_ns) {
   AddedTask task;
   task.name = std::move(name);
   task.stream = stream;
@@ -150,7 +150,7 @@ TaskPoints GraphEditor::add_task(std::string name, std::int32_t stream, std::int
   task.op = op;
   task.type = type;
   task.duration_ns = duration;
-  const auto t0 = launch != ExecGraph::kNone ? g_.nodes[launch].measured_ns : 0;
+  const auto t0 = launch != ExecGraph::kNone ? g_.nodes[launch].measured_ns : at_ns;
   const auto ref = static_cast<std::uint32_t>(g_.added.size());
   task.start = g_.add_node(t0, ExecNode::Kind::kAdded, ref, false);
   task.end = g_.add_node(t0 + duration, ExecNode::Kind::kAdded, ref, true);
@@ -163,8 +163,8 @@ TaskPoints GraphEditor::add_task(std::string name, std::int32_t stream, std::int
 
 TaskPoints GraphEditor::add_op_task(std::string name, std::int32_t stream, std::int32_t rank, std::int32_t op,
                                     OpKind kind, Phase phase, ActivityType type, std::int64_t duration,
-                                    std::uint32_t launch, std::int64_t launch_latency) {
-  const auto p = add_task(std::move(name), stream, rank, op, type, duration, launch, launch_latency);
+                                    std::uint32_t launch, std::int64_t launch_latency, std::int64_t at_ns) {
+  const auto p = add_task(std::move(name), stream, rank, op, type, duration, launch, launch_latency, at_ns);
   g_.added.back().own_kind = kind;
   g_.added.back().own_phase = phase;
   return p;

@@ -64,13 +64,15 @@ class GraphEditor {
 
   // A GPU task (ExecGraph::added) on `stream` of `rank`, in op `op`'s
   // coordinates, lasting `duration`, launched `launch_latency` after host
-  // node `launch` (none: kNone). Not yet on any stream order.
+  // node `launch` (none: kNone; then `at_ns` is its measured time, what it
+  // keeps where nothing precedes it). Not yet on any stream order.
   TaskPoints add_task(std::string name, std::int32_t stream, std::int32_t rank, std::int32_t op, ActivityType type,
-                      std::int64_t duration, std::uint32_t launch, std::int64_t launch_latency);
+                      std::int64_t duration, std::uint32_t launch, std::int64_t launch_latency,
+                      std::int64_t at_ns = 0);
   // The same as an op of its own (AddedTask::own_kind) in `op`'s coordinates.
   TaskPoints add_op_task(std::string name, std::int32_t stream, std::int32_t rank, std::int32_t op, OpKind kind,
                          Phase phase, ActivityType type, std::int64_t duration, std::uint32_t launch,
-                         std::int64_t launch_latency);
+                         std::int64_t launch_latency, std::int64_t at_ns = 0);
   // Puts `task` on its stream right before the activity whose start point is
   // `before` (the stream's edge into it now runs into the task; the task's
   // end -> `before` with `gap`).

@@ -12,6 +12,7 @@
 #include "moetrace/analyzer/cost_model.h"
 #include "moetrace/schema/error.h"
 #include "graph_overlap.h"
+#include "graph_placement.h"
 #include "graph_reuse.h"
 #include "hardware.h"
 
@@ -20,7 +21,7 @@ namespace moetrace::analyzer {
 void parse_graph_what_if(std::string_view kv, GraphWhatIfs& w) {
   const auto eq = kv.find('=');
   if (eq == std::string_view::npos)
-    throw ConfigError(fmt::format("what-if '{}': expected KEY=VALUE (pipeline_degree=R, reuse=S1..S4, overlap=off|on)", kv));
+    throw ConfigError(fmt::format("what-if '{}': expected KEY=VALUE (pipeline_degree=R, reuse=S1..S4, placement=pro-prophet, overlap=off|on)", kv));
   const auto key = kv.substr(0, eq), value = kv.substr(eq + 1);
   if (key == "pipeline_degree") {
     int r = 0;
@@ -33,12 +34,16 @@ void parse_graph_what_if(std::string_view kv, GraphWhatIfs& w) {
     if (strategy == plan::ReuseStrategy::kNone)
       throw ConfigError("what-if reuse=none: removing a trace's memory reuse is not a what-if (S1, S2, S3, S4)");
     w.reuse = std::string(plan::reuse_strategy_name(strategy));
+  } else if (key == "placement") {
+    if (value != "pro-prophet")
+      throw ConfigError(fmt::format("what-if placement={}: pro-prophet (its planner on the trace's load)", value));
+    w.placement = std::string(value);
   } else if (key == "overlap") {
     if (value != "on" && value != "off")
       throw ConfigError(fmt::format("what-if overlap={}: on or off", value));
     w.overlap = value == "on";
   } else {
-    throw ConfigError(fmt::format("what-if {}: unknown key (pipeline_degree, reuse, overlap)", key));
+    throw ConfigError(fmt::format("what-if {}: unknown key (pipeline_degree, reuse, placement, overlap)", key));
   }
 }
 
@@ -424,6 +429,7 @@ GraphWhatIfResult apply_graph_what_ifs(const Trace& trace, ExecGraph& graph, con
     for (auto& n : r.notes) out.notes.push_back(std::move(n));
     out.instances_changed += r.instances_changed;
   }
+  if (!w.placement.empty()) detail::apply_placement(trace, graph, model, out);
   if (w.overlap && !*w.overlap) detail::apply_serialise(trace, graph, out);
   if (w.overlap && *w.overlap)
     out.notes.push_back(

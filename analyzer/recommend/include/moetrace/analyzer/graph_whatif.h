@@ -22,6 +22,9 @@
 //   reuse=S1|S2|S3|S4  MPipeMoE's memory reuse added to each layer that
 //       ran without it: offload, prefetch, re-communicate and recompute
 //       work in the graph (graph_reuse.h says where and how long).
+//   placement=pro-prophet  Pro-Prophet's planner on each layer's measured
+//       load; expert and all-to-all work per rank scaled by the new load,
+//       Trans and Agg added (graph_placement.h).
 //   overlap=off|on     Schedules that run two MoE layer instances side by
 //       side (a forward and a backward chunk, DualPipe; two micro-batches):
 //       off serialises them (graph_overlap.h). on: not yet a change of the
@@ -47,8 +50,9 @@ namespace moetrace::analyzer {
 struct GraphWhatIfs {
   int pipeline_degree = 0;      // 0: unchanged
   std::string reuse;            // "S1".."S4"; empty: unchanged
+  std::string placement;        // "pro-prophet"; empty: unchanged
   std::optional<bool> overlap;  // unset: unchanged
-  bool empty() const { return pipeline_degree == 0 && reuse.empty() && !overlap; }
+  bool empty() const { return pipeline_degree == 0 && reuse.empty() && placement.empty() && !overlap; }
 };
 
 // Adds one KEY=VALUE to `w`; throws ConfigError naming the key and what it takes.
