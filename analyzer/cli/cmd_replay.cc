@@ -35,7 +35,10 @@ void add_replay_command(CLI::App& app) {
                 "Do not join collectives across ranks: each keeps its measured duration");
   cmd->add_option("--what-if", opt->what_ifs,
                   "Change the graph and predict (repeatable): pipeline_degree=R (split each MoE layer's dispatch, "
-                  "experts and combine into R pipelined chunks), overlap=off|on")
+                  "experts and combine into R pipelined chunks, as PipeMoE does), reuse=S1|S2|S3|S4 (add MPipeMoE's "
+                  "offload, prefetch, re-communicate and recompute work), placement=pro-prophet (Pro-Prophet's "
+                  "planner on the measured load), overlap=off (run layer instances that ran "
+                  "side by side one after the other)")
       ->type_name("KEY=VALUE");
   cmd->add_option("--cost-model", opt->cost_model,
                   "Where a what-if's new durations come from where the trace cannot fit them: a cost-model JSON "

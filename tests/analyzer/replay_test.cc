@@ -10,6 +10,7 @@
 
 #include "loaded_trace.h"
 #include "moetrace/analyzer/exec_graph.h"
+#include "moetrace/analyzer/graph_whatif.h"
 #include "moetrace/analyzer/replay.h"
 
 namespace moetrace::analyzer {
@@ -216,6 +217,53 @@ TEST(ExecGraph, ReplayedTraceMovesOpRangesWithTheirActivities) {
   EXPECT_EQ(s.iterations[0].replayed_ns, 200 * us);
   EXPECT_EQ(s.iterations[1].measured_ns, 100 * us);
   EXPECT_EQ(s.iterations[1].replayed_ns, 100 * us);
+}
+
+// Two MoE layer instances side by side on one rank, as an overlapped
+// schedule runs them (us; no launching calls, so the queue gap is 0):
+//   stream 0: A1 [0,100] (layer 0 forward experts), B1 [100,200] (layer 1
+//             backward experts), A2 [200,300] (layer 0 forward experts)
+//   stream 1: B0 [10,160] (layer 1 backward dispatch), A3 [300,350] (layer 0
+//             forward combine)
+// Replay: A3 is allowed at B0's end (160) but started at 300: A2 (stream 0)
+// ended last before it, at 300: an inferred edge; everything exact.
+// overlap=off: layer 0 forward (started at 0) runs first: stream 0 A1, A2,
+// B1; stream 1 A3, B0; layer 1's first work on each stream (B1, B0) waits for
+// layer 0's last (A3). A1 [0,100], A2 [100,200], A3 [200,250] (after A2),
+// B0 [250,400], B1 [250,350]. Layer windows: layer 0 350 -> 250, layer 1
+// 190 -> 150; the iteration [0,350] -> [0,400].
+constexpr std::string_view kSideBySide = R"(
+  stream id=0 rank=0 role=compute
+  stream id=1 rank=0 role=comm
+  op id=1 rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 phase=fwd start=0 end=300000
+  op id=2 rank=0 stream=1 kind=combine_all_to_all layer=0 iteration=0 phase=fwd start=300000 end=350000
+  op id=3 rank=0 stream=1 kind=dispatch_all_to_all layer=1 iteration=0 phase=bwd start=10000 end=160000
+  op id=4 rank=0 stream=0 kind=expert_ffn layer=1 iteration=0 phase=bwd start=100000 end=200000
+  kernel rank=0 stream=0 start=0 end=100000 name=a1 op=1
+  kernel rank=0 stream=0 start=100000 end=200000 name=b1 op=4
+  kernel rank=0 stream=0 start=200000 end=300000 name=a2 op=1
+  kernel rank=0 stream=1 start=10000 end=160000 name=b0 op=3
+  kernel rank=0 stream=1 start=300000 end=350000 name=a3 op=2
+)";
+
+TEST(WhatIf, OverlapOffRunsSideBySideInstancesOneAfterTheOther) {
+  const auto t = testing::load_text_trace("replay-overlap.db", kSideBySide);
+  const auto replayed = replay(t);
+  EXPECT_EQ(replayed.max_iteration_error, 0.0);
+  GraphWhatIfs w;
+  parse_graph_what_if("overlap=off", w);
+  const auto p = replay_with_what_ifs(t, w, RecommendOptions{});
+  EXPECT_EQ(p.what_ifs.instances_changed, 1);
+  EXPECT_EQ(p.summary.unresolved, 0);
+  EXPECT_EQ(p.predicted_unresolved, 0);
+  ASSERT_EQ(p.summary.iterations.size(), 1u);
+  EXPECT_EQ(p.summary.iterations[0].measured_ns, 350 * us);
+  EXPECT_EQ(p.summary.iterations[0].predicted_ns, 400 * us);
+  ASSERT_EQ(p.summary.layers.size(), 2u);
+  EXPECT_EQ(p.summary.layers[0].measured_ns, 350 * us);
+  EXPECT_EQ(p.summary.layers[0].predicted_ns, 250 * us);
+  EXPECT_EQ(p.summary.layers[1].measured_ns, 190 * us);
+  EXPECT_EQ(p.summary.layers[1].predicted_ns, 150 * us);
 }
 
 }  // namespace

@@ -107,5 +107,74 @@ TEST(WhatIf, PipelineDegreeFromTheR1TraceAgainstTheMeasuredSweep) {
   }
 }
 
+// MPipeMoE on 4 emulated ranks of one H200 (tests/data/gpu, README there):
+// the strategy-none trace, with the reuse what-if, against the S1..S4 traces
+// of the same configuration. The what-if adds the restore work to every one
+// of the 16 layer instances (4 ranks x 2 layers x 2 iterations) and predicts
+// the layer window within 0.5-3 % of none's; the measured S1..S4 layers are
+// 24-100 % longer. These runs are host-bound (one host thread issues the
+// four ranks' ops) and their host ran slower per call than none's did: the
+// same cudaGetDevice, which does no GPU work, took 0.258 us a call in none
+// and 0.436 / 0.499 / 0.414 / 0.290 us in S1 / S2 / S3 / S4 (the traces'
+// api_calls). A prediction from one run cannot know another run's host
+// speed: the comparison waits for GPU-bound fixtures. The bounds hold the
+// recorded errors within 5 points (a regression guard, not the goal).
+TEST(WhatIf, ReuseFromTheNoneTraceAgainstTheMeasuredStrategies) {
+  const fs::path dir = MOETRACE_GPU_FIXTURES_DIR;
+  const Trace none = load_fixture(dir / "mpipemoe_none.db.gz");
+  RecommendOptions o;
+  o.cost_model = sim::cost_model_from_json(testing::read_text((dir / "pipemoe_sweep" / "fitted_p1.json").string()));
+  auto layers_ns = [](const Trace& t) {
+    const auto b = compute_breakdown(t);
+    double sum = 0;
+    for (const auto& l : b.layers) sum += static_cast<double>(l.mean_window_ns);
+    return sum;
+  };
+  const double base = layers_ns(none);
+  for (const auto& [s, recorded] : {std::pair{"S1", -0.40}, std::pair{"S2", -0.50}, std::pair{"S3", -0.39},
+                                    std::pair{"S4", -0.19}}) {
+    SCOPED_TRACE(s);
+    GraphWhatIfs w;
+    parse_graph_what_if(std::string("reuse=") + s, w);
+    const auto p = replay_with_what_ifs(none, w, o);
+    EXPECT_EQ(p.what_ifs.instances_changed, 16);
+    EXPECT_EQ(p.summary.unresolved, 0);
+    double predicted = 0;
+    for (const auto& l : p.summary.layers) predicted += static_cast<double>(l.predicted_ns);
+    const double measured = layers_ns(load_fixture(dir / (std::string("mpipemoe_") + s + ".db.gz")));
+    const double error = predicted / measured - 1;
+    std::cout << "[ what-if ] reuse=" << s << ": none " << base / 1e6 << " ms, predicted " << predicted / 1e6
+              << " ms, measured " << measured / 1e6 << " ms (" << 100 * error << " %)" << std::endl;
+    EXPECT_GE(predicted, base * 0.999);  // restoring memory never makes the layer faster
+    EXPECT_NEAR(error, recorded, 0.05);
+  }
+}
+
+// The DPMoE fixture and the Pro-Prophet one ran the same configuration
+// (tests/data/gpu README): the placement what-if on the DPMoE trace against
+// the measured Pro-Prophet run. Recorded: the layers' windows -15 % short of
+// the measured run, which also runs Pro-Prophet's planner (Plan ops) and
+// host work the what-if does not add, on a host-bound run. A guard within 5
+// points, not the goal.
+TEST(WhatIf, PlacementFromTheDpmoeTraceAgainstTheMeasuredProProphet) {
+  const fs::path dir = MOETRACE_GPU_FIXTURES_DIR;
+  const Trace dp = load_fixture(dir / "dpmoe.db.gz");
+  RecommendOptions o;
+  o.cost_model = sim::cost_model_from_json(testing::read_text((dir / "pipemoe_sweep" / "fitted_p1.json").string()));
+  GraphWhatIfs w;
+  parse_graph_what_if("placement=pro-prophet", w);
+  const auto p = replay_with_what_ifs(dp, w, o);
+  EXPECT_GE(p.what_ifs.instances_changed, 1);
+  EXPECT_EQ(p.predicted_unresolved, 0);
+  double predicted = 0, measured = 0;
+  for (const auto& l : p.summary.layers) predicted += static_cast<double>(l.predicted_ns);
+  for (const auto& l : compute_breakdown(load_fixture(dir / "pro_prophet.db.gz")).layers)
+    measured += static_cast<double>(l.mean_window_ns);
+  const double error = predicted / measured - 1;
+  std::cout << "[ what-if ] placement=pro-prophet: predicted " << predicted / 1e6 << " ms, measured " << measured / 1e6
+            << " ms (" << 100 * error << " %)" << std::endl;
+  EXPECT_NEAR(error, -0.15, 0.05);
+}
+
 }  // namespace
 }  // namespace moetrace::analyzer

@@ -31,6 +31,44 @@ GraphEditor::GraphEditor(const Trace& t, ExecGraph& g) : t_(t), g_(g) {
     }
     chains_.push_back(std::move(c));
   }
+  op_acts_.resize(t.ops.size());
+  for (std::size_t i = 0; i < t.activities.size(); ++i) {
+    const auto o = t.activities[i].op;
+    if (o >= 0 && static_cast<std::size_t>(o) < t.ops.size()) op_acts_[static_cast<std::size_t>(o)].push_back(i);
+  }
+  for (auto& v : op_acts_)
+    std::sort(v.begin(), v.end(), [&](std::size_t a, std::size_t b) { return t.activities[a].start_ns < t.activities[b].start_ns; });
+}
+
+HostSpan GraphEditor::host_span(std::size_t o, std::int32_t chain_hint) const {
+  HostSpan s;
+  const auto& op = t_.ops[o];
+  auto take = [&](std::uint32_t node) {
+    if (node == ExecGraph::kNone || node >= chain_of_.size()) return;
+    const auto c = chain_of_[node];
+    if (c < 0 || (s.chain >= 0 && s.chain != c)) return;
+    s.chain = c;
+    const auto p = pos_of_[node];
+    s.first = s.first < 0 ? p : std::min(s.first, p);
+    s.last = std::max(s.last, p);
+  };
+  for (auto a : op_acts_[o]) {
+    const auto* call = t_.launching_call(t_.activities[a]);
+    if (call == nullptr) continue;
+    const auto c = static_cast<std::size_t>(call - t_.api_calls.data());
+    take(g_.api_start[c]);
+    take(g_.api_end[c]);
+  }
+  if (op.launch_start_ns >= 0 && op.launch_end_ns >= op.launch_start_ns) {
+    const auto chain = s.chain >= 0 ? s.chain : chain_hint;
+    if (chain >= 0) {
+      const auto& c = chains_[static_cast<std::size_t>(chain)];
+      auto lo = std::lower_bound(c.begin(), c.end(), op.launch_start_ns,
+                                 [&](std::uint32_t n, std::int64_t v) { return g_.nodes[n].measured_ns < v; });
+      for (auto it = lo; it != c.end() && g_.nodes[*it].measured_ns <= op.launch_end_ns; ++it) take(*it);
+    }
+  }
+  return s;
 }
 
 std::vector<std::uint32_t> GraphEditor::edges_into(std::uint32_t node, ExecEdgeKind kind) const {
@@ -104,7 +142,7 @@ TaskPoints GraphEditor::insert_host_before(std::uint32_t before, std::int64_t du
 
 TaskPoints GraphEditor::add_task(std::string name, std::int32_t stream, std::int32_t rank, std::int32_t op,
                                  ActivityType type, std::int64_t duration, std::uint32_t launch,
-                                 std::int64_t launch_latency) {
+                                 std::int64_t launch_latency, std::int64_t at_ns) {
   AddedTask task;
   task.name = std::move(name);
   task.stream = stream;
@@ -112,7 +150,7 @@ TaskPoints GraphEditor::add_task(std::string name, std::int32_t stream, std::int
   task.op = op;
   task.type = type;
   task.duration_ns = duration;
-  const auto t0 = launch != ExecGraph::kNone ? g_.nodes[launch].measured_ns : 0;
+  const auto t0 = launch != ExecGraph::kNone ? g_.nodes[launch].measured_ns : at_ns;
   const auto ref = static_cast<std::uint32_t>(g_.added.size());
   task.start = g_.add_node(t0, ExecNode::Kind::kAdded, ref, false);
   task.end = g_.add_node(t0 + duration, ExecNode::Kind::kAdded, ref, true);
@@ -123,6 +161,15 @@ TaskPoints GraphEditor::add_task(std::string name, std::int32_t stream, std::int
   return p;
 }
 
+TaskPoints GraphEditor::add_op_task(std::string name, std::int32_t stream, std::int32_t rank, std::int32_t op,
+                                    OpKind kind, Phase phase, ActivityType type, std::int64_t duration,
+                                    std::uint32_t launch, std::int64_t launch_latency, std::int64_t at_ns) {
+  const auto p = add_task(std::move(name), stream, rank, op, type, duration, launch, launch_latency, at_ns);
+  g_.added.back().own_kind = kind;
+  g_.added.back().own_phase = phase;
+  return p;
+}
+
 void GraphEditor::insert_on_stream_before(TaskPoints task, std::uint32_t before, std::int64_t gap) {
   for (auto k : edges_into(before, ExecEdgeKind::kStreamOrder)) {
     const auto e = g_.edges[k];
@@ -130,6 +177,15 @@ void GraphEditor::insert_on_stream_before(TaskPoints task, std::uint32_t before,
     add_edge(e.from, task.start, e.latency_ns, ExecEdgeKind::kStreamOrder);
   }
   add_edge(task.end, before, gap, ExecEdgeKind::kStreamOrder);
+}
+
+void GraphEditor::insert_on_stream_after(TaskPoints task, std::uint32_t after, std::int64_t gap) {
+  for (auto k : edges_out(after, ExecEdgeKind::kStreamOrder)) {
+    const auto e = g_.edges[k];
+    remove_edge(k);
+    add_edge(task.end, e.to, e.latency_ns, ExecEdgeKind::kStreamOrder);
+  }
+  add_edge(after, task.start, gap, ExecEdgeKind::kStreamOrder);
 }
 
 void GraphEditor::append_on_stream(std::int32_t stream, TaskPoints task, std::int64_t gap) {

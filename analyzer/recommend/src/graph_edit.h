@@ -21,6 +21,11 @@ struct TaskPoints {
   std::uint32_t start = ExecGraph::kNone, end = ExecGraph::kNone;
 };
 
+// The chain positions of an op's host work; chain -1: none.
+struct HostSpan {
+  std::int32_t chain = -1, first = -1, last = -1;
+};
+
 class GraphEditor {
  public:
   GraphEditor(const Trace& t, ExecGraph& g);
@@ -32,6 +37,16 @@ class GraphEditor {
   // The live kHostOrder edge into / out of a host node; -1: none.
   std::int64_t host_edge_into(std::uint32_t node) const;
   std::int64_t host_edge_out(std::uint32_t node) const;
+  // The activities of each op (index into Trace::activities), by start.
+  const std::vector<std::size_t>& op_activities(std::size_t op) const { return op_acts_[op]; }
+  // An op's host work: its launch interval where the trace has one, else
+  // its activities' launching calls; `chain_hint`: the thread to look in
+  // for an op that launched nothing.
+  HostSpan host_span(std::size_t op, std::int32_t chain_hint = -1) const;
+  std::uint32_t chain_node(std::int32_t chain, std::int32_t pos) const {
+    return chains_[static_cast<std::size_t>(chain)][static_cast<std::size_t>(pos)];
+  }
+
   // The live edges of a kind into / out of a node.
   std::vector<std::uint32_t> edges_into(std::uint32_t node, ExecEdgeKind kind) const;
   std::vector<std::uint32_t> edges_out(std::uint32_t node, ExecEdgeKind kind) const;
@@ -49,13 +64,22 @@ class GraphEditor {
 
   // A GPU task (ExecGraph::added) on `stream` of `rank`, in op `op`'s
   // coordinates, lasting `duration`, launched `launch_latency` after host
-  // node `launch` (none: kNone). Not yet on any stream order.
+  // node `launch` (none: kNone; then `at_ns` is its measured time, what it
+  // keeps where nothing precedes it). Not yet on any stream order.
   TaskPoints add_task(std::string name, std::int32_t stream, std::int32_t rank, std::int32_t op, ActivityType type,
-                      std::int64_t duration, std::uint32_t launch, std::int64_t launch_latency);
+                      std::int64_t duration, std::uint32_t launch, std::int64_t launch_latency,
+                      std::int64_t at_ns = 0);
+  // The same as an op of its own (AddedTask::own_kind) in `op`'s coordinates.
+  TaskPoints add_op_task(std::string name, std::int32_t stream, std::int32_t rank, std::int32_t op, OpKind kind,
+                         Phase phase, ActivityType type, std::int64_t duration, std::uint32_t launch,
+                         std::int64_t launch_latency, std::int64_t at_ns = 0);
   // Puts `task` on its stream right before the activity whose start point is
   // `before` (the stream's edge into it now runs into the task; the task's
   // end -> `before` with `gap`).
   void insert_on_stream_before(TaskPoints task, std::uint32_t before, std::int64_t gap);
+  // Puts `task` on its stream right after the activity whose end point is
+  // `after` (the stream's edge out of it now runs out of the task).
+  void insert_on_stream_after(TaskPoints task, std::uint32_t after, std::int64_t gap);
   // Appends `task` to a stream the editor keeps the last task of (a stream a
   // what-if added, or one whose other work the graph leaves alone).
   void append_on_stream(std::int32_t stream, TaskPoints task, std::int64_t gap);
@@ -71,6 +95,7 @@ class GraphEditor {
   std::vector<std::int32_t> chain_of_, pos_of_;
   std::vector<std::vector<std::uint32_t>> in_, out_;  // edge indices by node, grown as edges are added
   std::map<std::int32_t, TaskPoints> stream_tail_;    // append_on_stream's last task per stream
+  std::vector<std::vector<std::size_t>> op_acts_;
 };
 
 }  // namespace moetrace::analyzer::detail

@@ -11,6 +11,9 @@
 
 #include "moetrace/analyzer/cost_model.h"
 #include "moetrace/schema/error.h"
+#include "graph_overlap.h"
+#include "graph_placement.h"
+#include "graph_reuse.h"
 #include "hardware.h"
 
 namespace moetrace::analyzer {
@@ -18,7 +21,7 @@ namespace moetrace::analyzer {
 void parse_graph_what_if(std::string_view kv, GraphWhatIfs& w) {
   const auto eq = kv.find('=');
   if (eq == std::string_view::npos)
-    throw ConfigError(fmt::format("what-if '{}': expected KEY=VALUE (pipeline_degree=R, overlap=off|on)", kv));
+    throw ConfigError(fmt::format("what-if '{}': expected KEY=VALUE (pipeline_degree=R, reuse=S1..S4, placement=pro-prophet, overlap=off|on)", kv));
   const auto key = kv.substr(0, eq), value = kv.substr(eq + 1);
   if (key == "pipeline_degree") {
     int r = 0;
@@ -26,12 +29,21 @@ void parse_graph_what_if(std::string_view kv, GraphWhatIfs& w) {
     if (ec != std::errc() || p != value.data() + value.size() || r < 1 || r > 64)
       throw ConfigError(fmt::format("what-if pipeline_degree={}: a whole number from 1 to 64", value));
     w.pipeline_degree = r;
+  } else if (key == "reuse") {
+    const auto strategy = plan::parse_reuse_strategy(value);  // throws naming the strategies
+    if (strategy == plan::ReuseStrategy::kNone)
+      throw ConfigError("what-if reuse=none: removing a trace's memory reuse is not a what-if (S1, S2, S3, S4)");
+    w.reuse = std::string(plan::reuse_strategy_name(strategy));
+  } else if (key == "placement") {
+    if (value != "pro-prophet")
+      throw ConfigError(fmt::format("what-if placement={}: pro-prophet (its planner on the trace's load)", value));
+    w.placement = std::string(value);
   } else if (key == "overlap") {
     if (value != "on" && value != "off")
       throw ConfigError(fmt::format("what-if overlap={}: on or off", value));
     w.overlap = value == "on";
   } else {
-    throw ConfigError(fmt::format("what-if {}: unknown key (pipeline_degree, overlap)", key));
+    throw ConfigError(fmt::format("what-if {}: unknown key (pipeline_degree, reuse, placement, overlap)", key));
   }
 }
 
@@ -406,7 +418,23 @@ GraphWhatIfResult apply_graph_what_ifs(const Trace& trace, ExecGraph& graph, con
   } else if (w.pipeline_degree == 1) {
     out.applied.push_back("pipeline_degree=1: nothing to split");
   }
-  if (w.overlap) out.notes.push_back("overlap: not applied (not yet a change of the graph)");
+  if (!w.reuse.empty()) {
+    GraphWhatIfResult r;
+    detail::apply_reuse(trace, graph, plan::parse_reuse_strategy(w.reuse), model, r);
+    out.applied.push_back(fmt::format(
+        "reuse={}: {} added to {} MoE layer instance{}, per chunk; copies at the cost model's alpha + beta x bytes, "
+        "from {}",
+        w.reuse, plan::reuse_strategy_action(plan::parse_reuse_strategy(w.reuse)), r.instances_changed,
+        r.instances_changed == 1 ? "" : "s", model_source));
+    for (auto& n : r.notes) out.notes.push_back(std::move(n));
+    out.instances_changed += r.instances_changed;
+  }
+  if (!w.placement.empty()) detail::apply_placement(trace, graph, model, out);
+  if (w.overlap && !*w.overlap) detail::apply_serialise(trace, graph, out);
+  if (w.overlap && *w.overlap)
+    out.notes.push_back(
+        "overlap=on: overlapping a schedule that runs its layer instances one after the other needs a schedule to "
+        "overlap them by (which forward beside which backward); not a change of the graph yet");
   return out;
 }
 
@@ -428,11 +456,20 @@ ReplayWithWhatIfs replay_with_what_ifs(const Trace& trace, const GraphWhatIfs& w
   }
   auto g = build_exec_graph(trace, graph_options);
   std::size_t unresolved = 0;
-  const auto replayed = replayed_trace(trace, g, evaluate_exec_graph(g, &unresolved));
+  const auto times = evaluate_exec_graph(g, &unresolved);
+  const auto replayed = replayed_trace(trace, g, times);
   auto changed = g;
   r.what_ifs = apply_graph_what_ifs(trace, changed, w, options);
-  const auto predicted = replayed_trace(trace, changed, evaluate_exec_graph(changed));
+  std::size_t predicted_unresolved = 0;
+  const auto predicted = replayed_trace(trace, changed, evaluate_exec_graph(changed, &predicted_unresolved));
   r.summary = compare_replay(trace, replayed, g, &predicted, unresolved);
+  add_start_shifts(trace, g, times, r.summary);
+  if (predicted_unresolved > 0)
+    r.what_ifs.notes.push_back(fmt::format(
+        "the changed graph holds a cycle ({} points on or after it keep their measured times): the host waited for "
+        "work the what-if moved later; the prediction does not hold",
+        predicted_unresolved));
+  r.predicted_unresolved = static_cast<std::int64_t>(predicted_unresolved);
   return r;
 }
 

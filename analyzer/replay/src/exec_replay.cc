@@ -12,21 +12,24 @@ namespace moetrace::analyzer {
 std::vector<std::int64_t> evaluate_exec_graph(const ExecGraph& g, std::size_t* unresolved) {
   const auto n = g.nodes.size();
   std::vector<std::uint32_t> begin(n + 1, 0), indegree(n, 0);
+  // Edges a what-if took out order nothing: not in the adjacency at all.
+  auto live = [&](const ExecEdge& e) { return e.latency_ns != ExecGraph::kRemoved; };
+  std::size_t live_edges = 0;
   for (const auto& e : g.edges) {
+    if (!live(e)) continue;
     ++begin[e.from + 1];
     ++indegree[e.to];
+    ++live_edges;
   }
   for (std::size_t i = 0; i < n; ++i) begin[i + 1] += begin[i];
-  std::vector<std::uint32_t> out(g.edges.size()), fill(begin.begin(), begin.end() - 1);
-  for (std::size_t k = 0; k < g.edges.size(); ++k) out[fill[g.edges[k].from]++] = static_cast<std::uint32_t>(k);
+  std::vector<std::uint32_t> out(live_edges), fill(begin.begin(), begin.end() - 1);
+  for (std::size_t k = 0; k < g.edges.size(); ++k)
+    if (live(g.edges[k])) out[fill[g.edges[k].from]++] = static_cast<std::uint32_t>(k);
   std::vector<std::int64_t> t(n, INT64_MIN);
   std::vector<std::uint32_t> ready;
   ready.reserve(n);
-  std::vector<std::uint8_t> reached(n, 0);  // a live edge leads into it
-  for (const auto& e : g.edges)
-    if (e.latency_ns != ExecGraph::kRemoved) reached[e.to] = 1;
   for (std::size_t i = 0; i < n; ++i) {
-    if (!reached[i] || (i < g.anchored.size() && g.anchored[i])) t[i] = g.nodes[i].measured_ns;
+    if (indegree[i] == 0 || (i < g.anchored.size() && g.anchored[i])) t[i] = g.nodes[i].measured_ns;
     if (indegree[i] == 0) ready.push_back(static_cast<std::uint32_t>(i));
   }
   std::vector<std::uint8_t> done(n, 0);
@@ -35,7 +38,7 @@ std::vector<std::int64_t> evaluate_exec_graph(const ExecGraph& g, std::size_t* u
     done[u] = 1;
     for (auto k = begin[u]; k < begin[u + 1]; ++k) {
       const auto& e = g.edges[out[k]];
-      if (e.latency_ns != ExecGraph::kRemoved) t[e.to] = std::max(t[e.to], t[u] + e.latency_ns);
+      t[e.to] = std::max(t[e.to], t[u] + e.latency_ns);
       if (--indegree[e.to] == 0) ready.push_back(e.to);
     }
   }
@@ -60,6 +63,7 @@ std::int64_t at(const std::vector<std::int64_t>& times, std::uint32_t node, std:
 
 Trace replayed_trace(const Trace& trace, const ExecGraph& g, const std::vector<std::int64_t>& times) {
   Trace r = trace;
+  for (const auto& s : g.added_streams) r.streams.push_back(s);
   for (std::size_t i = 0; i < r.nvtx.size() && i < g.nvtx_start.size(); ++i) {
     auto& n = r.nvtx[i];
     const auto s = at(times, g.nvtx_start[i], n.start_ns);
@@ -87,6 +91,18 @@ Trace replayed_trace(const Trace& trace, const ExecGraph& g, const std::vector<s
     acts.push_back(a);
   }
   std::map<std::string, StringId> added_names;
+  auto intern = [&](const std::string& name) {
+    auto [it, fresh] = added_names.try_emplace(name, StringId());
+    if (fresh) {
+      r.strings.push_back(name);
+      it->second = StringId(static_cast<std::int32_t>(r.strings.size() - 1));
+      r.kernel_category.resize(r.strings.size(), -1);
+    }
+    return it->second;
+  };
+  std::int64_t next_op_id = 0;
+  for (const auto& op : r.ops) next_op_id = std::max<std::int64_t>(next_op_id, op.id.value + 1);
+  const auto ops_before = r.ops.size();
   for (const auto& t : g.added) {
     Activity a;
     a.type = t.type;
@@ -96,13 +112,19 @@ Trace replayed_trace(const Trace& trace, const ExecGraph& g, const std::vector<s
     a.launched_by = -2;
     a.start_ns = at(times, t.start, 0);
     a.end_ns = at(times, t.end, a.start_ns);
-    auto [it, fresh] = added_names.try_emplace(t.name, StringId());
-    if (fresh) {
-      r.strings.push_back(t.name);
-      it->second = StringId(static_cast<std::int32_t>(r.strings.size() - 1));
-      r.kernel_category.resize(r.strings.size(), -1);
+    a.name = intern(t.name);
+    if (t.own_kind && t.op >= 0 && static_cast<std::size_t>(t.op) < ops_before) {
+      OpRange op = r.ops[static_cast<std::size_t>(t.op)];
+      op.id = OpId(static_cast<std::int32_t>(next_op_id++));
+      op.kind = *t.own_kind;
+      if (t.own_phase) op.phase = *t.own_phase;
+      op.name = a.name;
+      op.stream = t.stream;
+      op.nvtx_id = -1;
+      op.launch_start_ns = op.launch_end_ns = -1;
+      a.op = static_cast<std::int32_t>(r.ops.size());
+      r.ops.push_back(op);
     }
-    a.name = it->second;
     acts.push_back(a);
   }
   std::stable_sort(acts.begin(), acts.end(), [](const Activity& a, const Activity& b) {
@@ -185,7 +207,7 @@ Trace replayed_trace(const Trace& trace, const ExecGraph& g, const std::vector<s
       op.launch_end_ns += shift[o];
     }
   }
-  r.sort_ops();
+  r.index_ops();
   std::int64_t lo = INT64_MAX, hi = INT64_MIN;
   for (const auto& a : r.activities) {
     lo = std::min(lo, a.start_ns);

@@ -88,26 +88,30 @@ ReplaySummary compare_replay(const Trace& measured, const Trace& replayed, const
   return s;
 }
 
+void add_start_shifts(const Trace& trace, const ExecGraph& g, const std::vector<std::int64_t>& times,
+                      ReplaySummary& s) {
+  std::vector<std::int64_t> shift;
+  shift.reserve(trace.activities.size());
+  for (std::size_t i = 0; i < trace.activities.size() && i < g.activity_start.size(); ++i)
+    if (g.activity_start[i] != ExecGraph::kNone)
+      shift.push_back(std::abs(times[g.activity_start[i]] - trace.activities[i].start_ns));
+  if (shift.empty()) return;
+  auto at = [&](double q) {
+    const auto k = static_cast<std::size_t>(q * static_cast<double>(shift.size() - 1));
+    std::nth_element(shift.begin(), shift.begin() + static_cast<std::ptrdiff_t>(k), shift.end());
+    return shift[k];
+  };
+  s.start_shift_p50_ns = at(0.5);
+  s.start_shift_p99_ns = at(0.99);
+}
+
 ReplaySummary replay(const Trace& trace, const ExecGraphOptions& options) {
   const auto g = build_exec_graph(trace, options);
   std::size_t unresolved = 0;
   const auto times = evaluate_exec_graph(g, &unresolved);
   const auto r = replayed_trace(trace, g, times);
   auto s = compare_replay(trace, r, g, nullptr, unresolved);
-  std::vector<std::int64_t> shift;
-  shift.reserve(trace.activities.size());
-  for (std::size_t i = 0; i < trace.activities.size() && i < g.activity_start.size(); ++i)
-    if (g.activity_start[i] != ExecGraph::kNone)
-      shift.push_back(std::abs(times[g.activity_start[i]] - trace.activities[i].start_ns));
-  if (!shift.empty()) {
-    auto at = [&](double q) {
-      const auto k = static_cast<std::size_t>(q * static_cast<double>(shift.size() - 1));
-      std::nth_element(shift.begin(), shift.begin() + static_cast<std::ptrdiff_t>(k), shift.end());
-      return shift[k];
-    };
-    s.start_shift_p50_ns = at(0.5);
-    s.start_shift_p99_ns = at(0.99);
-  }
+  add_start_shifts(trace, g, times, s);
   return s;
 }
 

@@ -19,11 +19,16 @@
 //       model's seconds per FLOP or per byte at the layer's P (pipemoe
 //       Eq. 15-18's beta terms; the alpha part, startup, is paid by every
 //       chunk), never below d / R nor above d.
+//   reuse=S1|S2|S3|S4  MPipeMoE's memory reuse added to each layer that
+//       ran without it: offload, prefetch, re-communicate and recompute
+//       work in the graph (graph_reuse.h says where and how long).
+//   placement=pro-prophet  Pro-Prophet's planner on each layer's measured
+//       load; expert and all-to-all work per rank scaled by the new load,
+//       Trans and Agg added (graph_placement.h).
 //   overlap=off|on     Schedules that run two MoE layer instances side by
 //       side (a forward and a backward chunk, DualPipe; two micro-batches):
-//       off serialises them: every instance's GPU work waits for the end of
-//       the instances that started before it on its rank. on: not yet a
-//       change of the graph (see the result's notes).
+//       off serialises them (graph_overlap.h). on: not yet a change of the
+//       graph (the result's notes say so).
 //
 // The cost model (beta) comes from, in this order: the trace's own fit
 // where it has the op at several sizes 2x apart, a calibration file
@@ -44,8 +49,10 @@ namespace moetrace::analyzer {
 
 struct GraphWhatIfs {
   int pipeline_degree = 0;      // 0: unchanged
+  std::string reuse;            // "S1".."S4"; empty: unchanged
+  std::string placement;        // "pro-prophet"; empty: unchanged
   std::optional<bool> overlap;  // unset: unchanged
-  bool empty() const { return pipeline_degree == 0 && !overlap; }
+  bool empty() const { return pipeline_degree == 0 && reuse.empty() && placement.empty() && !overlap; }
 };
 
 // Adds one KEY=VALUE to `w`; throws ConfigError naming the key and what it takes.
@@ -70,6 +77,7 @@ GraphWhatIfResult apply_graph_what_ifs(const Trace& trace, ExecGraph& graph, con
 struct ReplayWithWhatIfs {
   ReplaySummary summary;
   GraphWhatIfResult what_ifs;
+  std::int64_t predicted_unresolved = 0;  // points on a cycle of the changed graph (then a note says so)
 };
 ReplayWithWhatIfs replay_with_what_ifs(const Trace& trace, const GraphWhatIfs& w, const RecommendOptions& options,
                                        const ExecGraphOptions& graph_options = {});

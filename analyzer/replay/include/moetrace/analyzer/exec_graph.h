@@ -91,6 +91,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -139,6 +140,11 @@ struct AddedTask {
   std::string name;
   std::int32_t stream = -1, rank = 0;
   std::int32_t op = -1;  // index into Trace::ops whose coordinates it takes; -1: none
+  // Where set: the task is an op of its own, of this kind, in `op`'s
+  // coordinates (layer, iteration, micro-batch, chunk, phase) and named
+  // `name` (an offload a what-if added is not the dispatch it follows).
+  std::optional<OpKind> own_kind;
+  std::optional<Phase> own_phase;
   ActivityType type = ActivityType::kKernel;
   std::int64_t duration_ns = 0;
   std::uint32_t start = 0, end = 0;  // its points
@@ -177,6 +183,9 @@ class ExecGraph {
   // Points of each NVTX range and API call.
   std::vector<std::uint32_t> nvtx_start, nvtx_end, api_start, api_end;
   std::vector<AddedTask> added;
+  // Streams a what-if added (a copy stream for offloads): AddedTask::stream
+  // trace.streams.size() + k is added_streams[k].
+  std::vector<Stream> added_streams;
   // Activities a what-if took out (a kernel split into chunks); by index
   // into Trace::activities, empty where none.
   std::vector<std::uint8_t> removed;

@@ -61,6 +61,11 @@ struct ReplaySummary {
 ReplaySummary compare_replay(const Trace& measured, const Trace& replayed, const ExecGraph& graph,
                              const Trace* predicted = nullptr, std::size_t unresolved = 0);
 
+// The GPU activities' start shifts of a replay (`times` of the graph as
+// built) into `s`.
+void add_start_shifts(const Trace& trace, const ExecGraph& graph, const std::vector<std::int64_t>& times,
+                      ReplaySummary& s);
+
 // Builds the graph, replays it and compares.
 ReplaySummary replay(const Trace& trace, const ExecGraphOptions& options = {});
 
