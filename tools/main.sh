@@ -17,7 +17,7 @@ bin="build/ci/bin"
 trace="build/ci/demo.db"
 # Default input: a simulated run of a paper preset (pipemoe's released
 # solver.py example layer on 16 RTX 2080 Ti over 100 Gb/s InfiniBand, with the
-# paper's fitted alpha/beta cost model; see README). Replace with
+# paper's fitted alpha/beta cost model; see docs/building.md). Replace with
 # `moetrace report your.db`.
 "$bin/moetrace" run --backend sim --preset pipemoe-solver-example -o "$trace"
 "$bin/moetrace" report "$trace"

@@ -14,7 +14,7 @@ namespace moetrace::cli {
 namespace {
 
 constexpr const char* kMetricsHelp = R"(
-Metrics (see analyzer/analyses/include/moetrace/analyzer/diff.h and README):
+Metrics (see docs/cli.md and analyzer/analyses/include/moetrace/analyzer/diff.h):
   iteration_time moe_time moe_share a2a_share allreduce_share
   a2a_share_of_iteration allreduce_share_of_iteration expert_share gating_share
   idle_share hidden_fraction exposed_comm_time peak_memory bubble bubble_fraction

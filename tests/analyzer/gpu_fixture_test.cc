@@ -192,7 +192,7 @@ void expect_same(const TimeSplit& a, const TimeSplit& b, const std::string& what
 
 // The report's stacked bar of one split: exclusive time per category, their
 // overlap (busy - exclusive), outside, idle; each part >= 0, together the
-// window (README "Reading a report", breakdown.h).
+// window (docs/analyses.md, breakdown.h).
 void expect_parts_add_up(const TimeSplit& t, const std::string& what) {
   SCOPED_TRACE(what);
   std::int64_t exclusive = 0, comm_sum = 0, comm_max = 0;

@@ -361,7 +361,7 @@ TEST(Recommend, FittedModelTermByTermWithPresetFallback) {
 }
 
 TEST(Recommend, CalibratedFitGivesTheSameAdvice) {
-  // The issue-5 loop: calibrate the hardware (run --calibrate), fit that
+  // The calibration loop: calibrate the hardware (run --calibrate), fit that
   // trace (moetrace fit), recommend for a workload with the fitted model.
   const sim::CostModel truth = sim::cost_model_preset("pipemoe-2080ti-ib100");
   plan::CalibrationConfig c{.ranks = 16, .model_dim = 1024, .expert_hidden = 4096, .elem_bytes = 4,

@@ -188,7 +188,7 @@ TEST(CliRankFiles, ByFileReportsAsTheMergedRunButWhatNeedsEveryRank) {
   EXPECT_NE(r.err.find("excludes"), std::string::npos) << r.err;
 }
 
-// The cluster recipe (README, "Many rank files"): one `moetrace import` per
+// The cluster recipe (docs/multi-rank.md): one `moetrace import` per
 // rank file as independent tasks (a Slurm job array; here xargs -P), into one
 // folder that `report` reads as one run. A failed task leaves no file there,
 // and a second run skips the ranks already done.

@@ -229,12 +229,7 @@ void add_to(RankSummary& total, const RankSummary& r) {
 // work ran beside another's.
 void overlap_of_rows(const Trace& trace, const OpIntervals& oi, const std::vector<std::int32_t>& row_of,
                      std::vector<LayerRow>& rows) {
-  struct Edge {
-    std::int64_t t;
-    std::int32_t row;
-    int delta;
-  };
-  std::map<std::int32_t, std::vector<Edge>> edges;  // by rank
+  std::map<std::int32_t, std::vector<LabelEdge>> edges;  // by rank
   auto add = [&](std::int32_t rank, std::int64_t s, std::int64_t e, std::int32_t row) {
     if (e <= s) return;
     auto& v = edges[rank];
@@ -245,20 +240,10 @@ void overlap_of_rows(const Trace& trace, const OpIntervals& oi, const std::vecto
     for (const auto& i : oi.of(o)) add(trace.ops[o].rank.value, i.start, i.end, row_of[o]);
   for (const auto& a : trace.activities)
     if (a.op < 0) add(a.rank.value, a.start_ns, a.end_ns, -1);
-  for (auto& [rank, v] : edges) {
-    std::sort(v.begin(), v.end(), [](const Edge& x, const Edge& y) { return std::tie(x.t, x.delta) < std::tie(y.t, y.delta); });
-    std::map<std::int32_t, int> active;  // label -> open intervals
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      auto& n = active[v[i].row];
-      n += v[i].delta;
-      if (n == 0) active.erase(v[i].row);
-      if (i + 1 == v.size() || active.size() < 2) continue;
-      const auto len = v[i + 1].t - v[i].t;
-      if (len <= 0) continue;
-      for (const auto& [row, count] : active)
-        if (row >= 0) rows[static_cast<std::size_t>(row)].t.overlap_ns += len;
-    }
-  }
+  for (auto& [rank, v] : edges)
+    for_each_shared_stretch(v, [&](std::int32_t row, std::int64_t ns) {
+      if (row >= 0) rows[static_cast<std::size_t>(row)].t.overlap_ns += ns;
+    });
 }
 
 }  // namespace

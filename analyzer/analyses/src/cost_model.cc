@@ -108,27 +108,6 @@ Class class_of(Category c) {
   return kNoClass;
 }
 
-// Spans in which at least two of the given (per-op merged) intervals are active.
-IntervalSet depth_two(const std::vector<Interval>& intervals) {
-  std::vector<std::pair<std::int64_t, int>> edges;
-  edges.reserve(intervals.size() * 2);
-  for (const auto& i : intervals) {
-    edges.push_back({i.start, +1});
-    edges.push_back({i.end, -1});
-  }
-  std::sort(edges.begin(), edges.end());
-  std::vector<Interval> out;
-  int depth = 0;
-  std::int64_t since = 0;
-  for (const auto& [t, d] : edges) {
-    const int before = depth;
-    depth += d;
-    if (before < 2 && depth >= 2) since = t;
-    if (before >= 2 && depth < 2 && t > since) out.push_back({since, t});
-  }
-  return IntervalSet::from(std::move(out));
-}
-
 struct Group;
 
 // What fitting adds to a CostSamples::Op (the same index).
@@ -271,7 +250,7 @@ CostSamples cost_samples(const Trace& trace) {
   for (auto& [rank, classes] : per_class) {
     auto& s = sets[rank];
     for (int c = 0; c < 3; ++c) {
-      s.two[static_cast<std::size_t>(c)] = depth_two(classes[static_cast<std::size_t>(c)]);
+      s.two[static_cast<std::size_t>(c)] = IntervalSet::depth_at_least(classes[static_cast<std::size_t>(c)], 2);
       s.any[static_cast<std::size_t>(c)] = IntervalSet::from(std::move(classes[static_cast<std::size_t>(c)]));
     }
   }

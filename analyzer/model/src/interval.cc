@@ -118,6 +118,26 @@ std::int64_t IntervalSet::length_within(Interval w) const {
   return total;
 }
 
+IntervalSet IntervalSet::depth_at_least(const std::vector<Interval>& intervals, int k) {
+  std::vector<std::pair<std::int64_t, int>> edges;
+  edges.reserve(intervals.size() * 2);
+  for (const auto& i : intervals) {
+    edges.push_back({i.start, +1});
+    edges.push_back({i.end, -1});
+  }
+  std::sort(edges.begin(), edges.end());
+  std::vector<Interval> out;
+  int depth = 0;
+  std::int64_t since = 0;
+  for (const auto& [t, d] : edges) {
+    const int before = depth;
+    depth += d;
+    if (before < k && depth >= k) since = t;
+    if (before >= k && depth < k && t > since) out.push_back({since, t});
+  }
+  return IntervalSet::from(std::move(out));
+}
+
 Coverage Coverage::sweep(std::vector<LabelledInterval> intervals) {
   struct Edge {
     std::int64_t t;

@@ -1,6 +1,6 @@
 // Where the time of each rank goes, per MoE layer x iteration x phase.
 //
-// Definitions (also in README "Reading a report"):
+// Definitions (also in docs/analyses.md):
 // - An op's time is the union of the GPU activities attributed to it (kernels,
 //   copies; see projection) or, where none are, its own [start, end) range.
 // - The MoE-layer window of (rank, layer, iteration, phase) is the union over

@@ -4,8 +4,11 @@
 // arbitrary intervals is a sort plus a sweep, O(n log n).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <map>
+#include <tuple>
 #include <span>
 #include <vector>
 
@@ -34,12 +37,27 @@ class IntervalSet {
   IntervalSet clip(Interval window) const;
   // Covered time inside a window, without building the clipped set.
   std::int64_t length_within(Interval window) const;
+  // The spans in which at least `k` of `intervals` (arbitrary, overlapping)
+  // are active: a sweep of +1 at every start and -1 at every end.
+  static IntervalSet depth_at_least(const std::vector<Interval>& intervals, int k);
 
   friend bool operator==(const IntervalSet&, const IntervalSet&) = default;
 
  private:
   std::vector<Interval> v_;
 };
+
+// The same sweep for labels of any number, where only the stretches in
+// which two or more labels are active matter: f(label, ns) for every label
+// active in each such stretch. `edges` are the intervals' +1 starts and -1
+// ends; at one time the ends come first.
+struct LabelEdge {
+  std::int64_t t = 0;
+  std::int32_t label = 0;
+  int delta = 0;
+};
+template <class F>
+void for_each_shared_stretch(std::vector<LabelEdge>& edges, F&& f);
 
 // Sweep over labelled intervals (label < 32): +1 at every start and -1 at
 // every end yields, for every combination of labels active at once, the time
@@ -74,5 +92,21 @@ class Coverage {
  private:
   std::vector<Entry> entries_;  // sorted by mask, masks non-zero
 };
+
+template <class F>
+void for_each_shared_stretch(std::vector<LabelEdge>& edges, F&& f) {
+  std::sort(edges.begin(), edges.end(),
+            [](const LabelEdge& x, const LabelEdge& y) { return std::tie(x.t, x.delta) < std::tie(y.t, y.delta); });
+  std::map<std::int32_t, int> active;  // label -> open intervals
+  for (std::size_t i = 0; i < edges.size(); ++i) {
+    auto& n = active[edges[i].label];
+    n += edges[i].delta;
+    if (n == 0) active.erase(edges[i].label);
+    if (i + 1 == edges.size() || active.size() < 2) continue;
+    const auto len = edges[i + 1].t - edges[i].t;
+    if (len <= 0) continue;
+    for (const auto& [label, count] : active) f(label, len);
+  }
+}
 
 }  // namespace moetrace::analyzer

@@ -22,7 +22,7 @@
 //    before the host has issued it. Where ops are small the host, not the
 //    GPU, sets the layer's time (an H200 running PipeMoE at r = 8: 128
 //    expert ops an iteration, 50-85 us of host time each against a few
-//    microseconds of GEMM; BENCHMARKS.md, "Third GPU session"). Fitted from
+//    microseconds of GEMM; BENCHMARKS.md, "The GPU path"). Fitted from
 //    a trace's launch intervals (`moetrace fit`); empty in every preset.
 //
 // Units: seconds and bytes. Cost models load from and save to JSON
