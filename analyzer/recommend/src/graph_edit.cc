@@ -188,12 +188,17 @@ void GraphEditor::insert_on_stream_after(TaskPoints task, std::uint32_t after, s
   add_edge(after, task.start, gap, ExecEdgeKind::kStreamOrder);
 }
 
-void GraphEditor::append_on_stream(std::int32_t stream, TaskPoints task, std::int64_t gap) {
-  auto [it, fresh] = stream_tail_.try_emplace(stream, task);
-  if (!fresh) {
-    add_edge(it->second.end, task.start, gap, ExecEdgeKind::kStreamOrder);
-    it->second = task;
+void GraphEditor::queue_on_stream(std::int32_t stream, TaskPoints task, std::int64_t issue_ns) {
+  queued_[stream].push_back({issue_ns, task});
+}
+
+void GraphEditor::order_stream_queues(std::int64_t gap) {
+  for (auto& [stream, tasks] : queued_) {
+    std::stable_sort(tasks.begin(), tasks.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (std::size_t k = 1; k < tasks.size(); ++k)
+      add_edge(tasks[k - 1].second.end, tasks[k].second.start, gap, ExecEdgeKind::kStreamOrder);
   }
+  queued_.clear();
 }
 
 std::int32_t GraphEditor::stream_with_role(std::int32_t rank, const std::string& role) {

@@ -80,9 +80,11 @@ class GraphEditor {
   // Puts `task` on its stream right after the activity whose end point is
   // `after` (the stream's edge out of it now runs out of the task).
   void insert_on_stream_after(TaskPoints task, std::uint32_t after, std::int64_t gap);
-  // Appends `task` to a stream the editor keeps the last task of (a stream a
-  // what-if added, or one whose other work the graph leaves alone).
-  void append_on_stream(std::int32_t stream, TaskPoints task, std::int64_t gap);
+  // Queues `task` for a stream the editor orders alone (a stream a what-if
+  // added): order_stream_queues() chains each such stream's tasks in the
+  // order of `issue_ns` (when the host issued them), `gap` apart.
+  void queue_on_stream(std::int32_t stream, TaskPoints task, std::int64_t issue_ns);
+  void order_stream_queues(std::int64_t gap);
 
   // A stream of `rank` with `role` ("copy"): the trace's first such stream,
   // else one added to the graph (ExecGraph::added_streams).
@@ -94,7 +96,7 @@ class GraphEditor {
   std::vector<std::vector<std::uint32_t>> chains_;
   std::vector<std::int32_t> chain_of_, pos_of_;
   std::vector<std::vector<std::uint32_t>> in_, out_;  // edge indices by node, grown as edges are added
-  std::map<std::int32_t, TaskPoints> stream_tail_;    // append_on_stream's last task per stream
+  std::map<std::int32_t, std::vector<std::pair<std::int64_t, TaskPoints>>> queued_;  // queue_on_stream's, per stream
   std::vector<std::vector<std::size_t>> op_acts_;
 };
 
