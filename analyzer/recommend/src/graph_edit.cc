@@ -71,6 +71,22 @@ HostSpan GraphEditor::host_span(std::size_t o, std::int32_t chain_hint) const {
   return s;
 }
 
+std::vector<std::uint32_t> GraphEditor::all_edges_into(std::uint32_t node) const {
+  std::vector<std::uint32_t> out;
+  if (node < in_.size())
+    for (auto k : in_[node])
+      if (g_.edges[k].latency_ns != ExecGraph::kRemoved) out.push_back(k);
+  return out;
+}
+
+std::vector<std::uint32_t> GraphEditor::all_edges_out(std::uint32_t node) const {
+  std::vector<std::uint32_t> out;
+  if (node < out_.size())
+    for (auto k : out_[node])
+      if (g_.edges[k].latency_ns != ExecGraph::kRemoved) out.push_back(k);
+  return out;
+}
+
 std::vector<std::uint32_t> GraphEditor::edges_into(std::uint32_t node, ExecEdgeKind kind) const {
   std::vector<std::uint32_t> out;
   if (node < in_.size())

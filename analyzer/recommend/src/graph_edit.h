@@ -47,6 +47,9 @@ class GraphEditor {
     return chains_[static_cast<std::size_t>(chain)][static_cast<std::size_t>(pos)];
   }
 
+  // Every live edge into / out of a node, of any kind.
+  std::vector<std::uint32_t> all_edges_into(std::uint32_t node) const;
+  std::vector<std::uint32_t> all_edges_out(std::uint32_t node) const;
   // The live edges of a kind into / out of a node.
   std::vector<std::uint32_t> edges_into(std::uint32_t node, ExecEdgeKind kind) const;
   std::vector<std::uint32_t> edges_out(std::uint32_t node, ExecEdgeKind kind) const;
