@@ -4,6 +4,14 @@
 
 namespace moetrace::analyzer::detail {
 
+bool is_gemm_kernel_name(std::string_view name) {
+  std::string n(name);
+  for (auto& ch : n) ch = static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch);
+  for (const char* k : {"gemm", "nvjet", "xmma", "cutlass", "matmul", "cublas"})
+    if (n.find(k) != std::string::npos) return true;
+  return false;
+}
+
 GraphEditor::GraphEditor(const Trace& t, ExecGraph& g) : t_(t), g_(g) {
   const auto n = g.nodes.size();
   chain_of_.assign(n, -1);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -16,6 +17,10 @@
 #include "moetrace/analyzer/trace.h"
 
 namespace moetrace::analyzer::detail {
+
+// A GEMM kernel by its name: cuBLAS (gemm, nvjet, xmma), CUTLASS, Triton's
+// and PyTorch's matmuls.
+bool is_gemm_kernel_name(std::string_view name);
 
 struct TaskPoints {
   std::uint32_t start = ExecGraph::kNone, end = ExecGraph::kNone;

@@ -21,16 +21,6 @@ struct Chunk {
 // (rank, layer, iteration, micro-batch) -> phase -> chunk -> its ops.
 using ReuseKey = std::tuple<std::int32_t, std::int32_t, std::int32_t, std::int32_t>;
 
-// A GEMM kernel by its name: cuBLAS (gemm, nvjet, xmma), CUTLASS, Triton's
-// and PyTorch's matmuls.
-bool is_gemm_kernel_name(std::string_view name) {
-  std::string n(name);
-  for (auto& ch : n) ch = static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch);
-  for (const char* k : {"gemm", "nvjet", "xmma", "cutlass", "matmul", "cublas"})
-    if (n.find(k) != std::string::npos) return true;
-  return false;
-}
-
 bool restores(OpKind k) {
   return k == OpKind::kOffload || k == OpKind::kPrefetch || k == OpKind::kRecompute || k == OpKind::kRecommunicate;
 }

@@ -85,15 +85,28 @@ class PipelineSplit {
   using Span = detail::HostSpan;
   Span host_span(std::size_t o, std::int32_t chain_hint) const { return ed_.host_span(o, chain_hint); }
 
-  // Seconds of the op's work that a chunk no longer does, per unit of
-  // (1 - 1/R): beta x W (graph_whatif.h).
-  double scalable_s(const OpRange& op) const {
-    if (is_expert(op.kind)) return m_.compute_cost(op.kind).seconds_per_flop * std::max(0.0, op.flops);
-    if (is_a2a(op.kind)) {
-      const int P = std::max(2, t_.run.world_size);
-      return m_.collective(plan::CollectiveKind::kAllToAllV).at(P).beta_s * static_cast<double>(std::max<std::int64_t>(0, op.bytes));
+  // The part of an op's measured time `d` (ns) that scales with its work:
+  // beta x W where the trace gives the op's work W (FLOPs of an expert op,
+  // bytes of an all-to-all); else its time beyond the startups the cost
+  // model charges (alpha per GEMM launch of an expert op, the all-to-all's
+  // alpha at P): pipemoe Eq. 15-18 split a stage's time the same way.
+  double scalable_ns(std::size_t o, std::int64_t d) const {
+    const auto& op = t_.ops[o];
+    const int P = std::max(2, t_.run.world_size);
+    const auto a2a = m_.collective(plan::CollectiveKind::kAllToAllV).at(P);
+    if (is_expert(op.kind) && op.flops > 0) return m_.compute_cost(op.kind).seconds_per_flop * op.flops * 1e9;
+    if (is_a2a(op.kind) && op.bytes > 0) return a2a.beta_s * static_cast<double>(op.bytes) * 1e9;
+    double alpha_s = 0;
+    if (is_expert(op.kind)) {
+      int gemms = 0;
+      for (auto a : ed_.op_activities(o))
+        if (t_.activities[a].type == ActivityType::kKernel && detail::is_gemm_kernel_name(t_.str(t_.activities[a].name)))
+          ++gemms;
+      alpha_s = m_.compute_cost(op.kind).alpha_s * std::max(1, gemms);
+    } else if (is_a2a(op.kind)) {
+      alpha_s = a2a.alpha_s;
     }
-    return 0;
+    return std::max(0.0, static_cast<double>(d) - alpha_s * 1e9);
   }
 
   std::string split(std::vector<std::size_t> ops) {
@@ -103,7 +116,7 @@ class PipelineSplit {
       if (is_a2a(t_.ops[o].kind)) a2a.push_back(o);
       if (is_expert(t_.ops[o].kind)) experts.push_back(o);
     }
-    if (experts.empty() || a2a.size() != 2) return "not one dispatch, experts and one combine";
+    if (experts.empty() || a2a.empty()) return "no all-to-all and experts to split";
     // The chain: the one the expert ops were issued from.
     std::int32_t chain = -1;
     for (auto o : experts) {
@@ -114,8 +127,6 @@ class PipelineSplit {
       }
     }
     if (chain < 0) return "no host calls of its experts in the trace";
-    std::vector<Span> spans;
-    for (auto o : a2a) spans.push_back(host_span(o, chain));
     Span ex;
     for (auto o : experts) {
       const auto s = host_span(o, chain);
@@ -123,11 +134,30 @@ class PipelineSplit {
       ex.first = ex.first < 0 ? s.first : std::min(ex.first, s.first);
       ex.last = std::max(ex.last, s.last);
     }
-    // Blocks in issue order: the first all-to-all, the experts, the last.
-    auto& first_a2a = spans[0].first <= spans[1].first ? spans[0] : spans[1];
-    auto& last_a2a = &first_a2a == &spans[0] ? spans[1] : spans[0];
-    if (first_a2a.chain != chain || last_a2a.chain != chain || first_a2a.last >= ex.first || ex.last >= last_a2a.first)
-      return "its host work is not dispatch, experts, combine in that order";
+    // The all-to-alls issued before the experts (dispatch: one op, or
+    // several kernels of a library such as DeepEP's notify and dispatch)
+    // and after them (combine).
+    std::vector<std::size_t> before, after;
+    Span first_a2a, last_a2a;
+    auto widen = [](Span& into, const Span& s) {
+      into.chain = s.chain;
+      into.first = into.first < 0 ? s.first : std::min(into.first, s.first);
+      into.last = std::max(into.last, s.last);
+    };
+    for (auto o : a2a) {
+      const auto s = host_span(o, chain);
+      if (s.chain != chain) return "its ops were issued from several threads";
+      if (s.last < ex.first) {
+        before.push_back(o);
+        widen(first_a2a, s);
+      } else if (s.first > ex.last) {
+        after.push_back(o);
+        widen(last_a2a, s);
+      } else {
+        return "its host work is not dispatch, experts, combine in that order";
+      }
+    }
+    if (before.empty() || after.empty()) return "no all-to-all on one side of its experts";
     const auto& c = ed_.chains()[static_cast<std::size_t>(chain)];
     const std::int32_t region_end = last_a2a.last;
     if (static_cast<std::size_t>(region_end) + 1 >= c.size()) return "nothing follows it on its thread";
@@ -139,13 +169,11 @@ class PipelineSplit {
     std::array<std::vector<std::size_t>, 3> acts;
     std::map<std::size_t, double> scale;  // activity -> duration factor
     for (std::size_t b = 0; b < 3; ++b) {
-      const auto& list = b == 0 ? std::vector<std::size_t>{(&first_a2a == &spans[0]) ? a2a[0] : a2a[1]}
-                       : b == 2 ? std::vector<std::size_t>{(&first_a2a == &spans[0]) ? a2a[1] : a2a[0]}
-                                : experts;
+      const auto& list = b == 0 ? before : b == 2 ? after : experts;
       for (auto o : list) {
         std::int64_t d = 0;
         for (auto a : ed_.op_activities(o)) d += t_.activities[a].duration();
-        const double cut = scalable_s(t_.ops[o]) * 1e9 * (1.0 - 1.0 / R_);
+        const double cut = scalable_ns(o, d) * (1.0 - 1.0 / R_);
         const double f = d > 0 ? std::clamp((static_cast<double>(d) - cut) / static_cast<double>(d), 1.0 / R_, 1.0) : 1.0;
         for (auto a : ed_.op_activities(o)) {
           const auto* call = t_.launching_call(t_.activities[a]);
