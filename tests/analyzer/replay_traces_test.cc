@@ -71,7 +71,7 @@ TEST(Replay, EverySharedTraceWithinThreePercent) {
 // the r = 1 trace alone, split by the pipeline_degree what-if with the
 // calibration's fitted cost model (fitted_p1.json, the same GPU), against the
 // layer windows the r = 2, 4, 8 traces measured. Recorded errors
-// (BENCHMARKS.md, "What-ifs against measurements"): r = 2 -0.1 %; r = 4
+// (BENCHMARKS.md, "What-ifs against measurements"): r = 2 +0.04 %; r = 4
 // -20 % and r = 8 -35 %, where the traced runs are host-bound and the
 // collector's cost per launch grew with the launch rate (the unsplit gate
 // op's host time 35 us at r = 1, 52-57 us at r = 4-8, with the same calls):
@@ -90,7 +90,7 @@ TEST(WhatIf, PipelineDegreeFromTheR1TraceAgainstTheMeasuredSweep) {
     EXPECT_EQ(b.layers.size(), 1u);
     return b.layers.empty() ? 0.0 : static_cast<double>(b.layers[0].mean_window_ns);
   };
-  for (const auto& [r, recorded] : {std::pair{2, -0.001}, std::pair{4, -0.20}, std::pair{8, -0.35}}) {
+  for (const auto& [r, recorded] : {std::pair{2, 0.0004}, std::pair{4, -0.20}, std::pair{8, -0.35}}) {
     SCOPED_TRACE("r = " + std::to_string(r));
     GraphWhatIfs w;
     w.pipeline_degree = r;

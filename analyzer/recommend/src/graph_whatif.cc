@@ -222,7 +222,9 @@ class PipelineSplit {
       for (int j = 0; j < R_; ++j)
         for (auto p = b0; p < b1; ++p) {
           std::int64_t lat = latency_into(p);
-          if (p == b0 && !(b == 0 && j == 0)) lat = latency_into(b1);  // the gap after the block before
+          // A copy after the first follows the one before with the gap that
+          // followed the block; the first copy comes as the block came.
+          if (p == b0 && j > 0) lat = latency_into(b1);
           order.push_back({host_at(c[static_cast<std::size_t>(p)], j), lat});
         }
     }
