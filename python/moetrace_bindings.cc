@@ -192,7 +192,7 @@ class Run {
 
   const an::Breakdown& breakdown(an::RankWindow w) {
     std::lock_guard lock(mu_);
-    auto& b = breakdowns_[static_cast<std::size_t>(w)];
+    auto& b = breakdowns_.at(static_cast<std::size_t>(w));
     if (!b) {
       an::BreakdownOptions o;
       o.rank_window = w;
@@ -567,7 +567,8 @@ class Run {
  private:
   an::Trace trace_;
   std::mutex mu_;
-  std::array<std::optional<an::Breakdown>, 3> breakdowns_;
+  // One a window, indexed by RankWindow (kHta is the last).
+  std::array<std::optional<an::Breakdown>, static_cast<std::size_t>(an::RankWindow::kHta) + 1> breakdowns_;
   std::optional<an::Analyses> analyses_;
 };
 

@@ -12,6 +12,7 @@
 #include "moetrace/analyzer/exec_graph.h"
 #include "moetrace/analyzer/graph_whatif.h"
 #include "moetrace/analyzer/replay.h"
+#include "moetrace/sim/cost_model.h"
 
 namespace moetrace::analyzer {
 namespace {
@@ -264,6 +265,68 @@ TEST(WhatIf, OverlapOffRunsSideBySideInstancesOneAfterTheOther) {
   EXPECT_EQ(p.summary.layers[0].predicted_ns, 250 * us);
   EXPECT_EQ(p.summary.layers[1].measured_ns, 190 * us);
   EXPECT_EQ(p.summary.layers[1].predicted_ns, 150 * us);
+}
+
+// One MoE layer issued from one thread, all on one stream, no FLOPs or
+// bytes recorded (us):
+//   D [0,10] -> d [15,35] (dispatch), E [40,50] -> e [55,155] (expert, a
+//   GEMM kernel), C [160,170] -> c [175,195] (combine), X [200,210] ->
+//   x [215,225] (unpermute).
+// Launch samples (not first on the stream): e, c, x each 15 from the call's
+// start, 5 from its end; no queue gap sample: 0. The replay is exact.
+// pipeline_degree=2 on a cost model of alpha 10 us a GEMM launch and 4 us an
+// all-to-all: the part of a time that scales is its time beyond alpha, so
+// d and c chunks last 20 - (20 - 4) / 2 = 12, e chunks 100 - 90 / 2 = 55.
+// Host: D (chunk 0) [0,10]; D' follows it with the gap that followed D (30):
+// [40,50]; E comes as it came, 30 after: [80,90]; E' 110 after (the gap
+// that followed E): [200,210]; C 110 after: [320,330]; C' 30 after (the gap
+// that followed C): [360,370]; X 30 after: [400,410].
+// Kernels (the stream in issue order d, d', e, e', c, c', x; each at its
+// call's start + 15 = its end + 5, or after the one before it):
+// d [15,27], d' [55,67], e [95,150], e' [215,270], c [335,347],
+// c' [375,387], x [415,425]. The layer's window [15,225] -> [15,425].
+constexpr std::string_view kUnsplitLayer = R"(
+  stream id=0 rank=0 role=compute
+  op id=1 rank=0 stream=0 kind=dispatch_all_to_all layer=0 iteration=0 start=15000 end=35000
+  op id=2 rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 start=55000 end=155000
+  op id=3 rank=0 stream=0 kind=combine_all_to_all layer=0 iteration=0 start=175000 end=195000
+  op id=4 rank=0 stream=0 kind=unpermute layer=0 iteration=0 start=215000 end=225000
+  api rank=0 thread=1 start=0 end=10000 corr=1 name=cudaLaunchKernel
+  api rank=0 thread=1 start=40000 end=50000 corr=2 name=cudaLaunchKernel
+  api rank=0 thread=1 start=160000 end=170000 corr=3 name=cudaLaunchKernel
+  api rank=0 thread=1 start=200000 end=210000 corr=4 name=cudaLaunchKernel
+  kernel rank=0 stream=0 start=15000 end=35000 corr=1 name=dispatch_kernel op=1
+  kernel rank=0 stream=0 start=55000 end=155000 corr=2 name=gemm_e op=2
+  kernel rank=0 stream=0 start=175000 end=195000 corr=3 name=combine_kernel op=3
+  kernel rank=0 stream=0 start=215000 end=225000 corr=4 name=unpermute_kernel op=4
+)";
+
+TEST(WhatIf, PipelineDegreeSplitsALayerAsPipeMoeIssuesIt) {
+  const auto t = testing::load_text_trace("replay-split.db", kUnsplitLayer);
+  EXPECT_EQ(replay(t).max_iteration_error, 0.0);
+  RecommendOptions o;
+  sim::CostModel m;
+  m.compute_by_kind[OpKind::kExpertFfn] = {10e-6, 0, 0};
+  m.collective(plan::CollectiveKind::kAllToAllV).points = {{2, 4e-6, 0}};
+  o.cost_model = m;
+  GraphWhatIfs w;
+  parse_graph_what_if("pipeline_degree=2", w);
+  auto g = build_exec_graph(t);
+  const auto result = apply_graph_what_ifs(t, g, w, o);
+  EXPECT_EQ(result.instances_changed, 1);
+  std::size_t unresolved = 0;
+  const auto times = evaluate_exec_graph(g, &unresolved);
+  EXPECT_EQ(unresolved, 0u);
+  const auto r = replayed_trace(t, g, times);
+  std::vector<std::pair<std::int64_t, std::int64_t>> got;
+  for (const auto& a : r.activities) got.push_back({a.start_ns / us, a.end_ns / us});
+  const std::vector<std::pair<std::int64_t, std::int64_t>> want = {{15, 27},   {55, 67},   {95, 150}, {215, 270},
+                                                                   {335, 347}, {375, 387}, {415, 425}};
+  EXPECT_EQ(got, want);
+  const auto p = replay_with_what_ifs(t, w, o);
+  ASSERT_EQ(p.summary.layers.size(), 1u);
+  EXPECT_EQ(p.summary.layers[0].measured_ns, 210 * us);
+  EXPECT_EQ(p.summary.layers[0].predicted_ns, 410 * us);
 }
 
 }  // namespace

@@ -71,7 +71,7 @@ TEST(Replay, EverySharedTraceWithinThreePercent) {
 // the r = 1 trace alone, split by the pipeline_degree what-if with the
 // calibration's fitted cost model (fitted_p1.json, the same GPU), against the
 // layer windows the r = 2, 4, 8 traces measured. Recorded errors
-// (BENCHMARKS.md, "What-ifs against measurements"): r = 2 -0.1 %; r = 4
+// (BENCHMARKS.md, "What-ifs against measurements"): r = 2 +0.04 %; r = 4
 // -20 % and r = 8 -35 %, where the traced runs are host-bound and the
 // collector's cost per launch grew with the launch rate (the unsplit gate
 // op's host time 35 us at r = 1, 52-57 us at r = 4-8, with the same calls):
@@ -90,13 +90,14 @@ TEST(WhatIf, PipelineDegreeFromTheR1TraceAgainstTheMeasuredSweep) {
     EXPECT_EQ(b.layers.size(), 1u);
     return b.layers.empty() ? 0.0 : static_cast<double>(b.layers[0].mean_window_ns);
   };
-  for (const auto& [r, recorded] : {std::pair{2, -0.001}, std::pair{4, -0.20}, std::pair{8, -0.35}}) {
+  for (const auto& [r, recorded] : {std::pair{2, 0.0004}, std::pair{4, -0.20}, std::pair{8, -0.35}}) {
     SCOPED_TRACE("r = " + std::to_string(r));
     GraphWhatIfs w;
     w.pipeline_degree = r;
     const auto p = replay_with_what_ifs(r1, w, o);
     EXPECT_EQ(p.what_ifs.instances_changed, 6);  // 1 layer x 3 iterations x forward and backward
     EXPECT_EQ(p.summary.unresolved, 0);
+    EXPECT_EQ(p.predicted_unresolved, 0);
     ASSERT_EQ(p.summary.layers.size(), 1u);
     const double predicted = static_cast<double>(p.summary.layers[0].predicted_ns);
     const double measured = layer_ns(load_fixture(dir / ("pipemoe_p1_r" + std::to_string(r) + ".db.gz")));
@@ -111,7 +112,7 @@ TEST(WhatIf, PipelineDegreeFromTheR1TraceAgainstTheMeasuredSweep) {
 // the strategy-none trace, with the reuse what-if, against the S1..S4 traces
 // of the same configuration. The what-if adds the restore work to every one
 // of the 16 layer instances (4 ranks x 2 layers x 2 iterations) and predicts
-// the layer window within 0.5-3 % of none's; the measured S1..S4 layers are
+// the layer windows 1.0-2.6 % longer than none's; the measured S1..S4 layers are
 // 24-100 % longer. These runs are host-bound (one host thread issues the
 // four ranks' ops) and their host ran slower per call than none's did: the
 // same cudaGetDevice, which does no GPU work, took 0.258 us a call in none
@@ -131,7 +132,7 @@ TEST(WhatIf, ReuseFromTheNoneTraceAgainstTheMeasuredStrategies) {
     return sum;
   };
   const double base = layers_ns(none);
-  for (const auto& [s, recorded] : {std::pair{"S1", -0.40}, std::pair{"S2", -0.50}, std::pair{"S3", -0.39},
+  for (const auto& [s, recorded] : {std::pair{"S1", -0.40}, std::pair{"S2", -0.48}, std::pair{"S3", -0.39},
                                     std::pair{"S4", -0.19}}) {
     SCOPED_TRACE(s);
     GraphWhatIfs w;
@@ -139,6 +140,7 @@ TEST(WhatIf, ReuseFromTheNoneTraceAgainstTheMeasuredStrategies) {
     const auto p = replay_with_what_ifs(none, w, o);
     EXPECT_EQ(p.what_ifs.instances_changed, 16);
     EXPECT_EQ(p.summary.unresolved, 0);
+    EXPECT_EQ(p.predicted_unresolved, 0);
     double predicted = 0;
     for (const auto& l : p.summary.layers) predicted += static_cast<double>(l.predicted_ns);
     const double measured = layers_ns(load_fixture(dir / (std::string("mpipemoe_") + s + ".db.gz")));

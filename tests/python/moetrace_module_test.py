@@ -225,19 +225,24 @@ class AgainstTheReport(Fixtures):
         self.assertEqual(list(frame["action"]), [i["action"] for i in j["items"]])
 
     def test_launch_queue_is_the_reports(self):
-        j = cli_json("report", self.synth, "--format", "json", "--no-recommendations")["launch_queue"]
+        # The module's analyses default to HTA's window; the CLI's to the span.
+        j = cli_json("report", self.synth, "--format", "json", "--window", "hta",
+                     "--no-recommendations")["launch_queue"]
         run = moetrace.open(self.synth)
         idle = run.idle_breakdown()
-        self.check_rows(idle, j["idle_time"]["rows"], ["rank", "stream", "category"])
-        streams = [{"rank": r["rank"], "stream": r["stream"], "stream_window_ns": r["window_ns"],
-                    "stream_idle_ns": r["idle_ns"], "events": r["events"]} for r in j["idle_time"]["streams"]]
-        self.check_rows(idle[idle["category"] == "other"], streams, ["rank", "stream"])
+        self.check_rows(idle, j["idle_time"]["rows"], ["rank", "stream_id", "category"])
+        # A synthetic trace has no CUDA stream ids (stream -1): rows are keyed by
+        # moetrace's stream_id.
+        streams = [{"rank": r["rank"], "stream": r["stream"], "stream_id": r["stream_id"],
+                    "stream_window_ns": r["window_ns"], "stream_idle_ns": r["idle_ns"], "events": r["events"]}
+                   for r in j["idle_time"]["streams"]]
+        self.check_rows(idle[idle["category"] == "other"], streams, ["rank", "stream_id"])
         summary = run.queue_length(summary=True)
         self.check_rows(summary, [{k: v for k, v in q.items() if k != "series"} for q in j["queue_length"]["streams"]],
-                        ["rank", "stream"])
+                        ["rank", "stream_id"])
         series = run.queue_length()
         for q in j["queue_length"]["streams"]:
-            pts = series[(series["rank"] == q["rank"]) & (series["stream"] == q["stream"])]
+            pts = series[(series["rank"] == q["rank"]) & (series["stream_id"] == q["stream_id"])]
             self.assertEqual(len(pts), q["count"])
             self.assertEqual(pts["length"].max(), q["max"])
         launches = run.launch_stats(summary=True)

@@ -4,6 +4,14 @@
 
 namespace moetrace::analyzer::detail {
 
+bool is_gemm_kernel_name(std::string_view name) {
+  std::string n(name);
+  for (auto& ch : n) ch = static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch);
+  for (const char* k : {"gemm", "nvjet", "xmma", "cutlass", "matmul", "cublas"})
+    if (n.find(k) != std::string::npos) return true;
+  return false;
+}
+
 GraphEditor::GraphEditor(const Trace& t, ExecGraph& g) : t_(t), g_(g) {
   const auto n = g.nodes.size();
   chain_of_.assign(n, -1);
@@ -69,6 +77,22 @@ HostSpan GraphEditor::host_span(std::size_t o, std::int32_t chain_hint) const {
     }
   }
   return s;
+}
+
+std::vector<std::uint32_t> GraphEditor::all_edges_into(std::uint32_t node) const {
+  std::vector<std::uint32_t> out;
+  if (node < in_.size())
+    for (auto k : in_[node])
+      if (g_.edges[k].latency_ns != ExecGraph::kRemoved) out.push_back(k);
+  return out;
+}
+
+std::vector<std::uint32_t> GraphEditor::all_edges_out(std::uint32_t node) const {
+  std::vector<std::uint32_t> out;
+  if (node < out_.size())
+    for (auto k : out_[node])
+      if (g_.edges[k].latency_ns != ExecGraph::kRemoved) out.push_back(k);
+  return out;
 }
 
 std::vector<std::uint32_t> GraphEditor::edges_into(std::uint32_t node, ExecEdgeKind kind) const {
@@ -188,12 +212,17 @@ void GraphEditor::insert_on_stream_after(TaskPoints task, std::uint32_t after, s
   add_edge(after, task.start, gap, ExecEdgeKind::kStreamOrder);
 }
 
-void GraphEditor::append_on_stream(std::int32_t stream, TaskPoints task, std::int64_t gap) {
-  auto [it, fresh] = stream_tail_.try_emplace(stream, task);
-  if (!fresh) {
-    add_edge(it->second.end, task.start, gap, ExecEdgeKind::kStreamOrder);
-    it->second = task;
+void GraphEditor::queue_on_stream(std::int32_t stream, TaskPoints task, std::int64_t issue_ns) {
+  queued_[stream].push_back({issue_ns, task});
+}
+
+void GraphEditor::order_stream_queues(std::int64_t gap) {
+  for (auto& [stream, tasks] : queued_) {
+    std::stable_sort(tasks.begin(), tasks.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (std::size_t k = 1; k < tasks.size(); ++k)
+      add_edge(tasks[k - 1].second.end, tasks[k].second.start, gap, ExecEdgeKind::kStreamOrder);
   }
+  queued_.clear();
 }
 
 std::int32_t GraphEditor::stream_with_role(std::int32_t rank, const std::string& role) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -16,6 +17,10 @@
 #include "moetrace/analyzer/trace.h"
 
 namespace moetrace::analyzer::detail {
+
+// A GEMM kernel by its name: cuBLAS (gemm, nvjet, xmma), CUTLASS, Triton's
+// and PyTorch's matmuls.
+bool is_gemm_kernel_name(std::string_view name);
 
 struct TaskPoints {
   std::uint32_t start = ExecGraph::kNone, end = ExecGraph::kNone;
@@ -47,6 +52,9 @@ class GraphEditor {
     return chains_[static_cast<std::size_t>(chain)][static_cast<std::size_t>(pos)];
   }
 
+  // Every live edge into / out of a node, of any kind.
+  std::vector<std::uint32_t> all_edges_into(std::uint32_t node) const;
+  std::vector<std::uint32_t> all_edges_out(std::uint32_t node) const;
   // The live edges of a kind into / out of a node.
   std::vector<std::uint32_t> edges_into(std::uint32_t node, ExecEdgeKind kind) const;
   std::vector<std::uint32_t> edges_out(std::uint32_t node, ExecEdgeKind kind) const;
@@ -80,9 +88,11 @@ class GraphEditor {
   // Puts `task` on its stream right after the activity whose end point is
   // `after` (the stream's edge out of it now runs out of the task).
   void insert_on_stream_after(TaskPoints task, std::uint32_t after, std::int64_t gap);
-  // Appends `task` to a stream the editor keeps the last task of (a stream a
-  // what-if added, or one whose other work the graph leaves alone).
-  void append_on_stream(std::int32_t stream, TaskPoints task, std::int64_t gap);
+  // Queues `task` for a stream the editor orders alone (a stream a what-if
+  // added): order_stream_queues() chains each such stream's tasks in the
+  // order of `issue_ns` (when the host issued them), `gap` apart.
+  void queue_on_stream(std::int32_t stream, TaskPoints task, std::int64_t issue_ns);
+  void order_stream_queues(std::int64_t gap);
 
   // A stream of `rank` with `role` ("copy"): the trace's first such stream,
   // else one added to the graph (ExecGraph::added_streams).
@@ -94,7 +104,7 @@ class GraphEditor {
   std::vector<std::vector<std::uint32_t>> chains_;
   std::vector<std::int32_t> chain_of_, pos_of_;
   std::vector<std::vector<std::uint32_t>> in_, out_;  // edge indices by node, grown as edges are added
-  std::map<std::int32_t, TaskPoints> stream_tail_;    // append_on_stream's last task per stream
+  std::map<std::int32_t, std::vector<std::pair<std::int64_t, TaskPoints>>> queued_;  // queue_on_stream's, per stream
   std::vector<std::vector<std::size_t>> op_acts_;
 };
 

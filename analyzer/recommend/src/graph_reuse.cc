@@ -21,16 +21,6 @@ struct Chunk {
 // (rank, layer, iteration, micro-batch) -> phase -> chunk -> its ops.
 using ReuseKey = std::tuple<std::int32_t, std::int32_t, std::int32_t, std::int32_t>;
 
-// A GEMM kernel by its name: cuBLAS (gemm, nvjet, xmma), CUTLASS, Triton's
-// and PyTorch's matmuls.
-bool is_gemm_kernel_name(std::string_view name) {
-  std::string n(name);
-  for (auto& ch : n) ch = static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch);
-  for (const char* k : {"gemm", "nvjet", "xmma", "cutlass", "matmul", "cublas"})
-    if (n.find(k) != std::string::npos) return true;
-  return false;
-}
-
 bool restores(OpKind k) {
   return k == OpKind::kOffload || k == OpKind::kPrefetch || k == OpKind::kRecompute || k == OpKind::kRecommunicate;
 }
@@ -68,6 +58,7 @@ class Reuse {
       else
         ++skipped[why];
     }
+    ed_.order_stream_queues(copy_gap_);
     for (const auto& [why, n] : skipped)
       out_.notes.push_back(fmt::format("reuse: {} layer instance{} left as measured: {}", n, n == 1 ? "" : "s", why));
   }
@@ -167,6 +158,7 @@ class Reuse {
     const auto copy_stream = ed_.stream_with_role(rank, "copy");
     const auto copy_launch = launch_latency(rank, ActivityType::kMemcpy);
     const auto gap = queue_gap(rank);
+    copy_gap_ = gap;
     std::map<std::int32_t, TaskPoints> off_di, off_m;
     // Forward: offloads after the chunk's dispatch (T_DI) and experts (T_M);
     // one T_M buffer: the next chunk's experts wait for the offload.
@@ -184,7 +176,7 @@ class Reuse {
         auto task = ed_.add_op_task(fmt::format("L{}.offload.T_DI.c{} (what-if)", layer, c), copy_stream, rank,
                                     ch.dispatch, OpKind::kOffload, Phase::kForward, ActivityType::kMemcpy,
                                     copy_ns(true, di), h.start, copy_launch);
-        ed_.append_on_stream(copy_stream, task, gap);
+        ed_.queue_on_stream(copy_stream, task, g_.nodes[h.start].measured_ns);
         if (const auto a = last_activity({static_cast<std::size_t>(ch.dispatch)}); a >= 0)
           ed_.add_edge(g_.activity_end[static_cast<std::size_t>(a)], task.start, gap, ExecEdgeKind::kWhatIf);
         off_di[c] = task;
@@ -196,7 +188,7 @@ class Reuse {
         auto task = ed_.add_op_task(fmt::format("L{}.offload.T_M.c{} (what-if)", layer, c), copy_stream, rank,
                                     static_cast<std::int32_t>(ch.experts.back()), OpKind::kOffload, Phase::kForward,
                                     ActivityType::kMemcpy, copy_ns(true, m), h.start, copy_launch);
-        ed_.append_on_stream(copy_stream, task, gap);
+        ed_.queue_on_stream(copy_stream, task, g_.nodes[h.start].measured_ns);
         if (const auto a = last_activity(ch.experts); a >= 0)
           ed_.add_edge(g_.activity_end[static_cast<std::size_t>(a)], task.start, gap, ExecEdgeKind::kWhatIf);
         off_m[c] = task;
@@ -229,7 +221,7 @@ class Reuse {
         di_ready = ed_.add_op_task(fmt::format("L{}.prefetch.T_DI.c{}.bwd (what-if)", layer, c), copy_stream, rank,
                                    static_cast<std::int32_t>(ch.experts.front()), OpKind::kPrefetch, Phase::kBackward,
                                    ActivityType::kMemcpy, copy_ns(false, di), h.start, copy_launch);
-        ed_.append_on_stream(copy_stream, di_ready, gap);
+        ed_.queue_on_stream(copy_stream, di_ready, g_.nodes[h.start].measured_ns);
         ed_.add_edge(off_di.at(c).end, di_ready.start, gap, ExecEdgeKind::kWhatIf);
       } else if (f->second.dispatch >= 0) {
         // Re-communicate: the chunk's forward dispatch again, as it was
@@ -266,7 +258,7 @@ class Reuse {
         auto task = ed_.add_op_task(fmt::format("L{}.prefetch.T_M.c{}.bwd (what-if)", layer, c), copy_stream, rank,
                                     static_cast<std::int32_t>(ch.experts.front()), OpKind::kPrefetch, Phase::kBackward,
                                     ActivityType::kMemcpy, copy_ns(false, m), h.start, copy_launch);
-        ed_.append_on_stream(copy_stream, task, gap);
+        ed_.queue_on_stream(copy_stream, task, g_.nodes[h.start].measured_ns);
         ed_.add_edge(off_m.at(c).end, task.start, gap, ExecEdgeKind::kWhatIf);
         if (prev_bwd_last >= 0)
           ed_.add_edge(g_.activity_end[static_cast<std::size_t>(prev_bwd_last)], task.start, gap, ExecEdgeKind::kWhatIf);
@@ -311,6 +303,7 @@ class Reuse {
   const plan::ReuseStrategyTraits& s_;
   GraphWhatIfResult& out_;
   GraphEditor ed_;
+  std::int64_t copy_gap_ = 0;  // the queue gap between the added copies
 };
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "moetrace/analyzer/cost_model.h"
 #include "moetrace/schema/error.h"
+#include "graph_edit.h"
 #include "graph_overlap.h"
 #include "graph_placement.h"
 #include "graph_reuse.h"
@@ -52,63 +53,13 @@ namespace {
 bool is_a2a(OpKind k) { return k == OpKind::kDispatchAllToAll || k == OpKind::kCombineAllToAll; }
 bool is_expert(OpKind k) { return k == OpKind::kExpertFfn; }
 
-// The host chains of the graph: each host point's chain and place in it, and
-// the kHostOrder edge into it.
-struct HostChains {
-  std::vector<std::vector<std::uint32_t>> chains;
-  std::vector<std::int32_t> chain_of, pos_of;
-  std::vector<std::int64_t> edge_into;  // kHostOrder edge into the node; -1: none
-
-  explicit HostChains(const ExecGraph& g) {
-    const auto n = g.nodes.size();
-    chain_of.assign(n, -1);
-    pos_of.assign(n, -1);
-    edge_into.assign(n, -1);
-    std::vector<std::int64_t> next(n, -1);
-    for (std::size_t k = 0; k < g.edges.size(); ++k) {
-      const auto& e = g.edges[k];
-      if (e.kind != ExecEdgeKind::kHostOrder || e.latency_ns == ExecGraph::kRemoved) continue;
-      next[e.from] = e.to;
-      edge_into[e.to] = static_cast<std::int64_t>(k);
-    }
-    for (std::size_t i = 0; i < n; ++i) {
-      const auto kind = g.nodes[i].kind;
-      if ((kind != ExecNode::Kind::kApi && kind != ExecNode::Kind::kNvtx) || edge_into[i] >= 0) continue;
-      std::vector<std::uint32_t> c;
-      for (std::int64_t u = static_cast<std::int64_t>(i); u >= 0; u = next[static_cast<std::size_t>(u)]) {
-        chain_of[static_cast<std::size_t>(u)] = static_cast<std::int32_t>(chains.size());
-        pos_of[static_cast<std::size_t>(u)] = static_cast<std::int32_t>(c.size());
-        c.push_back(static_cast<std::uint32_t>(u));
-      }
-      chains.push_back(std::move(c));
-    }
-  }
-};
-
-// The graph's edges by endpoint, for rewiring.
-struct EdgeIndex {
-  std::vector<std::vector<std::uint32_t>> in, out;
-  explicit EdgeIndex(const ExecGraph& g) : in(g.nodes.size()), out(g.nodes.size()) {
-    for (std::size_t k = 0; k < g.edges.size(); ++k) {
-      in[g.edges[k].to].push_back(static_cast<std::uint32_t>(k));
-      out[g.edges[k].from].push_back(static_cast<std::uint32_t>(k));
-    }
-  }
-};
-
 // A MoE layer instance: (rank, layer, iteration, phase, micro-batch).
 using InstanceKey = std::tuple<std::int32_t, std::int32_t, std::int32_t, int, std::int32_t>;
 
 class PipelineSplit {
  public:
   PipelineSplit(const Trace& t, ExecGraph& g, const sim::CostModel& m, int R, GraphWhatIfResult& out)
-      : t_(t), g_(g), m_(m), R_(R), out_(out), chains_(g), edges_(g) {
-    op_acts_.resize(t.ops.size());
-    for (std::size_t i = 0; i < t.activities.size(); ++i) {
-      const auto o = t.activities[i].op;
-      if (o >= 0 && static_cast<std::size_t>(o) < t.ops.size()) op_acts_[static_cast<std::size_t>(o)].push_back(i);
-    }
-  }
+      : t_(t), g_(g), m_(m), R_(R), out_(out), ed_(t, g) {}
 
   void run() {
     std::map<InstanceKey, std::vector<std::size_t>> instances;
@@ -131,51 +82,31 @@ class PipelineSplit {
   }
 
  private:
-  // The chain positions of an op's host work: its launch interval where the
-  // trace has one, else its activities' launching calls. {-1, -1}: none.
-  struct Span {
-    std::int32_t chain = -1, first = -1, last = -1;
-  };
-  Span host_span(std::size_t o, std::int32_t chain_hint) const {
-    Span s;
-    const auto& op = t_.ops[o];
-    auto take = [&](std::uint32_t node) {
-      const auto c = chains_.chain_of[node];
-      if (c < 0) return;
-      if (s.chain >= 0 && s.chain != c) return;
-      s.chain = c;
-      const auto p = chains_.pos_of[node];
-      s.first = s.first < 0 ? p : std::min(s.first, p);
-      s.last = std::max(s.last, p);
-    };
-    for (auto a : op_acts_[o]) {
-      const auto* call = t_.launching_call(t_.activities[a]);
-      if (call == nullptr) continue;
-      const auto c = static_cast<std::size_t>(call - t_.api_calls.data());
-      take(g_.api_start[c]);
-      take(g_.api_end[c]);
-    }
-    if (op.launch_start_ns >= 0 && op.launch_end_ns >= op.launch_start_ns) {
-      const auto chain = s.chain >= 0 ? s.chain : chain_hint;
-      if (chain >= 0) {
-        const auto& c = chains_.chains[static_cast<std::size_t>(chain)];
-        auto lo = std::lower_bound(c.begin(), c.end(), op.launch_start_ns,
-                                   [&](std::uint32_t n, std::int64_t v) { return g_.nodes[n].measured_ns < v; });
-        for (auto it = lo; it != c.end() && g_.nodes[*it].measured_ns <= op.launch_end_ns; ++it) take(*it);
-      }
-    }
-    return s;
-  }
+  using Span = detail::HostSpan;
+  Span host_span(std::size_t o, std::int32_t chain_hint) const { return ed_.host_span(o, chain_hint); }
 
-  // Seconds of the op's work that a chunk no longer does, per unit of
-  // (1 - 1/R): beta x W (graph_whatif.h).
-  double scalable_s(const OpRange& op) const {
-    if (is_expert(op.kind)) return m_.compute_cost(op.kind).seconds_per_flop * std::max(0.0, op.flops);
-    if (is_a2a(op.kind)) {
-      const int P = std::max(2, t_.run.world_size);
-      return m_.collective(plan::CollectiveKind::kAllToAllV).at(P).beta_s * static_cast<double>(std::max<std::int64_t>(0, op.bytes));
+  // The part of an op's measured time `d` (ns) that scales with its work:
+  // beta x W where the trace gives the op's work W (FLOPs of an expert op,
+  // bytes of an all-to-all); else its time beyond the startups the cost
+  // model charges (alpha per GEMM launch of an expert op, the all-to-all's
+  // alpha at P): pipemoe Eq. 15-18 split a stage's time the same way.
+  double scalable_ns(std::size_t o, std::int64_t d) const {
+    const auto& op = t_.ops[o];
+    const int P = std::max(2, t_.run.world_size);
+    const auto a2a = m_.collective(plan::CollectiveKind::kAllToAllV).at(P);
+    if (is_expert(op.kind) && op.flops > 0) return m_.compute_cost(op.kind).seconds_per_flop * op.flops * 1e9;
+    if (is_a2a(op.kind) && op.bytes > 0) return a2a.beta_s * static_cast<double>(op.bytes) * 1e9;
+    double alpha_s = 0;
+    if (is_expert(op.kind)) {
+      int gemms = 0;
+      for (auto a : ed_.op_activities(o))
+        if (t_.activities[a].type == ActivityType::kKernel && detail::is_gemm_kernel_name(t_.str(t_.activities[a].name)))
+          ++gemms;
+      alpha_s = m_.compute_cost(op.kind).alpha_s * std::max(1, gemms);
+    } else if (is_a2a(op.kind)) {
+      alpha_s = a2a.alpha_s;
     }
-    return 0;
+    return std::max(0.0, static_cast<double>(d) - alpha_s * 1e9);
   }
 
   std::string split(std::vector<std::size_t> ops) {
@@ -185,7 +116,7 @@ class PipelineSplit {
       if (is_a2a(t_.ops[o].kind)) a2a.push_back(o);
       if (is_expert(t_.ops[o].kind)) experts.push_back(o);
     }
-    if (experts.empty() || a2a.size() != 2) return "not one dispatch, experts and one combine";
+    if (experts.empty() || a2a.empty()) return "no all-to-all and experts to split";
     // The chain: the one the expert ops were issued from.
     std::int32_t chain = -1;
     for (auto o : experts) {
@@ -196,8 +127,6 @@ class PipelineSplit {
       }
     }
     if (chain < 0) return "no host calls of its experts in the trace";
-    std::vector<Span> spans;
-    for (auto o : a2a) spans.push_back(host_span(o, chain));
     Span ex;
     for (auto o : experts) {
       const auto s = host_span(o, chain);
@@ -205,12 +134,31 @@ class PipelineSplit {
       ex.first = ex.first < 0 ? s.first : std::min(ex.first, s.first);
       ex.last = std::max(ex.last, s.last);
     }
-    // Blocks in issue order: the first all-to-all, the experts, the last.
-    auto& first_a2a = spans[0].first <= spans[1].first ? spans[0] : spans[1];
-    auto& last_a2a = &first_a2a == &spans[0] ? spans[1] : spans[0];
-    if (first_a2a.chain != chain || last_a2a.chain != chain || first_a2a.last >= ex.first || ex.last >= last_a2a.first)
-      return "its host work is not dispatch, experts, combine in that order";
-    const auto& c = chains_.chains[static_cast<std::size_t>(chain)];
+    // The all-to-alls issued before the experts (dispatch: one op, or
+    // several kernels of a library such as DeepEP's notify and dispatch)
+    // and after them (combine).
+    std::vector<std::size_t> before, after;
+    Span first_a2a, last_a2a;
+    auto widen = [](Span& into, const Span& s) {
+      into.chain = s.chain;
+      into.first = into.first < 0 ? s.first : std::min(into.first, s.first);
+      into.last = std::max(into.last, s.last);
+    };
+    for (auto o : a2a) {
+      const auto s = host_span(o, chain);
+      if (s.chain != chain) return "its ops were issued from several threads";
+      if (s.last < ex.first) {
+        before.push_back(o);
+        widen(first_a2a, s);
+      } else if (s.first > ex.last) {
+        after.push_back(o);
+        widen(last_a2a, s);
+      } else {
+        return "its host work is not dispatch, experts, combine in that order";
+      }
+    }
+    if (before.empty() || after.empty()) return "no all-to-all on one side of its experts";
+    const auto& c = ed_.chains()[static_cast<std::size_t>(chain)];
     const std::int32_t region_end = last_a2a.last;
     if (static_cast<std::size_t>(region_end) + 1 >= c.size()) return "nothing follows it on its thread";
     // Blocks [begin, end) of chain positions.
@@ -221,18 +169,16 @@ class PipelineSplit {
     std::array<std::vector<std::size_t>, 3> acts;
     std::map<std::size_t, double> scale;  // activity -> duration factor
     for (std::size_t b = 0; b < 3; ++b) {
-      const auto& list = b == 0 ? std::vector<std::size_t>{(&first_a2a == &spans[0]) ? a2a[0] : a2a[1]}
-                       : b == 2 ? std::vector<std::size_t>{(&first_a2a == &spans[0]) ? a2a[1] : a2a[0]}
-                                : experts;
+      const auto& list = b == 0 ? before : b == 2 ? after : experts;
       for (auto o : list) {
         std::int64_t d = 0;
-        for (auto a : op_acts_[o]) d += t_.activities[a].duration();
-        const double cut = scalable_s(t_.ops[o]) * 1e9 * (1.0 - 1.0 / R_);
+        for (auto a : ed_.op_activities(o)) d += t_.activities[a].duration();
+        const double cut = scalable_ns(o, d) * (1.0 - 1.0 / R_);
         const double f = d > 0 ? std::clamp((static_cast<double>(d) - cut) / static_cast<double>(d), 1.0 / R_, 1.0) : 1.0;
-        for (auto a : op_acts_[o]) {
+        for (auto a : ed_.op_activities(o)) {
           const auto* call = t_.launching_call(t_.activities[a]);
           if (call == nullptr) return "an expert or all-to-all kernel without its launching call";
-          const auto p = chains_.pos_of[g_.api_start[static_cast<std::size_t>(call - t_.api_calls.data())]];
+          const auto p = ed_.pos_of(g_.api_start[static_cast<std::size_t>(call - t_.api_calls.data())]);
           if (p < blocks[b].first || p >= blocks[b].second) return "its kernels were launched outside its ops' host work";
           acts[b].push_back(a);
           scale[a] = f;
@@ -263,7 +209,7 @@ class PipelineSplit {
       }
     auto host_at = [&](std::uint32_t n, int j) { return j == 0 ? n : host_clone.at(n)[static_cast<std::size_t>(j - 1)]; };
     auto latency_into = [&](std::int32_t pos) {
-      const auto e = chains_.edge_into[c[static_cast<std::size_t>(pos)]];
+      const auto e = ed_.host_edge_into(c[static_cast<std::size_t>(pos)]);
       return e >= 0 ? g_.edges[static_cast<std::size_t>(e)].latency_ns : 0;
     };
     // The new host order: block 0 x R, block 1 x R, block 2 x R; the gap
@@ -276,7 +222,9 @@ class PipelineSplit {
       for (int j = 0; j < R_; ++j)
         for (auto p = b0; p < b1; ++p) {
           std::int64_t lat = latency_into(p);
-          if (p == b0 && !(b == 0 && j == 0)) lat = latency_into(b1);  // the gap after the block before
+          // A copy after the first follows the one before with the gap that
+          // followed the block; the first copy comes as the block came.
+          if (p == b0 && j > 0) lat = latency_into(b1);
           order.push_back({host_at(c[static_cast<std::size_t>(p)], j), lat});
         }
     }
@@ -284,14 +232,14 @@ class PipelineSplit {
     // and into the point after the region; chain anew.
     for (std::size_t b = 0; b < 3; ++b)
       for (auto p = blocks[b].first; p < blocks[b].second; ++p)
-        if (!(b == 0 && p == blocks[0].first) && chains_.edge_into[c[static_cast<std::size_t>(p)]] >= 0)
-          g_.remove_edge(static_cast<std::size_t>(chains_.edge_into[c[static_cast<std::size_t>(p)]]));
+        if (!(b == 0 && p == blocks[0].first) && ed_.host_edge_into(c[static_cast<std::size_t>(p)]) >= 0)
+          ed_.remove_edge(static_cast<std::uint32_t>(ed_.host_edge_into(c[static_cast<std::size_t>(p)])));
     const auto after = c[static_cast<std::size_t>(after_region)];
     const auto after_lat = latency_into(after_region);
-    if (chains_.edge_into[after] >= 0) g_.remove_edge(static_cast<std::size_t>(chains_.edge_into[after]));
+    if (ed_.host_edge_into(after) >= 0) ed_.remove_edge(static_cast<std::uint32_t>(ed_.host_edge_into(after)));
     for (std::size_t k = 1; k < order.size(); ++k)
-      g_.add_edge(order[k - 1].first, order[k].first, order[k].second, ExecEdgeKind::kHostOrder);
-    g_.add_edge(order.back().first, after, after_lat, ExecEdgeKind::kHostOrder);
+      ed_.add_edge(order[k - 1].first, order[k].first, order[k].second, ExecEdgeKind::kHostOrder);
+    ed_.add_edge(order.back().first, after, after_lat, ExecEdgeKind::kHostOrder);
 
     // GPU: chunks 1..R-1 of every split activity, launched from the cloned calls.
     std::map<std::size_t, std::vector<Points>> clones;
@@ -300,7 +248,7 @@ class PipelineSplit {
         const auto& act = t_.activities[a];
         const auto f = scale.at(a);
         const auto d = static_cast<std::int64_t>(static_cast<double>(act.duration()) * f);
-        for (auto k : edges_.in[g_.activity_end[a]])
+        for (auto k : ed_.all_edges_into(g_.activity_end[a]))
           if (g_.edges[k].kind == ExecEdgeKind::kDuration && g_.edges[k].from == g_.activity_start[a])
             g_.edges[k].latency_ns = std::min(g_.edges[k].latency_ns, d);
         auto& v = clones[a];
@@ -314,11 +262,11 @@ class PipelineSplit {
           task.duration_ns = d;
           task.start = g_.add_node(act.start_ns, ExecNode::Kind::kAdded, static_cast<std::uint32_t>(g_.added.size()), false);
           task.end = g_.add_node(act.end_ns, ExecNode::Kind::kAdded, static_cast<std::uint32_t>(g_.added.size()), true);
-          g_.add_edge(task.start, task.end, d, ExecEdgeKind::kDuration);
-          for (auto k : edges_.in[g_.activity_start[a]]) {
+          ed_.add_edge(task.start, task.end, d, ExecEdgeKind::kDuration);
+          for (auto k : ed_.all_edges_into(g_.activity_start[a])) {
             const auto e = g_.edges[k];
             if (e.kind == ExecEdgeKind::kLaunch && host_clone.contains(e.from))
-              g_.add_edge(host_at(e.from, j), task.start, e.latency_ns, ExecEdgeKind::kLaunch);
+              ed_.add_edge(host_at(e.from, j), task.start, e.latency_ns, ExecEdgeKind::kLaunch);
           }
           v.push_back({task.start, task.end});
           g_.added.push_back(std::move(task));
@@ -338,7 +286,7 @@ class PipelineSplit {
     // The queue gap into each split activity, before any edge goes.
     std::map<std::size_t, std::int64_t> gap_into;
     for (auto a : split)
-      for (auto e : edges_.in[g_.activity_start[a]])
+      for (auto e : ed_.all_edges_into(g_.activity_start[a]))
         if (g_.edges[e].kind == ExecEdgeKind::kStreamOrder && g_.edges[e].latency_ns != ExecGraph::kRemoved)
           gap_into[a] = g_.edges[e].latency_ns;
     for (auto& [stream, seq] : on_stream) {
@@ -349,7 +297,7 @@ class PipelineSplit {
       std::uint32_t out_to = ExecGraph::kNone;
       for (const auto& [a, j] : seq) {
         if (j != 0) continue;
-        for (auto k : edges_.out[g_.activity_end[a]]) {
+        for (auto k : ed_.all_edges_out(g_.activity_end[a])) {
           const auto& e = g_.edges[k];
           if (e.kind != ExecEdgeKind::kStreamOrder || e.latency_ns == ExecGraph::kRemoved) continue;
           const auto& to = g_.nodes[e.to];
@@ -357,29 +305,29 @@ class PipelineSplit {
             out_lat = e.latency_ns;
             out_to = e.to;
           }
-          g_.remove_edge(k);
+          ed_.remove_edge(k);
         }
       }
       for (std::size_t k = 1; k < seq.size(); ++k) {
         auto it = gap_into.find(seq[k].first);
-        g_.add_edge(at(seq[k - 1].first, seq[k - 1].second).end, at(seq[k].first, seq[k].second).start,
+        ed_.add_edge(at(seq[k - 1].first, seq[k - 1].second).end, at(seq[k].first, seq[k].second).start,
                     it == gap_into.end() ? 0 : it->second, ExecEdgeKind::kStreamOrder);
       }
       if (out_to != ExecGraph::kNone)
-        g_.add_edge(at(seq.back().first, seq.back().second).end, out_to, out_lat, ExecEdgeKind::kStreamOrder);
+        ed_.add_edge(at(seq.back().first, seq.back().second).end, out_to, out_lat, ExecEdgeKind::kStreamOrder);
     }
     // Cross-stream and sync edges of the split activities, per chunk.
     for (const auto& [a, v] : clones) {
-      for (auto k : edges_.in[g_.activity_start[a]]) {
+      for (auto k : ed_.all_edges_into(g_.activity_start[a])) {
         const auto e = g_.edges[k];
         if (e.latency_ns == ExecGraph::kRemoved) continue;
         if (e.kind != ExecEdgeKind::kCrossStream && e.kind != ExecEdgeKind::kInferredCrossStream) continue;
         const auto& from = g_.nodes[e.from];
         const bool inside = from.kind == ExecNode::Kind::kActivity && clones.contains(from.ref);
         for (int j = 1; j < R_; ++j)
-          g_.add_edge(inside ? at(from.ref, j).end : e.from, at(a, j).start, e.latency_ns, e.kind);
+          ed_.add_edge(inside ? at(from.ref, j).end : e.from, at(a, j).start, e.latency_ns, e.kind);
       }
-      for (auto k : edges_.out[g_.activity_end[a]]) {
+      for (auto k : ed_.all_edges_out(g_.activity_end[a])) {
         const auto e = g_.edges[k];
         if (e.latency_ns == ExecGraph::kRemoved) continue;
         if (e.kind != ExecEdgeKind::kCrossStream && e.kind != ExecEdgeKind::kInferredCrossStream &&
@@ -387,7 +335,7 @@ class PipelineSplit {
           continue;
         const auto& to = g_.nodes[e.to];
         if (to.kind == ExecNode::Kind::kActivity && clones.contains(to.ref)) continue;  // done above
-        for (int j = 1; j < R_; ++j) g_.add_edge(at(a, j).end, e.to, e.latency_ns, e.kind);
+        for (int j = 1; j < R_; ++j) ed_.add_edge(at(a, j).end, e.to, e.latency_ns, e.kind);
       }
     }
   }
@@ -397,9 +345,7 @@ class PipelineSplit {
   const sim::CostModel& m_;
   int R_;
   GraphWhatIfResult& out_;
-  HostChains chains_;
-  EdgeIndex edges_;
-  std::vector<std::vector<std::size_t>> op_acts_;
+  detail::GraphEditor ed_;
 };
 
 }  // namespace

@@ -200,7 +200,9 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
     const bool from_trace = L.trace_replay.computed && L.pipeline.current_r == 1 && L.trace_replay.predictions.size() > 1;
     out.items.push_back(from_trace ? detail::trace_pipeline_item(L, o.min_gain) : pipeline_item(L, hw, o.min_gain));
     out.items.push_back(memory_item(L));
+    out.items.back().evidence += detail::trace_what_if_evidence(L, "reuse");
     out.items.push_back(placement_item(L, o.min_gain));
+    out.items.back().evidence += detail::trace_what_if_evidence(L, "placement");
     out.items.push_back(layout_item(L, o.min_gain));
     // The gains' interval from the fitted terms' uncertainty: the same advice
     // by the closed forms on the nominal model and on the four corner models

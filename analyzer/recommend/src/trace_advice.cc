@@ -80,6 +80,24 @@ std::map<int, TraceReplay> trace_replay_by_layer(const Trace& trace, const Hardw
       tr.predictions.push_back(p);
     }
   }
+  // Memory reuse and placement on the same graph (their advice keeps its
+  // models' choice: the graph gives the time, not the memory).
+  for (const auto* kv : {"reuse=S1", "reuse=S2", "reuse=S3", "reuse=S4", "placement=pro-prophet"}) {
+    GraphWhatIfs w;
+    parse_graph_what_if(kv, w);
+    auto changed = g;
+    const auto res = apply_graph_what_ifs(trace, changed, w, hw.model, hw.info.description);
+    std::size_t cyc = 0;
+    const auto windows = layer_windows_s(replayed_trace(trace, changed, evaluate_exec_graph(changed, &cyc)));
+    for (auto& [layer, tr] : out) {
+      if (res.instances_changed == 0 || cyc > 0) {
+        tr.other_notes.push_back(fmt::format("{}: {}", kv, cyc > 0 ? "the changed graph holds a cycle"
+                                                           : res.notes.empty() ? "nothing to change" : res.notes.front()));
+        continue;
+      }
+      tr.other_predictions.push_back({kv, windows.contains(layer) ? windows.at(layer) : -1});
+    }
+  }
   for (auto& [layer, tr] : out) {
     double best = -1;
     for (const auto& p : tr.predictions)
@@ -89,6 +107,19 @@ std::map<int, TraceReplay> trace_replay_by_layer(const Trace& trace, const Hardw
       }
   }
   return out;
+}
+
+std::string trace_what_if_evidence(const LayerRecommendation& L, std::string_view prefix) {
+  const auto& t = L.trace_replay;
+  if (!t.computed) return {};
+  std::string e;
+  for (const auto& [what, s] : t.other_predictions)
+    if (what.starts_with(prefix) && s > 0)
+      e += fmt::format("{}{} {} ({:+.1f} %)", e.empty() ? "" : ", ", what, ms(s), 100 * (s / t.replayed_s - 1));
+  for (const auto& n : t.other_notes)
+    if (n.starts_with(prefix)) e += fmt::format("{}{}", e.empty() ? "" : "; ", n);
+  if (e.empty()) return {};
+  return fmt::format(" On the trace's own execution graph (replayed {} per layer window): {}.", ms(t.replayed_s), e);
 }
 
 RecommendationItem trace_pipeline_item(const LayerRecommendation& L, double min_gain) {

@@ -19,6 +19,11 @@ namespace moetrace::analyzer::detail {
 std::map<int, TraceReplay> trace_replay_by_layer(const Trace& trace, const Hardware& hw,
                                                   const std::vector<int>& candidates);
 
+// " On the trace's own execution graph ...: reuse=S1 ... ms (+x %), ..."
+// for the what-ifs whose key starts with `prefix` ("reuse", "placement");
+// empty where none.
+std::string trace_what_if_evidence(const LayerRecommendation& L, std::string_view prefix);
+
 // The pipeline-degree item from a computed TraceReplay (the current r = 1).
 RecommendationItem trace_pipeline_item(const LayerRecommendation& L, double min_gain);
 

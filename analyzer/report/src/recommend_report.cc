@@ -85,6 +85,10 @@ json trace_replay_json(const TraceReplay& t) {
             {"predictions", preds},
             {"best_pipeline_degree", t.best_r}};
   if (!t.within) j["missing"] = t.missing;
+  json others = json::array();
+  for (const auto& [what, s] : t.other_predictions) others.push_back({{"what_if", what}, {"predicted_s", s}});
+  j["other_what_ifs"] = others;
+  if (!t.other_notes.empty()) j["other_notes"] = t.other_notes;
   if (!t.skipped.empty()) j["skipped"] = t.skipped;
   return j;
 }

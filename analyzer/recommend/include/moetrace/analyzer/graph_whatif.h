@@ -14,11 +14,14 @@
 //       them there, chunk j's experts after chunk j's dispatch and its
 //       combine after its experts (the trace's own cross-stream edges,
 //       repeated per chunk). A chunk's kernel lasts its measured duration
-//       less the share of the work it no longer does: d - beta W (1 - 1/R),
-//       W the op's FLOPs (experts) or bytes (all-to-all), beta the cost
-//       model's seconds per FLOP or per byte at the layer's P (pipemoe
-//       Eq. 15-18's beta terms; the alpha part, startup, is paid by every
-//       chunk), never below d / R nor above d.
+//       less the share of the work it no longer does: d - S (1 - 1/R), S the
+//       part of the op's time that scales with its work (pipemoe Eq. 15-18's
+//       beta terms; the alpha part, startup, is paid by every chunk): beta W
+//       where the trace gives the op's work W (FLOPs of an expert op, bytes
+//       of an all-to-all) and beta the cost model's seconds per FLOP or per
+//       byte at the layer's P; else the op's time beyond the cost model's
+//       alpha (per GEMM launch, or the all-to-all's at P). Never below d / R
+//       nor above d.
 //   reuse=S1|S2|S3|S4  MPipeMoE's memory reuse added to each layer that
 //       ran without it: offload, prefetch, re-communicate and recompute
 //       work in the graph (graph_reuse.h says where and how long).

@@ -156,6 +156,11 @@ struct TraceReplay {
   };
   std::vector<Prediction> predictions;    // by r
   int best_r = -1;
+  // The other what-ifs on the same graph: reuse=S1..S4 (memory reuse added)
+  // and placement=pro-prophet; the layer window predicted (-1: not
+  // computed), and why not where it was not.
+  std::vector<std::pair<std::string, double>> other_predictions;  // ("reuse=S3", s), ("placement=pro-prophet", s)
+  std::vector<std::string> other_notes;
 };
 
 struct LayerRecommendation {
