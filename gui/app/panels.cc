@@ -15,7 +15,6 @@
 #include "timeline_painter.h"
 
 namespace moetrace::gui {
-namespace {
 
 QTableView* make_table(QWidget* parent) {
   auto* v = new QTableView(parent);
@@ -28,8 +27,6 @@ QTableView* make_table(QWidget* parent) {
   v->setAlternatingRowColors(true);
   return v;
 }
-
-}  // namespace
 
 // --- PanelFrame -------------------------------------------------------------------
 

@@ -21,9 +21,12 @@
 #include "moetrace/gui/time_axis.h"
 #include "moetrace/gui/timeline_model.h"
 #include "panel_models.h"
+#include "recommendations_model.h"
 
 namespace moetrace::gui {
 
+// A read-only table of whole-row selection, as every panel shows them.
+QTableView* make_table(QWidget* parent);
 
 // A message page and a content page.
 class PanelFrame : public QStackedWidget {

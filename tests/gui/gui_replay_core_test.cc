@@ -28,6 +28,7 @@
 
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/gui/draw_list.h"
+#include "moetrace/gui/format.h"
 #include "moetrace/gui/item_details.h"
 #include "moetrace/gui/replay_results.h"
 #include "moetrace/gui/timeline_model.h"
@@ -194,6 +195,18 @@ TEST(ReplayTracks, TheSummaryComparesEachIterationsWindow) {
   EXPECT_EQ(it1->measured_ns, 65000);
   EXPECT_EQ(it1->replayed_ns, 15000);
   EXPECT_EQ(it1->predicted_ns, -1);
+  // As `moetrace replay` prints them: 15 / 65 - 1 = -76.92 %.
+  EXPECT_EQ(replay_numbers_text(it1->measured_ns, it1->replayed_ns), "measured 65.0 \xC2\xB5s, replayed 15.0 \xC2\xB5s (-76.92 %)");
+  EXPECT_EQ(replay_numbers_text(20000, 20000, 30000), "measured 20.0 \xC2\xB5s, replayed 20.0 \xC2\xB5s (+0.00 %), predicted 30.0 \xC2\xB5s (+50.00 %)");
+  // The tooltip of either iteration span (measured or replayed) on rank 0.
+  const auto& m = *r.model;
+  for (const auto& spans : {m.spans(), m.replayed_spans()})
+    for (const auto& s : spans)
+      if (s.level == SpanLevel::kIteration && s.iteration == 1)
+        EXPECT_EQ(r.span_text(s), "iteration 1 on rank 0: measured 65.0 \xC2\xB5s, replayed 15.0 \xC2\xB5s (-76.92 %)");
+  Span chunk;
+  chunk.level = SpanLevel::kChunk;
+  EXPECT_EQ(r.span_text(chunk), "");
   EXPECT_EQ(r.iteration(RankId(1), 0), nullptr);
   EXPECT_EQ(r.iteration(RankId(0), 2), nullptr);
   ASSERT_NE(r.layer(0), nullptr);

@@ -2,12 +2,24 @@
 
 #include <chrono>
 
+#include "moetrace/gui/format.h"
+
 namespace moetrace::gui {
 
 std::string what_if_text(const analyzer::GraphWhatIfs& w) {
   std::string s;
   if (w.pipeline_degree > 0) s = "pipeline_degree=" + std::to_string(w.pipeline_degree);
   if (w.overlap) s += std::string(s.empty() ? "" : ", ") + "overlap=" + (*w.overlap ? "on" : "off");
+  return s;
+}
+
+std::string replay_numbers_text(std::int64_t measured_ns, std::int64_t replayed_ns, std::int64_t predicted_ns) {
+  std::string s = "measured " + format_duration(static_cast<double>(measured_ns)) + ", replayed " +
+                  format_duration(static_cast<double>(replayed_ns)) + " (" +
+                  format_change(analyzer::relative_error(measured_ns, replayed_ns)) + ")";
+  if (predicted_ns >= 0)
+    s += ", predicted " + format_duration(static_cast<double>(predicted_ns)) + " (" +
+         format_change(analyzer::relative_error(replayed_ns, predicted_ns)) + ")";
   return s;
 }
 
@@ -25,6 +37,19 @@ const analyzer::ReplayLayerRow* ReplayResults::layer(int layer) const {
   for (const auto& r : summary.layers)
     if (r.layer == layer) return &r;
   return nullptr;
+}
+
+std::string ReplayResults::span_text(const Span& s) const {
+  if (s.level == SpanLevel::kIteration) {
+    if (const auto* r = iteration(s.rank, s.iteration))
+      return "iteration " + std::to_string(s.iteration) + " on rank " + std::to_string(s.rank.value) + ": " +
+             replay_numbers_text(r->measured_ns, r->replayed_ns, r->predicted_ns);
+  } else if (s.level == SpanLevel::kLayer) {
+    if (const auto* l = layer(s.layer))
+      return "layer " + std::to_string(s.layer) + ", mean of " + std::to_string(l->windows) + " windows: " +
+             replay_numbers_text(l->measured_ns, l->replayed_ns, l->predicted_ns);
+  }
+  return {};
 }
 
 ReplayResults compute_replay(const std::shared_ptr<const TimelineModel>& base, const ReplayRequest& request) {

@@ -42,7 +42,17 @@ struct ReplayResults {
   // trace has no iterations), or null.
   const analyzer::ReplayIterationRow* iteration(RankId rank, int iteration) const;
   const analyzer::ReplayLayerRow* layer(int layer) const;
+  // The summary's numbers for a span of the timeline (measured or
+  // replayed): its iteration's window on its rank, or its layer's mean
+  // window; empty where the summary has none.
+  std::string span_text(const Span& s) const;
 };
+
+// A window measured, replayed and (predicted_ns >= 0) predicted, with the
+// replay's error against the measurement and the prediction's change against
+// the replay, as `moetrace replay` computes them (analyzer::relative_error):
+// "measured 1.84 ms, replayed 1.83 ms (-0.66 %), predicted 4.30 ms (+135.21 %)".
+std::string replay_numbers_text(std::int64_t measured_ns, std::int64_t replayed_ns, std::int64_t predicted_ns = -1);
 
 // "pipeline_degree=4, overlap=off" (empty: none).
 std::string what_if_text(const analyzer::GraphWhatIfs& w);
