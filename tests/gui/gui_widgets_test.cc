@@ -18,6 +18,7 @@
 #include <fstream>
 
 #include "fixture_trace.h"
+#include "widget_helpers.h"
 #include "text_trace.h"
 #include "main_window.h"
 #include "moetrace/analyzer/breakdown.h"
@@ -35,17 +36,9 @@
 using namespace moetrace;
 using namespace moetrace::gui;
 using moetrace::gui::testing::us;
+using namespace moetrace::gui::testing;
 
 namespace {
-
-QString fixture_path() {
-  static const QString path = [] {
-    const auto p = moetrace::gui::testing::temp_path("widgets_fixture.db");
-    moetrace::gui::testing::write_fixture_trace(p);
-    return QString::fromStdString(p);
-  }();
-  return path;
-}
 
 // The message the analyzer (and so the CLI) gives for a file.
 QString analyzer_message(const QString& path) {
@@ -57,40 +50,10 @@ QString analyzer_message(const QString& path) {
   return {};
 }
 
-int find_row(const TimelineModel& m, RankId rank, RowKind kind, const char* role) {
-  for (std::size_t i = 0; i < m.rows().size(); ++i) {
-    const auto& r = m.rows()[i];
-    if (r.rank == rank && r.kind == kind && r.sub_row == 0 && r.stream >= 0 &&
-        m.trace().streams[static_cast<std::size_t>(r.stream)].role == role)
-      return static_cast<int>(i);
-  }
-  return -1;
-}
-
 }  // namespace
 
 class GuiWidgetsTest : public QObject {
   Q_OBJECT
-
- private:
-  std::unique_ptr<MainWindow> loaded_window() {
-    auto w = std::make_unique<MainWindow>();
-    w->resize(1400, 900);
-    w->show();
-    QCoreApplication::processEvents();
-    if (!w->open_blocking(fixture_path())) return nullptr;
-    QCoreApplication::processEvents();
-    w->timeline()->prepare_now();
-    return w;
-  }
-
-  // Centre of the item at time t in a row, in timeline widget pixels.
-  static QPoint point_of(TimelineView* v, int row, double t_ns) {
-    const QRect c = v->canvas_rect();
-    const int x = c.left() + static_cast<int>(v->axis().x(t_ns));
-    const int y = c.top() + v->layout().y(row) - v->scroll_y() + v->layout().height(row) / 2;
-    return {x, y};
-  }
 
  private slots:
   void item_models_pass_the_model_tester() {
