@@ -147,6 +147,7 @@ ReplayPanel::ReplayPanel(QWidget* parent) : QWidget(parent) {
     view->sortByColumn(-1, Qt::AscendingOrder);  // the summary's order until a header is clicked
     view->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     tabs_->addTab(view, title);
+    if (m == iterations_) iterations_view_ = view;
     connect(view, &QTableView::doubleClicked, this, [this](const QModelIndex& i) {
       if (const int layer = i.data(kLayerRole).toInt(); layer >= 0) emit layer_activated(layer);
       if (const int rank = i.data(kRankRole).toInt(); rank >= 0) emit iteration_activated(rank, i.data(kIterationRole).toInt());

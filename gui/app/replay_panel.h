@@ -56,6 +56,7 @@ class ReplayPanel : public QWidget {
   void set_pipeline_degree(int r);
   ReplayModel* iterations() const { return iterations_; }
   ReplayModel* layers() const { return layers_; }
+  QTableView* iterations_view() const { return iterations_view_; }
   PanelFrame* body() const { return body_; }
   QString summary() const { return summary_->text(); }
   QPushButton* apply_button() const { return apply_; }
@@ -74,6 +75,7 @@ class ReplayPanel : public QWidget {
   QTabWidget* tabs_;
   ReplayModel* iterations_;
   ReplayModel* layers_;
+  QTableView* iterations_view_ = nullptr;
 };
 
 }  // namespace moetrace::gui

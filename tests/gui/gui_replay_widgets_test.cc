@@ -18,6 +18,7 @@
 #include <QDir>
 #include <QMouseEvent>
 #include <QSignalSpy>
+#include <QTableView>
 #include <QTest>
 #include <QToolTip>
 #include <cmath>
@@ -323,6 +324,24 @@ class GuiReplayWidgetsTest : public QObject {
     panel->apply_button()->click();
     QVERIFY(ready.wait(20000));
     QVERIFY(!w->replay_results()->predicted);
+  }
+
+  // A double-click on an iteration's row zooms the timeline to it.
+  void the_panel_leads_to_the_iteration() {
+    auto w = loaded_window();
+    QVERIFY(w);
+    QVERIFY(w->show_replay_blocking());
+    auto* table = w->replay_panel()->iterations_view();
+    QVERIFY(table);
+    const QModelIndex first = table->model()->index(0, 0);
+    QCOMPARE(first.data(kRankRole).toInt(), 0);
+    emit table->doubleClicked(first);
+    // Rank 0's iteration 0: the envelope of its op ranges, [0, 260) us (the
+    // unclaimed kernel at 300 us has no op), zoomed to with a 2 % margin.
+    const auto& axis = w->timeline()->axis();
+    QVERIFY(axis.t0_ns <= static_cast<double>(us(0)));
+    QVERIFY(axis.t1_ns() >= static_cast<double>(us(260)));
+    QVERIFY(axis.window_ns() < static_cast<double>(us(400) - us(0)));
   }
 
   void a_failed_replay_shows_its_error() {
