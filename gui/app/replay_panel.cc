@@ -1,8 +1,6 @@
 #include "replay_panel.h"
 
 #include <QHBoxLayout>
-#include <QHeaderView>
-#include <QSortFilterProxyModel>
 #include <QVBoxLayout>
 #include <cmath>
 
@@ -138,15 +136,8 @@ ReplayPanel::ReplayPanel(QWidget* parent) : QWidget(parent) {
   iterations_ = new ReplayModel(ReplayModel::Table::kIterations, this);
   layers_ = new ReplayModel(ReplayModel::Table::kLayers, this);
   auto add = [this](ReplayModel* m, const QString& title) {
-    auto* proxy = new QSortFilterProxyModel(this);
-    proxy->setSourceModel(m);
-    proxy->setSortRole(kSortRole);
-    auto* view = make_table(tabs_);
-    view->setModel(proxy);
-    view->setSortingEnabled(true);
-    view->sortByColumn(-1, Qt::AscendingOrder);  // the summary's order until a header is clicked
-    view->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-    tabs_->addTab(view, title);
+    // In the summary's order until a header is clicked.
+    auto* view = add_sorted_table(tabs_, m, title);
     if (m == iterations_) iterations_view_ = view;
     connect(view, &QTableView::doubleClicked, this, [this](const QModelIndex& i) {
       if (const int layer = i.data(kLayerRole).toInt(); layer >= 0) emit layer_activated(layer);

@@ -71,6 +71,19 @@ std::shared_ptr<ReplayResults> hand_made_results(bool predicted) {
 class GuiReplayWidgetsTest : public QObject {
   Q_OBJECT
 
+  // The fixture with its replay shown, tall enough for both ranks' replayed
+  // lanes, zoomed to layer 0's forward pass [0, 100) us.
+  static std::unique_ptr<MainWindow> replay_window() {
+    auto w = loaded_window();
+    if (!w) return nullptr;
+    w->resize(1400, 1600);
+    if (!w->show_replay_blocking()) return nullptr;
+    w->timeline()->zoom_to(static_cast<double>(us(0)), static_cast<double>(us(100)));
+    QCoreApplication::processEvents();
+    w->timeline()->prepare_now();
+    return w;
+  }
+
  private slots:
   void replay_models_pass_the_model_tester() {
     ReplayModel its(ReplayModel::Table::kIterations);
@@ -213,14 +226,9 @@ class GuiReplayWidgetsTest : public QObject {
   // The screenshot: layer 0 on the replayed lanes where the trace has it
   // (see the top of this file), on the replayed rows' tint.
   void screenshot_shows_the_replayed_lanes() {
-    auto w = loaded_window();
+    auto w = replay_window();
     QVERIFY(w);
-    w->resize(1400, 1600);
-    QVERIFY(w->show_replay_blocking());
     auto* v = w->timeline();
-    v->zoom_to(static_cast<double>(us(0)), static_cast<double>(us(100)));
-    QCoreApplication::processEvents();
-    v->prepare_now();
     const QString png = QDir::tempPath() + QStringLiteral("/moetrace_gui_replay_screenshot.png");
     QVERIFY(w->save_screenshot(png));
     const QImage img = v->grab().toImage();
@@ -250,13 +258,9 @@ class GuiReplayWidgetsTest : public QObject {
   // Hovering a replayed iteration span shows the summary's numbers; a click
   // on a replayed kernel shows its details beside its measured time.
   void tooltips_and_details_of_the_replayed_tracks() {
-    auto w = loaded_window();
+    auto w = replay_window();
     QVERIFY(w);
-    w->resize(1400, 1600);
-    QVERIFY(w->show_replay_blocking());
     auto* v = w->timeline();
-    v->zoom_to(static_cast<double>(us(0)), static_cast<double>(us(100)));
-    v->prepare_now();
     const auto& m = *v->model();
     int spans = -1;
     for (std::size_t i = 0; i < m.rows().size() && spans < 0; ++i)
