@@ -12,7 +12,7 @@ class ReplayRowsBuilder {
  public:
   ReplayRowsBuilder(const TimelineModel& base, std::shared_ptr<const analyzer::Trace> replayed,
                     const ReplayRowOptions& options)
-      : base_(base), options_(options), m_(base) {
+      : options_(options), m_(base) {
     if (!replayed) throw std::invalid_argument("with_replay: no replayed trace");
     const auto& t = *replayed;
     const auto& measured = base.trace();
@@ -57,20 +57,22 @@ class ReplayRowsBuilder {
     const bool tracks_ok = t.activity_track_begin.size() == t.streams.size() + 1 &&
                            t.op_track_begin.size() == t.streams.size() + 1;
     const std::string prefix = options_.prefix + " \xC2\xB7 ";
+    // m_ holds a copy of base's rows: move them into their new order.
+    std::vector<Row> old = std::move(m_.rows_);
     std::vector<Row> rows;
-    rows.reserve(base_.rows().size());
+    rows.reserve(old.size());
     for (std::size_t g = 0; g < m_.groups_.size(); ++g) {
       auto& group = m_.groups_[g];
       const auto b = static_cast<std::size_t>(group.first_row), e = static_cast<std::size_t>(group.end_row);
       std::size_t insert_at = b + 1;  // after the header at least
       for (std::size_t r = b + 1; r < e; ++r) {
-        const RowKind k = base_.rows()[r].kind;
+        const RowKind k = old[r].kind;
         if (k == RowKind::kMemory || k == RowKind::kNvtx || k == RowKind::kApiCalls) break;
         insert_at = r + 1;
       }
       // Tracks of an earlier replay on `base` give way to these.
       auto copy = [&](std::size_t r) {
-        if (!base_.rows()[r].replayed()) rows.push_back(base_.rows()[r]);
+        if (!old[r].replayed()) rows.push_back(std::move(old[r]));
       };
       group.first_row = static_cast<int>(rows.size());
       for (std::size_t r = b; r < insert_at; ++r) copy(r);
@@ -101,7 +103,6 @@ class ReplayRowsBuilder {
     m_.rows_ = std::move(rows);
   }
 
-  const TimelineModel& base_;
   ReplayRowOptions options_;
   TimelineModel m_;
 };
