@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
     try {
       moetrace::analyzer::parse_graph_what_if(kv.toStdString(), what_ifs);
     } catch (const std::exception& e) {
-      fail(QStringLiteral("--what-if: %1").arg(QString::fromStdString(e.what())));
+      fail(QString::fromStdString(e.what()));  // names the option and the value
       return 2;
     }
   }

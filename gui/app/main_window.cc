@@ -50,6 +50,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     if (replay_action_->isChecked()) show_replay(true);
     else replay_action_->setChecked(true);  // toggled: show_replay
   });
+  connect(replay_, &ReplayPanel::cost_model_chosen, this, [this](const QString& path) {
+    if (const QString error = set_replay_cost_model(path); !error.isEmpty())
+      QMessageBox::warning(this, tr("Cost model"), error);
+  });
   connect(replay_, &ReplayPanel::iteration_activated, this, [this](int rank, int iteration) {
     if (!view_->model()) return;
     for (const auto& s : view_->model()->spans())
@@ -454,6 +458,11 @@ QString MainWindow::set_replay_cost_model(const QString& arg) {
     return QString::fromStdString(e.what());
   }
   replay_request_.options = std::move(o);
+  // A prediction made with the other costs is computed again when asked for.
+  if (replay_results_ && replay_results_->predicted) replay_results_.reset();
+  replay_->set_cost_model_text(tr("costs: %1").arg(qs(replay_request_.options.cost_model_source.empty()
+                                                          ? std::string("the trace's own fit")
+                                                          : replay_request_.options.cost_model_source)));
   return {};
 }
 

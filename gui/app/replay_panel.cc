@@ -1,5 +1,6 @@
 #include "replay_panel.h"
 
+#include <QFileDialog>
 #include <QHBoxLayout>
 #include <QVBoxLayout>
 #include <cmath>
@@ -121,9 +122,20 @@ ReplayPanel::ReplayPanel(QWidget* parent) : QWidget(parent) {
                          "(moetrace replay --what-if pipeline_degree=R) and show the predicted timeline"));
   apply_ = new QPushButton(tr("Replay"), this);
   apply_->setToolTip(tr("Replay the trace's execution graph (with the what-if, if one is set) and show its tracks"));
+  auto* choose = new QPushButton(tr("Cost model\u2026"), this);
+  choose->setToolTip(tr("A cost-model JSON file (moetrace fit of a calibration run) for the what-if's new durations "
+                        "(moetrace-gui --cost-model)"));
+  cost_model_ = new QLabel(this);
+  set_cost_model_text({});
   bar->addWidget(degree_);
   bar->addWidget(apply_);
-  bar->addStretch(1);
+  bar->addWidget(choose);
+  bar->addWidget(cost_model_, 1);
+  connect(choose, &QPushButton::clicked, this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Cost model for the what-ifs"), QString(),
+                                                      tr("Cost models (*.json);;All files (*)"));
+    if (!path.isEmpty()) emit cost_model_chosen(path);
+  });
   box->addLayout(bar);
   summary_ = new QLabel(this);
   summary_->setWordWrap(true);
@@ -150,6 +162,10 @@ ReplayPanel::ReplayPanel(QWidget* parent) : QWidget(parent) {
   box->addWidget(body_, 1);
   connect(apply_, &QPushButton::clicked, this, [this] { emit replay_requested(pipeline_degree()); });
   set_idle();
+}
+
+void ReplayPanel::set_cost_model_text(const QString& text) {
+  cost_model_->setText(text.isEmpty() ? tr("costs: the trace's own fit where it has one, else a preset") : text);
 }
 
 int ReplayPanel::pipeline_degree() const { return degree_->value() > 1 ? degree_->value() : 0; }

@@ -60,16 +60,22 @@ class ReplayPanel : public QWidget {
   PanelFrame* body() const { return body_; }
   QString summary() const { return summary_->text(); }
   QPushButton* apply_button() const { return apply_; }
+  // Where the what-ifs' new durations come from, as shown beside the field.
+  void set_cost_model_text(const QString& text);
+  QString cost_model_text() const { return cost_model_->text(); }
 
  signals:
   // The user asked for the replay with this pipeline degree (0: the replay alone).
   void replay_requested(int pipeline_degree);
+  // The user chose a cost-model file (moetrace fit's JSON) for the what-ifs.
+  void cost_model_chosen(const QString& path);
   void layer_activated(int layer);
   void iteration_activated(int rank, int iteration);
 
  private:
   QSpinBox* degree_;
   QPushButton* apply_;
+  QLabel* cost_model_;
   QLabel* summary_;
   PanelFrame* body_;
   QTabWidget* tabs_;

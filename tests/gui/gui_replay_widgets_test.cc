@@ -22,11 +22,13 @@
 #include <QTest>
 #include <QToolTip>
 #include <cmath>
+#include <fstream>
 
 #include "fixture_trace.h"
 #include "main_window.h"
 #include "moetrace/analyzer/recommend.h"
 #include "moetrace/gui/palette.h"
+#include "moetrace/sim/cost_model.h"
 #include "recommendations_model.h"
 #include "replay_panel.h"
 #include "timeline_painter.h"
@@ -322,6 +324,23 @@ class GuiReplayWidgetsTest : public QObject {
       }
     QVERIFY(predicted > 0);
     QVERIFY(panel->iterations()->index(0, ReplayModel::kPredicted).data().toString() != QStringLiteral("\u2014"));
+    QVERIFY(panel->cost_model_text().contains(QStringLiteral("trace's own fit")));
+    // Costs from a file: the prediction is made again with them, and says so.
+    QString error = w->set_replay_cost_model(QStringLiteral("/nonexistent/cost.json"));
+    QVERIFY2(error.contains(QStringLiteral("nonexistent")), qPrintable(error));
+    const QString fitted = QString::fromStdString(moetrace::gui::testing::temp_path("replay_cost_model.json"));
+    {
+      std::ofstream out(fitted.toStdString());
+      out << sim::to_json(sim::cost_model_preset("h100-nvlink-ib"));
+    }
+    QVERIFY(w->set_replay_cost_model(fitted).isEmpty());
+    QVERIFY(panel->cost_model_text().contains(fitted));
+    QVERIFY(!w->replay_results());
+    ready.clear();
+    panel->apply_button()->click();
+    QVERIFY(ready.wait(20000));
+    QVERIFY(w->replay_results()->predicted);
+    QVERIFY(panel->summary().contains(fitted));
     // The replay alone again.
     panel->set_pipeline_degree(0);
     ready.clear();
