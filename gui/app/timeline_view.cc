@@ -90,8 +90,11 @@ void TimelineView::swap_model(std::shared_ptr<const TimelineModel> model) {
     return;
   }
   if (watcher_->isRunning()) watcher_->waitForFinished();
+  // An item of a replayed trace means nothing in another one.
+  const bool same_replay = model->replayed_trace() == model_->replayed_trace();
   model_ = std::move(model);
-  const auto place = selected_.valid() ? model_->place_of(selected_) : std::nullopt;
+  const bool keep = selected_.valid() && (same_replay || !is_replayed(selected_.source));
+  const auto place = keep ? model_->place_of(selected_) : std::nullopt;
   if (place) {
     selected_row_ = place->row;
   } else if (selected_.valid()) {

@@ -291,7 +291,14 @@ class GuiReplayWidgetsTest : public QObject {
     const auto at = keys.indexOf(QStringLiteral("Measured start"));
     QVERIFY(at >= 0);
     QCOMPARE(values[at], values[keys.indexOf(QStringLiteral("Start"))]);  // layer 0 replays in place
-    // Hiding the replay drops a selection on its tracks.
+    // Another replay drops a selection on the tracks of the previous one,
+    // and so does hiding the replay.
+    const auto again = std::make_shared<const ReplayResults>(compute_replay(w->session()->current()->model, {}));
+    v->swap_model(again->model);
+    QVERIFY(!v->selected().valid());
+    const auto& m2 = *v->model();
+    v->select_item(m2.row_item(m2.rows()[static_cast<std::size_t>(compute)], 0));
+    QCOMPARE(v->selected().source, ItemSource::kReplayedActivity);
     w->replay_action()->setChecked(false);
     QVERIFY(!v->selected().valid());
   }
