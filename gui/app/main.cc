@@ -86,7 +86,19 @@ int main(int argc, char** argv) {
   QCommandLineOption find(QStringLiteral("find"),
                           QStringLiteral("Search names for <text> and select the first match (its details show)."),
                           QStringLiteral("text"));
-  parser.addOptions({shot, size, window, range, layer, find});
+  QCommandLineOption replay(QStringLiteral("replay"),
+                            QStringLiteral("Show the replayed tracks under each rank's streams (View > Show replay): "
+                                           "the trace replayed from its execution graph, as moetrace replay does."));
+  QCommandLineOption what_if(QStringLiteral("what-if"),
+                             QStringLiteral("Change the execution graph and show the predicted tracks instead of "
+                                            "the replayed ones (implies --replay; repeatable): pipeline_degree=R, overlap=off|on."),
+                             QStringLiteral("key=value"));
+  QCommandLineOption cost_model(QStringLiteral("cost-model"),
+                                QStringLiteral("Where a what-if's new durations come from: a cost-model JSON file "
+                                               "(moetrace fit), a simulator preset, or 'fitted' (default: the trace's "
+                                               "own fit, else a preset)."),
+                                QStringLiteral("file"));
+  parser.addOptions({shot, size, window, range, layer, find, replay, what_if, cost_model});
   parser.process(*app);
   if (info_only) return 0;  // process() has printed and exited already
 
@@ -107,7 +119,26 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  moetrace::analyzer::GraphWhatIfs what_ifs;
+  for (const auto& kv : parser.values(what_if)) {
+    try {
+      moetrace::analyzer::parse_graph_what_if(kv.toStdString(), what_ifs);
+    } catch (const std::exception& e) {
+      fail(QString::fromStdString(e.what()));  // names the option and the value
+      return 2;
+    }
+  }
+
+  const bool show_replay = parser.isSet(replay) || parser.isSet(what_if);
+
   MainWindow w;
+  w.set_replay_what_ifs(what_ifs);
+  if (parser.isSet(cost_model)) {
+    if (const QString error = w.set_replay_cost_model(parser.value(cost_model)); !error.isEmpty()) {
+      fail(QStringLiteral("--cost-model: %1").arg(error));
+      return 2;
+    }
+  }
   auto apply_view_options = [&] {
     auto* v = w.timeline();
     if (!v->model()) return;
@@ -131,6 +162,9 @@ int main(int argc, char** argv) {
     QCoreApplication::processEvents();
     const bool ok = trace.isEmpty() || w.open_blocking(trace);
     QCoreApplication::processEvents();
+    if (ok && show_replay && !trace.isEmpty() && !w.show_replay_blocking())
+      fail(QStringLiteral("--replay: %1").arg(QString::fromStdString(w.replay_results()->error)));
+    QCoreApplication::processEvents();
     apply_view_options();
     w.range_panel()->wait();
     QCoreApplication::processEvents();
@@ -153,6 +187,7 @@ int main(int argc, char** argv) {
       QObject::disconnect(*conn);
       apply_view_options();
     });
+    if (show_replay) w.replay_action()->setChecked(true);
     w.open(trace);
   }
   return app->exec();

@@ -16,6 +16,7 @@
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 
+#include "cost_model_arg.h"
 #include "moetrace/analyzer/run_loader.h"
 #include "moetrace/gui/format.h"
 #include "qt_text.h"
@@ -39,6 +40,26 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(session_, &TraceSession::loaded, this, &MainWindow::on_loaded);
   connect(session_, &TraceSession::failed, this, &MainWindow::on_failed);
   connect(session_, &TraceSession::analyses_ready, this, &MainWindow::on_analyses);
+  connect(session_, &TraceSession::replay_started, this, [this] { replay_->set_computing(); });
+  connect(session_, &TraceSession::replay_ready, this, &MainWindow::on_replay);
+  connect(replay_, &ReplayPanel::replay_requested, this, [this](int degree) {
+    analyzer::GraphWhatIfs w = replay_request_.what_ifs;
+    w.pipeline_degree = degree;
+    set_replay_what_ifs(w);
+    replay_dock_->raise();
+    if (replay_action_->isChecked()) show_replay(true);
+    else replay_action_->setChecked(true);  // toggled: show_replay
+  });
+  connect(replay_, &ReplayPanel::cost_model_chosen, this, [this](const QString& path) {
+    if (const QString error = set_replay_cost_model(path); !error.isEmpty())
+      QMessageBox::warning(this, tr("Cost model"), error);
+  });
+  connect(replay_, &ReplayPanel::iteration_activated, this, [this](int rank, int iteration) {
+    if (!view_->model()) return;
+    for (const auto& s : view_->model()->spans())
+      if (s.level == SpanLevel::kIteration && s.rank == RankId(rank) && s.iteration == iteration)
+        view_->zoom_to(static_cast<double>(s.start_ns), static_cast<double>(s.end_ns));
+  });
 
   connect(view_, &TimelineView::item_selected, this, [this](ItemRef item) {
     details_->show_item(view_->model().get(), item);
@@ -65,6 +86,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(breakdown_, &BreakdownPanel::layer_activated, this, select_layer);
   connect(recommendations_, &RecommendationsPanel::layer_activated, this, select_layer);
   connect(expert_, &ExpertLoadPanel::layer_activated, this, select_layer);
+  connect(replay_, &ReplayPanel::layer_activated, this, select_layer);
   connect(search_watcher_, &QFutureWatcher<SearchResult>::finished, this, [this] {
     if (search_watcher_->future().resultCount() == 0) return;
     hits_ = search_watcher_->result();
@@ -179,6 +201,7 @@ void MainWindow::build_docks() {
   memory_ = new MemoryPanel(this);
   recommendations_ = new RecommendationsPanel(this);
   gpu_queues_ = new GpuQueuesPanel(this);
+  replay_ = new ReplayPanel(this);
   auto* details = add_dock(tr("Details"), details_, Qt::RightDockWidgetArea);
   breakdown_dock_ = add_dock(tr("Breakdown per layer"), breakdown_, Qt::BottomDockWidgetArea);
   range_dock_ = add_dock(tr("Range breakdown"), range_, Qt::BottomDockWidgetArea);
@@ -187,17 +210,19 @@ void MainWindow::build_docks() {
   auto* locality = add_dock(tr("Locality"), locality_, Qt::BottomDockWidgetArea);
   auto* recs = add_dock(tr("Recommendations"), recommendations_, Qt::BottomDockWidgetArea);
   auto* queues = add_dock(tr("GPU queues"), gpu_queues_, Qt::BottomDockWidgetArea);
+  replay_dock_ = add_dock(tr("Replay"), replay_, Qt::BottomDockWidgetArea);
   tabifyDockWidget(breakdown_dock_, range_dock_);
   tabifyDockWidget(range_dock_, memory);
   tabifyDockWidget(memory, locality);
   tabifyDockWidget(locality, recs);
   tabifyDockWidget(recs, queues);
+  tabifyDockWidget(queues, replay_dock_);
   breakdown_dock_->raise();
   splitDockWidget(details, expert, Qt::Vertical);
   resizeDocks({details}, {360}, Qt::Horizontal);
   resizeDocks({breakdown_dock_}, {260}, Qt::Vertical);
   panels_menu_ = new QMenu(tr("Panels"), this);
-  for (auto* d : {details, expert, breakdown_dock_, range_dock_, memory, locality, recs, queues})
+  for (auto* d : {details, expert, breakdown_dock_, range_dock_, memory, locality, recs, queues, replay_dock_})
     panels_menu_->addAction(d->toggleViewAction());
 }
 
@@ -237,6 +262,11 @@ void MainWindow::build_menus() {
   queues->setToolTip(tr("A row under each stream's kernels: operations launched and not yet started"));
   connect(queues, &QAction::toggled, view_, &TimelineView::set_queue_tracks_visible);
   queue_tracks_action_ = queues;
+  replay_action_ = view->addAction(tr("Show &replay"));
+  replay_action_->setCheckable(true);
+  replay_action_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
+  replay_action_->setToolTip(tr("Under each rank's streams, the same tracks replayed from the trace's execution graph"));
+  connect(replay_action_, &QAction::toggled, this, &MainWindow::show_replay);
   view->addAction(tr("Collapse all ranks"), this, [this] { view_->set_all_collapsed(true); });
   view->addAction(tr("Expand all ranks"), this, [this] { view_->set_all_collapsed(false); });
   view->addSeparator();
@@ -280,6 +310,7 @@ QString MainWindow::shortcuts_html() {
       {"Ctrl + F", "search names"},
       {"Enter, F3 / Shift + F3", "next / previous match"},
       {"Click a layer (breakdown, expert load, recommendations)", "outline the layer on the timeline"},
+      {"Ctrl + R", "show or hide the replayed tracks (View > Show replay)"},
       {"Ctrl + O", "open a trace (or drop a file on the window)"},
       {"Ctrl + Shift + S", "save a screenshot"},
       {"F1", "this list"},
@@ -359,6 +390,9 @@ void MainWindow::on_loaded(std::shared_ptr<const LoadedTrace> t) {
   memory_->set_computing();
   recommendations_->set_computing();
   gpu_queues_->set_computing();
+  replay_results_.reset();
+  replay_->set_idle();
+  if (replay_action_->isChecked()) session_->replay(replay_request_);
   pages_->setCurrentWidget(timeline_page_);
   view_->setFocus();
   const auto& tr_ = *t->trace;
@@ -406,7 +440,81 @@ void MainWindow::on_analyses(std::shared_ptr<const TraceAnalyses> a) {
   gpu_queues_->set_results(a->results);
   // The queue-length rows appear under each stream now (the model was
   // drawn before the analyses); only on the trace they were computed for.
-  if (view_->model() == current->model) view_->set_queue_tracks(a->queues);
+  if (view_->model() && view_->model()->trace_ptr() == current->trace) view_->set_queue_tracks(a->queues);
+}
+
+// --- replay ----------------------------------------------------------------------------
+
+void MainWindow::set_replay_what_ifs(const analyzer::GraphWhatIfs& w) {
+  replay_request_.what_ifs = w;
+  replay_->set_pipeline_degree(w.pipeline_degree);
+}
+
+QString MainWindow::set_replay_cost_model(const QString& arg) {
+  analyzer::RecommendOptions o;
+  try {
+    cli::apply_cost_model_arg(arg.toStdString(), o);
+  } catch (const std::exception& e) {
+    return QString::fromStdString(e.what());
+  }
+  replay_request_.options = std::move(o);
+  // A prediction made with the other costs is computed again when asked for.
+  if (replay_results_ && replay_results_->predicted) replay_results_.reset();
+  replay_->set_cost_model_text(tr("costs: %1").arg(qs(replay_request_.options.cost_model_source.empty()
+                                                          ? std::string("the trace's own fit")
+                                                          : replay_request_.options.cost_model_source)));
+  return {};
+}
+
+bool MainWindow::replay_current() const {
+  const auto current = session_->current();
+  if (!replay_results_ || !current || !replay_results_->model) return false;
+  const auto& w = replay_results_->what_ifs;
+  return replay_results_->model->trace_ptr() == current->trace &&
+         w.pipeline_degree == replay_request_.what_ifs.pipeline_degree && w.overlap == replay_request_.what_ifs.overlap;
+}
+
+void MainWindow::show_replay(bool on) {
+  const auto current = session_->current();
+  if (!current) return;
+  if (!on) {
+    view_->set_replay(nullptr);
+    view_->swap_model(current->model);
+    return;
+  }
+  replay_dock_->raise();
+  if (replay_current()) {
+    view_->swap_model(replay_results_->model);
+    view_->set_replay(replay_results_);
+    return;
+  }
+  statusBar()->showMessage(tr("Replaying the trace's execution graph…"));
+  session_->replay(replay_request_);
+}
+
+bool MainWindow::show_replay_blocking() {
+  if (!session_->current()) return false;
+  {
+    const QSignalBlocker block(replay_action_);
+    replay_action_->setChecked(true);
+  }
+  replay_dock_->raise();
+  const auto r = session_->replay_blocking(replay_request_);
+  return r && r->error.empty();
+}
+
+void MainWindow::on_replay(std::shared_ptr<const ReplayResults> r) {
+  replay_results_ = r;
+  replay_->set_results(r);
+  if (!r->error.empty()) {
+    statusBar()->showMessage(tr("The replay failed: %1").arg(qs(r->error)), 10000);
+    return;
+  }
+  statusBar()->showMessage(tr("Replayed in %1 s").arg(r->seconds, 0, 'f', 2), 5000);
+  if (replay_action_->isChecked() && view_->model() && r->model->trace_ptr() == view_->model()->trace_ptr()) {
+    view_->swap_model(r->model);
+    view_->set_replay(r);
+  }
 }
 
 // --- search ---------------------------------------------------------------------------

@@ -14,6 +14,7 @@
 
 #include "moetrace/gui/search.h"
 #include "panels.h"
+#include "replay_panel.h"
 #include "timeline_view.h"
 #include "trace_session.h"
 
@@ -44,6 +45,19 @@ class MainWindow : public QMainWindow {
   MemoryPanel* memory_panel() const { return memory_; }
   RecommendationsPanel* recommendations_panel() const { return recommendations_; }
   GpuQueuesPanel* gpu_queues_panel() const { return gpu_queues_; }
+  ReplayPanel* replay_panel() const { return replay_; }
+  // View > Show replay (checkable): the replayed tracks under each rank's
+  // streams, computed off the GUI thread the first time.
+  QAction* replay_action() const { return replay_action_; }
+  // The replay asked for: the what-ifs and where their costs come from.
+  const ReplayRequest& replay_request() const { return replay_request_; }
+  void set_replay_what_ifs(const analyzer::GraphWhatIfs& w);
+  // `moetrace-gui --cost-model`: a cost-model JSON file, a simulator preset or
+  // "fitted", as `moetrace replay --cost-model` takes it; the error, or "".
+  QString set_replay_cost_model(const QString& arg);
+  // Shows the replay, computed on this thread (screenshots, tests); false if it failed.
+  bool show_replay_blocking();
+  const std::shared_ptr<const ReplayResults>& replay_results() const { return replay_results_; }
   QLineEdit* search_field() const { return search_; }
   // The text of the error page (empty unless it shows).
   QString error_text() const;
@@ -75,6 +89,11 @@ class MainWindow : public QMainWindow {
   void on_loaded(std::shared_ptr<const LoadedTrace> t);
   void on_failed(const QString& path, const QString& message);
   void on_analyses(std::shared_ptr<const TraceAnalyses> a);
+  void on_replay(std::shared_ptr<const ReplayResults> r);
+  // Shows (computing it if needed) or hides the replayed tracks.
+  void show_replay(bool on);
+  // Whether replay_results_ answer replay_request_ on the trace shown.
+  bool replay_current() const;
   void run_search(bool forward);
   void go_to_hit(std::size_t i);
   QDockWidget* add_dock(const QString& title, QWidget* w, Qt::DockWidgetArea area);
@@ -102,6 +121,11 @@ class MainWindow : public QMainWindow {
   MemoryPanel* memory_;
   RecommendationsPanel* recommendations_;
   GpuQueuesPanel* gpu_queues_;
+  ReplayPanel* replay_;
+  QDockWidget* replay_dock_ = nullptr;
+  QAction* replay_action_ = nullptr;
+  ReplayRequest replay_request_;
+  std::shared_ptr<const ReplayResults> replay_results_;
   QDockWidget* range_dock_ = nullptr;
   QDockWidget* breakdown_dock_ = nullptr;
   QMenu* panels_menu_ = nullptr;

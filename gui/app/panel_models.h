@@ -22,6 +22,8 @@ enum PanelRole {
   kSplitRole,                     // QVariantList of doubles: the stacked-bar segments
   kTokensRole,                    // qint64: tokens of a heatmap cell (-1: no record)
   kSortRole,                      // a number to sort by
+  kRankRole,                      // int: the rank of a row (-1: none)
+  kIterationRole,                 // int: the iteration of a row (-1: none)
 };
 
 // Key/value rows of the selected item; section headings are bold.
@@ -106,22 +108,6 @@ class ExpertLoadModel : public QAbstractTableModel {
   std::shared_ptr<const ExpertLoadIndex> index_;
   ExpertLoadGrid grid_;
   int pos_ = 0;
-};
-
-class RecommendationsModel : public QAbstractTableModel {
-  Q_OBJECT
- public:
-  enum Column { kLayer, kSubject, kAction, kGain, kReplay, kEvidence, kColumns };
-  using QAbstractTableModel::QAbstractTableModel;
-  void set_data(std::optional<analyzer::Recommendations> d);
-  bool available() const { return d_.has_value(); }
-  int rowCount(const QModelIndex& parent = {}) const override;
-  int columnCount(const QModelIndex& parent = {}) const override;
-  QVariant data(const QModelIndex& index, int role) const override;
-  QVariant headerData(int section, Qt::Orientation o, int role) const override;
-
- private:
-  std::optional<analyzer::Recommendations> d_;
 };
 
 // GPU idle time, launch queues and kernel launches (analyzer::LaunchQueueAnalysis,

@@ -15,7 +15,6 @@
 #include "timeline_painter.h"
 
 namespace moetrace::gui {
-namespace {
 
 QTableView* make_table(QWidget* parent) {
   auto* v = new QTableView(parent);
@@ -29,7 +28,18 @@ QTableView* make_table(QWidget* parent) {
   return v;
 }
 
-}  // namespace
+QTableView* add_sorted_table(QTabWidget* tabs, QAbstractItemModel* model, const QString& title) {
+  auto* proxy = new QSortFilterProxyModel(tabs);
+  proxy->setSourceModel(model);
+  proxy->setSortRole(kSortRole);
+  auto* view = make_table(tabs);
+  view->setModel(proxy);
+  view->setSortingEnabled(true);
+  view->sortByColumn(-1, Qt::AscendingOrder);
+  view->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  tabs->addTab(view, title);
+  return view;
+}
 
 // --- PanelFrame -------------------------------------------------------------------
 
@@ -417,20 +427,10 @@ GpuQueuesPanel::GpuQueuesPanel(QWidget* parent) : PanelFrame(parent) {
   queues_ = new LaunchQueueModel(LaunchQueueModel::Table::kQueues, this);
   launches_ = new LaunchQueueModel(LaunchQueueModel::Table::kLaunches, this);
   tabs_ = new QTabWidget(this);
-  auto add = [this](QAbstractItemModel* m, const QString& title) {
-    auto* proxy = new QSortFilterProxyModel(this);
-    proxy->setSourceModel(m);
-    proxy->setSortRole(kSortRole);
-    auto* view = make_table(tabs_);
-    view->setModel(proxy);
-    view->setSortingEnabled(true);
-    view->sortByColumn(-1, Qt::AscendingOrder);  // the analysis's order (rank, stream) until a header is clicked
-    view->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-    tabs_->addTab(view, title);
-  };
-  add(idle_, tr("Idle time per stream"));
-  add(queues_, tr("Queue length per stream"));
-  add(launches_, tr("Kernel launches per rank"));
+  // In the analysis's order (rank, stream) until a header is clicked.
+  add_sorted_table(tabs_, idle_, tr("Idle time per stream"));
+  add_sorted_table(tabs_, queues_, tr("Queue length per stream"));
+  add_sorted_table(tabs_, launches_, tr("Kernel launches per rank"));
   set_content(tabs_);
   set_results(nullptr);
 }

@@ -21,9 +21,15 @@
 #include "moetrace/gui/time_axis.h"
 #include "moetrace/gui/timeline_model.h"
 #include "panel_models.h"
+#include "recommendations_model.h"
 
 namespace moetrace::gui {
 
+// A read-only table of whole-row selection, as every panel shows them.
+QTableView* make_table(QWidget* parent);
+// A tab of `tabs` with a table of `model` that sorts by kSortRole when a
+// header is clicked (the model's own order until then).
+QTableView* add_sorted_table(QTabWidget* tabs, QAbstractItemModel* model, const QString& title);
 
 // A message page and a content page.
 class PanelFrame : public QStackedWidget {

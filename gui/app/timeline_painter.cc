@@ -116,11 +116,15 @@ void TimelinePainter::paint(QPainter& p, const PaintInput& in) {
   // Rows: backgrounds alternate per group so ranks read as blocks.
   const auto rows = layout.rows_in(in.scroll_y, in.scroll_y + in.canvas.height());
   const QRgb header_bg = qRgb(0xE3, 0xE6, 0xEA), even_bg = qRgb(0xFB, 0xFB, 0xFC), odd_bg = qRgb(0xF2, 0xF4, 0xF7);
+  // Replayed (or predicted) tracks on a warm tint, so they never pass for measured ones.
+  const QRgb replayed_bg = qRgb(0xFB, 0xF3, 0xE4);
   double bottom = 0;
   for (int r : rows) {
     const auto& row = model.rows()[static_cast<std::size_t>(r)];
     raster.fill(0, row_top(r), cw, layout.height(r),
-                row.kind == RowKind::kRankHeader ? header_bg : (row.group % 2 ? odd_bg : even_bg));
+                row.kind == RowKind::kRankHeader ? header_bg
+                : row.replayed()                 ? replayed_bg
+                                                 : (row.group % 2 ? odd_bg : even_bg));
     bottom = std::max(bottom, row_top(r) + layout.height(r));
   }
   if (bottom < in.canvas.height()) raster.fill(0, bottom, cw, in.canvas.height() - bottom, qRgb(0xFF, 0xFF, 0xFF));

@@ -66,6 +66,7 @@ void TimelineView::set_model(std::shared_ptr<const TimelineModel> model) {
   if (watcher_->isRunning()) watcher_->waitForFinished();
   model_ = std::move(model);
   queues_.reset();
+  replay_.reset();
   shown_ = {};
   shown_model_ = nullptr;
   selected_ = {};
@@ -80,6 +81,30 @@ void TimelineView::set_model(std::shared_ptr<const TimelineModel> model) {
   relayout();
   if (model_) fit_all();
   update();
+}
+
+void TimelineView::swap_model(std::shared_ptr<const TimelineModel> model) {
+  if (!model_ || !model || model->trace_ptr() != model_->trace_ptr() ||
+      model->groups().size() != model_->groups().size()) {
+    set_model(std::move(model));
+    return;
+  }
+  if (watcher_->isRunning()) watcher_->waitForFinished();
+  // An item of a replayed trace means nothing in another one.
+  const bool same_replay = model->replayed_trace() == model_->replayed_trace();
+  model_ = std::move(model);
+  const bool keep = selected_.valid() && (same_replay || !is_replayed(selected_.source));
+  const auto place = keep ? model_->place_of(selected_) : std::nullopt;
+  if (place) {
+    selected_row_ = place->row;
+  } else if (selected_.valid()) {
+    selected_ = {};
+    selected_row_ = -1;
+    emit item_selected({});
+  }
+  relayout();
+  axis_updated();  // a prediction may end past the trace: the limits moved
+  prepare_now();   // no frame without the rows
 }
 
 void TimelineView::set_queue_tracks(std::shared_ptr<const QueueTracks> queues) {
@@ -347,11 +372,13 @@ void TimelineView::paint_overlays(QPainter& p, const QRect& canvas) {
     p.setBrush(Qt::NoBrush);
     for (int r : layout_->rows_in(scroll_y_, scroll_y_ + canvas.height())) {
       const auto& row = model_->rows()[static_cast<std::size_t>(r)];
-      if (row.kind != RowKind::kLayers) continue;
+      const bool layers = row.kind == RowKind::kLayers || row.items.source() == ItemSource::kReplayedSpan;
+      if (!layers) continue;
       auto [first, last] = model_->visible_range(row, axis_.t0_ns, axis_.t1_ns());
       for (std::size_t k = first; k < last && k < first + 10000; ++k) {
         const ItemRef item = model_->row_item(row, k);
-        if (model_->spans()[item.index].layer == highlighted_layer_)
+        const Span& span = model_->span(item);
+        if (span.level == SpanLevel::kLayer && span.layer == highlighted_layer_)
           p.drawRect(item_rect(r, item, canvas).adjusted(1, 1, -1, -1));
       }
     }
@@ -427,7 +454,8 @@ void TimelineView::render_gutter(QPainter& p, const QRect& canvas) {
     }
     if (row.label.empty()) continue;
     p.setFont(small);
-    p.setPen(QColor(0x30, 0x30, 0x30));
+    // Replayed tracks read apart from the measured ones (their rows are tinted too).
+    p.setPen(row.replayed() ? QColor(0x8A, 0x4B, 0x08) : QColor(0x30, 0x30, 0x30));
     QString text = QString::fromStdString(row.label);
     if (row.kind == RowKind::kMemory && row.counter >= 0)
       text += QStringLiteral(" (max ") +
@@ -436,7 +464,10 @@ void TimelineView::render_gutter(QPainter& p, const QRect& canvas) {
     if (row.kind == RowKind::kQueue && queues_)
       if (const CounterTrack* c = queues_->for_stream(row.stream))
         text += QStringLiteral(" (max %1)").arg(c->max_value());
-    const int indent = row.kind == RowKind::kActivities || row.is_counter() ? 16 : 24;
+    const int indent = row.kind == RowKind::kActivities || row.is_counter() ||
+                               (row.replayed() && measured_source(row.items.source()) == ItemSource::kActivity)
+                           ? 16
+                           : 24;
     p.drawText(QRect(indent, y, kGutterWidth - indent - 4, h), Qt::AlignVCenter | Qt::AlignLeft,
                fm_small.elidedText(text, Qt::ElideMiddle, kGutterWidth - indent - 4));
   }
@@ -543,12 +574,14 @@ QString TimelineView::tooltip_for(const Hit& hit) const {
                           QString::fromStdString(
                               format_duration(static_cast<double>(model_->item_end(item) - model_->item_start(item)))));
   html += QStringLiteral(" &middot; ") + QString::fromStdString(std::string(colour_class_name(model_->item_colour(item))));
-  if (item.source == ItemSource::kActivity) {
-    const auto& a = model_->trace().activities[item.index];
+  const ItemSource source = measured_source(item.source);
+  if (source == ItemSource::kActivity) {
+    const auto& t = model_->trace_of(item);
+    const auto& a = t.activities[item.index];
     if (a.type != analyzer::ActivityType::kKernel)
       html += QStringLiteral("<br>") + QString::fromStdString(format_bytes(static_cast<double>(a.bytes)));
     if (a.op >= 0) {
-      const auto& o = model_->trace().ops[static_cast<std::size_t>(a.op)];
+      const auto& o = t.ops[static_cast<std::size_t>(a.op)];
       html += QStringLiteral("<br>%1 &middot; layer %2 &middot; iteration %3")
                   .arg(QString::fromStdString(std::string(op_kind_name(o.kind))))
                   .arg(o.layer)
@@ -556,6 +589,11 @@ QString TimelineView::tooltip_for(const Hit& hit) const {
       if (o.chunk >= 0) html += QStringLiteral(" &middot; chunk %1").arg(o.chunk);
     }
   }
+  if (is_replayed(item.source) && replay_)
+    html += QStringLiteral("<br><i>%1</i>").arg(QString::fromStdString(replay_->label()).toHtmlEscaped());
+  if (source == ItemSource::kSpan && replay_)
+    if (const auto text = replay_->span_text(model_->span(item)); !text.empty())
+      html += QStringLiteral("<br>") + QString::fromStdString(text).toHtmlEscaped();
   if (hit.folded > 1)
     html += QStringLiteral("<br><i>%1 events folded here; zoom in (W) to separate them</i>").arg(hit.folded);
   return html;

@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "moetrace/gui/draw_list.h"
+#include "moetrace/gui/replay_results.h"
 #include "moetrace/gui/timeline_model.h"
 #include "timeline_painter.h"
 
@@ -39,6 +40,14 @@ class TimelineView : public QWidget {
   // of the model's trace; set_model drops them.
   void set_queue_tracks(std::shared_ptr<const QueueTracks> queues);
   const std::shared_ptr<const QueueTracks>& queue_tracks() const { return queues_; }
+  // A model of the same trace with other rows (the replayed tracks added or
+  // taken away, TimelineModel::with_replay): the time window, the collapsed
+  // ranks, the range, the queue rows and the selection (where the new model
+  // still shows it) stay. A model of another trace is set as set_model does.
+  void swap_model(std::shared_ptr<const TimelineModel> model);
+  // The replay whose numbers the span tooltips show (null: none).
+  void set_replay(std::shared_ptr<const ReplayResults> replay) { replay_ = std::move(replay); }
+  const std::shared_ptr<const ReplayResults>& replay() const { return replay_; }
   // View > Queue lengths: hides or shows every kQueue row.
   void set_queue_tracks_visible(bool visible);
   bool queue_tracks_visible() const { return show_queues_; }
@@ -122,6 +131,7 @@ class TimelineView : public QWidget {
 
   std::shared_ptr<const TimelineModel> model_;
   std::shared_ptr<const QueueTracks> queues_;
+  std::shared_ptr<const ReplayResults> replay_;
   bool show_queues_ = true;
   std::shared_ptr<const RowLayout> layout_;
   std::uint64_t layout_generation_ = 0;

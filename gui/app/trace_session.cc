@@ -28,14 +28,18 @@ QString message_of(const QString& path, const std::exception& e) {
 }  // namespace
 
 TraceSession::TraceSession(QObject* parent)
-    : QObject(parent), generation_(std::make_shared<std::atomic<std::uint64_t>>(0)) {
+    : QObject(parent),
+      generation_(std::make_shared<std::atomic<std::uint64_t>>(0)),
+      replay_generation_(std::make_shared<std::atomic<std::uint64_t>>(0)) {
   qRegisterMetaType<std::shared_ptr<const LoadedTrace>>();
   qRegisterMetaType<std::shared_ptr<const TraceAnalyses>>();
+  qRegisterMetaType<std::shared_ptr<const ReplayResults>>();
 }
 
 TraceSession::~TraceSession() {
   // Late results of running jobs find a newer generation and are dropped.
   generation_->fetch_add(1);
+  replay_generation_->fetch_add(1);
 }
 
 std::shared_ptr<const LoadedTrace> TraceSession::load(const QStringList& paths,
@@ -144,11 +148,47 @@ bool TraceSession::open_blocking(const QStringList& paths) {
   return true;
 }
 
+void TraceSession::replay(const ReplayRequest& request) {
+  if (!current_) return;
+  const std::uint64_t gen = generation_->load();
+  const std::uint64_t rgen = replay_generation_->fetch_add(1) + 1;
+  replaying_ = true;
+  emit replay_started();
+  QPointer<TraceSession> self(this);
+  auto generation = generation_;
+  auto replay_generation = replay_generation_;
+  auto model = current_->model;
+  (void)QtConcurrent::run([self, generation, replay_generation, gen, rgen, model, request] {
+    auto r = std::make_shared<const ReplayResults>(compute_replay(model, request));
+    if (generation->load() != gen || replay_generation->load() != rgen) return;
+    QMetaObject::invokeMethod(
+        QCoreApplication::instance(),
+        [self, generation, replay_generation, gen, rgen, r] {
+          if (!self || generation->load() != gen || replay_generation->load() != rgen) return;
+          self->replaying_ = false;
+          emit self->replay_ready(r);
+        },
+        Qt::QueuedConnection);
+  });
+}
+
+std::shared_ptr<const ReplayResults> TraceSession::replay_blocking(const ReplayRequest& request) {
+  if (!current_) return nullptr;
+  replay_generation_->fetch_add(1);  // drops a replay still running
+  emit replay_started();
+  auto r = std::make_shared<const ReplayResults>(compute_replay(current_->model, request));
+  replaying_ = false;
+  emit replay_ready(r);
+  return r;
+}
+
 void TraceSession::deliver_loaded(std::uint64_t gen, std::shared_ptr<const LoadedTrace> t, bool analyse_async) {
   if (generation_->load() != gen) return;
   loading_ = false;
   current_ = std::move(t);
   analyses_.reset();
+  replay_generation_->fetch_add(1);  // a replay of the previous trace is dropped
+  replaying_ = false;
   emit loaded(current_);
   if (analyse_async) start_analyses(gen);
 }

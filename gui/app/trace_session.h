@@ -2,7 +2,8 @@
 // the timeline model (the window can draw as soon as it is done); stage two
 // runs the analyzer's analyses (the breakdown among them) and builds the
 // expert-load index, and fills the panels when it finishes.
-// Opening another file while one loads discards the older result.
+// Opening another file while one loads discards the older result. The
+// trace's replay (replay_results.h) runs on request, off the GUI thread too.
 #pragma once
 
 #include <QObject>
@@ -16,6 +17,7 @@
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/gui/analysis_results.h"
 #include "moetrace/gui/expert_load_matrix.h"
+#include "moetrace/gui/replay_results.h"
 #include "moetrace/gui/timeline_model.h"
 
 namespace moetrace::gui {
@@ -57,6 +59,13 @@ class TraceSession : public QObject {
   const std::shared_ptr<const LoadedTrace>& current() const { return current_; }
   const std::shared_ptr<const TraceAnalyses>& analyses() const { return analyses_; }
 
+  // Replays the current trace (compute_replay) on the thread pool;
+  // replay_ready follows, unless another trace or a newer request came first.
+  void replay(const ReplayRequest& request);
+  // The same on the calling thread (screenshots, tests); null without a trace.
+  std::shared_ptr<const ReplayResults> replay_blocking(const ReplayRequest& request);
+  bool replaying() const { return replaying_; }
+
   // The two stages as plain functions; they throw moetrace::Error.
   static std::shared_ptr<const LoadedTrace> load(const QStringList& paths,
                                                  const std::function<void(std::string_view, double)>& progress);
@@ -68,6 +77,9 @@ class TraceSession : public QObject {
   void loaded(std::shared_ptr<const moetrace::gui::LoadedTrace> trace);
   void failed(const QString& path, const QString& message);
   void analyses_ready(std::shared_ptr<const moetrace::gui::TraceAnalyses> analyses);
+  void replay_started();
+  // Results of the current trace (a failure carries its error).
+  void replay_ready(std::shared_ptr<const moetrace::gui::ReplayResults> results);
 
  private:
   void deliver_loaded(std::uint64_t generation, std::shared_ptr<const LoadedTrace> t, bool analyse_async);
@@ -78,9 +90,12 @@ class TraceSession : public QObject {
   std::shared_ptr<const LoadedTrace> current_;
   std::shared_ptr<const TraceAnalyses> analyses_;
   bool loading_ = false;
+  std::shared_ptr<std::atomic<std::uint64_t>> replay_generation_;
+  bool replaying_ = false;
 };
 
 }  // namespace moetrace::gui
 
 Q_DECLARE_METATYPE(std::shared_ptr<const moetrace::gui::LoadedTrace>)
 Q_DECLARE_METATYPE(std::shared_ptr<const moetrace::gui::TraceAnalyses>)
+Q_DECLARE_METATYPE(std::shared_ptr<const moetrace::gui::ReplayResults>)

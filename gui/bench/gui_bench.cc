@@ -6,7 +6,11 @@
 // thread's part, widget render into an image: rows, labels, gutter, ruler).
 //
 //   gui_bench [--events N ...] [--trace PATH] [--dir DIR] [--keep]
-//             [--size WxH] [--frames N]
+//             [--size WxH] [--frames N] [--replay]
+//
+// --replay: then the trace's replay as View > Show replay computes it
+// (compute_replay: execution graph, replayed trace, the replayed tracks),
+// its time and memory, and frames with the replayed tracks shown.
 //
 // Without --trace it writes synthetic traces (moetrace_synthetic: 8 ranks,
 // 8 MoE layers, r = 4, kernels with API calls) of N events first. Target: a
@@ -43,6 +47,13 @@ double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std
 double thread_cpu_ms() {
   timespec t{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
+}
+
+// CPU time of the whole process, ms (work spread over threads).
+double process_cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
 }
 
@@ -115,7 +126,47 @@ void print_row(const char* what, const Frames& f) {
               cell(f.paint_cpu).c_str(), cell(total_cpu).c_str(), cell(f.paint).c_str(), cell(total).c_str());
 }
 
-int run(const std::string& path, int width, int height, int frames) {
+// The replay (View > Show replay) and frames with its tracks shown.
+void run_replay(gui::TimelineView& view, const std::shared_ptr<const gui::TimelineModel>& base, QImage& img,
+                int frames) {
+  const double rss0 = proc_status_mib("VmRSS:");
+  const auto t0 = Clock::now();
+  const double c0 = process_cpu_ms();
+  const auto r = gui::compute_replay(base, {});
+  const double wall_ms = ms_since(t0), cpu_ms = process_cpu_ms() - c0;
+  if (!r.error.empty()) {
+    std::printf("\n- replay: failed: %s\n", r.error.c_str());
+    return;
+  }
+  std::printf("\n- replay (compute_replay, as the viewer runs it off the GUI thread): %.2f s wall, %.2f s CPU of the "
+              "process; %lld graph "
+              "points, %lld edges; worst iteration error %.2f %%; +%zu rows; RSS %.0f -> %.0f MiB (the replayed "
+              "trace and the tracks' model; the graph is freed), peak %.0f MiB; timeline model with the tracks %.0f "
+              "MiB\n\n",
+              wall_ms / 1e3, cpu_ms / 1e3, static_cast<long long>(r.summary.nodes),
+              static_cast<long long>(r.summary.edges), 100 * r.summary.max_iteration_error,
+              r.model->rows().size() - base->rows().size(), rss0, proc_status_mib("VmRSS:"),
+              proc_status_mib("VmHWM:"), static_cast<double>(r.model->memory_bytes()) / 1048576.0);
+  view.swap_model(r.model);
+  const double start = static_cast<double>(base->start_ns()), span = static_cast<double>(base->end_ns()) - start;
+  const int canvas_w = view.canvas_rect().width();
+  std::printf("| view, replayed tracks shown | frames | prepare CPU | paint CPU | prepare + paint CPU | paint wall | "
+              "prepare + paint wall |\n|---|---:|---:|---:|---:|---:|---:|\n");
+  for (double zoom : {1.0, 100.0, 1e4}) {
+    const double window = span / zoom;
+    Frames f;
+    double t = start + span / 2 - window / 2 - frames / 2.0 * 0.1 * window;
+    for (int i = 0; i < frames; ++i, t += 0.1 * window) {
+      view.set_axis(gui::TimeAxis{t, window / canvas_w, canvas_w});
+      frame(view, img, f);
+    }
+    char what[96];
+    std::snprintf(what, sizeof what, "pan, window %s (1/%g of the trace)", gui::format_duration(window).c_str(), zoom);
+    print_row(what, f);
+  }
+}
+
+int run(const std::string& path, int width, int height, int frames, bool replay) {
   const double rss0 = proc_status_mib("VmRSS:");
   auto t0 = Clock::now();
   auto loaded = gui::TraceSession::load(QStringList{QString::fromStdString(path)}, {});
@@ -187,6 +238,7 @@ int run(const std::string& path, int width, int height, int frames) {
     }
     print_row("whole trace, repeated", f);
   }
+  if (replay) run_replay(view, loaded->model, img, frames);
   return 0;
 }
 
@@ -197,18 +249,20 @@ int main(int argc, char** argv) {
   std::vector<std::int64_t> sizes;
   std::vector<std::string> traces;
   std::string dir = std::filesystem::temp_directory_path().string();
-  bool keep = false;
+  bool keep = false, replay = false;
   int width = 1920, height = 1080, frames = 40;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--events") && i + 1 < argc) sizes.push_back(std::stoll(argv[++i]));
     else if (!std::strcmp(argv[i], "--trace") && i + 1 < argc) traces.push_back(argv[++i]);
     else if (!std::strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
     else if (!std::strcmp(argv[i], "--keep")) keep = true;
+    else if (!std::strcmp(argv[i], "--replay")) replay = true;
     else if (!std::strcmp(argv[i], "--frames") && i + 1 < argc) frames = std::max(1, std::atoi(argv[++i]));
     else if (!std::strcmp(argv[i], "--size") && i + 1 < argc && std::sscanf(argv[i + 1], "%dx%d", &width, &height) == 2) ++i;
     else {
       std::fprintf(stderr,
-                   "usage: gui_bench [--events N ...] [--trace PATH ...] [--dir DIR] [--keep] [--size WxH] [--frames N]\n");
+                   "usage: gui_bench [--events N ...] [--trace PATH ...] [--dir DIR] [--keep] [--size WxH] [--frames N] "
+                   "[--replay]\n");
       return 2;
     }
   }
@@ -216,7 +270,7 @@ int main(int argc, char** argv) {
   QApplication app(argc, argv);
   std::printf("gui_bench on %s, %u hardware threads\n", cpu_model().c_str(), std::thread::hardware_concurrency());
   try {
-    for (const auto& t : traces) run(t, width, height, frames);
+    for (const auto& t : traces) run(t, width, height, frames, replay);
     for (const auto n : sizes) {
       synthetic::SyntheticConfig c;
       c.ranks = 8;
@@ -228,7 +282,7 @@ int main(int argc, char** argv) {
         const auto w = synthetic::write_synthetic_trace(path, c);
         std::printf("\n(wrote %s: %lld events in %.1f s)\n", path.c_str(), static_cast<long long>(w.events), w.seconds);
       }
-      run(path, width, height, frames);
+      run(path, width, height, frames, replay);
       if (!keep) std::filesystem::remove(path);
     }
   } catch (const std::exception& e) {

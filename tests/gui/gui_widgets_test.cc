@@ -18,6 +18,7 @@
 #include <fstream>
 
 #include "fixture_trace.h"
+#include "widget_helpers.h"
 #include "text_trace.h"
 #include "main_window.h"
 #include "moetrace/analyzer/breakdown.h"
@@ -35,17 +36,9 @@
 using namespace moetrace;
 using namespace moetrace::gui;
 using moetrace::gui::testing::us;
+using namespace moetrace::gui::testing;
 
 namespace {
-
-QString fixture_path() {
-  static const QString path = [] {
-    const auto p = moetrace::gui::testing::temp_path("widgets_fixture.db");
-    moetrace::gui::testing::write_fixture_trace(p);
-    return QString::fromStdString(p);
-  }();
-  return path;
-}
 
 // The message the analyzer (and so the CLI) gives for a file.
 QString analyzer_message(const QString& path) {
@@ -57,40 +50,10 @@ QString analyzer_message(const QString& path) {
   return {};
 }
 
-int find_row(const TimelineModel& m, RankId rank, RowKind kind, const char* role) {
-  for (std::size_t i = 0; i < m.rows().size(); ++i) {
-    const auto& r = m.rows()[i];
-    if (r.rank == rank && r.kind == kind && r.sub_row == 0 && r.stream >= 0 &&
-        m.trace().streams[static_cast<std::size_t>(r.stream)].role == role)
-      return static_cast<int>(i);
-  }
-  return -1;
-}
-
 }  // namespace
 
 class GuiWidgetsTest : public QObject {
   Q_OBJECT
-
- private:
-  std::unique_ptr<MainWindow> loaded_window() {
-    auto w = std::make_unique<MainWindow>();
-    w->resize(1400, 900);
-    w->show();
-    QCoreApplication::processEvents();
-    if (!w->open_blocking(fixture_path())) return nullptr;
-    QCoreApplication::processEvents();
-    w->timeline()->prepare_now();
-    return w;
-  }
-
-  // Centre of the item at time t in a row, in timeline widget pixels.
-  static QPoint point_of(TimelineView* v, int row, double t_ns) {
-    const QRect c = v->canvas_rect();
-    const int x = c.left() + static_cast<int>(v->axis().x(t_ns));
-    const int y = c.top() + v->layout().y(row) - v->scroll_y() + v->layout().height(row) / 2;
-    return {x, y};
-  }
 
  private slots:
   void item_models_pass_the_model_tester() {
@@ -164,9 +127,13 @@ class GuiWidgetsTest : public QObject {
     recs.set_data(d);
     QCOMPARE(recs.rowCount(), 2);
     QCOMPARE(recs.index(0, RecommendationsModel::kGain).data().toString(), QStringLiteral("12.0 %"));
-    QCOMPARE(recs.index(0, RecommendationsModel::kReplay).data().toString(),
-             QStringLiteral("30.000 ms replayed vs 40.000 ms measured (-25.0 %): unreliable, the all-to-all term is off"));
-    QCOMPARE(recs.index(1, RecommendationsModel::kReplay).data().toString(), QStringLiteral("\u2014"));
+    // The preset replay (the trace's configuration simulated); the trace's
+    // own replay: gui_replay_widgets_test.cc.
+    QCOMPARE(recs.index(0, RecommendationsModel::kMeasured).data().toString(), QStringLiteral("40.0 ms"));
+    QCOMPARE(recs.index(0, RecommendationsModel::kReplayed).data().toString(),
+             QStringLiteral("30.0 ms simulated (-25.00 %): unreliable, the all-to-all term is off"));
+    QCOMPARE(recs.index(0, RecommendationsModel::kPredicted).data().toString(), QStringLiteral("\u2014"));
+    QCOMPARE(recs.index(1, RecommendationsModel::kReplayed).data().toString(), QStringLiteral("\u2014"));
     QCOMPARE(recs.index(0, 0).data(kLayerRole).toInt(), 1);
     recs.set_data(std::nullopt);
   }

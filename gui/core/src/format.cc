@@ -88,6 +88,11 @@ std::string format_percent(double fraction) {
   return printf_string("%.1f %s", fraction * 100, "%");
 }
 
+std::string format_change(double fraction) {
+  if (!std::isfinite(fraction)) return "?";
+  return printf_string("%+.2f %s", fraction * 100, "%");
+}
+
 std::optional<double> parse_duration(std::string_view text) {
   std::string t(text);
   auto trim = [](std::string& s) {

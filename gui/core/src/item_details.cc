@@ -64,10 +64,30 @@ void add_op_coordinates(Writer& w, const analyzer::OpRange& o) {
   w.add("Phase", std::string(phase_name(o.phase)));
 }
 
-void describe_activity(Writer& w, const TimelineModel& m, std::uint32_t i) {
+// Where an item of the replayed tracks comes from, and for a GPU activity
+// where the measured trace has it (same rank and correlation id).
+void add_replay_origin(Writer& w, const TimelineModel& m, ItemRef ref) {
+  if (!is_replayed(ref.source)) return;
+  w.add("Timeline", m.replay_label() == "predicted"
+                        ? "predicted: the trace's execution graph after the what-if"
+                        : "replayed: the trace's execution graph with the measured durations");
+  if (ref.source != ItemSource::kReplayedActivity) return;
+  const auto& a = m.trace_of(ref).activities[ref.index];
+  if (a.correlation_id == 0) return;
   const auto& t = m.trace();
-  const auto& a = t.activities[i];
-  const ItemRef ref{ItemSource::kActivity, i};
+  for (std::uint32_t i = 0; i < t.activities.size(); ++i) {
+    const auto& b = t.activities[i];
+    if (b.rank != a.rank || b.correlation_id != a.correlation_id || b.stream != a.stream) continue;
+    w.add("Measured start", format_timestamp(static_cast<double>(b.start_ns - m.start_ns())));
+    w.add("Measured duration", format_duration(static_cast<double>(b.duration())));
+    return;
+  }
+}
+
+void describe_activity(Writer& w, const TimelineModel& m, ItemRef ref) {
+  const auto& t = m.trace_of(ref);
+  const auto& a = t.activities[ref.index];
+  const ItemSource op_source = is_replayed(ref.source) ? ItemSource::kReplayedOp : ItemSource::kOp;
   w.add("Name", m.item_name(ref));
   w.add("Type", a.type == analyzer::ActivityType::kKernel   ? "kernel"
                 : a.type == analyzer::ActivityType::kMemcpy ? "memcpy"
@@ -95,7 +115,7 @@ void describe_activity(Writer& w, const TimelineModel& m, std::uint32_t i) {
   if (a.op >= 0 && static_cast<std::size_t>(a.op) < t.ops.size()) {
     const auto& o = t.ops[static_cast<std::size_t>(a.op)];
     w.heading("Launched by op");
-    w.add("Op", m.item_label({ItemSource::kOp, static_cast<std::uint32_t>(a.op)}));
+    w.add("Op", m.item_label({op_source, static_cast<std::uint32_t>(a.op)}));
     w.add("Op id", std::to_string(o.id.value));
     add_op_coordinates(w, o);
   } else {
@@ -119,10 +139,12 @@ void describe_activity(Writer& w, const TimelineModel& m, std::uint32_t i) {
   }
 }
 
-void describe_op(Writer& w, const TimelineModel& m, std::uint32_t i) {
-  const auto& t = m.trace();
+void describe_op(Writer& w, const TimelineModel& m, ItemRef ref) {
+  const auto& t = m.trace_of(ref);
+  const auto i = ref.index;
   const auto& o = t.ops[i];
-  w.add("Name", m.item_name({ItemSource::kOp, i}));
+  const ItemSource activity_source = is_replayed(ref.source) ? ItemSource::kReplayedActivity : ItemSource::kActivity;
+  w.add("Name", m.item_name(ref));
   w.add("Op id", std::to_string(o.id.value));
   add_op_coordinates(w, o);
   add_time(w, m, o.start_ns, o.end_ns);
@@ -141,7 +163,7 @@ void describe_op(Writer& w, const TimelineModel& m, std::uint32_t i) {
   // GPU work of the op: activities of its rank inside its range that name it.
   std::int64_t count = 0, busy = 0;
   for (const auto& row : m.rows()) {
-    if (row.kind != RowKind::kActivities || row.rank != o.rank) continue;
+    if (row.items.source() != activity_source || row.rank != o.rank) continue;
     auto [first, last] = m.visible_range(row, static_cast<double>(o.start_ns), static_cast<double>(o.end_ns));
     for (std::size_t p = first; p < last; ++p) {
       const auto& a = t.activities[row.items[p]];
@@ -153,15 +175,16 @@ void describe_op(Writer& w, const TimelineModel& m, std::uint32_t i) {
   }
   w.heading("GPU activities");
   if (count == 0) {
-    w.add("Activities", m.op_has_activity(i) ? "outside the op range" : "none attributed (its own range counts)");
+    const bool has = is_replayed(ref.source) ? false : m.op_has_activity(i);
+    w.add("Activities", has ? "outside the op range" : "none attributed (its own range counts)");
   } else {
     w.add("Activities", format_count(count));
     w.add("Activity time", format_duration(static_cast<double>(busy)));
   }
 }
 
-void describe_span(Writer& w, const TimelineModel& m, std::uint32_t i) {
-  const auto& s = m.spans()[i];
+void describe_span(Writer& w, const TimelineModel& m, ItemRef ref) {
+  const auto& s = m.span(ref);
   w.add("Span", s.level == SpanLevel::kIteration ? "iteration" : s.level == SpanLevel::kLayer ? "MoE layer" : "chunk");
   w.add("Rank", std::to_string(s.rank.value));
   w.coord("Iteration", s.iteration);
@@ -242,15 +265,22 @@ void describe_nvtx(Writer& w, const TimelineModel& m, std::uint32_t i) {
 std::vector<DetailField> describe_item(const TimelineModel& model, ItemRef item) {
   std::vector<DetailField> f;
   Writer w(f);
+  if (is_replayed(item.source) && !model.replayed_trace()) return f;
+  const auto& t = model.trace_of(item);
   switch (item.source) {
     case ItemSource::kActivity:
-      if (item.index < model.trace().activities.size()) describe_activity(w, model, item.index);
+    case ItemSource::kReplayedActivity:
+      if (item.index < t.activities.size()) describe_activity(w, model, item);
       break;
     case ItemSource::kOp:
-      if (item.index < model.trace().ops.size()) describe_op(w, model, item.index);
+    case ItemSource::kReplayedOp:
+      if (item.index < t.ops.size()) describe_op(w, model, item);
       break;
     case ItemSource::kSpan:
-      if (item.index < model.spans().size()) describe_span(w, model, item.index);
+      if (item.index < model.spans().size()) describe_span(w, model, item);
+      break;
+    case ItemSource::kReplayedSpan:
+      if (item.index < model.replayed_spans().size()) describe_span(w, model, item);
       break;
     case ItemSource::kApiCall:
       if (item.index < model.trace().api_calls.size()) describe_api_call(w, model, item.index);
@@ -260,6 +290,7 @@ std::vector<DetailField> describe_item(const TimelineModel& model, ItemRef item)
       break;
     case ItemSource::kNone: break;
   }
+  add_replay_origin(w, model, item);
   return f;
 }
 

@@ -22,6 +22,9 @@ std::string format_bytes(double bytes);
 std::string format_count(std::int64_t n);
 // "12.3 %" from a fraction.
 std::string format_percent(double fraction);
+// A signed relative difference, as `moetrace replay` prints its errors:
+// "+2.29 %", "-0.66 %".
+std::string format_change(double fraction);
 // A duration typed by a user: "1500", "250ns", "12.5us", "12.5\u00B5s", "3ms",
 // "1.5 s" (no unit: ns). nullopt where it is not one.
 std::optional<double> parse_duration(std::string_view text);

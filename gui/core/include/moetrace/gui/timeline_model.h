@@ -5,6 +5,13 @@
 // (packed so that items of one row never overlap), and each row's
 // level-of-detail pyramid. Built once per trace off the GUI thread and then
 // only read, from any thread; the GUI never owns data (as Tracy's Worker).
+//
+// A model may also show the trace's replay (analyzer exec_graph.h: the trace
+// replayed from its execution graph, or predicted after a what-if): the same
+// stream tracks, and iteration and layer spans, of the replayed trace, under
+// each rank's stream tracks (TimelineModel::with_replay). Their items are
+// ItemSource::kReplayed*, indices into the replayed trace, on rows of kind
+// RowKind::kReplayed.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +31,17 @@
 namespace moetrace::gui {
 
 // Where a row's items live.
-enum class ItemSource : std::uint8_t { kNone, kActivity, kOp, kSpan, kApiCall, kNvtx };
+// The kReplayed* sources index the replayed trace (and its spans), whose
+// activities and ops are in an order of their own.
+enum class ItemSource : std::uint8_t {
+  kNone, kActivity, kOp, kSpan, kApiCall, kNvtx,
+  kReplayedActivity, kReplayedOp, kReplayedSpan,
+};
+inline bool is_replayed(ItemSource s) {
+  return s == ItemSource::kReplayedActivity || s == ItemSource::kReplayedOp || s == ItemSource::kReplayedSpan;
+}
+// kReplayedActivity -> kActivity, ...; the measured sources map to themselves.
+ItemSource measured_source(ItemSource s);
 
 enum class SpanLevel : std::uint8_t { kIteration, kLayer, kChunk };
 
@@ -46,6 +63,9 @@ enum class RowKind : std::uint8_t {
   // row is in the model from the start; its values come with the analyses,
   // and RowLayout shows it only once a stream has them.
   kQueue,
+  // A track of the replayed trace (with_replay): its iteration or layer
+  // spans, or one stream's op ranges or kernels; the row's source says which.
+  kReplayed,
 };
 
 // The items of a row, as positions into the trace's arrays (or the model's
@@ -86,6 +106,7 @@ struct Row {
   LodPyramid lod;
   std::int32_t counter = -1;  // kMemory: index into TimelineModel::counters
   bool is_counter() const { return kind == RowKind::kMemory || kind == RowKind::kQueue; }
+  bool replayed() const { return kind == RowKind::kReplayed; }
 };
 
 struct RankGroup {
@@ -113,10 +134,30 @@ struct BuildOptions {
   std::function<void(std::string_view stage, double fraction)> progress;
 };
 
+// The tracks with_replay adds under each rank's stream tracks.
+struct ReplayRowOptions {
+  // Leads every label: "replayed" (the execution graph with the measured
+  // durations) or "predicted" (after a what-if).
+  std::string prefix = "replayed";
+  bool span_rows = true;   // the replayed iterations and MoE layers
+  bool op_rows = true;     // per stream, its op ranges
+  int max_sub_rows = 16;
+  unsigned threads = 0;    // for the pyramids; 0: hardware concurrency
+};
+
 class TimelineModel {
  public:
   static std::shared_ptr<const TimelineModel> build(std::shared_ptr<const analyzer::Trace> trace,
                                                     const BuildOptions& options = {});
+  // `base` with the tracks of `replayed` (a copy of base's trace at other
+  // times: analyzer::replayed_trace) added under each rank's stream tracks:
+  // a row of its iterations and of its layers, then per stream of the rank
+  // (in base's order) its op ranges and its kernels or copies. base's own
+  // rows, items and spans are unchanged, so its ItemRefs stay valid. Throws
+  // std::invalid_argument where `replayed` has other streams than base's trace.
+  static std::shared_ptr<const TimelineModel> with_replay(const TimelineModel& base,
+                                                          std::shared_ptr<const analyzer::Trace> replayed,
+                                                          const ReplayRowOptions& options = {});
 
   const analyzer::Trace& trace() const { return *trace_; }
   const std::shared_ptr<const analyzer::Trace>& trace_ptr() const { return trace_; }
@@ -124,6 +165,14 @@ class TimelineModel {
   std::span<const RankGroup> groups() const { return groups_; }
   std::span<const Span> spans() const { return spans_; }
   std::span<const CounterTrack> counters() const { return counters_; }
+  // The replayed trace shown (with_replay), or null.
+  const analyzer::Trace* replayed_trace() const { return replayed_.get(); }
+  std::span<const Span> replayed_spans() const { return replayed_spans_; }
+  const std::string& replay_label() const { return replay_label_; }
+  // The trace an item indexes: the replayed one for the kReplayed* sources.
+  const analyzer::Trace& trace_of(ItemRef r) const { return is_replayed(r.source) && replayed_ ? *replayed_ : *trace_; }
+  // The span of a kSpan or kReplayedSpan item.
+  const Span& span(ItemRef r) const { return r.source == ItemSource::kReplayedSpan ? replayed_spans_[r.index] : spans_[r.index]; }
   // Extent of everything drawn; end > start always.
   std::int64_t start_ns() const { return start_ns_; }
   std::int64_t end_ns() const { return end_ns_; }
@@ -162,7 +211,13 @@ class TimelineModel {
   std::vector<bool> op_has_activity_;
   std::vector<ColourClass> activity_colour_;
   std::int64_t start_ns_ = 0, end_ns_ = 1;
+  // with_replay: the replayed trace, its spans and its activities' colours.
+  std::shared_ptr<const analyzer::Trace> replayed_;
+  std::vector<Span> replayed_spans_;
+  std::vector<ColourClass> replayed_activity_colour_;
+  std::string replay_label_;
   friend class TimelineModelBuilder;
+  friend class ReplayRowsBuilder;
 };
 
 // Vertical placement of rows given which rank groups are collapsed (a
