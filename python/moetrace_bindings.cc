@@ -268,7 +268,7 @@ class Run {
       t.put("max_window_ns", l.max_window_ns);
       t.put("slowest_rank", l.slowest_rank);
       t.put("forward_window_ns", l.forward.window_ns);
-      t.put("backward_window_ns", l.backward.window_ns);
+      if (!b.forward_only()) t.put("backward_window_ns", l.backward.window_ns);
       put_split(t, l.total);
       t.end_row();
     }

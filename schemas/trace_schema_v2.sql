@@ -159,7 +159,11 @@ CREATE TABLE sync_events (
   start_ns       INTEGER NOT NULL,
   end_ns         INTEGER NOT NULL,
   kind           INTEGER NOT NULL,
-  correlation_id INTEGER
+  correlation_id INTEGER,
+  -- An event wait: the stream that recorded the event waited for and the
+  -- correlation id of that cudaEventRecord call (added within version 2).
+  wait_stream_id              INTEGER,
+  event_record_correlation_id INTEGER
 );
 
 CREATE TABLE overhead (

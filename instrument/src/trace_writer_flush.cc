@@ -287,6 +287,8 @@ void TraceWriter::write_batch(Pending& b) {
     st.bind(o + 4, r.end_ns);
     st.bind(o + 5, std::int64_t{r.kind});
     corr(st, o + 6, r.correlation_id);
+    st.bind_id(o + 7, r.wait_stream.value);
+    corr(st, o + 8, r.event_record_correlation_id);
   });
   s.overhead.insert(b.overheads, [](Statement& st, int o, const OverheadRecord& r) {
     st.bind(o + 1, std::int64_t{r.rank.value});

@@ -83,7 +83,7 @@ _LAYERS = _columns(
     ("max_window_ns", "the slowest rank-iteration's window"),
     ("slowest_rank", "the rank of that window"),
     ("forward_window_ns", "forward windows, summed over ranks and iterations"),
-    ("backward_window_ns", "backward windows, summed over ranks and iterations"),
+    ("backward_window_ns", "backward windows, summed over ranks and iterations (absent in a forward-only run)"),
     *_SPLIT,
 )
 

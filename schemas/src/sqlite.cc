@@ -79,6 +79,13 @@ bool Database::has_table(std::string_view name) {
   return st.step();
 }
 
+bool Database::has_column(std::string_view table, std::string_view column) {
+  Statement st(*this, "SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2");
+  st.bind(1, table);
+  st.bind(2, column);
+  return st.step();
+}
+
 Statement::Statement(Database& db, std::string_view sql) : db_(&db) {
   if (sqlite3_prepare_v2(db.handle(), sql.data(), static_cast<int>(sql.size()), &stmt_, nullptr) !=
       SQLITE_OK)

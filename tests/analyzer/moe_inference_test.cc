@@ -139,6 +139,15 @@ TEST_P(DecodeSteps, StepsAreIterationsOfTheirLayersForwardOnly) {
   analyzer::write_text_report(text, t, analyzer::analyze(t), analyzer::ReportOptions{});
   EXPECT_NE(text.str().find("1 of 8 ranks"), std::string::npos);
   EXPECT_NE(text.str().find("forward only"), std::string::npos);
+  // The JSON says so too and has no backward split to mislead with zeros.
+  EXPECT_TRUE(b.forward_only());
+  const auto j = analyzer::report_json(t, analyzer::analyze(t), analyzer::ReportOptions{});
+  EXPECT_TRUE(j["breakdown"]["forward_only"].get<bool>());
+  ASSERT_EQ(j["breakdown"]["layers"].size(), 2u);
+  for (const auto& l : j["breakdown"]["layers"]) {
+    EXPECT_TRUE(l.contains("forward"));
+    EXPECT_FALSE(l.contains("backward"));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, DecodeSteps, ::testing::ValuesIn(kEngines),

@@ -304,9 +304,15 @@ TEST(Cli, ImportedKinetoTraceClassifiesItsNcclKernels) {
   EXPECT_FALSE(j["recognition"]["moe"].get<bool>());
   EXPECT_FALSE(j["recognition"]["missing"].empty());
   EXPECT_FALSE(j["recognition"]["unclassified_kernels"].empty());
+  // The empty layer table is left out, with the reason.
+  EXPECT_TRUE(j["breakdown"]["layers"].empty());
+  EXPECT_NE(j["breakdown"]["no_layers_reason"].get<std::string>().find("no range or kernel matched an MoE rule"),
+            std::string::npos);
   r = run_cli("report " + db);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("no MoE layer in the trace"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no MoE layer in the trace: no range or kernel matched an MoE rule"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("Per MoE layer"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("MoE layers (per-layer breakdown"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("No expert load in the trace."), std::string::npos) << r.out;
 }

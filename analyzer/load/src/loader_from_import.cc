@@ -152,7 +152,8 @@ void TraceLoader::take_imported() {
                                   c.return_code});
     sort_api_calls();
     for (const auto& e : in.sync_events)
-      trace_.sync_events.push_back({e.start_ns, e.end_ns, e.correlation_id, e.stream, e.rank, e.kind});
+      trace_.sync_events.push_back(
+          {e.start_ns, e.end_ns, e.correlation_id, e.stream, e.rank, e.kind, e.wait_stream, e.event_record_correlation_id});
     sort_sync_events();
   }
   if (options_.nvtx) {

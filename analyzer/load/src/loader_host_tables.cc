@@ -52,7 +52,11 @@ void TraceLoader::load_api_calls() {
 
 void TraceLoader::load_sync_events() {
   if (!db_.has_table("sync_events")) return;
-  auto st = db_.prepare("SELECT rank, stream_id, start_ns, end_ns, kind, correlation_id FROM sync_events");
+  // The event waits' columns were added within version 2: older traces lack them.
+  const bool waits = db_.has_column("sync_events", "event_record_correlation_id");
+  auto st = db_.prepare(waits ? "SELECT rank, stream_id, start_ns, end_ns, kind, correlation_id, wait_stream_id, "
+                                "event_record_correlation_id FROM sync_events"
+                              : "SELECT rank, stream_id, start_ns, end_ns, kind, correlation_id FROM sync_events");
   while (st.step()) {
     SyncEvent e;
     e.rank = checked_rank(st.int64(0), "sync_events");
@@ -62,6 +66,10 @@ void TraceLoader::load_sync_events() {
     if (e.end_ns < e.start_ns) continue;
     e.kind = static_cast<std::int32_t>(st.int64(4));
     e.correlation_id = st.int64_or(5, 0);
+    if (waits) {
+      e.wait_stream = StreamId(static_cast<std::int32_t>(st.int64_or(6, -1)));
+      e.event_record_correlation_id = st.int64_or(7, 0);
+    }
     trace_.sync_events.push_back(e);
   }
   sort_sync_events();

@@ -76,13 +76,11 @@ Trace replayed_trace(const Trace& trace, const ExecGraph& g, const std::vector<s
     c.end_ns = at(times, g.api_end[i], c.end_ns);
     c.start_ns = s;
   }
-  // Activities at their replayed times; those a what-if took out are
-  // dropped and its added tasks joined, then the tracks sorted again.
+  // Activities at their replayed times, a what-if's added tasks joined,
+  // then the tracks sorted again.
   std::vector<Activity> acts;
   acts.reserve(r.activities.size() + g.added.size());
-  const bool any_removed = !g.removed.empty();
   for (std::size_t i = 0; i < r.activities.size(); ++i) {
-    if (any_removed && i < g.removed.size() && g.removed[i]) continue;
     auto a = r.activities[i];
     if (i < g.activity_start.size()) {
       a.start_ns = at(times, g.activity_start[i], a.start_ns);

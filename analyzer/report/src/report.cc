@@ -63,7 +63,7 @@ nlohmann::json time_split_json(const TimeSplit& t) {
   };
 }
 
-nlohmann::json breakdown_json(const Breakdown& b, const ReportOptions& options) {
+nlohmann::json breakdown_json(const Trace& trace, const Breakdown& b, const ReportOptions& options) {
   nlohmann::json j;
   j["has_op_ranges"] = b.has_op_ranges;
   j["summary"] = {
@@ -76,9 +76,12 @@ nlohmann::json breakdown_json(const Breakdown& b, const ReportOptions& options) 
       {"all_reduce_share_of_iteration", b.all_reduce_share_of_iteration()},
       {"iterations", b.iterations.size()},
   };
+  // A forward-only run (inference, evaluation) has no backward split.
+  j["forward_only"] = b.forward_only();
+  if (b.has_op_ranges && b.layers.empty()) j["no_layers_reason"] = report_detail::no_moe_layer_reason(trace);
   auto& layers = j["layers"] = nlohmann::json::array();
-  for (const auto& l : b.layers)
-    layers.push_back({
+  for (const auto& l : b.layers) {
+    nlohmann::json row = {
         {"layer", l.layer},
         {"ranks", l.ranks},
         {"iterations", l.iterations},
@@ -87,8 +90,10 @@ nlohmann::json breakdown_json(const Breakdown& b, const ReportOptions& options) 
         {"slowest_rank", l.slowest_rank},
         {"total", time_split_json(l.total)},
         {"forward", time_split_json(l.forward)},
-        {"backward", time_split_json(l.backward)},
-    });
+    };
+    if (!b.forward_only()) row["backward"] = time_split_json(l.backward);
+    layers.push_back(std::move(row));
+  }
   j["rank_window"] = {{"name", rank_window_name(b.rank_window)},
                       {"description", rank_window_description(b.rank_window)}};
   auto& ranks = j["ranks"] = nlohmann::json::array();
@@ -338,7 +343,7 @@ nlohmann::json report_json(const Trace& trace, const Analyses& a, const ReportOp
       {"projection", projection_json(trace.projection)},
       {"recognition", report_detail::recognition_json(trace, a)},
       {"nvtx", nvtx_json(a.nvtx)},
-      {"breakdown", breakdown_json(a.breakdown, options)},
+      {"breakdown", breakdown_json(trace, a.breakdown, options)},
       {"launch_queue", launch_queue_json(a.launch_queue, options)},
       {"critical_path", critical_path_json(a.critical_path, a.critical_path_across_ranks, a.critical_path_window)},
       {"memory", memory_json(a.memory, options)},
@@ -375,7 +380,7 @@ void write_text_report(std::ostream& out, const Trace& trace, const Analyses& a,
                      run.simulated ? " (simulated)" : "", run.variant.empty() ? "-" : run.variant,
                      report_detail::ranks_recorded(trace), run.finalized ? "" : "  [not finalized: the writer did not close]");
   for (const auto& w : run_warnings(run)) out << "warning: " << w << "\n";
-  report_detail::render_text(out, report_detail::breakdown_section(b, options));
+  report_detail::render_text(out, report_detail::breakdown_section(trace, b, options));
   for (const auto& s : report_detail::analysis_sections(trace, a, options)) report_detail::render_text(out, s);
 }
 
@@ -388,7 +393,7 @@ void write_markdown_report(std::ostream& out, const Trace& trace, const Analyses
                      run.variant.empty() ? "-" : run.variant, report_detail::ranks_recorded(trace),
                      run.finalized ? "" : " Not finalized: the writer did not close.");
   for (const auto& w : run_warnings(run)) out << "\n**Warning:** " << w << "\n";
-  report_detail::render_markdown(out, report_detail::breakdown_section(a.breakdown, options));
+  report_detail::render_markdown(out, report_detail::breakdown_section(trace, a.breakdown, options));
   for (const auto& s : report_detail::analysis_sections(trace, a, options)) report_detail::render_markdown(out, s);
 }
 

@@ -313,7 +313,7 @@ void write_html_report(std::ostream& out, const Trace& trace, const Analyses& a,
   out << "<nav><a href=\"#breakdown\">breakdown</a>";
   for (const auto& s : sections) out << "<a href=\"#" << esc(s.id) << "\">" << esc(s.id) << "</a>";
   out << "</nav>\n";
-  write_section(out, report_detail::breakdown_section(a.breakdown, options), breakdown_plot(a.breakdown));
+  write_section(out, report_detail::breakdown_section(trace, a.breakdown, options), breakdown_plot(a.breakdown));
   for (const auto& s : sections) {
     std::string plot;
     if (s.id == "memory") plot = memory_plot(a.memory, options);

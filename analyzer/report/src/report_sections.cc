@@ -354,7 +354,17 @@ Section fitted_models_section(const CostModel& m, const std::string& not_compute
   return s;
 }
 
-std::vector<std::string> breakdown_summary(const Breakdown& b) {
+std::string no_moe_layer_reason(const Trace& trace) {
+  const auto& r = trace.recognition;
+  if (!r.ran) return "no op range of the trace belongs to an MoE layer";
+  if (!r.moe)
+    return "no range or kernel matched an MoE rule (expert GEMM, router, dispatch or combine); a --moe-rules file "
+           "can name the job's own (the largest kernels no rule classifies are listed below)";
+  return "MoE work was recognised but no layer instance formed around it (no expert computation between a router "
+         "and its combine)";
+}
+
+std::vector<std::string> breakdown_summary(const Trace& trace, const Breakdown& b) {
   std::vector<std::string> lines;
   if (!b.has_op_ranges) {
     lines.push_back(
@@ -367,8 +377,9 @@ std::vector<std::string> breakdown_summary(const Breakdown& b) {
   const auto n = static_cast<std::int64_t>(b.iterations.size());
   const auto& it = b.iteration_total;
   if (b.layers.empty()) {
-    lines.push_back(fmt::format("{} iteration row{} (rank x iteration), mean iteration {}; no MoE layer in the trace",
-                                n, n == 1 ? "" : "s", format_duration(it.window_ns / n)));
+    lines.push_back(fmt::format("{} iteration row{} (rank x iteration), mean iteration {}; no MoE layer in the trace: {}",
+                                n, n == 1 ? "" : "s", format_duration(it.window_ns / n),
+                                no_moe_layer_reason(trace)));
     lines.push_back(fmt::format("all-to-all: {} of iteration time; all-reduce: {} of iteration time",
                                 format_percent(b.all_to_all_share_of_iteration()),
                                 format_percent(b.all_reduce_share_of_iteration())));
@@ -388,9 +399,9 @@ std::vector<std::string> breakdown_summary(const Breakdown& b) {
   return lines;
 }
 
-Section breakdown_section(const Breakdown& b, const ReportOptions& options) {
+Section breakdown_section(const Trace& trace, const Breakdown& b, const ReportOptions& options) {
   Section s{"breakdown", "Where the time goes", {}};
-  for (auto& line : breakdown_summary(b)) s.para(std::move(line));
+  for (auto& line : breakdown_summary(trace, b)) s.para(std::move(line));
   if (!b.layers.empty()) {
     Table t{split_header("layer"), {}};
     t.header.push_back("overlap %");
@@ -398,8 +409,7 @@ Section breakdown_section(const Breakdown& b, const ReportOptions& options) {
       t.rows.push_back(split_row(l.total, std::to_string(l.layer), l.mean_window_ns));
       t.rows.back().push_back(fmt::format("{:.1f}", 100.0 * l.total.overlap_share()));
     }
-    const bool forward_only = std::all_of(b.layers.begin(), b.layers.end(),
-                                          [](const LayerSummary& l) { return l.backward.window_ns == 0; });
+    const bool forward_only = b.forward_only();
     s.table(std::string(forward_only ? "Per MoE layer, forward only (no backward pass in the trace; time per rank and "
                                        "iteration: the union of its forward windows; the "
                                      : "Per MoE layer (time per rank and iteration: the union of its forward and "

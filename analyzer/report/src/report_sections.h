@@ -24,10 +24,12 @@ using Block = ReportBlock;
 using Section = ReportSection;
 
 // Summary lines of the breakdown (the text report's opening).
-std::vector<std::string> breakdown_summary(const Breakdown& b);
+std::vector<std::string> breakdown_summary(const Trace& trace, const Breakdown& b);
+// Why a trace with op ranges has no MoE layer, in one clause.
+std::string no_moe_layer_reason(const Trace& trace);
 // The breakdown as tables (Markdown and HTML; the text report keeps its
 // fixed-width layout).
-Section breakdown_section(const Breakdown& b, const ReportOptions& options);
+Section breakdown_section(const Trace& trace, const Breakdown& b, const ReportOptions& options);
 // `not_computed_reason`: Analyses::fits_not_computed_reason.
 Section fitted_models_section(const CostModel& m, const std::string& not_computed_reason = {});
 Section recommendations_section(const Analyses& a);

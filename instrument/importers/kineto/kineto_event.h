@@ -73,6 +73,9 @@ struct Args {
   std::optional<std::int64_t> sequence, fwd_thread;
   // moetrace's own export: an op slice's coordinates, a kernel's op.
   std::optional<std::int64_t> op, layer, iteration, micro_batch, chunk, peer_rank;
+  // A "cuda_sync" record: the stream whose event it waited for and the
+  // correlation id of that event's cudaEventRecord (-1 in Kineto: unknown).
+  std::optional<std::int64_t> wait_on_stream, wait_on_record;
   std::optional<double> flops;
   std::string_view kind, phase;
   // A cpu_op's "Input Dims" and "Input type" (record_shapes=True) as compact
@@ -88,6 +91,7 @@ struct Args {
     payload.reset(), sequence.reset(), fwd_thread.reset();
     input_dims.clear(), input_types.clear();
     op.reset(), layer.reset(), iteration.reset(), micro_batch.reset(), chunk.reset(), peer_rank.reset();
+    wait_on_stream.reset(), wait_on_record.reset();
     flops.reset();
     kind = phase = {};
   }
@@ -149,6 +153,7 @@ enum class Key : std::uint8_t {
   kOutSplitSize, kMemoryBytes, kAddr, kDeviceType, kDeviceId, kSequenceNumber, kFwdThreadId, kInputDims,
   kInputType, kRegisters, kSharedBytes, kCollective, kInNelems, kOutNelems, kGroupSizeExport, kGroupRanks, kApi,
   kDomain, kPayload, kOp, kKind, kLayer, kIteration, kMicroBatch, kChunk, kPhase, kFlops, kPeerRank,
+  kWaitOnStream, kWaitOnEventRecordCorrId,
 };
 
 // A fixed map of keys, looked up among those of the same length only, by
@@ -208,7 +213,7 @@ class KeyMap {
     if (k.size() & 1) v |= std::uint64_t{static_cast<unsigned char>(*p)} << shift;
     return v;
   }
-  static constexpr std::size_t kMaxLength = 32;
+  static constexpr std::size_t kMaxLength = 40;
   std::array<Entry, N> keys_;
   std::array<std::uint64_t, N> heads_{};
   std::array<std::size_t, kMaxLength + 2> first_{};
@@ -221,7 +226,7 @@ inline Key event_key(std::string_view k) {
   return keys.find(k);
 }
 inline Key arg_key(std::string_view k) {
-  static constexpr KeyMap keys(std::array<std::pair<std::string_view, Key>, 46>{{
+  static constexpr KeyMap keys(std::array<std::pair<std::string_view, Key>, 48>{{
       {"correlation", Key::kCorrelation}, {"device", Key::kDevice}, {"stream", Key::kStream},
       {"bytes", Key::kBytes}, {"registers per thread", Key::kRegistersPerThread},
       {"shared memory", Key::kSharedMemory}, {"grid", Key::kGrid}, {"block", Key::kBlock},
@@ -238,7 +243,11 @@ inline Key arg_key(std::string_view k) {
       {"api", Key::kApi}, {"domain", Key::kDomain}, {"payload", Key::kPayload}, {"op", Key::kOp},
       {"kind", Key::kKind}, {"layer", Key::kLayer}, {"iteration", Key::kIteration},
       {"micro_batch", Key::kMicroBatch}, {"chunk", Key::kChunk}, {"phase", Key::kPhase},
-      {"flops", Key::kFlops}, {"peer_rank", Key::kPeerRank}}});
+      {"flops", Key::kFlops}, {"peer_rank", Key::kPeerRank},
+      // A "cuda_sync" record's (enable_cuda_sync_events=True): the stream
+      // that recorded the event waited for, and its cudaEventRecord call.
+      {"wait_on_stream", Key::kWaitOnStream},
+      {"wait_on_cuda_event_record_corr_id", Key::kWaitOnEventRecordCorrId}}});
   return keys.find(k);
 }
 

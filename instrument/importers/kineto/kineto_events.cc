@@ -227,6 +227,8 @@ void Handler::sync_activity(std::int64_t start, std::int64_t end) {
   a.stream = e.args.stream && *e.args.stream >= 0 ? *e.args.stream : -1;
   a.correlation = e.args.correlation.value_or(0);
   a.kind = kind;
+  if (e.args.wait_on_stream && *e.args.wait_on_stream >= 0) a.wait_on_stream = *e.args.wait_on_stream;
+  if (e.args.wait_on_record && *e.args.wait_on_record > 0) a.event_record_correlation = *e.args.wait_on_record;
   out_->syncs.push_back(a);
 }
 

@@ -322,6 +322,8 @@ class Handler {
       case Key::kPhase: text(a.phase); break;
       case Key::kFlops: if (n.present) a.flops = n.d; break;
       case Key::kPeerRank: a.peer_rank = as_int(n); break;
+      case Key::kWaitOnStream: a.wait_on_stream = as_int(n); break;
+      case Key::kWaitOnEventRecordCorrId: a.wait_on_record = as_int(n); break;
       case Key::kFwdThreadId: a.fwd_thread = as_int(n); break;
       default: break;
     }

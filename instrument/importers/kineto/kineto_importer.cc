@@ -435,10 +435,11 @@ class FileWriter : public BatchSink {
 
   void sync(const ParsedFile& p, const SyncActivity& y) {
     const RankId rank = rank_of(p, y.device);
-    b_.add(instrument::SyncRecord{.rank = rank,
-                                  .stream = y.stream >= 0 ? b_.stream(rank, device(p, y.device), y.stream) : StreamId(),
-                                  .start_ns = shift(y.start), .end_ns = shift(y.end), .kind = y.kind,
-                                  .correlation_id = y.correlation});
+    auto stream = [&](std::int64_t s) { return s >= 0 ? b_.stream(rank, device(p, y.device), s) : StreamId(); };
+    b_.add(instrument::SyncRecord{.rank = rank, .stream = stream(y.stream), .start_ns = shift(y.start),
+                                  .end_ns = shift(y.end), .kind = y.kind, .correlation_id = y.correlation,
+                                  .wait_stream = stream(y.event_record_correlation > 0 ? y.wait_on_stream : -1),
+                                  .event_record_correlation_id = std::max<std::int64_t>(0, y.event_record_correlation)});
   }
 
   void api(const ParsedFile& p, const ApiCall& a) {

@@ -70,8 +70,11 @@ struct MemoryEvent {
 // A GPU-side synchronisation record (cat "cuda_sync"): kind as CUPTI's
 // CUpti_ActivitySynchronizationType (1 "Event Sync", 2 "Stream Wait Event",
 // 3 "Stream Sync", 4 "Context Sync"); stream -1 where the record names none.
+// An event wait names the stream that recorded the event (wait_on_stream)
+// and the correlation id of its cudaEventRecord call; -1 where it does not.
 struct SyncActivity {
   std::int64_t start = 0, end = 0, correlation = 0, stream = -1;
+  std::int64_t wait_on_stream = -1, event_record_correlation = -1;
   std::int32_t device = 0, kind = 0;
 };
 

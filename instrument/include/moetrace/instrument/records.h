@@ -142,6 +142,10 @@ struct SyncRecord {
   std::int64_t start_ns = 0, end_ns = 0;
   std::int32_t kind = 0;         // CUpti_ActivitySynchronizationType
   std::int64_t correlation_id = 0;
+  // An event wait (kinds 1, 2): the stream that recorded the event and the
+  // correlation id of its cudaEventRecord call (0: not recorded).
+  StreamId wait_stream{};
+  std::int64_t event_record_correlation_id = 0;
 };
 
 struct OverheadRecord {

@@ -33,6 +33,8 @@ class Database {
   // Value of "PRAGMA name", or nullopt where it yields no row.
   std::optional<std::int64_t> pragma_int(std::string_view name);
   bool has_table(std::string_view name);
+  // Whether `table` has a column `column` (one added within a version).
+  bool has_column(std::string_view table, std::string_view column);
   // First column of the first row of a query, or nullopt where there is none.
   std::optional<std::int64_t> query_int(std::string_view sql);
   const std::string& path() const { return path_; }

@@ -166,6 +166,12 @@ struct Breakdown {
   // Share of the iteration in which some MoE layer is active (overlapping
   // layer windows count once, so this never exceeds 1).
   double moe_share_of_iteration() const { return ratio(moe_union_ns, iteration_total.window_ns); }
+  // Every MoE layer ran forward only (inference, evaluation): no layer has a
+  // backward window. False without MoE layers.
+  bool forward_only() const {
+    return !layers.empty() &&
+           std::all_of(layers.begin(), layers.end(), [](const LayerSummary& l) { return l.backward.window_ns == 0; });
+  }
 };
 
 Breakdown compute_breakdown(const Trace& trace, const BreakdownOptions& options = {});

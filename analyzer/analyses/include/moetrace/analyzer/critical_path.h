@@ -69,8 +69,9 @@
 //     that waited (same correlation id); a "Context Sync" every stream's.
 //     Departure: "Event Sync" and "Stream Wait Event" records (HTA matches
 //     them to the cudaEventRecord call through the record's
-//     wait_on_cuda_event_record_corr_id) add no edge: the import keeps the
-//     record's stream, not the event-record correlation. A trace without
+//     wait_on_cuda_event_record_corr_id) add no edge here, though the import
+//     keeps that correlation (SyncEvent::event_record_correlation_id; the
+//     replay's execution graph joins them, exec_graph.h kCrossStream). A trace without
 //     records: departure, HTA adds no synchronisation edges there (and warns
 //     that its path may be wrong); moetrace reads them from the runtime calls
 //     (CriticalPathOptions::infer_sync, on by default): the events a call
@@ -154,10 +155,10 @@
 // CUPTI's synchronisation records (table sync_events, kind 2 "stream wait
 // event") give the waiting stream but the collector drops the event id and
 // records no cudaEventRecord activity; the Kineto importer keeps a
-// "cuda_sync" record's kind, stream and correlation id but not its
-// wait_on_stream and wait_on_cuda_event_record_corr_id. Guessing the pair
-// from timing is not done, so work after a cross-stream wait depends only on
-// its own stream (and its launch).
+// "cuda_sync" record's wait_on_stream and wait_on_cuda_event_record_corr_id
+// (SyncEvent), which this path does not use yet. Guessing the pair from
+// timing is not done, so work after a cross-stream wait depends only on its
+// own stream (and its launch).
 #pragma once
 
 #include <array>

@@ -184,6 +184,11 @@ struct SyncEvent {
   StreamId stream;           // invalid (-1): none (event and context synchronisation)
   RankId rank;
   std::int32_t kind = 0;
+  // An event wait, where the profiler recorded it (Kineto's wait_on_stream
+  // and wait_on_cuda_event_record_corr_id): the stream that recorded the
+  // event and the correlation id of that cudaEventRecord call (0: unknown).
+  StreamId wait_stream;
+  std::int64_t event_record_correlation_id = 0;
 };
 
 struct MemoryEvent {

@@ -49,7 +49,12 @@
 //   kCrossStream  recorded cross-stream dependencies: the ops' dependencies
 //                 of a moetrace trace (op_deps between ops on different
 //                 streams: the dependency's last activity -> the dependent
-//                 op's first activity): the queue gap.
+//                 op's first activity), and the event waits the profiler
+//                 recorded (SyncEvent with its event's record: the last
+//                 activity launched on the recording stream before that
+//                 cudaEventRecord -> the first activity launched on the
+//                 waiting stream after the cudaStreamWaitEvent; HTA pairs
+//                 them so): the queue gap.
 //   kInferredCrossStream  where the trace records no stream-wait pairs (the
 //                 PyTorch profiler records cudaStreamWaitEvent and
 //                 cudaEventRecord without their event or stream unless its
@@ -186,9 +191,6 @@ class ExecGraph {
   // Streams a what-if added (a copy stream for offloads): AddedTask::stream
   // trace.streams.size() + k is added_streams[k].
   std::vector<Stream> added_streams;
-  // Activities a what-if took out (a kernel split into chunks); by index
-  // into Trace::activities, empty where none.
-  std::vector<std::uint8_t> removed;
   // Points that keep at least their measured time whatever precedes them:
   // GPU work that nothing in the trace explains and that has no launching
   // call (by node, empty where none).
@@ -201,6 +203,7 @@ class ExecGraph {
   std::int64_t unexplained_ns = 0;       // their slack, summed
   std::int64_t unlaunched = 0;           // activities without a launching call in the trace
   std::int64_t stream_wait_calls = 0;    // cudaStreamWaitEvent-like calls recorded (without their event)
+  std::int64_t recorded_waits = 0;       // event waits recorded with their event's stream and record call
   std::int64_t collective_instances = 0; // instances joined across ranks
   // The edge kinds the trace lacks and what the graph does instead, one line each.
   std::vector<std::string> missing;

@@ -91,7 +91,7 @@ std::vector<ReportSection> report_sections(const Trace& trace, const Analyses& a
 nlohmann::json run_json(const RunInfo& run);
 nlohmann::json time_split_json(const TimeSplit& t);
 nlohmann::json projection_json(const ProjectionStats& p);
-nlohmann::json breakdown_json(const Breakdown& b, const ReportOptions& options);
+nlohmann::json breakdown_json(const Trace& trace, const Breakdown& b, const ReportOptions& options);
 nlohmann::json memory_json(const MemoryAnalysis& m, const ReportOptions& options);
 nlohmann::json expert_load_json(const ExpertLoadAnalysis& a, const ReportOptions& options);
 nlohmann::json locality_json(const LocalityAnalysis& a, const ReportOptions& options);

@@ -1,0 +1,136 @@
+// The event waits a PyTorch profiler records with
+// experimental_config=_ExperimentalConfig(enable_cuda_sync_events=True):
+// Kineto's "cuda_sync" record "Stream Wait Event" names the stream that
+// recorded the event (wait_on_stream) and the correlation id of that
+// cudaEventRecord call (wait_on_cuda_event_record_corr_id); the replay joins
+// the work before the record to the work after the wait, exactly.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "moetrace/analyzer/exec_graph.h"
+#include "moetrace/analyzer/trace.h"
+#include "moetrace/importers/import.h"
+#include "text_trace.h"
+
+namespace moetrace::analyzer {
+namespace {
+
+constexpr std::int64_t kUs = 1000;
+
+// One thread (pid 4242) issuing onto three CUDA streams of device 0 (us):
+//   corr 11 cudaLaunchKernel   [0,10]  -> P on stream 7   [15,315]
+//   corr 12 cudaEventRecord    [20,22]    (the event, recorded on stream 7)
+//   corr 13 cudaLaunchKernel   [30,40] -> E on stream 21  [45,316]
+//   corr 14 cudaStreamWaitEvent [50,52]   (stream 13 waits for the event)
+//   corr 15 cudaLaunchKernel   [60,70] -> C on stream 13  [318,368]
+// C waited for P (launched before the record), not for E, though E ended
+// last before C started: a wait inferred from the timeline picks E.
+// The stream names (7, 13, 21) and the record's spelling are Kineto's
+// (libkineto CudaSyncActivity: "Stream Wait Event", args "wait_on_stream",
+// "wait_on_cuda_event_record_corr_id", "wait_on_cuda_event_id").
+std::string events(bool with_record) {
+  std::string e = R"J(
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 4242, "tid": 4242, "ts": 0, "dur": 10,
+     "args": {"correlation": 11}},
+    {"ph": "X", "cat": "kernel", "name": "void at::native::vectorized_elementwise_kernel<4>()", "pid": 0,
+     "tid": 7, "ts": 15, "dur": 300, "args": {"correlation": 11, "device": 0, "stream": 7}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaEventRecord", "pid": 4242, "tid": 4242, "ts": 20, "dur": 2,
+     "args": {"correlation": 12}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 4242, "tid": 4242, "ts": 30, "dur": 10,
+     "args": {"correlation": 13}},
+    {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_bf16bf16_bf16f32", "pid": 0, "tid": 21, "ts": 45,
+     "dur": 271, "args": {"correlation": 13, "device": 0, "stream": 21}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamWaitEvent", "pid": 4242, "tid": 4242, "ts": 50,
+     "dur": 2, "args": {"correlation": 14}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 4242, "tid": 4242, "ts": 60, "dur": 10,
+     "args": {"correlation": 15}},
+    {"ph": "X", "cat": "kernel", "name": "Memcpy DtoD (Device -> Device)", "pid": 0, "tid": 13, "ts": 318,
+     "dur": 50, "args": {"correlation": 15, "device": 0, "stream": 13}})J";
+  if (with_record)
+    e += R"J(,
+    {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 13, "ts": 50, "dur": 0,
+     "args": {"cuda_sync_kind": "Stream Wait Event", "correlation": 14, "device": 0, "context": 1, "stream": 13,
+              "wait_on_stream": 7, "wait_on_cuda_event_record_corr_id": 12, "wait_on_cuda_event_id": 3}})J";
+  return e;
+}
+
+std::string write_trace(const std::string& name, bool with_record) {
+  const auto path = testing::temp_path(name);
+  std::ofstream(path) << R"({"schemaVersion": 1, "traceEvents": [)" << events(with_record) << "]}";
+  return path;
+}
+
+std::size_t starting_at(const Trace& t, std::int64_t start_us) {
+  for (std::size_t i = 0; i < t.activities.size(); ++i)
+    if (t.activities[i].start_ns == start_us * kUs) return i;
+  ADD_FAILURE() << "no activity starts at " << start_us << " us";
+  return 0;
+}
+
+// C's replayed start with activity `longer` (its start in us) made
+// `by_us` longer.
+std::int64_t consumer_start(const Trace& t, ExecGraph g, std::int64_t longer, std::int64_t by_us) {
+  const auto a = starting_at(t, longer);
+  for (auto& e : g.edges)
+    if (e.kind == ExecEdgeKind::kDuration && e.from == g.activity_start[a]) e.latency_ns += by_us * kUs;
+  return evaluate_exec_graph(g)[g.activity_start[starting_at(t, 318)]];
+}
+
+void expect_the_recorded_wait(const Trace& t) {
+  ASSERT_EQ(t.sync_events.size(), 1u);
+  const auto& y = t.sync_events[0];
+  EXPECT_EQ(y.kind, SyncEvent::kStreamWaitEvent);
+  EXPECT_EQ(y.correlation_id, 14);
+  EXPECT_EQ(y.event_record_correlation_id, 12);
+  ASSERT_GE(t.stream_index(y.wait_stream), 0);
+  EXPECT_EQ(t.streams[static_cast<std::size_t>(t.stream_index(y.wait_stream))].native_id, 7);
+  const auto g = build_exec_graph(t);
+  EXPECT_EQ(g.recorded_waits, 1);
+  EXPECT_EQ(g.edge_counts[static_cast<std::size_t>(ExecEdgeKind::kCrossStream)], 1);
+  EXPECT_EQ(g.edge_counts[static_cast<std::size_t>(ExecEdgeKind::kInferredCrossStream)], 0);
+  EXPECT_EQ(g.unexplained, 0);
+  for (const auto& e : g.edges)
+    if (e.kind == ExecEdgeKind::kCrossStream) {
+      EXPECT_EQ(e.from, g.activity_end[starting_at(t, 15)]);
+      EXPECT_EQ(e.to, g.activity_start[starting_at(t, 318)]);
+    }
+  for (const auto& m : g.missing) EXPECT_EQ(m.find("cross-stream waits"), std::string::npos) << m;
+  // P 100 us longer: C starts 100 us later. E 100 us longer: C does not
+  // move. (The trace has no launch to sample, so every launch latency is 0
+  // and the whole chain replays 5 us early: only the moves are asserted.)
+  const auto base = consumer_start(t, g, 15, 0);
+  EXPECT_EQ(consumer_start(t, g, 15, 100), base + 100 * kUs);
+  EXPECT_EQ(consumer_start(t, g, 45, 100), base);
+}
+
+TEST(RecordedEventWaits, JoinTheWorkBeforeTheRecordToTheWorkAfterTheWait) {
+  // Read in memory, and imported into a trace file and loaded from it (the
+  // writer's and the loader's columns).
+  const auto json = write_trace("waits.json", true);
+  expect_the_recorded_wait(load_trace(json));
+  const auto db = testing::temp_path("waits.db");
+  importers::import_traces({json}, db);
+  expect_the_recorded_wait(load_trace(db));
+}
+
+TEST(RecordedEventWaits, WithoutTheRecordTheWaitIsInferredFromTheTimeline) {
+  const auto t = load_trace(write_trace("nowaits.json", false));
+  EXPECT_TRUE(t.sync_events.empty());
+  const auto g = build_exec_graph(t);
+  EXPECT_EQ(g.edge_counts[static_cast<std::size_t>(ExecEdgeKind::kCrossStream)], 0);
+  EXPECT_EQ(g.edge_counts[static_cast<std::size_t>(ExecEdgeKind::kInferredCrossStream)], 1);
+  // The inference picks E, which ended last before C: E 100 us longer moves
+  // C, P 100 us longer does not.
+  const auto base = consumer_start(t, g, 15, 0);
+  EXPECT_EQ(consumer_start(t, g, 45, 100), base + 100 * kUs);
+  EXPECT_EQ(consumer_start(t, g, 15, 100), base);
+  bool says = false;
+  for (const auto& m : g.missing)
+    says = says || m.find("enable_cuda_sync_events=True") != std::string::npos;
+  EXPECT_TRUE(says);
+}
+
+}  // namespace
+}  // namespace moetrace::analyzer
