@@ -36,7 +36,7 @@ for f in "${traces[@]}"; do
     else
       differ=$((differ + 1))
       echo "differs: moetrace $cmd $(basename "$f")"
-      diff "$work/old.out" "$work/new.out" | head -6 | sed 's/^/    /'
+      diff "$work/old.out" "$work/new.out" | head -6 | sed 's/^/    /' || true
     fi
   done
 done
