@@ -6,16 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-build/ci/bin/moetrace}
-data=../shared/data/external
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-traces=()
-for f in "$data"/kineto/*.json.gz "$data"/nsys/*.sqlite tests/data/gpu/torch_moe_peer.json.gz; do traces+=("$f"); done
-for f in tests/data/gpu/*.db.gz tests/data/gpu/pipemoe_sweep/*.db.gz; do
-  out="$work/$(basename "${f%.gz}")"
-  gzip -dc "$f" > "$out"
-  traces+=("$out")
-done
+source bench/real_traces.sh
+real_traces "$work"
 printf '%-44s %5s %5s %8s %8s %9s %9s %6s %6s %s\n' trace ranks iters worst_it worst_ly shift_p50 shift_p99 infer unexpl "missing"
 for f in "${traces[@]}"; do
   if ! j=$("$bin" replay "$f" --format json 2>/dev/null); then

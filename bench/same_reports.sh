@@ -11,17 +11,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 old=${1:?old moetrace binary}
 new=${2:?new moetrace binary}
-data=../shared/data/external
-[ -d "$data" ] || { echo "same_reports: $data is missing" >&2; exit 2; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-traces=()
-for f in "$data"/kineto/*.json.gz "$data"/nsys/*.sqlite tests/data/gpu/torch_moe_peer.json.gz; do traces+=("$f"); done
-for f in tests/data/gpu/*.db.gz tests/data/gpu/pipemoe_sweep/*.db.gz; do
-  out="$work/$(basename "${f%.gz}")"
-  gzip -dc "$f" > "$out"
-  traces+=("$out")
-done
+source bench/real_traces.sh
+real_traces "$work"
 runs=("report" "report --format json" "replay --format json")
 same=0
 differ=0
