@@ -20,6 +20,7 @@
 #include "moetrace/analyzer/critical_path.h"
 #include "moetrace/analyzer/launch_queue.h"
 #include "moetrace/analyzer/trace.h"
+#include "stream_wait_fixture.h"
 #include "test_paths.h"
 #include "text_trace.h"
 
@@ -177,6 +178,32 @@ TEST(HtaParity, StreamSyncRecordJoinsKernelToTheCall) {
   ASSERT_EQ(without.size(), 1u);
   EXPECT_EQ(without[0].length_ns, 105'000);
   EXPECT_EQ(without[0].at(PathCategory::kCpuOp), 0);
+}
+
+// A "Stream Wait Event" record with its event's record joins the producer's
+// end to the consumer's start (HTA's SYNC_DEPENDENCY, weight 0), and the
+// consumer's launch edge is left out since the producer ended after the
+// launch (stream_wait_fixture.h; us). By hand, with the record: P's launch
+// start -> P start (15, launch delay) -> P end (300) -> C start (0) -> C end
+// (50): 365 us, the longest path (E ends at 12 + 15 + 271 = 298 along the
+// host chain). Without it: the host calls in order (10 + 2 + 10 + 2 = 24,
+// consecutive top-level calls joined with weight 0) -> C's launch start ->
+// C start (318 - 60 = 258, launch delay: C was alone on its stream) -> C
+// end (50): 332 us.
+TEST(HtaParity, StreamWaitEventRecordJoinsProducerToConsumer) {
+  const auto with = kineto_trace("wait.json", testing::stream_wait_events(true));
+  const auto p = critical_paths(with);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].length_ns, 365'000);
+  EXPECT_EQ(p[0].at(PathCategory::kLaunchDelay), 15'000);
+  EXPECT_EQ(p[0].at(PathCategory::kKernelCompute), 350'000);
+  EXPECT_EQ(p[0].at(PathCategory::kCpuOp), 0);
+  const auto without = critical_paths(kineto_trace("nowait.json", testing::stream_wait_events(false)));
+  ASSERT_EQ(without.size(), 1u);
+  EXPECT_EQ(without[0].length_ns, 332'000);
+  EXPECT_EQ(without[0].at(PathCategory::kLaunchDelay), 258'000);
+  EXPECT_EQ(without[0].at(PathCategory::kCpuOp), 24'000);
+  EXPECT_EQ(without[0].at(PathCategory::kKernelCompute), 50'000);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/clock_align.h"
 #include "moetrace/analyzer/launch_queue.h"
+#include "moetrace/analyzer/stream_waits.h"
 #include "parallel.h"
 
 namespace moetrace::analyzer {
@@ -253,6 +254,9 @@ class CpGraph {
         items.push_back({y.end_ns, -1 - static_cast<std::int64_t>(i)});
     }
     std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.key < b.key; });
+    // Recorded event waits (stream_waits.h): consumer activity -> producer.
+    std::map<std::uint32_t, std::uint32_t> waited;
+    for (const auto& w : recorded_stream_waits(t_)) waited[w.consumer] = w.producer;
     std::map<std::int32_t, std::int64_t> last;  // stream track -> its last GPU event so far
     own_edge_.assign(ev_.size() - host_, 0);
     for (const auto& it : items) {
@@ -269,11 +273,20 @@ class CpGraph {
       const std::int64_t prev = p == last.end() ? -1 : p->second;
       const auto prev_end = prev >= 0 ? ev_[static_cast<std::size_t>(prev)].end : INT64_MIN;
       const auto call_start = h >= 0 ? ev_[static_cast<std::size_t>(h)].start : INT64_MIN;
+      // A recorded wait: the producer's end -> this start (HTA's
+      // SYNC_DEPENDENCY, weight 0); the launch or the stream's previous
+      // event holds this one only where it ended after the producer.
+      std::int64_t sync_end = INT64_MIN;
+      if (const auto w = waited.find(static_cast<std::uint32_t>(ev_[id].source)); w != waited.end())
+        if (const auto pe = gpu_event_[w->second]; pe >= 0) {
+          link(end_node(static_cast<std::size_t>(pe)), start_node(id));
+          sync_end = ev_[static_cast<std::size_t>(pe)].end;
+        }
       if (h >= 0 && in_.queue_at_call[ev_[id].source] == 1 && in_.queue_at_start[ev_[id].source] == 0 &&
-          prev_end < call_start)
+          prev_end < call_start && sync_end < call_start)
         span(start_node(static_cast<std::size_t>(h)), start_node(id), static_cast<std::int32_t>(id),
              PathCategory::kLaunchDelay);
-      else if (prev >= 0 && (h < 0 || prev_end > call_start))
+      else if (prev >= 0 && (h < 0 || prev_end > call_start) && sync_end < prev_end)
         span(end_node(static_cast<std::size_t>(prev)), start_node(id), static_cast<std::int32_t>(prev),
              PathCategory::kKernelGap);
       last[ev_[id].stream] = static_cast<std::int64_t>(id);

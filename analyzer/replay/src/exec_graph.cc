@@ -10,6 +10,7 @@
 #include "moetrace/analyzer/clock_align.h"
 #include "moetrace/analyzer/launch_queue.h"
 #include "moetrace/analyzer/stats.h"
+#include "moetrace/analyzer/stream_waits.h"
 
 namespace moetrace::analyzer {
 
@@ -369,39 +370,12 @@ class Builder {
     }
   }
 
-  // Event waits the profiler recorded with their event's record (Kineto's
-  // "Stream Wait Event" with wait_on_stream and
-  // wait_on_cuda_event_record_corr_id): the last activity launched on the
-  // recording stream before the cudaEventRecord call -> the first activity
-  // launched on the waiting stream after the wait call. Correlation ids
-  // count a process's runtime calls in order, so "before" is a smaller id.
+  // Event waits the profiler recorded with their event's record
+  // (stream_waits.h): the producer's end -> the consumer's start.
   void recorded_event_waits() {
-    std::map<std::size_t, std::vector<std::pair<std::int64_t, std::uint32_t>>> by_corr;  // track -> (corr, activity)
-    auto track = [&](std::size_t s) -> const std::vector<std::pair<std::int64_t, std::uint32_t>>& {
-      auto [it, fresh] = by_corr.try_emplace(s);
-      if (fresh) {
-        for (auto i = t_.activity_track_begin[s]; i < t_.activity_track_begin[s + 1]; ++i)
-          if (t_.activities[i].correlation_id > 0)
-            it->second.push_back({t_.activities[i].correlation_id, static_cast<std::uint32_t>(i)});
-        std::sort(it->second.begin(), it->second.end());
-      }
-      return it->second;
-    };
-    for (const auto& y : t_.sync_events) {
-      if (y.kind != SyncEvent::kStreamWaitEvent || y.event_record_correlation_id <= 0 || y.correlation_id <= 0)
-        continue;
-      const int waiting = t_.stream_index(y.stream), recording = t_.stream_index(y.wait_stream);
-      if (waiting < 0 || recording < 0 || waiting == recording) continue;
-      ++g_.recorded_waits;
-      const auto& src = track(static_cast<std::size_t>(recording));
-      auto p = std::lower_bound(src.begin(), src.end(), std::make_pair(y.event_record_correlation_id, 0u));
-      if (p == src.begin()) continue;  // nothing recorded before the event: no wait
-      const auto producer = std::prev(p)->second;
-      const auto& dst = track(static_cast<std::size_t>(waiting));
-      auto q = std::upper_bound(dst.begin(), dst.end(), std::make_pair(y.correlation_id, ~0u));
-      if (q == dst.end()) continue;
-      auto& v = cross_[q->second];
-      if (std::find(v.begin(), v.end(), producer) == v.end()) v.push_back(producer);
+    for (const auto& w : recorded_stream_waits(t_, &g_.recorded_waits)) {
+      auto& v = cross_[w.consumer];
+      if (std::find(v.begin(), v.end(), w.producer) == v.end()) v.push_back(w.producer);
     }
   }
 

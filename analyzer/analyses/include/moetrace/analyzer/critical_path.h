@@ -67,11 +67,14 @@
 //     activity): a "Stream Sync" record joins its stream's last GPU event
 //     (in the order above, a record placed at its end) to the end of the call
 //     that waited (same correlation id); a "Context Sync" every stream's.
-//     Departure: "Event Sync" and "Stream Wait Event" records (HTA matches
-//     them to the cudaEventRecord call through the record's
-//     wait_on_cuda_event_record_corr_id) add no edge here, though the import
-//     keeps that correlation (SyncEvent::event_record_correlation_id; the
-//     replay's execution graph joins them, exec_graph.h kCrossStream). A trace without
+//     A "Stream Wait Event" record with its event's record
+//     (wait_on_cuda_event_record_corr_id, kept as
+//     SyncEvent::event_record_correlation_id) joins the producer's end to
+//     the consumer's start (stream_waits.h, HTA's pairing; weight 0), and
+//     the consumer's launch or stream edge is added only where it ended
+//     after the producer, as HTA does. Departure: an "Event Sync" record
+//     adds no edge here (HTA joins its producer to the cudaEventSynchronize);
+//     moetrace infers that call's wait from the call itself (below). A trace without
 //     records: departure, HTA adds no synchronisation edges there (and warns
 //     that its path may be wrong); moetrace reads them from the runtime calls
 //     (CriticalPathOptions::infer_sync, on by default): the events a call
@@ -156,9 +159,9 @@
 // event") give the waiting stream but the collector drops the event id and
 // records no cudaEventRecord activity; the Kineto importer keeps a
 // "cuda_sync" record's wait_on_stream and wait_on_cuda_event_record_corr_id
-// (SyncEvent), which this path does not use yet. Guessing the pair from
-// timing is not done, so work after a cross-stream wait depends only on its
-// own stream (and its launch).
+// (SyncEvent), which join the pair (above). Without them, guessing the pair
+// from timing is not done, so work after a cross-stream wait depends only
+// on its own stream (and its launch).
 #pragma once
 
 #include <array>
