@@ -16,6 +16,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -349,6 +350,15 @@ class HandDerived(unittest.TestCase):
         self.assertEqual(list(k["name"]), ["gemm_a", "gemm_b", "gemm_c"])
         self.assertEqual(list(k["duration_ns"]), [10_000, 9_000, 10_000])
         self.assertEqual(list(k["correlation_id"]), [1, 2, 3])
+
+    def test_pandas_is_imported_with_the_first_table(self):
+        # In a fresh interpreter: import and open without pandas, which the
+        # first DataFrame then brings in.
+        code = ("import sys, moetrace; r = moetrace.open(sys.argv[1]); r.info; "
+                "print('pandas' in sys.modules); r.kernels(); print('pandas' in sys.modules)")
+        out = subprocess.run([sys.executable, "-c", code, self.db], capture_output=True, text=True,
+                             env=dict(os.environ), check=True).stdout.split()
+        self.assertEqual(out, ["False", "True"])
 
     def test_open_a_profilers_folder_of_json(self):
         # moetrace.open("prof/") on what torch.profiler writes: JSON files,
