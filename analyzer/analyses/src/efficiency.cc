@@ -94,12 +94,17 @@ class Calculator {
       std::size_t j = i;
       while (j < calls_.size() && calls_[j].key == calls_[i].key) ++j;
       for (std::size_t k = i; k < j; ++k)
-        if (calls_[k].op >= 0) participants_[static_cast<std::size_t>(calls_[k].op)] = static_cast<int>(j - i);
+        if (const auto op = op_of(calls_[k]); op >= 0) participants_[static_cast<std::size_t>(op)] = static_cast<int>(j - i);
       i = j;
     }
   }
 
   const std::vector<CollectiveCall>& calls() const { return calls_; }
+  // The op range of a call: its own, or its NCCL kernel's; -1: none.
+  std::int32_t op_of(const CollectiveCall& c) const {
+    if (c.op >= 0) return c.op;
+    return c.activity >= 0 ? t_.activities[static_cast<std::size_t>(c.activity)].op : -1;
+  }
   const OpIntervals& intervals() const { return iv_; }
 
   const Collective* record_of_op(std::size_t op) const {
@@ -218,8 +223,8 @@ void collective_buckets(const Trace& trace, const Calculator& calc, const GpuPea
     std::int64_t largest = -1, last_ready = INT64_MIN;
     for (std::size_t k = i; k < j; ++k) {
       const auto& c = calls[k];
-      if (c.op >= 0) {
-        const auto op = static_cast<std::size_t>(c.op);
+      if (const auto op_index = calc.op_of(c); op_index >= 0) {
+        const auto op = static_cast<std::size_t>(op_index);
         kind = comm_kind(op_category(trace.ops[op].kind));
         bytes[k - i] = calc.op_bytes(op);
         records[k - i] = calc.record_of_op(op);
