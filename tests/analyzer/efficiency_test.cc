@@ -230,6 +230,9 @@ TEST(Efficiency, RealB300TraceMatchesItsDeviceAndStaysBelowPeak) {
   MOETRACE_NEED_SHARED(in);
   const auto t = import_and_load({in}, temp_path("eff_b300.db"));
   const auto e = analyze_efficiency(t);
+  // By hand: the expert bmm ops record Input type ['c10::BFloat16', ...].
+  EXPECT_FALSE(e.dtype_assumed) << e.dtype_source;
+  EXPECT_EQ(e.dtype, analyzer::PeakDtype::kBf16);
   ASSERT_FALSE(e.devices.empty());
   for (const auto& d : e.devices) {
     ASSERT_NE(d.peaks, nullptr) << d.device;

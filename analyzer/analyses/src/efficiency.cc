@@ -9,6 +9,7 @@
 
 #include "moetrace/analyzer/clock_align.h"
 #include "moetrace/analyzer/dtype.h"
+#include "moetrace/analyzer/gemm_shape.h"
 #include "moetrace/analyzer/interval.h"
 #include "op_intervals.h"
 
@@ -49,6 +50,35 @@ void find_dtype(const Trace& trace, EfficiencyAnalysis& e) {
       e.dtype = *d;
       e.dtype_assumed = false;
       e.dtype_source = std::string("run config ") + key + "=" + std::string(v);
+      return;
+    }
+  }
+  // The expert GEMMs' recorded input types (PyTorch profiler with
+  // record_shapes: "c10::BFloat16"), the first operand's, the most common.
+  if (!trace.input_shapes.empty()) {
+    const LaunchShapes shapes(trace);
+    std::map<PeakDtype, std::int64_t> seen;
+    for (const auto& a : trace.activities) {
+      if (a.op < 0 || op_category(trace.ops[static_cast<std::size_t>(a.op)].kind) != Category::kExpertCompute) continue;
+      const auto range = shapes.range_of(a);
+      if (!range) continue;
+      const auto shape = trace.nvtx[*range].input_shape;
+      if (shape < 0) continue;
+      const auto& types = trace.input_shapes[static_cast<std::size_t>(shape)].types;
+      const auto open = types.find('"');
+      const auto close = open == std::string::npos ? open : types.find('"', open + 1);
+      if (close == std::string::npos) continue;
+      if (const auto d = parse_peak_dtype(std::string_view(types).substr(open + 1, close - open - 1))) ++seen[*d];
+    }
+    if (!seen.empty()) {
+      const auto best = std::max_element(seen.begin(), seen.end(),
+                                         [](const auto& x, const auto& y) { return x.second < y.second; });
+      std::int64_t total = 0;
+      for (const auto& [d, n] : seen) total += n;
+      e.dtype = best->first;
+      e.dtype_assumed = false;
+      e.dtype_source = "the recorded input types of " + std::to_string(best->second) + " of " +
+                       std::to_string(total) + " expert kernels' framework ops";
       return;
     }
   }

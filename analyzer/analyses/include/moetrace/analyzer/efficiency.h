@@ -15,6 +15,9 @@
 //                      doc/PERFORMANCE.md); summed op by op where n differs
 //   % of peak        = achieved / gpu_peaks.h's dense peak for the dtype,
 //                      busbw / the link's bandwidth per direction
+// The dtype: the run config's torch_dtype / dtype / params_dtype, else the
+// expert kernels' framework ops' recorded input types (the most common),
+// else the run config's elem_bytes, else BF16, assumed and said so.
 //
 // Collectives: each instance (clock_align.h's collective_calls, paired
 // across ranks) waits until its last participant is ready (rank_waits.h:
@@ -87,7 +90,7 @@ struct CollectiveBucket {
 struct EfficiencyAnalysis {
   PeakDtype dtype = PeakDtype::kBf16;
   bool dtype_assumed = true;       // no dtype recorded: BF16 assumed
-  std::string dtype_source;        // "run config torch_dtype=bfloat16", or why assumed
+  std::string dtype_source;        // where it comes from ("run config torch_dtype=bfloat16"), or why assumed
   std::vector<RankDevice> devices;  // sorted by rank
   std::vector<std::string> unmatched_devices;  // device names not in the table (sorted, distinct)
   std::vector<EfficiencyRow> layers;  // per (rank, MoE layer), sorted
