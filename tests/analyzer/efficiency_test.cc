@@ -162,6 +162,8 @@ TEST(Efficiency, GoldenNumbersOnTwoGpus) {
   EXPECT_EQ(aa.transfer_total_ns, 2200);
   EXPECT_EQ(aa.transfer_median_ns, 400);
   EXPECT_NEAR(aa.busbw_gbps, 800000.0 / 2200.0, 1e-9);
+  // Skew (rank_waits' wait): dispatch 600 - 0 on rank 0, combine 3600 - 3000.
+  EXPECT_EQ(aa.skew_total_ns, 1200);
   EXPECT_LT(aa.percent_of_link, 0);
   // All-reduce [256 KiB, 512 KiB): one instance, both ready at 4000: no wait;
   // transfer 2 x 1000 ns; busbw 2 x 300,000 x 2(1)/2 / 2000 = 300 GB/s.
@@ -220,6 +222,35 @@ TEST(Efficiency, RecordedDtypeUnknownGpuAndMissingFlops) {
       << text.str();
   EXPECT_NE(text.str().find("no FLOPs"), std::string::npos);
   EXPECT_NE(text.str().find("cannot be separated"), std::string::npos);
+}
+
+TEST(Efficiency, RanksOnOneGpuHaveNoLinkPeakAndOpsWithoutTimeAddNoBytes) {
+  // Two ranks on one H200 (the emulated communicator): the all-to-all is a
+  // copy within the GPU: 1,000,000 B / 1000 ns = 1000 GB/s algbw, busbw 500,
+  // no % of link. A second all-to-all of zero length (no kernels) adds no
+  // bytes.
+  const auto t = load_text_trace("eff_one_gpu.db", R"(
+    run world_size=2
+    device id=0 name=NVIDIA_H200
+    stream id=0 rank=0 device=0 role=comm
+    stream id=1 rank=1 device=0 role=comm
+    op rank=0 stream=0 kind=dispatch_all_to_all layer=0 iteration=0 start=0 end=1000 bytes=1000000
+    op rank=1 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 start=0 end=1000 bytes=1000000
+    op rank=0 stream=0 kind=combine_all_to_all layer=0 iteration=0 start=2000 end=2000 bytes=8000000
+  )");
+  const auto e = analyze_efficiency(t);
+  ASSERT_EQ(e.devices.size(), 2u);
+  EXPECT_TRUE(e.devices[0].shared);
+  EXPECT_TRUE(e.devices[1].shared);
+  const auto& r0 = e.layers[0].all_to_all;
+  EXPECT_EQ(r0.ops, 2);
+  EXPECT_EQ(r0.ops_with_bytes, 1);
+  EXPECT_EQ(r0.bytes, 1000000);
+  EXPECT_DOUBLE_EQ(r0.algbw_gbps, 1000.0);
+  EXPECT_DOUBLE_EQ(r0.busbw_gbps, 500.0);
+  EXPECT_LT(r0.link_gbps, 0);
+  EXPECT_LT(r0.percent_of_link, 0);
+  for (const auto& b : e.collectives) EXPECT_LT(b.percent_of_link, 0);
 }
 
 // A real trace: TraceLens' MoE micro-benchmark recorded on a B300 (its

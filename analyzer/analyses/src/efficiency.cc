@@ -19,6 +19,7 @@ namespace {
 
 std::vector<RankDevice> rank_devices(const Trace& trace) {
   std::vector<RankDevice> out;
+  std::vector<std::string> keys;
   for (const auto r : trace.rank_ids()) {
     RankDevice d;
     d.rank = r.value;
@@ -37,8 +38,18 @@ std::vector<RankDevice> rank_devices(const Trace& trace) {
         break;
       }
     d.peaks = find_gpu_peaks(d.device);
+    // One GPU: by its UUID where recorded, else by host and device id.
+    std::string host;
+    for (const auto& rk : trace.ranks)
+      if (rk.rank == r) host = rk.host;
+    std::string gpu = host + "/" + std::to_string(id.value);
+    for (const auto& dev : trace.devices)
+      if (dev.id == id && !dev.uuid.empty()) gpu = dev.uuid;
+    keys.push_back(std::move(gpu));
     out.push_back(std::move(d));
   }
+  for (std::size_t i = 0; i < out.size(); ++i)
+    out[i].shared = std::count(keys.begin(), keys.end(), keys[i]) > 1;
   return out;
 }
 
@@ -179,7 +190,7 @@ struct RowAcc {
 void add_comm(CommAcc& c, const Calculator& calc, std::size_t op, std::string_view kind) {
   ++c.f.ops;
   const auto bytes = calc.op_bytes(op);
-  if (bytes < 0) return;
+  if (bytes < 0 || calc.intervals().busy(op) <= 0) return;  // no size, or no time (an op that did nothing)
   ++c.f.ops_with_bytes;
   c.f.bytes = std::max<std::int64_t>(c.f.bytes, 0) + bytes;
   for (const auto& i : calc.intervals().of(op)) c.iv.push_back(i);
@@ -191,19 +202,20 @@ void add_comm(CommAcc& c, const Calculator& calc, std::size_t op, std::string_vi
   }
 }
 
-void finish_comm(CommAcc& c, const GpuPeaks* peaks) {
+void finish_comm(CommAcc& c, const GpuPeaks* peaks, bool shared) {
   c.f.time_ns = IntervalSet::from(std::move(c.iv)).length();
   if (c.f.bytes < 0 || c.f.time_ns <= 0) return;
   const auto ns = static_cast<double>(c.f.time_ns);
   c.f.algbw_gbps = static_cast<double>(c.f.bytes) / ns;
   if (c.bus_ops == c.f.ops_with_bytes) c.f.busbw_gbps = c.bus_bytes / ns;
-  if (peaks && peaks->link_gbps) {
+  if (peaks && peaks->link_gbps && !shared) {
     c.f.link_gbps = *peaks->link_gbps;
     if (c.f.busbw_gbps >= 0) c.f.percent_of_link = 100.0 * c.f.busbw_gbps / c.f.link_gbps;
   }
 }
 
-EfficiencyRow finish_row(std::int32_t rank, std::int32_t layer, RowAcc& a, const GpuPeaks* peaks, PeakDtype dtype) {
+EfficiencyRow finish_row(std::int32_t rank, std::int32_t layer, RowAcc& a, const RankDevice& device, PeakDtype dtype) {
+  const GpuPeaks* peaks = device.peaks;
   EfficiencyRow r;
   r.rank = rank;
   r.layer = layer;
@@ -216,8 +228,8 @@ EfficiencyRow finish_row(std::int32_t rank, std::int32_t layer, RowAcc& a, const
       g.peak_tflops = *p;
       if (g.achieved_tflops >= 0) g.percent_of_peak = 100.0 * g.achieved_tflops / *p;
     }
-  finish_comm(a.a2a, peaks);
-  finish_comm(a.ar, peaks);
+  finish_comm(a.a2a, peaks, device.shared);
+  finish_comm(a.ar, peaks, device.shared);
   r.all_to_all = a.a2a.f;
   r.all_reduce = a.ar.f;
   return r;
@@ -283,10 +295,11 @@ void collective_buckets(const Trace& trace, const Calculator& calc, const GpuPea
         acc.waits.push_back(wait);
         acc.transfers.push_back(transfer);
         acc.b.wait_total_ns += wait;
+        if (n >= 2) acc.b.skew_total_ns += last_ready - c.ready_ns;
         acc.b.transfer_total_ns += transfer;
         const int g = calc.group_size(static_cast<int>(n), records[k - i]);
         acc.b.group_size = std::max(acc.b.group_size, g);
-        if (bytes[k - i] >= 0) {
+        if (bytes[k - i] >= 0 && duration > 0) {
           acc.b.bytes += bytes[k - i];
           if (g >= 1) acc.bus_bytes += static_cast<double>(bytes[k - i]) * busbw_factor(kind, g);
           else acc.bus_known = false;
@@ -322,14 +335,16 @@ EfficiencyAnalysis analyze_efficiency(const Trace& trace) {
   find_dtype(trace, e);
   e.devices = rank_devices(trace);
   std::set<std::string> unmatched;
-  std::map<std::int32_t, const GpuPeaks*> peaks;
+  std::map<std::int32_t, RankDevice> device_of;
   const GpuPeaks* common = nullptr;
   bool first = true;
   for (const auto& d : e.devices) {
     if (!d.peaks) unmatched.insert(d.device.empty() ? std::string("(no device recorded)") : d.device);
-    peaks[d.rank] = d.peaks;
-    if (first) common = d.peaks;
-    else if (common != d.peaks) common = nullptr;
+    device_of[d.rank] = d;
+    // The link bounds the collectives only where every rank has a GPU of its own.
+    const GpuPeaks* link = d.shared ? nullptr : d.peaks;
+    if (first) common = link;
+    else if (common != link) common = nullptr;
     first = false;
   }
   e.unmatched_devices.assign(unmatched.begin(), unmatched.end());
@@ -346,7 +361,7 @@ EfficiencyAnalysis analyze_efficiency(const Trace& trace) {
       for (auto* r : rows) {
         ++r->g.ops;
         for (const auto& iv : calc.intervals().of(i)) r->all_iv.push_back(iv);
-        if (op.flops >= 0) {
+        if (op.flops >= 0 && calc.intervals().busy(i) > 0) {
           ++r->g.ops_with_flops;
           r->g.flops = std::max(r->g.flops, 0.0) + op.flops;
           for (const auto& iv : calc.intervals().of(i)) r->flops_iv.push_back(iv);
@@ -356,8 +371,8 @@ EfficiencyAnalysis analyze_efficiency(const Trace& trace) {
       for (auto* r : rows) add_comm(kind == "all_to_all" ? r->a2a : r->ar, calc, i, kind);
     }
   }
-  for (auto& [key, acc] : layers) e.layers.push_back(finish_row(key.first, key.second, acc, peaks[key.first], e.dtype));
-  for (auto& [rank, acc] : ranks) e.ranks.push_back(finish_row(rank, -1, acc, peaks[rank], e.dtype));
+  for (auto& [key, acc] : layers) e.layers.push_back(finish_row(key.first, key.second, acc, device_of[key.first], e.dtype));
+  for (auto& [rank, acc] : ranks) e.ranks.push_back(finish_row(rank, -1, acc, device_of[rank], e.dtype));
   collective_buckets(trace, calc, common, e);
   return e;
 }

@@ -83,7 +83,8 @@ nlohmann::json efficiency_json(const Analyses& a) {
   std::set<std::string_view> seen;
   for (const auto& d : e.devices) {
     devices.push_back({{"rank", d.rank}, {"device", d.device},
-                       {"gpu", d.peaks ? nlohmann::json(d.peaks->name) : nlohmann::json(nullptr)}});
+                       {"gpu", d.peaks ? nlohmann::json(d.peaks->name) : nlohmann::json(nullptr)},
+                       {"shared", d.shared}});
     if (d.peaks && seen.insert(d.peaks->name).second)
       gpus.push_back({{"name", d.peaks->name},
                       {"bf16_tflops", known(d.peaks->bf16_tflops)},
@@ -110,6 +111,7 @@ nlohmann::json efficiency_json(const Analyses& a) {
                        {"wait_median_ns", b.wait_median_ns},
                        {"transfer_total_ns", b.transfer_total_ns},
                        {"transfer_median_ns", b.transfer_median_ns},
+                       {"skew_total_ns", b.skew_total_ns},
                        {"group_size", b.group_size > 0 ? nlohmann::json(b.group_size) : nlohmann::json(nullptr)},
                        {"busbw_gbps", known(b.busbw_gbps)},
                        {"percent_of_link", known(b.percent_of_link)}});
@@ -140,7 +142,11 @@ Section efficiency_section(const Analyses& a, const ReportOptions& o) {
          "of its link's bandwidth per direction (efficiency.h, gpu_peaks.h).");
   s.para(fmt::format("Peak for {}: {}.", peak_dtype_name(e.dtype), e.dtype_source));
   std::map<std::string, std::vector<std::int32_t>> by_device;
-  for (const auto& d : e.devices) by_device[d.device].push_back(d.rank);
+  std::vector<std::int32_t> shared;
+  for (const auto& d : e.devices) {
+    by_device[d.device].push_back(d.rank);
+    if (d.shared) shared.push_back(d.rank);
+  }
   for (const auto& [name, ranks] : by_device) {
     const GpuPeaks* p = nullptr;
     for (const auto& d : e.devices)
@@ -152,6 +158,11 @@ Section efficiency_section(const Analyses& a, const ReportOptions& o) {
              : fmt::format("{} ({}): not found in the datasheet table; the figures are given without % of peak.",
                            label, who));
   }
+  if (!shared.empty())
+    s.para(fmt::format("{} rank{} share{} a GPU with another rank (an emulated communicator): {} collectives are copies "
+                       "within one GPU, which the link does not bound; no % of link for {}.",
+                       shared.size(), shared.size() == 1 ? "" : "s", shared.size() == 1 ? "s" : "",
+                       shared.size() == 1 ? "its" : "their", shared.size() == 1 ? "it" : "them"));
 
   const auto [picked, note] = ranks_to_list(
       e.ranks, o.per_rank, "expert TFLOP/s", [](const auto& r) { return r.expert.achieved_tflops; },
@@ -196,15 +207,17 @@ Section efficiency_section(const Analyses& a, const ReportOptions& o) {
     s.para("No collective was paired across ranks (one rank recorded, or no call matched): waiting for the slowest "
            "participant cannot be separated, and each call's whole duration counts as transfer.");
   Table c{{"collective", "size", "instances", "calls", "wait median", "wait total", "transfer median",
-           "transfer total", "busbw GB/s (transfer)", "% of link"}, {}};
+           "transfer total", "busbw GB/s (transfer)", "% of link", "skew total"}, {}};
   for (const auto& b : e.collectives)
     c.rows.push_back({b.kind, bucket_label(b.min_bytes), std::to_string(b.instances), std::to_string(b.calls),
                       format_duration(b.wait_median_ns), format_duration(b.wait_total_ns),
                       format_duration(b.transfer_median_ns), format_duration(b.transfer_total_ns),
-                      b.busbw_gbps >= 0 ? fmt::format("{:.1f}", b.busbw_gbps) : "-", percent_cell(b.percent_of_link)});
+                      b.busbw_gbps >= 0 ? fmt::format("{:.1f}", b.busbw_gbps) : "-", percent_cell(b.percent_of_link),
+                      format_duration(b.skew_total_ns)});
   s.table("Collectives by kind and size (powers of 2 of the instance's largest call): on each participant, the time "
           "before the last participant was ready is waiting, the rest transfer (medians over calls); busbw of the "
-          "transfer part:",
+          "transfer part; skew: the collective waits' sum of (last ready - ready), which also counts waiting before "
+          "a late call started:",
           std::move(c), "no all-to-all or all-reduce in the trace");
   return s;
 }

@@ -14,7 +14,10 @@
 //                      all-to-all, n the group size (nccl-tests,
 //                      doc/PERFORMANCE.md); summed op by op where n differs
 //   % of peak        = achieved / gpu_peaks.h's dense peak for the dtype,
-//                      busbw / the link's bandwidth per direction
+//                      busbw / the link's bandwidth per direction (not
+//                      where ranks share one GPU)
+// Ops that took no GPU time (an op range of zero length, no kernels) count
+// among the ops but add no FLOPs or bytes.
 // The dtype: the run config's torch_dtype / dtype / params_dtype, else the
 // expert kernels' framework ops' recorded input types (the most common),
 // else the run config's elem_bytes, else BF16, assumed and said so.
@@ -42,6 +45,10 @@ struct RankDevice {
   std::int32_t rank = 0;
   std::string device;               // the trace's device name; empty: none recorded
   const GpuPeaks* peaks = nullptr;  // gpu_peaks.h; nullptr: not in the table
+  // Another rank runs on the same GPU (its UUID, else host and device id):
+  // an emulated communicator's copies within one GPU, which the link does
+  // not bound: no % of link.
+  bool shared = false;
 };
 
 struct GemmFigures {
@@ -82,6 +89,10 @@ struct CollectiveBucket {
   std::int64_t bytes = 0;          // summed over the calls with bytes
   std::int64_t wait_total_ns = 0, wait_median_ns = 0;          // over calls
   std::int64_t transfer_total_ns = 0, transfer_median_ns = 0;  // over calls
+  // rank_waits.h's wait, summed over calls: last_ready - ready, the skew
+  // between the participants, part of which can lie before a call started
+  // (a rank that was ready but launched the call late).
+  std::int64_t skew_total_ns = 0;
   std::int32_t group_size = -1;
   double busbw_gbps = -1;          // of the transfer part; -1: no bytes or no transfer time
   double percent_of_link = -1;     // where every rank's GPU is the same entry of the table
