@@ -7,9 +7,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <sstream>
 #include <string>
 
+#include "gunzip.h"
 #include "kineto_fixture.h"
 #include "loaded_trace.h"
 #include "moetrace/analyzer/analyses.h"
@@ -17,6 +19,7 @@
 #include "moetrace/analyzer/gpu_peaks.h"
 #include "moetrace/analyzer/report.h"
 #include "shared_data.h"
+#include "test_paths.h"
 
 namespace moetrace::testing {
 namespace {
@@ -280,6 +283,34 @@ TEST(Efficiency, RealB300TraceMatchesItsDeviceAndStaysBelowPeak) {
   bool some_flops = false;
   for (const auto& r : e.layers) some_flops |= r.expert.flops > 0;
   EXPECT_TRUE(some_flops);
+}
+
+// A GPU fixture of ours (tests/data/gpu, README there): DPMoE with 4
+// emulated ranks on one H200, FLOPs and bytes recorded by the executor.
+// Checked by hand: its devices table holds one "NVIDIA H200", every rank on
+// it; so the H200 is matched, the ranks share it (no % of link), and an
+// expert GEMM cannot beat the dense peak.
+TEST(Efficiency, H200FixtureMatchesItsDeviceAndStaysBelowPeak) {
+  const std::string gz = std::string(MOETRACE_GPU_FIXTURES_DIR) + "/dpmoe.db.gz";
+  if (!std::filesystem::exists(gz)) GTEST_SKIP() << "no GPU fixture " << gz;
+  const auto db = temp_path("eff_dpmoe.db");
+  ASSERT_EQ(gunzip(gz, db), "");
+  const auto t = analyzer::load_trace(db);
+  const auto e = analyze_efficiency(t);
+  ASSERT_EQ(e.devices.size(), 4u);
+  for (const auto& d : e.devices) {
+    ASSERT_NE(d.peaks, nullptr) << d.device;
+    EXPECT_EQ(d.peaks->name, "H200");
+    EXPECT_TRUE(d.shared);
+  }
+  ASSERT_FALSE(e.layers.empty());
+  for (const auto& r : e.layers) {
+    EXPECT_GT(r.expert.achieved_tflops, 0);
+    EXPECT_GT(r.expert.percent_of_peak, 0);
+    EXPECT_LT(r.expert.percent_of_peak, 100);
+    EXPECT_GT(r.all_to_all.busbw_gbps, 0);
+    EXPECT_LT(r.all_to_all.percent_of_link, 0);  // ranks share the GPU
+  }
 }
 
 }  // namespace
