@@ -564,12 +564,79 @@ class Run {
     return t;
   }
 
+  // efficiency.h: the report's efficiency rows (by "layer" or "rank") and
+  // collective buckets; unknown figures NaN (the JSON's null).
+  const an::EfficiencyAnalysis& efficiency() {
+    std::lock_guard lock(mu_);
+    if (!efficiency_) efficiency_ = an::analyze_efficiency(trace_);
+    return *efficiency_;
+  }
+  Table efficiency_table(const std::string& by) {
+    if (by != "layer" && by != "rank") throw moetrace::ConfigError("by=\"" + by + "\" is not one of layer, rank");
+    const auto& e = efficiency();
+    auto nan_if = [](double v) { return v >= 0 ? v : kNaN; };
+    Table t;
+    for (const auto& r : by == "layer" ? e.layers : e.ranks) {
+      t.put("rank", r.rank);
+      if (by == "layer") t.put("layer", r.layer);
+      const an::RankDevice* d = nullptr;
+      for (const auto& x : e.devices)
+        if (x.rank == r.rank) d = &x;
+      t.put("device", d ? d->device : std::string());
+      t.put("gpu", d && d->peaks ? std::string(d->peaks->name) : std::string());
+      const auto& g = r.expert;
+      t.put("expert_ops", g.ops);
+      t.put("expert_ops_with_flops", g.ops_with_flops);
+      t.put("expert_flops", nan_if(g.flops));
+      t.put("expert_time_ns", g.time_ns);
+      t.put("achieved_tflops", nan_if(g.achieved_tflops));
+      t.put("peak_tflops", nan_if(g.peak_tflops));
+      t.put("percent_of_peak", nan_if(g.percent_of_peak));
+      for (const auto& [p, c] : {std::pair{"all_to_all_", &r.all_to_all}, std::pair{"all_reduce_", &r.all_reduce}}) {
+        const std::string n(p);
+        t.put(n + "ops", c->ops);
+        t.put(n + "ops_with_bytes", c->ops_with_bytes);
+        t.put(n + "bytes", nan_if(static_cast<double>(c->bytes)));
+        t.put(n + "time_ns", c->time_ns);
+        t.put(n + "group_size", nan_if(static_cast<double>(c->group_size)));
+        t.put(n + "algbw_gbps", nan_if(c->algbw_gbps));
+        t.put(n + "busbw_gbps", nan_if(c->busbw_gbps));
+        t.put(n + "link_gbps", nan_if(c->link_gbps));
+        t.put(n + "percent_of_link", nan_if(c->percent_of_link));
+      }
+      t.end_row();
+    }
+    return t;
+  }
+  Table collectives_table() {
+    Table t;
+    for (const auto& b : efficiency().collectives) {
+      t.put("kind", b.kind);
+      t.put("min_bytes", b.min_bytes >= 0 ? static_cast<double>(b.min_bytes) : kNaN);
+      t.put("instances", b.instances);
+      t.put("calls", b.calls);
+      t.put("unpaired_calls", b.unpaired_calls);
+      t.put("bytes", b.bytes);
+      t.put("wait_total_ns", b.wait_total_ns);
+      t.put("wait_median_ns", b.wait_median_ns);
+      t.put("transfer_total_ns", b.transfer_total_ns);
+      t.put("transfer_median_ns", b.transfer_median_ns);
+      t.put("skew_total_ns", b.skew_total_ns);
+      t.put("group_size", b.group_size > 0 ? static_cast<double>(b.group_size) : kNaN);
+      t.put("busbw_gbps", b.busbw_gbps >= 0 ? b.busbw_gbps : kNaN);
+      t.put("percent_of_link", b.percent_of_link >= 0 ? b.percent_of_link : kNaN);
+      t.end_row();
+    }
+    return t;
+  }
+
  private:
   an::Trace trace_;
   std::mutex mu_;
   // One a window, indexed by RankWindow (kHta is the last).
   std::array<std::optional<an::Breakdown>, static_cast<std::size_t>(an::RankWindow::kHta) + 1> breakdowns_;
   std::optional<an::Analyses> analyses_;
+  std::optional<an::EfficiencyAnalysis> efficiency_;
 };
 
 // Runs `f` without the GIL and hands its table to Python.
@@ -682,6 +749,19 @@ PYBIND11_MODULE(_moetrace, m) {
               const std::string& annotation, std::int32_t first, std::int32_t last) {
              return table([&] { return r.critical_path_table(rank, events, top_events, across, annotation, first, last); });
            })
+      .def("efficiency", [](Run& r, const std::string& by) { return table([&] { return r.efficiency_table(by); }); })
+      .def("efficiency_dtype", [](Run& r) {
+        py::gil_scoped_release release;
+        const auto& e = r.efficiency();
+        py::gil_scoped_acquire acquire;
+        py::dict d;
+        d["dtype"] = std::string(an::peak_dtype_name(e.dtype));
+        d["dtype_assumed"] = e.dtype_assumed;
+        d["dtype_source"] = e.dtype_source;
+        d["unmatched_devices"] = e.unmatched_devices;
+        return d;
+      })
+      .def("collectives", [](Run& r) { return table([&] { return r.collectives_table(); }); })
       .def("memory_timeline", [](Run& r) { return table([&] { return r.memory_table(); }); })
       .def("expert_load", [](Run& r) {
         std::vector<std::vector<std::int64_t>> tokens;

@@ -11,7 +11,7 @@ the profiler's epoch time; a simulated one starts at 0). Each method's
 docstring lists its columns; README.md ("Reading a report") defines the
 breakdown's quantities and analyzer/analyses/include/moetrace/analyzer/launch_queue.h
 the HTA analyses (idle time, queue length, kernel launches); critical_path.h
-the critical path.
+the critical path; efficiency.h the efficiency figures against datasheet peaks.
 
 Loading and the analyses run in C++ without the GIL, so other Python threads
 go on meanwhile. Errors raise moetrace.Error (a RuntimeError) with the same
@@ -238,6 +238,50 @@ _RECOMMEND = _columns(
     ("evidence", "the numbers behind it"),
 )
 
+
+_COMM_KINDS = (("all_to_all", "all-to-all"), ("all_reduce", "all-reduce"))
+_EFFICIENCY = _columns(
+    ("device", "the rank's device name as recorded (\"\": none)"),
+    ("gpu", "its datasheet entry (docs/analyses.md; \"\": not in the table, no % of peak)"),
+    ("expert_ops", "expert-compute ops (expert FFN, recompute)"),
+    ("expert_ops_with_flops", "of them, with FLOPs recorded and GPU time"),
+    ("expert_flops", "their FLOPs (NaN: none recorded)"),
+    ("expert_time_ns", "union of their GPU time"),
+    ("achieved_tflops", "expert_flops / expert_time_ns, TFLOP/s"),
+    ("peak_tflops", "the GPU's dense peak for the dtype (efficiency_dtype())"),
+    ("percent_of_peak", "100 x achieved_tflops / peak_tflops"),
+) + tuple(c for k, text in _COMM_KINDS for c in (
+    (k + "_ops", text + " ops"),
+    (k + "_ops_with_bytes", "of them, with bytes recorded and GPU time"),
+    (k + "_bytes", "their bytes (NaN: none recorded)"),
+    (k + "_time_ns", "union of their GPU time"),
+    (k + "_group_size", "n, the ranks of the collective"),
+    (k + "_algbw_gbps", "bytes / time, GB/s (10^9 B/s)"),
+    (k + "_busbw_gbps", "NCCL's bus bandwidth: algbw x " + ("2(n-1)/n" if k == "all_reduce" else "(n-1)/n")),
+    (k + "_link_gbps", "the GPU's link per direction (NaN: not in the table, or ranks share a GPU)"),
+    (k + "_percent_of_link", "100 x busbw / link"),
+))
+_EFFICIENCY_BY = {
+    "layer": _columns(("rank", "rank"), ("layer", "MoE layer")) + _EFFICIENCY,
+    "rank": _columns(("rank", "rank (every op of the rank, in MoE layers or not)")) + _EFFICIENCY,
+}
+
+_COLLECTIVES = _columns(
+    ("kind", "all_to_all or all_reduce"),
+    ("min_bytes", "size bucket [min_bytes, 2 min_bytes) of the instance's largest call (NaN: size unknown)"),
+    ("instances", "collective instances"),
+    ("calls", "participant calls"),
+    ("unpaired_calls", "calls no other rank's call pairs with: wait not separated, all transfer"),
+    ("bytes", "bytes of the calls with a known size"),
+    ("wait_total_ns", "time from each call's start until the last participant was ready"),
+    ("wait_median_ns", "median over calls"),
+    ("transfer_total_ns", "the rest of each call"),
+    ("transfer_median_ns", "median over calls"),
+    ("skew_total_ns", "sum of (last ready - ready), waiting before a late call started included"),
+    ("group_size", "n"),
+    ("busbw_gbps", "bus bandwidth of the transfer part, GB/s"),
+    ("percent_of_link", "100 x busbw / link, where every rank has its own GPU of one table entry"),
+)
 
 _REPLAY_ITERATIONS = _columns(
     ("rank", "rank"),
@@ -468,6 +512,32 @@ class Run:
                                               first, last), columns)
 
     critical_path.__doc__ %= (_doc_columns(_CRITICAL_PATH), _doc_columns(_CRITICAL_PATH_EVENTS))
+
+    def efficiency(self, by="layer"):
+        """Efficiency against the GPUs' datasheet peaks, the report's
+        efficiency rows: per (rank, MoE layer) with by="layer", per rank
+        with by="rank". Expert GEMMs' achieved TFLOP/s and %% of the dense
+        peak; all-to-all and all-reduce algorithm and bus bandwidths
+        (nccl-tests' definitions) and %% of the link. Unknown figures are
+        NaN, never 0. The DataFrame's attrs hold the dtype the peak is for,
+        where it comes from, and the device names not in the table.
+
+        Columns (by="layer"; by="rank" has no layer):
+%s
+        """
+        if by not in _EFFICIENCY_BY:
+            raise ValueError(f"efficiency: by={by!r} is not one of 'layer', 'rank'")
+        df = _frame(self._run.efficiency(str(by)), _EFFICIENCY_BY[by])
+        df.attrs.update(self._run.efficiency_dtype())
+        return df
+
+    efficiency.__doc__ %= _doc_columns(_EFFICIENCY_BY["layer"])
+
+    @_documented(_COLLECTIVES, "Collectives by kind and size bucket (powers of 2 of bytes): instances, the time\n"
+                               "    waiting for the slowest participant apart from transferring, and the transfer's\n"
+                               "    bus bandwidth (the report's efficiency.collectives).")
+    def collectives(self):
+        return _frame(self._run.collectives(), _COLLECTIVES)
 
     @_documented(_MEMORY, "Device memory allocated per rank over time: a step function, one row per change.")
     def memory_timeline(self):

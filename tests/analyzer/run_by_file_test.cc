@@ -139,6 +139,13 @@ std::vector<std::string> report_differences(const std::vector<std::string>& path
   EXPECT_TRUE(a["critical_path"].contains("across_ranks"));
   EXPECT_FALSE(b["critical_path"].contains("across_ranks"));
   a["critical_path"].erase("across_ranks");
+  // The efficiency figures need every rank's events at once: not computed
+  // one file at a time, and said so.
+  EXPECT_FALSE(a["efficiency"].contains("not_computed"));
+  EXPECT_TRUE(b["efficiency"].contains("not_computed"));
+  EXPECT_TRUE(b["efficiency"]["ranks"].empty());
+  a.erase("efficiency");
+  b.erase("efficiency");
   // The fits pool every rank's ops, and their collectives join ranks.
   EXPECT_FALSE(b["fitted_models"]["compute"].empty());
   EXPECT_FALSE(b["fitted_models"]["collectives"].empty());
@@ -208,6 +215,9 @@ TEST(RunByFile, SaysWhatItLeavesOutInEveryFormat) {
             std::string::npos);
   // The recommendations: not computed, and why (not --no-recommendations).
   // The models are fitted.
+  EXPECT_NE(s.find("Efficiency against datasheet peaks\n----------------------------------\nNot computed: the run's 4 "
+                   "files were analysed one at a time"),
+            std::string::npos);
   EXPECT_EQ(s.find("--no-recommendations"), std::string::npos);
   EXPECT_NE(s.find("Recommendations\n---------------\nNot computed: the run's 4 files were analysed one at a time"),
             std::string::npos);

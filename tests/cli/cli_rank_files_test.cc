@@ -165,12 +165,14 @@ TEST(CliRankFiles, ByFileReportsAsTheMergedRunButWhatNeedsEveryRank) {
   EXPECT_EQ(merged.err, "");
   EXPECT_EQ(by_file.err,
             "moetrace: warning: the 4 files were analysed one at a time, in bounded memory: the critical path across "
-            "ranks and the recommendations need every rank's events at once and are not computed (--merged reads "
-            "them together)\n");
+            "ranks, the efficiency figures and the recommendations need every rank's events at once and are not "
+            "computed (--merged reads them together)\n");
   auto m = nlohmann::json::parse(merged.out), b = nlohmann::json::parse(by_file.out);
   EXPECT_TRUE(b["ranks"]["run"]["by_file"].get<bool>());
   EXPECT_EQ(b["recommendations"]["status"], "not_computed");
+  EXPECT_TRUE(b["efficiency"].contains("not_computed"));
   for (auto* j : {&m, &b}) {
+    j->erase("efficiency");
     (*j)["critical_path"].erase("across_ranks");
     (*j)["ranks"]["run"].erase("by_file");
   }

@@ -83,7 +83,7 @@ class Columns(Fixtures):
         syn = moetrace.open(self.synth)
         from moetrace import (_BREAKDOWN, _CRITICAL_PATH, _CRITICAL_PATH_EVENTS, _EXPERT_LOAD, _IDLE, _KERNELS,
                               _LAUNCHES, _LAUNCH_SUMMARY, _LAYERS, _MEMORY, _QUEUE_SERIES, _QUEUE_SUMMARY,
-                              _RECOMMEND)
+                              _RECOMMEND, _EFFICIENCY_BY, _COLLECTIVES)
         names = lambda cols: [c for c, _ in cols]
         cases = [
             (run.breakdown(by="rank"), _BREAKDOWN["rank"]),
@@ -101,6 +101,9 @@ class Columns(Fixtures):
             (run.memory_timeline(), _MEMORY),
             (run.expert_load(), _EXPERT_LOAD),
             (run.recommend(simulate=False), _RECOMMEND),
+            (run.efficiency(by="layer"), _EFFICIENCY_BY["layer"]),
+            (run.efficiency(by="rank"), _EFFICIENCY_BY["rank"]),
+            (syn.collectives(), _COLLECTIVES),
         ]
         for frame, cols in cases:
             self.assertIsInstance(frame, pd.DataFrame)
@@ -261,6 +264,52 @@ class AgainstTheReport(Fixtures):
         row = per_launch[per_launch["correlation_id"] == worst["correlation_id"]].iloc[0]
         for k in ("cpu_duration_ns", "gpu_duration_ns", "launch_delay_ns", "start_delay_ns", "gpu_start_ns", "name"):
             self.assertEqual(row[k], worst[k], k)
+
+    def test_efficiency_is_the_reports(self):
+        for path in (self.sim, self.synth):
+            j = cli_json("report", path, "--format", "json", "--no-recommendations")["efficiency"]
+            run = moetrace.open(path)
+
+            def flat(r):
+                row = {k: r[k] for k in ("rank", "layer") if k in r}
+                row.update({("expert_" + k if k in ("ops", "ops_with_flops", "flops", "time_ns") else k): v
+                            for k, v in r["expert"].items()})
+                for kind in ("all_to_all", "all_reduce"):
+                    row.update({kind + "_" + k: v for k, v in r[kind].items()})
+                return row
+
+            for by, rows, keys in (("layer", j["layers"], ["rank", "layer"]), ("rank", j["ranks"], ["rank"])):
+                frame = run.efficiency(by=by)
+                self.assertEqual(len(frame), len(rows))
+                self.assertGreater(len(rows), 0)
+                got = {tuple(rec[k] for k in keys): rec for rec in frame.to_dict("records")}
+                for r in map(flat, rows):
+                    rec = got[tuple(r[k] for k in keys)]
+                    for col, v in r.items():
+                        if v is None:
+                            self.assertTrue(math.isnan(rec[col]), (by, col, rec[col]))
+                        else:
+                            self.assertAlmostEqual(rec[col], v, places=9, msg=(by, col))
+                devices = {d["rank"]: d for d in j["devices"]}
+                for rec in frame.to_dict("records"):
+                    self.assertEqual(rec["device"], devices[rec["rank"]]["device"])
+                    self.assertEqual(rec["gpu"], devices[rec["rank"]]["gpu"] or "")
+                self.assertEqual(frame.attrs["dtype"], j["dtype"])
+                self.assertEqual(frame.attrs["dtype_source"], j["dtype_source"])
+                self.assertEqual(list(frame.attrs["unmatched_devices"]), j["unmatched_devices"])
+            frame = run.collectives()
+            buckets = j["collectives"]["buckets"]
+            self.assertEqual(len(frame), len(buckets))
+            for rec, b in zip(frame.to_dict("records"), buckets):
+                for col, v in b.items():
+                    if v is None:
+                        self.assertTrue(math.isnan(rec[col]), col)
+                    elif isinstance(v, str):
+                        self.assertEqual(rec[col], v)
+                    else:
+                        self.assertAlmostEqual(rec[col], v, places=9, msg=col)
+        with self.assertRaises(ValueError):
+            moetrace.open(self.synth).efficiency(by="iteration")
 
     def test_critical_path_is_the_reports(self):
         j = cli_json("report", self.synth, "--format", "json", "--no-recommendations")["critical_path"]["ranks"]

@@ -1,5 +1,6 @@
 #include "text_trace.h"
 
+#include <algorithm>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -122,6 +123,7 @@ void write_text_trace(const std::string& path, std::string_view text) {
       op.start_ns = l.num("start");
       op.end_ns = l.num("end");
       op.bytes = l.num("bytes", -1);
+      op.recv_bytes = l.num("recv_bytes", -1);
       op.launch_start_ns = l.num("launch_start", -1);
       op.launch_end_ns = l.num("launch_end", -1);
       op.flops = std::stod(l.take("flops", "-1"));
@@ -186,6 +188,12 @@ void write_text_trace(const std::string& path, std::string_view text) {
       c.in_nelems = l.num("in_nelems", -1);
       c.seq = l.num("seq", -1);
       w.add(c);
+    } else if (l.type == "device") {
+      instrument::DeviceRecord d;
+      d.id = DeviceId(static_cast<std::int32_t>(l.num("id")));
+      d.name = l.take("name", "");
+      std::replace(d.name.begin(), d.name.end(), '_', ' ');
+      w.add(d);
     } else if (l.type == "layer") {
       instrument::LayerRecord r{.layer = static_cast<int>(l.num("layer")), .kind = l.take("kind", "moe"),
                                 .num_experts = static_cast<int>(l.num("experts", -1)),

@@ -3,7 +3,7 @@
 //   run    world_size=2 backend=test variant=dpmoe
 //   stream id=0 rank=0 role=compute
 //   op     id=1 rank=0 stream=0 kind=gate layer=0 iteration=0 phase=fwd start=0 end=100
-//          (optional: micro_batch chunk bytes flops peer launch_start launch_end nvtx)
+//          (optional: micro_batch chunk bytes recv_bytes flops peer launch_start launch_end nvtx)
 //   kernel rank=0 stream=0 start=0 end=50 name=gemm corr=7 op=1
 //   memcpy rank=0 stream=2 start=0 end=50 bytes=4096 copy_kind=2 src_kind=1 dst_kind=2
 //   memset rank=0 stream=0 start=0 end=10 bytes=64 corr=9
@@ -11,6 +11,7 @@
 //   nvtx   rank=0 thread=1 start=0 end=90 domain=moetrace name=L0.gate payload=1
 //          (ids are 1, 2, ... in file order; an op names one with nvtx=ID;
 //          dims=[[8,64],[64,128]] types=["float","float"]: recorded input shapes)
+//   device id=0 name=NVIDIA_H100_80GB_HBM3   (underscores stand for spaces; a stream's device=, default its rank)
 //   layer  layer=0 experts=4 top_k=1 model_dim=1024 hidden_dim=4096 tokens=8192
 //   collective rank=0 start=0 end=50 name=all_to_all group_size=4 corr=7   (Kineto's record of an NCCL kernel)
 //     [process_group=DESCRIPTION group_ranks=[0,4] in_nelems=N]

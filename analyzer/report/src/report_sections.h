@@ -51,6 +51,11 @@ Section launch_queue_section(const Analyses& a, const ReportOptions& options);
 // The critical path of each rank, HTA's definition (report_critical_path.cc).
 Section critical_path_section(const Analyses& a, const ReportOptions& options);
 
+// Expert TFLOP/s, collective bandwidths and waits against the GPUs'
+// datasheet peaks (report_efficiency.cc; efficiency.h).
+Section efficiency_section(const Analyses& a, const ReportOptions& options);
+nlohmann::json efficiency_json(const Analyses& a);
+
 // MoE recognition of a trace from another tool (report_recognition.cc).
 // The kernels no rule classifies: Analyses::unclassified_kernels.
 Section recognition_section(const Trace& trace, const Analyses& a);

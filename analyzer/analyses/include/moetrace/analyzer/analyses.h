@@ -9,6 +9,7 @@
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/cost_model.h"
 #include "moetrace/analyzer/critical_path.h"
+#include "moetrace/analyzer/efficiency.h"
 #include "moetrace/analyzer/expert_load.h"
 #include "moetrace/analyzer/launch_queue.h"
 #include "moetrace/analyzer/locality.h"
@@ -30,6 +31,7 @@ struct Analyses {
   NvtxAnalysis nvtx;               // nvtx_projection.h (NVTX ranges from outside moetrace)
   RankWaitAnalysis rank_waits;     // rank_waits.h (runs of several ranks)
   LaunchQueueAnalysis launch_queue;  // launch_queue.h (HTA: idle time, queue length, kernel launches)
+  EfficiencyAnalysis efficiency;   // efficiency.h (TFLOP/s, bandwidths and collective waits against datasheet peaks)
   std::vector<RankCriticalPath> critical_path;  // critical_path.h (HTA's critical path, per rank)
   // The window of critical_path where not the whole trace: "ProfilerStep#N
   // instance I" (report --critical-path-step); empty: the whole trace.
@@ -70,7 +72,7 @@ inline constexpr std::size_t kUnclassifiedKernelsShown = 10;
 // expert load, memory, launch queues, NVTX, the ranks' critical paths, every
 // unclassified kernel) and the samples the fitted models take from it; none
 // that needs every rank at once (collective waits, the path across ranks,
-// the fits, expert load, locality).
+// the fits, expert load, locality, efficiency).
 struct FilePart {
   Analyses analyses;
   CostSamples cost_samples;

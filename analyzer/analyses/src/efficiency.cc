@@ -1,0 +1,380 @@
+#include "moetrace/analyzer/efficiency.h"
+
+#include <algorithm>
+#include <bit>
+#include <map>
+#include <set>
+#include <tuple>
+#include <utility>
+
+#include "moetrace/analyzer/clock_align.h"
+#include "moetrace/analyzer/dtype.h"
+#include "moetrace/analyzer/gemm_shape.h"
+#include "moetrace/analyzer/interval.h"
+#include "op_intervals.h"
+
+namespace moetrace::analyzer {
+
+namespace {
+
+std::vector<RankDevice> rank_devices(const Trace& trace) {
+  std::vector<RankDevice> out;
+  std::vector<std::string> keys;
+  for (const auto r : trace.rank_ids()) {
+    RankDevice d;
+    d.rank = r.value;
+    DeviceId id;
+    for (const auto& rk : trace.ranks)
+      if (rk.rank == r) id = rk.device;
+    if (!id.valid())
+      for (const auto& s : trace.streams)
+        if (s.rank == r && s.device.valid()) {
+          id = s.device;
+          break;
+        }
+    for (const auto& dev : trace.devices)
+      if (dev.id == id) {
+        d.device = dev.name;
+        break;
+      }
+    d.peaks = find_gpu_peaks(d.device);
+    // One GPU: by its UUID where recorded, else by host and device id.
+    std::string host;
+    for (const auto& rk : trace.ranks)
+      if (rk.rank == r) host = rk.host;
+    std::string gpu = host + "/" + std::to_string(id.value);
+    for (const auto& dev : trace.devices)
+      if (dev.id == id && !dev.uuid.empty()) gpu = dev.uuid;
+    keys.push_back(std::move(gpu));
+    out.push_back(std::move(d));
+  }
+  for (std::size_t i = 0; i < out.size(); ++i)
+    out[i].shared = std::count(keys.begin(), keys.end(), keys[i]) > 1;
+  return out;
+}
+
+void find_dtype(const Trace& trace, EfficiencyAnalysis& e) {
+  for (const char* key : {"torch_dtype", "dtype", "params_dtype"}) {
+    const auto v = trace.config_value(key);
+    if (v.empty()) continue;
+    if (const auto d = parse_peak_dtype(v)) {
+      e.dtype = *d;
+      e.dtype_assumed = false;
+      e.dtype_source = std::string("run config ") + key + "=" + std::string(v);
+      return;
+    }
+  }
+  // The expert GEMMs' recorded input types (PyTorch profiler with
+  // record_shapes: "c10::BFloat16"), the first operand's, the most common.
+  if (!trace.input_shapes.empty()) {
+    const LaunchShapes shapes(trace);
+    std::map<PeakDtype, std::int64_t> seen;
+    for (const auto& a : trace.activities) {
+      if (a.op < 0 || op_category(trace.ops[static_cast<std::size_t>(a.op)].kind) != Category::kExpertCompute) continue;
+      const auto range = shapes.range_of(a);
+      if (!range) continue;
+      const auto shape = trace.nvtx[*range].input_shape;
+      if (shape < 0) continue;
+      const auto& types = trace.input_shapes[static_cast<std::size_t>(shape)].types;
+      const auto open = types.find('"');
+      const auto close = open == std::string::npos ? open : types.find('"', open + 1);
+      if (close == std::string::npos) continue;
+      if (const auto d = parse_peak_dtype(std::string_view(types).substr(open + 1, close - open - 1))) ++seen[*d];
+    }
+    if (!seen.empty()) {
+      const auto best = std::max_element(seen.begin(), seen.end(),
+                                         [](const auto& x, const auto& y) { return x.second < y.second; });
+      std::int64_t total = 0;
+      for (const auto& [d, n] : seen) total += n;
+      e.dtype = best->first;
+      e.dtype_assumed = false;
+      e.dtype_source = "the recorded input types of " + std::to_string(best->second) + " of " +
+                       std::to_string(total) + " expert kernels' framework ops";
+      return;
+    }
+  }
+  if (const auto b = trace.config_int("elem_bytes"); b && (*b == 1 || *b == 2 || *b == 4)) {
+    e.dtype = *b == 1 ? PeakDtype::kFp8 : *b == 2 ? PeakDtype::kBf16 : PeakDtype::kFp32;
+    e.dtype_assumed = false;
+    e.dtype_source = "run config elem_bytes=" + std::to_string(*b) + (*b == 2 ? " (BF16 and FP16 peaks are equal)" : "");
+    return;
+  }
+  e.dtype = PeakDtype::kBf16;
+  e.dtype_assumed = true;
+  e.dtype_source = "no dtype recorded: BF16 assumed";
+}
+
+const Collective* collective_record(const Trace& t, RankId rank, std::int64_t corr) {
+  if (corr == 0) return nullptr;
+  const auto it = std::lower_bound(t.collectives.begin(), t.collectives.end(), std::pair(rank.value, corr),
+                                   [](const Collective& c, const std::pair<std::int32_t, std::int64_t>& k) {
+                                     return std::pair(c.rank.value, c.correlation_id) < k;
+                                   });
+  return it != t.collectives.end() && it->rank == rank && it->correlation_id == corr ? &*it : nullptr;
+}
+
+std::int64_t record_bytes(const Collective* c) {
+  if (!c || c->in_nelems < 0) return -1;
+  const auto eb = dtype_bytes(c->dtype);
+  return eb ? c->in_nelems * *eb : -1;
+}
+
+// Which collective (if any) a category is.
+std::string_view comm_kind(Category c) {
+  return c == Category::kAllToAll ? "all_to_all" : c == Category::kAllReduce ? "all_reduce" : "";
+}
+
+class Calculator {
+ public:
+  explicit Calculator(const Trace& t) : t_(t), iv_(t), first_activity_(t.ops.size(), -1), participants_(t.ops.size(), 0) {
+    for (std::size_t i = 0; i < t.activities.size(); ++i)
+      if (const auto op = t.activities[i].op; op >= 0 && first_activity_[static_cast<std::size_t>(op)] < 0)
+        first_activity_[static_cast<std::size_t>(op)] = static_cast<std::int64_t>(i);
+    calls_ = collective_calls(t);
+    for (std::size_t i = 0; i < calls_.size();) {
+      std::size_t j = i;
+      while (j < calls_.size() && calls_[j].key == calls_[i].key) ++j;
+      for (std::size_t k = i; k < j; ++k)
+        if (const auto op = op_of(calls_[k]); op >= 0) participants_[static_cast<std::size_t>(op)] = static_cast<int>(j - i);
+      i = j;
+    }
+  }
+
+  const std::vector<CollectiveCall>& calls() const { return calls_; }
+  // The op range of a call: its own, or its NCCL kernel's; -1: none.
+  std::int32_t op_of(const CollectiveCall& c) const {
+    if (c.op >= 0) return c.op;
+    return c.activity >= 0 ? t_.activities[static_cast<std::size_t>(c.activity)].op : -1;
+  }
+  const OpIntervals& intervals() const { return iv_; }
+
+  const Collective* record_of_op(std::size_t op) const {
+    const auto a = first_activity_[op];
+    return a < 0 ? nullptr : collective_record(t_, t_.ops[op].rank, t_.activities[static_cast<std::size_t>(a)].correlation_id);
+  }
+  std::int64_t op_bytes(std::size_t op) const {
+    const auto& o = t_.ops[op];
+    if (o.bytes >= 0) return o.bytes;
+    if (o.recv_bytes >= 0) return o.recv_bytes;
+    return record_bytes(record_of_op(op));
+  }
+  // n: the instance's participants, else the recorded group, else the run's world size.
+  int group_size(int participants, const Collective* record) const {
+    if (participants >= 2) return participants;
+    if (record && record->recorded_ranks() > 0) return record->recorded_ranks();
+    return t_.run.world_size > 1 ? t_.run.world_size : -1;
+  }
+  int op_group_size(std::size_t op) const { return group_size(participants_[op], record_of_op(op)); }
+
+ private:
+  const Trace& t_;
+  OpIntervals iv_;
+  std::vector<std::int64_t> first_activity_;
+  std::vector<int> participants_;
+  std::vector<CollectiveCall> calls_;
+};
+
+struct CommAcc {
+  CommFigures f;
+  std::vector<Interval> iv;
+  double bus_bytes = 0;
+  std::int64_t bus_ops = 0;
+};
+
+struct RowAcc {
+  GemmFigures g;
+  std::vector<Interval> flops_iv, all_iv;
+  CommAcc a2a, ar;
+};
+
+void add_comm(CommAcc& c, const Calculator& calc, std::size_t op, std::string_view kind) {
+  ++c.f.ops;
+  const auto bytes = calc.op_bytes(op);
+  if (bytes < 0 || calc.intervals().busy(op) <= 0) return;  // no size, or no time (an op that did nothing)
+  ++c.f.ops_with_bytes;
+  c.f.bytes = std::max<std::int64_t>(c.f.bytes, 0) + bytes;
+  for (const auto& i : calc.intervals().of(op)) c.iv.push_back(i);
+  const int n = calc.op_group_size(op);
+  if (n >= 1) {
+    c.f.group_size = std::max(c.f.group_size, n);
+    c.bus_bytes += static_cast<double>(bytes) * busbw_factor(kind, n);
+    ++c.bus_ops;
+  }
+}
+
+void finish_comm(CommAcc& c, const GpuPeaks* peaks, bool shared) {
+  c.f.time_ns = IntervalSet::from(std::move(c.iv)).length();
+  if (c.f.bytes < 0 || c.f.time_ns <= 0) return;
+  const auto ns = static_cast<double>(c.f.time_ns);
+  c.f.algbw_gbps = static_cast<double>(c.f.bytes) / ns;
+  if (c.bus_ops == c.f.ops_with_bytes) c.f.busbw_gbps = c.bus_bytes / ns;
+  if (peaks && peaks->link_gbps && !shared) {
+    c.f.link_gbps = *peaks->link_gbps;
+    if (c.f.busbw_gbps >= 0) c.f.percent_of_link = 100.0 * c.f.busbw_gbps / c.f.link_gbps;
+  }
+}
+
+EfficiencyRow finish_row(std::int32_t rank, std::int32_t layer, RowAcc& a, const RankDevice& device, PeakDtype dtype) {
+  const GpuPeaks* peaks = device.peaks;
+  EfficiencyRow r;
+  r.rank = rank;
+  r.layer = layer;
+  r.expert = a.g;
+  auto& g = r.expert;
+  g.time_ns = IntervalSet::from(std::move(g.ops_with_flops > 0 ? a.flops_iv : a.all_iv)).length();
+  if (g.flops >= 0 && g.time_ns > 0) g.achieved_tflops = g.flops / static_cast<double>(g.time_ns) / 1e3;
+  if (peaks)
+    if (const auto p = peaks->tflops(dtype)) {
+      g.peak_tflops = *p;
+      if (g.achieved_tflops >= 0) g.percent_of_peak = 100.0 * g.achieved_tflops / *p;
+    }
+  finish_comm(a.a2a, peaks, device.shared);
+  finish_comm(a.ar, peaks, device.shared);
+  r.all_to_all = a.a2a.f;
+  r.all_reduce = a.ar.f;
+  return r;
+}
+
+std::int64_t median(std::vector<std::int64_t> v) {
+  if (v.empty()) return 0;
+  const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  if (v.size() % 2 == 1) return *mid;
+  const auto lower = *std::max_element(v.begin(), mid);
+  return (lower + *mid) / 2;
+}
+
+struct BucketAcc {
+  CollectiveBucket b;
+  std::vector<std::int64_t> waits, transfers;
+  double bus_bytes = 0;
+  bool bus_known = true;
+};
+
+void collective_buckets(const Trace& trace, const Calculator& calc, const GpuPeaks* common,
+                        EfficiencyAnalysis& e) {
+  std::map<std::pair<std::string_view, std::int64_t>, BucketAcc> buckets;
+  const auto& calls = calc.calls();
+  for (std::size_t i = 0; i < calls.size();) {
+    std::size_t j = i;
+    while (j < calls.size() && calls[j].key == calls[i].key) ++j;
+    const auto n = j - i;
+    std::string_view kind;
+    std::vector<std::int64_t> bytes(n, -1);
+    std::vector<const Collective*> records(n, nullptr);
+    std::int64_t largest = -1, last_ready = INT64_MIN;
+    for (std::size_t k = i; k < j; ++k) {
+      const auto& c = calls[k];
+      if (const auto op_index = calc.op_of(c); op_index >= 0) {
+        const auto op = static_cast<std::size_t>(op_index);
+        kind = comm_kind(op_category(trace.ops[op].kind));
+        bytes[k - i] = calc.op_bytes(op);
+        records[k - i] = calc.record_of_op(op);
+      } else if (c.activity >= 0) {
+        const auto& a = trace.activities[static_cast<std::size_t>(c.activity)];
+        kind = comm_kind(classify_activity(trace, a));
+        records[k - i] = collective_record(trace, a.rank, a.correlation_id);
+        bytes[k - i] = record_bytes(records[k - i]);
+      }
+      largest = std::max(largest, bytes[k - i]);
+      last_ready = std::max(last_ready, c.ready_ns);
+    }
+    if (!kind.empty()) {
+      const std::int64_t min_bytes = largest < 0 ? -1 : largest == 0 ? 0 : std::int64_t{1} << std::bit_width(static_cast<std::uint64_t>(largest)) >> 1;
+      auto& acc = buckets[{kind, min_bytes}];
+      acc.b.kind = std::string(kind);
+      acc.b.min_bytes = min_bytes;
+      ++acc.b.instances;
+      for (std::size_t k = i; k < j; ++k) {
+        const auto& c = calls[k];
+        const auto duration = std::max<std::int64_t>(0, c.end_ns - c.start_ns);
+        const auto wait = n >= 2 ? std::clamp<std::int64_t>(last_ready - c.start_ns, 0, duration) : 0;
+        const auto transfer = duration - wait;
+        ++acc.b.calls;
+        if (n < 2) ++acc.b.unpaired_calls;
+        acc.waits.push_back(wait);
+        acc.transfers.push_back(transfer);
+        acc.b.wait_total_ns += wait;
+        if (n >= 2) acc.b.skew_total_ns += last_ready - c.ready_ns;
+        acc.b.transfer_total_ns += transfer;
+        const int g = calc.group_size(static_cast<int>(n), records[k - i]);
+        acc.b.group_size = std::max(acc.b.group_size, g);
+        if (bytes[k - i] >= 0 && duration > 0) {
+          acc.b.bytes += bytes[k - i];
+          if (g >= 1) acc.bus_bytes += static_cast<double>(bytes[k - i]) * busbw_factor(kind, g);
+          else acc.bus_known = false;
+        } else {
+          acc.bus_known = false;
+        }
+      }
+      if (n >= 2) e.wait_separated = true;
+    }
+    i = j;
+  }
+  for (auto& [key, acc] : buckets) {
+    acc.b.wait_median_ns = median(std::move(acc.waits));
+    acc.b.transfer_median_ns = median(std::move(acc.transfers));
+    if (acc.bus_known && acc.b.transfer_total_ns > 0) {
+      acc.b.busbw_gbps = acc.bus_bytes / static_cast<double>(acc.b.transfer_total_ns);
+      if (common && common->link_gbps) acc.b.percent_of_link = 100.0 * acc.b.busbw_gbps / *common->link_gbps;
+    }
+    e.collectives.push_back(std::move(acc.b));
+  }
+}
+
+}  // namespace
+
+double busbw_factor(std::string_view kind, int n) {
+  if (n < 1) return -1;
+  const double f = static_cast<double>(n - 1) / static_cast<double>(n);
+  return kind == "all_reduce" ? 2 * f : f;
+}
+
+EfficiencyAnalysis analyze_efficiency(const Trace& trace) {
+  EfficiencyAnalysis e;
+  find_dtype(trace, e);
+  e.devices = rank_devices(trace);
+  std::set<std::string> unmatched;
+  std::map<std::int32_t, RankDevice> device_of;
+  const GpuPeaks* common = nullptr;
+  bool first = true;
+  for (const auto& d : e.devices) {
+    if (!d.peaks) unmatched.insert(d.device.empty() ? std::string("(no device recorded)") : d.device);
+    device_of[d.rank] = d;
+    // The link bounds the collectives only where every rank has a GPU of its own.
+    const GpuPeaks* link = d.shared ? nullptr : d.peaks;
+    if (first) common = link;
+    else if (common != link) common = nullptr;
+    first = false;
+  }
+  e.unmatched_devices.assign(unmatched.begin(), unmatched.end());
+
+  const Calculator calc(trace);
+  std::map<std::pair<std::int32_t, std::int32_t>, RowAcc> layers;
+  std::map<std::int32_t, RowAcc> ranks;
+  for (std::size_t i = 0; i < trace.ops.size(); ++i) {
+    const auto& op = trace.ops[i];
+    const auto cat = op_category(op.kind);
+    std::vector<RowAcc*> rows = {&ranks[op.rank.value]};
+    if (op.layer >= 0) rows.push_back(&layers[{op.rank.value, op.layer}]);
+    if (cat == Category::kExpertCompute) {
+      for (auto* r : rows) {
+        ++r->g.ops;
+        for (const auto& iv : calc.intervals().of(i)) r->all_iv.push_back(iv);
+        if (op.flops >= 0 && calc.intervals().busy(i) > 0) {
+          ++r->g.ops_with_flops;
+          r->g.flops = std::max(r->g.flops, 0.0) + op.flops;
+          for (const auto& iv : calc.intervals().of(i)) r->flops_iv.push_back(iv);
+        }
+      }
+    } else if (const auto kind = comm_kind(cat); !kind.empty()) {
+      for (auto* r : rows) add_comm(kind == "all_to_all" ? r->a2a : r->ar, calc, i, kind);
+    }
+  }
+  for (auto& [key, acc] : layers) e.layers.push_back(finish_row(key.first, key.second, acc, device_of[key.first], e.dtype));
+  for (auto& [rank, acc] : ranks) e.ranks.push_back(finish_row(rank, -1, acc, device_of[rank], e.dtype));
+  collective_buckets(trace, calc, common, e);
+  return e;
+}
+
+}  // namespace moetrace::analyzer
