@@ -200,6 +200,11 @@ TEST(CliRankFiles, ByFileReportsAsTheMergedRunButWhatNeedsEveryRank) {
 // then takes: on a run of few ranks with many events each, and on one of
 // more ranks with fewer events and expert-load tables.
 TEST(CliRankFiles, MemoryEstimateIsWithinTwiceThePeak) {
+#if defined(__SANITIZE_ADDRESS__)
+  // Under AddressSanitizer the peak holds its shadow memory and quarantine
+  // (10-20x the plain build's on these runs): the estimate is of a plain build.
+  GTEST_SKIP() << "the memory estimate is of a build without AddressSanitizer";
+#endif
   const std::pair<const char*, const char*> runs[] = {
       {"few-ranks", "-v mpipemoe --ranks 4 --layers 8 -i 10"},
       {"many-ranks", "-v pipemoe --ranks 32 --experts 32 --layers 2 -i 2 --routing zipf --skew 1.2"},
