@@ -176,16 +176,19 @@ Trace replayed_trace(const Trace& trace, const ExecGraph& g, const std::vector<s
       const auto o = r.op_index(d.op), p = r.op_index(d.dep);
       if (o >= 0 && p >= 0) deps[static_cast<std::size_t>(o)].push_back(p);
     }
+    // An op's measured times; the ops a what-if added (past the trace's)
+    // have only their replayed ones.
+    auto measured = [&](std::size_t o) -> const OpRange& { return o < trace.ops.size() ? trace.ops[o] : r.ops[o]; };
     std::vector<std::size_t> order(nops);
     for (std::size_t o = 0; o < nops; ++o) order[o] = o;
     std::sort(order.begin(), order.end(),
-              [&](std::size_t a, std::size_t b) { return trace.ops[a].start_ns < trace.ops[b].start_ns; });
+              [&](std::size_t a, std::size_t b) { return measured(a).start_ns < measured(b).start_ns; });
     for (auto o : order) {
       if (placed[o]) continue;
       std::int64_t best_end = INT64_MIN, s = 0;
       for (auto p : deps[o])
-        if (trace.ops[static_cast<std::size_t>(p)].end_ns > best_end) {
-          best_end = trace.ops[static_cast<std::size_t>(p)].end_ns;
+        if (measured(static_cast<std::size_t>(p)).end_ns > best_end) {
+          best_end = measured(static_cast<std::size_t>(p)).end_ns;
           s = r.ops[static_cast<std::size_t>(p)].end_ns - best_end;
         }
       shift[o] = s;
