@@ -78,6 +78,9 @@ void TraceLoader::read_tables() {
   if (options_.memory) load_memory();
   load_moe_tables();
   load_collectives();
+  // Every table is read: the file's pages, mapped into memory as SQLite
+  // read them (as large as the trace itself), go before the tracks are built.
+  db_ = sqlite::Database();
 }
 
 void TraceLoader::load_run(sqlite::Database& db, RunInfo& run, schema::IntegrityRecord* digests) {
@@ -140,7 +143,7 @@ void TraceLoader::build_tracks() {
 
   // Op ids -> indices (ops sorted first, so indices are final).
   for (auto& op : t.ops) op.stream = new_slot[static_cast<std::size_t>(op.stream)];
-  std::sort(t.ops.begin(), t.ops.end(), op_track_order);
+  sort_into_tracks(t.ops, t.streams.size(), op_track_order);
   t.op_index_.resize(t.ops.size());
   for (std::size_t i = 0; i < t.ops.size(); ++i)
     t.op_index_[i] = {t.ops[i].id.value, static_cast<std::int32_t>(i)};
@@ -150,14 +153,21 @@ void TraceLoader::build_tracks() {
       throw Error(t.run.path + ": op id " + std::to_string(t.op_index_[i].first) +
                   " appears twice in op_ranges; damaged trace");
 
+  std::int64_t last_op = -1;  // neighbouring kernels are mostly of one op: its index once
+  std::int32_t last_index = -1;
   for (std::size_t i = 0; i < t.activities.size(); ++i) {
     auto& a = t.activities[i];
     a.stream = new_slot[static_cast<std::size_t>(a.stream)];
-    a.op = activity_op_ids_[i] >= 0 ? t.op_index(OpId(activity_op_ids_[i])) : -1;
-    if (activity_op_ids_[i] >= 0 && a.op < 0) ++activities_without_op_;
+    const auto op = activity_op_ids_[i];
+    if (op >= 0 && op != last_op) {
+      last_op = op;
+      last_index = t.op_index(OpId(op));
+    }
+    a.op = op >= 0 ? last_index : -1;
+    if (op >= 0 && a.op < 0) ++activities_without_op_;
   }
   std::vector<std::int64_t>().swap(activity_op_ids_);
-  std::sort(t.activities.begin(), t.activities.end(), [](const Activity& a, const Activity& b) {
+  sort_into_tracks(t.activities, t.streams.size(), [](const Activity& a, const Activity& b) {
     return a.stream != b.stream ? a.stream < b.stream : a.start_ns < b.start_ns;
   });
 

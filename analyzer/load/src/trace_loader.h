@@ -23,6 +23,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "moetrace/analyzer/huge_pages.h"
 #include "moetrace/analyzer/kernel_classes.h"
 #include "moetrace/analyzer/moe_recognition.h"
 #include "moetrace/analyzer/projection.h"
@@ -80,6 +81,13 @@ class TraceLoader {
   // Index of a stream id, registering streams that events name but the
   // streams table lacks (a killed run may have flushed events first).
   std::int32_t stream_slot(std::int64_t stream_id, RankId rank) {
+    // Neighbouring rows are mostly of one stream: the last answer first.
+    if (stream_id == last_stream_id_ && last_stream_slot_ >= 0) return last_stream_slot_;
+    last_stream_id_ = stream_id;
+    last_stream_slot_ = find_stream_slot(stream_id, rank);
+    return last_stream_slot_;
+  }
+  std::int32_t find_stream_slot(std::int64_t stream_id, RankId rank) {
     auto it = stream_slots_.find(stream_id);
     if (it != stream_slots_.end()) return it->second;
     if (stream_slots_.empty() && !trace_.streams.empty()) {
@@ -270,10 +278,38 @@ class TraceLoader {
   // Sorts activities and ops into per-stream tracks, resolves op ids to indices.
   void build_tracks();
 
+  // std::sort(events, by_track) for events whose `stream` is below
+  // `streams`. Where each stream's events come strictly in order already (as
+  // writers append them), that order is the only sorted one: they are copied
+  // to their tracks in one pass instead.
+  template <class Event, class ByTrack>
+  static void sort_into_tracks(std::vector<Event>& events, std::size_t streams, ByTrack by_track) {
+    std::vector<std::size_t> last(streams, SIZE_MAX);  // per stream, its previous event
+    std::vector<std::size_t> begin(streams + 1, 0);
+    bool in_order = true;
+    for (std::size_t i = 0; in_order && i < events.size(); ++i) {
+      const auto s = static_cast<std::size_t>(events[i].stream);
+      if (s >= streams || (last[s] != SIZE_MAX && !by_track(events[last[s]], events[i]))) in_order = false;
+      else last[s] = i, ++begin[s + 1];
+    }
+    if (!in_order) {
+      std::sort(events.begin(), events.end(), by_track);
+      return;
+    }
+    for (std::size_t s = 0; s < streams; ++s) begin[s + 1] += begin[s];
+    std::vector<Event> tracks;
+    reserve_huge(tracks, events.size());
+    tracks.resize(events.size());
+    for (const auto& e : events) tracks[begin[static_cast<std::size_t>(e.stream)]++] = e;
+    events.swap(tracks);
+  }
+
   sqlite::Database db_;
   LoadOptions options_;
   Trace trace_;
-  std::map<std::int64_t, std::int32_t> stream_slots_;
+  std::unordered_map<std::int64_t, std::int32_t> stream_slots_;
+  std::int64_t last_stream_id_ = 0;  // stream_slot's last answer
+  std::int32_t last_stream_slot_ = -1;
   std::vector<std::int64_t> activity_op_ids_;
   std::int64_t rows_total_ = 0, rows_done_ = 0;
   std::optional<schema::IntegrityRecord> record_;  // the writer's; nullopt: none
