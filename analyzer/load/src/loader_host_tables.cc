@@ -181,14 +181,16 @@ void TraceLoader::load_moe_tables() {
       "SELECT iteration, layer, src_rank, expert, tokens FROM expert_load "
       "ORDER BY iteration, layer, src_rank, expert");
   auto* expert_load_digest = digest("expert_load");
-  while (l.step()) {
-    if (expert_load_digest) expert_load_digest->add_row(l, 5);
+  reserve_huge(trace_.expert_load, recorded_rows("expert_load"));
+  sqlite::Row row;
+  while (row.step(l, 5)) {
+    if (expert_load_digest) expert_load_digest->add_row(row, 5);
     ExpertLoad e;
-    e.iteration = static_cast<std::int32_t>(l.int64(0));
-    e.layer = static_cast<std::int32_t>(l.int64(1));
-    e.src_rank = static_cast<std::int32_t>(l.int64(2));
-    e.expert = static_cast<std::int32_t>(l.int64(3));
-    e.tokens = l.int64(4);
+    e.iteration = static_cast<std::int32_t>(row.int64(0));
+    e.layer = static_cast<std::int32_t>(row.int64(1));
+    e.src_rank = static_cast<std::int32_t>(row.int64(2));
+    e.expert = static_cast<std::int32_t>(row.int64(3));
+    e.tokens = row.int64(4);
     if (e.tokens < 0) throw Error(trace_.run.path + ": expert_load has a negative token count");
     check_index(e.expert, "expert_load", "expert");
     if (e.src_rank != -1) check_index(e.src_rank, "expert_load", "src_rank");  // -1: per-expert totals

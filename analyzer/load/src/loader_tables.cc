@@ -41,6 +41,7 @@ void TraceLoader::load_strings() {
       throw Error(trace_.run.path + ": string table is damaged");
     if (id >= 0) trace_.strings[static_cast<std::size_t>(id)] = st.text(1);
   }
+  strings_ = static_cast<std::int64_t>(trace_.strings.size());
   verify("strings");
 }
 
@@ -215,6 +216,7 @@ void TraceLoader::load_activities() {
 void TraceLoader::load_ops() {
   auto n = db_.query_int("SELECT count(*) FROM op_ranges").value_or(0);
   reserve_huge(trace_.ops, static_cast<std::size_t>(n));
+  if (defer_op_streams_) op_stream_ids_.reserve(trace_.ops.capacity());
   // Since version 2 an op's deps and buffer accesses are on its row: read
   // them in this same pass (load_v1_op_links reads version 1's tables).
   const bool links = trace_.run.schema_version >= 2;
@@ -241,7 +243,8 @@ void TraceLoader::load_ops() {
     OpRange op;
     op.id = OpId(row.int64(0));
     op.rank = checked_rank(row.int64(1), "op_ranges");
-    op.stream = stream_slot(row.int64(2), op.rank);
+    if (defer_op_streams_) op_stream_ids_.push_back(row.int64(2));
+    else op.stream = stream_slot(row.int64(2), op.rank);
     auto kind = row.int64(3);
     if (kind < 0 || static_cast<std::size_t>(kind) >= kinds)
       throw Error(trace_.run.path + ": op_ranges has unknown op kind " + std::to_string(kind) +
