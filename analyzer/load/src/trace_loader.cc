@@ -1,5 +1,9 @@
 #include <fmt/format.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <algorithm>
 #include <array>
 #include <ctime>
@@ -34,6 +38,7 @@ Trace TraceLoader::load() {
   if (imported_) take_imported();
   else read_tables();
   build_tracks();
+  release_free_memory();
   trace_.index_launching_calls();
   if (options_.recognize && trace_.ops.empty()) {
     progress("recognising MoE ops", 0.993);
@@ -54,6 +59,15 @@ Trace TraceLoader::load() {
     throw_empty_trace(trace_.run.path);
   progress("done", 1.0);
   return std::move(trace_);
+}
+
+void TraceLoader::release_free_memory() {
+#if defined(__GLIBC__)
+  // The tables' rows were read into arrays and the tracks sorted out of
+  // them on other threads: glibc keeps what they freed below its mmap
+  // threshold (tens of MB) in those threads' arenas. Back to the system.
+  malloc_trim(0);
+#endif
 }
 
 void TraceLoader::read_tables() {

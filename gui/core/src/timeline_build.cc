@@ -1,6 +1,7 @@
 #include "timeline_build.h"
 
 #include <array>
+#include <climits>
 #include <atomic>
 #include <mutex>
 #include <thread>
@@ -120,34 +121,49 @@ std::vector<ColourClass> activity_colours(const analyzer::Trace& t) {
 
 namespace {
 
-// Span coordinates: rank, level, iteration, phase, layer, micro-batch, chunk
-// (-1 where the level has none).
-using SpanKey = std::array<std::int32_t, 7>;
+// A span's coordinates: rank, iteration, phase, layer, micro-batch, chunk
+// (-1 where its level has none).
+using SpanKey = std::array<std::int32_t, 6>;
 
-// Where the span of each key is: a dense table over the ranges that the
-// ops' coordinates take, where that table is small (for the traces of
+// The key of `op`'s span of `level`; false where it has none.
+bool span_key(const analyzer::OpRange& op, SpanLevel level, SpanKey& key) {
+  const auto phase = static_cast<std::int32_t>(op.phase);
+  switch (level) {
+    case SpanLevel::kIteration: key = {op.rank.value, op.iteration, 0, -1, -1, -1}; return op.iteration >= 0;
+    case SpanLevel::kLayer: key = {op.rank.value, op.iteration, phase, op.layer, op.micro_batch, -1}; return op.layer >= 0;
+    case SpanLevel::kChunk:
+      key = {op.rank.value, op.iteration, phase, op.layer, op.micro_batch, op.chunk};
+      return op.layer >= 0 && op.chunk >= 0;
+  }
+  return false;
+}
+
+// Where the span of each key of one level is: a dense table over the
+// ranges that its keys take, where that table is small (for the traces of
 // moetrace's writers: a few ranks, layers, phases and chunks, iterations
 // numbered from 0), else a hash map.
 class SpanIndex {
  public:
-  explicit SpanIndex(const std::vector<analyzer::OpRange>& ops) {
-    lo_ = {0, 0, 0, 0, -1, -1, -1};  // the coordinates of every level's keys
-    hi_ = {0, 2, 0, 0, -1, -1, -1};
+  SpanIndex(const std::vector<analyzer::OpRange>& ops, SpanLevel level) {
+    lo_.fill(INT32_MAX);
+    hi_.fill(INT32_MIN);
+    SpanKey k{};
     for (const auto& op : ops) {
-      const SpanKey k{op.rank.value, 0, op.iteration, static_cast<std::int32_t>(op.phase), op.layer, op.micro_batch,
-                      op.chunk};
+      if (!span_key(op, level, k)) continue;
       for (std::size_t f = 0; f < k.size(); ++f) {
         lo_[f] = std::min(lo_[f], k[f]);
         hi_[f] = std::max(hi_[f], k[f]);
       }
     }
-    const double limit = std::max<double>(1 << 16, 4.0 * static_cast<double>(ops.size()));
+    if (lo_[0] > hi_[0]) return;  // no op has a span of this level
     double size = 1;
     for (std::size_t f = 0; f < lo_.size(); ++f) size *= static_cast<double>(hi_[f]) - lo_[f] + 1;
-    if (ops.empty() || size > limit) return;
+    if (size > std::max<double>(1 << 16, 2.0 * static_cast<double>(ops.size()))) return;
     dense_.assign(static_cast<std::size_t>(size), kNone);
   }
   static constexpr std::uint32_t kNone = UINT32_MAX;
+  // Keys the dense table has room for (0: a hash map).
+  std::size_t dense_size() const { return dense_.size(); }
   // The index of `key`'s span in the spans found so far (kNone: none yet).
   std::uint32_t& operator[](const SpanKey& key) {
     if (dense_.empty()) return hashed_.try_emplace(key, kNone).first->second;
@@ -173,48 +189,47 @@ class SpanIndex {
 }  // namespace
 
 std::vector<Span> derive_spans(const analyzer::Trace& t) {
+  constexpr std::array kLevels{SpanLevel::kIteration, SpanLevel::kLayer, SpanLevel::kChunk};
+  std::vector<SpanIndex> index;
+  std::size_t dense = 0;
+  for (auto level : kLevels) dense += index.emplace_back(t.ops, level).dense_size();
   std::vector<Span> out;  // in the order first seen
-  SpanIndex index(t.ops);
+  out.reserve(std::min(dense, 3 * t.ops.size()));  // the keys of dense tables are mostly spans
   // Neighbouring ops on a stream mostly share their keys: remember the last
   // span of each level and skip the look-up for a repeat.
   std::array<std::pair<SpanKey, std::uint32_t>, 3> last{};
   for (auto& l : last) l = {SpanKey{-2}, SpanIndex::kNone};
-  auto add = [&](const SpanKey& key, const analyzer::OpRange& op, SpanLevel level) {
-    auto& cached = last[static_cast<std::size_t>(level)];
-    if (cached.second == SpanIndex::kNone || cached.first != key) {
-      auto& at = index[key];
-      if (at == SpanIndex::kNone) {
-        at = static_cast<std::uint32_t>(out.size());
-        Span& s = out.emplace_back();
-        s.start_ns = op.start_ns;
-        s.end_ns = op.end_ns;
-        s.rank = op.rank;
-        s.level = level;
-        s.iteration = op.iteration;
-        if (level != SpanLevel::kIteration) {
-          s.phase = op.phase;
-          s.layer = op.layer;
-          s.micro_batch = op.micro_batch;
+  SpanKey key{};
+  for (const auto& op : t.ops)
+    for (auto level : kLevels) {
+      if (!span_key(op, level, key)) continue;
+      const auto l = static_cast<std::size_t>(level);
+      auto& cached = last[l];
+      if (cached.second == SpanIndex::kNone || cached.first != key) {
+        auto& at = index[l][key];
+        if (at == SpanIndex::kNone) {
+          at = static_cast<std::uint32_t>(out.size());
+          Span& s = out.emplace_back();
+          s.start_ns = op.start_ns;
+          s.end_ns = op.end_ns;
+          s.rank = op.rank;
+          s.level = level;
+          s.iteration = op.iteration;
+          if (level != SpanLevel::kIteration) {
+            s.phase = op.phase;
+            s.layer = op.layer;
+            s.micro_batch = op.micro_batch;
+          }
+          if (level == SpanLevel::kChunk) s.chunk = op.chunk;
         }
-        if (level == SpanLevel::kChunk) s.chunk = op.chunk;
+        cached = {key, at};
       }
-      cached = {key, at};
+      Span& s = out[cached.second];
+      s.start_ns = std::min(s.start_ns, op.start_ns);
+      s.end_ns = std::max(s.end_ns, op.end_ns);
+      ++s.ops;
     }
-    Span& s = out[cached.second];
-    s.start_ns = std::min(s.start_ns, op.start_ns);
-    s.end_ns = std::max(s.end_ns, op.end_ns);
-    ++s.ops;
-  };
-  for (const auto& op : t.ops) {
-    if (op.iteration >= 0) add({op.rank.value, 0, op.iteration, 0, -1, -1, -1}, op, SpanLevel::kIteration);
-    if (op.layer >= 0) {
-      const auto phase = static_cast<std::int32_t>(op.phase);
-      add({op.rank.value, 1, op.iteration, phase, op.layer, op.micro_batch, -1}, op, SpanLevel::kLayer);
-      if (op.chunk >= 0)
-        add({op.rank.value, 2, op.iteration, phase, op.layer, op.micro_batch, op.chunk}, op, SpanLevel::kChunk);
-    }
-  }
-  out.shrink_to_fit();
+  if (out.capacity() > out.size() + out.size() / 8) out.shrink_to_fit();
   // Spans of the same extent stay in the order first seen.
   std::stable_sort(out.begin(), out.end(), [](const Span& a, const Span& b) {
     return std::tuple(a.rank, a.level, a.start_ns, -a.end_ns) < std::tuple(b.rank, b.level, b.start_ns, -b.end_ns);
