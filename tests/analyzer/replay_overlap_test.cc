@@ -9,6 +9,9 @@
 
 #include <algorithm>
 #include <string>
+#include <string_view>
+
+#include <fmt/format.h>
 
 #include "loaded_trace.h"
 #include "moetrace/analyzer/exec_graph.h"
@@ -27,6 +30,34 @@ std::int64_t start_after(const Trace& t, const ExecGraph& g, const std::vector<s
     if (t.activities[i].start_ns == start_us * kNsPerUs) return times[g.activity_start[i]] / kNsPerUs;
   ADD_FAILURE() << "no activity starts at " << start_us << " us";
   return -1;
+}
+
+// One op of rank 0 with its one kernel, in us.
+struct Work {
+  std::string_view kind;
+  int stream, layer;  // layer -1: none
+  std::string_view phase;
+  int micro_batch;
+  std::int64_t start_us, end_us;
+  std::string_view kernel;
+};
+
+// The trace text of `streams` (each "id role"), `work` (op i + 1 is
+// work[i]) and `deps` ("dep op=.. on=.." lines).
+std::string trace_text(std::initializer_list<std::string_view> streams, std::initializer_list<Work> work,
+                       std::string_view deps = {}) {
+  std::string s;
+  for (auto st : streams) s += fmt::format("stream id={} rank=0 role={}\n", st.substr(0, 1), st.substr(2));
+  int id = 0;
+  for (const auto& w : work) {
+    ++id;
+    s += fmt::format("op id={} rank=0 stream={} kind={}{} iteration=0 phase={} micro_batch={} start={} end={}\n", id,
+                     w.stream, w.kind, w.layer >= 0 ? fmt::format(" layer={}", w.layer) : "", w.phase, w.micro_batch,
+                     w.start_us * kNsPerUs, w.end_us * kNsPerUs);
+    s += fmt::format("kernel rank=0 stream={} start={} end={} name={} op={}\n", w.stream, w.start_us * kNsPerUs,
+                     w.end_us * kNsPerUs, w.kernel, id);
+  }
+  return s + std::string(deps);
 }
 
 struct Overlapped {
@@ -57,26 +88,15 @@ Overlapped overlap_on(const Trace& t) {
 // stream 0: pe, qe. pd [0,100]; qd after pd [100,200]; pe after pd
 // [100,200]; pc after pe and qd [200,300]; qe after qd and pe [200,300];
 // qc after qe and pc [300,400]. The iteration: 600 -> 400.
-constexpr std::string_view kTwoMicroBatches = R"(
-  stream id=0 rank=0 role=compute
-  stream id=1 rank=0 role=comm
-  op id=1 rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 phase=fwd micro_batch=0 start=0 end=100000
-  op id=2 rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 phase=fwd micro_batch=0 start=100000 end=200000
-  op id=3 rank=0 stream=1 kind=combine_all_to_all layer=0 iteration=0 phase=fwd micro_batch=0 start=200000 end=300000
-  op id=4 rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 phase=fwd micro_batch=1 start=300000 end=400000
-  op id=5 rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 phase=fwd micro_batch=1 start=400000 end=500000
-  op id=6 rank=0 stream=1 kind=combine_all_to_all layer=0 iteration=0 phase=fwd micro_batch=1 start=500000 end=600000
-  dep op=2 on=1
-  dep op=3 on=2
-  dep op=5 on=4
-  dep op=6 on=5
-  kernel rank=0 stream=1 start=0 end=100000 name=ncclDevKernel_SendRecv op=1
-  kernel rank=0 stream=0 start=100000 end=200000 name=Sm90_Grouped_Gemm_bf16 op=2
-  kernel rank=0 stream=1 start=200000 end=300000 name=ncclDevKernel_SendRecv op=3
-  kernel rank=0 stream=1 start=300000 end=400000 name=ncclDevKernel_SendRecv op=4
-  kernel rank=0 stream=0 start=400000 end=500000 name=Sm90_Grouped_Gemm_bf16 op=5
-  kernel rank=0 stream=1 start=500000 end=600000 name=ncclDevKernel_SendRecv op=6
-)";
+const std::string kTwoMicroBatches = trace_text(
+    {"0 compute", "1 comm"},
+    {{"dispatch_all_to_all", 1, 0, "fwd", 0, 0, 100, "ncclDevKernel_SendRecv"},
+     {"expert_ffn", 0, 0, "fwd", 0, 100, 200, "Sm90_Grouped_Gemm_bf16"},
+     {"combine_all_to_all", 1, 0, "fwd", 0, 200, 300, "ncclDevKernel_SendRecv"},
+     {"dispatch_all_to_all", 1, 0, "fwd", 1, 300, 400, "ncclDevKernel_SendRecv"},
+     {"expert_ffn", 0, 0, "fwd", 1, 400, 500, "Sm90_Grouped_Gemm_bf16"},
+     {"combine_all_to_all", 1, 0, "fwd", 1, 500, 600, "ncclDevKernel_SendRecv"}},
+    "dep op=2 on=1\ndep op=3 on=2\ndep op=5 on=4\ndep op=6 on=5\n");
 
 TEST(WhatIfOverlapOn, TwoMicroBatchesRunSideBySide) {
   const auto t = testing::load_text_trace("overlap-on.db", kTwoMicroBatches);
@@ -103,7 +123,7 @@ TEST(WhatIfOverlapOn, TwoMicroBatchesRunSideBySide) {
 // The same trace without micro-batches: nothing is independent, nothing
 // changes, and the result says why.
 TEST(WhatIfOverlapOn, NoMicroBatchesNoChange) {
-  std::string text(kTwoMicroBatches);
+  std::string text = kTwoMicroBatches;
   for (auto pos = text.find(" micro_batch="); pos != std::string::npos; pos = text.find(" micro_batch="))
     text.erase(pos, std::string(" micro_batch=0").size());
   const auto t = testing::load_text_trace("overlap-none.db", text);
@@ -147,43 +167,25 @@ TEST(WhatIfOverlapOn, NoMicroBatchesNoChange) {
 //   send after Bd1 [1000,1050]; the last attention after both lanes
 //   [1050,1150].
 // The iteration: 1450 -> 1150.
-constexpr std::string_view kOneFOneB = R"(
-  stream id=0 rank=0 role=compute
-  op id=1 rank=0 stream=0 kind=attention layer=0 iteration=0 phase=fwd micro_batch=1 start=0 end=100000
-  op id=2 rank=0 stream=0 kind=dispatch_all_to_all layer=0 iteration=0 phase=fwd micro_batch=1 start=100000 end=150000
-  op id=3 rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 phase=fwd micro_batch=1 start=150000 end=250000
-  op id=4 rank=0 stream=0 kind=combine_all_to_all layer=0 iteration=0 phase=fwd micro_batch=1 start=250000 end=300000
-  op id=5 rank=0 stream=0 kind=attention layer=1 iteration=0 phase=fwd micro_batch=1 start=300000 end=400000
-  op id=6 rank=0 stream=0 kind=dispatch_all_to_all layer=1 iteration=0 phase=fwd micro_batch=1 start=400000 end=450000
-  op id=7 rank=0 stream=0 kind=expert_ffn layer=1 iteration=0 phase=fwd micro_batch=1 start=450000 end=550000
-  op id=8 rank=0 stream=0 kind=combine_all_to_all layer=1 iteration=0 phase=fwd micro_batch=1 start=550000 end=600000
-  op id=9 rank=0 stream=0 kind=pipeline_send iteration=0 phase=fwd micro_batch=1 start=600000 end=650000
-  op id=10 rank=0 stream=0 kind=combine_all_to_all layer=1 iteration=0 phase=bwd micro_batch=0 start=650000 end=700000
-  op id=11 rank=0 stream=0 kind=expert_ffn layer=1 iteration=0 phase=bwd micro_batch=0 start=700000 end=900000
-  op id=12 rank=0 stream=0 kind=dispatch_all_to_all layer=1 iteration=0 phase=bwd micro_batch=0 start=900000 end=950000
-  op id=13 rank=0 stream=0 kind=attention layer=1 iteration=0 phase=bwd micro_batch=0 start=950000 end=1050000
-  op id=14 rank=0 stream=0 kind=combine_all_to_all layer=0 iteration=0 phase=bwd micro_batch=0 start=1050000 end=1100000
-  op id=15 rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 phase=bwd micro_batch=0 start=1100000 end=1300000
-  op id=16 rank=0 stream=0 kind=dispatch_all_to_all layer=0 iteration=0 phase=bwd micro_batch=0 start=1300000 end=1350000
-  op id=17 rank=0 stream=0 kind=attention layer=0 iteration=0 phase=bwd micro_batch=0 start=1350000 end=1450000
-  kernel rank=0 stream=0 start=0 end=100000 name=flash_fwd_kernel op=1
-  kernel rank=0 stream=0 start=100000 end=150000 name=ncclKernel_AllToAll op=2
-  kernel rank=0 stream=0 start=150000 end=250000 name=cutlass_grouped_gemm op=3
-  kernel rank=0 stream=0 start=250000 end=300000 name=ncclKernel_AllToAll op=4
-  kernel rank=0 stream=0 start=300000 end=400000 name=flash_fwd_kernel op=5
-  kernel rank=0 stream=0 start=400000 end=450000 name=ncclKernel_AllToAll op=6
-  kernel rank=0 stream=0 start=450000 end=550000 name=cutlass_grouped_gemm op=7
-  kernel rank=0 stream=0 start=550000 end=600000 name=ncclKernel_AllToAll op=8
-  kernel rank=0 stream=0 start=600000 end=650000 name=ncclKernel_SendRecv op=9
-  kernel rank=0 stream=0 start=650000 end=700000 name=ncclKernel_AllToAll op=10
-  kernel rank=0 stream=0 start=700000 end=900000 name=cutlass_grouped_gemm_dgrad op=11
-  kernel rank=0 stream=0 start=900000 end=950000 name=ncclKernel_AllToAll op=12
-  kernel rank=0 stream=0 start=950000 end=1050000 name=flash_bwd_kernel op=13
-  kernel rank=0 stream=0 start=1050000 end=1100000 name=ncclKernel_AllToAll op=14
-  kernel rank=0 stream=0 start=1100000 end=1300000 name=cutlass_grouped_gemm_dgrad op=15
-  kernel rank=0 stream=0 start=1300000 end=1350000 name=ncclKernel_AllToAll op=16
-  kernel rank=0 stream=0 start=1350000 end=1450000 name=flash_bwd_kernel op=17
-)";
+const std::string kOneFOneB = trace_text(
+    {"0 compute"},
+    {{"attention", 0, 0, "fwd", 1, 0, 100, "flash_fwd_kernel"},
+     {"dispatch_all_to_all", 0, 0, "fwd", 1, 100, 150, "ncclKernel_AllToAll"},
+     {"expert_ffn", 0, 0, "fwd", 1, 150, 250, "cutlass_grouped_gemm"},
+     {"combine_all_to_all", 0, 0, "fwd", 1, 250, 300, "ncclKernel_AllToAll"},
+     {"attention", 0, 1, "fwd", 1, 300, 400, "flash_fwd_kernel"},
+     {"dispatch_all_to_all", 0, 1, "fwd", 1, 400, 450, "ncclKernel_AllToAll"},
+     {"expert_ffn", 0, 1, "fwd", 1, 450, 550, "cutlass_grouped_gemm"},
+     {"combine_all_to_all", 0, 1, "fwd", 1, 550, 600, "ncclKernel_AllToAll"},
+     {"pipeline_send", 0, -1, "fwd", 1, 600, 650, "ncclKernel_SendRecv"},
+     {"combine_all_to_all", 0, 1, "bwd", 0, 650, 700, "ncclKernel_AllToAll"},
+     {"expert_ffn", 0, 1, "bwd", 0, 700, 900, "cutlass_grouped_gemm_dgrad"},
+     {"dispatch_all_to_all", 0, 1, "bwd", 0, 900, 950, "ncclKernel_AllToAll"},
+     {"attention", 0, 1, "bwd", 0, 950, 1050, "flash_bwd_kernel"},
+     {"combine_all_to_all", 0, 0, "bwd", 0, 1050, 1100, "ncclKernel_AllToAll"},
+     {"expert_ffn", 0, 0, "bwd", 0, 1100, 1300, "cutlass_grouped_gemm_dgrad"},
+     {"dispatch_all_to_all", 0, 0, "bwd", 0, 1300, 1350, "ncclKernel_AllToAll"},
+     {"attention", 0, 0, "bwd", 0, 1350, 1450, "flash_bwd_kernel"}});
 
 TEST(WhatIfOverlapOn, OneFOneBForwardBesideBackward) {
   const auto t = testing::load_text_trace("overlap-1f1b.db", kOneFOneB);
