@@ -347,15 +347,19 @@ void apply_overlap(const Trace& t, ExecGraph& g, GraphWhatIfResult& out) {
     }
   }
   out.instances_changed += 2 * moved;
-  out.applied.push_back(fmt::format(
-      "overlap=on: {} of two micro-batches now run side by side, layer by layer ({} paired); each stream runs both "
-      "passes' work in the order of its offset in its layer, communication beside the other pass's computation{}; "
-      "the second pass is issued with the first; work between the passes runs after them; an upper bound: "
-      "communication and computation keep their measured durations though they share the GPU",
-      plural(pairs, "pair of passes", "pairs of passes"), plural(moved, "layer", "layers"),
-      lanes > 0 ? fmt::format(" ({} where communication ran on the computation's stream: it takes a stream of its own)",
-                              plural(lanes, "pair", "pairs"))
-                : ""));
+  if (pairs == 0) {
+    out.applied.push_back("overlap=on: no pair of passes to run side by side; the graph is unchanged");
+  } else {
+    out.applied.push_back(fmt::format(
+        "overlap=on: {} of two micro-batches now run side by side, layer by layer ({} paired); each stream runs both "
+        "passes' work in the order of its offset in its layer, communication beside the other pass's computation{}; "
+        "the second pass is issued with the first; work between the passes runs after them; an upper bound: "
+        "communication and computation keep their measured durations though they share the GPU",
+        plural(pairs, "pair of passes", "pairs of passes"), plural(moved, "layer", "layers"),
+        lanes > 0 ? fmt::format(" ({} where communication ran on the computation's stream: it takes a stream of its own)",
+                                plural(lanes, "pair", "pairs"))
+                  : ""));
+  }
   if (side_by_side > 0)
     out.notes.push_back(fmt::format("overlap=on: {} already ran beside another; left as they ran",
                                     plural(side_by_side, "MoE layer instance", "MoE layer instances")));
