@@ -54,14 +54,15 @@ LayerPipelineTerms pipeline_terms(const MoeLayerWorkload& w, const sim::CostMode
   const std::int64_t rows = w.max_rows_computed();
   const double flops_fw = 4.0 * static_cast<double>(rows) * static_cast<double>(w.model_dim) *
                           static_cast<double>(w.hidden);
-  const double l = std::max(1, w.experts_per_rank());
   LayerPipelineTerms t;
   t.forward.alpha_a = a2a.alpha_s;
   t.forward.comm_s = a2a.beta_s * 0.5 * (vol.dispatch + vol.combine);
-  t.forward.alpha_e = l * 2 * expert.alpha_s;  // Eq. 14: 2 GEMMs per expert FFN
+  // Eq. 14: 2 GEMMs a chunk, one batched GEMM over the rank's local experts
+  // each (Tutel's fused experts, the pipemoe plan; solver.py's alpha_e).
+  t.forward.alpha_e = 2 * expert.alpha_s;
   t.forward.comp_s = flops_fw * expert.seconds_per_flop;
   t.backward = t.forward;
-  t.backward.alpha_e = l * 4 * expert.alpha_s;  // 4 GEMMs (mpipemoe Table II)
+  t.backward.alpha_e = 4 * expert.alpha_s;  // 4 GEMMs (mpipemoe Table II)
   t.backward.comp_s = 2 * t.forward.comp_s;
   return t;
 }
