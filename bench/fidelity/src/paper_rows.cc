@@ -275,8 +275,9 @@ analyzer::MoeLayerWorkload pipemoe_workload(int P, std::int64_t B, std::int64_t 
 
 // PipeMoE's choice as the paper runs it: Algorithm 1 = Theorem 1 on the
 // forward pass (pipemoe Sec. IV-B; NOTES.md fixes its typos), r in [1, 16].
+// alpha_e = 2 alpha_gemm a chunk (Eq. 14-15, solver.py): Tutel's fused experts.
 int pipemoe_choice(const analyzer::MoeLayerWorkload& w, const sim::CostModel& m) {
-  return analyzer::choose_pipeline_degree(analyzer::pipeline_terms(w, m), 16).forward.r;
+  return analyzer::choose_pipeline_degree(analyzer::pipeline_terms(w, m, true), 16).forward.r;
 }
 
 struct LayerRun {
@@ -289,6 +290,7 @@ LayerRun layer_run(const analyzer::MoeLayerWorkload& w, const sim::CostModel& m,
   what.variant = "pipemoe";
   what.partitions = r;
   what.timing_plan = true;
+  what.fused_experts = true;  // Tutel (and PipeMoE in it): one batched GEMM pair a chunk
   const auto res = analyzer::simulate_layer(w, m, what);
   if (!res.ok) throw std::runtime_error(res.error);
   return {res.layer_s(), res.peak_bytes};
@@ -477,6 +479,7 @@ std::vector<Row> pipemoe_rows(const std::string& cost_model) {
   for (const auto& row : t7) {
     auto spec = preset(fmt::format("pipemoe-{}-p{}", row.model, row.P));
     spec.cost_model = model;
+    spec.fused_experts = true;  // Tutel and PipeMoE: Tutel's fused experts; FasterMoE launches its own
     const auto& m = spec.common.model;
     const auto w = pipemoe_workload(row.P, 1, spec.routing.tokens_per_source, m.expert_hidden, m.model_dim,
                                     m.num_experts / row.P);

@@ -149,7 +149,7 @@ Plan build_pipemoe(const PipeMoeConfig& config, const ExpertLoad& load, const Pl
   // hold the local experts' weights as one [E/P, M, H] tensor and run both
   // layers with one batched torch.matmul each; pipemoe Eq. 14-15 and its
   // solver.py charge alpha_e = 2 alpha_gemm a chunk whatever E/P is.
-  spec.batched_experts = true;
+  spec.batched_experts = config.fused_experts;
   spec.detail = mode;
   return EpBuilder(spec, load).build();
 }
