@@ -47,18 +47,18 @@ AllToAllVolumes all_to_all_volumes(const MoeLayerWorkload& w, const sim::CostMod
   return out;
 }
 
-LayerPipelineTerms pipeline_terms(const MoeLayerWorkload& w, const sim::CostModel& m) {
+LayerPipelineTerms pipeline_terms(const MoeLayerWorkload& w, const sim::CostModel& m, bool fused_experts) {
   const sim::LinearCost a2a = m.collective(plan::CollectiveKind::kAllToAllV).at(std::max(2, w.ranks));
   const auto vol = all_to_all_volumes(w, m);
   const auto& expert = m.compute_cost(OpKind::kExpertFfn);
   const std::int64_t rows = w.max_rows_computed();
   const double flops_fw = 4.0 * static_cast<double>(rows) * static_cast<double>(w.model_dim) *
                           static_cast<double>(w.hidden);
-  const double l = std::max(1, w.experts_per_rank());
+  const double l = fused_experts ? 1 : std::max(1, w.experts_per_rank());
   LayerPipelineTerms t;
   t.forward.alpha_a = a2a.alpha_s;
   t.forward.comm_s = a2a.beta_s * 0.5 * (vol.dispatch + vol.combine);
-  t.forward.alpha_e = l * 2 * expert.alpha_s;  // Eq. 14: 2 GEMMs per expert FFN
+  t.forward.alpha_e = l * 2 * expert.alpha_s;  // Eq. 14: 2 GEMMs per expert FFN (or per fused chunk)
   t.forward.comp_s = flops_fw * expert.seconds_per_flop;
   t.backward = t.forward;
   t.backward.alpha_e = l * 4 * expert.alpha_s;  // 4 GEMMs (mpipemoe Table II)
@@ -257,10 +257,11 @@ WhatIfResult simulate_layer(const MoeLayerWorkload& w, const sim::CostModel& m, 
       spec.variant = "pipemoe";
       spec.common = common;
       spec.pipeline_degree = what.partitions;
+      spec.fused_experts = what.fused_experts;
       // Full plans carry P x P transfers per all-to-all; beyond 64 ranks the
       // timing-only builder (same ops, same simulated times) is used.
       p = w.ranks > 64 || what.timing_plan ? sim::build_timing_plan(spec, load)
-                       : plan::build_pipemoe(plan::PipeMoeConfig{common, what.partitions}, load);
+                       : plan::build_pipemoe(plan::PipeMoeConfig{common, what.partitions, what.fused_experts}, load);
     } else if (what.variant == "mpipemoe") {
       p = plan::build_mpipemoe(plan::MPipeMoeConfig{common, what.partitions, what.strategy}, load);
     } else if (what.variant == "pro_prophet") {
