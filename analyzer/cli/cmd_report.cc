@@ -102,16 +102,16 @@ void add_report_command(CLI::App& app) {
           ->capture_default_str(),
       cmd->add_option("--kernel-sequences-min-len", opt->sequences.min_pattern_len,
                       "Kernel sequences: the fewest GPU events an op must launch to count (HTA's min_pattern_len)")
-          ->check(CLI::NonNegativeNumber)
+          ->check(CLI::Range(0, 1 << 30))
           ->capture_default_str(),
       cmd->add_option("--kernel-sequences-top-k", opt->sequences.top_k,
                       "Kernel sequences: the most frequent patterns listed (HTA's top_k); 0 lists every one")
-          ->check(CLI::NonNegativeNumber)
+          ->check(CLI::Range(0, 1 << 30))
           ->capture_default_str(),
       cmd->add_option("--kernel-sequences-rank", opt->sequences.rank,
                       "Kernel sequences: the rank whose ops are searched (default: 0 where the trace has it, else "
                       "its lowest rank; HTA's rank)")
-          ->check(CLI::NonNegativeNumber)};
+          ->check(CLI::Range(0, 1 << 30))};
   auto* by_file = cmd->add_flag(
       "--by-file", opt->by_file,
       "Several rank files: analyse them one at a time, in memory bounded by the files read at once (--threads) "

@@ -113,6 +113,15 @@ std::string pattern(std::initializer_list<const char*> names) {
   return p;
 }
 
+// One pattern's figures, HTA's columns.
+void expect_sequence(const analyzer::KernelSequence& s, const std::string& pattern, std::int64_t count,
+                     std::int64_t gpu_ns, std::int64_t cpu_ns) {
+  EXPECT_EQ(s.pattern(), pattern);
+  EXPECT_EQ(s.count, count) << pattern;
+  EXPECT_EQ(s.gpu_kernel_duration_ns, gpu_ns) << pattern;
+  EXPECT_EQ(s.cpu_op_duration_ns, cpu_ns) << pattern;
+}
+
 TEST(KernelSequences, ShallowestOpsAndTheirGpuEventsInStartOrder) {
   const auto k = frequent_kernel_sequences(trace());  // aten::linear, min 3, top 5, the whole trace
   EXPECT_EQ(k.rank, 0);
@@ -126,16 +135,10 @@ TEST(KernelSequences, ShallowestOpsAndTheirGpuEventsInStartOrder) {
   ASSERT_EQ(k.sequences.size(), 2u);
   // L1 twice and step 1's L2: memset 2 + GEMM 30 + add 4 = 36 us each, 108
   // us; CPU 3 x 70 us.
-  EXPECT_EQ(k.sequences[0].pattern(), pattern({"aten::linear", "Memset (Device)", kGemm, kAdd}));
-  EXPECT_EQ(k.sequences[0].count, 3);
-  EXPECT_EQ(k.sequences[0].gpu_kernel_duration_ns, 108'000);
-  EXPECT_EQ(k.sequences[0].cpu_op_duration_ns, 210'000);
+  expect_sequence(k.sequences[0], pattern({"aten::linear", "Memset (Device)", kGemm, kAdd}), 3, 108'000, 210'000);
   // Step 0's L2, by GPU start: the layer norm (launched second) first;
   // 6 + 30 + 4 = 40 us; CPU 70 us.
-  EXPECT_EQ(k.sequences[1].pattern(), pattern({"aten::linear", kLayerNorm, kGemm, kAdd}));
-  EXPECT_EQ(k.sequences[1].count, 1);
-  EXPECT_EQ(k.sequences[1].gpu_kernel_duration_ns, 40'000);
-  EXPECT_EQ(k.sequences[1].cpu_op_duration_ns, 70'000);
+  expect_sequence(k.sequences[1], pattern({"aten::linear", kLayerNorm, kGemm, kAdd}), 1, 40'000, 70'000);
 }
 
 TEST(KernelSequences, BackwardThreadHangsUnderTheStep) {
@@ -152,10 +155,7 @@ TEST(KernelSequences, BackwardThreadHangsUnderTheStep) {
   EXPECT_EQ(k.depth, 2);
   EXPECT_EQ(k.roots, 2);
   ASSERT_EQ(k.sequences.size(), 1u);
-  EXPECT_EQ(k.sequences[0].pattern(), pattern({"aten::mm", kRouterGemm}));
-  EXPECT_EQ(k.sequences[0].count, 2);
-  EXPECT_EQ(k.sequences[0].gpu_kernel_duration_ns, 20'000);
-  EXPECT_EQ(k.sequences[0].cpu_op_duration_ns, 40'000);
+  expect_sequence(k.sequences[0], pattern({"aten::mm", kRouterGemm}), 2, 20'000, 40'000);
 }
 
 TEST(KernelSequences, NamesMatchCaseSensitively) {
@@ -168,10 +168,8 @@ TEST(KernelSequences, NamesMatchCaseSensitively) {
   EXPECT_EQ(k.candidates, 2);
   EXPECT_EQ(k.depth, 2);
   ASSERT_EQ(k.sequences.size(), 1u);
-  EXPECT_EQ(k.sequences[0].pattern(), pattern({"nn.Module: TEColumnParallelLinear_0", kGemm, kAdd, kAdd}));
-  EXPECT_EQ(k.sequences[0].count, 2);
-  EXPECT_EQ(k.sequences[0].gpu_kernel_duration_ns, 76'000);
-  EXPECT_EQ(k.sequences[0].cpu_op_duration_ns, 160'000);
+  expect_sequence(k.sequences[0], pattern({"nn.Module: TEColumnParallelLinear_0", kGemm, kAdd, kAdd}), 2, 76'000,
+                  160'000);
   o.operator_name = "profilerstep";
   EXPECT_EQ(frequent_kernel_sequences(trace(), o).candidates, 0);
 }

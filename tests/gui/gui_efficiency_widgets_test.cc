@@ -19,34 +19,6 @@ using namespace moetrace::gui;
 
 namespace {
 
-// tests/analyzer/efficiency_test.cc's two GPUs: rank 0 an H100 SXM (989.5
-// dense BF16 TFLOP/s, 450 GB/s NVLink per direction), rank 1 an A100 SXM
-// 80GB (312, 300).
-//   rank 0: expert FLOPs 1e9 over [1000, 3000): 500 TFLOP/s, 50.5 % of peak;
-//           all-to-all 800,000 B over 2000 ns: algbw 400 GB/s, busbw x 1/2 =
-//           200, 44.4 % of link; all-reduce 300,000 B over 1000 ns: algbw 300,
-//           busbw x 2(1)/2 = 300, 66.7 %
-//   rank 1: 2e8 over 2000 ns: 100 TFLOP/s, 32.1 %; all-to-all 800,000 B over
-//           1400 ns: 571.4, 285.7, 95.2 %; all-reduce 300, 300, 100.0 %
-constexpr std::string_view kTwoGpus = R"(
-  run world_size=2
-  device id=0 name=NVIDIA_H100_80GB_HBM3
-  device id=1 name=NVIDIA_A100-SXM4-80GB
-  stream id=0 rank=0 device=0 role=compute
-  stream id=1 rank=0 device=0 role=comm
-  stream id=2 rank=1 device=1 role=compute
-  stream id=3 rank=1 device=1 role=comm
-  op rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 start=0 end=1000 bytes=400000
-  op rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 start=1000 end=2000 flops=4e8
-  op rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 start=1500 end=3000 flops=6e8
-  op rank=0 stream=1 kind=combine_all_to_all layer=0 iteration=0 start=3000 end=4000 bytes=400000
-  op rank=0 stream=1 kind=tp_all_reduce iteration=0 start=4000 end=5000 bytes=300000
-  op rank=1 stream=3 kind=dispatch_all_to_all layer=0 iteration=0 start=600 end=1600 bytes=400000
-  op rank=1 stream=2 kind=expert_ffn layer=0 iteration=0 start=1600 end=3600 flops=2e8
-  op rank=1 stream=3 kind=combine_all_to_all layer=0 iteration=0 start=3600 end=4000 bytes=400000
-  op rank=1 stream=3 kind=tp_all_reduce iteration=0 start=4000 end=5000 bytes=300000
-)";
-
 // A PyTorch-profiler trace: aten::linear at [10, 40) and [110, 140) us, each
 // launching a memset and two kernels (13 us of GPU time): one pattern, twice.
 QString write_kineto(const QString& path) {
@@ -85,9 +57,18 @@ class GuiEfficiencyTest : public QObject {
   Q_OBJECT
 
  private slots:
+  // text_trace.h's kTwoGpus (efficiency_test.cc): rank 0 an H100 SXM (989.5
+  // dense BF16 TFLOP/s, 450 GB/s NVLink per direction), rank 1 an A100 SXM
+  // 80GB (312, 300).
+  //   rank 0: expert FLOPs 1e9 over [1000, 3000): 500 TFLOP/s, 50.5 % of peak;
+  //           all-to-all 800,000 B over 2000 ns: algbw 400 GB/s, busbw x 1/2 =
+  //           200, 44.4 % of link; all-reduce 300,000 B over 1000 ns: algbw 300,
+  //           busbw x 2(1)/2 = 300, 66.7 %
+  //   rank 1: 2e8 over 2000 ns: 100 TFLOP/s, 32.1 %; all-to-all 800,000 B over
+  //           1400 ns: 571.4, 285.7, 95.2 %; all-reduce 300, 300, 100.0 %
   void efficiency_tab_shows_the_reports_figures() {
     const auto path = gui::testing::temp_path("efficiency_two_gpus.db");
-    moetrace::testing::write_text_trace(path, kTwoGpus);
+    moetrace::testing::write_text_trace(path, moetrace::testing::kTwoGpus);
     MainWindow w;
     QVERIFY2(w.open_blocking(QString::fromStdString(path)), qPrintable(w.error_text()));
     auto* p = w.efficiency_panel();

@@ -373,13 +373,18 @@ KINETO = {
 }
 
 
+def write_json(folder, name, doc):
+    path = os.path.join(folder, name)
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    return path
+
+
 class HandDerived(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory(prefix="moetrace-py-")
-        cls.json = os.path.join(cls.tmp.name, "prof.json")
-        with open(cls.json, "w") as f:
-            json.dump(KINETO, f)
+        cls.json = write_json(cls.tmp.name, "prof.json", KINETO)
         cls.db = os.path.join(cls.tmp.name, "prof.db")
         cls.summary = moetrace.import_trace(cls.json, cls.db)
         cls.trace = moetrace.open(cls.db)
@@ -555,9 +560,7 @@ class KernelSequences(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory(prefix="moetrace-py-")
-        cls.json = os.path.join(cls.tmp.name, "sequences.json")
-        with open(cls.json, "w") as f:
-            json.dump(kineto_sequences(), f)
+        cls.json = write_json(cls.tmp.name, "sequences.json", kineto_sequences())
         cls.trace = moetrace.open(cls.json)
 
     @classmethod
