@@ -201,6 +201,7 @@ void MainWindow::build_docks() {
   memory_ = new MemoryPanel(this);
   recommendations_ = new RecommendationsPanel(this);
   gpu_queues_ = new GpuQueuesPanel(this);
+  efficiency_ = new EfficiencyPanel(this);
   replay_ = new ReplayPanel(this);
   auto* details = add_dock(tr("Details"), details_, Qt::RightDockWidgetArea);
   breakdown_dock_ = add_dock(tr("Breakdown per layer"), breakdown_, Qt::BottomDockWidgetArea);
@@ -210,19 +211,21 @@ void MainWindow::build_docks() {
   auto* locality = add_dock(tr("Locality"), locality_, Qt::BottomDockWidgetArea);
   auto* recs = add_dock(tr("Recommendations"), recommendations_, Qt::BottomDockWidgetArea);
   auto* queues = add_dock(tr("GPU queues"), gpu_queues_, Qt::BottomDockWidgetArea);
+  auto* efficiency = add_dock(tr("Efficiency"), efficiency_, Qt::BottomDockWidgetArea);
   replay_dock_ = add_dock(tr("Replay"), replay_, Qt::BottomDockWidgetArea);
   tabifyDockWidget(breakdown_dock_, range_dock_);
   tabifyDockWidget(range_dock_, memory);
   tabifyDockWidget(memory, locality);
   tabifyDockWidget(locality, recs);
   tabifyDockWidget(recs, queues);
-  tabifyDockWidget(queues, replay_dock_);
+  tabifyDockWidget(queues, efficiency);
+  tabifyDockWidget(efficiency, replay_dock_);
   breakdown_dock_->raise();
   splitDockWidget(details, expert, Qt::Vertical);
   resizeDocks({details}, {360}, Qt::Horizontal);
   resizeDocks({breakdown_dock_}, {260}, Qt::Vertical);
   panels_menu_ = new QMenu(tr("Panels"), this);
-  for (auto* d : {details, expert, breakdown_dock_, range_dock_, memory, locality, recs, queues, replay_dock_})
+  for (auto* d : {details, expert, breakdown_dock_, range_dock_, memory, locality, recs, queues, efficiency, replay_dock_})
     panels_menu_->addAction(d->toggleViewAction());
 }
 
@@ -390,6 +393,8 @@ void MainWindow::on_loaded(std::shared_ptr<const LoadedTrace> t) {
   memory_->set_computing();
   recommendations_->set_computing();
   gpu_queues_->set_computing();
+  efficiency_->set_trace(t->trace);
+  efficiency_->set_computing();
   replay_results_.reset();
   replay_->set_idle();
   if (replay_action_->isChecked()) session_->replay(replay_request_);
@@ -438,6 +443,7 @@ void MainWindow::on_analyses(std::shared_ptr<const TraceAnalyses> a) {
   memory_->set_results(a->results);
   recommendations_->set_results(a->results);
   gpu_queues_->set_results(a->results);
+  efficiency_->set_results(a->results);
   // The queue-length rows appear under each stream now (the model was
   // drawn before the analyses); only on the trace they were computed for.
   if (view_->model() && view_->model()->trace_ptr() == current->trace) view_->set_queue_tracks(a->queues);

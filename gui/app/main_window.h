@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "moetrace/gui/search.h"
+#include "efficiency_panel.h"
 #include "panels.h"
 #include "replay_panel.h"
 #include "timeline_view.h"
@@ -45,6 +46,7 @@ class MainWindow : public QMainWindow {
   MemoryPanel* memory_panel() const { return memory_; }
   RecommendationsPanel* recommendations_panel() const { return recommendations_; }
   GpuQueuesPanel* gpu_queues_panel() const { return gpu_queues_; }
+  EfficiencyPanel* efficiency_panel() const { return efficiency_; }
   ReplayPanel* replay_panel() const { return replay_; }
   // View > Show replay (checkable): the replayed tracks under each rank's
   // streams, computed off the GUI thread the first time.
@@ -121,6 +123,7 @@ class MainWindow : public QMainWindow {
   MemoryPanel* memory_;
   RecommendationsPanel* recommendations_;
   GpuQueuesPanel* gpu_queues_;
+  EfficiencyPanel* efficiency_;
   ReplayPanel* replay_;
   QDockWidget* replay_dock_ = nullptr;
   QAction* replay_action_ = nullptr;

@@ -166,13 +166,15 @@ TEST(CliRankFiles, ByFileReportsAsTheMergedRunButWhatNeedsEveryRank) {
   EXPECT_EQ(by_file.err,
             "moetrace: warning: the 4 files were analysed one at a time, in bounded memory: the critical path across "
             "ranks, the efficiency figures and the recommendations need every rank's events at once and are not "
-            "computed (--merged reads them together)\n");
+            "computed, nor are the kernel sequences (--merged reads them together)\n");
   auto m = nlohmann::json::parse(merged.out), b = nlohmann::json::parse(by_file.out);
   EXPECT_TRUE(b["ranks"]["run"]["by_file"].get<bool>());
   EXPECT_EQ(b["recommendations"]["status"], "not_computed");
   EXPECT_TRUE(b["efficiency"].contains("not_computed"));
+  EXPECT_TRUE(b["kernel_sequences"].contains("not_computed"));
   for (auto* j : {&m, &b}) {
     j->erase("efficiency");
+    j->erase("kernel_sequences");
     (*j)["critical_path"].erase("across_ranks");
     (*j)["ranks"]["run"].erase("by_file");
   }
