@@ -225,7 +225,8 @@ void apply_serialise(const Trace& t, ExecGraph& g, GraphWhatIfResult& out) {
   GraphEditor ed(t, g);
   auto by_rank = instances_by_rank(t, ed);
   int serialised = 0, groups = 0;
-  for (auto& [rank, list] : by_rank) {
+  for (auto& entry : by_rank) {
+    auto& list = entry.second;  // (a lambda uses it: clang 14 captures no structured binding)
     for_each_group(list, [&](std::size_t i, std::size_t j) {
       if (j - i < 2) return;
       ++groups;
@@ -306,7 +307,9 @@ void apply_overlap(const Trace& t, ExecGraph& g, GraphWhatIfResult& out) {
   const auto by_rank = instances_by_rank(t, ed);
   int pairs = 0, moved = 0, side_by_side = 0, lanes = 0;
   bool micro_batches = false;
-  for (const auto& [rank, list] : by_rank) {
+  for (const auto& entry : by_rank) {
+    const auto rank = entry.first;
+    const auto& list = entry.second;  // (a lambda uses it: clang 14 captures no structured binding)
     // Passes: runs of instances that ran alone, of one (iteration,
     // micro-batch, direction); an instance that ran beside another ends one.
     struct Pass {
