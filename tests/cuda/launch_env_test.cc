@@ -9,6 +9,7 @@
 #include "moetrace/cuda/device_probe.h"
 #include "moetrace/cuda/launch_env.h"
 #include "moetrace/schema/error.h"
+#include "error_of.h"
 
 namespace moetrace::cuda {
 namespace {
@@ -22,12 +23,7 @@ GetEnv env(std::map<std::string, std::string> vars) {
 }
 
 std::string config_error(const GetEnv& e) {
-  try {
-    parse_launch_env(e);
-  } catch (const ConfigError& x) {
-    return x.what();
-  }
-  return "no error";
+  return testing::error_of<ConfigError>([&] { parse_launch_env(e); });
 }
 
 TEST(LaunchEnv, NoLauncherIsASingleProcess) { EXPECT_FALSE(parse_launch_env(env({})).has_value()); }

@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "moetrace/analyzer/trace.h"
-#include "moetrace/schema/error.h"
+#include "error_of.h"
 #include "text_trace.h"
 
 namespace moetrace::testing {
@@ -20,12 +20,7 @@ inline analyzer::Trace load_text_trace(const std::string& name, std::string_view
 
 // The one-line error loading `path` gives, or "(no error)".
 inline std::string load_error(const std::string& path) {
-  try {
-    analyzer::load_trace(path);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return error_of([&] { analyzer::load_trace(path); }, "(no error)");
 }
 
 }  // namespace moetrace::testing

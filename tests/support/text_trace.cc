@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "moetrace/instrument/trace_writer.h"
+#include "moetrace/schema/sqlite.h"
 
 namespace moetrace::testing {
 namespace {
@@ -266,6 +267,11 @@ void write_text_trace(const std::string& path, std::string_view text) {
     l.done();
   }
   w.close();
+}
+
+void alter_trace(const std::string& path, std::string_view sql) {
+  sqlite::Database db(path, sqlite::Database::Mode::kReadWrite);
+  db.exec(sql);
 }
 
 std::string read_text(const std::string& path) {

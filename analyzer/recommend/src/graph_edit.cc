@@ -79,36 +79,29 @@ HostSpan GraphEditor::host_span(std::size_t o, std::int32_t chain_hint) const {
   return s;
 }
 
-std::vector<std::uint32_t> GraphEditor::all_edges_into(std::uint32_t node) const {
+std::vector<std::uint32_t> GraphEditor::live_edges(const std::vector<std::vector<std::uint32_t>>& by_node,
+                                                   std::uint32_t node, std::optional<ExecEdgeKind> kind) const {
   std::vector<std::uint32_t> out;
-  if (node < in_.size())
-    for (auto k : in_[node])
-      if (g_.edges[k].latency_ns != ExecGraph::kRemoved) out.push_back(k);
+  if (node < by_node.size())
+    for (auto k : by_node[node])
+      if ((!kind || g_.edges[k].kind == *kind) && g_.edges[k].latency_ns != ExecGraph::kRemoved) out.push_back(k);
   return out;
+}
+
+std::vector<std::uint32_t> GraphEditor::all_edges_into(std::uint32_t node) const {
+  return live_edges(in_, node, std::nullopt);
 }
 
 std::vector<std::uint32_t> GraphEditor::all_edges_out(std::uint32_t node) const {
-  std::vector<std::uint32_t> out;
-  if (node < out_.size())
-    for (auto k : out_[node])
-      if (g_.edges[k].latency_ns != ExecGraph::kRemoved) out.push_back(k);
-  return out;
+  return live_edges(out_, node, std::nullopt);
 }
 
 std::vector<std::uint32_t> GraphEditor::edges_into(std::uint32_t node, ExecEdgeKind kind) const {
-  std::vector<std::uint32_t> out;
-  if (node < in_.size())
-    for (auto k : in_[node])
-      if (g_.edges[k].kind == kind && g_.edges[k].latency_ns != ExecGraph::kRemoved) out.push_back(k);
-  return out;
+  return live_edges(in_, node, kind);
 }
 
 std::vector<std::uint32_t> GraphEditor::edges_out(std::uint32_t node, ExecEdgeKind kind) const {
-  std::vector<std::uint32_t> out;
-  if (node < out_.size())
-    for (auto k : out_[node])
-      if (g_.edges[k].kind == kind && g_.edges[k].latency_ns != ExecGraph::kRemoved) out.push_back(k);
-  return out;
+  return live_edges(out_, node, kind);
 }
 
 std::int64_t GraphEditor::host_edge_into(std::uint32_t node) const {

@@ -78,6 +78,7 @@ class CpuExecutor {
   void ffn_forward(const FfnForward& d);
   void ffn_backward(const FfnBackward& d);
   void ffn_recompute(const FfnRecompute& d);
+  void ffn_hidden(BufferId params, const double* x, double* mid, std::int64_t m, std::int64_t h);
 
   const Plan& plan_;
   const ModelWeights& weights_;
@@ -264,18 +265,23 @@ void CpuExecutor::gate_backward(const GateBackward& d) {
   }
 }
 
+// The FFN's hidden layer before its activation, mid = x W1, for one token
+// (W1: the first m rows of `params`, h columns).
+void CpuExecutor::ffn_hidden(BufferId params, const double* x, double* mid, std::int64_t m, std::int64_t h) {
+  for (std::int64_t j = 0; j < h; ++j) mid[j] = 0;
+  for (std::int64_t i = 0; i < m; ++i) {
+    const double* w1 = at(params, i);
+    for (std::int64_t j = 0; j < h; ++j) mid[j] += x[i] * w1[j];
+  }
+}
+
 void CpuExecutor::ffn_forward(const FfnForward& d) {
   const std::int64_t m = buf(d.input).cols, h = buf(d.params).cols;
   for (const RowSpan& span : d.rows)
     for (std::int64_t r = span.begin; r < span.begin + span.count; ++r) {
-      const double* x = at(d.input, r);
       double* mid = at(d.middle, r);
       double* y = at(d.output, r);
-      for (std::int64_t j = 0; j < h; ++j) mid[j] = 0;
-      for (std::int64_t i = 0; i < m; ++i) {
-        const double* w1 = at(d.params, i);
-        for (std::int64_t j = 0; j < h; ++j) mid[j] += x[i] * w1[j];
-      }
+      ffn_hidden(d.params, at(d.input, r), mid, m, h);
       for (std::int64_t o = 0; o < m; ++o) {
         const double* w2t = at(d.params, m + o);
         double s = 0;
@@ -288,15 +294,8 @@ void CpuExecutor::ffn_forward(const FfnForward& d) {
 void CpuExecutor::ffn_recompute(const FfnRecompute& d) {
   const std::int64_t m = buf(d.input).cols, h = buf(d.params).cols;
   for (const RowSpan& span : d.rows)
-    for (std::int64_t r = span.begin; r < span.begin + span.count; ++r) {
-      const double* x = at(d.input, r);
-      double* mid = at(d.middle, r);
-      for (std::int64_t j = 0; j < h; ++j) mid[j] = 0;
-      for (std::int64_t i = 0; i < m; ++i) {
-        const double* w1 = at(d.params, i);
-        for (std::int64_t j = 0; j < h; ++j) mid[j] += x[i] * w1[j];
-      }
-    }
+    for (std::int64_t r = span.begin; r < span.begin + span.count; ++r)
+      ffn_hidden(d.params, at(d.input, r), at(d.middle, r), m, h);
 }
 
 void CpuExecutor::ffn_backward(const FfnBackward& d) {
