@@ -457,14 +457,18 @@ void GpuQueuesPanel::set_results(const std::shared_ptr<const AnalysisResults>& r
 
 // --- Locality ----------------------------------------------------------------------------------
 
-void LocalityChart::set_data(std::shared_ptr<const AnalysisResults> r) {
+void ResultsChart::set_results(std::shared_ptr<const AnalysisResults> r) {
   r_ = std::move(r);
   update();
 }
 
-void LocalityChart::paintEvent(QPaintEvent*) {
+void ResultsChart::paintEvent(QPaintEvent*) {
   QPainter p(this);
   p.fillRect(rect(), Qt::white);
+  paint(p);
+}
+
+void LocalityChart::paint(QPainter& p) {
   if (!r_ || !r_->analyses) return;
   const auto& a = r_->analyses->locality;
   // One curve over all layers (-1), then one per layer; distances with pairs only.
@@ -524,7 +528,7 @@ LocalityPanel::LocalityPanel(QWidget* parent) : PanelFrame(parent) {
 void LocalityPanel::set_computing() { show_message(tr("Computing locality\u2026")); }
 
 void LocalityPanel::set_results(const std::shared_ptr<const AnalysisResults>& r) {
-  chart_->set_data(r);
+  chart_->set_results(r);
   tables_->set_section(r ? r->section("locality") : nullptr);
   if (!r || !r->analyses) {
     show_message(r && !r->error.empty() ? tr("The analyses failed: %1").arg(qs(r->error))
@@ -558,14 +562,7 @@ void MemoryChart::set_axis(const TimeAxis& axis) {
   update();
 }
 
-void MemoryChart::set_results(std::shared_ptr<const AnalysisResults> r) {
-  r_ = std::move(r);
-  update();
-}
-
-void MemoryChart::paintEvent(QPaintEvent*) {
-  QPainter p(this);
-  p.fillRect(rect(), Qt::white);
+void MemoryChart::paint(QPainter& p) {
   if (!model_ || model_->counters().empty()) return;
   constexpr int kLabel = 110;
   const auto counters = model_->counters();
