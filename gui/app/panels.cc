@@ -28,14 +28,18 @@ QTableView* make_table(QWidget* parent) {
   return v;
 }
 
-QTableView* add_sorted_table(QTabWidget* tabs, QAbstractItemModel* model, const QString& title) {
-  auto* proxy = new QSortFilterProxyModel(tabs);
+void show_sorted(QTableView* view, QSortFilterProxyModel* proxy, QAbstractItemModel* model, int column) {
   proxy->setSourceModel(model);
   proxy->setSortRole(kSortRole);
-  auto* view = make_table(tabs);
   view->setModel(proxy);
   view->setSortingEnabled(true);
-  view->sortByColumn(-1, Qt::AscendingOrder);
+  view->sortByColumn(column, Qt::AscendingOrder);
+}
+
+QTableView* add_sorted_table(QTabWidget* tabs, QAbstractItemModel* model, const QString& title) {
+  auto* proxy = new QSortFilterProxyModel(tabs);
+  auto* view = make_table(tabs);
+  show_sorted(view, proxy, model, -1);
   view->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   tabs->addTab(view, title);
   return view;
@@ -132,12 +136,8 @@ BreakdownPanel::BreakdownPanel(QWidget* parent) : PanelFrame(parent) {
   summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   model_ = new BreakdownModel(this);
   proxy_ = new QSortFilterProxyModel(this);
-  proxy_->setSourceModel(model_);
-  proxy_->setSortRole(kSortRole);
   view_ = make_table(content);
-  view_->setModel(proxy_);
-  view_->setSortingEnabled(true);
-  view_->sortByColumn(BreakdownModel::kLayer, Qt::AscendingOrder);
+  show_sorted(view_, proxy_, model_, BreakdownModel::kLayer);
   view_->setItemDelegateForColumn(BreakdownModel::kSplit, new SplitBarDelegate(view_));
   view_->horizontalHeader()->setStretchLastSection(false);
   view_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
@@ -188,12 +188,8 @@ RangePanel::RangePanel(QWidget* parent) : PanelFrame(parent) {
   title_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   model_ = new RangeModel(this);
   proxy_ = new QSortFilterProxyModel(this);
-  proxy_->setSourceModel(model_);
-  proxy_->setSortRole(kSortRole);
   view_ = make_table(content);
-  view_->setModel(proxy_);
-  view_->setSortingEnabled(true);
-  view_->sortByColumn(RangeModel::kRank, Qt::AscendingOrder);
+  show_sorted(view_, proxy_, model_, RangeModel::kRank);
   view_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   box->addWidget(title_);
   box->addWidget(view_, 1);

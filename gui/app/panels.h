@@ -27,6 +27,9 @@ namespace moetrace::gui {
 
 // A read-only table of whole-row selection, as every panel shows them.
 QTableView* make_table(QWidget* parent);
+// `view` shows `model` through `proxy`, sorted by kSortRole when a header is
+// clicked, and first by `column` (-1: the model's own order).
+void show_sorted(QTableView* view, QSortFilterProxyModel* proxy, QAbstractItemModel* model, int column);
 // A tab of `tabs` with a table of `model` that sorts by kSortRole when a
 // header is clicked (the model's own order until then).
 QTableView* add_sorted_table(QTabWidget* tabs, QAbstractItemModel* model, const QString& title);

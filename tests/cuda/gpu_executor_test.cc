@@ -265,6 +265,14 @@ ExecutorOptions planned_routing(Precision precision) {
   return o;
 }
 
+// DPMoE on `ranks` ranks of shape `s`: one iteration of a Zipf load of
+// `tokens` a rank.
+plan::Plan zipf_dpmoe(const plan::ModelShape& s, int ranks, std::int64_t tokens) {
+  plan::DpMoeConfig c;
+  c.common = testing::common_config(s, ranks, 1);
+  return plan::build_dpmoe(c, synthetic(ranks, s.num_experts, s.top_k, s.num_layers, 1, tokens));
+}
+
 // PipeMoE (degree 2) on 4 ranks, 2 layers of 8 experts, top-2: a Zipf load
 // of 40 tokens a rank over 2 iterations, and the model's random weights.
 struct ZipfPipeMoe {
@@ -310,9 +318,7 @@ TEST(GpuExecutor, DataDrawnOnTheDeviceIsTheHostsRandomTrainingData) {
 TEST(GpuExecutor, ComputedRoutingAgainstAWrongPlanIsCountedNotACrash) {
   MOETRACE_REQUIRE_GPU();
   const plan::ModelShape s = small_shape(1, 8, 2, 0, false);
-  plan::DpMoeConfig c;
-  c.common = testing::common_config(s, 2, 1);
-  const plan::Plan p = plan::build_dpmoe(c, synthetic(2, 8, 2, 1, 1, 32));
+  const plan::Plan p = zipf_dpmoe(s, 2, 32);
   Executor ex(p, options(Precision::kFp32));
   const RunResult r = ex.run(plan::random_weights(s, 4), plan::random_training_data(s, 1, {32, 32}, 5));
   EXPECT_GT(r.routing_mismatches, 0);
@@ -341,9 +347,7 @@ TEST(GpuExecutor, MemoryReuseLowersThePeakOfTransientBuffers) {
 TEST(GpuExecutor, TheLinkModelPacesTheEmulatedAllToAll) {
   MOETRACE_REQUIRE_GPU();
   const plan::ModelShape s = small_shape(1, 4, 1, 0, false);
-  plan::DpMoeConfig c;
-  c.common = testing::common_config(s, 4, 1);
-  const plan::Plan p = plan::build_dpmoe(c, synthetic(4, 4, 1, 1, 1, 64));
+  const plan::Plan p = zipf_dpmoe(s, 4, 64);
   ExecutorOptions o = planned_routing(Precision::kBf16);
   o.link = parse_link_model("latency_us=3000,bandwidth_gb_s=100,sms=2");
   Executor ex(p, o);
@@ -432,9 +436,7 @@ std::string config_value(sqlite3* db, const char* key) {
 TEST(GpuCollector, WarmupRunsAreLeftOutAndTheCollectorCanBeOff) {
   // The plan first: its mistakes show without a GPU too.
   const plan::ModelShape s = small_shape(1, 4, 2, 0, false);
-  plan::DpMoeConfig c;
-  c.common = testing::common_config(s, 2, 1);
-  const plan::Plan p = plan::build_dpmoe(c, synthetic(2, 4, 2, 1, 1, 64));
+  const plan::Plan p = zipf_dpmoe(s, 2, 64);
   MOETRACE_REQUIRE_GPU();
   for (bool collect : {true, false}) {
     CudaRunOptions o;

@@ -65,6 +65,13 @@ class PpMoeBuilder {
     bool dense;
     std::int64_t F;
   };
+  // The rows of this TP rank's i-th local expert in `layout` (none where it
+  // has no tokens).
+  static std::vector<RowSpan> expert_spans(const RoutedLayout& layout, int i) {
+    const auto e = static_cast<std::size_t>(i);
+    if (layout.expert_rows[e] <= 0) return {};
+    return {RowSpan{layout.offset(0, e), layout.expert_rows[e]}};
+  }
   Sizes sizes(int j, int d, int m) const {
     return {m_.model_dim, load_.tokens_of(j, block(d, m)), m_.dense_hidden > 0, m_.dense_hidden / T_};
   }
@@ -191,8 +198,7 @@ void PpMoeBuilder::forward(int j, int d, int s, int m) {
       for (int i = 0; i < local_; ++i) {
         const int e = t * local_ + i;
         const std::int64_t n = a.layout.expert_rows[static_cast<std::size_t>(i)];
-        std::vector<RowSpan> spans;
-        if (n > 0) spans.push_back({a.layout.offset(0, static_cast<std::size_t>(i)), n});
+        const std::vector<RowSpan> spans = expert_spans(a.layout, i);
         OpArgs x = op_at(OpKind::kExpertFfn, co, fmt::format("expert_ffn.e{}", e), RankId(r), streams(r).compute);
         x.flops = ffn_forward_flops(n, M, m_.expert_hidden);
         x.data = FfnForward{e, experts_[static_cast<std::size_t>(l)][static_cast<std::size_t>(r)][static_cast<std::size_t>(i)].params,
@@ -338,8 +344,7 @@ void PpMoeBuilder::backward(int j, int d, int s, int m) {
       for (int i = 0; i < local_; ++i) {
         const int e = t * local_ + i;
         const std::int64_t n = a.layout.expert_rows[static_cast<std::size_t>(i)];
-        std::vector<RowSpan> spans;
-        if (n > 0) spans.push_back({a.layout.offset(0, static_cast<std::size_t>(i)), n});
+        const std::vector<RowSpan> spans = expert_spans(a.layout, i);
         const auto& pb = experts_[static_cast<std::size_t>(l)][static_cast<std::size_t>(r)][static_cast<std::size_t>(i)];
         OpArgs x = op_at(OpKind::kExpertFfn, co, fmt::format("expert_ffn.e{}", e), RankId(r), streams(r).compute);
         x.flops = ffn_backward_flops(n, M, m_.expert_hidden);
