@@ -212,16 +212,13 @@ TEST(DamagedTrace, DanglingReferencesAreLeftOutWithAWarningInEveryFormat) {
   EXPECT_EQ(t.run.damage, expected);
   const auto a = analyze(t);
   for (auto format : {ReportFormat::kText, ReportFormat::kMarkdown, ReportFormat::kHtml, ReportFormat::kJson}) {
-    ReportOptions o;
-    o.format = format;
-    std::ostringstream out;
-    write_report(out, t, a, o);
+    const std::string report = testing::report_in(format, t, a);
     if (format != ReportFormat::kJson) {  // JSON: run.damage, below
-      EXPECT_NE(out.str().find("damaged trace"), std::string::npos) << static_cast<int>(format);
+      EXPECT_NE(report.find("damaged trace"), std::string::npos) << static_cast<int>(format);
     }
-    EXPECT_NE(out.str().find(expected[1]), std::string::npos) << static_cast<int>(format);
+    EXPECT_NE(report.find(expected[1]), std::string::npos) << static_cast<int>(format);
     // No integrity record: said in every format, not only JSON's run.integrity.
-    EXPECT_NE(out.str().find("no integrity record"), std::string::npos) << static_cast<int>(format);
+    EXPECT_NE(report.find("no integrity record"), std::string::npos) << static_cast<int>(format);
   }
   ReportOptions o;
   const auto j = report_json(t, a, o);
@@ -268,13 +265,10 @@ TEST(DamagedTrace, EveryFileOfARunWarnsUnderItsName) {
     EXPECT_EQ(run_warnings(overview_run(paths).trace.run), expected);
     const auto a = analyze(merged);
     for (auto format : {ReportFormat::kText, ReportFormat::kMarkdown, ReportFormat::kHtml, ReportFormat::kJson}) {
-      ReportOptions o;
-      o.format = format;
-      std::ostringstream out;
-      write_report(out, merged, a, o);
+      const std::string report = testing::report_in(format, merged, a);
       for (const auto& line : expected)  // HTML escapes nothing in these lines
-        EXPECT_NE(out.str().find(line.substr(damaged.size() + 2)), std::string::npos) << static_cast<int>(format);
-      EXPECT_NE(out.str().find(damaged + ": "), std::string::npos) << static_cast<int>(format);
+        EXPECT_NE(report.find(line.substr(damaged.size() + 2)), std::string::npos) << static_cast<int>(format);
+      EXPECT_NE(report.find(damaged + ": "), std::string::npos) << static_cast<int>(format);
     }
     const auto j = report_json(merged, a, {});
     EXPECT_EQ(j["run"]["warnings"], expected);

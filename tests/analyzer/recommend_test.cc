@@ -188,8 +188,7 @@ std::vector<std::string> schema_errors(const nlohmann::json& doc,
 }
 
 TEST(Recommend, JsonMatchesTheSchema) {
-  sim::RunSpec spec = preset_run("mpipemoe", 2);
-  const Trace t = simulated_trace(spec, "schema");
+  const Trace t = simulated_trace(preset_run("mpipemoe", 2), "schema");
   RecommendOptions o;
   o.r_max = 8;
   const auto rec = recommend(t, o);
@@ -215,8 +214,7 @@ TEST(Recommend, TraceWithoutLoadSaysSo) {
 }
 
 TEST(Recommend, ReportCarriesTheSection) {
-  sim::RunSpec spec = preset_run("pro_prophet", 2);
-  const Trace t = simulated_trace(spec, "report");
+  const Trace t = simulated_trace(preset_run("pro_prophet", 2), "report");
   Analyses a = analyze(t);
   EXPECT_EQ(recommendations_json(a)["status"], "not_computed");
   add_recommendations(t, a);
@@ -241,8 +239,7 @@ TEST(Recommend, ReportCarriesTheSection) {
 TEST(Recommend, AFitThatCannotSeparateStartupsIsNotUsed) {
   // One all-to-all size and GEMM counts proportional to FLOPs: alpha and
   // beta are not separable, so the fit would make every split look free.
-  sim::RunSpec spec = preset_run("pipemoe-t4-p16-b4-l1024-h4096-m4096-e1", 2);
-  const Trace t = simulated_trace(spec, "fitted");
+  const Trace t = simulated_trace(preset_run("pipemoe-t4-p16-b4-l1024-h4096-m4096-e1", 2), "fitted");
   const RecommendOptions o = fitted_not_simulated();
   const auto r = recommend(t, analyze(t), o);
   EXPECT_EQ(r.hardware.source, "trace");
@@ -275,8 +272,7 @@ TEST(Recommend, FittedModelCarriesTheHostIssueTime) {
 // all-to-all at P is the preset's, said in a note and in the fits list) and
 // the expert GEMMs stay fitted.
 TEST(Recommend, FittedModelTermByTermWithPresetFallback) {
-  sim::RunSpec spec = preset_run("pro-prophet-gpt-s", 2);
-  const Trace t = simulated_trace(spec, "fit_terms");
+  const Trace t = simulated_trace(preset_run("pro-prophet-gpt-s", 2), "fit_terms");
   const RecommendOptions o = fitted_not_simulated();
   Analyses a = analyze(t);
   const auto r = recommend(t, a, o);
@@ -369,8 +365,7 @@ TEST(Recommend, CalibratedFitGivesTheSameAdvice) {
   const sim::CostModel fitted =
       sim::cost_model_from_json(sim_cost_model_json(cal, fits, "pipemoe-2080ti-ib100").dump());
 
-  sim::RunSpec spec = preset_run("pipemoe-t4-p16-b4-l1024-h4096-m4096-e1", 1);
-  const Trace t = simulated_trace(spec, "workload");
+  const Trace t = simulated_trace(preset_run("pipemoe-t4-p16-b4-l1024-h4096-m4096-e1", 1), "workload");
   RecommendOptions own, given;
   own.r_max = given.r_max = 16;
   given.cost_model = fitted;
