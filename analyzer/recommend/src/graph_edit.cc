@@ -127,10 +127,14 @@ std::uint32_t GraphEditor::add_edge(std::uint32_t from, std::uint32_t to, std::i
   return k;
 }
 
+TaskPoints GraphEditor::new_host_points(std::uint32_t at, std::int64_t duration) {
+  const auto t0 = g_.nodes[at].measured_ns;
+  return {g_.add_node(t0, ExecNode::Kind::kAdded, ExecGraph::kNone, false),
+          g_.add_node(t0 + duration, ExecNode::Kind::kAdded, ExecGraph::kNone, true)};
+}
+
 TaskPoints GraphEditor::insert_host_after(std::uint32_t after, std::int64_t duration) {
-  const auto t0 = g_.nodes[after].measured_ns;
-  TaskPoints p{g_.add_node(t0, ExecNode::Kind::kAdded, ExecGraph::kNone, false),
-               g_.add_node(t0 + duration, ExecNode::Kind::kAdded, ExecGraph::kNone, true)};
+  const TaskPoints p = new_host_points(after, duration);
   const auto out = host_edge_out(after);
   add_edge(after, p.start, 0, ExecEdgeKind::kHostOrder);
   add_edge(p.start, p.end, duration, ExecEdgeKind::kHostOrder);
@@ -143,9 +147,7 @@ TaskPoints GraphEditor::insert_host_after(std::uint32_t after, std::int64_t dura
 }
 
 TaskPoints GraphEditor::insert_host_before(std::uint32_t before, std::int64_t duration) {
-  const auto t0 = g_.nodes[before].measured_ns;
-  TaskPoints p{g_.add_node(t0, ExecNode::Kind::kAdded, ExecGraph::kNone, false),
-               g_.add_node(t0 + duration, ExecNode::Kind::kAdded, ExecGraph::kNone, true)};
+  const TaskPoints p = new_host_points(before, duration);
   const auto in = host_edge_into(before);
   if (in >= 0) {
     const auto e = g_.edges[static_cast<std::size_t>(in)];
