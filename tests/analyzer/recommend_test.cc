@@ -48,7 +48,9 @@ sim::RunSpec preset_run(std::string_view name, int iterations) {
 // Recommendations from the hardware model fitted to the trace, the plans not
 // simulated.
 RecommendOptions fitted_not_simulated() {
-  const RecommendOptions o = fitted_not_simulated();
+  RecommendOptions o;
+  o.prefer_fitted = true;
+  o.simulate = false;
   return o;
 }
 
