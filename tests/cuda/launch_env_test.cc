@@ -23,7 +23,7 @@ GetEnv env(std::map<std::string, std::string> vars) {
 }
 
 std::string config_error(const GetEnv& e) {
-  return testing::error_of<ConfigError>([&] { parse_launch_env(e); });
+  return moetrace::testing::error_of<ConfigError>([&] { parse_launch_env(e); });
 }
 
 // A process the launcher `launcher` started: its rank of world_size, and

@@ -16,7 +16,7 @@ namespace moetrace::plan {
 namespace {
 
 // The ConfigError message of f, or "" where it does not throw one.
-std::string config_error(const std::function<void()>& f) { return testing::error_of<ConfigError>(f, ""); }
+std::string config_error(const std::function<void()>& f) { return moetrace::testing::error_of<ConfigError>(f, ""); }
 
 CommonConfig common() {
   CommonConfig c;
