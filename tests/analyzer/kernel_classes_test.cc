@@ -178,7 +178,9 @@ TEST(KernelClasses, EpWordsOutsideAnEpKernelNameDoNotCount) {
 }
 
 TEST(KernelClasses, MalformedRulesNameTheProblem) {
-  auto message = [](std::string_view json) { return testing::error_of([&] { parse_kernel_rules(json, "rules.json"); }); };
+  auto message = [](std::string_view json) {
+    return testing::error_of([&] { parse_kernel_rules(json, "rules.json"); });
+  };
   EXPECT_EQ(message("{").rfind("rules.json: invalid JSON", 0), 0u);
   EXPECT_EQ(message("{}"), "rules.json: no \"rules\" array");
   EXPECT_EQ(message(R"({"rules": [{"all_of": [], "category": "gating"}]})"),

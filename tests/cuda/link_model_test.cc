@@ -23,7 +23,9 @@ TEST(LinkModel, ParsesKeysAndKeepsDefaults) {
 }
 
 TEST(LinkModel, ErrorsNameTheKey) {
-  auto message = [](const char* spec) { return moetrace::testing::error_of<ConfigError>([&] { parse_link_model(spec); }); };
+  auto message = [](const char* spec) {
+    return moetrace::testing::error_of<ConfigError>([&] { parse_link_model(spec); });
+  };
   EXPECT_NE(message("bandwidth=3").find("unknown key 'bandwidth'"), std::string::npos);
   EXPECT_NE(message("sms=many").find("link sms (many) is not an integer"), std::string::npos);
   EXPECT_NE(message("bandwidth_gb_s=0").find("bandwidth_gb_s (0) must be positive"), std::string::npos);

@@ -126,10 +126,12 @@ TEST(Routing, Metrics) {
 TEST(Routing, InvalidSyntheticConfig) {
   SyntheticLoadConfig c = base(LoadPattern::kDrifting);
   c.locality = 1.5;
-  EXPECT_EQ(moetrace::testing::error_of<ConfigError>([&] { synthetic_load(c); }), "locality (1.5) must be between 0 and 1");
+  EXPECT_EQ(moetrace::testing::error_of<ConfigError>([&] { synthetic_load(c); }),
+            "locality (1.5) must be between 0 and 1");
   c.locality = 0.5;
   c.top_k = 9;
-  EXPECT_EQ(moetrace::testing::error_of<ConfigError>([&] { synthetic_load(c); }), "top_k (9) is greater than experts (8)");
+  EXPECT_EQ(moetrace::testing::error_of<ConfigError>([&] { synthetic_load(c); }),
+            "top_k (9) is greater than experts (8)");
 }
 
 }  // namespace

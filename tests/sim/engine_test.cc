@@ -343,7 +343,9 @@ TEST(CostModel, JsonRoundTripAndFieldNamingErrors) {
   EXPECT_EQ(c.link_sharing, LinkSharing::kFairShare);
   EXPECT_DOUBLE_EQ(c.compute_cost(OpKind::kExpertFfn).seconds_per_flop, 1e-12);
   EXPECT_DOUBLE_EQ(c.compute_cost(OpKind::kExpertFfn).alpha_s, 1.5e-4);
-  auto message = [](const char* json) { return moetrace::testing::error_of<ConfigError>([&] { cost_model_from_json(json); }); };
+  auto message = [](const char* json) {
+    return moetrace::testing::error_of<ConfigError>([&] { cost_model_from_json(json); });
+  };
   EXPECT_EQ(message(R"({"compute": {"seconds_per_flop": -1}})"),
             "cost_model.compute.seconds_per_flop (-1) must be a finite number >= 0");
   EXPECT_EQ(message(R"({"interference": {"mu_cmop": 0.5}})"), "cost_model.interference.mu_cmop is not a known factor");
