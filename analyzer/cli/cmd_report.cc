@@ -53,8 +53,7 @@ analyzer::ReportFormat parse_report_format(const std::string& f) {
 
 void add_report_command(CLI::App& app) {
   struct Options {
-    MoeArgs moe;
-    TraceArgs traces;
+    TraceInput input;
     std::string format = "text";
     std::string output;
     bool per_rank = false;
@@ -71,8 +70,7 @@ void add_report_command(CLI::App& app) {
       "report",
       "Where the time goes per MoE layer, iteration, rank and phase; memory and memory bubbles; expert "
       "load imbalance and locality; fitted performance models; per-layer recommendations");
-  add_trace_args(cmd, opt->traces);
-  add_moe_rules_option(cmd, opt->moe);
+  add_trace_input(cmd, opt->input);
   add_format_option(cmd, opt->format, {"text", "json", "markdown", "html"});
   cmd->add_option("--output,-o", opt->output, "Write the report to this file instead of stdout");
   cmd->add_flag("--per-rank", opt->per_rank, "Also list every rank x layer x iteration x phase");
@@ -125,7 +123,7 @@ void add_report_command(CLI::App& app) {
     analyzer::BreakdownOptions bo;
     bo.rank_window = *analyzer::parse_rank_window(opt->window);
     const auto reading = opt->by_file ? RunReading::kByFile : opt->merged ? RunReading::kMerged : RunReading::kAuto;
-    auto [trace, analyses] = analyze_traces(opt->traces, moe_rules_options(opt->moe), bo, reading);
+    auto [trace, analyses] = analyze_traces(opt->input.traces, moe_rules_options(opt->input.moe), bo, reading);
     if (opt->critical_path_step) critical_path_of_step(trace, analyses, *opt->critical_path_step);
     if (std::any_of(sequence_options.begin(), sequence_options.end(), [](const CLI::Option* o) { return o->count() > 0; }))
       kernel_sequences_of(trace, analyses, opt->sequences);

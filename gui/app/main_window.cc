@@ -109,6 +109,14 @@ MainWindow::~MainWindow() {
   range_->wait();
 }
 
+void MainWindow::add_column_page(QWidget* page, std::initializer_list<std::pair<QWidget*, Qt::Alignment>> widgets) {
+  auto* box = new QVBoxLayout(page);
+  box->addStretch(1);
+  for (const auto& [w, alignment] : widgets) box->addWidget(w, 0, alignment);
+  box->addStretch(2);
+  pages_->addWidget(page);
+}
+
 void MainWindow::build_pages() {
   pages_ = new QStackedWidget(this);
   welcome_ = new QLabel(tr("<h2>moetrace-gui</h2><p>Open a moetrace trace: <b>File \u25B8 Open</b> (Ctrl+O), "
@@ -118,21 +126,14 @@ void MainWindow::build_pages() {
   pages_->addWidget(welcome_);
 
   loading_page_ = new QWidget(pages_);
-  auto* lbox = new QVBoxLayout(loading_page_);
-  lbox->addStretch(1);
   loading_label_ = new QLabel(loading_page_);
   loading_label_->setAlignment(Qt::AlignCenter);
   loading_bar_ = new QProgressBar(loading_page_);
   loading_bar_->setRange(0, 1000);
   loading_bar_->setMaximumWidth(520);
-  lbox->addWidget(loading_label_);
-  lbox->addWidget(loading_bar_, 0, Qt::AlignHCenter);
-  lbox->addStretch(2);
-  pages_->addWidget(loading_page_);
+  add_column_page(loading_page_, {{loading_label_, {}}, {loading_bar_, Qt::AlignHCenter}});
 
   error_page_ = new QWidget(pages_);
-  auto* ebox = new QVBoxLayout(error_page_);
-  ebox->addStretch(1);
   auto* etitle = new QLabel(tr("<h3>Could not open the trace</h3>"), error_page_);
   etitle->setAlignment(Qt::AlignCenter);
   error_label_ = new QLabel(error_page_);
@@ -143,11 +144,7 @@ void MainWindow::build_pages() {
   error_label_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   auto* again = new QPushButton(tr("Open another trace\u2026"), error_page_);
   connect(again, &QPushButton::clicked, this, &MainWindow::open_dialog);
-  ebox->addWidget(etitle);
-  ebox->addWidget(error_label_);
-  ebox->addWidget(again, 0, Qt::AlignHCenter);
-  ebox->addStretch(2);
-  pages_->addWidget(error_page_);
+  add_column_page(error_page_, {{etitle, {}}, {error_label_, {}}, {again, Qt::AlignHCenter}});
 
   timeline_page_ = new QWidget(pages_);
   auto* tbox = new QVBoxLayout(timeline_page_);

@@ -10,7 +10,9 @@
 #include <QProgressBar>
 #include <QStackedWidget>
 #include <QStringList>
+#include <initializer_list>
 #include <memory>
+#include <utility>
 
 #include "moetrace/gui/search.h"
 #include "efficiency_panel.h"
@@ -84,6 +86,9 @@ class MainWindow : public QMainWindow {
 
  private:
   void build_pages();
+  // Lays `widgets` out in a column of `page` a third of the way down, each
+  // with its alignment, and adds the page to pages_.
+  void add_column_page(QWidget* page, std::initializer_list<std::pair<QWidget*, Qt::Alignment>> widgets);
   void build_docks();
   void build_menus();
   void on_loading_started(const QString& path);

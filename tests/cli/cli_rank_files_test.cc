@@ -47,11 +47,7 @@ stream id=1 rank=1 role=compute
 op     id=2 rank=1 stream=1 kind=gate layer=0 iteration=0 phase=fwd start=0 end=100
 kernel rank=1 stream=1 start=0 end=50 name=gemm op=2
 )");
-  {
-    sqlite::Database db(bad, sqlite::Database::Mode::kReadWrite);
-    db.exec("DELETE FROM meta WHERE key = 'integrity'");
-    db.exec("UPDATE kernels SET op_id = 9");
-  }
+  testing::alter_trace(bad, "DELETE FROM meta WHERE key = 'integrity'; UPDATE kernels SET op_id = 9");
   const std::vector<std::string> lines = {
       bad + ": damaged trace: 1 kernels, memcpy or memset rows name ops that op_ranges lacks (left unattributed)",
       bad + ": the trace has no integrity record",

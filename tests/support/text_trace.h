@@ -40,6 +40,17 @@ std::string temp_path(std::string_view name);
 // The whole of a file, as bytes ("" where it cannot be read).
 std::string read_text(const std::string& path);
 
+// Runs `sql` (one or more statements) on the trace at `path`, as damage done
+// to the file after the writer closed it.
+void alter_trace(const std::string& path, std::string_view sql);
+
+// One rank, one gate op and nothing else.
+inline constexpr std::string_view kOneGateOp = R"(
+run    world_size=1 backend=test variant=dpmoe
+stream id=0 rank=0 role=compute
+op     id=1 rank=0 stream=0 kind=gate layer=0 iteration=0 phase=fwd start=0 end=100
+)";
+
 // One MoE layer on one rank, 1000 ns (breakdown_test.cc derives its shares):
 //   gate [0, 100), dispatch [100, 300) comm, expert [300, 700),
 //   combine [600, 800) comm, unpermute [800, 1000).

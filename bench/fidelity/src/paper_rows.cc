@@ -367,6 +367,17 @@ constexpr int kValidCases = 174;
 
 }  // namespace
 
+std::vector<PipeMoeGridPoint> pipemoe_table4_grid() {
+  std::vector<PipeMoeGridPoint> grid;
+  for (int P : {16, 32, 64})
+    for (int B : {2, 4, 8})
+      for (int L : {512, 1024, 2048})
+        for (int H : {1024, 2048, 4096, 8192})
+          for (int M : {1024, 2048, 4096, 8192})
+            for (int l : {1, 2}) grid.push_back({P, B, L, H, M, l});
+  return grid;
+}
+
 std::vector<Row> pipemoe_rows(const std::string& cost_model) {
   RowList out;
   const std::string P = "pipemoe";
@@ -380,26 +391,21 @@ std::vector<Row> pipemoe_rows(const std::string& cost_model) {
                                                         {64, {0.125, 0.053, 0.086, 0.172}}};
   const int rs[4] = {1, 2, 4, 8};
   std::vector<GridCase> grid;
-  for (int Pn : {16, 32, 64})
-    for (int B : {2, 4, 8})
-      for (int L : {512, 1024, 2048})
-        for (int H : {1024, 2048, 4096, 8192})
-          for (int M : {1024, 2048, 4096, 8192})
-            for (int l : {1, 2}) {
-              const auto w = pipemoe_workload(Pn, B, L, H, M, l);
-              const int rc = pipemoe_choice(w, model);
-              GridCase c;
-              c.P = Pn;
-              const LayerRun at_rc = layer_run(w, model, rc);
-              c.t_rc = at_rc.time;
-              c.peak = at_rc.peak;
-              for (std::size_t i = 0; i < 4; ++i) {
-                const LayerRun r = rs[i] == rc ? at_rc : layer_run(w, model, rs[i]);
-                c.t[i] = r.time;
-                c.peak = std::max(c.peak, r.peak);
-              }
-              grid.push_back(c);
-            }
+  for (const auto& g : pipemoe_table4_grid()) {
+    const auto w = pipemoe_workload(g.P, g.B, g.L, g.H, g.M, g.l);
+    const int rc = pipemoe_choice(w, model);
+    GridCase c;
+    c.P = g.P;
+    const LayerRun at_rc = layer_run(w, model, rc);
+    c.t_rc = at_rc.time;
+    c.peak = at_rc.peak;
+    for (std::size_t i = 0; i < 4; ++i) {
+      const LayerRun r = rs[i] == rc ? at_rc : layer_run(w, model, rs[i]);
+      c.t[i] = r.time;
+      c.peak = std::max(c.peak, r.peak);
+    }
+    grid.push_back(c);
+  }
   // The same configurations at every P (balanced routing: the peak of a
   // rank does not depend on P), ranked by peak within each P.
   for (int Pn : {16, 32, 64}) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <queue>
 #include <set>
+#include <string_view>
 #include <unordered_map>
 
 #include "moetrace/schema/error.h"
@@ -258,6 +259,7 @@ class Engine {
   void update_rates();
   void alloc(const Op& op, BufferId b);
   void release(const Op& op, BufferId b);
+  std::size_t listed_buffer(const Op& op, BufferId b, std::string_view verb) const;
   [[noreturn]] void stall() const;
 
   const Plan& plan_;
@@ -464,11 +466,18 @@ void Engine::op_ended(std::int64_t op) {
   }
 }
 
-void Engine::alloc(const Op& op, BufferId b) {
+// The index of buffer `b`, which `op` allocates or frees (`verb`); an error
+// where the plan does not list it.
+std::size_t Engine::listed_buffer(const Op& op, BufferId b, std::string_view verb) const {
   const auto i = static_cast<std::size_t>(b.value);
   if (i >= plan_.buffers.size())
-    throw Error(fmt::format("plan: op {} ({}) allocates buffer {}, which the plan does not list", op.id.value,
-                            op.name, b.value));
+    throw Error(fmt::format("plan: op {} ({}) {} buffer {}, which the plan does not list", op.id.value, op.name, verb,
+                            b.value));
+  return i;
+}
+
+void Engine::alloc(const Op& op, BufferId b) {
+  const auto i = listed_buffer(op, b, "allocates");
   const plan::Buffer& buf = plan_.buffers[i];
   if (buf.persistent) return;
   if (r_.alloc_s[i] >= 0)
@@ -490,10 +499,7 @@ void Engine::alloc(const Op& op, BufferId b) {
 }
 
 void Engine::release(const Op& op, BufferId b) {
-  const auto i = static_cast<std::size_t>(b.value);
-  if (i >= plan_.buffers.size())
-    throw Error(fmt::format("plan: op {} ({}) frees buffer {}, which the plan does not list", op.id.value,
-                            op.name, b.value));
+  const auto i = listed_buffer(op, b, "frees");
   const plan::Buffer& buf = plan_.buffers[i];
   if (buf.persistent) return;
   if (r_.alloc_s[i] < 0 || r_.free_s[i] >= 0)
