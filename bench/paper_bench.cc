@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.h"
 #include "moetrace/fidelity/paper_rows.h"
 
 using namespace moetrace;
@@ -149,18 +150,11 @@ int main(int argc, char** argv) {
   Format format = Format::kText;
   std::string keep;
   bool sensitivity = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "paper_bench: %s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--paper") paper = next();
+  for (bench::Args args("paper_bench", argc, argv); args.next();) {
+    const std::string& a = args.flag();
+    if (a == "--paper") paper = args.value();
     else if (a == "--format") {
-      const std::string f = next();
+      const std::string f = args.value();
       if (f == "text") format = Format::kText;
       else if (f == "markdown") format = Format::kMarkdown;
       else if (f == "tsv") format = Format::kTsv;
@@ -169,7 +163,7 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
-    else if (a == "--keep-traces") keep = next();
+    else if (a == "--keep-traces") keep = args.value();
     else if (a == "--sensitivity") sensitivity = true;
     else {
       std::fprintf(stderr,

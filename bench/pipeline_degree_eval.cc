@@ -34,8 +34,10 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.h"
 #include "moetrace/analyzer/pipeline_degree.h"
 #include "moetrace/analyzer/whatif.h"
+#include "moetrace/fidelity/paper_rows.h"
 #include "moetrace/sim/cost_model.h"
 
 using namespace moetrace;
@@ -102,19 +104,12 @@ int main(int argc, char** argv) {
   int r_max = 16, limit = 0;
   bool timing = true;
   std::string csv_path, models_arg = "serial,interference";
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "pipeline_degree_eval: %s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--r-max") r_max = std::stoi(next());
-    else if (a == "--csv") csv_path = next();
-    else if (a == "--models") models_arg = next();
-    else if (a == "--limit") limit = std::stoi(next());
+  for (bench::Args args("pipeline_degree_eval", argc, argv); args.next();) {
+    const std::string& a = args.flag();
+    if (a == "--r-max") r_max = std::stoi(args.value());
+    else if (a == "--csv") csv_path = args.value();
+    else if (a == "--models") models_arg = args.value();
+    else if (a == "--limit") limit = std::stoi(args.value());
     else if (a == "--full-plans") timing = false;
     else {
       std::fprintf(stderr, "usage: pipeline_degree_eval [--r-max 16] [--models serial,interference,fair_share] "
@@ -133,12 +128,7 @@ int main(int argc, char** argv) {
     p = q + 1;
   }
   std::vector<Config> grid;
-  for (int P : {16, 32, 64})
-    for (int B : {2, 4, 8})
-      for (int L : {512, 1024, 2048})
-        for (int H : {1024, 2048, 4096, 8192})
-          for (int M : {1024, 2048, 4096, 8192})
-            for (int l : {1, 2}) grid.push_back({P, B, L, H, M, l});
+  for (const auto& g : fidelity::pipemoe_table4_grid()) grid.push_back({g.P, g.B, g.L, g.H, g.M, g.l});
   if (limit > 0 && static_cast<std::size_t>(limit) < grid.size()) {
     // An even sample of the grid.
     std::vector<Config> sample;

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <string>
 
+#include "bench_args.h"
 #include "moetrace/sim/run_spec.h"
 #include "moetrace/sim/simulator.h"
 #include "moetrace/sim/timing_plan.h"
@@ -50,28 +51,21 @@ int main(int argc, char** argv) {
   int ranks = 1024, layers = 8, iterations = 4, r = 4, experts_per_rank = 1;
   std::int64_t tokens = 4096;
   bool keep = false, short_names = false, lean = false, no_write = false;
-  for (int i = 1; i < argc; ++i) {
-    auto next = [&] {
-      if (i + 1 >= argc) {
-        fmt::print(stderr, "sim_bench: {} needs a value\n", argv[i]);
-        std::exit(2);
-      }
-      return std::string(argv[++i]);
-    };
-    const std::string a = argv[i];
-    if (a == "--variant") variant = next();
-    else if (a == "--ranks") ranks = std::stoi(next());
-    else if (a == "--layers") layers = std::stoi(next());
-    else if (a == "--iterations") iterations = std::stoi(next());
-    else if (a == "-r") r = std::stoi(next());
-    else if (a == "--experts-per-rank") experts_per_rank = std::stoi(next());
-    else if (a == "--tokens") tokens = std::stoll(next());
-    else if (a == "--out") out = next();
+  for (moetrace::bench::Args args("sim_bench", argc, argv); args.next();) {
+    const std::string& a = args.flag();
+    if (a == "--variant") variant = args.value();
+    else if (a == "--ranks") ranks = std::stoi(args.value());
+    else if (a == "--layers") layers = std::stoi(args.value());
+    else if (a == "--iterations") iterations = std::stoi(args.value());
+    else if (a == "-r") r = std::stoi(args.value());
+    else if (a == "--experts-per-rank") experts_per_rank = std::stoi(args.value());
+    else if (a == "--tokens") tokens = std::stoll(args.value());
+    else if (a == "--out") out = args.value();
     else if (a == "--keep") keep = true;
     else if (a == "--short-op-names") short_names = true;
     else if (a == "--lean") lean = true;
     else if (a == "--no-write") no_write = true;
-    else if (a == "--plan-builder") plan_builder = next();
+    else if (a == "--plan-builder") plan_builder = args.value();
     else {
       fmt::print(stderr, "usage: sim_bench [--variant V] [--ranks N] [--layers N] [--iterations N] [-r N] "
                          "[--experts-per-rank N] [--tokens N] [--out FILE] [--short-op-names] [--lean] [--no-write] [--plan-builder auto|full|timing] [--keep]\n");

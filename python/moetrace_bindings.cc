@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "cost_model_arg.h"
+#include "table.h"
 #include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/graph_whatif.h"
 #include "moetrace/analyzer/model_spec.h"
@@ -39,65 +40,7 @@ namespace an = moetrace::analyzer;
 
 namespace {
 
-// Columns filled row by row without the GIL: the first row names them, every
-// later row gives the same names in the same order.
-class Table {
- public:
-  template <class T>
-  void put(std::string_view name, const T& v) {
-    if (rows_ == 0) {
-      columns_.push_back({std::string(name), Values(std::in_place_type<std::vector<Cell<T>>>)});
-    } else if (pos_ >= columns_.size() || columns_[pos_].name != name) {
-      throw std::logic_error("moetrace: table column out of order: " + std::string(name));
-    }
-    std::get<std::vector<Cell<T>>>(columns_[pos_++].values).push_back(Cell<T>(v));
-  }
-  void end_row() {
-    pos_ = 0;
-    ++rows_;
-  }
-
-  // With the GIL.
-  py::dict to_python() const {
-    py::dict d;
-    for (const auto& c : columns_) {
-      std::visit(
-          [&](const auto& v) {
-            using V = typename std::decay_t<decltype(v)>::value_type;
-            if constexpr (std::is_same_v<V, std::string>) {
-              py::list l(v.size());
-              for (std::size_t i = 0; i < v.size(); ++i) l[i] = py::str(v[i]);
-              d[py::str(c.name)] = std::move(l);
-            } else if constexpr (std::is_same_v<V, std::uint8_t>) {
-              py::array_t<bool> a(static_cast<py::ssize_t>(v.size()));
-              auto* out = a.mutable_data();
-              for (std::size_t i = 0; i < v.size(); ++i) out[i] = v[i] != 0;
-              d[py::str(c.name)] = std::move(a);
-            } else {
-              d[py::str(c.name)] = py::array_t<V>(static_cast<py::ssize_t>(v.size()), v.data());
-            }
-          },
-          c.values);
-    }
-    return d;
-  }
-
- private:
-  // bool -> uint8 (numpy bool), integers -> int64, floating -> double, text -> str.
-  template <class T>
-  using Cell = std::conditional_t<
-      std::is_same_v<T, bool>, std::uint8_t,
-      std::conditional_t<std::is_integral_v<T>, std::int64_t,
-                         std::conditional_t<std::is_floating_point_v<T>, double, std::string>>>;
-  using Values = std::variant<std::vector<std::int64_t>, std::vector<double>, std::vector<std::string>,
-                              std::vector<std::uint8_t>>;
-  struct Column {
-    std::string name;
-    Values values;
-  };
-  std::deque<Column> columns_;
-  std::size_t pos_ = 0, rows_ = 0;
-};
+using moetrace::python::Table;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
@@ -630,6 +573,35 @@ class Run {
     return t;
   }
 
+  // kernel_sequences.h: HTA's frequent CUDA kernel sequences, under HTA's
+  // column names where it has them (its durations in us, its traces' unit).
+  an::KernelSequenceAnalysis kernel_sequences(const std::string& op, std::int32_t min_pattern_len, std::size_t top_k,
+                                              std::optional<std::int32_t> rank, const std::string& window) const {
+    an::KernelSequenceOptions o;
+    o.operator_name = op;
+    o.min_pattern_len = min_pattern_len;
+    o.top_k = top_k;
+    o.rank = rank;
+    o.window = rank_window(window);
+    return an::frequent_kernel_sequences(trace_, o);
+  }
+  static Table kernel_sequences_table(const an::KernelSequenceAnalysis& k) {
+    Table t;
+    for (const auto& s : k.sequences) {
+      t.put("pattern", s.pattern());
+      t.put("count", s.count);
+      t.put("GPU kernel duration (us)", static_cast<double>(s.gpu_kernel_duration_ns) / 1e3);
+      t.put("CPU op duration (us)", static_cast<double>(s.cpu_op_duration_ns) / 1e3);
+      t.put("rank", k.rank);
+      t.put("operator", s.op);
+      t.put("kernels", s.kernels.size());
+      t.put("gpu_kernel_duration_ns", s.gpu_kernel_duration_ns);
+      t.put("cpu_op_duration_ns", s.cpu_op_duration_ns);
+      t.end_row();
+    }
+    return t;
+  }
+
  private:
   an::Trace trace_;
   std::mutex mu_;
@@ -762,6 +734,24 @@ PYBIND11_MODULE(_moetrace, m) {
         return d;
       })
       .def("collectives", [](Run& r) { return table([&] { return r.collectives_table(); }); })
+      .def("kernel_sequences",
+           [](Run& r, const std::string& op, std::int32_t min_pattern_len, std::size_t top_k,
+              std::optional<std::int32_t> rank, const std::string& window) {
+             an::KernelSequenceAnalysis k;
+             auto d = table([&] {
+               k = r.kernel_sequences(op, min_pattern_len, top_k, rank, window);
+               return Run::kernel_sequences_table(k);
+             });
+             py::dict attrs;
+             attrs["rank"] = k.rank;
+             attrs["candidates"] = k.candidates;
+             attrs["depth"] = k.depth;
+             attrs["roots"] = k.roots;
+             attrs["short_roots"] = k.short_roots;
+             attrs["patterns"] = k.patterns;
+             attrs["backward_linked"] = k.backward_linked;
+             return py::make_tuple(d, attrs);
+           })
       .def("memory_timeline", [](Run& r) { return table([&] { return r.memory_table(); }); })
       .def("expert_load", [](Run& r) {
         std::vector<std::vector<std::int64_t>> tokens;

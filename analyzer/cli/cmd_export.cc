@@ -15,8 +15,7 @@ namespace moetrace::cli {
 
 void add_export_command(CLI::App& app) {
   struct Options {
-    MoeArgs moe;
-    TraceArgs traces;
+    TraceInput input;
     std::string output;
   };
   auto opt = std::make_shared<Options>();
@@ -24,11 +23,10 @@ void add_export_command(CLI::App& app) {
   cmd->require_subcommand(1);
   auto* chrome = cmd->add_subcommand(
       "chrome", "Chrome trace-event JSON for Perfetto (ui.perfetto.dev) and chrome://tracing");
-  add_trace_args(chrome, opt->traces);
-  add_moe_rules_option(chrome, opt->moe);
+  add_trace_input(chrome, opt->input);
   chrome->add_option("--output,-o", opt->output, "JSON file to write (- for stdout)")->required();
   chrome->callback([opt] {
-    const auto trace = load_traces(opt->traces, moe_rules_options(opt->moe));
+    const auto trace = load_traces(opt->input);
     exporters::ChromeExportStats stats;
     if (opt->output == "-") {
       stats = exporters::write_chrome_trace(trace, trace.run.path, std::cout);

@@ -14,8 +14,7 @@ namespace moetrace::cli {
 
 void add_fit_command(CLI::App& app) {
   struct Options {
-    MoeArgs moe;
-    TraceArgs traces;
+    TraceInput input;
     std::string format = "sim";
     std::string output;
     std::string base;
@@ -23,8 +22,7 @@ void add_fit_command(CLI::App& app) {
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
       "fit", "Fit alpha/beta performance models and interference factors from a trace (simulator cost model)");
-  add_trace_args(cmd, opt->traces);
-  add_moe_rules_option(cmd, opt->moe);
+  add_trace_input(cmd, opt->input);
   cmd->add_option("--format,-f", opt->format,
                   "sim: the simulator's cost-model JSON; fits: every fit with R^2, residual RMS, points, "
                   "x range (JSON); text: the same for people")
@@ -35,7 +33,7 @@ void add_fit_command(CLI::App& app) {
                   "(default: the simulator's default preset)");
   cmd->add_option("--output,-o", opt->output, "Write the models to this file instead of stdout");
   cmd->callback([opt] {
-    const auto trace = load_traces(opt->traces, moe_rules_options(opt->moe));
+    const auto trace = load_traces(opt->input);
     analyzer::CostModel model;
     {
       Progress progress("fitting " + trace.run.path);

@@ -13,8 +13,7 @@ namespace moetrace::cli {
 
 void add_replay_command(CLI::App& app) {
   struct Options {
-    MoeArgs moe;
-    TraceArgs traces;
+    TraceInput input;
     std::string format = "text";
     std::string output;
     bool no_collectives = false;
@@ -27,8 +26,7 @@ void add_replay_command(CLI::App& app) {
       "Replay a trace from its execution graph (CPU ops per thread, launches, stream order, cross-stream waits, host "
       "synchronisation, collectives across ranks) with the measured durations, and compare with the measured "
       "iterations and MoE layers");
-  add_trace_args(cmd, opt->traces);
-  add_moe_rules_option(cmd, opt->moe);
+  add_trace_input(cmd, opt->input);
   add_format_option(cmd, opt->format, {"text", "json"});
   cmd->add_option("--output,-o", opt->output, "Write to this file instead of stdout");
   cmd->add_flag("--no-collectives", opt->no_collectives,
@@ -49,7 +47,7 @@ void add_replay_command(CLI::App& app) {
     for (const auto& kv : opt->what_ifs) analyzer::parse_graph_what_if(kv, w);
     analyzer::RecommendOptions ro;
     apply_cost_model_arg(opt->cost_model, ro);
-    const auto trace = load_traces(opt->traces, moe_rules_options(opt->moe));
+    const auto trace = load_traces(opt->input);
     analyzer::ExecGraphOptions go;
     go.collectives = !opt->no_collectives;
     analyzer::ReplayWithWhatIfs r;

@@ -1,8 +1,9 @@
 // `moetrace report TRACE`: every analysis of a trace (breakdown, memory,
-// expert load, locality, fitted models, recommendations) as text, JSON,
-// Markdown or HTML.
+// expert load, locality, HTA's analyses, efficiency, fitted models,
+// recommendations) as text, JSON, Markdown or HTML.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -31,6 +32,16 @@ void critical_path_of_step(const analyzer::Trace& trace, analyzer::Analyses& a, 
   a.critical_path_window = fmt::format("profiler step {} (the ProfilerStep range of that rank, counted from 0)", step);
 }
 
+// --kernel-sequences-*: HTA's frequent kernel sequences with other options
+// than analyze()'s defaults (kernel_sequences.h), in the report's window.
+void kernel_sequences_of(const analyzer::Trace& trace, analyzer::Analyses& a, analyzer::KernelSequenceOptions o) {
+  if (trace.files && trace.files->by_file)
+    throw Error("--kernel-sequences-* need the rank files read together (--merged): read one at a time, their "
+                "events are gone once analysed");
+  o.window = a.kernel_sequences.options.window;
+  a.kernel_sequences = analyzer::frequent_kernel_sequences(trace, o);
+}
+
 }  // namespace
 
 analyzer::ReportFormat parse_report_format(const std::string& f) {
@@ -42,8 +53,7 @@ analyzer::ReportFormat parse_report_format(const std::string& f) {
 
 void add_report_command(CLI::App& app) {
   struct Options {
-    MoeArgs moe;
-    TraceArgs traces;
+    TraceInput input;
     std::string format = "text";
     std::string output;
     bool per_rank = false;
@@ -53,14 +63,14 @@ void add_report_command(CLI::App& app) {
     std::string window = "span";
     bool by_file = false, merged = false;
     std::optional<std::int32_t> critical_path_step;
+    analyzer::KernelSequenceOptions sequences;
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
       "report",
       "Where the time goes per MoE layer, iteration, rank and phase; memory and memory bubbles; expert "
       "load imbalance and locality; fitted performance models; per-layer recommendations");
-  add_trace_args(cmd, opt->traces);
-  add_moe_rules_option(cmd, opt->moe);
+  add_trace_input(cmd, opt->input);
   add_format_option(cmd, opt->format, {"text", "json", "markdown", "html"});
   cmd->add_option("--output,-o", opt->output, "Write the report to this file instead of stdout");
   cmd->add_flag("--per-rank", opt->per_rank, "Also list every rank x layer x iteration x phase");
@@ -82,21 +92,41 @@ void add_report_command(CLI::App& app) {
                   "Critical path of one profiler step per rank (the Nth ProfilerStep range, from 0) instead of the "
                   "whole trace, as HTA's critical_path_analysis(annotation=\"ProfilerStep\", instance_id=N)")
       ->check(CLI::NonNegativeNumber);
+  const std::vector<CLI::Option*> sequence_options = {
+      cmd->add_option("--kernel-sequences-op", opt->sequences.operator_name,
+                      "Frequent CUDA kernel sequences (HTA's get_frequent_cuda_kernel_sequences): the CPU ops whose "
+                      "names contain this (case-sensitive), at the shallowest depth of the call stacks where any "
+                      "does, and the GPU events each launches, by start")
+          ->capture_default_str(),
+      cmd->add_option("--kernel-sequences-min-len", opt->sequences.min_pattern_len,
+                      "Kernel sequences: the fewest GPU events an op must launch to count (HTA's min_pattern_len)")
+          ->check(CLI::Range(0, 1 << 30))
+          ->capture_default_str(),
+      cmd->add_option("--kernel-sequences-top-k", opt->sequences.top_k,
+                      "Kernel sequences: the most frequent patterns listed (HTA's top_k); 0 lists every one")
+          ->check(CLI::Range(0, 1 << 30))
+          ->capture_default_str(),
+      cmd->add_option("--kernel-sequences-rank", opt->sequences.rank,
+                      "Kernel sequences: the rank whose ops are searched (default: 0 where the trace has it, else "
+                      "its lowest rank; HTA's rank)")
+          ->check(CLI::Range(0, 1 << 30))};
   auto* by_file = cmd->add_flag(
       "--by-file", opt->by_file,
       "Several rank files: analyse them one at a time, in memory bounded by the files read at once (--threads) "
       "rather than by the run; the critical path across ranks, the efficiency figures and the recommendations "
-      "need every rank's events at once and are left out (default where the files are estimated to take more than 2 GiB read together: "
+      "need every rank's events at once and are left out, as are the kernel sequences (default where the files are estimated to take more than 2 GiB read together: "
       "a bound on the files, not on the memory free, so the same files always give the same sections)");
   cmd->add_flag("--merged", opt->merged,
                 "Several rank files: read them into memory together, whatever their size (default up to an estimated 2 GiB)")
       ->excludes(by_file);
-  cmd->callback([opt] {
+  cmd->callback([opt, sequence_options] {
     analyzer::BreakdownOptions bo;
     bo.rank_window = *analyzer::parse_rank_window(opt->window);
     const auto reading = opt->by_file ? RunReading::kByFile : opt->merged ? RunReading::kMerged : RunReading::kAuto;
-    auto [trace, analyses] = analyze_traces(opt->traces, moe_rules_options(opt->moe), bo, reading);
+    auto [trace, analyses] = analyze_traces(opt->input.traces, moe_rules_options(opt->input.moe), bo, reading);
     if (opt->critical_path_step) critical_path_of_step(trace, analyses, *opt->critical_path_step);
+    if (std::any_of(sequence_options.begin(), sequence_options.end(), [](const CLI::Option* o) { return o->count() > 0; }))
+      kernel_sequences_of(trace, analyses, opt->sequences);
     if (!opt->no_recommendations && !(trace.files && trace.files->by_file)) {
       analyzer::RecommendOptions ro;
       apply_cost_model_arg(opt->cost_model, ro);

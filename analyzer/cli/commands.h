@@ -112,6 +112,15 @@ struct MoeArgs {
 void add_moe_rules_option(CLI::App* cmd, MoeArgs& args);
 analyzer::LoadOptions moe_rules_options(const MoeArgs& args);
 
+// The run a command reads: its trace files and the MoE rules to read them
+// with (add_trace_args, then add_moe_rules_option).
+struct TraceInput {
+  TraceArgs traces;
+  MoeArgs moe;
+};
+void add_trace_input(CLI::App* cmd, TraceInput& in);
+inline analyzer::Trace load_traces(const TraceInput& in) { return load_traces(in.traces, moe_rules_options(in.moe)); }
+
 // Runs every analysis with progress on a terminal.
 analyzer::Analyses analyze_with_progress(const analyzer::Trace& trace,
                                          const analyzer::BreakdownOptions& breakdown = {}, int threads = 0);

@@ -188,6 +188,11 @@ void add_moe_rules_option(CLI::App* cmd, MoeArgs& args) {
       ->excludes(rules);
 }
 
+void add_trace_input(CLI::App* cmd, TraceInput& in) {
+  add_trace_args(cmd, in.traces);
+  add_moe_rules_option(cmd, in.moe);
+}
+
 analyzer::LoadOptions moe_rules_options(const MoeArgs& args) {
   analyzer::LoadOptions o;
   o.moe_rules = args.rules;

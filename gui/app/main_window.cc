@@ -109,6 +109,14 @@ MainWindow::~MainWindow() {
   range_->wait();
 }
 
+void MainWindow::add_column_page(QWidget* page, std::initializer_list<std::pair<QWidget*, Qt::Alignment>> widgets) {
+  auto* box = new QVBoxLayout(page);
+  box->addStretch(1);
+  for (const auto& [w, alignment] : widgets) box->addWidget(w, 0, alignment);
+  box->addStretch(2);
+  pages_->addWidget(page);
+}
+
 void MainWindow::build_pages() {
   pages_ = new QStackedWidget(this);
   welcome_ = new QLabel(tr("<h2>moetrace-gui</h2><p>Open a moetrace trace: <b>File \u25B8 Open</b> (Ctrl+O), "
@@ -118,21 +126,14 @@ void MainWindow::build_pages() {
   pages_->addWidget(welcome_);
 
   loading_page_ = new QWidget(pages_);
-  auto* lbox = new QVBoxLayout(loading_page_);
-  lbox->addStretch(1);
   loading_label_ = new QLabel(loading_page_);
   loading_label_->setAlignment(Qt::AlignCenter);
   loading_bar_ = new QProgressBar(loading_page_);
   loading_bar_->setRange(0, 1000);
   loading_bar_->setMaximumWidth(520);
-  lbox->addWidget(loading_label_);
-  lbox->addWidget(loading_bar_, 0, Qt::AlignHCenter);
-  lbox->addStretch(2);
-  pages_->addWidget(loading_page_);
+  add_column_page(loading_page_, {{loading_label_, {}}, {loading_bar_, Qt::AlignHCenter}});
 
   error_page_ = new QWidget(pages_);
-  auto* ebox = new QVBoxLayout(error_page_);
-  ebox->addStretch(1);
   auto* etitle = new QLabel(tr("<h3>Could not open the trace</h3>"), error_page_);
   etitle->setAlignment(Qt::AlignCenter);
   error_label_ = new QLabel(error_page_);
@@ -143,11 +144,7 @@ void MainWindow::build_pages() {
   error_label_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   auto* again = new QPushButton(tr("Open another trace\u2026"), error_page_);
   connect(again, &QPushButton::clicked, this, &MainWindow::open_dialog);
-  ebox->addWidget(etitle);
-  ebox->addWidget(error_label_);
-  ebox->addWidget(again, 0, Qt::AlignHCenter);
-  ebox->addStretch(2);
-  pages_->addWidget(error_page_);
+  add_column_page(error_page_, {{etitle, {}}, {error_label_, {}}, {again, Qt::AlignHCenter}});
 
   timeline_page_ = new QWidget(pages_);
   auto* tbox = new QVBoxLayout(timeline_page_);
@@ -201,6 +198,7 @@ void MainWindow::build_docks() {
   memory_ = new MemoryPanel(this);
   recommendations_ = new RecommendationsPanel(this);
   gpu_queues_ = new GpuQueuesPanel(this);
+  efficiency_ = new EfficiencyPanel(this);
   replay_ = new ReplayPanel(this);
   auto* details = add_dock(tr("Details"), details_, Qt::RightDockWidgetArea);
   breakdown_dock_ = add_dock(tr("Breakdown per layer"), breakdown_, Qt::BottomDockWidgetArea);
@@ -210,19 +208,21 @@ void MainWindow::build_docks() {
   auto* locality = add_dock(tr("Locality"), locality_, Qt::BottomDockWidgetArea);
   auto* recs = add_dock(tr("Recommendations"), recommendations_, Qt::BottomDockWidgetArea);
   auto* queues = add_dock(tr("GPU queues"), gpu_queues_, Qt::BottomDockWidgetArea);
+  auto* efficiency = add_dock(tr("Efficiency"), efficiency_, Qt::BottomDockWidgetArea);
   replay_dock_ = add_dock(tr("Replay"), replay_, Qt::BottomDockWidgetArea);
   tabifyDockWidget(breakdown_dock_, range_dock_);
   tabifyDockWidget(range_dock_, memory);
   tabifyDockWidget(memory, locality);
   tabifyDockWidget(locality, recs);
   tabifyDockWidget(recs, queues);
-  tabifyDockWidget(queues, replay_dock_);
+  tabifyDockWidget(queues, efficiency);
+  tabifyDockWidget(efficiency, replay_dock_);
   breakdown_dock_->raise();
   splitDockWidget(details, expert, Qt::Vertical);
   resizeDocks({details}, {360}, Qt::Horizontal);
   resizeDocks({breakdown_dock_}, {260}, Qt::Vertical);
   panels_menu_ = new QMenu(tr("Panels"), this);
-  for (auto* d : {details, expert, breakdown_dock_, range_dock_, memory, locality, recs, queues, replay_dock_})
+  for (auto* d : {details, expert, breakdown_dock_, range_dock_, memory, locality, recs, queues, efficiency, replay_dock_})
     panels_menu_->addAction(d->toggleViewAction());
 }
 
@@ -390,6 +390,8 @@ void MainWindow::on_loaded(std::shared_ptr<const LoadedTrace> t) {
   memory_->set_computing();
   recommendations_->set_computing();
   gpu_queues_->set_computing();
+  efficiency_->set_trace(t->trace);
+  efficiency_->set_computing();
   replay_results_.reset();
   replay_->set_idle();
   if (replay_action_->isChecked()) session_->replay(replay_request_);
@@ -438,6 +440,7 @@ void MainWindow::on_analyses(std::shared_ptr<const TraceAnalyses> a) {
   memory_->set_results(a->results);
   recommendations_->set_results(a->results);
   gpu_queues_->set_results(a->results);
+  efficiency_->set_results(a->results);
   // The queue-length rows appear under each stream now (the model was
   // drawn before the analyses); only on the trace they were computed for.
   if (view_->model() && view_->model()->trace_ptr() == current->trace) view_->set_queue_tracks(a->queues);

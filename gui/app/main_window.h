@@ -10,9 +10,12 @@
 #include <QProgressBar>
 #include <QStackedWidget>
 #include <QStringList>
+#include <initializer_list>
 #include <memory>
+#include <utility>
 
 #include "moetrace/gui/search.h"
+#include "efficiency_panel.h"
 #include "panels.h"
 #include "replay_panel.h"
 #include "timeline_view.h"
@@ -45,6 +48,7 @@ class MainWindow : public QMainWindow {
   MemoryPanel* memory_panel() const { return memory_; }
   RecommendationsPanel* recommendations_panel() const { return recommendations_; }
   GpuQueuesPanel* gpu_queues_panel() const { return gpu_queues_; }
+  EfficiencyPanel* efficiency_panel() const { return efficiency_; }
   ReplayPanel* replay_panel() const { return replay_; }
   // View > Show replay (checkable): the replayed tracks under each rank's
   // streams, computed off the GUI thread the first time.
@@ -82,6 +86,9 @@ class MainWindow : public QMainWindow {
 
  private:
   void build_pages();
+  // Lays `widgets` out in a column of `page` a third of the way down, each
+  // with its alignment, and adds the page to pages_.
+  void add_column_page(QWidget* page, std::initializer_list<std::pair<QWidget*, Qt::Alignment>> widgets);
   void build_docks();
   void build_menus();
   void on_loading_started(const QString& path);
@@ -121,6 +128,7 @@ class MainWindow : public QMainWindow {
   MemoryPanel* memory_;
   RecommendationsPanel* recommendations_;
   GpuQueuesPanel* gpu_queues_;
+  EfficiencyPanel* efficiency_;
   ReplayPanel* replay_;
   QDockWidget* replay_dock_ = nullptr;
   QAction* replay_action_ = nullptr;

@@ -28,14 +28,18 @@ QTableView* make_table(QWidget* parent) {
   return v;
 }
 
-QTableView* add_sorted_table(QTabWidget* tabs, QAbstractItemModel* model, const QString& title) {
-  auto* proxy = new QSortFilterProxyModel(tabs);
+void show_sorted(QTableView* view, QSortFilterProxyModel* proxy, QAbstractItemModel* model, int column) {
   proxy->setSourceModel(model);
   proxy->setSortRole(kSortRole);
-  auto* view = make_table(tabs);
   view->setModel(proxy);
   view->setSortingEnabled(true);
-  view->sortByColumn(-1, Qt::AscendingOrder);
+  view->sortByColumn(column, Qt::AscendingOrder);
+}
+
+QTableView* add_sorted_table(QTabWidget* tabs, QAbstractItemModel* model, const QString& title) {
+  auto* proxy = new QSortFilterProxyModel(tabs);
+  auto* view = make_table(tabs);
+  show_sorted(view, proxy, model, -1);
   view->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   tabs->addTab(view, title);
   return view;
@@ -132,12 +136,8 @@ BreakdownPanel::BreakdownPanel(QWidget* parent) : PanelFrame(parent) {
   summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   model_ = new BreakdownModel(this);
   proxy_ = new QSortFilterProxyModel(this);
-  proxy_->setSourceModel(model_);
-  proxy_->setSortRole(kSortRole);
   view_ = make_table(content);
-  view_->setModel(proxy_);
-  view_->setSortingEnabled(true);
-  view_->sortByColumn(BreakdownModel::kLayer, Qt::AscendingOrder);
+  show_sorted(view_, proxy_, model_, BreakdownModel::kLayer);
   view_->setItemDelegateForColumn(BreakdownModel::kSplit, new SplitBarDelegate(view_));
   view_->horizontalHeader()->setStretchLastSection(false);
   view_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
@@ -188,12 +188,8 @@ RangePanel::RangePanel(QWidget* parent) : PanelFrame(parent) {
   title_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   model_ = new RangeModel(this);
   proxy_ = new QSortFilterProxyModel(this);
-  proxy_->setSourceModel(model_);
-  proxy_->setSortRole(kSortRole);
   view_ = make_table(content);
-  view_->setModel(proxy_);
-  view_->setSortingEnabled(true);
-  view_->sortByColumn(RangeModel::kRank, Qt::AscendingOrder);
+  show_sorted(view_, proxy_, model_, RangeModel::kRank);
   view_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   box->addWidget(title_);
   box->addWidget(view_, 1);
@@ -457,14 +453,18 @@ void GpuQueuesPanel::set_results(const std::shared_ptr<const AnalysisResults>& r
 
 // --- Locality ----------------------------------------------------------------------------------
 
-void LocalityChart::set_data(std::shared_ptr<const AnalysisResults> r) {
+void ResultsChart::set_results(std::shared_ptr<const AnalysisResults> r) {
   r_ = std::move(r);
   update();
 }
 
-void LocalityChart::paintEvent(QPaintEvent*) {
+void ResultsChart::paintEvent(QPaintEvent*) {
   QPainter p(this);
   p.fillRect(rect(), Qt::white);
+  paint(p);
+}
+
+void LocalityChart::paint(QPainter& p) {
   if (!r_ || !r_->analyses) return;
   const auto& a = r_->analyses->locality;
   // One curve over all layers (-1), then one per layer; distances with pairs only.
@@ -524,7 +524,7 @@ LocalityPanel::LocalityPanel(QWidget* parent) : PanelFrame(parent) {
 void LocalityPanel::set_computing() { show_message(tr("Computing locality\u2026")); }
 
 void LocalityPanel::set_results(const std::shared_ptr<const AnalysisResults>& r) {
-  chart_->set_data(r);
+  chart_->set_results(r);
   tables_->set_section(r ? r->section("locality") : nullptr);
   if (!r || !r->analyses) {
     show_message(r && !r->error.empty() ? tr("The analyses failed: %1").arg(qs(r->error))
@@ -558,14 +558,7 @@ void MemoryChart::set_axis(const TimeAxis& axis) {
   update();
 }
 
-void MemoryChart::set_results(std::shared_ptr<const AnalysisResults> r) {
-  r_ = std::move(r);
-  update();
-}
-
-void MemoryChart::paintEvent(QPaintEvent*) {
-  QPainter p(this);
-  p.fillRect(rect(), Qt::white);
+void MemoryChart::paint(QPainter& p) {
   if (!model_ || model_->counters().empty()) return;
   constexpr int kLabel = 110;
   const auto counters = model_->counters();

@@ -27,6 +27,9 @@ namespace moetrace::gui {
 
 // A read-only table of whole-row selection, as every panel shows them.
 QTableView* make_table(QWidget* parent);
+// `view` shows `model` through `proxy`, sorted by kSortRole when a header is
+// clicked, and first by `column` (-1: the model's own order).
+void show_sorted(QTableView* view, QSortFilterProxyModel* proxy, QAbstractItemModel* model, int column);
 // A tab of `tabs` with a table of `model` that sorts by kSortRole when a
 // header is clicked (the model's own order until then).
 QTableView* add_sorted_table(QTabWidget* tabs, QAbstractItemModel* model, const QString& title);
@@ -182,21 +185,32 @@ class GpuQueuesPanel : public PanelFrame {
   QTabWidget* tabs_;
 };
 
+// A chart drawn from the analyses' results on a white ground, repainted
+// when they change.
+class ResultsChart : public QWidget {
+ public:
+  using QWidget::QWidget;
+  void set_results(std::shared_ptr<const AnalysisResults> r);
+
+ protected:
+  void paintEvent(QPaintEvent*) final;
+  // Draws the chart over the white ground.
+  virtual void paint(QPainter& p) = 0;
+
+  std::shared_ptr<const AnalysisResults> r_;
+};
+
 // Locality of expert load across iterations (analyzer::analyze_locality):
 // the mean cosine similarity of the load of iterations d apart, one curve
 // over all layers (bold) and one per layer.
-class LocalityChart : public QWidget {
+class LocalityChart : public ResultsChart {
   Q_OBJECT
  public:
-  using QWidget::QWidget;
-  void set_data(std::shared_ptr<const AnalysisResults> r);
+  using ResultsChart::ResultsChart;
   QSize sizeHint() const override { return {400, 220}; }
 
  protected:
-  void paintEvent(QPaintEvent*) override;
-
- private:
-  std::shared_ptr<const AnalysisResults> r_;
+  void paint(QPainter& p) override;
 };
 
 // The chart, and the report's locality tables (per layer and distance).
@@ -216,22 +230,20 @@ class LocalityPanel : public PanelFrame {
 // Memory in use per rank (the analyzer's memory timeline) over the
 // timeline's visible window, its peak in view, and the memory bubbles of
 // the memory analysis hatched.
-class MemoryChart : public QWidget {
+class MemoryChart : public ResultsChart {
   Q_OBJECT
  public:
-  using QWidget::QWidget;
+  using ResultsChart::ResultsChart;
   void set_model(std::shared_ptr<const TimelineModel> model);
   void set_axis(const TimeAxis& axis);
-  void set_results(std::shared_ptr<const AnalysisResults> r);
   QSize sizeHint() const override { return {500, 240}; }
 
  protected:
-  void paintEvent(QPaintEvent*) override;
+  void paint(QPainter& p) override;
 
  private:
   std::shared_ptr<const TimelineModel> model_;
   TimeAxis axis_;
-  std::shared_ptr<const AnalysisResults> r_;
 };
 
 // The chart, and the report's memory section: peak and its composition per

@@ -129,6 +129,23 @@ void print_row(const char* what, const Frames& f) {
               cell(f.paint_cpu).c_str(), cell(total_cpu).c_str(), cell(f.paint).c_str(), cell(total).c_str());
 }
 
+// One row of the table: `frames` frames panning across the middle of the
+// trace [start, start + span) at 1/zoom of it, 10 % of the window per frame
+// (A/D held).
+void pan_row(gui::TimelineView& view, QImage& img, double start, double span, double zoom, int frames) {
+  const double window = span / zoom;
+  const int canvas_w = view.canvas_rect().width();
+  Frames f;
+  double t = start + span / 2 - window / 2 - frames / 2.0 * 0.1 * window;
+  for (int i = 0; i < frames; ++i, t += 0.1 * window) {
+    view.set_axis(gui::TimeAxis{t, window / canvas_w, canvas_w});
+    frame(view, img, f);
+  }
+  char what[96];
+  std::snprintf(what, sizeof what, "pan, window %s (1/%g of the trace)", gui::format_duration(window).c_str(), zoom);
+  print_row(what, f);
+}
+
 // The replay (View > Show replay) and frames with its tracks shown.
 void run_replay(gui::TimelineView& view, const std::shared_ptr<const gui::TimelineModel>& base, QImage& img,
                 int frames) {
@@ -152,21 +169,9 @@ void run_replay(gui::TimelineView& view, const std::shared_ptr<const gui::Timeli
               proc_status_mib("VmHWM:"), static_cast<double>(r.model->memory_bytes()) / 1048576.0);
   view.swap_model(r.model);
   const double start = static_cast<double>(base->start_ns()), span = static_cast<double>(base->end_ns()) - start;
-  const int canvas_w = view.canvas_rect().width();
   std::printf("| view, replayed tracks shown | frames | prepare CPU | paint CPU | prepare + paint CPU | paint wall | "
               "prepare + paint wall |\n|---|---:|---:|---:|---:|---:|---:|\n");
-  for (double zoom : {1.0, 100.0, 1e4}) {
-    const double window = span / zoom;
-    Frames f;
-    double t = start + span / 2 - window / 2 - frames / 2.0 * 0.1 * window;
-    for (int i = 0; i < frames; ++i, t += 0.1 * window) {
-      view.set_axis(gui::TimeAxis{t, window / canvas_w, canvas_w});
-      frame(view, img, f);
-    }
-    char what[96];
-    std::snprintf(what, sizeof what, "pan, window %s (1/%g of the trace)", gui::format_duration(window).c_str(), zoom);
-    print_row(what, f);
-  }
+  for (double zoom : {1.0, 100.0, 1e4}) pan_row(view, img, start, span, zoom, frames);
 }
 
 int run(const std::string& path, int width, int height, int frames, bool replay, bool open_only) {
@@ -212,18 +217,8 @@ int run(const std::string& path, int width, int height, int frames, bool replay,
   std::printf("| view | frames | prepare CPU | paint CPU | prepare + paint CPU | paint wall | prepare + paint wall |\n"
               "|---|---:|---:|---:|---:|---:|---:|\n");
   for (double zoom : {1.0, 10.0, 100.0, 1e3, 1e4, 1e5, 1e6}) {
-    const double window = span / zoom;
-    if (window / canvas_w < gui::AxisLimits::kMinNsPerPx) break;
-    Frames f;
-    // Pan across the middle of the trace, 10 % of the window per frame (A/D held).
-    double t = start + span / 2 - window / 2 - frames / 2.0 * 0.1 * window;
-    for (int i = 0; i < frames; ++i, t += 0.1 * window) {
-      view.set_axis(gui::TimeAxis{t, window / canvas_w, canvas_w});
-      frame(view, img, f);
-    }
-    char what[96];
-    std::snprintf(what, sizeof what, "pan, window %s (1/%g of the trace)", gui::format_duration(window).c_str(), zoom);
-    print_row(what, f);
+    if (span / zoom / canvas_w < gui::AxisLimits::kMinNsPerPx) break;
+    pan_row(view, img, start, span, zoom, frames);
   }
   {
     Frames f;

@@ -11,7 +11,8 @@ the profiler's epoch time; a simulated one starts at 0). Each method's
 docstring lists its columns; README.md ("Reading a report") defines the
 breakdown's quantities and analyzer/analyses/include/moetrace/analyzer/launch_queue.h
 the HTA analyses (idle time, queue length, kernel launches); critical_path.h
-the critical path; efficiency.h the efficiency figures against datasheet peaks.
+the critical path; efficiency.h the efficiency figures against datasheet peaks;
+kernel_sequences.h the frequent CUDA kernel sequences.
 
 Loading and the analyses run in C++ without the GIL, so other Python threads
 go on meanwhile. Errors raise moetrace.Error (a RuntimeError) with the same
@@ -283,6 +284,18 @@ _COLLECTIVES = _columns(
     ("percent_of_link", "100 x busbw / link, where every rank has its own GPU of one table entry"),
 )
 
+_KERNEL_SEQUENCES = _columns(
+    ("pattern", "HTA's pattern: the op's name and its GPU events' names in start order, joined by |"),
+    ("count", "ops that launched this sequence"),
+    ("GPU kernel duration (us)", "HTA's: the sequence's GPU events' durations, summed over the instances"),
+    ("CPU op duration (us)", "HTA's: the ops' durations, summed"),
+    ("rank", "the rank searched"),
+    ("operator", "the ops' name"),
+    ("kernels", "GPU events in the sequence (kernels, memcpy, memset)"),
+    ("gpu_kernel_duration_ns", "GPU kernel duration in ns"),
+    ("cpu_op_duration_ns", "CPU op duration in ns"),
+)
+
 _REPLAY_ITERATIONS = _columns(
     ("rank", "rank"),
     ("iteration", "iteration (-1: the rank's span, a trace without iterations)"),
@@ -538,6 +551,30 @@ class Run:
                                "    bus bandwidth (the report's efficiency.collectives).")
     def collectives(self):
         return _frame(self._run.collectives(), _COLLECTIVES)
+
+    def kernel_sequences(self, operator="aten::linear", min_pattern_len=3, top_k=5, rank=None, window="hta"):
+        """HTA's frequent CUDA kernel sequences (get_frequent_cuda_kernel_sequences;
+        definition and departures in kernel_sequences.h, docs/hta.md): on one
+        rank, the CPU ops whose names contain `operator` (case-sensitive), at
+        the shallowest call-stack depth where any does, and the GPU events
+        each launched, by start; a sequence of at least `min_pattern_len`
+        events is a pattern. Most frequent first, then by pattern; at most
+        `top_k` rows (None or 0: every pattern, as HTA's DataFrame has them).
+        rank=None: rank 0, else the trace's lowest. `window` as breakdown's
+        ("hta": HTA's, without what the last ProfilerStep launched). The
+        DataFrame's attrs hold the rank and the counts behind it
+        (candidates, depth, roots, short_roots, patterns, backward_linked).
+
+        Columns:
+%s
+        """
+        data, attrs = self._run.kernel_sequences(str(operator), int(min_pattern_len), int(top_k or 0),
+                                                 None if rank is None else int(rank), str(window))
+        df = _frame(data, _KERNEL_SEQUENCES)
+        df.attrs.update(attrs)
+        return df
+
+    kernel_sequences.__doc__ %= _doc_columns(_KERNEL_SEQUENCES)
 
     @_documented(_MEMORY, "Device memory allocated per rank over time: a step function, one row per change.")
     def memory_timeline(self):

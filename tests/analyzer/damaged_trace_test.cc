@@ -142,31 +142,52 @@ TEST(DamagedTrace, ATraceAsWrittenIsVerified) {
   EXPECT_EQ(load_trace(changed("whole-unrecorded.db", "SELECT 1", false)).run.integrity, "not recorded");
 }
 
+// A change to kTwoRankTrace (in file `name`) and the error loading it gives
+// (after the file's path and ": ").
+struct Refused {
+  const char* name;
+  const char* sql;
+  const char* error;
+};
+
+void expect_refused(const std::vector<Refused>& cases, bool keep_record) {
+  for (const auto& c : cases) {
+    const auto p = changed(c.name, c.sql, keep_record);
+    EXPECT_EQ(testing::load_error(p), p + ": " + c.error);
+  }
+}
+
 // What the record catches that no range check can: a value changed within
 // its range, a row gone, a row added.
 TEST(DamagedTrace, TheRecordNamesTheTableThatDiffers) {
-  auto p = changed("end.db", "UPDATE kernels SET end_ns = end_ns + 1", true);
-  EXPECT_EQ(testing::load_error(p), p + ": table kernels is damaged: its rows differ from those the writer recorded");
-  p = changed("gone.db", "DELETE FROM buffers", true);
-  EXPECT_EQ(testing::load_error(p), p + ": table buffers is damaged: 0 rows read, the writer recorded 1");
-  p = changed("access.db", "UPDATE op_ranges SET buffers = '[[1,1]]' WHERE id = 1", true);
-  EXPECT_EQ(testing::load_error(p), p + ": table op_links is damaged: its rows differ from those the writer recorded");
-  p = changed("config.db", "INSERT INTO run_config VALUES ('x', 'y')", true);
-  EXPECT_EQ(testing::load_error(p), p + ": table run_config is damaged: 1 rows read, the writer recorded 0");
-  p = changed("record.db", "UPDATE meta SET value = 'v1 kernels=x' WHERE key = 'integrity'", true);
-  EXPECT_EQ(testing::load_error(p), p + ": the integrity record in meta is damaged; damaged trace");
+  expect_refused(
+      {
+          {"end.db", "UPDATE kernels SET end_ns = end_ns + 1",
+           "table kernels is damaged: its rows differ from those the writer recorded"},
+          {"gone.db", "DELETE FROM buffers", "table buffers is damaged: 0 rows read, the writer recorded 1"},
+          {"access.db", "UPDATE op_ranges SET buffers = '[[1,1]]' WHERE id = 1",
+           "table op_links is damaged: its rows differ from those the writer recorded"},
+          {"config.db", "INSERT INTO run_config VALUES ('x', 'y')",
+           "table run_config is damaged: 1 rows read, the writer recorded 0"},
+          {"record.db", "UPDATE meta SET value = 'v1 kernels=x' WHERE key = 'integrity'",
+           "the integrity record in meta is damaged; damaged trace"},
+      },
+      true);
 }
 
 // Without a record: values out of their range are refused.
 TEST(DamagedTrace, ValuesOutOfRangeAreRefused) {
-  auto p = changed("phase.db", "UPDATE op_ranges SET phase = 7 WHERE id = 1", false);
-  EXPECT_EQ(testing::load_error(p), p + ": op_ranges has phase 7 (expected 0 .. 2); damaged trace");
-  p = changed("rank.db", "UPDATE kernels SET rank = 9", false);
-  EXPECT_EQ(testing::load_error(p), p + ": kernels has rank 9 but the run has 2 ranks; damaged trace");
-  p = changed("name.db", "UPDATE kernels SET name_id = 4000", false);
-  EXPECT_EQ(testing::load_error(p), p + ": kernels names string 4000 that the strings table lacks; damaged trace");
-  p = changed("kind.db", "UPDATE memory_events SET memory_kind = 12", false);
-  EXPECT_EQ(testing::load_error(p), p + ": memory_events has memory_kind 12 (expected 0 .. 4); damaged trace");
+  expect_refused(
+      {
+          {"phase.db", "UPDATE op_ranges SET phase = 7 WHERE id = 1",
+           "op_ranges has phase 7 (expected 0 .. 2); damaged trace"},
+          {"rank.db", "UPDATE kernels SET rank = 9", "kernels has rank 9 but the run has 2 ranks; damaged trace"},
+          {"name.db", "UPDATE kernels SET name_id = 4000",
+           "kernels names string 4000 that the strings table lacks; damaged trace"},
+          {"kind.db", "UPDATE memory_events SET memory_kind = 12",
+           "memory_events has memory_kind 12 (expected 0 .. 4); damaged trace"},
+      },
+      false);
 }
 
 // Without a record: references that point nowhere are left out, and every
@@ -191,16 +212,13 @@ TEST(DamagedTrace, DanglingReferencesAreLeftOutWithAWarningInEveryFormat) {
   EXPECT_EQ(t.run.damage, expected);
   const auto a = analyze(t);
   for (auto format : {ReportFormat::kText, ReportFormat::kMarkdown, ReportFormat::kHtml, ReportFormat::kJson}) {
-    ReportOptions o;
-    o.format = format;
-    std::ostringstream out;
-    write_report(out, t, a, o);
+    const std::string report = testing::report_in(format, t, a);
     if (format != ReportFormat::kJson) {  // JSON: run.damage, below
-      EXPECT_NE(out.str().find("damaged trace"), std::string::npos) << static_cast<int>(format);
+      EXPECT_NE(report.find("damaged trace"), std::string::npos) << static_cast<int>(format);
     }
-    EXPECT_NE(out.str().find(expected[1]), std::string::npos) << static_cast<int>(format);
+    EXPECT_NE(report.find(expected[1]), std::string::npos) << static_cast<int>(format);
     // No integrity record: said in every format, not only JSON's run.integrity.
-    EXPECT_NE(out.str().find("no integrity record"), std::string::npos) << static_cast<int>(format);
+    EXPECT_NE(report.find("no integrity record"), std::string::npos) << static_cast<int>(format);
   }
   ReportOptions o;
   const auto j = report_json(t, a, o);
@@ -229,11 +247,7 @@ TEST(DamagedTrace, EveryFileOfARunWarnsUnderItsName) {
     op id=2 rank=1 stream=1 kind=expert_ffn layer=0 iteration=0 start=0 end=300
     kernel rank=1 stream=1 start=0 end=50 name=gemm op=2
   )");
-  {
-    sqlite::Database db(damaged, sqlite::Database::Mode::kReadWrite);
-    db.exec("DELETE FROM meta WHERE key = 'integrity'");
-    db.exec("UPDATE kernels SET op_id = 44");
-  }
+  testing::alter_trace(damaged, "DELETE FROM meta WHERE key = 'integrity'; UPDATE kernels SET op_id = 44");
   const std::vector<std::string> expected = {
       damaged + ": damaged trace: 1 kernels, memcpy or memset rows name ops that op_ranges lacks (left unattributed)",
       damaged + ": the trace has no integrity record (an older writer, or the run was killed before it closed): "
@@ -251,13 +265,10 @@ TEST(DamagedTrace, EveryFileOfARunWarnsUnderItsName) {
     EXPECT_EQ(run_warnings(overview_run(paths).trace.run), expected);
     const auto a = analyze(merged);
     for (auto format : {ReportFormat::kText, ReportFormat::kMarkdown, ReportFormat::kHtml, ReportFormat::kJson}) {
-      ReportOptions o;
-      o.format = format;
-      std::ostringstream out;
-      write_report(out, merged, a, o);
+      const std::string report = testing::report_in(format, merged, a);
       for (const auto& line : expected)  // HTML escapes nothing in these lines
-        EXPECT_NE(out.str().find(line.substr(damaged.size() + 2)), std::string::npos) << static_cast<int>(format);
-      EXPECT_NE(out.str().find(damaged + ": "), std::string::npos) << static_cast<int>(format);
+        EXPECT_NE(report.find(line.substr(damaged.size() + 2)), std::string::npos) << static_cast<int>(format);
+      EXPECT_NE(report.find(damaged + ": "), std::string::npos) << static_cast<int>(format);
     }
     const auto j = report_json(merged, a, {});
     EXPECT_EQ(j["run"]["warnings"], expected);
@@ -267,7 +278,7 @@ TEST(DamagedTrace, EveryFileOfARunWarnsUnderItsName) {
   // Two files without a record: the run's integrity says so, each warns.
   const auto other = testing::temp_path("run-rank0-unrecorded.db");
   std::filesystem::copy_file(clean, other, std::filesystem::copy_options::overwrite_existing);
-  { sqlite::Database(other, sqlite::Database::Mode::kReadWrite).exec("DELETE FROM meta WHERE key = 'integrity'"); }
+  testing::alter_trace(other, "DELETE FROM meta WHERE key = 'integrity'");
   const auto both = load_run({other, damaged});
   EXPECT_EQ(both.run.integrity, "not recorded");
   EXPECT_EQ(run_warnings(both.run).size(), 4u);

@@ -10,20 +10,15 @@
 #include "moetrace/analyzer/moe_recognition.h"
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/schema/error.h"
-#include "moetrace/schema/sqlite.h"
 #include "text_trace.h"
+#include "error_of.h"
 
 namespace moetrace::analyzer {
 namespace {
 
 template <typename F>
 std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return testing::error_of(f, "(no error)");
 }
 
 TEST(FuzzFindings, ControlCharactersAreEscaped) {
@@ -36,11 +31,9 @@ TEST(FuzzFindings, ControlCharactersAreEscaped) {
 TEST(FuzzFindings, DamagedSchemaSqlInATrace) {
   const auto path = testing::temp_path("damaged-schema.db");
   testing::write_text_trace(path, "kernel rank=0 stream=0 start=0 end=5\n");
-  {
-    sqlite::Database db(path, sqlite::Database::Mode::kReadWrite);
-    db.exec("PRAGMA writable_schema = ON; UPDATE sqlite_schema SET sql = 'CREATE TABLE expert_placement (x ''a,\n"
-            "  PRIMARY KEY (x)\n) WITHOUT ROWID' WHERE name = 'expert_placement';");
-  }
+  testing::alter_trace(path,
+                       "PRAGMA writable_schema = ON; UPDATE sqlite_schema SET sql = 'CREATE TABLE expert_placement (x "
+                       "''a,\n  PRIMARY KEY (x)\n) WITHOUT ROWID' WHERE name = 'expert_placement';");
   const auto msg = error_of([&] { load_trace(path); });
   EXPECT_EQ(msg.rfind(path + ": ", 0), 0u) << msg;
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
@@ -76,11 +69,8 @@ TEST(FuzzFindings, RuleCoordinatePastInt32) {
 TEST(FuzzFindings, StringIdsBeyondMaxIdAreDamage) {
   const auto path = testing::temp_path("string-ids.db");
   testing::write_text_trace(path, "kernel rank=0 stream=0 start=0 end=5\n");
-  {
-    sqlite::Database db(path, sqlite::Database::Mode::kReadWrite);
-    db.exec("DROP TABLE strings; CREATE TABLE strings (id, value TEXT NOT NULL);"
-            "INSERT INTO strings VALUES (50, 'gemm'), ('1', 'text id');");
-  }
+  testing::alter_trace(path, "DROP TABLE strings; CREATE TABLE strings (id, value TEXT NOT NULL);"
+                             "INSERT INTO strings VALUES (50, 'gemm'), ('1', 'text id');");
   EXPECT_EQ(error_of([&] { load_trace(path); }), path + ": string table is damaged");
 }
 

@@ -9,6 +9,7 @@
 
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/schema/error.h"
+#include "error_of.h"
 
 namespace moetrace::analyzer {
 namespace {
@@ -178,12 +179,7 @@ TEST(KernelClasses, EpWordsOutsideAnEpKernelNameDoNotCount) {
 
 TEST(KernelClasses, MalformedRulesNameTheProblem) {
   auto message = [](std::string_view json) {
-    try {
-      parse_kernel_rules(json, "rules.json");
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
+    return testing::error_of([&] { parse_kernel_rules(json, "rules.json"); });
   };
   EXPECT_EQ(message("{").rfind("rules.json: invalid JSON", 0), 0u);
   EXPECT_EQ(message("{}"), "rules.json: no \"rules\" array");

@@ -35,6 +35,14 @@ class Kineto {
     events_.push_back({{"ph", "X"}, {"cat", "kernel"}, {"name", name}, {"pid", 0}, {"tid", stream}, {"ts", ts},
                        {"dur", dur}, {"args", args}});
   }
+  // A memset on `stream` launched by cudaMemsetAsync at host time `launch`.
+  void memset(int stream, double ts, double dur, double launch, int tid = 1) {
+    const int corr = next_corr_++;
+    events_.push_back({{"ph", "X"}, {"cat", "cuda_runtime"}, {"name", "cudaMemsetAsync"}, {"pid", 1}, {"tid", tid},
+                       {"ts", launch}, {"dur", 1}, {"args", {{"correlation", corr}}}});
+    events_.push_back({{"ph", "X"}, {"cat", "gpu_memset"}, {"name", "Memset (Device)"}, {"pid", 0}, {"tid", stream},
+                       {"ts", ts}, {"dur", dur}, {"args", {{"correlation", corr}, {"stream", stream}, {"device", 0}}}});
+  }
   std::string write(const std::string& file, int rank = 0, int world = 1) const {
     const auto path = temp_path(file);
     nlohmann::json doc = {{"traceEvents", events_},

@@ -16,6 +16,7 @@
 #include "moetrace/schema/error.h"
 #include "text_trace.h"
 #include "test_paths.h"
+#include "error_of.h"
 
 namespace moetrace::analyzer {
 namespace {
@@ -158,12 +159,7 @@ torchrun pretrain_gpt.py ${MODEL_ARGS[@]} $MOE_ARGS --tensor-model-parallel-size
 }
 
 std::string error_of(const std::string& text) {
-  try {
-    parse_model_spec(text, "m.json");
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
+  return testing::error_of<ConfigError>([&] { parse_model_spec(text, "m.json"); }, "");
 }
 
 TEST(ModelSpec, BadFilesGetOneClearLine) {
@@ -256,14 +252,9 @@ TEST(ModelSpec, ExpertParallelGroupFromTheAllToAlls) {
   const ModelSpec m = parse_model_spec("--num-experts 4 --moe-router-topk 2 --hidden-size 64 --moe-ffn-hidden-size 128 "
                                        "--expert-model-parallel-size 4 --bf16",
                                        "train.sh");
-  try {
-    moe_layer_workloads(t, nullptr, {&m, -1});
-    FAIL() << "no conflict reported";
-  } catch (const ConfigError& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "the expert-parallel group is 2 in the trace (its all-to-alls' group size) but 4 in train.sh: "
-              "--expert-model-parallel-size");
-  }
+  EXPECT_EQ(testing::error_of<ConfigError>([&] { moe_layer_workloads(t, nullptr, {&m, -1}); }),
+            "the expert-parallel group is 2 in the trace (its all-to-alls' group size) but 4 in train.sh: "
+            "--expert-model-parallel-size");
   const ModelSpec ok = parse_model_spec("--num-experts 4 --moe-router-topk 2 --hidden-size 64 --moe-ffn-hidden-size 128 "
                                         "--bf16",
                                         "train.sh");
@@ -312,14 +303,9 @@ TEST(ModelSpec, ParallelSizesFromTheProcessGroups) {
   const ModelSpec tp4 = parse_model_spec("--num-experts 4 --moe-router-topk 2 --hidden-size 64 --moe-ffn-hidden-size 128 "
                                          "--tensor-model-parallel-size 4 --bf16",
                                          "train.sh");
-  try {
-    moe_layer_workloads(t, nullptr, {&tp4, -1});
-    FAIL() << "no conflict reported";
-  } catch (const ConfigError& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "the tensor-parallel size is 2 in the trace (its process group \"mesh_tp\") but 4 in train.sh: "
-              "--tensor-model-parallel-size");
-  }
+  EXPECT_EQ(testing::error_of<ConfigError>([&] { moe_layer_workloads(t, nullptr, {&tp4, -1}); }),
+            "the tensor-parallel size is 2 in the trace (its process group \"mesh_tp\") but 4 in train.sh: "
+            "--tensor-model-parallel-size");
 }
 
 // The GEMM of each framework op's recorded input dims (PyTorch's ATen
@@ -421,14 +407,9 @@ TEST(ModelSpec, TraceAndModelThatDisagreeNameBothSources) {
   const ModelSpec m = parse_model_spec(R"({"num_local_experts": 4, "num_experts_per_tok": 2, "hidden_size": 64,
                                             "intermediate_size": 128})",
                                        "config.json");
-  try {
-    moe_layer_workloads(t, nullptr, {&m, -1});
-    FAIL() << "no conflict reported";
-  } catch (const ConfigError& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("32 in the trace (its layers table)"), std::string::npos) << what;
-    EXPECT_NE(what.find("64 in config.json: hidden_size"), std::string::npos) << what;
-  }
+  const std::string what = testing::error_of<ConfigError>([&] { moe_layer_workloads(t, nullptr, {&m, -1}); });
+  EXPECT_NE(what.find("32 in the trace (its layers table)"), std::string::npos) << what;
+  EXPECT_NE(what.find("64 in config.json: hidden_size"), std::string::npos) << what;
 }
 
 }  // namespace

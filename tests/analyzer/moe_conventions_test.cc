@@ -138,24 +138,16 @@ INSTANTIATE_TEST_SUITE_P(Frameworks, EveryConvention, ::testing::ValuesIn(kConve
 TEST(MoeRecognition, ConventionInAnNsysExport) {
   const auto in = temp_path("convention.sqlite"), out = temp_path("convention.db");
   // pid 42, tid 43: globalTid 704643115; kernels in ns, host ranges in ns.
-  make_export(in, R"(
-    CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT);
-    INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION', '3.24.14');
-    CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);
+  make_export(in, std::string(kNsysExportTables) + R"(
     INSERT INTO StringIds VALUES
       (1, 'ncclDevKernel_AllToAll_RING_LL(ncclDevComm*, unsigned long, ncclWork*)'),
       (2, 'cudaLaunchKernel_v7000'), (3, 'moetrace'), (4, 'gemm_relu_kernel'), (5, 'router_logits_gemm');
-    CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, "end" INTEGER, deviceId INTEGER, streamId INTEGER,
-      correlationId INTEGER, globalPid INTEGER, demangledName INTEGER, gridX INTEGER, gridY INTEGER, gridZ INTEGER,
-      blockX INTEGER, blockY INTEGER, blockZ INTEGER);
     INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES
       (100000, 110000, 0, 7, 1, 704643072, 5, 1, 1, 1, 32, 1, 1),
       (110000, 130000, 0, 13, 2, 704643072, 1, 1, 1, 1, 32, 1, 1),
       (130000, 170000, 0, 7, 3, 704643072, 4, 1, 1, 1, 32, 1, 1),
       (170000, 190000, 0, 13, 4, 704643072, 1, 1, 1, 1, 32, 1, 1),
       (300000, 320000, 0, 13, 5, 704643072, 1, 1, 1, 1, 32, 1, 1);
-    CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER, "end" INTEGER, eventClass INTEGER, globalTid INTEGER,
-      correlationId INTEGER, nameId INTEGER, returnValue INTEGER);
     INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (12000, 12500, 0, 704643115, 1, 2, 0),
       (16000, 16500, 0, 704643115, 2, 2, 0), (21000, 21500, 0, 704643115, 3, 2, 0),
       (31000, 31500, 0, 704643115, 4, 2, 0), (61000, 61500, 0, 704643115, 5, 2, 0);

@@ -499,22 +499,14 @@ TEST(MoeRecognition, DeepEpKernelsWithoutAnnotationsInAnNsysExport) {
                              k.start * 10 + 5, corr);
       ++corr;
     }
-    make_export(in, R"(
-      CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT);
-      INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION', '3.24.14');
-      CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);
+    make_export(in, std::string(kNsysExportTables) + R"(
       INSERT INTO StringIds VALUES
         (1, 'void )" + ns + R"(::intranode::notify_dispatch<8>(int const*, int*, int, int const*, int*, int, int, int const*, int*, int*, int, int, void**, int**, int)'),
         (2, 'void )" + ns + R"(::intranode::dispatch<8, 768, 8192>(int4*, float*, int*, long*, float*)'),
         (3, 'void cutlass::Kernel<cutlass_80_tensorop_bf16_s16816gemm_grouped_bf16_256x128_64x3_tn_align8>(Params)'),
         (4, 'void )" + ns + R"(::intranode::combine<__nv_bfloat16, 8, 768, 4096>(__nv_bfloat16*, float*, int*)'),
         (5, 'cudaLaunchKernel_v7000');
-      CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, "end" INTEGER, deviceId INTEGER, streamId INTEGER,
-        correlationId INTEGER, globalPid INTEGER, demangledName INTEGER, gridX INTEGER, gridY INTEGER, gridZ INTEGER,
-        blockX INTEGER, blockY INTEGER, blockZ INTEGER);
       INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES )" + kernels + R"(;
-      CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER, "end" INTEGER, eventClass INTEGER, globalTid INTEGER,
-        correlationId INTEGER, nameId INTEGER, returnValue INTEGER);
       INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES )" + runtime + ";");
     const auto t = import_and_load({in}, out);
     ASSERT_TRUE(t.recognition.moe);

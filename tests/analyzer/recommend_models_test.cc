@@ -21,6 +21,13 @@ PipelineTerms ms(double alpha_a, double comm, double alpha_e, double comp) {
   return {alpha_a, comm, alpha_e, comp};
 }
 
+// A case of Theorem 1 that has a feasible degree: r, and the time t there.
+void expect_feasible(const PipelineCandidate& c, int r, double t) {
+  ASSERT_TRUE(c.feasible);
+  EXPECT_EQ(c.r, r);
+  EXPECT_DOUBLE_EQ(c.t, t);
+}
+
 TEST(PipemoeTheorem1, CommunicationBound) {
   // alpha_a = 1, beta_a n_d = 10, alpha_e = 0.1, beta_e n_e = 2.
   // Eq. 19: t1 = 2 + 0.1 + 20 + 2 = 24.1. Q1 (Eq. 27): 0.9 r >= -8 holds
@@ -29,9 +36,7 @@ TEST(PipemoeTheorem1, CommunicationBound) {
   const auto t = ms(1, 10, 0.1, 2);
   const auto res = pipemoe_theorem1(t, 64);
   EXPECT_DOUBLE_EQ(res.t1, 24.1);
-  ASSERT_TRUE(res.case2.feasible);
-  EXPECT_EQ(res.case2.r, 2);
-  EXPECT_DOUBLE_EQ(res.case2.t, 24.0);
+  expect_feasible(res.case2, 2, 24.0);
   EXPECT_FALSE(res.case3.feasible);
   EXPECT_FALSE(res.case4.feasible);
   EXPECT_EQ(res.r, 2);
@@ -49,12 +54,8 @@ TEST(PipemoeTheorem1, ComputationBound) {
   const auto res = pipemoe_theorem1(t, 64);
   EXPECT_DOUBLE_EQ(res.t1, 69.0);
   EXPECT_FALSE(res.case2.feasible);
-  ASSERT_TRUE(res.case3.feasible);
-  EXPECT_EQ(res.case3.r, 4);
-  EXPECT_DOUBLE_EQ(res.case3.t, 60.0);
-  ASSERT_TRUE(res.case4.feasible);
-  EXPECT_EQ(res.case4.r, 37);
-  EXPECT_DOUBLE_EQ(res.case4.t, 90.0);
+  expect_feasible(res.case3, 4, 60.0);
+  expect_feasible(res.case4, 37, 90.0);
   EXPECT_EQ(res.r, 4);
   EXPECT_EQ(res.regime, PipelineRegime::kComputationBound);
 }
@@ -67,12 +68,8 @@ TEST(PipemoeTheorem1, LinkBound) {
   // 6 + 60 = 66. t1 = 2 + 1 + 60 + 36 = 99. Theorem 1: r = 3.
   const auto t = ms(1, 30, 1, 36);
   const auto res = pipemoe_theorem1(t, 64);
-  ASSERT_TRUE(res.case3.feasible);
-  EXPECT_EQ(res.case3.r, 2);
-  EXPECT_DOUBLE_EQ(res.case3.t, 70.0);
-  ASSERT_TRUE(res.case4.feasible);
-  EXPECT_EQ(res.case4.r, 3);
-  EXPECT_DOUBLE_EQ(res.case4.t, 66.0);
+  expect_feasible(res.case3, 2, 70.0);
+  expect_feasible(res.case4, 3, 66.0);
   EXPECT_EQ(res.r, 3);
   EXPECT_DOUBLE_EQ(res.t, 66.0);
   EXPECT_EQ(res.regime, PipelineRegime::kLinkBound);
@@ -89,14 +86,10 @@ TEST(PipemoeTheorem1, NegativeAlphaDifferenceFlipsEq28) {
   ASSERT_TRUE(pipemoe_q1(t, 2));
   ASSERT_FALSE(pipemoe_q1(t, 3));
   const auto res = pipemoe_theorem1(t, 64);
-  ASSERT_TRUE(res.case2.feasible);
-  EXPECT_EQ(res.case2.r, 2);
-  EXPECT_DOUBLE_EQ(res.case2.t, 64.0);
+  expect_feasible(res.case2, 2, 64.0);
   ASSERT_TRUE(res.case4.feasible);
   EXPECT_EQ(res.case4.r, 3);
-  ASSERT_TRUE(res.case3.feasible);
-  EXPECT_EQ(res.case3.r, 32);
-  EXPECT_DOUBLE_EQ(res.case3.t, 27 + 60.0 / 32 + 96);
+  expect_feasible(res.case3, 32, 27 + 60.0 / 32 + 96);
   EXPECT_EQ(res.r, 2);
   EXPECT_EQ(res.regime, PipelineRegime::kCommunicationBound);
 }

@@ -38,6 +38,22 @@ Trace simulated_trace(const sim::RunSpec& spec, const std::string& name) {
   return load_trace(path);
 }
 
+// The simulator's preset `name`, shortened to `iterations`.
+sim::RunSpec preset_run(std::string_view name, int iterations) {
+  sim::RunSpec spec = sim::run_preset(name);
+  spec.common.iterations = iterations;
+  return spec;
+}
+
+// Recommendations from the hardware model fitted to the trace, the plans not
+// simulated.
+RecommendOptions fitted_not_simulated() {
+  RecommendOptions o;
+  o.prefer_fitted = true;
+  o.simulate = false;
+  return o;
+}
+
 const LayerRecommendation& layer0(const Recommendations& r) {
   EXPECT_FALSE(r.layers.empty());
   return r.layers.front();
@@ -45,8 +61,7 @@ const LayerRecommendation& layer0(const Recommendations& r) {
 
 TEST(Recommend, ReadsTheLayerAsTheSimulatorRanIt) {
   // pipemoe Table IV, two experts per GPU, r = 2 in the trace.
-  sim::RunSpec spec = sim::run_preset("pipemoe-t4-p16-b2-l1024-h4096-m2048-e2");
-  spec.common.iterations = 2;
+  sim::RunSpec spec = preset_run("pipemoe-t4-p16-b2-l1024-h4096-m2048-e2", 2);
   const Trace t = simulated_trace(spec, "t4");
   RecommendOptions o;
   o.r_max = 16;
@@ -94,8 +109,7 @@ TEST(Recommend, ReadsTheLayerAsTheSimulatorRanIt) {
 }
 
 TEST(Recommend, PlacementOnASkewedLoadIsConfirmedBySimulation) {
-  sim::RunSpec spec = sim::run_preset("dpmoe");
-  spec.common.iterations = 1;
+  sim::RunSpec spec = preset_run("dpmoe", 1);
   spec.common.model.num_layers = 1;
   spec.common.model.attention = false;
   spec.routing.pattern = plan::LoadPattern::kZipf;
@@ -116,8 +130,7 @@ TEST(Recommend, PlacementOnASkewedLoadIsConfirmedBySimulation) {
 }
 
 TEST(Recommend, TightBudgetGetsReuse) {
-  sim::RunSpec spec = sim::run_preset("mpipemoe-gpt3-s");
-  spec.common.iterations = 1;
+  sim::RunSpec spec = preset_run("mpipemoe-gpt3-s", 1);
   spec.common.ranks = 8;
   spec.common.model.num_experts = 8;
   spec.routing.tokens_per_source = 4096;
@@ -152,8 +165,7 @@ TEST(Recommend, TightBudgetGetsReuse) {
 TEST(Recommend, OtherRunsFeedTheRangeSearch) {
   std::vector<Trace> traces;
   for (int r : {1, 2, 4}) {
-    sim::RunSpec spec = sim::run_preset("pipemoe-t4-p16-b4-l1024-h4096-m4096-e1");
-    spec.common.iterations = 1;
+    sim::RunSpec spec = preset_run("pipemoe-t4-p16-b4-l1024-h4096-m4096-e1", 1);
     spec.pipeline_degree = r;
     traces.push_back(simulated_trace(spec, "range" + std::to_string(r)));
   }
@@ -178,9 +190,7 @@ std::vector<std::string> schema_errors(const nlohmann::json& doc,
 }
 
 TEST(Recommend, JsonMatchesTheSchema) {
-  sim::RunSpec spec = sim::run_preset("mpipemoe");
-  spec.common.iterations = 2;
-  const Trace t = simulated_trace(spec, "schema");
+  const Trace t = simulated_trace(preset_run("mpipemoe", 2), "schema");
   RecommendOptions o;
   o.r_max = 8;
   const auto rec = recommend(t, o);
@@ -197,11 +207,7 @@ TEST(Recommend, JsonMatchesTheSchema) {
 
 TEST(Recommend, TraceWithoutLoadSaysSo) {
   const auto path = testing::temp_path("rec_noload.db");
-  testing::write_text_trace(path, R"(
-run    world_size=1 backend=test variant=dpmoe
-stream id=0 rank=0 role=compute
-op     id=1 rank=0 stream=0 kind=gate layer=0 iteration=0 phase=fwd start=0 end=100
-)");
+  testing::write_text_trace(path, testing::kOneGateOp);
   const auto rec = recommend(load_trace(path));
   EXPECT_TRUE(rec.items.empty());
   ASSERT_FALSE(rec.notes.empty());
@@ -210,9 +216,7 @@ op     id=1 rank=0 stream=0 kind=gate layer=0 iteration=0 phase=fwd start=0 end=
 }
 
 TEST(Recommend, ReportCarriesTheSection) {
-  sim::RunSpec spec = sim::run_preset("pro_prophet");
-  spec.common.iterations = 2;
-  const Trace t = simulated_trace(spec, "report");
+  const Trace t = simulated_trace(preset_run("pro_prophet", 2), "report");
   Analyses a = analyze(t);
   EXPECT_EQ(recommendations_json(a)["status"], "not_computed");
   add_recommendations(t, a);
@@ -237,12 +241,8 @@ TEST(Recommend, ReportCarriesTheSection) {
 TEST(Recommend, AFitThatCannotSeparateStartupsIsNotUsed) {
   // One all-to-all size and GEMM counts proportional to FLOPs: alpha and
   // beta are not separable, so the fit would make every split look free.
-  sim::RunSpec spec = sim::run_preset("pipemoe-t4-p16-b4-l1024-h4096-m4096-e1");
-  spec.common.iterations = 2;
-  const Trace t = simulated_trace(spec, "fitted");
-  RecommendOptions o;
-  o.prefer_fitted = true;
-  o.simulate = false;
+  const Trace t = simulated_trace(preset_run("pipemoe-t4-p16-b4-l1024-h4096-m4096-e1", 2), "fitted");
+  const RecommendOptions o = fitted_not_simulated();
   const auto r = recommend(t, analyze(t), o);
   EXPECT_EQ(r.hardware.source, "trace");
   ASSERT_FALSE(r.notes.empty());
@@ -254,15 +254,12 @@ TEST(Recommend, AFitThatCannotSeparateStartupsIsNotUsed) {
 // expert FFN op + 10 us a GEMM launch: forwards issue in 40 us, backwards in
 // 60), and the hardware description says so.
 TEST(Recommend, FittedModelCarriesTheHostIssueTime) {
-  sim::RunSpec spec = sim::run_preset("pro-prophet-gpt-s");
-  spec.common.iterations = 2;
+  sim::RunSpec spec = preset_run("pro-prophet-gpt-s", 2);
   sim::CostModel model = spec.resolved_cost_model();
   model.host_issue[OpKind::kExpertFfn] = {20e-6, 10e-6};
   spec.cost_model = model;
   const Trace t = simulated_trace(spec, "fit_host");
-  RecommendOptions o;
-  o.prefer_fitted = true;
-  o.simulate = false;
+  const RecommendOptions o = fitted_not_simulated();
   const auto r = recommend(t, analyze(t), o);
   ASSERT_EQ(r.hardware.source, "fitted");
   EXPECT_NE(r.hardware.description.find("host issue time per op: expert_ffn 20 us + 10 us a GEMM launch"),
@@ -277,12 +274,8 @@ TEST(Recommend, FittedModelCarriesTheHostIssueTime) {
 // all-to-all at P is the preset's, said in a note and in the fits list) and
 // the expert GEMMs stay fitted.
 TEST(Recommend, FittedModelTermByTermWithPresetFallback) {
-  sim::RunSpec spec = sim::run_preset("pro-prophet-gpt-s");
-  spec.common.iterations = 2;
-  const Trace t = simulated_trace(spec, "fit_terms");
-  RecommendOptions o;
-  o.prefer_fitted = true;
-  o.simulate = false;
+  const Trace t = simulated_trace(preset_run("pro-prophet-gpt-s", 2), "fit_terms");
+  const RecommendOptions o = fitted_not_simulated();
   Analyses a = analyze(t);
   const auto r = recommend(t, a, o);
   ASSERT_EQ(r.hardware.source, "fitted");
@@ -374,9 +367,7 @@ TEST(Recommend, CalibratedFitGivesTheSameAdvice) {
   const sim::CostModel fitted =
       sim::cost_model_from_json(sim_cost_model_json(cal, fits, "pipemoe-2080ti-ib100").dump());
 
-  sim::RunSpec spec = sim::run_preset("pipemoe-t4-p16-b4-l1024-h4096-m4096-e1");
-  spec.common.iterations = 1;
-  const Trace t = simulated_trace(spec, "workload");
+  const Trace t = simulated_trace(preset_run("pipemoe-t4-p16-b4-l1024-h4096-m4096-e1", 1), "workload");
   RecommendOptions own, given;
   own.r_max = given.r_max = 16;
   given.cost_model = fitted;
@@ -408,8 +399,7 @@ TEST(Recommend, CalibratedFitGivesTheSameAdvice) {
 // is off by more than 20 %: the advice is marked unreliable, naming the
 // compute term.
 TEST(Recommend, ReplayOfTheTracesOwnConfiguration) {
-  sim::RunSpec spec = sim::run_preset("pipemoe-t4-p16-b2-l1024-h4096-m2048-e2");
-  spec.common.iterations = 2;
+  sim::RunSpec spec = preset_run("pipemoe-t4-p16-b2-l1024-h4096-m2048-e2", 2);
   Trace t = simulated_trace(spec, "replay");
   {
     const auto rec = recommend(t);
@@ -462,8 +452,7 @@ TEST(Recommend, ReplayOfTheTracesOwnConfiguration) {
 TEST(Recommend, ReplayRunsTheTracesOwnVariant) {
   for (const char* preset : {"mpipemoe-gpt3-s", "dpmoe-gpt-s", "pro-prophet-gpt-s", "fastermoe-gpt-s"}) {
     SCOPED_TRACE(preset);
-    sim::RunSpec spec = sim::run_preset(preset);
-    spec.common.iterations = 3;
+    sim::RunSpec spec = preset_run(preset, 3);
     spec.common.model.num_layers = std::min(spec.common.model.num_layers, 3);
     const Trace t = simulated_trace(spec, std::string("own_") + preset);
     const auto rec = recommend(t);
@@ -494,8 +483,7 @@ TEST(Recommend, ReplayRunsTheTracesOwnVariant) {
 TEST(Recommend, ReplayOnTheModelFittedFromTheTrace) {
   for (const char* preset : {"pro-prophet-gpt-s", "fastermoe-gpt-s"}) {
     SCOPED_TRACE(preset);
-    sim::RunSpec spec = sim::run_preset(preset);
-    spec.common.iterations = 3;
+    sim::RunSpec spec = preset_run(preset, 3);
     spec.common.model.num_layers = 3;
     const Trace t = simulated_trace(spec, std::string("fitted_") + preset);
     const auto fits = fit_cost_model(t);

@@ -27,6 +27,22 @@ Trace load_fixture(const fs::path& gz) {
   return load_trace(testing::inflated(gz.string(), "replay_" + gz.stem().string()));
 }
 
+// What-ifs priced by the cost model that the pipemoe sweep's calibration
+// fitted on the fixtures' GPU (pipemoe_sweep/fitted_p1.json).
+RecommendOptions fitted_p1_options() {
+  const fs::path file = fs::path(MOETRACE_GPU_FIXTURES_DIR) / "pipemoe_sweep" / "fitted_p1.json";
+  RecommendOptions o;
+  o.cost_model = sim::cost_model_from_json(testing::read_text(file.string()));
+  return o;
+}
+
+// The MoE layers' time in an iteration: the sum of their mean windows.
+double layers_ns(const Trace& t) {
+  double sum = 0;
+  for (const auto& l : compute_breakdown(t).layers) sum += static_cast<double>(l.mean_window_ns);
+  return sum;
+}
+
 // Every iteration of every real trace replays within 3 % of its measured
 // time, and no point of the graph is left on a cycle (BENCHMARKS.md,
 // "Replay": bench/replay_errors.sh prints the same table).
@@ -82,8 +98,7 @@ TEST(Replay, EverySharedTraceWithinThreePercent) {
 TEST(WhatIf, PipelineDegreeFromTheR1TraceAgainstTheMeasuredSweep) {
   const fs::path dir = fs::path(MOETRACE_GPU_FIXTURES_DIR) / "pipemoe_sweep";
   const Trace r1 = load_fixture(dir / "pipemoe_p1_r1.db.gz");
-  RecommendOptions o;
-  o.cost_model = sim::cost_model_from_json(testing::read_text((dir / "fitted_p1.json").string()));
+  RecommendOptions o = fitted_p1_options();
   o.cost_model_source = "fitted_p1.json";
   auto layer_ns = [](const Trace& t) {
     const auto b = compute_breakdown(t);
@@ -123,14 +138,7 @@ TEST(WhatIf, PipelineDegreeFromTheR1TraceAgainstTheMeasuredSweep) {
 TEST(WhatIf, ReuseFromTheNoneTraceAgainstTheMeasuredStrategies) {
   const fs::path dir = MOETRACE_GPU_FIXTURES_DIR;
   const Trace none = load_fixture(dir / "mpipemoe_none.db.gz");
-  RecommendOptions o;
-  o.cost_model = sim::cost_model_from_json(testing::read_text((dir / "pipemoe_sweep" / "fitted_p1.json").string()));
-  auto layers_ns = [](const Trace& t) {
-    const auto b = compute_breakdown(t);
-    double sum = 0;
-    for (const auto& l : b.layers) sum += static_cast<double>(l.mean_window_ns);
-    return sum;
-  };
+  const RecommendOptions o = fitted_p1_options();
   const double base = layers_ns(none);
   for (const auto& [s, recorded] : {std::pair{"S1", -0.40}, std::pair{"S2", -0.48}, std::pair{"S3", -0.39},
                                     std::pair{"S4", -0.19}}) {
@@ -161,17 +169,15 @@ TEST(WhatIf, ReuseFromTheNoneTraceAgainstTheMeasuredStrategies) {
 TEST(WhatIf, PlacementFromTheDpmoeTraceAgainstTheMeasuredProProphet) {
   const fs::path dir = MOETRACE_GPU_FIXTURES_DIR;
   const Trace dp = load_fixture(dir / "dpmoe.db.gz");
-  RecommendOptions o;
-  o.cost_model = sim::cost_model_from_json(testing::read_text((dir / "pipemoe_sweep" / "fitted_p1.json").string()));
+  const RecommendOptions o = fitted_p1_options();
   GraphWhatIfs w;
   parse_graph_what_if("placement=pro-prophet", w);
   const auto p = replay_with_what_ifs(dp, w, o);
   EXPECT_GE(p.what_ifs.instances_changed, 1);
   EXPECT_EQ(p.predicted_unresolved, 0);
-  double predicted = 0, measured = 0;
+  double predicted = 0;
   for (const auto& l : p.summary.layers) predicted += static_cast<double>(l.predicted_ns);
-  for (const auto& l : compute_breakdown(load_fixture(dir / "pro_prophet.db.gz")).layers)
-    measured += static_cast<double>(l.mean_window_ns);
+  const double measured = layers_ns(load_fixture(dir / "pro_prophet.db.gz"));
   const double error = predicted / measured - 1;
   std::cout << "[ what-if ] placement=pro-prophet: predicted " << predicted / 1e6 << " ms, measured " << measured / 1e6
             << " ms (" << 100 * error << " %)" << std::endl;

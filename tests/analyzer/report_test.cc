@@ -20,14 +20,18 @@ const std::string kReportSchema = std::string(MOETRACE_SOURCE_DIR) + "/schemas/r
 
 Analyses analyses_of(const Trace& t) { return analyze(t); }
 
+// The JSON report of `t` with the per-rank and per-iteration rows.
+nlohmann::json report_with_every_row(const Trace& t) {
+  ReportOptions o;
+  o.per_rank = o.per_iteration = true;
+  return report_json(t, analyses_of(t), o);
+}
+
 TEST(Report, JsonMatchesTheSchema) {
   const auto path = testing::temp_path("report-synth.db");
   synthetic::SyntheticConfig c{.ranks = 2, .layers = 2, .iterations = 2};
   synthetic::write_synthetic_trace(path, c);
-  const auto trace = load_trace(path);
-  ReportOptions o;
-  o.per_rank = o.per_iteration = true;
-  const auto j = report_json(trace, analyses_of(trace), o);
+  const auto j = report_with_every_row(load_trace(path));
   EXPECT_EQ(schema_errors(j, kReportSchema), std::vector<std::string>{});
   EXPECT_EQ(j["breakdown"]["layers"].size(), 2u);
   EXPECT_EQ(j["breakdown"]["rows"].size(), 2u * 2u * 2u * 2u);  // ranks x layers x iterations x phases
@@ -75,10 +79,7 @@ constexpr std::string_view kRich = R"(
 TEST(Report, EverySectionOfARichTraceMatchesTheSchemas) {
   const auto path = testing::temp_path("report-rich.db");
   testing::write_text_trace(path, kRich);
-  const auto trace = load_trace(path);
-  ReportOptions o;
-  o.per_rank = o.per_iteration = true;
-  const auto j = report_json(trace, analyses_of(trace), o);
+  const auto j = report_with_every_row(load_trace(path));
   EXPECT_EQ(schema_errors(j, kReportSchema), std::vector<std::string>{});
   EXPECT_EQ(schema_errors(j["fitted_models"], std::string(MOETRACE_SOURCE_DIR) + "/schemas/fitted_models.schema.json"),
             std::vector<std::string>{});

@@ -91,10 +91,7 @@ TEST(TraceLoader, NsightExportIsReadByItsImporter) {
 TEST(TraceLoader, NewerSchema) {
   const auto path = testing::temp_path("newer.db");
   testing::write_text_trace(path, "kernel rank=0 stream=0 start=0 end=1\n");
-  {
-    sqlite::Database db(path, sqlite::Database::Mode::kReadWrite);
-    db.exec("PRAGMA user_version=3");
-  }
+  testing::alter_trace(path, "PRAGMA user_version=3");
   EXPECT_EQ(testing::load_error(path),
             path + ": trace schema version 3 is newer than this moetrace reads (up to 2); upgrade moetrace");
 }

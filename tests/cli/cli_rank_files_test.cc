@@ -47,11 +47,7 @@ stream id=1 rank=1 role=compute
 op     id=2 rank=1 stream=1 kind=gate layer=0 iteration=0 phase=fwd start=0 end=100
 kernel rank=1 stream=1 start=0 end=50 name=gemm op=2
 )");
-  {
-    sqlite::Database db(bad, sqlite::Database::Mode::kReadWrite);
-    db.exec("DELETE FROM meta WHERE key = 'integrity'");
-    db.exec("UPDATE kernels SET op_id = 9");
-  }
+  testing::alter_trace(bad, "DELETE FROM meta WHERE key = 'integrity'; UPDATE kernels SET op_id = 9");
   const std::vector<std::string> lines = {
       bad + ": damaged trace: 1 kernels, memcpy or memset rows name ops that op_ranges lacks (left unattributed)",
       bad + ": the trace has no integrity record",
@@ -166,13 +162,15 @@ TEST(CliRankFiles, ByFileReportsAsTheMergedRunButWhatNeedsEveryRank) {
   EXPECT_EQ(by_file.err,
             "moetrace: warning: the 4 files were analysed one at a time, in bounded memory: the critical path across "
             "ranks, the efficiency figures and the recommendations need every rank's events at once and are not "
-            "computed (--merged reads them together)\n");
+            "computed, nor are the kernel sequences (--merged reads them together)\n");
   auto m = nlohmann::json::parse(merged.out), b = nlohmann::json::parse(by_file.out);
   EXPECT_TRUE(b["ranks"]["run"]["by_file"].get<bool>());
   EXPECT_EQ(b["recommendations"]["status"], "not_computed");
   EXPECT_TRUE(b["efficiency"].contains("not_computed"));
+  EXPECT_TRUE(b["kernel_sequences"].contains("not_computed"));
   for (auto* j : {&m, &b}) {
     j->erase("efficiency");
+    j->erase("kernel_sequences");
     (*j)["critical_path"].erase("across_ranks");
     (*j)["ranks"]["run"].erase("by_file");
   }

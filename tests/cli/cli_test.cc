@@ -474,11 +474,7 @@ TEST(Cli, KinetoRoundTripGivesTheSameAdvice) {
 // is read, with a warning on stderr and in the report.
 TEST(Cli, NoIntegrityRecordIsWarnedOf) {
   const auto db = testing::temp_path("cli-no-integrity.db");
-  testing::write_text_trace(db, R"(
-run    world_size=1 backend=test variant=dpmoe
-stream id=0 rank=0 role=compute
-op     id=1 rank=0 stream=0 kind=gate layer=0 iteration=0 phase=fwd start=0 end=100
-)");
+  testing::write_text_trace(db, testing::kOneGateOp);
   { sqlite::Database(db, sqlite::Database::Mode::kReadWrite).exec("DELETE FROM meta WHERE key = 'integrity'"); }
   const auto r = run_cli("report --no-recommendations " + db);
   ASSERT_EQ(r.exit_code, 0) << r.err;

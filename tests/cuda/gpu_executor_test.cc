@@ -258,39 +258,54 @@ plan::ExpertLoad synthetic(int ranks, int experts, int top_k, int layers, int it
   return plan::synthetic_load(lc);
 }
 
+// Options that route as the plan says (RoutingMode::kPlanned).
+ExecutorOptions planned_routing(Precision precision) {
+  ExecutorOptions o = options(precision);
+  o.routing = RoutingMode::kPlanned;
+  return o;
+}
+
+// DPMoE on `ranks` ranks of shape `s`: one iteration of a Zipf load of
+// `tokens` a rank.
+plan::Plan zipf_dpmoe(const plan::ModelShape& s, int ranks, std::int64_t tokens) {
+  plan::DpMoeConfig c;
+  c.common = testing::common_config(s, ranks, 1);
+  return plan::build_dpmoe(c, synthetic(ranks, s.num_experts, s.top_k, s.num_layers, 1, tokens));
+}
+
+// PipeMoE (degree 2) on 4 ranks, 2 layers of 8 experts, top-2: a Zipf load
+// of 40 tokens a rank over 2 iterations, and the model's random weights.
+struct ZipfPipeMoe {
+  plan::ModelShape shape = small_shape(2, 8, 2, 0, false);
+  plan::Plan moe_plan = build();
+  plan::ModelWeights weights = plan::random_weights(shape, 1);
+
+  plan::Plan build() const {
+    plan::PipeMoeConfig c;
+    c.common = testing::common_config(shape, 4, 2);
+    c.pipeline_degree = 2;
+    return plan::build_pipemoe(c, synthetic(4, 8, 2, 2, 2, 40));
+  }
+};
+
 TEST(GpuExecutor, PlannedRoutingFollowsASyntheticLoad) {
   MOETRACE_REQUIRE_GPU();
-  const plan::ModelShape s = small_shape(2, 8, 2, 0, false);
-  plan::PipeMoeConfig c;
-  c.common = testing::common_config(s, 4, 2);
-  c.pipeline_degree = 2;
-  const plan::Plan p = plan::build_pipemoe(c, synthetic(4, 8, 2, 2, 2, 40));
-  ExecutorOptions o = options(Precision::kBf16);
-  o.routing = RoutingMode::kPlanned;
-  Executor ex(p, o);
-  const plan::ModelWeights w = plan::random_weights(s, 1);
-  const plan::TrainingData d = plan::random_training_data(s, 2, {40, 40, 40, 40}, 2);
-  const RunResult r = ex.run(w, d);
+  const ZipfPipeMoe z;
+  Executor ex(z.moe_plan, planned_routing(Precision::kBf16));
+  const RunResult r = ex.run(z.weights, plan::random_training_data(z.shape, 2, {40, 40, 40, 40}, 2));
   EXPECT_EQ(r.routing_mismatches, 0);
-  ASSERT_EQ(r.measured_load.size(), p.loads.size());
+  ASSERT_EQ(r.measured_load.size(), z.moe_plan.loads.size());
   for (const auto& out : r.outputs)
     for (double v : out.data) ASSERT_TRUE(std::isfinite(v));
 }
 
 TEST(GpuExecutor, DataDrawnOnTheDeviceIsTheHostsRandomTrainingData) {
   MOETRACE_REQUIRE_GPU();
-  const plan::ModelShape s = small_shape(2, 8, 2, 0, false);
-  plan::PipeMoeConfig c;
-  c.common = testing::common_config(s, 4, 2);
-  c.pipeline_degree = 2;
-  const plan::Plan p = plan::build_pipemoe(c, synthetic(4, 8, 2, 2, 2, 40));
-  ExecutorOptions o = options(Precision::kFp32);
-  o.routing = RoutingMode::kPlanned;
-  Executor ex(p, o);
-  const plan::ModelWeights w = plan::random_weights(s, 1);
+  const ZipfPipeMoe z;
+  Executor ex(z.moe_plan, planned_routing(Precision::kFp32));
   const std::vector<std::int64_t> tokens{40, 40, 40, 40};
-  const RunResult staged = ex.run(w, plan::random_training_data(s, 2, tokens, 2));
-  const RunResult drawn = ex.run(w, RandomTrainingData{2, tokens, s.model_dim, 2});
+  const RunResult staged = ex.run(z.weights, plan::random_training_data(z.shape, 2, tokens, 2));
+  const RunResult drawn = ex.run(z.weights, RandomTrainingData{2, tokens, z.shape.model_dim, 2});
   ASSERT_EQ(staged.outputs.size(), drawn.outputs.size());
   // The device's double log/cos may differ from the host's in the last bit
   // of a double, not of the float it is rounded to (except rarely by one ulp).
@@ -303,9 +318,7 @@ TEST(GpuExecutor, DataDrawnOnTheDeviceIsTheHostsRandomTrainingData) {
 TEST(GpuExecutor, ComputedRoutingAgainstAWrongPlanIsCountedNotACrash) {
   MOETRACE_REQUIRE_GPU();
   const plan::ModelShape s = small_shape(1, 8, 2, 0, false);
-  plan::DpMoeConfig c;
-  c.common = testing::common_config(s, 2, 1);
-  const plan::Plan p = plan::build_dpmoe(c, synthetic(2, 8, 2, 1, 1, 32));
+  const plan::Plan p = zipf_dpmoe(s, 2, 32);
   Executor ex(p, options(Precision::kFp32));
   const RunResult r = ex.run(plan::random_weights(s, 4), plan::random_training_data(s, 1, {32, 32}, 5));
   EXPECT_GT(r.routing_mismatches, 0);
@@ -324,9 +337,7 @@ TEST(GpuExecutor, MemoryReuseLowersThePeakOfTransientBuffers) {
     c.partitions = 4;
     c.strategy = strategy;
     const plan::Plan p = plan::build_mpipemoe(c, load);
-    ExecutorOptions o = options(Precision::kBf16);
-    o.routing = RoutingMode::kPlanned;
-    Executor ex(p, o);
+    Executor ex(p, planned_routing(Precision::kBf16));
     const RunResult r = ex.run(plan::random_weights(s, 1), plan::random_training_data(s, 1, {512, 512, 512, 512}, 2));
     (strategy == plan::ReuseStrategy::kNone ? peak_none : peak_s4) = r.transient_bytes_peak;
   }
@@ -336,11 +347,8 @@ TEST(GpuExecutor, MemoryReuseLowersThePeakOfTransientBuffers) {
 TEST(GpuExecutor, TheLinkModelPacesTheEmulatedAllToAll) {
   MOETRACE_REQUIRE_GPU();
   const plan::ModelShape s = small_shape(1, 4, 1, 0, false);
-  plan::DpMoeConfig c;
-  c.common = testing::common_config(s, 4, 1);
-  const plan::Plan p = plan::build_dpmoe(c, synthetic(4, 4, 1, 1, 1, 64));
-  ExecutorOptions o = options(Precision::kBf16);
-  o.routing = RoutingMode::kPlanned;
+  const plan::Plan p = zipf_dpmoe(s, 4, 64);
+  ExecutorOptions o = planned_routing(Precision::kBf16);
   o.link = parse_link_model("latency_us=3000,bandwidth_gb_s=100,sms=2");
   Executor ex(p, o);
   const RunResult r = ex.run(plan::random_weights(s, 1), plan::random_training_data(s, 1, {64, 64, 64, 64}, 2));
@@ -428,9 +436,7 @@ std::string config_value(sqlite3* db, const char* key) {
 TEST(GpuCollector, WarmupRunsAreLeftOutAndTheCollectorCanBeOff) {
   // The plan first: its mistakes show without a GPU too.
   const plan::ModelShape s = small_shape(1, 4, 2, 0, false);
-  plan::DpMoeConfig c;
-  c.common = testing::common_config(s, 2, 1);
-  const plan::Plan p = plan::build_dpmoe(c, synthetic(2, 4, 2, 1, 1, 64));
+  const plan::Plan p = zipf_dpmoe(s, 2, 64);
   MOETRACE_REQUIRE_GPU();
   for (bool collect : {true, false}) {
     CudaRunOptions o;

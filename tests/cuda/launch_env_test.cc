@@ -9,6 +9,7 @@
 #include "moetrace/cuda/device_probe.h"
 #include "moetrace/cuda/launch_env.h"
 #include "moetrace/schema/error.h"
+#include "error_of.h"
 
 namespace moetrace::cuda {
 namespace {
@@ -22,12 +23,16 @@ GetEnv env(std::map<std::string, std::string> vars) {
 }
 
 std::string config_error(const GetEnv& e) {
-  try {
-    parse_launch_env(e);
-  } catch (const ConfigError& x) {
-    return x.what();
-  }
-  return "no error";
+  return moetrace::testing::error_of<ConfigError>([&] { parse_launch_env(e); });
+}
+
+// A process the launcher `launcher` started: its rank of world_size, and
+// its rank on its node.
+void expect_process(const LaunchEnv& e, const char* launcher, int rank, int world_size, int local_rank) {
+  EXPECT_EQ(e.launcher, launcher);
+  EXPECT_EQ(e.rank, rank);
+  EXPECT_EQ(e.world_size, world_size);
+  EXPECT_EQ(e.local_rank, local_rank);
 }
 
 TEST(LaunchEnv, NoLauncherIsASingleProcess) { EXPECT_FALSE(parse_launch_env(env({})).has_value()); }
@@ -40,20 +45,14 @@ TEST(LaunchEnv, MpirunVariables) {
                                  {"RANK", "0"},
                                  {"WORLD_SIZE", "2"}}));
   ASSERT_TRUE(e.has_value());
-  EXPECT_EQ(e->rank, 3);
-  EXPECT_EQ(e->world_size, 8);
-  EXPECT_EQ(e->local_rank, 1);
-  EXPECT_EQ(e->launcher, "mpirun");
+  expect_process(*e, "mpirun", 3, 8, 1);
   EXPECT_EQ(e->job_id, "4242");
 }
 
 TEST(LaunchEnv, TorchrunStyleVariables) {
   auto e = parse_launch_env(env({{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"MOETRACE_JOB_ID", "run 7"}}));
   ASSERT_TRUE(e.has_value());
-  EXPECT_EQ(e->rank, 2);
-  EXPECT_EQ(e->world_size, 4);
-  EXPECT_EQ(e->local_rank, 2);  // defaults to RANK
-  EXPECT_EQ(e->launcher, "env");
+  expect_process(*e, "env", 2, 4, 2);  // the local rank defaults to RANK
   EXPECT_EQ(e->job_id, "run 7");
 }
 
@@ -75,10 +74,7 @@ TEST(LaunchEnv, SrunTaskVariables) {
                                  {"SLURM_JOB_ID", "123"},
                                  {"SLURM_STEP_ID", "2"}}));
   ASSERT_TRUE(e.has_value());
-  EXPECT_EQ(e->launcher, "slurm");
-  EXPECT_EQ(e->rank, 5);
-  EXPECT_EQ(e->world_size, 8);
-  EXPECT_EQ(e->local_rank, 1);
+  expect_process(*e, "slurm", 5, 8, 1);
   EXPECT_EQ(e->job_id, "123.2");  // two sruns of one job are two jobs here
 }
 
@@ -96,20 +92,14 @@ TEST(LaunchEnv, TorchrunUnderSrunIsTheWorker) {
                                  {"SLURM_JOB_ID", "9"}, {"RANK", "6"}, {"WORLD_SIZE", "8"},
                                  {"LOCAL_RANK", "2"}}));
   ASSERT_TRUE(e.has_value());
-  EXPECT_EQ(e->launcher, "env");
-  EXPECT_EQ(e->rank, 6);
-  EXPECT_EQ(e->world_size, 8);
-  EXPECT_EQ(e->local_rank, 2);
+  expect_process(*e, "env", 6, 8, 2);
 }
 
 TEST(LaunchEnv, PmiVariables) {
   // MPICH / Intel MPI hydra.
   auto e = parse_launch_env(env({{"PMI_RANK", "3"}, {"PMI_SIZE", "4"}, {"MPI_LOCALRANKID", "3"}}));
   ASSERT_TRUE(e.has_value());
-  EXPECT_EQ(e->launcher, "pmi");
-  EXPECT_EQ(e->rank, 3);
-  EXPECT_EQ(e->world_size, 4);
-  EXPECT_EQ(e->local_rank, 3);
+  expect_process(*e, "pmi", 3, 4, 3);
   EXPECT_EQ(e->job_id, "");  // hydra names no job
   // Cray PALS.
   e = parse_launch_env(env({{"PMI_RANK", "5"}, {"PMI_SIZE", "8"}, {"PMI_LOCAL_RANK", "1"}}));
@@ -128,10 +118,7 @@ TEST(LaunchEnv, PmixVariables) {
   auto e = parse_launch_env(env({{"PMIX_RANK", "7"}, {"PMIX_NAMESPACE", "slurm.pmix.55.0"}, {"SLURM_NTASKS", "16"},
                                  {"SLURM_LOCALID", "3"}, {"SLURM_PROCID", "7"}, {"SLURM_STEP_ID", "0"}}));
   ASSERT_TRUE(e.has_value());
-  EXPECT_EQ(e->launcher, "pmix");
-  EXPECT_EQ(e->rank, 7);
-  EXPECT_EQ(e->world_size, 16);
-  EXPECT_EQ(e->local_rank, 3);
+  expect_process(*e, "pmix", 7, 16, 3);
   EXPECT_EQ(e->job_id, "slurm.pmix.55.0");
   EXPECT_EQ(config_error(env({{"PMIX_RANK", "0"}})),
             "PMIX_RANK is set, but neither SLURM_NTASKS nor PMI_SIZE gives the world size");

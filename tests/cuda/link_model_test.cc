@@ -4,6 +4,7 @@
 
 #include "moetrace/cuda/link_model.h"
 #include "moetrace/schema/error.h"
+#include "error_of.h"
 
 namespace moetrace::cuda {
 namespace {
@@ -23,12 +24,7 @@ TEST(LinkModel, ParsesKeysAndKeepsDefaults) {
 
 TEST(LinkModel, ErrorsNameTheKey) {
   auto message = [](const char* spec) {
-    try {
-      parse_link_model(spec);
-    } catch (const ConfigError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
+    return moetrace::testing::error_of<ConfigError>([&] { parse_link_model(spec); });
   };
   EXPECT_NE(message("bandwidth=3").find("unknown key 'bandwidth'"), std::string::npos);
   EXPECT_NE(message("sms=many").find("link sms (many) is not an integer"), std::string::npos);

@@ -237,10 +237,7 @@ class GuiReplayWidgetsTest : public QObject {
     const auto& m = *v->model();
     const QColor a2a = to_qcolor(ColourClass::kAllToAll), expert = to_qcolor(ColourClass::kExpertCompute);
     const QColor gating = to_qcolor(ColourClass::kGating), tint(0xFB, 0xF3, 0xE4);
-    auto pixel = [&](int row, double t_us) {
-      const QPoint p = point_of(v, row, static_cast<double>(us(t_us)));
-      return img.pixelColor(p.x(), p.y() - v->layout().height(row) / 2 + 3);
-    };
+    auto pixel = [&](int row, double t_us) { return block_colour(v, img, row, t_us); };
     for (int rank = 0; rank < 2; ++rank) {
       const int compute = replayed_row(m, RankId(rank), ItemSource::kReplayedActivity, "compute");
       const int comm = replayed_row(m, RankId(rank), ItemSource::kReplayedActivity, "comm");

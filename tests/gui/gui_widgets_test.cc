@@ -417,11 +417,7 @@ class GuiWidgetsTest : public QObject {
     const auto& m = *v->model();
     const QColor a2a = to_qcolor(ColourClass::kAllToAll), expert = to_qcolor(ColourClass::kExpertCompute);
     const QColor offload = to_qcolor(ColourClass::kOffloadPrefetch), allreduce = to_qcolor(ColourClass::kAllReduce);
-    // Just inside the top of the block, above any label text.
-    auto pixel = [&](int row, double t_us) {
-      const QPoint p = point_of(v, row, static_cast<double>(us(t_us)));
-      return img.pixelColor(p.x(), p.y() - v->layout().height(row) / 2 + 3);
-    };
+    auto pixel = [&](int row, double t_us) { return block_colour(v, img, row, t_us); };
     for (int rank = 0; rank < 2; ++rank) {
       const int compute = find_row(m, RankId(rank), RowKind::kActivities, "compute");
       const int comm = find_row(m, RankId(rank), RowKind::kActivities, "comm");

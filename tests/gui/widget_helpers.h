@@ -3,7 +3,9 @@
 // lies on the timeline in widget pixels.
 #pragma once
 
+#include <QColor>
 #include <QCoreApplication>
+#include <QImage>
 #include <QPoint>
 #include <QString>
 #include <memory>
@@ -40,6 +42,13 @@ inline QPoint point_of(TimelineView* v, int row, double t_ns) {
   const int x = c.left() + static_cast<int>(v->axis().x(t_ns));
   const int y = c.top() + v->layout().y(row) - v->scroll_y() + v->layout().height(row) / 2;
   return {x, y};
+}
+
+// The colour of `img` (the timeline widget grabbed) just inside the top of
+// the block at fixture time `t_us` in a row, above any label text.
+inline QColor block_colour(TimelineView* v, const QImage& img, int row, double t_us) {
+  const QPoint p = point_of(v, row, static_cast<double>(us(t_us)));
+  return img.pixelColor(p.x(), p.y() - v->layout().height(row) / 2 + 3);
 }
 
 // The first row of `kind` of a stream of `role` on `rank`, or -1.

@@ -11,6 +11,7 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -58,6 +59,20 @@ inline std::string import_error(const std::vector<std::string>& inputs,
   options.format = format;
   return error_of([&] { importers::import_traces(inputs, temp_path("error-out.db"), options); });
 }
+
+// The tables of a Nsight Systems export (schema 3.24.14) that the hand-made
+// exports fill: the schema version, then strings, kernels and runtime calls,
+// empty.
+inline constexpr std::string_view kNsysExportTables = R"(
+  CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT);
+  INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION', '3.24.14');
+  CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);
+  CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, "end" INTEGER, deviceId INTEGER, streamId INTEGER,
+    correlationId INTEGER, globalPid INTEGER, demangledName INTEGER, gridX INTEGER, gridY INTEGER, gridZ INTEGER,
+    blockX INTEGER, blockY INTEGER, blockZ INTEGER);
+  CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER, "end" INTEGER, eventClass INTEGER, globalTid INTEGER,
+    correlationId INTEGER, nameId INTEGER, returnValue INTEGER);
+)";
 
 // A SQLite file made from SQL (a hand-built Nsight Systems export).
 inline void make_export(const std::string& path, const std::string& sql) {

@@ -161,12 +161,6 @@ TEST(NsysImporter, SameMpiRankTwiceFallsBackToFileOrder) {
 
 // --- hand-made exports --------------------------------------------------------
 
-void make_export(const std::string& path, const std::string& sql) {
-  std::filesystem::remove(path);
-  sqlite::Database db(path, sqlite::Database::Mode::kCreate);
-  db.exec(sql);
-}
-
 // The hand-made export (tests/data/nsys/minimal_export.sql) and NCCL's NVTX
 // payloads added to it (nccl_payloads.sql); both also seed the fuzzer.
 std::string fixture_sql(const std::string& name) {

@@ -10,19 +10,13 @@
 #include "moetrace/plan/plan.h"
 #include "moetrace/plan/routing.h"
 #include "moetrace/schema/error.h"
+#include "error_of.h"
 
 namespace moetrace::plan {
 namespace {
 
 // The ConfigError message of f, or "" where it does not throw one.
-std::string config_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
+std::string config_error(const std::function<void()>& f) { return moetrace::testing::error_of<ConfigError>(f, ""); }
 
 CommonConfig common() {
   CommonConfig c;
@@ -31,41 +25,42 @@ CommonConfig common() {
   return c;
 }
 
-TEST(ConfigErrors, ExpertsNotDivisibleByRanks) {
-  DpMoeConfig c;
+// The error validating a C whose common part is common(), after `change`.
+template <typename C>
+std::string validation_error(const std::function<void(C&)>& change) {
+  C c;
   c.common = common();
-  c.common.model.num_experts = 6;
-  EXPECT_EQ(config_error([&] { c.validate(); }), "num_experts (6) is not divisible by ranks (4)");
+  change(c);
+  return config_error([&] { c.validate(); });
+}
+
+TEST(ConfigErrors, ExpertsNotDivisibleByRanks) {
+  EXPECT_EQ(validation_error<DpMoeConfig>([](DpMoeConfig& c) { c.common.model.num_experts = 6; }),
+            "num_experts (6) is not divisible by ranks (4)");
 }
 
 TEST(ConfigErrors, PipelineDegreeBelowOne) {
-  PipeMoeConfig c;
-  c.common = common();
-  c.pipeline_degree = 0;
-  EXPECT_EQ(config_error([&] { c.validate(); }), "pipeline_degree (0) must be at least 1");
+  EXPECT_EQ(validation_error<PipeMoeConfig>([](PipeMoeConfig& c) { c.pipeline_degree = 0; }),
+            "pipeline_degree (0) must be at least 1");
 }
 
 TEST(ConfigErrors, TopKAboveExperts) {
-  DpMoeConfig c;
-  c.common = common();
-  c.common.model.top_k = 5;
-  EXPECT_EQ(config_error([&] { c.validate(); }), "top_k (5) is greater than num_experts (4)");
+  EXPECT_EQ(validation_error<DpMoeConfig>([](DpMoeConfig& c) { c.common.model.top_k = 5; }),
+            "top_k (5) is greater than num_experts (4)");
 }
 
 TEST(ConfigErrors, TensorParallelNotDividingRanks) {
-  PpMoeConfig c;
-  c.common = common();
-  c.tensor_parallel = 3;
-  EXPECT_EQ(config_error([&] { c.validate(); }), "tensor_parallel (3) does not divide ranks (4)");
+  EXPECT_EQ(validation_error<PpMoeConfig>([](PpMoeConfig& c) { c.tensor_parallel = 3; }),
+            "tensor_parallel (3) does not divide ranks (4)");
 }
 
 TEST(ConfigErrors, LayersNotDivisibleByStages) {
-  PpMoeConfig c;
-  c.common = common();
-  c.common.model.num_layers = 3;
-  c.tensor_parallel = 2;
-  c.pipeline_stages = 2;
-  EXPECT_EQ(config_error([&] { c.validate(); }), "num_layers (3) is not divisible by pipeline_stages (2)");
+  EXPECT_EQ(validation_error<PpMoeConfig>([](PpMoeConfig& c) {
+              c.common.model.num_layers = 3;
+              c.tensor_parallel = 2;
+              c.pipeline_stages = 2;
+            }),
+            "num_layers (3) is not divisible by pipeline_stages (2)");
 }
 
 TEST(ConfigErrors, MemoryBudgetBelowModelStates) {
@@ -81,27 +76,22 @@ TEST(ConfigErrors, MemoryBudgetBelowModelStates) {
 }
 
 TEST(ConfigErrors, ReuseNeedsTwoPartitions) {
-  MPipeMoeConfig c;
-  c.common = common();
-  c.partitions = 1;
-  c.strategy = ReuseStrategy::kS2;
-  EXPECT_EQ(config_error([&] { c.validate(); }), "partitions (1) must be at least 2 for memory reuse strategy S2");
+  EXPECT_EQ(validation_error<MPipeMoeConfig>([](MPipeMoeConfig& c) {
+              c.partitions = 1;
+              c.strategy = ReuseStrategy::kS2;
+            }),
+            "partitions (1) must be at least 2 for memory reuse strategy S2");
   EXPECT_EQ(config_error([] { parse_reuse_strategy("S5"); }), "strategy (S5) is not one of none, S1, S2, S3, S4");
   EXPECT_EQ(parse_reuse_strategy("S3"), ReuseStrategy::kS3);
 }
 
 TEST(ConfigErrors, ProProphetNOutOfRange) {
-  ProProphetConfig c;
-  c.common = common();
-  c.n = 4;
-  EXPECT_EQ(config_error([&] { c.validate(); }), "n (4) must be between 0 and ranks - 1 (3)");
+  EXPECT_EQ(validation_error<ProProphetConfig>([](ProProphetConfig& c) { c.n = 4; }),
+            "n (4) must be between 0 and ranks - 1 (3)");
 }
 
 TEST(ConfigErrors, ShadowExpertOutOfRange) {
-  FasterMoeConfig c;
-  c.common = common();
-  c.shadow_experts = {9};
-  EXPECT_EQ(config_error([&] { c.validate(); }),
+  EXPECT_EQ(validation_error<FasterMoeConfig>([](FasterMoeConfig& c) { c.shadow_experts = {9}; }),
             "shadow_experts entry (9) is not an expert index below num_experts (4)");
 }
 

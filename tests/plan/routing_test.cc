@@ -7,6 +7,7 @@
 
 #include "moetrace/plan/routing.h"
 #include "moetrace/schema/error.h"
+#include "error_of.h"
 
 namespace moetrace::plan {
 namespace {
@@ -125,20 +126,12 @@ TEST(Routing, Metrics) {
 TEST(Routing, InvalidSyntheticConfig) {
   SyntheticLoadConfig c = base(LoadPattern::kDrifting);
   c.locality = 1.5;
-  try {
-    synthetic_load(c);
-    FAIL() << "accepted locality 1.5";
-  } catch (const ConfigError& e) {
-    EXPECT_STREQ(e.what(), "locality (1.5) must be between 0 and 1");
-  }
+  EXPECT_EQ(moetrace::testing::error_of<ConfigError>([&] { synthetic_load(c); }),
+            "locality (1.5) must be between 0 and 1");
   c.locality = 0.5;
   c.top_k = 9;
-  try {
-    synthetic_load(c);
-    FAIL() << "accepted top_k 9 of 8 experts";
-  } catch (const ConfigError& e) {
-    EXPECT_STREQ(e.what(), "top_k (9) is greater than experts (8)");
-  }
+  EXPECT_EQ(moetrace::testing::error_of<ConfigError>([&] { synthetic_load(c); }),
+            "top_k (9) is greater than experts (8)");
 }
 
 }  // namespace

@@ -373,13 +373,18 @@ KINETO = {
 }
 
 
+def write_json(folder, name, doc):
+    path = os.path.join(folder, name)
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    return path
+
+
 class HandDerived(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory(prefix="moetrace-py-")
-        cls.json = os.path.join(cls.tmp.name, "prof.json")
-        with open(cls.json, "w") as f:
-            json.dump(KINETO, f)
+        cls.json = write_json(cls.tmp.name, "prof.json", KINETO)
         cls.db = os.path.join(cls.tmp.name, "prof.db")
         cls.summary = moetrace.import_trace(cls.json, cls.db)
         cls.trace = moetrace.open(cls.db)
@@ -515,6 +520,94 @@ class HandDerived(unittest.TestCase):
         s = self.trace.launch_stats(summary=True).iloc[0]
         self.assertEqual((s["launches"], s["launch_delay_max_ns"]), (3, 9_000))
         self.assertAlmostEqual(s["launch_delay_mean_ns"], 7_000)
+
+
+GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
+ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, at::detail::Array<char*, 3> >"
+
+
+def kineto_sequences():
+    """Two profiler steps, o = 0 and 100 us, on thread 11: aten::linear at
+    [o+10, o+40) launches a memset [o+50, o+51), a GEMM [o+51, o+61) and an
+    add [o+61, o+63); aten::linear at [o+45, o+48) one GEMM [o+70, o+80)."""
+    events, corr = [], 0
+
+    def launch(call, cat, name, at, start, dur):
+        nonlocal corr
+        corr += 1
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": call, "pid": 10, "tid": 11, "ts": at, "dur": 1,
+                       "args": {"correlation": corr}})
+        events.append({"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": 7, "ts": start, "dur": dur,
+                       "args": {"device": 0, "stream": 7, "correlation": corr}})
+
+    for step, o in ((1, 0), (2, 100)):
+        events.append({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#%d" % step, "pid": 10, "tid": 11,
+                       "ts": o, "dur": 100})
+        events.append({"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 10, "tid": 11, "ts": o + 10,
+                       "dur": 30})
+        launch("cudaMemsetAsync", "gpu_memset", "Memset (Device)", o + 12, o + 50, 1)
+        launch("cudaLaunchKernel", "kernel", GEMM, o + 15, o + 51, 10)
+        launch("cudaLaunchKernel", "kernel", ADD, o + 20, o + 61, 2)
+        events.append({"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 10, "tid": 11, "ts": o + 45,
+                       "dur": 3})
+        launch("cudaLaunchKernel", "kernel", GEMM, o + 46, o + 70, 10)
+    return dict(KINETO, traceEvents=events)
+
+
+class KernelSequences(unittest.TestCase):
+    """HTA's frequent CUDA kernel sequences (kernel_sequences.h), derived by hand."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="moetrace-py-")
+        cls.json = write_json(cls.tmp.name, "sequences.json", kineto_sequences())
+        cls.trace = moetrace.open(cls.json)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_hand_derived(self):
+        # The whole trace: both steps' first linear (13 us of GPU events, 30 us
+        # of CPU each); the second linears launch one kernel: short.
+        df = self.trace.kernel_sequences(window="span")
+        self.assertEqual(list(df.columns), [c for c, _ in moetrace._KERNEL_SEQUENCES])
+        self.assertIn("GPU kernel duration (us)", moetrace.Run.kernel_sequences.__doc__)
+        self.assertEqual(list(df["pattern"]), ["|".join(["aten::linear", "Memset (Device)", GEMM, ADD])])
+        self.assertEqual(list(df["count"]), [2])
+        self.assertEqual(list(df["GPU kernel duration (us)"]), [26.0])
+        self.assertEqual(list(df["CPU op duration (us)"]), [60.0])
+        self.assertEqual(list(df["kernels"]), [3])
+        self.assertEqual(dict(df.attrs), {"rank": 0, "candidates": 4, "depth": 1, "roots": 4, "short_roots": 2,
+                                          "patterns": 1, "backward_linked": False})
+        # HTA's window (the default) leaves out what step 2 launched.
+        df = self.trace.kernel_sequences()
+        self.assertEqual((list(df["count"]), list(df["GPU kernel duration (us)"])), ([1], [13.0]))
+        self.assertEqual(df.attrs["short_roots"], 3)
+        # Every pattern of one event or more: tied at 2, by pattern ("M" < "s").
+        df = self.trace.kernel_sequences(min_pattern_len=1, top_k=None, window="span")
+        self.assertEqual([p.split("|")[1] for p in df["pattern"]], ["Memset (Device)", GEMM])
+        self.assertEqual(list(df["count"]), [2, 2])
+        self.assertEqual(len(self.trace.kernel_sequences(operator="aten::Linear")), 0)  # case-sensitive
+
+    def test_is_the_reports(self):
+        j = cli_json("report", self.json, "--format", "json", "--no-recommendations", "--kernel-sequences-min-len",
+                     "1", "--kernel-sequences-top-k", "0")["kernel_sequences"]
+        df = self.trace.kernel_sequences(min_pattern_len=1, top_k=0, window="span")
+        self.assertEqual(list(df["pattern"]), [s["pattern"] for s in j["sequences"]])
+        self.assertEqual(list(df["count"]), [s["count"] for s in j["sequences"]])
+        self.assertEqual(list(df["gpu_kernel_duration_ns"]), [s["gpu_kernel_duration_ns"] for s in j["sequences"]])
+        self.assertEqual(list(df["cpu_op_duration_ns"]), [s["cpu_op_duration_ns"] for s in j["sequences"]])
+        self.assertEqual(df.attrs["roots"], j["roots"])
+
+    def test_bad_options_are_the_clis_one_line(self):
+        for kwargs, flags in (({"operator": ""}, ["--kernel-sequences-op", ""]),
+                              ({"rank": 4}, ["--kernel-sequences-rank", "4"])):
+            with self.assertRaises(moetrace.Error) as e:
+                self.trace.kernel_sequences(**kwargs)
+            rc, _, err = cli("report", self.json, "--no-recommendations", *flags)
+            self.assertEqual(rc, 2)
+            self.assertEqual(err, ["invalid configuration: " + str(e.exception)])  # exit 2, as --r-max's
 
 
 class ErrorsAndWarnings(Fixtures):

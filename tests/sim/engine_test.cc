@@ -8,6 +8,7 @@
 #include "moetrace/sim/cost_model.h"
 #include "moetrace/sim/run_spec.h"
 #include "moetrace/sim/simulator.h"
+#include "error_of.h"
 
 namespace moetrace::sim {
 namespace {
@@ -343,12 +344,7 @@ TEST(CostModel, JsonRoundTripAndFieldNamingErrors) {
   EXPECT_DOUBLE_EQ(c.compute_cost(OpKind::kExpertFfn).seconds_per_flop, 1e-12);
   EXPECT_DOUBLE_EQ(c.compute_cost(OpKind::kExpertFfn).alpha_s, 1.5e-4);
   auto message = [](const char* json) {
-    try {
-      cost_model_from_json(json);
-    } catch (const ConfigError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
+    return moetrace::testing::error_of<ConfigError>([&] { cost_model_from_json(json); });
   };
   EXPECT_EQ(message(R"({"compute": {"seconds_per_flop": -1}})"),
             "cost_model.compute.seconds_per_flop (-1) must be a finite number >= 0");
@@ -376,14 +372,7 @@ TEST(CostModel, JsonRoundTripAndFieldNamingErrors) {
 // ConfigError, not nlohmann's out_of_range escaping the reader (found by
 // cost_model_fuzzer).
 TEST(CostModel, NumbersBeyondDoubleAreConfigErrors) {
-  auto message = [](auto&& read) {
-    try {
-      read();
-    } catch (const ConfigError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  auto message = [](auto&& read) { return moetrace::testing::error_of<ConfigError>(read); };
   const auto cost = message([] { cost_model_from_json(R"({"compute": {"alpha_s": 2e111112}})"); });
   EXPECT_EQ(cost.rfind("cost model is not valid JSON", 0), 0u) << cost;
   const auto spec = message([] { run_spec_from_json(R"({"iterations": 1e999})"); });

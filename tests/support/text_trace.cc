@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "moetrace/instrument/trace_writer.h"
+#include "moetrace/schema/sqlite.h"
 
 namespace moetrace::testing {
 namespace {
@@ -44,6 +45,18 @@ struct Line {
                                fields.begin()->first);
   }
 };
+
+// What every GPU activity has: its rank, stream and times, the call that
+// launched it (correlation id) and its op.
+template <class Record>
+void read_activity(Line& l, Record& r) {
+  r.rank = RankId(static_cast<std::int32_t>(l.num("rank")));
+  r.stream = StreamId(static_cast<std::int32_t>(l.num("stream")));
+  r.start_ns = l.num("start");
+  r.end_ns = l.num("end");
+  r.correlation_id = l.num("corr", 0);
+  r.op = OpId(l.num("op", -1));
+}
 
 }  // namespace
 
@@ -132,36 +145,21 @@ void write_text_trace(const std::string& path, std::string_view text) {
       w.add(op);
     } else if (l.type == "kernel") {
       instrument::KernelRecord k;
-      k.rank = RankId(static_cast<std::int32_t>(l.num("rank")));
-      k.stream = StreamId(static_cast<std::int32_t>(l.num("stream")));
-      k.start_ns = l.num("start");
-      k.end_ns = l.num("end");
+      read_activity(l, k);
       k.name = w.intern(l.take("name", "kernel"));
-      k.correlation_id = l.num("corr", 0);
-      k.op = OpId(l.num("op", -1));
       w.add(k);
     } else if (l.type == "memcpy") {
       instrument::MemcpyRecord m;
-      m.rank = RankId(static_cast<std::int32_t>(l.num("rank")));
-      m.stream = StreamId(static_cast<std::int32_t>(l.num("stream")));
-      m.start_ns = l.num("start");
-      m.end_ns = l.num("end");
+      read_activity(l, m);
       m.bytes = l.num("bytes", 0);
       m.copy_kind = static_cast<schema::CopyKind>(l.num("copy_kind", 8));
       m.src_kind = static_cast<schema::MemoryKind>(l.num("src_kind", 0));
       m.dst_kind = static_cast<schema::MemoryKind>(l.num("dst_kind", 0));
-      m.correlation_id = l.num("corr", 0);
-      m.op = OpId(l.num("op", -1));
       w.add(m);
     } else if (l.type == "memset") {
       instrument::MemsetRecord m;
-      m.rank = RankId(static_cast<std::int32_t>(l.num("rank")));
-      m.stream = StreamId(static_cast<std::int32_t>(l.num("stream")));
-      m.start_ns = l.num("start");
-      m.end_ns = l.num("end");
+      read_activity(l, m);
       m.bytes = l.num("bytes", 0);
-      m.correlation_id = l.num("corr", 0);
-      m.op = OpId(l.num("op", -1));
       w.add(m);
     } else if (l.type == "nvtx") {
       instrument::NvtxRangeRecord n;
@@ -266,6 +264,11 @@ void write_text_trace(const std::string& path, std::string_view text) {
     l.done();
   }
   w.close();
+}
+
+void alter_trace(const std::string& path, std::string_view sql) {
+  sqlite::Database db(path, sqlite::Database::Mode::kReadWrite);
+  db.exec(sql);
 }
 
 std::string read_text(const std::string& path) {

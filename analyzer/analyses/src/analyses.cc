@@ -44,6 +44,12 @@ Analyses run_analyses(const Trace& trace, const std::function<void(std::string_v
   work.emplace_back("memory", [&] { a.memory = analyze_memory(trace); });
   if (whole) work.emplace_back("locality", [&] { a.locality = analyze_locality(trace); });
   if (whole) work.emplace_back("efficiency", [&] { a.efficiency = analyze_efficiency(trace); });
+  if (whole)
+    work.emplace_back("kernel sequences", [&] {
+      KernelSequenceOptions o;
+      o.window = breakdown.rank_window;
+      a.kernel_sequences = frequent_kernel_sequences(trace, o);
+    });
   if (several_ranks) work.emplace_back("collective waits", [&] { a.rank_waits = compute_rank_waits(trace); });
   if (trace.recognition.ran)
     work.emplace_back("unclassified kernels", [&] {

@@ -113,18 +113,23 @@ CpInput cp_input(const Trace& t, const CriticalPathOptions& o, bool all_in_one) 
     return m != merged.end() && m->second.first == thread ? m->second.second : thread;
   };
   auto key = [&](std::int32_t rank) { return all_in_one ? -1 : rank; };
+  // The host event of row i of an NVTX range or an API call.
+  auto host_event = [&](const auto& r, std::size_t i, PathEvent::Kind kind) {
+    CpEvent e;
+    e.start = r.start_ns;
+    e.end = r.end_ns;
+    e.thread = thread_of(r.rank.value, r.thread_id);
+    e.rank = r.rank.value;
+    e.source = static_cast<std::uint32_t>(i);
+    e.kind = kind;
+    return e;
+  };
   // Host events with time (HTA keeps CPU rows of positive duration) that
   // start in the window.
   for (std::size_t i = 0; i < t.nvtx.size(); ++i) {
     const auto& n = t.nvtx[i];
     if (n.end_ns <= n.start_ns || !wanted(n.rank.value) || !within(n.rank.value, n.start_ns)) continue;
-    CpEvent e;
-    e.start = n.start_ns;
-    e.end = n.end_ns;
-    e.thread = thread_of(n.rank.value, n.thread_id);
-    e.rank = n.rank.value;
-    e.source = static_cast<std::uint32_t>(i);
-    e.kind = PathEvent::Kind::kNvtx;
+    CpEvent e = host_event(n, i, PathEvent::Kind::kNvtx);
     e.node = !kineto_annotation(t, n);
     in.ranks[key(n.rank.value)].host.push_back(e);
   }
@@ -137,13 +142,7 @@ CpInput cp_input(const Trace& t, const CriticalPathOptions& o, bool all_in_one) 
     const auto base = runtime_call_base_name(t.str(c.name));
     auto& v = in.ranks[key(c.rank.value)].host;
     in.api_event[i] = static_cast<std::int32_t>(v.size());
-    CpEvent e;
-    e.start = c.start_ns;
-    e.end = c.end_ns;
-    e.thread = thread_of(c.rank.value, c.thread_id);
-    e.rank = c.rank.value;
-    e.source = static_cast<std::uint32_t>(i);
-    e.kind = PathEvent::Kind::kApi;
+    CpEvent e = host_event(c, i, PathEvent::Kind::kApi);
     e.blocking = cp_is_blocking(base);
     e.lock = cp_locks_runtime(base);
     e.sync = cp_sync_kind(base);

@@ -267,6 +267,11 @@ RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const Run
       "the run's {} files were analysed one at a time, in bounded memory, and this needs every rank's events at "
       "once (moetrace report --merged reads them together)",
       n_parts);
+  a.kernel_sequences.options.window = breakdown.rank_window;
+  a.kernel_sequences.not_computed_reason = fmt::format(
+      "the run's {} files were analysed one at a time, in bounded memory, and the kernel sequences are found on a "
+      "run read whole (moetrace report --merged reads them together)",
+      n_parts);
   run.files = std::move(cross.files);
   if (options.progress) options.progress("done", 1.0);
   return out;

@@ -206,8 +206,8 @@ std::vector<std::string> RunFiles::warnings() const {
   if (by_file)
     w.push_back(fmt::format(
         "the {} files were analysed one at a time, in bounded memory: the critical path across ranks, the "
-        "efficiency figures and the recommendations need every rank's events at once and are not computed "
-        "(--merged reads them together)",
+        "efficiency figures and the recommendations need every rank's events at once and are not computed, nor "
+        "are the kernel sequences (--merged reads them together)",
         files.size()));
   if (!missing_ranks.empty())
     w.push_back(fmt::format("rank{} {} of {} missing: no file given holds {}", missing_ranks.size() == 1 ? "" : "s",

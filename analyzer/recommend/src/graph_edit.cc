@@ -79,36 +79,29 @@ HostSpan GraphEditor::host_span(std::size_t o, std::int32_t chain_hint) const {
   return s;
 }
 
-std::vector<std::uint32_t> GraphEditor::all_edges_into(std::uint32_t node) const {
+std::vector<std::uint32_t> GraphEditor::live_edges(const std::vector<std::vector<std::uint32_t>>& by_node,
+                                                   std::uint32_t node, std::optional<ExecEdgeKind> kind) const {
   std::vector<std::uint32_t> out;
-  if (node < in_.size())
-    for (auto k : in_[node])
-      if (g_.edges[k].latency_ns != ExecGraph::kRemoved) out.push_back(k);
+  if (node < by_node.size())
+    for (auto k : by_node[node])
+      if ((!kind || g_.edges[k].kind == *kind) && g_.edges[k].latency_ns != ExecGraph::kRemoved) out.push_back(k);
   return out;
+}
+
+std::vector<std::uint32_t> GraphEditor::all_edges_into(std::uint32_t node) const {
+  return live_edges(in_, node, std::nullopt);
 }
 
 std::vector<std::uint32_t> GraphEditor::all_edges_out(std::uint32_t node) const {
-  std::vector<std::uint32_t> out;
-  if (node < out_.size())
-    for (auto k : out_[node])
-      if (g_.edges[k].latency_ns != ExecGraph::kRemoved) out.push_back(k);
-  return out;
+  return live_edges(out_, node, std::nullopt);
 }
 
 std::vector<std::uint32_t> GraphEditor::edges_into(std::uint32_t node, ExecEdgeKind kind) const {
-  std::vector<std::uint32_t> out;
-  if (node < in_.size())
-    for (auto k : in_[node])
-      if (g_.edges[k].kind == kind && g_.edges[k].latency_ns != ExecGraph::kRemoved) out.push_back(k);
-  return out;
+  return live_edges(in_, node, kind);
 }
 
 std::vector<std::uint32_t> GraphEditor::edges_out(std::uint32_t node, ExecEdgeKind kind) const {
-  std::vector<std::uint32_t> out;
-  if (node < out_.size())
-    for (auto k : out_[node])
-      if (g_.edges[k].kind == kind && g_.edges[k].latency_ns != ExecGraph::kRemoved) out.push_back(k);
-  return out;
+  return live_edges(out_, node, kind);
 }
 
 std::int64_t GraphEditor::host_edge_into(std::uint32_t node) const {
@@ -134,10 +127,14 @@ std::uint32_t GraphEditor::add_edge(std::uint32_t from, std::uint32_t to, std::i
   return k;
 }
 
+TaskPoints GraphEditor::new_host_points(std::uint32_t at, std::int64_t duration) {
+  const auto t0 = g_.nodes[at].measured_ns;
+  return {g_.add_node(t0, ExecNode::Kind::kAdded, ExecGraph::kNone, false),
+          g_.add_node(t0 + duration, ExecNode::Kind::kAdded, ExecGraph::kNone, true)};
+}
+
 TaskPoints GraphEditor::insert_host_after(std::uint32_t after, std::int64_t duration) {
-  const auto t0 = g_.nodes[after].measured_ns;
-  TaskPoints p{g_.add_node(t0, ExecNode::Kind::kAdded, ExecGraph::kNone, false),
-               g_.add_node(t0 + duration, ExecNode::Kind::kAdded, ExecGraph::kNone, true)};
+  const TaskPoints p = new_host_points(after, duration);
   const auto out = host_edge_out(after);
   add_edge(after, p.start, 0, ExecEdgeKind::kHostOrder);
   add_edge(p.start, p.end, duration, ExecEdgeKind::kHostOrder);
@@ -150,9 +147,7 @@ TaskPoints GraphEditor::insert_host_after(std::uint32_t after, std::int64_t dura
 }
 
 TaskPoints GraphEditor::insert_host_before(std::uint32_t before, std::int64_t duration) {
-  const auto t0 = g_.nodes[before].measured_ns;
-  TaskPoints p{g_.add_node(t0, ExecNode::Kind::kAdded, ExecGraph::kNone, false),
-               g_.add_node(t0 + duration, ExecNode::Kind::kAdded, ExecGraph::kNone, true)};
+  const TaskPoints p = new_host_points(before, duration);
   const auto in = host_edge_into(before);
   if (in >= 0) {
     const auto e = g_.edges[static_cast<std::size_t>(in)];

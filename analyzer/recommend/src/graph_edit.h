@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -99,6 +100,13 @@ class GraphEditor {
   std::int32_t stream_with_role(std::int32_t rank, const std::string& role);
 
  private:
+  // The two points of a host task added at `at`'s time, `duration` long
+  // (no edges yet).
+  TaskPoints new_host_points(std::uint32_t at, std::int64_t duration);
+  // The live edges of `by_node` (in_ or out_) at `node`, of `kind` or of any.
+  std::vector<std::uint32_t> live_edges(const std::vector<std::vector<std::uint32_t>>& by_node, std::uint32_t node,
+                                        std::optional<ExecEdgeKind> kind) const;
+
   const Trace& t_;
   ExecGraph& g_;
   std::vector<std::vector<std::uint32_t>> chains_;

@@ -377,10 +377,7 @@ GraphWhatIfResult apply_graph_what_ifs(const Trace& trace, ExecGraph& graph, con
   }
   if (!w.placement.empty()) detail::apply_placement(trace, graph, model, out);
   if (w.overlap && !*w.overlap) detail::apply_serialise(trace, graph, out);
-  if (w.overlap && *w.overlap)
-    out.notes.push_back(
-        "overlap=on: overlapping a schedule that runs its layer instances one after the other needs a schedule to "
-        "overlap them by (which forward beside which backward); not a change of the graph yet");
+  if (w.overlap && *w.overlap) detail::apply_overlap(trace, graph, out);
   return out;
 }
 

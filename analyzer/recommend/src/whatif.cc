@@ -17,6 +17,27 @@
 
 namespace moetrace::analyzer {
 
+namespace {
+
+// The cost of the layer's expert-parallel all-to-all (its group: the ranks).
+sim::LinearCost all_to_all_cost(const MoeLayerWorkload& w, const sim::CostModel& m) {
+  return m.collective(plan::CollectiveKind::kAllToAllV).at(std::max(2, w.ranks));
+}
+
+// The expert GEMM's and the all-to-all's costs of `m`, as the reuse and the
+// layout models take them.
+template <typename Inputs>
+void set_gemm_and_all_to_all_costs(Inputs& in, const MoeLayerWorkload& w, const sim::CostModel& m) {
+  const auto& expert = m.compute_cost(OpKind::kExpertFfn);
+  in.seconds_per_flop = expert.seconds_per_flop;
+  in.alpha_gemm = expert.alpha_s;
+  const sim::LinearCost a2a = all_to_all_cost(w, m);
+  in.a2a_alpha = a2a.alpha_s;
+  in.a2a_beta = a2a.beta_s;
+}
+
+}  // namespace
+
 AllToAllVolumes all_to_all_volumes(const MoeLayerWorkload& w, const sim::CostModel& m) {
   const auto& r = w.routing;
   const double row_bytes = static_cast<double>(w.model_dim) * w.elem_bytes;
@@ -47,18 +68,18 @@ AllToAllVolumes all_to_all_volumes(const MoeLayerWorkload& w, const sim::CostMod
   return out;
 }
 
-LayerPipelineTerms pipeline_terms(const MoeLayerWorkload& w, const sim::CostModel& m) {
-  const sim::LinearCost a2a = m.collective(plan::CollectiveKind::kAllToAllV).at(std::max(2, w.ranks));
+LayerPipelineTerms pipeline_terms(const MoeLayerWorkload& w, const sim::CostModel& m, bool fused_experts) {
+  const sim::LinearCost a2a = all_to_all_cost(w, m);
   const auto vol = all_to_all_volumes(w, m);
   const auto& expert = m.compute_cost(OpKind::kExpertFfn);
   const std::int64_t rows = w.max_rows_computed();
   const double flops_fw = 4.0 * static_cast<double>(rows) * static_cast<double>(w.model_dim) *
                           static_cast<double>(w.hidden);
-  const double l = std::max(1, w.experts_per_rank());
+  const double l = fused_experts ? 1 : std::max(1, w.experts_per_rank());
   LayerPipelineTerms t;
   t.forward.alpha_a = a2a.alpha_s;
   t.forward.comm_s = a2a.beta_s * 0.5 * (vol.dispatch + vol.combine);
-  t.forward.alpha_e = l * 2 * expert.alpha_s;  // Eq. 14: 2 GEMMs per expert FFN
+  t.forward.alpha_e = l * 2 * expert.alpha_s;  // Eq. 14: 2 GEMMs per expert FFN (or per fused chunk)
   t.forward.comp_s = flops_fw * expert.seconds_per_flop;
   t.backward = t.forward;
   t.backward.alpha_e = l * 4 * expert.alpha_s;  // 4 GEMMs (mpipemoe Table II)
@@ -79,12 +100,7 @@ ReuseInputs reuse_inputs(const MoeLayerWorkload& w, const sim::CostModel& m, int
   in.experts_per_device = std::max(1, w.experts_per_rank());
   in.elem_bytes = w.elem_bytes;
   in.partitions = partitions;
-  const auto& expert = m.compute_cost(OpKind::kExpertFfn);
-  in.seconds_per_flop = expert.seconds_per_flop;
-  in.alpha_gemm = expert.alpha_s;
-  const sim::LinearCost a2a = m.collective(plan::CollectiveKind::kAllToAllV).at(std::max(2, w.ranks));
-  in.a2a_alpha = a2a.alpha_s;
-  in.a2a_beta = a2a.beta_s;
+  set_gemm_and_all_to_all_costs(in, w, m);
   in.copy_alpha = 0.5 * (m.copy_d2h.alpha_s + m.copy_h2d.alpha_s);
   in.copy_beta = 0.5 * (m.copy_d2h.beta_s + m.copy_h2d.beta_s);
   const auto& f = m.interference;  // the factors of Eq. 10
@@ -100,7 +116,7 @@ PlacementInputs placement_inputs(const MoeLayerWorkload& w, const sim::CostModel
                                  double bnec_s, bool block_schedule) {
   PlacementInputs in;
   in.routing = w.routing;
-  const sim::LinearCost a2a = m.collective(plan::CollectiveKind::kAllToAllV).at(std::max(2, w.ranks));
+  const sim::LinearCost a2a = all_to_all_cost(w, m);
   if (a2a.beta_s > 0) in.model.bandwidth_bytes_per_s = 1.0 / a2a.beta_s;  // B-bar, Eq. 1
   const double spf = m.compute_cost(OpKind::kExpertFfn).seconds_per_flop;
   const double flops_per_token = 4.0 * static_cast<double>(w.model_dim) * static_cast<double>(w.hidden);
@@ -126,12 +142,7 @@ LayoutInputs layout_inputs(const MoeLayerWorkload& w, const sim::CostModel& m, i
   in.model_dim = static_cast<double>(w.model_dim);
   in.hidden = static_cast<double>(w.hidden);
   in.elem_bytes = w.elem_bytes;
-  const auto& expert = m.compute_cost(OpKind::kExpertFfn);
-  in.alpha_gemm = expert.alpha_s;
-  in.seconds_per_flop = expert.seconds_per_flop;
-  const sim::LinearCost a2a = m.collective(plan::CollectiveKind::kAllToAllV).at(std::max(2, w.ranks));
-  in.a2a_alpha = a2a.alpha_s;
-  in.a2a_beta = a2a.beta_s;
+  set_gemm_and_all_to_all_costs(in, w, m);
   const sim::LinearCost ar = m.collective(plan::CollectiveKind::kAllReduce).at(std::max(2, tensor_parallel));
   in.ar_alpha = ar.alpha_s;
   in.ar_beta = ar.beta_s;
@@ -257,10 +268,11 @@ WhatIfResult simulate_layer(const MoeLayerWorkload& w, const sim::CostModel& m, 
       spec.variant = "pipemoe";
       spec.common = common;
       spec.pipeline_degree = what.partitions;
+      spec.fused_experts = what.fused_experts;
       // Full plans carry P x P transfers per all-to-all; beyond 64 ranks the
       // timing-only builder (same ops, same simulated times) is used.
       p = w.ranks > 64 || what.timing_plan ? sim::build_timing_plan(spec, load)
-                       : plan::build_pipemoe(plan::PipeMoeConfig{common, what.partitions}, load);
+                       : plan::build_pipemoe(plan::PipeMoeConfig{common, what.partitions, what.fused_experts}, load);
     } else if (what.variant == "mpipemoe") {
       p = plan::build_mpipemoe(plan::MPipeMoeConfig{common, what.partitions, what.strategy}, load);
     } else if (what.variant == "pro_prophet") {

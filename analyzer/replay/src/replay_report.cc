@@ -104,27 +104,20 @@ nlohmann::json replay_json(const Trace& trace, const ReplaySummary& s, const std
                 {"start_shift_p99_ns", s.start_shift_p99_ns},
                 {"missing", s.missing}};
   j["what_ifs"] = what_ifs;
-  json its = json::array();
-  for (const auto& r : s.iterations) {
-    json row = {{"rank", r.rank},
-                {"iteration", r.iteration},
-                {"measured_ns", r.measured_ns},
-                {"replayed_ns", r.replayed_ns},
-                {"error", relative_error(r.measured_ns, r.replayed_ns)}};
+  // A row's measured and replayed times, their error and, with what-ifs,
+  // the prediction, beside the row's own keys.
+  auto times = [&](json row, const auto& r) {
+    row["measured_ns"] = r.measured_ns;
+    row["replayed_ns"] = r.replayed_ns;
+    row["error"] = relative_error(r.measured_ns, r.replayed_ns);
     if (!what_ifs.empty()) row["predicted_ns"] = r.predicted_ns;
-    its.push_back(std::move(row));
-  }
+    return row;
+  };
+  json its = json::array();
+  for (const auto& r : s.iterations) its.push_back(times({{"rank", r.rank}, {"iteration", r.iteration}}, r));
   j["iterations"] = std::move(its);
   json layers = json::array();
-  for (const auto& l : s.layers) {
-    json row = {{"layer", l.layer},
-                {"windows", l.windows},
-                {"measured_ns", l.measured_ns},
-                {"replayed_ns", l.replayed_ns},
-                {"error", relative_error(l.measured_ns, l.replayed_ns)}};
-    if (!what_ifs.empty()) row["predicted_ns"] = l.predicted_ns;
-    layers.push_back(std::move(row));
-  }
+  for (const auto& l : s.layers) layers.push_back(times({{"layer", l.layer}, {"windows", l.windows}}, l));
   j["layers"] = std::move(layers);
   j["max_iteration_error"] = s.max_iteration_error;
   j["max_layer_error"] = s.max_layer_error;

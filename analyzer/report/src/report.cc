@@ -347,6 +347,7 @@ nlohmann::json report_json(const Trace& trace, const Analyses& a, const ReportOp
       {"launch_queue", launch_queue_json(a.launch_queue, options)},
       {"critical_path", critical_path_json(a.critical_path, a.critical_path_across_ranks, a.critical_path_window)},
       {"efficiency", report_detail::efficiency_json(a)},
+      {"kernel_sequences", kernel_sequences_json(a.kernel_sequences)},
       {"memory", memory_json(a.memory, options)},
       {"expert_load", expert_load_json(a.expert_load, options)},
       {"locality", locality_json(a.locality, options)},

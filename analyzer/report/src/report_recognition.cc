@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 #include "moetrace/analyzer/kernel_classes.h"
 #include "moetrace/analyzer/moe_recognition.h"
@@ -88,28 +89,25 @@ Section recognition_section(const Trace& trace, const Analyses& a) {
                                           "iteration in the forward pass is layer k; backward counts down)",
                                           r.layers_by_order)
                             : std::string("layers named by ranges"));
-      if (r.layers_by_nesting > 0)
-        derived.push_back(fmt::format(
-            "{} schedule parts placed in layer instances by their order and the function ranges enclosing them "
-            "(an instance: one pass through the MoE block, within the outermost range holding one part of each "
-            "kind and phase; its chunk: the range around it; a weight-gradient part: the backward instance it "
-            "follows), so overlapped chunks of several micro-batches are counted apart",
-            r.layers_by_nesting));
-      if (r.backward_by_sequence > 0)
-        derived.push_back(fmt::format(
-            "{} backward GPU activities placed in the module of their forward op (autograd's sequence numbers: "
-            "a backward node and the forward op of its gradient share one)",
-            r.backward_by_sequence));
-      if (r.directions_by_order > 0)
-        derived.push_back(fmt::format(
-            "dispatch or combine of {} all-to-all kernels inferred by order within their layer (first half "
-            "dispatch, second half combine; the reverse in the backward)",
-            r.directions_by_order));
-      if (r.a2a_assumed_moe > 0)
-        derived.push_back(fmt::format(
-            "{} all-to-all kernels outside every MoE range taken as MoE dispatch or combine (the trace has MoE "
-            "kernels or ranges)",
-            r.a2a_assumed_moe));
+      // What was inferred, where anything was: the count, and how.
+      const std::pair<std::int64_t, const char*> inferred[] = {
+          {r.layers_by_nesting,
+           "{} schedule parts placed in layer instances by their order and the function ranges enclosing them "
+           "(an instance: one pass through the MoE block, within the outermost range holding one part of each "
+           "kind and phase; its chunk: the range around it; a weight-gradient part: the backward instance it "
+           "follows), so overlapped chunks of several micro-batches are counted apart"},
+          {r.backward_by_sequence,
+           "{} backward GPU activities placed in the module of their forward op (autograd's sequence numbers: "
+           "a backward node and the forward op of its gradient share one)"},
+          {r.directions_by_order,
+           "dispatch or combine of {} all-to-all kernels inferred by order within their layer (first half "
+           "dispatch, second half combine; the reverse in the backward)"},
+          {r.a2a_assumed_moe,
+           "{} all-to-all kernels outside every MoE range taken as MoE dispatch or combine (the trace has MoE "
+           "kernels or ranges)"},
+      };
+      for (const auto& [count, how] : inferred)
+        if (count > 0) derived.push_back(fmt::format(fmt::runtime(how), count));
       derived.push_back(r.phases_marked          ? "backward phase from ranges"
                         : forward_only_run(trace) ? "forward only: the PyTorch profiler recorded no backward node, "
                                                     "so no backward pass ran (inference or evaluation)"

@@ -505,6 +505,7 @@ std::vector<Section> analysis_sections(const Trace& trace, const Analyses& a, co
   if (a.nvtx.ranges > 0) s.push_back(nvtx_section(a.nvtx, options));
   s.push_back(launch_queue_section(a, options));
   s.push_back(critical_path_section(a, options));
+  s.push_back(kernel_sequences_section(a.kernel_sequences));
   s.push_back(efficiency_section(a, options));
   s.push_back(memory_section(a.memory, options));
   s.push_back(expert_load_section(a.expert_load, options));

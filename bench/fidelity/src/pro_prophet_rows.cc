@@ -206,35 +206,28 @@ std::vector<Row> pro_prophet_rows() {
   const Measure pro_over_deepspeed = [](const ProProphetTimes& t, double) -> Outcome {
     return {t.dpmoe / t.pro, t.dpmoe > t.pro && t.faster > t.pro};
   };
-  const T4 t4[] = {{1, "gpt-s", 1.63, 1.98},  {1, "gpt-m", 1.99, 2.22}, {1, "gpt-l", 1.62, 1.80},
-                   {1, "gpt-ds", 1.34, 1.70}, {1, "gpt-dm", 1.68, 2.26}, {2, "gpt-s", 2.31, 2.62},
-                   {2, "gpt-m", 1.82, 2.10},  {2, "gpt-l", 1.94, 2.23}, {2, "gpt-ds", 1.77, 1.94},
-                   {2, "gpt-dm", 1.84, 2.07}};
-  for (const auto& row : t4) {
-    const ProProphetCase c{row.model, row.k, 16, {}, 0};
-    const std::string where = fmt::format("Table IV, k={} {}", row.k, row.model);
-    const std::string key = fmt::format("pro-prophet/table4/k{}/{}", row.k, row.model);
-    const std::string hw = "HPWNV cost model (no NVLink-pair model)";
+  // A row of Table IV or V: both speedups of (k, model) run as case c.
+  auto speedups = [&](const T4& row, const ProProphetCase& c, int table, const char* roman, const std::string& hw) {
+    const std::string where = fmt::format("Table {}, k={} {}", roman, row.k, row.model);
+    const std::string key = fmt::format("pro-prophet/table{}/k{}/{}", table, row.k, row.model);
     add_assumed(out, timer, c, key + "/fastermoe-over-deepspeed", where, "FasterMoE over DeepSpeed-MoE", row.faster,
                 row.faster, faster_over_deepspeed, hw);
     add_assumed(out, timer, c, key + "/pro-prophet-over-deepspeed", where, "Pro-Prophet over DeepSpeed-MoE", row.pro,
                 row.pro, pro_over_deepspeed, hw + "; ordering: Pro-Prophet beats both");
-  }
+  };
+  const T4 t4[] = {{1, "gpt-s", 1.63, 1.98},  {1, "gpt-m", 1.99, 2.22}, {1, "gpt-l", 1.62, 1.80},
+                   {1, "gpt-ds", 1.34, 1.70}, {1, "gpt-dm", 1.68, 2.26}, {2, "gpt-s", 2.31, 2.62},
+                   {2, "gpt-m", 1.82, 2.10},  {2, "gpt-l", 1.94, 2.23}, {2, "gpt-ds", 1.77, 1.94},
+                   {2, "gpt-dm", 1.84, 2.07}};
+  for (const auto& row : t4)
+    speedups(row, {row.model, row.k, 16, {}, 0}, 4, "IV", "HPWNV cost model (no NVLink-pair model)");
   // Table V (2 LPWNV nodes, 8 GPUs, 4096 tokens per iteration = 512 per
   // GPU; the four smaller models): speedups to DeepSpeed-MoE.
   const T4 t5[] = {{1, "gpt-s", 1.20, 1.30},  {1, "gpt-m", 1.02, 1.18}, {1, "gpt-ds", 1.12, 1.30},
                    {1, "gpt-dm", 0.96, 1.26}, {2, "gpt-s", 1.56, 1.91}, {2, "gpt-m", 1.29, 1.94},
                    {2, "gpt-ds", 1.44, 1.64}, {2, "gpt-dm", 1.25, 1.58}};
-  for (const auto& row : t5) {
-    const ProProphetCase c{row.model, row.k, 8, "rtx2080ti-pcie-ib100", 512};
-    const std::string where = fmt::format("Table V, k={} {}", row.k, row.model);
-    const std::string key = fmt::format("pro-prophet/table5/k{}/{}", row.k, row.model);
-    const std::string hw = "LPWNV: rtx2080ti-pcie-ib100";
-    add_assumed(out, timer, c, key + "/fastermoe-over-deepspeed", where, "FasterMoE over DeepSpeed-MoE", row.faster,
-                row.faster, faster_over_deepspeed, hw);
-    add_assumed(out, timer, c, key + "/pro-prophet-over-deepspeed", where, "Pro-Prophet over DeepSpeed-MoE", row.pro,
-                row.pro, pro_over_deepspeed, hw + "; ordering: Pro-Prophet beats both");
-  }
+  for (const auto& row : t5)
+    speedups(row, {row.model, row.k, 8, "rtx2080ti-pcie-ib100", 512}, 5, "V", "LPWNV: rtx2080ti-pcie-ib100");
   // Fig. 16: RB of the planner / RB of FasterMoE per layer (MoE-GPT-M): up
   // to 11.01x; below 1 for k = 1 layer 2 and k = 2 layers 2 and 5. Depends
   // on the load (the skew), not on DeepSpeed-MoE.

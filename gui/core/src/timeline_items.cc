@@ -192,6 +192,14 @@ std::optional<TimelineModel::Place> TimelineModel::place_of(ItemRef r) const {
   std::int64_t thread = -1;
   RowKind kind = RowKind::kActivities;
   RankId rank;
+  // A host event (API call or NVTX range): its rank and thread's row of `k`.
+  auto on_thread = [&](const auto& events, RowKind k) {
+    if (r.index >= events.size()) return false;
+    rank = events[r.index].rank;
+    thread = events[r.index].thread_id;
+    kind = k;
+    return true;
+  };
   switch (measured_source(r.source)) {
     case ItemSource::kActivity:
       if (r.index >= t.activities.size()) return std::nullopt;
@@ -212,16 +220,10 @@ std::optional<TimelineModel::Place> TimelineModel::place_of(ItemRef r) const {
       break;
     }
     case ItemSource::kApiCall:
-      if (r.index >= t.api_calls.size()) return std::nullopt;
-      rank = t.api_calls[r.index].rank;
-      thread = t.api_calls[r.index].thread_id;
-      kind = RowKind::kApiCalls;
+      if (!on_thread(t.api_calls, RowKind::kApiCalls)) return std::nullopt;
       break;
     case ItemSource::kNvtx:
-      if (r.index >= t.nvtx.size()) return std::nullopt;
-      rank = t.nvtx[r.index].rank;
-      thread = t.nvtx[r.index].thread_id;
-      kind = RowKind::kNvtx;
+      if (!on_thread(t.nvtx, RowKind::kNvtx)) return std::nullopt;
       break;
     default: return std::nullopt;
   }

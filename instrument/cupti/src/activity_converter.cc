@@ -124,20 +124,17 @@ void ActivityConverter::emit(Pending& p, OpId op) {
     case 0:
       p.kernel.op = op;
       note_op_time(op, p.kernel.start_ns, p.kernel.end_ns);
-      sink_.add(p.kernel);
-      ++stats_.kernels;
+      add_counted(p.kernel, stats_.kernels);
       break;
     case 1:
       p.memcpy.op = op;
       note_op_time(op, p.memcpy.start_ns, p.memcpy.end_ns);
-      sink_.add(p.memcpy);
-      ++stats_.memcpys;
+      add_counted(p.memcpy, stats_.memcpys);
       break;
     default:
       p.memset.op = op;
       note_op_time(op, p.memset.start_ns, p.memset.end_ns);
-      sink_.add(p.memset);
-      ++stats_.memsets;
+      add_counted(p.memset, stats_.memsets);
       break;
   }
 }
@@ -252,8 +249,7 @@ void ActivityConverter::convert(const CUpti_Activity* record) {
           live_.erase(it);
         }
       }
-      sink_.add(r);
-      ++stats_.memory_events;
+      add_counted(r, stats_.memory_events);
       return;
     }
     case CUPTI_ACTIVITY_KIND_RUNTIME:
@@ -283,8 +279,7 @@ void ActivityConverter::convert(const CUpti_Activity* record) {
       r.name = named->second;
       r.correlation_id = a.correlationId;
       r.return_code = static_cast<std::int32_t>(a.returnValue);
-      sink_.add(r);
-      ++stats_.api_calls;
+      add_counted(r, stats_.api_calls);
       return;
     }
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
@@ -303,8 +298,7 @@ void ActivityConverter::convert(const CUpti_Activity* record) {
       r.end_ns = ns(s.end);
       r.kind = static_cast<std::int32_t>(s.type);
       r.correlation_id = s.correlationId;
-      sink_.add(r);
-      ++stats_.syncs;
+      add_counted(r, stats_.syncs);
       return;
     }
     case CUPTI_ACTIVITY_KIND_OVERHEAD: {
@@ -318,8 +312,7 @@ void ActivityConverter::convert(const CUpti_Activity* record) {
       r.start_ns = ns(o.start);
       r.end_ns = ns(o.end);
       r.kind = overhead_kind_name(o.overheadKind);
-      sink_.add(r);
-      ++stats_.overheads;
+      add_counted(r, stats_.overheads);
       return;
     }
     case CUPTI_ACTIVITY_KIND_MARKER:
@@ -400,8 +393,7 @@ void ActivityConverter::close_marker(std::uint32_t id, std::int64_t end) {
   r.color = o.color;
   r.payload_int = o.payload_int;
   r.payload_double = o.payload_double;
-  sink_.add(r);
-  ++stats_.nvtx_ranges;
+  add_counted(r, stats_.nvtx_ranges);
 }
 
 // An op that ran nothing on the device (a timing-only collective, an
@@ -477,8 +469,7 @@ void ActivityConverter::finish() {
     } else {
       r.start_ns = r.end_ns = empty_at.at(id);
     }
-    sink_.add(r);
-    ++stats_.op_ranges;
+    add_counted(r, stats_.op_ranges);
   }
   for (auto& [id, o] : markers_) {
     if (!o.have_start) continue;
@@ -493,8 +484,7 @@ void ActivityConverter::finish() {
     r.color = o.color;
     r.payload_int = o.payload_int;
     r.payload_double = o.payload_double;
-    sink_.add(r);
-    ++stats_.nvtx_ranges;
+    add_counted(r, stats_.nvtx_ranges);
   }
   markers_.clear();
 }

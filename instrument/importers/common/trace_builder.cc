@@ -231,45 +231,35 @@ void TraceBuilder::note_activity(StreamId s, bool kernel, bool nccl) {
   if (r != ranks_.end()) ++r->second.device_use[st.device.value];
 }
 
+template <class Record>
+void TraceBuilder::add_interval(const Record& r, Counted table) {
+  if (!valid_interval(r.start_ns, r.end_ns)) return;
+  emit(r);
+  count(table);
+}
+
+template <class Record>
+void TraceBuilder::add_activity(const Record& r, bool kernel, bool nccl, Counted table) {
+  if (!valid_interval(r.start_ns, r.end_ns)) return;
+  note_activity(r.stream, kernel, nccl);
+  emit(r);
+  count(table);
+}
+
 void TraceBuilder::add(const instrument::KernelRecord& r) {
-  if (!valid_interval(r.start_ns, r.end_ns)) return;
   // Importers intern kernel names through kernel_name(), which notes NCCL ones.
-  note_activity(r.stream, true, nccl_names_.count(r.name.value) != 0);
-  emit(r);
-  count(kKernels);
+  add_activity(r, true, nccl_names_.count(r.name.value) != 0, kKernels);
 }
 
-void TraceBuilder::add(const instrument::MemcpyRecord& r) {
-  if (!valid_interval(r.start_ns, r.end_ns)) return;
-  note_activity(r.stream, false, false);
-  emit(r);
-  count(kMemcpy);
-}
+void TraceBuilder::add(const instrument::MemcpyRecord& r) { add_activity(r, false, false, kMemcpy); }
 
-void TraceBuilder::add(const instrument::MemsetRecord& r) {
-  if (!valid_interval(r.start_ns, r.end_ns)) return;
-  note_activity(r.stream, false, false);
-  emit(r);
-  count(kMemset);
-}
+void TraceBuilder::add(const instrument::MemsetRecord& r) { add_activity(r, false, false, kMemset); }
 
-void TraceBuilder::add(const instrument::ApiCallRecord& r) {
-  if (!valid_interval(r.start_ns, r.end_ns)) return;
-  emit(r);
-  count(kApiCalls);
-}
+void TraceBuilder::add(const instrument::ApiCallRecord& r) { add_interval(r, kApiCalls); }
 
-void TraceBuilder::add(const instrument::SyncRecord& r) {
-  if (!valid_interval(r.start_ns, r.end_ns)) return;
-  emit(r);
-  count(kSyncEvents);
-}
+void TraceBuilder::add(const instrument::SyncRecord& r) { add_interval(r, kSyncEvents); }
 
-void TraceBuilder::add(const instrument::OverheadRecord& r) {
-  if (!valid_interval(r.start_ns, r.end_ns)) return;
-  emit(r);
-  count(kOverhead);
-}
+void TraceBuilder::add(const instrument::OverheadRecord& r) { add_interval(r, kOverhead); }
 
 void TraceBuilder::add(const instrument::NvtxRangeRecord& r) {
   if (r.end_ns >= 0 && !valid_interval(r.start_ns, r.end_ns)) return;
@@ -282,11 +272,7 @@ void TraceBuilder::add(const instrument::MemoryEventRecord& r) {
   count(kMemoryEvents);
 }
 
-void TraceBuilder::add(const instrument::CollectiveRecord& r) {
-  if (!valid_interval(r.start_ns, r.end_ns)) return;
-  emit(r);
-  count(kCollectives);
-}
+void TraceBuilder::add(const instrument::CollectiveRecord& r) { add_interval(r, kCollectives); }
 
 OpId TraceBuilder::add(const instrument::OpRangeRecord& r) {
   if (!valid_interval(r.start_ns, r.end_ns)) return OpId();

@@ -140,6 +140,12 @@ class TraceBuilder {
   class Memory;  // the records of an import into memory
   template <class Record>
   void emit(const Record& r);
+  // Writes `r` where its interval is valid, counted in `table`.
+  template <class Record>
+  void add_interval(const Record& r, Counted table);
+  // The same for a GPU activity, first noted on its stream.
+  template <class Record>
+  void add_activity(const Record& r, bool kernel, bool nccl, Counted table);
 
   std::string output_;
   Format format_;

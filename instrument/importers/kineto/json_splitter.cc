@@ -337,16 +337,21 @@ void JsonSplitter::elements(Visitor& visitor) {
     if (c == ',' || c == ']') fail("expected a value, not " + describe(c));
     const auto at = offset();
     visitor.event(capture_value(), at);
-    c = peek_non_ws();
-    if (c < 0) fail_eof();
-    ++pos_;
-    if (c == ']') return;
-    if (c != ',') {
-      --pos_;
-      fail("expected ',' or ']' after an array element, not " + describe(c));
-    }
+    if (closes(']', "an array element")) return;
     c = peek_non_ws();
   }
+}
+
+bool JsonSplitter::closes(char close, const char* what) {
+  const int c = peek_non_ws();
+  if (c < 0) fail_eof();
+  ++pos_;
+  if (c == close) return true;
+  if (c != ',') {
+    --pos_;
+    fail(std::string("expected ',' or '") + close + "' after " + what + ", not " + describe(c));
+  }
+  return false;
 }
 
 void JsonSplitter::run(Visitor& visitor) {
@@ -390,14 +395,7 @@ void JsonSplitter::run(Visitor& visitor) {
           const auto at = offset();
           visitor.member(key, capture_value(), at);
         }
-        c = peek_non_ws();
-        if (c < 0) fail_eof();
-        ++pos_;
-        if (c == '}') break;
-        if (c != ',') {
-          --pos_;
-          fail("expected ',' or '}' after an object member, not " + describe(c));
-        }
+        if (closes('}', "an object member")) break;
         c = peek_non_ws();
       }
     }

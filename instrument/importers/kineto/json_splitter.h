@@ -80,6 +80,9 @@ class JsonSplitter {
   void scan_container();  // pos_ just after the opening bracket
   void scan_scalar();
   void elements(Visitor& visitor);  // after '['; consumes the closing ']'
+  // After an array element or object member (`what`): consumes the ',' that
+  // goes on (false) or the `close` that ends it (true); else an error.
+  bool closes(char close, const char* what);
 
   Read read_;
   std::size_t chunk_;

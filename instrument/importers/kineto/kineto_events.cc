@@ -17,29 +17,22 @@ using namespace std::string_view_literals;
 void Handler::finish_event() {
   if (report_progress_ && (++events_ & 0x3FFF) == 0) builder_.progress("reading " + label_, in_.fraction());
   const auto& e = event_;
-  if (e.ph.empty()) {
-    out_->skip("malformed_event");
-    return;
-  }
+  // An event missing what its kind needs is counted skipped as malformed.
+  auto malformed = [&](bool bad) {
+    if (bad) out_->skip("malformed_event");
+    return bad;
+  };
+  if (malformed(e.ph.empty())) return;
   if (e.ph == "M") return;  // process/thread names and sort order: display only
-  if (e.bad_time || !e.ts_ns) {
-    out_->skip("malformed_event");
-    return;
-  }
+  if (malformed(e.bad_time || !e.ts_ns)) return;
   cat_.assign(e.cat);
   std::transform(cat_.begin(), cat_.end(), cat_.begin(), ascii_lower);
   const std::string_view cat = cat_;
   if (e.ph == "X") {
-    if (!e.dur_ns) {
-      out_->skip("malformed_event");
-      return;
-    }
+    if (malformed(!e.dur_ns)) return;
     const std::int64_t start = *e.ts_ns;
     std::int64_t end = 0;
-    if (__builtin_add_overflow(start, *e.dur_ns, &end)) {
-      out_->skip("malformed_event");
-      return;
-    }
+    if (malformed(__builtin_add_overflow(start, *e.dur_ns, &end))) return;
     // mtia_ccp_events: the kernels of an MTIA device (libkineto aliases the
     // type to CONCURRENT_KERNEL); other accelerators' kernels are "kernel".
     if (cat == "kernel" || cat == "gpu_memcpy" || cat == "memcpy" || cat == "gpu_memset" || cat == "memset" ||
@@ -49,10 +42,7 @@ void Handler::finish_event() {
       // moetrace's own export of an op range.
       const auto kind = parse_op_kind(e.args.kind);
       const auto phase = parse_phase(e.args.phase.empty() ? "fwd" : e.args.phase);
-      if (!kind || !phase) {
-        out_->skip("malformed_event");
-        return;
-      }
+      if (malformed(!kind || !phase)) return;
       auto narrow = [](const std::optional<std::int64_t>& v) {
         return v && *v >= INT32_MIN && *v <= INT32_MAX ? static_cast<std::int32_t>(*v) : -1;
       };
@@ -78,10 +68,7 @@ void Handler::finish_event() {
                cat == "privateuse1_driver") {
       // Runtime calls of the other accelerators: libkineto aliases their
       // types to RUNTIME / DRIVER.
-      if (!e.tid) {
-        out_->skip("malformed_event");
-        return;
-      }
+      if (malformed(!e.tid)) return;
       ApiCall a;
       a.start = start;
       a.end = end;
@@ -93,10 +80,7 @@ void Handler::finish_event() {
       out_->api.push_back(a);
     } else if (cat == "cpu_op" || cat == "operator" || cat == "user_annotation" ||
                cat == "python_function" || cat == "nvtx") {
-      if (!e.tid) {
-        out_->skip("malformed_event");
-        return;
-      }
+      if (malformed(!e.tid)) return;
       CpuRange r;
       r.start = start;
       r.end = end;

@@ -230,6 +230,13 @@ struct Executor::Impl final : ExecContext {
     std::int32_t* inverse;
   };
   Maps maps(const plan::Op& op, const plan::RoutedLayout& l, BufferId routing, bool count_mismatches);
+  // An error where a permutation op's (`what`) views are not a row per token
+  // and a row per routed copy of layout `l`.
+  void check_rows(const plan::Op& op, const plan::View& tokens, const plan::View& routed, const plan::RoutedLayout& l,
+                  const char* what) const {
+    if (tokens.rows != l.tokens || routed.rows != l.total_rows())
+      throw Error(fmt::format("op {}: {} views do not match its layout", op.name, what));
+  }
 
   void run_op(const plan::Op& op, const plan::Permute& p);
 

@@ -117,8 +117,7 @@ Executor::Impl::Maps Executor::Impl::maps(const plan::Op& op, const plan::Routed
 
 void Executor::Impl::run_op(const plan::Op& op, const plan::Permute& p) {
   same_type(op, p.x.buffer, p.out.buffer);
-  if (p.x.rows != p.layout.tokens || p.out.rows != p.layout.total_rows())
-    throw Error(fmt::format("op {}: permute views do not match its layout", op.name));
+  check_rows(op, p.x, p.out, p.layout, "permute");
   const Maps m = maps(op, p.layout, p.routing, true);
   kernels::permute_rows(stream(op.stream), dtype(p.x.buffer), view_ptr(p.x), plan_.buffer(p.x.buffer).cols,
                         p.layout.top_k, m.inverse, p.out.rows, view_ptr(p.out));
@@ -126,8 +125,7 @@ void Executor::Impl::run_op(const plan::Op& op, const plan::Permute& p) {
 
 void Executor::Impl::run_op(const plan::Op& op, const plan::PermuteBackward& p) {
   same_type(op, p.d_permuted.buffer, p.dx.buffer);
-  if (p.dx.rows != p.layout.tokens || p.d_permuted.rows != p.layout.total_rows())
-    throw Error(fmt::format("op {}: permute backward views do not match its layout", op.name));
+  check_rows(op, p.dx, p.d_permuted, p.layout, "permute backward");
   const Maps m = maps(op, p.layout, p.routing, false);
   kernels::permute_backward(stream(op.stream), dtype(p.dx.buffer), view_ptr(p.d_permuted),
                             plan_.buffer(p.dx.buffer).cols, m.positions, p.layout.tokens, p.layout.top_k,
@@ -136,8 +134,7 @@ void Executor::Impl::run_op(const plan::Op& op, const plan::PermuteBackward& p) 
 
 void Executor::Impl::run_op(const plan::Op& op, const plan::Unpermute& u) {
   same_type(op, u.combined.buffer, u.y.buffer);
-  if (u.y.rows != u.layout.tokens || u.combined.rows != u.layout.total_rows())
-    throw Error(fmt::format("op {}: unpermute views do not match its layout", op.name));
+  check_rows(op, u.y, u.combined, u.layout, "unpermute");
   const Maps m = maps(op, u.layout, u.routing, false);
   kernels::unpermute(stream(op.stream), dtype(u.y.buffer), view_ptr(u.combined),
                      reinterpret_cast<const float*>(buf(u.routing)), m.positions, u.layout.tokens, u.layout.top_k,
@@ -147,9 +144,8 @@ void Executor::Impl::run_op(const plan::Op& op, const plan::Unpermute& u) {
 void Executor::Impl::run_op(const plan::Op& op, const plan::UnpermuteBackward& u) {
   same_type(op, u.dy.buffer, u.combined.buffer);
   same_type(op, u.dy.buffer, u.d_combined.buffer);
-  if (u.dy.rows != u.layout.tokens || u.combined.rows != u.layout.total_rows() ||
-      u.d_combined.rows != u.layout.total_rows())
-    throw Error(fmt::format("op {}: unpermute backward views do not match its layout", op.name));
+  check_rows(op, u.dy, u.combined, u.layout, "unpermute backward");
+  check_rows(op, u.dy, u.d_combined, u.layout, "unpermute backward");
   const Maps m = maps(op, u.layout, u.routing, false);
   kernels::unpermute_backward(stream(op.stream), dtype(u.dy.buffer), view_ptr(u.dy), view_ptr(u.combined),
                               reinterpret_cast<const float*>(buf(u.routing)), m.positions, m.inverse,

@@ -94,13 +94,22 @@ inline dim3 row_grid(long long rows, long long cols) {
   return dim3(static_cast<unsigned>(x), static_cast<unsigned>(y));
 }
 
+// Calls f(std::type_identity<T>) for the element type of `t`.
+template <class F>
+void by_type(DType t, F&& f) {
+  if (t == DType::kBf16)
+    f(std::type_identity<__nv_bfloat16>{});
+  else
+    f(std::type_identity<float>{});
+}
+
 // Calls f(std::type_identity<T>, std::integral_constant<int, V>) for the
 // element type and the widest access every operand allows: 16 bytes where
 // each row of each starts 16-byte aligned (cudaMallocAsync aligns to 256; a
 // view's rows do when a row is a multiple of 16 bytes), else one element.
 template <class F>
 void by_type_and_width(DType t, long long cols, std::initializer_list<const void*> operands, F&& f) {
-  auto go = [&](auto type) {
+  by_type(t, [&](auto type) {
     using T = typename decltype(type)::type;
     bool packs = (cols * static_cast<long long>(sizeof(T))) % 16 == 0;
     for (const void* p : operands) packs = packs && reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
@@ -108,11 +117,7 @@ void by_type_and_width(DType t, long long cols, std::initializer_list<const void
       f(type, std::integral_constant<int, kPack<T>>{});
     else
       f(type, std::integral_constant<int, 1>{});
-  };
-  if (t == DType::kBf16)
-    go(std::type_identity<__nv_bfloat16>{});
-  else
-    go(std::type_identity<float>{});
+  });
 }
 
 inline void check_launch(const char* what) {

@@ -198,10 +198,10 @@ void sgd_step(cudaStream_t s, DType t, void* params, float* grads, std::int64_t 
   // One element a thread. A version in 16-byte packs (8 bf16 parameters and
   // two float4 of gradients a thread) took 7.7 ms an iteration where this one
   // had taken 4.0 in the run before (940 M bf16 parameters, H200): not kept.
-  if (t == DType::kBf16)
-    sgd_kernel<<<grid_for(n), kThreads, 0, s>>>(as<__nv_bfloat16>(params), grads, n, lr);
-  else
-    sgd_kernel<<<grid_for(n), kThreads, 0, s>>>(as<float>(params), grads, n, lr);
+  by_type(t, [&](auto type) {
+    using T = typename decltype(type)::type;
+    sgd_kernel<<<grid_for(n), kThreads, 0, s>>>(as<T>(params), grads, n, lr);
+  });
   check_launch("sgd_step");
 }
 
@@ -213,22 +213,20 @@ void fill_pointers(cudaStream_t s, const PointerBatch& batch, const void** devic
 
 void softmax_rows(cudaStream_t s, DType t, void* data, std::int64_t rows, std::int64_t cols) {
   if (rows <= 0 || cols <= 0) return;
-  if (t == DType::kBf16)
-    softmax_rows_kernel<<<grid_for(rows * 32), kThreads, 0, s>>>(as<__nv_bfloat16>(data), rows, cols);
-  else
-    softmax_rows_kernel<<<grid_for(rows * 32), kThreads, 0, s>>>(as<float>(data), rows, cols);
+  by_type(t, [&](auto type) {
+    using T = typename decltype(type)::type;
+    softmax_rows_kernel<<<grid_for(rows * 32), kThreads, 0, s>>>(as<T>(data), rows, cols);
+  });
   check_launch("softmax_rows");
 }
 
 void softmax_rows_backward(cudaStream_t s, DType t, const void* probs, void* grad, std::int64_t rows,
                            std::int64_t cols) {
   if (rows <= 0 || cols <= 0) return;
-  if (t == DType::kBf16)
-    softmax_rows_backward_kernel<<<grid_for(rows * 32), kThreads, 0, s>>>(as<__nv_bfloat16>(probs),
-                                                                           as<__nv_bfloat16>(grad), rows, cols);
-  else
-    softmax_rows_backward_kernel<<<grid_for(rows * 32), kThreads, 0, s>>>(as<float>(probs), as<float>(grad), rows,
-                                                                           cols);
+  by_type(t, [&](auto type) {
+    using T = typename decltype(type)::type;
+    softmax_rows_backward_kernel<<<grid_for(rows * 32), kThreads, 0, s>>>(as<T>(probs), as<T>(grad), rows, cols);
+  });
   check_launch("softmax_rows_backward");
 }
 
@@ -242,10 +240,10 @@ void plan_search(cudaStream_t s, const float* routing, std::int64_t tokens, int 
 
 void fill_normal(cudaStream_t s, DType t, void* dst, std::int64_t n, std::uint64_t seed, std::uint64_t first) {
   if (n <= 0) return;
-  if (t == DType::kBf16)
-    fill_normal_kernel<<<grid_for(n), kThreads, 0, s>>>(as<__nv_bfloat16>(dst), n, seed, first);
-  else
-    fill_normal_kernel<<<grid_for(n), kThreads, 0, s>>>(as<float>(dst), n, seed, first);
+  by_type(t, [&](auto type) {
+    using T = typename decltype(type)::type;
+    fill_normal_kernel<<<grid_for(n), kThreads, 0, s>>>(as<T>(dst), n, seed, first);
+  });
   check_launch("fill_normal");
 }
 

@@ -145,6 +145,11 @@ Plan build_dpmoe(const DpMoeConfig& config, const ExpertLoad& load, const PlanDe
 Plan build_pipemoe(const PipeMoeConfig& config, const ExpertLoad& load, const PlanDetail& mode) {
   EpSpec spec = detail::base_spec("pipemoe", config, load);
   spec.chunks = config.pipeline_degree;
+  // Tutel's built-in experts (tutel/impls/moe_layer.py, FusedExpertsNetwork)
+  // hold the local experts' weights as one [E/P, M, H] tensor and run both
+  // layers with one batched torch.matmul each; pipemoe Eq. 14-15 and its
+  // solver.py charge alpha_e = 2 alpha_gemm a chunk whatever E/P is.
+  spec.batched_experts = config.fused_experts;
   spec.detail = mode;
   return EpBuilder(spec, load).build();
 }

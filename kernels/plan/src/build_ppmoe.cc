@@ -49,6 +49,32 @@ class PpMoeBuilder {
   }
   RankStreams& streams(int r) { return streams_[static_cast<std::size_t>(r)]; }
   Flow& flow(int d, int m) { return flows_[static_cast<std::size_t>(block(d, m))]; }
+  // A buffer that holds `kind` (the model's input or output, or their
+  // gradients) of micro-batch m of group d in iteration j.
+  BufferBinding bound(BufferBinding::Kind kind, int j, int d, int m) const {
+    BufferBinding b;
+    b.kind = kind;
+    b.iteration = j;
+    b.block = block(d, m);
+    return b;
+  }
+  // The sizes one micro-batch's forward and backward work with: the model
+  // dimension M, its tokens, and the dense FFN's hidden slice per TP rank.
+  struct Sizes {
+    std::int64_t M, tokens;
+    bool dense;
+    std::int64_t F;
+  };
+  // The rows of this TP rank's i-th local expert in `layout` (none where it
+  // has no tokens).
+  static std::vector<RowSpan> expert_spans(const RoutedLayout& layout, int i) {
+    const auto e = static_cast<std::size_t>(i);
+    if (layout.expert_rows[e] <= 0) return {};
+    return {RowSpan{layout.offset(0, e), layout.expert_rows[e]}};
+  }
+  Sizes sizes(int j, int d, int m) const {
+    return {m_.model_dim, load_.tokens_of(j, block(d, m)), m_.dense_hidden > 0, m_.dense_hidden / T_};
+  }
 
   void all_reduce(OpKind kind, const Coords& co, const std::string& what, const std::vector<RankId>& group,
                   const std::vector<BufferId>& views, std::int64_t bytes, bool moves_data,
@@ -125,10 +151,7 @@ void PpMoeBuilder::send_recv(const Coords& co, const std::string& what, int from
 
 void PpMoeBuilder::forward(int j, int d, int s, int m) {
   Flow& f = flow(d, m);
-  const std::int64_t M = m_.model_dim;
-  const std::int64_t tokens = load_.tokens_of(j, block(d, m));
-  const bool dense = m_.dense_hidden > 0;
-  const std::int64_t F = m_.dense_hidden / T_;
+  const auto [M, tokens, dense, F] = sizes(j, d, m);
   for (int l = s * per_stage_; l < (s + 1) * per_stage_; ++l) {
     const Coords co = coords(l, j, m, -1, Phase::kForward);
     const bool last = l == m_.num_layers - 1;
@@ -138,10 +161,7 @@ void PpMoeBuilder::forward(int j, int d, int s, int m) {
       LayerAct& a = acts[static_cast<std::size_t>(t)];
       if (l == s * per_stage_) {
         if (s == 0) {
-          BufferBinding in;
-          in.kind = BufferBinding::Kind::kModelInput;
-          in.iteration = j;
-          in.block = block(d, m);
+          const BufferBinding in = bound(BufferBinding::Kind::kModelInput, j, d, m);
           a.x = add_buffer(b_, RankId(r), BufferTag::kActivation, fmt::format("it{}.mb{}.input", j, m), tokens, M,
                            m_.elem_bytes, co, in);
         } else {
@@ -178,20 +198,14 @@ void PpMoeBuilder::forward(int j, int d, int s, int m) {
       for (int i = 0; i < local_; ++i) {
         const int e = t * local_ + i;
         const std::int64_t n = a.layout.expert_rows[static_cast<std::size_t>(i)];
-        std::vector<RowSpan> spans;
-        if (n > 0) spans.push_back({a.layout.offset(0, static_cast<std::size_t>(i)), n});
+        const std::vector<RowSpan> spans = expert_spans(a.layout, i);
         OpArgs x = op_at(OpKind::kExpertFfn, co, fmt::format("expert_ffn.e{}", e), RankId(r), streams(r).compute);
         x.flops = ffn_forward_flops(n, M, m_.expert_hidden);
         x.data = FfnForward{e, experts_[static_cast<std::size_t>(l)][static_cast<std::size_t>(r)][static_cast<std::size_t>(i)].params,
                             a.t_di, a.t_m, a.t_do, spans};
         b_.add(std::move(x));
       }
-      BufferBinding out;
-      if (last && !dense) {
-        out.kind = BufferBinding::Kind::kModelOutput;
-        out.iteration = j;
-        out.block = block(d, m);
-      }
+      const BufferBinding out = last && !dense ? bound(BufferBinding::Kind::kModelOutput, j, d, m) : BufferBinding{};
       a.y = add_buffer(b_, RankId(r), BufferTag::kActivation, op_name(co, "moe_out"), tokens, M, m_.elem_bytes, co, out);
       // Alg. 1: output_hidden_states[indices] = expert_outputs (weighted),
       // zeros for the other ranks' experts; the all-reduce sums them.
@@ -232,12 +246,7 @@ void PpMoeBuilder::forward(int j, int d, int s, int m) {
         a.z = a.y;
         continue;
       }
-      BufferBinding out;
-      if (last) {
-        out.kind = BufferBinding::Kind::kModelOutput;
-        out.iteration = j;
-        out.block = block(d, m);
-      }
+      const BufferBinding out = last ? bound(BufferBinding::Kind::kModelOutput, j, d, m) : BufferBinding{};
       a.mid = add_buffer(b_, RankId(r), BufferTag::kActivation, op_name(co, "dense_hidden"), tokens, F, m_.elem_bytes, co);
       a.z = add_buffer(b_, RankId(r), BufferTag::kActivation, op_name(co, "block_out"), tokens, M, m_.elem_bytes, co, out);
       // Megatron column/row split (ppmoe 3.1.3): partial output, then g's all-reduce.
@@ -272,10 +281,7 @@ void PpMoeBuilder::forward(int j, int d, int s, int m) {
 
 void PpMoeBuilder::backward(int j, int d, int s, int m) {
   Flow& f = flow(d, m);
-  const std::int64_t M = m_.model_dim;
-  const std::int64_t tokens = load_.tokens_of(j, block(d, m));
-  const bool dense = m_.dense_hidden > 0;
-  const std::int64_t F = m_.dense_hidden / T_;
+  const auto [M, tokens, dense, F] = sizes(j, d, m);
   for (int l = (s + 1) * per_stage_ - 1; l >= s * per_stage_; --l) {
     const Coords co = coords(l, j, m, -1, Phase::kBackward);
     auto& acts = f.act[static_cast<std::size_t>(l)];
@@ -285,10 +291,7 @@ void PpMoeBuilder::backward(int j, int d, int s, int m) {
       LayerAct& a = acts[static_cast<std::size_t>(t)];
       BufferId dz;
       if (l == m_.num_layers - 1) {
-        BufferBinding g;
-        g.kind = BufferBinding::Kind::kOutputGrad;
-        g.iteration = j;
-        g.block = block(d, m);
+        const BufferBinding g = bound(BufferBinding::Kind::kOutputGrad, j, d, m);
         dz = add_buffer(b_, RankId(r), BufferTag::kActivationGrad, fmt::format("it{}.mb{}.output_grad", j, m), tokens, M,
                         m_.elem_bytes, co, g);
       } else if (l == (s + 1) * per_stage_ - 1) {
@@ -341,8 +344,7 @@ void PpMoeBuilder::backward(int j, int d, int s, int m) {
       for (int i = 0; i < local_; ++i) {
         const int e = t * local_ + i;
         const std::int64_t n = a.layout.expert_rows[static_cast<std::size_t>(i)];
-        std::vector<RowSpan> spans;
-        if (n > 0) spans.push_back({a.layout.offset(0, static_cast<std::size_t>(i)), n});
+        const std::vector<RowSpan> spans = expert_spans(a.layout, i);
         const auto& pb = experts_[static_cast<std::size_t>(l)][static_cast<std::size_t>(r)][static_cast<std::size_t>(i)];
         OpArgs x = op_at(OpKind::kExpertFfn, co, fmt::format("expert_ffn.e{}", e), RankId(r), streams(r).compute);
         x.flops = ffn_backward_flops(n, M, m_.expert_hidden);

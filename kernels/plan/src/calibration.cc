@@ -293,32 +293,30 @@ class CalibrationBuilder {
          GateBackward{x, r.gate_w, r.gate_grad, rb.probs, rb.routing, rb.d_weights, View{r.dx, 0, rows}});
   }
 
-  // All-to-all among ranks [0, g): `rows` rows of M elements to every other member.
-  std::vector<OpId> all_to_all(int g, std::int64_t rows, const std::vector<std::vector<OpId>>& deps = {}) {
+  // One collective of `kind` among ranks [0, g): an op of `op_kind` on each
+  // member's comm stream, after `deps` (default: the rank's previous op);
+  // `fill(q, r, col, a)` gives member q its views and bytes.
+  template <typename Fill>
+  std::vector<OpId> collective(int g, std::int64_t rows, CollectiveKind kind, OpKind op_kind, std::string_view what,
+                               const std::vector<std::vector<OpId>>& deps, Fill fill) {
     const CollectiveId id = b_.next_collective();
     const Coords co = sample();
     std::vector<RankId> group;
     for (int q = 0; q < g; ++q) group.push_back(RankId(q));
-    const std::int64_t row_bytes = c_.model_dim * c_.elem_bytes;
     std::vector<OpId> out;
     for (int q = 0; q < g; ++q) {
       const Rank& r = ranks_[static_cast<std::size_t>(q)];
       Collective col;
       col.id = id;
-      col.kind = CollectiveKind::kAllToAllV;
+      col.kind = kind;
       col.group = group;
-      for (int p = 0; p < g; ++p) {
-        if (p == q) continue;
-        col.sends.push_back({RankId(p), View{r.send, p * c_.max_peer_rows, rows}, rows * row_bytes});
-        col.recvs.push_back({RankId(p), View{r.recv, p * c_.max_peer_rows, rows}, rows * row_bytes});
-      }
       OpArgs a;
-      a.kind = OpKind::kDispatchAllToAll;
+      a.kind = op_kind;
       a.coords = co;
-      a.name = fmt::format("calib.all_to_all.g{}.rows{}.s{}", g, rows, co.chunk);
+      a.name = fmt::format("calib.{}.g{}.rows{}.s{}", what, g, rows, co.chunk);
       a.rank = RankId(q);
       a.stream = r.comm;
-      a.bytes = (g - 1) * rows * row_bytes;
+      fill(q, r, col, a);
       a.data = std::move(col);
       a.extra_deps = deps.empty() ? after(q) : deps[static_cast<std::size_t>(q)];
       out.push_back(b_.add(std::move(a)));
@@ -326,31 +324,26 @@ class CalibrationBuilder {
     return out;
   }
 
+  // All-to-all among ranks [0, g): `rows` rows of M elements to every other member.
+  std::vector<OpId> all_to_all(int g, std::int64_t rows, const std::vector<std::vector<OpId>>& deps = {}) {
+    const std::int64_t row_bytes = c_.model_dim * c_.elem_bytes;
+    return collective(g, rows, CollectiveKind::kAllToAllV, OpKind::kDispatchAllToAll, "all_to_all", deps,
+                      [&](int q, const Rank& r, Collective& col, OpArgs& a) {
+                        for (int p = 0; p < g; ++p) {
+                          if (p == q) continue;
+                          col.sends.push_back({RankId(p), View{r.send, p * c_.max_peer_rows, rows}, rows * row_bytes});
+                          col.recvs.push_back({RankId(p), View{r.recv, p * c_.max_peer_rows, rows}, rows * row_bytes});
+                        }
+                        a.bytes = (g - 1) * rows * row_bytes;
+                      });
+  }
+
   std::vector<OpId> all_reduce(int g, std::int64_t rows) {
-    const CollectiveId id = b_.next_collective();
-    const Coords co = sample();
-    std::vector<RankId> group;
-    for (int q = 0; q < g; ++q) group.push_back(RankId(q));
-    std::vector<OpId> out;
-    for (int q = 0; q < g; ++q) {
-      const Rank& r = ranks_[static_cast<std::size_t>(q)];
-      Collective col;
-      col.id = id;
-      col.kind = CollectiveKind::kAllReduce;
-      col.group = group;
-      col.inout = View{r.ar, 0, rows};
-      OpArgs a;
-      a.kind = OpKind::kGradAllReduce;
-      a.coords = co;
-      a.name = fmt::format("calib.all_reduce.g{}.rows{}.s{}", g, rows, co.chunk);
-      a.rank = RankId(q);
-      a.stream = r.comm;
-      a.bytes = rows * c_.model_dim * c_.elem_bytes;
-      a.data = std::move(col);
-      a.extra_deps = after(q);
-      out.push_back(b_.add(std::move(a)));
-    }
-    return out;
+    return collective(g, rows, CollectiveKind::kAllReduce, OpKind::kGradAllReduce, "all_reduce", {},
+                      [&](int, const Rank& r, Collective& col, OpArgs& a) {
+                        col.inout = View{r.ar, 0, rows};
+                        a.bytes = rows * c_.model_dim * c_.elem_bytes;
+                      });
   }
 
   OpId copy(int q, std::int64_t rows, bool offload, std::vector<OpId> deps = {}, bool chain = true) {

@@ -243,10 +243,9 @@ std::string to_json(const DpMoeConfig& c) {
   return j.dump();
 }
 std::string to_json(const PipeMoeConfig& c) {
-  return nlohmann::json{{"variant", "pipemoe"},
-                        {"common", common_json(c.common)},
-                        {"pipeline_degree", c.pipeline_degree}}
-      .dump();
+  nlohmann::json j{{"variant", "pipemoe"}, {"common", common_json(c.common)}, {"pipeline_degree", c.pipeline_degree}};
+  if (c.fused_experts) j["fused_experts"] = true;
+  return j.dump();
 }
 std::string to_json(const MPipeMoeConfig& c) {
   return nlohmann::json{{"variant", "mpipemoe"},

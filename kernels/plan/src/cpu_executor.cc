@@ -78,6 +78,19 @@ class CpuExecutor {
   void ffn_forward(const FfnForward& d);
   void ffn_backward(const FfnBackward& d);
   void ffn_recompute(const FfnRecompute& d);
+  void ffn_hidden(BufferId params, const double* x, double* mid, std::int64_t m, std::int64_t h);
+  // f(t, row) for each copy of token t routed to a row of the permuted order
+  // (a copy dropped by capacity has none), tokens in order, then their copies.
+  template <class Data, class F>
+  void each_routed_row(const Op& op, const Data& d, F&& f) {
+    const auto rows = layout_rows(op, d.routing, d.layout);
+    const int k = d.layout.top_k;
+    for (std::int64_t t = 0; t < d.layout.tokens; ++t)
+      for (int s = 0; s < k; ++s) {
+        const std::int64_t row = rows[static_cast<std::size_t>(t * k + s)];
+        if (row >= 0) f(t, row);
+      }
+  }
 
   const Plan& plan_;
   const ModelWeights& weights_;
@@ -264,18 +277,23 @@ void CpuExecutor::gate_backward(const GateBackward& d) {
   }
 }
 
+// The FFN's hidden layer before its activation, mid = x W1, for one token
+// (W1: the first m rows of `params`, h columns).
+void CpuExecutor::ffn_hidden(BufferId params, const double* x, double* mid, std::int64_t m, std::int64_t h) {
+  for (std::int64_t j = 0; j < h; ++j) mid[j] = 0;
+  for (std::int64_t i = 0; i < m; ++i) {
+    const double* w1 = at(params, i);
+    for (std::int64_t j = 0; j < h; ++j) mid[j] += x[i] * w1[j];
+  }
+}
+
 void CpuExecutor::ffn_forward(const FfnForward& d) {
   const std::int64_t m = buf(d.input).cols, h = buf(d.params).cols;
   for (const RowSpan& span : d.rows)
     for (std::int64_t r = span.begin; r < span.begin + span.count; ++r) {
-      const double* x = at(d.input, r);
       double* mid = at(d.middle, r);
       double* y = at(d.output, r);
-      for (std::int64_t j = 0; j < h; ++j) mid[j] = 0;
-      for (std::int64_t i = 0; i < m; ++i) {
-        const double* w1 = at(d.params, i);
-        for (std::int64_t j = 0; j < h; ++j) mid[j] += x[i] * w1[j];
-      }
+      ffn_hidden(d.params, at(d.input, r), mid, m, h);
       for (std::int64_t o = 0; o < m; ++o) {
         const double* w2t = at(d.params, m + o);
         double s = 0;
@@ -288,15 +306,8 @@ void CpuExecutor::ffn_forward(const FfnForward& d) {
 void CpuExecutor::ffn_recompute(const FfnRecompute& d) {
   const std::int64_t m = buf(d.input).cols, h = buf(d.params).cols;
   for (const RowSpan& span : d.rows)
-    for (std::int64_t r = span.begin; r < span.begin + span.count; ++r) {
-      const double* x = at(d.input, r);
-      double* mid = at(d.middle, r);
-      for (std::int64_t j = 0; j < h; ++j) mid[j] = 0;
-      for (std::int64_t i = 0; i < m; ++i) {
-        const double* w1 = at(d.params, i);
-        for (std::int64_t j = 0; j < h; ++j) mid[j] += x[i] * w1[j];
-      }
-    }
+    for (std::int64_t r = span.begin; r < span.begin + span.count; ++r)
+      ffn_hidden(d.params, at(d.input, r), at(d.middle, r), m, h);
 }
 
 void CpuExecutor::ffn_backward(const FfnBackward& d) {
@@ -342,24 +353,15 @@ void CpuExecutor::execute(const Op& op) {
         } else if constexpr (std::is_same_v<T, GateBackward>) {
           gate_backward(d);
         } else if constexpr (std::is_same_v<T, Permute>) {
-          const auto rows = layout_rows(op, d.routing, d.layout);
-          const int k = d.layout.top_k;
-          for (std::int64_t t = 0; t < d.layout.tokens; ++t)
-            for (int s = 0; s < k; ++s) {
-              const std::int64_t row = rows[static_cast<std::size_t>(t * k + s)];
-              if (row >= 0) std::copy(at(d.x, t), at(d.x, t) + m, at(d.out, row));
-            }
+          each_routed_row(op, d, [&](std::int64_t t, std::int64_t row) {
+            std::copy(at(d.x, t), at(d.x, t) + m, at(d.out, row));
+          });
         } else if constexpr (std::is_same_v<T, PermuteBackward>) {
-          const auto rows = layout_rows(op, d.routing, d.layout);
-          const int k = d.layout.top_k;
-          for (std::int64_t t = 0; t < d.layout.tokens; ++t)
-            for (int s = 0; s < k; ++s) {
-              const std::int64_t row = rows[static_cast<std::size_t>(t * k + s)];
-              if (row < 0) continue;
-              const double* g = at(d.d_permuted, row);
-              double* dx = at(d.dx, t);
-              for (std::int64_t i = 0; i < m; ++i) dx[i] += g[i];
-            }
+          each_routed_row(op, d, [&](std::int64_t t, std::int64_t row) {
+            const double* g = at(d.d_permuted, row);
+            double* dx = at(d.dx, t);
+            for (std::int64_t i = 0; i < m; ++i) dx[i] += g[i];
+          });
         } else if constexpr (std::is_same_v<T, Unpermute>) {
           const auto rows = layout_rows(op, d.routing, d.layout);
           const int k = d.layout.top_k;

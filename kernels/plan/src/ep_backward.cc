@@ -62,7 +62,7 @@ void EpBuilder::expert_backward(int j, int l, int c) {
       const BufferId input = reuse() ? cr.r_di : cr.t_di;
       const BufferId middle = reuse() ? cr.r_m : cr.t_m;
       a.data = FfnBackward{e, expert_params(l, q, e), expert_grads(j, l, q, e), input, middle,
-                           cr.d_t_do, cr.d_t_di, cr.spans[i]};
+                           cr.d_t_do, cr.d_t_di, cr.spans[i], spec_.batched_experts && i > 0};
       if (i + 1 == cr.experts.size() && !reuse()) a.free = {cr.t_di, cr.t_m, cr.d_t_do};
       if (home(e) != q && c == spec_.chunks - 1) a.free.push_back(L.replica_params[at(e)][at(q)]);
       b_.add(std::move(a));

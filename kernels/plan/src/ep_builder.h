@@ -34,6 +34,10 @@ struct EpSpec {
   bool capacity_padding = false;  // DpMoeConfig::capacity_padding (DeepSpeed-MoE)
   int exchange_peers = 0;         // Collective::exchange_peers of every chunk's all-to-all
   bool count_exchange = false;    // FasterMoeConfig::count_exchange
+  // Tutel (and PipeMoE atop it): a rank's local experts run as one batched
+  // GEMM pair per chunk (FfnForward::batched); FastMoE and DeepSpeed-MoE
+  // launch each expert's GEMMs on their own.
+  bool batched_experts = false;
   std::vector<std::vector<ExpertPlacement>> placement;  // [iteration][layer]
   ProProphetModel perf;
   PlanDetail detail;

@@ -396,7 +396,8 @@ plan::Plan build_plan(const RunSpec& s, const plan::ExpertLoad& load,
   s.validate();
   if (uses_timing_plan(s)) return build_timing_plan(s, load);
   if (s.variant == "dpmoe") return plan::build_dpmoe(plan::DpMoeConfig{s.common, s.capacity_padding}, load);
-  if (s.variant == "pipemoe") return plan::build_pipemoe(plan::PipeMoeConfig{s.common, s.pipeline_degree}, load);
+  if (s.variant == "pipemoe")
+    return plan::build_pipemoe(plan::PipeMoeConfig{s.common, s.pipeline_degree, s.fused_experts}, load);
   if (s.variant == "mpipemoe")
     return plan::build_mpipemoe(plan::MPipeMoeConfig{s.common, s.partitions, s.strategy}, load);
   if (s.variant == "ppmoe")
@@ -535,8 +536,9 @@ RunSpec run_spec_from_json(std::string_view text, RunSpec s) {
       });
     } else if (k == "pipemoe") {
       each(v, "pipemoe", [&](const std::string& pk, const json& pv, const std::string& pf) {
-        if (pk != "pipeline_degree") return false;
-        s.pipeline_degree = get_number<int>(pv, pf);
+        if (pk == "pipeline_degree") s.pipeline_degree = get_number<int>(pv, pf);
+        else if (pk == "fused_experts") s.fused_experts = get_bool(pv, pf);
+        else return false;
         return true;
       });
     } else if (k == "mpipemoe") {
@@ -615,7 +617,10 @@ std::string RunSpec::to_json() const {
                   {"source_noise", routing.source_noise},
                   {"seed", routing.seed}};
   if (variant == "dpmoe" && capacity_padding) j["dpmoe"] = {{"capacity_padding", true}};
-  if (variant == "pipemoe") j["pipemoe"] = {{"pipeline_degree", pipeline_degree}};
+  if (variant == "pipemoe") {
+    j["pipemoe"] = {{"pipeline_degree", pipeline_degree}};
+    if (fused_experts) j["pipemoe"]["fused_experts"] = true;
+  }
   if (variant == "mpipemoe")
     j["mpipemoe"] = {{"partitions", partitions}, {"strategy", std::string(plan::reuse_strategy_name(strategy))}};
   if (variant == "ppmoe")

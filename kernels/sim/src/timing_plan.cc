@@ -24,7 +24,8 @@ plan::Plan build_timing_plan(const RunSpec& spec, const plan::ExpertLoad& load, 
   const plan::PlanDetail timing{true, max_load_entries};
   plan::Plan p = spec.variant == "dpmoe"
                      ? plan::build_dpmoe(plan::DpMoeConfig{spec.common, false}, load, timing)
-                     : plan::build_pipemoe(plan::PipeMoeConfig{spec.common, spec.pipeline_degree}, load, timing);
+                     : plan::build_pipemoe(plan::PipeMoeConfig{spec.common, spec.pipeline_degree, spec.fused_experts},
+                                                         load, timing);
   p.config_json = spec.to_json();  // the run's specification, as `moetrace run` records it
   return p;
 }

@@ -11,6 +11,7 @@
 #include "moetrace/analyzer/critical_path.h"
 #include "moetrace/analyzer/efficiency.h"
 #include "moetrace/analyzer/expert_load.h"
+#include "moetrace/analyzer/kernel_sequences.h"
 #include "moetrace/analyzer/launch_queue.h"
 #include "moetrace/analyzer/locality.h"
 #include "moetrace/analyzer/memory.h"
@@ -32,6 +33,10 @@ struct Analyses {
   RankWaitAnalysis rank_waits;     // rank_waits.h (runs of several ranks)
   LaunchQueueAnalysis launch_queue;  // launch_queue.h (HTA: idle time, queue length, kernel launches)
   EfficiencyAnalysis efficiency;   // efficiency.h (TFLOP/s, bandwidths and collective waits against datasheet peaks)
+  // kernel_sequences.h (HTA's frequent CUDA kernel sequences): analyze()
+  // takes KernelSequenceOptions' defaults in the breakdown's window; `report
+  // --kernel-sequences-*` asks for others.
+  KernelSequenceAnalysis kernel_sequences;
   std::vector<RankCriticalPath> critical_path;  // critical_path.h (HTA's critical path, per rank)
   // The window of critical_path where not the whole trace: "ProfilerStep#N
   // instance I" (report --critical-path-step); empty: the whole trace.
@@ -72,7 +77,8 @@ inline constexpr std::size_t kUnclassifiedKernelsShown = 10;
 // expert load, memory, launch queues, NVTX, the ranks' critical paths, every
 // unclassified kernel) and the samples the fitted models take from it; none
 // that needs every rank at once (collective waits, the path across ranks,
-// the fits, expert load, locality, efficiency).
+// the fits, expert load, locality, efficiency), nor the kernel sequences
+// (one rank's, whose file the merge does not know beforehand).
 struct FilePart {
   Analyses analyses;
   CostSamples cost_samples;

@@ -30,8 +30,9 @@
 //       Trans and Agg added (graph_placement.h).
 //   overlap=off|on     Schedules that run two MoE layer instances side by
 //       side (a forward and a backward chunk, DualPipe; two micro-batches):
-//       off serialises them (graph_overlap.h). on: not yet a change of the
-//       graph (the result's notes say so).
+//       off serialises them; on runs two adjacent passes of different
+//       micro-batches side by side, layer by layer, one's communication
+//       beside the other's computation (graph_overlap.h).
 //
 // The cost model (beta) comes from, in this order: the trace's own fit
 // where it has the op at several sizes 2x apart, a calibration file

@@ -45,10 +45,12 @@ AllToAllVolumes all_to_all_volumes(const MoeLayerWorkload& w, const sim::CostMod
 // pipemoe Eq. 15-18 for the layer: alpha_a, beta_a at P; beta_a n_d with n_d
 // the mean of the dispatch and combine volumes (Eq. 25/33/40 count them in
 // pairs); alpha_e = (E/P) x 2 alpha_gemm forward (one FFN op of 2 GEMMs per
-// local expert and chunk, as the builders emit), x 2 backward; beta_e n_e =
-// seconds per FLOP x the busiest rank's expert FLOPs (4 M H per row
-// forward, twice that backward).
-LayerPipelineTerms pipeline_terms(const MoeLayerWorkload& w, const sim::CostModel& m);
+// local expert and chunk, as the builders emit), x 2 backward, or 2
+// alpha_gemm with fused experts (Tutel's one batched GEMM pair a chunk, Eq.
+// 14 as the paper and its solver.py write it); beta_e n_e = seconds per
+// FLOP x the busiest rank's expert FLOPs (4 M H per row forward, twice that
+// backward).
+LayerPipelineTerms pipeline_terms(const MoeLayerWorkload& w, const sim::CostModel& m, bool fused_experts = false);
 
 // mpipemoe Eq. 10's inputs for the layer at n partitions.
 ReuseInputs reuse_inputs(const MoeLayerWorkload& w, const sim::CostModel& m, int partitions);
@@ -89,6 +91,7 @@ struct WhatIf {
   // simulated times, without per-peer transfers) at any size, not only
   // above 64 ranks. For large sweeps.
   bool timing_plan = false;
+  bool fused_experts = false;  // pipemoe: Tutel's fused experts (plan::PipeMoeConfig::fused_experts)
 };
 
 // Never throws for a configuration the builders refuse: ok = false, error says why.

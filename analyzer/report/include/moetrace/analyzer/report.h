@@ -5,7 +5,8 @@
 // Sections, in order, with their JSON keys: run, projection (how GPU
 // activities were attributed to ops), breakdown, launch_queue (GPU idle time
 // per stream, launch-queue lengths and kernel-launch statistics as Holistic
-// Trace Analysis defines them; launch_queue.h), memory (timeline, peak and
+// Trace Analysis defines them; launch_queue.h), critical_path, efficiency,
+// kernel_sequences (HTA's frequent CUDA kernel sequences), memory (timeline, peak and
 // its composition, memory bubbles, mpipemoe Eq. 1-6), expert_load
 // (imbalance, balance degree, RB), locality (load across iterations),
 // fitted_models (the fits of cost_model.h with their goodness of fit, as
@@ -85,7 +86,8 @@ struct ReportSection {
 };
 
 // The sections after the breakdown, as every report format shows them:
-// projection, launch_queue, memory, expert_load, locality, fitted_models, recommendations.
+// projection, launch_queue, critical_path, kernel_sequences, efficiency, memory,
+// expert_load, locality, fitted_models, recommendations.
 std::vector<ReportSection> report_sections(const Trace& trace, const Analyses& a, const ReportOptions& options = {});
 
 nlohmann::json run_json(const RunInfo& run);
@@ -116,6 +118,12 @@ nlohmann::json launch_queue_json(const LaunchQueueAnalysis& a, const ReportOptio
 nlohmann::json critical_path_json(const std::vector<RankCriticalPath>& paths,
                                   const std::optional<CrossRankCriticalPath>& across = std::nullopt,
                                   const std::string& window = {});
+
+// The kernel_sequences section (kernel_sequences.h): HTA's frequent CUDA
+// kernel sequences of one operator on one rank; as a section too, for the
+// GUI, which finds them for any operator.
+nlohmann::json kernel_sequences_json(const KernelSequenceAnalysis& k);
+ReportSection kernel_sequences_section(const KernelSequenceAnalysis& k);
 
 // The whole report as one JSON document.
 nlohmann::json report_json(const Trace& trace, const Analyses& a, const ReportOptions& options);

@@ -92,6 +92,14 @@ std::vector<Row> ppmoe_rows(const std::string& trace_dir = {});
 inline constexpr const char* kInterferenceSuffix = "+interference";
 std::vector<Row> pipemoe_rows(const std::string& cost_model);
 
+// A configuration of pipemoe's Table IV grid (Sec. V-C) in the paper's
+// symbols: P GPUs, B, L, H, M, and l experts a GPU.
+struct PipeMoeGridPoint {
+  int P, B, L, H, M, l;
+};
+// Every point of the grid, P varying slowest and l fastest.
+std::vector<PipeMoeGridPoint> pipemoe_table4_grid();
+
 // mpipemoe Sec. V-C and V-D: speedups over FasterMoE, memory reductions.
 std::vector<Row> mpipemoe_rows();
 

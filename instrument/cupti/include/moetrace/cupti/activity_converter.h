@@ -79,6 +79,12 @@ class ActivityConverter {
   const ConverterStats& stats() const { return stats_; }
 
  private:
+  // Hands `r` to the sink and counts it in `count` (a field of stats_).
+  template <class Record, class Count>
+  void add_counted(const Record& r, Count& count) {
+    sink_.add(r);
+    ++count;
+  }
   struct StreamInfo {
     StreamId id;
     RankId rank;

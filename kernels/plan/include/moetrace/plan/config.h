@@ -69,6 +69,11 @@ struct DpMoeConfig {
 struct PipeMoeConfig {
   CommonConfig common;
   int pipeline_degree = 2;  // r
+  // Tutel's fused experts (PipeMoE runs inside Tutel, pipemoe Sec. IV-C):
+  // a rank's local experts as one batched GEMM pair a chunk, so a chunk
+  // pays the GEMM startup once whatever E/P is (FfnForward::batched). Off:
+  // each expert's GEMMs launched on their own, as moetrace's executors do.
+  bool fused_experts = false;
   void validate() const;
 };
 

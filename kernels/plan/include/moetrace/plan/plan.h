@@ -328,6 +328,9 @@ struct FfnForward {
   BufferId middle;
   BufferId output;  // overwritten
   std::vector<RowSpan> rows;
+  // Computed in one batched GEMM with the rank's previous local expert of
+  // the same chunk (Tutel's fused experts): no startup of its own.
+  bool batched = false;
 };
 
 // Backward of FfnForward: with a = gelu(middle), g = d_output W2^T * gelu'(middle):
@@ -341,6 +344,7 @@ struct FfnBackward {
   BufferId d_output;
   BufferId d_input;  // overwritten on `rows`
   std::vector<RowSpan> rows;
+  bool batched = false;  // as FfnForward::batched
 };
 
 // Restores T_M by the first GEMM only: middle = input W1 (mpipemoe S3/S4).

@@ -16,7 +16,7 @@
 //   "routing": {"pattern": "balanced" | "zipf" | "drifting", "tokens_per_source",
 //               "zipf_skew", "locality", "source_noise", "seed"},
 //   "dpmoe": {"capacity_padding": false},   // DeepSpeed-MoE without token dropping
-//   "pipemoe": {"pipeline_degree"},
+//   "pipemoe": {"pipeline_degree", "fused_experts": false},  // Tutel's fused experts
 //   "mpipemoe": {"partitions", "strategy": "none" | "S1" | ... | "S4"},
 //   "ppmoe": {"tensor_parallel", "pipeline_stages", "micro_batches"},
 //   "pro_prophet": {"n", "alpha", "block_schedule", "model": {...}},
@@ -53,6 +53,7 @@ struct RunSpec {
   plan::SyntheticLoadConfig routing;
   bool capacity_padding = false;  // dpmoe: DeepSpeed-MoE's padding and einsums (DpMoeConfig)
   int pipeline_degree = 2;  // pipemoe r
+  bool fused_experts = false;  // pipemoe: Tutel's fused experts (plan::PipeMoeConfig::fused_experts)
   int partitions = 2;       // mpipemoe n
   plan::ReuseStrategy strategy = plan::ReuseStrategy::kNone;
   int tensor_parallel = 1, pipeline_stages = 1, micro_batches = 1;  // ppmoe

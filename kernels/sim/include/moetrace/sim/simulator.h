@@ -73,8 +73,10 @@ double nominal_seconds(const plan::Plan& plan, const plan::Op& op, const CostMod
 double collective_volume(const plan::Plan& plan, const std::vector<const plan::Op*>& members,
                          const CostModel& model);
 
-// Number of GEMMs (kernel launches charged alpha) of a compute op: FFN
-// forward 2, backward 4, recompute 1 (mpipemoe Table II), gate backward 2.
+// Number of GEMMs (kernel launches) of a compute op: FFN forward 2,
+// backward 4, recompute 1 (mpipemoe Table II), gate backward 2. Host issue
+// counts them; the GPU charges alpha for each, except on an expert batched
+// with the one before it (plan::FfnForward::batched), which pays none.
 int launches(const plan::Op& op);
 
 }  // namespace moetrace::sim

@@ -1,0 +1,215 @@
+// Golden tests of the overlap=on what-if (graph_overlap.h): two passes of
+// different micro-batches that ran one after the other run side by side.
+// Every expected time is derived by hand from the rules in graph_overlap.h
+// and exec_graph.h, in the comment above each trace (us; the fixtures write
+// ns, x 1000). No launching calls: the queue gap is 0 and nothing is issued
+// late. Op and kernel names follow Megatron-Core's MoE layer (its token
+// dispatcher's all-to-alls, grouped GEMM) in other spellings.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "loaded_trace.h"
+#include "moetrace/analyzer/exec_graph.h"
+#include "moetrace/analyzer/graph_whatif.h"
+#include "moetrace/analyzer/replay.h"
+
+namespace moetrace::analyzer {
+namespace {
+
+constexpr std::int64_t kNsPerUs = 1000;
+
+// The replayed start (us) of the activity that started at `start_us`.
+std::int64_t start_after(const Trace& t, const ExecGraph& g, const std::vector<std::int64_t>& times,
+                         std::int64_t start_us) {
+  for (std::size_t i = 0; i < t.activities.size(); ++i)
+    if (t.activities[i].start_ns == start_us * kNsPerUs) return times[g.activity_start[i]] / kNsPerUs;
+  ADD_FAILURE() << "no activity starts at " << start_us << " us";
+  return -1;
+}
+
+// One op of rank 0 with its one kernel, in us.
+struct Work {
+  std::string_view kind;
+  int stream, layer;  // layer -1: none
+  std::string_view phase;
+  int micro_batch;
+  std::int64_t start_us, end_us;
+  std::string_view kernel;
+};
+
+// The trace text of `streams` (each "id role"), `work` (op i + 1 is
+// work[i]) and `deps` ("dep op=.. on=.." lines).
+std::string trace_text(std::initializer_list<std::string_view> streams, std::initializer_list<Work> work,
+                       std::string_view deps = {}) {
+  std::string s;
+  for (auto st : streams) s += fmt::format("stream id={} rank=0 role={}\n", st.substr(0, 1), st.substr(2));
+  int id = 0;
+  for (const auto& w : work) {
+    ++id;
+    s += fmt::format("op id={} rank=0 stream={} kind={}{} iteration=0 phase={} micro_batch={} start={} end={}\n", id,
+                     w.stream, w.kind, w.layer >= 0 ? fmt::format(" layer={}", w.layer) : "", w.phase, w.micro_batch,
+                     w.start_us * kNsPerUs, w.end_us * kNsPerUs);
+    s += fmt::format("kernel rank=0 stream={} start={} end={} name={} op={}\n", w.stream, w.start_us * kNsPerUs,
+                     w.end_us * kNsPerUs, w.kernel, id);
+  }
+  return s + std::string(deps);
+}
+
+struct Overlapped {
+  ExecGraph graph;
+  std::vector<std::int64_t> times;
+  GraphWhatIfResult result;
+  std::size_t unresolved = 0;
+};
+
+Overlapped overlap_on(const Trace& t) {
+  Overlapped o{build_exec_graph(t), {}, {}, 0};
+  GraphWhatIfs w;
+  parse_graph_what_if("overlap=on", w);
+  o.result = apply_graph_what_ifs(t, o.graph, w, RecommendOptions{});
+  o.times = evaluate_exec_graph(o.graph, &o.unresolved);
+  return o;
+}
+
+// Two micro-batches' forward of one MoE layer, one after the other, as
+// DeepSeek's two-micro-batch overlap would run side by side (us):
+//   stream 1 (comm):    pd [0,100] (mb 0 dispatch), pc [200,300] (mb 0
+//                       combine), qd [300,400], qc [500,600] (mb 1)
+//   stream 0 (compute): pe [100,200] (mb 0 experts), qe [400,500] (mb 1)
+// Each op waits for the one before it in its micro-batch (op deps). The
+// replay is exact: 600.
+// overlap=on: one pair (mb 0, mb 1), one segment each; offsets in the
+// segment: d 0, e 100, c 200. Stream 1: pd, qd, pc, qc (ties: mb 0 first);
+// stream 0: pe, qe. pd [0,100]; qd after pd [100,200]; pe after pd
+// [100,200]; pc after pe and qd [200,300]; qe after qd and pe [200,300];
+// qc after qe and pc [300,400]. The iteration: 600 -> 400.
+const std::string kTwoMicroBatches = trace_text(
+    {"0 compute", "1 comm"},
+    {{"dispatch_all_to_all", 1, 0, "fwd", 0, 0, 100, "ncclDevKernel_SendRecv"},
+     {"expert_ffn", 0, 0, "fwd", 0, 100, 200, "Sm90_Grouped_Gemm_bf16"},
+     {"combine_all_to_all", 1, 0, "fwd", 0, 200, 300, "ncclDevKernel_SendRecv"},
+     {"dispatch_all_to_all", 1, 0, "fwd", 1, 300, 400, "ncclDevKernel_SendRecv"},
+     {"expert_ffn", 0, 0, "fwd", 1, 400, 500, "Sm90_Grouped_Gemm_bf16"},
+     {"combine_all_to_all", 1, 0, "fwd", 1, 500, 600, "ncclDevKernel_SendRecv"}},
+    "dep op=2 on=1\ndep op=3 on=2\ndep op=5 on=4\ndep op=6 on=5\n");
+
+TEST(WhatIfOverlapOn, TwoMicroBatchesRunSideBySide) {
+  const auto t = testing::load_text_trace("overlap-on.db", kTwoMicroBatches);
+  EXPECT_EQ(replay(t).max_iteration_error, 0.0);
+  const auto o = overlap_on(t);
+  EXPECT_EQ(o.unresolved, 0u);
+  EXPECT_EQ(o.result.instances_changed, 2);
+  EXPECT_EQ(start_after(t, o.graph, o.times, 0), 0);      // pd
+  EXPECT_EQ(start_after(t, o.graph, o.times, 300), 100);  // qd beside pe
+  EXPECT_EQ(start_after(t, o.graph, o.times, 100), 100);  // pe
+  EXPECT_EQ(start_after(t, o.graph, o.times, 200), 200);  // pc beside qe
+  EXPECT_EQ(start_after(t, o.graph, o.times, 400), 200);  // qe
+  EXPECT_EQ(start_after(t, o.graph, o.times, 500), 300);  // qc
+
+  GraphWhatIfs w;
+  parse_graph_what_if("overlap=on", w);
+  const auto p = replay_with_what_ifs(t, w, RecommendOptions{});
+  ASSERT_EQ(p.summary.iterations.size(), 1u);
+  EXPECT_EQ(p.summary.iterations[0].measured_ns, 600 * kNsPerUs);
+  EXPECT_EQ(p.summary.iterations[0].predicted_ns, 400 * kNsPerUs);
+  EXPECT_EQ(p.predicted_unresolved, 0);
+}
+
+// The same trace without micro-batches: nothing is independent, nothing
+// changes, and the result says why.
+TEST(WhatIfOverlapOn, NoMicroBatchesNoChange) {
+  std::string text = kTwoMicroBatches;
+  for (auto pos = text.find(" micro_batch="); pos != std::string::npos; pos = text.find(" micro_batch="))
+    text.erase(pos, std::string(" micro_batch=0").size());
+  const auto t = testing::load_text_trace("overlap-none.db", text);
+  const auto o = overlap_on(t);
+  EXPECT_EQ(o.result.instances_changed, 0);
+  // (the other notes say where the cost model came from)
+  EXPECT_EQ(std::count_if(o.result.notes.begin(), o.result.notes.end(),
+                          [](const std::string& n) { return n.find("names no micro-batches") != std::string::npos; }),
+            1);
+  for (std::int64_t s : {0, 100, 200, 300, 400, 500}) EXPECT_EQ(start_after(t, o.graph, o.times, s), s);
+}
+
+// 1F1B's steady state on one stream: micro-batch 1's forward through two
+// MoE layers, a pipeline send, micro-batch 0's backward through them (us;
+// every op on stream 0, one after the other, gap 0; d dispatch, e experts,
+// c combine; a attention, not part of a MoE layer):
+//   forward mb 1:  a [0,100] d [100,150] e [150,250] c [250,300]      (layer 0)
+//                  a [300,400] d [400,450] e [450,550] c [550,600]    (layer 1)
+//   send [600,650]
+//   backward mb 0: c [650,700] e [700,900] d [900,950]                (layer 1)
+//                  a [950,1050] c [1050,1100] e [1100,1300] d [1300,1350] (layer 0)
+//                  a [1350,1450]
+// overlap=on pairs the forward pass with the backward one. A pass runs
+// from its first MoE layer's work to its last's: the first attention (0)
+// comes before it, outside. Segments (offsets from the segment's start):
+// forward 0 = d 0, e 50, c 150 (from 100); forward 1 = a 0, d 100, e 150,
+// c 250 (from 300); backward 0 = c 0, e 50, d 250 (from 650); backward 1 =
+// a 0, c 100, e 150, d 350 (from 950). The send is between them: last. The
+// last attention (1350) follows the backward's last layer: outside.
+// Communication ran on the computation's stream: it takes a lane of its own.
+// Comm lane (segment, offset, forward first on ties): Fd0, Bc0, Fc0, Bd0,
+// Fd1, Bc1, Fc1, Bd1, send. Compute lane: Fe0, Be0, Fa1, Ba1, Fe1, Be1.
+// Both lanes follow the first attention. Each pass keeps its own order.
+// Replay:
+//   Fa0 [0,100]; Fd0 [100,150]; Bc0 after Fd0 [150,200]; Fe0 after Fa0,
+//   Fd0 [150,250]; Be0 after Fe0, Bc0 [250,450]; Fc0 after Bc0, Fe0
+//   [250,300]; Bd0 after Fc0, Be0 [450,500]; Fa1 after Be0, Fc0 [450,550];
+//   Ba1 after Fa1, Bd0 [550,650]; Fd1 after Bd0, Fa1 [550,600]; Bc1 after
+//   Fd1, Ba1 [650,700]; Fe1 after Ba1, Fd1 [650,750]; Fc1 after Bc1, Fe1
+//   [750,800]; Be1 after Fe1, Bc1 [750,950]; Bd1 after Fc1, Be1 [950,1000];
+//   send after Bd1 [1000,1050]; the last attention after both lanes
+//   [1050,1150].
+// The iteration: 1450 -> 1150.
+const std::string kOneFOneB = trace_text(
+    {"0 compute"},
+    {{"attention", 0, 0, "fwd", 1, 0, 100, "flash_fwd_kernel"},
+     {"dispatch_all_to_all", 0, 0, "fwd", 1, 100, 150, "ncclKernel_AllToAll"},
+     {"expert_ffn", 0, 0, "fwd", 1, 150, 250, "cutlass_grouped_gemm"},
+     {"combine_all_to_all", 0, 0, "fwd", 1, 250, 300, "ncclKernel_AllToAll"},
+     {"attention", 0, 1, "fwd", 1, 300, 400, "flash_fwd_kernel"},
+     {"dispatch_all_to_all", 0, 1, "fwd", 1, 400, 450, "ncclKernel_AllToAll"},
+     {"expert_ffn", 0, 1, "fwd", 1, 450, 550, "cutlass_grouped_gemm"},
+     {"combine_all_to_all", 0, 1, "fwd", 1, 550, 600, "ncclKernel_AllToAll"},
+     {"pipeline_send", 0, -1, "fwd", 1, 600, 650, "ncclKernel_SendRecv"},
+     {"combine_all_to_all", 0, 1, "bwd", 0, 650, 700, "ncclKernel_AllToAll"},
+     {"expert_ffn", 0, 1, "bwd", 0, 700, 900, "cutlass_grouped_gemm_dgrad"},
+     {"dispatch_all_to_all", 0, 1, "bwd", 0, 900, 950, "ncclKernel_AllToAll"},
+     {"attention", 0, 1, "bwd", 0, 950, 1050, "flash_bwd_kernel"},
+     {"combine_all_to_all", 0, 0, "bwd", 0, 1050, 1100, "ncclKernel_AllToAll"},
+     {"expert_ffn", 0, 0, "bwd", 0, 1100, 1300, "cutlass_grouped_gemm_dgrad"},
+     {"dispatch_all_to_all", 0, 0, "bwd", 0, 1300, 1350, "ncclKernel_AllToAll"},
+     {"attention", 0, 0, "bwd", 0, 1350, 1450, "flash_bwd_kernel"}});
+
+TEST(WhatIfOverlapOn, OneFOneBForwardBesideBackward) {
+  const auto t = testing::load_text_trace("overlap-1f1b.db", kOneFOneB);
+  EXPECT_EQ(replay(t).max_iteration_error, 0.0);
+  const auto o = overlap_on(t);
+  EXPECT_EQ(o.unresolved, 0u);
+  EXPECT_EQ(o.result.instances_changed, 4);
+  ASSERT_EQ(o.result.applied.size(), 1u);
+  EXPECT_NE(o.result.applied[0].find("takes a stream of its own"), std::string::npos) << o.result.applied[0];
+  // measured start -> replayed start, in the order of the comment above
+  const std::vector<std::pair<std::int64_t, std::int64_t>> expected = {
+      {0, 0},      {100, 100},  {650, 150},  {150, 150},  {700, 250},   {250, 250},
+      {900, 450},  {300, 450},  {950, 550},  {400, 550},  {1050, 650},  {450, 650},
+      {550, 750},  {1100, 750}, {1300, 950}, {600, 1000}, {1350, 1050}};
+  for (const auto& [measured, replayed] : expected)
+    EXPECT_EQ(start_after(t, o.graph, o.times, measured), replayed) << "the activity measured at " << measured;
+
+  GraphWhatIfs w;
+  parse_graph_what_if("overlap=on", w);
+  const auto p = replay_with_what_ifs(t, w, RecommendOptions{});
+  ASSERT_EQ(p.summary.iterations.size(), 1u);
+  EXPECT_EQ(p.summary.iterations[0].measured_ns, 1450 * kNsPerUs);
+  EXPECT_EQ(p.summary.iterations[0].predicted_ns, 1150 * kNsPerUs);
+}
+
+}  // namespace
+}  // namespace moetrace::analyzer
