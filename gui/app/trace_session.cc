@@ -5,6 +5,7 @@
 #include <QtConcurrent/QtConcurrentRun>
 #include <chrono>
 #include <cstdlib>
+#include <ctime>
 
 #include "moetrace/analyzer/run_loader.h"
 #include "moetrace/schema/error.h"
@@ -14,6 +15,12 @@ namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
 }
 
 // Every failure becomes one line. moetrace::Error already is one ("<path>:
@@ -50,6 +57,7 @@ std::shared_ptr<const LoadedTrace> TraceSession::load(const QStringList& paths,
   const auto files = analyzer::expand_trace_paths(args);
   out->path = QString::fromStdString(analyzer::describe_paths(files));
   const auto t0 = std::chrono::steady_clock::now();
+  const double c0 = process_cpu_seconds();
   analyzer::RunLoadOptions ro;
   // MoE recognition rules of the user for traces of other tools (as
   // `moetrace report --moe-rules FILE`).
@@ -64,6 +72,8 @@ std::shared_ptr<const LoadedTrace> TraceSession::load(const QStringList& paths,
   if (out->trace->files)
     for (const auto& w : out->trace->files->warnings()) out->warnings.push_back(QString::fromStdString(w));
   out->load_seconds = seconds_since(t0);
+  const double c1 = process_cpu_seconds();
+  out->load_cpu_seconds = c1 - c0;
   const auto t1 = std::chrono::steady_clock::now();
   BuildOptions bo;
   bo.progress = [&](std::string_view stage, double f) {
@@ -71,6 +81,7 @@ std::shared_ptr<const LoadedTrace> TraceSession::load(const QStringList& paths,
   };
   out->model = TimelineModel::build(out->trace, bo);
   out->model_seconds = seconds_since(t1);
+  out->model_cpu_seconds = process_cpu_seconds() - c1;
   return out;
 }
 

@@ -29,6 +29,9 @@ struct LoadedTrace {
   std::shared_ptr<const TimelineModel> model;
   double load_seconds = 0;    // load_trace
   double model_seconds = 0;   // timeline model and pyramids
+  // CPU time of the process over each stage (every thread's: both stages
+  // may use several).
+  double load_cpu_seconds = 0, model_cpu_seconds = 0;
 };
 
 struct TraceAnalyses {

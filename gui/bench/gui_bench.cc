@@ -6,7 +6,10 @@
 // thread's part, widget render into an image: rows, labels, gutter, ruler).
 //
 //   gui_bench [--events N ...] [--trace PATH] [--dir DIR] [--keep]
-//             [--size WxH] [--frames N] [--replay]
+//             [--size WxH] [--frames N] [--replay] [--open-only]
+//
+// --open-only: only open the trace (load_trace, the timeline model): its
+// wall and CPU time and memory; no analyses, no frames.
 //
 // --replay: then the trace's replay as View > Show replay computes it
 // (compute_replay: execution graph, replayed trace, the replayed tracks),
@@ -171,27 +174,34 @@ void run_replay(gui::TimelineView& view, const std::shared_ptr<const gui::Timeli
   for (double zoom : {1.0, 100.0, 1e4}) pan_row(view, img, start, span, zoom, frames);
 }
 
-int run(const std::string& path, int width, int height, int frames, bool replay) {
+int run(const std::string& path, int width, int height, int frames, bool replay, bool open_only) {
   const double rss0 = proc_status_mib("VmRSS:");
   auto t0 = Clock::now();
+  double c0 = process_cpu_ms();
   auto loaded = gui::TraceSession::load(QStringList{QString::fromStdString(path)}, {});
-  const double open_ms = ms_since(t0);
-  const double rss_loaded = proc_status_mib("VmRSS:");
+  const double open_ms = ms_since(t0), open_cpu_ms = process_cpu_ms() - c0;
+  const double rss_loaded = proc_status_mib("VmRSS:"), peak_loaded = proc_status_mib("VmHWM:");
   const auto& trace = *loaded->trace;
   const auto& model = *loaded->model;
-  t0 = Clock::now();
-  auto analyses = gui::TraceSession::analyse(*loaded);
-  const double analyse_ms = ms_since(t0);
 
   std::printf("\n### %s\n\n", std::filesystem::path(path).filename().c_str());
   std::printf("- events: %s (%zu activities, %zu op ranges, %zu API calls, %zu memory events), %zu ranks, %zu rows\n",
               gui::format_count(trace.event_count()).c_str(), trace.activities.size(), trace.ops.size(),
               trace.api_calls.size(), trace.memory_events.size(), model.groups().size(), model.rows().size());
-  std::printf("- open: %.2f s = load_trace %.2f s + timeline model and pyramids %.2f s; breakdown etc. in the background %.2f s\n",
-              open_ms / 1e3, loaded->load_seconds, loaded->model_seconds, analyse_ms / 1e3);
+  std::printf("- open: %.2f s = load_trace %.2f s + timeline model and pyramids %.2f s (%.2f M events/s loaded); "
+              "CPU %.2f s = %.2f s + %.2f s (load average %.1f)\n",
+              open_ms / 1e3, loaded->load_seconds, loaded->model_seconds,
+              static_cast<double>(trace.event_count()) / loaded->load_seconds / 1e6, open_cpu_ms / 1e3,
+              loaded->load_cpu_seconds, loaded->model_cpu_seconds, load_average());
   std::printf("- memory: RSS %.0f MiB after opening (%.0f MiB before; %.1f bytes/event), peak %.0f MiB; timeline model %.0f MiB\n",
               rss_loaded, rss0, (rss_loaded - rss0) * 1048576.0 / static_cast<double>(trace.event_count()),
-              proc_status_mib("VmHWM:"), static_cast<double>(model.memory_bytes()) / 1048576.0);
+              peak_loaded, static_cast<double>(model.memory_bytes()) / 1048576.0);
+  if (open_only) return 0;
+  t0 = Clock::now();
+  c0 = process_cpu_ms();
+  auto analyses = gui::TraceSession::analyse(*loaded);
+  std::printf("- analyses (breakdown etc., in the background once open): %.2f s, CPU %.2f s; peak %.0f MiB\n",
+              ms_since(t0) / 1e3, (process_cpu_ms() - c0) / 1e3, proc_status_mib("VmHWM:"));
 
   gui::TimelineView view;
   view.resize(width, height);
@@ -244,7 +254,7 @@ int main(int argc, char** argv) {
   std::vector<std::int64_t> sizes;
   std::vector<std::string> traces;
   std::string dir = std::filesystem::temp_directory_path().string();
-  bool keep = false, replay = false;
+  bool keep = false, replay = false, open_only = false;
   int width = 1920, height = 1080, frames = 40;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--events") && i + 1 < argc) sizes.push_back(std::stoll(argv[++i]));
@@ -252,12 +262,13 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
     else if (!std::strcmp(argv[i], "--keep")) keep = true;
     else if (!std::strcmp(argv[i], "--replay")) replay = true;
+    else if (!std::strcmp(argv[i], "--open-only")) open_only = true;
     else if (!std::strcmp(argv[i], "--frames") && i + 1 < argc) frames = std::max(1, std::atoi(argv[++i]));
     else if (!std::strcmp(argv[i], "--size") && i + 1 < argc && std::sscanf(argv[i + 1], "%dx%d", &width, &height) == 2) ++i;
     else {
       std::fprintf(stderr,
                    "usage: gui_bench [--events N ...] [--trace PATH ...] [--dir DIR] [--keep] [--size WxH] [--frames N] "
-                   "[--replay]\n");
+                   "[--replay] [--open-only]\n");
       return 2;
     }
   }
@@ -265,7 +276,7 @@ int main(int argc, char** argv) {
   QApplication app(argc, argv);
   std::printf("gui_bench on %s, %u hardware threads\n", cpu_model().c_str(), std::thread::hardware_concurrency());
   try {
-    for (const auto& t : traces) run(t, width, height, frames, replay);
+    for (const auto& t : traces) run(t, width, height, frames, replay, open_only);
     for (const auto n : sizes) {
       synthetic::SyntheticConfig c;
       c.ranks = 8;
@@ -277,7 +288,7 @@ int main(int argc, char** argv) {
         const auto w = synthetic::write_synthetic_trace(path, c);
         std::printf("\n(wrote %s: %lld events in %.1f s)\n", path.c_str(), static_cast<long long>(w.events), w.seconds);
       }
-      run(path, width, height, frames, replay);
+      run(path, width, height, frames, replay, open_only);
       if (!keep) std::filesystem::remove(path);
     }
   } catch (const std::exception& e) {

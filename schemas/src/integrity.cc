@@ -59,12 +59,22 @@ void RowHash::add_column(const sqlite::Statement& st, int column, int position) 
   // One sqlite3_column_value per column, then its type and value from it
   // (half the calls of sqlite3_column_type and a typed sqlite3_column_*).
   sqlite3_value* v = sqlite3_column_value(st.handle(), column);
-  switch (sqlite3_value_type(v)) {
-    case SQLITE_INTEGER: add_int(position, sqlite3_value_int64(v)); break;
+  const int type = sqlite3_value_type(v);
+  add_value(position, type, type == SQLITE_INTEGER ? sqlite3_value_int64(v) : 0, v);
+}
+
+void RowHash::add_column(const sqlite::Row& row, int column, int position) {
+  add_value(position, row.type(column), row.type(column) == sqlite::Row::kInteger ? row.int64(column) : 0,
+            row.value(column));
+}
+
+void RowHash::add_value(int position, int type, std::int64_t i, sqlite3_value* v) {
+  switch (type) {
+    case SQLITE_INTEGER: add_int(position, i); break;
     case SQLITE_FLOAT: add_real(position, sqlite3_value_double(v)); break;
     case SQLITE_TEXT:
     case SQLITE_BLOB: {
-      const bool text = sqlite3_value_type(v) == SQLITE_TEXT;
+      const bool text = type == SQLITE_TEXT;
       const auto* p = static_cast<const char*>(text ? static_cast<const void*>(sqlite3_value_text(v)) : sqlite3_value_blob(v));
       const std::string_view bytes(p ? p : "", static_cast<std::size_t>(sqlite3_value_bytes(v)));
       if (text) add_text(position, bytes);
@@ -80,6 +90,12 @@ std::uint64_t RowHash::value() const { return mix64(sum_); }
 void TableDigest::add_row(const sqlite::Statement& st, int columns) {
   RowHash h;
   for (int c = 0; c < columns; ++c) h.add_column(st, c, c);
+  add(h.value());
+}
+
+void TableDigest::add_row(const sqlite::Row& row, int columns) {
+  RowHash h;
+  for (int c = 0; c < columns; ++c) h.add_column(row, c, c);
   add(h.value());
 }
 

@@ -139,4 +139,25 @@ std::string_view Statement::text(int col) const {
 }
 bool Statement::is_null(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
 
+static_assert(Row::kInteger == SQLITE_INTEGER && Row::kFloat == SQLITE_FLOAT && Row::kText == SQLITE_TEXT &&
+              Row::kBlob == SQLITE_BLOB && Row::kNull == SQLITE_NULL);
+
+void Row::fetch(const Statement& st, int n) {
+  n_ = n;
+  for (int c = 0; c < n; ++c) {
+    sqlite3_value* v = sqlite3_column_value(st.handle(), c);
+    const int t = sqlite3_value_type(v);
+    value_[c] = v;
+    type_[c] = static_cast<unsigned char>(t);
+    int_[c] = t == SQLITE_INTEGER ? sqlite3_value_int64(v) : 0;
+  }
+}
+
+std::int64_t Row::converted(int col) const { return sqlite3_value_int64(value_[col]); }
+double Row::real(int col) const { return sqlite3_value_double(value_[col]); }
+std::string_view Row::text(int col) const {
+  const auto* p = reinterpret_cast<const char*>(sqlite3_value_text(value_[col]));
+  return p ? std::string_view(p, static_cast<std::size_t>(sqlite3_value_bytes(value_[col]))) : std::string_view();
+}
+
 }  // namespace moetrace::sqlite

@@ -69,8 +69,8 @@ void TraceLoader::take_imported() {
     trace_.streams.push_back({st.id, st.rank, DeviceId(id32(st.device.value)), id(st.native_id), st.role, st.name});
 
   progress("activities", 0.3);
-  trace_.activities.reserve(in.kernels.size() + in.memcpys.size() + in.memsets.size());
-  activity_op_ids_.reserve(trace_.activities.capacity());
+  reserve_huge(trace_.activities, in.kernels.size() + in.memcpys.size() + in.memsets.size());
+  reserve_huge(activity_op_ids_, trace_.activities.capacity());
   std::map<instrument::LaunchConfigKey, std::int32_t> launches;  // numbered as the writer numbers them
   // What kernels, copies and memsets share; the caller adds the rest.
   const auto activity = [&](ActivityType type, const auto& r) {
@@ -146,7 +146,7 @@ void TraceLoader::take_imported() {
 
   progress("host events", 0.6);
   if (options_.api_calls) {
-    trace_.api_calls.reserve(in.api_calls.size());
+    reserve_huge(trace_.api_calls, in.api_calls.size());
     for (const auto& c : in.api_calls)
       trace_.api_calls.push_back({c.start_ns, c.end_ns, c.correlation_id, c.thread_id, c.rank, c.name, c.api,
                                   c.return_code});
@@ -157,7 +157,7 @@ void TraceLoader::take_imported() {
     sort_sync_events();
   }
   if (options_.nvtx) {
-    trace_.nvtx.reserve(in.nvtx.size());
+    reserve_huge(trace_.nvtx, in.nvtx.size());
     std::int64_t next_id = 1;  // the rowids the file gives the rows
     for (const auto& r : in.nvtx) {
       NvtxRange n;

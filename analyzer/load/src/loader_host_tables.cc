@@ -29,20 +29,21 @@ void TraceLoader::load_api_calls() {
   auto st = db_.prepare(
       "SELECT rank, thread_id, start_ns, end_ns, api, name_id, correlation_id, return_code "
       "FROM api_calls");
-  trace_.api_calls.reserve(trace_.api_calls.size() + recorded_rows("api_calls"));
+  reserve_huge(trace_.api_calls, trace_.api_calls.size() + recorded_rows("api_calls"));
   auto* api_calls_digest = digest("api_calls");
-  while (st.step()) {
-    if (api_calls_digest) api_calls_digest->add_row(st, 8);
+  sqlite::Row row;
+  while (row.step(st, 8)) {
+    if (api_calls_digest) api_calls_digest->add_row(row, 8);
     ApiCall a;
-    a.rank = checked_rank(st.int64(0), "api_calls");
-    a.thread_id = st.int64(1);
-    a.start_ns = st.int64(2);
-    a.end_ns = st.int64(3);
+    a.rank = checked_rank(row.int64(0), "api_calls");
+    a.thread_id = row.int64(1);
+    a.start_ns = row.int64(2);
+    a.end_ns = row.int64(3);
     check_times(a.start_ns, a.end_ns, "api_calls");
-    a.api = static_cast<schema::ApiKind>(checked_enum(st.int64(4), 1, 2, "api_calls", "api"));
-    a.name = checked_string(st.int64(5), "api_calls");
-    a.correlation_id = st.int64(6);
-    a.return_code = static_cast<std::int32_t>(st.int64_or(7, 0));
+    a.api = static_cast<schema::ApiKind>(checked_enum(row.int64(4), 1, 2, "api_calls", "api"));
+    a.name = checked_string(row.int64(5), "api_calls");
+    a.correlation_id = row.int64(6);
+    a.return_code = static_cast<std::int32_t>(row.int64_or(7, 0));
     trace_.api_calls.push_back(a);
     step_progress("api calls");
   }
@@ -82,32 +83,35 @@ void TraceLoader::sort_sync_events() {
 }
 
 void TraceLoader::sort_api_calls() {
-  std::stable_sort(trace_.api_calls.begin(), trace_.api_calls.end(),
-                   [](const ApiCall& a, const ApiCall& b) {
-                     return std::tie(a.correlation_id, a.rank) < std::tie(b.correlation_id, b.rank);
-                   });
+  const auto before = [](const ApiCall& a, const ApiCall& b) {
+    return std::tie(a.correlation_id, a.rank) < std::tie(b.correlation_id, b.rank);
+  };
+  // Writers that number calls across ranks store them in order already.
+  if (!std::is_sorted(trace_.api_calls.begin(), trace_.api_calls.end(), before))
+    std::stable_sort(trace_.api_calls.begin(), trace_.api_calls.end(), before);
 }
 
 void TraceLoader::load_nvtx() {
   auto st = db_.prepare(
       "SELECT rank, thread_id, start_ns, end_ns, domain_id, name_id, category, color, payload_int, "
       "payload_double, id FROM nvtx_ranges");
-  trace_.nvtx.reserve(trace_.nvtx.size() + recorded_rows("nvtx_ranges"));
+  reserve_huge(trace_.nvtx, trace_.nvtx.size() + recorded_rows("nvtx_ranges"));
   auto* nvtx_ranges_digest = digest("nvtx_ranges");
-  while (st.step()) {
-    if (nvtx_ranges_digest) nvtx_ranges_digest->add_row(st, 11);  // the rowid last, as the writer hashes it
+  sqlite::Row row;
+  while (row.step(st, 11)) {
+    if (nvtx_ranges_digest) nvtx_ranges_digest->add_row(row, 11);  // the rowid last, as the writer hashes it
     NvtxRange r;
-    r.id = st.int64(10);
-    r.rank = checked_rank(st.int64(0), "nvtx_ranges");
-    r.thread_id = st.int64(1);
-    r.start_ns = st.int64(2);
-    r.end_ns = st.int64_or(3, -1);
+    r.id = row.int64(10);
+    r.rank = checked_rank(row.int64(0), "nvtx_ranges");
+    r.thread_id = row.int64(1);
+    r.start_ns = row.int64(2);
+    r.end_ns = row.int64_or(3, -1);
     if (r.end_ns >= 0) check_times(r.start_ns, r.end_ns, "nvtx_ranges");
-    r.domain = st.is_null(4) ? StringId() : checked_string(st.int64(4), "nvtx_ranges");
-    r.name = checked_string(st.int64(5), "nvtx_ranges");
-    r.category = static_cast<std::int32_t>(st.int64_or(6, -1));
-    r.has_payload_int = !st.is_null(8);
-    r.payload_int = st.int64_or(8, 0);
+    r.domain = row.is_null(4) ? StringId() : checked_string(row.int64(4), "nvtx_ranges");
+    r.name = checked_string(row.int64(5), "nvtx_ranges");
+    r.category = static_cast<std::int32_t>(row.int64_or(6, -1));
+    r.has_payload_int = !row.is_null(8);
+    r.payload_int = row.int64_or(8, 0);
     trace_.nvtx.push_back(r);
     step_progress("nvtx");
   }
@@ -126,16 +130,18 @@ void TraceLoader::load_memory() {
       "SELECT rank, ts_ns, kind, address, bytes, memory_kind, stream_id, correlation_id, buffer_id, id "
       "FROM memory_events");
   auto* memory_events_digest = digest("memory_events");
-  while (st.step()) {
-    if (memory_events_digest) memory_events_digest->add_row(st, 10);
+  reserve_huge(trace_.memory_events, recorded_rows("memory_events"));
+  sqlite::Row row;
+  while (row.step(st, 10)) {
+    if (memory_events_digest) memory_events_digest->add_row(row, 10);
     MemoryEvent e;
-    e.rank = checked_rank(st.int64(0), "memory_events");
-    e.ts_ns = st.int64(1);
-    e.alloc = checked_enum(st.int64(2), 0, 1, "memory_events", "kind") != 0;
-    e.address = static_cast<std::uint64_t>(st.int64(3));
-    e.bytes = st.int64(4);
-    e.memory_kind = static_cast<schema::MemoryKind>(checked_enum(st.int64(5), 0, 4, "memory_events", "memory_kind"));
-    e.buffer = BufferId(st.int64_or(8, -1));
+    e.rank = checked_rank(row.int64(0), "memory_events");
+    e.ts_ns = row.int64(1);
+    e.alloc = checked_enum(row.int64(2), 0, 1, "memory_events", "kind") != 0;
+    e.address = static_cast<std::uint64_t>(row.int64(3));
+    e.bytes = row.int64(4);
+    e.memory_kind = static_cast<schema::MemoryKind>(checked_enum(row.int64(5), 0, 4, "memory_events", "memory_kind"));
+    e.buffer = BufferId(row.int64_or(8, -1));
     trace_.memory_events.push_back(e);
     step_progress("memory");
   }
@@ -175,14 +181,16 @@ void TraceLoader::load_moe_tables() {
       "SELECT iteration, layer, src_rank, expert, tokens FROM expert_load "
       "ORDER BY iteration, layer, src_rank, expert");
   auto* expert_load_digest = digest("expert_load");
-  while (l.step()) {
-    if (expert_load_digest) expert_load_digest->add_row(l, 5);
+  reserve_huge(trace_.expert_load, recorded_rows("expert_load"));
+  sqlite::Row row;
+  while (row.step(l, 5)) {
+    if (expert_load_digest) expert_load_digest->add_row(row, 5);
     ExpertLoad e;
-    e.iteration = static_cast<std::int32_t>(l.int64(0));
-    e.layer = static_cast<std::int32_t>(l.int64(1));
-    e.src_rank = static_cast<std::int32_t>(l.int64(2));
-    e.expert = static_cast<std::int32_t>(l.int64(3));
-    e.tokens = l.int64(4);
+    e.iteration = static_cast<std::int32_t>(row.int64(0));
+    e.layer = static_cast<std::int32_t>(row.int64(1));
+    e.src_rank = static_cast<std::int32_t>(row.int64(2));
+    e.expert = static_cast<std::int32_t>(row.int64(3));
+    e.tokens = row.int64(4);
     if (e.tokens < 0) throw Error(trace_.run.path + ": expert_load has a negative token count");
     check_index(e.expert, "expert_load", "expert");
     if (e.src_rank != -1) check_index(e.src_rank, "expert_load", "src_rank");  // -1: per-expert totals

@@ -41,6 +41,7 @@ void TraceLoader::load_strings() {
       throw Error(trace_.run.path + ": string table is damaged");
     if (id >= 0) trace_.strings[static_cast<std::size_t>(id)] = st.text(1);
   }
+  strings_ = static_cast<std::int64_t>(trace_.strings.size());
   verify("strings");
 }
 
@@ -115,8 +116,8 @@ void TraceLoader::load_activities() {
   auto n = db_.query_int("SELECT (SELECT count(*) FROM kernels) + (SELECT count(*) FROM memcpy)"
                          " + (SELECT count(*) FROM memset)")
                .value_or(0);
-  trace_.activities.reserve(static_cast<std::size_t>(n));
-  std::map<std::int64_t, std::int32_t> launch_index;
+  reserve_huge(trace_.activities, static_cast<std::size_t>(n));
+  std::unordered_map<std::int64_t, std::int32_t> launch_index;  // the first row of an id, as emplace keeps
   auto lc = db_.prepare(
       "SELECT id, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes, registers "
       "FROM launch_configs");
@@ -135,26 +136,35 @@ void TraceLoader::load_activities() {
       "SELECT rank, stream_id, start_ns, end_ns, name_id, correlation_id, launch_id, op_id "
       "FROM kernels");
   verify("launch_configs");
+  reserve_huge(activity_op_ids_, trace_.activities.capacity());
   auto* kernels_digest = digest("kernels");
-  while (k.step()) {
-    if (kernels_digest) kernels_digest->add_row(k, 8);
+  sqlite::Row row;
+  std::int64_t last_launch = -1;  // the previous kernel's launch config id and index
+  std::int32_t last_launch_index = -1;
+  while (row.step(k, 8)) {
+    if (kernels_digest) kernels_digest->add_row(row, 8);
     Activity a;
     a.type = ActivityType::kKernel;
-    a.rank = checked_rank(k.int64(0), "kernels");
-    a.stream = stream_slot(k.int64(1), a.rank);
-    a.start_ns = k.int64(2);
-    a.end_ns = k.int64(3);
+    a.rank = checked_rank(row.int64(0), "kernels");
+    a.stream = stream_slot(row.int64(1), a.rank);
+    a.start_ns = row.int64(2);
+    a.end_ns = row.int64(3);
     check_times(a.start_ns, a.end_ns, "kernels");
-    a.name = checked_string(k.int64(4), "kernels");
-    a.correlation_id = k.int64_or(5, 0);
-    if (!k.is_null(6)) {
-      auto it = launch_index.find(k.int64(6));
-      if (it == launch_index.end())
-        throw Error(trace_.run.path + ": kernels names launch config " +
-                    std::to_string(k.int64(6)) + " that launch_configs lacks; damaged trace");
-      a.launch = it->second;
+    a.name = checked_string(row.int64(4), "kernels");
+    a.correlation_id = row.int64_or(5, 0);
+    if (!row.is_null(6)) {
+      const auto id = row.int64(6);
+      if (id != last_launch || last_launch_index < 0) {
+        auto it = launch_index.find(id);
+        if (it == launch_index.end())
+          throw Error(trace_.run.path + ": kernels names launch config " + std::to_string(id) +
+                      " that launch_configs lacks; damaged trace");
+        last_launch = id;
+        last_launch_index = it->second;
+      }
+      a.launch = last_launch_index;
     }
-    activity_op_ids_.push_back(k.int64_or(7, -1));
+    activity_op_ids_.push_back(row.int64_or(7, -1));
     trace_.activities.push_back(a);
     step_progress("kernels");
   }
@@ -163,21 +173,21 @@ void TraceLoader::load_activities() {
       "op_id FROM memcpy");
   verify("kernels");
   auto* memcpy_digest = digest("memcpy");
-  while (m.step()) {
-    if (memcpy_digest) memcpy_digest->add_row(m, 10);
+  while (row.step(m, 10)) {
+    if (memcpy_digest) memcpy_digest->add_row(row, 10);
     Activity a;
     a.type = ActivityType::kMemcpy;
-    a.rank = checked_rank(m.int64(0), "memcpy");
-    a.stream = stream_slot(m.int64(1), a.rank);
-    a.start_ns = m.int64(2);
-    a.end_ns = m.int64(3);
+    a.rank = checked_rank(row.int64(0), "memcpy");
+    a.stream = stream_slot(row.int64(1), a.rank);
+    a.start_ns = row.int64(2);
+    a.end_ns = row.int64(3);
     check_times(a.start_ns, a.end_ns, "memcpy");
-    a.bytes = m.int64(4);
-    a.copy_kind = static_cast<std::uint8_t>(checked_enum(m.int64(5), 0, 10, "memcpy", "copy_kind"));
-    a.src_kind = static_cast<std::uint8_t>(checked_enum(m.int64_or(6, 0), 0, 4, "memcpy", "src_kind"));
-    a.dst_kind = static_cast<std::uint8_t>(checked_enum(m.int64_or(7, 0), 0, 4, "memcpy", "dst_kind"));
-    a.correlation_id = m.int64_or(8, 0);
-    activity_op_ids_.push_back(m.int64_or(9, -1));
+    a.bytes = row.int64(4);
+    a.copy_kind = static_cast<std::uint8_t>(checked_enum(row.int64(5), 0, 10, "memcpy", "copy_kind"));
+    a.src_kind = static_cast<std::uint8_t>(checked_enum(row.int64_or(6, 0), 0, 4, "memcpy", "src_kind"));
+    a.dst_kind = static_cast<std::uint8_t>(checked_enum(row.int64_or(7, 0), 0, 4, "memcpy", "dst_kind"));
+    a.correlation_id = row.int64_or(8, 0);
+    activity_op_ids_.push_back(row.int64_or(9, -1));
     trace_.activities.push_back(a);
     step_progress("memcpy");
   }
@@ -185,18 +195,18 @@ void TraceLoader::load_activities() {
       "SELECT rank, stream_id, start_ns, end_ns, bytes, value, correlation_id, op_id FROM memset");
   verify("memcpy");
   auto* memset_digest = digest("memset");
-  while (s.step()) {
-    if (memset_digest) memset_digest->add_row(s, 8);
+  while (row.step(s, 8)) {
+    if (memset_digest) memset_digest->add_row(row, 8);
     Activity a;
     a.type = ActivityType::kMemset;
-    a.rank = checked_rank(s.int64(0), "memset");
-    a.stream = stream_slot(s.int64(1), a.rank);
-    a.start_ns = s.int64(2);
-    a.end_ns = s.int64(3);
+    a.rank = checked_rank(row.int64(0), "memset");
+    a.stream = stream_slot(row.int64(1), a.rank);
+    a.start_ns = row.int64(2);
+    a.end_ns = row.int64(3);
     check_times(a.start_ns, a.end_ns, "memset");
-    a.bytes = s.int64(4);
-    a.correlation_id = s.int64_or(6, 0);
-    activity_op_ids_.push_back(s.int64_or(7, -1));
+    a.bytes = row.int64(4);
+    a.correlation_id = row.int64_or(6, 0);
+    activity_op_ids_.push_back(row.int64_or(7, -1));
     trace_.activities.push_back(a);
     step_progress("memset");
   }
@@ -205,7 +215,8 @@ void TraceLoader::load_activities() {
 
 void TraceLoader::load_ops() {
   auto n = db_.query_int("SELECT count(*) FROM op_ranges").value_or(0);
-  trace_.ops.reserve(static_cast<std::size_t>(n));
+  reserve_huge(trace_.ops, static_cast<std::size_t>(n));
+  if (defer_op_streams_) op_stream_ids_.reserve(trace_.ops.capacity());
   // Since version 2 an op's deps and buffer accesses are on its row: read
   // them in this same pass (load_v1_op_links reads version 1's tables).
   const bool links = trace_.run.schema_version >= 2;
@@ -218,43 +229,45 @@ void TraceLoader::load_ops() {
   std::vector<schema::BufferLink> accesses;
   auto* ops_digest = links ? digest("op_ranges") : nullptr;
   auto* links_digest = links ? digest("op_links") : nullptr;
-  while (st.step()) {
+  sqlite::Row row;
+  while (row.step(st, links ? 20 : 18)) {
     if (ops_digest) {
       schema::RowHash h, l;
-      for (int c = 0; c < schema::kOpLinkColumn; ++c) h.add_column(st, c, c);
+      for (int c = 0; c < schema::kOpLinkColumn; ++c) h.add_column(row, c, c);
       ops_digest->add(h.value());
-      l.add_column(st, 0, 0);
-      l.add_column(st, schema::kOpLinkColumn, 1);
-      l.add_column(st, schema::kOpLinkColumn + 1, 2);
+      l.add_column(row, 0, 0);
+      l.add_column(row, schema::kOpLinkColumn, 1);
+      l.add_column(row, schema::kOpLinkColumn + 1, 2);
       links_digest->add(l.value());
     }
     OpRange op;
-    op.id = OpId(st.int64(0));
-    op.rank = checked_rank(st.int64(1), "op_ranges");
-    op.stream = stream_slot(st.int64(2), op.rank);
-    auto kind = st.int64(3);
+    op.id = OpId(row.int64(0));
+    op.rank = checked_rank(row.int64(1), "op_ranges");
+    if (defer_op_streams_) op_stream_ids_.push_back(row.int64(2));
+    else op.stream = stream_slot(row.int64(2), op.rank);
+    auto kind = row.int64(3);
     if (kind < 0 || static_cast<std::size_t>(kind) >= kinds)
       throw Error(trace_.run.path + ": op_ranges has unknown op kind " + std::to_string(kind) +
                   " (written by a newer moetrace?)");
     op.kind = static_cast<OpKind>(kind);
-    op.name = st.is_null(4) ? StringId() : checked_string(st.int64(4), "op_ranges");
-    op.layer = static_cast<std::int32_t>(st.int64_or(5, -1));
-    op.iteration = static_cast<std::int32_t>(st.int64_or(6, -1));
-    op.micro_batch = static_cast<std::int32_t>(st.int64_or(7, -1));
-    op.chunk = static_cast<std::int32_t>(st.int64_or(8, -1));
-    op.phase = static_cast<Phase>(checked_enum(st.int64(9), 0, 2, "op_ranges", "phase"));
-    op.start_ns = st.int64(10);
-    op.end_ns = st.int64(11);
+    op.name = row.is_null(4) ? StringId() : checked_string(row.int64(4), "op_ranges");
+    op.layer = static_cast<std::int32_t>(row.int64_or(5, -1));
+    op.iteration = static_cast<std::int32_t>(row.int64_or(6, -1));
+    op.micro_batch = static_cast<std::int32_t>(row.int64_or(7, -1));
+    op.chunk = static_cast<std::int32_t>(row.int64_or(8, -1));
+    op.phase = static_cast<Phase>(checked_enum(row.int64(9), 0, 2, "op_ranges", "phase"));
+    op.start_ns = row.int64(10);
+    op.end_ns = row.int64(11);
     check_times(op.start_ns, op.end_ns, "op_ranges");
-    op.launch_start_ns = st.int64_or(12, -1);
-    op.launch_end_ns = st.int64_or(13, -1);
-    op.flops = st.is_null(14) ? -1.0 : st.real(14);
-    op.bytes = st.int64_or(15, -1);
-    op.peer = RankId(static_cast<std::int32_t>(st.int64_or(16, -1)));
-    op.nvtx_id = st.int64_or(17, -1);
+    op.launch_start_ns = row.int64_or(12, -1);
+    op.launch_end_ns = row.int64_or(13, -1);
+    op.flops = row.is_null(14) ? -1.0 : row.real(14);
+    op.bytes = row.int64_or(15, -1);
+    op.peer = RankId(static_cast<std::int32_t>(row.int64_or(16, -1)));
+    op.nvtx_id = row.int64_or(17, -1);
     if (links) {
-      const auto column = [&st](int i) {
-        return st.is_null(i) ? std::nullopt : std::optional<std::string_view>(st.text(i));
+      const auto column = [&row](int i) {
+        return row.is_null(i) ? std::nullopt : std::optional<std::string_view>(row.text(i));
       };
       add_op_links(op.id, column(18), column(19), deps, accesses);
     }

@@ -77,6 +77,7 @@ std::vector<detail::LoadedFile> load_parallel(const std::vector<std::string>& pa
   lo.progress = nullptr;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const auto workers = std::min<std::size_t>(paths.size(), options.threads > 0 ? static_cast<std::size_t>(options.threads) : cores);
+  if (workers > 1 || options.threads == 1) lo.threads = 1;  // the files take the cores
   std::atomic<std::size_t> next{0};
   std::mutex m;
   std::condition_variable cv;
@@ -323,6 +324,7 @@ Trace load_run(const std::vector<std::string>& paths, const RunLoadOptions& opti
   if (paths.size() == 1) {
     LoadOptions lo = options.load;
     if (!lo.progress && options.progress) lo.progress = options.progress;
+    if (options.threads == 1) lo.threads = 1;
     return load_trace(paths.front(), lo);
   }
   auto loaded = load_parallel(paths, options);

@@ -1,12 +1,18 @@
 #include <fmt/format.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <algorithm>
 #include <array>
 #include <ctime>
 #include <cmath>
+#include <exception>
 #include <map>
 #include <optional>
 #include <set>
+#include <thread>
 #include <tuple>
 #include <unordered_map>
 
@@ -32,6 +38,7 @@ Trace TraceLoader::load() {
   if (imported_) take_imported();
   else read_tables();
   build_tracks();
+  release_free_memory();
   trace_.index_launching_calls();
   if (options_.recognize && trace_.ops.empty()) {
     progress("recognising MoE ops", 0.993);
@@ -54,6 +61,15 @@ Trace TraceLoader::load() {
   return std::move(trace_);
 }
 
+void TraceLoader::release_free_memory() {
+#if defined(__GLIBC__)
+  // The tables' rows were read into arrays and the tracks sorted out of
+  // them on other threads: glibc keeps what they freed below its mmap
+  // threshold (tens of MB) in those threads' arenas. Back to the system.
+  malloc_trim(0);
+#endif
+}
+
 void TraceLoader::read_tables() {
   load_run(db_, trace_.run, &read_);
   load_integrity_record();
@@ -63,21 +79,10 @@ void TraceLoader::read_tables() {
   load_strings();
   load_devices_ranks_streams();
   if (options_.progress) count_rows();  // the total only scales the progress fraction
-  load_activities();
-  trace_.classify_kernel_names();
-  load_ops();
-  if (options_.api_calls) {
-    load_api_calls();
-    load_sync_events();
-  }
-  if (options_.nvtx) {
-    load_nvtx();
-    load_autograd();
-    load_input_shapes();
-  }
-  if (options_.memory) load_memory();
-  load_moe_tables();
-  load_collectives();
+  read_event_tables();
+  // Every table is read: the file's pages, mapped into memory as SQLite
+  // read them (as large as the trace itself), go before the tracks are built.
+  db_ = sqlite::Database();
 }
 
 void TraceLoader::load_run(sqlite::Database& db, RunInfo& run, schema::IntegrityRecord* digests) {
@@ -138,28 +143,63 @@ void TraceLoader::build_tracks() {
     t.stream_index_.emplace_back(t.streams[i].id.value, static_cast<std::int32_t>(i));
   std::sort(t.stream_index_.begin(), t.stream_index_.end());
 
-  // Op ids -> indices (ops sorted first, so indices are final).
-  for (auto& op : t.ops) op.stream = new_slot[static_cast<std::size_t>(op.stream)];
-  std::sort(t.ops.begin(), t.ops.end(), op_track_order);
-  t.op_index_.resize(t.ops.size());
-  for (std::size_t i = 0; i < t.ops.size(); ++i)
-    t.op_index_[i] = {t.ops[i].id.value, static_cast<std::int32_t>(i)};
-  std::sort(t.op_index_.begin(), t.op_index_.end());
-  for (std::size_t i = 1; i < t.op_index_.size(); ++i)
-    if (t.op_index_[i].first == t.op_index_[i - 1].first)
-      throw Error(t.run.path + ": op id " + std::to_string(t.op_index_[i].first) +
-                  " appears twice in op_ranges; damaged trace");
-
+  // Each activity's op id rides in its op and launched_by fields while the
+  // activities are sorted (both are set once op ids have indices).
   for (std::size_t i = 0; i < t.activities.size(); ++i) {
     auto& a = t.activities[i];
     a.stream = new_slot[static_cast<std::size_t>(a.stream)];
-    a.op = activity_op_ids_[i] >= 0 ? t.op_index(OpId(activity_op_ids_[i])) : -1;
-    if (activity_op_ids_[i] >= 0 && a.op < 0) ++activities_without_op_;
+    const auto id = static_cast<std::uint64_t>(activity_op_ids_[i]);
+    a.op = static_cast<std::int32_t>(static_cast<std::uint32_t>(id));
+    a.launched_by = static_cast<std::int32_t>(static_cast<std::uint32_t>(id >> 32));
   }
   std::vector<std::int64_t>().swap(activity_op_ids_);
-  std::sort(t.activities.begin(), t.activities.end(), [](const Activity& a, const Activity& b) {
-    return a.stream != b.stream ? a.stream < b.stream : a.start_ns < b.start_ns;
-  });
+  for (auto& op : t.ops) op.stream = new_slot[static_cast<std::size_t>(op.stream)];
+  // The ops' tracks and op-id index (on a second thread where the tables
+  // were read on two), the activities' tracks beside them.
+  auto ops_part = [&t] {
+    sort_into_tracks(t.ops, t.streams.size(), op_track_order);
+    t.op_index_.resize(t.ops.size());
+    for (std::size_t i = 0; i < t.ops.size(); ++i) t.op_index_[i] = {t.ops[i].id.value, static_cast<std::int32_t>(i)};
+    std::sort(t.op_index_.begin(), t.op_index_.end());
+    for (std::size_t i = 1; i < t.op_index_.size(); ++i)
+      if (t.op_index_[i].first == t.op_index_[i - 1].first)
+        throw Error(t.run.path + ": op id " + std::to_string(t.op_index_[i].first) +
+                    " appears twice in op_ranges; damaged trace");
+  };
+  auto activities_part = [&t] {
+    sort_into_tracks(t.activities, t.streams.size(), [](const Activity& a, const Activity& b) {
+      return a.stream != b.stream ? a.stream < b.stream : a.start_ns < b.start_ns;
+    });
+  };
+  if (read_in_parallel()) {
+    std::exception_ptr ops_error;
+    std::thread thread([&] {
+      try {
+        ops_part();
+      } catch (...) {
+        ops_error = std::current_exception();
+      }
+    });
+    activities_part();
+    thread.join();
+    if (ops_error) std::rethrow_exception(ops_error);
+  } else {
+    ops_part();
+    activities_part();
+  }
+  std::int64_t last_op = -1;  // neighbouring kernels are mostly of one op: its index once
+  std::int32_t last_index = -1;
+  for (auto& a : t.activities) {
+    const auto op = static_cast<std::int64_t>((static_cast<std::uint64_t>(static_cast<std::uint32_t>(a.launched_by)) << 32) |
+                                              static_cast<std::uint32_t>(a.op));
+    a.launched_by = -1;
+    if (op >= 0 && op != last_op) {
+      last_op = op;
+      last_index = t.op_index(OpId(op));
+    }
+    a.op = op >= 0 ? last_index : -1;
+    if (op >= 0 && a.op < 0) ++activities_without_op_;
+  }
 
   t.activity_track_begin = track_offsets(t.activities, t.streams.size());
   t.op_track_begin = track_offsets(t.ops, t.streams.size());

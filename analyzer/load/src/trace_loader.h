@@ -4,6 +4,7 @@
 // projects activities onto ops. One class, its state shared, in files by
 // concept:
 //   trace_loader.cc        the stage sequence (load), the run row, the tracks
+//   loader_event_tables.cc the event tables' order, one after the other or in two parts on two threads
 //   loader_tables.cc       run, strings, devices/ranks/streams, activities, ops, received bytes, v1 links
 //   loader_host_tables.cc  API calls, syncs, NVTX, memory, MoE tables, autograd, input shapes, collectives
 //   loader_integrity.cc    the integrity record, verification, references, damage notes
@@ -15,14 +16,18 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <climits>
 #include <ctime>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <tuple>
 #include <unordered_map>
 
+#include "moetrace/analyzer/huge_pages.h"
 #include "moetrace/analyzer/kernel_classes.h"
 #include "moetrace/analyzer/moe_recognition.h"
 #include "moetrace/analyzer/projection.h"
@@ -66,10 +71,53 @@ class TraceLoader {
     if (options_.progress) options_.progress(stage, fraction);
   }
   void step_progress(std::string_view stage) {
-    ++rows_done_;
-    if ((rows_done_ & 0xFFFF) == 0 && rows_total_ > 0)
-      progress(stage, std::min(0.99, static_cast<double>(rows_done_) / static_cast<double>(rows_total_)));
+    if ((++rows_done_ & 0xFFFF) != 0) return;
+    if (race_) race_step();
+    if (race_ && race_->second_loader == this) return;  // the main loader reports progress
+    const auto done = rows_done_ + (race_ ? race_->second_rows.load(std::memory_order_relaxed) : 0);
+    if (rows_total_ > 0) progress(stage, std::min(0.99, static_cast<double>(done) / static_cast<double>(rows_total_)));
   }
+
+  // The tables after the strings, devices, ranks and streams: in this order
+  // (the order of their errors), one after the other or in two parts on two
+  // threads (read_in_parallel): the device and host tables here, the op
+  // ranges, memory and MoE tables on a second loader, each on a connection
+  // of its own. What a failing part leaves undone the other cannot need.
+  void read_event_tables();
+  bool read_in_parallel() const;
+  void read_device_and_host_tables();  // kernels, copies, memsets; API calls, syncs, NVTX and its tables
+  void read_op_tables();               // op ranges, memory, MoE tables, collectives
+  // The two parts on two threads: what the second part read into this one.
+  void read_event_tables_in_parallel();
+  // What the two loaders of the parts share: the second's rows read (for
+  // the progress) and the step of the first failure, so that the other
+  // stops once it is past it (its later errors would not be thrown).
+  struct Race {
+    const TraceLoader* second_loader = nullptr;
+    std::atomic<std::int64_t> second_rows{0};
+    std::atomic<int> failed_at{INT_MAX};
+    void failed(int step) {
+      for (int f = failed_at.load(); step < f && !failed_at.compare_exchange_weak(f, step);) {
+      }
+    }
+  };
+  struct Stopped {};
+  // Steps of the tables in read_event_tables's order.
+  enum Step : int { kDeviceTables = 1, kOpTables = 2, kHostTables = 3, kMemoryAndMoeTables = 4 };
+  void enter_step(int step) {
+    step_ = step;
+    race_step();
+  }
+  void race_step() {
+    if (!race_) return;
+    if (race_->second_loader == this) race_->second_rows.store(rows_done_, std::memory_order_relaxed);
+    if (race_->failed_at.load(std::memory_order_relaxed) < step_) throw Stopped{};
+  }
+  // The loader of the second part: its own connection to the file; main's
+  // options, record, run, ranks and string count to check against; op
+  // ranges keep their stream ids until main resolves them (stream_slot, in
+  // the order of one loader).
+  TraceLoader(const TraceLoader& main, Race& race);
 
   void count_rows();
 
@@ -80,6 +128,13 @@ class TraceLoader {
   // Index of a stream id, registering streams that events name but the
   // streams table lacks (a killed run may have flushed events first).
   std::int32_t stream_slot(std::int64_t stream_id, RankId rank) {
+    // Neighbouring rows are mostly of one stream: the last answer first.
+    if (stream_id == last_stream_id_ && last_stream_slot_ >= 0) return last_stream_slot_;
+    last_stream_id_ = stream_id;
+    last_stream_slot_ = find_stream_slot(stream_id, rank);
+    return last_stream_slot_;
+  }
+  std::int32_t find_stream_slot(std::int64_t stream_id, RankId rank) {
     auto it = stream_slots_.find(stream_id);
     if (it != stream_slots_.end()) return it->second;
     if (stream_slots_.empty() && !trace_.streams.empty()) {
@@ -140,7 +195,7 @@ class TraceLoader {
   }
 
   StringId checked_string(std::int64_t v, const char* table) {
-    if (v < 0 || v >= static_cast<std::int64_t>(trace_.strings.size()))
+    if (v < 0 || v >= strings_)
       throw Error(fmt::format("{}: {} names string {} that the strings table lacks; damaged trace",
                               trace_.run.path, table, v));
     return StringId(static_cast<std::int32_t>(v));
@@ -269,16 +324,51 @@ class TraceLoader {
 
   // Sorts activities and ops into per-stream tracks, resolves op ids to indices.
   void build_tracks();
+  // What the process freed while loading, returned to the system (RSS).
+  static void release_free_memory();
+
+  // std::sort(events, by_track) for events whose `stream` is below
+  // `streams`. Where each stream's events come strictly in order already (as
+  // writers append them), that order is the only sorted one: they are copied
+  // to their tracks in one pass instead.
+  template <class Event, class ByTrack>
+  static void sort_into_tracks(std::vector<Event>& events, std::size_t streams, ByTrack by_track) {
+    std::vector<std::size_t> last(streams, SIZE_MAX);  // per stream, its previous event
+    std::vector<std::size_t> begin(streams + 1, 0);
+    bool in_order = true;
+    for (std::size_t i = 0; in_order && i < events.size(); ++i) {
+      const auto s = static_cast<std::size_t>(events[i].stream);
+      if (s >= streams || (last[s] != SIZE_MAX && !by_track(events[last[s]], events[i]))) in_order = false;
+      else last[s] = i, ++begin[s + 1];
+    }
+    if (!in_order) {
+      std::sort(events.begin(), events.end(), by_track);
+      return;
+    }
+    for (std::size_t s = 0; s < streams; ++s) begin[s + 1] += begin[s];
+    std::vector<Event> tracks;
+    reserve_huge(tracks, events.size());
+    tracks.resize(events.size());
+    for (const auto& e : events) tracks[begin[static_cast<std::size_t>(e.stream)]++] = e;
+    events.swap(tracks);
+  }
 
   sqlite::Database db_;
   LoadOptions options_;
   Trace trace_;
-  std::map<std::int64_t, std::int32_t> stream_slots_;
+  std::unordered_map<std::int64_t, std::int32_t> stream_slots_;
+  std::int64_t last_stream_id_ = 0;  // stream_slot's last answer
+  std::int32_t last_stream_slot_ = -1;
   std::vector<std::int64_t> activity_op_ids_;
   std::int64_t rows_total_ = 0, rows_done_ = 0;
   std::optional<schema::IntegrityRecord> record_;  // the writer's; nullopt: none
   schema::IntegrityRecord read_;                   // of the rows read
   std::int64_t rank_limit_ = 0;                    // 1 + the highest rank of tables ranks and streams
+  std::int64_t strings_ = 0;                       // string ids 0 .. strings_ - 1 (the strings table's)
+  Race* race_ = nullptr;                           // while the event tables are read in two parts
+  int step_ = 0;                                   // the Step being read
+  bool defer_op_streams_ = false;                  // the second part's loader: op_stream_ids_, not stream_slot
+  std::vector<std::int64_t> op_stream_ids_;        // of its op ranges, by row
   std::vector<std::int64_t> unknown_streams_;
   std::int64_t activities_without_op_ = 0;
   std::unordered_map<std::int64_t, std::size_t> nvtx_by_id_;  // load_nvtx_table

@@ -8,6 +8,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "moetrace/analyzer/huge_pages.h"
 #include "moetrace/analyzer/run_loader.h"
 #include "moetrace/schema/error.h"
 #include "moetrace/analyzer/run_parts.h"
@@ -259,7 +260,7 @@ class TraceMerger {
       launch_base[p] = static_cast<std::int32_t>(launches);
       launches += parts_[p].launch_configs.size();
     }
-    out_.ops.reserve(ops);
+    reserve_huge(out_.ops, ops);
     out_.op_track_begin.assign(out_.streams.size() + 1, 0);
     for (std::size_t n = 0; n < order_.size(); ++n) {
       auto& t = parts_[order_[n].part];
@@ -275,7 +276,7 @@ class TraceMerger {
       out_.op_track_begin[n + 1] = out_.ops.size();
       if (last[p] == n) release(t.ops);
     }
-    out_.activities.reserve(activities);
+    reserve_huge(out_.activities, activities);
     out_.launch_configs.reserve(launches);
     for (auto& t : parts_) out_.launch_configs.insert(out_.launch_configs.end(), t.launch_configs.begin(), t.launch_configs.end());
     out_.activity_track_begin.assign(out_.streams.size() + 1, 0);

@@ -36,18 +36,53 @@ const ApiCall* Trace::api_call(std::int64_t correlation_id) const {
 
 namespace {
 
-// The launching call of `a` by binary search; -2: none.
-std::int32_t find_launching_call(const std::vector<ApiCall>& calls, const Activity& a) {
+bool call_before(const ApiCall& c, const Activity& a) {
+  return std::tie(c.correlation_id, c.rank) < std::tie(a.correlation_id, a.rank);
+}
+
+// The launching call of `a` by binary search; -2: none. By (correlation id,
+// rank): ranks number their calls alike, so one id has a call on each rank
+// (a scan over them made a 1024-rank run quadratic). `hint`: where to start
+// (a galloping search from it finds the same call, in few steps when it is
+// near); it becomes the position searched to.
+std::int32_t find_launching_call(const std::vector<ApiCall>& calls, const Activity& a, std::size_t& hint) {
   if (a.correlation_id == 0) return -2;
-  // By (correlation id, rank): ranks number their calls alike, so one id
-  // has a call on each rank (a scan over them made a 1024-rank run quadratic).
-  const auto it = std::lower_bound(calls.begin(), calls.end(), std::pair(a.correlation_id, a.rank),
-                                   [](const ApiCall& c, const std::pair<std::int64_t, RankId>& v) {
-                                     return std::tie(c.correlation_id, c.rank) < std::tie(v.first, v.second);
-                                   });
+  // [lo, hi]: where the first call not before `a` is.
+  const std::size_t n = calls.size();
+  std::size_t lo = 0, hi = n;
+  if (hint < n && call_before(calls[hint], a)) {
+    lo = hint + 1;
+    for (std::size_t step = 1;; step *= 2) {
+      const std::size_t p = lo + step - 1;
+      if (p >= n) break;
+      if (!call_before(calls[p], a)) {
+        hi = p;
+        break;
+      }
+      lo = p + 1;
+    }
+  } else {
+    hi = std::min(hint, n);
+    for (std::size_t step = 1; hi > 0; step *= 2) {
+      const std::size_t p = hi > step ? hi - step : 0;
+      if (call_before(calls[p], a)) {
+        lo = p + 1;
+        break;
+      }
+      hi = p;
+    }
+  }
+  const auto it = std::lower_bound(calls.begin() + static_cast<std::ptrdiff_t>(lo),
+                                   calls.begin() + static_cast<std::ptrdiff_t>(hi), a, call_before);
+  hint = static_cast<std::size_t>(it - calls.begin());
   return it != calls.end() && it->correlation_id == a.correlation_id && it->rank == a.rank
              ? static_cast<std::int32_t>(it - calls.begin())
              : -2;
+}
+
+std::int32_t find_launching_call(const std::vector<ApiCall>& calls, const Activity& a) {
+  std::size_t hint = calls.size() / 2;
+  return find_launching_call(calls, a, hint);
 }
 
 }  // namespace
@@ -66,7 +101,10 @@ const ApiCall* Trace::launching_call(const Activity& a) const {
 
 void Trace::index_launching_calls() {
   if (api_calls.size() > static_cast<std::size_t>(INT32_MAX)) return;  // searched for instead
-  for (auto& a : activities) a.launched_by = find_launching_call(api_calls, a);
+  // A track's kernels mostly launch in correlation order: each search
+  // starts where the previous one ended.
+  std::size_t hint = 0;
+  for (auto& a : activities) a.launched_by = find_launching_call(api_calls, a, hint);
 }
 
 std::int64_t Trace::event_count() const {

@@ -1,6 +1,7 @@
 #include "timeline_build.h"
 
 #include <array>
+#include <climits>
 #include <atomic>
 #include <mutex>
 #include <thread>
@@ -50,9 +51,10 @@ bool track_overlaps(const analyzer::Trace& t, std::uint32_t b, std::uint32_t e) 
 
 void add_packed_rows(const TimelineModel& m, std::vector<Row>& rows, const RowHead& head, ItemSource source,
                      std::span<const std::uint32_t> order, int max_sub_rows) {
-  auto packed = pack_rows(
-      order, [&](std::uint32_t i) { return m.item_start({source, i}); },
-      [&](std::uint32_t i) { return m.item_end({source, i}); }, max_sub_rows);
+  std::vector<std::vector<std::uint32_t>> packed;
+  with_item_extents(m, source, [&](auto start_of, auto end_of) {
+    packed = pack_rows(order, start_of, end_of, max_sub_rows);
+  });
   for (std::size_t r = 0; r < packed.size(); ++r) {
     Row row;
     row.kind = head.kind;
@@ -117,62 +119,119 @@ std::vector<ColourClass> activity_colours(const analyzer::Trace& t) {
   return out;
 }
 
-std::vector<Span> derive_spans(const analyzer::Trace& t) {
-  std::vector<Span> out;
-  using Key = std::tuple<std::int32_t, int, std::int32_t, int, std::int32_t, std::int32_t, std::int32_t>;
-  struct KeyHash {
-    std::size_t operator()(const Key& k) const {
+namespace {
+
+// A span's coordinates: rank, iteration, phase, layer, micro-batch, chunk
+// (-1 where its level has none).
+using SpanKey = std::array<std::int32_t, 6>;
+
+// The key of `op`'s span of `level`; false where it has none.
+bool span_key(const analyzer::OpRange& op, SpanLevel level, SpanKey& key) {
+  const auto phase = static_cast<std::int32_t>(op.phase);
+  switch (level) {
+    case SpanLevel::kIteration: key = {op.rank.value, op.iteration, 0, -1, -1, -1}; return op.iteration >= 0;
+    case SpanLevel::kLayer: key = {op.rank.value, op.iteration, phase, op.layer, op.micro_batch, -1}; return op.layer >= 0;
+    case SpanLevel::kChunk:
+      key = {op.rank.value, op.iteration, phase, op.layer, op.micro_batch, op.chunk};
+      return op.layer >= 0 && op.chunk >= 0;
+  }
+  return false;
+}
+
+// Where the span of each key of one level is: a dense table over the
+// ranges that its keys take, where that table is small (for the traces of
+// moetrace's writers: a few ranks, layers, phases and chunks, iterations
+// numbered from 0), else a hash map.
+class SpanIndex {
+ public:
+  SpanIndex(const std::vector<analyzer::OpRange>& ops, SpanLevel level) {
+    lo_.fill(INT32_MAX);
+    hi_.fill(INT32_MIN);
+    SpanKey k{};
+    for (const auto& op : ops) {
+      if (!span_key(op, level, k)) continue;
+      for (std::size_t f = 0; f < k.size(); ++f) {
+        lo_[f] = std::min(lo_[f], k[f]);
+        hi_[f] = std::max(hi_[f], k[f]);
+      }
+    }
+    if (lo_[0] > hi_[0]) return;  // no op has a span of this level
+    double size = 1;
+    for (std::size_t f = 0; f < lo_.size(); ++f) size *= static_cast<double>(hi_[f]) - lo_[f] + 1;
+    if (size > std::max<double>(1 << 16, 2.0 * static_cast<double>(ops.size()))) return;
+    dense_.assign(static_cast<std::size_t>(size), kNone);
+  }
+  static constexpr std::uint32_t kNone = UINT32_MAX;
+  // Keys the dense table has room for (0: a hash map).
+  std::size_t dense_size() const { return dense_.size(); }
+  // The index of `key`'s span in the spans found so far (kNone: none yet).
+  std::uint32_t& operator[](const SpanKey& key) {
+    if (dense_.empty()) return hashed_.try_emplace(key, kNone).first->second;
+    std::size_t at = 0;
+    for (std::size_t f = 0; f < key.size(); ++f)
+      at = at * static_cast<std::size_t>(hi_[f] - lo_[f] + 1) + static_cast<std::size_t>(key[f] - lo_[f]);
+    return dense_[at];
+  }
+
+ private:
+  struct Hash {
+    std::size_t operator()(const SpanKey& k) const {
       std::uint64_t h = 0xcbf29ce484222325ull;
-      auto mix = [&h](std::int64_t v) { h = (h ^ static_cast<std::uint64_t>(v)) * 0x100000001b3ull; };
-      std::apply([&](auto... v) { (mix(v), ...); }, k);
+      for (auto v : k) h = (h ^ static_cast<std::uint64_t>(static_cast<std::int64_t>(v))) * 0x100000001b3ull;
       return static_cast<std::size_t>(h ^ (h >> 29));
     }
   };
-  std::unordered_map<Key, Span, KeyHash> spans;
+  SpanKey lo_{}, hi_{};
+  std::vector<std::uint32_t> dense_;
+  std::unordered_map<SpanKey, std::uint32_t, Hash> hashed_;
+};
+
+}  // namespace
+
+std::vector<Span> derive_spans(const analyzer::Trace& t) {
+  constexpr std::array kLevels{SpanLevel::kIteration, SpanLevel::kLayer, SpanLevel::kChunk};
+  std::vector<SpanIndex> index;
+  std::size_t dense = 0;
+  for (auto level : kLevels) dense += index.emplace_back(t.ops, level).dense_size();
+  std::vector<Span> out;  // in the order first seen
+  out.reserve(std::min(dense, 3 * t.ops.size()));  // the keys of dense tables are mostly spans
   // Neighbouring ops on a stream mostly share their keys: remember the last
-  // span of each level and skip the hash lookup for a repeat.
-  std::array<std::pair<Key, Span*>, 3> last{};
-  for (auto& l : last) std::get<0>(l.first) = -2;
-  auto add = [&](const Key& key, const analyzer::OpRange& op, SpanLevel level) {
-    auto& cached = last[static_cast<std::size_t>(level)];
-    bool fresh = false;
-    if (cached.second == nullptr || cached.first != key) {
-      auto [it, inserted] = spans.try_emplace(key);
-      fresh = inserted;
-      cached = {key, &it->second};
-    }
-    Span& s = *cached.second;
-    if (fresh) {
-      s.start_ns = op.start_ns;
-      s.end_ns = op.end_ns;
-      s.rank = op.rank;
-      s.level = level;
-      s.iteration = op.iteration;
-      if (level != SpanLevel::kIteration) {
-        s.phase = op.phase;
-        s.layer = op.layer;
-        s.micro_batch = op.micro_batch;
+  // span of each level and skip the look-up for a repeat.
+  std::array<std::pair<SpanKey, std::uint32_t>, 3> last{};
+  for (auto& l : last) l = {SpanKey{-2}, SpanIndex::kNone};
+  SpanKey key{};
+  for (const auto& op : t.ops)
+    for (auto level : kLevels) {
+      if (!span_key(op, level, key)) continue;
+      const auto l = static_cast<std::size_t>(level);
+      auto& cached = last[l];
+      if (cached.second == SpanIndex::kNone || cached.first != key) {
+        auto& at = index[l][key];
+        if (at == SpanIndex::kNone) {
+          at = static_cast<std::uint32_t>(out.size());
+          Span& s = out.emplace_back();
+          s.start_ns = op.start_ns;
+          s.end_ns = op.end_ns;
+          s.rank = op.rank;
+          s.level = level;
+          s.iteration = op.iteration;
+          if (level != SpanLevel::kIteration) {
+            s.phase = op.phase;
+            s.layer = op.layer;
+            s.micro_batch = op.micro_batch;
+          }
+          if (level == SpanLevel::kChunk) s.chunk = op.chunk;
+        }
+        cached = {key, at};
       }
-      if (level == SpanLevel::kChunk) s.chunk = op.chunk;
-    } else {
+      Span& s = out[cached.second];
       s.start_ns = std::min(s.start_ns, op.start_ns);
       s.end_ns = std::max(s.end_ns, op.end_ns);
+      ++s.ops;
     }
-    ++s.ops;
-  };
-  for (const auto& op : t.ops) {
-    if (op.iteration >= 0)
-      add({op.rank.value, 0, op.iteration, 0, -1, -1, -1}, op, SpanLevel::kIteration);
-    if (op.layer >= 0) {
-      const int phase = static_cast<int>(op.phase);
-      add({op.rank.value, 1, op.iteration, phase, op.layer, op.micro_batch, -1}, op, SpanLevel::kLayer);
-      if (op.chunk >= 0)
-        add({op.rank.value, 2, op.iteration, phase, op.layer, op.micro_batch, op.chunk}, op, SpanLevel::kChunk);
-    }
-  }
-  out.reserve(spans.size());
-  for (auto& [k, s] : spans) out.push_back(s);
-  std::sort(out.begin(), out.end(), [](const Span& a, const Span& b) {
+  if (out.capacity() > out.size() + out.size() / 8) out.shrink_to_fit();
+  // Spans of the same extent stay in the order first seen.
+  std::stable_sort(out.begin(), out.end(), [](const Span& a, const Span& b) {
     return std::tuple(a.rank, a.level, a.start_ns, -a.end_ns) < std::tuple(b.rank, b.level, b.start_ns, -b.end_ns);
   });
   return out;
@@ -201,10 +260,12 @@ void build_pyramids(const TimelineModel& m, std::span<Row> rows, std::vector<std
   auto build_one = [&m](Row& row) {
     if (row.items.empty()) return;
     std::vector<ItemExtent> ext(row.items.size());
-    for (std::size_t p = 0; p < ext.size(); ++p) {
-      const ItemRef r = m.row_item(row, p);
-      ext[p] = {m.item_start(r), m.item_end(r)};
-    }
+    with_item_extents(m, row.items.source(), [&](auto start_of, auto end_of) {
+      for (std::size_t p = 0; p < ext.size(); ++p) {
+        const std::uint32_t i = row.items[p];
+        ext[p] = {start_of(i), end_of(i)};
+      }
+    });
     std::int64_t prev_end = std::numeric_limits<std::int64_t>::min();
     for (const auto& e : ext) {
       row.max_extent = std::max(row.max_extent, e.end - e.start);

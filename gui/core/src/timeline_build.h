@@ -50,6 +50,25 @@ std::vector<std::vector<std::uint32_t>> pack_rows(std::span<const std::uint32_t>
   return rows;
 }
 
+// Calls f(start_of, end_of) with the functions of an item index of `source`
+// to its start and end (TimelineModel::item_start and item_end), reading
+// activities, ops and API calls straight from their arrays.
+template <class F>
+void with_item_extents(const TimelineModel& m, ItemSource source, F&& f) {
+  const auto& t = m.trace_of({source, 0});
+  const auto of = [&f](const auto& events) {
+    f([&events](std::uint32_t i) { return events[i].start_ns; }, [&events](std::uint32_t i) { return events[i].end_ns; });
+  };
+  switch (measured_source(source)) {
+    case ItemSource::kActivity: return of(t.activities);
+    case ItemSource::kOp: return of(t.ops);
+    case ItemSource::kApiCall: return of(t.api_calls);
+    default:
+      return f([&m, source](std::uint32_t i) { return m.item_start({source, i}); },
+               [&m, source](std::uint32_t i) { return m.item_end({source, i}); });
+  }
+}
+
 // Appends packed rows of `order`'s items (of `source`) to `rows`, the first
 // carrying the label; `model` gives the items' extents.
 struct RowHead {

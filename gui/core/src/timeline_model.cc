@@ -216,11 +216,14 @@ class TimelineModelBuilder {
     const auto& t = *m_.trace_;
     std::map<std::pair<RankId, std::int64_t>, std::size_t> bucket_of;
     std::vector<std::uint32_t> bucket(t.api_calls.size());
+    auto last = bucket_of.end();  // neighbouring calls are mostly of one thread
     for (std::size_t i = 0; i < t.api_calls.size(); ++i) {
       const auto key = std::pair(t.api_calls[i].rank, t.api_calls[i].thread_id);
-      auto it = bucket_of.find(key);
-      if (it == bucket_of.end()) it = bucket_of.emplace(key, bucket_of.size()).first;
-      bucket[i] = static_cast<std::uint32_t>(it->second);
+      if (last == bucket_of.end() || last->first != key) {
+        last = bucket_of.find(key);
+        if (last == bucket_of.end()) last = bucket_of.emplace(key, bucket_of.size()).first;
+      }
+      bucket[i] = static_cast<std::uint32_t>(last->second);
     }
     // Buckets in (rank, thread) order; counting sort of the calls into them.
     std::vector<std::size_t> rank_of_bucket(bucket_of.size()), begin(bucket_of.size() + 1, 0);

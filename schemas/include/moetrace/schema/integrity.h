@@ -18,8 +18,11 @@
 #include <string>
 #include <string_view>
 
+struct sqlite3_value;
+
 namespace moetrace::sqlite {
 class Statement;
+class Row;
 }
 
 namespace moetrace::schema {
@@ -51,9 +54,15 @@ class RowHash {
   // position `position`. Call before reading the column otherwise (a typed
   // read may convert it).
   void add_column(const sqlite::Statement& st, int column, int position);
+  // The same of a row's fetched column (sqlite::Row), without asking SQLite again.
+  void add_column(const sqlite::Row& row, int column, int position);
   std::uint64_t value() const;
 
  private:
+  // A value of SQLite type `type` (sqlite::Row::Type): `i` for an integer,
+  // else read from `v`.
+  void add_value(int position, int type, std::int64_t i, sqlite3_value* v);
+
   std::uint64_t sum_ = 0;
 };
 
@@ -64,6 +73,7 @@ struct TableDigest {
   void remove(std::uint64_t row_hash) { --rows; sum -= row_hash; }
   // Hashes columns [0, columns) of the statement's current row and adds it.
   void add_row(const sqlite::Statement& st, int columns);
+  void add_row(const sqlite::Row& row, int columns);
   bool operator==(const TableDigest&) const = default;
 };
 

@@ -10,10 +10,12 @@
 
 struct sqlite3;
 struct sqlite3_stmt;
+struct sqlite3_value;
 
 namespace moetrace::sqlite {
 
 class Statement;
+class Row;
 
 class Database {
  public:
@@ -85,6 +87,45 @@ class Statement {
  private:
   Database* db_;
   sqlite3_stmt* stmt_ = nullptr;
+};
+
+// Columns [0, n) of a statement's current row, each fetched from SQLite
+// once: its value, type and, for an integer, the integer. For loops that
+// read (and hash: schema/integrity.h) most columns of many rows, where typed
+// reads per column (sqlite3_column_type, then sqlite3_column_int64) cost
+// twice the calls. Reads give what the Statement's reads give; valid until
+// the statement steps again.
+class Row {
+ public:
+  static constexpr int kMaxColumns = 24;
+  // SQLite's fundamental types (SQLITE_INTEGER .. SQLITE_NULL).
+  enum Type : int { kInteger = 1, kFloat = 2, kText = 3, kBlob = 4, kNull = 5 };
+
+  // Steps `st` and fetches its columns [0, n) (n <= kMaxColumns): false at
+  // the end of the rows.
+  bool step(Statement& st, int n) {
+    if (!st.step()) return false;
+    fetch(st, n);
+    return true;
+  }
+  void fetch(const Statement& st, int n);
+
+  int columns() const { return n_; }
+  Type type(int col) const { return static_cast<Type>(type_[col]); }
+  bool is_null(int col) const { return type_[col] == kNull; }
+  std::int64_t int64(int col) const { return type_[col] == kInteger || type_[col] == kNull ? int_[col] : converted(col); }
+  std::int64_t int64_or(int col, std::int64_t dflt) const { return is_null(col) ? dflt : int64(col); }
+  double real(int col) const;
+  std::string_view text(int col) const;
+  sqlite3_value* value(int col) const { return value_[col]; }
+
+ private:
+  std::int64_t converted(int col) const;  // sqlite3_value_int64 of a real, text or blob
+
+  int n_ = 0;
+  unsigned char type_[kMaxColumns] = {};
+  std::int64_t int_[kMaxColumns] = {};
+  sqlite3_value* value_[kMaxColumns] = {};
 };
 
 }  // namespace moetrace::sqlite

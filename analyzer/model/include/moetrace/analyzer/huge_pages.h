@@ -1,0 +1,23 @@
+// Transparent huge pages for the big arrays of a trace, where the system
+// gives them only on request (Linux's "madvise" mode, Debian's default): an
+// array of hundreds of MB filled at once then takes 512 times fewer page
+// faults (a 10 M-event trace: about a sixth of its loading time went to them).
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+namespace moetrace::analyzer {
+
+// Asks for huge pages over the whole 2 MiB pages inside [p, p + bytes); a
+// hint, nothing where the system or the range does not allow them.
+void advise_huge_pages(const void* p, std::size_t bytes);
+
+// v.reserve(n), the reserved memory advised as above.
+template <class T>
+void reserve_huge(std::vector<T>& v, std::size_t n) {
+  v.reserve(n);
+  advise_huge_pages(v.data(), v.capacity() * sizeof(T));
+}
+
+}  // namespace moetrace::analyzer
