@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <string>
 #include <string_view>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -209,6 +210,139 @@ TEST(WhatIfOverlapOn, OneFOneBForwardBesideBackward) {
   ASSERT_EQ(p.summary.iterations.size(), 1u);
   EXPECT_EQ(p.summary.iterations[0].measured_ns, 1450 * kNsPerUs);
   EXPECT_EQ(p.summary.iterations[0].predicted_ns, 1150 * kNsPerUs);
+}
+
+// The replayed start (us) of rank `rank`'s activity that started at `start_us`.
+std::int64_t rank_start_after(const Trace& t, const ExecGraph& g, const std::vector<std::int64_t>& times,
+                              std::int32_t rank, std::int64_t start_us) {
+  for (std::size_t i = 0; i < t.activities.size(); ++i)
+    if (t.activities[i].rank.value == rank && t.activities[i].start_ns == start_us * kNsPerUs)
+      return times[g.activity_start[i]] / kNsPerUs;
+  ADD_FAILURE() << "no activity of rank " << rank << " starts at " << start_us << " us";
+  return -1;
+}
+
+// Two ranks of one expert-parallel group, each running micro-batch 0's and
+// micro-batch 1's forward of a MoE layer one after the other; the
+// all-to-alls are collectives of both ranks, joined by their coordinates
+// (us; streams 0/2 compute, 1/3 communication; each op waits for the one
+// before it in its micro-batch):
+//   rank 0: pd [0,100] pe [100,200] pc [200,300]
+//           qd [300,650] (waits for rank 1's) qe [650,750] qc [750,850]
+//   rank 1: pd [0,100] pe [100,200] pc [200,300]
+//           qg [300,550] (its gate, 250 us: rank 1 routes slowly)
+//           qd [550,650] qe [650,750] qc [750,850]
+// Each collective's transfer is its end less its last participant's start:
+// 100 for each of the four. The replay is exact.
+// overlap=on pairs p with q on both ranks. Offsets from each segment's
+// start: rank 0 q: d 0; rank 1 q: g 0, d 250, c 450, and p: c 200. By
+// offset, rank 1 would issue pc before qd and rank 0 qd before pc: each
+// rank's collective would wait for the other's (a cycle). Communication
+// instead alternates each pass's ops in their order: pd, qd, pc, qc on both
+// ranks. Compute lanes by offset: rank 0 pe, qe; rank 1 qg (0), pe (100),
+// qe (350). Replay (a collective ends at the latest of its own start + 100
+// and the other rank's start + 100):
+//   pd both [0,100]; rank 1 qg [0,250] (issued with p);
+//   rank 0: pe [100,200]; qd_0 starts 100;
+//   rank 1: pe after qg [250,350]; qd_1 after pd, qg: starts 250;
+//   qd ends at max(100, 250) + 100 = 350 on both;
+//   rank 0: pc after qd, pe: starts 350; qe after pe, qd [350,450];
+//   rank 1: pc after qd, pe: starts 350; qe after pe, qd [350,450];
+//   pc ends 450 on both; qc after pc, qe: starts 450, ends 550 on both.
+// Each rank's iteration: 850 -> 550.
+constexpr std::string_view kTwoRanksTwoMicroBatches = R"(
+  run world_size=2
+  stream id=0 rank=0 role=compute
+  stream id=1 rank=0 role=comm
+  stream id=2 rank=1 role=compute
+  stream id=3 rank=1 role=comm
+  op id=1 rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 phase=fwd micro_batch=0 start=0 end=100000
+  op id=2 rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 phase=fwd micro_batch=0 start=100000 end=200000
+  op id=3 rank=0 stream=1 kind=combine_all_to_all layer=0 iteration=0 phase=fwd micro_batch=0 start=200000 end=300000
+  op id=4 rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 phase=fwd micro_batch=1 start=300000 end=650000
+  op id=5 rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 phase=fwd micro_batch=1 start=650000 end=750000
+  op id=6 rank=0 stream=1 kind=combine_all_to_all layer=0 iteration=0 phase=fwd micro_batch=1 start=750000 end=850000
+  op id=11 rank=1 stream=3 kind=dispatch_all_to_all layer=0 iteration=0 phase=fwd micro_batch=0 start=0 end=100000
+  op id=12 rank=1 stream=2 kind=expert_ffn layer=0 iteration=0 phase=fwd micro_batch=0 start=100000 end=200000
+  op id=13 rank=1 stream=3 kind=combine_all_to_all layer=0 iteration=0 phase=fwd micro_batch=0 start=200000 end=300000
+  op id=14 rank=1 stream=2 kind=gate layer=0 iteration=0 phase=fwd micro_batch=1 start=QG_START end=550000
+  op id=15 rank=1 stream=3 kind=dispatch_all_to_all layer=0 iteration=0 phase=fwd micro_batch=1 start=550000 end=650000
+  op id=16 rank=1 stream=2 kind=expert_ffn layer=0 iteration=0 phase=fwd micro_batch=1 start=650000 end=750000
+  op id=17 rank=1 stream=3 kind=combine_all_to_all layer=0 iteration=0 phase=fwd micro_batch=1 start=750000 end=850000
+  kernel rank=0 stream=1 start=0 end=100000 name=ncclDevKernel_AllToAll_RING op=1
+  kernel rank=0 stream=0 start=100000 end=200000 name=nvjet_hsh_grouped_gemm op=2
+  kernel rank=0 stream=1 start=200000 end=300000 name=ncclDevKernel_AllToAll_RING op=3
+  kernel rank=0 stream=1 start=300000 end=650000 name=ncclDevKernel_AllToAll_RING op=4
+  kernel rank=0 stream=0 start=650000 end=750000 name=nvjet_hsh_grouped_gemm op=5
+  kernel rank=0 stream=1 start=750000 end=850000 name=ncclDevKernel_AllToAll_RING op=6
+  kernel rank=1 stream=3 start=0 end=100000 name=ncclDevKernel_AllToAll_RING op=11
+  kernel rank=1 stream=2 start=100000 end=200000 name=nvjet_hsh_grouped_gemm op=12
+  kernel rank=1 stream=3 start=200000 end=300000 name=ncclDevKernel_AllToAll_RING op=13
+  kernel rank=1 stream=2 start=QG_START end=550000 name=topkGatingSoftmax op=14
+  kernel rank=1 stream=3 start=550000 end=650000 name=ncclDevKernel_AllToAll_RING op=15
+  kernel rank=1 stream=2 start=650000 end=750000 name=nvjet_hsh_grouped_gemm op=16
+  kernel rank=1 stream=3 start=750000 end=850000 name=ncclDevKernel_AllToAll_RING op=17
+  dep op=2 on=1
+  dep op=3 on=2
+  dep op=5 on=4
+  dep op=6 on=5
+  dep op=12 on=11
+  dep op=13 on=12
+  dep op=15 on=14
+  dep op=16 on=15
+  dep op=17 on=16
+)";
+
+std::string two_ranks(std::string_view gate_start_us) {
+  std::string s(kTwoRanksTwoMicroBatches);
+  const std::string ns = fmt::format("{}000", gate_start_us);
+  for (auto pos = s.find("QG_START"); pos != std::string::npos; pos = s.find("QG_START")) s.replace(pos, 8, ns);
+  return s;
+}
+
+TEST(WhatIfOverlapOn, RanksOfACommunicatorKeepOneCollectiveOrder) {
+  const auto t = testing::load_text_trace("overlap-ranks.db", two_ranks("300"));
+  EXPECT_EQ(replay(t).max_iteration_error, 0.0);
+  const auto o = overlap_on(t);
+  EXPECT_EQ(o.unresolved, 0u);
+  EXPECT_EQ(o.result.instances_changed, 4);
+  // (rank, measured start) -> replayed start, in the order of the comment
+  const std::vector<std::tuple<std::int32_t, std::int64_t, std::int64_t>> expected = {
+      {0, 0, 0},     {1, 0, 0},     {1, 300, 0},   {0, 100, 100}, {0, 300, 100},
+      {1, 100, 250}, {1, 550, 250}, {0, 200, 350}, {0, 650, 350}, {1, 200, 350},
+      {1, 650, 350}, {0, 750, 450}, {1, 750, 450}};
+  for (const auto& [rank, measured, replayed] : expected)
+    EXPECT_EQ(rank_start_after(t, o.graph, o.times, rank, measured), replayed)
+        << "rank " << rank << ", the activity measured at " << measured;
+
+  GraphWhatIfs w;
+  parse_graph_what_if("overlap=on", w);
+  const auto p = replay_with_what_ifs(t, w, RecommendOptions{});
+  ASSERT_EQ(p.summary.iterations.size(), 2u);
+  for (const auto& it : p.summary.iterations) {
+    EXPECT_EQ(it.measured_ns, 850 * kNsPerUs);
+    EXPECT_EQ(it.predicted_ns, 550 * kNsPerUs);
+  }
+  EXPECT_EQ(p.predicted_unresolved, 0);
+}
+
+// The same, but rank 1's gate of micro-batch 1 starts at 200 us, while
+// micro-batch 0's combine still runs: rank 1 ran the two passes side by
+// side, so rank 0 cannot reorder its collectives alone. Its pair is left
+// as it ran, a note says why, and nothing moves.
+TEST(WhatIfOverlapOn, APairOneRankOfTheCommunicatorDoesNotMakeIsLeft) {
+  const auto t = testing::load_text_trace("overlap-ranks-declined.db", two_ranks("200"));
+  EXPECT_EQ(replay(t).max_iteration_error, 0.0);
+  const auto o = overlap_on(t);
+  EXPECT_EQ(o.unresolved, 0u);
+  EXPECT_EQ(o.result.instances_changed, 0);
+  EXPECT_EQ(std::count_if(o.result.notes.begin(), o.result.notes.end(),
+                          [](const std::string& n) {
+                            return n.find("1 pair of passes left as they ran") != std::string::npos;
+                          }),
+            1);
+  for (std::int64_t s : {0, 100, 200, 300, 650, 750}) EXPECT_EQ(rank_start_after(t, o.graph, o.times, 0, s), s);
+  for (std::int64_t s : {0, 100, 200, 550, 650, 750}) EXPECT_EQ(rank_start_after(t, o.graph, o.times, 1, s), s);
 }
 
 }  // namespace

@@ -96,6 +96,7 @@ class PassPair {
     Group group;
     std::size_t segment;
     std::int64_t offset = 0;  // from its segment's start
+    std::size_t comm_ordinal = 0;  // communication: its op's place among its segment's communication ops
   };
 
   // Each of the rank's activities from the first pass's start to the second
@@ -128,6 +129,28 @@ class PassPair {
       if (!fresh) it->second = std::min(it->second, t_.activities[a].start_ns);
     }
     for (auto& [a, pl] : place_) pl.offset = t_.activities[a].start_ns - seg_start[{pl.group, pl.segment}];
+    // Each segment's communication ops in the order they started: every
+    // rank of a communicator issues its collectives in one order, and so
+    // must the new schedule, which offsets (rank by rank) would not keep.
+    std::map<std::pair<Group, std::size_t>, std::vector<std::size_t>> comm;
+    for (const auto& [a, pl] : place_)
+      if (is_comm_activity(t_, t_.activities[a])) comm[{pl.group, pl.segment}].push_back(a);
+    for (auto& [seg, acts] : comm) {
+      std::stable_sort(acts.begin(), acts.end(),
+                       [&](std::size_t x, std::size_t y) { return t_.activities[x].start_ns < t_.activities[y].start_ns; });
+      std::map<std::int32_t, std::size_t> ordinal_of_op;
+      std::size_t next = 0;
+      for (auto a : acts) {
+        const auto op = t_.activities[a].op;
+        if (op < 0) {
+          place_[a].comm_ordinal = next++;
+          continue;
+        }
+        auto [it, fresh] = ordinal_of_op.try_emplace(op, next);
+        if (fresh) ++next;
+        place_[a].comm_ordinal = it->second;
+      }
+    }
   }
 
   const Place* place(std::uint32_t node) const {
@@ -179,12 +202,17 @@ class PassPair {
     }
     const auto gap = queue_gap_of(g_, rank_);
     for (auto& [key, acts] : lanes) {
+      const bool comm = key.second;
       std::sort(acts.begin(), acts.end(), [&](std::size_t x, std::size_t y) {
         const auto &a = place_.at(x), &b = place_.at(y);
         const bool ga = a.group == kBetween, gb = b.group == kBetween;
         const auto sx = t_.activities[x].start_ns, sy = t_.activities[y].start_ns;
         if (ga || gb) return ga == gb ? sx < sy : gb;
-        return std::tie(a.segment, a.offset, a.group, sx) < std::tie(b.segment, b.offset, b.group, sy);
+        // Communication alternates the two passes' ops of a segment, in
+        // each pass's own order; computation goes by offset.
+        const auto ka = comm ? static_cast<std::int64_t>(a.comm_ordinal) : a.offset;
+        const auto kb = comm ? static_cast<std::int64_t>(b.comm_ordinal) : b.offset;
+        return std::tie(a.segment, ka, a.group, sx) < std::tie(b.segment, kb, b.group, sy);
       });
       for (std::size_t k = 1; k < acts.size(); ++k)
         ed_.add_edge(g_.activity_end[acts[k - 1]], g_.activity_start[acts[k]], gap, ExecEdgeKind::kStreamOrder);
@@ -302,14 +330,55 @@ void apply_serialise(const Trace& t, ExecGraph& g, GraphWhatIfResult& out) {
   if (serialised == 0) out.notes.push_back("overlap=off: no MoE layer instances ran side by side in the trace");
 }
 
+namespace {
+
+// The ranks that share a collective with one another (joined by the
+// graph's collective edges), by rank: a representative of each.
+std::map<std::int32_t, std::int32_t> communicator_groups(const Trace& t, const ExecGraph& g) {
+  std::map<std::int32_t, std::int32_t> parent;
+  auto find = [&](std::int32_t r) {
+    parent.try_emplace(r, r);
+    while (parent[r] != r) r = parent[r] = parent[parent[r]];
+    return r;
+  };
+  auto rank_of = [&](std::uint32_t node) -> std::int32_t {
+    const auto& n = g.nodes[node];
+    if (n.kind != ExecNode::Kind::kActivity) return -1;
+    const auto s = t.activities[n.ref].stream;
+    return s < 0 ? -1 : t.streams[static_cast<std::size_t>(s)].rank.value;
+  };
+  for (const auto& e : g.edges) {
+    if (e.kind != ExecEdgeKind::kCollective || e.latency_ns == ExecGraph::kRemoved) continue;
+    const auto a = rank_of(e.from), b = rank_of(e.to);
+    if (a >= 0 && b >= 0) parent[find(a)] = find(b);
+  }
+  std::map<std::int32_t, std::int32_t> group;
+  for (const auto& entry : parent) group[entry.first] = find(entry.first);
+  return group;
+}
+
+}  // namespace
+
 void apply_overlap(const Trace& t, ExecGraph& g, GraphWhatIfResult& out) {
   GraphEditor ed(t, g);
   const auto by_rank = instances_by_rank(t, ed);
-  int pairs = 0, moved = 0, side_by_side = 0, lanes = 0;
+  // A pass by (iteration, micro-batch, backward); a pair by its two passes.
+  using PassKey = std::tuple<std::int32_t, std::int32_t, bool>;
+  using PairKey = std::pair<PassKey, PassKey>;
+  struct Candidate {
+    std::int32_t rank;
+    std::span<const Instance> first, second;
+    PairKey key;
+  };
+  std::vector<Candidate> candidates;
+  std::map<std::int32_t, std::set<PassKey>> passes_of;    // rank -> its passes (instances side by side included)
+  std::map<std::int32_t, std::set<PairKey>> pairs_of;     // rank -> the pairs it would make
+  int side_by_side = 0;
   bool micro_batches = false;
   for (const auto& entry : by_rank) {
     const auto rank = entry.first;
     const auto& list = entry.second;  // (a lambda uses it: clang 14 captures no structured binding)
+    for (const auto& in : list) passes_of[rank].insert({in.iteration(), in.micro_batch(), in.backward()});
     // Passes: runs of instances that ran alone, of one (iteration,
     // micro-batch, direction); an instance that ran beside another ends one.
     struct Pass {
@@ -342,12 +411,36 @@ void apply_overlap(const Trace& t, ExecGraph& g, GraphWhatIfResult& out) {
       if (a.iteration() != b.iteration() || a.micro_batch() < 0 || b.micro_batch() < 0 ||
           a.micro_batch() == b.micro_batch())
         continue;
-      PassPair pair(t, g, ed, rank, all.subspan(p.begin, p.end - p.begin), all.subspan(q.begin, q.end - q.begin));
-      lanes += pair.run() ? 1 : 0;
-      ++pairs;
-      moved += static_cast<int>(std::min(p.end - p.begin, q.end - q.begin));
+      const PairKey key{{a.iteration(), a.micro_batch(), a.backward()}, {b.iteration(), b.micro_batch(), b.backward()}};
+      candidates.push_back({rank, all.subspan(p.begin, p.end - p.begin), all.subspan(q.begin, q.end - q.begin), key});
+      pairs_of[rank].insert(key);
       ++k;  // each pass in one pair
     }
+  }
+  // Every rank of a communicator must issue its collectives in one order:
+  // a pair runs side by side only where each rank sharing a collective with
+  // its rank, and running either pass, makes the same pair.
+  const auto groups = communicator_groups(t, g);
+  auto group_of = [&](std::int32_t rank) {
+    auto it = groups.find(rank);
+    return it == groups.end() ? rank : it->second;
+  };
+  int pairs = 0, moved = 0, lanes = 0, declined = 0;
+  for (const auto& c : candidates) {
+    bool agreed = true;
+    for (const auto& [other, passes] : passes_of) {
+      if (other == c.rank || group_of(other) != group_of(c.rank)) continue;
+      if (!passes.contains(c.key.first) && !passes.contains(c.key.second)) continue;
+      agreed = agreed && pairs_of[other].contains(c.key);
+    }
+    if (!agreed) {
+      ++declined;
+      continue;
+    }
+    PassPair pair(t, g, ed, c.rank, c.first, c.second);
+    lanes += pair.run() ? 1 : 0;
+    ++pairs;
+    moved += static_cast<int>(std::min(c.first.size(), c.second.size()));
   }
   out.instances_changed += 2 * moved;
   if (pairs == 0) {
@@ -355,7 +448,8 @@ void apply_overlap(const Trace& t, ExecGraph& g, GraphWhatIfResult& out) {
   } else {
     out.applied.push_back(fmt::format(
         "overlap=on: {} of two micro-batches now run side by side, layer by layer ({} paired); each stream runs both "
-        "passes' work in the order of its offset in its layer, communication beside the other pass's computation{}; "
+        "passes' computation in the order of its offset in its layer, and their communication alternating, each "
+        "pass's in its own order, beside the other pass's computation{}; "
         "the second pass is issued with the first; work between the passes runs after them; an upper bound: "
         "communication and computation keep their measured durations though they share the GPU",
         plural(pairs, "pair of passes", "pairs of passes"), plural(moved, "layer", "layers"),
@@ -363,6 +457,11 @@ void apply_overlap(const Trace& t, ExecGraph& g, GraphWhatIfResult& out) {
                                 plural(lanes, "pair", "pairs"))
                   : ""));
   }
+  if (declined > 0)
+    out.notes.push_back(fmt::format(
+        "overlap=on: {} left as they ran: a rank sharing a collective with theirs does not run the same two passes "
+        "one after the other, and ranks of one communicator must issue their collectives in one order",
+        plural(declined, "pair of passes", "pairs of passes")));
   if (side_by_side > 0)
     out.notes.push_back(fmt::format("overlap=on: {} already ran beside another; left as they ran",
                                     plural(side_by_side, "MoE layer instance", "MoE layer instances")));

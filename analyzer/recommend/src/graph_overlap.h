@@ -26,12 +26,16 @@
 //     j (the last paired segment takes the rest of the pass): a layer with
 //     the non-MoE work before it (attention);
 //   - segment j of both passes runs together: each stream runs the two
-//     segments' work in the order of its offset from its segment's start
-//     (the first pass first on ties), communication (ops of a
-//     communication category, or work on a stream the trace marks "comm")
-//     apart from computation: where a stream ran both, its communication
-//     takes a stream of its own, so one pass's all-to-all runs beside the
-//     other's experts;
+//     segments' computation in the order of its offset from its segment's
+//     start (the first pass first on ties), and their communication (ops
+//     of a communication category, or work on a stream the trace marks
+//     "comm") alternating, each pass's ops in the order they ran (the first
+//     pass's first op, the second's first, the first's second, ...): every
+//     rank of a communicator must issue its collectives in one order, which
+//     offsets, rank by rank, would not keep. Communication runs apart from
+//     computation: where a stream ran both, its communication takes a
+//     stream of its own, so one pass's all-to-all runs beside the other's
+//     experts;
 //   - each pass keeps its own order (its edges between its own work);
 //     edges between the two passes' work are dropped;
 //   - the second pass's work is issued with the first's: its kernels no
@@ -39,6 +43,12 @@
 //     the first pass; they start no earlier than the first pass. The host
 //     itself is unchanged: where it paced the GPU, later work still waits
 //     for its launches, so a host-bound job gains little, as it would;
+//   - a pair is made only where every rank that shares a collective with
+//     its rank (joined by the graph's collective edges) and runs either
+//     pass makes the same pair; elsewhere the passes are left as they ran,
+//     and a note counts them (one rank reordering its collectives alone
+//     would wait for the others forever: the changed graph would hold a
+//     cycle);
 //   - GPU work between the two passes (pipeline sends and receives) runs
 //     after them: the overlapped schedule receives both micro-batches'
 //     inputs before it starts and sends after it ends (placing the
