@@ -34,10 +34,9 @@ void critical_path_of_step(const analyzer::Trace& trace, analyzer::Analyses& a, 
 
 // --kernel-sequences-*: HTA's frequent kernel sequences with other options
 // than analyze()'s defaults (kernel_sequences.h), in the report's window.
+// (Where the files were read one at a time, the rank's file found them.)
 void kernel_sequences_of(const analyzer::Trace& trace, analyzer::Analyses& a, analyzer::KernelSequenceOptions o) {
-  if (trace.files && trace.files->by_file)
-    throw Error("--kernel-sequences-* need the rank files read together (--merged): read one at a time, their "
-                "events are gone once analysed");
+  if (trace.files && trace.files->by_file) return;
   o.window = a.kernel_sequences.options.window;
   a.kernel_sequences = analyzer::frequent_kernel_sequences(trace, o);
 }
@@ -123,7 +122,8 @@ void add_report_command(CLI::App& app) {
     analyzer::BreakdownOptions bo;
     bo.rank_window = *analyzer::parse_rank_window(opt->window);
     const auto reading = opt->by_file ? RunReading::kByFile : opt->merged ? RunReading::kMerged : RunReading::kAuto;
-    auto [trace, analyses] = analyze_traces(opt->input.traces, moe_rules_options(opt->input.moe), bo, reading);
+    auto [trace, analyses] =
+        analyze_traces(opt->input.traces, moe_rules_options(opt->input.moe), bo, reading, opt->sequences);
     if (opt->critical_path_step) critical_path_of_step(trace, analyses, *opt->critical_path_step);
     if (std::any_of(sequence_options.begin(), sequence_options.end(), [](const CLI::Option* o) { return o->count() > 0; }))
       kernel_sequences_of(trace, analyses, opt->sequences);

@@ -92,10 +92,11 @@ inline analyzer::Trace load_traces(const TraceArgs& args, analyzer::LoadOptions 
 // would take more than half the memory available.
 enum class RunReading { kAuto, kMerged, kByFile };
 // The traces and their analyses (analyze(), or analyze_run_by_file() where
-// `reading` says so), with progress and the run's warnings on stderr as
-// load_traces prints them.
+// `reading` says so, its kernel sequences found with `sequences`), with
+// progress and the run's warnings on stderr as load_traces prints them.
 analyzer::RunAnalysis analyze_traces(const TraceArgs& args, analyzer::LoadOptions options,
-                                     const analyzer::BreakdownOptions& breakdown, RunReading reading);
+                                     const analyzer::BreakdownOptions& breakdown, RunReading reading,
+                                     const analyzer::KernelSequenceOptions& sequences = {});
 // The run of several files (already expanded) as `info` shows it:
 // overview_run(), with progress and the run's warnings on stderr as
 // load_traces prints them.

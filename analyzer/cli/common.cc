@@ -117,7 +117,8 @@ analyzer::Analyses analyze_with_progress(const analyzer::Trace& trace, const ana
 }
 
 analyzer::RunAnalysis analyze_traces(const TraceArgs& args, analyzer::LoadOptions options,
-                                     const analyzer::BreakdownOptions& breakdown, RunReading reading) {
+                                     const analyzer::BreakdownOptions& breakdown, RunReading reading,
+                                     const analyzer::KernelSequenceOptions& sequences) {
   // Traces of other tools are read by their importers straight into memory
   // (load_trace), one at a time too: each pass over the files parses them
   // again, which takes less time than writing and reading temporary trace
@@ -149,7 +150,7 @@ analyzer::RunAnalysis analyze_traces(const TraceArgs& args, analyzer::LoadOption
   {
     Progress progress(fmt::format("analysing {} files one at a time", paths.size()));
     ro.progress = progress.callback();
-    out = analyzer::analyze_run_by_file(paths, ro, breakdown);
+    out = analyzer::analyze_run_by_file(paths, ro, breakdown, analyzer::kMaxCostSamples, sequences);
   }
   print_run_warnings(out.trace);
   if (!out.analyses.fits_not_computed_reason.empty())

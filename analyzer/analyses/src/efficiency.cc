@@ -1,5 +1,7 @@
 #include "moetrace/analyzer/efficiency.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <bit>
 #include <map>
@@ -119,6 +121,15 @@ std::int64_t record_bytes(const Collective* c) {
   return eb ? c->in_nelems * *eb : -1;
 }
 
+std::int32_t recorded_group(const Collective* c) { return c && c->recorded_ranks() > 0 ? c->recorded_ranks() : -1; }
+
+// n: the instance's participants, else the recorded group, else the run's world size.
+int group_size(int participants, std::int32_t recorded, std::int32_t world_size) {
+  if (participants >= 2) return participants;
+  if (recorded > 0) return recorded;
+  return world_size > 1 ? world_size : -1;
+}
+
 // Which collective (if any) a category is.
 std::string_view comm_kind(Category c) {
   return c == Category::kAllToAll ? "all_to_all" : c == Category::kAllReduce ? "all_reduce" : "";
@@ -126,16 +137,20 @@ std::string_view comm_kind(Category c) {
 
 class Calculator {
  public:
-  explicit Calculator(const Trace& t) : t_(t), iv_(t), first_activity_(t.ops.size(), -1), participants_(t.ops.size(), 0) {
+  Calculator(const Trace& t, std::vector<CollectiveCall> calls,
+             const std::unordered_map<std::uint64_t, int>* participants = nullptr)
+      : t_(t), iv_(t), first_activity_(t.ops.size(), -1), participants_(t.ops.size(), 0), calls_(std::move(calls)) {
     for (std::size_t i = 0; i < t.activities.size(); ++i)
       if (const auto op = t.activities[i].op; op >= 0 && first_activity_[static_cast<std::size_t>(op)] < 0)
         first_activity_[static_cast<std::size_t>(op)] = static_cast<std::int64_t>(i);
-    calls_ = collective_calls(t);
     for (std::size_t i = 0; i < calls_.size();) {
       std::size_t j = i;
       while (j < calls_.size() && calls_[j].key == calls_[i].key) ++j;
+      int n = static_cast<int>(j - i);
+      if (participants)
+        if (const auto it = participants->find(calls_[i].key); it != participants->end()) n = it->second;
       for (std::size_t k = i; k < j; ++k)
-        if (const auto op = op_of(calls_[k]); op >= 0) participants_[static_cast<std::size_t>(op)] = static_cast<int>(j - i);
+        if (const auto op = op_of(calls_[k]); op >= 0) participants_[static_cast<std::size_t>(op)] = n;
       i = j;
     }
   }
@@ -158,13 +173,9 @@ class Calculator {
     if (o.recv_bytes >= 0) return o.recv_bytes;
     return record_bytes(record_of_op(op));
   }
-  // n: the instance's participants, else the recorded group, else the run's world size.
-  int group_size(int participants, const Collective* record) const {
-    if (participants >= 2) return participants;
-    if (record && record->recorded_ranks() > 0) return record->recorded_ranks();
-    return t_.run.world_size > 1 ? t_.run.world_size : -1;
+  int op_group_size(std::size_t op) const {
+    return group_size(participants_[op], recorded_group(record_of_op(op)), t_.run.world_size);
   }
-  int op_group_size(std::size_t op) const { return group_size(participants_[op], record_of_op(op)); }
 
  private:
   const Trace& t_;
@@ -202,20 +213,34 @@ void add_comm(CommAcc& c, const Calculator& calc, std::size_t op, std::string_vi
   }
 }
 
-void finish_comm(CommAcc& c, const GpuPeaks* peaks, bool shared) {
+void finish_comm(CommAcc& c) {
   c.f.time_ns = IntervalSet::from(std::move(c.iv)).length();
   if (c.f.bytes < 0 || c.f.time_ns <= 0) return;
   const auto ns = static_cast<double>(c.f.time_ns);
   c.f.algbw_gbps = static_cast<double>(c.f.bytes) / ns;
   if (c.bus_ops == c.f.ops_with_bytes) c.f.busbw_gbps = c.bus_bytes / ns;
-  if (peaks && peaks->link_gbps && !shared) {
-    c.f.link_gbps = *peaks->link_gbps;
-    if (c.f.busbw_gbps >= 0) c.f.percent_of_link = 100.0 * c.f.busbw_gbps / c.f.link_gbps;
+}
+
+// A row's peaks: the GPU's for the dtype, its link's where the rank has a
+// GPU of its own.
+void apply_peaks(EfficiencyRow& r, const RankDevice& device, PeakDtype dtype) {
+  auto& g = r.expert;
+  g.peak_tflops = g.percent_of_peak = -1;
+  if (device.peaks)
+    if (const auto p = device.peaks->tflops(dtype)) {
+      g.peak_tflops = *p;
+      if (g.achieved_tflops >= 0) g.percent_of_peak = 100.0 * g.achieved_tflops / *p;
+    }
+  for (auto* c : {&r.all_to_all, &r.all_reduce}) {
+    c->link_gbps = c->percent_of_link = -1;
+    if (device.peaks && device.peaks->link_gbps && !device.shared && c->algbw_gbps >= 0) {
+      c->link_gbps = *device.peaks->link_gbps;
+      if (c->busbw_gbps >= 0) c->percent_of_link = 100.0 * c->busbw_gbps / c->link_gbps;
+    }
   }
 }
 
 EfficiencyRow finish_row(std::int32_t rank, std::int32_t layer, RowAcc& a, const RankDevice& device, PeakDtype dtype) {
-  const GpuPeaks* peaks = device.peaks;
   EfficiencyRow r;
   r.rank = rank;
   r.layer = layer;
@@ -223,15 +248,11 @@ EfficiencyRow finish_row(std::int32_t rank, std::int32_t layer, RowAcc& a, const
   auto& g = r.expert;
   g.time_ns = IntervalSet::from(std::move(g.ops_with_flops > 0 ? a.flops_iv : a.all_iv)).length();
   if (g.flops >= 0 && g.time_ns > 0) g.achieved_tflops = g.flops / static_cast<double>(g.time_ns) / 1e3;
-  if (peaks)
-    if (const auto p = peaks->tflops(dtype)) {
-      g.peak_tflops = *p;
-      if (g.achieved_tflops >= 0) g.percent_of_peak = 100.0 * g.achieved_tflops / *p;
-    }
-  finish_comm(a.a2a, peaks, device.shared);
-  finish_comm(a.ar, peaks, device.shared);
+  finish_comm(a.a2a);
+  finish_comm(a.ar);
   r.all_to_all = a.a2a.f;
   r.all_reduce = a.ar.f;
+  apply_peaks(r, device, dtype);
   return r;
 }
 
@@ -251,33 +272,56 @@ struct BucketAcc {
   bool bus_known = true;
 };
 
-void collective_buckets(const Trace& trace, const Calculator& calc, const GpuPeaks* common,
-                        EfficiencyAnalysis& e) {
+std::vector<CollectiveCallSize> call_sizes(const Trace& trace, const Calculator& calc) {
+  std::vector<CollectiveCallSize> out;
+  out.reserve(calc.calls().size());
+  for (const auto& c : calc.calls()) {
+    CollectiveCallSize z;
+    const Collective* record = nullptr;
+    if (const auto op_index = calc.op_of(c); op_index >= 0) {
+      const auto op = static_cast<std::size_t>(op_index);
+      z.kind = comm_kind(op_category(trace.ops[op].kind));
+      z.bytes = calc.op_bytes(op);
+      record = calc.record_of_op(op);
+    } else if (c.activity >= 0) {
+      const auto& a = trace.activities[static_cast<std::size_t>(c.activity)];
+      z.kind = comm_kind(classify_activity(trace, a));
+      record = collective_record(trace, a.rank, a.correlation_id);
+      z.bytes = record_bytes(record);
+    }
+    z.recorded_group = recorded_group(record);
+    out.push_back(z);
+  }
+  return out;
+}
+
+// The link bounds the collectives only where every rank has a GPU of its
+// own, all the same entry of the table: that entry, else nullptr.
+const GpuPeaks* common_link(const std::vector<RankDevice>& devices) {
+  const GpuPeaks* common = nullptr;
+  bool first = true;
+  for (const auto& d : devices) {
+    const GpuPeaks* link = d.shared ? nullptr : d.peaks;
+    if (first) common = link;
+    else if (common != link) common = nullptr;
+    first = false;
+  }
+  return common;
+}
+
+void collective_buckets(const std::vector<CollectiveCall>& calls, const std::vector<CollectiveCallSize>& sizes,
+                        std::int32_t world_size, const GpuPeaks* common, EfficiencyAnalysis& e) {
   std::map<std::pair<std::string_view, std::int64_t>, BucketAcc> buckets;
-  const auto& calls = calc.calls();
   for (std::size_t i = 0; i < calls.size();) {
     std::size_t j = i;
     while (j < calls.size() && calls[j].key == calls[i].key) ++j;
     const auto n = j - i;
     std::string_view kind;
-    std::vector<std::int64_t> bytes(n, -1);
-    std::vector<const Collective*> records(n, nullptr);
     std::int64_t largest = -1, last_ready = INT64_MIN;
     for (std::size_t k = i; k < j; ++k) {
-      const auto& c = calls[k];
-      if (const auto op_index = calc.op_of(c); op_index >= 0) {
-        const auto op = static_cast<std::size_t>(op_index);
-        kind = comm_kind(op_category(trace.ops[op].kind));
-        bytes[k - i] = calc.op_bytes(op);
-        records[k - i] = calc.record_of_op(op);
-      } else if (c.activity >= 0) {
-        const auto& a = trace.activities[static_cast<std::size_t>(c.activity)];
-        kind = comm_kind(classify_activity(trace, a));
-        records[k - i] = collective_record(trace, a.rank, a.correlation_id);
-        bytes[k - i] = record_bytes(records[k - i]);
-      }
-      largest = std::max(largest, bytes[k - i]);
-      last_ready = std::max(last_ready, c.ready_ns);
+      if (!sizes[k].kind.empty()) kind = sizes[k].kind;
+      largest = std::max(largest, sizes[k].bytes);
+      last_ready = std::max(last_ready, calls[k].ready_ns);
     }
     if (!kind.empty()) {
       const std::int64_t min_bytes = largest < 0 ? -1 : largest == 0 ? 0 : std::int64_t{1} << std::bit_width(static_cast<std::uint64_t>(largest)) >> 1;
@@ -297,11 +341,11 @@ void collective_buckets(const Trace& trace, const Calculator& calc, const GpuPea
         acc.b.wait_total_ns += wait;
         if (n >= 2) acc.b.skew_total_ns += last_ready - c.ready_ns;
         acc.b.transfer_total_ns += transfer;
-        const int g = calc.group_size(static_cast<int>(n), records[k - i]);
+        const int g = group_size(static_cast<int>(n), sizes[k].recorded_group, world_size);
         acc.b.group_size = std::max(acc.b.group_size, g);
-        if (bytes[k - i] >= 0 && duration > 0) {
-          acc.b.bytes += bytes[k - i];
-          if (g >= 1) acc.bus_bytes += static_cast<double>(bytes[k - i]) * busbw_factor(kind, g);
+        if (sizes[k].bytes >= 0 && duration > 0) {
+          acc.b.bytes += sizes[k].bytes;
+          if (g >= 1) acc.bus_bytes += static_cast<double>(sizes[k].bytes) * busbw_factor(kind, g);
           else acc.bus_known = false;
         } else {
           acc.bus_known = false;
@@ -330,26 +374,29 @@ double busbw_factor(std::string_view kind, int n) {
   return kind == "all_reduce" ? 2 * f : f;
 }
 
-EfficiencyAnalysis analyze_efficiency(const Trace& trace) {
-  EfficiencyAnalysis e;
-  find_dtype(trace, e);
+namespace {
+
+// Devices, the GPUs not in the table, and each rank's device.
+std::map<std::int32_t, RankDevice> set_devices(const Trace& trace, EfficiencyAnalysis& e) {
   e.devices = rank_devices(trace);
   std::set<std::string> unmatched;
   std::map<std::int32_t, RankDevice> device_of;
-  const GpuPeaks* common = nullptr;
-  bool first = true;
   for (const auto& d : e.devices) {
     if (!d.peaks) unmatched.insert(d.device.empty() ? std::string("(no device recorded)") : d.device);
     device_of[d.rank] = d;
-    // The link bounds the collectives only where every rank has a GPU of its own.
-    const GpuPeaks* link = d.shared ? nullptr : d.peaks;
-    if (first) common = link;
-    else if (common != link) common = nullptr;
-    first = false;
   }
   e.unmatched_devices.assign(unmatched.begin(), unmatched.end());
+  return device_of;
+}
 
-  const Calculator calc(trace);
+}  // namespace
+
+EfficiencyAnalysis analyze_efficiency(const Trace& trace, const std::unordered_map<std::uint64_t, int>* participants) {
+  EfficiencyAnalysis e;
+  find_dtype(trace, e);
+  auto device_of = set_devices(trace, e);
+
+  const Calculator calc(trace, collective_calls(trace), participants);
   std::map<std::pair<std::int32_t, std::int32_t>, RowAcc> layers;
   std::map<std::int32_t, RowAcc> ranks;
   for (std::size_t i = 0; i < trace.ops.size(); ++i) {
@@ -373,7 +420,51 @@ EfficiencyAnalysis analyze_efficiency(const Trace& trace) {
   }
   for (auto& [key, acc] : layers) e.layers.push_back(finish_row(key.first, key.second, acc, device_of[key.first], e.dtype));
   for (auto& [rank, acc] : ranks) e.ranks.push_back(finish_row(rank, -1, acc, device_of[rank], e.dtype));
-  collective_buckets(trace, calc, common, e);
+  collective_buckets(calc.calls(), call_sizes(trace, calc), trace.run.world_size, common_link(e.devices), e);
+  return e;
+}
+
+std::vector<CollectiveCallSize> collective_call_sizes(const Trace& trace, const std::vector<CollectiveCall>& calls) {
+  return call_sizes(trace, Calculator(trace, calls));
+}
+
+EfficiencyAnalysis merge_efficiency(std::vector<EfficiencyAnalysis> parts, const Trace& run,
+                                    const std::vector<CollectiveCall>& calls,
+                                    const std::vector<CollectiveCallSize>& sizes) {
+  EfficiencyAnalysis e;
+  // The dtype: the run config's where a part took it from there (every part
+  // then did), else the one most parts found, else BF16 assumed.
+  std::map<PeakDtype, int> found;
+  for (const auto& p : parts)
+    if (!p.dtype_assumed) ++found[p.dtype];
+  e.dtype = PeakDtype::kBf16;
+  e.dtype_assumed = true;
+  e.dtype_source = "no dtype recorded: BF16 assumed";
+  if (!found.empty()) {
+    const auto best = std::max_element(found.begin(), found.end(),
+                                       [](const auto& x, const auto& y) { return x.second < y.second; });
+    for (const auto& p : parts)
+      if (!p.dtype_assumed && p.dtype == best->first) {
+        e.dtype = p.dtype;
+        e.dtype_assumed = false;
+        e.dtype_source = p.dtype_source;
+        break;
+      }
+    if (best->second < static_cast<int>(parts.size()))
+      e.dtype_source += fmt::format(" (in {} of the run's {} files)", best->second, parts.size());
+  }
+  // Devices from the run's union: which ranks share a GPU shows only there.
+  auto device_of = set_devices(run, e);
+  for (auto& p : parts) {
+    for (auto& r : p.layers) e.layers.push_back(std::move(r));
+    for (auto& r : p.ranks) e.ranks.push_back(std::move(r));
+  }
+  auto by_key = [](const EfficiencyRow& x, const EfficiencyRow& y) { return std::tie(x.rank, x.layer) < std::tie(y.rank, y.layer); };
+  std::stable_sort(e.layers.begin(), e.layers.end(), by_key);
+  std::stable_sort(e.ranks.begin(), e.ranks.end(), by_key);
+  for (auto* rows : {&e.layers, &e.ranks})
+    for (auto& r : *rows) apply_peaks(r, device_of[r.rank], e.dtype);
+  collective_buckets(calls, sizes, run.run.world_size, common_link(e.devices), e);
   return e;
 }
 

@@ -135,20 +135,6 @@ class CallStacks {
   bool linked_ = false;
 };
 
-std::int32_t default_rank(const Trace& t, const KernelSequenceOptions& o) {
-  const auto ranks = t.rank_ids();
-  if (o.rank) {
-    if (std::find(ranks.begin(), ranks.end(), RankId(*o.rank)) == ranks.end()) {
-      std::string have;
-      for (const auto r : ranks) have += (have.empty() ? "" : ", ") + std::to_string(r.value);
-      throw ConfigError(fmt::format("kernel sequences: rank {} is not in the trace (its ranks: {})", *o.rank,
-                                    have.empty() ? std::string("none") : have));
-    }
-    return *o.rank;
-  }
-  if (ranks.empty()) return -1;
-  return std::find(ranks.begin(), ranks.end(), RankId(0)) != ranks.end() ? 0 : ranks.front().value;
-}
 
 }  // namespace
 
@@ -169,13 +155,28 @@ std::string gpu_event_pattern_name(const Trace& trace, const Activity& a) {
   return std::string(trace.str(a.name));
 }
 
+std::int32_t kernel_sequence_rank(const Trace& t, const KernelSequenceOptions& o) {
+  const auto ranks = t.rank_ids();
+  if (o.rank) {
+    if (std::find(ranks.begin(), ranks.end(), RankId(*o.rank)) == ranks.end()) {
+      std::string have;
+      for (const auto r : ranks) have += (have.empty() ? "" : ", ") + std::to_string(r.value);
+      throw ConfigError(fmt::format("kernel sequences: rank {} is not in the trace (its ranks: {})", *o.rank,
+                                    have.empty() ? std::string("none") : have));
+    }
+    return *o.rank;
+  }
+  if (ranks.empty()) return -1;
+  return std::find(ranks.begin(), ranks.end(), RankId(0)) != ranks.end() ? 0 : ranks.front().value;
+}
+
 KernelSequenceAnalysis frequent_kernel_sequences(const Trace& trace, const KernelSequenceOptions& options) {
   if (options.operator_name.empty()) throw ConfigError("kernel sequences: the operator name is empty");
   if (options.min_pattern_len < 0)
     throw ConfigError(fmt::format("kernel sequences: min_pattern_len {} is negative", options.min_pattern_len));
   KernelSequenceAnalysis out;
   out.options = options;
-  out.rank = default_rank(trace, options);
+  out.rank = kernel_sequence_rank(trace, options);
   if (out.rank < 0) return out;
   const RankId rank(out.rank);
   const CallStacks stacks(trace, rank);

@@ -65,6 +65,7 @@ struct CrossRanks {
   detail::MergeIds ids;
   std::size_t parts = 0;
   std::vector<CollectiveCall> calls;  // by (key, rank), on each rank's own clock
+  std::vector<CollectiveCallSize> call_sizes;  // of each of calls
   std::int64_t events = 0;            // in the files of the run
 };
 
@@ -72,6 +73,7 @@ CrossRanks read_cross_ranks(const std::vector<std::string>& paths, const RunLoad
                             const LoadOptions& lo, const std::function<void()>& advance) {
   std::vector<detail::LoadedFile> files(paths.size());
   std::vector<std::vector<CollectiveCall>> calls_of(paths.size());
+  std::vector<std::vector<CollectiveCallSize>> sizes_of(paths.size());
   std::vector<std::int64_t> events_of(paths.size(), 0);
   std::vector<ExpertLoad> load;
   std::vector<ExpertPlacement> placements;
@@ -82,6 +84,7 @@ CrossRanks read_cross_ranks(const std::vector<std::string>& paths, const RunLoad
         try {
           Trace t = load_trace(paths[i], lo);
           calls_of[i] = collective_calls(t);
+          sizes_of[i] = collective_call_sizes(t, calls_of[i]);
           events_of[i] = t.event_count();
           files[i].trace = summary_of(t);
           files[i].trace->expert_load = std::move(t.expert_load);
@@ -104,15 +107,27 @@ CrossRanks read_cross_ranks(const std::vector<std::string>& paths, const RunLoad
       });
   auto parts = detail::assemble_run(paths, files, options.align);
   CrossRanks out;
+  std::vector<CollectiveCall> calls;
+  std::vector<CollectiveCallSize> sizes;
   for (auto i : parts.loaded_index) {
-    out.calls.insert(out.calls.end(), calls_of[i].begin(), calls_of[i].end());
+    calls.insert(calls.end(), calls_of[i].begin(), calls_of[i].end());
+    sizes.insert(sizes.end(), sizes_of[i].begin(), sizes_of[i].end());
     out.events += events_of[i];
   }
   files.clear();
   calls_of.clear();
-  std::sort(out.calls.begin(), out.calls.end(), [](const CollectiveCall& a, const CollectiveCall& b) {
-    return std::tie(a.key, a.rank) < std::tie(b.key, b.rank);
+  sizes_of.clear();
+  std::vector<std::size_t> order(calls.size());
+  for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return std::tie(calls[a].key, calls[a].rank) < std::tie(calls[b].key, calls[b].rank);
   });
+  out.calls.reserve(order.size());
+  out.call_sizes.reserve(order.size());
+  for (auto k : order) {
+    out.calls.push_back(calls[k]);
+    out.call_sizes.push_back(sizes[k]);
+  }
 
   out.parts = parts.parts.size();
   out.run = detail::merge_traces(std::move(parts.parts), out.ids);
@@ -153,11 +168,14 @@ RunOverview overview_run(const std::vector<std::string>& paths, const RunLoadOpt
 }
 
 RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const RunLoadOptions& options,
-                                const BreakdownOptions& breakdown, std::size_t max_cost_samples) {
+                                const BreakdownOptions& breakdown, std::size_t max_cost_samples,
+                                KernelSequenceOptions sequences) {
+  sequences.window = breakdown.rank_window;
   if (paths.size() < 2) {
     RunAnalysis one;
     one.trace = load_run(paths, options);
     one.analyses = analyze(one.trace, {}, breakdown, options.threads);
+    one.analyses.kernel_sequences = frequent_kernel_sequences(one.trace, sequences);
     return one;
   }
   LoadOptions lo = options.load;
@@ -183,7 +201,12 @@ RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const Run
     if (options.align) apply_clock_alignment(cross.calls, files_info.clocks);
     a.rank_waits = compute_rank_waits(cross.calls);
   }
-  std::vector<CollectiveCall>().swap(cross.calls);
+  // Each collective instance's participants in the run, for the parts' efficiency.
+  std::unordered_map<std::uint64_t, int> participants;
+  for (const auto& c : cross.calls) ++participants[c.key];
+  // The kernel sequences are one rank's: that rank's file finds them.
+  sequences.rank = kernel_sequence_rank(run, sequences);
+  std::optional<KernelSequenceAnalysis> kernel_sequences;
 
   // Pass 2: each file's own analyses, on the union's clock and run.
   std::vector<Analyses> analysed(n_parts);
@@ -206,6 +229,9 @@ RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const Run
           apply_clock_alignment(t, clocks);
         }
         auto part = analyze_file_part(t, breakdown, per_file);
+        part.analyses.efficiency = analyze_efficiency(t, &participants);
+        if (std::find(ranks.begin(), ranks.end(), *sequences.rank) != ranks.end())
+          kernel_sequences = frequent_kernel_sequences(t, sequences);
         analysed[p] = std::move(part.analyses);
         samples[p] = std::move(part.cost_samples);
         rename_ids(analysed[p], ids.streams[p], ids.buffer_base[p]);
@@ -233,7 +259,9 @@ RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const Run
   std::vector<MemoryAnalysis> memories;
   std::vector<LaunchQueueAnalysis> queues;
   std::vector<NvtxAnalysis> nvtx;
+  std::vector<EfficiencyAnalysis> efficiencies;
   for (auto& p : analysed) {
+    efficiencies.push_back(std::move(p.efficiency));
     breakdowns.push_back(std::move(p.breakdown));
     memories.push_back(std::move(p.memory));
     queues.push_back(std::move(p.launch_queue));
@@ -261,17 +289,16 @@ RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const Run
         "{} whose samples the fits keep (moetrace report --merged fits them)",
         n_parts, sampled, max_cost_samples);
   std::vector<CostSamples>().swap(samples);
+  a.efficiency = merge_efficiency(std::move(efficiencies), run, cross.calls, cross.call_sizes);
+  std::vector<CollectiveCall>().swap(cross.calls);
+  std::vector<CollectiveCallSize>().swap(cross.call_sizes);
   a.expert_load = analyze_expert_load(run, a.breakdown);
   a.locality = analyze_locality(run);
   a.not_computed_reason = fmt::format(
       "the run's {} files were analysed one at a time, in bounded memory, and this needs every rank's events at "
       "once (moetrace report --merged reads them together)",
       n_parts);
-  a.kernel_sequences.options.window = breakdown.rank_window;
-  a.kernel_sequences.not_computed_reason = fmt::format(
-      "the run's {} files were analysed one at a time, in bounded memory, and the kernel sequences are found on a "
-      "run read whole (moetrace report --merged reads them together)",
-      n_parts);
+  if (kernel_sequences) a.kernel_sequences = std::move(*kernel_sequences);
   run.files = std::move(cross.files);
   if (options.progress) options.progress("done", 1.0);
   return out;

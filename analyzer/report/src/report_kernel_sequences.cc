@@ -29,17 +29,12 @@ nlohmann::json kernel_sequences_json(const KernelSequenceAnalysis& k) {
                       {"patterns", k.patterns},
                       {"backward_linked", k.backward_linked},
                       {"sequences", std::move(seqs)}};
-  if (!k.not_computed_reason.empty()) j["not_computed"] = k.not_computed_reason;
   return j;
 }
 
 ReportSection kernel_sequences_section(const KernelSequenceAnalysis& k) {
   ReportSection s{"kernel_sequences", "Frequent CUDA kernel sequences", {}};
   const auto& o = k.options;
-  if (!k.not_computed_reason.empty()) {
-    s.para("Not computed: " + k.not_computed_reason + ".");
-    return s;
-  }
   if (k.rank < 0) {
     s.para("No ranks in the trace: no kernel sequences.");
     return s;

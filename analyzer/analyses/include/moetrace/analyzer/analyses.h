@@ -77,8 +77,9 @@ inline constexpr std::size_t kUnclassifiedKernelsShown = 10;
 // expert load, memory, launch queues, NVTX, the ranks' critical paths, every
 // unclassified kernel) and the samples the fitted models take from it; none
 // that needs every rank at once (collective waits, the path across ranks,
-// the fits, expert load, locality, efficiency), nor the kernel sequences
-// (one rank's, whose file the merge does not know beforehand).
+// the fits, expert load, locality), nor efficiency and the kernel sequences,
+// which analyze_run_by_file computes on the part with what it knows of the
+// other ranks.
 struct FilePart {
   Analyses analyses;
   CostSamples cost_samples;

@@ -34,8 +34,11 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
+#include "moetrace/analyzer/clock_align.h"
 #include "moetrace/analyzer/gpu_peaks.h"
 #include "moetrace/analyzer/trace.h"
 
@@ -110,7 +113,30 @@ struct EfficiencyAnalysis {
   bool wait_separated = false;     // some instance had 2+ participants
 };
 
-EfficiencyAnalysis analyze_efficiency(const Trace& trace);
+// `participants`: where the trace holds some of a run's ranks (one file of
+// a run analysed one at a time), each collective instance's participants
+// in the whole run, by CollectiveCall::key.
+EfficiencyAnalysis analyze_efficiency(const Trace& trace,
+                                      const std::unordered_map<std::uint64_t, int>* participants = nullptr);
+
+// Where a run's files are analysed one at a time (run_by_file.h): each
+// file's analyze_efficiency() with the run's participants gives its ranks'
+// rows; the collectives need every rank's calls, which the first pass over
+// the files gathers, each with what its own file says of it.
+struct CollectiveCallSize {
+  std::string_view kind;              // "all_to_all", "all_reduce"; empty: neither
+  std::int64_t bytes = -1;            // -1: not recorded
+  std::int32_t recorded_group = -1;   // the collectives row's group size; -1: none
+};
+// Of each of `calls` (collective_calls(trace)), in their order.
+std::vector<CollectiveCallSize> collective_call_sizes(const Trace& trace, const std::vector<CollectiveCall>& calls);
+// The run's figures: the parts' rows, their peaks from the run's devices
+// (which ranks share a GPU shows only in the union), the dtype most parts
+// found, and the collectives of every rank's calls (sorted by key, then
+// rank, on one clock) with their sizes.
+EfficiencyAnalysis merge_efficiency(std::vector<EfficiencyAnalysis> parts, const Trace& run,
+                                    const std::vector<CollectiveCall>& calls,
+                                    const std::vector<CollectiveCallSize>& sizes);
 
 // nccl-tests' bus-bandwidth factor: 2(n-1)/n (all-reduce), (n-1)/n (all-to-all); -1 for n < 1.
 double busbw_factor(std::string_view kind, int n);

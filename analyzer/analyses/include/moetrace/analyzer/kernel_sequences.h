@@ -91,13 +91,15 @@ struct KernelSequenceAnalysis {
   std::int64_t patterns = 0;      // distinct patterns, before top_k
   bool backward_linked = false;   // the backward thread was hung under the main thread (1.)
   std::vector<KernelSequence> sequences;  // at most top_k (0: all), most frequent first
-  // Why none was computed (a run read one file at a time); empty otherwise.
-  std::string not_computed_reason;
 };
 
 // Throws ConfigError for an empty operator_name, a negative
 // min_pattern_len or a rank the trace does not have.
 KernelSequenceAnalysis frequent_kernel_sequences(const Trace& trace, const KernelSequenceOptions& options = {});
+
+// The rank the sequences are found on: options.rank (ConfigError where the
+// trace lacks it), else rank 0, else the trace's lowest; -1: no ranks.
+std::int32_t kernel_sequence_rank(const Trace& trace, const KernelSequenceOptions& options);
 
 // A GPU event's name in a pattern: the kernel's, or the PyTorch profiler's
 // name of a memcpy or memset.

@@ -18,7 +18,9 @@
 //    as in the union, and the trace freed.
 // The parts' analyses are merged (merge_breakdowns, merge_memory,
 // merge_launch_queues, merge_nvtx, the ranks' critical paths and
-// unclassified kernels joined), the models fitted from every part's op
+// unclassified kernels joined, merge_efficiency with every rank's
+// collective calls from pass 1; the kernel sequences are the one rank's
+// whose file holds it), the models fitted from every part's op
 // samples (merge_cost_samples; one per op, so only up to kMaxCostSamples
 // ops in all: beyond, the fits are not computed and the report says why),
 // and the expert load and locality computed
@@ -54,9 +56,12 @@ struct RunAnalysis {
 
 // Throws moetrace::Error as load_run() does; also where a file changed
 // between the two passes.
+// The kernel sequences follow `sequences` (its window set to the
+// breakdown's), on the rank it names: found in the file that holds it.
 RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const RunLoadOptions& options = {},
                                 const BreakdownOptions& breakdown = {},
-                                std::size_t max_cost_samples = kMaxCostSamples);
+                                std::size_t max_cost_samples = kMaxCostSamples,
+                                KernelSequenceOptions sequences = {});
 
 // What `info` shows of a run: pass 1 alone, so in the memory of the few
 // files read at once. The trace is the run without its events (as
