@@ -286,7 +286,24 @@ struct LayerRun {
   std::int64_t peak = 0;   // bytes, the highest rank
 };
 
-LayerRun layer_run(const analyzer::MoeLayerWorkload& w, const sim::CostModel& m, int r) {
+// Tutel splits each expert's capacity into r equal chunks (overlap.py,
+// a2a_ffn_overlap_forward, asserts the capacity is a multiple of r) and so
+// rounds the capacity up to a multiple of r before dispatching
+// (fast_dispatch.py, extract_critical(..., alignment = sharded_count x
+// a2a_ffn_overlap_degree), as moe_layer.py calls it): the padding rows are
+// dispatched, computed and combined like tokens. Balanced routing gives
+// each (source, expert) its capacity, k B L / E rows, a power of two in
+// Table IV's grid, so r = 1, 2, 4, 8 pad nothing; Algorithm 1's r can be
+// any of 1..16 (pipemoe Sec. IV-B), and an r such as 3 pads. Algorithm 1
+// itself sizes n_d and n_e without the padding (Eq. 17, solver.py).
+// Table VII's r are 1 and 2 and its capacities even: nothing to pad there.
+analyzer::MoeLayerWorkload tutel_capacity_aligned(analyzer::MoeLayerWorkload w, int r) {
+  for (auto& c : w.routing.counts) c = (c + r - 1) / r * r;
+  return w;
+}
+
+LayerRun layer_run(const analyzer::MoeLayerWorkload& w_in, const sim::CostModel& m, int r) {
+  const analyzer::MoeLayerWorkload w = tutel_capacity_aligned(w_in, r);
   analyzer::WhatIf what;
   what.variant = "pipemoe";
   what.partitions = r;
