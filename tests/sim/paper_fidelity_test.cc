@@ -81,8 +81,8 @@ constexpr const char* kPipemoeR2Share =
 constexpr const char* kPipemoeBestOverWorst =
     "2.05 just above the paper's 1.78-2.02: the Fig. 6 fits' overlap gains slightly more than measured";
 constexpr const char* kPipemoeForwardOnly =
-    "Algorithm 1 chooses r from the forward pass alone (Sec. IV-B); over forward and backward the best of "
-    "{1,2,4,8} beats it in a third of the cases";
+    "Algorithm 1 chooses r from the forward pass alone (Sec. IV-B) and without Tutel's padding of the capacity to "
+    "a multiple of r; over forward and backward the best of {1,2,4,8} beats it in 29-44 % of the cases";
 constexpr const char* kPipemoeR1 =
     "contradiction in the paper: under its own alpha/beta no r in 1..16 beats r = 1 for this layer (the all-to-all "
     "startup is paid per chunk on one link), so Algorithm 1 rightly returns r = 1 and PipeMoE, Algorithm 1 in "
@@ -155,7 +155,7 @@ constexpr Expected kExpected[] = {
     {"ppmoe/sec4.4/all-to-all-share-of-moe", kHit, kNone, ""},
     // pipemoe/pipemoe-2080ti-ib100
     {"pipemoe/pipemoe-2080ti-ib100/table6/p16/r1", kHit, kRight, ""},
-    {"pipemoe/pipemoe-2080ti-ib100/table6/p16/r2", kMiss, kWrong, kPipemoeTie},
+    {"pipemoe/pipemoe-2080ti-ib100/table6/p16/r2", kHit, kWrong, kPipemoeRanking},
     {"pipemoe/pipemoe-2080ti-ib100/table6/p16/r4", kHit, kWrong, kPipemoeRanking},
     {"pipemoe/pipemoe-2080ti-ib100/table6/p16/r8", kHit, kWrong, kPipemoeRanking},
     {"pipemoe/pipemoe-2080ti-ib100/table6/p16/best-r", kMiss, kWrong, kPipemoeRanking},
@@ -171,7 +171,7 @@ constexpr Expected kExpected[] = {
     {"pipemoe/pipemoe-2080ti-ib100/table6/p64/best-r", kHit, kRight, ""},
     {"pipemoe/pipemoe-2080ti-ib100/fig4/r2-best-share", kHit, kRight, ""},
     {"pipemoe/pipemoe-2080ti-ib100/fig4/best-over-worst", kHit, kNone, ""},
-    {"pipemoe/pipemoe-2080ti-ib100/sec5c/r-at-least-best-share", kHit, kNone, ""},
+    {"pipemoe/pipemoe-2080ti-ib100/sec5c/r-at-least-best-share", kMiss, kNone, kPipemoeForwardOnly},
     {"pipemoe/pipemoe-2080ti-ib100/sec5c/mean-speedup", kHit, kRight, ""},
     {"pipemoe/pipemoe-2080ti-ib100/table7/p16/tm1/s1", kMiss, kWrong, kPipemoeR1},
     {"pipemoe/pipemoe-2080ti-ib100/table7/p16/tm1/s2", kHit, kWrong, kPipemoeFasterOverlap},
