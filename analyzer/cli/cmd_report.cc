@@ -112,8 +112,8 @@ void add_report_command(CLI::App& app) {
   auto* by_file = cmd->add_flag(
       "--by-file", opt->by_file,
       "Several rank files: analyse them one at a time, in memory bounded by the files read at once (--threads) "
-      "rather than by the run; the critical path across ranks, the efficiency figures and the recommendations "
-      "need every rank's events at once and are left out, as are the kernel sequences (default where the files are estimated to take more than 2 GiB read together: "
+      "rather than by the run; the critical path across ranks and the recommendations need every rank's events at "
+      "once and are left out (default where the files are estimated to take more than 2 GiB read together: "
       "a bound on the files, not on the memory free, so the same files always give the same sections)");
   cmd->add_flag("--merged", opt->merged,
                 "Several rank files: read them into memory together, whatever their size (default up to an estimated 2 GiB)")

@@ -4,6 +4,7 @@
 // other teams and tools).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
@@ -184,5 +185,75 @@ TEST(WhatIf, PlacementFromTheDpmoeTraceAgainstTheMeasuredProProphet) {
   EXPECT_NEAR(error, -0.15, 0.05);
 }
 
+
+// The reuse what-if takes the layer's M and H from where the recommenders
+// take them when the layers table lacks them (here the run_config's
+// model.model_dim and model.expert_hidden, 1024 and 4096, the values the
+// table holds), and T_DI from the layer's routing when the dispatches
+// record no bytes: the strategy-none fixture's prediction is then the
+// same as with the table (with the routing, within the chunks' uneven
+// split, below). Without M and H anywhere, nothing is changed and
+// the note says why.
+TEST(WhatIf, ReuseTakesTheLayerShapesWhereTheRecommendersDo) {
+  const fs::path dir = MOETRACE_GPU_FIXTURES_DIR;
+  const RecommendOptions o = fitted_p1_options();
+  GraphWhatIfs w;
+  parse_graph_what_if("reuse=S1", w);
+  auto predicted = [&](const Trace& t) {
+    const auto p = replay_with_what_ifs(t, w, o);
+    double sum = 0;
+    for (const auto& l : p.summary.layers) sum += static_cast<double>(l.predicted_ns);
+    return std::pair{p, sum};
+  };
+  const auto [full, full_ns] = predicted(load_fixture(dir / "mpipemoe_none.db.gz"));
+  EXPECT_EQ(full.what_ifs.instances_changed, 16);
+
+  const auto path = testing::inflated((dir / "mpipemoe_none.db.gz").string(), "reuse_shapes.db");
+  // (the integrity record goes: the tables no longer match it)
+  testing::alter_trace(path, "DELETE FROM meta WHERE key = 'integrity'; UPDATE layers SET model_dim = NULL, hidden_dim = NULL");
+  const auto [config, config_ns] = predicted(load_trace(path));
+  EXPECT_EQ(config.what_ifs.instances_changed, 16);
+  EXPECT_EQ(config_ns, full_ns);
+
+  const auto no_bytes = testing::inflated((dir / "mpipemoe_none.db.gz").string(), "reuse_no_bytes.db");
+  testing::alter_trace(no_bytes,
+                       "DELETE FROM meta WHERE key = 'integrity'; UPDATE op_ranges SET bytes = NULL WHERE kind IN (SELECT id FROM op_kinds WHERE name = "
+                       "'dispatch_all_to_all'); DROP TABLE IF EXISTS op_recv_bytes");
+  const auto [routed, routed_ns] = predicted(load_trace(no_bytes));
+  EXPECT_EQ(routed.what_ifs.instances_changed, 16);
+  // The same with the dispatches' bytes set, by hand, to what the routing
+  // gives: rank r computes the rows of experts 2r and 2r + 1 (8 experts on
+  // 4 ranks) from every source in the last iteration's expert load (1),
+  // x M = 1024 x 2 B, half of it in each of the two chunks.
+  const auto by_hand = testing::inflated((dir / "mpipemoe_none.db.gz").string(), "reuse_by_hand.db");
+  testing::alter_trace(by_hand,
+                       "DELETE FROM meta WHERE key = 'integrity'; DROP TABLE IF EXISTS op_recv_bytes; "
+                       "UPDATE op_ranges SET bytes = (SELECT SUM(tokens) FROM expert_load e WHERE e.iteration = 1 "
+                       "AND e.layer = op_ranges.layer AND e.expert / 2 = op_ranges.rank) * 1024 * 2 / 2 WHERE kind IN "
+                       "(SELECT id FROM op_kinds WHERE name = 'dispatch_all_to_all')");
+  const auto [hand, hand_ns] = predicted(load_trace(by_hand));
+  EXPECT_EQ(hand.what_ifs.instances_changed, 16);
+  EXPECT_EQ(routed_ns, hand_ns);
+  // (The fixture's dispatches record the bytes each rank sent, not those
+  // it received: with them the layers differ by 0.14 %.)
+
+  // A one-rank PyTorch-profiler trace: M and H come from its recorded
+  // input shapes, but there is no dispatch to offload T_DI after; left as
+  // measured, and said so.
+  const auto [peer, peer_ns] = predicted(load_trace((dir / "torch_moe_peer.json.gz").string()));
+  EXPECT_EQ(peer.what_ifs.instances_changed, 0);
+  EXPECT_NE(std::find_if(peer.what_ifs.notes.begin(), peer.what_ifs.notes.end(),
+                         [](const std::string& n) { return n.find("no dispatch all-to-all") != std::string::npos; }),
+            peer.what_ifs.notes.end());
+
+  testing::alter_trace(path, "DELETE FROM run_config WHERE key IN ('model.model_dim', 'model.expert_hidden')");
+  const auto [none, none_ns] = predicted(load_trace(path));
+  EXPECT_EQ(none.what_ifs.instances_changed, 0);
+  EXPECT_NE(std::find_if(none.what_ifs.notes.begin(), none.what_ifs.notes.end(),
+                         [](const std::string& n) {
+                           return n.find("model and hidden sizes are not in the trace") != std::string::npos;
+                         }),
+            none.what_ifs.notes.end());
+}
 }  // namespace
 }  // namespace moetrace::analyzer

@@ -205,9 +205,8 @@ std::vector<std::string> RunFiles::warnings() const {
   for (const auto& [path, why] : left_out) w.push_back(why + "; left out, the other files are analysed");
   if (by_file)
     w.push_back(fmt::format(
-        "the {} files were analysed one at a time, in bounded memory: the critical path across ranks, the "
-        "efficiency figures and the recommendations need every rank's events at once and are not computed, nor "
-        "are the kernel sequences (--merged reads them together)",
+        "the {} files were analysed one at a time, in bounded memory: the critical path across ranks and the "
+        "recommendations need every rank's events at once and are not computed (--merged reads them together)",
         files.size()));
   if (!missing_ranks.empty())
     w.push_back(fmt::format("rank{} {} of {} missing: no file given holds {}", missing_ranks.size() == 1 ? "" : "s",

@@ -9,6 +9,8 @@
 #include <tuple>
 
 #include "moetrace/analyzer/breakdown.h"
+#include "moetrace/analyzer/recommend.h"
+#include "moetrace/schema/error.h"
 
 namespace moetrace::analyzer::detail {
 namespace {
@@ -31,6 +33,13 @@ class Reuse {
       : t_(t), g_(g), m_(m), s_(s), out_(out), ed_(t, g) {}
 
   void run() {
+    // The layers' shapes where the trace's layers table lacks them (its
+    // run_config, recorded input shapes), as the recommenders see them.
+    try {
+      for (auto& w : moe_layer_workloads(t_)) workload_of_.emplace(w.layer, std::move(w));
+    } catch (const Error&) {
+      // (a shape the sources disagree on: the layers table alone counts)
+    }
     std::map<ReuseKey, std::array<std::map<std::int32_t, Chunk>, 2>> layers;
     std::map<ReuseKey, bool> reused;
     for (std::size_t o = 0; o < t_.ops.size(); ++o) {
@@ -135,11 +144,21 @@ class Reuse {
     return best;
   }
   // T_DI of a chunk: the bytes its dispatch brought to this rank (recorded
-  // received bytes, else sent).
-  std::int64_t t_di_bytes(const Chunk& c) const {
-    if (c.dispatch < 0) return 0;
-    const auto& op = t_.ops[static_cast<std::size_t>(c.dispatch)];
-    return op.recv_bytes >= 0 ? op.recv_bytes : std::max<std::int64_t>(0, op.bytes);
+  // received bytes, else sent), else the rows the layer's workload has the
+  // rank compute, in `chunks` equal parts, x M x the element size; -1:
+  // none of these known.
+  std::int64_t t_di_bytes(const Chunk& c, std::int32_t rank, std::int32_t layer, std::size_t chunks) const {
+    if (c.dispatch >= 0) {
+      const auto& op = t_.ops[static_cast<std::size_t>(c.dispatch)];
+      if (op.recv_bytes >= 0) return op.recv_bytes;
+      if (op.bytes > 0) return op.bytes;
+    }
+    const auto it = workload_of_.find(layer);
+    if (it == workload_of_.end() || it->second.model_dim <= 0 || chunks == 0) return -1;
+    const auto& w = it->second;
+    const auto rows = w.rows_computed();
+    if (rank < 0 || static_cast<std::size_t>(rank) >= rows.size() || rows[static_cast<std::size_t>(rank)] <= 0) return -1;
+    return rows[static_cast<std::size_t>(rank)] * w.model_dim * w.elem_bytes / static_cast<std::int64_t>(chunks);
   }
 
   std::string apply(const ReuseKey& key, const std::map<std::int32_t, Chunk>& fwd, const std::map<std::int32_t, Chunk>& bwd) {
@@ -149,7 +168,16 @@ class Reuse {
     for (const auto& l : t_.layers)
       if (l.layer == layer && l.model_dim > 0 && l.hidden_dim > 0)
         h_over_m = static_cast<double>(l.hidden_dim) / static_cast<double>(l.model_dim);
+    if (h_over_m <= 0)
+      if (const auto it = workload_of_.find(layer); it != workload_of_.end() && it->second.model_dim > 0 &&
+                                                     it->second.hidden > 0)
+        h_over_m = static_cast<double>(it->second.hidden) / static_cast<double>(it->second.model_dim);
     if (h_over_m <= 0) return "the layer's model and hidden sizes are not in the trace";
+    for (const auto& [c, ch] : fwd)
+      if (ch.dispatch < 0) return "no dispatch all-to-all (one rank): MPipeMoE's T_DI is the dispatched input";
+    for (const auto& [c, ch] : fwd)
+      if (t_di_bytes(ch, rank, layer, fwd.size()) < 0)
+        return "the bytes its dispatch brought are not in the trace (no dispatch bytes, no expert load)";
     std::int32_t chain = -1;
     for (const auto& [c, ch] : fwd)
       for (auto o : ch.experts)
@@ -165,7 +193,7 @@ class Reuse {
     TaskPoints prev_off_m;
     for (const auto& [c, ch] : fwd) {
       if (ch.experts.empty()) return "a chunk without experts";
-      const auto di = t_di_bytes(ch);
+      const auto di = t_di_bytes(ch, rank, layer, fwd.size());
       const auto first_e = first_activity(ch.experts);
       if (prev_off_m.end != ExecGraph::kNone && first_e >= 0)
         ed_.add_edge(prev_off_m.end, g_.activity_start[static_cast<std::size_t>(first_e)], gap, ExecEdgeKind::kWhatIf);
@@ -214,7 +242,7 @@ class Reuse {
       const auto target = g_.activity_start[static_cast<std::size_t>(first_e)];
       const auto before = host_first(ch.experts, chain);
       if (before == ExecGraph::kNone) return "no host work of its backward experts";
-      const auto di = t_di_bytes(f->second);
+      const auto di = t_di_bytes(f->second, rank, layer, fwd.size());
       TaskPoints di_ready;
       if (s_.t_di == plan::Restore::kOffload) {
         const auto h = ed_.insert_host_before(before, host_issue(OpKind::kPrefetch, ActivityType::kMemcpy));
@@ -303,6 +331,7 @@ class Reuse {
   const plan::ReuseStrategyTraits& s_;
   GraphWhatIfResult& out_;
   GraphEditor ed_;
+  std::map<std::int32_t, MoeLayerWorkload> workload_of_;  // by layer
   std::int64_t copy_gap_ = 0;  // the queue gap between the added copies
 };
 
