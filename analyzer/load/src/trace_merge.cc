@@ -1,6 +1,7 @@
 // merge_traces(): traces of disjoint ranks into one Trace, as the loader
 // would have built it from one file holding them all (run_loader.h).
 #include <algorithm>
+#include <initializer_list>
 #include <charconv>
 #include <string_view>
 #include <map>
@@ -356,41 +357,32 @@ class TraceMerger {
     });
   }
 
+  // Counts add up over the rank files; a flag holds where any file's does.
+  template <class Stats>
+  static void add_up(Stats& into, const Stats& from, std::initializer_list<std::int64_t Stats::*> counts,
+                     std::initializer_list<bool Stats::*> flags) {
+    for (const auto c : counts) into.*c += from.*c;
+    for (const auto f : flags) into.*f = into.*f || from.*f;
+  }
+
   void merge_stats(const Trace& t) {
-    auto& p = out_.projection;
-    const auto& q = t.projection;
-    p.ran = p.ran || q.ran;
-    p.activities += q.activities;
-    p.attributed_in_trace += q.attributed_in_trace;
-    p.projected += q.projected;
-    p.no_correlation += q.no_correlation;
-    p.no_api_call += q.no_api_call;
-    p.outside_ranges += q.outside_ranges;
-    p.ops_retimed += q.ops_retimed;
+    using P = ProjectionStats;
+    add_up(out_.projection, t.projection,
+           {&P::activities, &P::attributed_in_trace, &P::projected, &P::no_correlation, &P::no_api_call,
+            &P::outside_ranges, &P::ops_retimed},
+           {&P::ran});
+    using R = RecognitionStats;
     auto& r = out_.recognition;
     const auto& s = t.recognition;
-    r.ran = r.ran || s.ran;
-    r.moe = r.moe || s.moe;
-    r.ranges_matched += s.ranges_matched;
-    r.annotations += s.annotations;
-    r.annotations_malformed += s.annotations_malformed;
+    add_up(r, s,
+           {&R::ranges_matched, &R::annotations, &R::annotations_malformed, &R::activities_placed,
+            &R::activities_total, &R::kernels_by_name, &R::layers_by_order, &R::layers_by_nesting,
+            &R::directions_by_order, &R::a2a_assumed_moe, &R::backward_by_sequence, &R::load_collectives},
+           {&R::ran, &R::moe, &R::iterations_marked, &R::phases_marked, &R::iterations_from_steps, &R::layers_marked});
     if (r.first_malformed.empty()) r.first_malformed = s.first_malformed;
-    r.activities_placed += s.activities_placed;
-    r.activities_total += s.activities_total;
-    r.kernels_by_name += s.kernels_by_name;
-    r.layers_by_order += s.layers_by_order;
-    r.layers_by_nesting += s.layers_by_nesting;
-    r.directions_by_order += s.directions_by_order;
-    r.a2a_assumed_moe += s.a2a_assumed_moe;
-    r.iterations_marked = r.iterations_marked || s.iterations_marked;
-    r.phases_marked = r.phases_marked || s.phases_marked;
-    r.iterations_from_steps = r.iterations_from_steps || s.iterations_from_steps;
-    r.backward_by_sequence += s.backward_by_sequence;
-    r.layers_marked = r.layers_marked || s.layers_marked;
     for (const auto& a : s.ambiguities)
       if (std::find(r.ambiguities.begin(), r.ambiguities.end(), a) == r.ambiguities.end()) r.ambiguities.push_back(a);
     for (const auto& [k, n] : s.rules_used) r.rules_used[k] += n;
-    r.load_collectives += s.load_collectives;
   }
 
   struct Slot {
