@@ -215,9 +215,7 @@ std::vector<MoeLayerWorkload> train_sh_workloads(const Trace& t, std::vector<std
 }
 
 TEST(ModelSpec, ShapesFromTheModelLoadAssumedBalanced) {
-  const auto path = testing::temp_path("model_spec_imported.db");
-  testing::write_text_trace(path, kImported);
-  const Trace t = load_trace(path);
+  const Trace t = testing::load_text_trace("model_spec_imported.db", kImported);
   const ModelSpec m = parse_model_spec(
       R"({"num_local_experts": 4, "num_experts_per_tok": 2, "hidden_size": 64, "intermediate_size": 128,
           "torch_dtype": "bfloat16"})",
@@ -405,9 +403,8 @@ TEST(ModelSpec, OverlappedScheduleIsSaid) {
 }
 
 TEST(ModelSpec, TraceAndModelThatDisagreeNameBothSources) {
-  const auto path = testing::temp_path("model_spec_conflict.db");
-  testing::write_text_trace(path, std::string(kImported) + "layer layer=0 experts=4 top_k=2 model_dim=32 hidden_dim=128\n");
-  const Trace t = load_trace(path);
+  const Trace t = testing::load_text_trace(
+      "model_spec_conflict.db", std::string(kImported) + "layer layer=0 experts=4 top_k=2 model_dim=32 hidden_dim=128\n");
   const ModelSpec m = parse_model_spec(R"({"num_local_experts": 4, "num_experts_per_tok": 2, "hidden_size": 64,
                                             "intermediate_size": 128})",
                                        "config.json");
