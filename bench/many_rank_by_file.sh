@@ -10,15 +10,11 @@
 # only. Then times `report DIR/run --by-file` (wall, user, peak RSS) at
 # --threads 2 and 1, and, where MERGED=1, `report --merged` for comparison.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-moetrace=${1:-build/ci/bin/moetrace}
-ranks=${2:-1024}
-mb=${3:-16}
-dir=${4:-$(mktemp -d)}
+default_mb=16
+source "$(dirname "$0")/many_rank_args.sh"
 batch=${5:-32}
 mkdir -p "$dir/prof" "$dir/run"
-python3 "$here/make_big_kineto.py" --source "$here/../../shared/data/external/kineto/hta-nccl_data.json.gz" \
-  --mb "$mb" "$dir/template.json"
+make_template
 start=$(date +%s)
 for ((first = 0; first < ranks; first += batch)); do
   last=$(( first + batch < ranks ? first + batch : ranks ))

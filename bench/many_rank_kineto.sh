@@ -8,17 +8,13 @@
 # them once per JOBS value with `import DIR/prof -o DIR/run/ --jobs J`, then
 # times `report DIR/run` with /usr/bin/time (wall, user, peak RSS).
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-moetrace=${1:-build/ci/bin/moetrace}
-ranks=${2:-1024}
-mb=${3:-10}
-dir=${4:-$(mktemp -d)}
+default_mb=10
+source "$(dirname "$0")/many_rank_args.sh"
 shift $(( $# < 4 ? $# : 4 ))
 jobs=("$@")
 [ ${#jobs[@]} -gt 0 ] || jobs=(1 2)
 mkdir -p "$dir/prof"
-python3 "$here/make_big_kineto.py" --source "$here/../../shared/data/external/kineto/hta-nccl_data.json.gz" \
-  --mb "$mb" "$dir/template.json"
+make_template
 python3 "$here/kineto_rank_files.py" "$dir" "$ranks"
 rm -f "$dir/template.json"
 echo "$(ls "$dir"/prof | wc -l) rank files, $(du -sh "$dir/prof" | cut -f1)"

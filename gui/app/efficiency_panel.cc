@@ -28,8 +28,7 @@ EfficiencyPanel::EfficiencyPanel(QWidget* parent) : PanelFrame(parent) {
   tabs_->addTab(efficiency_, tr("Efficiency"));
 
   auto* seq = new QWidget(tabs_);
-  auto* box = new QVBoxLayout(seq);
-  box->setContentsMargins(4, 4, 4, 4);
+  auto* box = padded_box(seq);
   auto* form = new QHBoxLayout;
   operator_ = new QLineEdit(seq);
   operator_->setToolTip(tr("The CPU ops whose names contain this (case-sensitive): HTA's operator_name"));

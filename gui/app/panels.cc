@@ -28,6 +28,12 @@ QTableView* make_table(QWidget* parent) {
   return v;
 }
 
+QVBoxLayout* padded_box(QWidget* w) {
+  auto* box = new QVBoxLayout(w);
+  box->setContentsMargins(4, 4, 4, 4);
+  return box;
+}
+
 void show_sorted(QTableView* view, QSortFilterProxyModel* proxy, QAbstractItemModel* model, int column) {
   proxy->setSourceModel(model);
   proxy->setSortRole(kSortRole);
@@ -129,8 +135,7 @@ void SplitBarDelegate::paint(QPainter* p, const QStyleOptionViewItem& option, co
 
 BreakdownPanel::BreakdownPanel(QWidget* parent) : PanelFrame(parent) {
   auto* content = new QWidget(this);
-  auto* box = new QVBoxLayout(content);
-  box->setContentsMargins(4, 4, 4, 4);
+  auto* box = padded_box(content);
   summary_ = new QLabel(content);
   summary_->setWordWrap(true);
   summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -182,8 +187,7 @@ void BreakdownPanel::set_breakdown(std::shared_ptr<const analyzer::Breakdown> b,
 
 RangePanel::RangePanel(QWidget* parent) : PanelFrame(parent) {
   auto* content = new QWidget(this);
-  auto* box = new QVBoxLayout(content);
-  box->setContentsMargins(4, 4, 4, 4);
+  auto* box = padded_box(content);
   title_ = new QLabel(content);
   title_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   model_ = new RangeModel(this);
@@ -262,8 +266,7 @@ class HeatDelegate : public QStyledItemDelegate {
 
 ExpertLoadPanel::ExpertLoadPanel(QWidget* parent) : PanelFrame(parent) {
   auto* content = new QWidget(this);
-  auto* box = new QVBoxLayout(content);
-  box->setContentsMargins(4, 4, 4, 4);
+  auto* box = padded_box(content);
   auto* top = new QHBoxLayout;
   label_ = new QLabel(content);
   slider_ = new QSlider(Qt::Horizontal, content);
@@ -349,8 +352,7 @@ SectionView::SectionView(QWidget* parent) : QScrollArea(parent) {
 void SectionView::set_section(const analyzer::ReportSection* s) {
   tables_.clear();
   body_ = new QWidget;
-  auto* box = new QVBoxLayout(body_);
-  box->setContentsMargins(4, 4, 4, 4);
+  auto* box = padded_box(body_);
   if (s)
     for (const auto& b : s->blocks) {
       auto* text = new QLabel(qs(b.text), body_);
@@ -607,8 +609,7 @@ void MemoryChart::paint(QPainter& p) {
 
 MemoryPanel::MemoryPanel(QWidget* parent) : PanelFrame(parent) {
   auto* content = new QWidget(this);
-  auto* box = new QVBoxLayout(content);
-  box->setContentsMargins(4, 4, 4, 4);
+  auto* box = padded_box(content);
   note_ = new QLabel(content);
   note_->setWordWrap(true);
   chart_ = new MemoryChart(content);

@@ -14,6 +14,7 @@
 #include <QTabWidget>
 #include <QTableView>
 #include <QTableWidget>
+#include <QVBoxLayout>
 #include <memory>
 #include <optional>
 
@@ -27,6 +28,8 @@ namespace moetrace::gui {
 
 // A read-only table of whole-row selection, as every panel shows them.
 QTableView* make_table(QWidget* parent);
+// A vertical box over `w` with the 4-pixel margins of the panels' content.
+QVBoxLayout* padded_box(QWidget* w);
 // `view` shows `model` through `proxy`, sorted by kSortRole when a header is
 // clicked, and first by `column` (-1: the model's own order).
 void show_sorted(QTableView* view, QSortFilterProxyModel* proxy, QAbstractItemModel* model, int column);

@@ -111,8 +111,7 @@ QVariant ReplayModel::headerData(int section, Qt::Orientation o, int role) const
 // --- ReplayPanel ----------------------------------------------------------------
 
 ReplayPanel::ReplayPanel(QWidget* parent) : QWidget(parent) {
-  auto* box = new QVBoxLayout(this);
-  box->setContentsMargins(4, 4, 4, 4);
+  auto* box = padded_box(this);
   auto* bar = new QHBoxLayout;
   bar->addWidget(new QLabel(tr("What-if: pipeline degree"), this));
   degree_ = new QSpinBox(this);

@@ -21,6 +21,7 @@
 #include "moetrace/analyzer/launch_queue.h"
 #include "moetrace/analyzer/trace.h"
 #include "stream_wait_fixture.h"
+#include "shared_data.h"
 #include "test_paths.h"
 #include "text_trace.h"
 
@@ -55,7 +56,7 @@ const Expected kExpected[] = {
     {"hta-nccl_data.json.gz", 1, 188910, 188910, 0, 0, 0, 0, "HTA, times rounded"},
 };
 
-std::string kineto(const char* file) { return std::string(MOETRACE_SHARED_DATA) + "/external/kineto/" + file; }
+std::string kineto(const char* file) { return testing::shared_data(std::string("kineto/") + file); }
 
 TEST(HtaParity, CriticalPathWithinOnePercent) {
   std::string loaded;

@@ -192,9 +192,7 @@ TEST(Memory, ClassesOfTags) {
 // [800, 2000): 6000 then 0 at 1000; peak 6000. Before the first point: 0.
 // memory_timeline is analyze_memory's timeline without the bubbles.
 TEST(Memory, WindowedTimelineAndTheTimelineAlone) {
-  const auto path = testing::temp_path("window.db");
-  testing::write_text_trace(path, kBubbles);
-  const auto trace = load_trace(path);
+  const auto trace = testing::load_text_trace("window.db", kBubbles);
   const auto t = memory_timeline(trace);
   ASSERT_EQ(t.ranks.size(), 1u);
   EXPECT_EQ(t.peak_bytes, 8000);

@@ -17,6 +17,7 @@
 #include "text_trace.h"
 #include "test_paths.h"
 #include "error_of.h"
+#include "loaded_trace.h"
 
 namespace moetrace::analyzer {
 namespace {
@@ -197,10 +198,24 @@ op id=5 rank=1 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 phase=fwd s
 op id=6 rank=1 stream=1 kind=expert_ffn layer=0 iteration=0 phase=fwd start=30 end=80
 )";
 
+// The train.sh of the Megatron-Core cases: 4 experts, top-2, hidden 64,
+// expert FFN 128, bf16, and `parallel` (a parallel size's flag and value,
+// then a space; "" for none).
+ModelSpec megatron_train_sh(const std::string& parallel = "") {
+  return parse_model_spec(
+      "--num-experts 4 --moe-router-topk 2 --hidden-size 64 --moe-ffn-hidden-size 128 " + parallel + "--bf16",
+      "train.sh");
+}
+
+// The MoE layers of `t` under megatron_train_sh(), with the notes on how
+// their sizes were found.
+std::vector<MoeLayerWorkload> train_sh_workloads(const Trace& t, std::vector<std::string>& notes) {
+  const ModelSpec m = megatron_train_sh();
+  return moe_layer_workloads(t, &notes, {&m, -1});
+}
+
 TEST(ModelSpec, ShapesFromTheModelLoadAssumedBalanced) {
-  const auto path = testing::temp_path("model_spec_imported.db");
-  testing::write_text_trace(path, kImported);
-  const Trace t = load_trace(path);
+  const Trace t = testing::load_text_trace("model_spec_imported.db", kImported);
   const ModelSpec m = parse_model_spec(
       R"({"num_local_experts": 4, "num_experts_per_tok": 2, "hidden_size": 64, "intermediate_size": 128,
           "torch_dtype": "bfloat16"})",
@@ -244,22 +259,16 @@ TEST(ModelSpec, ShapesFromTheModelLoadAssumedBalanced) {
 // all-to-alls run in groups of 2 here agrees with EP 2, and a model file
 // saying EP 4 is a conflict named with both sources.
 TEST(ModelSpec, ExpertParallelGroupFromTheAllToAlls) {
-  const auto path = testing::temp_path("model_spec_ep.db");
-  testing::write_text_trace(path, std::string(kImported) +
-                                      "collective rank=0 start=10 end=30 name=all_to_all group_size=2\n"
-                                      "collective rank=1 start=10 end=30 name=all_to_all group_size=2\n");
-  const Trace t = load_trace(path);
-  const ModelSpec m = parse_model_spec("--num-experts 4 --moe-router-topk 2 --hidden-size 64 --moe-ffn-hidden-size 128 "
-                                       "--expert-model-parallel-size 4 --bf16",
-                                       "train.sh");
+  const Trace t = testing::load_text_trace("model_spec_ep.db",
+                                           std::string(kImported) +
+                                               "collective rank=0 start=10 end=30 name=all_to_all group_size=2\n"
+                                               "collective rank=1 start=10 end=30 name=all_to_all group_size=2\n");
+  const ModelSpec m = megatron_train_sh("--expert-model-parallel-size 4 ");
   EXPECT_EQ(testing::error_of<ConfigError>([&] { moe_layer_workloads(t, nullptr, {&m, -1}); }),
             "the expert-parallel group is 2 in the trace (its all-to-alls' group size) but 4 in train.sh: "
             "--expert-model-parallel-size");
-  const ModelSpec ok = parse_model_spec("--num-experts 4 --moe-router-topk 2 --hidden-size 64 --moe-ffn-hidden-size 128 "
-                                        "--bf16",
-                                        "train.sh");
   std::vector<std::string> notes;
-  const auto ws = moe_layer_workloads(t, &notes, {&ok, -1});
+  const auto ws = train_sh_workloads(t, notes);
   ASSERT_EQ(ws.size(), 1u);
   EXPECT_EQ(ws[0].ranks, 2);
   EXPECT_NE(notes.front().find("expert-parallel group of 2 ranks (the group size the trace's all-to-alls record)"),
@@ -274,9 +283,8 @@ TEST(ModelSpec, ExpertParallelGroupFromTheAllToAlls) {
 // all-to-alls record no group size, combined groups (expert-data) count for
 // no dimension, and a model file's other TP is a conflict naming both.
 TEST(ModelSpec, ParallelSizesFromTheProcessGroups) {
-  const auto path = testing::temp_path("model_spec_groups.db");
-  testing::write_text_trace(
-      path, std::string(kImported) +
+  const Trace t = testing::load_text_trace(
+      "model_spec_groups.db", std::string(kImported) +
                 "collective rank=0 start=10 end=30 name=all_to_allv process_group=3(expert_model_parallel_group) "
                 "group_ranks=[0,1]\n"
                 "collective rank=0 start=40 end=50 name=allreduce process_group=mesh_tp group_ranks=[0,2]\n"
@@ -284,12 +292,8 @@ TEST(ModelSpec, ParallelSizesFromTheProcessGroups) {
                 "group_ranks=[0,4]\n"
                 "collective rank=0 start=80 end=90 name=allreduce process_group=EXPERT_DATA_PARALLEL_GROUP "
                 "group_ranks=[0,8,16,24]\n");
-  const Trace t = load_trace(path);
-  const ModelSpec m = parse_model_spec("--num-experts 4 --moe-router-topk 2 --hidden-size 64 --moe-ffn-hidden-size 128 "
-                                       "--bf16",
-                                       "train.sh");
   std::vector<std::string> notes;
-  const auto ws = moe_layer_workloads(t, &notes, {&m, -1});
+  const auto ws = train_sh_workloads(t, notes);
   ASSERT_EQ(ws.size(), 1u);
   EXPECT_EQ(ws[0].ranks, 2);
   auto noted = [&](const std::string& s) {
@@ -300,9 +304,7 @@ TEST(ModelSpec, ParallelSizesFromTheProcessGroups) {
   EXPECT_TRUE(noted("PP 2 (\"Pipeline_Model_Parallel_Group\")"));
   EXPECT_FALSE(noted("DP"));
   EXPECT_TRUE(noted("expert-parallel group of 2 ranks (the trace's process group"));
-  const ModelSpec tp4 = parse_model_spec("--num-experts 4 --moe-router-topk 2 --hidden-size 64 --moe-ffn-hidden-size 128 "
-                                         "--tensor-model-parallel-size 4 --bf16",
-                                         "train.sh");
+  const ModelSpec tp4 = megatron_train_sh("--tensor-model-parallel-size 4 ");
   EXPECT_EQ(testing::error_of<ConfigError>([&] { moe_layer_workloads(t, nullptr, {&tp4, -1}); }),
             "the tensor-parallel size is 2 in the trace (its process group \"mesh_tp\") but 4 in train.sh: "
             "--tensor-model-parallel-size");
@@ -401,9 +403,8 @@ TEST(ModelSpec, OverlappedScheduleIsSaid) {
 }
 
 TEST(ModelSpec, TraceAndModelThatDisagreeNameBothSources) {
-  const auto path = testing::temp_path("model_spec_conflict.db");
-  testing::write_text_trace(path, std::string(kImported) + "layer layer=0 experts=4 top_k=2 model_dim=32 hidden_dim=128\n");
-  const Trace t = load_trace(path);
+  const Trace t = testing::load_text_trace(
+      "model_spec_conflict.db", std::string(kImported) + "layer layer=0 experts=4 top_k=2 model_dim=32 hidden_dim=128\n");
   const ModelSpec m = parse_model_spec(R"({"num_local_experts": 4, "num_experts_per_tok": 2, "hidden_size": 64,
                                             "intermediate_size": 128})",
                                        "config.json");

@@ -43,9 +43,7 @@ const NvtxNameSummary& named(const NvtxAnalysis& n, const std::string& name) {
 }
 
 TEST(NvtxProjection, RangesProjectTheWorkTheirThreadLaunched) {
-  const auto path = testing::temp_path("nvtx-proj.db");
-  testing::write_text_trace(path, kNvtxTrace);
-  const Trace t = load_trace(path);
+  const Trace t = testing::load_text_trace("nvtx-proj.db", kNvtxTrace);
   const NvtxProjector projector(t);
   const NvtxRange* mm = nullptr;
   for (const auto& r : t.nvtx)

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "json_schema.h"
+#include "loaded_trace.h"
 #include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/cost_model.h"
 #include "moetrace/plan/calibration.h"
@@ -227,13 +228,10 @@ TEST(Recommend, ReportCarriesTheSection) {
   EXPECT_EQ(j["recommendations"]["status"], "computed");
   EXPECT_EQ(j["recommendations"]["items"].size(), 8u);  // 2 layers x 4 subjects
   for (auto format : {ReportFormat::kText, ReportFormat::kMarkdown, ReportFormat::kHtml}) {
-    std::ostringstream out;
-    ReportOptions o;
-    o.format = format;
-    write_report(out, t, a, o);
-    EXPECT_NE(out.str().find("expert placement"), std::string::npos) << static_cast<int>(format);
+    const auto report = testing::report_in(format, t, a);
+    EXPECT_NE(report.find("expert placement"), std::string::npos) << static_cast<int>(format);
     if (format == ReportFormat::kHtml) {
-      EXPECT_NE(out.str().find("<section id=\"recommendations\" data-status=\"computed\">"), std::string::npos);
+      EXPECT_NE(report.find("<section id=\"recommendations\" data-status=\"computed\">"), std::string::npos);
     }
   }
 }

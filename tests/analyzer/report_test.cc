@@ -98,9 +98,7 @@ TEST(Report, SchemaRejectsAReportWithoutItsSections) {
 }
 
 TEST(Report, TextNamesTheSharesOfTheFortyPercentLayer) {
-  const auto path = testing::temp_path("report-forty.db");
-  testing::write_text_trace(path, testing::kFortyPercentLayer);
-  const auto trace = load_trace(path);
+  const auto trace = testing::load_text_trace("report-forty.db", testing::kFortyPercentLayer);
   std::ostringstream out;
   write_text_report(out, trace, analyses_of(trace), {});
   const auto text = out.str();
@@ -112,9 +110,7 @@ TEST(Report, TextNamesTheSharesOfTheFortyPercentLayer) {
 }
 
 TEST(Report, TextAndMarkdownOfTheRichTrace) {
-  const auto path = testing::temp_path("report-rich-md.db");
-  testing::write_text_trace(path, kRich);
-  const auto trace = load_trace(path);
+  const auto trace = testing::load_text_trace("report-rich-md.db", kRich);
   const auto a = analyses_of(trace);
   std::ostringstream text, md;
   write_text_report(text, trace, a, {});
@@ -130,9 +126,7 @@ TEST(Report, TextAndMarkdownOfTheRichTrace) {
 }
 
 TEST(Report, HtmlIsSelfContainedAndHasItsPlots) {
-  const auto path = testing::temp_path("report-rich-html.db");
-  testing::write_text_trace(path, kRich);
-  const auto trace = load_trace(path);
+  const auto trace = testing::load_text_trace("report-rich-html.db", kRich);
   std::ostringstream out;
   write_html_report(out, trace, analyses_of(trace), {});
   const auto h = out.str();

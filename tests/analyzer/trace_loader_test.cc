@@ -72,7 +72,7 @@ TEST(TraceLoader, ForeignSqlite) {
 // An Nsight Systems export is read through its importer (trace file
 // readers that need a moetrace trace, open_trace, name it instead).
 TEST(TraceLoader, NsightExportIsReadByItsImporter) {
-  const std::string path = std::string(MOETRACE_SHARED_DATA) + "/external/nsys/nsys-ai-mock.sqlite";
+  const std::string path = testing::shared_data("nsys/nsys-ai-mock.sqlite");
   MOETRACE_NEED_SHARED(path);
   const auto t = load_trace(path);
   EXPECT_EQ(t.run.backend, "nsys");

@@ -344,7 +344,7 @@ TEST(CliRankFiles, ImportIntoAFolderOneTracePerFileSeveralAtOnce) {
 // The two sampled ranks of HTA's 128-rank job, imported one file each, read
 // as one run: both ranks, 126 missing, their collectives compared.
 TEST(CliRankFiles, TwoImportedRanksOfOneJob) {
-  const std::string data = std::string(MOETRACE_SHARED_DATA) + "/external/kineto/";
+  const std::string data = testing::shared_data("kineto/");
   MOETRACE_NEED_SHARED(data + "hta-sampled_rank-0.json.gz");
   MOETRACE_NEED_SHARED(data + "hta-sampled_rank-1.json.gz");
   const auto r0 = testing::temp_path("hta0.db"), r1 = testing::temp_path("hta1.db");

@@ -26,6 +26,7 @@ namespace {
 
 using Result = testing::CliResult;
 using testing::run_cli;
+using testing::run_import;
 using testing::read_text;
 
 class CliErrors : public ::testing::TestWithParam<std::string> {};
@@ -92,7 +93,7 @@ TEST_P(CliErrors, Directory) {
 // Every command imports a trace of another tool first (into a temporary
 // trace): info says what the import holds, the others analyse it.
 TEST_P(CliErrors, NsightExportPointsToImportOrIsImported) {
-  const std::string path = std::string(MOETRACE_SHARED_DATA) + "/external/nsys/nsys-ai-mock.sqlite";
+  const std::string path = testing::shared_data("nsys/nsys-ai-mock.sqlite");
   MOETRACE_NEED_SHARED(path);
   const auto r = run_cli(GetParam() + " " + path);
   if (GetParam() == "info") {
@@ -281,11 +282,10 @@ TEST(Cli, ImportThenInfoReportAndExport) {
 // 46,762,159 ns all-reduce; 6 ncclKernel_Broadcast_* -> 114,334 ns other
 // communication; no all-to-all. The report says which sections it cannot fill.
 TEST(Cli, ImportedKinetoTraceClassifiesItsNcclKernels) {
-  const std::string path = std::string(MOETRACE_SHARED_DATA) + "/external/kineto/hta-nccl_data.json.gz";
+  const std::string path = testing::shared_data("kineto/hta-nccl_data.json.gz");
   MOETRACE_NEED_SHARED(path);
   const auto db = testing::temp_path("cli-hta-nccl.db");
-  std::filesystem::remove(db);
-  auto r = run_cli("import " + path + " -o " + db);
+  auto r = run_import(path, db);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   r = run_cli("report " + db + " --format json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -318,11 +318,10 @@ TEST(Cli, ImportedKinetoTraceClassifiesItsNcclKernels) {
 }
 
 TEST(Cli, MoeRulesErrorsAreOneLine) {
-  const std::string path = std::string(MOETRACE_SHARED_DATA) + "/external/kineto/hta-sampled_rank-0.json.gz";
+  const std::string path = testing::shared_data("kineto/hta-sampled_rank-0.json.gz");
   MOETRACE_NEED_SHARED(path);
   const auto db = testing::temp_path("cli-rules.db");
-  std::filesystem::remove(db);
-  ASSERT_EQ(run_cli("import " + path + " -o " + db).exit_code, 0);
+  ASSERT_EQ(run_import(path, db).exit_code, 0);
   expect_one_line_error(run_cli("report " + db + " --moe-rules /nonexistent/rules.json"),
                         "/nonexistent/rules.json: cannot open the rules file");
   const auto rules = testing::temp_path("bad-rules.json");
@@ -349,14 +348,13 @@ TEST(Cli, MoeRulesErrorsAreOneLine) {
 // former), re-stated without HTA or moetrace in tests/cli/hta_reference.py
 // (which ctest runs as hta_reference_script: it must give these numbers).
 TEST(Cli, WindowLikeHtaGivesHtasIdleAndOverlap) {
-  const std::string data = std::string(MOETRACE_SHARED_DATA) + "/external/kineto/";
+  const std::string data = testing::shared_data("kineto/");
   MOETRACE_NEED_SHARED(data + "hta-sampled_rank-0.json.gz");
   MOETRACE_NEED_SHARED(data + "hta-sampled_rank-1.json.gz");
   const double idle[] = {53.558, 54.717}, overlap[] = {11.810, 20.051};
   for (int r : {0, 1}) {
     const auto db = testing::temp_path(fmt::format("cli-window-{}.db", r));
-    std::filesystem::remove(db);
-    ASSERT_EQ(run_cli(fmt::format("import {}hta-sampled_rank-{}.json.gz -o {}", data, r, db)).exit_code, 0);
+    ASSERT_EQ(run_import(fmt::format("{}hta-sampled_rank-{}.json.gz", data, r), db).exit_code, 0);
     const auto out = run_cli("report " + db + " --window steps-but-last --no-recommendations --format json");
     ASSERT_EQ(out.exit_code, 0) << out.err;
     const auto j = nlohmann::json::parse(out.out)["breakdown"];
@@ -381,8 +379,7 @@ TEST(Cli, WindowLikeHtaGivesHtasIdleAndOverlap) {
 TEST(Cli, RecommendOnAnImportedTraceWithAModelFile) {
   const auto in = MOETRACE_SOURCE_DIR + "/tests/data/gpu/torch_moe_peer.json.gz";
   const auto db = testing::temp_path("cli-peer.db");
-  std::filesystem::remove(db);
-  ASSERT_EQ(run_cli("import " + in + " -o " + db).exit_code, 0);
+  ASSERT_EQ(run_import(in, db).exit_code, 0);
   // The layer of tools/gpu_bench.py: M = 4096, H = 14336 (Mixtral 8x7B's
   // expert), top-2 of 8, 16384 tokens.
   const auto config = testing::temp_path("peer-config.json");
@@ -496,8 +493,7 @@ TEST(Cli, UnreadDeviceEventsAreWarnedOf) {
     {"ph": "X", "cat": "mtia_ccp_events", "name": "gemm_kernel", "pid": 0, "tid": 3, "ts": 17, "dur": 4},
     {"ph": "X", "cat": "hpu_op", "name": "synLaunch", "pid": 1, "tid": 1, "ts": 22, "dur": 1}]})";
   const auto db = testing::temp_path("mtia.db");
-  std::filesystem::remove(db);
-  const auto imp = run_cli("import " + json + " -o " + db);
+  const auto imp = run_import(json, db);
   ASSERT_EQ(imp.exit_code, 0) << imp.err;
   EXPECT_NE(imp.err.find("(1 api_calls, 2 kernels, 1 nvtx_ranges)"), std::string::npos) << imp.err;
   const std::string line =

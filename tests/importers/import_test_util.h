@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -31,6 +32,17 @@ namespace moetrace::testing {
 inline std::int64_t sql_int(const std::string& db_path, const std::string& query) {
   sqlite::Database db(db_path, sqlite::Database::Mode::kReadOnly);
   return db.query_int(query).value_or(-1);
+}
+
+// A probe of an imported trace: a query and the integer it must give.
+struct SqlInt {
+  std::string query;
+  std::int64_t expected;
+};
+
+// Each probe of the trace at `db_path`, in order; a failure names its query.
+inline void expect_sql_ints(const std::string& db_path, std::initializer_list<SqlInt> probes) {
+  for (const auto& p : probes) EXPECT_EQ(sql_int(db_path, p.query), p.expected) << p.query;
 }
 
 inline std::string sql_text(const std::string& db_path, const std::string& query) {

@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kineto/json_splitter.h"
@@ -251,16 +252,20 @@ TEST(JsonSplitter, Errors) {
       EXPECT_EQ(error_of(text, chunk),
                 "byte " + std::to_string(text.size() + 1) + ": unexpected end of input (truncated file?)")
           << text;
-  EXPECT_EQ(error_of("{\"traceEvents\": [1, 2,, 3]}"), "byte 23: expected a value, not ','");
-  EXPECT_EQ(error_of("{\"traceEvents\": [{}}"), "byte 20: expected ',' or ']' after an array element, not '}'");
-  EXPECT_EQ(error_of("{\"a\": 1 \"b\": 2}"), "byte 9: expected ',' or '}' after an object member, not '\"'");
-  EXPECT_EQ(error_of("{\"a\" 1}"), "byte 6: expected ':' after a member name, not '1'");
-  EXPECT_EQ(error_of("{a: 1}"), "byte 2: expected a member name (a string), not 'a'");
-  EXPECT_EQ(error_of("{\"a\\x\": 1}"), "byte 2: invalid string in a member name");
-  // Trailing garbage after the root.
-  EXPECT_EQ(error_of("{\"traceEvents\": []} x"), "byte 21: unexpected 'x' after the top-level value");
-  EXPECT_EQ(error_of("[] []"), "byte 4: unexpected '[' after the top-level value");
-  EXPECT_EQ(error_of("{\"traceEvents\": []}\x01"), "byte 20: unexpected byte 0x01 after the top-level value");
+  // Malformed inputs, and the error each gives.
+  const std::pair<std::string, std::string> malformed[] = {
+      {"{\"traceEvents\": [1, 2,, 3]}", "byte 23: expected a value, not ','"},
+      {"{\"traceEvents\": [{}}", "byte 20: expected ',' or ']' after an array element, not '}'"},
+      {"{\"a\": 1 \"b\": 2}", "byte 9: expected ',' or '}' after an object member, not '\"'"},
+      {"{\"a\" 1}", "byte 6: expected ':' after a member name, not '1'"},
+      {"{a: 1}", "byte 2: expected a member name (a string), not 'a'"},
+      {"{\"a\\x\": 1}", "byte 2: invalid string in a member name"},
+      // Trailing garbage after the root.
+      {"{\"traceEvents\": []} x", "byte 21: unexpected 'x' after the top-level value"},
+      {"[] []", "byte 4: unexpected '[' after the top-level value"},
+      {"{\"traceEvents\": []}\x01", "byte 20: unexpected byte 0x01 after the top-level value"},
+  };
+  for (const auto& [text, error] : malformed) EXPECT_EQ(error_of(text), error) << text;
 }
 
 TEST(JsonSplitter, ThreadedSameCallsAndErrors) {
@@ -298,6 +303,24 @@ TEST(JsonSplitter, ThreadedSameCallsAndErrors) {
   EXPECT_THROW(stopped.run(t), std::runtime_error);
 }
 
+// The runtime_error that comes out of splitting `text` (chunks of 64 bytes,
+// batches of 512, two queued) on `threads` threads, each batch replayed and
+// then handed to `work(seq)`: its message, or "no error".
+template <class Work>
+std::string parallel_work_error(const std::string& text, std::size_t threads, Work work) {
+  importers::kineto::ThreadedSplitter threaded(reader(text), 64, 512, 2);
+  try {
+    threaded.run_parallel(threads, [&](std::size_t seq, const auto& replay) {
+      Recorder r;
+      replay(r);
+      work(seq);
+    });
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
 // The batches handed to several threads: every call once, in input order
 // within a batch and by batch number across them; the earliest batch's
 // exception wins, the reading thread's counting after every batch.
@@ -329,21 +352,16 @@ TEST(JsonSplitter, ParallelBatchesInOrderAndTheEarliestErrorWins) {
   // Work fails in batches 7 and 3 (batch 7 may well fail first): batch 3's
   // exception comes out.
   for (std::size_t threads : {std::size_t{1}, std::size_t{4}}) {
-    importers::kineto::ThreadedSplitter threaded(reader(text), 64, 512, 2);
-    try {
-      threaded.run_parallel(threads, [&](std::size_t seq, const auto& replay) {
-        Recorder r;
-        replay(r);
-        if (seq == 7) throw std::runtime_error("batch 7");
-        if (seq == 3) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));
-          throw std::runtime_error("batch 3");
-        }
-      });
-      ADD_FAILURE() << "no error";
-    } catch (const std::runtime_error& e) {
-      EXPECT_STREQ(e.what(), "batch 3") << threads << " threads";
-    }
+    EXPECT_EQ(parallel_work_error(text, threads,
+                                  [](std::size_t seq) {
+                                    if (seq == 7) throw std::runtime_error("batch 7");
+                                    if (seq == 3) {
+                                      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                                      throw std::runtime_error("batch 3");
+                                    }
+                                  }),
+              "batch 3")
+        << threads << " threads";
   }
   // A structural error of the input comes after the work of every batch
   // before it, and after their exceptions.
@@ -365,17 +383,11 @@ TEST(JsonSplitter, ParallelBatchesInOrderAndTheEarliestErrorWins) {
     const auto plain = calls_before_the_error(bad);
     EXPECT_EQ(events.load(), static_cast<std::size_t>(std::count_if(
                                  plain.begin(), plain.end(), [](const std::string& c) { return c.starts_with("event"); })));
-    importers::kineto::ThreadedSplitter again(reader(bad), 64, 512, 2);
-    try {
-      again.run_parallel(threads, [&](std::size_t seq, const auto& replay) {
-        Recorder r;
-        replay(r);
-        if (seq == 2) throw std::runtime_error("batch 2");
-      });
-      ADD_FAILURE() << "no error";
-    } catch (const std::runtime_error& e) {
-      EXPECT_STREQ(e.what(), "batch 2");
-    }
+    EXPECT_EQ(parallel_work_error(bad, threads,
+                                  [](std::size_t seq) {
+                                    if (seq == 2) throw std::runtime_error("batch 2");
+                                  }),
+              "batch 2");
   }
 }
 

@@ -37,23 +37,23 @@ TEST(KinetoImporter, NcclData) {
   EXPECT_EQ(s.format, importers::Format::kKineto);
   // traceEvents: 2700 kernel, 960 gpu_memcpy (all "Memcpy DtoD"), 114
   // gpu_memset, 8740 cuda_runtime, 14346 cpu_op + 42 user_annotation.
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM kernels"), 2700);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM memcpy WHERE copy_kind = 8 AND src_kind = 1 AND dst_kind = 1"), 960);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM memset WHERE value IS NULL"), 114);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM api_calls"), 8740);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM nvtx_ranges n JOIN strings d ON d.id = n.domain_id "
-                         "WHERE d.value = 'pytorch'"),
-            14388);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM nvtx_ranges WHERE category = 2"), 42);
-  // Every GPU event has args.correlation, and each matches one cuda_runtime call.
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM kernels k JOIN api_calls a USING (correlation_id)"), 2700);
-  // 21 NCCL kernels on stream 40: 15 ncclKernel_AllReduce (Collective name
-  // "allreduce") and 6 ncclKernel_Broadcast ("broadcast").
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM kernels k JOIN strings s ON s.id = k.name_id "
-                         "WHERE s.value LIKE 'ncclKernel%'"),
-            21);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM collectives WHERE name = 'allreduce'"), 15);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM collectives WHERE name = 'broadcast'"), 6);
+  expect_sql_ints(out, {
+      {"SELECT count(*) FROM kernels", 2700},
+      {"SELECT count(*) FROM memcpy WHERE copy_kind = 8 AND src_kind = 1 AND dst_kind = 1", 960},
+      {"SELECT count(*) FROM memset WHERE value IS NULL", 114},
+      {"SELECT count(*) FROM api_calls", 8740},
+      {"SELECT count(*) FROM nvtx_ranges n JOIN strings d ON d.id = n.domain_id "
+       "WHERE d.value = 'pytorch'", 14388},
+      {"SELECT count(*) FROM nvtx_ranges WHERE category = 2", 42},
+      // Every GPU event has args.correlation, and each matches one cuda_runtime call.
+      {"SELECT count(*) FROM kernels k JOIN api_calls a USING (correlation_id)", 2700},
+      // 21 NCCL kernels on stream 40: 15 ncclKernel_AllReduce (Collective name
+      // "allreduce") and 6 ncclKernel_Broadcast ("broadcast").
+      {"SELECT count(*) FROM kernels k JOIN strings s ON s.id = k.name_id "
+       "WHERE s.value LIKE 'ncclKernel%'", 21},
+      {"SELECT count(*) FROM collectives WHERE name = 'allreduce'", 15},
+      {"SELECT count(*) FROM collectives WHERE name = 'broadcast'", 6},
+  });
   // correlation 60047: In/Out msg nelems 6637568, Group size 2, dtype Float.
   EXPECT_EQ(sql_text(out, "SELECT in_nelems || ',' || out_nelems || ',' || group_size || ',' || dtype || ',' || "
                           "group_ranks || ',' || process_group FROM collectives WHERE correlation_id = 60047"),
@@ -61,10 +61,12 @@ TEST(KinetoImporter, NcclData) {
   EXPECT_EQ(sql_text(out, "SELECT role FROM streams WHERE native_id = 40"), "comm");
   EXPECT_EQ(sql_text(out, "SELECT role FROM streams WHERE native_id = 7"), "compute");
   // First kernel: ts 4458676983543.183 us + baseTimeNanoseconds 1711964646000000000.
-  EXPECT_EQ(sql_int(out, "SELECT start_ns FROM kernels WHERE correlation_id = 57541"), 1716423322983543183LL);
-  EXPECT_EQ(sql_int(out, "SELECT end_ns - start_ns FROM kernels WHERE correlation_id = 57541"), 41407);
-  // distributedInfo: rank 0 of world_size 2; device 0 from deviceProperties.
-  EXPECT_EQ(sql_int(out, "SELECT world_size FROM run"), 2);
+  expect_sql_ints(out, {
+      {"SELECT start_ns FROM kernels WHERE correlation_id = 57541", 1716423322983543183LL},
+      {"SELECT end_ns - start_ns FROM kernels WHERE correlation_id = 57541", 41407},
+      // distributedInfo: rank 0 of world_size 2; device 0 from deviceProperties.
+      {"SELECT world_size FROM run", 2},
+  });
   EXPECT_EQ(sql_text(out, "SELECT name || ',' || sm_count || ',' || memory_bytes FROM devices"),
             "NVIDIA A100-PG509-200,108,42297524224");
   // Skipped: 1086 fwdbwd flow events, 30 gpu_user_annotation, 1 "Trace" span, 2 instant events.
@@ -88,9 +90,11 @@ TEST(KinetoImporter, SampledRanksHaveAllToAll) {
   const auto s = import_traces({r1, r0}, out);
   EXPECT_EQ(s.ranks, 2);
   // distributedInfo: world_size 128 (two of its ranks sampled).
-  EXPECT_EQ(sql_int(out, "SELECT world_size FROM run"), 128);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM kernels WHERE rank = 0"), 1154);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM kernels WHERE rank = 1"), 1104);
+  expect_sql_ints(out, {
+      {"SELECT world_size FROM run", 128},
+      {"SELECT count(*) FROM kernels WHERE rank = 0", 1154},
+      {"SELECT count(*) FROM kernels WHERE rank = 1", 1104},
+  });
   EXPECT_EQ(config_value(out, "import.rank.0"), "hta-sampled_rank-0.json.gz (distributedInfo rank)");
   // Streams: 7 and 23 compute, 25 only copies, 84 and 203 run ncclKernel_SendRecv.
   for (int rank : {0, 1}) {
@@ -100,13 +104,14 @@ TEST(KinetoImporter, SampledRanksHaveAllToAll) {
               "7:compute,23:compute,25:copy,84:comm,203:comm");
   }
   // Copies of rank 0: 16 HtoD pageable->device, 8 HtoD pinned->device, 8 DtoH, 8 DtoD.
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM memcpy WHERE rank = 0 AND copy_kind = 1 AND src_kind = 4"), 16);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM memcpy WHERE rank = 0 AND copy_kind = 1 AND src_kind = 2"), 8);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM memcpy WHERE rank = 0 AND copy_kind = 2"), 8);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM memcpy WHERE rank = 0 AND copy_kind = 8"), 8);
-  // First kernel of rank 0: ts 1682725898082228 us (no base time), correlation 6935929.
-  EXPECT_EQ(sql_int(out, "SELECT start_ns FROM kernels WHERE rank = 0 AND correlation_id = 6935929"),
-            1682725898082228000LL);
+  expect_sql_ints(out, {
+      {"SELECT count(*) FROM memcpy WHERE rank = 0 AND copy_kind = 1 AND src_kind = 4", 16},
+      {"SELECT count(*) FROM memcpy WHERE rank = 0 AND copy_kind = 1 AND src_kind = 2", 8},
+      {"SELECT count(*) FROM memcpy WHERE rank = 0 AND copy_kind = 2", 8},
+      {"SELECT count(*) FROM memcpy WHERE rank = 0 AND copy_kind = 8", 8},
+      // First kernel of rank 0: ts 1682725898082228 us (no base time), correlation 6935929.
+      {"SELECT start_ns FROM kernels WHERE rank = 0 AND correlation_id = 6935929", 1682725898082228000LL},
+  });
   // The breakdown: all-to-all time is the union of the SendRecv kernels,
   // 396199000 ns on rank 0 and 379053000 ns on rank 1 (computed in Python).
   // The importer's own output: without MoE recognition (whose ProfilerStep#N
@@ -218,14 +223,15 @@ TEST(KinetoImporter, HandMadeTrace) {
   const auto in = temp_path("small.json"), out = temp_path("small.db");
   write_file(in, kSmallTrace);
   const auto s = import_traces({in}, out);
-  EXPECT_EQ(sql_int(out, "SELECT rank FROM ranks"), 3);
-  EXPECT_EQ(sql_int(out, "SELECT world_size FROM run"), 4);
-  // Times: base 1 s + ts in us, exact to the ns.
-  EXPECT_EQ(sql_int(out, "SELECT start_ns FROM kernels WHERE correlation_id = 7"), 1000120001);
-  EXPECT_EQ(sql_int(out, "SELECT end_ns FROM kernels WHERE correlation_id = 7"), 1000130501);
-  EXPECT_EQ(sql_int(out, "SELECT start_ns FROM nvtx_ranges n JOIN strings s ON s.id = n.name_id "
-                         "WHERE s.value = 'aten::mm'"),
-            1000100500);
+  expect_sql_ints(out, {
+      {"SELECT rank FROM ranks", 3},
+      {"SELECT world_size FROM run", 4},
+      // Times: base 1 s + ts in us, exact to the ns.
+      {"SELECT start_ns FROM kernels WHERE correlation_id = 7", 1000120001},
+      {"SELECT end_ns FROM kernels WHERE correlation_id = 7", 1000130501},
+      {"SELECT start_ns FROM nvtx_ranges n JOIN strings s ON s.id = n.name_id "
+       "WHERE s.value = 'aten::mm'", 1000100500},
+  });
   // record_shapes: the op's input dims and types as compact JSON text, nested
   // lists and scalars as recorded (a quote in a type name dropped).
   EXPECT_EQ(sql_text(out, "SELECT input_dims || ' ' || input_types FROM input_shapes i JOIN nvtx_ranges n ON "
@@ -240,12 +246,13 @@ TEST(KinetoImporter, HandMadeTrace) {
                           "n.id = i.nvtx_id JOIN strings s ON s.id = n.name_id WHERE s.value = 'aten::_Grouped_MM'"),
             "[[],[[3,4],[5]],[2.5]] [\"Scalar\",\"TensorList\",\"x\"]");
   // Only matrix products keep their shapes.
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM input_shapes"), 2);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM kernels k JOIN launch_configs l ON l.id = k.launch_id "
-                         "WHERE grid_x = 4 AND grid_y = 2 AND block_x = 128 AND registers = 64 AND shared_bytes = 1024"),
-            1);
-  // The kernel with a negative duration is dropped and counted.
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM kernels"), 2);
+  expect_sql_ints(out, {
+      {"SELECT count(*) FROM input_shapes", 2},
+      {"SELECT count(*) FROM kernels k JOIN launch_configs l ON l.id = k.launch_id "
+       "WHERE grid_x = 4 AND grid_y = 2 AND block_x = 128 AND registers = 64 AND shared_bytes = 1024", 1},
+      // The kernel with a negative duration is dropped and counted.
+      {"SELECT count(*) FROM kernels", 2},
+  });
   EXPECT_EQ(s.skipped.at("negative_duration"), 1);
   // NCCL args kept in collectives; the kernel makes its stream comm.
   EXPECT_EQ(sql_text(out, "SELECT name || ' ' || in_splits || ' ' || group_size FROM collectives"),
@@ -254,13 +261,14 @@ TEST(KinetoImporter, HandMadeTrace) {
   EXPECT_EQ(sql_text(out, "SELECT role FROM streams WHERE native_id = 5"), "copy");
   // The copy has no args.correlation: the ac2g flow (id 9) gives it, and the
   // cudaMemcpyAsync at the flow's start gets the same id.
-  EXPECT_EQ(sql_int(out, "SELECT correlation_id FROM memcpy"), 9);
-  EXPECT_EQ(sql_int(out, "SELECT correlation_id FROM api_calls a JOIN strings s ON s.id = a.name_id "
-                         "WHERE s.value = 'cudaMemcpyAsync'"),
-            9);
-  // Zero-length copy kept.
-  EXPECT_EQ(sql_int(out, "SELECT end_ns - start_ns FROM memcpy"), 0);
-  EXPECT_EQ(sql_int(out, "SELECT copy_kind * 100 + src_kind * 10 + dst_kind FROM memcpy"), 121);
+  expect_sql_ints(out, {
+      {"SELECT correlation_id FROM memcpy", 9},
+      {"SELECT correlation_id FROM api_calls a JOIN strings s ON s.id = a.name_id "
+       "WHERE s.value = 'cudaMemcpyAsync'", 9},
+      // Zero-length copy kept.
+      {"SELECT end_ns - start_ns FROM memcpy", 0},
+      {"SELECT copy_kind * 100 + src_kind * 10 + dst_kind FROM memcpy", 121},
+  });
   // [memory]: a CUDA allocation and its free; the CPU one is counted.
   EXPECT_EQ(sql_text(out, "SELECT group_concat(kind || ':' || bytes) FROM memory_events"), "1:512,0:512");
   EXPECT_EQ(s.skipped.at("cpu_memory_event"), 1);
@@ -412,12 +420,14 @@ TEST(KinetoImporter, ParsedOnSeveralThreadsAsOnOne) {
   const auto sb = import_traces({in}, b, many);
   EXPECT_EQ(sa.rows, sb.rows);
   EXPECT_EQ(sa.skipped, sb.skipped);
-  EXPECT_EQ(sql_int(a, "SELECT count(*) FROM kernels"), 9000 * 2);
-  EXPECT_EQ(sql_int(a, "SELECT count(*) FROM kernels WHERE correlation_id IS NULL"), 0);
-  EXPECT_EQ(sql_int(a, "SELECT count(*) FROM collectives"), 9000);
-  EXPECT_EQ(sql_int(a, "SELECT count(DISTINCT seq) FROM collective_seq"), 9000);
-  EXPECT_EQ(sql_int(a, "SELECT count(*) FROM memset m JOIN api_calls c USING (correlation_id)"), 9000);
-  EXPECT_EQ(sql_int(a, "SELECT min(rank) FROM kernels"), 2);
+  expect_sql_ints(a, {
+      {"SELECT count(*) FROM kernels", 9000 * 2},
+      {"SELECT count(*) FROM kernels WHERE correlation_id IS NULL", 0},
+      {"SELECT count(*) FROM collectives", 9000},
+      {"SELECT count(DISTINCT seq) FROM collective_seq", 9000},
+      {"SELECT count(*) FROM memset m JOIN api_calls c USING (correlation_id)", 9000},
+      {"SELECT min(rank) FROM kernels", 2},
+  });
   const auto dump = table_dump(a);
   EXPECT_EQ(dump, table_dump(b));
   EXPECT_NE(dump.find("aten::Op40_late"), std::string::npos);
@@ -497,12 +507,14 @@ TEST(KinetoImporter, WrittenWhileParsedAsWhenParsedWhole) {
                              << std::string(diff.first, diff.first + std::min<std::ptrdiff_t>(200, rows.end() - diff.first));
   // Counted from varied_trace: 2 kernels an iteration, and every 50th an
   // older NCCL kernel, described from its range as 2048 x 4 elements.
-  EXPECT_EQ(sql_int(a, "SELECT count(*) FROM kernels"), 3000 * 2 + 60);
-  EXPECT_EQ(sql_int(a, "SELECT count(*) FROM collectives WHERE name = 'all_reduce' AND in_nelems = 8192"), 60);
-  EXPECT_EQ(sql_int(a, "SELECT count(*) FROM memset m JOIN api_calls c USING (correlation_id)"), 3000);
-  // ts 1000000 us + base 1.7e18 ns.
-  EXPECT_EQ(sql_int(a, "SELECT min(start_ns) FROM nvtx_ranges"), 1700000000000000000 + 1000000000 + 125);
-  EXPECT_EQ(sql_int(a, "SELECT min(rank) FROM kernels"), 2);
+  expect_sql_ints(a, {
+      {"SELECT count(*) FROM kernels", 3000 * 2 + 60},
+      {"SELECT count(*) FROM collectives WHERE name = 'all_reduce' AND in_nelems = 8192", 60},
+      {"SELECT count(*) FROM memset m JOIN api_calls c USING (correlation_id)", 3000},
+      // ts 1000000 us + base 1.7e18 ns.
+      {"SELECT min(start_ns) FROM nvtx_ranges", 1700000000000000000 + 1000000000 + 125},
+      {"SELECT min(rank) FROM kernels", 2},
+  });
 }
 
 // A Kineto file read straight into memory (`report TRACE.json.gz`) gives the

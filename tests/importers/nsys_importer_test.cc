@@ -28,54 +28,56 @@ TEST(NsysImporter, Saxpy_2_9_1) {
   EXPECT_EQ(s.format, importers::Format::kNsys);
   EXPECT_EQ(s.ranks, 1);
   // sqlite3: SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL -> 5; MEMCPY -> 15
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM kernels"), 5);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM memcpy"), 15);
-  // copyKind: 10 rows of 1 (H2D), 5 of 2 (D2H); srcKind 0 (pageable) -> dstKind 2 (device)
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM memcpy WHERE copy_kind = 1 AND src_kind = 4 AND dst_kind = 1"), 10);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM memcpy WHERE copy_kind = 2 AND src_kind = 1 AND dst_kind = 4"), 5);
-  EXPECT_EQ(sql_int(out, "SELECT sum(bytes) FROM memcpy"), 15 * 262144000LL);
-  // RUNTIME has 95 rows: 56 of eventClass 0 (runtime), 1 of class 1 (driver:
-  // cuModuleGetLoadingMode) and 38 "CUDA backtrace" (class 67) rows repeating
-  // a runtime call with the same correlation id.
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM api_calls"), 57);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM api_calls WHERE api = 2"), 1);
+  expect_sql_ints(out, {
+      {"SELECT count(*) FROM kernels", 5},
+      {"SELECT count(*) FROM memcpy", 15},
+      // copyKind: 10 rows of 1 (H2D), 5 of 2 (D2H); srcKind 0 (pageable) -> dstKind 2 (device)
+      {"SELECT count(*) FROM memcpy WHERE copy_kind = 1 AND src_kind = 4 AND dst_kind = 1", 10},
+      {"SELECT count(*) FROM memcpy WHERE copy_kind = 2 AND src_kind = 1 AND dst_kind = 4", 5},
+      {"SELECT sum(bytes) FROM memcpy", 15 * 262144000LL},
+      // RUNTIME has 95 rows: 56 of eventClass 0 (runtime), 1 of class 1 (driver:
+      // cuModuleGetLoadingMode) and 38 "CUDA backtrace" (class 67) rows repeating
+      // a runtime call with the same correlation id.
+      {"SELECT count(*) FROM api_calls", 57},
+      {"SELECT count(*) FROM api_calls WHERE api = 2", 1},
+  });
   EXPECT_EQ(config_value(out, "import.skipped.runtime_backtrace_duplicate"), "38");
   EXPECT_EQ(s.skipped.at("runtime_backtrace_duplicate"), 38);
   // Names lose nsys's ABI suffix: cudaLaunchKernel_v7000 -> cudaLaunchKernel.
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM api_calls a JOIN strings s ON s.id = a.name_id "
-                         "WHERE s.value = 'cudaLaunchKernel'"),
-            5);
-  // Every kernel finds its launch by correlation id (140, 156, 172, 188, 204).
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM kernels k JOIN api_calls a USING (correlation_id) "
-                         "JOIN strings s ON s.id = a.name_id WHERE s.value = 'cudaLaunchKernel'"),
-            5);
+  expect_sql_ints(out, {
+      {"SELECT count(*) FROM api_calls a JOIN strings s ON s.id = a.name_id "
+       "WHERE s.value = 'cudaLaunchKernel'", 5},
+      // Every kernel finds its launch by correlation id (140, 156, 172, 188, 204).
+      {"SELECT count(*) FROM kernels k JOIN api_calls a USING (correlation_id) "
+       "JOIN strings s ON s.id = a.name_id WHERE s.value = 'cudaLaunchKernel'", 5},
+  });
   EXPECT_EQ(sql_text(out, "SELECT s.value FROM kernels k JOIN strings s ON s.id = k.name_id LIMIT 1"),
             "saxpy(double *, double *, double *, double, int)");
   // gridX 2, blockX 512, registersPerThread 26; timestamps unchanged for one file.
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM kernels k JOIN launch_configs l ON l.id = k.launch_id "
-                         "WHERE grid_x = 2 AND grid_y = 1 AND block_x = 512 AND registers = 26"),
-            5);
-  EXPECT_EQ(sql_int(out, "SELECT min(start_ns) FROM kernels"), 924922186);
-  EXPECT_EQ(sql_int(out, "SELECT max(end_ns) FROM kernels"), 1965496577);
-  // NVTX_EVENTS: 24 rows = 22 push/pop ranges (5 "saxpy" in the default
-  // domain, 17 MPI_* in domain 1 "MPI") + a domain name (75) + a thread name (39).
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM nvtx_ranges"), 22);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM nvtx_ranges n JOIN strings s ON s.id = n.name_id "
-                         "WHERE s.value = 'saxpy' AND n.domain_id IS NULL"),
-            5);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM nvtx_ranges n JOIN strings d ON d.id = n.domain_id "
-                         "WHERE d.value = 'MPI'"),
-            17);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM nvtx_ranges n JOIN strings s ON s.id = n.name_id "
-                         "WHERE s.value = 'MPI_Send'"),
-            10);
-  // The process (pid 1230493) names its thread "MPI Rank 0".
-  EXPECT_EQ(sql_int(out, "SELECT pid FROM ranks WHERE rank = 0"), 1230493);
+  expect_sql_ints(out, {
+      {"SELECT count(*) FROM kernels k JOIN launch_configs l ON l.id = k.launch_id "
+       "WHERE grid_x = 2 AND grid_y = 1 AND block_x = 512 AND registers = 26", 5},
+      {"SELECT min(start_ns) FROM kernels", 924922186},
+      {"SELECT max(end_ns) FROM kernels", 1965496577},
+      // NVTX_EVENTS: 24 rows = 22 push/pop ranges (5 "saxpy" in the default
+      // domain, 17 MPI_* in domain 1 "MPI") + a domain name (75) + a thread name (39).
+      {"SELECT count(*) FROM nvtx_ranges", 22},
+      {"SELECT count(*) FROM nvtx_ranges n JOIN strings s ON s.id = n.name_id "
+       "WHERE s.value = 'saxpy' AND n.domain_id IS NULL", 5},
+      {"SELECT count(*) FROM nvtx_ranges n JOIN strings d ON d.id = n.domain_id "
+       "WHERE d.value = 'MPI'", 17},
+      {"SELECT count(*) FROM nvtx_ranges n JOIN strings s ON s.id = n.name_id "
+       "WHERE s.value = 'MPI_Send'", 10},
+      // The process (pid 1230493) names its thread "MPI Rank 0".
+      {"SELECT pid FROM ranks WHERE rank = 0", 1230493},
+  });
   EXPECT_EQ(config_value(out, "import.nsys.rank_source"), "MPI rank thread names");
   EXPECT_EQ(sql_text(out, "SELECT name FROM devices"), "NVIDIA A100-SXM4-40GB");
-  EXPECT_EQ(sql_int(out, "SELECT sm_count FROM devices"), 108);
-  EXPECT_EQ(sql_int(out, "SELECT compute_major * 10 + compute_minor FROM devices"), 80);
-  EXPECT_EQ(sql_int(out, "SELECT memory_bytes FROM devices"), 42297524224LL);
+  expect_sql_ints(out, {
+      {"SELECT sm_count FROM devices", 108},
+      {"SELECT compute_major * 10 + compute_minor FROM devices", 80},
+      {"SELECT memory_bytes FROM devices", 42297524224LL},
+  });
   EXPECT_EQ(sql_text(out, "SELECT role FROM streams WHERE native_id = 7"), "compute");
   EXPECT_EQ(sql_text(out, "SELECT backend || ',' || simulated FROM run"), "nsys,0");
   EXPECT_EQ(config_value(out, "import.source.0"), in);
@@ -90,21 +92,24 @@ TEST(NsysImporter, Mock_3_24_14) {
   MOETRACE_NEED_SHARED(in);
   const auto out = temp_path("mock.db");
   import_traces({in}, out);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM kernels"), 2);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM kernels k JOIN api_calls a USING (correlation_id)"), 2);
-  // One 4-byte D2H copy, device -> pinned (srcKind 2, dstKind 1).
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM memcpy WHERE copy_kind = 2 AND bytes = 4 AND src_kind = 1 "
-                         "AND dst_kind = 2"),
-            1);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM api_calls"), 9);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM sync_events WHERE correlation_id = 172"), 1);
-  // overheadType 6 x4, 7 x2.
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM overhead WHERE kind = 'runtime_module_loading'"), 4);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM overhead WHERE kind = 'lazy_function_loading'"), 2);
+  expect_sql_ints(out, {
+      {"SELECT count(*) FROM kernels", 2},
+      {"SELECT count(*) FROM kernels k JOIN api_calls a USING (correlation_id)", 2},
+      // One 4-byte D2H copy, device -> pinned (srcKind 2, dstKind 1).
+      {"SELECT count(*) FROM memcpy WHERE copy_kind = 2 AND bytes = 4 AND src_kind = 1 "
+       "AND dst_kind = 2", 1},
+      {"SELECT count(*) FROM api_calls", 9},
+      {"SELECT count(*) FROM sync_events WHERE correlation_id = 172", 1},
+      // overheadType 6 x4, 7 x2.
+      {"SELECT count(*) FROM overhead WHERE kind = 'runtime_module_loading'", 4},
+      {"SELECT count(*) FROM overhead WHERE kind = 'lazy_function_loading'", 2},
+  });
   EXPECT_EQ(sql_text(out, "SELECT name FROM devices"), "NVIDIA GeForce RTX 3080");
-  EXPECT_EQ(sql_int(out, "SELECT compute_major * 10 + compute_minor FROM devices"), 86);
-  EXPECT_EQ(sql_int(out, "SELECT pid FROM ranks"), 91186);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM streams"), 1);
+  expect_sql_ints(out, {
+      {"SELECT compute_major * 10 + compute_minor FROM devices", 86},
+      {"SELECT pid FROM ranks", 91186},
+      {"SELECT count(*) FROM streams", 1},
+  });
   EXPECT_EQ(config_value(out, "import.nsys.schema_version.0"), "3.24.14");
   EXPECT_EQ(sql_text(out, "SELECT s.value FROM kernels k JOIN strings s ON s.id = k.name_id "
                           "ORDER BY start_ns LIMIT 1")
@@ -118,12 +123,13 @@ TEST(NsysImporter, HealthySliceWithoutPids) {
   const auto out = temp_path("healthy.db");
   import_traces({in}, out);
   // 400 kernels, half each of two names, and 400 launches; no globalPid column.
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM kernels"), 400);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM kernels k JOIN strings s ON s.id = k.name_id "
-                         "WHERE s.value = 'void cutlass::gemm_nn_128x128<float>(float*, float*)'"),
-            200);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM kernels k JOIN api_calls a USING (correlation_id)"), 400);
-  EXPECT_EQ(sql_int(out, "SELECT min(start_ns) FROM api_calls"), -3000);
+  expect_sql_ints(out, {
+      {"SELECT count(*) FROM kernels", 400},
+      {"SELECT count(*) FROM kernels k JOIN strings s ON s.id = k.name_id "
+       "WHERE s.value = 'void cutlass::gemm_nn_128x128<float>(float*, float*)'", 200},
+      {"SELECT count(*) FROM kernels k JOIN api_calls a USING (correlation_id)", 400},
+      {"SELECT min(start_ns) FROM api_calls", -3000},
+  });
   EXPECT_EQ(sql_text(out, "SELECT name FROM devices"), "NVIDIA H100 80GB HBM3");
   EXPECT_EQ(sql_int(out, "SELECT count(*) FROM ranks"), 1);
 }
@@ -137,15 +143,19 @@ TEST(NsysImporter, SeveralExportsAreRanksOnOneClock) {
   EXPECT_EQ(s.ranks, 2);
   // Only saxpy names an MPI rank, so ranks follow the file order.
   EXPECT_EQ(config_value(out, "import.nsys.rank_source"), "file order");
-  EXPECT_EQ(sql_int(out, "SELECT pid FROM ranks WHERE rank = 0"), 1230493);
-  EXPECT_EQ(sql_int(out, "SELECT pid FROM ranks WHERE rank = 1"), 91186);
+  expect_sql_ints(out, {
+      {"SELECT pid FROM ranks WHERE rank = 0", 1230493},
+      {"SELECT pid FROM ranks WHERE rank = 1", 91186},
+  });
   // utcEpochNs: saxpy 1687813257637297504, mock 1776781226557295056.
   const std::int64_t offset = 1776781226557295056LL - 1687813257637297504LL;
   EXPECT_EQ(config_value(out, "import.nsys.clock_offset_ns.1"), std::to_string(offset));
-  EXPECT_EQ(sql_int(out, "SELECT min(start_ns) FROM kernels WHERE rank = 1"), 1517727052 + offset);
-  EXPECT_EQ(sql_int(out, "SELECT min(start_ns) FROM kernels WHERE rank = 0"), 924922186);
-  EXPECT_EQ(sql_int(out, "SELECT world_size FROM run"), 2);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM devices"), 2);
+  expect_sql_ints(out, {
+      {"SELECT min(start_ns) FROM kernels WHERE rank = 1", 1517727052 + offset},
+      {"SELECT min(start_ns) FROM kernels WHERE rank = 0", 924922186},
+      {"SELECT world_size FROM run", 2},
+      {"SELECT count(*) FROM devices", 2},
+  });
 }
 
 TEST(NsysImporter, SameMpiRankTwiceFallsBackToFileOrder) {
@@ -153,10 +163,12 @@ TEST(NsysImporter, SameMpiRankTwiceFallsBackToFileOrder) {
   MOETRACE_NEED_SHARED(saxpy);
   const auto out = temp_path("twice.db");
   import_traces({saxpy, saxpy}, out);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM ranks"), 2);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM kernels"), 10);
-  // One GPU by UUID, seen by both.
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM devices"), 1);
+  expect_sql_ints(out, {
+      {"SELECT count(*) FROM ranks", 2},
+      {"SELECT count(*) FROM kernels", 10},
+      // One GPU by UUID, seen by both.
+      {"SELECT count(*) FROM devices", 1},
+  });
 }
 
 // --- hand-made exports --------------------------------------------------------
@@ -177,30 +189,35 @@ TEST(NsysImporter, HandMadeExport) {
   // zero-length one is kept.
   EXPECT_EQ(sql_int(out, "SELECT count(*) FROM kernels"), 3);
   EXPECT_EQ(s.skipped.at("negative_duration"), 1);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM kernels WHERE start_ns = end_ns"), 1);
-  // A mangled name is demangled.
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM strings WHERE value = 'saxpy(double*, double*, double*, double, int)'"), 1);
+  expect_sql_ints(out, {
+      {"SELECT count(*) FROM kernels WHERE start_ns = end_ns", 1},
+      // A mangled name is demangled.
+      {"SELECT count(*) FROM strings WHERE value = 'saxpy(double*, double*, double*, double, int)'", 1},
+  });
   // Stream 13 ran an NCCL kernel: comm; stream 7 computes.
   EXPECT_EQ(sql_text(out, "SELECT role FROM streams WHERE native_id = 13"), "comm");
   EXPECT_EQ(sql_text(out, "SELECT role FROM streams WHERE native_id = 7"), "compute");
   // Runtime calls of an unknown event class are counted, not imported.
   EXPECT_EQ(sql_int(out, "SELECT count(*) FROM api_calls"), 2);
   EXPECT_EQ(config_value(out, "import.skipped.runtime_event_class_99"), "1");
-  EXPECT_EQ(sql_int(out, "SELECT thread_id FROM api_calls LIMIT 1"), 43);
-  // NVTX: domain names from eventType 75, payloads, open ranges; marks and
-  // unknown event types counted.
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM nvtx_ranges"), 2);
-  EXPECT_EQ(sql_int(out, "SELECT payload_int FROM nvtx_ranges n JOIN strings d ON d.id = n.domain_id "
-                         "WHERE d.value = 'NCCL'"),
-            4096);
-  EXPECT_EQ(sql_int(out, "SELECT color FROM nvtx_ranges WHERE payload_int = 4096"), 4278190335LL);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM nvtx_ranges WHERE end_ns IS NULL AND payload_double = 2.5"), 1);
+  expect_sql_ints(out, {
+      {"SELECT thread_id FROM api_calls LIMIT 1", 43},
+      // NVTX: domain names from eventType 75, payloads, open ranges; marks and
+      // unknown event types counted.
+      {"SELECT count(*) FROM nvtx_ranges", 2},
+      {"SELECT payload_int FROM nvtx_ranges n JOIN strings d ON d.id = n.domain_id "
+       "WHERE d.value = 'NCCL'", 4096},
+      {"SELECT color FROM nvtx_ranges WHERE payload_int = 4096", 4278190335LL},
+      {"SELECT count(*) FROM nvtx_ranges WHERE end_ns IS NULL AND payload_double = 2.5", 1},
+  });
   EXPECT_EQ(config_value(out, "import.skipped.nvtx_mark"), "1");
   EXPECT_EQ(config_value(out, "import.skipped.nvtx_event_type_99"), "1");
   // GPU memory usage: one allocation and its free, device memory.
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM memory_events WHERE memory_kind = 1"), 2);
-  EXPECT_EQ(sql_int(out, "SELECT kind FROM memory_events WHERE ts_ns = 450"), 0);
-  EXPECT_EQ(sql_int(out, "SELECT pid FROM ranks"), 42);
+  expect_sql_ints(out, {
+      {"SELECT count(*) FROM memory_events WHERE memory_kind = 1", 2},
+      {"SELECT kind FROM memory_events WHERE ts_ns = 450", 0},
+      {"SELECT pid FROM ranks", 42},
+  });
   // The breakdown classifies the NCCL AllToAll kernel as all-to-all.
   const auto t = analyzer::load_trace(out);
   const auto b = analyzer::compute_breakdown(t);
@@ -220,11 +237,15 @@ TEST(NsysImporter, NcclPayloadsGiveMessageSizesAndGroupSizes) {
   const auto in = temp_path("nccl-payload.sqlite"), out = temp_path("nccl-payload.db");
   make_export(in, fixture_sql("minimal_export.sql") + fixture_sql("nccl_payloads.sql"));
   import_traces({in}, out);
-  EXPECT_EQ(sql_int(out, "SELECT count(*) FROM collectives"), 2);
-  EXPECT_EQ(sql_int(out, "SELECT in_nelems FROM collectives WHERE name = 'ncclAllReduce'"), 65536);
+  expect_sql_ints(out, {
+      {"SELECT count(*) FROM collectives", 2},
+      {"SELECT in_nelems FROM collectives WHERE name = 'ncclAllReduce'", 65536},
+  });
   EXPECT_EQ(sql_text(out, "SELECT dtype FROM collectives WHERE name = 'ncclAllReduce'"), "uint8");
-  EXPECT_EQ(sql_int(out, "SELECT start_ns FROM collectives WHERE name = 'ncclAllReduce'"), 600);
-  EXPECT_EQ(sql_int(out, "SELECT group_size FROM collectives WHERE name = 'ncclAllReduce'"), 8);
+  expect_sql_ints(out, {
+      {"SELECT start_ns FROM collectives WHERE name = 'ncclAllReduce'", 600},
+      {"SELECT group_size FROM collectives WHERE name = 'ncclAllReduce'", 8},
+  });
   EXPECT_EQ(sql_text(out, "SELECT process_group FROM collectives WHERE name = 'ncclSend'"),
             "NCCL communicator 0xdeadbeef");
   EXPECT_EQ(sql_int(out, "SELECT in_nelems FROM collectives WHERE name = 'ncclSend'"), 4096);

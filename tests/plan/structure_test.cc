@@ -49,6 +49,12 @@ std::vector<std::string> stream_ops(const Plan& p, int rank, const std::string& 
   return out;
 }
 
+// The chunked all-to-alls (dispatch and combine) of layer 0, iteration 0 on
+// the comm stream of `rank`, in stream order.
+std::vector<std::string> chunk_all_to_alls(const Plan& p, int rank) {
+  return stream_ops(p, rank, "comm", "^L0.it0.(dispatch|combine).*c[0-9]$");
+}
+
 void expect_valid(const Plan& p) {
   const auto problems = check_plan(p);
   EXPECT_TRUE(problems.empty()) << problems.front();
@@ -89,7 +95,7 @@ TEST(Structure, PipeMoeDispatchesThenCombines) {
   const Plan p = build_pipemoe(c, balanced(1, 1, 4, 4, 1, 30));
   expect_valid(p);
   // pipemoe Eq. 9-11 on one network resource: D1 D2 D3, then C1 C2 C3.
-  EXPECT_EQ(stream_ops(p, 0, "comm", "^L0.it0.(dispatch|combine).*c[0-9]$"),
+  EXPECT_EQ(chunk_all_to_alls(p, 0),
             (std::vector<std::string>{"L0.it0.dispatch_all_to_all.c0", "L0.it0.dispatch_all_to_all.c1",
                                       "L0.it0.dispatch_all_to_all.c2", "L0.it0.combine_all_to_all.c0",
                                       "L0.it0.combine_all_to_all.c1", "L0.it0.combine_all_to_all.c2"}));
@@ -112,7 +118,7 @@ TEST(Structure, MPipeMoeAlternatesSendAndReceive) {
   const Plan p = build_mpipemoe(c, balanced(1, 1, 4, 4, 1, 24));
   expect_valid(p);
   // mpipemoe Fig. 7(a): S1 S2 R1 S3 R2 R3.
-  EXPECT_EQ(stream_ops(p, 2, "comm", "^L0.it0.(dispatch|combine).*c[0-9]$"),
+  EXPECT_EQ(chunk_all_to_alls(p, 2),
             (std::vector<std::string>{"L0.it0.dispatch_all_to_all.c0", "L0.it0.dispatch_all_to_all.c1",
                                       "L0.it0.combine_all_to_all.c0", "L0.it0.dispatch_all_to_all.c2",
                                       "L0.it0.combine_all_to_all.c1", "L0.it0.combine_all_to_all.c2"}));

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "text_trace.h"
@@ -26,6 +27,12 @@ inline CliResult run_cli(const std::string& args) {
   const auto cmd = std::string(MOETRACE_CLI) + " " + args + " >" + out + " 2>" + err;
   const int status = std::system(cmd.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), read_text(out), read_text(err)};
+}
+
+// `moetrace import INPUT -o DB` into a fresh file: `db` is removed first.
+inline CliResult run_import(const std::string& input, const std::string& db) {
+  std::filesystem::remove(db);
+  return run_cli("import " + input + " -o " + db);
 }
 
 // `moetrace ARGS` with its output discarded: its exit code and its peak

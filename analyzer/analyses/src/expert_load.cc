@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "moetrace/plan/routing.h"
 
@@ -26,6 +27,17 @@ double load_stddev(const std::vector<std::int64_t>& v) {
 }
 
 namespace {
+
+// The ratios of a layer's iterations (LoadRow) that its summary
+// (LayerLoadSummary) gives the mean of.
+constexpr std::pair<double LayerLoadSummary::*, double LoadRow::*> kMeanRatios[] = {
+    {&LayerLoadSummary::expert_max_over_mean, &LoadRow::expert_max_over_mean},
+    {&LayerLoadSummary::expert_cv, &LoadRow::expert_cv},
+    {&LayerLoadSummary::device_max_over_mean_home, &LoadRow::device_max_over_mean_home},
+    {&LayerLoadSummary::device_max_over_mean, &LoadRow::device_max_over_mean},
+    {&LayerLoadSummary::balance_degree_home, &LoadRow::balance_degree_home},
+    {&LayerLoadSummary::balance_degree, &LoadRow::balance_degree},
+};
 
 double max_over_mean(const std::vector<std::int64_t>& v) {
   const double mean = load_mean(v);
@@ -173,12 +185,7 @@ ExpertLoadAnalysis analyze_expert_load(const Trace& trace, const Breakdown& brea
       ++s.iterations;
       for (std::size_t e = 0; e < r.tokens_per_expert.size() && e < s.tokens_per_expert.size(); ++e)
         s.tokens_per_expert[e] += r.tokens_per_expert[e];
-      s.expert_max_over_mean += r.expert_max_over_mean;
-      s.expert_cv += r.expert_cv;
-      s.device_max_over_mean_home += r.device_max_over_mean_home;
-      s.device_max_over_mean += r.device_max_over_mean;
-      s.balance_degree_home += r.balance_degree_home;
-      s.balance_degree += r.balance_degree;
+      for (const auto& [mean, ratio] : kMeanRatios) s.*mean += r.*ratio;
       s.has_placement = s.has_placement || r.has_placement;
       if (r.slowest_window_ns >= 0) {
         ++timed;
@@ -188,12 +195,7 @@ ExpertLoadAnalysis analyze_expert_load(const Trace& trace, const Breakdown& brea
       }
     }
     const double n = s.iterations;
-    s.expert_max_over_mean /= n;
-    s.expert_cv /= n;
-    s.device_max_over_mean_home /= n;
-    s.device_max_over_mean /= n;
-    s.balance_degree_home /= n;
-    s.balance_degree /= n;
+    for (const auto& [mean, ratio] : kMeanRatios) s.*mean /= n;
     s.rb = plan::rb(s.balance_degree_home, s.balance_degree);
     if (timed > 0) {
       s.imbalance_ns = imbalance / timed;

@@ -26,14 +26,10 @@
 namespace moetrace::analyzer {
 
 void TraceLoader::load_api_calls() {
-  auto st = db_.prepare(
+  for_each_row(
       "SELECT rank, thread_id, start_ns, end_ns, api, name_id, correlation_id, return_code "
-      "FROM api_calls");
-  reserve_huge(trace_.api_calls, trace_.api_calls.size() + recorded_rows("api_calls"));
-  auto* api_calls_digest = digest("api_calls");
-  sqlite::Row row;
-  while (row.step(st, 8)) {
-    if (api_calls_digest) api_calls_digest->add_row(row, 8);
+      "FROM api_calls",
+      "api_calls", 8, trace_.api_calls, [&](const sqlite::Row& row) {
     ApiCall a;
     a.rank = checked_rank(row.int64(0), "api_calls");
     a.thread_id = row.int64(1);
@@ -46,7 +42,7 @@ void TraceLoader::load_api_calls() {
     a.return_code = static_cast<std::int32_t>(row.int64_or(7, 0));
     trace_.api_calls.push_back(a);
     step_progress("api calls");
-  }
+  });
   verify("api_calls");
   sort_api_calls();
 }
@@ -92,14 +88,11 @@ void TraceLoader::sort_api_calls() {
 }
 
 void TraceLoader::load_nvtx() {
-  auto st = db_.prepare(
+  // 11 columns hashed: the rowid last, as the writer hashes it.
+  for_each_row(
       "SELECT rank, thread_id, start_ns, end_ns, domain_id, name_id, category, color, payload_int, "
-      "payload_double, id FROM nvtx_ranges");
-  reserve_huge(trace_.nvtx, trace_.nvtx.size() + recorded_rows("nvtx_ranges"));
-  auto* nvtx_ranges_digest = digest("nvtx_ranges");
-  sqlite::Row row;
-  while (row.step(st, 11)) {
-    if (nvtx_ranges_digest) nvtx_ranges_digest->add_row(row, 11);  // the rowid last, as the writer hashes it
+      "payload_double, id FROM nvtx_ranges",
+      "nvtx_ranges", 11, trace_.nvtx, [&](const sqlite::Row& row) {
     NvtxRange r;
     r.id = row.int64(10);
     r.rank = checked_rank(row.int64(0), "nvtx_ranges");
@@ -114,7 +107,7 @@ void TraceLoader::load_nvtx() {
     r.payload_int = row.int64_or(8, 0);
     trace_.nvtx.push_back(r);
     step_progress("nvtx");
-  }
+  });
   verify("nvtx_ranges");
   sort_nvtx();
 }
@@ -126,14 +119,10 @@ void TraceLoader::sort_nvtx() {
 }
 
 void TraceLoader::load_memory() {
-  auto st = db_.prepare(
+  for_each_row(
       "SELECT rank, ts_ns, kind, address, bytes, memory_kind, stream_id, correlation_id, buffer_id, id "
-      "FROM memory_events");
-  auto* memory_events_digest = digest("memory_events");
-  reserve_huge(trace_.memory_events, recorded_rows("memory_events"));
-  sqlite::Row row;
-  while (row.step(st, 10)) {
-    if (memory_events_digest) memory_events_digest->add_row(row, 10);
+      "FROM memory_events",
+      "memory_events", 10, trace_.memory_events, [&](const sqlite::Row& row) {
     MemoryEvent e;
     e.rank = checked_rank(row.int64(0), "memory_events");
     e.ts_ns = row.int64(1);
@@ -144,15 +133,13 @@ void TraceLoader::load_memory() {
     e.buffer = BufferId(row.int64_or(8, -1));
     trace_.memory_events.push_back(e);
     step_progress("memory");
-  }
+  });
   sort_memory_events();
   auto b = db_.prepare(
       "SELECT id, rank, tag, bytes, memory_kind, layer, chunk, alloc_ns, free_ns, address FROM buffers "
       "ORDER BY id");
   verify("memory_events");
-  auto* buffers_digest = digest("buffers");
-  while (b.step()) {
-    if (buffers_digest) buffers_digest->add_row(b, 10);
+  for_each_statement_row(b, "buffers", 10, [&] {
     Buffer buf;
     buf.id = BufferId(b.int64(0));
     buf.rank = checked_rank(b.int64(1), "buffers");
@@ -164,7 +151,7 @@ void TraceLoader::load_memory() {
     buf.alloc_ns = b.int64_or(7, -1);
     buf.free_ns = b.int64_or(8, -1);
     trace_.buffers.push_back(std::move(buf));
-  }
+  });
   verify("buffers");
 }
 
@@ -177,14 +164,10 @@ void TraceLoader::sort_memory_events() {
 
 void TraceLoader::load_moe_tables() {
   if (trace_.run.schema_version < 2) load_v1_op_links();
-  auto l = db_.prepare(
+  for_each_row(
       "SELECT iteration, layer, src_rank, expert, tokens FROM expert_load "
-      "ORDER BY iteration, layer, src_rank, expert");
-  auto* expert_load_digest = digest("expert_load");
-  reserve_huge(trace_.expert_load, recorded_rows("expert_load"));
-  sqlite::Row row;
-  while (row.step(l, 5)) {
-    if (expert_load_digest) expert_load_digest->add_row(row, 5);
+      "ORDER BY iteration, layer, src_rank, expert",
+      "expert_load", 5, trace_.expert_load, [&](const sqlite::Row& row) {
     ExpertLoad e;
     e.iteration = static_cast<std::int32_t>(row.int64(0));
     e.layer = static_cast<std::int32_t>(row.int64(1));
@@ -195,21 +178,19 @@ void TraceLoader::load_moe_tables() {
     check_index(e.expert, "expert_load", "expert");
     if (e.src_rank != -1) check_index(e.src_rank, "expert_load", "src_rank");  // -1: per-expert totals
     trace_.expert_load.push_back(e);
-  }
+  });
   auto p = db_.prepare(
       "SELECT iteration, layer, expert, rank, role FROM expert_placement "
       "ORDER BY iteration, layer, expert, rank");
   verify("expert_load");
-  auto* expert_placement_digest = digest("expert_placement");
-  while (p.step()) {
-    if (expert_placement_digest) expert_placement_digest->add_row(p, 5);
+  for_each_statement_row(p, "expert_placement", 5, [&] {
     check_index(p.int64(2), "expert_placement", "expert");
     check_index(p.int64(3), "expert_placement", "rank");
     trace_.placements.push_back({static_cast<std::int32_t>(p.int64(0)),
                                  static_cast<std::int32_t>(p.int64(1)),
                                  static_cast<std::int32_t>(p.int64(2)),
                                  static_cast<std::int32_t>(p.int64(3)), std::string(p.text(4))});
-  }
+  });
   verify("expert_placement");
 }
 
@@ -234,20 +215,14 @@ void TraceLoader::load_collectives() {
   std::unordered_map<std::int64_t, std::int64_t> seq_of;
   if (db_.has_table("collective_seq")) {
     auto sq = db_.prepare("SELECT collective_id, seq FROM collective_seq");
-    auto* seq_digest = digest("collective_seq");
-    while (sq.step()) {
-      if (seq_digest) seq_digest->add_row(sq, 2);
-      seq_of[sq.int64(0)] = sq.int64(1);
-    }
+    for_each_statement_row(sq, "collective_seq", 2, [&] { seq_of[sq.int64(0)] = sq.int64(1); });
     verify("collective_seq");
   }
   auto st = db_.prepare(
       "SELECT rank, stream_id, start_ns, end_ns, correlation_id, name, in_nelems, out_nelems, dtype, "
       "group_size, group_ranks, process_group, in_splits, out_splits, id FROM collectives "
       "ORDER BY rank, correlation_id, start_ns");
-  auto* collectives_digest = digest("collectives");
-  while (st.step()) {
-    if (collectives_digest) collectives_digest->add_row(st, 14);
+  for_each_statement_row(st, "collectives", 14, [&] {
     Collective c;
     if (auto it = seq_of.find(st.int64(14)); it != seq_of.end()) c.seq = it->second;
     c.rank = checked_rank(st.int64(0), "collectives");
@@ -265,7 +240,7 @@ void TraceLoader::load_collectives() {
     c.end_ns = st.int64(3);
     check_times(c.start_ns, c.end_ns, "collectives");
     trace_.collectives.push_back(std::move(c));
-  }
+  });
   verify("collectives");
 }
 

@@ -31,16 +31,14 @@ void TraceLoader::load_strings() {
   if (n < -1 || n > (1 << 30)) throw Error(trace_.run.path + ": string table is damaged");
   trace_.strings.resize(static_cast<std::size_t>(n + 1));
   auto st = db_.prepare("SELECT id, value FROM strings");
-  auto* strings_digest = digest("strings");
-  while (st.step()) {
-    if (strings_digest) strings_digest->add_row(st, 2);
+  for_each_statement_row(st, "strings", 2, [&] {
     auto id = st.int64(0);
     // max(id) above may disagree with the rows of a damaged file (an id
     // stored as text sorts after every integer).
     if (id >= static_cast<std::int64_t>(trace_.strings.size()))
       throw Error(trace_.run.path + ": string table is damaged");
     if (id >= 0) trace_.strings[static_cast<std::size_t>(id)] = st.text(1);
-  }
+  });
   strings_ = static_cast<std::int64_t>(trace_.strings.size());
   verify("strings");
 }
@@ -49,9 +47,7 @@ void TraceLoader::load_devices_ranks_streams() {
   auto d = db_.prepare(
       "SELECT id, name, uuid, compute_major, compute_minor, sm_count, memory_bytes, simulated "
       "FROM devices ORDER BY id");
-  auto* devices_digest = digest("devices");
-  while (d.step()) {
-    if (devices_digest) devices_digest->add_row(d, 8);
+  for_each_statement_row(d, "devices", 8, [&] {
     Device dev;
     dev.id = DeviceId(static_cast<std::int32_t>(d.int64(0)));
     dev.name = d.text(1);
@@ -62,11 +58,9 @@ void TraceLoader::load_devices_ranks_streams() {
     dev.memory_bytes = d.int64_or(6, -1);
     dev.simulated = d.int64(7) != 0;
     trace_.devices.push_back(std::move(dev));
-  }
+  });
   auto r = db_.prepare("SELECT rank, device_id, local_rank, host, pid FROM ranks ORDER BY rank");
-  auto* ranks_digest = digest("ranks");
-  while (r.step()) {
-    if (ranks_digest) ranks_digest->add_row(r, 5);
+  for_each_statement_row(r, "ranks", 5, [&] {
     Rank rank;
     check_index(r.int64(0), "ranks", "rank");
     rank.rank = RankId(static_cast<std::int32_t>(r.int64(0)));
@@ -76,12 +70,10 @@ void TraceLoader::load_devices_ranks_streams() {
     rank.host = r.text(3);
     rank.pid = r.int64_or(4, -1);
     trace_.ranks.push_back(std::move(rank));
-  }
+  });
   auto s = db_.prepare(
       "SELECT id, rank, device_id, native_id, role, name, priority FROM streams ORDER BY rank, id");
-  auto* streams_digest = digest("streams");
-  while (s.step()) {
-    if (streams_digest) streams_digest->add_row(s, 7);
+  for_each_statement_row(s, "streams", 7, [&] {
     Stream st;
     st.id = StreamId(static_cast<std::int32_t>(s.int64(0)));
     check_index(s.int64(1), "streams", "rank");
@@ -92,13 +84,11 @@ void TraceLoader::load_devices_ranks_streams() {
     st.role = s.text(4);
     st.name = s.text(5);
     trace_.streams.push_back(std::move(st));
-  }
+  });
   auto l = db_.prepare(
       "SELECT layer, kind, num_experts, top_k, model_dim, hidden_dim, tokens FROM layers "
       "ORDER BY layer");
-  auto* layers_digest = digest("layers");
-  while (l.step()) {
-    if (layers_digest) layers_digest->add_row(l, 7);
+  for_each_statement_row(l, "layers", 7, [&] {
     Layer layer;
     layer.layer = static_cast<int>(l.int64(0));
     layer.kind = l.text(1);
@@ -108,7 +98,7 @@ void TraceLoader::load_devices_ranks_streams() {
     layer.hidden_dim = l.int64_or(5, -1);
     layer.tokens = l.int64_or(6, -1);
     trace_.layers.push_back(std::move(layer));
-  }
+  });
   for (const char* t : {"devices", "ranks", "streams", "layers"}) verify(t);
 }
 
@@ -121,9 +111,7 @@ void TraceLoader::load_activities() {
   auto lc = db_.prepare(
       "SELECT id, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes, registers "
       "FROM launch_configs");
-  auto* launch_configs_digest = digest("launch_configs");
-  while (lc.step()) {
-    if (launch_configs_digest) launch_configs_digest->add_row(lc, 9);
+  for_each_statement_row(lc, "launch_configs", 9, [&] {
     LaunchConfig c;
     for (int i = 0; i < 3; ++i) c.grid[i] = static_cast<std::int32_t>(lc.int64(1 + i));
     for (int i = 0; i < 3; ++i) c.block[i] = static_cast<std::int32_t>(lc.int64(4 + i));
@@ -131,25 +119,16 @@ void TraceLoader::load_activities() {
     c.registers = static_cast<std::int32_t>(lc.int64_or(8, -1));
     launch_index.emplace(lc.int64(0), static_cast<std::int32_t>(trace_.launch_configs.size()));
     trace_.launch_configs.push_back(c);
-  }
+  });
   auto k = db_.prepare(
       "SELECT rank, stream_id, start_ns, end_ns, name_id, correlation_id, launch_id, op_id "
       "FROM kernels");
   verify("launch_configs");
   reserve_huge(activity_op_ids_, trace_.activities.capacity());
-  auto* kernels_digest = digest("kernels");
-  sqlite::Row row;
   std::int64_t last_launch = -1;  // the previous kernel's launch config id and index
   std::int32_t last_launch_index = -1;
-  while (row.step(k, 8)) {
-    if (kernels_digest) kernels_digest->add_row(row, 8);
-    Activity a;
-    a.type = ActivityType::kKernel;
-    a.rank = checked_rank(row.int64(0), "kernels");
-    a.stream = stream_slot(row.int64(1), a.rank);
-    a.start_ns = row.int64(2);
-    a.end_ns = row.int64(3);
-    check_times(a.start_ns, a.end_ns, "kernels");
+  for_each_row(k, "kernels", 8, [&](const sqlite::Row& row) {
+    auto a = activity_of(row, ActivityType::kKernel, "kernels");
     a.name = checked_string(row.int64(4), "kernels");
     a.correlation_id = row.int64_or(5, 0);
     if (!row.is_null(6)) {
@@ -164,52 +143,30 @@ void TraceLoader::load_activities() {
       }
       a.launch = last_launch_index;
     }
-    activity_op_ids_.push_back(row.int64_or(7, -1));
-    trace_.activities.push_back(a);
-    step_progress("kernels");
-  }
+    add_activity(a, row, 7, "kernels");
+  });
   auto m = db_.prepare(
       "SELECT rank, stream_id, start_ns, end_ns, bytes, copy_kind, src_kind, dst_kind, correlation_id, "
       "op_id FROM memcpy");
   verify("kernels");
-  auto* memcpy_digest = digest("memcpy");
-  while (row.step(m, 10)) {
-    if (memcpy_digest) memcpy_digest->add_row(row, 10);
-    Activity a;
-    a.type = ActivityType::kMemcpy;
-    a.rank = checked_rank(row.int64(0), "memcpy");
-    a.stream = stream_slot(row.int64(1), a.rank);
-    a.start_ns = row.int64(2);
-    a.end_ns = row.int64(3);
-    check_times(a.start_ns, a.end_ns, "memcpy");
+  for_each_row(m, "memcpy", 10, [&](const sqlite::Row& row) {
+    auto a = activity_of(row, ActivityType::kMemcpy, "memcpy");
     a.bytes = row.int64(4);
     a.copy_kind = static_cast<std::uint8_t>(checked_enum(row.int64(5), 0, 10, "memcpy", "copy_kind"));
     a.src_kind = static_cast<std::uint8_t>(checked_enum(row.int64_or(6, 0), 0, 4, "memcpy", "src_kind"));
     a.dst_kind = static_cast<std::uint8_t>(checked_enum(row.int64_or(7, 0), 0, 4, "memcpy", "dst_kind"));
     a.correlation_id = row.int64_or(8, 0);
-    activity_op_ids_.push_back(row.int64_or(9, -1));
-    trace_.activities.push_back(a);
-    step_progress("memcpy");
-  }
+    add_activity(a, row, 9, "memcpy");
+  });
   auto s = db_.prepare(
       "SELECT rank, stream_id, start_ns, end_ns, bytes, value, correlation_id, op_id FROM memset");
   verify("memcpy");
-  auto* memset_digest = digest("memset");
-  while (row.step(s, 8)) {
-    if (memset_digest) memset_digest->add_row(row, 8);
-    Activity a;
-    a.type = ActivityType::kMemset;
-    a.rank = checked_rank(row.int64(0), "memset");
-    a.stream = stream_slot(row.int64(1), a.rank);
-    a.start_ns = row.int64(2);
-    a.end_ns = row.int64(3);
-    check_times(a.start_ns, a.end_ns, "memset");
+  for_each_row(s, "memset", 8, [&](const sqlite::Row& row) {
+    auto a = activity_of(row, ActivityType::kMemset, "memset");
     a.bytes = row.int64(4);
     a.correlation_id = row.int64_or(6, 0);
-    activity_op_ids_.push_back(row.int64_or(7, -1));
-    trace_.activities.push_back(a);
-    step_progress("memset");
-  }
+    add_activity(a, row, 7, "memset");
+  });
   verify("memset");
 }
 
@@ -285,9 +242,7 @@ void TraceLoader::load_op_recv_bytes() {
   if (!db_.has_table("op_recv_bytes")) return;
   std::unordered_map<std::int64_t, std::size_t> index;
   auto st = db_.prepare("SELECT op_id, bytes FROM op_recv_bytes");
-  auto* recv_digest = digest("op_recv_bytes");
-  while (st.step()) {
-    if (recv_digest) recv_digest->add_row(st, 2);
+  for_each_statement_row(st, "op_recv_bytes", 2, [&] {
     if (index.empty())
       for (std::size_t i = 0; i < trace_.ops.size(); ++i) index.emplace(trace_.ops[i].id.value, i);
     const auto it = index.find(st.int64(0));
@@ -295,7 +250,7 @@ void TraceLoader::load_op_recv_bytes() {
       throw Error(fmt::format("{}: op_recv_bytes names op {} that op_ranges lacks, or a negative size; damaged trace",
                               trace_.run.path, st.int64(0)));
     trace_.ops[it->second].recv_bytes = st.int64(1);
-  }
+  });
   verify("op_recv_bytes");
 }
 

@@ -184,6 +184,37 @@ class TraceLoader {
   // A table read whole against the integrity record.
   void verify(std::string_view table);
 
+  // Each row of `st` to `read(row)`, its columns [0, n) hashed first into the
+  // digest of `table` where there is a record. The fetched-row form
+  // (sqlite::Row) for the large tables, whose reads touch most columns.
+  template <class Read>
+  void for_each_row(sqlite::Statement& st, const std::string& table, int n, Read&& read) {
+    auto* d = digest(table);
+    sqlite::Row row;
+    while (row.step(st, n)) {
+      if (d) d->add_row(row, n);
+      read(row);
+    }
+  }
+  // The same for the rows of `sql`, read into `out`, reserved first for the
+  // rows the record counts.
+  template <class T, class Read>
+  void for_each_row(std::string_view sql, const std::string& table, int n, std::vector<T>& out, Read&& read) {
+    auto st = db_.prepare(sql);
+    reserve_huge(out, out.size() + recorded_rows(table));
+    for_each_row(st, table, n, read);
+  }
+  // The same where `read()` reads the statement itself (small tables, or
+  // columns past n).
+  template <class Read>
+  void for_each_statement_row(sqlite::Statement& st, const std::string& table, int n, Read&& read) {
+    auto* d = digest(table);
+    while (st.step()) {
+      if (d) d->add_row(st, n);
+      read();
+    }
+  }
+
   // A rank of the run: below its world size and the ranks that the ranks and
   // streams tables name.
   RankId checked_rank(std::int64_t v, const char* table) {
@@ -221,6 +252,25 @@ class TraceLoader {
     if (end < start)
       throw Error(trace_.run.path + ": " + table + " has an event that ends before it starts (" +
                   std::to_string(start) + " > " + std::to_string(end) + " ns); damaged trace");
+  }
+
+  // The columns a kernels, memcpy or memset row starts with (rank,
+  // stream_id, start_ns, end_ns), checked in that order.
+  Activity activity_of(const sqlite::Row& row, ActivityType type, const char* table) {
+    Activity a;
+    a.type = type;
+    a.rank = checked_rank(row.int64(0), table);
+    a.stream = stream_slot(row.int64(1), a.rank);
+    a.start_ns = row.int64(2);
+    a.end_ns = row.int64(3);
+    check_times(a.start_ns, a.end_ns, table);
+    return a;
+  }
+  // An activity read, with the op its row names (column `op_column`).
+  void add_activity(const Activity& a, const sqlite::Row& row, int op_column, std::string_view stage) {
+    activity_op_ids_.push_back(row.int64_or(op_column, -1));
+    trace_.activities.push_back(a);
+    step_progress(stage);
   }
 
   void load_activities();
@@ -287,17 +337,15 @@ class TraceLoader {
       for (std::size_t i = 0; i < trace_.nvtx.size(); ++i) by_id.emplace(trace_.nvtx[i].id, i);
     }
     auto st = db_.prepare(fmt::format("SELECT {} FROM {}", columns, table));
-    auto* d = digest(table);
     std::int64_t orphans = 0;
-    while (st.step()) {
-      if (d) d->add_row(st, n);
+    for_each_statement_row(st, table, n, [&] {
       const auto it = by_id.find(st.int64(0));
       if (it == by_id.end()) {
         ++orphans;
-        continue;
+        return;
       }
       row(st, trace_.nvtx[it->second]);
-    }
+    });
     verify(table);
     note_damage(orphans, fmt::format("{} rows name NVTX ranges that nvtx_ranges lacks (left out)", table));
   }

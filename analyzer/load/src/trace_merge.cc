@@ -1,6 +1,7 @@
 // merge_traces(): traces of disjoint ranks into one Trace, as the loader
 // would have built it from one file holding them all (run_loader.h).
 #include <algorithm>
+#include <initializer_list>
 #include <charconv>
 #include <string_view>
 #include <map>
@@ -244,6 +245,28 @@ class TraceMerger {
     return id.valid() ? BufferId(id.value + buffer_base_[p]) : id;
   }
 
+  // The tracks of `events` (a Trace's ops or activities, each stream's
+  // slice [begins[s], begins[s + 1])) of every part into out_, stream by
+  // stream in the merged order: event i of part p, the n-th merged stream's,
+  // as copy(p, i, event, n) gives it. A part's events are freed after its
+  // last stream (last[p]).
+  template <class Event, class Copy>
+  void merge_tracks(std::vector<Event> Trace::*events, std::vector<std::size_t> Trace::*begins,
+                    const std::vector<std::size_t>& last, Copy copy) {
+    auto& into = out_.*events;
+    auto& into_begins = out_.*begins;
+    into_begins.assign(out_.streams.size() + 1, 0);
+    for (std::size_t n = 0; n < order_.size(); ++n) {
+      const std::size_t p = order_[n].part, s = order_[n].index;
+      auto& t = parts_[p];
+      const auto& from = t.*events;
+      const auto& begin = t.*begins;
+      for (std::size_t i = begin[s]; i < begin[s + 1]; ++i) into.push_back(copy(p, i, from[i], n));
+      into_begins[n + 1] = into.size();
+      if (last[p] == n) release(t.*events);
+    }
+  }
+
   // Tracks in the merged stream order: each stream's ops and activities are
   // one part's slice, already sorted. A part's events are freed once its
   // last stream is copied.
@@ -261,39 +284,25 @@ class TraceMerger {
       launches += parts_[p].launch_configs.size();
     }
     reserve_huge(out_.ops, ops);
-    out_.op_track_begin.assign(out_.streams.size() + 1, 0);
-    for (std::size_t n = 0; n < order_.size(); ++n) {
-      auto& t = parts_[order_[n].part];
-      const std::size_t p = order_[n].part, s = order_[n].index;
-      for (std::size_t i = t.op_track_begin[s]; i < t.op_track_begin[s + 1]; ++i) {
-        OpRange op = t.ops[i];
-        op.id = op_id(p, op.id);
-        op.stream = static_cast<std::int32_t>(n);
-        op.name = str(p, op.name);
-        op_map[p][i] = static_cast<std::int32_t>(out_.ops.size());
-        out_.ops.push_back(op);
-      }
-      out_.op_track_begin[n + 1] = out_.ops.size();
-      if (last[p] == n) release(t.ops);
-    }
+    merge_tracks(&Trace::ops, &Trace::op_track_begin, last,
+                 [&](std::size_t p, std::size_t i, OpRange op, std::size_t n) {
+                   op.id = op_id(p, op.id);
+                   op.stream = static_cast<std::int32_t>(n);
+                   op.name = str(p, op.name);
+                   op_map[p][i] = static_cast<std::int32_t>(out_.ops.size());
+                   return op;
+                 });
     reserve_huge(out_.activities, activities);
     out_.launch_configs.reserve(launches);
     for (auto& t : parts_) out_.launch_configs.insert(out_.launch_configs.end(), t.launch_configs.begin(), t.launch_configs.end());
-    out_.activity_track_begin.assign(out_.streams.size() + 1, 0);
-    for (std::size_t n = 0; n < order_.size(); ++n) {
-      auto& t = parts_[order_[n].part];
-      const std::size_t p = order_[n].part, s = order_[n].index;
-      for (std::size_t i = t.activity_track_begin[s]; i < t.activity_track_begin[s + 1]; ++i) {
-        Activity a = t.activities[i];
-        a.stream = static_cast<std::int32_t>(n);
-        a.name = str(p, a.name);
-        if (a.op >= 0) a.op = op_map[p][static_cast<std::size_t>(a.op)];
-        if (a.launch >= 0) a.launch += launch_base[p];
-        out_.activities.push_back(a);
-      }
-      out_.activity_track_begin[n + 1] = out_.activities.size();
-      if (last[p] == n) release(t.activities);
-    }
+    merge_tracks(&Trace::activities, &Trace::activity_track_begin, last,
+                 [&](std::size_t p, std::size_t, Activity a, std::size_t n) {
+                   a.stream = static_cast<std::int32_t>(n);
+                   a.name = str(p, a.name);
+                   if (a.op >= 0) a.op = op_map[p][static_cast<std::size_t>(a.op)];
+                   if (a.launch >= 0) a.launch += launch_base[p];
+                   return a;
+                 });
     out_.op_index_.resize(out_.ops.size());
     for (std::size_t i = 0; i < out_.ops.size(); ++i)
       out_.op_index_[i] = {out_.ops[i].id.value, static_cast<std::int32_t>(i)};
@@ -356,41 +365,32 @@ class TraceMerger {
     });
   }
 
+  // Counts add up over the rank files; a flag holds where any file's does.
+  template <class Stats>
+  static void add_up(Stats& into, const Stats& from, std::initializer_list<std::int64_t Stats::*> counts,
+                     std::initializer_list<bool Stats::*> flags) {
+    for (const auto c : counts) into.*c += from.*c;
+    for (const auto f : flags) into.*f = into.*f || from.*f;
+  }
+
   void merge_stats(const Trace& t) {
-    auto& p = out_.projection;
-    const auto& q = t.projection;
-    p.ran = p.ran || q.ran;
-    p.activities += q.activities;
-    p.attributed_in_trace += q.attributed_in_trace;
-    p.projected += q.projected;
-    p.no_correlation += q.no_correlation;
-    p.no_api_call += q.no_api_call;
-    p.outside_ranges += q.outside_ranges;
-    p.ops_retimed += q.ops_retimed;
+    using P = ProjectionStats;
+    add_up(out_.projection, t.projection,
+           {&P::activities, &P::attributed_in_trace, &P::projected, &P::no_correlation, &P::no_api_call,
+            &P::outside_ranges, &P::ops_retimed},
+           {&P::ran});
+    using R = RecognitionStats;
     auto& r = out_.recognition;
     const auto& s = t.recognition;
-    r.ran = r.ran || s.ran;
-    r.moe = r.moe || s.moe;
-    r.ranges_matched += s.ranges_matched;
-    r.annotations += s.annotations;
-    r.annotations_malformed += s.annotations_malformed;
+    add_up(r, s,
+           {&R::ranges_matched, &R::annotations, &R::annotations_malformed, &R::activities_placed,
+            &R::activities_total, &R::kernels_by_name, &R::layers_by_order, &R::layers_by_nesting,
+            &R::directions_by_order, &R::a2a_assumed_moe, &R::backward_by_sequence, &R::load_collectives},
+           {&R::ran, &R::moe, &R::iterations_marked, &R::phases_marked, &R::iterations_from_steps, &R::layers_marked});
     if (r.first_malformed.empty()) r.first_malformed = s.first_malformed;
-    r.activities_placed += s.activities_placed;
-    r.activities_total += s.activities_total;
-    r.kernels_by_name += s.kernels_by_name;
-    r.layers_by_order += s.layers_by_order;
-    r.layers_by_nesting += s.layers_by_nesting;
-    r.directions_by_order += s.directions_by_order;
-    r.a2a_assumed_moe += s.a2a_assumed_moe;
-    r.iterations_marked = r.iterations_marked || s.iterations_marked;
-    r.phases_marked = r.phases_marked || s.phases_marked;
-    r.iterations_from_steps = r.iterations_from_steps || s.iterations_from_steps;
-    r.backward_by_sequence += s.backward_by_sequence;
-    r.layers_marked = r.layers_marked || s.layers_marked;
     for (const auto& a : s.ambiguities)
       if (std::find(r.ambiguities.begin(), r.ambiguities.end(), a) == r.ambiguities.end()) r.ambiguities.push_back(a);
     for (const auto& [k, n] : s.rules_used) r.rules_used[k] += n;
-    r.load_collectives += s.load_collectives;
   }
 
   struct Slot {
