@@ -7,6 +7,7 @@
 #include <tuple>
 #include <utility>
 
+#include "critical_path_edges.h"
 #include "critical_path_graph.h"
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/clock_align.h"
@@ -21,15 +22,7 @@ namespace {
 using detail::CpEvent;
 using detail::CpSync;
 
-constexpr std::uint8_t kCpNoCategory = 255;
-
-struct CpEdge {
-  std::uint32_t u = 0, v = 0;
-  std::int64_t w = 0;
-  std::int32_t event = -1;  // attributed event; -1: none
-  std::uint8_t category = kCpNoCategory;
-  bool collective = false;  // a collective edge between ranks (across-ranks graph)
-};
+constexpr std::uint8_t kCpNoCategory = detail::CpEdges::kNoCategory;
 
 class CpGraph {
  public:
@@ -83,9 +76,9 @@ class CpGraph {
   std::int64_t ts(std::uint32_t n) const { return is_start(n) ? ev_[n / 2].start : ev_[n / 2].end; }
 
   void span(std::uint32_t u, std::uint32_t v, std::int32_t event, PathCategory c, bool zero = false) {
-    edges_.push_back({u, v, zero ? 0 : std::max<std::int64_t>(0, ts(v) - ts(u)), event, static_cast<std::uint8_t>(c)});
+    edges_.push(u, v, zero ? 0 : std::max<std::int64_t>(0, ts(v) - ts(u)), event, static_cast<std::uint8_t>(c));
   }
-  void link(std::uint32_t u, std::uint32_t v) { edges_.push_back({u, v, 0, -1, kCpNoCategory}); }
+  void link(std::uint32_t u, std::uint32_t v) { edges_.push(u, v, 0, -1, kCpNoCategory); }
 
   // Room for every edge the graph can get, reserved at once (a bound: each
   // host node adds at most one call-stack edge and one runtime-lock edge at
@@ -103,7 +96,7 @@ class CpGraph {
     for (const auto& y : t_.sync_events)
       if (across_ || y.rank.value == rank_) ++records;
     bound += (records + syncs) * std::max<std::size_t>(streams_.size(), 1) + 2 * collective_calls;
-    reserve_huge(edges_, bound);
+    edges_.reserve(bound);
   }
 
   // GPU events of the window, after the host events, by stream track in
@@ -487,10 +480,10 @@ class CpGraph {
       // The part of the first kernel before the last participant started
       // is waiting: it weighs nothing (like a blocking call's wait).
       for (const auto& p : parts) {
-        auto& e = edges_[own_edge_[p.first - host]];
+        auto& own = edges_.w[own_edge_[p.first - host]];
         const auto w = std::max<std::int64_t>(0, ev_[p.first].end - std::max(ev_[p.first].start, last_start));
-        wait_ns += e.w - w;
-        e.w = w;
+        wait_ns += own - w;
+        own = w;
       }
       // Every participant's start -> every other's end weighs
       // end(other) - max(start(this), last_start) = end(other) - last_start
@@ -507,13 +500,13 @@ class CpGraph {
         }
       for (const auto& p : parts)
         if (p.first != hub) {
-          edges_.push_back({start_node(p.first), start_node(hub), 0, -1, kCpNoCategory, true});
+          edges_.push(start_node(p.first), start_node(hub), 0, -1, kCpNoCategory, true);
           ++collective_edge_count;
         }
       for (const auto& q : parts) {
         const auto w = std::max<std::int64_t>(0, ev_[q.last].end - last_start);
-        edges_.push_back({start_node(hub), end_node(q.last), w, static_cast<std::int32_t>(q.last),
-                          static_cast<std::uint8_t>(PathCategory::kKernelCommunication), true});
+        edges_.push(start_node(hub), end_node(q.last), w, static_cast<std::int32_t>(q.last),
+                    static_cast<std::uint8_t>(PathCategory::kKernelCommunication), true);
         ++collective_edge_count;
       }
     }
@@ -526,27 +519,17 @@ class CpGraph {
     r.nodes = static_cast<std::int64_t>(n);
     r.edges = static_cast<std::int64_t>(edges_.size());
     if (n == 0) return r;
-    // Each node's out edges (in the order they were added), its in-degree,
-    // the longest path's length to it and its last edge there; memory
-    // advised for huge pages (fewer page faults), filled in place.
+    // Each node's out edges (grouped in place, in the order they were
+    // added), its in-degree, the longest path's length to it and its last
+    // edge there; memory advised for huge pages (fewer page faults).
     auto huge_array = [](auto& v, std::size_t size, auto value) {
       reserve_huge(v, size);
       v.assign(size, value);
     };
-    std::vector<std::uint32_t> out_begin, indegree, out;
-    huge_array(out_begin, n + 1, std::uint32_t{0});
+    const auto out_begin = edges_.group_by_source(n);
+    std::vector<std::uint32_t> indegree;
     huge_array(indegree, n, std::uint32_t{0});
-    for (const auto& e : edges_) {
-      ++out_begin[e.u + 1];
-      ++indegree[e.v];
-    }
-    for (std::size_t i = 0; i < n; ++i) out_begin[i + 1] += out_begin[i];
-    // out_begin[u] moves to the end of u's edges as they are placed, then
-    // every entry back by one (to the end of u - 1's: u's begin).
-    huge_array(out, edges_.size(), std::uint32_t{0});
-    for (std::size_t k = 0; k < edges_.size(); ++k) out[out_begin[edges_[k].u]++] = static_cast<std::uint32_t>(k);
-    for (std::size_t i = n; i > 0; --i) out_begin[i] = out_begin[i - 1];
-    out_begin[0] = 0;
+    for (const auto to : edges_.v) ++indegree[to];
     // Kahn's order; nodes on a cycle (inconsistent times) never become ready.
     constexpr std::uint32_t kNoEdge = UINT32_MAX;
     std::vector<std::int64_t> dist;
@@ -562,12 +545,13 @@ class CpGraph {
       ready.pop_front();
       if (best < 0 || dist[u] > dist[static_cast<std::size_t>(best)]) best = u;
       for (auto k = out_begin[u]; k < out_begin[u + 1]; ++k) {
-        const auto& e = edges_[out[k]];
-        if (pred[e.v] == kNoEdge || dist[u] + e.w > dist[e.v]) {
-          dist[e.v] = dist[u] + e.w;
-          pred[e.v] = out[k];
+        const auto v = edges_.v[k];
+        const auto w = edges_.w[k];
+        if (pred[v] == kNoEdge || dist[u] + w > dist[v]) {
+          dist[v] = dist[u] + w;
+          pred[v] = k;
         }
-        if (--indegree[e.v] == 0) ready.push_back(e.v);
+        if (--indegree[v] == 0) ready.push_back(v);
       }
     }
     if (best < 0) return r;
@@ -577,21 +561,26 @@ class CpGraph {
     r.end_ns = ts(node);
     r.start_ns = r.end_ns;
     while (pred[node] != kNoEdge) {
-      const auto& e = edges_[pred[node]];
+      const auto k = pred[node];
+      const auto u = detail::CpEdges::source(out_begin, k);
+      const auto category = edges_.category(k);
+      const auto w = edges_.w[k];
+      const auto event = edges_.event[k];
       ++r.path_edges;
-      if (e.category != kCpNoCategory) {
-        r.category_ns[e.category] += e.w;
-        if (e.event >= 0 && e.w > 0) by_event[{e.event, e.category}] += e.w;
-        if (across_ && e.event >= 0) rank_ns[ev_[static_cast<std::size_t>(e.event)].rank] += e.w;
+      if (category != kCpNoCategory) {
+        r.category_ns[category] += w;
+        if (event >= 0 && w > 0) by_event[{event, category}] += w;
+        if (across_ && event >= 0) rank_ns[ev_[static_cast<std::size_t>(event)].rank] += w;
       }
-      if (e.collective && e.category != kCpNoCategory) {
+      if (edges_.collective(k) && category != kCpNoCategory) {
         // A hub's edge to a participant's end: from the rank the path
         // entered the hub from.
-        std::int32_t from = ev_[e.u / 2].rank;
-        if (const auto in = pred[e.u]; in != kNoEdge && edges_[in].collective) from = ev_[edges_[in].u / 2].rank;
-        if (from != ev_[e.v / 2].rank) ++crossings;
+        std::int32_t from = ev_[u / 2].rank;
+        if (const auto in = pred[u]; in != kNoEdge && edges_.collective(in))
+          from = ev_[detail::CpEdges::source(out_begin, in) / 2].rank;
+        if (from != ev_[edges_.v[k] / 2].rank) ++crossings;
       }
-      node = e.u;
+      node = u;
       r.start_ns = ts(node);
     }
     // Ranked by (path time descending, start, end, name) on light records;
@@ -664,7 +653,7 @@ class CpGraph {
   std::size_t host_ = 0;                // host events come first in ev_
   std::vector<std::int32_t> gpu_event_;
   std::vector<std::uint32_t> own_edge_;  // GPU event - host_count() -> its start -> end edge
-  std::vector<CpEdge> edges_;
+  detail::CpEdges edges_;
 };
 
 }  // namespace
