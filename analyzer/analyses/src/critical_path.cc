@@ -126,18 +126,23 @@ class CpGraph {
   // each end closes every call started since the previous end (its own
   // start: its span; others': a dependency) and follows the previous end.
   void lock_edges() {
-    std::vector<std::uint32_t> nodes;
+    struct Timed {
+      std::int64_t ts;
+      std::uint32_t node;
+    };
+    std::vector<Timed> nodes;  // the times beside the nodes: no look-up into the events while sorting
     for (std::size_t e = 0; e < host_; ++e)
       if (ev_[e].lock && ev_[e].node) {
-        nodes.push_back(start_node(e));
-        nodes.push_back(end_node(e));
+        nodes.push_back({ev_[e].start, start_node(e)});
+        nodes.push_back({ev_[e].end, end_node(e)});
       }
-    std::sort(nodes.begin(), nodes.end(), [&](std::uint32_t a, std::uint32_t b) {
-      return ts(a) != ts(b) ? ts(a) < ts(b) : a < b;  // by time, then event (its start before its end)
+    std::sort(nodes.begin(), nodes.end(), [&](const Timed& a, const Timed& b) {
+      return a.ts != b.ts ? a.ts < b.ts : a.node < b.node;  // by time, then event (its start before its end)
     });
     std::vector<std::uint32_t> pending;
     std::int64_t last = -1;
-    for (auto n : nodes) {
+    for (const auto& timed : nodes) {
+      const auto n = timed.node;
       if (is_start(n)) {
         pending.push_back(n);
       } else {
@@ -160,11 +165,33 @@ class CpGraph {
   // HTA's call stacks (hta/common/call_stack.py) walked depth first
   // (CPGraph._construct_graph_from_call_stack), one per (rank, thread).
   void host_edges() {
+    // The events by (rank, thread, event): each one's (rank, thread) as its
+    // place among the distinct ones (few), then a stable counting sort.
+    using Lane = std::pair<std::int32_t, std::int64_t>;
+    std::map<Lane, std::uint32_t> lanes;  // -> its id, in order of first sight
+    std::vector<std::uint32_t> lane(host_);
+    {
+      std::uint32_t last_id = 0;
+      Lane last_lane;
+      for (std::size_t i = 0; i < host_; ++i) {
+        const Lane l{ev_[i].rank, ev_[i].thread};
+        if (i == 0 || l != last_lane) {
+          last_id = lanes.try_emplace(l, static_cast<std::uint32_t>(lanes.size())).first->second;
+          last_lane = l;
+        }
+        lane[i] = last_id;
+      }
+      std::vector<std::uint32_t> sorted(lanes.size());  // id -> place in (rank, thread) order
+      std::uint32_t next = 0;
+      for (const auto& entry : lanes) sorted[entry.second] = next++;
+      for (auto& l : lane) l = sorted[l];
+    }
+    std::vector<std::uint32_t> lane_begin(lanes.size() + 1, 0);
+    for (const auto l : lane) ++lane_begin[l + 1];
+    for (std::size_t i = 0; i + 1 < lane_begin.size(); ++i) lane_begin[i + 1] += lane_begin[i];
     std::vector<std::uint32_t> order(host_);
-    for (std::size_t i = 0; i < host_; ++i) order[i] = static_cast<std::uint32_t>(i);
-    std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
-      return std::tie(ev_[a].rank, ev_[a].thread, a) < std::tie(ev_[b].rank, ev_[b].thread, b);
-    });
+    for (std::size_t i = 0; i < host_; ++i) order[lane_begin[lane[i]]++] = static_cast<std::uint32_t>(i);
+    std::vector<std::uint32_t>().swap(lane);
     std::vector<std::int32_t> parent(host_, -1);
     StackScratch scratch;
     scratch.slot.resize(host_);
