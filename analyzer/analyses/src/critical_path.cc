@@ -131,6 +131,9 @@ class CpGraph {
       std::uint32_t node;
     };
     std::vector<Timed> nodes;  // the times beside the nodes: no look-up into the events while sorting
+    std::size_t locks = 0;
+    for (std::size_t e = 0; e < host_; ++e) locks += ev_[e].lock && ev_[e].node ? 1 : 0;
+    reserve_huge(nodes, 2 * locks);
     for (std::size_t e = 0; e < host_; ++e)
       if (ev_[e].lock && ev_[e].node) {
         nodes.push_back({ev_[e].start, start_node(e)});
@@ -330,6 +333,7 @@ class CpGraph {
       std::int64_t index;  // >= 0: a GPU event; < 0: -1 - the sync record
     };
     std::vector<Item> items;
+    reserve_huge(items, ev_.size() - host_ + t_.sync_events.size());
     for (auto e = host_; e < ev_.size(); ++e) items.push_back({ev_[e].start, static_cast<std::int64_t>(e)});
     for (std::size_t i = 0; i < t_.sync_events.size(); ++i) {
       const auto& y = t_.sync_events[i];
