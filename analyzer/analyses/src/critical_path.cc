@@ -550,8 +550,8 @@ class CpGraph {
     r.nodes = static_cast<std::int64_t>(n);
     r.edges = static_cast<std::int64_t>(edges_.size());
     if (n == 0) return r;
-    // Each node's out edges (grouped in place, in the order they were
-    // added), its in-degree, the longest path's length to it and its last
+    // Each node's out edges (the edges reordered by source, in the order
+    // they were added among one node's), its in-degree, the longest path's length to it and its last
     // edge there; memory advised for huge pages (fewer page faults).
     auto huge_array = [](auto& v, std::size_t size, auto value) {
       reserve_huge(v, size);
