@@ -587,7 +587,15 @@ class CpGraph {
     }
     if (best < 0) return r;
     r.length_ns = dist[static_cast<std::size_t>(best)];
-    std::map<std::pair<std::int32_t, std::uint8_t>, std::int64_t> by_event;
+    // The path time of each (event, category): every weighed edge's share
+    // listed, then sorted by that key and summed (what a map so keyed gives,
+    // without a tree node per edge of a path of a million edges).
+    struct Share {
+      std::int32_t event;
+      std::uint8_t category;
+      std::int64_t ns;
+    };
+    std::vector<Share> by_event;
     auto node = static_cast<std::uint32_t>(best);
     r.end_ns = ts(node);
     r.start_ns = r.end_ns;
@@ -600,7 +608,7 @@ class CpGraph {
       ++r.path_edges;
       if (category != kCpNoCategory) {
         r.category_ns[category] += w;
-        if (event >= 0 && w > 0) by_event[{event, category}] += w;
+        if (event >= 0 && w > 0) by_event.push_back({event, category, w});
         if (across_ && event >= 0) rank_ns[ev_[static_cast<std::size_t>(event)].rank] += w;
       }
       if (edges_.collective(k) && category != kCpNoCategory) {
@@ -624,10 +632,21 @@ class CpGraph {
       std::int32_t event;
       std::uint8_t category;
     };
+    std::sort(by_event.begin(), by_event.end(), [](const Share& a, const Share& b) {
+      return std::tie(a.event, a.category) < std::tie(b.event, b.category);
+    });
+    std::size_t shares = 0;
+    for (const auto& s : by_event) {
+      if (shares > 0 && by_event[shares - 1].event == s.event && by_event[shares - 1].category == s.category)
+        by_event[shares - 1].ns += s.ns;
+      else
+        by_event[shares++] = s;
+    }
+    by_event.resize(shares);
     std::vector<Ranked> ranked;
     ranked.reserve(by_event.size());
-    for (const auto& [key, ns] : by_event) {
-      const auto& ev = ev_[static_cast<std::size_t>(key.first)];
+    for (const auto& share : by_event) {
+      const auto& ev = ev_[static_cast<std::size_t>(share.event)];
       std::string_view name;
       switch (ev.kind) {
         case PathEvent::Kind::kNvtx: name = t_.str(t_.nvtx[ev.source].name); break;
@@ -636,7 +655,7 @@ class CpGraph {
         case PathEvent::Kind::kMemset: name = "memset"; break;
         default: name = t_.str(t_.activities[ev.source].name);
       }
-      ranked.push_back({ns, ev.start, ev.end, name, key.first, key.second});
+      ranked.push_back({share.ns, ev.start, ev.end, name, share.event, share.category});
     }
     std::sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
       if (a.ns != b.ns) return a.ns > b.ns;
