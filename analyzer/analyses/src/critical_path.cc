@@ -596,6 +596,7 @@ class CpGraph {
       std::int64_t ns;
     };
     std::vector<Share> by_event;
+    reserve_huge(by_event, n);  // a path has fewer edges than the graph has nodes: never grown
     auto node = static_cast<std::uint32_t>(best);
     r.end_ns = ts(node);
     r.start_ns = r.end_ns;
