@@ -297,6 +297,9 @@ CostSamples cost_samples(const Trace& trace) {
     }
   }
 
+  // At most one sample an op: room for them at once, not grown by copies.
+  out.host.reserve(ops.size());
+  out.ops.reserve(ops.size());
   for (const auto& op : ops)
     if (op.launch_start_ns >= 0 && op.launch_end_ns >= op.launch_start_ns)
       out.host.push_back({op.kind, op.phase, static_cast<double>(op.launch_end_ns - op.launch_start_ns) * 1e-9});

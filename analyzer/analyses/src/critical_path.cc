@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <span>
 #include <tuple>
 #include <utility>
 
+#include "critical_path_edges.h"
 #include "critical_path_graph.h"
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/clock_align.h"
+#include "moetrace/analyzer/huge_pages.h"
 #include "moetrace/analyzer/launch_queue.h"
 #include "moetrace/analyzer/stream_waits.h"
 #include "parallel.h"
@@ -19,15 +22,7 @@ namespace {
 using detail::CpEvent;
 using detail::CpSync;
 
-constexpr std::uint8_t kCpNoCategory = 255;
-
-struct CpEdge {
-  std::uint32_t u = 0, v = 0;
-  std::int64_t w = 0;
-  std::int32_t event = -1;  // attributed event; -1: none
-  std::uint8_t category = kCpNoCategory;
-  bool collective = false;  // a collective edge between ranks (across-ranks graph)
-};
+constexpr std::uint8_t kCpNoCategory = detail::CpEdges::kNoCategory;
 
 class CpGraph {
  public:
@@ -35,14 +30,29 @@ class CpGraph {
   CpGraph(const Trace& t, std::int32_t rank, detail::CpRankInput input, const detail::CpInput& in, bool across = false)
       : t_(t), rank_(rank), across_(across), ev_(std::move(input.host)), streams_(std::move(input.streams)), in_(in) {}
 
-  RankCriticalPath run(std::size_t top_events) {
+  // release: the input, emptied once the edges are built (where no other
+  // graph reads it) so that the longest path's arrays take its place.
+  RankCriticalPath run(std::size_t top_events, detail::CpInput* release = nullptr) {
     host_ = ev_.size();
     add_gpu_events();
+    std::vector<CollectiveCall> calls;
+    if (across_) calls = collective_calls(t_);
+    reserve_edges(calls.size());
     lock_edges();
     host_edges();
     gpu_edges();
     if (in_.infer_sync && !has_sync_records()) inferred_sync_edges();
-    if (across_) collective_edges();
+    if (across_) collective_edges(calls);
+    // What the longest path does not read.
+    std::vector<CollectiveCall>().swap(calls);
+    std::vector<std::int32_t>().swap(gpu_event_);
+    std::vector<std::uint32_t>().swap(own_edge_);
+    if (release) {
+      std::vector<std::int32_t>().swap(release->api_event);
+      std::vector<std::uint8_t>().swap(release->in_window);
+      std::vector<std::int32_t>().swap(release->queue_at_call);
+      std::vector<std::int32_t>().swap(release->queue_at_start);
+    }
     auto r = longest(top_events);
     r.window_start_ns = INT64_MAX;
     r.window_end_ns = INT64_MIN;
@@ -66,9 +76,28 @@ class CpGraph {
   std::int64_t ts(std::uint32_t n) const { return is_start(n) ? ev_[n / 2].start : ev_[n / 2].end; }
 
   void span(std::uint32_t u, std::uint32_t v, std::int32_t event, PathCategory c, bool zero = false) {
-    edges_.push_back({u, v, zero ? 0 : std::max<std::int64_t>(0, ts(v) - ts(u)), event, static_cast<std::uint8_t>(c)});
+    edges_.push(u, v, zero ? 0 : std::max<std::int64_t>(0, ts(v) - ts(u)), event, static_cast<std::uint8_t>(c));
   }
-  void link(std::uint32_t u, std::uint32_t v) { edges_.push_back({u, v, 0, -1, kCpNoCategory}); }
+  void link(std::uint32_t u, std::uint32_t v) { edges_.push(u, v, 0, -1, kCpNoCategory); }
+
+  // Room for every edge the graph can get, reserved at once (a bound: each
+  // host node adds at most one call-stack edge and one runtime-lock edge at
+  // each of its two ends, each GPU event at most three, a synchronisation at
+  // most one a stream, a collective call two), so the edges are never copied
+  // to a bigger array; the pages past the last edge are never touched.
+  void reserve_edges(std::size_t collective_calls) {
+    std::size_t bound = 0, syncs = 0;
+    for (std::size_t e = 0; e < host_; ++e) {
+      if (ev_[e].node) bound += ev_[e].lock ? 4 : 2;
+      if (ev_[e].sync != CpSync::kNone) ++syncs;
+    }
+    bound += 3 * (ev_.size() - host_);
+    std::size_t records = 0;
+    for (const auto& y : t_.sync_events)
+      if (across_ || y.rank.value == rank_) ++records;
+    bound += (records + syncs) * std::max<std::size_t>(streams_.size(), 1) + 2 * collective_calls;
+    edges_.reserve(bound);
+  }
 
   // GPU events of the window, after the host events, by stream track in
   // start order; gpu_event_[activity] is each one's place.
@@ -87,7 +116,7 @@ class CpGraph {
         g.kind = a.type == ActivityType::kMemcpy   ? PathEvent::Kind::kMemcpy
                  : a.type == ActivityType::kMemset ? PathEvent::Kind::kMemset
                                                    : PathEvent::Kind::kKernel;
-        gpu_event_[i] = static_cast<std::int64_t>(ev_.size());
+        gpu_event_[i] = static_cast<std::int32_t>(ev_.size());
         ev_.push_back(g);
       }
   }
@@ -97,18 +126,26 @@ class CpGraph {
   // each end closes every call started since the previous end (its own
   // start: its span; others': a dependency) and follows the previous end.
   void lock_edges() {
-    std::vector<std::uint32_t> nodes;
+    struct Timed {
+      std::int64_t ts;
+      std::uint32_t node;
+    };
+    std::vector<Timed> nodes;  // the times beside the nodes: no look-up into the events while sorting
+    std::size_t locks = 0;
+    for (std::size_t e = 0; e < host_; ++e) locks += ev_[e].lock && ev_[e].node ? 1 : 0;
+    reserve_huge(nodes, 2 * locks);
     for (std::size_t e = 0; e < host_; ++e)
       if (ev_[e].lock && ev_[e].node) {
-        nodes.push_back(start_node(e));
-        nodes.push_back(end_node(e));
+        nodes.push_back({ev_[e].start, start_node(e)});
+        nodes.push_back({ev_[e].end, end_node(e)});
       }
-    std::sort(nodes.begin(), nodes.end(), [&](std::uint32_t a, std::uint32_t b) {
-      return ts(a) != ts(b) ? ts(a) < ts(b) : a < b;  // by time, then event (its start before its end)
+    std::sort(nodes.begin(), nodes.end(), [&](const Timed& a, const Timed& b) {
+      return a.ts != b.ts ? a.ts < b.ts : a.node < b.node;  // by time, then event (its start before its end)
     });
     std::vector<std::uint32_t> pending;
     std::int64_t last = -1;
-    for (auto n : nodes) {
+    for (const auto& timed : nodes) {
+      const auto n = timed.node;
       if (is_start(n)) {
         pending.push_back(n);
       } else {
@@ -131,59 +168,107 @@ class CpGraph {
   // HTA's call stacks (hta/common/call_stack.py) walked depth first
   // (CPGraph._construct_graph_from_call_stack), one per (rank, thread).
   void host_edges() {
+    // The events by (rank, thread, event): each one's (rank, thread) as its
+    // place among the distinct ones (few), then a stable counting sort.
+    using Lane = std::pair<std::int32_t, std::int64_t>;
+    std::map<Lane, std::uint32_t> lanes;  // -> its id, in order of first sight
+    std::vector<std::uint32_t> lane(host_);
+    {
+      std::uint32_t last_id = 0;
+      Lane last_lane;
+      for (std::size_t i = 0; i < host_; ++i) {
+        const Lane l{ev_[i].rank, ev_[i].thread};
+        if (i == 0 || l != last_lane) {
+          last_id = lanes.try_emplace(l, static_cast<std::uint32_t>(lanes.size())).first->second;
+          last_lane = l;
+        }
+        lane[i] = last_id;
+      }
+      std::vector<std::uint32_t> sorted(lanes.size());  // id -> place in (rank, thread) order
+      std::uint32_t next = 0;
+      for (const auto& entry : lanes) sorted[entry.second] = next++;
+      for (auto& l : lane) l = sorted[l];
+    }
+    std::vector<std::uint32_t> lane_begin(lanes.size() + 1, 0);
+    for (const auto l : lane) ++lane_begin[l + 1];
+    for (std::size_t i = 0; i + 1 < lane_begin.size(); ++i) lane_begin[i + 1] += lane_begin[i];
     std::vector<std::uint32_t> order(host_);
-    for (std::size_t i = 0; i < host_; ++i) order[i] = static_cast<std::uint32_t>(i);
-    std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
-      return std::tie(ev_[a].rank, ev_[a].thread, a) < std::tie(ev_[b].rank, ev_[b].thread, b);
-    });
+    for (std::size_t i = 0; i < host_; ++i) order[lane_begin[lane[i]]++] = static_cast<std::uint32_t>(i);
+    std::vector<std::uint32_t>().swap(lane);
     std::vector<std::int32_t> parent(host_, -1);
-    std::vector<std::uint32_t> thread;
+    StackScratch scratch;
+    scratch.slot.resize(host_);
     for (std::size_t k = 0; k < order.size();) {
       auto j = k;
       while (j < order.size() && ev_[order[j]].rank == ev_[order[k]].rank && ev_[order[j]].thread == ev_[order[k]].thread)
         ++j;
-      thread.assign(order.begin() + static_cast<std::ptrdiff_t>(k), order.begin() + static_cast<std::ptrdiff_t>(j));
-      walk_thread(thread, parent);
+      walk_thread(std::span<const std::uint32_t>(order.data() + k, j - k), parent, scratch);
       k = j;
     }
   }
+
+  // The arrays of walk_thread, kept from one thread to the next.
+  struct StackPoint {
+    std::int64_t time, dur;
+    std::uint32_t event;
+    bool start;
+  };
+  struct StackScratch {
+    std::vector<StackPoint> points;
+    std::vector<std::uint32_t> slot;  // host event -> 1 + its place in the thread's events
+    std::vector<std::uint32_t> opened;  // the thread's events in order of start, and their parents' slots
+    std::vector<std::uint32_t> opened_in;
+    std::vector<std::uint32_t> child_begin, children;  // the children of each slot (0: the top level), in order of start
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> todo;
+  };
 
   // One thread: HTA's stack from its start and end points (compare_events:
   // by time; at one time ends before starts, longer starts first, shorter
   // ends first, then by event; an end pops whatever is on top), then the
   // depth-first walk that adds the edges.
-  void walk_thread(const std::vector<std::uint32_t>& events, std::vector<std::int32_t>& parent) {
-    struct Point {
-      std::int64_t time, dur;
-      std::uint32_t event;
-      bool start;
-    };
-    std::vector<Point> points;
+  void walk_thread(std::span<const std::uint32_t> events, std::vector<std::int32_t>& parent, StackScratch& scratch) {
+    auto& points = scratch.points;
+    auto& slot = scratch.slot;
+    points.clear();
     points.reserve(2 * events.size());
     for (auto e : events) {
       const auto d = ev_[e].end - ev_[e].start;
       points.push_back({ev_[e].start, d, e, true});
       points.push_back({ev_[e].end, d, e, false});
     }
-    std::sort(points.begin(), points.end(), [](const Point& x, const Point& y) {
+    std::sort(points.begin(), points.end(), [](const StackPoint& x, const StackPoint& y) {
       if (x.time != y.time) return x.time < y.time;
       if (x.start != y.start) return !x.start;  // events here last > 0: the end first
       if (x.dur != y.dur) return x.start ? x.dur > y.dur : x.dur < y.dur;
       return x.start ? x.event < y.event : x.event > y.event;
     });
-    std::vector<std::vector<std::uint32_t>> children(events.size() + 1);
-    std::vector<std::size_t> slot(host_, 0);
-    for (std::size_t i = 0; i < events.size(); ++i) slot[events[i]] = i + 1;
+    for (std::size_t i = 0; i < events.size(); ++i) slot[events[i]] = static_cast<std::uint32_t>(i + 1);
+    // The stack: each event's parent, and its place among its parent's
+    // children (in order of start, as they are opened).
+    auto& opened = scratch.opened;
+    auto& opened_in = scratch.opened_in;
+    opened.clear();
+    opened_in.clear();
     std::vector<std::uint32_t> stack;
     for (const auto& p : points) {
       if (p.start) {
         parent[p.event] = stack.empty() ? -1 : static_cast<std::int32_t>(stack.back());
-        children[stack.empty() ? 0 : slot[stack.back()]].push_back(p.event);
+        opened.push_back(p.event);
+        opened_in.push_back(stack.empty() ? 0 : slot[stack.back()]);
         stack.push_back(p.event);
       } else if (!stack.empty()) {
         stack.pop_back();
       }
     }
+    auto& child_begin = scratch.child_begin;
+    auto& children = scratch.children;
+    child_begin.assign(events.size() + 2, 0);
+    for (auto in : opened_in) ++child_begin[in + 1];
+    for (std::size_t i = 0; i + 1 < child_begin.size(); ++i) child_begin[i + 1] += child_begin[i];
+    children.resize(opened.size());
+    for (std::size_t k = 0; k < opened.size(); ++k) children[child_begin[opened_in[k]]++] = opened[k];
+    for (std::size_t i = child_begin.size() - 1; i > 0; --i) child_begin[i] = child_begin[i - 1];
+    child_begin[0] = 0;
     std::int64_t last = -1;           // the last node visited
     std::int32_t last_parent = -1;    // its event's parent in the stack
     int depth = 0;                    // operators open
@@ -208,13 +293,14 @@ class CpGraph {
       --depth;
     };
     // Iterative depth-first walk: (slot, next child).
-    std::vector<std::pair<std::size_t, std::size_t>> todo{{0, 0}};
+    auto& todo = scratch.todo;
+    todo.assign(1, {0, child_begin[0]});
     while (!todo.empty()) {
       auto& [at, next] = todo.back();
-      if (next < children[at].size()) {
-        const auto c = children[at][next++];
+      if (next < child_begin[at + 1]) {
+        const auto c = children[next++];
         enter(c);
-        todo.push_back({slot[c], 0});
+        todo.push_back({slot[c], child_begin[slot[c]]});
         continue;
       }
       if (at != 0) exit(events[at - 1]);
@@ -247,6 +333,7 @@ class CpGraph {
       std::int64_t index;  // >= 0: a GPU event; < 0: -1 - the sync record
     };
     std::vector<Item> items;
+    reserve_huge(items, ev_.size() - host_ + t_.sync_events.size());
     for (auto e = host_; e < ev_.size(); ++e) items.push_back({ev_[e].start, static_cast<std::int64_t>(e)});
     for (std::size_t i = 0; i < t_.sync_events.size(); ++i) {
       const auto& y = t_.sync_events[i];
@@ -266,7 +353,7 @@ class CpGraph {
       }
       const auto id = static_cast<std::size_t>(it.index);
       const auto& a = t_.activities[ev_[id].source];
-      own_edge_[id - host_] = edges_.size();
+      own_edge_[id - host_] = static_cast<std::uint32_t>(edges_.size());
       span(start_node(id), end_node(id), static_cast<std::int32_t>(id), gpu_category(a));
       const auto h = launch_event(a);
       const auto p = last.find(ev_[id].stream);
@@ -372,12 +459,11 @@ class CpGraph {
 
   // Across ranks (critical_path.h): each collective instance with 2+ ranks
   // (clock_align.h's collective_calls) joins its participants' kernels.
-  void collective_edges() {
+  void collective_edges(const std::vector<CollectiveCall>& calls) {
     const auto host = host_;
     // Op-paired calls: the op's communication kernels, first start and last end.
     std::vector<std::int64_t> op_first, op_last;
-    auto gpu = [&](std::size_t activity) { return gpu_event_[activity]; };
-    const auto calls = collective_calls(t_);
+    auto gpu = [&](std::size_t activity) { return static_cast<std::int64_t>(gpu_event_[activity]); };
     bool by_op = false;
     for (const auto& c : calls) by_op = by_op || c.op >= 0;
     if (by_op) {
@@ -425,10 +511,10 @@ class CpGraph {
       // The part of the first kernel before the last participant started
       // is waiting: it weighs nothing (like a blocking call's wait).
       for (const auto& p : parts) {
-        auto& e = edges_[own_edge_[p.first - host]];
+        auto& own = edges_.w[own_edge_[p.first - host]];
         const auto w = std::max<std::int64_t>(0, ev_[p.first].end - std::max(ev_[p.first].start, last_start));
-        wait_ns += e.w - w;
-        e.w = w;
+        wait_ns += own - w;
+        own = w;
       }
       // Every participant's start -> every other's end weighs
       // end(other) - max(start(this), last_start) = end(other) - last_start
@@ -445,13 +531,13 @@ class CpGraph {
         }
       for (const auto& p : parts)
         if (p.first != hub) {
-          edges_.push_back({start_node(p.first), start_node(hub), 0, -1, kCpNoCategory, true});
+          edges_.push(start_node(p.first), start_node(hub), 0, -1, kCpNoCategory, true);
           ++collective_edge_count;
         }
       for (const auto& q : parts) {
         const auto w = std::max<std::int64_t>(0, ev_[q.last].end - last_start);
-        edges_.push_back({start_node(hub), end_node(q.last), w, static_cast<std::int32_t>(q.last),
-                          static_cast<std::uint8_t>(PathCategory::kKernelCommunication), true});
+        edges_.push(start_node(hub), end_node(q.last), w, static_cast<std::int32_t>(q.last),
+                    static_cast<std::uint8_t>(PathCategory::kKernelCommunication), true);
         ++collective_edge_count;
       }
     }
@@ -464,17 +550,23 @@ class CpGraph {
     r.nodes = static_cast<std::int64_t>(n);
     r.edges = static_cast<std::int64_t>(edges_.size());
     if (n == 0) return r;
-    std::vector<std::uint32_t> out_begin(n + 1, 0), indegree(n, 0);
-    for (const auto& e : edges_) {
-      ++out_begin[e.u + 1];
-      ++indegree[e.v];
-    }
-    for (std::size_t i = 0; i < n; ++i) out_begin[i + 1] += out_begin[i];
-    std::vector<std::uint32_t> out(edges_.size()), fill(out_begin.begin(), out_begin.end() - 1);
-    for (std::size_t k = 0; k < edges_.size(); ++k) out[fill[edges_[k].u]++] = static_cast<std::uint32_t>(k);
+    // Each node's out edges (the edges reordered by source, in the order
+    // they were added among one node's), its in-degree, the longest path's length to it and its last
+    // edge there; memory advised for huge pages (fewer page faults).
+    auto huge_array = [](auto& v, std::size_t size, auto value) {
+      reserve_huge(v, size);
+      v.assign(size, value);
+    };
+    const auto out_begin = edges_.group_by_source(n);
+    std::vector<std::uint32_t> indegree;
+    huge_array(indegree, n, std::uint32_t{0});
+    for (const auto to : edges_.v) ++indegree[to];
     // Kahn's order; nodes on a cycle (inconsistent times) never become ready.
-    std::vector<std::int64_t> dist(n, 0);
-    std::vector<std::int64_t> pred(n, -1);  // edge index
+    constexpr std::uint32_t kNoEdge = UINT32_MAX;
+    std::vector<std::int64_t> dist;
+    std::vector<std::uint32_t> pred;  // edge index
+    huge_array(dist, n, std::int64_t{0});
+    huge_array(pred, n, kNoEdge);
     std::deque<std::uint32_t> ready;
     for (std::size_t i = 0; i < n; ++i)
       if (indegree[i] == 0) ready.push_back(static_cast<std::uint32_t>(i));
@@ -484,37 +576,51 @@ class CpGraph {
       ready.pop_front();
       if (best < 0 || dist[u] > dist[static_cast<std::size_t>(best)]) best = u;
       for (auto k = out_begin[u]; k < out_begin[u + 1]; ++k) {
-        const auto& e = edges_[out[k]];
-        if (pred[e.v] < 0 || dist[u] + e.w > dist[e.v]) {
-          dist[e.v] = dist[u] + e.w;
-          pred[e.v] = out[k];
+        const auto v = edges_.v[k];
+        const auto w = edges_.w[k];
+        if (pred[v] == kNoEdge || dist[u] + w > dist[v]) {
+          dist[v] = dist[u] + w;
+          pred[v] = k;
         }
-        if (--indegree[e.v] == 0) ready.push_back(e.v);
+        if (--indegree[v] == 0) ready.push_back(v);
       }
     }
     if (best < 0) return r;
     r.length_ns = dist[static_cast<std::size_t>(best)];
-    std::map<std::pair<std::int32_t, std::uint8_t>, std::int64_t> by_event;
+    // The path time of each (event, category): every weighed edge's share
+    // listed, then sorted by that key and summed (what a map so keyed gives,
+    // without a tree node per edge of a path of a million edges).
+    struct Share {
+      std::int32_t event;
+      std::uint8_t category;
+      std::int64_t ns;
+    };
+    std::vector<Share> by_event;
+    reserve_huge(by_event, n);  // a path has fewer edges than the graph has nodes: never grown
     auto node = static_cast<std::uint32_t>(best);
     r.end_ns = ts(node);
     r.start_ns = r.end_ns;
-    while (pred[node] >= 0) {
-      const auto& e = edges_[static_cast<std::size_t>(pred[node])];
+    while (pred[node] != kNoEdge) {
+      const auto k = pred[node];
+      const auto u = detail::CpEdges::source(out_begin, k);
+      const auto category = edges_.category(k);
+      const auto w = edges_.w[k];
+      const auto event = edges_.event[k];
       ++r.path_edges;
-      if (e.category != kCpNoCategory) {
-        r.category_ns[e.category] += e.w;
-        if (e.event >= 0 && e.w > 0) by_event[{e.event, e.category}] += e.w;
-        if (across_ && e.event >= 0) rank_ns[ev_[static_cast<std::size_t>(e.event)].rank] += e.w;
+      if (category != kCpNoCategory) {
+        r.category_ns[category] += w;
+        if (event >= 0 && w > 0) by_event.push_back({event, category, w});
+        if (across_ && event >= 0) rank_ns[ev_[static_cast<std::size_t>(event)].rank] += w;
       }
-      if (e.collective && e.category != kCpNoCategory) {
+      if (edges_.collective(k) && category != kCpNoCategory) {
         // A hub's edge to a participant's end: from the rank the path
         // entered the hub from.
-        std::int32_t from = ev_[e.u / 2].rank;
-        if (const auto in = pred[e.u]; in >= 0 && edges_[static_cast<std::size_t>(in)].collective)
-          from = ev_[edges_[static_cast<std::size_t>(in)].u / 2].rank;
-        if (from != ev_[e.v / 2].rank) ++crossings;
+        std::int32_t from = ev_[u / 2].rank;
+        if (const auto in = pred[u]; in != kNoEdge && edges_.collective(in))
+          from = ev_[detail::CpEdges::source(out_begin, in) / 2].rank;
+        if (from != ev_[edges_.v[k] / 2].rank) ++crossings;
       }
-      node = e.u;
+      node = u;
       r.start_ns = ts(node);
     }
     // Ranked by (path time descending, start, end, name) on light records;
@@ -527,10 +633,21 @@ class CpGraph {
       std::int32_t event;
       std::uint8_t category;
     };
+    std::sort(by_event.begin(), by_event.end(), [](const Share& a, const Share& b) {
+      return std::tie(a.event, a.category) < std::tie(b.event, b.category);
+    });
+    std::size_t shares = 0;
+    for (const auto& s : by_event) {
+      if (shares > 0 && by_event[shares - 1].event == s.event && by_event[shares - 1].category == s.category)
+        by_event[shares - 1].ns += s.ns;
+      else
+        by_event[shares++] = s;
+    }
+    by_event.resize(shares);
     std::vector<Ranked> ranked;
     ranked.reserve(by_event.size());
-    for (const auto& [key, ns] : by_event) {
-      const auto& ev = ev_[static_cast<std::size_t>(key.first)];
+    for (const auto& share : by_event) {
+      const auto& ev = ev_[static_cast<std::size_t>(share.event)];
       std::string_view name;
       switch (ev.kind) {
         case PathEvent::Kind::kNvtx: name = t_.str(t_.nvtx[ev.source].name); break;
@@ -539,7 +656,7 @@ class CpGraph {
         case PathEvent::Kind::kMemset: name = "memset"; break;
         default: name = t_.str(t_.activities[ev.source].name);
       }
-      ranked.push_back({ns, ev.start, ev.end, name, key.first, key.second});
+      ranked.push_back({share.ns, ev.start, ev.end, name, share.event, share.category});
     }
     std::sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
       if (a.ns != b.ns) return a.ns > b.ns;
@@ -585,9 +702,9 @@ class CpGraph {
   std::vector<std::uint32_t> streams_;
   const detail::CpInput& in_;
   std::size_t host_ = 0;                // host events come first in ev_
-  std::vector<std::int64_t> gpu_event_;
-  std::vector<std::size_t> own_edge_;  // GPU event - host_count() -> its start -> end edge
-  std::vector<CpEdge> edges_;
+  std::vector<std::int32_t> gpu_event_;
+  std::vector<std::uint32_t> own_edge_;  // GPU event - host_count() -> its start -> end edge
+  detail::CpEdges edges_;
 };
 
 }  // namespace
@@ -644,7 +761,7 @@ CrossRankCriticalPath critical_path_across_ranks(const Trace& t, std::size_t top
   out.path.rank = -1;
   if (out.ranks.empty()) return out;
   CpGraph g(t, -1, std::move(all), in, true);
-  out.path = g.run(top_events);
+  out.path = g.run(top_events, &in);
   out.collective_instances = g.instances;
   out.collective_edges = g.collective_edge_count;
   out.waiting_ns = g.wait_ns;

@@ -24,11 +24,14 @@ struct CpEvent {
   std::int32_t stream = -1;   // index into Trace::streams (GPU)
   std::uint32_t source = 0;   // index into nvtx, api_calls or activities
   PathEvent::Kind kind = PathEvent::Kind::kNvtx;
-  bool blocking = false;      // HTA's BLOCKING_SYNC_CALLS
-  bool node = true;           // host: an operator or runtime call (else only structure: an annotation)
-  bool lock = false;          // a call that takes the CUDA runtime's lock
-  CpSync sync = CpSync::kNone;
+  // Flags in one byte: 40 bytes an event, not 48 (the graph across ranks of
+  // a 10 M-event trace holds 7.8 M of them).
+  bool blocking : 1 = false;  // HTA's BLOCKING_SYNC_CALLS
+  bool node : 1 = true;       // host: an operator or runtime call (else only structure: an annotation)
+  bool lock : 1 = false;      // a call that takes the CUDA runtime's lock
+  CpSync sync : 2 = CpSync::kNone;
 };
+static_assert(sizeof(CpEvent) <= 40);
 
 // The events of one graph: host events (nodes and annotations) of the
 // window, and the stream tracks whose activities may join it.

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "critical_path_graph.h"
+#include "moetrace/analyzer/huge_pages.h"
 #include "moetrace/analyzer/launch_queue.h"
 #include "moetrace/schema/error.h"
 
@@ -124,6 +125,32 @@ CpInput cp_input(const Trace& t, const CriticalPathOptions& o, bool all_in_one) 
     e.kind = kind;
     return e;
   };
+  // Each graph's events are reserved at once, for its rows of every table
+  // (the GPU events join them in the graph): a bound, not a count, so the
+  // vector never grows by copies; the pages past its events stay untouched.
+  {
+    std::map<std::int32_t, std::size_t> rows;
+    auto count = [&](const auto& table, auto rank_of) {
+      std::int32_t last_rank = 0;
+      std::size_t* last = nullptr;
+      for (const auto& r : table) {
+        const std::int32_t rank = rank_of(r);
+        if (!last || rank != last_rank) {
+          if (!wanted(rank)) {
+            last = nullptr;
+            continue;
+          }
+          last = &rows[key(rank)];
+          last_rank = rank;
+        }
+        ++*last;
+      }
+    };
+    count(t.nvtx, [](const NvtxRange& n) { return n.rank.value; });
+    count(t.api_calls, [](const ApiCall& c) { return c.rank.value; });
+    count(t.activities, [](const Activity& a) { return a.rank.value; });
+    for (const auto& [k, n] : rows) reserve_huge(in.ranks[k].host, n);
+  }
   // Host events with time (HTA keeps CPU rows of positive duration) that
   // start in the window.
   for (std::size_t i = 0; i < t.nvtx.size(); ++i) {
@@ -154,7 +181,14 @@ CpInput cp_input(const Trace& t, const CriticalPathOptions& o, bool all_in_one) 
   in.in_window.assign(t.activities.size(), 0);
   in.queue_at_call.assign(t.activities.size(), -1);
   in.queue_at_start.assign(t.activities.size(), -1);
-  if (t.activity_track_begin.size() != t.streams.size() + 1) return in;
+  // A graph reserved above but given no events is none.
+  auto drop_empty = [&] {
+    std::erase_if(in.ranks, [](const auto& r) { return r.second.host.empty() && r.second.streams.empty(); });
+  };
+  if (t.activity_track_begin.size() != t.streams.size() + 1) {
+    drop_empty();
+    return in;
+  }
   struct Point {
     std::int64_t ts;
     int order;  // 0: a launch (+1), 1: a start (-1); at equal times the launch first
@@ -189,6 +223,7 @@ CpInput cp_input(const Trace& t, const CriticalPathOptions& o, bool all_in_one) 
     }
     if (any) in.ranks[key(rank)].streams.push_back(static_cast<std::uint32_t>(s));
   }
+  drop_empty();
   return in;
 }
 

@@ -9,20 +9,29 @@ namespace moetrace::gui {
 
 CounterTrack::CounterTrack(RankId rank, std::string name, std::vector<CounterSample> samples)
     : rank_(rank), name_(std::move(name)), samples_(std::move(samples)) {
-  std::stable_sort(samples_.begin(), samples_.end(),
-                   [](const CounterSample& a, const CounterSample& b) { return a.ts_ns < b.ts_ns; });
+  auto by_time = [](const CounterSample& a, const CounterSample& b) { return a.ts_ns < b.ts_ns; };
+  // Series mostly come in order already (queue lengths, memory timelines).
+  if (!std::is_sorted(samples_.begin(), samples_.end(), by_time))
+    std::stable_sort(samples_.begin(), samples_.end(), by_time);
   for (const auto& s : samples_) max_ = std::max(max_, s.bytes);
   // Bucket pyramid: buckets of 2^k ns aligned on multiples of 2^k.
   std::vector<CounterBucket> cur;
   cur.reserve(samples_.size());
   for (const auto& s : samples_) cur.push_back({s.ts_ns, s.bytes, s.bytes, s.bytes});
   std::size_t stored = cur.size();
-  for (int k = 1; k < 62 && cur.size() > 1; ++k) {
+  // Each level is built from the one before: the last one stored (moved
+  // into levels_, not copied), or the last one built and not stored.
+  bool from_stored = false;
+  for (int k = 1; k < 62; ++k) {
+    const auto& prev = from_stored ? levels_.back().buckets : cur;
+    if (prev.size() <= 1) break;
     const std::int64_t w = std::int64_t{1} << k;
     std::vector<CounterBucket> next;
-    next.reserve(cur.size() / 2 + 1);
-    auto bucket_of = [w](std::int64_t t) { return t >= 0 ? t / w : -((-t + w - 1) / w); };
-    for (const auto& b : cur) {
+    next.reserve(prev.size() / 2 + 1);
+    // floor(t / 2^k), negative times included: an arithmetic shift (C++20),
+    // not a division per sample and level.
+    auto bucket_of = [k](std::int64_t t) { return t >> k; };
+    for (const auto& b : prev) {
       if (!next.empty() && bucket_of(next.back().t_first) == bucket_of(b.t_first)) {
         auto& n = next.back();
         n.min = std::min(n.min, b.min);
@@ -34,9 +43,12 @@ CounterTrack::CounterTrack(RankId rank, std::string name, std::vector<CounterSam
     }
     if (next.size() * 2 <= stored) {
       stored = next.size();
-      levels_.push_back({w, next});
+      levels_.push_back({w, std::move(next)});
+      from_stored = true;
+    } else {
+      cur = std::move(next);
+      from_stored = false;
     }
-    cur = std::move(next);
   }
 }
 
