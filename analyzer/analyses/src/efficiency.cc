@@ -428,9 +428,12 @@ std::vector<CollectiveCallSize> collective_call_sizes(const Trace& trace, const 
   return call_sizes(trace, Calculator(trace, calls));
 }
 
-EfficiencyAnalysis merge_efficiency(std::vector<EfficiencyAnalysis> parts, const Trace& run,
-                                    const std::vector<CollectiveCall>& calls,
-                                    const std::vector<CollectiveCallSize>& sizes) {
+void collective_efficiency(const Trace& run, const std::vector<CollectiveCall>& calls,
+                           const std::vector<CollectiveCallSize>& sizes, EfficiencyAnalysis& e) {
+  collective_buckets(calls, sizes, run.run.world_size, common_link(rank_devices(run)), e);
+}
+
+EfficiencyAnalysis merge_efficiency(std::vector<EfficiencyAnalysis> parts, const Trace& run) {
   EfficiencyAnalysis e;
   // The dtype: the run config's where a part took it from there (every part
   // then did), else the one most parts found, else BF16 assumed.
@@ -464,7 +467,6 @@ EfficiencyAnalysis merge_efficiency(std::vector<EfficiencyAnalysis> parts, const
   std::stable_sort(e.ranks.begin(), e.ranks.end(), by_key);
   for (auto* rows : {&e.layers, &e.ranks})
     for (auto& r : *rows) apply_peaks(r, device_of[r.rank], e.dtype);
-  collective_buckets(calls, sizes, run.run.world_size, common_link(e.devices), e);
   return e;
 }
 

@@ -201,9 +201,14 @@ RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const Run
     if (options.align) apply_clock_alignment(cross.calls, files_info.clocks);
     a.rank_waits = compute_rank_waits(cross.calls);
   }
-  // Each collective instance's participants in the run, for the parts' efficiency.
+  // The collectives' efficiency, and each instance's participants in the
+  // run for the parts' rows; then the calls go.
+  EfficiencyAnalysis collectives;
+  collective_efficiency(run, cross.calls, cross.call_sizes, collectives);
   std::unordered_map<std::uint64_t, int> participants;
   for (const auto& c : cross.calls) ++participants[c.key];
+  std::vector<CollectiveCall>().swap(cross.calls);
+  std::vector<CollectiveCallSize>().swap(cross.call_sizes);
   // The kernel sequences are one rank's: that rank's file finds them.
   sequences.rank = kernel_sequence_rank(run, sequences);
   std::optional<KernelSequenceAnalysis> kernel_sequences;
@@ -289,9 +294,9 @@ RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const Run
         "{} whose samples the fits keep (moetrace report --merged fits them)",
         n_parts, sampled, max_cost_samples);
   std::vector<CostSamples>().swap(samples);
-  a.efficiency = merge_efficiency(std::move(efficiencies), run, cross.calls, cross.call_sizes);
-  std::vector<CollectiveCall>().swap(cross.calls);
-  std::vector<CollectiveCallSize>().swap(cross.call_sizes);
+  a.efficiency = merge_efficiency(std::move(efficiencies), run);
+  a.efficiency.collectives = std::move(collectives.collectives);
+  a.efficiency.wait_separated = collectives.wait_separated;
   a.expert_load = analyze_expert_load(run, a.breakdown);
   a.locality = analyze_locality(run);
   a.not_computed_reason = fmt::format(

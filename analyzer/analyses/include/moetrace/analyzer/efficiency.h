@@ -130,13 +130,16 @@ struct CollectiveCallSize {
 };
 // Of each of `calls` (collective_calls(trace)), in their order.
 std::vector<CollectiveCallSize> collective_call_sizes(const Trace& trace, const std::vector<CollectiveCall>& calls);
-// The run's figures: the parts' rows, their peaks from the run's devices
-// (which ranks share a GPU shows only in the union), the dtype most parts
-// found, and the collectives of every rank's calls (sorted by key, then
-// rank, on one clock) with their sizes.
-EfficiencyAnalysis merge_efficiency(std::vector<EfficiencyAnalysis> parts, const Trace& run,
-                                    const std::vector<CollectiveCall>& calls,
-                                    const std::vector<CollectiveCallSize>& sizes);
+// The collectives' figures (EfficiencyAnalysis::collectives and
+// wait_separated) of every rank's calls (sorted by key, then rank, on one
+// clock) with their sizes; the link's share where every rank of `run` has a
+// GPU of its own, all of one entry of the table.
+void collective_efficiency(const Trace& run, const std::vector<CollectiveCall>& calls,
+                           const std::vector<CollectiveCallSize>& sizes, EfficiencyAnalysis& e);
+// The run's rows: the parts', their peaks from the run's devices (which
+// ranks share a GPU shows only in the union), for the dtype most parts
+// found; the collectives are collective_efficiency()'s.
+EfficiencyAnalysis merge_efficiency(std::vector<EfficiencyAnalysis> parts, const Trace& run);
 
 // nccl-tests' bus-bandwidth factor: 2(n-1)/n (all-reduce), (n-1)/n (all-to-all); -1 for n < 1.
 double busbw_factor(std::string_view kind, int n);

@@ -18,8 +18,9 @@
 //    as in the union, and the trace freed.
 // The parts' analyses are merged (merge_breakdowns, merge_memory,
 // merge_launch_queues, merge_nvtx, the ranks' critical paths and
-// unclassified kernels joined, merge_efficiency with every rank's
-// collective calls from pass 1; the kernel sequences are the one rank's
+// unclassified kernels joined, merge_efficiency of the parts' rows beside
+// collective_efficiency of every rank's calls, computed after pass 1 so
+// that the calls go before pass 2; the kernel sequences are the one rank's
 // whose file holds it), the models fitted from every part's op
 // samples (merge_cost_samples; one per op, so only up to kMaxCostSamples
 // ops in all: beyond, the fits are not computed and the report says why),
