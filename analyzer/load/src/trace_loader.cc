@@ -61,8 +61,19 @@ Trace TraceLoader::load() {
   return std::move(trace_);
 }
 
+// A sanitizer's allocator replaces glibc's malloc but not malloc_trim,
+// which then sets up glibc's arenas beside it: glibc aborts at the next
+// thread's exit (__malloc_arena_thread_freeres). Nothing to give back there.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define MOETRACE_SANITIZED_ALLOCATOR 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define MOETRACE_SANITIZED_ALLOCATOR 1
+#endif
+#endif
+
 void TraceLoader::release_free_memory() {
-#if defined(__GLIBC__)
+#if defined(__GLIBC__) && !defined(MOETRACE_SANITIZED_ALLOCATOR)
   // The tables' rows were read into arrays and the tracks sorted out of
   // them on other threads: glibc keeps what they freed below its mmap
   // threshold (tens of MB) in those threads' arenas. Back to the system.
