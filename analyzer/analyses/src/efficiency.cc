@@ -139,7 +139,7 @@ class Calculator {
  public:
   Calculator(const Trace& t, std::vector<CollectiveCall> calls,
              const std::unordered_map<std::uint64_t, int>* participants = nullptr)
-      : t_(t), iv_(t), first_activity_(t.ops.size(), -1), participants_(t.ops.size(), 0), calls_(std::move(calls)) {
+      : t_(t), first_activity_(t.ops.size(), -1), participants_(t.ops.size(), 0), calls_(std::move(calls)) {
     for (std::size_t i = 0; i < t.activities.size(); ++i)
       if (const auto op = t.activities[i].op; op >= 0 && first_activity_[static_cast<std::size_t>(op)] < 0)
         first_activity_[static_cast<std::size_t>(op)] = static_cast<std::int64_t>(i);
@@ -161,7 +161,6 @@ class Calculator {
     if (c.op >= 0) return c.op;
     return c.activity >= 0 ? t_.activities[static_cast<std::size_t>(c.activity)].op : -1;
   }
-  const OpIntervals& intervals() const { return iv_; }
 
   const Collective* record_of_op(std::size_t op) const {
     const auto a = first_activity_[op];
@@ -179,7 +178,6 @@ class Calculator {
 
  private:
   const Trace& t_;
-  OpIntervals iv_;
   std::vector<std::int64_t> first_activity_;
   std::vector<int> participants_;
   std::vector<CollectiveCall> calls_;
@@ -198,13 +196,13 @@ struct RowAcc {
   CommAcc a2a, ar;
 };
 
-void add_comm(CommAcc& c, const Calculator& calc, std::size_t op, std::string_view kind) {
+void add_comm(CommAcc& c, const Calculator& calc, const OpIntervals& intervals, std::size_t op, std::string_view kind) {
   ++c.f.ops;
   const auto bytes = calc.op_bytes(op);
-  if (bytes < 0 || calc.intervals().busy(op) <= 0) return;  // no size, or no time (an op that did nothing)
+  if (bytes < 0 || intervals.busy(op) <= 0) return;  // no size, or no time (an op that did nothing)
   ++c.f.ops_with_bytes;
   c.f.bytes = std::max<std::int64_t>(c.f.bytes, 0) + bytes;
-  for (const auto& i : calc.intervals().of(op)) c.iv.push_back(i);
+  for (const auto& i : intervals.of(op)) c.iv.push_back(i);
   const int n = calc.op_group_size(op);
   if (n >= 1) {
     c.f.group_size = std::max(c.f.group_size, n);
@@ -397,6 +395,7 @@ EfficiencyAnalysis analyze_efficiency(const Trace& trace, const std::unordered_m
   auto device_of = set_devices(trace, e);
 
   const Calculator calc(trace, collective_calls(trace), participants);
+  const OpIntervals intervals(trace);
   std::map<std::pair<std::int32_t, std::int32_t>, RowAcc> layers;
   std::map<std::int32_t, RowAcc> ranks;
   for (std::size_t i = 0; i < trace.ops.size(); ++i) {
@@ -407,20 +406,22 @@ EfficiencyAnalysis analyze_efficiency(const Trace& trace, const std::unordered_m
     if (cat == Category::kExpertCompute) {
       for (auto* r : rows) {
         ++r->g.ops;
-        for (const auto& iv : calc.intervals().of(i)) r->all_iv.push_back(iv);
-        if (op.flops >= 0 && calc.intervals().busy(i) > 0) {
+        for (const auto& iv : intervals.of(i)) r->all_iv.push_back(iv);
+        if (op.flops >= 0 && intervals.busy(i) > 0) {
           ++r->g.ops_with_flops;
           r->g.flops = std::max(r->g.flops, 0.0) + op.flops;
-          for (const auto& iv : calc.intervals().of(i)) r->flops_iv.push_back(iv);
+          for (const auto& iv : intervals.of(i)) r->flops_iv.push_back(iv);
         }
       }
     } else if (const auto kind = comm_kind(cat); !kind.empty()) {
-      for (auto* r : rows) add_comm(kind == "all_to_all" ? r->a2a : r->ar, calc, i, kind);
+      for (auto* r : rows) add_comm(kind == "all_to_all" ? r->a2a : r->ar, calc, intervals, i, kind);
     }
   }
   for (auto& [key, acc] : layers) e.layers.push_back(finish_row(key.first, key.second, acc, device_of[key.first], e.dtype));
   for (auto& [rank, acc] : ranks) e.ranks.push_back(finish_row(rank, -1, acc, device_of[rank], e.dtype));
-  collective_buckets(calc.calls(), call_sizes(trace, calc), trace.run.world_size, common_link(e.devices), e);
+  // A part of a run: its collectives are the run's (collective_efficiency).
+  if (!participants)
+    collective_buckets(calc.calls(), call_sizes(trace, calc), trace.run.world_size, common_link(e.devices), e);
   return e;
 }
 

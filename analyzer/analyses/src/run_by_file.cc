@@ -69,8 +69,9 @@ struct CrossRanks {
   std::int64_t events = 0;            // in the files of the run
 };
 
+// `sizes_too`: the calls' sizes too (CrossRanks::call_sizes), for efficiency.
 CrossRanks read_cross_ranks(const std::vector<std::string>& paths, const RunLoadOptions& options,
-                            const LoadOptions& lo, const std::function<void()>& advance) {
+                            const LoadOptions& lo, bool sizes_too, const std::function<void()>& advance) {
   std::vector<detail::LoadedFile> files(paths.size());
   std::vector<std::vector<CollectiveCall>> calls_of(paths.size());
   std::vector<std::vector<CollectiveCallSize>> sizes_of(paths.size());
@@ -84,7 +85,7 @@ CrossRanks read_cross_ranks(const std::vector<std::string>& paths, const RunLoad
         try {
           Trace t = load_trace(paths[i], lo);
           calls_of[i] = collective_calls(t);
-          sizes_of[i] = collective_call_sizes(t, calls_of[i]);
+          if (sizes_too) sizes_of[i] = collective_call_sizes(t, calls_of[i]);
           events_of[i] = t.event_count();
           files[i].trace = summary_of(t);
           files[i].trace->expert_load = std::move(t.expert_load);
@@ -123,10 +124,10 @@ CrossRanks read_cross_ranks(const std::vector<std::string>& paths, const RunLoad
     return std::tie(calls[a].key, calls[a].rank) < std::tie(calls[b].key, calls[b].rank);
   });
   out.calls.reserve(order.size());
-  out.call_sizes.reserve(order.size());
+  if (sizes_too) out.call_sizes.reserve(order.size());
   for (auto k : order) {
     out.calls.push_back(calls[k]);
-    out.call_sizes.push_back(sizes[k]);
+    if (sizes_too) out.call_sizes.push_back(sizes[k]);
   }
 
   out.parts = parts.parts.size();
@@ -155,7 +156,7 @@ RunOverview overview_run(const std::vector<std::string>& paths, const RunLoadOpt
   LoadOptions lo = options.load;
   lo.progress = nullptr;
   std::size_t done = 0;
-  auto x = read_cross_ranks(paths, options, lo, [&] {
+  auto x = read_cross_ranks(paths, options, lo, false, [&] {
     ++done;
     if (options.progress)
       options.progress("reading the ranks", static_cast<double>(done) / static_cast<double>(paths.size()));
@@ -175,7 +176,8 @@ RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const Run
     RunAnalysis one;
     one.trace = load_run(paths, options);
     one.analyses = analyze(one.trace, {}, breakdown, options.threads);
-    one.analyses.kernel_sequences = frequent_kernel_sequences(one.trace, sequences);
+    if (!(sequences == one.analyses.kernel_sequences.options))  // analyze() found them with its defaults
+      one.analyses.kernel_sequences = frequent_kernel_sequences(one.trace, sequences);
     return one;
   }
   LoadOptions lo = options.load;
@@ -187,7 +189,7 @@ RunAnalysis analyze_run_by_file(const std::vector<std::string>& paths, const Run
     if (options.progress) options.progress(stage, 0.95 * static_cast<double>(done) / total);
   };
 
-  auto cross = read_cross_ranks(paths, options, lo, [&] { advance("reading the ranks' collectives"); });
+  auto cross = read_cross_ranks(paths, options, lo, true, [&] { advance("reading the ranks' collectives"); });
   const std::size_t n_parts = cross.parts;
   const detail::MergeIds& ids = cross.ids;
   RunAnalysis out;

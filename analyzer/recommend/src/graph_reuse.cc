@@ -33,13 +33,6 @@ class Reuse {
       : t_(t), g_(g), m_(m), s_(s), out_(out), ed_(t, g) {}
 
   void run() {
-    // The layers' shapes where the trace's layers table lacks them (its
-    // run_config, recorded input shapes), as the recommenders see them.
-    try {
-      for (auto& w : moe_layer_workloads(t_)) workload_of_.emplace(w.layer, std::move(w));
-    } catch (const Error&) {
-      // (a shape the sources disagree on: the layers table alone counts)
-    }
     std::map<ReuseKey, std::array<std::map<std::int32_t, Chunk>, 2>> layers;
     std::map<ReuseKey, bool> reused;
     for (std::size_t o = 0; o < t_.ops.size(); ++o) {
@@ -147,18 +140,39 @@ class Reuse {
   // received bytes, else sent), else the rows the layer's workload has the
   // rank compute, in `chunks` equal parts, x M x the element size; -1:
   // none of these known.
-  std::int64_t t_di_bytes(const Chunk& c, std::int32_t rank, std::int32_t layer, std::size_t chunks) const {
+  std::int64_t t_di_bytes(const Chunk& c, std::int32_t rank, std::int32_t layer, std::size_t chunks) {
     if (c.dispatch >= 0) {
       const auto& op = t_.ops[static_cast<std::size_t>(c.dispatch)];
       if (op.recv_bytes >= 0) return op.recv_bytes;
       if (op.bytes > 0) return op.bytes;
     }
-    const auto it = workload_of_.find(layer);
-    if (it == workload_of_.end() || it->second.model_dim <= 0 || chunks == 0) return -1;
-    const auto& w = it->second;
-    const auto rows = w.rows_computed();
+    const auto* w = layer_shape(layer);
+    if (!w || w->model_dim <= 0 || chunks == 0) return -1;
+    const auto& rows = w->rows;
     if (rank < 0 || static_cast<std::size_t>(rank) >= rows.size() || rows[static_cast<std::size_t>(rank)] <= 0) return -1;
-    return rows[static_cast<std::size_t>(rank)] * w.model_dim * w.elem_bytes / static_cast<std::int64_t>(chunks);
+    return rows[static_cast<std::size_t>(rank)] * w->model_dim * w->elem_bytes / static_cast<std::int64_t>(chunks);
+  }
+
+  // A layer as the recommenders see it, for what its layers table and its
+  // ops lack (moe_layer_workloads: run_config, recorded input shapes),
+  // with the rows each rank computes; read once, when first needed.
+  struct LayerShape {
+    std::int64_t model_dim = 0, hidden = 0;
+    int elem_bytes = 2;
+    std::vector<std::int64_t> rows;  // MoeLayerWorkload::rows_computed()
+  };
+  const LayerShape* layer_shape(std::int32_t layer) {
+    if (!shapes_read_) {
+      shapes_read_ = true;
+      try {
+        for (const auto& w : moe_layer_workloads(t_))
+          shape_of_[w.layer] = {w.model_dim, w.hidden, w.elem_bytes, w.rows_computed()};
+      } catch (const Error&) {
+        // (a shape the sources disagree on: the layers table alone counts)
+      }
+    }
+    const auto it = shape_of_.find(layer);
+    return it == shape_of_.end() ? nullptr : &it->second;
   }
 
   std::string apply(const ReuseKey& key, const std::map<std::int32_t, Chunk>& fwd, const std::map<std::int32_t, Chunk>& bwd) {
@@ -169,9 +183,8 @@ class Reuse {
       if (l.layer == layer && l.model_dim > 0 && l.hidden_dim > 0)
         h_over_m = static_cast<double>(l.hidden_dim) / static_cast<double>(l.model_dim);
     if (h_over_m <= 0)
-      if (const auto it = workload_of_.find(layer); it != workload_of_.end() && it->second.model_dim > 0 &&
-                                                     it->second.hidden > 0)
-        h_over_m = static_cast<double>(it->second.hidden) / static_cast<double>(it->second.model_dim);
+      if (const auto* w = layer_shape(layer); w && w->model_dim > 0 && w->hidden > 0)
+        h_over_m = static_cast<double>(w->hidden) / static_cast<double>(w->model_dim);
     if (h_over_m <= 0) return "the layer's model and hidden sizes are not in the trace";
     for (const auto& [c, ch] : fwd)
       if (ch.dispatch < 0) return "no dispatch all-to-all (one rank): MPipeMoE's T_DI is the dispatched input";
@@ -331,7 +344,8 @@ class Reuse {
   const plan::ReuseStrategyTraits& s_;
   GraphWhatIfResult& out_;
   GraphEditor ed_;
-  std::map<std::int32_t, MoeLayerWorkload> workload_of_;  // by layer
+  std::map<std::int32_t, LayerShape> shape_of_;  // by layer (layer_shape())
+  bool shapes_read_ = false;
   std::int64_t copy_gap_ = 0;  // the queue gap between the added copies
 };
 

@@ -115,7 +115,8 @@ struct EfficiencyAnalysis {
 
 // `participants`: where the trace holds some of a run's ranks (one file of
 // a run analysed one at a time), each collective instance's participants
-// in the whole run, by CollectiveCall::key.
+// in the whole run, by CollectiveCall::key; the rows only then, the
+// collectives being the run's (collective_efficiency).
 EfficiencyAnalysis analyze_efficiency(const Trace& trace,
                                       const std::unordered_map<std::uint64_t, int>* participants = nullptr);
 

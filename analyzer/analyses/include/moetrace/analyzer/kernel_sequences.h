@@ -70,6 +70,7 @@ struct KernelSequenceOptions {
   std::optional<std::int32_t> rank;  // nullopt: rank 0 (HTA's default), else the trace's lowest
   std::size_t top_k = 5;             // HTA's default; 0: every pattern
   RankWindow window = RankWindow::kSpan;
+  bool operator==(const KernelSequenceOptions&) const = default;
 };
 
 struct KernelSequence {
