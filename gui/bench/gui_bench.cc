@@ -6,10 +6,18 @@
 // thread's part, widget render into an image: rows, labels, gutter, ruler).
 //
 //   gui_bench [--events N ...] [--trace PATH] [--dir DIR] [--keep]
-//             [--size WxH] [--frames N] [--replay] [--open-only]
+//             [--size WxH] [--frames N] [--replay] [--open-only] [--stages]
+//
+// Last, the analyses run again in the background as the GUI runs them, the
+// timeline panned meanwhile: the frames while they run, and their time.
 //
 // --open-only: only open the trace (load_trace, the timeline model): its
 // wall and CPU time and memory; no analyses, no frames.
+//
+// --stages: after opening, the analyses one after the other on one thread
+// (analyze() with threads = 1, as `report --threads 1`), each one's wall and
+// CPU time and the peak RSS after it (the first to raise it holds the peak);
+// no frames. To find where the analyses' time and memory go.
 //
 // --replay: then the trace's replay as View > Show replay computes it
 // (compute_replay: execution graph, replayed trace, the replayed tracks),
@@ -21,6 +29,7 @@
 #include <QApplication>
 #include <QImage>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -32,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/gui/format.h"
 #include "moetrace/synthetic/synthetic_trace.h"
@@ -174,7 +184,7 @@ void run_replay(gui::TimelineView& view, const std::shared_ptr<const gui::Timeli
   for (double zoom : {1.0, 100.0, 1e4}) pan_row(view, img, start, span, zoom, frames);
 }
 
-int run(const std::string& path, int width, int height, int frames, bool replay, bool open_only) {
+int run(const std::string& path, int width, int height, int frames, bool replay, bool open_only, bool stages) {
   const double rss0 = proc_status_mib("VmRSS:");
   auto t0 = Clock::now();
   double c0 = process_cpu_ms();
@@ -197,6 +207,19 @@ int run(const std::string& path, int width, int height, int frames, bool replay,
               rss_loaded, rss0, (rss_loaded - rss0) * 1048576.0 / static_cast<double>(trace.event_count()),
               peak_loaded, static_cast<double>(model.memory_bytes()) / 1048576.0);
   if (open_only) return 0;
+  if (stages) {
+    std::printf("\n| analysis (one thread, in analyze()'s order) | wall s | CPU s | peak RSS after, MiB |\n|---|---:|---:|---:|\n");
+    auto t = Clock::now();
+    double c = process_cpu_ms();
+    const auto a = analyzer::analyze(trace, [&](std::string_view stage, double fraction) {
+      if (fraction <= 0.0) return;  // "analysing": the start
+      std::printf("| %.*s | %.2f | %.2f | %.0f |\n", static_cast<int>(stage.size()), stage.data(), ms_since(t) / 1e3,
+                  (process_cpu_ms() - c) / 1e3, proc_status_mib("VmHWM:"));
+      t = Clock::now();
+      c = process_cpu_ms();
+    }, {}, 1);
+    return 0;
+  }
   t0 = Clock::now();
   c0 = process_cpu_ms();
   auto analyses = gui::TraceSession::analyse(*loaded);
@@ -243,6 +266,28 @@ int run(const std::string& path, int width, int height, int frames, bool replay,
     }
     print_row("whole trace, repeated", f);
   }
+  {
+    // The analyses once more, as the GUI runs them once a trace is open (in
+    // the background: every core, at a lower priority than the GUI's
+    // threads), the timeline panned meanwhile: its frames then.
+    Frames f;
+    std::atomic<bool> done{false};
+    const auto ta = Clock::now();
+    std::thread worker([&] {
+      (void)gui::TraceSession::analyse(*loaded);
+      done = true;
+    });
+    const double window = span / 100;
+    for (double t = start; !done; t = t + 1.1 * window > end ? start : t + 0.1 * window) {
+      view.set_axis(gui::TimeAxis{t, window / canvas_w, canvas_w});
+      frame(view, img, f);
+    }
+    worker.join();
+    char what[128];
+    std::snprintf(what, sizeof what, "pan, window %s, while the analyses run (%.1f s)",
+                  gui::format_duration(window).c_str(), ms_since(ta) / 1e3);
+    print_row(what, f);
+  }
   if (replay) run_replay(view, loaded->model, img, frames);
   return 0;
 }
@@ -254,7 +299,7 @@ int main(int argc, char** argv) {
   std::vector<std::int64_t> sizes;
   std::vector<std::string> traces;
   std::string dir = std::filesystem::temp_directory_path().string();
-  bool keep = false, replay = false, open_only = false;
+  bool keep = false, replay = false, open_only = false, stages = false;
   int width = 1920, height = 1080, frames = 40;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--events") && i + 1 < argc) sizes.push_back(std::stoll(argv[++i]));
@@ -263,12 +308,13 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--keep")) keep = true;
     else if (!std::strcmp(argv[i], "--replay")) replay = true;
     else if (!std::strcmp(argv[i], "--open-only")) open_only = true;
+    else if (!std::strcmp(argv[i], "--stages")) stages = true;
     else if (!std::strcmp(argv[i], "--frames") && i + 1 < argc) frames = std::max(1, std::atoi(argv[++i]));
     else if (!std::strcmp(argv[i], "--size") && i + 1 < argc && std::sscanf(argv[i + 1], "%dx%d", &width, &height) == 2) ++i;
     else {
       std::fprintf(stderr,
                    "usage: gui_bench [--events N ...] [--trace PATH ...] [--dir DIR] [--keep] [--size WxH] [--frames N] "
-                   "[--replay] [--open-only]\n");
+                   "[--replay] [--open-only] [--stages]\n");
       return 2;
     }
   }
@@ -276,7 +322,7 @@ int main(int argc, char** argv) {
   QApplication app(argc, argv);
   std::printf("gui_bench on %s, %u hardware threads\n", cpu_model().c_str(), std::thread::hardware_concurrency());
   try {
-    for (const auto& t : traces) run(t, width, height, frames, replay, open_only);
+    for (const auto& t : traces) run(t, width, height, frames, replay, open_only, stages);
     for (const auto n : sizes) {
       synthetic::SyntheticConfig c;
       c.ranks = 8;
@@ -288,7 +334,7 @@ int main(int argc, char** argv) {
         const auto w = synthetic::write_synthetic_trace(path, c);
         std::printf("\n(wrote %s: %lld events in %.1f s)\n", path.c_str(), static_cast<long long>(w.events), w.seconds);
       }
-      run(path, width, height, frames, replay, open_only);
+      run(path, width, height, frames, replay, open_only, stages);
       if (!keep) std::filesystem::remove(path);
     }
   } catch (const std::exception& e) {

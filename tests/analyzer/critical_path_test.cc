@@ -4,14 +4,18 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <sstream>
 #include <string>
 
+#include "gunzip.h"
 #include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/critical_path.h"
 #include "moetrace/analyzer/report.h"
+#include "moetrace/analyzer/run_loader.h"
 #include "json_schema.h"
 #include "loaded_trace.h"
+#include "shared_data.h"
 
 namespace moetrace::analyzer {
 namespace {
@@ -350,6 +354,88 @@ TEST(CriticalPathAcrossRanks, ReportSectionsInEveryFormat) {
   const auto b = analyze(single);
   EXPECT_FALSE(b.critical_path_across_ranks.has_value());
   EXPECT_FALSE(report_json(single, b, {})["critical_path"].contains("across_ranks"));
+}
+
+// The CUDA runtime's lock is a process's: two ranks' calls that overlap in
+// time do not close each other. Rank 0: cudaLaunchKernel [0, 100); rank 1:
+// cudaLaunchKernel [10, 50), no GPU work. Each call's start -> end is its
+// span: rank 0's path 100 (cpu_op), rank 1's 40. Across ranks (no
+// collective joins them) the longest is rank 0's, 100, all of it rank 0's.
+// (Had rank 1's end closed rank 0's call, rank 0's call would have lost its
+// span and the path across ranks would be rank 1's 40.)
+TEST(CriticalPathAcrossRanks, RuntimeLockIsPerRank) {
+  const auto trace = testing::load_text_trace("cp-xlock.db", R"(
+  stream id=0 rank=0 role=compute
+  stream id=1 rank=1 role=compute
+  api rank=0 thread=1 start=0 end=100 corr=1
+  api rank=1 thread=7 start=10 end=50 corr=1
+)");
+  const auto x = critical_path_across_ranks(trace);
+  EXPECT_EQ(x.path.length_ns, 100);
+  EXPECT_EQ(cat(x.path, PathCategory::kCpuOp), 100);
+  EXPECT_EQ(x.rank_ns, (std::vector<std::pair<std::int32_t, std::int64_t>>{{0, 100}, {1, 0}}));
+  const auto per_rank = critical_paths(trace);
+  ASSERT_EQ(per_rank.size(), 2u);
+  EXPECT_EQ(per_rank[0].length_ns, 100);
+  EXPECT_EQ(per_rank[1].length_ns, 40);
+}
+
+void expect_same_path(const RankCriticalPath& a, const RankCriticalPath& b, const std::string& what) {
+  SCOPED_TRACE(what + ", rank " + std::to_string(a.rank));
+  EXPECT_EQ(a.rank, b.rank);
+  EXPECT_EQ(a.length_ns, b.length_ns);
+  EXPECT_EQ(a.start_ns, b.start_ns);
+  EXPECT_EQ(a.end_ns, b.end_ns);
+  EXPECT_EQ(a.window_start_ns, b.window_start_ns);
+  EXPECT_EQ(a.window_end_ns, b.window_end_ns);
+  EXPECT_EQ(a.nodes, b.nodes);
+  EXPECT_EQ(a.edges, b.edges);
+  EXPECT_EQ(a.path_edges, b.path_edges);
+  EXPECT_EQ(a.path_event_count, b.path_event_count);
+  EXPECT_EQ(a.category_ns, b.category_ns);
+  ASSERT_EQ(a.events.size(), b.events.size());
+  for (std::size_t i = 0; i < a.events.size(); ++i) {
+    const auto &x = a.events[i], &y = b.events[i];
+    EXPECT_EQ(std::tie(x.kind, x.name, x.start_ns, x.end_ns, x.stream, x.native_stream, x.thread, x.correlation_id,
+                       x.rank, x.category, x.path_ns),
+              std::tie(y.kind, y.name, y.start_ns, y.end_ns, y.stream, y.native_stream, y.thread, y.correlation_id,
+                       y.rank, y.category, y.path_ns))
+        << "event " << i;
+  }
+}
+
+// critical_paths_and_across: each rank's path from the graph across ranks
+// is the one the rank's own graph gives, event for event (ties included),
+// and the path across ranks is critical_path_across_ranks'. On two real
+// PyTorch-profiler ranks read as one run (HTA's sampled ranks), on the
+// H200 recordings with collectives between ranks (whose participants' own
+// edges the graph across ranks shortens), and on the two-rank trace above.
+TEST(CriticalPathAcrossRanks, EachRanksPathFromTheOneGraph) {
+  const auto r0 = testing::shared_data("kineto/hta-sampled_rank-0.json.gz");
+  const auto r1 = testing::shared_data("kineto/hta-sampled_rank-1.json.gz");
+  MOETRACE_NEED_SHARED(r0);
+  MOETRACE_NEED_SHARED(r1);
+  std::vector<std::pair<std::string, Trace>> traces;
+  traces.emplace_back("hta sampled ranks", load_run({r0, r1}));
+  traces.emplace_back("two ranks", testing::load_text_trace("cp-xsame.db", two_ranks(0, 1, false)));
+  for (const char* gz : {"dpmoe.db.gz", "ppmoe.db.gz", "fastermoe.db.gz"}) {
+    const std::string path = std::string(MOETRACE_GPU_FIXTURES_DIR) + "/" + gz;
+    ASSERT_TRUE(std::filesystem::exists(path)) << path;
+    traces.emplace_back(gz, load_trace(testing::inflated(path, std::string("cp_same_") + gz)));
+  }
+  for (const auto& [name, t] : traces) {
+    const auto calls = collective_calls(t);
+    const auto both = critical_paths_and_across(t, calls);
+    const auto alone = critical_paths(t);
+    ASSERT_EQ(both.ranks.size(), alone.size()) << name;
+    ASSERT_GE(alone.size(), 2u) << name;
+    for (std::size_t i = 0; i < alone.size(); ++i) expect_same_path(both.ranks[i], alone[i], name);
+    const auto across = critical_path_across_ranks(t, calls);
+    expect_same_path(both.across.path, across.path, name + " across");
+    EXPECT_EQ(both.across.crossings, across.crossings) << name;
+    EXPECT_EQ(both.across.rank_ns, across.rank_ns) << name;
+    EXPECT_EQ(both.across.waiting_ns, across.waiting_ns) << name;
+  }
 }
 
 }  // namespace

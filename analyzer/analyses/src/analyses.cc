@@ -1,16 +1,47 @@
 #include "moetrace/analyzer/analyses.h"
 
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cstdint>
+#include <mutex>
 #include <utility>
 #include <vector>
 
 #include "parallel.h"
+
+#ifdef __linux__
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace moetrace::analyzer {
 
 namespace {
 
 enum class Scope { kWhole, kFilePart };
+
+// The trace's collective_calls(), read by several analyses that may run side
+// by side: found once, by the first to ask, and freed when the last of its
+// `users` is done with them.
+class SharedCollectiveCalls {
+ public:
+  SharedCollectiveCalls(const Trace& trace, int users) : trace_(trace), users_(users) {}
+  const std::vector<CollectiveCall>& get() {
+    std::call_once(once_, [&] { calls_ = collective_calls(trace_); });
+    return calls_;
+  }
+  void done() {
+    if (users_.fetch_sub(1) == 1) std::vector<CollectiveCall>().swap(calls_);
+  }
+
+ private:
+  const Trace& trace_;
+  std::atomic<int> users_;
+  std::once_flag once_;
+  std::vector<CollectiveCall> calls_;
+};
 
 Analyses run_analyses(const Trace& trace, const std::function<void(std::string_view stage, double fraction)>& progress,
                       const BreakdownOptions& breakdown, int threads, Scope scope, CostSamples* samples = nullptr) {
@@ -19,16 +50,34 @@ Analyses run_analyses(const Trace& trace, const std::function<void(std::string_v
   const bool several_ranks = whole && trace.rank_ids().size() > 1;
   // Longest first (measured on 128 imported PyTorch-profiler ranks: the
   // path across ranks 2.3 s, the ranks' paths 1.6 s, NVTX 0.8 s, the rest
-  // 0.2-0.3 s each), so that the last to start are short.
+  // 0.2-0.3 s each; the two paths are now one graph), so that the last to
+  // start are short.
   std::vector<std::pair<std::string_view, std::function<void()>>> work;
-  if (several_ranks)
-    work.emplace_back("critical path across ranks",
-                      [&] { a.critical_path_across_ranks = critical_path_across_ranks(trace); });
-  work.emplace_back("critical path", [&] {
-    CriticalPathOptions o;
-    o.threads = threads;
-    a.critical_path = critical_paths(trace, o);
-  });
+  // Its readers: the path across ranks, efficiency, the collective waits.
+  SharedCollectiveCalls calls(trace, (several_ranks ? 2 : 0) + (whole ? 1 : 0));
+  auto with_calls = [&calls](auto&& f) {
+    struct Done {
+      SharedCollectiveCalls& c;
+      ~Done() { c.done(); }
+    } done{calls};
+    f(calls.get());
+  };
+  if (several_ranks) {
+    // Each rank's path and the one across ranks from one graph.
+    work.emplace_back("critical paths", [&] {
+      with_calls([&](const auto& c) {
+        auto paths = critical_paths_and_across(trace, c);
+        a.critical_path = std::move(paths.ranks);
+        a.critical_path_across_ranks = std::move(paths.across);
+      });
+    });
+  } else {
+    work.emplace_back("critical path", [&] {
+      CriticalPathOptions o;
+      o.threads = threads;
+      a.critical_path = critical_paths(trace, o);
+    });
+  }
   work.emplace_back("nvtx ranges", [&] { a.nvtx = analyze_nvtx(trace); });
   work.emplace_back("launch queues", [&] {
     LaunchQueueOptions launch_queue;
@@ -43,14 +92,18 @@ Analyses run_analyses(const Trace& trace, const std::function<void(std::string_v
   });
   work.emplace_back("memory", [&] { a.memory = analyze_memory(trace); });
   if (whole) work.emplace_back("locality", [&] { a.locality = analyze_locality(trace); });
-  if (whole) work.emplace_back("efficiency", [&] { a.efficiency = analyze_efficiency(trace); });
+  if (whole)
+    work.emplace_back("efficiency",
+                      [&] { with_calls([&](const auto& c) { a.efficiency = analyze_efficiency(trace, c); }); });
   if (whole)
     work.emplace_back("kernel sequences", [&] {
       KernelSequenceOptions o;
       o.window = breakdown.rank_window;
       a.kernel_sequences = frequent_kernel_sequences(trace, o);
     });
-  if (several_ranks) work.emplace_back("collective waits", [&] { a.rank_waits = compute_rank_waits(trace); });
+  if (several_ranks)
+    work.emplace_back("collective waits",
+                      [&] { with_calls([&](const auto& c) { a.rank_waits = compute_rank_waits(c); }); });
   if (trace.recognition.ran)
     work.emplace_back("unclassified kernels", [&] {
       a.unclassified_kernels = largest_unclassified_kernels(trace, whole ? kUnclassifiedKernelsShown : SIZE_MAX);
@@ -80,5 +133,22 @@ FilePart analyze_file_part(const Trace& trace, const BreakdownOptions& breakdown
   part.analyses = run_analyses(trace, {}, breakdown, threads, Scope::kFilePart, &part.cost_samples);
   return part;
 }
+
+BackgroundAnalyses::BackgroundAnalyses() : previous_(detail::background_workers) { detail::background_workers = true; }
+BackgroundAnalyses::~BackgroundAnalyses() { detail::background_workers = previous_; }
+
+namespace detail {
+
+void lower_thread_priority() {
+#ifdef __linux__
+  // Linux's nice value is each thread's own (setpriority with a thread id).
+  const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
+  errno = 0;
+  const int nice = ::getpriority(PRIO_PROCESS, tid);
+  if (errno == 0) (void)::setpriority(PRIO_PROCESS, tid, std::min(nice + 10, 19));
+#endif
+}
+
+}  // namespace detail
 
 }  // namespace moetrace::analyzer

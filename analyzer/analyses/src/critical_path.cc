@@ -1,8 +1,8 @@
 #include "moetrace/analyzer/critical_path.h"
 
 #include <algorithm>
-#include <deque>
 #include <map>
+#include <set>
 #include <span>
 #include <tuple>
 #include <utility>
@@ -27,24 +27,24 @@ constexpr std::uint8_t kCpNoCategory = detail::CpEdges::kNoCategory;
 class CpGraph {
  public:
   // across: the graph of every rank, joined at collectives (rank: -1).
-  CpGraph(const Trace& t, std::int32_t rank, detail::CpRankInput input, const detail::CpInput& in, bool across = false)
-      : t_(t), rank_(rank), across_(across), ev_(std::move(input.host)), streams_(std::move(input.streams)), in_(in) {}
+  // calls: the trace's collective_calls(), given for the graph across ranks.
+  CpGraph(const Trace& t, std::int32_t rank, detail::CpRankInput input, const detail::CpInput& in,
+          const std::vector<CollectiveCall>* calls = nullptr)
+      : t_(t), rank_(rank), across_(calls != nullptr), ev_(std::move(input.host)), streams_(std::move(input.streams)),
+        in_(in), calls_(calls) {}
 
   // release: the input, emptied once the edges are built (where no other
   // graph reads it) so that the longest path's arrays take its place.
   RankCriticalPath run(std::size_t top_events, detail::CpInput* release = nullptr) {
     host_ = ev_.size();
     add_gpu_events();
-    std::vector<CollectiveCall> calls;
-    if (across_) calls = collective_calls(t_);
-    reserve_edges(calls.size());
+    reserve_edges(calls_ ? calls_->size() : 0);
     lock_edges();
     host_edges();
     gpu_edges();
-    if (in_.infer_sync && !has_sync_records()) inferred_sync_edges();
-    if (across_) collective_edges(calls);
+    if (in_.infer_sync) inferred_sync_edges();
+    if (calls_) collective_edges(*calls_);
     // What the longest path does not read.
-    std::vector<CollectiveCall>().swap(calls);
     std::vector<std::int32_t>().swap(gpu_event_);
     std::vector<std::uint32_t>().swap(own_edge_);
     if (release) {
@@ -122,11 +122,13 @@ class CpGraph {
   }
 
   // The CUDA runtime's lock (HTA _construct_graph_from_cuda_runtime_events):
-  // the calls that take it, on every thread, in order of their nodes' times:
-  // each end closes every call started since the previous end (its own
-  // start: its span; others': a dependency) and follows the previous end.
+  // the calls that take it, on every thread of a rank (one process, one
+  // lock), in order of their nodes' times: each end closes every call
+  // started since the previous end (its own start: its span; others': a
+  // dependency) and follows the previous end.
   void lock_edges() {
     struct Timed {
+      std::int32_t rank;
       std::int64_t ts;
       std::uint32_t node;
     };
@@ -136,16 +138,21 @@ class CpGraph {
     reserve_huge(nodes, 2 * locks);
     for (std::size_t e = 0; e < host_; ++e)
       if (ev_[e].lock && ev_[e].node) {
-        nodes.push_back({ev_[e].start, start_node(e)});
-        nodes.push_back({ev_[e].end, end_node(e)});
+        nodes.push_back({ev_[e].rank, ev_[e].start, start_node(e)});
+        nodes.push_back({ev_[e].rank, ev_[e].end, end_node(e)});
       }
+    // By rank, time, then event (its start before its end).
     std::sort(nodes.begin(), nodes.end(), [&](const Timed& a, const Timed& b) {
-      return a.ts != b.ts ? a.ts < b.ts : a.node < b.node;  // by time, then event (its start before its end)
+      return std::tie(a.rank, a.ts, a.node) < std::tie(b.rank, b.ts, b.node);
     });
     std::vector<std::uint32_t> pending;
     std::int64_t last = -1;
-    for (const auto& timed : nodes) {
-      const auto n = timed.node;
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      const auto n = nodes[i].node;
+      if (i > 0 && nodes[i].rank != nodes[i - 1].rank) {  // another rank's lock
+        pending.clear();
+        last = -1;
+      }
       if (is_start(n)) {
         pending.push_back(n);
       } else {
@@ -406,11 +413,6 @@ class CpGraph {
     return in_.api_event[static_cast<std::size_t>(it - t_.api_calls.begin())];
   }
 
-  bool has_sync_records() const {
-    for (const auto& y : t_.sync_events)
-      if (across_ || y.rank.value == rank_) return true;
-    return false;
-  }
 
   // The host event of an activity's launching call in the window, or -1.
   std::int64_t launch_event(const Activity& a) const {
@@ -439,10 +441,12 @@ class CpGraph {
   }
 
   // CriticalPathOptions::infer_sync: synchronisation read from the runtime
-  // calls where the trace has no GPU-side records (critical_path.h).
+  // calls on the ranks whose trace has no GPU-side records (critical_path.h).
   void inferred_sync_edges() {
+    std::set<std::int32_t> recorded;
+    for (const auto& y : t_.sync_events) recorded.insert(y.rank.value);
     for (std::size_t e = 0; e < host_; ++e) {
-      if (ev_[e].sync == CpSync::kNone) continue;
+      if (ev_[e].sync == CpSync::kNone || recorded.contains(ev_[e].rank)) continue;
       std::int64_t best = -1;
       for (auto s : streams_) {
         if (t_.streams[s].rank.value != ev_[e].rank) continue;
@@ -511,10 +515,12 @@ class CpGraph {
       // The part of the first kernel before the last participant started
       // is waiting: it weighs nothing (like a blocking call's wait).
       for (const auto& p : parts) {
-        auto& own = edges_.w[own_edge_[p.first - host]];
+        const auto k = own_edge_[p.first - host];
+        auto& own = edges_.w[k];
         const auto w = std::max<std::int64_t>(0, ev_[p.first].end - std::max(ev_[p.first].start, last_start));
         wait_ns += own - w;
         own = w;
+        edges_.flags[k] |= detail::CpEdges::kShortened;
       }
       // Every participant's start -> every other's end weighs
       // end(other) - max(start(this), last_start) = end(other) - last_start
@@ -543,156 +549,75 @@ class CpGraph {
     }
   }
 
+  // The longest path over every edge (across ranks: joined at collectives).
   RankCriticalPath longest(std::size_t top_events) {
-    const std::size_t n = 2 * ev_.size();
     RankCriticalPath r;
     r.rank = rank_;
-    r.nodes = static_cast<std::int64_t>(n);
+    r.nodes = static_cast<std::int64_t>(2 * ev_.size());
     r.edges = static_cast<std::int64_t>(edges_.size());
-    if (n == 0) return r;
-    // Each node's out edges (the edges reordered by source, in the order
-    // they were added among one node's), its in-degree, the longest path's length to it and its last
-    // edge there; memory advised for huge pages (fewer page faults).
-    auto huge_array = [](auto& v, std::size_t size, auto value) {
-      reserve_huge(v, size);
-      v.assign(size, value);
-    };
-    const auto out_begin = edges_.group_by_source(n);
-    std::vector<std::uint32_t> indegree;
-    huge_array(indegree, n, std::uint32_t{0});
-    for (const auto to : edges_.v) ++indegree[to];
-    // Kahn's order; nodes on a cycle (inconsistent times) never become ready.
-    constexpr std::uint32_t kNoEdge = UINT32_MAX;
-    std::vector<std::int64_t> dist;
-    std::vector<std::uint32_t> pred;  // edge index
-    huge_array(dist, n, std::int64_t{0});
-    huge_array(pred, n, kNoEdge);
-    std::deque<std::uint32_t> ready;
-    for (std::size_t i = 0; i < n; ++i)
-      if (indegree[i] == 0) ready.push_back(static_cast<std::uint32_t>(i));
-    std::int64_t best = -1;
-    while (!ready.empty()) {
-      const auto u = ready.front();
-      ready.pop_front();
-      if (best < 0 || dist[u] > dist[static_cast<std::size_t>(best)]) best = u;
-      for (auto k = out_begin[u]; k < out_begin[u + 1]; ++k) {
-        const auto v = edges_.v[k];
-        const auto w = edges_.w[k];
-        if (pred[v] == kNoEdge || dist[u] + w > dist[v]) {
-          dist[v] = dist[u] + w;
-          pred[v] = k;
-        }
-        if (--indegree[v] == 0) ready.push_back(v);
-      }
+    if (ev_.empty()) return r;
+    group_edges();
+    auto& s = search_;
+    detail::cp_search(ev_, edges_, out_begin_, nullptr, s);
+    if (s.best[0] < 0) return r;
+    detail::CpAcrossTotals totals;
+    auto path = detail::cp_path(t_, ev_, edges_, out_begin_, s, static_cast<std::uint32_t>(s.best[0]), top_events,
+                                across_ ? &totals : nullptr);
+    path.rank = r.rank;
+    path.nodes = r.nodes;
+    path.edges = r.edges;
+    rank_ns = std::move(totals.rank_ns);
+    crossings = totals.crossings;
+    return path;
+  }
+
+ public:
+  // Each rank's own path from the graph across ranks, as its graph alone
+  // gives it (critical_path.h: critical_paths_and_across): the same events
+  // and edges, without the collective ones, and the participants' own
+  // edges at their own weight.
+  std::vector<RankCriticalPath> rank_paths(const std::vector<std::int32_t>& ranks, std::size_t top_events) {
+    const detail::CpRankSlots slots(ranks);
+    std::vector<RankCriticalPath> out(slots.size());
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      out[i].rank = slots.rank(i);
+      out[i].window_start_ns = INT64_MAX;
+      out[i].window_end_ns = INT64_MIN;
     }
-    if (best < 0) return r;
-    r.length_ns = dist[static_cast<std::size_t>(best)];
-    // The path time of each (event, category): every weighed edge's share
-    // listed, then sorted by that key and summed (what a map so keyed gives,
-    // without a tree node per edge of a path of a million edges).
-    struct Share {
-      std::int32_t event;
-      std::uint8_t category;
-      std::int64_t ns;
-    };
-    std::vector<Share> by_event;
-    reserve_huge(by_event, n);  // a path has fewer edges than the graph has nodes: never grown
-    auto node = static_cast<std::uint32_t>(best);
-    r.end_ns = ts(node);
-    r.start_ns = r.end_ns;
-    while (pred[node] != kNoEdge) {
-      const auto k = pred[node];
-      const auto u = detail::CpEdges::source(out_begin, k);
-      const auto category = edges_.category(k);
-      const auto w = edges_.w[k];
-      const auto event = edges_.event[k];
-      ++r.path_edges;
-      if (category != kCpNoCategory) {
-        r.category_ns[category] += w;
-        if (event >= 0 && w > 0) by_event.push_back({event, category, w});
-        if (across_ && event >= 0) rank_ns[ev_[static_cast<std::size_t>(event)].rank] += w;
-      }
-      if (edges_.collective(k) && category != kCpNoCategory) {
-        // A hub's edge to a participant's end: from the rank the path
-        // entered the hub from.
-        std::int32_t from = ev_[u / 2].rank;
-        if (const auto in = pred[u]; in != kNoEdge && edges_.collective(in))
-          from = ev_[detail::CpEdges::source(out_begin, in) / 2].rank;
-        if (from != ev_[edges_.v[k] / 2].rank) ++crossings;
-      }
-      node = u;
-      r.start_ns = ts(node);
+    for (const auto& e : ev_) {
+      auto& r = out[slots.of(e.rank)];
+      r.nodes += 2;
+      r.window_start_ns = std::min(r.window_start_ns, e.start);
+      r.window_end_ns = std::max(r.window_end_ns, e.end);
     }
-    // Ranked by (path time descending, start, end, name) on light records;
-    // only the events kept are built (names copied). std::sort on the
-    // records sees the same comparisons as on the events, so the order
-    // (ties included) is the one of sorting the built events.
-    struct Ranked {
-      std::int64_t ns, start, end;
-      std::string_view name;
-      std::int32_t event;
-      std::uint8_t category;
-    };
-    std::sort(by_event.begin(), by_event.end(), [](const Share& a, const Share& b) {
-      return std::tie(a.event, a.category) < std::tie(b.event, b.category);
-    });
-    std::size_t shares = 0;
-    for (const auto& s : by_event) {
-      if (shares > 0 && by_event[shares - 1].event == s.event && by_event[shares - 1].category == s.category)
-        by_event[shares - 1].ns += s.ns;
-      else
-        by_event[shares++] = s;
+    for (auto& r : out)
+      if (r.nodes == 0) r.window_start_ns = r.window_end_ns = 0;
+    if (ev_.empty()) return out;
+    group_edges();
+    for (std::size_t u = 0; u + 1 < out_begin_.size(); ++u)
+      for (auto k = out_begin_[u]; k < out_begin_[u + 1]; ++k)
+        if (!edges_.collective(k)) ++out[slots.of(ev_[u / 2].rank)].edges;
+    auto& s = search_;
+    detail::cp_search(ev_, edges_, out_begin_, &slots, s);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      if (s.best[i] < 0) continue;
+      auto path = detail::cp_path(t_, ev_, edges_, out_begin_, s, static_cast<std::uint32_t>(s.best[i]), top_events,
+                                  nullptr);
+      path.rank = out[i].rank;
+      path.nodes = out[i].nodes;
+      path.edges = out[i].edges;
+      path.window_start_ns = out[i].window_start_ns;
+      path.window_end_ns = out[i].window_end_ns;
+      out[i] = std::move(path);
     }
-    by_event.resize(shares);
-    std::vector<Ranked> ranked;
-    ranked.reserve(by_event.size());
-    for (const auto& share : by_event) {
-      const auto& ev = ev_[static_cast<std::size_t>(share.event)];
-      std::string_view name;
-      switch (ev.kind) {
-        case PathEvent::Kind::kNvtx: name = t_.str(t_.nvtx[ev.source].name); break;
-        case PathEvent::Kind::kApi: name = t_.str(t_.api_calls[ev.source].name); break;
-        case PathEvent::Kind::kMemcpy: name = "memcpy"; break;
-        case PathEvent::Kind::kMemset: name = "memset"; break;
-        default: name = t_.str(t_.activities[ev.source].name);
-      }
-      ranked.push_back({share.ns, ev.start, ev.end, name, share.event, share.category});
-    }
-    std::sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
-      if (a.ns != b.ns) return a.ns > b.ns;
-      if (a.start != b.start) return a.start < b.start;
-      if (a.end != b.end) return a.end < b.end;
-      return a.name < b.name;
-    });
-    r.path_event_count = static_cast<std::int64_t>(ranked.size());
-    if (top_events > 0 && ranked.size() > top_events) ranked.resize(top_events);
-    r.events.reserve(ranked.size());
-    for (const auto& k : ranked) {
-      const auto& ev = ev_[static_cast<std::size_t>(k.event)];
-      PathEvent p;
-      p.kind = ev.kind;
-      p.start_ns = ev.start;
-      p.end_ns = ev.end;
-      p.category = static_cast<PathCategory>(k.category);
-      p.path_ns = k.ns;
-      p.name = std::string(k.name);
-      p.rank = ev.rank;
-      switch (ev.kind) {
-        case PathEvent::Kind::kNvtx: p.thread = ev.thread; break;
-        case PathEvent::Kind::kApi:
-          p.thread = ev.thread;
-          p.correlation_id = t_.api_calls[ev.source].correlation_id;
-          break;
-        default: {
-          const auto& a = t_.activities[ev.source];
-          p.stream = t_.streams[static_cast<std::size_t>(ev.stream)].id.value;
-          p.native_stream = t_.streams[static_cast<std::size_t>(ev.stream)].native_id;
-          p.correlation_id = a.correlation_id;
-        }
-      }
-      r.events.push_back(std::move(p));
-    }
-    return r;
+    return out;
+  }
+
+ private:
+  // Each node's out edges: the edges reordered by source, in the order they
+  // were added among one node's (once).
+  void group_edges() {
+    if (out_begin_.empty()) out_begin_ = edges_.group_by_source(2 * ev_.size());
   }
 
   const Trace& t_;
@@ -701,6 +626,9 @@ class CpGraph {
   std::vector<CpEvent> ev_;
   std::vector<std::uint32_t> streams_;
   const detail::CpInput& in_;
+  const std::vector<CollectiveCall>* calls_;
+  std::vector<std::uint32_t> out_begin_;  // group_edges()
+  detail::CpSearch search_;              // the last search's arrays, reused by the next
   std::size_t host_ = 0;                // host events come first in ev_
   std::vector<std::int32_t> gpu_event_;
   std::vector<std::uint32_t> own_edge_;  // GPU event - host_count() -> its start -> end edge
@@ -746,6 +674,15 @@ std::vector<RankCriticalPath> critical_paths(const Trace& t, const CriticalPathO
 }
 
 CrossRankCriticalPath critical_path_across_ranks(const Trace& t, std::size_t top_events) {
+  return critical_path_across_ranks(t, collective_calls(t), top_events);
+}
+
+namespace {
+
+// The graph across ranks, its path, and where `rank_paths` is given each
+// rank's own from the same graph.
+CrossRankCriticalPath across_ranks(const Trace& t, const std::vector<CollectiveCall>& calls, std::size_t top_events,
+                                   std::vector<RankCriticalPath>* rank_paths) {
   CriticalPathOptions o;
   auto in = detail::cp_input(t, o, true);
   CrossRankCriticalPath out;
@@ -760,13 +697,28 @@ CrossRankCriticalPath critical_path_across_ranks(const Trace& t, std::size_t top
   }
   out.path.rank = -1;
   if (out.ranks.empty()) return out;
-  CpGraph g(t, -1, std::move(all), in, true);
+  CpGraph g(t, -1, std::move(all), in, &calls);
   out.path = g.run(top_events, &in);
   out.collective_instances = g.instances;
   out.collective_edges = g.collective_edge_count;
   out.waiting_ns = g.wait_ns;
   out.crossings = g.crossings;
   for (auto r : out.ranks) out.rank_ns.push_back({r, g.rank_ns.count(r) ? g.rank_ns[r] : 0});
+  if (rank_paths) *rank_paths = g.rank_paths(out.ranks, top_events);
+  return out;
+}
+
+}  // namespace
+
+CrossRankCriticalPath critical_path_across_ranks(const Trace& t, const std::vector<CollectiveCall>& calls,
+                                                 std::size_t top_events) {
+  return across_ranks(t, calls, top_events, nullptr);
+}
+
+CriticalPaths critical_paths_and_across(const Trace& t, const std::vector<CollectiveCall>& calls,
+                                        std::size_t top_events) {
+  CriticalPaths out;
+  out.across = across_ranks(t, calls, top_events, &out.ranks);
   return out;
 }
 

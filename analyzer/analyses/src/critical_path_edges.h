@@ -15,17 +15,19 @@
 namespace moetrace::analyzer::detail {
 
 struct CpEdges {
-  static constexpr std::uint8_t kNoCategory = 127;  // a dependency, attributed to nothing
+  static constexpr std::uint8_t kNoCategory = 63;   // a dependency, attributed to nothing
+  static constexpr std::uint8_t kShortened = 64;    // flag: a collective participant's own edge, its wait taken off
   static constexpr std::uint8_t kCollective = 128;  // flag: between ranks (across-ranks graph)
 
   std::vector<std::uint32_t> u, v;  // source, destination node; u is emptied by group_by_source
   std::vector<std::int64_t> w;
   std::vector<std::int32_t> event;  // attributed event; -1: none
-  std::vector<std::uint8_t> flags;  // the category (PathCategory, or kNoCategory) | kCollective
+  std::vector<std::uint8_t> flags;  // the category (PathCategory, or kNoCategory) | kShortened | kCollective
 
   std::size_t size() const { return v.size(); }
-  std::uint8_t category(std::size_t k) const { return flags[k] & ~kCollective; }
+  std::uint8_t category(std::size_t k) const { return flags[k] & kNoCategory; }
   bool collective(std::size_t k) const { return (flags[k] & kCollective) != 0; }
+  bool shortened(std::size_t k) const { return (flags[k] & kShortened) != 0; }
 
   // Room for n edges, advised for huge pages; untouched past the last edge.
   void reserve(std::size_t n) {

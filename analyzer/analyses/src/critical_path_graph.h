@@ -1,15 +1,19 @@
-// The graph of critical_path.h, shared by its two files: critical_path.cc
+// The graph of critical_path.h, shared by its three files: critical_path.cc
 // builds it (call stacks, the runtime lock, GPU edges, synchronisation,
-// collectives across ranks) and finds its longest path;
-// critical_path_input.cc chooses the events (window, threads).
+// collectives across ranks); critical_path_input.cc chooses the events
+// (window, threads); critical_path_search.cc finds its longest paths and
+// reports them.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 
+#include "critical_path_edges.h"
 #include "moetrace/analyzer/critical_path.h"
 
 namespace moetrace::analyzer::detail {
@@ -59,5 +63,66 @@ struct CpInput {
 CpInput cp_input(const Trace& t, const CriticalPathOptions& o, bool all_in_one);
 
 bool cp_locks_runtime(std::string_view base_name);
+
+// Nodes: event e's start is node 2e, its end 2e + 1.
+inline std::int64_t cp_time(std::span<const CpEvent> ev, std::uint32_t node) {
+  return node % 2 == 0 ? ev[node / 2].start : ev[node / 2].end;
+}
+
+// The ranks of a graph's events, each given a slot (its place among them).
+class CpRankSlots {
+ public:
+  explicit CpRankSlots(std::vector<std::int32_t> sorted_ranks);
+  std::size_t size() const { return ranks_.size(); }
+  std::int32_t rank(std::size_t slot) const { return ranks_[slot]; }
+  std::size_t of(std::int32_t rank) const;
+
+ private:
+  std::vector<std::int32_t> ranks_;
+  std::int32_t first_ = 0;
+  std::vector<std::int32_t> dense_;  // rank - first_ -> slot, where the ranks span little
+};
+
+constexpr std::uint32_t kCpNoEdge = UINT32_MAX;
+
+// Longest paths in Kahn's order over edges grouped by source (out_begin,
+// CpEdges::group_by_source); nodes on a cycle (inconsistent times) never
+// become ready. Without `ranks`: over every edge, one path (best[0]).
+// With: each rank's own, as on its graph alone: edges between ranks left out
+// and shortened edges at their own weight; best[slot] per rank. A FIFO queue
+// restricted to one rank's nodes sees them in the order it would on that
+// rank's graph alone (its nodes and each node's edges keep their relative
+// order), so ties resolve as they would there.
+// A search's arrays are a previous search's where `s` held one (the same
+// graph: no new pages to fault in).
+struct CpSearch {
+  std::vector<std::int64_t> dist;
+  std::vector<std::uint32_t> pred;  // edge index; kCpNoEdge: none
+  std::vector<std::int64_t> best;   // the path's last node per slot; -1: none
+  std::vector<std::uint32_t> indegree;  // scratch
+};
+void cp_search(std::span<const CpEvent> ev, const CpEdges& edges, const std::vector<std::uint32_t>& out_begin,
+               const CpRankSlots* ranks, CpSearch& s);
+
+// An edge's weight in a search (`own`: with its own weight where shortened).
+inline std::int64_t cp_weight(std::span<const CpEvent> ev, const CpEdges& edges, std::size_t k, std::uint32_t from,
+                              bool own) {
+  if (own && edges.shortened(k)) return std::max<std::int64_t>(0, cp_time(ev, edges.v[k]) - cp_time(ev, from));
+  return edges.w[k];
+}
+
+// Across ranks: the path time of each rank's events, the path's edges
+// from one rank to another.
+struct CpAcrossTotals {
+  std::map<std::int32_t, std::int64_t> rank_ns;
+  std::int64_t crossings = 0;
+};
+
+// The path ending at `end` of a search (its length, category split and top
+// events, most time first); `across`: the path over every edge, its totals
+// added there; else a rank's own.
+RankCriticalPath cp_path(const Trace& t, std::span<const CpEvent> ev, const CpEdges& edges,
+                         const std::vector<std::uint32_t>& out_begin, const CpSearch& s, std::uint32_t end,
+                         std::size_t top_events, CpAcrossTotals* across);
 
 }  // namespace moetrace::analyzer::detail

@@ -137,9 +137,10 @@ std::string_view comm_kind(Category c) {
 
 class Calculator {
  public:
-  Calculator(const Trace& t, std::vector<CollectiveCall> calls,
+  // `calls` (collective_calls' of the trace) must outlive the calculator.
+  Calculator(const Trace& t, const std::vector<CollectiveCall>& calls,
              const std::unordered_map<std::uint64_t, int>* participants = nullptr)
-      : t_(t), first_activity_(t.ops.size(), -1), participants_(t.ops.size(), 0), calls_(std::move(calls)) {
+      : t_(t), first_activity_(t.ops.size(), -1), participants_(t.ops.size(), 0), calls_(calls) {
     for (std::size_t i = 0; i < t.activities.size(); ++i)
       if (const auto op = t.activities[i].op; op >= 0 && first_activity_[static_cast<std::size_t>(op)] < 0)
         first_activity_[static_cast<std::size_t>(op)] = static_cast<std::int64_t>(i);
@@ -180,7 +181,7 @@ class Calculator {
   const Trace& t_;
   std::vector<std::int64_t> first_activity_;
   std::vector<int> participants_;
-  std::vector<CollectiveCall> calls_;
+  const std::vector<CollectiveCall>& calls_;
 };
 
 struct CommAcc {
@@ -390,11 +391,16 @@ std::map<std::int32_t, RankDevice> set_devices(const Trace& trace, EfficiencyAna
 }  // namespace
 
 EfficiencyAnalysis analyze_efficiency(const Trace& trace, const std::unordered_map<std::uint64_t, int>* participants) {
+  return analyze_efficiency(trace, collective_calls(trace), participants);
+}
+
+EfficiencyAnalysis analyze_efficiency(const Trace& trace, const std::vector<CollectiveCall>& calls,
+                                      const std::unordered_map<std::uint64_t, int>* participants) {
   EfficiencyAnalysis e;
   find_dtype(trace, e);
   auto device_of = set_devices(trace, e);
 
-  const Calculator calc(trace, collective_calls(trace), participants);
+  const Calculator calc(trace, calls, participants);
   const OpIntervals intervals(trace);
   std::map<std::pair<std::int32_t, std::int32_t>, RowAcc> layers;
   std::map<std::int32_t, RowAcc> ranks;

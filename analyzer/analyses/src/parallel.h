@@ -18,6 +18,15 @@
 
 namespace moetrace::analyzer::detail {
 
+// Set on a thread while a BackgroundAnalyses (analyses.h) lives there, and
+// on the workers parallel_for starts from it: those run at a lower priority.
+inline thread_local bool background_workers = false;
+
+// The calling thread's scheduling priority lowered (Linux: nice + 10, at
+// most 19; a thread's own, inherited by the threads it starts). Nothing
+// where the system has no such per-thread priority.
+void lower_thread_priority();
+
 // Threads to use: `requested` where positive, else the machine's cores.
 inline int worker_count(int requested) {
   if (requested > 0) return requested;
@@ -54,8 +63,13 @@ inline void parallel_for(std::size_t n, int threads, const std::function<void(st
     std::vector<std::size_t> ended;  // guarded by mu
     std::vector<std::thread> pool;
     pool.reserve(workers);
+    const bool background = background_workers;
     for (std::size_t w = 0; w < workers; ++w)
-      pool.emplace_back([&] {
+      pool.emplace_back([&, background] {
+        if (background) {
+          background_workers = true;
+          lower_thread_priority();
+        }
         for (std::size_t i; (i = next.fetch_add(1)) < n;) {
           try {
             piece(i);

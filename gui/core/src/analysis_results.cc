@@ -1,5 +1,6 @@
 #include "moetrace/gui/analysis_results.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "moetrace/analyzer/recommend.h"
@@ -16,10 +17,11 @@ AnalysisResults compute_analysis_results(const analyzer::Trace& trace) {
   AnalysisResults r;
   analyzer::Analyses a;
   try {
-    // Every core but one: the analyses run while the timeline is drawn and
-    // panned, which must stay smooth.
-    const unsigned cores = std::thread::hardware_concurrency();
-    a = analyzer::analyze(trace, {}, {}, cores > 1 ? static_cast<int>(cores) - 1 : 1);
+    // Every core, at a lower priority than the GUI's threads: the analyses
+    // run while the timeline is drawn and panned, which must stay smooth,
+    // and take whatever time drawing leaves.
+    const analyzer::BackgroundAnalyses background;
+    a = analyzer::analyze(trace, {}, {}, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   } catch (const std::exception& e) {
     r.error = e.what();
     r.recommendations_error = r.error;

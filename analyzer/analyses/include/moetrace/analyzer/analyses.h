@@ -70,6 +70,22 @@ Analyses analyze(const Trace& trace,
                  const std::function<void(std::string_view stage, double fraction)>& progress = {},
                  const BreakdownOptions& breakdown = {}, int threads = 0);
 
+// While one lives on a thread, the analyses that thread starts run their
+// worker threads at a lower scheduling priority (Linux: nice + 10), so that
+// an interactive front end's own threads (drawing, panning) come first and
+// the analyses take every core the front end leaves idle. The results are
+// the same; only the threads' priority changes.
+class BackgroundAnalyses {
+ public:
+  BackgroundAnalyses();
+  ~BackgroundAnalyses();
+  BackgroundAnalyses(const BackgroundAnalyses&) = delete;
+  BackgroundAnalyses& operator=(const BackgroundAnalyses&) = delete;
+
+ private:
+  bool previous_;
+};
+
 inline constexpr std::size_t kUnclassifiedKernelsShown = 10;
 
 // What one file of a run contributes where the files are analysed one at a

@@ -74,8 +74,8 @@
 //     the consumer's launch or stream edge is added only where it ended
 //     after the producer, as HTA does. Departure: an "Event Sync" record
 //     adds no edge here (HTA joins its producer to the cudaEventSynchronize);
-//     moetrace infers that call's wait from the call itself (below). A trace without
-//     records: departure, HTA adds no synchronisation edges there (and warns
+//     moetrace infers that call's wait from the call itself (below). A rank
+//     without records: departure, HTA adds no synchronisation edges there (and warns
 //     that its path may be wrong); moetrace reads them from the runtime calls
 //     (CriticalPathOptions::infer_sync, on by default): the events a call
 //     waited for are those launched before it started and ended by its end:
@@ -117,8 +117,10 @@
 //
 // Across ranks (critical_path_across_ranks; HTA has no such path: its graph
 // is one rank's). One graph: the union of every rank's graph as above (call
-// stacks per (rank, thread); a synchronisation waits for its own rank's
-// streams only), joined at collectives. The collective instances are those
+// stacks per (rank, thread); the runtime lock per rank, one process each;
+// a synchronisation waits for its own rank's streams only, and is read from
+// the runtime calls on the ranks without GPU-side records), joined at
+// collectives. The collective instances are those
 // clock alignment and the collective waits pair across ranks
 // (clock_align.h's collective_calls: all-to-all and all-reduce, by MoE
 // coordinates, by process group and sequence number, else by name, size and
@@ -173,6 +175,7 @@
 #include <utility>
 #include <vector>
 
+#include "moetrace/analyzer/clock_align.h"
 #include "moetrace/analyzer/trace.h"
 
 namespace moetrace::analyzer {
@@ -254,5 +257,22 @@ struct CrossRankCriticalPath {
   RankCriticalPath path;
 };
 CrossRankCriticalPath critical_path_across_ranks(const Trace& trace, std::size_t top_events = 20);
+// The same with the trace's collective_calls() given (computed once where
+// several analyses read them).
+CrossRankCriticalPath critical_path_across_ranks(const Trace& trace, const std::vector<CollectiveCall>& calls,
+                                                 std::size_t top_events = 20);
+
+// Both at once, from the one graph across ranks: critical_paths(trace) with
+// default options (each rank's graph, the whole trace) and
+// critical_path_across_ranks(trace, calls). Each rank's path is the one its
+// own graph gives (that graph is the rank's part of the graph across ranks,
+// without the collective edges), ties resolved alike; the graph is built
+// once instead of twice.
+struct CriticalPaths {
+  std::vector<RankCriticalPath> ranks;  // as critical_paths(trace)
+  CrossRankCriticalPath across;
+};
+CriticalPaths critical_paths_and_across(const Trace& trace, const std::vector<CollectiveCall>& calls,
+                                        std::size_t top_events = 20);
 
 }  // namespace moetrace::analyzer

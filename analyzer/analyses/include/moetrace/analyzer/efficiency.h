@@ -119,6 +119,10 @@ struct EfficiencyAnalysis {
 // collectives being the run's (collective_efficiency).
 EfficiencyAnalysis analyze_efficiency(const Trace& trace,
                                       const std::unordered_map<std::uint64_t, int>* participants = nullptr);
+// The same with the trace's collective_calls() given (computed once where
+// several analyses read them).
+EfficiencyAnalysis analyze_efficiency(const Trace& trace, const std::vector<CollectiveCall>& calls,
+                                      const std::unordered_map<std::uint64_t, int>* participants = nullptr);
 
 // Where a run's files are analysed one at a time (run_by_file.h): each
 // file's analyze_efficiency() with the run's participants gives its ranks'

@@ -1,0 +1,194 @@
+// The longest paths of a critical path's graph and what is reported of them
+// (critical_path.h: "Critical path"); the graph is critical_path.cc's.
+#include <algorithm>
+#include <deque>
+#include <string_view>
+#include <tuple>
+#include <utility>
+
+#include "critical_path_graph.h"
+#include "moetrace/analyzer/huge_pages.h"
+
+namespace moetrace::analyzer::detail {
+
+namespace {
+
+template <class T>
+void huge_array(std::vector<T>& v, std::size_t size, T value) {
+  if (v.capacity() < size) {
+    std::vector<T>().swap(v);
+    reserve_huge(v, size);
+  }
+  v.assign(size, value);
+}
+
+}  // namespace
+
+CpRankSlots::CpRankSlots(std::vector<std::int32_t> sorted_ranks) : ranks_(std::move(sorted_ranks)) {
+  if (ranks_.empty()) return;
+  first_ = ranks_.front();
+  // A table where the ranks span at most a few times their number (rank ids
+  // are small and dense in every run seen); else a binary search.
+  const auto span = static_cast<std::int64_t>(ranks_.back()) - first_ + 1;
+  if (span > 4 * static_cast<std::int64_t>(ranks_.size()) + 1024) return;
+  dense_.assign(static_cast<std::size_t>(span), -1);
+  for (std::size_t i = 0; i < ranks_.size(); ++i) dense_[static_cast<std::size_t>(ranks_[i] - first_)] = static_cast<std::int32_t>(i);
+}
+
+std::size_t CpRankSlots::of(std::int32_t rank) const {
+  if (!dense_.empty()) return static_cast<std::size_t>(dense_[static_cast<std::size_t>(rank - first_)]);
+  return static_cast<std::size_t>(std::lower_bound(ranks_.begin(), ranks_.end(), rank) - ranks_.begin());
+}
+
+void cp_search(std::span<const CpEvent> ev, const CpEdges& edges, const std::vector<std::uint32_t>& out_begin,
+               const CpRankSlots* ranks, CpSearch& s) {
+  const std::size_t n = 2 * ev.size();
+  const bool own = ranks != nullptr;
+  s.best.assign(own ? ranks->size() : 1, -1);
+  // Memory advised for huge pages (fewer page faults), reused from a
+  // search before where there was one.
+  auto& indegree = s.indegree;
+  huge_array(indegree, n, std::uint32_t{0});
+  for (std::size_t k = 0; k < edges.size(); ++k)
+    if (!own || !edges.collective(k)) ++indegree[edges.v[k]];
+  huge_array(s.dist, n, std::int64_t{0});
+  huge_array(s.pred, n, kCpNoEdge);
+  auto& dist = s.dist;
+  auto& pred = s.pred;
+  std::deque<std::uint32_t> ready;
+  for (std::size_t i = 0; i < n; ++i)
+    if (indegree[i] == 0) ready.push_back(static_cast<std::uint32_t>(i));
+  while (!ready.empty()) {
+    const auto u = ready.front();
+    ready.pop_front();
+    auto& best = s.best[own ? ranks->of(ev[u / 2].rank) : 0];
+    if (best < 0 || dist[u] > dist[static_cast<std::size_t>(best)]) best = u;
+    for (auto k = out_begin[u]; k < out_begin[u + 1]; ++k) {
+      if (own && edges.collective(k)) continue;
+      const auto v = edges.v[k];
+      const auto w = cp_weight(ev, edges, k, u, own);
+      if (pred[v] == kCpNoEdge || dist[u] + w > dist[v]) {
+        dist[v] = dist[u] + w;
+        pred[v] = k;
+      }
+      if (--indegree[v] == 0) ready.push_back(v);
+    }
+  }
+}
+
+RankCriticalPath cp_path(const Trace& t, std::span<const CpEvent> ev, const CpEdges& edges,
+                         const std::vector<std::uint32_t>& out_begin, const CpSearch& s, std::uint32_t end,
+                         std::size_t top_events, CpAcrossTotals* across) {
+  const bool own = across == nullptr;
+  const auto& pred = s.pred;
+  RankCriticalPath r;
+  r.length_ns = s.dist[end];
+  // The path time of each (event, category): every weighed edge's share
+  // listed, then sorted by that key and summed (what a map so keyed gives,
+  // without a tree node per edge of a path of a million edges).
+  struct Share {
+    std::int32_t event;
+    std::uint8_t category;
+    std::int64_t ns;
+  };
+  std::vector<Share> by_event;
+  reserve_huge(by_event, 2 * ev.size());  // a path has fewer edges than the graph has nodes: never grown
+  auto node = end;
+  r.end_ns = cp_time(ev, node);
+  r.start_ns = r.end_ns;
+  while (pred[node] != kCpNoEdge) {
+    const auto k = pred[node];
+    const auto u = CpEdges::source(out_begin, k);
+    const auto category = edges.category(k);
+    const auto w = cp_weight(ev, edges, k, u, own);
+    const auto event = edges.event[k];
+    ++r.path_edges;
+    if (category != CpEdges::kNoCategory) {
+      r.category_ns[category] += w;
+      if (event >= 0 && w > 0) by_event.push_back({event, category, w});
+      if (across && event >= 0) across->rank_ns[ev[static_cast<std::size_t>(event)].rank] += w;
+    }
+    if (across && edges.collective(k) && category != CpEdges::kNoCategory) {
+      // A hub's edge to a participant's end: from the rank the path
+      // entered the hub from.
+      std::int32_t from = ev[u / 2].rank;
+      if (const auto in = pred[u]; in != kCpNoEdge && edges.collective(in))
+        from = ev[CpEdges::source(out_begin, in) / 2].rank;
+      if (from != ev[edges.v[k] / 2].rank) ++across->crossings;
+    }
+    node = u;
+    r.start_ns = cp_time(ev, node);
+  }
+  // Ranked by (path time descending, start, end, name) on light records;
+  // only the events kept are built (names copied). std::sort on the
+  // records sees the same comparisons as on the events, so the order
+  // (ties included) is the one of sorting the built events.
+  struct Ranked {
+    std::int64_t ns, start, end;
+    std::string_view name;
+    std::int32_t event;
+    std::uint8_t category;
+  };
+  std::sort(by_event.begin(), by_event.end(), [](const Share& a, const Share& b) {
+    return std::tie(a.event, a.category) < std::tie(b.event, b.category);
+  });
+  std::size_t shares = 0;
+  for (const auto& share : by_event) {
+    if (shares > 0 && by_event[shares - 1].event == share.event && by_event[shares - 1].category == share.category)
+      by_event[shares - 1].ns += share.ns;
+    else
+      by_event[shares++] = share;
+  }
+  by_event.resize(shares);
+  std::vector<Ranked> ranked;
+  ranked.reserve(by_event.size());
+  for (const auto& share : by_event) {
+    const auto& e = ev[static_cast<std::size_t>(share.event)];
+    std::string_view name;
+    switch (e.kind) {
+      case PathEvent::Kind::kNvtx: name = t.str(t.nvtx[e.source].name); break;
+      case PathEvent::Kind::kApi: name = t.str(t.api_calls[e.source].name); break;
+      case PathEvent::Kind::kMemcpy: name = "memcpy"; break;
+      case PathEvent::Kind::kMemset: name = "memset"; break;
+      default: name = t.str(t.activities[e.source].name);
+    }
+    ranked.push_back({share.ns, e.start, e.end, name, share.event, share.category});
+  }
+  std::sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
+    if (a.ns != b.ns) return a.ns > b.ns;
+    if (a.start != b.start) return a.start < b.start;
+    if (a.end != b.end) return a.end < b.end;
+    return a.name < b.name;
+  });
+  r.path_event_count = static_cast<std::int64_t>(ranked.size());
+  if (top_events > 0 && ranked.size() > top_events) ranked.resize(top_events);
+  r.events.reserve(ranked.size());
+  for (const auto& k : ranked) {
+    const auto& e = ev[static_cast<std::size_t>(k.event)];
+    PathEvent p;
+    p.kind = e.kind;
+    p.start_ns = e.start;
+    p.end_ns = e.end;
+    p.category = static_cast<PathCategory>(k.category);
+    p.path_ns = k.ns;
+    p.name = std::string(k.name);
+    p.rank = e.rank;
+    switch (e.kind) {
+      case PathEvent::Kind::kNvtx: p.thread = e.thread; break;
+      case PathEvent::Kind::kApi:
+        p.thread = e.thread;
+        p.correlation_id = t.api_calls[e.source].correlation_id;
+        break;
+      default: {
+        const auto& a = t.activities[e.source];
+        p.stream = t.streams[static_cast<std::size_t>(e.stream)].id.value;
+        p.native_stream = t.streams[static_cast<std::size_t>(e.stream)].native_id;
+        p.correlation_id = a.correlation_id;
+      }
+    }
+    r.events.push_back(std::move(p));
+  }
+  return r;
+}
+
+}  // namespace moetrace::analyzer::detail
