@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "moetrace/schema/error.h"
+#include "moetrace/schema/schema.h"
 
 namespace moetrace::analyzer {
 
@@ -16,19 +17,13 @@ namespace {
 
 // The PyTorch profiler's (libkineto's) words for CUPTI's copy and memory kinds.
 std::string_view kineto_copy_kind(std::uint8_t k) {
-  static constexpr std::string_view names[] = {"<unknown>", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
-                                               "AtoD",      "DtoA", "DtoD", "HtoH", "PtoP"};
-  return k < std::size(names) ? names[k] : names[0];
+  const auto name = schema::copy_kind_abbreviation(static_cast<schema::CopyKind>(k));
+  return name.empty() ? "<unknown>" : name;
 }
 
 std::string_view kineto_memory_kind(std::uint8_t k) {
-  switch (static_cast<schema::MemoryKind>(k)) {
-    case schema::MemoryKind::kDevice: return "Device";
-    case schema::MemoryKind::kPinnedHost: return "Pinned";
-    case schema::MemoryKind::kManaged: return "Managed";
-    case schema::MemoryKind::kPageableHost: return "Pageable";
-    default: return "Unknown";
-  }
+  const auto name = schema::kineto_memory_kind_name(static_cast<schema::MemoryKind>(k));
+  return name.empty() ? "Unknown" : name;
 }
 
 // A CPU event of the rank in the call stacks: a range or a runtime call.

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "moetrace/schema/error.h"
+#include "moetrace/schema/schema.h"
 
 namespace moetrace::exporters {
 namespace {
@@ -57,9 +58,8 @@ void micros(std::string& out, std::int64_t ns) {
 }
 
 std::string_view copy_kind_name(std::uint8_t k) {
-  static constexpr std::string_view names[] = {"unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
-                                               "AtoD",    "DtoA", "DtoD", "HtoH", "PtoP"};
-  return k < std::size(names) ? names[k] : "unknown";
+  const auto name = schema::copy_kind_abbreviation(static_cast<schema::CopyKind>(k));
+  return name.empty() ? "unknown" : name;
 }
 
 std::string_view memory_kind_name(schema::MemoryKind k) {

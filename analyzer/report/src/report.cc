@@ -63,6 +63,23 @@ nlohmann::json time_split_json(const TimeSplit& t) {
   };
 }
 
+namespace {
+
+// One object per row of `rows`: the row's time split (its member `t`) with
+// the keys that say which row it is, `keys(row)`.
+template <class Rows, class Keys>
+nlohmann::json split_rows_json(const Rows& rows, Keys keys) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& r : rows) {
+    auto row = time_split_json(r.t);
+    row.update(keys(r));
+    a.push_back(std::move(row));
+  }
+  return a;
+}
+
+}  // namespace
+
 nlohmann::json breakdown_json(const Trace& trace, const Breakdown& b, const ReportOptions& options) {
   nlohmann::json j;
   j["has_op_ranges"] = b.has_op_ranges;
@@ -96,34 +113,20 @@ nlohmann::json breakdown_json(const Trace& trace, const Breakdown& b, const Repo
   }
   j["rank_window"] = {{"name", rank_window_name(b.rank_window)},
                       {"description", rank_window_description(b.rank_window)}};
-  auto& ranks = j["ranks"] = nlohmann::json::array();
-  for (const auto& r : b.ranks) {
-    auto row = time_split_json(r.t);
-    row["rank"] = r.rank;
-    row["unattributed_ns"] = r.unattributed_ns;
-    ranks.push_back(std::move(row));
-  }
-  if (options.per_iteration) {
-    auto& its = j["iterations"] = nlohmann::json::array();
-    for (const auto& it : b.iterations) {
-      auto row = time_split_json(it.t);
-      row["rank"] = it.rank;
-      row["iteration"] = it.iteration;
-      row["moe_layer_ns"] = it.moe_layer_ns;
-      its.push_back(std::move(row));
-    }
-  }
-  if (options.per_rank) {
-    auto& rows = j["rows"] = nlohmann::json::array();
-    for (const auto& r : b.rows) {
-      auto row = time_split_json(r.t);
-      row["rank"] = r.rank;
-      row["layer"] = r.layer;
-      row["iteration"] = r.iteration;
-      row["phase"] = std::string(phase_name(r.phase));
-      rows.push_back(std::move(row));
-    }
-  }
+  j["ranks"] = split_rows_json(b.ranks, [](const auto& r) -> nlohmann::json {
+    return {{"rank", r.rank}, {"unattributed_ns", r.unattributed_ns}};
+  });
+  if (options.per_iteration)
+    j["iterations"] = split_rows_json(b.iterations, [](const auto& it) -> nlohmann::json {
+      return {{"rank", it.rank}, {"iteration", it.iteration}, {"moe_layer_ns", it.moe_layer_ns}};
+    });
+  if (options.per_rank)
+    j["rows"] = split_rows_json(b.rows, [](const auto& r) -> nlohmann::json {
+      return {{"rank", r.rank},
+              {"layer", r.layer},
+              {"iteration", r.iteration},
+              {"phase", std::string(phase_name(r.phase))}};
+    });
   return j;
 }
 

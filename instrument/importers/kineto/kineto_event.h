@@ -115,22 +115,16 @@ struct RawEvent {
 
 // "Memcpy HtoD (Pageable -> Device)": direction and the two memory kinds.
 inline void parse_memcpy_name(std::string_view name, GpuActivity& a) {
-  static const std::pair<std::string_view, schema::CopyKind> kinds[] = {
-      {"HtoD", schema::CopyKind::kHostToDevice}, {"DtoH", schema::CopyKind::kDeviceToHost},
-      {"DtoD", schema::CopyKind::kDeviceToDevice}, {"HtoH", schema::CopyKind::kHostToHost},
-      {"PtoP", schema::CopyKind::kPeerToPeer}, {"HtoA", schema::CopyKind::kHostToArray},
-      {"AtoH", schema::CopyKind::kArrayToHost}, {"AtoA", schema::CopyKind::kArrayToArray},
-      {"AtoD", schema::CopyKind::kArrayToDevice}, {"DtoA", schema::CopyKind::kDeviceToArray}};
-  for (const auto& [text, kind] : kinds)
-    if (name.find(text) != std::string_view::npos) {
-      a.copy_kind = static_cast<std::uint8_t>(kind);
+  for (auto k = static_cast<std::int32_t>(schema::CopyKind::kHostToDevice);
+       k <= static_cast<std::int32_t>(schema::kLastCopyKind); ++k)
+    if (name.find(schema::copy_kind_abbreviation(static_cast<schema::CopyKind>(k))) != std::string_view::npos) {
+      a.copy_kind = static_cast<std::uint8_t>(k);
       break;
     }
   auto mem = [](std::string_view w) {
-    if (w == "Pageable") return schema::MemoryKind::kPageableHost;
-    if (w == "Pinned") return schema::MemoryKind::kPinnedHost;
-    if (w == "Device") return schema::MemoryKind::kDevice;
-    if (w == "Managed") return schema::MemoryKind::kManaged;
+    for (auto k : {schema::MemoryKind::kDevice, schema::MemoryKind::kPinnedHost, schema::MemoryKind::kManaged,
+                   schema::MemoryKind::kPageableHost})
+      if (w == schema::kineto_memory_kind_name(k)) return k;
     return schema::MemoryKind::kUnknown;
   };
   const auto open = name.find('('), arrow = name.find(" -> "), close = name.find(')');

@@ -58,7 +58,7 @@ void EpBuilder::expert_backward(int j, int l, int c) {
     for (std::size_t i = 0; i < cr.experts.size(); ++i) {
       const int e = cr.experts[i];
       OpArgs a = op_at(OpKind::kExpertFfn, co, fmt::format("expert_ffn.e{}", e), RankId(q), streams(q).compute);
-      a.flops = ffn_backward_flops(padded() ? P_ * L.capacity : cr.expert_rows[i], m_.model_dim, m_.expert_hidden);
+      a.flops = ffn_backward_flops(ffn_rows(L, cr, i), m_.model_dim, m_.expert_hidden);
       const BufferId input = reuse() ? cr.r_di : cr.t_di;
       const BufferId middle = reuse() ? cr.r_m : cr.t_m;
       a.data = FfnBackward{e, expert_params(l, q, e), expert_grads(j, l, q, e), input, middle,

@@ -104,6 +104,12 @@ class EpBuilder {
     return 2.0 * static_cast<double>(tokens) * E_ * static_cast<double>(layers_[at(l)].capacity) *
            static_cast<double>(m_.model_dim);
   }
+  // The rows the FFN of expert i of `cr` computes, forward and backward: the
+  // rows routed to it, or with capacity padding the capacity of every source
+  // rank (P x C).
+  std::int64_t ffn_rows(const LayerState& L, const ChunkRank& cr, std::size_t i) const {
+    return padded() ? P_ * L.capacity : cr.expert_rows[i];
+  }
   bool reuse() const { return spec_.strategy != ReuseStrategy::kNone; }
   int chunk_coord(int c) const { return spec_.chunks > 1 ? c : -1; }
   bool recommunicate() const { return reuse_strategy_traits(spec_.strategy).t_di == Restore::kRecommunicate; }

@@ -92,7 +92,7 @@ void EpBuilder::expert_forward(int j, int l, int c) {
     for (std::size_t i = 0; i < cr.experts.size(); ++i) {
       const int e = cr.experts[i];
       OpArgs a = op_at(OpKind::kExpertFfn, co, fmt::format("expert_ffn.e{}", e), RankId(q), streams(q).compute);
-      a.flops = ffn_forward_flops(padded() ? P_ * L.capacity : cr.expert_rows[i], m_.model_dim, m_.expert_hidden);
+      a.flops = ffn_forward_flops(ffn_rows(L, cr, i), m_.model_dim, m_.expert_hidden);
       a.data = FfnForward{e, expert_params(l, q, e), cr.t_di, cr.t_m, cr.t_do, cr.spans[i], spec_.batched_experts && i > 0};
       b_.add(std::move(a));
     }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <string_view>
 
 namespace moetrace::schema {
@@ -24,6 +25,30 @@ enum class CopyKind : std::int32_t {
 };
 // memory_events.memory_kind, buffers.memory_kind
 enum class MemoryKind : std::int32_t { kUnknown = 0, kDevice = 1, kPinnedHost = 2, kManaged = 3, kPageableHost = 4 };
+
+// A copy kind as CUPTI, the PyTorch profiler (Kineto) and Nsight Systems
+// abbreviate it ("HtoD", "DtoH", ...); "" for kUnknown and values outside
+// the enum.
+constexpr std::string_view copy_kind_abbreviation(CopyKind k) {
+  constexpr std::string_view kNames[] = {"",     "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
+                                         "AtoD", "DtoA", "DtoD", "HtoH", "PtoP"};
+  const auto i = static_cast<std::int32_t>(k);
+  return i >= 0 && i < static_cast<std::int32_t>(std::size(kNames)) ? kNames[i] : std::string_view();
+}
+inline constexpr CopyKind kLastCopyKind = CopyKind::kPeerToPeer;
+
+// A memory kind as the PyTorch profiler names it in a copy's name
+// ("Memcpy HtoD (Pageable -> Device)"); "" for kUnknown and values outside
+// the enum.
+constexpr std::string_view kineto_memory_kind_name(MemoryKind k) {
+  switch (k) {
+    case MemoryKind::kDevice: return "Device";
+    case MemoryKind::kPinnedHost: return "Pinned";
+    case MemoryKind::kManaged: return "Managed";
+    case MemoryKind::kPageableHost: return "Pageable";
+    default: return "";
+  }
+}
 // api_calls.api
 enum class ApiKind : std::int32_t { kRuntime = 1, kDriver = 2 };
 // op_buffers.access
