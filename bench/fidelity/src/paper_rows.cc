@@ -607,13 +607,18 @@ namespace {
 // FastMoE's and FasterMoE's expert GEMMs on the A100 without tensor cores.
 // mpipemoe Sec. V-C credits part of PipeMoE's speedup over FasterMoE to
 // PipeMoE "tak[ing] advantage of Tensor Core of GPUs", i.e. the baselines'
-// expert GEMMs do not; FastMoE runs them on cuBLAS handles of its own
-// (laekov/fastmoe cuda/stream_manager.cpp: cublasCreate, default math mode).
-// Rate: the A100's FP16 peak without tensor cores, 78 TFLOP/s (A100
-// datasheet), at the a100 preset's achieved fraction of its tensor-core
-// peak (200 of 312 TFLOP/s, 64 %): 50 TFLOP/s. Checked against the paper's
-// side measurements against FastMoE (not rows): PipeMoE up to 3.7x,
-// MPipeMoE up to 3.1x (Sec. V-C, V-D), in the rows' notes.
+// expert GEMMs do not: the paper's statement is the source of this term.
+// FastMoE's code does not explain it: its FP16 GEMMs are cublasHgemm on
+// handles of its own in the default math mode (laekov/fastmoe
+// cuda/stream_manager.cpp, cuda/utils/cublas_wrapper.h), and from CUDA 11,
+// which the A100 needs, the default math mode uses tensor cores for FP16;
+// how the paper's baselines ran without them (FP32 without TF32 would be
+// another reading, at 19.5 TFLOP/s) is not said. Rate: the A100's FP16
+// peak without tensor cores, 78 TFLOP/s (A100 datasheet), at the a100
+// preset's achieved fraction of its tensor-core peak (200 of 312 TFLOP/s,
+// 64 %): 50 TFLOP/s. Checked against the paper's side measurements against
+// FastMoE (not rows): PipeMoE up to 3.7x, MPipeMoE up to 3.1x (Sec. V-C,
+// V-D), in the rows' notes.
 sim::CostModel fastmoe_kernels(sim::CostModel m) {
   constexpr double kNoTensorCoreFlops = 78e12 * (200.0 / 312.0);
   m.name += "+fastmoe-gemm";
