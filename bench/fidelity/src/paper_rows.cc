@@ -218,8 +218,8 @@ std::vector<Row> ppmoe_rows(const std::string& trace_dir) {
   const double dp_tput = throughput(dp_spec, dp);
   // The PPMoE rows rest on the micro-batch count (run_spec.cc,
   // ppmoe_model: m = 4 (p - 1) from Sec. 4.1's "utilization above 80 %");
-  // each is printed again at the count assumed before, 8 (small) and 16
-  // (large), one micro-batch per pipeline stage at most twice over.
+  // each is printed again at the counts assumed before, 8 (small) and 16
+  // (large): two micro-batches a stage and one.
   auto pp_spec = preset("ppmoe-small");
   auto ppl_spec = preset("ppmoe-large");
   ppl_spec.cost_model = ppmoe_large_cost_model(ppl_spec.resolved_cost_model());
