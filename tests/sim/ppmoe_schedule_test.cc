@@ -17,7 +17,6 @@ namespace moetrace::sim {
 namespace ppmoe_schedule_test {  // named: unity builds join this file with others
 
 using plan::Op;
-using plan::Phase;
 
 constexpr double kGateS = 1e-3;       // one gate (forward or backward): one launch
 constexpr double kAttentionS = 1e-3;  // one attention (forward or backward)
