@@ -5,6 +5,7 @@
 // attention's output all-reduce runs after the attention.
 #include <gtest/gtest.h>
 
+#include <stdexcept>
 #include <string>
 
 #include "moetrace/plan/builders.h"

@@ -420,9 +420,8 @@ Plan PpMoeBuilder::build() {
   plan.dims = {m_.num_layers, E_, m_.top_k, m_.model_dim, m_.expert_hidden, m_.dense_hidden, m_.elem_bytes};
   plan.config_json = to_json(c_);
   const int P = c_.common.ranks;
-  for (int r = 0; r < P; ++r) {
+  for (int r = 0; r < P; ++r)
     streams_.push_back({b_.stream(RankId(r), StreamRole::kCompute), b_.stream(RankId(r), StreamRole::kComm), StreamId()});
-  }
   // Point-to-point streams: one per pair of neighbouring stages, shared by
   // both directions, as PyTorch's ProcessGroupNCCL keys the communicator and
   // NCCL stream of an unbatched send / recv by the pair of ranks
@@ -435,7 +434,10 @@ Plan PpMoeBuilder::build() {
   // forward_backward_pipelining_without_interleaving: recv_forward,
   // forward_step, send_forward per warm-up micro-batch) and ppmoe Fig. 2.
   // Both ends of a pair add its ops in the same order (send_recv adds the two
-  // halves together), so no pair stream waits on a later transfer.
+  // halves together), so no pair stream waits on a later transfer. Megatron-LM
+  // v2.6, PPMoE's code base (ppmoe Sec. 4.1), batches each exchange
+  // (batch_isend_irecv) and waits for it before computing on; here a send
+  // overlaps the computation after it (BENCHMARKS.md bounds what that costs).
   p2p_prev_.assign(static_cast<std::size_t>(P), StreamId());
   p2p_next_ = p2p_prev_;
   for (int r = 0; r < P; ++r) {
