@@ -41,6 +41,7 @@ class PpMoeBuilder {
   };
 
   int rank(int d, int s, int t) const { return (d * S_ + s) * T_ + t; }
+  int stage_of(int r) const { return (r / T_) % S_; }
   int block(int d, int m) const { return d * MB_ + m; }
   std::vector<RankId> tp_group(int d, int s) const {
     std::vector<RankId> g;
@@ -79,6 +80,12 @@ class PpMoeBuilder {
   void all_reduce(OpKind kind, const Coords& co, const std::string& what, const std::vector<RankId>& group,
                   const std::vector<BufferId>& views, std::int64_t bytes, bool moves_data,
                   const std::vector<std::vector<BufferId>>& frees = {});
+  // The stream of rank r's point-to-point traffic with rank `peer` of the
+  // previous or next stage (see build()).
+  StreamId p2p_stream(int r, int peer) const {
+    const auto i = static_cast<std::size_t>(r);
+    return stage_of(peer) > stage_of(r) ? p2p_next_[i] : p2p_prev_[i];
+  }
   void send_recv(const Coords& co, const std::string& what, int from, int to, BufferId src, BufferId dst,
                  bool free_src);
   void forward(int j, int d, int s, int m);
@@ -90,7 +97,7 @@ class PpMoeBuilder {
   const int D_, S_, T_, MB_, E_, local_, per_stage_;
   PlanBuilder b_;
   std::vector<RankStreams> streams_;
-  std::vector<StreamId> p2p_;
+  std::vector<StreamId> p2p_prev_, p2p_next_;  // [rank]; invalid on the first / last stage
   // [layer][rank] parameters; experts_[layer][rank][i] the i-th local expert.
   std::vector<std::vector<ParamBuffers>> gate_, dense_;
   std::vector<std::vector<std::vector<ParamBuffers>>> experts_;
@@ -111,6 +118,9 @@ void PpMoeBuilder::all_reduce(OpKind kind, const Coords& co, const std::string& 
     col.moves_data = moves_data;
     if (moves_data) col.inout = whole(b_, views[i]);
     OpArgs a = op_at(kind, co, what, group[i], streams(group[i].value).comm);
+    // A timing-only all-reduce still reduces the views in place: it follows
+    // their producer and precedes their next user.
+    if (!moves_data && !views.empty()) a.extra_access = {{views[i], schema::Access::kReadWrite}};
     a.bytes = bytes;
     a.data = std::move(col);
     if (!frees.empty()) a.free = frees[i];
@@ -132,7 +142,7 @@ void PpMoeBuilder::send_recv(const Coords& co, const std::string& what, int from
     OpArgs a;
     a.coords = co;
     a.rank = RankId(r);
-    a.stream = p2p_[static_cast<std::size_t>(r)];
+    a.stream = p2p_stream(r, r == from ? to : from);
     if (r == from) {
       col.sends.push_back({RankId(to), View{src, 0, rows}, bytes});
       a.kind = OpKind::kPipelineSend;
@@ -232,12 +242,21 @@ void PpMoeBuilder::forward(int j, int d, int s, int m) {
                                            m_.sequence_length, T_, false),
                             {}};
         a.extra_access = {{acts[static_cast<std::size_t>(t)].y, schema::Access::kReadWrite}};
-        if (last && !dense && i + 1 == m_.attention_ops()) a.free = {acts[static_cast<std::size_t>(t)].y};
+        if (last && !dense && i + 1 == m_.attention_ops() && T_ == 1) a.free = {acts[static_cast<std::size_t>(t)].y};
         b_.add(std::move(a));
       }
-      // Megatron attention output all-reduce; the attention is timing only.
-      all_reduce(OpKind::kTensorParallelAllReduce, co, "tp_all_reduce.attention", tp_group(d, s), {},
-                 tokens * M * m_.elem_bytes, false);
+      // Megatron's attention output all-reduce (the row-parallel output
+      // projection's g, ppmoe Sec. 3.1.3): it sums the attention's output, so
+      // it runs after the attention and before whatever reads that output.
+      // Timing only, like the attention.
+      std::vector<BufferId> outs;
+      std::vector<std::vector<BufferId>> out_frees(static_cast<std::size_t>(T_));
+      for (int t = 0; t < T_; ++t) {
+        outs.push_back(acts[static_cast<std::size_t>(t)].y);
+        if (last && !dense && i + 1 == m_.attention_ops()) out_frees[static_cast<std::size_t>(t)].push_back(outs.back());
+      }
+      all_reduce(OpKind::kTensorParallelAllReduce, co, "tp_all_reduce.attention", tp_group(d, s), outs,
+                 tokens * M * m_.elem_bytes, false, out_frees);
     }
     for (int t = 0; t < T_; ++t) {
       LayerAct& a = acts[static_cast<std::size_t>(t)];
@@ -325,7 +344,8 @@ void PpMoeBuilder::backward(int j, int d, int s, int m) {
         a.extra_access = {{dy[static_cast<std::size_t>(t)], schema::Access::kReadWrite}};
         b_.add(std::move(a));
       }
-      all_reduce(OpKind::kTensorParallelAllReduce, co, "tp_all_reduce.attention", tp_group(d, s), {},
+      // The attention's input gradient, summed over the TP group (f's backward).
+      all_reduce(OpKind::kTensorParallelAllReduce, co, "tp_all_reduce.attention", tp_group(d, s), dy,
                  tokens * M * m_.elem_bytes, false);
     }
     for (int t = 0; t < T_; ++t) {
@@ -400,9 +420,29 @@ Plan PpMoeBuilder::build() {
   plan.dims = {m_.num_layers, E_, m_.top_k, m_.model_dim, m_.expert_hidden, m_.dense_hidden, m_.elem_bytes};
   plan.config_json = to_json(c_);
   const int P = c_.common.ranks;
-  for (int r = 0; r < P; ++r) {
+  for (int r = 0; r < P; ++r)
     streams_.push_back({b_.stream(RankId(r), StreamRole::kCompute), b_.stream(RankId(r), StreamRole::kComm), StreamId()});
-    p2p_.push_back(b_.stream(RankId(r), StreamRole::kComm, "p2p"));
+  // Point-to-point streams: one per pair of neighbouring stages, shared by
+  // both directions, as PyTorch's ProcessGroupNCCL keys the communicator and
+  // NCCL stream of an unbatched send / recv by the pair of ranks
+  // ("low:high", getKeySendRecv), and as DeepSpeed's pipeline engine
+  // (runtime/pipe/p2p.py) gives each pair of adjacent stages its own group.
+  // A stage's receives from the previous stage therefore never queue ahead of
+  // its own sends to the next one: stage s + 1 starts a micro-batch's forward
+  // right after stage s's forward and send, as in the 1F1B schedule of
+  // Megatron-Core (pipeline_parallel/schedules.py,
+  // forward_backward_pipelining_without_interleaving: recv_forward,
+  // forward_step, send_forward per warm-up micro-batch) and ppmoe Fig. 2.
+  // Both ends of a pair add its ops in the same order (send_recv adds the two
+  // halves together), so no pair stream waits on a later transfer. Megatron-LM
+  // v2.6, PPMoE's code base (ppmoe Sec. 4.1), batches each exchange
+  // (batch_isend_irecv) and waits for it before computing on; here a send
+  // overlaps the computation after it (BENCHMARKS.md bounds what that costs).
+  p2p_prev_.assign(static_cast<std::size_t>(P), StreamId());
+  p2p_next_ = p2p_prev_;
+  for (int r = 0; r < P; ++r) {
+    if (stage_of(r) > 0) p2p_prev_[static_cast<std::size_t>(r)] = b_.stream(RankId(r), StreamRole::kComm, "p2p_prev_stage");
+    if (stage_of(r) + 1 < S_) p2p_next_[static_cast<std::size_t>(r)] = b_.stream(RankId(r), StreamRole::kComm, "p2p_next_stage");
   }
   gate_.assign(static_cast<std::size_t>(m_.num_layers), std::vector<ParamBuffers>(static_cast<std::size_t>(P)));
   dense_ = gate_;
