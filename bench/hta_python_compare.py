@@ -28,10 +28,12 @@ medians. The timing is bench/hta_compare.py's run_once.
 --check runs each side once more and compares the numbers both give: idle
 and overlap percentages per rank, idle time per rank, stream and category,
 queue-length points, mean and maximum per stream, launches per rank.
+--phases then times moetrace's side in phases (the module's import, open,
+numpy and pandas, the analyses), N runs, and an empty interpreter's run.
 
   bench/hta_python_compare.py --hta-path /path/to/HolisticTraceAnalysis \\
       [--hta-python /usr/bin/python3] [--python /usr/bin/python3] \\
-      [--module build/ci/python] [-n 7] [--check] DIR...
+      [--module build/ci/python] [-n 7] [--check] [--phases] DIR...
 """
 import argparse
 import json
@@ -102,6 +104,42 @@ if len(sys.argv) > 2:
 """
 
 
+# argv: DIR JSON_OUT. moetrace's side in phases: the module's import, open,
+# numpy and pandas (imported by the first DataFrame otherwise), the analyses
+# with their DataFrames.
+MOETRACE_PHASES = r"""
+import sys, time
+t0 = time.perf_counter()
+import moetrace
+t1 = time.perf_counter()
+run = moetrace.open(sys.argv[1])
+t2 = time.perf_counter()
+import numpy, pandas
+t3 = time.perf_counter()
+run.breakdown(); run.idle_breakdown(); run.queue_length(); run.queue_length(summary=True); run.launch_stats()
+t4 = time.perf_counter()
+import json
+with open(sys.argv[2], "w") as f:
+    json.dump([t1 - t0, t2 - t1, t3 - t2, t4 - t3], f)
+"""
+
+
+def phases(a, d):
+    """Medians of moetrace's side in phases, and of an empty interpreter's run."""
+    fd, out = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    empty, parts = [], []
+    for _ in range(a.n):
+        empty.append(run_once([a.python, "-c", "pass"])[0])
+        run_once([a.python, "-c", MOETRACE_PHASES, d, out])
+        parts.append(json.load(open(out)))
+    os.unlink(out)
+    med = [statistics.median(p[i] for p in parts) * 1e3 for i in range(4)]
+    print(f"{os.path.basename(os.path.normpath(d))}: moetrace in phases (medians of {a.n}): interpreter start "
+          f"and exit {statistics.median(empty) * 1e3:.0f} ms, import moetrace {med[0]:.0f} ms, open {med[1]:.0f} ms, "
+          f"import numpy + pandas {med[2]:.0f} ms, the analyses and their DataFrames {med[3]:.0f} ms", flush=True)
+
+
 def compare(name, hta, ours):
     """Prints where the two sides' numbers differ; returns the count of differences."""
     bad = 0
@@ -129,6 +167,8 @@ def main():
     ap.add_argument("--module", default="build/ci/python", help="folder holding the built moetrace package")
     ap.add_argument("-n", type=int, default=7, help="runs of each side per trace (default 7)")
     ap.add_argument("--check", action="store_true", help="also compare the numbers both sides give")
+    ap.add_argument("--phases", action="store_true",
+                    help="also time moetrace's side in phases (import, open, numpy + pandas, analyses)")
     ap.add_argument("dirs", nargs="+", help="trace folders (one Kineto JSON per rank)")
     a = ap.parse_args()
     if not os.path.isdir(os.path.join(a.hta_path, "hta")):
@@ -177,6 +217,10 @@ def main():
         h, m = cell("hta"), cell("moetrace")
         print(f"| {os.path.basename(os.path.normpath(d))} | {a.n} | {h[0]} | {h[1]} | {m[0]} | {m[1]} | "
               f"{med['hta'] / med['moetrace']:.1f}x |", flush=True)
+    if a.phases:
+        print()
+        for d in a.dirs:
+            phases(a, d)
 
 
 if __name__ == "__main__":
