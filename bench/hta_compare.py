@@ -52,6 +52,35 @@ def run_once(cmd):
     return wall, usage.ru_maxrss / 1024.0
 
 
+def print_header():
+    print("| trace | runs | HTA median (range) | HTA peak RSS | moetrace median (range) | moetrace peak RSS | ratio |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+
+
+def paired_row(name, cmds, n):
+    """Times cmds["hta"] and cmds["moetrace"], n runs each alternating after
+    one unmeasured run of each, and prints their row of the table."""
+    # One unmeasured run each: page cache and Python bytecode caches warm.
+    for c in cmds.values():
+        run_once(c)
+    times = {k: [] for k in cmds}
+    rss = {k: [] for k in cmds}
+    for i in range(n):
+        order = ["hta", "moetrace"] if i % 2 == 0 else ["moetrace", "hta"]
+        for k in order:
+            w, m = run_once(cmds[k])
+            times[k].append(w)
+            rss[k].append(m)
+    med = {k: statistics.median(v) for k, v in times.items()}
+
+    def cell(k):
+        return (f"{med[k] * 1e3:.0f} ms ({min(times[k]) * 1e3:.0f}-{max(times[k]) * 1e3:.0f})",
+                f"{max(rss[k]):.0f} MiB")
+
+    h, m = cell("hta"), cell("moetrace")
+    print(f"| {name} | {n} | {h[0]} | {h[1]} | {m[0]} | {m[1]} | {med['hta'] / med['moetrace']:.1f}x |", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hta", required=True, help="HTA runner script (TRACE_DIR as its argument)")
@@ -69,8 +98,7 @@ def main():
     # PYTHONDONTWRITEBYTECODE would have its sources compiled anew every run.
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     tmp = tempfile.TemporaryDirectory()
-    print("| trace | runs | HTA median (range) | HTA peak RSS | moetrace median (range) | moetrace peak RSS | ratio |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print_header()
     for d in a.dirs:
         report = [a.moetrace, "report", d, "--window", "steps-but-last", "-f", "json"]
         if a.import_then_report:
@@ -82,26 +110,7 @@ def main():
             "hta": [a.python, a.hta, d],
             "moetrace": report,
         }
-        # One unmeasured run each: page cache and Python bytecode caches warm.
-        for c in cmds.values():
-            run_once(c)
-        times = {k: [] for k in cmds}
-        rss = {k: [] for k in cmds}
-        for i in range(a.n):
-            order = ["hta", "moetrace"] if i % 2 == 0 else ["moetrace", "hta"]
-            for k in order:
-                w, m = run_once(cmds[k])
-                times[k].append(w)
-                rss[k].append(m)
-        med = {k: statistics.median(v) for k, v in times.items()}
-
-        def cell(k):
-            return (f"{med[k] * 1e3:.0f} ms ({min(times[k]) * 1e3:.0f}-{max(times[k]) * 1e3:.0f})",
-                    f"{max(rss[k]):.0f} MiB")
-
-        h, m = cell("hta"), cell("moetrace")
-        print(f"| {os.path.basename(os.path.normpath(d))} | {a.n} | {h[0]} | {h[1]} | {m[0]} | {m[1]} | "
-              f"{med['hta'] / med['moetrace']:.1f}x |", flush=True)
+        paired_row(os.path.basename(os.path.normpath(d)), cmds, a.n)
 
 
 if __name__ == "__main__":

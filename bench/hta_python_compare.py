@@ -11,7 +11,7 @@ alternating, N runs each after one unmeasured run of each; the order within
 a pair alternates too. Prints per trace folder the median wall time, its
 range, the peak resident memory (ru_maxrss from wait4, the largest process
 of the tree: HTA parses ranks in worker processes) and the ratio of the
-medians. The timing is bench/hta_compare.py's run_once.
+medians. The timing and the table are bench/hta_compare.py's.
 
   HTA:      TraceAnalysis(trace_dir=DIR), then get_temporal_breakdown,
             get_comm_comp_overlap, get_idle_time_breakdown,
@@ -39,12 +39,11 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hta_compare import run_once  # noqa: E402
+from hta_compare import paired_row, print_header, run_once  # noqa: E402
 
 # argv: HTA_PATH DIR [JSON_OUT]. HTA logs to stdout, which the timing discards.
 HTA_SIDE = r"""
@@ -195,28 +194,9 @@ def main():
                 got = {k: json.load(open(p)) for k, p in out.items()}
                 bad += compare(os.path.basename(os.path.normpath(d)), got["hta"], got["moetrace"])
         print()
-    print("| trace | runs | HTA median (range) | HTA peak RSS | moetrace median (range) | moetrace peak RSS | ratio |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print_header()
     for d in a.dirs:
-        c = cmds(d)
-        for cmd in c.values():  # one unmeasured run each: page cache and bytecode caches warm
-            run_once(cmd)
-        times = {k: [] for k in c}
-        rss = {k: [] for k in c}
-        for i in range(a.n):
-            for k in (["hta", "moetrace"] if i % 2 == 0 else ["moetrace", "hta"]):
-                w, m = run_once(c[k])
-                times[k].append(w)
-                rss[k].append(m)
-        med = {k: statistics.median(v) for k, v in times.items()}
-
-        def cell(k):
-            return (f"{med[k] * 1e3:.0f} ms ({min(times[k]) * 1e3:.0f}-{max(times[k]) * 1e3:.0f})",
-                    f"{max(rss[k]):.0f} MiB")
-
-        h, m = cell("hta"), cell("moetrace")
-        print(f"| {os.path.basename(os.path.normpath(d))} | {a.n} | {h[0]} | {h[1]} | {m[0]} | {m[1]} | "
-              f"{med['hta'] / med['moetrace']:.1f}x |", flush=True)
+        paired_row(os.path.basename(os.path.normpath(d)), cmds(d), a.n)
     if a.phases:
         print()
         for d in a.dirs:
