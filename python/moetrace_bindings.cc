@@ -354,7 +354,7 @@ class Run {
     Table t;
     if (summary) {
       o.worst_launches = 0;
-      for (const auto& r : an::analyze_launch_queue(trace_, o).launches) {
+      for (const auto& r : an::launch_statistics(trace_, o)) {
         t.put("rank", r.rank);
         t.put("launches", r.launches);
         t.put("short_kernels", r.short_kernels);

@@ -315,16 +315,8 @@ std::vector<KernelLaunch> kernel_launches(const Trace& t, const LaunchQueueOptio
   return out;
 }
 
-LaunchQueueAnalysis analyze_launch_queue(const Trace& t, const LaunchQueueOptions& o) {
-  LaunchQueueAnalysis a;
-  a.options = o;
-  a.idle = idle_time_breakdown(t, o);
-  a.queues = queues_of(t, o, o.series_points);
-  for (const auto& call : t.api_calls)
-    if (hip_launch(t.str(call.name))) {
-      a.hip = true;
-      break;
-    }
+std::vector<RankLaunchStats> launch_statistics(const Trace& t, const LaunchQueueOptions& o) {
+  std::vector<RankLaunchStats> out;
   // Per rank: the three durations of every launch (for the percentiles) and
   // the worst launches so far, kept sorted and bounded.
   struct Accumulated {
@@ -366,8 +358,22 @@ LaunchQueueAnalysis analyze_launch_queue(const Trace& t, const LaunchQueueOption
         case ActivityType::kKernel: w.name = std::string(t.str(act.name)); break;
       }
     }
-    a.launches.push_back(std::move(r.stats));
+    out.push_back(std::move(r.stats));
   }
+  return out;
+}
+
+LaunchQueueAnalysis analyze_launch_queue(const Trace& t, const LaunchQueueOptions& o) {
+  LaunchQueueAnalysis a;
+  a.options = o;
+  a.idle = idle_time_breakdown(t, o);
+  a.queues = queues_of(t, o, o.series_points);
+  for (const auto& call : t.api_calls)
+    if (hip_launch(t.str(call.name))) {
+      a.hip = true;
+      break;
+    }
+  a.launches = launch_statistics(t, o);
   return a;
 }
 

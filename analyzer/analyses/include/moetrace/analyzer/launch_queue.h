@@ -232,6 +232,10 @@ std::vector<StreamQueue> queue_lengths(const Trace& trace, const LaunchQueueOpti
 // Sorted by (rank, GPU start).
 std::vector<KernelLaunch> kernel_launches(const Trace& trace, const LaunchQueueOptions& options = {});
 
+// The launches summarised per rank (LaunchQueueAnalysis::launches), the
+// worst ones bounded by options.worst_launches; sorted by rank.
+std::vector<RankLaunchStats> launch_statistics(const Trace& trace, const LaunchQueueOptions& options = {});
+
 // All three, with the series bounded by options.series_points and the
 // launches summarised per rank.
 LaunchQueueAnalysis analyze_launch_queue(const Trace& trace, const LaunchQueueOptions& options = {});
