@@ -9,7 +9,8 @@ namespace {
 OpLabel label() {
   return {.name = "L1.it0.dispatch_all_to_all.c1.bwd", .op = OpId(17), .rank = RankId(3), .stream = StreamId(10),
           .kind = OpKind::kDispatchAllToAll, .layer = 1, .iteration = 0, .micro_batch = -1, .chunk = 1,
-          .phase = Phase::kBackward, .flops = 0.1 + 1e9 / 3.0, .bytes = 4096, .peer = RankId(2)};
+          .phase = Phase::kBackward, .flops = 0.1 + 1e9 / 3.0, .bytes = 4096, .recv_bytes = 12288,
+          .peer = RankId(2)};
 }
 
 TEST(OpMessage, RoundTrips) {
@@ -19,6 +20,14 @@ TEST(OpMessage, RoundTrips) {
   auto back = parse_op_message(m);
   ASSERT_TRUE(back.has_value());
   EXPECT_EQ(*back, l);
+}
+
+// A message of a writer older than recv_bytes: unknown (-1), the rest read.
+TEST(OpMessage, WithoutReceivedBytes) {
+  auto back = parse_op_message("x {op=5 kind=dispatch_all_to_all bytes=4096 peer=-1}");
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->bytes, 4096);
+  EXPECT_EQ(back->recv_bytes, -1);
 }
 
 TEST(OpMessage, NamesWithSpacesAndBracesSurvive) {

@@ -402,6 +402,18 @@ TEST(DpMoeCapacityPadding, PadsEverySegmentToTheLargestCount) {
   }
   // The routed rows themselves are unchanged: the plan still runs.
   EXPECT_EQ(plain.ops.size(), padded.ops.size());
+  // Received (Op::received_bytes, the trace's op_recv_bytes): unpadded,
+  // rank 0 (expert 0) gets 14 rows from each of 3 peers = 42 x 8 = 336
+  // bytes, ranks 1-3 get 2 rows from each = 6 x 8 = 48 bytes; padded, C = 14
+  // rows from each peer on every rank = 336 bytes. Its own segment is not
+  // counted. A gate is no all-to-all: -1.
+  EXPECT_EQ(first(plain, OpKind::kDispatchAllToAll, 0, Phase::kForward).received_bytes(), 336);
+  for (int r = 1; r < 4; ++r)
+    EXPECT_EQ(first(plain, OpKind::kDispatchAllToAll, r, Phase::kForward).received_bytes(), 48) << r;
+  for (int r = 0; r < 4; ++r)
+    EXPECT_EQ(first(padded, OpKind::kDispatchAllToAll, r, Phase::kForward).received_bytes(), 336) << r;
+  EXPECT_EQ(first(plain, OpKind::kGate, 0, Phase::kForward).received_bytes(), -1);
+  EXPECT_EQ(first(plain, OpKind::kDispatchAllToAll, 0, Phase::kForward).send_recv_peer(), RankId{});
 }
 
 ProProphetConfig pro_prophet(bool scheduled) {

@@ -461,7 +461,7 @@ void ActivityConverter::finish() {
                                 .name = sink_.intern(l.name), .layer = l.layer, .iteration = l.iteration,
                                 .micro_batch = l.micro_batch, .chunk = l.chunk, .phase = l.phase,
                                 .launch_start_ns = seen.launch_start, .launch_end_ns = seen.launch_end,
-                                .flops = l.flops, .bytes = l.bytes, .peer = l.peer};
+                                .flops = l.flops, .bytes = l.bytes, .recv_bytes = l.recv_bytes, .peer = l.peer};
     auto t = op_times_.find(id);
     if (t != op_times_.end()) {
       r.start_ns = t->second.start;

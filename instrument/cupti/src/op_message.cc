@@ -10,9 +10,9 @@ namespace moetrace::cupti {
 std::string format_op_message(const OpLabel& l) {
   return fmt::format(
       "{} {{op={} rank={} stream={} kind={} layer={} it={} mb={} chunk={} phase={} flops={:.17g} "
-      "bytes={} peer={}}}",
+      "bytes={} recv_bytes={} peer={}}}",
       l.name, l.op.value, l.rank.value, l.stream.value, op_kind_name(l.kind), l.layer, l.iteration,
-      l.micro_batch, l.chunk, phase_name(l.phase), l.flops, l.bytes, l.peer.value);
+      l.micro_batch, l.chunk, phase_name(l.phase), l.flops, l.bytes, l.recv_bytes, l.peer.value);
 }
 
 std::optional<OpLabel> parse_op_message(std::string_view message) {
@@ -65,6 +65,8 @@ std::optional<OpLabel> parse_op_message(std::string_view message) {
       ok = !v.empty() && end == v.c_str() + v.size();
     } else if (key == "bytes") {
       ok = integer(l.bytes);
+    } else if (key == "recv_bytes") {
+      ok = integer(l.recv_bytes);
     } else if (key == "peer") {
       ok = integer(l.peer.value);
     }  // unknown keys: ignored (newer writers may add some)

@@ -10,15 +10,11 @@ using namespace exec;
 namespace {
 
 cupti::OpLabel label_of(const plan::Op& op) {
-  cupti::OpLabel l{.name = op.name, .op = op.id, .rank = op.rank, .stream = op.stream, .kind = op.kind,
-                   .layer = op.coords.layer, .iteration = op.coords.iteration,
-                   .micro_batch = op.coords.micro_batch, .chunk = op.coords.chunk, .phase = op.coords.phase,
-                   .flops = op.flops, .bytes = op.bytes};
-  if (const auto* c = op.collective(); c != nullptr && c->kind == plan::CollectiveKind::kSendRecv) {
-    if (!c->sends.empty()) l.peer = c->sends.front().peer;
-    else if (!c->recvs.empty()) l.peer = c->recvs.front().peer;
-  }
-  return l;
+  return cupti::OpLabel{.name = op.name, .op = op.id, .rank = op.rank, .stream = op.stream, .kind = op.kind,
+                        .layer = op.coords.layer, .iteration = op.coords.iteration,
+                        .micro_batch = op.coords.micro_batch, .chunk = op.coords.chunk, .phase = op.coords.phase,
+                        .flops = op.flops, .bytes = op.bytes, .recv_bytes = op.received_bytes(),
+                        .peer = op.send_recv_peer()};
 }
 
 // A parameter buffer's initial values (plan::param_slice), checked against its shape.

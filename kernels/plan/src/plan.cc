@@ -56,6 +56,23 @@ constexpr EnumName<CollectiveKind> kCollectiveKinds[] = {
 
 std::string_view collective_kind_name(CollectiveKind k) { return enum_name(kCollectiveKinds, k); }
 
+std::int64_t Op::received_bytes() const {
+  const auto* c = collective();
+  if (c == nullptr || c->kind != CollectiveKind::kAllToAllV || c->recvs.empty()) return -1;
+  std::int64_t received = 0;
+  for (const auto& t : c->recvs)
+    if (t.peer != rank) received += t.bytes;
+  return received;
+}
+
+RankId Op::send_recv_peer() const {
+  const auto* c = collective();
+  if (c == nullptr || c->kind != CollectiveKind::kSendRecv) return RankId{};
+  if (!c->sends.empty()) return c->sends.front().peer;
+  if (!c->recvs.empty()) return c->recvs.front().peer;
+  return RankId{};
+}
+
 // Load patterns of the synthetic routing (routing.h), named with the plan's enums.
 constexpr EnumName<LoadPattern> kLoadPatterns[] = {
     {LoadPattern::kBalanced, "balanced"},

@@ -266,10 +266,9 @@ TraceOutputStats TraceOutput::finish(const SimResult& result, const std::functio
     }
     r.flops = op.flops > 0 ? op.flops : -1;
     r.bytes = op.bytes > 0 ? op.bytes : -1;
-    if (const auto* c = op.collective(); c && c->kind == CollectiveKind::kSendRecv) {
-      if (!c->sends.empty()) r.peer = c->sends.front().peer;
-      else if (!c->recvs.empty()) r.peer = c->recvs.front().peer;
-    } else if (c && (c->kind == CollectiveKind::kBroadcast || c->kind == CollectiveKind::kReduce)) {
+    r.peer = op.send_recv_peer();
+    r.recv_bytes = op.received_bytes();
+    if (const auto* c = op.collective(); c && (c->kind == CollectiveKind::kBroadcast || c->kind == CollectiveKind::kReduce)) {
       // The message, as NCCL's records give a broadcast's or reduce's size
       // (and as the simulator charges it, pipelined): the largest single
       // transfer, not the root's total to its peers.
@@ -277,12 +276,6 @@ TraceOutputStats TraceOutput::finish(const SimResult& result, const std::functio
       for (const auto& t : c->sends) message = std::max(message, t.bytes);
       for (const auto& t : c->recvs) message = std::max(message, t.bytes);
       if (message > 0) r.bytes = message;
-    } else if (c && c->kind == CollectiveKind::kAllToAllV && !c->recvs.empty()) {
-      // What the rank receives from the others (op.bytes: what it sends).
-      std::int64_t received = 0;
-      for (const auto& t : c->recvs)
-        if (t.peer != op.rank) received += t.bytes;
-      r.recv_bytes = received;
     }
     // The op's deps and buffer accesses go on its row (the writer merges
     // duplicates: a buffer both read and written becomes read-write).

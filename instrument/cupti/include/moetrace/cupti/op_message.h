@@ -30,6 +30,7 @@ struct OpLabel {
   Phase phase = Phase::kForward;
   double flops = -1;
   std::int64_t bytes = -1;
+  std::int64_t recv_bytes = -1;  // an all-to-all's bytes received from the other ranks; -1: unknown
   RankId peer{};
 
   bool operator==(const OpLabel&) const = default;
