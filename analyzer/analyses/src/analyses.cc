@@ -23,22 +23,31 @@ namespace {
 enum class Scope { kWhole, kFilePart };
 
 // The trace's collective_calls(), read by several analyses that may run side
-// by side: found once, by the first to ask, and freed when the last of its
-// `users` is done with them.
+// by side: found once, by the first reader to run, and freed when the last
+// reader is done with them.
 class SharedCollectiveCalls {
  public:
-  SharedCollectiveCalls(const Trace& trace, int users) : trace_(trace), users_(users) {}
-  const std::vector<CollectiveCall>& get() {
-    std::call_once(once_, [&] { calls_ = collective_calls(trace_); });
-    return calls_;
-  }
-  void done() {
-    if (users_.fetch_sub(1) == 1) std::vector<CollectiveCall>().swap(calls_);
+  explicit SharedCollectiveCalls(const Trace& trace) : trace_(trace) {}
+  // A piece of work that calls f(calls); counted as a reader here, when the
+  // work is listed, so every reader is counted before any runs.
+  template <class F>
+  std::function<void()> reader(F f) {
+    ++readers_;
+    return [this, f = std::move(f)] {
+      struct Done {
+        SharedCollectiveCalls& c;
+        ~Done() {
+          if (c.readers_.fetch_sub(1) == 1) std::vector<CollectiveCall>().swap(c.calls_);
+        }
+      } done{*this};
+      std::call_once(once_, [&] { calls_ = collective_calls(trace_); });
+      f(calls_);
+    };
   }
 
  private:
   const Trace& trace_;
-  std::atomic<int> users_;
+  std::atomic<int> readers_{0};
   std::once_flag once_;
   std::vector<CollectiveCall> calls_;
 };
@@ -53,24 +62,15 @@ Analyses run_analyses(const Trace& trace, const std::function<void(std::string_v
   // 0.2-0.3 s each; the two paths are now one graph), so that the last to
   // start are short.
   std::vector<std::pair<std::string_view, std::function<void()>>> work;
-  // Its readers: the path across ranks, efficiency, the collective waits.
-  SharedCollectiveCalls calls(trace, (several_ranks ? 2 : 0) + (whole ? 1 : 0));
-  auto with_calls = [&calls](auto&& f) {
-    struct Done {
-      SharedCollectiveCalls& c;
-      ~Done() { c.done(); }
-    } done{calls};
-    f(calls.get());
-  };
+  // Read by the path across ranks, efficiency and the collective waits.
+  SharedCollectiveCalls calls(trace);
   if (several_ranks) {
     // Each rank's path and the one across ranks from one graph.
-    work.emplace_back("critical paths", [&] {
-      with_calls([&](const auto& c) {
-        auto paths = critical_paths_and_across(trace, c);
-        a.critical_path = std::move(paths.ranks);
-        a.critical_path_across_ranks = std::move(paths.across);
-      });
-    });
+    work.emplace_back("critical paths", calls.reader([&](const std::vector<CollectiveCall>& c) {
+      auto paths = critical_paths_and_across(trace, c);
+      a.critical_path = std::move(paths.ranks);
+      a.critical_path_across_ranks = std::move(paths.across);
+    }));
   } else {
     work.emplace_back("critical path", [&] {
       CriticalPathOptions o;
@@ -93,8 +93,9 @@ Analyses run_analyses(const Trace& trace, const std::function<void(std::string_v
   work.emplace_back("memory", [&] { a.memory = analyze_memory(trace); });
   if (whole) work.emplace_back("locality", [&] { a.locality = analyze_locality(trace); });
   if (whole)
-    work.emplace_back("efficiency",
-                      [&] { with_calls([&](const auto& c) { a.efficiency = analyze_efficiency(trace, c); }); });
+    work.emplace_back("efficiency", calls.reader([&](const std::vector<CollectiveCall>& c) {
+      a.efficiency = analyze_efficiency(trace, c);
+    }));
   if (whole)
     work.emplace_back("kernel sequences", [&] {
       KernelSequenceOptions o;
@@ -102,8 +103,9 @@ Analyses run_analyses(const Trace& trace, const std::function<void(std::string_v
       a.kernel_sequences = frequent_kernel_sequences(trace, o);
     });
   if (several_ranks)
-    work.emplace_back("collective waits",
-                      [&] { with_calls([&](const auto& c) { a.rank_waits = compute_rank_waits(c); }); });
+    work.emplace_back("collective waits", calls.reader([&](const std::vector<CollectiveCall>& c) {
+      a.rank_waits = compute_rank_waits(c);
+    }));
   if (trace.recognition.ran)
     work.emplace_back("unclassified kernels", [&] {
       a.unclassified_kernels = largest_unclassified_kernels(trace, whole ? kUnclassifiedKernelsShown : SIZE_MAX);

@@ -73,7 +73,7 @@ class CpGraph {
   std::uint32_t start_node(std::size_t e) const { return static_cast<std::uint32_t>(2 * e); }
   std::uint32_t end_node(std::size_t e) const { return static_cast<std::uint32_t>(2 * e + 1); }
   static bool is_start(std::uint32_t n) { return n % 2 == 0; }
-  std::int64_t ts(std::uint32_t n) const { return is_start(n) ? ev_[n / 2].start : ev_[n / 2].end; }
+  std::int64_t ts(std::uint32_t n) const { return detail::cp_time(ev_, n); }
 
   void span(std::uint32_t u, std::uint32_t v, std::int32_t event, PathCategory c, bool zero = false) {
     edges_.push(u, v, zero ? 0 : std::max<std::int64_t>(0, ts(v) - ts(u)), event, static_cast<std::uint8_t>(c));
@@ -412,7 +412,6 @@ class CpGraph {
     if (it == t_.api_calls.end() || it->correlation_id != correlation_id || it->rank != rank) return -1;
     return in_.api_event[static_cast<std::size_t>(it - t_.api_calls.begin())];
   }
-
 
   // The host event of an activity's launching call in the window, or -1.
   std::int64_t launch_event(const Activity& a) const {
