@@ -13,7 +13,6 @@
 #include <sys/resource.h>
 
 #include <chrono>
-#include <ctime>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -22,21 +21,13 @@
 #include "moetrace/sim/run_spec.h"
 #include "moetrace/sim/simulator.h"
 #include "moetrace/sim/timing_plan.h"
+#include "moetrace/schema/stopwatch.h"
 #include "moetrace/sim/trace_output.h"
 
 namespace {
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// CPU seconds of the process (all threads): on a shared machine the wall
-// time depends on the neighbours, this does not.
-double cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
+using moetrace::process_cpu_seconds;
+using moetrace::seconds_since;
 
 long peak_rss_mib() {
   rusage ru{};
@@ -87,14 +78,14 @@ int main(int argc, char** argv) {
     const auto model = spec.resolved_cost_model();
 
     const auto t0 = std::chrono::steady_clock::now();
-    const double c0 = cpu_seconds();
+    const double c0 = process_cpu_seconds();
     const auto load = moetrace::plan::synthetic_load(spec.load_config());
-    const double t_load = seconds_since(t0), c_load = cpu_seconds() - c0;
+    const double t_load = seconds_since(t0), c_load = process_cpu_seconds() - c0;
     const auto tb = std::chrono::steady_clock::now();
-    const double cb = cpu_seconds();
+    const double cb = process_cpu_seconds();
     auto plan = moetrace::sim::uses_timing_plan(spec) ? moetrace::sim::build_timing_plan(spec, load)
                                                       : moetrace::sim::build_plan(spec);
-    const double t_build = seconds_since(tb), c_build = cpu_seconds() - cb;
+    const double t_build = seconds_since(tb), c_build = process_cpu_seconds() - cb;
     const long rss_build = peak_rss_mib();
     const std::size_t streams = plan.streams.size(), loads = plan.loads.size();
 
@@ -108,14 +99,14 @@ int main(int argc, char** argv) {
     // Simulation and writing overlap (simulate_to_trace): the simulate line
     // is the simulation's own time, write the rest.
     const auto t1 = std::chrono::steady_clock::now();
-    const double c1 = cpu_seconds();
+    const double c1 = process_cpu_seconds();
     moetrace::sim::TraceOutputOptions options;
     options.full_op_names = !short_names;
     options.detail = lean ? moetrace::sim::TraceDetail::kLean : moetrace::sim::TraceDetail::kFull;
     const auto t = moetrace::sim::simulate_to_trace(out, std::move(plan), model, {}, options);
     const double t_sim = t.simulate_seconds, t_write = seconds_since(t1) - t_sim;
-    const double c_sim_write = cpu_seconds() - c1;
-    const double total = seconds_since(t0), c_total = cpu_seconds() - c0;
+    const double c_sim_write = process_cpu_seconds() - c1;
+    const double total = seconds_since(t0), c_total = process_cpu_seconds() - c0;
     const auto bytes = std::filesystem::file_size(out);
 
     fmt::print("{} ranks={} layers={} iterations={} r={} experts={} tokens/rank={}\n", variant, ranks, layers,

@@ -31,6 +31,7 @@
 #include "moetrace/analyzer/model_spec.h"
 #include "moetrace/analyzer/recommend.h"
 #include "moetrace/analyzer/report.h"
+#include "moetrace/analyzer/row_fields.h"
 #include "moetrace/analyzer/run_loader.h"
 #include "moetrace/importers/import.h"
 #include "moetrace/schema/error.h"
@@ -60,19 +61,14 @@ const CategoryColumns& category_columns() {
   return c;
 }
 
+// The put(name, value) of row_fields.h for a table: a column each.
+auto table_put(Table& t) {
+  return [&t](std::string_view name, const auto& value) { t.put(name, value); };
+}
+
 // The report's TimeSplit (report.cc time_split_json), flat.
 void put_split(Table& t, const an::TimeSplit& s) {
-  t.put("window_ns", s.window_ns);
-  t.put("busy_ns", s.busy_ns);
-  t.put("idle_ns", s.idle_ns);
-  t.put("outside_ns", s.outside_ns());
-  t.put("comm_ns", s.comm_ns);
-  t.put("comm_hidden_ns", s.comm_hidden_ns);
-  t.put("comm_exposed_ns", s.comm_exposed_ns);
-  t.put("overlap_ns", s.overlap_ns);
-  t.put("hidden_fraction", s.hidden_fraction());
-  t.put("all_to_all_share", s.all_to_all_share());
-  t.put("all_reduce_share", s.all_reduce_share());
+  an::put_split_totals(s, table_put(t));
   const auto& names = category_columns();
   for (std::size_t c = 0; c < names.total.size(); ++c) t.put(names.total[c], s.category_ns[c]);
   for (std::size_t c = 0; c < names.exclusive.size(); ++c) t.put(names.exclusive[c], s.exclusive_ns[c]);
@@ -98,12 +94,9 @@ std::string_view gpu_event_name(const an::Trace& trace, const an::Activity& a) {
   return a.type == an::ActivityType::kKernel ? trace.str(a.name) : activity_type_name(a.type);
 }
 
-// The key columns of the per-stream tables: `stream` is the CUDA stream as
-// the trace recorded it (HTA's column), `stream_id` moetrace's own id.
+// The key columns of the per-stream tables (row_fields.h).
 void put_stream(Table& t, std::int32_t rank, std::int32_t stream, std::int64_t native_stream) {
-  t.put("rank", rank);
-  t.put("stream", native_stream);
-  t.put("stream_id", stream);
+  an::put_stream_key(rank, stream, native_stream, table_put(t));
 }
 
 // A window name of report --window; ConfigError for another.
@@ -282,16 +275,7 @@ class Run {
       }
       for (const auto& e : r.events) {
         t.put("rank", across ? e.rank : r.rank);
-        t.put("name", e.name);
-        t.put("kind", an::path_event_kind_name(e.kind));
-        t.put("category", an::path_category_name(e.category));
-        t.put("path_ns", e.path_ns);
-        t.put("start_ns", e.start_ns);
-        t.put("end_ns", e.end_ns);
-        t.put("stream", e.native_stream);
-        t.put("stream_id", e.stream);
-        t.put("thread", e.thread);
-        t.put("correlation_id", e.correlation_id);
+        an::put_path_event(e, table_put(t));
         t.end_row();
       }
     }
@@ -305,10 +289,7 @@ class Run {
       for (int c = 0; c < an::kNumIdleCategories; ++c) {
         const auto cat = static_cast<an::IdleCategory>(c);
         put_stream(t, s.rank, s.stream, s.native_stream);
-        t.put("category", an::idle_category_name(cat));
-        t.put("idle_ns", s.at(cat));
-        t.put("ratio", s.ratio(cat));
-        t.put("intervals", s.gaps[static_cast<std::size_t>(c)]);
+        an::put_idle_category(s, cat, table_put(t));
         t.put("stream_window_ns", s.window_ns);
         t.put("stream_idle_ns", s.idle_total_ns());
         t.put("events", s.events);
@@ -324,17 +305,7 @@ class Run {
     for (const auto& q : an::queue_lengths(trace_, o)) {
       if (summary) {
         put_stream(t, q.rank, q.stream, q.native_stream);
-        t.put("count", q.count);
-        t.put("mean", q.mean);
-        t.put("std", q.stddev);
-        t.put("min", q.min);
-        t.put("p25", q.p25);
-        t.put("p50", q.p50);
-        t.put("p75", q.p75);
-        t.put("max", q.max);
-        t.put("at_max_ns", q.at_max_ns);
-        t.put("full_ns", q.full_ns);
-        t.put("full_fraction", q.full_fraction);
+        an::put_queue_summary(q, table_put(t));
         t.end_row();
         continue;
       }
@@ -355,13 +326,7 @@ class Run {
     if (summary) {
       o.worst_launches = 0;
       for (const auto& r : an::launch_statistics(trace_, o)) {
-        t.put("rank", r.rank);
-        t.put("launches", r.launches);
-        t.put("short_kernels", r.short_kernels);
-        t.put("runtime_outliers", r.runtime_outliers);
-        t.put("launch_delay_outliers", r.launch_delay_outliers);
-        t.put("other_launch_calls", r.other_launch_calls);
-        t.put("no_launch_call", r.no_launch_call);
+        an::put_launch_counts(r, table_put(t));
         const std::pair<std::string_view, const an::Distribution*> dists[] = {
             {"cpu_duration", &r.cpu_duration_ns}, {"gpu_duration", &r.gpu_duration_ns},
             {"launch_delay", &r.launch_delay_ns}};
@@ -388,10 +353,7 @@ class Run {
       t.put("launch_call", call ? trace_.str(call->name) : std::string_view());
       t.put("cpu_start_ns", call ? call->start_ns : -1);
       t.put("gpu_start_ns", a.start_ns);
-      t.put("cpu_duration_ns", k.cpu_duration_ns);
-      t.put("gpu_duration_ns", k.gpu_duration_ns);
-      t.put("launch_delay_ns", k.launch_delay_ns);
-      t.put("start_delay_ns", k.start_delay_ns);
+      an::put_launch_times(k, table_put(t));
       t.put("short_kernel", k.short_kernel);
       t.put("runtime_outlier", k.runtime_outlier);
       t.put("launch_delay_outlier", k.launch_delay_outlier);
@@ -482,26 +444,25 @@ class Run {
     const auto r = an::replay_with_what_ifs(trace_, w, ro);
     const bool predicted = !w.empty();
     Table t;
-    auto error = [](std::int64_t m, std::int64_t x) { return an::relative_error(m, x); };
+    // A row's times after its key columns: the same for both tables.
+    auto put_times = [&](const auto& row) {
+      t.put("measured_ns", row.measured_ns);
+      t.put("replayed_ns", row.replayed_ns);
+      t.put("error", an::relative_error(row.measured_ns, row.replayed_ns));
+      t.put("predicted_ns", predicted ? static_cast<double>(row.predicted_ns) : kNaN);
+      t.end_row();
+    };
     if (by == "iteration") {
       for (const auto& row : r.summary.iterations) {
         t.put("rank", row.rank);
         t.put("iteration", row.iteration);
-        t.put("measured_ns", row.measured_ns);
-        t.put("replayed_ns", row.replayed_ns);
-        t.put("error", error(row.measured_ns, row.replayed_ns));
-        t.put("predicted_ns", predicted ? static_cast<double>(row.predicted_ns) : kNaN);
-        t.end_row();
+        put_times(row);
       }
     } else {
       for (const auto& row : r.summary.layers) {
         t.put("layer", row.layer);
         t.put("windows", row.windows);
-        t.put("measured_ns", row.measured_ns);
-        t.put("replayed_ns", row.replayed_ns);
-        t.put("error", error(row.measured_ns, row.replayed_ns));
-        t.put("predicted_ns", predicted ? static_cast<double>(row.predicted_ns) : kNaN);
-        t.end_row();
+        put_times(row);
       }
     }
     return t;

@@ -75,7 +75,7 @@ void add_diff_command(CLI::App& app) {
     const auto next_analyses = analyze_with_progress(next);
     const auto d = analyzer::diff_traces(base, base_analyses, next, next_analyses, thresholds);
     if (opt->format == "json") {
-      write_output(opt->output, analyzer::diff_json(d).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+      write_output(opt->output, json_text(analyzer::diff_json(d)));
     } else {
       std::ostringstream out;
       analyzer::write_diff_text(out, d, opt->all);

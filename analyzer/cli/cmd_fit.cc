@@ -13,13 +13,11 @@
 namespace moetrace::cli {
 
 void add_fit_command(CLI::App& app) {
-  struct Options {
-    TraceInput input;
-    std::string format = "sim";
-    std::string output;
+  struct Options : DocumentArgs {
     std::string base;
   };
   auto opt = std::make_shared<Options>();
+  opt->format = "sim";
   auto* cmd = app.add_subcommand(
       "fit", "Fit alpha/beta performance models and interference factors from a trace (simulator cost model)");
   add_trace_input(cmd, opt->input);
@@ -41,9 +39,9 @@ void add_fit_command(CLI::App& app) {
       model = analyzer::fit_cost_model(trace);
     }
     if (opt->format == "sim") {
-      write_output(opt->output, analyzer::sim_cost_model_json(trace, model, opt->base).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+      write_output(opt->output, json_text(analyzer::sim_cost_model_json(trace, model, opt->base)));
     } else if (opt->format == "fits") {
-      write_output(opt->output, analyzer::fitted_models_json(trace, model).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+      write_output(opt->output, json_text(analyzer::fitted_models_json(trace, model)));
     } else {
       std::ostringstream out;
       analyzer::write_fitted_models_text(out, model);

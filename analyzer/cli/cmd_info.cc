@@ -28,7 +28,7 @@ std::string run_info(const analyzer::RunOverview& o, std::int64_t together_bytes
                         {"events", o.events},
                         {"estimated_bytes_together", together_bytes},
                         {"rank_files", analyzer::rank_files_json(f)}};
-    return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    return json_text(j);
   }
   const auto& r = t.run;
   std::string out;
@@ -104,7 +104,7 @@ void add_info_command(CLI::App& app) {
                           {"layers", s.layers},
                           {"iterations", s.iterations},
                           {"tables", tables}};
-      write_output("", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+      write_output("", json_text(j));
       return;
     }
     const auto& r = s.run;

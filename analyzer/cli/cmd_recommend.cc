@@ -114,7 +114,7 @@ void add_recommend_command(CLI::App& app) {
     const auto analyses = analyzer::analyze(traces.front(), progress.callback());
     const auto rec = analyzer::recommend(traces.front(), analyses, ro);
     std::ostringstream out;
-    if (opt->format == "json") out << analyzer::recommendations_to_json(rec).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    if (opt->format == "json") out << json_text(analyzer::recommendations_to_json(rec));
     else if (opt->format == "markdown") analyzer::write_recommendations_markdown(out, rec);
     else analyzer::write_recommendations_text(out, rec);
     write_output(opt->output, out.str());

@@ -12,10 +12,7 @@
 namespace moetrace::cli {
 
 void add_replay_command(CLI::App& app) {
-  struct Options {
-    TraceInput input;
-    std::string format = "text";
-    std::string output;
+  struct Options : DocumentArgs {
     bool no_collectives = false;
     std::vector<std::string> what_ifs;
     std::string cost_model;
@@ -26,9 +23,7 @@ void add_replay_command(CLI::App& app) {
       "Replay a trace from its execution graph (CPU ops per thread, launches, stream order, cross-stream waits, host "
       "synchronisation, collectives across ranks) with the measured durations, and compare with the measured "
       "iterations and MoE layers");
-  add_trace_input(cmd, opt->input);
-  add_format_option(cmd, opt->format, {"text", "json"});
-  cmd->add_option("--output,-o", opt->output, "Write to this file instead of stdout");
+  add_document_args(cmd, *opt, {"text", "json"}, "Write to this file instead of stdout");
   cmd->add_flag("--no-collectives", opt->no_collectives,
                 "Do not join collectives across ranks: each keeps its measured duration");
   cmd->add_option("--what-if", opt->what_ifs,
@@ -61,7 +56,7 @@ void add_replay_command(CLI::App& app) {
     if (opt->format == "json") {
       auto j = analyzer::replay_json(trace, r.summary, r.what_ifs.applied);
       j["what_if_notes"] = r.what_ifs.notes;
-      write_output(opt->output, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+      write_output(opt->output, json_text(j));
     } else {
       std::ostringstream out;
       analyzer::write_replay_text(out, trace, r.summary, lines);

@@ -51,10 +51,7 @@ analyzer::ReportFormat parse_report_format(const std::string& f) {
 }
 
 void add_report_command(CLI::App& app) {
-  struct Options {
-    TraceInput input;
-    std::string format = "text";
-    std::string output;
+  struct Options : DocumentArgs {
     bool per_rank = false;
     bool per_iteration = false;
     bool no_recommendations = false;
@@ -69,9 +66,7 @@ void add_report_command(CLI::App& app) {
       "report",
       "Where the time goes per MoE layer, iteration, rank and phase; memory and memory bubbles; expert "
       "load imbalance and locality; fitted performance models; per-layer recommendations");
-  add_trace_input(cmd, opt->input);
-  add_format_option(cmd, opt->format, {"text", "json", "markdown", "html"});
-  cmd->add_option("--output,-o", opt->output, "Write the report to this file instead of stdout");
+  add_document_args(cmd, *opt, {"text", "json", "markdown", "html"}, "Write the report to this file instead of stdout");
   cmd->add_flag("--per-rank", opt->per_rank, "Also list every rank x layer x iteration x phase");
   cmd->add_flag("--per-iteration", opt->per_iteration,
                 "Also list every rank x iteration, and expert load and locality per iteration");

@@ -122,6 +122,19 @@ struct TraceInput {
 void add_trace_input(CLI::App* cmd, TraceInput& in);
 inline analyzer::Trace load_traces(const TraceInput& in) { return load_traces(in.traces, moe_rules_options(in.moe)); }
 
+// What a command that reads one run and writes a document of it takes: the
+// run, the document's --format and --output (stdout where empty). Commands
+// derive their options from it.
+struct DocumentArgs {
+  TraceInput input;
+  std::string format = "text";
+  std::string output;
+};
+// add_trace_input, add_format_option with `formats`, and --output described
+// by `output_help`.
+void add_document_args(CLI::App* cmd, DocumentArgs& args, std::initializer_list<std::string> formats,
+                       const std::string& output_help);
+
 // Runs every analysis with progress on a terminal.
 analyzer::Analyses analyze_with_progress(const analyzer::Trace& trace,
                                          const analyzer::BreakdownOptions& breakdown = {}, int threads = 0);
@@ -129,6 +142,9 @@ analyzer::ReportFormat parse_report_format(const std::string& format);
 
 // Writes `text` to `path`, or to stdout where path is empty or "-".
 void write_output(const std::string& path, const std::string& text);
+// A JSON document as every command prints it: indented by two, bytes that are
+// not UTF-8 replaced (names come from the trace as recorded), a final newline.
+std::string json_text(const nlohmann::json& j);
 // Writes `path` by `write(temp)` into a file beside it that is renamed into
 // place at the end, so a failed write leaves neither a half file nor the temp.
 void write_atomically(const std::string& path, const std::function<void(const std::string& temp)>& write);

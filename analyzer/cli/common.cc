@@ -194,6 +194,13 @@ void add_trace_input(CLI::App* cmd, TraceInput& in) {
   add_moe_rules_option(cmd, in.moe);
 }
 
+void add_document_args(CLI::App* cmd, DocumentArgs& args, std::initializer_list<std::string> formats,
+                       const std::string& output_help) {
+  add_trace_input(cmd, args.input);
+  add_format_option(cmd, args.format, formats);
+  cmd->add_option("--output,-o", args.output, output_help);
+}
+
 analyzer::LoadOptions moe_rules_options(const MoeArgs& args) {
   analyzer::LoadOptions o;
   o.moe_rules = args.rules;
@@ -208,6 +215,10 @@ void write_output(const std::string& path, const std::string& text) {
     return;
   }
   write_atomically(path, [&](std::ostream& out) { out << text; });
+}
+
+std::string json_text(const nlohmann::json& j) {
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 void write_atomically(const std::string& path, const std::function<void(const std::string& temp)>& write) {

@@ -5,23 +5,13 @@
 #include <QtConcurrent/QtConcurrentRun>
 #include <chrono>
 #include <cstdlib>
-#include <ctime>
 
 #include "moetrace/analyzer/run_loader.h"
 #include "moetrace/schema/error.h"
+#include "moetrace/schema/stopwatch.h"
 
 namespace moetrace::gui {
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double process_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
-}
 
 // Every failure becomes one line. moetrace::Error already is one ("<path>:
 // an empty folder, so no trace to read"), exactly as the CLI prints it.

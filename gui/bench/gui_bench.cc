@@ -44,6 +44,7 @@
 #include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/gui/format.h"
+#include "moetrace/schema/stopwatch.h"
 #include "moetrace/synthetic/synthetic_trace.h"
 #include "timeline_view.h"
 #include "trace_session.h"
@@ -64,11 +65,7 @@ double thread_cpu_ms() {
 }
 
 // CPU time of the whole process, ms (work spread over threads).
-double process_cpu_ms() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
-}
+double process_cpu_ms() { return process_cpu_seconds() * 1e3; }
 
 double load_average() {
   std::ifstream f("/proc/loadavg");

@@ -46,21 +46,9 @@ nlohmann::json time_split_json(const TimeSplit& t) {
     categories[name] = t.category_ns[static_cast<std::size_t>(c)];
     exclusive[name] = t.exclusive_ns[static_cast<std::size_t>(c)];
   }
-  return {
-      {"window_ns", t.window_ns},
-      {"category_ns", categories},
-      {"exclusive_ns", exclusive},
-      {"busy_ns", t.busy_ns},
-      {"idle_ns", t.idle_ns},
-      {"outside_ns", t.outside_ns()},
-      {"comm_ns", t.comm_ns},
-      {"comm_hidden_ns", t.comm_hidden_ns},
-      {"comm_exposed_ns", t.comm_exposed_ns},
-      {"all_to_all_share", t.all_to_all_share()},
-      {"all_reduce_share", t.all_reduce_share()},
-      {"hidden_fraction", t.hidden_fraction()},
-      {"overlap_ns", t.overlap_ns},
-  };
+  nlohmann::json j = {{"category_ns", categories}, {"exclusive_ns", exclusive}};
+  put_split_totals(t, report_detail::json_put(j));
+  return j;
 }
 
 namespace {

@@ -27,16 +27,9 @@ nlohmann::json categories_json(const RankCriticalPath& r) {
 }
 
 nlohmann::json event_json(const PathEvent& p) {
-  return {{"name", p.name},
-          {"kind", path_event_kind_name(p.kind)},
-          {"category", path_category_name(p.category)},
-          {"path_ns", p.path_ns},
-          {"start_ns", p.start_ns},
-          {"end_ns", p.end_ns},
-          {"stream", p.native_stream},
-          {"stream_id", p.stream},
-          {"thread", p.thread},
-          {"correlation_id", p.correlation_id}};
+  nlohmann::json j;
+  put_path_event(p, report_detail::json_put(j));
+  return j;
 }
 
 void across_ranks_tables(ReportSection& s, const CrossRankCriticalPath& x) {

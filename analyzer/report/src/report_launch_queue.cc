@@ -179,20 +179,15 @@ nlohmann::json launch_queue_json(const LaunchQueueAnalysis& L, const ReportOptio
   const auto& opt = L.options;
   nlohmann::json rows = nlohmann::json::array(), streams = nlohmann::json::array();
   for (const auto& r : L.idle) {
-    streams.push_back({{"rank", r.rank},
-                       {"stream", r.native_stream},
-                       {"stream_id", r.stream},
-                       {"events", r.events},
-                       {"window_ns", r.window_ns},
-                       {"idle_ns", r.idle_total_ns()}});
-    for (auto c : kIdleCategories)
-      rows.push_back({{"rank", r.rank},
-                      {"stream", r.native_stream},
-                      {"stream_id", r.stream},
-                      {"category", idle_category_name(c)},
-                      {"idle_ns", r.at(c)},
-                      {"ratio", r.ratio(c)},
-                      {"intervals", r.gaps[static_cast<std::size_t>(c)]}});
+    nlohmann::json stream = {{"events", r.events}, {"window_ns", r.window_ns}, {"idle_ns", r.idle_total_ns()}};
+    put_stream_key(r.rank, r.stream, r.native_stream, report_detail::json_put(stream));
+    streams.push_back(std::move(stream));
+    for (auto c : kIdleCategories) {
+      nlohmann::json row;
+      put_stream_key(r.rank, r.stream, r.native_stream, report_detail::json_put(row));
+      put_idle_category(r, c, report_detail::json_put(row));
+      rows.push_back(std::move(row));
+    }
   }
   nlohmann::json queues = nlohmann::json::array();
   for (const auto& q : L.queues) {
@@ -202,21 +197,11 @@ nlohmann::json launch_queue_json(const LaunchQueueAnalysis& L, const ReportOptio
     const auto kept = downsample_max(steps, options.timeline_points);
     nlohmann::json points = nlohmann::json::array();
     for (const auto& p : kept) points.push_back({p.ts_ns, p.bytes});
-    queues.push_back({{"rank", q.rank},
-                      {"stream", q.native_stream},
-                      {"stream_id", q.stream},
-                      {"count", q.count},
-                      {"mean", q.mean},
-                      {"std", q.stddev},
-                      {"min", q.min},
-                      {"p25", q.p25},
-                      {"p50", q.p50},
-                      {"p75", q.p75},
-                      {"max", q.max},
-                      {"at_max_ns", q.at_max_ns},
-                      {"full_ns", q.full_ns},
-                      {"full_fraction", q.full_fraction},
-                      {"series", {{"downsampled", q.downsampled || kept.size() < steps.size()}, {"points", points}}}});
+    nlohmann::json queue = {
+        {"series", {{"downsampled", q.downsampled || kept.size() < steps.size()}, {"points", points}}}};
+    put_stream_key(q.rank, q.stream, q.native_stream, report_detail::json_put(queue));
+    put_queue_summary(q, report_detail::json_put(queue));
+    queues.push_back(std::move(queue));
   }
   auto dist = [](const Distribution& d) {
     return nlohmann::json{{"mean", d.mean}, {"p50", d.p50}, {"p95", d.p95}, {"max", d.max}};
@@ -225,25 +210,16 @@ nlohmann::json launch_queue_json(const LaunchQueueAnalysis& L, const ReportOptio
   for (const auto& r : L.launches) {
     nlohmann::json worst = nlohmann::json::array();
     for (const auto& k : r.worst) {
-      worst.push_back({{"correlation_id", k.correlation_id},
-                       {"name", k.name},
-                       {"gpu_start_ns", k.gpu_start_ns},
-                       {"cpu_duration_ns", k.cpu_duration_ns},
-                       {"gpu_duration_ns", k.gpu_duration_ns},
-                       {"launch_delay_ns", k.launch_delay_ns},
-                       {"start_delay_ns", k.start_delay_ns}});
+      nlohmann::json launch = {{"correlation_id", k.correlation_id}, {"name", k.name}, {"gpu_start_ns", k.gpu_start_ns}};
+      put_launch_times(k, report_detail::json_put(launch));
+      worst.push_back(std::move(launch));
     }
-    ranks.push_back({{"rank", r.rank},
-                     {"launches", r.launches},
-                     {"short_kernels", r.short_kernels},
-                     {"runtime_outliers", r.runtime_outliers},
-                     {"launch_delay_outliers", r.launch_delay_outliers},
-                     {"other_launch_calls", r.other_launch_calls},
-                     {"no_launch_call", r.no_launch_call},
-                     {"cpu_duration_ns", dist(r.cpu_duration_ns)},
-                     {"gpu_duration_ns", dist(r.gpu_duration_ns)},
-                     {"launch_delay_ns", dist(r.launch_delay_ns)},
-                     {"worst", worst}});
+    nlohmann::json rank = {{"cpu_duration_ns", dist(r.cpu_duration_ns)},
+                           {"gpu_duration_ns", dist(r.gpu_duration_ns)},
+                           {"launch_delay_ns", dist(r.launch_delay_ns)},
+                           {"worst", worst}};
+    put_launch_counts(r, report_detail::json_put(rank));
+    ranks.push_back(std::move(rank));
   }
   return {{"window", rank_window_name(opt.window)},
           {"thresholds",

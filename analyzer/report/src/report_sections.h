@@ -16,6 +16,7 @@
 
 #include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/report.h"
+#include "moetrace/analyzer/row_fields.h"
 
 namespace moetrace::analyzer::report_detail {
 
@@ -65,6 +66,11 @@ void render_text(std::ostream& out, const Section& s);
 void render_markdown(std::ostream& out, const Section& s);
 
 std::string fmt_double(double v, int digits = 3);  // "0.123", "1.5e-12", "inf"
+
+// The put(name, value) of row_fields.h for the JSON report: sets j[name].
+inline auto json_put(nlohmann::json& j) {
+  return [&j](std::string_view name, const auto& value) { j[std::string(name)] = value; };
+}
 
 // The rows of a per-rank table to list: all of them up to kRanksShownInFull
 // ranks (or with `all`, --per-rank); beyond, the kFewRanks lowest, the median

@@ -18,34 +18,22 @@ ItemSource measured_source(ItemSource s) {
   }
 }
 
-std::int64_t TimelineModel::item_start(ItemRef r) const {
+std::pair<std::int64_t, std::int64_t> TimelineModel::item_extent(ItemRef r) const {
   const auto& t = trace_of(r);
+  auto extent = [](const auto& x) { return std::pair<std::int64_t, std::int64_t>{x.start_ns, x.end_ns}; };
   switch (measured_source(r.source)) {
-    case ItemSource::kActivity: return t.activities[r.index].start_ns;
-    case ItemSource::kOp: return t.ops[r.index].start_ns;
-    case ItemSource::kSpan: return span(r).start_ns;
-    case ItemSource::kApiCall: return t.api_calls[r.index].start_ns;
-    case ItemSource::kNvtx: return t.nvtx[r.index].start_ns;
-    default: break;
-  }
-  return 0;
-}
-
-std::int64_t TimelineModel::item_end(ItemRef r) const {
-  const auto& t = trace_of(r);
-  switch (measured_source(r.source)) {
-    case ItemSource::kActivity: return t.activities[r.index].end_ns;
-    case ItemSource::kOp: return t.ops[r.index].end_ns;
-    case ItemSource::kSpan: return span(r).end_ns;
-    case ItemSource::kApiCall: return t.api_calls[r.index].end_ns;
+    case ItemSource::kActivity: return extent(t.activities[r.index]);
+    case ItemSource::kOp: return extent(t.ops[r.index]);
+    case ItemSource::kSpan: return extent(span(r));
+    case ItemSource::kApiCall: return extent(t.api_calls[r.index]);
     case ItemSource::kNvtx: {
       // A range never closed (the process ended inside it) runs to the end.
       const auto& n = t.nvtx[r.index];
-      return n.end_ns >= n.start_ns ? n.end_ns : std::max(n.start_ns, end_ns_);
+      return {n.start_ns, n.end_ns >= n.start_ns ? n.end_ns : std::max(n.start_ns, end_ns_)};
     }
     default: break;
   }
-  return 0;
+  return {0, 0};
 }
 
 ColourClass TimelineModel::item_colour(ItemRef r) const {

@@ -177,8 +177,10 @@ class TimelineModel {
   std::int64_t start_ns() const { return start_ns_; }
   std::int64_t end_ns() const { return end_ns_; }
 
-  std::int64_t item_start(ItemRef r) const;
-  std::int64_t item_end(ItemRef r) const;
+  // Where an item lies: (start, end) in ns.
+  std::pair<std::int64_t, std::int64_t> item_extent(ItemRef r) const;
+  std::int64_t item_start(ItemRef r) const { return item_extent(r).first; }
+  std::int64_t item_end(ItemRef r) const { return item_extent(r).second; }
   ColourClass item_colour(ItemRef r) const;
   // Short label drawn inside a block: kernel name, op kind and chunk, "L3 fwd".
   std::string item_label(ItemRef r) const;
