@@ -13,6 +13,7 @@
 #include "moetrace/analyzer/recommend.h"
 #include "moetrace/analyzer/run_loader.h"
 #include "moetrace/analyzer/report.h"
+#include "moetrace/schema/error.h"
 
 namespace moetrace::cli {
 
