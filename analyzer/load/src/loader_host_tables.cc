@@ -25,11 +25,18 @@
 
 namespace moetrace::analyzer {
 
-void TraceLoader::load_api_calls() {
-  for_each_row(
-      "SELECT rank, thread_id, start_ns, end_ns, api, name_id, correlation_id, return_code "
-      "FROM api_calls",
-      "api_calls", 8, trace_.api_calls, [&](const sqlite::Row& row) {
+void TraceLoader::load_api_calls(std::vector<ApiCall>& out, bool whole, std::int64_t first, std::int64_t last) {
+  auto st = db_.prepare(
+      std::string("SELECT rank, thread_id, start_ns, end_ns, api, name_id, correlation_id, return_code "
+                  "FROM api_calls") +
+      (whole ? "" : " WHERE rowid BETWEEN ?1 AND ?2"));
+  if (!whole) {
+    st.bind(1, first);
+    st.bind(2, last);
+  } else {
+    reserve_huge(out, out.size() + recorded_rows("api_calls"));
+  }
+  for_each_row(st, "api_calls", 8, [&](const sqlite::Row& row) {
     ApiCall a;
     a.rank = checked_rank(row.int64(0), "api_calls");
     a.thread_id = row.int64(1);
@@ -40,11 +47,9 @@ void TraceLoader::load_api_calls() {
     a.name = checked_string(row.int64(5), "api_calls");
     a.correlation_id = row.int64(6);
     a.return_code = static_cast<std::int32_t>(row.int64_or(7, 0));
-    trace_.api_calls.push_back(a);
+    out.push_back(a);
     step_progress("api calls");
   });
-  verify("api_calls");
-  sort_api_calls();
 }
 
 void TraceLoader::load_sync_events() {

@@ -82,30 +82,45 @@ class TraceLoader {
   // (the order of their errors), one after the other or in two parts on two
   // threads (read_in_parallel): the device and host tables here, the op
   // ranges, memory and MoE tables on a second loader, each on a connection
-  // of its own. What a failing part leaves undone the other cannot need.
+  // of its own, and the API calls between them: this loader takes their
+  // rows from the first, the second from the last, a block of rowids at a
+  // time, until they meet. What a failing part leaves undone the other
+  // cannot need.
   void read_event_tables();
   bool read_in_parallel() const;
-  void read_device_and_host_tables();  // kernels, copies, memsets; API calls, syncs, NVTX and its tables
-  void read_op_tables();               // op ranges, memory, MoE tables, collectives
+  void read_device_tables();             // kernels, copies, memsets
+  void read_host_tables();               // syncs, NVTX and its tables
+  void read_op_tables();                 // op ranges
+  void read_memory_and_moe_tables();     // memory, MoE tables, collectives
   // The two parts on two threads: what the second part read into this one.
   void read_event_tables_in_parallel();
+  // The API calls' rows of rowids [first, first + kApiBlock * blocks), by
+  // block, into `blocks_read` (where the race leaves some undone).
+  static constexpr std::int64_t kApiBlock = 1 << 16;
+  struct ApiBlocks;
+  void read_api_call_blocks(ApiBlocks& blocks, bool from_first);
   // What the two loaders of the parts share: the second's rows read (for
-  // the progress) and the step of the first failure, so that the other
-  // stops once it is past it (its later errors would not be thrown).
+  // the progress), the API-call blocks left, and the position of the first
+  // failure, so that the other stops once it is past it (its later errors
+  // would not be thrown).
   struct Race {
     const TraceLoader* second_loader = nullptr;
     std::atomic<std::int64_t> second_rows{0};
-    std::atomic<int> failed_at{INT_MAX};
-    void failed(int step) {
-      for (int f = failed_at.load(); step < f && !failed_at.compare_exchange_weak(f, step);) {
+    std::atomic<std::int64_t> failed_at{INT64_MAX};
+    void failed(std::int64_t position) {
+      for (auto f = failed_at.load(); position < f && !failed_at.compare_exchange_weak(f, position);) {
       }
     }
   };
   struct Stopped {};
-  // Steps of the tables in read_event_tables's order.
-  enum Step : int { kDeviceTables = 1, kOpTables = 2, kHostTables = 3, kMemoryAndMoeTables = 4 };
-  void enter_step(int step) {
-    step_ = step;
+  // Steps of the tables in read_event_tables's order; a position is a step
+  // and, in the API calls, the block of their rows being read.
+  enum Step : int { kDeviceTables = 1, kOpTables = 2, kApiCalls = 3, kHostTables = 4, kMemoryAndMoeTables = 5 };
+  static constexpr std::int64_t position(int step, std::int64_t block = 0) {
+    return (static_cast<std::int64_t>(step) << 40) + block;
+  }
+  void enter_step(int step, std::int64_t block = 0) {
+    step_ = position(step, block);
     race_step();
   }
   void race_step() {
@@ -301,7 +316,8 @@ class TraceLoader {
       trace_.op_buffers.push_back({op, BufferId(l.buffer), static_cast<schema::Access>(l.access)});
   }
 
-  void load_api_calls();
+  // The API calls of rowids [first, last] (all where `whole`) into `out`.
+  void load_api_calls(std::vector<ApiCall>& out, bool whole, std::int64_t first = 0, std::int64_t last = 0);
 
   // GPU-side synchronisation records, for the critical path (critical_path.h).
   // Not checked against the integrity record: a damaged row costs a sync edge.
@@ -414,7 +430,7 @@ class TraceLoader {
   std::int64_t rank_limit_ = 0;                    // 1 + the highest rank of tables ranks and streams
   std::int64_t strings_ = 0;                       // string ids 0 .. strings_ - 1 (the strings table's)
   Race* race_ = nullptr;                           // while the event tables are read in two parts
-  int step_ = 0;                                   // the Step being read
+  std::int64_t step_ = 0;                          // the position being read (Step, block)
   bool defer_op_streams_ = false;                  // the second part's loader: op_stream_ids_, not stream_slot
   std::vector<std::int64_t> op_stream_ids_;        // of its op ranges, by row
   std::vector<std::int64_t> unknown_streams_;

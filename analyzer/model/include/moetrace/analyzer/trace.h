@@ -415,10 +415,11 @@ struct LoadOptions {
   std::string moe_rules;
   // Stage name and fraction done in [0, 1]; called from the loading thread.
   std::function<void(std::string_view stage, double fraction)> progress;
-  // Tables of a trace file read at once: 0: the host-side tables (API calls,
-  // NVTX, memory) on a thread and connection of their own beside the device
-  // tables, where the machine has two cores or more; 1: one after the other.
-  // The same trace, checks and errors either way.
+  // Tables of a trace file read at once: 0: the op ranges, memory and MoE
+  // tables on a thread and connection of their own beside the device and
+  // host tables, the API calls shared between the two threads, where the
+  // machine has two cores or more; 1: one after the other. The same trace,
+  // checks and errors either way.
   int threads = 0;
 };
 
