@@ -2,8 +2,10 @@
 // kernels with their launches, imported and loaded as a user's trace would be.
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -79,7 +81,7 @@ inline const analyzer::OpRange& op_of_kernel(const analyzer::Trace& t, std::stri
 // A phase's (or an iteration's) window and its time in each category named,
 // in ns; the categories not named are not checked.
 inline void expect_times(const analyzer::TimeSplit& s, std::int64_t window_ns,
-                         std::initializer_list<std::pair<analyzer::Category, std::int64_t>> at) {
+                         std::initializer_list<std::pair<Category, std::int64_t>> at) {
   EXPECT_EQ(s.window_ns, window_ns);
   for (const auto& [c, ns] : at) EXPECT_EQ(s.at(c), ns) << "category " << static_cast<int>(c);
 }
