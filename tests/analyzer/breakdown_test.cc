@@ -27,12 +27,14 @@ constexpr auto A2A = Category::kAllToAll;
 // What a test expects of a TimeSplit (ns): the fields it names, and the
 // time of each category in `at`; what it leaves out is not checked.
 struct SplitWant {
-  std::optional<std::int64_t> window, busy, idle, comm, hidden;
-  std::vector<std::pair<Category, std::int64_t>> at;
+  std::optional<std::int64_t> window{}, busy{}, idle{}, comm{}, hidden{};
+  std::vector<std::pair<Category, std::int64_t>> at{};
 };
 void expect_split(const TimeSplit& t, const SplitWant& w) {
   const auto check = [](const std::optional<std::int64_t>& want, std::int64_t got, const char* what) {
-    if (want) EXPECT_EQ(got, *want) << what;
+    if (want) {
+      EXPECT_EQ(got, *want) << what;
+    }
   };
   check(w.window, t.window_ns, "window_ns");
   check(w.busy, t.busy_ns, "busy_ns");

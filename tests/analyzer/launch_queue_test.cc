@@ -233,18 +233,23 @@ constexpr std::string_view kLaunches = R"(
 // What a test expects of one launch: the fields it names; what it leaves
 // out is not checked.
 struct LaunchWant {
-  std::optional<std::int64_t> cpu, gpu, delay, start_delay;
-  std::optional<bool> short_kernel, runtime_outlier, delay_outlier;
+  std::optional<std::int64_t> cpu{}, gpu{}, delay{}, start_delay{};
+  std::optional<bool> short_kernel{}, runtime_outlier{}, delay_outlier{};
 };
 void expect_launch(const KernelLaunch& l, const LaunchWant& w) {
   SCOPED_TRACE("launch with correlation id " + std::to_string(l.correlation_id));
-  if (w.cpu) EXPECT_EQ(l.cpu_duration_ns, *w.cpu);
-  if (w.gpu) EXPECT_EQ(l.gpu_duration_ns, *w.gpu);
-  if (w.delay) EXPECT_EQ(l.launch_delay_ns, *w.delay);
-  if (w.start_delay) EXPECT_EQ(l.start_delay_ns, *w.start_delay);
-  if (w.short_kernel) EXPECT_EQ(l.short_kernel, *w.short_kernel);
-  if (w.runtime_outlier) EXPECT_EQ(l.runtime_outlier, *w.runtime_outlier);
-  if (w.delay_outlier) EXPECT_EQ(l.launch_delay_outlier, *w.delay_outlier);
+  const auto check = [](const auto& want, const auto& got, const char* what) {
+    if (want) {
+      EXPECT_EQ(got, *want) << what;
+    }
+  };
+  check(w.cpu, l.cpu_duration_ns, "cpu_duration_ns");
+  check(w.gpu, l.gpu_duration_ns, "gpu_duration_ns");
+  check(w.delay, l.launch_delay_ns, "launch_delay_ns");
+  check(w.start_delay, l.start_delay_ns, "start_delay_ns");
+  check(w.short_kernel, l.short_kernel, "short_kernel");
+  check(w.runtime_outlier, l.runtime_outlier, "runtime_outlier");
+  check(w.delay_outlier, l.launch_delay_outlier, "launch_delay_outlier");
 }
 
 TEST(LaunchQueue, KernelLaunchDelaysAndOutliers) {
