@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "moetrace/analyzer/breakdown.h"
+#include "expect_named.h"
 #include "loaded_trace.h"
 
 namespace moetrace::analyzer {
@@ -25,22 +26,17 @@ const LayerRow& row(const Breakdown& b, int rank, int layer, int iteration, Phas
 constexpr auto A2A = Category::kAllToAll;
 
 // What a test expects of a TimeSplit (ns): the fields it names, and the
-// time of each category in `at`; what it leaves out is not checked.
+// time of each category in `at` (expect_named.h).
 struct SplitWant {
   std::optional<std::int64_t> window{}, busy{}, idle{}, comm{}, hidden{};
   std::vector<std::pair<Category, std::int64_t>> at{};
 };
 void expect_split(const TimeSplit& t, const SplitWant& w) {
-  const auto check = [](const std::optional<std::int64_t>& want, std::int64_t got, const char* what) {
-    if (want) {
-      EXPECT_EQ(got, *want) << what;
-    }
-  };
-  check(w.window, t.window_ns, "window_ns");
-  check(w.busy, t.busy_ns, "busy_ns");
-  check(w.idle, t.idle_ns, "idle_ns");
-  check(w.comm, t.comm_ns, "comm_ns");
-  check(w.hidden, t.comm_hidden_ns, "comm_hidden_ns");
+  testing::expect_named(w.window, t.window_ns, "window_ns");
+  testing::expect_named(w.busy, t.busy_ns, "busy_ns");
+  testing::expect_named(w.idle, t.idle_ns, "idle_ns");
+  testing::expect_named(w.comm, t.comm_ns, "comm_ns");
+  testing::expect_named(w.hidden, t.comm_hidden_ns, "comm_hidden_ns");
   for (const auto& [c, ns] : w.at) EXPECT_EQ(t.at(c), ns) << "category " << static_cast<int>(c);
 }
 

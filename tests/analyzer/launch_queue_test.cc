@@ -12,6 +12,7 @@
 #include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/launch_queue.h"
 #include "moetrace/analyzer/report.h"
+#include "expect_named.h"
 #include "json_schema.h"
 #include "loaded_trace.h"
 
@@ -230,26 +231,20 @@ constexpr std::string_view kLaunches = R"(
   kernel rank=0 stream=0 start=700000 end=700100 name=orphan
 )";
 
-// What a test expects of one launch: the fields it names; what it leaves
-// out is not checked.
+// What a test expects of one launch: the fields it names (expect_named.h).
 struct LaunchWant {
   std::optional<std::int64_t> cpu{}, gpu{}, delay{}, start_delay{};
   std::optional<bool> short_kernel{}, runtime_outlier{}, delay_outlier{};
 };
 void expect_launch(const KernelLaunch& l, const LaunchWant& w) {
   SCOPED_TRACE("launch with correlation id " + std::to_string(l.correlation_id));
-  const auto check = [](const auto& want, const auto& got, const char* what) {
-    if (want) {
-      EXPECT_EQ(got, *want) << what;
-    }
-  };
-  check(w.cpu, l.cpu_duration_ns, "cpu_duration_ns");
-  check(w.gpu, l.gpu_duration_ns, "gpu_duration_ns");
-  check(w.delay, l.launch_delay_ns, "launch_delay_ns");
-  check(w.start_delay, l.start_delay_ns, "start_delay_ns");
-  check(w.short_kernel, l.short_kernel, "short_kernel");
-  check(w.runtime_outlier, l.runtime_outlier, "runtime_outlier");
-  check(w.delay_outlier, l.launch_delay_outlier, "launch_delay_outlier");
+  testing::expect_named(w.cpu, l.cpu_duration_ns, "cpu_duration_ns");
+  testing::expect_named(w.gpu, l.gpu_duration_ns, "gpu_duration_ns");
+  testing::expect_named(w.delay, l.launch_delay_ns, "launch_delay_ns");
+  testing::expect_named(w.start_delay, l.start_delay_ns, "start_delay_ns");
+  testing::expect_named(w.short_kernel, l.short_kernel, "short_kernel");
+  testing::expect_named(w.runtime_outlier, l.runtime_outlier, "runtime_outlier");
+  testing::expect_named(w.delay_outlier, l.launch_delay_outlier, "launch_delay_outlier");
 }
 
 TEST(LaunchQueue, KernelLaunchDelaysAndOutliers) {
