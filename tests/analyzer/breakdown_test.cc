@@ -2,7 +2,12 @@
 // derived by hand in the comment above it.
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <utility>
+#include <vector>
+
 #include "moetrace/analyzer/breakdown.h"
+#include "expect_named.h"
 #include "loaded_trace.h"
 
 namespace moetrace::analyzer {
@@ -20,6 +25,21 @@ const LayerRow& row(const Breakdown& b, int rank, int layer, int iteration, Phas
 
 constexpr auto A2A = Category::kAllToAll;
 
+// What a test expects of a TimeSplit (ns): the fields it names, and the
+// time of each category in `at` (expect_named.h).
+struct SplitWant {
+  std::optional<std::int64_t> window{}, busy{}, idle{}, comm{}, hidden{};
+  std::vector<std::pair<Category, std::int64_t>> at{};
+};
+void expect_split(const TimeSplit& t, const SplitWant& w) {
+  testing::expect_named(w.window, t.window_ns, "window_ns");
+  testing::expect_named(w.busy, t.busy_ns, "busy_ns");
+  testing::expect_named(w.idle, t.idle_ns, "idle_ns");
+  testing::expect_named(w.comm, t.comm_ns, "comm_ns");
+  testing::expect_named(w.hidden, t.comm_hidden_ns, "comm_hidden_ns");
+  for (const auto& [c, ns] : w.at) EXPECT_EQ(t.at(c), ns) << "category " << static_cast<int>(c);
+}
+
 // One MoE layer on one rank, window [0, 1000):
 //   gate      [0, 100)    compute   gating 100
 //   dispatch  [100, 300)  comm      all-to-all
@@ -34,22 +54,21 @@ TEST(Breakdown, AllToAllIsFortyPercentAndAQuarterOfCommIsHidden) {
   const auto b = breakdown_of("forty.db", kFortyPercent);
   ASSERT_EQ(b.rows.size(), 1u);
   const auto& t = row(b, 0, 0, 0, Phase::kForward).t;
-  EXPECT_EQ(t.window_ns, 1000);
-  EXPECT_EQ(t.at(A2A), 400);
+  expect_split(t, {.window = 1000,
+                   .comm = 400,
+                   .hidden = 100,
+                   .at = {{A2A, 400},
+                          {Category::kExpertCompute, 400},
+                          {Category::kGating, 100},
+                          {Category::kOtherCompute, 200},
+                          {Category::kAllReduce, 0}}});
   EXPECT_DOUBLE_EQ(t.all_to_all_share(), 0.40);
-  EXPECT_EQ(t.comm_ns, 400);
-  EXPECT_EQ(t.comm_hidden_ns, 100);
   EXPECT_EQ(t.comm_exposed_ns, 300);
   EXPECT_DOUBLE_EQ(t.hidden_fraction(), 0.25);
-  EXPECT_EQ(t.at(Category::kExpertCompute), 400);
-  EXPECT_EQ(t.at(Category::kGating), 100);
-  EXPECT_EQ(t.at(Category::kOtherCompute), 200);
-  EXPECT_EQ(t.at(Category::kAllReduce), 0);
   // Exclusive: all-to-all alone on [100,300) and [700,800); expert alone on [300,600).
   EXPECT_EQ(t.exclusive_ns[static_cast<std::size_t>(A2A)], 300);
   EXPECT_EQ(t.exclusive_ns[static_cast<std::size_t>(Category::kExpertCompute)], 300);
-  EXPECT_EQ(t.idle_ns, 0);
-  EXPECT_EQ(t.busy_ns, 1000);
+  expect_split(t, {.busy = 1000, .idle = 0});
   ASSERT_EQ(b.layers.size(), 1u);
   EXPECT_DOUBLE_EQ(b.layers[0].total.all_to_all_share(), 0.40);
 }
@@ -72,8 +91,7 @@ TEST(Breakdown, IdleTimeAndSharesOfTheIteration) {
     op rank=0 stream=0 kind=unpermute layer=0 iteration=0 start=1400 end=1600
   )");
   const auto& t = row(b, 0, 0, 0, Phase::kForward).t;
-  EXPECT_EQ(t.window_ns, 1100);
-  EXPECT_EQ(t.idle_ns, 100);
+  expect_split(t, {.window = 1100, .idle = 100});
   EXPECT_DOUBLE_EQ(t.all_to_all_share(), 400.0 / 1100.0);
   ASSERT_EQ(b.iterations.size(), 1u);
   EXPECT_EQ(b.iterations[0].t.window_ns, 1600);
@@ -120,9 +138,7 @@ TEST(Breakdown, AttributedKernelsReplaceTheOpRange) {
     kernel rank=0 stream=0 start=500 end=700 op=3 name=gemm2
   )");
   const auto& t = row(b, 0, 0, 0, Phase::kForward).t;
-  EXPECT_EQ(t.window_ns, 700);
-  EXPECT_EQ(t.at(Category::kExpertCompute), 300);
-  EXPECT_EQ(t.idle_ns, 100);
+  expect_split(t, {.window = 700, .idle = 100, .at = {{Category::kExpertCompute, 300}}});
   EXPECT_EQ(b.ranks[0].unattributed_ns, 0);
 }
 
@@ -137,9 +153,7 @@ TEST(Breakdown, HiddenByAnyComputationOnTheRank) {
     op rank=0 stream=0 kind=attention iteration=0 start=100 end=300
   )");
   const auto& t = row(b, 0, 0, 0, Phase::kForward).t;
-  EXPECT_EQ(t.comm_ns, 200);
-  EXPECT_EQ(t.comm_hidden_ns, 100);
-  EXPECT_EQ(t.window_ns, 200);
+  expect_split(t, {.window = 200, .comm = 200, .hidden = 100});
 }
 
 // Two micro-batches of layer 0 (1F1B) with another layer's work between
@@ -154,8 +168,7 @@ TEST(Breakdown, MicroBatchWindowsAreUnited) {
     op rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 micro_batch=1 start=300 end=400
   )");
   const auto& t = row(b, 0, 0, 0, Phase::kForward).t;
-  EXPECT_EQ(t.window_ns, 200);
-  EXPECT_EQ(t.at(A2A), 200);
+  expect_split(t, {.window = 200, .at = {{A2A, 200}}});
   EXPECT_DOUBLE_EQ(t.all_to_all_share(), 1.0);
 }
 
@@ -178,10 +191,9 @@ TEST(Breakdown, LayerSummaryOverRanksAndPhases) {
   const auto& l = b.layers[0];
   EXPECT_EQ(l.ranks, 2);
   EXPECT_EQ(l.iterations, 1);
-  EXPECT_EQ(l.total.window_ns, 2600);
-  EXPECT_EQ(l.total.at(A2A), 1400);
-  EXPECT_EQ(l.forward.window_ns, 1600);
-  EXPECT_EQ(l.backward.window_ns, 1000);
+  expect_split(l.total, {.window = 2600, .at = {{A2A, 1400}}});
+  expect_split(l.forward, {.window = 1600});
+  expect_split(l.backward, {.window = 1000});
   EXPECT_DOUBLE_EQ(l.backward.all_to_all_share(), 0.4);
   EXPECT_EQ(l.mean_window_ns, 1300);
   EXPECT_EQ(l.max_window_ns, 2000);
@@ -202,10 +214,7 @@ TEST(Breakdown, WithoutOpRangesKernelsAreClassifiedByName) {
   EXPECT_TRUE(b.rows.empty());
   ASSERT_EQ(b.ranks.size(), 1u);
   const auto& t = b.ranks[0].t;
-  EXPECT_EQ(t.window_ns, 1000);
-  EXPECT_EQ(t.at(A2A), 300);
-  EXPECT_EQ(t.at(Category::kOtherCompute), 800);
-  EXPECT_EQ(t.comm_hidden_ns, 100);
+  expect_split(t, {.window = 1000, .hidden = 100, .at = {{A2A, 300}, {Category::kOtherCompute, 800}}});
   EXPECT_EQ(b.ranks[0].unattributed_ns, 1000);
 }
 
@@ -235,14 +244,12 @@ TEST(Breakdown, WindowQueryFollowsTheSameRules) {
   EXPECT_EQ(w.length(), 400);
   ASSERT_EQ(w.ranks.size(), 2u);
   const auto& t = w.ranks[0].t;
-  EXPECT_EQ(t.window_ns, 400);
-  EXPECT_EQ(t.at(A2A), 100);
-  EXPECT_EQ(t.at(Category::kExpertCompute), 250);
-  EXPECT_EQ(t.at(Category::kAllReduce), 10);
-  EXPECT_EQ(t.busy_ns, 300);
-  EXPECT_EQ(t.idle_ns, 100);
-  EXPECT_EQ(t.comm_ns, 100);
-  EXPECT_EQ(t.comm_hidden_ns, 50);
+  expect_split(t, {.window = 400,
+                   .busy = 300,
+                   .idle = 100,
+                   .comm = 100,
+                   .hidden = 50,
+                   .at = {{A2A, 100}, {Category::kExpertCompute, 250}, {Category::kAllReduce, 10}}});
   EXPECT_EQ(w.ranks[0].unattributed_ns, 10);
   EXPECT_EQ(w.ranks[0].events, 5);  // dispatch, two kernels, combine, the all-reduce kernel
   EXPECT_EQ(w.ranks[1].rank, 1);
@@ -282,21 +289,15 @@ TEST(Breakdown, RankWindowBySteps) {
   const auto span = compute_breakdown(trace);
   EXPECT_EQ(span.rank_window, RankWindow::kSpan);
   ASSERT_EQ(span.ranks.size(), 1u);
-  EXPECT_EQ(span.ranks[0].t.window_ns, 1100);
-  EXPECT_EQ(span.ranks[0].t.idle_ns, 450);
+  expect_split(span.ranks[0].t, {.window = 1100, .idle = 450});
   const auto steps = compute_breakdown(trace, {RankWindow::kSteps});
   ASSERT_EQ(steps.ranks.size(), 1u);
-  EXPECT_EQ(steps.ranks[0].t.window_ns, 900);
-  EXPECT_EQ(steps.ranks[0].t.idle_ns, 350);
+  expect_split(steps.ranks[0].t, {.window = 900, .idle = 350});
   const auto but_last = compute_breakdown(trace, {RankWindow::kStepsButLast});
   EXPECT_EQ(but_last.rank_window, RankWindow::kStepsButLast);
   ASSERT_EQ(but_last.ranks.size(), 1u);
   const auto& t = but_last.ranks[0].t;
-  EXPECT_EQ(t.window_ns, 500);
-  EXPECT_EQ(t.busy_ns, 350);
-  EXPECT_EQ(t.idle_ns, 150);
-  EXPECT_EQ(t.comm_ns, 200);
-  EXPECT_EQ(t.comm_hidden_ns, 50);
+  expect_split(t, {.window = 500, .busy = 350, .idle = 150, .comm = 200, .hidden = 50});
   // The layer rows keep every iteration.
   EXPECT_EQ(but_last.rows.size(), span.rows.size());
   EXPECT_EQ(parse_rank_window("steps-but-last"), RankWindow::kStepsButLast);
@@ -325,12 +326,10 @@ TEST(Breakdown, RankWindowByProfilerSteps) {
   )");
   const auto but_last = compute_breakdown(trace, {RankWindow::kStepsButLast});
   ASSERT_EQ(but_last.ranks.size(), 1u);
-  EXPECT_EQ(but_last.ranks[0].t.window_ns, 200);
-  EXPECT_EQ(but_last.ranks[0].t.idle_ns, 0);
+  expect_split(but_last.ranks[0].t, {.window = 200, .idle = 0});
   const auto steps = compute_breakdown(trace, {RankWindow::kSteps});
   ASSERT_EQ(steps.ranks.size(), 1u);
-  EXPECT_EQ(steps.ranks[0].t.window_ns, 1300);
-  EXPECT_EQ(steps.ranks[0].t.busy_ns, 500);
+  expect_split(steps.ranks[0].t, {.window = 1300, .busy = 500});
   EXPECT_EQ(compute_breakdown(trace).ranks[0].t.window_ns, 2900);
 }
 

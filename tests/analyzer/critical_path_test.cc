@@ -22,6 +22,32 @@ namespace {
 
 const std::string kCpReportSchema = std::string(MOETRACE_SOURCE_DIR) + "/schemas/report.schema.json";
 
+// The shape of kGpuBound and kCpuBound: one step [0, step_end) on rank 0,
+// thread 1, stream 0; in it three ops (op_a, op_b, op_c), each launching one
+// GEMM (gemm_a, ...): per op its range, its launch call's and its kernel's
+// [start, end); then the blocking call `sync_name` over `sync`.
+using CpSpan = std::pair<std::int64_t, std::int64_t>;
+struct CpOp {
+  CpSpan range, launch, kernel;
+};
+std::string three_op_step(std::int64_t step_end, const CpOp (&ops)[3], CpSpan sync,
+                          std::string_view sync_name) {
+  std::string s = "stream id=0 rank=0 role=compute\n";
+  s += fmt::format("nvtx rank=0 thread=1 start=0 end={} domain=torch name=step\n", step_end);
+  const char letter[] = {'a', 'b', 'c'};
+  for (int i = 0; i < 3; ++i)
+    s += fmt::format("nvtx rank=0 thread=1 start={} end={} domain=torch name=op_{}\n", ops[i].range.first,
+                     ops[i].range.second, letter[i]);
+  for (int i = 0; i < 3; ++i)
+    s += fmt::format("api rank=0 thread=1 start={} end={} corr={}\n", ops[i].launch.first, ops[i].launch.second,
+                     i + 1);
+  s += fmt::format("api rank=0 thread=1 start={} end={} corr=4 name={}\n", sync.first, sync.second, sync_name);
+  for (int i = 0; i < 3; ++i)
+    s += fmt::format("kernel rank=0 stream=0 start={} end={} corr={} name=gemm_{}\n", ops[i].kernel.first,
+                     ops[i].kernel.second, i + 1, letter[i]);
+  return s;
+}
+
 // GPU bound. Rank 0, thread 1, stream 0 (times in ns):
 //   step [0, 1000)
 //     op_a [10, 100)   launch L1 [20, 40)   -> K1 [50, 400)
@@ -43,21 +69,11 @@ const std::string kCpReportSchema = std::string(MOETRACE_SOURCE_DIR) + "/schemas
 //   launch_delay 30, kernel_gap 10 (+0); total 950.
 // Path events (event, category) with time: K1 350, K2 300, K3 190, step 60,
 //   K1 launch 30, op_a 10 (start 10), K2 gap 10 (start 400): 7 rows.
-constexpr std::string_view kGpuBound = R"(
-  stream id=0 rank=0 role=compute
-  nvtx rank=0 thread=1 start=0 end=1000 domain=torch name=step
-  nvtx rank=0 thread=1 start=10 end=100 domain=torch name=op_a
-  nvtx rank=0 thread=1 start=110 end=200 domain=torch name=op_b
-  nvtx rank=0 thread=1 start=210 end=300 domain=torch name=op_c
-  api rank=0 thread=1 start=20 end=40 corr=1
-  api rank=0 thread=1 start=120 end=140 corr=2
-  api rank=0 thread=1 start=220 end=240 corr=3
-  api rank=0 thread=1 start=310 end=950 corr=4 name=cudaDeviceSynchronize
-  kernel rank=0 stream=0 start=50 end=400 corr=1 name=gemm_a
-  kernel rank=0 stream=0 start=400 end=700 corr=2 name=gemm_b
-  kernel rank=0 stream=0 start=710 end=900 corr=3 name=gemm_c
-)";
-
+const std::string kGpuBound = three_op_step(1000,
+                                           {{{10, 100}, {20, 40}, {50, 400}},     // op_a, L1, K1
+                                            {{110, 200}, {120, 140}, {400, 700}},  // op_b, L2, K2
+                                            {{210, 300}, {220, 240}, {710, 900}}},
+                                           {310, 950}, "cudaDeviceSynchronize");
 // CPU bound: the same shape, slow ops and short kernels.
 //   step [0, 2000)
 //     op_a [100, 600)    launch L1 [500, 520)   -> K1 [530, 630)
@@ -72,21 +88,11 @@ constexpr std::string_view kGpuBound = R"(
 //   with the blocking call's 0) = 1830; step.e 1830+100 = 1930.
 // Length 1930: cpu_op 100+400+20+80 + 500+20+80 + 500 + 100 = 1800,
 //   launch_delay 30 (L3 -> K3), kernel_compute 100 (K3).
-constexpr std::string_view kCpuBound = R"(
-  stream id=0 rank=0 role=compute
-  nvtx rank=0 thread=1 start=0 end=2000 domain=torch name=step
-  nvtx rank=0 thread=1 start=100 end=600 domain=torch name=op_a
-  nvtx rank=0 thread=1 start=600 end=1200 domain=torch name=op_b
-  nvtx rank=0 thread=1 start=1200 end=1800 domain=torch name=op_c
-  api rank=0 thread=1 start=500 end=520 corr=1
-  api rank=0 thread=1 start=1100 end=1120 corr=2
-  api rank=0 thread=1 start=1700 end=1720 corr=3
-  api rank=0 thread=1 start=1800 end=1900 corr=4 name=cudaStreamSynchronize_v3020
-  kernel rank=0 stream=0 start=530 end=630 corr=1 name=gemm_a
-  kernel rank=0 stream=0 start=1130 end=1230 corr=2 name=gemm_b
-  kernel rank=0 stream=0 start=1730 end=1830 corr=3 name=gemm_c
-)";
-
+const std::string kCpuBound = three_op_step(2000,
+                                           {{{100, 600}, {500, 520}, {530, 630}},     // op_a, L1, K1
+                                            {{600, 1200}, {1100, 1120}, {1130, 1230}},  // op_b, L2, K2
+                                            {{1200, 1800}, {1700, 1720}, {1730, 1830}}},
+                                           {1800, 1900}, "cudaStreamSynchronize_v3020");
 // Rank 1 beside kGpuBound's rank 0, each on its own. No host ranges: the
 // calls are the top-level events.
 //   L11 [0, 10)    -> NCCL all-reduce A [20, 520) on stream 10
@@ -110,21 +116,29 @@ constexpr std::string_view kRankOne = R"(
 
 std::int64_t cat(const RankCriticalPath& p, PathCategory c) { return p.at(c); }
 
+// A path's length and its time in each category named (ns); the categories
+// not named are not checked.
+void expect_path(const RankCriticalPath& p, std::int64_t length_ns,
+                 std::initializer_list<std::pair<PathCategory, std::int64_t>> at) {
+  EXPECT_EQ(p.length_ns, length_ns);
+  for (const auto& [c, ns] : at) EXPECT_EQ(cat(p, c), ns) << path_category_name(c);
+}
+
 TEST(CriticalPath, GpuBoundKernelsAndTheSyncThatWaitsForThem) {
   const auto trace = testing::load_text_trace("cp-gpu.db", kGpuBound);
   const auto paths = critical_paths(trace);
   ASSERT_EQ(paths.size(), 1u);
   const auto& p = paths[0];
   EXPECT_EQ(p.rank, 0);
-  EXPECT_EQ(p.length_ns, 950);
   EXPECT_EQ(p.start_ns, 0);
   EXPECT_EQ(p.end_ns, 1000);
-  EXPECT_EQ(cat(p, PathCategory::kCpuOp), 70);
-  EXPECT_EQ(cat(p, PathCategory::kKernelCompute), 840);
-  EXPECT_EQ(cat(p, PathCategory::kLaunchDelay), 30);
-  EXPECT_EQ(cat(p, PathCategory::kKernelGap), 10);
-  EXPECT_EQ(cat(p, PathCategory::kKernelCommunication), 0);
-  EXPECT_EQ(cat(p, PathCategory::kMemcpyMemset), 0);
+  expect_path(p, 950,
+              {{PathCategory::kCpuOp, 70},
+               {PathCategory::kKernelCompute, 840},
+               {PathCategory::kLaunchDelay, 30},
+               {PathCategory::kKernelGap, 10},
+               {PathCategory::kKernelCommunication, 0},
+               {PathCategory::kMemcpyMemset, 0}});
   EXPECT_DOUBLE_EQ(p.share(PathCategory::kKernelCompute), 840.0 / 950.0);
   // 11 nodes: step.s op_a.s L1.s K1.s K1.e K2.s K2.e K3.s K3.e S.e step.e
   EXPECT_EQ(p.path_edges, 10);
@@ -159,11 +173,11 @@ TEST(CriticalPath, CpuBoundLaunchesPutTheHostOnThePath) {
   const auto paths = critical_paths(trace);
   ASSERT_EQ(paths.size(), 1u);
   const auto& p = paths[0];
-  EXPECT_EQ(p.length_ns, 1930);
-  EXPECT_EQ(cat(p, PathCategory::kCpuOp), 1800);
-  EXPECT_EQ(cat(p, PathCategory::kLaunchDelay), 30);
-  EXPECT_EQ(cat(p, PathCategory::kKernelCompute), 100);
-  EXPECT_EQ(cat(p, PathCategory::kKernelGap), 0);
+  expect_path(p, 1930,
+              {{PathCategory::kCpuOp, 1800},
+               {PathCategory::kLaunchDelay, 30},
+               {PathCategory::kKernelCompute, 100},
+               {PathCategory::kKernelGap, 0}});
   EXPECT_DOUBLE_EQ(p.share(PathCategory::kCpuOp), 1800.0 / 1930.0);
   // The kernel on the path is the last one, reached through its launch.
   bool k3 = false;
@@ -182,11 +196,11 @@ TEST(CriticalPath, EachRankOnItsOwnAndOneRankOnRequest) {
   EXPECT_EQ(paths[0].rank, 0);
   EXPECT_EQ(paths[0].length_ns, 950);
   EXPECT_EQ(paths[1].rank, 1);
-  EXPECT_EQ(paths[1].length_ns, 520);
-  EXPECT_EQ(cat(paths[1], PathCategory::kLaunchDelay), 20);
-  EXPECT_EQ(cat(paths[1], PathCategory::kKernelCommunication), 500);
-  EXPECT_EQ(cat(paths[1], PathCategory::kMemcpyMemset), 0);
-  EXPECT_EQ(cat(paths[1], PathCategory::kCpuOp), 0);
+  expect_path(paths[1], 520,
+              {{PathCategory::kLaunchDelay, 20},
+               {PathCategory::kKernelCommunication, 500},
+               {PathCategory::kMemcpyMemset, 0},
+               {PathCategory::kCpuOp, 0}});
 
   CriticalPathOptions o;
   o.rank = 1;

@@ -20,18 +20,11 @@ using V = std::vector<std::int64_t>;
 //   device max/mean = 70 / 50 = 1.4
 // Expert load: mean 25, std = sqrt((15^2 + 5^2 + 5^2 + 15^2) / 4) = sqrt(125)
 //   CV = sqrt(125) / 25 = 0.4472..., max/mean = 40 / 25 = 1.6, heaviest = 3.
-constexpr std::string_view kLoad = R"(
+const std::string kLoad = R"(
   run world_size=2
   stream id=0 rank=0 role=compute
   op rank=0 stream=0 kind=gate layer=0 iteration=0 start=0 end=10
-  load iteration=0 layer=0 src=0 expert=0 tokens=10
-  load iteration=0 layer=0 src=0 expert=1 tokens=10
-  load iteration=0 layer=0 src=0 expert=2 tokens=10
-  load iteration=0 layer=0 src=0 expert=3 tokens=10
-  load iteration=0 layer=0 src=1 expert=1 tokens=10
-  load iteration=0 layer=0 src=1 expert=2 tokens=20
-  load iteration=0 layer=0 src=1 expert=3 tokens=30
-)";
+)" + testing::load_lines(0, 0, {{10, 10, 10, 10}, {0, 10, 20, 30}});
 
 TEST(ExpertLoad, BalanceDegreeOfTenTwentyThirtyFortyOnTwoDevices) {
   const auto t = testing::load_text_trace("load.db", kLoad);
@@ -89,11 +82,7 @@ TEST(ExpertLoad, TimeTheBusiestRankCosts) {
     op rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 start=100 end=400
     op rank=1 stream=1 kind=gate layer=0 iteration=0 start=0 end=100
     op rank=1 stream=1 kind=expert_ffn layer=0 iteration=0 start=100 end=800
-    load iteration=0 layer=0 src=0 expert=0 tokens=10
-    load iteration=0 layer=0 src=0 expert=1 tokens=20
-    load iteration=0 layer=0 src=0 expert=2 tokens=30
-    load iteration=0 layer=0 src=0 expert=3 tokens=40
-  )");
+  )" + testing::load_lines(0, 0, {{10, 20, 30, 40}}));
   const auto a = analyze_expert_load(t, compute_breakdown(t));
   ASSERT_EQ(a.rows.size(), 1u);
   const auto& r = a.rows[0];

@@ -2,14 +2,17 @@
 // kernels with their launches, imported and loaded as a user's trace would be.
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "import_test_util.h"
+#include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/importers/import.h"
 
@@ -73,6 +76,14 @@ inline const analyzer::OpRange& op_of_kernel(const analyzer::Trace& t, std::stri
   ADD_FAILURE() << "no kernel " << kernel << " at " << start_us;
   static analyzer::OpRange none;
   return none;
+}
+
+// A phase's (or an iteration's) window and its time in each category named,
+// in ns; the categories not named are not checked.
+inline void expect_times(const analyzer::TimeSplit& s, std::int64_t window_ns,
+                         std::initializer_list<std::pair<Category, std::int64_t>> at) {
+  EXPECT_EQ(s.window_ns, window_ns);
+  for (const auto& [c, ns] : at) EXPECT_EQ(s.at(c), ns) << "category " << static_cast<int>(c);
 }
 
 inline constexpr const char* kA2a = "ncclDevKernel_AllToAll_RING_LL(ncclDevComm*, unsigned long, ncclWork*)";

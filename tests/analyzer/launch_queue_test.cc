@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 #include <sstream>
 #include <string>
 
 #include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/launch_queue.h"
 #include "moetrace/analyzer/report.h"
+#include "expect_named.h"
 #include "json_schema.h"
 #include "loaded_trace.h"
 
@@ -229,6 +231,22 @@ constexpr std::string_view kLaunches = R"(
   kernel rank=0 stream=0 start=700000 end=700100 name=orphan
 )";
 
+// What a test expects of one launch: the fields it names (expect_named.h).
+struct LaunchWant {
+  std::optional<std::int64_t> cpu{}, gpu{}, delay{}, start_delay{};
+  std::optional<bool> short_kernel{}, runtime_outlier{}, delay_outlier{};
+};
+void expect_launch(const KernelLaunch& l, const LaunchWant& w) {
+  SCOPED_TRACE("launch with correlation id " + std::to_string(l.correlation_id));
+  testing::expect_named(w.cpu, l.cpu_duration_ns, "cpu_duration_ns");
+  testing::expect_named(w.gpu, l.gpu_duration_ns, "gpu_duration_ns");
+  testing::expect_named(w.delay, l.launch_delay_ns, "launch_delay_ns");
+  testing::expect_named(w.start_delay, l.start_delay_ns, "start_delay_ns");
+  testing::expect_named(w.short_kernel, l.short_kernel, "short_kernel");
+  testing::expect_named(w.runtime_outlier, l.runtime_outlier, "runtime_outlier");
+  testing::expect_named(w.delay_outlier, l.launch_delay_outlier, "launch_delay_outlier");
+}
+
 TEST(LaunchQueue, KernelLaunchDelaysAndOutliers) {
   const auto trace = testing::load_text_trace("lq-launch.db", kLaunches);
   const auto launches = kernel_launches(trace);
@@ -237,31 +255,18 @@ TEST(LaunchQueue, KernelLaunchDelaysAndOutliers) {
   std::vector<std::int64_t> by_start;
   for (const auto& k : launches) by_start.push_back(k.correlation_id);
   EXPECT_EQ(by_start, (std::vector<std::int64_t>{1, 3, 2, 4, 5}));
-  const auto& l1 = launches[0];
-  EXPECT_EQ(l1.cpu_duration_ns, 10000);
-  EXPECT_EQ(l1.gpu_duration_ns, 2000);
-  EXPECT_EQ(l1.launch_delay_ns, 5000);
-  EXPECT_EQ(l1.start_delay_ns, 15000);
-  EXPECT_TRUE(l1.short_kernel);
-  EXPECT_FALSE(l1.runtime_outlier);
-  EXPECT_FALSE(l1.launch_delay_outlier);
-  const auto& l2 = launches[2];
-  EXPECT_EQ(l2.launch_delay_ns, 120000);
-  EXPECT_TRUE(l2.runtime_outlier);
-  EXPECT_TRUE(l2.launch_delay_outlier);
-  EXPECT_FALSE(l2.short_kernel);
-  const auto& l3 = launches[1];
-  EXPECT_EQ(l3.launch_delay_ns, 0);
-  EXPECT_EQ(l3.start_delay_ns, 4000);
-  EXPECT_FALSE(l3.short_kernel);
-  const auto& l4 = launches[3];
-  EXPECT_EQ(l4.launch_delay_ns, 100000);
-  EXPECT_FALSE(l4.launch_delay_outlier);
-  EXPECT_TRUE(l4.short_kernel);
-  const auto& l5 = launches[4];
-  EXPECT_EQ(l5.cpu_duration_ns, 50000);
-  EXPECT_FALSE(l5.runtime_outlier);
-  EXPECT_TRUE(l5.short_kernel);
+  expect_launch(launches[0], {.cpu = 10000,  // L1
+                              .gpu = 2000,
+                              .delay = 5000,
+                              .start_delay = 15000,
+                              .short_kernel = true,
+                              .runtime_outlier = false,
+                              .delay_outlier = false});
+  expect_launch(launches[2],  // L2
+                {.delay = 120000, .short_kernel = false, .runtime_outlier = true, .delay_outlier = true});
+  expect_launch(launches[1], {.delay = 0, .start_delay = 4000, .short_kernel = false});        // L3
+  expect_launch(launches[3], {.delay = 100000, .short_kernel = true, .delay_outlier = false});  // L4
+  expect_launch(launches[4], {.cpu = 50000, .short_kernel = true, .runtime_outlier = false});   // L5
 
   const auto a = analyze_launch_queue(trace);
   ASSERT_EQ(a.launches.size(), 1u);

@@ -207,11 +207,22 @@ ModelSpec megatron_train_sh(const std::string& parallel = "") {
       "train.sh");
 }
 
+// Whether a note says `s` (anywhere in it).
+bool any_note_has(const std::vector<std::string>& notes, std::string_view s) {
+  return std::any_of(notes.begin(), notes.end(), [&](const std::string& n) { return n.find(s) != std::string::npos; });
+}
+
 // The MoE layers of `t` under megatron_train_sh(), with the notes on how
 // their sizes were found.
-std::vector<MoeLayerWorkload> train_sh_workloads(const Trace& t, std::vector<std::string>& notes) {
+struct TrainShWorkloads {
+  std::vector<MoeLayerWorkload> layers;
+  std::vector<std::string> notes;
+};
+TrainShWorkloads train_sh_workloads(const Trace& t) {
   const ModelSpec m = megatron_train_sh();
-  return moe_layer_workloads(t, &notes, {&m, -1});
+  TrainShWorkloads w;
+  w.layers = moe_layer_workloads(t, &w.notes, {&m, -1});
+  return w;
 }
 
 TEST(ModelSpec, ShapesFromTheModelLoadAssumedBalanced) {
@@ -238,9 +249,7 @@ TEST(ModelSpec, ShapesFromTheModelLoadAssumedBalanced) {
   // to each expert.
   for (int s = 0; s < 2; ++s)
     for (int e = 0; e < 4; ++e) EXPECT_EQ(w.routing.count(s, e), 16) << s << " " << e;
-  bool said = false;
-  for (const auto& n : notes) said = said || n.find("routing assumed balanced, 32 tokens a rank") != std::string::npos;
-  EXPECT_TRUE(said);
+  EXPECT_TRUE(any_note_has(notes, "routing assumed balanced, 32 tokens a rank"));
   // --tokens overrides the bytes.
   const auto ws2 = moe_layer_workloads(t, nullptr, {&m, 40});
   ASSERT_EQ(ws2.size(), 1u);
@@ -267,13 +276,12 @@ TEST(ModelSpec, ExpertParallelGroupFromTheAllToAlls) {
   EXPECT_EQ(testing::error_of<ConfigError>([&] { moe_layer_workloads(t, nullptr, {&m, -1}); }),
             "the expert-parallel group is 2 in the trace (its all-to-alls' group size) but 4 in train.sh: "
             "--expert-model-parallel-size");
-  std::vector<std::string> notes;
-  const auto ws = train_sh_workloads(t, notes);
-  ASSERT_EQ(ws.size(), 1u);
-  EXPECT_EQ(ws[0].ranks, 2);
-  EXPECT_NE(notes.front().find("expert-parallel group of 2 ranks (the group size the trace's all-to-alls record)"),
+  const auto ws = train_sh_workloads(t);
+  ASSERT_EQ(ws.layers.size(), 1u);
+  EXPECT_EQ(ws.layers[0].ranks, 2);
+  EXPECT_NE(ws.notes.front().find("expert-parallel group of 2 ranks (the group size the trace's all-to-alls record)"),
             std::string::npos)
-      << notes.front();
+      << ws.notes.front();
 }
 
 // Parallel sizes from the process groups the collectives record, by the
@@ -292,14 +300,11 @@ TEST(ModelSpec, ParallelSizesFromTheProcessGroups) {
                 "group_ranks=[0,4]\n"
                 "collective rank=0 start=80 end=90 name=allreduce process_group=EXPERT_DATA_PARALLEL_GROUP "
                 "group_ranks=[0,8,16,24]\n");
-  std::vector<std::string> notes;
-  const auto ws = train_sh_workloads(t, notes);
-  ASSERT_EQ(ws.size(), 1u);
-  EXPECT_EQ(ws[0].ranks, 2);
-  auto noted = [&](const std::string& s) {
-    return std::any_of(notes.begin(), notes.end(), [&](const std::string& n) { return n.find(s) != std::string::npos; });
-  };
-  EXPECT_TRUE(noted("EP 2 (\"3(expert_model_parallel_group)\")")) << notes.front();
+  const auto ws = train_sh_workloads(t);
+  ASSERT_EQ(ws.layers.size(), 1u);
+  EXPECT_EQ(ws.layers[0].ranks, 2);
+  const auto noted = [&](std::string_view s) { return any_note_has(ws.notes, s); };
+  EXPECT_TRUE(noted("EP 2 (\"3(expert_model_parallel_group)\")")) << ws.notes.front();
   EXPECT_TRUE(noted("TP 2 (\"mesh_tp\")"));
   EXPECT_TRUE(noted("PP 2 (\"Pipeline_Model_Parallel_Group\")"));
   EXPECT_FALSE(noted("DP"));

@@ -74,15 +74,12 @@ TEST(MoeRecognition, DualPipeOverlapHiddenFractionPerLayer) {
   const auto b = analyzer::compute_breakdown(t);
   ASSERT_EQ(b.layers.size(), 1u);
   const auto& f = b.layers[0].forward;
-  EXPECT_EQ(f.window_ns, 300'000);
-  EXPECT_EQ(f.at(Category::kAllToAll), 200'000);
-  EXPECT_EQ(f.at(Category::kExpertCompute), 100'000);
+  expect_times(f, 300'000, {{Category::kAllToAll, 200'000}, {Category::kExpertCompute, 100'000}});
   EXPECT_EQ(f.comm_hidden_ns, 90'000);
   EXPECT_EQ(f.comm_exposed_ns, 110'000);
   EXPECT_DOUBLE_EQ(f.hidden_fraction(), 0.45);
   const auto& bw = b.layers[0].backward;
-  EXPECT_EQ(bw.window_ns, 230'000);
-  EXPECT_EQ(bw.at(Category::kExpertCompute), 90'000);
+  expect_times(bw, 230'000, {{Category::kExpertCompute, 90'000}});
   EXPECT_EQ(bw.comm_ns, 0);
   EXPECT_EQ(bw.idle_ns, 0);
 }
@@ -101,38 +98,46 @@ TEST(MoeRecognition, DualPipeOverlapHiddenFractionPerLayer) {
 // the second the combine; backward instance 0 is layer 1 (the last forward
 // layer), its first all-to-all the backward of the combine. Rank load of
 // layer 0: [3,5] elements to ranks 0 and 1; layer 1: [6,2].
+// Forward MoE layer instance `i` as Megatron-Core's modules record it:
+// MoELayer_i from host time `host` (30 us), TopKRouter_i inside it at +1 and
+// TEGroupedMLP_i at +10; on the GPU from `gpu`: the router GEMM (10 us,
+// launched at host + 2), the dispatch all-to-all (`a2a` us, its split sizes;
+// host + 5), the experts' grouped GEMM (`gemm` us; host + 11), the combine
+// all-to-all (`a2a` us; host + 25).
+void megatron_forward_layer(Kineto& k, int i, double host, double gpu, double a2a, double gemm,
+                            const char* in_split, const char* out_split) {
+  const auto module = [&](const std::string& name, double at, double dur) {
+    k.range("nn.Module: " + name + "_" + std::to_string(i), at, dur, 1, "python_function");
+  };
+  module("MoELayer", host, 30);
+  module("TopKRouter", host + 1, 3);
+  k.kernel("router_gemm", 7, gpu, 10, host + 2);
+  k.kernel(kA2a, 13, gpu + 10, a2a, host + 5, 1,
+           {{"Collective name", "all_to_allv"}, {"In split size", in_split}, {"Out split size", out_split},
+            {"In msg nelems", 8}, {"dtype", "BFloat16"}});
+  module("TEGroupedMLP", host + 10, 10);
+  k.kernel("cutlass_grouped_gemm_kernel", 7, gpu + 10 + a2a, gemm, host + 11);
+  k.kernel(kA2a, 13, gpu + 10 + a2a + gemm, a2a, host + 25);
+}
+
 TEST(MoeRecognition, MegatronModulesOrderGivesLayersAndDirections) {
   Kineto k;
   k.range("ProfilerStep#7", 0, 1000);
-  k.range("nn.Module: MoELayer_0", 10, 30, 1, "python_function");
-  k.range("nn.Module: TopKRouter_0", 11, 3, 1, "python_function");
-  k.kernel("router_gemm", 7, 100, 10, 12);
-  k.kernel(kA2a, 13, 110, 20, 15, 1, {{"Collective name", "all_to_allv"}, {"In split size", "[3, 5]"},
-                                        {"Out split size", "[3, 4]"}, {"In msg nelems", 8}, {"dtype", "BFloat16"}});
-  k.range("nn.Module: TEGroupedMLP_0", 20, 10, 1, "python_function");
-  k.kernel("cutlass_grouped_gemm_kernel", 7, 130, 40, 21);
-  k.kernel(kA2a, 13, 170, 20, 35);
-  k.range("nn.Module: MoELayer_1", 50, 30, 1, "python_function");
-  k.range("nn.Module: TopKRouter_1", 51, 3, 1, "python_function");
-  k.kernel("router_gemm", 7, 200, 10, 52);
-  k.kernel(kA2a, 13, 210, 10, 55, 1, {{"Collective name", "all_to_allv"}, {"In split size", "[6, 2]"},
-                                        {"Out split size", "[1, 1]"}, {"In msg nelems", 8}, {"dtype", "BFloat16"}});
-  k.range("nn.Module: TEGroupedMLP_1", 60, 10, 1, "python_function");
-  k.kernel("cutlass_grouped_gemm_kernel", 7, 220, 20, 61);
-  k.kernel(kA2a, 13, 240, 10, 75);
-  // Backward on the autograd thread.
-  k.range("autograd::engine::evaluate_function: _AllToAllBackward", 100, 5, 2, "cpu_op");
-  k.kernel(kA2a, 13, 300, 10, 101, 2);
-  k.range("autograd::engine::evaluate_function: GroupedGemmBackward", 110, 5, 2, "cpu_op");
-  k.kernel("cutlass_grouped_gemm_kernel", 7, 310, 20, 111, 2);
-  k.range("autograd::engine::evaluate_function: _AllToAllBackward", 120, 5, 2, "cpu_op");
-  k.kernel(kA2a, 13, 330, 10, 121, 2);
-  k.range("autograd::engine::evaluate_function: _AllToAllBackward", 130, 5, 2, "cpu_op");
-  k.kernel(kA2a, 13, 350, 10, 131, 2);
-  k.range("autograd::engine::evaluate_function: GroupedGemmBackward", 140, 5, 2, "cpu_op");
-  k.kernel("cutlass_grouped_gemm_kernel", 7, 360, 20, 141, 2);
-  k.range("autograd::engine::evaluate_function: _AllToAllBackward", 150, 5, 2, "cpu_op");
-  k.kernel(kA2a, 13, 380, 10, 151, 2);
+  megatron_forward_layer(k, 0, 10, 100, 20, 40, "[3, 5]", "[3, 4]");
+  megatron_forward_layer(k, 1, 50, 200, 10, 20, "[6, 2]", "[1, 1]");
+  // Backward on the autograd thread: each autograd function's range (5 us
+  // from `host`) and the kernel it launches at host + 1.
+  const auto backward = [&](const char* function, const char* kernel, int stream, double host, double gpu,
+                            double dur) {
+    k.range(std::string("autograd::engine::evaluate_function: ") + function, host, 5, 2, "cpu_op");
+    k.kernel(kernel, stream, gpu, dur, host + 1, 2);
+  };
+  backward("_AllToAllBackward", kA2a, 13, 100, 300, 10);
+  backward("GroupedGemmBackward", "cutlass_grouped_gemm_kernel", 7, 110, 310, 20);
+  backward("_AllToAllBackward", kA2a, 13, 120, 330, 10);
+  backward("_AllToAllBackward", kA2a, 13, 130, 350, 10);
+  backward("GroupedGemmBackward", "cutlass_grouped_gemm_kernel", 7, 140, 360, 20);
+  backward("_AllToAllBackward", kA2a, 13, 150, 380, 10);
   const auto t = import_and_load({k.write("megatron.json")}, temp_path("megatron.db"));
   ASSERT_TRUE(t.recognition.moe);
   EXPECT_TRUE(t.recognition.ambiguities.empty()) << t.recognition.ambiguities.front();
@@ -176,12 +181,9 @@ TEST(MoeRecognition, MegatronModulesOrderGivesLayersAndDirections) {
   // The breakdown per layer: layer 0 forward window [100,190] = 90 us, all-to-all 40 us.
   const auto b = analyzer::compute_breakdown(t);
   ASSERT_EQ(b.layers.size(), 2u);
-  EXPECT_EQ(b.layers[0].forward.window_ns, 90'000);
-  EXPECT_EQ(b.layers[0].forward.at(Category::kAllToAll), 40'000);
-  EXPECT_EQ(b.layers[0].forward.at(Category::kGating), 10'000);
+  expect_times(b.layers[0].forward, 90'000, {{Category::kAllToAll, 40'000}, {Category::kGating, 10'000}});
   // Layer 0 backward: [350,390] = 40 us, all-to-all 20 us.
-  EXPECT_EQ(b.layers[0].backward.window_ns, 40'000);
-  EXPECT_EQ(b.layers[0].backward.at(Category::kAllToAll), 20'000);
+  expect_times(b.layers[0].backward, 40'000, {{Category::kAllToAll, 20'000}});
 }
 
 // A DualPipe-style schedule: forward and backward chunks of different
@@ -519,11 +521,8 @@ TEST(MoeRecognition, DeepEpKernelsWithoutAnnotationsInAnNsysExport) {
     }
     const auto b = analyzer::compute_breakdown(t);
     ASSERT_EQ(b.layers.size(), 2u);
-    EXPECT_EQ(b.layers[0].forward.window_ns, 85'000);
-    EXPECT_EQ(b.layers[0].forward.at(Category::kAllToAll), 45'000);
-    EXPECT_EQ(b.layers[0].forward.at(Category::kExpertCompute), 40'000);
-    EXPECT_EQ(b.layers[1].forward.window_ns, 45'000);
-    EXPECT_EQ(b.layers[1].forward.at(Category::kAllToAll), 25'000);
+    expect_times(b.layers[0].forward, 85'000, {{Category::kAllToAll, 45'000}, {Category::kExpertCompute, 40'000}});
+    expect_times(b.layers[1].forward, 45'000, {{Category::kAllToAll, 25'000}});
     ASSERT_EQ(b.iterations.size(), 1u);
     EXPECT_EQ(b.iterations[0].iteration, 0);
   }

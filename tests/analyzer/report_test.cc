@@ -41,7 +41,7 @@ TEST(Report, JsonMatchesTheSchema) {
 // A small run that feeds every section: two ranks, one MoE layer over three
 // iterations, FLOPs and bytes on the ops, buffers used by ops, expert load
 // with a replica in iteration 2, the layer's shape and the run's config.
-constexpr std::string_view kRich = R"(
+const std::string kRich = R"(
   run world_size=2 variant=pipemoe
   config model.elem_bytes=2 pipeline_degree=2
   layer layer=0 experts=4 top_k=1 model_dim=64 hidden_dim=256 tokens=128
@@ -66,15 +66,10 @@ constexpr std::string_view kRich = R"(
   use op=3 buffer=2 access=w
   use op=9 buffer=2 access=r
   use op=7 buffer=3 access=r
-  load iteration=0 layer=0 src=0 expert=0 tokens=10
-  load iteration=0 layer=0 src=0 expert=3 tokens=40
-  load iteration=0 layer=0 src=1 expert=2 tokens=30
-  load iteration=1 layer=0 src=0 expert=0 tokens=12
-  load iteration=1 layer=0 src=1 expert=3 tokens=38
-  load iteration=2 layer=0 src=0 expert=3 tokens=20
-  load iteration=2 layer=0 src=1 expert=1 tokens=30
-  place iteration=2 layer=0 expert=3 rank=0 role=replica
-)";
+)" + testing::load_lines(0, 0, {{10, 0, 0, 40}, {0, 0, 30, 0}}) +
+                          testing::load_lines(1, 0, {{12, 0, 0, 0}, {0, 0, 0, 38}}) +
+                          testing::load_lines(2, 0, {{0, 0, 0, 20}, {0, 30, 0, 0}}) +
+                          "place iteration=2 layer=0 expert=3 rank=0 role=replica\n";
 
 TEST(Report, EverySectionOfARichTraceMatchesTheSchemas) {
   const auto path = testing::temp_path("report-rich.db");

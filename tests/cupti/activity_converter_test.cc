@@ -16,7 +16,7 @@
 namespace moetrace::cupti {
 namespace {
 
-struct VectorSink final : RecordSink {
+struct VectorSink : RecordSink {
   std::map<std::string, StringId> ids;
   std::vector<std::string> strings;
   std::vector<instrument::StreamRecord> streams;
@@ -58,14 +58,24 @@ T record(CUpti_ActivityKind kind) {
 
 const CUpti_Activity* as_activity(const void* r) { return static_cast<const CUpti_Activity*>(r); }
 
+// What every record of work on a stream has (kernel, memcpy, memset,
+// synchronisation): its context and stream, the call that launched it
+// (correlation id) and its times.
+template <class T>
+T on_stream(CUpti_ActivityKind kind, std::uint32_t ctx, std::uint32_t stream, std::uint32_t corr,
+            std::uint64_t start, std::uint64_t end) {
+  auto r = record<T>(kind);
+  r.contextId = ctx;
+  r.streamId = stream;
+  r.correlationId = corr;
+  r.start = start;
+  r.end = end;
+  return r;
+}
+
 CUpti_ActivityKernel10 kernel(std::uint32_t ctx, std::uint32_t stream, std::uint32_t corr,
                               std::uint64_t start, std::uint64_t end, const char* name) {
-  auto k = record<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-  k.contextId = ctx;
-  k.streamId = stream;
-  k.correlationId = corr;
-  k.start = start;
-  k.end = end;
+  auto k = on_stream<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, ctx, stream, corr, start, end);
   k.name = name;
   k.gridX = 8;
   k.gridY = k.gridZ = 1;
@@ -75,6 +85,15 @@ CUpti_ActivityKernel10 kernel(std::uint32_t ctx, std::uint32_t stream, std::uint
   k.dynamicSharedMemory = 2048;
   k.registersPerThread = 32;
   return k;
+}
+
+// A runtime or driver call: its callback id names it (the converter asks
+// ConverterOptions' namer for the name).
+CUpti_ActivityAPI api_call(CUpti_ActivityKind kind, std::uint32_t cbid, std::uint32_t corr) {
+  auto a = record<CUpti_ActivityAPI>(kind);
+  a.cbid = cbid;
+  a.correlationId = corr;
+  return a;
 }
 
 CUpti_ActivityExternalCorrelation correlation(std::uint32_t corr, std::uint64_t op) {
@@ -102,6 +121,10 @@ CUpti_ActivityMarker2 marker(std::uint32_t id, CUpti_ActivityFlag flag, std::uin
 instrument::StreamRecord stream_record(int id, int rank, const char* role) {
   return {.id = StreamId(id), .rank = RankId(rank), .role = role, .name = "rank" + std::to_string(rank) + "." + role};
 }
+
+// An op's device times, [start, end).
+using Span = std::pair<std::int64_t, std::int64_t>;
+Span span_of(const instrument::OpRangeRecord& o) { return {o.start_ns, o.end_ns}; }
 
 OpLabel gate_label() {
   return {.name = "L0.it1.gate", .op = OpId(5), .rank = RankId(1), .stream = StreamId(3), .kind = OpKind::kGate,
@@ -209,16 +232,11 @@ TEST_F(ConverterTest, UnmappedStreamsGetFreshIdsAndTheirDevicesRank) {
 
 TEST_F(ConverterTest, MemcpyMatchesTheRuntimeCorrelationToo) {
   conv.map_stream(1, 2, stream_record(0, 0, "copy"));
-  auto m = record<CUpti_ActivityMemcpy6>(CUPTI_ACTIVITY_KIND_MEMCPY);
-  m.contextId = 1;
-  m.streamId = 2;
+  auto m = on_stream<CUpti_ActivityMemcpy6>(CUPTI_ACTIVITY_KIND_MEMCPY, 1, 2, 900, 50, 80);
   m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
   m.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
   m.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
   m.bytes = 4096;
-  m.start = 50;
-  m.end = 80;
-  m.correlationId = 900;
   m.runtimeCorrelationId = 901;
   feed(&m);
   const auto c = correlation(901, 12);
@@ -231,14 +249,9 @@ TEST_F(ConverterTest, MemcpyMatchesTheRuntimeCorrelationToo) {
   EXPECT_EQ(r.dst_kind, schema::MemoryKind::kPinnedHost);
   EXPECT_EQ(r.bytes, 4096);
 
-  auto s = record<CUpti_ActivityMemset4>(CUPTI_ACTIVITY_KIND_MEMSET);
-  s.contextId = 1;
-  s.streamId = 2;
+  auto s = on_stream<CUpti_ActivityMemset4>(CUPTI_ACTIVITY_KIND_MEMSET, 1, 2, 902, 90, 95);
   s.bytes = 64;
   s.value = 0;
-  s.correlationId = 902;
-  s.start = 90;
-  s.end = 95;
   feed(&s);
   conv.finish();  // never correlated: written without an op
   ASSERT_EQ(sink.memsets.size(), 1u);
@@ -249,23 +262,25 @@ TEST_F(ConverterTest, MemoryEventsGetAnnouncedBuffers) {
   conv.map_stream(1, 5, stream_record(4, 2, "compute"));
   conv.note_allocation(0x1000, BufferId(30));
   conv.note_allocation(0x1000, BufferId(31));  // the address is reused later
-  auto alloc = record<CUpti_ActivityMemory4>(CUPTI_ACTIVITY_KIND_MEMORY2);
-  alloc.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
-  alloc.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
-  alloc.address = 0x1000;
-  alloc.bytes = 512;
-  alloc.timestamp = 100;
-  alloc.contextId = 1;
-  alloc.streamId = 5;
-  alloc.isAsync = 1;
-  alloc.correlationId = 7;
-  auto release = alloc;
-  release.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
-  release.timestamp = 200;
+  // 512 bytes of device memory, on context 1's stream 5, call 7.
+  const auto memory_event = [](CUpti_ActivityMemoryOperationType op, std::uint64_t address, std::uint64_t ts,
+                               std::uint32_t is_async) {
+    auto m = record<CUpti_ActivityMemory4>(CUPTI_ACTIVITY_KIND_MEMORY2);
+    m.memoryOperationType = op;
+    m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+    m.address = address;
+    m.bytes = 512;
+    m.timestamp = ts;
+    m.contextId = 1;
+    m.streamId = 5;
+    m.isAsync = is_async;
+    m.correlationId = 7;
+    return m;
+  };
+  const auto alloc = memory_event(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, 0x1000, 100, 1);
+  const auto release = memory_event(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, 0x1000, 200, 1);
   for (auto* r : {&alloc, &release, &alloc}) feed(r);
-  auto unknown = alloc;
-  unknown.address = 0x9000;
-  unknown.isAsync = 0;
+  const auto unknown = memory_event(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, 0x9000, 100, 0);
   feed(&unknown);
   ASSERT_EQ(sink.memory.size(), 4u);
   EXPECT_TRUE(sink.memory[0].alloc);
@@ -282,12 +297,10 @@ TEST_F(ConverterTest, MemoryEventsGetAnnouncedBuffers) {
 }
 
 TEST_F(ConverterTest, ApiCallsSyncAndOverhead) {
-  auto rt = record<CUpti_ActivityAPI>(CUPTI_ACTIVITY_KIND_RUNTIME);
-  rt.cbid = 211;
+  auto rt = api_call(CUPTI_ACTIVITY_KIND_RUNTIME, 211, 3);
   rt.start = 1;
   rt.end = 9;
   rt.threadId = 55;
-  rt.correlationId = 3;
   rt.returnValue = 0;
   auto drv = rt;
   drv.kind = CUPTI_ACTIVITY_KIND_DRIVER;
@@ -305,13 +318,8 @@ TEST_F(ConverterTest, ApiCallsSyncAndOverhead) {
   EXPECT_EQ(sink.apis[1].return_code, 2);
 
   conv.map_stream(1, 7, stream_record(2, 3, "comm"));
-  auto sync = record<CUpti_ActivitySynchronization2>(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
+  auto sync = on_stream<CUpti_ActivitySynchronization2>(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, 1, 7, 4, 10, 30);
   sync.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
-  sync.contextId = 1;
-  sync.streamId = 7;
-  sync.start = 10;
-  sync.end = 30;
-  sync.correlationId = 4;
   auto ctx_sync = sync;
   ctx_sync.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE;
   ctx_sync.streamId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
@@ -368,12 +376,10 @@ TEST_F(ConverterTest, OpsAnnouncedWithoutNvtxStillGetRanges) {
   conv.note_op(empty, 120, 130);
   conv.finish();
   ASSERT_EQ(sink.ops.size(), 2u);
-  EXPECT_EQ(sink.ops[0].start_ns, 300);
-  EXPECT_EQ(sink.ops[0].end_ns, 400);
+  EXPECT_EQ(span_of(sink.ops[0]), Span(300, 400));
   EXPECT_EQ(sink.ops[0].launch_start_ns, 100);
   // Nothing ran: a point where its stream reached it, after op 5's kernel.
-  EXPECT_EQ(sink.ops[1].start_ns, 400);
-  EXPECT_EQ(sink.ops[1].end_ns, 400);
+  EXPECT_EQ(span_of(sink.ops[1]), Span(400, 400));
   EXPECT_EQ(sink.ops[1].launch_end_ns, 130);
 }
 
@@ -406,17 +412,17 @@ TEST_F(ConverterTest, OpsThatRanNothingSitWhereTheirStreamReachedThem) {
   feed(&k11);
   feed(&k13);
   conv.finish();
-  std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> at;
-  for (const auto& o : sink.ops) at[o.id.value] = {o.start_ns, o.end_ns};
+  std::map<std::int64_t, Span> at;
+  for (const auto& o : sink.ops) at[o.id.value] = span_of(o);
   ASSERT_EQ(at.size(), 8u);
-  EXPECT_EQ(at[10], std::make_pair(std::int64_t{110}, std::int64_t{110}));
-  EXPECT_EQ(at[11], std::make_pair(std::int64_t{1000}, std::int64_t{5000}));
-  EXPECT_EQ(at[12], std::make_pair(std::int64_t{5000}, std::int64_t{5000}));
-  EXPECT_EQ(at[13], std::make_pair(std::int64_t{5000}, std::int64_t{6000}));
-  EXPECT_EQ(at[14], std::make_pair(std::int64_t{9100}, std::int64_t{9100}));
-  EXPECT_EQ(at[15], std::make_pair(std::int64_t{155}, std::int64_t{155}));
-  EXPECT_EQ(at[16], std::make_pair(std::int64_t{5000}, std::int64_t{5000}));
-  EXPECT_EQ(at[17], std::make_pair(std::int64_t{5000}, std::int64_t{5000}));
+  EXPECT_EQ(at[10], Span(110, 110));
+  EXPECT_EQ(at[11], Span(1000, 5000));
+  EXPECT_EQ(at[12], Span(5000, 5000));
+  EXPECT_EQ(at[13], Span(5000, 6000));
+  EXPECT_EQ(at[14], Span(9100, 9100));
+  EXPECT_EQ(at[15], Span(155, 155));
+  EXPECT_EQ(at[16], Span(5000, 5000));
+  EXPECT_EQ(at[17], Span(5000, 5000));
 }
 
 // The waits reach the converter through the issuing thread's inbox, like
@@ -483,9 +489,8 @@ TEST(ApiNames, AskedOncePerCallbackId) {
                                                   return "call" + std::to_string(cbid);
                                                 }}};
   for (int i = 0; i < 4; ++i) {
-    auto a = record<CUpti_ActivityAPI>(i == 3 ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME);
-    a.cbid = 211;
-    a.correlationId = static_cast<std::uint32_t>(i + 1);
+    const auto a = api_call(i == 3 ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME, 211,
+                            static_cast<std::uint32_t>(i + 1));
     conv.convert(as_activity(&a));
   }
   ASSERT_EQ(sink.apis.size(), 4u);
@@ -494,28 +499,18 @@ TEST(ApiNames, AskedOncePerCallbackId) {
 }
 
 // A sink whose first kernel blocks until released: a conversion in progress.
-struct BlockingSink final : RecordSink {
-  VectorSink inner;
+struct BlockingSink final : VectorSink {
   std::mutex mu;
   std::condition_variable cv;
   bool entered = false, released = false;
-  StringId intern(std::string_view s) override { return inner.intern(s); }
-  void add(const instrument::StreamRecord& r) override { inner.add(r); }
   void add(const instrument::KernelRecord& r) override {
     std::unique_lock lock(mu);
     entered = true;
     cv.notify_all();
     cv.wait(lock, [&] { return released; });
-    inner.add(r);
+    VectorSink::add(r);
   }
-  void add(const instrument::MemcpyRecord& r) override { inner.add(r); }
-  void add(const instrument::MemsetRecord& r) override { inner.add(r); }
-  void add(const instrument::MemoryEventRecord& r) override { inner.add(r); }
-  void add(const instrument::ApiCallRecord& r) override { inner.add(r); }
-  void add(const instrument::SyncRecord& r) override { inner.add(r); }
-  void add(const instrument::OverheadRecord& r) override { inner.add(r); }
-  void add(const instrument::NvtxRangeRecord& r) override { inner.add(r); }
-  void add(const instrument::OpRangeRecord& r) override { inner.add(r); }
+  using VectorSink::add;
 };
 
 TEST(ConverterIntake, IssuerDoesNotWaitForAConversion) {
@@ -551,11 +546,11 @@ TEST(ConverterIntake, IssuerDoesNotWaitForAConversion) {
   // The next use of the converter applies them first, in order.
   intake.with_converter([](ActivityConverter& conv) { conv.finish(); });
   EXPECT_EQ(intake.waiting(), 0u);
-  ASSERT_EQ(sink.inner.streams.size(), 2u);  // the kernel's unmapped stream, then the announced one
-  ASSERT_EQ(sink.inner.ops.size(), 1u);
-  EXPECT_EQ(sink.inner.ops[0].id.value, 5);
-  EXPECT_EQ(sink.inner.ops[0].start_ns, 1000);
-  EXPECT_EQ(sink.inner.ops[0].launch_start_ns, 900);
+  ASSERT_EQ(sink.streams.size(), 2u);  // the kernel's unmapped stream, then the announced one
+  ASSERT_EQ(sink.ops.size(), 1u);
+  EXPECT_EQ(sink.ops[0].id.value, 5);
+  EXPECT_EQ(sink.ops[0].start_ns, 1000);
+  EXPECT_EQ(sink.ops[0].launch_start_ns, 900);
 }
 
 TEST(ConverterIntake, AnnouncementsReachTheConverterBeforeLaterBuffers) {

@@ -9,6 +9,8 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <string>
+#include <string_view>
 
 #include "moetrace/plan/builders.h"
 #include "moetrace/plan/cpu_executor.h"
@@ -55,6 +57,17 @@ std::vector<std::string> chunk_all_to_alls(const Plan& p, int rank) {
   return stream_ops(p, rank, "comm", "^L0.it0.(dispatch|combine).*c[0-9]$");
 }
 
+// Full names of layer 0, iteration 0's chunk all-to-alls, written as the
+// papers write them: "D2" is chunk 2's dispatch
+// (L0.it0.dispatch_all_to_all.c2), "C0" chunk 0's combine.
+std::vector<std::string> layer0_chunk_names(std::initializer_list<std::string_view> short_names) {
+  std::vector<std::string> names;
+  for (const auto n : short_names)
+    names.push_back(std::string("L0.it0.") + (n[0] == 'D' ? "dispatch" : "combine") + "_all_to_all.c" +
+                    std::string(n.substr(1)));
+  return names;
+}
+
 void expect_valid(const Plan& p) {
   const auto problems = check_plan(p);
   EXPECT_TRUE(problems.empty()) << problems.front();
@@ -95,10 +108,7 @@ TEST(Structure, PipeMoeDispatchesThenCombines) {
   const Plan p = build_pipemoe(c, balanced(1, 1, 4, 4, 1, 30));
   expect_valid(p);
   // pipemoe Eq. 9-11 on one network resource: D1 D2 D3, then C1 C2 C3.
-  EXPECT_EQ(chunk_all_to_alls(p, 0),
-            (std::vector<std::string>{"L0.it0.dispatch_all_to_all.c0", "L0.it0.dispatch_all_to_all.c1",
-                                      "L0.it0.dispatch_all_to_all.c2", "L0.it0.combine_all_to_all.c0",
-                                      "L0.it0.combine_all_to_all.c1", "L0.it0.combine_all_to_all.c2"}));
+  EXPECT_EQ(chunk_all_to_alls(p, 0), layer0_chunk_names({"D0", "D1", "D2", "C0", "C1", "C2"}));
   // pipemoe Eq. 5: 30 tokens over 4 experts -> rows [8, 8, 7, 7] per source
   // (largest remainder); chunk c of an expert's n rows is [floor(nc/3),
   // floor(n(c+1)/3)): n = 8 -> 2, 3, 3 and n = 7 -> 2, 2, 3. Rank 0 sends
@@ -118,10 +128,7 @@ TEST(Structure, MPipeMoeAlternatesSendAndReceive) {
   const Plan p = build_mpipemoe(c, balanced(1, 1, 4, 4, 1, 24));
   expect_valid(p);
   // mpipemoe Fig. 7(a): S1 S2 R1 S3 R2 R3.
-  EXPECT_EQ(chunk_all_to_alls(p, 2),
-            (std::vector<std::string>{"L0.it0.dispatch_all_to_all.c0", "L0.it0.dispatch_all_to_all.c1",
-                                      "L0.it0.combine_all_to_all.c0", "L0.it0.dispatch_all_to_all.c2",
-                                      "L0.it0.combine_all_to_all.c1", "L0.it0.combine_all_to_all.c2"}));
+  EXPECT_EQ(chunk_all_to_alls(p, 2), layer0_chunk_names({"D0", "D1", "C0", "D2", "C1", "C2"}));
 }
 
 struct QVector {

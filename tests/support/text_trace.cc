@@ -75,6 +75,23 @@ std::string temp_path(std::string_view name) {
   return (dir / std::string(name)).string();
 }
 
+std::string load_lines(int iteration, int layer, std::initializer_list<std::initializer_list<int>> tokens) {
+  std::string s;
+  int src = 0;
+  for (const auto& row : tokens) {
+    int expert = 0;
+    for (const int n : row) {
+      if (n != 0)
+        s += "load iteration=" + std::to_string(iteration) + " layer=" + std::to_string(layer) +
+             " src=" + std::to_string(src) + " expert=" + std::to_string(expert) + " tokens=" + std::to_string(n) +
+             "\n";
+      ++expert;
+    }
+    ++src;
+  }
+  return s;
+}
+
 void write_text_trace(const std::string& path, std::string_view text) {
   std::vector<Line> lines;
   std::istringstream in{std::string(text)};

@@ -27,6 +27,7 @@
 // fixture fails the test instead of silently changing it.
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <string_view>
 
@@ -39,6 +40,11 @@ std::string temp_path(std::string_view name);
 
 // The whole of a file, as bytes ("" where it cannot be read).
 std::string read_text(const std::string& path);
+
+// The `load` lines of one layer in one iteration, from its routing matrix:
+// tokens[src][expert] is what source rank src sends to the expert; a zero
+// writes no line. Lines go by source rank, then expert.
+std::string load_lines(int iteration, int layer, std::initializer_list<std::initializer_list<int>> tokens);
 
 // Runs `sql` (one or more statements) on the trace at `path`, as damage done
 // to the file after the writer closed it.
