@@ -76,9 +76,9 @@ class CpGraph {
   std::int64_t ts(std::uint32_t n) const { return detail::cp_time(ev_, n); }
 
   void span(std::uint32_t u, std::uint32_t v, std::int32_t event, PathCategory c, bool zero = false) {
-    edges_.push(u, v, zero ? 0 : std::max<std::int64_t>(0, ts(v) - ts(u)), event, static_cast<std::uint8_t>(c));
+    edges_.push(u, v, !zero, event, static_cast<std::uint8_t>(c));
   }
-  void link(std::uint32_t u, std::uint32_t v) { edges_.push(u, v, 0, -1, kCpNoCategory); }
+  void link(std::uint32_t u, std::uint32_t v) { edges_.push(u, v, false, -1, kCpNoCategory); }
 
   // Room for every edge the graph can get, reserved at once (a bound: each
   // host node adds at most one call-stack edge and one runtime-lock edge at
@@ -515,10 +515,10 @@ class CpGraph {
       // is waiting: it weighs nothing (like a blocking call's wait).
       for (const auto& p : parts) {
         const auto k = own_edge_[p.first - host];
-        auto& own = edges_.w[k];
+        const auto own = detail::cp_weight(ev_, edges_, k, start_node(p.first), false);
         const auto w = std::max<std::int64_t>(0, ev_[p.first].end - std::max(ev_[p.first].start, last_start));
         wait_ns += own - w;
-        own = w;
+        edges_.set_weight(k, w);
         edges_.flags[k] |= detail::CpEdges::kShortened;
       }
       // Every participant's start -> every other's end weighs
@@ -536,13 +536,16 @@ class CpGraph {
         }
       for (const auto& p : parts)
         if (p.first != hub) {
-          edges_.push(start_node(p.first), start_node(hub), 0, -1, kCpNoCategory, true);
+          edges_.push(start_node(p.first), start_node(hub), false, -1, kCpNoCategory, true);
           ++collective_edge_count;
         }
       for (const auto& q : parts) {
-        const auto w = std::max<std::int64_t>(0, ev_[q.last].end - last_start);
-        edges_.push(start_node(hub), end_node(q.last), w, static_cast<std::int32_t>(q.last),
+        // The hub starts at last_start (unless no participant does: every
+        // start before 0): the time between the nodes, else set.
+        edges_.push(start_node(hub), end_node(q.last), true, static_cast<std::int32_t>(q.last),
                     static_cast<std::uint8_t>(PathCategory::kKernelCommunication), true);
+        if (ev_[hub].start != last_start)
+          edges_.set_weight(edges_.size() - 1, std::max<std::int64_t>(0, ev_[q.last].end - last_start));
         ++collective_edge_count;
       }
     }

@@ -105,10 +105,14 @@ void cp_search(std::span<const CpEvent> ev, const CpEdges& edges, const std::vec
                const CpRankSlots* ranks, CpSearch& s);
 
 // An edge's weight in a search (`own`: with its own weight where shortened).
+static_assert(kNumPathCategories <= CpEdges::kNoCategory);
+
+// An edge weighs the time between its nodes unless flagged (CpEdges).
 inline std::int64_t cp_weight(std::span<const CpEvent> ev, const CpEdges& edges, std::size_t k, std::uint32_t from,
                               bool own) {
-  if (own && edges.shortened(k)) return std::max<std::int64_t>(0, cp_time(ev, edges.v[k]) - cp_time(ev, from));
-  return edges.w[k];
+  if (edges.zero(k)) return 0;
+  if (edges.has_explicit(k) && !(own && edges.shortened(k))) return edges.explicit_weight(k);
+  return std::max<std::int64_t>(0, cp_time(ev, edges.v[k]) - cp_time(ev, from));
 }
 
 // Across ranks: the path time of each rank's events, the path's edges
