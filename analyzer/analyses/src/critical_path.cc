@@ -110,7 +110,7 @@ class CpGraph {
         CpEvent g;
         g.start = a.start_ns;
         g.end = a.end_ns;
-        g.stream = static_cast<std::int32_t>(s);
+        g.lane = static_cast<std::int32_t>(s);
         g.rank = t_.streams[s].rank.value;
         g.source = static_cast<std::uint32_t>(i);
         g.kind = a.type == ActivityType::kMemcpy   ? PathEvent::Kind::kMemcpy
@@ -184,7 +184,7 @@ class CpGraph {
       std::uint32_t last_id = 0;
       Lane last_lane;
       for (std::size_t i = 0; i < host_; ++i) {
-        const Lane l{ev_[i].rank, ev_[i].thread};
+        const Lane l{ev_[i].rank, in_.threads[static_cast<std::size_t>(ev_[i].lane)]};
         if (i == 0 || l != last_lane) {
           last_id = lanes.try_emplace(l, static_cast<std::uint32_t>(lanes.size())).first->second;
           last_lane = l;
@@ -207,7 +207,7 @@ class CpGraph {
     scratch.slot.resize(host_);
     for (std::size_t k = 0; k < order.size();) {
       auto j = k;
-      while (j < order.size() && ev_[order[j]].rank == ev_[order[k]].rank && ev_[order[j]].thread == ev_[order[k]].thread)
+      while (j < order.size() && ev_[order[j]].rank == ev_[order[k]].rank && ev_[order[j]].lane == ev_[order[k]].lane)
         ++j;
       walk_thread(std::span<const std::uint32_t>(order.data() + k, j - k), parent, scratch);
       k = j;
@@ -363,7 +363,7 @@ class CpGraph {
       own_edge_[id - host_] = static_cast<std::uint32_t>(edges_.size());
       span(start_node(id), end_node(id), static_cast<std::int32_t>(id), gpu_category(a));
       const auto h = launch_event(a);
-      const auto p = last.find(ev_[id].stream);
+      const auto p = last.find(ev_[id].lane);
       const std::int64_t prev = p == last.end() ? -1 : p->second;
       const auto prev_end = prev >= 0 ? ev_[static_cast<std::size_t>(prev)].end : INT64_MIN;
       const auto call_start = h >= 0 ? ev_[static_cast<std::size_t>(h)].start : INT64_MIN;
@@ -383,7 +383,7 @@ class CpGraph {
       else if (prev >= 0 && (h < 0 || prev_end > call_start) && sync_end < prev_end)
         span(end_node(static_cast<std::size_t>(prev)), start_node(id), static_cast<std::int32_t>(prev),
              PathCategory::kKernelGap);
-      last[ev_[id].stream] = static_cast<std::int64_t>(id);
+      last[ev_[id].lane] = static_cast<std::int64_t>(id);
     }
   }
 
@@ -563,7 +563,7 @@ class CpGraph {
     detail::cp_search(ev_, edges_, out_begin_, nullptr, s);
     if (s.best[0] < 0) return r;
     detail::CpAcrossTotals totals;
-    auto path = detail::cp_path(t_, ev_, edges_, out_begin_, s, static_cast<std::uint32_t>(s.best[0]), top_events,
+    auto path = detail::cp_path(t_, in_, ev_, edges_, out_begin_, s, static_cast<std::uint32_t>(s.best[0]), top_events,
                                 across_ ? &totals : nullptr);
     path.rank = r.rank;
     path.nodes = r.nodes;
@@ -603,7 +603,7 @@ class CpGraph {
     detail::cp_search(ev_, edges_, out_begin_, &slots, s);
     for (std::size_t i = 0; i < out.size(); ++i) {
       if (s.best[i] < 0) continue;
-      auto path = detail::cp_path(t_, ev_, edges_, out_begin_, s, static_cast<std::uint32_t>(s.best[i]), top_events,
+      auto path = detail::cp_path(t_, in_, ev_, edges_, out_begin_, s, static_cast<std::uint32_t>(s.best[i]), top_events,
                                   nullptr);
       path.rank = out[i].rank;
       path.nodes = out[i].nodes;
