@@ -11,6 +11,7 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "critical_path_edges.h"
@@ -102,7 +103,11 @@ struct CpSearch {
   std::vector<std::int64_t> dist;
   std::vector<std::uint32_t> pred;  // edge index; kCpNoEdge: none
   std::vector<std::int64_t> best;   // the path's last node per slot; -1: none
-  std::vector<std::uint32_t> indegree;  // scratch
+  // Scratch: each node's in-degree, a byte each (15 M nodes); a node with
+  // 255 or more in-edges (a runtime-lock end closing many calls) keeps the
+  // rest in indegree_more (few).
+  std::vector<std::uint8_t> indegree;
+  std::unordered_map<std::uint32_t, std::uint32_t> indegree_more;
 };
 void cp_search(std::span<const CpEvent> ev, const CpEdges& edges, const std::vector<std::uint32_t>& out_begin,
                const CpRankSlots* ranks, CpSearch& s);

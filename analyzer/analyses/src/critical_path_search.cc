@@ -48,9 +48,24 @@ void cp_search(std::span<const CpEvent> ev, const CpEdges& edges, const std::vec
   // Memory advised for huge pages (fewer page faults), reused from a
   // search before where there was one.
   auto& indegree = s.indegree;
-  huge_array(indegree, n, std::uint32_t{0});
-  for (std::size_t k = 0; k < edges.size(); ++k)
-    if (!own || !edges.collective(k)) ++indegree[edges.v[k]];
+  auto& more = s.indegree_more;
+  huge_array(indegree, n, std::uint8_t{0});
+  more.clear();
+  for (std::size_t k = 0; k < edges.size(); ++k) {
+    if (own && edges.collective(k)) continue;
+    auto& low = indegree[edges.v[k]];
+    if (low < UINT8_MAX) ++low;
+    else ++more[edges.v[k]];
+  }
+  // One in-edge of v done; true where none is left.
+  auto done = [&](std::uint32_t v) {
+    if (indegree[v] == UINT8_MAX)
+      if (const auto it = more.find(v); it != more.end()) {
+        if (--it->second == 0) more.erase(it);
+        return false;
+      }
+    return --indegree[v] == 0;
+  };
   huge_array(s.dist, n, std::int64_t{0});
   huge_array(s.pred, n, kCpNoEdge);
   auto& dist = s.dist;
@@ -71,7 +86,7 @@ void cp_search(std::span<const CpEvent> ev, const CpEdges& edges, const std::vec
         dist[v] = dist[u] + w;
         pred[v] = k;
       }
-      if (--indegree[v] == 0) ready.push_back(v);
+      if (done(v)) ready.push_back(v);
     }
   }
 }
