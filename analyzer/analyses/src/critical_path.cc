@@ -76,9 +76,9 @@ class CpGraph {
   std::int64_t ts(std::uint32_t n) const { return detail::cp_time(ev_, n); }
 
   void span(std::uint32_t u, std::uint32_t v, std::int32_t event, PathCategory c, bool zero = false) {
-    edges_.push(u, v, zero ? 0 : std::max<std::int64_t>(0, ts(v) - ts(u)), event, static_cast<std::uint8_t>(c));
+    edges_.push(u, v, !zero, event, static_cast<std::uint8_t>(c));
   }
-  void link(std::uint32_t u, std::uint32_t v) { edges_.push(u, v, 0, -1, kCpNoCategory); }
+  void link(std::uint32_t u, std::uint32_t v) { edges_.push(u, v, false, -1, kCpNoCategory); }
 
   // Room for every edge the graph can get, reserved at once (a bound: each
   // host node adds at most one call-stack edge and one runtime-lock edge at
@@ -110,7 +110,7 @@ class CpGraph {
         CpEvent g;
         g.start = a.start_ns;
         g.end = a.end_ns;
-        g.stream = static_cast<std::int32_t>(s);
+        g.lane = static_cast<std::int32_t>(s);
         g.rank = t_.streams[s].rank.value;
         g.source = static_cast<std::uint32_t>(i);
         g.kind = a.type == ActivityType::kMemcpy   ? PathEvent::Kind::kMemcpy
@@ -184,7 +184,7 @@ class CpGraph {
       std::uint32_t last_id = 0;
       Lane last_lane;
       for (std::size_t i = 0; i < host_; ++i) {
-        const Lane l{ev_[i].rank, ev_[i].thread};
+        const Lane l{ev_[i].rank, in_.threads[static_cast<std::size_t>(ev_[i].lane)]};
         if (i == 0 || l != last_lane) {
           last_id = lanes.try_emplace(l, static_cast<std::uint32_t>(lanes.size())).first->second;
           last_lane = l;
@@ -207,7 +207,7 @@ class CpGraph {
     scratch.slot.resize(host_);
     for (std::size_t k = 0; k < order.size();) {
       auto j = k;
-      while (j < order.size() && ev_[order[j]].rank == ev_[order[k]].rank && ev_[order[j]].thread == ev_[order[k]].thread)
+      while (j < order.size() && ev_[order[j]].rank == ev_[order[k]].rank && ev_[order[j]].lane == ev_[order[k]].lane)
         ++j;
       walk_thread(std::span<const std::uint32_t>(order.data() + k, j - k), parent, scratch);
       k = j;
@@ -363,7 +363,7 @@ class CpGraph {
       own_edge_[id - host_] = static_cast<std::uint32_t>(edges_.size());
       span(start_node(id), end_node(id), static_cast<std::int32_t>(id), gpu_category(a));
       const auto h = launch_event(a);
-      const auto p = last.find(ev_[id].stream);
+      const auto p = last.find(ev_[id].lane);
       const std::int64_t prev = p == last.end() ? -1 : p->second;
       const auto prev_end = prev >= 0 ? ev_[static_cast<std::size_t>(prev)].end : INT64_MIN;
       const auto call_start = h >= 0 ? ev_[static_cast<std::size_t>(h)].start : INT64_MIN;
@@ -383,7 +383,7 @@ class CpGraph {
       else if (prev >= 0 && (h < 0 || prev_end > call_start) && sync_end < prev_end)
         span(end_node(static_cast<std::size_t>(prev)), start_node(id), static_cast<std::int32_t>(prev),
              PathCategory::kKernelGap);
-      last[ev_[id].stream] = static_cast<std::int64_t>(id);
+      last[ev_[id].lane] = static_cast<std::int64_t>(id);
     }
   }
 
@@ -515,10 +515,10 @@ class CpGraph {
       // is waiting: it weighs nothing (like a blocking call's wait).
       for (const auto& p : parts) {
         const auto k = own_edge_[p.first - host];
-        auto& own = edges_.w[k];
+        const auto own = detail::cp_weight(ev_, edges_, k, start_node(p.first), false);
         const auto w = std::max<std::int64_t>(0, ev_[p.first].end - std::max(ev_[p.first].start, last_start));
         wait_ns += own - w;
-        own = w;
+        edges_.set_weight(k, w);
         edges_.flags[k] |= detail::CpEdges::kShortened;
       }
       // Every participant's start -> every other's end weighs
@@ -536,13 +536,16 @@ class CpGraph {
         }
       for (const auto& p : parts)
         if (p.first != hub) {
-          edges_.push(start_node(p.first), start_node(hub), 0, -1, kCpNoCategory, true);
+          edges_.push(start_node(p.first), start_node(hub), false, -1, kCpNoCategory, true);
           ++collective_edge_count;
         }
       for (const auto& q : parts) {
-        const auto w = std::max<std::int64_t>(0, ev_[q.last].end - last_start);
-        edges_.push(start_node(hub), end_node(q.last), w, static_cast<std::int32_t>(q.last),
+        // The hub starts at last_start (unless no participant does: every
+        // start before 0): the time between the nodes, else set.
+        edges_.push(start_node(hub), end_node(q.last), true, static_cast<std::int32_t>(q.last),
                     static_cast<std::uint8_t>(PathCategory::kKernelCommunication), true);
+        if (ev_[hub].start != last_start)
+          edges_.set_weight(edges_.size() - 1, std::max<std::int64_t>(0, ev_[q.last].end - last_start));
         ++collective_edge_count;
       }
     }
@@ -560,7 +563,7 @@ class CpGraph {
     detail::cp_search(ev_, edges_, out_begin_, nullptr, s);
     if (s.best[0] < 0) return r;
     detail::CpAcrossTotals totals;
-    auto path = detail::cp_path(t_, ev_, edges_, out_begin_, s, static_cast<std::uint32_t>(s.best[0]), top_events,
+    auto path = detail::cp_path(t_, in_, ev_, edges_, out_begin_, s, static_cast<std::uint32_t>(s.best[0]), top_events,
                                 across_ ? &totals : nullptr);
     path.rank = r.rank;
     path.nodes = r.nodes;
@@ -600,7 +603,7 @@ class CpGraph {
     detail::cp_search(ev_, edges_, out_begin_, &slots, s);
     for (std::size_t i = 0; i < out.size(); ++i) {
       if (s.best[i] < 0) continue;
-      auto path = detail::cp_path(t_, ev_, edges_, out_begin_, s, static_cast<std::uint32_t>(s.best[i]), top_events,
+      auto path = detail::cp_path(t_, in_, ev_, edges_, out_begin_, s, static_cast<std::uint32_t>(s.best[i]), top_events,
                                   nullptr);
       path.rank = out[i].rank;
       path.nodes = out[i].nodes;

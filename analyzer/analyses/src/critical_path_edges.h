@@ -1,13 +1,17 @@
 // The edges of a critical path's graph (critical_path.cc), one array a field:
-// 21 bytes an edge where a struct took 24, and reordered by source node for
-// the longest path (one field at a time), so that no array of edge indices
-// is needed beside them (the graph across ranks of a 10 M-event trace has
-// 19 M edges).
+// 13 bytes an edge, and reordered by source node for the longest path (one
+// field at a time), so that no array of edge indices is needed beside them
+// (the graph across ranks of a 10 M-event trace has 16 M edges). An edge
+// holds no weight: it weighs the time from its source node to its
+// destination's (at least 0), or nothing (kZero); the few others (a
+// collective participant's shortened edge) keep theirs in `explicit_w`.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "moetrace/analyzer/huge_pages.h"
@@ -15,36 +19,53 @@
 namespace moetrace::analyzer::detail {
 
 struct CpEdges {
-  static constexpr std::uint8_t kNoCategory = 63;   // a dependency, attributed to nothing
+  static constexpr std::uint8_t kNoCategory = 7;    // a dependency, attributed to nothing (PathCategory: 0-5)
+  static constexpr std::uint8_t kZero = 8;          // flag: weighs nothing
+  static constexpr std::uint8_t kExplicit = 16;     // flag: its weight is in explicit_w
   static constexpr std::uint8_t kShortened = 64;    // flag: a collective participant's own edge, its wait taken off
   static constexpr std::uint8_t kCollective = 128;  // flag: between ranks (across-ranks graph)
 
   std::vector<std::uint32_t> u, v;  // source, destination node; u is emptied by group_by_source
-  std::vector<std::int64_t> w;
   std::vector<std::int32_t> event;  // attributed event; -1: none
-  std::vector<std::uint8_t> flags;  // the category (PathCategory, or kNoCategory) | kShortened | kCollective
+  std::vector<std::uint8_t> flags;  // the category (PathCategory, or kNoCategory) | the flags above
+  // The weights of the kExplicit edges (few: one a collective participant):
+  // by edge while built, then (edge, weight) in order of edge once grouped.
+  std::unordered_map<std::uint32_t, std::int64_t> set_w;
+  std::vector<std::pair<std::uint32_t, std::int64_t>> explicit_w;
 
   std::size_t size() const { return v.size(); }
   std::uint8_t category(std::size_t k) const { return flags[k] & kNoCategory; }
   bool collective(std::size_t k) const { return (flags[k] & kCollective) != 0; }
   bool shortened(std::size_t k) const { return (flags[k] & kShortened) != 0; }
+  bool zero(std::size_t k) const { return (flags[k] & kZero) != 0; }
+  bool has_explicit(std::size_t k) const { return (flags[k] & kExplicit) != 0; }
+  std::int64_t explicit_weight(std::size_t k) const {
+    if (u.size() == size()) return set_w.at(static_cast<std::uint32_t>(k));  // not yet grouped
+    const auto it = std::lower_bound(explicit_w.begin(), explicit_w.end(), static_cast<std::uint32_t>(k),
+                                     [](const auto& e, std::uint32_t x) { return e.first < x; });
+    return it->second;
+  }
+  // Edge k (not yet grouped) weighs `weight` from now on, whatever its nodes' times.
+  void set_weight(std::size_t k, std::int64_t weight) {
+    flags[k] = static_cast<std::uint8_t>((flags[k] & ~kZero) | kExplicit);
+    set_w[static_cast<std::uint32_t>(k)] = weight;
+  }
 
   // Room for n edges, advised for huge pages; untouched past the last edge.
   void reserve(std::size_t n) {
     reserve_huge(u, n);
     reserve_huge(v, n);
-    reserve_huge(w, n);
     reserve_huge(event, n);
     reserve_huge(flags, n);
   }
 
-  void push(std::uint32_t from, std::uint32_t to, std::int64_t weight, std::int32_t ev, std::uint8_t category,
+  // weighs: the time between the nodes (at least 0), else nothing.
+  void push(std::uint32_t from, std::uint32_t to, bool weighs, std::int32_t ev, std::uint8_t category,
             bool between_ranks = false) {
     u.push_back(from);
     v.push_back(to);
-    w.push_back(weight);
     event.push_back(ev);
-    flags.push_back(static_cast<std::uint8_t>(category | (between_ranks ? kCollective : 0)));
+    flags.push_back(static_cast<std::uint8_t>(category | (weighs ? 0 : kZero) | (between_ranks ? kCollective : 0)));
   }
 
   // Reorders the edges by source node, keeping the order they were added in
@@ -77,9 +98,12 @@ struct CpEdges {
       field.swap(moved);
     };
     scatter(v);
-    scatter(w);
     scatter(event);
     scatter(flags);
+    explicit_w.reserve(set_w.size());
+    for (const auto& [k, weight] : set_w) explicit_w.emplace_back(to[k], weight);
+    std::sort(explicit_w.begin(), explicit_w.end());
+    std::unordered_map<std::uint32_t, std::int64_t>().swap(set_w);
     return begin;
   }
 

@@ -11,6 +11,7 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "critical_path_edges.h"
@@ -23,19 +24,21 @@ enum class CpSync : std::uint8_t { kNone, kDevice, kOne };
 // An event of the graph: host events first, then GPU events.
 struct CpEvent {
   std::int64_t start = 0, end = 0;
-  std::int64_t thread = -1;   // host: the call stack it is on (the backward thread merged, see critical_path.h)
+  // Host: the call stack it is on (the backward thread merged, see
+  // critical_path.h), an index into CpInput::threads; GPU: its stream, an
+  // index into Trace::streams. One field for both: 32 bytes an event, not
+  // 40 (the graph across ranks of a 10 M-event trace holds 7.8 M of them).
+  std::int32_t lane = -1;
   std::int32_t rank = 0;
-  std::int32_t stream = -1;   // index into Trace::streams (GPU)
   std::uint32_t source = 0;   // index into nvtx, api_calls or activities
   PathEvent::Kind kind = PathEvent::Kind::kNvtx;
-  // Flags in one byte: 40 bytes an event, not 48 (the graph across ranks of
-  // a 10 M-event trace holds 7.8 M of them).
+  // Flags in one byte.
   bool blocking : 1 = false;  // HTA's BLOCKING_SYNC_CALLS
   bool node : 1 = true;       // host: an operator or runtime call (else only structure: an annotation)
   bool lock : 1 = false;      // a call that takes the CUDA runtime's lock
   CpSync sync : 2 = CpSync::kNone;
 };
-static_assert(sizeof(CpEvent) <= 40);
+static_assert(sizeof(CpEvent) <= 32);
 
 // The events of one graph: host events (nodes and annotations) of the
 // window, and the stream tracks whose activities may join it.
@@ -46,6 +49,7 @@ struct CpRankInput {
 
 struct CpInput {
   std::map<std::int32_t, CpRankInput> ranks;  // by rank (-1: every rank in one graph)
+  std::vector<std::int64_t> threads;          // the host events' threads (CpEvent::lane)
   // api_calls[i]'s place in its graph's host events, -1: not in the window.
   std::vector<std::int32_t> api_event;
   // Per activity: in the window (its launching call is; or, on a rank with no
@@ -99,16 +103,24 @@ struct CpSearch {
   std::vector<std::int64_t> dist;
   std::vector<std::uint32_t> pred;  // edge index; kCpNoEdge: none
   std::vector<std::int64_t> best;   // the path's last node per slot; -1: none
-  std::vector<std::uint32_t> indegree;  // scratch
+  // Scratch: each node's in-degree, a byte each (15 M nodes); a node with
+  // 255 or more in-edges (a runtime-lock end closing many calls) keeps the
+  // rest in indegree_more (few).
+  std::vector<std::uint8_t> indegree;
+  std::unordered_map<std::uint32_t, std::uint32_t> indegree_more;
 };
 void cp_search(std::span<const CpEvent> ev, const CpEdges& edges, const std::vector<std::uint32_t>& out_begin,
                const CpRankSlots* ranks, CpSearch& s);
 
 // An edge's weight in a search (`own`: with its own weight where shortened).
+static_assert(kNumPathCategories <= CpEdges::kNoCategory);
+
+// An edge weighs the time between its nodes unless flagged (CpEdges).
 inline std::int64_t cp_weight(std::span<const CpEvent> ev, const CpEdges& edges, std::size_t k, std::uint32_t from,
                               bool own) {
-  if (own && edges.shortened(k)) return std::max<std::int64_t>(0, cp_time(ev, edges.v[k]) - cp_time(ev, from));
-  return edges.w[k];
+  if (edges.zero(k)) return 0;
+  if (edges.has_explicit(k) && !(own && edges.shortened(k))) return edges.explicit_weight(k);
+  return std::max<std::int64_t>(0, cp_time(ev, edges.v[k]) - cp_time(ev, from));
 }
 
 // Across ranks: the path time of each rank's events, the path's edges
@@ -121,7 +133,7 @@ struct CpAcrossTotals {
 // The path ending at `end` of a search (its length, category split and top
 // events, most time first); `across`: the path over every edge, its totals
 // added there; else a rank's own.
-RankCriticalPath cp_path(const Trace& t, std::span<const CpEvent> ev, const CpEdges& edges,
+RankCriticalPath cp_path(const Trace& t, const CpInput& in, std::span<const CpEvent> ev, const CpEdges& edges,
                          const std::vector<std::uint32_t>& out_begin, const CpSearch& s, std::uint32_t end,
                          std::size_t top_events, CpAcrossTotals* across);
 

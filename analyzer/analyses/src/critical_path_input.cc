@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 
 #include "critical_path_graph.h"
 #include "moetrace/analyzer/huge_pages.h"
@@ -113,13 +114,25 @@ CpInput cp_input(const Trace& t, const CriticalPathOptions& o, bool all_in_one) 
     const auto m = merged.find(rank);
     return m != merged.end() && m->second.first == thread ? m->second.second : thread;
   };
+  // Each distinct thread's place in in.threads (rows come in runs of one thread).
+  std::unordered_map<std::int64_t, std::int32_t> lanes;
+  std::int64_t last_thread = 0;
+  std::int32_t last_lane = -1;
+  auto lane_of = [&](std::int64_t thread) {
+    if (last_lane >= 0 && thread == last_thread) return last_lane;
+    const auto [it, added] = lanes.try_emplace(thread, static_cast<std::int32_t>(in.threads.size()));
+    if (added) in.threads.push_back(thread);
+    last_thread = thread;
+    last_lane = it->second;
+    return last_lane;
+  };
   auto key = [&](std::int32_t rank) { return all_in_one ? -1 : rank; };
   // The host event of row i of an NVTX range or an API call.
   auto host_event = [&](const auto& r, std::size_t i, PathEvent::Kind kind) {
     CpEvent e;
     e.start = r.start_ns;
     e.end = r.end_ns;
-    e.thread = thread_of(r.rank.value, r.thread_id);
+    e.lane = lane_of(thread_of(r.rank.value, r.thread_id));
     e.rank = r.rank.value;
     e.source = static_cast<std::uint32_t>(i);
     e.kind = kind;

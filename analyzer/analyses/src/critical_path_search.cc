@@ -48,9 +48,24 @@ void cp_search(std::span<const CpEvent> ev, const CpEdges& edges, const std::vec
   // Memory advised for huge pages (fewer page faults), reused from a
   // search before where there was one.
   auto& indegree = s.indegree;
-  huge_array(indegree, n, std::uint32_t{0});
-  for (std::size_t k = 0; k < edges.size(); ++k)
-    if (!own || !edges.collective(k)) ++indegree[edges.v[k]];
+  auto& more = s.indegree_more;
+  huge_array(indegree, n, std::uint8_t{0});
+  more.clear();
+  for (std::size_t k = 0; k < edges.size(); ++k) {
+    if (own && edges.collective(k)) continue;
+    auto& low = indegree[edges.v[k]];
+    if (low < UINT8_MAX) ++low;
+    else ++more[edges.v[k]];
+  }
+  // One in-edge of v done; true where none is left.
+  auto done = [&](std::uint32_t v) {
+    if (indegree[v] == UINT8_MAX)
+      if (const auto it = more.find(v); it != more.end()) {
+        if (--it->second == 0) more.erase(it);
+        return false;
+      }
+    return --indegree[v] == 0;
+  };
   huge_array(s.dist, n, std::int64_t{0});
   huge_array(s.pred, n, kCpNoEdge);
   auto& dist = s.dist;
@@ -71,12 +86,12 @@ void cp_search(std::span<const CpEvent> ev, const CpEdges& edges, const std::vec
         dist[v] = dist[u] + w;
         pred[v] = k;
       }
-      if (--indegree[v] == 0) ready.push_back(v);
+      if (done(v)) ready.push_back(v);
     }
   }
 }
 
-RankCriticalPath cp_path(const Trace& t, std::span<const CpEvent> ev, const CpEdges& edges,
+RankCriticalPath cp_path(const Trace& t, const CpInput& in, std::span<const CpEvent> ev, const CpEdges& edges,
                          const std::vector<std::uint32_t>& out_begin, const CpSearch& s, std::uint32_t end,
                          std::size_t top_events, CpAcrossTotals* across) {
   const bool own = across == nullptr;
@@ -112,8 +127,8 @@ RankCriticalPath cp_path(const Trace& t, std::span<const CpEvent> ev, const CpEd
       // A hub's edge to a participant's end: from the rank the path
       // entered the hub from.
       std::int32_t from = ev[u / 2].rank;
-      if (const auto in = pred[u]; in != kCpNoEdge && edges.collective(in))
-        from = ev[CpEdges::source(out_begin, in) / 2].rank;
+      if (const auto entered = pred[u]; entered != kCpNoEdge && edges.collective(entered))
+        from = ev[CpEdges::source(out_begin, entered) / 2].rank;
       if (from != ev[edges.v[k] / 2].rank) ++across->crossings;
     }
     node = u;
@@ -174,15 +189,15 @@ RankCriticalPath cp_path(const Trace& t, std::span<const CpEvent> ev, const CpEd
     p.name = std::string(k.name);
     p.rank = e.rank;
     switch (e.kind) {
-      case PathEvent::Kind::kNvtx: p.thread = e.thread; break;
+      case PathEvent::Kind::kNvtx: p.thread = in.threads[static_cast<std::size_t>(e.lane)]; break;
       case PathEvent::Kind::kApi:
-        p.thread = e.thread;
+        p.thread = in.threads[static_cast<std::size_t>(e.lane)];
         p.correlation_id = t.api_calls[e.source].correlation_id;
         break;
       default: {
         const auto& a = t.activities[e.source];
-        p.stream = t.streams[static_cast<std::size_t>(e.stream)].id.value;
-        p.native_stream = t.streams[static_cast<std::size_t>(e.stream)].native_id;
+        p.stream = t.streams[static_cast<std::size_t>(e.lane)].id.value;
+        p.native_stream = t.streams[static_cast<std::size_t>(e.lane)].native_id;
         p.correlation_id = a.correlation_id;
       }
     }
