@@ -109,23 +109,21 @@ constexpr const char* kProProphetPadding32 =
 constexpr const char* kProProphetPaddingTopTwo =
     "just above the range at top-2: DeepSpeed-MoE's capacity padding (assumed) costs more than measured";
 constexpr const char* kProProphetSmallTie =
-    "FasterMoE and Pro-Prophet tie on the smallest models: the all-to-all is most of their layer, with little "
-    "computation to hide the planner's transfers under";
+    "Pro-Prophet beats FasterMoE by only 2.6-4.9 % on the smallest models (the ranges start at 5-14 %): the "
+    "all-to-all is most of their layer, with little computation to hide the planner's transfers under";
 constexpr const char* kProProphetOverFaster =
-    "Pro-Prophet's gain over FasterMoE 1-7 % below the range: little computation to hide the planner's transfers "
+    "Pro-Prophet's gain over FasterMoE 0.4-6 % below the range at top-2: little computation to hide the planner's transfers "
     "under (as on the smallest models)";
 constexpr const char* kProProphetAboveBest =
     "1.28 against 1.01-1.23: Pro-Prophet gains more over FasterMoE on MoE-GPT-L than measured; not analysed further";
 constexpr const char* kProProphetHpnv =
     "Table IV's HPNV nodes (NVLink pairs) run on the HPWNV model, whose all-to-all depends on P only, and "
-    "DeepSpeed-MoE's padding is assumed: the speedups over it run 0.82-1.51x the paper's";
+    "DeepSpeed-MoE's padding is assumed: the speedups over it run 0.81-1.43x the paper's";
 constexpr const char* kProProphetFasterBroadcast =
     "the paper's FasterMoE broadcasts shadows to devices that do not need them (its 0.96x); ours shadows by its "
     "own model on the same load";
-constexpr const char* kProProphetTieLpwnv =
-    "Pro-Prophet ties FasterMoE on 8 GPUs at 512 tokens: the planner finds no placement better than FasterMoE's";
 constexpr const char* kProProphetTopTwoLpwnv =
-    "Pro-Prophet's gain at top-2 on the LPWNV nodes is smaller than measured (0.76-0.83 of it); likely the "
+    "Pro-Prophet's gain at top-2 on the LPWNV nodes is smaller than measured (0.75-0.82 of it); likely the "
     "planner's Eq. 4-5 stopping early, as in Fig. 16";
 constexpr const char* kProProphetPlannerEarly =
     "the planner's RB over FasterMoE's is 1.7-1.9 against up to 11.01: its cost model (Eq. 4-5, one average "
@@ -257,16 +255,16 @@ constexpr Expected kExpected[] = {
     {"pro-prophet/fig10a/gpt-ds/over-best", kHit, kRight, ""},
     {"pro-prophet/fig10a/gpt-dm/over-deepspeed", kHit, kRight, ""},
     {"pro-prophet/fig10a/gpt-dm/over-best", kHit, kRight, ""},
-    {"pro-prophet/fig10b/gpt-s/over-deepspeed", kMiss, kRight, kProProphetPadding32},
-    {"pro-prophet/fig10b/gpt-s/over-best", kMiss, kWrong, kProProphetSmallTie},
+    {"pro-prophet/fig10b/gpt-s/over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/fig10b/gpt-s/over-best", kMiss, kRight, kProProphetSmallTie},
     {"pro-prophet/fig10b/gpt-m/over-deepspeed", kHit, kRight, ""},
-    {"pro-prophet/fig10b/gpt-m/over-best", kMiss, kRight, kProProphetOverFaster},
+    {"pro-prophet/fig10b/gpt-m/over-best", kHit, kRight, ""},
     {"pro-prophet/fig10b/gpt-l/over-deepspeed", kHit, kRight, ""},
     {"pro-prophet/fig10b/gpt-l/over-best", kHit, kRight, ""},
-    {"pro-prophet/fig10b/gpt-ds/over-deepspeed", kMiss, kRight, kProProphetPadding32},
-    {"pro-prophet/fig10b/gpt-ds/over-best", kMiss, kWrong, kProProphetSmallTie},
+    {"pro-prophet/fig10b/gpt-ds/over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/fig10b/gpt-ds/over-best", kMiss, kRight, kProProphetSmallTie},
     {"pro-prophet/fig10b/gpt-dm/over-deepspeed", kHit, kRight, ""},
-    {"pro-prophet/fig10b/gpt-dm/over-best", kMiss, kRight, kProProphetOverFaster},
+    {"pro-prophet/fig10b/gpt-dm/over-best", kHit, kRight, ""},
     {"pro-prophet/fig10c/gpt-s/over-deepspeed", kMiss, kRight, kProProphetPaddingTopTwo},
     {"pro-prophet/fig10c/gpt-s/over-best", kMiss, kRight, kProProphetSmallTie},
     {"pro-prophet/fig10c/gpt-m/over-deepspeed", kHit, kRight, ""},
@@ -275,21 +273,21 @@ constexpr Expected kExpected[] = {
     {"pro-prophet/fig10c/gpt-l/over-best", kMiss, kRight, kProProphetOverFaster},
     {"pro-prophet/fig10c/gpt-ds/over-deepspeed", kMiss, kRight, kProProphetPaddingTopTwo},
     {"pro-prophet/fig10c/gpt-ds/over-best", kMiss, kRight, kProProphetSmallTie},
-    {"pro-prophet/fig10c/gpt-dm/over-deepspeed", kMiss, kRight, kProProphetPaddingTopTwo},
+    {"pro-prophet/fig10c/gpt-dm/over-deepspeed", kHit, kRight, ""},
     {"pro-prophet/fig10c/gpt-dm/over-best", kMiss, kRight, kProProphetOverFaster},
     {"pro-prophet/fig10d/gpt-s/over-deepspeed", kMiss, kRight, kProProphetPadding32},
-    {"pro-prophet/fig10d/gpt-s/over-best", kMiss, kWrong, kProProphetSmallTie},
+    {"pro-prophet/fig10d/gpt-s/over-best", kMiss, kRight, kProProphetSmallTie},
     {"pro-prophet/fig10d/gpt-m/over-deepspeed", kMiss, kRight, kProProphetPadding32},
     {"pro-prophet/fig10d/gpt-m/over-best", kHit, kRight, ""},
     {"pro-prophet/fig10d/gpt-l/over-deepspeed", kMiss, kRight, kProProphetPadding32},
     {"pro-prophet/fig10d/gpt-l/over-best", kHit, kRight, ""},
     {"pro-prophet/fig10d/gpt-ds/over-deepspeed", kMiss, kRight, kProProphetPadding32},
-    {"pro-prophet/fig10d/gpt-ds/over-best", kMiss, kWrong, kProProphetSmallTie},
+    {"pro-prophet/fig10d/gpt-ds/over-best", kMiss, kRight, kProProphetSmallTie},
     {"pro-prophet/fig10d/gpt-dm/over-deepspeed", kMiss, kRight, kProProphetPadding32},
     {"pro-prophet/fig10d/gpt-dm/over-best", kHit, kRight, ""},
     {"pro-prophet/table4/k1/gpt-s/fastermoe-over-deepspeed", kMiss, kRight, kProProphetHpnv},
     {"pro-prophet/table4/k1/gpt-s/pro-prophet-over-deepspeed", kHit, kRight, ""},
-    {"pro-prophet/table4/k1/gpt-m/fastermoe-over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/table4/k1/gpt-m/fastermoe-over-deepspeed", kMiss, kRight, kProProphetHpnv},
     {"pro-prophet/table4/k1/gpt-m/pro-prophet-over-deepspeed", kHit, kRight, ""},
     {"pro-prophet/table4/k1/gpt-l/fastermoe-over-deepspeed", kMiss, kRight, kProProphetHpnv},
     {"pro-prophet/table4/k1/gpt-l/pro-prophet-over-deepspeed", kHit, kRight, ""},
@@ -297,7 +295,7 @@ constexpr Expected kExpected[] = {
     {"pro-prophet/table4/k1/gpt-ds/pro-prophet-over-deepspeed", kMiss, kRight, kProProphetHpnv},
     {"pro-prophet/table4/k1/gpt-dm/fastermoe-over-deepspeed", kHit, kRight, ""},
     {"pro-prophet/table4/k1/gpt-dm/pro-prophet-over-deepspeed", kHit, kRight, ""},
-    {"pro-prophet/table4/k2/gpt-s/fastermoe-over-deepspeed", kMiss, kRight, kProProphetHpnv},
+    {"pro-prophet/table4/k2/gpt-s/fastermoe-over-deepspeed", kHit, kRight, ""},
     {"pro-prophet/table4/k2/gpt-s/pro-prophet-over-deepspeed", kHit, kRight, ""},
     {"pro-prophet/table4/k2/gpt-m/fastermoe-over-deepspeed", kMiss, kRight, kProProphetHpnv},
     {"pro-prophet/table4/k2/gpt-m/pro-prophet-over-deepspeed", kHit, kRight, ""},
@@ -309,12 +307,12 @@ constexpr Expected kExpected[] = {
     {"pro-prophet/table4/k2/gpt-dm/pro-prophet-over-deepspeed", kHit, kRight, ""},
     {"pro-prophet/table5/k1/gpt-s/fastermoe-over-deepspeed", kHit, kRight, ""},
     {"pro-prophet/table5/k1/gpt-s/pro-prophet-over-deepspeed", kHit, kRight, ""},
-    {"pro-prophet/table5/k1/gpt-m/fastermoe-over-deepspeed", kMiss, kRight, kProProphetFasterBroadcast},
-    {"pro-prophet/table5/k1/gpt-m/pro-prophet-over-deepspeed", kHit, kWrong, kProProphetTieLpwnv},
+    {"pro-prophet/table5/k1/gpt-m/fastermoe-over-deepspeed", kHit, kRight, ""},
+    {"pro-prophet/table5/k1/gpt-m/pro-prophet-over-deepspeed", kHit, kRight, ""},
     {"pro-prophet/table5/k1/gpt-ds/fastermoe-over-deepspeed", kHit, kRight, ""},
     {"pro-prophet/table5/k1/gpt-ds/pro-prophet-over-deepspeed", kHit, kRight, ""},
     {"pro-prophet/table5/k1/gpt-dm/fastermoe-over-deepspeed", kMiss, kWrong, kProProphetFasterBroadcast},
-    {"pro-prophet/table5/k1/gpt-dm/pro-prophet-over-deepspeed", kHit, kWrong, kProProphetTieLpwnv},
+    {"pro-prophet/table5/k1/gpt-dm/pro-prophet-over-deepspeed", kHit, kRight, ""},
     {"pro-prophet/table5/k2/gpt-s/fastermoe-over-deepspeed", kHit, kRight, ""},
     {"pro-prophet/table5/k2/gpt-s/pro-prophet-over-deepspeed", kMiss, kRight, kProProphetTopTwoLpwnv},
     {"pro-prophet/table5/k2/gpt-m/fastermoe-over-deepspeed", kHit, kRight, ""},

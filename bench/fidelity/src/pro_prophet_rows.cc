@@ -19,6 +19,7 @@ namespace moetrace::fidelity {
 using detail::preset;
 using detail::RowList;
 using detail::simulate;
+using detail::kFasterMoeGroupSize;
 
 // ---------------------------------------------------------------------------
 // pro-prophet: Fig. 10 and Table IV (speedups over DeepSpeed-MoE and
@@ -85,6 +86,7 @@ class ProProphetTimer {
     }
     if (c.tokens > 0) spec.routing.tokens_per_source = c.tokens;
     if (variant == "dpmoe") spec.capacity_padding = padding;
+    if (variant == "fastermoe") spec.count_exchange = true;
     spec.routing.zipf_skew = skew;
     // Steady state: iteration 0 of Pro-Prophet has no earlier distribution
     // to plan on (Alg. 2), so every variant is timed over iterations 1..3.
