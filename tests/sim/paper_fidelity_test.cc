@@ -112,8 +112,8 @@ constexpr const char* kProProphetSmallTie =
     "Pro-Prophet beats FasterMoE by only 2.6-4.9 % on the smallest models (the ranges start at 5-14 %): the "
     "all-to-all is most of their layer, with little computation to hide the planner's transfers under";
 constexpr const char* kProProphetOverFaster =
-    "Pro-Prophet's gain over FasterMoE 0.4-6 % below the range at top-2: little computation to hide the planner's transfers "
-    "under (as on the smallest models)";
+    "Pro-Prophet's gain over FasterMoE 0.4-6 % below the range at top-2: little computation to hide the planner's "
+    "transfers under (as on the smallest models)";
 constexpr const char* kProProphetAboveBest =
     "1.28 against 1.01-1.23: Pro-Prophet gains more over FasterMoE on MoE-GPT-L than measured; not analysed further";
 constexpr const char* kProProphetHpnv =

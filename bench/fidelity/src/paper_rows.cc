@@ -119,8 +119,12 @@ using detail::preset;
 using detail::Run;
 using detail::RowList;
 using detail::simulate;
-using detail::kFasterMoeGroupSize;
 
+// FasterMoE as its repository runs it (doc/fastermoe: FMOE_FASTER_SCHEDULE_ENABLE
+// and FMOE_FASTER_SHADOW_ENABLE set): the smart schedule with
+// FMOE_FASTER_GROUP_SIZE unset, i.e. 4 ranks a step (cuda/fastermoe/
+// smart_schedule.cpp), and FastMoE's count exchange before each dispatch.
+constexpr int kFasterMoeGroupSize = 4;
 
 // ---------------------------------------------------------------------------
 // ppmoe: Table 2 (throughput) and Table 3 (forward-time split)

@@ -19,7 +19,6 @@ namespace moetrace::fidelity {
 using detail::preset;
 using detail::RowList;
 using detail::simulate;
-using detail::kFasterMoeGroupSize;
 
 // ---------------------------------------------------------------------------
 // pro-prophet: Fig. 10 and Table IV (speedups over DeepSpeed-MoE and

@@ -79,10 +79,4 @@ Run simulate(const sim::RunSpec& spec);
 
 inline sim::RunSpec preset(const std::string& name) { return sim::run_preset(name); }
 
-// FasterMoE as its repository runs it (doc/fastermoe: FMOE_FASTER_SCHEDULE_ENABLE
-// and FMOE_FASTER_SHADOW_ENABLE set): the smart schedule with
-// FMOE_FASTER_GROUP_SIZE unset, i.e. 4 ranks a step (cuda/fastermoe/
-// smart_schedule.cpp), and FastMoE's count exchange before each dispatch.
-constexpr int kFasterMoeGroupSize = 4;
-
 }  // namespace moetrace::fidelity::detail

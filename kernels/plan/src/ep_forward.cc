@@ -140,7 +140,8 @@ void EpBuilder::count_exchange(int l, const Coords& co) {
   if (spec_.count_exchange)
     syncs.push_back({"count_all_gather", CollectiveKind::kAllToAllV, OpKind::kDispatchAllToAll,
                      (P_ - 1) * E_ * count_bytes});
-  if (peers && padded()) syncs.push_back({"capacity_all_reduce", CollectiveKind::kAllReduce, OpKind::kMoeAllReduce, count_bytes});
+  if (peers && padded())
+    syncs.push_back({"capacity_all_reduce", CollectiveKind::kAllReduce, OpKind::kMoeAllReduce, count_bytes});
   const std::vector<RankId> group = world_group();
   for (const Sync& sync : syncs) {
     const CollectiveId id = b_.next_collective();
