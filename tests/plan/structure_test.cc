@@ -407,8 +407,23 @@ TEST(DpMoeCapacityPadding, PadsEverySegmentToTheLargestCount) {
     EXPECT_DOUBLE_EQ(first(padded, OpKind::kPermute, r, Phase::kForward).flops, 8960.0) << r;
     EXPECT_DOUBLE_EQ(first(padded, OpKind::kUnpermute, r, Phase::kBackward).flops, 2 * 8960.0) << r;
   }
-  // The routed rows themselves are unchanged: the plan still runs.
-  EXPECT_EQ(plain.ops.size(), padded.ops.size());
+  // The routed rows themselves are unchanged: the plan still runs. Padded,
+  // each rank all-reduces the largest count (MAX) after its gate, once per
+  // iteration and layer (sharded_moe.py, drop_tokens=False): 2 iterations x
+  // 2 layers x 4 ranks = 16 ops more, 8 bytes each, on the comm stream
+  // ahead of that layer's dispatch.
+  EXPECT_EQ(padded.ops.size(), plain.ops.size() + 16);
+  for (int r = 0; r < 4; ++r) {
+    const Op& sync = first(padded, OpKind::kMoeAllReduce, r, Phase::kForward);
+    EXPECT_EQ(sync.bytes, 8) << r;
+    ASSERT_NE(sync.collective(), nullptr) << r;
+    EXPECT_EQ(sync.collective()->kind, CollectiveKind::kAllReduce) << r;
+    EXPECT_EQ(sync.collective()->group.size(), 4u) << r;
+    const Op& dispatch = first(padded, OpKind::kDispatchAllToAll, r, Phase::kForward);
+    EXPECT_EQ(sync.stream, dispatch.stream) << r;
+    EXPECT_LT(sync.id.value, dispatch.id.value) << r;
+  }
+  for (const auto& op : plain.ops) EXPECT_NE(op.kind, OpKind::kMoeAllReduce) << op.name;
   // Received (Op::received_bytes, the trace's op_recv_bytes): unpadded,
   // rank 0 (expert 0) gets 14 rows from each of 3 peers = 42 x 8 = 336
   // bytes, ranks 1-3 get 2 rows from each = 6 x 8 = 48 bytes; padded, C = 14
@@ -456,6 +471,17 @@ TEST(ProProphetSchedule, AlgorithmTwoOrder) {
   // Forward: Trans of block 0 opens the iteration; SubTrans1 of block 1 after
   // block 0's dispatch, SubTrans2 after its combine (Alg. 2 lines 7-10).
   EXPECT_LT(pos("L0.it1.trans.e0"), pos("L0.it1.dispatch_all_to_all"));
+  // Each block's dispatch is unpadded, so the ranks exchange their counts
+  // before it: one all-to-all sending each of the 3 peers its 1 expert's
+  // int64 count, 3 x 8 = 24 bytes.
+  EXPECT_LT(pos("L0.it1.count_exchange"), pos("L0.it1.dispatch_all_to_all"));
+  EXPECT_LT(pos("L1.it1.count_exchange"), pos("L1.it1.dispatch_all_to_all"));
+  const Op& counts = *std::find_if(p.ops.begin(), p.ops.end(),
+                                   [](const Op& o) { return o.name == "L0.it1.count_exchange" && o.rank.value == 0; });
+  EXPECT_EQ(counts.bytes, 24);
+  EXPECT_EQ(counts.received_bytes(), 24);  // each peer's count for rank 0's expert comes back
+  EXPECT_EQ(counts.collective()->kind, CollectiveKind::kAllToAllV);
+  for (const Op& o : p.ops) EXPECT_EQ(o.name.find("count_all_gather"), std::string::npos) << o.name;
   EXPECT_LT(pos("L0.it1.dispatch_all_to_all"), pos("L1.it1.sub_trans1.e0"));
   EXPECT_LT(pos("L1.it1.sub_trans1.e0"), pos("L0.it1.combine_all_to_all"));
   EXPECT_LT(pos("L0.it1.combine_all_to_all"), pos("L1.it1.sub_trans2.e0"));

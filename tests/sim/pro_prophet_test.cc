@@ -10,7 +10,8 @@
 // credit.) Model of Sec. IV-B: B-bar = 1e9 B/s (the
 // all-to-all, Trans and Agg bandwidth), t = 1e8 tokens/s, no latencies, and
 // nothing else costs time (gate, permute, Plan, gradient all-reduce,
-// optimizer). M = 64, expert hidden 128, 2-byte elements:
+// optimizer) but the count exchange before each dispatch, (D - 1) int64
+// counts a device = 24 B at B-bar. M = 64, expert hidden 128, 2-byte elements:
 // size(input) = 128 B, size(e.params) = size(e.grads) = 2 x 64 x 128 x 2 B.
 //
 // The planner replicates expert 3 on every device (n = 0, Eq. 4/5 with
@@ -95,6 +96,8 @@ struct Terms {
   double fec = (kA + 4.0 * kB) / kTokensPerS;                               // Eq. 2, max_i H_i = a + 4b
   double trans = 1.0 * (kD - 0) * (2.0 * kM * kHidden * kElem) / (kD * kBandwidth);  // Eq. 4, s = 1, n = 0
   double agg = trans;                                                       // Eq. 5
+  // Not in Eq. 6: the exchange of counts the unpadded dispatch needs first.
+  double counts = (kD - 1) * 8.0 / kBandwidth;
 };
 
 void expect_popular_expert_everywhere(const plan::Plan& p, int iteration) {
@@ -112,13 +115,14 @@ bool moe_op(const plan::Op& op) {
 }
 
 TEST(ProProphet, Eq6UnscheduledLayerTime) {
-  // Fig. 7 order: Plan, Trans, dispatch, FEC, combine | combine, BEC, Agg,
-  // dispatch. Nothing hides: T' = 4 T_A2A(R) + 3 T_FEC(H) + T_Trans + T_Agg.
+  // Fig. 7 order: counts, Plan, Trans, dispatch, FEC, combine | combine,
+  // BEC, Agg, dispatch. Nothing hides: T' = 4 T_A2A(R) + 3 T_FEC(H) +
+  // T_Trans + T_Agg, and the count exchange.
   const auto p = plan::build_pro_prophet(config(1, 1, false), skewed_load(1, 1));
   expect_popular_expert_everywhere(p, 0);
   const auto r = simulate(p, model_of_sec_4b(false));
   const Terms t;
-  const double eq6 = 4 * t.a2a + 3 * t.fec + t.trans + t.agg;
+  const double eq6 = 4 * t.a2a + 3 * t.fec + t.trans + t.agg + t.counts;
   for (int rank = 0; rank < kD; ++rank) {
     const auto fwd = window(p, r, [&](const plan::Op& op) {
       return op.rank.value == rank && moe_op(op) && op.coords.phase == Phase::kForward;
@@ -127,7 +131,7 @@ TEST(ProProphet, Eq6UnscheduledLayerTime) {
       return op.rank.value == rank && moe_op(op) && op.coords.phase == Phase::kBackward;
     });
     EXPECT_NEAR(fwd.length() + bwd.length(), eq6, 1e-12) << "rank " << rank;
-    EXPECT_NEAR(fwd.length(), t.trans + 2 * t.a2a + t.fec, 1e-12);
+    EXPECT_NEAR(fwd.length(), t.counts + t.trans + 2 * t.a2a + t.fec, 1e-12);
   }
 }
 
@@ -137,7 +141,8 @@ TEST(ProProphet, Eq8BlockScheduleHidesTransAndAgg) {
   // except max(0, T_Trans - T_FEC - T_FNEC) = 11.768 us; its Agg hides under
   // BNEC_0 + BEC_0 completely (Eq. 8). Block 0 has no earlier block: its Trans
   // opens the iteration and its Agg closes it (Eq. 6). Per iteration:
-  //   Eq. 6 (block 0) + Eq. 8 (block 1) + 2 (T_FNEC + T_BNEC).
+  //   Eq. 6 (block 0) + Eq. 8 (block 1) + 2 (T_FNEC + T_BNEC), and each
+  //   block's count exchange on the comm stream before its dispatch.
   const auto p = plan::build_pro_prophet(config(2, 2, true), skewed_load(2, 2));
   expect_popular_expert_everywhere(p, 1);
   const auto r = simulate(p, model_of_sec_4b(true));
@@ -147,8 +152,8 @@ TEST(ProProphet, Eq8BlockScheduleHidesTransAndAgg) {
   const double p_agg = std::max(0.0, t.agg - bec - bnec);
   ASSERT_GT(p_trans, 0);  // the case exercises a partly hidden Trans
   ASSERT_EQ(p_agg, 0);    // and a fully hidden Agg
-  const double eq6_block0 = 4 * t.a2a + 3 * t.fec + t.trans + t.agg;
-  const double eq8_block1 = 4 * t.a2a + 3 * t.fec + p_trans + p_agg;
+  const double eq6_block0 = 4 * t.a2a + 3 * t.fec + t.trans + t.agg + t.counts;
+  const double eq8_block1 = 4 * t.a2a + 3 * t.fec + p_trans + p_agg + t.counts;
   const double expected = eq6_block0 + eq8_block1 + 2 * (fnec + bnec);
   for (int rank = 0; rank < kD; ++rank) {
     const auto it1 = window(p, r, [&](const plan::Op& op) {

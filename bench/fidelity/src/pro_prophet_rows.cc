@@ -85,6 +85,7 @@ class ProProphetTimer {
     }
     if (c.tokens > 0) spec.routing.tokens_per_source = c.tokens;
     if (variant == "dpmoe") spec.capacity_padding = padding;
+    if (variant == "fastermoe") spec.count_exchange = true;
     spec.routing.zipf_skew = skew;
     // Steady state: iteration 0 of Pro-Prophet has no earlier distribution
     // to plan on (Alg. 2), so every variant is timed over iterations 1..3.

@@ -105,28 +105,54 @@ void EpBuilder::expert_forward(int j, int l, int c) {
   }
 }
 
-// FastMoE's prepare_forward and FasterMoE's shadow policy (FasterMoeConfig::
-// count_exchange): the per-expert counts of the gate go to every rank, by
-// expert_exchange and by the policy's all_gather. Both are timing-only
-// all-to-alls after the gate (they read its routing) on the comm stream;
-// their startup is what they cost.
+// What a rank must learn of the other ranks' counts before its dispatch,
+// each a timing-only collective after the gate (it reads the routing) on
+// the comm stream, ahead of the dispatch; its startup is what it costs:
+// - FastMoE's prepare_forward (fmoe/functions.py, expert_exchange: each peer
+//   gets this rank's E/P counts for its experts) and, with FasterMoE's
+//   shadowing, the policy's all_gather of every rank's E counts
+//   (fastermoe/shadow_policy.py, global_policy), both before the scatter
+//   (FasterMoeConfig::count_exchange);
+// - Pro-Prophet: its all-to-all moves each (source, expert) block unpadded
+//   (Eq. 1 counts the inputs received), so a rank learns what it receives
+//   by an exchange of counts before it, the exchange expert_exchange is;
+//   the paper's code is not public, so this is the least such a dispatch
+//   needs, not a reading of its code;
+// - DeepSpeed-MoE without dropping tokens (capacity_padding): top1gating /
+//   top2gating all-reduce the largest expert count with MAX over the
+//   expert-parallel group (deepspeed/moe/sharded_moe.py, drop_tokens=False)
+//   and read it on the host (int(...)) before the dispatch einsum.
 void EpBuilder::count_exchange(int l, const Coords& co) {
   LayerState& L = layer(l);
   const std::int64_t count_bytes = 8;  // int64 counts
-  for (const char* what : {"count_exchange", "count_all_gather"}) {
+  struct Sync {
+    const char* what;
+    CollectiveKind kind;
+    OpKind op;
+    std::int64_t bytes;  // a rank sends
+  };
+  std::vector<Sync> syncs;
+  // (FasterMoE's as before at any P; the others need peers to learn from.)
+  const bool peers = P_ > 1;
+  if (spec_.count_exchange || (peers && spec_.balance == Balance::kProProphet))
+    syncs.push_back({"count_exchange", CollectiveKind::kAllToAllV, OpKind::kDispatchAllToAll,
+                     (P_ - 1) * local_ * count_bytes});
+  if (spec_.count_exchange)
+    syncs.push_back({"count_all_gather", CollectiveKind::kAllToAllV, OpKind::kDispatchAllToAll,
+                     (P_ - 1) * E_ * count_bytes});
+  if (peers && padded())
+    syncs.push_back({"capacity_all_reduce", CollectiveKind::kAllReduce, OpKind::kMoeAllReduce, count_bytes});
+  const std::vector<RankId> group = world_group();
+  for (const Sync& sync : syncs) {
     const CollectiveId id = b_.next_collective();
-    const std::vector<RankId> group = world_group();
     for (int p = 0; p < P_; ++p) {
       Collective col;
       col.id = id;
-      col.kind = CollectiveKind::kAllToAllV;
+      col.kind = sync.kind;
       col.group = group;
       col.moves_data = false;
-      OpArgs a = op_at(OpKind::kDispatchAllToAll, co, what, RankId(p), streams(p).comm);
-      // expert_exchange sends each peer its E/P counts; the all_gather sends
-      // every rank all E counts.
-      a.bytes = std::string_view(what) == "count_exchange" ? (P_ - 1) * local_ * count_bytes
-                                                          : (P_ - 1) * E_ * count_bytes;
+      OpArgs a = op_at(sync.op, co, sync.what, RankId(p), streams(p).comm);
+      a.bytes = sync.bytes;
       a.data = std::move(col);
       a.extra_access = {{L.rank[at(p)].routing, schema::Access::kRead}};
       b_.add(std::move(a));
@@ -182,6 +208,7 @@ void EpBuilder::forward(int j, int l) {
   // Pro-Prophet Alg. 2: block 0 has no earlier block to hide its Trans.
   if (scheduled() && l == 0) trans(j, 0, 0, 2 * M, "trans");
   gates(j, l, co);
+  count_exchange(l, co);
 
   std::vector<OpId> plan_now(at(P_));
   if (spec_.balance == Balance::kProProphet && !spec_.block_schedule) {
@@ -196,7 +223,6 @@ void EpBuilder::forward(int j, int l) {
     }
     trans(j, l, 0, 2 * M, "trans");
   } else if (spec_.balance == Balance::kFasterMoe) {
-    if (spec_.count_exchange) count_exchange(l, co);
     trans(j, l, 0, 2 * M, "shadow_broadcast");
   }
 

@@ -58,7 +58,10 @@ std::string_view collective_kind_name(CollectiveKind k) { return enum_name(kColl
 
 std::int64_t Op::received_bytes() const {
   const auto* c = collective();
-  if (c == nullptr || c->kind != CollectiveKind::kAllToAllV || c->recvs.empty()) return -1;
+  if (c == nullptr || c->kind != CollectiveKind::kAllToAllV) return -1;
+  // A timing-only exchange without transfers (the counts before a dispatch)
+  // takes in what it sends, as the simulator charges it (all_to_all_traffic).
+  if (c->recvs.empty()) return c->sends.empty() ? bytes : -1;
   std::int64_t received = 0;
   for (const auto& t : c->recvs)
     if (t.peer != rank) received += t.bytes;

@@ -55,7 +55,8 @@ struct DpMoeConfig {
   // (deepspeed/moe/sharded_moe.py, top1gating/top2gating with
   // drop_tokens=False, use_tutel=False): the capacity C is the largest count
   // any rank has for any expert (each rank's max, all-reduced with MAX over
-  // the world); every (rank, expert) segment of the all-to-alls is padded to
+  // the world: a timing-only all-reduce of 8 bytes after the gate, ahead of
+  // the dispatch on the comm stream); every (rank, expert) segment of the all-to-alls is padded to
   // C rows, every expert computes P x C rows, and dispatch and combine are
   // dense einsums "sec,sm->ecm" / "sec,ecm->sm" of 2 S E C M FLOPs each
   // (S tokens of the rank; backward: one for dispatch, two for combine, whose
@@ -161,7 +162,8 @@ struct ExpertPlacement {
 };
 
 // pro-prophet: lightweight expert placement, greedy planner (Alg. 1) and the
-// block-wise schedule (Alg. 2).
+// block-wise schedule (Alg. 2). Its dispatch is unpadded (Eq. 1 counts the
+// inputs received), so each block's ranks exchange their counts before it.
 struct ProProphetConfig {
   CommonConfig common;
   int n = 0;            // devices a selected expert is NOT sent to (Eq. 4/5)

@@ -467,7 +467,8 @@ struct Op {
   const Collective* collective() const { return std::get_if<Collective>(&data); }
   Category category() const { return op_category(kind); }
   // An all-to-all-v: the bytes this rank receives from the other ranks (its
-  // segment to itself not counted; `bytes` is what it sends); -1 otherwise.
+  // segment to itself not counted; `bytes` is what it sends; one without
+  // transfers, timing-only, receives `bytes`); -1 otherwise.
   std::int64_t received_bytes() const;
   // A send/recv: the other rank; RankId{} otherwise. What the trace's op
   // rows record as the op's peer.
