@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/breakdown.h"
@@ -48,6 +49,14 @@ RecommendationItem item_head(const LayerRecommendation& L, const char* subject, 
     it.action = "not computed";
     it.evidence = a.skipped;
   }
+  return it;
+}
+
+// A computed item, complete with its predicted gain (a fraction of the
+// layer's time).
+RecommendationItem with_gain(RecommendationItem it, double predicted_gain) {
+  it.predicted_gain = predicted_gain;
+  it.gain_known = true;
   return it;
 }
 
@@ -92,9 +101,7 @@ RecommendationItem pipeline_item(const LayerRecommendation& L, const Hardware& h
   }
   it.evidence = e;
   const double saved = a.predicted_current_s - a.predicted_s;
-  it.predicted_gain = saved / layer_time(L, a.predicted_current_s);
-  it.gain_known = true;
-  return it;
+  return with_gain(std::move(it), saved / layer_time(L, a.predicted_current_s));
 }
 
 RecommendationItem memory_item(const LayerRecommendation& L) {
@@ -130,13 +137,9 @@ RecommendationItem memory_item(const LayerRecommendation& L) {
   const auto& cur = c.candidates[static_cast<std::size_t>(a.current)];
   const auto& s_chosen = a.simulated[static_cast<std::size_t>(c.strategy)];
   const auto& s_cur = a.simulated[static_cast<std::size_t>(a.current)];
-  if (s_chosen.ok && s_cur.ok) {
-    it.predicted_gain = (s_cur.layer_s() - s_chosen.layer_s()) / layer_time(L, s_cur.layer_s());
-  } else {
-    it.predicted_gain = (cur.alpha_s() - chosen.alpha_s()) / layer_time(L, cur.alpha_s());
-  }
-  it.gain_known = true;
-  return it;
+  if (s_chosen.ok && s_cur.ok)
+    return with_gain(std::move(it), (s_cur.layer_s() - s_chosen.layer_s()) / layer_time(L, s_cur.layer_s()));
+  return with_gain(std::move(it), (cur.alpha_s() - chosen.alpha_s()) / layer_time(L, cur.alpha_s()));
 }
 
 RecommendationItem placement_item(const LayerRecommendation& L, double min_gain) {
@@ -202,9 +205,8 @@ RecommendationItem placement_item(const LayerRecommendation& L, double min_gain)
   it.evidence = e;
   // Eq. 6/8 leave out startups and the rest of the layer: their relative
   // saving, not their seconds, is the prediction.
-  it.predicted_gain = it.change ? model_gain : 0.0;
-  it.gain_known = true;
-  return it;
+  const double gain = it.change ? model_gain : 0.0;
+  return with_gain(std::move(it), gain);
 }
 
 RecommendationItem layout_item(const LayerRecommendation& L, double min_gain) {
@@ -223,9 +225,8 @@ RecommendationItem layout_item(const LayerRecommendation& L, double min_gain) {
       c.eq2_ratio, c.flops_per_s * 1e-12, c.a2a_bandwidth * 1e-9, L.workload.ranks, c.eq5_ratio, a.tensor_parallel,
       c.ar_bandwidth * 1e-9, ms(c.t_a2a), ms(3 * c.t_expert_ep), ms(c.ep_s), ms(3 * c.t_expert_pp), ms(c.t_allreduce),
       ms(c.ppmoe_s));
-  it.predicted_gain = it.change && c.ep_s > 0 ? (c.ep_s - c.ppmoe_s) / c.ep_s : 0.0;
-  it.gain_known = true;
-  return it;
+  const double gain = it.change && c.ep_s > 0 ? (c.ep_s - c.ppmoe_s) / c.ep_s : 0.0;
+  return with_gain(std::move(it), gain);
 }
 
 }  // namespace detail
