@@ -112,10 +112,11 @@ struct CpSearch {
 void cp_search(std::span<const CpEvent> ev, const CpEdges& edges, const std::vector<std::uint32_t>& out_begin,
                const CpRankSlots* ranks, CpSearch& s);
 
-// An edge's weight in a search (`own`: with its own weight where shortened).
+// The categories fit below CpEdges::kNoCategory, which masks them in an edge's flags.
 static_assert(kNumPathCategories <= CpEdges::kNoCategory);
 
-// An edge weighs the time between its nodes unless flagged (CpEdges).
+// An edge's weight in a search: the time between its nodes unless flagged
+// (CpEdges); `own`: a shortened edge with its own weight.
 inline std::int64_t cp_weight(std::span<const CpEvent> ev, const CpEdges& edges, std::size_t k, std::uint32_t from,
                               bool own) {
   if (edges.zero(k)) return 0;
