@@ -311,6 +311,23 @@ class TraceMerger {
 
   void merge_tables() {
     auto& o = out_;
+    // Each table sized once for all the parts: grown by doubling, a merge of
+    // two small rank files touched (page-faulted) three times their size.
+    auto reserve = [this](auto& into, auto Trace::*table) {
+      std::size_t n = into.size();
+      for (const auto& t : parts_) n += (t.*table).size();
+      into.reserve(n);
+    };
+    reserve(o.api_calls, &Trace::api_calls);
+    reserve(o.nvtx, &Trace::nvtx);
+    reserve(o.input_shapes, &Trace::input_shapes);
+    reserve(o.memory_events, &Trace::memory_events);
+    reserve(o.buffers, &Trace::buffers);
+    reserve(o.op_buffers, &Trace::op_buffers);
+    reserve(o.op_deps, &Trace::op_deps);
+    reserve(o.expert_load, &Trace::expert_load);
+    reserve(o.placements, &Trace::placements);
+    reserve(o.collectives, &Trace::collectives);
     std::map<int, Layer> layers;
     for (std::size_t p = 0; p < parts_.size(); ++p) {
       auto& t = parts_[p];

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 
 #include "moetrace/schema/error.h"
 
@@ -46,6 +47,37 @@ GzipInput::GzipInput(const std::string& path) : path_(path) {
     state_ = std::make_unique<inflate_state>();
     isal_inflate_init(state_.get());
     state_->crc_flag = ISAL_GZIP;  // parses the header, checks the trailer's CRC and size
+  }
+}
+
+GzipInput::GzipInput(const std::string& path, InflatedText text)
+    : path_(path), size_(static_cast<std::int64_t>(text.size)), text_(std::move(text)), in_memory_(true) {}
+
+std::optional<InflatedText> inflate_small(const std::string& path) {
+  try {
+    GzipInput in(path);
+    if (!in.compressed() || in.file_size() < 18 || in.file_size() > kSmallGzip) return std::nullopt;
+    // ISIZE, the trailer's last 4 bytes: the member's inflated size modulo
+    // 2^32 (RFC 1952), exact below kSmallText. One byte of room tells a
+    // file of several members, whose text is longer.
+    std::uint32_t isize = 0;
+    {
+      std::ifstream file(path, std::ios::binary);
+      unsigned char le[4] = {};
+      if (!file.seekg(-4, std::ios::end) || !file.read(reinterpret_cast<char*>(le), 4)) return std::nullopt;
+      isize = le[0] | (le[1] << 8) | (le[2] << 16) | (static_cast<std::uint32_t>(le[3]) << 24);
+    }
+    if (isize > kSmallText) return std::nullopt;
+    const std::size_t room = std::size_t{isize} + 1;
+    InflatedText text{std::make_unique_for_overwrite<char[]>(room), 0};
+    while (const std::size_t got = in.read(text.bytes.get() + text.size, room - text.size)) {
+      text.size += got;
+      if (text.size == room) return std::nullopt;
+    }
+    if (text.size != isize) return std::nullopt;
+    return text;
+  } catch (const std::exception&) {
+    return std::nullopt;
   }
 }
 
@@ -121,7 +153,12 @@ std::size_t GzipInput::inflate(char* dst, std::size_t n) {
 
 std::size_t GzipInput::read(char* dst, std::size_t n) {
   std::size_t got = 0;
-  if (state_) {
+  if (in_memory_) {
+    got = std::min(n, text_.size - text_read_);
+    std::memcpy(dst, text_.bytes.get() + text_read_, got);
+    text_read_ += got;
+    offset_.fetch_add(static_cast<std::int64_t>(got), std::memory_order_relaxed);
+  } else if (state_) {
     got = inflate(dst, n);
   } else if (in_pos_ < in_end_) {  // the bytes read to tell the format
     got = std::min(n, in_end_ - in_pos_);

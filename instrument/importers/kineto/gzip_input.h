@@ -2,30 +2,45 @@
 // zlib's gzread does): gzip is inflated with ISA-L's igzip (about ten times
 // zlib's speed, BENCHMARKS.md), concatenated members included, anything but
 // a member after a member ignored. The JSON parser streams either without
-// holding the file in memory.
+// holding the file in memory, except a small gzip file, inflated once whole
+// (inflate_small) for both its last bytes and its parse.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <streambuf>
 #include <string>
+#include <string_view>
 #include <vector>
 
 struct inflate_state;
 
 namespace moetrace::importers::kineto {
 
+// A file's whole inflated text (inflate_small): not zeroed before the
+// inflation writes it.
+struct InflatedText {
+  std::unique_ptr<char[]> bytes;
+  std::size_t size = 0;
+  std::string_view view() const { return {bytes.get(), size}; }
+};
+
 class GzipInput : public std::streambuf {
  public:
   // Throws moetrace::Error where the file cannot be opened.
   explicit GzipInput(const std::string& path);
+  // The bytes of `path` already inflated (inflate_small), served from memory.
+  GzipInput(const std::string& path, InflatedText text);
   ~GzipInput() override;
   GzipInput(const GzipInput&) = delete;
   GzipInput& operator=(const GzipInput&) = delete;
 
   bool compressed() const { return state_ != nullptr; }
+  // The file's size on disk (compressed bytes); 0 where unknown.
+  std::int64_t file_size() const { return size_; }
 
   // Fraction of the file (compressed bytes) consumed so far, for progress;
   // safe to call while another thread reads.
@@ -58,6 +73,20 @@ class GzipInput : public std::streambuf {
   bool file_end_ = false, data_end_ = false;
   std::atomic<std::int64_t> bytes_out_{0}, offset_{0};
   std::vector<char> buffer_;  // underflow()'s
+  InflatedText text_;  // the inflated file (the constructor from text); text_read_ bytes of it read
+  std::size_t text_read_ = 0;
+  bool in_memory_ = false;
 };
+
+// The whole inflated text of a small gzip file: at most kSmallGzip bytes on
+// disk and kSmallText inflated, in one gzip member (as profilers write
+// them: the trailer's size is the text's). nullopt for a plain file, a
+// larger one, one of several members, or one that cannot be read or
+// inflated (the streaming parse then says why). Its last bytes and its
+// parse then take one inflation, not two, and none of the streaming tail's
+// 5 MiB buffer (kineto_parse.cc: read_tail).
+inline constexpr std::int64_t kSmallGzip = std::int64_t{1} << 20;
+inline constexpr std::size_t kSmallText = std::size_t{16} << 20;
+std::optional<InflatedText> inflate_small(const std::string& path);
 
 }  // namespace moetrace::importers::kineto

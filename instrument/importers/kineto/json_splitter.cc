@@ -421,7 +421,7 @@ struct Call {
 };
 
 struct Batch {
-  std::vector<char> text;  // pieces back to back, kPadding spare bytes at the end
+  Bytes text;  // pieces back to back, kPadding spare bytes at the end
   std::size_t used = 0;
   std::vector<Call> calls;
   void clear() {

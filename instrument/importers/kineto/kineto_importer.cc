@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "../common/trace_builder.h"
+#include "gzip_input.h"
 #include "kineto_records.h"
 #include "moetrace/schema/error.h"
 
@@ -502,10 +503,20 @@ class FileWriter : public BatchSink {
 void import_files(const std::vector<std::string>& paths, TraceBuilder& builder, int threads, bool read_tails) {
   if (read_tails) {
     // Each file written while it is parsed (on all cores), its last bytes
-    // read (a gzip file inflated) on a thread of its own meanwhile.
+    // read (a gzip file inflated) on a thread of its own meanwhile; a small
+    // gzip file inflated once for both.
     for (std::size_t i = 0; i < paths.size(); ++i) {
-      FileWriter writer(paths[i], i, builder, std::async(std::launch::async, read_tail, paths[i]));
-      auto parsed = parse(paths[i], builder, threads, &writer);
+      std::optional<InflatedText> text = inflate_small(paths[i]);
+      std::future<std::optional<Tail>> tail;
+      if (text) {
+        std::promise<std::optional<Tail>> known;
+        known.set_value(tail_of(text->view()));
+        tail = known.get_future();
+      } else {
+        tail = std::async(std::launch::async, read_tail, paths[i]);
+      }
+      FileWriter writer(paths[i], i, builder, std::move(tail));
+      auto parsed = parse(paths[i], builder, threads, &writer, std::move(text));
       writer.finish(parsed);
     }
     return;

@@ -389,9 +389,10 @@ std::size_t parse_threads(int asked) {
 // Part of its own), and appended in input order; the top-level members go to
 // the file's own handler in order too. The records are those of a parse on
 // one thread, in the same order.
-ParsedFile parse(const std::string& path, TraceBuilder& builder, int threads, BatchSink* sink) {
+ParsedFile parse(const std::string& path, TraceBuilder& builder, int threads, BatchSink* sink,
+                 std::optional<InflatedText> text) {
   ParsedFile out;
-  GzipInput input(path);
+  GzipInput input = text ? GzipInput(path, std::move(*text)) : GzipInput(path);
   const std::string label = file_name(path);
   Handler handler(out, input, builder, label);
   Replay replay(handler);
@@ -518,6 +519,9 @@ std::pair<std::size_t, std::size_t> last_member_value(std::string_view text, std
   return {kNone, kNone};
 }
 
+// The last bytes read_tail reads (below).
+constexpr std::size_t kTail = std::size_t{1} << 20;
+
 }  // namespace
 
 std::optional<Tail> read_tail(const std::string& path) {
@@ -526,7 +530,6 @@ std::optional<Tail> read_tail(const std::string& path) {
   // whose pg_config lists each process group's ranks (some KB a group in a
   // run of a thousand ranks). 1 MiB holds them with room to spare; where it
   // does not, the guess fails its check and the file is imported again.
-  constexpr std::size_t kTail = std::size_t{1} << 20;
   std::string text;
   try {
     GzipInput in(path);
@@ -558,6 +561,11 @@ std::optional<Tail> read_tail(const std::string& path) {
   } catch (const std::exception&) {
     return std::nullopt;  // the parse reports what is wrong with the file
   }
+  return tail_of(text);
+}
+
+Tail tail_of(std::string_view text) {
+  if (text.size() > kTail) text.remove_prefix(text.size() - kTail);
   Tail tail;
   if (auto [b, e] = last_member_value(text, "\"baseTimeNanoseconds\""); b != std::string_view::npos) {
     std::int64_t base = 0;

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gzip_input.h"
 #include "moetrace/schema/op_kind.h"
 
 namespace moetrace::importers {
@@ -151,6 +152,9 @@ struct Tail {
 // A gzip file is inflated to its end for it (not kept); nullopt where the
 // file cannot be read or inflated (its parse says why).
 std::optional<Tail> read_tail(const std::string& path);
+// The same from a file's whole text (inflate_small), its last 1 MiB read as
+// read_tail reads it.
+Tail tail_of(std::string_view text);
 
 // Takes the records of each batch of events as it is parsed, in input
 // order (kineto_importer.cc writes them at once, so the trace is written
@@ -167,8 +171,10 @@ class BatchSink {
 // Parses a whole file (plain or gzip JSON) into records, the events on
 // `threads` threads (0: the machine's cores, at most 4); throws
 // moetrace::Error naming the file for invalid JSON or not a Chrome trace.
-// With a sink, each batch of events goes through it first.
-ParsedFile parse(const std::string& path, TraceBuilder& builder, int threads = 0, BatchSink* sink = nullptr);
+// With a sink, each batch of events goes through it first. With `text`, the
+// file's bytes are those (inflate_small), not read again.
+ParsedFile parse(const std::string& path, TraceBuilder& builder, int threads = 0, BatchSink* sink = nullptr,
+                 std::optional<InflatedText> text = std::nullopt);
 
 }  // namespace kineto
 }  // namespace moetrace::importers
