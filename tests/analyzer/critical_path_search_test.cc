@@ -45,7 +45,24 @@ TEST(CriticalPathSearch, NodeWithMoreInEdgesThanAByteCounts) {
   ASSERT_EQ(s.best.size(), 1u);
   EXPECT_EQ(s.best[0], 2 * kLast + 1);
   EXPECT_EQ(s.dist[2 * kLast + 1], 305);
-  EXPECT_EQ(CpEdges::source(out_begin, s.pred[2 * kLast]), 2 * kChainB + 1);
+  // From any node it starts at, the search finds the same source.
+  for (const std::uint32_t near : {0u, 2 * kChainB + 1, 2 * kLast, 2 * kLast + 1, 10000u})
+    EXPECT_EQ(CpEdges::source(out_begin, s.pred[2 * kLast], near), 2 * kChainB + 1) << near;
+}
+
+// An edge's source, searched from any node, is the node whose edges hold
+// it: on first-edge arrays with runs of nodes without edges (equal entries)
+// at the start, inside and at the end, every edge k from every start node
+// against the node counted out by hand (the one x with begin[x] <= k <
+// begin[x + 1]).
+TEST(CriticalPathSearch, AnEdgesSourceFromAnyNodeSearchedFrom) {
+  // Nodes 0..9; edges: node 0 none, 1 two (0, 1), 2-4 none, 5 three (2-4),
+  // 6 one (5), 7 four (6-9), 8 and 9 none.
+  const std::vector<std::uint32_t> begin = {0, 0, 2, 2, 2, 2, 5, 6, 10, 10, 10};
+  const std::vector<std::uint32_t> owner = {1, 1, 5, 5, 5, 6, 7, 7, 7, 7};
+  for (std::size_t k = 0; k < owner.size(); ++k)
+    for (std::size_t near = 0; near < begin.size() + 3; ++near)
+      EXPECT_EQ(CpEdges::source(begin, k, near), owner[k]) << "edge " << k << " from node " << near;
 }
 
 }  // namespace

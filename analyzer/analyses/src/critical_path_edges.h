@@ -71,7 +71,7 @@ struct CpEdges {
   // Reorders the edges by source node, keeping the order they were added in
   // among one node's (a stable counting sort); returns each node's first
   // edge (nodes + 1 entries) and empties u: the source of edge k is
-  // source(begin, k).
+  // source(begin, k, near).
   std::vector<std::uint32_t> group_by_source(std::size_t nodes) {
     std::vector<std::uint32_t> begin;
     reserve_huge(begin, nodes + 1);
@@ -107,9 +107,38 @@ struct CpEdges {
     return begin;
   }
 
-  // The source node of edge k, once grouped (begin: group_by_source's).
-  static std::uint32_t source(const std::vector<std::uint32_t>& begin, std::size_t k) {
-    const auto it = std::upper_bound(begin.begin(), begin.end(), static_cast<std::uint32_t>(k));
+  // The source node of edge k, once grouped (begin: group_by_source's): the
+  // last node whose first edge is at most k. Searched from `near` (a node
+  // close to it: a path's edges mostly join nearby nodes), galloping out to
+  // bracket it, then bisecting the bracket: the node a search of all of
+  // `begin` finds, in a few reads near `near` instead of some 25 spread
+  // over the array (a walk back along a path of millions of edges).
+  static std::uint32_t source(const std::vector<std::uint32_t>& begin, std::size_t k, std::size_t near) {
+    const auto key = static_cast<std::uint32_t>(k);
+    const std::size_t n = begin.size();
+    const std::size_t h = std::min(near, n - 1);
+    std::size_t lo = 0, hi = n;  // the first entry over key lies in [lo, hi]
+    if (begin[h] <= key) {
+      lo = h + 1;
+      for (std::size_t step = 1; h + step < n; step *= 2) {
+        if (begin[h + step] > key) {
+          hi = h + step;
+          break;
+        }
+        lo = h + step + 1;
+      }
+    } else {
+      hi = h;
+      for (std::size_t step = 1; step <= h; step *= 2) {
+        if (begin[h - step] <= key) {
+          lo = h - step + 1;
+          break;
+        }
+        hi = h - step;
+      }
+    }
+    const auto it = std::upper_bound(begin.begin() + static_cast<std::ptrdiff_t>(lo),
+                                     begin.begin() + static_cast<std::ptrdiff_t>(hi), key);
     return static_cast<std::uint32_t>(it - begin.begin() - 1);
   }
 };

@@ -113,7 +113,7 @@ RankCriticalPath cp_path(const Trace& t, const CpInput& in, std::span<const CpEv
   r.start_ns = r.end_ns;
   while (pred[node] != kCpNoEdge) {
     const auto k = pred[node];
-    const auto u = CpEdges::source(out_begin, k);
+    const auto u = CpEdges::source(out_begin, k, node);
     const auto category = edges.category(k);
     const auto w = cp_weight(ev, edges, k, u, own);
     const auto event = edges.event[k];
@@ -128,7 +128,7 @@ RankCriticalPath cp_path(const Trace& t, const CpInput& in, std::span<const CpEv
       // entered the hub from.
       std::int32_t from = ev[u / 2].rank;
       if (const auto entered = pred[u]; entered != kCpNoEdge && edges.collective(entered))
-        from = ev[CpEdges::source(out_begin, entered) / 2].rank;
+        from = ev[CpEdges::source(out_begin, entered, u) / 2].rank;
       if (from != ev[edges.v[k] / 2].rank) ++across->crossings;
     }
     node = u;

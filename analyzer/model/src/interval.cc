@@ -23,8 +23,11 @@ std::vector<Interval> coalesce(const std::vector<Interval>& sorted) {
 
 IntervalSet IntervalSet::from(std::vector<Interval> intervals) {
   std::erase_if(intervals, [](const Interval& i) { return i.end <= i.start; });
-  std::sort(intervals.begin(), intervals.end(),
-            [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  // Often in order already (one stream's work); the union does not depend
+  // on the order of intervals that start together.
+  const auto by_start = [](const Interval& a, const Interval& b) { return a.start < b.start; };
+  if (!std::is_sorted(intervals.begin(), intervals.end(), by_start))
+    std::sort(intervals.begin(), intervals.end(), by_start);
   return from_sorted_disjoint(coalesce(intervals));
 }
 
@@ -144,14 +147,23 @@ Coverage Coverage::sweep(std::vector<LabelledInterval> intervals) {
     int delta;
     std::uint32_t label;
   };
-  std::vector<Edge> edges;
-  edges.reserve(intervals.size() * 2);
+  // The starts and the ends each sorted (often they already are: one
+  // stream's ops in order), then merged. The order among edges of one time
+  // does not matter: time is added only between distinct times, and the
+  // mask after the last edge of a time is that of every edge of it applied.
+  std::vector<Edge> starts, ends, edges;
+  starts.reserve(intervals.size());
+  ends.reserve(intervals.size());
   for (const auto& i : intervals) {
     if (i.end <= i.start || i.label >= 32) continue;
-    edges.push_back({i.start, +1, i.label});
-    edges.push_back({i.end, -1, i.label});
+    starts.push_back({i.start, +1, i.label});
+    ends.push_back({i.end, -1, i.label});
   }
-  std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.t < b.t; });
+  const auto by_time = [](const Edge& a, const Edge& b) { return a.t < b.t; };
+  for (auto* v : {&starts, &ends})
+    if (!std::is_sorted(v->begin(), v->end(), by_time)) std::sort(v->begin(), v->end(), by_time);
+  edges.resize(starts.size() + ends.size());
+  std::merge(starts.begin(), starts.end(), ends.begin(), ends.end(), edges.begin(), by_time);
   std::array<int, 32> count{};
   std::uint32_t mask = 0;
   std::map<std::uint32_t, std::int64_t> acc;
