@@ -77,7 +77,10 @@ RunResult Executor::Impl::run(const plan::ModelWeights& weights, const plan::Tra
   result.start_ns = collector_ != nullptr ? cupti::Collector::timestamp_ns() : 0;
   waits_issued_ = 0;
   issue_ns_.assign(plan_.ops.size(), -1);
-  for (const IssueStep& step : order_) issue(step);
+  if (opt_.cuda_graph)
+    issue_graphs(result);
+  else
+    for (const IssueStep& step : order_) issue(step);
   MOETRACE_CUDA_CHECK(cudaDeviceSynchronize());
   result.end_ns = collector_ != nullptr ? cupti::Collector::timestamp_ns() : 0;
   result.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -228,6 +231,7 @@ void Executor::Impl::issue(const IssueStep& step) {
 void Executor::Impl::prologue(const plan::Op& op) {
   const cudaStream_t s = stream(op.stream);
   for (OpId d : waits_.waits[at(op.id)]) {
+    if (!segments_.of_op.empty() && implied_by_graph_order(segments_.of_op[at(d)])) continue;
     MOETRACE_CUDA_CHECK(cudaStreamWaitEvent(s, done_[at(d)], 0));
     ++waits_issued_;
   }
@@ -240,6 +244,7 @@ void Executor::Impl::prologue(const plan::Op& op) {
     if (buf.memory == schema::MemoryKind::kPinnedHost) {
       ptr_[b] = static_cast<char*>(arena_block_.ptr) + arena_.offset[b];
       for (BufferId r : arena_.reuse_waits[b]) {
+        if (!freed_segment_.empty() && implied_by_graph_order(freed_segment_[at(r)])) continue;
         MOETRACE_CUDA_CHECK(cudaStreamWaitEvent(s, freed_[at(r)], 0));
         ++waits_issued_;
       }
@@ -287,6 +292,7 @@ void Executor::Impl::epilogue(const plan::Op& op) {
                                           static_cast<std::size_t>(bytes_[b]), cudaMemcpyDeviceToHost, s));
     if (plan_.buffers[b].memory == schema::MemoryKind::kPinnedHost) {
       if (freed_[b] != nullptr) MOETRACE_CUDA_CHECK(cudaEventRecord(freed_[b], s));
+      if (!freed_segment_.empty()) freed_segment_[b] = segment_;
     } else {
       MOETRACE_CUDA_CHECK(cudaFreeAsync(ptr_[b], s));
       live_bytes_ -= bytes_[b];

@@ -74,6 +74,10 @@ struct ExecutorOptions {
   int device = -1;                   // -1: the local rank (NCCL) or device 0
   bool busy_timing_only = true;      // timing-only ops run work of their shape (else nothing)
   bool capture_results = false;      // model outputs, input grads, final parameters to the host
+  // Each iteration's work captured once into a CUDA graph (stream capture)
+  // and launched with cudaGraphLaunch, so the host's launch cost no longer
+  // paces the GPU within an iteration (graph_segments, schedule.h).
+  bool cuda_graph = false;
 };
 
 struct CapturedParam {
@@ -92,6 +96,7 @@ struct RunResult {
   std::int64_t transient_bytes_peak = 0;  // peak of the plan's non-persistent device buffers
   std::int64_t pinned_arena_bytes = 0;
   std::int64_t host_waits = 0;          // cross-stream event waits enqueued
+  int graphs = 0;                       // CUDA graphs launched (cuda_graph)
   double wall_ms = 0;                   // first op enqueued -> device idle
   // [op]: the host's time to issue it (its waits, allocations and
   // launches; steady clock, with or without a collector), ns; -1 for the ops
