@@ -383,11 +383,19 @@ TEST(GpuCollector, TraceHoldsKernelsOpRangesWithDeviceTimesAndTheExpertLoad) {
   const CudaRunSummary sum = run_plan(p, o);
   EXPECT_EQ(sum.dropped_records, 0);
   EXPECT_GT(sum.kernels, 0);
-  EXPECT_EQ(sum.op_ranges, static_cast<std::int64_t>(p.ops.size()));
+  // The plan's ops and a weight upload of each of the 4 ranks (weight_upload_op).
+  const auto ops_and_uploads = static_cast<std::int64_t>(p.ops.size()) + 4;
+  EXPECT_EQ(sum.op_ranges, ops_and_uploads);
 
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open_v2(o.trace_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-  EXPECT_EQ(count_rows(db, "SELECT COUNT(*) FROM op_ranges"), static_cast<std::int64_t>(p.ops.size()));
+  EXPECT_EQ(count_rows(db, "SELECT COUNT(*) FROM op_ranges"), ops_and_uploads);
+  // The uploads are setup ops outside the iterations, one per rank, with
+  // their copies.
+  EXPECT_EQ(count_rows(db, "SELECT COUNT(DISTINCT rank) FROM op_ranges WHERE iteration IS NULL OR iteration < 0"), 4);
+  EXPECT_GT(count_rows(db, "SELECT COUNT(*) FROM memcpy m JOIN op_ranges o ON o.id = m.op_id "
+                           "WHERE o.iteration IS NULL OR o.iteration < 0"),
+            0);
   // Every op with work got device times from the kernels it launched (an
   // expert with no token in a chunk launches nothing: a point).
   EXPECT_EQ(count_rows(db, "SELECT COUNT(*) FROM op_ranges WHERE kind IN (SELECT id FROM op_kinds WHERE name IN "
@@ -459,8 +467,9 @@ TEST(GpuCollector, WarmupRunsAreLeftOutAndTheCollectorCanBeOff) {
     EXPECT_NE(issue.find("\"expert_ffn.fwd\": "), std::string::npos) << issue;
     EXPECT_NE(issue.find("\"gate.bwd\": "), std::string::npos) << issue;
     if (collect) {
-      // One run's ops, not three: the warm-up ran before the collector started.
-      EXPECT_EQ(count_rows(db, "SELECT COUNT(*) FROM op_ranges"), static_cast<std::int64_t>(p.ops.size()));
+      // One run's ops, not three: the warm-up ran before the collector
+      // started (and the weight upload of each of the 2 ranks).
+      EXPECT_EQ(count_rows(db, "SELECT COUNT(*) FROM op_ranges"), static_cast<std::int64_t>(p.ops.size()) + 2);
       EXPECT_GT(count_rows(db, "SELECT COUNT(*) FROM kernels"), 0);
     } else {
       EXPECT_EQ(count_rows(db, "SELECT COUNT(*) FROM kernels"), 0);

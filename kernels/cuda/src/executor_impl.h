@@ -181,7 +181,14 @@ struct Executor::Impl final : ExecContext {
 
   std::int64_t now_ns() const { return collector_ != nullptr ? cupti::Collector::timestamp_ns() : -1; }
 
-  void allocate_persistent(const plan::Buffer& b, const plan::ModelWeights& weights);
+  // The persistent buffers of every rank run here, each rank's uploaded (or
+  // zeroed) on its first stream inside one setup op (weight_upload_op); the
+  // bytes of all of them.
+  std::int64_t upload_persistent(const plan::ModelWeights& weights);
+  void allocate_persistent(const plan::Buffer& b);
+  // A persistent buffer's initial bytes in its device type: the parameter's
+  // values, or empty where it starts at zero.
+  std::vector<char> persistent_values(const plan::Buffer& b, const plan::ModelWeights& weights) const;
 
   // Inputs, output gradients (and any transient parameter copy) of this
   // process, converted to their device type in pinned memory once; with

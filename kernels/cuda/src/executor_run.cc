@@ -63,12 +63,7 @@ RunResult Executor::Impl::run(const plan::ModelWeights& weights, const plan::Tra
   // Persistent buffers: allocated and initialised before the first op.
   live_bytes_ = 0;
   peak_bytes_ = 0;
-  std::int64_t persistent_bytes = 0;
-  for (const plan::Buffer& b : plan_.buffers) {
-    if (!b.persistent || !runs(b.rank)) continue;
-    allocate_persistent(b, weights);
-    persistent_bytes += bytes_[at(b.id)];
-  }
+  const std::int64_t persistent_bytes = upload_persistent(weights);
   stage_inputs(data, drawn, weights);
   prepare_capture();
   MOETRACE_CUDA_CHECK(cudaDeviceSynchronize());
@@ -110,7 +105,58 @@ RunResult Executor::Impl::run(const plan::ModelWeights& weights, const plan::Tra
   return result;
 }
 
-void Executor::Impl::allocate_persistent(const plan::Buffer& b, const plan::ModelWeights& weights) {
+std::int64_t Executor::Impl::upload_persistent(const plan::ModelWeights& weights) {
+  std::map<std::int32_t, std::vector<const plan::Buffer*>> by_rank;
+  std::map<std::int32_t, std::int64_t> bytes;
+  for (const plan::Buffer& b : plan_.buffers)
+    if (b.persistent && runs(b.rank)) {
+      by_rank[b.rank.value].push_back(&b);
+      bytes[b.rank.value] += bytes_[at(b.id)];
+    }
+  std::int64_t total = 0;
+  for (const auto& [rank, buffers] : by_rank) {
+    const plan::Stream* first = nullptr;
+    for (const plan::Stream& st : plan_.streams)
+      if (st.rank.value == rank && streams_[at(st.id)] != nullptr) {
+        first = &st;
+        break;
+      }
+    if (first == nullptr) throw Error(fmt::format("rank {} has persistent buffers but no stream", rank));
+    // Allocations and the host's conversions first, then the copies back to
+    // back: the device sees the transfer alone, not the seconds of host
+    // work between the copies of one buffer at a time.
+    std::vector<std::vector<char>> values;
+    for (const plan::Buffer* b : buffers) {
+      allocate_persistent(*b);
+      values.push_back(persistent_values(*b, weights));
+    }
+    const std::int64_t n = bytes.at(rank);
+    const cudaStream_t s = streams_[at(first->id)];
+    cupti::OpScope scope(cupti::OpLabel{.name = "setup.weight_upload", .op = weight_upload_op(plan_, RankId(rank)),
+                                        .rank = RankId(rank), .stream = first->id, .kind = OpKind::kMemcpy,
+                                        .phase = Phase::kOther, .bytes = n});
+    for (std::size_t k = 0; k < buffers.size(); ++k) {
+      const std::size_t i = at(buffers[k]->id);
+      if (!values[k].empty())  // from pageable memory: returns once staged, so `values` may go
+        MOETRACE_CUDA_CHECK(cudaMemcpyAsync(ptr_[i], values[k].data(), values[k].size(), cudaMemcpyDefault, s));
+      else
+        MOETRACE_CUDA_CHECK(cudaMemsetAsync(ptr_[i], 0, static_cast<std::size_t>(std::max<std::int64_t>(bytes_[i], 1)), s));
+    }
+    total += n;
+  }
+  return total;
+}
+
+std::vector<char> Executor::Impl::persistent_values(const plan::Buffer& b, const plan::ModelWeights& weights) const {
+  if (b.binding.kind != plan::BufferBinding::Kind::kParam) return {};
+  const std::size_t i = at(b.id);
+  const plan::Matrix m = checked_param_slice(weights, b);
+  std::vector<char> host(static_cast<std::size_t>(bytes_[i]));
+  to_device_type(m.data.data(), b.elements(), dtype_[i], host.data());
+  return host;
+}
+
+void Executor::Impl::allocate_persistent(const plan::Buffer& b) {
   const std::size_t i = at(b.id);
   const auto bytes = static_cast<std::size_t>(std::max<std::int64_t>(bytes_[i], 1));
   if (b.memory == schema::MemoryKind::kPinnedHost) {
@@ -121,14 +167,6 @@ void Executor::Impl::allocate_persistent(const plan::Buffer& b, const plan::Mode
   alloc_ns_[i] = now_ns();
   address_[i] = reinterpret_cast<std::uint64_t>(ptr_[i]);
   if (collector_ != nullptr) collector_->note_allocation(reinterpret_cast<std::uint64_t>(ptr_[i]), b.id);
-  if (b.binding.kind == plan::BufferBinding::Kind::kParam) {
-    const plan::Matrix m = checked_param_slice(weights, b);
-    std::vector<char> host(static_cast<std::size_t>(bytes_[i]));
-    to_device_type(m.data.data(), b.elements(), dtype_[i], host.data());
-    MOETRACE_CUDA_CHECK(cudaMemcpy(ptr_[i], host.data(), host.size(), cudaMemcpyDefault));
-  } else {
-    MOETRACE_CUDA_CHECK(cudaMemset(ptr_[i], 0, bytes));
-  }
 }
 
 void Executor::Impl::stage_inputs(const plan::TrainingData* data, const RandomTrainingData* drawn,

@@ -105,6 +105,15 @@ struct RunResult {
   std::int64_t start_ns = 0, end_ns = 0;  // CUPTI clock where a collector is active
 };
 
+// The setup op of `rank` that uploads its persistent buffers (parameters
+// from the host, zeros for gradients and optimizer state) before the first
+// iteration: not an op of the plan (its id follows theirs), outside the
+// iterations (iteration -1, kind memcpy, phase other), so the trace tells the
+// upload from the training step.
+inline OpId weight_upload_op(const plan::Plan& plan, RankId rank) {
+  return OpId(static_cast<std::int64_t>(plan.ops.size()) + rank.value);
+}
+
 class Executor {
  public:
   // Selects the device, creates streams, events, cuBLAS handles and the
