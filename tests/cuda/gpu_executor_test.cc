@@ -19,6 +19,7 @@
 #include <set>
 
 #include "gpu_support.h"
+#include "trace_rows.h"
 #include "moetrace/cuda/run.h"
 #include "moetrace/plan/builders.h"
 #include "moetrace/plan/routing.h"
@@ -357,14 +358,7 @@ TEST(GpuExecutor, TheLinkModelPacesTheEmulatedAllToAll) {
   EXPECT_GE(r.wall_ms, 6 * 3.0);
 }
 
-std::int64_t count_rows(sqlite3* db, const char* sql) {
-  sqlite3_stmt* st = nullptr;
-  EXPECT_EQ(sqlite3_prepare_v2(db, sql, -1, &st, nullptr), SQLITE_OK) << sql;
-  std::int64_t n = -1;
-  if (sqlite3_step(st) == SQLITE_ROW) n = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  return n;
-}
+using testing::count_rows;
 
 TEST(GpuCollector, TraceHoldsKernelsOpRangesWithDeviceTimesAndTheExpertLoad) {
   MOETRACE_REQUIRE_GPU();

@@ -10,6 +10,7 @@
 #include <map>
 
 #include "gpu_support.h"
+#include "trace_rows.h"
 #include "moetrace/cuda/run.h"
 #include "moetrace/plan/builders.h"
 #include "moetrace/plan/routing.h"
@@ -73,15 +74,6 @@ TEST(GpuGraph, EveryVariantComputesWhatThePlainModeComputes) {
   }
 }
 
-std::int64_t graph_test_count(sqlite3* db, const char* sql) {
-  sqlite3_stmt* st = nullptr;
-  EXPECT_EQ(sqlite3_prepare_v2(db, sql, -1, &st, nullptr), SQLITE_OK) << sql;
-  std::int64_t n = -1;
-  if (sqlite3_step(st) == SQLITE_ROW) n = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  return n;
-}
-
 // op id -> kernels attributed to it.
 std::map<std::int64_t, std::int64_t> kernels_per_op(sqlite3* db) {
   std::map<std::int64_t, std::int64_t> out;
@@ -120,13 +112,13 @@ TEST(GpuGraph, EveryKernelAGraphLaunchedHasTheOpThatIssuedIt) {
     EXPECT_EQ(sum.graph_activities > 0, graph);
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open_v2(o.trace_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-    EXPECT_GT(graph_test_count(db, "SELECT COUNT(*) FROM kernels"), 0);
-    EXPECT_EQ(graph_test_count(db, "SELECT COUNT(*) FROM kernels WHERE op_id IS NULL"), 0);
-    EXPECT_EQ(graph_test_count(db, "SELECT COUNT(*) FROM kernels k JOIN op_ranges o ON o.id = k.op_id "
+    EXPECT_GT(testing::count_rows(db, "SELECT COUNT(*) FROM kernels"), 0);
+    EXPECT_EQ(testing::count_rows(db, "SELECT COUNT(*) FROM kernels WHERE op_id IS NULL"), 0);
+    EXPECT_EQ(testing::count_rows(db, "SELECT COUNT(*) FROM kernels k JOIN op_ranges o ON o.id = k.op_id "
                                    "WHERE k.start_ns < o.start_ns OR k.end_ns > o.end_ns"),
               0);
     // The plan's ops and the weight upload of each of the 4 ranks.
-    EXPECT_EQ(graph_test_count(db, "SELECT COUNT(*) FROM op_ranges"), static_cast<std::int64_t>(p.ops.size()) + 4);
+    EXPECT_EQ(testing::count_rows(db, "SELECT COUNT(*) FROM op_ranges"), static_cast<std::int64_t>(p.ops.size()) + 4);
     per_op[graph ? 1 : 0] = kernels_per_op(db);
     sqlite3_close(db);
     std::filesystem::remove(o.trace_path);

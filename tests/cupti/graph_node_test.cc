@@ -23,16 +23,10 @@ CUpti_ActivityKernel10 graph_kernel(std::uint64_t node, std::uint64_t start, std
   return k;
 }
 
-CUpti_ActivityMemcpy6 graph_memcpy(std::uint64_t node, std::uint64_t start, std::uint64_t end) {
-  auto m = on_stream<CUpti_ActivityMemcpy6>(CUPTI_ACTIVITY_KIND_MEMCPY, 1, 7, kGraphLaunch, start, end);
-  m.graphNodeId = node;
-  m.graphId = 3;
-  m.bytes = 64;
-  return m;
-}
-
-CUpti_ActivityMemset4 graph_memset(std::uint64_t node, std::uint64_t start, std::uint64_t end) {
-  auto m = on_stream<CUpti_ActivityMemset4>(CUPTI_ACTIVITY_KIND_MEMSET, 1, 7, kGraphLaunch, start, end);
+// A memcpy or memset of 64 bytes the graph ran.
+template <class T>
+T graph_transfer(CUpti_ActivityKind kind, std::uint64_t node, std::uint64_t start, std::uint64_t end) {
+  auto m = on_stream<T>(kind, 1, 7, kGraphLaunch, start, end);
   m.graphNodeId = node;
   m.graphId = 3;
   m.bytes = 64;
@@ -67,8 +61,8 @@ struct GraphNodeTest : ConverterTest {
 TEST_F(GraphNodeTest, EachClonedNodeGivesItsActivitiesTheOpThatCapturedIt) {
   const auto k1 = graph_kernel(201, 1000, 1400);
   const auto k2 = graph_kernel(202, 1500, 1900);
-  const auto c = graph_memcpy(202, 2000, 2100);
-  const auto s = graph_memset(201, 900, 950);
+  const auto c = graph_transfer<CUpti_ActivityMemcpy6>(CUPTI_ACTIVITY_KIND_MEMCPY, 202, 2000, 2100);
+  const auto s = graph_transfer<CUpti_ActivityMemset4>(CUPTI_ACTIVITY_KIND_MEMSET, 201, 900, 950);
   feed(&k1);
   feed(&k2);
   feed(&c);
