@@ -46,6 +46,7 @@ void Executor::Impl::setup_graphs() {
 }
 
 void Executor::Impl::destroy_graphs() {
+  release_graph_execs();
   for (cudaEvent_t e : graph_join_)
     if (e != nullptr) cudaEventDestroy(e);
   graph_join_.clear();
@@ -76,9 +77,13 @@ void Executor::Impl::capture_graph(std::size_t first, std::size_t last) {
   const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
   MOETRACE_CUDA_CHECK(instantiated);
-  const cudaError_t launched = cudaGraphLaunch(exec, graph_stream_);
-  cudaGraphExecDestroy(exec);  // an executable graph in flight is freed when it completes
-  MOETRACE_CUDA_CHECK(launched);
+  graph_execs_.push_back(exec);  // kept until the run's end, when every graph has run
+  MOETRACE_CUDA_CHECK(cudaGraphLaunch(exec, graph_stream_));
+}
+
+void Executor::Impl::release_graph_execs() {
+  for (cudaGraphExec_t e : graph_execs_) cudaGraphExecDestroy(e);
+  graph_execs_.clear();
 }
 
 void Executor::Impl::issue_graphs(RunResult& result) {

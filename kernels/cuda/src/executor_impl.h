@@ -121,6 +121,7 @@ struct Executor::Impl final : ExecContext {
   std::vector<cudaEvent_t> graph_join_;
   int segment_ = -1;
   std::vector<int> freed_segment_;
+  std::vector<cudaGraphExec_t> graph_execs_;  // of the run in progress
   // Per run:
   cupti::Collector* collector_ = nullptr;
   exec::PinnedBlock staging_;
@@ -213,6 +214,7 @@ struct Executor::Impl final : ExecContext {
   void destroy_graphs();
   void issue_graphs(RunResult& result);
   void capture_graph(std::size_t first, std::size_t last);
+  void release_graph_execs();  // after the device has finished them
   // A wait on `producer`'s event: not issued where an earlier graph holds it
   // (the graph launches are ordered on one stream).
   bool implied_by_graph_order(int producer_segment) const {

@@ -77,6 +77,7 @@ RunResult Executor::Impl::run(const plan::ModelWeights& weights, const plan::Tra
   else
     for (const IssueStep& step : order_) issue(step);
   MOETRACE_CUDA_CHECK(cudaDeviceSynchronize());
+  release_graph_execs();
   result.end_ns = collector_ != nullptr ? cupti::Collector::timestamp_ns() : 0;
   result.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   result.host_waits = waits_issued_;
