@@ -251,6 +251,9 @@ void add_run_command(CLI::App& app) {
         throw ConfigError(fmt::format("--cuda-graph is for --backend cuda (not {})", backend->name));
     }
     if (opt->warmup < 0) throw ConfigError(fmt::format("--warmup ({}) must be at least 0", opt->warmup));
+    // The sweep's fit reads each op's host issue time, which a graph hides.
+    if (opt->cuda_graph && opt->calibrate)
+      throw ConfigError("--cuda-graph is not for --calibrate: the sweep measures each op as the host launches it");
     if (!backend->run) throw Error(fmt::format("--backend {}: {}", backend->name, backend->unavailable));
 
     sim::RunSpec spec;

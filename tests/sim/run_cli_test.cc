@@ -168,6 +168,10 @@ TEST(RunCli, CudaGraphModeIsForTheCudaBackend) {
   auto r = run_cli("run --backend sim --variant dpmoe --cuda-graph -o " + temp("cg.db"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "moetrace: invalid configuration: --cuda-graph is for --backend cuda (not sim)\n");
+  r = run_cli("run --backend cuda --calibrate --cuda-graph -o " + temp("cg_cal.db"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "moetrace: invalid configuration: --cuda-graph is not for --calibrate: the sweep measures each "
+                   "op as the host launches it\n");
   // Accepted by the CUDA backend: it runs (one graph per iteration, said in
   // its summary and the trace's run_config), or says in one line why it cannot.
   const auto db = temp("cuda_cg.db");
