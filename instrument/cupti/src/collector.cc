@@ -138,7 +138,7 @@ struct Collector::Impl {
   // Subscribes to the graph node callbacks; a CUPTI that refuses (another
   // subscriber) leaves graph-launched activities to their correlation ids.
   void subscribe_graph_nodes() {
-    if (cuptiSubscribe(&subscriber, reinterpret_cast<CUpti_CallbackFunc>(&graph_node_callback), nullptr) !=
+    if (cuptiSubscribe(&subscriber, &graph_node_callback, nullptr) !=
         CUPTI_SUCCESS) {
       subscriber = nullptr;
       return;
