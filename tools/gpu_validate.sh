@@ -27,7 +27,8 @@
 #                                           the gpu tests,
 #                                           compute-sanitizer memcheck / racecheck /
 #                                           synccheck on the every-variant test, a trace of
-#                                           every variant, tools/gpu_bench.py; results
+#                                           every variant (two more in CUDA graph mode),
+#                                           tools/gpu_bench.py; results
 #                                           and logs in $OUT (default $build/out)
 #
 # `build` and `test` are separate so that each fits in one command of a
@@ -398,7 +399,8 @@ do_device() {
     stage_result "gpu tests ($(count OK) passed, $(count FAILED) failed, $(count SKIPPED) skipped)" $rc $((SECONDS - t))
   fi
 
-  # 4. A small trace of every variant (tests/data/gpu fixtures), each read back.
+  # 4. A small trace of every variant (tests/data/gpu fixtures), and two in
+  # CUDA graph mode, each read back.
   if want traces; then
     t=$SECONDS; rc=0
     local shape=(--backend cuda --ranks 4 --layers 2 --experts 8 --top-k 2 --tokens 512 -q)
@@ -407,7 +409,10 @@ do_device() {
       "dpmoe:-v dpmoe" "pipemoe:-v pipemoe -r 2" "ppmoe:-v ppmoe"
       "mpipemoe_none:-v mpipemoe -r 2 --strategy none" "mpipemoe_S1:-v mpipemoe -r 2 --strategy S1"
       "mpipemoe_S2:-v mpipemoe -r 2 --strategy S2" "mpipemoe_S3:-v mpipemoe -r 2 --strategy S3"
-      "mpipemoe_S4:-v mpipemoe -r 2 --strategy S4" "pro_prophet:-v pro_prophet" "fastermoe:-v fastermoe")
+      "mpipemoe_S4:-v mpipemoe -r 2 --strategy S4" "pro_prophet:-v pro_prophet" "fastermoe:-v fastermoe"
+      # CUDA graph mode (one graph per iteration), beside the same runs
+      # launched op by op: its reports give each MoE layer's idle share.
+      "pipemoe_graph:-v pipemoe -r 2 --cuda-graph" "dpmoe_graph:-v dpmoe --cuda-graph")
     local entry name args
     for entry in "${runs[@]}"; do
       name=${entry%%:*}

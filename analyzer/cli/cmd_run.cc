@@ -153,7 +153,7 @@ void add_run_command(CLI::App& app) {
     std::string backend;
     std::string variant, preset, config, cost_model, output;
     bool list = false, dump_config = false, quiet = false, short_names = false, calibrate = false;
-    bool no_trace = false, split_ranks = false;
+    bool no_trace = false, split_ranks = false, cuda_graph = false;
     int warmup = 0;
     std::string detail = "full";
     int iterations = 0, ranks = 0, layers = 0, experts = 0, top_k = 0, r = 0;
@@ -185,6 +185,10 @@ void add_run_command(CLI::App& app) {
   auto* o_warmup = cmd->add_option("--warmup", opt->warmup,
                                    "cuda: run the whole plan this many times first, unrecorded and left out of the "
                                    "trace (cold start: module loading, cuBLAS, memory pool, clocks)");
+  cmd->add_flag("--cuda-graph", opt->cuda_graph,
+                "cuda: capture each iteration's launches once into a CUDA graph and launch the graph, so the "
+                "host's launch cost no longer paces the GPU within an iteration (default: off, ops launched one "
+                "by one); with NCCL, needs NCCL 2.9 or later");
   cmd->add_flag("--split-ranks", opt->split_ranks,
                 "sim: one trace file per rank (OUTPUT's name with .rankN before its extension), as a multi-GPU "
                 "NCCL run writes them; every command reads them together as one run");
@@ -243,8 +247,13 @@ void add_run_command(CLI::App& app) {
     if (backend->name != "cuda") {
       if (opt->no_trace) throw ConfigError(fmt::format("--no-trace is for --backend cuda (not {})", backend->name));
       if (o_warmup->count()) throw ConfigError(fmt::format("--warmup is for --backend cuda (not {})", backend->name));
+      if (opt->cuda_graph)
+        throw ConfigError(fmt::format("--cuda-graph is for --backend cuda (not {})", backend->name));
     }
     if (opt->warmup < 0) throw ConfigError(fmt::format("--warmup ({}) must be at least 0", opt->warmup));
+    // The sweep's fit reads each op's host issue time, which a graph hides.
+    if (opt->cuda_graph && opt->calibrate)
+      throw ConfigError("--cuda-graph is not for --calibrate: the sweep measures each op as the host launches it");
     if (!backend->run) throw Error(fmt::format("--backend {}: {}", backend->name, backend->unavailable));
 
     sim::RunSpec spec;
@@ -319,6 +328,7 @@ void add_run_command(CLI::App& app) {
     request.quiet = opt->quiet;
     request.collect = !opt->no_trace;
     request.warmup_runs = opt->warmup;
+    request.cuda_graph = opt->cuda_graph;
     if (!opt->split_ranks) {
       backend->run(request);
       return;

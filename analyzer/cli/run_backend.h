@@ -23,6 +23,7 @@ struct RunRequest {
   bool quiet = false;      // no summary on stderr
   bool collect = true;     // cuda: the CUPTI collector (`--no-trace`: off)
   int warmup_runs = 0;     // cuda: unrecorded runs of the plan first (`--warmup`)
+  bool cuda_graph = false; // cuda: each iteration captured into a CUDA graph (`--cuda-graph`)
   // `--calibrate`: run this sweep (plan/calibration.h) instead of the spec's
   // workload; the spec still gives the cost model (sim) and the device.
   std::optional<plan::CalibrationConfig> calibration;
@@ -45,7 +46,7 @@ void run_sim_backend(const RunRequest& request);
 // The CUDA plugin's entry point, `moetrace_cuda_backend()`, returns this
 // table. Errors never cross the module boundary as exceptions: `run` returns
 // 1 (moetrace::Error) or 2 (moetrace::ConfigError) with the message.
-inline constexpr int kCudaBackendAbi = 2;  // 2: RunRequest::collect, warmup_runs
+inline constexpr int kCudaBackendAbi = 3;  // 2: RunRequest::collect, warmup_runs; 3: cuda_graph
 struct CudaBackendPlugin {
   int abi = kCudaBackendAbi;
   bool (*gpu_available)() = nullptr;

@@ -79,6 +79,7 @@ void run_cuda(const RunRequest& request) {
     o.cupti_query_api = q == "1";
   }
   o.warmup_runs = request.warmup_runs;
+  o.executor.cuda_graph = request.cuda_graph;
   const std::string what = spec.preset.empty() ? spec.variant : spec.preset;
   o.run.name = fmt::format("{} (cuda)", what);
   o.run.variant = spec.variant;
@@ -105,11 +106,12 @@ void run_cuda(const RunRequest& request) {
   const cuda::RunResult& r = s.result;
   if (!request.quiet)
     std::cerr << fmt::format(
-        "ran {} on {} ({} ranks, {} communicator, {}{}): {:.3f} ms wall, {}; peak device memory {}; wrote {}\n",
+        "ran {} on {} ({} ranks, {} communicator, {}{}{}): {:.3f} ms wall, {}; peak device memory {}; wrote {}\n",
         spec.variant, s.device_name, plan.world_size, cuda::communicator_name(o.executor.communicator),
         cuda::precision_name(o.executor.precision),
         o.warmup_runs > 0 ? fmt::format(", after {} warm-up run{}", o.warmup_runs, o.warmup_runs == 1 ? "" : "s")
                           : std::string(),
+        o.executor.cuda_graph ? fmt::format(", {} CUDA graphs", r.graphs) : std::string(),
         r.wall_ms,
         o.collect ? fmt::format("{} kernels, {} op ranges, {} dropped records", s.kernels, s.op_ranges,
                                 s.dropped_records)

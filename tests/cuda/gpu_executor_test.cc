@@ -19,6 +19,7 @@
 #include <set>
 
 #include "gpu_support.h"
+#include "trace_rows.h"
 #include "moetrace/cuda/run.h"
 #include "moetrace/plan/builders.h"
 #include "moetrace/plan/routing.h"
@@ -357,14 +358,7 @@ TEST(GpuExecutor, TheLinkModelPacesTheEmulatedAllToAll) {
   EXPECT_GE(r.wall_ms, 6 * 3.0);
 }
 
-std::int64_t count_rows(sqlite3* db, const char* sql) {
-  sqlite3_stmt* st = nullptr;
-  EXPECT_EQ(sqlite3_prepare_v2(db, sql, -1, &st, nullptr), SQLITE_OK) << sql;
-  std::int64_t n = -1;
-  if (sqlite3_step(st) == SQLITE_ROW) n = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  return n;
-}
+using testing::count_rows;
 
 TEST(GpuCollector, TraceHoldsKernelsOpRangesWithDeviceTimesAndTheExpertLoad) {
   MOETRACE_REQUIRE_GPU();
@@ -383,11 +377,19 @@ TEST(GpuCollector, TraceHoldsKernelsOpRangesWithDeviceTimesAndTheExpertLoad) {
   const CudaRunSummary sum = run_plan(p, o);
   EXPECT_EQ(sum.dropped_records, 0);
   EXPECT_GT(sum.kernels, 0);
-  EXPECT_EQ(sum.op_ranges, static_cast<std::int64_t>(p.ops.size()));
+  // The plan's ops and a weight upload of each of the 4 ranks (weight_upload_op).
+  const auto ops_and_uploads = static_cast<std::int64_t>(p.ops.size()) + 4;
+  EXPECT_EQ(sum.op_ranges, ops_and_uploads);
 
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open_v2(o.trace_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-  EXPECT_EQ(count_rows(db, "SELECT COUNT(*) FROM op_ranges"), static_cast<std::int64_t>(p.ops.size()));
+  EXPECT_EQ(count_rows(db, "SELECT COUNT(*) FROM op_ranges"), ops_and_uploads);
+  // The uploads are setup ops outside the iterations, one per rank, with
+  // their copies.
+  EXPECT_EQ(count_rows(db, "SELECT COUNT(DISTINCT rank) FROM op_ranges WHERE iteration IS NULL OR iteration < 0"), 4);
+  EXPECT_GT(count_rows(db, "SELECT COUNT(*) FROM memcpy m JOIN op_ranges o ON o.id = m.op_id "
+                           "WHERE o.iteration IS NULL OR o.iteration < 0"),
+            0);
   // Every op with work got device times from the kernels it launched (an
   // expert with no token in a chunk launches nothing: a point).
   EXPECT_EQ(count_rows(db, "SELECT COUNT(*) FROM op_ranges WHERE kind IN (SELECT id FROM op_kinds WHERE name IN "
@@ -459,8 +461,9 @@ TEST(GpuCollector, WarmupRunsAreLeftOutAndTheCollectorCanBeOff) {
     EXPECT_NE(issue.find("\"expert_ffn.fwd\": "), std::string::npos) << issue;
     EXPECT_NE(issue.find("\"gate.bwd\": "), std::string::npos) << issue;
     if (collect) {
-      // One run's ops, not three: the warm-up ran before the collector started.
-      EXPECT_EQ(count_rows(db, "SELECT COUNT(*) FROM op_ranges"), static_cast<std::int64_t>(p.ops.size()));
+      // One run's ops, not three: the warm-up ran before the collector
+      // started (and the weight upload of each of the 2 ranks).
+      EXPECT_EQ(count_rows(db, "SELECT COUNT(*) FROM op_ranges"), static_cast<std::int64_t>(p.ops.size()) + 2);
       EXPECT_GT(count_rows(db, "SELECT COUNT(*) FROM kernels"), 0);
     } else {
       EXPECT_EQ(count_rows(db, "SELECT COUNT(*) FROM kernels"), 0);

@@ -164,6 +164,29 @@ TEST(RunCli, CollectorSwitchAndWarmupAreForTheCudaBackend) {
   std::filesystem::remove(db);
 }
 
+TEST(RunCli, CudaGraphModeIsForTheCudaBackend) {
+  auto r = run_cli("run --backend sim --variant dpmoe --cuda-graph -o " + temp("cg.db"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "moetrace: invalid configuration: --cuda-graph is for --backend cuda (not sim)\n");
+  r = run_cli("run --backend cuda --calibrate --cuda-graph -o " + temp("cg_cal.db"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "moetrace: invalid configuration: --cuda-graph is not for --calibrate: the sweep measures each "
+                   "op as the host launches it\n");
+  // Accepted by the CUDA backend: it runs (one graph per iteration, said in
+  // its summary and the trace's run_config), or says in one line why it cannot.
+  const auto db = temp("cuda_cg.db");
+  r = run_cli("run --backend cuda --variant dpmoe --ranks 2 --experts 4 --layers 1 --iterations 2 --tokens 64 "
+              "--cuda-graph -o " + db);
+  if (r.exit_code == 0) {
+    EXPECT_NE(r.err.find(", 2 CUDA graphs)"), std::string::npos) << r.err;
+    EXPECT_EQ(analyzer::load_trace(db).config_value("cuda.graph"), "on");
+  } else {
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  std::filesystem::remove(db);
+}
+
 TEST(RunCli, NothingToRun) {
   const auto r = run_cli("run");
   EXPECT_EQ(r.exit_code, 2);

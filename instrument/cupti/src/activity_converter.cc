@@ -82,6 +82,17 @@ void ActivityConverter::note_waits(OpId op, const std::vector<OpId>& waits_for) 
   for (OpId d : waits_for) w.push_back(d.value);
 }
 
+void ActivityConverter::note_graph_node(std::uint64_t node, OpId op) {
+  if (node != 0 && op.valid()) graph_node_op_[node] = op;
+}
+
+// The clones of one instantiation are announced after the capture that made
+// their originals, so the original's op is known here.
+void ActivityConverter::note_graph_node_clone(std::uint64_t clone, std::uint64_t original) {
+  auto it = graph_node_op_.find(original);
+  if (clone != 0 && it != graph_node_op_.end()) graph_node_op_[clone] = it->second;
+}
+
 RankId ActivityConverter::rank_of_device(std::uint32_t device) const {
   auto it = devices_.find(device);
   return it != devices_.end() ? it->second : options_.default_rank;
@@ -109,6 +120,13 @@ OpId ActivityConverter::op_of(std::uint32_t correlation) const {
   if (correlation == 0) return OpId();
   auto it = correlation_op_.find(correlation);
   return it != correlation_op_.end() ? it->second : OpId();
+}
+
+OpId ActivityConverter::op_of(const Pending& p) const {
+  if (p.graph_node != 0)
+    if (auto it = graph_node_op_.find(p.graph_node); it != graph_node_op_.end()) return it->second;
+  OpId op = op_of(p.correlation);
+  return op.valid() ? op : op_of(p.runtime_correlation);
 }
 
 void ActivityConverter::note_op_time(OpId op, std::int64_t start, std::int64_t end) {
@@ -145,7 +163,7 @@ void ActivityConverter::resolve_pending(std::uint32_t correlation) {
     const std::size_t i = it->second;
     if (pending_done_[i]) continue;
     pending_done_[i] = 1;
-    emit(pending_[i], op_of(correlation));
+    emit(pending_[i], op_of(pending_[i]));
   }
   pending_by_corr_.erase(correlation);
 }
@@ -162,6 +180,7 @@ StringId ActivityConverter::kernel_name(const char* mangled) {
 // An activity whose op is known is written now; otherwise it waits, under its
 // correlation ids, for the op's label.
 void ActivityConverter::emit_or_hold(Pending p, OpId op) {
+  if (p.graph_node != 0) ++stats_.graph_activities;
   if (op.valid()) {
     emit(p, op);
     return;
@@ -180,38 +199,40 @@ void ActivityConverter::convert(const CUpti_Activity* record) {
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
       const auto& k = *reinterpret_cast<const CUpti_ActivityKernel10*>(record);
       const StreamInfo s = stream_of(k.deviceId, k.contextId, k.streamId);
-      Pending p{.correlation = k.correlationId, .kind = 0};
+      Pending p{.correlation = k.correlationId, .graph_node = k.graphNodeId, .kind = 0};
       p.kernel = {.rank = s.rank, .stream = s.id, .start_ns = ns(k.start), .end_ns = ns(k.end),
                   .name = kernel_name(k.name), .correlation_id = k.correlationId,
                   .grid = {k.gridX, k.gridY, k.gridZ}, .block = {k.blockX, k.blockY, k.blockZ},
                   .shared_bytes = k.staticSharedMemory + k.dynamicSharedMemory,
                   .registers = k.registersPerThread};
-      emit_or_hold(std::move(p), op_of(k.correlationId));
+      const OpId op = op_of(p);
+      emit_or_hold(std::move(p), op);
       return;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const auto& m = *reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
       const StreamInfo s = stream_of(m.deviceId, m.contextId, m.streamId);
-      Pending p{.correlation = m.correlationId, .runtime_correlation = m.runtimeCorrelationId, .kind = 1};
+      Pending p{.correlation = m.correlationId, .runtime_correlation = m.runtimeCorrelationId,
+                .graph_node = m.graphNodeId, .kind = 1};
       p.memcpy = {.rank = s.rank, .stream = s.id, .start_ns = ns(m.start), .end_ns = ns(m.end),
                   .bytes = static_cast<std::int64_t>(m.bytes),
                   .copy_kind = m.copyKind <= 10 ? static_cast<schema::CopyKind>(m.copyKind)
                                                 : schema::CopyKind::kUnknown,
                   .src_kind = memory_kind_from_cupti(m.srcKind), .dst_kind = memory_kind_from_cupti(m.dstKind),
                   .correlation_id = m.correlationId};
-      OpId op = op_of(m.correlationId);
-      if (!op.valid()) op = op_of(m.runtimeCorrelationId);
+      const OpId op = op_of(p);
       emit_or_hold(std::move(p), op);
       return;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto& m = *reinterpret_cast<const CUpti_ActivityMemset4*>(record);
       const StreamInfo s = stream_of(m.deviceId, m.contextId, m.streamId);
-      Pending p{.correlation = m.correlationId, .kind = 2};
+      Pending p{.correlation = m.correlationId, .graph_node = m.graphNodeId, .kind = 2};
       p.memset = {.rank = s.rank, .stream = s.id, .start_ns = ns(m.start), .end_ns = ns(m.end),
                   .bytes = static_cast<std::int64_t>(m.bytes), .value = static_cast<std::int32_t>(m.value),
                   .correlation_id = m.correlationId};
-      emit_or_hold(std::move(p), op_of(m.correlationId));
+      const OpId op = op_of(p);
+      emit_or_hold(std::move(p), op);
       return;
     }
     case CUPTI_ACTIVITY_KIND_MEMORY2: {
@@ -447,9 +468,7 @@ void ActivityConverter::finish() {
   for (std::size_t i = 0; i < pending_.size(); ++i) {
     if (pending_done_[i]) continue;
     pending_done_[i] = 1;
-    OpId op = op_of(pending_[i].correlation);
-    if (!op.valid()) op = op_of(pending_[i].runtime_correlation);
-    emit(pending_[i], op);
+    emit(pending_[i], op_of(pending_[i]));
   }
   pending_.clear();
   pending_done_.clear();

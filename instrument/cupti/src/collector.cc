@@ -26,6 +26,9 @@ namespace {
 std::atomic<Collector*> g_active{nullptr};
 CallbackGate<Collector::Impl> g_gate;
 std::once_flag g_atexit_once;
+// The op whose OpScope is open on this thread: a graph node CUDA creates
+// while a stream is captured belongs to it.
+thread_local OpId t_current_op;
 
 void close_at_exit() {
   if (Collector* c = g_active.load()) {
@@ -76,6 +79,7 @@ struct Collector::Impl {
   ActivityBufferPool pool;
   std::vector<CUpti_ActivityKind> enabled;
   std::atomic<std::int64_t> buffers_completed{0}, records{0}, dropped{0};
+  CUpti_SubscriberHandle subscriber = nullptr;  // graph node callbacks, where CUPTI allows
   bool closed = false;
   std::mutex close_mu;
 
@@ -104,6 +108,47 @@ struct Collector::Impl {
     *max_records = 0;
     *buffer = self != nullptr ? self->pool.acquire() : nullptr;
     *size = *buffer != nullptr ? self->pool.buffer_bytes() : 0;
+  }
+
+  // Graph nodes: made during stream capture (inside an op's scope) and cloned
+  // by cudaGraphInstantiate. Kernels, copies and memsets a graph launches
+  // carry the launch's correlation id and their node's id (graphNodeId), so
+  // the node is how they find their op (activity_converter.h). Runs on the
+  // thread that captures or instantiates.
+  static void CUPTIAPI graph_node_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                           const void* data) {
+    if (domain != CUPTI_CB_DOMAIN_RESOURCE || data == nullptr) return;
+    const auto pass = g_gate.enter();
+    Impl* self = pass.get();
+    if (self == nullptr) return;
+    const auto* resource = static_cast<const CUpti_ResourceData*>(data);
+    const auto* graph = static_cast<const CUpti_GraphData*>(resource->resourceDescriptor);
+    if (graph == nullptr) return;
+    std::uint64_t node = 0, original = 0;
+    if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED) {
+      if (t_current_op.valid() && cuptiGetGraphNodeId(graph->node, &node) == CUPTI_SUCCESS)
+        self->intake.note_graph_node(node, t_current_op);
+    } else if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED) {
+      if (cuptiGetGraphNodeId(graph->node, &node) == CUPTI_SUCCESS &&
+          cuptiGetGraphNodeId(graph->originalNode, &original) == CUPTI_SUCCESS)
+        self->intake.note_graph_node_clone(node, original);
+    }
+  }
+
+  // Subscribes to the graph node callbacks; a CUPTI that refuses (another
+  // subscriber) leaves graph-launched activities to their correlation ids.
+  void subscribe_graph_nodes() {
+    if (cuptiSubscribe(&subscriber, &graph_node_callback, nullptr) !=
+        CUPTI_SUCCESS) {
+      subscriber = nullptr;
+      return;
+    }
+    cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED);
+    cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED);
+  }
+  void unsubscribe_graph_nodes() {
+    if (subscriber != nullptr) cuptiUnsubscribe(subscriber);
+    subscriber = nullptr;
   }
 
   static void CUPTIAPI buffer_completed(CUcontext ctx, std::uint32_t stream_id, std::uint8_t* buffer,
@@ -187,10 +232,13 @@ Collector::Collector(std::unique_ptr<instrument::TraceWriter> writer, CollectorO
       if (options.driver_api)
         for (CUpti_CallbackId id : query_driver_api()) cuptiActivityEnableDriverApi(id, 0);
     }
+    impl_->subscribe_graph_nodes();
     std::call_once(g_atexit_once, [] { std::atexit(close_at_exit); });
   } catch (...) {
-    if (impl_)
+    if (impl_) {
       for (CUpti_ActivityKind k : impl_->enabled) cuptiActivityDisable(k);
+      impl_->unsubscribe_graph_nodes();
+    }
     g_gate.shut();
     g_active.store(nullptr);
     throw;
@@ -257,6 +305,7 @@ void Collector::close() {
   CUptiResult disabled = CUPTI_SUCCESS;
   for (CUpti_ActivityKind k : impl_->enabled)
     if (const CUptiResult r = cuptiActivityDisable(k); r != CUPTI_SUCCESS) disabled = r;
+  impl_->unsubscribe_graph_nodes();
   const CUptiResult second = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   // Waits for a callback still converting on CUPTI's thread; later ones see
   // no collector. Only then is the trace finished and the writer closed.
@@ -276,7 +325,7 @@ CollectorStats Collector::stats() const {
           .dropped_records = impl_->dropped.load(),
           .buffers_refused = static_cast<std::int64_t>(impl_->pool.stats().refused), .kernels = c.kernels,
           .memcpys = c.memcpys, .op_ranges = c.op_ranges, .nvtx_ranges = c.nvtx_ranges,
-          .activities_without_op = c.activities_without_op};
+          .activities_without_op = c.activities_without_op, .graph_activities = c.graph_activities};
 }
 
 std::int64_t Collector::timestamp_ns() {
@@ -287,7 +336,8 @@ std::int64_t Collector::timestamp_ns() {
 
 Collector* Collector::active() { return g_active.load(); }
 
-OpScope::OpScope(const OpLabel& label) : label_(label) {
+OpScope::OpScope(const OpLabel& label) : label_(label), outer_(t_current_op) {
+  t_current_op = label.op;
   const std::string message = format_op_message(label);
   nvtxEventAttributes_t a{};
   a.version = NVTX_VERSION;
@@ -314,6 +364,7 @@ OpScope::~OpScope() {
     cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
   }
   nvtxDomainRangePop(moetrace_domain());
+  t_current_op = outer_;
   if (Collector* c = Collector::active()) c->note_op(label_, start_, Collector::timestamp_ns());
 }
 

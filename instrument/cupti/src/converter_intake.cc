@@ -26,6 +26,12 @@ void ConverterIntake::note_waits(OpId op, std::vector<OpId> waits_for) {
   push(NotedWaits{op, std::move(waits_for)});
 }
 
+void ConverterIntake::note_graph_node(std::uint64_t node, OpId op) { push(GraphNode{node, op}); }
+
+void ConverterIntake::note_graph_node_clone(std::uint64_t clone, std::uint64_t original) {
+  push(GraphNodeClone{clone, original});
+}
+
 std::size_t ConverterIntake::waiting() const {
   std::lock_guard lock(inbox_mu_);
   return inbox_.size();
@@ -49,6 +55,10 @@ void ConverterIntake::drain() {
       converter_.note_op(o->label, o->launch_start, o->launch_end);
     } else if (auto* w = std::get_if<NotedWaits>(&a)) {
       converter_.note_waits(w->op, w->waits_for);
+    } else if (auto* g = std::get_if<GraphNode>(&a)) {
+      converter_.note_graph_node(g->node, g->op);
+    } else if (auto* c = std::get_if<GraphNodeClone>(&a)) {
+      converter_.note_graph_node_clone(c->clone, c->original);
     }
   }
   spare_.clear();

@@ -50,6 +50,9 @@ class Communicator {
   virtual void barrier(const ExecContext& ctx, const std::vector<const plan::Op*>& step) = 0;
   virtual void launch(const ExecContext& ctx, const plan::Op& op, int phase) = 0;
   virtual void end(const ExecContext& ctx, const std::vector<const plan::Op*>& step) = 0;
+  // Why its collectives cannot be captured into a CUDA graph (one line), or
+  // empty where they can.
+  virtual std::string graph_capture_refusal() const { return {}; }
 };
 
 std::unique_ptr<Communicator> make_emulated_communicator(const plan::Plan& plan, const LinkModel& link);

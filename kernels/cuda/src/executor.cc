@@ -37,6 +37,7 @@ Executor::Impl::~Impl() {
   for (void* p : {tables_, static_cast<void*>(counts_), static_cast<void*>(mismatches_), busy_a_, busy_b_})
     if (p != nullptr) cudaFree(p);
   comm_.reset();
+  destroy_graphs();
   for (cudaStream_t s : streams_)
     if (s != nullptr) cudaStreamDestroy(s);
 }
@@ -173,6 +174,7 @@ void Executor::Impl::setup() {
   MOETRACE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&counts_), std::max<std::size_t>(counts, 1) * 8));
   MOETRACE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&mismatches_), 8));
   comm_->prepare(*this);
+  setup_graphs();
   MOETRACE_CUDA_CHECK(cudaDeviceSynchronize());
 }
 

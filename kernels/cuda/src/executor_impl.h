@@ -111,6 +111,17 @@ struct Executor::Impl final : ExecContext {
   void* busy_b_ = nullptr;
   std::int64_t fixed_bytes_ = 0, live_bytes_ = 0, peak_bytes_ = 0;
   std::int64_t waits_issued_ = 0;
+  // CUDA graph mode (executor_graph.cc): the graphs, the stream they are
+  // captured from and launched on, the events that fork every stream from
+  // it and join them back; the graph being captured and the graph of each
+  // pinned buffer's last free (-1: none).
+  GraphSegments segments_;
+  cudaStream_t graph_stream_ = nullptr;
+  cudaEvent_t graph_fork_ = nullptr;
+  std::vector<cudaEvent_t> graph_join_;
+  int segment_ = -1;
+  std::vector<int> freed_segment_;
+  std::vector<cudaGraphExec_t> graph_execs_;  // of the run in progress
   // Per run:
   cupti::Collector* collector_ = nullptr;
   exec::PinnedBlock staging_;
@@ -171,7 +182,14 @@ struct Executor::Impl final : ExecContext {
 
   std::int64_t now_ns() const { return collector_ != nullptr ? cupti::Collector::timestamp_ns() : -1; }
 
-  void allocate_persistent(const plan::Buffer& b, const plan::ModelWeights& weights);
+  // The persistent buffers of every rank run here, each rank's uploaded (or
+  // zeroed) on its first stream inside one setup op (weight_upload_op); the
+  // bytes of all of them.
+  std::int64_t upload_persistent(const plan::ModelWeights& weights);
+  void allocate_persistent(const plan::Buffer& b);
+  // A persistent buffer's initial bytes in its device type: the parameter's
+  // values, or empty where it starts at zero.
+  std::vector<char> persistent_values(const plan::Buffer& b, const plan::ModelWeights& weights) const;
 
   // Inputs, output gradients (and any transient parameter copy) of this
   // process, converted to their device type in pinned memory once; with
@@ -190,6 +208,18 @@ struct Executor::Impl final : ExecContext {
 
   // ---- issue
   void issue(const IssueStep& step);
+  // CUDA graph mode: streams and events once (setup), then each graph
+  // captured, instantiated and launched in turn.
+  void setup_graphs();
+  void destroy_graphs();
+  void issue_graphs(RunResult& result);
+  void capture_graph(std::size_t first, std::size_t last);
+  void release_graph_execs();  // after the device has finished them
+  // A wait on `producer`'s event: not issued where an earlier graph holds it
+  // (the graph launches are ordered on one stream).
+  bool implied_by_graph_order(int producer_segment) const {
+    return segment_ >= 0 && producer_segment >= 0 && producer_segment < segment_;
+  }
 
   void prologue(const plan::Op& op);
 

@@ -63,12 +63,7 @@ RunResult Executor::Impl::run(const plan::ModelWeights& weights, const plan::Tra
   // Persistent buffers: allocated and initialised before the first op.
   live_bytes_ = 0;
   peak_bytes_ = 0;
-  std::int64_t persistent_bytes = 0;
-  for (const plan::Buffer& b : plan_.buffers) {
-    if (!b.persistent || !runs(b.rank)) continue;
-    allocate_persistent(b, weights);
-    persistent_bytes += bytes_[at(b.id)];
-  }
+  const std::int64_t persistent_bytes = upload_persistent(weights);
   stage_inputs(data, drawn, weights);
   prepare_capture();
   MOETRACE_CUDA_CHECK(cudaDeviceSynchronize());
@@ -77,8 +72,12 @@ RunResult Executor::Impl::run(const plan::ModelWeights& weights, const plan::Tra
   result.start_ns = collector_ != nullptr ? cupti::Collector::timestamp_ns() : 0;
   waits_issued_ = 0;
   issue_ns_.assign(plan_.ops.size(), -1);
-  for (const IssueStep& step : order_) issue(step);
+  if (opt_.cuda_graph)
+    issue_graphs(result);
+  else
+    for (const IssueStep& step : order_) issue(step);
   MOETRACE_CUDA_CHECK(cudaDeviceSynchronize());
+  release_graph_execs();
   result.end_ns = collector_ != nullptr ? cupti::Collector::timestamp_ns() : 0;
   result.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   result.host_waits = waits_issued_;
@@ -107,7 +106,58 @@ RunResult Executor::Impl::run(const plan::ModelWeights& weights, const plan::Tra
   return result;
 }
 
-void Executor::Impl::allocate_persistent(const plan::Buffer& b, const plan::ModelWeights& weights) {
+std::int64_t Executor::Impl::upload_persistent(const plan::ModelWeights& weights) {
+  std::map<std::int32_t, std::vector<const plan::Buffer*>> by_rank;
+  std::map<std::int32_t, std::int64_t> bytes;
+  for (const plan::Buffer& b : plan_.buffers)
+    if (b.persistent && runs(b.rank)) {
+      by_rank[b.rank.value].push_back(&b);
+      bytes[b.rank.value] += bytes_[at(b.id)];
+    }
+  std::int64_t total = 0;
+  for (const auto& [rank, buffers] : by_rank) {
+    const plan::Stream* first = nullptr;
+    for (const plan::Stream& st : plan_.streams)
+      if (st.rank.value == rank && streams_[at(st.id)] != nullptr) {
+        first = &st;
+        break;
+      }
+    if (first == nullptr) throw Error(fmt::format("rank {} has persistent buffers but no stream", rank));
+    // Allocations and the host's conversions first, then the copies back to
+    // back: the device sees the transfer alone, not the seconds of host
+    // work between the copies of one buffer at a time.
+    std::vector<std::vector<char>> values;
+    for (const plan::Buffer* b : buffers) {
+      allocate_persistent(*b);
+      values.push_back(persistent_values(*b, weights));
+    }
+    const std::int64_t n = bytes.at(rank);
+    const cudaStream_t s = streams_[at(first->id)];
+    cupti::OpScope scope(cupti::OpLabel{.name = "setup.weight_upload", .op = weight_upload_op(plan_, RankId(rank)),
+                                        .rank = RankId(rank), .stream = first->id, .kind = OpKind::kMemcpy,
+                                        .phase = Phase::kOther, .bytes = n});
+    for (std::size_t k = 0; k < buffers.size(); ++k) {
+      const std::size_t i = at(buffers[k]->id);
+      if (!values[k].empty())  // from pageable memory: returns once staged, so `values` may go
+        MOETRACE_CUDA_CHECK(cudaMemcpyAsync(ptr_[i], values[k].data(), values[k].size(), cudaMemcpyDefault, s));
+      else
+        MOETRACE_CUDA_CHECK(cudaMemsetAsync(ptr_[i], 0, static_cast<std::size_t>(std::max<std::int64_t>(bytes_[i], 1)), s));
+    }
+    total += n;
+  }
+  return total;
+}
+
+std::vector<char> Executor::Impl::persistent_values(const plan::Buffer& b, const plan::ModelWeights& weights) const {
+  if (b.binding.kind != plan::BufferBinding::Kind::kParam) return {};
+  const std::size_t i = at(b.id);
+  const plan::Matrix m = checked_param_slice(weights, b);
+  std::vector<char> host(static_cast<std::size_t>(bytes_[i]));
+  to_device_type(m.data.data(), b.elements(), dtype_[i], host.data());
+  return host;
+}
+
+void Executor::Impl::allocate_persistent(const plan::Buffer& b) {
   const std::size_t i = at(b.id);
   const auto bytes = static_cast<std::size_t>(std::max<std::int64_t>(bytes_[i], 1));
   if (b.memory == schema::MemoryKind::kPinnedHost) {
@@ -118,14 +168,6 @@ void Executor::Impl::allocate_persistent(const plan::Buffer& b, const plan::Mode
   alloc_ns_[i] = now_ns();
   address_[i] = reinterpret_cast<std::uint64_t>(ptr_[i]);
   if (collector_ != nullptr) collector_->note_allocation(reinterpret_cast<std::uint64_t>(ptr_[i]), b.id);
-  if (b.binding.kind == plan::BufferBinding::Kind::kParam) {
-    const plan::Matrix m = checked_param_slice(weights, b);
-    std::vector<char> host(static_cast<std::size_t>(bytes_[i]));
-    to_device_type(m.data.data(), b.elements(), dtype_[i], host.data());
-    MOETRACE_CUDA_CHECK(cudaMemcpy(ptr_[i], host.data(), host.size(), cudaMemcpyDefault));
-  } else {
-    MOETRACE_CUDA_CHECK(cudaMemset(ptr_[i], 0, bytes));
-  }
 }
 
 void Executor::Impl::stage_inputs(const plan::TrainingData* data, const RandomTrainingData* drawn,
@@ -228,6 +270,7 @@ void Executor::Impl::issue(const IssueStep& step) {
 void Executor::Impl::prologue(const plan::Op& op) {
   const cudaStream_t s = stream(op.stream);
   for (OpId d : waits_.waits[at(op.id)]) {
+    if (!segments_.of_op.empty() && implied_by_graph_order(segments_.of_op[at(d)])) continue;
     MOETRACE_CUDA_CHECK(cudaStreamWaitEvent(s, done_[at(d)], 0));
     ++waits_issued_;
   }
@@ -240,6 +283,7 @@ void Executor::Impl::prologue(const plan::Op& op) {
     if (buf.memory == schema::MemoryKind::kPinnedHost) {
       ptr_[b] = static_cast<char*>(arena_block_.ptr) + arena_.offset[b];
       for (BufferId r : arena_.reuse_waits[b]) {
+        if (!freed_segment_.empty() && implied_by_graph_order(freed_segment_[at(r)])) continue;
         MOETRACE_CUDA_CHECK(cudaStreamWaitEvent(s, freed_[at(r)], 0));
         ++waits_issued_;
       }
@@ -287,6 +331,7 @@ void Executor::Impl::epilogue(const plan::Op& op) {
                                           static_cast<std::size_t>(bytes_[b]), cudaMemcpyDeviceToHost, s));
     if (plan_.buffers[b].memory == schema::MemoryKind::kPinnedHost) {
       if (freed_[b] != nullptr) MOETRACE_CUDA_CHECK(cudaEventRecord(freed_[b], s));
+      if (!freed_segment_.empty()) freed_segment_[b] = segment_;
     } else {
       MOETRACE_CUDA_CHECK(cudaFreeAsync(ptr_[b], s));
       live_bytes_ -= bytes_[b];

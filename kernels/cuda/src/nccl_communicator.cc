@@ -15,6 +15,7 @@
 #include "check.h"
 #include "communicator.h"
 #include "kernels.h"
+#include "moetrace/cuda/schedule.h"
 #include "moetrace/schema/error.h"
 
 namespace moetrace::cuda {
@@ -92,6 +93,11 @@ class NcclCommunicator final : public Communicator {
   }
 
   int phases(const plan::Collective&) const override { return 1; }
+  std::string graph_capture_refusal() const override {
+    int version = 0;
+    if (ncclGetVersion(&version) != ncclSuccess) return "CUDA graph mode: cannot read NCCL's version";
+    return nccl_graph_refusal(version);
+  }
   void begin(const ExecContext&, const std::vector<const plan::Op*>&) override {}
   void barrier(const ExecContext&, const std::vector<const plan::Op*>&) override {}
   void end(const ExecContext&, const std::vector<const plan::Op*>&) override {}

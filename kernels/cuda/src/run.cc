@@ -128,6 +128,7 @@ CudaRunSummary run_plan(const plan::Plan& plan, const CudaRunOptions& options) {
   writer->set_config("cuda.collector", options.collect ? "on" : "off");
   if (options.collect) writer->set_config("cuda.query_api", options.cupti_query_api ? "recorded" : "left out");
   writer->set_config("cuda.warmup_runs", std::to_string(options.warmup_runs));
+  writer->set_config("cuda.graph", options.executor.cuda_graph ? "on" : "off");
   // The launcher's job id ties the rank files of one run together (a reader
   // refuses a rank file of another run; analyzer/run_loader.h).
   if (per_rank && options.executor.launch && !options.executor.launch->job_id.empty())
@@ -162,6 +163,7 @@ CudaRunSummary run_plan(const plan::Plan& plan, const CudaRunOptions& options) {
   summary.op_ranges = s.op_ranges;
   summary.dropped_records = s.dropped_records;
   summary.activities_without_op = s.activities_without_op;
+  summary.graph_activities = s.graph_activities;
   return summary;
 }
 

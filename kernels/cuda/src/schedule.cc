@@ -257,4 +257,24 @@ HostArenaPlan plan_host_arena(const plan::Plan& plan, const std::vector<IssueSte
 
 MemPoolPolicy mem_pool_policy() { return MemPoolPolicy{}; }
 
+GraphSegments graph_segments(const plan::Plan& plan, const std::vector<IssueStep>& order) {
+  GraphSegments g;
+  g.of_op.assign(plan.ops.size(), -1);
+  int iteration = -1;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const int it = plan.op(order[i].ops.front()).coords.iteration;
+    if (g.first_step.empty() || (it >= 0 && iteration >= 0 && it != iteration)) g.first_step.push_back(i);
+    if (it >= 0) iteration = it;
+    for (OpId x : order[i].ops) g.of_op.at(static_cast<std::size_t>(x.value)) = g.count() - 1;
+  }
+  return g;
+}
+
+std::string nccl_graph_refusal(int version) {
+  constexpr int kFirstCapturable = 20900;  // NCCL 2.9: collectives inside stream capture
+  if (version >= kFirstCapturable) return {};
+  return fmt::format("CUDA graph mode needs NCCL 2.9 or later to capture collectives (this is NCCL {}.{}.{})",
+                     version / 10000, version / 100 % 100, version % 100);
+}
+
 }  // namespace moetrace::cuda

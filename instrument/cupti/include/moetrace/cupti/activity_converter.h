@@ -18,6 +18,12 @@
 //    Records may arrive in any order across CUPTI buffers, so activities whose
 //    correlation is not known yet wait in a pending list; op ranges are
 //    written by finish(), when every buffer has been delivered.
+//  - graphs: a kernel, memcpy or memset that a CUDA graph launched carries
+//    the correlation id of the graph launch, not of the call that issued it
+//    while the graph was captured, and the id of its graph node
+//    (graphNodeId). The collector announces each node created while an op's
+//    scope was open (note_graph_node) and each node an instantiation cloned
+//    from one (note_graph_node_clone): the node's op is the activity's op.
 //  - memory: MEMORY2 allocations at an address the executor announced
 //    (note_allocation) get that plan buffer's id.
 #pragma once
@@ -50,6 +56,7 @@ struct ConverterStats {
                syncs = 0, overheads = 0, nvtx_ranges = 0, op_ranges = 0, correlations = 0;
   std::int64_t unknown_kinds = 0;           // records of kinds we do not convert
   std::int64_t activities_without_op = 0;   // device activities outside any op scope
+  std::int64_t graph_activities = 0;        // device activities a CUDA graph launched
   std::int64_t kernel_names = 0;            // distinct kernel names demangled (once each)
 };
 
@@ -70,6 +77,12 @@ class ActivityConverter {
   // the executor issued): where an op ran nothing on the device, it is placed
   // after them.
   void note_waits(OpId op, const std::vector<OpId>& waits_for);
+
+  // Graph node `node` (cuptiGetGraphNodeId) was created while `op` issued
+  // its work (stream capture); `clone` is a copy of node `original` (graph
+  // instantiation), with the original's op where it has one.
+  void note_graph_node(std::uint64_t node, OpId op);
+  void note_graph_node_clone(std::uint64_t clone, std::uint64_t original);
 
   void convert(const CUpti_Activity* record);
   // Writes what waits for later records: pending activities (with whatever
@@ -110,6 +123,7 @@ class ActivityConverter {
   // A device activity waiting for the correlation record of its op.
   struct Pending {
     std::uint32_t correlation = 0, runtime_correlation = 0;
+    std::uint64_t graph_node = 0;  // 0: not launched by a graph
     int kind = 0;  // 0 kernel, 1 memcpy, 2 memset
     instrument::KernelRecord kernel{};
     instrument::MemcpyRecord memcpy{};
@@ -119,6 +133,8 @@ class ActivityConverter {
   StreamInfo stream_of(std::uint32_t device, std::uint32_t context, std::uint32_t stream);
   RankId rank_of_device(std::uint32_t device) const;
   OpId op_of(std::uint32_t correlation) const;
+  // The op of a pending activity: its graph node's, else its correlations'.
+  OpId op_of(const Pending& p) const;
   void note_op_time(OpId op, std::int64_t start, std::int64_t end);
   void emit(Pending& p, OpId op);
   void emit_or_hold(Pending p, OpId op);
@@ -135,6 +151,7 @@ class ActivityConverter {
   std::unordered_map<std::uint32_t, RankId> devices_;
   std::int32_t next_auto_stream_ = kFirstAutoStream;
   std::unordered_map<std::uint32_t, OpId> correlation_op_;
+  std::unordered_map<std::uint64_t, OpId> graph_node_op_;  // graph node id -> op (clones included)
   // Where each op that ran nothing on the device is placed (by op id).
   std::unordered_map<std::int64_t, std::int64_t> empty_op_points() const;
 

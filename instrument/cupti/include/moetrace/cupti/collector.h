@@ -48,6 +48,7 @@ struct CollectorStats {
   std::int64_t buffers_refused = 0;   // pool exhausted: CUPTI had to drop records
   std::int64_t kernels = 0, memcpys = 0, op_ranges = 0, nvtx_ranges = 0;
   std::int64_t activities_without_op = 0;
+  std::int64_t graph_activities = 0;  // launched by a CUDA graph (their op found by graph node)
 };
 
 class Collector {
@@ -92,7 +93,9 @@ class Collector {
 // One plan op while the host issues its work: an NVTX range in domain
 // "moetrace" (op_message.h, payload = op id) and, while a collector is
 // active, the CUPTI external correlation id = op id, so every activity the
-// op launches carries its op. Cheap when no tool listens.
+// op launches carries its op; graph nodes a stream capture makes inside it
+// are recorded as the op's, for the activities the graph's launch runs.
+// Cheap when no tool listens.
 class OpScope {
  public:
   explicit OpScope(const OpLabel& label);
@@ -102,6 +105,7 @@ class OpScope {
 
  private:
   OpLabel label_;
+  OpId outer_;  // the scope open on this thread before this one
   bool correlated_ = false;
   std::int64_t start_ = 0;
 };

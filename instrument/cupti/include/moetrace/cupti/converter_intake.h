@@ -30,6 +30,10 @@ class ConverterIntake {
   void note_allocation(std::uint64_t address, BufferId buffer);
   void note_op(const OpLabel& label, std::int64_t launch_start, std::int64_t launch_end);
   void note_waits(OpId op, std::vector<OpId> waits_for);
+  // From CUPTI's resource callbacks, on the thread that captures or
+  // instantiates a CUDA graph (activity_converter.h).
+  void note_graph_node(std::uint64_t node, OpId op);
+  void note_graph_node_clone(std::uint64_t clone, std::uint64_t original);
 
   // Runs `f(converter)` under the conversion lock, after every announcement
   // made so far has been applied. Conversion of buffers, finish() and
@@ -65,7 +69,15 @@ class ConverterIntake {
     OpId op;
     std::vector<OpId> waits_for;
   };
-  using Announcement = std::variant<StreamMapping, DeviceMapping, Allocation, NotedOp, NotedWaits>;
+  struct GraphNode {
+    std::uint64_t node;
+    OpId op;
+  };
+  struct GraphNodeClone {
+    std::uint64_t clone, original;
+  };
+  using Announcement =
+      std::variant<StreamMapping, DeviceMapping, Allocation, NotedOp, NotedWaits, GraphNode, GraphNodeClone>;
 
   void push(Announcement a);
   void drain();  // with convert_mu_ held

@@ -74,6 +74,10 @@ struct ExecutorOptions {
   int device = -1;                   // -1: the local rank (NCCL) or device 0
   bool busy_timing_only = true;      // timing-only ops run work of their shape (else nothing)
   bool capture_results = false;      // model outputs, input grads, final parameters to the host
+  // Each iteration's work captured once into a CUDA graph (stream capture)
+  // and launched with cudaGraphLaunch, so the host's launch cost no longer
+  // paces the GPU within an iteration (graph_segments, schedule.h).
+  bool cuda_graph = false;
 };
 
 struct CapturedParam {
@@ -92,6 +96,7 @@ struct RunResult {
   std::int64_t transient_bytes_peak = 0;  // peak of the plan's non-persistent device buffers
   std::int64_t pinned_arena_bytes = 0;
   std::int64_t host_waits = 0;          // cross-stream event waits enqueued
+  int graphs = 0;                       // CUDA graphs launched (cuda_graph)
   double wall_ms = 0;                   // first op enqueued -> device idle
   // [op]: the host's time to issue it (its waits, allocations and
   // launches; steady clock, with or without a collector), ns; -1 for the ops
@@ -99,6 +104,15 @@ struct RunResult {
   std::vector<std::int64_t> issue_ns;
   std::int64_t start_ns = 0, end_ns = 0;  // CUPTI clock where a collector is active
 };
+
+// The setup op of `rank` that uploads its persistent buffers (parameters
+// from the host, zeros for gradients and optimizer state) before the first
+// iteration: not an op of the plan (its id follows theirs), outside the
+// iterations (iteration -1, kind memcpy, phase other), so the trace tells the
+// upload from the training step.
+inline OpId weight_upload_op(const plan::Plan& plan, RankId rank) {
+  return OpId(static_cast<std::int64_t>(plan.ops.size()) + rank.value);
+}
 
 class Executor {
  public:

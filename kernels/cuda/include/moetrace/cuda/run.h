@@ -2,7 +2,7 @@
 // `moetrace run`. Writes the trace (run, devices, ranks, layers, op
 // dependencies and buffers, placements) and lets the CUPTI collector record
 // what the GPU did while the executor runs the plan once (after
-// `warmup_runs` unrecorded runs). The run_config keys cuda.collector,
+// `warmup_runs` unrecorded runs). The run_config keys cuda.collector, cuda.graph,
 // cuda.warmup_runs and cuda.wall_ms say how it ran and how long it took. With NCCL and more
 // than one process, every rank writes its own trace ("out.rank3.db").
 // CUDA-free header.
@@ -39,6 +39,7 @@ struct CudaRunSummary {
   std::string trace_path;
   std::string device_name;
   std::int64_t kernels = 0, op_ranges = 0, dropped_records = 0, activities_without_op = 0;
+  std::int64_t graph_activities = 0;  // kernels, copies and memsets a CUDA graph launched
 };
 
 // The trace of rank r where every process writes its own: "a/out.db" -> "a/out.rank3.db".

@@ -16,10 +16,13 @@
 //    come from one pre-pinned arena; a region freed by one op and reused by
 //    a later one makes the later one wait for the free (stream-ordered reuse,
 //    what cudaMallocAsync does for device memory).
+//  - graph_segments: with CUDA graphs, the issue order cut into one graph
+//    per iteration.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "moetrace/plan/plan.h"
@@ -54,6 +57,23 @@ struct WaitPlan {
 // participant's stream knows what the others knew.
 WaitPlan plan_waits(const plan::Plan& plan, const std::vector<IssueStep>& order,
                     bool barrier_collectives);
+
+// CUDA graph mode (ExecutorOptions::cuda_graph): the issue order cut into
+// graphs, each the consecutive steps of one iteration, captured and launched
+// in turn on one stream. A step of ops without an iteration (-1) joins the
+// graph open at it. A graph starts after the previous one has ended, so a
+// wait on an op of an earlier graph is implied and not issued (an event
+// recorded in one capture cannot be waited on in another).
+struct GraphSegments {
+  std::vector<std::size_t> first_step;  // [graph]: index of its first step; first_step[0] = 0
+  std::vector<int> of_op;               // [op]: its graph, -1 for ops not issued here
+  int count() const { return static_cast<int>(first_step.size()); }
+};
+GraphSegments graph_segments(const plan::Plan& plan, const std::vector<IssueStep>& order);
+// Why NCCL of `version` (ncclGetVersion's code, e.g. 22805) cannot have its
+// collectives captured into a CUDA graph, one line; empty where it can
+// (NCCL 2.9 and later support stream capture).
+std::string nccl_graph_refusal(int version);
 
 struct HostArenaPlan {
   std::vector<std::int64_t> offset;  // [buffer]: byte offset in the arena, -1 where not in it
