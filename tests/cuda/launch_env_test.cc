@@ -49,6 +49,7 @@ struct Launched {
   int rank, world_size, local_rank;
   std::optional<std::string> job_id;
 };
+void PrintTo(const Launched& l, std::ostream* os) { *os << l.name; }
 
 const Launched kLaunched[] = {
     // Open MPI's variables win over torchrun's.

@@ -48,6 +48,7 @@ struct Refusal {
   std::function<std::string()> error;
   const char* message;
 };
+void PrintTo(const Refusal& r, std::ostream* os) { *os << r.name; }
 
 const Refusal kRefusals[] = {
     {"ExpertsNotDivisibleByRanks", error_after<DpMoeConfig>([](auto& c) { c.common.model.num_experts = 6; }),
