@@ -124,19 +124,23 @@ TEST(Breakdown, OverlappingLayerWindowsCountOnceInTheMoeShare) {
   EXPECT_EQ(b.moe_total.window_ns, 1200);
 }
 
+// The forty-percent layer's gate, dispatch and expert, the expert's two
+// kernels on [300, 400) and [500, 700).
+constexpr std::string_view kExpertKernels = R"(
+  stream id=0 rank=0 role=compute
+  stream id=1 rank=0 role=comm
+  op id=1 rank=0 stream=0 kind=gate layer=0 iteration=0 start=0 end=100
+  op id=2 rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 start=100 end=300
+  op id=3 rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 start=300 end=700
+  kernel rank=0 stream=0 start=300 end=400 op=3 name=gemm1
+  kernel rank=0 stream=0 start=500 end=700 op=3 name=gemm2
+)";
+
 // GPU time, not the op's range: the expert op spans [300, 700) but its two
 // kernels ran on [300, 400) and [500, 700). Expert time is 300, and [400, 500)
 // is idle (nothing else runs then).
 TEST(Breakdown, AttributedKernelsReplaceTheOpRange) {
-  const auto b = breakdown_of("kernels.db", R"(
-    stream id=0 rank=0 role=compute
-    stream id=1 rank=0 role=comm
-    op id=1 rank=0 stream=0 kind=gate layer=0 iteration=0 start=0 end=100
-    op id=2 rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 start=100 end=300
-    op id=3 rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 start=300 end=700
-    kernel rank=0 stream=0 start=300 end=400 op=3 name=gemm1
-    kernel rank=0 stream=0 start=500 end=700 op=3 name=gemm2
-  )");
+  const auto b = breakdown_of("kernels.db", kExpertKernels);
   const auto& t = row(b, 0, 0, 0, Phase::kForward).t;
   expect_split(t, {.window = 700, .idle = 100, .at = {{Category::kExpertCompute, 300}}});
   EXPECT_EQ(b.ranks[0].unattributed_ns, 0);
@@ -219,24 +223,19 @@ TEST(Breakdown, WithoutOpRangesKernelsAreClassifiedByName) {
 }
 
 
-// The same trace queried over [250, 650): dispatch [250, 300) 50, expert
-// [300, 650) 350 (its kernels [300, 400) and [500, 650): 250), combine
-// [600, 650) 50 under the expert; an unclaimed NCCL all-reduce kernel
-// [640, 700) adds 10 of all-reduce, inside the combine. Communication =
-// [250, 300) + [600, 650) = 100, hidden under gemm2 50. Busy = [250, 400) +
-// [500, 650) = 300, idle 100. Rank 1 has nothing in the window: all idle.
+// The expert's kernels (kExpertKernels) with the combine [600, 800), an
+// NCCL all-reduce kernel no op claims [640, 700) and a gate on rank 1 [0, 100),
+// queried over [250, 650): dispatch [250, 300) 50, expert [300, 650) 350 (its
+// kernels [300, 400) and [500, 650): 250), combine [600, 650) 50 under the
+// expert; the all-reduce kernel adds 10 of all-reduce, inside the combine.
+// Communication = [250, 300) + [600, 650) = 100, hidden under gemm2 50. Busy =
+// [250, 400) + [500, 650) = 300, idle 100. Rank 1 has nothing in the window:
+// all idle.
 TEST(Breakdown, WindowQueryFollowsTheSameRules) {
-  const auto trace = testing::load_text_trace("window.db", R"(
-    stream id=0 rank=0 role=compute
-    stream id=1 rank=0 role=comm
-    stream id=2 rank=1 role=compute
-    op id=1 rank=0 stream=0 kind=gate layer=0 iteration=0 start=0 end=100
-    op id=2 rank=0 stream=1 kind=dispatch_all_to_all layer=0 iteration=0 start=100 end=300
-    op id=3 rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 start=300 end=700
+  const auto trace = testing::load_text_trace("window.db", std::string(kExpertKernels) + R"(
     op id=4 rank=0 stream=1 kind=combine_all_to_all layer=0 iteration=0 start=600 end=800
-    kernel rank=0 stream=0 start=300 end=400 op=3 name=gemm1
-    kernel rank=0 stream=0 start=500 end=700 op=3 name=gemm2
     kernel rank=0 stream=1 start=640 end=700 name=ncclDevKernel_AllReduce_Sum
+    stream id=2 rank=1 role=compute
     op id=5 rank=1 stream=2 kind=gate layer=0 iteration=0 start=0 end=100
   )");
   const auto w = breakdown_in_window(trace, 650, 250);  // either order

@@ -93,12 +93,6 @@ TEST(CostModel, AlphaBetaOfGemmsAndCollectives) {
   EXPECT_NEAR(a2a->fit.r2, 1.0, 1e-9);
 }
 
-// Interference. Rank 0: a dispatch of 1000 bytes alone takes 1000 ns; the
-// same dispatch under an expert FFN takes 1500 ns (1.5x slower):
-//   mu_comp = (1000/1000) / (1500/1000) = 1/1.5.
-// The overlapping FFN (1 MFLOP, [2000, 4000)) is under the dispatch for
-// 1500 of its 2000 ns (75 % >= half) and takes as long as the lone FFN at
-// [5000, 7000): sigma_comm = 1.
 // An uneven all-to-all: rank 0 sends 1000 bytes, rank 1 sends 3000; both
 // ops end together, rank 0's started early and waited. The point is (3000
 // bytes, rank 1's 3010 ns). A second instance (1000 / 500 bytes; rank 0's op
@@ -120,6 +114,12 @@ TEST(CostModel, CollectivePointIsTheBusiestRankAndTheShortestTime) {
   EXPECT_NEAR(a2a->fit.beta, 1e-9, 1e-18);
 }
 
+// Interference. Rank 0: a dispatch of 1000 bytes alone takes 1000 ns; the
+// same dispatch under an expert FFN takes 1500 ns (1.5x slower):
+//   mu_comp = (1000/1000) / (1500/1000) = 1/1.5.
+// The overlapping FFN (1 MFLOP, [2000, 4000)) is under the dispatch for
+// 1500 of its 2000 ns (75 % >= half) and takes as long as the lone FFN at
+// [5000, 7000): sigma_comm = 1.
 TEST(CostModel, InterferenceFactorOfAnOpOneAndAHalfTimesSlower) {
   const auto m = fit_cost_model(testing::load_text_trace("interference.db", R"(
     stream id=0 rank=0 role=compute

@@ -93,6 +93,7 @@ TEST(ExpertLoad, TimeTheBusiestRankCosts) {
   EXPECT_EQ(r.imbalance_ns(), 200);
   EXPECT_EQ(r.busiest_expert_compute_ns, 700);
   EXPECT_EQ(r.mean_expert_compute_ns, 500);
+  ASSERT_EQ(a.layers.size(), 1u);
   EXPECT_EQ(a.layers[0].imbalance_ns, 200);
 }
 

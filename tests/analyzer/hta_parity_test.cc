@@ -63,7 +63,7 @@ TEST(HtaParity, CriticalPathWithinOnePercent) {
   Trace t;
   for (const auto& e : kExpected) {
     const auto path = kineto(e.file);
-    if (!std::filesystem::exists(path)) GTEST_SKIP() << "shared data absent: " << path;
+    MOETRACE_NEED_SHARED(path);
     if (loaded != path) {
       t = load_trace(path);
       loaded = path;
@@ -92,7 +92,7 @@ TEST(HtaParity, CriticalPathWithinOnePercent) {
 // error, not an empty path.
 TEST(HtaParity, MissingStepIsAnError) {
   const auto path = kineto("hta-sampled_rank-0.json.gz");
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "shared data absent: " << path;
+  MOETRACE_NEED_SHARED(path);
   const auto t = load_trace(path);
   CriticalPathOptions o;
   o.annotation = "ProfilerStep";

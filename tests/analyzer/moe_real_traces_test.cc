@@ -31,6 +31,23 @@ int total(const std::map<OpKind, int>& n) {
   return s;
 }
 
+// A test of one of the shared Kineto traces, kineto/<Param::file>, imported
+// and loaded as `t` before the test runs, and recognised as MoE; skipped
+// (or failed, shared_data.h) where the file is absent.
+template <class Param>
+class RecognisedSharedTrace : public ::testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
+    const std::string file = this->GetParam().file;
+    const auto in = shared_data("kineto/" + file);
+    MOETRACE_NEED_SHARED(in);
+    t = import_and_load({in}, temp_path(file + ".db"));
+    ASSERT_TRUE(t.recognition.moe);
+  }
+
+  analyzer::Trace t;
+};
+
 // AMD-AGI/TraceLens evals/generate_moe_traces.py: SimpleMoE.forward wraps
 // each forward in record_function("MoE[...]") and its expert FFN (two bmm
 // and a silu) in record_function("expert_ffn[...]"); the profiler records 3
@@ -43,14 +60,10 @@ struct MicroBenchmark {
   int moe_kernels;
 };
 
-class TraceLensB300 : public ::testing::TestWithParam<MicroBenchmark> {};
+class TraceLensB300 : public RecognisedSharedTrace<MicroBenchmark> {};
 
 TEST_P(TraceLensB300, OneForwardOnlyMoELayerThreeTimes) {
   const auto& m = GetParam();
-  const auto in = shared_data(std::string("kineto/") + m.file);
-  MOETRACE_NEED_SHARED(in);
-  const auto t = import_and_load({in}, temp_path(std::string(m.file) + ".db"));
-  ASSERT_TRUE(t.recognition.moe);
   EXPECT_FALSE(t.recognition.phases_marked);  // no autograd backward node: forward only
   const auto n = moe_ops_by_kind(t);
   EXPECT_EQ(total(n), m.moe_kernels);
@@ -101,14 +114,10 @@ struct VllmTrace {
   int launches, queued;  // launch statistics: every call but graph launches; queue: every event
 };
 
-class TraceLensVllm : public ::testing::TestWithParam<VllmTrace> {};
+class TraceLensVllm : public RecognisedSharedTrace<VllmTrace> {};
 
 TEST_P(TraceLensVllm, TwentyFourMoELayersFromKernelNamesUnderGraphReplay) {
   const auto& v = GetParam();
-  const auto in = shared_data(std::string("kineto/") + v.file);
-  MOETRACE_NEED_SHARED(in);
-  const auto t = import_and_load({in}, temp_path(std::string(v.file) + ".db"));
-  ASSERT_TRUE(t.recognition.moe);
   EXPECT_TRUE(t.recognition.rules_used.count("inference-engines: vLLM engine step (iteration)"));
   const auto n = moe_ops_by_kind(t);
   EXPECT_EQ(total(n), 168);

@@ -4,12 +4,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "moetrace/cuda/device_probe.h"
 #include "moetrace/cuda/launch_env.h"
 #include "moetrace/schema/error.h"
 #include "error_of.h"
+#include "expect_named.h"
 
 namespace moetrace::cuda {
 namespace {
@@ -37,24 +39,50 @@ void expect_process(const LaunchEnv& e, const char* launcher, int rank, int worl
 
 TEST(LaunchEnv, NoLauncherIsASingleProcess) { EXPECT_FALSE(parse_launch_env(env({})).has_value()); }
 
-TEST(LaunchEnv, MpirunVariables) {
-  auto e = parse_launch_env(env({{"OMPI_COMM_WORLD_RANK", "3"},
-                                 {"OMPI_COMM_WORLD_SIZE", "8"},
-                                 {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
-                                 {"OMPI_MCA_ess_base_jobid", "4242"},
-                                 {"RANK", "0"},
-                                 {"WORLD_SIZE", "2"}}));
+// A process a launcher started, from the launcher's variables: the launcher,
+// the process's rank of world_size, its rank on its node and its job (not
+// checked where nullopt).
+struct Launched {
+  const char* name;
+  std::map<std::string, std::string> vars;
+  const char* launcher;
+  int rank, world_size, local_rank;
+  std::optional<std::string> job_id;
+};
+void PrintTo(const Launched& l, std::ostream* os) { *os << l.name; }
+
+const Launched kLaunched[] = {
+    // Open MPI's variables win over torchrun's.
+    {"Mpirun",
+     {{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+      {"OMPI_MCA_ess_base_jobid", "4242"}, {"RANK", "0"}, {"WORLD_SIZE", "2"}},
+     "mpirun", 3, 8, 1, "4242"},
+    // The local rank defaults to RANK.
+    {"TorchrunStyle", {{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"MOETRACE_JOB_ID", "run 7"}}, "env", 2, 4, 2, "run 7"},
+    // Two sruns of one job are two jobs here: job and step.
+    {"SrunTask",
+     {{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"}, {"SLURM_JOB_ID", "123"},
+      {"SLURM_STEP_ID", "2"}},
+     "slurm", 5, 8, 1, "123.2"},
+    // srun starts one torchrun agent per node; its workers carry RANK.
+    {"TorchrunUnderSrunIsTheWorker",
+     {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"}, {"SLURM_JOB_ID", "9"}, {"RANK", "6"},
+      {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "2"}},
+     "env", 6, 8, 2, std::nullopt},
+};
+
+class LaunchedProcess : public ::testing::TestWithParam<Launched> {};
+
+TEST_P(LaunchedProcess, RankWorldSizeAndJob) {
+  const auto& p = GetParam();
+  const auto e = parse_launch_env(env(p.vars));
   ASSERT_TRUE(e.has_value());
-  expect_process(*e, "mpirun", 3, 8, 1);
-  EXPECT_EQ(e->job_id, "4242");
+  expect_process(*e, p.launcher, p.rank, p.world_size, p.local_rank);
+  moetrace::testing::expect_named(p.job_id, e->job_id, "job_id");
 }
 
-TEST(LaunchEnv, TorchrunStyleVariables) {
-  auto e = parse_launch_env(env({{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"MOETRACE_JOB_ID", "run 7"}}));
-  ASSERT_TRUE(e.has_value());
-  expect_process(*e, "env", 2, 4, 2);  // the local rank defaults to RANK
-  EXPECT_EQ(e->job_id, "run 7");
-}
+INSTANTIATE_TEST_SUITE_P(LaunchEnv, LaunchedProcess, ::testing::ValuesIn(kLaunched),
+                         [](const ::testing::TestParamInfo<Launched>& i) { return std::string(i.param.name); });
 
 TEST(LaunchEnv, BadValuesNameTheVariable) {
   EXPECT_EQ(config_error(env({{"RANK", "x"}, {"WORLD_SIZE", "2"}})), "RANK (x) is not an integer");
@@ -67,32 +95,12 @@ TEST(LaunchEnv, BadValuesNameTheVariable) {
             "OMPI_COMM_WORLD_LOCAL_RANK (-1) must not be negative");
 }
 
-TEST(LaunchEnv, SrunTaskVariables) {
-  auto e = parse_launch_env(env({{"SLURM_PROCID", "5"},
-                                 {"SLURM_NTASKS", "8"},
-                                 {"SLURM_LOCALID", "1"},
-                                 {"SLURM_JOB_ID", "123"},
-                                 {"SLURM_STEP_ID", "2"}}));
-  ASSERT_TRUE(e.has_value());
-  expect_process(*e, "slurm", 5, 8, 1);
-  EXPECT_EQ(e->job_id, "123.2");  // two sruns of one job are two jobs here
-}
-
 TEST(LaunchEnv, SlurmBatchScriptIsASingleProcess) {
   // sbatch's script sees SLURM_PROCID=0 and the job's task count but is no
   // task of a step: it must not wait for seven other ranks.
   EXPECT_FALSE(parse_launch_env(env({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "0"},
                                      {"SLURM_JOB_ID", "123"}}))
                    .has_value());
-}
-
-TEST(LaunchEnv, TorchrunUnderSrunIsTheWorker) {
-  // srun starts one torchrun agent per node; its workers carry RANK.
-  auto e = parse_launch_env(env({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"},
-                                 {"SLURM_JOB_ID", "9"}, {"RANK", "6"}, {"WORLD_SIZE", "8"},
-                                 {"LOCAL_RANK", "2"}}));
-  ASSERT_TRUE(e.has_value());
-  expect_process(*e, "env", 6, 8, 2);
 }
 
 TEST(LaunchEnv, PmiVariables) {

@@ -34,34 +34,49 @@ std::string validation_error(const std::function<void(C&)>& change) {
   return config_error([&] { c.validate(); });
 }
 
-TEST(ConfigErrors, ExpertsNotDivisibleByRanks) {
-  EXPECT_EQ(validation_error<DpMoeConfig>([](DpMoeConfig& c) { c.common.model.num_experts = 6; }),
-            "num_experts (6) is not divisible by ranks (4)");
+// The error of validating a C after `change` (validation_error), to be run
+// by the test.
+template <typename C>
+std::function<std::string()> error_after(std::function<void(C&)> change) {
+  return [change = std::move(change)] { return validation_error<C>(change); };
 }
 
-TEST(ConfigErrors, PipelineDegreeBelowOne) {
-  EXPECT_EQ(validation_error<PipeMoeConfig>([](PipeMoeConfig& c) { c.pipeline_degree = 0; }),
-            "pipeline_degree (0) must be at least 1");
-}
+// A configuration validate() refuses: a change to a valid one (common() and
+// the variant's defaults), and the one line that names the field.
+struct Refusal {
+  const char* name;
+  std::function<std::string()> error;
+  const char* message;
+};
+void PrintTo(const Refusal& r, std::ostream* os) { *os << r.name; }
 
-TEST(ConfigErrors, TopKAboveExperts) {
-  EXPECT_EQ(validation_error<DpMoeConfig>([](DpMoeConfig& c) { c.common.model.top_k = 5; }),
-            "top_k (5) is greater than num_experts (4)");
-}
+const Refusal kRefusals[] = {
+    {"ExpertsNotDivisibleByRanks", error_after<DpMoeConfig>([](auto& c) { c.common.model.num_experts = 6; }),
+     "num_experts (6) is not divisible by ranks (4)"},
+    {"PipelineDegreeBelowOne", error_after<PipeMoeConfig>([](auto& c) { c.pipeline_degree = 0; }),
+     "pipeline_degree (0) must be at least 1"},
+    {"TopKAboveExperts", error_after<DpMoeConfig>([](auto& c) { c.common.model.top_k = 5; }),
+     "top_k (5) is greater than num_experts (4)"},
+    {"TensorParallelNotDividingRanks", error_after<PpMoeConfig>([](auto& c) { c.tensor_parallel = 3; }),
+     "tensor_parallel (3) does not divide ranks (4)"},
+    {"LayersNotDivisibleByStages", error_after<PpMoeConfig>([](auto& c) {
+       c.common.model.num_layers = 3;
+       c.tensor_parallel = 2;
+       c.pipeline_stages = 2;
+     }),
+     "num_layers (3) is not divisible by pipeline_stages (2)"},
+    {"ProProphetNOutOfRange", error_after<ProProphetConfig>([](auto& c) { c.n = 4; }),
+     "n (4) must be between 0 and ranks - 1 (3)"},
+    {"ShadowExpertOutOfRange", error_after<FasterMoeConfig>([](auto& c) { c.shadow_experts = {9}; }),
+     "shadow_experts entry (9) is not an expert index below num_experts (4)"},
+};
 
-TEST(ConfigErrors, TensorParallelNotDividingRanks) {
-  EXPECT_EQ(validation_error<PpMoeConfig>([](PpMoeConfig& c) { c.tensor_parallel = 3; }),
-            "tensor_parallel (3) does not divide ranks (4)");
-}
+class RefusedConfig : public ::testing::TestWithParam<Refusal> {};
 
-TEST(ConfigErrors, LayersNotDivisibleByStages) {
-  EXPECT_EQ(validation_error<PpMoeConfig>([](PpMoeConfig& c) {
-              c.common.model.num_layers = 3;
-              c.tensor_parallel = 2;
-              c.pipeline_stages = 2;
-            }),
-            "num_layers (3) is not divisible by pipeline_stages (2)");
-}
+TEST_P(RefusedConfig, OneLineNamesTheField) { EXPECT_EQ(GetParam().error(), GetParam().message); }
+
+INSTANTIATE_TEST_SUITE_P(ConfigErrors, RefusedConfig, ::testing::ValuesIn(kRefusals),
+                         [](const ::testing::TestParamInfo<Refusal>& i) { return std::string(i.param.name); });
 
 TEST(ConfigErrors, MemoryBudgetBelowModelStates) {
   DpMoeConfig c;
@@ -83,16 +98,6 @@ TEST(ConfigErrors, ReuseNeedsTwoPartitions) {
             "partitions (1) must be at least 2 for memory reuse strategy S2");
   EXPECT_EQ(config_error([] { parse_reuse_strategy("S5"); }), "strategy (S5) is not one of none, S1, S2, S3, S4");
   EXPECT_EQ(parse_reuse_strategy("S3"), ReuseStrategy::kS3);
-}
-
-TEST(ConfigErrors, ProProphetNOutOfRange) {
-  EXPECT_EQ(validation_error<ProProphetConfig>([](ProProphetConfig& c) { c.n = 4; }),
-            "n (4) must be between 0 and ranks - 1 (3)");
-}
-
-TEST(ConfigErrors, ShadowExpertOutOfRange) {
-  EXPECT_EQ(validation_error<FasterMoeConfig>([](FasterMoeConfig& c) { c.shadow_experts = {9}; }),
-            "shadow_experts entry (9) is not an expert index below num_experts (4)");
 }
 
 TEST(ConfigErrors, LoadDoesNotMatchConfig) {
