@@ -26,6 +26,18 @@ std::string temp(const std::string& name) { return testing::temp_path("run_" + n
 
 using testing::run_cli;
 
+// A run the CUDA backend accepted: where it ran (exit 0), `ran` checks what
+// it wrote; else it failed in one line saying why (no GPU, no driver).
+template <class Ran>
+void expect_ran_or_one_line(const testing::CliResult& r, Ran&& ran) {
+  if (r.exit_code == 0) {
+    ran();
+    return;
+  }
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
 TEST(RunCli, PresetWritesASimulatedTrace) {
   const auto db = temp("preset.db");
   const auto r = run_cli("run --preset pipemoe-tm1-p16 --iterations 1 -o " + db);
@@ -130,60 +142,42 @@ TEST(RunCli, CudaBackendRunsOrSaysWhyNotInOneLine) {
   const auto r = run_cli("run --backend cuda --variant dpmoe --ranks 2 --experts 4 --layers 1 --iterations 1 "
                          "--tokens 64 -o " + db);
   std::filesystem::remove(db);
-  if (r.exit_code == 0) return;  // a GPU ran it
-  EXPECT_EQ(r.exit_code, 1) << r.err;
+  expect_ran_or_one_line(r, [] {});  // a GPU ran it, or:
+  if (r.exit_code == 0) return;
   const bool no_backend = r.err == "moetrace: --backend cuda: this build has no CUDA backend; use --backend sim\n";
   const bool no_gpu = r.err.rfind("moetrace: no NVIDIA driver (", 0) == 0 || r.err.rfind("moetrace: no CUDA GPU found (", 0) == 0;
   EXPECT_TRUE(no_backend || no_gpu) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 TEST(RunCli, CollectorSwitchAndWarmupAreForTheCudaBackend) {
-  auto r = run_cli("run --backend sim --variant dpmoe --no-trace -o " + temp("nt.db"));
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "moetrace: invalid configuration: --no-trace is for --backend cuda (not sim)\n");
-  r = run_cli("run --backend sim --variant dpmoe --warmup 1 -o " + temp("wu.db"));
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "moetrace: invalid configuration: --warmup is for --backend cuda (not sim)\n");
-  r = run_cli("run --backend cuda --variant dpmoe --warmup -1 -o " + temp("wu.db"));
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "moetrace: invalid configuration: --warmup (-1) must be at least 0\n");
+  expect_config_error("--backend sim --variant dpmoe --no-trace", "--no-trace is for --backend cuda (not sim)");
+  expect_config_error("--backend sim --variant dpmoe --warmup 1", "--warmup is for --backend cuda (not sim)");
+  expect_config_error("--backend cuda --variant dpmoe --warmup -1", "--warmup (-1) must be at least 0");
   // Accepted by the CUDA backend: it runs, or says in one line why it cannot.
   const auto db = temp("cuda_nt.db");
-  r = run_cli("run --backend cuda --variant dpmoe --ranks 2 --experts 4 --layers 1 --iterations 1 --tokens 64 "
+  const auto r = run_cli("run --backend cuda --variant dpmoe --ranks 2 --experts 4 --layers 1 --iterations 1 --tokens 64 "
               "--no-trace --warmup 1 -o " + db);
-  if (r.exit_code == 0) {
+  expect_ran_or_one_line(r, [&] {
     EXPECT_NE(r.err.find("after 1 warm-up run, "), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("collector off"), std::string::npos) << r.err;
-    const auto t = analyzer::load_trace(db);
-    EXPECT_TRUE(t.activities.empty());
-  } else {
-    EXPECT_EQ(r.exit_code, 1) << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  }
+    EXPECT_TRUE(analyzer::load_trace(db).activities.empty());
+  });
   std::filesystem::remove(db);
 }
 
 TEST(RunCli, CudaGraphModeIsForTheCudaBackend) {
-  auto r = run_cli("run --backend sim --variant dpmoe --cuda-graph -o " + temp("cg.db"));
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "moetrace: invalid configuration: --cuda-graph is for --backend cuda (not sim)\n");
-  r = run_cli("run --backend cuda --calibrate --cuda-graph -o " + temp("cg_cal.db"));
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "moetrace: invalid configuration: --cuda-graph is not for --calibrate: the sweep measures each "
-                   "op as the host launches it\n");
+  expect_config_error("--backend sim --variant dpmoe --cuda-graph", "--cuda-graph is for --backend cuda (not sim)");
+  expect_config_error("--backend cuda --calibrate --cuda-graph",
+                      "--cuda-graph is not for --calibrate: the sweep measures each op as the host launches it");
   // Accepted by the CUDA backend: it runs (one graph per iteration, said in
   // its summary and the trace's run_config), or says in one line why it cannot.
   const auto db = temp("cuda_cg.db");
-  r = run_cli("run --backend cuda --variant dpmoe --ranks 2 --experts 4 --layers 1 --iterations 2 --tokens 64 "
-              "--cuda-graph -o " + db);
-  if (r.exit_code == 0) {
+  const auto r = run_cli("run --backend cuda --variant dpmoe --ranks 2 --experts 4 --layers 1 --iterations 2 --tokens 64 "
+                         "--cuda-graph -o " + db);
+  expect_ran_or_one_line(r, [&] {
     EXPECT_NE(r.err.find(", 2 CUDA graphs)"), std::string::npos) << r.err;
     EXPECT_EQ(analyzer::load_trace(db).config_value("cuda.graph"), "on");
-  } else {
-    EXPECT_EQ(r.exit_code, 1) << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  }
+  });
   std::filesystem::remove(db);
 }
 

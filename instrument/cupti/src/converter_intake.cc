@@ -1,6 +1,20 @@
 #include "moetrace/cupti/converter_intake.h"
 
+#include <variant>
+
 namespace moetrace::cupti {
+
+namespace {
+
+// One call operator a kind of announcement (std::visit's usual helper).
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;  // clang before 17 deduces no aggregate
+
+}  // namespace
 
 void ConverterIntake::push(Announcement a) {
   std::lock_guard lock(inbox_mu_);
@@ -44,23 +58,17 @@ void ConverterIntake::drain() {
     std::lock_guard lock(inbox_mu_);
     spare_.swap(inbox_);
   }
-  for (Announcement& a : spare_) {
-    if (auto* s = std::get_if<StreamMapping>(&a)) {
-      converter_.map_stream(s->context, s->stream, s->record);
-    } else if (auto* d = std::get_if<DeviceMapping>(&a)) {
-      converter_.map_device(d->device, d->rank);
-    } else if (auto* m = std::get_if<Allocation>(&a)) {
-      converter_.note_allocation(m->address, m->buffer);
-    } else if (auto* o = std::get_if<NotedOp>(&a)) {
-      converter_.note_op(o->label, o->launch_start, o->launch_end);
-    } else if (auto* w = std::get_if<NotedWaits>(&a)) {
-      converter_.note_waits(w->op, w->waits_for);
-    } else if (auto* g = std::get_if<GraphNode>(&a)) {
-      converter_.note_graph_node(g->node, g->op);
-    } else if (auto* c = std::get_if<GraphNodeClone>(&a)) {
-      converter_.note_graph_node_clone(c->clone, c->original);
-    }
-  }
+  for (Announcement& a : spare_)
+    std::visit(Overloaded{
+                   [&](StreamMapping& m) { converter_.map_stream(m.context, m.stream, m.record); },
+                   [&](DeviceMapping& m) { converter_.map_device(m.device, m.rank); },
+                   [&](Allocation& m) { converter_.note_allocation(m.address, m.buffer); },
+                   [&](NotedOp& m) { converter_.note_op(m.label, m.launch_start, m.launch_end); },
+                   [&](NotedWaits& m) { converter_.note_waits(m.op, m.waits_for); },
+                   [&](GraphNode& m) { converter_.note_graph_node(m.node, m.op); },
+                   [&](GraphNodeClone& m) { converter_.note_graph_node_clone(m.clone, m.original); },
+               },
+               a);
   spare_.clear();
 }
 
