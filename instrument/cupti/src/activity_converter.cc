@@ -214,107 +214,19 @@ void ActivityConverter::convert(const CUpti_Activity* record) {
       emit_or_hold(std::move(p), op_of(m.correlationId));
       return;
     }
-    case CUPTI_ACTIVITY_KIND_MEMORY2: {
-      const auto& m = *reinterpret_cast<const CUpti_ActivityMemory4*>(record);
-      instrument::MemoryEventRecord r;
-      const bool alloc = m.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
-      if (!alloc && m.memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) {
-        ++stats_.unknown_kinds;
-        return;
-      }
-      r.rank = rank_of_device(m.deviceId);
-      if (m.isAsync != 0) {
-        const StreamInfo s = stream_of(m.deviceId, m.contextId, m.streamId);
-        r.stream = s.id;
-        r.rank = s.rank;
-      }
-      r.ts_ns = ns(m.timestamp);
-      r.alloc = alloc;
-      r.address = m.address;
-      r.bytes = static_cast<std::int64_t>(m.bytes);
-      r.memory_kind = memory_kind_from_cupti(static_cast<std::uint32_t>(m.memoryKind));
-      r.correlation_id = m.correlationId;
-      if (alloc) {
-        auto it = announced_.find(m.address);
-        if (it != announced_.end() && !it->second.empty()) {
-          r.buffer = it->second.front();
-          it->second.erase(it->second.begin());
-          if (it->second.empty()) announced_.erase(it);
-          live_[m.address] = r.buffer;
-        }
-      } else {
-        auto it = live_.find(m.address);
-        if (it != live_.end()) {
-          r.buffer = it->second;
-          live_.erase(it);
-        }
-      }
-      add_counted(r, stats_.memory_events);
+    case CUPTI_ACTIVITY_KIND_MEMORY2:
+      convert_memory(*reinterpret_cast<const CUpti_ActivityMemory4*>(record));
       return;
-    }
     case CUPTI_ACTIVITY_KIND_RUNTIME:
-    case CUPTI_ACTIVITY_KIND_DRIVER: {
-      const auto& a = *reinterpret_cast<const CUpti_ActivityAPI*>(record);
-      instrument::ApiCallRecord r;
-      r.api = record->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? schema::ApiKind::kRuntime
-                                                          : schema::ApiKind::kDriver;
-      r.rank = options_.default_rank;
-      const OpId op = op_of(a.correlationId);
-      if (op.valid()) {
-        auto it = ops_.find(op.value);
-        if (it != ops_.end()) r.rank = it->second.label.rank;
-      }
-      r.thread_id = a.threadId;
-      r.start_ns = ns(a.start);
-      r.end_ns = ns(a.end);
-      const auto cbid = static_cast<std::uint32_t>(a.cbid);
-      const std::uint64_t key = (static_cast<std::uint64_t>(r.api) << 32) | cbid;
-      auto named = api_names_.find(key);
-      if (named == api_names_.end()) {
-        std::string name = options_.api_name ? options_.api_name(r.api, cbid) : std::string();
-        if (name.empty())
-          name = (r.api == schema::ApiKind::kRuntime ? "runtime_cbid_" : "driver_cbid_") + std::to_string(cbid);
-        named = api_names_.emplace(key, sink_.intern(name)).first;
-      }
-      r.name = named->second;
-      r.correlation_id = a.correlationId;
-      r.return_code = static_cast<std::int32_t>(a.returnValue);
-      add_counted(r, stats_.api_calls);
+    case CUPTI_ACTIVITY_KIND_DRIVER:
+      convert_api(*reinterpret_cast<const CUpti_ActivityAPI*>(record));
       return;
-    }
-    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
-      const auto& s = *reinterpret_cast<const CUpti_ActivitySynchronization2*>(record);
-      instrument::SyncRecord r;
-      r.rank = options_.default_rank;
-      if (s.streamId != CUPTI_SYNCHRONIZATION_INVALID_VALUE &&
-          s.contextId != CUPTI_SYNCHRONIZATION_INVALID_VALUE) {
-        auto it = streams_.find({s.contextId, s.streamId});
-        if (it != streams_.end()) {
-          r.stream = it->second.id;
-          r.rank = it->second.rank;
-        }
-      }
-      r.start_ns = ns(s.start);
-      r.end_ns = ns(s.end);
-      r.kind = static_cast<std::int32_t>(s.type);
-      r.correlation_id = s.correlationId;
-      add_counted(r, stats_.syncs);
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+      convert_sync(*reinterpret_cast<const CUpti_ActivitySynchronization2*>(record));
       return;
-    }
-    case CUPTI_ACTIVITY_KIND_OVERHEAD: {
-      const auto& o = *reinterpret_cast<const CUpti_ActivityOverhead3*>(record);
-      instrument::OverheadRecord r;
-      r.rank = options_.default_rank;
-      if (o.objectKind == CUPTI_ACTIVITY_OBJECT_THREAD || o.objectKind == CUPTI_ACTIVITY_OBJECT_PROCESS)
-        r.thread_id = o.objectId.pt.threadId;
-      else if (o.objectKind == CUPTI_ACTIVITY_OBJECT_DEVICE)
-        r.rank = rank_of_device(o.objectId.dcs.deviceId);
-      r.start_ns = ns(o.start);
-      r.end_ns = ns(o.end);
-      r.kind = overhead_kind_name(o.overheadKind);
-      add_counted(r, stats_.overheads);
+    case CUPTI_ACTIVITY_KIND_OVERHEAD:
+      convert_overhead(*reinterpret_cast<const CUpti_ActivityOverhead3*>(record));
       return;
-    }
     case CUPTI_ACTIVITY_KIND_MARKER:
       convert_marker(*reinterpret_cast<const CUpti_ActivityMarker2*>(record));
       return;
@@ -333,6 +245,101 @@ void ActivityConverter::convert(const CUpti_Activity* record) {
       ++stats_.unknown_kinds;
       return;
   }
+}
+
+void ActivityConverter::convert_memory(const CUpti_ActivityMemory4& m) {
+  instrument::MemoryEventRecord r;
+  const bool alloc = m.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+  if (!alloc && m.memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) {
+    ++stats_.unknown_kinds;
+    return;
+  }
+  r.rank = rank_of_device(m.deviceId);
+  if (m.isAsync != 0) {
+    const StreamInfo s = stream_of(m.deviceId, m.contextId, m.streamId);
+    r.stream = s.id;
+    r.rank = s.rank;
+  }
+  r.ts_ns = ns(m.timestamp);
+  r.alloc = alloc;
+  r.address = m.address;
+  r.bytes = static_cast<std::int64_t>(m.bytes);
+  r.memory_kind = memory_kind_from_cupti(static_cast<std::uint32_t>(m.memoryKind));
+  r.correlation_id = m.correlationId;
+  if (alloc) {
+    auto it = announced_.find(m.address);
+    if (it != announced_.end() && !it->second.empty()) {
+      r.buffer = it->second.front();
+      it->second.erase(it->second.begin());
+      if (it->second.empty()) announced_.erase(it);
+      live_[m.address] = r.buffer;
+    }
+  } else {
+    auto it = live_.find(m.address);
+    if (it != live_.end()) {
+      r.buffer = it->second;
+      live_.erase(it);
+    }
+  }
+  add_counted(r, stats_.memory_events);
+}
+
+void ActivityConverter::convert_api(const CUpti_ActivityAPI& a) {
+  instrument::ApiCallRecord r;
+  r.api = a.kind == CUPTI_ACTIVITY_KIND_RUNTIME ? schema::ApiKind::kRuntime : schema::ApiKind::kDriver;
+  r.rank = options_.default_rank;
+  const OpId op = op_of(a.correlationId);
+  if (op.valid()) {
+    auto it = ops_.find(op.value);
+    if (it != ops_.end()) r.rank = it->second.label.rank;
+  }
+  r.thread_id = a.threadId;
+  r.start_ns = ns(a.start);
+  r.end_ns = ns(a.end);
+  const auto cbid = static_cast<std::uint32_t>(a.cbid);
+  const std::uint64_t key = (static_cast<std::uint64_t>(r.api) << 32) | cbid;
+  auto named = api_names_.find(key);
+  if (named == api_names_.end()) {
+    std::string name = options_.api_name ? options_.api_name(r.api, cbid) : std::string();
+    if (name.empty())
+      name = (r.api == schema::ApiKind::kRuntime ? "runtime_cbid_" : "driver_cbid_") + std::to_string(cbid);
+    named = api_names_.emplace(key, sink_.intern(name)).first;
+  }
+  r.name = named->second;
+  r.correlation_id = a.correlationId;
+  r.return_code = static_cast<std::int32_t>(a.returnValue);
+  add_counted(r, stats_.api_calls);
+}
+
+void ActivityConverter::convert_sync(const CUpti_ActivitySynchronization2& s) {
+  instrument::SyncRecord r;
+  r.rank = options_.default_rank;
+  if (s.streamId != CUPTI_SYNCHRONIZATION_INVALID_VALUE &&
+      s.contextId != CUPTI_SYNCHRONIZATION_INVALID_VALUE) {
+    auto it = streams_.find({s.contextId, s.streamId});
+    if (it != streams_.end()) {
+      r.stream = it->second.id;
+      r.rank = it->second.rank;
+    }
+  }
+  r.start_ns = ns(s.start);
+  r.end_ns = ns(s.end);
+  r.kind = static_cast<std::int32_t>(s.type);
+  r.correlation_id = s.correlationId;
+  add_counted(r, stats_.syncs);
+}
+
+void ActivityConverter::convert_overhead(const CUpti_ActivityOverhead3& o) {
+  instrument::OverheadRecord r;
+  r.rank = options_.default_rank;
+  if (o.objectKind == CUPTI_ACTIVITY_OBJECT_THREAD || o.objectKind == CUPTI_ACTIVITY_OBJECT_PROCESS)
+    r.thread_id = o.objectId.pt.threadId;
+  else if (o.objectKind == CUPTI_ACTIVITY_OBJECT_DEVICE)
+    r.rank = rank_of_device(o.objectId.dcs.deviceId);
+  r.start_ns = ns(o.start);
+  r.end_ns = ns(o.end);
+  r.kind = overhead_kind_name(o.overheadKind);
+  add_counted(r, stats_.overheads);
 }
 
 void ActivityConverter::convert_marker(const CUpti_ActivityMarker2& m) {

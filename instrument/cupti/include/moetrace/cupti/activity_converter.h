@@ -122,6 +122,11 @@ class ActivityConverter {
   void note_op_time(OpId op, std::int64_t start, std::int64_t end);
   void emit(Pending& p, OpId op);
   void emit_or_hold(Pending p, OpId op);
+  // One kind of record each (convert() dispatches on the kind).
+  void convert_memory(const CUpti_ActivityMemory4& m);
+  void convert_api(const CUpti_ActivityAPI& a);
+  void convert_sync(const CUpti_ActivitySynchronization2& s);
+  void convert_overhead(const CUpti_ActivityOverhead3& o);
   void convert_marker(const CUpti_ActivityMarker2& m);
   void convert_marker_data(const CUpti_ActivityMarkerData2& d);
   void close_marker(std::uint32_t id, std::int64_t end);
