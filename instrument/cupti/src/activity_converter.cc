@@ -11,6 +11,12 @@ namespace {
 
 std::int64_t ns(std::uint64_t t) { return static_cast<std::int64_t>(t); }
 
+// The record as the kind its `kind` field names.
+template <class Record>
+const Record& as(const CUpti_Activity* record) {
+  return *reinterpret_cast<const Record*>(record);
+}
+
 }  // namespace
 
 schema::MemoryKind memory_kind_from_cupti(std::uint32_t kind) {
@@ -178,7 +184,7 @@ void ActivityConverter::convert(const CUpti_Activity* record) {
   switch (record->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
-      const auto& k = *reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+      const auto& k = as<CUpti_ActivityKernel10>(record);
       const StreamInfo s = stream_of(k.deviceId, k.contextId, k.streamId);
       Pending p{.correlation = k.correlationId, .kind = 0};
       p.kernel = {.rank = s.rank, .stream = s.id, .start_ns = ns(k.start), .end_ns = ns(k.end),
@@ -190,7 +196,7 @@ void ActivityConverter::convert(const CUpti_Activity* record) {
       return;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
-      const auto& m = *reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+      const auto& m = as<CUpti_ActivityMemcpy6>(record);
       const StreamInfo s = stream_of(m.deviceId, m.contextId, m.streamId);
       Pending p{.correlation = m.correlationId, .runtime_correlation = m.runtimeCorrelationId, .kind = 1};
       p.memcpy = {.rank = s.rank, .stream = s.id, .start_ns = ns(m.start), .end_ns = ns(m.end),
@@ -205,7 +211,7 @@ void ActivityConverter::convert(const CUpti_Activity* record) {
       return;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
-      const auto& m = *reinterpret_cast<const CUpti_ActivityMemset4*>(record);
+      const auto& m = as<CUpti_ActivityMemset4>(record);
       const StreamInfo s = stream_of(m.deviceId, m.contextId, m.streamId);
       Pending p{.correlation = m.correlationId, .kind = 2};
       p.memset = {.rank = s.rank, .stream = s.id, .start_ns = ns(m.start), .end_ns = ns(m.end),
@@ -214,27 +220,15 @@ void ActivityConverter::convert(const CUpti_Activity* record) {
       emit_or_hold(std::move(p), op_of(m.correlationId));
       return;
     }
-    case CUPTI_ACTIVITY_KIND_MEMORY2:
-      convert_memory(*reinterpret_cast<const CUpti_ActivityMemory4*>(record));
-      return;
+    case CUPTI_ACTIVITY_KIND_MEMORY2: return convert_memory(as<CUpti_ActivityMemory4>(record));
     case CUPTI_ACTIVITY_KIND_RUNTIME:
-    case CUPTI_ACTIVITY_KIND_DRIVER:
-      convert_api(*reinterpret_cast<const CUpti_ActivityAPI*>(record));
-      return;
-    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
-      convert_sync(*reinterpret_cast<const CUpti_ActivitySynchronization2*>(record));
-      return;
-    case CUPTI_ACTIVITY_KIND_OVERHEAD:
-      convert_overhead(*reinterpret_cast<const CUpti_ActivityOverhead3*>(record));
-      return;
-    case CUPTI_ACTIVITY_KIND_MARKER:
-      convert_marker(*reinterpret_cast<const CUpti_ActivityMarker2*>(record));
-      return;
-    case CUPTI_ACTIVITY_KIND_MARKER_DATA:
-      convert_marker_data(*reinterpret_cast<const CUpti_ActivityMarkerData2*>(record));
-      return;
+    case CUPTI_ACTIVITY_KIND_DRIVER: return convert_api(as<CUpti_ActivityAPI>(record));
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: return convert_sync(as<CUpti_ActivitySynchronization2>(record));
+    case CUPTI_ACTIVITY_KIND_OVERHEAD: return convert_overhead(as<CUpti_ActivityOverhead3>(record));
+    case CUPTI_ACTIVITY_KIND_MARKER: return convert_marker(as<CUpti_ActivityMarker2>(record));
+    case CUPTI_ACTIVITY_KIND_MARKER_DATA: return convert_marker_data(as<CUpti_ActivityMarkerData2>(record));
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
-      const auto& e = *reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
+      const auto& e = as<CUpti_ActivityExternalCorrelation>(record);
       if (e.externalKind != CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) return;
       correlation_op_[e.correlationId] = OpId(static_cast<std::int64_t>(e.externalId));
       ++stats_.correlations;
@@ -378,8 +372,7 @@ void ActivityConverter::close_marker(std::uint32_t id, std::int64_t end) {
   OpenMarker o = std::move(it->second);
   markers_.erase(it);
   if (!o.have_start) return;
-  instrument::NvtxRangeRecord r;
-  r.rank = options_.default_rank;
+  instrument::NvtxRangeRecord r = nvtx_range(o, end);
   std::optional<OpLabel> label;
   if (o.domain == kNvtxDomain) label = parse_op_message(o.name);
   if (label) {
@@ -391,6 +384,12 @@ void ActivityConverter::close_marker(std::uint32_t id, std::int64_t end) {
     seen.launch_end = first ? end : std::max(seen.launch_end, end);
     seen.from_nvtx = true;
   }
+  add_counted(r, stats_.nvtx_ranges);
+}
+
+instrument::NvtxRangeRecord ActivityConverter::nvtx_range(const OpenMarker& o, std::int64_t end) {
+  instrument::NvtxRangeRecord r;
+  r.rank = options_.default_rank;
   r.thread_id = o.thread;
   r.start_ns = o.start;
   r.end_ns = end;
@@ -400,7 +399,7 @@ void ActivityConverter::close_marker(std::uint32_t id, std::int64_t end) {
   r.color = o.color;
   r.payload_int = o.payload_int;
   r.payload_double = o.payload_double;
-  add_counted(r, stats_.nvtx_ranges);
+  return r;
 }
 
 // An op that ran nothing on the device (a timing-only collective, an
@@ -478,21 +477,8 @@ void ActivityConverter::finish() {
     }
     add_counted(r, stats_.op_ranges);
   }
-  for (auto& [id, o] : markers_) {
-    if (!o.have_start) continue;
-    instrument::NvtxRangeRecord r;
-    r.rank = options_.default_rank;
-    r.thread_id = o.thread;
-    r.start_ns = o.start;
-    r.end_ns = -1;
-    r.domain = sink_.intern(o.domain);
-    r.name = sink_.intern(o.name);
-    r.category = o.category;
-    r.color = o.color;
-    r.payload_int = o.payload_int;
-    r.payload_double = o.payload_double;
-    add_counted(r, stats_.nvtx_ranges);
-  }
+  for (auto& [id, o] : markers_)
+    if (o.have_start) add_counted(nvtx_range(o, -1), stats_.nvtx_ranges);
   markers_.clear();
 }
 
