@@ -153,9 +153,12 @@ nlohmann::json points_json(const std::vector<MemoryPoint>& p) {
 
 }  // namespace
 
-// A locality point in JSON: its fields under their own names.
+// Rows whose JSON is their fields under their own names.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LocalityPoint, distance, pairs, cosine_similarity, l1_distance,
                                    relative_l1_error, heaviest_predicted)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LocalityPair, layer, from_iteration, to_iteration, cosine_similarity,
+                                   l1_distance, relative_l1_error, heaviest_from, heaviest_to)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NvtxNameSummary, domain, name, ranges, host_ns, activities, gpu_busy_ns)
 
 nlohmann::json memory_json(const MemoryAnalysis& m, const ReportOptions& options) {
   nlohmann::json j = {{"has_allocations", m.has_allocations},
@@ -295,31 +298,12 @@ nlohmann::json locality_json(const LocalityAnalysis& a, const ReportOptions& opt
   }
   auto& curve = j["curve"] = nlohmann::json::array();
   for (const auto& p : a.curve) curve.push_back(nlohmann::json(p));
-  if (options.per_iteration) {
-    auto& pairs = j["pairs"] = nlohmann::json::array();
-    for (const auto& p : a.pairs)
-      pairs.push_back({{"layer", p.layer},
-                       {"from_iteration", p.from_iteration},
-                       {"to_iteration", p.to_iteration},
-                       {"cosine_similarity", p.cosine_similarity},
-                       {"l1_distance", p.l1_distance},
-                       {"relative_l1_error", p.relative_l1_error},
-                       {"heaviest_from", p.heaviest_from},
-                       {"heaviest_to", p.heaviest_to}});
-  }
+  if (options.per_iteration) j["pairs"] = a.pairs;
   return j;
 }
 
 nlohmann::json nvtx_json(const NvtxAnalysis& n) {
-  auto names = nlohmann::json::array();
-  for (const auto& e : n.names)
-    names.push_back({{"domain", e.domain},
-                     {"name", e.name},
-                     {"ranges", e.ranges},
-                     {"host_ns", e.host_ns},
-                     {"activities", e.activities},
-                     {"gpu_busy_ns", e.gpu_busy_ns}});
-  return {{"ranges", n.ranges}, {"ranges_with_gpu", n.ranges_with_gpu}, {"names", std::move(names)}};
+  return {{"ranges", n.ranges}, {"ranges_with_gpu", n.ranges_with_gpu}, {"names", n.names}};
 }
 
 nlohmann::json recommendations_json(const Analyses& a) {

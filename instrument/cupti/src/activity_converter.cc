@@ -11,6 +11,12 @@ namespace {
 
 std::int64_t ns(std::uint64_t t) { return static_cast<std::int64_t>(t); }
 
+// The record as the kind its `kind` field names.
+template <class Record>
+const Record& as(const CUpti_Activity* record) {
+  return *reinterpret_cast<const Record*>(record);
+}
+
 }  // namespace
 
 schema::MemoryKind memory_kind_from_cupti(std::uint32_t kind) {
@@ -197,7 +203,7 @@ void ActivityConverter::convert(const CUpti_Activity* record) {
   switch (record->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
-      const auto& k = *reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+      const auto& k = as<CUpti_ActivityKernel10>(record);
       const StreamInfo s = stream_of(k.deviceId, k.contextId, k.streamId);
       Pending p{.correlation = k.correlationId, .graph_node = k.graphNodeId, .kind = 0};
       p.kernel = {.rank = s.rank, .stream = s.id, .start_ns = ns(k.start), .end_ns = ns(k.end),
@@ -210,7 +216,7 @@ void ActivityConverter::convert(const CUpti_Activity* record) {
       return;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
-      const auto& m = *reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+      const auto& m = as<CUpti_ActivityMemcpy6>(record);
       const StreamInfo s = stream_of(m.deviceId, m.contextId, m.streamId);
       Pending p{.correlation = m.correlationId, .runtime_correlation = m.runtimeCorrelationId,
                 .graph_node = m.graphNodeId, .kind = 1};
@@ -225,7 +231,7 @@ void ActivityConverter::convert(const CUpti_Activity* record) {
       return;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
-      const auto& m = *reinterpret_cast<const CUpti_ActivityMemset4*>(record);
+      const auto& m = as<CUpti_ActivityMemset4>(record);
       const StreamInfo s = stream_of(m.deviceId, m.contextId, m.streamId);
       Pending p{.correlation = m.correlationId, .graph_node = m.graphNodeId, .kind = 2};
       p.memset = {.rank = s.rank, .stream = s.id, .start_ns = ns(m.start), .end_ns = ns(m.end),
@@ -235,115 +241,15 @@ void ActivityConverter::convert(const CUpti_Activity* record) {
       emit_or_hold(std::move(p), op);
       return;
     }
-    case CUPTI_ACTIVITY_KIND_MEMORY2: {
-      const auto& m = *reinterpret_cast<const CUpti_ActivityMemory4*>(record);
-      instrument::MemoryEventRecord r;
-      const bool alloc = m.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
-      if (!alloc && m.memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) {
-        ++stats_.unknown_kinds;
-        return;
-      }
-      r.rank = rank_of_device(m.deviceId);
-      if (m.isAsync != 0) {
-        const StreamInfo s = stream_of(m.deviceId, m.contextId, m.streamId);
-        r.stream = s.id;
-        r.rank = s.rank;
-      }
-      r.ts_ns = ns(m.timestamp);
-      r.alloc = alloc;
-      r.address = m.address;
-      r.bytes = static_cast<std::int64_t>(m.bytes);
-      r.memory_kind = memory_kind_from_cupti(static_cast<std::uint32_t>(m.memoryKind));
-      r.correlation_id = m.correlationId;
-      if (alloc) {
-        auto it = announced_.find(m.address);
-        if (it != announced_.end() && !it->second.empty()) {
-          r.buffer = it->second.front();
-          it->second.erase(it->second.begin());
-          if (it->second.empty()) announced_.erase(it);
-          live_[m.address] = r.buffer;
-        }
-      } else {
-        auto it = live_.find(m.address);
-        if (it != live_.end()) {
-          r.buffer = it->second;
-          live_.erase(it);
-        }
-      }
-      add_counted(r, stats_.memory_events);
-      return;
-    }
+    case CUPTI_ACTIVITY_KIND_MEMORY2: return convert_memory(as<CUpti_ActivityMemory4>(record));
     case CUPTI_ACTIVITY_KIND_RUNTIME:
-    case CUPTI_ACTIVITY_KIND_DRIVER: {
-      const auto& a = *reinterpret_cast<const CUpti_ActivityAPI*>(record);
-      instrument::ApiCallRecord r;
-      r.api = record->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? schema::ApiKind::kRuntime
-                                                          : schema::ApiKind::kDriver;
-      r.rank = options_.default_rank;
-      const OpId op = op_of(a.correlationId);
-      if (op.valid()) {
-        auto it = ops_.find(op.value);
-        if (it != ops_.end()) r.rank = it->second.label.rank;
-      }
-      r.thread_id = a.threadId;
-      r.start_ns = ns(a.start);
-      r.end_ns = ns(a.end);
-      const auto cbid = static_cast<std::uint32_t>(a.cbid);
-      const std::uint64_t key = (static_cast<std::uint64_t>(r.api) << 32) | cbid;
-      auto named = api_names_.find(key);
-      if (named == api_names_.end()) {
-        std::string name = options_.api_name ? options_.api_name(r.api, cbid) : std::string();
-        if (name.empty())
-          name = (r.api == schema::ApiKind::kRuntime ? "runtime_cbid_" : "driver_cbid_") + std::to_string(cbid);
-        named = api_names_.emplace(key, sink_.intern(name)).first;
-      }
-      r.name = named->second;
-      r.correlation_id = a.correlationId;
-      r.return_code = static_cast<std::int32_t>(a.returnValue);
-      add_counted(r, stats_.api_calls);
-      return;
-    }
-    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
-      const auto& s = *reinterpret_cast<const CUpti_ActivitySynchronization2*>(record);
-      instrument::SyncRecord r;
-      r.rank = options_.default_rank;
-      if (s.streamId != CUPTI_SYNCHRONIZATION_INVALID_VALUE &&
-          s.contextId != CUPTI_SYNCHRONIZATION_INVALID_VALUE) {
-        auto it = streams_.find({s.contextId, s.streamId});
-        if (it != streams_.end()) {
-          r.stream = it->second.id;
-          r.rank = it->second.rank;
-        }
-      }
-      r.start_ns = ns(s.start);
-      r.end_ns = ns(s.end);
-      r.kind = static_cast<std::int32_t>(s.type);
-      r.correlation_id = s.correlationId;
-      add_counted(r, stats_.syncs);
-      return;
-    }
-    case CUPTI_ACTIVITY_KIND_OVERHEAD: {
-      const auto& o = *reinterpret_cast<const CUpti_ActivityOverhead3*>(record);
-      instrument::OverheadRecord r;
-      r.rank = options_.default_rank;
-      if (o.objectKind == CUPTI_ACTIVITY_OBJECT_THREAD || o.objectKind == CUPTI_ACTIVITY_OBJECT_PROCESS)
-        r.thread_id = o.objectId.pt.threadId;
-      else if (o.objectKind == CUPTI_ACTIVITY_OBJECT_DEVICE)
-        r.rank = rank_of_device(o.objectId.dcs.deviceId);
-      r.start_ns = ns(o.start);
-      r.end_ns = ns(o.end);
-      r.kind = overhead_kind_name(o.overheadKind);
-      add_counted(r, stats_.overheads);
-      return;
-    }
-    case CUPTI_ACTIVITY_KIND_MARKER:
-      convert_marker(*reinterpret_cast<const CUpti_ActivityMarker2*>(record));
-      return;
-    case CUPTI_ACTIVITY_KIND_MARKER_DATA:
-      convert_marker_data(*reinterpret_cast<const CUpti_ActivityMarkerData2*>(record));
-      return;
+    case CUPTI_ACTIVITY_KIND_DRIVER: return convert_api(as<CUpti_ActivityAPI>(record));
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: return convert_sync(as<CUpti_ActivitySynchronization2>(record));
+    case CUPTI_ACTIVITY_KIND_OVERHEAD: return convert_overhead(as<CUpti_ActivityOverhead3>(record));
+    case CUPTI_ACTIVITY_KIND_MARKER: return convert_marker(as<CUpti_ActivityMarker2>(record));
+    case CUPTI_ACTIVITY_KIND_MARKER_DATA: return convert_marker_data(as<CUpti_ActivityMarkerData2>(record));
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
-      const auto& e = *reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
+      const auto& e = as<CUpti_ActivityExternalCorrelation>(record);
       if (e.externalKind != CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) return;
       correlation_op_[e.correlationId] = OpId(static_cast<std::int64_t>(e.externalId));
       ++stats_.correlations;
@@ -354,6 +260,101 @@ void ActivityConverter::convert(const CUpti_Activity* record) {
       ++stats_.unknown_kinds;
       return;
   }
+}
+
+void ActivityConverter::convert_memory(const CUpti_ActivityMemory4& m) {
+  instrument::MemoryEventRecord r;
+  const bool alloc = m.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+  if (!alloc && m.memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) {
+    ++stats_.unknown_kinds;
+    return;
+  }
+  r.rank = rank_of_device(m.deviceId);
+  if (m.isAsync != 0) {
+    const StreamInfo s = stream_of(m.deviceId, m.contextId, m.streamId);
+    r.stream = s.id;
+    r.rank = s.rank;
+  }
+  r.ts_ns = ns(m.timestamp);
+  r.alloc = alloc;
+  r.address = m.address;
+  r.bytes = static_cast<std::int64_t>(m.bytes);
+  r.memory_kind = memory_kind_from_cupti(static_cast<std::uint32_t>(m.memoryKind));
+  r.correlation_id = m.correlationId;
+  if (alloc) {
+    auto it = announced_.find(m.address);
+    if (it != announced_.end() && !it->second.empty()) {
+      r.buffer = it->second.front();
+      it->second.erase(it->second.begin());
+      if (it->second.empty()) announced_.erase(it);
+      live_[m.address] = r.buffer;
+    }
+  } else {
+    auto it = live_.find(m.address);
+    if (it != live_.end()) {
+      r.buffer = it->second;
+      live_.erase(it);
+    }
+  }
+  add_counted(r, stats_.memory_events);
+}
+
+void ActivityConverter::convert_api(const CUpti_ActivityAPI& a) {
+  instrument::ApiCallRecord r;
+  r.api = a.kind == CUPTI_ACTIVITY_KIND_RUNTIME ? schema::ApiKind::kRuntime : schema::ApiKind::kDriver;
+  r.rank = options_.default_rank;
+  const OpId op = op_of(a.correlationId);
+  if (op.valid()) {
+    auto it = ops_.find(op.value);
+    if (it != ops_.end()) r.rank = it->second.label.rank;
+  }
+  r.thread_id = a.threadId;
+  r.start_ns = ns(a.start);
+  r.end_ns = ns(a.end);
+  const auto cbid = static_cast<std::uint32_t>(a.cbid);
+  const std::uint64_t key = (static_cast<std::uint64_t>(r.api) << 32) | cbid;
+  auto named = api_names_.find(key);
+  if (named == api_names_.end()) {
+    std::string name = options_.api_name ? options_.api_name(r.api, cbid) : std::string();
+    if (name.empty())
+      name = (r.api == schema::ApiKind::kRuntime ? "runtime_cbid_" : "driver_cbid_") + std::to_string(cbid);
+    named = api_names_.emplace(key, sink_.intern(name)).first;
+  }
+  r.name = named->second;
+  r.correlation_id = a.correlationId;
+  r.return_code = static_cast<std::int32_t>(a.returnValue);
+  add_counted(r, stats_.api_calls);
+}
+
+void ActivityConverter::convert_sync(const CUpti_ActivitySynchronization2& s) {
+  instrument::SyncRecord r;
+  r.rank = options_.default_rank;
+  if (s.streamId != CUPTI_SYNCHRONIZATION_INVALID_VALUE &&
+      s.contextId != CUPTI_SYNCHRONIZATION_INVALID_VALUE) {
+    auto it = streams_.find({s.contextId, s.streamId});
+    if (it != streams_.end()) {
+      r.stream = it->second.id;
+      r.rank = it->second.rank;
+    }
+  }
+  r.start_ns = ns(s.start);
+  r.end_ns = ns(s.end);
+  r.kind = static_cast<std::int32_t>(s.type);
+  r.correlation_id = s.correlationId;
+  add_counted(r, stats_.syncs);
+}
+
+void ActivityConverter::convert_overhead(const CUpti_ActivityOverhead3& o) {
+  instrument::OverheadRecord r;
+  r.rank = options_.default_rank;
+  if (o.objectKind == CUPTI_ACTIVITY_OBJECT_THREAD || o.objectKind == CUPTI_ACTIVITY_OBJECT_PROCESS)
+    r.thread_id = o.objectId.pt.threadId;
+  else if (o.objectKind == CUPTI_ACTIVITY_OBJECT_DEVICE)
+    r.rank = rank_of_device(o.objectId.dcs.deviceId);
+  r.start_ns = ns(o.start);
+  r.end_ns = ns(o.end);
+  r.kind = overhead_kind_name(o.overheadKind);
+  add_counted(r, stats_.overheads);
 }
 
 void ActivityConverter::convert_marker(const CUpti_ActivityMarker2& m) {
@@ -392,8 +393,7 @@ void ActivityConverter::close_marker(std::uint32_t id, std::int64_t end) {
   OpenMarker o = std::move(it->second);
   markers_.erase(it);
   if (!o.have_start) return;
-  instrument::NvtxRangeRecord r;
-  r.rank = options_.default_rank;
+  instrument::NvtxRangeRecord r = nvtx_range(o, end);
   std::optional<OpLabel> label;
   if (o.domain == kNvtxDomain) label = parse_op_message(o.name);
   if (label) {
@@ -405,6 +405,12 @@ void ActivityConverter::close_marker(std::uint32_t id, std::int64_t end) {
     seen.launch_end = first ? end : std::max(seen.launch_end, end);
     seen.from_nvtx = true;
   }
+  add_counted(r, stats_.nvtx_ranges);
+}
+
+instrument::NvtxRangeRecord ActivityConverter::nvtx_range(const OpenMarker& o, std::int64_t end) {
+  instrument::NvtxRangeRecord r;
+  r.rank = options_.default_rank;
   r.thread_id = o.thread;
   r.start_ns = o.start;
   r.end_ns = end;
@@ -414,7 +420,7 @@ void ActivityConverter::close_marker(std::uint32_t id, std::int64_t end) {
   r.color = o.color;
   r.payload_int = o.payload_int;
   r.payload_double = o.payload_double;
-  add_counted(r, stats_.nvtx_ranges);
+  return r;
 }
 
 // An op that ran nothing on the device (a timing-only collective, an
@@ -490,21 +496,8 @@ void ActivityConverter::finish() {
     }
     add_counted(r, stats_.op_ranges);
   }
-  for (auto& [id, o] : markers_) {
-    if (!o.have_start) continue;
-    instrument::NvtxRangeRecord r;
-    r.rank = options_.default_rank;
-    r.thread_id = o.thread;
-    r.start_ns = o.start;
-    r.end_ns = -1;
-    r.domain = sink_.intern(o.domain);
-    r.name = sink_.intern(o.name);
-    r.category = o.category;
-    r.color = o.color;
-    r.payload_int = o.payload_int;
-    r.payload_double = o.payload_double;
-    add_counted(r, stats_.nvtx_ranges);
-  }
+  for (auto& [id, o] : markers_)
+    if (o.have_start) add_counted(nvtx_range(o, -1), stats_.nvtx_ranges);
   markers_.clear();
 }
 

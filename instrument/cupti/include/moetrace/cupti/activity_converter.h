@@ -141,8 +141,16 @@ class ActivityConverter {
   void convert_marker(const CUpti_ActivityMarker2& m);
   void convert_marker_data(const CUpti_ActivityMarkerData2& d);
   void close_marker(std::uint32_t id, std::int64_t end);
+  // The range of a marker that ends at `end` (-1: never closed), on the
+  // default rank.
+  instrument::NvtxRangeRecord nvtx_range(const OpenMarker& o, std::int64_t end);
   void resolve_pending(std::uint32_t correlation);
   StringId kernel_name(const char* mangled);
+  // The other kinds of record, one each (convert() dispatches on the kind).
+  void convert_memory(const CUpti_ActivityMemory4& m);
+  void convert_api(const CUpti_ActivityAPI& a);
+  void convert_sync(const CUpti_ActivitySynchronization2& s);
+  void convert_overhead(const CUpti_ActivityOverhead3& o);
 
   RecordSink& sink_;
   ConverterOptions options_;
