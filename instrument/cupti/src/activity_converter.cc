@@ -185,7 +185,8 @@ StringId ActivityConverter::kernel_name(const char* mangled) {
 
 // An activity whose op is known is written now; otherwise it waits, under its
 // correlation ids, for the op's label.
-void ActivityConverter::emit_or_hold(Pending p, OpId op) {
+void ActivityConverter::emit_or_hold(Pending p) {
+  const OpId op = op_of(p);
   if (p.graph_node != 0) ++stats_.graph_activities;
   if (op.valid()) {
     emit(p, op);
@@ -211,8 +212,7 @@ void ActivityConverter::convert(const CUpti_Activity* record) {
                   .grid = {k.gridX, k.gridY, k.gridZ}, .block = {k.blockX, k.blockY, k.blockZ},
                   .shared_bytes = k.staticSharedMemory + k.dynamicSharedMemory,
                   .registers = k.registersPerThread};
-      const OpId op = op_of(p);
-      emit_or_hold(std::move(p), op);
+      emit_or_hold(std::move(p));
       return;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
@@ -226,8 +226,7 @@ void ActivityConverter::convert(const CUpti_Activity* record) {
                                                 : schema::CopyKind::kUnknown,
                   .src_kind = memory_kind_from_cupti(m.srcKind), .dst_kind = memory_kind_from_cupti(m.dstKind),
                   .correlation_id = m.correlationId};
-      const OpId op = op_of(p);
-      emit_or_hold(std::move(p), op);
+      emit_or_hold(std::move(p));
       return;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
@@ -237,8 +236,7 @@ void ActivityConverter::convert(const CUpti_Activity* record) {
       p.memset = {.rank = s.rank, .stream = s.id, .start_ns = ns(m.start), .end_ns = ns(m.end),
                   .bytes = static_cast<std::int64_t>(m.bytes), .value = static_cast<std::int32_t>(m.value),
                   .correlation_id = m.correlationId};
-      const OpId op = op_of(p);
-      emit_or_hold(std::move(p), op);
+      emit_or_hold(std::move(p));
       return;
     }
     case CUPTI_ACTIVITY_KIND_MEMORY2: return convert_memory(as<CUpti_ActivityMemory4>(record));

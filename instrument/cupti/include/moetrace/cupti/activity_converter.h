@@ -137,7 +137,7 @@ class ActivityConverter {
   OpId op_of(const Pending& p) const;
   void note_op_time(OpId op, std::int64_t start, std::int64_t end);
   void emit(Pending& p, OpId op);
-  void emit_or_hold(Pending p, OpId op);
+  void emit_or_hold(Pending p);
   void convert_marker(const CUpti_ActivityMarker2& m);
   void convert_marker_data(const CUpti_ActivityMarkerData2& d);
   void close_marker(std::uint32_t id, std::int64_t end);
