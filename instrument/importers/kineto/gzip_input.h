@@ -84,9 +84,15 @@ class GzipInput : public std::streambuf {
 // larger one, one of several members, or one that cannot be read or
 // inflated (the streaming parse then says why). Its last bytes and its
 // parse then take one inflation, not two, and none of the streaming tail's
-// 5 MiB buffer (kineto_parse.cc: read_tail).
+// 5 MiB buffer (kineto_parse.cc: read_tail). The bound on the text is one of
+// wall time: inflated whole, a file is inflated before its parse starts,
+// where the streaming path inflates while it parses. Measured start to exit
+// on the VM (`report`, medians of 9, BENCHMARKS.md): HTA's two sampled
+// ranks (1.7 MB of JSON each) 88 -> 74 ms inflated whole, its nccl_data
+// rank (9.8 MB) 110 -> 127 ms; below 4 MiB the one inflation saved
+// outweighs the overlap lost.
 inline constexpr std::int64_t kSmallGzip = std::int64_t{1} << 20;
-inline constexpr std::size_t kSmallText = std::size_t{16} << 20;
+inline constexpr std::size_t kSmallText = std::size_t{4} << 20;
 std::optional<InflatedText> inflate_small(const std::string& path);
 
 }  // namespace moetrace::importers::kineto
