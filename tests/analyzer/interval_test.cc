@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "moetrace/analyzer/interval.h"
@@ -69,6 +70,40 @@ TEST(IntervalSet, AgreesWithBruteForceOnRandomSets) {
       const auto v = s.intervals();
       for (std::size_t i = 1; i < v.size(); ++i) ASSERT_LT(v[i - 1].end, v[i].start);
     }
+  }
+}
+
+// Intervals as profilers give them: several streams' work, each stream's in
+// order, one stream after another (1 to 70 runs: past the 64 the runs are
+// merged up to, they are sorted as they come). The union and each label's
+// time, exclusive time and time of each set of labels equal a count of the
+// unit cells each interval covers.
+TEST(Coverage, StreamsInOrderOneAfterAnotherAgreeWithCountingCells) {
+  std::mt19937 rng(7);
+  constexpr int kDomain = 300;
+  std::uniform_int_distribution<int> gap(0, 6), len(1, 12), label(0, 3);
+  for (int runs = 1; runs <= 70; ++runs) {
+    std::vector<LabelledInterval> in;
+    for (int r = 0; r < runs; ++r)
+      for (int t = gap(rng); t < kDomain; t += gap(rng)) {
+        const int end = std::min(kDomain, t + len(rng));
+        in.push_back({t, end, static_cast<std::uint32_t>(label(rng))});
+        t = end;
+      }
+    std::vector<std::uint32_t> mask(kDomain, 0);
+    for (const auto& i : in)
+      for (auto t = i.start; t < i.end; ++t) mask[static_cast<std::size_t>(t)] |= 1u << i.label;
+    std::vector<Interval> plain;
+    for (const auto& i : in) plain.push_back({i.start, i.end});
+    std::vector<bool> any(kDomain);
+    for (std::size_t t = 0; t < kDomain; ++t) any[t] = mask[t] != 0;
+    ASSERT_EQ(cells(IntervalSet::from(plain), kDomain), any) << runs << " runs";
+    const auto c = Coverage::sweep(in);
+    for (std::uint32_t m = 1; m < 16; ++m)
+      ASSERT_EQ(c.time_with_mask(m), std::count(mask.begin(), mask.end(), m)) << runs << " runs, mask " << m;
+    for (std::uint32_t l = 0; l < 4; ++l)
+      ASSERT_EQ(c.active(l), std::count_if(mask.begin(), mask.end(), [l](std::uint32_t m) { return m >> l & 1u; }))
+          << runs << " runs, label " << l;
   }
 }
 
