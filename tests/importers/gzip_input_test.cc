@@ -79,10 +79,10 @@ TEST(GzipInput, ASmallProfilerFileIsInflatedOnceWhole) {
 
   const auto whole = inflate_small(gz);
   ASSERT_TRUE(whole.has_value());
-  EXPECT_EQ(whole->view(), text);
+  EXPECT_EQ(importers::kineto::view(*whole), text);
   EXPECT_FALSE(inflate_small(plain).has_value());  // not gzip
 
-  const auto tail = importers::kineto::tail_of(whole->view());
+  const auto tail = importers::kineto::tail_of(importers::kineto::view(*whole));
   const auto streamed = importers::kineto::read_tail(plain);
   ASSERT_TRUE(streamed.has_value());
   EXPECT_EQ(tail.rank, streamed->rank);
@@ -93,9 +93,8 @@ TEST(GzipInput, ASmallProfilerFileIsInflatedOnceWhole) {
 
 // Served from memory in the pieces asked for, with the progress of a file.
 TEST(GzipInput, AnInflatedTextIsReadBackInPieces) {
-  importers::kineto::InflatedText t{std::make_unique_for_overwrite<char[]>(10), 10};
-  std::memcpy(t.bytes.get(), "0123456789", 10);
-  GzipInput in("x.json.gz", std::move(t));
+  const std::string_view digits = "0123456789";
+  GzipInput in("x.json.gz", importers::kineto::Bytes(digits.begin(), digits.end()));
   char buf[4];
   std::string got;
   while (const std::size_t n = in.read(buf, sizeof buf)) got.append(buf, n);
@@ -111,7 +110,7 @@ TEST(GzipInput, OnlyOneIntactMemberWithinTheBoundsIsInflatedWhole) {
   gzip_members(one, {text});
   const auto whole = inflate_small(one);
   ASSERT_TRUE(whole.has_value());
-  const auto tail = importers::kineto::tail_of(whole->view());
+  const auto tail = importers::kineto::tail_of(importers::kineto::view(*whole));
   EXPECT_EQ(tail.rank, 3);
   EXPECT_EQ(tail.base_time_ns, 5);
 

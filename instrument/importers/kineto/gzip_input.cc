@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include "moetrace/schema/error.h"
 
@@ -50,31 +49,31 @@ GzipInput::GzipInput(const std::string& path) : path_(path) {
   }
 }
 
-GzipInput::GzipInput(const std::string& path, InflatedText text)
-    : path_(path), size_(static_cast<std::int64_t>(text.size)), text_(std::move(text)), in_memory_(true) {}
+GzipInput::GzipInput(const std::string& path, Bytes text)
+    : path_(path), size_(static_cast<std::int64_t>(text.size())), text_(std::move(text)) {}
 
-std::optional<InflatedText> inflate_small(const std::string& path) {
+std::optional<std::uint32_t> GzipInput::last_member_size() const {
+  unsigned char le[4] = {};
+  if (fd_ < 0 || size_ < 4 || ::pread(fd_, le, 4, size_ - 4) != 4) return std::nullopt;
+  return le[0] | (le[1] << 8) | (le[2] << 16) | (static_cast<std::uint32_t>(le[3]) << 24);
+}
+
+std::optional<Bytes> inflate_small(const std::string& path) {
   try {
     GzipInput in(path);
     if (!in.compressed() || in.file_size() < 18 || in.file_size() > kSmallGzip) return std::nullopt;
-    // ISIZE, the trailer's last 4 bytes: the member's inflated size modulo
-    // 2^32 (RFC 1952), exact below kSmallText. One byte of room tells a
-    // file of several members, whose text is longer.
-    std::uint32_t isize = 0;
-    {
-      std::ifstream file(path, std::ios::binary);
-      unsigned char le[4] = {};
-      if (!file.seekg(-4, std::ios::end) || !file.read(reinterpret_cast<char*>(le), 4)) return std::nullopt;
-      isize = le[0] | (le[1] << 8) | (le[2] << 16) | (static_cast<std::uint32_t>(le[3]) << 24);
+    // Exact below kSmallText for a file of one member; one byte of room
+    // tells a file of several, whose text is longer.
+    const auto isize = in.last_member_size();
+    if (!isize || *isize > kSmallText) return std::nullopt;
+    Bytes text(std::size_t{*isize} + 1);
+    std::size_t used = 0;
+    while (const std::size_t got = in.read(text.data() + used, text.size() - used)) {
+      used += got;
+      if (used == text.size()) return std::nullopt;
     }
-    if (isize > kSmallText) return std::nullopt;
-    const std::size_t room = std::size_t{isize} + 1;
-    InflatedText text{std::make_unique_for_overwrite<char[]>(room), 0};
-    while (const std::size_t got = in.read(text.bytes.get() + text.size, room - text.size)) {
-      text.size += got;
-      if (text.size == room) return std::nullopt;
-    }
-    if (text.size != isize) return std::nullopt;
+    if (used != *isize) return std::nullopt;
+    text.resize(used);
     return text;
   } catch (const std::exception&) {
     return std::nullopt;
@@ -153,9 +152,9 @@ std::size_t GzipInput::inflate(char* dst, std::size_t n) {
 
 std::size_t GzipInput::read(char* dst, std::size_t n) {
   std::size_t got = 0;
-  if (in_memory_) {
-    got = std::min(n, text_.size - text_read_);
-    std::memcpy(dst, text_.bytes.get() + text_read_, got);
+  if (text_) {
+    got = std::min(n, text_->size() - text_read_);
+    std::memcpy(dst, text_->data() + text_read_, got);
     text_read_ += got;
     offset_.fetch_add(static_cast<std::int64_t>(got), std::memory_order_relaxed);
   } else if (state_) {

@@ -13,27 +13,20 @@
 #include <optional>
 #include <streambuf>
 #include <string>
-#include <string_view>
 #include <vector>
+
+#include "bytes.h"
 
 struct inflate_state;
 
 namespace moetrace::importers::kineto {
-
-// A file's whole inflated text (inflate_small): not zeroed before the
-// inflation writes it.
-struct InflatedText {
-  std::unique_ptr<char[]> bytes;
-  std::size_t size = 0;
-  std::string_view view() const { return {bytes.get(), size}; }
-};
 
 class GzipInput : public std::streambuf {
  public:
   // Throws moetrace::Error where the file cannot be opened.
   explicit GzipInput(const std::string& path);
   // The bytes of `path` already inflated (inflate_small), served from memory.
-  GzipInput(const std::string& path, InflatedText text);
+  GzipInput(const std::string& path, Bytes text);
   ~GzipInput() override;
   GzipInput(const GzipInput&) = delete;
   GzipInput& operator=(const GzipInput&) = delete;
@@ -41,6 +34,9 @@ class GzipInput : public std::streambuf {
   bool compressed() const { return state_ != nullptr; }
   // The file's size on disk (compressed bytes); 0 where unknown.
   std::int64_t file_size() const { return size_; }
+  // A gzip file's last 4 bytes, its last member's ISIZE: the inflated size
+  // of that member modulo 2^32 (RFC 1952); nullopt where unreadable.
+  std::optional<std::uint32_t> last_member_size() const;
 
   // Fraction of the file (compressed bytes) consumed so far, for progress;
   // safe to call while another thread reads.
@@ -73,9 +69,8 @@ class GzipInput : public std::streambuf {
   bool file_end_ = false, data_end_ = false;
   std::atomic<std::int64_t> bytes_out_{0}, offset_{0};
   std::vector<char> buffer_;  // underflow()'s
-  InflatedText text_;  // the inflated file (the constructor from text); text_read_ bytes of it read
+  std::optional<Bytes> text_;  // the inflated file (the constructor from text); text_read_ bytes of it read
   std::size_t text_read_ = 0;
-  bool in_memory_ = false;
 };
 
 // The whole inflated text of a small gzip file: at most kSmallGzip bytes on
@@ -93,6 +88,6 @@ class GzipInput : public std::streambuf {
 // outweighs the overlap lost.
 inline constexpr std::int64_t kSmallGzip = std::int64_t{1} << 20;
 inline constexpr std::size_t kSmallText = std::size_t{4} << 20;
-std::optional<InflatedText> inflate_small(const std::string& path);
+std::optional<Bytes> inflate_small(const std::string& path);
 
 }  // namespace moetrace::importers::kineto

@@ -12,31 +12,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
-namespace moetrace::importers::kineto {
+#include "bytes.h"
 
-// An allocator whose resize() leaves new bytes unset: the splitter's buffers
-// are written before they are read, so zeroing them first only cost a pass
-// over fresh pages.
-template <class T>
-struct UninitAllocator : std::allocator<T> {
-  template <class U>
-  struct rebind {
-    using other = UninitAllocator<U>;
-  };
-  template <class U, class... Args>
-  void construct(U* p, Args&&... args) {
-    if constexpr (sizeof...(Args) == 0) ::new (static_cast<void*>(p)) U;
-    else ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-  }
-};
-using Bytes = std::vector<char, UninitAllocator<char>>;
+namespace moetrace::importers::kineto {
 
 // A JSON error at `byte` (1-based offset of the offending byte in the stream).
 class JsonSplitError : public std::runtime_error {

@@ -506,11 +506,11 @@ void import_files(const std::vector<std::string>& paths, TraceBuilder& builder, 
     // read (a gzip file inflated) on a thread of its own meanwhile; a small
     // gzip file inflated once for both.
     for (std::size_t i = 0; i < paths.size(); ++i) {
-      std::optional<InflatedText> text = inflate_small(paths[i]);
+      std::optional<Bytes> text = inflate_small(paths[i]);
       std::future<std::optional<Tail>> tail;
       if (text) {
         std::promise<std::optional<Tail>> known;
-        known.set_value(tail_of(text->view()));
+        known.set_value(tail_of(view(*text)));
         tail = known.get_future();
       } else {
         tail = std::async(std::launch::async, read_tail, paths[i]);

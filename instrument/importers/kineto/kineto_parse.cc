@@ -390,7 +390,7 @@ std::size_t parse_threads(int asked) {
 // the file's own handler in order too. The records are those of a parse on
 // one thread, in the same order.
 ParsedFile parse(const std::string& path, TraceBuilder& builder, int threads, BatchSink* sink,
-                 std::optional<InflatedText> text) {
+                 std::optional<Bytes> text) {
   ParsedFile out;
   GzipInput input = text ? GzipInput(path, std::move(*text)) : GzipInput(path);
   const std::string label = file_name(path);

@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "gzip_input.h"
+#include "bytes.h"
 #include "moetrace/schema/op_kind.h"
 
 namespace moetrace::importers {
@@ -174,7 +174,7 @@ class BatchSink {
 // With a sink, each batch of events goes through it first. With `text`, the
 // file's bytes are those (inflate_small), not read again.
 ParsedFile parse(const std::string& path, TraceBuilder& builder, int threads = 0, BatchSink* sink = nullptr,
-                 std::optional<InflatedText> text = std::nullopt);
+                 std::optional<Bytes> text = std::nullopt);
 
 }  // namespace kineto
 }  // namespace moetrace::importers
