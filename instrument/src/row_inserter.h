@@ -6,13 +6,52 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "moetrace/instrument/trace_writer.h"
+#include "moetrace/schema/error.h"
 #include "moetrace/schema/integrity.h"
 #include "moetrace/schema/sqlite.h"
 
 namespace moetrace::instrument {
+
+// How the writer spells "absent" in a column, beside plain values: each binds
+// NULL where its test says absent, else its value.
+template <class T>
+struct NullIf {
+  T value;
+  bool null;
+};
+template <class T>
+NullIf<T> known(T v) { return {v, v < 0}; }  // negative: unknown (ids, times, sizes)
+template <class T>
+NullIf<T> positive(T v) { return {v, v <= 0}; }  // 0 or less: none (correlation ids)
+template <class T>
+NullIf<T> nonzero(T v) { return {v, v == 0}; }  // 0: none (addresses)
+// Text that outlives the statement's run, bound without a copy; TextOrNull
+// binds NULL for "" (the writer's "absent").
+struct StaticText {
+  std::string_view value;
+};
+struct TextOrNull {
+  std::string_view value;
+};
+
+template <class T>
+inline constexpr bool kOptional = false;
+template <class T>
+inline constexpr bool kOptional<std::optional<T>> = true;
+template <class T>
+inline constexpr bool kNullIf = false;
+template <class T>
+inline constexpr bool kNullIf<NullIf<T>> = true;
+
+// Text, or NULL for "" (the writer's "absent").
+template <class St>
+void bind_text_or_null(St& st, int i, std::string_view s) {
+  if (s.empty()) st.bind_null(i); else st.bind_static(i, s);
+}
 
 // Binds one row's values into a statement (parameters offset + 1 ...) and
 // hashes them at their column positions, the first `hashed` columns.
@@ -20,6 +59,51 @@ class RowBinder {
  public:
   RowBinder(sqlite::Statement& st, int offset, int hashed) : st_(st), offset_(offset), hashed_(hashed) {}
 
+  // The row's values in column order: integers, enums and bools as integers,
+  // floating point as reals, other text copied, std::optional and the
+  // wrappers above as NULL where absent.
+  template <class... Vs>
+  void row(const Vs&... values) {
+    int i = offset_;
+    (put(++i, values), ...);
+    bound_ += static_cast<int>(sizeof...(Vs));
+  }
+  int bound() const { return bound_; }
+  // A value of the row that SQLite assigns (a rowid), in column `column`
+  // (1-based) of the row.
+  void hash_only(int column, std::int64_t v) { hash_.add_int(column - 1, v); }
+  std::uint64_t hash() const { return hash_.value(); }
+
+  void bind_static(int i, std::string_view v) {
+    st_.bind_static(i, v);
+    if (hashes(i)) hash_.add_text(i - 1 - offset_, v);
+  }
+  void bind_null(int i) {
+    st_.bind_null(i);
+    if (hashes(i)) hash_.add_null(i - 1 - offset_);
+  }
+
+ private:
+  template <class V>
+  void put(int i, const V& v) {
+    if constexpr (kNullIf<V>) {
+      if (v.null) bind_null(i); else put(i, v.value);
+    } else if constexpr (kOptional<V>) {
+      if (v) put(i, *v); else bind_null(i);
+    } else if constexpr (std::is_same_v<V, StaticText>) {
+      bind_static(i, v.value);
+    } else if constexpr (std::is_same_v<V, TextOrNull>) {
+      bind_text_or_null(*this, i, v.value);
+    } else if constexpr (std::is_same_v<V, bool>) {
+      bind(i, std::int64_t{v ? 1 : 0});
+    } else if constexpr (std::is_integral_v<V> || std::is_enum_v<V>) {
+      bind(i, static_cast<std::int64_t>(v));
+    } else if constexpr (std::is_floating_point_v<V>) {
+      bind(i, static_cast<double>(v));
+    } else {
+      bind(i, std::string_view(v));
+    }
+  }
   void bind(int i, std::int64_t v) {
     st_.bind(i, v);
     if (hashes(i)) hash_.add_int(i - 1 - offset_, v);
@@ -32,33 +116,12 @@ class RowBinder {
     st_.bind(i, v);
     if (hashes(i)) hash_.add_text(i - 1 - offset_, v);
   }
-  void bind_static(int i, std::string_view v) {
-    st_.bind_static(i, v);
-    if (hashes(i)) hash_.add_text(i - 1 - offset_, v);
-  }
-  void bind_null(int i) {
-    st_.bind_null(i);
-    if (hashes(i)) hash_.add_null(i - 1 - offset_);
-  }
-  void bind_id(int i, std::int64_t v) {
-    if (v < 0) bind_null(i); else bind(i, v);
-  }
-  // A value of the row that SQLite assigns (a rowid), at parameter position i.
-  void hash_only(int i, std::int64_t v) { hash_.add_int(i - 1 - offset_, v); }
-  std::uint64_t hash() const { return hash_.value(); }
-
- private:
   bool hashes(int i) const { return i - 1 - offset_ < hashed_; }
   sqlite::Statement& st_;
   int offset_, hashed_;
+  int bound_ = 0;
   schema::RowHash hash_;
 };
-
-// Text, or NULL for "" (the writer's "absent").
-template <class St>
-void bind_text_or_null(St& st, int i, std::string_view s) {
-  if (s.empty()) st.bind_null(i); else st.bind_static(i, s);
-}
 
 // How an Inserter keeps its table's digest: while binding (tables only ever
 // appended to), or not (tables with INSERT OR REPLACE, read back at close).
@@ -82,7 +145,7 @@ class Inserter {
         hashed_(hashed_columns < 0 ? cols_ : hashed_columns),
         digest_mode_(digest) {}
 
-  // bind(binder, first parameter index minus one, row). The statements are
+  // bind(binder, row), binding the row with binder.row(...). The statements are
   // prepared on first use: a small trace leaves most tables empty, and
   // preparing 64-row statements is not free.
   template <class Rows, class Bind>
@@ -117,7 +180,12 @@ class Inserter {
   template <class Row, class Bind>
   void bind_row(sqlite::Statement& st, int offset, const Row& row, Bind& bind) {
     RowBinder binder(st, offset, digest_mode_ == Digest::kWhileBinding ? hashed_ : 0);
-    bind(binder, offset, row);
+    bind(binder, row);
+    // A row short of its table's columns would leave the rest bound to the
+    // previous row's values (or NULL): a bug of the writer, never of input.
+    if (binder.bound() != cols_)
+      throw Error("trace writer: " + table_ + " bound " + std::to_string(binder.bound()) + " of its " +
+                  std::to_string(cols_) + " columns");
     if (digest_mode_ == Digest::kWhileBinding) digest_.add(binder.hash());
   }
 

@@ -171,131 +171,58 @@ void TraceWriter::join_links(Pending& b) {
 }
 
 void TraceWriter::write_batch(Pending& b) {
-  using Statement = RowBinder;  // binds and hashes (row_inserter.h)
+  // Each table's row binder binds and hashes its values in column order
+  // (row_inserter.h); the columns are the Inserter's (trace_writer.cc).
+  using Row = RowBinder;
   auto& s = *stmts_;
-  auto corr = [](Statement& st, int i, std::int64_t c) {
-    if (c > 0) st.bind(i, c); else st.bind_null(i);
-  };
-  s.string.insert(b.strings, [](Statement& st, int o, const auto& r) {
-    st.bind(o + 1, std::int64_t{r.first.value});
-    st.bind_static(o + 2, r.second);
+  s.string.insert(b.strings, [](Row& st, const auto& r) { st.row(r.first.value, StaticText{r.second}); });
+  s.config.insert(b.config, [](Row& st, const auto& r) { st.row(r.first, r.second); });
+  s.launch.insert(b.launches, [](Row& st, const auto& r) {
+    const auto& g = r.second.grid;
+    const auto& k = r.second.block;
+    st.row(r.first, g[0], g[1], g[2], k[0], k[1], k[2], known(r.second.shared_bytes), known(r.second.registers));
   });
-  s.config.insert(b.config, [](Statement& st, int o, const auto& r) {
-    st.bind(o + 1, r.first);
-    st.bind(o + 2, r.second);
+  s.device.insert(b.devices, [](Row& st, const DeviceRecord& r) {
+    st.row(r.id.value, r.name, TextOrNull{r.uuid}, known(r.compute_major), known(r.compute_minor),
+           known(r.sm_count), known(r.memory_bytes), r.simulated);
   });
-  s.launch.insert(b.launches, [](Statement& st, int o, const auto& r) {
-    st.bind(o + 1, std::int64_t{r.first});
-    for (int i = 0; i < 3; ++i) st.bind(o + 2 + i, std::int64_t{r.second.grid[static_cast<std::size_t>(i)]});
-    for (int i = 0; i < 3; ++i) st.bind(o + 5 + i, std::int64_t{r.second.block[static_cast<std::size_t>(i)]});
-    st.bind_id(o + 8, r.second.shared_bytes);
-    st.bind_id(o + 9, r.second.registers);
+  s.rank.insert(b.ranks, [](Row& st, const RankRecord& r) {
+    st.row(r.rank.value, r.device.value, known(r.local_rank), TextOrNull{r.host}, known(r.pid));
   });
-  s.device.insert(b.devices, [](Statement& st, int o, const DeviceRecord& r) {
-    st.bind(o + 1, std::int64_t{r.id.value});
-    st.bind(o + 2, r.name);
-    bind_text_or_null(st, o + 3, r.uuid);
-    st.bind_id(o + 4, r.compute_major);
-    st.bind_id(o + 5, r.compute_minor);
-    st.bind_id(o + 6, r.sm_count);
-    st.bind_id(o + 7, r.memory_bytes);
-    st.bind(o + 8, std::int64_t{r.simulated ? 1 : 0});
+  s.stream.insert(b.streams, [](Row& st, const StreamRecord& r) {
+    st.row(r.id.value, r.rank.value, known(r.device.value), known(r.native_id), r.role, TextOrNull{r.name},
+           r.priority);
   });
-  s.rank.insert(b.ranks, [](Statement& st, int o, const RankRecord& r) {
-    st.bind(o + 1, std::int64_t{r.rank.value});
-    st.bind(o + 2, std::int64_t{r.device.value});
-    st.bind_id(o + 3, r.local_rank);
-    bind_text_or_null(st, o + 4, r.host);
-    st.bind_id(o + 5, r.pid);
+  s.layer.insert(b.layers, [](Row& st, const LayerRecord& r) {
+    st.row(r.layer, r.kind, known(r.num_experts), known(r.top_k), known(r.model_dim), known(r.hidden_dim),
+           known(r.tokens));
   });
-  s.stream.insert(b.streams, [](Statement& st, int o, const StreamRecord& r) {
-    st.bind(o + 1, std::int64_t{r.id.value});
-    st.bind(o + 2, std::int64_t{r.rank.value});
-    st.bind_id(o + 3, r.device.value);
-    st.bind_id(o + 4, r.native_id);
-    st.bind(o + 5, r.role);
-    bind_text_or_null(st, o + 6, r.name);
-    st.bind(o + 7, std::int64_t{r.priority});
+  s.kernel.insert(b.kernels, [](Row& st, const PendingKernel& r) {
+    st.row(r.k.rank.value, r.k.stream.value, r.k.start_ns, r.k.end_ns, r.k.name.value, positive(r.k.correlation_id),
+           known(r.launch_id), known(r.k.op.value));
   });
-  s.layer.insert(b.layers, [](Statement& st, int o, const LayerRecord& r) {
-    st.bind(o + 1, std::int64_t{r.layer});
-    st.bind(o + 2, r.kind);
-    st.bind_id(o + 3, r.num_experts);
-    st.bind_id(o + 4, r.top_k);
-    st.bind_id(o + 5, r.model_dim);
-    st.bind_id(o + 6, r.hidden_dim);
-    st.bind_id(o + 7, r.tokens);
+  s.memcpy.insert(b.memcpys, [](Row& st, const MemcpyRecord& r) {
+    st.row(r.rank.value, r.stream.value, r.start_ns, r.end_ns, r.bytes, r.copy_kind, r.src_kind, r.dst_kind,
+           positive(r.correlation_id), known(r.op.value));
   });
-  s.kernel.insert(b.kernels, [&](Statement& st, int o, const PendingKernel& r) {
-    st.bind(o + 1, std::int64_t{r.k.rank.value});
-    st.bind(o + 2, std::int64_t{r.k.stream.value});
-    st.bind(o + 3, r.k.start_ns);
-    st.bind(o + 4, r.k.end_ns);
-    st.bind(o + 5, std::int64_t{r.k.name.value});
-    corr(st, o + 6, r.k.correlation_id);
-    st.bind_id(o + 7, r.launch_id);
-    st.bind_id(o + 8, r.k.op.value);
+  s.memset.insert(b.memsets, [](Row& st, const MemsetRecord& r) {
+    st.row(r.rank.value, r.stream.value, r.start_ns, r.end_ns, r.bytes, r.value, positive(r.correlation_id),
+           known(r.op.value));
   });
-  s.memcpy.insert(b.memcpys, [&](Statement& st, int o, const MemcpyRecord& r) {
-    st.bind(o + 1, std::int64_t{r.rank.value});
-    st.bind(o + 2, std::int64_t{r.stream.value});
-    st.bind(o + 3, r.start_ns);
-    st.bind(o + 4, r.end_ns);
-    st.bind(o + 5, r.bytes);
-    st.bind(o + 6, static_cast<std::int64_t>(r.copy_kind));
-    st.bind(o + 7, static_cast<std::int64_t>(r.src_kind));
-    st.bind(o + 8, static_cast<std::int64_t>(r.dst_kind));
-    corr(st, o + 9, r.correlation_id);
-    st.bind_id(o + 10, r.op.value);
+  s.memory_event.insert(b.memory_events, [this](Row& st, const MemoryEventRecord& r) {
+    // memory_events has no rowid to number it: the writer numbers it (id).
+    st.row(r.rank.value, r.ts_ns, r.alloc, r.address, r.bytes, r.memory_kind, known(r.stream.value),
+           positive(r.correlation_id), known(r.buffer.value), next_memory_event_id_++);
   });
-  s.memset.insert(b.memsets, [&](Statement& st, int o, const MemsetRecord& r) {
-    st.bind(o + 1, std::int64_t{r.rank.value});
-    st.bind(o + 2, std::int64_t{r.stream.value});
-    st.bind(o + 3, r.start_ns);
-    st.bind(o + 4, r.end_ns);
-    st.bind(o + 5, r.bytes);
-    if (r.value) st.bind(o + 6, std::int64_t{*r.value}); else st.bind_null(o + 6);
-    corr(st, o + 7, r.correlation_id);
-    st.bind_id(o + 8, r.op.value);
+  s.api_call.insert(b.api_calls, [](Row& st, const ApiCallRecord& r) {
+    st.row(r.rank.value, r.thread_id, r.start_ns, r.end_ns, r.api, r.name.value, r.correlation_id, r.return_code);
   });
-  s.memory_event.insert(b.memory_events, [&](Statement& st, int o, const MemoryEventRecord& r) {
-    st.bind(o + 1, std::int64_t{r.rank.value});
-    st.bind(o + 2, r.ts_ns);
-    st.bind(o + 3, std::int64_t{r.alloc ? 1 : 0});
-    st.bind(o + 4, static_cast<std::int64_t>(r.address));
-    st.bind(o + 5, r.bytes);
-    st.bind(o + 6, static_cast<std::int64_t>(r.memory_kind));
-    st.bind_id(o + 7, r.stream.value);
-    corr(st, o + 8, r.correlation_id);
-    st.bind_id(o + 9, r.buffer.value);
-    st.bind(o + 10, next_memory_event_id_++);  // memory_events has no rowid to number it
+  s.sync.insert(b.syncs, [](Row& st, const SyncRecord& r) {
+    st.row(r.rank.value, known(r.stream.value), r.start_ns, r.end_ns, r.kind, positive(r.correlation_id),
+           known(r.wait_stream.value), positive(r.event_record_correlation_id));
   });
-  s.api_call.insert(b.api_calls, [](Statement& st, int o, const ApiCallRecord& r) {
-    st.bind(o + 1, std::int64_t{r.rank.value});
-    st.bind(o + 2, r.thread_id);
-    st.bind(o + 3, r.start_ns);
-    st.bind(o + 4, r.end_ns);
-    st.bind(o + 5, static_cast<std::int64_t>(r.api));
-    st.bind(o + 6, std::int64_t{r.name.value});
-    st.bind(o + 7, r.correlation_id);
-    st.bind(o + 8, std::int64_t{r.return_code});
-  });
-  s.sync.insert(b.syncs, [&](Statement& st, int o, const SyncRecord& r) {
-    st.bind(o + 1, std::int64_t{r.rank.value});
-    st.bind_id(o + 2, r.stream.value);
-    st.bind(o + 3, r.start_ns);
-    st.bind(o + 4, r.end_ns);
-    st.bind(o + 5, std::int64_t{r.kind});
-    corr(st, o + 6, r.correlation_id);
-    st.bind_id(o + 7, r.wait_stream.value);
-    corr(st, o + 8, r.event_record_correlation_id);
-  });
-  s.overhead.insert(b.overheads, [](Statement& st, int o, const OverheadRecord& r) {
-    st.bind(o + 1, std::int64_t{r.rank.value});
-    st.bind_id(o + 2, r.thread_id);
-    st.bind(o + 3, r.start_ns);
-    st.bind(o + 4, r.end_ns);
-    st.bind(o + 5, r.kind);
+  s.overhead.insert(b.overheads, [](Row& st, const OverheadRecord& r) {
+    st.row(r.rank.value, known(r.thread_id), r.start_ns, r.end_ns, r.kind);
   });
   struct AutogradRow {
     std::int64_t nvtx_id, sequence;
@@ -307,117 +234,56 @@ void TraceWriter::write_batch(Pending& b) {
     const NvtxRangeRecord* r;
   };
   std::vector<ShapeRow> shapes;
-  s.nvtx.insert(b.nvtx, [this, &autograd, &shapes](Statement& st, int o, const NvtxRangeRecord& r) {
+  s.nvtx.insert(b.nvtx, [this, &autograd, &shapes](Row& st, const NvtxRangeRecord& r) {
     if (r.autograd_seq) autograd.push_back({next_nvtx_id_, *r.autograd_seq, r.autograd_backward});
     if (!r.input_dims.empty()) shapes.push_back({next_nvtx_id_, &r});
-    st.hash_only(o + 11, next_nvtx_id_++);  // the rowid SQLite gives the row: the loader reads it
-    st.bind(o + 1, std::int64_t{r.rank.value});
-    st.bind(o + 2, r.thread_id);
-    st.bind(o + 3, r.start_ns);
-    st.bind_id(o + 4, r.end_ns);
-    st.bind_id(o + 5, r.domain.value);
-    st.bind(o + 6, std::int64_t{r.name.value});
-    st.bind_id(o + 7, r.category);
-    st.bind_id(o + 8, r.color);
-    if (r.payload_int) st.bind(o + 9, *r.payload_int); else st.bind_null(o + 9);
-    if (r.payload_double) st.bind(o + 10, *r.payload_double); else st.bind_null(o + 10);
+    st.hash_only(11, next_nvtx_id_++);  // the rowid SQLite gives the row: the loader reads it
+    st.row(r.rank.value, r.thread_id, r.start_ns, known(r.end_ns), known(r.domain.value), r.name.value,
+           known(r.category), known(r.color), r.payload_int, r.payload_double);
   });
-  s.autograd.insert(autograd, [](Statement& st, int o, const AutogradRow& r) {
-    st.bind(o + 1, r.nvtx_id);
-    st.bind(o + 2, r.sequence);
-    st.bind(o + 3, std::int64_t{r.backward ? 1 : 0});
-  });
-  s.input_shapes.insert(shapes, [](Statement& st, int o, const ShapeRow& r) {
-    st.bind(o + 1, r.nvtx_id);
-    st.bind(o + 2, r.r->input_dims);
-    bind_text_or_null(st, o + 3, r.r->input_types);
+  s.autograd.insert(autograd, [](Row& st, const AutogradRow& r) { st.row(r.nvtx_id, r.sequence, r.backward); });
+  s.input_shapes.insert(shapes, [](Row& st, const ShapeRow& r) {
+    st.row(r.nvtx_id, r.r->input_dims, TextOrNull{r.r->input_types});
   });
   // Sequence numbers in a table of their own (collective_seq), keyed by the
   // rowid SQLite gives the collectives row, so that readers that predate it
   // read collectives as before.
   std::vector<std::pair<std::int64_t, std::int64_t>> seqs;  // (collectives rowid, seq)
-  s.collective.insert(b.collectives, [&](Statement& st, int o, const CollectiveRecord& r) {
+  s.collective.insert(b.collectives, [&](Row& st, const CollectiveRecord& r) {
     if (r.seq >= 0) seqs.emplace_back(next_collective_id_, r.seq);
     ++next_collective_id_;
-    st.bind(o + 1, std::int64_t{r.rank.value});
-    st.bind_id(o + 2, r.stream.value);
-    st.bind(o + 3, r.start_ns);
-    st.bind(o + 4, r.end_ns);
-    corr(st, o + 5, r.correlation_id);
-    st.bind(o + 6, r.name);
-    st.bind_id(o + 7, r.in_nelems);
-    st.bind_id(o + 8, r.out_nelems);
-    bind_text_or_null(st, o + 9, r.dtype);
-    st.bind_id(o + 10, r.group_size);
-    bind_text_or_null(st, o + 11, r.group_ranks);
-    bind_text_or_null(st, o + 12, r.process_group);
-    bind_text_or_null(st, o + 13, r.in_splits);
-    bind_text_or_null(st, o + 14, r.out_splits);
+    st.row(r.rank.value, known(r.stream.value), r.start_ns, r.end_ns, positive(r.correlation_id), r.name,
+           known(r.in_nelems), known(r.out_nelems), TextOrNull{r.dtype}, known(r.group_size),
+           TextOrNull{r.group_ranks}, TextOrNull{r.process_group}, TextOrNull{r.in_splits},
+           TextOrNull{r.out_splits});
   });
-  s.collective_seq.insert(seqs, [](Statement& st, int o, const std::pair<std::int64_t, std::int64_t>& r) {
-    st.bind(o + 1, r.first);
-    st.bind(o + 2, r.second);
-  });
+  const auto pair_row = [](Row& st, const std::pair<std::int64_t, std::int64_t>& r) { st.row(r.first, r.second); };
+  s.collective_seq.insert(seqs, pair_row);
   join_links(b);
   if (options_.integrity_record)
     for (const auto& op : b.ops) op_links_digest_.add(op_link_hash(op.r.id.value, op.deps, op.buffers));
-  s.op.insert(b.ops, [](Statement& st, int o, const PendingOp& p) {
+  s.op.insert(b.ops, [](Row& st, const PendingOp& p) {
     const OpRangeRecord& r = p.r;
-    st.bind(o + 1, r.id.value);
-    st.bind(o + 2, std::int64_t{r.rank.value});
-    st.bind(o + 3, std::int64_t{r.stream.value});
-    st.bind(o + 4, static_cast<std::int64_t>(r.kind));
-    st.bind_id(o + 5, r.name.value);
-    st.bind_id(o + 6, r.layer);
-    st.bind_id(o + 7, r.iteration);
-    st.bind_id(o + 8, r.micro_batch);
-    st.bind_id(o + 9, r.chunk);
-    st.bind(o + 10, static_cast<std::int64_t>(r.phase));
-    st.bind(o + 11, r.start_ns);
-    st.bind(o + 12, r.end_ns);
-    st.bind_id(o + 13, r.launch_start_ns);
-    st.bind_id(o + 14, r.launch_end_ns);
-    if (r.flops >= 0) st.bind(o + 15, r.flops); else st.bind_null(o + 15);
-    st.bind_id(o + 16, r.bytes);
-    st.bind_id(o + 17, r.peer.value);
-    st.bind_id(o + 18, r.nvtx_id);
-    bind_text_or_null(st, o + 19, p.deps);
-    bind_text_or_null(st, o + 20, p.buffers);
+    st.row(r.id.value, r.rank.value, r.stream.value, r.kind, known(r.name.value), known(r.layer), known(r.iteration),
+           known(r.micro_batch), known(r.chunk), r.phase, r.start_ns, r.end_ns, known(r.launch_start_ns),
+           known(r.launch_end_ns), known(r.flops), known(r.bytes), known(r.peer.value), known(r.nvtx_id),
+           TextOrNull{p.deps}, TextOrNull{p.buffers});
   });
   // Received bytes in a table of their own (op_recv_bytes), so that readers
   // that predate it read op_ranges as before.
   std::vector<std::pair<std::int64_t, std::int64_t>> received;  // (op id, bytes)
   for (const auto& p : b.ops)
     if (p.r.recv_bytes >= 0) received.emplace_back(p.r.id.value, p.r.recv_bytes);
-  s.op_recv_bytes.insert(received, [](Statement& st, int o, const std::pair<std::int64_t, std::int64_t>& r) {
-    st.bind(o + 1, r.first);
-    st.bind(o + 2, r.second);
+  s.op_recv_bytes.insert(received, pair_row);
+  s.buffer.insert(b.buffers, [](Row& st, const BufferRecord& r) {
+    st.row(r.id.value, r.rank.value, StaticText{r.tag}, r.bytes, r.memory_kind, known(r.layer), known(r.chunk),
+           known(r.alloc_ns), known(r.free_ns), nonzero(r.address));
   });
-  s.buffer.insert(b.buffers, [](Statement& st, int o, const BufferRecord& r) {
-    st.bind(o + 1, r.id.value);
-    st.bind(o + 2, std::int64_t{r.rank.value});
-    st.bind_static(o + 3, r.tag);
-    st.bind(o + 4, r.bytes);
-    st.bind(o + 5, static_cast<std::int64_t>(r.memory_kind));
-    st.bind_id(o + 6, r.layer);
-    st.bind_id(o + 7, r.chunk);
-    st.bind_id(o + 8, r.alloc_ns);
-    st.bind_id(o + 9, r.free_ns);
-    if (r.address != 0) st.bind(o + 10, static_cast<std::int64_t>(r.address)); else st.bind_null(o + 10);
+  s.expert_load.insert(b.expert_load, [](Row& st, const ExpertLoadRecord& r) {
+    st.row(r.iteration, r.layer, r.src_rank, r.expert, r.tokens);
   });
-  s.expert_load.insert(b.expert_load, [](Statement& st, int o, const ExpertLoadRecord& r) {
-    st.bind(o + 1, std::int64_t{r.iteration});
-    st.bind(o + 2, std::int64_t{r.layer});
-    st.bind(o + 3, std::int64_t{r.src_rank});
-    st.bind(o + 4, std::int64_t{r.expert});
-    st.bind(o + 5, r.tokens);
-  });
-  s.placement.insert(b.placements, [](Statement& st, int o, const ExpertPlacementRecord& r) {
-    st.bind(o + 1, std::int64_t{r.iteration});
-    st.bind(o + 2, std::int64_t{r.layer});
-    st.bind(o + 3, std::int64_t{r.expert});
-    st.bind(o + 4, std::int64_t{r.rank});
-    st.bind(o + 5, r.role);
+  s.placement.insert(b.placements, [](Row& st, const ExpertPlacementRecord& r) {
+    st.row(r.iteration, r.layer, r.expert, r.rank, r.role);
   });
 }
 
