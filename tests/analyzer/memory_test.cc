@@ -155,12 +155,12 @@ TEST(Memory, MpipemoeModelOfALayer) {
   )");
   EXPECT_EQ(l.partitions, 4);
   EXPECT_DOUBLE_EQ(l.experts_per_rank, 2.0);
-  EXPECT_EQ(l.model_states_bytes, 8448);
-  EXPECT_EQ(l.activations_bytes, 1280);
-  EXPECT_EQ(l.temporary_buffers_bytes, 800);
-  EXPECT_EQ(l.pipelined_buffers_bytes, 1280);
-  EXPECT_EQ(l.reuse_saving_bytes, 640);
-  EXPECT_DOUBLE_EQ(l.saving_ratio, 640.0 / 5504.0);
+  EXPECT_EQ(l.model_states_bytes, 8448);             // Eq. 1
+  EXPECT_EQ(l.activations_bytes, 1280);              // Eq. 2
+  EXPECT_EQ(l.temporary_buffers_bytes, 800);         // Eq. 3
+  EXPECT_EQ(l.pipelined_buffers_bytes, 1280);        // Eq. 4
+  EXPECT_EQ(l.reuse_saving_bytes, 640);              // Eq. 5
+  EXPECT_DOUBLE_EQ(l.saving_ratio, 640.0 / 5504.0);  // Eq. 6
   EXPECT_EQ(l.measured_peak_bytes[static_cast<std::size_t>(MemoryClass::kActivations)], 600);
   EXPECT_EQ(l.measured_peak_bytes[static_cast<std::size_t>(MemoryClass::kModelStates)], -1);
 }
