@@ -9,6 +9,8 @@
 #include <sstream>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/launch_queue.h"
 #include "moetrace/analyzer/report.h"
@@ -25,6 +27,20 @@ const StreamIdle& idle_of(const std::vector<StreamIdle>& v, int rank, int stream
   for (const auto& r : v)
     if (r.rank == rank && r.stream == stream) return r;
   throw std::runtime_error("no such stream");
+}
+
+// What a test expects of one stream's idle time: the fields it names
+// (expect_named.h), the idle ns of a category by the category's name.
+struct IdleWant {
+  std::optional<std::int64_t> events{}, window{}, host_wait{}, kernel_wait{}, other{};
+};
+void expect_idle(const StreamIdle& s, const IdleWant& w) {
+  SCOPED_TRACE("idle time of rank " + std::to_string(s.rank) + " stream " + std::to_string(s.stream));
+  testing::expect_named(w.events, s.events, "events");
+  testing::expect_named(w.window, s.window_ns, "window_ns");
+  testing::expect_named(w.host_wait, s.at(IdleCategory::kHostWait), "host_wait");
+  testing::expect_named(w.kernel_wait, s.at(IdleCategory::kKernelWait), "kernel_wait");
+  testing::expect_named(w.other, s.at(IdleCategory::kOther), "other");
 }
 
 const StreamQueue& queue_of(const std::vector<StreamQueue>& v, int rank, int stream) {
@@ -81,22 +97,14 @@ TEST(LaunchQueue, IdleTimeSplitsIntoHostWaitKernelWaitAndOther) {
   const auto idle = idle_time_breakdown(trace, k30ns);
   ASSERT_EQ(idle.size(), 3u);
   const auto& s0 = idle_of(idle, 0, 0);
-  EXPECT_EQ(s0.events, 6);
-  EXPECT_EQ(s0.window_ns, 4200);
-  EXPECT_EQ(s0.at(IdleCategory::kHostWait), 500);
-  EXPECT_EQ(s0.at(IdleCategory::kKernelWait), 10);
-  EXPECT_EQ(s0.at(IdleCategory::kOther), 630);
+  expect_idle(s0, {.events = 6, .window = 4200, .host_wait = 500, .kernel_wait = 10, .other = 630});
   EXPECT_EQ(s0.idle_total_ns(), 1140);
   EXPECT_EQ(s0.gaps, (std::array<std::int64_t, 3>{1, 2, 2}));
   EXPECT_DOUBLE_EQ(s0.ratio(IdleCategory::kHostWait), 500.0 / 1140.0);
   EXPECT_DOUBLE_EQ(s0.ratio(IdleCategory::kKernelWait), 10.0 / 1140.0);
   EXPECT_DOUBLE_EQ(s0.ratio(IdleCategory::kOther), 630.0 / 1140.0);
 
-  const auto& s1 = idle_of(idle, 0, 1);
-  EXPECT_EQ(s1.at(IdleCategory::kHostWait), 0);
-  EXPECT_EQ(s1.at(IdleCategory::kKernelWait), 20);
-  EXPECT_EQ(s1.at(IdleCategory::kOther), 1000);
-  EXPECT_EQ(s1.window_ns, 1300);
+  expect_idle(idle_of(idle, 0, 1), {.window = 1300, .host_wait = 0, .kernel_wait = 20, .other = 1000});
 
   const auto& s2 = idle_of(idle, 0, 2);
   EXPECT_EQ(s2.events, 1);
@@ -112,10 +120,7 @@ TEST(LaunchQueue, KernelWaitFollowsTheConsecutiveKernelDelay) {
   LaunchQueueOptions o;
   o.consecutive_kernel_delay_ns = 1000;
   const auto idle = idle_time_breakdown(trace, o);
-  const auto& s0 = idle_of(idle, 0, 0);
-  EXPECT_EQ(s0.at(IdleCategory::kHostWait), 500);
-  EXPECT_EQ(s0.at(IdleCategory::kKernelWait), 640);
-  EXPECT_EQ(s0.at(IdleCategory::kOther), 0);
+  expect_idle(idle_of(idle, 0, 0), {.host_wait = 500, .kernel_wait = 640, .other = 0});
 }
 
 // Rank 0, stream 0 (+1 at each launch call's start, -1 at its event's GPU start):
@@ -247,6 +252,13 @@ void expect_launch(const KernelLaunch& l, const LaunchWant& w) {
   testing::expect_named(w.delay_outlier, l.launch_delay_outlier, "launch_delay_outlier");
 }
 
+// A rank's launch counts, in the words of the comments above the tests.
+std::string launch_counts(const RankLaunchStats& r) {
+  return fmt::format("launches {}, short {}, runtime outliers {}, delay outliers {}, other {}, none {}", r.launches,
+                     r.short_kernels, r.runtime_outliers, r.launch_delay_outliers, r.other_launch_calls,
+                     r.no_launch_call);
+}
+
 TEST(LaunchQueue, KernelLaunchDelaysAndOutliers) {
   const auto trace = testing::load_text_trace("lq-launch.db", kLaunches);
   const auto launches = kernel_launches(trace);
@@ -271,12 +283,7 @@ TEST(LaunchQueue, KernelLaunchDelaysAndOutliers) {
   const auto a = analyze_launch_queue(trace);
   ASSERT_EQ(a.launches.size(), 1u);
   const auto& r = a.launches[0];
-  EXPECT_EQ(r.launches, 5);
-  EXPECT_EQ(r.short_kernels, 3);
-  EXPECT_EQ(r.runtime_outliers, 1);
-  EXPECT_EQ(r.launch_delay_outliers, 1);
-  EXPECT_EQ(r.other_launch_calls, 1);
-  EXPECT_EQ(r.no_launch_call, 1);
+  EXPECT_EQ(launch_counts(r), "launches 5, short 3, runtime outliers 1, delay outliers 1, other 1, none 1");
   EXPECT_DOUBLE_EQ(r.launch_delay_ns.mean, 47000.0);
   EXPECT_DOUBLE_EQ(r.launch_delay_ns.p50, 10000.0);
   EXPECT_NEAR(r.launch_delay_ns.p95, 116000.0, 1e-6);
@@ -320,13 +327,10 @@ TEST(LaunchQueue, KernelsWithoutApiCalls) {
   )");
   const auto a = analyze_launch_queue(trace, k30ns);
   ASSERT_EQ(a.idle.size(), 1u);
-  EXPECT_EQ(a.idle[0].at(IdleCategory::kHostWait), 0);
-  EXPECT_EQ(a.idle[0].at(IdleCategory::kKernelWait), 10);
-  EXPECT_EQ(a.idle[0].at(IdleCategory::kOther), 100);
+  expect_idle(a.idle[0], {.host_wait = 0, .kernel_wait = 10, .other = 100});
   EXPECT_TRUE(a.queues.empty());
   ASSERT_EQ(a.launches.size(), 1u);
-  EXPECT_EQ(a.launches[0].launches, 0);
-  EXPECT_EQ(a.launches[0].no_launch_call, 3);
+  EXPECT_EQ(launch_counts(a.launches[0]), "launches 0, short 0, runtime outliers 0, delay outliers 0, other 0, none 3");
   EXPECT_EQ(a.launches[0].launch_delay_ns.max, 0);
 }
 
@@ -441,10 +445,7 @@ TEST(LaunchQueue, StepsButLastLeavesOutTheLastProfilerStepAsHtaDoes) {
   EXPECT_EQ(a.launches[0].rank, 0);
   EXPECT_EQ(a.launches[0].launches, 2);
   EXPECT_EQ(a.launches[1].launches, 2);  // rank 1: one step, no window
-  const auto& s0 = idle_of(a.idle, 0, 0);
-  EXPECT_EQ(s0.events, 2);
-  EXPECT_EQ(s0.window_ns, 1200);
-  EXPECT_EQ(s0.at(IdleCategory::kHostWait), 800);
+  expect_idle(idle_of(a.idle, 0, 0), {.events = 2, .window = 1200, .host_wait = 800});
   const auto& q0 = queue_of(a.queues, 0, 0);
   EXPECT_EQ(q0.count, 4);  // two launches, two GPU starts
   EXPECT_EQ(q0.max, 1);

@@ -12,6 +12,14 @@ MemoryAnalysis memory_of(const std::string& name, std::string_view text) {
   return analyze_memory(testing::load_text_trace(name, text));
 }
 
+// The mpipemoe memory model of the one MoE layer of a trace (its `layer`
+// line gives the shape).
+LayerMemoryModel layer_model_of(const std::string& name, std::string_view text) {
+  auto m = memory_of(name, text);
+  if (m.layers.size() != 1) throw std::runtime_error(std::to_string(m.layers.size()) + " layer models, not 1");
+  return m.layers[0];
+}
+
 const TagBubbles& tag(const MemoryAnalysis& m, std::string_view t) {
   for (const auto& x : m.tags)
     if (x.tag == t) return x;
@@ -136,7 +144,7 @@ TEST(Memory, RawEventsPairAllocationsByAddress) {
 // The trace's layer-0 activation buffers peak at 600 B (T_DI 200 + T_M 400
 // alive together on [10, 20)).
 TEST(Memory, MpipemoeModelOfALayer) {
-  const auto m = memory_of("model.db", R"(
+  const auto l = layer_model_of("model.db", R"(
     run world_size=2
     config model.elem_bytes=2 partitions=4
     layer layer=0 experts=4 top_k=1 model_dim=8 hidden_dim=32 tokens=10
@@ -145,16 +153,14 @@ TEST(Memory, MpipemoeModelOfALayer) {
     buffer id=1 rank=0 tag=T_DI bytes=200 layer=0 alloc=0 free=20
     buffer id=2 rank=0 tag=T_M bytes=400 layer=0 alloc=10 free=30
   )");
-  ASSERT_EQ(m.layers.size(), 1u);
-  const auto& l = m.layers[0];
   EXPECT_EQ(l.partitions, 4);
   EXPECT_DOUBLE_EQ(l.experts_per_rank, 2.0);
-  EXPECT_EQ(l.model_states_bytes, 8448);
-  EXPECT_EQ(l.activations_bytes, 1280);
-  EXPECT_EQ(l.temporary_buffers_bytes, 800);
-  EXPECT_EQ(l.pipelined_buffers_bytes, 1280);
-  EXPECT_EQ(l.reuse_saving_bytes, 640);
-  EXPECT_DOUBLE_EQ(l.saving_ratio, 640.0 / 5504.0);
+  EXPECT_EQ(l.model_states_bytes, 8448);             // Eq. 1
+  EXPECT_EQ(l.activations_bytes, 1280);              // Eq. 2
+  EXPECT_EQ(l.temporary_buffers_bytes, 800);         // Eq. 3
+  EXPECT_EQ(l.pipelined_buffers_bytes, 1280);        // Eq. 4
+  EXPECT_EQ(l.reuse_saving_bytes, 640);              // Eq. 5
+  EXPECT_DOUBLE_EQ(l.saving_ratio, 640.0 / 5504.0);  // Eq. 6
   EXPECT_EQ(l.measured_peak_bytes[static_cast<std::size_t>(MemoryClass::kActivations)], 600);
   EXPECT_EQ(l.measured_peak_bytes[static_cast<std::size_t>(MemoryClass::kModelStates)], -1);
 }
@@ -163,7 +169,7 @@ TEST(Memory, MpipemoeModelOfALayer) {
 // and 60 tokens (top-k included) over P = 2 devices -> B = 50 / 2 = 25,
 // whatever layers.tokens says (here 999).
 TEST(Memory, TokensOfTheModelComeFromTheExpertLoad) {
-  const auto m = memory_of("model-load.db", R"(
+  const auto l = layer_model_of("model-load.db", R"(
     run world_size=2
     layer layer=0 experts=2 top_k=2 model_dim=8 hidden_dim=32 tokens=999
     stream id=0 rank=0 role=compute
@@ -173,8 +179,7 @@ TEST(Memory, TokensOfTheModelComeFromTheExpertLoad) {
     load iteration=0 layer=0 src=1 expert=1 tokens=10
     load iteration=1 layer=0 src=0 expert=1 tokens=60
   )");
-  ASSERT_EQ(m.layers.size(), 1u);
-  EXPECT_EQ(m.layers[0].tokens, 25);
+  EXPECT_EQ(l.tokens, 25);
 }
 
 TEST(Memory, ClassesOfTags) {
@@ -227,17 +232,16 @@ TEST(Memory, WindowedTimelineAndTheTimelineAlone) {
 // without reuse 1056 + 2 x 256 = 1568 B; with reuse (any of S1-S4) less
 // 2 x 64: 1440 B.
 TEST(Memory, LayerMemoryOfEachStrategy) {
-  const auto m = memory_of("model-strategies.db", R"(
+  const auto l = layer_model_of("model-strategies.db", R"(
     run world_size=1
     config elem_bytes=1 partitions=2
     layer layer=0 experts=2 top_k=1 model_dim=4 hidden_dim=16 tokens=8
     stream id=0 rank=0 role=compute
     op id=1 rank=0 stream=0 kind=expert_ffn layer=0 start=0 end=30
   )");
-  ASSERT_EQ(m.layers.size(), 1u);
-  EXPECT_EQ(m.layers[0].model_states_bytes, 1056);
-  EXPECT_EQ(m.layers[0].layer_bytes_without_reuse, 1568);
-  EXPECT_EQ(m.layers[0].layer_bytes_with_reuse, 1440);
+  EXPECT_EQ(l.model_states_bytes, 1056);
+  EXPECT_EQ(l.layer_bytes_without_reuse, 1568);
+  EXPECT_EQ(l.layer_bytes_with_reuse, 1440);
 }
 
 // The pipeline degree r (n): run_config first, else the chunks of the layer.
