@@ -79,17 +79,23 @@ class Reuse {
   }
   // Host time to issue an added op of `kind`: the cost model's host issue
   // term (a calibration measures it), else the trace's median launching
-  // call of that kind of work.
-  std::int64_t host_issue(OpKind kind, ActivityType type) const {
+  // call of that kind of work (found once per kind of work: every added
+  // copy asks).
+  std::int64_t host_issue(OpKind kind, ActivityType type) {
     if (auto it = m_.host_issue.find(kind); it != m_.host_issue.end())
       return static_cast<std::int64_t>(it->second.at(0) * 1e9);
+    if (auto it = median_launch_.find(type); it != median_launch_.end()) return it->second;
     std::vector<std::int64_t> d;
     for (const auto& a : t_.activities)
       if (a.type == type)
         if (const auto* c = t_.launching_call(a)) d.push_back(c->end_ns - c->start_ns);
-    if (d.empty()) return 0;
-    std::nth_element(d.begin(), d.begin() + static_cast<std::ptrdiff_t>(d.size() / 2), d.end());
-    return d[d.size() / 2];
+    std::int64_t median = 0;
+    if (!d.empty()) {
+      std::nth_element(d.begin(), d.begin() + static_cast<std::ptrdiff_t>(d.size() / 2), d.end());
+      median = d[d.size() / 2];
+    }
+    median_launch_.emplace(type, median);
+    return median;
   }
   std::int64_t copy_ns(bool d2h, std::int64_t bytes) const {
     return static_cast<std::int64_t>((d2h ? m_.copy_d2h : m_.copy_h2d).at(static_cast<double>(bytes)) * 1e9);
@@ -347,6 +353,7 @@ class Reuse {
   std::map<std::int32_t, LayerShape> shape_of_;  // by layer (layer_shape())
   bool shapes_read_ = false;
   std::int64_t copy_gap_ = 0;  // the queue gap between the added copies
+  std::map<ActivityType, std::int64_t> median_launch_;  // host_issue()'s medians
 };
 
 }  // namespace
