@@ -16,14 +16,14 @@ GraphEditor::GraphEditor(const Trace& t, ExecGraph& g) : t_(t), g_(g) {
   const auto n = g.nodes.size();
   chain_of_.assign(n, -1);
   pos_of_.assign(n, -1);
-  in_.assign(n, {});
-  out_.assign(n, {});
+  in_.reserve(n, g.edges.size());
+  out_.reserve(n, g.edges.size());
   std::vector<std::int64_t> next(n, -1);
   std::vector<std::uint8_t> has_into(n, 0);
   for (std::size_t k = 0; k < g.edges.size(); ++k) {
     const auto& e = g.edges[k];
-    in_[e.to].push_back(static_cast<std::uint32_t>(k));
-    out_[e.from].push_back(static_cast<std::uint32_t>(k));
+    in_.add(e.to, static_cast<std::uint32_t>(k));
+    out_.add(e.from, static_cast<std::uint32_t>(k));
     if (e.kind != ExecEdgeKind::kHostOrder || e.latency_ns == ExecGraph::kRemoved) continue;
     next[e.from] = e.to;
     has_into[e.to] = 1;
@@ -79,12 +79,12 @@ HostSpan GraphEditor::host_span(std::size_t o, std::int32_t chain_hint) const {
   return s;
 }
 
-std::vector<std::uint32_t> GraphEditor::live_edges(const std::vector<std::vector<std::uint32_t>>& by_node,
-                                                   std::uint32_t node, std::optional<ExecEdgeKind> kind) const {
+std::vector<std::uint32_t> GraphEditor::live_edges(const EdgeLists& by_node, std::uint32_t node,
+                                                   std::optional<ExecEdgeKind> kind) const {
   std::vector<std::uint32_t> out;
-  if (node < by_node.size())
-    for (auto k : by_node[node])
-      if ((!kind || g_.edges[k].kind == *kind) && g_.edges[k].latency_ns != ExecGraph::kRemoved) out.push_back(k);
+  by_node.each(node, [&](std::uint32_t k) {
+    if ((!kind || g_.edges[k].kind == *kind) && g_.edges[k].latency_ns != ExecGraph::kRemoved) out.push_back(k);
+  });
   return out;
 }
 
@@ -117,13 +117,8 @@ std::int64_t GraphEditor::host_edge_out(std::uint32_t node) const {
 std::uint32_t GraphEditor::add_edge(std::uint32_t from, std::uint32_t to, std::int64_t latency, ExecEdgeKind kind) {
   const auto k = static_cast<std::uint32_t>(g_.edges.size());
   g_.add_edge(from, to, latency, kind);
-  const auto n = g_.nodes.size();
-  if (in_.size() < n) {
-    in_.resize(n);
-    out_.resize(n);
-  }
-  in_[to].push_back(k);
-  out_[from].push_back(k);
+  in_.add(to, k);
+  out_.add(from, k);
   return k;
 }
 

@@ -32,6 +32,37 @@ struct HostSpan {
   std::int32_t chain = -1, first = -1, last = -1;
 };
 
+// Edge indices by node, each node's in the order they were added: one list
+// a node threaded through the edges, so that millions of nodes cost no
+// allocation each.
+class EdgeLists {
+ public:
+  void add(std::uint32_t node, std::uint32_t edge) {
+    if (node >= first_.size()) {
+      first_.resize(node + 1, kEnd);
+      last_.resize(node + 1, kEnd);
+    }
+    if (edge >= next_.size()) next_.resize(edge + 1, kEnd);
+    next_[edge] = kEnd;
+    if (first_[node] == kEnd) first_[node] = edge; else next_[last_[node]] = edge;
+    last_[node] = edge;
+  }
+  template <class F>
+  void each(std::uint32_t node, F&& f) const {
+    if (node >= first_.size()) return;
+    for (auto e = first_[node]; e != kEnd; e = next_[e]) f(e);
+  }
+  void reserve(std::size_t nodes, std::size_t edges) {
+    first_.reserve(nodes);
+    last_.reserve(nodes);
+    next_.reserve(edges);
+  }
+
+ private:
+  static constexpr std::uint32_t kEnd = 0xffffffffu;
+  std::vector<std::uint32_t> first_, last_, next_;
+};
+
 class GraphEditor {
  public:
   GraphEditor(const Trace& t, ExecGraph& g);
@@ -104,14 +135,14 @@ class GraphEditor {
   // (no edges yet).
   TaskPoints new_host_points(std::uint32_t at, std::int64_t duration);
   // The live edges of `by_node` (in_ or out_) at `node`, of `kind` or of any.
-  std::vector<std::uint32_t> live_edges(const std::vector<std::vector<std::uint32_t>>& by_node, std::uint32_t node,
+  std::vector<std::uint32_t> live_edges(const EdgeLists& by_node, std::uint32_t node,
                                         std::optional<ExecEdgeKind> kind) const;
 
   const Trace& t_;
   ExecGraph& g_;
   std::vector<std::vector<std::uint32_t>> chains_;
   std::vector<std::int32_t> chain_of_, pos_of_;
-  std::vector<std::vector<std::uint32_t>> in_, out_;  // edge indices by node, grown as edges are added
+  EdgeLists in_, out_;  // edge indices by node, grown as edges are added
   std::map<std::int32_t, std::vector<std::pair<std::int64_t, TaskPoints>>> queued_;  // queue_on_stream's, per stream
   std::vector<std::vector<std::size_t>> op_acts_;
 };
