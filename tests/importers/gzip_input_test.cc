@@ -103,6 +103,34 @@ TEST(GzipInput, AnInflatedTextIsReadBackInPieces) {
   EXPECT_DOUBLE_EQ(in.fraction(), 1.0);
 }
 
+// The whole inflated text taken at once, for the JSON splitter to cut in
+// place: with the pieces' padding readable after it, and counted as read;
+// once only. A text without that room is read as a stream instead.
+TEST(GzipInput, AnInflatedTextIsTakenWholeWithItsPadding) {
+  const auto gz = shared_data("kineto/hta-sampled_rank-1.json.gz");
+  MOETRACE_NEED_SHARED(gz);
+  auto whole = inflate_small(gz);
+  ASSERT_TRUE(whole.has_value());
+  const std::string text(importers::kineto::view(*whole));
+  EXPECT_GE(whole->capacity(), whole->size() + importers::kineto::kBytesPadding);
+  GzipInput in(gz, std::move(*whole));
+  const auto taken = in.take_text();
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_EQ(*taken, text);
+  EXPECT_EQ(in.bytes_out(), static_cast<std::int64_t>(text.size()));
+  EXPECT_DOUBLE_EQ(in.fraction(), 1.0);
+  EXPECT_FALSE(in.take_text().has_value());
+  char c;
+  EXPECT_EQ(in.read(&c, 1), 0u);
+
+  importers::kineto::Bytes tight(4, 'x');
+  ASSERT_LT(tight.capacity(), tight.size() + importers::kineto::kBytesPadding);
+  GzipInput no_room("y.json.gz", std::move(tight));
+  EXPECT_FALSE(no_room.take_text().has_value());
+  char buf[8];
+  EXPECT_EQ(no_room.read(buf, sizeof buf), 4u);
+}
+
 // What the whole-file path is not sure of goes to the streaming path.
 TEST(GzipInput, OnlyOneIntactMemberWithinTheBoundsIsInflatedWhole) {
   const std::string text = R"({"traceEvents": [], "distributedInfo": {"rank": 3}, "baseTimeNanoseconds": 5})";

@@ -77,20 +77,67 @@ std::vector<std::string> split(const std::string& text, std::size_t chunk) {
   return r.calls;
 }
 
-// The same calls for every chunk size from 1 to 40 bytes and a large one.
+// `text` in memory as the in-place splitter takes it: kPadding readable
+// bytes after its end (reserved, not part of it).
+importers::kineto::Bytes padded(const std::string& text) {
+  importers::kineto::Bytes b;
+  b.reserve(text.size() + JsonSplitter::kPadding);
+  b.assign(text.begin(), text.end());
+  return b;
+}
+
+// A Recorder that also checks each piece is a view of `text`, not a copy.
+struct ViewRecorder : Recorder {
+  std::string_view text;
+  explicit ViewRecorder(std::string_view t) : text(t) {}
+  void member(const std::string& key, std::string_view value, std::int64_t offset) override {
+    expect_view(value);
+    Recorder::member(key, value, offset);
+  }
+  void event(std::string_view value, std::int64_t offset) override {
+    expect_view(value);
+    Recorder::event(value, offset);
+  }
+  void expect_view(std::string_view v) const {
+    EXPECT_TRUE(v.data() >= text.data() && v.data() + v.size() <= text.data() + text.size()) << v;
+  }
+};
+
+// Splits `text` held in memory, in place.
+std::vector<std::string> split_in_place(const std::string& text) {
+  const auto b = padded(text);
+  JsonSplitter splitter(importers::kineto::view(b));
+  ViewRecorder r(importers::kineto::view(b));
+  splitter.run(r);
+  EXPECT_EQ(splitter.bytes_read(), static_cast<std::int64_t>(text.size()));
+  return r.calls;
+}
+
+// The same calls for every chunk size from 1 to 40 bytes and a large one,
+// and in place.
 std::vector<std::string> split_all_chunks(const std::string& text) {
   const auto expected = split(text, 1 << 16);
   for (std::size_t chunk = 1; chunk <= 40; ++chunk) EXPECT_EQ(split(text, chunk), expected) << "chunk " << chunk;
+  EXPECT_EQ(split_in_place(text), expected) << "in place";
   return expected;
 }
 
-std::string error_of(const std::string& text, std::size_t chunk = 7) {
+template <class Split>
+std::string error_message(Split&& split_it) {
   try {
-    split(text, chunk);
+    split_it();
   } catch (const JsonSplitError& e) {
     return "byte " + std::to_string(e.byte()) + ": " + e.what();
   }
   return "no error";
+}
+
+// The error of splitting `text` read `chunk` bytes at a time, which must be
+// the in-place split's too.
+std::string error_of(const std::string& text, std::size_t chunk = 7) {
+  const auto streamed = error_message([&] { split(text, chunk); });
+  EXPECT_EQ(error_message([&] { split_in_place(text); }), streamed) << "in place: " << text;
+  return streamed;
 }
 
 // The calls the plain splitter makes on `bad` before its error.
@@ -275,11 +322,17 @@ TEST(JsonSplitter, ThreadedSameCallsAndErrors) {
             std::to_string(i) + ".5}";
   text += "], \"distributedInfo\": {\"rank\": 3}}";
   const auto expected = split(text, 1 << 16);
+  const auto in_memory = padded(text);
   for (std::size_t batch : {std::size_t{1}, std::size_t{100}, std::size_t{1} << 20}) {
     importers::kineto::ThreadedSplitter threaded(reader(text), 7, batch, 2);
     Recorder r;
     threaded.run(r);
     EXPECT_EQ(r.calls, expected) << "batch " << batch;
+    // In place: the same calls, each piece a view of the text.
+    importers::kineto::ThreadedSplitter in_place(importers::kineto::view(in_memory), batch, 2);
+    ViewRecorder v(importers::kineto::view(in_memory));
+    in_place.run(v);
+    EXPECT_EQ(v.calls, expected) << "in place, batch " << batch;
   }
   // An error comes after the calls before it, as the plain splitter has it.
   const std::string bad = text.substr(0, text.size() / 2) + "}}";
@@ -294,6 +347,16 @@ TEST(JsonSplitter, ThreadedSameCallsAndErrors) {
   const auto plain = calls_before_the_error(bad);
   ASSERT_GE(plain.size(), 900u);
   EXPECT_EQ(r.calls, plain);
+  const auto bad_in_memory = padded(bad);
+  importers::kineto::ThreadedSplitter bad_in_place(importers::kineto::view(bad_in_memory), 256, 2);
+  Recorder in_place;
+  try {
+    bad_in_place.run(in_place);
+    ADD_FAILURE() << "no error in place";
+  } catch (const JsonSplitError& e) {
+    expect_the_plain_error(e, bad);
+  }
+  EXPECT_EQ(in_place.calls, plain);
 
   // The visitor's exception stops the reading thread.
   struct Throws : Recorder {

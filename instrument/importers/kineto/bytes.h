@@ -4,6 +4,7 @@
 // pass over fresh pages for nothing.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string_view>
 #include <utility>
@@ -24,6 +25,10 @@ struct UninitAllocator : std::allocator<T> {
   }
 };
 using Bytes = std::vector<char, UninitAllocator<char>>;
+
+// Readable bytes a JSON piece handed to simdjson must have after it (its
+// SIMDJSON_PADDING, 64).
+inline constexpr std::size_t kBytesPadding = 64;
 
 inline std::string_view view(const Bytes& b) { return {b.data(), b.size()}; }
 

@@ -66,7 +66,11 @@ std::optional<Bytes> inflate_small(const std::string& path) {
     // tells a file of several, whose text is longer.
     const auto isize = in.last_member_size();
     if (!isize || *isize > kSmallText) return std::nullopt;
-    Bytes text(std::size_t{*isize} + 1);
+    // Room for the padding the JSON splitter's pieces need after them
+    // (take_text()): the bytes past size() up to capacity().
+    Bytes text;
+    text.reserve(std::size_t{*isize} + 1 + kBytesPadding);
+    text.resize(std::size_t{*isize} + 1);
     std::size_t used = 0;
     while (const std::size_t got = in.read(text.data() + used, text.size() - used)) {
       used += got;
@@ -148,6 +152,14 @@ std::size_t GzipInput::inflate(char* dst, std::size_t n) {
     if (s.avail_out < want && s.block_state != ISAL_BLOCK_FINISH && in_pos_ == in_end_) break;
   }
   return want - s.avail_out;
+}
+
+std::optional<std::string_view> GzipInput::take_text() {
+  if (!text_ || text_read_ != 0 || text_->capacity() < text_->size() + kBytesPadding) return std::nullopt;
+  text_read_ = text_->size();
+  offset_.store(static_cast<std::int64_t>(text_read_), std::memory_order_relaxed);
+  bytes_out_.store(static_cast<std::int64_t>(text_read_), std::memory_order_relaxed);
+  return view(*text_);
 }
 
 std::size_t GzipInput::read(char* dst, std::size_t n) {

@@ -43,6 +43,11 @@ class GzipInput : public std::streambuf {
   double fraction() const;
   std::int64_t bytes_out() const { return bytes_out_.load(std::memory_order_relaxed); }
 
+  // The whole text where it is served from memory (inflate_small), with
+  // kBytesPadding readable bytes after it, counted as read; nullopt where
+  // it is not (read() serves the input then).
+  std::optional<std::string_view> take_text();
+
   // Reads up to `n` (decompressed) bytes straight into `dst` (not through the
   // streambuf's buffer; do not mix with istream reads); 0 at the end of the
   // data. Throws moetrace::Error for damaged or truncated gzip data and read

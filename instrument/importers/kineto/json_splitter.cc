@@ -121,7 +121,10 @@ bool unescape_json_string(std::string_view raw, std::string& out) {
 JsonSplitter::JsonSplitter(Read read, std::size_t chunk)
     : read_(std::move(read)), chunk_(chunk == 0 ? 1 : chunk) {
   buf_.resize(chunk_ + kPadding);
+  data_ = buf_.data();
 }
+
+JsonSplitter::JsonSplitter(std::string_view text) : data_(text.data()), end_(text.size()), eof_(true) {}
 
 bool JsonSplitter::fill() {
   if (eof_) return false;
@@ -135,6 +138,7 @@ bool JsonSplitter::fill() {
   }
   const std::size_t room = buf_.size() - kPadding - end_;
   if (room < chunk_) buf_.resize(std::max(end_ + chunk_ + kPadding, buf_.size() * 2));
+  data_ = buf_.data();
   const std::size_t n = read_(buf_.data() + end_, chunk_);
   if (n == 0) {
     eof_ = true;
@@ -146,13 +150,13 @@ bool JsonSplitter::fill() {
 
 int JsonSplitter::peek() {
   if (pos_ == end_ && !fill()) return -1;
-  return static_cast<unsigned char>(buf_[pos_]);
+  return static_cast<unsigned char>(data_[pos_]);
 }
 
 int JsonSplitter::peek_non_ws() {
   for (;;) {
-    while (pos_ < end_ && is_ws(buf_[pos_])) ++pos_;
-    if (pos_ < end_) return static_cast<unsigned char>(buf_[pos_]);
+    while (pos_ < end_ && is_ws(data_[pos_])) ++pos_;
+    if (pos_ < end_) return static_cast<unsigned char>(data_[pos_]);
     if (!fill()) return -1;
   }
 }
@@ -165,7 +169,7 @@ void JsonSplitter::fail_eof() const {
 
 void JsonSplitter::scan_string() {
   for (;;) {
-    const char* const data = buf_.data();
+    const char* const data = data_;
     std::size_t p = pos_;
     while (p < end_) {
       const char c = data[p];
@@ -191,7 +195,7 @@ void JsonSplitter::scan_container() {
   int depth = 1;
   bool string = false, escaped = false;
   for (;;) {
-    const char* const data = buf_.data();
+    const char* const data = data_;
     std::size_t p = pos_;
 #if defined(__SSE2__)
     const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), lower = _mm_set1_epi8(0x20);
@@ -299,7 +303,7 @@ void JsonSplitter::scan_container() {
 
 void JsonSplitter::scan_scalar() {
   for (;;) {
-    while (pos_ < end_ && !kScalarEnd[static_cast<unsigned char>(buf_[pos_])]) ++pos_;
+    while (pos_ < end_ && !kScalarEnd[static_cast<unsigned char>(data_[pos_])]) ++pos_;
     if (pos_ < end_ || !fill()) return;
   }
 }
@@ -321,7 +325,7 @@ std::string_view JsonSplitter::capture_value() {
       fail("expected a value, not " + describe(c));
     }
   }
-  std::string_view text(buf_.data() + mark_, pos_ - mark_);
+  std::string_view text(data_ + mark_, pos_ - mark_);
   mark_ = kNone;
   return text;
 }
@@ -376,7 +380,7 @@ void JsonSplitter::run(Visitor& visitor) {
         mark_ = pos_;
         ++pos_;
         scan_string();
-        const std::string_view raw(buf_.data() + mark_ + 1, pos_ - mark_ - 2);
+        const std::string_view raw(data_ + mark_ + 1, pos_ - mark_ - 2);
         const auto key_at = base_ + static_cast<std::int64_t>(mark_);
         mark_ = kNone;
         if (!unescape_json_string(raw, key)) throw JsonSplitError(key_at + 1, "invalid string in a member name");
@@ -415,7 +419,7 @@ enum class CallKind : std::uint8_t { kRootBegin, kRootEnd, kMember, kEventsBegin
 struct Call {
   CallKind kind;
   bool array = false;
-  std::size_t pos = 0, len = 0;          // the piece in Batch::text
+  std::size_t pos = 0, len = 0;          // the piece in Batch::text, or in Batch::source
   std::size_t key_pos = 0, key_len = 0;  // a member's name in Batch::text
   std::int64_t offset = 0;
 };
@@ -423,9 +427,13 @@ struct Call {
 struct Batch {
   Bytes text;  // pieces back to back, kPadding spare bytes at the end
   std::size_t used = 0;
+  // The input in memory, where the pieces are (only the keys are in text).
+  const char* source = nullptr;
+  std::size_t weight = 0;  // the bytes of the pieces and keys
   std::vector<Call> calls;
   void clear() {
     used = 0;
+    weight = 0;
     calls.clear();
   }
 };
@@ -503,11 +511,12 @@ class Channel {
   std::exception_ptr error_;
 };
 
-// The reading thread's visitor: copies the calls into batches.
+// The reading thread's visitor: copies the calls into batches; the pieces
+// too, unless they are views of an input in memory (`source`).
 class Batcher : public JsonSplitter::Visitor {
  public:
-  Batcher(Channel& channel, std::size_t batch_bytes)
-      : channel_(channel), batch_bytes_(batch_bytes), batch_(channel.take_empty()) {}
+  Batcher(Channel& channel, std::size_t batch_bytes, const char* source)
+      : channel_(channel), batch_bytes_(batch_bytes), source_(source), batch_(channel.take_empty()) {}
 
   void root_begin(bool array) override { add({CallKind::kRootBegin, array}, {}, {}); }
   void root_end(bool array) override { add({CallKind::kRootEnd, array}, {}, {}); }
@@ -536,33 +545,46 @@ class Batcher : public JsonSplitter::Visitor {
 
  private:
   void add(Call c, std::string_view piece, std::string_view key) {
-    const std::size_t need = piece.size() + key.size();
-    if (!batch_.calls.empty() && batch_.used + need > batch_bytes_) {
+    const std::size_t weight = piece.size() + key.size();
+    if (!batch_.calls.empty() && batch_.weight + weight > batch_bytes_) {
       channel_.push(std::move(batch_));
       batch_ = channel_.take_empty();
     }
-    if (batch_.text.size() < batch_.used + need + JsonSplitter::kPadding)
-      batch_.text.resize(std::max(batch_.used + need + JsonSplitter::kPadding, batch_bytes_ + JsonSplitter::kPadding));
+    batch_.source = source_;
+    const std::size_t copied = source_ ? key.size() : weight;
+    if (batch_.text.size() < batch_.used + copied + JsonSplitter::kPadding) {
+      const std::size_t room = source_ ? batch_.used + copied : std::max(batch_.used + copied, batch_bytes_);
+      batch_.text.resize(room + JsonSplitter::kPadding);
+    }
     char* at = batch_.text.data() + batch_.used;
-    if (!piece.empty()) std::memcpy(at, piece.data(), piece.size());
-    if (!key.empty()) std::memcpy(at + piece.size(), key.data(), key.size());
-    c.pos = batch_.used;
+    if (source_) {
+      c.pos = piece.empty() ? 0 : static_cast<std::size_t>(piece.data() - source_);
+    } else {
+      if (!piece.empty()) std::memcpy(at, piece.data(), piece.size());
+      at += piece.size();
+      c.pos = batch_.used;
+      batch_.used += piece.size();
+    }
     c.len = piece.size();
-    c.key_pos = batch_.used + piece.size();
+    if (!key.empty()) std::memcpy(at, key.data(), key.size());
+    c.key_pos = batch_.used;
     c.key_len = key.size();
-    batch_.used += need;
+    batch_.used += key.size();
+    batch_.weight += weight;
     batch_.calls.push_back(c);
   }
 
   Channel& channel_;
   std::size_t batch_bytes_;
+  const char* source_;
   Batch batch_;
 };
 
 void replay(const Batch& b, JsonSplitter::Visitor& v, std::string& key) {
   const char* text = b.text.data();
+  const char* pieces = b.source ? b.source : text;
   for (const auto& c : b.calls) {
-    const std::string_view piece(text + c.pos, c.len);
+    const std::string_view piece(pieces + c.pos, c.len);
     switch (c.kind) {
       case CallKind::kRootBegin: v.root_begin(c.array); break;
       case CallKind::kRootEnd: v.root_end(c.array); break;
@@ -585,16 +607,20 @@ ThreadedSplitter::ThreadedSplitter(JsonSplitter::Read read, std::size_t chunk, s
     : read_(std::move(read)), chunk_(chunk), batch_bytes_(std::max<std::size_t>(batch_bytes, 1)),
       batches_(std::max<std::size_t>(batches, 1)) {}
 
+ThreadedSplitter::ThreadedSplitter(std::string_view text, std::size_t batch_bytes, std::size_t batches)
+    : text_(text), batch_bytes_(std::max<std::size_t>(batch_bytes, 1)), batches_(std::max<std::size_t>(batches, 1)) {}
+
 namespace {
 
-// The reading thread: cuts the input into the channel's batches.
-std::thread start_reader(Channel& channel, const JsonSplitter::Read& read, std::size_t chunk,
-                         std::size_t batch_bytes) {
-  return std::thread([&channel, &read, chunk, batch_bytes] {
+// The reading thread: cuts the input (read, or `text` in memory) into the
+// channel's batches.
+std::thread start_reader(Channel& channel, const JsonSplitter::Read& read, std::optional<std::string_view> text,
+                         std::size_t chunk, std::size_t batch_bytes) {
+  return std::thread([&channel, &read, text, chunk, batch_bytes] {
     std::exception_ptr error;
     try {
-      Batcher batcher(channel, batch_bytes);
-      JsonSplitter splitter(read, chunk);
+      Batcher batcher(channel, batch_bytes, text ? text->data() : nullptr);
+      JsonSplitter splitter = text ? JsonSplitter(*text) : JsonSplitter(read, chunk);
       try {
         splitter.run(batcher);
       } catch (const Channel::Stopped&) {
@@ -616,7 +642,7 @@ std::thread start_reader(Channel& channel, const JsonSplitter::Read& read, std::
 
 void ThreadedSplitter::run(JsonSplitter::Visitor& visitor) {
   Channel channel(batches_);
-  std::thread reader = start_reader(channel, read_, chunk_, batch_bytes_);
+  std::thread reader = start_reader(channel, read_, text_, chunk_, batch_bytes_);
   struct Join {
     Channel& channel;
     std::thread& thread;
@@ -637,7 +663,7 @@ void ThreadedSplitter::run_parallel(std::size_t threads, const BatchWork& work) 
   threads = std::max<std::size_t>(threads, 1);
   // Room for every consumer's batch besides those waiting.
   Channel channel(batches_ + threads);
-  std::thread reader = start_reader(channel, read_, chunk_, batch_bytes_);
+  std::thread reader = start_reader(channel, read_, text_, chunk_, batch_bytes_);
   std::mutex mutex;  // guards the error
   std::exception_ptr error;
   std::size_t error_seq = 0;

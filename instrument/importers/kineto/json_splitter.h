@@ -1,7 +1,8 @@
 // A streaming splitter for Chrome-trace JSON: cuts the top-level object into
 // its members and the `traceEvents` array into its elements, so each piece can
 // be parsed on its own (kineto_importer.cc parses them with simdjson). Only
-// the piece being cut and one read chunk are in memory at a time.
+// the piece being cut and one read chunk are in memory at a time; or the
+// whole input is in memory already, and the pieces are views of it.
 //
 // The splitter checks the structure it walks (the root object or array, the
 // keys, colons and commas between pieces, balanced brackets and closed strings
@@ -12,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -38,7 +40,7 @@ class JsonSplitter {
 
   // Every piece handed to the visitor is followed in memory by at least this
   // many readable bytes (simdjson's padding).
-  static constexpr std::size_t kPadding = 64;
+  static constexpr std::size_t kPadding = kBytesPadding;
 
   class Visitor {
    public:
@@ -59,6 +61,9 @@ class JsonSplitter {
   };
 
   explicit JsonSplitter(Read read, std::size_t chunk = std::size_t{1} << 18);
+  // The whole input in memory, kPadding readable bytes after its end: the
+  // pieces are views of it, valid as long as it is.
+  explicit JsonSplitter(std::string_view text);
 
   // Walks the whole input; throws JsonSplitError on bad structure or a
   // truncated input. Exceptions of `read` and of the visitor pass through.
@@ -87,16 +92,17 @@ class JsonSplitter {
   bool closes(char close, const char* what);
 
   Read read_;
-  std::size_t chunk_;
-  Bytes buf_;
+  std::size_t chunk_ = 0;
+  Bytes buf_;                  // the read chunks (none for a text in memory)
+  const char* data_ = nullptr;  // buf_'s bytes, or the text in memory
   std::size_t pos_ = 0, end_ = 0, mark_ = kNone;
-  std::int64_t base_ = 0;  // stream offset of buf_[0]
+  std::int64_t base_ = 0;  // stream offset of data_[0]
   bool eof_ = false;
 };
 
 // A JsonSplitter on a thread of its own: that thread reads and cuts the
 // input, copying the pieces into batches (about `batch_bytes` each, at most
-// `batches` waiting); run() replays the visitor calls on the calling thread,
+// `batches` waiting; for a text in memory the batches hold views of it); run() replays the visitor calls on the calling thread,
 // in order. Errors of the reading thread (JsonSplitError, the read's own)
 // are rethrown by run() after the calls before them; an exception of the
 // visitor stops the reading thread. Memory: the batches plus the splitter's.
@@ -104,6 +110,9 @@ class ThreadedSplitter {
  public:
   explicit ThreadedSplitter(JsonSplitter::Read read, std::size_t chunk = std::size_t{1} << 18,
                             std::size_t batch_bytes = std::size_t{1} << 20, std::size_t batches = 4);
+  // The whole input in memory (JsonSplitter(text)): it must outlive run().
+  explicit ThreadedSplitter(std::string_view text, std::size_t batch_bytes = std::size_t{1} << 20,
+                            std::size_t batches = 4);
   void run(JsonSplitter::Visitor& visitor);
 
   // The same on `threads` consumer threads (the calling one and threads - 1
@@ -121,7 +130,8 @@ class ThreadedSplitter {
 
  private:
   JsonSplitter::Read read_;
-  std::size_t chunk_, batch_bytes_, batches_;
+  std::optional<std::string_view> text_;
+  std::size_t chunk_ = 0, batch_bytes_, batches_;
 };
 
 // The value of a JSON string's text between its quotes; false on a bad escape.

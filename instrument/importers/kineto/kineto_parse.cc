@@ -457,8 +457,13 @@ ParsedFile parse(const std::string& path, TraceBuilder& builder, int threads, Ba
   // batches of 256 KiB: small enough that the parsing threads start early on
   // a file of a few MB (7 % of a 9.8 MB import against 1 MiB batches), large
   // enough that handing them over costs nothing on a large one.
-  ThreadedSplitter splitter([&input](char* dst, std::size_t n) { return input.read(dst, n); },
-                            std::size_t{1} << 18, std::size_t{1} << 18);
+  // A small file inflated whole is cut in place: its pieces are views of
+  // the text, not copied into the batches.
+  const auto text_in_memory = input.take_text();
+  ThreadedSplitter splitter =
+      text_in_memory ? ThreadedSplitter(*text_in_memory, std::size_t{1} << 18)
+                     : ThreadedSplitter([&input](char* dst, std::size_t n) { return input.read(dst, n); },
+                                        std::size_t{1} << 18, std::size_t{1} << 18);
   try {
     splitter.run_parallel(parse_threads(threads), work);
   } catch (const JsonSplitError& e) {
