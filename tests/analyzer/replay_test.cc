@@ -32,6 +32,15 @@ std::int64_t replayed_start(const Trace& t, const ExecGraph& g, const std::vecto
   return times[g.activity_start[activity_at(t, start_us)]];
 }
 
+// Makes the activity of `rank` that started first (at 0) last `duration`:
+// its duration edge's latency.
+void set_first_duration(const Trace& t, ExecGraph& g, std::int32_t rank, std::int64_t duration) {
+  for (auto& e : g.edges)
+    if (e.kind == ExecEdgeKind::kDuration && g.nodes[e.from].measured_ns == 0 &&
+        t.activities[g.nodes[e.from].ref].rank.value == rank)
+      e.latency_ns = duration;
+}
+
 // One thread, one stream, a stream synchronisation (us):
 //   L1 [0,10]    -> K1 [15,115]   first of its stream: no latency sample
 //   L2 [200,210] -> K2 [215,315]  idle stream: sample 15 from start, 5 from end
@@ -171,10 +180,7 @@ TEST(ExecGraph, JoinsACollectiveAcrossRanks) {
   const auto a0 = activity_at(t, 100), a1 = activity_at(t, 300);
   EXPECT_EQ(times[g.activity_end[a0]], 400 * us);
   EXPECT_EQ(times[g.activity_end[a1]], 400 * us);
-  for (auto& e : g.edges)
-    if (e.kind == ExecEdgeKind::kDuration && g.nodes[e.from].measured_ns == 0 &&
-        t.activities[g.nodes[e.from].ref].rank.value == 1)
-      e.latency_ns = 200 * us;
+  set_first_duration(t, g, 1, 200 * us);
   times = evaluate_exec_graph(g);
   EXPECT_EQ(times[g.activity_start[a1]], 200 * us);
   EXPECT_EQ(times[g.activity_end[a0]], 300 * us);
@@ -184,10 +190,7 @@ TEST(ExecGraph, JoinsACollectiveAcrossRanks) {
   off.collectives = false;
   auto g2 = build_exec_graph(t, off);
   EXPECT_EQ(g2.collective_instances, 0);
-  for (auto& e : g2.edges)
-    if (e.kind == ExecEdgeKind::kDuration && g2.nodes[e.from].measured_ns == 0 &&
-        t.activities[g2.nodes[e.from].ref].rank.value == 1)
-      e.latency_ns = 200 * us;
+  set_first_duration(t, g2, 1, 200 * us);
   times = evaluate_exec_graph(g2);
   EXPECT_EQ(times[g2.activity_end[a0]], 400 * us);
 }
@@ -198,10 +201,7 @@ TEST(ExecGraph, JoinsACollectiveAcrossRanks) {
 TEST(ExecGraph, ReplayedTraceMovesOpRangesWithTheirActivities) {
   const auto t = testing::load_text_trace("replay-ops.db", kTwoRanks);
   auto g = build_exec_graph(t);
-  for (auto& e : g.edges)
-    if (e.kind == ExecEdgeKind::kDuration && g.nodes[e.from].measured_ns == 0 &&
-        t.activities[g.nodes[e.from].ref].rank.value == 1)
-      e.latency_ns = 200 * us;
+  set_first_duration(t, g, 1, 200 * us);
   const auto r = replayed_trace(t, g, evaluate_exec_graph(g));
   ASSERT_EQ(r.ops.size(), 2u);
   for (const auto& op : r.ops) {
