@@ -336,27 +336,24 @@ TEST(JsonSplitter, ThreadedSameCallsAndErrors) {
   }
   // An error comes after the calls before it, as the plain splitter has it.
   const std::string bad = text.substr(0, text.size() / 2) + "}}";
-  importers::kineto::ThreadedSplitter threaded(reader(bad), 64, 256, 2);
-  Recorder r;
-  try {
-    threaded.run(r);
-    ADD_FAILURE() << "no error";
-  } catch (const JsonSplitError& e) {
-    expect_the_plain_error(e, bad);
-  }
+  // The calls `threaded` makes on `bad`, whose error must be the plain one.
+  const auto calls_until_the_error = [&bad](importers::kineto::ThreadedSplitter&& threaded) {
+    Recorder r;
+    try {
+      threaded.run(r);
+      ADD_FAILURE() << "no error";
+    } catch (const JsonSplitError& e) {
+      expect_the_plain_error(e, bad);
+    }
+    return r.calls;
+  };
   const auto plain = calls_before_the_error(bad);
   ASSERT_GE(plain.size(), 900u);
-  EXPECT_EQ(r.calls, plain);
+  EXPECT_EQ(calls_until_the_error(importers::kineto::ThreadedSplitter(reader(bad), 64, 256, 2)), plain);
   const auto bad_in_memory = padded(bad);
-  importers::kineto::ThreadedSplitter bad_in_place(importers::kineto::view(bad_in_memory), 256, 2);
-  Recorder in_place;
-  try {
-    bad_in_place.run(in_place);
-    ADD_FAILURE() << "no error in place";
-  } catch (const JsonSplitError& e) {
-    expect_the_plain_error(e, bad);
-  }
-  EXPECT_EQ(in_place.calls, plain);
+  EXPECT_EQ(calls_until_the_error(importers::kineto::ThreadedSplitter(importers::kineto::view(bad_in_memory), 256, 2)),
+            plain)
+      << "in place";
 
   // The visitor's exception stops the reading thread.
   struct Throws : Recorder {
