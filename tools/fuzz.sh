@@ -25,7 +25,7 @@ preset=${MOETRACE_FUZZ_PRESET:-fuzz}
 build=$root/build/$preset
 shared=${MOETRACE_SHARED_DATA:-$root/../shared/data}/external
 
-targets=(kineto_importer nsys_importer nvtx_payload trace_loader moe_rules annotation run_spec cost_model)
+targets=(kineto_importer json_splitter nsys_importer nvtx_payload trace_loader moe_rules annotation run_spec cost_model)
 
 # Per target: the largest input libFuzzer makes (database files need room).
 max_len() {
@@ -100,6 +100,8 @@ PY
   done
   for f in "$root/tests/fuzz/corpus/kineto_importer/"*.json; do
     gzip -9 -c "$f" > "$build/corpus/kineto_importer/$(basename "$f").gz"
+    # The splitter's target: a byte choosing the read size (7), then the JSON.
+    { printf '\007'; cat "$f"; } > "$build/corpus/json_splitter/$(basename "$f")"
   done
 
   # moetrace traces: synthetic, simulated, imported; the run's configuration
