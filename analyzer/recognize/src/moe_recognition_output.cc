@@ -30,6 +30,8 @@ void Recognizer::materialise() {
   // the op launched (a split-K reduction after it computes none of them).
   const LaunchShapes shapes(t_);
   std::set<std::size_t> counted;
+  t_.ops.reserve(t_.ops.size() + static_cast<std::size_t>(std::count_if(
+                                     kind_.begin(), kind_.end(), [](const auto& k) { return k.has_value(); })));
   for (std::size_t i = 0; i < t_.activities.size(); ++i) {
     if (!kind_[i]) continue;
     auto& a = t_.activities[i];
