@@ -1,8 +1,11 @@
 // The longest-path search of the critical path's graph
-// (analyzer/analyses/src/critical_path_search.cc) on graphs written out by
-// hand.
+// (analyzer/analyses/src/critical_path_search.cc) and the order of its
+// runtime-lock nodes (critical_path_graph.h), on graphs written out by hand.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "critical_path_graph.h"
@@ -63,6 +66,87 @@ TEST(CriticalPathSearch, AnEdgesSourceFromAnyNodeSearchedFrom) {
   for (std::size_t k = 0; k < owner.size(); ++k)
     for (std::size_t near = 0; near < begin.size() + 3; ++near)
       EXPECT_EQ(CpEdges::source(begin, k, near), owner[k]) << "edge " << k << " from node " << near;
+}
+
+// The runtime lock's nodes come in order of (rank, time, node), as one sort
+// of every start and end gave them. By hand: rank 3's calls a = [10, 20]
+// and b = [20, 30] (b starts when a ends; b's start is node 2, a's end node
+// 1: the end first), then rank 1's c = [5, 5 + 1] before them (rank 1 <
+// rank 3), an annotation (not a node) and a call without the lock between.
+// Events: 0 a (rank 3), 1 b (rank 3), 2 c (rank 1), 3 no lock, 4 not a node.
+// Order: c's 4 (t 5), 5 (t 6); then rank 3: a's 0 (t 10), a's end 1 (t 20)
+// before b's start 2 (t 20), b's end 3 (t 30).
+TEST(CriticalPathLock, NodesByRankTimeThenNode) {
+  std::vector<CpEvent> ev(5);
+  auto set = [&](std::size_t e, std::int32_t rank, std::int64_t start, std::int64_t end) {
+    ev[e].rank = rank;
+    ev[e].start = start;
+    ev[e].end = end;
+    ev[e].lock = true;
+  };
+  set(0, 3, 10, 20);
+  set(1, 3, 20, 30);
+  set(2, 1, 5, 6);
+  set(3, 3, 12, 13);
+  ev[3].lock = false;
+  set(4, 3, 11, 12);
+  ev[4].node = false;
+  std::vector<std::pair<std::int32_t, std::uint32_t>> got;
+  cp_lock_nodes(ev, ev.size(), [&](std::int32_t r, std::uint32_t n) { got.emplace_back(r, n); });
+  const std::vector<std::pair<std::int32_t, std::uint32_t>> want = {{1, 4}, {1, 5}, {3, 0}, {3, 1}, {3, 2}, {3, 3}};
+  EXPECT_EQ(got, want);
+}
+
+// Against one sort of (rank, time, node) records (the order the lock's
+// edges were built in before): ranks interleaved as correlation ids order
+// them, times drawn from a few values (many ties between starts and ends,
+// of one event and of others), calls out of order on several threads (1 to
+// over 64 runs: the merged runs and the sort they fall back to), events that
+// take no lock or are no node, and events past `host` left out.
+TEST(CriticalPathLock, NodesAgreeWithOneSortOfStartsAndEnds) {
+  std::uint64_t seed = 12345;
+  auto draw = [&](std::uint64_t n) {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<std::int64_t>((seed >> 33) % n);
+  };
+  for (const int runs : {1, 2, 5, 40, 70, 200}) {
+    std::vector<CpEvent> ev;
+    std::int64_t t = 0;
+    for (int i = 0; i < 600; ++i) {
+      CpEvent e;
+      e.rank = static_cast<std::int32_t>(draw(4)) * 2 - 1;
+      // Time moves on, and jumps back at the start of each run.
+      t = i % (600 / runs + 1) == 0 ? draw(5) : t + draw(3);
+      e.start = t;
+      e.end = t + draw(4);
+      e.lock = draw(5) != 0;
+      e.node = draw(7) != 0;
+      ev.push_back(e);
+    }
+    const std::size_t host = ev.size() - 20;
+    struct Timed {
+      std::int32_t rank;
+      std::int64_t ts;
+      std::uint32_t node;
+    };
+    std::vector<Timed> want;
+    for (std::size_t e = 0; e < host; ++e)
+      if (ev[e].lock && ev[e].node) {
+        want.push_back({ev[e].rank, ev[e].start, static_cast<std::uint32_t>(2 * e)});
+        want.push_back({ev[e].rank, ev[e].end, static_cast<std::uint32_t>(2 * e + 1)});
+      }
+    std::sort(want.begin(), want.end(), [](const Timed& a, const Timed& b) {
+      return std::tie(a.rank, a.ts, a.node) < std::tie(b.rank, b.ts, b.node);
+    });
+    std::vector<std::pair<std::int32_t, std::uint32_t>> got;
+    cp_lock_nodes(ev, host, [&](std::int32_t r, std::uint32_t n) { got.emplace_back(r, n); });
+    ASSERT_EQ(got.size(), want.size()) << runs;
+    ASSERT_GT(want.size(), 500u);
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(got[i].first, want[i].rank) << runs << " at " << i;
+      EXPECT_EQ(got[i].second, want[i].node) << runs << " at " << i;
+    }
+  }
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <random>
+#include <tuple>
 
 #include "moetrace/analyzer/interval.h"
 
@@ -118,6 +120,50 @@ TEST(Coverage, SweepGivesUnionsExclusiveTimeAndOverlap) {
   EXPECT_EQ(c.overlap(1u << 0, 1u << 1), 5);  // [10,15)
   EXPECT_EQ(c.time_with_mask(0b011), 5);
   EXPECT_EQ(c.any(~0u), 30);
+}
+
+// The stretches two or more labels share, by hand: label 0 [0, 10) and
+// [10, 20) (one ends where the other starts), label 1 [5, 15), label 2
+// [10, 12). Shared: [5, 10) {0, 1}, [10, 12) {0, 1, 2}, [12, 15) {0, 1};
+// [15, 20) is label 0's alone. Label 0: 5 + 2 + 3 = 10, label 1: 10, label 2: 2.
+TEST(SharedStretch, EachLabelsTimeBesideAnother) {
+  std::vector<LabelEdge> e;
+  for (const auto& [s, t, l] : {std::tuple{0, 10, 0}, {10, 20, 0}, {5, 15, 1}, {10, 12, 2}}) {
+    e.push_back({s, l, +1});
+    e.push_back({t, l, -1});
+  }
+  std::map<std::int32_t, std::int64_t> got;
+  for_each_shared_stretch(e, [&](std::int32_t l, std::int64_t ns) { got[l] += ns; });
+  EXPECT_EQ(got, (std::map<std::int32_t, std::int64_t>{{0, 10}, {1, 10}, {2, 2}}));
+}
+
+// Against a count of unit cells: streams' intervals one stream after
+// another (1 to 70 runs), touching and equal times, labels from -1 to 39
+// (more than a mask holds); each label's shared time is the number of cells
+// where it and at least one other label are active.
+TEST(SharedStretch, StreamsInOrderOneAfterAnotherAgreeWithCountingCells) {
+  std::mt19937 rng(11);
+  constexpr int kDomain = 200;
+  std::uniform_int_distribution<int> gap(0, 4), len(1, 9), label(-1, 39), few(-1, 2);
+  for (int runs = 1; runs <= 70; ++runs) {
+    std::vector<LabelEdge> e;
+    std::vector<std::map<std::int32_t, int>> cell(kDomain);
+    for (int r = 0; r < runs; ++r)
+      for (int t = gap(rng); t < kDomain; t += gap(rng)) {
+        const int end = std::min(kDomain, t + len(rng));
+        const int l = r % 2 ? label(rng) : few(rng);
+        e.push_back({t, l, +1});
+        e.push_back({end, l, -1});
+        for (int c = t; c < end; ++c) ++cell[static_cast<std::size_t>(c)][l];
+        t = end;
+      }
+    std::map<std::int32_t, std::int64_t> want, got;
+    for (const auto& m : cell)
+      if (m.size() >= 2)
+        for (const auto& [l, n] : m) ++want[l];
+    for_each_shared_stretch(e, [&](std::int32_t l, std::int64_t ns) { got[l] += ns; });
+    ASSERT_EQ(got, want) << runs << " runs";
+  }
 }
 
 }  // namespace

@@ -4,10 +4,14 @@
 // comment above the test.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -463,6 +467,67 @@ TEST(LaunchQueue, StepsButLastLeavesOutTheLastProfilerStepAsHtaDoes) {
   BreakdownOptions b;
   b.rank_window = RankWindow::kStepsButLast;
   EXPECT_EQ(analyze(trace, {}, b).launch_queue.launches[0].launches, 2);
+}
+
+// The launch statistics' distributions: by hand, {5, 1, 3, 3, 9} sorted is
+// 1 3 3 5 9: mean 21 / 5 = 4.2; p50 at 0.5 x 4 = rank 2: 3; p95 at
+// 0.95 x 4 = 3.8: 5 + 0.8 (9 - 5) = 8.2; max 9.
+TEST(LaunchDistribution, MeanPercentilesAndMaxByHand) {
+  const auto d = distribution_of({5, 1, 3, 3, 9});
+  EXPECT_DOUBLE_EQ(d.mean, 4.2);
+  EXPECT_DOUBLE_EQ(d.p50, 3.0);
+  EXPECT_DOUBLE_EQ(d.p95, 8.2);
+  EXPECT_EQ(d.max, 9);
+  const auto none = distribution_of({});
+  EXPECT_EQ(none.mean, 0.0);
+  EXPECT_EQ(none.max, 0);
+}
+
+// Against the sorted values (how the figures were computed before: sorted,
+// summed in order, percentiles read off): sizes 1 to 300, many ties,
+// negative values, and sums past 2^53 where a double's sum depends on the
+// order (2^62, -2^62, 1, 3: summed sorted, 1 and 3 vanish beside 2^62 and
+// the mean is 0, not 1): bit for bit.
+TEST(LaunchDistribution, AgreesWithTheSortedValuesBitForBit) {
+  auto sorted_reference = [](std::vector<std::int64_t> v) {
+    std::sort(v.begin(), v.end());
+    Distribution d;
+    double sum = 0;
+    for (auto x : v) sum += static_cast<double>(x);
+    d.mean = sum / static_cast<double>(v.size());
+    auto pct = [&](double q) {
+      const double pos = q * static_cast<double>(v.size() - 1);
+      const auto lo = static_cast<std::size_t>(std::floor(pos));
+      const auto hi = std::min(lo + 1, v.size() - 1);
+      return static_cast<double>(v[lo]) + (pos - static_cast<double>(lo)) *
+                                              (static_cast<double>(v[hi]) - static_cast<double>(v[lo]));
+    };
+    d.p50 = pct(0.5);
+    d.p95 = pct(0.95);
+    d.max = v.back();
+    return d;
+  };
+  std::uint64_t seed = 99;
+  auto draw = [&](std::int64_t n) {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<std::int64_t>((seed >> 33) % static_cast<std::uint64_t>(n));
+  };
+  std::vector<std::vector<std::int64_t>> inputs = {{std::int64_t{1} << 62, -(std::int64_t{1} << 62), 1, 3}};
+  for (std::int64_t n = 1; n <= 300; n += n < 30 ? 1 : 37) {
+    std::vector<std::int64_t> v;
+    for (std::int64_t i = 0; i < n; ++i) v.push_back(draw(7) - 2);  // ties
+    inputs.push_back(v);
+    for (auto& x : v) x = draw(1000000007) * (draw(3) == 0 ? -1 : 1);
+    inputs.push_back(v);
+  }
+  for (const auto& v : inputs) {
+    const auto got = distribution_of(v), want = sorted_reference(v);
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(got.mean), std::bit_cast<std::uint64_t>(want.mean)) << v.size();
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(got.p50), std::bit_cast<std::uint64_t>(want.p50)) << v.size();
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(got.p95), std::bit_cast<std::uint64_t>(want.p95)) << v.size();
+    EXPECT_EQ(got.max, want.max) << v.size();
+  }
+  EXPECT_EQ(distribution_of(inputs.front()).mean, 0.0);
 }
 
 }  // namespace

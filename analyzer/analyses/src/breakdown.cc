@@ -7,6 +7,7 @@
 #include <string_view>
 #include <tuple>
 
+#include "moetrace/analyzer/huge_pages.h"
 #include "moetrace/analyzer/interval.h"
 #include "moetrace/analyzer/kernel_classes.h"
 #include "op_intervals.h"
@@ -230,6 +231,16 @@ void add_to(RankSummary& total, const RankSummary& r) {
 void overlap_of_rows(const Trace& trace, const OpIntervals& oi, const std::vector<std::int32_t>& row_of,
                      std::vector<LayerRow>& rows) {
   std::map<std::int32_t, std::vector<LabelEdge>> edges;  // by rank
+  {
+    // Each rank's room reserved at once (at most two edges an interval):
+    // grown edge by edge, the arrays were copied and their fresh pages
+    // faulted in at each doubling.
+    std::map<std::int32_t, std::size_t> bound;
+    for (std::size_t o = 0; o < trace.ops.size(); ++o) bound[trace.ops[o].rank.value] += 2 * oi.of(o).size();
+    for (const auto& a : trace.activities)
+      if (a.op < 0) bound[a.rank.value] += 2;
+    for (const auto& [rank, n] : bound) reserve_huge(edges[rank], n);
+  }
   auto add = [&](std::int32_t rank, std::int64_t s, std::int64_t e, std::int32_t row) {
     if (e <= s) return;
     auto& v = edges[rank];

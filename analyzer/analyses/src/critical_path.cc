@@ -127,32 +127,17 @@ class CpGraph {
   // started since the previous end (its own start: its span; others': a
   // dependency) and follows the previous end.
   void lock_edges() {
-    struct Timed {
-      std::int32_t rank;
-      std::int64_t ts;
-      std::uint32_t node;
-    };
-    std::vector<Timed> nodes;  // the times beside the nodes: no look-up into the events while sorting
-    std::size_t locks = 0;
-    for (std::size_t e = 0; e < host_; ++e) locks += ev_[e].lock && ev_[e].node ? 1 : 0;
-    reserve_huge(nodes, 2 * locks);
-    for (std::size_t e = 0; e < host_; ++e)
-      if (ev_[e].lock && ev_[e].node) {
-        nodes.push_back({ev_[e].rank, ev_[e].start, start_node(e)});
-        nodes.push_back({ev_[e].rank, ev_[e].end, end_node(e)});
-      }
-    // By rank, time, then event (its start before its end).
-    std::sort(nodes.begin(), nodes.end(), [&](const Timed& a, const Timed& b) {
-      return std::tie(a.rank, a.ts, a.node) < std::tie(b.rank, b.ts, b.node);
-    });
     std::vector<std::uint32_t> pending;
     std::int64_t last = -1;
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
-      const auto n = nodes[i].node;
-      if (i > 0 && nodes[i].rank != nodes[i - 1].rank) {  // another rank's lock
+    std::int32_t rank = 0;
+    bool first = true;
+    detail::cp_lock_nodes(ev_, host_, [&](std::int32_t r, std::uint32_t n) {
+      if (!first && r != rank) {  // another rank's lock
         pending.clear();
         last = -1;
       }
+      first = false;
+      rank = r;
       if (is_start(n)) {
         pending.push_back(n);
       } else {
@@ -165,7 +150,7 @@ class CpGraph {
         if (last >= 0 && !is_start(static_cast<std::uint32_t>(last))) link(static_cast<std::uint32_t>(last), n);
       }
       last = n;
-    }
+    });
   }
 
   bool shares_lock(std::uint32_t a, std::uint32_t b) const {

@@ -11,11 +11,13 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
 #include "critical_path_edges.h"
 #include "moetrace/analyzer/critical_path.h"
+#include "moetrace/analyzer/sort_runs.h"
 
 namespace moetrace::analyzer::detail {
 
@@ -71,6 +73,65 @@ bool cp_locks_runtime(std::string_view base_name);
 // Nodes: event e's start is node 2e, its end 2e + 1.
 inline std::int64_t cp_time(std::span<const CpEvent> ev, std::uint32_t node) {
   return node % 2 == 0 ? ev[node / 2].start : ev[node / 2].end;
+}
+
+// The nodes of the calls that take the CUDA runtime's lock (host events
+// before `host` that are lock and node), in order of (rank, time, node):
+// f(rank, node) for each. The starts and the ends are sorted apart, each
+// an array of event indices grouped by rank (a rank's calls come in order of
+// correlation id: mostly in order of time, one run a thread), and merged as
+// they are read: no sort of both as one array of 24-byte records (on a
+// 10 M-event trace 7.8 M of them, 187 MB: an eighth of the critical paths'
+// time).
+template <class F>
+void cp_lock_nodes(std::span<const CpEvent> ev, std::size_t host, F&& f) {
+  // Each lock event's rank as its slot among the ranks (few), then a stable
+  // counting sort by slot.
+  std::map<std::int32_t, std::size_t> count;
+  std::size_t n = 0;
+  for (std::size_t e = 0; e < host; ++e)
+    if (ev[e].lock && ev[e].node) {
+      ++count[ev[e].rank];
+      ++n;
+    }
+  std::map<std::int32_t, std::size_t> next;  // rank -> its next place
+  std::size_t at = 0;
+  for (const auto& [rank, c] : count) {
+    next[rank] = at;
+    at += c;
+  }
+  std::vector<std::uint32_t> starts(n);
+  auto slot = next.end();
+  for (std::size_t e = 0; e < host; ++e)
+    if (ev[e].lock && ev[e].node) {
+      if (slot == next.end() || slot->first != ev[e].rank) slot = next.find(ev[e].rank);
+      starts[slot->second++] = static_cast<std::uint32_t>(e);
+    }
+  std::vector<std::uint32_t> ends = starts;
+  sort_runs(starts, [&](std::uint32_t a, std::uint32_t b) {
+    return std::tie(ev[a].rank, ev[a].start, a) < std::tie(ev[b].rank, ev[b].start, b);
+  });
+  sort_runs(ends, [&](std::uint32_t a, std::uint32_t b) {
+    return std::tie(ev[a].rank, ev[a].end, a) < std::tie(ev[b].rank, ev[b].end, b);
+  });
+  // A start and an end of one (rank, time): by node, 2e against 2e' + 1.
+  std::size_t i = 0, j = 0;
+  while (i < n || j < n) {
+    bool start = j == n;
+    if (i < n && j < n) {
+      const auto& s = ev[starts[i]];
+      const auto& x = ev[ends[j]];
+      start = std::tie(s.rank, s.start) < std::tie(x.rank, x.end) ||
+              (s.rank == x.rank && s.start == x.end && 2 * starts[i] < 2 * ends[j] + 1);
+    }
+    if (start) {
+      f(ev[starts[i]].rank, 2 * starts[i]);
+      ++i;
+    } else {
+      f(ev[ends[j]].rank, 2 * ends[j] + 1);
+      ++j;
+    }
+  }
 }
 
 // The ranks of a graph's events, each given a slot (its place among them).

@@ -204,6 +204,9 @@ struct Distribution {
   double mean = 0, p50 = 0, p95 = 0;
   std::int64_t max = 0;
 };
+// The mean, numpy's default (linear) 50th and 95th percentiles, and the
+// largest of `values` (none: all 0).
+Distribution distribution_of(std::vector<std::int64_t> values);
 
 struct RankLaunchStats {
   std::int32_t rank = 0;

@@ -12,6 +12,8 @@
 #include <span>
 #include <vector>
 
+#include "moetrace/analyzer/sort_runs.h"
+
 namespace moetrace::analyzer {
 
 struct Interval {
@@ -50,7 +52,7 @@ class IntervalSet {
 // The same sweep for labels of any number, where only the stretches in
 // which two or more labels are active matter: f(label, ns) for every label
 // active in each such stretch. `edges` are the intervals' +1 starts and -1
-// ends; at one time the ends come first.
+// ends (in any order; reordered here); at one time the ends come first.
 struct LabelEdge {
   std::int64_t t = 0;
   std::int32_t label = 0;
@@ -95,15 +97,34 @@ class Coverage {
 
 template <class F>
 void for_each_shared_stretch(std::vector<LabelEdge>& edges, F&& f) {
-  std::sort(edges.begin(), edges.end(),
-            [](const LabelEdge& x, const LabelEdge& y) { return std::tie(x.t, x.delta) < std::tie(y.t, y.delta); });
+  // The starts and the ends each sorted (mostly runs in order already: one
+  // stream's work, then another's), then read in step, at one time the ends
+  // first. f is called only after the last edge of a time, when every edge
+  // of it is applied, so the order among edges of one time and kind does not
+  // matter.
+  std::vector<LabelEdge> ends;
+  ends.reserve(edges.size() / 2);
+  std::size_t kept = 0;
+  for (const auto& e : edges) {
+    if (e.delta < 0) ends.push_back(e);
+    else edges[kept++] = e;
+  }
+  edges.resize(kept);
+  const auto by_time = [](const LabelEdge& x, const LabelEdge& y) { return x.t < y.t; };
+  sort_runs(edges, by_time);
+  sort_runs(ends, by_time);
+  const auto& starts = edges;
   std::map<std::int32_t, int> active;  // label -> open intervals
-  for (std::size_t i = 0; i < edges.size(); ++i) {
-    auto& n = active[edges[i].label];
-    n += edges[i].delta;
-    if (n == 0) active.erase(edges[i].label);
-    if (i + 1 == edges.size() || active.size() < 2) continue;
-    const auto len = edges[i + 1].t - edges[i].t;
+  std::size_t i = 0, j = 0;
+  while (i < starts.size() || j < ends.size()) {
+    const bool end = j < ends.size() && (i == starts.size() || ends[j].t <= starts[i].t);
+    const LabelEdge& e = end ? ends[j++] : starts[i++];
+    auto& n = active[e.label];
+    n += e.delta;
+    if (n == 0) active.erase(e.label);
+    if ((i == starts.size() && j == ends.size()) || active.size() < 2) continue;
+    const auto next = std::min(i < starts.size() ? starts[i].t : INT64_MAX, j < ends.size() ? ends[j].t : INT64_MAX);
+    const auto len = next - e.t;
     if (len <= 0) continue;
     for (const auto& [label, count] : active) f(label, len);
   }
