@@ -90,6 +90,12 @@ class TraceBuilder::Memory {
     out_.config.emplace_back(key, value);
   }
   void set_world_size(int n) { out_.run.world_size = n; }
+  void reserve(std::size_t n) {
+    std::lock_guard lock(mu_);
+    out_.nvtx.reserve(out_.nvtx.size() + n);
+    out_.kernels.reserve(out_.kernels.size() + n);
+    out_.api_calls.reserve(out_.api_calls.size() + n);
+  }
 
  private:
   template <class Record>
@@ -282,6 +288,10 @@ OpId TraceBuilder::add(const instrument::OpRangeRecord& r) {
 
 void TraceBuilder::skip(std::string_view reason, std::int64_t n) {
   if (n > 0) skipped_[std::string(reason)] += n;
+}
+
+void TraceBuilder::expect_events(std::size_t n) {
+  if (memory_) memory_->reserve(n);
 }
 
 void TraceBuilder::config(const std::string& key, const std::string& value) {

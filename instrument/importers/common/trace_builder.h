@@ -90,6 +90,11 @@ class TraceBuilder {
   // run_config import.skipped.<reason> and shown by `moetrace info`.
   void skip(std::string_view reason, std::int64_t n = 1);
   void config(const std::string& key, const std::string& value);
+  // At most `n` more events are coming (a bound, e.g. from the input's size):
+  // a builder into memory reserves its event tables for them once, so that
+  // they do not grow by doubling (copies, fresh pages each time); the pages
+  // are touched only as rows arrive. A file's writer needs no room.
+  void expect_events(std::size_t n);
   // The run's size where the source knows it (e.g. Kineto's world_size); the
   // trace's world size is the larger of this and the ranks imported.
   void note_world_size(int n) { world_size_ = std::max(world_size_, n); }

@@ -460,6 +460,7 @@ ParsedFile parse(const std::string& path, TraceBuilder& builder, int threads, Ba
   // A small file inflated whole is cut in place: its pieces are views of
   // the text, not copied into the batches.
   const auto text_in_memory = input.take_text();
+  if (text_in_memory) out.ranges.reserve(most_events(text_in_memory->size()));
   ThreadedSplitter splitter =
       text_in_memory ? ThreadedSplitter(*text_in_memory, std::size_t{1} << 18)
                      : ThreadedSplitter([&input](char* dst, std::size_t n) { return input.read(dst, n); },

@@ -173,6 +173,12 @@ class BatchSink {
 // moetrace::Error naming the file for invalid JSON or not a Chrome trace.
 // With a sink, each batch of events goes through it first. With `text`, the
 // file's bytes are those (inflate_small), not read again.
+// The most events a Kineto JSON text of `bytes` can hold: the shortest event
+// a profiler writes, {"ph":"X","cat":"kernel","name":"","pid":0,"tid":0,
+// "ts":0,"dur":0}, is 66 bytes, so fewer than one in 64 bytes. A bound for
+// reserving room, not an estimate.
+inline std::size_t most_events(std::size_t bytes) { return bytes / 64; }
+
 ParsedFile parse(const std::string& path, TraceBuilder& builder, int threads = 0, BatchSink* sink = nullptr,
                  std::optional<Bytes> text = std::nullopt);
 
