@@ -508,7 +508,6 @@ void import_files(const std::vector<std::string>& paths, TraceBuilder& builder, 
     for (std::size_t i = 0; i < paths.size(); ++i) {
       std::optional<Bytes> text = inflate_small(paths[i]);
       std::future<std::optional<Tail>> tail;
-      if (text) builder.expect_events(most_events(text->size()));
       if (text) {
         std::promise<std::optional<Tail>> known;
         known.set_value(tail_of(view(*text)));

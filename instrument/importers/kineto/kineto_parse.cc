@@ -360,7 +360,9 @@ void append(ParsedFile& out, ParsedFile&& part) {
   for (auto& a : part.gpu)
     if (a.collective >= 0) a.collective += collectives;
   auto move_into = [](auto& to, auto& from) {
-    if (to.empty()) to = std::move(from);
+    // The part's array itself where `to` holds nothing and has no more room
+    // (no copy); else appended (room reserved ahead is kept).
+    if (to.empty() && to.capacity() <= from.capacity()) to = std::move(from);
     else to.insert(to.end(), std::make_move_iterator(from.begin()), std::make_move_iterator(from.end()));
   };
   move_into(out.gpu, part.gpu);
@@ -460,7 +462,11 @@ ParsedFile parse(const std::string& path, TraceBuilder& builder, int threads, Ba
   // A small file inflated whole is cut in place: its pieces are views of
   // the text, not copied into the batches.
   const auto text_in_memory = input.take_text();
-  if (text_in_memory) out.ranges.reserve(most_events(text_in_memory->size()));
+  if (text_in_memory) {
+    const auto most = most_events(text_in_memory->size());
+    out.ranges.reserve(most);
+    builder.expect_events(most);
+  }
   ThreadedSplitter splitter =
       text_in_memory ? ThreadedSplitter(*text_in_memory, std::size_t{1} << 18)
                      : ThreadedSplitter([&input](char* dst, std::size_t n) { return input.read(dst, n); },
