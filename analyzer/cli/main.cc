@@ -4,9 +4,11 @@
 
 #include "commands.h"
 #include "fatal_signals.h"
+#include "moetrace/analyzer/heap.h"
 #include "moetrace/schema/error.h"
 
 int main(int argc, char** argv) {
+  moetrace::analyzer::heap_on_huge_pages();
   moetrace::cli::report_truncated_files();
   CLI::App app{"moetrace: profile and analyze Mixture-of-Experts (MoE) training traces"};
   app.set_version_flag("--version", std::string("moetrace ") + MOETRACE_VERSION);

@@ -1,9 +1,5 @@
 #include <fmt/format.h>
 
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
-
 #include <algorithm>
 #include <array>
 #include <ctime>
@@ -16,6 +12,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "moetrace/analyzer/heap.h"
 #include "moetrace/analyzer/kernel_classes.h"
 #include "moetrace/analyzer/moe_recognition.h"
 #include "moetrace/analyzer/projection.h"
@@ -38,7 +35,7 @@ Trace TraceLoader::load() {
   if (imported_) take_imported();
   else read_tables();
   build_tracks();
-  release_free_memory();
+  release_free_memory();  // heap.h: what reading the tables freed
   trace_.index_launching_calls();
   if (options_.recognize && trace_.ops.empty()) {
     progress("recognising MoE ops", 0.993);
@@ -59,26 +56,6 @@ Trace TraceLoader::load() {
     throw_empty_trace(trace_.run.path);
   progress("done", 1.0);
   return std::move(trace_);
-}
-
-// A sanitizer's allocator replaces glibc's malloc but not malloc_trim,
-// which then sets up glibc's arenas beside it: glibc aborts at the next
-// thread's exit (__malloc_arena_thread_freeres). Nothing to give back there.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define MOETRACE_SANITIZED_ALLOCATOR 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-#define MOETRACE_SANITIZED_ALLOCATOR 1
-#endif
-#endif
-
-void TraceLoader::release_free_memory() {
-#if defined(__GLIBC__) && !defined(MOETRACE_SANITIZED_ALLOCATOR)
-  // The tables' rows were read into arrays and the tracks sorted out of
-  // them on other threads: glibc keeps what they freed below its mmap
-  // threshold (tens of MB) in those threads' arenas. Back to the system.
-  malloc_trim(0);
-#endif
 }
 
 void TraceLoader::read_tables() {

@@ -388,9 +388,6 @@ class TraceLoader {
 
   // Sorts activities and ops into per-stream tracks, resolves op ids to indices.
   void build_tracks();
-  // What the process freed while loading, returned to the system (RSS).
-  static void release_free_memory();
-
   // std::sort(events, by_track) for events whose `stream` is below
   // `streams`. Where each stream's events come strictly in order already (as
   // writers append them), that order is the only sorted one: they are copied
