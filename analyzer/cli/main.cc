@@ -1,6 +1,7 @@
 // moetrace: profile and analyze Mixture-of-Experts training traces.
 #include <cstdio>
 #include <exception>
+#include <string_view>
 
 #include "commands.h"
 #include "fatal_signals.h"
@@ -8,7 +9,10 @@
 #include "moetrace/schema/error.h"
 
 int main(int argc, char** argv) {
-  moetrace::analyzer::heap_on_huge_pages();
+  // Not for `run`: its CUDA backend hosts the driver's and CUPTI's threads,
+  // whose allocations under one arena (heap.h) were never measured, and the
+  // collector's overhead is measured through it.
+  if (argc < 2 || std::string_view(argv[1]) != "run") moetrace::analyzer::heap_on_huge_pages();
   moetrace::cli::report_truncated_files();
   CLI::App app{"moetrace: profile and analyze Mixture-of-Experts (MoE) training traces"};
   app.set_version_flag("--version", std::string("moetrace ") + MOETRACE_VERSION);

@@ -5,7 +5,8 @@
 
 namespace moetrace::analyzer {
 
-// Called once at the start of the CLI's main, before any thread. Not in a
+// Called once at the start of the CLI's main, before any thread (not for
+// `run`, whose CUDA backend hosts the driver's threads). Not in a
 // library inside someone else's process (the Python module), and not in the
 // GUI: there one heap for every thread lets an analysis's free of hundreds of
 // MB hand the GUI thread the heap's trim, and a pan's slowest frame while the
