@@ -12,10 +12,6 @@
 
 #include "moetrace/analyzer/heap.h"
 
-#if defined(__GLIBC__) && defined(__linux__)
-#include <unistd.h>
-#endif
-
 namespace {
 
 struct Range {
@@ -65,10 +61,8 @@ std::string thp_mode() {
 
 TEST(Heap, AdvisedForHugePagesAndHoldingEveryThreadsBlocks) {
   const bool set_up = moetrace::analyzer::heap_on_huge_pages();
-#if !defined(__GLIBC__) || !defined(__linux__)
-  GTEST_SKIP() << "not glibc's malloc";
-#endif
-  if (!set_up) GTEST_SKIP() << "a sanitizer's allocator (glibc's heap untouched)";
+  if (!moetrace::analyzer::glibc_heap()) GTEST_SKIP() << "not glibc's malloc (another libc or a sanitizer's)";
+  ASSERT_TRUE(set_up) << "glibc's heap did not grow by the block meant to grow it";
   const auto heap = heap_mappings();
   ASSERT_FALSE(heap.empty());
 

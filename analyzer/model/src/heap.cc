@@ -54,6 +54,14 @@ bool heap_on_huge_pages() {
 #endif
 }
 
+bool glibc_heap() {
+#if defined(MOETRACE_GLIBC_HEAP)
+  return true;
+#else
+  return false;
+#endif
+}
+
 void release_free_memory() {
 #if defined(MOETRACE_GLIBC_HEAP)
   // Only where more is free than the heap may keep at its top anyway (the

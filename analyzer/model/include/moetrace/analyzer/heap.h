@@ -27,9 +27,13 @@ namespace moetrace::analyzer {
 //   that big); larger ones are mapped apart and advised where they are made
 //   (huge_pages.h).
 // A hint: where the system gives no huge pages, only the settings above hold.
-// False where there is nothing to set up (not glibc, a sanitizer's allocator,
-// or a heap that did not grow by brk).
+// False where there is nothing to set up (!glibc_heap(), or a heap that did
+// not grow by brk).
 bool heap_on_huge_pages();
+
+// True where malloc is glibc's, on Linux (not another libc's, not a
+// sanitizer's): where the functions here act.
+bool glibc_heap();
 
 // Gives memory freed inside the heap back to the system (malloc_trim): after
 // a stage that freed much of what it held, so that the next stage's peak does
