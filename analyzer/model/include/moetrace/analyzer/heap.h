@@ -8,9 +8,9 @@ namespace moetrace::analyzer {
 // Called once at the start of the CLI's main, before any thread (not for
 // `run`, whose CUDA backend hosts the driver's threads). Not in a
 // library inside someone else's process (the Python module), and not in the
-// GUI: there one heap for every thread lets an analysis's free of hundreds of
-// MB hand the GUI thread the heap's trim, and a pan's slowest frame while the
-// analyses ran went from 26-33 ms to 75-116 ms.
+// GUI: there, sharing one heap with the analyses, a pan's slowest frame while
+// they ran went from 26-33 ms to 75-116 ms of the GUI thread's CPU, with the
+// heap's trims off as well (BENCHMARKS.md, "The CLI's heap on huge pages").
 //
 // Every fresh 4 KiB page of memory costs a page fault, and on the 2-vCPU VMs
 // moetrace is measured on a fault costs 11-12 us (a C loop touching 64 MiB
