@@ -12,7 +12,10 @@ int main(int argc, char** argv) {
   // Not for `run`: its CUDA backend hosts the driver's and CUPTI's threads,
   // whose allocations under one arena (heap.h) were never measured, and the
   // collector's overhead is measured through it.
-  if (argc < 2 || std::string_view(argv[1]) != "run") moetrace::analyzer::heap_on_huge_pages();
+  if (argc < 2 || std::string_view(argv[1]) != "run") {
+    moetrace::analyzer::heap_on_huge_pages();
+    moetrace::analyzer::huge_pages_for_new_blocks();
+  }
   moetrace::cli::report_truncated_files();
   CLI::App app{"moetrace: profile and analyze Mixture-of-Experts (MoE) training traces"};
   app.set_version_flag("--version", std::string("moetrace ") + MOETRACE_VERSION);

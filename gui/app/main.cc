@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "main_window.h"
+#include "moetrace/analyzer/heap.h"
 #include "moetrace/gui/format.h"
 
 namespace {
@@ -41,6 +42,9 @@ bool parse_window(const QString& text, double& t0, double& t1) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Huge pages for the trace's big blocks and the heap's growth, in glibc's
+  // arenas as they are (heap.h: one arena, as the CLI has, stalled frames).
+  moetrace::analyzer::huge_pages_for_new_blocks();
   const bool info_only = has_arg(argc, argv, {"-h", "--help", "--help-all", "-v", "--version"});
   const bool screenshot = has_arg(argc, argv, {"--screenshot"});
   // Headless rendering needs no display server.

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "moetrace/analyzer/analyses.h"
+#include "moetrace/analyzer/heap.h"
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/gui/format.h"
 #include "moetrace/schema/stopwatch.h"
@@ -292,6 +293,7 @@ int run(const std::string& path, int width, int height, int frames, bool replay,
 }  // namespace
 
 int main(int argc, char** argv) {
+  moetrace::analyzer::huge_pages_for_new_blocks();  // as moetrace-gui
   if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
   std::vector<std::int64_t> sizes;
   std::vector<std::string> traces;

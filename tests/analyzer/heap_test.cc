@@ -1,10 +1,12 @@
-// heap_on_huge_pages (heap.h), in a test program of its own: it sets up the
-// whole process's malloc, once, before any thread.
+// heap_on_huge_pages and huge_pages_for_new_blocks (heap.h), in a test
+// program of its own: they set up the whole process's malloc and operator
+// new, once, before any thread.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -19,8 +21,9 @@ struct Range {
   std::string flags;  // VmFlags
 };
 
-// The process's [heap] mappings, read from /proc/self/smaps.
-std::vector<Range> heap_mappings() {
+// The process's mappings, read from /proc/self/smaps: the [heap] ones, or
+// every one.
+std::vector<Range> mappings(bool heap_only = true) {
   std::vector<Range> out;
   std::ifstream smaps("/proc/self/smaps");
   std::string line;
@@ -35,19 +38,26 @@ std::vector<Range> heap_mappings() {
     if (dash == std::string::npos || space == std::string::npos || dash > space) continue;
     const bool hex = line.find_first_not_of("0123456789abcdef") == dash;
     if (!hex) continue;  // a field line of the mapping above
-    in_heap = line.find("[heap]") != std::string::npos;
+    in_heap = !heap_only || line.find("[heap]") != std::string::npos;
     if (in_heap)
       out.push_back({std::stoull(line.substr(0, dash), nullptr, 16),
                      std::stoull(line.substr(dash + 1, space - dash - 1), nullptr, 16), {}});
   }
   return out;
 }
+std::vector<Range> heap_mappings() { return mappings(true); }
 
-bool in_heap(const void* p, const std::vector<Range>& heap) {
+const Range* mapping_of(const void* p, const std::vector<Range>& in) {
   const auto a = reinterpret_cast<std::uintptr_t>(p);
-  for (const auto& r : heap)
-    if (a >= r.begin && a < r.end) return true;
-  return false;
+  for (const auto& r : in)
+    if (a >= r.begin && a < r.end) return &r;
+  return nullptr;
+}
+bool in_heap(const void* p, const std::vector<Range>& heap) { return mapping_of(p, heap) != nullptr; }
+bool advised(const void* p) {
+  const auto all = mappings(false);
+  const auto* r = mapping_of(p, all);
+  return r != nullptr && r->flags.find(" hg") != std::string::npos;
 }
 
 // Whether the kernel gives transparent huge pages on request: its mode is
@@ -90,4 +100,27 @@ TEST(Heap, AdvisedForHugePagesAndHoldingEveryThreadsBlocks) {
   std::thread([&] { other = std::malloc(4096); }).join();
   EXPECT_TRUE(in_heap(other, heap_mappings()));
   std::free(other);
+}
+
+// After the test above (gtest runs them in order): the same heap.
+TEST(Heap, NewBlocksAndTheHeapsGrowthAdvisedForHugePages) {
+  moetrace::analyzer::huge_pages_for_new_blocks();
+  if (!moetrace::analyzer::glibc_heap()) GTEST_SKIP() << "not glibc's malloc (another libc or a sanitizer's)";
+  if (!thp_on_request()) GTEST_SKIP() << "no transparent huge pages on request on this system";
+
+  // A block of 64 MiB, mapped apart by glibc, is advised where it is made.
+  const std::size_t big = std::size_t{64} << 20;
+  auto* const block = new char[big];
+  EXPECT_TRUE(advised(block + big / 2)) << "a 64 MiB block from operator new not advised for huge pages";
+  delete[] block;
+
+  // The heap grown by 96 MiB of 1 MiB blocks (taken from the heap, its
+  // first 32 MiB advised by heap_on_huge_pages): its new part is advised too.
+  std::vector<std::unique_ptr<char[]>> blocks;
+  for (int i = 0; i < 96; ++i) blocks.emplace_back(new char[std::size_t{1} << 20]);
+  const auto* const last = blocks.back().get();
+  ASSERT_TRUE(in_heap(last, heap_mappings())) << "the 1 MiB blocks did not come from the heap";
+  // The advice comes with the next block after the growth.
+  blocks.emplace_back(new char[64]);
+  EXPECT_TRUE(advised(last)) << "the heap's growth past its first 32 MiB not advised for huge pages";
 }

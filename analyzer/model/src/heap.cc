@@ -5,20 +5,9 @@
 
 #include "moetrace/analyzer/huge_pages.h"
 
-// A sanitizer's allocator replaces glibc's malloc but not mallopt or
-// malloc_trim, which then set up glibc's arenas beside it: glibc aborts at
-// the next thread's exit (__malloc_arena_thread_freeres). Nothing to set up
-// or give back there.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define MOETRACE_SANITIZED_ALLOCATOR 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-#define MOETRACE_SANITIZED_ALLOCATOR 1
-#endif
-#endif
+#include "glibc_heap.h"
 
-#if defined(__GLIBC__) && defined(__linux__) && !defined(MOETRACE_SANITIZED_ALLOCATOR)
-#define MOETRACE_GLIBC_HEAP 1
+#if defined(MOETRACE_GLIBC_HEAP)
 #include <malloc.h>
 #include <unistd.h>
 #endif

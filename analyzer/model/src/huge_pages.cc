@@ -8,7 +8,7 @@
 
 namespace moetrace::analyzer {
 
-void advise_huge_pages([[maybe_unused]] const void* p, [[maybe_unused]] std::size_t bytes) {
+void advise_huge_pages([[maybe_unused]] void* p, [[maybe_unused]] std::size_t bytes) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   constexpr std::uintptr_t kHuge = std::uintptr_t{2} << 20;
   const auto begin = (reinterpret_cast<std::uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);

@@ -28,8 +28,20 @@ namespace moetrace::analyzer {
 //   (huge_pages.h).
 // A hint: where the system gives no huge pages, only the settings above hold.
 // False where there is nothing to set up (!glibc_heap(), or a heap that did
-// not grow by brk).
+// not grow by brk). huge_pages_for_new_blocks() keeps the heap's later growth
+// advised.
 bool heap_on_huge_pages();
+
+// From now on, operator new asks for huge pages over the memory it takes
+// fresh from the system: a block of 32 MiB or more (glibc maps each apart),
+// and each part the heap grows by. That is what glibc does itself under
+// GLIBC_TUNABLES=glibc.malloc.hugetlb=1, which only the environment can set,
+// before main. Defined in heap_new.cc, which replaces operator new: only the
+// programs link it (moetrace::heap_new: the CLI and the GUI, not `run`, see
+// heap_on_huge_pages), never a library. Measured on a 10 M-event trace
+// (BENCHMARKS.md, "The CLI's heap on huge pages"). Nothing where
+// !glibc_heap().
+void huge_pages_for_new_blocks();
 
 // True where malloc is glibc's, on Linux (not another libc's, not a
 // sanitizer's): where the functions here act.

@@ -11,7 +11,7 @@ namespace moetrace::analyzer {
 
 // Asks for huge pages over the whole 2 MiB pages inside [p, p + bytes); a
 // hint, nothing where the system or the range does not allow them.
-void advise_huge_pages(const void* p, std::size_t bytes);
+void advise_huge_pages(void* p, std::size_t bytes);
 
 // v.reserve(n), the reserved memory advised as above.
 template <class T>
