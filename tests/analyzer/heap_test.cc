@@ -102,8 +102,9 @@ TEST(Heap, AdvisedForHugePagesAndHoldingEveryThreadsBlocks) {
   std::free(other);
 }
 
-// After the test above (gtest runs them in order): the same heap.
+// The CLI's set-up (ctest runs each test in a process of its own).
 TEST(Heap, NewBlocksAndTheHeapsGrowthAdvisedForHugePages) {
+  moetrace::analyzer::heap_on_huge_pages();
   moetrace::analyzer::huge_pages_for_new_blocks();
   if (!moetrace::analyzer::glibc_heap()) GTEST_SKIP() << "not glibc's malloc (another libc or a sanitizer's)";
   if (!thp_on_request()) GTEST_SKIP() << "no transparent huge pages on request on this system";
