@@ -22,9 +22,10 @@ std::atomic<bool> advising{false};
 // a huge page; 0: not known yet.
 std::atomic<std::uintptr_t> advised_to{0};
 constexpr std::uintptr_t kHugePage = std::uintptr_t{2} << 20;
-// The size from which glibc's malloc maps a block apart, whatever its
-// settings (its highest mmap threshold on 64-bit systems): such a block is
-// fresh memory, untouched until the caller writes it.
+// glibc's highest mmap threshold on 64-bit systems: a block this large is
+// mapped apart, fresh memory untouched until the caller writes it, unless
+// the heap has that much free already (advising heap memory is harmless:
+// its pages that are in use stay as they are).
 constexpr std::size_t kMappedApart = std::size_t{32} << 20;
 
 // The part of the heap grown since the last call (glibc grows it by brk; a
