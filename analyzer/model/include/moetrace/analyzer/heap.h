@@ -10,7 +10,9 @@ namespace moetrace::analyzer {
 // library inside someone else's process (the Python module), and not in the
 // GUI: there, sharing one heap with the analyses, a pan's slowest frame while
 // they ran went from 26-33 ms to 75-116 ms of the GUI thread's CPU, with the
-// heap's trims off as well (BENCHMARKS.md, "The CLI's heap on huge pages").
+// heap's trims off as well: each QPainter's state (over 1 KiB) made glibc
+// sort the chunks the analysis threads had freed (BENCHMARKS.md, "The CLI's
+// heap on huge pages").
 //
 // Every fresh 4 KiB page of memory costs a page fault, and on the 2-vCPU VMs
 // moetrace is measured on a fault costs 11-12 us (a C loop touching 64 MiB
