@@ -19,9 +19,11 @@ namespace {
 
 std::atomic<bool> advising{false};
 // The heap's end (its break) up to which it has been advised, rounded down to
-// a huge page; 0: not known yet.
+// a huge page (huge_pages_for_new_blocks sets it first).
 std::atomic<std::uintptr_t> advised_to{0};
-constexpr std::uintptr_t kHugePage = std::uintptr_t{2} << 20;
+constexpr std::uintptr_t kHugePage = moetrace::analyzer::kHugePageBytes;
+
+std::uintptr_t heap_end() { return reinterpret_cast<std::uintptr_t>(sbrk(0)); }
 // glibc's highest mmap threshold on 64-bit systems: a block this large is
 // mapped apart, fresh memory untouched until the caller writes it, unless
 // the heap has that much free already (advising heap memory is harmless:
@@ -35,7 +37,7 @@ constexpr std::size_t kMappedApart = std::size_t{32} << 20;
 // in small pages. Where the heap shrank (glibc gives its free top back), the
 // mark follows it down, so that growing again is advised again.
 void advise_heap_growth() {
-  const auto brk = reinterpret_cast<std::uintptr_t>(sbrk(0));
+  const auto brk = heap_end();
   auto from = advised_to.load(std::memory_order_relaxed);
   const auto to = brk & ~(kHugePage - 1);
   if (to < from) {
@@ -44,7 +46,7 @@ void advise_heap_growth() {
   }
   if (brk < from + kHugePage) return;
   if (!advised_to.compare_exchange_strong(from, to, std::memory_order_relaxed)) return;  // another thread does it
-  if (from != 0) moetrace::analyzer::advise_huge_pages(reinterpret_cast<void*>(from), brk - from);
+  moetrace::analyzer::advise_huge_pages(reinterpret_cast<void*>(from), brk - from);
 }
 
 }  // namespace
@@ -52,8 +54,7 @@ void advise_heap_growth() {
 namespace moetrace::analyzer {
 
 void huge_pages_for_new_blocks() {
-  advised_to.store(0, std::memory_order_relaxed);
-  advise_heap_growth();  // from here on
+  advised_to.store(heap_end() & ~(kHugePage - 1), std::memory_order_relaxed);  // the growth from here on
   advising.store(true, std::memory_order_relaxed);
 }
 

@@ -35,8 +35,8 @@ namespace moetrace::analyzer {
 bool heap_on_huge_pages();
 
 // From now on, operator new asks for huge pages over the memory it takes
-// fresh from the system: a block of 32 MiB or more (glibc maps each apart),
-// and each part the heap grows by. That is what glibc does itself under
+// fresh from the system: a block of 32 MiB or more (glibc maps each apart
+// unless its heap has that much free), and each part the heap grows by. That is what glibc does itself under
 // GLIBC_TUNABLES=glibc.malloc.hugetlb=1, which only the environment can set,
 // before main. Defined in heap_new.cc, which replaces operator new: only the
 // programs link it (moetrace::heap_new: the CLI and the GUI, not `run`, see

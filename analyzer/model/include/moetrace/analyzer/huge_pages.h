@@ -9,6 +9,9 @@
 
 namespace moetrace::analyzer {
 
+// The size of a transparent huge page on x86-64 (and arm64 with 4 KiB pages).
+inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
+
 // Asks for huge pages over the whole 2 MiB pages inside [p, p + bytes); a
 // hint, nothing where the system or the range does not allow them.
 void advise_huge_pages(void* p, std::size_t bytes);
