@@ -38,10 +38,10 @@ TEST(CriticalPathSearch, NodeWithMoreInEdgesThanAByteCounts) {
   CpEdges edges;
   edges.reserve(2 * ev.size() + kShort + 2);
   const auto cpu = static_cast<std::uint8_t>(PathCategory::kCpuOp);
-  for (std::uint32_t i = 0; i <= kLast; ++i) edges.push(2 * i, 2 * i + 1, true, static_cast<std::int32_t>(i), cpu);
-  for (std::uint32_t i = 0; i < kShort; ++i) edges.push(2 * i + 1, 2 * kLast, false, -1, CpEdges::kNoCategory);
-  edges.push(2 * kChainA + 1, 2 * kChainB, false, -1, CpEdges::kNoCategory);
-  edges.push(2 * kChainB + 1, 2 * kLast, false, -1, CpEdges::kNoCategory);
+  for (std::uint32_t i = 0; i <= kLast; ++i) edges.push(2 * i, 2 * i + 1, true, cpu);
+  for (std::uint32_t i = 0; i < kShort; ++i) edges.push(2 * i + 1, 2 * kLast, false, CpEdges::kNoCategory);
+  edges.push(2 * kChainA + 1, 2 * kChainB, false, CpEdges::kNoCategory);
+  edges.push(2 * kChainB + 1, 2 * kLast, false, CpEdges::kNoCategory);
   const auto out_begin = edges.group_by_source(2 * ev.size());
   CpSearch s;
   cp_search(ev, edges, out_begin, nullptr, s);

@@ -75,10 +75,12 @@ class CpGraph {
   static bool is_start(std::uint32_t n) { return n % 2 == 0; }
   std::int64_t ts(std::uint32_t n) const { return detail::cp_time(ev_, n); }
 
-  void span(std::uint32_t u, std::uint32_t v, std::int32_t event, PathCategory c, bool zero = false) {
-    edges_.push(u, v, !zero, event, static_cast<std::uint8_t>(c));
+  // An edge of category c, attributed to the event detail::cp_edge_event
+  // derives from its nodes and c (each call below adds one its rules give).
+  void span(std::uint32_t u, std::uint32_t v, PathCategory c, bool zero = false) {
+    edges_.push(u, v, !zero, static_cast<std::uint8_t>(c));
   }
-  void link(std::uint32_t u, std::uint32_t v) { edges_.push(u, v, false, -1, kCpNoCategory); }
+  void link(std::uint32_t u, std::uint32_t v) { edges_.push(u, v, false, kCpNoCategory); }
 
   // Room for every edge the graph can get, reserved at once (a bound: each
   // host node adds at most one call-stack edge and one runtime-lock edge at
@@ -144,7 +146,7 @@ class CpGraph {
         while (!pending.empty()) {
           const auto p = pending.back();
           pending.pop_back();
-          if (p / 2 == n / 2) span(p, n, static_cast<std::int32_t>(n / 2), PathCategory::kCpuOp);
+          if (p / 2 == n / 2) span(p, n, PathCategory::kCpuOp);
           else link(p, n);
         }
         if (last >= 0 && !is_start(static_cast<std::uint32_t>(last))) link(static_cast<std::uint32_t>(last), n);
@@ -187,14 +189,14 @@ class CpGraph {
     std::vector<std::uint32_t> order(host_);
     for (std::size_t i = 0; i < host_; ++i) order[lane_begin[lane[i]]++] = static_cast<std::uint32_t>(i);
     std::vector<std::uint32_t>().swap(lane);
-    std::vector<std::int32_t> parent(host_, -1);
+    enclosing_.assign(host_, -1);
     StackScratch scratch;
     scratch.slot.resize(host_);
     for (std::size_t k = 0; k < order.size();) {
       auto j = k;
       while (j < order.size() && ev_[order[j]].rank == ev_[order[k]].rank && ev_[order[j]].lane == ev_[order[k]].lane)
         ++j;
-      walk_thread(std::span<const std::uint32_t>(order.data() + k, j - k), parent, scratch);
+      walk_thread(std::span<const std::uint32_t>(order.data() + k, j - k), enclosing_, scratch);
       k = j;
     }
   }
@@ -261,27 +263,24 @@ class CpGraph {
     for (std::size_t k = 0; k < opened.size(); ++k) children[child_begin[opened_in[k]]++] = opened[k];
     for (std::size_t i = child_begin.size() - 1; i > 0; --i) child_begin[i] = child_begin[i - 1];
     child_begin[0] = 0;
-    std::int64_t last = -1;           // the last node visited
-    std::int32_t last_parent = -1;    // its event's parent in the stack
-    int depth = 0;                    // operators open
+    std::int64_t last = -1;  // the last node visited
+    int depth = 0;           // operators open
     auto enter = [&](std::uint32_t e) {
       if (!ev_[e].node) return;
       const auto s = start_node(e);
       if (last >= 0 && !shares_lock(static_cast<std::uint32_t>(last), s)) {
         if (depth == 0) link(static_cast<std::uint32_t>(last), s);  // consecutive top-level operators
-        else attributed(static_cast<std::uint32_t>(last), s, last_parent, false);
+        else span(static_cast<std::uint32_t>(last), s, PathCategory::kCpuOp);  // attributed as HTA does: cp_edge_event
       }
       last = s;
-      last_parent = parent[e];
       ++depth;
     };
     auto exit = [&](std::uint32_t e) {
       if (!ev_[e].node) return;
       const auto n = end_node(e);
       if (last >= 0 && !shares_lock(static_cast<std::uint32_t>(last), n))
-        attributed(static_cast<std::uint32_t>(last), n, last_parent, ev_[e].blocking);
+        span(static_cast<std::uint32_t>(last), n, PathCategory::kCpuOp, ev_[e].blocking);
       last = n;
-      last_parent = parent[e];
       --depth;
     };
     // Iterative depth-first walk: (slot, next child).
@@ -298,16 +297,6 @@ class CpGraph {
       if (at != 0) exit(events[at - 1]);
       todo.pop_back();
     }
-  }
-
-  // An operator edge attributed as HTA's _attribute_edge: from a start, to
-  // the source's event; to an end, to the destination's; end -> start, to the
-  // enclosing event in the stack (`enclosing`; an annotation is one too).
-  void attributed(std::uint32_t u, std::uint32_t v, std::int32_t enclosing, bool zero) {
-    const std::int32_t event = is_start(u) ? static_cast<std::int32_t>(u / 2)
-                               : !is_start(v) ? static_cast<std::int32_t>(v / 2)
-                                              : enclosing;
-    span(u, v, event, PathCategory::kCpuOp, zero);
   }
 
   PathCategory gpu_category(const Activity& a) const {
@@ -346,7 +335,7 @@ class CpGraph {
       const auto id = static_cast<std::size_t>(it.index);
       const auto& a = t_.activities[ev_[id].source];
       own_edge_[id - host_] = static_cast<std::uint32_t>(edges_.size());
-      span(start_node(id), end_node(id), static_cast<std::int32_t>(id), gpu_category(a));
+      span(start_node(id), end_node(id), gpu_category(a));
       const auto h = launch_event(a);
       const auto p = last.find(ev_[id].lane);
       const std::int64_t prev = p == last.end() ? -1 : p->second;
@@ -363,11 +352,9 @@ class CpGraph {
         }
       if (h >= 0 && in_.queue_at_call[ev_[id].source] == 1 && in_.queue_at_start[ev_[id].source] == 0 &&
           prev_end < call_start && sync_end < call_start)
-        span(start_node(static_cast<std::size_t>(h)), start_node(id), static_cast<std::int32_t>(id),
-             PathCategory::kLaunchDelay);
+        span(start_node(static_cast<std::size_t>(h)), start_node(id), PathCategory::kLaunchDelay);
       else if (prev >= 0 && (h < 0 || prev_end > call_start) && sync_end < prev_end)
-        span(end_node(static_cast<std::size_t>(prev)), start_node(id), static_cast<std::int32_t>(prev),
-             PathCategory::kKernelGap);
+        span(end_node(static_cast<std::size_t>(prev)), start_node(id), PathCategory::kKernelGap);
       last[ev_[id].lane] = static_cast<std::int64_t>(id);
     }
   }
@@ -521,13 +508,13 @@ class CpGraph {
         }
       for (const auto& p : parts)
         if (p.first != hub) {
-          edges_.push(start_node(p.first), start_node(hub), false, -1, kCpNoCategory, true);
+          edges_.push(start_node(p.first), start_node(hub), false, kCpNoCategory, true);
           ++collective_edge_count;
         }
       for (const auto& q : parts) {
         // The hub starts at last_start (unless no participant does: every
         // start before 0): the time between the nodes, else set.
-        edges_.push(start_node(hub), end_node(q.last), true, static_cast<std::int32_t>(q.last),
+        edges_.push(start_node(hub), end_node(q.last), true,
                     static_cast<std::uint8_t>(PathCategory::kKernelCommunication), true);
         if (ev_[hub].start != last_start)
           edges_.set_weight(edges_.size() - 1, std::max<std::int64_t>(0, ev_[q.last].end - last_start));
@@ -548,8 +535,8 @@ class CpGraph {
     detail::cp_search(ev_, edges_, out_begin_, nullptr, s);
     if (s.best[0] < 0) return r;
     detail::CpAcrossTotals totals;
-    auto path = detail::cp_path(t_, in_, ev_, edges_, out_begin_, s, static_cast<std::uint32_t>(s.best[0]), top_events,
-                                across_ ? &totals : nullptr);
+    auto path = detail::cp_path(t_, in_, ev_, edges_, out_begin_, enclosing_, s, static_cast<std::uint32_t>(s.best[0]),
+                                top_events, across_ ? &totals : nullptr);
     path.rank = r.rank;
     path.nodes = r.nodes;
     path.edges = r.edges;
@@ -588,8 +575,8 @@ class CpGraph {
     detail::cp_search(ev_, edges_, out_begin_, &slots, s);
     for (std::size_t i = 0; i < out.size(); ++i) {
       if (s.best[i] < 0) continue;
-      auto path = detail::cp_path(t_, in_, ev_, edges_, out_begin_, s, static_cast<std::uint32_t>(s.best[i]), top_events,
-                                  nullptr);
+      auto path = detail::cp_path(t_, in_, ev_, edges_, out_begin_, enclosing_, s,
+                                  static_cast<std::uint32_t>(s.best[i]), top_events, nullptr);
       path.rank = out[i].rank;
       path.nodes = out[i].nodes;
       path.edges = out[i].edges;
@@ -619,6 +606,7 @@ class CpGraph {
   std::size_t host_ = 0;                // host events come first in ev_
   std::vector<std::int32_t> gpu_event_;
   std::vector<std::uint32_t> own_edge_;  // GPU event - host_count() -> its start -> end edge
+  std::vector<std::int32_t> enclosing_;  // host event -> its parent in its call stack, -1: none (cp_edge_event)
   detail::CpEdges edges_;
 };
 

@@ -1,10 +1,11 @@
 // The edges of a critical path's graph (critical_path.cc), one array a field:
-// 13 bytes an edge, and reordered by source node for the longest path (one
+// 9 bytes an edge, and reordered by source node for the longest path (one
 // field at a time), so that no array of edge indices is needed beside them
 // (the graph across ranks of a 10 M-event trace has 16 M edges). An edge
 // holds no weight: it weighs the time from its source node to its
 // destination's (at least 0), or nothing (kZero); the few others (a
-// collective participant's shortened edge) keep theirs in `explicit_w`.
+// collective participant's shortened edge) keep theirs in `explicit_w`. Nor
+// the event its time is attributed to: cp_edge_event derives it.
 #pragma once
 
 #include <algorithm>
@@ -26,7 +27,6 @@ struct CpEdges {
   static constexpr std::uint8_t kCollective = 128;  // flag: between ranks (across-ranks graph)
 
   std::vector<std::uint32_t> u, v;  // source, destination node; u is emptied by group_by_source
-  std::vector<std::int32_t> event;  // attributed event; -1: none
   std::vector<std::uint8_t> flags;  // the category (PathCategory, or kNoCategory) | the flags above
   // The weights of the kExplicit edges (few: one a collective participant):
   // by edge while built, then (edge, weight) in order of edge once grouped.
@@ -55,16 +55,13 @@ struct CpEdges {
   void reserve(std::size_t n) {
     reserve_huge(u, n);
     reserve_huge(v, n);
-    reserve_huge(event, n);
     reserve_huge(flags, n);
   }
 
   // weighs: the time between the nodes (at least 0), else nothing.
-  void push(std::uint32_t from, std::uint32_t to, bool weighs, std::int32_t ev, std::uint8_t category,
-            bool between_ranks = false) {
+  void push(std::uint32_t from, std::uint32_t to, bool weighs, std::uint8_t category, bool between_ranks = false) {
     u.push_back(from);
     v.push_back(to);
-    event.push_back(ev);
     flags.push_back(static_cast<std::uint8_t>(category | (weighs ? 0 : kZero) | (between_ranks ? kCollective : 0)));
   }
 
@@ -98,7 +95,6 @@ struct CpEdges {
       field.swap(moved);
     };
     scatter(v);
-    scatter(event);
     scatter(flags);
     explicit_w.reserve(set_w.size());
     for (const auto& [k, weight] : set_w) explicit_w.emplace_back(to[k], weight);

@@ -92,8 +92,8 @@ void cp_search(std::span<const CpEvent> ev, const CpEdges& edges, const std::vec
 }
 
 RankCriticalPath cp_path(const Trace& t, const CpInput& in, std::span<const CpEvent> ev, const CpEdges& edges,
-                         const std::vector<std::uint32_t>& out_begin, const CpSearch& s, std::uint32_t end,
-                         std::size_t top_events, CpAcrossTotals* across) {
+                         const std::vector<std::uint32_t>& out_begin, std::span<const std::int32_t> enclosing,
+                         const CpSearch& s, std::uint32_t end, std::size_t top_events, CpAcrossTotals* across) {
   const bool own = across == nullptr;
   const auto& pred = s.pred;
   RankCriticalPath r;
@@ -116,7 +116,7 @@ RankCriticalPath cp_path(const Trace& t, const CpInput& in, std::span<const CpEv
     const auto u = CpEdges::source(out_begin, k, node);
     const auto category = edges.category(k);
     const auto w = cp_weight(ev, edges, k, u, own);
-    const auto event = edges.event[k];
+    const auto event = cp_edge_event(u, edges.v[k], category, enclosing);
     ++r.path_edges;
     if (category != CpEdges::kNoCategory) {
       r.category_ns[category] += w;
