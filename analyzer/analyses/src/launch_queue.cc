@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <span>
@@ -10,6 +11,7 @@
 #include <utility>
 
 #include "moetrace/analyzer/downsample.h"
+#include "moetrace/analyzer/sort_runs.h"
 
 namespace moetrace::analyzer {
 namespace {
@@ -225,9 +227,10 @@ std::vector<StreamIdle> idle_time_breakdown(const Trace& t, const LaunchQueueOpt
 
 namespace {
 
-struct Change {
-  std::int64_t ts_ns;
-  std::int32_t delta;
+// The times a stream's queue grows (its launches' calls start) and shrinks
+// (its GPU events start), kept from one stream to the next.
+struct QueueChanges {
+  std::vector<std::int64_t> up, down;
 };
 
 // Stream s's queue-length series, summary and full time; false where no
@@ -235,28 +238,34 @@ struct Change {
 // `max_points` (0: all) after the summary has read every point.
 bool stream_queue(const Trace& t, std::size_t s, const LaunchQueueOptions& o, const Window& window,
                   const std::map<std::int32_t, std::int64_t>& durations, std::size_t max_points,
-                  std::vector<Change>& changes, StreamQueue& q) {
-  changes.clear();
+                  QueueChanges& changes, StreamQueue& q) {
+  auto& up = changes.up;
+  auto& down = changes.down;
+  up.clear();
+  down.clear();
   for (const auto& a : t.track_activities(s)) {
     const ApiCall* call = t.launching_call(a);
     if (call == nullptr || !queues_work(t.str(call->name)) || !window.keeps(*call)) continue;
-    changes.push_back({call->start_ns, +1});
-    changes.push_back({a.start_ns, -1});
+    up.push_back(call->start_ns);
+    down.push_back(a.start_ns);
   }
-  if (changes.empty()) return false;
-  // Launches before GPU starts at equal times: the queue never reads -1.
-  std::stable_sort(changes.begin(), changes.end(), [](const Change& a, const Change& b) {
-    return a.ts_ns != b.ts_ns ? a.ts_ns < b.ts_ns : a.delta > b.delta;
-  });
+  if (up.empty()) return false;
+  // Each in order of time: the GPU starts come so (a track is in order of
+  // start), the launches mostly (in the order they ran), so both as runs;
+  // then merged, a launch before a GPU start at one time (the queue never
+  // reads -1). Equal changes are alike, so the series is the one a stable
+  // sort of every (time, +1 / -1) by time, +1 first, gives.
+  sort_runs(up, std::less<>());
+  sort_runs(down, std::less<>());
   q = StreamQueue{};
   q.rank = t.streams[s].rank.value;
   q.stream = t.streams[s].id.value;
   q.native_stream = t.streams[s].native_id;
-  q.series.reserve(changes.size());
+  q.series.reserve(up.size() + down.size());
   std::int32_t length = 0;
-  for (const auto& c : changes) {
-    length += c.delta;
-    q.series.push_back({c.ts_ns, length});
+  for (std::size_t i = 0, j = 0; i < up.size() || j < down.size();) {
+    if (i < up.size() && (j == down.size() || up[i] <= down[j])) q.series.push_back({up[i++], ++length});
+    else q.series.push_back({down[j++], --length});
   }
   std::vector<std::int32_t> values;
   values.reserve(q.series.size());
@@ -299,7 +308,7 @@ std::vector<StreamQueue> queues_of(const Trace& t, const LaunchQueueOptions& o, 
   if (!has_tracks(t)) return out;
   const Window window(t, o.window);
   const auto durations = rank_durations(t, window);
-  std::vector<Change> changes;
+  QueueChanges changes;
   StreamQueue q;
   for (std::size_t s = 0; s < t.streams.size(); ++s)
     if (stream_queue(t, s, o, window, durations, max_points, changes, q)) out.push_back(std::move(q));
