@@ -97,6 +97,31 @@ TEST(CriticalPathLock, NodesByRankTimeThenNode) {
   EXPECT_EQ(got, want);
 }
 
+// The event an edge's time goes to, from its nodes (event e's start 2e,
+// its end 2e + 1) and its category: HTA's _attribute_edge for operator
+// edges (from a start: the source's event; to an end: the destination's;
+// end -> start: the source's enclosing event, -1 at the top of its stack),
+// the launched event for a launch delay, the stream's previous event for a
+// kernel gap, the destination's for a GPU event's own edge and a collective
+// hub's edge to a participant's end; none for a dependency.
+TEST(CriticalPathSearch, AnEdgesEventFromItsNodesAndCategory) {
+  const std::vector<std::int32_t> enclosing = {-1, 0, 0, 1, -1, 2};  // host events 0-5
+  const auto c = [](PathCategory x) { return static_cast<std::uint8_t>(x); };
+  EXPECT_EQ(cp_edge_event(2 * 1, 2 * 1 + 1, c(PathCategory::kCpuOp), enclosing), 1);  // its own span
+  EXPECT_EQ(cp_edge_event(2 * 0, 2 * 1, c(PathCategory::kCpuOp), enclosing), 0);      // start -> start
+  EXPECT_EQ(cp_edge_event(2 * 3, 2 * 1 + 1, c(PathCategory::kCpuOp), enclosing), 3);  // start -> end
+  EXPECT_EQ(cp_edge_event(2 * 3 + 1, 2 * 1 + 1, c(PathCategory::kCpuOp), enclosing), 1);  // end -> end
+  EXPECT_EQ(cp_edge_event(2 * 3 + 1, 2 * 5, c(PathCategory::kCpuOp), enclosing), 1);  // end -> start: 3's enclosing
+  EXPECT_EQ(cp_edge_event(2 * 5 + 1, 2 * 3, c(PathCategory::kCpuOp), enclosing), 2);
+  EXPECT_EQ(cp_edge_event(2 * 4 + 1, 2 * 0, c(PathCategory::kCpuOp), enclosing), -1);  // top level
+  EXPECT_EQ(cp_edge_event(2 * 3, 2 * 8, c(PathCategory::kLaunchDelay), enclosing), 8);
+  EXPECT_EQ(cp_edge_event(2 * 7 + 1, 2 * 8, c(PathCategory::kKernelGap), enclosing), 7);
+  EXPECT_EQ(cp_edge_event(2 * 8, 2 * 8 + 1, c(PathCategory::kKernelCompute), enclosing), 8);
+  EXPECT_EQ(cp_edge_event(2 * 6, 2 * 9 + 1, c(PathCategory::kKernelCommunication), enclosing), 9);  // hub -> end
+  EXPECT_EQ(cp_edge_event(2 * 6, 2 * 6 + 1, c(PathCategory::kMemcpyMemset), enclosing), 6);
+  EXPECT_EQ(cp_edge_event(2 * 3 + 1, 2 * 8 + 1, CpEdges::kNoCategory, enclosing), -1);
+}
+
 // Against one sort of (rank, time, node) records (the order the lock's
 // edges were built in before): ranks interleaved as correlation ids order
 // them, times drawn from a few values (many ties between starts and ends,
