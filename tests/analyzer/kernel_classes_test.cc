@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "moetrace/analyzer/breakdown.h"
+#include "moetrace/schema/ascii.h"
 #include "moetrace/schema/error.h"
 #include "error_of.h"
 
@@ -57,6 +58,16 @@ TEST(KernelClasses, UnknownNamesAreOtherComputeAndMatchingIgnoresCase) {
   EXPECT_EQ(classify_kernel_name("void cudnn::ops::nchwToNhwcKernel<float>"), Category::kOtherCompute);
   EXPECT_EQ(classify_kernel_name(""), Category::kOtherCompute);
   EXPECT_EQ(classify_kernel_name("NCCLDEVKERNEL_ALLREDUCE"), Category::kAllReduce);
+}
+
+// Names are compared as ASCII bytes whatever the locale: A-Z lowered, other
+// bytes (UTF-8 of a non-ASCII letter included) kept by to_ascii_lower and
+// dropped from a comparable word.
+TEST(KernelClasses, NamesLoweredAsAsciiBytes) {
+  EXPECT_EQ(to_ascii_lower("NCCL_AllToAll_Z \xC3\x84x"), "nccl_alltoall_z \xC3\x84x");
+  EXPECT_EQ(comparable_word("All2All-Dispatch\xC3\x84<T>"), "all2alldispatcht");
+  EXPECT_TRUE(ascii_alnum('7') && ascii_alnum('q') && ascii_alnum('Q'));
+  EXPECT_FALSE(ascii_alnum('_') || ascii_alnum('\xC3') || ascii_alnum('@') || ascii_alnum('['));
 }
 
 // No rule of the shipped file is shadowed by an earlier one: a name made of

@@ -13,6 +13,8 @@
 #include <cctype>
 #include <string>
 
+#include "moetrace/schema/ascii.h"
+
 namespace moetrace::analyzer {
 
 namespace {
@@ -73,7 +75,7 @@ const std::array<GpuPeaks, 9> kTable = {{
 std::string normalized(std::string_view s) {
   std::string n;
   for (char c : s)
-    if (c != ' ' && c != '-' && c != '_' && c != '\t') n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (c != ' ' && c != '-' && c != '_' && c != '\t') n += ascii_lower(c);
   return n;
 }
 

@@ -4,11 +4,12 @@
 #include <cctype>
 #include <string>
 
+#include "moetrace/schema/ascii.h"
+
 namespace moetrace::analyzer {
 
 std::optional<int> dtype_bytes(std::string_view dtype) {
-  std::string d(dtype);
-  std::transform(d.begin(), d.end(), d.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::string d = to_ascii_lower(dtype);
   if (d.starts_with("torch.")) d = d.substr(6);
   if (d == "float" || d == "float32" || d == "fp32" || d == "int" || d == "int32") return 4;
   if (d == "half" || d == "float16" || d == "fp16" || d == "bfloat16" || d == "bf16" || d == "short" ||

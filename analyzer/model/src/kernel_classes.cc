@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "moetrace/schema/ascii.h"
 #include "moetrace/schema/error.h"
 
 namespace moetrace::analyzer {
@@ -18,20 +19,12 @@ extern const char* const kKernelClassesJson;  // kernel_classes_data.cc (generat
 std::string comparable_word(std::string_view s) {
   std::string out;
   for (char c : s)
-    if (std::isalnum(static_cast<unsigned char>(c)) != 0) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (ascii_alnum(c)) out += ascii_lower(c);
   return out;
 }
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
-bool alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
 bool upper(char c) { return std::isupper(static_cast<unsigned char>(c)) != 0; }
 bool lower_case(char c) { return std::islower(static_cast<unsigned char>(c)) != 0; }
 
@@ -44,7 +37,7 @@ std::vector<std::string> split_words(std::string_view part) {
   std::string w;
   for (std::size_t i = 0; i < part.size(); ++i) {
     const char c = part[i];
-    if (!alnum(c)) {
+    if (!ascii_alnum(c)) {
       if (!w.empty()) words.push_back(std::move(w));
       w.clear();
       continue;
@@ -57,7 +50,7 @@ std::vector<std::string> split_words(std::string_view part) {
         w.clear();
       }
     }
-    w += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    w += ascii_lower(c);
   }
   if (!w.empty()) words.push_back(std::move(w));
   return words;
@@ -178,7 +171,7 @@ std::vector<KernelRule> parse_kernel_rules(std::string_view json, const std::str
       for (const auto& s : r["all_of"]) {
         if (!s.is_string() || s.get<std::string>().empty())
           throw Error(where + ": \"all_of\" holds a non-string or empty entry");
-        rule.all_of.push_back(lower(s.get<std::string>()));
+        rule.all_of.push_back(to_ascii_lower(s.get<std::string>()));
       }
     }
     rule.function = word_list(r, "function", where);
@@ -254,7 +247,7 @@ bool matches(const KernelRule& r, const std::string& name, const std::vector<std
 }
 
 int first_match(const std::vector<KernelRule>& rules, std::string_view kernel_name) {
-  const std::string name = lower(kernel_name);
+  const std::string name = to_ascii_lower(kernel_name);
   // Every word a rule names occurs in the name without its separators: a
   // rule none of whose words does cannot match, and the name is parsed into
   // words only for the rules that pass this test.
@@ -315,7 +308,7 @@ const KernelRule* match_kernel_rule(const std::vector<KernelRule>& rules, std::s
 }
 
 std::string suggested_kernel_rule(std::string_view kernel_name) {
-  const auto name = lower(kernel_name);
+  const auto name = to_ascii_lower(kernel_name);
   auto has = [&](std::string_view w) { return name.find(w) != std::string::npos; };
   if (!(has("moe") || has("expert") || has("topk") || has("routing") || has("dispatch") || has("combine") ||
         has("permute")))

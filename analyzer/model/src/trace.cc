@@ -11,6 +11,7 @@
 #include "moetrace/analyzer/gemm_shape.h"
 #include "moetrace/analyzer/kernel_classes.h"
 #include "moetrace/analyzer/trace.h"
+#include "moetrace/schema/ascii.h"
 
 namespace moetrace::analyzer {
 
@@ -204,8 +205,7 @@ void Trace::index_ops() {
 // --- GEMMs from recorded input shapes (gemm_shape.h) ---------------------------
 
 bool matrix_product_name(std::string_view op_name) {
-  std::string n(op_name);
-  std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string n = to_ascii_lower(op_name);
   return n.find("mm") != std::string::npos || n.find("matmul") != std::string::npos ||
          n.find("linear") != std::string::npos || n.find("gemm") != std::string::npos;
 }
@@ -234,8 +234,7 @@ std::optional<GemmShape> gemm_shape(std::string_view op_name, std::string_view i
     for (std::size_t i = 0; i + 1 < x.size(); ++i) r *= x[i];
     return r;
   };
-  std::string name(op_name);
-  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string name = to_ascii_lower(op_name);
   if (name.find("linear") != std::string::npos) {
     // linear(x[..., K], weight[N, K], bias): y = x W^T.
     const auto& x = m[0];

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "moe_recognition_internal.h"
+#include "moetrace/schema/ascii.h"
 
 namespace moetrace::analyzer {
 namespace recognition_detail {
@@ -67,13 +68,12 @@ bool is_all_to_all_name(std::string_view name) {
 }
 
 bool is_pipeline_group(std::string_view process_group) {
-  std::string g(process_group);
-  std::transform(g.begin(), g.end(), g.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string g = to_ascii_lower(process_group);
   if (g.find("pipeline") != std::string::npos) return true;
   // "pp" as a word of its own ("pp", "mesh_pp", "(pp)").
   for (std::size_t at = g.find("pp"); at != std::string::npos; at = g.find("pp", at + 1)) {
-    const bool start = at == 0 || std::isalnum(static_cast<unsigned char>(g[at - 1])) == 0;
-    const bool end = at + 2 == g.size() || std::isalnum(static_cast<unsigned char>(g[at + 2])) == 0;
+    const bool start = at == 0 || !ascii_alnum(g[at - 1]);
+    const bool end = at + 2 == g.size() || !ascii_alnum(g[at + 2]);
     if (start && end) return true;
   }
   return false;

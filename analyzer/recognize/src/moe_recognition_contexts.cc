@@ -11,6 +11,8 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "moetrace/schema/ascii.h"
+
 namespace moetrace::analyzer::recognition_detail {
 
 // 1. Contexts from the host ranges.
@@ -42,8 +44,7 @@ std::optional<Annotation> Recognizer::recognise(const NvtxRange& r) {
     if (!rule.domain.empty() && rule.domain != domain) continue;
     if (!rule.required_prefix.empty() && !name.starts_with(rule.required_prefix)) continue;
     if (!rule.keywords.empty()) {
-      if (lower_text.empty())
-        for (char ch : text) lower_text += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      if (lower_text.empty()) lower_text = to_ascii_lower(text);
       if (std::none_of(rule.keywords.begin(), rule.keywords.end(),
                        [&](const std::string& k) { return lower_text.find(k) != std::string::npos; }))
         continue;

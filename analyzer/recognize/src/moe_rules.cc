@@ -17,6 +17,7 @@
 #include <valijson/validator.hpp>
 
 #include "moetrace/analyzer/moe_recognition.h"
+#include "moetrace/schema/ascii.h"
 #include "moetrace/schema/error.h"
 
 namespace moetrace::analyzer {
@@ -185,9 +186,7 @@ RangeRule parse_range_rule(const nlohmann::json& r, const std::string& preset, c
   if (!rule.ignore_case) rule.required_prefix = required_prefix(rule.pattern);
   if (r.contains("keywords"))
     for (const auto& k : r["keywords"]) {
-      std::string w = k.get<std::string>();
-      std::transform(w.begin(), w.end(), w.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-      rule.keywords.push_back(std::move(w));
+      rule.keywords.push_back(to_ascii_lower(k.get<std::string>()));
     }
   const auto role = r.at("role").get<std::string>();
   if (role == "op") rule.role = RangeRole::kOp;
@@ -225,8 +224,7 @@ RangeRule parse_range_rule(const nlohmann::json& r, const std::string& preset, c
 }  // namespace
 
 std::optional<Phase> parse_phase_marker(std::string_view marker) {
-  std::string m;
-  for (char c : marker) m += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string m = to_ascii_lower(marker);
   if (m == "f" || m == "fwd" || m == "forward") return Phase::kForward;
   if (m == "b" || m == "i" || m == "bwd" || m == "dgrad" || m == "backward") return Phase::kBackward;
   if (m == "w" || m == "wgrad" || m == "weight") return Phase::kWeightGradient;

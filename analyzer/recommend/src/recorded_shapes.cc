@@ -8,15 +8,12 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "moetrace/schema/ascii.h"
+
 namespace moetrace::analyzer {
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
 
 // The most frequent value of `counts` (ties: the larger value).
 template <class T>
@@ -105,7 +102,7 @@ RecordedLayerShape recorded_layer_shape(const Trace& trace, int layer) {
   }
   // The element size of the experts' inputs (PyTorch's dtype names).
   if (const auto t = mode(types)) {
-    const auto n = lower(*t);
+    const auto n = to_ascii_lower(*t);
     if (n.find("bfloat16") != std::string::npos || n.find("half") != std::string::npos) out.elem_bytes = 2;
     else if (n.find("float8") != std::string::npos) out.elem_bytes = 1;
     else if (n.find("double") != std::string::npos) out.elem_bytes = 8;

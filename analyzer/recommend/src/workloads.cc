@@ -20,6 +20,7 @@
 #include "moetrace/analyzer/recorded_shapes.h"
 #include "moetrace/analyzer/report.h"
 #include "moetrace/analyzer/whatif.h"
+#include "moetrace/schema/ascii.h"
 #include "moetrace/schema/error.h"
 #include "moetrace/sim/cost_model.h"
 #include "moetrace/sim/run_spec.h"
@@ -60,8 +61,8 @@ char parallel_dimension(std::string_view process_group) {
   std::set<std::string> words;
   std::string w;
   for (char ch : std::string(process_group) + " ") {
-    if (std::isalnum(static_cast<unsigned char>(ch)) != 0) {
-      w += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (ascii_alnum(ch)) {
+      w += ascii_lower(ch);
     } else if (!w.empty()) {
       words.insert(w);
       w.clear();

@@ -2,19 +2,14 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
+
+#include "moetrace/schema/ascii.h"
 
 namespace moetrace::gui {
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 bool contains(std::string_view haystack, const std::string& needle_lower) {
-  return lower(haystack).find(needle_lower) != std::string::npos;
+  return to_ascii_lower(haystack).find(needle_lower) != std::string::npos;
 }
 
 }  // namespace
@@ -23,7 +18,7 @@ SearchResult search_items(const TimelineModel& model, std::string_view query, st
                           const std::atomic<bool>* cancel) {
   SearchResult r;
   r.query = std::string(query);
-  const std::string q = lower(query);
+  const std::string q = to_ascii_lower(query);
   if (q.empty()) return r;
   const auto& t = model.trace();
   // Names repeat: decide each distinct name once.

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "moetrace/schema/ascii.h"
 #include "moetrace/schema/error.h"
 
 namespace moetrace::importers {
@@ -19,9 +20,7 @@ bool is_nccl_kernel(std::string_view name) {
   // prefix "void "; NCCL's own kernels all start with "nccl" after that.
   if (name.substr(0, 5) == "void ") name.remove_prefix(5);
   if (name.size() < 4) return false;
-  std::string head(name.substr(0, 4));
-  for (auto& c : head) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return head == "nccl";
+  return to_ascii_lower(name.substr(0, 4)) == "nccl";
 }
 
 namespace {

@@ -16,21 +16,17 @@
 #include <vector>
 
 #include "kineto_records.h"
+#include "moetrace/schema/ascii.h"
 #include "moetrace/schema/schema.h"
 
 namespace moetrace::importers::kineto {
 
 using namespace std::string_view_literals;
 
-// ASCII lower case, without std::tolower's locale lookup: it ran on every
-// byte of every event's category (1.3 % of an import's samples).
-inline char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
-
 // An op that multiplies matrices, by its name (aten::mm, addmm, bmm,
 // baddbmm, matmul, linear, _grouped_mm, _scaled_mm, grouped GEMMs), any case.
 inline bool matrix_product(std::string_view name) {
-  std::string n(name);
-  std::transform(n.begin(), n.end(), n.begin(), ascii_lower);
+  const std::string n = to_ascii_lower(name);
   return n.find("mm") != std::string::npos || n.find("matmul") != std::string::npos ||
          n.find("linear") != std::string::npos || n.find("gemm") != std::string::npos;
 }
@@ -39,8 +35,7 @@ inline bool matrix_product(std::string_view name) {
 inline std::string key_part(std::string_view s) {
   std::string out;
   for (char c : s.substr(0, 40)) {
-    const auto u = static_cast<unsigned char>(c);
-    out += std::isalnum(u) ? static_cast<char>(std::tolower(u)) : '_';
+    out += ascii_alnum(c) ? ascii_lower(c) : '_';
   }
   return out.empty() ? "none" : out;
 }
