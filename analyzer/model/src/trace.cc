@@ -12,6 +12,7 @@
 #include "moetrace/analyzer/kernel_classes.h"
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/schema/ascii.h"
+#include "moetrace/schema/schema.h"
 
 namespace moetrace::analyzer {
 
@@ -204,14 +205,8 @@ void Trace::index_ops() {
 
 // --- GEMMs from recorded input shapes (gemm_shape.h) ---------------------------
 
-bool matrix_product_name(std::string_view op_name) {
-  const std::string n = to_ascii_lower(op_name);
-  return n.find("mm") != std::string::npos || n.find("matmul") != std::string::npos ||
-         n.find("linear") != std::string::npos || n.find("gemm") != std::string::npos;
-}
-
 std::optional<GemmShape> gemm_shape(std::string_view op_name, std::string_view input_dims) {
-  if (!matrix_product_name(op_name)) return std::nullopt;
+  if (!schema::matrix_product_name(op_name)) return std::nullopt;
   const auto j = nlohmann::json::parse(input_dims, nullptr, false);
   if (!j.is_array()) return std::nullopt;
   // The inputs that are matrices (or batches of them), in order.

@@ -23,14 +23,6 @@ namespace moetrace::importers::kineto {
 
 using namespace std::string_view_literals;
 
-// An op that multiplies matrices, by its name (aten::mm, addmm, bmm,
-// baddbmm, matmul, linear, _grouped_mm, _scaled_mm, grouped GEMMs), any case.
-inline bool matrix_product(std::string_view name) {
-  const std::string n = to_ascii_lower(name);
-  return n.find("mm") != std::string::npos || n.find("matmul") != std::string::npos ||
-         n.find("linear") != std::string::npos || n.find("gemm") != std::string::npos;
-}
-
 // A category or phase as part of a run_config key: lower case, [a-z0-9_].
 inline std::string key_part(std::string_view s) {
   std::string out;

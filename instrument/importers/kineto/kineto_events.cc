@@ -101,7 +101,7 @@ void Handler::finish_event() {
       }
       // Shapes of the matrix products only (what the layer sizes are read
       // from): every other op's would grow the trace by a string each.
-      if (!e.args.input_dims.empty() && e.args.input_dims != "[]" && matrix_product(e.name)) {
+      if (!e.args.input_dims.empty() && e.args.input_dims != "[]" && schema::matrix_product_name(e.name)) {
         r.input_dims = e.args.input_dims;
         r.input_types = e.args.input_types;
       }

@@ -179,7 +179,7 @@ class Handler {
   // (finish_event); where the name came first, the others' are not read.
   bool shapes_wanted() const {
     const std::string_view name = event_.name;
-    return name.empty() || name.starts_with("nccl:") || matrix_product(name);
+    return name.empty() || name.starts_with("nccl:") || schema::matrix_product_name(name);
   }
 
   // One element of an "Input Dims" / "Input type" list (nested lists too);

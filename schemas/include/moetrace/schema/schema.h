@@ -4,7 +4,10 @@
 
 #include <cstdint>
 #include <iterator>
+#include <string>
 #include <string_view>
+
+#include "moetrace/schema/ascii.h"
 
 namespace moetrace::schema {
 
@@ -16,6 +19,15 @@ inline constexpr std::int32_t kOldestVersion = 1;  // what readers still read
 std::string_view tables_sql();
 // CREATE INDEX statements; created when a writer closes a trace.
 std::string_view indexes_sql();
+
+// The host ranges whose input shapes a trace keeps (input_shapes): ops that
+// multiply matrices, by name (aten::mm, addmm, bmm, baddbmm, matmul, linear,
+// _grouped_mm, _scaled_mm, grouped GEMMs), any case.
+inline bool matrix_product_name(std::string_view name) {
+  const std::string n = to_ascii_lower(name);
+  return n.find("mm") != std::string::npos || n.find("matmul") != std::string::npos ||
+         n.find("linear") != std::string::npos;  // "mm" covers "gemm"
+}
 
 // memcpy.copy_kind / src_kind / dst_kind follow CUPTI's enums.
 enum class CopyKind : std::int32_t {

@@ -23,10 +23,6 @@ struct GemmShape {
   auto operator<=>(const GemmShape&) const = default;
 };
 
-// An op that multiplies matrices, by its name: aten::mm, addmm, bmm,
-// baddbmm, matmul, linear, _grouped_mm, _scaled_mm, grouped GEMMs, any case.
-bool matrix_product_name(std::string_view op_name);
-
 // The GEMM of an op name and its recorded input dims (JSON text as in
 // input_shapes.input_dims, PyTorch's ATen signatures: mm(a[T,K], b[K,N]),
 // addmm(bias, a, b), linear(x, W[N,K]), bmm/baddbmm over a batch,
