@@ -25,8 +25,9 @@ std::string comparable_word(std::string_view s) {
 
 namespace {
 
-bool upper(char c) { return std::isupper(static_cast<unsigned char>(c)) != 0; }
-bool lower_case(char c) { return std::islower(static_cast<unsigned char>(c)) != 0; }
+// ASCII letter case, whatever the locale (ascii.h): A-Z is what ascii_lower changes.
+bool upper(char c) { return ascii_lower(c) != c; }
+bool lower_case(char c) { return c >= 'a' && c <= 'z'; }
 
 // Words of one part of a qualified name: split at non-alphanumerics, before
 // an upper-case letter that follows a lower-case one (sendRecv), and before
