@@ -59,31 +59,34 @@ void RowHash::add_column(const sqlite::Statement& st, int column, int position) 
   // One sqlite3_column_value per column, then its type and value from it
   // (half the calls of sqlite3_column_type and a typed sqlite3_column_*).
   sqlite3_value* v = sqlite3_column_value(st.handle(), column);
-  const int type = sqlite3_value_type(v);
-  add_value(position, type, type == SQLITE_INTEGER ? sqlite3_value_int64(v) : 0, v);
-}
-
-void RowHash::add_column(const sqlite::Row& row, int column, int position) {
-  add_value(position, row.type(column), row.type(column) == sqlite::Row::kInteger ? row.int64(column) : 0,
-            row.value(column));
-}
-
-void RowHash::add_value(int position, int type, std::int64_t i, sqlite3_value* v) {
-  switch (type) {
-    case SQLITE_INTEGER: add_int(position, i); break;
+  switch (sqlite3_value_type(v)) {
+    case SQLITE_INTEGER: add_int(position, sqlite3_value_int64(v)); break;
     case SQLITE_FLOAT: add_real(position, sqlite3_value_double(v)); break;
-    case SQLITE_TEXT:
+    case SQLITE_TEXT: {
+      const auto* p = reinterpret_cast<const char*>(sqlite3_value_text(v));
+      add_text(position, std::string_view(p ? p : "", static_cast<std::size_t>(sqlite3_value_bytes(v))));
+      break;
+    }
     case SQLITE_BLOB: {
-      const bool text = type == SQLITE_TEXT;
-      const auto* p = static_cast<const char*>(text ? static_cast<const void*>(sqlite3_value_text(v)) : sqlite3_value_blob(v));
-      const std::string_view bytes(p ? p : "", static_cast<std::size_t>(sqlite3_value_bytes(v)));
-      if (text) add_text(position, bytes);
-      else sum_ += term(position, kBlob, hash_bytes(bytes, kBlob));
+      const auto* p = static_cast<const char*>(sqlite3_value_blob(v));
+      add_blob(position, std::string_view(p ? p : "", static_cast<std::size_t>(sqlite3_value_bytes(v))));
       break;
     }
     default: add_null(position); break;
   }
 }
+
+void RowHash::add_column(const sqlite::Row& row, int column, int position) {
+  switch (row.type(column)) {
+    case sqlite::Row::kInteger: add_int(position, row.int64(column)); break;
+    case sqlite::Row::kFloat: add_real(position, row.real(column)); break;
+    case sqlite::Row::kText: add_text(position, row.bytes(column)); break;
+    case sqlite::Row::kBlob: add_blob(position, row.bytes(column)); break;
+    default: add_null(position); break;
+  }
+}
+
+void RowHash::add_blob(int column, std::string_view v) { sum_ += term(column, kBlob, hash_bytes(v, kBlob)); }
 
 std::uint64_t RowHash::value() const { return mix64(sum_); }
 

@@ -2,6 +2,10 @@
 
 #include <sqlite3.h>
 
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
 #include "moetrace/schema/error.h"
 
 namespace moetrace::sqlite {
@@ -153,11 +157,101 @@ void Row::fetch(const Statement& st, int n) {
   }
 }
 
-std::int64_t Row::converted(int col) const { return sqlite3_value_int64(value_[col]); }
-double Row::real(int col) const { return sqlite3_value_double(value_[col]); }
+namespace {
+
+// The leading number of a text as SQLite reads one (sqlite3Atoi64: spaces,
+// a sign, digits; past them nothing counts; beyond the range, its end).
+std::int64_t text_int64(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size() && (s[i] == ' ' || (s[i] >= '\t' && s[i] <= '\r'))) ++i;
+  bool negative = false;
+  if (i < s.size() && (s[i] == '-' || s[i] == '+')) negative = s[i++] == '-';
+  std::uint64_t v = 0;
+  bool over = false;
+  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
+    const auto d = static_cast<std::uint64_t>(s[i] - '0');
+    if (v > (UINT64_MAX - d) / 10) over = true;
+    else v = v * 10 + d;
+  }
+  if (negative) return over || v > std::uint64_t{1} << 63 ? INT64_MIN : static_cast<std::int64_t>(0 - v);
+  return over || v > static_cast<std::uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<std::int64_t>(v);
+}
+
+// A real's int64 as SQLite's doubleToInt64 gives it: clamped to the range.
+std::int64_t real_int64(double r) {
+  if (std::isnan(r)) return 0;
+  if (r <= static_cast<double>(INT64_MIN)) return INT64_MIN;
+  if (r >= static_cast<double>(INT64_MAX)) return INT64_MAX;
+  return static_cast<std::int64_t>(r);
+}
+
+// The leading decimal number of a text (SQLite's sqlite3AtoF reads no hex,
+// inf or nan, which strtod would): 0 where there is none.
+double text_real(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size() && (s[i] == ' ' || (s[i] >= '\t' && s[i] <= '\r'))) ++i;
+  const std::size_t begin = i;
+  const auto digits = [&] {
+    const std::size_t from = i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+    return i > from;
+  };
+  if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+  bool any = digits();
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    any = digits() || any;
+  }
+  if (!any) return 0.0;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    std::size_t mark = i++;
+    if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+    if (!digits()) i = mark;
+  }
+  return std::strtod(std::string(s.substr(begin, i - begin)).c_str(), nullptr);
+}
+
+}  // namespace
+
+std::int64_t Row::converted(int col) const {
+  if (value_[col]) return sqlite3_value_int64(value_[col]);
+  return type_[col] == kFloat ? real_int64(real_[col]) : text_int64(bytes_[col]);
+}
+
+double Row::real(int col) const {
+  if (value_[col]) return sqlite3_value_double(value_[col]);
+  switch (type_[col]) {
+    case kFloat: return real_[col];
+    case kInteger: return static_cast<double>(int_[col]);
+    case kText:
+    case kBlob: return text_real(bytes_[col]);
+    default: return 0.0;
+  }
+}
+
 std::string_view Row::text(int col) const {
-  const auto* p = reinterpret_cast<const char*>(sqlite3_value_text(value_[col]));
-  return p ? std::string_view(p, static_cast<std::size_t>(sqlite3_value_bytes(value_[col]))) : std::string_view();
+  if (value_[col]) {
+    const auto* p = reinterpret_cast<const char*>(sqlite3_value_text(value_[col]));
+    return p ? std::string_view(p, static_cast<std::size_t>(sqlite3_value_bytes(value_[col]))) : std::string_view();
+  }
+  if (type_[col] == kNull) return {};
+  if (type_[col] == kText || type_[col] == kBlob) return bytes_[col];
+  // A number's text as SQLite writes it (sqlite3VdbeMemStringify).
+  if (!text_of_) text_of_ = std::make_unique<std::string[]>(kMaxColumns);
+  char buf[64];
+  if (type_[col] == kInteger) sqlite3_snprintf(sizeof buf, buf, "%lld", static_cast<sqlite3_int64>(int_[col]));
+  else sqlite3_snprintf(sizeof buf, buf, "%!.15g", real_[col]);
+  return text_of_[static_cast<std::size_t>(col)] = buf;
+}
+
+std::string_view Row::bytes(int col) const {
+  if (!value_[col]) return type_[col] == kText || type_[col] == kBlob ? bytes_[col] : std::string_view();
+  const void* p = nullptr;
+  if (type_[col] == kText) p = sqlite3_value_text(value_[col]);
+  else if (type_[col] == kBlob) p = sqlite3_value_blob(value_[col]);
+  else return {};
+  return p ? std::string_view(static_cast<const char*>(p), static_cast<std::size_t>(sqlite3_value_bytes(value_[col])))
+           : std::string_view();
 }
 
 }  // namespace moetrace::sqlite

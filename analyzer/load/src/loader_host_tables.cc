@@ -26,17 +26,11 @@
 namespace moetrace::analyzer {
 
 void TraceLoader::load_api_calls(std::vector<ApiCall>& out, bool whole, std::int64_t first, std::int64_t last) {
-  auto st = db_.prepare(
-      std::string("SELECT rank, thread_id, start_ns, end_ns, api, name_id, correlation_id, return_code "
-                  "FROM api_calls") +
-      (whole ? "" : " WHERE rowid BETWEEN ?1 AND ?2"));
-  if (!whole) {
-    st.bind(1, first);
-    st.bind(2, last);
-  } else {
-    reserve_huge(out, out.size() + recorded_rows("api_calls"));
-  }
-  for_each_row(st, "api_calls", 8, [&](const sqlite::Row& row) {
+  sqlite::TableScan scan(db_, "api_calls",
+                         "rank, thread_id, start_ns, end_ns, api, name_id, correlation_id, return_code",
+                         whole ? std::nullopt : std::optional(sqlite::TableScan::Rowids{first, last}));
+  if (whole) reserve_huge(out, out.size() + recorded_rows("api_calls"));
+  for_each_row(scan, "api_calls", [&](const sqlite::Row& row) {
     ApiCall a;
     a.rank = checked_rank(row.int64(0), "api_calls");
     a.thread_id = row.int64(1);
@@ -95,9 +89,9 @@ void TraceLoader::sort_api_calls() {
 void TraceLoader::load_nvtx() {
   // 11 columns hashed: the rowid last, as the writer hashes it.
   for_each_row(
-      "SELECT rank, thread_id, start_ns, end_ns, domain_id, name_id, category, color, payload_int, "
-      "payload_double, id FROM nvtx_ranges",
-      "nvtx_ranges", 11, trace_.nvtx, [&](const sqlite::Row& row) {
+      "nvtx_ranges",
+      "rank, thread_id, start_ns, end_ns, domain_id, name_id, category, color, payload_int, payload_double, id",
+      trace_.nvtx, [&](const sqlite::Row& row) {
     NvtxRange r;
     r.id = row.int64(10);
     r.rank = checked_rank(row.int64(0), "nvtx_ranges");
@@ -125,9 +119,8 @@ void TraceLoader::sort_nvtx() {
 
 void TraceLoader::load_memory() {
   for_each_row(
-      "SELECT rank, ts_ns, kind, address, bytes, memory_kind, stream_id, correlation_id, buffer_id, id "
-      "FROM memory_events",
-      "memory_events", 10, trace_.memory_events, [&](const sqlite::Row& row) {
+      "memory_events", "rank, ts_ns, kind, address, bytes, memory_kind, stream_id, correlation_id, buffer_id, id",
+      trace_.memory_events, [&](const sqlite::Row& row) {
     MemoryEvent e;
     e.rank = checked_rank(row.int64(0), "memory_events");
     e.ts_ns = row.int64(1);

@@ -120,14 +120,12 @@ void TraceLoader::load_activities() {
     launch_index.emplace(lc.int64(0), static_cast<std::int32_t>(trace_.launch_configs.size()));
     trace_.launch_configs.push_back(c);
   });
-  auto k = db_.prepare(
-      "SELECT rank, stream_id, start_ns, end_ns, name_id, correlation_id, launch_id, op_id "
-      "FROM kernels");
   verify("launch_configs");
+  sqlite::TableScan k(db_, "kernels", "rank, stream_id, start_ns, end_ns, name_id, correlation_id, launch_id, op_id");
   reserve_huge(activity_op_ids_, trace_.activities.capacity());
   std::int64_t last_launch = -1;  // the previous kernel's launch config id and index
   std::int32_t last_launch_index = -1;
-  for_each_row(k, "kernels", 8, [&](const sqlite::Row& row) {
+  for_each_row(k, "kernels", [&](const sqlite::Row& row) {
     auto a = activity_of(row, ActivityType::kKernel, "kernels");
     a.name = checked_string(row.int64(4), "kernels");
     a.correlation_id = row.int64_or(5, 0);
@@ -145,11 +143,10 @@ void TraceLoader::load_activities() {
     }
     add_activity(a, row, 7, "kernels");
   });
-  auto m = db_.prepare(
-      "SELECT rank, stream_id, start_ns, end_ns, bytes, copy_kind, src_kind, dst_kind, correlation_id, "
-      "op_id FROM memcpy");
   verify("kernels");
-  for_each_row(m, "memcpy", 10, [&](const sqlite::Row& row) {
+  sqlite::TableScan m(db_, "memcpy",
+                      "rank, stream_id, start_ns, end_ns, bytes, copy_kind, src_kind, dst_kind, correlation_id, op_id");
+  for_each_row(m, "memcpy", [&](const sqlite::Row& row) {
     auto a = activity_of(row, ActivityType::kMemcpy, "memcpy");
     a.bytes = row.int64(4);
     a.copy_kind = static_cast<std::uint8_t>(checked_enum(row.int64(5), 0, 10, "memcpy", "copy_kind"));
@@ -158,10 +155,9 @@ void TraceLoader::load_activities() {
     a.correlation_id = row.int64_or(8, 0);
     add_activity(a, row, 9, "memcpy");
   });
-  auto s = db_.prepare(
-      "SELECT rank, stream_id, start_ns, end_ns, bytes, value, correlation_id, op_id FROM memset");
   verify("memcpy");
-  for_each_row(s, "memset", 8, [&](const sqlite::Row& row) {
+  sqlite::TableScan s(db_, "memset", "rank, stream_id, start_ns, end_ns, bytes, value, correlation_id, op_id");
+  for_each_row(s, "memset", [&](const sqlite::Row& row) {
     auto a = activity_of(row, ActivityType::kMemset, "memset");
     a.bytes = row.int64(4);
     a.correlation_id = row.int64_or(6, 0);
@@ -177,17 +173,18 @@ void TraceLoader::load_ops() {
   // Since version 2 an op's deps and buffer accesses are on its row: read
   // them in this same pass (load_v1_op_links reads version 1's tables).
   const bool links = trace_.run.schema_version >= 2;
-  auto st = db_.prepare(
-      std::string("SELECT id, rank, stream_id, kind, name_id, layer, iteration, micro_batch, chunk, phase, "
-                  "start_ns, end_ns, launch_start_ns, launch_end_ns, flops, bytes, peer_rank, nvtx_id") +
-      (links ? ", deps, buffers" : "") + " FROM op_ranges");
+  sqlite::TableScan st(db_, "op_ranges",
+                       std::string("id, rank, stream_id, kind, name_id, layer, iteration, micro_batch, chunk, phase, "
+                                   "start_ns, end_ns, launch_start_ns, launch_end_ns, flops, bytes, peer_rank, "
+                                   "nvtx_id") +
+                           (links ? ", deps, buffers" : ""));
   const auto kinds = all_op_kinds().size();
   std::vector<std::int64_t> deps;
   std::vector<schema::BufferLink> accesses;
   auto* ops_digest = links ? digest("op_ranges") : nullptr;
   auto* links_digest = links ? digest("op_links") : nullptr;
   sqlite::Row row;
-  while (row.step(st, links ? 20 : 18)) {
+  while (st.step(row)) {
     if (ops_digest) {
       schema::RowHash h, l;
       for (int c = 0; c < schema::kOpLinkColumn; ++c) h.add_column(row, c, c);

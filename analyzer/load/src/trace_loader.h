@@ -37,6 +37,7 @@
 #include "moetrace/schema/integrity.h"
 #include "moetrace/schema/op_links.h"
 #include "moetrace/schema/sqlite.h"
+#include "moetrace/schema/table_scan.h"
 #include "moetrace/schema/trace_file.h"
 #include "moetrace/analyzer/trace.h"
 #include "trace_loader_internal.h"
@@ -199,25 +200,37 @@ class TraceLoader {
   // A table read whole against the integrity record.
   void verify(std::string_view table);
 
-  // Each row of `st` to `read(row)`, its columns [0, n) hashed first into the
+  // Each row of `scan` to `read(row)`, its columns hashed first into the
   // digest of `table` where there is a record. The fetched-row form
   // (sqlite::Row) for the large tables, whose reads touch most columns.
   template <class Read>
-  void for_each_row(sqlite::Statement& st, const std::string& table, int n, Read&& read) {
+  void for_each_row(sqlite::TableScan& scan, const std::string& table, Read&& read) {
+    auto* d = digest(table);
+    sqlite::Row row;
+    while (scan.step(row)) {
+      if (d) d->add_row(row, scan.columns());
+      read(row);
+    }
+  }
+  // The same for `columns` of every row of `table`, read into `out`,
+  // reserved first for the rows the record counts.
+  template <class T, class Read>
+  void for_each_row(const std::string& table, std::string_view columns, std::vector<T>& out, Read&& read) {
+    sqlite::TableScan scan(db_, table, columns);
+    reserve_huge(out, out.size() + recorded_rows(table));
+    for_each_row(scan, table, read);
+  }
+  // The same for the rows of a query (n columns), where the order matters.
+  template <class T, class Read>
+  void for_each_row(std::string_view sql, const std::string& table, int n, std::vector<T>& out, Read&& read) {
+    auto st = db_.prepare(sql);
+    reserve_huge(out, out.size() + recorded_rows(table));
     auto* d = digest(table);
     sqlite::Row row;
     while (row.step(st, n)) {
       if (d) d->add_row(row, n);
       read(row);
     }
-  }
-  // The same for the rows of `sql`, read into `out`, reserved first for the
-  // rows the record counts.
-  template <class T, class Read>
-  void for_each_row(std::string_view sql, const std::string& table, int n, std::vector<T>& out, Read&& read) {
-    auto st = db_.prepare(sql);
-    reserve_huge(out, out.size() + recorded_rows(table));
-    for_each_row(st, table, n, read);
   }
   // The same where `read()` reads the statement itself (small tables, or
   // columns past n).

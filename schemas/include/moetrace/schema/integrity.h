@@ -18,8 +18,6 @@
 #include <string>
 #include <string_view>
 
-struct sqlite3_value;
-
 namespace moetrace::sqlite {
 class Statement;
 class Row;
@@ -59,9 +57,7 @@ class RowHash {
   std::uint64_t value() const;
 
  private:
-  // A value of SQLite type `type` (sqlite::Row::Type): `i` for an integer,
-  // else read from `v`.
-  void add_value(int position, int type, std::int64_t i, sqlite3_value* v);
+  void add_blob(int column, std::string_view v);
 
   std::uint64_t sum_ = 0;
 };

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -93,8 +94,9 @@ class Statement {
 // once: its value, type and, for an integer, the integer. For loops that
 // read (and hash: schema/integrity.h) most columns of many rows, where typed
 // reads per column (sqlite3_column_type, then sqlite3_column_int64) cost
-// twice the calls. Reads give what the Statement's reads give; valid until
-// the statement steps again.
+// twice the calls. Reads give what the Statement's reads give, converting
+// between types as SQLite does; valid until the statement steps again. A
+// TableScan (table_scan.h) fills it from the file's pages alike.
 class Row {
  public:
   static constexpr int kMaxColumns = 24;
@@ -117,15 +119,20 @@ class Row {
   std::int64_t int64_or(int col, std::int64_t dflt) const { return is_null(col) ? dflt : int64(col); }
   double real(int col) const;
   std::string_view text(int col) const;
-  sqlite3_value* value(int col) const { return value_[col]; }
+  // A text's or a blob's bytes as stored (empty for other types).
+  std::string_view bytes(int col) const;
 
  private:
-  std::int64_t converted(int col) const;  // sqlite3_value_int64 of a real, text or blob
+  friend class TableScan;
+  std::int64_t converted(int col) const;  // the int64 of a real, text or blob
 
   int n_ = 0;
   unsigned char type_[kMaxColumns] = {};
   std::int64_t int_[kMaxColumns] = {};
-  sqlite3_value* value_[kMaxColumns] = {};
+  sqlite3_value* value_[kMaxColumns] = {};  // from SQLite; nullptr: from a TableScan, in the fields below
+  double real_[kMaxColumns] = {};
+  std::string_view bytes_[kMaxColumns];
+  mutable std::unique_ptr<std::string[]> text_of_;  // a number's text, where one is asked for
 };
 
 }  // namespace moetrace::sqlite

@@ -1,0 +1,471 @@
+#include "moetrace/schema/table_scan.h"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bit>
+#include <charconv>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "moetrace/schema/ascii.h"
+#include "moetrace/schema/error.h"
+
+namespace moetrace::sqlite {
+namespace {
+
+std::uint32_t get16(const unsigned char* p) { return static_cast<std::uint32_t>(p[0] << 8 | p[1]); }
+std::uint32_t get32(const unsigned char* p) {
+  return static_cast<std::uint32_t>(p[0]) << 24 | static_cast<std::uint32_t>(p[1]) << 16 |
+         static_cast<std::uint32_t>(p[2]) << 8 | p[3];
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+  return s;
+}
+
+// The text lowered, each run of white space one space.
+std::string normalised(std::string_view sql) {
+  std::string out;
+  for (char c : sql) {
+    const bool space = c == ' ' || c == '\t' || c == '\n' || c == '\r';
+    if (space) {
+      if (!out.empty() && out.back() != ' ') out += ' ';
+    } else {
+      out += ascii_lower(c);
+    }
+  }
+  return out;
+}
+
+bool contains(std::string_view s, std::string_view what) { return s.find(what) != std::string_view::npos; }
+
+// SQLite's rule for a column's affinity from its declared type (datatype3
+// section 3.1): REAL where the type names no INT, CHAR, CLOB, TEXT or BLOB and
+// names REAL, FLOA or DOUB.
+bool real_affinity(std::string_view declared) {
+  const auto t = normalised(declared);
+  if (contains(t, "int") || contains(t, "char") || contains(t, "clob") || contains(t, "text") || contains(t, "blob") ||
+      t.empty())
+    return false;
+  return contains(t, "real") || contains(t, "floa") || contains(t, "doub");
+}
+
+// An integer literal (a default as PRAGMA table_info gives it), else nullopt.
+std::optional<std::int64_t> integer_literal(std::string_view s) {
+  s = trim(s);
+  if (s.size() > 2 && s.front() == '(' && s.back() == ')') s = trim(s.substr(1, s.size() - 2));
+  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+  std::int64_t v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+// The table's b-tree read page by page (pread: a fault per 4 KiB page of a
+// mapping costs more than copying a whole 64 KiB page on the machines we
+// measured), its leaves in order, each cell's record decoded.
+class TableScan::Pages {
+ public:
+  // A column asked for: its field in the record, or the rowid.
+  struct Column {
+    static constexpr int kRowid = -1;
+    int field = kRowid;
+    bool real = false;                 // REAL affinity: an integer stored reads as a real (OP_RealAffinity)
+    std::optional<std::int64_t> dflt;  // for a record without the field; nullopt: NULL
+  };
+
+  Pages(int fd, std::string path, std::string table, std::uint32_t page_size, std::uint32_t usable,
+        std::uint32_t pages, std::vector<Column> columns)
+      : fd_(fd),
+        path_(std::move(path)),
+        table_(std::move(table)),
+        page_size_(page_size),
+        usable_(usable),
+        pages_(pages),
+        columns_(std::move(columns)) {
+    for (const auto& c : columns_) fields_ = std::max(fields_, c.field + 1);
+    type_.resize(static_cast<std::size_t>(fields_));
+    at_.resize(static_cast<std::size_t>(fields_));
+    levels_.reserve(kMaxDepth + 1);  // leaf_ points into it
+  }
+  ~Pages() { ::close(fd_); }
+  Pages(const Pages&) = delete;
+  Pages& operator=(const Pages&) = delete;
+
+  void start(std::uint32_t root, std::optional<Rowids> rowids) {
+    if (rowids) {
+      first_ = rowids->first;
+      last_ = rowids->last;
+      if (first_ > last_) return;
+    }
+    descend(root, rowids.has_value());
+  }
+
+  bool next(Row& row) {
+    while (leaf_) {
+      if (cell_ < cells_) {
+        if (read_cell(row)) return true;
+        leaf_ = nullptr;  // past the last rowid asked for
+        return false;
+      }
+      next_leaf();
+    }
+    return false;
+  }
+
+ private:
+  static constexpr std::size_t kMaxDepth = 40;  // SQLite's own bound on a b-tree's depth is 20
+
+  struct Level {
+    std::vector<unsigned char> bytes;
+    std::uint32_t page = 0, header = 0;
+    std::uint32_t cell = 0, cells = 0;  // the cell whose child is read; `cells`: the right-most child
+  };
+
+  [[noreturn]] void damaged(std::uint32_t page) const {
+    throw Error(path_ + ": the file is damaged or truncated (table " + table_ + ", page " + std::to_string(page) + ")");
+  }
+
+  // Page `n` into `out`; the offset of its b-tree header (100 on page 1).
+  std::uint32_t read_page(std::uint32_t n, std::vector<unsigned char>& out) {
+    if (n == 0 || n > pages_ || ++pages_read_ > pages_) damaged(n);  // a page read twice: a cycle
+    out.resize(page_size_);
+    const auto at = static_cast<off_t>(n - 1) * static_cast<off_t>(page_size_);
+    std::size_t got = 0;
+    while (got < page_size_) {
+      const auto r = ::pread(fd_, out.data() + got, page_size_ - got, at + static_cast<off_t>(got));
+      if (r <= 0) damaged(n);
+      got += static_cast<std::size_t>(r);
+    }
+    return n == 1 ? 100 : 0;
+  }
+
+  // A varint at p (section 1.6 of the format: up to 9 bytes, 7 bits each but
+  // the ninth's 8), within [p, end).
+  std::uint64_t varint(const unsigned char*& p, const unsigned char* end, std::uint32_t page) const {
+    std::uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) {
+      if (p >= end) damaged(page);
+      const auto b = *p++;
+      v = v << 7 | (b & 0x7f);
+      if (!(b & 0x80)) return v;
+    }
+    if (p >= end) damaged(page);
+    return v << 8 | *p++;
+  }
+
+  std::uint32_t cell_offset(const std::vector<unsigned char>& bytes, std::uint32_t header, std::uint32_t pointers,
+                            std::uint32_t i, std::uint32_t page) const {
+    const auto off = get16(bytes.data() + header + pointers + 2 * i);
+    if (off < header + pointers || off >= usable_) damaged(page);
+    return off;
+  }
+
+  // Reads down from `page` to a leaf: with `seek`, toward the first rowid at
+  // or past first_; else the leftmost.
+  void descend(std::uint32_t page, bool seek) {
+    for (;;) {
+      if (depth_ == kMaxDepth) damaged(page);
+      auto& level = levels_.size() > depth_ ? levels_[depth_] : levels_.emplace_back();
+      const auto header = read_page(page, level.bytes);
+      const auto* p = level.bytes.data();
+      const auto type = p[header];
+      const auto cells = get16(p + header + 3);
+      if (type == 0x0d) {  // a leaf of a table b-tree
+        if (header + 8 + 2 * cells > usable_) damaged(page);
+        leaf_ = &level;
+        level.page = page;
+        level.header = header;
+        cells_ = cells;
+        cell_ = 0;
+        if (seek) {  // the first cell whose rowid is at or past first_
+          std::uint32_t lo = 0, hi = cells;
+          while (lo < hi) {
+            const auto mid = (lo + hi) / 2;
+            const auto* c = p + cell_offset(level.bytes, header, 8, mid, page);
+            const auto* end = p + usable_;
+            varint(c, end, page);  // the payload's size
+            if (static_cast<std::int64_t>(varint(c, end, page)) < first_) lo = mid + 1;
+            else hi = mid;
+          }
+          cell_ = lo;
+        }
+        return;
+      }
+      if (type != 0x05 || header + 12 + 2 * cells > usable_) damaged(page);  // an interior page of a table b-tree
+      std::uint32_t i = 0;
+      if (seek) {  // the first cell whose key (the largest rowid of its child) is at or past first_
+        std::uint32_t lo = 0, hi = cells;
+        while (lo < hi) {
+          const auto mid = (lo + hi) / 2;
+          const auto* c = p + cell_offset(level.bytes, header, 12, mid, page) + 4;
+          if (static_cast<std::int64_t>(varint(c, p + usable_, page)) < first_) lo = mid + 1;
+          else hi = mid;
+        }
+        i = lo;
+      }
+      level.page = page;
+      level.header = header;
+      level.cell = i;
+      level.cells = cells;
+      ++depth_;
+      page = child(level);
+    }
+  }
+
+  std::uint32_t child(const Level& level) const {
+    const auto* p = level.bytes.data();
+    if (level.cell == level.cells) return get32(p + level.header + 8);
+    return get32(p + cell_offset(level.bytes, level.header, 12, level.cell, level.page));
+  }
+
+  void next_leaf() {
+    leaf_ = nullptr;
+    while (depth_ > 0) {
+      auto& up = levels_[depth_ - 1];
+      if (up.cell < up.cells) {
+        ++up.cell;
+        descend(child(up), false);
+        return;
+      }
+      --depth_;
+    }
+  }
+
+  // The leaf's cell cell_ into `row`, then on to the next: false where its
+  // rowid is past last_.
+  bool read_cell(Row& row) {
+    const auto& leaf = *leaf_;
+    const auto* p = leaf.bytes.data();
+    const auto page = leaf.page;
+    const auto* c = p + cell_offset(leaf.bytes, leaf.header, 8, cell_, page);
+    const auto* end = p + usable_;
+    const auto size = varint(c, end, page);
+    const auto rowid = static_cast<std::int64_t>(varint(c, end, page));
+    if (rowid > last_) return false;
+    ++cell_;
+    // The payload: on the page up to a bound, the rest on a chain of
+    // overflow pages (section 1.6, "Cell Payload Overflow Pages").
+    const std::uint64_t inline_max = usable_ - 35;
+    const unsigned char* payload = c;
+    if (size > inline_max) {
+      if (size > (std::uint64_t{1} << 31)) damaged(page);
+      const std::uint64_t min_local = (usable_ - 12) * 32 / 255 - 23;
+      const std::uint64_t k = min_local + (size - min_local) % (usable_ - 4);
+      const std::uint64_t local = k <= inline_max ? k : min_local;
+      if (c + local + 4 > end) damaged(page);
+      overflow_.assign(c, c + local);
+      std::uint32_t next = get32(c + local);
+      std::vector<unsigned char>& chain = chain_;
+      while (overflow_.size() < size) {
+        read_page(next, chain);
+        const auto n = std::min<std::uint64_t>(size - overflow_.size(), usable_ - 4);
+        overflow_.insert(overflow_.end(), chain.data() + 4, chain.data() + 4 + n);
+        next = get32(chain.data());
+      }
+      payload = overflow_.data();
+    } else if (c + size > end) {
+      damaged(page);
+    }
+    decode(row, payload, size, rowid, page);
+    return true;
+  }
+
+  // The record's fields (section 2.1: a header of serial types, then their
+  // values) into the columns asked for.
+  void decode(Row& row, const unsigned char* record, std::uint64_t size, std::int64_t rowid, std::uint32_t page) {
+    const auto* h = record;
+    const auto header_size = varint(h, record + size, page);
+    if (header_size > size || record + header_size < h) damaged(page);
+    const auto* header_end = record + header_size;
+    std::uint64_t at = header_size;
+    int fields = 0;
+    for (; fields < fields_ && h < header_end; ++fields) {
+      const auto type = varint(h, header_end, page);
+      const auto length = type >= 12 ? (type - 12) / 2 : kFixedSize[type];
+      if (type == 10 || type == 11 || length > size - at) damaged(page);
+      type_[static_cast<std::size_t>(fields)] = type;
+      at_[static_cast<std::size_t>(fields)] = at;
+      at += length;
+    }
+    row.n_ = static_cast<int>(columns_.size());
+    for (std::size_t i = 0; i < columns_.size(); ++i) {
+      const auto& col = columns_[i];
+      row.value_[i] = nullptr;
+      auto& t = row.type_[i];
+      auto& v = row.int_[i];
+      v = 0;
+      if (col.field == Column::kRowid) {
+        t = Row::kInteger;
+        v = rowid;
+      } else if (col.field >= fields) {  // written before the column was added
+        t = col.dflt ? Row::kInteger : Row::kNull;
+        v = col.dflt.value_or(0);
+      } else {
+        const auto type = type_[static_cast<std::size_t>(col.field)];
+        const auto* f = record + at_[static_cast<std::size_t>(col.field)];
+        if (type == 0) {
+          t = Row::kNull;
+        } else if (type <= 6 || type == 8 || type == 9) {
+          t = Row::kInteger;
+          if (type == 8 || type == 9) {
+            v = static_cast<std::int64_t>(type - 8);
+          } else {
+            const int n = static_cast<int>(kFixedSize[type]);
+            std::uint64_t u = f[0] & 0x80 ? ~std::uint64_t{0} : 0;  // sign-extended
+            for (int b = 0; b < n; ++b) u = u << 8 | f[b];
+            v = static_cast<std::int64_t>(u);
+          }
+        } else if (type == 7) {
+          t = Row::kFloat;
+          std::uint64_t u = 0;
+          for (int b = 0; b < 8; ++b) u = u << 8 | f[b];
+          row.real_[i] = std::bit_cast<double>(u);
+        } else {
+          t = type & 1 ? Row::kText : Row::kBlob;
+          row.bytes_[i] = std::string_view(reinterpret_cast<const char*>(f), static_cast<std::size_t>((type - 12) / 2));
+        }
+      }
+      if (col.real && t == Row::kInteger) {
+        t = Row::kFloat;
+        row.real_[i] = static_cast<double>(v);
+        v = 0;
+      }
+    }
+  }
+
+  // The size of a value of serial type 0..11 (10 and 11 reserved).
+  static constexpr std::uint64_t kFixedSize[12] = {0, 1, 2, 3, 4, 6, 8, 8, 0, 0, 0, 0};
+
+  int fd_;
+  std::string path_, table_;
+  std::uint32_t page_size_, usable_, pages_;
+  std::uint64_t pages_read_ = 0;
+  std::vector<Column> columns_;
+  int fields_ = 0;
+  std::int64_t first_ = INT64_MIN, last_ = INT64_MAX;
+  std::vector<Level> levels_;
+  std::size_t depth_ = 0;  // interior levels above the leaf
+  Level* leaf_ = nullptr;
+  std::uint32_t cell_ = 0, cells_ = 0;
+  std::vector<unsigned char> overflow_, chain_;
+  std::vector<std::uint64_t> type_, at_;  // of the record's fields [0, fields_)
+};
+
+TableScan::TableScan(Database& db, std::string_view table, std::string_view columns, std::optional<Rowids> rowids)
+    : db_(&db) {
+  std::vector<std::string> names;
+  for (std::size_t from = 0; from <= columns.size();) {
+    const auto comma = std::min(columns.find(',', from), columns.size());
+    names.emplace_back(trim(columns.substr(from, comma - from)));
+    from = comma + 1;
+  }
+  n_ = static_cast<int>(names.size());
+  if (n_ > Row::kMaxColumns) throw Error(db.path() + ": a scan of " + std::to_string(n_) + " columns, over the bound");
+  std::string sql = "SELECT " + std::string(columns) + " FROM " + std::string(table);
+  if (rowids) sql += " WHERE rowid BETWEEN ?1 AND ?2";
+
+  const auto direct = [&]() -> std::unique_ptr<Pages> {
+    const char* file = sqlite3_db_filename(db.handle(), "main");
+    if (file == nullptr || *file == '\0') return nullptr;
+    schema_.emplace(db, "SELECT rootpage, sql FROM sqlite_master WHERE type = 'table' AND name = ?1 COLLATE NOCASE");
+    schema_->bind(1, table);
+    if (!schema_->step() || schema_->is_null(0) || schema_->is_null(1)) return nullptr;  // the query says why
+    const auto root = schema_->int64(0);
+    const auto create = normalised(schema_->text(1));
+    if (root <= 0 || root > UINT32_MAX || contains(create, "without rowid") || contains(create, "primary key desc"))
+      return nullptr;
+    // The declared columns, in the record's order.
+    struct Declared {
+      std::string name, type;
+      std::optional<std::string> dflt;
+      int pk = 0;
+    };
+    std::vector<Declared> declared;
+    {
+      Statement info(db, "SELECT name, type, dflt_value, pk, hidden FROM pragma_table_xinfo(?1) ORDER BY cid");
+      info.bind(1, table);
+      while (info.step()) {
+        if (info.int64(4) != 0) return nullptr;  // a generated or hidden column
+        Declared d{std::string(info.text(0)), std::string(info.text(1)), std::nullopt,
+                   static_cast<int>(info.int64(3))};
+        if (!info.is_null(2)) d.dflt = std::string(info.text(2));
+        declared.push_back(std::move(d));
+      }
+    }
+    int keys = 0;
+    for (const auto& d : declared) keys += d.pk > 0;
+    std::vector<Pages::Column> asked;
+    for (const auto& name : names) {
+      const auto lower = to_ascii_lower(name);
+      Pages::Column c;
+      std::size_t i = 0;
+      while (i < declared.size() && to_ascii_lower(declared[i].name) != lower) ++i;
+      if (i == declared.size()) {
+        if (lower != "rowid" && lower != "oid" && lower != "_rowid_") return nullptr;
+      } else {
+        const auto& d = declared[i];
+        // INTEGER PRIMARY KEY: the rowid itself, NULL in the record.
+        const bool alias = d.pk == 1 && keys == 1 && to_ascii_lower(d.type) == "integer";
+        if (!alias) {
+          c.field = static_cast<int>(i);
+          c.real = real_affinity(d.type);
+          if (d.dflt && d.dflt != "NULL") {
+            c.dflt = integer_literal(*d.dflt);
+            if (!c.dflt) return nullptr;
+          }
+        }
+      }
+      asked.push_back(c);
+    }
+    // The file: rollback journal (not WAL), UTF-8, the page size SQLite reads.
+    const int fd = ::open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return nullptr;
+    unsigned char h[100];
+    struct stat st {};
+    const bool header_read = ::pread(fd, h, sizeof h, 0) == static_cast<ssize_t>(sizeof h) && ::fstat(fd, &st) == 0;
+    std::uint32_t page_size = header_read ? get16(h + 16) : 0;
+    if (page_size == 1) page_size = 65536;
+    const bool readable = header_read && std::memcmp(h, "SQLite format 3", 16) == 0 && h[18] == 1 && h[19] == 1 &&
+                          page_size >= 512 && page_size <= 65536 && std::has_single_bit(page_size) &&
+                          page_size - h[20] >= 480 && get32(h + 56) == 1 &&
+                          db.pragma_int("page_size") == static_cast<std::int64_t>(page_size) &&
+                          db.pragma_int("schema_version") == static_cast<std::int64_t>(get32(h + 40));
+    const auto pages = readable ? static_cast<std::uint64_t>(st.st_size) / page_size : 0;
+    if (!readable || pages > UINT32_MAX || static_cast<std::uint64_t>(root) > pages) {
+      ::close(fd);
+      return nullptr;
+    }
+    auto p = std::make_unique<Pages>(fd, db.path(), std::string(table), page_size, page_size - h[20],
+                                     static_cast<std::uint32_t>(pages), std::move(asked));
+    p->start(static_cast<std::uint32_t>(root), rowids);
+    return p;
+  };
+  pages_ = direct();
+  if (pages_) return;
+  schema_.reset();
+  query_.emplace(db, sql);
+  if (rowids) {
+    query_->bind(1, rowids->first);
+    query_->bind(2, rowids->last);
+  }
+}
+
+TableScan::~TableScan() = default;
+
+bool TableScan::step(Row& row) {
+  if (pages_) return pages_->next(row);
+  if (!query_->step()) return false;
+  row.fetch(*query_, n_);
+  return true;
+}
+
+}  // namespace moetrace::sqlite
