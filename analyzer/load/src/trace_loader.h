@@ -403,8 +403,10 @@ class TraceLoader {
   void build_tracks();
   // std::sort(events, by_track) for events whose `stream` is below
   // `streams`. Where each stream's events come strictly in order already (as
-  // writers append them), that order is the only sorted one: they are copied
-  // to their tracks in one pass instead.
+  // writers append them), that order is the only sorted one: each event's
+  // place follows from the counts per stream, and the events move there in
+  // place, cycle by cycle (a second array of them, hundreds of MiB on a large
+  // trace, cost more in fresh pages than the moves).
   template <class Event, class ByTrack>
   static void sort_into_tracks(std::vector<Event>& events, std::size_t streams, ByTrack by_track) {
     std::vector<std::size_t> last(streams, SIZE_MAX);  // per stream, its previous event
@@ -420,11 +422,14 @@ class TraceLoader {
       return;
     }
     for (std::size_t s = 0; s < streams; ++s) begin[s + 1] += begin[s];
-    std::vector<Event> tracks;
-    reserve_huge(tracks, events.size());
-    tracks.resize(events.size());
-    for (const auto& e : events) tracks[begin[static_cast<std::size_t>(e.stream)]++] = e;
-    events.swap(tracks);
+    std::vector<std::size_t> to(events.size());  // each event's place
+    for (std::size_t i = 0; i < events.size(); ++i) to[i] = begin[static_cast<std::size_t>(events[i].stream)]++;
+    for (std::size_t i = 0; i < events.size(); ++i)
+      while (to[i] != i) {  // the event at i goes to to[i], and the one there comes to i
+        const auto j = to[i];
+        std::swap(events[i], events[j]);
+        std::swap(to[i], to[j]);
+      }
   }
 
   sqlite::Database db_;
