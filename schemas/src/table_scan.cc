@@ -224,7 +224,9 @@ class TableScan::Pages {
   std::uint32_t child(const Level& level) const {
     const auto* p = level.bytes.data();
     if (level.cell == level.cells) return get32(p + level.header + 8);
-    return get32(p + cell_offset(level.bytes, level.header, 12, level.cell, level.page));
+    const auto off = cell_offset(level.bytes, level.header, 12, level.cell, level.page);
+    if (off + 4 > usable_) damaged(level.page);
+    return get32(p + off);
   }
 
   void next_leaf() {
@@ -374,8 +376,12 @@ TableScan::TableScan(Database& db, std::string_view table, std::string_view colu
   if (rowids) sql += " WHERE rowid BETWEEN ?1 AND ?2";
 
   const auto direct = [&]() -> std::unique_ptr<Pages> {
+    // A read-only connection outside a transaction: the pages of one that
+    // writes may wait in its cache, not yet in the file.
     const char* file = sqlite3_db_filename(db.handle(), "main");
-    if (file == nullptr || *file == '\0') return nullptr;
+    if (file == nullptr || *file == '\0' || sqlite3_db_readonly(db.handle(), "main") != 1 ||
+        sqlite3_get_autocommit(db.handle()) == 0)
+      return nullptr;
     schema_.emplace(db, "SELECT rootpage, sql FROM sqlite_master WHERE type = 'table' AND name = ?1 COLLATE NOCASE");
     schema_->bind(1, table);
     if (!schema_->step() || schema_->is_null(0) || schema_->is_null(1)) return nullptr;  // the query says why

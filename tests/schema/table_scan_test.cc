@@ -198,6 +198,21 @@ TEST(TableScan, SqliteReadsWhereThePagesAreNotCertain) {
     db.exec("CREATE TABLE generated (a INTEGER, b INTEGER GENERATED ALWAYS AS (a * 2) VIRTUAL)");
     db.exec("INSERT INTO generated (a) VALUES (4)");
     db.exec("CREATE VIEW doubled AS SELECT a, b FROM generated");
+    db.exec("CREATE TABLE plain (id INTEGER PRIMARY KEY, v INTEGER); INSERT INTO plain (v) VALUES (1), (2)");
+  }
+  {  // a connection that writes: its pages may wait in its cache
+    Database rw(path, Database::Mode::kReadWrite);
+    rw.exec("BEGIN; INSERT INTO plain (v) VALUES (3)");
+    expect_same_table(rw, "plain", "id, v", 2, false);
+    rw.exec("ROLLBACK");
+    expect_same_table(rw, "plain", "id, v", 2, false);
+  }
+  {  // a read-only one inside a transaction of its own
+    Database ro(path, Database::Mode::kReadOnly);
+    ro.exec("BEGIN");
+    expect_same_table(ro, "plain", "id, v", 2, false);
+    ro.exec("COMMIT");
+    expect_same_table(ro, "plain", "id, v", 2, true);
   }
   Database db(path, Database::Mode::kReadOnly);
   expect_same_table(db, "keyed", "rank, ts", 2, false);

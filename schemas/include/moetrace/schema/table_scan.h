@@ -11,8 +11,9 @@
 // of the cost.
 //
 // Read from the pages only where that is certain to be what SQLite reads:
-// - the main database of a connection, a file in rollback-journal mode (not
-//   WAL, whose newest pages lie in another file), its text UTF-8;
+// - the main database of a read-only connection outside a transaction (a
+//   writer's pages may wait in its cache), a file in rollback-journal mode
+//   (not WAL, whose newest pages lie in another file), its text UTF-8;
 // - an ordinary rowid table (not WITHOUT ROWID, virtual or with generated
 //   columns), every column asked for a declared column or the rowid, each
 //   default NULL or an integer (a record written before an ALTER TABLE ADD
