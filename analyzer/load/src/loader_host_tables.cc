@@ -30,6 +30,7 @@ void TraceLoader::load_api_calls(std::vector<ApiCall>& out, bool whole, std::int
                          "rank, thread_id, start_ns, end_ns, api, name_id, correlation_id, return_code",
                          whole ? std::nullopt : std::optional(sqlite::TableScan::Rowids{first, last}));
   if (whole) reserve_huge(out, out.size() + recorded_rows("api_calls"));
+  else if (out.empty()) out.reserve(static_cast<std::size_t>(last - first + 1));  // a block's rows at most
   for_each_row(scan, "api_calls", [&](const sqlite::Row& row) {
     ApiCall a;
     a.rank = checked_rank(row.int64(0), "api_calls");
