@@ -136,8 +136,10 @@ void TraceLoader::read_event_tables_in_parallel() {
   std::thread thread([&] {
     try {
       second.read_op_tables();
-      second.read_api_call_blocks(api, false);
+      // Its own tables first, then the API calls' blocks until the two
+      // meet: the blocks share out what is left, so neither thread waits.
       second.read_memory_and_moe_tables();
+      second.read_api_call_blocks(api, false);
     } catch (const Stopped&) {
     } catch (...) {
       second_error = std::current_exception();

@@ -31,12 +31,25 @@ void throw_empty_trace(const std::string& path) {
   throw Error(path + ": the trace holds no events (was the run empty, or killed before its first flush?)");
 }
 
+void TraceLoader::in_two_halves(std::size_t n, const std::function<void(std::size_t, std::size_t)>& part) const {
+  // Below this a thread costs more than it saves.
+  constexpr std::size_t kWorthTwo = std::size_t{1} << 16;
+  if (n < kWorthTwo || !read_in_parallel()) {
+    part(0, n);
+    return;
+  }
+  std::thread second([&] { part(n / 2, n); });
+  part(0, n / 2);
+  second.join();
+}
+
 Trace TraceLoader::load() {
   if (imported_) take_imported();
   else read_tables();
   build_tracks();
   release_free_memory();  // heap.h: what reading the tables freed
-  trace_.index_launching_calls();
+  in_two_halves(trace_.activities.size(),
+                [this](std::size_t begin, std::size_t end) { trace_.index_launching_calls(begin, end); });
   if (options_.recognize && trace_.ops.empty()) {
     progress("recognising MoE ops", 0.993);
     if (options_.moe_rules.empty()) {
@@ -175,19 +188,27 @@ void TraceLoader::build_tracks() {
     ops_part();
     activities_part();
   }
-  std::int64_t last_op = -1;  // neighbouring kernels are mostly of one op: its index once
-  std::int32_t last_index = -1;
-  for (auto& a : t.activities) {
-    const auto op = static_cast<std::int64_t>((static_cast<std::uint64_t>(static_cast<std::uint32_t>(a.launched_by)) << 32) |
-                                              static_cast<std::uint32_t>(a.op));
-    a.launched_by = -1;
-    if (op >= 0 && op != last_op) {
-      last_op = op;
-      last_index = t.op_index(OpId(op));
+  // Each activity's op id to the op's index, a half on each thread.
+  std::atomic<std::int64_t> without_op{0};
+  in_two_halves(t.activities.size(), [&t, &without_op](std::size_t begin, std::size_t end) {
+    std::int64_t last_op = -1;  // neighbouring kernels are mostly of one op: its index once
+    std::int32_t last_index = -1;
+    std::int64_t missing = 0;
+    for (auto i = begin; i < end; ++i) {
+      auto& a = t.activities[i];
+      const auto op = static_cast<std::int64_t>(
+          (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a.launched_by)) << 32) | static_cast<std::uint32_t>(a.op));
+      a.launched_by = -1;
+      if (op >= 0 && op != last_op) {
+        last_op = op;
+        last_index = t.op_index(OpId(op));
+      }
+      a.op = op >= 0 ? last_index : -1;
+      if (op >= 0 && a.op < 0) ++missing;
     }
-    a.op = op >= 0 ? last_index : -1;
-    if (op >= 0 && a.op < 0) ++activities_without_op_;
-  }
+    without_op += missing;
+  });
+  activities_without_op_ += without_op.load();
 
   t.activity_track_begin = track_offsets(t.activities, t.streams.size());
   t.op_track_begin = track_offsets(t.ops, t.streams.size());

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <functional>
 #include <climits>
 #include <ctime>
 #include <cmath>
@@ -136,6 +137,9 @@ class TraceLoader {
   TraceLoader(const TraceLoader& main, Race& race);
 
   void count_rows();
+  // part(begin, end) over [0, n): two halves on two threads where the loader
+  // reads on two and n is large, else one call.
+  void in_two_halves(std::size_t n, const std::function<void(std::size_t, std::size_t)>& part) const;
 
   void load_strings();
 

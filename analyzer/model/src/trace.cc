@@ -101,12 +101,15 @@ const ApiCall* Trace::launching_call(const Activity& a) const {
   return found >= 0 ? &api_calls[static_cast<std::size_t>(found)] : nullptr;
 }
 
-void Trace::index_launching_calls() {
+void Trace::index_launching_calls() { index_launching_calls(0, activities.size()); }
+
+void Trace::index_launching_calls(std::size_t begin, std::size_t end) {
   if (api_calls.size() > static_cast<std::size_t>(INT32_MAX)) return;  // searched for instead
   // A track's kernels mostly launch in correlation order: each search
   // starts where the previous one ended.
   std::size_t hint = 0;
-  for (auto& a : activities) a.launched_by = find_launching_call(api_calls, a, hint);
+  for (auto i = begin; i < end && i < activities.size(); ++i)
+    activities[i].launched_by = find_launching_call(api_calls, activities[i], hint);
 }
 
 std::int64_t Trace::event_count() const {

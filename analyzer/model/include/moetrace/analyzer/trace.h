@@ -375,8 +375,11 @@ class Trace {
   const ApiCall* launching_call(const Activity& a) const;
   // Looks up every activity's launching call once (Activity::launched_by),
   // so that launching_call() reads it instead of searching; the loader and
-  // merge_traces() call it once api_calls is complete and sorted.
+  // merge_traces() call it once api_calls is complete and sorted. The range
+  // form: the activities [begin, end) only (two ranges may be indexed on two
+  // threads at once).
   void index_launching_calls();
+  void index_launching_calls(std::size_t begin, std::size_t end);
   // Number of timed events (activities, ops, API calls, NVTX ranges, memory events).
   std::int64_t event_count() const;
   std::vector<RankId> rank_ids() const;  // every rank that appears, sorted
