@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <charconv>
 #include <cstring>
@@ -82,9 +83,11 @@ class TableScan::Pages {
     std::optional<std::int64_t> dflt;  // for a record without the field; nullopt: NULL
   };
 
+  // `index`: the table is WITHOUT ROWID, its rows in an index b-tree.
   Pages(int fd, std::string path, std::string table, std::uint32_t page_size, std::uint32_t usable,
-        std::uint32_t pages, std::vector<Column> columns)
-      : fd_(fd),
+        std::uint32_t pages, std::vector<Column> columns, bool index)
+      : index_(index),
+        fd_(fd),
         path_(std::move(path)),
         table_(std::move(table)),
         page_size_(page_size),
@@ -110,15 +113,37 @@ class TableScan::Pages {
   }
 
   bool next(Row& row) {
-    while (leaf_) {
-      if (cell_ < cells_) {
-        if (read_cell(row)) return true;
+    for (;;) {
+      if (pending_) {  // the child after the interior cell last read
+        pending_ = false;
+        descend(child(levels_[depth_ - 1]), false);
+      }
+      if (leaf_ && cell_ < cells_) {
+        const auto& leaf = *leaf_;
+        if (read_cell(row, leaf, cell_offset(leaf.bytes, leaf.header, 8, cell_, leaf.page))) {
+          ++cell_;
+          return true;
+        }
         leaf_ = nullptr;  // past the last rowid asked for
+        depth_ = 0;
         return false;
       }
-      next_leaf();
+      // Up to the next cell of an interior page: of an index b-tree a row
+      // itself, read between its two children (in order); of a table b-tree
+      // a key only.
+      leaf_ = nullptr;
+      while (depth_ > 0 && levels_[depth_ - 1].cell == levels_[depth_ - 1].cells) --depth_;
+      if (depth_ == 0) return false;
+      auto& up = levels_[depth_ - 1];
+      pending_ = true;
+      if (index_) {
+        const auto off = cell_offset(up.bytes, up.header, 12, up.cell, up.page);
+        ++up.cell;
+        read_cell(row, up, off + 4);
+        return true;
+      }
+      ++up.cell;
     }
-    return false;
   }
 
  private:
@@ -179,7 +204,7 @@ class TableScan::Pages {
       const auto* p = level.bytes.data();
       const auto type = p[header];
       const auto cells = get16(p + header + 3);
-      if (type == 0x0d) {  // a leaf of a table b-tree
+      if (type == (index_ ? 0x0a : 0x0d)) {  // a leaf of an index or a table b-tree
         if (header + 8 + 2 * cells > usable_) damaged(page);
         leaf_ = &level;
         level.page = page;
@@ -200,7 +225,7 @@ class TableScan::Pages {
         }
         return;
       }
-      if (type != 0x05 || header + 12 + 2 * cells > usable_) damaged(page);  // an interior page of a table b-tree
+      if (type != (index_ ? 0x02 : 0x05) || header + 12 + 2 * cells > usable_) damaged(page);  // an interior page
       std::uint32_t i = 0;
       if (seek) {  // the first cell whose key (the largest rowid of its child) is at or past first_
         std::uint32_t lo = 0, hi = cells;
@@ -229,34 +254,25 @@ class TableScan::Pages {
     return get32(p + off);
   }
 
-  void next_leaf() {
-    leaf_ = nullptr;
-    while (depth_ > 0) {
-      auto& up = levels_[depth_ - 1];
-      if (up.cell < up.cells) {
-        ++up.cell;
-        descend(child(up), false);
-        return;
-      }
-      --depth_;
-    }
-  }
-
-  // The leaf's cell cell_ into `row`, then on to the next: false where its
-  // rowid is past last_.
-  bool read_cell(Row& row) {
-    const auto& leaf = *leaf_;
-    const auto* p = leaf.bytes.data();
-    const auto page = leaf.page;
-    const auto* c = p + cell_offset(leaf.bytes, leaf.header, 8, cell_, page);
+  // The cell at `offset` of a page into `row` (of an index b-tree's
+  // interior page: past its child pointer): false where its rowid is past
+  // last_.
+  bool read_cell(Row& row, const Level& level, std::uint32_t offset) {
+    const auto* p = level.bytes.data();
+    const auto page = level.page;
+    if (offset >= usable_) damaged(page);
+    const auto* c = p + offset;
     const auto* end = p + usable_;
     const auto size = varint(c, end, page);
-    const auto rowid = static_cast<std::int64_t>(varint(c, end, page));
-    if (rowid > last_) return false;
-    ++cell_;
+    std::int64_t rowid = 0;
+    if (!index_) {
+      rowid = static_cast<std::int64_t>(varint(c, end, page));
+      if (rowid > last_) return false;
+    }
     // The payload: on the page up to a bound, the rest on a chain of
-    // overflow pages (section 1.6, "Cell Payload Overflow Pages").
-    const std::uint64_t inline_max = usable_ - 35;
+    // overflow pages (section 1.6, "Cell Payload Overflow Pages"; the bound
+    // is lower in an index b-tree).
+    const std::uint64_t inline_max = index_ ? (usable_ - 12) * 64 / 255 - 23 : usable_ - 35;
     const unsigned char* payload = c;
     if (size > inline_max) {
       if (size > (std::uint64_t{1} << 31)) damaged(page);
@@ -347,6 +363,8 @@ class TableScan::Pages {
   // The size of a value of serial type 0..11 (10 and 11 reserved).
   static constexpr std::uint64_t kFixedSize[12] = {0, 1, 2, 3, 4, 6, 8, 8, 0, 0, 0, 0};
 
+  bool index_;
+  bool pending_ = false;  // descend into the child after the interior cell read last
   int fd_;
   std::string path_, table_;
   std::uint32_t page_size_, usable_, pages_;
@@ -387,7 +405,11 @@ TableScan::TableScan(Database& db, std::string_view table, std::string_view colu
     if (!schema_->step() || schema_->is_null(0) || schema_->is_null(1)) return nullptr;  // the query says why
     const auto root = schema_->int64(0);
     const auto create = normalised(schema_->text(1));
-    if (root <= 0 || root > UINT32_MAX || contains(create, "without rowid") || contains(create, "primary key desc"))
+    // A WITHOUT ROWID table's rows lie in an index b-tree, the primary key's
+    // columns first (in its order), then the others in the table's.
+    const bool without_rowid = contains(create, "without rowid");
+    if (root <= 0 || root > UINT32_MAX || (without_rowid && rowids) ||
+        (!without_rowid && contains(create, "primary key desc")))  // a key that is not the rowid
       return nullptr;
     // The declared columns, in the record's order.
     struct Declared {
@@ -409,6 +431,18 @@ TableScan::TableScan(Database& db, std::string_view table, std::string_view colu
     }
     int keys = 0;
     for (const auto& d : declared) keys += d.pk > 0;
+    std::vector<int> field(declared.size());  // of each declared column, in the record
+    for (std::size_t i = 0, rest = static_cast<std::size_t>(keys); i < declared.size(); ++i) {
+      if (!without_rowid) field[i] = static_cast<int>(i);
+      else if (declared[i].pk > 0) field[i] = declared[i].pk - 1;
+      else field[i] = static_cast<int>(rest++);
+    }
+    if (without_rowid) {  // the key's positions: 1 .. keys, each once
+      std::vector<int> sorted(field.begin(), field.end());
+      std::sort(sorted.begin(), sorted.end());
+      for (std::size_t i = 0; i < sorted.size(); ++i)
+        if (sorted[i] != static_cast<int>(i)) return nullptr;
+    }
     std::vector<Pages::Column> asked;
     for (const auto& name : names) {
       const auto lower = to_ascii_lower(name);
@@ -416,13 +450,13 @@ TableScan::TableScan(Database& db, std::string_view table, std::string_view colu
       std::size_t i = 0;
       while (i < declared.size() && to_ascii_lower(declared[i].name) != lower) ++i;
       if (i == declared.size()) {
-        if (lower != "rowid" && lower != "oid" && lower != "_rowid_") return nullptr;
+        if (without_rowid || (lower != "rowid" && lower != "oid" && lower != "_rowid_")) return nullptr;
       } else {
         const auto& d = declared[i];
         // INTEGER PRIMARY KEY: the rowid itself, NULL in the record.
-        const bool alias = d.pk == 1 && keys == 1 && to_ascii_lower(d.type) == "integer";
+        const bool alias = !without_rowid && d.pk == 1 && keys == 1 && to_ascii_lower(d.type) == "integer";
         if (!alias) {
-          c.field = static_cast<int>(i);
+          c.field = field[i];
           c.real = real_affinity(d.type);
           if (d.dflt && d.dflt != "NULL") {
             c.dflt = integer_literal(*d.dflt);
@@ -446,12 +480,17 @@ TableScan::TableScan(Database& db, std::string_view table, std::string_view colu
                           db.pragma_int("page_size") == static_cast<std::int64_t>(page_size) &&
                           db.pragma_int("schema_version") == static_cast<std::int64_t>(get32(h + 40));
     const auto pages = readable ? static_cast<std::uint64_t>(st.st_size) / page_size : 0;
-    if (!readable || pages > UINT32_MAX || static_cast<std::uint64_t>(root) > pages) {
+    // The root page's type says which b-tree the rows are in: it must be the
+    // one the table's definition says.
+    unsigned char type = 0;
+    const auto type_at = static_cast<off_t>(root - 1) * static_cast<off_t>(page_size) + (root == 1 ? 100 : 0);
+    if (!readable || pages > UINT32_MAX || static_cast<std::uint64_t>(root) > pages ||
+        ::pread(fd, &type, 1, type_at) != 1 || (type == 0x02 || type == 0x0a) != without_rowid) {
       ::close(fd);
       return nullptr;
     }
     auto p = std::make_unique<Pages>(fd, db.path(), std::string(table), page_size, page_size - h[20],
-                                     static_cast<std::uint32_t>(pages), std::move(asked));
+                                     static_cast<std::uint32_t>(pages), std::move(asked), without_rowid);
     p->start(static_cast<std::uint32_t>(root), rowids);
     return p;
   };

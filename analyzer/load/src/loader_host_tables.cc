@@ -163,10 +163,10 @@ void TraceLoader::sort_memory_events() {
 
 void TraceLoader::load_moe_tables() {
   if (trace_.run.schema_version < 2) load_v1_op_links();
+  // In key order (the order of the table's b-tree; sorted below where a
+  // file's table is another kind).
   for_each_row(
-      "SELECT iteration, layer, src_rank, expert, tokens FROM expert_load "
-      "ORDER BY iteration, layer, src_rank, expert",
-      "expert_load", 5, trace_.expert_load, [&](const sqlite::Row& row) {
+      "expert_load", "iteration, layer, src_rank, expert, tokens", trace_.expert_load, [&](const sqlite::Row& row) {
     ExpertLoad e;
     e.iteration = static_cast<std::int32_t>(row.int64(0));
     e.layer = static_cast<std::int32_t>(row.int64(1));
@@ -178,6 +178,11 @@ void TraceLoader::load_moe_tables() {
     if (e.src_rank != -1) check_index(e.src_rank, "expert_load", "src_rank");  // -1: per-expert totals
     trace_.expert_load.push_back(e);
   });
+  const auto by_key = [](const ExpertLoad& a, const ExpertLoad& b) {
+    return std::tie(a.iteration, a.layer, a.src_rank, a.expert) < std::tie(b.iteration, b.layer, b.src_rank, b.expert);
+  };
+  if (!std::is_sorted(trace_.expert_load.begin(), trace_.expert_load.end(), by_key))
+    std::stable_sort(trace_.expert_load.begin(), trace_.expert_load.end(), by_key);
   auto p = db_.prepare(
       "SELECT iteration, layer, expert, rank, role FROM expert_placement "
       "ORDER BY iteration, layer, expert, rank");

@@ -224,18 +224,6 @@ class TraceLoader {
     reserve_huge(out, out.size() + recorded_rows(table));
     for_each_row(scan, table, read);
   }
-  // The same for the rows of a query (n columns), where the order matters.
-  template <class T, class Read>
-  void for_each_row(std::string_view sql, const std::string& table, int n, std::vector<T>& out, Read&& read) {
-    auto st = db_.prepare(sql);
-    reserve_huge(out, out.size() + recorded_rows(table));
-    auto* d = digest(table);
-    sqlite::Row row;
-    while (row.step(st, n)) {
-      if (d) d->add_row(row, n);
-      read(row);
-    }
-  }
   // The same where `read()` reads the statement itself (small tables, or
   // columns past n).
   template <class Read>

@@ -14,10 +14,13 @@
 // - the main database of a read-only connection outside a transaction (a
 //   writer's pages may wait in its cache), a file in rollback-journal mode
 //   (not WAL, whose newest pages lie in another file), its text UTF-8;
-// - an ordinary rowid table (not WITHOUT ROWID, virtual or with generated
-//   columns), every column asked for a declared column or the rowid, each
-//   default NULL or an integer (a record written before an ALTER TABLE ADD
-//   COLUMN lacks the column: it reads as its default).
+// - an ordinary table (not virtual, no generated columns), every column
+//   asked for a declared column or the rowid, each default NULL or an
+//   integer (a record written before an ALTER TABLE ADD COLUMN lacks the
+//   column: it reads as its default). A WITHOUT ROWID table's rows come from
+//   its index b-tree in key order (the interior cells rows too, read between
+//   their children; the key's columns first in each record), as a full scan
+//   of it returns them.
 // Elsewhere SQLite runs the query. While the scan lasts it holds a read
 // transaction (a statement on sqlite_schema left mid-step), so no writer can
 // change the file under it. A page that breaks the format throws the error
