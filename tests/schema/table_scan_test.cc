@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <random>
 #include <string>
@@ -31,6 +32,16 @@ std::string fresh(const std::string& name) {
   }();
   const auto path = (dir / name).string();
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path + suffix);
+  return path;
+}
+
+// A fresh file `name`, written by `fill` on a connection that creates it (in
+// pages of `page_size` bytes where given), then closed.
+std::string written(const std::string& name, int page_size, const std::function<void(Database&)>& fill) {
+  const auto path = fresh(name);
+  Database db(path, Database::Mode::kCreate);
+  if (page_size > 0) db.exec("PRAGMA page_size=" + std::to_string(page_size));
+  fill(db);
   return path;
 }
 
@@ -119,10 +130,7 @@ TEST(TableScan, RowsAsSqliteReadsThemAtEveryPageSize) {
 }
 
 TEST(TableScan, RowidRangesOverADeepTree) {
-  const auto path = fresh("table_scan_ranges.db");
-  {
-    Database db(path, Database::Mode::kCreate);
-    db.exec("PRAGMA page_size=512");
+  const auto path = written("table_scan_ranges.db", 512, [](Database& db) {
     db.exec("CREATE TABLE calls (id INTEGER PRIMARY KEY, rank INTEGER NOT NULL, name TEXT)");
     db.exec("BEGIN");
     auto ins = db.prepare("INSERT INTO calls (id, rank, name) VALUES (?1, ?2, ?3)");
@@ -141,7 +149,7 @@ TEST(TableScan, RowidRangesOverADeepTree) {
       ins.run();
     }
     db.exec("COMMIT");
-  }
+  });
   Database db(path, Database::Mode::kReadOnly);
   ASSERT_GE(db.query_int("SELECT count(*) FROM calls"), 20000);
   std::vector<std::pair<std::int64_t, std::int64_t>> ranges = {
@@ -162,9 +170,7 @@ TEST(TableScan, RowidRangesOverADeepTree) {
 }
 
 TEST(TableScan, ColumnsAddedLaterReadAsTheirDefault) {
-  const auto path = fresh("table_scan_added.db");
-  {
-    Database db(path, Database::Mode::kCreate);
+  const auto path = written("table_scan_added.db", 0, [](Database& db) {
     db.exec("CREATE TABLE sync_events (id INTEGER PRIMARY KEY, rank INTEGER NOT NULL)");
     db.exec("INSERT INTO sync_events (rank) VALUES (1), (2), (3)");
     db.exec("ALTER TABLE sync_events ADD COLUMN wait_stream_id INTEGER");
@@ -172,7 +178,7 @@ TEST(TableScan, ColumnsAddedLaterReadAsTheirDefault) {
     db.exec("ALTER TABLE sync_events ADD COLUMN weight REAL DEFAULT 2");
     db.exec("INSERT INTO sync_events (rank, wait_stream_id, kind, weight) VALUES (4, 9, 1, 0.5), (5, NULL, 2, NULL)");
     db.exec("ALTER TABLE sync_events ADD COLUMN label TEXT DEFAULT 'none'");
-  }
+  });
   Database db(path, Database::Mode::kReadOnly);
   expect_same_table(db, "sync_events", "id, rank, wait_stream_id, kind, weight", 5);
   // A default that is not an integer: SQLite reads the rows.
@@ -183,10 +189,7 @@ TEST(TableScan, ColumnsAddedLaterReadAsTheirDefault) {
 // cells rows themselves (read between their children), the key's columns
 // first in the record.
 TEST(TableScan, WithoutRowidTablesInKeyOrder) {
-  const auto path = fresh("table_scan_without_rowid.db");
-  {
-    Database db(path, Database::Mode::kCreate);
-    db.exec("PRAGMA page_size=512");
+  const auto path = written("table_scan_without_rowid.db", 512, [](Database& db) {
     db.exec("CREATE TABLE events (id INTEGER NOT NULL, rank INTEGER NOT NULL, ts_ns INTEGER NOT NULL, "
             "bytes INTEGER, share REAL, tag TEXT, PRIMARY KEY (rank, ts_ns, id)) WITHOUT ROWID");
     db.exec("CREATE TABLE names (name TEXT PRIMARY KEY, n INTEGER) WITHOUT ROWID");
@@ -218,7 +221,7 @@ TEST(TableScan, WithoutRowidTablesInKeyOrder) {
     db.exec("COMMIT");
     db.exec("ALTER TABLE events ADD COLUMN stream INTEGER DEFAULT 3");
     db.exec("INSERT INTO events (id, rank, ts_ns, stream) VALUES (-1, 0, 0, 9)");
-  }
+  });
   Database db(path, Database::Mode::kReadOnly);
   expect_same_table(db, "events", "id, rank, ts_ns, bytes, share, tag, stream", 7);
   expect_same_table(db, "events", "tag, ts_ns", 2);
@@ -237,16 +240,14 @@ TEST(TableScan, SqliteReadsWhereThePagesAreNotCertain) {
     Database db(path, Database::Mode::kReadOnly);
     expect_same_table(db, "t", "id, v", 2, false);
   }
-  const auto path = fresh("table_scan_other.db");
-  {
-    Database db(path, Database::Mode::kCreate);
+  const auto path = written("table_scan_other.db", 0, [](Database& db) {
     db.exec("CREATE TABLE descending (id INTEGER PRIMARY KEY DESC, v)");  // id is not the rowid here
     db.exec("INSERT INTO descending (id, v) VALUES (5, 'a'), (3, 'b')");
     db.exec("CREATE TABLE generated (a INTEGER, b INTEGER GENERATED ALWAYS AS (a * 2) VIRTUAL)");
     db.exec("INSERT INTO generated (a) VALUES (4)");
     db.exec("CREATE VIEW doubled AS SELECT a, b FROM generated");
     db.exec("CREATE TABLE plain (id INTEGER PRIMARY KEY, v INTEGER); INSERT INTO plain (v) VALUES (1), (2)");
-  }
+  });
   {  // a connection that writes: its pages may wait in its cache
     Database rw(path, Database::Mode::kReadWrite);
     rw.exec("BEGIN; INSERT INTO plain (v) VALUES (3)");
@@ -289,12 +290,9 @@ TEST(TableScan, HoldsAReadTransactionWhileItReads) {
 // Random bytes changed in the pages of a table: each copy reads as SQLite
 // reads it, or throws an error; none crashes (run under ASan in CI).
 TEST(TableScan, DamagedPagesAreErrorsNotCrashes) {
-  const auto clean = fresh("table_scan_clean.db");
-  {
-    Database db(clean, Database::Mode::kCreate);
-    db.exec("PRAGMA page_size=512");
+  const auto clean = written("table_scan_clean.db", 512, [](Database& db) {
     fill_every_type(db);
-  }
+  });
   std::ifstream in(clean, std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::mt19937 rng(3);
