@@ -17,10 +17,10 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <functional>
 #include <climits>
 #include <ctime>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
