@@ -97,7 +97,6 @@ class TableScan::Pages {
     for (const auto& c : columns_) fields_ = std::max(fields_, c.field + 1);
     type_.resize(static_cast<std::size_t>(fields_));
     at_.resize(static_cast<std::size_t>(fields_));
-    levels_.reserve(kMaxDepth + 1);  // leaf_ points into it
   }
   ~Pages() { ::close(fd_); }
   Pages(const Pages&) = delete;
@@ -112,32 +111,131 @@ class TableScan::Pages {
     descend(root, rowids.has_value());
   }
 
+  // Where each column of `names` lies in a record of `table`; nullopt where
+  // that is not certain (a generated or hidden column, a name that is not a
+  // column, a default other than NULL or an integer).
+  static std::optional<std::vector<Column>> record_columns(Database& db, std::string_view table,
+                                                           const std::vector<std::string>& names, bool without_rowid) {
+    // The declared columns, in the table's order.
+    struct Declared {
+      std::string name, type;
+      std::optional<std::string> dflt;
+      int pk = 0;
+    };
+    std::vector<Declared> declared;
+    {
+      Statement info(db, "SELECT name, type, dflt_value, pk, hidden FROM pragma_table_xinfo(?1) ORDER BY cid");
+      info.bind(1, table);
+      while (info.step()) {
+        if (info.int64(4) != 0) return std::nullopt;  // a generated or hidden column
+        Declared d{std::string(info.text(0)), std::string(info.text(1)), std::nullopt,
+                   static_cast<int>(info.int64(3))};
+        if (!info.is_null(2)) d.dflt = std::string(info.text(2));
+        declared.push_back(std::move(d));
+      }
+    }
+    int keys = 0;
+    for (const auto& d : declared) keys += d.pk > 0;
+    std::vector<int> field(declared.size());  // of each declared column, in the record
+    for (std::size_t i = 0, rest = static_cast<std::size_t>(keys); i < declared.size(); ++i) {
+      if (!without_rowid) field[i] = static_cast<int>(i);
+      else if (declared[i].pk > 0) field[i] = declared[i].pk - 1;
+      else field[i] = static_cast<int>(rest++);
+    }
+    if (without_rowid) {  // the key's positions: 1 .. keys, each once
+      std::vector<int> sorted(field.begin(), field.end());
+      std::sort(sorted.begin(), sorted.end());
+      for (std::size_t i = 0; i < sorted.size(); ++i)
+        if (sorted[i] != static_cast<int>(i)) return std::nullopt;
+    }
+    std::vector<Column> asked;
+    for (const auto& name : names) {
+      const auto lower = to_ascii_lower(name);
+      Column c;
+      std::size_t i = 0;
+      while (i < declared.size() && to_ascii_lower(declared[i].name) != lower) ++i;
+      if (i == declared.size()) {
+        if (without_rowid || (lower != "rowid" && lower != "oid" && lower != "_rowid_")) return std::nullopt;
+      } else {
+        const auto& d = declared[i];
+        // INTEGER PRIMARY KEY: the rowid itself, NULL in the record.
+        const bool alias = !without_rowid && d.pk == 1 && keys == 1 && to_ascii_lower(d.type) == "integer";
+        if (!alias) {
+          c.field = field[i];
+          c.real = real_affinity(d.type);
+          if (d.dflt && d.dflt != "NULL") {
+            c.dflt = integer_literal(*d.dflt);
+            if (!c.dflt) return std::nullopt;
+          }
+        }
+      }
+      asked.push_back(c);
+    }
+    return asked;
+  }
+
+  // The scan of `table` from the pages of `file`: nullptr where the file is
+  // not one read so (WAL, not UTF-8, a page size or schema SQLite does not
+  // read, a root page of the other kind of b-tree).
+  static std::unique_ptr<Pages> open(Database& db, const char* file, std::string_view table, std::uint32_t root,
+                                     bool without_rowid, std::vector<Column> asked, std::optional<Rowids> rowids) {
+    // The file: rollback journal (not WAL), UTF-8, the page size SQLite reads.
+    const int fd = ::open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return nullptr;
+    unsigned char h[100];
+    struct stat st {};
+    const bool header_read = ::pread(fd, h, sizeof h, 0) == static_cast<ssize_t>(sizeof h) && ::fstat(fd, &st) == 0;
+    std::uint32_t page_size = header_read ? get16(h + 16) : 0;
+    if (page_size == 1) page_size = 65536;
+    const bool readable = header_read && std::memcmp(h, "SQLite format 3", 16) == 0 && h[18] == 1 && h[19] == 1 &&
+                          page_size >= 512 && page_size <= 65536 && std::has_single_bit(page_size) &&
+                          page_size - h[20] >= 480 && get32(h + 56) == 1 &&
+                          db.pragma_int("page_size") == static_cast<std::int64_t>(page_size) &&
+                          db.pragma_int("schema_version") == static_cast<std::int64_t>(get32(h + 40));
+    const auto pages = readable ? static_cast<std::uint64_t>(st.st_size) / page_size : 0;
+    // The root page's type says which b-tree the rows are in: it must be the
+    // one the table's definition says.
+    unsigned char type = 0;
+    const auto type_at = static_cast<off_t>(root - 1) * static_cast<off_t>(page_size) + (root == 1 ? 100 : 0);
+    if (!readable || pages > UINT32_MAX || root > pages ||
+        ::pread(fd, &type, 1, type_at) != 1 || (type == 0x02 || type == 0x0a) != without_rowid) {
+      ::close(fd);
+      return nullptr;
+    }
+    auto p = std::make_unique<Pages>(fd, db.path(), std::string(table), page_size, page_size - h[20],
+                                     static_cast<std::uint32_t>(pages), std::move(asked), without_rowid);
+    p->start(root, rowids);
+    return p;
+  }
+
   bool next(Row& row) {
     for (;;) {
       if (pending_) {  // the child after the interior cell last read
         pending_ = false;
         descend(child(levels_[depth_ - 1]), false);
       }
-      if (leaf_ && cell_ < cells_) {
-        const auto& leaf = *leaf_;
-        if (read_cell(row, leaf, cell_offset(leaf.bytes, leaf.header, 8, cell_, leaf.page))) {
-          ++cell_;
-          return true;
+      if (at_leaf_) {
+        auto& leaf = levels_[depth_];
+        if (leaf.cell < leaf.cells) {
+          if (read_cell(row, leaf, cell_offset(leaf, 8, leaf.cell))) {
+            ++leaf.cell;
+            return true;
+          }
+          at_leaf_ = false;  // past the last rowid asked for
+          depth_ = 0;
+          return false;
         }
-        leaf_ = nullptr;  // past the last rowid asked for
-        depth_ = 0;
-        return false;
+        at_leaf_ = false;
       }
       // Up to the next cell of an interior page: of an index b-tree a row
       // itself, read between its two children (in order); of a table b-tree
       // a key only.
-      leaf_ = nullptr;
       while (depth_ > 0 && levels_[depth_ - 1].cell == levels_[depth_ - 1].cells) --depth_;
       if (depth_ == 0) return false;
       auto& up = levels_[depth_ - 1];
       pending_ = true;
       if (index_) {
-        const auto off = cell_offset(up.bytes, up.header, 12, up.cell, up.page);
+        const auto off = cell_offset(up, 12, up.cell);
         ++up.cell;
         read_cell(row, up, off + 4);
         return true;
@@ -149,10 +247,13 @@ class TableScan::Pages {
  private:
   static constexpr std::size_t kMaxDepth = 40;  // SQLite's own bound on a b-tree's depth is 20
 
+  // A page on the way down from the root: of a leaf, `cell` is the next
+  // cell to read; of an interior page, the cell whose child is read (`cells`:
+  // the right-most child).
   struct Level {
     std::vector<unsigned char> bytes;
     std::uint32_t page = 0, header = 0;
-    std::uint32_t cell = 0, cells = 0;  // the cell whose child is read; `cells`: the right-most child
+    std::uint32_t cell = 0, cells = 0;
   };
 
   [[noreturn]] void damaged(std::uint32_t page) const {
@@ -187,11 +288,29 @@ class TableScan::Pages {
     return v << 8 | *p++;
   }
 
-  std::uint32_t cell_offset(const std::vector<unsigned char>& bytes, std::uint32_t header, std::uint32_t pointers,
-                            std::uint32_t i, std::uint32_t page) const {
-    const auto off = get16(bytes.data() + header + pointers + 2 * i);
-    if (off < header + pointers || off >= usable_) damaged(page);
+  // The offset of cell `i` of a page whose cell pointers follow its header
+  // after `pointers` bytes (8 on a leaf, 12 on an interior page).
+  std::uint32_t cell_offset(const Level& level, std::uint32_t pointers, std::uint32_t i) const {
+    const auto off = get16(level.bytes.data() + level.header + pointers + 2 * i);
+    if (off < level.header + pointers || off >= usable_) damaged(level.page);
     return off;
+  }
+
+  // The first cell of a page whose rowid (a leaf's) or key (an interior
+  // page's: the largest rowid under its child) is at or past first_.
+  std::uint32_t first_cell_from(const Level& level, bool leaf) const {
+    const auto* p = level.bytes.data();
+    std::uint32_t lo = 0, hi = level.cells;
+    while (lo < hi) {
+      const auto mid = (lo + hi) / 2;
+      const auto off = cell_offset(level, leaf ? 8 : 12, mid);
+      if (!leaf && off + 4 > usable_) damaged(level.page);
+      const auto* c = p + off + (leaf ? 0 : 4);  // past an interior cell's child
+      if (leaf) varint(c, p + usable_, level.page);  // the payload's size
+      if (static_cast<std::int64_t>(varint(c, p + usable_, level.page)) < first_) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
   }
 
   // Reads down from `page` to a leaf: with `seek`, toward the first rowid at
@@ -200,47 +319,18 @@ class TableScan::Pages {
     for (;;) {
       if (depth_ == kMaxDepth) damaged(page);
       auto& level = levels_.size() > depth_ ? levels_[depth_] : levels_.emplace_back();
-      const auto header = read_page(page, level.bytes);
-      const auto* p = level.bytes.data();
-      const auto type = p[header];
-      const auto cells = get16(p + header + 3);
-      if (type == (index_ ? 0x0a : 0x0d)) {  // a leaf of an index or a table b-tree
-        if (header + 8 + 2 * cells > usable_) damaged(page);
-        leaf_ = &level;
-        level.page = page;
-        level.header = header;
-        cells_ = cells;
-        cell_ = 0;
-        if (seek) {  // the first cell whose rowid is at or past first_
-          std::uint32_t lo = 0, hi = cells;
-          while (lo < hi) {
-            const auto mid = (lo + hi) / 2;
-            const auto* c = p + cell_offset(level.bytes, header, 8, mid, page);
-            const auto* end = p + usable_;
-            varint(c, end, page);  // the payload's size
-            if (static_cast<std::int64_t>(varint(c, end, page)) < first_) lo = mid + 1;
-            else hi = mid;
-          }
-          cell_ = lo;
-        }
+      level.header = read_page(page, level.bytes);
+      level.page = page;
+      level.cells = get16(level.bytes.data() + level.header + 3);
+      const auto type = level.bytes[level.header];
+      const bool leaf = type == (index_ ? 0x0a : 0x0d);           // of an index or a table b-tree
+      if (!leaf && type != (index_ ? 0x02 : 0x05)) damaged(page);  // nor an interior page
+      if (level.header + (leaf ? 8 : 12) + 2 * level.cells > usable_) damaged(page);
+      level.cell = seek ? first_cell_from(level, leaf) : 0;
+      if (leaf) {
+        at_leaf_ = true;
         return;
       }
-      if (type != (index_ ? 0x02 : 0x05) || header + 12 + 2 * cells > usable_) damaged(page);  // an interior page
-      std::uint32_t i = 0;
-      if (seek) {  // the first cell whose key (the largest rowid of its child) is at or past first_
-        std::uint32_t lo = 0, hi = cells;
-        while (lo < hi) {
-          const auto mid = (lo + hi) / 2;
-          const auto* c = p + cell_offset(level.bytes, header, 12, mid, page) + 4;
-          if (static_cast<std::int64_t>(varint(c, p + usable_, page)) < first_) lo = mid + 1;
-          else hi = mid;
-        }
-        i = lo;
-      }
-      level.page = page;
-      level.header = header;
-      level.cell = i;
-      level.cells = cells;
       ++depth_;
       page = child(level);
     }
@@ -249,7 +339,7 @@ class TableScan::Pages {
   std::uint32_t child(const Level& level) const {
     const auto* p = level.bytes.data();
     if (level.cell == level.cells) return get32(p + level.header + 8);
-    const auto off = cell_offset(level.bytes, level.header, 12, level.cell, level.page);
+    const auto off = cell_offset(level, 12, level.cell);
     if (off + 4 > usable_) damaged(level.page);
     return get32(p + off);
   }
@@ -282,12 +372,11 @@ class TableScan::Pages {
       if (c + local + 4 > end) damaged(page);
       overflow_.assign(c, c + local);
       std::uint32_t next = get32(c + local);
-      std::vector<unsigned char>& chain = chain_;
       while (overflow_.size() < size) {
-        read_page(next, chain);
+        read_page(next, chain_);
         const auto n = std::min<std::uint64_t>(size - overflow_.size(), usable_ - 4);
-        overflow_.insert(overflow_.end(), chain.data() + 4, chain.data() + 4 + n);
-        next = get32(chain.data());
+        overflow_.insert(overflow_.end(), chain_.data() + 4, chain_.data() + 4 + n);
+        next = get32(chain_.data());
       }
       payload = overflow_.data();
     } else if (c + size > end) {
@@ -374,14 +463,12 @@ class TableScan::Pages {
   std::int64_t first_ = INT64_MIN, last_ = INT64_MAX;
   std::vector<Level> levels_;
   std::size_t depth_ = 0;  // interior levels above the leaf
-  Level* leaf_ = nullptr;
-  std::uint32_t cell_ = 0, cells_ = 0;
+  bool at_leaf_ = false;   // levels_[depth_] is the leaf being read
   std::vector<unsigned char> overflow_, chain_;
   std::vector<std::uint64_t> type_, at_;  // of the record's fields [0, fields_)
 };
 
-TableScan::TableScan(Database& db, std::string_view table, std::string_view columns, std::optional<Rowids> rowids)
-    : db_(&db) {
+TableScan::TableScan(Database& db, std::string_view table, std::string_view columns, std::optional<Rowids> rowids) {
   std::vector<std::string> names;
   for (std::size_t from = 0; from <= columns.size();) {
     const auto comma = std::min(columns.find(',', from), columns.size());
@@ -390,9 +477,6 @@ TableScan::TableScan(Database& db, std::string_view table, std::string_view colu
   }
   n_ = static_cast<int>(names.size());
   if (n_ > Row::kMaxColumns) throw Error(db.path() + ": a scan of " + std::to_string(n_) + " columns, over the bound");
-  std::string sql = "SELECT " + std::string(columns) + " FROM " + std::string(table);
-  if (rowids) sql += " WHERE rowid BETWEEN ?1 AND ?2";
-
   const auto direct = [&]() -> std::unique_ptr<Pages> {
     // A read-only connection outside a transaction: the pages of one that
     // writes may wait in its cache, not yet in the file.
@@ -411,93 +495,15 @@ TableScan::TableScan(Database& db, std::string_view table, std::string_view colu
     if (root <= 0 || root > UINT32_MAX || (without_rowid && rowids) ||
         (!without_rowid && contains(create, "primary key desc")))  // a key that is not the rowid
       return nullptr;
-    // The declared columns, in the record's order.
-    struct Declared {
-      std::string name, type;
-      std::optional<std::string> dflt;
-      int pk = 0;
-    };
-    std::vector<Declared> declared;
-    {
-      Statement info(db, "SELECT name, type, dflt_value, pk, hidden FROM pragma_table_xinfo(?1) ORDER BY cid");
-      info.bind(1, table);
-      while (info.step()) {
-        if (info.int64(4) != 0) return nullptr;  // a generated or hidden column
-        Declared d{std::string(info.text(0)), std::string(info.text(1)), std::nullopt,
-                   static_cast<int>(info.int64(3))};
-        if (!info.is_null(2)) d.dflt = std::string(info.text(2));
-        declared.push_back(std::move(d));
-      }
-    }
-    int keys = 0;
-    for (const auto& d : declared) keys += d.pk > 0;
-    std::vector<int> field(declared.size());  // of each declared column, in the record
-    for (std::size_t i = 0, rest = static_cast<std::size_t>(keys); i < declared.size(); ++i) {
-      if (!without_rowid) field[i] = static_cast<int>(i);
-      else if (declared[i].pk > 0) field[i] = declared[i].pk - 1;
-      else field[i] = static_cast<int>(rest++);
-    }
-    if (without_rowid) {  // the key's positions: 1 .. keys, each once
-      std::vector<int> sorted(field.begin(), field.end());
-      std::sort(sorted.begin(), sorted.end());
-      for (std::size_t i = 0; i < sorted.size(); ++i)
-        if (sorted[i] != static_cast<int>(i)) return nullptr;
-    }
-    std::vector<Pages::Column> asked;
-    for (const auto& name : names) {
-      const auto lower = to_ascii_lower(name);
-      Pages::Column c;
-      std::size_t i = 0;
-      while (i < declared.size() && to_ascii_lower(declared[i].name) != lower) ++i;
-      if (i == declared.size()) {
-        if (without_rowid || (lower != "rowid" && lower != "oid" && lower != "_rowid_")) return nullptr;
-      } else {
-        const auto& d = declared[i];
-        // INTEGER PRIMARY KEY: the rowid itself, NULL in the record.
-        const bool alias = !without_rowid && d.pk == 1 && keys == 1 && to_ascii_lower(d.type) == "integer";
-        if (!alias) {
-          c.field = field[i];
-          c.real = real_affinity(d.type);
-          if (d.dflt && d.dflt != "NULL") {
-            c.dflt = integer_literal(*d.dflt);
-            if (!c.dflt) return nullptr;
-          }
-        }
-      }
-      asked.push_back(c);
-    }
-    // The file: rollback journal (not WAL), UTF-8, the page size SQLite reads.
-    const int fd = ::open(file, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return nullptr;
-    unsigned char h[100];
-    struct stat st {};
-    const bool header_read = ::pread(fd, h, sizeof h, 0) == static_cast<ssize_t>(sizeof h) && ::fstat(fd, &st) == 0;
-    std::uint32_t page_size = header_read ? get16(h + 16) : 0;
-    if (page_size == 1) page_size = 65536;
-    const bool readable = header_read && std::memcmp(h, "SQLite format 3", 16) == 0 && h[18] == 1 && h[19] == 1 &&
-                          page_size >= 512 && page_size <= 65536 && std::has_single_bit(page_size) &&
-                          page_size - h[20] >= 480 && get32(h + 56) == 1 &&
-                          db.pragma_int("page_size") == static_cast<std::int64_t>(page_size) &&
-                          db.pragma_int("schema_version") == static_cast<std::int64_t>(get32(h + 40));
-    const auto pages = readable ? static_cast<std::uint64_t>(st.st_size) / page_size : 0;
-    // The root page's type says which b-tree the rows are in: it must be the
-    // one the table's definition says.
-    unsigned char type = 0;
-    const auto type_at = static_cast<off_t>(root - 1) * static_cast<off_t>(page_size) + (root == 1 ? 100 : 0);
-    if (!readable || pages > UINT32_MAX || static_cast<std::uint64_t>(root) > pages ||
-        ::pread(fd, &type, 1, type_at) != 1 || (type == 0x02 || type == 0x0a) != without_rowid) {
-      ::close(fd);
-      return nullptr;
-    }
-    auto p = std::make_unique<Pages>(fd, db.path(), std::string(table), page_size, page_size - h[20],
-                                     static_cast<std::uint32_t>(pages), std::move(asked), without_rowid);
-    p->start(static_cast<std::uint32_t>(root), rowids);
-    return p;
+    auto asked = Pages::record_columns(db, table, names, without_rowid);
+    if (!asked) return nullptr;
+    return Pages::open(db, file, table, static_cast<std::uint32_t>(root), without_rowid, std::move(*asked), rowids);
   };
   pages_ = direct();
   if (pages_) return;
   schema_.reset();
-  query_.emplace(db, sql);
+  query_.emplace(db, "SELECT " + std::string(columns) + " FROM " + std::string(table) +
+                         (rowids ? " WHERE rowid BETWEEN ?1 AND ?2" : ""));
   if (rowids) {
     query_->bind(1, rowids->first);
     query_->bind(2, rowids->last);

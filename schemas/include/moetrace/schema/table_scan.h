@@ -58,7 +58,6 @@ class TableScan {
  private:
   class Pages;
 
-  Database* db_;
   int n_ = 0;
   std::optional<Statement> schema_;  // holds the read transaction
   std::unique_ptr<Pages> pages_;
