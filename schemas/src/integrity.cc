@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <sqlite3.h>
-
 #include <bit>
 #include <charconv>
 #include <cstring>
@@ -55,27 +53,6 @@ void RowHash::add_real(int column, double v) { sum_ += term(column, kReal, std::
 void RowHash::add_text(int column, std::string_view v) { sum_ += term(column, kText, hash_bytes(v, kText)); }
 void RowHash::add_null(int column) { sum_ += term(column, kNull, 0); }
 
-void RowHash::add_column(const sqlite::Statement& st, int column, int position) {
-  // One sqlite3_column_value per column, then its type and value from it
-  // (half the calls of sqlite3_column_type and a typed sqlite3_column_*).
-  sqlite3_value* v = sqlite3_column_value(st.handle(), column);
-  switch (sqlite3_value_type(v)) {
-    case SQLITE_INTEGER: add_int(position, sqlite3_value_int64(v)); break;
-    case SQLITE_FLOAT: add_real(position, sqlite3_value_double(v)); break;
-    case SQLITE_TEXT: {
-      const auto* p = reinterpret_cast<const char*>(sqlite3_value_text(v));
-      add_text(position, std::string_view(p ? p : "", static_cast<std::size_t>(sqlite3_value_bytes(v))));
-      break;
-    }
-    case SQLITE_BLOB: {
-      const auto* p = static_cast<const char*>(sqlite3_value_blob(v));
-      add_blob(position, std::string_view(p ? p : "", static_cast<std::size_t>(sqlite3_value_bytes(v))));
-      break;
-    }
-    default: add_null(position); break;
-  }
-}
-
 void RowHash::add_column(const sqlite::Row& row, int column, int position) {
   switch (row.type(column)) {
     case sqlite::Row::kInteger: add_int(position, row.int64(column)); break;
@@ -91,9 +68,9 @@ void RowHash::add_blob(int column, std::string_view v) { sum_ += term(column, kB
 std::uint64_t RowHash::value() const { return mix64(sum_); }
 
 void TableDigest::add_row(const sqlite::Statement& st, int columns) {
-  RowHash h;
-  for (int c = 0; c < columns; ++c) h.add_column(st, c, c);
-  add(h.value());
+  sqlite::Row row;
+  row.fetch(st, columns);
+  add_row(row, columns);
 }
 
 void TableDigest::add_row(const sqlite::Row& row, int columns) {

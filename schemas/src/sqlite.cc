@@ -147,6 +147,8 @@ static_assert(Row::kInteger == SQLITE_INTEGER && Row::kFloat == SQLITE_FLOAT && 
               Row::kBlob == SQLITE_BLOB && Row::kNull == SQLITE_NULL);
 
 void Row::fetch(const Statement& st, int n) {
+  if (n < 0 || n > kMaxColumns) throw Error("a row of " + std::to_string(n) + " columns, over the bound of " +
+                                            std::to_string(kMaxColumns));
   n_ = n;
   for (int c = 0; c < n; ++c) {
     sqlite3_value* v = sqlite3_column_value(st.handle(), c);

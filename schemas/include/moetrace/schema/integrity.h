@@ -48,11 +48,8 @@ class RowHash {
   void add_real(int column, double v);
   void add_text(int column, std::string_view v);
   void add_null(int column);
-  // Column `column` of the statement's current row, by its SQLite type, at
-  // position `position`. Call before reading the column otherwise (a typed
-  // read may convert it).
-  void add_column(const sqlite::Statement& st, int column, int position);
-  // The same of a row's fetched column (sqlite::Row), without asking SQLite again.
+  // Column `column` of a fetched row (sqlite::Row), by its SQLite type, at
+  // position `position`.
   void add_column(const sqlite::Row& row, int column, int position);
   std::uint64_t value() const;
 

@@ -110,6 +110,7 @@ class Row {
     fetch(st, n);
     return true;
   }
+  // Its columns [0, n) of the current row; more than kMaxColumns throws.
   void fetch(const Statement& st, int n);
 
   int columns() const { return n_; }
