@@ -31,16 +31,35 @@ void throw_empty_trace(const std::string& path) {
   throw Error(path + ": the trace holds no events (was the run empty, or killed before its first flush?)");
 }
 
+void TraceLoader::side_by_side(const std::function<void()>& first, const std::function<void()>& second) const {
+  if (!read_in_parallel()) {
+    first();
+    second();
+    return;
+  }
+  std::exception_ptr first_error, second_error;
+  std::thread thread([&] {
+    try {
+      first();
+    } catch (...) {
+      first_error = std::current_exception();
+    }
+  });
+  try {
+    second();
+  } catch (...) {
+    second_error = std::current_exception();
+  }
+  thread.join();
+  if (first_error) std::rethrow_exception(first_error);
+  if (second_error) std::rethrow_exception(second_error);
+}
+
 void TraceLoader::in_two_halves(std::size_t n, const std::function<void(std::size_t, std::size_t)>& part) const {
   // Below this a thread costs more than it saves.
   constexpr std::size_t kWorthTwo = std::size_t{1} << 16;
-  if (n < kWorthTwo || !read_in_parallel()) {
-    part(0, n);
-    return;
-  }
-  std::thread second([&] { part(n / 2, n); });
-  part(0, n / 2);
-  second.join();
+  if (n < kWorthTwo) part(0, n);
+  else side_by_side([&] { part(n / 2, n); }, [&] { part(0, n / 2); });
 }
 
 Trace TraceLoader::load() {
@@ -172,22 +191,7 @@ void TraceLoader::build_tracks() {
       return a.stream != b.stream ? a.stream < b.stream : a.start_ns < b.start_ns;
     });
   };
-  if (read_in_parallel()) {
-    std::exception_ptr ops_error;
-    std::thread thread([&] {
-      try {
-        ops_part();
-      } catch (...) {
-        ops_error = std::current_exception();
-      }
-    });
-    activities_part();
-    thread.join();
-    if (ops_error) std::rethrow_exception(ops_error);
-  } else {
-    ops_part();
-    activities_part();
-  }
+  side_by_side(ops_part, activities_part);
   // Each activity's op id to the op's index, a half on each thread.
   std::atomic<std::int64_t> without_op{0};
   in_two_halves(t.activities.size(), [&t, &without_op](std::size_t begin, std::size_t end) {

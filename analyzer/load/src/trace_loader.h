@@ -137,8 +137,12 @@ class TraceLoader {
   TraceLoader(const TraceLoader& main, Race& race);
 
   void count_rows();
-  // part(begin, end) over [0, n): two halves on two threads where the loader
-  // reads on two and n is large, else one call.
+  // first() and second(), the first on a second thread where the loader
+  // reads on two, else one after the other; the first's exception, else the
+  // second's, rethrown once both have ended.
+  void side_by_side(const std::function<void()>& first, const std::function<void()>& second) const;
+  // part(begin, end) over [0, n): two halves side by side where n is large,
+  // else one call.
   void in_two_halves(std::size_t n, const std::function<void(std::size_t, std::size_t)>& part) const;
 
   void load_strings();
