@@ -8,9 +8,7 @@
 // bandwidth"). docs/analyses.md shows the same table.
 #include "moetrace/analyzer/gpu_peaks.h"
 
-#include <algorithm>
 #include <array>
-#include <cctype>
 #include <string>
 
 #include "moetrace/schema/ascii.h"

@@ -1,7 +1,5 @@
 #include "moetrace/analyzer/dtype.h"
 
-#include <algorithm>
-#include <cctype>
 #include <string>
 
 #include "moetrace/schema/ascii.h"

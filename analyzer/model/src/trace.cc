@@ -1,6 +1,5 @@
 // The Trace model's own operations: look-ups, track order (trace.h).
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <cstdint>
 #include <set>

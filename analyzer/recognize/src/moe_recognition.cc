@@ -3,8 +3,6 @@
 // in moe_recognition_*.cc, moe_recognition_internal.h lists them).
 #include "moetrace/analyzer/moe_recognition.h"
 
-#include <algorithm>
-#include <cctype>
 #include <string>
 
 #include "moe_recognition_internal.h"

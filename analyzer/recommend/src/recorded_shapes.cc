@@ -2,8 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <cctype>
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -13,7 +12,6 @@
 namespace moetrace::analyzer {
 
 namespace {
-
 
 // The most frequent value of `counts` (ties: the larger value).
 template <class T>

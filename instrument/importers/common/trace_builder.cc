@@ -1,7 +1,6 @@
 #include "trace_builder.h"
 
 #include <algorithm>
-#include <cctype>
 #include <filesystem>
 #include <mutex>
 #include <unordered_map>
