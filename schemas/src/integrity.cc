@@ -9,22 +9,8 @@
 #include "moetrace/schema/sqlite.h"
 
 namespace moetrace::schema {
-namespace {
 
-// splitmix64's finalizer: a bijection of 64-bit words, so a value that
-// differs in any bit gives a different word.
-constexpr std::uint64_t mix64(std::uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
-}
-
-enum Tag : std::uint64_t { kInt = 1, kReal = 2, kText = 3, kBlob = 4, kNull = 5 };
-
-std::uint64_t hash_bytes(std::string_view s, std::uint64_t tag) {
+std::uint64_t RowHash::hash_bytes(std::string_view s, std::uint64_t tag) {
   std::uint64_t h = mix64(tag * 0x9e3779b97f4a7c15ULL + s.size());
   std::size_t i = 0;
   for (; i + 8 <= s.size(); i += 8) {
@@ -39,33 +25,6 @@ std::uint64_t hash_bytes(std::string_view s, std::uint64_t tag) {
   }
   return h;
 }
-
-// A column's term: one mix of its value (or its text's hash) and a salt of
-// its position and type, a bijection of the value for a given salt.
-std::uint64_t term(int column, std::uint64_t tag, std::uint64_t value) {
-  return mix64(value ^ ((static_cast<std::uint64_t>(column) + 1) * 0xd6e8feb86659fd93ULL + tag * 0x9e3779b97f4a7c15ULL));
-}
-
-}  // namespace
-
-void RowHash::add_int(int column, std::int64_t v) { sum_ += term(column, kInt, static_cast<std::uint64_t>(v)); }
-void RowHash::add_real(int column, double v) { sum_ += term(column, kReal, std::bit_cast<std::uint64_t>(v)); }
-void RowHash::add_text(int column, std::string_view v) { sum_ += term(column, kText, hash_bytes(v, kText)); }
-void RowHash::add_null(int column) { sum_ += term(column, kNull, 0); }
-
-void RowHash::add_column(const sqlite::Row& row, int column, int position) {
-  switch (row.type(column)) {
-    case sqlite::Row::kInteger: add_int(position, row.int64(column)); break;
-    case sqlite::Row::kFloat: add_real(position, row.real(column)); break;
-    case sqlite::Row::kText: add_text(position, row.bytes(column)); break;
-    case sqlite::Row::kBlob: add_blob(position, row.bytes(column)); break;
-    default: add_null(position); break;
-  }
-}
-
-void RowHash::add_blob(int column, std::string_view v) { sum_ += term(column, kBlob, hash_bytes(v, kBlob)); }
-
-std::uint64_t RowHash::value() const { return mix64(sum_); }
 
 void TableDigest::add_row(const sqlite::Statement& st, int columns) {
   sqlite::Row row;

@@ -24,6 +24,19 @@ std::uint32_t get32(const unsigned char* p) {
          static_cast<std::uint32_t>(p[2]) << 8 | p[3];
 }
 
+// Bytes readable past the end of every buffer a record is decoded from (a
+// page, an overflowing payload), so that an integer field is read with one
+// 8-byte load whatever its size.
+constexpr std::size_t kPad = 8;
+
+// The 8 bytes at p as a big-endian word (the file's byte order).
+std::uint64_t big_endian64(const unsigned char* p) {
+  std::uint64_t u;
+  std::memcpy(&u, p, 8);
+  if constexpr (std::endian::native == std::endian::little) u = __builtin_bswap64(u);
+  return u;
+}
+
 std::string_view trim(std::string_view s) {
   while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
   while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
@@ -263,7 +276,7 @@ class TableScan::Pages {
   // Page `n` into `out`; the offset of its b-tree header (100 on page 1).
   std::uint32_t read_page(std::uint32_t n, std::vector<unsigned char>& out) {
     if (n == 0 || n > pages_ || ++pages_read_ > pages_) damaged(n);  // a page read twice: a cycle
-    out.resize(page_size_);
+    out.resize(page_size_ + kPad);
     const auto at = static_cast<off_t>(n - 1) * static_cast<off_t>(page_size_);
     std::size_t got = 0;
     while (got < page_size_) {
@@ -277,6 +290,7 @@ class TableScan::Pages {
   // A varint at p (section 1.6 of the format: up to 9 bytes, 7 bits each but
   // the ninth's 8), within [p, end).
   std::uint64_t varint(const unsigned char*& p, const unsigned char* end, std::uint32_t page) const {
+    if (p < end && *p < 0x80) return *p++;  // one byte: the serial types and sizes of most records
     std::uint64_t v = 0;
     for (int i = 0; i < 8; ++i) {
       if (p >= end) damaged(page);
@@ -378,6 +392,7 @@ class TableScan::Pages {
         overflow_.insert(overflow_.end(), chain_.data() + 4, chain_.data() + 4 + n);
         next = get32(chain_.data());
       }
+      overflow_.resize(size + kPad);
       payload = overflow_.data();
     } else if (c + size > end) {
       damaged(page);
@@ -419,23 +434,17 @@ class TableScan::Pages {
       } else {
         const auto type = type_[static_cast<std::size_t>(col.field)];
         const auto* f = record + at_[static_cast<std::size_t>(col.field)];
-        if (type == 0) {
-          t = Row::kNull;
-        } else if (type <= 6 || type == 8 || type == 9) {
+        if (type - 1 < 6) {  // a big-endian integer of 1, 2, 3, 4, 6 or 8 bytes, sign-extended (kPad)
           t = Row::kInteger;
-          if (type == 8 || type == 9) {
-            v = static_cast<std::int64_t>(type - 8);
-          } else {
-            const int n = static_cast<int>(kFixedSize[type]);
-            std::uint64_t u = f[0] & 0x80 ? ~std::uint64_t{0} : 0;  // sign-extended
-            for (int b = 0; b < n; ++b) u = u << 8 | f[b];
-            v = static_cast<std::int64_t>(u);
-          }
+          v = static_cast<std::int64_t>(big_endian64(f)) >> (64 - 8 * kFixedSize[type]);
+        } else if (type == 0) {
+          t = Row::kNull;
+        } else if (type == 8 || type == 9) {
+          t = Row::kInteger;
+          v = static_cast<std::int64_t>(type - 8);
         } else if (type == 7) {
           t = Row::kFloat;
-          std::uint64_t u = 0;
-          for (int b = 0; b < 8; ++b) u = u << 8 | f[b];
-          row.real_[i] = std::bit_cast<double>(u);
+          row.real_[i] = std::bit_cast<double>(big_endian64(f));
         } else {
           t = type & 1 ? Row::kText : Row::kBlob;
           row.bytes_[i] = std::string_view(reinterpret_cast<const char*>(f), static_cast<std::size_t>((type - 12) / 2));
