@@ -30,10 +30,15 @@ and overlap percentages per rank, idle time per rank, stream and category,
 queue-length points, mean and maximum per stream, launches per rank.
 --phases then times moetrace's side in phases (the module's import, open,
 numpy and pandas, the analyses), N runs, and an empty interpreter's run.
+--warm times both sides as in a notebook whose kernel has imported numpy and
+pandas already: each side in a fresh process imports them first, untimed,
+then times itself from its own import (`import moetrace`; HTA's
+`from hta.trace_analysis import TraceAnalysis`, with what that imports)
+through the analyses above, N runs each, alternating.
 
   bench/hta_python_compare.py --hta-path /path/to/HolisticTraceAnalysis \\
       [--hta-python /usr/bin/python3] [--python /usr/bin/python3] \\
-      [--module build/ci/python] [-n 7] [--check] [--phases] DIR...
+      [--module build/ci/python] [-n 7] [--check] [--phases] [--warm] DIR...
 """
 import argparse
 import json
@@ -123,6 +128,64 @@ with open(sys.argv[2], "w") as f:
 """
 
 
+# The analyses of HTA_SIDE and MOETRACE_SIDE, timed in the process after
+# numpy and pandas are imported. argv: [HTA_PATH] DIR JSON_OUT.
+WARM = {
+    "hta": r"""
+import sys, time, json
+import numpy, pandas
+t0 = time.perf_counter()
+sys.path.insert(0, sys.argv[1])
+from hta.trace_analysis import TraceAnalysis
+ta = TraceAnalysis(trace_dir=sys.argv[2])
+ranks = ta.t.get_ranks()
+ta.get_temporal_breakdown(visualize=False)
+ta.get_comm_comp_overlap(visualize=False)
+ta.get_idle_time_breakdown(ranks=ranks, visualize=False)
+series = ta.get_queue_length_time_series(ranks=ranks)
+ta.get_queue_length_summary(ranks=ranks)
+ta.get_time_spent_blocked_on_full_queue(series)
+ta.get_cuda_kernel_launch_stats(ranks=ranks, visualize=False)
+t1 = time.perf_counter()
+with open(sys.argv[3], "w") as f:
+    json.dump(t1 - t0, f)
+""",
+    "moetrace": r"""
+import sys, time, json
+import numpy, pandas
+t0 = time.perf_counter()
+import moetrace
+run = moetrace.open(sys.argv[1])
+run.breakdown(); run.idle_breakdown(); run.queue_length(); run.queue_length(summary=True); run.launch_stats()
+t1 = time.perf_counter()
+with open(sys.argv[2], "w") as f:
+    json.dump(t1 - t0, f)
+""",
+}
+
+
+def warm(a, d):
+    """Both sides timed within their process, numpy and pandas imported before."""
+    fd, out = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    cmds = {
+        "hta": [a.hta_python, "-c", WARM["hta"], os.path.abspath(a.hta_path), d, out],
+        "moetrace": [a.python, "-c", WARM["moetrace"], d, out],
+    }
+    for c in cmds.values():  # one unmeasured run each, as paired_row
+        run_once(c)
+    times = {k: [] for k in cmds}
+    for i in range(a.n):
+        for k in (("hta", "moetrace") if i % 2 == 0 else ("moetrace", "hta")):
+            run_once(cmds[k])
+            times[k].append(json.load(open(out)) * 1e3)
+    os.unlink(out)
+    h, m = (sorted(times[k]) for k in ("hta", "moetrace"))
+    print(f"| {os.path.basename(os.path.normpath(d))} | {a.n} | {statistics.median(h):.0f} ms ({h[0]:.0f}-{h[-1]:.0f}) "
+          f"| {statistics.median(m):.0f} ms ({m[0]:.0f}-{m[-1]:.0f}) | {statistics.median(h) / statistics.median(m):.1f}x |",
+          flush=True)
+
+
 def phases(a, d):
     """Medians of moetrace's side in phases, and of an empty interpreter's run."""
     fd, out = tempfile.mkstemp(suffix=".json")
@@ -168,6 +231,8 @@ def main():
     ap.add_argument("--check", action="store_true", help="also compare the numbers both sides give")
     ap.add_argument("--phases", action="store_true",
                     help="also time moetrace's side in phases (import, open, numpy + pandas, analyses)")
+    ap.add_argument("--warm", action="store_true",
+                    help="also time both sides with numpy and pandas imported before (as in a notebook)")
     ap.add_argument("dirs", nargs="+", help="trace folders (one Kineto JSON per rank)")
     a = ap.parse_args()
     if not os.path.isdir(os.path.join(a.hta_path, "hta")):
@@ -201,6 +266,12 @@ def main():
         print()
         for d in a.dirs:
             phases(a, d)
+    if a.warm:
+        print("\nnumpy and pandas imported before, each side timed within its process:\n")
+        print("| trace | runs | HTA median (range) | moetrace median (range) | ratio |")
+        print("|---|---:|---:|---:|---:|")
+        for d in a.dirs:
+            warm(a, d)
 
 
 if __name__ == "__main__":
