@@ -168,6 +168,33 @@ TEST(CriticalPath, GpuBoundKernelsAndTheSyncThatWaitsForThem) {
   EXPECT_EQ(few[0].length_ns, 950);
 }
 
+// HTA's queue length at a launch and at a GPU start, where a launch and
+// another kernel's start fall at one time: the launch counts first. Rank 0,
+// thread 1, stream 0 (ns): launch L1 [0, 5) -> K1 [20, 30); launch L2 [20,
+// 25) -> K2 [40, 60). Queue: L1 +1 (1 at K1's launch); at 20 L2 +1 (2), then
+// K1's start -1 (1); K2's start -1 (0). So K1 (1 at its launch, 1 at its
+// start) gets no launch-delay edge, and nothing leads into its start; K2 (2
+// at its launch) none either, but a kernel gap from K1's end (30 > 20, L2's
+// start). Longest path: K1.s -10-> K1.e -10-> K2.s -20-> K2.e = 40
+// (kernel_compute 30, kernel_gap 10). Were the start counted first, K1
+// would read 1 and 0 and get L1.s -20-> K1.s (launch delay): 60.
+TEST(CriticalPath, ALaunchAndAStartAtOneTimeTheLaunchCountsFirst) {
+  const auto trace = testing::load_text_trace("cp-tie.db", R"(
+    stream id=0 rank=0 role=compute
+    api rank=0 thread=1 start=0 end=5 corr=1
+    api rank=0 thread=1 start=20 end=25 corr=2
+    kernel rank=0 stream=0 start=20 end=30 corr=1 name=gemm_a
+    kernel rank=0 stream=0 start=40 end=60 corr=2 name=gemm_b
+  )");
+  const auto paths = critical_paths(trace);
+  ASSERT_EQ(paths.size(), 1u);
+  expect_path(paths[0], 40,
+              {{PathCategory::kKernelCompute, 30},
+               {PathCategory::kKernelGap, 10},
+               {PathCategory::kLaunchDelay, 0},
+               {PathCategory::kCpuOp, 0}});
+}
+
 TEST(CriticalPath, CpuBoundLaunchesPutTheHostOnThePath) {
   const auto trace = testing::load_text_trace("cp-cpu.db", kCpuBound);
   const auto paths = critical_paths(trace);

@@ -181,6 +181,86 @@ TEST(HtaParity, StreamSyncRecordJoinsKernelToTheCall) {
   EXPECT_EQ(without[0].at(PathCategory::kCpuOp), 0);
 }
 
+// Kineto's "Context Sync" record (cudaDeviceSynchronize) joins every stream's
+// last kernel of the rank to the end of the call that waited. Thread 9 (us):
+// launch L1 0-2 -> gemm K1 5-105 on stream 7; launch L2 2-3 -> gemm K2 6-156
+// on stream 8; cudaDeviceSynchronize S 4-160 with the record; launch L3
+// 161-171 (no kernel). By hand, sync inferred off (only the record joins):
+// L1 (2, cpu_op) -> L2's start (0, consecutive top-level calls) -> K2's
+// start (4, launch delay: its stream empty) -> K2's end (150) -> S's end (0,
+// the record) -> L3's start (0) -> its end (10, cpu_op): 166 us. Without the
+// record S's end is reached only from its start (the blocking call weighs
+// 0, 3 us in), and the path ends at K2's end: 156 us.
+TEST(HtaParity, ContextSyncRecordJoinsEveryStreamsKernelToTheCall) {
+  const std::string base = R"(
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": 0, "dur": 2,
+     "args": {"correlation": 1}},
+    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 5, "dur": 100,
+     "args": {"correlation": 1, "device": 0, "stream": 7}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": 2, "dur": 1,
+     "args": {"correlation": 2}},
+    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 8, "ts": 6, "dur": 150,
+     "args": {"correlation": 2, "device": 0, "stream": 8}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 9, "tid": 9, "ts": 4, "dur": 156,
+     "args": {"correlation": 3}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": 161, "dur": 10,
+     "args": {"correlation": 4}})";
+  CriticalPathOptions as_hta;
+  as_hta.infer_sync = false;
+  const auto with = kineto_trace("ctxsync.json", base + R"(,
+    {"ph": "X", "cat": "cuda_sync", "name": "Context Sync", "pid": 0, "tid": 7, "ts": 4, "dur": 156,
+     "args": {"correlation": 3, "device": 0, "stream": -1}})");
+  ASSERT_EQ(with.sync_events.size(), 1u);
+  EXPECT_EQ(with.sync_events[0].kind, SyncEvent::kContextSynchronize);
+  const auto p = critical_paths(with, as_hta);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].length_ns, 166'000);
+  EXPECT_EQ(p[0].at(PathCategory::kCpuOp), 12'000);
+  EXPECT_EQ(p[0].at(PathCategory::kLaunchDelay), 4'000);
+  EXPECT_EQ(p[0].at(PathCategory::kKernelCompute), 150'000);
+  const auto without = critical_paths(kineto_trace("noctxsync.json", base), as_hta);
+  ASSERT_EQ(without.size(), 1u);
+  EXPECT_EQ(without[0].length_ns, 156'000);
+}
+
+// A "Stream Sync" record that ends where a kernel of its stream starts: the
+// kernel is taken first (GPU events and records in order of time, a kernel
+// by its start and a record by its end, kernels first at one time), so the
+// record joins that kernel, not the one before it. Thread 9 (us): launch L1
+// 0-1 -> K1 2-50, launch L2 1-2 -> K2 60-100, both on stream 7;
+// cudaStreamSynchronize S 3-60 with its record; launch L3 61-71. No launch
+// delays (two launches queued before either kernel starts): K1's start is a
+// source; K1 (48) -> K2's start (10, kernel gap) -> K2's end (40) -> S's
+// end (0, the record, backwards in time) -> L3 (0 + 10): 108 us. Had the
+// record come first it would join K1 (48 in at 50 us) and the path end at
+// K2's end: 98 us.
+TEST(HtaParity, SyncRecordEndingAtAKernelsStartTakesThatKernel) {
+  const auto t = kineto_trace("synctie.json", R"(
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": 0, "dur": 1,
+     "args": {"correlation": 1}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": 1, "dur": 1,
+     "args": {"correlation": 3}},
+    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 2, "dur": 48,
+     "args": {"correlation": 1, "device": 0, "stream": 7}},
+    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 60, "dur": 40,
+     "args": {"correlation": 3, "device": 0, "stream": 7}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 9, "tid": 9, "ts": 3, "dur": 57,
+     "args": {"correlation": 2}},
+    {"ph": "X", "cat": "cuda_sync", "name": "Stream Sync", "pid": 0, "tid": 7, "ts": 3, "dur": 57,
+     "args": {"correlation": 2, "device": 0, "stream": 7}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": 61, "dur": 10,
+     "args": {"correlation": 4}})");
+  ASSERT_EQ(t.sync_events.size(), 1u);
+  CriticalPathOptions as_hta;
+  as_hta.infer_sync = false;
+  const auto p = critical_paths(t, as_hta);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].length_ns, 108'000);
+  EXPECT_EQ(p[0].at(PathCategory::kKernelCompute), 88'000);
+  EXPECT_EQ(p[0].at(PathCategory::kKernelGap), 10'000);
+  EXPECT_EQ(p[0].at(PathCategory::kLaunchDelay), 0);
+}
+
 // A "Stream Wait Event" record with its event's record joins the producer's
 // end to the consumer's start (HTA's SYNC_DEPENDENCY, weight 0), and the
 // consumer's launch edge is left out since the producer ended after the

@@ -321,11 +321,18 @@ class CpGraph {
       if ((across_ || y.rank.value == rank_) && (y.kind == SyncEvent::kStreamSynchronize || y.kind == SyncEvent::kContextSynchronize))
         items.push_back({y.end_ns, -1 - static_cast<std::int64_t>(i)});
     }
-    std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.key < b.key; });
+    // By key, at one key in the order listed (GPU events by place, then the
+    // records by index): a stable sort's order, sorted in place (no buffer
+    // of the items' size).
+    std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+      if (a.key != b.key) return a.key < b.key;
+      if ((a.index < 0) != (b.index < 0)) return b.index < 0;
+      return a.index >= 0 ? a.index < b.index : a.index > b.index;
+    });
     // Recorded event waits (stream_waits.h): consumer activity -> producer.
     std::map<std::uint32_t, std::uint32_t> waited;
     for (const auto& w : recorded_stream_waits(t_)) waited[w.consumer] = w.producer;
-    std::map<std::int32_t, std::int64_t> last;  // stream track -> its last GPU event so far
+    std::vector<std::int64_t> last(t_.streams.size(), -1);  // stream track -> its last GPU event so far, -1: none
     own_edge_.assign(ev_.size() - host_, 0);
     for (const auto& it : items) {
       if (it.index < 0) {
@@ -337,8 +344,7 @@ class CpGraph {
       own_edge_[id - host_] = static_cast<std::uint32_t>(edges_.size());
       span(start_node(id), end_node(id), gpu_category(a));
       const auto h = launch_event(a);
-      const auto p = last.find(ev_[id].lane);
-      const std::int64_t prev = p == last.end() ? -1 : p->second;
+      const std::int64_t prev = last[static_cast<std::size_t>(ev_[id].lane)];
       const auto prev_end = prev >= 0 ? ev_[static_cast<std::size_t>(prev)].end : INT64_MIN;
       const auto call_start = h >= 0 ? ev_[static_cast<std::size_t>(h)].start : INT64_MIN;
       // A recorded wait: the producer's end -> this start (HTA's
@@ -355,24 +361,25 @@ class CpGraph {
         span(start_node(static_cast<std::size_t>(h)), start_node(id), PathCategory::kLaunchDelay);
       else if (prev >= 0 && (h < 0 || prev_end > call_start) && sync_end < prev_end)
         span(end_node(static_cast<std::size_t>(prev)), start_node(id), PathCategory::kKernelGap);
-      last[ev_[id].lane] = static_cast<std::int64_t>(id);
+      last[static_cast<std::size_t>(ev_[id].lane)] = static_cast<std::int64_t>(id);
     }
   }
 
   // A "Stream Sync" record: its stream's last GPU event so far -> the end of
   // the call that waited (by correlation id); "Context Sync": every stream's.
-  void sync_record(const SyncEvent& y, const std::map<std::int32_t, std::int64_t>& last) {
+  // `last`: per stream track, its last GPU event so far (-1: none).
+  void sync_record(const SyncEvent& y, const std::vector<std::int64_t>& last) {
     const auto call = call_event(y.rank, y.correlation_id);
     if (call < 0) return;
     if (y.kind == SyncEvent::kContextSynchronize) {
-      for (const auto& [stream, g] : last)
-        if (t_.streams[static_cast<std::size_t>(stream)].rank == y.rank)
-          link(end_node(static_cast<std::size_t>(g)), end_node(static_cast<std::size_t>(call)));
+      for (std::size_t stream = 0; stream < last.size(); ++stream)
+        if (last[stream] >= 0 && t_.streams[stream].rank == y.rank)
+          link(end_node(static_cast<std::size_t>(last[stream])), end_node(static_cast<std::size_t>(call)));
       return;
     }
     const auto s = t_.stream_index(y.stream);
-    if (const auto it = last.find(s); s >= 0 && it != last.end())
-      link(end_node(static_cast<std::size_t>(it->second)), end_node(static_cast<std::size_t>(call)));
+    if (s >= 0 && last[static_cast<std::size_t>(s)] >= 0)
+      link(end_node(static_cast<std::size_t>(last[static_cast<std::size_t>(s)])), end_node(static_cast<std::size_t>(call)));
   }
 
   // The host event of the API call with this correlation id on `rank`, or -1.

@@ -89,9 +89,15 @@ void cp_lock_nodes(std::span<const CpEvent> ev, std::size_t host, F&& f) {
   // counting sort by slot.
   std::map<std::int32_t, std::size_t> count;
   std::size_t n = 0;
+  std::size_t* counted = nullptr;  // the count of the rank of the last lock event (ranks come in runs)
+  std::int32_t counted_rank = 0;
   for (std::size_t e = 0; e < host; ++e)
     if (ev[e].lock && ev[e].node) {
-      ++count[ev[e].rank];
+      if (counted == nullptr || ev[e].rank != counted_rank) {
+        counted = &count[ev[e].rank];
+        counted_rank = ev[e].rank;
+      }
+      ++*counted;
       ++n;
     }
   std::map<std::int32_t, std::size_t> next;  // rank -> its next place

@@ -98,6 +98,41 @@ bool cp_locks_runtime(std::string_view base) {
   return base == "cudaHostAlloc" || base == "cudaLaunchKernel" || base == "cudaMemcpyAsync";
 }
 
+namespace {
+
+// What the graph needs of a runtime call's name, worked out once a name (a
+// trace has few distinct ones, and millions of calls).
+class CallNames {
+ public:
+  struct Kind {
+    bool blocking = false, lock = false, queues = false;
+    CpSync sync = CpSync::kNone;
+  };
+
+  explicit CallNames(const Trace& t) : t_(t), known_(t.strings.size() + 1, 0), kinds_(known_.size()) {}
+
+  const Kind& of(StringId name) {
+    // Slot 0 for a name outside the table (str() reads it as "").
+    const auto i = name.valid() && static_cast<std::size_t>(name.value) < t_.strings.size()
+                       ? static_cast<std::size_t>(name.value) + 1
+                       : 0;
+    if (!known_[i]) {
+      const auto full = t_.str(name);
+      const auto base = runtime_call_base_name(full);
+      kinds_[i] = {cp_is_blocking(base), cp_locks_runtime(base), hta_queues_work(full), cp_sync_kind(base)};
+      known_[i] = 1;
+    }
+    return kinds_[i];
+  }
+
+ private:
+  const Trace& t_;
+  std::vector<std::uint8_t> known_;
+  std::vector<Kind> kinds_;
+};
+
+}  // namespace
+
 CpInput cp_input(const Trace& t, const CriticalPathOptions& o, bool all_in_one) {
   CpInput in;
   in.infer_sync = o.infer_sync;
@@ -175,17 +210,18 @@ CpInput cp_input(const Trace& t, const CriticalPathOptions& o, bool all_in_one) 
   }
   in.api_event.assign(t.api_calls.size(), -1);
   std::set<std::int32_t> ranks_with_calls;
+  CallNames names(t);
   for (std::size_t i = 0; i < t.api_calls.size(); ++i) {
     const auto& c = t.api_calls[i];
-    ranks_with_calls.insert(c.rank.value);
+    if (i == 0 || c.rank != t.api_calls[i - 1].rank) ranks_with_calls.insert(c.rank.value);
     if (c.end_ns <= c.start_ns || !wanted(c.rank.value) || !within(c.rank.value, c.start_ns)) continue;
-    const auto base = runtime_call_base_name(t.str(c.name));
+    const auto& kind = names.of(c.name);
     auto& v = in.ranks[key(c.rank.value)].host;
     in.api_event[i] = static_cast<std::int32_t>(v.size());
     CpEvent e = host_event(c, i, PathEvent::Kind::kApi);
-    e.blocking = cp_is_blocking(base);
-    e.lock = cp_locks_runtime(base);
-    e.sync = cp_sync_kind(base);
+    e.blocking = kind.blocking;
+    e.lock = kind.lock;
+    e.sync = kind.sync;
     v.push_back(e);
   }
   // GPU events: those whose launching call is in the window; on a rank that
@@ -202,18 +238,23 @@ CpInput cp_input(const Trace& t, const CriticalPathOptions& o, bool all_in_one) 
     drop_empty();
     return in;
   }
+  // A stream's queue: its launches (+1) and its GPU starts (-1) in order of
+  // (time, launch before start, activity). Each kind comes nearly in order
+  // (a track is in order of start; its launches mostly in order of time):
+  // sorted apart as the runs they come in, then merged.
   struct Point {
     std::int64_t ts;
-    int order;  // 0: a launch (+1), 1: a start (-1); at equal times the launch first
     std::uint32_t activity;
   };
-  std::vector<Point> points;
+  const auto point_less = [](const Point& x, const Point& y) { return std::tie(x.ts, x.activity) < std::tie(y.ts, y.activity); };
+  std::vector<Point> launches, starts;
   for (std::size_t s = 0; s < t.streams.size(); ++s) {
     const auto rank = t.streams[s].rank.value;
     const auto begin = t.activity_track_begin[s], end = t.activity_track_begin[s + 1];
     if (begin == end || !wanted(rank)) continue;
     bool any = false;
-    points.clear();
+    launches.clear();
+    starts.clear();
     for (auto i = begin; i < end; ++i) {
       const auto& a = t.activities[i];
       const ApiCall* call = t.launching_call(a);
@@ -221,18 +262,20 @@ CpInput cp_input(const Trace& t, const CriticalPathOptions& o, bool all_in_one) 
                              : !ranks_with_calls.contains(rank) && within(rank, a.start_ns);
       in.in_window[i] = kept ? 1 : 0;
       any = any || kept;
-      if (call && hta_queues_work(t.str(call->name))) {
-        points.push_back({call->start_ns, 0, static_cast<std::uint32_t>(i)});
-        points.push_back({a.start_ns, 1, static_cast<std::uint32_t>(i)});
+      if (call && names.of(call->name).queues) {
+        launches.push_back({call->start_ns, static_cast<std::uint32_t>(i)});
+        starts.push_back({a.start_ns, static_cast<std::uint32_t>(i)});
       }
     }
-    std::sort(points.begin(), points.end(), [](const Point& x, const Point& y) {
-      return std::tie(x.ts, x.order, x.activity) < std::tie(y.ts, y.order, y.activity);
-    });
+    sort_runs(launches, point_less);
+    sort_runs(starts, point_less);
     std::int32_t depth = 0;
-    for (const auto& p : points) {
-      depth += p.order == 0 ? 1 : -1;
-      (p.order == 0 ? in.queue_at_call : in.queue_at_start)[p.activity] = depth;
+    for (std::size_t l = 0, g = 0; l < launches.size() || g < starts.size();) {
+      if (g == starts.size() || (l < launches.size() && launches[l].ts <= starts[g].ts)) {
+        in.queue_at_call[launches[l++].activity] = ++depth;
+      } else {
+        in.queue_at_start[starts[g++].activity] = --depth;
+      }
     }
     if (any) in.ranks[key(rank)].streams.push_back(static_cast<std::uint32_t>(s));
   }
