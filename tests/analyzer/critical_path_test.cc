@@ -450,7 +450,8 @@ void expect_same_path(const RankCriticalPath& a, const RankCriticalPath& b, cons
 // and the path across ranks is critical_path_across_ranks'. On two real
 // PyTorch-profiler ranks read as one run (HTA's sampled ranks), on the
 // H200 recordings with collectives between ranks (whose participants' own
-// edges the graph across ranks shortens), and on the two-rank trace above.
+// edges the graph across ranks shortens), and on the two-rank trace above;
+// the ranks' paths read on two threads as on one.
 TEST(CriticalPathAcrossRanks, EachRanksPathFromTheOneGraph) {
   const auto r0 = testing::shared_data("kineto/hta-sampled_rank-0.json.gz");
   const auto r1 = testing::shared_data("kineto/hta-sampled_rank-1.json.gz");
@@ -471,6 +472,9 @@ TEST(CriticalPathAcrossRanks, EachRanksPathFromTheOneGraph) {
     ASSERT_EQ(both.ranks.size(), alone.size()) << name;
     ASSERT_GE(alone.size(), 2u) << name;
     for (std::size_t i = 0; i < alone.size(); ++i) expect_same_path(both.ranks[i], alone[i], name);
+    const auto two = critical_paths_and_across(t, calls, 20, 2);
+    ASSERT_EQ(two.ranks.size(), alone.size()) << name;
+    for (std::size_t i = 0; i < alone.size(); ++i) expect_same_path(two.ranks[i], alone[i], name + " (2 threads)");
     const auto across = critical_path_across_ranks(t, calls);
     expect_same_path(both.across.path, across.path, name + " across");
     EXPECT_EQ(both.across.crossings, across.crossings) << name;

@@ -67,7 +67,7 @@ Analyses run_analyses(const Trace& trace, const std::function<void(std::string_v
   if (several_ranks) {
     // Each rank's path and the one across ranks from one graph.
     work.emplace_back("critical paths", calls.reader([&](const std::vector<CollectiveCall>& c) {
-      auto paths = critical_paths_and_across(trace, c);
+      auto paths = critical_paths_and_across(trace, c, 20, threads);
       a.critical_path = std::move(paths.ranks);
       a.critical_path_across_ranks = std::move(paths.across);
     }));

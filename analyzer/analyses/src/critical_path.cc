@@ -557,7 +557,8 @@ class CpGraph {
   // gives it (critical_path.h: critical_paths_and_across): the same events
   // and edges, without the collective ones, and the participants' own
   // edges at their own weight.
-  std::vector<RankCriticalPath> rank_paths(const std::vector<std::int32_t>& ranks, std::size_t top_events) {
+  std::vector<RankCriticalPath> rank_paths(const std::vector<std::int32_t>& ranks, std::size_t top_events,
+                                          int threads) {
     const detail::CpRankSlots slots(ranks);
     std::vector<RankCriticalPath> out(slots.size());
     for (std::size_t i = 0; i < out.size(); ++i) {
@@ -580,8 +581,10 @@ class CpGraph {
         if (!edges_.collective(k)) ++out[slots.of(ev_[u / 2].rank)].edges;
     auto& s = search_;
     detail::cp_search(ev_, edges_, out_begin_, &slots, s);
-    for (std::size_t i = 0; i < out.size(); ++i) {
-      if (s.best[i] < 0) continue;
+    // Each rank's path read from the search: independent, the graph and the
+    // search only read.
+    detail::parallel_for(out.size(), threads, [&](std::size_t i) {
+      if (s.best[i] < 0) return;
       auto path = detail::cp_path(t_, in_, ev_, edges_, out_begin_, enclosing_, s,
                                   static_cast<std::uint32_t>(s.best[i]), top_events, nullptr);
       path.rank = out[i].rank;
@@ -590,7 +593,7 @@ class CpGraph {
       path.window_start_ns = out[i].window_start_ns;
       path.window_end_ns = out[i].window_end_ns;
       out[i] = std::move(path);
-    }
+    });
     return out;
   }
 
@@ -664,7 +667,7 @@ namespace {
 // The graph across ranks, its path, and where `rank_paths` is given each
 // rank's own from the same graph.
 CrossRankCriticalPath across_ranks(const Trace& t, const std::vector<CollectiveCall>& calls, std::size_t top_events,
-                                   std::vector<RankCriticalPath>* rank_paths) {
+                                   std::vector<RankCriticalPath>* rank_paths, int threads = 1) {
   CriticalPathOptions o;
   auto in = detail::cp_input(t, o, true);
   CrossRankCriticalPath out;
@@ -686,7 +689,7 @@ CrossRankCriticalPath across_ranks(const Trace& t, const std::vector<CollectiveC
   out.waiting_ns = g.wait_ns;
   out.crossings = g.crossings;
   for (auto r : out.ranks) out.rank_ns.push_back({r, g.rank_ns.count(r) ? g.rank_ns[r] : 0});
-  if (rank_paths) *rank_paths = g.rank_paths(out.ranks, top_events);
+  if (rank_paths) *rank_paths = g.rank_paths(out.ranks, top_events, threads);
   return out;
 }
 
@@ -698,9 +701,9 @@ CrossRankCriticalPath critical_path_across_ranks(const Trace& t, const std::vect
 }
 
 CriticalPaths critical_paths_and_across(const Trace& t, const std::vector<CollectiveCall>& calls,
-                                        std::size_t top_events) {
+                                        std::size_t top_events, int threads) {
   CriticalPaths out;
-  out.across = across_ranks(t, calls, top_events, &out.ranks);
+  out.across = across_ranks(t, calls, top_events, &out.ranks, threads);
   return out;
 }
 

@@ -267,12 +267,14 @@ CrossRankCriticalPath critical_path_across_ranks(const Trace& trace, const std::
 // critical_path_across_ranks(trace, calls). Each rank's path is the one its
 // own graph gives (that graph is the rank's part of the graph across ranks,
 // without the collective edges), ties resolved alike; the graph is built
-// once instead of twice.
+// once instead of twice. `threads`: the ranks' paths are read from the
+// graph's search on up to that many (0: the machine's cores); the results
+// are the same on any number.
 struct CriticalPaths {
   std::vector<RankCriticalPath> ranks;  // as critical_paths(trace)
   CrossRankCriticalPath across;
 };
 CriticalPaths critical_paths_and_across(const Trace& trace, const std::vector<CollectiveCall>& calls,
-                                        std::size_t top_events = 20);
+                                        std::size_t top_events = 20, int threads = 1);
 
 }  // namespace moetrace::analyzer
