@@ -9,6 +9,7 @@
 // nccl_data's whole trace and steps 0 and 1 with HTA's rounding of
 // sub-microsecond times), the script reproduces them to the microsecond;
 // those rows say "HTA".
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -113,6 +114,29 @@ Trace kineto_trace(const std::string& name, const std::string& events) {
   return load_trace(path);
 }
 
+// Kineto events of thread 9 and device 0, times in us: a runtime call, a
+// kernel named gemm on `stream`, and a cuda_sync record (`name`: "Stream
+// Sync", "Context Sync") of the call with `correlation`; each ends in ",".
+std::string runtime_call(std::string_view name, int ts, int dur, int correlation) {
+  return fmt::format(R"({{"ph": "X", "cat": "cuda_runtime", "name": "{}", "pid": 9, "tid": 9, "ts": {}, "dur": {},
+    "args": {{"correlation": {}}}}},)", name, ts, dur, correlation);
+}
+std::string gemm(int ts, int dur, int correlation, int stream) {
+  return fmt::format(R"({{"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": {}, "ts": {}, "dur": {},
+    "args": {{"correlation": {}, "device": 0, "stream": {}}}}},)", stream, ts, dur, correlation, stream);
+}
+std::string sync_record(std::string_view name, int ts, int dur, int correlation, int stream) {
+  return fmt::format(R"({{"ph": "X", "cat": "cuda_sync", "name": "{}", "pid": 0, "tid": 7, "ts": {}, "dur": {},
+    "args": {{"correlation": {}, "device": 0, "stream": {}}}}},)", name, ts, dur, correlation, stream);
+}
+// The events above joined, the last one's "," dropped.
+std::string events(std::initializer_list<std::string> each) {
+  std::string out;
+  for (const auto& e : each) out += e;
+  if (!out.empty()) out.pop_back();
+  return out;
+}
+
 // MTIA activity (libkineto's mtia_runtime and mtia_ccp_events types, the
 // launch call HTA's queue length counts for MTIA,
 // "runFunction - job_prep_and_submit_for_execution") is read as runtime
@@ -149,18 +173,10 @@ TEST(HtaParity, MtiaActivityIsRead) {
 // host chain is 2 + 0 + 1 = 3 us and the longest path the launch delay and
 // the kernel, 105 us.
 TEST(HtaParity, StreamSyncRecordJoinsKernelToTheCall) {
-  const std::string base = R"(
-    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": 0, "dur": 2,
-     "args": {"correlation": 1}},
-    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 5, "dur": 100,
-     "args": {"correlation": 1, "device": 0, "stream": 7}},
-    {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 9, "tid": 9, "ts": 3, "dur": 107,
-     "args": {"correlation": 2}},
-    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": 111, "dur": 1,
-     "args": {"correlation": 3}})";
-  const auto with = kineto_trace("sync.json", base + R"(,
-    {"ph": "X", "cat": "cuda_sync", "name": "Stream Sync", "pid": 0, "tid": 7, "ts": 3, "dur": 107,
-     "args": {"correlation": 2, "device": 0, "stream": 7}})");
+  const std::initializer_list<std::string> base = {
+      runtime_call("cudaLaunchKernel", 0, 2, 1), gemm(5, 100, 1, 7),
+      runtime_call("cudaStreamSynchronize", 3, 107, 2), runtime_call("cudaLaunchKernel", 111, 1, 3)};
+  const auto with = kineto_trace("sync.json", events(base) + "," + events({sync_record("Stream Sync", 3, 107, 2, 7)}));
   ASSERT_EQ(with.sync_events.size(), 1u);
   EXPECT_EQ(with.sync_events[0].kind, SyncEvent::kStreamSynchronize);
   const auto p = critical_paths(with);
@@ -169,7 +185,7 @@ TEST(HtaParity, StreamSyncRecordJoinsKernelToTheCall) {
   EXPECT_EQ(p[0].at(PathCategory::kLaunchDelay), 5'000);
   EXPECT_EQ(p[0].at(PathCategory::kKernelCompute), 100'000);
   EXPECT_EQ(p[0].at(PathCategory::kCpuOp), 1'000);
-  const auto no_record = kineto_trace("nosync.json", base);
+  const auto no_record = kineto_trace("nosync.json", events(base));
   const auto inferred = critical_paths(no_record);
   ASSERT_EQ(inferred.size(), 1u);
   EXPECT_EQ(inferred[0].length_ns, 106'000);
@@ -192,24 +208,14 @@ TEST(HtaParity, StreamSyncRecordJoinsKernelToTheCall) {
 // record S's end is reached only from its start (the blocking call weighs
 // 0, 3 us in), and the path ends at K2's end: 156 us.
 TEST(HtaParity, ContextSyncRecordJoinsEveryStreamsKernelToTheCall) {
-  const std::string base = R"(
-    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": 0, "dur": 2,
-     "args": {"correlation": 1}},
-    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 5, "dur": 100,
-     "args": {"correlation": 1, "device": 0, "stream": 7}},
-    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": 2, "dur": 1,
-     "args": {"correlation": 2}},
-    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 8, "ts": 6, "dur": 150,
-     "args": {"correlation": 2, "device": 0, "stream": 8}},
-    {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 9, "tid": 9, "ts": 4, "dur": 156,
-     "args": {"correlation": 3}},
-    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": 161, "dur": 10,
-     "args": {"correlation": 4}})";
+  const std::initializer_list<std::string> base = {
+      runtime_call("cudaLaunchKernel", 0, 2, 1),         gemm(5, 100, 1, 7),
+      runtime_call("cudaLaunchKernel", 2, 1, 2),         gemm(6, 150, 2, 8),
+      runtime_call("cudaDeviceSynchronize", 4, 156, 3), runtime_call("cudaLaunchKernel", 161, 10, 4)};
   CriticalPathOptions as_hta;
   as_hta.infer_sync = false;
-  const auto with = kineto_trace("ctxsync.json", base + R"(,
-    {"ph": "X", "cat": "cuda_sync", "name": "Context Sync", "pid": 0, "tid": 7, "ts": 4, "dur": 156,
-     "args": {"correlation": 3, "device": 0, "stream": -1}})");
+  const auto with =
+      kineto_trace("ctxsync.json", events(base) + "," + events({sync_record("Context Sync", 4, 156, 3, -1)}));
   ASSERT_EQ(with.sync_events.size(), 1u);
   EXPECT_EQ(with.sync_events[0].kind, SyncEvent::kContextSynchronize);
   const auto p = critical_paths(with, as_hta);
@@ -218,7 +224,7 @@ TEST(HtaParity, ContextSyncRecordJoinsEveryStreamsKernelToTheCall) {
   EXPECT_EQ(p[0].at(PathCategory::kCpuOp), 12'000);
   EXPECT_EQ(p[0].at(PathCategory::kLaunchDelay), 4'000);
   EXPECT_EQ(p[0].at(PathCategory::kKernelCompute), 150'000);
-  const auto without = critical_paths(kineto_trace("noctxsync.json", base), as_hta);
+  const auto without = critical_paths(kineto_trace("noctxsync.json", events(base)), as_hta);
   ASSERT_EQ(without.size(), 1u);
   EXPECT_EQ(without[0].length_ns, 156'000);
 }
@@ -235,21 +241,11 @@ TEST(HtaParity, ContextSyncRecordJoinsEveryStreamsKernelToTheCall) {
 // record come first it would join K1 (48 in at 50 us) and the path end at
 // K2's end: 98 us.
 TEST(HtaParity, SyncRecordEndingAtAKernelsStartTakesThatKernel) {
-  const auto t = kineto_trace("synctie.json", R"(
-    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": 0, "dur": 1,
-     "args": {"correlation": 1}},
-    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": 1, "dur": 1,
-     "args": {"correlation": 3}},
-    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 2, "dur": 48,
-     "args": {"correlation": 1, "device": 0, "stream": 7}},
-    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 60, "dur": 40,
-     "args": {"correlation": 3, "device": 0, "stream": 7}},
-    {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 9, "tid": 9, "ts": 3, "dur": 57,
-     "args": {"correlation": 2}},
-    {"ph": "X", "cat": "cuda_sync", "name": "Stream Sync", "pid": 0, "tid": 7, "ts": 3, "dur": 57,
-     "args": {"correlation": 2, "device": 0, "stream": 7}},
-    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": 61, "dur": 10,
-     "args": {"correlation": 4}})");
+  const auto t = kineto_trace(
+      "synctie.json",
+      events({runtime_call("cudaLaunchKernel", 0, 1, 1), runtime_call("cudaLaunchKernel", 1, 1, 3),
+              gemm(2, 48, 1, 7), gemm(60, 40, 3, 7), runtime_call("cudaStreamSynchronize", 3, 57, 2),
+              sync_record("Stream Sync", 3, 57, 2, 7), runtime_call("cudaLaunchKernel", 61, 10, 4)}));
   ASSERT_EQ(t.sync_events.size(), 1u);
   CriticalPathOptions as_hta;
   as_hta.infer_sync = false;
