@@ -21,6 +21,7 @@
 #include "moetrace/analyzer/critical_path.h"
 #include "moetrace/analyzer/launch_queue.h"
 #include "moetrace/analyzer/trace.h"
+#include "moetrace/schema/error.h"
 #include "stream_wait_fixture.h"
 #include "shared_data.h"
 #include "test_paths.h"
