@@ -378,8 +378,9 @@ class CpGraph {
       return;
     }
     const auto s = t_.stream_index(y.stream);
-    if (s >= 0 && last[static_cast<std::size_t>(s)] >= 0)
-      link(end_node(static_cast<std::size_t>(last[static_cast<std::size_t>(s)])), end_node(static_cast<std::size_t>(call)));
+    if (s < 0) return;
+    if (const auto g = last[static_cast<std::size_t>(s)]; g >= 0)
+      link(end_node(static_cast<std::size_t>(g)), end_node(static_cast<std::size_t>(call)));
   }
 
   // The host event of the API call with this correlation id on `rank`, or -1.

@@ -246,7 +246,9 @@ CpInput cp_input(const Trace& t, const CriticalPathOptions& o, bool all_in_one) 
     std::int64_t ts;
     std::uint32_t activity;
   };
-  const auto point_less = [](const Point& x, const Point& y) { return std::tie(x.ts, x.activity) < std::tie(y.ts, y.activity); };
+  const auto point_less = [](const Point& x, const Point& y) {
+    return std::tie(x.ts, x.activity) < std::tie(y.ts, y.activity);
+  };
   std::vector<Point> launches, starts;
   for (std::size_t s = 0; s < t.streams.size(); ++s) {
     const auto rank = t.streams[s].rank.value;

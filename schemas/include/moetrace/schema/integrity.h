@@ -12,9 +12,9 @@
 // positions (the writer's INSERT column lists).
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <map>
-#include <bit>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -77,7 +77,8 @@ class RowHash {
   // A column's term: one mix of its value (or its text's hash) and a salt of
   // its position and type, a bijection of the value for a given salt.
   static constexpr std::uint64_t term(int column, std::uint64_t tag, std::uint64_t value) {
-    return mix64(value ^ ((static_cast<std::uint64_t>(column) + 1) * 0xd6e8feb86659fd93ULL + tag * 0x9e3779b97f4a7c15ULL));
+    return mix64(value ^
+                 ((static_cast<std::uint64_t>(column) + 1) * 0xd6e8feb86659fd93ULL + tag * 0x9e3779b97f4a7c15ULL));
   }
   static std::uint64_t hash_bytes(std::string_view s, std::uint64_t tag);
   void add_blob(int column, std::string_view v) { sum_ += term(column, kBlob, hash_bytes(v, kBlob)); }
