@@ -57,18 +57,20 @@ def print_header():
     print("|---|---:|---:|---:|---:|---:|---:|")
 
 
-def paired_row(name, cmds, n):
+def paired_row(name, cmds, n, measure=run_once):
     """Times cmds["hta"] and cmds["moetrace"], n runs each alternating after
-    one unmeasured run of each, and prints their row of the table."""
+    one unmeasured run of each, and prints their row of the table.
+    `measure(cmd)`: seconds and peak RSS (MiB) of one run (run_once's wall
+    time from spawn to exit, unless given)."""
     # One unmeasured run each: page cache and Python bytecode caches warm.
     for c in cmds.values():
-        run_once(c)
+        measure(c)
     times = {k: [] for k in cmds}
     rss = {k: [] for k in cmds}
     for i in range(n):
         order = ["hta", "moetrace"] if i % 2 == 0 else ["moetrace", "hta"]
         for k in order:
-            w, m = run_once(cmds[k])
+            w, m = measure(cmds[k])
             times[k].append(w)
             rss[k].append(m)
     med = {k: statistics.median(v) for k, v in times.items()}

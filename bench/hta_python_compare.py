@@ -128,62 +128,29 @@ with open(sys.argv[2], "w") as f:
 """
 
 
-# The analyses of HTA_SIDE and MOETRACE_SIDE, timed in the process after
-# numpy and pandas are imported. argv: [HTA_PATH] DIR JSON_OUT.
-WARM = {
-    "hta": r"""
-import sys, time, json
-import numpy, pandas
-t0 = time.perf_counter()
-sys.path.insert(0, sys.argv[1])
-from hta.trace_analysis import TraceAnalysis
-ta = TraceAnalysis(trace_dir=sys.argv[2])
-ranks = ta.t.get_ranks()
-ta.get_temporal_breakdown(visualize=False)
-ta.get_comm_comp_overlap(visualize=False)
-ta.get_idle_time_breakdown(ranks=ranks, visualize=False)
-series = ta.get_queue_length_time_series(ranks=ranks)
-ta.get_queue_length_summary(ranks=ranks)
-ta.get_time_spent_blocked_on_full_queue(series)
-ta.get_cuda_kernel_launch_stats(ranks=ranks, visualize=False)
-t1 = time.perf_counter()
-with open(sys.argv[3], "w") as f:
-    json.dump(t1 - t0, f)
-""",
-    "moetrace": r"""
-import sys, time, json
-import numpy, pandas
-t0 = time.perf_counter()
-import moetrace
-run = moetrace.open(sys.argv[1])
-run.breakdown(); run.idle_breakdown(); run.queue_length(); run.queue_length(summary=True); run.launch_stats()
-t1 = time.perf_counter()
-with open(sys.argv[2], "w") as f:
-    json.dump(t1 - t0, f)
-""",
-}
+def timed_within(side):
+    """`side` (HTA_SIDE or MOETRACE_SIDE) timed within its process, after
+    numpy and pandas are imported: the seconds go to the file named by the
+    last argument, taken off argv before `side` runs."""
+    return ("import sys, time, json\nimport numpy, pandas\n_out = sys.argv.pop()\n_t0 = time.perf_counter()\n"
+            + side + "\nwith open(_out, 'w') as _f:\n    json.dump(time.perf_counter() - _t0, _f)\n")
 
 
 def warm(a, d):
     """Both sides timed within their process, numpy and pandas imported before."""
     fd, out = tempfile.mkstemp(suffix=".json")
     os.close(fd)
-    cmds = {
-        "hta": [a.hta_python, "-c", WARM["hta"], os.path.abspath(a.hta_path), d, out],
-        "moetrace": [a.python, "-c", WARM["moetrace"], d, out],
-    }
-    for c in cmds.values():  # one unmeasured run each, as paired_row
-        run_once(c)
-    times = {k: [] for k in cmds}
-    for i in range(a.n):
-        for k in (("hta", "moetrace") if i % 2 == 0 else ("moetrace", "hta")):
-            run_once(cmds[k])
-            times[k].append(json.load(open(out)) * 1e3)
+
+    def measure(cmd):
+        _, rss = run_once(cmd + [out])
+        with open(out) as f:
+            return json.load(f), rss
+
+    paired_row(os.path.basename(os.path.normpath(d)), {
+        "hta": [a.hta_python, "-c", timed_within(HTA_SIDE), os.path.abspath(a.hta_path), d],
+        "moetrace": [a.python, "-c", timed_within(MOETRACE_SIDE), d],
+    }, a.n, measure)
     os.unlink(out)
-    h, m = (sorted(times[k]) for k in ("hta", "moetrace"))
-    print(f"| {os.path.basename(os.path.normpath(d))} | {a.n} | {statistics.median(h):.0f} ms ({h[0]:.0f}-{h[-1]:.0f}) "
-          f"| {statistics.median(m):.0f} ms ({m[0]:.0f}-{m[-1]:.0f}) | {statistics.median(h) / statistics.median(m):.1f}x |",
-          flush=True)
 
 
 def phases(a, d):
@@ -268,8 +235,7 @@ def main():
             phases(a, d)
     if a.warm:
         print("\nnumpy and pandas imported before, each side timed within its process:\n")
-        print("| trace | runs | HTA median (range) | moetrace median (range) | ratio |")
-        print("|---|---:|---:|---:|---:|")
+        print_header()
         for d in a.dirs:
             warm(a, d)
 
