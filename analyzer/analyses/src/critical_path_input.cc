@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -109,26 +110,25 @@ class CallNames {
     CpSync sync = CpSync::kNone;
   };
 
-  explicit CallNames(const Trace& t) : t_(t), known_(t.strings.size() + 1, 0), kinds_(known_.size()) {}
+  explicit CallNames(const Trace& t) : t_(t), kinds_(t.strings.size() + 1) {}
 
   const Kind& of(StringId name) {
     // Slot 0 for a name outside the table (str() reads it as "").
     const auto i = name.valid() && static_cast<std::size_t>(name.value) < t_.strings.size()
                        ? static_cast<std::size_t>(name.value) + 1
                        : 0;
-    if (!known_[i]) {
+    auto& kind = kinds_[i];
+    if (!kind) {
       const auto full = t_.str(name);
       const auto base = runtime_call_base_name(full);
-      kinds_[i] = {cp_is_blocking(base), cp_locks_runtime(base), hta_queues_work(full), cp_sync_kind(base)};
-      known_[i] = 1;
+      kind = Kind{cp_is_blocking(base), cp_locks_runtime(base), hta_queues_work(full), cp_sync_kind(base)};
     }
-    return kinds_[i];
+    return *kind;
   }
 
  private:
   const Trace& t_;
-  std::vector<std::uint8_t> known_;
-  std::vector<Kind> kinds_;
+  std::vector<std::optional<Kind>> kinds_;  // per name, once worked out
 };
 
 }  // namespace
