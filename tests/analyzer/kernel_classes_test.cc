@@ -60,6 +60,20 @@ TEST(KernelClasses, UnknownNamesAreOtherComputeAndMatchingIgnoresCase) {
   EXPECT_EQ(classify_kernel_name("NCCLDEVKERNEL_ALLREDUCE"), Category::kAllReduce);
 }
 
+// A rule's word matches only where it stands in the name as one run: a name
+// holding each pair of adjacent letters of "nccl" and of "alltoall" ("nc",
+// "cc", "cl"; "al", "ll", "lt", ...) apart, but neither word, matches
+// nothing; the words at either end of a name do match.
+TEST(KernelClasses, WordsMatchAsRunsNotAsTheirLetterPairs) {
+  EXPECT_EQ(match_kernel_rule("void ncc_ccl_allt_ltoa_toal_kernel<float>(float*)"), -1);
+  EXPECT_EQ(classify_kernel_name("nccl_X_alltoall"), Category::kAllToAll);
+  EXPECT_EQ(classify_kernel_name("alltoall_nccl"), Category::kAllToAll);
+  EXPECT_EQ(classify_kernel_name("xnccl"), Category::kOtherComm);
+  // One letter short at either end.
+  EXPECT_EQ(match_kernel_rule("ncc"), -1);
+  EXPECT_EQ(match_kernel_rule("ccl"), -1);
+}
+
 // Names are compared as ASCII bytes whatever the locale: A-Z lowered, other
 // bytes (UTF-8 of a non-ASCII letter included) kept by to_ascii_lower and
 // dropped from a comparable word.

@@ -1,7 +1,9 @@
 #include "moetrace/analyzer/kernel_classes.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -18,12 +20,41 @@ extern const char* const kKernelClassesJson;  // kernel_classes_data.cc (generat
 
 std::string comparable_word(std::string_view s) {
   std::string out;
+  out.reserve(s.size());
   for (char c : s)
     if (ascii_alnum(c)) out += ascii_lower(c);
   return out;
 }
 
 namespace {
+
+// A text searched for many short words (a kernel name against every rule's
+// words, 40-80 searches of a name of some hundred bytes): the pairs of
+// adjacent bytes it holds, hashed into a bit set, rule out most words before
+// any scan of the text (a word can occur only where each of its pairs does).
+class SearchedText {
+ public:
+  explicit SearchedText(std::string text) : text_(std::move(text)) {
+    for (std::size_t i = 1; i < text_.size(); ++i) set(pair_hash(text_[i - 1], text_[i]));
+  }
+  const std::string& text() const { return text_; }
+  bool contains(std::string_view word) const {
+    for (std::size_t i = 1; i < word.size(); ++i)
+      if (!has(pair_hash(word[i - 1], word[i]))) return false;
+    return std::string_view(text_).find(word) != std::string_view::npos;
+  }
+
+ private:
+  static constexpr std::size_t kBits = 4096;
+  static std::size_t pair_hash(char a, char b) {
+    return ((static_cast<unsigned char>(a) * 67u) ^ static_cast<unsigned char>(b) * 131u) % kBits;
+  }
+  void set(std::size_t h) { bits_[h / 64] |= std::uint64_t{1} << (h % 64); }
+  bool has(std::size_t h) const { return (bits_[h / 64] >> (h % 64)) & 1u; }
+
+  std::string text_;
+  std::array<std::uint64_t, kBits / 64> bits_{};
+};
 
 // ASCII letter case, whatever the locale (ascii.h): A-Z is what ascii_lower changes.
 bool upper(char c) { return ascii_lower(c) != c; }
@@ -222,9 +253,8 @@ std::optional<OpKind> parse_moe_kind(std::string_view name) {
 
 namespace {
 
-bool matches(const KernelRule& r, const std::string& name, const std::vector<std::vector<std::string>>& words) {
-  if (!std::all_of(r.all_of.begin(), r.all_of.end(),
-                   [&](const std::string& s) { return name.find(s) != std::string::npos; }))
+bool matches(const KernelRule& r, const SearchedText& name, const std::vector<std::vector<std::string>>& words) {
+  if (!std::all_of(r.all_of.begin(), r.all_of.end(), [&](const std::string& s) { return name.contains(s); }))
     return false;
   if (!r.function.empty()) {
     if (words.empty()) return false;
@@ -248,19 +278,20 @@ bool matches(const KernelRule& r, const std::string& name, const std::vector<std
 }
 
 int first_match(const std::vector<KernelRule>& rules, std::string_view kernel_name) {
-  const std::string name = to_ascii_lower(kernel_name);
+  if (rules.empty()) return -1;
+  const SearchedText name(to_ascii_lower(kernel_name));
   // Every word a rule names occurs in the name without its separators: a
   // rule none of whose words does cannot match, and the name is parsed into
   // words only for the rules that pass this test.
-  const std::string squashed = comparable_word(kernel_name);
-  auto contains = [&](const std::string& w) { return squashed.find(w) != std::string::npos; };
+  const SearchedText squashed(comparable_word(kernel_name));
+  auto in_squashed = [&](const std::string& w) { return squashed.contains(w); };
   std::vector<std::vector<std::string>> words;
   bool parsed = false;
   for (std::size_t i = 0; i < rules.size(); ++i) {
     const auto& r = rules[i];
     if (!r.function.empty() || !r.scope_any.empty()) {
-      if (!std::all_of(r.function.begin(), r.function.end(), contains)) continue;
-      if (!r.scope_any.empty() && std::none_of(r.scope_any.begin(), r.scope_any.end(), contains)) continue;
+      if (!std::all_of(r.function.begin(), r.function.end(), in_squashed)) continue;
+      if (!r.scope_any.empty() && std::none_of(r.scope_any.begin(), r.scope_any.end(), in_squashed)) continue;
       if (!parsed) {
         words = kernel_name_words(kernel_name);
         parsed = true;
