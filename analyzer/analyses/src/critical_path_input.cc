@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "critical_path_graph.h"
+#include "stream_queue_walk.h"
 #include "moetrace/analyzer/huge_pages.h"
 #include "moetrace/analyzer/launch_queue.h"
 #include "moetrace/schema/error.h"
@@ -238,18 +239,7 @@ CpInput cp_input(const Trace& t, const CriticalPathOptions& o, bool all_in_one) 
     drop_empty();
     return in;
   }
-  // A stream's queue: its launches (+1) and its GPU starts (-1) in order of
-  // (time, launch before start, activity). Each kind comes nearly in order
-  // (a track is in order of start; its launches mostly in order of time):
-  // sorted apart as the runs they come in, then merged.
-  struct Point {
-    std::int64_t ts;
-    std::uint32_t activity;
-  };
-  const auto point_less = [](const Point& x, const Point& y) {
-    return std::tie(x.ts, x.activity) < std::tie(y.ts, y.activity);
-  };
-  std::vector<Point> launches, starts;
+  std::vector<QueuePoint> launches, starts;  // HTA's queue per stream (stream_queue_walk.h)
   for (std::size_t s = 0; s < t.streams.size(); ++s) {
     const auto rank = t.streams[s].rank.value;
     const auto begin = t.activity_track_begin[s], end = t.activity_track_begin[s + 1];
@@ -269,16 +259,9 @@ CpInput cp_input(const Trace& t, const CriticalPathOptions& o, bool all_in_one) 
         starts.push_back({a.start_ns, static_cast<std::uint32_t>(i)});
       }
     }
-    sort_runs(launches, point_less);
-    sort_runs(starts, point_less);
-    std::int32_t depth = 0;
-    for (std::size_t l = 0, g = 0; l < launches.size() || g < starts.size();) {
-      if (g == starts.size() || (l < launches.size() && launches[l].ts <= starts[g].ts)) {
-        in.queue_at_call[launches[l++].activity] = ++depth;
-      } else {
-        in.queue_at_start[starts[g++].activity] = --depth;
-      }
-    }
+    walk_stream_queue(
+        launches, starts, [&](const QueuePoint& p, std::int32_t length) { in.queue_at_call[p.activity] = length; },
+        [&](const QueuePoint& p, std::int32_t length) { in.queue_at_start[p.activity] = length; });
     if (any) in.ranks[key(rank)].streams.push_back(static_cast<std::uint32_t>(s));
   }
   drop_empty();

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <initializer_list>
 #include <map>
 #include <span>
@@ -11,7 +10,7 @@
 #include <utility>
 
 #include "moetrace/analyzer/downsample.h"
-#include "moetrace/analyzer/sort_runs.h"
+#include "stream_queue_walk.h"
 
 namespace moetrace::analyzer {
 namespace {
@@ -230,7 +229,7 @@ namespace {
 // The times a stream's queue grows (its launches' calls start) and shrinks
 // (its GPU events start), kept from one stream to the next.
 struct QueueChanges {
-  std::vector<std::int64_t> up, down;
+  std::vector<detail::QueuePoint> up, down;
 };
 
 // Stream s's queue-length series, summary and full time; false where no
@@ -243,30 +242,24 @@ bool stream_queue(const Trace& t, std::size_t s, const LaunchQueueOptions& o, co
   auto& down = changes.down;
   up.clear();
   down.clear();
-  for (const auto& a : t.track_activities(s)) {
+  const auto begin = t.activity_track_begin[s], end = t.activity_track_begin[s + 1];
+  for (auto i = begin; i < end; ++i) {
+    const auto& a = t.activities[i];
     const ApiCall* call = t.launching_call(a);
     if (call == nullptr || !queues_work(t.str(call->name)) || !window.keeps(*call)) continue;
-    up.push_back(call->start_ns);
-    down.push_back(a.start_ns);
+    up.push_back({call->start_ns, static_cast<std::uint32_t>(i)});
+    down.push_back({a.start_ns, static_cast<std::uint32_t>(i)});
   }
   if (up.empty()) return false;
-  // Each in order of time: the GPU starts come so (a track is in order of
-  // start), the launches mostly (in the order they ran), so both as runs;
-  // then merged, a launch before a GPU start at one time (the queue never
-  // reads -1). Equal changes are alike, so the series is the one a stable
-  // sort of every (time, +1 / -1) by time, +1 first, gives.
-  sort_runs(up, std::less<>());
-  sort_runs(down, std::less<>());
+  // Equal changes are alike, so the series is the one a stable sort of
+  // every (time, +1 / -1) by time, +1 first, gives.
   q = StreamQueue{};
   q.rank = t.streams[s].rank.value;
   q.stream = t.streams[s].id.value;
   q.native_stream = t.streams[s].native_id;
   q.series.reserve(up.size() + down.size());
-  std::int32_t length = 0;
-  for (std::size_t i = 0, j = 0; i < up.size() || j < down.size();) {
-    if (i < up.size() && (j == down.size() || up[i] <= down[j])) q.series.push_back({up[i++], ++length});
-    else q.series.push_back({down[j++], --length});
-  }
+  const auto point = [&](const detail::QueuePoint& p, std::int32_t length) { q.series.push_back({p.ts_ns, length}); };
+  detail::walk_stream_queue(up, down, point, point);
   std::vector<std::int32_t> values;
   values.reserve(q.series.size());
   double sum = 0;
