@@ -142,6 +142,46 @@ TEST(MoeRules, RequiredPrefixIsSafe) {
   EXPECT_EQ(prefix("^x\\d+"), "x");       // \d is a class, not a literal
   EXPECT_EQ(prefix("MoELayer"), "");       // not anchored
   EXPECT_EQ(prefix("^moe_(dispatch|combine) forward$"), "moe_");
+  // A bracket expression opens no group: the | after "[(]" is at the top
+  // level, and "cd" matches without "ab". A | inside brackets is a literal.
+  EXPECT_EQ(prefix("^ab[(]x|cd"), "");
+  EXPECT_EQ(prefix("^ab[|]x"), "ab");
+}
+
+// A rule whose every match starts at the name's start is tried there only
+// (match_continuous): it must find what a search at every position finds.
+TEST(MoeRules, AnchoredRulesMatchAsASearchAtEveryPosition) {
+  auto rule = [](const std::string& pattern) {
+    return analyzer::parse_moe_rules(
+               nlohmann::json({{"version", 1}, {"ranges", {{{"label", "x"}, {"name", pattern}, {"role", "layer"}}}}})
+                   .dump(),
+               "t")
+        .ranges.at(0);
+  };
+  EXPECT_TRUE(rule("^ProfilerStep#([0-9]+)$").anchored);
+  EXPECT_TRUE(rule("^(?:vllm|sglang)::fused_experts$").anchored);  // the | inside a group
+  EXPECT_TRUE(rule("^a[|(]b").anchored);                            // | and ( inside brackets
+  EXPECT_FALSE(rule("^a|b").anchored);                              // "b" anywhere
+  EXPECT_FALSE(rule("^ab[(]x|cd").anchored);                        // the | after "[(]" is at the top level
+  EXPECT_FALSE(rule("MoELayer").anchored);
+  EXPECT_FALSE(rule("\\^x").anchored);                              // a literal ^
+  const std::string names[] = {"ProfilerStep#12", "x ProfilerStep#12", "sglang::fused_experts",
+                               "a|b", "ab", "xb", "zcd", "abx", "a(b", "MoELayer_3"};
+  for (const char* pattern : {"^ProfilerStep#([0-9]+)$", "^(?:vllm|sglang)::fused_experts$", "^a[|(]b",
+                              "^a|b", "^ab[(]x|cd"}) {
+    const auto r = rule(pattern);
+    for (const auto& n : names) {
+      std::smatch all, at_start;
+      const bool found = std::regex_search(n, all, r.regex());
+      const bool tried = std::regex_search(n, at_start, r.regex(),
+                                           r.anchored ? std::regex_constants::match_continuous
+                                                      : std::regex_constants::match_default);
+      EXPECT_EQ(found, tried) << pattern << " on " << n;
+      if (found && tried) {
+        EXPECT_EQ(all.position(0), at_start.position(0)) << pattern << " on " << n;
+      }
+    }
+  }
 }
 
 // Schedule part names as pipeline schedules write them: the built-in

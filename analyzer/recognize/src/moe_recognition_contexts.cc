@@ -50,7 +50,10 @@ std::optional<Annotation> Recognizer::recognise(const NvtxRange& r) {
         continue;
     }
     std::smatch m;
-    if (!std::regex_search(text, m, rule.regex())) continue;
+    if (!std::regex_search(text, m, rule.regex(),
+                           rule.anchored ? std::regex_constants::match_continuous
+                                         : std::regex_constants::match_default))
+      continue;
     Annotation out;
     out.role = rule.role;
     out.kind = rule.kind;

@@ -130,20 +130,37 @@ RuleCoordinate coordinate(const nlohmann::json& r, const char* key, const std::s
   return c;
 }
 
-// The literal a pattern anchored with ^ starts with, up to its first
+// Whether every match of an ECMAScript pattern starts at the name's start:
+// it begins with ^ and has no alternation outside groups (whose other
+// branch could match anywhere). Escapes and bracket expressions are stepped
+// over: "[(|]" holds no group and no alternation.
+bool anchored_at_start(std::string_view pattern) {
+  if (pattern.empty() || pattern[0] != '^') return false;
+  int depth = 0;
+  for (std::size_t i = 1; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\') {
+      ++i;
+    } else if (c == '[') {  // up to its closing ] (ECMAScript: "[]" is an empty class)
+      for (++i; i < pattern.size() && pattern[i] != ']'; ++i)
+        if (pattern[i] == '\\') ++i;
+    } else if (c == '(') {
+      ++depth;
+    } else if (c == ')') {
+      --depth;
+    } else if (c == '|' && depth == 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The literal a pattern anchored at its start begins with, up to its first
 // metacharacter; empty where the pattern is not anchored, starts with a
 // group or class, or has an alternation outside groups (which could match
 // without the prefix). A literal followed by a quantifier is dropped.
 std::string required_prefix(std::string_view pattern) {
-  if (pattern.empty() || pattern[0] != '^') return {};
-  int depth = 0;
-  for (std::size_t i = 0; i < pattern.size(); ++i) {
-    const char c = pattern[i];
-    if (c == '\\') ++i;
-    else if (c == '(') ++depth;
-    else if (c == ')') --depth;
-    else if (c == '|' && depth == 0) return {};
-  }
+  if (!anchored_at_start(pattern)) return {};
   std::string out;
   for (std::size_t i = 1; i < pattern.size(); ++i) {
     char c = pattern[i];
@@ -184,6 +201,7 @@ RangeRule parse_range_rule(const nlohmann::json& r, const std::string& preset, c
     }
   // The prefix test compares case: without it where the rule ignores case.
   if (!rule.ignore_case) rule.required_prefix = required_prefix(rule.pattern);
+  rule.anchored = anchored_at_start(rule.pattern);
   if (r.contains("keywords"))
     for (const auto& k : r["keywords"]) {
       rule.keywords.push_back(to_ascii_lower(k.get<std::string>()));

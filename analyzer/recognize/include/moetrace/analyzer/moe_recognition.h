@@ -112,6 +112,10 @@ struct RangeRule {
   // A literal every match must start with ("^nn\\.Module: " -> "nn.Module: "):
   // names without it skip the regex. Empty: none could be derived.
   std::string required_prefix;
+  // Every match starts at the name's start (^ and no alternation outside
+  // groups): the regex is tried there only (match_continuous), not at every
+  // position of the name. False: tried everywhere, as an unparsed rule is.
+  bool anchored = false;
   RangeRole role = RangeRole::kOp;
   std::optional<OpKind> kind;
   RuleCoordinate layer, iteration, micro_batch, chunk;
