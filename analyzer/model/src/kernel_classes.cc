@@ -37,7 +37,6 @@ class SearchedText {
   explicit SearchedText(std::string text) : text_(std::move(text)) {
     for (std::size_t i = 1; i < text_.size(); ++i) set(pair_hash(text_[i - 1], text_[i]));
   }
-  const std::string& text() const { return text_; }
   bool contains(std::string_view word) const {
     for (std::size_t i = 1; i < word.size(); ++i)
       if (!has(pair_hash(word[i - 1], word[i]))) return false;
