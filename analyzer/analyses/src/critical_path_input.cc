@@ -3,12 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <optional>
 #include <set>
 #include <tuple>
 #include <unordered_map>
 
 #include "critical_path_graph.h"
+#include "name_memo.h"
 #include "stream_queue_walk.h"
 #include "moetrace/analyzer/huge_pages.h"
 #include "moetrace/analyzer/launch_queue.h"
@@ -102,35 +102,17 @@ bool cp_locks_runtime(std::string_view base) {
 
 namespace {
 
-// What the graph needs of a runtime call's name, worked out once a name (a
-// trace has few distinct ones, and millions of calls).
-class CallNames {
- public:
-  struct Kind {
-    bool blocking = false, lock = false, queues = false;
-    CpSync sync = CpSync::kNone;
-  };
-
-  explicit CallNames(const Trace& t) : t_(t), kinds_(t.strings.size() + 1) {}
-
-  const Kind& of(StringId name) {
-    // Slot 0 for a name outside the table (str() reads it as "").
-    const auto i = name.valid() && static_cast<std::size_t>(name.value) < t_.strings.size()
-                       ? static_cast<std::size_t>(name.value) + 1
-                       : 0;
-    auto& kind = kinds_[i];
-    if (!kind) {
-      const auto full = t_.str(name);
-      const auto base = runtime_call_base_name(full);
-      kind = Kind{cp_is_blocking(base), cp_locks_runtime(base), hta_queues_work(full), cp_sync_kind(base)};
-    }
-    return *kind;
-  }
-
- private:
-  const Trace& t_;
-  std::vector<std::optional<Kind>> kinds_;  // per name, once worked out
+// What the graph needs of a runtime call's name (worked out once a name:
+// NameMemo).
+struct CallKind {
+  bool blocking = false, lock = false, queues = false;
+  CpSync sync = CpSync::kNone;
 };
+
+CallKind call_kind(std::string_view full) {
+  const auto base = runtime_call_base_name(full);
+  return {cp_is_blocking(base), cp_locks_runtime(base), hta_queues_work(full), cp_sync_kind(base)};
+}
 
 }  // namespace
 
@@ -211,7 +193,7 @@ CpInput cp_input(const Trace& t, const CriticalPathOptions& o, bool all_in_one) 
   }
   in.api_event.assign(t.api_calls.size(), -1);
   std::set<std::int32_t> ranks_with_calls;
-  CallNames names(t);
+  NameMemo<CallKind, CallKind (*)(std::string_view)> names(t, call_kind);
   for (std::size_t i = 0; i < t.api_calls.size(); ++i) {
     const auto& c = t.api_calls[i];
     if (i == 0 || c.rank != t.api_calls[i - 1].rank) ranks_with_calls.insert(c.rank.value);

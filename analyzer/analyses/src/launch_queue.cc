@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "moetrace/analyzer/downsample.h"
+#include "name_memo.h"
 #include "stream_queue_walk.h"
 
 namespace moetrace::analyzer {
@@ -235,8 +236,9 @@ struct QueueChanges {
 // Stream s's queue-length series, summary and full time; false where no
 // launch event of HTA's launched anything on it. The series is reduced to
 // `max_points` (0: all) after the summary has read every point.
+template <class Queues>
 bool stream_queue(const Trace& t, std::size_t s, const LaunchQueueOptions& o, const Window& window,
-                  const std::map<std::int32_t, std::int64_t>& durations, std::size_t max_points,
+                  const std::map<std::int32_t, std::int64_t>& durations, std::size_t max_points, Queues& queues,
                   QueueChanges& changes, StreamQueue& q) {
   auto& up = changes.up;
   auto& down = changes.down;
@@ -246,7 +248,7 @@ bool stream_queue(const Trace& t, std::size_t s, const LaunchQueueOptions& o, co
   for (auto i = begin; i < end; ++i) {
     const auto& a = t.activities[i];
     const ApiCall* call = t.launching_call(a);
-    if (call == nullptr || !queues_work(t.str(call->name)) || !window.keeps(*call)) continue;
+    if (call == nullptr || !queues.of(call->name) || !window.keeps(*call)) continue;
     up.push_back({call->start_ns, static_cast<std::uint32_t>(i)});
     down.push_back({a.start_ns, static_cast<std::uint32_t>(i)});
   }
@@ -301,10 +303,11 @@ std::vector<StreamQueue> queues_of(const Trace& t, const LaunchQueueOptions& o, 
   if (!has_tracks(t)) return out;
   const Window window(t, o.window);
   const auto durations = rank_durations(t, window);
+  detail::NameMemo<bool, bool (*)(std::string_view)> queues(t, queues_work);
   QueueChanges changes;
   StreamQueue q;
   for (std::size_t s = 0; s < t.streams.size(); ++s)
-    if (stream_queue(t, s, o, window, durations, max_points, changes, q)) out.push_back(std::move(q));
+    if (stream_queue(t, s, o, window, durations, max_points, queues, changes, q)) out.push_back(std::move(q));
   std::sort(out.begin(), out.end(),
             [](const StreamQueue& a, const StreamQueue& b) { return std::pair(a.rank, a.stream) < std::pair(b.rank, b.stream); });
   return out;
@@ -316,11 +319,12 @@ std::vector<StreamQueue> queues_of(const Trace& t, const LaunchQueueOptions& o, 
 template <class Launch, class Unlisted>
 void scan_launches(const Trace& t, const LaunchQueueOptions& o, Launch&& launch, Unlisted&& unlisted) {
   const Window window(t, o.window);
+  detail::NameMemo<bool, bool (*)(std::string_view)> launches(t, counts_as_launch);
   for (std::size_t i = 0; i < t.activities.size(); ++i) {
     const auto& a = t.activities[i];
     if (!window.keeps(a)) continue;
     const ApiCall* call = t.launching_call(a);
-    if (call == nullptr || !counts_as_launch(t.str(call->name))) {
+    if (call == nullptr || !launches.of(call->name)) {
       unlisted(a.rank.value, call != nullptr);
       continue;
     }
@@ -412,8 +416,9 @@ LaunchQueueAnalysis analyze_launch_queue(const Trace& t, const LaunchQueueOption
   a.options = o;
   a.idle = idle_time_breakdown(t, o);
   a.queues = queues_of(t, o, o.series_points);
+  detail::NameMemo<bool, bool (*)(std::string_view)> hip(t, hip_launch);
   for (const auto& call : t.api_calls)
-    if (hip_launch(t.str(call.name))) {
+    if (hip.of(call.name)) {
       a.hip = true;
       break;
     }
