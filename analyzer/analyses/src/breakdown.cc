@@ -10,6 +10,7 @@
 #include "moetrace/analyzer/huge_pages.h"
 #include "moetrace/analyzer/interval.h"
 #include "moetrace/analyzer/kernel_classes.h"
+#include "moetrace/analyzer/name_memo.h"
 #include "op_intervals.h"
 
 namespace moetrace::analyzer {
@@ -149,8 +150,9 @@ std::map<std::int32_t, RankTime> rank_times_in_steps(const Trace& trace, const O
 }  // namespace
 
 ProfilerSteps::ProfilerSteps(const Trace& trace) {
+  NameMemo is_step(trace, [](std::string_view name) { return name.find("ProfilerStep") != std::string_view::npos; });
   for (const auto& n : trace.nvtx)
-    if (trace.str(n.name).find("ProfilerStep") != std::string_view::npos) {
+    if (is_step.of(n.name)) {
       auto& s = steps_[n.rank.value];
       ++s.count;
       s.first_start = std::min(s.first_start, n.start_ns);

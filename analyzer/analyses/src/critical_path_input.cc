@@ -8,10 +8,10 @@
 #include <unordered_map>
 
 #include "critical_path_graph.h"
-#include "name_memo.h"
 #include "stream_queue_walk.h"
 #include "moetrace/analyzer/huge_pages.h"
 #include "moetrace/analyzer/launch_queue.h"
+#include "moetrace/analyzer/name_memo.h"
 #include "moetrace/schema/error.h"
 
 namespace moetrace::analyzer::detail {
@@ -46,9 +46,9 @@ using Window = std::pair<std::int64_t, std::int64_t>;  // [first, last] start ti
 // whole trace (no entry).
 std::map<std::int32_t, Window> annotation_windows(const Trace& t, const CriticalPathOptions& o) {
   std::map<std::int32_t, std::vector<Window>> marks;
+  NameMemo named(t, [&](std::string_view name) { return name.find(o.annotation) != std::string_view::npos; });
   for (const auto& n : t.nvtx)
-    if (n.end_ns >= n.start_ns && (!o.rank || *o.rank == n.rank.value) &&
-        t.str(n.name).find(o.annotation) != std::string_view::npos)
+    if (n.end_ns >= n.start_ns && (!o.rank || *o.rank == n.rank.value) && named.of(n.name))
       marks[n.rank.value].push_back({n.start_ns, n.end_ns});
   std::map<std::int32_t, Window> out;
   std::size_t most = 0;
@@ -78,14 +78,17 @@ std::map<std::int32_t, Window> annotation_windows(const Trace& t, const Critical
 std::map<std::int32_t, std::pair<std::int64_t, std::int64_t>> backward_threads(
     const Trace& t, const std::map<std::int32_t, Window>& windows, const CriticalPathOptions& o) {
   std::map<std::int32_t, std::pair<std::set<std::int64_t>, std::set<std::int64_t>>> seen;
+  NameMemo marks(t, [](std::string_view name) {
+    return std::pair{name.find("forward") != std::string_view::npos, name.find("autograd") != std::string_view::npos};
+  });
   for (const auto& n : t.nvtx) {
     if (n.end_ns <= n.start_ns || (o.rank && *o.rank != n.rank.value) || !kineto_op_or_annotation(t, n)) continue;
     if (const auto w = windows.find(n.rank.value);
         w != windows.end() && (n.start_ns < w->second.first || n.start_ns > w->second.second))
       continue;
-    const auto name = t.str(n.name);
-    if (name.find("forward") != std::string_view::npos) seen[n.rank.value].first.insert(n.thread_id);
-    if (name.find("autograd") != std::string_view::npos) seen[n.rank.value].second.insert(n.thread_id);
+    const auto [forward, autograd] = marks.of(n.name);
+    if (forward) seen[n.rank.value].first.insert(n.thread_id);
+    if (autograd) seen[n.rank.value].second.insert(n.thread_id);
   }
   std::map<std::int32_t, std::pair<std::int64_t, std::int64_t>> out;  // rank -> (backward, forward)
   for (const auto& [rank, s] : seen)
@@ -193,7 +196,7 @@ CpInput cp_input(const Trace& t, const CriticalPathOptions& o, bool all_in_one) 
   }
   in.api_event.assign(t.api_calls.size(), -1);
   std::set<std::int32_t> ranks_with_calls;
-  NameMemo<CallKind, CallKind (*)(std::string_view)> names(t, call_kind);
+  NameMemo names(t, call_kind);
   for (std::size_t i = 0; i < t.api_calls.size(); ++i) {
     const auto& c = t.api_calls[i];
     if (i == 0 || c.rank != t.api_calls[i - 1].rank) ranks_with_calls.insert(c.rank.value);

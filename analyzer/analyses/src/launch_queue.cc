@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "moetrace/analyzer/downsample.h"
-#include "name_memo.h"
+#include "moetrace/analyzer/name_memo.h"
 #include "stream_queue_walk.h"
 
 namespace moetrace::analyzer {
@@ -303,7 +303,7 @@ std::vector<StreamQueue> queues_of(const Trace& t, const LaunchQueueOptions& o, 
   if (!has_tracks(t)) return out;
   const Window window(t, o.window);
   const auto durations = rank_durations(t, window);
-  detail::NameMemo<bool, bool (*)(std::string_view)> queues(t, queues_work);
+  NameMemo queues(t, queues_work);
   QueueChanges changes;
   StreamQueue q;
   for (std::size_t s = 0; s < t.streams.size(); ++s)
@@ -319,7 +319,7 @@ std::vector<StreamQueue> queues_of(const Trace& t, const LaunchQueueOptions& o, 
 template <class Launch, class Unlisted>
 void scan_launches(const Trace& t, const LaunchQueueOptions& o, Launch&& launch, Unlisted&& unlisted) {
   const Window window(t, o.window);
-  detail::NameMemo<bool, bool (*)(std::string_view)> launches(t, counts_as_launch);
+  NameMemo launches(t, counts_as_launch);
   for (std::size_t i = 0; i < t.activities.size(); ++i) {
     const auto& a = t.activities[i];
     if (!window.keeps(a)) continue;
@@ -416,7 +416,7 @@ LaunchQueueAnalysis analyze_launch_queue(const Trace& t, const LaunchQueueOption
   a.options = o;
   a.idle = idle_time_breakdown(t, o);
   a.queues = queues_of(t, o, o.series_points);
-  detail::NameMemo<bool, bool (*)(std::string_view)> hip(t, hip_launch);
+  NameMemo hip(t, hip_launch);
   for (const auto& call : t.api_calls)
     if (hip.of(call.name)) {
       a.hip = true;

@@ -9,6 +9,7 @@
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/clock_align.h"
 #include "moetrace/analyzer/launch_queue.h"
+#include "moetrace/analyzer/name_memo.h"
 #include "moetrace/analyzer/stats.h"
 #include "moetrace/analyzer/stream_waits.h"
 
@@ -130,7 +131,7 @@ class Builder {
         const auto c = launch_call_[i];
         if (c < 0) continue;
         const auto& call = t_.api_calls[static_cast<std::size_t>(c)];
-        if (wait_kind(t_.str(call.name)) == Wait::kOwnCopy) continue;  // no launch latency (see below)
+        if (wait_of_.of(call.name) == Wait::kOwnCopy) continue;  // no launch latency (see below)
         const bool first = i == t_.activity_track_begin[s];
         const auto prev_end = first ? INT64_MIN : t_.activities[i - 1].end_ns;
         if (prev_end < call.start_ns) {
@@ -205,10 +206,11 @@ class Builder {
     own_activity_.assign(t_.api_calls.size(), -1);
     for (std::size_t i = 0; i < t_.activities.size(); ++i)
       if (launch_call_[i] >= 0) own_activity_[static_cast<std::size_t>(launch_call_[i])] = static_cast<std::int64_t>(i);
+    NameMemo stream_wait(t_, is_stream_wait);
     for (std::size_t c = 0; c < t_.api_calls.size(); ++c) {
       const auto& call = t_.api_calls[c];
-      if (is_stream_wait(t_.str(call.name))) ++g_.stream_wait_calls;
-      const auto kind = wait_kind(t_.str(call.name));
+      if (stream_wait.of(call.name)) ++g_.stream_wait_calls;
+      const auto kind = wait_of_.of(call.name);
       if (kind == Wait::kNone || call.end_ns < call.start_ns) continue;
       std::int64_t best = -1;
       if (kind == Wait::kOwnCopy) {
@@ -397,7 +399,7 @@ class Builder {
         const auto c = launch_call_[i];
         if (c >= 0 && g_.api_start[static_cast<std::size_t>(c)] != ExecGraph::kNone) {
           const auto& call = t_.api_calls[static_cast<std::size_t>(c)];
-          if (wait_kind(t_.str(call.name)) == Wait::kOwnCopy) {
+          if (wait_of_.of(call.name) == Wait::kOwnCopy) {
             // A call that returns after its own copy: the time to the copy's
             // start is the call's own CPU work (staging pageable memory:
             // 159 ms before a 2.7 ms copy on the dpmoe fixture's rank 0),
@@ -577,6 +579,7 @@ class Builder {
   const Trace& t_;
   const ExecGraphOptions& o_;
   ExecGraph& g_;
+  NameMemo<Wait, Wait (*)(std::string_view)> wait_of_{t_, wait_kind};  // a call's Wait, by its name
   std::vector<std::int32_t> launch_call_;
   std::vector<std::int64_t> waited_, own_activity_;
   std::vector<std::uint8_t> waits_;

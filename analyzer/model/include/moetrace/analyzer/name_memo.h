@@ -1,21 +1,23 @@
 // What a test of a name gives, worked out once per distinct name of a
-// trace's string table: a trace holds millions of runtime calls under a few
-// dozen names, and each test (runtime_call_base_name, then string compares)
-// costs more than the lookup. Private to the analyses.
+// trace's string table: a trace holds millions of runtime calls, ranges and
+// kernels under a few thousand names at most, and a test (a base name, then
+// string compares or a search) costs more than the lookup.
 #pragma once
 
 #include <cstddef>
 #include <optional>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "moetrace/analyzer/trace.h"
 
-namespace moetrace::analyzer::detail {
+namespace moetrace::analyzer {
 
 // `work(std::string_view name)` gives the value of a name; of(id) calls it
-// the first time `id` is asked for.
+// the first time `id` is asked for. NameMemo memo(trace, test) deduces the
+// value's type from the test.
 template <class T, class Work>
 class NameMemo {
  public:
@@ -37,4 +39,7 @@ class NameMemo {
   std::vector<std::optional<T>> values_;
 };
 
-}  // namespace moetrace::analyzer::detail
+template <class Work>
+NameMemo(const Trace&, Work) -> NameMemo<std::invoke_result_t<Work&, std::string_view>, Work>;
+
+}  // namespace moetrace::analyzer
