@@ -16,7 +16,8 @@
 //
 // --stages: after opening, the analyses one after the other on one thread
 // (analyze() with threads = 1, as `report --threads 1`), each one's wall and
-// CPU time and the peak RSS after it (the first to raise it holds the peak);
+// CPU time, the peak RSS after it (the first to raise it holds the peak)
+// and its own peak over the RSS it started from (the peak reset before each);
 // no frames. To find where the analyses' time and memory go.
 //
 // --replay: then the trace's replay as View > Show replay computes it
@@ -82,6 +83,15 @@ double proc_status_mib(const char* key) {
   while (std::getline(f, line))
     if (line.rfind(key, 0) == 0) return std::stod(line.substr(std::strlen(key))) / 1024.0;
   return -1;
+}
+
+// Resets this process's VmHWM to its RSS now (Linux: "5" written to
+// /proc/self/clear_refs); false where it cannot.
+bool reset_peak_rss() {
+  std::ofstream f("/proc/self/clear_refs");
+  f << "5";
+  f.flush();
+  return static_cast<bool>(f);
 }
 
 std::string cpu_model() {
@@ -206,13 +216,21 @@ int run(const std::string& path, int width, int height, int frames, bool replay,
               peak_loaded, static_cast<double>(model.memory_bytes()) / 1048576.0);
   if (open_only) return 0;
   if (stages) {
-    std::printf("\n| analysis (one thread, in analyze()'s order) | wall s | CPU s | peak RSS after, MiB |\n|---|---:|---:|---:|\n");
+    std::printf("\n| analysis (one thread, in analyze()'s order) | wall s | CPU s | peak RSS after, MiB | its own peak "
+                "over the RSS before it, MiB |\n|---|---:|---:|---:|---:|\n");
     auto t = Clock::now();
     double c = process_cpu_ms();
+    double peak = proc_status_mib("VmHWM:"), rss_before = proc_status_mib("VmRSS:");
+    const bool resets = reset_peak_rss();
     const auto a = analyzer::analyze(trace, [&](std::string_view stage, double fraction) {
       if (fraction <= 0.0) return;  // "analysing": the start
-      std::printf("| %.*s | %.2f | %.2f | %.0f |\n", static_cast<int>(stage.size()), stage.data(), ms_since(t) / 1e3,
-                  (process_cpu_ms() - c) / 1e3, proc_status_mib("VmHWM:"));
+      const double hwm = proc_status_mib("VmHWM:");
+      peak = std::max(peak, hwm);
+      std::printf("| %.*s | %.2f | %.2f | %.0f | %s |\n", static_cast<int>(stage.size()), stage.data(),
+                  ms_since(t) / 1e3, (process_cpu_ms() - c) / 1e3, peak,
+                  resets ? std::to_string(static_cast<long long>(hwm - rss_before)).c_str() : "-");
+      rss_before = proc_status_mib("VmRSS:");
+      reset_peak_rss();
       t = Clock::now();
       c = process_cpu_ms();
     }, {}, 1);
