@@ -17,7 +17,8 @@
 // --stages: after opening, the analyses one after the other on one thread
 // (analyze() with threads = 1, as `report --threads 1`), each one's wall and
 // CPU time, the peak RSS after it (the first to raise it holds the peak)
-// and its own peak over the RSS it started from (the peak reset before each);
+// and its own peak over the RSS it started from (the heap trimmed and the
+// peak reset before each);
 // no frames. To find where the analyses' time and memory go.
 //
 // --replay: then the trace's replay as View > Show replay computes it
@@ -28,6 +29,9 @@
 // 8 MoE layers, r = 4, kernels with API calls) of N events first. Target: a
 // 10 M-event trace pans and zooms with frames under 16 ms.
 #include <QApplication>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <QImage>
 #include <algorithm>
 #include <atomic>
@@ -229,6 +233,9 @@ int run(const std::string& path, int width, int height, int frames, bool replay,
       std::printf("| %.*s | %.2f | %.2f | %.0f | %s |\n", static_cast<int>(stage.size()), stage.data(),
                   ms_since(t) / 1e3, (process_cpu_ms() - c) / 1e3, peak,
                   resets ? std::to_string(static_cast<long long>(hwm - rss_before)).c_str() : "-");
+#if defined(__GLIBC__)
+      malloc_trim(0);  // what the stage freed, so that the next one's own peak does not stand on it
+#endif
       rss_before = proc_status_mib("VmRSS:");
       reset_peak_rss();
       t = Clock::now();
