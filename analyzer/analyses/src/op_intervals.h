@@ -17,29 +17,32 @@ struct OpIntervals {
   std::vector<Interval> iv;
 
   explicit OpIntervals(const Trace& t) {
-    std::vector<std::size_t> count(t.ops.size() + 1, 0);
+    // Counted, then filled, in `begin` itself (no count or cursor arrays
+    // beside it: 16 bytes an op more at this step's peak).
+    const std::size_t n = t.ops.size();
+    begin.assign(n + 1, 0);
     for (const auto& a : t.activities)
-      if (a.op >= 0) ++count[static_cast<std::size_t>(a.op) + 1];
-    std::vector<bool> has_activity(t.ops.size(), false);
-    for (std::size_t i = 0; i < t.ops.size(); ++i) {
-      has_activity[i] = count[i + 1] > 0;
-      if (count[i + 1] == 0) count[i + 1] = 1;  // the op's own range
-    }
-    begin.assign(t.ops.size() + 1, 0);
-    for (std::size_t i = 0; i < t.ops.size(); ++i) begin[i + 1] = begin[i] + count[i + 1];
-    iv.resize(begin.back());
-    std::vector<std::size_t> fill(begin.begin(), begin.end() - 1);
-    for (const auto& a : t.activities)
-      if (a.op >= 0) {
-        const auto o = static_cast<std::size_t>(a.op);
-        iv[fill[o]++] = {a.start_ns, a.end_ns};
+      if (a.op >= 0) ++begin[static_cast<std::size_t>(a.op) + 1];
+    std::vector<bool> own_range(n, false);
+    for (std::size_t i = 0; i < n; ++i)
+      if (begin[i + 1] == 0) {
+        own_range[i] = true;
+        begin[i + 1] = 1;  // the op's own range
       }
-    for (std::size_t i = 0; i < t.ops.size(); ++i) {
-      if (!has_activity[i]) iv[begin[i]] = {t.ops[i].start_ns, t.ops[i].end_ns};
-      else std::sort(iv.begin() + static_cast<std::ptrdiff_t>(begin[i]),
-                     iv.begin() + static_cast<std::ptrdiff_t>(begin[i + 1]),
-                     [](const Interval& a, const Interval& b) { return a.start < b.start; });
-    }
+    for (std::size_t i = 0; i < n; ++i) begin[i + 1] += begin[i];
+    iv.resize(begin.back());
+    // begin[o] moves to the end of o's intervals meanwhile, then every entry
+    // back by one (the end of o - 1's: o's begin).
+    for (const auto& a : t.activities)
+      if (a.op >= 0) iv[begin[static_cast<std::size_t>(a.op)]++] = {a.start_ns, a.end_ns};
+    for (std::size_t i = 0; i < n; ++i)
+      if (own_range[i]) iv[begin[i]++] = {t.ops[i].start_ns, t.ops[i].end_ns};
+    for (std::size_t i = n; i > 0; --i) begin[i] = begin[i - 1];
+    begin[0] = 0;
+    for (std::size_t i = 0; i < n; ++i)
+      if (!own_range[i])
+        std::sort(iv.begin() + static_cast<std::ptrdiff_t>(begin[i]), iv.begin() + static_cast<std::ptrdiff_t>(begin[i + 1]),
+                  [](const Interval& a, const Interval& b) { return a.start < b.start; });
   }
   std::span<const Interval> of(std::size_t op) const {
     return {iv.data() + begin[op], iv.data() + begin[op + 1]};
