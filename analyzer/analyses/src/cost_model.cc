@@ -211,28 +211,31 @@ CostModel fit_cost_model(const Trace& trace) { return fit_cost_samples(cost_samp
 
 CostSamples cost_samples(const Trace& trace) {
   CostSamples out;
-  const OpIntervals oi(trace);
   const auto& ops = trace.ops;
 
   // Per rank and class: every interval of that class, and per-op merged ones.
   std::map<std::int32_t, std::array<std::vector<Interval>, 3>> per_class;
-  // Per-op merged intervals, CSR over ops.
+  // Per-op merged intervals, CSR over ops (the ops' intervals freed once
+  // merged: what follows reads only these).
   std::vector<std::size_t> union_begin(ops.size() + 1, 0);
   std::vector<Interval> union_iv;
-  union_iv.reserve(oi.iv.size());
-  for (std::size_t o = 0; o < ops.size(); ++o) {
-    for (const auto& i : oi.of(o)) {
-      if (i.end <= i.start) continue;
-      if (union_iv.size() > union_begin[o] && i.start <= union_iv.back().end)
-        union_iv.back().end = std::max(union_iv.back().end, i.end);
-      else
-        union_iv.push_back(i);
+  {
+    const OpIntervals oi(trace);
+    union_iv.reserve(oi.iv.size());
+    for (std::size_t o = 0; o < ops.size(); ++o) {
+      for (const auto& i : oi.of(o)) {
+        if (i.end <= i.start) continue;
+        if (union_iv.size() > union_begin[o] && i.start <= union_iv.back().end)
+          union_iv.back().end = std::max(union_iv.back().end, i.end);
+        else
+          union_iv.push_back(i);
+      }
+      union_begin[o + 1] = union_iv.size();
+      const auto c = class_of(op_category(ops[o].kind));
+      if (c == kNoClass) continue;
+      auto& v = per_class[ops[o].rank.value][c];
+      v.insert(v.end(), union_iv.begin() + static_cast<std::ptrdiff_t>(union_begin[o]), union_iv.end());
     }
-    union_begin[o + 1] = union_iv.size();
-    const auto c = class_of(op_category(ops[o].kind));
-    if (c == kNoClass) continue;
-    auto& v = per_class[ops[o].rank.value][c];
-    v.insert(v.end(), union_iv.begin() + static_cast<std::ptrdiff_t>(union_begin[o]), union_iv.end());
   }
   auto op_union = [&](std::size_t o) {
     return std::span<const Interval>(union_iv.data() + union_begin[o], union_iv.data() + union_begin[o + 1]);
