@@ -44,7 +44,7 @@ TEST(CriticalPathSearch, NodeWithMoreInEdgesThanAByteCounts) {
   edges.push(2 * kChainB + 1, 2 * kLast, false, CpEdges::kNoCategory);
   const auto out_begin = edges.group_by_source(2 * ev.size());
   CpSearch s;
-  cp_search(ev, edges, out_begin, nullptr, s);
+  cp_search(ev, edges, out_begin, nullptr, nullptr, s);
   ASSERT_EQ(s.best.size(), 1u);
   EXPECT_EQ(s.best[0], 2 * kLast + 1);
   EXPECT_EQ(s.dist[2 * kLast + 1], 305);
@@ -78,8 +78,11 @@ TEST(CriticalPathSearch, AnEdgesSourceFromAnyNodeSearchedFrom) {
 // before b's start 2 (t 20), b's end 3 (t 30).
 TEST(CriticalPathLock, NodesByRankTimeThenNode) {
   std::vector<CpEvent> ev(5);
+  CpInput in;  // an event's rank is its lane's: lane 0 on rank 3, lane 1 on rank 1
+  in.threads = {7, 7};
+  in.thread_rank = {3, 1};
   auto set = [&](std::size_t e, std::int32_t rank, std::int64_t start, std::int64_t end) {
-    ev[e].rank = rank;
+    ev[e].lane = rank == 3 ? 0 : 1;
     ev[e].start = start;
     ev[e].end = end;
     ev[e].lock = true;
@@ -92,7 +95,7 @@ TEST(CriticalPathLock, NodesByRankTimeThenNode) {
   set(4, 3, 11, 12);
   ev[4].node = false;
   std::vector<std::pair<std::int32_t, std::uint32_t>> got;
-  cp_lock_nodes(ev, ev.size(), [&](std::int32_t r, std::uint32_t n) { got.emplace_back(r, n); });
+  cp_lock_nodes(ev, ev.size(), in, [&](std::int32_t r, std::uint32_t n) { got.emplace_back(r, n); });
   const std::vector<std::pair<std::int32_t, std::uint32_t>> want = {{1, 4}, {1, 5}, {3, 0}, {3, 1}, {3, 2}, {3, 3}};
   EXPECT_EQ(got, want);
 }
@@ -134,12 +137,15 @@ TEST(CriticalPathLock, NodesAgreeWithOneSortOfStartsAndEnds) {
     seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
     return static_cast<std::int64_t>((seed >> 33) % n);
   };
+  CpInput in;  // lane l on rank 2 l - 1
+  in.threads = {1, 1, 1, 1};
+  in.thread_rank = {-1, 1, 3, 5};
   for (const int runs : {1, 2, 5, 40, 70, 200}) {
     std::vector<CpEvent> ev;
     std::int64_t t = 0;
     for (int i = 0; i < 600; ++i) {
       CpEvent e;
-      e.rank = static_cast<std::int32_t>(draw(4)) * 2 - 1;
+      e.lane = static_cast<std::uint32_t>(draw(4));
       // Time moves on, and jumps back at the start of each run.
       t = i % (600 / runs + 1) == 0 ? draw(5) : t + draw(3);
       e.start = t;
@@ -157,14 +163,14 @@ TEST(CriticalPathLock, NodesAgreeWithOneSortOfStartsAndEnds) {
     std::vector<Timed> want;
     for (std::size_t e = 0; e < host; ++e)
       if (ev[e].lock && ev[e].node) {
-        want.push_back({ev[e].rank, ev[e].start, static_cast<std::uint32_t>(2 * e)});
-        want.push_back({ev[e].rank, ev[e].end, static_cast<std::uint32_t>(2 * e + 1)});
+        want.push_back({in.rank(ev[e]), ev[e].start, static_cast<std::uint32_t>(2 * e)});
+        want.push_back({in.rank(ev[e]), ev[e].end, static_cast<std::uint32_t>(2 * e + 1)});
       }
     std::sort(want.begin(), want.end(), [](const Timed& a, const Timed& b) {
       return std::tie(a.rank, a.ts, a.node) < std::tie(b.rank, b.ts, b.node);
     });
     std::vector<std::pair<std::int32_t, std::uint32_t>> got;
-    cp_lock_nodes(ev, host, [&](std::int32_t r, std::uint32_t n) { got.emplace_back(r, n); });
+    cp_lock_nodes(ev, host, in, [&](std::int32_t r, std::uint32_t n) { got.emplace_back(r, n); });
     ASSERT_EQ(got.size(), want.size()) << runs;
     ASSERT_GT(want.size(), 500u);
     for (std::size_t i = 0; i < want.size(); ++i) {

@@ -112,8 +112,7 @@ class CpGraph {
         CpEvent g;
         g.start = a.start_ns;
         g.end = a.end_ns;
-        g.lane = static_cast<std::int32_t>(s);
-        g.rank = t_.streams[s].rank.value;
+        g.lane = s;
         g.source = static_cast<std::uint32_t>(i);
         g.kind = a.type == ActivityType::kMemcpy   ? PathEvent::Kind::kMemcpy
                  : a.type == ActivityType::kMemset ? PathEvent::Kind::kMemset
@@ -133,7 +132,7 @@ class CpGraph {
     std::int64_t last = -1;
     std::int32_t rank = 0;
     bool first = true;
-    detail::cp_lock_nodes(ev_, host_, [&](std::int32_t r, std::uint32_t n) {
+    detail::cp_lock_nodes(ev_, host_, in_, [&](std::int32_t r, std::uint32_t n) {
       if (!first && r != rank) {  // another rank's lock
         pending.clear();
         last = -1;
@@ -171,7 +170,7 @@ class CpGraph {
       std::uint32_t last_id = 0;
       Lane last_lane;
       for (std::size_t i = 0; i < host_; ++i) {
-        const Lane l{ev_[i].rank, in_.threads[static_cast<std::size_t>(ev_[i].lane)]};
+        const Lane l{in_.rank(ev_[i]), in_.threads[ev_[i].lane]};
         if (i == 0 || l != last_lane) {
           last_id = lanes.try_emplace(l, static_cast<std::uint32_t>(lanes.size())).first->second;
           last_lane = l;
@@ -194,7 +193,7 @@ class CpGraph {
     scratch.slot.resize(host_);
     for (std::size_t k = 0; k < order.size();) {
       auto j = k;
-      while (j < order.size() && ev_[order[j]].rank == ev_[order[k]].rank && ev_[order[j]].lane == ev_[order[k]].lane)
+      while (j < order.size() && ev_[order[j]].lane == ev_[order[k]].lane)  // a lane is one (rank, thread)
         ++j;
       walk_thread(std::span<const std::uint32_t>(order.data() + k, j - k), enclosing_, scratch);
       k = j;
@@ -425,10 +424,10 @@ class CpGraph {
     std::set<std::int32_t> recorded;
     for (const auto& y : t_.sync_events) recorded.insert(y.rank.value);
     for (std::size_t e = 0; e < host_; ++e) {
-      if (ev_[e].sync == CpSync::kNone || recorded.contains(ev_[e].rank)) continue;
+      if (ev_[e].sync == CpSync::kNone || recorded.contains(in_.rank(ev_[e]))) continue;
       std::int64_t best = -1;
       for (auto s : streams_) {
-        if (t_.streams[s].rank.value != ev_[e].rank) continue;
+        if (t_.streams[s].rank.value != in_.rank(ev_[e])) continue;
         const auto g = waited_for(s, ev_[e]);
         if (g < 0) continue;
         if (ev_[e].sync == CpSync::kDevice)
@@ -540,7 +539,7 @@ class CpGraph {
     if (ev_.empty()) return r;
     group_edges();
     auto& s = search_;
-    detail::cp_search(ev_, edges_, out_begin_, nullptr, s);
+    detail::cp_search(ev_, edges_, out_begin_, nullptr, nullptr, s);
     if (s.best[0] < 0) return r;
     detail::CpAcrossTotals totals;
     auto path = detail::cp_path(t_, in_, ev_, edges_, out_begin_, enclosing_, s, static_cast<std::uint32_t>(s.best[0]),
@@ -568,7 +567,7 @@ class CpGraph {
       out[i].window_end_ns = INT64_MIN;
     }
     for (const auto& e : ev_) {
-      auto& r = out[slots.of(e.rank)];
+      auto& r = out[slots.of(in_.rank(e))];
       r.nodes += 2;
       r.window_start_ns = std::min(r.window_start_ns, e.start);
       r.window_end_ns = std::max(r.window_end_ns, e.end);
@@ -579,9 +578,9 @@ class CpGraph {
     group_edges();
     for (std::size_t u = 0; u + 1 < out_begin_.size(); ++u)
       for (auto k = out_begin_[u]; k < out_begin_[u + 1]; ++k)
-        if (!edges_.collective(k)) ++out[slots.of(ev_[u / 2].rank)].edges;
+        if (!edges_.collective(k)) ++out[slots.of(in_.rank(ev_[u / 2]))].edges;
     auto& s = search_;
-    detail::cp_search(ev_, edges_, out_begin_, &slots, s);
+    detail::cp_search(ev_, edges_, out_begin_, &slots, &in_, s);
     // Each rank's path read from the search: independent, the graph and the
     // search only read.
     detail::parallel_for(out.size(), threads, [&](std::size_t i) {
@@ -675,7 +674,7 @@ CrossRankCriticalPath across_ranks(const Trace& t, const std::vector<CollectiveC
   auto& all = in.ranks[-1];
   {
     std::vector<std::int32_t> ranks;
-    for (const auto& e : all.host) ranks.push_back(e.rank);
+    for (const auto& e : all.host) ranks.push_back(in.rank(e));
     for (auto s : all.streams) ranks.push_back(t.streams[s].rank.value);
     std::sort(ranks.begin(), ranks.end());
     ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());

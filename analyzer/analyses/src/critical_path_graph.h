@@ -26,21 +26,25 @@ enum class CpSync : std::uint8_t { kNone, kDevice, kOne };
 // An event of the graph: host events first, then GPU events.
 struct CpEvent {
   std::int64_t start = 0, end = 0;
+  std::uint32_t source = 0;  // index into nvtx, api_calls or activities
   // Host: the call stack it is on (the backward thread merged, see
-  // critical_path.h), an index into CpInput::threads; GPU: its stream, an
-  // index into Trace::streams. One field for both: 32 bytes an event, not
-  // 40 (the graph across ranks of a 10 M-event trace holds 7.8 M of them).
-  std::int32_t lane = -1;
-  std::int32_t rank = 0;
-  std::uint32_t source = 0;   // index into nvtx, api_calls or activities
-  PathEvent::Kind kind = PathEvent::Kind::kNvtx;
-  // Flags in one byte.
+  // critical_path.h), an index into CpInput::threads, one for each (rank,
+  // thread); GPU: its stream, an index into Trace::streams. One field for
+  // both, and the event's rank found through it (CpInput::rank), in 24 bits
+  // beside the kind and the flags: 24 bytes an event (the graph across
+  // ranks of a 10 M-event trace holds 7.8 M of them).
+  std::uint32_t lane : 24 = 0;
+  PathEvent::Kind kind : 3 = PathEvent::Kind::kNvtx;
   bool blocking : 1 = false;  // HTA's BLOCKING_SYNC_CALLS
   bool node : 1 = true;       // host: an operator or runtime call (else only structure: an annotation)
   bool lock : 1 = false;      // a call that takes the CUDA runtime's lock
   CpSync sync : 2 = CpSync::kNone;
+
+  bool gpu() const { return kind >= PathEvent::Kind::kKernel; }
 };
-static_assert(sizeof(CpEvent) <= 32);
+static_assert(sizeof(CpEvent) == 24);
+// The most lanes a graph can tell apart.
+constexpr std::size_t kCpMaxLanes = std::size_t{1} << 24;
 
 // The events of one graph: host events (nodes and annotations) of the
 // window, and the stream tracks whose activities may join it.
@@ -52,6 +56,9 @@ struct CpRankInput {
 struct CpInput {
   std::map<std::int32_t, CpRankInput> ranks;  // by rank (-1: every rank in one graph)
   std::vector<std::int64_t> threads;          // the host events' threads (CpEvent::lane)
+  std::vector<std::int32_t> thread_rank;      // and their ranks
+  std::vector<std::int32_t> stream_rank;      // each of Trace::streams's rank
+  std::int32_t rank(const CpEvent& e) const { return e.gpu() ? stream_rank[e.lane] : thread_rank[e.lane]; }
   // api_calls[i]'s place in its graph's host events, -1: not in the window.
   std::vector<std::int32_t> api_event;
   // Per activity: in the window (its launching call is; or, on a rank with no
@@ -84,7 +91,11 @@ inline std::int64_t cp_time(std::span<const CpEvent> ev, std::uint32_t node) {
 // 10 M-event trace 7.8 M of them, 187 MB: an eighth of the critical paths'
 // time).
 template <class F>
-void cp_lock_nodes(std::span<const CpEvent> ev, std::size_t host, F&& f) {
+void cp_lock_nodes(std::span<const CpEvent> ev, std::size_t host, const CpInput& in, F&& f) {
+  // Each lock event's rank, read once (an event's rank is its lane's).
+  std::vector<std::int32_t> rank_of(host);
+  for (std::size_t e = 0; e < host; ++e)
+    if (ev[e].lock && ev[e].node) rank_of[e] = in.rank(ev[e]);
   // Each lock event's rank as its slot among the ranks (few), then a stable
   // counting sort by slot.
   std::map<std::int32_t, std::size_t> count;
@@ -93,9 +104,9 @@ void cp_lock_nodes(std::span<const CpEvent> ev, std::size_t host, F&& f) {
   std::int32_t counted_rank = 0;
   for (std::size_t e = 0; e < host; ++e)
     if (ev[e].lock && ev[e].node) {
-      if (counted == nullptr || ev[e].rank != counted_rank) {
-        counted = &count[ev[e].rank];
-        counted_rank = ev[e].rank;
+      if (counted == nullptr || rank_of[e] != counted_rank) {
+        counted = &count[rank_of[e]];
+        counted_rank = rank_of[e];
       }
       ++*counted;
       ++n;
@@ -110,15 +121,15 @@ void cp_lock_nodes(std::span<const CpEvent> ev, std::size_t host, F&& f) {
   auto slot = next.end();
   for (std::size_t e = 0; e < host; ++e)
     if (ev[e].lock && ev[e].node) {
-      if (slot == next.end() || slot->first != ev[e].rank) slot = next.find(ev[e].rank);
+      if (slot == next.end() || slot->first != rank_of[e]) slot = next.find(rank_of[e]);
       starts[slot->second++] = static_cast<std::uint32_t>(e);
     }
   std::vector<std::uint32_t> ends = starts;
   sort_runs(starts, [&](std::uint32_t a, std::uint32_t b) {
-    return std::tie(ev[a].rank, ev[a].start, a) < std::tie(ev[b].rank, ev[b].start, b);
+    return std::tie(rank_of[a], ev[a].start, a) < std::tie(rank_of[b], ev[b].start, b);
   });
   sort_runs(ends, [&](std::uint32_t a, std::uint32_t b) {
-    return std::tie(ev[a].rank, ev[a].end, a) < std::tie(ev[b].rank, ev[b].end, b);
+    return std::tie(rank_of[a], ev[a].end, a) < std::tie(rank_of[b], ev[b].end, b);
   });
   // A start and an end of one (rank, time): by node, 2e against 2e' + 1.
   std::size_t i = 0, j = 0;
@@ -127,14 +138,14 @@ void cp_lock_nodes(std::span<const CpEvent> ev, std::size_t host, F&& f) {
     if (i < n && j < n) {
       const auto& s = ev[starts[i]];
       const auto& x = ev[ends[j]];
-      start = std::tie(s.rank, s.start) < std::tie(x.rank, x.end) ||
-              (s.rank == x.rank && s.start == x.end && 2 * starts[i] < 2 * ends[j] + 1);
+      const auto sr = rank_of[starts[i]], xr = rank_of[ends[j]];
+      start = std::tie(sr, s.start) < std::tie(xr, x.end) || (sr == xr && s.start == x.end && 2 * starts[i] < 2 * ends[j] + 1);
     }
     if (start) {
-      f(ev[starts[i]].rank, 2 * starts[i]);
+      f(rank_of[starts[i]], 2 * starts[i]);
       ++i;
     } else {
-      f(ev[ends[j]].rank, 2 * ends[j] + 1);
+      f(rank_of[ends[j]], 2 * ends[j] + 1);
       ++j;
     }
   }
@@ -176,8 +187,9 @@ struct CpSearch {
   std::vector<std::uint8_t> indegree;
   std::unordered_map<std::uint32_t, std::uint32_t> indegree_more;
 };
+// `in`: the events' ranks, read where `ranks` is given.
 void cp_search(std::span<const CpEvent> ev, const CpEdges& edges, const std::vector<std::uint32_t>& out_begin,
-               const CpRankSlots* ranks, CpSearch& s);
+               const CpRankSlots* ranks, const CpInput* in, CpSearch& s);
 
 // The categories fit below CpEdges::kNoCategory, which masks them in an edge's flags.
 static_assert(kNumPathCategories <= CpEdges::kNoCategory);

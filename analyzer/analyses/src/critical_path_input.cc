@@ -135,26 +135,36 @@ CpInput cp_input(const Trace& t, const CriticalPathOptions& o, bool all_in_one) 
     const auto m = merged.find(rank);
     return m != merged.end() && m->second.first == thread ? m->second.second : thread;
   };
-  // Each distinct thread's place in in.threads (rows come in runs of one thread).
-  std::unordered_map<std::int64_t, std::int32_t> lanes;
-  std::int64_t last_thread = 0;
-  std::int32_t last_lane = -1;
-  auto lane_of = [&](std::int64_t thread) {
-    if (last_lane >= 0 && thread == last_thread) return last_lane;
-    const auto [it, added] = lanes.try_emplace(thread, static_cast<std::int32_t>(in.threads.size()));
-    if (added) in.threads.push_back(thread);
-    last_thread = thread;
+  // Each distinct (rank, thread)'s place in in.threads (rows come in runs of
+  // one thread).
+  std::map<std::pair<std::int32_t, std::int64_t>, std::uint32_t> lanes;
+  std::pair<std::int32_t, std::int64_t> last_thread;
+  std::int64_t last_lane = -1;
+  auto lane_of = [&](std::int32_t rank, std::int64_t thread) {
+    if (last_lane >= 0 && std::pair{rank, thread} == last_thread) return static_cast<std::uint32_t>(last_lane);
+    const auto [it, added] = lanes.try_emplace({rank, thread}, static_cast<std::uint32_t>(in.threads.size()));
+    if (added) {
+      if (in.threads.size() >= kCpMaxLanes)
+        throw Error(fmt::format("the critical path tells at most {} threads apart; this trace has more", kCpMaxLanes));
+      in.threads.push_back(thread);
+      in.thread_rank.push_back(rank);
+    }
+    last_thread = {rank, thread};
     last_lane = it->second;
-    return last_lane;
+    return it->second;
   };
+  if (t.streams.size() > kCpMaxLanes)
+    throw Error(fmt::format("the critical path tells at most {} streams apart; this trace has {}", kCpMaxLanes,
+                            t.streams.size()));
+  in.stream_rank.reserve(t.streams.size());
+  for (const auto& s : t.streams) in.stream_rank.push_back(s.rank.value);
   auto key = [&](std::int32_t rank) { return all_in_one ? -1 : rank; };
   // The host event of row i of an NVTX range or an API call.
   auto host_event = [&](const auto& r, std::size_t i, PathEvent::Kind kind) {
     CpEvent e;
     e.start = r.start_ns;
     e.end = r.end_ns;
-    e.lane = lane_of(thread_of(r.rank.value, r.thread_id));
-    e.rank = r.rank.value;
+    e.lane = lane_of(r.rank.value, thread_of(r.rank.value, r.thread_id));
     e.source = static_cast<std::uint32_t>(i);
     e.kind = kind;
     return e;

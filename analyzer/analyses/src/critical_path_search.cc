@@ -41,7 +41,7 @@ std::size_t CpRankSlots::of(std::int32_t rank) const {
 }
 
 void cp_search(std::span<const CpEvent> ev, const CpEdges& edges, const std::vector<std::uint32_t>& out_begin,
-               const CpRankSlots* ranks, CpSearch& s) {
+               const CpRankSlots* ranks, const CpInput* in, CpSearch& s) {
   const std::size_t n = 2 * ev.size();
   const bool own = ranks != nullptr;
   s.best.assign(own ? ranks->size() : 1, -1);
@@ -76,7 +76,7 @@ void cp_search(std::span<const CpEvent> ev, const CpEdges& edges, const std::vec
   while (!ready.empty()) {
     const auto u = ready.front();
     ready.pop_front();
-    auto& best = s.best[own ? ranks->of(ev[u / 2].rank) : 0];
+    auto& best = s.best[own ? ranks->of(in->rank(ev[u / 2])) : 0];
     if (best < 0 || dist[u] > dist[static_cast<std::size_t>(best)]) best = u;
     for (auto k = out_begin[u]; k < out_begin[u + 1]; ++k) {
       if (own && edges.collective(k)) continue;
@@ -121,15 +121,15 @@ RankCriticalPath cp_path(const Trace& t, const CpInput& in, std::span<const CpEv
     if (category != CpEdges::kNoCategory) {
       r.category_ns[category] += w;
       if (event >= 0 && w > 0) by_event.push_back({event, category, w});
-      if (across && event >= 0) across->rank_ns[ev[static_cast<std::size_t>(event)].rank] += w;
+      if (across && event >= 0) across->rank_ns[in.rank(ev[static_cast<std::size_t>(event)])] += w;
     }
     if (across && edges.collective(k) && category != CpEdges::kNoCategory) {
       // A hub's edge to a participant's end: from the rank the path
       // entered the hub from.
-      std::int32_t from = ev[u / 2].rank;
+      std::int32_t from = in.rank(ev[u / 2]);
       if (const auto entered = pred[u]; entered != kCpNoEdge && edges.collective(entered))
-        from = ev[CpEdges::source(out_begin, entered, u) / 2].rank;
-      if (from != ev[edges.v[k] / 2].rank) ++across->crossings;
+        from = in.rank(ev[CpEdges::source(out_begin, entered, u) / 2]);
+      if (from != in.rank(ev[edges.v[k] / 2])) ++across->crossings;
     }
     node = u;
     r.start_ns = cp_time(ev, node);
@@ -195,7 +195,7 @@ RankCriticalPath cp_path(const Trace& t, const CpInput& in, std::span<const CpEv
     p.category = static_cast<PathCategory>(k.category);
     p.path_ns = k.ns;
     p.name = std::string(k.name);
-    p.rank = e.rank;
+    p.rank = in.rank(e);
     switch (e.kind) {
       case PathEvent::Kind::kNvtx: p.thread = in.threads[static_cast<std::size_t>(e.lane)]; break;
       case PathEvent::Kind::kApi:
