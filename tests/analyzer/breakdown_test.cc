@@ -146,6 +146,35 @@ TEST(Breakdown, AttributedKernelsReplaceTheOpRange) {
   EXPECT_EQ(b.ranks[0].unattributed_ns, 0);
 }
 
+// Each rank's time is its own, with the ranks' rows interleaved and their
+// work at the same times. Rank 0: expert [0, 300), gate [300, 350) (layer
+// 1): span and busy 350, no communication, no overlap between its rows.
+// Rank 1: expert [0, 400) (layer 0), dispatch [200, 600) (layer 1): span
+// [0, 600), busy 600, communication 400 of which [200, 400) hidden by the
+// expert: 200; its two rows overlap each other on [200, 400): 200 each.
+// Mixed with rank 0's, rank 1 would be busy 600 still, but rank 0's rows
+// would overlap rank 1's work.
+TEST(Breakdown, EachRanksTimeIsItsOwnWithTheRanksRowsInterleaved) {
+  const auto b = breakdown_of("two_ranks.db", R"(
+    stream id=0 rank=0 role=compute
+    stream id=1 rank=1 role=compute
+    stream id=2 rank=1 role=comm
+    op rank=1 stream=1 kind=expert_ffn layer=0 iteration=0 start=0 end=400
+    op rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 start=0 end=300
+    op rank=1 stream=2 kind=dispatch_all_to_all layer=1 iteration=0 start=200 end=600
+    op rank=0 stream=0 kind=gate layer=1 iteration=0 start=300 end=350
+  )");
+  ASSERT_EQ(b.ranks.size(), 2u);
+  EXPECT_EQ(b.ranks[0].rank, 0);
+  expect_split(b.ranks[0].t, {.window = 350, .busy = 350, .idle = 0, .comm = 0});
+  EXPECT_EQ(b.ranks[1].rank, 1);
+  expect_split(b.ranks[1].t, {.window = 600, .busy = 600, .idle = 0, .comm = 400, .hidden = 200});
+  EXPECT_EQ(row(b, 0, 0, 0, Phase::kForward).t.overlap_ns, 0);
+  EXPECT_EQ(row(b, 0, 1, 0, Phase::kForward).t.overlap_ns, 0);
+  EXPECT_EQ(row(b, 1, 0, 0, Phase::kForward).t.overlap_ns, 200);
+  EXPECT_EQ(row(b, 1, 1, 0, Phase::kForward).t.overlap_ns, 200);
+}
+
 // Communication of layer 0 hidden by computation of another op (here the
 // attention of the same iteration on the same rank) counts as hidden.
 // dispatch [0, 200) overlaps attention [100, 300): hidden 100 of 200.
