@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <map>
 #include <set>
@@ -402,29 +403,43 @@ EfficiencyAnalysis analyze_efficiency(const Trace& trace, const std::vector<Coll
 
   const Calculator calc(trace, calls, participants);
   const OpIntervals intervals(trace);
-  std::map<std::pair<std::int32_t, std::int32_t>, RowAcc> layers;
-  std::map<std::int32_t, RowAcc> ranks;
-  for (std::size_t i = 0; i < trace.ops.size(); ++i) {
-    const auto& op = trace.ops[i];
-    const auto cat = op_category(op.kind);
-    std::vector<RowAcc*> rows = {&ranks[op.rank.value]};
-    if (op.layer >= 0) rows.push_back(&layers[{op.rank.value, op.layer}]);
-    if (cat == Category::kExpertCompute) {
-      for (auto* r : rows) {
-        ++r->g.ops;
-        for (const auto& iv : intervals.of(i)) r->all_iv.push_back(iv);
-        if (op.flops >= 0 && intervals.busy(i) > 0) {
-          ++r->g.ops_with_flops;
-          r->g.flops = std::max(r->g.flops, 0.0) + op.flops;
-          for (const auto& iv : intervals.of(i)) r->flops_iv.push_back(iv);
+  // One rank at a time (its rows' intervals held only while it is read), in
+  // order of rank, its layers in order of layer.
+  const RankRows by_rank(trace);
+  for (std::size_t slot = 0; slot < by_rank.size(); ++slot) {
+    const auto ops = by_rank.ops(slot);
+    if (ops.empty()) continue;
+    const auto rank = by_rank.rank(slot);
+    std::map<std::int32_t, RowAcc> layers;
+    RowAcc whole;
+    for (const auto i : ops) {
+      const auto& op = trace.ops[i];
+      const auto cat = op_category(op.kind);
+      std::array<RowAcc*, 2> rows = {&whole, op.layer >= 0 ? &layers[op.layer] : nullptr};
+      if (cat == Category::kExpertCompute) {
+        const bool with_flops = op.flops >= 0 && intervals.busy(i) > 0;
+        for (auto* r : rows) {
+          if (!r) continue;
+          ++r->g.ops;
+          // A row's GEMM time is that of its ops with FLOPs where it has
+          // any (finish_row): every op's intervals kept only until then.
+          if (with_flops && r->g.ops_with_flops == 0) std::vector<Interval>().swap(r->all_iv);
+          if (r->g.ops_with_flops == 0 && !with_flops)
+            for (const auto& iv : intervals.of(i)) r->all_iv.push_back(iv);
+          if (with_flops) {
+            ++r->g.ops_with_flops;
+            r->g.flops = std::max(r->g.flops, 0.0) + op.flops;
+            for (const auto& iv : intervals.of(i)) r->flops_iv.push_back(iv);
+          }
         }
+      } else if (const auto kind = comm_kind(cat); !kind.empty()) {
+        for (auto* r : rows)
+          if (r) add_comm(kind == "all_to_all" ? r->a2a : r->ar, calc, intervals, i, kind);
       }
-    } else if (const auto kind = comm_kind(cat); !kind.empty()) {
-      for (auto* r : rows) add_comm(kind == "all_to_all" ? r->a2a : r->ar, calc, intervals, i, kind);
     }
+    for (auto& [layer, acc] : layers) e.layers.push_back(finish_row(rank, layer, acc, device_of[rank], e.dtype));
+    e.ranks.push_back(finish_row(rank, -1, whole, device_of[rank], e.dtype));
   }
-  for (auto& [key, acc] : layers) e.layers.push_back(finish_row(key.first, key.second, acc, device_of[key.first], e.dtype));
-  for (auto& [rank, acc] : ranks) e.ranks.push_back(finish_row(rank, -1, acc, device_of[rank], e.dtype));
   // A part of a run: its collectives are the run's (collective_efficiency).
   if (!participants)
     collective_buckets(calc.calls(), call_sizes(trace, calc), trace.run.world_size, common_link(e.devices), e);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -70,6 +71,61 @@ struct OpIntervals {
     }
     return e.start <= e.end ? e : Interval{};
   }
+};
+
+// The ops and activities of each rank, grouped once (in their order within
+// the rank), so that an analysis can hold one rank's intervals at a time
+// (the breakdown: every rank's at once held 24 bytes an activity, 90 MiB on
+// a 10 M-event trace, for as long as it ran).
+class RankRows {
+ public:
+  explicit RankRows(const Trace& t) {
+    for (const auto r : t.rank_ids()) ranks_.push_back(r.value);
+    add_ranks(t.ops);
+    add_ranks(t.activities);
+    std::sort(ranks_.begin(), ranks_.end());
+    ranks_.erase(std::unique(ranks_.begin(), ranks_.end()), ranks_.end());
+    group(t.ops, op_begin_, ops_);
+    group(t.activities, activity_begin_, activities_);
+  }
+  // Every rank of the trace (its ranks, those of its ops and activities), sorted.
+  std::size_t size() const { return ranks_.size(); }
+  std::int32_t rank(std::size_t slot) const { return ranks_[slot]; }
+  std::span<const std::uint32_t> ops(std::size_t slot) const { return part(op_begin_, ops_, slot); }
+  std::span<const std::uint32_t> activities(std::size_t slot) const {
+    return part(activity_begin_, activities_, slot);
+  }
+
+ private:
+  template <class Rows>
+  void add_ranks(const Rows& rows) {  // one entry a run of one rank
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      if (i == 0 || rows[i].rank != rows[i - 1].rank) ranks_.push_back(rows[i].rank.value);
+  }
+  // Row indices grouped by rank slot, in row order within each (a stable counting sort).
+  template <class Rows>
+  void group(const Rows& rows, std::vector<std::size_t>& begin, std::vector<std::uint32_t>& index) const {
+    std::vector<std::uint32_t> slot(rows.size());
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      slot[i] = i > 0 && rows[i].rank == rows[i - 1].rank
+                    ? slot[i - 1]
+                    : static_cast<std::uint32_t>(std::lower_bound(ranks_.begin(), ranks_.end(), rows[i].rank.value) -
+                                                 ranks_.begin());
+    begin.assign(ranks_.size() + 1, 0);
+    for (const auto s : slot) ++begin[s + 1];
+    for (std::size_t r = 0; r < ranks_.size(); ++r) begin[r + 1] += begin[r];
+    index.resize(rows.size());
+    std::vector<std::size_t> next(begin.begin(), begin.end() - 1);
+    for (std::size_t i = 0; i < rows.size(); ++i) index[next[slot[i]]++] = static_cast<std::uint32_t>(i);
+  }
+  static std::span<const std::uint32_t> part(const std::vector<std::size_t>& begin,
+                                             const std::vector<std::uint32_t>& index, std::size_t slot) {
+    return {index.data() + begin[slot], index.data() + begin[slot + 1]};
+  }
+
+  std::vector<std::int32_t> ranks_;
+  std::vector<std::size_t> op_begin_, activity_begin_;
+  std::vector<std::uint32_t> ops_, activities_;
 };
 
 }  // namespace moetrace::analyzer
