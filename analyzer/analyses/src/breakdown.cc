@@ -392,33 +392,31 @@ Breakdown compute_breakdown(const Trace& trace, const BreakdownOptions& options)
   // rank-wide sets the layer and iteration rows need.
   std::map<std::int32_t, RankSets> rank_sets;
   const RankRows rows(trace);
-  {
+  for (std::size_t slot = 0; slot < rows.size(); ++slot) {
+    const auto rt = rank_time(trace, oi, rows, slot);
+    if (rt.labelled.empty()) continue;
+    const auto r = rows.rank(slot);
+    b.ranks.push_back(rank_split(r, rt, span_of(rt), rank_sets[r]));
+  }
+  // Another window of the per-rank rows: the steps' work alone.
+  if (options.rank_window != RankWindow::kSpan) {
+    const ProfilerSteps steps(trace);
+    // HTA's: ranks with profiler steps without the last; the others keep their span.
+    const bool hta = options.rank_window == RankWindow::kHta;
+    if (hta) std::erase_if(b.ranks, [&](const RankSummary& rs) { return steps.has_steps(rs.rank); });
+    else b.ranks.clear();
     for (std::size_t slot = 0; slot < rows.size(); ++slot) {
-      const auto rt = rank_time(trace, oi, rows, slot);
-      if (rt.labelled.empty()) continue;
       const auto r = rows.rank(slot);
-      b.ranks.push_back(rank_split(r, rt, span_of(rt), rank_sets[r]));
+      if (hta && !steps.has_steps(r)) continue;
+      const auto rt =
+          rank_time_in_steps(trace, oi, rows, slot, steps, hta || options.rank_window == RankWindow::kStepsButLast);
+      if (rt.labelled.empty()) continue;
+      RankSets unused;
+      b.ranks.push_back(rank_split(r, rt, span_of(rt), unused));
     }
-    // Another window of the per-rank rows: the steps' work alone.
-    if (options.rank_window != RankWindow::kSpan) {
-      const ProfilerSteps steps(trace);
-      // HTA's: ranks with profiler steps without the last; the others keep their span.
-      const bool hta = options.rank_window == RankWindow::kHta;
-      if (hta) std::erase_if(b.ranks, [&](const RankSummary& rs) { return steps.has_steps(rs.rank); });
-      else b.ranks.clear();
-      for (std::size_t slot = 0; slot < rows.size(); ++slot) {
-        const auto r = rows.rank(slot);
-        if (hta && !steps.has_steps(r)) continue;
-        const auto rt =
-            rank_time_in_steps(trace, oi, rows, slot, steps, hta || options.rank_window == RankWindow::kStepsButLast);
-        if (rt.labelled.empty()) continue;
-        RankSets unused;
-        b.ranks.push_back(rank_split(r, rt, span_of(rt), unused));
-      }
-      if (hta)
-        std::sort(b.ranks.begin(), b.ranks.end(),
-                  [](const RankSummary& x, const RankSummary& y) { return x.rank < y.rank; });
-    }
+    if (hta)
+      std::sort(b.ranks.begin(), b.ranks.end(),
+                [](const RankSummary& x, const RankSummary& y) { return x.rank < y.rank; });
   }
 
   // Group ops: MoE-layer rows and iteration rows.

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <set>
 #include <tuple>
-#include <unordered_map>
 
 #include "critical_path_graph.h"
 #include "stream_queue_walk.h"

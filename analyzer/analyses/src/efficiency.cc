@@ -423,13 +423,12 @@ EfficiencyAnalysis analyze_efficiency(const Trace& trace, const std::vector<Coll
           ++r->g.ops;
           // A row's GEMM time is that of its ops with FLOPs where it has
           // any (finish_row): every op's intervals kept only until then.
-          if (with_flops && r->g.ops_with_flops == 0) std::vector<Interval>().swap(r->all_iv);
-          if (r->g.ops_with_flops == 0 && !with_flops)
-            for (const auto& iv : intervals.of(i)) r->all_iv.push_back(iv);
           if (with_flops) {
-            ++r->g.ops_with_flops;
+            if (r->g.ops_with_flops++ == 0) std::vector<Interval>().swap(r->all_iv);
             r->g.flops = std::max(r->g.flops, 0.0) + op.flops;
             for (const auto& iv : intervals.of(i)) r->flops_iv.push_back(iv);
+          } else if (r->g.ops_with_flops == 0) {
+            for (const auto& iv : intervals.of(i)) r->all_iv.push_back(iv);
           }
         }
       } else if (const auto kind = comm_kind(cat); !kind.empty()) {
