@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <span>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -12,6 +13,19 @@
 
 namespace moetrace::analyzer::detail {
 namespace {
+
+// Events' times, row e for event e (CpEvent::source), as the trace's tables
+// hold them.
+struct Times {
+  std::int64_t start = 0, end = 0;
+};
+
+CpInput input_of(const std::vector<Times>& rows, std::vector<CpEvent>& ev) {
+  CpInput in;
+  in.clock.rows(PathEvent::Kind::kNvtx, std::span<const Times>(rows), &Times::start, &Times::end);
+  for (std::size_t e = 0; e < ev.size(); ++e) ev[e].source = static_cast<std::uint32_t>(e);
+  return in;
+}
 
 // A node with more in-edges than a byte counts (its in-degree's rest kept
 // aside) becomes ready only after all of them. 300 links (weight 0) end at
@@ -25,16 +39,11 @@ namespace {
 TEST(CriticalPathSearch, NodeWithMoreInEdgesThanAByteCounts) {
   constexpr std::uint32_t kShort = 299, kChainA = 299, kChainB = 300, kLast = 301;
   std::vector<CpEvent> ev(kLast + 1);
-  for (std::uint32_t i = 0; i < kShort; ++i) {
-    ev[i].start = 0;
-    ev[i].end = 1;
-  }
-  ev[kChainA].start = 0;
-  ev[kChainA].end = 150;
-  ev[kChainB].start = 150;
-  ev[kChainB].end = 300;
-  ev[kLast].start = 1000;
-  ev[kLast].end = 1005;
+  std::vector<Times> times(ev.size(), {0, 1});
+  times[kChainA] = {0, 150};
+  times[kChainB] = {150, 300};
+  times[kLast] = {1000, 1005};
+  const auto in = input_of(times, ev);
   CpEdges edges;
   edges.reserve(2 * ev.size() + kShort + 2);
   const auto cpu = static_cast<std::uint8_t>(PathCategory::kCpuOp);
@@ -44,7 +53,7 @@ TEST(CriticalPathSearch, NodeWithMoreInEdgesThanAByteCounts) {
   edges.push(2 * kChainB + 1, 2 * kLast, false, CpEdges::kNoCategory);
   const auto out_begin = edges.group_by_source(2 * ev.size());
   CpSearch s;
-  cp_search(ev, edges, out_begin, nullptr, nullptr, s);
+  cp_search(ev, edges, out_begin, nullptr, in, s);
   ASSERT_EQ(s.best.size(), 1u);
   EXPECT_EQ(s.best[0], 2 * kLast + 1);
   EXPECT_EQ(s.dist[2 * kLast + 1], 305);
@@ -78,13 +87,13 @@ TEST(CriticalPathSearch, AnEdgesSourceFromAnyNodeSearchedFrom) {
 // before b's start 2 (t 20), b's end 3 (t 30).
 TEST(CriticalPathLock, NodesByRankTimeThenNode) {
   std::vector<CpEvent> ev(5);
-  CpInput in;  // an event's rank is its lane's: lane 0 on rank 3, lane 1 on rank 1
+  std::vector<Times> times(ev.size());
+  auto in = input_of(times, ev);  // an event's rank is its lane's: lane 0 on rank 3, lane 1 on rank 1
   in.threads = {7, 7};
   in.thread_rank = {3, 1};
   auto set = [&](std::size_t e, std::int32_t rank, std::int64_t start, std::int64_t end) {
     ev[e].lane = rank == 3 ? 0 : 1;
-    ev[e].start = start;
-    ev[e].end = end;
+    times[e] = {start, end};
     ev[e].lock = true;
   };
   set(0, 3, 10, 20);
@@ -137,23 +146,23 @@ TEST(CriticalPathLock, NodesAgreeWithOneSortOfStartsAndEnds) {
     seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
     return static_cast<std::int64_t>((seed >> 33) % n);
   };
-  CpInput in;  // lane l on rank 2 l - 1
-  in.threads = {1, 1, 1, 1};
-  in.thread_rank = {-1, 1, 3, 5};
   for (const int runs : {1, 2, 5, 40, 70, 200}) {
     std::vector<CpEvent> ev;
+    std::vector<Times> times;
     std::int64_t t = 0;
     for (int i = 0; i < 600; ++i) {
       CpEvent e;
       e.lane = static_cast<std::uint32_t>(draw(4));
       // Time moves on, and jumps back at the start of each run.
       t = i % (600 / runs + 1) == 0 ? draw(5) : t + draw(3);
-      e.start = t;
-      e.end = t + draw(4);
+      times.push_back({t, t + draw(4)});
       e.lock = draw(5) != 0;
       e.node = draw(7) != 0;
       ev.push_back(e);
     }
+    auto in = input_of(times, ev);  // lane l on rank 2 l - 1
+    in.threads = {1, 1, 1, 1};
+    in.thread_rank = {-1, 1, 3, 5};
     const std::size_t host = ev.size() - 20;
     struct Timed {
       std::int32_t rank;
@@ -163,8 +172,8 @@ TEST(CriticalPathLock, NodesAgreeWithOneSortOfStartsAndEnds) {
     std::vector<Timed> want;
     for (std::size_t e = 0; e < host; ++e)
       if (ev[e].lock && ev[e].node) {
-        want.push_back({in.rank(ev[e]), ev[e].start, static_cast<std::uint32_t>(2 * e)});
-        want.push_back({in.rank(ev[e]), ev[e].end, static_cast<std::uint32_t>(2 * e + 1)});
+        want.push_back({in.rank(ev[e]), times[e].start, static_cast<std::uint32_t>(2 * e)});
+        want.push_back({in.rank(ev[e]), times[e].end, static_cast<std::uint32_t>(2 * e + 1)});
       }
     std::sort(want.begin(), want.end(), [](const Timed& a, const Timed& b) {
       return std::tie(a.rank, a.ts, a.node) < std::tie(b.rank, b.ts, b.node);

@@ -57,8 +57,8 @@ class CpGraph {
     r.window_start_ns = INT64_MAX;
     r.window_end_ns = INT64_MIN;
     for (const auto& e : ev_) {
-      r.window_start_ns = std::min(r.window_start_ns, e.start);
-      r.window_end_ns = std::max(r.window_end_ns, e.end);
+      r.window_start_ns = std::min(r.window_start_ns, in_.clock.start(e));
+      r.window_end_ns = std::max(r.window_end_ns, in_.clock.end(e));
     }
     if (ev_.empty()) r.window_start_ns = r.window_end_ns = 0;
     return r;
@@ -73,7 +73,9 @@ class CpGraph {
   std::uint32_t start_node(std::size_t e) const { return static_cast<std::uint32_t>(2 * e); }
   std::uint32_t end_node(std::size_t e) const { return static_cast<std::uint32_t>(2 * e + 1); }
   static bool is_start(std::uint32_t n) { return n % 2 == 0; }
-  std::int64_t ts(std::uint32_t n) const { return detail::cp_time(ev_, n); }
+  std::int64_t ts(std::uint32_t n) const { return detail::cp_time(in_.clock, ev_, n); }
+  std::int64_t start_of(std::size_t e) const { return in_.clock.start(ev_[e]); }
+  std::int64_t end_of(std::size_t e) const { return in_.clock.end(ev_[e]); }
 
   // An edge of category c, attributed to the event detail::cp_edge_event
   // derives from its nodes and c (each call below adds one its rules give).
@@ -110,8 +112,6 @@ class CpGraph {
         if (!in_.in_window[i]) continue;
         const auto& a = t_.activities[i];
         CpEvent g;
-        g.start = a.start_ns;
-        g.end = a.end_ns;
         g.lane = s;
         g.source = static_cast<std::uint32_t>(i);
         g.kind = a.type == ActivityType::kMemcpy   ? PathEvent::Kind::kMemcpy
@@ -225,9 +225,9 @@ class CpGraph {
     points.clear();
     points.reserve(2 * events.size());
     for (auto e : events) {
-      const auto d = ev_[e].end - ev_[e].start;
-      points.push_back({ev_[e].start, d, e, true});
-      points.push_back({ev_[e].end, d, e, false});
+      const auto d = end_of(e) - start_of(e);
+      points.push_back({start_of(e), d, e, true});
+      points.push_back({end_of(e), d, e, false});
     }
     std::sort(points.begin(), points.end(), [](const StackPoint& x, const StackPoint& y) {
       if (x.time != y.time) return x.time < y.time;
@@ -314,7 +314,7 @@ class CpGraph {
     };
     std::vector<Item> items;
     reserve_huge(items, ev_.size() - host_ + t_.sync_events.size());
-    for (auto e = host_; e < ev_.size(); ++e) items.push_back({ev_[e].start, static_cast<std::int64_t>(e)});
+    for (auto e = host_; e < ev_.size(); ++e) items.push_back({start_of(e), static_cast<std::int64_t>(e)});
     for (std::size_t i = 0; i < t_.sync_events.size(); ++i) {
       const auto& y = t_.sync_events[i];
       if ((across_ || y.rank.value == rank_) && (y.kind == SyncEvent::kStreamSynchronize || y.kind == SyncEvent::kContextSynchronize))
@@ -344,8 +344,8 @@ class CpGraph {
       span(start_node(id), end_node(id), gpu_category(a));
       const auto h = launch_event(a);
       const std::int64_t prev = last[static_cast<std::size_t>(ev_[id].lane)];
-      const auto prev_end = prev >= 0 ? ev_[static_cast<std::size_t>(prev)].end : INT64_MIN;
-      const auto call_start = h >= 0 ? ev_[static_cast<std::size_t>(h)].start : INT64_MIN;
+      const auto prev_end = prev >= 0 ? end_of(static_cast<std::size_t>(prev)) : INT64_MIN;
+      const auto call_start = h >= 0 ? start_of(static_cast<std::size_t>(h)) : INT64_MIN;
       // A recorded wait: the producer's end -> this start (HTA's
       // SYNC_DEPENDENCY, weight 0); the launch or the stream's previous
       // event holds this one only where it ended after the producer.
@@ -353,7 +353,7 @@ class CpGraph {
       if (const auto w = waited.find(static_cast<std::uint32_t>(ev_[id].source)); w != waited.end())
         if (const auto pe = gpu_event_[w->second]; pe >= 0) {
           link(end_node(static_cast<std::size_t>(pe)), start_node(id));
-          sync_end = ev_[static_cast<std::size_t>(pe)].end;
+          sync_end = end_of(static_cast<std::size_t>(pe));
         }
       if (h >= 0 && in_.queue_at_call[ev_[id].source] == 1 && in_.queue_at_start[ev_[id].source] == 0 &&
           prev_end < call_start && sync_end < call_start)
@@ -401,19 +401,20 @@ class CpGraph {
 
   // The last GPU event of stream track `s` launched before `call` started
   // and ended by its end; -1 if none.
-  std::int64_t waited_for(std::uint32_t s, const CpEvent& call) const {
+  std::int64_t waited_for(std::uint32_t s, std::size_t call_event) const {
+    const auto call_start = start_of(call_event), call_end = end_of(call_event);
     const auto* first = t_.activities.data() + t_.activity_track_begin[s];
     const auto* last = t_.activities.data() + t_.activity_track_begin[s + 1];
-    const auto* it = std::upper_bound(first, last, call.end,
+    const auto* it = std::upper_bound(first, last, call_end,
                                       [](std::int64_t v, const Activity& a) { return v < a.start_ns; });
     for (int walked = 0; it != first && walked < 64; ++walked) {
       --it;
-      if (it->end_ns > call.end) continue;
+      if (it->end_ns > call_end) continue;
       const auto g = gpu_event_[static_cast<std::size_t>(it - t_.activities.data())];
       if (g < 0) continue;
       const auto h = launch_event(*it);
-      const auto launched = h >= 0 ? ev_[static_cast<std::size_t>(h)].start : it->start_ns;
-      if (launched < call.start) return g;
+      const auto launched = h >= 0 ? start_of(static_cast<std::size_t>(h)) : it->start_ns;
+      if (launched < call_start) return g;
     }
     return -1;
   }
@@ -428,11 +429,11 @@ class CpGraph {
       std::int64_t best = -1;
       for (auto s : streams_) {
         if (t_.streams[s].rank.value != in_.rank(ev_[e])) continue;
-        const auto g = waited_for(s, ev_[e]);
+        const auto g = waited_for(s, e);
         if (g < 0) continue;
         if (ev_[e].sync == CpSync::kDevice)
           link(end_node(static_cast<std::size_t>(g)), end_node(e));
-        else if (best < 0 || ev_[static_cast<std::size_t>(g)].end > ev_[static_cast<std::size_t>(best)].end)
+        else if (best < 0 || end_of(static_cast<std::size_t>(g)) > end_of(static_cast<std::size_t>(best)))
           best = g;
       }
       if (best >= 0) link(end_node(static_cast<std::size_t>(best)), end_node(e));
@@ -458,8 +459,8 @@ class CpGraph {
           continue;
         auto& f = op_first[static_cast<std::size_t>(a.op)];
         auto& l = op_last[static_cast<std::size_t>(a.op)];
-        if (f < 0 || ev_[e].start < ev_[static_cast<std::size_t>(f)].start) f = static_cast<std::int64_t>(e);
-        if (l < 0 || ev_[e].end > ev_[static_cast<std::size_t>(l)].end) l = static_cast<std::int64_t>(e);
+        if (f < 0 || start_of(e) < start_of(static_cast<std::size_t>(f))) f = static_cast<std::int64_t>(e);
+        if (l < 0 || end_of(e) > end_of(static_cast<std::size_t>(l))) l = static_cast<std::int64_t>(e);
       }
     }
     struct Part {
@@ -489,13 +490,13 @@ class CpGraph {
       if (parts.size() < 2) continue;
       ++instances;
       std::int64_t last_start = 0;
-      for (const auto& p : parts) last_start = std::max(last_start, ev_[p.first].start);
+      for (const auto& p : parts) last_start = std::max(last_start, start_of(p.first));
       // The part of the first kernel before the last participant started
       // is waiting: it weighs nothing (like a blocking call's wait).
       for (const auto& p : parts) {
         const auto k = own_edge_[p.first - host];
-        const auto own = detail::cp_weight(ev_, edges_, k, start_node(p.first), false);
-        const auto w = std::max<std::int64_t>(0, ev_[p.first].end - std::max(ev_[p.first].start, last_start));
+        const auto own = detail::cp_weight(in_.clock, ev_, edges_, k, start_of(p.first), false);
+        const auto w = std::max<std::int64_t>(0, end_of(p.first) - std::max(start_of(p.first), last_start));
         wait_ns += own - w;
         edges_.set_weight(k, w);
         edges_.flags[k] |= detail::CpEdges::kShortened;
@@ -509,7 +510,7 @@ class CpGraph {
       // the hub weighs what its own kernels do).
       std::size_t hub = parts.front().first;
       for (const auto& p : parts)
-        if (ev_[p.first].start == last_start) {
+        if (start_of(p.first) == last_start) {
           hub = p.first;
           break;
         }
@@ -523,8 +524,8 @@ class CpGraph {
         // start before 0): the time between the nodes, else set.
         edges_.push(start_node(hub), end_node(q.last), true,
                     static_cast<std::uint8_t>(PathCategory::kKernelCommunication), true);
-        if (ev_[hub].start != last_start)
-          edges_.set_weight(edges_.size() - 1, std::max<std::int64_t>(0, ev_[q.last].end - last_start));
+        if (start_of(hub) != last_start)
+          edges_.set_weight(edges_.size() - 1, std::max<std::int64_t>(0, end_of(q.last) - last_start));
         ++collective_edge_count;
       }
     }
@@ -539,7 +540,7 @@ class CpGraph {
     if (ev_.empty()) return r;
     group_edges();
     auto& s = search_;
-    detail::cp_search(ev_, edges_, out_begin_, nullptr, nullptr, s);
+    detail::cp_search(ev_, edges_, out_begin_, nullptr, in_, s);
     if (s.best[0] < 0) return r;
     detail::CpAcrossTotals totals;
     auto path = detail::cp_path(t_, in_, ev_, edges_, out_begin_, enclosing_, s, static_cast<std::uint32_t>(s.best[0]),
@@ -569,8 +570,8 @@ class CpGraph {
     for (const auto& e : ev_) {
       auto& r = out[slots.of(in_.rank(e))];
       r.nodes += 2;
-      r.window_start_ns = std::min(r.window_start_ns, e.start);
-      r.window_end_ns = std::max(r.window_end_ns, e.end);
+      r.window_start_ns = std::min(r.window_start_ns, in_.clock.start(e));
+      r.window_end_ns = std::max(r.window_end_ns, in_.clock.end(e));
     }
     for (auto& r : out)
       if (r.nodes == 0) r.window_start_ns = r.window_end_ns = 0;
@@ -580,7 +581,7 @@ class CpGraph {
       for (auto k = out_begin_[u]; k < out_begin_[u + 1]; ++k)
         if (!edges_.collective(k)) ++out[slots.of(in_.rank(ev_[u / 2]))].edges;
     auto& s = search_;
-    detail::cp_search(ev_, edges_, out_begin_, &slots, &in_, s);
+    detail::cp_search(ev_, edges_, out_begin_, &slots, in_, s);
     // Each rank's path read from the search: independent, the graph and the
     // search only read.
     detail::parallel_for(out.size(), threads, [&](std::size_t i) {

@@ -6,7 +6,10 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <span>
@@ -25,14 +28,14 @@ enum class CpSync : std::uint8_t { kNone, kDevice, kOne };
 
 // An event of the graph: host events first, then GPU events.
 struct CpEvent {
-  std::int64_t start = 0, end = 0;
-  std::uint32_t source = 0;  // index into nvtx, api_calls or activities
+  std::uint32_t source = 0;  // index into nvtx, api_calls or activities (by kind): its times are read there (CpClock)
   // Host: the call stack it is on (the backward thread merged, see
   // critical_path.h), an index into CpInput::threads, one for each (rank,
   // thread); GPU: its stream, an index into Trace::streams. One field for
   // both, and the event's rank found through it (CpInput::rank), in 24 bits
-  // beside the kind and the flags: 24 bytes an event (the graph across
-  // ranks of a 10 M-event trace holds 7.8 M of them).
+  // beside the kind and the flags: 8 bytes an event (the graph across ranks
+  // of a 10 M-event trace holds 7.8 M of them; with its times copied in, 24
+  // bytes, 119 MiB more).
   std::uint32_t lane : 24 = 0;
   PathEvent::Kind kind : 3 = PathEvent::Kind::kNvtx;
   bool blocking : 1 = false;  // HTA's BLOCKING_SYNC_CALLS
@@ -42,7 +45,43 @@ struct CpEvent {
 
   bool gpu() const { return kind >= PathEvent::Kind::kKernel; }
 };
-static_assert(sizeof(CpEvent) == 24);
+static_assert(sizeof(CpEvent) == 8);
+
+// An event's start and end, read from its row (CpEvent::source) in the
+// table of its kind: NVTX ranges, API calls or activities. One read a time,
+// no branch on the kind: a table per kind of where its first row's times are
+// and how far apart its rows are.
+class CpClock {
+ public:
+  CpClock() = default;
+  explicit CpClock(const Trace& t) {
+    rows(PathEvent::Kind::kNvtx, std::span<const NvtxRange>(t.nvtx), &NvtxRange::start_ns, &NvtxRange::end_ns);
+    rows(PathEvent::Kind::kApi, std::span<const ApiCall>(t.api_calls), &ApiCall::start_ns, &ApiCall::end_ns);
+    for (auto k : {PathEvent::Kind::kKernel, PathEvent::Kind::kMemcpy, PathEvent::Kind::kMemset})
+      rows(k, std::span<const Activity>(t.activities), &Activity::start_ns, &Activity::end_ns);
+  }
+  // The events of kind k read their times from rows[source].
+  template <class Row>
+  void rows(PathEvent::Kind k, std::span<const Row> rows, std::int64_t Row::*start, std::int64_t Row::*end) {
+    const auto i = static_cast<std::size_t>(k);
+    stride_[i] = sizeof(Row);
+    start_[i] = rows.empty() ? nullptr : reinterpret_cast<const std::byte*>(&(rows[0].*start));
+    end_[i] = rows.empty() ? nullptr : reinterpret_cast<const std::byte*>(&(rows[0].*end));
+  }
+  std::int64_t start(const CpEvent& e) const { return read(start_, e); }
+  std::int64_t end(const CpEvent& e) const { return read(end_, e); }
+
+ private:
+  static constexpr std::size_t kKinds = 8;  // CpEvent::kind's 3 bits
+  std::int64_t read(const std::array<const std::byte*, kKinds>& base, const CpEvent& e) const {
+    const auto i = static_cast<std::size_t>(e.kind);
+    std::int64_t v;
+    std::memcpy(&v, base[i] + stride_[i] * e.source, sizeof v);
+    return v;
+  }
+  std::array<const std::byte*, kKinds> start_{}, end_{};
+  std::array<std::size_t, kKinds> stride_{};
+};
 // The most lanes a graph can tell apart.
 constexpr std::size_t kCpMaxLanes = std::size_t{1} << 24;
 
@@ -68,6 +107,7 @@ struct CpInput {
   // (after the call's +1) and at its start (after its -1); -1: not counted.
   std::vector<std::int32_t> queue_at_call, queue_at_start;
   bool infer_sync = false;
+  CpClock clock;  // the events' times
 };
 
 // The window's events (CriticalPathOptions: the annotation instances or the
@@ -78,8 +118,8 @@ CpInput cp_input(const Trace& t, const CriticalPathOptions& o, bool all_in_one);
 bool cp_locks_runtime(std::string_view base_name);
 
 // Nodes: event e's start is node 2e, its end 2e + 1.
-inline std::int64_t cp_time(std::span<const CpEvent> ev, std::uint32_t node) {
-  return node % 2 == 0 ? ev[node / 2].start : ev[node / 2].end;
+inline std::int64_t cp_time(const CpClock& c, std::span<const CpEvent> ev, std::uint32_t node) {
+  return node % 2 == 0 ? c.start(ev[node / 2]) : c.end(ev[node / 2]);
 }
 
 // The nodes of the calls that take the CUDA runtime's lock (host events
@@ -125,21 +165,22 @@ void cp_lock_nodes(std::span<const CpEvent> ev, std::size_t host, const CpInput&
       starts[slot->second++] = static_cast<std::uint32_t>(e);
     }
   std::vector<std::uint32_t> ends = starts;
+  const auto& c = in.clock;
   sort_runs(starts, [&](std::uint32_t a, std::uint32_t b) {
-    return std::tie(rank_of[a], ev[a].start, a) < std::tie(rank_of[b], ev[b].start, b);
+    return std::tuple(rank_of[a], c.start(ev[a]), a) < std::tuple(rank_of[b], c.start(ev[b]), b);
   });
   sort_runs(ends, [&](std::uint32_t a, std::uint32_t b) {
-    return std::tie(rank_of[a], ev[a].end, a) < std::tie(rank_of[b], ev[b].end, b);
+    return std::tuple(rank_of[a], c.end(ev[a]), a) < std::tuple(rank_of[b], c.end(ev[b]), b);
   });
   // A start and an end of one (rank, time): by node, 2e against 2e' + 1.
   std::size_t i = 0, j = 0;
   while (i < n || j < n) {
     bool start = j == n;
     if (i < n && j < n) {
-      const auto& s = ev[starts[i]];
-      const auto& x = ev[ends[j]];
+      const auto s = c.start(ev[starts[i]]);
+      const auto x = c.end(ev[ends[j]]);
       const auto sr = rank_of[starts[i]], xr = rank_of[ends[j]];
-      start = std::tie(sr, s.start) < std::tie(xr, x.end) || (sr == xr && s.start == x.end && 2 * starts[i] < 2 * ends[j] + 1);
+      start = std::tie(sr, s) < std::tie(xr, x) || (sr == xr && s == x && 2 * starts[i] < 2 * ends[j] + 1);
     }
     if (start) {
       f(rank_of[starts[i]], 2 * starts[i]);
@@ -187,20 +228,21 @@ struct CpSearch {
   std::vector<std::uint8_t> indegree;
   std::unordered_map<std::uint32_t, std::uint32_t> indegree_more;
 };
-// `in`: the events' ranks, read where `ranks` is given.
+// `in`: the events' times, and their ranks, read where `ranks` is given.
 void cp_search(std::span<const CpEvent> ev, const CpEdges& edges, const std::vector<std::uint32_t>& out_begin,
-               const CpRankSlots* ranks, const CpInput* in, CpSearch& s);
+               const CpRankSlots* ranks, const CpInput& in, CpSearch& s);
 
 // The categories fit below CpEdges::kNoCategory, which masks them in an edge's flags.
 static_assert(kNumPathCategories <= CpEdges::kNoCategory);
 
 // An edge's weight in a search: the time between its nodes unless flagged
-// (CpEdges); `own`: a shortened edge with its own weight.
-inline std::int64_t cp_weight(std::span<const CpEvent> ev, const CpEdges& edges, std::size_t k, std::uint32_t from,
-                              bool own) {
+// (CpEdges); `own`: a shortened edge with its own weight. `from_time`: the
+// time of its source node.
+inline std::int64_t cp_weight(const CpClock& c, std::span<const CpEvent> ev, const CpEdges& edges, std::size_t k,
+                              std::int64_t from_time, bool own) {
   if (edges.zero(k)) return 0;
   if (edges.has_explicit(k) && !(own && edges.shortened(k))) return edges.explicit_weight(k);
-  return std::max<std::int64_t>(0, cp_time(ev, edges.v[k]) - cp_time(ev, from));
+  return std::max<std::int64_t>(0, cp_time(c, ev, edges.v[k]) - from_time);
 }
 
 // The event an edge's time is attributed to, -1 for none: derived from

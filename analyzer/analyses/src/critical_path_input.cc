@@ -120,6 +120,7 @@ CallKind call_kind(std::string_view full) {
 
 CpInput cp_input(const Trace& t, const CriticalPathOptions& o, bool all_in_one) {
   CpInput in;
+  in.clock = CpClock(t);
   in.infer_sync = o.infer_sync;
   const auto windows = o.annotation.empty() ? std::map<std::int32_t, Window>{} : annotation_windows(t, o);
   auto wanted = [&](std::int32_t rank) {
@@ -161,8 +162,6 @@ CpInput cp_input(const Trace& t, const CriticalPathOptions& o, bool all_in_one) 
   // The host event of row i of an NVTX range or an API call.
   auto host_event = [&](const auto& r, std::size_t i, PathEvent::Kind kind) {
     CpEvent e;
-    e.start = r.start_ns;
-    e.end = r.end_ns;
     e.lane = lane_of(r.rank.value, thread_of(r.rank.value, r.thread_id));
     e.source = static_cast<std::uint32_t>(i);
     e.kind = kind;

@@ -41,7 +41,7 @@ std::size_t CpRankSlots::of(std::int32_t rank) const {
 }
 
 void cp_search(std::span<const CpEvent> ev, const CpEdges& edges, const std::vector<std::uint32_t>& out_begin,
-               const CpRankSlots* ranks, const CpInput* in, CpSearch& s) {
+               const CpRankSlots* ranks, const CpInput& in, CpSearch& s) {
   const std::size_t n = 2 * ev.size();
   const bool own = ranks != nullptr;
   s.best.assign(own ? ranks->size() : 1, -1);
@@ -76,12 +76,13 @@ void cp_search(std::span<const CpEvent> ev, const CpEdges& edges, const std::vec
   while (!ready.empty()) {
     const auto u = ready.front();
     ready.pop_front();
-    auto& best = s.best[own ? ranks->of(in->rank(ev[u / 2])) : 0];
+    auto& best = s.best[own ? ranks->of(in.rank(ev[u / 2])) : 0];
     if (best < 0 || dist[u] > dist[static_cast<std::size_t>(best)]) best = u;
+    const auto tu = cp_time(in.clock, ev, u);
     for (auto k = out_begin[u]; k < out_begin[u + 1]; ++k) {
       if (own && edges.collective(k)) continue;
       const auto v = edges.v[k];
-      const auto w = cp_weight(ev, edges, k, u, own);
+      const auto w = cp_weight(in.clock, ev, edges, k, tu, own);
       if (pred[v] == kCpNoEdge || dist[u] + w > dist[v]) {
         dist[v] = dist[u] + w;
         pred[v] = k;
@@ -96,6 +97,7 @@ RankCriticalPath cp_path(const Trace& t, const CpInput& in, std::span<const CpEv
                          const CpSearch& s, std::uint32_t end, std::size_t top_events, CpAcrossTotals* across) {
   const bool own = across == nullptr;
   const auto& pred = s.pred;
+  const auto& clock = in.clock;
   RankCriticalPath r;
   r.length_ns = s.dist[end];
   // The path time of each (event, category): every weighed edge's share
@@ -109,13 +111,13 @@ RankCriticalPath cp_path(const Trace& t, const CpInput& in, std::span<const CpEv
   std::vector<Share> by_event;
   reserve_huge(by_event, 2 * ev.size());  // a path has fewer edges than the graph has nodes: never grown
   auto node = end;
-  r.end_ns = cp_time(ev, node);
+  r.end_ns = cp_time(clock, ev, node);
   r.start_ns = r.end_ns;
   while (pred[node] != kCpNoEdge) {
     const auto k = pred[node];
     const auto u = CpEdges::source(out_begin, k, node);
     const auto category = edges.category(k);
-    const auto w = cp_weight(ev, edges, k, u, own);
+    const auto w = cp_weight(clock, ev, edges, k, cp_time(clock, ev, u), own);
     const auto event = cp_edge_event(u, edges.v[k], category, enclosing);
     ++r.path_edges;
     if (category != CpEdges::kNoCategory) {
@@ -132,7 +134,7 @@ RankCriticalPath cp_path(const Trace& t, const CpInput& in, std::span<const CpEv
       if (from != in.rank(ev[edges.v[k] / 2])) ++across->crossings;
     }
     node = u;
-    r.start_ns = cp_time(ev, node);
+    r.start_ns = cp_time(clock, ev, node);
   }
   // Ranked by (path time descending, start, end, name, then event and
   // category: a total order, so the events kept and their order do not
@@ -168,7 +170,7 @@ RankCriticalPath cp_path(const Trace& t, const CpInput& in, std::span<const CpEv
       case PathEvent::Kind::kMemset: name = "memset"; break;
       default: name = t.str(t.activities[e.source].name);
     }
-    ranked.push_back({share.ns, e.start, e.end, name, share.event, share.category});
+    ranked.push_back({share.ns, clock.start(e), clock.end(e), name, share.event, share.category});
   }
   const auto before = [](const Ranked& a, const Ranked& b) {
     if (a.ns != b.ns) return a.ns > b.ns;
@@ -190,8 +192,8 @@ RankCriticalPath cp_path(const Trace& t, const CpInput& in, std::span<const CpEv
     const auto& e = ev[static_cast<std::size_t>(k.event)];
     PathEvent p;
     p.kind = e.kind;
-    p.start_ns = e.start;
-    p.end_ns = e.end;
+    p.start_ns = clock.start(e);
+    p.end_ns = clock.end(e);
     p.category = static_cast<PathCategory>(k.category);
     p.path_ns = k.ns;
     p.name = std::string(k.name);
