@@ -108,6 +108,12 @@ Class class_of(Category c) {
   return kNoClass;
 }
 
+// The place of an (instance, rank) pair in a sorted list that holds it.
+std::int32_t instance_place(const std::vector<std::pair<CostSamples::InstanceKey, std::int32_t>>& list,
+                            const std::pair<CostSamples::InstanceKey, std::int32_t>& pair) {
+  return static_cast<std::int32_t>(std::lower_bound(list.begin(), list.end(), pair) - list.begin());
+}
+
 struct Group;
 
 // What fitting adds to a CostSamples::Op (the same index).
@@ -299,6 +305,9 @@ CostSamples cost_samples(const Trace& trace) {
       out.recv_known = out.recv_known && op.recv_bytes >= 0;
     }
   }
+  std::sort(out.instance_ranks.begin(), out.instance_ranks.end());
+  out.instance_ranks.erase(std::unique(out.instance_ranks.begin(), out.instance_ranks.end()), out.instance_ranks.end());
+  out.instance_ranks.shrink_to_fit();
 
   // At most one sample an op: room for them at once, not grown by copies.
   out.host.reserve(ops.size());
@@ -355,7 +364,7 @@ CostSamples cost_samples(const Trace& trace) {
         if (y != c && frac(y) >= kOverlapped) ++others;
       if (others == 2) s.overlapped_by = 3;
     }
-    if (!collective_kind(op.kind).empty()) s.instance = key_of(op);
+    if (!collective_kind(op.kind).empty()) s.instance = instance_place(out.instance_ranks, {key_of(op), op.rank.value});
     out.ops.push_back(s);
   }
   return out;
@@ -363,9 +372,17 @@ CostSamples cost_samples(const Trace& trace) {
 
 CostSamples merge_cost_samples(std::vector<CostSamples> parts) {
   CostSamples out;
-  for (auto& p : parts) {
-    out.ops.insert(out.ops.end(), p.ops.begin(), p.ops.end());
+  for (const auto& p : parts)
     out.instance_ranks.insert(out.instance_ranks.end(), p.instance_ranks.begin(), p.instance_ranks.end());
+  std::sort(out.instance_ranks.begin(), out.instance_ranks.end());
+  out.instance_ranks.erase(std::unique(out.instance_ranks.begin(), out.instance_ranks.end()), out.instance_ranks.end());
+  for (auto& p : parts) {
+    // Each op's (instance, rank) place, from its part's list to the joined one.
+    for (auto op : p.ops) {
+      if (op.instance >= 0)
+        op.instance = instance_place(out.instance_ranks, p.instance_ranks[static_cast<std::size_t>(op.instance)]);
+      out.ops.push_back(op);
+    }
     out.host.insert(out.host.end(), p.host.begin(), p.host.end());
     out.any_all_to_all = out.any_all_to_all || p.any_all_to_all;
     out.recv_known = out.recv_known && p.recv_known;
@@ -380,16 +397,16 @@ CostModel fit_cost_samples(const CostSamples& in, const Trace& run) {
   // All-to-alls by the bytes sent, or, where every one records what it
   // receives too, by the rule that fits best (chosen below).
   const bool recv_known = in.any_all_to_all && in.recv_known;
-  auto instance_ranks = in.instance_ranks;
-  std::sort(instance_ranks.begin(), instance_ranks.end());
-  instance_ranks.erase(std::unique(instance_ranks.begin(), instance_ranks.end()), instance_ranks.end());
-  // An instance's place in instance_ranks (its first participant) and its
-  // participants.
-  auto instance_of = [&](const CostSamples::InstanceKey& key) {
-    auto lo = std::lower_bound(instance_ranks.begin(), instance_ranks.end(), std::pair{key, INT32_MIN});
-    auto hi = std::lower_bound(lo, instance_ranks.end(), std::pair{key, INT32_MAX});
-    return std::pair{static_cast<std::size_t>(lo - instance_ranks.begin()), static_cast<int>(hi - lo)};
-  };
+  // Each (instance, rank) pair's instance (a slot: the distinct keys in
+  // order), and each instance's participants (its pairs: sorted, each once).
+  const auto& instance_ranks = in.instance_ranks;
+  std::vector<std::int32_t> slot_of(instance_ranks.size());
+  std::vector<int> participants;
+  for (std::size_t i = 0; i < instance_ranks.size(); ++i) {
+    if (i == 0 || instance_ranks[i].first != instance_ranks[i - 1].first) participants.push_back(0);
+    ++participants.back();
+    slot_of[i] = static_cast<std::int32_t>(participants.size() - 1);
+  }
 
   std::vector<OpFit> op_fits(in.ops.size());
   std::map<std::pair<std::string, std::string>, Group> compute;  // (op kind, x)
@@ -399,14 +416,14 @@ CostModel fit_cost_samples(const CostSamples& in, const Trace& run) {
   // any participant sends, the shortest participant's time).
   struct Instance {
     Group* group = nullptr;
-    std::string kind;
+    std::string_view kind;
     double max_bytes = 0;
     double max_recv = 0;  // all-to-all: the most bytes one participant receives
     double min_seconds = INFINITY;
     bool lone = true;
     bool all_to_all = false;  // x by the all-to-all volume rule
   };
-  std::vector<Instance> instances(instance_ranks.size());  // by instance_of's place; in key order
+  std::vector<Instance> instances(participants.size());  // by slot
   std::map<std::string, Group> copies;
   std::map<std::pair<std::string, int>, Group> collectives;
   // The group of an op kind (and x: flops or bytes), looked up once a kind.
@@ -425,12 +442,13 @@ CostModel fit_cost_samples(const CostSamples& in, const Trace& run) {
       if (!cached) cached = c == kComp ? &compute[{std::string(kind), op.by_bytes ? "bytes" : "flops"}] : &copies[std::string(kind)];
       g = cached;
     } else if (auto ck = collective_kind(op.kind); !ck.empty()) {
-      auto [place, group] = instance_of(op.instance);
+      const auto slot = static_cast<std::size_t>(slot_of[static_cast<std::size_t>(op.instance)]);
+      int group = participants[slot];
       if ((op.kind == OpKind::kMoeAllReduce || op.kind == OpKind::kTensorParallelAllReduce) && tensor_parallel > 0)
         group = static_cast<int>(tensor_parallel);
       if (ck == "send_recv") group = 2;
       // One point per collective instance, gathered below.
-      auto& inst = instances[place];
+      auto& inst = instances[slot];
       inst.group = &collectives[{std::string(ck), group}];
       op_fits[o].group = inst.group;
       inst.kind = kind;
@@ -468,7 +486,7 @@ CostModel fit_cost_samples(const CostSamples& in, const Trace& run) {
       if (!inst.group) continue;
       auto& g = *inst.group;
       const double x = inst.all_to_all ? volume(inst, a2a_rule) : inst.max_bytes;
-      g.kinds.insert(inst.kind);
+      g.kinds.emplace(inst.kind);
       g.x.push_back(x);
       g.t.push_back(inst.min_seconds);
       g.l.push_back(1);

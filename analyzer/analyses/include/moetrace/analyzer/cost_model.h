@@ -170,10 +170,12 @@ struct CostSamples {
     std::int8_t overlapped_by = -1;  // the class that overlaps at least half of it, 3: both others, -1: neither
     bool lone = true;               // nothing overlaps 1 % of it
     bool by_bytes = false;          // computation: x is bytes (no FLOPs)
+    // Collectives: its (instance, rank) pair's place in instance_ranks
+    // (not the key itself: 40 bytes an op rather than 64); -1: none.
+    std::int32_t instance = -1;
     double work = 0;                // FLOPs or bytes; <= 0: unknown
     double seconds = 0;             // GPU time (union of its activities)
     double recv_bytes = -1;         // all-to-all: bytes received; -1: unknown
-    InstanceKey instance;           // collectives
   };
   std::vector<Op> ops;  // ops with GPU time, in trace order (ranks in order)
   // Every op's host issue time (launch interval), with or without GPU time.
@@ -183,7 +185,8 @@ struct CostSamples {
     double seconds = 0;
   };
   std::vector<HostSample> host;
-  std::vector<std::pair<InstanceKey, std::int32_t>> instance_ranks;  // every collective op's (instance, rank)
+  // Every collective op's (instance, rank), sorted, each pair once.
+  std::vector<std::pair<InstanceKey, std::int32_t>> instance_ranks;
   bool any_all_to_all = false;  // an all-to-all op with bytes
   bool recv_known = true;       // every such op records what it receives
 };
