@@ -62,6 +62,60 @@ TEST(CriticalPathSearch, NodeWithMoreInEdgesThanAByteCounts) {
     EXPECT_EQ(CpEdges::source(out_begin, s.pred[2 * kLast], near), 2 * kChainB + 1) << near;
 }
 
+// Grouped by source, the edges come in the order of a stable sort by source
+// (each node's in the order they were added), whatever their number (one
+// block or many, the last one short) and however their sources are spread
+// (few nodes with many edges, many with one, nodes with none); each node's
+// first edge is the count of the edges of the nodes before it, and an edge
+// with its own weight keeps it at its new place.
+TEST(CriticalPathEdges, GroupedBySourceAsAStableSortWouldOrderThem) {
+  std::uint64_t seed = 99;
+  auto draw = [&](std::uint64_t n) {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<std::uint32_t>((seed >> 33) % n);
+  };
+  for (const std::size_t n : {0, 1, 15, 16, 17, 1000, 100003}) {
+    for (const std::uint32_t nodes : {1u, 7u, 5000u}) {
+      CpEdges edges;
+      edges.reserve(n);
+      struct Added {
+        std::uint32_t u, v;
+        std::uint8_t flags;
+        std::int64_t weight;  // -1: none of its own
+      };
+      std::vector<Added> added;
+      for (std::size_t k = 0; k < n; ++k) {
+        const auto from = draw(nodes), to = static_cast<std::uint32_t>(k);  // v: the order it was added in
+        edges.push(from, to, draw(2) == 0, static_cast<std::uint8_t>(draw(6)));
+        std::int64_t w = -1;
+        if (draw(50) == 0) {
+          w = draw(1000);
+          edges.set_weight(k, w);
+        }
+        added.push_back({from, to, edges.flags[k], w});
+      }
+      auto want = added;
+      std::stable_sort(want.begin(), want.end(), [](const Added& a, const Added& b) { return a.u < b.u; });
+      const auto begin = edges.group_by_source(nodes);
+      ASSERT_EQ(begin.size(), nodes + 1u);
+      EXPECT_TRUE(edges.u.empty());
+      ASSERT_EQ(edges.size(), n);
+      for (std::uint32_t x = 0; x < nodes; ++x) {
+        const auto count = std::count_if(added.begin(), added.end(), [&](const Added& a) { return a.u < x; });
+        ASSERT_EQ(begin[x], static_cast<std::uint32_t>(count)) << n << " edges, node " << x;
+      }
+      ASSERT_EQ(begin[nodes], n);
+      for (std::size_t k = 0; k < n; ++k) {
+        ASSERT_EQ(edges.v[k], want[k].v) << n << " edges, " << nodes << " nodes, at " << k;
+        ASSERT_EQ(edges.flags[k], want[k].flags) << n << " edges, at " << k;
+        if (want[k].weight >= 0) {
+          EXPECT_EQ(edges.explicit_weight(k), want[k].weight) << k;
+        }
+      }
+    }
+  }
+}
+
 // An edge's source, searched from any node, is the node whose edges hold
 // it: on first-edge arrays with runs of nodes without edges (equal entries)
 // at the start, inside and at the end, every edge k from every start node
