@@ -49,7 +49,7 @@ void split_time(const Trace& trace, const OpIntervals& oi, const std::vector<std
   const auto ws = windows.intervals();
   for (auto o : ops) {
     const auto c = op_category(trace.ops[o].kind);
-    for (const auto& i : oi.of(o)) {
+    for (const auto i : oi.of(o)) {
       // The windows are sorted and disjoint: the pieces of i inside them.
       auto w = std::upper_bound(ws.begin(), ws.end(), i.start, [](std::int64_t x, const Interval& v) { return x < v.end; });
       for (; w != ws.end() && w->start < i.end; ++w) {
@@ -77,7 +77,7 @@ void split_time(const Trace& trace, const OpIntervals& oi, const std::vector<std
 Interval envelope(const OpIntervals& oi, const std::vector<std::size_t>& ops) {
   Interval e{INT64_MAX, INT64_MIN};
   for (auto o : ops)
-    for (const auto& i : oi.of(o)) {
+    for (const auto i : oi.of(o)) {
       e.start = std::min(e.start, i.start);
       e.end = std::max(e.end, i.end);
     }
@@ -101,7 +101,7 @@ RankTime rank_time(const Trace& trace, const OpIntervals& oi, const RankRows& ro
   rt.unattributed.reserve(unattributed);
   for (const auto o : rows.ops(slot)) {
     const auto c = static_cast<std::uint32_t>(op_category(trace.ops[o].kind));
-    for (const auto& i : oi.of(o)) rt.labelled.push_back({i.start, i.end, c});
+    for (const auto i : oi.of(o)) rt.labelled.push_back({i.start, i.end, c});
   }
   for (const auto i : rows.activities(slot)) {
     const auto& a = trace.activities[i];
@@ -142,7 +142,7 @@ RankTime rank_time_in_steps(const Trace& trace, const OpIntervals& oi, const Ran
     const auto& op = trace.ops[o];
     if (op.iteration < 0 || (but_last && op.iteration == last)) continue;
     const auto c = static_cast<std::uint32_t>(op_category(op.kind));
-    for (const auto& i : oi.of(o)) rt.labelled.push_back({i.start, i.end, c});
+    for (const auto i : oi.of(o)) rt.labelled.push_back({i.start, i.end, c});
   }
   return rt;
 }
@@ -251,7 +251,7 @@ void overlap_of_rows(const Trace& trace, const OpIntervals& oi, const RankRows& 
       edges.push_back({e, row, -1});
     };
     for (const auto o : ranks.ops(slot))
-      for (const auto& i : oi.of(o)) add(i.start, i.end, row_of[o]);
+      for (const auto i : oi.of(o)) add(i.start, i.end, row_of[o]);
     for (const auto i : ranks.activities(slot))
       if (const auto& a = trace.activities[i]; a.op < 0) add(a.start_ns, a.end_ns, -1);
     for_each_shared_stretch(edges, [&](std::int32_t row, std::int64_t ns) {

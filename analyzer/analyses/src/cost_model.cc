@@ -219,33 +219,29 @@ CostSamples cost_samples(const Trace& trace) {
   CostSamples out;
   const auto& ops = trace.ops;
 
-  // Per rank and class: every interval of that class, and per-op merged ones.
+  // Per rank and class: every interval of that class.
   std::map<std::int32_t, std::array<std::vector<Interval>, 3>> per_class;
-  // Per-op merged intervals, CSR over ops (the ops' intervals freed once
-  // merged: what follows reads only these).
-  std::vector<std::size_t> union_begin(ops.size() + 1, 0);
-  std::vector<Interval> union_iv;
-  {
-    const OpIntervals oi(trace);
-    union_iv.reserve(oi.iv.size());
-    for (std::size_t o = 0; o < ops.size(); ++o) {
-      for (const auto& i : oi.of(o)) {
-        if (i.end <= i.start) continue;
-        if (union_iv.size() > union_begin[o] && i.start <= union_iv.back().end)
-          union_iv.back().end = std::max(union_iv.back().end, i.end);
-        else
-          union_iv.push_back(i);
-      }
-      union_begin[o + 1] = union_iv.size();
-      const auto c = class_of(op_category(ops[o].kind));
-      if (c == kNoClass) continue;
-      auto& v = per_class[ops[o].rank.value][c];
-      v.insert(v.end(), union_iv.begin() + static_cast<std::ptrdiff_t>(union_begin[o]), union_iv.end());
-    }
-  }
+  // An op's intervals merged (overlaps joined), computed when read from the
+  // ops' intervals (rows of the trace, 4 bytes an interval: less than a
+  // merged copy of every op's, 16): valid until the next call.
+  const OpIntervals oi(trace);
+  std::vector<Interval> merged;
   auto op_union = [&](std::size_t o) {
-    return std::span<const Interval>(union_iv.data() + union_begin[o], union_iv.data() + union_begin[o + 1]);
+    merged.clear();
+    for (const auto i : oi.of(o)) {
+      if (i.end <= i.start) continue;
+      if (!merged.empty() && i.start <= merged.back().end) merged.back().end = std::max(merged.back().end, i.end);
+      else merged.push_back(i);
+    }
+    return std::span<const Interval>(merged);
   };
+  for (std::size_t o = 0; o < ops.size(); ++o) {
+    const auto c = class_of(op_category(ops[o].kind));
+    if (c == kNoClass) continue;
+    const auto u = op_union(o);
+    auto& v = per_class[ops[o].rank.value][c];
+    v.insert(v.end(), u.begin(), u.end());
+  }
   // Unattributed GPU work interferes too.
   for (const auto& a : trace.activities) {
     if (a.op >= 0) continue;
@@ -331,14 +327,15 @@ CostSamples cost_samples(const Trace& trace) {
     double work = by_bytes ? static_cast<double>(op.bytes) : op.flops;
     if (c == kMem && work <= 0) work = copy_bytes[o];
     std::int64_t busy = 0;
-    for (const auto& i : op_union(o)) busy += i.length();
+    const auto u = op_union(o);
+    for (const auto& i : u) busy += i.length();
     if (busy <= 0) continue;
     // Overlap with each class, the op itself excluded (same class: depth 2).
     std::array<std::int64_t, 3> ov{};
     auto it = sets.find(op.rank.value);
     for (int x = 0; x < 3 && it != sets.end(); ++x) {
       const auto& set = x == c ? it->second.two[static_cast<std::size_t>(x)] : it->second.any[static_cast<std::size_t>(x)];
-      for (const auto& i : op_union(o)) ov[static_cast<std::size_t>(x)] += set.length_within(i);
+      for (const auto& i : u) ov[static_cast<std::size_t>(x)] += set.length_within(i);
     }
     const double b = static_cast<double>(busy);
     auto frac = [&](int x) { return static_cast<double>(ov[static_cast<std::size_t>(x)]) / b; };

@@ -45,13 +45,13 @@ class CpGraph {
     if (in_.infer_sync) inferred_sync_edges();
     if (calls_) collective_edges(*calls_);
     // What the longest path does not read.
-    std::vector<std::int32_t>().swap(gpu_event_);
-    std::vector<std::uint32_t>().swap(own_edge_);
+    MappedVector<std::int32_t>().swap(gpu_event_);
+    MappedVector<std::uint32_t>().swap(own_edge_);
     if (release) {
-      std::vector<std::int32_t>().swap(release->api_event);
-      std::vector<std::uint8_t>().swap(release->in_window);
-      std::vector<std::int32_t>().swap(release->queue_at_call);
-      std::vector<std::int32_t>().swap(release->queue_at_start);
+      MappedVector<std::int32_t>().swap(release->api_event);
+      MappedVector<std::uint8_t>().swap(release->in_window);
+      MappedVector<std::int32_t>().swap(release->queue_at_call);
+      MappedVector<std::int32_t>().swap(release->queue_at_start);
     }
     auto r = longest(top_events);
     r.window_start_ns = INT64_MAX;
@@ -615,8 +615,10 @@ class CpGraph {
   std::vector<std::uint32_t> out_begin_;  // group_edges()
   detail::CpSearch search_;              // the last search's arrays, reused by the next
   std::size_t host_ = 0;                // host events come first in ev_
-  std::vector<std::int32_t> gpu_event_;
-  std::vector<std::uint32_t> own_edge_;  // GPU event - host_count() -> its start -> end edge
+  // Per activity and per GPU event, mapped apart (huge_pages.h): given back
+  // once the edges are built.
+  MappedVector<std::int32_t> gpu_event_;
+  MappedVector<std::uint32_t> own_edge_;  // GPU event - host_count() -> its start -> end edge
   std::vector<std::int32_t> enclosing_;  // host event -> its parent in its call stack, -1: none (cp_edge_event)
   detail::CpEdges edges_;
 };

@@ -20,6 +20,7 @@
 
 #include "critical_path_edges.h"
 #include "moetrace/analyzer/critical_path.h"
+#include "moetrace/analyzer/huge_pages.h"
 #include "moetrace/analyzer/sort_runs.h"
 
 namespace moetrace::analyzer::detail {
@@ -98,14 +99,16 @@ struct CpInput {
   std::vector<std::int32_t> thread_rank;      // and their ranks
   std::vector<std::int32_t> stream_rank;      // each of Trace::streams's rank
   std::int32_t rank(const CpEvent& e) const { return e.gpu() ? stream_rank[e.lane] : thread_rank[e.lane]; }
+  // Per API call and per activity (mapped apart, huge_pages.h: given back
+  // once the graph is built, not left in the heap).
   // api_calls[i]'s place in its graph's host events, -1: not in the window.
-  std::vector<std::int32_t> api_event;
+  MappedVector<std::int32_t> api_event;
   // Per activity: in the window (its launching call is; or, on a rank with no
   // API calls at all, its own start is).
-  std::vector<std::uint8_t> in_window;
+  MappedVector<std::uint8_t> in_window;
   // Per activity: HTA's queue lengths on its stream at its launching call
   // (after the call's +1) and at its start (after its -1); -1: not counted.
-  std::vector<std::int32_t> queue_at_call, queue_at_start;
+  MappedVector<std::int32_t> queue_at_call, queue_at_start;
   bool infer_sync = false;
   CpClock clock;  // the events' times
 };

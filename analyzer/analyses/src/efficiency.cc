@@ -204,7 +204,7 @@ void add_comm(CommAcc& c, const Calculator& calc, const OpIntervals& intervals, 
   if (bytes < 0 || intervals.busy(op) <= 0) return;  // no size, or no time (an op that did nothing)
   ++c.f.ops_with_bytes;
   c.f.bytes = std::max<std::int64_t>(c.f.bytes, 0) + bytes;
-  for (const auto& i : intervals.of(op)) c.iv.push_back(i);
+  for (const auto i : intervals.of(op)) c.iv.push_back(i);
   const int n = calc.op_group_size(op);
   if (n >= 1) {
     c.f.group_size = std::max(c.f.group_size, n);

@@ -422,7 +422,7 @@ MemoryAnalysis analyze_memory(const Trace& trace) {
     if (auto it = users.find(a.buffer->id.value); it != users.end()) {
       use.ops = static_cast<int>(it->second.size());
       for (auto o : it->second)
-        for (const auto& i : oi.of(o)) used.push_back(i);
+        for (const auto i : oi.of(o)) used.push_back(i);
     }
     const auto life = IntervalSet::from({{a.start, a.end}});
     const auto used_set = IntervalSet::from(std::move(used)).clip({a.start, a.end});

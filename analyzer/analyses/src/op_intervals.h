@@ -2,56 +2,102 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "moetrace/analyzer/huge_pages.h"
 #include "moetrace/analyzer/interval.h"
 #include "moetrace/analyzer/trace.h"
+#include "moetrace/schema/error.h"
 
 namespace moetrace::analyzer {
 
 // The intervals of every op: its attributed activities (kernels, copies; see
-// projection.h), else its own [start, end) range. CSR over trace.ops.
-struct OpIntervals {
-  std::vector<std::size_t> begin;
-  std::vector<Interval> iv;
+// projection.h), else its own [start, end) range. CSR over trace.ops of the
+// rows the intervals are read from (an activity's index, or the op's own with
+// kOwnRange set), not of copies of their times: 4 bytes an interval, not 16
+// (a 10 M-event trace has 3.9 M; each of the analyses that read them held 60
+// MiB more).
+class OpIntervals {
+ public:
+  static constexpr std::uint32_t kOwnRange = std::uint32_t{1} << 31;
 
-  explicit OpIntervals(const Trace& t) {
-    // Counted, then filled, in `begin` itself (no count or cursor arrays
-    // beside it: 16 bytes an op more at this step's peak).
+  // The intervals of one op, in order of start, read as Interval values.
+  class Range {
+   public:
+    class iterator {
+     public:
+      using value_type = Interval;
+      using difference_type = std::ptrdiff_t;
+      iterator() = default;
+      iterator(const Trace* t, const std::uint32_t* p) : t_(t), p_(p) {}
+      Interval operator*() const { return interval(*t_, *p_); }
+      iterator& operator++() {
+        ++p_;
+        return *this;
+      }
+      iterator operator++(int) {
+        auto old = *this;
+        ++p_;
+        return old;
+      }
+      bool operator==(const iterator& o) const { return p_ == o.p_; }
+
+     private:
+      const Trace* t_ = nullptr;
+      const std::uint32_t* p_ = nullptr;
+    };
+    Range(const Trace& t, const std::uint32_t* b, const std::uint32_t* e) : t_(&t), b_(b), e_(e) {}
+    iterator begin() const { return {t_, b_}; }
+    iterator end() const { return {t_, e_}; }
+    std::size_t size() const { return static_cast<std::size_t>(e_ - b_); }
+    bool empty() const { return b_ == e_; }
+
+   private:
+    const Trace* t_;
+    const std::uint32_t *b_, *e_;
+  };
+
+  explicit OpIntervals(const Trace& t) : t_(&t) {
     const std::size_t n = t.ops.size();
-    begin.assign(n + 1, 0);
+    if (t.activities.size() >= kOwnRange || n >= kOwnRange || t.activities.size() + n >= UINT32_MAX)
+      throw Error("the trace has more activities and ops than the analyses index (2^31 each)");
+    // Counted, then filled, in `begin_` itself (no count or cursor arrays
+    // beside it).
+    begin_.assign(n + 1, 0);
     for (const auto& a : t.activities)
-      if (a.op >= 0) ++begin[static_cast<std::size_t>(a.op) + 1];
+      if (a.op >= 0) ++begin_[static_cast<std::size_t>(a.op) + 1];
     std::vector<bool> own_range(n, false);
     for (std::size_t i = 0; i < n; ++i)
-      if (begin[i + 1] == 0) {
+      if (begin_[i + 1] == 0) {
         own_range[i] = true;
-        begin[i + 1] = 1;  // the op's own range
+        begin_[i + 1] = 1;  // the op's own range
       }
-    for (std::size_t i = 0; i < n; ++i) begin[i + 1] += begin[i];
-    iv.resize(begin.back());
-    // begin[o] moves to the end of o's intervals meanwhile, then every entry
-    // back by one (the end of o - 1's: o's begin).
-    for (const auto& a : t.activities)
-      if (a.op >= 0) iv[begin[static_cast<std::size_t>(a.op)]++] = {a.start_ns, a.end_ns};
+    for (std::size_t i = 0; i < n; ++i) begin_[i + 1] += begin_[i];
+    rows_.resize(begin_.back());
+    // begin_[o] moves to the end of o's intervals meanwhile, then every
+    // entry back by one (the end of o - 1's: o's begin).
+    for (std::size_t k = 0; k < t.activities.size(); ++k)
+      if (const auto op = t.activities[k].op; op >= 0) rows_[begin_[static_cast<std::size_t>(op)]++] = static_cast<std::uint32_t>(k);
     for (std::size_t i = 0; i < n; ++i)
-      if (own_range[i]) iv[begin[i]++] = {t.ops[i].start_ns, t.ops[i].end_ns};
-    for (std::size_t i = n; i > 0; --i) begin[i] = begin[i - 1];
-    begin[0] = 0;
+      if (own_range[i]) rows_[begin_[i]++] = static_cast<std::uint32_t>(i) | kOwnRange;
+    for (std::size_t i = n; i > 0; --i) begin_[i] = begin_[i - 1];
+    begin_[0] = 0;
     for (std::size_t i = 0; i < n; ++i)
       if (!own_range[i])
-        std::sort(iv.begin() + static_cast<std::ptrdiff_t>(begin[i]), iv.begin() + static_cast<std::ptrdiff_t>(begin[i + 1]),
-                  [](const Interval& a, const Interval& b) { return a.start < b.start; });
+        std::stable_sort(rows_.begin() + begin_[i], rows_.begin() + begin_[i + 1], [&](std::uint32_t a, std::uint32_t b) {
+          return t.activities[a].start_ns < t.activities[b].start_ns;
+        });
   }
-  std::span<const Interval> of(std::size_t op) const {
-    return {iv.data() + begin[op], iv.data() + begin[op + 1]};
-  }
+  // Every op's intervals together.
+  std::size_t size() const { return rows_.size(); }
+  Range of(std::size_t op) const { return {*t_, rows_.data() + begin_[op], rows_.data() + begin_[op + 1]}; }
   // Time during which the op ran: the union of its intervals (sorted by start).
   std::int64_t busy(std::size_t op) const {
     std::int64_t total = 0, cur_start = 0, cur_end = INT64_MIN;
-    for (const auto& i : of(op)) {
+    for (const auto i : of(op)) {
       if (i.start > cur_end) {
         if (cur_end > cur_start) total += cur_end - cur_start;
         cur_start = i.start;
@@ -65,18 +111,29 @@ struct OpIntervals {
   }
   Interval envelope(std::size_t op) const {
     Interval e{INT64_MAX, INT64_MIN};
-    for (const auto& i : of(op)) {
+    for (const auto i : of(op)) {
       e.start = std::min(e.start, i.start);
       e.end = std::max(e.end, i.end);
     }
     return e.start <= e.end ? e : Interval{};
   }
+
+ private:
+  static Interval interval(const Trace& t, std::uint32_t row) {
+    if (row & kOwnRange) {
+      const auto& op = t.ops[row & ~kOwnRange];
+      return {op.start_ns, op.end_ns};
+    }
+    const auto& a = t.activities[row];
+    return {a.start_ns, a.end_ns};
+  }
+  const Trace* t_;
+  // Mapped apart: given back to the system when the analysis is done with
+  // them (huge_pages.h: MappedVector).
+  MappedVector<std::uint32_t> begin_;
+  MappedVector<std::uint32_t> rows_;
 };
 
-// The ops and activities of each rank, grouped once (in their order within
-// the rank), so that an analysis can hold one rank's intervals at a time
-// (the breakdown: every rank's at once held 24 bytes an activity, 90 MiB on
-// a 10 M-event trace, for as long as it ran).
 class RankRows {
  public:
   explicit RankRows(const Trace& t) {
@@ -104,8 +161,8 @@ class RankRows {
   }
   // Row indices grouped by rank slot, in row order within each (a stable counting sort).
   template <class Rows>
-  void group(const Rows& rows, std::vector<std::size_t>& begin, std::vector<std::uint32_t>& index) const {
-    std::vector<std::uint32_t> slot(rows.size());
+  void group(const Rows& rows, std::vector<std::size_t>& begin, MappedVector<std::uint32_t>& index) const {
+    MappedVector<std::uint32_t> slot(rows.size());
     for (std::size_t i = 0; i < rows.size(); ++i)
       slot[i] = i > 0 && rows[i].rank == rows[i - 1].rank
                     ? slot[i - 1]
@@ -119,13 +176,13 @@ class RankRows {
     for (std::size_t i = 0; i < rows.size(); ++i) index[next[slot[i]]++] = static_cast<std::uint32_t>(i);
   }
   static std::span<const std::uint32_t> part(const std::vector<std::size_t>& begin,
-                                             const std::vector<std::uint32_t>& index, std::size_t slot) {
+                                             const MappedVector<std::uint32_t>& index, std::size_t slot) {
     return {index.data() + begin[slot], index.data() + begin[slot + 1]};
   }
 
   std::vector<std::int32_t> ranks_;
   std::vector<std::size_t> op_begin_, activity_begin_;
-  std::vector<std::uint32_t> ops_, activities_;
+  MappedVector<std::uint32_t> ops_, activities_;  // mapped apart (huge_pages.h)
 };
 
 }  // namespace moetrace::analyzer

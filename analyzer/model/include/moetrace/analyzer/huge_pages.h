@@ -23,4 +23,30 @@ void reserve_huge(std::vector<T>& v, std::size_t n) {
   advise_huge_pages(v.data(), v.capacity() * sizeof(T));
 }
 
+// Memory mapped apart and given back to the system when freed, whatever its
+// size: for an analysis's arrays of a few MiB to a few tens that live while
+// the analysis runs. From the heap (under glibc's 32 MiB mmap threshold)
+// they would stay there once freed, in holes other threads' later blocks
+// fill only in part, while the critical path's large arrays, mapped apart,
+// cannot use them. Advised for huge pages as reserve_huge's.
+void* map_apart(std::size_t bytes);
+void unmap_apart(void* p, std::size_t bytes);
+
+template <class T>
+struct MappedAllocator {
+  using value_type = T;
+  MappedAllocator() = default;
+  template <class U>
+  MappedAllocator(const MappedAllocator<U>&) {}  // NOLINT: converting, as allocators are
+  T* allocate(std::size_t n) { return static_cast<T*>(map_apart(n * sizeof(T))); }
+  void deallocate(T* p, std::size_t n) { unmap_apart(p, n * sizeof(T)); }
+  template <class U>
+  bool operator==(const MappedAllocator<U>&) const {
+    return true;
+  }
+};
+
+template <class T>
+using MappedVector = std::vector<T, MappedAllocator<T>>;
+
 }  // namespace moetrace::analyzer
