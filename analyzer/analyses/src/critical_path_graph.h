@@ -61,13 +61,13 @@ class CpClock {
     for (auto k : {PathEvent::Kind::kKernel, PathEvent::Kind::kMemcpy, PathEvent::Kind::kMemset})
       rows(k, std::span<const Activity>(t.activities), &Activity::start_ns, &Activity::end_ns);
   }
-  // The events of kind k read their times from rows[source].
+  // The events of kind k read their times from table[source].
   template <class Row>
-  void rows(PathEvent::Kind k, std::span<const Row> rows, std::int64_t Row::*start, std::int64_t Row::*end) {
+  void rows(PathEvent::Kind k, std::span<const Row> table, std::int64_t Row::*start, std::int64_t Row::*end) {
     const auto i = static_cast<std::size_t>(k);
     stride_[i] = sizeof(Row);
-    start_[i] = rows.empty() ? nullptr : reinterpret_cast<const std::byte*>(&(rows[0].*start));
-    end_[i] = rows.empty() ? nullptr : reinterpret_cast<const std::byte*>(&(rows[0].*end));
+    start_[i] = table.empty() ? nullptr : reinterpret_cast<const std::byte*>(&(table[0].*start));
+    end_[i] = table.empty() ? nullptr : reinterpret_cast<const std::byte*>(&(table[0].*end));
   }
   std::int64_t start(const CpEvent& e) const { return read(start_, e); }
   std::int64_t end(const CpEvent& e) const { return read(end_, e); }
