@@ -29,20 +29,26 @@ enum class Scope { kWhole, kFilePart };
 class SharedCollectiveCalls {
  public:
   explicit SharedCollectiveCalls(const Trace& trace) : trace_(trace) {}
-  // A piece of work that calls f(calls); counted as a reader here, when the
-  // work is listed, so every reader is counted before any runs.
+  // A piece of work that calls f(calls, done_reading); counted as a reader
+  // here, when the work is listed, so every reader is counted before any
+  // runs. It is done reading when it returns, or earlier where it calls
+  // done_reading().
   template <class F>
   std::function<void()> reader(F f) {
     ++readers_;
     return [this, f = std::move(f)] {
+      bool read = false;
+      const std::function<void()> done_reading = [&] {
+        if (read) return;
+        read = true;
+        if (readers_.fetch_sub(1) == 1) std::vector<CollectiveCall>().swap(calls_);
+      };
       struct Done {
-        SharedCollectiveCalls& c;
-        ~Done() {
-          if (c.readers_.fetch_sub(1) == 1) std::vector<CollectiveCall>().swap(c.calls_);
-        }
-      } done{*this};
+        const std::function<void()>& done;
+        ~Done() { done(); }
+      } at_return{done_reading};
       std::call_once(once_, [&] { calls_ = collective_calls(trace_); });
-      f(calls_);
+      f(calls_, done_reading);
     };
   }
 
@@ -63,17 +69,23 @@ Analyses run_analyses(const Trace& trace, const std::function<void(std::string_v
   // 0.2-0.3 s each; the two paths are now one graph), so that the last to
   // start are short. After the critical paths, those that hold the most
   // memory while they run (gui_bench --stages on a 10 M-event trace: the
-  // fits 364 MiB, the breakdown 230, efficiency 198, the launch queues 112,
-  // the rest 100 or less), so that on few threads they run beside the
+  // fits 219 MiB, the breakdown 177, efficiency 149, the launch queues 116,
+  // the rest 50 or less), so that on few threads they run beside the
   // critical path's graph while it is still being built, not beside its
-  // search, when it is largest.
+  // search, when it is largest; the collective waits (short) right after
+  // efficiency, the calls' other reader.
   std::vector<std::pair<std::string_view, std::function<void()>>> work;
   // Read by the path across ranks, efficiency and the collective waits.
   SharedCollectiveCalls calls(trace);
   if (several_ranks) {
     // Each rank's path and the one across ranks from one graph.
-    work.emplace_back("critical paths", calls.reader([&](const std::vector<CollectiveCall>& c) {
-      auto paths = critical_paths_and_across(trace, c, 20, threads);
+    // The calls given back once the graph is built: by then, on two threads
+    // or more, the other readers (listed early, after the heavy analyses)
+    // are done with them, and the graph's search runs without them (74 MiB
+    // on a 10 M-event trace).
+    work.emplace_back("critical paths", calls.reader([&](const std::vector<CollectiveCall>& c,
+                                                         const std::function<void()>& done_reading) {
+      auto paths = critical_paths_and_across(trace, c, 20, threads, done_reading);
       a.critical_path = std::move(paths.ranks);
       a.critical_path_across_ranks = std::move(paths.across);
     }));
@@ -92,8 +104,12 @@ Analyses run_analyses(const Trace& trace, const std::function<void(std::string_v
   });
   work.emplace_back("nvtx ranges", [&] { a.nvtx = analyze_nvtx(trace); });
   if (whole)
-    work.emplace_back("efficiency", calls.reader([&](const std::vector<CollectiveCall>& c) {
+    work.emplace_back("efficiency", calls.reader([&](const std::vector<CollectiveCall>& c, const auto&) {
       a.efficiency = analyze_efficiency(trace, c);
+    }));
+  if (several_ranks)
+    work.emplace_back("collective waits", calls.reader([&](const std::vector<CollectiveCall>& c, const auto&) {
+      a.rank_waits = compute_rank_waits(c);
     }));
   work.emplace_back("launch queues", [&] {
     LaunchQueueOptions launch_queue;
@@ -108,10 +124,6 @@ Analyses run_analyses(const Trace& trace, const std::function<void(std::string_v
       o.window = breakdown.rank_window;
       a.kernel_sequences = frequent_kernel_sequences(trace, o);
     });
-  if (several_ranks)
-    work.emplace_back("collective waits", calls.reader([&](const std::vector<CollectiveCall>& c) {
-      a.rank_waits = compute_rank_waits(c);
-    }));
   if (trace.recognition.ran)
     work.emplace_back("unclassified kernels", [&] {
       a.unclassified_kernels = largest_unclassified_kernels(trace, whole ? kUnclassifiedKernelsShown : SIZE_MAX);

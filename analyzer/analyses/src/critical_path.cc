@@ -28,10 +28,11 @@ class CpGraph {
  public:
   // across: the graph of every rank, joined at collectives (rank: -1).
   // calls: the trace's collective_calls(), given for the graph across ranks.
+  // calls_read: called once `calls` is read (the graph built).
   CpGraph(const Trace& t, std::int32_t rank, detail::CpRankInput input, const detail::CpInput& in,
-          const std::vector<CollectiveCall>* calls = nullptr)
+          const std::vector<CollectiveCall>* calls = nullptr, std::function<void()> calls_read = {})
       : t_(t), rank_(rank), across_(calls != nullptr), ev_(std::move(input.host)), streams_(std::move(input.streams)),
-        in_(in), calls_(calls) {}
+        in_(in), calls_(calls), calls_read_(std::move(calls_read)) {}
 
   // release: the input, emptied once the edges are built (where no other
   // graph reads it) so that the longest path's arrays take its place.
@@ -44,6 +45,8 @@ class CpGraph {
     gpu_edges();
     if (in_.infer_sync) inferred_sync_edges();
     if (calls_) collective_edges(*calls_);
+    calls_ = nullptr;  // not read from here on
+    if (calls_read_) calls_read_();
     // What the longest path does not read.
     MappedVector<std::int32_t>().swap(gpu_event_);
     MappedVector<std::uint32_t>().swap(own_edge_);
@@ -612,6 +615,7 @@ class CpGraph {
   std::vector<std::uint32_t> streams_;
   const detail::CpInput& in_;
   const std::vector<CollectiveCall>* calls_;
+  std::function<void()> calls_read_;
   std::vector<std::uint32_t> out_begin_;  // group_edges()
   detail::CpSearch search_;              // the last search's arrays, reused by the next
   std::size_t host_ = 0;                // host events come first in ev_
@@ -670,7 +674,8 @@ namespace {
 // The graph across ranks, its path, and where `rank_paths` is given each
 // rank's own from the same graph.
 CrossRankCriticalPath across_ranks(const Trace& t, const std::vector<CollectiveCall>& calls, std::size_t top_events,
-                                   std::vector<RankCriticalPath>* rank_paths, int threads = 1) {
+                                   std::vector<RankCriticalPath>* rank_paths, int threads = 1,
+                                   const std::function<void()>& calls_read = {}) {
   CriticalPathOptions o;
   auto in = detail::cp_input(t, o, true);
   CrossRankCriticalPath out;
@@ -685,7 +690,7 @@ CrossRankCriticalPath across_ranks(const Trace& t, const std::vector<CollectiveC
   }
   out.path.rank = -1;
   if (out.ranks.empty()) return out;
-  CpGraph g(t, -1, std::move(all), in, &calls);
+  CpGraph g(t, -1, std::move(all), in, &calls, calls_read);
   out.path = g.run(top_events, &in);
   out.collective_instances = g.instances;
   out.collective_edges = g.collective_edge_count;
@@ -704,9 +709,9 @@ CrossRankCriticalPath critical_path_across_ranks(const Trace& t, const std::vect
 }
 
 CriticalPaths critical_paths_and_across(const Trace& t, const std::vector<CollectiveCall>& calls,
-                                        std::size_t top_events, int threads) {
+                                        std::size_t top_events, int threads, const std::function<void()>& calls_read) {
   CriticalPaths out;
-  out.across = across_ranks(t, calls, top_events, &out.ranks, threads);
+  out.across = across_ranks(t, calls, top_events, &out.ranks, threads, calls_read);
   return out;
 }
 

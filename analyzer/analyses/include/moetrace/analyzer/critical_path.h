@@ -169,6 +169,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -269,12 +270,15 @@ CrossRankCriticalPath critical_path_across_ranks(const Trace& trace, const std::
 // without the collective edges), ties resolved alike; the graph is built
 // once instead of twice. `threads`: the ranks' paths are read from the
 // graph's search on up to that many (0: the machine's cores); the results
-// are the same on any number.
+// are the same on any number. `calls_read`, where given, is called once the
+// graph has read `calls` (its collective edges built, before its search):
+// the caller may free them from then on.
 struct CriticalPaths {
   std::vector<RankCriticalPath> ranks;  // as critical_paths(trace)
   CrossRankCriticalPath across;
 };
 CriticalPaths critical_paths_and_across(const Trace& trace, const std::vector<CollectiveCall>& calls,
-                                        std::size_t top_events = 20, int threads = 1);
+                                        std::size_t top_events = 20, int threads = 1,
+                                        const std::function<void()>& calls_read = {});
 
 }  // namespace moetrace::analyzer
