@@ -116,6 +116,32 @@ TEST(CriticalPathEdges, GroupedBySourceAsAStableSortWouldOrderThem) {
   }
 }
 
+// An edge whose weight is set twice (a participant of two collective
+// instances) weighs the later one, read before the edges are grouped and at
+// its place after; an edge set once keeps its own. Edges 0 (from node 3) and
+// 2 (from node 0): edge 2 goes first once grouped, edge 0 last.
+TEST(CriticalPathEdges, WeightSetTwiceWeighsTheLaterOne) {
+  CpEdges edges;
+  edges.reserve(3);
+  edges.push(3, 4, true, 0);
+  edges.push(1, 2, true, 0);
+  edges.push(0, 5, true, 0);
+  edges.set_weight(0, 40);
+  edges.set_weight(2, 7);
+  EXPECT_EQ(edges.explicit_weight(0), 40);
+  edges.set_weight(0, 25);
+  EXPECT_EQ(edges.explicit_weight(0), 25);
+  EXPECT_EQ(edges.explicit_weight(2), 7);
+  const auto begin = edges.group_by_source(6);
+  ASSERT_EQ(edges.v, (std::vector<std::uint32_t>{5, 2, 4}));
+  EXPECT_TRUE(edges.has_explicit(0));
+  EXPECT_FALSE(edges.has_explicit(1));
+  EXPECT_TRUE(edges.has_explicit(2));
+  EXPECT_EQ(edges.explicit_weight(0), 7);
+  EXPECT_EQ(edges.explicit_weight(2), 25);
+  EXPECT_EQ(edges.explicit_w.size(), 2u);
+}
+
 // An edge's source, searched from any node, is the node whose edges hold
 // it: on first-edge arrays with runs of nodes without edges (equal entries)
 // at the start, inside and at the end, every edge k from every start node

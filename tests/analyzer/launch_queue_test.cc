@@ -299,6 +299,47 @@ TEST(LaunchQueue, KernelLaunchDelaysAndOutliers) {
   EXPECT_EQ(order, (std::vector<std::int64_t>{2, 4, 5, 1, 3}));
 }
 
+// Each rank's statistics are of its own launches alone, where its stream
+// tracks lie apart among another rank's (stream order 0, 1, 2: ranks 0, 1,
+// 0). Rank 0: launch delays 1000 - 200 = 800, 1200 - 600 = 600 (stream 0)
+// and 3000 - 400 = 2600 (stream 2): 3 launches, mean 4000 / 3, p50 800, max
+// 2600, the worst corr 2 (stream 2), then 1, then 3. Rank 1: one launch,
+// delay 2000 - 1600 = 400, and a kernel launched through the driver API,
+// which HTA does not count (other 1).
+TEST(LaunchQueue, EachRanksStatisticsWhereItsStreamsLieApart) {
+  const auto trace = testing::load_text_trace("lq-apart.db", R"(
+    stream id=0 rank=0 role=compute
+    stream id=1 rank=1 role=compute
+    stream id=2 rank=0 role=compute
+    api rank=0 start=100 end=200 corr=1
+    kernel rank=0 stream=0 start=1000 end=1100 corr=1 name=a
+    api rank=0 start=300 end=400 corr=2
+    kernel rank=0 stream=2 start=3000 end=3100 corr=2 name=b
+    api rank=0 start=500 end=600 corr=3
+    kernel rank=0 stream=0 start=1200 end=1300 corr=3 name=c
+    api rank=1 start=1500 end=1600 corr=1
+    kernel rank=1 stream=1 start=2000 end=2050 corr=1 name=d
+    api rank=1 start=1700 end=1750 corr=2 name=cuLaunchKernel
+    kernel rank=1 stream=1 start=2100 end=2200 corr=2 name=e
+  )");
+  const auto stats = launch_statistics(trace, {});
+  ASSERT_EQ(stats.size(), 2u);
+  EXPECT_EQ(stats[0].rank, 0);
+  EXPECT_EQ(stats[0].launches, 3);
+  EXPECT_EQ(stats[0].other_launch_calls, 0);
+  EXPECT_DOUBLE_EQ(stats[0].launch_delay_ns.mean, 4000.0 / 3.0);
+  EXPECT_DOUBLE_EQ(stats[0].launch_delay_ns.p50, 800.0);
+  EXPECT_EQ(stats[0].launch_delay_ns.max, 2600);
+  std::vector<std::int64_t> worst;
+  for (const auto& w : stats[0].worst) worst.push_back(w.correlation_id);
+  EXPECT_EQ(worst, (std::vector<std::int64_t>{2, 1, 3}));
+  EXPECT_EQ(stats[0].worst.front().name, "b");
+  EXPECT_EQ(stats[1].rank, 1);
+  EXPECT_EQ(stats[1].launches, 1);
+  EXPECT_EQ(stats[1].other_launch_calls, 1);
+  EXPECT_EQ(stats[1].launch_delay_ns.max, 400);
+}
+
 // No GPU events at all (ops only), and a bare in-memory trace: every result
 // empty, the report says so and its JSON still matches the schema.
 TEST(LaunchQueue, NoKernelsGiveEmptyResults) {

@@ -42,7 +42,7 @@ struct RankSets {
 // Only what lies inside the windows counts, so that every share of a window
 // is at most 1 (an iteration's windows partition the rank's time; its work
 // may run on past its window's end, into the next one's).
-void split_time(const Trace& trace, const OpIntervals& oi, const std::vector<std::size_t>& ops,
+void split_time(const Trace& trace, const OpIntervals& oi, const std::vector<std::uint32_t>& ops,
                 const IntervalSet& windows, const RankSets& rank, TimeSplit& t) {
   std::vector<LabelledInterval> labelled;
   std::vector<Interval> comm;
@@ -74,7 +74,7 @@ void split_time(const Trace& trace, const OpIntervals& oi, const std::vector<std
   t.idle_ns = windows.subtract(rank.all).length();
 }
 
-Interval envelope(const OpIntervals& oi, const std::vector<std::size_t>& ops) {
+Interval envelope(const OpIntervals& oi, const std::vector<std::uint32_t>& ops) {
   Interval e{INT64_MAX, INT64_MIN};
   for (auto o : ops)
     for (const auto i : oi.of(o)) {
@@ -184,24 +184,39 @@ Interval span_of(const RankTime& rt) {
 }
 
 // The split of a rank's time clipped to `w`; `sets` gets the rank's
-// computation and all of its time in the window.
-RankSummary rank_split(std::int32_t rank, const RankTime& rt, Interval w, RankSets& sets) {
+// computation and all of its time in the window. The rank's intervals are
+// clipped in place, then swept (no copy of them beside), and the sets'
+// arrays sized once, counted first (grown interval by interval, each was
+// copied at every doubling).
+RankSummary rank_split(std::int32_t rank, RankTime rt, Interval w, RankSets& sets) {
   RankSummary rs;
   rs.rank = rank;
-  std::vector<LabelledInterval> clipped;
-  std::vector<Interval> all, compute, comm, unattributed;
   auto clip = [&](std::int64_t s, std::int64_t e) { return Interval{std::max(s, w.start), std::min(e, w.end)}; };
+  std::size_t kept = 0, computation = 0, communication = 0;
+  auto& clipped = rt.labelled;
   for (const auto& l : rt.labelled) {
     if (l.start <= w.end && l.end >= w.start) ++rs.events;
     const auto i = clip(l.start, l.end);
     if (i.end <= i.start) continue;
     const auto c = static_cast<Category>(l.label);
-    clipped.push_back({i.start, i.end, l.label});
-    all.push_back(i);
-    if (is_computation(c)) compute.push_back(i);
-    if (is_communication(c)) comm.push_back(i);
+    clipped[kept++] = {i.start, i.end, l.label};
+    computation += is_computation(c) ? 1 : 0;
+    communication += is_communication(c) ? 1 : 0;
   }
+  clipped.resize(kept);
+  std::vector<Interval> all, compute, comm, unattributed;
+  all.reserve(kept);
+  compute.reserve(computation);
+  comm.reserve(communication);
+  for (const auto& l : clipped) {
+    const auto c = static_cast<Category>(l.label);
+    all.push_back({l.start, l.end});
+    if (is_computation(c)) compute.push_back({l.start, l.end});
+    if (is_communication(c)) comm.push_back({l.start, l.end});
+  }
+  unattributed.reserve(rt.unattributed.size());
   for (const auto& u : rt.unattributed) unattributed.push_back(clip(u.start, u.end));
+  std::vector<Interval>().swap(rt.unattributed);
   const auto cov = Coverage::sweep(std::move(clipped));
   rs.t.window_ns = w.length();
   for (int c = 0; c < kNumCategories; ++c) {
@@ -393,10 +408,11 @@ Breakdown compute_breakdown(const Trace& trace, const BreakdownOptions& options)
   std::map<std::int32_t, RankSets> rank_sets;
   const RankRows rows(trace);
   for (std::size_t slot = 0; slot < rows.size(); ++slot) {
-    const auto rt = rank_time(trace, oi, rows, slot);
+    auto rt = rank_time(trace, oi, rows, slot);
     if (rt.labelled.empty()) continue;
     const auto r = rows.rank(slot);
-    b.ranks.push_back(rank_split(r, rt, span_of(rt), rank_sets[r]));
+    const auto span = span_of(rt);
+    b.ranks.push_back(rank_split(r, std::move(rt), span, rank_sets[r]));
   }
   // Another window of the per-rank rows: the steps' work alone.
   if (options.rank_window != RankWindow::kSpan) {
@@ -408,22 +424,24 @@ Breakdown compute_breakdown(const Trace& trace, const BreakdownOptions& options)
     for (std::size_t slot = 0; slot < rows.size(); ++slot) {
       const auto r = rows.rank(slot);
       if (hta && !steps.has_steps(r)) continue;
-      const auto rt =
+      auto rt =
           rank_time_in_steps(trace, oi, rows, slot, steps, hta || options.rank_window == RankWindow::kStepsButLast);
       if (rt.labelled.empty()) continue;
       RankSets unused;
-      b.ranks.push_back(rank_split(r, rt, span_of(rt), unused));
+      const auto span = span_of(rt);
+      b.ranks.push_back(rank_split(r, std::move(rt), span, unused));
     }
     if (hta)
       std::sort(b.ranks.begin(), b.ranks.end(),
                 [](const RankSummary& x, const RankSummary& y) { return x.rank < y.rank; });
   }
 
-  // Group ops: MoE-layer rows and iteration rows.
-  std::map<std::tuple<std::int32_t, std::int32_t, Phase, std::int32_t>, std::map<std::int32_t, std::vector<std::size_t>>>
+  // Group ops: MoE-layer rows and iteration rows (ops indexed in 32 bits,
+  // as OpIntervals requires).
+  std::map<std::tuple<std::int32_t, std::int32_t, Phase, std::int32_t>, std::map<std::int32_t, std::vector<std::uint32_t>>>
       layer_ops;  // (layer, iteration, phase, rank) -> micro-batch -> ops
-  std::map<std::pair<std::int32_t, std::int32_t>, std::vector<std::size_t>> iter_ops;  // (iteration, rank)
-  for (std::size_t o = 0; o < trace.ops.size(); ++o) {
+  std::map<std::pair<std::int32_t, std::int32_t>, std::vector<std::uint32_t>> iter_ops;  // (iteration, rank)
+  for (std::uint32_t o = 0; o < trace.ops.size(); ++o) {
     const auto& op = trace.ops[o];
     if (op.iteration < 0) continue;
     iter_ops[{op.iteration, op.rank.value}].push_back(o);
@@ -438,10 +456,11 @@ Breakdown compute_breakdown(const Trace& trace, const BreakdownOptions& options)
   // (layer, rank, iteration) -> the windows of all its rows (phases).
   std::map<std::tuple<std::int32_t, std::int32_t, std::int32_t>, std::vector<Interval>> layer_windows;
   std::vector<std::int32_t> row_of(trace.ops.size(), -1);
+  b.rows.reserve(layer_ops.size());
   for (const auto& [key, by_mb] : layer_ops) {
     const auto& [layer, iteration, phase, rank] = key;
     std::vector<Interval> windows;
-    std::vector<std::size_t> ops;
+    std::vector<std::uint32_t> ops;
     for (const auto& [mb, list] : by_mb) {
       windows.push_back(envelope(oi, list));
       ops.insert(ops.end(), list.begin(), list.end());

@@ -29,8 +29,10 @@ struct CpEdges {
   std::vector<std::uint32_t> u, v;  // source, destination node; u is emptied by group_by_source
   std::vector<std::uint8_t> flags;  // the category (PathCategory, or kNoCategory) | the flags above
   // The weights of the kExplicit edges (few: one a collective participant):
-  // by edge while built, then (edge, weight) in order of edge once grouped.
-  std::unordered_map<std::uint32_t, std::int64_t> set_w;
+  // (edge, weight) as set while built, a later one over an earlier (16
+  // bytes each; a hash map by edge took 40); then in order of edge once
+  // grouped.
+  std::vector<std::pair<std::uint32_t, std::int64_t>> set_w;
   std::vector<std::pair<std::uint32_t, std::int64_t>> explicit_w;
 
   std::size_t size() const { return v.size(); }
@@ -39,16 +41,26 @@ struct CpEdges {
   bool shortened(std::size_t k) const { return (flags[k] & kShortened) != 0; }
   bool zero(std::size_t k) const { return (flags[k] & kZero) != 0; }
   bool has_explicit(std::size_t k) const { return (flags[k] & kExplicit) != 0; }
+  // Not yet grouped, read by the one thread that builds the edges: an
+  // edge's weight is read again only where it is set twice (a participant
+  // of two collective instances; none in the traces seen), through an
+  // index built at the first such read.
   std::int64_t explicit_weight(std::size_t k) const {
-    if (u.size() == size()) return set_w.at(static_cast<std::uint32_t>(k));  // not yet grouped
-    const auto it = std::lower_bound(explicit_w.begin(), explicit_w.end(), static_cast<std::uint32_t>(k),
+    const auto key = static_cast<std::uint32_t>(k);
+    if (u.size() == size()) {  // not yet grouped
+      if (set_at_.empty())
+        for (std::size_t i = 0; i < set_w.size(); ++i) set_at_[set_w[i].first] = i;
+      return set_w[set_at_.at(key)].second;
+    }
+    const auto it = std::lower_bound(explicit_w.begin(), explicit_w.end(), key,
                                      [](const auto& e, std::uint32_t x) { return e.first < x; });
     return it->second;
   }
   // Edge k (not yet grouped) weighs `weight` from now on, whatever its nodes' times.
   void set_weight(std::size_t k, std::int64_t weight) {
     flags[k] = static_cast<std::uint8_t>((flags[k] & ~kZero) | kExplicit);
-    set_w[static_cast<std::uint32_t>(k)] = weight;
+    if (!set_at_.empty()) set_at_[static_cast<std::uint32_t>(k)] = set_w.size();
+    set_w.emplace_back(static_cast<std::uint32_t>(k), weight);
   }
 
   // Room for n edges, advised for huge pages; untouched past the last edge.
@@ -90,10 +102,18 @@ struct CpEdges {
     for (auto& from : to) from = begin[from]++;
     for (std::size_t i = nodes; i > 0; --i) begin[i] = begin[i - 1];
     begin[0] = 0;
-    explicit_w.reserve(set_w.size());
-    for (const auto& [k, weight] : set_w) explicit_w.emplace_back(to[k], weight);
+    // The weights set, the last one of each edge, at its place.
+    std::stable_sort(set_w.begin(), set_w.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    explicit_w = std::move(set_w);
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < explicit_w.size(); ++i) {
+      if (i + 1 < explicit_w.size() && explicit_w[i + 1].first == explicit_w[i].first) continue;
+      explicit_w[kept++] = {to[explicit_w[i].first], explicit_w[i].second};
+    }
+    explicit_w.resize(kept);
     std::sort(explicit_w.begin(), explicit_w.end());
-    std::unordered_map<std::uint32_t, std::int64_t>().swap(set_w);
+    set_w.clear();
+    std::unordered_map<std::uint32_t, std::size_t>().swap(set_at_);
     const std::size_t n = size();
     // Blocks of places: block b holds places [b * block, (b + 1) * block).
     constexpr std::size_t kBlocks = 16;
@@ -166,6 +186,9 @@ struct CpEdges {
                                      begin.begin() + static_cast<std::ptrdiff_t>(hi), key);
     return static_cast<std::uint32_t>(it - begin.begin() - 1);
   }
+
+ private:
+  mutable std::unordered_map<std::uint32_t, std::size_t> set_at_;  // edge -> its last place in set_w (explicit_weight)
 };
 
 }  // namespace moetrace::analyzer::detail

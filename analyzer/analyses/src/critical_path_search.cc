@@ -138,15 +138,11 @@ RankCriticalPath cp_path(const Trace& t, const CpInput& in, std::span<const CpEv
   }
   // Ranked by (path time descending, start, end, name, then event and
   // category: a total order, so the events kept and their order do not
-  // depend on the sort) on light records; only the events kept are built
-  // (names copied), and only they are put in order (a partial sort: a path
-  // of 10^4-10^5 events keeps 20 by default).
-  struct Ranked {
-    std::int64_t ns, start, end;
-    std::string_view name;
-    std::int32_t event;
-    std::uint8_t category;
-  };
+  // depend on the sort), read from each event as compared (mostly the path
+  // times alone decide), no record of every event's keys beside the shares
+  // (48 bytes each); only the events kept are built (names copied), and
+  // only they are put in order (a partial sort: a path of 10^4-10^5 events
+  // keeps 20 by default).
   std::sort(by_event.begin(), by_event.end(), [](const Share& a, const Share& b) {
     return std::tie(a.event, a.category) < std::tie(b.event, b.category);
   });
@@ -158,37 +154,35 @@ RankCriticalPath cp_path(const Trace& t, const CpInput& in, std::span<const CpEv
       by_event[shares++] = share;
   }
   by_event.resize(shares);
-  std::vector<Ranked> ranked;
-  ranked.reserve(by_event.size());
-  for (const auto& share : by_event) {
-    const auto& e = ev[static_cast<std::size_t>(share.event)];
-    std::string_view name;
+  const auto name_of = [&](const CpEvent& e) -> std::string_view {
     switch (e.kind) {
-      case PathEvent::Kind::kNvtx: name = t.str(t.nvtx[e.source].name); break;
-      case PathEvent::Kind::kApi: name = t.str(t.api_calls[e.source].name); break;
-      case PathEvent::Kind::kMemcpy: name = "memcpy"; break;
-      case PathEvent::Kind::kMemset: name = "memset"; break;
-      default: name = t.str(t.activities[e.source].name);
+      case PathEvent::Kind::kNvtx: return t.str(t.nvtx[e.source].name);
+      case PathEvent::Kind::kApi: return t.str(t.api_calls[e.source].name);
+      case PathEvent::Kind::kMemcpy: return "memcpy";
+      case PathEvent::Kind::kMemset: return "memset";
+      default: return t.str(t.activities[e.source].name);
     }
-    ranked.push_back({share.ns, clock.start(e), clock.end(e), name, share.event, share.category});
-  }
-  const auto before = [](const Ranked& a, const Ranked& b) {
-    if (a.ns != b.ns) return a.ns > b.ns;
-    if (a.start != b.start) return a.start < b.start;
-    if (a.end != b.end) return a.end < b.end;
-    if (a.name != b.name) return a.name < b.name;
-    return std::tie(a.event, a.category) < std::tie(b.event, b.category);
   };
-  r.path_event_count = static_cast<std::int64_t>(ranked.size());
-  if (top_events > 0 && ranked.size() > top_events) {
-    const auto kept = ranked.begin() + static_cast<std::ptrdiff_t>(top_events);
-    std::partial_sort(ranked.begin(), kept, ranked.end(), before);
-    ranked.erase(kept, ranked.end());
+  const auto before = [&](const Share& a, const Share& b) {
+    if (a.ns != b.ns) return a.ns > b.ns;
+    if (a.event == b.event) return a.category < b.category;
+    const auto& ea = ev[static_cast<std::size_t>(a.event)];
+    const auto& eb = ev[static_cast<std::size_t>(b.event)];
+    if (const auto sa = clock.start(ea), sb = clock.start(eb); sa != sb) return sa < sb;
+    if (const auto xa = clock.end(ea), xb = clock.end(eb); xa != xb) return xa < xb;
+    if (const auto na = name_of(ea), nb = name_of(eb); na != nb) return na < nb;
+    return a.event < b.event;
+  };
+  r.path_event_count = static_cast<std::int64_t>(by_event.size());
+  if (top_events > 0 && by_event.size() > top_events) {
+    const auto kept = by_event.begin() + static_cast<std::ptrdiff_t>(top_events);
+    std::partial_sort(by_event.begin(), kept, by_event.end(), before);
+    by_event.erase(kept, by_event.end());
   } else {
-    std::sort(ranked.begin(), ranked.end(), before);
+    std::sort(by_event.begin(), by_event.end(), before);
   }
-  r.events.reserve(ranked.size());
-  for (const auto& k : ranked) {
+  r.events.reserve(by_event.size());
+  for (const auto& k : by_event) {
     const auto& e = ev[static_cast<std::size_t>(k.event)];
     PathEvent p;
     p.kind = e.kind;
@@ -196,7 +190,7 @@ RankCriticalPath cp_path(const Trace& t, const CpInput& in, std::span<const CpEv
     p.end_ns = clock.end(e);
     p.category = static_cast<PathCategory>(k.category);
     p.path_ns = k.ns;
-    p.name = std::string(k.name);
+    p.name = std::string(name_of(e));
     p.rank = in.rank(e);
     switch (e.kind) {
       case PathEvent::Kind::kNvtx: p.thread = in.threads[static_cast<std::size_t>(e.lane)]; break;

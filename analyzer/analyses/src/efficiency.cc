@@ -144,7 +144,7 @@ class Calculator {
       : t_(t), first_activity_(t.ops.size(), -1), participants_(t.ops.size(), 0), calls_(calls) {
     for (std::size_t i = 0; i < t.activities.size(); ++i)
       if (const auto op = t.activities[i].op; op >= 0 && first_activity_[static_cast<std::size_t>(op)] < 0)
-        first_activity_[static_cast<std::size_t>(op)] = static_cast<std::int64_t>(i);
+        first_activity_[static_cast<std::size_t>(op)] = static_cast<std::int32_t>(i);
     for (std::size_t i = 0; i < calls_.size();) {
       std::size_t j = i;
       while (j < calls_.size() && calls_[j].key == calls_[i].key) ++j;
@@ -180,7 +180,7 @@ class Calculator {
 
  private:
   const Trace& t_;
-  std::vector<std::int64_t> first_activity_;
+  std::vector<std::int32_t> first_activity_;  // per op (activities are indexed in 32 bits, as Activity::launched_by)
   std::vector<int> participants_;
   const std::vector<CollectiveCall>& calls_;
 };
@@ -389,22 +389,12 @@ std::map<std::int32_t, RankDevice> set_devices(const Trace& trace, EfficiencyAna
   return device_of;
 }
 
-}  // namespace
-
-EfficiencyAnalysis analyze_efficiency(const Trace& trace, const std::unordered_map<std::uint64_t, int>* participants) {
-  return analyze_efficiency(trace, collective_calls(trace), participants);
-}
-
-EfficiencyAnalysis analyze_efficiency(const Trace& trace, const std::vector<CollectiveCall>& calls,
-                                      const std::unordered_map<std::uint64_t, int>* participants) {
-  EfficiencyAnalysis e;
-  find_dtype(trace, e);
-  auto device_of = set_devices(trace, e);
-
-  const Calculator calc(trace, calls, participants);
+// Each rank's row and its layers' (GEMMs, all-to-all, all-reduce), one
+// rank at a time (its rows' intervals held only while it is read), in order
+// of rank, its layers in order of layer.
+void rank_and_layer_rows(const Trace& trace, const Calculator& calc, std::map<std::int32_t, RankDevice>& device_of,
+                         EfficiencyAnalysis& e) {
   const OpIntervals intervals(trace);
-  // One rank at a time (its rows' intervals held only while it is read), in
-  // order of rank, its layers in order of layer.
   const RankRows by_rank(trace);
   for (std::size_t slot = 0; slot < by_rank.size(); ++slot) {
     const auto ops = by_rank.ops(slot);
@@ -439,6 +429,24 @@ EfficiencyAnalysis analyze_efficiency(const Trace& trace, const std::vector<Coll
     for (auto& [layer, acc] : layers) e.layers.push_back(finish_row(rank, layer, acc, device_of[rank], e.dtype));
     e.ranks.push_back(finish_row(rank, -1, whole, device_of[rank], e.dtype));
   }
+}
+
+}  // namespace
+
+EfficiencyAnalysis analyze_efficiency(const Trace& trace, const std::unordered_map<std::uint64_t, int>* participants) {
+  return analyze_efficiency(trace, collective_calls(trace), participants);
+}
+
+EfficiencyAnalysis analyze_efficiency(const Trace& trace, const std::vector<CollectiveCall>& calls,
+                                      const std::unordered_map<std::uint64_t, int>* participants) {
+  EfficiencyAnalysis e;
+  find_dtype(trace, e);
+  auto device_of = set_devices(trace, e);
+
+  const Calculator calc(trace, calls, participants);
+  // The ops' intervals and the ranks' rows held only there, given back
+  // before the collectives' figures are put together.
+  rank_and_layer_rows(trace, calc, device_of, e);
   // A part of a run: its collectives are the run's (collective_efficiency).
   if (!participants)
     collective_buckets(calc.calls(), call_sizes(trace, calc), trace.run.world_size, common_link(e.devices), e);
