@@ -53,9 +53,7 @@ class CpGraph {
     MappedVector<std::uint32_t>().swap(own_edge_);
     if (release) {
       MappedVector<std::int32_t>().swap(release->api_event);
-      MappedVector<std::uint8_t>().swap(release->in_window);
-      MappedVector<std::int32_t>().swap(release->queue_at_call);
-      MappedVector<std::int32_t>().swap(release->queue_at_start);
+      MappedVector<std::uint8_t>().swap(release->activity);
     }
     auto r = longest(top_events);
     r.window_start_ns = INT64_MAX;
@@ -113,7 +111,7 @@ class CpGraph {
     gpu_event_.assign(t_.activities.size(), -1);
     for (auto s : streams_)
       for (auto i = t_.activity_track_begin[s]; i < t_.activity_track_begin[s + 1]; ++i) {
-        if (!in_.in_window[i]) continue;
+        if (!(in_.activity[i] & detail::CpInput::kInWindow)) continue;
         const auto& a = t_.activities[i];
         CpEvent g;
         g.lane = s;
@@ -371,7 +369,8 @@ class CpGraph {
           link(end_node(static_cast<std::size_t>(pe)), start_node(id));
           sync_end = end_of(static_cast<std::size_t>(pe));
         }
-      if (h >= 0 && in_.queue_at_call[ev_[id].source] == 1 && in_.queue_at_start[ev_[id].source] == 0 &&
+      constexpr auto kAlone = detail::CpInput::kAloneAtCall | detail::CpInput::kEmptyAtStart;
+      if (h >= 0 && (in_.activity[ev_[id].source] & kAlone) == kAlone &&
           prev_end < call_start && sync_end < call_start)
         span(start_node(static_cast<std::size_t>(h)), start_node(id), PathCategory::kLaunchDelay);
       else if (prev >= 0 && (h < 0 || prev_end > call_start) && sync_end < prev_end)

@@ -103,12 +103,12 @@ struct CpInput {
   // once the graph is built, not left in the heap).
   // api_calls[i]'s place in its graph's host events, -1: not in the window.
   MappedVector<std::int32_t> api_event;
-  // Per activity: in the window (its launching call is; or, on a rank with no
-  // API calls at all, its own start is).
-  MappedVector<std::uint8_t> in_window;
-  // Per activity: HTA's queue lengths on its stream at its launching call
-  // (after the call's +1) and at its start (after its -1); -1: not counted.
-  MappedVector<std::int32_t> queue_at_call, queue_at_start;
+  // Per activity, a byte of these flags (what the graph reads of HTA's
+  // queue lengths: two bits, not the two lengths, 8 bytes an activity).
+  static constexpr std::uint8_t kInWindow = 1;      // its launching call is in the window; or, on a rank with no API calls at all, its own start is
+  static constexpr std::uint8_t kAloneAtCall = 2;   // HTA's queue length on its stream at its launching call (after the call's +1) is 1
+  static constexpr std::uint8_t kEmptyAtStart = 4;  // and at its start (after its -1) is 0
+  MappedVector<std::uint8_t> activity;
   bool infer_sync = false;
   CpClock clock;  // the events' times
 };

@@ -221,9 +221,7 @@ CpInput cp_input(const Trace& t, const CriticalPathOptions& o, bool all_in_one) 
   // GPU events: those whose launching call is in the window; on a rank that
   // recorded no API calls, those that start in it. HTA's queue lengths count
   // over the whole trace (its t_full).
-  in.in_window.assign(t.activities.size(), 0);
-  in.queue_at_call.assign(t.activities.size(), -1);
-  in.queue_at_start.assign(t.activities.size(), -1);
+  in.activity.assign(t.activities.size(), 0);
   // A graph reserved above but given no events is none.
   auto drop_empty = [&] {
     std::erase_if(in.ranks, [](const auto& r) { return r.second.host.empty() && r.second.streams.empty(); });
@@ -245,7 +243,7 @@ CpInput cp_input(const Trace& t, const CriticalPathOptions& o, bool all_in_one) 
       const ApiCall* call = t.launching_call(a);
       const bool kept = call ? call->end_ns > call->start_ns && within(rank, call->start_ns)
                              : !ranks_with_calls.contains(rank) && within(rank, a.start_ns);
-      in.in_window[i] = kept ? 1 : 0;
+      if (kept) in.activity[i] |= CpInput::kInWindow;
       any = any || kept;
       if (call && names.of(call->name).queues) {
         launches.push_back({call->start_ns, static_cast<std::uint32_t>(i)});
@@ -253,8 +251,13 @@ CpInput cp_input(const Trace& t, const CriticalPathOptions& o, bool all_in_one) 
       }
     }
     walk_stream_queue(
-        launches, starts, [&](const QueuePoint& p, std::int32_t length) { in.queue_at_call[p.activity] = length; },
-        [&](const QueuePoint& p, std::int32_t length) { in.queue_at_start[p.activity] = length; });
+        launches, starts,
+        [&](const QueuePoint& p, std::int32_t length) {
+          if (length == 1) in.activity[p.activity] |= CpInput::kAloneAtCall;
+        },
+        [&](const QueuePoint& p, std::int32_t length) {
+          if (length == 0) in.activity[p.activity] |= CpInput::kEmptyAtStart;
+        });
     if (any) in.ranks[key(rank)].streams.push_back(static_cast<std::uint32_t>(s));
   }
   drop_empty();
