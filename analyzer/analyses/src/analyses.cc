@@ -67,22 +67,23 @@ Analyses run_analyses(const Trace& trace, const std::function<void(std::string_v
   // Longest first (measured on 128 imported PyTorch-profiler ranks: the
   // path across ranks 2.3 s, the ranks' paths 1.6 s, NVTX 0.8 s, the rest
   // 0.2-0.3 s each; the two paths are now one graph), so that the last to
-  // start are short. After the critical paths, those that hold the most
-  // memory while they run (gui_bench --stages on a 10 M-event trace: the
-  // fits 219 MiB, the breakdown 177, efficiency 149, the launch queues 116,
-  // the rest 50 or less), so that on few threads they run beside the
-  // critical path's graph while it is still being built, not beside its
-  // search, when it is largest; the collective waits (short) right after
-  // efficiency, the calls' other reader.
+  // start are short. After the critical paths, the fits (the most memory
+  // while they run: gui_bench --stages on a 10 M-event trace, 218 MiB),
+  // then the collective calls' other readers, efficiency (80 MiB) and the
+  // collective waits (short), so that the calls (74 MiB; the critical path
+  // copies what it reads of them first) are given back before the graph
+  // grows, then the breakdown (156 MiB), the rest 45 MiB or less: on few
+  // threads they run beside the critical path's graph while it is still
+  // being built, not beside its search, when it is largest.
   std::vector<std::pair<std::string_view, std::function<void()>>> work;
   // Read by the path across ranks, efficiency and the collective waits.
   SharedCollectiveCalls calls(trace);
   if (several_ranks) {
     // Each rank's path and the one across ranks from one graph.
-    // The calls given back once the graph is built: by then, on two threads
-    // or more, the other readers (listed early, after the heavy analyses)
-    // are done with them, and the graph's search runs without them (74 MiB
-    // on a 10 M-event trace).
+    // The calls given back once the graph has copied what it reads of them:
+    // on two threads or more the other readers (listed right after the
+    // fits) are done with them soon after, and the graph is built and
+    // searched without them (74 MiB on a 10 M-event trace).
     work.emplace_back("critical paths", calls.reader([&](const std::vector<CollectiveCall>& c,
                                                          const std::function<void()>& done_reading) {
       auto paths = critical_paths_and_across(trace, c, 20, threads, done_reading);
@@ -98,11 +99,6 @@ Analyses run_analyses(const Trace& trace, const std::function<void(std::string_v
   }
   if (whole) work.emplace_back("fitting models", [&] { a.cost_model = fit_cost_model(trace); });
   else if (samples) work.emplace_back("sampling ops for the fits", [&] { *samples = cost_samples(trace); });
-  work.emplace_back("breakdown", [&] {
-    a.breakdown = compute_breakdown(trace, breakdown);
-    if (whole) a.expert_load = analyze_expert_load(trace, a.breakdown);
-  });
-  work.emplace_back("nvtx ranges", [&] { a.nvtx = analyze_nvtx(trace); });
   if (whole)
     work.emplace_back("efficiency", calls.reader([&](const std::vector<CollectiveCall>& c, const auto&) {
       a.efficiency = analyze_efficiency(trace, c);
@@ -111,6 +107,11 @@ Analyses run_analyses(const Trace& trace, const std::function<void(std::string_v
     work.emplace_back("collective waits", calls.reader([&](const std::vector<CollectiveCall>& c, const auto&) {
       a.rank_waits = compute_rank_waits(c);
     }));
+  work.emplace_back("breakdown", [&] {
+    a.breakdown = compute_breakdown(trace, breakdown);
+    if (whole) a.expert_load = analyze_expert_load(trace, a.breakdown);
+  });
+  work.emplace_back("nvtx ranges", [&] { a.nvtx = analyze_nvtx(trace); });
   work.emplace_back("launch queues", [&] {
     LaunchQueueOptions launch_queue;
     launch_queue.window = breakdown.rank_window;
