@@ -62,6 +62,25 @@ TEST(CriticalPathSearch, NodeWithMoreInEdgesThanAByteCounts) {
     EXPECT_EQ(CpEdges::source(out_begin, s.pred[2 * kLast], near), 2 * kChainB + 1) << near;
 }
 
+// A node's distance keeps its 48 bits (a path of 30 hours: past 32 bits),
+// and one past them is an error, not a wrapped length.
+TEST(CriticalPathSearch, DistancesKeep48BitsAndRefuseMore) {
+  CpDistances d;
+  d.assign(3);
+  EXPECT_EQ(d[1], 0);
+  const std::int64_t hours30 = std::int64_t{30} * 3600 * 1000000000;
+  d.set(0, hours30);
+  d.set(1, CpDistances::kMax);
+  d.set(2, (std::int64_t{1} << 32) + 7);
+  EXPECT_EQ(d[0], hours30);
+  EXPECT_EQ(d[1], (std::int64_t{1} << 48) - 1);
+  EXPECT_EQ(d[2], (std::int64_t{1} << 32) + 7);
+  EXPECT_THROW(d.set(0, CpDistances::kMax + 1), Error);
+  d.assign(2);
+  EXPECT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0], 0);
+}
+
 // Grouped by source, the edges come in the order of a stable sort by source
 // (each node's in the order they were added), whatever their number (one
 // block or many, the last one short) and however their sources are spread

@@ -66,7 +66,7 @@ void cp_search(std::span<const CpEvent> ev, const CpEdges& edges, const std::vec
       }
     return --indegree[v] == 0;
   };
-  huge_array(s.dist, n, std::int64_t{0});
+  s.dist.assign(n);
   huge_array(s.pred, n, kCpNoEdge);
   auto& dist = s.dist;
   auto& pred = s.pred;
@@ -84,7 +84,7 @@ void cp_search(std::span<const CpEvent> ev, const CpEdges& edges, const std::vec
       const auto v = edges.v[k];
       const auto w = cp_weight(in.clock, ev, edges, k, tu, own);
       if (pred[v] == kCpNoEdge || dist[u] + w > dist[v]) {
-        dist[v] = dist[u] + w;
+        dist.set(v, dist[u] + w);
         pred[v] = k;
       }
       if (done(v)) ready.push_back(v);
