@@ -29,7 +29,8 @@ class CpGraph {
  public:
   // across: the graph of every rank, joined at collectives (rank: -1).
   // calls: the trace's collective_calls(), given for the graph across ranks.
-  // calls_read: called once `calls` is read (the graph built).
+  // calls_read: called once `calls` is read (copied what the graph needs
+  // of them, before it is built).
   CpGraph(const Trace& t, std::int32_t rank, detail::CpRankInput input, const detail::CpInput& in,
           const std::vector<CollectiveCall>* calls = nullptr, std::function<void()> calls_read = {})
       : t_(t), rank_(rank), across_(calls != nullptr), ev_(std::move(input.host)), streams_(std::move(input.streams)),

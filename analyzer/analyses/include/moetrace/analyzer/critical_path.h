@@ -271,8 +271,8 @@ CrossRankCriticalPath critical_path_across_ranks(const Trace& trace, const std::
 // once instead of twice. `threads`: the ranks' paths are read from the
 // graph's search on up to that many (0: the machine's cores); the results
 // are the same on any number. `calls_read`, where given, is called once the
-// graph has read `calls` (its collective edges built, before its search):
-// the caller may free them from then on.
+// graph has read `calls` (copied what it needs of them, before it is
+// built): the caller may free them from then on.
 struct CriticalPaths {
   std::vector<RankCriticalPath> ranks;  // as critical_paths(trace)
   CrossRankCriticalPath across;
