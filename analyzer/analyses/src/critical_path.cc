@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <queue>
 #include <set>
 #include <span>
@@ -25,43 +26,49 @@ using detail::CpSync;
 
 constexpr std::uint8_t kCpNoCategory = detail::CpEdges::kNoCategory;
 
+// A collective call (CollectiveCall) as the graph reads it: its rank, its
+// NCCL kernel (index into Trace::activities, -1: none) or its op range
+// (index into Trace::ops, -1: none), and whether it is the first of its
+// instance (the calls come grouped by key). 16 bytes a call, not 80: the
+// calls themselves are given back before the graph is built (74 MiB on a
+// 10 M-event trace).
+struct CallPart {
+  std::int32_t rank, activity, op;
+  bool first;
+};
+
+std::vector<CallPart> call_parts(const std::vector<CollectiveCall>& calls) {
+  std::vector<CallPart> parts;
+  parts.reserve(calls.size());
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    const auto& c = calls[i];
+    parts.push_back({c.rank, static_cast<std::int32_t>(c.activity), c.op, i == 0 || c.key != calls[i - 1].key});
+  }
+  return parts;
+}
+
 class CpGraph {
  public:
   // across: the graph of every rank, joined at collectives (rank: -1).
-  // calls: the trace's collective_calls(), given for the graph across ranks.
-  // calls_read: called once `calls` is read (copied what the graph needs
-  // of them, before it is built).
+  // calls: call_parts() of the trace's collective_calls(), given for the
+  // graph across ranks.
   CpGraph(const Trace& t, std::int32_t rank, detail::CpRankInput input, const detail::CpInput& in,
-          const std::vector<CollectiveCall>* calls = nullptr, std::function<void()> calls_read = {})
-      : t_(t), rank_(rank), across_(calls != nullptr), ev_(std::move(input.host)), streams_(std::move(input.streams)),
-        in_(in), calls_(calls), calls_read_(std::move(calls_read)) {}
+          std::optional<std::vector<CallPart>> calls = std::nullopt)
+      : t_(t), rank_(rank), across_(calls.has_value()), ev_(std::move(input.host)), streams_(std::move(input.streams)),
+        in_(in), calls_(std::move(calls)) {}
 
   // release: the input, emptied once the edges are built (where no other
   // graph reads it) so that the longest path's arrays take its place.
   RankCriticalPath run(std::size_t top_events, detail::CpInput* release = nullptr) {
     host_ = ev_.size();
-    // What the graph reads of the calls, copied (16 bytes a call, not 80):
-    // the calls given back at once, not held while the graph is built
-    // (freed once their other readers are done too; 74 MiB on a 10 M-event
-    // trace).
-    std::vector<CallPart> parts;
-    if (calls_) {
-      parts.reserve(calls_->size());
-      for (std::size_t i = 0; i < calls_->size(); ++i) {
-        const auto& c = (*calls_)[i];
-        parts.push_back({c.rank, static_cast<std::int32_t>(c.activity), c.op, i == 0 || c.key != (*calls_)[i - 1].key});
-      }
-      calls_ = nullptr;  // not read from here on
-      if (calls_read_) calls_read_();
-    }
     add_gpu_events();
-    reserve_edges(parts.size());
+    reserve_edges(calls_ ? calls_->size() : 0);
     lock_edges();
     host_edges();
     gpu_edges();
     if (in_.infer_sync) inferred_sync_edges();
-    if (across_) collective_edges(parts);
-    std::vector<CallPart>().swap(parts);
+    if (calls_) collective_edges(*calls_);
+    calls_.reset();  // not read from here on
     // What the longest path does not read.
     MappedVector<std::int32_t>().swap(gpu_event_);
     MappedVector<std::uint32_t>().swap(own_edge_);
@@ -99,15 +106,6 @@ class CpGraph {
     edges_.push(u, v, !zero, static_cast<std::uint8_t>(c));
   }
   void link(std::uint32_t u, std::uint32_t v) { edges_.push(u, v, false, kCpNoCategory); }
-
-  // A collective call (CollectiveCall) as the graph reads it: its rank, its
-  // NCCL kernel (index into Trace::activities, -1: none) or its op range
-  // (index into Trace::ops, -1: none), and whether it is the first of its
-  // instance (the calls come grouped by key).
-  struct CallPart {
-    std::int32_t rank, activity, op;
-    bool first;
-  };
 
   // Room for every edge the graph can get, reserved at once (a bound: each
   // host node adds at most one call-stack edge and one runtime-lock edge at
@@ -650,8 +648,7 @@ class CpGraph {
   std::vector<CpEvent> ev_;
   std::vector<std::uint32_t> streams_;
   const detail::CpInput& in_;
-  const std::vector<CollectiveCall>* calls_;
-  std::function<void()> calls_read_;
+  std::optional<std::vector<CallPart>> calls_;
   std::vector<std::uint32_t> out_begin_;  // group_edges()
   detail::CpSearch search_;              // the last search's arrays, reused by the next
   std::size_t host_ = 0;                // host events come first in ev_
@@ -712,6 +709,11 @@ namespace {
 CrossRankCriticalPath across_ranks(const Trace& t, const std::vector<CollectiveCall>& calls, std::size_t top_events,
                                    std::vector<RankCriticalPath>* rank_paths, int threads = 1,
                                    const std::function<void()>& calls_read = {}) {
+  // What the graph reads of the calls, copied; the calls given back (their
+  // other readers done with them too: freed) before the graph's input is
+  // chosen.
+  auto parts = call_parts(calls);
+  if (calls_read) calls_read();
   CriticalPathOptions o;
   auto in = detail::cp_input(t, o, true);
   CrossRankCriticalPath out;
@@ -726,7 +728,7 @@ CrossRankCriticalPath across_ranks(const Trace& t, const std::vector<CollectiveC
   }
   out.path.rank = -1;
   if (out.ranks.empty()) return out;
-  CpGraph g(t, -1, std::move(all), in, &calls, calls_read);
+  CpGraph g(t, -1, std::move(all), in, std::move(parts));
   out.path = g.run(top_events, &in);
   out.collective_instances = g.instances;
   out.collective_edges = g.collective_edge_count;

@@ -137,6 +137,10 @@ class OpIntervals {
   MappedVector<std::uint32_t> rows_;
 };
 
+// The ops and activities of each rank, grouped once (in their order within
+// the rank), so that an analysis can hold one rank's intervals at a time
+// (the breakdown: every rank's at once held 24 bytes an activity, 90 MiB on
+// a 10 M-event trace, for as long as it ran).
 class RankRows {
  public:
   explicit RankRows(const Trace& t) {
