@@ -48,6 +48,7 @@
 
 #include "moetrace/analyzer/analyses.h"
 #include "moetrace/analyzer/heap.h"
+#include "moetrace/analyzer/huge_pages.h"
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/gui/format.h"
 #include "moetrace/schema/stopwatch.h"
@@ -344,7 +345,9 @@ int main(int argc, char** argv) {
   }
   if (sizes.empty() && traces.empty()) sizes = {1'000'000, 10'000'000};
   QApplication app(argc, argv);
-  std::printf("gui_bench on %s, %u hardware threads\n", cpu_model().c_str(), std::thread::hardware_concurrency());
+  std::printf("gui_bench on %s, %u hardware threads, huge pages %s (huge_pages.h)\n", cpu_model().c_str(),
+              std::thread::hardware_concurrency(),
+              moetrace::analyzer::huge_pages_wanted() ? "asked for" : "not asked for");
   try {
     for (const auto& t : traces) run(t, width, height, frames, replay, open_only, stages);
     for (const auto n : sizes) {

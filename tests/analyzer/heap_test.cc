@@ -13,8 +13,13 @@
 #include <vector>
 
 #include "moetrace/analyzer/heap.h"
+#include "moetrace/analyzer/huge_pages.h"
 
 namespace {
+
+// The advice asked for whatever the system (huge_pages_wanted decides once
+// a process, from the environment first).
+void want_huge_pages() { ::setenv("MOETRACE_HUGE_PAGES", "on", 1); }
 
 struct Range {
   std::uintptr_t begin = 0, end = 0;
@@ -76,6 +81,7 @@ bool thp_on_request() {
 }  // namespace
 
 TEST(Heap, AdvisedForHugePagesAndHoldingEveryThreadsBlocks) {
+  want_huge_pages();
   const bool set_up = moetrace::analyzer::heap_on_huge_pages();
   if (!moetrace::analyzer::glibc_heap()) GTEST_SKIP() << "not glibc's malloc (another libc or a sanitizer's)";
   ASSERT_TRUE(set_up) << "glibc's heap did not grow by the block meant to grow it";
@@ -106,6 +112,7 @@ TEST(Heap, AdvisedForHugePagesAndHoldingEveryThreadsBlocks) {
 
 // The CLI's set-up (ctest runs each test in a process of its own).
 TEST(Heap, NewBlocksAndTheHeapsGrowthAdvisedForHugePages) {
+  want_huge_pages();
   moetrace::analyzer::heap_on_huge_pages();
   moetrace::analyzer::huge_pages_for_new_blocks();
   if (!moetrace::analyzer::glibc_heap()) GTEST_SKIP() << "not glibc's malloc (another libc or a sanitizer's)";
@@ -124,4 +131,74 @@ TEST(Heap, NewBlocksAndTheHeapsGrowthAdvisedForHugePages) {
   const auto* const last = blocks.back().get();
   ASSERT_TRUE(in_heap(last, heap_mappings())) << "the 1 MiB blocks did not come from the heap";
   EXPECT_TRUE(advised(last)) << "the heap's growth past its first 32 MiB not advised for huge pages";
+}
+
+// Asked off: nothing advised, neither the heap nor a block mapped apart.
+TEST(Heap, NothingAdvisedWhereHugePagesAreNotWanted) {
+  ::setenv("MOETRACE_HUGE_PAGES", "off", 1);
+  moetrace::analyzer::heap_on_huge_pages();
+  moetrace::analyzer::huge_pages_for_new_blocks();
+  if (!moetrace::analyzer::glibc_heap()) GTEST_SKIP() << "not glibc's malloc (another libc or a sanitizer's)";
+  EXPECT_FALSE(moetrace::analyzer::huge_pages_wanted());
+  for (const auto& r : heap_mappings()) EXPECT_FALSE(advised(r)) << "a [heap] mapping advised for huge pages";
+  const std::size_t big = std::size_t{64} << 20;
+  auto* const block = new char[big];
+  EXPECT_FALSE(advised(block + big / 2));
+  delete[] block;
+  void* const apart = moetrace::analyzer::map_apart(big);
+  EXPECT_FALSE(advised(static_cast<char*>(apart) + big / 2));
+  moetrace::analyzer::unmap_apart(apart, big);
+}
+
+// The decision's parts (huge_pages.h), on inputs in the kernel's formats.
+TEST(HugePages, SettingFromTheEnvironment) {
+  using moetrace::analyzer::detail::HugePagesSetting;
+  using moetrace::analyzer::detail::huge_pages_setting;
+  EXPECT_EQ(huge_pages_setting(nullptr), HugePagesSetting::kAuto);
+  EXPECT_EQ(huge_pages_setting("auto"), HugePagesSetting::kAuto);
+  EXPECT_EQ(huge_pages_setting(""), HugePagesSetting::kAuto);
+  EXPECT_EQ(huge_pages_setting("on"), HugePagesSetting::kOn);
+  EXPECT_EQ(huge_pages_setting("1"), HugePagesSetting::kOn);
+  EXPECT_EQ(huge_pages_setting("off"), HugePagesSetting::kOff);
+  EXPECT_EQ(huge_pages_setting("0"), HugePagesSetting::kOff);
+  EXPECT_FALSE(huge_pages_setting("yes").has_value());
+  EXPECT_FALSE(huge_pages_setting("ON ").has_value());
+}
+
+TEST(HugePages, BalloonFeatureBits) {
+  using moetrace::analyzer::detail::balloon_reports_free_pages;
+  // A balloon with STATS_VQ (1), DEFLATE_ON_OOM (2), REPORTING (5) and bit 7,
+  // as sysfs prints its 128 feature bits.
+  EXPECT_TRUE(balloon_reports_free_pages("0110010100000000000000000000000010000000000000000000000000000000"));
+  // The same without bit 5; a short or empty file.
+  EXPECT_FALSE(balloon_reports_free_pages("0110000100000000000000000000000010000000000000000000000000000000"));
+  EXPECT_FALSE(balloon_reports_free_pages("01100"));
+  EXPECT_FALSE(balloon_reports_free_pages(""));
+}
+
+TEST(HugePages, FreeMemoryInSmallBlocks) {
+  using moetrace::analyzer::detail::free_bytes_below_order;
+  const std::string buddyinfo =
+      "Node 0, zone      DMA      0      0      0      0      0      0      0      0      1      1      3 \n"
+      "Node 0, zone    DMA32      3      6      3      4      3      3      1      6      5      4    749 \n"
+      "Node 0, zone   Normal     10      2      0      0      0      0      0      0      0      7      9 \n";
+  // Orders 0-8 (4 KiB pages): DMA 1*1024 KiB; DMA32 3*4 + 6*8 + 3*16 + 4*32 +
+  // 3*64 + 3*128 + 1*256 + 6*512 + 5*1024 = 9260 KiB; Normal 10*4 + 2*8 = 56
+  // KiB. Orders 9 and 10 (2 and 4 MiB) left out.
+  EXPECT_EQ(free_bytes_below_order(buddyinfo, 9, 4096), std::uint64_t{(1024 + 9260 + 56) * 1024});
+  // Orders 0-1 only.
+  EXPECT_EQ(free_bytes_below_order(buddyinfo, 2, 4096), std::uint64_t{(3 * 4 + 6 * 8 + 10 * 4 + 2 * 8) * 1024});
+  EXPECT_EQ(free_bytes_below_order("", 9, 4096), 0u);
+  EXPECT_EQ(free_bytes_below_order("no zones here\n", 9, 4096), 0u);
+}
+
+TEST(HugePages, WantedUnlessTheHostTakesFreeMemoryAndSmallBlocksAbound) {
+  using moetrace::analyzer::detail::HugePagesSetting;
+  using moetrace::analyzer::detail::kSmallFreeEnough;
+  using moetrace::analyzer::detail::want_huge_pages;
+  EXPECT_TRUE(want_huge_pages(HugePagesSetting::kAuto, false, 8 * kSmallFreeEnough));
+  EXPECT_TRUE(want_huge_pages(HugePagesSetting::kAuto, true, kSmallFreeEnough - 1));
+  EXPECT_FALSE(want_huge_pages(HugePagesSetting::kAuto, true, kSmallFreeEnough));
+  EXPECT_TRUE(want_huge_pages(HugePagesSetting::kOn, true, 8 * kSmallFreeEnough));
+  EXPECT_FALSE(want_huge_pages(HugePagesSetting::kOff, false, 0));
 }

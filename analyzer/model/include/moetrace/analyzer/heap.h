@@ -16,8 +16,10 @@ namespace moetrace::analyzer {
 //
 // Every fresh 4 KiB page of memory costs a page fault, and on the 2-vCPU VMs
 // moetrace is measured on a fault costs 11-12 us (a C loop touching 64 MiB
-// page by page, against 0.24 us a 4 KiB page where the same memory is on
-// huge pages): a trace of a few MB spent a quarter of its report in them, in
+// page by page, against 0.24 us a 4 KiB page where the same memory, freed a
+// moment before, is on huge pages; fresh memory on a VM whose host takes
+// free memory back costs more in huge pages, where none are asked for:
+// huge_pages_wanted, huge_pages.h): a trace of a few MB spent a quarter of its report in them, in
 // memory glibc's heap handed out 128 KiB at a time. This asks for huge pages
 // over the heap's first 32 MiB and keeps allocations in that memory:
 // - one arena for every thread (glibc gives each thread its own, whose

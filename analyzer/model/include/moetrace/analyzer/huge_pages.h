@@ -5,6 +5,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 namespace moetrace::analyzer {
@@ -13,8 +16,42 @@ namespace moetrace::analyzer {
 inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
 
 // Asks for huge pages over the whole 2 MiB pages inside [p, p + bytes); a
-// hint, nothing where the system or the range does not allow them.
+// hint, nothing where the system or the range does not allow them, or where
+// this process does not want them (huge_pages_wanted).
 void advise_huge_pages(void* p, std::size_t bytes);
+
+// Whether this process asks for huge pages at all, decided once, at the
+// first call. MOETRACE_HUGE_PAGES=on or off decides; else (unset or "auto")
+// yes, unless a VM's memory balloon reports free memory to its host while
+// plenty of free memory lies in blocks too small to be reported (over
+// 1 GiB). There a fresh huge page needs a free 2 MiB block, which the host
+// has taken back and must fault in again 4 KiB at a time, while a small
+// page comes from memory the host still backs. Measured on such a VM
+// (BENCHMARKS.md, "Huge pages where the host takes free memory back"):
+// fresh memory at 0.29-0.40 GB/s in huge pages, 1.6-1.9 GB/s in small ones
+// (0.24-0.27 once the small blocks are used up); memory freed and touched
+// again within a second or two, before it is reported, 10 GB/s in huge
+// pages.
+bool huge_pages_wanted();
+
+namespace detail {
+// The parts of huge_pages_wanted(), apart for tests.
+enum class HugePagesSetting { kAuto, kOn, kOff };
+// MOETRACE_HUGE_PAGES's value (nullptr: unset); nullopt where it is none of
+// on/1/off/0/auto.
+std::optional<HugePagesSetting> huge_pages_setting(const char* value);
+// A virtio device's `features` file (one character per feature bit, '0' or
+// '1'): whether a balloon device has free page reporting
+// (VIRTIO_BALLOON_F_REPORTING, bit 5).
+bool balloon_reports_free_pages(std::string_view features);
+// /proc/buddyinfo's text: the bytes free in blocks of orders below `order`
+// (pages of `page_bytes`), over every zone.
+std::uint64_t free_bytes_below_order(std::string_view buddyinfo, unsigned order, std::uint64_t page_bytes);
+// Free memory in small blocks that makes small pages the cheaper ones where
+// the host takes large free blocks back.
+inline constexpr std::uint64_t kSmallFreeEnough = std::uint64_t{1} << 30;
+bool want_huge_pages(HugePagesSetting setting, bool host_takes_free_memory, std::uint64_t small_free_bytes);
+}  // namespace detail
 
 // v.reserve(n), the reserved memory advised as above.
 template <class T>
