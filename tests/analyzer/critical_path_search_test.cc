@@ -173,7 +173,31 @@ TEST(CriticalPathSearch, AnEdgesSourceFromAnyNodeSearchedFrom) {
   const std::vector<std::uint32_t> owner = {1, 1, 5, 5, 5, 6, 7, 7, 7, 7};
   for (std::size_t k = 0; k < owner.size(); ++k)
     for (std::size_t near = 0; near < begin.size() + 3; ++near)
-      EXPECT_EQ(CpEdges::source(begin, k, near), owner[k]) << "edge " << k << " from node " << near;
+      EXPECT_EQ(CpEdges::source(CpOutIndex(begin), k, near), owner[k]) << "edge " << k << " from node " << near;
+}
+
+// The first-edge index keeps every entry, whether its blocks' entries span
+// at most 65535 edges (2 bytes an entry) or not (4): entries that climb by
+// 65535 a block and more in all, then one node of 70000 edges inside a
+// block; and an edge's source found from either.
+TEST(CriticalPathSearch, FirstEdgeIndexKeepsEveryEntry) {
+  for (const std::uint32_t jump : {1023u, 70000u}) {
+    std::vector<std::uint32_t> begin;
+    std::uint32_t at = 0;
+    for (std::uint32_t i = 0; i < 1000; ++i) {
+      begin.push_back(at);
+      at += i % 64 == 63 ? 65535 - 62 * 3 : 3;  // a block's entries span 65535 edges at most
+      if (i == 500) at += jump;                  // node 500: 1023 edges more (fits), or 70000 (does not)
+    }
+    begin.push_back(at);
+    const CpOutIndex index(begin);
+    ASSERT_EQ(index.size(), begin.size());
+    for (std::size_t i = 0; i < begin.size(); ++i) ASSERT_EQ(index[i], begin[i]) << "jump " << jump << ", entry " << i;
+    for (const std::size_t node : {0u, 63u, 64u, 500u, 999u}) {
+      EXPECT_EQ(CpEdges::source(index, begin[node], 0), node) << "jump " << jump;
+      EXPECT_EQ(CpEdges::source(index, begin[node + 1] - 1, 999), node) << "jump " << jump;
+    }
+  }
 }
 
 // The runtime lock's nodes come in order of (rank, time, node), as one sort

@@ -649,7 +649,7 @@ class CpGraph {
   std::vector<std::uint32_t> streams_;
   const detail::CpInput& in_;
   std::optional<std::vector<CallPart>> calls_;
-  std::vector<std::uint32_t> out_begin_;  // group_edges()
+  detail::CpOutIndex out_begin_;  // group_edges()
   detail::CpSearch search_;              // the last search's arrays, reused by the next
   std::size_t host_ = 0;                // host events come first in ev_
   // Per activity and per GPU event, mapped apart (huge_pages.h): given back

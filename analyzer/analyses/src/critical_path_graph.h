@@ -270,7 +270,7 @@ struct CpSearch {
   std::unordered_map<std::uint32_t, std::uint32_t> indegree_more;
 };
 // `in`: the events' times, and their ranks, read where `ranks` is given.
-void cp_search(std::span<const CpEvent> ev, const CpEdges& edges, const std::vector<std::uint32_t>& out_begin,
+void cp_search(std::span<const CpEvent> ev, const CpEdges& edges, const CpOutIndex& out_begin,
                const CpRankSlots* ranks, const CpInput& in, CpSearch& s);
 
 // The categories fit below CpEdges::kNoCategory, which masks them in an edge's flags.
@@ -321,7 +321,7 @@ struct CpAcrossTotals {
 // added there; else a rank's own.
 // `enclosing`: each host event's enclosing event in its call stack (cp_edge_event).
 RankCriticalPath cp_path(const Trace& t, const CpInput& in, std::span<const CpEvent> ev, const CpEdges& edges,
-                         const std::vector<std::uint32_t>& out_begin, std::span<const std::int32_t> enclosing,
+                         const CpOutIndex& out_begin, std::span<const std::int32_t> enclosing,
                          const CpSearch& s, std::uint32_t end, std::size_t top_events, CpAcrossTotals* across);
 
 }  // namespace moetrace::analyzer::detail

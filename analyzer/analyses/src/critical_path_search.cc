@@ -40,7 +40,7 @@ std::size_t CpRankSlots::of(std::int32_t rank) const {
   return static_cast<std::size_t>(std::lower_bound(ranks_.begin(), ranks_.end(), rank) - ranks_.begin());
 }
 
-void cp_search(std::span<const CpEvent> ev, const CpEdges& edges, const std::vector<std::uint32_t>& out_begin,
+void cp_search(std::span<const CpEvent> ev, const CpEdges& edges, const CpOutIndex& out_begin,
                const CpRankSlots* ranks, const CpInput& in, CpSearch& s) {
   const std::size_t n = 2 * ev.size();
   const bool own = ranks != nullptr;
@@ -70,6 +70,7 @@ void cp_search(std::span<const CpEvent> ev, const CpEdges& edges, const std::vec
   huge_array(s.pred, n, kCpNoEdge);
   auto& dist = s.dist;
   auto& pred = s.pred;
+  const auto first_edge = out_begin.view();
   std::deque<std::uint32_t> ready;
   for (std::size_t i = 0; i < n; ++i)
     if (indegree[i] == 0) ready.push_back(static_cast<std::uint32_t>(i));
@@ -79,7 +80,7 @@ void cp_search(std::span<const CpEvent> ev, const CpEdges& edges, const std::vec
     auto& best = s.best[own ? ranks->of(in.rank(ev[u / 2])) : 0];
     if (best < 0 || dist[u] > dist[static_cast<std::size_t>(best)]) best = u;
     const auto tu = cp_time(in.clock, ev, u);
-    for (auto k = out_begin[u]; k < out_begin[u + 1]; ++k) {
+    for (auto k = first_edge[u], last = first_edge[u + 1]; k < last; ++k) {
       if (own && edges.collective(k)) continue;
       const auto v = edges.v[k];
       const auto w = cp_weight(in.clock, ev, edges, k, tu, own);
@@ -93,9 +94,10 @@ void cp_search(std::span<const CpEvent> ev, const CpEdges& edges, const std::vec
 }
 
 RankCriticalPath cp_path(const Trace& t, const CpInput& in, std::span<const CpEvent> ev, const CpEdges& edges,
-                         const std::vector<std::uint32_t>& out_begin, std::span<const std::int32_t> enclosing,
+                         const CpOutIndex& out_begin, std::span<const std::int32_t> enclosing,
                          const CpSearch& s, std::uint32_t end, std::size_t top_events, CpAcrossTotals* across) {
   const bool own = across == nullptr;
+  const auto first_edge = out_begin.view();
   const auto& pred = s.pred;
   const auto& clock = in.clock;
   RankCriticalPath r;
@@ -115,7 +117,7 @@ RankCriticalPath cp_path(const Trace& t, const CpInput& in, std::span<const CpEv
   r.start_ns = r.end_ns;
   while (pred[node] != kCpNoEdge) {
     const auto k = pred[node];
-    const auto u = CpEdges::source(out_begin, k, node);
+    const auto u = CpEdges::source(first_edge, k, node);
     const auto category = edges.category(k);
     const auto w = cp_weight(clock, ev, edges, k, cp_time(clock, ev, u), own);
     const auto event = cp_edge_event(u, edges.v[k], category, enclosing);
@@ -130,7 +132,7 @@ RankCriticalPath cp_path(const Trace& t, const CpInput& in, std::span<const CpEv
       // entered the hub from.
       std::int32_t from = in.rank(ev[u / 2]);
       if (const auto entered = pred[u]; entered != kCpNoEdge && edges.collective(entered))
-        from = in.rank(ev[CpEdges::source(out_begin, entered, u) / 2]);
+        from = in.rank(ev[CpEdges::source(first_edge, entered, u) / 2]);
       if (from != in.rank(ev[edges.v[k] / 2])) ++across->crossings;
     }
     node = u;
