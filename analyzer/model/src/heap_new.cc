@@ -54,6 +54,9 @@ void advise_heap_growth() {
 namespace moetrace::analyzer {
 
 void huge_pages_for_new_blocks() {
+  // Decided here, before operator new asks (deciding allocates); where no
+  // huge pages are wanted, operator new is left as it is.
+  if (!huge_pages_wanted()) return;
   advised_to.store(heap_end() & ~(kHugePage - 1), std::memory_order_relaxed);  // the growth from here on
   advising.store(true, std::memory_order_relaxed);
 }
