@@ -255,11 +255,7 @@ void overlap_of_rows(const Trace& trace, const OpIntervals& oi, const RankRows& 
     std::size_t bound = 0;
     for (const auto o : ranks.ops(slot)) bound += 2 * oi.of(o).size();
     for (const auto a : ranks.activities(slot)) bound += trace.activities[a].op < 0 ? 2 : 0;
-    if (edges.capacity() < bound) {
-      std::vector<LabelEdge>().swap(edges);
-      reserve_huge(edges, bound);
-    }
-    edges.clear();
+    reserve_huge_or_reuse(edges, bound);
     auto add = [&](std::int64_t s, std::int64_t e, std::int32_t row) {
       if (e <= s) return;
       edges.push_back({s, row, +1});

@@ -33,14 +33,17 @@ class CpOutIndex {
     const std::size_t n = begin.size();
     block_.resize((n + kBlock - 1) / kBlock);
     for (std::size_t b = 0; b < block_.size(); ++b) block_[b] = begin[b * kBlock];
-    for (std::size_t i = 0; i < n; ++i)
-      if (begin[i] - block_[i / kBlock] > UINT16_MAX) {
+    reserve_huge(offset_, n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto offset = begin[i] - block_[i / kBlock];
+      if (offset > UINT16_MAX) {
         std::vector<std::uint32_t>().swap(block_);
+        std::vector<std::uint16_t>().swap(offset_);
         full_ = std::move(begin);
         return;
       }
-    reserve_huge(offset_, n);
-    for (std::size_t i = 0; i < n; ++i) offset_.push_back(static_cast<std::uint16_t>(begin[i] - block_[i / kBlock]));
+      offset_.push_back(static_cast<std::uint16_t>(offset));
+    }
   }
   std::size_t size() const { return full_.empty() ? offset_.size() : full_.size(); }
   bool empty() const { return size() == 0; }

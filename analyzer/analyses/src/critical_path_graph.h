@@ -234,12 +234,8 @@ class CpDistances {
   // enough (no new pages to fault in), else in new ones advised for huge
   // pages.
   void assign(std::size_t n) {
-    if (low_.capacity() < n) {
-      std::vector<std::uint32_t>().swap(low_);
-      std::vector<std::uint16_t>().swap(high_);
-      reserve_huge(low_, n);
-      reserve_huge(high_, n);
-    }
+    reserve_huge_or_reuse(low_, n);
+    reserve_huge_or_reuse(high_, n);
     low_.assign(n, 0);
     high_.assign(n, 0);
   }

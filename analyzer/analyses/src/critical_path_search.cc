@@ -11,19 +11,6 @@
 
 namespace moetrace::analyzer::detail {
 
-namespace {
-
-template <class T>
-void huge_array(std::vector<T>& v, std::size_t size, T value) {
-  if (v.capacity() < size) {
-    std::vector<T>().swap(v);
-    reserve_huge(v, size);
-  }
-  v.assign(size, value);
-}
-
-}  // namespace
-
 CpRankSlots::CpRankSlots(std::vector<std::int32_t> sorted_ranks) : ranks_(std::move(sorted_ranks)) {
   if (ranks_.empty()) return;
   first_ = ranks_.front();
@@ -49,7 +36,8 @@ void cp_search(std::span<const CpEvent> ev, const CpEdges& edges, const CpOutInd
   // search before where there was one.
   auto& indegree = s.indegree;
   auto& more = s.indegree_more;
-  huge_array(indegree, n, std::uint8_t{0});
+  reserve_huge_or_reuse(indegree, n);
+  indegree.assign(n, 0);
   more.clear();
   for (std::size_t k = 0; k < edges.size(); ++k) {
     if (own && edges.collective(k)) continue;
@@ -67,7 +55,8 @@ void cp_search(std::span<const CpEvent> ev, const CpEdges& edges, const CpOutInd
     return --indegree[v] == 0;
   };
   s.dist.assign(n);
-  huge_array(s.pred, n, kCpNoEdge);
+  reserve_huge_or_reuse(s.pred, n);
+  s.pred.assign(n, kCpNoEdge);
   auto& dist = s.dist;
   auto& pred = s.pred;
   const auto first_edge = out_begin.view();

@@ -103,12 +103,12 @@ bool decide_huge_pages() {
     setting = detail::HugePagesSetting::kAuto;
   }
 #if defined(__linux__)
-  if (*setting != detail::HugePagesSetting::kAuto) return detail::want_huge_pages(*setting, false, 0);
-  const bool reporting = host_takes_free_memory();
-  return detail::want_huge_pages(*setting, reporting, reporting ? small_free_bytes() : 0);
-#else
-  return detail::want_huge_pages(*setting, false, 0);
+  if (*setting == detail::HugePagesSetting::kAuto) {
+    const bool reporting = host_takes_free_memory();
+    return detail::want_huge_pages(*setting, reporting, reporting ? small_free_bytes() : 0);
+  }
 #endif
+  return detail::want_huge_pages(*setting, false, 0);
 }
 
 }  // namespace

@@ -60,6 +60,19 @@ void reserve_huge(std::vector<T>& v, std::size_t n) {
   advise_huge_pages(v.data(), v.capacity() * sizeof(T));
 }
 
+// Room for n in v, emptied: the array v has where it is large enough (its
+// pages already faulted in, reused by each pass of a loop or search), else
+// a new one reserved as above (its old contents never copied, as a growing
+// reserve would).
+template <class T>
+void reserve_huge_or_reuse(std::vector<T>& v, std::size_t n) {
+  if (v.capacity() < n) {
+    std::vector<T>().swap(v);
+    reserve_huge(v, n);
+  }
+  v.clear();
+}
+
 // Memory mapped apart and given back to the system when freed, whatever its
 // size: for an analysis's arrays of a few MiB to a few tens that live while
 // the analysis runs. From the heap (under glibc's 32 MiB mmap threshold)
