@@ -6,7 +6,7 @@
 // thread's part, widget render into an image: rows, labels, gutter, ruler).
 //
 //   gui_bench [--events N ...] [--trace PATH] [--dir DIR] [--keep]
-//             [--size WxH] [--frames N] [--replay] [--open-only] [--stages]
+//             [--size WxH] [--frames N] [--replay] [--open-only] [--stages [--repeat N]]
 //
 // Last, the analyses run again in the background as the GUI runs them, the
 // timeline panned meanwhile: the frames while they run, and their time.
@@ -19,7 +19,10 @@
 // CPU time, the peak RSS after it (the first to raise it holds the peak)
 // and its own peak over the RSS it started from (the heap trimmed and the
 // peak reset before each);
-// no frames. To find where the analyses' time and memory go.
+// no frames. To find where the analyses' time and memory go. --repeat N:
+// the staged analyses N times over, one table each, so that a change can be
+// judged by the least time of each stage on a VM whose speed moves within
+// minutes.
 //
 // --replay: then the trace's replay as View > Show replay computes it
 // (compute_replay: execution graph, replayed trace, the replayed tracks),
@@ -197,7 +200,8 @@ void run_replay(gui::TimelineView& view, const std::shared_ptr<const gui::Timeli
   for (double zoom : {1.0, 100.0, 1e4}) pan_row(view, img, start, span, zoom, frames);
 }
 
-int run(const std::string& path, int width, int height, int frames, bool replay, bool open_only, bool stages) {
+int run(const std::string& path, int width, int height, int frames, bool replay, bool open_only, bool stages,
+        int repeat) {
   const double rss0 = proc_status_mib("VmRSS:");
   auto t0 = Clock::now();
   double c0 = process_cpu_ms();
@@ -220,9 +224,10 @@ int run(const std::string& path, int width, int height, int frames, bool replay,
               rss_loaded, rss0, (rss_loaded - rss0) * 1048576.0 / static_cast<double>(trace.event_count()),
               peak_loaded, static_cast<double>(model.memory_bytes()) / 1048576.0);
   if (open_only) return 0;
-  if (stages) {
-    std::printf("\n| analysis (one thread, in analyze()'s order) | wall s | CPU s | peak RSS after, MiB | its own peak "
-                "over the RSS before it, MiB |\n|---|---:|---:|---:|---:|\n");
+  for (int pass = 0; stages && pass < repeat; ++pass) {
+    std::printf("\n| analysis (one thread, in analyze()'s order)%s | wall s | CPU s | peak RSS after, MiB | its own peak "
+                "over the RSS before it, MiB |\n|---|---:|---:|---:|---:|\n",
+                repeat > 1 ? (", run " + std::to_string(pass + 1) + " of " + std::to_string(repeat)).c_str() : "");
     auto t = Clock::now();
     double c = process_cpu_ms();
     double peak = proc_status_mib("VmHWM:"), rss_before = proc_status_mib("VmRSS:");
@@ -242,8 +247,8 @@ int run(const std::string& path, int width, int height, int frames, bool replay,
       t = Clock::now();
       c = process_cpu_ms();
     }, {}, 1);
-    return 0;
   }
+  if (stages) return 0;
   t0 = Clock::now();
   c0 = process_cpu_ms();
   auto analyses = gui::TraceSession::analyse(*loaded);
@@ -325,7 +330,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> traces;
   std::string dir = std::filesystem::temp_directory_path().string();
   bool keep = false, replay = false, open_only = false, stages = false;
-  int width = 1920, height = 1080, frames = 40;
+  int width = 1920, height = 1080, frames = 40, repeat = 1;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--events") && i + 1 < argc) sizes.push_back(std::stoll(argv[++i]));
     else if (!std::strcmp(argv[i], "--trace") && i + 1 < argc) traces.push_back(argv[++i]);
@@ -334,12 +339,13 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--replay")) replay = true;
     else if (!std::strcmp(argv[i], "--open-only")) open_only = true;
     else if (!std::strcmp(argv[i], "--stages")) stages = true;
+    else if (!std::strcmp(argv[i], "--repeat") && i + 1 < argc) repeat = std::max(1, std::atoi(argv[++i]));
     else if (!std::strcmp(argv[i], "--frames") && i + 1 < argc) frames = std::max(1, std::atoi(argv[++i]));
     else if (!std::strcmp(argv[i], "--size") && i + 1 < argc && std::sscanf(argv[i + 1], "%dx%d", &width, &height) == 2) ++i;
     else {
       std::fprintf(stderr,
                    "usage: gui_bench [--events N ...] [--trace PATH ...] [--dir DIR] [--keep] [--size WxH] [--frames N] "
-                   "[--replay] [--open-only] [--stages]\n");
+                   "[--replay] [--open-only] [--stages [--repeat N]]\n");
       return 2;
     }
   }
@@ -349,7 +355,7 @@ int main(int argc, char** argv) {
               std::thread::hardware_concurrency(),
               moetrace::analyzer::huge_pages_wanted() ? "asked for" : "not asked for");
   try {
-    for (const auto& t : traces) run(t, width, height, frames, replay, open_only, stages);
+    for (const auto& t : traces) run(t, width, height, frames, replay, open_only, stages, repeat);
     for (const auto n : sizes) {
       synthetic::SyntheticConfig c;
       c.ranks = 8;
@@ -361,7 +367,7 @@ int main(int argc, char** argv) {
         const auto w = synthetic::write_synthetic_trace(path, c);
         std::printf("\n(wrote %s: %lld events in %.1f s)\n", path.c_str(), static_cast<long long>(w.events), w.seconds);
       }
-      run(path, width, height, frames, replay, open_only, stages);
+      run(path, width, height, frames, replay, open_only, stages, repeat);
       if (!keep) std::filesystem::remove(path);
     }
   } catch (const std::exception& e) {
