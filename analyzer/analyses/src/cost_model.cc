@@ -273,37 +273,47 @@ CostSamples cost_samples(const Trace& trace) {
     return InstanceKey{pack(op.layer, op.iteration), pack(op.micro_batch, op.chunk),
                        pack(static_cast<std::int32_t>(op.kind), static_cast<std::int32_t>(op.phase)), 0};
   };
-  std::vector<std::uint32_t> order(ops.size(), 0);
+  // Each collective op's key and (instance, rank) place, from one array of
+  // its (rank, coordinates, start, op), sorted twice by values it holds: by
+  // rank, coordinates and start to number the calls of one coordinates on a
+  // rank, then by (instance, rank) for the places. Sorting op indices
+  // compared through the ops took 0.9 s of a 10 M-event trace's fits.
+  struct CollectiveOp {
+    std::int32_t rank;
+    std::uint32_t op;
+    InstanceKey key;
+    std::int64_t start;
+  };
+  std::vector<std::int32_t> place(ops.size(), -1);  // op -> its (instance, rank) place; -1: not a collective
   {
-    std::vector<std::size_t> coll;
+    std::vector<CollectiveOp> coll;
     for (std::size_t o = 0; o < ops.size(); ++o)
-      if (!collective_kind(ops[o].kind).empty()) coll.push_back(o);
-    std::sort(coll.begin(), coll.end(), [&](std::size_t x, std::size_t y) {
-      const auto kx = coords_of(ops[x]), ky = coords_of(ops[y]);
-      return std::tie(ops[x].rank.value, kx, ops[x].start_ns, x) < std::tie(ops[y].rank.value, ky, ops[y].start_ns, y);
+      if (!collective_kind(ops[o].kind).empty())
+        coll.push_back({ops[o].rank.value, static_cast<std::uint32_t>(o), coords_of(ops[o]), ops[o].start_ns});
+    std::sort(coll.begin(), coll.end(), [](const CollectiveOp& x, const CollectiveOp& y) {
+      return std::tie(x.rank, x.key, x.start, x.op) < std::tie(y.rank, y.key, y.start, y.op);
     });
     for (std::size_t i = 1; i < coll.size(); ++i) {
-      const auto &p = ops[coll[i - 1]], &q = ops[coll[i]];
-      if (p.rank == q.rank && coords_of(p) == coords_of(q)) order[coll[i]] = order[coll[i - 1]] + 1;
+      auto &p = coll[i - 1], &q = coll[i];
+      if (p.rank == q.rank && std::tie(p.key.a, p.key.b, p.key.c) == std::tie(q.key.a, q.key.b, q.key.c))
+        q.key.order = p.key.order + 1;
     }
+    std::sort(coll.begin(), coll.end(), [](const CollectiveOp& x, const CollectiveOp& y) {
+      return std::tie(x.key, x.rank) < std::tie(y.key, y.rank);
+    });
+    out.instance_ranks.reserve(coll.size());
+    for (const auto& c : coll) {
+      if (out.instance_ranks.empty() || out.instance_ranks.back() != std::pair(c.key, c.rank))
+        out.instance_ranks.push_back({c.key, c.rank});
+      place[c.op] = static_cast<std::int32_t>(out.instance_ranks.size() - 1);
+    }
+    out.instance_ranks.shrink_to_fit();
   }
-  auto key_of = [&](const OpRange& op) {
-    auto k = coords_of(op);
-    k.order = order[static_cast<std::size_t>(&op - ops.data())];
-    return k;
-  };
-  for (const auto& op : ops) {
-    const auto ck = collective_kind(op.kind);
-    if (ck.empty()) continue;
-    out.instance_ranks.push_back({key_of(op), op.rank.value});
-    if (ck == "all_to_all" && op.bytes > 0) {
+  for (const auto& op : ops)
+    if (collective_kind(op.kind) == "all_to_all" && op.bytes > 0) {
       out.any_all_to_all = true;
       out.recv_known = out.recv_known && op.recv_bytes >= 0;
     }
-  }
-  std::sort(out.instance_ranks.begin(), out.instance_ranks.end());
-  out.instance_ranks.erase(std::unique(out.instance_ranks.begin(), out.instance_ranks.end()), out.instance_ranks.end());
-  out.instance_ranks.shrink_to_fit();
 
   // At most one sample an op: room for them at once, not grown by copies.
   out.host.reserve(ops.size());
@@ -361,7 +371,7 @@ CostSamples cost_samples(const Trace& trace) {
         if (y != c && frac(y) >= kOverlapped) ++others;
       if (others == 2) s.overlapped_by = 3;
     }
-    if (!collective_kind(op.kind).empty()) s.instance = instance_place(out.instance_ranks, {key_of(op), op.rank.value});
+    s.instance = place[o];
     out.ops.push_back(s);
   }
   return out;

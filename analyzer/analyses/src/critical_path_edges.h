@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "moetrace/analyzer/huge_pages.h"
+#include "moetrace/analyzer/move_to_places.h"
 
 namespace moetrace::analyzer::detail {
 
@@ -131,10 +132,7 @@ struct CpEdges {
   // source(begin, k, near).
   //
   // In place but for a small buffer: each edge's new place is written over
-  // its source (u), the edges are then moved into blocks of places (an
-  // in-place partition, the places kept with them: the block is the place's
-  // high part, so the order among a node's edges rides on the places), and
-  // each block is put in order through a buffer of a block's size. A second
+  // its source (u), and the edges moved there (move_to_places.h). A second
   // array of the new order beside the edges (their destinations, 4 bytes an
   // edge; 61 MiB on a 10 M-event trace's 16 M edges) is never held.
   CpOutIndex group_by_source(std::size_t nodes) {
@@ -162,40 +160,7 @@ struct CpEdges {
     std::sort(explicit_w.begin(), explicit_w.end());
     set_w.clear();
     std::unordered_map<std::uint32_t, std::size_t>().swap(set_at_);
-    const std::size_t n = size();
-    // Blocks of places: block b holds places [b * block, (b + 1) * block).
-    constexpr std::size_t kBlocks = 16;
-    const std::size_t block = std::max<std::size_t>((n + kBlocks - 1) / kBlocks, 1);
-    const std::size_t blocks = (n + block - 1) / block;
-    auto swap_edges = [&](std::size_t a, std::size_t b) {
-      std::swap(to[a], to[b]);
-      std::swap(v[a], v[b]);
-      std::swap(flags[a], flags[b]);
-    };
-    // Into their blocks (American flag: each swap puts one edge in its
-    // block for good; the next free place of each block moves forward).
-    std::vector<std::size_t> next(blocks);
-    for (std::size_t b = 0; b < blocks; ++b) next[b] = b * block;
-    for (std::size_t b = 0; b < blocks; ++b) {
-      const std::size_t last = std::min(n, (b + 1) * block);
-      while (next[b] < last) {
-        const std::size_t k = next[b];
-        const std::size_t d = to[k] / block;
-        if (d == b) ++next[b];
-        else swap_edges(k, next[d]++);
-      }
-    }
-    // Each block in order, one field at a time through a buffer.
-    std::vector<std::uint32_t> buffer(std::min(block, n));
-    std::vector<std::uint8_t> flag_buffer(std::min(block, n));
-    for (std::size_t b = 0; b < blocks; ++b) {
-      const std::size_t first = b * block, last = std::min(n, first + block);
-      for (std::size_t k = first; k < last; ++k) buffer[to[k] - first] = v[k];
-      std::copy(buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(last - first), v.begin() + static_cast<std::ptrdiff_t>(first));
-      for (std::size_t k = first; k < last; ++k) flag_buffer[to[k] - first] = flags[k];
-      std::copy(flag_buffer.begin(), flag_buffer.begin() + static_cast<std::ptrdiff_t>(last - first),
-                flags.begin() + static_cast<std::ptrdiff_t>(first));
-    }
+    move_to_places(to, v, flags);
     std::vector<std::uint32_t>().swap(u);
     return CpOutIndex(std::move(begin));
   }

@@ -31,6 +31,7 @@
 #include "moetrace/analyzer/huge_pages.h"
 #include "moetrace/analyzer/kernel_classes.h"
 #include "moetrace/analyzer/moe_recognition.h"
+#include "moetrace/analyzer/move_to_places.h"
 #include "moetrace/analyzer/projection.h"
 #include "moetrace/importers/imported_trace.h"
 #include "moetrace/instrument/trace_writer.h"
@@ -401,9 +402,9 @@ class TraceLoader {
   // `streams`. Where each stream's events come strictly in order already (as
   // writers append them), that order is the only sorted one: each event's
   // place follows from the counts per stream, and the events move there in
-  // place, cycle by cycle (a second array of them, hundreds of MiB on a large
-  // trace, cost more in fresh pages than the moves). The places take 4 bytes
-  // each, half the fresh pages of 8 (the moves took as long either way).
+  // place (move_to_places.h; a second array of them, hundreds of MiB on a
+  // large trace, cost more in fresh pages than the moves). The places take
+  // 4 bytes each, half the fresh pages of 8.
   template <class Event, class ByTrack>
   static void sort_into_tracks(std::vector<Event>& events, std::size_t streams, ByTrack by_track) {
     std::vector<std::size_t> last(streams, SIZE_MAX);  // per stream, its previous event
@@ -422,12 +423,7 @@ class TraceLoader {
     std::vector<std::uint32_t> to(events.size());  // each event's place
     for (std::size_t i = 0; i < events.size(); ++i)
       to[i] = static_cast<std::uint32_t>(begin[static_cast<std::size_t>(events[i].stream)]++);
-    for (std::size_t i = 0; i < events.size(); ++i)
-      while (to[i] != i) {  // the event at i goes to to[i], and the one there comes to i
-        const std::size_t j = to[i];
-        std::swap(events[i], events[j]);
-        std::swap(to[i], to[j]);
-      }
+    move_to_places(to, events);
   }
 
   sqlite::Database db_;
