@@ -473,7 +473,6 @@ Breakdown compute_breakdown(const Trace& trace, const BreakdownOptions& options)
     for (auto o : ops) row_of[o] = static_cast<std::int32_t>(b.rows.size());
     b.rows.push_back(row);
   }
-  overlap_of_rows(trace, oi, rows, row_of, b.rows);
   // Iteration windows partition each rank's time: iteration k's window runs
   // from the first GPU start of its work (never before the previous window's
   // start) to the next iteration's, the last one to its work's end. Work an
@@ -512,6 +511,15 @@ Breakdown compute_breakdown(const Trace& trace, const BreakdownOptions& options)
     const auto& [layer, rank, iteration] = key;
     b.layer_windows.push_back({layer, rank, iteration, IntervalSet::from(windows).length()});
   }
+  // What the rows' overlap does not read, given back before its sweep
+  // takes its arrays: the breakdown's last stretch is its highest, and
+  // the GUI runs it beside the critical paths' search.
+  decltype(rank_sets)().swap(rank_sets);
+  decltype(layer_ops)().swap(layer_ops);
+  decltype(iter_ops)().swap(iter_ops);
+  decltype(layer_windows)().swap(layer_windows);
+  decltype(moe_windows_per_iter)().swap(moe_windows_per_iter);
+  overlap_of_rows(trace, oi, rows, row_of, b.rows);
   summarize(b);
   return b;
 }
