@@ -15,7 +15,6 @@
 #include <optional>
 #include <span>
 #include <string_view>
-#include <tuple>
 #include <unordered_map>
 #include <vector>
 
