@@ -385,6 +385,61 @@ TEST_F(Fixture, MemoryCounterIsTheSumOfLiveAllocations) {
   EXPECT_FLOAT_EQ(cols[2].x1, 300);
 }
 
+// Each pixel column's range, read from the samples themselves: where the
+// axis starts at a multiple of 2^m ns and a pixel is 2^m ns wide, every
+// bucket no wider than a pixel lies in one column, so a column ranges over
+// the values of its samples, and the value carried in from before where its
+// first sample comes after its start (the carried value alone where it has
+// none). Series of equal times, nanosecond and microsecond steps and long
+// gaps, negative times included, so that levels are kept and skipped.
+TEST(CounterTrack, ColumnsRangeOverEverySampleOfTheirPixel) {
+  std::mt19937_64 rng(11);
+  const auto below = [&rng](std::uint64_t n) { return static_cast<std::int64_t>(rng() % n); };
+  for (int series = 0; series < 30; ++series) {
+    std::vector<CounterSample> samples;
+    std::int64_t t = -(std::int64_t{1} << 24) + below(1000);
+    const auto n = 1 + below(4000);
+    const auto gap_kinds = 1 + below(4);  // some series only of equal times and ns steps
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto kind = below(static_cast<std::uint64_t>(gap_kinds));
+      t += kind == 0 ? 0 : kind == 1 ? 1 + below(4) : kind == 2 ? 1000 + below(3000) : below(1 << 22);
+      samples.push_back({t, below(100) - 20});
+    }
+    const CounterTrack track(RankId(0), "queue length", samples);
+    for (int m = 0; m <= 22; m += 2) {
+      const std::int64_t w = std::int64_t{1} << m;
+      TimeAxis axis;
+      axis.ns_per_px = static_cast<double>(w);
+      axis.width_px = 700;
+      // Starting before the first sample, at a sample, and past the last.
+      for (const auto from : {samples.front().ts_ns - 3 * w, samples[samples.size() / 2].ts_ns, samples.back().ts_ns + w}) {
+        const std::int64_t t0 = (from >> m) << m;
+        axis.t0_ns = static_cast<double>(t0);
+        std::vector<std::pair<std::int64_t, std::int64_t>> want(static_cast<std::size_t>(axis.width_px));
+        std::size_t i = 0;
+        std::int64_t carry = 0;
+        for (; i < samples.size() && samples[i].ts_ns < t0; ++i) carry = samples[i].bytes;
+        for (std::size_t c = 0; c < want.size(); ++c) {
+          const auto start = t0 + static_cast<std::int64_t>(c) * w;
+          std::int64_t lo = carry, hi = carry;
+          if (i < samples.size() && samples[i].ts_ns < start + w && samples[i].ts_ns == start) lo = hi = samples[i].bytes;
+          for (; i < samples.size() && samples[i].ts_ns < start + w; ++i) {
+            lo = std::min(lo, samples[i].bytes);
+            hi = std::max(hi, samples[i].bytes);
+            carry = samples[i].bytes;
+          }
+          want[c] = {lo, hi};
+        }
+        std::vector<std::pair<std::int64_t, std::int64_t>> got(want.size(), {INT64_MIN, INT64_MIN});
+        for (const auto& col : track.columns(axis))
+          for (auto x = static_cast<std::size_t>(col.x0); x < static_cast<std::size_t>(col.x1) && x < got.size(); ++x)
+            got[x] = {col.lo, col.hi};
+        ASSERT_EQ(got, want) << "series " << series << ", 2^" << m << " ns a pixel, from " << t0;
+      }
+    }
+  }
+}
+
 TEST_F(Fixture, ExpertLoadSumsOverSourceRanks) {
   const auto x = ExpertLoadIndex::from_trace(*trace_);
   ASSERT_EQ(x.iterations().size(), 2u);

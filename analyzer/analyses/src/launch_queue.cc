@@ -228,22 +228,23 @@ std::vector<StreamIdle> idle_time_breakdown(const Trace& t, const LaunchQueueOpt
 namespace {
 
 // The times a stream's queue grows (its launches' calls start) and shrinks
-// (its GPU events start), kept from one stream to the next.
-struct QueueChanges {
+// (its GPU events start), and the series they make, kept from one stream to
+// the next (fresh pages cost more than the walk on a 10 M-event trace).
+struct QueueScratch {
   std::vector<detail::QueuePoint> up, down;
+  std::vector<QueuePoint> series;
+  std::vector<std::int64_t> counts;  // of each length, summary()
 };
 
-// Stream s's queue-length series, summary and full time; false where no
-// launch event of HTA's launched anything on it. The series is reduced to
-// `max_points` (0: all) after the summary has read every point.
+// Stream s's queue-length series, every change point, into scratch.series;
+// false where no launch event of HTA's launched anything on it.
 template <class Queues>
-bool stream_queue(const Trace& t, std::size_t s, const LaunchQueueOptions& o, const Window& window,
-                  const std::map<std::int32_t, std::int64_t>& durations, std::size_t max_points, Queues& queues,
-                  QueueChanges& changes, StreamQueue& q) {
-  auto& up = changes.up;
-  auto& down = changes.down;
+bool stream_series(const Trace& t, std::size_t s, const Window& window, Queues& queues, QueueScratch& scratch) {
+  auto& up = scratch.up;
+  auto& down = scratch.down;
   up.clear();
   down.clear();
+  scratch.series.clear();
   const auto begin = t.activity_track_begin[s], end = t.activity_track_begin[s + 1];
   for (auto i = begin; i < end; ++i) {
     const auto& a = t.activities[i];
@@ -255,61 +256,105 @@ bool stream_queue(const Trace& t, std::size_t s, const LaunchQueueOptions& o, co
   if (up.empty()) return false;
   // Equal changes are alike, so the series is the one a stable sort of
   // every (time, +1 / -1) by time, +1 first, gives.
-  q = StreamQueue{};
-  q.rank = t.streams[s].rank.value;
-  q.stream = t.streams[s].id.value;
-  q.native_stream = t.streams[s].native_id;
-  q.series.reserve(up.size() + down.size());
-  const auto point = [&](const detail::QueuePoint& p, std::int32_t length) { q.series.push_back({p.ts_ns, length}); };
+  scratch.series.reserve(up.size() + down.size());
+  const auto point = [&](const detail::QueuePoint& p, std::int32_t length) {
+    scratch.series.push_back({p.ts_ns, length});
+  };
   detail::walk_stream_queue(up, down, point, point);
-  std::vector<std::int32_t> values;
-  values.reserve(q.series.size());
-  double sum = 0;
-  for (const auto& p : q.series) {
-    values.push_back(p.length);
-    sum += p.length;
-  }
-  std::sort(values.begin(), values.end());
-  q.count = static_cast<std::int64_t>(values.size());
-  q.mean = sum / static_cast<double>(values.size());
-  if (values.size() > 1) {
-    double ss = 0;
-    for (auto v : values) ss += (v - q.mean) * (v - q.mean);
-    q.stddev = std::sqrt(ss / static_cast<double>(values.size() - 1));
-  }
-  q.min = values.front();
-  q.max = values.back();
-  q.p25 = percentile(values, 0.25);
-  q.p50 = percentile(values, 0.50);
-  q.p75 = percentile(values, 0.75);
-  // Each point holds until the next; the last one has no duration (HTA's
-  // ts.shift(-1) - ts).
-  for (std::size_t i = 0; i + 1 < q.series.size(); ++i) {
-    const auto dur = q.series[i + 1].ts_ns - q.series[i].ts_ns;
-    if (q.series[i].length >= o.max_queue_length) q.full_ns += dur;
-    if (q.series[i].length == q.max) q.at_max_ns += dur;
-  }
-  if (auto it = durations.find(q.rank); it != durations.end() && it->second > 0)
-    q.full_fraction = static_cast<double>(q.full_ns) / static_cast<double>(it->second);
-  if (max_points > 0 && q.series.size() > max_points) {
-    q.series = downsample_max(q.series, static_cast<int>(std::min<std::size_t>(max_points, INT32_MAX)), &QueuePoint::length);
-    q.downsampled = true;
-  }
   return true;
 }
 
+// HTA's summary of a stream's full series (pandas describe), and the time
+// at its maximum and at a full queue. The lengths are counted, not sorted:
+// a series has at most one more distinct length than points (each point
+// moves it by one), and the sum of squares is added in the sorted order.
+void summarize(const std::vector<QueuePoint>& series, const LaunchQueueOptions& o,
+               const std::map<std::int32_t, std::int64_t>& durations, std::vector<std::int64_t>& counts,
+               StreamQueue& q) {
+  std::int32_t lo = series.front().length, hi = lo;
+  double sum = 0;
+  for (const auto& p : series) {
+    lo = std::min(lo, p.length);
+    hi = std::max(hi, p.length);
+    sum += p.length;
+  }
+  counts.assign(static_cast<std::size_t>(std::int64_t{hi} - lo + 1), 0);
+  for (const auto& p : series) ++counts[static_cast<std::size_t>(p.length - lo)];
+  q.count = static_cast<std::int64_t>(series.size());
+  q.mean = sum / static_cast<double>(series.size());
+  if (series.size() > 1) {
+    double ss = 0;
+    for (std::size_t v = 0; v < counts.size(); ++v) {
+      const double d = (static_cast<double>(v) + lo) - q.mean;
+      for (auto k = counts[v]; k > 0; --k) ss += d * d;
+    }
+    q.stddev = std::sqrt(ss / static_cast<double>(series.size() - 1));
+  }
+  q.min = lo;
+  q.max = hi;
+  // The value of rank r (0-based) in sorted order.
+  const auto at_rank = [&](std::size_t r) {
+    std::size_t v = 0;
+    for (auto seen = static_cast<std::size_t>(counts[0]); seen <= r; seen += static_cast<std::size_t>(counts[++v])) {
+    }
+    return static_cast<double>(static_cast<std::int64_t>(v) + lo);
+  };
+  // numpy's default (linear) percentile, as percentile() of the sorted values.
+  const auto quantile = [&](double f) {
+    const double pos = f * static_cast<double>(series.size() - 1);
+    const auto r = static_cast<std::size_t>(std::floor(pos));
+    return interpolated(pos - static_cast<double>(r), at_rank(r), at_rank(std::min(r + 1, series.size() - 1)));
+  };
+  q.p25 = quantile(0.25);
+  q.p50 = quantile(0.50);
+  q.p75 = quantile(0.75);
+  // Each point holds until the next; the last one has no duration (HTA's
+  // ts.shift(-1) - ts).
+  for (std::size_t i = 0; i + 1 < series.size(); ++i) {
+    const auto dur = series[i + 1].ts_ns - series[i].ts_ns;
+    if (series[i].length >= o.max_queue_length) q.full_ns += dur;
+    if (series[i].length == q.max) q.at_max_ns += dur;
+  }
+  if (auto it = durations.find(q.rank); it != durations.end() && it->second > 0)
+    q.full_fraction = static_cast<double>(q.full_ns) / static_cast<double>(it->second);
+}
+
+// The streams' indices in order of (rank, stream).
+std::vector<std::size_t> streams_in_order(const Trace& t) {
+  std::vector<std::size_t> order(t.streams.size());
+  for (std::size_t s = 0; s < order.size(); ++s) order[s] = s;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return std::tuple(t.streams[a].rank.value, t.streams[a].id.value, a) <
+           std::tuple(t.streams[b].rank.value, t.streams[b].id.value, b);
+  });
+  return order;
+}
+
+// Every stream's series and summary, the series reduced to `max_points` (0:
+// all) after the summary has read every point.
 std::vector<StreamQueue> queues_of(const Trace& t, const LaunchQueueOptions& o, std::size_t max_points) {
   std::vector<StreamQueue> out;
   if (!has_tracks(t)) return out;
   const Window window(t, o.window);
   const auto durations = rank_durations(t, window);
   NameMemo queues(t, queues_work);
-  QueueChanges changes;
-  StreamQueue q;
-  for (std::size_t s = 0; s < t.streams.size(); ++s)
-    if (stream_queue(t, s, o, window, durations, max_points, queues, changes, q)) out.push_back(std::move(q));
-  std::sort(out.begin(), out.end(),
-            [](const StreamQueue& a, const StreamQueue& b) { return std::pair(a.rank, a.stream) < std::pair(b.rank, b.stream); });
+  QueueScratch scratch;
+  for (const auto s : streams_in_order(t)) {
+    if (!stream_series(t, s, window, queues, scratch)) continue;
+    StreamQueue q;
+    q.rank = t.streams[s].rank.value;
+    q.stream = t.streams[s].id.value;
+    q.native_stream = t.streams[s].native_id;
+    summarize(scratch.series, o, durations, scratch.counts, q);
+    if (max_points > 0 && scratch.series.size() > max_points) {
+      q.series = downsample_max(scratch.series, static_cast<int>(std::min<std::size_t>(max_points, INT32_MAX)),
+                                &QueuePoint::length);
+      q.downsampled = true;
+    } else {
+      q.series.swap(scratch.series);
+    }
+    out.push_back(std::move(q));
+  }
   return out;
 }
 
@@ -354,6 +399,16 @@ bool worse(const KernelLaunch& x, const KernelLaunch& y) {
 }  // namespace
 
 std::vector<StreamQueue> queue_lengths(const Trace& t, const LaunchQueueOptions& o) { return queues_of(t, o, 0); }
+
+void for_each_queue_series(const Trace& t, const LaunchQueueOptions& o,
+                           const std::function<void(std::size_t, std::span<const QueuePoint>)>& each) {
+  if (!has_tracks(t)) return;
+  const Window window(t, o.window);
+  NameMemo queues(t, queues_work);
+  QueueScratch scratch;
+  for (const auto s : streams_in_order(t))
+    if (stream_series(t, s, window, queues, scratch)) each(s, scratch.series);
+}
 
 std::vector<KernelLaunch> kernel_launches(const Trace& t, const LaunchQueueOptions& o) {
   std::vector<KernelLaunch> out;

@@ -13,7 +13,7 @@ const analyzer::ReportSection* AnalysisResults::section(std::string_view id) con
   return nullptr;
 }
 
-AnalysisResults compute_analysis_results(const analyzer::Trace& trace) {
+AnalysisResults compute_analysis_results(const analyzer::Trace& trace, const std::function<void()>& beside) {
   AnalysisResults r;
   analyzer::Analyses a;
   try {
@@ -25,14 +25,21 @@ AnalysisResults compute_analysis_results(const analyzer::Trace& trace) {
   } catch (const std::exception& e) {
     r.error = e.what();
     r.recommendations_error = r.error;
+    if (beside) beside();
     return r;
   }
+  // Not beside the analyses: their highest memory (the critical paths'
+  // search) would hold the caller's results too. Joined when it goes out of
+  // scope, whatever the recommendations or the sections throw.
+  std::jthread other;
+  if (beside) other = std::jthread(beside);
   try {
     analyzer::add_recommendations(trace, a);
   } catch (const std::exception& e) {
     r.recommendations_error = e.what();
   }
   r.sections = analyzer::report_sections(trace, a);
+  if (other.joinable()) other.join();
   r.analyses = std::make_shared<const analyzer::Analyses>(std::move(a));
   return r;
 }

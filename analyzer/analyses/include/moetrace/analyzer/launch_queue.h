@@ -104,6 +104,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -232,6 +234,13 @@ struct LaunchQueueAnalysis {
 // The three analyses, each on its own, with every row (no downsampling).
 std::vector<StreamIdle> idle_time_breakdown(const Trace& trace, const LaunchQueueOptions& options = {});
 std::vector<StreamQueue> queue_lengths(const Trace& trace, const LaunchQueueOptions& options = {});
+// Each stream's series of queue_lengths() (every change point) without the
+// summary, one stream at a time in order of (rank, stream): each(the
+// stream's index in Trace::streams, its series). The series' memory is
+// reused for the next stream: copy what is kept. For a front end that keeps
+// every point (the GUI's queue rows) without holding every stream's twice.
+void for_each_queue_series(const Trace& trace, const LaunchQueueOptions& options,
+                           const std::function<void(std::size_t stream, std::span<const QueuePoint> series)>& each);
 // Sorted by (rank, GPU start).
 std::vector<KernelLaunch> kernel_launches(const Trace& trace, const LaunchQueueOptions& options = {});
 

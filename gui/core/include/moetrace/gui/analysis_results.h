@@ -4,6 +4,7 @@
 // does). The GUI computes no analysis of its own; the panels only draw these.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,7 +28,11 @@ struct AnalysisResults {
   const analyzer::ReportSection* section(std::string_view id) const;
 };
 
-// Runs the analyses on a loaded trace (off the GUI thread).
-AnalysisResults compute_analysis_results(const analyzer::Trace& trace);
+// Runs the analyses on a loaded trace (off the GUI thread). `beside`, where
+// given, is the caller's own work over the trace, run on a thread of its
+// own while the recommendations are computed (once the analyses have given
+// their memory back), or after the analyses where they fail; it must not
+// throw.
+AnalysisResults compute_analysis_results(const analyzer::Trace& trace, const std::function<void()>& beside = {});
 
 }  // namespace moetrace::gui

@@ -49,6 +49,7 @@ class CounterTrack {
     std::int64_t bucket_ns = 0;
     std::vector<CounterBucket> buckets;
   };
+  void build_levels();
   RankId rank_;
   std::string name_;
   std::vector<CounterSample> samples_;
@@ -67,15 +68,12 @@ std::vector<CounterTrack> memory_counters(const analyzer::Trace& trace);
 // memcpy or memset starts, -1 when that GPU event starts), with every change
 // point, not the bounded series of Analyses::launch_queue, so that a
 // zoomed-in view is exact. Points at one time keep the last value only: a
-// length that holds for no time is never in force. Computed with the other
-// analyses, after the timeline model, and only read afterwards.
+// length that holds for no time is never in force. Computed after the
+// analyses, beside the recommendations (compute_analysis_results), from
+// analyzer::for_each_queue_series, and only read afterwards.
 class QueueTracks {
  public:
   static std::shared_ptr<const QueueTracks> compute(const analyzer::Trace& trace);
-  // From series already computed (analyzer::StreamQueue::stream is the
-  // StreamId; rows name streams by index into Trace::streams).
-  static std::shared_ptr<const QueueTracks> from_queues(const analyzer::Trace& trace,
-                                                        std::vector<analyzer::StreamQueue> queues);
   // The track of stream `stream` (index into Trace::streams), or null: the
   // stream launched nothing through HTA's launch calls.
   const CounterTrack* for_stream(std::int32_t stream) const;
