@@ -4,6 +4,8 @@
 #include <future>
 #include <limits>
 #include <map>
+#include <span>
+#include <vector>
 
 #include "timeline_build.h"
 
@@ -53,6 +55,7 @@ class TimelineModelBuilder {
     if (side_done.valid()) side_done.get();  // rethrows what the other thread threw
     lay_out_rows();
     std::vector<std::uint32_t>().swap(api_order_);
+    std::vector<ThreadCalls>().swap(api_threads_);
     std::vector<std::size_t> todo(m_.rows_.size());
     for (std::size_t i = 0; i < todo.size(); ++i) todo[i] = i;
     detail::build_pyramids(m_, m_.rows_, std::move(todo), options_.threads,
@@ -188,9 +191,11 @@ class TimelineModelBuilder {
     std::map<std::int64_t, std::vector<std::uint32_t>> nvtx_by_thread;
     for (auto it = nb; it != t.nvtx.end() && it->rank == rank; ++it)
       nvtx_by_thread[it->thread_id].push_back(static_cast<std::uint32_t>(it - t.nvtx.begin()));
-    std::map<std::int64_t, std::vector<std::uint32_t>> api_by_thread;
-    for (auto it = api_order_lower(rank); it < api_order_.size() && t.api_calls[api_order_[it]].rank == rank; ++it)
-      api_by_thread[t.api_calls[api_order_[it]].thread_id].push_back(api_order_[it]);
+    // The rank's runs of api_order_, one a thread (order_api_calls).
+    std::map<std::int64_t, std::span<const std::uint32_t>> api_by_thread;
+    for (const auto& run : api_threads_)
+      if (run.rank == rank)
+        api_by_thread.emplace(run.thread, std::span<const std::uint32_t>(api_order_).subspan(run.begin, run.end - run.begin));
     std::vector<std::int64_t> threads;
     for (const auto& [th, v] : nvtx_by_thread) threads.push_back(th);
     for (const auto& [th, v] : api_by_thread) threads.push_back(th);
@@ -228,7 +233,11 @@ class TimelineModelBuilder {
     // Buckets in (rank, thread) order; counting sort of the calls into them.
     std::vector<std::size_t> rank_of_bucket(bucket_of.size()), begin(bucket_of.size() + 1, 0);
     std::size_t order = 0;
-    for (auto& [key, b] : bucket_of) rank_of_bucket[b] = order++;
+    api_threads_.clear();
+    for (auto& [key, b] : bucket_of) {
+      rank_of_bucket[b] = order++;
+      api_threads_.push_back({key.first, key.second, 0, 0});
+    }
     for (auto b : bucket) ++begin[rank_of_bucket[b] + 1];
     for (std::size_t k = 1; k < begin.size(); ++k) begin[k] += begin[k - 1];
     api_order_.resize(t.api_calls.size());
@@ -240,22 +249,23 @@ class TimelineModelBuilder {
       return x.start_ns != y.start_ns ? x.start_ns < y.start_ns : x.end_ns > y.end_ns;
     };
     for (std::size_t k = 0; k + 1 < begin.size(); ++k) {
+      api_threads_[k].begin = begin[k];
+      api_threads_[k].end = begin[k + 1];
       auto b = api_order_.begin() + static_cast<std::ptrdiff_t>(begin[k]);
       auto e = api_order_.begin() + static_cast<std::ptrdiff_t>(begin[k + 1]);
       if (!std::is_sorted(b, e, before)) std::stable_sort(b, e, before);
     }
   }
-  std::size_t api_order_lower(RankId rank) const {
-    const auto& t = *m_.trace_;
-    return static_cast<std::size_t>(
-        std::lower_bound(api_order_.begin(), api_order_.end(), rank,
-                         [&](std::uint32_t i, RankId r) { return t.api_calls[i].rank < r; }) -
-        api_order_.begin());
-  }
-
   BuildOptions options_;
   TimelineModel m_;
   std::vector<std::uint32_t> api_order_;
+  // api_order_'s run of each (rank, thread), in that order.
+  struct ThreadCalls {
+    RankId rank;
+    std::int64_t thread = 0;
+    std::size_t begin = 0, end = 0;
+  };
+  std::vector<ThreadCalls> api_threads_;
 };
 
 std::shared_ptr<const TimelineModel> TimelineModel::build(std::shared_ptr<const analyzer::Trace> trace,
