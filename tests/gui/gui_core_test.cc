@@ -296,6 +296,27 @@ TEST_F(Fixture, QueueRowsShowTheAnalyzersQueueLengthOnceComputed) {
     EXPECT_NE(dc.kind, RowKind::kQueue);
 }
 
+// The rows built on several threads (each a run of the streams) are the
+// rows built on one.
+TEST_F(Fixture, QueueRowsAreTheSameOnSeveralThreads) {
+  const auto one = QueueTracks::compute(*trace_, 1);
+  ASSERT_GE(one->tracks().size(), 2u);
+  for (const int threads : {2, 3, 8}) {
+    const auto many = QueueTracks::compute(*trace_, threads);
+    ASSERT_EQ(many->tracks().size(), one->tracks().size());
+    for (std::size_t s = 0; s < trace_->streams.size(); ++s) {
+      const auto* a = one->for_stream(static_cast<std::int32_t>(s));
+      const auto* b = many->for_stream(static_cast<std::int32_t>(s));
+      ASSERT_EQ(a == nullptr, b == nullptr) << "stream " << s << ", " << threads << " threads";
+      if (a == nullptr) continue;
+      EXPECT_EQ(a->rank(), b->rank());
+      EXPECT_TRUE(std::ranges::equal(a->samples(), b->samples(), [](const CounterSample& x, const CounterSample& y) {
+        return x.ts_ns == y.ts_ns && x.bytes == y.bytes;
+      })) << "stream " << s << ", " << threads << " threads";
+    }
+  }
+}
+
 TEST_F(Fixture, SpansNestIterationLayerAndChunk) {
   const auto layers = find_row(RankId(0), RowKind::kLayers);
   ASSERT_GE(layers, 0);

@@ -11,6 +11,7 @@
 
 #include "moetrace/analyzer/downsample.h"
 #include "moetrace/analyzer/name_memo.h"
+#include "parallel.h"
 #include "stream_queue_walk.h"
 
 namespace moetrace::analyzer {
@@ -401,13 +402,27 @@ bool worse(const KernelLaunch& x, const KernelLaunch& y) {
 std::vector<StreamQueue> queue_lengths(const Trace& t, const LaunchQueueOptions& o) { return queues_of(t, o, 0); }
 
 void for_each_queue_series(const Trace& t, const LaunchQueueOptions& o,
-                           const std::function<void(std::size_t, std::span<const QueuePoint>)>& each) {
+                           const std::function<void(std::size_t, std::span<const QueuePoint>)>& each, int threads) {
   if (!has_tracks(t)) return;
   const Window window(t, o.window);
-  NameMemo queues(t, queues_work);
-  QueueScratch scratch;
-  for (const auto s : streams_in_order(t))
-    if (stream_series(t, s, window, queues, scratch)) each(s, scratch.series);
+  const auto order = streams_in_order(t);
+  // Runs of streams of about equal numbers of GPU events, one a thread,
+  // each with its own buffers and names' memo.
+  const auto groups = std::min<std::size_t>(static_cast<std::size_t>(detail::worker_count(threads)), order.size());
+  std::vector<std::size_t> cut{0};
+  const auto total = static_cast<double>(t.activities.size());
+  double events = 0;
+  for (std::size_t k = 0; k < order.size() && cut.size() < groups; ++k) {
+    events += static_cast<double>(t.activity_track_begin[order[k] + 1] - t.activity_track_begin[order[k]]);
+    if (events >= total * static_cast<double>(cut.size()) / static_cast<double>(groups)) cut.push_back(k + 1);
+  }
+  cut.push_back(order.size());
+  detail::parallel_for(cut.size() - 1, static_cast<int>(cut.size() - 1), [&](std::size_t g) {
+    NameMemo queues(t, queues_work);
+    QueueScratch scratch;
+    for (auto k = cut[g]; k < cut[g + 1]; ++k)
+      if (stream_series(t, order[k], window, queues, scratch)) each(order[k], scratch.series);
+  });
 }
 
 std::vector<KernelLaunch> kernel_launches(const Trace& t, const LaunchQueueOptions& o) {

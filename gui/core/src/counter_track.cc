@@ -4,6 +4,7 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <optional>
 #include <utility>
 
 namespace moetrace::gui {
@@ -152,19 +153,29 @@ std::vector<CounterTrack> memory_counters(const analyzer::Trace& trace) {
   return tracks;
 }
 
-std::shared_ptr<const QueueTracks> QueueTracks::compute(const analyzer::Trace& trace) {
+std::shared_ptr<const QueueTracks> QueueTracks::compute(const analyzer::Trace& trace, int threads) {
+  // Each stream's track built where its series is (on several threads at
+  // once, each writing its own stream's slot), then gathered in stream order.
+  std::vector<std::optional<CounterTrack>> of_stream(trace.streams.size());
+  analyzer::for_each_queue_series(
+      trace, {},
+      [&](std::size_t s, std::span<const analyzer::QueuePoint> series) {
+        std::vector<CounterSample> samples;
+        samples.reserve(series.size());
+        for (const auto& p : series) {
+          if (!samples.empty() && samples.back().ts_ns == p.ts_ns) samples.back().bytes = p.length;
+          else samples.push_back({p.ts_ns, p.length});
+        }
+        of_stream[s].emplace(trace.streams[s].rank, "queue length", std::move(samples));
+      },
+      threads);
   auto out = std::make_shared<QueueTracks>();
   out->by_stream_.assign(trace.streams.size(), -1);
-  analyzer::for_each_queue_series(trace, {}, [&](std::size_t s, std::span<const analyzer::QueuePoint> series) {
-    std::vector<CounterSample> samples;
-    samples.reserve(series.size());
-    for (const auto& p : series) {
-      if (!samples.empty() && samples.back().ts_ns == p.ts_ns) samples.back().bytes = p.length;
-      else samples.push_back({p.ts_ns, p.length});
-    }
+  for (std::size_t s = 0; s < of_stream.size(); ++s) {
+    if (!of_stream[s]) continue;
     out->by_stream_[s] = static_cast<std::int32_t>(out->tracks_.size());
-    out->tracks_.emplace_back(trace.streams[s].rank, "queue length", std::move(samples));
-  });
+    out->tracks_.push_back(std::move(*of_stream[s]));
+  }
   return out;
 }
 

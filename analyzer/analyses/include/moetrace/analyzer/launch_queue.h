@@ -235,12 +235,16 @@ struct LaunchQueueAnalysis {
 std::vector<StreamIdle> idle_time_breakdown(const Trace& trace, const LaunchQueueOptions& options = {});
 std::vector<StreamQueue> queue_lengths(const Trace& trace, const LaunchQueueOptions& options = {});
 // Each stream's series of queue_lengths() (every change point) without the
-// summary, one stream at a time in order of (rank, stream): each(the
-// stream's index in Trace::streams, its series). The series' memory is
-// reused for the next stream: copy what is kept. For a front end that keeps
-// every point (the GUI's queue rows) without holding every stream's twice.
+// summary: each(the stream's index in Trace::streams, its series). The
+// series' memory is reused for the next stream: copy what is kept. For a
+// front end that keeps every point (the GUI's queue rows) without holding
+// every stream's twice. On `threads` threads (0: the machine's cores), each
+// taking a run of the streams in order of (rank, stream), so `each` is
+// called from several threads at once, for different streams; on one, in
+// that order on the calling thread.
 void for_each_queue_series(const Trace& trace, const LaunchQueueOptions& options,
-                           const std::function<void(std::size_t stream, std::span<const QueuePoint> series)>& each);
+                           const std::function<void(std::size_t stream, std::span<const QueuePoint> series)>& each,
+                           int threads = 1);
 // Sorted by (rank, GPU start).
 std::vector<KernelLaunch> kernel_launches(const Trace& trace, const LaunchQueueOptions& options = {});
 

@@ -73,7 +73,8 @@ std::vector<CounterTrack> memory_counters(const analyzer::Trace& trace);
 // analyzer::for_each_queue_series, and only read afterwards.
 class QueueTracks {
  public:
-  static std::shared_ptr<const QueueTracks> compute(const analyzer::Trace& trace);
+  // On `threads` threads (0: the machine's cores).
+  static std::shared_ptr<const QueueTracks> compute(const analyzer::Trace& trace, int threads = 1);
   // The track of stream `stream` (index into Trace::streams), or null: the
   // stream launched nothing through HTA's launch calls.
   const CounterTrack* for_stream(std::int32_t stream) const;
