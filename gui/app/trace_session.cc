@@ -78,9 +78,9 @@ std::shared_ptr<const LoadedTrace> TraceSession::load(const QStringList& paths,
 std::shared_ptr<const TraceAnalyses> TraceSession::analyse(const LoadedTrace& loaded) {
   auto out = std::make_shared<TraceAnalyses>();
   // The queue rows (every change point of every stream's queue) beside
-  // the recommendations, on every core once those end: they ran after
-  // them, on one thread (gui_bench's 10 M-event trace: 1.3 s of one
-  // thread, 0.5-0.7 s on two).
+  // the recommendations, on every core: they ran after them, on one
+  // thread (gui_bench's 10 M-event trace: 1.3 s on one thread, 0.5-0.7 s
+  // on two).
   const auto queues = [&] {
     try {
       out->queues = QueueTracks::compute(*loaded.trace, 0);
