@@ -288,9 +288,16 @@ CostSamples cost_samples(const Trace& trace) {
   std::vector<std::int32_t> place(ops.size(), -1);  // op -> its (instance, rank) place; -1: not a collective
   {
     std::vector<CollectiveOp> coll;
-    for (std::size_t o = 0; o < ops.size(); ++o)
-      if (!collective_kind(ops[o].kind).empty())
-        coll.push_back({ops[o].rank.value, static_cast<std::uint32_t>(o), coords_of(ops[o]), ops[o].start_ns});
+    for (std::size_t o = 0; o < ops.size(); ++o) {
+      const auto& op = ops[o];
+      const auto ck = collective_kind(op.kind);
+      if (ck.empty()) continue;
+      coll.push_back({op.rank.value, static_cast<std::uint32_t>(o), coords_of(op), op.start_ns});
+      if (ck == "all_to_all" && op.bytes > 0) {
+        out.any_all_to_all = true;
+        out.recv_known = out.recv_known && op.recv_bytes >= 0;
+      }
+    }
     std::sort(coll.begin(), coll.end(), [](const CollectiveOp& x, const CollectiveOp& y) {
       return std::tie(x.rank, x.key, x.start, x.op) < std::tie(y.rank, y.key, y.start, y.op);
     });
@@ -310,11 +317,6 @@ CostSamples cost_samples(const Trace& trace) {
     }
     out.instance_ranks.shrink_to_fit();
   }
-  for (const auto& op : ops)
-    if (collective_kind(op.kind) == "all_to_all" && op.bytes > 0) {
-      out.any_all_to_all = true;
-      out.recv_known = out.recv_known && op.recv_bytes >= 0;
-    }
 
   // At most one sample an op: room for them at once, not grown by copies.
   out.host.reserve(ops.size());
