@@ -443,7 +443,7 @@ TEST(CounterTrack, ColumnsRangeOverEverySampleOfTheirPixel) {
         for (std::size_t c = 0; c < want.size(); ++c) {
           const auto start = t0 + static_cast<std::int64_t>(c) * w;
           std::int64_t lo = carry, hi = carry;
-          if (i < samples.size() && samples[i].ts_ns < start + w && samples[i].ts_ns == start) lo = hi = samples[i].bytes;
+          if (i < samples.size() && samples[i].ts_ns == start) lo = hi = samples[i].bytes;
           for (; i < samples.size() && samples[i].ts_ns < start + w; ++i) {
             lo = std::min(lo, samples[i].bytes);
             hi = std::max(hi, samples[i].bytes);
