@@ -351,9 +351,9 @@ int main(int argc, char** argv) {
   }
   if (sizes.empty() && traces.empty()) sizes = {1'000'000, 10'000'000};
   QApplication app(argc, argv);
-  std::printf("gui_bench on %s, %u hardware threads, huge pages %s (huge_pages.h)\n", cpu_model().c_str(),
-              std::thread::hardware_concurrency(),
-              moetrace::analyzer::huge_pages_wanted() ? "asked for" : "not asked for");
+  std::printf("gui_bench on %s, %u hardware threads, huge pages %s (huge_pages.h: %s)\n", cpu_model().c_str(),
+              std::thread::hardware_concurrency(), moetrace::analyzer::huge_pages_wanted() ? "asked for" : "not asked for",
+              moetrace::analyzer::huge_pages_reason().c_str());
   try {
     for (const auto& t : traces) run(t, width, height, frames, replay, open_only, stages, repeat);
     for (const auto n : sizes) {

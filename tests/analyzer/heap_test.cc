@@ -198,13 +198,26 @@ TEST(HugePages, FreeMemoryInSmallBlocks) {
   EXPECT_EQ(free_bytes_below_order("no zones here\n", 9, 4096), 0u);
 }
 
-TEST(HugePages, WantedUnlessTheHostTakesFreeMemoryAndSmallBlocksAbound) {
+TEST(HugePages, WantedUnlessTheHostTakesFreeMemoryAndSmallPagesAreCheap) {
   using moetrace::analyzer::detail::HugePagesSetting;
+  using moetrace::analyzer::detail::kDearSmallPageMicros;
   using moetrace::analyzer::detail::kSmallFreeEnough;
   using moetrace::analyzer::detail::want_huge_pages;
-  EXPECT_TRUE(want_huge_pages(HugePagesSetting::kAuto, false, 8 * kSmallFreeEnough));
-  EXPECT_TRUE(want_huge_pages(HugePagesSetting::kAuto, true, kSmallFreeEnough - 1));
-  EXPECT_FALSE(want_huge_pages(HugePagesSetting::kAuto, true, kSmallFreeEnough));
-  EXPECT_TRUE(want_huge_pages(HugePagesSetting::kOn, true, 8 * kSmallFreeEnough));
-  EXPECT_FALSE(want_huge_pages(HugePagesSetting::kOff, false, 0));
+  const double cheap = 2.4;  // a small page's first touch on the VM where small pages won (us)
+  const double dear = 11.3;  // on the VM where huge pages won
+  EXPECT_TRUE(want_huge_pages(HugePagesSetting::kAuto, false, 8 * kSmallFreeEnough, cheap));
+  EXPECT_TRUE(want_huge_pages(HugePagesSetting::kAuto, true, kSmallFreeEnough - 1, cheap));
+  EXPECT_FALSE(want_huge_pages(HugePagesSetting::kAuto, true, kSmallFreeEnough, cheap));
+  EXPECT_TRUE(want_huge_pages(HugePagesSetting::kAuto, true, kSmallFreeEnough, dear));
+  EXPECT_TRUE(want_huge_pages(HugePagesSetting::kAuto, true, kSmallFreeEnough, kDearSmallPageMicros));
+  EXPECT_TRUE(want_huge_pages(HugePagesSetting::kOn, true, 8 * kSmallFreeEnough, cheap));
+  EXPECT_FALSE(want_huge_pages(HugePagesSetting::kOff, false, 0, dear));
+}
+
+TEST(HugePages, TheReasonNamesWhatDecided) {
+  if (chosen_in_this_process) GTEST_SKIP() << "another test of this process decided first";
+  ::setenv("MOETRACE_HUGE_PAGES", "off", 1);
+  chosen_in_this_process = true;
+  EXPECT_FALSE(moetrace::analyzer::huge_pages_wanted());
+  EXPECT_EQ(moetrace::analyzer::huge_pages_reason(), "MOETRACE_HUGE_PAGES=off");
 }

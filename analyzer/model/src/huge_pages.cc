@@ -1,15 +1,21 @@
 #include "moetrace/analyzer/huge_pages.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <new>
 #include <sstream>
 #include <string>
 #include <system_error>
+
+#include <fmt/format.h>
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -52,13 +58,15 @@ std::uint64_t free_bytes_below_order(std::string_view buddyinfo, unsigned order,
   return bytes;
 }
 
-bool want_huge_pages(HugePagesSetting setting, bool host_takes_free_memory, std::uint64_t small_free_bytes) {
+bool want_huge_pages(HugePagesSetting setting, bool host_takes_free_memory, std::uint64_t small_free_bytes,
+                     double small_page_micros) {
   switch (setting) {
     case HugePagesSetting::kOn: return true;
     case HugePagesSetting::kOff: return false;
     case HugePagesSetting::kAuto: break;
   }
-  return !(host_takes_free_memory && small_free_bytes >= kSmallFreeEnough);
+  return !(host_takes_free_memory && small_free_bytes >= kSmallFreeEnough &&
+           small_page_micros < kDearSmallPageMicros);
 }
 
 }  // namespace detail
@@ -93,30 +101,72 @@ std::uint64_t small_free_bytes() {
   if (unsigned o = 0; reported >> o && o > 0 && o < 64) order = o;
   return detail::free_bytes_below_order(file_text("/proc/buddyinfo"), order, page);
 }
+
+// A small page's first touch, in microseconds: the cheaper of two runs over
+// 16 fresh 4 KiB pages (a run the scheduler interrupted counts less). About
+// 0.1 ms where a fault costs 2-3 us, 0.4-0.8 ms where it costs 10-25.
+double small_page_micros() {
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  constexpr std::size_t kPages = 16;
+  double best = std::numeric_limits<double>::infinity();
+  for (int run = 0; run < 2; ++run) {
+    void* p = mmap(nullptr, kPages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) break;
+#if defined(MADV_NOHUGEPAGE)
+    madvise(p, kPages * page, MADV_NOHUGEPAGE);
+#endif
+    auto* bytes = static_cast<volatile char*>(p);
+    const auto start = std::chrono::steady_clock::now();
+    for (std::size_t i = 0; i < kPages; ++i) bytes[i * page] = 1;
+    const auto end = std::chrono::steady_clock::now();
+    munmap(p, kPages * page);
+    best = std::min(best, std::chrono::duration<double, std::micro>(end - start).count() / kPages);
+  }
+  return std::isfinite(best) ? best : 0.0;
+}
 #endif
 
-bool decide_huge_pages() {
+struct Decision {
+  bool wanted = true;
+  std::string reason;
+};
+
+Decision decide_huge_pages() {
   const char* value = std::getenv("MOETRACE_HUGE_PAGES");
   auto setting = detail::huge_pages_setting(value);
   if (!setting) {
     std::fprintf(stderr, "moetrace: MOETRACE_HUGE_PAGES=%s is none of on, off, auto: taken as auto\n", value);
     setting = detail::HugePagesSetting::kAuto;
   }
+  if (*setting != detail::HugePagesSetting::kAuto)
+    return {detail::want_huge_pages(*setting, false, 0, 0),
+            *setting == detail::HugePagesSetting::kOn ? "MOETRACE_HUGE_PAGES=on" : "MOETRACE_HUGE_PAGES=off"};
 #if defined(__linux__)
-  if (*setting == detail::HugePagesSetting::kAuto) {
-    const bool reporting = host_takes_free_memory();
-    return detail::want_huge_pages(*setting, reporting, reporting ? small_free_bytes() : 0);
-  }
+  if (!host_takes_free_memory()) return {true, "no memory balloon takes free memory back"};
+  const auto small = small_free_bytes();
+  const double gib = static_cast<double>(small) / static_cast<double>(std::uint64_t{1} << 30);
+  if (small < detail::kSmallFreeEnough)
+    return {true, fmt::format("the host takes free memory back, but only {:.1f} GiB lies free in small blocks", gib)};
+  const double micros = small_page_micros();
+  const bool wanted = detail::want_huge_pages(*setting, true, small, micros);
+  return {wanted, fmt::format("the host takes free memory back, {:.1f} GiB lies free in small blocks, and a small "
+                              "page's first touch costs {:.1f} us here",
+                              gib, micros)};
+#else
+  return {true, "not Linux"};
 #endif
-  return detail::want_huge_pages(*setting, false, 0);
+}
+
+const Decision& decision() {
+  static const Decision d = decide_huge_pages();
+  return d;
 }
 
 }  // namespace
 
-bool huge_pages_wanted() {
-  static const bool wanted = decide_huge_pages();
-  return wanted;
-}
+bool huge_pages_wanted() { return decision().wanted; }
+
+std::string huge_pages_reason() { return decision().reason; }
 
 void advise_huge_pages([[maybe_unused]] void* p, [[maybe_unused]] std::size_t bytes) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)

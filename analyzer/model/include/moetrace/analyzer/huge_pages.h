@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -24,15 +25,23 @@ void advise_huge_pages(void* p, std::size_t bytes);
 // first call. MOETRACE_HUGE_PAGES=on or off decides; else (unset or "auto")
 // yes, unless a VM's memory balloon reports free memory to its host while
 // plenty of free memory lies in blocks too small to be reported (over
-// 1 GiB). There a fresh huge page needs a free 2 MiB block, which the host
-// has taken back and must fault in again 4 KiB at a time, while a small
-// page comes from memory the host still backs. Measured on such a VM
-// (BENCHMARKS.md, "Huge pages where the host takes free memory back"):
-// fresh memory at 0.29-0.40 GB/s in huge pages, 1.6-1.9 GB/s in small ones
-// (0.24-0.27 once the small blocks are used up); memory freed and touched
-// again within a second or two, before it is reported, 10 GB/s in huge
-// pages.
+// 1 GiB) and a small page's first touch is cheap there (under
+// kDearSmallPageMicros, timed on 16 fresh pages, twice). There a fresh huge
+// page needs a free 2 MiB block, which the host has taken back and must
+// fault in again 4 KiB at a time, while a small page comes from memory the
+// host still backs. Measured on such VMs (BENCHMARKS.md, "Huge pages where
+// the host takes free memory back"): on one, fresh memory at 0.29-0.40 GB/s
+// in huge pages, 1.6-1.9 GB/s in small ones (0.24-0.27 once the small
+// blocks are used up); memory freed and touched again within a second or
+// two, before it is reported, 10 GB/s in huge pages. On another, whose
+// every fault is a trip to its hypervisor, small pages cost 10-25 us each
+// and cold huge pages 7-8 us per 4 KiB: huge pages opened a 10 M-event
+// trace 0.6-0.7 s sooner (of 3.3 s).
 bool huge_pages_wanted();
+
+// Why huge_pages_wanted() decided as it did, in a few words (for benchmark
+// programs to print beside their figures).
+std::string huge_pages_reason();
 
 namespace detail {
 // The parts of huge_pages_wanted(), apart for tests.
@@ -50,7 +59,17 @@ std::uint64_t free_bytes_below_order(std::string_view buddyinfo, unsigned order,
 // Free memory in small blocks that makes small pages the cheaper ones where
 // the host takes large free blocks back.
 inline constexpr std::uint64_t kSmallFreeEnough = std::uint64_t{1} << 30;
-bool want_huge_pages(HugePagesSetting setting, bool host_takes_free_memory, std::uint64_t small_free_bytes);
+// A small page's first touch this slow (microseconds) makes huge pages the
+// cheaper ones even where the host takes free memory back: between the two
+// VMs measured (small pages 2.2-2.6 us on the one where they won, 10-25 us
+// on the one where huge pages won), below the 7-14 us per 4 KiB that a cold
+// huge page cost on either; memory reused within a second or two, most of
+// what a run's stages allocate, is 20-40 times cheaper in huge pages.
+inline constexpr double kDearSmallPageMicros = 5.0;
+// small_page_micros: a small page's first touch, measured where the first
+// two conditions hold (huge_pages_wanted), else unused.
+bool want_huge_pages(HugePagesSetting setting, bool host_takes_free_memory, std::uint64_t small_free_bytes,
+                     double small_page_micros);
 }  // namespace detail
 
 // v.reserve(n), the reserved memory advised as above.
