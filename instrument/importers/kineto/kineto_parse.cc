@@ -403,7 +403,23 @@ ParsedFile parse(const std::string& path, TraceBuilder& builder, int threads, Ba
     ParsedFile unused;
     Handler handler;
     Replay replay;
+    // The records of the last batch this worker parsed: the next one's room,
+    // a quarter more, reserved at once (batches of one file hold much the
+    // same). Grown record by record, a batch's arrays were copied at every
+    // doubling, each time into fresh memory: 5-6 % of importing
+    // hta-nccl_data (9.8 MB, 39 batches; perf record).
+    std::size_t ranges = 0, gpu = 0, api = 0;
     Worker(GzipInput& in, TraceBuilder& b, const std::string& label) : handler(unused, in, b, label), replay(handler) {}
+    void reserve(ParsedFile& part) const {
+      part.ranges.reserve(ranges + ranges / 4);
+      part.gpu.reserve(gpu + gpu / 4);
+      part.api.reserve(api + api / 4);
+    }
+    void seen(const ParsedFile& part) {
+      ranges = part.ranges.size();
+      gpu = part.gpu.size();
+      api = part.api.size();
+    }
   };
   std::mutex mutex;  // guards idle, ready, next, appending
   std::vector<std::unique_ptr<Worker>> idle;
@@ -423,12 +439,14 @@ ParsedFile parse(const std::string& path, TraceBuilder& builder, int threads, Ba
     }
     if (!w) w = std::make_unique<Worker>(input, builder, label);
     Part part;
+    w->reserve(part.events);
     w->handler.events_into(part.events);
     PartReader reader(part, w->replay);
     try {
       replay_batch(reader);
     } catch (const StopBatch&) {
     }
+    w->seen(part.events);
     std::unique_lock lock(mutex);
     idle.push_back(std::move(w));
     ready.emplace(seq, std::move(part));
