@@ -235,7 +235,6 @@ namespace {
 struct QueueScratch {
   std::vector<detail::QueuePoint> up, down;
   std::vector<QueuePoint> series;
-  std::vector<std::int64_t> counts;  // of each length, summary()
 };
 
 // Stream s's queue-length series, every change point, into scratch.series;
@@ -332,6 +331,31 @@ std::vector<std::size_t> streams_in_order(const Trace& t) {
   return order;
 }
 
+// Each stream's full series, each(stream index, series) in the order of
+// streams_in_order: on `threads` threads, each taking a run of the streams
+// of about equal numbers of GPU events with its own buffers and names'
+// memo. The series is the thread's buffer, reused for its next stream:
+// `each` copies what it keeps, or takes the buffer (swap).
+template <class Each>
+void each_queue_series(const Trace& t, const Window& window, int threads, const Each& each) {
+  const auto order = streams_in_order(t);
+  const auto groups = std::min<std::size_t>(static_cast<std::size_t>(detail::worker_count(threads)), order.size());
+  std::vector<std::size_t> cut{0};
+  const auto total = static_cast<double>(t.activities.size());
+  double events = 0;
+  for (std::size_t k = 0; k < order.size() && cut.size() < groups; ++k) {
+    events += static_cast<double>(t.activity_track_begin[order[k] + 1] - t.activity_track_begin[order[k]]);
+    if (events >= total * static_cast<double>(cut.size()) / static_cast<double>(groups)) cut.push_back(k + 1);
+  }
+  cut.push_back(order.size());
+  detail::parallel_for(cut.size() - 1, static_cast<int>(cut.size() - 1), [&](std::size_t g) {
+    NameMemo queues(t, queues_work);
+    QueueScratch scratch;
+    for (auto k = cut[g]; k < cut[g + 1]; ++k)
+      if (stream_series(t, order[k], window, queues, scratch)) each(order[k], scratch.series);
+  });
+}
+
 // Every stream's series and summary, the series reduced to `max_points` (0:
 // all) after the summary has read every point.
 std::vector<StreamQueue> queues_of(const Trace& t, const LaunchQueueOptions& o, std::size_t max_points) {
@@ -339,24 +363,22 @@ std::vector<StreamQueue> queues_of(const Trace& t, const LaunchQueueOptions& o, 
   if (!has_tracks(t)) return out;
   const Window window(t, o.window);
   const auto durations = rank_durations(t, window);
-  NameMemo queues(t, queues_work);
-  QueueScratch scratch;
-  for (const auto s : streams_in_order(t)) {
-    if (!stream_series(t, s, window, queues, scratch)) continue;
+  std::vector<std::int64_t> counts;  // of each length, summarize()
+  each_queue_series(t, window, 1, [&](std::size_t s, std::vector<QueuePoint>& series) {
     StreamQueue q;
     q.rank = t.streams[s].rank.value;
     q.stream = t.streams[s].id.value;
     q.native_stream = t.streams[s].native_id;
-    summarize(scratch.series, o, durations, scratch.counts, q);
-    if (max_points > 0 && scratch.series.size() > max_points) {
-      q.series = downsample_max(scratch.series, static_cast<int>(std::min<std::size_t>(max_points, INT32_MAX)),
+    summarize(series, o, durations, counts, q);
+    if (max_points > 0 && series.size() > max_points) {
+      q.series = downsample_max(series, static_cast<int>(std::min<std::size_t>(max_points, INT32_MAX)),
                                 &QueuePoint::length);
       q.downsampled = true;
     } else {
-      q.series.swap(scratch.series);
+      q.series.swap(series);
     }
     out.push_back(std::move(q));
-  }
+  });
   return out;
 }
 
@@ -405,25 +427,8 @@ std::vector<StreamQueue> queue_lengths(const Trace& t, const LaunchQueueOptions&
 void for_each_queue_series(const Trace& t, const LaunchQueueOptions& o,
                            const std::function<void(std::size_t, std::span<const QueuePoint>)>& each, int threads) {
   if (!has_tracks(t)) return;
-  const Window window(t, o.window);
-  const auto order = streams_in_order(t);
-  // Runs of streams of about equal numbers of GPU events, one a thread,
-  // each with its own buffers and names' memo.
-  const auto groups = std::min<std::size_t>(static_cast<std::size_t>(detail::worker_count(threads)), order.size());
-  std::vector<std::size_t> cut{0};
-  const auto total = static_cast<double>(t.activities.size());
-  double events = 0;
-  for (std::size_t k = 0; k < order.size() && cut.size() < groups; ++k) {
-    events += static_cast<double>(t.activity_track_begin[order[k] + 1] - t.activity_track_begin[order[k]]);
-    if (events >= total * static_cast<double>(cut.size()) / static_cast<double>(groups)) cut.push_back(k + 1);
-  }
-  cut.push_back(order.size());
-  detail::parallel_for(cut.size() - 1, static_cast<int>(cut.size() - 1), [&](std::size_t g) {
-    NameMemo queues(t, queues_work);
-    QueueScratch scratch;
-    for (auto k = cut[g]; k < cut[g + 1]; ++k)
-      if (stream_series(t, order[k], window, queues, scratch)) each(order[k], scratch.series);
-  });
+  each_queue_series(t, Window(t, o.window), threads,
+                    [&](std::size_t s, const std::vector<QueuePoint>& series) { each(s, series); });
 }
 
 std::vector<KernelLaunch> kernel_launches(const Trace& t, const LaunchQueueOptions& o) {
