@@ -2,7 +2,9 @@
 // derived by hand in the comment above it.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <optional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -173,6 +175,51 @@ TEST(Breakdown, EachRanksTimeIsItsOwnWithTheRanksRowsInterleaved) {
   EXPECT_EQ(row(b, 0, 1, 0, Phase::kForward).t.overlap_ns, 0);
   EXPECT_EQ(row(b, 1, 0, 0, Phase::kForward).t.overlap_ns, 200);
   EXPECT_EQ(row(b, 1, 1, 0, Phase::kForward).t.overlap_ns, 200);
+}
+
+// The rows come out in one order whatever order the ranks' ops were
+// recorded in: MoE-layer rows by (layer, iteration, phase, rank), iteration
+// rows by (iteration, rank), layer windows by (layer, rank, iteration). The
+// ops below are listed rank 1 first, the backward before the forward, layer
+// 1 before layer 0; each row's window is its op's own length, so a row
+// moved without its numbers shows.
+TEST(Breakdown, RowsAreOrderedAcrossRanksWhateverTheOpsOrder) {
+  const auto b = breakdown_of("row_order.db", R"(
+    stream id=0 rank=0 role=compute
+    stream id=1 rank=1 role=compute
+    op rank=1 stream=1 kind=expert_ffn layer=1 iteration=1 phase=bwd start=900 end=910
+    op rank=1 stream=1 kind=expert_ffn layer=0 iteration=0 start=0 end=20
+    op rank=1 stream=1 kind=expert_ffn layer=1 iteration=0 start=100 end=130
+    op rank=1 stream=1 kind=expert_ffn layer=0 iteration=1 start=500 end=540
+    op rank=0 stream=0 kind=expert_ffn layer=1 iteration=0 phase=bwd start=200 end=250
+    op rank=0 stream=0 kind=expert_ffn layer=0 iteration=1 start=600 end=660
+    op rank=0 stream=0 kind=expert_ffn layer=0 iteration=0 start=0 end=70
+  )");
+  struct Key {
+    int layer, iteration;
+    Phase phase;
+    int rank;
+    std::int64_t window;
+    bool operator==(const Key&) const = default;
+  };
+  std::vector<Key> rows;
+  for (const auto& r : b.rows) rows.push_back({r.layer, r.iteration, r.phase, r.rank, r.t.window_ns});
+  const auto F = Phase::kForward, B = Phase::kBackward;
+  EXPECT_EQ(rows, (std::vector<Key>{{0, 0, F, 0, 70},
+                                    {0, 0, F, 1, 20},
+                                    {0, 1, F, 0, 60},
+                                    {0, 1, F, 1, 40},
+                                    {1, 0, F, 1, 30},
+                                    {1, 0, B, 0, 50},
+                                    {1, 1, B, 1, 10}}));
+  std::vector<std::pair<int, int>> iterations;  // (iteration, rank)
+  for (const auto& r : b.iterations) iterations.push_back({r.iteration, r.rank});
+  EXPECT_EQ(iterations, (std::vector<std::pair<int, int>>{{0, 0}, {0, 1}, {1, 0}, {1, 1}}));
+  std::vector<std::tuple<int, int, int, std::int64_t>> windows;  // (layer, rank, iteration, ns)
+  for (const auto& w : b.layer_windows) windows.push_back({w.layer, w.rank, w.iteration, w.ns});
+  EXPECT_EQ(windows, (std::vector<std::tuple<int, int, int, std::int64_t>>{
+                         {0, 0, 0, 70}, {0, 0, 1, 60}, {0, 1, 0, 20}, {0, 1, 1, 40}, {1, 0, 0, 50}, {1, 1, 0, 30},
+                         {1, 1, 1, 10}}));
 }
 
 // Communication of layer 0 hidden by computation of another op (here the

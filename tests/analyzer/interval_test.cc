@@ -127,13 +127,13 @@ TEST(Coverage, SweepGivesUnionsExclusiveTimeAndOverlap) {
 // [10, 12). Shared: [5, 10) {0, 1}, [10, 12) {0, 1, 2}, [12, 15) {0, 1};
 // [15, 20) is label 0's alone. Label 0: 5 + 2 + 3 = 10, label 1: 10, label 2: 2.
 TEST(SharedStretch, EachLabelsTimeBesideAnother) {
-  std::vector<LabelEdge> e;
+  std::vector<LabelEdge> starts, ends;
   for (const auto& [s, t, l] : {std::tuple{0, 10, 0}, {10, 20, 0}, {5, 15, 1}, {10, 12, 2}}) {
-    e.push_back({s, l, +1});
-    e.push_back({t, l, -1});
+    starts.push_back({s, l});
+    ends.push_back({t, l});
   }
   std::map<std::int32_t, std::int64_t> got;
-  for_each_shared_stretch(e, [&](std::int32_t l, std::int64_t ns) { got[l] += ns; });
+  for_each_shared_stretch(starts, ends, [&](std::int32_t l, std::int64_t ns) { got[l] += ns; });
   EXPECT_EQ(got, (std::map<std::int32_t, std::int64_t>{{0, 10}, {1, 10}, {2, 2}}));
 }
 
@@ -146,14 +146,14 @@ TEST(SharedStretch, StreamsInOrderOneAfterAnotherAgreeWithCountingCells) {
   constexpr int kDomain = 200;
   std::uniform_int_distribution<int> gap(0, 4), len(1, 9), label(-1, 39), few(-1, 2);
   for (int runs = 1; runs <= 70; ++runs) {
-    std::vector<LabelEdge> e;
+    std::vector<LabelEdge> starts, ends;
     std::vector<std::map<std::int32_t, int>> cell(kDomain);
     for (int r = 0; r < runs; ++r)
       for (int t = gap(rng); t < kDomain; t += gap(rng)) {
         const int end = std::min(kDomain, t + len(rng));
         const int l = r % 2 ? label(rng) : few(rng);
-        e.push_back({t, l, +1});
-        e.push_back({end, l, -1});
+        starts.push_back({t, l});
+        ends.push_back({end, l});
         for (int c = t; c < end; ++c) ++cell[static_cast<std::size_t>(c)][l];
         t = end;
       }
@@ -161,7 +161,7 @@ TEST(SharedStretch, StreamsInOrderOneAfterAnotherAgreeWithCountingCells) {
     for (const auto& m : cell)
       if (m.size() >= 2)
         for (const auto& [l, n] : m) ++want[l];
-    for_each_shared_stretch(e, [&](std::int32_t l, std::int64_t ns) { got[l] += ns; });
+    for_each_shared_stretch(starts, ends, [&](std::int32_t l, std::int64_t ns) { got[l] += ns; });
     ASSERT_EQ(got, want) << runs << " runs";
   }
 }

@@ -72,7 +72,7 @@ Analyses run_analyses(const Trace& trace, const std::function<void(std::string_v
   // then the collective calls' other readers, efficiency (80 MiB) and the
   // collective waits (short), so that the calls (74 MiB; the critical path
   // copies what it reads of them first) are given back before the graph
-  // grows, then the breakdown (156 MiB), the rest 45 MiB or less: on few
+  // grows, then the breakdown (125 MiB), the rest 45 MiB or less: on few
   // threads they run beside the critical path's graph while it is still
   // being built, not beside its search, when it is largest.
   std::vector<std::pair<std::string_view, std::function<void()>>> work;

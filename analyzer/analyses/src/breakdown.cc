@@ -204,16 +204,20 @@ RankSummary rank_split(std::int32_t rank, RankTime rt, Interval w, RankSets& set
     communication += is_communication(c) ? 1 : 0;
   }
   clipped.resize(kept);
-  std::vector<Interval> all, compute, comm, unattributed;
-  all.reserve(kept);
-  compute.reserve(computation);
-  comm.reserve(communication);
-  for (const auto& l : clipped) {
-    const auto c = static_cast<Category>(l.label);
-    all.push_back({l.start, l.end});
-    if (is_computation(c)) compute.push_back({l.start, l.end});
-    if (is_communication(c)) comm.push_back({l.start, l.end});
-  }
+  // The rank's sets, each merged before the next is made, then the sweep:
+  // the sets' arrays (16 bytes an interval each, fewer once merged) and the
+  // sweep's (32) never all at once beside the intervals.
+  auto set_of = [&](std::size_t count, auto keep) {
+    std::vector<Interval> v;
+    v.reserve(count);
+    for (const auto& l : clipped)
+      if (keep(static_cast<Category>(l.label))) v.push_back({l.start, l.end});
+    return IntervalSet::from(std::move(v));
+  };
+  sets.all = set_of(kept, [](Category) { return true; });
+  sets.compute = set_of(computation, is_computation);
+  const auto comm_set = set_of(communication, is_communication);
+  std::vector<Interval> unattributed;
   unattributed.reserve(rt.unattributed.size());
   for (const auto& u : rt.unattributed) unattributed.push_back(clip(u.start, u.end));
   std::vector<Interval>().swap(rt.unattributed);
@@ -223,11 +227,8 @@ RankSummary rank_split(std::int32_t rank, RankTime rt, Interval w, RankSets& set
     rs.t.category_ns[static_cast<std::size_t>(c)] = cov.active(static_cast<std::uint32_t>(c));
     rs.t.exclusive_ns[static_cast<std::size_t>(c)] = cov.exclusive(static_cast<std::uint32_t>(c));
   }
-  sets.all = IntervalSet::from(std::move(all));
-  sets.compute = IntervalSet::from(std::move(compute));
   rs.t.busy_ns = sets.all.length();
   rs.t.idle_ns = rs.t.window_ns - rs.t.busy_ns;
-  const auto comm_set = IntervalSet::from(std::move(comm));
   rs.t.comm_ns = comm_set.length();
   rs.t.comm_hidden_ns = comm_set.intersect(sets.compute).length();
   rs.t.comm_exposed_ns = rs.t.comm_ns - rs.t.comm_hidden_ns;
@@ -241,33 +242,152 @@ void add_to(RankSummary& total, const RankSummary& r) {
   total.events += r.events;
 }
 
-// Fills each row's overlap_ns: per rank, a sweep over every GPU interval
-// labelled with its row (-1: work of no MoE-layer row, or no op at all); in
-// each stretch where two or more labels are active, every active row's own
-// work ran beside another's.
-void overlap_of_rows(const Trace& trace, const OpIntervals& oi, const RankRows& ranks,
-                     const std::vector<std::int32_t>& row_of, std::vector<LayerRow>& rows) {
-  // One rank at a time, its room reserved at once (at most two edges an
-  // interval): grown edge by edge, the array was copied and its fresh pages
-  // faulted in at each doubling.
-  std::vector<LabelEdge> edges;
-  for (std::size_t slot = 0; slot < ranks.size(); ++slot) {
-    std::size_t bound = 0;
-    for (const auto o : ranks.ops(slot)) bound += 2 * oi.of(o).size();
-    for (const auto a : ranks.activities(slot)) bound += trace.activities[a].op < 0 ? 2 : 0;
-    reserve_huge_or_reuse(edges, bound);
-    auto add = [&](std::int64_t s, std::int64_t e, std::int32_t row) {
-      if (e <= s) return;
-      edges.push_back({s, row, +1});
-      edges.push_back({e, row, -1});
-    };
-    for (const auto o : ranks.ops(slot))
-      for (const auto i : oi.of(o)) add(i.start, i.end, row_of[o]);
-    for (const auto i : ranks.activities(slot))
-      if (const auto& a = trace.activities[i]; a.op < 0) add(a.start_ns, a.end_ns, -1);
-    for_each_shared_stretch(edges, [&](std::int32_t row, std::int64_t ns) {
-      if (row >= 0) rows[static_cast<std::size_t>(row)].t.overlap_ns += ns;
-    });
+// A rank's GPU intervals as the starts and ends of a sweep, each labelled
+// with its MoE-layer row (-1: work of no row, or no op at all); the
+// arrays kept from rank to rank (their pages faulted in once).
+struct RowEdges {
+  std::vector<LabelEdge> starts, ends;
+};
+
+// The rows of one rank (ranks.ops(slot)): its MoE-layer rows, iteration rows
+// and layer windows appended to b, each in its own key order without the
+// rank (compute_breakdown orders them across ranks); `sets` is the rank's
+// computation and whole time (rank_split). One rank at a time, so that what
+// groups the ops lives for one rank, not for every rank at once (a 10 M-event
+// trace of 8 ranks: 122 k rows, 1.95 M ops).
+void rank_rows(const Trace& trace, const OpIntervals& oi, const RankRows& ranks, std::size_t slot,
+               const RankSets& sets, Breakdown& b, RowEdges& edges) {
+  const auto rank = ranks.rank(slot);
+  const auto rank_ops = ranks.ops(slot);
+  // The ops by their place k in rank_ops: MoE-layer rows and iteration rows.
+  std::map<std::tuple<std::int32_t, std::int32_t, Phase>, std::map<std::int32_t, std::vector<std::uint32_t>>>
+      layer_ops;  // (layer, iteration, phase) -> micro-batch -> ops
+  std::map<std::int32_t, std::vector<std::uint32_t>> iter_ops;  // iteration -> ops
+  for (std::uint32_t k = 0; k < rank_ops.size(); ++k) {
+    const auto& op = trace.ops[rank_ops[k]];
+    if (op.iteration < 0) continue;
+    iter_ops[op.iteration].push_back(k);
+    if (op.layer >= 0 && op_kind_info(op.kind).moe_layer)
+      layer_ops[{op.layer, op.iteration, op.phase}][op.micro_batch].push_back(k);
+  }
+  std::vector<std::uint32_t> ops;  // op indices of one row
+  auto ops_of = [&](const std::vector<std::uint32_t>& places) -> const std::vector<std::uint32_t>& {
+    ops.clear();
+    for (const auto k : places) ops.push_back(rank_ops[k]);
+    return ops;
+  };
+
+  // MoE-layer windows per iteration: their union is the iteration's MoE
+  // time (layers can overlap, e.g. an offload of layer l running into layer
+  // l+1, and must not be counted twice).
+  std::map<std::int32_t, std::vector<Interval>> moe_windows_per_iter;
+  // (layer, iteration) -> the windows of all its rows (phases).
+  std::map<std::pair<std::int32_t, std::int32_t>, std::vector<Interval>> layer_windows;
+  std::vector<std::int32_t> row_of(rank_ops.size(), -1);  // by place in rank_ops: its row in b.rows
+  for (const auto& [key, by_mb] : layer_ops) {
+    const auto& [layer, iteration, phase] = key;
+    std::vector<Interval> windows;
+    std::vector<std::uint32_t> row_ops;
+    for (const auto& [mb, places] : by_mb) {
+      windows.push_back(envelope(oi, ops_of(places)));
+      row_ops.insert(row_ops.end(), ops.begin(), ops.end());
+      for (const auto k : places) row_of[k] = static_cast<std::int32_t>(b.rows.size());
+    }
+    LayerRow row{rank, layer, iteration, phase, {}};
+    auto window_set = IntervalSet::from(std::move(windows));
+    auto& iter_windows = moe_windows_per_iter[iteration];
+    auto& lw = layer_windows[{layer, iteration}];
+    for (const auto& w : window_set.intervals()) {
+      iter_windows.push_back(w);
+      lw.push_back(w);
+    }
+    split_time(trace, oi, row_ops, window_set, sets, row.t);
+    b.rows.push_back(row);
+  }
+  decltype(layer_ops)().swap(layer_ops);
+  // Iteration windows partition the rank's time: iteration k's window runs
+  // from the first GPU start of its work (never before the previous window's
+  // start) to the next iteration's, the last one to its work's end. Work an
+  // iteration launched counts to it, inside its window.
+  std::vector<Interval> iter_window;  // in iter_ops' order
+  {
+    std::vector<Interval> envelopes;
+    for (const auto& [iteration, places] : iter_ops) envelopes.push_back(envelope(oi, ops_of(places)));
+    std::int64_t start = INT64_MIN;
+    for (std::size_t k = 0; k < envelopes.size(); ++k) {
+      const auto& e = envelopes[k];
+      const bool empty = e.end <= e.start;
+      start = std::max(start, empty ? start : e.start);
+      std::int64_t end = empty ? start : e.end;
+      if (k + 1 < envelopes.size()) {
+        const auto& next = envelopes[k + 1];
+        if (next.end > next.start) end = next.start;
+      }
+      if (start == INT64_MIN) start = end;
+      end = std::max(end, start);
+      iter_window.push_back({start, end});
+      start = end;
+    }
+  }
+  std::size_t k = 0;
+  for (const auto& [iteration, places] : iter_ops) {
+    const auto w = iter_window[k++];
+    IterationRow row{rank, iteration, {},
+                     IntervalSet::from(std::move(moe_windows_per_iter[iteration])).length_within(w)};
+    split_time(trace, oi, ops_of(places), w.end > w.start ? IntervalSet::from({w}) : IntervalSet{}, sets, row.t);
+    b.iterations.push_back(row);
+  }
+  for (const auto& [key, windows] : layer_windows)
+    b.layer_windows.push_back({key.first, rank, key.second, IntervalSet::from(windows).length()});
+  decltype(iter_ops)().swap(iter_ops);
+  decltype(moe_windows_per_iter)().swap(moe_windows_per_iter);
+  decltype(layer_windows)().swap(layer_windows);
+
+  // Each row's overlap_ns: a sweep over every GPU interval of the rank
+  // labelled with its row; in each stretch where two or more labels are
+  // active, every active row's own work ran beside another's. The room of
+  // each array reserved at once (one edge an interval): grown edge by edge,
+  // it was copied and its fresh pages faulted in at each doubling.
+  std::size_t bound = 0;
+  for (const auto o : rank_ops) bound += oi.of(o).size();
+  for (const auto a : ranks.activities(slot)) bound += trace.activities[a].op < 0 ? 1 : 0;
+  reserve_huge_or_reuse(edges.starts, bound);
+  reserve_huge_or_reuse(edges.ends, bound);
+  auto add = [&](std::int64_t s, std::int64_t e, std::int32_t row) {
+    if (e <= s) return;
+    edges.starts.push_back({s, row});
+    edges.ends.push_back({e, row});
+  };
+  for (std::size_t p = 0; p < rank_ops.size(); ++p)
+    for (const auto i : oi.of(rank_ops[p])) add(i.start, i.end, row_of[p]);
+  for (const auto i : ranks.activities(slot))
+    if (const auto& a = trace.activities[i]; a.op < 0) add(a.start_ns, a.end_ns, -1);
+  for_each_shared_stretch(edges.starts, edges.ends, [&](std::int32_t row, std::int64_t ns) {
+    if (row >= 0) b.rows[static_cast<std::size_t>(row)].t.overlap_ns += ns;
+  });
+}
+
+// v reordered by `less` (a strict order on its elements): the permutation
+// sorted, then followed cycle by cycle, each element moved once (rows of a
+// few hundred bytes, not swapped at every step of a sort).
+template <class T, class Less>
+void order_by(std::vector<T>& v, Less less) {
+  std::vector<std::uint32_t> at(v.size());  // at[i]: the element that goes to place i
+  for (std::uint32_t i = 0; i < at.size(); ++i) at[i] = i;
+  std::sort(at.begin(), at.end(), [&](std::uint32_t x, std::uint32_t y) { return less(v[x], v[y]); });
+  constexpr auto kDone = UINT32_MAX;
+  for (std::size_t i = 0; i < at.size(); ++i) {
+    if (at[i] == kDone || at[i] == i) continue;
+    T held = std::move(v[i]);
+    std::size_t place = i;
+    while (at[place] != i) {
+      const auto from = at[place];
+      v[place] = std::move(v[from]);
+      at[place] = kDone;
+      place = from;
+    }
+    v[place] = std::move(held);
+    at[place] = kDone;
   }
 }
 
@@ -399,17 +519,34 @@ Breakdown compute_breakdown(const Trace& trace, const BreakdownOptions& options)
   b.rank_window = options.rank_window;
   const OpIntervals oi(trace);
 
-  // Whole-run split per rank (works without op ranges too), and the
-  // rank-wide sets the layer and iteration rows need.
-  std::map<std::int32_t, RankSets> rank_sets;
+  // Per rank: its whole-run split (works without op ranges too), and with
+  // the rank-wide sets it gives, its MoE-layer and iteration rows.
   const RankRows rows(trace);
+  RowEdges edges;
   for (std::size_t slot = 0; slot < rows.size(); ++slot) {
-    auto rt = rank_time(trace, oi, rows, slot);
-    if (rt.labelled.empty()) continue;
-    const auto r = rows.rank(slot);
-    const auto span = span_of(rt);
-    b.ranks.push_back(rank_split(r, std::move(rt), span, rank_sets[r]));
+    RankSets sets;
+    if (auto rt = rank_time(trace, oi, rows, slot); !rt.labelled.empty()) {
+      const auto span = span_of(rt);
+      b.ranks.push_back(rank_split(rows.rank(slot), std::move(rt), span, sets));
+    }
+    rank_rows(trace, oi, rows, slot, sets, b, edges);
+    // The first rank's rows as a guess of every rank's: room reserved,
+    // not copied at each doubling (pages never written cost nothing).
+    if (slot == 0) b.rows.reserve(b.rows.size() * rows.size());
   }
+  edges = RowEdges();
+  // Ordered across ranks, as the rows are read: by (layer, iteration, phase,
+  // rank), iterations by (iteration, rank), windows by (layer, rank,
+  // iteration); each key is one row's.
+  order_by(b.rows, [](const LayerRow& x, const LayerRow& y) {
+    return std::tie(x.layer, x.iteration, x.phase, x.rank) < std::tie(y.layer, y.iteration, y.phase, y.rank);
+  });
+  order_by(b.iterations, [](const IterationRow& x, const IterationRow& y) {
+    return std::tie(x.iteration, x.rank) < std::tie(y.iteration, y.rank);
+  });
+  order_by(b.layer_windows, [](const Breakdown::LayerWindow& x, const Breakdown::LayerWindow& y) {
+    return std::tie(x.layer, x.rank, x.iteration) < std::tie(y.layer, y.rank, y.iteration);
+  });
   // Another window of the per-rank rows: the steps' work alone.
   if (options.rank_window != RankWindow::kSpan) {
     const ProfilerSteps steps(trace);
@@ -431,95 +568,6 @@ Breakdown compute_breakdown(const Trace& trace, const BreakdownOptions& options)
       std::sort(b.ranks.begin(), b.ranks.end(),
                 [](const RankSummary& x, const RankSummary& y) { return x.rank < y.rank; });
   }
-
-  // Group ops: MoE-layer rows and iteration rows (ops indexed in 32 bits,
-  // as OpIntervals requires).
-  std::map<std::tuple<std::int32_t, std::int32_t, Phase, std::int32_t>, std::map<std::int32_t, std::vector<std::uint32_t>>>
-      layer_ops;  // (layer, iteration, phase, rank) -> micro-batch -> ops
-  std::map<std::pair<std::int32_t, std::int32_t>, std::vector<std::uint32_t>> iter_ops;  // (iteration, rank)
-  for (std::uint32_t o = 0; o < trace.ops.size(); ++o) {
-    const auto& op = trace.ops[o];
-    if (op.iteration < 0) continue;
-    iter_ops[{op.iteration, op.rank.value}].push_back(o);
-    if (op.layer >= 0 && op_kind_info(op.kind).moe_layer)
-      layer_ops[{op.layer, op.iteration, op.phase, op.rank.value}][op.micro_batch].push_back(o);
-  }
-
-  // MoE-layer windows per (iteration, rank): their union is the iteration's
-  // MoE time (layers can overlap, e.g. an offload of layer l running into
-  // layer l+1, and must not be counted twice).
-  std::map<std::pair<std::int32_t, std::int32_t>, std::vector<Interval>> moe_windows_per_iter;
-  // (layer, rank, iteration) -> the windows of all its rows (phases).
-  std::map<std::tuple<std::int32_t, std::int32_t, std::int32_t>, std::vector<Interval>> layer_windows;
-  std::vector<std::int32_t> row_of(trace.ops.size(), -1);
-  b.rows.reserve(layer_ops.size());
-  for (const auto& [key, by_mb] : layer_ops) {
-    const auto& [layer, iteration, phase, rank] = key;
-    std::vector<Interval> windows;
-    std::vector<std::uint32_t> ops;
-    for (const auto& [mb, list] : by_mb) {
-      windows.push_back(envelope(oi, list));
-      ops.insert(ops.end(), list.begin(), list.end());
-    }
-    LayerRow row{rank, layer, iteration, phase, {}};
-    auto window_set = IntervalSet::from(std::move(windows));
-    auto& iter_windows = moe_windows_per_iter[{iteration, rank}];
-    auto& lw = layer_windows[{layer, rank, iteration}];
-    for (const auto& w : window_set.intervals()) {
-      iter_windows.push_back(w);
-      lw.push_back(w);
-    }
-    split_time(trace, oi, ops, window_set, rank_sets[rank], row.t);
-    for (auto o : ops) row_of[o] = static_cast<std::int32_t>(b.rows.size());
-    b.rows.push_back(row);
-  }
-  // Iteration windows partition each rank's time: iteration k's window runs
-  // from the first GPU start of its work (never before the previous window's
-  // start) to the next iteration's, the last one to its work's end. Work an
-  // iteration launched counts to it, inside its window.
-  std::map<std::pair<std::int32_t, std::int32_t>, Interval> iter_window;  // (iteration, rank)
-  {
-    std::map<std::int32_t, std::vector<std::pair<std::int32_t, Interval>>> per_rank;  // in iteration order
-    for (const auto& [key, ops] : iter_ops) per_rank[key.second].push_back({key.first, envelope(oi, ops)});
-    for (auto& [rank, list] : per_rank) {
-      std::int64_t start = INT64_MIN;
-      for (std::size_t k = 0; k < list.size(); ++k) {
-        const auto& e = list[k].second;
-        const bool empty = e.end <= e.start;
-        start = std::max(start, empty ? start : e.start);
-        std::int64_t end = empty ? start : e.end;
-        if (k + 1 < list.size()) {
-          const auto& next = list[k + 1].second;
-          if (next.end > next.start) end = next.start;
-        }
-        if (start == INT64_MIN) start = end;
-        end = std::max(end, start);
-        iter_window[{list[k].first, rank}] = {start, end};
-        start = end;
-      }
-    }
-  }
-  for (const auto& [key, ops] : iter_ops) {
-    const auto& [iteration, rank] = key;
-    const auto w = iter_window[key];
-    IterationRow row{rank, iteration, {},
-                     IntervalSet::from(std::move(moe_windows_per_iter[key])).length_within(w)};
-    split_time(trace, oi, ops, w.end > w.start ? IntervalSet::from({w}) : IntervalSet{}, rank_sets[rank], row.t);
-    b.iterations.push_back(row);
-  }
-  for (const auto& [key, windows] : layer_windows) {
-    const auto& [layer, rank, iteration] = key;
-    b.layer_windows.push_back({layer, rank, iteration, IntervalSet::from(windows).length()});
-  }
-  // What the rows' overlap does not read, given back before its sweep
-  // takes its arrays: the breakdown's last stretch is its highest, and
-  // the GUI runs it beside the critical paths' search.
-  decltype(rank_sets)().swap(rank_sets);
-  decltype(layer_ops)().swap(layer_ops);
-  decltype(iter_ops)().swap(iter_ops);
-  decltype(layer_windows)().swap(layer_windows);
-  decltype(moe_windows_per_iter)().swap(moe_windows_per_iter);
-  overlap_of_rows(trace, oi, rows, row_of, b.rows);
   summarize(b);
   return b;
 }

@@ -166,21 +166,27 @@ class RankRows {
     for (std::size_t i = 0; i < rows.size(); ++i)
       if (i == 0 || rows[i].rank != rows[i - 1].rank) ranks_.push_back(rows[i].rank.value);
   }
-  // Row indices grouped by rank slot, in row order within each (a stable counting sort).
+  // Row indices grouped by rank slot, in row order within each (a stable
+  // counting sort). Each row's slot found twice, to count and to place, not
+  // kept in an array beside (ranks come in runs: a search where the rank
+  // changes).
   template <class Rows>
   void group(const Rows& rows, std::vector<std::size_t>& begin, MappedVector<std::uint32_t>& index) const {
-    MappedVector<std::uint32_t> slot(rows.size());
-    for (std::size_t i = 0; i < rows.size(); ++i)
-      slot[i] = i > 0 && rows[i].rank == rows[i - 1].rank
-                    ? slot[i - 1]
-                    : static_cast<std::uint32_t>(std::lower_bound(ranks_.begin(), ranks_.end(), rows[i].rank.value) -
-                                                 ranks_.begin());
+    auto each_slot = [&](auto f) {
+      std::size_t slot = 0;
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        if (i == 0 || rows[i].rank != rows[i - 1].rank)
+          slot = static_cast<std::size_t>(std::lower_bound(ranks_.begin(), ranks_.end(), rows[i].rank.value) -
+                                          ranks_.begin());
+        f(i, slot);
+      }
+    };
     begin.assign(ranks_.size() + 1, 0);
-    for (const auto s : slot) ++begin[s + 1];
+    each_slot([&](std::size_t, std::size_t slot) { ++begin[slot + 1]; });
     for (std::size_t r = 0; r < ranks_.size(); ++r) begin[r + 1] += begin[r];
     index.resize(rows.size());
     std::vector<std::size_t> next(begin.begin(), begin.end() - 1);
-    for (std::size_t i = 0; i < rows.size(); ++i) index[next[slot[i]]++] = static_cast<std::uint32_t>(i);
+    each_slot([&](std::size_t i, std::size_t slot) { index[next[slot]++] = static_cast<std::uint32_t>(i); });
   }
   static std::span<const std::uint32_t> part(const std::vector<std::size_t>& begin,
                                              const MappedVector<std::uint32_t>& index, std::size_t slot) {

@@ -10,15 +10,17 @@ namespace moetrace::analyzer {
 namespace {
 
 // Intervals sorted by start -> the disjoint union, touching ones joined.
-std::vector<Interval> coalesce(const std::vector<Interval>& sorted) {
-  std::vector<Interval> out;
-  for (const auto& i : sorted) {
-    if (!out.empty() && i.start <= out.back().end)
-      out.back().end = std::max(out.back().end, i.end);
+// `v`, sorted by start, merged in place: overlapping and touching intervals
+// joined (no second array beside it, grown push by push).
+void coalesce(std::vector<Interval>& v) {
+  std::size_t kept = 0;
+  for (const auto& i : v) {
+    if (kept > 0 && i.start <= v[kept - 1].end)
+      v[kept - 1].end = std::max(v[kept - 1].end, i.end);
     else
-      out.push_back(i);
+      v[kept++] = i;
   }
-  return out;
+  v.resize(kept);
 }
 
 }  // namespace
@@ -28,7 +30,11 @@ IntervalSet IntervalSet::from(std::vector<Interval> intervals) {
   // Mostly runs in order already (one stream's work after another's); the
   // union does not depend on the order of intervals that start together.
   sort_runs(intervals, [](const Interval& a, const Interval& b) { return a.start < b.start; });
-  return from_sorted_disjoint(coalesce(intervals));
+  coalesce(intervals);
+  // A set that merged to under half its intervals keeps only its own room
+  // (a rank's sets live while its rows are split).
+  if (intervals.size() < intervals.capacity() / 2) intervals.shrink_to_fit();
+  return from_sorted_disjoint(std::move(intervals));
 }
 
 IntervalSet IntervalSet::from_sorted_disjoint(std::vector<Interval> intervals) {
@@ -48,7 +54,8 @@ IntervalSet IntervalSet::unite(const IntervalSet& other) const {
   all.reserve(v_.size() + other.v_.size());
   std::merge(v_.begin(), v_.end(), other.v_.begin(), other.v_.end(), std::back_inserter(all),
              [](const Interval& a, const Interval& b) { return a.start < b.start; });
-  return from_sorted_disjoint(coalesce(all));
+  coalesce(all);
+  return from_sorted_disjoint(std::move(all));
 }
 
 namespace {

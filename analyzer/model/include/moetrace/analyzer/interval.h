@@ -51,15 +51,15 @@ class IntervalSet {
 
 // The same sweep for labels of any number, where only the stretches in
 // which two or more labels are active matter: f(label, ns) for every label
-// active in each such stretch. `edges` are the intervals' +1 starts and -1
-// ends (in any order; reordered here); at one time the ends come first.
+// active in each such stretch. `starts` and `ends` are the intervals' starts
+// and ends, apart (in any order; reordered here); at one time the ends come
+// first.
 struct LabelEdge {
   std::int64_t t = 0;
   std::int32_t label = 0;
-  int delta = 0;
 };
 template <class F>
-void for_each_shared_stretch(std::vector<LabelEdge>& edges, F&& f);
+void for_each_shared_stretch(std::vector<LabelEdge>& starts, std::vector<LabelEdge>& ends, F&& f);
 
 // Sweep over labelled intervals (label < 32): +1 at every start and -1 at
 // every end yields, for every combination of labels active at once, the time
@@ -96,31 +96,22 @@ class Coverage {
 };
 
 template <class F>
-void for_each_shared_stretch(std::vector<LabelEdge>& edges, F&& f) {
+void for_each_shared_stretch(std::vector<LabelEdge>& starts, std::vector<LabelEdge>& ends, F&& f) {
   // The starts and the ends each sorted (mostly runs in order already: one
   // stream's work, then another's), then read in step, at one time the ends
   // first. f is called only after the last edge of a time, when every edge
   // of it is applied, so the order among edges of one time and kind does not
   // matter.
-  std::vector<LabelEdge> ends;
-  ends.reserve(edges.size() / 2);
-  std::size_t kept = 0;
-  for (const auto& e : edges) {
-    if (e.delta < 0) ends.push_back(e);
-    else edges[kept++] = e;
-  }
-  edges.resize(kept);
   const auto by_time = [](const LabelEdge& x, const LabelEdge& y) { return x.t < y.t; };
-  sort_runs(edges, by_time);
+  sort_runs(starts, by_time);
   sort_runs(ends, by_time);
-  const auto& starts = edges;
   std::map<std::int32_t, int> active;  // label -> open intervals
   std::size_t i = 0, j = 0;
   while (i < starts.size() || j < ends.size()) {
     const bool end = j < ends.size() && (i == starts.size() || ends[j].t <= starts[i].t);
     const LabelEdge& e = end ? ends[j++] : starts[i++];
     auto& n = active[e.label];
-    n += e.delta;
+    n += end ? -1 : 1;
     if (n == 0) active.erase(e.label);
     if ((i == starts.size() && j == ends.size()) || active.size() < 2) continue;
     const auto next = std::min(i < starts.size() ? starts[i].t : INT64_MAX, j < ends.size() ? ends[j].t : INT64_MAX);
