@@ -219,8 +219,6 @@ CostSamples cost_samples(const Trace& trace) {
   CostSamples out;
   const auto& ops = trace.ops;
 
-  // Per rank and class: every interval of that class.
-  std::map<std::int32_t, std::array<std::vector<Interval>, 3>> per_class;
   // An op's intervals merged (overlaps joined), computed when read from the
   // ops' intervals (rows of the trace, 4 bytes an interval: less than a
   // merged copy of every op's, 16): valid until the next call.
@@ -235,30 +233,6 @@ CostSamples cost_samples(const Trace& trace) {
     }
     return std::span<const Interval>(merged);
   };
-  for (std::size_t o = 0; o < ops.size(); ++o) {
-    const auto c = class_of(op_category(ops[o].kind));
-    if (c == kNoClass) continue;
-    const auto u = op_union(o);
-    auto& v = per_class[ops[o].rank.value][c];
-    v.insert(v.end(), u.begin(), u.end());
-  }
-  // Unattributed GPU work interferes too.
-  for (const auto& a : trace.activities) {
-    if (a.op >= 0) continue;
-    const auto c = class_of(classify_activity(trace, a));
-    if (c != kNoClass && a.end_ns > a.start_ns) per_class[a.rank.value][c].push_back({a.start_ns, a.end_ns});
-  }
-  struct RankSets {
-    std::array<IntervalSet, 3> any, two;
-  };
-  std::map<std::int32_t, RankSets> sets;
-  for (auto& [rank, classes] : per_class) {
-    auto& s = sets[rank];
-    for (int c = 0; c < 3; ++c) {
-      s.two[static_cast<std::size_t>(c)] = IntervalSet::depth_at_least(classes[static_cast<std::size_t>(c)], 2);
-      s.any[static_cast<std::size_t>(c)] = IntervalSet::from(std::move(classes[static_cast<std::size_t>(c)]));
-    }
-  }
 
   // One collective instance = same kind, layer, iteration, micro-batch,
   // chunk and phase. Several calls with the same coordinates (a layer's
@@ -287,7 +261,12 @@ CostSamples cost_samples(const Trace& trace) {
   };
   std::vector<std::int32_t> place(ops.size(), -1);  // op -> its (instance, rank) place; -1: not a collective
   {
+    // Counted first: room for them at once (grown op by op, the array was
+    // copied at each doubling, old and new side by side: 60 MiB more at the
+    // fits' highest point on a 10 M-event trace).
     std::vector<CollectiveOp> coll;
+    coll.reserve(static_cast<std::size_t>(
+        std::count_if(ops.begin(), ops.end(), [](const OpRange& op) { return !collective_kind(op.kind).empty(); })));
     for (std::size_t o = 0; o < ops.size(); ++o) {
       const auto& op = ops[o];
       const auto ck = collective_kind(op.kind);
@@ -330,52 +309,89 @@ CostSamples cost_samples(const Trace& trace) {
   for (const auto& a : trace.activities)
     if (a.op >= 0 && a.type != ActivityType::kKernel) copy_bytes[static_cast<std::size_t>(a.op)] += static_cast<double>(a.bytes);
 
-  for (std::size_t o = 0; o < ops.size(); ++o) {
-    const auto& op = ops[o];
-    const auto c = class_of(op_category(op.kind));
-    if (c == kNoClass) continue;
-    // Work: FLOPs of computation (bytes for memory-bound kernels without
-    // FLOPs), bytes of communication and copies.
-    const bool by_bytes = c != kComp || !(op.flops > 0);
-    double work = by_bytes ? static_cast<double>(op.bytes) : op.flops;
-    if (c == kMem && work <= 0) work = copy_bytes[o];
-    std::int64_t busy = 0;
-    const auto u = op_union(o);
-    for (const auto& i : u) busy += i.length();
-    if (busy <= 0) continue;
-    // Overlap with each class, the op itself excluded (same class: depth 2).
-    std::array<std::int64_t, 3> ov{};
-    auto it = sets.find(op.rank.value);
-    for (int x = 0; x < 3 && it != sets.end(); ++x) {
-      const auto& set = x == c ? it->second.two[static_cast<std::size_t>(x)] : it->second.any[static_cast<std::size_t>(x)];
-      for (const auto& i : u) ov[static_cast<std::size_t>(x)] += set.length_within(i);
-    }
-    const double b = static_cast<double>(busy);
-    auto frac = [&](int x) { return static_cast<double>(ov[static_cast<std::size_t>(x)]) / b; };
-    CostSamples::Op s;
-    s.kind = op.kind;
-    s.phase = op.phase;
-    s.cls = static_cast<std::int8_t>(c);
-    s.by_bytes = by_bytes;
-    s.work = work;
-    s.seconds = b * 1e-9;
-    s.recv_bytes = static_cast<double>(op.recv_bytes);
-    for (int x = 0; x < 3; ++x) s.lone = s.lone && frac(x) <= kLoneTolerance;
-    for (int x = 0; x < 3; ++x) {
-      if (frac(x) < kOverlapped) continue;
-      bool clean = true;
-      for (int y = 0; y < 3; ++y)
-        if (y != x && frac(y) > kLoneTolerance) clean = false;
-      if (clean) s.overlapped_by = static_cast<std::int8_t>(x);
-    }
+  // One rank at a time (the ops and activities come in rank order, so the
+  // samples keep the trace's order): the rank's intervals of each class,
+  // as a set and where two or more of them run at once, then its ops'
+  // samples against them. Every rank's sets at once held 32 bytes an
+  // interval of the trace, and more while their arrays grew.
+  const RankRows ranks(trace);
+  for (std::size_t slot = 0; slot < ranks.size(); ++slot) {
+    std::array<IntervalSet, 3> any, two;
     {
-      int others = 0;
-      for (int y = 0; y < 3; ++y)
-        if (y != c && frac(y) >= kOverlapped) ++others;
-      if (others == 2) s.overlapped_by = 3;
+      std::array<std::vector<Interval>, 3> of_class;
+      std::array<std::size_t, 3> count{};
+      for (const auto o : ranks.ops(slot))
+        if (const auto c = class_of(op_category(ops[o].kind)); c != kNoClass)
+          count[static_cast<std::size_t>(c)] += oi.of(o).size();
+      for (const auto a : ranks.activities(slot))
+        if (const auto& act = trace.activities[a]; act.op < 0)
+          if (const auto c = class_of(classify_activity(trace, act)); c != kNoClass) ++count[static_cast<std::size_t>(c)];
+      for (int c = 0; c < 3; ++c) of_class[static_cast<std::size_t>(c)].reserve(count[static_cast<std::size_t>(c)]);
+      for (const auto o : ranks.ops(slot)) {
+        const auto c = class_of(op_category(ops[o].kind));
+        if (c == kNoClass) continue;
+        const auto u = op_union(o);
+        auto& v = of_class[static_cast<std::size_t>(c)];
+        v.insert(v.end(), u.begin(), u.end());
+      }
+      // Unattributed GPU work interferes too.
+      for (const auto i : ranks.activities(slot)) {
+        const auto& a = trace.activities[i];
+        if (a.op >= 0) continue;
+        const auto c = class_of(classify_activity(trace, a));
+        if (c != kNoClass && a.end_ns > a.start_ns) of_class[static_cast<std::size_t>(c)].push_back({a.start_ns, a.end_ns});
+      }
+      for (int c = 0; c < 3; ++c) {
+        two[static_cast<std::size_t>(c)] = IntervalSet::depth_at_least(of_class[static_cast<std::size_t>(c)], 2);
+        any[static_cast<std::size_t>(c)] = IntervalSet::from(std::move(of_class[static_cast<std::size_t>(c)]));
+      }
     }
-    s.instance = place[o];
-    out.ops.push_back(s);
+    for (const auto o : ranks.ops(slot)) {
+      const auto& op = ops[o];
+      const auto c = class_of(op_category(op.kind));
+      if (c == kNoClass) continue;
+      // Work: FLOPs of computation (bytes for memory-bound kernels without
+      // FLOPs), bytes of communication and copies.
+      const bool by_bytes = c != kComp || !(op.flops > 0);
+      double work = by_bytes ? static_cast<double>(op.bytes) : op.flops;
+      if (c == kMem && work <= 0) work = copy_bytes[o];
+      std::int64_t busy = 0;
+      const auto u = op_union(o);
+      for (const auto& i : u) busy += i.length();
+      if (busy <= 0) continue;
+      // Overlap with each class, the op itself excluded (same class: depth 2).
+      std::array<std::int64_t, 3> ov{};
+      for (int x = 0; x < 3; ++x) {
+        const auto& set = x == c ? two[static_cast<std::size_t>(x)] : any[static_cast<std::size_t>(x)];
+        for (const auto& i : u) ov[static_cast<std::size_t>(x)] += set.length_within(i);
+      }
+      const double b = static_cast<double>(busy);
+      auto frac = [&](int x) { return static_cast<double>(ov[static_cast<std::size_t>(x)]) / b; };
+      CostSamples::Op s;
+      s.kind = op.kind;
+      s.phase = op.phase;
+      s.cls = static_cast<std::int8_t>(c);
+      s.by_bytes = by_bytes;
+      s.work = work;
+      s.seconds = b * 1e-9;
+      s.recv_bytes = static_cast<double>(op.recv_bytes);
+      for (int x = 0; x < 3; ++x) s.lone = s.lone && frac(x) <= kLoneTolerance;
+      for (int x = 0; x < 3; ++x) {
+        if (frac(x) < kOverlapped) continue;
+        bool clean = true;
+        for (int y = 0; y < 3; ++y)
+          if (y != x && frac(y) > kLoneTolerance) clean = false;
+        if (clean) s.overlapped_by = static_cast<std::int8_t>(x);
+      }
+      {
+        int others = 0;
+        for (int y = 0; y < 3; ++y)
+          if (y != c && frac(y) >= kOverlapped) ++others;
+        if (others == 2) s.overlapped_by = 3;
+      }
+      s.instance = place[o];
+      out.ops.push_back(s);
+    }
   }
   return out;
 }
