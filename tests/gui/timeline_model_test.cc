@@ -13,6 +13,9 @@
 
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/gui/draw_list.h"
+#include "moetrace/gui/format.h"
+#include "moetrace/gui/item_details.h"
+#include "moetrace/gui/search.h"
 #include "moetrace/gui/time_axis.h"
 #include "moetrace/gui/timeline_model.h"
 
