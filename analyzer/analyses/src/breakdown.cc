@@ -530,9 +530,6 @@ Breakdown compute_breakdown(const Trace& trace, const BreakdownOptions& options)
       b.ranks.push_back(rank_split(rows.rank(slot), std::move(rt), span, sets));
     }
     rank_rows(trace, oi, rows, slot, sets, b, edges);
-    // The first rank's rows as a guess of every rank's: room reserved,
-    // not copied at each doubling (pages never written cost nothing).
-    if (slot == 0) b.rows.reserve(b.rows.size() * rows.size());
   }
   edges = RowEdges();
   // Ordered across ranks, as the rows are read: by (layer, iteration, phase,
