@@ -319,14 +319,6 @@ CostSamples cost_samples(const Trace& trace) {
     std::array<IntervalSet, 3> any, two;
     {
       std::array<std::vector<Interval>, 3> of_class;
-      std::array<std::size_t, 3> count{};
-      for (const auto o : ranks.ops(slot))
-        if (const auto c = class_of(op_category(ops[o].kind)); c != kNoClass)
-          count[static_cast<std::size_t>(c)] += oi.of(o).size();
-      for (const auto a : ranks.activities(slot))
-        if (const auto& act = trace.activities[a]; act.op < 0)
-          if (const auto c = class_of(classify_activity(trace, act)); c != kNoClass) ++count[static_cast<std::size_t>(c)];
-      for (int c = 0; c < 3; ++c) of_class[static_cast<std::size_t>(c)].reserve(count[static_cast<std::size_t>(c)]);
       for (const auto o : ranks.ops(slot)) {
         const auto c = class_of(op_category(ops[o].kind));
         if (c == kNoClass) continue;

@@ -9,7 +9,6 @@ namespace moetrace::analyzer {
 
 namespace {
 
-// Intervals sorted by start -> the disjoint union, touching ones joined.
 // `v`, sorted by start, merged in place: overlapping and touching intervals
 // joined (no second array beside it, grown push by push).
 void coalesce(std::vector<Interval>& v) {
