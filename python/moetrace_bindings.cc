@@ -409,12 +409,25 @@ class Run {
     return t;
   }
 
-  Table recommend_table(const std::string& model_path, const std::string& cost_model, bool simulate) {
+  // The options of recommend() and replay(): cost_model= (apply_cost_model_arg),
+  // model= (a model file, read into `spec`, which must outlive them) and
+  // tokens= (-1: not given), as --cost-model, --model and --tokens.
+  static an::RecommendOptions advice_options(const std::string& cost_model, const std::string& model_path,
+                                             std::int64_t tokens, std::optional<an::ModelSpec>& spec) {
     an::RecommendOptions ro;
     moetrace::cli::apply_cost_model_arg(cost_model, ro, "cost_model=");
-    std::optional<an::ModelSpec> model;
-    if (!model_path.empty()) model = an::read_model_spec(model_path);
-    ro.model = model ? &*model : nullptr;
+    if (!model_path.empty()) spec = an::read_model_spec(model_path);
+    ro.model = spec ? &*spec : nullptr;
+    if (tokens != -1 && tokens <= 0)
+      throw moetrace::ConfigError("tokens=" + std::to_string(tokens) + ": a positive number of tokens a rank holds");
+    ro.tokens_per_rank = tokens;
+    return ro;
+  }
+
+  Table recommend_table(const std::string& model_path, std::int64_t tokens, const std::string& cost_model,
+                        bool simulate) {
+    std::optional<an::ModelSpec> spec;
+    auto ro = advice_options(cost_model, model_path, tokens, spec);
     ro.simulate = simulate;
     const auto rec = an::recommend(trace_, analyses(), ro);
     Table t;
@@ -434,13 +447,14 @@ class Run {
 
   // Run.replay(): the trace replayed from its execution graph, with what-ifs
   // (graph_whatif.h), by iteration or by MoE layer.
-  Table replay_table(const std::vector<std::string>& what_ifs, const std::string& cost_model, const std::string& by) {
+  Table replay_table(const std::vector<std::string>& what_ifs, const std::string& cost_model, const std::string& by,
+                     const std::string& model_path, std::int64_t tokens) {
     if (by != "iteration" && by != "layer")
       throw moetrace::ConfigError("replay: by=\"" + by + "\" is not one of iteration, layer");
     an::GraphWhatIfs w;
     for (const auto& kv : what_ifs) an::parse_graph_what_if(kv, w);
-    an::RecommendOptions ro;
-    moetrace::cli::apply_cost_model_arg(cost_model, ro, "cost_model=");
+    std::optional<an::ModelSpec> spec;
+    const auto ro = advice_options(cost_model, model_path, tokens, spec);
     const auto r = an::replay_with_what_ifs(trace_, w, ro);
     const bool predicted = !w.empty();
     Table t;
@@ -720,11 +734,12 @@ PYBIND11_MODULE(_moetrace, m) {
         if (!tokens.empty()) d["tokens_per_expert"] = py::cast(tokens);
         return d;
       })
-      .def("recommend", [](Run& r, const std::string& model, const std::string& cost_model, bool simulate) {
-        return table([&] { return r.recommend_table(model, cost_model, simulate); });
+      .def("recommend", [](Run& r, const std::string& model, std::int64_t tokens, const std::string& cost_model,
+                           bool simulate) {
+        return table([&] { return r.recommend_table(model, tokens, cost_model, simulate); });
       })
       .def("replay", [](Run& r, const std::vector<std::string>& what_ifs, const std::string& cost_model,
-                        const std::string& by) {
-        return table([&] { return r.replay_table(what_ifs, cost_model, by); });
+                        const std::string& by, const std::string& model, std::int64_t tokens) {
+        return table([&] { return r.replay_table(what_ifs, cost_model, by, model, tokens); });
       });
 }

@@ -42,8 +42,8 @@ void add_recommend_command(CLI::App& app) {
     MoeArgs moe;
     std::vector<std::string> paths;
     std::string format = "text";
-    std::string output, cost_model, r_candidates, model;
-    std::int64_t tokens = -1;
+    std::string output, cost_model, r_candidates;
+    ModelShapeArgs shape;
     std::int64_t memory_budget = -1;
     int r_max = 64, tensor_parallel = -1, max_sim_ranks = 256;
     double alpha = 0.25;
@@ -68,16 +68,7 @@ void add_recommend_command(CLI::App& app) {
                   "Hardware model: a simulator preset name, a cost-model JSON file (e.g. from `moetrace fit`), or "
                   "\"fitted\" (fit it from the trace); default: the model a simulated trace ran with, else the "
                   "fit, else a preset");
-  cmd->add_option("--model", opt->model,
-                  "The model's shapes where the trace lacks them: a Hugging Face config.json of an MoE model "
-                  "(Mixtral, Qwen-MoE, DeepSeek-V2/V3, OLMoE, DBRX, GPT-OSS, ...) or a file of Megatron-Core "
-                  "arguments (--num-experts, --moe-router-topk, --hidden-size, --moe-ffn-hidden-size, "
-                  "--expert-model-parallel-size, ...); a shape the trace also gives must agree")
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--tokens", opt->tokens,
-                  "Tokens a rank holds per MoE layer, where the trace has no expert load and no dispatch "
-                  "all-to-all (routing is then assumed balanced)")
-      ->check(CLI::PositiveNumber);
+  add_model_shape_options(cmd, opt->shape);
   cmd->add_option("--memory-budget", opt->memory_budget,
                   "Device memory budget in bytes (default: run_config memory_budget_bytes, else device memory)");
   cmd->add_option("--r-max", opt->r_max, "Largest pipeline degree considered")->capture_default_str();
@@ -93,10 +84,7 @@ void add_recommend_command(CLI::App& app) {
     if (!(opt->alpha > 0)) throw ConfigError(fmt::format("--alpha ({}) must be positive", opt->alpha));
     analyzer::RecommendOptions ro;
     apply_cost_model_arg(opt->cost_model, ro);
-    std::optional<analyzer::ModelSpec> model;
-    if (!opt->model.empty()) model = analyzer::read_model_spec(opt->model);
-    ro.model = model ? &*model : nullptr;
-    ro.tokens_per_rank = opt->tokens;
+    apply_model_shape_args(opt->shape, ro);
     ro.memory_budget_bytes = opt->memory_budget;
     ro.r_max = opt->r_max;
     if (!opt->r_candidates.empty()) ro.r_candidates = parse_int_list(opt->r_candidates, "--r-candidates");

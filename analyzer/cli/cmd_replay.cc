@@ -16,6 +16,7 @@ void add_replay_command(CLI::App& app) {
     bool no_collectives = false;
     std::vector<std::string> what_ifs;
     std::string cost_model;
+    ModelShapeArgs shape;
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
@@ -37,11 +38,13 @@ void add_replay_command(CLI::App& app) {
                   "Where a what-if's new durations come from where the trace cannot fit them: a cost-model JSON "
                   "file (moetrace fit of a calibration run), a simulator preset, or 'fitted' (default: the trace's "
                   "own fit where it has the op at several sizes, else the h100-nvlink-ib preset)");
+  add_model_shape_options(cmd, opt->shape);
   cmd->callback([opt] {
     analyzer::GraphWhatIfs w;
     for (const auto& kv : opt->what_ifs) analyzer::parse_graph_what_if(kv, w);
     analyzer::RecommendOptions ro;
     apply_cost_model_arg(opt->cost_model, ro);
+    apply_model_shape_args(opt->shape, ro);
     const auto trace = load_traces(opt->input);
     analyzer::ExecGraphOptions go;
     go.collectives = !opt->no_collectives;

@@ -4,8 +4,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -112,6 +114,19 @@ struct MoeArgs {
 };
 void add_moe_rules_option(CLI::App* cmd, MoeArgs& args);
 analyzer::LoadOptions moe_rules_options(const MoeArgs& args);
+
+// --model FILE and --tokens N of the commands that advise or predict from a
+// trace (recommend, replay): the model's shapes and the tokens a rank holds
+// where the trace lacks them (recommend.h WorkloadSources).
+struct ModelShapeArgs {
+  std::string model;
+  std::int64_t tokens = -1;
+  std::shared_ptr<const analyzer::ModelSpec> spec;  // read by apply_model_shape_args
+};
+void add_model_shape_options(CLI::App* cmd, ModelShapeArgs& args);
+// Reads --model (its errors are the user's: ConfigError) and points
+// `options` at it; `args` must outlive `options`' use.
+void apply_model_shape_args(ModelShapeArgs& args, analyzer::RecommendOptions& options);
 
 // The run a command reads: its trace files and the MoE rules to read them
 // with (add_trace_args, then add_moe_rules_option).

@@ -8,6 +8,7 @@
 
 namespace moetrace::analyzer {
 struct RecommendOptions;  // moetrace/analyzer/recommend.h (moetrace::recommend, not in the CUDA plugin)
+struct ModelSpec;         // moetrace/analyzer/model_spec.h (the same)
 }
 
 namespace moetrace::cli {

@@ -319,6 +319,16 @@ def _doc_columns(columns):
     return "\n".join("        %-26s %s" % (name, text) for name, text in columns)
 
 
+def _tokens_arg(tokens):
+    """tokens= of recommend() and replay(): None (not given) or a positive
+    whole number (-1 to the module)."""
+    if tokens is None:
+        return -1
+    if isinstance(tokens, bool) or int(tokens) != tokens or tokens <= 0:
+        raise ValueError("tokens=%r: a positive whole number of tokens a rank holds" % (tokens,))
+    return int(tokens)
+
+
 def _frame(data, columns):
     # pandas is imported at the first table asked for, not with the module
     # (it is most of `import moetrace`'s time: 0.35-0.85 s on a 2-core VM).
@@ -585,23 +595,26 @@ class Run:
     def expert_load(self):
         return _frame(self._run.expert_load(), _EXPERT_LOAD)
 
-    def recommend(self, model=None, cost_model=None, simulate=True):
+    def recommend(self, model=None, cost_model=None, simulate=True, tokens=None):
         """Per-layer advice, as `moetrace recommend` gives it: one row per item.
         `model`: a Hugging Face config.json or Megatron-Core argument file
         for shapes the trace lacks (--model); `cost_model`: a simulator
         preset, a cost-model JSON file or "fitted" (--cost-model);
-        simulate=False: closed forms only (--no-simulate).
+        simulate=False: closed forms only (--no-simulate); `tokens`: the
+        tokens a rank holds per MoE layer where the trace records no expert
+        load and no dispatch (--tokens).
 
         Columns:
 %s
         """
         return _frame(self._run.recommend(os.fsdecode(model) if model is not None else "",
+                                          _tokens_arg(tokens),
                                           os.fsdecode(cost_model) if cost_model is not None else "",
                                           bool(simulate)), _RECOMMEND)
 
     recommend.__doc__ %= _doc_columns(_RECOMMEND)
 
-    def replay(self, what_if=None, cost_model=None, by="iteration"):
+    def replay(self, what_if=None, cost_model=None, by="iteration", model=None, tokens=None):
         """The trace replayed from its execution graph (CPU ops per thread,
         launches, stream order, cross-stream waits, host synchronisation,
         collectives across ranks) with the measured durations, as `moetrace
@@ -610,7 +623,9 @@ class Run:
         list of "KEY=VALUE" strings (--what-if); `cost_model`: where a
         what-if's new durations come from (--cost-model: a cost-model JSON
         file, a preset or "fitted"). by="iteration": one row per rank and
-        iteration; by="layer": one row per MoE layer.
+        iteration; by="layer": one row per MoE layer. `model` and `tokens`:
+        the shapes and the tokens a rank holds where the trace lacks them,
+        for the reuse and placement what-ifs (as in recommend()).
 
         Columns by iteration:
 %s
@@ -626,7 +641,8 @@ class Run:
             items = [what_if]
         else:
             items = [str(x) for x in what_if]
-        data = self._run.replay(items, os.fsdecode(cost_model) if cost_model is not None else "", str(by))
+        data = self._run.replay(items, os.fsdecode(cost_model) if cost_model is not None else "", str(by),
+                                os.fsdecode(model) if model is not None else "", _tokens_arg(tokens))
         return _frame(data, _REPLAY_ITERATIONS if by == "iteration" else _REPLAY_LAYERS)
 
     replay.__doc__ %= (_doc_columns(_REPLAY_ITERATIONS), _doc_columns(_REPLAY_LAYERS))

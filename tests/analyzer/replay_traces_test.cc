@@ -13,7 +13,9 @@
 #include "gunzip.h"
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/graph_whatif.h"
+#include "moetrace/analyzer/model_spec.h"
 #include "moetrace/analyzer/replay.h"
+#include "moetrace/schema/error.h"
 #include "moetrace/sim/cost_model.h"
 #include "shared_data.h"
 #include "test_paths.h"
@@ -255,5 +257,73 @@ TEST(WhatIf, ReuseTakesTheLayerShapesWhereTheRecommendersDo) {
                          }),
             none.what_ifs.notes.end());
 }
+
+// A trace that records no layer sizes (its layers table and run_config
+// without M and H, as a PyTorch-profiler trace without record_shapes): the
+// reuse and placement what-ifs take them from the user's model, as
+// `recommend --model` and `replay --model` give it. With the same M = 1024
+// and H = 4096 that the fixtures' tables held, each prediction is the one
+// of the whole fixture (the same inputs); without a model nothing changes
+// and the note says why. The files name their sizes as Qwen2-MoE's
+// config.json and Megatron-Core's arguments do.
+TEST(WhatIf, ReuseAndPlacementTakeTheUsersModelWhereTheTraceHasNoSizes) {
+  const fs::path dir = MOETRACE_GPU_FIXTURES_DIR;
+  const ModelSpec qwen = parse_model_spec(R"({"model_type": "qwen2_moe", "hidden_size": 1024,
+      "intermediate_size": 5632, "moe_intermediate_size": 4096, "num_experts": 8, "num_experts_per_tok": 2,
+      "num_hidden_layers": 2, "torch_dtype": "bfloat16"})",
+                                          "config.json");
+  const ModelSpec megatron = parse_model_spec(
+      "--num-layers 2 --hidden-size 1024 --moe-ffn-hidden-size 4096 --num-experts 8 --moe-router-topk 2 --bf16",
+      "megatron_args.txt");
+  auto without_sizes = [&](const char* fixture) {
+    const auto path = testing::inflated((dir / fixture).string(), std::string("no_sizes_") + fixture);
+    testing::alter_trace(path,
+                         "DELETE FROM meta WHERE key = 'integrity'; UPDATE layers SET model_dim = NULL, hidden_dim = "
+                         "NULL; DELETE FROM run_config WHERE key IN ('model.model_dim', 'model.expert_hidden')");
+    return load_trace(path);
+  };
+  auto predicted = [](const Trace& t, const char* what_if, const ModelSpec* model) {
+    GraphWhatIfs w;
+    parse_graph_what_if(what_if, w);
+    RecommendOptions o = fitted_p1_options();
+    o.model = model;
+    const auto p = replay_with_what_ifs(t, w, o);
+    double sum = 0;
+    for (const auto& l : p.summary.layers) sum += static_cast<double>(l.predicted_ns);
+    return std::pair{p.what_ifs, sum};
+  };
+  auto noted = [](const GraphWhatIfResult& r, const char* text) {
+    return std::any_of(r.notes.begin(), r.notes.end(),
+                       [&](const std::string& n) { return n.find(text) != std::string::npos; });
+  };
+
+  const auto [reuse_full, reuse_full_ns] = predicted(load_fixture(dir / "mpipemoe_none.db.gz"), "reuse=S2", nullptr);
+  const Trace none = without_sizes("mpipemoe_none.db.gz");
+  const auto [reuse_bare, reuse_bare_ns] = predicted(none, "reuse=S2", nullptr);
+  EXPECT_EQ(reuse_bare.instances_changed, 0);
+  EXPECT_TRUE(noted(reuse_bare, "model and hidden sizes are not in the trace"));
+  const auto [reuse_model, reuse_model_ns] = predicted(none, "reuse=S2", &qwen);
+  EXPECT_EQ(reuse_model.instances_changed, reuse_full.instances_changed);
+  EXPECT_EQ(reuse_model.instances_changed, 16);
+  EXPECT_EQ(reuse_model_ns, reuse_full_ns);
+
+  const auto [place_full, place_full_ns] = predicted(load_fixture(dir / "dpmoe.db.gz"), "placement=pro-prophet", nullptr);
+  ASSERT_GE(place_full.instances_changed, 1);
+  const Trace dp = without_sizes("dpmoe.db.gz");
+  const auto [place_bare, place_bare_ns] = predicted(dp, "placement=pro-prophet", nullptr);
+  EXPECT_EQ(place_bare.instances_changed, 0);
+  EXPECT_TRUE(noted(place_bare, "model_dim or hidden size unknown"));
+  const auto [place_model, place_model_ns] = predicted(dp, "placement=pro-prophet", &megatron);
+  EXPECT_EQ(place_model.instances_changed, place_full.instances_changed);
+  EXPECT_EQ(place_model_ns, place_full_ns);
+
+  // A model that disagrees with what the trace still records (8 experts)
+  // is the user's error, said in one line.
+  const ModelSpec other = parse_model_spec(
+      "--num-layers 2 --hidden-size 1024 --moe-ffn-hidden-size 4096 --num-experts 16 --moe-router-topk 2 --bf16",
+      "other_args.txt");
+  EXPECT_THROW(predicted(dp, "placement=pro-prophet", &other), ConfigError);
+}
+
 }  // namespace
 }  // namespace moetrace::analyzer

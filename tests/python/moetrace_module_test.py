@@ -10,6 +10,7 @@ temporary folder.
 """
 
 import glob
+import gzip
 import json
 import math
 import os
@@ -733,6 +734,43 @@ class Replay(Fixtures):
             run.replay(what_if="pipeline_degree=x")
         with self.assertRaisesRegex(moetrace.Error, "by=\"rank\" is not one of"):
             run.replay(by="rank")
+        with self.assertRaisesRegex(ValueError, "tokens=0: a positive whole number"):
+            run.replay(tokens=0)
+
+    def test_model_gives_the_sizes_the_trace_lacks(self):
+        # An H200 trace of DPMoE (tests/data/gpu) with its M and H taken out,
+        # and the model's arguments as Megatron-Core names them: the
+        # placement what-if then predicts what it predicts on the whole trace.
+        gpu = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "gpu")
+        fitted = os.path.join(gpu, "pipemoe_sweep", "fitted_p1.json")
+        whole = os.path.join(self.tmp.name, "dpmoe.db")
+        with gzip.open(os.path.join(gpu, "dpmoe.db.gz")) as f, open(whole, "wb") as out:
+            shutil.copyfileobj(f, out)
+        bare = os.path.join(self.tmp.name, "dpmoe_no_sizes.db")
+        shutil.copyfile(whole, bare)
+        with sqlite3.connect(bare) as db:
+            db.executescript("DELETE FROM meta WHERE key = 'integrity'; "
+                             "UPDATE layers SET model_dim = NULL, hidden_dim = NULL; "
+                             "DELETE FROM run_config WHERE key IN ('model.model_dim', 'model.expert_hidden');")
+        db.close()
+        args = os.path.join(self.tmp.name, "megatron_args.txt")
+        with open(args, "w") as f:
+            f.write("--num-layers 2 --hidden-size 1024 --moe-ffn-hidden-size 4096 --num-experts 8 "
+                    "--moe-router-topk 2 --bf16\n")
+        what = {"placement": "pro-prophet"}
+        want = moetrace.open(whole).replay(what_if=what, cost_model=fitted, by="layer")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", moetrace.TraceWarning)  # (no integrity record: taken out above)
+            run = moetrace.open(bare)
+        unchanged = run.replay(what_if=what, cost_model=fitted, by="layer")
+        self.assertEqual(list(unchanged["predicted_ns"]), list(unchanged["replayed_ns"]))
+        self.assertNotEqual(list(want["predicted_ns"]), list(want["replayed_ns"]))
+        got = run.replay(what_if=what, cost_model=fitted, by="layer", model=args)
+        self.assertEqual(list(got["predicted_ns"]), list(want["predicted_ns"]))
+        rc, out, err = cli("replay", bare, "--what-if", "placement=pro-prophet", "--cost-model", fitted,
+                           "--model", args, "--format", "json")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(list(got["predicted_ns"]), [r["predicted_ns"] for r in json.loads(out)["layers"]])
 
 
 class Threads(Fixtures):

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "moetrace/analyzer/placement.h"
 #include "moetrace/analyzer/recommend.h"
@@ -12,9 +14,13 @@
 
 namespace moetrace::analyzer::detail {
 
-void apply_placement(const Trace& t, ExecGraph& g, const sim::CostModel& m, GraphWhatIfResult& out) {
+void apply_placement(const Trace& t, ExecGraph& g, const sim::CostModel& m, const WorkloadSources& sources,
+                     GraphWhatIfResult& out) {
   GraphEditor ed(t, g);
-  const auto workloads = moe_layer_workloads(t, &out.notes);
+  // (the notes of how the layers were read go after the placement's own, so
+  // that the first note says what became of the layers)
+  std::vector<std::string> read_notes;
+  const auto workloads = moe_layer_workloads(t, &read_notes, sources);
   int layers = 0, selected = 0;
   for (const auto& w : workloads) {
     if (w.ranks < 2) {
@@ -86,6 +92,7 @@ void apply_placement(const Trace& t, ExecGraph& g, const sim::CostModel& m, Grap
     }
     ++out.instances_changed;
   }
+  for (auto& n : read_notes) out.notes.push_back(std::move(n));
   out.applied.push_back(fmt::format(
       "placement=pro-prophet: {} MoE layer{} re-placed ({} expert{} replicated by pro-prophet Algorithm 1 on the "
       "load of one iteration); expert and all-to-all kernels scaled by the tokens each rank computes and receives "

@@ -20,6 +20,8 @@
 
 namespace moetrace::analyzer::detail {
 
-void apply_placement(const Trace& trace, ExecGraph& graph, const sim::CostModel& model, GraphWhatIfResult& out);
+// `sources`: as apply_reuse's.
+void apply_placement(const Trace& trace, ExecGraph& graph, const sim::CostModel& model, const WorkloadSources& sources,
+                     GraphWhatIfResult& out);
 
 }  // namespace moetrace::analyzer::detail

@@ -29,8 +29,9 @@ bool restores(OpKind k) {
 
 class Reuse {
  public:
-  Reuse(const Trace& t, ExecGraph& g, const sim::CostModel& m, const plan::ReuseStrategyTraits& s, GraphWhatIfResult& out)
-      : t_(t), g_(g), m_(m), s_(s), out_(out), ed_(t, g) {}
+  Reuse(const Trace& t, ExecGraph& g, const sim::CostModel& m, const plan::ReuseStrategyTraits& s,
+        const WorkloadSources& sources, GraphWhatIfResult& out)
+      : t_(t), g_(g), m_(m), s_(s), sources_(sources), out_(out), ed_(t, g) {}
 
   void run() {
     std::map<ReuseKey, std::array<std::map<std::int32_t, Chunk>, 2>> layers;
@@ -171,7 +172,7 @@ class Reuse {
     if (!shapes_read_) {
       shapes_read_ = true;
       try {
-        for (const auto& w : moe_layer_workloads(t_))
+        for (const auto& w : moe_layer_workloads(t_, nullptr, sources_))
           shape_of_[w.layer] = {w.model_dim, w.hidden, w.elem_bytes, w.rows_computed()};
       } catch (const Error&) {
         // (a shape the sources disagree on: the layers table alone counts)
@@ -348,6 +349,7 @@ class Reuse {
   ExecGraph& g_;
   const sim::CostModel& m_;
   const plan::ReuseStrategyTraits& s_;
+  const WorkloadSources sources_;  // (moe_layer_workloads')
   GraphWhatIfResult& out_;
   GraphEditor ed_;
   std::map<std::int32_t, LayerShape> shape_of_;  // by layer (layer_shape())
@@ -359,8 +361,8 @@ class Reuse {
 }  // namespace
 
 void apply_reuse(const Trace& trace, ExecGraph& graph, plan::ReuseStrategy strategy, const sim::CostModel& model,
-                 GraphWhatIfResult& out) {
-  Reuse(trace, graph, model, plan::reuse_strategy_traits(strategy), out).run();
+                 const WorkloadSources& sources, GraphWhatIfResult& out) {
+  Reuse(trace, graph, model, plan::reuse_strategy_traits(strategy), sources, out).run();
 }
 
 }  // namespace moetrace::analyzer::detail

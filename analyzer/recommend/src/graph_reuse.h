@@ -25,7 +25,9 @@
 
 namespace moetrace::analyzer::detail {
 
+// `sources`: the model shapes and tokens the user gave (--model, --tokens),
+// where the trace lacks them.
 void apply_reuse(const Trace& trace, ExecGraph& graph, plan::ReuseStrategy strategy, const sim::CostModel& model,
-                 GraphWhatIfResult& out);
+                 const WorkloadSources& sources, GraphWhatIfResult& out);
 
 }  // namespace moetrace::analyzer::detail

@@ -351,7 +351,8 @@ class PipelineSplit {
 }  // namespace
 
 GraphWhatIfResult apply_graph_what_ifs(const Trace& trace, ExecGraph& graph, const GraphWhatIfs& w,
-                                       const sim::CostModel& model, const std::string& model_source) {
+                                       const sim::CostModel& model, const std::string& model_source,
+                                       const WorkloadSources& sources) {
   GraphWhatIfResult out;
   if (w.pipeline_degree > 1) {
     PipelineSplit(trace, graph, model, w.pipeline_degree, out).run();
@@ -366,7 +367,7 @@ GraphWhatIfResult apply_graph_what_ifs(const Trace& trace, ExecGraph& graph, con
   }
   if (!w.reuse.empty()) {
     GraphWhatIfResult r;
-    detail::apply_reuse(trace, graph, plan::parse_reuse_strategy(w.reuse), model, r);
+    detail::apply_reuse(trace, graph, plan::parse_reuse_strategy(w.reuse), model, sources, r);
     out.applied.push_back(fmt::format(
         "reuse={}: {} added to {} MoE layer instance{}, per chunk; copies at the cost model's alpha + beta x bytes, "
         "from {}",
@@ -375,7 +376,7 @@ GraphWhatIfResult apply_graph_what_ifs(const Trace& trace, ExecGraph& graph, con
     for (auto& n : r.notes) out.notes.push_back(std::move(n));
     out.instances_changed += r.instances_changed;
   }
-  if (!w.placement.empty()) detail::apply_placement(trace, graph, model, out);
+  if (!w.placement.empty()) detail::apply_placement(trace, graph, model, sources, out);
   if (w.overlap && !*w.overlap) detail::apply_serialise(trace, graph, out);
   if (w.overlap && *w.overlap) detail::apply_overlap(trace, graph, out);
   return out;
@@ -385,7 +386,7 @@ GraphWhatIfResult apply_graph_what_ifs(const Trace& trace, ExecGraph& graph, con
                                        const RecommendOptions& options) {
   std::vector<std::string> notes;
   const auto hw = detail::resolve_hardware(trace, options, nullptr, std::max(2, trace.run.world_size), notes);
-  auto out = apply_graph_what_ifs(trace, graph, w, hw.model, hw.info.description);
+  auto out = apply_graph_what_ifs(trace, graph, w, hw.model, hw.info.description, {options.model, options.tokens_per_rank});
   for (auto& n : notes) out.notes.push_back(std::move(n));
   return out;
 }

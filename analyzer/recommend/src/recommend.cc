@@ -154,8 +154,9 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
   std::map<int, TraceReplay> trace_replays;
   if (!trace.run.simulated && o.simulate) {
     progress("replaying the trace", 0.0);
-    trace_replays = detail::trace_replay_by_layer(trace, hw, o.r_candidates.empty() ? std::vector<int>{1, 2, 4, 8}
-                                                                                    : o.r_candidates);
+    trace_replays = detail::trace_replay_by_layer(
+        trace, hw, o.r_candidates.empty() ? std::vector<int>{1, 2, 4, 8} : o.r_candidates,
+        {o.model, o.tokens_per_rank});
   }
   for (std::size_t i = 0; i < workloads.size(); ++i) {
     progress("recommending", static_cast<double>(i) / static_cast<double>(workloads.size()));

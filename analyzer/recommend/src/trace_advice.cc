@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/exec_graph.h"
@@ -25,10 +27,20 @@ std::map<int, double> layer_windows_s(const Trace& t) {
   return out;
 }
 
+// The first of a what-if's notes about `layer` ("layer L " or "layer L:"),
+// else its first note.
+const std::string& note_for_layer(const std::vector<std::string>& notes, int layer) {
+  const auto named = fmt::format("layer {} ", layer), named_colon = fmt::format("layer {}:", layer);
+  for (const auto& n : notes)
+    if (n.find(named) != std::string::npos || n.find(named_colon) != std::string::npos) return n;
+  return notes.front();
+}
+
 }  // namespace
 
 std::map<int, TraceReplay> trace_replay_by_layer(const Trace& trace, const Hardware& hw,
-                                                  const std::vector<int>& candidates) {
+                                                  const std::vector<int>& candidates,
+                                                  const WorkloadSources& sources) {
   std::map<int, TraceReplay> out;
   const auto g = build_exec_graph(trace);
   std::size_t unresolved = 0;
@@ -55,7 +67,7 @@ std::map<int, TraceReplay> trace_replay_by_layer(const Trace& trace, const Hardw
     w.pipeline_degree = r;
     auto predict = [&](const sim::CostModel& m, GraphWhatIfResult* result) {
       auto changed = g;
-      auto res = apply_graph_what_ifs(trace, changed, w, m, hw.info.description);
+      auto res = apply_graph_what_ifs(trace, changed, w, m, hw.info.description, sources);
       if (result) *result = std::move(res);
       return layer_windows_s(replayed_trace(trace, changed, evaluate_exec_graph(changed)));
     };
@@ -86,13 +98,14 @@ std::map<int, TraceReplay> trace_replay_by_layer(const Trace& trace, const Hardw
     GraphWhatIfs w;
     parse_graph_what_if(kv, w);
     auto changed = g;
-    const auto res = apply_graph_what_ifs(trace, changed, w, hw.model, hw.info.description);
+    const auto res = apply_graph_what_ifs(trace, changed, w, hw.model, hw.info.description, sources);
     std::size_t cyc = 0;
     const auto windows = layer_windows_s(replayed_trace(trace, changed, evaluate_exec_graph(changed, &cyc)));
     for (auto& [layer, tr] : out) {
       if (res.instances_changed == 0 || cyc > 0) {
         tr.other_notes.push_back(fmt::format("{}: {}", kv, cyc > 0 ? "the changed graph holds a cycle"
-                                                           : res.notes.empty() ? "nothing to change" : res.notes.front()));
+                                                           : res.notes.empty() ? "nothing to change"
+                                                                               : note_for_layer(res.notes, layer)));
         continue;
       }
       tr.other_predictions.push_back({kv, windows.contains(layer) ? windows.at(layer) : -1});

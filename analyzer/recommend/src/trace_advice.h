@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "hardware.h"
+#include "moetrace/analyzer/recommend.h"
 #include "moetrace/analyzer/recommendations.h"
 #include "moetrace/analyzer/trace.h"
 
@@ -17,7 +18,8 @@ namespace moetrace::analyzer::detail {
 // relative residual for the range). Empty where the trace has no MoE layer
 // windows.
 std::map<int, TraceReplay> trace_replay_by_layer(const Trace& trace, const Hardware& hw,
-                                                  const std::vector<int>& candidates);
+                                                  const std::vector<int>& candidates,
+                                                  const WorkloadSources& sources = {});
 
 // " On the trace's own execution graph ...: reuse=S1 ... ms (+x %), ..."
 // for the what-ifs whose key starts with `prefix` ("reuse", "placement");

@@ -74,7 +74,8 @@ GraphWhatIfResult apply_graph_what_ifs(const Trace& trace, ExecGraph& graph, con
                                        const RecommendOptions& options);
 // The same on a given cost model; `model_source` says where it came from.
 GraphWhatIfResult apply_graph_what_ifs(const Trace& trace, ExecGraph& graph, const GraphWhatIfs& w,
-                                       const sim::CostModel& model, const std::string& model_source);
+                                       const sim::CostModel& model, const std::string& model_source,
+                                       const WorkloadSources& sources = {});
 
 // The trace replayed, then replayed after the what-ifs: measured, replayed
 // and predicted side by side (replay.h).
