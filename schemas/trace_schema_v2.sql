@@ -201,10 +201,10 @@ CREATE TABLE autograd_ranges (
 );
 
 -- The input shapes and types of host ranges that are matrix products (aten::mm,
--- addmm, bmm, linear, _grouped_mm, ...), as the
+-- addmm, bmm, linear, _grouped_mm, ...) or top-k selections (aten::topk), as the
 -- PyTorch profiler records them with record_shapes=True (a cpu_op's "Input
--- Dims" and "Input type"), as JSON text: the GEMMs' shapes give an MoE
--- layer's sizes. Added within version 2: readers that predate it ignore it,
+-- Dims" and "Input type"), as JSON text: the GEMMs' and the router's top-k's
+-- shapes give an MoE layer's sizes. Added within version 2: readers that predate it ignore it,
 -- and readers of it must allow for its absence.
 CREATE TABLE input_shapes (
   nvtx_id        INTEGER PRIMARY KEY,  -- nvtx_ranges.id

@@ -377,6 +377,47 @@ stream id=0 rank=0 role=compute
   EXPECT_EQ(recorded_layer_shape(t, 1).gemms, 0);
 }
 
+// DeepSeek-V3's gate (its group-limited routing) as the profiler records
+// it: the router GEMM outside the gate, then torch.topk on the [T, G, E/G]
+// group scores (3-D: not read), on the [T, G] group sums (G = 8 groups)
+// and on the [T, E] scores (E = 256). By hand: E is the widest scores
+// picked from, 256; T = 32 rows; four experts of w1 [128, 64] and w2
+// [64, 128] on 64 rows each: M = 64, H = 128, k = 4 x 64 rows of the down
+// projections / 32 tokens = 8.
+TEST(RecordedShapes, ExpertsAndTokensFromTheTopKWhereNoRouterGemmIsInTheGate) {
+  const auto path = testing::temp_path("recorded_topk.db");
+  std::string text = "stream id=0 rank=0 role=compute\n";
+  int corr = 1;
+  auto range = [&](const char* name, const std::string& dims, const char* kind, const char* kernel) {
+    const int t = 10 * corr;
+    text += fmt::format("nvtx rank=0 thread=1 start={} end={} domain=pytorch name={} dims={} "
+                        "types=[\"c10::BFloat16\",\"Scalar\"]\n",
+                        t, t + 5, name, dims);
+    text += fmt::format("api rank=0 thread=1 start={} end={} name=cudaLaunchKernel corr={}\n", t + 1, t + 2, corr);
+    text += fmt::format("op id={} rank=0 stream=0 kind={} layer=0 iteration=0 phase=fwd start={} end={}\n", corr,
+                        kind, 1000 + t, 1005 + t);
+    text += fmt::format("kernel rank=0 stream=0 start={} end={} name={} corr={} op={}\n", 1000 + t, 1005 + t,
+                        kernel, corr, corr);
+    ++corr;
+  };
+  range("aten::topk", "[[32,8,32],[],[],[],[]]", "gate", "gatherTopK");
+  range("aten::topk", "[[32,8],[],[],[],[]]", "gate", "gatherTopK");
+  range("aten::topk", "[[32,256],[],[],[],[]]", "gate", "gatherTopK");
+  for (int e = 0; e < 4; ++e) {
+    range("aten::linear", "[[64,64],[128,64]]", "expert_ffn", "nvjet_tst_128x64");
+    range("aten::linear", "[[64,128],[64,128]]", "expert_ffn", "nvjet_tst_64x128");
+  }
+  testing::write_text_trace(path, text);
+  const auto s = recorded_layer_shape(load_trace(path), 0);
+  EXPECT_EQ(s.experts, 256);
+  EXPECT_EQ(s.tokens, 32);
+  EXPECT_EQ(s.top_k, 8);
+  EXPECT_EQ(s.model_dim, 64);
+  EXPECT_EQ(s.hidden, 128);
+  EXPECT_EQ(s.gemms, 8);
+  EXPECT_NE(s.source.find("2 top-k"), std::string::npos) << s.source;  // the 3-D one not read
+}
+
 // An overlapped schedule: on each rank the layer's backward (of another
 // micro-batch) runs while its forward does. By hand, per rank: forward window
 // [0,80], backward [40,120]: union 120 of a sum 160 = 75 %, below 95 %: the

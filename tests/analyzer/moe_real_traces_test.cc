@@ -13,6 +13,7 @@
 #include "kineto_fixture.h"
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/launch_queue.h"
+#include "moetrace/analyzer/recorded_shapes.h"
 #include "moetrace/analyzer/trace.h"
 
 namespace moetrace::testing {
@@ -54,10 +55,14 @@ class RecognisedSharedTrace : public ::testing::TestWithParam<Param> {
 // forward passes (active_iters=3), no_grad, no ProfilerStep. By hand from
 // each file: 3 MoE ranges, 3 expert_ffn ranges; the kernels launched inside
 // the MoE ranges (launch call inside the range on its thread): 36, 36, 30,
-// 36, 42, 36; inside expert_ffn: 9; torch.topk's gatherTopK: 3.
+// 36, 42, 36; inside expert_ffn: 9; torch.topk's gatherTopK: 3. The
+// layer's sizes are those the script wrote into each MoE range's name
+// ("MoE[experts=64, tokens=16, topk=2, hidden=512, intermediate=1024]").
 struct MicroBenchmark {
   const char* file;
   int moe_kernels;
+  int experts, tokens, top_k;
+  std::int64_t hidden, intermediate;
 };
 
 class TraceLensB300 : public RecognisedSharedTrace<MicroBenchmark> {};
@@ -79,13 +84,31 @@ TEST_P(TraceLensB300, OneForwardOnlyMoELayerThreeTimes) {
   EXPECT_EQ(b.layers[0].backward.window_ns, 0);
 }
 
+// The layer's sizes from what the profiler recorded (record_shapes): no
+// range or kernel of the router GEMM is placed in the gate here (a plain
+// nn.Linear before torch.topk), so E and the tokens come from the [T, E]
+// scores the top-k picks from, M and H from the two bmm of the experts, k
+// from the rows of the down projection (the token-expert pairs gathered)
+// over the tokens. Each must be what the range's name says.
+TEST_P(TraceLensB300, TheLayerSizesAreTheOnesItsRangeNames) {
+  const auto& m = GetParam();
+  const auto s = analyzer::recorded_layer_shape(t, 0);
+  EXPECT_EQ(s.experts, m.experts);
+  EXPECT_EQ(s.tokens, m.tokens);
+  EXPECT_EQ(s.top_k, m.top_k);
+  EXPECT_EQ(s.model_dim, m.hidden);
+  EXPECT_EQ(s.hidden, m.intermediate);
+  EXPECT_EQ(s.elem_bytes, 2);  // c10::BFloat16
+  EXPECT_NE(s.source.find("aten::topk"), std::string::npos) << s.source;
+}
+
 const MicroBenchmark kMicroBenchmarks[] = {
-    {"tracelens-b300-moe_01_many_experts_few_tokens.json.gz", 36},
-    {"tracelens-b300-moe_02_few_experts_many_tokens.json.gz", 36},
-    {"tracelens-b300-moe_03_top1_sparse.json.gz", 30},
-    {"tracelens-b300-moe_04_top2_dense.json.gz", 36},
-    {"tracelens-b300-moe_05_large_capacity.json.gz", 42},
-    {"tracelens-b300-moe_06_tiny_batch_many_experts.json.gz", 36},
+    {"tracelens-b300-moe_01_many_experts_few_tokens.json.gz", 36, 64, 16, 2, 512, 1024},
+    {"tracelens-b300-moe_02_few_experts_many_tokens.json.gz", 36, 8, 256, 2, 512, 1024},
+    {"tracelens-b300-moe_03_top1_sparse.json.gz", 30, 16, 128, 1, 512, 1024},
+    {"tracelens-b300-moe_04_top2_dense.json.gz", 36, 16, 128, 2, 512, 1024},
+    {"tracelens-b300-moe_05_large_capacity.json.gz", 42, 8, 512, 2, 1024, 2048},
+    {"tracelens-b300-moe_06_tiny_batch_many_experts.json.gz", 36, 128, 4, 8, 512, 1024},
 };
 
 INSTANTIATE_TEST_SUITE_P(RealTraces, TraceLensB300, ::testing::ValuesIn(kMicroBenchmarks),

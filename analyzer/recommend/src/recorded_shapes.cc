@@ -8,6 +8,7 @@
 #include <set>
 
 #include "moetrace/schema/ascii.h"
+#include "moetrace/schema/schema.h"
 
 namespace moetrace::analyzer {
 
@@ -26,6 +27,23 @@ std::optional<T> mode(const std::map<T, int>& counts) {
   return best;
 }
 
+// The scores a top-k router picks from, where `op_name` is torch.topk
+// (aten::topk(self, k, dim=-1, ...)) and its first input is 2-D: (rows,
+// width) = (tokens, candidates). Every top-k router calls it on the [T, E]
+// scores (Mixtral's and Qwen-MoE's in Hugging Face transformers,
+// Megatron-Core's topk routing, DeepSeek-V3's gate, whose group-limited
+// routing also picks groups from [T, n_group] first).
+std::optional<std::pair<std::int64_t, std::int64_t>> topk_scores(std::string_view op_name, std::string_view dims) {
+  if (!schema::top_k_name(op_name)) return std::nullopt;
+  const auto j = nlohmann::json::parse(dims, nullptr, false);
+  if (!j.is_array() || j.empty() || !j[0].is_array() || j[0].size() != 2) return std::nullopt;
+  const auto& d = j[0];
+  if (!d[0].is_number_integer() || !d[1].is_number_integer()) return std::nullopt;
+  const auto rows = d[0].get<std::int64_t>(), width = d[1].get<std::int64_t>();
+  if (rows <= 0 || width <= 1) return std::nullopt;
+  return std::pair{rows, width};
+}
+
 }  // namespace
 
 RecordedLayerShape recorded_layer_shape(const Trace& trace, int layer) {
@@ -35,6 +53,7 @@ RecordedLayerShape recorded_layer_shape(const Trace& trace, int layer) {
   std::map<std::pair<std::int64_t, std::int64_t>, int> gate, expert;  // (in, out) -> GEMMs
   std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t> expert_rows;  // (in, out) -> rows
   std::int64_t gate_rows = 0;
+  std::map<std::int64_t, std::pair<int, std::int64_t>> topk;  // width -> (calls, rows) of the router's top-k
   std::map<std::string, int> types;  // the first input's element type -> GEMMs
   std::set<std::size_t> seen;
   std::optional<std::pair<std::int64_t, std::pair<std::int64_t, std::int64_t>>> first_expert;  // (launch, features)
@@ -50,7 +69,16 @@ RecordedLayerShape recorded_layer_shape(const Trace& trace, int layer) {
     const auto& r = trace.nvtx[*hit];
     const auto& shape = trace.input_shapes[static_cast<std::size_t>(r.input_shape)];
     const auto g = shapes.gemm_of(*hit);
-    if (!g) continue;
+    if (!g) {
+      if (op.kind == OpKind::kGate)
+        if (const auto k = topk_scores(trace.str(r.name), shape.dims)) {
+          auto& [calls, rows] = topk[k->second];
+          ++calls;
+          rows += k->first;
+          names.insert(std::string(trace.str(r.name)));
+        }
+      continue;
+    }
     const std::pair f{g->in, g->out};
     if (op.kind == OpKind::kGate) {
       ++gate[f];
@@ -66,10 +94,19 @@ RecordedLayerShape recorded_layer_shape(const Trace& trace, int layer) {
     ++out.gemms;
   }
   if (out.gemms == 0) return out;
-  // The router maps M to E.
+  // The router maps M to E. Where its GEMM was not placed in the gate (a
+  // plain GEMM before the top-k), E and the tokens are the widest scores the
+  // top-k picks from and their rows.
+  int router_gemms = 0;
+  for (const auto& [f, c] : gate) router_gemms += c;
   if (const auto g = mode(gate)) {
     out.model_dim = g->first;
     out.experts = static_cast<int>(g->second);
+  } else if (!topk.empty()) {
+    const auto& [width, calls_rows] = *topk.rbegin();
+    out.experts = static_cast<int>(width);
+    router_gemms = calls_rows.first;
+    gate_rows = calls_rows.second;
   }
   // The experts: up (M -> H, or 2H fused with the gate projection), then
   // down (H -> M). Without a router, M is the input of the expert GEMM
@@ -87,11 +124,6 @@ RecordedLayerShape recorded_layer_shape(const Trace& trace, int layer) {
     // Each token's k routed rows pass one down projection: k = rows there /
     // rows of the router. A k of E or more is no top-k (experts computed
     // densely over every token): not read.
-    const int router_gemms = [&] {
-      int n = 0;
-      for (const auto& [f, c] : gate) n += c;
-      return n;
-    }();
     if (router_gemms > 0 && gate_rows > 0) {
       out.tokens = gate_rows / router_gemms;
       const auto k = static_cast<int>(std::llround(static_cast<double>(down_rows) / static_cast<double>(gate_rows)));
@@ -108,8 +140,11 @@ RecordedLayerShape recorded_layer_shape(const Trace& trace, int layer) {
   }
   std::string list;
   for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-  out.source = fmt::format("the Input Dims of {} forward GEMM{} in its router and experts ({})", out.gemms,
-                           out.gemms == 1 ? "" : "s", list);
+  int topk_calls = 0;
+  for (const auto& [w, cr] : topk) topk_calls += cr.first;
+  out.source = fmt::format("the Input Dims of {} forward GEMM{}{} in its router and experts ({})", out.gemms,
+                           out.gemms == 1 ? "" : "s",
+                           topk_calls > 0 && gate.empty() ? fmt::format(" and {} top-k", topk_calls) : "", list);
   return out;
 }
 

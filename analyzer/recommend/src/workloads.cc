@@ -274,6 +274,12 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
                        layer));
       continue;
     }
+    if (w.experts <= 0) {
+      note(fmt::format("layer {}: the number of routed experts is unknown (no router GEMM or top-k with recorded "
+                       "shapes, no expert load; --model gives it); skipped",
+                       layer));
+      continue;
+    }
     if (w.experts < P || w.experts % P != 0) {
       note(fmt::format("layer {}: {} experts on {} ranks is not expert parallelism with E/P experts per rank; "
                        "skipped",
@@ -300,7 +306,7 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
       std::string origin = "--tokens";
       if (tokens <= 0 && shape.tokens) {
         tokens = *shape.tokens;
-        origin = "the rows of the router's GEMM, recorded in its Input Dims";
+        origin = "the rows of the router's GEMM or top-k, recorded in its Input Dims";
       }
       if (tokens <= 0) {
         const int elem = w.elem_bytes > 0 ? w.elem_bytes : 2;

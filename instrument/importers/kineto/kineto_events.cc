@@ -99,9 +99,9 @@ void Handler::finish_event() {
         r.sequence = e.args.sequence;
         r.backward = e.args.fwd_thread.value_or(0) > 0;
       }
-      // Shapes of the matrix products only (what the layer sizes are read
-      // from): every other op's would grow the trace by a string each.
-      if (!e.args.input_dims.empty() && e.args.input_dims != "[]" && schema::matrix_product_name(e.name)) {
+      // Shapes of the matrix products and top-k only (what the layer sizes
+      // are read from): every other op's would grow the trace by a string each.
+      if (!e.args.input_dims.empty() && e.args.input_dims != "[]" && schema::shapes_kept_name(e.name)) {
         r.input_dims = e.args.input_dims;
         r.input_types = e.args.input_types;
       }

@@ -175,11 +175,11 @@ class Handler {
     kRoot, kEvents, kEvent, kArgs, kArgArray, kShapes, kDeviceList, kDevice, kDistInfo, kOtherData, kSkip
   };
 
-  // An op's input shapes are kept for matrix products and NCCL calls only
-  // (finish_event); where the name came first, the others' are not read.
+  // An op's input shapes are kept for matrix products, top-k and NCCL calls
+  // only (finish_event); where the name came first, the others' are not read.
   bool shapes_wanted() const {
     const std::string_view name = event_.name;
-    return name.empty() || name.starts_with("nccl:") || schema::matrix_product_name(name);
+    return name.empty() || name.starts_with("nccl:") || schema::shapes_kept_name(name);
   }
 
   // One element of an "Input Dims" / "Input type" list (nested lists too);

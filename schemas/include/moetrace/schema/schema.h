@@ -20,14 +20,21 @@ std::string_view tables_sql();
 // CREATE INDEX statements; created when a writer closes a trace.
 std::string_view indexes_sql();
 
-// The host ranges whose input shapes a trace keeps (input_shapes): ops that
-// multiply matrices, by name (aten::mm, addmm, bmm, baddbmm, matmul, linear,
-// _grouped_mm, _scaled_mm, grouped GEMMs), any case.
+// Ops that multiply matrices, by name (aten::mm, addmm, bmm, baddbmm,
+// matmul, linear, _grouped_mm, _scaled_mm, grouped GEMMs), any case.
 inline bool matrix_product_name(std::string_view name) {
   const std::string n = to_ascii_lower(name);
   return n.find("mm") != std::string::npos || n.find("matmul") != std::string::npos ||
          n.find("linear") != std::string::npos;  // "mm" covers "gemm"
 }
+
+// A top-k selection, by name (aten::topk, a router's), any case.
+inline bool top_k_name(std::string_view name) { return to_ascii_lower(name).ends_with("topk"); }
+
+// The host ranges whose input shapes a trace keeps (input_shapes): what an
+// MoE layer's sizes are read from, its matrix products and its router's
+// top-k.
+inline bool shapes_kept_name(std::string_view name) { return matrix_product_name(name) || top_k_name(name); }
 
 // memcpy.copy_kind / src_kind / dst_kind follow CUPTI's enums.
 enum class CopyKind : std::int32_t {
