@@ -102,7 +102,16 @@ int main(int argc, char** argv) {
                                                "(moetrace fit), a simulator preset, or 'fitted' (default: the trace's "
                                                "own fit, else a preset)."),
                                 QStringLiteral("file"));
-  parser.addOptions({shot, size, window, range, layer, find, replay, what_if, cost_model});
+  QCommandLineOption model(QStringLiteral("model"),
+                           QStringLiteral("The model's sizes where the trace lacks them, for the recommendations and "
+                                          "the what-ifs: a Hugging Face config.json of an MoE model or a file of "
+                                          "Megatron-Core arguments, as moetrace recommend --model takes it."),
+                           QStringLiteral("file"));
+  QCommandLineOption tokens(QStringLiteral("tokens"),
+                            QStringLiteral("Tokens a rank holds per MoE layer, where the trace has no expert load "
+                                           "and no dispatch all-to-all (routing is then assumed balanced)."),
+                            QStringLiteral("n"));
+  parser.addOptions({shot, size, window, range, layer, find, replay, what_if, cost_model, model, tokens});
   parser.process(*app);
   if (info_only) return 0;  // process() has printed and exited already
 
@@ -140,6 +149,18 @@ int main(int argc, char** argv) {
   if (parser.isSet(cost_model)) {
     if (const QString error = w.set_replay_cost_model(parser.value(cost_model)); !error.isEmpty()) {
       fail(QStringLiteral("--cost-model: %1").arg(error));
+      return 2;
+    }
+  }
+  bool tokens_ok = true;
+  const qlonglong tokens_value = parser.isSet(tokens) ? parser.value(tokens).toLongLong(&tokens_ok) : -1;
+  if (!tokens_ok || (parser.isSet(tokens) && tokens_value <= 0)) {
+    fail(QStringLiteral("--tokens wants a positive number of tokens; got \"%1\"").arg(parser.value(tokens)));
+    return 2;
+  }
+  if (parser.isSet(model) || parser.isSet(tokens)) {
+    if (const QString error = w.set_model_shapes(parser.value(model), tokens_value); !error.isEmpty()) {
+      fail(QStringLiteral("--model: %1").arg(error));
       return 2;
     }
   }

@@ -460,12 +460,32 @@ QString MainWindow::set_replay_cost_model(const QString& arg) {
   } catch (const std::exception& e) {
     return QString::fromStdString(e.what());
   }
+  o.model = replay_request_.options.model;
+  o.tokens_per_rank = replay_request_.options.tokens_per_rank;
   replay_request_.options = std::move(o);
   // A prediction made with the other costs is computed again when asked for.
   if (replay_results_ && replay_results_->predicted) replay_results_.reset();
   replay_->set_cost_model_text(tr("costs: %1").arg(qs(replay_request_.options.cost_model_source.empty()
                                                           ? std::string("the trace's own fit")
                                                           : replay_request_.options.cost_model_source)));
+  return {};
+}
+
+QString MainWindow::set_model_shapes(const QString& model_file, std::int64_t tokens_per_rank) {
+  if (tokens_per_rank != -1 && tokens_per_rank <= 0)
+    return tr("%1 tokens: a positive number of tokens a rank holds").arg(tokens_per_rank);
+  std::shared_ptr<const analyzer::ModelSpec> model;
+  try {
+    if (!model_file.isEmpty())
+      model = std::make_shared<const analyzer::ModelSpec>(analyzer::read_model_spec(model_file.toStdString()));
+  } catch (const std::exception& e) {
+    return QString::fromStdString(e.what());
+  }
+  session_->set_model_shapes(model, tokens_per_rank);
+  replay_request_.model = model;
+  replay_request_.options.model = model.get();
+  replay_request_.options.tokens_per_rank = tokens_per_rank;
+  if (replay_results_ && replay_results_->predicted) replay_results_.reset();
   return {};
 }
 

@@ -59,6 +59,11 @@ class MainWindow : public QMainWindow {
   // `moetrace-gui --cost-model`: a cost-model JSON file, a simulator preset or
   // "fitted", as `moetrace replay --cost-model` takes it; the error, or "".
   QString set_replay_cost_model(const QString& arg);
+  // `moetrace-gui --model FILE --tokens N`: the model's sizes and the tokens
+  // a rank holds where the trace lacks them, for the recommendations and
+  // the what-ifs, as `moetrace recommend` and `replay` take them (empty /
+  // -1: none); the error, or "". For the traces opened after.
+  QString set_model_shapes(const QString& model_file, std::int64_t tokens_per_rank);
   // Shows the replay, computed on this thread (screenshots, tests); false if it failed.
   bool show_replay_blocking();
   const std::shared_ptr<const ReplayResults>& replay_results() const { return replay_results_; }

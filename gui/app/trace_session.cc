@@ -75,7 +75,14 @@ std::shared_ptr<const LoadedTrace> TraceSession::load(const QStringList& paths,
   return out;
 }
 
-std::shared_ptr<const TraceAnalyses> TraceSession::analyse(const LoadedTrace& loaded) {
+void TraceSession::set_model_shapes(std::shared_ptr<const analyzer::ModelSpec> model, std::int64_t tokens_per_rank) {
+  model_ = std::move(model);
+  tokens_per_rank_ = tokens_per_rank;
+}
+
+std::shared_ptr<const TraceAnalyses> TraceSession::analyse(const LoadedTrace& loaded,
+                                                           const std::shared_ptr<const analyzer::ModelSpec>& model,
+                                                           std::int64_t tokens_per_rank) {
   auto out = std::make_shared<TraceAnalyses>();
   // The queue rows (every change point of every stream's queue) beside
   // the recommendations, on every core: they ran after them, on one
@@ -88,7 +95,10 @@ std::shared_ptr<const TraceAnalyses> TraceSession::analyse(const LoadedTrace& lo
       // The timeline keeps its other rows; the GPU queues panel says why.
     }
   };
-  out->results = std::make_shared<const AnalysisResults>(compute_analysis_results(*loaded.trace, queues));
+  analyzer::RecommendOptions advice;
+  advice.model = model.get();
+  advice.tokens_per_rank = tokens_per_rank;
+  out->results = std::make_shared<const AnalysisResults>(compute_analysis_results(*loaded.trace, queues, advice));
   if (const auto& a = out->results->analyses)
     out->breakdown = std::shared_ptr<const analyzer::Breakdown>(a, &a->breakdown);
   else
@@ -149,7 +159,7 @@ bool TraceSession::open_blocking(const QStringList& paths) {
     deliver_failed(gen, path, message_of(path, e));
     return false;
   }
-  auto a = analyse(*current_);
+  auto a = analyse(*current_, model_, tokens_per_rank_);
   analyses_ = a;
   emit analyses_ready(a);
   return true;
@@ -210,8 +220,8 @@ void TraceSession::start_analyses(std::uint64_t gen) {
   QPointer<TraceSession> self(this);
   auto generation = generation_;
   auto loaded = current_;
-  (void)QtConcurrent::run([self, generation, gen, loaded] {
-    auto a = analyse(*loaded);
+  (void)QtConcurrent::run([self, generation, gen, loaded, model = model_, tokens = tokens_per_rank_] {
+    auto a = analyse(*loaded, model, tokens);
     if (generation->load() != gen) return;
     QMetaObject::invokeMethod(
         QCoreApplication::instance(),

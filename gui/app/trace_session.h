@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "moetrace/analyzer/breakdown.h"
+#include "moetrace/analyzer/model_spec.h"
 #include "moetrace/analyzer/trace.h"
 #include "moetrace/gui/analysis_results.h"
 #include "moetrace/gui/expert_load_matrix.h"
@@ -69,10 +70,16 @@ class TraceSession : public QObject {
   std::shared_ptr<const ReplayResults> replay_blocking(const ReplayRequest& request);
   bool replaying() const { return replaying_; }
 
+  // The user's model and tokens (`moetrace-gui --model --tokens`) for the
+  // recommendations of the traces opened after; null / -1: none.
+  void set_model_shapes(std::shared_ptr<const analyzer::ModelSpec> model, std::int64_t tokens_per_rank);
+
   // The two stages as plain functions; they throw moetrace::Error.
   static std::shared_ptr<const LoadedTrace> load(const QStringList& paths,
                                                  const std::function<void(std::string_view, double)>& progress);
-  static std::shared_ptr<const TraceAnalyses> analyse(const LoadedTrace& loaded);
+  static std::shared_ptr<const TraceAnalyses> analyse(const LoadedTrace& loaded,
+                                                      const std::shared_ptr<const analyzer::ModelSpec>& model = {},
+                                                      std::int64_t tokens_per_rank = -1);
 
  signals:
   void loading_started(const QString& path);
@@ -95,6 +102,8 @@ class TraceSession : public QObject {
   bool loading_ = false;
   std::shared_ptr<std::atomic<std::uint64_t>> replay_generation_;
   bool replaying_ = false;
+  std::shared_ptr<const analyzer::ModelSpec> model_;
+  std::int64_t tokens_per_rank_ = -1;
 };
 
 }  // namespace moetrace::gui

@@ -383,6 +383,53 @@ class GuiReplayWidgetsTest : public QObject {
     QVERIFY(panel.body()->message().contains(QStringLiteral("Show replay")));
   }
 
+  // `moetrace-gui --model`: the fixture records E = 4 and k = 2 but not M and
+  // H, so no layer gets advice and the panel says why; with the model's
+  // sizes (Qwen2-MoE's config.json names) the next trace opened gets advice
+  // for both layers, read with M = 64 and H = 128. A model that disagrees
+  // with the trace (8 experts) is the recommenders' error, shown in the
+  // panel; a missing file and a bad token count are one line each.
+  void the_model_gives_the_sizes_the_trace_lacks() {
+    auto w = loaded_window();
+    QVERIFY(w);
+    const auto* before = w->session()->analyses()->results->analyses.get();
+    QVERIFY(before && before->recommendations && before->recommendations->items.empty());
+    QVERIFY(w->recommendations_panel()->showing_message());
+    QVERIFY2(w->recommendations_panel()->message().contains(QStringLiteral("hidden size unknown")),
+             qPrintable(w->recommendations_panel()->message()));
+    auto write = [](const char* name, const char* text) {
+      const auto path = temp_path(name);
+      std::ofstream(path) << text;
+      return QString::fromStdString(path);
+    };
+    const QString qwen = write("qwen_config.json", R"({"model_type": "qwen2_moe", "hidden_size": 64,
+        "moe_intermediate_size": 128, "num_experts": 4, "num_experts_per_tok": 2, "torch_dtype": "bfloat16"})");
+    QVERIFY(w->set_model_shapes(qwen, -1).isEmpty());
+    QVERIFY(w->replay_request().model && w->replay_request().options.model == w->replay_request().model.get());
+    QVERIFY(w->open_blocking(fixture_path()));
+    const auto& recs = w->session()->analyses()->results->analyses->recommendations;
+    QVERIFY(recs);
+    QCOMPARE(recs->layers.size(), std::size_t{2});
+    for (const auto& L : recs->layers) {
+      QCOMPARE(L.workload.model_dim, std::int64_t{64});
+      QCOMPARE(L.workload.hidden, std::int64_t{128});
+    }
+    QVERIFY(!w->recommendations_panel()->showing_message());
+    QVERIFY(w->recommendations_panel()->model()->rowCount() > 0);
+
+    const QString eight = write("eight_experts.json", R"({"model_type": "qwen2_moe", "hidden_size": 64,
+        "moe_intermediate_size": 128, "num_experts": 8, "num_experts_per_tok": 2})");
+    QVERIFY(w->set_model_shapes(eight, -1).isEmpty());
+    QVERIFY(w->open_blocking(fixture_path()));
+    QVERIFY(w->recommendations_panel()->showing_message());
+    QVERIFY2(w->recommendations_panel()->message().contains(
+                 QStringLiteral("the number of routed experts is 4 in the trace (its layers table) but 8 in")),
+             qPrintable(w->recommendations_panel()->message()));
+
+    QVERIFY(w->set_model_shapes(QStringLiteral("/nonexistent/config.json"), -1).contains(QStringLiteral("nonexistent")));
+    QVERIFY(w->set_model_shapes({}, 0).contains(QStringLiteral("positive")));
+  }
+
   // Another trace opened while the replay is shown is replayed in its turn.
   void a_new_trace_is_replayed_when_the_replay_is_shown() {
     auto w = loaded_window();

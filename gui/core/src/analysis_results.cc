@@ -13,7 +13,8 @@ const analyzer::ReportSection* AnalysisResults::section(std::string_view id) con
   return nullptr;
 }
 
-AnalysisResults compute_analysis_results(const analyzer::Trace& trace, const std::function<void()>& beside) {
+AnalysisResults compute_analysis_results(const analyzer::Trace& trace, const std::function<void()>& beside,
+                                         const analyzer::RecommendOptions& advice) {
   AnalysisResults r;
   analyzer::Analyses a;
   try {
@@ -34,7 +35,7 @@ AnalysisResults compute_analysis_results(const analyzer::Trace& trace, const std
   std::jthread other;
   if (beside) other = std::jthread(beside);
   try {
-    analyzer::add_recommendations(trace, a);
+    analyzer::add_recommendations(trace, a, advice);
   } catch (const std::exception& e) {
     r.recommendations_error = e.what();
   }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "moetrace/analyzer/analyses.h"
+#include "moetrace/analyzer/recommend.h"
 #include "moetrace/analyzer/report.h"
 #include "moetrace/analyzer/trace.h"
 
@@ -32,7 +33,9 @@ struct AnalysisResults {
 // given, is the caller's own work over the trace, run on a thread of its
 // own while the recommendations are computed (once the analyses have given
 // their memory back), or after the analyses where they fail; it must not
-// throw.
-AnalysisResults compute_analysis_results(const analyzer::Trace& trace, const std::function<void()>& beside = {});
+// throw. `advice`: what the recommenders take beside the trace (the user's
+// model and tokens, as `moetrace recommend --model --tokens`).
+AnalysisResults compute_analysis_results(const analyzer::Trace& trace, const std::function<void()>& beside = {},
+                                         const analyzer::RecommendOptions& advice = {});
 
 }  // namespace moetrace::gui

@@ -20,7 +20,10 @@ namespace moetrace::gui {
 
 struct ReplayRequest {
   analyzer::GraphWhatIfs what_ifs;     // empty: the replay alone
-  analyzer::RecommendOptions options;  // where the what-ifs' new durations come from (cost model)
+  // Where the what-ifs' new durations come from (cost model), and the sizes
+  // and tokens the trace lacks (model, tokens_per_rank).
+  analyzer::RecommendOptions options;
+  std::shared_ptr<const analyzer::ModelSpec> model;  // what options.model points to
   analyzer::ExecGraphOptions graph;
 };
 
