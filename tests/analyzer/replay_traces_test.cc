@@ -297,32 +297,30 @@ TEST(WhatIf, ReuseAndPlacementTakeTheUsersModelWhereTheTraceHasNoSizes) {
                        [&](const std::string& n) { return n.find(text) != std::string::npos; });
   };
 
-  const auto [reuse_full, reuse_full_ns] = predicted(load_fixture(dir / "mpipemoe_none.db.gz"), "reuse=S2", nullptr);
-  const Trace none = without_sizes("mpipemoe_none.db.gz");
-  const auto [reuse_bare, reuse_bare_ns] = predicted(none, "reuse=S2", nullptr);
-  EXPECT_EQ(reuse_bare.instances_changed, 0);
-  EXPECT_TRUE(noted(reuse_bare, "model and hidden sizes are not in the trace"));
-  const auto [reuse_model, reuse_model_ns] = predicted(none, "reuse=S2", &qwen);
-  EXPECT_EQ(reuse_model.instances_changed, reuse_full.instances_changed);
-  EXPECT_EQ(reuse_model.instances_changed, 16);
-  EXPECT_EQ(reuse_model_ns, reuse_full_ns);
-
-  const auto [place_full, place_full_ns] = predicted(load_fixture(dir / "dpmoe.db.gz"), "placement=pro-prophet", nullptr);
-  ASSERT_GE(place_full.instances_changed, 1);
-  const Trace dp = without_sizes("dpmoe.db.gz");
-  const auto [place_bare, place_bare_ns] = predicted(dp, "placement=pro-prophet", nullptr);
-  EXPECT_EQ(place_bare.instances_changed, 0);
-  EXPECT_TRUE(noted(place_bare, "model_dim or hidden size unknown"));
-  const auto [place_model, place_model_ns] = predicted(dp, "placement=pro-prophet", &megatron);
-  EXPECT_EQ(place_model.instances_changed, place_full.instances_changed);
-  EXPECT_EQ(place_model_ns, place_full_ns);
+  // Per what-if: the whole fixture's prediction, then the fixture without
+  // sizes, alone (nothing changed, the note says why) and with the model.
+  auto check = [&](const char* fixture, const char* what_if, const ModelSpec& model, const char* note) -> int {
+    SCOPED_TRACE(what_if);
+    const auto [full, full_ns] = predicted(load_fixture(dir / fixture), what_if, nullptr);
+    EXPECT_GE(full.instances_changed, 1);
+    const Trace bare = without_sizes(fixture);
+    const auto [alone, alone_ns] = predicted(bare, what_if, nullptr);
+    EXPECT_EQ(alone.instances_changed, 0);
+    EXPECT_TRUE(noted(alone, note));
+    const auto [given, given_ns] = predicted(bare, what_if, &model);
+    EXPECT_EQ(given.instances_changed, full.instances_changed);
+    EXPECT_EQ(given_ns, full_ns);
+    return full.instances_changed;
+  };
+  EXPECT_EQ(check("mpipemoe_none.db.gz", "reuse=S2", qwen, "model and hidden sizes are not in the trace"), 16);
+  check("dpmoe.db.gz", "placement=pro-prophet", megatron, "model_dim or hidden size unknown");
 
   // A model that disagrees with what the trace still records (8 experts)
   // is the user's error, said in one line.
   const ModelSpec other = parse_model_spec(
       "--num-layers 2 --hidden-size 1024 --moe-ffn-hidden-size 4096 --num-experts 16 --moe-router-topk 2 --bf16",
       "other_args.txt");
-  EXPECT_THROW(predicted(dp, "placement=pro-prophet", &other), ConfigError);
+  EXPECT_THROW(predicted(without_sizes("dpmoe.db.gz"), "placement=pro-prophet", &other), ConfigError);
 }
 
 }  // namespace
