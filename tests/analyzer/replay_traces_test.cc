@@ -14,6 +14,7 @@
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/graph_whatif.h"
 #include "moetrace/analyzer/model_spec.h"
+#include "moetrace/analyzer/recommend.h"
 #include "moetrace/analyzer/replay.h"
 #include "moetrace/schema/error.h"
 #include "moetrace/sim/cost_model.h"
@@ -321,6 +322,42 @@ TEST(WhatIf, ReuseAndPlacementTakeTheUsersModelWhereTheTraceHasNoSizes) {
       "--num-layers 2 --hidden-size 1024 --moe-ffn-hidden-size 4096 --num-experts 16 --moe-router-topk 2 --bf16",
       "other_args.txt");
   EXPECT_THROW(predicted(without_sizes("dpmoe.db.gz"), "placement=pro-prophet", &other), ConfigError);
+}
+
+// `recommend` on a real trace whose execution graph replays within 5 % but
+// whose own configuration the models replay far off: the PyTorch peer
+// layer (one H200, no all-to-all, so no pipeline split of its graph) on the
+// h100-nvlink-ib preset with every GEMM 4x slower. The layer is its expert
+// GEMMs (P = 1: no all-to-all), so its simulation is about 4x the measured
+// time, past the 20 % tolerance: every item the models chose says
+// Unreliable, and the replay says which term is off. With the preset as it
+// is the simulation lands within it (-0.3 %) and nothing is marked.
+TEST(Recommend, ModelsOffTheTraceMarkTheirAdviceWhateverTheGraphReplay) {
+  const auto peer = load_trace((fs::path(MOETRACE_GPU_FIXTURES_DIR) / "torch_moe_peer.json.gz").string());
+  auto items_marked = [](const Recommendations& rec) {
+    int n = 0;
+    for (const auto& it : rec.items) n += it.evidence.rfind("Unreliable: ", 0) == 0;
+    return n;
+  };
+  const auto plain = recommend(peer);
+  ASSERT_EQ(plain.layers.size(), 1u);
+  EXPECT_TRUE(plain.layers[0].trace_replay.computed && plain.layers[0].trace_replay.within);
+  EXPECT_FALSE(plain.layers[0].replay.unreliable);
+  EXPECT_EQ(items_marked(plain), 0);
+
+  RecommendOptions slow;
+  sim::CostModel m = sim::cost_model_preset("h100-nvlink-ib");
+  m.compute.seconds_per_flop *= 4;
+  for (auto& [kind, c] : m.compute_by_kind) c.seconds_per_flop *= 4;
+  slow.cost_model = m;
+  const auto off = recommend(peer, slow);
+  ASSERT_EQ(off.layers.size(), 1u);
+  const auto& L = off.layers[0];
+  EXPECT_TRUE(L.trace_replay.computed && L.trace_replay.within);  // the graph holds, with measured durations
+  EXPECT_GT(L.replay.error, 1.0);
+  EXPECT_TRUE(L.replay.unreliable);
+  EXPECT_EQ(L.replay.off_term, "compute");
+  EXPECT_EQ(items_marked(off), static_cast<int>(off.items.size()));
 }
 
 }  // namespace

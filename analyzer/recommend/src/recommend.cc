@@ -170,12 +170,12 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
     L.iterations = meas.iterations;
     advise_pipeline(trace, o, hw, L);
     replay_layer(trace, o, hw, b, iteration_replay ? &*iteration_replay : nullptr, L);
-    if (auto tr = trace_replays.find(L.layer); tr != trace_replays.end()) {
-      L.trace_replay = tr->second;
-      // The trace's own replay decides whether its advice holds, not the
-      // preset simulation of the layer.
-      L.replay.unreliable = !L.trace_replay.within;
-    }
+    // The trace's own execution graph, replayed: the basis of the
+    // pipeline-degree advice where its what-if could split the layer
+    // (trace_pipeline_item says whether that replay holds); every other
+    // item's choice is the models', which the replay of the trace's own
+    // configuration checks (L.replay).
+    if (auto tr = trace_replays.find(L.layer); tr != trace_replays.end()) L.trace_replay = tr->second;
     // An overlapped schedule (DualPipe-style chunks, Megatron-Core's EP
     // overlap) runs the layer's forward and backward side by side: the union
     // of their windows is less than their sum. The recommenders model one
@@ -246,8 +246,11 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
           }
         }
     }
-    if (L.replay.unreliable && !L.trace_replay.computed)
-      for (std::size_t k = first_item; k < out.items.size(); ++k)
+    // Marked: the items the models chose (the pipeline degree too where the
+    // trace's graph could not be split) when the models replay the trace's
+    // own configuration off by more than the tolerance.
+    if (L.replay.unreliable)
+      for (std::size_t k = first_item + (from_trace ? 1 : 0); k < out.items.size(); ++k)
         out.items[k].evidence = fmt::format(
             "Unreliable: replaying the trace's own configuration gives {} per iteration against {} measured "
             "({:+.0f} %; the {} term is off). {}",
