@@ -20,21 +20,29 @@ std::string_view tables_sql();
 // CREATE INDEX statements; created when a writer closes a trace.
 std::string_view indexes_sql();
 
+namespace detail {
+// (of a lower-case name)
+inline bool matrix_product_lower(std::string_view n) {
+  return n.find("mm") != std::string_view::npos || n.find("matmul") != std::string_view::npos ||
+         n.find("linear") != std::string_view::npos;  // "mm" covers "gemm"
+}
+inline bool top_k_lower(std::string_view n) { return n.ends_with("topk"); }
+}  // namespace detail
+
 // Ops that multiply matrices, by name (aten::mm, addmm, bmm, baddbmm,
 // matmul, linear, _grouped_mm, _scaled_mm, grouped GEMMs), any case.
-inline bool matrix_product_name(std::string_view name) {
-  const std::string n = to_ascii_lower(name);
-  return n.find("mm") != std::string::npos || n.find("matmul") != std::string::npos ||
-         n.find("linear") != std::string::npos;  // "mm" covers "gemm"
-}
+inline bool matrix_product_name(std::string_view name) { return detail::matrix_product_lower(to_ascii_lower(name)); }
 
 // A top-k selection, by name (aten::topk, a router's), any case.
-inline bool top_k_name(std::string_view name) { return to_ascii_lower(name).ends_with("topk"); }
+inline bool top_k_name(std::string_view name) { return detail::top_k_lower(to_ascii_lower(name)); }
 
 // The host ranges whose input shapes a trace keeps (input_shapes): what an
 // MoE layer's sizes are read from, its matrix products and its router's
 // top-k.
-inline bool shapes_kept_name(std::string_view name) { return matrix_product_name(name) || top_k_name(name); }
+inline bool shapes_kept_name(std::string_view name) {
+  const std::string n = to_ascii_lower(name);
+  return detail::matrix_product_lower(n) || detail::top_k_lower(n);
+}
 
 // memcpy.copy_kind / src_kind / dst_kind follow CUPTI's enums.
 enum class CopyKind : std::int32_t {
