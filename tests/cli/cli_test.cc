@@ -428,6 +428,13 @@ TEST(Cli, RecommendOnAnImportedTraceWithAModelFile) {
                         "invalid configuration: " + bad + ": no routed-expert count (n_routed_experts, num_local_experts, num_experts, "
                               "moe_num_experts, ffn_config.moe_num_experts): not the config.json of an MoE model",
                         2);
+  // --tokens of recommend and replay: a positive whole number, said so.
+  for (const char* cmd : {"recommend ", "replay "}) {
+    r = run_cli(cmd + db + " --tokens 0");
+    EXPECT_NE(r.exit_code, 0) << cmd;
+    EXPECT_NE(r.err.find("--tokens: a positive whole number of tokens a rank holds, not \"0\""), std::string::npos)
+        << r.err;
+  }
 }
 
 // A simulated run exported as a Chrome/Kineto trace and imported again gives
