@@ -409,24 +409,20 @@ class Run {
     return t;
   }
 
-  // The options of recommend() and replay(): cost_model= (apply_cost_model_arg),
-  // model= (a model file, read into `spec`, which must outlive them) and
-  // tokens= (-1: not given), as --cost-model, --model and --tokens.
+  // The options of recommend() and replay(): cost_model=, model= (read into
+  // `spec`, which must outlive them) and tokens= (-1: not given), as
+  // --cost-model, --model and --tokens.
   static an::RecommendOptions advice_options(const std::string& cost_model, const std::string& model_path,
-                                             std::int64_t tokens, std::optional<an::ModelSpec>& spec) {
+                                             std::int64_t tokens, std::shared_ptr<const an::ModelSpec>& spec) {
     an::RecommendOptions ro;
     moetrace::cli::apply_cost_model_arg(cost_model, ro, "cost_model=");
-    if (!model_path.empty()) spec = an::read_model_spec(model_path);
-    ro.model = spec ? &*spec : nullptr;
-    if (tokens != -1 && tokens <= 0)
-      throw moetrace::ConfigError("tokens=" + std::to_string(tokens) + ": a positive number of tokens a rank holds");
-    ro.tokens_per_rank = tokens;
+    spec = moetrace::cli::apply_model_shape_arg(model_path, tokens, ro, "tokens=");
     return ro;
   }
 
   Table recommend_table(const std::string& model_path, std::int64_t tokens, const std::string& cost_model,
                         bool simulate) {
-    std::optional<an::ModelSpec> spec;
+    std::shared_ptr<const an::ModelSpec> spec;
     auto ro = advice_options(cost_model, model_path, tokens, spec);
     ro.simulate = simulate;
     const auto rec = an::recommend(trace_, analyses(), ro);
@@ -453,7 +449,7 @@ class Run {
       throw moetrace::ConfigError("replay: by=\"" + by + "\" is not one of iteration, layer");
     an::GraphWhatIfs w;
     for (const auto& kv : what_ifs) an::parse_graph_what_if(kv, w);
-    std::optional<an::ModelSpec> spec;
+    std::shared_ptr<const an::ModelSpec> spec;
     const auto ro = advice_options(cost_model, model_path, tokens, spec);
     const auto r = an::replay_with_what_ifs(trace_, w, ro);
     const bool predicted = !w.empty();

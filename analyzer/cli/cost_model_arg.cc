@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "moetrace/analyzer/recommend.h"
@@ -39,6 +40,18 @@ void apply_cost_model_arg(const std::string& arg, analyzer::RecommendOptions& ro
   }
   ro.cost_model = load_cost_model_arg(arg);
   ro.cost_model_source = fmt::format("cost model {} ({} {})", ro.cost_model->name, flag, arg);
+}
+
+std::shared_ptr<const analyzer::ModelSpec> apply_model_shape_arg(const std::string& model_file, std::int64_t tokens,
+                                                                 analyzer::RecommendOptions& options,
+                                                                 std::string_view tokens_flag) {
+  if (tokens != -1 && tokens <= 0)
+    throw ConfigError(fmt::format("{}{}: a positive whole number of tokens a rank holds", tokens_flag, tokens));
+  std::shared_ptr<const analyzer::ModelSpec> spec;
+  if (!model_file.empty()) spec = std::make_shared<const analyzer::ModelSpec>(analyzer::read_model_spec(model_file));
+  options.model = spec.get();
+  options.tokens_per_rank = tokens;
+  return spec;
 }
 
 }  // namespace moetrace::cli

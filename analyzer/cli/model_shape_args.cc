@@ -2,12 +2,10 @@
 // not in the CUDA backend's plugin, which has no recommenders.
 #include <charconv>
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <system_error>
 
 #include "commands.h"
-#include "moetrace/analyzer/recommend.h"
 
 namespace moetrace::cli {
 
@@ -32,9 +30,7 @@ void add_model_shape_options(CLI::App* cmd, ModelShapeArgs& args) {
 }
 
 void apply_model_shape_args(ModelShapeArgs& args, analyzer::RecommendOptions& options) {
-  if (!args.model.empty()) args.spec = std::make_shared<const analyzer::ModelSpec>(analyzer::read_model_spec(args.model));
-  options.model = args.spec.get();
-  options.tokens_per_rank = args.tokens;
+  args.spec = apply_model_shape_arg(args.model, args.tokens, options);
 }
 
 }  // namespace moetrace::cli

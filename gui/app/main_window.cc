@@ -472,19 +472,14 @@ QString MainWindow::set_replay_cost_model(const QString& arg) {
 }
 
 QString MainWindow::set_model_shapes(const QString& model_file, std::int64_t tokens_per_rank) {
-  if (tokens_per_rank != -1 && tokens_per_rank <= 0)
-    return tr("%1 tokens: a positive number of tokens a rank holds").arg(tokens_per_rank);
   std::shared_ptr<const analyzer::ModelSpec> model;
   try {
-    if (!model_file.isEmpty())
-      model = std::make_shared<const analyzer::ModelSpec>(analyzer::read_model_spec(model_file.toStdString()));
+    model = cli::apply_model_shape_arg(model_file.toStdString(), tokens_per_rank, replay_request_.options);
   } catch (const std::exception& e) {
     return QString::fromStdString(e.what());
   }
   session_->set_model_shapes(model, tokens_per_rank);
   replay_request_.model = model;
-  replay_request_.options.model = model.get();
-  replay_request_.options.tokens_per_rank = tokens_per_rank;
   if (replay_results_ && replay_results_->predicted) replay_results_.reset();
   return {};
 }
