@@ -418,6 +418,77 @@ TEST(RecordedShapes, ExpertsAndTokensFromTheTopKWhereNoRouterGemmIsInTheGate) {
   EXPECT_NE(s.source.find("2 top-k"), std::string::npos) << s.source;  // the 3-D one not read
 }
 
+// How the local experts ran, from the kernels of a forward pass of the
+// layer (MoeLayerWorkload::fused_experts). Kernel names as the frameworks'
+// GEMM back ends give them, in another case than theirs. Per rank 4 local
+// experts (E = 8 on P = 2), 64 tokens x k = 2 = 128 rows: every expert can
+// have rows. By hand:
+// - Megatron-Core's SequentialMLP, a loop over the 4 experts, each fc1, an
+//   activation and fc2: 12 kernels a pass, not fewer than the 4 experts
+//   with rows: not fused;
+// - Megatron-Core's GroupedMLP (grouped_gemm's CUTLASS kernels), fc1, the
+//   activation, fc2: 3 kernels for 4 experts: fused;
+// - the same grouped run in two micro-batches of the iteration, 32 tokens
+//   each: 3 kernels a pass against 4 experts: fused;
+// - a Hugging Face loop that skips experts without rows, with 1 token a
+//   rank (k = 2 rows, so at most 2 experts with rows), each used expert's
+//   w1, w3, activation, w2: 8 kernels against 2: not fused;
+// - moetrace's own run says so in its run config, whatever its kernels.
+TEST(ModelSpec, FusedExpertsFromTheKernelsOfAForwardPass) {
+  const ModelSpec m = parse_model_spec(
+      R"({"num_local_experts": 8, "num_experts_per_tok": 2, "hidden_size": 64, "intermediate_size": 128})",
+      "config.json");
+  struct Case {
+    const char* what;
+    std::vector<std::string> kernels;  // of one forward pass of the experts
+    int micro_batches;
+    std::int64_t tokens;
+    const char* run;
+    bool fused, noted;
+  };
+  const std::vector<std::string> loop = {"SM90_XMMA_GEMM_BF16BF16_BF16F32_F32_TN_N", "Vectorized_Elementwise_Kernel",
+                                         "sm90_xmma_gemm_bf16bf16_bf16f32_f32_nn_n"};
+  std::vector<std::string> sequential;
+  for (int e = 0; e < 4; ++e) sequential.insert(sequential.end(), loop.begin(), loop.end());
+  const std::vector<std::string> grouped = {"Cutlass::Kernel<GemmUniversal<GroupedGemm_fc1>>", "GLU_kernel",
+                                            "Cutlass::Kernel<GemmUniversal<GroupedGemm_fc2>>"};
+  std::vector<std::string> hf;
+  for (int e = 0; e < 2; ++e)
+    for (const char* k : {"NVJET_TST_64X8_64X16", "nvjet_tst_64x8_64x16", "SiLU_Kernel", "nvjet_tst_8x64_64x16"})
+      hf.emplace_back(k);
+  const Case cases[] = {
+      {"SequentialMLP", sequential, 1, 64, "run world_size=2 backend=kineto", false, false},
+      {"GroupedMLP", grouped, 1, 64, "run world_size=2 backend=kineto", true, true},
+      {"GroupedMLP, two micro-batches", grouped, 2, 64, "run world_size=2 backend=kineto", true, true},
+      {"a loop over the experts with rows", hf, 1, 1, "run world_size=2 backend=kineto", false, false},
+      {"moetrace's own fused run", sequential, 1, 64, "run world_size=2 variant=pipemoe\nconfig pipemoe.fused_experts=true",
+       true, false},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    std::string text = std::string(c.run) + "\nstream id=0 rank=0 role=compute\nstream id=1 rank=1 role=compute\n";
+    int id = 1;
+    for (int r = 0; r < 2; ++r)
+      for (int mb = 0; mb < c.micro_batches; ++mb) {
+        std::int64_t t = 1000 * (mb + 1);
+        text += fmt::format("op id={} rank={} stream={} kind=expert_ffn layer=0 iteration=0 micro_batch={} "
+                            "phase=fwd start={} end={}\n",
+                            id, r, r, mb, t, t + 900);
+        for (const auto& k : c.kernels) {
+          text += fmt::format("kernel rank={} stream={} start={} end={} name={} op={}\n", r, r, t, t + 10, k, id);
+          t += 20;
+        }
+        ++id;
+      }
+    const Trace t = testing::load_text_trace("fused_experts.db", text);
+    std::vector<std::string> notes;
+    const auto ws = moe_layer_workloads(t, &notes, {&m, c.tokens});
+    ASSERT_EQ(ws.size(), 1u);
+    EXPECT_EQ(ws[0].fused_experts, c.fused);
+    EXPECT_EQ(any_note_has(notes, "the experts run fused"), c.noted) << ::testing::PrintToString(notes);
+  }
+}
+
 // An overlapped schedule: on each rank the layer's backward (of another
 // micro-batch) runs while its forward does. By hand, per rank: forward window
 // [0,80], backward [40,120]: union 120 of a sum 160 = 75 %, below 95 %: the

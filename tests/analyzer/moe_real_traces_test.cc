@@ -13,7 +13,10 @@
 #include "kineto_fixture.h"
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/launch_queue.h"
+#include "moetrace/analyzer/recommend.h"
 #include "moetrace/analyzer/recorded_shapes.h"
+#include "moetrace/analyzer/whatif.h"
+#include "moetrace/sim/cost_model.h"
 #include "moetrace/analyzer/trace.h"
 
 namespace moetrace::testing {
@@ -100,6 +103,39 @@ TEST_P(TraceLensB300, TheLayerSizesAreTheOnesItsRangeNames) {
   EXPECT_EQ(s.hidden, m.intermediate);
   EXPECT_EQ(s.elem_bytes, 2);  // c10::BFloat16
   EXPECT_NE(s.source.find("aten::topk"), std::string::npos) << s.source;
+}
+
+// How the advice reads these traces. By hand from each file: every
+// forward pass of the experts is two aten::bmm, each one cuBLAS kernel
+// (nvjet_*) over all the token-expert pairs, and one elementwise kernel
+// between them, where a loop over the experts would launch two GEMMs for
+// each expert with rows: the experts run fused, one GEMM startup per
+// projection. No pass is a backward: the replay of the trace's own
+// configuration compares the forward pass alone (the simulated layer's
+// forward window, not forward + backward), and a note says the advice is
+// about training.
+TEST_P(TraceLensB300, FusedExpertsAndAForwardOnlyReplay) {
+  const auto rec = analyzer::recommend(t);
+  ASSERT_EQ(rec.layers.size(), 1u);
+  const auto& L = rec.layers[0];
+  EXPECT_TRUE(L.workload.fused_experts);
+  EXPECT_TRUE(std::any_of(rec.notes.begin(), rec.notes.end(), [](const std::string& n) {
+    return n.find("the experts run fused") != std::string::npos && n.find("at most 3 kernels") != std::string::npos;
+  }));
+  ASSERT_TRUE(L.replay.computed);
+  EXPECT_TRUE(L.replay.forward_only);
+  EXPECT_EQ(L.replay.basis, "simulation");
+  analyzer::WhatIf own;
+  own.window = analyzer::LayerWindow::kMoeLayer;
+  own.fused_experts = true;
+  const auto sim = analyzer::simulate_layer(L.workload, sim::cost_model_preset("h100-nvlink-ib"), own);
+  ASSERT_TRUE(sim.ok) << sim.error;
+  EXPECT_GT(sim.backward_s, 0);
+  EXPECT_DOUBLE_EQ(L.replay.simulated_s, sim.forward_s);
+  EXPECT_TRUE(std::any_of(rec.notes.begin(), rec.notes.end(), [](const std::string& n) {
+    return n.find("records no backward pass of its MoE layers") != std::string::npos &&
+           n.find("the advice is about a training step") != std::string::npos;
+  }));
 }
 
 const MicroBenchmark kMicroBenchmarks[] = {

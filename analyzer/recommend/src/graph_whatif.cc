@@ -386,7 +386,7 @@ GraphWhatIfResult apply_graph_what_ifs(const Trace& trace, ExecGraph& graph, con
                                        const RecommendOptions& options) {
   std::vector<std::string> notes;
   const auto hw = detail::resolve_hardware(trace, options, nullptr, std::max(2, trace.run.world_size), notes);
-  auto out = apply_graph_what_ifs(trace, graph, w, hw.model, hw.info.description, {options.model, options.tokens_per_rank});
+  auto out = apply_graph_what_ifs(trace, graph, w, hw.model, hw.info.description, options.sources());
   for (auto& n : notes) out.notes.push_back(std::move(n));
   return out;
 }

@@ -64,6 +64,7 @@ std::optional<WhatIf> own_configuration(const Trace& trace, const LayerRecommend
   if (v.empty() || v == "pipemoe" || v == "mpipemoe") {
     w.variant = v.empty() ? "pipemoe" : v;
     w.partitions = std::max(1, L.pipeline.current_r);
+    w.fused_experts = w.variant == "pipemoe" && L.workload.fused_experts;
     if (v == "mpipemoe") {
       const auto s = trace.config_value("strategy");
       w.strategy = plan::parse_reuse_strategy(s.empty() ? "none" : s);
@@ -126,26 +127,30 @@ void replay_layer(const Trace& trace, const RecommendOptions& o, const Hardware&
       rp.measured_all_to_all_s = std::max(rp.measured_all_to_all_s, t.second * 1e-9);
     }
   }
-  rp.simulated_s = a.closed_form_current_s;
-  rp.basis = "closed_form";
+  // A trace without the layer's backward pass is compared on the forward.
+  rp.forward_only = !window.empty() && window.rbegin()->first == static_cast<int>(Phase::kForward);
+  const bool fw = rp.forward_only;
   const int r = std::max(1, a.current_r);
   const double rr = static_cast<double>(r);
-  rp.model_compute_s = rr * (a.terms.forward.t_e(r) + a.terms.backward.t_e(r));
-  rp.model_all_to_all_s = 2 * rr * (a.terms.forward.t_d(r) + a.terms.backward.t_d(r));
+  rp.basis = "closed_form";
+  rp.simulated_s = fw ? pipemoe_time(a.terms.forward, r) : a.closed_form_current_s;
+  rp.model_compute_s = rr * (a.terms.forward.t_e(r) + (fw ? 0 : a.terms.backward.t_e(r)));
+  rp.model_all_to_all_s = 2 * rr * (a.terms.forward.t_d(r) + (fw ? 0 : a.terms.backward.t_d(r)));
+  auto take = [&](const WhatIfResult& res) {
+    rp.simulated_s = fw ? res.forward_s : res.layer_s();
+    rp.model_compute_s = fw ? res.forward_compute_s : res.compute_s;
+    rp.model_all_to_all_s = fw ? res.forward_all_to_all_s : res.all_to_all_s;
+  };
   const auto replayed = iteration ? iteration->layers.find(L.layer) : std::map<int, WhatIfResult>::const_iterator{};
   if (iteration && replayed != iteration->layers.end()) {
     rp.basis = "iteration";
-    rp.simulated_s = replayed->second.layer_s();
-    rp.model_compute_s = replayed->second.compute_s;
-    rp.model_all_to_all_s = replayed->second.all_to_all_s;
+    take(replayed->second);
   } else if (o.simulate && L.workload.ranks <= o.max_simulated_ranks) {
     if (const auto own = own_configuration(trace, L)) {
       const auto res = simulate_layer(L.workload, hw.model, *own);
       if (res.ok) {
         rp.basis = "simulation";
-        rp.simulated_s = res.layer_s();
-        rp.model_compute_s = res.compute_s;
-        rp.model_all_to_all_s = res.all_to_all_s;
+        take(res);
       }
     }
   }
@@ -175,7 +180,7 @@ void advise_pipeline(const Trace& trace, const RecommendOptions& o, const Hardwa
   if (a.variant == "pro_prophet" || a.variant == "fastermoe") a.variant = "dpmoe";
   a.current_r = pipeline_degree(trace, L.layer);
   const int r_max = std::max(1, o.r_max);
-  a.terms = pipeline_terms(w, hw.model);
+  a.terms = pipeline_terms(w, hw.model, w.fused_experts);
   a.choice = choose_pipeline_degree(a.terms, std::max(r_max, a.current_r), o.r_candidates);
   a.closed_form_current_s = a.choice.t_by_r[static_cast<std::size_t>(a.current_r - 1)];
   a.recommended_r = a.choice.r;
@@ -196,6 +201,7 @@ void advise_pipeline(const Trace& trace, const RecommendOptions& o, const Hardwa
     // order for an mpipemoe trace (with its strategy), pipemoe's otherwise.
     WhatIf what;
     what.variant = L.variant == "mpipemoe" ? "mpipemoe" : "pipemoe";
+    what.fused_experts = what.variant == "pipemoe" && w.fused_experts;
     if (what.variant == "mpipemoe")
       what.strategy = plan::parse_reuse_strategy(trace.config_value("strategy").empty() ? "none" : trace.config_value("strategy"));
     double best = 0;

@@ -1,6 +1,7 @@
 #include "moetrace/analyzer/recommend.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
@@ -109,7 +110,7 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
     out.notes.push_back(fmt::format("model shape from {} ({}):", o.model->path, o.model->format));
     for (auto& line : o.model->describe()) out.notes.push_back("  " + line);
   }
-  const auto workloads = moe_layer_workloads(trace, &out.notes, {o.model, o.tokens_per_rank});
+  const auto workloads = moe_layer_workloads(trace, &out.notes, o.sources());
   if (workloads.empty()) {
     out.hardware.source = "preset";
     out.hardware.terms = hardware_terms(o.cost_model ? *o.cost_model : sim::cost_model_preset("h100-nvlink-ib"), 2);
@@ -138,7 +139,7 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
     if (t) all.push_back(t);
   if (all.size() > 1) {
     for (const Trace* t : all) {
-      const auto ws = moe_layer_workloads(*t, nullptr, {o.model, o.tokens_per_rank});
+      const auto ws = moe_layer_workloads(*t, nullptr, o.sources());
       const auto ms_ = layer_measures(*t, t == &trace ? b : compute_breakdown(*t));
       for (const auto& w : ws) {
         auto it = ms_.find(w.layer);
@@ -156,8 +157,9 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
     progress("replaying the trace", 0.0);
     trace_replays = detail::trace_replay_by_layer(
         trace, hw, o.r_candidates.empty() ? std::vector<int>{1, 2, 4, 8} : o.r_candidates,
-        {o.model, o.tokens_per_rank});
+        o.sources());
   }
+  std::vector<int> forward_only;  // layers the trace records no backward pass of
   for (std::size_t i = 0; i < workloads.size(); ++i) {
     progress("recommending", static_cast<double>(i) / static_cast<double>(workloads.size()));
     LayerRecommendation L;
@@ -181,6 +183,7 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
     // of their windows is less than their sum. The recommenders model one
     // layer instance at a time.
     for (const auto& s : b.layers) {
+      if (s.layer == L.layer && s.forward.window_ns > 0 && s.backward.window_ns == 0) forward_only.push_back(L.layer);
       if (s.layer != L.layer || s.ranks <= 0 || s.iterations <= 0) continue;
       const double sum = static_cast<double>(s.forward.window_ns + s.backward.window_ns) /
                          (static_cast<double>(s.ranks) * static_cast<double>(s.iterations));
@@ -258,6 +261,16 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
             out.items[k].evidence);
     out.layers.push_back(std::move(L));
   }
+  // An inference run, or a profile of the forward alone: the models add the
+  // backward pass a training step would run.
+  if (!forward_only.empty())
+    out.notes.push_back(fmt::format(
+        "the trace records no backward pass of {} (an inference run, or a profile of the forward alone): each "
+        "replay compares the forward pass, and the advice is about a training step, forward and backward, at the "
+        "shapes and routing of that forward",
+        forward_only.size() == out.layers.size() ? std::string("its MoE layers")
+                                                 : fmt::format("MoE layer{} {}", forward_only.size() == 1 ? "" : "s",
+                                                               fmt::join(forward_only, ", "))));
   progress("recommending", 1.0);
   return out;
 }

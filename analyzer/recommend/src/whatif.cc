@@ -176,6 +176,7 @@ std::map<int, WhatIfResult> layer_results(const plan::Plan& p, const sim::SimRes
   // (layer, rank, phase) -> micro-batch -> window
   std::map<std::tuple<int, int, int>, std::map<int, std::pair<double, double>>> win;
   std::map<std::pair<int, int>, std::pair<double, double>> busy;  // (layer, rank) -> (compute, all-to-all)
+  std::map<std::pair<int, int>, std::pair<double, double>> busy_forward;  // the same, forward ops only
   for (const auto& op : p.ops) {
     if (op.coords.layer < 0 || op.coords.phase == Phase::kOther || op.coords.iteration != iteration) continue;
     const bool in = window == LayerWindow::kPipeline ? pipeline_kind(op.kind) : op_kind_info(op.kind).moe_layer;
@@ -186,6 +187,11 @@ std::map<int, WhatIfResult> layer_results(const plan::Plan& p, const sim::SimRes
     auto& b = busy[{op.coords.layer, op.rank.value}];
     if (cat == Category::kExpertCompute) b.first += end - start;
     if (cat == Category::kAllToAll) b.second += end - start;
+    if (op.coords.phase == Phase::kForward) {
+      auto& f = busy_forward[{op.coords.layer, op.rank.value}];
+      if (cat == Category::kExpertCompute) f.first += end - start;
+      if (cat == Category::kAllToAll) f.second += end - start;
+    }
     auto& by_mb = win[{op.coords.layer, op.rank.value, static_cast<int>(op.coords.phase)}];
     auto [it, fresh] = by_mb.try_emplace(op.coords.micro_batch, start, end);
     if (!fresh) {
@@ -212,6 +218,11 @@ std::map<int, WhatIfResult> layer_results(const plan::Plan& p, const sim::SimRes
     WhatIfResult& res = out[key.first];
     res.compute_s = std::max(res.compute_s, b.first);
     res.all_to_all_s = std::max(res.all_to_all_s, b.second);
+  }
+  for (const auto& [key, b] : busy_forward) {
+    WhatIfResult& res = out[key.first];
+    res.forward_compute_s = std::max(res.forward_compute_s, b.first);
+    res.forward_all_to_all_s = std::max(res.forward_all_to_all_s, b.second);
   }
   std::int64_t peak = 0;
   for (const auto& mem : r.memory) peak = std::max(peak, mem.peak_bytes);

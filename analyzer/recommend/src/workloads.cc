@@ -109,6 +109,82 @@ TracedParallel traced_parallel(const Trace& t) {
   return out;
 }
 
+// Notes that say the same of several layers, said once each: "layer 3:
+// ..." or "layers 0-23: ..." (runs of three or more layers as a range).
+class LayerNotes {
+ public:
+  void add(int layer, std::string text) {
+    auto it = std::find_if(notes_.begin(), notes_.end(), [&](const auto& n) { return n.first == text; });
+    if (it == notes_.end()) it = notes_.insert(notes_.end(), {std::move(text), {}});
+    it->second.push_back(layer);
+  }
+  template <class Note>
+  void say(Note& note) const {
+    for (const auto& [text, layers] : notes_) {
+      std::string list;
+      for (std::size_t i = 0; i < layers.size();) {
+        std::size_t j = i;
+        while (j + 1 < layers.size() && layers[j + 1] == layers[j] + 1) ++j;
+        const std::string run = j >= i + 2 ? fmt::format("{}-{}", layers[i], layers[j])
+                                : j == i   ? fmt::format("{}", layers[i])
+                                           : fmt::format("{}, {}", layers[i], layers[j]);
+        list += (list.empty() ? "" : ", ") + run;
+        i = j + 1;
+      }
+      note(fmt::format("layer{} {}: {}", layers.size() == 1 ? "" : "s", list, text));
+    }
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::vector<int>>> notes_;  // in the order first said
+};
+
+// How the layer runs its local experts (MoeLayerWorkload::fused_experts).
+// moetrace's own runs say so in their run config (pipemoe.fused_experts).
+// Otherwise the trace shows it in its kernels: a loop over the experts
+// (Megatron-Core's SequentialMLP, DeepSpeed's experts, Hugging Face's
+// per-expert modules) launches at least two GEMMs, up and down projection,
+// for every expert that has rows, so a forward pass of the layer with fewer
+// expert kernels than the experts that can have rows in it ran them
+// together (torch.bmm over the experts, grouped GEMMs, Tutel's fused
+// experts, fused MoE kernels). A pass is one instance of the layer (rank,
+// micro-batch, chunk) in `iteration`; the experts that can have rows in it
+// are min(E / P, the busiest rank's rows / its instances).
+struct FusedExperts {
+  bool fused = false;
+  bool from_config = false;
+  int kernels = 0;                    // the most expert kernels of a forward pass
+  std::int64_t experts_with_rows = 0; // the experts that can have rows in it
+};
+FusedExperts fused_experts(const Trace& trace, const MoeLayerWorkload& w) {
+  FusedExperts out;
+  if (trace.config_value("fused_experts") == "true") {
+    out.fused = out.from_config = true;
+    return out;
+  }
+  std::map<std::array<std::int32_t, 3>, int> kernels;  // (rank, micro-batch, chunk) -> kernels
+  std::map<std::int32_t, std::set<std::pair<std::int32_t, std::int32_t>>> instances;  // rank -> passes
+  for (const auto& a : trace.activities) {
+    if (a.op < 0 || a.type != ActivityType::kKernel) continue;
+    const auto& op = trace.ops[static_cast<std::size_t>(a.op)];
+    if (op.kind != OpKind::kExpertFfn || op.layer != w.layer || op.iteration != w.iteration ||
+        op.phase != Phase::kForward)
+      continue;
+    ++kernels[{op.rank.value, op.micro_batch, op.chunk}];
+    instances[op.rank.value].insert({op.micro_batch, op.chunk});
+  }
+  if (kernels.empty()) return out;
+  std::size_t passes = 1;
+  for (const auto& [rank, p] : instances) passes = std::max(passes, p.size());
+  for (const auto& [key, n] : kernels) out.kernels = std::max(out.kernels, n);
+  const auto rows = w.max_rows_computed();
+  out.experts_with_rows = std::min<std::int64_t>(w.experts_per_rank(),
+                                                 (rows + static_cast<std::int64_t>(passes) - 1) /
+                                                     static_cast<std::int64_t>(passes));
+  out.fused = out.experts_with_rows >= 2 && out.kernels < out.experts_with_rows;
+  return out;
+}
+
 }  // namespace
 
 namespace detail {
@@ -218,7 +294,9 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
   const auto cfg_m = config_number<std::int64_t>(trace, "model_dim");
   const auto cfg_h = config_number<std::int64_t>(trace, "expert_hidden");
   const auto cfg_elem = config_number<int>(trace, "elem_bytes");
-  bool said_balanced = false;
+  std::string balanced;  // the note on the routing assumed, said after the layers' notes
+  std::vector<std::pair<int, FusedExperts>> fused;  // layers whose experts the kernels show fused
+  LayerNotes layer_notes;
   for (const auto& [layer, iteration] : last_iteration) {
     MoeLayerWorkload w;
     w.layer = layer;
@@ -253,7 +331,7 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
       take(th, th_src, shape.hidden, "expert FFN size H");
       take(te, te_src, shape.experts, "routed experts E");
       take(tk, tk_src, shape.top_k, "experts per token k");
-      if (!read.empty()) note(fmt::format("layer {}: {} from {}", layer, read, shape.source));
+      if (!read.empty()) layer_notes.add(layer, fmt::format("{} from {}", read, shape.source));
     }
     const auto experts = agree<int>(layer, "the number of routed experts", te, te_src, model ? &model->experts : nullptr);
     const auto top_k = agree<int>(layer, "experts per token", tk, tk_src, model ? &model->top_k : nullptr);
@@ -269,21 +347,19 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
     w.model_dim = m.value_or(0);
     w.hidden = h.value_or(0);
     if (w.model_dim <= 0 || w.hidden <= 0) {
-      note(fmt::format("layer {}: model_dim or hidden size unknown (layers table and run_config lack them; "
-                       "--model gives them); skipped",
-                       layer));
+      layer_notes.add(layer, "model_dim or hidden size unknown (layers table and run_config lack them; --model "
+                             "gives them); skipped");
       continue;
     }
     if (w.experts <= 0) {
-      note(fmt::format("layer {}: the number of routed experts is unknown (no router GEMM or top-k with recorded "
-                       "shapes, no expert load; --model gives it); skipped",
-                       layer));
+      layer_notes.add(layer, "the number of routed experts is unknown (no router GEMM or top-k with recorded "
+                             "shapes, no expert load; --model gives it); skipped");
       continue;
     }
     if (w.experts < P || w.experts % P != 0) {
-      note(fmt::format("layer {}: {} experts on {} ranks is not expert parallelism with E/P experts per rank; "
-                       "skipped",
-                       layer, w.experts, P));
+      layer_notes.add(layer, fmt::format("{} experts on {} ranks is not expert parallelism with E/P experts per "
+                                         "rank; skipped",
+                                         w.experts, P));
       continue;
     }
     // The forward dispatch's bytes per rank: the tokens a rank holds where
@@ -325,16 +401,14 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
                                    elem);
       }
       if (tokens <= 0) {
-        note(fmt::format("layer {}: tokens per rank unknown (no expert load, no dispatch all-to-all bytes in the "
-                         "trace): give --tokens; skipped",
-                         layer));
+        layer_notes.add(layer, "tokens per rank unknown (no expert load, no dispatch all-to-all bytes in the "
+                               "trace): give --tokens; skipped");
         continue;
       }
-      if (!said_balanced)
-        note(fmt::format("no expert load in the trace (no all-to-all split sizes): routing assumed balanced, {} "
-                         "tokens a rank ({})",
-                         tokens, origin));
-      said_balanced = true;
+      if (balanced.empty())
+        balanced = fmt::format("no expert load in the trace (no all-to-all split sizes): routing assumed balanced, "
+                               "{} tokens a rank ({})",
+                               tokens, origin);
       w.routing = balanced_routing(P, w.experts, w.top_k, tokens);
     }
     if (w.elem_bytes <= 0) {
@@ -348,7 +422,20 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
       for (int b : {1, 2, 4, 8})
         if (per_elem > 0 && std::fabs(per_elem - b) < 0.25 * b) w.elem_bytes = b;
     }
+    const auto f = fused_experts(trace, w);
+    w.fused_experts = f.fused;
+    if (f.fused && !f.from_config) fused.emplace_back(layer, f);
     out.push_back(std::move(w));
+  }
+  layer_notes.say(note);
+  if (!balanced.empty()) note(balanced);
+  if (!fused.empty()) {
+    const auto& [layer, f] = fused.front();
+    note(fmt::format("the experts run fused (one batched or grouped GEMM per projection) in {} of {} layers: "
+                     "layer {} launched at most {} kernels in a forward pass of its experts, where a loop over "
+                     "its {} experts that can have rows would launch two GEMMs each; a GEMM's startup is charged "
+                     "once per projection and chunk",
+                     fused.size(), out.size(), layer, f.kernels, f.experts_with_rows));
   }
   return out;
 }

@@ -59,6 +59,7 @@ json replay_json(const Replay& r) {
             {"basis", r.basis},
             {"error", r.error},
             {"unreliable", r.unreliable},
+            {"forward_only", r.forward_only},
             {"model_compute_s", r.model_compute_s},
             {"model_all_to_all_s", r.model_all_to_all_s}};
   if (r.measured_compute_s >= 0) j["measured_compute_s"] = r.measured_compute_s;
@@ -312,12 +313,12 @@ std::string trace_replay_text(const TraceReplay& t) {
 
 std::string replay_text(const Replay& r) {
   if (!r.computed) return "";
-  return fmt::format("replay of the trace's own configuration: {:.3f} ms ({}) against {:.3f} ms measured, {:+.1f} %{}",
+  return fmt::format("replay of the trace's own configuration: {:.3f} ms ({}{}) against {:.3f} ms measured, {:+.1f} %{}",
                      r.simulated_s * 1e3,
                      r.basis == "iteration"    ? "its iteration simulated"
                      : r.basis == "simulation" ? "the layer simulated"
                                                : "closed form",
-                     r.measured_s * 1e3,
+                     r.forward_only ? ", forward pass only: the trace has no backward" : "", r.measured_s * 1e3,
                      r.error * 100, r.unreliable ? fmt::format(": UNRELIABLE, the {} term is off", r.off_term) : "");
 }
 

@@ -55,6 +55,12 @@ namespace moetrace::analyzer {
 
 struct Analyses;  // analyses.h
 
+// What fills in for a trace without expert load or layer sizes.
+struct WorkloadSources {
+  const ModelSpec* model = nullptr;
+  std::int64_t tokens_per_rank = -1;
+};
+
 struct RecommendOptions {
   std::optional<sim::CostModel> cost_model;  // overrides the trace's own model
   std::string cost_model_source;             // how it was obtained, for the evidence
@@ -81,7 +87,7 @@ struct RecommendOptions {
   const ModelSpec* model = nullptr;
   // Tokens a rank holds per MoE layer (--tokens), for traces without expert
   // load or dispatch bytes; -1: from the trace.
-  std::int64_t tokens_per_rank = -1;
+  std::int64_t tokens_per_rank = -1;  WorkloadSources sources() const { return {model, tokens_per_rank}; }
 };
 
 // Throws moetrace::Error only for an unusable option (a bad cost model);
@@ -90,11 +96,6 @@ Recommendations recommend(const Trace& trace, const RecommendOptions& options = 
 // The same reusing what analyze() computed (breakdown, memory peak, fits).
 Recommendations recommend(const Trace& trace, const Analyses& analyses, const RecommendOptions& options = {});
 
-// What fills in for a trace without expert load or layer sizes.
-struct WorkloadSources {
-  const ModelSpec* model = nullptr;
-  std::int64_t tokens_per_rank = -1;
-};
 // The layers of a trace as the recommenders see them (also used by tests).
 // Throws ConfigError where the trace and the model disagree on a shape.
 std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vector<std::string>* notes = nullptr,

@@ -21,6 +21,11 @@ struct MoeLayerWorkload {
   int elem_bytes = 2;
   plan::LayerRouting routing;  // tokens [source rank][expert] of one iteration
   int iteration = 0;           // the iteration `routing` is from
+  // The rank's experts run as one batched or grouped GEMM per projection
+  // (Tutel's fused experts, torch.bmm over the experts, grouped GEMMs), not
+  // one GEMM launch per expert: the models charge a GEMM's startup once per
+  // projection and chunk instead of once per local expert.
+  bool fused_experts = false;
 
   int experts_per_rank() const { return ranks > 0 ? experts / ranks : 0; }
   // Tokens of source rank q (its routed rows / top_k).
@@ -49,6 +54,8 @@ struct WhatIfResult {
   // computation (FFN, recompute) and in all-to-alls (dispatch, combine,
   // re-communicate) among the window's ops.
   double compute_s = 0, all_to_all_s = 0;
+  // The same of the forward pass alone (a trace that records no backward).
+  double forward_compute_s = 0, forward_all_to_all_s = 0;
 };
 
 }  // namespace moetrace::analyzer

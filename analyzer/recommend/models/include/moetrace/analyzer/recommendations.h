@@ -124,6 +124,9 @@ inline constexpr double kReplayTolerance = 0.20;
 struct Replay {
   bool computed = false;
   double measured_s = -1, simulated_s = -1;  // layer per iteration, forward + backward
+  // The trace records no backward pass of the layer (an inference run, or a
+  // profile of the forward alone): both sides are the forward pass's.
+  bool forward_only = false;
   // "iteration" (the trace's iteration simulated whole as its run's
   // configuration), "simulation" (the layer alone) or "closed_form"
   std::string basis;
