@@ -158,7 +158,7 @@ void replay_layer(const Trace& trace, const RecommendOptions& o, const Hardware&
   rp.unreliable = std::fabs(rp.error) > kReplayTolerance;
   if (!rp.unreliable) return;
   // The term whose model is furthest from its measurement, where one is off
-  // by more than the tolerance; else the overlap of the two.
+  // by more than the tolerance; else their overlap.
   double worst = 0;
   rp.off_term = "overlap";
   auto consider = [&](const char* name, double model, double measured) {
@@ -171,6 +171,11 @@ void replay_layer(const Trace& trace, const RecommendOptions& o, const Hardware&
   };
   consider("compute", rp.model_compute_s, rp.measured_compute_s);
   consider("all-to-all", rp.model_all_to_all_s, rp.measured_all_to_all_s);
+  // The layer's other ops (gate, permutes, gathers, copies): the window
+  // less its expert computation and all-to-alls, each side.
+  if (rp.measured_compute_s >= 0 && rp.measured_all_to_all_s >= 0)
+    consider("other ops", std::max(0.0, rp.simulated_s - rp.model_compute_s - rp.model_all_to_all_s),
+             std::max(0.0, rp.measured_s - rp.measured_compute_s - rp.measured_all_to_all_s));
 }
 
 void advise_pipeline(const Trace& trace, const RecommendOptions& o, const Hardware& hw, LayerRecommendation& L) {

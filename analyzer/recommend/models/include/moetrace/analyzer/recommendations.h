@@ -116,10 +116,10 @@ struct LayoutAdvice {
 // The configuration the trace ran (its pipeline degree and routing), on the
 // hardware model, beside what was measured: the check before any advice.
 // Off by more than kReplayTolerance: the layer's advice is unreliable, and
-// the term that is off is named by comparing the model's expert computation
-// and all-to-all time with the measured ones (the mean over ranks and
-// iterations of the layer's expert-compute and all-to-all categories); where
-// both agree, what is off is their overlap.
+// the term that is off is named by comparing the model's expert computation,
+// all-to-all time and the rest of the layer's window (its other ops) with the
+// measured ones (the busiest rank's expert-compute and all-to-all categories
+// in the replayed iteration); where all agree, what is off is their overlap.
 inline constexpr double kReplayTolerance = 0.20;
 struct Replay {
   bool computed = false;
@@ -132,7 +132,7 @@ struct Replay {
   std::string basis;
   double error = 0;                          // simulated / measured - 1
   bool unreliable = false;
-  std::string off_term;                      // "compute", "all-to-all", "overlap" (unreliable only)
+  std::string off_term;                      // "compute", "all-to-all", "other ops", "overlap" (unreliable only)
   double measured_compute_s = -1, model_compute_s = -1;
   double measured_all_to_all_s = -1, model_all_to_all_s = -1;
 };
