@@ -4,6 +4,8 @@
 // other teams and tools).
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -322,6 +324,26 @@ TEST(WhatIf, ReuseAndPlacementTakeTheUsersModelWhereTheTraceHasNoSizes) {
       "--num-layers 2 --hidden-size 1024 --moe-ffn-hidden-size 4096 --num-experts 16 --moe-router-topk 2 --bf16",
       "other_args.txt");
   EXPECT_THROW(predicted(without_sizes("dpmoe.db.gz"), "placement=pro-prophet", &other), ConfigError);
+}
+
+// Each layer's advice quotes the what-if's note about its own layer: on the
+// H200 PipeMoE fixture (2 layers, 4 emulated ranks, balanced routing) the
+// planner keeps the home placement of both, and layer 1's evidence says
+// "layer 1", not layer 0's note.
+TEST(Recommend, EachLayerQuotesTheWhatIfNoteOfItsOwnLayer) {
+  const auto rec = recommend(load_fixture(fs::path(MOETRACE_GPU_FIXTURES_DIR) / "pipemoe.db.gz"));
+  ASSERT_EQ(rec.layers.size(), 2u);
+  for (const auto& L : rec.layers) {
+    SCOPED_TRACE(L.layer);
+    const auto& notes = L.trace_replay.other_notes;
+    auto quoted = [&](int layer) {
+      const auto text = fmt::format("placement: layer {}:", layer);
+      return std::any_of(notes.begin(), notes.end(),
+                         [&](const std::string& n) { return n.find(text) != std::string::npos; });
+    };
+    EXPECT_TRUE(quoted(L.layer)) << ::testing::PrintToString(notes);
+    EXPECT_FALSE(quoted(1 - L.layer));
+  }
 }
 
 // `recommend` on a real trace whose execution graph replays within 5 % but

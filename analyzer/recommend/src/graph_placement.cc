@@ -25,11 +25,13 @@ void apply_placement(const Trace& t, ExecGraph& g, const sim::CostModel& m, cons
   for (const auto& w : workloads) {
     if (w.ranks < 2) {
       out.notes.push_back(fmt::format("placement: layer {} runs on one rank: nothing to place", w.layer));
+      out.layer_notes[w.layer] = out.notes.back();
       continue;
     }
     const auto advice = recommend_placement(placement_inputs(w, m, 0, 0, true));
     if (advice.placement.selected.empty()) {
       out.notes.push_back(fmt::format("placement: layer {}: the planner keeps the home placement", w.layer));
+      out.layer_notes[w.layer] = out.notes.back();
       continue;
     }
     ++layers;

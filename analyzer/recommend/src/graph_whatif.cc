@@ -374,6 +374,7 @@ GraphWhatIfResult apply_graph_what_ifs(const Trace& trace, ExecGraph& graph, con
         w.reuse, plan::reuse_strategy_action(plan::parse_reuse_strategy(w.reuse)), r.instances_changed,
         r.instances_changed == 1 ? "" : "s", model_source));
     for (auto& n : r.notes) out.notes.push_back(std::move(n));
+    out.layer_notes.merge(r.layer_notes);
     out.instances_changed += r.instances_changed;
   }
   if (!w.placement.empty()) detail::apply_placement(trace, graph, model, sources, out);

@@ -27,13 +27,10 @@ std::map<int, double> layer_windows_s(const Trace& t) {
   return out;
 }
 
-// The first of a what-if's notes about `layer` ("layer L " or "layer L:"),
-// else its first note.
-const std::string& note_for_layer(const std::vector<std::string>& notes, int layer) {
-  const auto named = fmt::format("layer {} ", layer), named_colon = fmt::format("layer {}:", layer);
-  for (const auto& n : notes)
-    if (n.find(named) != std::string::npos || n.find(named_colon) != std::string::npos) return n;
-  return notes.front();
+// A what-if's note about `layer`, else its first note.
+const std::string& note_for_layer(const GraphWhatIfResult& r, int layer) {
+  const auto it = r.layer_notes.find(layer);
+  return it != r.layer_notes.end() ? it->second : r.notes.front();
 }
 
 }  // namespace
@@ -105,7 +102,7 @@ std::map<int, TraceReplay> trace_replay_by_layer(const Trace& trace, const Hardw
       if (res.instances_changed == 0 || cyc > 0) {
         tr.other_notes.push_back(fmt::format("{}: {}", kv, cyc > 0 ? "the changed graph holds a cycle"
                                                            : res.notes.empty() ? "nothing to change"
-                                                                               : note_for_layer(res.notes, layer)));
+                                                                               : note_for_layer(res, layer)));
         continue;
       }
       tr.other_predictions.push_back({kv, windows.contains(layer) ? windows.at(layer) : -1});

@@ -39,6 +39,7 @@
 // (--cost-model), else a preset; the result names which.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -65,6 +66,7 @@ void parse_graph_what_if(std::string_view key_value, GraphWhatIfs& w);
 struct GraphWhatIfResult {
   std::vector<std::string> applied;  // one line per what-if: what changed, and where its costs came from
   std::vector<std::string> notes;    // instances left as they were, and why
+  std::map<int, std::string> layer_notes;  // of them, those about one layer, by layer
   int instances_changed = 0;
 };
 
