@@ -146,6 +146,26 @@ TEST_P(TraceLensB300, FusedExpertsAndAForwardOnlyReplay) {
   }));
 }
 
+// Nothing measures the hardware here (one GEMM size, no all-to-all): the
+// models run on the h100-nvlink-ib preset scaled to the B300 the trace
+// names ("NVIDIA B300 SXM6 AC") by the two datasheets. By hand: the
+// preset's GEMMs at 600 TFLOP/s x 2250 / 989.5 (dense BF16), its NVLink
+// all-to-all at 2 ranks 0.5 / 350 GB/s x 450 / 900 per byte; the startups
+// as the preset's (5 us a GEMM, 8 us an all-to-all).
+TEST_P(TraceLensB300, ThePresetIsScaledToTheGpuOfTheTrace) {
+  const auto rec = analyzer::recommend(t);
+  EXPECT_EQ(rec.hardware.source, "preset");
+  EXPECT_NE(rec.hardware.description.find("scaled to the trace's B300 by the datasheets (dense BF16 2250 / 989.5 "
+                                          "TFLOP/s, HBM 8000 / 3350 GB/s, NVLink 5 900 / 450 GB/s)"),
+            std::string::npos)
+      << rec.hardware.description;
+  const auto& terms = rec.hardware.terms;
+  EXPECT_NEAR(terms.at("expert_seconds_per_flop").get<double>(), 1.0 / (600e12 * 2250 / 989.5), 1e-22);
+  EXPECT_DOUBLE_EQ(terms.at("expert_alpha_per_gemm_s").get<double>(), 5e-6);
+  EXPECT_NEAR(terms.at("all_to_all").at("beta_s_per_byte").get<double>(), 0.5 / 350e9 * 450 / 900, 1e-20);
+  EXPECT_DOUBLE_EQ(terms.at("all_to_all").at("alpha_s").get<double>(), 8e-6);
+}
+
 const MicroBenchmark kMicroBenchmarks[] = {
     {"tracelens-b300-moe_01_many_experts_few_tokens.json.gz", 36, 64, 16, 2, 512, 1024},
     {"tracelens-b300-moe_02_few_experts_many_tokens.json.gz", 36, 8, 256, 2, 512, 1024},

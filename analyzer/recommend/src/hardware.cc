@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "moetrace/analyzer/gpu_peaks.h"
 #include "moetrace/schema/error.h"
 
 namespace moetrace::analyzer::detail {
@@ -140,6 +141,54 @@ std::optional<Hardware> fitted_hardware(const Trace& t, const CostModel& fits, i
   return h;
 }
 
+// The one GPU of the datasheet table (gpu_peaks.h) every recorded device of
+// the trace is; nullptr where devices are simulated, unknown or differ.
+const GpuPeaks* trace_gpu(const Trace& t) {
+  const GpuPeaks* gpu = nullptr;
+  for (const auto& d : t.devices) {
+    const GpuPeaks* p = d.simulated ? nullptr : find_gpu_peaks(d.name);
+    if (!p || (gpu && gpu != p)) return nullptr;
+    gpu = p;
+  }
+  return gpu;
+}
+
+// The h100-nvlink-ib preset for another GPU of the table: each rate scaled
+// by the datasheets' ratio to the H100 SXM's (gpu_peaks.cc, with their
+// sources): GEMMs by the dense BF16 peak, memory-bound kernels and copies on
+// the device by HBM, collectives inside a node (P <= 8) by the scale-up
+// link. The achieved fractions and the startups stay the preset's (assumed
+// alike), the NIC and PCIe too (no datasheet of the table gives them), and a
+// rate the table lacks for the GPU stays the H100's. Returns what was scaled
+// ("" where nothing was).
+std::string scale_to_gpu(sim::CostModel& m, const GpuPeaks& gpu) {
+  const GpuPeaks* h100 = find_gpu_peaks("H100 SXM");
+  if (!h100 || &gpu == h100) return "";
+  std::string said;
+  auto ratio = [&](std::optional<double> theirs, std::optional<double> ours, std::string_view what,
+                   std::string_view unit) {
+    if (!theirs || !ours || !(*theirs > 0) || !(*ours > 0) || *theirs == *ours) return 1.0;
+    said += fmt::format("{}{} {:g} / {:g} {}", said.empty() ? "" : ", ", what, *theirs, *ours, unit);
+    return *theirs / *ours;
+  };
+  const double flops = ratio(gpu.bf16_tflops, h100->bf16_tflops, "dense BF16", "TFLOP/s");
+  const double hbm = ratio(gpu.hbm_gbps, h100->hbm_gbps, "HBM", "GB/s");
+  const double link = ratio(gpu.link_gbps, h100->link_gbps, gpu.link, "GB/s");
+  if (said.empty()) return "";
+  auto scale = [&](sim::ComputeCost& c) {
+    c.seconds_per_flop /= flops;
+    c.seconds_per_byte /= hbm;
+  };
+  scale(m.compute);
+  for (auto& [kind, c] : m.compute_by_kind) scale(c);
+  m.copy_d2d.beta_s /= hbm;
+  for (auto& coll : m.collectives)
+    for (auto& pt : coll.points)
+      if (pt.ranks <= 8) pt.beta_s /= link;
+  m.name += "@" + std::string(gpu.name);
+  return said;
+}
+
 Hardware resolve_hardware(const Trace& t, const RecommendOptions& o, const CostModel* fits, int P,
                           std::vector<std::string>& notes) {
   Hardware h;
@@ -177,9 +226,17 @@ Hardware resolve_hardware(const Trace& t, const RecommendOptions& o, const CostM
     if (auto f = fitted()) return *f;
   h.model = sim::cost_model_preset("h100-nvlink-ib");
   h.info.source = "preset";
-  h.info.description = "preset h100-nvlink-ib (nothing measured: give --cost-model, e.g. the output of `moetrace fit`)";
-  notes.push_back("no cost model measured for this trace: the recommendations use the h100-nvlink-ib preset; "
-                  "pass --cost-model with a fitted model for advice about this hardware");
+  const GpuPeaks* gpu = trace_gpu(t);
+  const std::string scaled = gpu ? scale_to_gpu(h.model, *gpu) : "";
+  const std::string preset =
+      scaled.empty() ? std::string("the h100-nvlink-ib preset")
+                     : fmt::format("the h100-nvlink-ib preset scaled to the trace's {} by the datasheets ({})",
+                                   gpu->name, scaled);
+  h.info.description = fmt::format("{} (nothing measured: give --cost-model, e.g. the output of `moetrace fit`)",
+                                   scaled.empty() ? "preset h100-nvlink-ib" : preset);
+  notes.push_back(fmt::format("no cost model measured for this trace: the recommendations use {}; pass "
+                              "--cost-model with a fitted model for advice about this hardware",
+                              preset));
   return h;
 }
 
