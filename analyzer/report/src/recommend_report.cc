@@ -327,7 +327,7 @@ void write_recommendations_text(std::ostream& out, const Recommendations& r) {
   out << "hardware model: " << r.hardware.description << "\n";
   for (const auto& n : r.notes) out << "note: " << n << "\n";
   if (r.items.empty()) {
-    out << "\nNo recommendations (no MoE layer with expert load).\n";
+    out << "\nNo recommendations (no MoE layer could be advised on: the notes say why).\n";
     return;
   }
   int layer = -2;
@@ -361,7 +361,7 @@ void write_recommendations_markdown(std::ostream& out, const Recommendations& r)
   out << "Trace: `" << r.trace << "`  \nHardware model: " << r.hardware.description << "\n\n";
   for (const auto& n : r.notes) out << "> " << n << "\n\n";
   if (r.items.empty()) {
-    out << "No recommendations (no MoE layer with expert load).\n";
+    out << "No recommendations (no MoE layer could be advised on: the notes say why).\n";
     return;
   }
   out << "| layer | subject | action | predicted gain |\n|---:|---|---|---:|\n";
