@@ -78,7 +78,7 @@ QString RecommendationsModel::replay_cell(const analyzer::LayerRecommendation* L
       case kReplayed: {
         if (tooltip) return qs(analyzer::replay_text(p));
         QString s = tr("%1 simulated (%2)").arg(seconds_text(p.simulated_s), qs(format_change(p.error)));
-        if (p.unreliable) s += tr(": unreliable, the %1 term is off").arg(qs(p.off_term));
+        if (p.unreliable) s += tr(": unreliable, %1").arg(qs(analyzer::off_term_text(p)));
         return s;
       }
       case kPredicted: return tooltip ? tr("The trace's own execution graph was not replayed: %1").arg(qs(L->trace_replay.skipped)) : none;

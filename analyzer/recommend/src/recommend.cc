@@ -256,8 +256,8 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
       for (std::size_t k = first_item + (from_trace ? 1 : 0); k < out.items.size(); ++k)
         out.items[k].evidence = fmt::format(
             "Unreliable: replaying the trace's own configuration gives {} per iteration against {} measured "
-            "({:+.0f} %; the {} term is off). {}",
-            ms(L.replay.simulated_s), ms(L.replay.measured_s), L.replay.error * 100, L.replay.off_term,
+            "({:+.0f} %; {}). {}",
+            ms(L.replay.simulated_s), ms(L.replay.measured_s), L.replay.error * 100, off_term_text(L.replay),
             out.items[k].evidence);
     out.layers.push_back(std::move(L));
   }

@@ -311,6 +311,11 @@ std::string trace_replay_text(const TraceReplay& t) {
                      t.within ? "" : fmt::format(": off by more than {:.0f} %", kTraceReplayTolerance * 100));
 }
 
+std::string off_term_text(const Replay& r) {
+  if (r.off_term == "other ops") return "its other ops and idle time are off";
+  return fmt::format("the {} term is off", r.off_term);
+}
+
 std::string replay_text(const Replay& r) {
   if (!r.computed) return "";
   return fmt::format("replay of the trace's own configuration: {:.3f} ms ({}{}) against {:.3f} ms measured, {:+.1f} %{}",
@@ -319,7 +324,7 @@ std::string replay_text(const Replay& r) {
                      : r.basis == "simulation" ? "the layer simulated"
                                                : "closed form",
                      r.forward_only ? ", forward pass only: the trace has no backward" : "", r.measured_s * 1e3,
-                     r.error * 100, r.unreliable ? fmt::format(": UNRELIABLE, the {} term is off", r.off_term) : "");
+                     r.error * 100, r.unreliable ? ": UNRELIABLE, " + off_term_text(r) : "");
 }
 
 void write_recommendations_text(std::ostream& out, const Recommendations& r) {

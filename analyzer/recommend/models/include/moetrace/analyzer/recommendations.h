@@ -117,8 +117,8 @@ struct LayoutAdvice {
 // hardware model, beside what was measured: the check before any advice.
 // Off by more than kReplayTolerance: the layer's advice is unreliable, and
 // the term that is off is named by comparing the model's expert computation,
-// all-to-all time and the rest of the layer's window (its other ops) with the
-// measured ones (the busiest rank's expert-compute and all-to-all categories
+// all-to-all time and the rest of the layer's window (its other ops and idle
+// time) with the measured ones (the busiest rank's expert-compute and all-to-all categories
 // in the replayed iteration); where all agree, what is off is their overlap.
 inline constexpr double kReplayTolerance = 0.20;
 struct Replay {
@@ -213,6 +213,10 @@ void write_recommendations_markdown(std::ostream& out, const Recommendations& r)
 // 1.200 ms measured, +2.8 %" (+ ": UNRELIABLE, the compute term is off");
 // empty where no replay was computed.
 std::string replay_text(const Replay& r);
+// What is off, for an unreliable replay: "the compute term is off", "the
+// all-to-all term is off", "its other ops and idle time are off", "the
+// overlap term is off".
+std::string off_term_text(const Replay& r);
 // "replay of the trace's own execution graph: 1.357 ms against 1.383 ms
 // measured per layer window, -1.9 %"; empty where not computed.
 std::string trace_replay_text(const TraceReplay& t);
