@@ -172,6 +172,7 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
     L.iterations = meas.iterations;
     advise_pipeline(trace, o, hw, L);
     replay_layer(trace, o, hw, b, iteration_replay ? &*iteration_replay : nullptr, L);
+    if (L.replay.forward_only) forward_only.push_back(L.layer);
     // The trace's own execution graph, replayed: the basis of the
     // pipeline-degree advice where its what-if could split the layer
     // (trace_pipeline_item says whether that replay holds); every other
@@ -183,7 +184,6 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
     // of their windows is less than their sum. The recommenders model one
     // layer instance at a time.
     for (const auto& s : b.layers) {
-      if (s.layer == L.layer && s.forward.window_ns > 0 && s.backward.window_ns == 0) forward_only.push_back(L.layer);
       if (s.layer != L.layer || s.ranks <= 0 || s.iterations <= 0) continue;
       const double sum = static_cast<double>(s.forward.window_ns + s.backward.window_ns) /
                          (static_cast<double>(s.ranks) * static_cast<double>(s.iterations));

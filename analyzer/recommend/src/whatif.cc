@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -175,8 +176,8 @@ std::map<int, WhatIfResult> layer_results(const plan::Plan& p, const sim::SimRes
                                           int iteration) {
   // (layer, rank, phase) -> micro-batch -> window
   std::map<std::tuple<int, int, int>, std::map<int, std::pair<double, double>>> win;
-  std::map<std::pair<int, int>, std::pair<double, double>> busy;  // (layer, rank) -> (compute, all-to-all)
-  std::map<std::pair<int, int>, std::pair<double, double>> busy_forward;  // the same, forward ops only
+  // (layer, rank) -> (compute, all-to-all) of both passes [0] and of the forward [1]
+  std::map<std::pair<int, int>, std::array<std::pair<double, double>, 2>> busy;
   for (const auto& op : p.ops) {
     if (op.coords.layer < 0 || op.coords.phase == Phase::kOther || op.coords.iteration != iteration) continue;
     const bool in = window == LayerWindow::kPipeline ? pipeline_kind(op.kind) : op_kind_info(op.kind).moe_layer;
@@ -185,13 +186,12 @@ std::map<int, WhatIfResult> layer_results(const plan::Plan& p, const sim::SimRes
     const double start = r.start_s[i], end = r.end_s[i];
     const Category cat = op_category(op.kind);
     auto& b = busy[{op.coords.layer, op.rank.value}];
-    if (cat == Category::kExpertCompute) b.first += end - start;
-    if (cat == Category::kAllToAll) b.second += end - start;
-    if (op.coords.phase == Phase::kForward) {
-      auto& f = busy_forward[{op.coords.layer, op.rank.value}];
-      if (cat == Category::kExpertCompute) f.first += end - start;
-      if (cat == Category::kAllToAll) f.second += end - start;
-    }
+    auto add = [&](std::pair<double, double>& t) {
+      if (cat == Category::kExpertCompute) t.first += end - start;
+      if (cat == Category::kAllToAll) t.second += end - start;
+    };
+    add(b[0]);
+    if (op.coords.phase == Phase::kForward) add(b[1]);
     auto& by_mb = win[{op.coords.layer, op.rank.value, static_cast<int>(op.coords.phase)}];
     auto [it, fresh] = by_mb.try_emplace(op.coords.micro_batch, start, end);
     if (!fresh) {
@@ -216,13 +216,10 @@ std::map<int, WhatIfResult> layer_results(const plan::Plan& p, const sim::SimRes
   }
   for (const auto& [key, b] : busy) {
     WhatIfResult& res = out[key.first];
-    res.compute_s = std::max(res.compute_s, b.first);
-    res.all_to_all_s = std::max(res.all_to_all_s, b.second);
-  }
-  for (const auto& [key, b] : busy_forward) {
-    WhatIfResult& res = out[key.first];
-    res.forward_compute_s = std::max(res.forward_compute_s, b.first);
-    res.forward_all_to_all_s = std::max(res.forward_all_to_all_s, b.second);
+    res.compute_s = std::max(res.compute_s, b[0].first);
+    res.all_to_all_s = std::max(res.all_to_all_s, b[0].second);
+    res.forward_compute_s = std::max(res.forward_compute_s, b[1].first);
+    res.forward_all_to_all_s = std::max(res.forward_all_to_all_s, b[1].second);
   }
   std::int64_t peak = 0;
   for (const auto& mem : r.memory) peak = std::max(peak, mem.peak_bytes);

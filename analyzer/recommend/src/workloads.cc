@@ -156,31 +156,37 @@ struct FusedExperts {
   int kernels = 0;                    // the most expert kernels of a forward pass
   std::int64_t experts_with_rows = 0; // the experts that can have rows in it
 };
-FusedExperts fused_experts(const Trace& trace, const MoeLayerWorkload& w) {
+// Per (layer, iteration), per forward pass (rank, micro-batch, chunk): the
+// kernels of the layer's expert ops; one pass over the activities for every
+// layer.
+using PassKernels = std::map<std::array<std::int32_t, 3>, int>;
+std::map<std::pair<int, int>, PassKernels> expert_kernels_per_pass(const Trace& trace) {
+  std::map<std::pair<int, int>, PassKernels> out;
+  for (const auto& a : trace.activities) {
+    if (a.op < 0 || a.type != ActivityType::kKernel) continue;
+    const auto& op = trace.ops[static_cast<std::size_t>(a.op)];
+    if (op.kind == OpKind::kExpertFfn && op.phase == Phase::kForward)
+      ++out[{op.layer, op.iteration}][{op.rank.value, op.micro_batch, op.chunk}];
+  }
+  return out;
+}
+FusedExperts fused_experts(const Trace& trace, const std::map<std::pair<int, int>, PassKernels>& per_pass,
+                           const MoeLayerWorkload& w) {
   FusedExperts out;
   if (trace.config_value("fused_experts") == "true") {
     out.fused = out.from_config = true;
     return out;
   }
-  std::map<std::array<std::int32_t, 3>, int> kernels;  // (rank, micro-batch, chunk) -> kernels
-  std::map<std::int32_t, std::set<std::pair<std::int32_t, std::int32_t>>> instances;  // rank -> passes
-  for (const auto& a : trace.activities) {
-    if (a.op < 0 || a.type != ActivityType::kKernel) continue;
-    const auto& op = trace.ops[static_cast<std::size_t>(a.op)];
-    if (op.kind != OpKind::kExpertFfn || op.layer != w.layer || op.iteration != w.iteration ||
-        op.phase != Phase::kForward)
-      continue;
-    ++kernels[{op.rank.value, op.micro_batch, op.chunk}];
-    instances[op.rank.value].insert({op.micro_batch, op.chunk});
+  const auto it = per_pass.find({w.layer, w.iteration});
+  if (it == per_pass.end()) return out;
+  std::map<std::int32_t, std::int64_t> passes;  // rank -> its passes
+  for (const auto& [pass, n] : it->second) {
+    ++passes[pass[0]];
+    out.kernels = std::max(out.kernels, n);
   }
-  if (kernels.empty()) return out;
-  std::size_t passes = 1;
-  for (const auto& [rank, p] : instances) passes = std::max(passes, p.size());
-  for (const auto& [key, n] : kernels) out.kernels = std::max(out.kernels, n);
-  const auto rows = w.max_rows_computed();
-  out.experts_with_rows = std::min<std::int64_t>(w.experts_per_rank(),
-                                                 (rows + static_cast<std::int64_t>(passes) - 1) /
-                                                     static_cast<std::int64_t>(passes));
+  std::int64_t most = 1;
+  for (const auto& [rank, n] : passes) most = std::max(most, n);
+  out.experts_with_rows = std::min<std::int64_t>(w.experts_per_rank(), (w.max_rows_computed() + most - 1) / most);
   out.fused = out.experts_with_rows >= 2 && out.kernels < out.experts_with_rows;
   return out;
 }
@@ -296,6 +302,7 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
   const auto cfg_elem = config_number<int>(trace, "elem_bytes");
   std::string balanced;  // the note on the routing assumed, said after the layers' notes
   std::vector<std::pair<int, FusedExperts>> fused;  // layers whose experts the kernels show fused
+  const auto kernels_per_pass = expert_kernels_per_pass(trace);
   LayerNotes layer_notes;
   for (const auto& [layer, iteration] : last_iteration) {
     MoeLayerWorkload w;
@@ -422,7 +429,7 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
       for (int b : {1, 2, 4, 8})
         if (per_elem > 0 && std::fabs(per_elem - b) < 0.25 * b) w.elem_bytes = b;
     }
-    const auto f = fused_experts(trace, w);
+    const auto f = fused_experts(trace, kernels_per_pass, w);
     w.fused_experts = f.fused;
     if (f.fused && !f.from_config) fused.emplace_back(layer, f);
     out.push_back(std::move(w));

@@ -87,7 +87,9 @@ struct RecommendOptions {
   const ModelSpec* model = nullptr;
   // Tokens a rank holds per MoE layer (--tokens), for traces without expert
   // load or dispatch bytes; -1: from the trace.
-  std::int64_t tokens_per_rank = -1;  WorkloadSources sources() const { return {model, tokens_per_rank}; }
+  std::int64_t tokens_per_rank = -1;
+  // The two above, as the workloads and the what-ifs take them.
+  WorkloadSources sources() const { return {model, tokens_per_rank}; }
 };
 
 // Throws moetrace::Error only for an unusable option (a bad cost model);

@@ -118,8 +118,9 @@ struct LayoutAdvice {
 // Off by more than kReplayTolerance: the layer's advice is unreliable, and
 // the term that is off is named by comparing the model's expert computation,
 // all-to-all time and the rest of the layer's window (its other ops and idle
-// time) with the measured ones (the busiest rank's expert-compute and all-to-all categories
-// in the replayed iteration); where all agree, what is off is their overlap.
+// time) with the measured ones (the busiest rank's expert-compute and
+// all-to-all categories in the replayed iteration); where all agree, what is
+// off is their overlap.
 inline constexpr double kReplayTolerance = 0.20;
 struct Replay {
   bool computed = false;
