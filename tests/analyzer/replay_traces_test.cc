@@ -267,14 +267,14 @@ TEST(WhatIf, ReuseTakesTheLayerShapesWhereTheRecommendersDo) {
 // `recommend --model` and `replay --model` give it. With the same M = 1024
 // and H = 4096 that the fixtures' tables held, each prediction is the one
 // of the whole fixture (the same inputs); without a model nothing changes
-// and the note says why. The files name their sizes as Qwen2-MoE's
-// config.json and Megatron-Core's arguments do.
+// and the note says why. The files name their sizes as Switch Transformers'
+// config.json and Megatron-Core's arguments do (two-matrix experts, as the
+// fixtures ran: a gated family's file would model 3H/2).
 TEST(WhatIf, ReuseAndPlacementTakeTheUsersModelWhereTheTraceHasNoSizes) {
   const fs::path dir = MOETRACE_GPU_FIXTURES_DIR;
-  const ModelSpec qwen = parse_model_spec(R"({"model_type": "qwen2_moe", "hidden_size": 1024,
-      "intermediate_size": 5632, "moe_intermediate_size": 4096, "num_experts": 8, "num_experts_per_tok": 2,
-      "num_hidden_layers": 2, "torch_dtype": "bfloat16"})",
-                                          "config.json");
+  const ModelSpec switch_t = parse_model_spec(R"({"model_type": "switch_transformers", "d_model": 1024,
+      "d_ff": 4096, "num_experts": 8, "num_layers": 2, "feed_forward_proj": "relu", "torch_dtype": "bfloat16"})",
+                                              "config.json");
   const ModelSpec megatron = parse_model_spec(
       "--num-layers 2 --hidden-size 1024 --moe-ffn-hidden-size 4096 --num-experts 8 --moe-router-topk 2 --bf16",
       "megatron_args.txt");
@@ -315,7 +315,7 @@ TEST(WhatIf, ReuseAndPlacementTakeTheUsersModelWhereTheTraceHasNoSizes) {
     EXPECT_EQ(given_ns, full_ns);
     return full.instances_changed;
   };
-  EXPECT_EQ(check("mpipemoe_none.db.gz", "reuse=S2", qwen, "model and hidden sizes are not in the trace"), 16);
+  EXPECT_EQ(check("mpipemoe_none.db.gz", "reuse=S2", switch_t, "model and hidden sizes are not in the trace"), 16);
   check("dpmoe.db.gz", "placement=pro-prophet", megatron, "model_dim or hidden size unknown");
 
   // A model that disagrees with what the trace still records (8 experts)

@@ -38,9 +38,9 @@ std::vector<RankDevice> rank_devices(const Trace& trace) {
     for (const auto& dev : trace.devices)
       if (dev.id == id) {
         d.device = dev.name;
+        d.peaks = find_gpu_peaks(dev.name, dev.compute_major, dev.compute_minor, dev.sm_count, dev.memory_bytes);
         break;
       }
-    d.peaks = find_gpu_peaks(d.device);
     // One GPU: by its UUID where recorded, else by host and device id.
     std::string host;
     for (const auto& rk : trace.ranks)

@@ -129,6 +129,14 @@ const GpuPeaks* find_gpu_peaks(std::string_view device_name) {
   return nullptr;
 }
 
+const GpuPeaks* find_gpu_peaks(std::string_view name, int compute_major, int compute_minor, int sm_count,
+                               std::int64_t memory_bytes) {
+  if (const GpuPeaks* p = find_gpu_peaks(name)) return p;
+  const double gib = static_cast<double>(memory_bytes) / static_cast<double>(1LL << 30);
+  if (compute_major == 9 && compute_minor == 4 && sm_count == 304 && gib > 176 && gib <= 192) return entry("MI300X");
+  return nullptr;
+}
+
 std::optional<PeakDtype> parse_peak_dtype(std::string_view dtype) {
   auto n = normalized(dtype);
   for (std::string_view prefix : {"torch.", "c10::"})

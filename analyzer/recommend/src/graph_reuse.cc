@@ -173,7 +173,7 @@ class Reuse {
       shapes_read_ = true;
       try {
         for (const auto& w : moe_layer_workloads(t_, nullptr, sources_))
-          shape_of_[w.layer] = {w.model_dim, w.hidden, w.elem_bytes, w.rows_computed()};
+          shape_of_[w.layer] = {w.model_dim, w.ffn_hidden(), w.elem_bytes, w.rows_computed()};
       } catch (const Error&) {
         // (a shape the sources disagree on: the layers table alone counts)
       }

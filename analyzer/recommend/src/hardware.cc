@@ -15,6 +15,7 @@ Hardware scaled(const Hardware& h, double expert, double a2a) {
   auto scale_compute = [&](sim::ComputeCost& c) {
     c.alpha_s *= 1 + expert;
     c.seconds_per_flop *= 1 + expert;
+    c.gemm_seconds_per_byte *= 1 + expert;
   };
   if (auto it = out.model.compute_by_kind.find(OpKind::kExpertFfn); it != out.model.compute_by_kind.end())
     scale_compute(it->second);
@@ -35,6 +36,7 @@ nlohmann::json hardware_terms(const sim::CostModel& m, int ranks) {
   return {{"name", m.name},
           {"expert_alpha_per_gemm_s", ex.alpha_s},
           {"expert_seconds_per_flop", ex.seconds_per_flop},
+          {"expert_gemm_seconds_per_byte", ex.gemm_seconds_per_byte},
           {"all_to_all", {{"ranks", ranks}, {"alpha_s", a2a.alpha_s}, {"beta_s_per_byte", a2a.beta_s}}},
           {"link_sharing", std::string(sim::link_sharing_name(m.link_sharing))},
           {"all_to_all_volume", std::string(sim::all_to_all_volume_name(m.all_to_all_volume))},
@@ -146,7 +148,8 @@ std::optional<Hardware> fitted_hardware(const Trace& t, const CostModel& fits, i
 const GpuPeaks* trace_gpu(const Trace& t) {
   const GpuPeaks* gpu = nullptr;
   for (const auto& d : t.devices) {
-    const GpuPeaks* p = d.simulated ? nullptr : find_gpu_peaks(d.name);
+    const GpuPeaks* p =
+        d.simulated ? nullptr : find_gpu_peaks(d.name, d.compute_major, d.compute_minor, d.sm_count, d.memory_bytes);
     if (!p || (gpu && gpu != p)) return nullptr;
     gpu = p;
   }
@@ -178,6 +181,7 @@ std::string scale_to_gpu(sim::CostModel& m, const GpuPeaks& gpu) {
   auto scale = [&](sim::ComputeCost& c) {
     c.seconds_per_flop /= flops;
     c.seconds_per_byte /= hbm;
+    c.gemm_seconds_per_byte /= hbm;
   };
   scale(m.compute);
   for (auto& [kind, c] : m.compute_by_kind) scale(c);

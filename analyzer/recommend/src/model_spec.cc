@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "moetrace/schema/ascii.h"
 #include "moetrace/schema/error.h"
 #include "moetrace/analyzer/dtype.h"
 
@@ -35,9 +36,10 @@ using nlohmann::json;
 //                   the original release's config)
 //   Llama4TextConfig (text_config of Llama4Config): intermediate_size (per expert),
 //                   num_local_experts, interleave_moe_layer_step
+//   SwitchTransformersConfig: d_model, d_ff (per expert), num_experts, num_layers
 const std::vector<std::string> kModelDim = {"hidden_size", "d_model", "n_embd"};
 const std::vector<std::string> kExpertHidden = {"moe_intermediate_size", "ffn_config.ffn_hidden_size",
-                                                "intermediate_size"};
+                                                "intermediate_size", "d_ff"};
 const std::vector<std::string> kExperts = {"n_routed_experts", "num_local_experts", "num_experts",
                                            "moe_num_experts", "ffn_config.moe_num_experts"};
 const std::vector<std::string> kTopK = {"num_experts_per_tok", "experts_per_token", "moe_top_k",
@@ -108,6 +110,26 @@ class JsonReader {
   std::string name_;
 };
 
+// Whether the experts are gated. The experts of Mixtral (w1, w3, w2),
+// Qwen2-MoE and Qwen3-MoE, DeepSeek-V2/V3 and OLMoE (gate_proj, up_proj,
+// down_proj), DBRX (w1, v1, w2), GPT-OSS and Llama 4 (gate_up_proj,
+// down_proj) are, in their Hugging Face implementations, as are those of
+// the other MoE families it holds (Jamba, GraniteMoE, PhiMoE, GLM-4-MoE,
+// ...); Switch Transformers' (unless feed_forward_proj is "gated-..."),
+// NLLB-MoE's and GPTSAN's are two matrices around a ReLU or GELU.
+Sourced<bool> gated_experts(const json& root, const std::string& model_type, const std::string& name) {
+  if (const json* f = find_path(root, "feed_forward_proj"); f && f->is_string()) {
+    const bool gated = f->get<std::string>().starts_with("gated");
+    return {gated, fmt::format("{}: feed_forward_proj \"{}\"", name, f->get<std::string>())};
+  }
+  for (const char* plain : {"switch_transformers", "nllb_moe", "nllb-moe", "gptsan-japanese"})
+    if (to_ascii_lower(model_type) == plain)
+      return {false, fmt::format("{}: model_type {} (two-matrix experts)", name, model_type)};
+  if (model_type.empty())
+    return {true, fmt::format("{}: no model_type; the MoE families with these fields have gated experts", name)};
+  return {true, fmt::format("{}: model_type {} (gated experts in its Hugging Face implementation)", name, model_type)};
+}
+
 ModelSpec parse_hf_config(const json& root, const std::string& name) {
   if (!root.is_object()) throw ConfigError(fmt::format("{}: not a JSON object (a config.json is one)", name));
   JsonReader r(root, name);
@@ -126,6 +148,7 @@ ModelSpec parse_hf_config(const json& root, const std::string& name) {
   m.model_dim = r.integer<std::int64_t>(kModelDim, 1);
   m.expert_hidden = r.integer<std::int64_t>(kExpertHidden, 1);
   m.top_k = r.integer<int>(kTopK, 1);
+  m.gated_experts = gated_experts(root, model_type, name);
   m.num_layers = r.integer<int>(kLayers, 1);
   m.first_dense_layers = r.integer<int>({"first_k_dense_replace"}, 0);
   // MoE every k-th layer. DeepSeek: layer l >= first_k_dense_replace with
@@ -283,6 +306,10 @@ ModelSpec parse_megatron(std::string_view text, const std::string& name) {
   // Megatron-Core: --moe-ffn-hidden-size defaults to --ffn-hidden-size.
   set_i64(m.expert_hidden, "--moe-ffn-hidden-size");
   if (!m.expert_hidden) set_i64(m.expert_hidden, "--ffn-hidden-size");
+  // Megatron-Core's MLP is gated with --swiglu (gated_linear_unit), else
+  // two matrices around a GELU.
+  if (args.count("--swiglu")) m.gated_experts = {true, src("--swiglu")};
+  else m.gated_experts = {false, fmt::format("{}: no --swiglu (GELU experts, Megatron-Core's default)", name)};
   set_int(m.top_k, "--moe-router-topk", 1);
   if (!m.top_k) m.top_k = {2, fmt::format("{}: no --moe-router-topk, Megatron-Core's default 2", name)};
   set_int(m.num_layers, "--num-layers", 1);
@@ -344,6 +371,9 @@ std::vector<std::string> ModelSpec::describe() const {
   line("expert FFN size H", expert_hidden);
   line("routed experts E", experts);
   line("experts per token k", top_k);
+  if (gated_experts)
+    out.push_back(fmt::format("experts {} ({})", *gated_experts ? "gated (gate, up and down projections)" : "not gated (two matrices)",
+                              gated_experts.source));
   line("shared experts", shared_experts);
   line("shared expert FFN size", shared_hidden);
   line("layers", num_layers);

@@ -121,6 +121,20 @@ RecordedLayerShape recorded_layer_shape(const Trace& trace, int layer) {
         down_rows += expert_rows[f];
       }
     out.hidden = mode(down);
+    // Gated experts (SwiGLU): the up side (GEMMs from M to anything but M)
+    // writes 2H a down-projected row, as one fused gate_up GEMM (M -> 2H)
+    // or as two (M -> H each); a two-matrix expert writes H. Where H = M
+    // and the gate and up GEMMs are separate, the up side cannot be told
+    // from the down projections: not read.
+    double up_elems = 0;
+    for (const auto& [f, n] : expert)
+      if (f.first == *out.model_dim && f.second != *out.model_dim)
+        up_elems += static_cast<double>(expert_rows[f]) * static_cast<double>(f.second);
+    if (out.hidden && up_elems > 0 && down_rows > 0) {
+      const double ratio = up_elems / (static_cast<double>(down_rows) * static_cast<double>(*out.hidden));
+      if (std::fabs(ratio - 2) <= 0.25) out.gated = true;
+      else if (std::fabs(ratio - 1) <= 0.125) out.gated = false;
+    }
     // Each token's k routed rows pass one down projection: k = rows there /
     // rows of the router. A k of E or more is no top-k (experts computed
     // densely over every token): not read.

@@ -75,7 +75,7 @@ LayerPipelineTerms pipeline_terms(const MoeLayerWorkload& w, const sim::CostMode
   const auto& expert = m.compute_cost(OpKind::kExpertFfn);
   const std::int64_t rows = w.max_rows_computed();
   const double flops_fw = 4.0 * static_cast<double>(rows) * static_cast<double>(w.model_dim) *
-                          static_cast<double>(w.hidden);
+                          static_cast<double>(w.ffn_hidden());
   const double l = fused_experts ? 1 : std::max(1, w.experts_per_rank());
   LayerPipelineTerms t;
   t.forward.alpha_a = a2a.alpha_s;
@@ -96,7 +96,7 @@ ReuseInputs reuse_inputs(const MoeLayerWorkload& w, const sim::CostModel& m, int
   in.tokens = static_cast<double>(w.max_rows_computed());
   in.own_tokens = static_cast<double>(w.max_rows_routed());
   in.model_dim = static_cast<double>(w.model_dim);
-  in.hidden = static_cast<double>(w.hidden);
+  in.hidden = static_cast<double>(w.ffn_hidden());
   in.experts = w.experts;
   in.experts_per_device = std::max(1, w.experts_per_rank());
   in.elem_bytes = w.elem_bytes;
@@ -120,14 +120,14 @@ PlacementInputs placement_inputs(const MoeLayerWorkload& w, const sim::CostModel
   const sim::LinearCost a2a = all_to_all_cost(w, m);
   if (a2a.beta_s > 0) in.model.bandwidth_bytes_per_s = 1.0 / a2a.beta_s;  // B-bar, Eq. 1
   const double spf = m.compute_cost(OpKind::kExpertFfn).seconds_per_flop;
-  const double flops_per_token = 4.0 * static_cast<double>(w.model_dim) * static_cast<double>(w.hidden);
+  const double flops_per_token = 4.0 * static_cast<double>(w.model_dim) * static_cast<double>(w.ffn_hidden());
   if (spf > 0 && flops_per_token > 0) in.model.expert_tokens_per_s = 1.0 / (spf * flops_per_token);  // t, Eq. 2
   in.model.fnec_seconds = fnec_s;
   in.model.bnec_seconds = bnec_s;
   in.model.hide_under_computation = block_schedule;  // Eq. 8 under Alg. 2's schedule
   plan::ModelShape shape;
   shape.model_dim = w.model_dim;
-  shape.expert_hidden = w.hidden;
+  shape.expert_hidden = w.ffn_hidden();
   shape.elem_bytes = w.elem_bytes;
   in.sizes = plan::planner_sizes(shape);
   return in;
@@ -141,7 +141,7 @@ LayoutInputs layout_inputs(const MoeLayerWorkload& w, const sim::CostModel& m, i
   in.tokens = static_cast<double>(w.max_tokens_per_rank());
   in.top_k = w.top_k;
   in.model_dim = static_cast<double>(w.model_dim);
-  in.hidden = static_cast<double>(w.hidden);
+  in.hidden = static_cast<double>(w.ffn_hidden());
   in.elem_bytes = w.elem_bytes;
   set_gemm_and_all_to_all_costs(in, w, m);
   const sim::LinearCost ar = m.collective(plan::CollectiveKind::kAllReduce).at(std::max(2, tensor_parallel));
@@ -247,7 +247,7 @@ WhatIfResult simulate_layer(const MoeLayerWorkload& w, const sim::CostModel& m, 
     // (tokens dropped by a capacity factor included).
     s.top_k = 1;
     s.model_dim = w.model_dim;
-    s.expert_hidden = w.hidden;
+    s.expert_hidden = w.ffn_hidden();
     s.dense_hidden = 0;
     s.attention = false;
     s.elem_bytes = w.elem_bytes;

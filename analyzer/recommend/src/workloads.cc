@@ -325,7 +325,12 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
     // Where neither the layers table nor run_config gives them: the shapes
     // the profiler recorded of the layer's GEMMs (record_shapes=True).
     RecordedLayerShape shape;
-    if (!tm || !th || !te || !tk || (!have_load && sources.tokens_per_rank <= 0) || !cfg_elem) {
+    // moetrace's own runs (their layers table or run_config give H) run
+    // two-matrix experts; otherwise the model file says whether the experts
+    // are gated, else the recorded shapes.
+    const bool own_ffn = th.has_value();
+    const bool gated_known = own_ffn || (model && model->gated_experts);
+    if (!tm || !th || !te || !tk || (!have_load && sources.tokens_per_rank <= 0) || !cfg_elem || !gated_known) {
       shape = recorded_layer_shape(trace, layer);
       std::string read;
       auto take = [&](auto& value, std::string& source, const auto& recorded, const char* what) {
@@ -353,6 +358,22 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
     w.top_k = top_k.value_or(1);
     w.model_dim = m.value_or(0);
     w.hidden = h.value_or(0);
+    if (!own_ffn && model && model->gated_experts) {
+      w.gated = *model->gated_experts;
+      if (shape.gated && *shape.gated != w.gated)
+        layer_notes.add(layer, fmt::format("{} says the experts are {}gated, its recorded GEMM shapes that they are "
+                                           "{}: taken as {}",
+                                           model->gated_experts.source, w.gated ? "" : "not ", *shape.gated ? "" : "not ",
+                                           model->path));
+    } else if (!own_ffn && shape.gated) {
+      w.gated = *shape.gated;
+    }
+    if (w.gated && w.hidden > 0)
+      layer_notes.add(layer, fmt::format("gated experts (gate, up and down projections{}): modelled as a two-matrix "
+                                         "FFN of hidden size 3H/2 = {}, the same GEMM FLOPs and weights",
+                                         model && model->gated_experts ? ", " + model->gated_experts.source
+                                                                       : ", from the recorded GEMM shapes",
+                                         w.ffn_hidden()));
     if (w.model_dim <= 0 || w.hidden <= 0) {
       layer_notes.add(layer, "model_dim or hidden size unknown (layers table and run_config lack them; --model "
                              "gives them); skipped");

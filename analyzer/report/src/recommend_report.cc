@@ -282,6 +282,7 @@ json recommendations_to_json(const Recommendations& r) {
                         {"top_k", w.top_k},
                         {"model_dim", w.model_dim},
                         {"hidden", w.hidden},
+                        {"gated", w.gated},
                         {"elem_bytes", w.elem_bytes},
                         {"iteration", w.iteration},
                         {"max_tokens_per_rank", w.max_tokens_per_rank()}}},
@@ -345,8 +346,8 @@ void write_recommendations_text(std::ostream& out, const Recommendations& r) {
       out << fmt::format("\nLayer {}", layer);
       if (L) {
         const auto& w = L->workload;
-        out << fmt::format(" ({} ranks, {} experts, top-{}, M = {}, H = {}, {}-byte elements{})", w.ranks, w.experts,
-                           w.top_k, w.model_dim, w.hidden, w.elem_bytes,
+        out << fmt::format(" ({} ranks, {} experts, top-{}, M = {}, H = {}{}, {}-byte elements{})", w.ranks, w.experts,
+                           w.top_k, w.model_dim, w.hidden, w.gated ? " gated" : "", w.elem_bytes,
                            L->measured_layer_s > 0 ? fmt::format("; measured {:.3f} ms per iteration", L->measured_layer_s * 1e3)
                                                    : "");
       }

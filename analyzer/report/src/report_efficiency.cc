@@ -154,7 +154,10 @@ Section efficiency_section(const Analyses& a, const ReportOptions& o) {
     const auto label = name.empty() ? std::string("no device recorded") : "\"" + name + "\"";
     const auto who = ranks.size() == 1 ? fmt::format("rank {}", ranks.front())
                                        : fmt::format("{} ranks ({}..{})", ranks.size(), ranks.front(), ranks.back());
-    s.para(p ? fmt::format("{} ({}): {}.", label, who, peaks_line(*p, e.dtype))
+    // A name the table does not know, identified by the device's properties.
+    const std::string by_properties =
+        p && !find_gpu_peaks(name) ? " (identified by its compute capability, units and memory)" : "";
+    s.para(p ? fmt::format("{} ({}): {}{}.", label, who, peaks_line(*p, e.dtype), by_properties)
              : fmt::format("{} ({}): not found in the datasheet table; the figures are given without % of peak.",
                            label, who));
   }

@@ -83,6 +83,7 @@ void validate_compute(std::string_view where, const ComputeCost& c) {
   check_non_negative(fmt::format("{}.alpha_s", where), c.alpha_s);
   check_non_negative(fmt::format("{}.seconds_per_flop", where), c.seconds_per_flop);
   check_non_negative(fmt::format("{}.seconds_per_byte", where), c.seconds_per_byte);
+  check_non_negative(fmt::format("{}.gemm_seconds_per_byte", where), c.gemm_seconds_per_byte);
 }
 
 }  // namespace
@@ -232,10 +233,13 @@ CostModel preset_h100() {
   m.description =
       "H100 SXM 80 GB, 8 GPUs per node on NVLink 4 (450 GB/s per direction, ~350 GB/s achieved "
       "by NCCL), one 400 Gb/s NDR NIC per GPU (50 GB/s, ~45 GB/s achieved); GEMMs at 600 of the "
-      "989 dense BF16 TFLOP/s, memory-bound kernels at 2.6 of 3.35 TB/s HBM3; latencies are "
+      "989 dense BF16 TFLOP/s, memory-bound kernels and expert GEMMs' operands at 2.6 of 3.35 TB/s HBM3 "
+      "(a GEMM takes the longer of its FLOPs and its bytes); latencies are "
       "typical NCCL values. Estimates, to be replaced by a model fitted from traces";
   m.device = {"NVIDIA H100 80GB HBM3 (simulated)", 9, 0, 132, 80LL << 30, "sm90", 8};
-  m.compute = {5e-6, 1.0 / 600e12, 0.0};
+  // Expert GEMMs of few rows are bound by HBM: their operands at the
+  // memory-bound kernels' 2.6 TB/s (each byte read or written once).
+  m.compute = {5e-6, 1.0 / 600e12, 0.0, 1.0 / 2.6e12};
   set_memory_bound(m, 3e-6, 2.0 / 2.6e12);
   // All-to-all: the share (P-1)/P of the input leaves the GPU, over NVLink
   // inside a node; beyond 8 GPUs the share (P-8)/P crosses the NIC, which is
@@ -487,7 +491,13 @@ void for_each_key(const json& obj, std::string_view where, F&& f) {
   for (auto it = obj.begin(); it != obj.end(); ++it) f(it.key(), it.value());
 }
 
+// A FLOP rate given without a GEMM byte rate is FLOPs alone (pipemoe Eq.
+// 13; `moetrace fit` writes such rates): the memory side of the entry it
+// overrides (a preset's) was not measured with it and is dropped.
 void read_compute(const json& j, std::string_view where, ComputeCost& c) {
+  if ((j.contains("seconds_per_flop") || j.contains("flops_per_s")) && !j.contains("gemm_seconds_per_byte") &&
+      !j.contains("gemm_bytes_per_s"))
+    c.gemm_seconds_per_byte = 0;
   for_each_key(j, where, [&](const std::string& k, const json& v) {
     const auto field = fmt::format("{}.{}", where, k);
     if (k == "alpha_s") c.alpha_s = number(v, field);
@@ -495,6 +505,8 @@ void read_compute(const json& j, std::string_view where, ComputeCost& c) {
     else if (k == "seconds_per_byte") c.seconds_per_byte = number(v, field);
     else if (k == "flops_per_s") c.seconds_per_flop = 1.0 / number(v, field);
     else if (k == "bytes_per_s") c.seconds_per_byte = 1.0 / number(v, field);
+    else if (k == "gemm_seconds_per_byte") c.gemm_seconds_per_byte = number(v, field);
+    else if (k == "gemm_bytes_per_s") c.gemm_seconds_per_byte = 1.0 / number(v, field);
     else throw ConfigError(fmt::format("cost_model.{} is not a known field", field));
   });
 }
@@ -655,8 +667,10 @@ std::string to_json(const CostModel& m) {
   j["name"] = m.name;
   j["description"] = m.description;
   auto compute = [](const ComputeCost& c) {
-    return json{{"alpha_s", c.alpha_s}, {"seconds_per_flop", c.seconds_per_flop},
-                {"seconds_per_byte", c.seconds_per_byte}};
+    json out{{"alpha_s", c.alpha_s}, {"seconds_per_flop", c.seconds_per_flop},
+             {"seconds_per_byte", c.seconds_per_byte}};
+    out["gemm_seconds_per_byte"] = c.gemm_seconds_per_byte;
+    return out;
   };
   j["compute"] = compute(m.compute);
   json by_kind = json::object();

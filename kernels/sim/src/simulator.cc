@@ -9,6 +9,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "moetrace/plan/flops.h"
 #include "moetrace/schema/error.h"
 
 namespace moetrace::sim {
@@ -64,9 +65,44 @@ double copy_seconds(const Plan& plan, const Op& op, const CostModel& m) {
   return c.at(static_cast<double>(bytes));
 }
 
-double compute_seconds(const Op& op, const CostModel& m) {
+// The bytes an expert FFN op's GEMMs read and write (plan flops.h); 0 for
+// every other op. M and H from the expert's parameters ([W1; W2^T]: 2M x
+// H), its rows from its FLOPs (the builders count them by flops.h from the
+// rows; a timing-only plan keeps no row spans).
+double gemm_operand_bytes(const Plan& plan, const Op& op) {
+  BufferId params;
+  double (*bytes)(std::int64_t, std::int64_t, std::int64_t, int) = nullptr;
+  double (*flops)(std::int64_t, std::int64_t, std::int64_t) = nullptr;
+  if (const auto* f = std::get_if<plan::FfnForward>(&op.data)) {
+    params = f->params;
+    bytes = plan::ffn_forward_bytes;
+    flops = plan::ffn_forward_flops;
+  } else if (const auto* b = std::get_if<plan::FfnBackward>(&op.data)) {
+    params = b->params;
+    bytes = plan::ffn_backward_bytes;
+    flops = plan::ffn_backward_flops;
+  } else if (const auto* r = std::get_if<plan::FfnRecompute>(&op.data)) {
+    params = r->params;
+    bytes = plan::ffn_recompute_bytes;
+    flops = plan::ffn_recompute_flops;
+  }
+  if (!bytes || !params.valid() || static_cast<std::size_t>(params.value) >= plan.buffers.size() || op.flops <= 0)
+    return 0;
+  const plan::Buffer& w = plan.buffer(params);
+  const std::int64_t m = w.rows / 2, h = w.cols;
+  const double per_row = flops(1, m, h);
+  if (!(per_row > 0)) return 0;
+  return bytes(std::llround(op.flops / per_row), m, h, w.elem_bytes);
+}
+
+// Its startups, then the longer of its FLOPs and its GEMM operands' bytes
+// (a roofline; the operands where the cost model rates them), plus the
+// bytes of a memory-bound op.
+double compute_seconds(const Plan& plan, const Op& op, const CostModel& m) {
   const ComputeCost& c = m.compute_cost(op.kind);
-  return gemm_startups(op) * c.alpha_s + op.flops * c.seconds_per_flop +
+  const double flops_s = op.flops * c.seconds_per_flop;
+  const double memory_s = c.gemm_seconds_per_byte > 0 ? gemm_operand_bytes(plan, op) * c.gemm_seconds_per_byte : 0;
+  return gemm_startups(op) * c.alpha_s + std::max(flops_s, memory_s) +
          static_cast<double>(std::max<std::int64_t>(op.bytes, 0)) * c.seconds_per_byte;
 }
 
@@ -163,7 +199,7 @@ double nominal_seconds(const Plan& plan, const Op& op, const CostModel& m) {
       return m.collective(CollectiveKind::kSendRecv).at(2).at(static_cast<double>(op.bytes));
     case WorkClass::kCompute: break;
   }
-  return compute_seconds(op, m);
+  return compute_seconds(plan, op, m);
 }
 
 namespace {

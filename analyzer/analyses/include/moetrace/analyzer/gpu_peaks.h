@@ -5,6 +5,7 @@
 // that could not be checked is absent (nullopt), never guessed.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -38,6 +39,15 @@ std::span<const GpuPeaks> gpu_peak_table();
 // matches (other GPUs, and variants of a listed GPU with other clocks or
 // memory: H100 NVL, H200 NVL, A100 PCIe, GB200/GB300 superchips).
 const GpuPeaks* find_gpu_peaks(std::string_view device_name);
+
+// The entry of a device by its name, else, where the name matches none
+// (ROCm's Kineto traces leave deviceProperties' name empty; the importer
+// calls it "GPU N"), by its properties alone; nullptr where neither
+// identifies one. An MI300X is gfx942 (compute 9.4 as ROCm reports it) with
+// 304 compute units and 192 GB of HBM3 (its data sheet); the MI300A has 228
+// units, the MI325X 256 GB.
+const GpuPeaks* find_gpu_peaks(std::string_view name, int compute_major, int compute_minor, int sm_count,
+                               std::int64_t memory_bytes);
 
 // The element type a dtype name means for the peak ("bfloat16", "BF16",
 // "torch.float16", "float8_e4m3fn", "fp8", "float32", "tf32"); nullopt

@@ -30,6 +30,10 @@ struct ModelSpec {
   Sourced<std::int64_t> expert_hidden;  // H: one routed expert's FFN size
   Sourced<int> experts;                 // routed experts E
   Sourced<int> top_k;                   // experts per token k
+  // Gated experts (SwiGLU / GLU: three matrices, gate, up and down): every
+  // MoE family Hugging Face transformers implements with these fields but
+  // Switch Transformers and NLLB-MoE; Megatron-Core with --swiglu.
+  Sourced<bool> gated_experts;
   Sourced<int> shared_experts;          // shared experts beside the routed ones
   Sourced<std::int64_t> shared_hidden;  // FFN size of one shared expert
   Sourced<int> num_layers;              // decoder layers, dense ones included

@@ -23,6 +23,7 @@ namespace moetrace::analyzer {
 struct RecordedLayerShape {
   std::optional<std::int64_t> model_dim;  // M
   std::optional<std::int64_t> hidden;     // H of one expert
+  std::optional<bool> gated;              // the up side writes 2H a row (gate and up projections), not H
   std::optional<int> experts;             // E, from the router's output width (or its top-k's scores)
   std::optional<int> top_k;               // rows of the down projections / rows of the router
   std::optional<std::int64_t> tokens;     // rows of one router GEMM (or top-k): the tokens a rank holds

@@ -19,6 +19,32 @@ inline double ffn_backward_flops(std::int64_t rows, std::int64_t m, std::int64_t
 inline double ffn_recompute_flops(std::int64_t rows, std::int64_t m, std::int64_t h) {
   return 0.5 * ffn_forward_flops(rows, m, h);
 }
+
+// Bytes an expert FFN's GEMMs read and write over `rows` rows, elements of
+// `elem` bytes: the memory side of a GEMM's roofline (sim cost_model.h,
+// ComputeCost::gemm_seconds_per_byte). Each GEMM reads its two operands and
+// writes its result once; an expert without rows moves nothing (a grouped
+// or batched GEMM skips it, a loop does not launch it).
+//  forward (2 GEMMs): W1 and W2 (2 M H), the input and the output (2 rows
+//    M), the middle written and read (2 rows H);
+//  backward (4 GEMMs, mpipemoe Table II): W1 and W2 read, their gradients
+//    read and written (6 M H); each GEMM reads or writes rows x (M + H);
+//  recompute (the first GEMM): W1, the input and the middle.
+inline double ffn_forward_bytes(std::int64_t rows, std::int64_t m, std::int64_t h, int elem) {
+  if (rows <= 0) return 0;
+  const double r = static_cast<double>(rows), M = static_cast<double>(m), H = static_cast<double>(h);
+  return elem * (2 * M * H + 2 * r * (M + H));
+}
+inline double ffn_backward_bytes(std::int64_t rows, std::int64_t m, std::int64_t h, int elem) {
+  if (rows <= 0) return 0;
+  const double r = static_cast<double>(rows), M = static_cast<double>(m), H = static_cast<double>(h);
+  return elem * (6 * M * H + 4 * r * (M + H));
+}
+inline double ffn_recompute_bytes(std::int64_t rows, std::int64_t m, std::int64_t h, int elem) {
+  if (rows <= 0) return 0;
+  const double r = static_cast<double>(rows), M = static_cast<double>(m), H = static_cast<double>(h);
+  return elem * (M * H + r * (M + H));
+}
 inline double gate_forward_flops(std::int64_t tokens, std::int64_t m, int experts) {
   return 2.0 * static_cast<double>(tokens) * static_cast<double>(m) * experts;
 }

@@ -1,8 +1,10 @@
 // The simulator's cost model: how long each op of a plan takes on the
 // hardware it describes, and how concurrent ops slow each other down.
 //
-//  - Compute ops: t = launches x alpha + flops x seconds_per_flop
-//    + bytes x seconds_per_byte, per op kind (pipemoe Eq. 13: a GEMM costs
+//  - Compute ops: t = launches x alpha + max(flops x seconds_per_flop,
+//    GEMM operand bytes x gemm_seconds_per_byte) + bytes x seconds_per_byte,
+//    per op kind (pipemoe Eq. 13, the roofline's memory side where a preset
+//    sets it: ComputeCost; a GEMM costs
 //    alpha_gemm + beta_gemm x work; an expert FFN forward is two GEMMs, so
 //    alpha_e = 2 alpha_gemm, Eq. 14-15). `launches` is the number of GEMMs the
 //    op's data semantics run (FFN forward 2, backward 4, recompute 1: the
@@ -80,6 +82,15 @@ struct ComputeCost {
   double alpha_s = 0;           // per launch (per GEMM for FFN ops)
   double seconds_per_flop = 0;  // 1 / sustained FLOP/s
   double seconds_per_byte = 0;  // memory-bound ops (permute, unpermute carry bytes)
+  // Expert FFN GEMMs (forward, backward, recompute): seconds per byte of
+  // the weights and activations they read and write (plan flops.h), the
+  // memory side of a roofline: such an op takes its startups plus the
+  // longer of FLOPs x seconds_per_flop and its bytes x this. A GEMM of few
+  // rows per expert reads its weights for little work (2 rows FLOPs a
+  // weight element: 128 rows in BF16 do 128 FLOP a byte, under an H100's
+  // 989 TFLOP/s / 3.35 TB/s = 295) and is bound by HBM, not by FLOPs.
+  // 0: FLOPs alone, the papers' Eq. 13 (every paper preset, fitted models).
+  double gemm_seconds_per_byte = 0;
 };
 
 // Host time to issue one op: alpha per op plus per_launch_s per GEMM launch
@@ -180,7 +191,8 @@ std::vector<CostModelPreset> cost_model_presets();
 CostModel cost_model_preset(std::string_view name);  // throws ConfigError for an unknown name
 
 // JSON (the format `--cost-model FILE` reads and to_json writes):
-// {"name": ..., "compute": {"alpha_s", "seconds_per_flop", "seconds_per_byte"},
+// {"name": ..., "compute": {"alpha_s", "seconds_per_flop", "seconds_per_byte",
+//  "gemm_seconds_per_byte"},
 //  "compute_by_kind": {"expert_ffn": {...}}, "collectives": {"all_to_all_v":
 //  [{"ranks", "alpha_s", "beta_s"}...], ...}, "copy": {"h2d": {"alpha_s",
 //  "beta_s"}, ...}, "interference": {"sigma_comm", ...}, "link_sharing":

@@ -26,7 +26,18 @@ struct MoeLayerWorkload {
   // one GEMM launch per expert: the models charge a GEMM's startup once per
   // projection and chunk instead of once per local expert.
   bool fused_experts = false;
+  // Gated experts (SwiGLU, GeGLU: down(act(gate(x)) * up(x))): three M x H
+  // matrices, 6 N M H FLOPs a forward pass of N rows, where the models'
+  // expert is pipemoe's two-matrix FFN (W1: M x H, W2: H x M; 4 N M H,
+  // Eq. 14's beta_e n_e with n_e = N M H).
+  bool gated = false;
 
+  // The hidden size of the models' two-matrix expert that does the GEMM
+  // work and holds the weights of this one: H, or 3H/2 for a gated expert
+  // (4 N M (3H/2) = 6 N M H FLOPs; 2 M (3H/2) = 3 M H weights). Its middle
+  // activation is then N x 3H/2 a pass, where a gated expert computes N x 2H
+  // (gate and up) and N x H (their product).
+  std::int64_t ffn_hidden() const { return gated ? (3 * hidden + 1) / 2 : hidden; }
   int experts_per_rank() const { return ranks > 0 ? experts / ranks : 0; }
   // Tokens of source rank q (its routed rows / top_k).
   std::int64_t tokens_of(int source) const;
