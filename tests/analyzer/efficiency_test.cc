@@ -50,6 +50,23 @@ TEST(GpuPeaks, DeviceNamesMatchAsDriversAndProfilersWriteThem) {
     EXPECT_EQ(find_gpu_peaks(other), nullptr) << other;
 }
 
+// ROCm's Kineto traces leave the device name empty (the importer calls it
+// "GPU N"): an MI300X by its properties alone, gfx942 (compute 9.4 as ROCm
+// reports it), 304 compute units, 192 GiB (206141652992 bytes, as a real
+// trace records it); not an MI300A (228 units) nor an MI325X (256 GB), nor
+// anything with another compute capability. A name the table knows wins.
+TEST(GpuPeaks, AnUnnamedDeviceByItsProperties) {
+  const std::int64_t gib = 1LL << 30;
+  const auto* mi300x = find_gpu_peaks("GPU 2", 9, 4, 304, 206141652992);
+  ASSERT_NE(mi300x, nullptr);
+  EXPECT_EQ(mi300x->name, "MI300X");
+  EXPECT_EQ(find_gpu_peaks("", 9, 4, 304, 192 * gib), mi300x);
+  EXPECT_EQ(find_gpu_peaks("GPU 0", 9, 4, 228, 128 * gib), nullptr);
+  EXPECT_EQ(find_gpu_peaks("GPU 0", 9, 4, 304, 256 * gib), nullptr);
+  EXPECT_EQ(find_gpu_peaks("GPU 0", 9, 0, 304, 192 * gib), nullptr);
+  EXPECT_EQ(find_gpu_peaks("NVIDIA H100 80GB HBM3", 9, 0, 132, 80 * gib)->name, "H100 SXM");
+}
+
 TEST(GpuPeaks, EveryEntryNamesItsSourceAndDenseIsHalfOfSparse) {
   for (const auto& g : analyzer::gpu_peak_table()) {
     EXPECT_FALSE(g.source.empty()) << g.name;

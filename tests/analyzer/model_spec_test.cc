@@ -86,7 +86,59 @@ TEST(ModelSpec, EachFamilysConfigJson) {
     EXPECT_EQ(m.moe_layer_count(), f.moe_layers);
     EXPECT_EQ(m.elem_bytes ? *m.elem_bytes : -1, f.elem_bytes);
     EXPECT_NE(m.experts.source.find("config.json: "), std::string::npos) << m.experts.source;
+    // Every one of these families' experts is gated in its Hugging Face
+    // implementation (w1/w3/w2, gate_proj/up_proj/down_proj, w1/v1/w2,
+    // gate_up_proj/down_proj).
+    ASSERT_TRUE(m.gated_experts);
+    EXPECT_TRUE(*m.gated_experts) << m.gated_experts.source;
   }
+}
+
+// Two-matrix experts: Switch Transformers' (T5's DenseReluDense, unless
+// feed_forward_proj names a gated activation) and Megatron-Core's without
+// --swiglu; gated ones with --swiglu. Names as the frameworks spell them,
+// in another case where a model_type may be.
+TEST(ModelSpec, GatedExpertsFromTheFamilyOrTheArguments) {
+  const ModelSpec sw = parse_model_spec(
+      R"({"model_type": "Switch_Transformers", "d_model": 768, "d_ff": 3072, "num_experts": 8, "num_layers": 12})",
+      "config.json");
+  ASSERT_TRUE(sw.gated_experts && sw.expert_hidden);
+  EXPECT_FALSE(*sw.gated_experts) << sw.gated_experts.source;
+  EXPECT_EQ(*sw.expert_hidden, 3072);
+  const ModelSpec relu = parse_model_spec(
+      R"({"model_type": "switch_transformers", "d_model": 768, "d_ff": 2048, "num_experts": 16,
+          "feed_forward_proj": "relu"})",
+      "config.json");
+  EXPECT_FALSE(*relu.gated_experts);
+  EXPECT_EQ(relu.gated_experts.source, "config.json: feed_forward_proj \"relu\"");
+  const ModelSpec geglu = parse_model_spec(
+      R"({"model_type": "switch_transformers", "d_model": 768, "d_ff": 2048, "num_experts": 16,
+          "feed_forward_proj": "gated-gelu"})",
+      "config.json");
+  EXPECT_TRUE(*geglu.gated_experts);
+  const ModelSpec nllb = parse_model_spec(R"({"model_type": "nllb-moe", "d_model": 1024, "num_experts": 128})",
+                                          "config.json");
+  EXPECT_FALSE(*nllb.gated_experts);
+  const ModelSpec gelu = parse_model_spec("--num-experts 8 --hidden-size 1024 --ffn-hidden-size 4096", "args.txt");
+  EXPECT_FALSE(*gelu.gated_experts) << gelu.gated_experts.source;
+  const ModelSpec swiglu =
+      parse_model_spec("--num-experts 8 --hidden-size 1024 --ffn-hidden-size 4096 --swiglu --bf16", "args.txt");
+  EXPECT_TRUE(*swiglu.gated_experts);
+  EXPECT_EQ(swiglu.gated_experts.source, "args.txt: --swiglu");
+}
+
+// A gated expert of H = 1407 (odd, as DeepSeek-V2-Lite's 1408 / 2 + 3 would
+// be) is modelled as a two-matrix FFN of ceil(3H / 2) = 2111: 4 M 2111 =
+// 8444 M FLOPs a row against the gated expert's 6 M 1407 = 8442 M. A
+// two-matrix one keeps H.
+TEST(ModelSpec, AGatedExpertIsModelledWithThreeHalvesOfItsHiddenSize) {
+  MoeLayerWorkload w;
+  w.hidden = 1407;
+  EXPECT_EQ(w.ffn_hidden(), 1407);
+  w.gated = true;
+  EXPECT_EQ(w.ffn_hidden(), 2111);
+  w.hidden = 2048;
+  EXPECT_EQ(w.ffn_hidden(), 3072);
 }
 
 TEST(ModelSpec, SourcesNameTheField) {
@@ -374,6 +426,9 @@ stream id=0 rank=0 role=compute
   EXPECT_EQ(s.experts, std::nullopt);
   EXPECT_EQ(s.top_k, std::nullopt);
   EXPECT_EQ(s.tokens, std::nullopt);
+  // Gated: w1 and w3 write 2 x 96 rows x 256 an expert, w2 reads 96 rows x
+  // H = 256: twice.
+  EXPECT_EQ(s.gated, true);
   EXPECT_EQ(recorded_layer_shape(t, 1).gemms, 0);
 }
 
@@ -414,8 +469,44 @@ TEST(RecordedShapes, ExpertsAndTokensFromTheTopKWhereNoRouterGemmIsInTheGate) {
   EXPECT_EQ(s.top_k, 8);
   EXPECT_EQ(s.model_dim, 64);
   EXPECT_EQ(s.hidden, 128);
+  EXPECT_EQ(s.gated, false);  // w1 writes 64 rows x 128 an expert, w2 reads 64 x H = 128: once
   EXPECT_EQ(s.gemms, 8);
   EXPECT_NE(s.source.find("2 top-k"), std::string::npos) << s.source;  // the 3-D one not read
+}
+
+// GPT-OSS's and Llama 4's experts as batched GEMMs: one gate_up_proj of
+// [E, rows, M] x [E, M, 2H] and one down_proj of [E, rows, H] x [E, H, M],
+// with H = M (GPT-OSS: 2880 both), so that the down projection and a
+// separate gate or up GEMM would look alike. By hand: the router maps M =
+// 64 to E = 4 over 32 tokens; the GEMMs to M are the down projections, 4 x
+// 16 = 64 rows from H = 64; the up side writes 64 rows x 128 = 2 x 64 x H:
+// gated; k = 64 / 32 = 2.
+TEST(RecordedShapes, AFusedGateUpProjectionWhereHEqualsM) {
+  const auto path = testing::temp_path("recorded_gate_up.db");
+  std::string text = "stream id=0 rank=0 role=compute\n";
+  int corr = 1;
+  auto range = [&](const char* name, const std::string& dims, const char* kind) {
+    const int t = 10 * corr;
+    text += fmt::format("nvtx rank=0 thread=1 start={} end={} domain=pytorch name={} dims={} "
+                        "types=[\"c10::BFloat16\",\"c10::BFloat16\"]\n",
+                        t, t + 5, name, dims);
+    text += fmt::format("api rank=0 thread=1 start={} end={} name=hipLaunchKernel corr={}\n", t + 1, t + 2, corr);
+    text += fmt::format("op id={} rank=0 stream=0 kind={} layer=0 iteration=0 phase=fwd start={} end={}\n", corr,
+                        kind, 1000 + t, 1005 + t);
+    text += fmt::format("kernel rank=0 stream=0 start={} end={} name=Cijk_Alik_Bljk_BBS_BH corr={} op={}\n",
+                        1000 + t, 1005 + t, corr, corr);
+    ++corr;
+  };
+  range("aten::linear", "[[32,64],[4,64]]", "gate");
+  range("aten::BMM", "[[4,16,64],[4,64,128]]", "expert_ffn");
+  range("aten::BMM", "[[4,16,64],[4,64,64]]", "expert_ffn");
+  testing::write_text_trace(path, text);
+  const auto s = recorded_layer_shape(load_trace(path), 0);
+  EXPECT_EQ(s.model_dim, 64);
+  EXPECT_EQ(s.experts, 4);
+  EXPECT_EQ(s.hidden, 64);
+  EXPECT_EQ(s.top_k, 2);
+  EXPECT_EQ(s.gated, true);
 }
 
 // How the local experts ran, from the kernels of a forward pass of the

@@ -13,6 +13,7 @@
 #include "kineto_fixture.h"
 #include "moetrace/analyzer/breakdown.h"
 #include "moetrace/analyzer/launch_queue.h"
+#include "moetrace/analyzer/model_spec.h"
 #include "moetrace/analyzer/recommend.h"
 #include "moetrace/analyzer/recorded_shapes.h"
 #include "moetrace/analyzer/whatif.h"
@@ -161,6 +162,7 @@ TEST_P(TraceLensB300, ThePresetIsScaledToTheGpuOfTheTrace) {
       << rec.hardware.description;
   const auto& terms = rec.hardware.terms;
   EXPECT_NEAR(terms.at("expert_seconds_per_flop").get<double>(), 1.0 / (600e12 * 2250 / 989.5), 1e-22);
+  EXPECT_NEAR(terms.at("expert_gemm_seconds_per_byte").get<double>(), 1.0 / (2.6e12 * 8000 / 3350), 1e-26);
   EXPECT_DOUBLE_EQ(terms.at("expert_alpha_per_gemm_s").get<double>(), 5e-6);
   EXPECT_NEAR(terms.at("all_to_all").at("beta_s_per_byte").get<double>(), 0.5 / 350e9 * 450 / 900, 1e-20);
   EXPECT_DOUBLE_EQ(terms.at("all_to_all").at("alpha_s").get<double>(), 8e-6);
@@ -245,6 +247,43 @@ INSTANTIATE_TEST_SUITE_P(RealTraces, TraceLensVllm, ::testing::ValuesIn(kVllmTra
                            return std::string(i.param.file).find("decode-full") != std::string::npos ? "decode"
                                                                                                     : "prefill_decode";
                          });
+
+// The decode trace with the model's sizes from a config.json in the
+// original GPT-OSS release's spelling (no model_type; experts_per_token):
+// 32 experts of M = H = 2880, top-4, gated (SwiGLU), 32 tokens a rank.
+// Its devices carry no name; ROCm's properties (compute 9.4, 304 units,
+// 191.98 GiB) are an MI300X's, so the preset is scaled to its datasheet. By
+// hand: 32 x 4 = 128 rows reach all 32 experts, whose gated weights, 3 x
+// 2880^2 x 2 B each, are 1.5925e9 B a forward pass; at the preset's 2.6
+// TB/s x 5300 / 3350 = 4.1134 TB/s that is 0.3872 ms, against 6.4e9 FLOPs
+// at 600 x 1307.4 / 989.5 TFLOP/s = 8 us: the layer is bound by its
+// weights (FLOPs alone gave 0.040 ms against the 0.332 ms measured). The
+// rest of the simulated layer (startups, router, permutes) is tens of us.
+TEST(RealTracesVllm, DecodeExpertsBoundByTheirWeightsOnAnUnnamedMi300x) {
+  const auto in = shared_data("kineto/tracelens-vllm-mi300-decode-full.json.gz");
+  MOETRACE_NEED_SHARED(in);
+  const auto t = import_and_load({in}, temp_path("vllm_decode_weights.db"));
+  const auto model = analyzer::parse_model_spec(
+      R"({"num_hidden_layers": 24, "num_experts": 32, "experts_per_token": 4, "hidden_size": 2880,
+          "intermediate_size": 2880, "swiglu_limit": 7.0})",
+      "gpt-oss/config.json");
+  analyzer::RecommendOptions o;
+  o.model = &model;
+  o.tokens_per_rank = 32;
+  const auto rec = analyzer::recommend(t, o);
+  EXPECT_NE(rec.hardware.description.find("scaled to the trace's MI300X by the datasheets"), std::string::npos)
+      << rec.hardware.description;
+  ASSERT_EQ(rec.layers.size(), 24u);
+  const auto& L = rec.layers[0];
+  EXPECT_TRUE(L.workload.gated);
+  EXPECT_EQ(L.workload.ffn_hidden(), 4320);
+  ASSERT_TRUE(L.replay.computed);
+  EXPECT_TRUE(L.replay.forward_only);
+  const double weights_s = 32 * 3 * 2880.0 * 2880 * 2 / (2.6e12 * 5300 / 3350);
+  EXPECT_NEAR(weights_s, 3.872e-4, 1e-7);
+  EXPECT_GE(L.replay.simulated_s, weights_s);
+  EXPECT_LT(L.replay.simulated_s, weights_s + 5e-5);
+}
 
 }  // namespace
 }  // namespace moetrace::testing

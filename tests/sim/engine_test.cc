@@ -324,6 +324,54 @@ TEST(Engine, HostIssueIsPerRankAndCollectivesWaitForEveryHost) {
   EXPECT_DOUBLE_EQ(r.start_s[static_cast<std::size_t>(a2a[1].value)], 5.0);
 }
 
+// An expert FFN forward of M = 4, H = 8 in 2-byte elements at 1 ns a FLOP
+// and 1 ns a byte of its GEMMs' operands. By hand: 2 rows do 4 x 2 x 4 x 8
+// = 256 FLOPs and move 2 x (2 x 4 x 8 weights + 2 x 2 x (4 + 8)) = 224
+// bytes: 256 ns, FLOP-bound; 1 row does 128 FLOPs on 2 x (64 + 2 x 12) =
+// 176 bytes: 176 ns, bound by its weights. Without the byte rate (the
+// papers' Eq. 13): 128 ns.
+TEST(Engine, ExpertGemmsTakeTheLongerOfTheirFlopsAndTheirBytes) {
+  TestPlan t(1);
+  plan::Buffer w;
+  w.id = BufferId(0);
+  w.rows = 2 * 4;  // [W1; W2^T]: 2M x H
+  w.cols = 8;
+  w.elem_bytes = 2;
+  t.p.buffers.push_back(w);
+  for (const std::int64_t rows : {2, 1}) {
+    const OpId id = t.compute(0, 4.0 * static_cast<double>(rows) * 4 * 8);
+    auto& op = t.p.ops[static_cast<std::size_t>(id.value)];
+    op.kind = OpKind::kExpertFfn;
+    op.data = plan::FfnForward{0, w.id, {}, {}, {}, {{0, rows}}, false};
+  }
+  CostModel m = unit_model();
+  m.compute.gemm_seconds_per_byte = 1e-9;
+  const auto r = simulate(t.p, m);
+  EXPECT_NEAR(r.end_s[0] - r.start_s[0], 256e-9, 1e-15);
+  EXPECT_NEAR(r.end_s[1] - r.start_s[1], 176e-9, 1e-15);
+  const auto linear = simulate(t.p, unit_model());
+  EXPECT_NEAR(linear.end_s[1] - linear.start_s[1], 128e-9, 1e-15);
+}
+
+// The roofline's byte rate in JSON: read, written, and dropped where an
+// entry gives a FLOP rate without one (a fit of FLOPs alone must not keep
+// the preset's memory side).
+TEST(CostModel, GemmByteRateInJson) {
+  const CostModel h100 = cost_model_preset("h100-nvlink-ib");
+  EXPECT_DOUBLE_EQ(h100.compute.gemm_seconds_per_byte, 1.0 / 2.6e12);
+  EXPECT_EQ(to_json(cost_model_from_json(to_json(h100))), to_json(h100));
+  EXPECT_EQ(cost_model_preset("pipemoe-2080ti-ib100").compute.gemm_seconds_per_byte, 0);
+  const CostModel fitted = cost_model_from_json(R"({"compute_by_kind": {"expert_ffn": {"alpha_s": 8e-6,
+                                                    "seconds_per_flop": 1.4e-15}}})");
+  EXPECT_EQ(fitted.compute_cost(OpKind::kExpertFfn).gemm_seconds_per_byte, 0);
+  EXPECT_DOUBLE_EQ(fitted.compute_cost(OpKind::kRecompute).gemm_seconds_per_byte, 1.0 / 2.6e12);
+  const CostModel both = cost_model_from_json(R"({"compute": {"flops_per_s": 5e14, "gemm_bytes_per_s": 4e12}})");
+  EXPECT_DOUBLE_EQ(both.compute.gemm_seconds_per_byte, 2.5e-13);
+  EXPECT_EQ(moetrace::testing::error_of<ConfigError>(
+                [] { cost_model_from_json(R"({"compute": {"gemm_seconds_per_byte": -1}})"); }),
+            "cost_model.compute.gemm_seconds_per_byte (-1) must be a finite number >= 0");
+}
+
 TEST(CostModel, ScalePointsInterpolateInLogP) {
   CollectiveCost c;
   c.points = {{16, 1.0, 10.0}, {64, 3.0, 30.0}};
