@@ -439,21 +439,31 @@ stream id=0 rank=0 role=compute
 // picked from, 256; T = 32 rows; four experts of w1 [128, 64] and w2
 // [64, 128] on 64 rows each: M = 64, H = 128, k = 4 x 64 rows of the down
 // projections / 32 tokens = 8.
-TEST(RecordedShapes, ExpertsAndTokensFromTheTopKWhereNoRouterGemmIsInTheGate) {
-  const auto path = testing::temp_path("recorded_topk.db");
+// A text trace of one rank whose forward ops of layer 0 are each one
+// framework range with recorded shapes, its launch and its kernel.
+struct ShapedRanges {
+  std::string types;   // the ranges' recorded element types
+  std::string launch;  // the launching call's name
   std::string text = "stream id=0 rank=0 role=compute\n";
   int corr = 1;
-  auto range = [&](const char* name, const std::string& dims, const char* kind, const char* kernel) {
+  void add(const char* name, const std::string& dims, const char* kind, const char* kernel) {
     const int t = 10 * corr;
-    text += fmt::format("nvtx rank=0 thread=1 start={} end={} domain=pytorch name={} dims={} "
-                        "types=[\"c10::BFloat16\",\"Scalar\"]\n",
-                        t, t + 5, name, dims);
-    text += fmt::format("api rank=0 thread=1 start={} end={} name=cudaLaunchKernel corr={}\n", t + 1, t + 2, corr);
+    text += fmt::format("nvtx rank=0 thread=1 start={} end={} domain=pytorch name={} dims={} types={}\n", t, t + 5,
+                        name, dims, types);
+    text += fmt::format("api rank=0 thread=1 start={} end={} name={} corr={}\n", t + 1, t + 2, launch, corr);
     text += fmt::format("op id={} rank=0 stream=0 kind={} layer=0 iteration=0 phase=fwd start={} end={}\n", corr,
                         kind, 1000 + t, 1005 + t);
     text += fmt::format("kernel rank=0 stream=0 start={} end={} name={} corr={} op={}\n", 1000 + t, 1005 + t,
                         kernel, corr, corr);
     ++corr;
+  }
+};
+
+TEST(RecordedShapes, ExpertsAndTokensFromTheTopKWhereNoRouterGemmIsInTheGate) {
+  const auto path = testing::temp_path("recorded_topk.db");
+  ShapedRanges r{R"(["c10::BFloat16","Scalar"])", "cudaLaunchKernel"};
+  auto range = [&](const char* name, const std::string& dims, const char* kind, const char* kernel) {
+    r.add(name, dims, kind, kernel);
   };
   range("aten::topk", "[[32,8,32],[],[],[],[]]", "gate", "gatherTopK");
   range("aten::topk", "[[32,8],[],[],[],[]]", "gate", "gatherTopK");
@@ -462,7 +472,7 @@ TEST(RecordedShapes, ExpertsAndTokensFromTheTopKWhereNoRouterGemmIsInTheGate) {
     range("aten::linear", "[[64,64],[128,64]]", "expert_ffn", "nvjet_tst_128x64");
     range("aten::linear", "[[64,128],[64,128]]", "expert_ffn", "nvjet_tst_64x128");
   }
-  testing::write_text_trace(path, text);
+  testing::write_text_trace(path, r.text);
   const auto s = recorded_layer_shape(load_trace(path), 0);
   EXPECT_EQ(s.experts, 256);
   EXPECT_EQ(s.tokens, 32);
@@ -483,24 +493,11 @@ TEST(RecordedShapes, ExpertsAndTokensFromTheTopKWhereNoRouterGemmIsInTheGate) {
 // gated; k = 64 / 32 = 2.
 TEST(RecordedShapes, AFusedGateUpProjectionWhereHEqualsM) {
   const auto path = testing::temp_path("recorded_gate_up.db");
-  std::string text = "stream id=0 rank=0 role=compute\n";
-  int corr = 1;
-  auto range = [&](const char* name, const std::string& dims, const char* kind) {
-    const int t = 10 * corr;
-    text += fmt::format("nvtx rank=0 thread=1 start={} end={} domain=pytorch name={} dims={} "
-                        "types=[\"c10::BFloat16\",\"c10::BFloat16\"]\n",
-                        t, t + 5, name, dims);
-    text += fmt::format("api rank=0 thread=1 start={} end={} name=hipLaunchKernel corr={}\n", t + 1, t + 2, corr);
-    text += fmt::format("op id={} rank=0 stream=0 kind={} layer=0 iteration=0 phase=fwd start={} end={}\n", corr,
-                        kind, 1000 + t, 1005 + t);
-    text += fmt::format("kernel rank=0 stream=0 start={} end={} name=Cijk_Alik_Bljk_BBS_BH corr={} op={}\n",
-                        1000 + t, 1005 + t, corr, corr);
-    ++corr;
-  };
-  range("aten::linear", "[[32,64],[4,64]]", "gate");
-  range("aten::BMM", "[[4,16,64],[4,64,128]]", "expert_ffn");
-  range("aten::BMM", "[[4,16,64],[4,64,64]]", "expert_ffn");
-  testing::write_text_trace(path, text);
+  ShapedRanges r{R"(["c10::BFloat16","c10::BFloat16"])", "hipLaunchKernel"};
+  r.add("aten::linear", "[[32,64],[4,64]]", "gate", "Cijk_Alik_Bljk_BBS_BH");
+  r.add("aten::BMM", "[[4,16,64],[4,64,128]]", "expert_ffn", "Cijk_Alik_Bljk_BBS_BH");
+  r.add("aten::BMM", "[[4,16,64],[4,64,64]]", "expert_ffn", "Cijk_Alik_Bljk_BBS_BH");
+  testing::write_text_trace(path, r.text);
   const auto s = recorded_layer_shape(load_trace(path), 0);
   EXPECT_EQ(s.model_dim, 64);
   EXPECT_EQ(s.experts, 4);
