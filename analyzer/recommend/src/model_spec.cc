@@ -372,7 +372,8 @@ std::vector<std::string> ModelSpec::describe() const {
   line("routed experts E", experts);
   line("experts per token k", top_k);
   if (gated_experts)
-    out.push_back(fmt::format("experts {} ({})", *gated_experts ? "gated (gate, up and down projections)" : "not gated (two matrices)",
+    out.push_back(fmt::format("experts {} ({})",
+                              *gated_experts ? "gated (gate, up and down projections)" : "not gated (two matrices)",
                               gated_experts.source));
   line("shared experts", shared_experts);
   line("shared expert FFN size", shared_hidden);

@@ -361,10 +361,10 @@ std::vector<MoeLayerWorkload> moe_layer_workloads(const Trace& trace, std::vecto
     if (!own_ffn && model && model->gated_experts) {
       w.gated = *model->gated_experts;
       if (shape.gated && *shape.gated != w.gated)
-        layer_notes.add(layer, fmt::format("{} says the experts are {}gated, its recorded GEMM shapes that they are "
-                                           "{}: taken as {}",
-                                           model->gated_experts.source, w.gated ? "" : "not ", *shape.gated ? "" : "not ",
-                                           model->path));
+        layer_notes.add(layer, fmt::format("{} says the experts are {}gated, the trace's recorded GEMM shapes that "
+                                           "they are {}: the model file is followed",
+                                           model->gated_experts.source, w.gated ? "" : "not ",
+                                           *shape.gated ? "" : "not "));
     } else if (!own_ffn && shape.gated) {
       w.gated = *shape.gated;
     }
