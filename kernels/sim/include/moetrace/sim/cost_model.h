@@ -82,7 +82,8 @@ struct ComputeCost {
   double alpha_s = 0;           // per launch (per GEMM for FFN ops)
   double seconds_per_flop = 0;  // 1 / sustained FLOP/s
   double seconds_per_byte = 0;  // memory-bound ops (permute, unpermute carry bytes)
-  // Expert FFN GEMMs (forward, backward, recompute): seconds per byte of
+  // FFN GEMMs (an expert's forward, backward and recompute; PPMoE's dense
+  // FFN runs as the same ops): seconds per byte of
   // the weights and activations they read and write (plan flops.h), the
   // memory side of a roofline: such an op takes its startups plus the
   // longer of FLOPs x seconds_per_flop and its bytes x this. A GEMM of few
