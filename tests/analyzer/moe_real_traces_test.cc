@@ -5,6 +5,9 @@
 // id), as each comment says; none comes from moetrace's output.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <map>
 #include <string>
@@ -283,6 +286,13 @@ TEST(RealTracesVllm, DecodeExpertsBoundByTheirWeightsOnAnUnnamedMi300x) {
   EXPECT_NEAR(weights_s, 3.872e-4, 1e-7);
   EXPECT_GE(L.replay.simulated_s, weights_s);
   EXPECT_LT(L.replay.simulated_s, weights_s + 5e-5);
+  // The ridge in rows an expert: 2 B a weight element x 600 x 1307.4 /
+  // 989.5 TFLOP/s / (2 x 4.1134 TB/s) = 192.7; 4 rows here.
+  EXPECT_TRUE(std::any_of(rec.notes.begin(), rec.notes.end(), [](const std::string& n) {
+    return n.starts_with("layers 0-23: the expert GEMMs are bound by their weights on h100-nvlink-ib@MI300X (under "
+                         "about 193 rows an expert") &&
+           n.find("a pipeline degree r reads the weights r times") != std::string::npos;
+  })) << fmt::format("{}", fmt::join(rec.notes, "\n"));
 }
 
 }  // namespace

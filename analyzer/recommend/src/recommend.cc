@@ -20,6 +20,7 @@
 #include "moetrace/analyzer/whatif.h"
 #include "moetrace/schema/error.h"
 #include "moetrace/sim/cost_model.h"
+#include "moetrace/plan/flops.h"
 #include "moetrace/sim/run_spec.h"
 #include "hardware.h"
 #include "recommend_internal.h"
@@ -28,6 +29,7 @@
 namespace moetrace::analyzer {
 using detail::Hardware;
 using detail::hardware_terms;
+using detail::LayerNotes;
 using detail::resolve_hardware;
 using detail::scaled;
 using detail::LayerMeasures;
@@ -99,6 +101,37 @@ std::map<int, LayerMeasures> layer_measures(const Trace& t, const Breakdown& b) 
 
 namespace {
 
+// Layers whose expert GEMMs the hardware model bounds by their weights
+// (sim cost_model.h's roofline): a forward pass of the busiest rank's
+// experts, its rows spread evenly over them (at least one row an expert
+// with rows), takes longer by its bytes
+// than by its FLOPs. Below about e x gemm_seconds_per_byte / (2 x
+// seconds_per_flop) rows an expert (plan flops.h: 4 r M H FLOPs against 2
+// M H e bytes of weights) the weights set the time, and a pipeline degree
+// r reads them r times.
+void weight_bound_notes(const std::vector<MoeLayerWorkload>& workloads, const sim::CostModel& m,
+                        std::vector<std::string>& notes) {
+  const auto& c = m.compute_cost(OpKind::kExpertFfn);
+  if (c.gemm_seconds_per_byte <= 0 || c.seconds_per_flop <= 0) return;
+  LayerNotes bound;
+  for (const auto& w : workloads) {
+    const int local = w.experts_per_rank();
+    const std::int64_t rows = local > 0 ? (w.max_rows_computed() + local - 1) / local : 0;
+    if (rows <= 0) continue;
+    const double flops_s = plan::ffn_forward_flops(rows, w.model_dim, w.ffn_hidden()) * c.seconds_per_flop;
+    const double bytes_s =
+        plan::ffn_forward_bytes(rows, w.model_dim, w.ffn_hidden(), w.elem_bytes) * c.gemm_seconds_per_byte;
+    if (bytes_s > flops_s)
+      bound.add(w.layer, fmt::format("the expert GEMMs are bound by their weights on {} (under about {:.0f} rows an "
+                                     "expert in {}-byte elements their bytes take longer than their FLOPs): a "
+                                     "pipeline degree r reads the weights r times",
+                                     m.name, w.elem_bytes * c.gemm_seconds_per_byte / (2 * c.seconds_per_flop),
+                                     w.elem_bytes));
+  }
+  auto note = [&](std::string s) { notes.push_back(std::move(s)); };
+  bound.say(note);
+}
+
 Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, const Breakdown* breakdown,
                                std::int64_t peak, const CostModel* fits) {
   Recommendations out;
@@ -123,6 +156,7 @@ Recommendations recommend_impl(const Trace& trace, const RecommendOptions& o, co
   hw.model.validate();
   out.hardware = hw.info;
   out.hardware.terms = hardware_terms(hw.model, workloads.front().ranks);
+  weight_bound_notes(workloads, hw.model, out.notes);
   Breakdown computed;
   if (!breakdown) {
     progress("breakdown", 0.0);

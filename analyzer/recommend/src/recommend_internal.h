@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <map>
@@ -28,6 +29,36 @@
 #include "moetrace/plan/pro_prophet.h"
 
 namespace moetrace::analyzer::detail {
+
+// Notes that say the same of several layers, said once each: "layer 3:
+// ..." or "layers 0-23: ..." (runs of three or more layers as a range).
+class LayerNotes {
+ public:
+  void add(int layer, std::string text) {
+    auto it = std::find_if(notes_.begin(), notes_.end(), [&](const auto& n) { return n.first == text; });
+    if (it == notes_.end()) it = notes_.insert(notes_.end(), {std::move(text), {}});
+    it->second.push_back(layer);
+  }
+  template <class Note>
+  void say(Note& note) const {
+    for (const auto& [text, layers] : notes_) {
+      std::string list;
+      for (std::size_t i = 0; i < layers.size();) {
+        std::size_t j = i;
+        while (j + 1 < layers.size() && layers[j + 1] == layers[j] + 1) ++j;
+        const std::string run = j >= i + 2 ? fmt::format("{}-{}", layers[i], layers[j])
+                                : j == i   ? fmt::format("{}", layers[i])
+                                           : fmt::format("{}, {}", layers[i], layers[j]);
+        list += (list.empty() ? "" : ", ") + run;
+        i = j + 1;
+      }
+      note(fmt::format("layer{} {}: {}", layers.size() == 1 ? "" : "s", list, text));
+    }
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::vector<int>>> notes_;  // in the order first said
+};
 
 template <typename T>
 std::optional<T> config_number(const Trace& t, std::string_view key) {
