@@ -104,11 +104,10 @@ namespace {
 // Layers whose expert GEMMs the hardware model bounds by their weights
 // (sim cost_model.h's roofline): a forward pass of the busiest rank's
 // experts, its rows spread evenly over them (at least one row an expert
-// with rows), takes longer by its bytes
-// than by its FLOPs. Below about e x gemm_seconds_per_byte / (2 x
-// seconds_per_flop) rows an expert (plan flops.h: 4 r M H FLOPs against 2
-// M H e bytes of weights) the weights set the time, and a pipeline degree
-// r reads them r times.
+// with rows), takes longer by its bytes than by its FLOPs. Below about
+// e x gemm_seconds_per_byte / (2 x seconds_per_flop) rows an expert (plan
+// flops.h: 4 r M H FLOPs against 2 M H e bytes of weights) the weights set
+// the time, and a pipeline degree r reads them r times.
 void weight_bound_notes(const std::vector<MoeLayerWorkload>& workloads, const sim::CostModel& m,
                         std::vector<std::string>& notes) {
   const auto& c = m.compute_cost(OpKind::kExpertFfn);
